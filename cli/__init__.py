@@ -1,0 +1,1 @@
+"""The gpufleet command line (typer). Thin commands over the library in gpufleet.*."""

@@ -1,0 +1,3 @@
+from gpufleet.cli.app import main
+
+main()

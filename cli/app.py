@@ -1,0 +1,50 @@
+"""Root of the gpufleet CLI: global options and the nouns mounted on one typer app."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from gpufleet import __version__
+from gpufleet.cli import catalog as catalog_cmd
+from gpufleet.cli import compare as compare_cmd
+from gpufleet.cli import validate as validate_cmd
+from gpufleet.cli.output import STATE
+
+app = typer.Typer(
+    name="gpufleet",
+    help="Compare, bring up, configure and tear down GPU fleets on AWS, GCP, Azure and your own racks.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool):
+    if value:
+        typer.echo(f"gpufleet {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    json_: Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")] = False,
+    verbose: Annotated[int, typer.Option("-v", "--verbose", count=True, help="More detail (repeat for more).")] = 0,
+    config: Annotated[Optional[str], typer.Option("--config", help="User config file (default ~/.config/gpufleet/config.yaml).", envvar="GPUFLEET_CONFIG")] = None,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
+):
+    STATE.json = json_
+    STATE.verbose = verbose
+    STATE.config = config
+
+
+app.command("compare", help=compare_cmd.HELP)(compare_cmd.compare)
+app.command("calibrate", help=compare_cmd.CALIBRATE_HELP)(compare_cmd.calibrate)
+app.command("validate", help=validate_cmd.HELP)(validate_cmd.validate)
+app.add_typer(catalog_cmd.app, name="catalog", help="List the GPU catalog: GPUs, instance types, prices, workloads.")
+
+
+def main() -> None:
+    app()

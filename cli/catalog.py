@@ -1,0 +1,124 @@
+"""`gpufleet catalog gpus|instances|workloads|show NAME`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from gpufleet.cli import output
+from gpufleet.cli.output import STATE
+
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None)
+
+
+def _age_line(cat) -> str:
+    return f"prices as of {min(p.as_of for p in cat.prices)} ({cat.age_days()} days old); every row has its source (--json)"
+
+
+@app.command("gpus", help="GPU specs: peak dense TFLOPS per precision, memory, bandwidth, NVLink, TDP.")
+@output.handle_errors
+def gpus():
+    from gpufleet import catalog
+
+    cat = catalog.load(STATE.config)
+    rows = sorted(cat.gpus.values(), key=lambda g: g.tflops.get("fp32", 0))
+    if STATE.json:
+        output.emit_json({"catalog_age_days": cat.age_days(), "gpus": [g.__dict__ for g in rows]})
+        return
+    f = lambda v: "-" if v is None else f"{v:g}"  # noqa: E731
+    output.table("GPUs", ["gpu", "arch", "mem GB", "GB/s", "FP32", "TF32", "FP16", "BF16", "FP8", "NVLink GB/s", "TDP W", "as of"],
+                 [[g.name, g.arch, f(g.memory_gb), f(g.memory_bw_gbs), f(g.tflops.get("fp32")), f(g.tflops.get("tf32")),
+                   f(g.tflops.get("fp16")), f(g.tflops.get("bf16")), f(g.tflops.get("fp8")), f(g.nvlink_gbs), f(g.tdp_w), g.as_of]
+                  for g in rows], caption="TFLOPS are dense peak (no sparsity). " + _age_line(cat))
+
+
+@app.command("instances", help="Instance types with GPUs, fabric and their on-demand/spot prices per region.")
+@output.handle_errors
+def instances(
+    provider: Annotated[Optional[str], typer.Option(help="aws, gcp, azure or baremetal.")] = None,
+    gpu: Annotated[Optional[str], typer.Option(help="Only this GPU type.")] = None,
+    region: Annotated[Optional[str], typer.Option(help="Only this region.")] = None,
+):
+    from gpufleet import catalog
+    from gpufleet.errors import NotFound
+
+    cat = catalog.load(STATE.config)
+    if provider and provider not in catalog.PROVIDERS:
+        raise NotFound("provider", provider, catalog.PROVIDERS)
+    g = cat.gpu(gpu).name if gpu else None
+    offers = [o for o in cat.offers() if (not provider or o.provider == provider) and (not g or o.gpu.name == g)
+              and (not region or o.region == region)]
+    offers.sort(key=lambda o: (o.provider, o.instance.gpu, o.instance.gpu_count, o.region, o.market))
+    if STATE.json:
+        output.emit_json({"catalog_age_days": cat.age_days(), "offers": [{
+            "provider": o.provider, "region": o.region, "instance": o.instance.__dict__, "market": o.market,
+            "usd_per_hour": o.usd_per_hour, "discount": o.discount,
+            "price_parts": [p.__dict__ for p in o.parts]} for o in offers]})
+        return
+    output.table("Instance types", ["provider", "instance", "gpus", "vCPU", "mem GiB", "net Gbps", "fabric", "NVMe GB",
+                                    "region", "market", "$/h", "price made of", "as of"],
+                 [[o.provider, o.instance.name, f"{o.instance.gpu_count}x {o.instance.gpu}", o.instance.vcpus,
+                   f"{o.instance.memory_gib:g}", f"{o.instance.network_gbps:g}",
+                   o.instance.fabric + (f" x{o.instance.efa_interfaces}" if o.instance.efa_interfaces else ""),
+                   f"{o.instance.local_nvme_gb:g}", o.region, o.market, f"{o.usd_per_hour:.4g}",
+                   " + ".join(f"{p.what} {p.usd_per_hour:.4g}" for p in o.parts) if len(o.parts) > 1 else "",
+                   o.as_of] for o in offers],
+                 caption=_age_line(cat) + (f"; discounts applied: {cat.discounts}" if cat.discounts else ""))
+
+
+@app.command("workloads", help="The workload library: parameters, FLOPs per sample, sources.")
+@output.handle_errors
+def workloads_cmd(
+    workload_file: Annotated[Optional[str], typer.Option("--workload-file", help="YAML file with your own workloads.")] = None,
+):
+    from gpufleet.perf import workloads
+
+    lib = workloads.library(workload_file)
+    if STATE.json:
+        output.emit_json([w.__dict__ | {"train_flops": w.train_flops} for w in lib.values()])
+        return
+    output.table("Workloads", ["workload", "family", "params", "train GFLOP/sample", "unit", "source"],
+                 [[w.name, w.family, f"{w.params / 1e6:,.1f}M", f"{w.train_flops / 1e9:,.2f}", w.unit, w.source]
+                  for w in lib.values()],
+                 caption="Also: llm:<size>[:<seq>] for any decoder LLM, e.g. llm:8b (6N FLOPs per token + attention).")
+
+
+@app.command("show", help="Everything about one GPU, instance type or workload, with sources.")
+@output.handle_errors
+def show(name: Annotated[str, typer.Argument(help="GPU, instance type or workload name.")]):
+    from gpufleet import catalog
+    from gpufleet.errors import NotFound
+    from gpufleet.perf import workloads
+
+    cat = catalog.load(STATE.config)
+    found: dict = {}
+    if cat.has_gpu(name):
+        found["gpu"] = cat.gpu(name).__dict__
+    for (prov, n), it in cat.instances.items():
+        if n.lower() == name.lower():
+            found.setdefault("instances", []).append(
+                it.__dict__ | {"offers": [{"region": o.region, "market": o.market, "usd_per_hour": o.usd_per_hour,
+                                           "parts": [p.__dict__ for p in o.parts]}
+                                          for o in cat.offers() if o.provider == prov and o.instance.name == it.name]})
+    try:
+        found["workload"] = workloads.get(name).__dict__
+    except NotFound:
+        pass
+    if not found:
+        choices = [g.name for g in cat.gpus.values()] + [n for _, n in cat.instances] + list(workloads.library())
+        raise NotFound("GPU, instance type or workload", name, choices)
+    if STATE.json:
+        output.emit_json(found)
+        return
+    c = output.console()
+    for kind, val in found.items():
+        for item in (val if isinstance(val, list) else [val]):
+            c.rule(f"{kind}: {item['name']}")
+            for k, v in item.items():
+                if k == "offers":
+                    for o in v:
+                        c.print(f"  {o['region']:<16} {o['market']:<9} ${o['usd_per_hour']:.4g}/h  "
+                                + "; ".join(f"{p['what']} ${p['usd_per_hour']:.4g} ({p['source']}, {p['as_of']})" for p in o["parts"]))
+                elif k != "name":
+                    c.print(f"  {k}: {v}")

@@ -1,0 +1,144 @@
+"""The one output module: tables and progress for people, JSON/CSV/Markdown for machines.
+
+Results go to stdout; progress, warnings and errors for people go to stderr. rich is
+imported only when something is rendered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import functools
+import io
+import json
+import sys
+from dataclasses import dataclass
+
+import typer
+
+
+@dataclass
+class State:
+    json: bool = False
+    verbose: int = 0
+    config: str | None = None
+
+
+STATE = State()
+
+
+@functools.lru_cache(maxsize=2)
+def console(stderr: bool = False):
+    import os
+
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    width = int(os.environ.get("COLUMNS", "0") or 0) or (None if stream.isatty() else 200)
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
+
+
+def emit_json(data) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def warn(message: str) -> None:
+    if STATE.json:
+        return
+    console(stderr=True).print(f"[yellow]warning:[/yellow] {message}")
+
+
+def error(exc) -> None:
+    """Render an expected error (GpufleetError) for people or machines."""
+    if STATE.json:
+        emit_json(exc.to_dict())
+        return
+    from rich.markup import escape
+
+    c = console(stderr=True)
+    c.print(f"[bold red]error:[/bold red] {escape(exc.message)}")
+    if exc.hint and "\n" not in exc.message:
+        c.print(f"  [dim]hint:[/dim] {escape(exc.hint)}")
+
+
+def handle_errors(fn):
+    """Map library errors to messages and exit codes; no traceback for expected errors."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from gpufleet.errors import GpufleetError
+
+        try:
+            return fn(*args, **kwargs)
+        except GpufleetError as e:
+            error(e)
+            raise typer.Exit(e.exit_code) from None
+
+    return wrapper
+
+
+def table(title: str, columns: list[str], rows: list[list], caption: str | None = None,
+          justify: dict[str, str] | None = None, styles: list[str | None] | None = None) -> None:
+    from rich.table import Table
+
+    t = Table(title=title, caption=caption, caption_justify="left", header_style="bold")
+    for c in columns:
+        t.add_column(c, justify=(justify or {}).get(c, "left"), overflow="fold")
+    for i, r in enumerate(rows):
+        t.add_row(*[str(x) for x in r], style=(styles[i] if styles else None))
+    console().print(t)
+
+
+def write_csv(columns: list[str], rows: list[list]) -> None:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    w.writerows(rows)
+    sys.stdout.write(buf.getvalue())
+
+
+def write_markdown(columns: list[str], rows: list[list], title: str | None = None) -> None:
+    out = []
+    if title:
+        out.append(f"### {title}\n")
+    out.append("| " + " | ".join(columns) + " |")
+    out.append("|" + "|".join("---" for _ in columns) + "|")
+    for r in rows:
+        out.append("| " + " | ".join(str(x).replace("|", "\\|") for x in r) + " |")
+    sys.stdout.write("\n".join(out) + "\n")
+
+
+@contextlib.contextmanager
+def progress(description: str, total: int | None = None):
+    """A progress bar on stderr for people; silent under --json or without a terminal."""
+    if STATE.json or not sys.stderr.isatty():
+        yield lambda n=1: None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=console(stderr=True), transient=True) as p:
+        task = p.add_task(description, total=total)
+        yield lambda n=1: p.advance(task, n)
+
+
+def money(v: float) -> str:
+    if v >= 1e6:
+        return f"${v / 1e6:,.2f}M"
+    if v >= 100:
+        return f"${v:,.0f}"
+    return f"${v:,.2f}"
+
+
+def duration(hours: float) -> str:
+    if hours < 1:
+        return f"{hours * 60:.0f} min"
+    if hours < 48:
+        return f"{hours:.1f} h"
+    return f"{hours / 24:.1f} d"
+
+
+def rate(v: float, unit: str) -> str:
+    for div, suf in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if v >= div:
+            return f"{v / div:,.2f}{suf} {unit}"
+    return f"{v:,.1f} {unit}"

@@ -1,0 +1,350 @@
+"""The GPU catalog: GPU specs, instance types, prices (with provenance) and offers.
+
+Data is CSV shipped with the package (``data/``), read with the standard ``csv`` module.
+User overrides (discounts, custom prices, owned racks) come from the config file
+(:mod:`gpufleet.config`). No cloud SDK is imported here.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import functools
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+
+from gpufleet.errors import CatalogError, NotFound
+
+PROVIDERS = ("aws", "gcp", "azure", "baremetal")
+CLOUDS = ("aws", "gcp", "azure")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+FABRICS = ("ethernet", "efa", "infiniband-hdr", "infiniband-ndr", "tcpx", "roce")
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    aliases: tuple[str, ...]
+    arch: str
+    memory_gb: float
+    memory_bw_gbs: float
+    tflops: dict[str, float]  # precision -> dense peak TFLOPS (only those that exist)
+    nvlink_gbs: float
+    pcie_gen: int
+    tdp_w: float
+    source: str
+    as_of: str
+
+    def peak_tflops(self, precision: str) -> float:
+        """Peak dense TFLOPS at ``precision``, falling back to the next wider format.
+
+        A GPU without tensor cores for fp16 (K80) runs fp16 at its fp32 rate; bf16 on
+        a GPU without bf16 (V100, T4) runs as fp16; tf32 without tf32 runs as fp32; fp8
+        without fp8 runs as bf16/fp16.
+        """
+        order = {
+            "fp8": ("fp8", "bf16", "fp16", "fp32"),
+            "bf16": ("bf16", "fp16", "fp32"),
+            "fp16": ("fp16", "bf16", "fp32"),
+            "tf32": ("tf32", "fp32"),
+            "fp32": ("fp32",),
+        }[precision]
+        for p in order:
+            if p in self.tflops:
+                return self.tflops[p]
+        raise CatalogError(f"GPU {self.name} has no throughput figure for {precision}")
+
+    def effective_precision(self, precision: str) -> str:
+        for p in {"fp8": ("fp8", "bf16", "fp16", "fp32"), "bf16": ("bf16", "fp16", "fp32"),
+                  "fp16": ("fp16", "bf16", "fp32"), "tf32": ("tf32", "fp32"), "fp32": ("fp32",)}[precision]:
+            if p in self.tflops:
+                return p
+        return "fp32"
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    provider: str
+    name: str
+    gpu: str
+    gpu_count: int
+    vcpus: int
+    memory_gib: float
+    network_gbps: float
+    fabric: str
+    efa_interfaces: int
+    local_nvme_gb: float
+    gpu_attach: str  # bundled | separate
+    source: str
+    as_of: str
+
+    @property
+    def base_machine(self) -> str:
+        """For separately priced GPUs (GCP N1), the machine type the GPUs attach to."""
+        return self.name.split("+", 1)[0]
+
+
+@dataclass(frozen=True)
+class Price:
+    provider: str
+    item: str
+    region: str
+    market: str  # ondemand | spot
+    usd_per_hour: float
+    source: str
+    as_of: str
+
+
+@dataclass(frozen=True)
+class PricePart:
+    what: str
+    usd_per_hour: float
+    source: str
+    as_of: str
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One priced way to get a node: an instance type in a region and market, or a rack."""
+
+    provider: str
+    region: str
+    instance: InstanceType
+    gpu: Gpu
+    market: str
+    usd_per_hour: float  # per node, after discounts
+    parts: tuple[PricePart, ...]
+    discount: float = 0.0
+    max_nodes: int | None = None  # an owned rack has a fixed number of nodes
+
+    @property
+    def as_of(self) -> str:
+        return min(p.as_of for p in self.parts)
+
+    @property
+    def key(self) -> str:
+        return f"{self.provider}/{self.region}/{self.instance.name}/{self.market}"
+
+
+@dataclass
+class Catalog:
+    gpus: dict[str, Gpu]
+    instances: dict[tuple[str, str], InstanceType]
+    prices: list[Price]
+    regions: dict[str, dict[str, str]]  # provider -> region -> geo
+    sites: list = field(default_factory=list)  # on-prem racks (gpufleet.catalog.onprem.Site)
+    discounts: dict[str, float] = field(default_factory=dict)
+    _alias: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for g in self.gpus.values():
+            self._alias[g.name.lower()] = g.name
+            for a in g.aliases:
+                self._alias[a.lower()] = g.name
+
+    # --- lookups with did-you-mean -------------------------------------------------
+    def gpu(self, name: str) -> Gpu:
+        canon = self._alias.get(name.lower())
+        if canon is None:
+            raise NotFound("GPU", name, [g.name for g in self.gpus.values()])
+        return self.gpus[canon]
+
+    def has_gpu(self, name: str) -> bool:
+        return name.lower() in self._alias
+
+    def instance(self, provider: str, name: str) -> InstanceType:
+        it = self.instances.get((provider, name))
+        if it is None:
+            lowered = {n.lower(): n for (p, n) in self.instances if p == provider}
+            if name.lower() in lowered:
+                return self.instances[(provider, lowered[name.lower()])]
+            raise NotFound(f"{provider} instance type", name,
+                           [n for (p, n) in self.instances if p == provider])
+        return it
+
+    def instance_regions(self, provider: str, name: str) -> list[str]:
+        it = self.instance(provider, name)
+        items = {it.name} if it.gpu_attach == "bundled" else {it.base_machine}
+        return sorted({p.region for p in self.prices if p.provider == provider and p.item in items})
+
+    def check_region(self, provider: str, region: str) -> None:
+        if provider not in self.regions:
+            return
+        if region not in self.regions[provider]:
+            raise NotFound(f"{provider} region", region, self.regions[provider])
+
+    # --- offers --------------------------------------------------------------------
+    def offers(self) -> list[Offer]:
+        """Every priced (instance, region, market) plus every on-prem site."""
+        return list(_build_offers(self))
+
+    def oldest_as_of(self) -> str:
+        return min([p.as_of for p in self.prices] + [g.as_of for g in self.gpus.values()])
+
+    def age_days(self, today: dt.date | None = None) -> int:
+        return age_in_days(min(p.as_of for p in self.prices), today)
+
+
+def age_in_days(as_of: str, today: dt.date | None = None) -> int:
+    """Days since an ``as_of`` stamp (YYYY-MM or YYYY-MM-DD; a month counts from its 1st)."""
+    today = today or dt.date.today()
+    parts = [int(x) for x in as_of.split("-")]
+    day = dt.date(parts[0], parts[1], parts[2] if len(parts) > 2 else 1)
+    return max(0, (today - day).days)
+
+
+def _build_offers(cat: Catalog):
+    by_item: dict[tuple[str, str, str, str], Price] = {}
+    for p in cat.prices:
+        by_item[(p.provider, p.item, p.region, p.market)] = p  # later rows (overrides) win
+    for (provider, name), it in cat.instances.items():
+        gpu = cat.gpus[it.gpu]
+        disc = cat.discounts.get(provider, 0.0)
+        keys = {(r, m) for (pp, item, r, m) in by_item
+                if pp == provider and item == (it.name if it.gpu_attach == "bundled" else it.base_machine)}
+        for region, market in sorted(keys):
+            if it.gpu_attach == "bundled":
+                p = by_item[(provider, it.name, region, market)]
+                parts = (PricePart(it.name, p.usd_per_hour, p.source, p.as_of),)
+            else:
+                m = by_item[(provider, it.base_machine, region, market)]
+                g = by_item.get((provider, f"gpu:{it.gpu}", region, market))
+                if g is None:
+                    continue  # machine priced but not its GPU in this region/market
+                parts = (PricePart(it.base_machine, m.usd_per_hour, m.source, m.as_of),
+                         PricePart(f"{it.gpu_count}x {it.gpu}", g.usd_per_hour * it.gpu_count, g.source, g.as_of))
+            total = sum(x.usd_per_hour for x in parts) * (1.0 - disc)
+            yield Offer(provider, region, it, gpu, market, total, parts, disc)
+    for site in cat.sites:
+        yield site.offer(cat)
+
+
+# --- loading -------------------------------------------------------------------------
+
+def _read_csv(name: str, text: str | None = None, path: str | None = None):
+    """Rows of a CSV as (line number, dict); ``text`` overrides the packaged file."""
+    if text is None:
+        text = resources.files("gpufleet.catalog").joinpath("data", name).read_text(encoding="utf-8")
+    label = path or f"gpufleet/catalog/data/{name}"
+    reader = csv.DictReader(text.splitlines())
+    for row in reader:
+        yield label, reader.line_num, row
+
+
+def _num(label: str, line: int, row: dict, key: str, *, required: bool = True, positive: bool = False) -> float | None:
+    raw = (row.get(key) or "").strip()
+    if raw == "":
+        if required:
+            raise CatalogError(f"{label}:{line}: {key}: missing value")
+        return None
+    try:
+        v = float(raw)
+    except ValueError:
+        raise CatalogError(f"{label}:{line}: {key}: {raw!r} is not a number") from None
+    if v < 0 or (positive and v == 0):
+        raise CatalogError(f"{label}:{line}: {key}: {raw!r} must be {'positive' if positive else 'non-negative'}")
+    return v
+
+
+def _need(label: str, line: int, row: dict, key: str) -> str:
+    v = (row.get(key) or "").strip()
+    if not v:
+        raise CatalogError(f"{label}:{line}: {key}: missing value (every row needs one)")
+    return v
+
+
+def parse_gpus(text: str | None = None, path: str | None = None) -> dict[str, Gpu]:
+    out: dict[str, Gpu] = {}
+    for label, line, row in _read_csv("gpus.csv", text, path):
+        name = _need(label, line, row, "name")
+        tf = {}
+        for p in PRECISIONS:
+            v = _num(label, line, row, f"{p}_tflops", required=(p == "fp32"), positive=True)
+            if v is not None:
+                tf[p] = v
+        out[name] = Gpu(
+            name=name,
+            aliases=tuple(a.strip() for a in (row.get("aliases") or "").split(";") if a.strip()),
+            arch=_need(label, line, row, "arch"),
+            memory_gb=_num(label, line, row, "memory_gb", positive=True),
+            memory_bw_gbs=_num(label, line, row, "memory_bw_gbs", positive=True),
+            tflops=tf,
+            nvlink_gbs=_num(label, line, row, "nvlink_gbs"),
+            pcie_gen=int(_num(label, line, row, "pcie_gen", positive=True)),
+            tdp_w=_num(label, line, row, "tdp_w", positive=True),
+            source=_need(label, line, row, "source"),
+            as_of=_need(label, line, row, "as_of"),
+        )
+    return out
+
+
+def parse_instances(gpus: dict[str, Gpu], text: str | None = None, path: str | None = None):
+    out: dict[tuple[str, str], InstanceType] = {}
+    for label, line, row in _read_csv("instances.csv", text, path):
+        provider = _need(label, line, row, "provider")
+        if provider not in CLOUDS:
+            raise CatalogError(f"{label}:{line}: provider: {provider!r} is not one of {', '.join(CLOUDS)}")
+        gpu = _need(label, line, row, "gpu")
+        if gpu not in gpus:
+            raise NotFound("GPU", gpu, gpus, extra=f" in {label}:{line}")
+        fabric = _need(label, line, row, "fabric")
+        if fabric not in FABRICS:
+            raise CatalogError(f"{label}:{line}: fabric: {fabric!r} is not one of {', '.join(FABRICS)}")
+        it = InstanceType(
+            provider=provider, name=_need(label, line, row, "name"), gpu=gpu,
+            gpu_count=int(_num(label, line, row, "gpu_count", positive=True)),
+            vcpus=int(_num(label, line, row, "vcpus", positive=True)),
+            memory_gib=_num(label, line, row, "memory_gib", positive=True),
+            network_gbps=_num(label, line, row, "network_gbps", positive=True),
+            fabric=fabric,
+            efa_interfaces=int(_num(label, line, row, "efa_interfaces")),
+            local_nvme_gb=_num(label, line, row, "local_nvme_gb"),
+            gpu_attach=_need(label, line, row, "gpu_attach"),
+            source=_need(label, line, row, "source"), as_of=_need(label, line, row, "as_of"),
+        )
+        out[(provider, it.name)] = it
+    return out
+
+
+def parse_prices(text: str | None = None, path: str | None = None) -> list[Price]:
+    out = []
+    for label, line, row in _read_csv("prices.csv", text, path):
+        market = _need(label, line, row, "market")
+        if market not in ("ondemand", "spot"):
+            raise CatalogError(f"{label}:{line}: market: {market!r} must be 'ondemand' or 'spot'")
+        out.append(Price(_need(label, line, row, "provider"), _need(label, line, row, "item"),
+                         _need(label, line, row, "region"), market,
+                         _num(label, line, row, "usd_per_hour", positive=True),
+                         _need(label, line, row, "source"), _need(label, line, row, "as_of")))
+    return out
+
+
+def parse_regions(text: str | None = None) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for label, line, row in _read_csv("regions.csv", text):
+        out.setdefault(_need(label, line, row, "provider"), {})[_need(label, line, row, "region")] = row.get("geo", "")
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _embedded() -> Catalog:
+    gpus = parse_gpus()
+    return Catalog(gpus=gpus, instances=parse_instances(gpus), prices=parse_prices(), regions=parse_regions())
+
+
+def load(config_path: str | Path | None = None, *, use_config: bool = True) -> Catalog:
+    """The embedded catalog with the user's overrides (discounts, prices, racks) applied."""
+    base = _embedded()
+    cat = Catalog(gpus=dict(base.gpus), instances=dict(base.instances), prices=list(base.prices),
+                  regions=base.regions)
+    if use_config:
+        from gpufleet import config as _config
+
+        cfg = _config.load(config_path)
+        if cfg is not None:
+            cfg.apply(cat)
+    return cat
+
+
+__all__ = ["Catalog", "Gpu", "InstanceType", "Offer", "Price", "PricePart", "load", "replace", "age_in_days"]

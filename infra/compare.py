@@ -1,0 +1,212 @@
+"""Offers x workload -> a ranked price/performance report."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from gpufleet.catalog import Catalog, Offer, age_in_days
+from gpufleet.errors import InputError
+from gpufleet.perf.model import Scenario, predict
+from gpufleet.perf.workloads import Workload
+
+# Storage assumptions when the request does not name one (stated in every report).
+LOCAL_NVME_MBPS = 2000.0  # dataset staged on the node's local NVMe, per node
+NETWORK_DISK_MBPS = 1000.0  # else a network block volume (EBS gp3 / PD / managed disk max)
+DEFAULT_EPOCHS = {"cnn": 90.0, "transformer": 1.0}  # 90: the standard ImageNet schedule
+CHINCHILLA_TOKENS_PER_PARAM = 20.0  # Hoffmann et al. 2022
+
+
+@dataclass
+class Request:
+    workload: Workload
+    epochs: float | None = None
+    tokens: float | None = None
+    gpus: list[str] = field(default_factory=list)  # canonical GPU names
+    min_gpus: int | None = None  # total GPUs in the cluster
+    providers: list[str] = field(default_factory=list)
+    regions: list[str] = field(default_factory=list)
+    spot: bool = False
+    max_price: float | None = None  # USD per hour for the whole cluster
+    nodes: list[int] = field(default_factory=lambda: [1])
+    precision: str = "mixed"
+    batch_per_gpu: int | None = None
+    storage: str | None = None  # nvme | network | lustre:<MB/s> | <MB/s>
+    only: list[tuple[str, str, str, int, bool]] | None = None  # stack pools: (provider, region, item, nodes, spot)
+
+
+@dataclass
+class Row:
+    provider: str
+    region: str
+    instance: str
+    gpu: str
+    gpus_per_node: int
+    nodes: int
+    market: str
+    usd_per_hour: float
+    throughput: float
+    unit: str
+    time_to_train_h: float
+    cost_to_train_usd: float
+    usd_per_pflop_hour: float
+    bottleneck: str
+    scaling_efficiency: float
+    precision: str
+    feasible: bool
+    reason: str
+    price_parts: list[dict]
+    price_as_of: str
+    storage: str
+    tags: list[str] = field(default_factory=list)  # cheapest, fastest
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["total_gpus"] = self.total_gpus
+        return d
+
+
+@dataclass
+class Report:
+    workload: str
+    unit: str
+    samples: float
+    sample_label: str
+    assumptions: list[str]
+    rows: list[Row]
+    skipped: list[dict]
+    catalog_as_of: str
+    catalog_age_days: int
+    stale: bool
+
+    def to_dict(self) -> dict:
+        return {"workload": self.workload, "unit": self.unit, "samples_to_train": self.samples,
+                "samples_label": self.sample_label, "assumptions": self.assumptions,
+                "catalog_as_of": self.catalog_as_of, "catalog_age_days": self.catalog_age_days,
+                "catalog_stale": self.stale, "offers": [r.to_dict() for r in self.rows], "skipped": self.skipped}
+
+
+def _storage_for(req: Request, offer: Offer) -> tuple[float, bool, str]:
+    s = req.storage
+    if s in (None, "auto"):
+        if offer.instance.local_nvme_gb > 0:
+            return LOCAL_NVME_MBPS, False, f"local NVMe ({LOCAL_NVME_MBPS:.0f} MB/s per node)"
+        return NETWORK_DISK_MBPS, False, f"network disk ({NETWORK_DISK_MBPS:.0f} MB/s per node)"
+    if s == "nvme":
+        return LOCAL_NVME_MBPS, False, f"local NVMe ({LOCAL_NVME_MBPS:.0f} MB/s per node)"
+    if s == "network":
+        return NETWORK_DISK_MBPS, False, f"network disk ({NETWORK_DISK_MBPS:.0f} MB/s per node)"
+    kind, _, num = s.partition(":") if ":" in s else ("shared", "", s)
+    try:
+        mbps = float(num)
+    except ValueError:
+        raise InputError(f"--storage {s!r} is not understood",
+                         "use nvme, network, lustre:<MB/s>, nfs:<MB/s> or a number of MB/s") from None
+    if mbps <= 0:
+        raise InputError(f"--storage {s!r}: throughput must be positive")
+    return mbps, True, f"{kind} ({mbps:.0f} MB/s shared)"
+
+
+def samples_to_train(req: Request) -> tuple[float, str]:
+    w = req.workload
+    if w.family == "llm":
+        if req.epochs:
+            raise InputError("an LLM workload is sized in tokens, not epochs", "use --tokens, e.g. --tokens 1e12")
+        tokens = req.tokens or CHINCHILLA_TOKENS_PER_PARAM * w.params
+        return tokens, f"{tokens:.3g} tokens" + ("" if req.tokens else " (20 per parameter, Chinchilla)")
+    if req.tokens:
+        raise InputError(f"{w.name} is sized in epochs, not tokens", "use --epochs")
+    if not w.dataset_samples:
+        raise InputError(f"workload {w.name} has no dataset_samples", "add dataset_samples to its definition")
+    epochs = req.epochs or DEFAULT_EPOCHS[w.family]
+    return epochs * w.dataset_samples, f"{epochs:g} epochs x {w.dataset_samples:,.0f} samples"
+
+
+def _selected(req: Request, offer: Offer) -> bool:
+    if req.only is not None:
+        return any(offer.provider == p and offer.region == r and offer.instance.name == i
+                   and (offer.market == ("spot" if s else "ondemand") or offer.market == "owned")
+                   for p, r, i, _, s in req.only)
+    if req.providers and offer.provider not in req.providers:
+        return False
+    if req.regions and offer.provider != "baremetal" and offer.region not in req.regions:
+        return False
+    if req.gpus and offer.gpu.name not in req.gpus:
+        return False
+    if offer.market == "spot" and not req.spot:
+        return False
+    if req.spot and offer.market == "ondemand":
+        return False
+    return True
+
+
+def compare(cat: Catalog, req: Request, today: dt.date | None = None, max_age_days: int = 90) -> Report:
+    samples, label = samples_to_train(req)
+    w = req.workload
+    rows: list[Row] = []
+    skipped: list[dict] = []
+    offers = [o for o in cat.offers() if _selected(req, o)]
+    for offer in offers:
+        node_counts = req.nodes
+        if req.only is not None:
+            node_counts = [n for p, r, i, n, _ in req.only if (p, r, i) == (offer.provider, offer.region, offer.instance.name)]
+        for nodes in node_counts:
+            it = offer.instance
+            if offer.max_nodes is not None and nodes > offer.max_nodes:
+                skipped.append({"offer": offer.key, "nodes": nodes, "reason": f"the site has {offer.max_nodes} nodes"})
+                continue
+            total = it.gpu_count * nodes
+            if req.min_gpus and total < req.min_gpus:
+                continue
+            price = offer.usd_per_hour * nodes
+            if req.max_price is not None and price > req.max_price:
+                continue
+            mbps, shared, storage_label = _storage_for(req, offer)
+            s = Scenario(workload=w, gpu=offer.gpu, gpus_per_node=it.gpu_count, nodes=nodes,
+                         precision=req.precision, batch_per_gpu=req.batch_per_gpu,
+                         network_gbps=it.network_gbps, vcpus=it.vcpus, storage_mbps=mbps,
+                         storage_shared=shared, node_memory_gib=it.memory_gib)
+            pr = predict(s)
+            first_epoch = min(samples, w.dataset_samples or samples)
+            seconds = first_epoch / pr.throughput_first_epoch + (samples - first_epoch) / pr.throughput
+            hours = seconds / 3600.0
+            delivered_pflops = pr.throughput * w.train_flops / 1e15
+            rows.append(Row(
+                provider=offer.provider, region=offer.region, instance=it.name, gpu=offer.gpu.name,
+                gpus_per_node=it.gpu_count, nodes=nodes, market=offer.market, usd_per_hour=price,
+                throughput=pr.throughput, unit=f"{w.unit}/s", time_to_train_h=hours,
+                cost_to_train_usd=hours * price,
+                usd_per_pflop_hour=price / delivered_pflops if delivered_pflops > 0 else float("inf"),
+                bottleneck=pr.bottleneck, scaling_efficiency=pr.scaling_efficiency, precision=pr.precision,
+                feasible=pr.feasible, reason=pr.reason,
+                price_parts=[{"what": p.what, "usd_per_hour": p.usd_per_hour, "source": p.source, "as_of": p.as_of}
+                             for p in offer.parts],
+                price_as_of=offer.as_of, storage=storage_label,
+            ))
+    rows.sort(key=lambda r: (not r.feasible, r.cost_to_train_usd, r.time_to_train_h))
+    feasible = [r for r in rows if r.feasible]
+    if feasible:
+        feasible[0].tags.append("cheapest")
+        min(feasible, key=lambda r: (r.time_to_train_h, r.cost_to_train_usd)).tags.append("fastest")
+    priced = [r.price_as_of for r in rows if r.market != "owned"] or [min(p.as_of for p in cat.prices)]
+    as_of = min(priced)
+    age = age_in_days(as_of, today)
+    assumptions = [
+        f"{label}",
+        f"precision {req.precision}; per-GPU batch {req.batch_per_gpu or w.batch_per_gpu}",
+        "storage: " + (req.storage or f"local NVMe where the node has it ({LOCAL_NVME_MBPS:.0f} MB/s), "
+                       f"else a network disk ({NETWORK_DISK_MBPS:.0f} MB/s); datasets that fit in half the "
+                       "nodes' RAM are read from storage once"),
+        "throughput from gpufleet's calibrated model (gpufleet calibrate shows its error against published runs)",
+        "$/PFLOP-hour: cluster price per hour of one delivered PFLOP/s of training math",
+    ]
+    if req.spot and not rows:
+        assumptions.append("no spot prices in the catalog for this selection: add quotes under `prices:` in the "
+                           "config (market: spot) or run `gpufleet catalog refresh`")
+    return Report(workload=w.name, unit=f"{w.unit}/s", samples=samples, sample_label=label,
+                  assumptions=assumptions, rows=rows, skipped=skipped, catalog_as_of=as_of,
+                  catalog_age_days=age, stale=age > max_age_days)

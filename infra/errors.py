@@ -1,0 +1,82 @@
+"""The error hierarchy. Only the CLI turns these into exit codes and messages."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+class GpufleetError(Exception):
+    """Root of every error gpufleet expects; carries a message, a hint and an exit code."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, message: str, hint: str | None = None, exit_code: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    def to_dict(self) -> dict:
+        return {"error": type(self).__name__, "message": self.message, "hint": self.hint}
+
+
+class InputError(GpufleetError):
+    """Bad input from the user: flags, names, files. Exit code 2."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class SpecError(InputError):
+    """A problem in a stack file, located by file, line and key path."""
+
+    def __init__(self, path: str, line: int | None, key: str, problem: str, hint: str | None = None):
+        self.path, self.line, self.key, self.problem = path, line, key, problem
+        loc = f"{path}:{line}" if line else path
+        super().__init__(f"{loc}: {key}: {problem}" if key else f"{loc}: {problem}", hint)
+
+    def to_dict(self) -> dict:
+        d = super().to_dict()
+        d.update(path=self.path, line=self.line, key=self.key, problem=self.problem)
+        return d
+
+
+class SpecErrors(InputError):
+    """Several SpecErrors found in one pass, reported together."""
+
+    def __init__(self, errors: list[SpecError]):
+        self.errors = errors
+        super().__init__("\n".join(e.message + (f"\n    hint: {e.hint}" if e.hint else "") for e in errors))
+
+    def to_dict(self) -> dict:
+        return {"error": "SpecErrors", "message": f"{len(self.errors)} problem(s)",
+                "errors": [e.to_dict() for e in self.errors]}
+
+
+class CatalogError(InputError):
+    """The catalog data (embedded or user override) is malformed."""
+
+
+class NotFound(InputError):
+    """A named thing (GPU, instance type, workload, region) does not exist."""
+
+    def __init__(self, kind: str, name: str, choices: Iterable[str], extra: str = ""):
+        self.kind, self.name = kind, name
+        sugg = did_you_mean(name, choices)
+        hint = f"did you mean {sugg!r}?" if sugg else f"see `gpufleet catalog` for the known {kind}s"
+        super().__init__(f"unknown {kind} {name!r}{extra}", hint)
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str | None:
+    """The closest known name to ``name``, case-insensitively, or None."""
+    choices = list(choices)
+    lowered = {c.lower(): c for c in choices}
+    if name.lower() in lowered:
+        return lowered[name.lower()]
+    match = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
+    return lowered[match[0]] if match else None

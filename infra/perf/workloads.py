@@ -1,0 +1,157 @@
+"""The workload library: FLOPs, parameters and input size per training sample.
+
+Built-ins live in ``data/workloads.yaml`` (with sources). Users add their own in a YAML
+file of the same shape (``--workload-file`` or ``~/.config/gpufleet/workloads.yaml``).
+A decoder LLM of any size is ``llm:<params>`` (e.g. ``llm:8b``, ``llm:405b:4096``).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from gpufleet.errors import InputError, NotFound, SpecError
+
+FAMILIES = ("cnn", "transformer", "llm")
+_UNITS = {"cnn": "img", "transformer": "seq", "llm": "tok"}
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmbt]?)$", re.I)
+_MULT = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    family: str
+    params: float
+    fwd_flops: float  # per sample (per token for llm)
+    sample_bytes: float  # bytes read from storage per sample
+    dataset_samples: float | None  # samples per epoch (None: give tokens)
+    batch_per_gpu: int  # samples per GPU between gradient exchanges
+    unit: str
+    decode: bool  # needs CPU decode/augmentation per sample (images)
+    source: str
+    layers: int = 0
+    d_model: int = 0
+    seq_len: int = 0
+
+    @property
+    def train_flops(self) -> float:
+        """FLOPs per sample for forward + backward (3x forward; 6N + 12Lds per token for LLMs)."""
+        return 3.0 * self.fwd_flops
+
+
+def parse_size(text: str) -> float:
+    m = _SIZE.match(str(text).strip())
+    if not m:
+        raise InputError(f"{text!r} is not a size", "write e.g. 7b, 70b, 1.3b, 350m")
+    return float(m.group(1)) * _MULT[m.group(2).lower()]
+
+
+def _from_dict(name: str, d: dict, where: str) -> Workload:
+    fam = d.get("family")
+    if fam not in FAMILIES:
+        raise SpecError(where, None, f"{name}.family", f"{fam!r} is not one of {', '.join(FAMILIES)}")
+    try:
+        if fam == "cnn":
+            params = float(d["params"])
+            fwd = 2.0 * float(d["gmacs_fwd"]) * 1e9
+        elif fam == "transformer":
+            L, dm, s = int(d["layers"]), int(d["d_model"]), int(d["seq_len"])
+            params = float(d.get("params") or 12 * L * dm * dm + dm * int(d.get("vocab", 0)))
+            per_tok = 2 * 12 * L * dm * dm + 4 * L * dm * s
+            fwd = per_tok * s
+        else:
+            params = float(d["params"])
+            L, dm, s = int(d.get("layers", 0)), int(d.get("d_model", 0)), int(d.get("seq_len", 2048))
+            if not (L and dm):
+                L, dm = llm_shape(params)
+            fwd = 2.0 * params + 4.0 * L * dm * s
+    except KeyError as e:
+        raise SpecError(where, None, f"{name}.{e.args[0]}", f"required for family {fam}") from None
+    except (TypeError, ValueError) as e:
+        raise SpecError(where, None, name, f"bad number: {e}") from None
+    if params <= 0 or fwd <= 0:
+        raise SpecError(where, None, name, "params and FLOPs must be positive")
+    return Workload(
+        name=name, family=fam, params=params, fwd_flops=fwd,
+        sample_bytes=float(d.get("sample_bytes", 4.0 if fam == "llm" else 1024)),
+        dataset_samples=float(d["dataset_samples"]) if d.get("dataset_samples") else None,
+        batch_per_gpu=int(d.get("batch_per_gpu", 4096 if fam == "llm" else 64)),
+        unit=d.get("unit", _UNITS[fam]), decode=(fam == "cnn"),
+        source=str(d.get("source", where)),
+        layers=int(d.get("layers", 0) or 0), d_model=int(d.get("d_model", 0) or 0),
+        seq_len=int(d.get("seq_len", 0) or 0),
+    )
+
+
+def llm_shape(params: float) -> tuple[int, int]:
+    """Layers and width for an LLM of ``params`` parameters at d_model/layers ~ 128."""
+    layers = max(2, round((params / (12 * 128 * 128)) ** (1 / 3)))
+    d_model = max(128, int(round((params / (12 * layers)) ** 0.5 / 128) * 128))
+    return layers, d_model
+
+
+def llm(params: float, seq_len: int = 2048, name: str | None = None) -> Workload:
+    L, dm = llm_shape(params)
+    return _from_dict(name or f"llm:{params / 1e9:g}b", {"family": "llm", "params": params, "layers": L,
+                      "d_model": dm, "seq_len": seq_len,
+                      "source": "decoder LLM, 6N FLOPs per token + attention (Kaplan et al. 2020)"}, "<llm>")
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin() -> dict[str, Workload]:
+    import yaml
+
+    text = resources.files("gpufleet.perf").joinpath("data", "workloads.yaml").read_text(encoding="utf-8")
+    raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return {k: _from_dict(k, v, "gpufleet/perf/data/workloads.yaml") for k, v in raw.items()}
+
+
+def user_file_default() -> Path:
+    from gpufleet.config import default_path
+
+    return default_path().parent / "workloads.yaml"
+
+
+def load_user(path: str | Path) -> dict[str, Workload]:
+    from gpufleet import yamlsrc
+
+    located = yamlsrc.load_file(path)
+    if not isinstance(located.data, dict):
+        raise SpecError(str(path), 1, "", "expected a mapping of workload name -> fields")
+    out = {}
+    for k, v in located.data.items():
+        if not isinstance(v, dict):
+            raise SpecError(str(path), located.line((k,)), str(k), "expected a mapping of fields")
+        try:
+            out[str(k)] = _from_dict(str(k), v, str(path))
+        except SpecError as e:
+            raise SpecError(str(path), located.line((k,) + tuple(e.key.split(".")[1:2])), e.key, e.problem) from None
+    return out
+
+
+def library(user_file: str | Path | None = None) -> dict[str, Workload]:
+    lib = dict(_builtin())
+    path = Path(user_file) if user_file else user_file_default()
+    if user_file or path.exists():
+        if not path.exists():
+            raise InputError(f"workload file {path} not found")
+        lib.update(load_user(path))
+    return lib
+
+
+def get(name: str, user_file: str | Path | None = None) -> Workload:
+    if name.lower().startswith("llm:"):
+        parts = name.split(":")
+        seq = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else 2048
+        return llm(parse_size(parts[1]), seq, name=name)
+    lib = library(user_file)
+    if name in lib:
+        return lib[name]
+    lowered = {k.lower(): k for k in lib}
+    if name.lower() in lowered:
+        return lib[lowered[name.lower()]]
+    raise NotFound("workload", name, list(lib) + ["llm:7b"])

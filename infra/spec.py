@@ -1,0 +1,315 @@
+"""Stack files: the typed model of a fleet, loading, and validation with file:line errors.
+
+Validation runs in two passes and reports every problem it finds, each as
+``file:line: key: problem`` with a hint:
+
+1. shape: YAML syntax, unknown keys (with "did you mean"), types, ranges, required keys;
+2. catalog: GPU and instance-type names, real regions, the instance type offered in the
+   region, and whether the provider can give the pool the interconnect it asks for.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from gpufleet.config import SiteCosts
+from gpufleet.errors import SpecError, SpecErrors, did_you_mean
+from gpufleet.modelerrors import validate_located
+from gpufleet.yamlsrc import Located, load_file, load_text
+
+Provider = Literal["aws", "gcp", "azure", "baremetal"]
+Interconnect = Literal["efa", "infiniband-hdr", "infiniband-ndr", "gpudirect-tcpx", "roce",
+                       "10gbe", "25gbe", "100gbe"]
+Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp8", "mixed"]
+
+_NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
+_TTL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$")
+_TTL_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class HintedValueError(ValueError):
+    """A ValueError from a validator that carries a hint for the user."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
+
+
+def parse_ttl(value: str) -> dt.timedelta:
+    m = _TTL.match(str(value))
+    if not m:
+        raise HintedValueError(f"{value!r} is not a duration", "write a number and a unit: 90m, 8h, 2d, 1w")
+    seconds = float(m.group(1)) * _TTL_UNITS[m.group(2)]
+    if seconds <= 0:
+        raise HintedValueError(f"{value!r} must be longer than zero", "for example 8h")
+    return dt.timedelta(seconds=seconds)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Storage(_Strict):
+    type: Literal["lustre", "nfs", "local-nvme"]
+    mount: str = "/data"
+    capacity_tib: float | None = Field(default=None, gt=0)
+    throughput_mbps_per_tib: int | None = Field(default=None, gt=0)
+    # Lustre: MGS NIDs and fsname for on-prem; NFS: server and export
+    mgs_nids: list[str] | None = None
+    fsname: str | None = None
+    server: str | None = None
+    export: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.type == "nfs" and not self.server:
+            raise HintedValueError("an nfs storage entry needs `server`", "e.g. server: nfs01.example.com")
+        if self.type == "local-nvme" and (self.capacity_tib or self.throughput_mbps_per_tib):
+            raise HintedValueError("local-nvme takes only `mount`: its size comes from the instance type")
+        return self
+
+    def read_mbps(self) -> float | None:
+        """Aggregate read throughput this storage offers, when the file says."""
+        if self.type == "lustre" and self.capacity_tib and self.throughput_mbps_per_tib:
+            return self.capacity_tib * self.throughput_mbps_per_tib
+        return None
+
+
+class Host(_Strict):
+    address: str
+    port: int = Field(default=22, ge=1, le=65535)
+    user: str = "root"
+    key: str | None = None
+
+
+class Salt(_Strict):
+    roles: list[str] = []
+    pillar: dict[str, Any] = {}
+
+
+class Pool(_Strict):
+    name: str
+    provider: Provider
+    region: str | None = None
+    zone: str | None = None
+    site: str | None = None
+    instance_type: str | None = None
+    gpu: str | None = None
+    gpus_per_node: int | None = Field(default=None, gt=0)
+    nodes: int | None = Field(default=None, ge=1, le=10000)
+    spot: bool = False
+    interconnect: Interconnect | None = None
+    storage: list[Storage] = []
+    image: str | None = None
+    salt: Salt = Salt()
+    hosts: list[Host] = []
+    site_costs: SiteCosts | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise HintedValueError(f"{v!r} is not a valid pool name",
+                                   "use lowercase letters, digits and '-', starting with a letter (max 40)")
+        return v
+
+    @model_validator(mode="after")
+    def _shape(self):
+        if self.provider == "baremetal":
+            if not self.site:
+                raise HintedValueError("a baremetal pool needs `site`", "name the rack, e.g. site: dc1")
+            if not self.hosts:
+                raise HintedValueError("a baremetal pool needs `hosts`", "list each host's address (and port, user, key)")
+            if self.region or self.instance_type or self.spot:
+                raise HintedValueError("a baremetal pool takes no region, instance_type or spot",
+                                       "describe the machines with gpu and gpus_per_node")
+            if not (self.gpu and self.gpus_per_node):
+                raise HintedValueError("a baremetal pool needs `gpu` and `gpus_per_node`", "e.g. gpu: H100, gpus_per_node: 8")
+            if self.nodes is None:
+                self.nodes = len(self.hosts)
+            elif self.nodes != len(self.hosts):
+                raise HintedValueError(f"nodes is {self.nodes} but {len(self.hosts)} hosts are listed",
+                                       "drop `nodes` for a rack: it is the number of hosts")
+        else:
+            if not self.region:
+                raise HintedValueError(f"a {self.provider} pool needs `region`", "e.g. region: us-east-1")
+            if self.site or self.hosts or self.site_costs:
+                raise HintedValueError(f"a {self.provider} pool takes no site, hosts or site_costs",
+                                       "those describe bare-metal racks (provider: baremetal)")
+            if self.instance_type and (self.gpu or self.gpus_per_node):
+                raise HintedValueError("give either instance_type or gpu + gpus_per_node, not both",
+                                       "the instance type already fixes the GPU and count")
+            if not self.instance_type and not self.gpu:
+                raise HintedValueError("a cloud pool needs `instance_type` or `gpu` (+ gpus_per_node)",
+                                       "e.g. instance_type: p4d.24xlarge, or gpu: A100-40GB with gpus_per_node: 8")
+            if self.nodes is None:
+                self.nodes = 1
+        return self
+
+
+class WorkloadRef(_Strict):
+    name: str
+    epochs: float | None = Field(default=None, gt=0)
+    tokens: float | None = Field(default=None, gt=0)
+    precision: Precision | None = None
+    batch_per_gpu: int | None = Field(default=None, gt=0)
+
+
+class Stack(_Strict):
+    name: str
+    owner: str
+    ttl: str = "24h"
+    workload: WorkloadRef | None = None
+    pools: Annotated[list[Pool], Field(min_length=1)]
+
+    # set by load(): where the stack came from
+    source: str = Field(default="", exclude=True)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v):
+            raise HintedValueError(f"{v!r} is not a valid stack name",
+                                   "use lowercase letters, digits and '-', starting with a letter (max 40)")
+        return v
+
+    @field_validator("owner")
+    @classmethod
+    def _owner(cls, v: str) -> str:
+        if not v.strip():
+            raise HintedValueError("owner must not be empty", "put the responsible person's e-mail or team")
+        return v
+
+    @field_validator("ttl")
+    @classmethod
+    def _ttl(cls, v: str) -> str:
+        parse_ttl(v)
+        return v
+
+    @model_validator(mode="after")
+    def _unique_pools(self):
+        seen: set[str] = set()
+        for p in self.pools:
+            if p.name in seen:
+                raise HintedValueError(f"two pools are named {p.name!r}", "pool names must be unique in a stack")
+            seen.add(p.name)
+        return self
+
+    @property
+    def ttl_delta(self) -> dt.timedelta:
+        return parse_ttl(self.ttl)
+
+    def total_nodes(self) -> int:
+        return sum(p.nodes or 0 for p in self.pools)
+
+
+# --- catalog checks -----------------------------------------------------------------
+
+_FABRIC_OK = {
+    # interconnect -> (providers that can give it, why not elsewhere)
+    "efa": ({"aws"}, "EFA is AWS's Elastic Fabric Adapter; use infiniband-* on Azure, gpudirect-tcpx on GCP"),
+    "infiniband-hdr": ({"azure", "baremetal"}, "InfiniBand comes with Azure ND/HB SKUs and your own racks; AWS offers EFA, GCP GPUDirect-TCPX"),
+    "infiniband-ndr": ({"azure", "baremetal"}, "InfiniBand comes with Azure ND/HB SKUs and your own racks; AWS offers EFA, GCP GPUDirect-TCPX"),
+    "gpudirect-tcpx": ({"gcp"}, "GPUDirect-TCPX is GCP's a3 networking; use efa on AWS, infiniband-* on Azure"),
+    "roce": ({"baremetal"}, "the clouds do not expose RoCE to VMs; use efa (AWS), infiniband-* (Azure), gpudirect-tcpx (GCP)"),
+}
+_FABRIC_FROM_CATALOG = {"efa": "efa", "infiniband-hdr": "infiniband-hdr", "infiniband-ndr": "infiniband-ndr",
+                        "gpudirect-tcpx": "tcpx"}
+
+
+def check_against_catalog(stack: Stack, located: Located, cat) -> None:
+    """Cross-check names against the catalog; raise SpecErrors listing every problem."""
+    errs: list[SpecError] = []
+
+    def err(keys: tuple, problem: str, hint: str | None = None):
+        from gpufleet.yamlsrc import dotted
+
+        errs.append(SpecError(located.path, located.line(keys), dotted(keys), problem, hint))
+
+    for i, pool in enumerate(stack.pools):
+        base = ("pools", i)
+        if pool.gpu is not None and not cat.has_gpu(pool.gpu):
+            s = did_you_mean(pool.gpu, [g.name for g in cat.gpus.values()] + [a for g in cat.gpus.values() for a in g.aliases])
+            err(base + ("gpu",), f"unknown GPU {pool.gpu!r}",
+                f"did you mean {s!r}?" if s else "see `gpufleet catalog gpus`")
+            continue
+        if pool.provider == "baremetal":
+            if pool.interconnect and pool.interconnect not in ("infiniband-hdr", "infiniband-ndr", "roce", "10gbe", "25gbe", "100gbe"):
+                err(base + ("interconnect",), f"{pool.interconnect} is not available on a bare-metal rack",
+                    _FABRIC_OK.get(pool.interconnect, (None, ""))[1])
+            continue
+        region_ok = True
+        if pool.region not in cat.regions.get(pool.provider, {}):
+            s = did_you_mean(pool.region, cat.regions.get(pool.provider, {}))
+            err(base + ("region",), f"{pool.region!r} is not a {pool.provider} region",
+                f"did you mean {s!r}?" if s else f"known regions: {', '.join(sorted(cat.regions.get(pool.provider, {})))}")
+            region_ok = False
+        it = None
+        if pool.instance_type:
+            try:
+                it = cat.instance(pool.provider, pool.instance_type)
+            except Exception as e:  # NotFound carries the suggestion
+                err(base + ("instance_type",), f"unknown {pool.provider} instance type {pool.instance_type!r}",
+                    getattr(e, "hint", None))
+                continue
+        else:
+            gpu = cat.gpu(pool.gpu)
+            matches = [x for (p, _), x in cat.instances.items() if p == pool.provider and x.gpu == gpu.name
+                       and (pool.gpus_per_node is None or x.gpu_count == pool.gpus_per_node)]
+            if not matches:
+                counts = sorted({x.gpu_count for (p, _), x in cat.instances.items() if p == pool.provider and x.gpu == gpu.name})
+                if counts:
+                    err(base + ("gpus_per_node",), f"{pool.provider} has no {gpu.name} machine with {pool.gpus_per_node} GPUs",
+                        f"available counts: {', '.join(map(str, counts))}")
+                else:
+                    offered = sorted({x.gpu for (p, _), x in cat.instances.items() if p == pool.provider})
+                    err(base + ("gpu",), f"{pool.provider} offers no {gpu.name} in the catalog",
+                        f"{pool.provider} GPUs: {', '.join(offered)}")
+                continue
+            it = min(matches, key=lambda x: (x.gpu_count, x.vcpus))
+        if region_ok:
+            regions = cat.instance_regions(pool.provider, it.name)
+            if pool.region not in regions:
+                err(base + ("region",), f"{it.name} is not offered (or not priced) in {pool.region}",
+                    f"priced in: {', '.join(regions)}" if regions else "no region prices it in the catalog")
+        if pool.interconnect in _FABRIC_OK:
+            allowed, why = _FABRIC_OK[pool.interconnect]
+            if pool.provider not in allowed:
+                err(base + ("interconnect",), f"{pool.provider} cannot provide {pool.interconnect}", why)
+            elif _FABRIC_FROM_CATALOG.get(pool.interconnect) and it.fabric != _FABRIC_FROM_CATALOG[pool.interconnect]:
+                capable = sorted(n for (p, n), x in cat.instances.items()
+                                 if p == pool.provider and x.fabric == _FABRIC_FROM_CATALOG[pool.interconnect])
+                err(base + ("interconnect",), f"{it.name} has no {pool.interconnect}",
+                    f"instance types with it: {', '.join(capable)}")
+        if pool.spot and pool.provider in ("aws", "gcp", "azure"):
+            pass  # spot availability is a live property; `compare` says when no spot price is known
+    if errs:
+        raise SpecErrors(sorted(errs, key=lambda e: e.line or 0))
+
+
+def resolve_instance(pool: Pool, cat):
+    """The catalog instance type a (validated) cloud pool runs on."""
+    if pool.instance_type:
+        return cat.instance(pool.provider, pool.instance_type)
+    gpu = cat.gpu(pool.gpu)
+    matches = [x for (p, _), x in cat.instances.items() if p == pool.provider and x.gpu == gpu.name
+               and (pool.gpus_per_node is None or x.gpu_count == pool.gpus_per_node)]
+    return min(matches, key=lambda x: (x.gpu_count, x.vcpus))
+
+
+def load(path: str | Path, cat=None, *, text: str | None = None) -> Stack:
+    """Load and fully validate a stack file. Raises SpecError/SpecErrors (exit code 2)."""
+    located = load_text(text, str(path)) if text is not None else load_file(path)
+    stack = validate_located(Stack, located)
+    stack.source = str(path)
+    if cat is None:
+        from gpufleet import catalog
+
+        cat = catalog.load()
+    check_against_catalog(stack, located, cat)
+    return stack
