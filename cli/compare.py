@@ -44,6 +44,15 @@ def _nodes(text: str) -> list[int]:
     return sorted(set(out))
 
 
+def _pool_storage(pool) -> str | None:
+    """A stack pool's shared storage as a --storage value, when the file gives its throughput."""
+    for st in pool.storage:
+        mbps = st.read_mbps()
+        if mbps:
+            return f"{st.type}:{mbps:g}"
+    return None
+
+
 @output.handle_errors
 def compare(
     workload: Annotated[Optional[str], typer.Argument(help="Workload name (see `gpufleet catalog workloads`) or llm:<size>, e.g. llm:8b.")] = None,
@@ -82,7 +91,7 @@ def compare(
     only = None
     if stack:
         from gpufleet import spec
-        from gpufleet.catalog.onprem import Site
+        from gpufleet.catalog.onprem import Site, fabric_gbps, fabric_name
 
         st = spec.load(stack, cat)
         only = []
@@ -93,11 +102,12 @@ def compare(
                     continue
                 cat.sites.append(Site(name=p.site, gpu=cat.gpu(p.gpu).name, gpus_per_node=p.gpus_per_node,
                                       nodes=p.nodes, source=f"site_costs in {stack}", as_of="",
-                                      **p.site_costs.model_dump()))
-                only.append(("baremetal", p.site, f"{p.site}-node", p.nodes, False))
+                                      network_gbps=fabric_gbps(p.interconnect, p.gpus_per_node),
+                                      fabric=fabric_name(p.interconnect), **p.site_costs.model_dump()))
+                only.append(("baremetal", p.site, f"{p.site}-node", p.nodes, False, _pool_storage(p)))
             else:
                 it = spec.resolve_instance(p, cat)
-                only.append((p.provider, p.region, it.name, p.nodes, p.spot))
+                only.append((p.provider, p.region, it.name, p.nodes, p.spot, _pool_storage(p)))
         if st.workload and not workload:
             workload = st.workload.name
             epochs = epochs or st.workload.epochs

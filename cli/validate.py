@@ -54,7 +54,9 @@ def validate(
         for r, p in zip(results, stacks):
             if r["ok"]:
                 total = [x["usd_per_hour"] for x in r["pools"]]
-                cost = output.money(sum(total)) + "/h" if all(t is not None for t in total) else "price unknown (no spot price in catalog)"
+                unknown = [x["pool"] for x in r["pools"] if x["usd_per_hour"] is None]
+                known = sum(t for t in total if t is not None)
+                cost = output.money(known) + "/h" + (f" (+ pools without a price: {', '.join(unknown)})" if unknown else "")
                 output.console().print(f"[green]ok[/green] {p}: stack {r['name']}, {len(r['pools'])} pool(s), "
                                        f"{sum(x['nodes'] for x in r['pools'])} node(s), {sum(x['gpus'] for x in r['pools'])} GPU(s), {cost}")
         for e in failed:

@@ -32,7 +32,8 @@ class Request:
     precision: str = "mixed"
     batch_per_gpu: int | None = None
     storage: str | None = None  # nvme | network | lustre:<MB/s> | <MB/s>
-    only: list[tuple[str, str, str, int, bool]] | None = None  # stack pools: (provider, region, item, nodes, spot)
+    # stack pools: (provider, region, instance, nodes, spot, storage or None)
+    only: list[tuple[str, str, str, int, bool, str | None]] | None = None
 
 
 @dataclass
@@ -90,8 +91,8 @@ class Report:
                 "catalog_stale": self.stale, "offers": [r.to_dict() for r in self.rows], "skipped": self.skipped}
 
 
-def _storage_for(req: Request, offer: Offer) -> tuple[float, bool, str]:
-    s = req.storage
+def _storage_for(req: Request, offer: Offer, pool_storage: str | None = None) -> tuple[float, bool, str]:
+    s = req.storage or pool_storage
     if s in (None, "auto"):
         if offer.instance.local_nvme_gb > 0:
             return LOCAL_NVME_MBPS, False, f"local NVMe ({LOCAL_NVME_MBPS:.0f} MB/s per node)"
@@ -130,7 +131,7 @@ def _selected(req: Request, offer: Offer) -> bool:
     if req.only is not None:
         return any(offer.provider == p and offer.region == r and offer.instance.name == i
                    and (offer.market == ("spot" if s else "ondemand") or offer.market == "owned")
-                   for p, r, i, _, s in req.only)
+                   for p, r, i, _, s, _st in req.only)
     if req.providers and offer.provider not in req.providers:
         return False
     if req.regions and offer.provider != "baremetal" and offer.region not in req.regions:
@@ -151,10 +152,10 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None, max_age_da
     skipped: list[dict] = []
     offers = [o for o in cat.offers() if _selected(req, o)]
     for offer in offers:
-        node_counts = req.nodes
+        runs = [(n, None) for n in req.nodes]
         if req.only is not None:
-            node_counts = [n for p, r, i, n, _ in req.only if (p, r, i) == (offer.provider, offer.region, offer.instance.name)]
-        for nodes in node_counts:
+            runs = [(n, st) for p, r, i, n, _, st in req.only if (p, r, i) == (offer.provider, offer.region, offer.instance.name)]
+        for nodes, pool_storage in runs:
             it = offer.instance
             if offer.max_nodes is not None and nodes > offer.max_nodes:
                 skipped.append({"offer": offer.key, "nodes": nodes, "reason": f"the site has {offer.max_nodes} nodes"})
@@ -165,7 +166,7 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None, max_age_da
             price = offer.usd_per_hour * nodes
             if req.max_price is not None and price > req.max_price:
                 continue
-            mbps, shared, storage_label = _storage_for(req, offer)
+            mbps, shared, storage_label = _storage_for(req, offer, pool_storage)
             s = Scenario(workload=w, gpu=offer.gpu, gpus_per_node=it.gpu_count, nodes=nodes,
                          precision=req.precision, batch_per_gpu=req.batch_per_gpu,
                          network_gbps=it.network_gbps, vcpus=it.vcpus, storage_mbps=mbps,

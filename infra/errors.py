@@ -78,5 +78,10 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str | None:
     lowered = {c.lower(): c for c in choices}
     if name.lower() in lowered:
         return lowered[name.lower()]
+    # look-alike characters first (us-east-l -> us-east-1, H1OO -> H100)
+    confusable = str.maketrans({"l": "1", "i": "1", "o": "0"})
+    folded = {c.lower().translate(confusable): c for c in choices}
+    if name.lower().translate(confusable) in folded:
+        return folded[name.lower().translate(confusable)]
     match = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
     return lowered[match[0]] if match else None

@@ -15,6 +15,21 @@ from dataclasses import dataclass
 
 HOURS_PER_YEAR = 8760.0
 
+# Per-node bandwidth a rack's fabric gives, in Gbps. InfiniBand and RoCE follow the HGX
+# reference design of one NIC per GPU (HDR 200 Gb/s, NDR 400 Gb/s, RoCE 100 Gb/s each).
+_PER_GPU_NIC = {"infiniband-hdr": 200, "infiniband-ndr": 400, "roce": 100}
+_PER_NODE = {"10gbe": 10, "25gbe": 25, "100gbe": 100}
+
+
+def fabric_gbps(interconnect: str | None, gpus_per_node: int) -> float:
+    if interconnect in _PER_GPU_NIC:
+        return float(_PER_GPU_NIC[interconnect] * gpus_per_node)
+    return float(_PER_NODE.get(interconnect or "", 100))
+
+
+def fabric_name(interconnect: str | None) -> str:
+    return interconnect if interconnect in _PER_GPU_NIC else "ethernet"
+
 
 @dataclass(frozen=True)
 class Site:

@@ -1,0 +1,42 @@
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "stacks" / "examples").glob("*.yaml"))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_config(tmp_path, monkeypatch):
+    """No test reads the developer's own ~/.config/gpufleet."""
+    monkeypatch.delenv("GPUFLEET_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    from gpufleet.catalog import _embedded
+
+    yield
+
+
+@pytest.fixture
+def cat():
+    from gpufleet import catalog
+
+    return catalog.load(use_config=False)
+
+
+def gpufleet_exe() -> str:
+    exe = Path(sys.executable).parent / "gpufleet"
+    return str(exe) if exe.exists() else shutil.which("gpufleet")
+
+
+@pytest.fixture
+def write(tmp_path):
+    def _w(name: str, text: str) -> str:
+        p = tmp_path / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        return str(p)
+
+    return _w

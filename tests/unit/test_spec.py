@@ -1,0 +1,154 @@
+"""Stack files: examples load; bad input gets file:line: key: problem + a suggestion."""
+
+import pytest
+
+from conftest import EXAMPLES
+from gpufleet import spec
+from gpufleet.errors import EXIT_BAD_INPUT, SpecError, SpecErrors
+
+GOOD = """\
+name: demo
+owner: ops@example.com
+ttl: 8h
+pools:
+  - name: trainers
+    provider: aws
+    region: us-east-1
+    instance_type: p4d.24xlarge
+    nodes: 2
+    interconnect: efa
+"""
+
+
+def _errors(write, text):
+    path = write("stack.yaml", text)
+    with pytest.raises((SpecError, SpecErrors)) as ei:
+        spec.load(path)
+    e = ei.value
+    assert e.exit_code == EXIT_BAD_INPUT
+    return path, (e.errors if isinstance(e, SpecErrors) else [e])
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_stack_is_valid(path, cat):
+    st = spec.load(path, cat)
+    assert st.pools and st.total_nodes() >= 1
+
+
+def test_examples_cover_every_provider_and_a_mixed_stack():
+    providers = {}
+    for p in EXAMPLES:
+        st = spec.load(p)
+        providers[p.name] = {pool.provider for pool in st.pools}
+    covered = set().union(*providers.values())
+    assert covered == {"aws", "gcp", "azure", "baremetal"}
+    assert any(len(v) >= 3 for v in providers.values()), "a mixed stack ships"
+
+
+def test_yaml_syntax_error_names_the_line(write):
+    path, errs = _errors(write, GOOD.replace("    nodes: 2\n", "    nodes: [2\n"))
+    assert errs[0].path == path and errs[0].line in (9, 10, 11)
+    assert "YAML syntax error" in errs[0].problem
+
+
+def test_unknown_key_suggests_the_near_miss(write):
+    path, errs = _errors(write, GOOD.replace("    nodes: 2", "    nodez: 2"))
+    (e,) = errs
+    assert (e.line, e.key, e.problem) == (9, "pools[0].nodez", "unknown key")
+    assert "nodes" in e.hint
+    assert e.message.startswith(f"{path}:9: pools[0].nodez:")
+
+
+def test_misspelled_gpu_gets_did_you_mean(write):
+    text = GOOD.replace("    instance_type: p4d.24xlarge\n", "    gpu: A100-40XB\n    gpus_per_node: 8\n")
+    _, errs = _errors(write, text)
+    (e,) = errs
+    assert e.key == "pools[0].gpu" and e.line == 8
+    assert "A100-40GB" in e.hint
+
+
+def test_misspelled_instance_type_and_region(write):
+    text = GOOD.replace("p4d.24xlarge", "p4d.24xlarg").replace("us-east-1", "us-east-l")
+    _, errs = _errors(write, text)
+    by_key = {e.key: e for e in errs}
+    assert "p4d.24xlarge" in by_key["pools[0].instance_type"].hint
+    assert "us-east-1" in by_key["pools[0].region"].hint
+    assert by_key["pools[0].region"].line == 7
+
+
+def test_negative_node_count(write):
+    _, errs = _errors(write, GOOD.replace("nodes: 2", "nodes: -3"))
+    (e,) = errs
+    assert e.key == "pools[0].nodes" and e.line == 9 and "greater than or equal to 1" in e.problem
+
+
+def test_instance_type_not_offered_in_region(write):
+    _, errs = _errors(write, GOOD.replace("us-east-1", "eu-west-1"))
+    (e,) = errs
+    assert e.key == "pools[0].region" and "not offered" in e.problem
+    assert "us-east-1" in e.hint
+
+
+def test_provider_cannot_give_the_interconnect(write):
+    text = GOOD.replace("provider: aws", "provider: azure").replace("us-east-1", "eastus").replace(
+        "p4d.24xlarge", "Standard_ND96asr_v4")
+    _, errs = _errors(write, text)
+    (e,) = errs
+    assert e.key == "pools[0].interconnect" and "azure cannot provide efa" in e.problem
+    assert "infiniband" in e.hint
+
+
+def test_instance_without_the_fabric(write):
+    _, errs = _errors(write, GOOD.replace("p4d.24xlarge", "g5.xlarge").replace("nodes: 2", "nodes: 1"))
+    (e,) = errs
+    assert "g5.xlarge has no efa" in e.problem and "p5.48xlarge" in e.hint
+
+
+def test_bad_ttl_and_duplicate_pool(write):
+    _, errs = _errors(write, GOOD.replace("ttl: 8h", "ttl: eight hours"))
+    assert errs[0].key == "ttl" and "90m, 8h" in errs[0].hint
+    dup = GOOD + GOOD.split("pools:\n", 1)[1]
+    _, errs = _errors(write, dup)
+    assert "two pools are named 'trainers'" in errs[0].problem
+
+
+def test_several_problems_are_reported_together(write):
+    text = GOOD.replace("p4d.24xlarge", "p4d.24xlarg").replace("us-east-1", "us-east-l") + """\
+  - name: rack
+    provider: baremetal
+    site: dc1
+    gpu: H10
+    gpus_per_node: 8
+    hosts: [{address: 192.0.2.1}]
+"""
+    _, errs = _errors(write, text)
+    assert [e.key for e in errs] == ["pools[0].region", "pools[0].instance_type", "pools[1].gpu"]
+    assert [e.line for e in errs] == sorted(e.line for e in errs)
+
+
+def test_baremetal_rules(write):
+    text = """\
+name: rack
+owner: me
+pools:
+  - name: r
+    provider: baremetal
+    site: dc1
+    gpu: H100
+    gpus_per_node: 8
+    nodes: 3
+    hosts: [{address: 192.0.2.1}, {address: 192.0.2.2}]
+"""
+    _, errs = _errors(write, text)
+    assert "nodes is 3 but 2 hosts" in errs[0].problem and errs[0].key == "pools[0]"
+
+
+def test_top_level_must_be_a_mapping(write):
+    _, errs = _errors(write, "- just\n- a list\n")
+    assert "mapping" in errs[0].problem
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(SpecError) as ei:
+        spec.load(tmp_path / "nope.yaml")
+    assert "file not found" in ei.value.message
