@@ -132,15 +132,7 @@ def compare(
         min_gpus=min_gpus, providers=providers, regions=regions, spot=spot, max_price=max_price,
         nodes=_nodes(nodes), precision=precision, batch_per_gpu=batch_per_gpu, storage=storage, only=only,
     )
-    max_age = 90
-    try:
-        from gpufleet import config as _config
-
-        cfg = _config.load(STATE.config) if STATE.config or _config.default_path().exists() else None
-        max_age = cfg.catalog_max_age_days if cfg else 90
-    except Exception:  # already reported by catalog.load above if broken
-        pass
-    report = cmp.compare(cat, req, max_age_days=max_age)
+    report = cmp.compare(cat, req, max_age_days=cat.max_age_days)
     _render(report, fmt, top)
     if not report.rows:
         raise typer.Exit(1)

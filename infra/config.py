@@ -97,12 +97,7 @@ class UserConfig(_Strict):
     _path: str = ""
 
 
-def default_path() -> Path:
-    env = os.environ.get("GPUFLEET_CONFIG")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "gpufleet" / "config.yaml"
+from gpufleet.paths import config_path as default_path  # noqa: E402
 
 
 def load(path: str | Path | None = None) -> UserConfig | None:

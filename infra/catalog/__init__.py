@@ -135,6 +135,7 @@ class Catalog:
     regions: dict[str, dict[str, str]]  # provider -> region -> geo
     sites: list = field(default_factory=list)  # on-prem racks (gpufleet.catalog.onprem.Site)
     discounts: dict[str, float] = field(default_factory=dict)
+    max_age_days: int = 90  # warn when prices are older (config: catalog_max_age_days)
     _alias: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -339,11 +340,18 @@ def load(config_path: str | Path | None = None, *, use_config: bool = True) -> C
     cat = Catalog(gpus=dict(base.gpus), instances=dict(base.instances), prices=list(base.prices),
                   regions=base.regions)
     if use_config:
-        from gpufleet import config as _config
+        import os
 
-        cfg = _config.load(config_path)
-        if cfg is not None:
-            cfg.apply(cat)
+        from gpufleet.paths import config_path as _default
+
+        explicit = config_path is not None or "GPUFLEET_CONFIG" in os.environ
+        if explicit or _default().exists():  # pydantic is imported only when there is a config
+            from gpufleet import config as _config
+
+            cfg = _config.load(config_path)
+            if cfg is not None:
+                cfg.apply(cat)
+                cat.max_age_days = cfg.catalog_max_age_days
     return cat
 
 

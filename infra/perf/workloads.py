@@ -111,9 +111,9 @@ def _builtin() -> dict[str, Workload]:
 
 
 def user_file_default() -> Path:
-    from gpufleet.config import default_path
+    from gpufleet.paths import config_path
 
-    return default_path().parent / "workloads.yaml"
+    return config_path().parent / "workloads.yaml"
 
 
 def load_user(path: str | Path) -> dict[str, Workload]:

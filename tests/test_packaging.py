@@ -1,0 +1,32 @@
+"""The wheel: gpufleet (from infra/) and gpufleet.cli (from cli/) import from a built wheel."""
+
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from conftest import ROOT
+
+
+@pytest.mark.slow
+def test_wheel_builds_and_imports(tmp_path):
+    out = tmp_path / "dist"
+    res = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                          "-w", str(out), str(ROOT)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    (wheel,) = out.glob("gpufleet-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for must in ("gpufleet/__init__.py", "gpufleet/cli/app.py", "gpufleet/catalog/data/prices.csv",
+                 "gpufleet/perf/data/measurements.csv", "gpufleet/perf/data/fitted.json"):
+        assert must in names, must
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    code = ("import gpufleet, gpufleet.cli.app, gpufleet.compare, gpufleet.catalog as c;"
+            "from gpufleet.perf.model import fitted_params; fitted_params();"
+            "assert gpufleet.__file__.startswith(%r), gpufleet.__file__;"
+            "assert len(c.load(use_config=False).offers()) > 30;"
+            "print('ok')" % str(site))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]
