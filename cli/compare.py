@@ -181,11 +181,34 @@ def _render(report, fmt: Fmt, top: int) -> None:
         + (f"; showing {len(rows)} of {len(report.rows)} (--top 0 for all)" if len(rows) < len(report.rows) else "")])
     output.table(title, COLUMNS, cells, caption=caption, styles=styles,
                  justify={c: "right" for c in ("rank", "nodes", "$/h", "throughput", "time", "cost", "$/PFLOP-h", "scaling")})
+    _scaling_curves(report)
     if report.stale:
-        output.warn(f"the catalog's prices are {report.catalog_age_days} days old; run `gpufleet catalog refresh` "
-                    "or add current quotes to your config")
+        output.warn(f"the catalog's prices are {report.catalog_age_days} days old; add current quotes under "
+                    "`prices:` in your config (gpufleet --help shows where it is read from)")
     if not report.rows:
         output.warn("no offer matches these filters")
+
+
+def _scaling_curves(report, offers: int = 5) -> None:
+    """With several node counts: one row per node count for the best few offers."""
+    if len({r.nodes for r in report.rows}) < 2:
+        return
+    seen: list[tuple] = []
+    for r in report.rows:
+        key = (r.provider, r.region, r.instance, r.market)
+        if r.feasible and key not in seen:
+            seen.append(key)
+    cells = []
+    for key in seen[:offers]:
+        curve = sorted((r for r in report.rows if (r.provider, r.region, r.instance, r.market) == key), key=lambda r: r.nodes)
+        for r in curve:
+            cells.append([f"{r.provider}/{r.region}/{r.instance}" if r is curve[0] else "", r.nodes, r.total_gpus,
+                          output.rate(r.throughput, r.unit), f"{r.throughput / curve[0].throughput:.2f}x",
+                          f"{r.scaling_efficiency:.0%}", output.duration(r.time_to_train_h),
+                          output.money(r.cost_to_train_usd), r.bottleneck])
+    output.table("Scaling curve (best offers)", ["offer", "nodes", "gpus", "throughput", "speed-up", "efficiency",
+                                                  "time", "cost", "bottleneck"], cells,
+                 justify={c: "right" for c in ("nodes", "gpus", "throughput", "speed-up", "efficiency", "time", "cost")})
 
 
 @output.handle_errors

@@ -207,7 +207,7 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None, max_age_da
     ]
     if req.spot and not rows:
         assumptions.append("no spot prices in the catalog for this selection: add quotes under `prices:` in the "
-                           "config (market: spot) or run `gpufleet catalog refresh`")
+                           "config (market: spot)")
     return Report(workload=w.name, unit=f"{w.unit}/s", samples=samples, sample_label=label,
                   assumptions=assumptions, rows=rows, skipped=skipped, catalog_as_of=as_of,
                   catalog_age_days=age, stale=age > max_age_days)

@@ -198,7 +198,8 @@ def predict(s: Scenario, p: Params | None = None, _single: bool = False) -> Pred
     first = min(first_epoch_limits.values())
     which = min(limits, key=limits.get)
     if which == "gpu":
-        bottleneck = "network" if exposed > compute else "compute"
+        # the network is the bottleneck once waiting for it costs a fifth of the step
+        bottleneck = "network" if exposed > 0.2 * step else "compute"
     else:
         bottleneck = which
     if not feasible:
