@@ -50,6 +50,13 @@ def parse_ttl(value: str) -> dt.timedelta:
     return dt.timedelta(seconds=seconds)
 
 
+def _valid_name(v: str, kind: str) -> str:
+    if not _NAME.match(v):
+        raise HintedValueError(f"{v!r} is not a valid {kind} name",
+                               "use lowercase letters, digits and '-', starting with a letter (max 40)")
+    return v
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -113,10 +120,7 @@ class Pool(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _NAME.match(v):
-            raise HintedValueError(f"{v!r} is not a valid pool name",
-                                   "use lowercase letters, digits and '-', starting with a letter (max 40)")
-        return v
+        return _valid_name(v, "pool")
 
     @model_validator(mode="after")
     def _shape(self):
@@ -173,10 +177,7 @@ class Stack(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _NAME.match(v):
-            raise HintedValueError(f"{v!r} is not a valid stack name",
-                                   "use lowercase letters, digits and '-', starting with a letter (max 40)")
-        return v
+        return _valid_name(v, "stack")
 
     @field_validator("owner")
     @classmethod
@@ -259,8 +260,7 @@ def check_against_catalog(stack: Stack, located: Located, cat) -> None:
                 continue
         else:
             gpu = cat.gpu(pool.gpu)
-            matches = [x for (p, _), x in cat.instances.items() if p == pool.provider and x.gpu == gpu.name
-                       and (pool.gpus_per_node is None or x.gpu_count == pool.gpus_per_node)]
+            matches = _matching_instances(pool, cat)
             if not matches:
                 counts = sorted({x.gpu_count for (p, _), x in cat.instances.items() if p == pool.provider and x.gpu == gpu.name})
                 if counts:
@@ -271,7 +271,7 @@ def check_against_catalog(stack: Stack, located: Located, cat) -> None:
                     err(base + ("gpu",), f"{pool.provider} offers no {gpu.name} in the catalog",
                         f"{pool.provider} GPUs: {', '.join(offered)}")
                 continue
-            it = min(matches, key=lambda x: (x.gpu_count, x.vcpus))
+            it = resolve_instance(pool, cat)
         if region_ok:
             regions = cat.instance_regions(pool.provider, it.name)
             if pool.region not in regions:
@@ -286,20 +286,22 @@ def check_against_catalog(stack: Stack, located: Located, cat) -> None:
                                  if p == pool.provider and x.fabric == _FABRIC_FROM_CATALOG[pool.interconnect])
                 err(base + ("interconnect",), f"{it.name} has no {pool.interconnect}",
                     f"instance types with it: {', '.join(capable)}")
-        if pool.spot and pool.provider in ("aws", "gcp", "azure"):
-            pass  # spot availability is a live property; `compare` says when no spot price is known
     if errs:
         raise SpecErrors(sorted(errs, key=lambda e: e.line or 0))
 
 
+def _matching_instances(pool: Pool, cat) -> list:
+    """Instance types of the pool's provider with its GPU (and GPU count, when given)."""
+    gpu = cat.gpu(pool.gpu)
+    return [x for (p, _), x in cat.instances.items() if p == pool.provider and x.gpu == gpu.name
+            and (pool.gpus_per_node is None or x.gpu_count == pool.gpus_per_node)]
+
+
 def resolve_instance(pool: Pool, cat):
-    """The catalog instance type a (validated) cloud pool runs on."""
+    """The catalog instance type a (validated) cloud pool runs on: the smallest that matches."""
     if pool.instance_type:
         return cat.instance(pool.provider, pool.instance_type)
-    gpu = cat.gpu(pool.gpu)
-    matches = [x for (p, _), x in cat.instances.items() if p == pool.provider and x.gpu == gpu.name
-               and (pool.gpus_per_node is None or x.gpu_count == pool.gpus_per_node)]
-    return min(matches, key=lambda x: (x.gpu_count, x.vcpus))
+    return min(_matching_instances(pool, cat), key=lambda x: (x.gpu_count, x.vcpus))
 
 
 def load(path: str | Path, cat=None, *, text: str | None = None) -> Stack:

@@ -14,8 +14,6 @@ def _isolated_config(tmp_path, monkeypatch):
     """No test reads the developer's own ~/.config/gpufleet."""
     monkeypatch.delenv("GPUFLEET_CONFIG", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    from gpufleet.catalog import _embedded
-
     yield
 
 

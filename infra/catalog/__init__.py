@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import functools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -37,30 +37,29 @@ class Gpu:
     as_of: str
 
     def peak_tflops(self, precision: str) -> float:
-        """Peak dense TFLOPS at ``precision``, falling back to the next wider format.
-
-        A GPU without tensor cores for fp16 (K80) runs fp16 at its fp32 rate; bf16 on
-        a GPU without bf16 (V100, T4) runs as fp16; tf32 without tf32 runs as fp32; fp8
-        without fp8 runs as bf16/fp16.
-        """
-        order = {
-            "fp8": ("fp8", "bf16", "fp16", "fp32"),
-            "bf16": ("bf16", "fp16", "fp32"),
-            "fp16": ("fp16", "bf16", "fp32"),
-            "tf32": ("tf32", "fp32"),
-            "fp32": ("fp32",),
-        }[precision]
-        for p in order:
-            if p in self.tflops:
-                return self.tflops[p]
-        raise CatalogError(f"GPU {self.name} has no throughput figure for {precision}")
+        """Peak dense TFLOPS at ``precision``, on the format it actually runs in (see below)."""
+        return self.tflops[self.effective_precision(precision)]
 
     def effective_precision(self, precision: str) -> str:
-        for p in {"fp8": ("fp8", "bf16", "fp16", "fp32"), "bf16": ("bf16", "fp16", "fp32"),
-                  "fp16": ("fp16", "bf16", "fp32"), "tf32": ("tf32", "fp32"), "fp32": ("fp32",)}[precision]:
+        """The format ``precision`` runs in here, falling back to the next wider one.
+
+        A GPU without fp16 tensor cores (K80) runs fp16 at its fp32 rate; bf16 on a GPU
+        without bf16 (V100, T4) runs as fp16; tf32 without tf32 runs as fp32; fp8 without
+        fp8 runs as bf16/fp16.
+        """
+        for p in _FALLBACK[precision]:
             if p in self.tflops:
                 return p
         return "fp32"
+
+
+_FALLBACK = {
+    "fp8": ("fp8", "bf16", "fp16", "fp32"),
+    "bf16": ("bf16", "fp16", "fp32"),
+    "fp16": ("fp16", "bf16", "fp32"),
+    "tf32": ("tf32", "fp32"),
+    "fp32": ("fp32",),
+}
 
 
 @dataclass(frozen=True)
@@ -179,9 +178,6 @@ class Catalog:
     def offers(self) -> list[Offer]:
         """Every priced (instance, region, market) plus every on-prem site."""
         return list(_build_offers(self))
-
-    def oldest_as_of(self) -> str:
-        return min([p.as_of for p in self.prices] + [g.as_of for g in self.gpus.values()])
 
     def age_days(self, today: dt.date | None = None) -> int:
         return age_in_days(min(p.as_of for p in self.prices), today)
@@ -355,4 +351,4 @@ def load(config_path: str | Path | None = None, *, use_config: bool = True) -> C
     return cat
 
 
-__all__ = ["Catalog", "Gpu", "InstanceType", "Offer", "Price", "PricePart", "load", "replace", "age_in_days"]
+__all__ = ["Catalog", "Gpu", "InstanceType", "Offer", "Price", "PricePart", "load", "age_in_days"]

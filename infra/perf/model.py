@@ -108,10 +108,6 @@ class Prediction:
     feasible: bool = True
     reason: str = ""
 
-    @property
-    def unit(self) -> str:
-        return ""
-
 
 def resolve_precision(gpu, precision: str) -> str:
     if precision == "mixed":
