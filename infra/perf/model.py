@@ -204,9 +204,11 @@ def predict(s: Scenario, p: Params | None = None, _single: bool = False) -> Pred
     if _single or n == 1:
         eff = 1.0
     else:
+        # the reference: one GPU with its fair share of its node's CPUs and disks (or of the shared store)
+        share = n if s.storage_shared else s.gpus_per_node
         one = predict(Scenario(**{**s.__dict__, "gpus_per_node": 1, "nodes": 1,
                                   "vcpus": max(1, s.vcpus // max(1, s.gpus_per_node)),
-                                  "storage_mbps": (s.storage_mbps / (1 if not s.storage_shared else n)) if s.storage_mbps else None}),
+                                  "storage_mbps": s.storage_mbps / share if s.storage_mbps else None}),
                       p, _single=True)
         eff = rate / (n * one.throughput) if one.throughput > 0 else 0.0
     return Prediction(
