@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from enum import Enum
 from typing import Annotated, Optional
 
@@ -169,10 +170,7 @@ def _render(report, fmt: Fmt, top: int) -> None:
     title = f"{report.workload}: {report.sample_label}"
     if fmt is Fmt.markdown:
         output.write_markdown(COLUMNS, cells, title)
-        sys_note = f"\nCatalog prices as of {report.catalog_as_of} ({report.catalog_age_days} days old).\n"
-        import sys
-
-        sys.stdout.write(sys_note)
+        sys.stdout.write(f"\nCatalog prices as of {report.catalog_as_of} ({report.catalog_age_days} days old).\n")
         return
     styles = ["bold green" if "cheapest" in r.tags else "bold cyan" if "fastest" in r.tags
               else "dim" if not r.feasible else None for r in rows]
