@@ -92,7 +92,7 @@ def compare(
     only = None
     if stack:
         from gpufleet import spec
-        from gpufleet.catalog.onprem import Site, fabric_gbps, fabric_name
+        from gpufleet.catalog.onprem import site_from_pool
 
         st = spec.load(stack, cat)
         only = []
@@ -101,10 +101,7 @@ def compare(
                 if p.site_costs is None:
                     output.warn(f"pool {p.name}: no site_costs, so the rack is left out of the comparison")
                     continue
-                cat.sites.append(Site(name=p.site, gpu=cat.gpu(p.gpu).name, gpus_per_node=p.gpus_per_node,
-                                      nodes=p.nodes, source=f"site_costs in {stack}", as_of="",
-                                      network_gbps=fabric_gbps(p.interconnect, p.gpus_per_node),
-                                      fabric=fabric_name(p.interconnect), **p.site_costs.model_dump()))
+                cat.sites.append(site_from_pool(p, cat, f"site_costs in {stack}"))
                 only.append(("baremetal", p.site, f"{p.site}-node", p.nodes, False, _pool_storage(p)))
             else:
                 it = spec.resolve_instance(p, cat)

@@ -20,6 +20,7 @@ def validate(
     from gpufleet.errors import SpecError, SpecErrors
 
     cat = catalog.load(STATE.config)
+    offers = {o.key: o for o in cat.offers()}
     results, failed = [], []
     for path in stacks:
         try:
@@ -33,17 +34,15 @@ def validate(
             if p.provider == "baremetal":
                 price = None
                 if p.site_costs:
-                    from gpufleet.catalog.onprem import Site
+                    from gpufleet.catalog.onprem import site_from_pool
 
-                    price = Site(name=p.site, gpu=cat.gpu(p.gpu).name, gpus_per_node=p.gpus_per_node, nodes=p.nodes,
-                                 **p.site_costs.model_dump()).usd_per_node_hour() * p.nodes
+                    price = site_from_pool(p, cat, path).usd_per_node_hour() * p.nodes
                 pools.append({"pool": p.name, "provider": p.provider, "where": p.site, "machine": f"{p.gpus_per_node}x {cat.gpu(p.gpu).name}",
                               "nodes": p.nodes, "gpus": p.nodes * p.gpus_per_node, "usd_per_hour": price})
             else:
                 it = spec.resolve_instance(p, cat)
                 market = "spot" if p.spot else "ondemand"
-                offer = next((o for o in cat.offers() if o.provider == p.provider and o.region == p.region
-                              and o.instance.name == it.name and o.market == market), None)
+                offer = offers.get(f"{p.provider}/{p.region}/{it.name}/{market}")
                 pools.append({"pool": p.name, "provider": p.provider, "where": p.region, "machine": it.name,
                               "nodes": p.nodes, "gpus": p.nodes * it.gpu_count,
                               "usd_per_hour": offer.usd_per_hour * p.nodes if offer else None})

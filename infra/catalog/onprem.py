@@ -79,3 +79,10 @@ class Site:
         parts = tuple(PricePart(what, v, self.source, self.as_of) for what, v in self.hourly_parts() if v > 0)
         return Offer("baremetal", self.name, it, gpu, "owned", self.usd_per_node_hour(), parts,
                      max_nodes=self.nodes)
+
+
+def site_from_pool(pool, cat, source: str) -> Site:
+    """The priced site for a stack's bare-metal pool that carries ``site_costs``."""
+    return Site(name=pool.site, gpu=cat.gpu(pool.gpu).name, gpus_per_node=pool.gpus_per_node, nodes=pool.nodes,
+                source=source, as_of="", network_gbps=fabric_gbps(pool.interconnect, pool.gpus_per_node),
+                fabric=fabric_name(pool.interconnect), **pool.site_costs.model_dump())
