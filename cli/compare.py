@@ -130,7 +130,7 @@ def compare(
         min_gpus=min_gpus, providers=providers, regions=regions, spot=spot, max_price=max_price,
         nodes=_nodes(nodes), precision=precision, batch_per_gpu=batch_per_gpu, storage=storage, only=only,
     )
-    report = cmp.compare(cat, req, max_age_days=cat.max_age_days)
+    report = cmp.compare(cat, req)
     _render(report, fmt, top)
     if not report.rows:
         raise typer.Exit(1)

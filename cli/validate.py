@@ -42,7 +42,7 @@ def validate(
             else:
                 it = spec.resolve_instance(p, cat)
                 market = "spot" if p.spot else "ondemand"
-                offer = offers.get(f"{p.provider}/{p.region}/{it.name}/{market}")
+                offer = offers.get(catalog.offer_key(p.provider, p.region, it.name, market))
                 pools.append({"pool": p.name, "provider": p.provider, "where": p.region, "machine": it.name,
                               "nodes": p.nodes, "gpus": p.nodes * it.gpu_count,
                               "usd_per_hour": offer.usd_per_hour * p.nodes if offer else None})

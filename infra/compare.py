@@ -145,7 +145,7 @@ def _selected(req: Request, offer: Offer) -> bool:
     return True
 
 
-def compare(cat: Catalog, req: Request, today: dt.date | None = None, max_age_days: int = 90) -> Report:
+def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
     samples, label = samples_to_train(req)
     w = req.workload
     rows: list[Row] = []
@@ -210,4 +210,4 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None, max_age_da
                            "config (market: spot)")
     return Report(workload=w.name, unit=f"{w.unit}/s", samples=samples, sample_label=label,
                   assumptions=assumptions, rows=rows, skipped=skipped, catalog_as_of=as_of,
-                  catalog_age_days=age, stale=age > max_age_days)
+                  catalog_age_days=age, stale=age > cat.max_age_days)

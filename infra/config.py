@@ -23,7 +23,6 @@ Looked up at ``$GPUFLEET_CONFIG``, else ``$XDG_CONFIG_HOME/gpufleet/config.yaml`
 from __future__ import annotations
 
 import datetime as dt
-import os
 from pathlib import Path
 from typing import Literal
 
@@ -97,20 +96,13 @@ class UserConfig(_Strict):
     _path: str = ""
 
 
-from gpufleet.paths import config_path as default_path  # noqa: E402
-
-
 def load(path: str | Path | None = None) -> UserConfig | None:
     """The user config, or None when there is none (an explicit missing path is an error)."""
     from gpufleet import yamlsrc
+    from gpufleet.paths import user_config
 
-    explicit = path is not None or "GPUFLEET_CONFIG" in os.environ
-    p = Path(path) if path is not None else default_path()
-    if not p.exists():
-        if explicit:
-            from gpufleet.errors import InputError
-
-            raise InputError(f"config file {p} not found", "unset GPUFLEET_CONFIG or create the file")
+    p = user_config(path)
+    if p is None:
         return None
     located = yamlsrc.load_file(p)
     cfg = validate_located(UserConfig, located)

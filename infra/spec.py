@@ -271,7 +271,7 @@ def check_against_catalog(stack: Stack, located: Located, cat) -> None:
                     err(base + ("gpu",), f"{pool.provider} offers no {gpu.name} in the catalog",
                         f"{pool.provider} GPUs: {', '.join(offered)}")
                 continue
-            it = resolve_instance(pool, cat)
+            it = _smallest(matches)
         if region_ok:
             regions = cat.instance_regions(pool.provider, it.name)
             if pool.region not in regions:
@@ -297,11 +297,15 @@ def _matching_instances(pool: Pool, cat) -> list:
             and (pool.gpus_per_node is None or x.gpu_count == pool.gpus_per_node)]
 
 
+def _smallest(instances: list):
+    return min(instances, key=lambda x: (x.gpu_count, x.vcpus))
+
+
 def resolve_instance(pool: Pool, cat):
     """The catalog instance type a (validated) cloud pool runs on: the smallest that matches."""
     if pool.instance_type:
         return cat.instance(pool.provider, pool.instance_type)
-    return min(_matching_instances(pool, cat), key=lambda x: (x.gpu_count, x.vcpus))
+    return _smallest(_matching_instances(pool, cat))
 
 
 def load(path: str | Path, cat=None, *, text: str | None = None) -> Stack:

@@ -123,7 +123,11 @@ class Offer:
 
     @property
     def key(self) -> str:
-        return f"{self.provider}/{self.region}/{self.instance.name}/{self.market}"
+        return offer_key(self.provider, self.region, self.instance.name, self.market)
+
+
+def offer_key(provider: str, region: str, instance: str, market: str) -> str:
+    return f"{provider}/{region}/{instance}/{market}"
 
 
 @dataclass
@@ -336,19 +340,16 @@ def load(config_path: str | Path | None = None, *, use_config: bool = True) -> C
     cat = Catalog(gpus=dict(base.gpus), instances=dict(base.instances), prices=list(base.prices),
                   regions=base.regions)
     if use_config:
-        import os
+        from gpufleet.paths import user_config
 
-        from gpufleet.paths import config_path as _default
-
-        explicit = config_path is not None or "GPUFLEET_CONFIG" in os.environ
-        if explicit or _default().exists():  # pydantic is imported only when there is a config
+        path = user_config(config_path)
+        if path is not None:  # pydantic is imported only when there is a config to read
             from gpufleet import config as _config
 
-            cfg = _config.load(config_path)
-            if cfg is not None:
-                cfg.apply(cat)
-                cat.max_age_days = cfg.catalog_max_age_days
+            cfg = _config.load(path)
+            cfg.apply(cat)
+            cat.max_age_days = cfg.catalog_max_age_days
     return cat
 
 
-__all__ = ["Catalog", "Gpu", "InstanceType", "Offer", "Price", "PricePart", "load", "age_in_days"]
+__all__ = ["Catalog", "Gpu", "InstanceType", "Offer", "Price", "PricePart", "load", "age_in_days", "offer_key"]
