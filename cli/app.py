@@ -9,6 +9,7 @@ import typer
 from gpufleet import __version__
 from gpufleet.cli import catalog as catalog_cmd
 from gpufleet.cli import compare as compare_cmd
+from gpufleet.cli import plan as plan_cmd
 from gpufleet.cli import validate as validate_cmd
 from gpufleet.cli.output import STATE
 
@@ -43,6 +44,7 @@ def root(
 app.command("compare", help=compare_cmd.HELP)(compare_cmd.compare)
 app.command("calibrate", help=compare_cmd.CALIBRATE_HELP)(compare_cmd.calibrate)
 app.command("validate", help=validate_cmd.HELP)(validate_cmd.validate)
+app.command("plan", help=plan_cmd.HELP)(plan_cmd.plan)
 app.add_typer(catalog_cmd.app, name="catalog", help="List the GPU catalog: GPUs, instance types, prices, workloads.")
 
 

@@ -85,3 +85,50 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str | None:
         return folded[name.lower().translate(confusable)]
     match = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.6)
     return lowered[match[0]] if match else None
+
+
+class CredentialsError(GpufleetError):
+    """No usable credentials for a cloud provider. Exit code 2: the user must configure them."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, provider: str, message: str, hint: str | None = None):
+        self.provider = provider
+        super().__init__(message, hint)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "provider": self.provider}
+
+
+class ToolMissing(GpufleetError):
+    """An external program gpufleet drives (the Pulumi CLI, salt-ssh) is not installed."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class CapacityError(GpufleetError):
+    """The cloud has no capacity for what was asked (distinct from a quota limit)."""
+
+
+class QuotaError(GpufleetError):
+    """An account quota is too small for what the stack needs."""
+
+    def __init__(self, provider: str, region: str, quota: str, needed: float, available: float, hint: str | None = None):
+        self.provider, self.region, self.quota, self.needed, self.available = provider, region, quota, needed, available
+        super().__init__(f"{provider} {region}: quota {quota!r} allows {available:g}, the stack needs {needed:g}",
+                         hint or "request a quota increase, or make the pool smaller")
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "provider": self.provider, "region": self.region, "quota": self.quota,
+                "needed": self.needed, "available": self.available}
+
+
+class DeployError(GpufleetError):
+    """The Pulumi engine reported a failure while creating, updating or destroying resources."""
+
+    def __init__(self, message: str, hint: str | None = None, *, resources: list[str] | None = None):
+        self.resources = resources or []
+        super().__init__(message, hint)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "resources": self.resources}

@@ -94,6 +94,53 @@ class Host(_Strict):
     key: str | None = None
 
 
+def _cidr(v: str) -> str:
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_network(v, strict=False))
+    except ValueError:
+        raise HintedValueError(f"{v!r} is not a CIDR block", "write an address and prefix, e.g. 203.0.113.0/24") from None
+
+
+class Access(_Strict):
+    """Who may reach the nodes from outside the cluster, and how."""
+
+    ssh_cidrs: list[str] = []  # empty: no SSH from outside the cluster's own network
+    public_key: str | None = None  # a path to an OpenSSH public key, or the key itself
+    user: str = "ubuntu"
+
+    @field_validator("ssh_cidrs")
+    @classmethod
+    def _cidrs(cls, v: list[str]) -> list[str]:
+        return [_cidr(c) for c in v]
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str) -> str:
+        if not re.match(r"^[a-z_][a-z0-9_-]{0,31}$", v):
+            raise HintedValueError(f"{v!r} is not a valid Linux user name", "e.g. ubuntu or azureuser")
+        return v
+
+
+class Network(_Strict):
+    """Address space for the networks gpufleet creates (ignored for pools that name existing ones)."""
+
+    cidr: str = "10.64.0.0/16"
+
+    @field_validator("cidr")
+    @classmethod
+    def _c(cls, v: str) -> str:
+        import ipaddress
+
+        v = _cidr(v)
+        net = ipaddress.ip_network(v)
+        if not net.is_private or net.prefixlen > 20:
+            raise HintedValueError(f"{v} must be a private block of /20 or larger",
+                                   "each region gets a /20 from it for its subnets, e.g. 10.64.0.0/16")
+        return v
+
+
 class Salt(_Strict):
     roles: list[str] = []
     pillar: dict[str, Any] = {}
@@ -113,6 +160,11 @@ class Pool(_Strict):
     interconnect: Interconnect | None = None
     storage: list[Storage] = []
     image: str | None = None
+    root_disk_gb: int = Field(default=200, ge=30, le=16384)
+    public_ip: bool = False  # workers stay private unless the pool says so
+    vpc: str | None = None  # existing network (AWS vpc-..., GCP network name, Azure VNet id)
+    subnet: str | None = None  # existing subnet (AWS subnet-..., GCP subnetwork, Azure subnet id)
+    capacity_reservation: str | None = None  # AWS cr-... to launch into
     salt: Salt = Salt()
     hosts: list[Host] = []
     site_costs: SiteCosts | None = None
@@ -132,6 +184,9 @@ class Pool(_Strict):
             if self.region or self.instance_type or self.spot:
                 raise HintedValueError("a baremetal pool takes no region, instance_type or spot",
                                        "describe the machines with gpu and gpus_per_node")
+            if self.vpc or self.subnet or self.capacity_reservation or self.public_ip:
+                raise HintedValueError("a baremetal pool takes no vpc, subnet, capacity_reservation or public_ip",
+                                       "those describe cloud pools; a rack's hosts are listed under hosts")
             if not (self.gpu and self.gpus_per_node):
                 raise HintedValueError("a baremetal pool needs `gpu` and `gpus_per_node`", "e.g. gpu: H100, gpus_per_node: 8")
             if self.nodes is None:
@@ -153,6 +208,19 @@ class Pool(_Strict):
                                        "e.g. instance_type: p4d.24xlarge, or gpu: A100-40GB with gpus_per_node: 8")
             if self.nodes is None:
                 self.nodes = 1
+            if bool(self.vpc) != bool(self.subnet) and self.provider != "azure":
+                raise HintedValueError("give both `vpc` and `subnet` to use an existing network, or neither",
+                                       "gpufleet creates the network when neither is given")
+            if self.capacity_reservation:
+                if self.provider != "aws":
+                    raise HintedValueError("capacity_reservation is an AWS capacity reservation id",
+                                           "GCP and Azure reservations are consumed automatically when they match")
+                if not re.match(r"^cr-[0-9a-f]{8,17}$", self.capacity_reservation):
+                    raise HintedValueError(f"{self.capacity_reservation!r} is not a capacity reservation id",
+                                           "it looks like cr-0123456789abcdef0")
+                if self.spot:
+                    raise HintedValueError("a spot pool cannot launch into a capacity reservation",
+                                           "drop spot: true, or drop capacity_reservation")
         return self
 
 
@@ -169,6 +237,8 @@ class Stack(_Strict):
     owner: str
     ttl: str = "24h"
     workload: WorkloadRef | None = None
+    access: Access = Access()
+    network: Network = Network()
     pools: Annotated[list[Pool], Field(min_length=1)]
 
     # set by load(): where the stack came from
@@ -250,6 +320,11 @@ def check_against_catalog(stack: Stack, located: Located, cat) -> None:
             err(base + ("region",), f"{pool.region!r} is not a {pool.provider} region",
                 f"did you mean {s!r}?" if s else f"known regions: {', '.join(sorted(cat.regions.get(pool.provider, {})))}")
             region_ok = False
+        zones = cat.region_zones(pool.provider, pool.region) if region_ok else ()
+        if pool.zone and zones and pool.zone not in zones:
+            s = did_you_mean(pool.zone, zones)
+            err(base + ("zone",), f"{pool.zone!r} is not a zone of {pool.region}",
+                (f"did you mean {s!r}? " if s else "") + f"zones of {pool.region}: {', '.join(zones)}")
         it = None
         if pool.instance_type:
             try:
@@ -286,8 +361,34 @@ def check_against_catalog(stack: Stack, located: Located, cat) -> None:
                                  if p == pool.provider and x.fabric == _FABRIC_FROM_CATALOG[pool.interconnect])
                 err(base + ("interconnect",), f"{it.name} has no {pool.interconnect}",
                     f"instance types with it: {', '.join(capable)}")
+        if it is not None and pool.provider in ("aws", "gcp", "azure"):
+            from gpufleet.providers import check_pool
+
+            for prob in check_pool(stack, pool, it):
+                err(base + prob.keys, prob.message, prob.hint)
+    _check_access(stack, located, err)
     if errs:
         raise SpecErrors(sorted(errs, key=lambda e: e.line or 0))
+
+
+def _check_access(stack: Stack, located: Located, err) -> None:
+    """The public key must be readable (path relative to the stack file) and look like one."""
+    key = stack.access.public_key
+    if key is None:
+        return
+    if not re.match(r"^(ssh-(rsa|ed25519)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh.com) ", key.strip()):
+        p = Path(key).expanduser()
+        if not p.is_absolute() and located.path:
+            p = Path(located.path).parent / p
+        try:
+            text = p.read_text().strip()
+        except OSError as e:
+            err(("access", "public_key"), f"cannot read {p}: {e.strerror}", "give the path of an OpenSSH public key (.pub)")
+            return
+        if not re.match(r"^(ssh-|ecdsa-|sk-)", text):
+            err(("access", "public_key"), f"{p} is not an OpenSSH public key", "use the .pub file, never the private key")
+            return
+        stack.access.public_key = text
 
 
 def _matching_instances(pool: Pool, cat) -> list:

@@ -136,10 +136,12 @@ class Catalog:
     instances: dict[tuple[str, str], InstanceType]
     prices: list[Price]
     regions: dict[str, dict[str, str]]  # provider -> region -> geo
+    zones: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)  # (provider, region) -> zones
     sites: list = field(default_factory=list)  # on-prem racks (gpufleet.catalog.onprem.Site)
     discounts: dict[str, float] = field(default_factory=dict)
     max_age_days: int = 90  # warn when prices are older (config: catalog_max_age_days)
     _alias: dict[str, str] = field(default_factory=dict, repr=False)
+    _offers: dict[str, Offer] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         for g in self.gpus.values():
@@ -177,6 +179,15 @@ class Catalog:
             return
         if region not in self.regions[provider]:
             raise NotFound(f"{provider} region", region, self.regions[provider])
+
+    def region_zones(self, provider: str, region: str) -> tuple[str, ...]:
+        return self.zones.get((provider, region), ())
+
+    def offer(self, provider: str, region: str, instance: str, market: str) -> Offer | None:
+        """The priced offer for one instance type in a region and market, or None."""
+        if self._offers is None:
+            self._offers = {o.key: o for o in _build_offers(self)}
+        return self._offers.get(offer_key(provider, region, instance, market))
 
     # --- offers --------------------------------------------------------------------
     def offers(self) -> list[Offer]:
@@ -321,24 +332,29 @@ def parse_prices(text: str | None = None, path: str | None = None) -> list[Price
     return out
 
 
-def parse_regions(text: str | None = None) -> dict[str, dict[str, str]]:
+def parse_regions(text: str | None = None) -> tuple[dict[str, dict[str, str]], dict[tuple[str, str], tuple[str, ...]]]:
+    """(provider -> region -> geo, (provider, region) -> zones)."""
     out: dict[str, dict[str, str]] = {}
+    zones: dict[tuple[str, str], tuple[str, ...]] = {}
     for label, line, row in _read_csv("regions.csv", text):
-        out.setdefault(_need(label, line, row, "provider"), {})[_need(label, line, row, "region")] = row.get("geo", "")
-    return out
+        provider, region = _need(label, line, row, "provider"), _need(label, line, row, "region")
+        out.setdefault(provider, {})[region] = row.get("geo", "")
+        zones[(provider, region)] = tuple((row.get("zones") or "").split())
+    return out, zones
 
 
 @functools.lru_cache(maxsize=1)
 def _embedded() -> Catalog:
     gpus = parse_gpus()
-    return Catalog(gpus=gpus, instances=parse_instances(gpus), prices=parse_prices(), regions=parse_regions())
+    regions, zones = parse_regions()
+    return Catalog(gpus=gpus, instances=parse_instances(gpus), prices=parse_prices(), regions=regions, zones=zones)
 
 
 def load(config_path: str | Path | None = None, *, use_config: bool = True) -> Catalog:
     """The embedded catalog with the user's overrides (discounts, prices, racks) applied."""
     base = _embedded()
     cat = Catalog(gpus=dict(base.gpus), instances=dict(base.instances), prices=list(base.prices),
-                  regions=base.regions)
+                  regions=base.regions, zones=base.zones)
     if use_config:
         from gpufleet.paths import user_config
 

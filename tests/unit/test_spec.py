@@ -20,6 +20,9 @@ pools:
 """
 
 
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFakeFakeFake test"
+
+
 def _errors(write, text):
     path = write("stack.yaml", text)
     with pytest.raises((SpecError, SpecErrors)) as ei:
@@ -91,7 +94,7 @@ def test_instance_type_not_offered_in_region(write):
 
 def test_provider_cannot_give_the_interconnect(write):
     text = GOOD.replace("provider: aws", "provider: azure").replace("us-east-1", "eastus").replace(
-        "p4d.24xlarge", "Standard_ND96asr_v4")
+        "p4d.24xlarge", "Standard_ND96asr_v4").replace("pools:", f"access: {{public_key: '{KEY}'}}\npools:")
     _, errs = _errors(write, text)
     (e,) = errs
     assert e.key == "pools[0].interconnect" and "azure cannot provide efa" in e.problem
@@ -152,3 +155,58 @@ def test_missing_file(tmp_path):
     with pytest.raises(SpecError) as ei:
         spec.load(tmp_path / "nope.yaml")
     assert "file not found" in ei.value.message
+
+
+# --- access, network, provider capabilities (issue 3) --------------------------------------
+
+def test_azure_needs_a_public_key(write):
+    text = GOOD.replace("provider: aws", "provider: azure").replace("us-east-1", "eastus").replace(
+        "p4d.24xlarge", "Standard_ND96isr_H100_v5").replace("interconnect: efa", "interconnect: infiniband-ndr")
+    _, errs = _errors(write, text)
+    (e,) = errs
+    assert "SSH public key" in e.problem and "access.public_key" in e.hint and e.line == 6
+
+
+def test_public_key_path_is_read_relative_to_the_stack(write, tmp_path):
+    write("keys/me.pub", KEY + "\n")
+    st = spec.load(write("stack.yaml", GOOD.replace("pools:", "access: {public_key: keys/me.pub}\npools:")))
+    assert st.access.public_key == KEY
+
+
+def test_private_key_or_missing_key_file_is_refused(write):
+    write("id_ed25519", "-----BEGIN OPENSSH PRIVATE KEY-----\nxx\n")
+    _, errs = _errors(write, GOOD.replace("pools:", "access:\n  public_key: id_ed25519\npools:"))
+    assert "not an OpenSSH public key" in errs[0].problem and errs[0].line == 5
+    _, errs = _errors(write, GOOD.replace("pools:", "access:\n  public_key: nothere.pub\npools:"))
+    assert "cannot read" in errs[0].problem and errs[0].key == "access.public_key"
+
+
+def test_ssh_cidr_and_network_block_are_checked(write):
+    _, errs = _errors(write, GOOD.replace("pools:", "access:\n  ssh_cidrs: [203.0.113.0/33]\npools:"))
+    assert "not a CIDR" in errs[0].message and errs[0].line == 5
+    _, errs = _errors(write, GOOD.replace("pools:", "network: {cidr: 8.8.0.0/16}\npools:"))
+    assert "private block" in errs[0].message
+
+
+def test_zone_must_belong_to_the_region(write):
+    _, errs = _errors(write, GOOD.replace("region: us-east-1", "region: us-east-1\n    zone: us-east-1z"))
+    (e,) = errs
+    assert e.key == "pools[0].zone" and "us-east-1a" in e.hint
+
+
+def test_lustre_tier_and_capacity_reservation(write):
+    text = GOOD + "    storage: [{type: lustre, capacity_tib: 2.4, throughput_mbps_per_tib: 300}]\n"
+    _, errs = _errors(write, text)
+    (e,) = errs
+    assert e.key == "pools[0].storage[0].throughput_mbps_per_tib" and "125, 250, 500, 1000" in e.hint
+    _, errs = _errors(write, GOOD + "    capacity_reservation: cr-12\n")
+    assert "not a capacity reservation id" in errs[0].message
+    _, errs = _errors(write, GOOD + "    spot: true\n    capacity_reservation: cr-0123456789abcdef0\n")
+    assert "spot pool cannot launch into a capacity reservation" in errs[0].message
+
+
+def test_unknown_image_and_public_ip_with_efa(write):
+    _, errs = _errors(write, GOOD + "    image: ubuntu-20.04\n    public_ip: true\n")
+    keys = sorted(e.key for e in errs)
+    assert keys == ["pools[0].image", "pools[0].public_ip"]
+    assert "ami-" in next(e.hint for e in errs if e.key == "pools[0].image")

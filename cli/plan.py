@@ -1,0 +1,74 @@
+"""`gpufleet plan STACK`: every resource `up` would create, and what it costs, offline."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from gpufleet.cli import output
+from gpufleet.cli.output import STATE
+
+HELP = ("Show every resource `up` would create for a stack and its cost per hour. Runs the same Pulumi "
+        "program as `up` under Pulumi's mock runtime: no credentials, no Pulumi CLI.")
+
+
+@output.handle_errors
+def plan(
+    stack: Annotated[str, typer.Argument(help="Stack file (YAML).", metavar="STACK")],
+    cluster: Annotated[Optional[str], typer.Option("--cluster", help="Cluster name (default: the stack's name).")] = None,
+    all_resources: Annotated[bool, typer.Option("--all", help="List every resource, not one row per group of alike nodes.")] = False,
+):
+    from gpufleet import catalog, spec
+    from gpufleet.engine import plan as planner
+
+    cat = catalog.load(STATE.config)
+    st = spec.load(stack, cat)
+    cl = planner.cluster_for(st, cluster)
+    with output.progress("Rendering the Pulumi program under mocks", total=None) as advance:
+        result = planner.plan(st, cat, cluster=cl, progress=advance)
+    if STATE.json:
+        output.emit_json(result.to_dict())
+        return
+    render(result, all_resources=all_resources)
+
+
+def render(result, *, all_resources: bool = False) -> None:
+    c = output.console()
+    c.print(f"[bold]Plan[/bold] for stack [bold]{result.stack}[/bold] as cluster [bold]{result.cluster}[/bold]; "
+            f"every resource tagged gpufleet:* and expiring at {result.expires_at}")
+    rows = []
+    for parent, typ, names, summary in grouped(result.cloud_resources, collapse=not all_resources):
+        label = names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]} (x{len(names)})"
+        rows.append([parent or "", typ, label, summary])
+    if rows:
+        output.table(f"{len(result.cloud_resources)} resources to create", ["component", "type", "name", "key settings"], rows)
+    money_rows = []
+    for p in result.pools:
+        money_rows.append([p.pool, p.provider, p.where, p.machine, p.nodes, p.gpus,
+                           output.money(p.usd_per_node_hour) if p.usd_per_node_hour is not None else "-",
+                           output.money(p.usd_per_hour) + "/h" if p.usd_per_hour is not None else "-", p.note])
+    output.table("Cost per pool (compute, list prices from the catalog)",
+                 ["pool", "provider", "region/site", "machine", "nodes", "GPUs", "$/node-h", "$/h", "note"], money_rows,
+                 justify={"nodes": "right", "GPUs": "right", "$/node-h": "right", "$/h": "right"})
+    unpriced = [p.pool for p in result.pools if p.usd_per_hour is None]
+    c.print(f"[bold]Total: {output.money(result.usd_per_hour)}/h[/bold]"
+            + (f" plus unpriced pools: {', '.join(unpriced)}" if unpriced else "")
+            + "; storage, NAT and traffic are not included.")
+
+
+def grouped(resources, *, collapse: bool):
+    """Rows (component, type, names, summary): alike nodes of a pool collapse into one row."""
+    order: dict[tuple, list] = {}
+    for r in sorted(resources, key=lambda r: (r.parent or "", r.type, _natural(r.name))):
+        collapsible = collapse and r.type in ("aws:ec2/instance:Instance", "gcp:compute/instance:Instance")
+        key = (r.parent, r.type, r.summary()) if collapsible else (r.parent, r.type, r.name)
+        order.setdefault(key, []).append(r)
+    for (parent, typ, _), rs in order.items():
+        yield parent, typ, [r.name for r in rs], rs[0].summary()
+
+
+def _natural(name: str):
+    import re
+
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]

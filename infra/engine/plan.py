@@ -1,0 +1,378 @@
+"""`gpufleet plan`: run the stack's Pulumi program under Pulumi's own mock runtime.
+
+No credentials and no Pulumi CLI are needed: ``pulumi.runtime.set_mocks`` replaces the
+engine and the resource monitor inside this process. Every resource the program registers
+is recorded with its inputs; provider lookups (image ids, zones offering an instance type)
+are answered from the catalog. ``preview=False`` so that outputs are known and every
+``apply`` runs exactly as it will under ``up``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import ipaddress
+from dataclasses import dataclass, field
+
+from gpufleet.engine.program import Layout, build, layout
+from gpufleet.providers.common import Cluster, expiry_from
+
+# The inputs shown in the plan table per resource type (all inputs are in --json).
+KEY_PROPS = {
+    "aws:ec2/vpc:Vpc": ["cidrBlock"],
+    "aws:ec2/subnet:Subnet": ["cidrBlock", "availabilityZone"],
+    "aws:ec2/securityGroup:SecurityGroup": ["description"],
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": ["ipProtocol", "cidrIpv4", "fromPort", "description"],
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": ["ipProtocol", "cidrIpv4", "description"],
+    "aws:ec2/placementGroup:PlacementGroup": ["strategy"],
+    "aws:ec2/launchTemplate:LaunchTemplate": ["instanceType", "imageId"],
+    "aws:ec2/instance:Instance": [],  # everything comes from the launch template
+    "aws:iam/role:Role": [],
+    "aws:ec2/routeTableAssociation:RouteTableAssociation": [],
+    "aws:fsx/lustreFileSystem:LustreFileSystem": ["deploymentType", "storageCapacity", "perUnitStorageThroughput"],
+    "aws:ec2/keyPair:KeyPair": ["keyName"],
+    "aws:ec2/natGateway:NatGateway": [],
+    "gcp:compute/instance:Instance": ["machineType", "zone"],
+    "gcp:compute/subnetwork:Subnetwork": ["ipCidrRange", "region"],
+    "gcp:compute/firewall:Firewall": ["sourceRanges"],
+    "gcp:compute/network:Network": ["mtu"],
+    "gcp:compute/resourcePolicy:ResourcePolicy": ["groupPlacementPolicy"],
+    "azure-native:compute:VirtualMachineScaleSet": ["sku"],
+    "azure-native:network:Subnet": ["addressPrefix"],
+    "azure-native:network:VirtualNetwork": ["addressSpace"],
+    "azure-native:storagecache:AmlFilesystem": ["sku", "storageCapacityTiB"],
+}
+
+
+@dataclass
+class PlannedResource:
+    type: str
+    name: str
+    urn: str
+    parent: str | None  # the component (pool or network) it belongs to
+    inputs: dict
+    component: bool = False
+    provider: bool = False
+
+    def summary(self) -> str:
+        keys = KEY_PROPS.get(self.type)
+        if keys is None:
+            keys = [k for k, v in self.inputs.items() if isinstance(v, (str, int, float, bool)) and k not in ("tags", "name")][:2]
+        parts = []
+        for k in keys:
+            if k in self.inputs and self.inputs[k] not in (None, ""):
+                v = self.inputs[k]
+                parts.append(f"{k}={_short(v)}")
+        if self.type == "aws:ec2/launchTemplate:LaunchTemplate":
+            nis = self.inputs.get("networkInterfaces") or []
+            efa = sum(1 for n in nis if n.get("interfaceType") in ("efa", "efa-only"))
+            md = self.inputs.get("metadataOptions") or {}
+            parts.append(f"efa={efa}")
+            parts.append(f"imds={'v2' if md.get('httpTokens') == 'required' else 'v1'}")
+            if self.inputs.get("instanceMarketOptions"):
+                parts.append("spot")
+        if self.type == "aws:ec2/instance:Instance":
+            parts.append("from the launch template")
+        if self.type == "gcp:compute/instance:Instance":
+            sched = self.inputs.get("scheduling") or {}
+            parts.append(f"provisioning={sched.get('provisioningModel')}")
+            parts.append(f"nics={len(self.inputs.get('networkInterfaces') or [])}")
+        if self.type == "azure-native:compute:VirtualMachineScaleSet":
+            prof = self.inputs.get("virtualMachineProfile") or {}
+            if prof.get("priority"):
+                parts.append(f"priority={prof['priority']}")
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict:
+        return {"type": self.type, "name": self.name, "parent": self.parent, "inputs": self.inputs}
+
+
+@dataclass
+class PoolCost:
+    pool: str
+    provider: str
+    where: str
+    machine: str
+    nodes: int
+    gpus: int
+    usd_per_node_hour: float | None
+    usd_per_hour: float | None
+    note: str = ""
+
+
+@dataclass
+class Plan:
+    stack: str
+    cluster: str
+    expires_at: str
+    resources: list[PlannedResource]
+    pools: list[PoolCost]
+    outputs: dict = field(default_factory=dict)
+
+    @property
+    def cloud_resources(self) -> list[PlannedResource]:
+        return [r for r in self.resources if not r.component and not r.provider]
+
+    @property
+    def usd_per_hour(self) -> float:
+        return sum(p.usd_per_hour or 0.0 for p in self.pools)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.cloud_resources:
+            out[r.type] = out.get(r.type, 0) + 1
+        return out
+
+    def to_dict(self) -> dict:
+        return {"stack": self.stack, "cluster": self.cluster, "expires_at": self.expires_at,
+                "usd_per_hour": self.usd_per_hour, "unpriced_pools": [p.pool for p in self.pools if p.usd_per_hour is None],
+                "pools": [p.__dict__ for p in self.pools], "counts": self.counts(),
+                "resources": [r.to_dict() for r in self.cloud_resources], "outputs": self.outputs}
+
+
+def pool_costs(lay: Layout, stack, cat) -> list[PoolCost]:
+    """What each pool costs per hour: catalog prices for cloud pools, the site model for racks."""
+    out = []
+    for p in lay.pools:
+        out.append(PoolCost(p.name, p.pool.provider, p.pool.region, p.instance.name, p.pool.nodes,
+                            p.pool.nodes * p.instance.gpu_count, p.usd_per_node_hour, p.usd_per_hour, p.price_note))
+    for p in stack.pools:
+        if p.provider != "baremetal":
+            continue
+        price, note = None, "no site_costs: give purchase price, power and utilization to price the rack"
+        if p.site_costs:
+            from gpufleet.catalog.onprem import site_from_pool
+
+            price, note = site_from_pool(p, cat, stack.source).usd_per_node_hour(), ""
+        out.append(PoolCost(p.name, "baremetal", p.site, f"{p.gpus_per_node}x {cat.gpu(p.gpu).name}", p.nodes,
+                            p.nodes * p.gpus_per_node, price, None if price is None else price * p.nodes, note))
+    order = {p.name: i for i, p in enumerate(stack.pools)}
+    return sorted(out, key=lambda c: order[c.pool])
+
+
+def cluster_for(stack, name: str | None = None, now: dt.datetime | None = None,
+                expires_at: dt.datetime | None = None) -> Cluster:
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return Cluster(name=name or stack.name, stack=stack.name, owner=stack.owner,
+                   expires_at=expires_at or expiry_from(now, stack.ttl_delta))
+
+
+def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: int | None = None) -> Plan:
+    """Run the program under mocks and return every resource it registers, with costs.
+
+    A large stack is split by pools over ``workers`` processes (default: the CPUs this
+    process may use); each runs the same program for its pools, and the network resources
+    the shards share are kept once.
+    """
+    cluster = cluster or cluster_for(stack)
+    lay = layout(stack, cat)
+    costs = pool_costs(lay, stack, cat)
+    resources: list[PlannedResource] = []
+    outputs: dict = {}
+    if lay.pools:
+        shards = _shards(lay, workers)
+        if len(shards) == 1:
+            resources, outputs = _run_mocked(lay, cluster, cat, progress)
+        else:
+            resources, outputs = _run_sharded(lay, cluster, cat, shards, progress)
+    from gpufleet.providers.common import format_expiry
+
+    return Plan(stack.name, cluster.name, format_expiry(cluster.expires_at), resources, costs, outputs)
+
+
+SHARD_MIN_NODES = 200  # below this, starting processes costs more than it saves
+
+
+def _shards(lay: Layout, workers: int | None) -> list[set[str]]:
+    import os
+
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    total = sum(p.pool.nodes for p in lay.pools)
+    n = max(1, min(workers, len(lay.pools), total // SHARD_MIN_NODES))
+    if n == 1:
+        return [{p.name for p in lay.pools}]
+    bins: list[tuple[int, set[str]]] = [(0, set()) for _ in range(n)]
+    for p in sorted(lay.pools, key=lambda p: -p.pool.nodes):  # largest first into the lightest bin
+        i = min(range(n), key=lambda k: bins[k][0])
+        bins[i] = (bins[i][0] + p.pool.nodes, bins[i][1] | {p.name})
+    return [b for _, b in bins if b]
+
+
+_SHARD_INPUT: tuple | None = None  # set before forking; children read it instead of unpickling
+
+
+def _shard_worker(only: set[str]):
+    lay, cluster, cat = _SHARD_INPUT
+    return _run_mocked(lay, cluster, cat, None, only=only)
+
+
+def _run_sharded(lay: Layout, cluster: Cluster, cat, shards: list[set[str]], progress):
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    global _SHARD_INPUT
+    _SHARD_INPUT = (lay, cluster, cat)
+    resources: list[PlannedResource] = []
+    seen: set[tuple[str, str]] = set()
+    outputs: dict = {}
+    try:
+        with ProcessPoolExecutor(len(shards), mp_context=mp.get_context("fork")) as ex:
+            for res, outs in ex.map(_shard_worker, shards):
+                for r in res:
+                    if (r.type, r.name) not in seen:
+                        seen.add((r.type, r.name))
+                        resources.append(r)
+                outputs.setdefault("pools", {}).update(outs.get("pools", {}))
+                outputs.setdefault("cluster", outs.get("cluster"))
+                if progress:
+                    progress(len(res))
+    finally:
+        _SHARD_INPUT = None
+    return resources, outputs
+
+
+def _run_mocked(lay: Layout, cluster: Cluster, cat, progress, only: set[str] | None = None):
+    import pulumi
+    from pulumi.runtime import mocks as pmocks
+
+    recorder = _Mocks(cat, progress)
+    monitor = _Monitor(recorder)
+    pmocks.set_mocks(recorder, project="gpufleet", stack=cluster.name, preview=False, monitor=monitor)
+    program = build(lay, cluster, gcp_project="gpufleet-plan", azure_subscription="00000000-0000-0000-0000-000000000000",
+                    only=only)
+    captured: dict = {}
+    root = pulumi.runtime.get_root_resource()
+    root.outputs.clear()
+
+    @pulumi.runtime.test
+    def run():
+        program()
+        return pulumi.Output.from_input(dict(root.outputs)).apply(lambda v: captured.setdefault("outputs", v))
+
+    run()
+    return recorder.resources, captured.get("outputs", {})
+
+
+class _Monitor:
+    """Wraps Pulumi's MockMonitor to remember each resource's parent component."""
+
+    def __new__(cls, mocks):
+        from pulumi.runtime.mocks import MockMonitor
+
+        class Monitor(MockMonitor):
+            def RegisterResource(self, request):
+                mocks.parents[(request.type, request.name)] = request.parent
+                return super().RegisterResource(request)
+
+        return Monitor(mocks)
+
+
+class _Mocks:
+    """Answers resource registrations and lookups as the clouds would, from the catalog."""
+
+    def __new__(cls, cat, progress):
+        from pulumi.runtime import Mocks
+
+        class M(Mocks):
+            def __init__(self):
+                self.resources: list[PlannedResource] = []
+                self.parents: dict = {}
+                self.subnets: dict[str, str] = {}  # subnet id -> CIDR
+                self.templates: dict[str, str] = {}  # launch template id -> subnet id
+                self.next_host: dict[str, int] = {}
+                self.regions: dict[str, str] = {}  # provider name -> region
+
+            def new_resource(self, args):
+                typ, name, inputs = args.typ, args.name, dict(args.inputs)
+                parent = self.parents.get((typ, name))
+                pname = _name_from_urn(parent) if parent else None
+                rid = _fake_id(typ, name)
+                state = dict(inputs)
+                custom = bool(getattr(args, "custom", True))
+                self.resources.append(PlannedResource(typ, name, "", pname, inputs, component=not custom,
+                                                      provider=typ.startswith("pulumi:providers:")))
+                if typ.startswith("pulumi:providers:"):
+                    self.regions[name] = inputs.get("region") or inputs.get("location") or ""
+                elif typ == "aws:ec2/subnet:Subnet":
+                    self.subnets[rid] = inputs.get("cidrBlock")
+                elif typ == "gcp:compute/subnetwork:Subnetwork":
+                    self.subnets[rid] = inputs.get("ipCidrRange")
+                elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
+                    nis = inputs.get("networkInterfaces") or [{}]
+                    self.templates[rid] = nis[0].get("subnetId")
+                    state["latestVersion"] = 1
+                elif typ == "aws:ec2/instance:Instance":
+                    subnet = self.templates.get((inputs.get("launchTemplate") or {}).get("id"))
+                    state["privateIp"] = self._host(subnet)
+                    state["instanceType"] = None
+                elif typ == "gcp:compute/instance:Instance":
+                    nics = [dict(n) for n in inputs.get("networkInterfaces") or []]
+                    for n in nics:
+                        n["networkIp"] = self._host(n.get("subnetwork"))
+                    state["networkInterfaces"] = nics
+                    state["instanceId"] = str(int(hashlib.sha1(name.encode()).hexdigest()[:15], 16))
+                elif typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
+                    state["dnsName"] = f"{rid}.fsx.amazonaws.com"
+                    state["mountName"] = hashlib.sha1(name.encode()).hexdigest()[:8]
+                elif typ == "aws:iam/instanceProfile:InstanceProfile":
+                    state["arn"] = f"arn:aws:iam::000000000000:instance-profile/{name}"
+                if typ == "azure-native:resources:ResourceGroup":
+                    state["name"] = inputs.get("resourceGroupName") or name
+                state.setdefault("name", inputs.get("name") or name)
+                if progress:
+                    progress(1)
+                return [rid, state]
+
+            def _host(self, subnet_id):
+                cidr = self.subnets.get(subnet_id)
+                if not cidr:
+                    return None
+                i = self.next_host.get(subnet_id, 0)
+                self.next_host[subnet_id] = i + 1
+                net = ipaddress.ip_network(cidr)
+                return str(net.network_address + 4 + i)
+
+            def call(self, args):
+                region = self.regions.get(_provider_name(args.provider), "")
+                tok = args.token
+                if tok == "aws:ec2/getAmi:getAmi":
+                    pattern = (args.args.get("filters") or [{}])[0].get("values", ["?"])[0]
+                    return {"id": "ami-" + hashlib.sha1(f"{region}/{pattern}".encode()).hexdigest()[:17],
+                            "architecture": "x86_64", "name": pattern}
+                if tok == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+                    it = (args.args.get("filters") or [{}])[0].get("values", [""])[0]
+                    zones = list(cat.region_zones("aws", region)) if cat.instance_regions("aws", it) else []
+                    return {"id": region, "locations": zones, "locationTypes": ["availability-zone"] * len(zones),
+                            "instanceTypes": [it] * len(zones)}
+                if tok == "gcp:compute/getZones:getZones":
+                    return {"id": region, "names": list(cat.region_zones("gcp", args.args.get("region") or region))}
+                return {}
+
+        return M()
+
+
+def _fake_id(typ: str, name: str) -> str:
+    prefix = {"aws:ec2/vpc:Vpc": "vpc-", "aws:ec2/subnet:Subnet": "subnet-",
+              "aws:ec2/securityGroup:SecurityGroup": "sg-", "aws:ec2/instance:Instance": "i-",
+              "aws:ec2/launchTemplate:LaunchTemplate": "lt-", "aws:ec2/placementGroup:PlacementGroup": "pg-",
+              "aws:fsx/lustreFileSystem:LustreFileSystem": "fs-"}.get(typ, "")
+    return prefix + hashlib.sha1(f"{typ}/{name}".encode()).hexdigest()[:17]
+
+
+def _name_from_urn(urn: str) -> str:
+    return urn.rsplit("::", 1)[-1]
+
+
+def _provider_name(ref: str | None) -> str:
+    # a provider reference is "<urn>::<id>"; the urn ends with "::<name>"
+    if not ref:
+        return ""
+    return ref.split("::")[-2] if ref.count("::") >= 2 else ref
+
+
+def _short(v) -> str:
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)  # the mock runtime hands numbers over as floats
+    s = str(v)
+    return s if len(s) <= 60 else s[:57] + "..."
