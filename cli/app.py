@@ -8,6 +8,7 @@ import typer
 
 from gpufleet import __version__
 from gpufleet.cli import catalog as catalog_cmd
+from gpufleet.cli import cluster as cluster_cmd
 from gpufleet.cli import compare as compare_cmd
 from gpufleet.cli import plan as plan_cmd
 from gpufleet.cli import validate as validate_cmd
@@ -45,6 +46,8 @@ app.command("compare", help=compare_cmd.HELP)(compare_cmd.compare)
 app.command("calibrate", help=compare_cmd.CALIBRATE_HELP)(compare_cmd.calibrate)
 app.command("validate", help=validate_cmd.HELP)(validate_cmd.validate)
 app.command("plan", help=plan_cmd.HELP)(plan_cmd.plan)
+app.command("up", help=cluster_cmd.UP_HELP)(cluster_cmd.up)
+app.command("down", help=cluster_cmd.DOWN_HELP)(cluster_cmd.down)
 app.add_typer(catalog_cmd.app, name="catalog", help="List the GPU catalog: GPUs, instance types, prices, workloads.")
 
 

@@ -121,6 +121,41 @@ def progress(description: str, total: int | None = None):
         yield lambda n=1: p.advance(task, n)
 
 
+@contextlib.contextmanager
+def steps(description: str, total: int | None = None):
+    """Progress of a long operation: a live bar on a terminal, a line every few seconds
+    in logs, nothing under --json. Yields ``update(done, total=None, detail="")``."""
+    import time
+
+    if STATE.json:
+        yield lambda done, total=None, detail="": None
+        return
+    if sys.stderr.isatty():
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.fields[detail]}"), console=console(stderr=True), transient=True) as p:
+            task = p.add_task(description, total=total, detail="")
+
+            def update(done, total=None, detail=""):
+                p.update(task, completed=done, total=total or p.tasks[0].total, detail=detail)
+
+            yield update
+        return
+    start = time.monotonic()
+    last = [0.0]
+    err = console(stderr=True)
+
+    def update(done, total=None, detail=""):
+        now = time.monotonic()
+        if now - last[0] >= 2.0 or (total and done >= total):
+            last[0] = now
+            of = f"/{total}" if total else ""
+            err.print(f"{description}: {done}{of} after {now - start:.0f}s {detail}".rstrip())
+
+    yield update
+
+
 def money(v: float) -> str:
     if v >= 1e6:
         return f"${v / 1e6:,.2f}M"

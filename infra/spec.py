@@ -74,8 +74,6 @@ class Storage(_Strict):
 
     @model_validator(mode="after")
     def _check(self):
-        if self.type == "nfs" and not self.server:
-            raise HintedValueError("an nfs storage entry needs `server`", "e.g. server: nfs01.example.com")
         if self.type == "local-nvme" and (self.capacity_tib or self.throughput_mbps_per_tib):
             raise HintedValueError("local-nvme takes only `mount`: its size comes from the instance type")
         return self
@@ -187,6 +185,8 @@ class Pool(_Strict):
             if self.vpc or self.subnet or self.capacity_reservation or self.public_ip:
                 raise HintedValueError("a baremetal pool takes no vpc, subnet, capacity_reservation or public_ip",
                                        "those describe cloud pools; a rack's hosts are listed under hosts")
+            if any(st.type == "nfs" and not st.server for st in self.storage):
+                raise HintedValueError("an nfs storage entry on a rack needs `server`", "e.g. server: nfs01.example.com")
             if not (self.gpu and self.gpus_per_node):
                 raise HintedValueError("a baremetal pool needs `gpu` and `gpus_per_node`", "e.g. gpu: H100, gpus_per_node: 8")
             if self.nodes is None:

@@ -1,0 +1,247 @@
+"""`up` and `down` through Pulumi's Automation API with an inline program.
+
+State lives in a local file backend under the user's data directory unless
+``PULUMI_BACKEND_URL`` names another (S3, GCS, Azure Blob, Pulumi Cloud). Secrets use the
+passphrase provider on self-managed backends. Engine events drive progress; engine and CLI
+failures become gpufleet errors with a hint. Pulumi is imported only here, inside functions.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpufleet.errors import CapacityError, CredentialsError, DeployError, GpufleetError, InputError, ToolMissing
+
+PROJECT = "gpufleet"
+INSTALL_HINT = ("install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh (or brew install pulumi), "
+                "then open a new shell; `gpufleet plan` works without it")
+
+
+def data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "gpufleet"
+
+
+def backend_url() -> str:
+    """``PULUMI_BACKEND_URL`` when set, else a file backend under the user's data directory."""
+    url = os.environ.get("PULUMI_BACKEND_URL")
+    if url:
+        return url
+    path = data_dir() / "pulumi"
+    path.mkdir(parents=True, exist_ok=True)
+    return "file://" + str(path)
+
+
+def self_managed(url: str) -> bool:
+    return not url.startswith(("https://", "http://"))  # Pulumi Cloud / self-hosted service manage secrets
+
+
+def passphrase_env(url: str, prompt: Callable[[], str] | None) -> dict[str, str]:
+    """The passphrase for a self-managed backend: environment, else a prompt, else a clear error."""
+    if not self_managed(url):
+        return {}
+    if os.environ.get("PULUMI_CONFIG_PASSPHRASE") is not None or os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE"):
+        return {}
+    if prompt is None:
+        raise InputError("the Pulumi state secrets need a passphrase",
+                         "set PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE); it protects secrets "
+                         "in the state file, keep it with the state")
+    return {"PULUMI_CONFIG_PASSPHRASE": prompt()}
+
+
+def find_pulumi():
+    """A PulumiCommand for the installed CLI, or ToolMissing naming how to install it."""
+    from pulumi.automation import PulumiCommand
+
+    root = None
+    if shutil.which("pulumi") is None:
+        home = Path.home() / ".pulumi"
+        if (home / "bin" / "pulumi").exists():
+            root = str(home)
+        else:
+            raise ToolMissing("the Pulumi CLI is not installed (`pulumi` is not on PATH or in ~/.pulumi/bin)", INSTALL_HINT)
+    try:
+        return PulumiCommand(root=root)
+    except FileNotFoundError:
+        raise ToolMissing("the Pulumi CLI could not be started", INSTALL_HINT) from None
+
+
+@dataclass
+class Progress:
+    """What the engine has told us so far; ``on_change`` is called after every step."""
+
+    total: int | None = None
+    started: float = field(default_factory=time.monotonic)
+    done: int = 0
+    in_flight: dict[str, str] = field(default_factory=dict)  # urn -> op
+    ops: dict[str, int] = field(default_factory=dict)
+    failed: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    summary: dict | None = None
+    on_change: Callable[["Progress"], None] | None = None
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def __call__(self, event) -> None:  # an automation.events.EngineEvent
+        if event.resource_pre_event is not None:
+            md = event.resource_pre_event.metadata
+            op = md.op.value if hasattr(md.op, "value") else str(md.op)
+            if op != "same" and not md.type.startswith("pulumi:"):
+                self.in_flight[md.urn] = op
+        elif event.res_outputs_event is not None:
+            md = event.res_outputs_event.metadata
+            op = md.op.value if hasattr(md.op, "value") else str(md.op)
+            if md.urn in self.in_flight:
+                self.in_flight.pop(md.urn)
+                self.done += 1
+                self.ops[op] = self.ops.get(op, 0) + 1
+        elif event.res_op_failed_event is not None:
+            md = event.res_op_failed_event.metadata
+            self.in_flight.pop(md.urn, None)
+            self.failed.append(md.urn)
+        elif event.diagnostic_event is not None and event.diagnostic_event.severity == "error":
+            msg = _strip_color(event.diagnostic_event.message).strip()
+            if msg:
+                self.errors.append(msg)
+        elif event.summary_event is not None:
+            s = event.summary_event
+            self.summary = {"duration_seconds": s.duration_seconds,
+                            "resource_changes": {str(getattr(k, "value", k)): v for k, v in (s.resource_changes or {}).items()}}
+        else:
+            return
+        if self.on_change:
+            self.on_change(self)
+
+
+@dataclass
+class DeployResult:
+    cluster: str
+    outputs: dict
+    progress: Progress
+    stdout: str = ""
+
+
+def _stack(cluster: str, program, pulumi_command, env: dict[str, str], url: str):
+    from pulumi import automation as auto
+
+    opts = auto.LocalWorkspaceOptions(
+        project_settings=auto.ProjectSettings(name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=url)),
+        secrets_provider="passphrase" if self_managed(url) else None,
+        env_vars={"PULUMI_SKIP_UPDATE_CHECK": "true", **env},
+        pulumi_command=pulumi_command,
+    )
+    return auto.create_or_select_stack(stack_name=cluster, project_name=PROJECT, program=program, opts=opts)
+
+
+def up(cluster: str, program, *, pulumi_command=None, progress: Progress | None = None,
+       prompt: Callable[[], str] | None = None, providers: list[str] = (), backend: str | None = None) -> DeployResult:
+    """Create or update the cluster's Pulumi stack; return its outputs (plain values)."""
+    progress = progress or Progress()
+    cmd = pulumi_command or find_pulumi()
+    url = backend or backend_url()
+    env = passphrase_env(url, prompt)
+    try:
+        stack = _stack(cluster, program, cmd, env, url)
+        res = stack.up(on_event=progress, color="never")
+    except Exception as e:  # noqa: BLE001 - every engine failure is translated below
+        raise translate(e, progress, providers) from None
+    return DeployResult(cluster, {k: v.value for k, v in res.outputs.items()}, progress, res.stdout)
+
+
+def destroy(cluster: str, *, pulumi_command=None, progress: Progress | None = None,
+            prompt: Callable[[], str] | None = None, providers: list[str] = (), backend: str | None = None) -> Progress:
+    """Destroy every resource of the cluster's stack, then remove the stack from the backend."""
+    progress = progress or Progress()
+    cmd = pulumi_command or find_pulumi()
+    url = backend or backend_url()
+    env = passphrase_env(url, prompt)
+    try:
+        stack = _stack(cluster, lambda: None, cmd, env, url)
+        stack.destroy(on_event=progress, color="never")
+        stack.workspace.remove_stack(cluster)
+    except Exception as e:  # noqa: BLE001
+        raise translate(e, progress, providers) from None
+    return progress
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+_CREDENTIAL_PATTERNS = [
+    ("aws", re.compile(r"No valid credential sources found|NoCredentialProviders|InvalidClientTokenId|"
+                       r"UnrecognizedClientException|ExpiredToken|failed to refresh cached credentials", re.I)),
+    ("gcp", re.compile(r"could not find default credentials|google: could not find|oauth2: cannot fetch token|"
+                       r"invalid_grant", re.I)),
+    ("azure", re.compile(r"az login|Please run 'az login'|AADSTS\d+|unable to determine subscription|"
+                         r"obtain a token|ARM_SUBSCRIPTION_ID", re.I)),
+]
+_CAPACITY = re.compile(r"InsufficientInstanceCapacity|InsufficientCapacity|ZONE_RESOURCE_POOL_EXHAUSTED|"
+                       r"does not have enough resources available|AllocationFailed|SkuNotAvailable|"
+                       r"ZonalAllocationFailed|OverconstrainedAllocationRequest", re.I)
+_QUOTA = re.compile(r"VcpuLimitExceeded|InstanceLimitExceeded|QUOTA_EXCEEDED|Quota '[^']+' exceeded|"
+                    r"OperationNotAllowed.*quota|exceeding approved .* quota", re.I)
+CREDENTIAL_HINTS = {
+    "aws": "run `aws configure` or `aws sso login`, or set AWS_PROFILE / AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+    "gcp": "run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a key file",
+    "azure": "run `az login` (and `az account set -s SUBSCRIPTION`), or set ARM_CLIENT_ID, ARM_CLIENT_SECRET, "
+             "ARM_TENANT_ID and ARM_SUBSCRIPTION_ID",
+}
+
+
+def translate(exc: Exception, progress: Progress | None = None, providers=()) -> GpufleetError:
+    """A Pulumi CLI / engine failure as a gpufleet error with the most useful hint."""
+    if isinstance(exc, GpufleetError):
+        return exc
+    if isinstance(exc, FileNotFoundError):
+        return ToolMissing("the Pulumi CLI is not installed", INSTALL_HINT)
+    from pulumi.automation import errors as auto_errors
+
+    text = "\n".join([*(progress.errors if progress else []), str(getattr(exc, "stderr", "") or ""),
+                      str(getattr(exc, "stdout", "") or ""), str(exc)])
+    failed = list(progress.failed) if progress else []
+    if isinstance(exc, auto_errors.ConcurrentUpdateError):
+        return DeployError("another update of this cluster is running", "wait for it, or run `pulumi cancel` "
+                           "in the gpufleet project if it died", resources=failed)
+    for provider, pat in _CREDENTIAL_PATTERNS:
+        if pat.search(text):
+            return CredentialsError(provider, f"{provider}: no usable credentials ({_first_line(pat, text)})",
+                                    CREDENTIAL_HINTS[provider])
+    if _QUOTA.search(text):
+        return DeployError(f"a quota stopped the deployment: {_first_line(_QUOTA, text)}",
+                           "run `gpufleet check STACK` and request an increase, or make the pool smaller",
+                           resources=failed)
+    if _CAPACITY.search(text):
+        return CapacityError(f"the cloud has no capacity for this request right now: {_first_line(_CAPACITY, text)}",
+                             "try another zone or region, a capacity reservation, or retry later; "
+                             "this is not a quota problem")
+    errors = progress.errors if progress else []
+    detail = errors[-1] if errors else _last_error_line(text)
+    return DeployError(f"Pulumi failed: {detail}", "the resources created so far stay in the state; fix the cause "
+                       "and run `gpufleet up` again, or `gpufleet down` to remove them", resources=failed)
+
+
+def _first_line(pat: re.Pattern, text: str) -> str:
+    for line in text.splitlines():
+        if pat.search(line):
+            return _strip_color(line).strip()[:300]
+    return ""
+
+
+def _last_error_line(text: str) -> str:
+    lines = [ln.strip() for ln in _strip_color(text).splitlines() if ln.strip()]
+    errs = [ln for ln in lines if ln.lower().startswith("error")]
+    return (errs or lines or ["unknown error"])[-1][:300]
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m|<\{%[a-z]*%\}>")
+
+
+def _strip_color(s: str) -> str:
+    return _ANSI.sub("", s)

@@ -1,0 +1,221 @@
+"""A stand-in for the Pulumi CLI, which cannot be installed on these machines.
+
+It is a ``pulumi.automation.PulumiCommand`` whose ``run`` answers the commands the
+Automation API's LocalWorkspace issues, in the CLI's documented formats:
+
+* ``up`` / ``destroy``: engine events as JSON objects of the EngineEvent schema
+  (``preludeEvent``, ``resourcePreEvent``, ``resOutputsEvent``, ``resOpFailedEvent``,
+  ``diagnosticEvent``, ``summaryEvent``, ``cancelEvent``) streamed to the
+  ``pulumirpc.Events/StreamEvents`` gRPC service that the Automation API opens for CLIs
+  newer than 3.205 (``--event-log tcp://...``), then stdout and the exit code;
+* ``stack select`` / ``stack init`` / ``stack rm``: the CLI's stderr texts that the
+  Automation API matches ("no stack named 'x' found", "stack 'x' already exists");
+* ``stack output --json`` and ``stack history --json``: the JSON the CLI prints.
+
+It does not run the program: the resources it reports are those the same program
+registered under Pulumi's mock runtime (``gpufleet plan``), so their URNs, types and the
+stack outputs are the program's own. Failures are scripted with the error texts the cloud
+APIs return (e.g. EC2's InsufficientInstanceCapacity), as the CLI prints them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+
+from pulumi.automation import PulumiCommand
+from pulumi.automation._cmd import CommandResult
+from semver import VersionInfo
+
+
+@dataclass
+class Failure:
+    """A scripted failure: events sent before it, the diagnostic, stderr and exit code."""
+
+    message: str  # the engine's diagnostic (what the provider returned)
+    after: int = 0  # resources created before it fails
+    stderr: str = "error: update failed\n"
+    code: int = 255
+    urn_index: int | None = None  # the resource that fails (default: the next one)
+
+
+@dataclass
+class FakeStack:
+    resources: list = field(default_factory=list)  # [(urn, type)]
+    outputs: dict = field(default_factory=dict)
+    history: list = field(default_factory=list)
+
+
+class FakePulumiCLI(PulumiCommand):
+    def __init__(self, plan=None, version: str = "3.207.0"):
+        # no subprocess: this CLI is not installed
+        self.command = "pulumi"
+        self.version = VersionInfo.parse(version)
+        self.plan = plan  # gpufleet.engine.plan.Plan: what the program registers, and its outputs
+        self.stacks: dict[str, FakeStack] = {}
+        self.calls: list[list[str]] = []
+        self.env: list[dict] = []
+        self.fail_up: Failure | None = None
+        self.fail_destroy: Failure | None = None
+        self.survivors_on_destroy: int = 0  # resources that refuse to die
+
+    # -- the one entry point the Automation API uses -----------------------------------------
+    def run(self, args, cwd, additional_env, on_output=None, on_error=None) -> CommandResult:
+        args = [a for a in args if a != "--non-interactive"]
+        self.calls.append(args)
+        self.env.append(dict(additional_env))
+        head = args[:2]
+        if head == ["stack", "select"]:
+            name = _flag(args, "--stack")
+            if name not in self.stacks:
+                return self._err(f"error: no stack named '{name}' found\n")
+            return CommandResult("", "", 0)
+        if head == ["stack", "init"]:
+            name = args[2]
+            if name in self.stacks:
+                return self._err(f"error: stack '{name}' already exists\n")
+            self.stacks[name] = FakeStack()
+            return CommandResult(f"Created stack '{name}'\n", "", 0)
+        if head == ["stack", "rm"]:
+            name = _flag(args, "--stack") or args[-1]
+            self.stacks.pop(self._current(name), None)
+            return CommandResult(f"Stack '{name}' has been removed!\n", "", 0)
+        if head == ["stack", "output"]:
+            return CommandResult(json.dumps(self.stacks[_flag(args, "--stack")].outputs), "", 0)
+        if head == ["stack", "history"]:
+            st = self.stacks[self._current(_flag(args, "--stack"))]
+            return CommandResult(json.dumps(st.history[-1:]), "", 0)
+        if args[0] == "up":
+            return self._up(args, on_output)
+        if args[0] == "destroy":
+            return self._destroy(args, on_output)
+        if args[0] == "config":
+            return CommandResult("{}", "", 0)
+        return self._err(f"error: fake pulumi does not know `{' '.join(args)}`\n")
+
+    # -- operations ---------------------------------------------------------------------------
+    def _current(self, name: str | None) -> str:
+        return name or next(iter(self.stacks))
+
+    def _up(self, args, on_output) -> CommandResult:
+        name = _flag(args, "--stack") or self._current(None)
+        st = self.stacks[name]
+        start = dt.datetime.now(dt.timezone.utc)
+        resources = [(_urn(name, r), r.type, r) for r in self.plan.cloud_resources]
+        known = {u for u, _ in st.resources}
+        events = [{"preludeEvent": {"config": {}}}]
+        created, failed = [], None
+        for i, (urn, typ, r) in enumerate(resources):
+            if self.fail_up and i == self.fail_up.after:
+                failed = (urn, typ)
+                break
+            op = "same" if urn in known else "create"
+            meta = {"op": op, "urn": urn, "type": typ, "provider": "",
+                    "new": {"type": typ, "urn": urn, "custom": True, "inputs": r.inputs, "outputs": r.inputs}}
+            events.append({"resourcePreEvent": {"metadata": meta}})
+            events.append({"resOutputsEvent": {"metadata": meta}})
+            created.append((urn, typ, op))
+        for urn, typ, _ in created:
+            if urn not in known:
+                st.resources.append((urn, typ))
+        changes: dict[str, int] = {}
+        for _, _, op in created:
+            changes[op] = changes.get(op, 0) + 1
+        if failed:
+            urn, typ = failed
+            events.append({"resourcePreEvent": {"metadata": {"op": "create", "urn": urn, "type": typ, "provider": ""}}})
+            events.append({"diagnosticEvent": {"urn": urn, "prefix": "error: ", "message": self.fail_up.message + "\n",
+                                               "color": "never", "severity": "error"}})
+            events.append({"resOpFailedEvent": {"metadata": {"op": "create", "urn": urn, "type": typ, "provider": ""},
+                                                "status": 0, "steps": 0}})
+        events.append({"summaryEvent": {"maybeCorrupt": False, "durationSeconds": 1,
+                                        "resourceChanges": changes, "PolicyPacks": {}}})
+        events.append({"cancelEvent": {}})
+        self._stream(args, events)
+        result = "failed" if failed else "succeeded"
+        st.history.append(_summary("update", start, result, changes))
+        if failed:
+            return self._err(self.fail_up.stderr, code=self.fail_up.code,
+                             stdout=f"Updating ({name}):\n  error: {self.fail_up.message}\n")
+        st.outputs = json.loads(json.dumps(self.plan.outputs))
+        out = f"Updating ({name}):\nResources:\n    + {changes.get('create', 0)} created\n"
+        if on_output:
+            on_output(out)
+        return CommandResult(out, "", 0)
+
+    def _destroy(self, args, on_output) -> CommandResult:
+        name = _flag(args, "--stack") or self._current(None)
+        st = self.stacks[name]
+        start = dt.datetime.now(dt.timezone.utc)
+        events = [{"preludeEvent": {"config": {}}}]
+        keep = st.resources[: self.survivors_on_destroy]
+        deleted = 0
+        for urn, typ in reversed(st.resources[self.survivors_on_destroy:]):
+            meta = {"op": "delete", "urn": urn, "type": typ, "provider": "",
+                    "old": {"type": typ, "urn": urn, "custom": True}}
+            events.append({"resourcePreEvent": {"metadata": meta}})
+            events.append({"resOutputsEvent": {"metadata": meta}})
+            deleted += 1
+        for urn, typ in keep:
+            events.append({"resourcePreEvent": {"metadata": {"op": "delete", "urn": urn, "type": typ, "provider": ""}}})
+            events.append({"diagnosticEvent": {"urn": urn, "prefix": "error: ", "color": "never", "severity": "error",
+                                               "message": self.fail_destroy.message + "\n" if self.fail_destroy else
+                                               "deleting failed\n"}})
+            events.append({"resOpFailedEvent": {"metadata": {"op": "delete", "urn": urn, "type": typ, "provider": ""},
+                                                "status": 0, "steps": 0}})
+        changes = {"delete": deleted}
+        events.append({"summaryEvent": {"maybeCorrupt": False, "durationSeconds": 1, "resourceChanges": changes,
+                                        "PolicyPacks": {}}})
+        events.append({"cancelEvent": {}})
+        self._stream(args, events)
+        st.resources = keep
+        st.history.append(_summary("destroy", start, "failed" if keep else "succeeded", changes))
+        if keep:
+            f = self.fail_destroy or Failure("deleting failed")
+            return self._err(f.stderr, code=f.code)
+        return CommandResult(f"Destroying ({name}):\nResources:\n    - {deleted} deleted\n", "", 0)
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def _stream(self, args, events) -> None:
+        target = _flag(args, "--event-log")
+        if not target:
+            return
+        stamped = [{"sequence": i, "timestamp": int(dt.datetime.now().timestamp()), **e} for i, e in enumerate(events)]
+        if target.startswith("tcp://"):
+            import grpc
+            from pulumi.runtime.proto import events_pb2, events_pb2_grpc
+
+            with grpc.insecure_channel(target[len("tcp://"):]) as ch:
+                events_pb2_grpc.EventsStub(ch).StreamEvents(
+                    iter([events_pb2.EventRequest(event=json.dumps(e)) for e in stamped]))
+        else:
+            with open(target, "a", encoding="utf-8") as f:
+                for e in stamped:
+                    f.write(json.dumps(e) + "\n")
+
+    def _err(self, stderr: str, code: int = 255, stdout: str = "") -> CommandResult:
+        from pulumi.automation.errors import create_command_error
+
+        raise create_command_error(CommandResult(stdout, stderr, code))
+
+
+def _flag(args, name):
+    if name in args:
+        i = args.index(name)
+        return args[i + 1] if i + 1 < len(args) else None
+    for a in args:
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+def _urn(stack: str, r) -> str:
+    return f"urn:pulumi:{stack}::gpufleet::{r.type}::{r.name}"
+
+
+def _summary(kind, start, result, changes):
+    fmt = "%Y-%m-%dT%H:%M:%S.%fZ"
+    return {"version": 1, "kind": kind, "startTime": start.strftime(fmt), "message": "", "environment": {},
+            "config": {}, "result": result, "endTime": dt.datetime.now(dt.timezone.utc).strftime(fmt),
+            "resourceChanges": changes}

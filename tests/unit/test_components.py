@@ -1,0 +1,233 @@
+"""Every example stack rendered by its Pulumi program under Pulumi's mock runtime (preview=False).
+
+The properties a reviewer signs off are checked on what the program registers: security
+rules, IMDSv2, encryption, EFA interfaces per instance type, placement, tags/labels on every
+taggable resource, spot settings and storage.
+"""
+
+import base64
+import importlib
+import inspect
+
+import pytest
+
+from conftest import EXAMPLES, ROOT
+from gpufleet import spec
+from gpufleet.engine import plan as planner
+
+pytest.importorskip("pulumi")
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFakeFakeFake test"
+TAG_KEYS = {"gpufleet:cluster", "gpufleet:stack", "gpufleet:pool", "gpufleet:owner", "gpufleet:expires-at"}
+
+
+def _plan(path, cat, **kw):
+    return planner.plan(spec.load(path, cat), cat, workers=1, **kw)
+
+
+def _by_type(p, typ):
+    return [r for r in p.cloud_resources if r.type == typ]
+
+
+def _one(p, typ):
+    (r,) = _by_type(p, typ)
+    return r
+
+
+def _resource_class(typ: str):
+    """The SDK class behind a type token, e.g. aws:ec2/vpc:Vpc -> pulumi_aws.ec2.Vpc."""
+    pkg, mod, cls = typ.split(":")
+    package = {"aws": "pulumi_aws", "gcp": "pulumi_gcp", "azure-native": "pulumi_azure_native"}[pkg]
+    module = importlib.import_module(f"{package}.{mod.split('/')[0]}")
+    return getattr(module, cls)
+
+
+def _taggable(typ: str) -> str | None:
+    params = inspect.signature(_resource_class(typ)._internal_init).parameters
+    return "labels" if typ.startswith("gcp:") and "labels" in params else ("tags" if "tags" in params else None)
+
+
+@pytest.fixture(scope="module")
+def plans():
+    from gpufleet import catalog
+
+    cat = catalog.load(use_config=False)
+    return {p.stem: _plan(p, cat) for p in EXAMPLES}
+
+
+@pytest.mark.parametrize("name", [p.stem for p in EXAMPLES])
+def test_every_taggable_resource_carries_the_gpufleet_tags(plans, name):
+    p = plans[name]
+    checked = 0
+    for r in p.cloud_resources:
+        field = _taggable(r.type)
+        if field is None:
+            continue
+        tags = r.inputs.get(field) or {}
+        if field == "labels":
+            assert {k.replace(":", "-") for k in TAG_KEYS} <= set(tags), (r.type, r.name, tags)
+            assert all(v == v.lower() and ":" not in v for v in tags.values())
+        else:
+            assert TAG_KEYS <= set(tags), (r.type, r.name, tags)
+            assert tags["gpufleet:cluster"] == p.cluster and tags["gpufleet:expires-at"] == p.expires_at
+        checked += 1
+    cloud = any(pool.provider != "baremetal" for pool in spec.load(ROOT / "stacks/examples" / f"{name}.yaml").pools)
+    assert checked > 0 or not cloud
+
+
+def test_aws_training_security_imds_encryption_efa_placement_storage(plans):
+    p = plans["aws-training"]
+    ingress = _by_type(p, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    assert {(r.inputs.get("ipProtocol"), r.inputs.get("cidrIpv4"), r.inputs.get("fromPort")) for r in ingress} == {
+        ("-1", None, None), ("tcp", "203.0.113.0/24", 22)}
+    self_rule = next(r for r in ingress if r.inputs["ipProtocol"] == "-1")
+    assert self_rule.inputs["referencedSecurityGroupId"] == self_rule.inputs["securityGroupId"]
+    lt = _one(p, "aws:ec2/launchTemplate:LaunchTemplate").inputs
+    assert lt["metadataOptions"]["httpTokens"] == "required"
+    ebs = lt["blockDeviceMappings"][0]["ebs"]
+    assert ebs["encrypted"] == "true" and ebs["volumeType"] == "gp3"
+    nics = lt["networkInterfaces"]
+    assert [n.get("interfaceType") for n in nics] == [None] + ["efa-only"] * 4  # p4d.24xlarge: 4 network cards
+    assert sorted(int(n["networkCardIndex"]) for n in nics if n.get("interfaceType")) == [0, 1, 2, 3]
+    assert all(n["associatePublicIpAddress"] == "false" for n in nics if "associatePublicIpAddress" in n)
+    assert lt["placement"]["groupName"] and _one(p, "aws:ec2/placementGroup:PlacementGroup").inputs["strategy"] == "cluster"
+    assert "instanceMarketOptions" not in lt
+    assert {s["resourceType"] for s in lt["tagSpecifications"]} == {"instance", "volume", "network-interface"}
+    fsx = _one(p, "aws:fsx/lustreFileSystem:LustreFileSystem").inputs
+    assert fsx["deploymentType"] == "PERSISTENT_2" and fsx["storageCapacity"] == 7200  # 4.8 TiB rounded up
+    user_data = base64.b64decode(lt["userData"]).decode()
+    assert "mount /fsx" in user_data and ".fsx.amazonaws.com@tcp:/" in user_data
+    instances = _by_type(p, "aws:ec2/instance:Instance")
+    assert len(instances) == 2 and all(i.inputs["launchTemplate"]["id"] for i in instances)
+    pool = p.outputs["pools"]["trainers"]
+    assert pool["private_ips"] == ["10.64.1.4", "10.64.1.5"] and len(set(pool["node_ids"])) == 2
+    assert pool["ssh_endpoint"] == "10.64.1.4:22"
+
+
+def test_no_ssh_from_anywhere_by_default(cat, write):
+    p = _plan(write("s.yaml", "name: s\nowner: o\npools:\n  - {name: a, provider: aws, region: us-east-1, "
+                              "instance_type: g5.xlarge}\n"), cat)
+    ingress = _by_type(p, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    assert [r.inputs.get("cidrIpv4") for r in ingress] == [None]  # only the cluster-internal rule
+    assert not _by_type(p, "aws:ec2/placementGroup:PlacementGroup")  # one node: no placement group
+    assert not _by_type(p, "aws:ec2/keyPair:KeyPair")
+
+
+@pytest.mark.parametrize("instance,efa", [("p5.48xlarge", 32), ("p4d.24xlarge", 4), ("g6e.48xlarge", 4),
+                                          ("g5.48xlarge", 1), ("g5.xlarge", 0)])
+def test_efa_interfaces_follow_the_instance_type(cat, write, instance, efa):
+    path = write("s.yaml", f"name: s\nowner: o\npools:\n  - {{name: a, provider: aws, region: us-east-1, "
+                           f"instance_type: {instance}, nodes: 2}}\n")
+    lt = _one(_plan(path, cat), "aws:ec2/launchTemplate:LaunchTemplate").inputs
+    nics = lt["networkInterfaces"]
+    assert sum(n.get("interfaceType") == "efa-only" for n in nics) == efa
+    assert nics[0]["deviceIndex"] == 0 and nics[0]["networkCardIndex"] == 0 and not nics[0].get("interfaceType")
+
+
+def test_aws_spot_and_capacity_reservation(cat, write):
+    base = "name: s\nowner: o\npools:\n  - {name: a, provider: aws, region: us-east-1, instance_type: p5.48xlarge, nodes: 2"
+    spot = _one(_plan(write("a.yaml", base + ", spot: true}\n"), cat), "aws:ec2/launchTemplate:LaunchTemplate").inputs
+    assert spot["instanceMarketOptions"]["marketType"] == "spot"
+    assert "spot-instances-request" in {s["resourceType"] for s in spot["tagSpecifications"]}
+    cr = _one(_plan(write("b.yaml", base + ", capacity_reservation: cr-0123456789abcdef0}\n"), cat),
+              "aws:ec2/launchTemplate:LaunchTemplate").inputs
+    assert cr["capacityReservationSpecification"]["capacityReservationTarget"]["capacityReservationId"] == "cr-0123456789abcdef0"
+
+
+def test_existing_vpc_and_subnet_are_used_not_created(cat, write):
+    p = _plan(write("s.yaml", "name: s\nowner: o\npools:\n  - {name: a, provider: aws, region: us-east-1, "
+                              "instance_type: g5.xlarge, vpc: vpc-0abc, subnet: subnet-0def}\n"), cat)
+    assert not _by_type(p, "aws:ec2/vpc:Vpc") and not _by_type(p, "aws:ec2/subnet:Subnet")
+    assert _one(p, "aws:ec2/securityGroup:SecurityGroup").inputs["vpcId"] == "vpc-0abc"
+    lt = _one(p, "aws:ec2/launchTemplate:LaunchTemplate").inputs
+    assert lt["networkInterfaces"][0]["subnetId"] == "subnet-0def"
+
+
+def test_gcp_a3_tcpx_and_n1_accelerators(plans):
+    p = plans["gcp-a3"]
+    insts = {r.name: r.inputs for r in _by_type(p, "gcp:compute/instance:Instance")}
+    a3 = insts["gcp-a3-h100-0"]
+    assert a3["machineType"] == "a3-highgpu-8g" and len(a3["networkInterfaces"]) == 5  # host NIC + 4 GPU NICs
+    assert all(n["nicType"] == "GVNIC" for n in a3["networkInterfaces"])
+    assert not a3.get("guestAccelerators")  # A3 machine types come with their GPUs
+    assert a3["scheduling"]["onHostMaintenance"] == "TERMINATE"
+    gpu_nets = [r for r in _by_type(p, "gcp:compute/network:Network") if r.inputs.get("mtu") == 8244]
+    assert len(gpu_nets) == 4
+    t4 = insts["gcp-a3-t4-eval-0"]
+    assert t4["machineType"] == "n1-standard-8"
+    assert t4["guestAccelerators"] == [{"type": "nvidia-tesla-t4", "count": 1}]
+    assert t4["resourcePolicies"]  # two nodes: compact placement
+    assert _one(p, "gcp:compute/resourcePolicy:ResourcePolicy").inputs["groupPlacementPolicy"]["collocation"] == "COLLOCATED"
+    assert "accessConfigs" not in t4["networkInterfaces"][0]  # no public IP
+    assert t4["metadata"]["ssh-keys"].startswith("ubuntu:ssh-ed25519 ")
+    fw = _by_type(p, "gcp:compute/firewall:Firewall")
+    assert not any("0.0.0.0/0" in (r.inputs.get("sourceRanges") or []) for r in fw)
+
+
+def test_gcp_spot_filestore_and_lustre(cat, write):
+    p = _plan(write("s.yaml", "name: s\nowner: o\npools:\n  - name: a\n    provider: gcp\n    region: us-central1\n"
+                              "    instance_type: g2-standard-8\n    spot: true\n    storage:\n"
+                              "      - {type: nfs, capacity_tib: 2, mount: /home}\n"
+                              "      - {type: lustre, capacity_tib: 18, throughput_mbps_per_tib: 500}\n"), cat)
+    sched = _one(p, "gcp:compute/instance:Instance").inputs["scheduling"]
+    assert sched["provisioningModel"] == "SPOT" and sched["instanceTerminationAction"] == "DELETE"
+    assert sched["automaticRestart"] is False
+    fs = _one(p, "gcp:filestore/instance:Instance").inputs
+    assert fs["fileShares"]["capacityGb"] == 2048
+    lustre = _one(p, "gcp:lustre/instance:Instance").inputs
+    assert lustre["capacityGib"] == "18432" and lustre["perUnitStorageThroughput"] == "500"
+    assert _one(p, "gcp:servicenetworking/connection:Connection")
+
+
+def test_azure_scale_set_infiniband_spot_lustre(plans, cat, write):
+    p = plans["azure-nd"]
+    vmss = _one(p, "azure-native:compute:VirtualMachineScaleSet").inputs
+    assert vmss["sku"]["name"] == "Standard_ND96isr_H100_v5" and vmss["sku"]["capacity"] == 4
+    assert vmss["singlePlacementGroup"] is True and vmss["overprovision"] is False
+    assert vmss["proximityPlacementGroup"]["id"]
+    prof = vmss["virtualMachineProfile"]
+    assert prof["storageProfile"]["imageReference"]["offer"] == "ubuntu-hpc"
+    assert prof["osProfile"]["linuxConfiguration"]["disablePasswordAuthentication"] is True
+    assert "priority" not in prof
+    nsg = _one(p, "azure-native:network:NetworkSecurityGroup").inputs
+    allow = [r for r in nsg["securityRules"] if r["access"] == "Allow"]
+    assert [(r["sourceAddressPrefix"], r["destinationPortRange"]) for r in allow] == [("203.0.113.0/24", "22")]
+    aml = _one(p, "azure-native:storagecache:AmlFilesystem").inputs
+    assert aml["sku"]["name"] == "AMLFS-Durable-Premium-500" and aml["storageCapacityTiB"] == 16
+    spot_path = write("keys.pub", KEY)
+    spot = _plan(write("s.yaml", f"name: s\nowner: o\naccess: {{public_key: {spot_path}}}\npools:\n"
+                                 "  - {name: a, provider: azure, region: eastus, instance_type: Standard_NC4as_T4_v3, spot: true}\n"), cat)
+    prof = _one(spot, "azure-native:compute:VirtualMachineScaleSet").inputs["virtualMachineProfile"]
+    assert prof["priority"] == "Spot" and prof["evictionPolicy"] == "Delete" and prof["billingProfile"]["maxPrice"] == -1
+
+
+def test_plan_costs_per_pool_and_total(plans):
+    p = plans["mixed"]
+    costs = {c.pool: c for c in p.pools}
+    assert costs["aws-a100"].usd_per_hour == pytest.approx(costs["aws-a100"].usd_per_node_hour)
+    assert costs["gcp-l4"].usd_per_hour == pytest.approx(4 * costs["gcp-l4"].usd_per_node_hour)
+    assert costs["rack"].usd_per_hour is None and "site_costs" in costs["rack"].note
+    assert p.usd_per_hour == pytest.approx(sum(c.usd_per_hour for c in p.pools if c.usd_per_hour))
+    assert set(p.outputs["pools"]) == {"aws-a100", "gcp-l4", "azure-t4"}
+
+
+def test_sharded_plan_registers_the_same_resources(cat, write):
+    text = "name: s\nowner: o\npools:\n" + "".join(
+        f"  - {{name: p{i}, provider: aws, region: {r}, instance_type: g5.xlarge, nodes: 120}}\n"
+        for i, r in enumerate(["us-east-1", "us-east-1", "us-west-2"]))
+    path = write("s.yaml", text)
+    st = spec.load(path, cat)
+    one = planner.plan(st, cat, workers=1)
+    two = planner.plan(st, cat, workers=2)
+    assert sorted((r.type, r.name) for r in one.cloud_resources) == sorted((r.type, r.name) for r in two.cloud_resources)
+    assert len(_by_type(two, "aws:ec2/instance:Instance")) == 360
+    assert two.outputs["pools"].keys() == one.outputs["pools"].keys()
+    assert two.outputs["pools"]["p2"]["private_ips"] == one.outputs["pools"]["p2"]["private_ips"]
+
+
+def test_plan_of_an_invalid_stack_creates_nothing(cat, write):
+    from gpufleet.errors import SpecErrors
+
+    with pytest.raises(SpecErrors):
+        spec.load(write("s.yaml", "name: s\nowner: o\npools:\n  - {name: a, provider: azure, region: eastus, "
+                                  "instance_type: Standard_ND96asr_v4, interconnect: efa}\n"), cat)
