@@ -22,6 +22,7 @@ test: $(BIN)/python
 
 bench: $(BIN)/python
 	$(BIN)/python tests/bench/bench_cli.py
+	$(BIN)/python tests/bench/bench_plan.py
 
 # Re-fit the performance model to perf/data/measurements.csv and print the per-row error.
 calibrate: $(BIN)/python

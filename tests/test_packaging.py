@@ -18,7 +18,10 @@ def test_wheel_builds_and_imports(tmp_path):
     (wheel,) = out.glob("gpufleet-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for must in ("gpufleet/__init__.py", "gpufleet/cli/app.py", "gpufleet/catalog/data/prices.csv",
-                 "gpufleet/perf/data/measurements.csv", "gpufleet/perf/data/fitted.json"):
+                 "gpufleet/perf/data/measurements.csv", "gpufleet/perf/data/fitted.json",
+                 "gpufleet/providers/aws.py", "gpufleet/providers/gcp.py", "gpufleet/providers/azure.py",
+                 "gpufleet/engine/plan.py", "gpufleet/engine/automation.py", "gpufleet/lifecycle/registry.py",
+                 "gpufleet/cli/plan.py", "gpufleet/cli/cluster.py"):
         assert must in names, must
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)

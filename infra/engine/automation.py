@@ -175,7 +175,7 @@ def destroy(cluster: str, *, pulumi_command=None, progress: Progress | None = No
 # --- errors -----------------------------------------------------------------------------------
 
 _CREDENTIAL_PATTERNS = [
-    ("aws", re.compile(r"No valid credential sources found|NoCredentialProviders|InvalidClientTokenId|"
+    ("aws", re.compile(r"No valid credential sources.*found|NoCredentialProviders|InvalidClientTokenId|"
                        r"UnrecognizedClientException|ExpiredToken|failed to refresh cached credentials", re.I)),
     ("gcp", re.compile(r"could not find default credentials|google: could not find|oauth2: cannot fetch token|"
                        r"invalid_grant", re.I)),

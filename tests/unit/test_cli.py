@@ -109,7 +109,8 @@ def test_installed_entry_point_and_light_imports():
         "('boto3', 'botocore', 'pulumi', 'pulumi_aws', 'pulumi_gcp', 'pulumi_azure_native', 'google', 'azure', 'paramiko', 'salt'))\n"
         "print('HEAVY=' + ','.join(heavy), file=sys.stderr)\n"
     )
-    for args in (["--help"], ["compare", "resnet50", "--top", "3"], ["--json", "compare", "llm-7b"]):
+    for args in (["--help"], ["compare", "resnet50", "--top", "3"], ["--json", "compare", "llm-7b"],
+                 ["validate", str(EXAMPLES[0])]):
         res = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True)
         assert res.stderr.rstrip().endswith("HEAVY="), (args, res.stderr[-500:])
     # control: the probe does see an SDK when one is imported (boto3 is a test dependency)

@@ -1,0 +1,204 @@
+"""The Automation API glue: engine events -> progress, outputs -> registry, errors -> messages.
+
+The Pulumi CLI cannot be installed here; ``tests/fakes/pulumi_cli.py`` stands in for it and
+replays the CLI's documented formats (see its docstring). Everything on this side of the CLI
+is real: LocalWorkspace, the inline-program language server, the gRPC event stream.
+"""
+
+import json
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from conftest import ROOT
+from gpufleet import spec
+from gpufleet.engine import automation, deploy
+from gpufleet.engine import plan as planner
+from gpufleet.errors import CapacityError, CredentialsError, DeployError, InputError, ToolMissing
+from gpufleet.lifecycle.registry import Registry
+
+pytest.importorskip("pulumi")
+from fakes.pulumi_cli import Failure, FakePulumiCLI  # noqa: E402
+
+AWS_STACK = ROOT / "stacks" / "examples" / "aws-training.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _env(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
+    monkeypatch.delenv("GPUFLEET_REGISTRY", raising=False)
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "test-passphrase")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFAKE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-creds"))
+
+
+@pytest.fixture
+def stack(cat):
+    return spec.load(AWS_STACK, cat)
+
+
+@pytest.fixture
+def fake(stack, cat):
+    return FakePulumiCLI(planner.plan(stack, cat, workers=1))
+
+
+@pytest.mark.parametrize("version", ["3.207.0", "3.200.0"], ids=["grpc-events", "file-events"])
+def test_up_records_nodes_and_progress_from_engine_events(stack, cat, fake, version):
+    fake.version = fake.version.parse(version)
+    seen = []
+    out = deploy.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake,
+                          on_progress=lambda pr: seen.append(pr.done))
+    n = len(out.plan.cloud_resources)
+    assert out.progress.done == n and out.progress.ops == {"create": n}
+    assert out.progress.summary["resource_changes"] == {"create": n}
+    assert seen and seen[-1] == n and seen == sorted(seen)  # progress only moves forward
+    rec = Registry().get("aws-training")
+    assert rec.state == "up" and rec.expires_at == out.plan.expires_at
+    assert [(n.pool, n.private_ip) for n in rec.nodes] == [("trainers", "10.64.1.4"), ("trainers", "10.64.1.5")]
+    assert all(n.node_id.startswith("i-") for n in rec.nodes)
+    assert rec.usd_per_hour == pytest.approx(out.plan.usd_per_hour)
+    assert rec.backend.startswith("file://") and rec.backend.endswith("gpufleet/pulumi")
+    up_call = next(c for c in fake.calls if c[0] == "up")
+    assert "--exec-kind" in up_call and "auto.inline" in up_call and any(a.startswith("--client=") for a in up_call)
+    init = next(c for c in fake.calls if c[:2] == ["stack", "init"])
+    assert "--secrets-provider" in init and "passphrase" in init
+
+
+def test_second_up_changes_nothing_and_keeps_the_expiry(stack, cat, fake):
+    first = deploy.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+    again = deploy.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+    assert again.progress.ops == {} and again.record.expires_at == first.record.expires_at
+    assert sum(1 for c in fake.calls if c[:2] == ["stack", "init"]) == 1
+
+
+def test_declined_confirmation_creates_nothing(stack, cat, fake):
+    with pytest.raises(deploy.Aborted):
+        deploy.bring_up(stack, cat, confirm=lambda p: False, pulumi_command=fake)
+    assert not any(c[0] == "up" for c in fake.calls) and Registry().get("aws-training") is None
+
+
+@pytest.mark.parametrize("message,error,needle", [
+    ("creating EC2 Instance: operation error EC2: RunInstances, https response error StatusCode: 500, "
+     "InsufficientInstanceCapacity: We currently do not have sufficient p4d.24xlarge capacity in the "
+     "Availability Zone you requested (us-east-1a).", CapacityError, "not a quota problem"),
+    ("creating EC2 Instance: operation error EC2: RunInstances, https response error StatusCode: 400, "
+     "VcpuLimitExceeded: You have requested more vCPU capacity than your current vCPU limit of 0 allows",
+     DeployError, "gpufleet check"),
+    ("configuring Terraform AWS Provider: no valid credential sources for Terraform AWS Provider found.",
+     CredentialsError, "aws configure"),
+    ("creating FSx for Lustre File System: BadRequest: Throughput is not supported", DeployError, "gpufleet down"),
+])
+def test_engine_failures_become_clear_errors_and_the_cluster_stays_known(stack, cat, fake, message, error, needle):
+    fake.fail_up = Failure(message, after=5)
+    with pytest.raises(error) as ei:
+        deploy.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+    assert needle in ei.value.hint
+    if error is CredentialsError:
+        assert ei.value.provider == "aws"
+    rec = Registry().get("aws-training")
+    assert rec.state == "failed"  # resources may exist: `down` must still find the cluster
+
+
+def test_down_removes_the_cluster_only_after_a_successful_destroy(stack, cat, fake):
+    deploy.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+    fake.survivors_on_destroy = 1
+    fake.fail_destroy = Failure("deleting EC2 Security Group (sg-0123): DependencyViolation: resource sg-0123 "
+                                "has a dependent object")
+    with pytest.raises(DeployError) as ei:
+        deploy.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
+    assert "DependencyViolation" in ei.value.message and ei.value.resources
+    assert Registry().get("aws-training") is not None
+    fake.survivors_on_destroy = 0
+    _, progress = deploy.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
+    assert progress.ops == {"delete": 1} and Registry().get("aws-training") is None
+    assert "aws-training" not in fake.stacks
+
+
+def test_failed_up_can_be_torn_down(stack, cat, fake):
+    fake.fail_up = Failure("InsufficientInstanceCapacity: none left", after=3)
+    with pytest.raises(CapacityError):
+        deploy.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+    _, progress = deploy.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
+    assert progress.ops == {"delete": 3}
+
+
+def test_missing_cli_is_a_clear_error(stack, cat, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    with pytest.raises(ToolMissing) as ei:
+        deploy.bring_up(stack, cat, confirm=lambda p: pytest.fail("asked before checking the CLI"))
+    assert "get.pulumi.com" in ei.value.hint and ei.value.exit_code == 2
+
+
+def test_missing_credentials_name_the_provider(cat, monkeypatch, tmp_path):
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    with pytest.raises(CredentialsError) as ei:
+        deploy.bring_up(spec.load(AWS_STACK, cat), cat, confirm=lambda p: True, pulumi_command=object())
+    assert ei.value.provider == "aws" and "aws configure" in ei.value.hint
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    with pytest.raises(CredentialsError) as ei:
+        deploy.bring_up(spec.load(ROOT / "stacks/examples/gcp-a3.yaml", cat), cat, confirm=lambda p: True,
+                        pulumi_command=object())
+    assert ei.value.provider == "gcp" and "gcloud auth application-default login" in ei.value.hint
+
+
+def test_passphrase_from_env_prompt_or_clear_error(monkeypatch):
+    url = automation.backend_url()
+    assert automation.passphrase_env(url, None) == {}  # from the environment
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE")
+    assert automation.passphrase_env(url, lambda: "typed") == {"PULUMI_CONFIG_PASSPHRASE": "typed"}
+    with pytest.raises(InputError) as ei:
+        automation.passphrase_env(url, None)
+    assert "PULUMI_CONFIG_PASSPHRASE" in ei.value.hint
+    assert automation.passphrase_env("https://api.pulumi.com", None) == {}  # the service keeps secrets
+
+
+def test_backend_defaults_to_the_data_dir_and_honours_pulumi_backend_url(monkeypatch, tmp_path):
+    assert automation.backend_url() == "file://" + str(tmp_path / "data" / "gpufleet" / "pulumi")
+    monkeypatch.setenv("PULUMI_BACKEND_URL", "s3://bucket/state")
+    assert automation.backend_url() == "s3://bucket/state"
+
+
+# --- through the CLI ------------------------------------------------------------------------------
+
+def _cli(args, fake, monkeypatch):
+    from gpufleet.cli.app import app
+    from gpufleet.cli.output import STATE
+
+    monkeypatch.setattr(automation, "find_pulumi", lambda: fake)
+    STATE.json = False
+    return CliRunner().invoke(app, args)
+
+
+def test_cli_up_needs_yes_without_a_terminal(fake, monkeypatch):
+    r = _cli(["up", str(AWS_STACK)], fake, monkeypatch)
+    assert r.exit_code == 2 and "--yes" in r.output
+    assert not any(c[0] == "up" for c in fake.calls) and Registry().get("aws-training") is None
+
+
+def test_cli_up_and_down_json(fake, monkeypatch):
+    r = _cli(["--json", "up", str(AWS_STACK), "--yes"], fake, monkeypatch)
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["cluster"]["name"] == "aws-training" and len(data["cluster"]["nodes"]) == 2
+    assert data["changes"]["create"] == 23
+    r = _cli(["--json", "down", str(AWS_STACK), "--yes"], fake, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout) == {"cluster": "aws-training", "destroyed": True, "changes": {"delete": 23}}
+    r = _cli(["down", "aws-training", "--yes"], fake, monkeypatch)
+    assert r.exit_code == 2 and "no cluster 'aws-training'" in r.output
+
+
+def test_cli_up_capacity_error_exit_code(fake, monkeypatch):
+    fake.fail_up = Failure("InsufficientInstanceCapacity: We currently do not have sufficient capacity", after=2)
+    r = _cli(["up", str(AWS_STACK), "--yes"], fake, monkeypatch)
+    assert r.exit_code == 1 and "no capacity" in r.output and "Traceback" not in r.output
+    assert os.path.exists(Registry().path)
