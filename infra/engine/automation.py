@@ -129,14 +129,18 @@ class DeployResult:
     stdout: str = ""
 
 
-def _stack(cluster: str, program, pulumi_command, env: dict[str, str], url: str):
+def _stack(cluster: str, program, pulumi_command, prompt, backend: str | None):
+    """The cluster's stack in a LocalWorkspace on the backend, with the passphrase in place."""
     from pulumi import automation as auto
 
+    cmd = pulumi_command or find_pulumi()
+    url = backend or backend_url()
+    env = passphrase_env(url, prompt)
     opts = auto.LocalWorkspaceOptions(
         project_settings=auto.ProjectSettings(name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=url)),
         secrets_provider="passphrase" if self_managed(url) else None,
         env_vars={"PULUMI_SKIP_UPDATE_CHECK": "true", **env},
-        pulumi_command=pulumi_command,
+        pulumi_command=cmd,
     )
     return auto.create_or_select_stack(stack_name=cluster, project_name=PROJECT, program=program, opts=opts)
 
@@ -145,11 +149,8 @@ def up(cluster: str, program, *, pulumi_command=None, progress: Progress | None 
        prompt: Callable[[], str] | None = None, providers: list[str] = (), backend: str | None = None) -> DeployResult:
     """Create or update the cluster's Pulumi stack; return its outputs (plain values)."""
     progress = progress or Progress()
-    cmd = pulumi_command or find_pulumi()
-    url = backend or backend_url()
-    env = passphrase_env(url, prompt)
     try:
-        stack = _stack(cluster, program, cmd, env, url)
+        stack = _stack(cluster, program, pulumi_command, prompt, backend)
         res = stack.up(on_event=progress, color="never")
     except Exception as e:  # noqa: BLE001 - every engine failure is translated below
         raise translate(e, progress, providers) from None
@@ -160,11 +161,8 @@ def destroy(cluster: str, *, pulumi_command=None, progress: Progress | None = No
             prompt: Callable[[], str] | None = None, providers: list[str] = (), backend: str | None = None) -> Progress:
     """Destroy every resource of the cluster's stack, then remove the stack from the backend."""
     progress = progress or Progress()
-    cmd = pulumi_command or find_pulumi()
-    url = backend or backend_url()
-    env = passphrase_env(url, prompt)
     try:
-        stack = _stack(cluster, lambda: None, cmd, env, url)
+        stack = _stack(cluster, lambda: None, pulumi_command, prompt, backend)
         stack.destroy(on_event=progress, color="never")
         stack.workspace.remove_stack(cluster)
     except Exception as e:  # noqa: BLE001

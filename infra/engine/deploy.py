@@ -44,10 +44,7 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     cl = cluster_for(stack, name, expires_at=parse_expiry(existing.expires_at) if existing else None)
     the_plan = plan(stack, cat, cluster=cl)
     clouds = sorted({p.provider for p in stack.pools if p.provider in CLOUDS})
-    cmd = None
-    if clouds:
-        credentials.require(clouds)
-        cmd = pulumi_command or automation.find_pulumi()
+    cmd = _ready(clouds, bool(clouds), pulumi_command)
     if not confirm(the_plan):
         raise Aborted("nothing was created", "run again and answer yes, or pass --yes")
 
@@ -74,6 +71,14 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     nodes += rack_nodes(stack, the_plan)
     rec = reg.record(**record, nodes=nodes, state="up")
     return UpOutcome(the_plan, rec, progress)
+
+
+def _ready(clouds: list[str], needs_pulumi: bool, pulumi_command):
+    """Credentials for every cloud and a Pulumi CLI, checked before anyone is asked anything."""
+    if not needs_pulumi:
+        return None
+    credentials.require(clouds)
+    return pulumi_command or automation.find_pulumi()
 
 
 def rack_nodes(stack, the_plan: Plan) -> list[Node]:
@@ -106,10 +111,7 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
                                                             "no cluster is recorded as up"))
     clouds = sorted({n.provider for n in rec.nodes if n.provider in CLOUDS})
     needs_pulumi = bool(clouds) or rec.backend is not None  # a failed `up` may have left resources
-    cmd = None
-    if needs_pulumi:
-        credentials.require(clouds)
-        cmd = pulumi_command or automation.find_pulumi()
+    cmd = _ready(clouds, needs_pulumi, pulumi_command)
     if not confirm(rec):
         raise Aborted("nothing was destroyed", "run again and answer yes, or pass --yes")
     progress = None

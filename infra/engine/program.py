@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpufleet.providers import CLOUDS, uses_efa, uses_tcpx
-from gpufleet.providers.common import AddressPlan, Cluster, image, plan_addresses, resource_name
+from gpufleet.providers.common import AddressPlan, Cluster, StorageArgs, image, plan_addresses, resource_name
 
 # GPUDirect-TCPX GPU NIC networks are VPCs of their own; their subnets come from here.
 TCPX_BLOCK = "172.16.0.0/12"
@@ -132,8 +132,7 @@ def build(lay: Layout, cluster: Cluster, *, gcp_project: str | None = None,
                         tags=cluster.tags(p.name), key_name=net.key_name, existing_subnet=p.pool.subnet,
                         spot=p.pool.spot, capacity_reservation=p.pool.capacity_reservation,
                         public_ip=p.pool.public_ip, root_disk_gb=p.pool.root_disk_gb,
-                        storage=[mod.StorageArgs(s.type, s.mount, s.capacity_tib, s.throughput_mbps_per_tib)
-                                 for s in p.pool.storage]), opts=popts)
+                        storage=[StorageArgs.of(s) for s in p.pool.storage]), opts=popts)
                     exports[p.name] = _export(p, region, zones[p.name], comp)
             elif prov == "gcp":
                 provider = mod.make_provider(region, cluster.labels(), gcp_project)
@@ -159,8 +158,7 @@ def build(lay: Layout, cluster: Cluster, *, gcp_project: str | None = None,
                         labels=cluster.labels(p.name), gpu_subnet_ids=net.gpu_subnet_ids if p.tcpx else [],
                         ssh_user=stack.access.user, public_key=stack.access.public_key, spot=p.pool.spot,
                         public_ip=p.pool.public_ip, root_disk_gb=p.pool.root_disk_gb,
-                        storage=[mod.StorageArgs(s.type, s.mount, s.capacity_tib, s.throughput_mbps_per_tib, s.server)
-                                 for s in p.pool.storage]), opts=popts)
+                        storage=[StorageArgs.of(s) for s in p.pool.storage]), opts=popts)
                     exports[p.name] = _export(p, region, zone, comp)
             else:  # azure
                 provider = mod.make_provider(region, azure_subscription)
@@ -181,8 +179,7 @@ def build(lay: Layout, cluster: Cluster, *, gcp_project: str | None = None,
                         storage_subnet_id=net.subnet_ids.get(f"{p.name}-lustre"), ssh_user=stack.access.user,
                         spot=p.pool.spot, public_ip=p.pool.public_ip, root_disk_gb=p.pool.root_disk_gb,
                         infiniband=p.instance.fabric.startswith("infiniband"),
-                        storage=[mod.StorageArgs(s.type, s.mount, s.capacity_tib, s.throughput_mbps_per_tib)
-                                 for s in p.pool.storage]), opts=popts)
+                        storage=[StorageArgs.of(s) for s in p.pool.storage]), opts=popts)
                     exports[p.name] = _export(p, region, None, comp)
         pulumi.export("cluster", cluster.name)
         pulumi.export("pools", exports)

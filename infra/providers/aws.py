@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.providers.common import resource_name
+from gpufleet.providers.common import StorageArgs, resource_name
 
 def fsx_capacity_gib(capacity_tib: float | None) -> int:
     """Round a requested capacity up to what PERSISTENT_2 accepts (1200 GiB or n x 2400 GiB).
@@ -141,14 +141,6 @@ class ClusterNetwork(pulumi.ComponentResource):
                                  public_key=args.public_key, tags=t, opts=child)
             self.key_name = kp.key_name
         self.register_outputs({"vpc_id": self.vpc_id, "security_group_id": sg.id})
-
-
-@dataclass
-class StorageArgs:
-    type: str
-    mount: str
-    capacity_tib: float | None = None
-    throughput_mbps_per_tib: int | None = None
 
 
 @dataclass

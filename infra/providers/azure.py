@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_azure_native as azn
 
-from gpufleet.providers.common import resource_name
+from gpufleet.providers.common import StorageArgs, resource_name
 
 # Azure Managed Lustre SKUs by throughput per TiB (MB/s).
 # https://learn.microsoft.com/azure/azure-managed-lustre/amlfs-prerequisites
@@ -65,14 +65,6 @@ class ClusterNetwork(pulumi.ComponentResource):
                                      nat_gateway={"id": nat.id}, default_outbound_access=False, opts=child)
             self.subnet_ids[purpose] = sub.id
         self.register_outputs({"resource_group": rg.name, "vnet_id": vnet.id})
-
-
-@dataclass
-class StorageArgs:
-    type: str
-    mount: str
-    capacity_tib: float | None = None
-    throughput_mbps_per_tib: int | None = None
 
 
 @dataclass

@@ -134,6 +134,21 @@ def host_address(cidr: str, index: int) -> str:
     return str(net.network_address + 4 + index)
 
 
+@dataclass
+class StorageArgs:
+    """A pool's storage entry as the components take it (what the stack file's Storage says)."""
+
+    type: str
+    mount: str
+    capacity_tib: float | None = None
+    throughput_mbps_per_tib: int | None = None
+    server: str | None = None
+
+    @classmethod
+    def of(cls, st) -> "StorageArgs":
+        return cls(st.type, st.mount, st.capacity_tib, st.throughput_mbps_per_tib, st.server)
+
+
 # --- names -----------------------------------------------------------------------------------
 
 def resource_name(*parts: str, limit: int = 63) -> str:

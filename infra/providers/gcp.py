@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 
-from gpufleet.providers.common import GCP_ACCELERATORS
+from gpufleet.providers.common import GCP_ACCELERATORS, StorageArgs
 
 # GPUDirect-TCPX on a3-highgpu-8g: one host NIC plus four GPU NICs, each in its own VPC with
 # MTU 8244. https://cloud.google.com/compute/docs/gpus/gpudirect
@@ -95,15 +95,6 @@ class ClusterNetwork(pulumi.ComponentResource):
                                      description=desc, opts=child)
                 self.gpu_subnet_ids.append(gsub.id)
         self.register_outputs({"network_id": self.network_id})
-
-
-@dataclass
-class StorageArgs:
-    type: str
-    mount: str
-    capacity_tib: float | None = None
-    throughput_mbps_per_tib: int | None = None
-    server: str | None = None
 
 
 @dataclass
