@@ -17,35 +17,22 @@ def validate(
     stacks: Annotated[list[str], typer.Argument(help="Stack files (YAML).", metavar="STACK...")],
 ):
     from gpufleet import catalog, spec
-    from gpufleet.errors import SpecError, SpecErrors
+    from gpufleet.engine.plan import pool_costs
+    from gpufleet.engine.program import layout
+    from gpufleet.errors import InputError
 
     cat = catalog.load(STATE.config)
-    offers = {o.key: o for o in cat.offers()}
     results, failed = [], []
     for path in stacks:
         try:
             st = spec.load(path, cat)
-        except (SpecError, SpecErrors) as e:
+            costs = pool_costs(layout(st, cat), st, cat)  # layout: e.g. network.cidr too small for the subnets
+        except InputError as e:  # SpecError(s) included
             failed.append(e)
             results.append({"stack": path, "ok": False, **e.to_dict()})
             continue
-        pools = []
-        for p in st.pools:
-            if p.provider == "baremetal":
-                price = None
-                if p.site_costs:
-                    from gpufleet.catalog.onprem import site_from_pool
-
-                    price = site_from_pool(p, cat, path).usd_per_node_hour() * p.nodes
-                pools.append({"pool": p.name, "provider": p.provider, "where": p.site, "machine": f"{p.gpus_per_node}x {cat.gpu(p.gpu).name}",
-                              "nodes": p.nodes, "gpus": p.nodes * p.gpus_per_node, "usd_per_hour": price})
-            else:
-                it = spec.resolve_instance(p, cat)
-                market = "spot" if p.spot else "ondemand"
-                offer = offers.get(catalog.offer_key(p.provider, p.region, it.name, market))
-                pools.append({"pool": p.name, "provider": p.provider, "where": p.region, "machine": it.name,
-                              "nodes": p.nodes, "gpus": p.nodes * it.gpu_count,
-                              "usd_per_hour": offer.usd_per_hour * p.nodes if offer else None})
+        pools = [{"pool": c.pool, "provider": c.provider, "where": c.where, "machine": c.machine, "nodes": c.nodes,
+                  "gpus": c.gpus, "usd_per_hour": c.usd_per_hour} for c in costs]
         results.append({"stack": path, "ok": True, "name": st.name, "owner": st.owner, "ttl": st.ttl, "pools": pools})
     if STATE.json:
         output.emit_json(results)

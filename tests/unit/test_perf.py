@@ -7,7 +7,7 @@ from importlib import resources
 import pytest
 
 from gpufleet.perf import calibration, workloads
-from gpufleet.perf.model import Params, Scenario, fitted_params, predict
+from gpufleet.perf.model import Scenario, fitted_params, predict
 
 
 def test_calibration_error_within_target_and_reported_per_row():
