@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import ipaddress
 from dataclasses import dataclass, field
 
 from gpufleet.engine.program import Layout, build, layout
-from gpufleet.providers.common import Cluster, expiry_from
+from gpufleet.providers.common import Cluster, expiry_from, host_address
 
 # The inputs shown in the plan table per resource type (all inputs are in --json).
 KEY_PROPS = {
@@ -48,7 +47,6 @@ KEY_PROPS = {
 class PlannedResource:
     type: str
     name: str
-    urn: str
     parent: str | None  # the component (pool or network) it belongs to
     inputs: dict
     component: bool = False
@@ -290,7 +288,7 @@ class _Mocks:
                 rid = _fake_id(typ, name)
                 state = dict(inputs)
                 custom = bool(getattr(args, "custom", True))
-                self.resources.append(PlannedResource(typ, name, "", pname, inputs, component=not custom,
+                self.resources.append(PlannedResource(typ, name, pname, inputs, component=not custom,
                                                       provider=typ.startswith("pulumi:providers:")))
                 if typ.startswith("pulumi:providers:"):
                     self.regions[name] = inputs.get("region") or inputs.get("location") or ""
@@ -305,7 +303,6 @@ class _Mocks:
                 elif typ == "aws:ec2/instance:Instance":
                     subnet = self.templates.get((inputs.get("launchTemplate") or {}).get("id"))
                     state["privateIp"] = self._host(subnet)
-                    state["instanceType"] = None
                 elif typ == "gcp:compute/instance:Instance":
                     nics = [dict(n) for n in inputs.get("networkInterfaces") or []]
                     for n in nics:
@@ -330,8 +327,7 @@ class _Mocks:
                     return None
                 i = self.next_host.get(subnet_id, 0)
                 self.next_host[subnet_id] = i + 1
-                net = ipaddress.ip_network(cidr)
-                return str(net.network_address + 4 + i)
+                return host_address(cidr, i)
 
             def call(self, args):
                 region = self.regions.get(_provider_name(args.provider), "")

@@ -9,7 +9,6 @@ teardown.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import sqlite3
 from contextlib import closing
@@ -159,6 +158,3 @@ def nodes_from_outputs(outputs: dict) -> list[Node]:
                             usd_per_hour=p.get("usd_per_node_hour")))
     return out
 
-
-def dumps(rec: ClusterRecord | None) -> str:
-    return json.dumps(rec.to_dict() if rec else None, indent=2)

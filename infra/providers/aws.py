@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
-from gpufleet.providers.common import StorageArgs, resource_name
+from gpufleet.providers.common import StorageArgs, first_zone, resource_name
 
 def fsx_capacity_gib(capacity_tib: float | None) -> int:
     """Round a requested capacity up to what PERSISTENT_2 accepts (1200 GiB or n x 2400 GiB).
@@ -259,15 +259,7 @@ def zone_for(region: str, instance_type: str, provider) -> pulumi.Output[str]:
     zones = aws.ec2.get_instance_type_offerings_output(
         location_type="availability-zone", filters=[{"name": "instance-type", "values": [instance_type]}],
         opts=pulumi.InvokeOptions(provider=provider))
-    return zones.locations.apply(lambda z: _first_zone(z, region, instance_type))
-
-
-def _first_zone(zones: list[str], region: str, instance_type: str) -> str:
-    if not zones:
-        from gpufleet.errors import CapacityError
-
-        raise CapacityError(f"no zone of {region} offers {instance_type}", "choose another region, or set pool.zone")
-    return sorted(zones)[0]
+    return zones.locations.apply(lambda z: first_zone(z, f"no zone of {region} offers {instance_type}"))
 
 
 def make_provider(region: str, tags: dict[str, str]):

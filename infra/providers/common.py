@@ -149,6 +149,15 @@ class StorageArgs:
         return cls(st.type, st.mount, st.capacity_tib, st.throughput_mbps_per_tib, st.server)
 
 
+def first_zone(zones, problem: str) -> str:
+    """The first zone by name, or a CapacityError saying ``problem`` when there is none."""
+    if not zones:
+        from gpufleet.errors import CapacityError
+
+        raise CapacityError(problem, "choose another region, or set pool.zone")
+    return sorted(zones)[0]
+
+
 # --- names -----------------------------------------------------------------------------------
 
 def resource_name(*parts: str, limit: int = 63) -> str:

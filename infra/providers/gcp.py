@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_gcp as gcp
 
-from gpufleet.providers.common import GCP_ACCELERATORS, StorageArgs
+from gpufleet.providers.common import GCP_ACCELERATORS, StorageArgs, first_zone
 
 # GPUDirect-TCPX on a3-highgpu-8g: one host NIC plus four GPU NICs, each in its own VPC with
 # MTU 8244. https://cloud.google.com/compute/docs/gpus/gpudirect
@@ -203,16 +203,7 @@ def zone_for(region: str, machine_type: str, provider) -> pulumi.Output[str]:
     needs a particular zone names it (``zone:``), as the examples do for a3-highgpu-8g.
     """
     zones = gcp.compute.get_zones_output(region=region, status="UP", opts=pulumi.InvokeOptions(provider=provider))
-
-    def first(names):
-        names = sorted(names or [])
-        if not names:
-            from gpufleet.errors import CapacityError
-
-            raise CapacityError(f"no zone of {region} is up for {machine_type}", "choose another region, or set pool.zone")
-        return names[0]
-
-    return zones.names.apply(first)
+    return zones.names.apply(lambda z: first_zone(z, f"no zone of {region} is up for {machine_type}"))
 
 
 def make_provider(region: str, labels: dict[str, str], project: str | None):
