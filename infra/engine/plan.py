@@ -278,7 +278,6 @@ class _Mocks:
                 self.parents: dict = {}
                 self.subnets: dict[str, str] = {}  # subnet id -> CIDR
                 self.templates: dict[str, str] = {}  # launch template id -> subnet id
-                self.next_host: dict[str, int] = {}
                 self.regions: dict[str, str] = {}  # provider name -> region
 
             def new_resource(self, args):
@@ -302,11 +301,11 @@ class _Mocks:
                     state["latestVersion"] = 1
                 elif typ == "aws:ec2/instance:Instance":
                     subnet = self.templates.get((inputs.get("launchTemplate") or {}).get("id"))
-                    state["privateIp"] = self._host(subnet)
+                    state["privateIp"] = self._host(subnet, name)
                 elif typ == "gcp:compute/instance:Instance":
                     nics = [dict(n) for n in inputs.get("networkInterfaces") or []]
                     for n in nics:
-                        n["networkIp"] = self._host(n.get("subnetwork"))
+                        n["networkIp"] = self._host(n.get("subnetwork"), name)
                     state["networkInterfaces"] = nics
                     state["instanceId"] = str(int(hashlib.sha1(name.encode()).hexdigest()[:15], 16))
                 elif typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
@@ -321,13 +320,13 @@ class _Mocks:
                     progress(1)
                 return [rid, state]
 
-            def _host(self, subnet_id):
+            def _host(self, subnet_id, name: str):
+                """Node i of a pool (named ``<pool>-<i>``) gets the i-th address of its subnet, so the
+                addresses do not depend on the order in which the runtime registers the nodes."""
                 cidr = self.subnets.get(subnet_id)
                 if not cidr:
                     return None
-                i = self.next_host.get(subnet_id, 0)
-                self.next_host[subnet_id] = i + 1
-                return host_address(cidr, i)
+                return host_address(cidr, int(name.rsplit("-", 1)[1]))
 
             def call(self, args):
                 region = self.regions.get(_provider_name(args.provider), "")
