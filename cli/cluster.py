@@ -10,11 +10,15 @@ import typer
 
 from gpufleet.cli import output
 from gpufleet.cli.output import STATE
+from gpufleet.errors import GpufleetError
 
 UP_HELP = ("Bring a stack up: validate, plan and price it, check credentials and the Pulumi CLI, ask, then create "
-           "the cloud pools with Pulumi and record the cluster. Re-running updates it in place.")
-DOWN_HELP = ("Destroy a cluster's cloud resources (by stack file or cluster name); it leaves the registry only once "
-             "the destroy succeeded.")
+           "the cloud pools with Pulumi, record the cluster, and configure the rack hosts over SSH with Salt. "
+           "Re-running updates it in place; hosts already configured the same way are skipped. "
+           "Exit 3 when some hosts failed (the others are done).")
+DOWN_HELP = ("Destroy a cluster's cloud resources and drain its rack hosts (by stack file or cluster name); it leaves "
+             "the registry only once everything is gone or drained. Machines are never wiped; --clean undoes the "
+             "Salt states.")
 
 
 def _confirm(question: str, yes: bool) -> bool:
@@ -40,6 +44,13 @@ def up(
     stack: Annotated[str, typer.Argument(help="Stack file (YAML).", metavar="STACK")],
     cluster: Annotated[Optional[str], typer.Option("--cluster", help="Cluster name (default: the stack's name).")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before creating resources.")] = False,
+    trust_new_hosts: Annotated[bool, typer.Option("--trust-new-hosts", help="Record the host keys of rack hosts not "
+                                                  "yet in the site's known_hosts (trust on first use). A changed key "
+                                                  "is refused regardless.")] = False,
+    reconfigure: Annotated[bool, typer.Option("--reconfigure", help="Apply the states again on hosts already "
+                                              "configured the same way.")] = False,
+    configure: Annotated[bool, typer.Option("--configure/--no-configure", help="Configure the rack hosts with Salt "
+                                            "after the cloud part.")] = True,
 ):
     from gpufleet import catalog, spec
     from gpufleet.engine import deploy
@@ -54,15 +65,50 @@ def up(
             render(p)
         return _confirm(f"Create these {len(p.cloud_resources)} resources for {output.money(p.usd_per_hour)}/h?", yes)
 
-    with output.steps("Creating resources") as update:
+    with output.steps("Bringing up") as update:
         outcome = deploy.bring_up(st, cat, cluster=cluster, confirm=confirm, prompt=_prompt_or_none(),
-                                  on_progress=lambda pr: update(pr.done, pr.total, _in_flight(pr)))
+                                  on_progress=lambda pr: update(pr.done, pr.total, _in_flight(pr)),
+                                  configure=configure, trust_new_hosts=trust_new_hosts, reconfigure=reconfigure,
+                                  on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
     rec = outcome.record
+    failed = [h for h in outcome.hosts if not h.ok]
     if STATE.json:
         output.emit_json({"cluster": rec.to_dict(), "changes": outcome.progress.ops if outcome.progress else {},
-                          "elapsed_s": round(outcome.progress.elapsed, 1) if outcome.progress else 0})
+                          "elapsed_s": round(outcome.progress.elapsed, 1) if outcome.progress else 0,
+                          "hosts": [h.to_dict() for h in outcome.hosts], "ok": not failed})
+        if failed:
+            raise typer.Exit(3)
         return
     _render_nodes(rec, outcome.progress)
+    if outcome.hosts:
+        render_hosts(outcome.hosts, "Configuration")
+    if failed:
+        from gpufleet.configure.nodes import PartialFailure
+
+        raise PartialFailure(outcome.hosts)
+
+
+def render_hosts(reports, title: str) -> None:
+    """One row per host: what it is, what happened, and why not when it failed."""
+    rows, styles = [], []
+    for r in reports:
+        f = r.facts
+        what = (f"{f.os_name.split()[0] if f.os_name else f.os_id} {f.os_version}, {len(f.gpus)} GPU" if f else "-")
+        salt = "-"
+        if r.runs:
+            real = [x for x in r.runs if not x.test]
+            test = [x for x in r.runs if x.test]
+            salt = ", ".join(filter(None, [
+                f"{sum(len(x.changed) for x in real)} changed of {sum(x.states for x in real)}" if real else "",
+                f"{sum(x.states for x in test)} rehearsed" if test else ""]))
+        note = r.error or "; ".join(r.warnings)
+        rows.append([r.target.id, f"{r.target.address}:{r.target.port}", r.state, what, salt, note])
+        styles.append(None if r.ok else "red")
+    output.table(title, ["host", "address", "state", "system", "salt", "notes"], rows, styles=styles)
+    for r in reports:
+        for run in r.runs:
+            for fail in run.failed:
+                output.console(stderr=True).print(f"[red]{r.target.id}[/red] {fail['id']}: {fail['comment']}")
 
 
 def _in_flight(pr) -> str:
@@ -78,7 +124,8 @@ def _render_nodes(rec, progress) -> None:
             for n in rec.nodes]
     output.table(f"Cluster {rec.name} is up", ["pool", "provider", "where", "machine", "node", "private IP", "SSH",
                                                 "$/h"], rows, justify={"$/h": "right"})
-    changes = ", ".join(f"{k} {v}" for k, v in sorted((progress.ops if progress else {}).items())) or "no changes"
+    changes = (", ".join(f"{k} {v}" for k, v in sorted(progress.ops.items())) or "no changes") if progress \
+        else "No cloud resources"
     took = f" in {progress.elapsed:.0f}s" if progress else ""
     cost = output.money(rec.usd_per_hour) + "/h" if rec.usd_per_hour is not None else "unpriced pools included"
     output.console().print(f"{changes}{took}. {len(rec.nodes)} node(s), {cost}; expires {rec.expires_at}. "
@@ -90,10 +137,15 @@ def down(
     target: Annotated[str, typer.Argument(help="Stack file or cluster name.", metavar="STACK|CLUSTER")],
     cluster: Annotated[Optional[str], typer.Option("--cluster", help="Cluster name, when STACK was brought up under another name.")] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before destroying.")] = False,
+    clean: Annotated[bool, typer.Option("--clean", help="Also apply each formula's clean state on the rack hosts "
+                                        "(removes what gpufleet installed; data is never touched).")] = False,
+    trust_new_hosts: Annotated[bool, typer.Option("--trust-new-hosts", help="Record unknown rack host keys "
+                                                  "(trust on first use).")] = False,
 ):
     from gpufleet.engine import deploy
 
-    name = cluster or _cluster_name(target)
+    stack_obj = _stack_of(target)
+    name = cluster or (stack_obj.name if stack_obj else target)
 
     def confirm(rec) -> bool:
         if not STATE.json:
@@ -101,21 +153,33 @@ def down(
                                    f"state {rec.state}) will be destroyed.")
         return _confirm(f"Destroy cluster {rec.name}?", yes)
 
-    with output.steps("Destroying resources") as update:
-        rec, progress = deploy.tear_down(name, confirm=confirm, prompt=_prompt_or_none(),
-                                         on_progress=lambda pr: update(pr.done, None, _in_flight(pr)))
+    try:
+        with output.steps("Tearing down") as update:
+            rec, progress, hosts = deploy.tear_down(
+                name, confirm=confirm, prompt=_prompt_or_none(), stack=stack_obj, clean=clean,
+                trust_new_hosts=trust_new_hosts, on_progress=lambda pr: update(pr.done, None, _in_flight(pr)),
+                on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
+    except GpufleetError as e:
+        if getattr(e, "reports", None) and not STATE.json:
+            render_hosts(e.reports, "Drain")
+        raise
     if STATE.json:
-        output.emit_json({"cluster": rec.name, "destroyed": True, "changes": progress.ops if progress else {}})
+        output.emit_json({"cluster": rec.name, "destroyed": True, "changes": progress.ops if progress else {},
+                          "hosts": [h.to_dict() for h in hosts]})
         return
+    if hosts:
+        render_hosts(hosts, "Drain")
     deleted = progress.ops.get("delete", 0) if progress else 0
-    output.console().print(f"Cluster {rec.name} destroyed ({deleted} resources deleted) and removed from the registry.")
+    racks = f", {len(hosts)} rack host(s) drained" + (" and cleaned" if clean else "") if hosts else ""
+    output.console().print(f"Cluster {rec.name} torn down ({deleted} cloud resources deleted{racks}) and removed "
+                           "from the registry.")
 
 
-def _cluster_name(target: str) -> str:
-    """A stack file gives its `name`; anything else is a cluster name."""
+def _stack_of(target: str):
+    """A stack file gives the stack (and its `name`); anything else is a cluster name."""
     p = Path(target)
     if p.suffix in (".yaml", ".yml") or p.exists():
         from gpufleet import catalog, spec
 
-        return spec.load(p, catalog.load(STATE.config)).name
-    return target
+        return spec.load(p, catalog.load(STATE.config))
+    return None

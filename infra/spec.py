@@ -140,8 +140,57 @@ class Network(_Strict):
 
 
 class Salt(_Strict):
-    roles: list[str] = []
+    """Which Salt formulas a pool's nodes get (default: all that apply) and pillar overrides."""
+
+    states: list[str] | None = None
     pillar: dict[str, Any] = {}
+
+    @field_validator("states")
+    @classmethod
+    def _states(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        from gpufleet.configure import FORMULAS
+
+        for name in v:
+            if name not in FORMULAS:
+                s = did_you_mean(name, FORMULAS)
+                raise HintedValueError(f"unknown Salt formula {name!r}",
+                                       f"did you mean {s!r}?" if s else f"formulas: {', '.join(FORMULAS)}")
+        return v
+
+
+class Software(_Strict):
+    """What the Salt states install on every GPU node of the stack."""
+
+    driver: str = "570"  # NVIDIA driver branch
+    open_kernel_modules: bool | None = None  # None: open modules from Turing on (NVIDIA's recommendation)
+    cuda: str = "12.8"
+    nccl: str = "2.26.2"
+    container_runtime: Literal["docker", "containerd", "none"] = "docker"
+    frameworks: dict[Literal["pytorch", "tensorflow", "jax"], str] = {"pytorch": "2.7.1"}
+    monitoring: bool = True
+
+    @field_validator("driver")
+    @classmethod
+    def _driver(cls, v: str) -> str:
+        v = str(v)
+        if not re.match(r"^\d{3}$", v):
+            raise HintedValueError(f"{v!r} is not a driver branch", "give the branch number, e.g. 570")
+        return v
+
+    @field_validator("cuda", "nccl", mode="before")
+    @classmethod
+    def _version(cls, v) -> str:
+        v = str(v)
+        if not re.match(r"^\d+\.\d+(\.\d+)?$", v):
+            raise HintedValueError(f"{v!r} is not a version", "e.g. cuda: '12.8', nccl: '2.26.2'")
+        return v
+
+    @field_validator("frameworks", mode="before")
+    @classmethod
+    def _fw(cls, v):
+        return {k: str(x) for k, x in (v or {}).items()} if isinstance(v, dict) else v
 
 
 class Pool(_Strict):
@@ -165,6 +214,8 @@ class Pool(_Strict):
     capacity_reservation: str | None = None  # AWS cr-... to launch into
     salt: Salt = Salt()
     hosts: list[Host] = []
+    subnet_manager: Literal["switch", "host"] | None = None  # InfiniBand racks: who runs the SM
+    known_hosts: str | None = None  # the site's known_hosts file (default: gpufleet's per-site file)
     site_costs: SiteCosts | None = None
 
     @field_validator("name")
@@ -187,6 +238,9 @@ class Pool(_Strict):
                                        "those describe cloud pools; a rack's hosts are listed under hosts")
             if any(st.type == "nfs" and not st.server for st in self.storage):
                 raise HintedValueError("an nfs storage entry on a rack needs `server`", "e.g. server: nfs01.example.com")
+            if self.subnet_manager and self.interconnect not in ("infiniband-hdr", "infiniband-ndr"):
+                raise HintedValueError("subnet_manager applies to InfiniBand racks only",
+                                       "drop it, or set interconnect: infiniband-hdr/ndr")
             if not (self.gpu and self.gpus_per_node):
                 raise HintedValueError("a baremetal pool needs `gpu` and `gpus_per_node`", "e.g. gpu: H100, gpus_per_node: 8")
             if self.nodes is None:
@@ -197,8 +251,9 @@ class Pool(_Strict):
         else:
             if not self.region:
                 raise HintedValueError(f"a {self.provider} pool needs `region`", "e.g. region: us-east-1")
-            if self.site or self.hosts or self.site_costs:
-                raise HintedValueError(f"a {self.provider} pool takes no site, hosts or site_costs",
+            if self.site or self.hosts or self.site_costs or self.subnet_manager or self.known_hosts:
+                raise HintedValueError(f"a {self.provider} pool takes no site, hosts, site_costs, subnet_manager or "
+                                       "known_hosts",
                                        "those describe bare-metal racks (provider: baremetal)")
             if self.instance_type and (self.gpu or self.gpus_per_node):
                 raise HintedValueError("give either instance_type or gpu + gpus_per_node, not both",
@@ -239,6 +294,7 @@ class Stack(_Strict):
     workload: WorkloadRef | None = None
     access: Access = Access()
     network: Network = Network()
+    software: Software = Software()
     pools: Annotated[list[Pool], Field(min_length=1)]
 
     # set by load(): where the stack came from
@@ -367,6 +423,7 @@ def check_against_catalog(stack: Stack, located: Located, cat) -> None:
             for prob in check_pool(stack, pool, it):
                 err(base + prob.keys, prob.message, prob.hint)
     _check_access(stack, located, err)
+    _check_software(stack, located, err, cat)
     if errs:
         raise SpecErrors(sorted(errs, key=lambda e: e.line or 0))
 
@@ -389,6 +446,35 @@ def _check_access(stack: Stack, located: Located, err) -> None:
             err(("access", "public_key"), f"{p} is not an OpenSSH public key", "use the .pub file, never the private key")
             return
         stack.access.public_key = text
+
+
+def _check_software(stack: Stack, located: Located, err, cat) -> None:
+    """Driver, CUDA, OS image, GPU and frameworks must go together (racks' OS is checked on the hosts)."""
+    from gpufleet.configure import software
+    sw = stack.software
+    seen: set[tuple] = set()
+    for i, pool in enumerate(stack.pools):
+        gpu = pool.gpu
+        if pool.instance_type and pool.provider != "baremetal":
+            try:
+                gpu = cat.instance(pool.provider, pool.instance_type).gpu
+            except Exception:
+                continue
+        image = pool.image or "ubuntu-22.04"
+        osfinger = IMAGE_OSFINGER.get(image) if pool.provider != "baremetal" else None
+        for prob in software.check(driver=sw.driver, cuda=sw.cuda, osfinger=osfinger, gpu=gpu,
+                                   open_modules=sw.open_kernel_modules, frameworks=dict(sw.frameworks)):
+            if prob.warning or (prob.key, prob.message) in seen:
+                continue
+            seen.add((prob.key, prob.message))
+            keys = ("pools", i, "image") if prob.key == "os" else \
+                (("pools", i, "gpu") if prob.key == "gpu" else tuple(prob.key.split(".")))
+            err(keys, prob.message, prob.hint)
+
+
+# stack image names -> Salt osfinger (see providers.common.IMAGES)
+IMAGE_OSFINGER = {"ubuntu-22.04": "Ubuntu-22.04", "ubuntu-24.04": "Ubuntu-24.04", "ubuntu-hpc-22.04": "Ubuntu-22.04",
+                  "rocky-9": "Rocky-9"}
 
 
 def _matching_instances(pool: Pool, cat) -> list:

@@ -8,7 +8,7 @@ caller's ``confirm`` sees the plan and its cost.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpufleet.engine import automation, credentials
 from gpufleet.engine.plan import Plan, cluster_for, plan
@@ -28,12 +28,19 @@ class UpOutcome:
     plan: Plan
     record: ClusterRecord
     progress: automation.Progress | None
+    hosts: list = field(default_factory=list)  # configure.nodes.HostReport, one per configured host
 
 
 def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None = None,
              registry: Registry | None = None, pulumi_command=None,
              on_progress: Callable[[automation.Progress], None] | None = None,
-             prompt: Callable[[], str] | None = None) -> UpOutcome:
+             prompt: Callable[[], str] | None = None, configure: bool = True, trust_new_hosts: bool = False,
+             reconfigure: bool = False, on_host_progress=None, runner_factory=None) -> UpOutcome:
+    """Create the cloud pools (Pulumi), record the cluster, then configure the rack hosts (SSH + Salt).
+
+    Configuration problems of single hosts do not undo anything: each host's outcome is in
+    ``UpOutcome.hosts`` and in the registry; the caller decides the exit code.
+    """
     reg = registry or Registry()
     name = cluster or stack.name
     existing = reg.get(name)
@@ -70,7 +77,15 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
         nodes = nodes_from_outputs(result.outputs)
     nodes += rack_nodes(stack, the_plan)
     rec = reg.record(**record, nodes=nodes, state="up")
-    return UpOutcome(the_plan, rec, progress)
+    hosts = []
+    if configure:
+        from gpufleet.configure import nodes as config
+
+        targets = config.rack_targets(stack)
+        if targets:
+            hosts = config.configure(stack, name, targets, registry=reg, trust_new=trust_new_hosts, force=reconfigure,
+                                     progress=on_host_progress, runner_factory=runner_factory)
+    return UpOutcome(the_plan, rec, progress, hosts)
 
 
 def _ready(clouds: list[str], needs_pulumi: bool, pulumi_command):
@@ -97,8 +112,13 @@ def rack_nodes(stack, the_plan: Plan) -> list[Node]:
 
 def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: Registry | None = None,
               pulumi_command=None, on_progress: Callable[[automation.Progress], None] | None = None,
-              prompt: Callable[[], str] | None = None) -> tuple[ClusterRecord, automation.Progress | None]:
-    """Destroy a cluster's cloud resources; it leaves the registry only once that succeeded."""
+              prompt: Callable[[], str] | None = None, stack=None, clean: bool = False, trust_new_hosts: bool = False,
+              on_host_progress=None, runner_factory=None) -> tuple[ClusterRecord, automation.Progress | None, list]:
+    """Destroy a cluster's cloud resources and drain its rack hosts (``clean``: undo the states too).
+
+    It leaves the registry only once the destroy succeeded and every rack host is drained; a
+    rerun drains only the hosts not drained yet. Machines are never wiped.
+    """
     reg = registry or Registry()
     rec = reg.get(name)
     if rec is None:
@@ -112,6 +132,7 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
     clouds = sorted({n.provider for n in rec.nodes if n.provider in CLOUDS})
     needs_pulumi = bool(clouds) or rec.backend is not None  # a failed `up` may have left resources
     cmd = _ready(clouds, needs_pulumi, pulumi_command)
+    stack, targets = _rack_targets_of(rec, stack)
     if not confirm(rec):
         raise Aborted("nothing was destroyed", "run again and answer yes, or pass --yes")
     progress = None
@@ -119,5 +140,43 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
         progress = automation.Progress(total=None, on_change=on_progress)
         automation.destroy(name, pulumi_command=cmd, progress=progress, prompt=prompt, providers=clouds,
                            backend=rec.backend)
+    reports = []
+    if targets:
+        from gpufleet.configure import nodes as config
+        from gpufleet.configure import pillar
+
+        done = {k for k, v in reg.hosts(name).items() if v["state"] == "drained"}
+        todo = [t for t in targets if (t.pool, t.idx) not in done]
+        pools = {p.name: p for p in stack.pools}
+        clean_states = {t.id: pillar.formulas(stack, pools[t.pool]) for t in todo} if clean else None
+        pillars = {t.id: pillar.build(stack, pools[t.pool], cluster=name) for t in todo} if clean else None
+        reports = config.drain(name, todo, clean_states=clean_states, pillars=pillars, trust_new=trust_new_hosts,
+                               progress=on_host_progress, runner_factory=runner_factory)
+        for r in reports:
+            reg.set_host(name, r.target.pool, r.target.idx, address=r.target.address, state=r.state,
+                         detail=r.error or ("drained and cleaned" if clean else "drained"))
+        if any(not r.ok for r in reports):
+            reg.record(name=rec.name, stack=rec.stack, stack_file=rec.stack_file, owner=rec.owner,
+                       expires_at=rec.expires_at, backend=rec.backend,
+                       nodes=[n for n in rec.nodes if n.provider not in CLOUDS], state="draining")
+            raise config.PartialFailure(reports, "drained")
     reg.remove(name)
-    return rec, progress
+    return rec, progress, reports
+
+
+def _rack_targets_of(rec: ClusterRecord, stack) -> tuple:
+    """The stack and its rack hosts to drain (keys, users and known_hosts live in the stack file)."""
+    if not any(n.provider == "baremetal" for n in rec.nodes):
+        return stack, []
+    if stack is None:
+        from pathlib import Path
+
+        if not rec.stack_file or not Path(rec.stack_file).exists():
+            raise InputError(f"cluster {rec.name} has rack hosts but its stack file {rec.stack_file!r} is gone",
+                             "pass the stack file: gpufleet down STACK (it says how to reach the hosts)")
+        from gpufleet import catalog, spec
+
+        stack = spec.load(rec.stack_file, catalog.load())
+    from gpufleet.configure import nodes as config
+
+    return stack, config.rack_targets(stack)

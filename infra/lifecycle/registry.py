@@ -43,6 +43,19 @@ CREATE TABLE IF NOT EXISTS nodes (
     launched_at TEXT NOT NULL,
     PRIMARY KEY (cluster, pool, idx)
 );
+-- what configuration (Salt) last did on each host; written one host at a time
+CREATE TABLE IF NOT EXISTS host_status (
+    cluster TEXT NOT NULL REFERENCES clusters(name) ON DELETE CASCADE,
+    pool TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    address TEXT NOT NULL,
+    state TEXT NOT NULL,              -- configured | failed | unreachable | host-key | drained
+    digest TEXT,                      -- pillar + formulas + state tree it was configured with
+    facts TEXT,                       -- JSON, from the last fact gathering
+    detail TEXT,                      -- the error, or what changed
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (cluster, pool, idx)
+);
 """
 
 
@@ -115,7 +128,11 @@ class Registry:
             old = {(r[0], r[1]): r[2] for r in db.execute(
                 "SELECT pool, idx, launched_at FROM nodes WHERE cluster = ?", (name,))}
             db.execute("DELETE FROM nodes WHERE cluster = ?", (name,))
-            db.execute("INSERT OR REPLACE INTO clusters VALUES (?,?,?,?,?,?,?,?,?,?)",
+            # an upsert, not REPLACE: replacing the row would cascade to the hosts' status
+            db.execute("INSERT INTO clusters VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET "
+                       "stack=excluded.stack, stack_file=excluded.stack_file, owner=excluded.owner, "
+                       "updated_at=excluded.updated_at, expires_at=excluded.expires_at, backend=excluded.backend, "
+                       "state=excluded.state, usd_per_hour=excluded.usd_per_hour",
                        (name, stack, str(stack_file), owner, created, now, expires_at, backend, state, total))
             db.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (name, n.pool, n.idx, n.provider, n.location, n.zone, n.machine, n.node_id, n.private_ip,
@@ -137,6 +154,25 @@ class Registry:
         with closing(self._connect()) as db:
             names = [r[0] for r in db.execute("SELECT name FROM clusters ORDER BY created_at, name")]
         return [self.get(n) for n in names]
+
+    def set_host(self, cluster: str, pool: str, idx: int, *, address: str, state: str, digest: str | None = None,
+                 facts: dict | None = None, detail: str | None = None) -> None:
+        """Record one host's configuration outcome (one transaction; the cluster must exist)."""
+        import json
+
+        with closing(self._connect()) as db, db:
+            db.execute("INSERT OR REPLACE INTO host_status VALUES (?,?,?,?,?,?,?,?,?)",
+                       (cluster, pool, idx, address, state, digest, json.dumps(facts) if facts is not None else None,
+                        detail, _now()))
+
+    def hosts(self, cluster: str) -> dict[tuple[str, int], dict]:
+        import json
+
+        with closing(self._connect()) as db:
+            rows = db.execute("SELECT pool, idx, address, state, digest, facts, detail, updated_at FROM host_status "
+                              "WHERE cluster = ?", (cluster,)).fetchall()
+        return {(r[0], r[1]): {"address": r[2], "state": r[3], "digest": r[4], "facts": json.loads(r[5]) if r[5] else None,
+                               "detail": r[6], "updated_at": r[7]} for r in rows}
 
     def remove(self, name: str) -> bool:
         with closing(self._connect()) as db, db:

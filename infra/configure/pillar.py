@@ -1,0 +1,121 @@
+"""The Salt pillar for a pool's nodes, built from the stack file (and a host's facts).
+
+Every formula under ``salt/`` reads its own top-level pillar key (``nvidia_driver``,
+``fabric``, ...) merged over its parameter files; ``gpufleet`` carries what all formulas share:
+the cluster, pool and provider, which formulas apply, and ``live`` (whether kernel settings,
+services and mounts take effect at once; false on test hosts that share a kernel).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+
+from gpufleet.configure import FORMULAS, GPU_STATES, software
+
+FABRIC = {"efa": "efa", "infiniband-hdr": "infiniband", "infiniband-ndr": "infiniband", "gpudirect-tcpx": "tcpx",
+          "roce": "roce", "10gbe": "ethernet", "25gbe": "ethernet", "100gbe": "ethernet", None: "ethernet"}
+LUSTRE_FLAVOR = {"baremetal": "onprem", "aws": "fsx", "azure": "amlfs", "gcp": "gcp"}
+# the clouds' own time sources (AWS Time Sync, GCP metadata server); Azure and racks keep theirs
+TIME_SERVERS = {"aws": ["169.254.169.123"], "gcp": ["metadata.google.internal"]}
+
+
+def formulas(stack, pool) -> list[str]:
+    """The formulas a pool's nodes get: the pool's ``salt.states``, or every one that applies."""
+    if pool.salt.states is not None:
+        return [f for f in FORMULAS if f in pool.salt.states]
+    sw = stack.software
+    out = ["node_base", "nvidia_driver", "cuda", "nccl"]
+    if sw.container_runtime != "none" or pool.interconnect == "gpudirect-tcpx":
+        out.append("container_runtime")
+    out.append("fabric")
+    if any(s.type == "lustre" for s in pool.storage):
+        out.append("lustre_client")
+    if any(s.type == "nfs" and s.server for s in pool.storage):
+        out.append("nfs_client")
+    if sw.frameworks:
+        out.append("frameworks")
+    if sw.monitoring:
+        out.append("monitoring")
+    return out
+
+
+def split_for_host(states: list[str], has_gpu: bool) -> tuple[list[str], list[str]]:
+    """(applied for real, applied with test=True): a host without a GPU only rehearses the GPU states."""
+    if has_gpu:
+        return list(states), []
+    real, rehearse = [], []
+    for s in states:
+        if s == "monitoring":
+            real.append("monitoring.node_exporter")
+            rehearse.append("monitoring.dcgm")
+        elif s in GPU_STATES:
+            rehearse.append(s)
+        else:
+            real.append(s)
+    return real, rehearse
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def gpu_model(pool, cat=None) -> str | None:
+    if pool.gpu or pool.provider == "baremetal" or cat is None:
+        return pool.gpu
+    return cat.instance(pool.provider, pool.instance_type).gpu if pool.instance_type else None
+
+
+def build(stack, pool, *, cluster: str, gpu: str | None = None, has_gpu: bool = True, nvswitches: int = 0,
+          subnet_manager_host: bool = False) -> dict:
+    """The pillar for one node of ``pool`` (``has_gpu``/``nvswitches`` from its facts when known)."""
+    sw = stack.software
+    gpu = gpu or pool.gpu
+    states = formulas(stack, pool)
+    kind = FABRIC[pool.interconnect]
+    fm = nvswitches > 0 or bool(gpu and (pool.gpus_per_node or 0) >= 8 and gpu.upper().startswith(software.NVSWITCH_GPUS))
+    fabric: dict = {"kind": kind}
+    if kind == "infiniband":
+        fabric.update(ipoib=True, subnet_manager=subnet_manager_host)
+    lustre = [s for s in pool.storage if s.type == "lustre"]
+    nfs = [s for s in pool.storage if s.type == "nfs" and s.server]
+    pillar = {
+        "gpufleet": {"cluster": cluster, "stack": stack.name, "pool": pool.name, "provider": pool.provider,
+                     "live": True, "states": states, "gpu": {"model": gpu, "count": pool.gpus_per_node}},
+        "node_base": {"chrony": {"servers": TIME_SERVERS.get(pool.provider, [])}},
+        "nvidia_driver": {"branch": sw.driver, "open": software.use_open_modules(gpu, sw.open_kernel_modules),
+                          "fabric_manager": fm},
+        "cuda": {"version": sw.cuda},
+        "nccl": {"version": sw.nccl, "cuda": sw.cuda},
+        "container_runtime": {"engine": sw.container_runtime},
+        "fabric": fabric,
+        "lustre_client": {"flavor": LUSTRE_FLAVOR[pool.provider], "mounts": [
+            {"device": ":".join(s.mgs_nids) + f":/{s.fsname}", "mount": s.mount} for s in lustre if s.mgs_nids]},
+        "nfs_client": {"mounts": [{"server": s.server, "export": s.export or "/", "mount": s.mount} for s in nfs]},
+        "frameworks": {"envs": {name: _env_dict(software.framework_env(name, ver, sw.cuda, has_gpu))
+                                for name, ver in sorted(sw.frameworks.items())}},
+        "monitoring": {"node_exporter": sw.monitoring, "dcgm": sw.monitoring, "cuda_major": sw.cuda.split(".")[0]},
+    }
+    return _merge(pillar, pool.salt.pillar)
+
+
+def _env_dict(env: software.Env) -> dict:
+    d = {"packages": env.packages}
+    if env.index_url:
+        d["index_url"] = env.index_url
+    if env.extra_index_urls:
+        d["extra_index_urls"] = env.extra_index_urls
+    return d
+
+
+def digest(pillar: dict, states: list[str], tree_hash: str) -> str:
+    """What a host was configured with: pillar, formulas and the state tree's content."""
+    blob = json.dumps({"pillar": pillar, "states": states, "tree": tree_hash}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

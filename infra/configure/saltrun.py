@@ -1,0 +1,240 @@
+"""Apply the Salt states with salt-ssh (agentless), from Salt's own virtualenv.
+
+Salt and Pulumi cannot share a virtualenv (their ``packaging`` pins conflict), so gpufleet
+never imports Salt: it writes a small salt-ssh configuration per cluster (master config,
+roster, per-host pillar) under ``$XDG_DATA_HOME/gpufleet/salt/<cluster>/`` and runs the
+``salt-ssh`` of that virtualenv as a subprocess, reading its JSON output.
+
+Host keys: every roster entry makes OpenSSH check the site's known_hosts file
+(``StrictHostKeyChecking=yes``), the same file gpufleet's paramiko connections verified.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpufleet.errors import GpufleetError, ToolMissing
+
+SALT_VERSION = "3008.3"
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def states_dir() -> Path:
+    """The Salt state tree: ``$GPUFLEET_SALT_STATES``, the checkout's ``salt/``, or the wheel's copy."""
+    env = os.environ.get("GPUFLEET_SALT_STATES")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parents[1]
+    for p in (here.parent / "salt", here / "states"):
+        if (p / "top.sls").exists():
+            return p
+    raise ToolMissing("the Salt states are not installed with gpufleet", "set GPUFLEET_SALT_STATES to a salt/ tree")
+
+
+def tree_hash(root: Path | None = None) -> str:
+    """A digest of every file in the state tree (a changed state means a host needs configuring again)."""
+    root = root or states_dir()
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts:
+            h.update(str(p.relative_to(root)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def find_salt_ssh() -> Path:
+    env = os.environ.get("GPUFLEET_SALT_SSH")
+    candidates = [Path(env)] if env else []
+    candidates.append(repo_root() / ".salt-venv" / "bin" / "salt-ssh")
+    which = shutil.which("salt-ssh")
+    if which:
+        candidates.append(Path(which))
+    for c in candidates:
+        if c.exists() and os.access(c, os.X_OK):
+            return c
+    raise ToolMissing(
+        "salt-ssh is not installed",
+        f"give Salt a virtualenv of its own: python3 -m venv .salt-venv && .salt-venv/bin/pip install salt=={SALT_VERSION} "
+        "(`make salt` does this), or set GPUFLEET_SALT_SSH to a salt-ssh")
+
+
+def run_dir(cluster: str) -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "gpufleet" / "salt" / cluster
+
+
+@dataclass
+class RosterHost:
+    id: str  # minion id: <pool>-<index>
+    address: str
+    port: int
+    user: str
+    key: str | None
+    known_hosts: str
+    pillar: dict
+
+
+@dataclass
+class StateRun:
+    """One host's result of one salt-ssh state run."""
+
+    host: str
+    test: bool
+    states: int = 0
+    changed: list[str] = field(default_factory=list)  # state ids that changed (or would, under test)
+    failed: list[dict] = field(default_factory=list)  # [{id, comment}]
+    error: str | None = None  # the run did not produce state results at all
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.failed
+
+    def to_dict(self) -> dict:
+        return {"host": self.host, "test": self.test, "ok": self.ok, "states": self.states, "changed": self.changed,
+                "failed": self.failed, "error": self.error, "seconds": round(self.seconds, 1)}
+
+
+class SaltSsh:
+    """A salt-ssh configuration for one cluster."""
+
+    def __init__(self, cluster: str, hosts: list[RosterHost], *, salt_ssh: Path | None = None,
+                 states: Path | None = None, max_procs: int = 32, timeout: int = 3600):
+        self.cluster = cluster
+        self.hosts = {h.id: h for h in hosts}
+        self.salt_ssh = salt_ssh or find_salt_ssh()
+        self.states = states or states_dir()
+        self.dir = run_dir(cluster)
+        self.max_procs = max_procs
+        self.timeout = timeout
+        self._write()
+
+    def _write(self) -> None:
+        d = self.dir
+        (d / "pillar").mkdir(parents=True, exist_ok=True)
+        master = {
+            "root_dir": str(d), "cachedir": str(d / "cache"), "pki_dir": str(d / "pki"),
+            "log_file": str(d / "salt-ssh.log"), "log_level_logfile": "warning",
+            "file_roots": {"base": [str(self.states)]}, "pillar_roots": {"base": [str(d / "pillar")]},
+            "roster_file": str(d / "roster"), "ssh_log_file": str(d / "ssh.log"),
+            "ssh_minion_opts": {"log_level": "warning"},
+            "state_output": "full", "state_verbose": True,
+        }
+        (d / "master").write_text(json.dumps(master, indent=2))
+        roster = {}
+        for h in self.hosts.values():
+            roster[h.id] = {
+                "host": h.address, "port": h.port, "user": h.user, "sudo": h.user != "root",
+                "tty": h.user != "root", "timeout": 30,
+                # a path without pyenv shims or user tools: salt-ssh's remote shim needs a system python3
+                "set_path": "/usr/sbin:/usr/bin:/sbin:/bin",
+                "thin_dir": f"/var/tmp/.gpufleet-salt-{SALT_VERSION}",
+                "ssh_options": ["StrictHostKeyChecking=yes", f"UserKnownHostsFile={h.known_hosts}",
+                                "BatchMode=yes"],
+            }
+            if h.key:
+                roster[h.id]["priv"] = os.path.expanduser(h.key)
+            (d / "pillar" / f"{_sls_name(h.id)}.sls").write_text(json.dumps(h.pillar, indent=2, sort_keys=True))
+        (d / "roster").write_text(json.dumps(roster, indent=2))
+        top = {"base": {h.id: [_sls_name(h.id)] for h in self.hosts.values()}}
+        (d / "pillar" / "top.sls").write_text(json.dumps(top, indent=2))
+
+    def apply(self, host_ids: list[str], states: list[str], *, test: bool = False) -> dict[str, StateRun]:
+        """``state.apply`` of ``states`` on the hosts, in parallel; one result per host."""
+        if not host_ids or not states:
+            return {}
+        cmd = [str(self.salt_ssh), "-c", str(self.dir), "--roster-file", str(self.dir / "roster"), "--out", "json",
+               "--static", "--no-color", "--max-procs", str(self.max_procs), "-L", ",".join(host_ids),
+               "state.apply", ",".join(states)]
+        if test:
+            cmd.append("test=True")
+        start = time.monotonic()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout,
+                                  env={**os.environ, "PYTHONWARNINGS": "ignore"}, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            took = time.monotonic() - start
+            return {h: StateRun(h, test, error=f"salt-ssh did not finish in {self.timeout}s", seconds=took)
+                    for h in host_ids}
+        took = time.monotonic() - start
+        return parse_output(proc.stdout, proc.stderr, host_ids, test, took)
+
+    def clean(self, host_ids: list[str], states: list[str]) -> dict[str, StateRun]:
+        """Apply each formula's ``clean`` state (undo what gpufleet installed)."""
+        return self.apply(host_ids, [f"{s.split('.')[0]}.clean" for s in dict.fromkeys(states)])
+
+
+def _sls_name(host_id: str) -> str:
+    return "host_" + host_id.replace("-", "_").replace(".", "_")
+
+
+def parse_output(stdout: str, stderr: str, host_ids: list[str], test: bool, seconds: float) -> dict[str, StateRun]:
+    """salt-ssh ``--static --out json`` output, one StateRun per host (missing hosts are errors)."""
+    try:
+        data = json.loads(stdout) if stdout.strip() else {}
+    except json.JSONDecodeError:
+        data = {}
+        start = stdout.find("{")
+        if start >= 0:
+            try:
+                data = json.loads(stdout[start:])
+            except json.JSONDecodeError:
+                pass
+    out: dict[str, StateRun] = {}
+    for h in host_ids:
+        run = StateRun(h, test, seconds=seconds)
+        ret = data.get(h)
+        if ret is None:
+            run.error = "no result from salt-ssh" + (f": {stderr.strip()[-400:]}" if stderr.strip() else "")
+        elif isinstance(ret, dict) and ret and all(isinstance(v, dict) and "result" in v for v in ret.values()):
+            run.states = len(ret)
+            for sid, r in sorted(ret.items(), key=lambda kv: kv[1].get("__run_num__", 0)):
+                name = r.get("__id__") or sid
+                if r.get("result") is False:
+                    ch = r.get("changes") or {}
+                    detail = ch.get("stderr") or ch.get("stdout") if isinstance(ch, dict) else ""
+                    run.failed.append({"id": name, "comment": _comment(r.get("comment")) +
+                                       (f": {str(detail).strip()[-400:]}" if detail else "")})
+                elif r.get("changes") or (test and r.get("result") is None):
+                    run.changed.append(name)
+        else:
+            run.error = _ssh_error(ret)
+        out[h] = run
+    return out
+
+
+def _comment(c) -> str:
+    if isinstance(c, list):
+        c = "; ".join(map(str, c))
+    return str(c or "").strip()[-600:]
+
+
+def _ssh_error(ret) -> str:
+    """The reason a host returned no state results (compile error, SSH failure, ...)."""
+    if isinstance(ret, list):
+        return "; ".join(map(str, ret))[-600:]
+    if isinstance(ret, str):
+        return ret.strip()[-600:]
+    if isinstance(ret, dict):
+        for key in ("stderr", "_error", "stdout"):
+            if ret.get(key):
+                text = str(ret[key]).strip()
+                if "Host key verification failed" in text or "REMOTE HOST IDENTIFICATION HAS CHANGED" in text:
+                    return "host key verification failed (OpenSSH): " + text.splitlines()[-1]
+                return text[-600:]
+        return json.dumps(ret)[-600:]
+    return f"unexpected result: {ret!r}"[:600]
+
+
+class SaltError(GpufleetError):
+    pass

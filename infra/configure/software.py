@@ -1,0 +1,175 @@
+"""Which NVIDIA driver, CUDA, NCCL and framework builds go together, and on which OS.
+
+Checked before any host is touched. Figures and their sources (read 2026-11-22):
+
+- Minimum Linux driver per CUDA toolkit: CUDA Toolkit release notes, table "CUDA Toolkit and
+  Corresponding Driver Versions" (docs.nvidia.com/cuda/cuda-toolkit-release-notes). A toolkit
+  runs on older drivers of the same major only under minor-version compatibility (no PTX JIT
+  of newer code), so gpufleet refuses a driver below the major's floor and warns below the
+  toolkit's own.
+- CUDA repositories per OS: developer.download.nvidia.com/compute/cuda/repos/<distro>/ (Ubuntu
+  24.04 from CUDA 12.5, Debian 12 from 12.2, RHEL/Rocky 9 and Ubuntu 22.04 for all 12.x/13.x).
+- Minimum driver branch per GPU architecture and open kernel modules: NVIDIA data center
+  driver release notes and the driver installation guide ("Kernel Modules": open modules for
+  Turing and newer, required on Blackwell; proprietary modules for Volta and older). Branch
+  pinning: ``nvidia-driver-pinning-<branch>`` (apt) and ``dnf module enable
+  nvidia-driver:<branch>-open`` (RHEL 9).
+- PyTorch wheel variants per release: pytorch.org "previous versions" install matrix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# CUDA toolkit -> minimum Linux driver (major.minor of the GA driver)
+CUDA_MIN_DRIVER: dict[str, float] = {
+    "11.8": 520.61, "12.0": 525.60, "12.1": 530.30, "12.2": 535.54, "12.3": 545.23, "12.4": 550.54,
+    "12.5": 555.42, "12.6": 560.28, "12.8": 570.26, "12.9": 575.51, "13.0": 580.65,
+}
+# major-version floor (minor-version compatibility)
+CUDA_MAJOR_FLOOR = {"11": 450.80, "12": 525.60, "13": 580.65}
+
+# distro key of NVIDIA's repositories, by Salt osfinger
+DISTROS = {"Ubuntu-22.04": "ubuntu2204", "Ubuntu-24.04": "ubuntu2404", "Debian-12": "debian12",
+           "Rocky-9": "rhel9", "Red Hat Enterprise Linux-9": "rhel9", "AlmaLinux-9": "rhel9"}
+# first CUDA toolkit with packages in that repository
+DISTRO_FIRST_CUDA = {"ubuntu2204": "11.7", "ubuntu2404": "12.5", "debian12": "12.2", "rhel9": "11.7"}
+# first driver branch with packages in that repository
+DISTRO_FIRST_DRIVER = {"ubuntu2204": 515, "ubuntu2404": 550, "debian12": 535, "rhel9": 515}
+
+# GPU (catalog name prefix) -> (architecture, first driver branch that supports it)
+GPU_ARCH: dict[str, tuple[str, int]] = {
+    "V100": ("volta", 384), "T4": ("turing", 410), "A10G": ("ampere", 460), "A10": ("ampere", 460),
+    "A100": ("ampere", 450), "L4": ("ada", 525), "L40S": ("ada", 525), "L40": ("ada", 525),
+    "H100": ("hopper", 525), "H200": ("hopper", 550), "GH200": ("hopper", 550),
+    "B200": ("blackwell", 570), "GB200": ("blackwell", 570), "B300": ("blackwell", 575),
+    "MI300X": ("cdna3", 0), "RTX 6000": ("ada", 525),
+}
+# GPUs whose 8-GPU boards use NVSwitch (fabric manager needed)
+NVSWITCH_GPUS = ("A100", "H100", "H200", "B200")
+
+# PyTorch release -> CUDA wheel variants it was published for
+TORCH_CUDA = {
+    "2.4": ["11.8", "12.1", "12.4"], "2.5": ["11.8", "12.1", "12.4"], "2.6": ["11.8", "12.4", "12.6"],
+    "2.7": ["11.8", "12.6", "12.8"], "2.8": ["12.6", "12.8", "12.9"], "2.9": ["12.6", "12.8", "13.0"],
+}
+FRAMEWORKS = ("pytorch", "tensorflow", "jax")
+
+
+def _v(s: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in str(s).split(".") if p.isdigit())
+
+
+@dataclass
+class Problem:
+    key: str  # the stack key the problem is about (software.cuda, ...)
+    message: str
+    hint: str | None = None
+    warning: bool = False
+
+
+def check(*, driver: str, cuda: str, osfinger: str | None = None, gpu: str | None = None,
+          open_modules: bool | None = None, frameworks: dict[str, str] | None = None) -> list[Problem]:
+    """Every incompatibility between the chosen driver branch, CUDA, OS, GPU and frameworks."""
+    out: list[Problem] = []
+    branch = int(str(driver).split(".")[0])
+    if cuda not in CUDA_MIN_DRIVER:
+        out.append(Problem("software.cuda", f"CUDA {cuda} is not a toolkit gpufleet knows",
+                           f"choose one of {', '.join(CUDA_MIN_DRIVER)}"))
+    else:
+        floor = CUDA_MAJOR_FLOOR[cuda.split(".")[0]]
+        need = CUDA_MIN_DRIVER[cuda]
+        if branch < int(floor):
+            out.append(Problem("software.driver", f"driver branch {branch} cannot run CUDA {cuda} "
+                                                  f"(CUDA {cuda.split('.')[0]}.x needs {int(floor)} or newer)",
+                               f"use driver {int(need)} or newer, or an older CUDA"))
+        elif branch < int(need):
+            out.append(Problem("software.driver", f"driver branch {branch} is older than CUDA {cuda}'s own driver "
+                                                  f"({need}); it runs only under minor-version compatibility "
+                                                  "(no PTX JIT of newer code)", f"use driver {int(need)} or newer",
+                               warning=True))
+    if osfinger is not None:
+        distro = DISTROS.get(osfinger)
+        if distro is None:
+            out.append(Problem("os", f"{osfinger} is not a supported OS for the NVIDIA states",
+                               "supported: Ubuntu 22.04/24.04, Debian 12, Rocky/RHEL/AlmaLinux 9"))
+        else:
+            if cuda in CUDA_MIN_DRIVER and _v(cuda) < _v(DISTRO_FIRST_CUDA[distro]):
+                out.append(Problem("software.cuda", f"NVIDIA publishes no CUDA {cuda} for {osfinger} "
+                                                    f"(first: {DISTRO_FIRST_CUDA[distro]})",
+                                   f"use CUDA {DISTRO_FIRST_CUDA[distro]} or newer, or an older OS image"))
+            if branch < DISTRO_FIRST_DRIVER[distro]:
+                out.append(Problem("software.driver", f"NVIDIA publishes no driver {branch} for {osfinger} "
+                                                      f"(first branch: {DISTRO_FIRST_DRIVER[distro]})",
+                                   f"use driver {DISTRO_FIRST_DRIVER[distro]} or newer"))
+    arch = gpu_arch(gpu)
+    if arch:
+        name, first = arch
+        if name == "cdna3":
+            out.append(Problem("gpu", f"{gpu} is an AMD GPU; the NVIDIA states do not apply",
+                               "ROCm states are not part of gpufleet yet"))
+        elif branch < first:
+            out.append(Problem("software.driver", f"{gpu} ({name}) needs driver branch {first} or newer, not {branch}",
+                               f"set software.driver to {max(first, branch)} or newer"))
+        if open_modules is True and name in ("volta", "pascal"):
+            out.append(Problem("software.open_kernel_modules", f"the open kernel modules do not support {gpu} ({name})",
+                               "set open_kernel_modules: false (or auto)"))
+        if open_modules is False and name == "blackwell":
+            out.append(Problem("software.open_kernel_modules", f"{gpu} (Blackwell) works only with the open kernel modules",
+                               "set open_kernel_modules: true (or auto)"))
+    for fw, ver in (frameworks or {}).items():
+        if fw == "pytorch" and ver and cuda in CUDA_MIN_DRIVER and torch_variant(ver, cuda) is None:
+            mm = ".".join(str(ver).split(".")[:2])
+            out.append(Problem("software.frameworks.pytorch", f"PyTorch {ver} has no wheel for CUDA {cuda} or older "
+                                                              f"(published: {', '.join(TORCH_CUDA.get(mm, []))})",
+                               "choose another PyTorch or CUDA version"))
+    return out
+
+
+def gpu_arch(gpu: str | None) -> tuple[str, int] | None:
+    if not gpu:
+        return None
+    for prefix in sorted(GPU_ARCH, key=len, reverse=True):
+        if gpu.upper().startswith(prefix.upper()):
+            return GPU_ARCH[prefix]
+    return None
+
+
+def use_open_modules(gpu: str | None, setting: bool | None) -> bool:
+    """``auto`` (None): open modules from Turing on, proprietary for Volta and older."""
+    if setting is not None:
+        return setting
+    arch = gpu_arch(gpu)
+    return not (arch and arch[0] in ("volta", "pascal"))
+
+
+def torch_variant(version: str, cuda: str) -> str | None:
+    """The newest PyTorch CUDA wheel variant (e.g. ``cu126``) not newer than the installed CUDA."""
+    mm = ".".join(str(version).split(".")[:2])
+    if mm not in TORCH_CUDA:
+        return "cu" + cuda.replace(".", "")  # a release gpufleet does not know: trust the user's pairing
+    variants = [v for v in TORCH_CUDA[mm] if _v(v) <= _v(cuda) and v.split(".")[0] == cuda.split(".")[0]]
+    return ("cu" + max(variants, key=_v).replace(".", "")) if variants else None
+
+
+@dataclass
+class Env:
+    """A pinned Python environment for one framework."""
+
+    name: str
+    packages: list[str]
+    index_url: str | None = None
+    extra_index_urls: list[str] = field(default_factory=list)
+
+
+def framework_env(name: str, version: str, cuda: str, gpu: bool) -> Env:
+    """The pinned packages for a framework; a host without a GPU gets the CPU build."""
+    if name == "pytorch":
+        variant = torch_variant(version, cuda) if gpu else "cpu"
+        return Env("pytorch", [f"torch=={version}"], f"https://download.pytorch.org/whl/{variant}")
+    if name == "jax":
+        extra = f"[cuda{cuda.split('.')[0]}]" if gpu else ""
+        return Env("jax", [f"jax{extra}=={version}"])
+    if name == "tensorflow":
+        return Env("tensorflow", [f"tensorflow{'[and-cuda]' if gpu else '-cpu'}=={version}"])
+    raise ValueError(name)

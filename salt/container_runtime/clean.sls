@@ -1,0 +1,17 @@
+{%- from tpldir ~ "/map.jinja" import mapdata as cr with context %}
+
+container_runtime-clean-toolkit-pkg-removed:
+  pkg.removed:
+    - pkgs: {{ cr.toolkit_packages | json }}
+{%- if grains.get("os_family") == "Debian" %}
+
+container_runtime-clean-repo-file-absent:
+  file.absent:
+    - names: [{{ cr.toolkit_repo_file }}, {{ cr.toolkit_keyring }}]
+{%- else %}
+
+container_runtime-clean-repo-pkgrepo-absent:
+  pkgrepo.absent:
+    - name: nvidia-container-toolkit
+{%- endif %}
+{#- the container engine stays: other workloads may use it -#}

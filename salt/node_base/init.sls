@@ -1,0 +1,4 @@
+include:
+  - .packages
+  - .config
+  - .service

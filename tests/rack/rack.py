@@ -1,0 +1,281 @@
+#!/usr/bin/env python3
+"""A local rack of real SSH hosts for gpufleet's end-to-end tests.
+
+Each host is a network namespace on one Linux bridge (the rack's "10GbE fabric"), with its own
+Debian root file system (an overlay on one cached debootstrap), its own UTS name and its own
+OpenSSH sshd. The bridge is NATed so the hosts can reach the Debian and PyPI registries, as a
+real rack reaches its mirrors. Needs root, iproute2, debootstrap and openssh-server.
+
+    python3 tests/rack/rack.py up --hosts 4        # create (idempotent) and print the hosts as JSON
+    python3 tests/rack/rack.py status
+    python3 tests/rack/rack.py stop-sshd 2         # fault: host 2 refuses connections
+    python3 tests/rack/rack.py start-sshd 2
+    python3 tests/rack/rack.py rekey 3             # fault: host 3 gets new host keys
+    python3 tests/rack/rack.py reset 1             # fresh root file system for host 1
+    python3 tests/rack/rack.py down                # remove everything but the debootstrap cache
+
+The hosts share the machine's kernel: gpufleet's test stack tells the Salt states not to
+apply kernel-wide settings (sysctl, hugepages) live, and no init system runs in them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SUITE = "bookworm"
+MIRROR = os.environ.get("GPUFLEET_RACK_MIRROR", "http://deb.debian.org/debian")
+# what every host has before gpufleet touches it: sshd and the python3 salt-ssh needs
+PACKAGES = ["openssh-server", "python3", "python3-venv", "iproute2", "procps", "kmod", "ca-certificates",
+            "util-linux"]
+CACHE = Path(os.environ.get("GPUFLEET_RACK_CACHE", "/var/cache/gpufleet-rack"))
+STATE = Path(os.environ.get("GPUFLEET_RACK_DIR", "/var/tmp/gpufleet-rack"))
+BRIDGE = "gfrack0"
+SUBNET = "10.77.0"
+PREFIX = "gfrack-h"
+
+
+def sh(*cmd: str, check: bool = True, quiet: bool = False, **kw) -> subprocess.CompletedProcess:
+    r = subprocess.run(list(cmd), text=True, capture_output=True, **kw)
+    if check and r.returncode != 0:
+        raise SystemExit(f"rack: {' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()}")
+    if not quiet and r.returncode != 0:
+        print(f"rack: {' '.join(cmd)}: {r.stderr.strip()}", file=sys.stderr)
+    return r
+
+
+def need_root() -> None:
+    if os.geteuid() != 0:
+        raise SystemExit("rack: needs root (network namespaces, mounts, chroot)")
+    missing = [t for t in ("ip", "debootstrap", "chroot", "unshare") if shutil.which(t) is None]
+    if missing:
+        raise SystemExit(f"rack: missing {', '.join(missing)}: apt-get install iproute2 debootstrap openssh-server")
+
+
+def base_root() -> Path:
+    """The cached debootstrap root every host overlays (built once per package list)."""
+    key = hashlib.sha256(" ".join([SUITE, MIRROR, *PACKAGES]).encode()).hexdigest()[:12]
+    root = CACHE / f"{SUITE}-{key}"
+    if (root / ".complete").exists():
+        return root
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = CACHE / f".{root.name}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    print(f"rack: debootstrap {SUITE} into {root} (once; cached)", file=sys.stderr)
+    sh("debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(tmp), MIRROR)
+    for k in (tmp / "etc/ssh").glob("ssh_host_*"):
+        k.unlink()  # every host makes its own
+    # no daemons start from package scripts: there is no init system in a host
+    pol = tmp / "usr/sbin/policy-rc.d"
+    pol.write_text("#!/bin/sh\nexit 101\n")
+    pol.chmod(0o755)
+    (tmp / "etc/ssh/sshd_config.d/gpufleet-rack.conf").write_text(
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUseDNS no\nPidFile /run/sshd.pid\n"
+        "MaxStartups 64:30:128\nMaxSessions 64\n")
+    (tmp / ".complete").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    tmp.rename(root)
+    return root
+
+
+def host_dir(i: int) -> Path:
+    return STATE / f"h{i}"
+
+
+def address(i: int) -> str:
+    return f"{SUBNET}.{10 + i}"
+
+
+def rack_key() -> Path:
+    key = STATE / "id_ed25519"
+    if not key.exists():
+        STATE.mkdir(parents=True, exist_ok=True)
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpufleet-test-rack", "-f", str(key))
+    return key
+
+
+def mounted(path: Path) -> bool:
+    return any(line.split()[1] == str(path) for line in Path("/proc/mounts").read_text().splitlines())
+
+
+def network() -> None:
+    if sh("ip", "link", "show", BRIDGE, check=False, quiet=True).returncode != 0:
+        sh("ip", "link", "add", BRIDGE, "type", "bridge")
+        sh("ip", "addr", "add", f"{SUBNET}.1/24", "dev", BRIDGE)
+    sh("ip", "link", "set", BRIDGE, "up")
+    Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")
+    if shutil.which("iptables"):
+        rule = ["-t", "nat", "POSTROUTING", "-s", f"{SUBNET}.0/24", "!", "-o", BRIDGE, "-j", "MASQUERADE"]
+        if sh("iptables", rule[0], rule[1], "-C", *rule[2:], check=False, quiet=True).returncode != 0:
+            sh("iptables", rule[0], rule[1], "-A", *rule[2:])
+        for chain_rule in (["-i", BRIDGE], ["-o", BRIDGE]):
+            if sh("iptables", "-C", "FORWARD", *chain_rule, "-j", "ACCEPT", check=False, quiet=True).returncode != 0:
+                sh("iptables", "-I", "FORWARD", *chain_rule, "-j", "ACCEPT")
+    else:
+        print("rack: iptables not found: hosts cannot reach package registries", file=sys.stderr)
+
+
+def create_host(i: int, base: Path, pub: str) -> None:
+    d = host_dir(i)
+    root = d / "root"
+    ns = f"{PREFIX}{i}"
+    for sub in ("upper", "work", "root"):
+        (d / sub).mkdir(parents=True, exist_ok=True)
+    if not mounted(root):
+        sh("mount", "-t", "overlay", "overlay", "-o",
+           f"lowerdir={base},upperdir={d / 'upper'},workdir={d / 'work'}", str(root))
+    for sub, args in (("proc", ["-t", "proc", "proc"]), ("dev", ["--rbind", "/dev"]), ("sys", ["--rbind", "/sys"]),
+                      ("run", ["-t", "tmpfs", "tmpfs"])):
+        if not mounted(root / sub):
+            sh("mount", *args, str(root / sub))
+    (root / "run/sshd").mkdir(parents=True, exist_ok=True)
+    (root / "etc/hostname").write_text(f"h{i}\n")
+    (root / "etc/hosts").write_text(f"127.0.0.1 localhost\n{address(i)} h{i}\n")
+    shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
+    # this machine reaches the registries through a TLS proxy whose CA is in its bundle: the
+    # hosts trust the same bundle, as a site's hosts trust its proxy
+    shutil.copy("/etc/ssl/certs/ca-certificates.crt", root / "etc/ssl/certs/gpufleet-rack-upstream.pem")
+    (root / "etc/pip.conf").write_text("[global]\ncert = /etc/ssl/certs/gpufleet-rack-upstream.pem\n")
+    ssh_dir = root / "root/.ssh"
+    ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (ssh_dir / "authorized_keys").write_text(pub)
+    if not list((root / "etc/ssh").glob("ssh_host_*_key")):
+        sh("chroot", str(root), "ssh-keygen", "-A")
+    if sh("ip", "netns", "pids", ns, check=False, quiet=True).returncode != 0:
+        sh("ip", "netns", "add", ns)
+    if sh("ip", "link", "show", f"gfr{i}", check=False, quiet=True).returncode != 0:
+        sh("ip", "link", "add", f"gfr{i}", "type", "veth", "peer", "name", "eth0", "netns", ns)
+        sh("ip", "link", "set", f"gfr{i}", "master", BRIDGE, "up")
+        sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{address(i)}/24", "dev", "eth0")
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "up")
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
+        sh("ip", "netns", "exec", ns, "ip", "route", "add", "default", "via", f"{SUBNET}.1")
+    start_sshd(i)
+
+
+def sshd_pid(i: int) -> int | None:
+    pidfile = host_dir(i) / "root/run/sshd.pid"
+    try:
+        pid = int(pidfile.read_text().strip())
+        os.kill(pid, 0)
+        return pid
+    except (OSError, ValueError):
+        return None
+
+
+def start_sshd(i: int) -> None:
+    if sshd_pid(i):
+        return
+    root = host_dir(i) / "root"
+    sh("ip", "netns", "exec", f"{PREFIX}{i}", "unshare", "--uts", "--fork", "sh", "-c",
+       f"hostname h{i}; exec chroot {root} /usr/sbin/sshd -E /var/log/sshd.log")
+    for _ in range(50):
+        if sshd_pid(i):
+            return
+        time.sleep(0.1)
+    raise SystemExit(f"rack: sshd on h{i} did not start (see {root}/var/log/sshd.log)")
+
+
+def stop_sshd(i: int) -> None:
+    pid = sshd_pid(i)
+    if pid:
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(50):
+            if not sshd_pid(i):
+                break
+            time.sleep(0.1)
+
+
+def kill_inside(root: Path) -> None:
+    """Stop every process whose root directory is this host's root (sshd and what it started)."""
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            if os.readlink(p / "root") == str(root):
+                os.kill(int(p.name), signal.SIGKILL)
+        except OSError:
+            continue
+
+
+def remove_host(i: int) -> None:
+    d = host_dir(i)
+    root = d / "root"
+    kill_inside(root)
+    for sub in ("run", "sys", "dev", "proc", ""):
+        target = root / sub if sub else root
+        if mounted(target):
+            sh("umount", "-R" if sub in ("sys", "dev") else "-l", str(target), check=False)
+    sh("ip", "link", "del", f"gfr{i}", check=False, quiet=True)
+    sh("ip", "netns", "del", f"{PREFIX}{i}", check=False, quiet=True)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def hosts_json(n: int) -> list[dict]:
+    key = rack_key()
+    return [{"name": f"h{i}", "address": address(i), "port": 22, "user": "root", "key": str(key),
+             "sshd": bool(sshd_pid(i))} for i in range(1, n + 1)]
+
+
+def count() -> int:
+    return len([p for p in STATE.glob("h*") if p.name[1:].isdigit()]) if STATE.exists() else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up")
+    up.add_argument("--hosts", type=int, default=4)
+    sub.add_parser("status")
+    sub.add_parser("down")
+    for c in ("stop-sshd", "start-sshd", "rekey", "reset"):
+        sub.add_parser(c).add_argument("host", type=int)
+    args = ap.parse_args(argv)
+    need_root()
+    if args.cmd == "up":
+        base = base_root()
+        pub = (rack_key().with_suffix(".pub")).read_text()
+        network()
+        for i in range(args.hosts + 1, count() + 1):
+            remove_host(i)
+        for i in range(1, args.hosts + 1):
+            create_host(i, base, pub)
+        print(json.dumps(hosts_json(args.hosts), indent=2))
+    elif args.cmd == "status":
+        print(json.dumps(hosts_json(count()), indent=2))
+    elif args.cmd == "stop-sshd":
+        stop_sshd(args.host)
+    elif args.cmd == "start-sshd":
+        start_sshd(args.host)
+    elif args.cmd == "rekey":
+        root = host_dir(args.host) / "root"
+        stop_sshd(args.host)
+        for k in (root / "etc/ssh").glob("ssh_host_*"):
+            k.unlink()
+        sh("chroot", str(root), "ssh-keygen", "-A")
+        start_sshd(args.host)
+    elif args.cmd == "reset":
+        remove_host(args.host)
+        create_host(args.host, base_root(), rack_key().with_suffix(".pub").read_text())
+    elif args.cmd == "down":
+        for i in range(1, count() + 1):
+            remove_host(i)
+        sh("ip", "link", "del", BRIDGE, check=False, quiet=True)
+        if shutil.which("iptables"):
+            sh("iptables", "-t", "nat", "-D", "POSTROUTING", "-s", f"{SUBNET}.0/24", "!", "-o", BRIDGE, "-j",
+               "MASQUERADE", check=False, quiet=True)
+            for chain_rule in (["-i", BRIDGE], ["-o", BRIDGE]):
+                sh("iptables", "-D", "FORWARD", *chain_rule, "-j", "ACCEPT", check=False, quiet=True)
+        shutil.rmtree(STATE, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
