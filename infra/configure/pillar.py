@@ -67,20 +67,23 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
-def gpu_model(pool, cat=None) -> str | None:
-    if pool.gpu or pool.provider == "baremetal" or cat is None:
-        return pool.gpu
-    return cat.instance(pool.provider, pool.instance_type).gpu if pool.instance_type else None
+def gpu_of(pool, cat=None) -> tuple[str | None, int | None]:
+    """The pool's GPU model and count per node (from the instance type for cloud pools)."""
+    if pool.gpu or pool.provider == "baremetal" or cat is None or not pool.instance_type:
+        return pool.gpu, pool.gpus_per_node
+    it = cat.instance(pool.provider, pool.instance_type)
+    return it.gpu, it.gpu_count
 
 
-def build(stack, pool, *, cluster: str, gpu: str | None = None, has_gpu: bool = True, nvswitches: int = 0,
-          subnet_manager_host: bool = False) -> dict:
+def build(stack, pool, *, cluster: str, gpu: str | None = None, gpu_count: int | None = None, has_gpu: bool = True,
+          nvswitches: int = 0, subnet_manager_host: bool = False) -> dict:
     """The pillar for one node of ``pool`` (``has_gpu``/``nvswitches`` from its facts when known)."""
     sw = stack.software
     gpu = gpu or pool.gpu
+    count = gpu_count or pool.gpus_per_node or 0
     states = formulas(stack, pool)
     kind = FABRIC[pool.interconnect]
-    fm = nvswitches > 0 or bool(gpu and (pool.gpus_per_node or 0) >= 8 and gpu.upper().startswith(software.NVSWITCH_GPUS))
+    fm = nvswitches > 0 or bool(gpu and count >= 8 and gpu.upper().startswith(software.NVSWITCH_GPUS))
     fabric: dict = {"kind": kind}
     if kind == "infiniband":
         fabric.update(ipoib=True, subnet_manager=subnet_manager_host)
@@ -88,7 +91,7 @@ def build(stack, pool, *, cluster: str, gpu: str | None = None, has_gpu: bool = 
     nfs = [s for s in pool.storage if s.type == "nfs" and s.server]
     pillar = {
         "gpufleet": {"cluster": cluster, "stack": stack.name, "pool": pool.name, "provider": pool.provider,
-                     "live": True, "states": states, "gpu": {"model": gpu, "count": pool.gpus_per_node}},
+                     "live": True, "states": states, "gpu": {"model": gpu, "count": count or None}},
         "node_base": {"chrony": {"servers": TIME_SERVERS.get(pool.provider, [])}},
         "nvidia_driver": {"branch": sw.driver, "open": software.use_open_modules(gpu, sw.open_kernel_modules),
                           "fabric_manager": fm},

@@ -1,0 +1,159 @@
+"""Software compatibility, the pillar built from a stack, salt-ssh output parsing, host checks."""
+
+import json
+import subprocess
+
+import pytest
+
+from gpufleet import spec
+from gpufleet.baremetal.facts import Facts
+from gpufleet.configure import nodes, pillar, saltrun, software
+from gpufleet.errors import InputError, SpecErrors
+from tests.conftest import EXAMPLES, ROOT, gpufleet_exe
+
+RACK = ROOT / "stacks" / "examples" / "local-rack.yaml"
+
+
+def keys(problems):
+    return [(p.key, p.warning) for p in problems]
+
+
+def test_compatible_defaults_have_no_problems():
+    assert software.check(driver="570", cuda="12.8", osfinger="Ubuntu-22.04", gpu="H100", frameworks={"pytorch": "2.7.1"}) == []
+
+
+@pytest.mark.parametrize("kw, key, text", [
+    (dict(driver="535", cuda="13.0"), "software.driver", "cannot run CUDA 13.0"),
+    (dict(driver="570", cuda="12.4", osfinger="Ubuntu-24.04"), "software.cuda", "no CUDA 12.4 for Ubuntu-24.04"),
+    (dict(driver="535", cuda="12.2", osfinger="Ubuntu-24.04"), "software.driver", "no driver 535 for Ubuntu-24.04"),
+    (dict(driver="550", cuda="12.4", gpu="B200"), "software.driver", "B200 (blackwell) needs driver branch 570"),
+    (dict(driver="570", cuda="12.8", gpu="V100", open_modules=True), "software.open_kernel_modules", "V100"),
+    (dict(driver="570", cuda="12.8", gpu="B200", open_modules=False), "software.open_kernel_modules", "Blackwell"),
+    (dict(driver="570", cuda="12.8", osfinger="CentOS-7"), "os", "not a supported OS"),
+    (dict(driver="570", cuda="12.4", frameworks={"pytorch": "2.9.0"}), "software.frameworks.pytorch", "no wheel"),
+    (dict(driver="570", cuda="12.7"), "software.cuda", "not a toolkit"),
+])
+def test_incompatible_combinations(kw, key, text):
+    probs = [p for p in software.check(**kw) if not p.warning]
+    assert any(p.key == key and text in p.message for p in probs), probs
+
+
+def test_minor_version_compatibility_is_a_warning():
+    probs = software.check(driver="550", cuda="12.8")
+    assert keys(probs) == [("software.driver", True)]
+
+
+def test_wheel_variants():
+    assert software.torch_variant("2.7.1", "12.8") == "cu128"
+    assert software.torch_variant("2.7.1", "12.9") == "cu128"  # newest not newer than the toolkit
+    assert software.torch_variant("2.6.0", "12.8") == "cu126"
+    assert software.torch_variant("2.9.0", "13.0") == "cu130"
+    assert software.framework_env("pytorch", "2.7.1", "12.8", gpu=False).index_url.endswith("/whl/cpu")
+    assert software.framework_env("jax", "0.4.38", "12.8", gpu=False).packages == ["jax==0.4.38"]
+    assert software.use_open_modules("V100", None) is False and software.use_open_modules("H100", None) is True
+
+
+def test_stack_with_incompatible_software_is_refused_with_file_and_line(write, cat):
+    path = write("bad.yaml", "name: s\nowner: o\nsoftware:\n  driver: '535'\n  cuda: '13.0'\n"
+                             "pools:\n  - {name: p, provider: aws, region: us-east-1, instance_type: p5.48xlarge,"
+                             " image: ubuntu-24.04}\n")
+    with pytest.raises(SpecErrors) as e:
+        spec.load(path, cat)
+    text = str([x.to_dict() for x in e.value.errors])
+    assert "cannot run CUDA 13.0" in text and "no driver 535 for Ubuntu-24.04" in text
+    assert any(x.line == 4 and x.key == "software.driver" for x in e.value.errors)
+
+
+def test_cli_exit_code_2_for_incompatible_software(write):
+    path = write("bad.yaml", "name: s\nowner: o\nsoftware: {driver: '550', cuda: '12.4'}\npools:\n"
+                             "  - {name: p, provider: aws, region: us-east-1, gpu: B200, gpus_per_node: 8}\n")
+    r = subprocess.run([gpufleet_exe(), "validate", path], capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert "B200 (blackwell) needs driver branch 570" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_unknown_formula_is_suggested(write, cat):
+    path = write("s.yaml", "name: s\nowner: o\npools:\n  - name: p\n    provider: aws\n    region: us-east-1\n"
+                           "    instance_type: g6e.xlarge\n    salt: {states: [node_base, nvidia_drivers]}\n")
+    with pytest.raises(SpecErrors) as e:
+        spec.load(path, cat)
+    assert "did you mean 'nvidia_driver'" in str(e.value.errors[0].hint)
+
+
+def test_pillar_of_the_local_rack(cat):
+    st = spec.load(RACK, cat)
+    pool = st.pools[0]
+    p = pillar.build(st, pool, cluster="c1", has_gpu=False)
+    assert p["gpufleet"]["live"] is False  # from the pool's salt pillar, merged over the built one
+    assert p["gpufleet"]["states"] == ["node_base", "nvidia_driver", "cuda", "nccl", "container_runtime", "fabric",
+                                       "nfs_client", "frameworks", "monitoring"]
+    assert p["fabric"] == {"kind": "ethernet"}
+    assert p["nfs_client"]["mounts"] == [{"server": "10.77.0.1", "export": "/srv/rack", "mount": "/shared"}]
+    assert p["frameworks"]["envs"] == {"jax": {"packages": ["jax==0.4.38"]}}
+    real, rehearse = pillar.split_for_host(p["gpufleet"]["states"], has_gpu=False)
+    assert real == ["node_base", "fabric", "nfs_client", "frameworks", "monitoring.node_exporter"]
+    assert rehearse == ["nvidia_driver", "cuda", "nccl", "container_runtime", "monitoring.dcgm"]
+    assert pillar.split_for_host(p["gpufleet"]["states"], has_gpu=True) == (p["gpufleet"]["states"], [])
+    gpu = pillar.build(st, pool, cluster="c1", has_gpu=True)
+    assert gpu["frameworks"]["envs"]["jax"]["packages"] == ["jax[cuda12]==0.4.38"]
+    assert pillar.digest(p, real, "t") != pillar.digest(gpu, real, "t")
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_every_example_builds_a_pillar(path, cat):
+    st = spec.load(path, cat)
+    for pool in st.pools:
+        gpu, count = pillar.gpu_of(pool, cat)
+        p = pillar.build(st, pool, cluster="x", gpu=gpu, gpu_count=count)
+        assert p["gpufleet"]["states"][0] == "node_base"
+        json.dumps(p)
+
+
+def test_salt_ssh_output_parsing():
+    out = json.dumps({
+        "h1": {"file_|-a_|-/etc/x_|-managed": {"result": True, "changes": {"diff": "new"}, "comment": "", "__id__": "a",
+                                                "__run_num__": 0},
+               "cmd_|-b_|-false_|-run": {"result": False, "changes": {"retcode": 1, "stderr": "boom"},
+                                          "comment": "Command \"false\" run", "__id__": "b", "__run_num__": 1},
+               "pkg_|-c_|-c_|-installed": {"result": True, "changes": {}, "comment": "ok", "__id__": "c",
+                                            "__run_num__": 2}},
+        "h2": {"retcode": 255, "stderr": "Host key verification failed.\r\n", "stdout": ""},
+        "h3": ["Rendering SLS 'base:x' failed: Jinja variable 'dict object' has no attribute 'y'"],
+    })
+    runs = saltrun.parse_output(out, "", ["h1", "h2", "h3", "h4"], test=False, seconds=1.0)
+    assert runs["h1"].states == 3 and runs["h1"].changed == ["a"]
+    assert runs["h1"].failed == [{"id": "b", "comment": 'Command "false" run: boom'}] and not runs["h1"].ok
+    assert runs["h2"].error.startswith("host key verification failed")
+    assert "Rendering SLS" in runs["h3"].error
+    assert runs["h4"].error.startswith("no result")
+    rehearsal = json.dumps({"h1": {"pkg_|-d_|-d_|-installed": {"result": None, "changes": {}, "comment": "would install",
+                                                                "__id__": "d"}}})
+    assert saltrun.parse_output(rehearsal, "", ["h1"], test=True, seconds=1)["h1"].changed == ["d"]
+
+
+def _report(idx, **facts):
+    t = nodes.HostTarget("rack", idx, f"10.0.0.{idx}", 22, "root", None, "s", ROOT / "kh")
+    return nodes.HostReport(t, facts=Facts(**facts))
+
+
+def test_host_os_checked_before_any_state_runs(cat):
+    st = spec.load(RACK, cat)
+    ok = _report(0, os_id="debian", os_version="12")
+    old = _report(1, os_id="ubuntu", os_version="20.04")
+    with pytest.raises(InputError) as e:
+        nodes.check_hosts(st, {"a": ok, "b": old})
+    assert "rack-1: os: Ubuntu-20.04 is not a supported OS" in e.value.message
+    assert "nothing was changed" in e.value.message
+    nodes.check_hosts(st, {"a": ok})
+    assert any("shows no NVIDIA GPU" in w for w in ok.warnings)
+
+
+def test_states_dir_and_missing_salt_ssh(monkeypatch, tmp_path):
+    assert (saltrun.states_dir() / "top.sls").exists()
+    assert len(saltrun.tree_hash()) == 16
+    monkeypatch.setenv("GPUFLEET_SALT_SSH", str(tmp_path / "nope"))
+    monkeypatch.setattr(saltrun, "repo_root", lambda: tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(Exception) as e:
+        saltrun.find_salt_ssh()
+    assert "salt-ssh is not installed" in str(e.value) and "salt==3008.3" in e.value.hint

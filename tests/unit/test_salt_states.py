@@ -1,0 +1,217 @@
+"""Every formula renders for every supported OS (grains overrides) with real Salt (salt-call --local).
+
+Salt runs from its own virtualenv (.salt-venv), as gpufleet runs it; the pillar comes from
+gpufleet's pillar builder for representative stacks (rack with InfiniBand, AWS with EFA and
+FSx, GCP with TCPX, Azure with InfiniBand and AMLFS).
+"""
+
+import json
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from gpufleet import spec
+from gpufleet.configure import FORMULAS, pillar
+from tests.conftest import ROOT, salt_call
+
+SALT = ROOT / "salt"
+OSES = {
+    "Ubuntu-22.04": {"os_family": "Debian", "os": "Ubuntu", "osfinger": "Ubuntu-22.04", "oscodename": "jammy",
+                     "kernelrelease": "5.15.0-105-generic"},
+    "Ubuntu-24.04": {"os_family": "Debian", "os": "Ubuntu", "osfinger": "Ubuntu-24.04", "oscodename": "noble",
+                     "kernelrelease": "6.8.0-45-generic"},
+    "Debian-12": {"os_family": "Debian", "os": "Debian", "osfinger": "Debian-12", "oscodename": "bookworm",
+                  "kernelrelease": "6.1.0-25-amd64"},
+    "Rocky-9": {"os_family": "RedHat", "os": "Rocky", "osfinger": "Rocky-9", "oscodename": "Blue Onyx",
+                "kernelrelease": "5.14.0-427.13.1.el9_4.x86_64"},
+}
+
+STACKS = {
+    "rack-ib": """
+name: rack-ib
+owner: t@example.com
+pools:
+  - name: dc1
+    provider: baremetal
+    site: dc1
+    gpu: H100
+    gpus_per_node: 8
+    interconnect: infiniband-ndr
+    subnet_manager: host
+    hosts: [{address: 10.0.0.1}]
+    storage:
+      - {type: lustre, mgs_nids: ["10.10.1.1@o2ib", "10.10.1.2@o2ib"], fsname: scratch, mount: /lustre}
+      - {type: nfs, server: nfs01, export: /export/home, mount: /home/shared}
+    salt:
+      pillar:
+        lustre_client: {repo: "https://mirror.example.com/lustre/ jammy main"}
+""",
+    "aws-efa": """
+name: aws-efa
+owner: t@example.com
+software: {frameworks: {pytorch: "2.7.1", jax: "0.5.0", tensorflow: "2.18.0"}, container_runtime: containerd}
+pools:
+  - {name: p5, provider: aws, region: us-east-1, instance_type: p5.48xlarge, interconnect: efa,
+     storage: [{type: lustre, capacity_tib: 2.4, mount: /fsx}]}
+""",
+    "gcp-tcpx": """
+name: gcp-tcpx
+owner: t@example.com
+pools:
+  - {name: a3, provider: gcp, region: us-central1, zone: us-central1-a, instance_type: a3-highgpu-8g,
+     interconnect: gpudirect-tcpx}
+""",
+    "azure-ib": """
+name: azure-ib
+owner: t@example.com
+software: {driver: "580", cuda: "13.0", frameworks: {pytorch: "2.9.0"}}
+access: {public_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpufleetTestKeyOnlyNotARealKeyAAAAAAAAAAA t@example.com"}
+pools:
+  - {name: nd, provider: azure, region: eastus, instance_type: Standard_ND96isr_H100_v5, interconnect: infiniband-ndr,
+     storage: [{type: lustre, capacity_tib: 16, mount: /amlfs}]}
+""",
+}
+
+
+def _pillar(name: str, cat, tmp_path) -> dict:
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(STACKS[name])
+    st = spec.load(p, cat)
+    pool = st.pools[0]
+    gpu, count = pillar.gpu_of(pool, cat)
+    return pillar.build(st, pool, cluster=name, gpu=gpu, gpu_count=count, subnet_manager_host=pool.subnet_manager == "host")
+
+
+def _render(exe: Path, work: Path, grains: dict, pil: dict, sls: list[str]) -> dict:
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "pillar").mkdir(exist_ok=True)
+    (work / "pillar" / "top.sls").write_text("base:\n  '*': [gpufleet]\n")
+    (work / "pillar" / "gpufleet.sls").write_text(json.dumps(pil))
+    (work / "minion").write_text(json.dumps({
+        "file_client": "local", "file_roots": {"base": [str(SALT)]}, "pillar_roots": {"base": [str(work / "pillar")]},
+        "root_dir": str(work / "root"), "cachedir": str(work / "cache"), "log_file": str(work / "minion.log"),
+        "grains": grains}))
+    r = subprocess.run([str(exe), "--local", "-c", str(work), "--out=json", "state.show_sls", ",".join(sls)],
+                       capture_output=True, text=True, timeout=300)
+    out = json.loads(r.stdout)["local"]
+    assert isinstance(out, dict), f"render failed for {grains['osfinger']}: {out}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    """{(os, stack): {state id: state}} for every formula and every clean state."""
+    from gpufleet import catalog
+
+    exe = salt_call()
+    cat = catalog.load(use_config=False)
+    base = tmp_path_factory.mktemp("salt")
+    sls = list(FORMULAS) + [f"{f}.clean" for f in FORMULAS]
+    jobs = {(os_, st): (OSES[os_], _pillar(st, cat, base)) for os_ in OSES for st in STACKS}
+    with ThreadPoolExecutor(4) as ex:
+        futs = {k: ex.submit(_render, exe, base / f"{k[0]}-{k[1]}", g, p, sls) for k, (g, p) in jobs.items()}
+        return {k: f.result() for k, f in futs.items()}
+
+
+def _module_fun(state: dict) -> str:
+    mod = next(k for k in state if not k.startswith("__"))
+    fun = next(x for x in state[mod] if isinstance(x, str))
+    return f"{mod}-{fun}"
+
+
+def test_every_formula_and_clean_state_renders_on_every_os(rendered):
+    assert len(rendered) == len(OSES) * len(STACKS)
+    for (os_, st), states in rendered.items():
+        formulas_seen = {s["__sls__"].split(".")[0] for s in states.values()}
+        assert set(FORMULAS) <= formulas_seen, (os_, st, set(FORMULAS) - formulas_seen)
+        for sid, s in states.items():
+            formula = s["__sls__"].split(".")[0]
+            # deterministic ids: <formula>-<part>-...-<module>-<function>
+            assert sid.startswith(formula + "-"), (os_, st, sid)
+            assert _module_fun(s) in sid, (os_, st, sid, _module_fun(s))
+
+
+def test_os_specific_driver_install(rendered):
+    deb = rendered[("Ubuntu-22.04", "rack-ib")]
+    assert "nvidia-driver-pinning-570" in json.dumps(deb["nvidia_driver-package-pinning-pkg-installed"])
+    repo = json.dumps(deb["nvidia_driver-repo-pkgrepo-managed"])
+    assert "signed-by=/etc/apt/keyrings/cuda-archive-keyring.asc" in repo and "/ubuntu2204/x86_64/" in repo
+    assert "/ubuntu2404/" in json.dumps(rendered[("Ubuntu-24.04", "rack-ib")]["nvidia_driver-repo-pkgrepo-managed"])
+    rocky = rendered[("Rocky-9", "rack-ib")]
+    assert "nvidia_driver-package-pinning-pkg-installed" not in rocky
+    assert "nvidia-driver:570-open" in json.dumps(rocky["nvidia_driver-package-module-cmd-run"])
+    assert "/rhel9/x86_64/" in json.dumps(rocky["nvidia_driver-repo-pkgrepo-managed"])
+    # 8x H100 on a rack: fabric manager; Azure 580 uses the unversioned package name
+    assert "nvidia-fabricmanager-570" in json.dumps(deb["nvidia_driver-package-fabricmanager-pkg-installed"])
+    assert '"nvidia-fabricmanager"' in json.dumps(rendered[("Ubuntu-22.04", "azure-ib")]
+                                                  ["nvidia_driver-package-fabricmanager-pkg-installed"])
+    assert "linux-headers-5.15.0-105-generic" in json.dumps(deb["nvidia_driver-package-headers-pkg-installed"])
+    assert "kernel-devel-5.14.0-427" in json.dumps(rocky["nvidia_driver-package-headers-pkg-installed"])
+
+
+def test_cuda_nccl_versions_follow_the_stack(rendered):
+    s = rendered[("Ubuntu-22.04", "aws-efa")]
+    assert "cuda-toolkit-12-8" in json.dumps(s["cuda-package-toolkit-pkg-installed"])
+    assert "2.26.2-1+cuda12.8" in json.dumps(s["nccl-package-pkg-installed"])
+    az = rendered[("Rocky-9", "azure-ib")]
+    assert "cuda-toolkit-13-0" in json.dumps(az["cuda-package-toolkit-pkg-installed"])
+    assert "libnccl-devel" in json.dumps(az["nccl-package-pkg-installed"])
+
+
+def test_fabric_per_provider(rendered):
+    rack = rendered[("Ubuntu-22.04", "rack-ib")]
+    assert "fabric-service-opensm-service-running" in rack and "ib_ipoib" in json.dumps(rack)
+    assert "infiniband-diags" in json.dumps(rack["fabric-package-pkg-installed"])
+    assert "libibverbs-utils" in json.dumps(rendered[("Rocky-9", "rack-ib")]["fabric-package-pkg-installed"])
+    efa = rendered[("Ubuntu-22.04", "aws-efa")]
+    assert "sha256sum -c" in json.dumps(efa["fabric-efa-download-cmd-run"])
+    assert "efa_installer.sh -y" in json.dumps(efa["fabric-efa-cmd-run"])
+    assert "fabric-efa-cmd-run" not in rack
+    tcpx = rendered[("Ubuntu-22.04", "gcp-tcpx")]
+    assert "tcpgpudmarxd" in json.dumps(tcpx["fabric-tcpx-rxdm-file-managed"])
+    az = rendered[("Ubuntu-22.04", "azure-ib")]
+    assert "fabric-service-opensm-service-running" not in az  # Azure's fabric runs its own SM
+
+
+def test_lustre_client_per_service(rendered):
+    rack = json.dumps(rendered[("Ubuntu-22.04", "rack-ib")])
+    assert "10.10.1.1@o2ib:10.10.1.2@o2ib:/scratch" in rack and "mirror.example.com" in rack
+    fsx = json.dumps(rendered[("Ubuntu-22.04", "aws-efa")]["lustre_client-repo-pkgrepo-managed"])
+    assert "fsx-lustre-client-repo" in fsx and "jammy" in fsx
+    assert "amlfs-el9" in json.dumps(rendered[("Rocky-9", "azure-ib")]["lustre_client-repo-pkgrepo-managed"])
+    # the pool's pillar names the site mirror; it wins over the default (Whamcloud on EL9)
+    assert "mirror.example.com" in json.dumps(rendered[("Rocky-9", "rack-ib")]["lustre_client-repo-pkgrepo-managed"])
+
+
+def test_frameworks_are_pinned_per_cuda(rendered):
+    aws = json.dumps(rendered[("Ubuntu-22.04", "aws-efa")])
+    assert "torch==2.7.1" in aws and "download.pytorch.org/whl/cu128" in aws
+    assert "jax[cuda12]==0.5.0" in aws and "tensorflow[and-cuda]==2.18.0" in aws
+    az = json.dumps(rendered[("Ubuntu-22.04", "azure-ib")])
+    assert "whl/cu130" in az
+    # RHEL 9's python3 is 3.9: the osfinger parameter layer picks python3.11
+    assert "python3.11 -m venv" in json.dumps(rendered[("Rocky-9", "aws-efa")]["frameworks-pytorch-venv-cmd-run"])
+    assert "python3 -m venv" in json.dumps(rendered[("Ubuntu-22.04", "aws-efa")]["frameworks-pytorch-venv-cmd-run"])
+
+
+def test_live_false_keeps_kernel_services_and_mounts_offline(rendered, tmp_path):
+    from gpufleet import catalog
+
+    pil = _pillar("rack-ib", catalog.load(use_config=False), tmp_path)
+    pil["gpufleet"]["live"] = False
+    out = _render(salt_call(), tmp_path / "offline", OSES["Debian-12"], pil, list(FORMULAS))
+    assert not any(sid.endswith("service-running") for sid in out)
+    assert "node_base-config-sysctl-cmd-run" not in out and "node_base-config-sysctl-file-managed" in out
+    mounts = [s for sid, s in out.items() if sid.endswith("mount-mounted")]
+    assert mounts and all({"mount": False} in s["mount"] for s in mounts)
+
+
+def test_each_formula_follows_the_template_layout():
+    for f in FORMULAS:
+        d = SALT / f
+        for name in ("init.sls", "clean.sls", "map.jinja", "parameters/defaults.yaml",
+                     "parameters/os_family/Debian.yaml", "parameters/os_family/RedHat.yaml"):
+            assert (d / name).exists(), f"{f}/{name}"
+    assert (SALT / "top.sls").exists()
