@@ -2,8 +2,13 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+# Salt gets a virtualenv of its own: salt 3008.3 and pulumi pin conflicting `packaging` versions
+SALT_VENV := .salt-venv
+SALT_VERSION := 3008.3
+# what the local test rack (tests/rack/rack.py) needs from the system
+SYSTEM_TOOLS := /usr/sbin/sshd /usr/sbin/debootstrap /usr/sbin/ip /usr/sbin/iptables
 
-.PHONY: demo test bench calibrate clean
+.PHONY: demo test bench calibrate clean salt sysdeps rack-down
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,18 +20,39 @@ demo: $(BIN)/python
 	$(BIN)/gpufleet compare resnet50 --epochs 90 --top 12
 	$(BIN)/gpufleet compare llm-7b --tokens 1e11 --gpu H100,A100-80GB,A100-40GB --nodes 1,2,4 --top 12
 
-# Install gpufleet (editable) with its test dependencies and run the whole test suite.
-test: $(BIN)/python
+# Install gpufleet (editable) with its test dependencies, Salt, the test rack's system tools,
+# and run the whole test suite (unit tests, then end to end on the local rack).
+test: $(BIN)/python salt sysdeps
 	$(BIN)/python -m pip install -q -e '.[test]'
 	$(BIN)/python -m pytest -q -rs
+
+salt: $(SALT_VENV)/bin/salt-ssh
+
+$(SALT_VENV)/bin/salt-ssh:
+	$(PYTHON) -m venv $(SALT_VENV)
+	$(SALT_VENV)/bin/python -m pip install -q --upgrade pip
+	$(SALT_VENV)/bin/python -m pip install -q salt==$(SALT_VERSION)
+
+# openssh-server, debootstrap, iproute2 and iptables for the test rack (root only; without root
+# the rack tests skip, and under CI=true they fail)
+sysdeps:
+	@missing=""; for t in $(SYSTEM_TOOLS); do [ -x $$t ] || missing="$$missing $$t"; done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then echo "note: missing$$missing; run 'sudo make sysdeps' for the rack tests"; exit 0; fi; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends openssh-server openssh-client debootstrap iproute2 iptables >/dev/null
+
+rack-down:
+	$(PYTHON) tests/rack/rack.py down
 
 bench: $(BIN)/python
 	$(BIN)/python tests/bench/bench_cli.py
 	$(BIN)/python tests/bench/bench_plan.py
+	$(BIN)/python tests/bench/bench_rack.py
 
 # Re-fit the performance model to perf/data/measurements.csv and print the per-row error.
 calibrate: $(BIN)/python
 	$(BIN)/python -m gpufleet.perf.calibration --write
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) $(SALT_VENV) build dist *.egg-info

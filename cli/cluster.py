@@ -71,21 +71,24 @@ def up(
                                   configure=configure, trust_new_hosts=trust_new_hosts, reconfigure=reconfigure,
                                   on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
     rec = outcome.record
-    failed = [h for h in outcome.hosts if not h.ok]
+    from gpufleet.configure.nodes import PartialFailure
+
+    failed = PartialFailure(outcome.hosts) if any(not h.ok for h in outcome.hosts) else None
     if STATE.json:
-        output.emit_json({"cluster": rec.to_dict(), "changes": outcome.progress.ops if outcome.progress else {},
-                          "elapsed_s": round(outcome.progress.elapsed, 1) if outcome.progress else 0,
-                          "hosts": [h.to_dict() for h in outcome.hosts], "ok": not failed})
+        doc = {"cluster": rec.to_dict(), "changes": outcome.progress.ops if outcome.progress else {},
+               "elapsed_s": round(outcome.progress.elapsed, 1) if outcome.progress else 0,
+               "hosts": [h.to_dict() for h in outcome.hosts], "ok": failed is None}
+        if failed:  # the error's fields next to the result, in one document
+            doc.update({k: v for k, v in failed.to_dict().items() if k != "hosts"})
+        output.emit_json(doc)
         if failed:
-            raise typer.Exit(3)
+            raise typer.Exit(failed.exit_code)
         return
     _render_nodes(rec, outcome.progress)
     if outcome.hosts:
         render_hosts(outcome.hosts, "Configuration")
     if failed:
-        from gpufleet.configure.nodes import PartialFailure
-
-        raise PartialFailure(outcome.hosts)
+        raise failed
 
 
 def render_hosts(reports, title: str) -> None:

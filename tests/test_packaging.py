@@ -21,7 +21,11 @@ def test_wheel_builds_and_imports(tmp_path):
                  "gpufleet/perf/data/measurements.csv", "gpufleet/perf/data/fitted.json",
                  "gpufleet/providers/aws.py", "gpufleet/providers/gcp.py", "gpufleet/providers/azure.py",
                  "gpufleet/engine/plan.py", "gpufleet/engine/automation.py", "gpufleet/lifecycle/registry.py",
-                 "gpufleet/cli/plan.py", "gpufleet/cli/cluster.py"):
+                 "gpufleet/cli/plan.py", "gpufleet/cli/cluster.py", "gpufleet/baremetal/ssh.py",
+                 "gpufleet/baremetal/facts.py", "gpufleet/configure/saltrun.py", "gpufleet/providers/rack.py",
+                 "gpufleet/states/top.sls", "gpufleet/states/lib/map.jinja", "gpufleet/states/nvidia_driver/init.sls",
+                 "gpufleet/states/nvidia_driver/parameters/os_family/RedHat.yaml",
+                 "gpufleet/states/frameworks/parameters/osfinger/Rocky-9.yaml"):
         assert must in names, must
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
@@ -29,6 +33,7 @@ def test_wheel_builds_and_imports(tmp_path):
             "from gpufleet.perf.model import fitted_params; fitted_params();"
             "assert gpufleet.__file__.startswith(%r), gpufleet.__file__;"
             "assert len(c.load(use_config=False).offers()) > 30;"
+            "from gpufleet.configure import saltrun; assert saltrun.states_dir().name == 'states';"
             "print('ok')" % str(site))
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})

@@ -132,68 +132,73 @@ def parse_nvidia_smi_csv(text: str) -> list[dict]:
     return out
 
 
-def parse_ibstat(text: str) -> list[dict]:
-    """``ibstat``: one block per CA with its ports (state, physical state, rate in Gb/s, link layer)."""
-    cas: list[dict] = []
-    ca = port = None
+def _ca_blocks(text: str, ca_re: str, port_re: str) -> list[tuple[str, dict, list[tuple[int, dict]]]]:
+    """Split ``ibstat``/``ibv_devinfo`` text into (CA name, CA fields, [(port, port fields)])."""
+    out: list[tuple[str, dict, list]] = []
+    fields = None
     for raw in text.splitlines():
         line = raw.strip()
-        m = re.match(r"^CA '([^']+)'", line)
+        m = re.match(ca_re, line)
         if m:
-            ca = {"name": m.group(1), "ports": []}
-            cas.append(ca)
-            port = None
+            out.append((m.group(1), {}, []))
+            fields = out[-1][1]
             continue
-        if ca is None or ":" not in line:
+        if not out or ":" not in line:
             continue
-        m = re.match(r"^Port (\d+):$", line)
+        m = re.match(port_re, line)
         if m:
-            port = {"port": int(m.group(1))}
-            ca["ports"].append(port)
+            out[-1][2].append((int(m.group(1)), {}))
+            fields = out[-1][2][-1][1]
             continue
-        k, v = (s.strip() for s in line.split(":", 1))
-        if port is None:
-            key = {"CA type": "type", "Firmware version": "firmware", "Number of ports": "num_ports"}.get(k)
-            if key:
-                ca[key] = int(v) if key == "num_ports" and v.isdigit() else v
-        else:
-            key = {"State": "state", "Physical state": "phys_state", "Rate": "rate_gbps", "Link layer": "link_layer",
-                   "Base lid": "lid", "SM lid": "sm_lid"}.get(k)
-            if key:
-                port[key] = int(v) if key in ("rate_gbps", "lid", "sm_lid") and v.isdigit() else v
-    return cas
+        k, v = (x.strip() for x in line.split(":", 1))
+        fields[k] = v
+    return out
+
+
+def _int(v: str):
+    return int(v) if v.isdigit() else v
+
+
+def parse_ibstat(text: str) -> list[dict]:
+    """``ibstat``: one block per CA with its ports (state, physical state, rate in Gb/s, link layer)."""
+    ca_keys = {"CA type": "type", "Firmware version": "firmware", "Number of ports": "num_ports"}
+    port_keys = {"State": "state", "Physical state": "phys_state", "Rate": "rate_gbps", "Base lid": "lid",
+                 "SM lid": "sm_lid", "Link layer": "link_layer"}
+    numeric = {"num_ports", "rate_gbps", "lid", "sm_lid"}
+    out = []
+    for name, ca, ports in _ca_blocks(text, r"^CA '([^']+)'", r"^Port (\d+):$"):
+        d = {"name": name, "ports": []}
+        d.update({ca_keys[k]: (_int(v) if ca_keys[k] in numeric else v) for k, v in ca.items() if k in ca_keys})
+        for n, p in ports:
+            d["ports"].append({"port": n, **{port_keys[k]: (_int(v) if port_keys[k] in numeric else v)
+                                             for k, v in p.items() if k in port_keys}})
+        out.append(d)
+    return out
+
+
+_IBV_STATE = {"PORT_ACTIVE": "Active", "PORT_DOWN": "Down", "PORT_INIT": "Initializing", "PORT_ARMED": "Armed"}
 
 
 def parse_ibv_devinfo(text: str) -> list[dict]:
     """``ibv_devinfo``, the fallback when ``ibstat`` (infiniband-diags) is absent; same shape as parse_ibstat."""
-    cas: list[dict] = []
-    ca = port = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        m = re.match(r"^hca_id:\s*(\S+)", line)
-        if m:
-            ca = {"name": m.group(1), "ports": []}
-            cas.append(ca)
-            port = None
-            continue
-        if ca is None or ":" not in line:
-            continue
-        k, v = (s.strip() for s in line.split(":", 1))
-        if k == "port":
-            port = {"port": int(v)}
-            ca["ports"].append(port)
-        elif port is None and k == "fw_ver":
-            ca["firmware"] = v
-        elif port is None and k == "vendor_part_id":
-            ca["type"] = f"MT{v}"
-        elif port is not None and k == "state":
-            port["state"] = {"PORT_ACTIVE": "Active", "PORT_DOWN": "Down", "PORT_INIT": "Initializing",
-                             "PORT_ARMED": "Armed"}.get(v.split()[0], v)
-        elif port is not None and k == "link_layer":
-            port["link_layer"] = v
-        elif port is not None and k == "sm_lid":
-            port["sm_lid"] = int(v) if v.isdigit() else v
-    return cas
+    out = []
+    for name, ca, ports in _ca_blocks(text, r"^hca_id:\s*(\S+)", r"^port:\s*(\d+)$"):
+        d = {"name": name, "ports": []}
+        if "fw_ver" in ca:
+            d["firmware"] = ca["fw_ver"]
+        if "vendor_part_id" in ca:
+            d["type"] = f"MT{ca['vendor_part_id']}"
+        for n, p in ports:
+            port = {"port": n}
+            if "state" in p:
+                port["state"] = _IBV_STATE.get(p["state"].split()[0], p["state"])
+            if "link_layer" in p:
+                port["link_layer"] = p["link_layer"]
+            if "sm_lid" in p:
+                port["sm_lid"] = _int(p["sm_lid"])
+            d["ports"].append(port)
+        out.append(d)
+    return out
 
 
 def parse_lsblk(text: str) -> list[dict]:

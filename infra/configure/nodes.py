@@ -213,8 +213,17 @@ def configure(stack, cluster: str, targets: list[HostTarget], *, registry=None, 
             groups.setdefault((tuple(real), False), []).append(hid)
             if rehearse:
                 groups.setdefault((tuple(rehearse), True), []).append(hid)
+        runs_total = sum(len(g) for g in groups.values())
+        runs_done = [0]
+
+        def host_done(run) -> None:
+            runs_done[0] += 1
+            if progress:
+                what = "rehearsed" if run.test else ("failed" if not run.ok else f"{len(run.changed)} changed")
+                progress("salt", runs_done[0], runs_total, f"{run.host} {what}")
+
         if progress:
-            progress("salt", 0, len(plan), f"applying states on {len(plan)} host(s)")
+            progress("salt", 0, runs_total, f"applying states on {len(plan)} host(s)")
         # salt-ssh runs a group's hosts in parallel; groups of one phase hold different hosts and run at
         # once, the rehearsal (test=True) phase after the real one: two salt-ssh runs on one host at the
         # same time would unpack Salt's thin bundle over each other
@@ -223,11 +232,11 @@ def configure(stack, cluster: str, targets: list[HostTarget], *, registry=None, 
             if not phase:
                 continue
             with ThreadPoolExecutor(max_workers=len(phase)) as ex:
-                futures = [ex.submit(runner.apply, ids, list(states), test=test) for (states, test), ids in phase.items()]
+                futures = [ex.submit(runner.apply, ids, list(states), test=test, on_host=host_done)
+                           for (states, test), ids in phase.items()]
                 for fut in futures:
                     for hid, run in fut.result().items():
                         reports[hid].runs.append(run)
-        done = 0
         for hid in plan:
             r = reports[hid]
             bad = [x for x in r.runs if not x.ok]
@@ -235,9 +244,6 @@ def configure(stack, cluster: str, targets: list[HostTarget], *, registry=None, 
             if bad:
                 r.error = "; ".join(x.error or ", ".join(f"{f['id']}: {f['comment']}" for f in x.failed) for x in bad)
                 r.hint = "fix the failed states (or the host) shown above"
-            done += 1
-            if progress:
-                progress("salt", done, len(plan), hid)
     if registry:
         for r in reports.values():
             if r.state == "skipped":

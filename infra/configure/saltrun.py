@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,25 +150,46 @@ class SaltSsh:
         top = {"base": {h.id: [_sls_name(h.id)] for h in self.hosts.values()}}
         (d / "pillar" / "top.sls").write_text(json.dumps(top, indent=2))
 
-    def apply(self, host_ids: list[str], states: list[str], *, test: bool = False) -> dict[str, StateRun]:
-        """``state.apply`` of ``states`` on the hosts, in parallel; one result per host."""
+    def apply(self, host_ids: list[str], states: list[str], *, test: bool = False,
+              on_host=None) -> dict[str, StateRun]:
+        """``state.apply`` of ``states`` on the hosts, in parallel; one result per host.
+
+        salt-ssh prints each host's return on one line as soon as that host is done
+        (``--out-indent -1``); ``on_host(run)`` is called for each, for progress.
+        """
         if not host_ids or not states:
             return {}
         cmd = [str(self.salt_ssh), "-c", str(self.dir), "--roster-file", str(self.dir / "roster"), "--out", "json",
-               "--static", "--no-color", "--max-procs", str(self.max_procs), "-L", ",".join(host_ids),
+               "--out-indent", "-1", "--no-color", "--max-procs", str(self.max_procs), "-L", ",".join(host_ids),
                "state.apply", ",".join(states)]
         if test:
             cmd.append("test=True")
         start = time.monotonic()
+        lines: list[str] = []
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        err: list[str] = []
+        reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+        reader.start()
+        timer = threading.Timer(self.timeout, proc.kill)
+        timer.start()
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout,
-                                  env={**os.environ, "PYTHONWARNINGS": "ignore"}, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            took = time.monotonic() - start
+            for line in proc.stdout:
+                lines.append(line)
+                doc = _json_line(line)
+                if on_host and doc:
+                    for hid in doc:
+                        if hid in host_ids:
+                            on_host(parse_output(line, "", [hid], test, time.monotonic() - start)[hid])
+            proc.wait()
+        finally:
+            timer.cancel()
+        reader.join(5)
+        took = time.monotonic() - start
+        if took >= self.timeout:
             return {h: StateRun(h, test, error=f"salt-ssh did not finish in {self.timeout}s", seconds=took)
                     for h in host_ids}
-        took = time.monotonic() - start
-        return parse_output(proc.stdout, proc.stderr, host_ids, test, took)
+        return parse_output("".join(lines), "".join(err), host_ids, test, took)
 
     def clean(self, host_ids: list[str], states: list[str]) -> dict[str, StateRun]:
         """Apply each formula's ``clean`` state (undo what gpufleet installed)."""
@@ -178,18 +200,27 @@ def _sls_name(host_id: str) -> str:
     return "host_" + host_id.replace("-", "_").replace(".", "_")
 
 
-def parse_output(stdout: str, stderr: str, host_ids: list[str], test: bool, seconds: float) -> dict[str, StateRun]:
-    """salt-ssh ``--static --out json`` output, one StateRun per host (missing hosts are errors)."""
+def _json_line(line: str) -> dict | None:
+    line = line.strip()
+    if not line.startswith("{"):
+        return None
     try:
-        data = json.loads(stdout) if stdout.strip() else {}
+        doc = json.loads(line)
     except json.JSONDecodeError:
-        data = {}
-        start = stdout.find("{")
-        if start >= 0:
-            try:
-                data = json.loads(stdout[start:])
-            except json.JSONDecodeError:
-                pass
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def parse_output(stdout: str, stderr: str, host_ids: list[str], test: bool, seconds: float) -> dict[str, StateRun]:
+    """salt-ssh ``--out json`` output (one document, or one line per host with ``--out-indent -1``),
+    one StateRun per host; a host with no return is an error."""
+    data: dict = {}
+    try:
+        whole = json.loads(stdout) if stdout.strip() else {}
+        data = whole if isinstance(whole, dict) else {}
+    except json.JSONDecodeError:
+        for line in stdout.splitlines():
+            data.update(_json_line(line) or {})
     out: dict[str, StateRun] = {}
     for h in host_ids:
         run = StateRun(h, test, seconds=seconds)

@@ -64,7 +64,8 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
                   expires_at=format_expiry(cl.expires_at), backend=backend)
     if clouds:
         program = build(layout(stack, cat), cl, gcp_project=credentials.gcp_project() if "gcp" in clouds else None,
-                        azure_subscription=credentials.azure_subscription() if "azure" in clouds else None)
+                        azure_subscription=credentials.azure_subscription() if "azure" in clouds else None,
+                        trust_new_hosts=trust_new_hosts)
         progress = automation.Progress(total=len(the_plan.cloud_resources), on_change=on_progress)
         try:
             result = automation.up(name, program, pulumi_command=cmd, progress=progress, prompt=prompt,

@@ -189,11 +189,14 @@ def _shards(lay: Layout, workers: int | None) -> list[set[str]]:
     total = sum(p.pool.nodes for p in lay.pools)
     n = max(1, min(workers, len(lay.pools), total // SHARD_MIN_NODES))
     if n == 1:
-        return [{p.name for p in lay.pools}]
+        return [{p.name for p in lay.pools}]  # one shard: `only` is not used
     bins: list[tuple[int, set[str]]] = [(0, set()) for _ in range(n)]
     for p in sorted(lay.pools, key=lambda p: -p.pool.nodes):  # largest first into the lightest bin
         i = min(range(n), key=lambda k: bins[k][0])
         bins[i] = (bins[i][0] + p.pool.nodes, bins[i][1] | {p.name})
+    from gpufleet.engine.program import RACKS
+
+    bins[0] = (bins[0][0], bins[0][1] | {RACKS})
     return [b for _, b in bins if b]
 
 

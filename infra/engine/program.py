@@ -87,12 +87,17 @@ def _tcpx_cidrs(region_index: int) -> list[str]:
     return [str(subnets[region_index * 4 + i]) for i in range(4)]
 
 
-def build(lay: Layout, cluster: Cluster, *, gcp_project: str | None = None,
-          azure_subscription: str | None = None, only: set[str] | None = None):
-    """The inline Pulumi program for a stack's cloud pools.
+RACKS = "@racks"  # the shard (see ``only``) that registers the rack hosts
 
-    ``only`` restricts it to some pools (and the networks of their regions): `plan` runs
-    shards of a large stack in parallel processes and merges what they register.
+
+def build(lay: Layout, cluster: Cluster, *, gcp_project: str | None = None,
+          azure_subscription: str | None = None, only: set[str] | None = None, trust_new_hosts: bool = False):
+    """The inline Pulumi program for a stack's cloud pools and its rack hosts.
+
+    ``only`` restricts it to some pools (and the networks of their regions; ``RACKS`` for the
+    rack hosts): `plan` runs shards of a large stack in parallel processes and merges what
+    they register. Rack hosts are dynamic resources (``providers.rack``): the machines exist,
+    "creating" one verifies and fact-gathers it through the same code as `up` without Pulumi.
     """
     stack = lay.stack
 
@@ -181,6 +186,12 @@ def build(lay: Layout, cluster: Cluster, *, gcp_project: str | None = None,
                         infiniband=p.instance.fabric.startswith("infiniband"),
                         storage=[StorageArgs.of(s) for s in p.pool.storage]), opts=popts)
                     exports[p.name] = _export(p, region, None, comp)
+        if only is None or RACKS in only:
+            from gpufleet.providers.rack import rack_hosts
+
+            hosts = rack_hosts(stack, cluster.name, trust_new=trust_new_hosts)
+            if hosts:
+                pulumi.export("rack_hosts", {h._name: h.id for h in hosts})
         pulumi.export("cluster", cluster.name)
         pulumi.export("pools", exports)
 

@@ -14,4 +14,4 @@ node_base-clean-chrony-file-blockreplace:
     - marker_start: "# BEGIN gpufleet time sources"
     - marker_end: "# END gpufleet time sources"
     - content: ""
-    - onlyif: test -f {{ base.chrony.config }}
+    - onlyif: grep -q 'BEGIN gpufleet time sources' {{ base.chrony.config }}

@@ -41,6 +41,11 @@ node_base-config-systemd-memlock-file-managed:
         [Manager]
         DefaultLimitMEMLOCK=infinity
 
+# a host brought up again after `gpufleet down` is back in service
+node_base-config-undrain-file-absent:
+  file.absent:
+    - name: {{ base.drained_marker }}
+
 node_base-config-nouveau-file-managed:
   file.managed:
     - name: {{ base.blacklist_file }}

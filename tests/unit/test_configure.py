@@ -157,3 +157,15 @@ def test_states_dir_and_missing_salt_ssh(monkeypatch, tmp_path):
     with pytest.raises(Exception) as e:
         saltrun.find_salt_ssh()
     assert "salt-ssh is not installed" in str(e.value) and "salt==3008.3" in e.value.hint
+
+
+def test_plan_of_a_mixed_stack_registers_the_rack_hosts(cat):
+    pytest.importorskip("pulumi")
+    from gpufleet.engine.plan import plan
+
+    st = spec.load(ROOT / "stacks" / "examples" / "mixed.yaml", cat)
+    p = plan(st, cat)
+    racks = [r for r in p.resources if r.type == "pulumi-python:dynamic:Resource"]
+    rack_pool = next(x for x in st.pools if x.provider == "baremetal")
+    assert sorted(r.name for r in racks) == [f"{st.name}-{rack_pool.name}-{i}" for i in range(len(rack_pool.hosts))]
+    assert racks[0].inputs["address"] == rack_pool.hosts[0].address and racks[0].inputs["site"] == rack_pool.site

@@ -1,0 +1,190 @@
+"""End to end on the local test rack: real sshd hosts in network namespaces, real salt-ssh.
+
+`tests/rack/rack.py` makes four Debian hosts (see its docstring); each test drives the
+installed `gpufleet` command as a user would. Needs root, iproute2, debootstrap and
+openssh-server (the Makefile's `test` target installs them); elsewhere these tests skip, and
+under CI=true they fail instead.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, gpufleet_exe, require
+
+RACK = [sys.executable, str(ROOT / "tests" / "rack" / "rack.py")]
+STACK = str(ROOT / "stacks" / "examples" / "local-rack.yaml")
+STATE = Path(os.environ.get("GPUFLEET_RACK_DIR", "/var/tmp/gpufleet-rack"))
+KEY = STATE / "id_ed25519"
+CLUSTER = "e2e-rack"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def rack(tmp_path_factory):
+    require(sys.platform == "linux" and os.geteuid() == 0, "the test rack needs root on Linux")
+    for tool in ("ip", "debootstrap", "sshd", "unshare"):
+        require(shutil.which(tool) is not None or Path(f"/usr/sbin/{tool}").exists(), f"{tool} is not installed")
+    require((ROOT / ".salt-venv" / "bin" / "salt-ssh").exists(), "Salt's virtualenv .salt-venv is missing")
+    up = subprocess.run(RACK + ["up", "--hosts", "4"], capture_output=True, text=True, timeout=1200)
+    assert up.returncode == 0, up.stderr
+    for i in range(1, 5):  # fresh root file systems: the first apply really installs
+        subprocess.run(RACK + ["reset", str(i)], check=True, capture_output=True, timeout=300)
+    data = tmp_path_factory.mktemp("xdg-data")
+    env = {**os.environ, "XDG_DATA_HOME": str(data), "COLUMNS": "200"}
+    env.pop("GPUFLEET_REGISTRY", None)
+    yield {"env": env, "data": data, "hosts": json.loads(up.stdout)}
+    # the hosts' sshd daemons stop with the tests (the debootstrap cache stays for the next run)
+    if os.environ.get("GPUFLEET_KEEP_RACK") != "1":
+        subprocess.run(RACK + ["down"], capture_output=True, timeout=300)
+
+
+def gpufleet(rack, *args, timeout=1200):
+    r = subprocess.run([gpufleet_exe(), "--json", *args], capture_output=True, text=True, env=rack["env"],
+                       timeout=timeout, stdin=subprocess.DEVNULL)
+    try:
+        doc = json.loads(r.stdout)
+    except json.JSONDecodeError:
+        doc = None
+    return r.returncode, doc, r.stderr
+
+
+def on_host(i: int, command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["ssh", "-i", str(KEY), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                           "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", f"root@10.77.0.{10 + i}", command],
+                          capture_output=True, text=True, timeout=120)
+
+
+def by_host(doc) -> dict:
+    return {h["host"]: h for h in doc["hosts"]}
+
+
+def registry_hosts(rack) -> dict:
+    from gpufleet.lifecycle.registry import Registry
+
+    return Registry(rack["data"] / "gpufleet" / "registry.db").hosts(CLUSTER)
+
+
+def test_up_configures_the_rack_and_a_second_run_changes_nothing(rack):
+    rc, doc, err = gpufleet(rack, "up", STACK, "--cluster", CLUSTER, "--yes", "--trust-new-hosts")
+    assert rc == 0, err[-3000:]
+    hosts = by_host(doc)
+    assert sorted(hosts) == ["rack-0", "rack-1", "rack-2", "rack-3"]
+    for h in hosts.values():
+        assert h["state"] == "configured", h
+        assert h["facts"]["osfinger"] == "Debian-12" and h["facts"]["gpus"] == []
+        real = [r for r in h["runs"] if not r["test"]]
+        rehearsal = [r for r in h["runs"] if r["test"]]
+        assert real[0]["states"] >= 15 and len(real[0]["changed"]) >= 10, real
+        # no GPU: the driver, CUDA, NCCL, container and DCGM states are rendered and run with test=True
+        assert rehearsal[0]["states"] >= 12 and rehearsal[0]["ok"]
+        assert any("no NVIDIA GPU" in w for w in h["warnings"])
+    for i in range(1, 5):
+        check = on_host(i, "cat /etc/sysctl.d/90-gpufleet.conf /etc/security/limits.d/90-gpufleet-memlock.conf && "
+                           "dpkg -s chrony iperf3 nfs-common prometheus-node-exporter >/dev/null && "
+                           "grep -E '^10.77.0.1:/srv/rack[[:space:]]+/shared[[:space:]]+nfs' /etc/fstab && "
+                           "/opt/gpufleet/envs/jax/bin/python -c 'import jax; print(\"jax\", jax.__version__)' && "
+                           "test ! -e /etc/apt/sources.list.d/gpufleet-cuda.list")
+        assert check.returncode == 0, check.stderr
+        assert "vm.max_map_count = 1048576" in check.stdout and "memlock    unlimited" in check.stdout
+        assert "jax 0.4.38" in check.stdout
+    again = registry_hosts(rack)
+    assert {v["state"] for v in again.values()} == {"configured"} and all(v["digest"] for v in again.values())
+
+    rc, doc, err = gpufleet(rack, "up", STACK, "--cluster", CLUSTER, "--yes", "--reconfigure")
+    assert rc == 0, err[-3000:]
+    for h in by_host(doc).values():
+        assert h["state"] == "configured" and h["changed"] == 0, h
+        assert all(r["ok"] and not r["changed"] for r in h["runs"] if not r["test"])
+
+    rc, doc, err = gpufleet(rack, "up", STACK, "--cluster", CLUSTER, "--yes")
+    assert rc == 0 and {h["state"] for h in doc["hosts"]} == {"skipped"}
+
+
+def test_faults_are_reported_per_host_and_a_rerun_picks_up(rack):
+    root4 = STATE / "h4" / "root" / "etc"
+    subprocess.run(RACK + ["stop-sshd", "2"], check=True)
+    subprocess.run(RACK + ["rekey", "3"], check=True)
+    shutil.move(root4 / "modprobe.d", root4 / "modprobe.d.saved")  # a move across the overlay's layers
+    (root4 / "modprobe.d").write_text("not a directory\n")
+    try:
+        rc, doc, err = gpufleet(rack, "up", STACK, "--cluster", CLUSTER, "--yes", "--reconfigure")
+        assert rc == 3, err[-2000:]
+        assert doc["error"] == "PartialFailure" and "3 of 4 host(s) not configured" in doc["message"]
+        hosts = by_host(doc)
+        assert hosts["rack-0"]["state"] == "configured" and hosts["rack-0"]["changed"] == 0
+        assert hosts["rack-1"]["state"] == "unreachable" and "cannot connect" in hosts["rack-1"]["error"]
+        assert hosts["rack-2"]["state"] == "host-key" and "HOST KEY CHANGED" in hosts["rack-2"]["error"]
+        assert "ssh-keygen -R" in hosts["rack-2"]["hint"]
+        assert hosts["rack-3"]["state"] == "failed"
+        failed = [f["id"] for r in hosts["rack-3"]["runs"] for f in r["failed"]]
+        assert "node_base-config-nouveau-file-managed" in failed
+        # the other states of that host still ran
+        assert any(r["states"] > 10 for r in hosts["rack-3"]["runs"] if not r["test"])
+        rec = registry_hosts(rack)
+        assert {k[1]: v["state"] for k, v in rec.items()} == {0: "configured", 1: "unreachable", 2: "host-key",
+                                                              3: "failed"}
+        assert rec[("rack", 1)]["digest"] is not None or rec[("rack", 1)]["facts"] is None
+    finally:
+        subprocess.run(RACK + ["start-sshd", "2"], check=True)
+        (root4 / "modprobe.d").unlink()
+        shutil.move(root4 / "modprobe.d.saved", root4 / "modprobe.d")
+
+    # the changed key must be cleared by a person, as the hint says; then the rerun does the rest
+    kh = rack["data"] / "gpufleet" / "known_hosts" / "local"
+    subprocess.run(["ssh-keygen", "-R", "10.77.0.13", "-f", str(kh)], check=True, capture_output=True)
+    rc, doc, err = gpufleet(rack, "up", STACK, "--cluster", CLUSTER, "--yes", "--trust-new-hosts")
+    assert rc == 0, err[-2000:]
+    states = {h["host"]: h["state"] for h in doc["hosts"]}
+    assert states == {"rack-0": "skipped", "rack-1": "configured", "rack-2": "configured", "rack-3": "configured"}
+
+
+def test_down_drains_every_host_and_cleans_only_when_asked(rack):
+    subprocess.run(RACK + ["stop-sshd", "2"], check=True)
+    try:
+        rc, doc, err = gpufleet(rack, "down", STACK, "--cluster", CLUSTER, "--yes")
+        assert rc == 3 and "1 of 4 host(s) not drained" in doc["message"], err[-2000:]
+        assert by_host(doc)["rack-1"]["state"] == "unreachable"
+    finally:
+        subprocess.run(RACK + ["start-sshd", "2"], check=True)
+    assert on_host(1, "grep -q cluster=e2e-rack /etc/gpufleet/drained").returncode == 0
+    # the cluster stays known until every host is drained
+    assert registry_hosts(rack)[("rack", 0)]["state"] == "drained"
+
+    rc, doc, err = gpufleet(rack, "down", STACK, "--cluster", CLUSTER, "--yes", "--clean")
+    assert rc == 0, err[-2000:]
+    assert [h["host"] for h in doc["hosts"]] == ["rack-1"]  # the others were drained already
+    cleaned = on_host(2, "test -e /etc/sysctl.d/90-gpufleet.conf; echo sysctl=$?; test -e /opt/gpufleet/envs; "
+                         "echo envs=$?; grep -c /shared /etc/fstab; cat /etc/gpufleet/drained")
+    assert "sysctl=1" in cleaned.stdout and "envs=1" in cleaned.stdout and "\n0\n" in cleaned.stdout
+    kept = on_host(1, "test -e /etc/sysctl.d/90-gpufleet.conf && test -e /opt/gpufleet/envs/jax && echo kept")
+    assert "kept" in kept.stdout  # no --clean for it: nothing of it was undone
+    assert registry_hosts(rack) == {}
+    rc, doc, err = gpufleet(rack, "down", CLUSTER, "--yes")
+    assert rc == 2 and "no cluster" in doc["message"]
+
+
+def test_rack_hosts_as_pulumi_dynamic_resources(rack):
+    """A mixed stack's rack hosts go through the same gather/drain code inside Pulumi's dynamic provider."""
+    pytest.importorskip("pulumi")
+    from gpufleet.providers.rack import RackHostProvider
+
+    props = {"cluster": "dyn", "pool": "rack", "idx": 0, "address": "10.77.0.11", "port": 22, "user": "root",
+             "key": str(KEY), "site": "local", "known_hosts": str(rack["data"] / "dyn_known_hosts"),
+             "trust_new": False, "facts": None}
+    prov = RackHostProvider()
+    with pytest.raises(Exception, match="not in .*dyn_known_hosts"):
+        prov.create(props)  # unknown host key and no trust on first use: refused
+    created = prov.create({**props, "trust_new": True})
+    assert created.id == "local/10.77.0.11:22"
+    assert created.outs["facts"]["osfinger"] == "Debian-12" and created.outs["facts"]["hostname"] == "h1"
+    assert prov.diff(created.id, created.outs, {**created.outs, "address": "10.77.0.12"}).replaces == ["address"]
+    assert not prov.diff(created.id, created.outs, dict(created.outs)).changes
+    prov.delete(created.id, created.outs)
+    assert on_host(1, "grep -q cluster=dyn /etc/gpufleet/drained").returncode == 0
