@@ -21,6 +21,7 @@ s() { echo "@@gpufleet:$1"; }
 s os-release; cat /etc/os-release 2>/dev/null
 s uname; uname -srm 2>/dev/null
 s hostname; hostname 2>/dev/null || cat /etc/hostname
+s machine-id; cat /etc/machine-id 2>/dev/null
 s nproc; nproc 2>/dev/null
 s meminfo; cat /proc/meminfo 2>/dev/null
 s lspci; command -v lspci >/dev/null && lspci -nn 2>/dev/null
@@ -260,6 +261,13 @@ class Facts:
     nvme: list[dict] = field(default_factory=list)
     mounts: list[dict] = field(default_factory=list)
     addresses: list[dict] = field(default_factory=list)
+    machine_id: str = ""
+    host_key: str = ""  # the SSH host key fingerprint it was reached with
+
+    @property
+    def identity(self) -> str:
+        """Changes when the machine is reinstalled: a configured host must then be configured again."""
+        return f"{self.machine_id}/{self.host_key}"
 
     @property
     def osfinger(self) -> str:
@@ -300,7 +308,7 @@ def parse_probe(text: str) -> Facts:
         mem_gib=round(mem.get("MemTotal", 0) / 2**30, 1),
         gpus=gpus, driver=smi[0]["driver"] if smi else None, nvswitches=nvswitch_count(pci),
         ib=ib, nvme=parse_lsblk(sec.get("lsblk", "")), mounts=parse_mounts(sec.get("mounts", "")),
-        addresses=parse_ip_addr(sec.get("ip-addr", "")),
+        addresses=parse_ip_addr(sec.get("ip-addr", "")), machine_id=sec.get("machine-id", "").strip(),
     )
 
 
@@ -312,4 +320,6 @@ def gather(session) -> Facts:
 
         raise CommandFailed(session.target.name, f"the fact probe did not finish (exit {res.rc}): "
                                                  f"{res.stderr.strip()[-300:]}")
-    return parse_probe(res.stdout)
+    f = parse_probe(res.stdout)
+    f.host_key = getattr(session, "host_key", "")
+    return f

@@ -160,9 +160,10 @@ class Result:
 class Session:
     """An open, verified SSH connection to one host."""
 
-    def __init__(self, target: Target, client):
+    def __init__(self, target: Target, client, host_key: str = ""):
         self.target = target
         self._client = client
+        self.host_key = host_key  # fingerprint of the verified host key
 
     def run(self, command: str, *, timeout: float = 120, check: bool = False, sudo: bool = False) -> Result:
         if sudo and self.target.user != "root":
@@ -212,11 +213,12 @@ def connect(target: Target, known: KnownHosts, *, timeout: float = 10, retries: 
             transport.banner_timeout = timeout
             transport.auth_timeout = timeout
             transport.start_client(timeout=timeout)
-            known.check(target.address, target.port, transport.get_remote_server_key())
+            server_key = transport.get_remote_server_key()
+            known.check(target.address, target.port, server_key)
             _authenticate(transport, target)
             client = paramiko.SSHClient()
             client._transport = transport  # a verified, authenticated transport
-            return Session(target, client)
+            return Session(target, client, fingerprint(server_key))
         except HostError:
             _close(transport, sock)
             raise

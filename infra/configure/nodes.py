@@ -80,8 +80,9 @@ class PartialFailure(GpufleetError):
     def __init__(self, reports: list[HostReport], action: str = "configured"):
         bad = [r for r in reports if not r.ok]
         hints = list(dict.fromkeys(r.hint for r in bad if r.hint))
-        super().__init__(f"{len(bad)} of {len(reports)} host(s) not {action}: " +
-                         "; ".join(f"{r.target.id} ({r.state})" for r in bad),
+        listed = "; ".join(f"{r.target.id} ({r.state})" for r in bad[:10])
+        more = f"; and {len(bad) - 10} more" if len(bad) > 10 else ""
+        super().__init__(f"{len(bad)} of {len(reports)} host(s) not {action}: {listed}{more}",
                          "; ".join(hints[:3] + ["then run the same command again: hosts already done are skipped"]))
         self.reports = reports
 
@@ -197,7 +198,7 @@ def configure(stack, cluster: str, targets: list[HostTarget], *, registry=None, 
                               nvswitches=r.facts.nvswitches, subnet_manager_host=sm_host)
         states = pil["gpufleet"]["states"]
         real, rehearse = pillarmod.split_for_host(states, has_gpu)
-        r.digest = pillarmod.digest(pil, real + rehearse, tree)
+        r.digest = pillarmod.digest(pil, real + rehearse, tree, r.facts.identity)
         prev = known.get((t.pool, t.idx))
         if not force and prev and prev["state"] == "configured" and prev["digest"] == r.digest:
             r.state = "skipped"

@@ -118,7 +118,9 @@ def _env_dict(env: software.Env) -> dict:
     return d
 
 
-def digest(pillar: dict, states: list[str], tree_hash: str) -> str:
-    """What a host was configured with: pillar, formulas and the state tree's content."""
-    blob = json.dumps({"pillar": pillar, "states": states, "tree": tree_hash}, sort_keys=True, default=str)
+def digest(pillar: dict, states: list[str], tree_hash: str, identity: str = "") -> str:
+    """What a host was configured with: pillar, formulas, the state tree's content, and the machine
+    itself (machine-id and host key: a reinstalled host is configured again)."""
+    blob = json.dumps({"pillar": pillar, "states": states, "tree": tree_hash, "host": identity}, sort_keys=True,
+                      default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

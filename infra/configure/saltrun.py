@@ -55,8 +55,12 @@ def tree_hash(root: Path | None = None) -> str:
 
 def find_salt_ssh() -> Path:
     env = os.environ.get("GPUFLEET_SALT_SSH")
-    candidates = [Path(env)] if env else []
-    candidates.append(repo_root() / ".salt-venv" / "bin" / "salt-ssh")
+    if env:
+        if os.path.isfile(env) and os.access(env, os.X_OK):
+            return Path(env)
+        raise ToolMissing(f"GPUFLEET_SALT_SSH is {env}, which is not an executable salt-ssh",
+                          "point it at the salt-ssh of Salt's virtualenv, or unset it")
+    candidates = [repo_root() / ".salt-venv" / "bin" / "salt-ssh"]
     which = shutil.which("salt-ssh")
     if which:
         candidates.append(Path(which))
@@ -139,7 +143,9 @@ class SaltSsh:
                 "tty": h.user != "root", "timeout": 30,
                 # a path without pyenv shims or user tools: salt-ssh's remote shim needs a system python3
                 "set_path": "/usr/sbin:/usr/bin:/sbin:/bin",
-                "thin_dir": f"/var/tmp/.gpufleet-salt-{SALT_VERSION}",
+                # kept between runs (no re-upload of Salt each time); one per cluster, and runs of a
+                # cluster never overlap on a host (see _locked), so two salt-ssh never unpack into one dir
+                "thin_dir": f"/var/tmp/.gpufleet-salt-{SALT_VERSION}-{self.cluster}",
                 "ssh_options": ["StrictHostKeyChecking=yes", f"UserKnownHostsFile={h.known_hosts}",
                                 "BatchMode=yes"],
             }
@@ -164,6 +170,27 @@ class SaltSsh:
                "state.apply", ",".join(states)]
         if test:
             cmd.append("test=True")
+        with self._locked(host_ids):
+            return self._apply(cmd, host_ids, test, on_host)
+
+    def _locked(self, host_ids: list[str]):
+        """Hold a lock per host (in a fixed order): no two salt-ssh runs on one host at once, across
+        gpufleet processes, while runs on different hosts go ahead in parallel."""
+        import contextlib
+        import fcntl
+
+        @contextlib.contextmanager
+        def held():
+            (self.dir / "locks").mkdir(exist_ok=True)
+            with contextlib.ExitStack() as stack:
+                for h in sorted(host_ids):
+                    f = stack.enter_context(open(self.dir / "locks" / h, "w"))
+                    fcntl.flock(f, fcntl.LOCK_EX)
+                yield
+
+        return held()
+
+    def _apply(self, cmd: list[str], host_ids: list[str], test: bool, on_host) -> dict[str, StateRun]:
         start = time.monotonic()
         lines: list[str] = []
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -52,6 +52,11 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     the_plan = plan(stack, cat, cluster=cl)
     clouds = sorted({p.provider for p in stack.pools if p.provider in CLOUDS})
     cmd = _ready(clouds, bool(clouds), pulumi_command)
+    if configure and runner_factory is None and any(p.provider == "baremetal" for p in stack.pools):
+        from gpufleet.configure import saltrun
+
+        saltrun.find_salt_ssh()  # a missing Salt stops here, before anything is created or recorded
+        saltrun.states_dir()
     if not confirm(the_plan):
         raise Aborted("nothing was created", "run again and answer yes, or pass --yes")
 

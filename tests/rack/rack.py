@@ -137,6 +137,11 @@ def create_host(i: int, base: Path, pub: str) -> None:
             sh("mount", *args, str(root / sub))
     (root / "run/sshd").mkdir(parents=True, exist_ok=True)
     (root / "etc/hostname").write_text(f"h{i}\n")
+    mid = root / "etc/machine-id"
+    if not mid.exists() or not mid.read_text().strip():  # as an installer does: one id per machine
+        import uuid
+
+        mid.write_text(uuid.uuid4().hex + "\n")
     (root / "etc/hosts").write_text(f"127.0.0.1 localhost\n{address(i)} h{i}\n")
     shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")
     # this machine reaches the registries through a TLS proxy whose CA is in its bundle: the

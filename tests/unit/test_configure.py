@@ -97,6 +97,8 @@ def test_pillar_of_the_local_rack(cat):
     gpu = pillar.build(st, pool, cluster="c1", has_gpu=True)
     assert gpu["frameworks"]["envs"]["jax"]["packages"] == ["jax[cuda12]==0.4.38"]
     assert pillar.digest(p, real, "t") != pillar.digest(gpu, real, "t")
+    # a reinstalled machine (new machine-id or host key) is not "already configured"
+    assert pillar.digest(p, real, "t", "m1/SHA256:a") != pillar.digest(p, real, "t", "m2/SHA256:b")
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
@@ -152,6 +154,9 @@ def test_states_dir_and_missing_salt_ssh(monkeypatch, tmp_path):
     assert (saltrun.states_dir() / "top.sls").exists()
     assert len(saltrun.tree_hash()) == 16
     monkeypatch.setenv("GPUFLEET_SALT_SSH", str(tmp_path / "nope"))
+    with pytest.raises(Exception, match="GPUFLEET_SALT_SSH is .*nope"):
+        saltrun.find_salt_ssh()
+    monkeypatch.delenv("GPUFLEET_SALT_SSH")
     monkeypatch.setattr(saltrun, "repo_root", lambda: tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(Exception) as e:
@@ -169,3 +174,14 @@ def test_plan_of_a_mixed_stack_registers_the_rack_hosts(cat):
     rack_pool = next(x for x in st.pools if x.provider == "baremetal")
     assert sorted(r.name for r in racks) == [f"{st.name}-{rack_pool.name}-{i}" for i in range(len(rack_pool.hosts))]
     assert racks[0].inputs["address"] == rack_pool.hosts[0].address and racks[0].inputs["site"] == rack_pool.site
+
+
+def test_up_of_a_rack_without_salt_stops_before_anything(tmp_path):
+    env = {**__import__("os").environ, "XDG_DATA_HOME": str(tmp_path), "GPUFLEET_SALT_SSH": str(tmp_path / "none")}
+    r = subprocess.run([gpufleet_exe(), "up", str(RACK), "--yes"], capture_output=True, text=True, env=env,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 2, r.stderr
+    assert "not an executable salt-ssh" in r.stderr and "Traceback" not in r.stderr
+    from gpufleet.lifecycle.registry import Registry
+
+    assert Registry(tmp_path / "gpufleet" / "registry.db").list() == []

@@ -16,6 +16,7 @@ def test_probe_of_a_test_rack_host():
     assert f.gpus == [] and f.ib == [] and f.driver is None
     assert {"interface": "eth0", "address": "10.77.0.11/24"} in f.addresses
     assert [m["target"] for m in f.mounts] == ["/"]
+    assert len(f.machine_id) == 32  # /etc/machine-id: part of the host's identity
 
 
 def test_probe_of_an_hgx_h100_server():
