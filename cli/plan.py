@@ -43,6 +43,9 @@ def render(result, *, all_resources: bool = False) -> None:
         rows.append([parent or "", typ, label, summary])
     if rows:
         output.table(f"{len(result.cloud_resources)} resources to create", ["component", "type", "name", "key settings"], rows)
+    if result.rack_hosts:
+        c.print(f"{len(result.rack_hosts)} rack host(s) in the Pulumi stack (verified and fact-gathered over SSH at "
+                "`up`, drained at `down`; nothing is created for them)")
     money_rows = []
     for p in result.pools:
         money_rows.append([p.pool, p.provider, p.where, p.machine, p.nodes, p.gpus,

@@ -109,7 +109,12 @@ class Plan:
 
     @property
     def cloud_resources(self) -> list[PlannedResource]:
-        return [r for r in self.resources if not r.component and not r.provider]
+        return [r for r in self.resources if not r.component and not r.provider and r.type != RACK_HOST_TYPE]
+
+    @property
+    def rack_hosts(self) -> list[PlannedResource]:
+        """Bare-metal hosts the stack knows (dynamic resources: verified and fact-gathered, not created)."""
+        return [r for r in self.resources if r.type == RACK_HOST_TYPE]
 
     @property
     def usd_per_hour(self) -> float:
@@ -178,6 +183,7 @@ def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: 
     return Plan(stack.name, cluster.name, format_expiry(cluster.expires_at), resources, costs, outputs)
 
 
+RACK_HOST_TYPE = "pulumi-python:dynamic:Resource"  # providers.rack.RackHost
 SHARD_MIN_NODES = 200  # below this, starting processes costs more than it saves
 
 

@@ -170,7 +170,8 @@ def test_plan_of_a_mixed_stack_registers_the_rack_hosts(cat):
 
     st = spec.load(ROOT / "stacks" / "examples" / "mixed.yaml", cat)
     p = plan(st, cat)
-    racks = [r for r in p.resources if r.type == "pulumi-python:dynamic:Resource"]
+    racks = p.rack_hosts
+    assert not any(r.type == "pulumi-python:dynamic:Resource" for r in p.cloud_resources)
     rack_pool = next(x for x in st.pools if x.provider == "baremetal")
     assert sorted(r.name for r in racks) == [f"{st.name}-{rack_pool.name}-{i}" for i in range(len(rack_pool.hosts))]
     assert racks[0].inputs["address"] == rack_pool.hosts[0].address and racks[0].inputs["site"] == rack_pool.site
