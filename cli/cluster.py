@@ -93,6 +93,8 @@ def up(
 
 def render_hosts(reports, title: str) -> None:
     """One row per host: what it is, what happened, and why not when it failed."""
+    from rich.markup import escape
+
     rows, styles = [], []
     for r in reports:
         f = r.facts
@@ -104,14 +106,15 @@ def render_hosts(reports, title: str) -> None:
             salt = ", ".join(filter(None, [
                 f"{sum(len(x.changed) for x in real)} changed of {sum(x.states for x in real)}" if real else "",
                 f"{sum(x.states for x in test)} rehearsed" if test else ""]))
-        note = r.error or "; ".join(r.warnings)
+        note = escape(r.error or "; ".join(r.warnings))  # errors quote paths and [host]:port forms
         rows.append([r.target.id, f"{r.target.address}:{r.target.port}", r.state, what, salt, note])
         styles.append(None if r.ok else "red")
     output.table(title, ["host", "address", "state", "system", "salt", "notes"], rows, styles=styles)
     for r in reports:
         for run in r.runs:
             for fail in run.failed:
-                output.console(stderr=True).print(f"[red]{r.target.id}[/red] {fail['id']}: {fail['comment']}")
+                output.console(stderr=True).print(f"[red]{r.target.id}[/red] {escape(fail['id'])}: "
+                                                  f"{escape(fail['comment'])}")
 
 
 def _in_flight(pr) -> str:

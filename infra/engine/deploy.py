@@ -162,8 +162,9 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
             reg.set_host(name, r.target.pool, r.target.idx, address=r.target.address, state=r.state,
                          detail=r.error or ("drained and cleaned" if clean else "drained"))
         if any(not r.ok for r in reports):
+            # the cloud part is gone (destroyed above): what stays known is the hosts still to drain
             reg.record(name=rec.name, stack=rec.stack, stack_file=rec.stack_file, owner=rec.owner,
-                       expires_at=rec.expires_at, backend=rec.backend,
+                       expires_at=rec.expires_at, backend=None if needs_pulumi else rec.backend,
                        nodes=[n for n in rec.nodes if n.provider not in CLOUDS], state="draining")
             raise config.PartialFailure(reports, "drained")
     reg.remove(name)
