@@ -113,8 +113,8 @@ def test_down_removes_the_cluster_only_after_a_successful_destroy(stack, cat, fa
     assert "DependencyViolation" in ei.value.message and ei.value.resources
     assert Registry().get("aws-training") is not None
     fake.survivors_on_destroy = 0
-    _, progress = deploy.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
-    assert progress.ops == {"delete": 1} and Registry().get("aws-training") is None
+    _, progress, hosts = deploy.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
+    assert progress.ops == {"delete": 1} and Registry().get("aws-training") is None and hosts == []
     assert "aws-training" not in fake.stacks
 
 
@@ -122,7 +122,7 @@ def test_failed_up_can_be_torn_down(stack, cat, fake):
     fake.fail_up = Failure("InsufficientInstanceCapacity: none left", after=3)
     with pytest.raises(CapacityError):
         deploy.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
-    _, progress = deploy.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
+    _, progress, _ = deploy.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
     assert progress.ops == {"delete": 3}
 
 
@@ -192,7 +192,8 @@ def test_cli_up_and_down_json(fake, monkeypatch):
     assert data["changes"]["create"] == 23
     r = _cli(["--json", "down", str(AWS_STACK), "--yes"], fake, monkeypatch)
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout) == {"cluster": "aws-training", "destroyed": True, "changes": {"delete": 23}}
+    assert json.loads(r.stdout) == {"cluster": "aws-training", "destroyed": True, "changes": {"delete": 23},
+                                    "hosts": []}
     r = _cli(["down", "aws-training", "--yes"], fake, monkeypatch)
     assert r.exit_code == 2 and "no cluster 'aws-training'" in r.output
 
