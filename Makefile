@@ -7,6 +7,9 @@ SALT_VENV := .salt-venv
 SALT_VERSION := 3008.3
 # what the local test rack (tests/rack/rack.py) needs from the system
 SYSTEM_TOOLS := /usr/sbin/sshd /usr/sbin/debootstrap /usr/sbin/ip /usr/sbin/iptables
+# setuptools warns at length that the Salt state folders (package data under gpufleet/states)
+# look like packages; the wheel test checks they ship. Quiet that during our own installs.
+QUIET_BUILD := PYTHONWARNINGS=ignore::UserWarning
 
 .PHONY: demo test bench calibrate clean salt sysdeps rack-down
 
@@ -16,14 +19,14 @@ $(BIN)/python:
 
 # Install gpufleet and run the main job on the embedded catalog (no cloud account needed).
 demo: $(BIN)/python
-	$(BIN)/python -m pip install -q .
+	$(QUIET_BUILD) $(BIN)/python -m pip install -q .
 	$(BIN)/gpufleet compare resnet50 --epochs 90 --top 12
 	$(BIN)/gpufleet compare llm-7b --tokens 1e11 --gpu H100,A100-80GB,A100-40GB --nodes 1,2,4 --top 12
 
 # Install gpufleet (editable) with its test dependencies, Salt, the test rack's system tools,
 # and run the whole test suite (unit tests, then end to end on the local rack).
 test: $(BIN)/python salt sysdeps
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(QUIET_BUILD) $(BIN)/python -m pip install -q -e '.[test]'
 	$(BIN)/python -m pytest -q -rs
 
 salt: $(SALT_VENV)/bin/salt-ssh
