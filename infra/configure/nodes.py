@@ -178,12 +178,16 @@ def check_hosts(stack, reports: dict[str, HostReport]) -> None:
 
 def configure(stack, cluster: str, targets: list[HostTarget], *, registry=None, trust_new: bool = False,
               force: bool = False, workers: int = 32, progress: Progress | None = None,
-              runner_factory=None) -> list[HostReport]:
-    """Gather facts, check, apply the formulas (GPU ones rehearsed on GPU-less hosts), record each host."""
+              runner_factory=None, gathered: dict[str, HostReport] | None = None) -> list[HostReport]:
+    """Gather facts (unless ``gathered`` and checked already), check, apply the formulas (GPU ones
+    rehearsed on GPU-less hosts), record each host."""
     from gpufleet.configure import saltrun
 
-    reports = gather(targets, trust_new=trust_new, workers=workers, progress=progress)
-    check_hosts(stack, reports)
+    if gathered is None:
+        reports = gather(targets, trust_new=trust_new, workers=workers, progress=progress)
+        check_hosts(stack, reports)
+    else:
+        reports = gathered
     pools = {p.name: p for p in stack.pools}
     tree = saltrun.tree_hash()
     known = registry.hosts(cluster) if registry else {}

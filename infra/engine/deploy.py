@@ -52,11 +52,20 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     the_plan = plan(stack, cat, cluster=cl)
     clouds = sorted({p.provider for p in stack.pools if p.provider in CLOUDS})
     cmd = _ready(clouds, bool(clouds), pulumi_command)
-    if configure and runner_factory is None and any(p.provider == "baremetal" for p in stack.pools):
+    gathered = None
+    targets = []
+    if configure and any(p.provider == "baremetal" for p in stack.pools):
+        from gpufleet.configure import nodes as config
         from gpufleet.configure import saltrun
 
-        saltrun.find_salt_ssh()  # a missing Salt stops here, before anything is created or recorded
-        saltrun.states_dir()
+        if runner_factory is None:
+            saltrun.find_salt_ssh()  # a missing Salt stops here, before anything is created or recorded
+            saltrun.states_dir()
+        # the racks exist already: reach them and check their OS against the software before anything
+        # is created or recorded (a misfit is bad input, exit 2)
+        targets = config.rack_targets(stack)
+        gathered = config.gather(targets, trust_new=trust_new_hosts, progress=on_host_progress)
+        config.check_hosts(stack, gathered)
     if not confirm(the_plan):
         raise Aborted("nothing was created", "run again and answer yes, or pass --yes")
 
@@ -84,13 +93,9 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     nodes += rack_nodes(stack, the_plan)
     rec = reg.record(**record, nodes=nodes, state="up")
     hosts = []
-    if configure:
-        from gpufleet.configure import nodes as config
-
-        targets = config.rack_targets(stack)
-        if targets:
-            hosts = config.configure(stack, name, targets, registry=reg, trust_new=trust_new_hosts, force=reconfigure,
-                                     progress=on_host_progress, runner_factory=runner_factory)
+    if targets:
+        hosts = config.configure(stack, name, targets, registry=reg, trust_new=trust_new_hosts, force=reconfigure,
+                                 progress=on_host_progress, runner_factory=runner_factory, gathered=gathered)
     return UpOutcome(the_plan, rec, progress, hosts)
 
 

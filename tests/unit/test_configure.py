@@ -186,3 +186,22 @@ def test_up_of_a_rack_without_salt_stops_before_anything(tmp_path):
     from gpufleet.lifecycle.registry import Registry
 
     assert Registry(tmp_path / "gpufleet" / "registry.db").list() == []
+
+
+def test_up_checks_the_racks_os_before_recording_anything(cat, monkeypatch, tmp_path):
+    """Facts are gathered and checked before the cluster is recorded: a misfit leaves no trace."""
+    from gpufleet.engine import deploy
+    from gpufleet.lifecycle.registry import Registry
+
+    st = spec.load(RACK, cat)
+
+    def fake_gather(targets, **kw):
+        return {t.id: nodes.HostReport(t, facts=Facts(os_id="ubuntu", os_version="20.04")) for t in targets}
+
+    monkeypatch.setattr(nodes, "gather", fake_gather)
+    reg = Registry(tmp_path / "r.db")
+    asked = []
+    with pytest.raises(InputError, match="Ubuntu-20.04 is not a supported OS"):
+        deploy.bring_up(st, cat, confirm=lambda p: asked.append(p) or True, registry=reg,
+                        runner_factory=lambda *a, **k: pytest.fail("no Salt may run"))
+    assert reg.list() == [] and asked == []
