@@ -451,6 +451,8 @@ def _check_access(stack: Stack, located: Located, err) -> None:
 def _check_software(stack: Stack, located: Located, err, cat) -> None:
     """Driver, CUDA, OS image, GPU and frameworks must go together (racks' OS is checked on the hosts)."""
     from gpufleet.configure import software
+    from gpufleet.providers.common import DEFAULT_IMAGE, IMAGES
+
     sw = stack.software
     seen: set[tuple] = set()
     for i, pool in enumerate(stack.pools):
@@ -460,8 +462,8 @@ def _check_software(stack: Stack, located: Located, err, cat) -> None:
                 gpu = cat.instance(pool.provider, pool.instance_type).gpu
             except Exception:
                 continue
-        image = pool.image or "ubuntu-22.04"
-        osfinger = IMAGE_OSFINGER.get(image) if pool.provider != "baremetal" else None
+        ref = IMAGES.get(pool.image or DEFAULT_IMAGE)  # a native image id (ami-..., a URN) says no OS
+        osfinger = ref.osfinger if ref and pool.provider != "baremetal" else None
         for prob in software.check(driver=sw.driver, cuda=sw.cuda, osfinger=osfinger, gpu=gpu,
                                    open_modules=sw.open_kernel_modules, frameworks=dict(sw.frameworks)):
             if prob.warning or (prob.key, prob.message) in seen:
@@ -471,10 +473,6 @@ def _check_software(stack: Stack, located: Located, err, cat) -> None:
                 (("pools", i, "gpu") if prob.key == "gpu" else tuple(prob.key.split(".")))
             err(keys, prob.message, prob.hint)
 
-
-# stack image names -> Salt osfinger (see providers.common.IMAGES)
-IMAGE_OSFINGER = {"ubuntu-22.04": "Ubuntu-22.04", "ubuntu-24.04": "Ubuntu-24.04", "ubuntu-hpc-22.04": "Ubuntu-22.04",
-                  "rocky-9": "Rocky-9"}
 
 
 def _matching_instances(pool: Pool, cat) -> list:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import shlex
 import socket
 import threading
 import time
@@ -167,7 +168,7 @@ class Session:
 
     def run(self, command: str, *, timeout: float = 120, check: bool = False, sudo: bool = False) -> Result:
         if sudo and self.target.user != "root":
-            command = "sudo -n sh -c " + _quote(command)
+            command = "sudo -n sh -c " + shlex.quote(command)
         _, out, err = self._client.exec_command(command, timeout=timeout)
         stdout = out.read().decode(errors="replace")
         stderr = err.read().decode(errors="replace")
@@ -184,12 +185,6 @@ class Session:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def _quote(s: str) -> str:
-    import shlex
-
-    return shlex.quote(s)
 
 
 def connect(target: Target, known: KnownHosts, *, timeout: float = 10, retries: int = 2,

@@ -41,6 +41,11 @@ class HostTarget:
     def ssh(self) -> ssh.Target:
         return ssh.Target(self.address, self.port, self.user, self.key)
 
+    def roster_host(self, pillar: dict):
+        from gpufleet.configure.saltrun import RosterHost
+
+        return RosterHost(self.id, self.address, self.port, self.user, self.key, str(self.known_hosts), pillar)
+
 
 @dataclass
 class HostReport:
@@ -110,25 +115,34 @@ def rack_targets(stack) -> list[HostTarget]:
 Progress = Callable[[str, int, int, str], None]  # (phase, done, total, message)
 
 
-def gather(targets: list[HostTarget], *, trust_new: bool = False, workers: int = 32,
-           progress: Progress | None = None) -> dict[str, HostReport]:
-    """Connect to every host (verifying its key) and gather its facts, in parallel."""
-    reports = {t.id: HostReport(t) for t in targets}
+def _on_each_host(targets: list[HostTarget], work, *, phase: str, trust_new: bool, workers: int,
+                  progress: Progress | None) -> list[ssh.HostOutcome]:
+    """Connect to every host in parallel (verifying its key against its site's file) and run
+    ``work(session)`` there; one outcome per target, in order."""
     stores: dict[Path, ssh.KnownHosts] = {}
     for t in targets:
         stores.setdefault(t.known_hosts, ssh.KnownHosts(t.known_hosts, trust_new))
     done = [0]
 
-    def one(t: HostTarget) -> factsmod.Facts:
+    def one(t: HostTarget):
         with ssh.connect(t.ssh, stores[t.known_hosts]) as s:
-            return factsmod.gather(s)
+            return work(s)
 
     def finished(o: ssh.HostOutcome) -> None:
         done[0] += 1
         if progress:
-            progress("facts", done[0], len(targets), o.host)
+            progress(phase, done[0], len(targets), o.host)
 
-    for t, o in zip(targets, ssh.fan_out(targets, one, name=lambda t: t.id, workers=workers, on_done=finished)):
+    return ssh.fan_out(targets, one, name=lambda t: t.id, workers=workers, on_done=finished)
+
+
+def gather(targets: list[HostTarget], *, trust_new: bool = False, workers: int = 32,
+           progress: Progress | None = None) -> dict[str, HostReport]:
+    """Connect to every host (verifying its key) and gather its facts, in parallel."""
+    reports = {t.id: HostReport(t) for t in targets}
+    outcomes = _on_each_host(targets, factsmod.gather, phase="facts", trust_new=trust_new, workers=workers,
+                             progress=progress)
+    for t, o in zip(targets, outcomes):
         r = reports[t.id]
         if o.ok:
             r.facts = o.value
@@ -209,9 +223,7 @@ def configure(stack, cluster: str, targets: list[HostTarget], *, registry=None, 
             continue
         plan[t.id] = (real, rehearse, pil)
     if plan:
-        roster = [saltrun.RosterHost(i, reports[i].target.address, reports[i].target.port, reports[i].target.user,
-                                     reports[i].target.key, str(reports[i].target.known_hosts), p)
-                  for i, (_, _, p) in plan.items()]
+        roster = [reports[i].target.roster_host(p) for i, (_, _, p) in plan.items()]
         runner = (runner_factory or saltrun.SaltSsh)(cluster, roster)
         groups: dict[tuple[tuple[str, ...], bool], list[str]] = {}
         for hid, (real, rehearse, _) in plan.items():
@@ -247,7 +259,7 @@ def configure(stack, cluster: str, targets: list[HostTarget], *, registry=None, 
             bad = [x for x in r.runs if not x.ok]
             r.state = "failed" if bad else "configured"
             if bad:
-                r.error = "; ".join(x.error or ", ".join(f"{f['id']}: {f['comment']}" for f in x.failed) for x in bad)
+                r.error = "; ".join(x.problem for x in bad)
                 r.hint = "fix the failed states (or the host) shown above"
     if registry:
         for r in reports.values():
@@ -281,23 +293,11 @@ def drain(cluster: str, targets: list[HostTarget], *, clean_states: dict[str, li
     """
     import shlex
 
-    stores: dict[Path, ssh.KnownHosts] = {}
-    for t in targets:
-        stores.setdefault(t.known_hosts, ssh.KnownHosts(t.known_hosts, trust_new))
     script = DRAIN_SCRIPT.replace("{cluster}", shlex.quote(cluster))
-    done = [0]
-
-    def one(t: HostTarget) -> str:
-        with ssh.connect(t.ssh, stores[t.known_hosts]) as s:
-            return s.run(script, check=True, sudo=True).stdout.strip()
-
-    def finished(o) -> None:
-        done[0] += 1
-        if progress:
-            progress("drain", done[0], len(targets), o.host)
-
+    outcomes = _on_each_host(targets, lambda s: s.run(script, check=True, sudo=True).stdout.strip(), phase="drain",
+                             trust_new=trust_new, workers=workers, progress=progress)
     reports = []
-    for t, o in zip(targets, ssh.fan_out(targets, one, name=lambda t: t.id, workers=workers, on_done=finished)):
+    for t, o in zip(targets, outcomes):
         r = HostReport(t, state="drained" if o.ok else ("host-key" if o.error.kind.startswith("host-key") else
                                                         "unreachable" if o.error.kind == "unreachable" else "failed"))
         if not o.ok:
@@ -308,8 +308,7 @@ def drain(cluster: str, targets: list[HostTarget], *, clean_states: dict[str, li
 
         ok = [r for r in reports if r.ok and clean_states.get(r.target.id)]
         if ok:
-            roster = [saltrun.RosterHost(r.target.id, r.target.address, r.target.port, r.target.user, r.target.key,
-                                         str(r.target.known_hosts), (pillars or {}).get(r.target.id, {})) for r in ok]
+            roster = [r.target.roster_host((pillars or {}).get(r.target.id, {})) for r in ok]
             runner = (runner_factory or saltrun.SaltSsh)(cluster, roster)
             groups: dict[tuple[str, ...], list[str]] = {}
             for r in ok:
@@ -320,6 +319,6 @@ def drain(cluster: str, targets: list[HostTarget], *, clean_states: dict[str, li
                     by_id[hid].runs.append(run)
                     if not run.ok:
                         by_id[hid].state = "failed"
-                        by_id[hid].error = run.error or "; ".join(f"{f['id']}: {f['comment']}" for f in run.failed)
+                        by_id[hid].error = run.problem
     return reports
 

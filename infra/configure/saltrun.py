@@ -11,6 +11,8 @@ Host keys: every roster entry makes OpenSSH check the site's known_hosts file
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -105,6 +107,11 @@ class StateRun:
     def ok(self) -> bool:
         return self.error is None and not self.failed
 
+    @property
+    def problem(self) -> str:
+        """Why the run is not ok: its error, or the failed states with their comments."""
+        return self.error or ", ".join(f"{f['id']}: {f['comment']}" for f in self.failed)
+
     def to_dict(self) -> dict:
         return {"host": self.host, "test": self.test, "ok": self.ok, "states": self.states, "changed": self.changed,
                 "failed": self.failed, "error": self.error, "seconds": round(self.seconds, 1)}
@@ -173,22 +180,16 @@ class SaltSsh:
         with self._locked(host_ids):
             return self._apply(cmd, host_ids, test, on_host)
 
+    @contextlib.contextmanager
     def _locked(self, host_ids: list[str]):
         """Hold a lock per host (in a fixed order): no two salt-ssh runs on one host at once, across
         gpufleet processes, while runs on different hosts go ahead in parallel."""
-        import contextlib
-        import fcntl
-
-        @contextlib.contextmanager
-        def held():
-            (self.dir / "locks").mkdir(exist_ok=True)
-            with contextlib.ExitStack() as stack:
-                for h in sorted(host_ids):
-                    f = stack.enter_context(open(self.dir / "locks" / h, "w"))
-                    fcntl.flock(f, fcntl.LOCK_EX)
-                yield
-
-        return held()
+        (self.dir / "locks").mkdir(exist_ok=True)
+        with contextlib.ExitStack() as stack:
+            for h in sorted(host_ids):
+                f = stack.enter_context(open(self.dir / "locks" / h, "w"))
+                fcntl.flock(f, fcntl.LOCK_EX)
+            yield
 
     def _apply(self, cmd: list[str], host_ids: list[str], test: bool, on_host) -> dict[str, StateRun]:
         start = time.monotonic()

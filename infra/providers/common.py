@@ -189,6 +189,7 @@ class ImageRef:
     gcp_project: str
     gcp_family: str
     azure: tuple[str, str, str, str]  # publisher, offer, sku, version
+    osfinger: str  # the OS as Salt names it (grains osfinger): what the NVIDIA states check it against
 
 
 # Canonical's and Microsoft's published image names (AWS: owner 099720109477 is Canonical;
@@ -196,16 +197,16 @@ class ImageRef:
 IMAGES: dict[str, ImageRef] = {
     "ubuntu-22.04": ImageRef("099720109477", "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*",
                              "ubuntu-os-cloud", "ubuntu-2204-lts",
-                             ("Canonical", "0001-com-ubuntu-server-jammy", "22_04-lts-gen2", "latest")),
+                             ("Canonical", "0001-com-ubuntu-server-jammy", "22_04-lts-gen2", "latest"), "Ubuntu-22.04"),
     "ubuntu-24.04": ImageRef("099720109477", "ubuntu/images/hvm-ssd-gp3/ubuntu-noble-24.04-amd64-server-*",
                              "ubuntu-os-cloud", "ubuntu-2404-lts-amd64",
-                             ("Canonical", "ubuntu-24_04-lts", "server", "latest")),
+                             ("Canonical", "ubuntu-24_04-lts", "server", "latest"), "Ubuntu-24.04"),
     "ubuntu-hpc-22.04": ImageRef("099720109477", "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*",
                                  "ubuntu-os-cloud", "ubuntu-2204-lts",
-                                 ("microsoft-dsvm", "ubuntu-hpc", "2204", "latest")),
+                                 ("microsoft-dsvm", "ubuntu-hpc", "2204", "latest"), "Ubuntu-22.04"),
     "rocky-9": ImageRef("792107900819", "Rocky-9-EC2-Base-9.*x86_64*",
                         "rocky-linux-cloud", "rocky-linux-9",
-                        ("resf", "rockylinux-x86_64", "9-base", "latest")),
+                        ("resf", "rockylinux-x86_64", "9-base", "latest"), "Rocky-9"),
 }
 DEFAULT_IMAGE = "ubuntu-22.04"
 
