@@ -10,6 +10,7 @@ from gpufleet import __version__
 from gpufleet.cli import catalog as catalog_cmd
 from gpufleet.cli import cluster as cluster_cmd
 from gpufleet.cli import compare as compare_cmd
+from gpufleet.cli import lifecycle as lifecycle_cmd
 from gpufleet.cli import plan as plan_cmd
 from gpufleet.cli import validate as validate_cmd
 from gpufleet.cli.output import STATE
@@ -48,6 +49,9 @@ app.command("validate", help=validate_cmd.HELP)(validate_cmd.validate)
 app.command("plan", help=plan_cmd.HELP)(plan_cmd.plan)
 app.command("up", help=cluster_cmd.UP_HELP)(cluster_cmd.up)
 app.command("down", help=cluster_cmd.DOWN_HELP)(cluster_cmd.down)
+app.command("status", help=lifecycle_cmd.STATUS_HELP)(lifecycle_cmd.status)
+app.command("reap", help=lifecycle_cmd.REAP_HELP)(lifecycle_cmd.reap)
+app.command("check", help=lifecycle_cmd.CHECK_HELP)(lifecycle_cmd.check)
 app.add_typer(catalog_cmd.app, name="catalog", help="List the GPU catalog: GPUs, instance types, prices, workloads.")
 
 

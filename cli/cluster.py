@@ -12,13 +12,14 @@ from gpufleet.cli import output
 from gpufleet.cli.output import STATE
 from gpufleet.errors import GpufleetError
 
-UP_HELP = ("Bring a stack up: validate, plan and price it, check credentials and the Pulumi CLI, ask, then create "
+UP_HELP = ("Bring a stack up: validate, plan and price it, check credentials, quotas and the Pulumi CLI, ask, then create "
            "the cloud pools with Pulumi, record the cluster, and configure the rack hosts over SSH with Salt. "
            "Re-running updates it in place; hosts already configured the same way are skipped. "
            "Exit 3 when some hosts failed (the others are done).")
-DOWN_HELP = ("Destroy a cluster's cloud resources and drain its rack hosts (by stack file or cluster name); it leaves "
-             "the registry only once everything is gone or drained. Machines are never wiped; --clean undoes the "
-             "Salt states.")
+DOWN_HELP = ("Destroy a cluster's cloud resources and drain its rack hosts (by stack file or cluster name), then ask "
+             "every cloud for anything still tagged for it, delete that in dependency order with retries, and exit 1 "
+             "with the list if something is left. It leaves the registry only once nothing is left and every host is "
+             "drained. Machines are never wiped; --clean undoes the Salt states.")
 
 
 def _confirm(question: str, yes: bool) -> bool:
@@ -51,6 +52,8 @@ def up(
                                               "configured the same way.")] = False,
     configure: Annotated[bool, typer.Option("--configure/--no-configure", help="Configure the rack hosts with Salt "
                                             "after the cloud part.")] = True,
+    check: Annotated[bool, typer.Option("--check/--no-check", help="Check the clouds' quotas for the stack first "
+                                        "(gpufleet check) and refuse when one is short.")] = True,
 ):
     from gpufleet import catalog, spec
     from gpufleet.engine import deploy
@@ -68,14 +71,18 @@ def up(
     with output.steps("Bringing up") as update:
         outcome = deploy.bring_up(st, cat, cluster=cluster, confirm=confirm, prompt=_prompt_or_none(),
                                   on_progress=lambda pr: update(pr.done, pr.total, _in_flight(pr)),
-                                  configure=configure, trust_new_hosts=trust_new_hosts, reconfigure=reconfigure,
+                                  configure=configure, trust_new_hosts=trust_new_hosts, reconfigure=reconfigure, check=check,
                                   on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
     rec = outcome.record
+    for q in outcome.quotas:
+        if q.ok is None:
+            output.warn(f"{q.provider} {q.region}: quota {q.quota!r} {q.note or 'could not be read'}")
     from gpufleet.configure.nodes import PartialFailure
 
     failed = PartialFailure(outcome.hosts) if any(not h.ok for h in outcome.hosts) else None
     if STATE.json:
         doc = {"cluster": rec.to_dict(), "changes": outcome.progress.ops if outcome.progress else {},
+               "quotas": [q.to_dict() for q in outcome.quotas],
                "elapsed_s": round(outcome.progress.elapsed, 1) if outcome.progress else 0,
                "hosts": [h.to_dict() for h in outcome.hosts], "ok": failed is None}
         if failed:  # the error's fields next to the result, in one document
@@ -161,24 +168,39 @@ def down(
 
     try:
         with output.steps("Tearing down") as update:
-            rec, progress, hosts = deploy.tear_down(
+            out = deploy.tear_down(
                 name, confirm=confirm, prompt=_prompt_or_none(), stack=stack_obj, clean=clean,
                 trust_new_hosts=trust_new_hosts, on_progress=lambda pr: update(pr.done, None, _in_flight(pr)),
-                on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
+                on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"),
+                on_sweep=lambda done, total, msg: update(done, total, f"deleting leftovers: {msg}"))
     except GpufleetError as e:
-        if getattr(e, "reports", None) and not STATE.json:
-            render_hosts(e.reports, "Drain")
+        if not STATE.json:
+            if getattr(e, "reports", None):
+                render_hosts(e.reports, "Drain")
+            if getattr(e, "resources", None) and isinstance(e.resources[0], dict):
+                from gpufleet.cli.lifecycle import render_resources
+
+                render_resources("Still there after the teardown", e.resources)
         raise
+    progress, hosts = out.progress, out.hosts
     if STATE.json:
-        output.emit_json({"cluster": rec.name, "destroyed": True, "changes": progress.ops if progress else {},
+        output.emit_json({"cluster": out.record.name, "destroyed": True, "changes": progress.ops if progress else {},
+                          "swept": [o.to_dict() for o in out.swept], "left": [], "checked": sorted(out.record.clouds),
                           "hosts": [h.to_dict() for h in hosts]})
         return
     if hosts:
         render_hosts(hosts, "Drain")
+    if out.swept:
+        from gpufleet.cli.lifecycle import render_outcomes
+
+        render_outcomes("Left outside the Pulumi state, deleted by tag", out.swept)
     deleted = progress.ops.get("delete", 0) if progress else 0
     racks = f", {len(hosts)} rack host(s) drained" + (" and cleaned" if clean else "") if hosts else ""
-    output.console().print(f"Cluster {rec.name} torn down ({deleted} cloud resources deleted{racks}) and removed "
-                           "from the registry.")
+    swept = f", {len(out.swept)} leftover(s) deleted by tag" if out.swept else ""
+    checked = ", ".join(sorted(out.record.clouds))
+    proof = f" The clouds ({checked}) report nothing tagged for it." if checked else ""
+    output.console().print(f"Cluster {out.record.name} torn down ({deleted} cloud resources deleted{swept}{racks}) "
+                           f"and removed from the registry.{proof}")
 
 
 def _stack_of(target: str):

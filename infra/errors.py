@@ -111,16 +111,22 @@ class CapacityError(GpufleetError):
 
 
 class QuotaError(GpufleetError):
-    """An account quota is too small for what the stack needs."""
+    """An account quota is too small for what the stack needs (told apart from CapacityError:
+    raising the quota fixes it, retrying does not). ``needed``/``available`` are None when
+    the cloud said so only in words (an error during `up`)."""
 
-    def __init__(self, provider: str, region: str, quota: str, needed: float, available: float, hint: str | None = None):
+    def __init__(self, provider: str | None, region: str | None, quota: str, needed: float | None,
+                 available: float | None, hint: str | None = None, *, lines: list[dict] | None = None, more: str = "",
+                 message: str | None = None):
         self.provider, self.region, self.quota, self.needed, self.available = provider, region, quota, needed, available
-        super().__init__(f"{provider} {region}: quota {quota!r} allows {available:g}, the stack needs {needed:g}",
-                         hint or "request a quota increase, or make the pool smaller")
+        self.lines = lines or []
+        msg = message or (f"{provider} {region}: quota {quota!r} has {available:g} available, the stack needs "
+                          f"{needed:g}{more}")
+        super().__init__(msg, hint or "request a quota increase, or make the pool smaller")
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "provider": self.provider, "region": self.region, "quota": self.quota,
-                "needed": self.needed, "available": self.available}
+                "needed": self.needed, "available": self.available, "lines": self.lines}
 
 
 class DeployError(GpufleetError):
@@ -132,3 +138,16 @@ class DeployError(GpufleetError):
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "resources": self.resources}
+
+
+class LeftoverError(GpufleetError):
+    """Resources tagged for a cluster are still there after its teardown (exit 1, with the list)."""
+
+    def __init__(self, message: str, hint: str | None = None, *, resources: list[dict] | None = None,
+                 unread: dict[str, str] | None = None):
+        self.resources = resources or []
+        self.unread = unread or {}
+        super().__init__(message, hint)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "resources": self.resources, "unread": self.unread}

@@ -54,3 +54,35 @@ def salt_call() -> Path:
     exe = ROOT / ".salt-venv" / "bin" / "salt-call"
     require(exe.exists(), "Salt's virtualenv .salt-venv is missing (`make salt`)")
     return exe
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    """moto's HTTP server (plus what it lacks, see fakes/aws.py) for the whole session."""
+    import importlib.util
+
+    require(importlib.util.find_spec("moto") is not None, "moto is not installed (test extra)")
+    from fakes.aws import Server
+
+    srv = Server().start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def aws(moto_server, monkeypatch, tmp_path):
+    """boto3 pointed at a fresh moto (AWS_ENDPOINT_URL) with test credentials; no ~/.aws."""
+    moto_server.reset()
+    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server.url)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-creds"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    # deletion retries: quick in tests (the defaults wait minutes for real clouds)
+    monkeypatch.setenv("GPUFLEET_DELETE_BACKOFF", "0.05")
+    monkeypatch.setenv("GPUFLEET_DELETE_WAIT", "5")
+    return moto_server

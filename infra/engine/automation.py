@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufleet.errors import CapacityError, CredentialsError, DeployError, GpufleetError, InputError, ToolMissing
+from gpufleet.errors import (CapacityError, CredentialsError, DeployError, GpufleetError, InputError, QuotaError,
+                             ToolMissing)
 
 PROJECT = "gpufleet"
 INSTALL_HINT = ("install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh (or brew install pulumi), "
@@ -70,6 +71,35 @@ def find_pulumi():
         return PulumiCommand(root=root)
     except FileNotFoundError:
         raise ToolMissing("the Pulumi CLI could not be started", INSTALL_HINT) from None
+
+
+def state_stacks(url: str | None = None, pulumi_command=None) -> set[str] | None:
+    """The clusters (stacks of the gpufleet project) in the Pulumi state; None when it cannot be read.
+
+    A file backend is read directly (``.pulumi/stacks/gpufleet/<stack>.json``, Pulumi's
+    project-scoped layout, or the older ``.pulumi/stacks/<stack>.json``); any other backend
+    through the Pulumi CLI, when there is one.
+    """
+    url = url or backend_url()
+    if url.startswith("file://"):
+        root = Path(url[len("file://"):]).expanduser() / ".pulumi" / "stacks"
+        names: set[str] = set()
+        for d in (root / PROJECT, root):
+            if d.is_dir():
+                for f in d.iterdir():
+                    for suffix in (".json", ".json.gz"):
+                        if f.is_file() and f.name.endswith(suffix):
+                            names.add(f.name[: -len(suffix)])
+        return names
+    try:
+        from pulumi import automation as auto
+
+        ws = auto.LocalWorkspace(
+            project_settings=auto.ProjectSettings(name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=url)),
+            env_vars={"PULUMI_SKIP_UPDATE_CHECK": "true"}, pulumi_command=pulumi_command or find_pulumi())
+        return {s.name.rsplit("/", 1)[-1] for s in ws.list_stacks()}
+    except Exception:  # noqa: BLE001 - no CLI, no access: the caller says the state was not read
+        return None
 
 
 @dataclass
@@ -212,9 +242,11 @@ def translate(exc: Exception, progress: Progress | None = None, providers=()) ->
             return CredentialsError(provider, f"{provider}: no usable credentials ({_first_line(pat, text)})",
                                     CREDENTIAL_HINTS[provider])
     if _QUOTA.search(text):
-        return DeployError(f"a quota stopped the deployment: {_first_line(_QUOTA, text)}",
-                           "run `gpufleet check STACK` and request an increase, or make the pool smaller",
-                           resources=failed)
+        line = _first_line(_QUOTA, text)
+        return QuotaError(_provider_of(line, providers), None, line, None, None,
+                          "run `gpufleet check STACK` and request an increase, or make the pool smaller; "
+                          "this is not a capacity shortage, retrying will not help",
+                          message=f"a quota stopped the deployment: {line}")
     if _CAPACITY.search(text):
         return CapacityError(f"the cloud has no capacity for this request right now: {_first_line(_CAPACITY, text)}",
                              "try another zone or region, a capacity reservation, or retry later; "
@@ -223,6 +255,15 @@ def translate(exc: Exception, progress: Progress | None = None, providers=()) ->
     detail = errors[-1] if errors else _last_error_line(text)
     return DeployError(f"Pulumi failed: {detail}", "the resources created so far stay in the state; fix the cause "
                        "and run `gpufleet up` again, or `gpufleet down` to remove them", resources=failed)
+
+
+def _provider_of(line: str, providers) -> str | None:
+    marks = {"aws": ("VcpuLimitExceeded", "InstanceLimitExceeded"), "gcp": ("QUOTA_EXCEEDED", "Quota '"),
+             "azure": ("OperationNotAllowed", "approved")}
+    for p, words in marks.items():
+        if any(w in line for w in words):
+            return p
+    return providers[0] if len(providers) == 1 else None
 
 
 def _first_line(pat: re.Pattern, text: str) -> str:

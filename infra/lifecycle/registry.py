@@ -9,6 +9,7 @@ teardown.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import sqlite3
 from contextlib import closing
@@ -25,8 +26,9 @@ CREATE TABLE IF NOT EXISTS clusters (
     updated_at TEXT NOT NULL,
     expires_at TEXT NOT NULL,
     backend TEXT,
-    state TEXT NOT NULL,              -- up | failed
-    usd_per_hour REAL                 -- at launch prices; NULL when some pool has no price
+    state TEXT NOT NULL,              -- creating | up | failed | draining | leaking
+    usd_per_hour REAL,                -- at launch prices; NULL when some pool has no price
+    locations TEXT                    -- JSON [[provider, region], ...] the stack's cloud pools use
 );
 CREATE TABLE IF NOT EXISTS nodes (
     cluster TEXT NOT NULL REFERENCES clusters(name) ON DELETE CASCADE,
@@ -78,6 +80,7 @@ class Node:
     private_ip: str | None = None
     ssh_endpoint: str | None = None
     usd_per_hour: float | None = None
+    launched_at: str | None = None
 
 
 @dataclass
@@ -92,7 +95,19 @@ class ClusterRecord:
     backend: str | None
     state: str
     usd_per_hour: float | None
+    locations: list = field(default_factory=list)  # [(provider, region)] of the cloud pools
     nodes: list[Node] = field(default_factory=list)
+
+    @property
+    def clouds(self) -> dict[str, list[str]]:
+        """provider -> regions of its cloud pools (from the stack and from the recorded nodes)."""
+        from gpufleet.providers import CLOUDS
+
+        out: dict[str, list[str]] = {}
+        for p, r in [*self.locations, *((n.provider, n.location) for n in self.nodes)]:
+            if p in CLOUDS and r not in out.setdefault(p, []):
+                out[p].append(r)
+        return out
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -110,14 +125,20 @@ class Registry:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with closing(self._connect()) as db, db:
             db.executescript(SCHEMA)
+            self._migrate(db)
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=30)
         db.execute("PRAGMA foreign_keys = ON")
         return db
 
+    def _migrate(self, db) -> None:
+        cols = {r[1] for r in db.execute("PRAGMA table_info(clusters)")}
+        if "locations" not in cols:  # registries written before `locations` existed
+            db.execute("ALTER TABLE clusters ADD COLUMN locations TEXT")
+
     def record(self, *, name: str, stack: str, stack_file: str, owner: str, expires_at: str, backend: str | None,
-               nodes: list[Node], state: str = "up") -> ClusterRecord:
+               nodes: list[Node], state: str = "up", locations: list | None = None) -> ClusterRecord:
         """Insert or replace a cluster and its nodes in one transaction (all or nothing)."""
         now = _now()
         prices = [n.usd_per_hour for n in nodes]
@@ -129,14 +150,16 @@ class Registry:
                 "SELECT pool, idx, launched_at FROM nodes WHERE cluster = ?", (name,))}
             db.execute("DELETE FROM nodes WHERE cluster = ?", (name,))
             # an upsert, not REPLACE: replacing the row would cascade to the hosts' status
-            db.execute("INSERT INTO clusters VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET "
+            db.execute("INSERT INTO clusters VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET "
                        "stack=excluded.stack, stack_file=excluded.stack_file, owner=excluded.owner, "
                        "updated_at=excluded.updated_at, expires_at=excluded.expires_at, backend=excluded.backend, "
-                       "state=excluded.state, usd_per_hour=excluded.usd_per_hour",
-                       (name, stack, str(stack_file), owner, created, now, expires_at, backend, state, total))
+                       "state=excluded.state, usd_per_hour=excluded.usd_per_hour, "
+                       "locations=COALESCE(excluded.locations, clusters.locations)",
+                       (name, stack, str(stack_file), owner, created, now, expires_at, backend, state, total,
+                        json.dumps(locations) if locations is not None else None))
             db.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (name, n.pool, n.idx, n.provider, n.location, n.zone, n.machine, n.node_id, n.private_ip,
-                 n.ssh_endpoint, n.usd_per_hour, old.get((n.pool, n.idx), now)) for n in nodes])
+                 n.ssh_endpoint, n.usd_per_hour, old.get((n.pool, n.idx), n.launched_at or now)) for n in nodes])
         return self.get(name)
 
     def get(self, name: str) -> ClusterRecord | None:
@@ -144,9 +167,9 @@ class Registry:
             row = db.execute("SELECT * FROM clusters WHERE name = ?", (name,)).fetchone()
             if row is None:
                 return None
-            rec = ClusterRecord(*row)
+            rec = ClusterRecord(*row[:10], locations=[tuple(x) for x in json.loads(row[10] or "[]")])
             rec.nodes = [Node(pool=r[1], idx=r[2], provider=r[3], location=r[4], zone=r[5], machine=r[6],
-                              node_id=r[7], private_ip=r[8], ssh_endpoint=r[9], usd_per_hour=r[10])
+                              node_id=r[7], private_ip=r[8], ssh_endpoint=r[9], usd_per_hour=r[10], launched_at=r[11])
                          for r in db.execute("SELECT * FROM nodes WHERE cluster = ? ORDER BY pool, idx", (name,))]
         return rec
 
@@ -158,16 +181,12 @@ class Registry:
     def set_host(self, cluster: str, pool: str, idx: int, *, address: str, state: str, digest: str | None = None,
                  facts: dict | None = None, detail: str | None = None) -> None:
         """Record one host's configuration outcome (one transaction; the cluster must exist)."""
-        import json
-
         with closing(self._connect()) as db, db:
             db.execute("INSERT OR REPLACE INTO host_status VALUES (?,?,?,?,?,?,?,?,?)",
                        (cluster, pool, idx, address, state, digest, json.dumps(facts) if facts is not None else None,
                         detail, _now()))
 
     def hosts(self, cluster: str) -> dict[tuple[str, int], dict]:
-        import json
-
         with closing(self._connect()) as db:
             rows = db.execute("SELECT pool, idx, address, state, digest, facts, detail, updated_at FROM host_status "
                               "WHERE cluster = ?", (cluster,)).fetchall()

@@ -15,7 +15,7 @@ from conftest import ROOT
 from gpufleet import spec
 from gpufleet.engine import automation, deploy
 from gpufleet.engine import plan as planner
-from gpufleet.errors import CapacityError, CredentialsError, DeployError, InputError, ToolMissing
+from gpufleet.errors import CapacityError, CredentialsError, DeployError, InputError, QuotaError, ToolMissing
 from gpufleet.lifecycle.registry import Registry
 
 pytest.importorskip("pulumi")
@@ -25,15 +25,12 @@ AWS_STACK = ROOT / "stacks" / "examples" / "aws-training.yaml"
 
 
 @pytest.fixture(autouse=True)
-def _env(tmp_path, monkeypatch):
+def _env(tmp_path, monkeypatch, aws):
+    """AWS is moto's server (`up` checks quotas first, `down` asks the cloud what is left)."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
     monkeypatch.delenv("GPUFLEET_REGISTRY", raising=False)
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "test-passphrase")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFAKE")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-creds"))
 
 
 @pytest.fixture
@@ -87,7 +84,7 @@ def test_declined_confirmation_creates_nothing(stack, cat, fake):
      "Availability Zone you requested (us-east-1a).", CapacityError, "not a quota problem"),
     ("creating EC2 Instance: operation error EC2: RunInstances, https response error StatusCode: 400, "
      "VcpuLimitExceeded: You have requested more vCPU capacity than your current vCPU limit of 0 allows",
-     DeployError, "gpufleet check"),
+     QuotaError, "not a capacity shortage"),
     ("configuring Terraform AWS Provider: no valid credential sources for Terraform AWS Provider found.",
      CredentialsError, "aws configure"),
     ("creating FSx for Lustre File System: BadRequest: Throughput is not supported", DeployError, "gpufleet down"),
@@ -113,8 +110,8 @@ def test_down_removes_the_cluster_only_after_a_successful_destroy(stack, cat, fa
     assert "DependencyViolation" in ei.value.message and ei.value.resources
     assert Registry().get("aws-training") is not None
     fake.survivors_on_destroy = 0
-    _, progress, hosts = deploy.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
-    assert progress.ops == {"delete": 1} and Registry().get("aws-training") is None and hosts == []
+    out = deploy.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
+    assert out.progress.ops == {"delete": 1} and Registry().get("aws-training") is None and out.hosts == []
     assert "aws-training" not in fake.stacks
 
 
@@ -122,8 +119,8 @@ def test_failed_up_can_be_torn_down(stack, cat, fake):
     fake.fail_up = Failure("InsufficientInstanceCapacity: none left", after=3)
     with pytest.raises(CapacityError):
         deploy.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
-    _, progress, _ = deploy.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
-    assert progress.ops == {"delete": 3}
+    out = deploy.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
+    assert out.progress.ops == {"delete": 3}
 
 
 def test_missing_cli_is_a_clear_error(stack, cat, monkeypatch, tmp_path):
@@ -193,7 +190,7 @@ def test_cli_up_and_down_json(fake, monkeypatch):
     r = _cli(["--json", "down", str(AWS_STACK), "--yes"], fake, monkeypatch)
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout) == {"cluster": "aws-training", "destroyed": True, "changes": {"delete": 23},
-                                    "hosts": []}
+                                    "swept": [], "left": [], "checked": ["aws"], "hosts": []}
     r = _cli(["down", "aws-training", "--yes"], fake, monkeypatch)
     assert r.exit_code == 2 and "no cluster 'aws-training'" in r.output
 

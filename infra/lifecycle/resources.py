@@ -1,0 +1,153 @@
+"""What the clouds report as a gpufleet cluster's resources, in one shape for every cloud.
+
+The clouds' tags are the truth: every resource gpufleet creates carries ``gpufleet:cluster``,
+``gpufleet:stack``, ``gpufleet:pool``, ``gpufleet:owner`` and ``gpufleet:expires-at`` (GCP:
+the labels ``gpufleet-cluster`` ...). Each cloud module (``lifecycle.aws``, ``.gcp``,
+``.azure``) lists resources by those tags and deletes them; this module holds what they
+share: the resource record, the order in which kinds are deleted, and hourly prices.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from gpufleet.providers.common import TAG_PREFIX
+
+# Kinds in the order they are deleted: what uses a thing goes before the thing. Deletion
+# waits for one rank to be gone before the next starts.
+DELETE_ORDER: dict[str, int] = {
+    "instance": 0, "scale-set": 0,
+    "file-system": 1,
+    "nat-gateway": 2, "router": 2,
+    "network-interface": 3, "volume": 3, "disk": 3,
+    "address": 4, "placement-group": 4, "launch-template": 4, "key-pair": 4,
+    "security-group": 5, "firewall": 5,
+    "subnet": 6, "route-table": 6,
+    "internet-gateway": 7,
+    "network": 8,
+}
+
+HOURS_PER_MONTH = 730  # the clouds' own convention for monthly storage prices
+
+# Storage list prices per GB-month (used to show what a leaked disk costs; the catalog has
+# no storage prices). AWS EBS us-east-1, https://aws.amazon.com/ebs/pricing/ (2025-06);
+# GCP persistent disk us-central1, https://cloud.google.com/compute/disks-image-pricing (2025-06).
+DISK_USD_PER_GB_MONTH = {
+    ("aws", "gp3"): 0.08, ("aws", "gp2"): 0.10, ("aws", "io1"): 0.125, ("aws", "io2"): 0.125,
+    ("aws", "st1"): 0.045, ("aws", "sc1"): 0.015, ("aws", "standard"): 0.05,
+    ("gcp", "pd-standard"): 0.04, ("gcp", "pd-balanced"): 0.10, ("gcp", "pd-ssd"): 0.17,
+    ("gcp", "hyperdisk-balanced"): 0.08,
+}
+# Hourly charges of network leftovers: AWS NAT gateway and public IPv4 address (us-east-1,
+# https://aws.amazon.com/vpc/pricing/, 2025-06); GCP Cloud NAT gateway per VM is usage-based
+# and not shown.
+FIXED_USD_PER_HOUR = {("aws", "nat-gateway"): 0.045, ("aws", "address"): 0.005}
+
+
+@dataclass
+class Resource:
+    """One cloud resource that carries gpufleet tags."""
+
+    provider: str
+    region: str
+    kind: str  # a key of DELETE_ORDER
+    id: str
+    tags: dict[str, str]  # gpufleet:* keys (GCP labels are mapped back to them)
+    name: str = ""
+    zone: str | None = None
+    state: str | None = None
+    machine: str | None = None  # instance type, machine type or VM size
+    count: int = 1  # VMs in a scale set
+    spot: bool = False
+    size_gb: float | None = None
+    disk_type: str | None = None
+    created_at: dt.datetime | None = None
+    ref: dict = field(default_factory=dict)  # what the cloud module needs to delete it
+    usd_per_hour: float | None = None
+    price_note: str = ""
+
+    @property
+    def cluster(self) -> str | None:
+        return self.tags.get(TAG_PREFIX + "cluster")
+
+    @property
+    def owner(self) -> str | None:
+        return self.tags.get(TAG_PREFIX + "owner")
+
+    @property
+    def where(self) -> str:
+        return f"{self.provider}/{self.zone or self.region}"
+
+    @property
+    def rank(self) -> int:
+        return DELETE_ORDER[self.kind]
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.provider, self.kind, self.id)
+
+    def expires_at(self) -> dt.datetime | None:
+        """The ``expires-at`` tag as a time; None when there is none; InputError when unreadable."""
+        from gpufleet.providers.common import parse_expiry
+
+        raw = self.tags.get(TAG_PREFIX + "expires-at")
+        return parse_expiry(raw) if raw else None
+
+    def age(self, now: dt.datetime) -> dt.timedelta | None:
+        return now - self.created_at if self.created_at else None
+
+    def label(self) -> str:
+        return f"{self.kind} {self.id}" + (f" ({self.name})" if self.name and self.name != self.id else "")
+
+    def to_dict(self) -> dict:
+        return {"provider": self.provider, "region": self.region, "zone": self.zone, "kind": self.kind, "id": self.id,
+                "name": self.name, "state": self.state, "machine": self.machine, "count": self.count,
+                "spot": self.spot, "cluster": self.cluster, "owner": self.owner,
+                "expires_at": self.tags.get(TAG_PREFIX + "expires-at"),
+                "created_at": _iso(self.created_at), "usd_per_hour": self.usd_per_hour,
+                "price_note": self.price_note or None}
+
+
+def _iso(t: dt.datetime | None) -> str | None:
+    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
+
+
+def tags_from_labels(labels: dict[str, str]) -> dict[str, str]:
+    """GCP labels ``gpufleet-cluster`` ... as the ``gpufleet:cluster`` ... tags."""
+    return {TAG_PREFIX + k[len("gpufleet-"):]: v for k, v in (labels or {}).items() if k.startswith("gpufleet-")}
+
+
+def gpufleet_tags(tags: dict[str, str] | None) -> dict[str, str]:
+    return {k: v for k, v in (tags or {}).items() if k.startswith(TAG_PREFIX)}
+
+
+def price(resources: list[Resource], cat) -> None:
+    """Fill in ``usd_per_hour``: VMs from the catalog (same region, else the nearest known
+    price, said so), disks and network leftovers from the list prices above."""
+    cheapest: dict[tuple[str, str, str], tuple[float, str]] = {}
+    for o in cat.offers():
+        k = (o.provider, o.instance.name, o.market)
+        if k not in cheapest or o.usd_per_hour < cheapest[k][0]:
+            cheapest[k] = (o.usd_per_hour, o.region)
+    for r in resources:
+        if r.kind in ("instance", "scale-set") and r.machine:
+            market = "spot" if r.spot else "ondemand"
+            offer = cat.offer(r.provider, r.region, r.machine, market)
+            if offer is not None:
+                r.usd_per_hour = offer.usd_per_hour * r.count
+            elif (r.provider, r.machine, market) in cheapest:
+                p, where = cheapest[(r.provider, r.machine, market)]
+                r.usd_per_hour, r.price_note = p * r.count, f"priced as in {where}"
+            else:
+                r.price_note = f"{r.machine} is not in the catalog"
+        elif r.kind in ("volume", "disk") and r.size_gb:
+            per_gb = DISK_USD_PER_GB_MONTH.get((r.provider, r.disk_type or ""))
+            if per_gb is not None:
+                r.usd_per_hour = r.size_gb * per_gb / HOURS_PER_MONTH
+        elif (r.provider, r.kind) in FIXED_USD_PER_HOUR:
+            r.usd_per_hour = FIXED_USD_PER_HOUR[(r.provider, r.kind)]
+
+
+def total_per_hour(resources) -> float:
+    return sum(r.usd_per_hour or 0.0 for r in resources)

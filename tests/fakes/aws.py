@@ -1,0 +1,218 @@
+"""moto's HTTP server, plus the two AWS APIs gpufleet uses that moto (5.2) lacks.
+
+Everything goes over HTTP: boto3 is pointed at this server with ``AWS_ENDPOINT_URL``. moto
+answers EC2, STS and FSx itself. In front of it, a small WSGI layer answers, in AWS's
+documented wire formats, what moto does not implement:
+
+* EC2 placement groups (moto raises NotImplementedError for CreatePlacementGroup): the EC2
+  Query API actions CreatePlacementGroup, DescribePlacementGroups (filters ``tag-key``,
+  ``tag:<key>``, ``group-name``) and DeletePlacementGroup, answered in the EC2 XML
+  format (``placementGroupSet/item`` with ``groupName``, ``groupId``, ``strategy``,
+  ``state``, ``tagSet``), errors as ``Response/Errors/Error`` with EC2's codes
+  (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribePlacementGroups.html);
+* Service Quotas for EC2 (moto knows only the VPC quotas): the JSON 1.1 actions
+  ``ServiceQuotasV20190624.GetServiceQuota`` and ``GetAWSDefaultServiceQuota`` answering
+  ``{"Quota": {...}}`` as in the AWS CLI reference's example, ``NoSuchResourceException``
+  for quotas a test did not set.
+
+Tests set quota values on ``server.extras.quotas[(region, code)]``. Run standalone (the
+benchmark does, in its own process): ``python tests/fakes/aws.py PORT``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+from urllib.parse import parse_qs
+from xml.sax.saxutils import escape
+
+EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
+_REGION = re.compile(r"Credential=[^/]+/\d{8}/([a-z0-9-]+)/")
+
+
+class Extras:
+    """The WSGI layer: answers what moto lacks, hands everything else to moto."""
+
+    def __init__(self, app):
+        self.app = app
+        self.lock = threading.Lock()
+        self.groups: dict[tuple[str, str], dict] = {}  # (region, name) -> group
+        self.quotas: dict[tuple[str, str], float] = {}  # (region, quota code) -> value
+
+    def reset(self) -> None:
+        with self.lock:
+            self.groups.clear()
+            self.quotas.clear()
+
+    def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if path == "/moto-api/reset":
+            self.reset()
+            return self.app(environ, start_response)
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if environ.get("REQUEST_METHOD") != "POST" or not (target.startswith("ServiceQuotasV20190624.") or
+                                                           "/ec2/" in environ.get("HTTP_AUTHORIZATION", "")):
+            return self.app(environ, start_response)
+        body = self._body(environ)
+        region = (_REGION.search(environ.get("HTTP_AUTHORIZATION", "")) or [None, "us-east-1"])[1]
+        if target.startswith("ServiceQuotasV20190624."):
+            return self._quotas(target.split(".", 1)[1], json.loads(body or b"{}"), region, start_response)
+        form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
+        action = form.get("Action", "")
+        if action in ("CreatePlacementGroup", "DescribePlacementGroups", "DeletePlacementGroup"):
+            return getattr(self, "_" + action)(form, region, start_response)
+        environ["wsgi.input"] = _Replay(body)
+        return self.app(environ, start_response)
+
+    @staticmethod
+    def _body(environ) -> bytes:
+        n = int(environ.get("CONTENT_LENGTH") or 0)
+        return environ["wsgi.input"].read(n) if n else b""
+
+    # --- EC2 placement groups ---------------------------------------------------------------
+    def _CreatePlacementGroup(self, form, region, start):
+        name = form.get("GroupName", "")
+        tags = {}
+        i = 1
+        while f"TagSpecification.1.Tag.{i}.Key" in form:
+            tags[form[f"TagSpecification.1.Tag.{i}.Key"]] = form.get(f"TagSpecification.1.Tag.{i}.Value", "")
+            i += 1
+        with self.lock:
+            if (region, name) in self.groups:
+                return _ec2_error(start, "InvalidPlacementGroup.Duplicate", f"The Placement Group '{name}' already exists.")
+            g = {"name": name, "id": "pg-" + uuid.uuid4().hex[:17], "strategy": form.get("Strategy", "cluster"),
+                 "tags": tags}
+            self.groups[(region, name)] = g
+        return _ec2_ok(start, "CreatePlacementGroup", "<return>true</return><placementGroup>" + _group_xml(g, region)
+                       + "</placementGroup>")
+
+    def _DescribePlacementGroups(self, form, region, start):
+        filters = {}
+        i = 1
+        while f"Filter.{i}.Name" in form:
+            vals, j = [], 1
+            while f"Filter.{i}.Value.{j}" in form:
+                vals.append(form[f"Filter.{i}.Value.{j}"])
+                j += 1
+            filters[form[f"Filter.{i}.Name"]] = vals
+            i += 1
+        with self.lock:
+            groups = [g for (r, _), g in self.groups.items() if r == region and _match(g, filters)]
+        items = "".join(f"<item>{_group_xml(g, region)}</item>" for g in groups)
+        return _ec2_ok(start, "DescribePlacementGroups", f"<placementGroupSet>{items}</placementGroupSet>")
+
+    def _DeletePlacementGroup(self, form, region, start):
+        name = form.get("GroupName", "")
+        with self.lock:
+            if (region, name) not in self.groups:
+                return _ec2_error(start, "InvalidPlacementGroup.Unknown", f"The Placement Group '{name}' is unknown.")
+            del self.groups[(region, name)]
+        return _ec2_ok(start, "DeletePlacementGroup", "<return>true</return>")
+
+    # --- Service Quotas -------------------------------------------------------------------
+    def _quotas(self, action, req, region, start):
+        code = req.get("QuotaCode", "")
+        with self.lock:
+            value = self.quotas.get((region, code))
+        if action not in ("GetServiceQuota", "GetAWSDefaultServiceQuota") or req.get("ServiceCode") != "ec2" \
+                or value is None:
+            body = json.dumps({"__type": "NoSuchResourceException",
+                               "message": f"The request failed because the specified resource does not exist: {code}"})
+            start("400 Bad Request", [("Content-Type", "application/x-amz-json-1.1")])
+            return [body.encode()]
+        from gpufleet.lifecycle.aws import VCPU_QUOTAS
+
+        name = next((n for c, n in VCPU_QUOTAS.values() if c == code), code)
+        quota = {"ServiceCode": "ec2", "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)",
+                 "QuotaArn": f"arn:aws:servicequotas:{region}:123456789012:ec2/{code}", "QuotaCode": code,
+                 "QuotaName": name, "Value": value, "Unit": "None", "Adjustable": True, "GlobalQuota": False,
+                 "UsageMetric": {"MetricNamespace": "AWS/Usage", "MetricName": "ResourceCount",
+                                 "MetricDimensions": {"Resource": "vCPU", "Service": "EC2", "Type": "Resource"},
+                                 "MetricStatisticRecommendation": "Maximum"}}
+        start("200 OK", [("Content-Type", "application/x-amz-json-1.1")])
+        return [json.dumps({"Quota": quota}).encode()]
+
+
+class _Replay:
+    def __init__(self, data: bytes):
+        import io
+
+        self._b = io.BytesIO(data)
+
+    def read(self, *a):
+        return self._b.read(*a)
+
+    def readline(self, *a):
+        return self._b.readline(*a)
+
+
+def _match(g, filters) -> bool:
+    for name, vals in filters.items():
+        if name == "tag-key" and not any(v in g["tags"] for v in vals):
+            return False
+        if name.startswith("tag:") and g["tags"].get(name[4:]) not in vals:
+            return False
+        if name == "group-name" and g["name"] not in vals:
+            return False
+    return True
+
+
+def _group_xml(g, region) -> str:
+    tags = "".join(f"<item><key>{escape(k)}</key><value>{escape(v)}</value></item>" for k, v in g["tags"].items())
+    return (f"<groupName>{escape(g['name'])}</groupName><strategy>{g['strategy']}</strategy><state>available</state>"
+            f"<groupId>{g['id']}</groupId><groupArn>arn:aws:ec2:{region}:123456789012:placement-group/"
+            f"{escape(g['name'])}</groupArn><tagSet>{tags}</tagSet>")
+
+
+def _ec2_ok(start, action, inner):
+    body = (f'<?xml version="1.0" encoding="UTF-8"?><{action}Response xmlns="{EC2_NS}"><requestId>'
+            f"{uuid.uuid4()}</requestId>{inner}</{action}Response>")
+    start("200 OK", [("Content-Type", "text/xml")])
+    return [body.encode()]
+
+
+def _ec2_error(start, code, message):
+    body = (f'<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>{code}</Code><Message>'
+            f"{escape(message)}</Message></Error></Errors><RequestID>{uuid.uuid4()}</RequestID></Response>")
+    start("400 Bad Request", [("Content-Type", "text/xml")])
+    return [body.encode()]
+
+
+class Server:
+    """moto + Extras on 127.0.0.1 in a thread; ``url`` for AWS_ENDPOINT_URL."""
+
+    def __init__(self, port: int = 0):
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
+
+        class Quiet(MotoRequestHandler):
+            def log_request(self, *args, **kwargs):  # no line per request on stderr
+                pass
+
+        self.extras = Extras(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server("127.0.0.1", port, self.extras, threaded=True, request_handler=Quiet)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def start(self) -> "Server":
+        self._thread.start()
+        return self
+
+    def reset(self) -> None:
+        import urllib.request
+
+        urllib.request.urlopen(urllib.request.Request(self.url + "/moto-api/reset", method="POST"), timeout=30).read()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join()
+
+
+if __name__ == "__main__":
+    import sys
+
+    srv = Server(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+    print(srv.url, flush=True)
+    srv._server.serve_forever()
