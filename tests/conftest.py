@@ -86,3 +86,82 @@ def aws(moto_server, monkeypatch, tmp_path):
     monkeypatch.setenv("GPUFLEET_DELETE_BACKOFF", "0.05")
     monkeypatch.setenv("GPUFLEET_DELETE_WAIT", "5")
     return moto_server
+
+
+@pytest.fixture(scope="session")
+def _gcp_fake(tmp_path_factory):
+    from fakes.gcp import ComputeFake
+
+    srv = ComputeFake().start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def gcp(_gcp_fake, monkeypatch, tmp_path):
+    """google-cloud-compute pointed at the Compute fake, with a service-account key whose
+    token endpoint is the fake's (google-auth signs and exchanges a real JWT)."""
+    import json
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    fake = _gcp_fake
+    with fake.lock:
+        fake.items.clear()
+        fake.region_quotas.clear()
+        fake.project_quotas.clear()
+        fake.faults.clear()
+        fake.calls.clear()
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption()).decode()
+    sa = tmp_path / "sa.json"
+    sa.write_text(json.dumps({"type": "service_account", "project_id": fake.project, "private_key_id": "k1",
+                              "private_key": pem, "client_email": f"reaper@{fake.project}.iam.gserviceaccount.com",
+                              "client_id": "1", "token_uri": fake.url + "/token"}))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(sa))
+    # google-auth looks up a service account's "regional access boundary" at
+    # iamcredentials.googleapis.com in the background; nothing outside this machine is asked here
+    from google.auth import credentials as gcreds
+
+    if hasattr(gcreds, "CredentialsWithRegionalAccessBoundary"):
+        monkeypatch.setattr(gcreds.CredentialsWithRegionalAccessBoundary,
+                            "_is_regional_access_boundary_lookup_required", lambda self: False)
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", fake.project)
+    monkeypatch.setenv("GPUFLEET_GCP_ENDPOINT", fake.url)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    monkeypatch.setenv("GPUFLEET_DELETE_BACKOFF", "0.05")
+    monkeypatch.setenv("GPUFLEET_DELETE_WAIT", "5")
+    return fake
+
+
+@pytest.fixture(scope="session")
+def _arm_fake():
+    from fakes.azure import ArmFake
+
+    srv = ArmFake().start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def azure(_arm_fake, monkeypatch, tmp_path):
+    """azure-mgmt-* pointed at the ARM fake over TLS, with a static token (see fakes/azure.py)."""
+    from fakes.azure import StaticToken
+
+    import gpufleet.lifecycle.azure as az
+
+    _arm_fake.reset()
+    monkeypatch.setenv("GPUFLEET_AZURE_ENDPOINT", _arm_fake.url)
+    monkeypatch.setenv("ARM_SUBSCRIPTION_ID", _arm_fake.subscription)
+    monkeypatch.setenv("ARM_CLIENT_ID", "11111111-2222-3333-4444-555555555555")
+    monkeypatch.setenv("ARM_TENANT_ID", "72f988bf-0000-0000-0000-000000000000")
+    monkeypatch.setenv("ARM_CLIENT_SECRET", "not-a-secret")
+    monkeypatch.setenv("AZURE_CONFIG_DIR", str(tmp_path / "azure"))
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", _arm_fake.ca_file)
+    monkeypatch.setattr(az, "default_credential", lambda: StaticToken(
+        {"tid": "72f988bf-0000-0000-0000-000000000000", "appid": "11111111-2222-3333-4444-555555555555"}))
+    monkeypatch.setenv("GPUFLEET_DELETE_BACKOFF", "0.05")
+    monkeypatch.setenv("GPUFLEET_DELETE_WAIT", "5")
+    return _arm_fake

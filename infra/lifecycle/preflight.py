@@ -56,13 +56,14 @@ def needs(stack, cat, existing=None) -> list[Need]:
     have: dict[str, int] = {}
     for n in (existing.nodes if existing else []):
         have[n.pool] = have.get(n.pool, 0) + 1
+    from gpufleet.engine.program import layout
+
     out = []
-    for p in stack.pools:
-        if p.provider == "baremetal":
-            continue
+    for pp in layout(stack, cat).pools:  # cloud pools, with the instance type a gpu/gpus_per_node pool resolves to
+        p = pp.pool
         add = max(0, (p.nodes or 1) - have.get(p.name, 0))
         if add:
-            out.append(Need(p.name, p.provider, p.region, cat.instance(p.provider, p.instance_type), add, p.spot))
+            out.append(Need(p.name, p.provider, p.region, pp.instance, add, p.spot))
     return out
 
 

@@ -26,6 +26,7 @@ DELETE_ORDER: dict[str, int] = {
     "subnet": 6, "route-table": 6,
     "internet-gateway": 7,
     "network": 8,
+    "resource-group": 9,  # Azure: only once empty of everything, tagged or not
 }
 
 HOURS_PER_MONTH = 730  # the clouds' own convention for monthly storage prices
@@ -139,6 +140,9 @@ def price(resources: list[Resource], cat) -> None:
             elif (r.provider, r.machine, market) in cheapest:
                 p, where = cheapest[(r.provider, r.machine, market)]
                 r.usd_per_hour, r.price_note = p * r.count, f"priced as in {where}"
+            elif r.spot and cat.offer(r.provider, r.region, r.machine, "ondemand") is not None:
+                r.usd_per_hour = cat.offer(r.provider, r.region, r.machine, "ondemand").usd_per_hour * r.count
+                r.price_note = "no spot price in the catalog: on-demand price (an upper bound)"
             else:
                 r.price_note = f"{r.machine} is not in the catalog"
         elif r.kind in ("volume", "disk") and r.size_gb:

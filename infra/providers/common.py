@@ -36,7 +36,18 @@ class Cluster:
 
     def labels(self, pool: str | None = None) -> dict[str, str]:
         """GCP labels: keys without colons, values lowercase ``[a-z0-9_-]``, at most 63 characters."""
-        return {k.replace(":", "-"): label_value(v) for k, v in self.tags(pool).items()}
+        out = {k.replace(":", "-"): label_value(v) for k, v in self.tags(pool).items()}
+        # 2026-11-22T18:00:00Z -> 2026-11-22t18-00-00z, which parse_expiry reads back
+        out["gpufleet-expires-at"] = format_expiry(self.expires_at).lower().replace(":", "-")
+        return out
+
+
+def describe(tags: dict[str, str]) -> str:
+    """The description that marks a label-less GCP resource (network, firewall ...) as gpufleet's;
+    ``lifecycle.gcp.tags_of`` reads the tags back from it."""
+    import json
+
+    return "gpufleet " + json.dumps(tags, sort_keys=True)
 
 
 def format_expiry(t: dt.datetime) -> str:

@@ -13,25 +13,19 @@ still find them.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
 
-from gpufleet.providers.common import GCP_ACCELERATORS, StorageArgs, first_zone
+from gpufleet.providers.common import GCP_ACCELERATORS, StorageArgs, describe, first_zone
 
 # GPUDirect-TCPX on a3-highgpu-8g: one host NIC plus four GPU NICs, each in its own VPC with
 # MTU 8244. https://cloud.google.com/compute/docs/gpus/gpudirect
 TCPX_GPU_NICS = 4
 TCPX_MTU = 8244
 
-
-
-def describe(tags: dict[str, str]) -> str:
-    """The description that marks a label-less GCP resource as gpufleet's."""
-    return "gpufleet " + json.dumps(tags, sort_keys=True)
 
 
 @dataclass

@@ -1,0 +1,281 @@
+"""GCP through google-cloud-compute: who, resources by label, deletion, regional GPU quotas.
+
+Instances, disks and addresses carry the labels ``gpufleet-cluster`` ...; networks,
+subnetworks, firewalls, routers and resource policies take no labels, so gpufleet writes
+the tags into their description (``gpufleet {"gpufleet:cluster": ...}``, see
+``providers.gcp.describe``) and finds them by that. Aggregated lists cover every zone and
+region in one paged call per kind; ``--region`` narrows the result.
+
+``GPUFLEET_GCP_ENDPOINT`` replaces the Compute API endpoint (a Private Service Connect
+endpoint, or the tests' server).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from gpufleet.errors import CredentialsError, GpufleetError, InputError, did_you_mean
+from gpufleet.lifecycle.resources import Resource
+from gpufleet.providers.common import GCP_ACCELERATORS, TAG_PREFIX
+
+LABEL = "gpufleet-cluster"
+# (kind, client, aggregated?, filtered by label (else by description), scope of deletion)
+KINDS = [
+    ("instance", "InstancesClient", True, True),
+    ("disk", "DisksClient", True, True),
+    ("address", "AddressesClient", True, True),
+    ("address", "GlobalAddressesClient", False, True),
+    ("placement-group", "ResourcePoliciesClient", True, False),
+    ("router", "RoutersClient", True, False),
+    ("firewall", "FirewallsClient", False, False),
+    ("subnet", "SubnetworksClient", True, False),
+    ("network", "NetworksClient", False, False),
+]
+_ACCEL = {v: k for k, v in GCP_ACCELERATORS.items()}
+
+# Regional GPU quota metrics per catalog GPU (Compute Engine quota metric names; spot and
+# preemptible VMs count against the PREEMPTIBLE_ ones).
+# https://cloud.google.com/compute/resource-usage#gpu_quota (2025-06)
+GPU_METRICS = {"T4": "NVIDIA_T4_GPUS", "V100": "NVIDIA_V100_GPUS", "P100": "NVIDIA_P100_GPUS", "P4": "NVIDIA_P4_GPUS",
+               "L4": "NVIDIA_L4_GPUS", "A100-40GB": "NVIDIA_A100_GPUS", "A100-80GB": "NVIDIA_A100_80GB_GPUS",
+               "H100": "NVIDIA_H100_GPUS", "H100-MEGA": "NVIDIA_H100_MEGA_GPUS", "H200": "NVIDIA_H200_GPUS",
+               "B200": "NVIDIA_B200_GPUS"}
+
+
+def tags_of(item) -> dict[str, str]:
+    """gpufleet tags from labels, or from the JSON in a ``gpufleet {...}`` description."""
+    labels = dict(getattr(item, "labels", None) or {})
+    if labels:
+        return {TAG_PREFIX + k[len("gpufleet-"):]: v for k, v in labels.items() if k.startswith("gpufleet-")}
+    desc = getattr(item, "description", "") or ""
+    if not desc.startswith("gpufleet {"):
+        return {}
+    try:
+        data, _ = json.JSONDecoder().raw_decode(desc[len("gpufleet "):])
+    except ValueError:
+        return {}
+    return {(TAG_PREFIX + k[len("gpufleet-"):] if k.startswith("gpufleet-") else k): str(v)
+            for k, v in data.items() if k.startswith(("gpufleet:", "gpufleet-"))}
+
+
+def _last(url: str | None) -> str:
+    return (url or "").rstrip("/").rsplit("/", 1)[-1]
+
+
+def _time(s: str | None) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(s.replace("Z", "+00:00")) if s else None
+    except ValueError:
+        return None
+
+
+def classify(e) -> tuple[str, str]:
+    from google.api_core import exceptions as gx
+
+    msg = getattr(e, "message", None) or str(e)
+    if isinstance(e, gx.NotFound):
+        return "gone", msg
+    if isinstance(e, (gx.TooManyRequests, gx.ServiceUnavailable, gx.InternalServerError, gx.Conflict)) or \
+            "resourceInUseByAnotherResource" in str(e) or "resourceNotReady" in str(e):
+        return "retry", msg
+    return "failed", msg
+
+
+class Gcp:
+    provider = "gcp"
+
+    def __init__(self, credentials=None, project: str | None = None, *, workers: int = 8):
+        self._creds, self._project = credentials, project
+        self.workers = workers
+        self._clients: dict = {}
+
+    # --- who ---------------------------------------------------------------------------------
+    def _auth(self):
+        if self._creds is None:
+            import google.auth
+            from google.auth.exceptions import DefaultCredentialsError
+
+            from gpufleet.engine import credentials
+            from gpufleet.engine.automation import CREDENTIAL_HINTS
+
+            try:
+                self._creds, found = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+            except DefaultCredentialsError as e:
+                raise CredentialsError("gcp", f"gcp: no credentials found ({str(e).splitlines()[0][:160]})",
+                                       CREDENTIAL_HINTS["gcp"]) from None
+            self._project = self._project or credentials.gcp_project() or found
+        if not self._project:
+            raise CredentialsError("gcp", "gcp: no project is set", "set GOOGLE_CLOUD_PROJECT=my-project")
+        return self._creds
+
+    def client(self, name: str):
+        if name not in self._clients:
+            from google.api_core.client_options import ClientOptions
+            from google.cloud import compute_v1
+
+            endpoint = os.environ.get("GPUFLEET_GCP_ENDPOINT")
+            self._clients[name] = getattr(compute_v1, name)(
+                credentials=self._auth(), client_options=ClientOptions(api_endpoint=endpoint) if endpoint else None)
+        return self._clients[name]
+
+    def identity(self) -> dict:
+        creds = self._auth()
+        try:
+            project = self.client("ProjectsClient").get(project=self._project)
+        except Exception as e:  # noqa: BLE001 - refused credentials or an unknown project
+            from gpufleet.engine.automation import CREDENTIAL_HINTS
+
+            raise CredentialsError("gcp", f"gcp: project {self._project!r} could not be read ({classify(e)[1][:200]})",
+                                   CREDENTIAL_HINTS["gcp"]) from None
+        who = getattr(creds, "service_account_email", None) or getattr(creds, "signer_email", None) or \
+            "user credentials (application default)"
+        return {"account": project.name, "principal": who, "source": type(creds).__module__.split(".")[-1]}
+
+    def regions(self, wanted: list[str] | None = None) -> list[str]:
+        try:
+            names = sorted(r.name for r in self.client("RegionsClient").list(project=self._project))
+        except Exception as e:  # noqa: BLE001
+            raise GpufleetError(f"gcp: cannot list the regions ({classify(e)[1][:200]})") from None
+        for r in wanted or []:
+            if r not in names:
+                s = did_you_mean(r, names)
+                raise InputError(f"gcp has no region {r!r}", f"did you mean {s!r}?" if s else "see gcloud compute regions list")
+        return list(dict.fromkeys(wanted)) if wanted else names
+
+    # --- inventory ---------------------------------------------------------------------------
+    def inventory(self, regions: list[str], cluster: str | None = None, on_region=None):
+        """Every labelled (or described) resource of the project in ``regions``: one aggregated
+        list per kind, side by side; (resources, {"gcp <kind>s": problem})."""
+        wanted = set(regions)
+        out: list[Resource] = []
+        problems: dict[str, str] = {}
+
+        def one(spec):
+            try:
+                return spec, list(self._list(spec, cluster)), None
+            except Exception as e:  # noqa: BLE001 - one kind unreadable: the others still count
+                return spec, [], classify(e)[1][:300]
+
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(KINDS))) as pool:
+            for spec, found, problem in pool.map(one, KINDS):
+                if problem:
+                    problems[f"gcp {spec[1]}"] = problem
+                out += [r for r in found if r.region in wanted or r.region == "global"]
+        if on_region:
+            for r in regions:
+                on_region(f"gcp/{r}")
+        return out, problems
+
+    def _list(self, spec, cluster):
+        kind, client_name, aggregated, by_label = spec
+        client = self.client(client_name)
+        if by_label:
+            flt = f'labels.{LABEL}="{cluster}"' if cluster else f"labels.{LABEL}:*"
+        else:
+            flt = 'description eq "gpufleet .*"'
+        if aggregated:
+            pages = client.aggregated_list(request={"project": self._project, "filter": flt,
+                                                    "max_results": 500})
+            items = ((scope, x) for scope, scoped in pages for x in (getattr(scoped, _field(client_name)) or []))
+        else:
+            items = (("global", x) for x in client.list(request={"project": self._project, "filter": flt,
+                                                                  "max_results": 500}))
+        for scope, x in items:
+            tags = tags_of(x)
+            if TAG_PREFIX + "cluster" not in tags or (cluster and tags[TAG_PREFIX + "cluster"] != cluster):
+                continue
+            yield self._resource(kind, client_name, scope, x, tags)
+
+    def _resource(self, kind, client_name, scope, x, tags) -> Resource:
+        where, _, place = scope.partition("/")  # zones/us-central1-a, regions/us-central1, global
+        zone = place if where == "zones" else None
+        region = zone.rsplit("-", 1)[0] if zone else (place if where == "regions" else "global")
+        r = Resource("gcp", region, kind, x.name, tags, name=x.name, zone=zone, created_at=_time(x.creation_timestamp),
+                     ref={"client": client_name, "scope": where, "place": place})
+        if kind == "instance":
+            r.state = x.status
+            machine = _last(x.machine_type)
+            acc = [(a.accelerator_type, a.accelerator_count) for a in x.guest_accelerators]
+            if acc and _last(acc[0][0]) in _ACCEL:
+                machine = f"{machine}+{acc[0][1]}x{_ACCEL[_last(acc[0][0])]}"
+            r.machine = machine
+            r.spot = x.scheduling.provisioning_model == "SPOT" or bool(x.scheduling.preemptible)
+        elif kind == "disk":
+            r.state, r.size_gb, r.disk_type = x.status, float(x.size_gb or 0), _last(x.type_)
+        elif kind == "address":
+            r.state = x.status
+        return r
+
+    # --- deletion ------------------------------------------------------------------------------
+    def delete(self, region: str, kind: str, resources: list[Resource]) -> dict[str, tuple[str, str]]:
+        out = {}
+        for r in resources:
+            try:
+                self.client(r.ref["client"]).delete(request=self._ident(r))  # returns an operation; not awaited
+                out[r.id] = ("deleted", "")
+            except Exception as e:  # noqa: BLE001
+                out[r.id] = classify(e)
+        return out
+
+    def still_there(self, region: str, kind: str, resources: list[Resource]) -> dict[str, str]:
+        left = {}
+        for r in resources:
+            try:
+                x = self.client(r.ref["client"]).get(request=self._ident(r))
+                left[r.id] = getattr(x, "status", "") or "present"
+            except Exception as e:  # noqa: BLE001
+                if classify(e)[0] != "gone":
+                    left[r.id] = "unknown"
+        return left
+
+    def _ident(self, r: Resource) -> dict:
+        field = {"InstancesClient": "instance", "DisksClient": "disk", "AddressesClient": "address",
+                 "GlobalAddressesClient": "address", "ResourcePoliciesClient": "resource_policy",
+                 "RoutersClient": "router", "FirewallsClient": "firewall", "SubnetworksClient": "subnetwork",
+                 "NetworksClient": "network"}[r.ref["client"]]
+        req = {"project": self._project, field: r.id}
+        if r.ref["scope"] == "zones":
+            req["zone"] = r.ref["place"]
+        elif r.ref["scope"] == "regions":
+            req["region"] = r.ref["place"]
+        return req
+
+    # --- quotas ----------------------------------------------------------------------------
+    def quotas(self, region: str, needs) -> list:
+        """Regional GPU quotas (per model, PREEMPTIBLE_ for spot) and the project-wide GPU count."""
+        from gpufleet.lifecycle.preflight import QuotaLine
+
+        groups: dict[str, list] = {}
+        for n in needs:
+            base = GPU_METRICS.get(n.instance.gpu)
+            if base:
+                groups.setdefault(("PREEMPTIBLE_" if n.spot else "") + base, []).append(n)
+        lines = []
+        try:
+            reg = {q.metric: q for q in self.client("RegionsClient").get(project=self._project, region=region).quotas}
+            proj = {q.metric: q for q in self.client("ProjectsClient").get(project=self._project).quotas}
+            note = ""
+        except Exception as e:  # noqa: BLE001
+            reg, proj, note = {}, {}, f"could not be read: {classify(e)[1][:200]}"
+        for metric, ns in groups.items():
+            q = reg.get(metric)
+            lines.append(QuotaLine("gcp", region, metric, metric, "GPUs",
+                                   float(sum(n.instance.gpu_count * n.nodes for n in ns)),
+                                   q.limit if q else None, q.usage if q else None, [n.pool for n in ns],
+                                   note or ("" if q else f"{metric} is not a quota of {region}: no such GPU there?")))
+        total = proj.get("GPUS_ALL_REGIONS")
+        if groups and total is not None:
+            lines.append(QuotaLine("gcp", "all regions", "GPUS_ALL_REGIONS", "GPUS_ALL_REGIONS", "GPUs",
+                                   float(sum(n.instance.gpu_count * n.nodes for ns in groups.values() for n in ns)),
+                                   total.limit, total.usage, sorted({n.pool for ns in groups.values() for n in ns})))
+        return lines
+
+
+def _field(client_name: str) -> str:
+    """The list field of an aggregated scope (``InstancesScopedList.instances`` ...)."""
+    return {"InstancesClient": "instances", "DisksClient": "disks", "AddressesClient": "addresses",
+            "ResourcePoliciesClient": "resource_policies", "RoutersClient": "routers",
+            "SubnetworksClient": "subnetworks"}[client_name]

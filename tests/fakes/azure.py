@@ -1,0 +1,185 @@
+"""A stand-in for Azure Resource Manager over HTTPS (no Azure endpoint can be reached here).
+
+It answers the calls azure-mgmt-resource and azure-mgmt-compute make, in ARM's documented
+formats (https://learn.microsoft.com/rest/api/resources/):
+
+* ``GET /subscriptions/{s}`` and ``/subscriptions/{s}/locations``;
+* ``GET /subscriptions/{s}/resources?$filter=tagName eq '...' [and tagValue eq '...']&$expand=
+  createdTime,provisioningState``: ``{"value": [GenericResourceExpanded], "nextLink": ...}``,
+  paged by ``$top`` / ``$skiptoken`` as ARM pages;
+* ``GET /subscriptions/{s}/resourcegroups?$filter=...`` and ``.../resourceGroups/{g}/resources``;
+* ``GET`` / ``DELETE`` of a resource by id (``?api-version=``): the resource, ``202 Accepted``
+  with ``Azure-AsyncOperation`` / ``Location`` headers for a delete; ``404
+  ResourceNotFound``; ``400 InUseSubnetCannotBeDeleted``-style conflicts while another
+  resource still uses it (``uses``);
+* ``GET /subscriptions/{s}/providers/Microsoft.Compute/locations/{l}/usages``:
+  ``{"value": [{"name": {"value", "localizedValue"}, "currentValue", "limit", "unit"}]}``.
+
+Entra ID is not replayed: tests hand the SDK a static bearer token (``StaticToken``), a
+JWT-shaped string whose claims say who it is. TLS is real (a self-signed certificate the
+client trusts through ``REQUESTS_CA_BUNDLE``), since the SDK refuses tokens over HTTP.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+import uuid
+
+from fakes.http import JsonServer
+
+
+def _err(status: int, code: str, message: str):
+    return status, {"error": {"code": code, "message": message}}, {}
+
+
+class StaticToken:
+    """A TokenCredential with a fixed token (claims: tid, oid, appid)."""
+
+    def __init__(self, claims: dict):
+        body = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+        self.token = f"eyJhbGciOiJub25lIn0.{body}.sig"
+
+    def get_token(self, *scopes, **kw):
+        from azure.core.credentials import AccessToken
+
+        return AccessToken(self.token, int(time.time()) + 3600)
+
+    def get_token_info(self, *scopes, options=None):
+        from azure.core.credentials import AccessTokenInfo
+
+        return AccessTokenInfo(self.token, int(time.time()) + 3600)
+
+
+class ArmFake(JsonServer):
+    def __init__(self, subscription: str = "00000000-0000-0000-0000-00000000abcd",
+                 locations=("eastus", "westus3", "westeurope", "swedencentral")):
+        super().__init__(tls=True)
+        self.subscription = subscription
+        self.locations = list(locations)
+        self.items: dict[str, dict] = {}  # lowercased id -> resource
+        self.groups: dict[str, dict] = {}  # lowercased name -> resource group
+        self.usages: dict[str, list[dict]] = {}
+        self.page_size = 50
+
+    def reset(self) -> None:
+        with self.lock:
+            self.items.clear()
+            self.groups.clear()
+            self.usages.clear()
+            self.faults.clear()
+            self.calls.clear()
+
+    # --- what tests call ------------------------------------------------------------------
+    def group(self, name: str, location: str, tags: dict | None = None) -> dict:
+        g = {"id": f"/subscriptions/{self.subscription}/resourceGroups/{name}", "name": name, "location": location,
+             "type": "Microsoft.Resources/resourceGroups", "tags": tags or {},
+             "properties": {"provisioningState": "Succeeded"}}
+        with self.lock:
+            self.groups[name.lower()] = g
+        return g
+
+    def add(self, group: str, rtype: str, name: str, location: str, tags: dict | None = None, *, sku=None,
+            uses=()) -> dict:
+        rid = f"/subscriptions/{self.subscription}/resourceGroups/{group}/providers/{rtype}/{name}"
+        item = {"id": rid, "name": name, "type": rtype, "location": location, "tags": tags or {},
+                "createdTime": "2026-11-22T06:00:00.0000000Z", "changedTime": "2026-11-22T06:00:00.0000000Z",
+                "provisioningState": "Succeeded", "_uses": [u.lower() for u in uses]}
+        if sku:
+            item["sku"] = sku
+        with self.lock:
+            self.items[rid.lower()] = item
+        return item
+
+    def has(self, rid: str) -> bool:
+        with self.lock:
+            return rid.lower() in self.items
+
+    # --- the API ---------------------------------------------------------------------------
+    def route(self, method, path, query, body):
+        sub = f"/subscriptions/{self.subscription}"
+        p = path.rstrip("/")
+        lp = p.lower()
+        if not lp.startswith(sub.lower()):
+            return _err(404, "SubscriptionNotFound", f"The subscription '{p.split('/')[2]}' could not be found.")
+        rest = lp[len(sub):]
+        if rest == "" and method == "GET":
+            return 200, {"id": sub, "subscriptionId": self.subscription, "displayName": "gpufleet tests",
+                         "state": "Enabled", "tenantId": "72f988bf-0000-0000-0000-000000000000"}, {}
+        if rest == "/locations":
+            return 200, {"value": [{"id": f"{sub}/locations/{x}", "name": x, "displayName": x, "type": "Region"}
+                                   for x in self.locations]}, {}
+        if rest == "/resources":
+            return self._page([dict(i) for i in self.items.values() if _tag_filter(query.get("$filter", ""), i)],
+                              query, path)
+        if rest == "/resourcegroups" and method == "GET":
+            return self._page([dict(g) for g in self.groups.values() if _tag_filter(query.get("$filter", ""), g)],
+                              query, path)
+        m = re.fullmatch(r"/resourcegroups/([^/]+)/resources", rest)
+        if m:
+            return self._page([dict(i) for i in self.items.values()
+                               if i["id"].lower().split("/")[4] == m.group(1)], query, path)
+        m = re.fullmatch(r"/providers/microsoft.compute/locations/([^/]+)/usages", rest)
+        if m:
+            return 200, {"value": self.usages.get(m.group(1), [])}, {}
+        m = re.fullmatch(r"/resourcegroups/([^/]+)", rest)
+        if m:
+            return self._group(method, m.group(1))
+        return self._resource(method, lp, p)
+
+    def _page(self, rows, query, path):
+        rows = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
+        rows.sort(key=lambda r: r["id"])
+        start = int(query.get("$skiptoken") or 0)
+        size = int(query.get("$top") or self.page_size)
+        out = {"value": rows[start:start + size]}
+        if start + size < len(rows):
+            keep = "&".join(f"{k}={v}" for k, v in query.items() if k not in ("$skiptoken",))
+            out["nextLink"] = f"{self.url}{path}?{keep}&$skiptoken={start + size}".replace(" ", "%20")
+        return 200, out, {}
+
+    def _group(self, method, name):
+        with self.lock:
+            g = self.groups.get(name)
+            if g is None:
+                return _err(404, "ResourceGroupNotFound", f"Resource group '{name}' could not be found.")
+            if method == "GET":
+                return 200, g, {}
+            inside = [i for i in self.items if i.split("/")[4] == name]
+            for i in inside:  # what ARM does: a group's deletion takes everything in it
+                del self.items[i]
+            del self.groups[name]
+        return 202, b"", self._async_headers()
+
+    def _resource(self, method, lid, path):
+        with self.lock:
+            item = self.items.get(lid)
+            if item is None:
+                return _err(404, "ResourceNotFound", f"The Resource '{path.split('/providers/', 1)[-1]}' under "
+                                                     f"resource group '{path.split('/')[4]}' was not found.")
+            if method == "GET":
+                return 200, {k: v for k, v in item.items() if not k.startswith("_")}, {}
+            if method != "DELETE":
+                return _err(405, "MethodNotAllowed", method)
+            users = [i["name"] for i in self.items.values() if lid in i["_uses"]]
+            if users:
+                return _err(400, "InUseSubnetCannotBeDeleted" if "virtualnetworks" in lid else "ResourceInUse",
+                            f"{item['name']} is in use by {users[0]} and cannot be deleted.")
+            del self.items[lid]
+        return 202, b"", self._async_headers()
+
+    def _async_headers(self) -> dict:
+        op = f"{self.url}/subscriptions/{self.subscription}/providers/Microsoft.Resources/operations/{uuid.uuid4()}"
+        return {"Azure-AsyncOperation": op, "Location": op, "Retry-After": "0"}
+
+
+def _tag_filter(expr: str, item: dict) -> bool:
+    if not expr:
+        return True
+    m = re.fullmatch(r"tagName eq '([^']+)'(?: and tagValue eq '([^']*)')?", expr.strip())
+    if not m:
+        raise ValueError(f"filter the fake does not know: {expr}")
+    tags = item.get("tags") or {}
+    return m.group(1) in tags and (m.group(2) is None or tags[m.group(1)] == m.group(2))

@@ -1,0 +1,181 @@
+"""A stand-in for the Compute Engine REST API (v1) and Google's OAuth token endpoint.
+
+No GCP endpoint can be reached here, so this server answers the calls
+google-cloud-compute's REST transport makes, in the documented formats
+(https://cloud.google.com/compute/docs/reference/rest/v1):
+
+* ``GET /compute/v1/projects/{p}/aggregated/{collection}``: ``{"items": {"zones/...":
+  {"instances": [...]}, "zones/...": {"warning": {"code": "NO_RESULTS_ON_PAGE", ...}}},
+  "nextPageToken": ...}`` with ``filter`` (``labels.K:*``, ``labels.K="v"``,
+  ``description eq "regex"``), ``maxResults`` and ``pageToken``;
+* ``GET /compute/v1/projects/{p}/global/{collection}``: ``{"items": [...]}``, same filters;
+* ``GET`` / ``DELETE`` of one resource under ``zones/{z}``, ``regions/{r}`` or ``global``:
+  the resource, or a ``compute#operation`` (``status: DONE``); errors as ``{"error":
+  {"code", "message", "errors": [{"reason", "domain", "message"}]}}`` (``notFound``;
+  ``resourceInUseByAnotherResource`` when a network still has subnetworks, firewalls or
+  routers, as Compute Engine answers);
+* ``GET /compute/v1/projects/{p}``, ``.../regions`` and ``.../regions/{r}`` with ``quotas``
+  (``metric``, ``limit``, ``usage``);
+* ``POST /token``: the OAuth 2.0 token response a service-account JWT grant gets.
+
+Tests add resources with ``add(...)`` in these same formats and script failures through
+``faults`` (see fakes/http.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+from fakes.http import JsonServer
+
+API = "https://www.googleapis.com/compute/v1"
+ZONAL = {"instances", "disks"}
+REGIONAL = {"addresses", "resourcePolicies", "routers", "subnetworks"}
+GLOBAL = {"firewalls", "networks", "addresses"}
+KIND = {"instances": "instance", "disks": "disk", "addresses": "address", "resourcePolicies": "resourcePolicy",
+        "routers": "router", "subnetworks": "subnetwork", "firewalls": "firewall", "networks": "network"}
+_ids = itertools.count(1000)
+
+
+def _error(code: int, reason: str, message: str):
+    return code, {"error": {"code": code, "message": message,
+                            "errors": [{"message": message, "domain": "global", "reason": reason}]}}, {}
+
+
+class ComputeFake(JsonServer):
+    def __init__(self, project: str = "gpufleet-test", regions=("us-central1", "us-east4", "europe-west4")):
+        super().__init__()
+        self.project = project
+        self.regions = list(regions)
+        self.items: dict[tuple[str, str, str], dict] = {}  # (collection, scope, name) -> resource
+        self.region_quotas: dict[str, list[dict]] = {}
+        self.project_quotas: list[dict] = []
+
+    # --- what tests call ------------------------------------------------------------------
+    def add(self, collection: str, scope: str, name: str, **fields) -> dict:
+        """A resource in its REST shape; ``scope`` is ``zones/<z>``, ``regions/<r>`` or ``global``."""
+        link = f"{API}/projects/{self.project}/{scope}/{collection}/{name}"
+        item = {"kind": f"compute#{KIND[collection]}", "id": str(next(_ids)), "name": name,
+                "creationTimestamp": "2026-11-22T00:00:00.000-08:00", "selfLink": link, **fields}
+        if scope.startswith("zones/"):
+            item.setdefault("zone", f"{API}/projects/{self.project}/{scope}")
+        elif scope.startswith("regions/"):
+            item.setdefault("region", f"{API}/projects/{self.project}/{scope}")
+        with self.lock:
+            self.items[(collection, scope, name)] = item
+        return item
+
+    def has(self, collection: str, name: str) -> bool:
+        with self.lock:
+            return any(c == collection and n == name for c, _, n in self.items)
+
+    # --- the API ---------------------------------------------------------------------------
+    def route(self, method, path, query, body):
+        if path == "/token" and method == "POST":
+            return 200, {"access_token": "ya29.fake-token", "expires_in": 3600, "token_type": "Bearer"}, {}
+        m = re.match(r"^/compute/v1/projects/([^/]+)(/.*)?$", path)
+        if not m:
+            return _error(404, "notFound", f"no such path {path}")
+        if m.group(1) != self.project:
+            return _error(404, "notFound", f"The resource 'projects/{m.group(1)}' was not found")
+        rest = (m.group(2) or "").strip("/")
+        parts = rest.split("/") if rest else []
+        if not parts:
+            return 200, {"kind": "compute#project", "name": self.project, "id": "4242",
+                         "quotas": self.project_quotas}, {}
+        if parts == ["regions"]:
+            return 200, {"kind": "compute#regionList",
+                         "items": [{"kind": "compute#region", "name": r, "status": "UP"} for r in self.regions]}, {}
+        if len(parts) == 2 and parts[0] == "regions":
+            if parts[1] not in self.regions:
+                return _error(404, "notFound", f"The resource 'projects/{self.project}/regions/{parts[1]}' was not found")
+            return 200, {"kind": "compute#region", "name": parts[1], "status": "UP",
+                         "quotas": self.region_quotas.get(parts[1], [])}, {}
+        if parts[0] == "aggregated" and len(parts) == 2 and method == "GET":
+            return self._aggregated(parts[1], query)
+        if parts[0] == "global" and len(parts) == 2 and method == "GET":
+            return self._list_global(parts[1], query)
+        if parts[0] in ("zones", "regions") and len(parts) == 4:
+            return self._one(method, parts[2], f"{parts[0]}/{parts[1]}", parts[3])
+        if parts[0] == "global" and len(parts) == 3:
+            return self._one(method, parts[1], "global", parts[2])
+        return _error(404, "notFound", f"no such path {path}")
+
+    def _matching(self, collection, query, scopes):
+        flt = query.get("filter", "")
+        with self.lock:
+            rows = [(s, dict(i)) for (c, s, _), i in sorted(self.items.items()) if c == collection and scopes(s)]
+        return [(s, i) for s, i in rows if _filter(flt, i)]
+
+    def _page(self, rows, query):
+        start = int(query.get("pageToken") or 0)
+        size = int(query.get("maxResults") or 500)
+        page = rows[start:start + size]
+        token = str(start + size) if start + size < len(rows) else None
+        return page, token
+
+    def _aggregated(self, collection, query):
+        rows = self._matching(collection, query, lambda s: s != "global")
+        page, token = self._page(rows, query)
+        items: dict[str, dict] = {}
+        for scope, item in page:
+            items.setdefault(scope, {}).setdefault(collection, []).append(item)
+        quiet = "zones/us-east1-b" if collection in ZONAL else "regions/us-east1"
+        items.setdefault(quiet, {"warning": {"code": "NO_RESULTS_ON_PAGE", "message": f"There are no results for scope "
+                                             f"'{quiet}' on this page.", "data": [{"key": "scope", "value": quiet}]}})
+        out = {"kind": f"compute#{KIND[collection]}AggregatedList", "id": f"projects/{self.project}/aggregated/{collection}",
+               "items": items, "selfLink": f"{API}/projects/{self.project}/aggregated/{collection}"}
+        if token:
+            out["nextPageToken"] = token
+        return 200, out, {}
+
+    def _list_global(self, collection, query):
+        page, token = self._page(self._matching(collection, query, lambda s: s == "global"), query)
+        out = {"kind": f"compute#{KIND[collection]}List", "items": [i for _, i in page],
+               "selfLink": f"{API}/projects/{self.project}/global/{collection}"}
+        if token:
+            out["nextPageToken"] = token
+        return 200, out, {}
+
+    def _one(self, method, collection, scope, name):
+        key = (collection, scope, name)
+        with self.lock:
+            item = self.items.get(key)
+            if item is None:
+                return _error(404, "notFound", f"The resource 'projects/{self.project}/{scope}/{collection}/{name}' "
+                                               "was not found")
+            if method == "GET":
+                return 200, item, {}
+            if method != "DELETE":
+                return _error(405, "badRequest", f"{method} is not supported here")
+            if collection == "networks":
+                users = [f"{c}/{n}" for (c, _, n), i in self.items.items() if i.get("network") == item["selfLink"]]
+                if users:
+                    return _error(400, "resourceInUseByAnotherResource",
+                                  f"The network resource 'projects/{self.project}/global/networks/{name}' is already "
+                                  f"being used by 'projects/{self.project}/{users[0]}'")
+            del self.items[key]
+        op = {"kind": "compute#operation", "id": str(next(_ids)), "name": f"operation-{next(_ids)}",
+              "operationType": "delete", "targetLink": item["selfLink"], "status": "DONE", "progress": 100,
+              "selfLink": f"{API}/projects/{self.project}/{scope}/operations/op"}
+        if scope != "global":
+            op[scope.split("/")[0][:-1]] = f"{API}/projects/{self.project}/{scope}"
+        return 200, op, {}
+
+
+def _filter(expr: str, item: dict) -> bool:
+    """The filter forms gpufleet sends: labels.K:*, labels.K="v", description eq "regex"."""
+    expr = expr.strip()
+    if not expr:
+        return True
+    m = re.fullmatch(r"labels\.([a-z0-9_-]+):\*", expr)
+    if m:
+        return m.group(1) in (item.get("labels") or {})
+    m = re.fullmatch(r'labels\.([a-z0-9_-]+)="?([^"]*)"?', expr)
+    if m:
+        return (item.get("labels") or {}).get(m.group(1)) == m.group(2)
+    m = re.fullmatch(r'(\w+) eq "(.*)"', expr)
+    if m:
+        return re.fullmatch(m.group(2), str(item.get(m.group(1), ""))) is not None
+    raise ValueError(f"filter the fake does not know: {expr}")
