@@ -162,6 +162,8 @@ def _expiry(now, t) -> str:
 @output.handle_errors
 def reap(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete what is found (default: a dry run).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Only list what would be deleted (the default; "
+                                          "for scripts that say so).")] = False,
     older_than: Annotated[Optional[str], typer.Option("--older-than", help="Only resources at least this old "
                                                       "(e.g. 2h, 3d).")] = None,
     cluster: Annotated[Optional[list[str]], typer.Option("--cluster", "-c", help="Only this cluster; naming it also "
@@ -177,6 +179,10 @@ def reap(
     from gpufleet.lifecycle.registry import Registry
     from gpufleet.lifecycle.resources import price
 
+    if yes and dry_run:
+        from gpufleet.errors import InputError
+
+        raise InputError("--yes and --dry-run contradict each other", "drop one of them")
     older = _duration("--older-than", older_than)
     grace_d = _duration("--grace", grace)
     providers = _providers(provider)

@@ -28,7 +28,7 @@ import re
 import time
 import uuid
 
-from fakes.http import JsonServer
+from fakes.jsonserver import JsonServer
 
 
 def _err(status: int, code: str, message: str):

@@ -19,7 +19,7 @@ google-cloud-compute's REST transport makes, in the documented formats
 * ``POST /token``: the OAuth 2.0 token response a service-account JWT grant gets.
 
 Tests add resources with ``add(...)`` in these same formats and script failures through
-``faults`` (see fakes/http.py).
+``faults`` (see fakes/jsonserver.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import re
 
-from fakes.http import JsonServer
+from fakes.jsonserver import JsonServer
 
 API = "https://www.googleapis.com/compute/v1"
 ZONAL = {"instances", "disks"}
