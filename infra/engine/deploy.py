@@ -172,6 +172,8 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
     needs_pulumi = rec.backend is not None  # a Pulumi stack exists (or a failed `up` may have started one)
     cmd = _ready(sorted(used), needs_pulumi, pulumi_command)
     stack, targets = _rack_targets_of(rec, stack)
+    # refused credentials or an unreachable API stop here, before anything is destroyed
+    api = clouds_for(sorted(used), used, given=cloud_api) if used else None
     if not confirm(rec):
         raise Aborted("nothing was destroyed", "run again and answer yes, or pass --yes")
     out = TearDown(rec)
@@ -183,8 +185,7 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
                                backend=rec.backend)
         except DeployError as e:
             destroy_error = e  # the sweep below may remove what blocked it
-    if used:
-        api = clouds_for(sorted(used), used, given=cloud_api)
+    if api is not None:
         out.swept, out.left, out.unread = sweep(name, api, on_progress=on_sweep)
         if destroy_error is not None and not out.left and not out.unread:
             try:  # what blocked Pulumi may be gone now

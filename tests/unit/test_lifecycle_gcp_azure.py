@@ -225,3 +225,31 @@ def test_azure_check_compares_family_vcpus(azure):
     assert data["identity"]["azure"]["principal"] == "app 11111111-2222-3333-4444-555555555555"
     r = cli("check", stack)
     assert r.exit_code == 1 and "Subscriptions > Usage + quotas" in r.output
+
+
+def test_azure_down_sweeps_by_tag_after_pulumi(azure, cat, monkeypatch):
+    """`down` of an Azure cluster: the fake Pulumi CLI destroys what its state knows; the
+    scale set, NIC and VNet an interrupted earlier `up` left are found by tag and deleted
+    (NIC before VNet), the empty resource group last, and only then the registry forgets it."""
+    pytest.importorskip("pulumi")
+    from fakes.pulumi_cli import FakePulumiCLI
+
+    from gpufleet import spec
+    from gpufleet.engine import deploy
+    from gpufleet.engine import plan as planner
+
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "test-passphrase")
+    stack = spec.load(ROOT / "stacks" / "examples" / "azure-nd.yaml", cat)
+    fake = FakePulumiCLI(planner.plan(stack, cat, workers=1))
+    azure.usages["eastus"] = [
+        {"name": {"value": "cores", "localizedValue": "Total Regional vCPUs"}, "currentValue": 0, "limit": 1000},
+        {"name": {"value": "standardNDSH100v5Family", "localizedValue": "Standard NDSH100v5 Family vCPUs"},
+         "currentValue": 0, "limit": 384}]
+    up = deploy.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+    assert all(q.ok for q in up.quotas) and Registry().get("azure-nd").state == "up"
+    rg, leaked = azure_leak(azure, "azure-nd")
+    out = deploy.tear_down("azure-nd", confirm=lambda r: True, pulumi_command=fake)
+    assert {o.resource.id for o in out.swept} == {x["id"] for x in leaked} | {
+        f"/subscriptions/{azure.subscription}/resourceGroups/{rg}"}
+    assert all(o.ok for o in out.swept) and not out.left and Registry().get("azure-nd") is None
+    assert not any(azure.has(x["id"]) for x in leaked) and rg.lower() not in azure.groups
