@@ -56,6 +56,12 @@ def salt_call() -> Path:
     return exe
 
 
+def quick_retries(monkeypatch) -> None:
+    """Deletion retries and waits in tests: fractions of a second (real clouds get minutes)."""
+    monkeypatch.setenv("GPUFLEET_DELETE_BACKOFF", "0.05")
+    monkeypatch.setenv("GPUFLEET_DELETE_WAIT", "5")
+
+
 @pytest.fixture(scope="session")
 def moto_server():
     """moto's HTTP server (plus what it lacks, see fakes/aws.py) for the whole session."""
@@ -82,9 +88,7 @@ def aws(moto_server, monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "aws-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "aws-creds"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    # deletion retries: quick in tests (the defaults wait minutes for real clouds)
-    monkeypatch.setenv("GPUFLEET_DELETE_BACKOFF", "0.05")
-    monkeypatch.setenv("GPUFLEET_DELETE_WAIT", "5")
+    quick_retries(monkeypatch)
     return moto_server
 
 
@@ -107,12 +111,7 @@ def gcp(_gcp_fake, monkeypatch, tmp_path):
     from cryptography.hazmat.primitives.asymmetric import rsa
 
     fake = _gcp_fake
-    with fake.lock:
-        fake.items.clear()
-        fake.region_quotas.clear()
-        fake.project_quotas.clear()
-        fake.faults.clear()
-        fake.calls.clear()
+    fake.reset()
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption()).decode()
@@ -131,8 +130,7 @@ def gcp(_gcp_fake, monkeypatch, tmp_path):
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", fake.project)
     monkeypatch.setenv("GPUFLEET_GCP_ENDPOINT", fake.url)
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
-    monkeypatch.setenv("GPUFLEET_DELETE_BACKOFF", "0.05")
-    monkeypatch.setenv("GPUFLEET_DELETE_WAIT", "5")
+    quick_retries(monkeypatch)
     return fake
 
 
@@ -162,6 +160,5 @@ def azure(_arm_fake, monkeypatch, tmp_path):
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", _arm_fake.ca_file)
     monkeypatch.setattr(az, "default_credential", lambda: StaticToken(
         {"tid": "72f988bf-0000-0000-0000-000000000000", "appid": "11111111-2222-3333-4444-555555555555"}))
-    monkeypatch.setenv("GPUFLEET_DELETE_BACKOFF", "0.05")
-    monkeypatch.setenv("GPUFLEET_DELETE_WAIT", "5")
+    quick_retries(monkeypatch)
     return _arm_fake

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import threading
 
-from gpufleet.errors import CredentialsError, GpufleetError, InputError, did_you_mean
-from gpufleet.lifecycle.resources import Resource, gpufleet_tags
+from gpufleet.errors import CredentialsError, GpufleetError
+from gpufleet.lifecycle.resources import Resource, gpufleet_tags, pick_regions
 from gpufleet.providers.common import TAG_PREFIX
 
 DEFAULT_REGION = "us-east-1"
@@ -119,15 +119,9 @@ class Aws:
             resp = self.client("ec2", self.home_region).describe_regions(AllRegions=False)
         except (ClientError, BotoCoreError) as e:
             raise GpufleetError(f"aws: cannot list the regions ({classify(e)[1]})") from None
-        names = sorted(r["RegionName"] for r in resp["Regions"])
-        if not wanted:
-            return names
-        for r in wanted:
-            if r not in names:
-                s = did_you_mean(r, names)
-                raise InputError(f"aws has no region {r!r} (or it is not enabled for this account)",
-                                 f"did you mean {s!r}?" if s else f"enabled regions: {', '.join(names)}")
-        return list(dict.fromkeys(wanted))
+        names = [r["RegionName"] for r in resp["Regions"]]
+        return pick_regions("aws", names, wanted, f"enabled regions: {', '.join(sorted(names))}",
+                            " (or it is not enabled for this account)")
 
     # --- inventory -------------------------------------------------------------------------
     def inventory(self, regions: list[str], cluster: str | None = None, on_region=None):

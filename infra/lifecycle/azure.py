@@ -17,8 +17,8 @@ import base64
 import json
 import os
 
-from gpufleet.errors import CredentialsError, GpufleetError, InputError, did_you_mean
-from gpufleet.lifecycle.resources import Resource, gpufleet_tags
+from gpufleet.errors import CredentialsError, GpufleetError
+from gpufleet.lifecycle.resources import Resource, delete_each, gpufleet_tags, pick_regions, present_each
 from gpufleet.providers.common import TAG_PREFIX
 
 ARM = "https://management.azure.com"
@@ -145,11 +145,7 @@ class Azure:
             names = sorted(x["name"] for x in self._get(f"/subscriptions/{self._sub}/locations", "2022-12-01")["value"])
         except Exception as e:  # noqa: BLE001
             raise GpufleetError(f"azure: cannot list the regions ({classify(e)[1][:200]})") from None
-        for r in wanted or []:
-            if r not in names:
-                s = did_you_mean(r, names)
-                raise InputError(f"azure has no region {r!r}", f"did you mean {s!r}?" if s else "see az account list-locations")
-        return list(dict.fromkeys(wanted)) if wanted else names
+        return pick_regions("azure", names, wanted, "see az account list-locations")
 
     # --- inventory ---------------------------------------------------------------------------
     def inventory(self, regions: list[str], cluster: str | None = None, on_region=None):
@@ -184,34 +180,25 @@ class Azure:
 
     # --- deletion ------------------------------------------------------------------------------
     def delete(self, region: str, kind: str, resources: list[Resource]) -> dict[str, tuple[str, str]]:
-        out = {}
-        for r in resources:
-            try:
-                if kind == "resource-group":
-                    left = list(self.rm.resources.list_by_resource_group(r.name))
-                    if left:
-                        out[r.id] = ("failed", f"resource group {r.name} still holds {len(left)} resource(s) (e.g. "
-                                     f"{left[0].name}); a group is deleted only once it is empty")
-                        continue
-                    self.rm.resource_groups.begin_delete(r.name, polling=False)
-                else:
-                    self.rm.resources.begin_delete_by_id(r.id, api_version=r.ref["api"], polling=False)
-                out[r.id] = ("deleted", "")
-            except Exception as e:  # noqa: BLE001
-                out[r.id] = classify(e)
-        return out
+        return delete_each(resources, self._delete_one, classify)
+
+    def _delete_one(self, r: Resource):
+        if r.kind == "resource-group":  # deleting a group deletes everything in it: only when empty
+            left = list(self.rm.resources.list_by_resource_group(r.name))
+            if left:
+                return "failed", (f"resource group {r.name} still holds {len(left)} resource(s) (e.g. {left[0].name}); "
+                                  "a group is deleted only once it is empty")
+            self.rm.resource_groups.begin_delete(r.name, polling=False)
+        else:
+            self.rm.resources.begin_delete_by_id(r.id, api_version=r.ref["api"], polling=False)
+        return None
 
     def still_there(self, region: str, kind: str, resources: list[Resource]) -> dict[str, str]:
-        left = {}
-        for r in resources:
-            try:
-                x = self.rm.resources.get_by_id(r.id, api_version=r.ref["api"])
-                left[r.id] = (getattr(x, "properties", None) or {}).get("provisioningState", "present") \
-                    if isinstance(getattr(x, "properties", None), dict) else "present"
-            except Exception as e:  # noqa: BLE001
-                if classify(e)[0] != "gone":
-                    left[r.id] = "unknown"
-        return left
+        def state(r):
+            props = getattr(self.rm.resources.get_by_id(r.id, api_version=r.ref["api"]), "properties", None)
+            return props.get("provisioningState") if isinstance(props, dict) else None
+
+        return present_each(resources, state, classify)
 
     # --- quotas ----------------------------------------------------------------------------
     def quotas(self, region: str, needs) -> list:

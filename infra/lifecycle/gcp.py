@@ -17,8 +17,8 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from gpufleet.errors import CredentialsError, GpufleetError, InputError, did_you_mean
-from gpufleet.lifecycle.resources import Resource
+from gpufleet.errors import CredentialsError, GpufleetError
+from gpufleet.lifecycle.resources import Resource, delete_each, pick_regions, present_each
 from gpufleet.providers.common import GCP_ACCELERATORS, TAG_PREFIX
 
 LABEL = "gpufleet-cluster"
@@ -139,11 +139,7 @@ class Gcp:
             names = sorted(r.name for r in self.client("RegionsClient").list(project=self._project))
         except Exception as e:  # noqa: BLE001
             raise GpufleetError(f"gcp: cannot list the regions ({classify(e)[1][:200]})") from None
-        for r in wanted or []:
-            if r not in names:
-                s = did_you_mean(r, names)
-                raise InputError(f"gcp has no region {r!r}", f"did you mean {s!r}?" if s else "see gcloud compute regions list")
-        return list(dict.fromkeys(wanted)) if wanted else names
+        return pick_regions("gcp", names, wanted, "see gcloud compute regions list")
 
     # --- inventory ---------------------------------------------------------------------------
     def inventory(self, regions: list[str], cluster: str | None = None, on_region=None):
@@ -211,25 +207,15 @@ class Gcp:
 
     # --- deletion ------------------------------------------------------------------------------
     def delete(self, region: str, kind: str, resources: list[Resource]) -> dict[str, tuple[str, str]]:
-        out = {}
-        for r in resources:
-            try:
-                self.client(r.ref["client"]).delete(request=self._ident(r))  # returns an operation; not awaited
-                out[r.id] = ("deleted", "")
-            except Exception as e:  # noqa: BLE001
-                out[r.id] = classify(e)
-        return out
+        return delete_each(resources, self._delete_one, classify)
+
+    def _delete_one(self, r: Resource) -> None:
+        # the delete returns an operation; it is not awaited: still_there asks for the resource
+        self.client(r.ref["client"]).delete(request=self._ident(r))
 
     def still_there(self, region: str, kind: str, resources: list[Resource]) -> dict[str, str]:
-        left = {}
-        for r in resources:
-            try:
-                x = self.client(r.ref["client"]).get(request=self._ident(r))
-                left[r.id] = getattr(x, "status", "") or "present"
-            except Exception as e:  # noqa: BLE001
-                if classify(e)[0] != "gone":
-                    left[r.id] = "unknown"
-        return left
+        return present_each(resources, lambda r: getattr(self.client(r.ref["client"]).get(request=self._ident(r)),
+                                                         "status", ""), classify)
 
     def _ident(self, r: Resource) -> dict:
         field = {"InstancesClient": "instance", "DisksClient": "disk", "AddressesClient": "address",

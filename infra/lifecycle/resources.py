@@ -155,3 +155,39 @@ def price(resources: list[Resource], cat) -> None:
 
 def total_per_hour(resources) -> float:
     return sum(r.usd_per_hour or 0.0 for r in resources)
+
+
+def pick_regions(provider: str, names: list[str], wanted: list[str] | None, hint: str, what: str = "") -> list[str]:
+    """``wanted`` (in order, once each) after checking each is one of the cloud's ``names``;
+    every name when nothing is wanted. A region that does not exist is bad input."""
+    from gpufleet.errors import InputError, did_you_mean
+
+    for r in wanted or []:
+        if r not in names:
+            s = did_you_mean(r, names)
+            raise InputError(f"{provider} has no region {r!r}{what}", f"did you mean {s!r}?" if s else hint)
+    return list(dict.fromkeys(wanted)) if wanted else sorted(names)
+
+
+def delete_each(resources: list[Resource], delete, classify) -> dict[str, tuple[str, str]]:
+    """Ask for each deletion in turn: {id: ("deleted", "") or classify(error)}. ``delete(r)``
+    may itself return a (status, message) to answer without calling the cloud."""
+    out = {}
+    for r in resources:
+        try:
+            out[r.id] = delete(r) or ("deleted", "")
+        except Exception as e:  # noqa: BLE001 - the cloud's answer, classified
+            out[r.id] = classify(e)
+    return out
+
+
+def present_each(resources: list[Resource], get, classify) -> dict[str, str]:
+    """Of ``resources``, those still there: {id: state}. ``get(r)`` returns a state or raises."""
+    left = {}
+    for r in resources:
+        try:
+            left[r.id] = get(r) or "present"
+        except Exception as e:  # noqa: BLE001
+            if classify(e)[0] != "gone":
+                left[r.id] = "unknown"
+    return left

@@ -53,6 +53,14 @@ class ComputeFake(JsonServer):
         self.project_quotas: list[dict] = []
 
     # --- what tests call ------------------------------------------------------------------
+    def reset(self) -> None:
+        with self.lock:
+            self.items.clear()
+            self.region_quotas.clear()
+            self.project_quotas.clear()
+            self.faults.clear()
+            self.calls.clear()
+
     def add(self, collection: str, scope: str, name: str, **fields) -> dict:
         """A resource in its REST shape; ``scope`` is ``zones/<z>``, ``regions/<r>`` or ``global``."""
         link = f"{API}/projects/{self.project}/{scope}/{collection}/{name}"
