@@ -208,8 +208,9 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
                state="leaking" if not cloud_done else "draining",
                locations=[] if cloud_done else sorted((p, r) for p, rs in used.items() for r in rs))
     if destroy_error is not None:
-        destroy_error.hint = (f"{destroy_error.hint}; " if destroy_error.hint else "") + \
-            f"{len(out.left)} tagged resource(s) still there" if out.left else destroy_error.hint
+        if out.left:
+            destroy_error.hint = "; ".join(filter(None, [destroy_error.hint,
+                                                          f"{len(out.left)} tagged resource(s) are still there"]))
         raise destroy_error
     if not cloud_done:
         raise leftover_error(name, out.left, out.unread, out.swept)
