@@ -139,7 +139,8 @@ def status(
     table = []
     for r in rows:
         nodes = str(r.nodes_recorded) if r.nodes_found is None else (
-            str(r.nodes_found) if r.nodes_found == r.nodes_recorded else f"{r.nodes_found} (registry {r.nodes_recorded})")
+            str(r.nodes_found) if r.nodes_found == r.nodes_recorded or r.state == "orphan"
+            else f"{r.nodes_found} (registry {r.nodes_recorded})")
         table.append([r.name, r.state, ", ".join(r.where) or "-", nodes, _age(now, r.created_at),
                       _expiry(now, r.expires_at), output.money(r.usd_per_hour), output.money(r.cost_so_far),
                       "; ".join(r.notes)])
