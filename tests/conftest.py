@@ -129,6 +129,8 @@ def gcp(_gcp_fake, monkeypatch, tmp_path):
                             "_is_regional_access_boundary_lookup_required", lambda self: False)
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", fake.project)
     monkeypatch.setenv("GPUFLEET_GCP_ENDPOINT", fake.url)
+    monkeypatch.setenv("GPUFLEET_GCP_FILESTORE_ENDPOINT", fake.url + "/file")
+    monkeypatch.setenv("GPUFLEET_GCP_LUSTRE_ENDPOINT", fake.url + "/lustre")
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
     quick_retries(monkeypatch)
     return fake

@@ -33,7 +33,15 @@ KINDS = [
     ("firewall", "FirewallsClient", False, False),
     ("subnet", "SubnetworksClient", True, False),
     ("network", "NetworksClient", False, False),
+    ("file-system", "filestore", False, True),
+    ("file-system", "lustre", False, True),
 ]
+# File systems are not Compute resources: Filestore and Managed Lustre have their own REST
+# APIs (https://cloud.google.com/filestore/docs/reference/rest, .../managed-lustre/docs/reference/rest),
+# read here through google-auth's AuthorizedSession. Endpoints: GPUFLEET_GCP_FILESTORE_ENDPOINT,
+# GPUFLEET_GCP_LUSTRE_ENDPOINT.
+FILE_APIS = {"filestore": ("GPUFLEET_GCP_FILESTORE_ENDPOINT", "https://file.googleapis.com"),
+             "lustre": ("GPUFLEET_GCP_LUSTRE_ENDPOINT", "https://lustre.googleapis.com")}
 _ACCEL = {v: k for k, v in GCP_ACCELERATORS.items()}
 
 # Regional GPU quota metrics per catalog GPU (Compute Engine quota metric names; spot and
@@ -167,6 +175,9 @@ class Gcp:
 
     def _list(self, spec, cluster):
         kind, client_name, aggregated, by_label = spec
+        if client_name in FILE_APIS:
+            yield from self._file_systems(client_name, cluster)
+            return
         client = self.client(client_name)
         if by_label:
             flt = f'labels.{LABEL}="{cluster}"' if cluster else f"labels.{LABEL}:*"
@@ -205,17 +216,60 @@ class Gcp:
             r.state = x.status
         return r
 
+    def _session(self):
+        if "session" not in self._clients:
+            from google.auth.transport.requests import AuthorizedSession
+
+            self._clients["session"] = AuthorizedSession(self._auth())
+        return self._clients["session"]
+
+    def _file_url(self, api: str, path: str) -> str:
+        var, default = FILE_APIS[api]
+        return f"{os.environ.get(var, default).rstrip('/')}/v1/{path}"
+
+    def _file_systems(self, api: str, cluster: str | None):
+        """Filestore / Managed Lustre instances of every location, by label, page by page."""
+        params = {"filter": f'labels.{LABEL}="{cluster}"' if cluster else f"labels.{LABEL}:*", "pageSize": 100}
+        url = self._file_url(api, f"projects/{self._project}/locations/-/instances")
+        while True:
+            resp = self._session().get(url, params=params, timeout=60)
+            _raise_for(resp)
+            body = resp.json()
+            for x in body.get("instances", []):
+                tags = tags_of(_Labelled(x.get("labels")))
+                if TAG_PREFIX + "cluster" not in tags or (cluster and tags[TAG_PREFIX + "cluster"] != cluster):
+                    continue
+                loc = x["name"].split("/")[3]  # projects/p/locations/<zone or region>/instances/<id>
+                zone = loc if loc.count("-") == 2 else None
+                size = x.get("capacityGib") or sum(int(f.get("capacityGb", 0)) for f in x.get("fileShares", []))
+                yield Resource("gcp", zone.rsplit("-", 1)[0] if zone else loc, "file-system", x["name"], tags,
+                               name=x["name"].rsplit("/", 1)[-1], zone=zone, state=x.get("state"),
+                               created_at=_time(x.get("createTime")), size_gb=float(size or 0) or None,
+                               ref={"client": api})
+            if not body.get("nextPageToken"):
+                return
+            params["pageToken"] = body["nextPageToken"]
+
     # --- deletion ------------------------------------------------------------------------------
     def delete(self, region: str, kind: str, resources: list[Resource]) -> dict[str, tuple[str, str]]:
         return delete_each(resources, self._delete_one, classify)
 
     def _delete_one(self, r: Resource) -> None:
         # the delete returns an operation; it is not awaited: still_there asks for the resource
-        self.client(r.ref["client"]).delete(request=self._ident(r))
+        if r.ref["client"] in FILE_APIS:
+            _raise_for(self._session().delete(self._file_url(r.ref["client"], r.id), timeout=60))
+        else:
+            self.client(r.ref["client"]).delete(request=self._ident(r))
 
     def still_there(self, region: str, kind: str, resources: list[Resource]) -> dict[str, str]:
-        return present_each(resources, lambda r: getattr(self.client(r.ref["client"]).get(request=self._ident(r)),
-                                                         "status", ""), classify)
+        return present_each(resources, self._state, classify)
+
+    def _state(self, r: Resource) -> str:
+        if r.ref["client"] in FILE_APIS:
+            resp = self._session().get(self._file_url(r.ref["client"], r.id), timeout=60)
+            _raise_for(resp)
+            return resp.json().get("state", "")
+        return getattr(self.client(r.ref["client"]).get(request=self._ident(r)), "status", "")
 
     def _ident(self, r: Resource) -> dict:
         field = {"InstancesClient": "instance", "DisksClient": "disk", "AddressesClient": "address",
@@ -265,3 +319,16 @@ def _field(client_name: str) -> str:
     return {"InstancesClient": "instances", "DisksClient": "disks", "AddressesClient": "addresses",
             "ResourcePoliciesClient": "resource_policies", "RoutersClient": "routers",
             "SubnetworksClient": "subnetworks"}[client_name]
+
+
+class _Labelled:
+    def __init__(self, labels):
+        self.labels = labels or {}
+
+
+def _raise_for(resp) -> None:
+    """A REST error as google-api-core's exception for its status (what ``classify`` reads)."""
+    if resp.status_code >= 400:
+        from google.api_core import exceptions as gx
+
+        raise gx.from_http_response(resp)

@@ -16,7 +16,12 @@ google-cloud-compute's REST transport makes, in the documented formats
   routers, as Compute Engine answers);
 * ``GET /compute/v1/projects/{p}``, ``.../regions`` and ``.../regions/{r}`` with ``quotas``
   (``metric``, ``limit``, ``usage``);
-* ``POST /token``: the OAuth 2.0 token response a service-account JWT grant gets.
+* ``POST /token``: the OAuth 2.0 token response a service-account JWT grant gets;
+* Filestore (file.googleapis.com) and Managed Lustre (lustre.googleapis.com) v1, served under
+  ``/file`` and ``/lustre``: ``GET .../v1/projects/{p}/locations/-/instances?filter=&pageSize=
+  &pageToken=`` answering ``{"instances": [...], "nextPageToken", "unreachable": []}``, ``GET`` /
+  ``DELETE .../v1/projects/{p}/locations/{l}/instances/{id}`` (a long-running operation,
+  ``"done": false``), errors as ``{"error": {"code", "message", "status": "NOT_FOUND"}}``.
 
 Tests add resources with ``add(...)`` in these same formats and script failures through
 ``faults`` (see fakes/jsonserver.py).
@@ -51,6 +56,7 @@ class ComputeFake(JsonServer):
         self.items: dict[tuple[str, str, str], dict] = {}  # (collection, scope, name) -> resource
         self.region_quotas: dict[str, list[dict]] = {}
         self.project_quotas: list[dict] = []
+        self.files: dict[tuple[str, str], dict] = {}  # (file | lustre, full name) -> instance
 
     # --- what tests call ------------------------------------------------------------------
     def reset(self) -> None:
@@ -58,6 +64,7 @@ class ComputeFake(JsonServer):
             self.items.clear()
             self.region_quotas.clear()
             self.project_quotas.clear()
+            self.files.clear()
             self.faults.clear()
             self.calls.clear()
 
@@ -74,6 +81,18 @@ class ComputeFake(JsonServer):
             self.items[(collection, scope, name)] = item
         return item
 
+    def add_file_system(self, api: str, location: str, fid: str, **fields) -> dict:
+        """A Filestore (``api="file"``) or Managed Lustre (``"lustre"``) instance."""
+        name = f"projects/{self.project}/locations/{location}/instances/{fid}"
+        item = {"name": name, "createTime": "2026-11-22T06:00:00.000000Z", "state": "READY", **fields}
+        with self.lock:
+            self.files[(api, name)] = item
+        return item
+
+    def has_file_system(self, api: str, fid: str) -> bool:
+        with self.lock:
+            return any(a == api and n.endswith("/" + fid) for a, n in self.files)
+
     def has(self, collection: str, name: str) -> bool:
         with self.lock:
             return any(c == collection and n == name for c, _, n in self.items)
@@ -82,6 +101,9 @@ class ComputeFake(JsonServer):
     def route(self, method, path, query, body):
         if path == "/token" and method == "POST":
             return 200, {"access_token": "ya29.fake-token", "expires_in": 3600, "token_type": "Bearer"}, {}
+        m = re.match(r"^/(file|lustre)/v1/(projects/[^/]+/locations/[^/]+/instances)(?:/([^/]+))?$", path)
+        if m:
+            return self._files(method, m.group(1), m.group(2), m.group(3), query)
         m = re.match(r"^/compute/v1/projects/([^/]+)(/.*)?$", path)
         if not m:
             return _error(404, "notFound", f"no such path {path}")
@@ -109,6 +131,28 @@ class ComputeFake(JsonServer):
         if parts[0] == "global" and len(parts) == 3:
             return self._one(method, parts[1], "global", parts[2])
         return _error(404, "notFound", f"no such path {path}")
+
+    def _files(self, method, api, collection, fid, query):
+        if fid is None:
+            with self.lock:
+                rows = [dict(i) for (a, _), i in sorted(self.files.items()) if a == api]
+            rows = [i for i in rows if _filter(query.get("filter", ""), i)]
+            start, size = int(query.get("pageToken") or 0), int(query.get("pageSize") or 100)
+            out = {"instances": rows[start:start + size], "unreachable": []}
+            if start + size < len(rows):
+                out["nextPageToken"] = str(start + size)
+            return 200, out, {}
+        name = f"{collection}/{fid}"
+        with self.lock:
+            item = self.files.get((api, name))
+            if item is None:
+                return 404, {"error": {"code": 404, "message": f"Resource '{name}' was not found",
+                                       "status": "NOT_FOUND"}}, {}
+            if method == "GET":
+                return 200, item, {}
+            del self.files[(api, name)]
+        op = name.rsplit("/instances/", 1)[0] + f"/operations/operation-{next(_ids)}"
+        return 200, {"name": op, "metadata": {"target": name, "verb": "delete"}, "done": False}, {}
 
     def _matching(self, collection, query, scopes):
         flt = query.get("filter", "")

@@ -66,7 +66,11 @@ def gcp_leak(fake, name, expires=FUTURE, region="us-central1"):
     fake.add("disks", f"zones/{region}-a", f"{name}-scratch", status="READY", labels=labels, sizeGb="1000",
              type=f"https://www.googleapis.com/compute/v1/projects/p/zones/{region}-a/diskTypes/pd-ssd")
     fake.add("addresses", f"regions/{region}", f"{name}-nat-ip", status="RESERVED", labels=labels)
-    return {"networks": [f"{name}-vpc"], "firewalls": [f"{name}-internal"], "subnetworks": [f"{name}-h100"],
+    fake.add_file_system("file", f"{region}-a", f"{name}-home", labels=labels, tier="BASIC_SSD",
+                         fileShares=[{"name": "home", "capacityGb": "2560"}])
+    fake.add_file_system("lustre", f"{region}-a", f"{name}-lustre", labels=labels, state="ACTIVE",
+                         capacityGib="18000")
+    return {"file": [f"{name}-home"], "lustre": [f"{name}-lustre"],"networks": [f"{name}-vpc"], "firewalls": [f"{name}-internal"], "subnetworks": [f"{name}-h100"],
             "routers": [f"{name}-router"], "resourcePolicies": [f"{name}-compact"],
             "instances": [f"{name}-h100-0", f"{name}-t4-0"], "disks": [f"{name}-scratch"], "addresses": [f"{name}-nat-ip"]}
 
@@ -86,7 +90,7 @@ def test_gcp_reap_removes_a_leak_in_dependency_order_and_nothing_else(gcp):
     r = cli("--json", "reap", "--provider", "gcp", "--grace", "0")
     assert r.exit_code == 0, r.output
     dry = json.loads(r.stdout)
-    assert {x["id"] for x in dry["reap"]} == {n for names in leaked.values() for n in names}
+    assert {x["name"] for x in dry["reap"]} == {n for names in leaked.values() for n in names}
     h100 = next(x for x in dry["reap"] if x["id"] == "crashed-h100-0")
     assert h100["machine"] == "a3-highgpu-8g" and h100["usd_per_hour"] == pytest.approx(88.49)
     t4 = next(x for x in dry["reap"] if x["id"] == "crashed-t4-0")
@@ -96,10 +100,13 @@ def test_gcp_reap_removes_a_leak_in_dependency_order_and_nothing_else(gcp):
     assert r.exit_code == 0, r.output
     done = json.loads(r.stdout)
     assert not done["failed"] and len(done["deleted"]) == sum(len(v) for v in leaked.values())
+    def there(coll, n):
+        return gcp.has_file_system(coll, n) if coll in ("file", "lustre") else gcp.has(coll, n)
+
     for coll, names in leaked.items():
-        assert not any(gcp.has(coll, n) for n in names), coll
+        assert not any(there(coll, n) for n in names), coll
     for coll, names in kept.items():
-        assert all(gcp.has(coll, n) for n in names), coll
+        assert all(there(coll, n) for n in names), coll
     assert gcp.has("instances", "someone-elses-vm") and gcp.has("networks", "default")
     deletes = [p for m, p in gcp.calls if m == "DELETE"]
     assert sum(p.endswith("/disks/crashed-scratch") for p in deletes) == 2  # retried after the 429
@@ -112,7 +119,7 @@ def test_gcp_expiry_labels_are_read_back(gcp):
     record("lease-over")
     r = cli("--json", "reap", "--provider", "gcp")
     data = json.loads(r.stdout)
-    assert {x["reason"] for x in data["reap"]} == {"expired"} and len(data["reap"]) == 9
+    assert {x["reason"] for x in data["reap"]} == {"expired"} and len(data["reap"]) == 11
     assert "2026-01-01T00:00:00Z" in data["reap"][0]["detail"]
 
 
