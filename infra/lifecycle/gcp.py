@@ -53,6 +53,15 @@ GPU_METRICS = {"T4": "NVIDIA_T4_GPUS", "V100": "NVIDIA_V100_GPUS", "P100": "NVID
                "B200": "NVIDIA_B200_GPUS"}
 
 
+def on_gce() -> bool:
+    """A Compute Engine VM (its metadata server has credentials), by the DMI product name."""
+    try:
+        with open("/sys/class/dmi/id/product_name", encoding="utf-8") as f:
+            return "Google" in f.read()
+    except OSError:
+        return False
+
+
 def tags_of(item) -> dict[str, str]:
     """gpufleet tags from labels, or from the JSON in a ``gpufleet {...}`` description."""
     labels = dict(getattr(item, "labels", None) or {})
@@ -109,6 +118,8 @@ class Gcp:
             from gpufleet.engine import credentials
             from gpufleet.engine.automation import CREDENTIAL_HINTS
 
+            if not on_gce():
+                credentials.gcp()  # no key, no ADC file and not on GCE: say so without asking the network
             try:
                 self._creds, found = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
             except DefaultCredentialsError as e:

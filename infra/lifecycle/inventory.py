@@ -164,9 +164,10 @@ class Retry:
 
 
 def delete(resources: list[Resource], clouds: Clouds, *, retry: Retry | None = None,
-           on_progress: Callable[[int, int, str], None] | None = None, sleep=time.sleep) -> list[Outcome]:
+           on_progress: Callable[[int, int, str], None] | None = None, sleep=None) -> list[Outcome]:
     """Delete ``resources`` (all gpufleet-tagged) kind rank by kind rank; one Outcome each."""
     retry = retry or Retry.from_env()
+    sleep = sleep or time.sleep
     for r in resources:
         if not r.cluster:  # the inventories only return tagged resources; never touch anything else
             raise ValueError(f"refusing to delete untagged {r.where} {r.label()}")

@@ -308,3 +308,51 @@ def test_check_without_credentials_says_how_to_configure(monkeypatch):
         monkeypatch.delenv(var)
     r = cli("check", str(AWS_STACK))
     assert r.exit_code == 2 and "aws: no credentials found" in r.output and "Traceback" not in r.output
+
+
+def test_what_depends_on_a_survivor_is_reported_blocked_not_retried():
+    left = leak("stuck", expires=PAST, protect=True)
+    # someone else's subnet in the cluster's VPC: the VPC cannot go (DependencyViolation)
+    boto3.client("ec2", region_name=REGION).create_subnet(VpcId=left["vpc"], CidrBlock="10.8.2.0/24")
+    r = cli("--json", "reap", "--region", REGION, "--yes")
+    assert r.exit_code == 1, r.output
+    failed = {x["id"]: x for x in json.loads(r.stdout)["failed"]}
+    assert set(failed) == {left["instances"][0], left["vpc"]}
+    assert failed[left["instances"][0]]["status"] == "failed" and "termination protection" in \
+        failed[left["instances"][0]]["message"]
+    vpc = failed[left["vpc"]]
+    assert vpc["status"] == "blocked" and vpc["attempts"] == 1 and "DependencyViolation" in vpc["message"]
+    assert f"blocked by instance {left['instances'][0]}" in vpc["message"]
+
+
+def test_a_dependency_that_clears_is_retried_until_it_goes(monkeypatch):
+    left = leak("slow", expires=PAST)
+    ec2 = boto3.client("ec2", region_name=REGION)
+    other = ec2.create_subnet(VpcId=left["vpc"], CidrBlock="10.8.2.0/24")["Subnet"]["SubnetId"]
+    from gpufleet.lifecycle import inventory
+
+    real_sleep = inventory.time.sleep
+    waits = []
+
+    def sleep(s):  # the owner of the other subnet removes it while gpufleet backs off
+        waits.append(s)
+        ec2.delete_subnet(SubnetId=other) if len(waits) == 1 else None
+        real_sleep(min(s, 0.01))
+
+    monkeypatch.setattr(inventory.time, "sleep", sleep)
+    r = cli("--json", "reap", "--region", REGION, "--yes")
+    assert r.exit_code == 0, r.output
+    vpc = next(x for x in json.loads(r.stdout)["deleted"] if x["id"] == left["vpc"])
+    assert vpc["attempts"] == 2 and waits[0] == pytest.approx(0.05)  # GPUFLEET_DELETE_BACKOFF in tests
+
+
+def test_check_without_a_stack_says_who_on_each_cloud(monkeypatch, tmp_path):
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    monkeypatch.setenv("AZURE_CONFIG_DIR", str(tmp_path / "azure"))
+    monkeypatch.delenv("ARM_SUBSCRIPTION_ID", raising=False)
+    r = cli("--json", "check")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data["identity"]["aws"]["account"] == "123456789012"
+    assert set(data["skipped"]) == {"gcp", "azure"} and "no subscription" in data["skipped"]["azure"]

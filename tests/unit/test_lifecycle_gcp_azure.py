@@ -158,7 +158,7 @@ def test_gcp_unknown_region_and_missing_credentials(gcp, monkeypatch, tmp_path):
     monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS")
     monkeypatch.setenv("HOME", str(tmp_path))
     r = cli("reap", "--provider", "gcp", "--yes")
-    assert r.exit_code == 2 and "gcp: no credentials found" in r.output and "gcloud auth" in r.output
+    assert r.exit_code == 2 and "gcp: no application default credentials found" in r.output and "gcloud auth" in r.output
     assert gcp.has("instances", "crashed-h100-0")
 
 
