@@ -10,9 +10,20 @@ EXAMPLES = sorted((ROOT / "stacks" / "examples").glob("*.yaml"))
 
 @pytest.fixture(autouse=True)
 def _isolated_config(tmp_path, monkeypatch):
-    """No test reads the developer's own ~/.config/gpufleet."""
+    """No test reads the developer's own ~/.config/gpufleet, or finds their cloud credentials
+    (the `aws`, `gcp` and `azure` fixtures give each test its own, pointed at local servers)."""
     monkeypatch.delenv("GPUFLEET_CONFIG", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL",
+                "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "GOOGLE_PROJECT",
+                "CLOUDSDK_CORE_PROJECT", "GCLOUD_PROJECT", "ARM_SUBSCRIPTION_ID", "ARM_CLIENT_ID", "ARM_TENANT_ID",
+                "ARM_CLIENT_SECRET", "ARM_USE_MSI", "ARM_USE_OIDC", "PULUMI_BACKEND_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "no-gcloud"))
+    monkeypatch.setenv("AZURE_CONFIG_DIR", str(tmp_path / "no-azure"))
     yield
 
 
