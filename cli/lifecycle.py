@@ -289,6 +289,9 @@ def check(
             raise typer.Exit(short.exit_code)
         return
     else:
+        if not clouds.identity and not clouds.skipped:
+            output.console().print("The stack has no cloud pools: no credentials or quotas to check.")
+            return
         rows = [[p, who.get("principal", "-"), who.get("account", "-"), who.get("source", "-")]
                 for p, who in clouds.identity.items()]
         rows += [[p, f"not checked: {why}", "-", "-"] for p, why in clouds.skipped.items()]
