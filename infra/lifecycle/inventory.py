@@ -189,7 +189,7 @@ def delete(resources: list[Resource], clouds: Clouds, *, retry: Retry | None = N
             results = _run_groups(groups, clouds)
             again = []
             for r in todo:
-                status, msg = results.get(r.id, ("failed", "no answer from the cloud"))
+                status, msg = results.get(r.key, ("failed", "no answer from the cloud"))
                 scope = (r.provider, r.region, r.cluster)
                 if status == "deleted":
                     accepted.append(r)
@@ -211,8 +211,8 @@ def delete(resources: list[Resource], clouds: Clouds, *, retry: Retry | None = N
         # the next rank needs these gone, not just accepted
         left = _wait_gone(accepted, clouds, retry, sleep)
         for r in accepted:
-            if r.id in left:
-                outcomes[r.key] = Outcome(r, "failed", f"still {left[r.id]} {retry.wait:.0f} s after its deletion "
+            if r.key in left:
+                outcomes[r.key] = Outcome(r, "failed", f"still {left[r.key]} {retry.wait:.0f} s after its deletion "
                                           "was accepted", outcomes[r.key].attempts)
         for o in outcomes.values():
             if o.resource.rank == rank and not o.ok:
@@ -221,17 +221,19 @@ def delete(resources: list[Resource], clouds: Clouds, *, retry: Retry | None = N
     return [outcomes[r.key] for r in resources]
 
 
-def _run_groups(groups: dict[tuple, list[Resource]], clouds: Clouds) -> dict[str, tuple[str, str]]:
+def _run_groups(groups: dict[tuple, list[Resource]], clouds: Clouds) -> dict[tuple, tuple[str, str]]:
+    """Each (provider, region, kind) group's deletions side by side: {Resource.key: (status, message)}."""
     def one(item):
         (provider, region, kind), rs = item
         try:
-            return clouds[provider].delete(region, kind, rs)
+            answer = clouds[provider].delete(region, kind, rs)
         except GpufleetError as e:
-            return {r.id: ("failed", e.message) for r in rs}
+            answer = {r.id: ("failed", e.message) for r in rs}
         except Exception as e:  # noqa: BLE001 - an SDK/network error for the group: retry it
-            return {r.id: ("retry", f"{type(e).__name__}: {e}") for r in rs}
+            answer = {r.id: ("retry", f"{type(e).__name__}: {e}") for r in rs}
+        return {r.key: answer[r.id] for r in rs if r.id in answer}
 
-    out: dict[str, tuple[str, str]] = {}
+    out: dict[tuple, tuple[str, str]] = {}
     if not groups:
         return out
     with ThreadPoolExecutor(max_workers=min(8, len(groups))) as pool:
@@ -240,12 +242,13 @@ def _run_groups(groups: dict[tuple, list[Resource]], clouds: Clouds) -> dict[str
     return out
 
 
-def _wait_gone(accepted: list[Resource], clouds: Clouds, retry: Retry, sleep) -> dict[str, str]:
+def _wait_gone(accepted: list[Resource], clouds: Clouds, retry: Retry, sleep) -> dict[tuple, str]:
+    """Poll until the accepted deletions are done or ``retry.wait`` runs out: {Resource.key: state} still there."""
     groups: dict[tuple, list[Resource]] = {}
     for r in accepted:
         groups.setdefault((r.provider, r.region, r.kind), []).append(r)
     deadline = time.monotonic() + retry.wait
-    left: dict[str, str] = {}
+    left: dict[tuple, str] = {}
     while groups:
         left = {}
         for (provider, region, kind), rs in list(groups.items()):
@@ -255,7 +258,7 @@ def _wait_gone(accepted: list[Resource], clouds: Clouds, retry: Retry, sleep) ->
                 still = {r.id: f"unknown ({type(e).__name__})" for r in rs}
             if still:
                 groups[(provider, region, kind)] = [r for r in rs if r.id in still]
-                left.update(still)
+                left.update({r.key: still[r.id] for r in rs if r.id in still})
             else:
                 del groups[(provider, region, kind)]
         if not groups or time.monotonic() >= deadline:

@@ -85,8 +85,9 @@ class Resource:
         return DELETE_ORDER[self.kind]
 
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.provider, self.kind, self.id)
+    def key(self) -> tuple[str, str, str, str]:
+        """Unique across clouds and scopes (a GCP regional and a global address may share a name)."""
+        return (self.provider, self.region, self.kind, self.id)
 
     def expires_at(self) -> dt.datetime | None:
         """The ``expires-at`` tag as a time; None when there is none; InputError when unreadable."""

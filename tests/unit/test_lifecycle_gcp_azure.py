@@ -66,11 +66,12 @@ def gcp_leak(fake, name, expires=FUTURE, region="us-central1"):
     fake.add("disks", f"zones/{region}-a", f"{name}-scratch", status="READY", labels=labels, sizeGb="1000",
              type=f"https://www.googleapis.com/compute/v1/projects/p/zones/{region}-a/diskTypes/pd-ssd")
     fake.add("addresses", f"regions/{region}", f"{name}-nat-ip", status="RESERVED", labels=labels)
+    fake.add("addresses", "global", f"{name}-nat-ip", status="RESERVED", labels=labels)  # same name, other scope
     fake.add_file_system("file", f"{region}-a", f"{name}-home", labels=labels, tier="BASIC_SSD",
                          fileShares=[{"name": "home", "capacityGb": "2560"}])
     fake.add_file_system("lustre", f"{region}-a", f"{name}-lustre", labels=labels, state="ACTIVE",
                          capacityGib="18000")
-    return {"file": [f"{name}-home"], "lustre": [f"{name}-lustre"],"networks": [f"{name}-vpc"], "firewalls": [f"{name}-internal"], "subnetworks": [f"{name}-h100"],
+    return {"file": [f"{name}-home"], "lustre": [f"{name}-lustre"], "global-addresses": [f"{name}-nat-ip"],"networks": [f"{name}-vpc"], "firewalls": [f"{name}-internal"], "subnetworks": [f"{name}-h100"],
             "routers": [f"{name}-router"], "resourcePolicies": [f"{name}-compact"],
             "instances": [f"{name}-h100-0", f"{name}-t4-0"], "disks": [f"{name}-scratch"], "addresses": [f"{name}-nat-ip"]}
 
@@ -101,6 +102,8 @@ def test_gcp_reap_removes_a_leak_in_dependency_order_and_nothing_else(gcp):
     done = json.loads(r.stdout)
     assert not done["failed"] and len(done["deleted"]) == sum(len(v) for v in leaked.values())
     def there(coll, n):
+        if coll == "global-addresses":
+            return ("addresses", "global", n) in gcp.items
         return gcp.has_file_system(coll, n) if coll in ("file", "lustre") else gcp.has(coll, n)
 
     for coll, names in leaked.items():
@@ -119,7 +122,7 @@ def test_gcp_expiry_labels_are_read_back(gcp):
     record("lease-over")
     r = cli("--json", "reap", "--provider", "gcp")
     data = json.loads(r.stdout)
-    assert {x["reason"] for x in data["reap"]} == {"expired"} and len(data["reap"]) == 11
+    assert {x["reason"] for x in data["reap"]} == {"expired"} and len(data["reap"]) == 12
     assert "2026-01-01T00:00:00Z" in data["reap"][0]["detail"]
 
 
