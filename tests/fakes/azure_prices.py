@@ -1,0 +1,69 @@
+"""A stand-in for Azure's public Retail Prices API (https://prices.azure.com/api/retail/prices).
+
+It answers in the documented format: ``{"BillingCurrency": "USD", "CustomerEntityId":
+"Default", "CustomerEntityType": "Retail", "Items": [...], "NextPageLink": ..., "Count": n}``,
+100 items a page by default (``$skip`` in ``NextPageLink``, as the live API pages), and
+filters on what gpufleet sends: ``serviceName``, ``priceType``, ``armSkuName`` and
+``armRegionName`` equalities joined by ``and``/``or``. ``faults`` (fakes/jsonserver.py)
+script a 429 with ``Retry-After`` or a malformed page.
+https://learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices
+"""
+
+from __future__ import annotations
+
+import re
+
+from fakes.jsonserver import JsonServer
+
+
+def item(sku: str, region: str, price: float, *, spot: bool = False, windows: bool = False, kind: str = "Consumption",
+         low_priority: bool = False, start: str = "2025-06-01T00:00:00Z") -> dict:
+    """One meter as the API lists it (fields of the documented response)."""
+    size = sku.removeprefix("Standard_").replace("_", " ")
+    suffix = " Spot" if spot else (" Low Priority" if low_priority else "")
+    return {"currencyCode": "USD", "tierMinimumUnits": 0.0, "retailPrice": price, "unitPrice": price,
+            "armRegionName": region, "location": region, "effectiveStartDate": start,
+            "meterId": f"m-{sku}-{region}-{spot}-{windows}-{kind}", "meterName": size + suffix,
+            "productId": "DZH318Z0BQ4L", "skuId": f"DZH318Z0BQ4L/{abs(hash((sku, region, spot, windows))) % 10**4:04d}",
+            "productName": f"Virtual Machines {size.split()[0]} Series" + (" Windows" if windows else ""),
+            "skuName": size + suffix, "serviceName": "Virtual Machines", "serviceId": "DZH313Z7MMC8",
+            "serviceFamily": "Compute", "unitOfMeasure": "1 Hour", "type": kind, "isPrimaryMeterRegion": True,
+            "armSkuName": sku}
+
+
+class RetailPricesFake(JsonServer):
+    def __init__(self):
+        super().__init__()
+        self.items: list[dict] = []
+        self.page_size = 100
+        self.filters: list[str] = []
+
+    def route(self, method, path, query, body):
+        if path != "/api/retail/prices" or method != "GET":
+            return 404, {"error": {"code": "NotFound", "message": path}}, {}
+        flt = query.get("$filter", "")
+        self.filters.append(flt)
+        rows = [x for x in self.items if _match(flt, x)]
+        skip = int(query.get("$skip") or 0)
+        page = rows[skip:skip + self.page_size]
+        out = {"BillingCurrency": "USD", "CustomerEntityId": "Default", "CustomerEntityType": "Retail",
+               "Items": page, "NextPageLink": None, "Count": len(page)}
+        if skip + self.page_size < len(rows):
+            from urllib.parse import quote
+
+            out["NextPageLink"] = (f"{self.url}/api/retail/prices?api-version={query.get('api-version', '')}"
+                                   f"&$filter={quote(flt)}&$skip={skip + self.page_size}")
+        return 200, out, {}
+
+
+def _match(flt: str, x: dict) -> bool:
+    """``a eq 'v' and (b eq 'w' or b eq 'z')``: each and-part must hold; or-groups need one."""
+    if not flt:
+        return True
+    for part in re.split(r"\s+and\s+", flt.strip()):
+        alternatives = re.findall(r"(\w+) eq '([^']*)'", part)
+        if not alternatives:
+            raise ValueError(f"filter the fake does not know: {part}")
+        if not any((x.get("type") if k == "priceType" else x.get(k)) == v for k, v in alternatives):
+            return False
+    return True
