@@ -1,4 +1,4 @@
-"""`gpufleet catalog gpus|instances|workloads|show NAME`."""
+"""`gpufleet catalog gpus|instances|workloads|show NAME|refresh`."""
 
 from __future__ import annotations
 
@@ -122,3 +122,45 @@ def show(name: Annotated[str, typer.Argument(help="GPU, instance type or workloa
                                 + "; ".join(f"{p['what']} ${p['usd_per_hour']:.4g} ({p['source']}, {p['as_of']})" for p in o["parts"]))
                 elif k != "name":
                     c.print(f"  {k}: {v}")
+
+
+@app.command("refresh", help="Rebuild the prices from the providers' own pricing APIs (so far: Azure Retail "
+                             "Prices). The new prices replace the old only if their checks pass (no provider "
+                             "shrinks by more than 25%, flagship SKUs present, sane prices, every row with its "
+                             "source); a provider that cannot be fetched keeps its previous prices. Exit 1 when a "
+                             "provider failed or a check failed (then nothing is written).")
+@output.handle_errors
+def refresh_cmd(
+    provider: Annotated[Optional[list[str]], typer.Option("--provider", "-p", help="Only this provider (repeatable); "
+                                                          "default: every provider with a fetcher.")] = None,
+):
+    from gpufleet import catalog
+    from gpufleet.catalog import refresh
+    from gpufleet.cli.lifecycle import _providers
+
+    providers = _providers(provider) or sorted(refresh.FETCHERS)
+    cat = catalog.load(STATE.config)
+    with output.steps("Refreshing prices", len(providers)) as update:
+        done = []
+
+        def on_provider(p, what):
+            update(len(done), len(providers), f"{p}: {what}")
+            done.append(p)
+
+        res = refresh.refresh(cat, providers, on_provider=on_provider)
+    failed = bool(res.problems) or any(r.status != "updated" for r in res.results)
+    if STATE.json:
+        output.emit_json(res.to_dict())
+    else:
+        rows = [[r.provider, r.status, r.rows, r.previous, r.message] for r in res.results]
+        output.table("Catalog refresh", ["provider", "result", "prices", "before", "note"], rows,
+                     styles=[None if r.status == "updated" else "red" for r in res.results])
+        c = output.console()
+        if res.written:
+            c.print(f"Written to {res.path} (atomically); `gpufleet catalog instances` shows the sources.")
+        elif res.problems:
+            c.print(f"[red]Checks failed: nothing was written[/red]; {res.path} is as it was.")
+        else:
+            c.print(f"Nothing was fetched; {res.path if res.path.exists() else 'the embedded catalog'} stays.")
+    if failed:
+        raise typer.Exit(1)

@@ -25,6 +25,7 @@ def _isolated_config(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "no-gcloud"))
     monkeypatch.setenv("AZURE_CONFIG_DIR", str(tmp_path / "no-azure"))
+    monkeypatch.setenv("GPUFLEET_PRICES", str(tmp_path / "no-refreshed-prices.json"))
     for var in ("NO_PROXY", "no_proxy"):  # the local API servers are never behind a proxy
         monkeypatch.setenv(var, ",".join(filter(None, [os.environ.get(var), "127.0.0.1", "localhost"])))
     yield

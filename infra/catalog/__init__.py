@@ -351,11 +351,18 @@ def _embedded() -> Catalog:
 
 
 def load(config_path: str | Path | None = None, *, use_config: bool = True) -> Catalog:
-    """The embedded catalog with the user's overrides (discounts, prices, racks) applied."""
+    """The embedded catalog, with the prices of the last `gpufleet catalog refresh` in place of
+    the embedded ones of each provider it fetched, then the user's overrides (discounts,
+    prices, racks). ``use_config=False``: the embedded catalog alone."""
     base = _embedded()
     cat = Catalog(gpus=dict(base.gpus), instances=dict(base.instances), prices=list(base.prices),
                   regions=base.regions, zones=base.zones)
     if use_config:
+        from gpufleet.catalog import refresh
+
+        store = refresh.read_store()
+        if store is not None:
+            refresh.apply(cat, store)
         from gpufleet.paths import user_config
 
         path = user_config(config_path)

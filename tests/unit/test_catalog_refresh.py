@@ -1,0 +1,107 @@
+"""`gpufleet catalog refresh` end to end: the Azure Retail Prices fetcher against the fake
+public API, the checks, the atomic replace, and `catalog.load` using the result."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from fakes.azure_prices import RetailPricesFake, item
+
+
+@pytest.fixture(scope="module")
+def server():
+    srv = RetailPricesFake().start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def api(server, monkeypatch, tmp_path, cat):
+    server.items.clear()
+    server.faults.clear()
+    server.page_size = 100
+    monkeypatch.setenv("GPUFLEET_AZURE_PRICES_ENDPOINT", server.url + "/api/retail/prices")
+    monkeypatch.setenv("GPUFLEET_PRICES", str(tmp_path / "catalog" / "prices.json"))
+    server.full = lambda factor=1.0: _price_list(cat, factor)
+    return server
+
+
+def _price_list(cat, factor):
+    """Every catalog Azure size in every catalog Azure region: on-demand, and spot at 40%."""
+    out = []
+    for (p, name), it in sorted(cat.instances.items()):
+        if p != "azure":
+            continue
+        for region in sorted(cat.regions["azure"]):
+            price = round(3.1 * it.gpu_count * factor, 2)
+            out += [item(name, region, price), item(name, region, round(price * 0.4, 2), spot=True)]
+    return out
+
+
+def cli(*args):
+    from gpufleet.cli.app import app
+    from gpufleet.cli.output import STATE
+
+    STATE.json = False
+    return CliRunner().invoke(app, list(args))
+
+
+def test_a_refresh_replaces_the_azure_prices_and_keeps_their_provenance(api, tmp_path):
+    api.items += api.full() + [item("Standard_ND96isr_H100_v5", "eastus", 200.0, windows=True)]
+    r = cli("--json", "catalog", "refresh", "--provider", "azure")
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    assert res["written"] and res["results"][0]["status"] == "updated" and res["results"][0]["rows"] == 240
+    store = json.loads((tmp_path / "catalog" / "prices.json").read_text())
+    assert store["providers"]["azure"]["rows"] == 240 and store["providers"]["azure"]["apis"] == ["azure-retail-prices"]
+    r = cli("--json", "catalog", "instances", "--provider", "azure", "--gpu", "H100")
+    offers = {(o["region"], o["market"]): o for o in json.loads(r.stdout)["offers"]
+              if o["instance"]["name"] == "Standard_ND96isr_H100_v5"}
+    eastus = offers[("eastus", "ondemand")]
+    assert eastus["usd_per_hour"] == pytest.approx(24.8)  # 3.1 x 8 GPUs, not the Windows meter
+    assert "azure-retail-prices (SKU DZH318Z0BQ4L/" in json.dumps(eastus)
+    assert offers[("eastus", "spot")]["usd_per_hour"] == pytest.approx(9.92)
+
+
+def test_an_unreachable_api_keeps_the_previous_prices(api, tmp_path):
+    api.faults[("GET", r"/api/retail/prices")] = [
+        (503, {"error": {"code": "ServiceUnavailable"}}, {"Retry-After": "0"})] * 20
+    r = cli("catalog", "refresh", "--provider", "azure")
+    assert r.exit_code == 1 and "503" in r.output and "previous prices are kept" in r.output
+    assert not (tmp_path / "catalog" / "prices.json").exists()  # the embedded catalog stays
+
+
+@pytest.mark.parametrize("spoil,needle", [
+    (lambda items: [x for x in items if x["armSkuName"] != "Standard_ND96isr_H100_v5" or x["armRegionName"] != "eastus"],
+     "no on-demand price for Standard_ND96isr_H100_v5 in eastus"),
+    (lambda items: [dict(x, retailPrice=0.001) if x["armSkuName"] == "Standard_NC40ads_H100_v5" else x for x in items],
+     "per GPU-hour, outside"),
+    (lambda items: [x for x in items if x["armRegionName"] in ("eastus", "westus2")], "more than 25% fewer"),
+])
+def test_a_refresh_that_fails_its_checks_leaves_the_old_catalog_byte_for_byte(api, tmp_path, spoil, needle):
+    api.items += api.full()
+    assert cli("catalog", "refresh", "-p", "azure").exit_code == 0
+    path = tmp_path / "catalog" / "prices.json"
+    before, mtime = path.read_bytes(), path.stat().st_mtime_ns
+    api.items[:] = spoil(api.full(factor=1.1))
+    r = cli("--json", "catalog", "refresh", "-p", "azure")
+    assert r.exit_code == 1
+    res = json.loads(r.stdout)
+    assert not res["written"] and res["results"][0]["status"] == "rejected"
+    assert any(needle in p for p in res["problems"]), res["problems"]
+    assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime
+    assert not list(path.parent.glob(".*.tmp"))
+
+
+def test_a_damaged_store_is_named_with_a_way_out(api, tmp_path):
+    path = tmp_path / "catalog" / "prices.json"
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    r = cli("catalog", "gpus")
+    assert r.exit_code == 2 and str(path) in r.output and "delete" in r.output and "Traceback" not in r.output
+
+
+def test_a_provider_without_a_fetcher_says_so(api):
+    r = cli("catalog", "refresh", "-p", "gcp")
+    assert r.exit_code == 1 and "no fetcher yet" in r.output
