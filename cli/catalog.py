@@ -124,8 +124,8 @@ def show(name: Annotated[str, typer.Argument(help="GPU, instance type or workloa
                     c.print(f"  {k}: {v}")
 
 
-@app.command("refresh", help="Rebuild the prices from the providers' own pricing APIs (so far: Azure Retail "
-                             "Prices). The new prices replace the old only if their checks pass (no provider "
+@app.command("refresh", help="Rebuild the prices from the providers' own pricing APIs (so far: AWS Price List "
+                             "and spot history, Azure Retail Prices). The new prices replace the old only if their checks pass (no provider "
                              "shrinks by more than 25%, flagship SKUs present, sane prices, every row with its "
                              "source); a provider that cannot be fetched keeps its previous prices. Exit 1 when a "
                              "provider failed or a check failed (then nothing is written).")

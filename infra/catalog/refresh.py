@@ -88,7 +88,13 @@ def fetch_azure(cat) -> list[FetchedPrice]:
     return azure.fetch(skus, sorted(cat.regions.get("azure", {})))
 
 
-FETCHERS: dict[str, Callable] = {"azure": fetch_azure}
+def fetch_aws(cat) -> list[FetchedPrice]:
+    from gpufleet.catalog.fetch import aws
+
+    return aws.fetch(sorted(n for (p, n) in cat.instances if p == "aws"), sorted(cat.regions.get("aws", {})))
+
+
+FETCHERS: dict[str, Callable] = {"aws": fetch_aws, "azure": fetch_azure}
 
 
 def refresh(cat, providers: list[str], *, path: Path | None = None, fetchers: dict[str, Callable] | None = None,

@@ -15,6 +15,14 @@ documented wire formats, what moto does not implement:
   ``{"Quota": {...}}`` as in the AWS CLI reference's example, ``NoSuchResourceException``
   for quotas a test did not set.
 
+* the Price List API (moto has none): ``AWSPriceListService.GetProducts`` answering
+  ``{"FormatVersion": "aws_v1", "PriceList": ["<product JSON>", ...], "NextToken"}`` with
+  TERM_MATCH filters on the product attributes, from products a test puts in
+  ``extras.products`` (the documented product/terms shape);
+* spot price history with real-looking prices: moto answers DescribeSpotPriceHistory with a
+  placeholder $0.00001; when a test puts rows in ``extras.spot[region]`` this layer answers
+  instead, in the EC2 XML format (``spotPriceHistorySet/item``).
+
 Tests set quota values on ``server.extras.quotas[(region, code)]``. Run standalone (the
 benchmark does, in its own process): ``python tests/fakes/aws.py PORT``.
 """
@@ -40,11 +48,16 @@ class Extras:
         self.lock = threading.Lock()
         self.groups: dict[tuple[str, str], dict] = {}  # (region, name) -> group
         self.quotas: dict[tuple[str, str], float] = {}  # (region, quota code) -> value
+        self.products: list[dict] = []  # Price List entries (product + terms)
+        self.spot: dict[str, list[dict]] = {}  # region -> [{instance_type, zone, price}]
+        self.page_size = 100
 
     def reset(self) -> None:
         with self.lock:
             self.groups.clear()
             self.quotas.clear()
+            self.products.clear()
+            self.spot.clear()
 
     def __call__(self, environ, start_response):
         path = environ.get("PATH_INFO", "")
@@ -52,17 +65,22 @@ class Extras:
             self.reset()
             return self.app(environ, start_response)
         target = environ.get("HTTP_X_AMZ_TARGET", "")
-        if environ.get("REQUEST_METHOD") != "POST" or not (target.startswith("ServiceQuotasV20190624.") or
-                                                           "/ec2/" in environ.get("HTTP_AUTHORIZATION", "")):
+        if environ.get("REQUEST_METHOD") != "POST" or not (
+                target.startswith(("ServiceQuotasV20190624.", "AWSPriceListService.")) or
+                "/ec2/" in environ.get("HTTP_AUTHORIZATION", "")):
             return self.app(environ, start_response)
         body = self._body(environ)
         region = (_REGION.search(environ.get("HTTP_AUTHORIZATION", "")) or [None, "us-east-1"])[1]
         if target.startswith("ServiceQuotasV20190624."):
             return self._quotas(target.split(".", 1)[1], json.loads(body or b"{}"), region, start_response)
+        if target == "AWSPriceListService.GetProducts":
+            return self._products(json.loads(body or b"{}"), start_response)
         form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
         action = form.get("Action", "")
         if action in ("CreatePlacementGroup", "DescribePlacementGroups", "DeletePlacementGroup"):
             return getattr(self, "_" + action)(form, region, start_response)
+        if action == "DescribeSpotPriceHistory" and self.spot.get(region):
+            return self._spot_history(form, region, start_response)
         environ["wsgi.input"] = _Replay(body)
         return self.app(environ, start_response)
 
@@ -111,6 +129,30 @@ class Extras:
             del self.groups[(region, name)]
         return _ec2_ok(start, "DeletePlacementGroup", "<return>true</return>")
 
+    # --- Price List and spot prices -------------------------------------------------------
+    def _products(self, req, start):
+        match = {f["Field"]: f["Value"] for f in req.get("Filters", []) if f.get("Type") == "TERM_MATCH"}
+        with self.lock:
+            rows = [p for p in self.products if req.get("ServiceCode") == p.get("serviceCode", "AmazonEC2")
+                    and all(p["product"]["attributes"].get(k) == v for k, v in match.items())]
+        skip = int(req.get("NextToken") or 0)
+        size = int(req.get("MaxResults") or self.page_size)
+        out = {"FormatVersion": "aws_v1", "PriceList": [json.dumps(p) for p in rows[skip:skip + size]]}
+        if skip + size < len(rows):
+            out["NextToken"] = str(skip + size)
+        start("200 OK", [("Content-Type", "application/x-amz-json-1.1")])
+        return [json.dumps(out).encode()]
+
+    def _spot_history(self, form, region, start):
+        types = {v for k, v in form.items() if k.startswith("InstanceType.")}
+        items = "".join(
+            f"<item><instanceType>{h['instance_type']}</instanceType><productDescription>Linux/UNIX"
+            f"</productDescription><spotPrice>{h['price']:.6f}</spotPrice><timestamp>{h.get('at', '2026-11-22T08:00:00.000Z')}"
+            f"</timestamp><availabilityZone>{h['zone']}</availabilityZone></item>"
+            for h in self.spot[region] if not types or h["instance_type"] in types)
+        return _ec2_ok(start, "DescribeSpotPriceHistory", f"<spotPriceHistorySet>{items}</spotPriceHistorySet>"
+                                                           "<nextToken></nextToken>")
+
     # --- Service Quotas -------------------------------------------------------------------
     def _quotas(self, action, req, region, start):
         code = req.get("QuotaCode", "")
@@ -133,6 +175,22 @@ class Extras:
                                  "MetricStatisticRecommendation": "Maximum"}}
         start("200 OK", [("Content-Type", "application/x-amz-json-1.1")])
         return [json.dumps({"Quota": quota}).encode()]
+
+
+def product(instance_type: str, region: str, usd: float, gpus: int, sku: str | None = None) -> dict:
+    """One Price List entry for a Linux, shared-tenancy, on-demand instance (the documented shape)."""
+    sku = sku or f"SKU{abs(hash((instance_type, region))) % 10**10:010d}"
+    return {"product": {"productFamily": "Compute Instance", "sku": sku, "attributes": {
+                "instanceType": instance_type, "regionCode": region, "operatingSystem": "Linux", "tenancy": "Shared",
+                "preInstalledSw": "NA", "capacitystatus": "Used", "licenseModel": "No License required",
+                "gpu": str(gpus), "servicecode": "AmazonEC2", "usagetype": f"BoxUsage:{instance_type}"}},
+            "serviceCode": "AmazonEC2", "version": "20261120000000", "publicationDate": "2026-11-20T00:00:00Z",
+            "terms": {"OnDemand": {f"{sku}.JRTCKXETXF": {
+                "offerTermCode": "JRTCKXETXF", "sku": sku, "effectiveDate": "2026-11-01T00:00:00Z", "termAttributes": {},
+                "priceDimensions": {f"{sku}.JRTCKXETXF.6YS6EN2CT7": {
+                    "unit": "Hrs", "endRange": "Inf", "beginRange": "0", "rateCode": f"{sku}.JRTCKXETXF.6YS6EN2CT7",
+                    "appliesTo": [], "description": f"${usd} per On Demand Linux {instance_type} Instance Hour",
+                    "pricePerUnit": {"USD": f"{usd:.10f}"}}}}}}}
 
 
 class _Replay:

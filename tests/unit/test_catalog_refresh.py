@@ -105,3 +105,63 @@ def test_a_damaged_store_is_named_with_a_way_out(api, tmp_path):
 def test_a_provider_without_a_fetcher_says_so(api):
     r = cli("catalog", "refresh", "-p", "gcp")
     assert r.exit_code == 1 and "no fetcher yet" in r.output
+
+
+# --- AWS: moto for EC2 facts, the Price List and spot history from fakes/aws.py ----------------
+
+def _aws_price_list(aws, cat, factor=1.0):
+    from fakes.aws import product
+
+    aws.extras.products[:] = [product(name, region, round(4.0 * it.gpu_count * factor, 4), it.gpu_count)
+                              for (p, name), it in sorted(cat.instances.items()) if p == "aws"
+                              for region in sorted(cat.regions["aws"])]
+    # moto's own spot history is a $0.00001 placeholder (which the checks reject: see the next test);
+    # every region gets recorded-looking prices instead
+    for region in cat.regions["aws"]:
+        aws.extras.spot[region] = [{"instance_type": "p5.48xlarge", "zone": f"{region}a", "price": 33.0}]
+    aws.extras.spot["us-east-1"] = [{"instance_type": "p5.48xlarge", "zone": "us-east-1a", "price": 31.5},
+                                    {"instance_type": "p5.48xlarge", "zone": "us-east-1c", "price": 29.25}]
+
+
+def test_aws_refresh_from_the_price_list_and_spot_history(aws, api, cat, tmp_path):
+    _aws_price_list(aws, cat)
+    r = cli("--json", "catalog", "refresh", "-p", "aws")
+    assert r.exit_code == 0, r.output
+    store = json.loads((tmp_path / "catalog" / "prices.json").read_text())
+    rows = {(x["item"], x["region"], x["market"]): x for x in store["prices"]}
+    p5 = rows[("p5.48xlarge", "us-east-1", "ondemand")]
+    assert p5["usd_per_hour"] == 32.0 and p5["api"] == "aws-price-list" and p5["gpu_count"] == 8
+    spot = rows[("p5.48xlarge", "us-east-1", "spot")]
+    assert spot["usd_per_hour"] == 29.25 and spot["sku_id"] == "us-east-1c/p5.48xlarge"  # the cheapest zone
+    r = cli("--json", "catalog", "instances", "--provider", "aws", "--gpu", "H100")
+    offer = next(o for o in json.loads(r.stdout)["offers"]
+                 if o["instance"]["name"] == "p5.48xlarge" and o["region"] == "us-east-1" and o["market"] == "ondemand")
+    assert offer["usd_per_hour"] == 32.0 and "aws-price-list" in offer["price_parts"][0]["source"]
+
+
+def test_aws_gpu_counts_must_agree_with_the_gpu_table(aws, api, cat, tmp_path):
+    from fakes.aws import product
+
+    _aws_price_list(aws, cat)
+    bad = next(i for i, p in enumerate(aws.extras.products)
+               if p["product"]["attributes"]["instanceType"] == "g5.xlarge")
+    attrs = aws.extras.products[bad]
+    aws.extras.products[bad] = product("g5.xlarge", attrs["product"]["attributes"]["regionCode"], 1.0, 4)
+    r = cli("--json", "catalog", "refresh", "-p", "aws")
+    res = json.loads(r.stdout)
+    assert r.exit_code == 1 and not res["written"] and not (tmp_path / "catalog" / "prices.json").exists()
+    assert any("the API says 4 GPUs, the GPU table 1" in p for p in res["problems"])
+
+
+def test_moto_placeholder_spot_prices_are_caught_by_the_checks(aws, api, cat, tmp_path):
+    _aws_price_list(aws, cat)
+    aws.extras.spot.clear()  # moto answers: $0.00001 an hour for everything
+    r = cli("--json", "catalog", "refresh", "-p", "aws")
+    res = json.loads(r.stdout)
+    assert r.exit_code == 1 and not res["written"]
+    assert any("spot: $1e-05/h" in p and "outside" in p for p in res["problems"])
+
+
+def test_aws_without_credentials_keeps_the_prices(api, monkeypatch):
+    r = cli("catalog", "refresh", "-p", "aws")
+    assert r.exit_code == 1 and "aws: no credentials found" in r.output

@@ -2,8 +2,8 @@
 
 Each fetcher returns ``FetchedPrice`` rows with their provenance (API, region, SKU id,
 fetched-at) or raises ``FetchError`` for its provider alone; nothing here writes the
-catalog. Work in progress for issue 6: the Azure Retail Prices fetcher is here; the AWS
-and GCP fetchers, the integrity checks and the atomic replace are not yet.
+catalog (``catalog.refresh`` checks and stores them). So far: Azure (Retail Prices) and AWS
+(Price List, spot price history, instance facts); GCP is not yet.
 """
 
 from __future__ import annotations
@@ -31,3 +31,4 @@ class FetchedPrice:
     api: str  # which API said so
     sku_id: str  # the provider's id of the priced SKU / meter
     fetched_at: str  # ISO 8601 UTC
+    gpu_count: int | None = None  # what the provider's own instance facts say, when it says
