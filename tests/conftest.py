@@ -179,3 +179,21 @@ def azure(_arm_fake, monkeypatch, tmp_path):
         {"tid": "72f988bf-0000-0000-0000-000000000000", "appid": "11111111-2222-3333-4444-555555555555"}))
     quick_retries(monkeypatch)
     return _arm_fake
+
+
+@pytest.fixture(scope="session")
+def _retail_prices_fake():
+    from fakes.azure_prices import RetailPricesFake
+
+    srv = RetailPricesFake().start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def azure_prices(_retail_prices_fake, monkeypatch):
+    """The fetcher pointed at a fresh fake of Azure's Retail Prices API (fakes/azure_prices.py)."""
+    fake = _retail_prices_fake
+    fake.reset()
+    monkeypatch.setenv("GPUFLEET_AZURE_PRICES_ENDPOINT", fake.url + "/api/retail/prices")
+    return fake

@@ -38,6 +38,14 @@ class RetailPricesFake(JsonServer):
         self.page_size = 100
         self.filters: list[str] = []
 
+    def reset(self) -> None:
+        with self.lock:
+            self.items.clear()
+            self.filters.clear()
+            self.faults.clear()
+            self.calls.clear()
+        self.page_size = 100
+
     def route(self, method, path, query, body):
         if path != "/api/retail/prices" or method != "GET":
             return 404, {"error": {"code": "NotFound", "message": path}}, {}

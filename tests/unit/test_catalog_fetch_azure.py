@@ -3,29 +3,16 @@ paging through NextPageLink, throttling, a malformed page, and which meters coun
 
 import pytest
 
-from fakes.azure_prices import RetailPricesFake, item
+from fakes.azure_prices import item
 from gpufleet.catalog.fetch import FetchError
 from gpufleet.catalog.fetch import azure as fetcher
 
 SKUS = ["Standard_ND96isr_H100_v5", "Standard_NC24ads_A100_v4"]
 
 
-@pytest.fixture(scope="module")
-def server():
-    srv = RetailPricesFake().start()
-    yield srv
-    srv.stop()
-
-
 @pytest.fixture
-def prices(server, monkeypatch):
-    server.items.clear()
-    server.faults.clear()
-    server.calls.clear()
-    server.filters.clear()
-    server.page_size = 100
-    monkeypatch.setenv("GPUFLEET_AZURE_PRICES_ENDPOINT", server.url + "/api/retail/prices")
-    return server
+def prices(azure_prices):
+    return azure_prices
 
 
 def test_pages_are_followed_and_only_linux_payg_and_spot_count(prices):

@@ -6,25 +6,14 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from fakes.azure_prices import RetailPricesFake, item
-
-
-@pytest.fixture(scope="module")
-def server():
-    srv = RetailPricesFake().start()
-    yield srv
-    srv.stop()
+from fakes.azure_prices import item
 
 
 @pytest.fixture
-def api(server, monkeypatch, tmp_path, cat):
-    server.items.clear()
-    server.faults.clear()
-    server.page_size = 100
-    monkeypatch.setenv("GPUFLEET_AZURE_PRICES_ENDPOINT", server.url + "/api/retail/prices")
+def api(azure_prices, monkeypatch, tmp_path, cat):
     monkeypatch.setenv("GPUFLEET_PRICES", str(tmp_path / "catalog" / "prices.json"))
-    server.full = lambda factor=1.0: _price_list(cat, factor)
-    return server
+    azure_prices.full = lambda factor=1.0: _price_list(cat, factor)
+    return azure_prices
 
 
 def _price_list(cat, factor):
