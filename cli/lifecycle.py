@@ -51,7 +51,7 @@ def _duration(flag: str, value: str | None) -> dt.timedelta | None:
         raise InputError(f"{flag} {e}", e.hint) from None
 
 
-def _open(providers, regions, *, required: bool, update=None):
+def _open(providers, regions, *, required: bool):
     from gpufleet.lifecycle import inventory
 
     clouds = inventory.open_clouds(providers, required=required, regions=regions or None)
@@ -245,10 +245,8 @@ def _mark_reaped(reg, sel, outcomes) -> None:
     for o in outcomes:
         by.setdefault(o.resource.cluster, []).append(o.ok)
     for name, oks in by.items():
-        rec = reg.get(name)
-        if rec is not None and all(oks):
-            reg.record(name=rec.name, stack=rec.stack, stack_file=rec.stack_file, owner=rec.owner,
-                       expires_at=rec.expires_at, backend=rec.backend, nodes=rec.nodes, state="reaped")
+        if all(oks):
+            reg.set_state(name, "reaped")  # a no-op for a cluster the registry does not have
 
 
 @output.handle_errors

@@ -71,6 +71,13 @@ def salt_call() -> Path:
     return exe
 
 
+def _serving(make):
+    """A fake API server for a session-scoped fixture: started, handed over, stopped."""
+    srv = make().start()
+    yield srv
+    srv.stop()
+
+
 def quick_retries(monkeypatch) -> None:
     """Deletion retries and waits in tests: fractions of a second (real clouds get minutes)."""
     monkeypatch.setenv("GPUFLEET_DELETE_BACKOFF", "0.05")
@@ -85,9 +92,7 @@ def moto_server():
     require(importlib.util.find_spec("moto") is not None, "moto is not installed (test extra)")
     from fakes.aws import Server
 
-    srv = Server().start()
-    yield srv
-    srv.stop()
+    yield from _serving(Server)
 
 
 @pytest.fixture
@@ -108,12 +113,10 @@ def aws(moto_server, monkeypatch, tmp_path):
 
 
 @pytest.fixture(scope="session")
-def _gcp_fake(tmp_path_factory):
+def _gcp_fake():
     from fakes.gcp import ComputeFake
 
-    srv = ComputeFake().start()
-    yield srv
-    srv.stop()
+    yield from _serving(ComputeFake)
 
 
 @pytest.fixture
@@ -155,9 +158,7 @@ def gcp(_gcp_fake, monkeypatch, tmp_path):
 def _arm_fake():
     from fakes.azure import ArmFake
 
-    srv = ArmFake().start()
-    yield srv
-    srv.stop()
+    yield from _serving(ArmFake)
 
 
 @pytest.fixture
@@ -185,9 +186,7 @@ def azure(_arm_fake, monkeypatch, tmp_path):
 def _retail_prices_fake():
     from fakes.azure_prices import RetailPricesFake
 
-    srv = RetailPricesFake().start()
-    yield srv
-    srv.stop()
+    yield from _serving(RetailPricesFake)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 
 from gpufleet.errors import CredentialsError, GpufleetError
-from gpufleet.lifecycle.resources import Resource, gpufleet_tags, pick_regions
+from gpufleet.lifecycle.resources import Resource, delete_each, gpufleet_tags, pick_regions
 from gpufleet.providers.common import TAG_PREFIX
 
 DEFAULT_REGION = "us-east-1"
@@ -55,7 +55,11 @@ def _code(err) -> str:
 
 
 def classify(err) -> tuple[str, str]:
-    """A botocore error as (gone | retry | failed, message)."""
+    """A botocore error as (gone | retry | failed, message); no answer at all is worth a retry."""
+    from botocore.exceptions import BotoCoreError
+
+    if isinstance(err, BotoCoreError):
+        return "retry", str(err)
     code = _code(err)
     msg = err.response.get("Error", {}).get("Message", "") if hasattr(err, "response") else str(err)
     text = f"{code}: {msg}" if code else str(err)
@@ -171,29 +175,15 @@ class Aws:
                 try:
                     ec2.terminate_instances(InstanceIds=batch)
                     out.update({x: ("deleted", "terminating") for x in batch})
-                except ClientError:
-                    for x in batch:  # one refusal fails the whole call: find which, one by one
-                        out[x] = self._one(lambda x=x: ec2.terminate_instances(InstanceIds=[x]))
+                except ClientError:  # one refusal fails the whole call: find which, one by one
+                    out.update(delete_each([r for r in resources if r.id in batch],
+                                           lambda r: ec2.terminate_instances(InstanceIds=[r.id]) and None, classify))
             for x, (status, msg) in out.items():
                 if status == "failed" and "OperationNotPermitted" in msg:
                     out[x] = (status, msg + " (termination protection is on: aws ec2 modify-instance-attribute "
                                             f"--region {region} --instance-id {x} --no-disable-api-termination)")
             return out
-        for r in resources:
-            out[r.id] = self._one(lambda r=r: self._delete_one(ec2, region, r))
-        return out
-
-    @staticmethod
-    def _one(call) -> tuple[str, str]:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            call()
-        except ClientError as e:
-            return classify(e)
-        except BotoCoreError as e:
-            return "retry", str(e)
-        return "deleted", ""
+        return delete_each(resources, lambda r: self._delete_one(ec2, region, r), classify)
 
     def _delete_one(self, ec2, region: str, r: Resource) -> None:
         from botocore.exceptions import ClientError

@@ -42,6 +42,13 @@ KINDS = [
 # GPUFLEET_GCP_LUSTRE_ENDPOINT.
 FILE_APIS = {"filestore": ("GPUFLEET_GCP_FILESTORE_ENDPOINT", "https://file.googleapis.com"),
              "lustre": ("GPUFLEET_GCP_LUSTRE_ENDPOINT", "https://lustre.googleapis.com")}
+# Per Compute client: the request field naming one resource (get/delete) and the list field of an
+# aggregated scope (``InstancesScopedList.instances`` ...).
+FIELDS = {"InstancesClient": ("instance", "instances"), "DisksClient": ("disk", "disks"),
+          "AddressesClient": ("address", "addresses"), "GlobalAddressesClient": ("address", None),
+          "ResourcePoliciesClient": ("resource_policy", "resource_policies"), "RoutersClient": ("router", "routers"),
+          "FirewallsClient": ("firewall", None), "SubnetworksClient": ("subnetwork", "subnetworks"),
+          "NetworksClient": ("network", None)}
 _ACCEL = {v: k for k, v in GCP_ACCELERATORS.items()}
 
 # Regional GPU quota metrics per catalog GPU (Compute Engine quota metric names; spot and
@@ -197,7 +204,7 @@ class Gcp:
         if aggregated:
             pages = client.aggregated_list(request={"project": self._project, "filter": flt,
                                                     "max_results": 500})
-            items = ((scope, x) for scope, scoped in pages for x in (getattr(scoped, _field(client_name)) or []))
+            items = ((scope, x) for scope, scoped in pages for x in (getattr(scoped, FIELDS[client_name][1]) or []))
         else:
             items = (("global", x) for x in client.list(request={"project": self._project, "filter": flt,
                                                                   "max_results": 500}))
@@ -283,11 +290,7 @@ class Gcp:
         return getattr(self.client(r.ref["client"]).get(request=self._ident(r)), "status", "")
 
     def _ident(self, r: Resource) -> dict:
-        field = {"InstancesClient": "instance", "DisksClient": "disk", "AddressesClient": "address",
-                 "GlobalAddressesClient": "address", "ResourcePoliciesClient": "resource_policy",
-                 "RoutersClient": "router", "FirewallsClient": "firewall", "SubnetworksClient": "subnetwork",
-                 "NetworksClient": "network"}[r.ref["client"]]
-        req = {"project": self._project, field: r.id}
+        req = {"project": self._project, FIELDS[r.ref["client"]][0]: r.id}
         if r.ref["scope"] == "zones":
             req["zone"] = r.ref["place"]
         elif r.ref["scope"] == "regions":
@@ -324,12 +327,6 @@ class Gcp:
                                    total.limit, total.usage, sorted({n.pool for ns in groups.values() for n in ns})))
         return lines
 
-
-def _field(client_name: str) -> str:
-    """The list field of an aggregated scope (``InstancesScopedList.instances`` ...)."""
-    return {"InstancesClient": "instances", "DisksClient": "disks", "AddressesClient": "addresses",
-            "ResourcePoliciesClient": "resource_policies", "RoutersClient": "routers",
-            "SubnetworksClient": "subnetworks"}[client_name]
 
 
 class _Labelled:

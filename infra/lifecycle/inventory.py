@@ -115,11 +115,6 @@ def collect(clouds: Clouds, *, cluster: str | None = None,
     return found, problems
 
 
-def scan_count(clouds: Clouds) -> int:
-    """How many progress steps ``collect`` reports (one per region it reads)."""
-    return sum(getattr(c, "steps", lambda r: len(r))(clouds.regions[p]) for p, c in clouds.open.items())
-
-
 # --- deletion ----------------------------------------------------------------------------
 
 @dataclass
@@ -183,10 +178,7 @@ def delete(resources: list[Resource], clouds: Clouds, *, retry: Retry | None = N
         todo = [r for r in resources if r.rank == rank]
         accepted: list[Resource] = []
         for attempt in range(1, retry.attempts + 1):
-            groups: dict[tuple, list[Resource]] = {}
-            for r in todo:
-                groups.setdefault((r.provider, r.region, r.kind), []).append(r)
-            results = _run_groups(groups, clouds)
+            results = _run_groups(_groups(todo), clouds)
             again = []
             for r in todo:
                 status, msg = results.get(r.key, ("failed", "no answer from the cloud"))
@@ -221,6 +213,14 @@ def delete(resources: list[Resource], clouds: Clouds, *, retry: Retry | None = N
     return [outcomes[r.key] for r in resources]
 
 
+def _groups(resources: list[Resource]) -> dict[tuple, list[Resource]]:
+    """Resources by (provider, region, kind): what one cloud call handles."""
+    out: dict[tuple, list[Resource]] = {}
+    for r in resources:
+        out.setdefault((r.provider, r.region, r.kind), []).append(r)
+    return out
+
+
 def _run_groups(groups: dict[tuple, list[Resource]], clouds: Clouds) -> dict[tuple, tuple[str, str]]:
     """Each (provider, region, kind) group's deletions side by side: {Resource.key: (status, message)}."""
     def one(item):
@@ -244,9 +244,7 @@ def _run_groups(groups: dict[tuple, list[Resource]], clouds: Clouds) -> dict[tup
 
 def _wait_gone(accepted: list[Resource], clouds: Clouds, retry: Retry, sleep) -> dict[tuple, str]:
     """Poll until the accepted deletions are done or ``retry.wait`` runs out: {Resource.key: state} still there."""
-    groups: dict[tuple, list[Resource]] = {}
-    for r in accepted:
-        groups.setdefault((r.provider, r.region, r.kind), []).append(r)
+    groups = _groups(accepted)
     deadline = time.monotonic() + retry.wait
     left: dict[tuple, str] = {}
     while groups:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from gpufleet.errors import InputError
 from gpufleet.lifecycle.resources import Resource
+from gpufleet.providers.common import format_expiry
 
 
 @dataclass
@@ -77,7 +78,7 @@ def select(resources: list[Resource], *, known: set[str], state_read: bool, now:
                                           f"gpufleet:expires-at on {r.id} ({e.hint}) or delete it by hand"))
             continue
         if expires is not None and expires <= now:
-            sel.reap.append(Finding(r, "expired", f"expired {_ago(now - expires)} ago ({_iso(expires)})"))
+            sel.reap.append(Finding(r, "expired", f"expired {_ago(now - expires)} ago ({format_expiry(expires)})"))
             continue
         if r.cluster in known:
             continue
@@ -106,6 +107,3 @@ def _ago(d: dt.timedelta) -> str:
         return f"{s / 3600:.1f} h"
     return f"{s / 86400:.1f} d"
 
-
-def _iso(t: dt.datetime) -> str:
-    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

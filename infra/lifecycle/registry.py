@@ -162,6 +162,10 @@ class Registry:
                  n.ssh_endpoint, n.usd_per_hour, old.get((n.pool, n.idx), n.launched_at or now)) for n in nodes])
         return self.get(name)
 
+    def set_state(self, name: str, state: str) -> None:
+        with closing(self._connect()) as db, db:
+            db.execute("UPDATE clusters SET state = ?, updated_at = ? WHERE name = ?", (state, _now(), name))
+
     def get(self, name: str) -> ClusterRecord | None:
         with closing(self._connect()) as db:
             row = db.execute("SELECT * FROM clusters WHERE name = ?", (name,)).fetchone()

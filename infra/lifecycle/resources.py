@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from gpufleet.providers.common import TAG_PREFIX
+from gpufleet.providers.common import TAG_PREFIX, format_expiry
 
 # Kinds in the order they are deleted: what uses a thing goes before the thing. Deletion
 # waits for one rank to be gone before the next starts.
@@ -107,12 +107,9 @@ class Resource:
                 "name": self.name, "state": self.state, "machine": self.machine, "count": self.count,
                 "spot": self.spot, "cluster": self.cluster, "owner": self.owner,
                 "expires_at": self.tags.get(TAG_PREFIX + "expires-at"),
-                "created_at": _iso(self.created_at), "usd_per_hour": self.usd_per_hour,
+                "created_at": format_expiry(self.created_at) if self.created_at else None, "usd_per_hour": self.usd_per_hour,
                 "price_note": self.price_note or None}
 
-
-def _iso(t: dt.datetime | None) -> str | None:
-    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
 
 
 def tags_from_labels(labels: dict[str, str]) -> dict[str, str]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from gpufleet.lifecycle.registry import ClusterRecord
 from gpufleet.lifecycle.resources import Resource
 from gpufleet.providers import CLOUDS
-from gpufleet.providers.common import TAG_PREFIX, parse_expiry
+from gpufleet.providers.common import TAG_PREFIX, format_expiry, parse_expiry
 
 
 @dataclass
@@ -35,14 +35,11 @@ class ClusterStatus:
 
     def to_dict(self) -> dict:
         return {"cluster": self.name, "state": self.state, "stack": self.stack, "owner": self.owner,
-                "created_at": _iso(self.created_at), "expires_at": _iso(self.expires_at),
+                "created_at": format_expiry(self.created_at) if self.created_at else None, "expires_at": format_expiry(self.expires_at) if self.expires_at else None,
                 "nodes_recorded": self.nodes_recorded, "nodes_found": self.nodes_found,
                 "usd_per_hour": round(self.usd_per_hour, 4), "cost_so_far_usd": round(self.cost_so_far, 2),
                 "where": self.where, "notes": self.notes, "resources": [r.to_dict() for r in self.resources]}
 
-
-def _iso(t):
-    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
 
 
 def _time(s: str | None) -> dt.datetime | None:
