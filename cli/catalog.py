@@ -124,11 +124,13 @@ def show(name: Annotated[str, typer.Argument(help="GPU, instance type or workloa
                     c.print(f"  {k}: {v}")
 
 
-@app.command("refresh", help="Rebuild the prices from the providers' own pricing APIs (so far: AWS Price List "
-                             "and spot history, Azure Retail Prices). The new prices replace the old only if their checks pass (no provider "
-                             "shrinks by more than 25%, flagship SKUs present, sane prices, every row with its "
-                             "source); a provider that cannot be fetched keeps its previous prices. Exit 1 when a "
-                             "provider failed or a check failed (then nothing is written).")
+@app.command("refresh", help="Rebuild the prices from the providers' own APIs: AWS Price List, spot history and "
+                             "instance types; GCP Cloud Billing Catalog SKUs priced onto machine and accelerator "
+                             "types (vCPUs + RAM + GPUs, each part kept); Azure Retail Prices and, with credentials, "
+                             "resource SKUs. The new prices replace the old only if their checks pass (no provider "
+                             "shrinks by more than 25%, flagship SKUs present, sane prices, GPU model and count as in "
+                             "the GPU table, every row with its source); a provider that cannot be fetched keeps its "
+                             "previous prices. Exit 1 when a provider failed or a check failed (then nothing is written).")
 @output.handle_errors
 def refresh_cmd(
     provider: Annotated[Optional[list[str]], typer.Option("--provider", "-p", help="Only this provider (repeatable); "
@@ -156,6 +158,15 @@ def refresh_cmd(
         output.table("Catalog refresh", ["provider", "result", "prices", "before", "note"], rows,
                      styles=[None if r.status == "updated" else "red" for r in res.results])
         c = output.console()
+        for r in res.results:
+            for note in r.notes[:12]:
+                c.print(f"[dim]{r.provider}: {note}[/dim]", highlight=False)
+            if len(r.notes) > 12:
+                c.print(f"[dim]{r.provider}: ... and {len(r.notes) - 12} more (--json)[/dim]")
+        for problem in res.problems[:20]:
+            c.print(f"[red]{problem}[/red]", highlight=False)
+        if len(res.problems) > 20:
+            c.print(f"[red]... and {len(res.problems) - 20} more (--json)[/red]")
         if res.written:
             c.print(f"Written to {res.path} (atomically); `gpufleet catalog instances` shows the sources.")
         elif res.problems:

@@ -85,6 +85,14 @@ class InstanceType:
 
 
 @dataclass(frozen=True)
+class PricePart:
+    what: str
+    usd_per_hour: float
+    source: str
+    as_of: str
+
+
+@dataclass(frozen=True)
 class Price:
     provider: str
     item: str
@@ -93,14 +101,7 @@ class Price:
     usd_per_hour: float
     source: str
     as_of: str
-
-
-@dataclass(frozen=True)
-class PricePart:
-    what: str
-    usd_per_hour: float
-    source: str
-    as_of: str
+    parts: tuple[PricePart, ...] = ()  # what the provider bills separately (GCP: vCPUs, RAM, GPUs)
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,8 @@ class Catalog:
     sites: list = field(default_factory=list)  # on-prem racks (gpufleet.catalog.onprem.Site)
     discounts: dict[str, float] = field(default_factory=dict)
     max_age_days: int = 90  # warn when prices are older (config: catalog_max_age_days)
+    # (provider, instance type) -> region -> zones offering it, from a catalog refresh
+    offered: dict[tuple[str, str], dict[str, tuple[str, ...]]] = field(default_factory=dict)
     _alias: dict[str, str] = field(default_factory=dict, repr=False)
     _offers: dict[str, Offer] | None = field(default=None, repr=False)
 
@@ -183,6 +186,12 @@ class Catalog:
     def region_zones(self, provider: str, region: str) -> tuple[str, ...]:
         return self.zones.get((provider, region), ())
 
+    def offered_zones(self, provider: str, instance: str, region: str) -> tuple[str, ...] | None:
+        """The zones of ``region`` offering ``instance`` as the provider's API last said (empty:
+        not offered there, or offered without zones), or None when no refresh has asked."""
+        by_region = self.offered.get((provider, instance))
+        return None if by_region is None else by_region.get(region, ())
+
     def offer(self, provider: str, region: str, instance: str, market: str) -> Offer | None:
         """The priced offer for one instance type in a region and market, or None."""
         if self._offers is None:
@@ -218,14 +227,14 @@ def _build_offers(cat: Catalog):
         for region, market in sorted(keys):
             if it.gpu_attach == "bundled":
                 p = by_item[(provider, it.name, region, market)]
-                parts = (PricePart(it.name, p.usd_per_hour, p.source, p.as_of),)
+                parts = p.parts or (PricePart(it.name, p.usd_per_hour, p.source, p.as_of),)
             else:
                 m = by_item[(provider, it.base_machine, region, market)]
                 g = by_item.get((provider, f"gpu:{it.gpu}", region, market))
                 if g is None:
                     continue  # machine priced but not its GPU in this region/market
-                parts = (PricePart(it.base_machine, m.usd_per_hour, m.source, m.as_of),
-                         PricePart(f"{it.gpu_count}x {it.gpu}", g.usd_per_hour * it.gpu_count, g.source, g.as_of))
+                parts = (m.parts or (PricePart(it.base_machine, m.usd_per_hour, m.source, m.as_of),)) + (
+                    PricePart(f"{it.gpu_count}x {it.gpu}", g.usd_per_hour * it.gpu_count, g.source, g.as_of),)
             total = sum(x.usd_per_hour for x in parts) * (1.0 - disc)
             yield Offer(provider, region, it, gpu, market, total, parts, disc)
     for site in cat.sites:

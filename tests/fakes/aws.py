@@ -33,6 +33,7 @@ import json
 import re
 import threading
 import uuid
+import zlib
 from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
 
@@ -179,7 +180,7 @@ class Extras:
 
 def product(instance_type: str, region: str, usd: float, gpus: int, sku: str | None = None) -> dict:
     """One Price List entry for a Linux, shared-tenancy, on-demand instance (the documented shape)."""
-    sku = sku or f"SKU{abs(hash((instance_type, region))) % 10**10:010d}"
+    sku = sku or f"SKU{zlib.crc32(f'{instance_type}/{region}'.encode()):010d}"
     return {"product": {"productFamily": "Compute Instance", "sku": sku, "attributes": {
                 "instanceType": instance_type, "regionCode": region, "operatingSystem": "Linux", "tenancy": "Shared",
                 "preInstalledSw": "NA", "capacitystatus": "Used", "licenseModel": "No License required",

@@ -13,7 +13,11 @@ formats (https://learn.microsoft.com/rest/api/resources/):
   ResourceNotFound``; ``400 InUseSubnetCannotBeDeleted``-style conflicts while another
   resource still uses it (``uses``);
 * ``GET /subscriptions/{s}/providers/Microsoft.Compute/locations/{l}/usages``:
-  ``{"value": [{"name": {"value", "localizedValue"}, "currentValue", "limit", "unit"}]}``.
+  ``{"value": [{"name": {"value", "localizedValue"}, "currentValue", "limit", "unit"}]}``;
+* ``GET /subscriptions/{s}/providers/Microsoft.Compute/skus?$filter=location eq '<l>'``: resource
+  SKUs (``resourceType``, ``name``, ``locations``, ``locationInfo[].zones``, ``capabilities``
+  as name/value strings, ``restrictions``), https://learn.microsoft.com/rest/api/compute/resource-skus/list;
+  ``resource_sku(...)`` builds one.
 
 Entra ID is not replayed: tests hand the SDK a static bearer token (``StaticToken``), a
 JWT-shaped string whose claims say who it is. TLS is real (a self-signed certificate the
@@ -62,6 +66,7 @@ class ArmFake(JsonServer):
         self.items: dict[str, dict] = {}  # lowercased id -> resource
         self.groups: dict[str, dict] = {}  # lowercased name -> resource group
         self.usages: dict[str, list[dict]] = {}
+        self.skus: list[dict] = []
         self.page_size = 50
 
     def reset(self) -> None:
@@ -69,6 +74,7 @@ class ArmFake(JsonServer):
             self.items.clear()
             self.groups.clear()
             self.usages.clear()
+            self.skus.clear()
             self.faults.clear()
             self.calls.clear()
 
@@ -124,6 +130,11 @@ class ArmFake(JsonServer):
         m = re.fullmatch(r"/providers/microsoft.compute/locations/([^/]+)/usages", rest)
         if m:
             return 200, {"value": self.usages.get(m.group(1), [])}, {}
+        if rest == "/providers/microsoft.compute/skus" and method == "GET":
+            m = re.fullmatch(r"location eq '([^']+)'", query.get("$filter", ""))
+            with self.lock:
+                rows = [x for x in self.skus if not m or m.group(1).lower() in [loc.lower() for loc in x["locations"]]]
+            return 200, {"value": rows}, {}
         m = re.fullmatch(r"/resourcegroups/([^/]+)", rest)
         if m:
             return self._group(method, m.group(1))
@@ -183,3 +194,22 @@ def _tag_filter(expr: str, item: dict) -> bool:
         raise ValueError(f"filter the fake does not know: {expr}")
     tags = item.get("tags") or {}
     return m.group(1) in tags and (m.group(2) is None or tags[m.group(1)] == m.group(2))
+
+
+def resource_sku(name: str, location: str, *, zones=("1", "2", "3"), gpus: int | None = None, vcpus: int = 96,
+                 memory_gb: float = 1900, rdma: bool | None = None, restricted_zones=()) -> dict:
+    """One ``virtualMachines`` resource SKU in one location, as Microsoft.Compute/skus lists it."""
+    caps = {"vCPUs": str(vcpus), "MemoryGB": f"{memory_gb:g}", "MaxResourceVolumeMB": "2949120",
+            "HyperVGenerations": "V1,V2", "AcceleratedNetworkingEnabled": "True"}
+    if gpus is not None:
+        caps["GPUs"] = str(gpus)
+    if rdma is not None:
+        caps["RdmaEnabled"] = str(rdma)
+    sku = {"resourceType": "virtualMachines", "name": name, "tier": "Standard", "size": name.split("_", 1)[1],
+           "family": f"standard{name.split('_')[1]}Family", "locations": [location],
+           "locationInfo": [{"location": location, "zones": list(zones), "zoneDetails": []}],
+           "capabilities": [{"name": k, "value": v} for k, v in caps.items()], "restrictions": []}
+    if restricted_zones:
+        sku["restrictions"].append({"type": "Zone", "values": [location], "reasonCode": "NotAvailableForSubscription",
+                                    "restrictionInfo": {"locations": [location], "zones": list(restricted_zones)}})
+    return sku

@@ -17,6 +17,12 @@ google-cloud-compute's REST transport makes, in the documented formats
 * ``GET /compute/v1/projects/{p}``, ``.../regions`` and ``.../regions/{r}`` with ``quotas``
   (``metric``, ``limit``, ``usage``);
 * ``POST /token``: the OAuth 2.0 token response a service-account JWT grant gets;
+* machine types and accelerator types (``aggregated/machineTypes``, ``aggregated/acceleratorTypes``),
+  zonal like instances, with ``name eq "regex"`` filters;
+* the Cloud Billing Catalog API v1 (cloudbilling.googleapis.com), ``GET
+  /v1/services/{service}/skus?pageSize=&pageToken=&currencyCode=``: ``{"skus": [...],
+  "nextPageToken": ""}`` (https://cloud.google.com/billing/docs/reference/rest/v1/services.skus/list);
+  ``sku(...)`` builds one SKU in that format;
 * Filestore (file.googleapis.com) and Managed Lustre (lustre.googleapis.com) v1, served under
   ``/file`` and ``/lustre``: ``GET .../v1/projects/{p}/locations/-/instances?filter=&pageSize=
   &pageToken=`` answering ``{"instances": [...], "nextPageToken", "unreachable": []}``, ``GET`` /
@@ -35,11 +41,12 @@ import re
 from fakes.jsonserver import JsonServer
 
 API = "https://www.googleapis.com/compute/v1"
-ZONAL = {"instances", "disks"}
+ZONAL = {"instances", "disks", "machineTypes", "acceleratorTypes"}
 REGIONAL = {"addresses", "resourcePolicies", "routers", "subnetworks"}
 GLOBAL = {"firewalls", "networks", "addresses"}
 KIND = {"instances": "instance", "disks": "disk", "addresses": "address", "resourcePolicies": "resourcePolicy",
-        "routers": "router", "subnetworks": "subnetwork", "firewalls": "firewall", "networks": "network"}
+        "routers": "router", "subnetworks": "subnetwork", "firewalls": "firewall", "networks": "network",
+        "machineTypes": "machineType", "acceleratorTypes": "acceleratorType"}
 _ids = itertools.count(1000)
 
 
@@ -57,6 +64,8 @@ class ComputeFake(JsonServer):
         self.region_quotas: dict[str, list[dict]] = {}
         self.project_quotas: list[dict] = []
         self.files: dict[tuple[str, str], dict] = {}  # (file | lustre, full name) -> instance
+        self.skus: list[dict] = []  # the Cloud Billing Catalog's Compute Engine SKUs
+        self.sku_page_size = 5000  # the API's most per page
 
     # --- what tests call ------------------------------------------------------------------
     def reset(self) -> None:
@@ -65,6 +74,8 @@ class ComputeFake(JsonServer):
             self.region_quotas.clear()
             self.project_quotas.clear()
             self.files.clear()
+            self.skus.clear()
+            self.sku_page_size = 5000
             self.faults.clear()
             self.calls.clear()
 
@@ -101,6 +112,9 @@ class ComputeFake(JsonServer):
     def route(self, method, path, query, body):
         if path == "/token" and method == "POST":
             return 200, {"access_token": "ya29.fake-token", "expires_in": 3600, "token_type": "Bearer"}, {}
+        m = re.match(r"^/v1/services/([^/]+)/skus$", path)
+        if m and method == "GET":
+            return self._skus(m.group(1), query)
         m = re.match(r"^/(file|lustre)/v1/(projects/[^/]+/locations/[^/]+/instances)(?:/([^/]+))?$", path)
         if m:
             return self._files(method, m.group(1), m.group(2), m.group(3), query)
@@ -153,6 +167,15 @@ class ComputeFake(JsonServer):
             del self.files[(api, name)]
         op = name.rsplit("/instances/", 1)[0] + f"/operations/operation-{next(_ids)}"
         return 200, {"name": op, "metadata": {"target": name, "verb": "delete"}, "done": False}, {}
+
+    def _skus(self, service, query):
+        if service != "6F81-5844-456A":
+            return 404, {"error": {"code": 404, "message": f"Service {service} not found", "status": "NOT_FOUND"}}, {}
+        start, size = int(query.get("pageToken") or 0), min(int(query.get("pageSize") or 5000), self.sku_page_size)
+        with self.lock:
+            rows = self.skus[start:start + size]
+            more = start + size < len(self.skus)
+        return 200, {"skus": rows, "nextPageToken": str(start + size) if more else ""}, {}
 
     def _matching(self, collection, query, scopes):
         flt = query.get("filter", "")
@@ -231,3 +254,32 @@ def _filter(expr: str, item: dict) -> bool:
     if m:
         return re.fullmatch(m.group(2), str(item.get(m.group(1), ""))) is not None
     raise ValueError(f"filter the fake does not know: {expr}")
+
+
+def sku(description: str, regions, usd: float, *, unit: str = "h", usage: str = "OnDemand",
+        group: str | None = None, sku_id: str | None = None) -> dict:
+    """One Compute Engine SKU as services.skus.list returns it (``usd`` per ``unit``)."""
+    units, nanos = int(usd), round((usd - int(usd)) * 1e9)
+    regions = [regions] if isinstance(regions, str) else list(regions)
+    n = next(_ids)
+    sid = sku_id or f"{n % 65536:04X}-{n * 7919 % 65536:04X}-{n * 104729 % 65536:04X}"  # the real ids' shape
+    return {
+        "name": f"services/6F81-5844-456A/skus/{sid}", "skuId": sid, "description": description,
+        "category": {"serviceDisplayName": "Compute Engine", "resourceFamily": "Compute",
+                     "resourceGroup": group or ("GPU" if "GPU" in description else "RAM" if "Ram" in description
+                                                else "CPU"), "usageType": usage},
+        "serviceRegions": regions,
+        "pricingInfo": [{
+            "summary": "", "effectiveTime": "2026-11-21T11:07:02.561Z", "currencyConversionRate": 1,
+            "pricingExpression": {
+                "usageUnit": unit, "displayQuantity": 1, "baseUnit": "s" if unit == "h" else "By.s",
+                "usageUnitDescription": "hour" if unit == "h" else "gibibyte hour",
+                "baseUnitDescription": "second" if unit == "h" else "byte second",
+                "baseUnitConversionFactor": 3600 if unit == "h" else 3865470566400,
+                "tieredRates": [{"startUsageAmount": 0,
+                                 "unitPrice": {"currencyCode": "USD", "units": str(units), "nanos": nanos}}]},
+            "aggregationInfo": {"aggregationLevel": "ACCOUNT", "aggregationInterval": "DAILY",
+                                "aggregationCount": 1}}],
+        "serviceProviderName": "Google",
+        "geoTaxonomy": {"type": "REGIONAL" if len(regions) == 1 else "MULTI_REGIONAL", "regions": regions},
+    }

@@ -26,7 +26,7 @@ def test_pages_are_followed_and_only_linux_payg_and_spot_count(prices):
     # 250 meters of another size: filtered out by the API, not by gpufleet
     prices.items += [item("Standard_D2s_v5", f"region{i}", 0.1) for i in range(250)]
     prices.items += [item("Standard_NC24ads_A100_v4", f"region{i:03d}", 3.67) for i in range(230)]
-    rows = fetcher.fetch(SKUS, sleep=lambda s: None)
+    rows = fetcher.fetch(SKUS, sleep=lambda s: None, facts=False).prices
     got = {(r.item, r.region, r.market): r.usd_per_hour for r in rows}
     assert got[("Standard_ND96isr_H100_v5", "eastus", "ondemand")] == 98.32  # the newest meter, Linux, pay-as-you-go
     assert got[("Standard_ND96isr_H100_v5", "eastus", "spot")] == 39.33
@@ -43,7 +43,7 @@ def test_throttling_is_retried_after_retry_after(prices):
     prices.faults[("GET", r"/api/retail/prices")] = [
         (429, {"error": {"code": "TooManyRequests"}}, {"Retry-After": "7"})]
     waits = []
-    rows = fetcher.fetch(SKUS, sleep=waits.append)
+    rows = fetcher.fetch(SKUS, sleep=waits.append, facts=False).prices
     assert waits == [7.0] and len(rows) == 150
 
 

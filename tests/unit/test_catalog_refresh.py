@@ -91,9 +91,28 @@ def test_a_damaged_store_is_named_with_a_way_out(api, tmp_path):
     assert r.exit_code == 2 and str(path) in r.output and "delete" in r.output and "Traceback" not in r.output
 
 
-def test_a_provider_without_a_fetcher_says_so(api):
-    r = cli("catalog", "refresh", "-p", "gcp")
-    assert r.exit_code == 1 and "no fetcher yet" in r.output
+def test_offline_and_without_credentials_each_provider_says_why_and_the_embedded_catalog_stays(monkeypatch, tmp_path):
+    """No AWS or GCP credentials (the tests see none), Azure's public API unreachable."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        unused_port = s.getsockname()[1]
+    monkeypatch.setenv("GPUFLEET_PRICES", str(tmp_path / "prices.json"))
+    monkeypatch.setenv("GPUFLEET_AZURE_PRICES_ENDPOINT", f"http://127.0.0.1:{unused_port}/api/retail/prices")
+    import gpufleet.catalog.fetch.azure as az
+
+    monkeypatch.setattr(az.time, "sleep", lambda s: None)  # the retries' waits (this test only)
+    r = cli("--json", "catalog", "refresh")
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    res = {x["provider"]: x for x in json.loads(r.stdout)["results"]}
+    assert {p: x["status"] for p, x in res.items()} == {"aws": "kept", "gcp": "kept", "azure": "kept"}
+    assert "no credentials found" in res["aws"]["message"] and "aws configure" in res["aws"]["message"]
+    assert "no application default credentials" in res["gcp"]["message"]
+    assert "cannot be reached" in res["azure"]["message"]
+    assert not (tmp_path / "prices.json").exists()
+    r = cli("catalog", "refresh")
+    assert r.exit_code == 1 and "Nothing was fetched; the embedded catalog stays" in r.output
 
 
 # --- AWS: moto for EC2 facts, the Price List and spot history from fakes/aws.py ----------------
@@ -119,7 +138,10 @@ def test_aws_refresh_from_the_price_list_and_spot_history(aws, api, cat, tmp_pat
     store = json.loads((tmp_path / "catalog" / "prices.json").read_text())
     rows = {(x["item"], x["region"], x["market"]): x for x in store["prices"]}
     p5 = rows[("p5.48xlarge", "us-east-1", "ondemand")]
-    assert p5["usd_per_hour"] == 32.0 and p5["api"] == "aws-price-list" and p5["gpu_count"] == 8
+    assert p5["usd_per_hour"] == 32.0 and p5["api"] == "aws-price-list"
+    facts = {f["item"]: f for f in store["facts"]}
+    print(facts["p5.48xlarge"])
+    assert facts["p5.48xlarge"]["gpu_count"] == 8 and facts["p5.48xlarge"]["gpu"] == "H100"
     spot = rows[("p5.48xlarge", "us-east-1", "spot")]
     assert spot["usd_per_hour"] == 29.25 and spot["sku_id"] == "us-east-1c/p5.48xlarge"  # the cheapest zone
     r = cli("--json", "catalog", "instances", "--provider", "aws", "--gpu", "H100")
@@ -128,18 +150,27 @@ def test_aws_refresh_from_the_price_list_and_spot_history(aws, api, cat, tmp_pat
     assert offer["usd_per_hour"] == 32.0 and "aws-price-list" in offer["price_parts"][0]["source"]
 
 
-def test_aws_gpu_counts_must_agree_with_the_gpu_table(aws, api, cat, tmp_path):
-    from fakes.aws import product
+def _table_says(monkeypatch, cat, provider, name, **changes):
+    """The embedded GPU table, with one instance type's row changed (as a wrong table would be)."""
+    import dataclasses
 
+    from gpufleet import catalog
+
+    wrong = dataclasses.replace(cat, instances=dict(cat.instances))
+    wrong.instances[(provider, name)] = dataclasses.replace(cat.instances[(provider, name)], **changes)
+    monkeypatch.setattr(catalog, "_embedded", lambda: wrong)
+
+
+def test_aws_gpu_model_and_count_must_agree_with_the_gpu_table(aws, api, cat, tmp_path, monkeypatch):
+    """describe_instance_types (moto's copy of AWS's data) says g5.xlarge has 1 A10G; a table
+    that says 4 L4s is wrong, and the refresh stops."""
     _aws_price_list(aws, cat)
-    bad = next(i for i, p in enumerate(aws.extras.products)
-               if p["product"]["attributes"]["instanceType"] == "g5.xlarge")
-    attrs = aws.extras.products[bad]
-    aws.extras.products[bad] = product("g5.xlarge", attrs["product"]["attributes"]["regionCode"], 1.0, 4)
+    _table_says(monkeypatch, cat, "aws", "g5.xlarge", gpu_count=4, gpu="L4")
     r = cli("--json", "catalog", "refresh", "-p", "aws")
     res = json.loads(r.stdout)
     assert r.exit_code == 1 and not res["written"] and not (tmp_path / "catalog" / "prices.json").exists()
-    assert any("the API says 4 GPUs, the GPU table 1" in p for p in res["problems"])
+    assert any("g5.xlarge: the API says 1 GPUs, the GPU table 4" in p for p in res["problems"]), res["problems"]
+    assert any("g5.xlarge: the API says its GPU is A10G, the GPU table L4" in p for p in res["problems"])
 
 
 def test_moto_placeholder_spot_prices_are_caught_by_the_checks(aws, api, cat, tmp_path):

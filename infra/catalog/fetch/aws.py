@@ -5,10 +5,13 @@
   status Used. Each ``PriceList`` entry is a JSON document: ``product.sku``,
   ``product.attributes`` (``regionCode``, ``gpu`` ...) and ``terms.OnDemand.*.priceDimensions.*``
   (``unit: Hrs``, ``pricePerUnit.USD``). https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html
-* ``ec2.describe_spot_price_history`` per region (Linux/UNIX, the last hour): the cheapest
-  zone's current price is the region's spot price.
-* ``ec2.describe_instance_types``: the GPU count AWS gives for each type, which the refresh
-  checks against the GPU table.
+* ``ec2.describe_spot_price_history`` per region (Linux/UNIX, the last hour): each zone's
+  newest price; the cheapest zone's is the region's spot price.
+* ``ec2.describe_instance_types``: GPU model, count and memory, vCPUs, memory, EFA support and
+  network performance as AWS states them; the refresh checks the GPU model and count against
+  the GPU table and reports other differences;
+* ``ec2.describe_instance_type_offerings`` (location type ``availability-zone``) per region:
+  which zones offer each type (``gpufleet plan`` and the spec check use them).
 
 Credentials are needed (the Price List API is signed). ``AWS_ENDPOINT_URL`` /
 ``AWS_ENDPOINT_URL_PRICING`` redirect it, as for every boto3 client.
@@ -19,10 +22,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from gpufleet.catalog.fetch import FetchedPrice, FetchError
+from gpufleet.catalog.fetch import Fetched, FetchedPrice, FetchError, InstanceFacts, stamp
 
 API = "aws-price-list"
 SPOT_API = "aws-ec2-spot-price-history"
+FACTS_API = "aws-ec2-instance-types"
 PRICING_REGION = "us-east-1"
 
 
@@ -43,12 +47,11 @@ def _fail(e) -> FetchError:
     return FetchError("aws", f"the pricing APIs failed ({e})", "try again later; the previous prices are kept")
 
 
-def parse_product(doc: str | dict) -> list[tuple[str, str, float, str, int | None]]:
-    """(instance type, region, USD per hour, SKU, GPUs) for each hourly on-demand dimension of one entry."""
+def parse_product(doc: str | dict) -> list[tuple[str, str, float, str]]:
+    """(instance type, region, USD per hour, SKU) for each hourly on-demand dimension of one entry."""
     d = json.loads(doc) if isinstance(doc, str) else doc
     prod = d["product"]
     attrs = prod["attributes"]
-    gpus = int(attrs["gpu"]) if str(attrs.get("gpu", "")).isdigit() else None
     out = []
     for term in (d.get("terms", {}).get("OnDemand") or {}).values():
         for dim in term.get("priceDimensions", {}).values():
@@ -56,57 +59,139 @@ def parse_product(doc: str | dict) -> list[tuple[str, str, float, str, int | Non
                 continue
             usd = float(dim["pricePerUnit"]["USD"])
             if usd > 0:
-                out.append((attrs["instanceType"], attrs["regionCode"], usd, prod["sku"], gpus))
+                out.append((attrs["instanceType"], attrs["regionCode"], usd, prod["sku"]))
     return out
 
 
-def fetch(instance_types: list[str], regions: list[str], *, now: dt.datetime | None = None) -> list[FetchedPrice]:
+def spot_prices(history) -> dict[str, tuple[float, str]]:
+    """Instance type -> (USD per hour, zone): each zone's newest price, the cheapest zone."""
+    newest: dict[tuple[str, str], tuple] = {}
+    for h in history:
+        key = (h["InstanceType"], h["AvailabilityZone"])
+        if key not in newest or h["Timestamp"] > newest[key][0]:
+            newest[key] = (h["Timestamp"], float(h["SpotPrice"]))
+    out: dict[str, tuple[float, str]] = {}
+    for (item, zone), (_, usd) in sorted(newest.items()):
+        if item not in out or usd < out[item][0]:
+            out[item] = (usd, zone)
+    return out
+
+
+def gpu_namer(cat):
+    """AWS's GPU name ("NVIDIA A100") and memory (MiB) -> the catalog's GPU: the model whose
+    memory is nearest (A100 40960 MiB -> A100-40GB), the SXM part before PCIe/NVL variants."""
+    def name(text: str, mib: int | None) -> str | None:
+        model = (text.split() or [""])[-1].lower()
+        cands = [g for g in cat.gpus.values() if g.name.split("-")[0].lower() == model]
+        if mib:
+            cands = [g for g in cands if abs(g.memory_gb - mib / 1024) <= 0.15 * g.memory_gb]
+        cands.sort(key=lambda g: (abs(g.memory_gb - (mib or 0) / 1024) if mib else 0, len(g.name)))
+        return cands[0].name if cands else None
+    return name
+
+
+def facts_of(t: dict, cat_gpu, at: str) -> InstanceFacts:
+    """One ``InstanceTypes`` entry of describe_instance_types as InstanceFacts (``cat_gpu``: AWS's
+    GPU name -> the catalog's, or None)."""
+    gpus = (t.get("GpuInfo") or {}).get("Gpus") or []
+    net = t.get("NetworkInfo") or {}
+    names = {cat_gpu(f"{g.get('Manufacturer', '')} {g.get('Name', '')}", (g.get("MemoryInfo") or {}).get("SizeInMiB"))
+             for g in gpus}
+    mem = sum((g.get("MemoryInfo") or {}).get("SizeInMiB", 0) for g in gpus[:1])
+    return InstanceFacts(
+        "aws", t["InstanceType"], FACTS_API, at, gpu=names.pop() if len(names) == 1 else None,
+        gpu_count=sum(g.get("Count", 0) for g in gpus) if gpus else None,
+        gpu_memory_gib=mem / 1024 if mem else None, vcpus=(t.get("VCpuInfo") or {}).get("DefaultVCpus"),
+        memory_gib=(t.get("MemoryInfo") or {}).get("SizeInMiB", 0) / 1024 or None,
+        efa=net.get("EfaSupported"), network=net.get("NetworkPerformance"))
+
+
+def on_demand(price_list, wanted: set[str], when: str, itype: str = "") -> list[FetchedPrice]:
+    """On-demand rows of Price List entries (JSON strings, as get_products returns them) in ``wanted`` regions."""
+    out = []
+    for doc in price_list:
+        try:
+            found = parse_product(doc)
+        except (ValueError, KeyError, TypeError) as e:
+            raise FetchError("aws", f"a Price List entry{' for ' + itype if itype else ''} is not the documented "
+                             f"JSON ({e})", "try again later; the previous prices are kept") from None
+        out += [FetchedPrice("aws", item, region, "ondemand", usd, API, sku, when)
+                for item, region, usd, sku in found if region in wanted]
+    return out
+
+
+def fetch(instance_types: list[str], regions: list[str], *, now: dt.datetime | None = None,
+          cat_gpu=lambda name, mib: None, workers: int = 8) -> Fetched:
+    """On-demand prices (Price List), spot prices, instance facts and zones; regions side by side."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from botocore.exceptions import BotoCoreError, ClientError
 
     at = (now or dt.datetime.now(dt.timezone.utc)).replace(microsecond=0)
-    stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    when = stamp(at)
     wanted = set(regions)
-    try:
-        pricing = _client("pricing", PRICING_REGION)
-        facts: dict[str, int] = {}
-        ec2_home = _client("ec2", regions[0] if regions else PRICING_REGION)
+
+    def products(itype: str) -> list[FetchedPrice]:
+        filters = [{"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in (
+            ("instanceType", itype), ("operatingSystem", "Linux"), ("tenancy", "Shared"),
+            ("preInstalledSw", "NA"), ("capacitystatus", "Used"))]
+        pages = pricing.get_paginator("get_products").paginate(
+            ServiceCode="AmazonEC2", Filters=filters, FormatVersion="aws_v1")
+        return on_demand((doc for page in pages for doc in page.get("PriceList", [])), wanted, when, itype)
+
+    ec2s: dict = {}
+
+    def region_facts(region: str):
+        ec2 = ec2s[region] = _client("ec2", region)
+        offered = [(o["InstanceType"], o["Location"]) for page in
+                   ec2.get_paginator("describe_instance_type_offerings").paginate(
+                       LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": instance_types}])
+                   for o in page["InstanceTypeOfferings"]]
+        history = [h for page in ec2.get_paginator("describe_spot_price_history").paginate(
+            InstanceTypes=instance_types, ProductDescriptions=["Linux/UNIX"],
+            StartTime=at - dt.timedelta(hours=1), EndTime=at) for h in page["SpotPriceHistory"]]
+        return region, offered, spot_prices(history)
+
+    def types_in(region: str, names: list[str]) -> list[dict]:
         # a filter, not InstanceTypes=: a type the region does not know is left out, not an error
-        for page in ec2_home.get_paginator("describe_instance_types").paginate(
-                Filters=[{"Name": "instance-type", "Values": instance_types}]):
-            for t in page["InstanceTypes"]:
-                facts[t["InstanceType"]] = sum(g.get("Count", 0) for g in (t.get("GpuInfo") or {}).get("Gpus", []))
-        rows: dict[tuple, FetchedPrice] = {}
-        for itype in instance_types:
-            filters = [{"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in (
-                ("instanceType", itype), ("operatingSystem", "Linux"), ("tenancy", "Shared"),
-                ("preInstalledSw", "NA"), ("capacitystatus", "Used"))]
-            for page in pricing.get_paginator("get_products").paginate(ServiceCode="AmazonEC2", Filters=filters,
-                                                                       FormatVersion="aws_v1"):
-                for doc in page.get("PriceList", []):
-                    try:
-                        found = parse_product(doc)
-                    except (ValueError, KeyError, TypeError) as e:
-                        raise FetchError("aws", f"a Price List entry for {itype} is not the documented JSON ({e})",
-                                         "try again later; the previous prices are kept") from None
-                    for item, region, usd, sku, gpus in found:
-                        if region in wanted:
-                            rows[(item, region, "ondemand")] = FetchedPrice(
-                                "aws", item, region, "ondemand", usd, API, sku, stamp, gpus or facts.get(item))
-        for region in regions:
-            ec2 = _client("ec2", region)
-            cheapest: dict[str, tuple[float, str]] = {}
-            for page in ec2.get_paginator("describe_spot_price_history").paginate(
-                    InstanceTypes=instance_types, ProductDescriptions=["Linux/UNIX"],
-                    StartTime=at - dt.timedelta(hours=1), EndTime=at):
-                for h in page["SpotPriceHistory"]:
-                    usd = float(h["SpotPrice"])
-                    if h["InstanceType"] not in cheapest or usd < cheapest[h["InstanceType"]][0]:
-                        cheapest[h["InstanceType"]] = (usd, h["AvailabilityZone"])
-            for item, (usd, zone) in cheapest.items():
+        return [t for page in ec2s[region].get_paginator("describe_instance_types").paginate(
+            Filters=[{"Name": "instance-type", "Values": names}]) for t in page["InstanceTypes"]]
+
+    import boto3
+    from botocore.exceptions import NoCredentialsError
+
+    if boto3.session.Session().get_credentials() is None:
+        raise _fail(NoCredentialsError())
+    pricing = _client("pricing", PRICING_REGION)  # clients are thread-safe; making one costs ~0.1 s
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            priced = list(pool.map(products, instance_types))
+            per_region = list(pool.map(region_facts, regions))
+        rows = {(r.item, r.region, r.market): r for found in priced for r in found}
+        zones: dict[str, dict[str, list[str]]] = {}
+        for region, offered, spot in per_region:
+            for itype, zone in offered:
+                zones.setdefault(itype, {}).setdefault(region, []).append(zone)
+            for item, (usd, zone) in spot.items():
                 rows[(item, region, "spot")] = FetchedPrice("aws", item, region, "spot", usd, SPOT_API,
-                                                            f"{zone}/{item}", stamp, facts.get(item))
+                                                            f"{zone}/{item}", when)
+        # us-east-1 has nearly every type; a type it lacks is asked of a region offering it
+        ec2s.setdefault(PRICING_REGION, _client("ec2", PRICING_REGION))
+        facts = {t["InstanceType"]: facts_of(t, cat_gpu, when) for t in types_in(PRICING_REGION, instance_types)}
+        for itype in instance_types:
+            if itype not in facts and zones.get(itype):
+                for t in types_in(sorted(zones[itype])[0], [itype]):
+                    facts[itype] = facts_of(t, cat_gpu, when)
     except FetchError:
         raise
     except (ClientError, BotoCoreError) as e:
         raise _fail(e) from None
-    return sorted(rows.values(), key=lambda r: (r.item, r.region, r.market))
+    out = Fetched(sorted(rows.values(), key=lambda r: (r.item, r.region, r.market)))
+    for name in instance_types:
+        f = facts.get(name)
+        if f is None:
+            out.notes.append(f"{name}: describe_instance_types does not know it and no region offers it (retired?)")
+            continue
+        out.facts.append(InstanceFacts(**{**f.__dict__, "zones": {r: sorted(z) for r, z in
+                                                                   sorted(zones.get(name, {}).items())}}))
+    return out

@@ -12,6 +12,14 @@ Pages are followed through ``NextPageLink``; a 429 or 5xx answer is retried afte
 ``Retry-After`` (capped); a page that is not the documented JSON fails the whole fetch
 (a partial price list must not replace a whole one). ``GPUFLEET_AZURE_PRICES_ENDPOINT``
 replaces the endpoint.
+
+Where Azure credentials exist, azure-mgmt-compute's resource SKUs (``GET
+/subscriptions/{id}/providers/Microsoft.Compute/skus?$filter=location eq '<region>'``) add
+what each size is: ``capabilities`` (``vCPUs``, ``MemoryGB``, ``GPUs``, ``RdmaEnabled``) and
+the zones of each region it is offered in (``locationInfo[].zones``, less any
+``restrictions`` for this subscription). Without credentials the prices still update and the
+result says the capabilities were not checked.
+https://learn.microsoft.com/rest/api/compute/resource-skus/list
 """
 
 from __future__ import annotations
@@ -24,11 +32,12 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from gpufleet.catalog.fetch import FetchedPrice, FetchError
+from gpufleet.catalog.fetch import Fetched, FetchedPrice, FetchError, InstanceFacts, retry_after, stamp
 
 ENDPOINT = "https://prices.azure.com/api/retail/prices"
 API_VERSION = "2023-01-01-preview"
 API = "azure-retail-prices"
+SKUS_API = "azure-resource-skus"
 
 
 def odata_filter(skus: list[str], regions: list[str] | None = None) -> str:
@@ -40,8 +49,9 @@ def odata_filter(skus: list[str], regions: list[str] | None = None) -> str:
     return " and ".join(parts)
 
 
-def pages(url: str, *, max_pages: int = 1000, retries: int = 5, max_wait: float = 60.0, sleep=time.sleep):
+def pages(url: str, *, max_pages: int = 1000, retries: int = 5, max_wait: float = 60.0, sleep=None):
     """Yield each page's ``Items``, following ``NextPageLink``."""
+    sleep = sleep or time.sleep
     n = 0
     while url:
         n += 1
@@ -70,21 +80,14 @@ def _get(url: str, *, retries: int, max_wait: float, sleep) -> bytes:
             if e.code not in (429, 500, 502, 503, 504) or attempt == retries:
                 raise FetchError("azure", f"the Retail Prices API answered {e.code} {e.reason}",
                                  "try again later; the previous prices are kept") from None
-            wait = _retry_after(e.headers.get("Retry-After"), 2.0 ** attempt)
+            wait = retry_after(e.headers.get("Retry-After"), 2.0 ** attempt)
             sleep(min(wait, max_wait))
         except (urllib.error.URLError, TimeoutError, OSError) as e:
-            if attempt == retries:
+            if attempt >= min(retries, 2):  # offline: say so in seconds, not minutes
                 raise FetchError("azure", f"the Retail Prices API cannot be reached ({getattr(e, 'reason', e)})",
                                  "check the network (or HTTPS proxy); the previous prices are kept") from None
             sleep(min(2.0 ** attempt, max_wait))
     raise AssertionError("unreachable")
-
-
-def _retry_after(value: str | None, default: float) -> float:
-    try:
-        return max(0.0, float(value)) if value is not None else default
-    except ValueError:
-        return default
 
 
 def parse(items, *, skus: set[str], fetched_at: str) -> list[FetchedPrice]:
@@ -112,12 +115,63 @@ def parse(items, *, skus: set[str], fetched_at: str) -> list[FetchedPrice]:
     return sorted((r for _, r in best.values()), key=lambda r: (r.item, r.region, r.market))
 
 
+def capabilities(resource_skus, skus: set[str], regions: list[str], at: str) -> list[InstanceFacts]:
+    """InstanceFacts of ``skus`` from resource SKU entries (``ResourceSku`` models), per region."""
+    found: dict[str, InstanceFacts] = {}
+    zones: dict[str, dict[str, list[str]]] = {}
+    for s in resource_skus:
+        if s.resource_type != "virtualMachines" or s.name not in skus:
+            continue
+        shut = {(r.type, v) for r in (s.restrictions or []) for v in (r.values or [])}
+        zone_shut = {(loc.lower(), z) for r in (s.restrictions or []) if r.type == "Zone" and r.restriction_info
+                     for loc in (r.restriction_info.locations or []) for z in (r.restriction_info.zones or [])}
+        for info in s.location_info or []:
+            loc = (info.location or "").lower()
+            if loc not in regions or ("Location", info.location) in shut or ("Location", loc) in shut:
+                continue
+            zones.setdefault(s.name, {})[loc] = sorted(z for z in (info.zones or []) if (loc, z) not in zone_shut)
+        if s.name not in found:
+            caps = {c.name: c.value for c in s.capabilities or []}
+            found[s.name] = InstanceFacts(
+                "azure", s.name, SKUS_API, at, gpu_count=_int(caps.get("GPUs")), vcpus=_int(caps.get("vCPUs")),
+                memory_gib=float(caps["MemoryGB"]) if _int(caps.get("MemoryGB"), float) else None,
+                infiniband=caps["RdmaEnabled"].lower() == "true" if "RdmaEnabled" in caps else None)
+    return [InstanceFacts(**{**f.__dict__, "zones": dict(sorted(zones.get(n, {}).items()))})
+            for n, f in sorted(found.items())]
+
+
+def _int(v, kind=int):
+    try:
+        return kind(v) if v is not None else None
+    except ValueError:
+        return None
+
+
+def _resource_skus(skus: list[str], regions: list[str], at: str) -> tuple[list[InstanceFacts], list[str]]:
+    from gpufleet.errors import CredentialsError
+    from gpufleet.lifecycle.azure import Azure, classify
+
+    try:
+        compute = Azure().compute
+        entries = [s for region in regions for s in compute.resource_skus.list(filter=f"location eq '{region}'")]
+    except CredentialsError as e:
+        return [], [f"capabilities (GPUs, InfiniBand, zones) not checked: {str(e).removeprefix('azure: ')}; "
+                    "prices come from the public Retail Prices API alone"]
+    except Exception as e:  # noqa: BLE001 - refused credentials, network: the prices still count
+        return [], [f"capabilities not checked: resource SKUs could not be read ({classify(e)[1][:160]})"]
+    return capabilities(entries, set(skus), regions, at), []
+
+
 def fetch(skus: list[str], regions: list[str] | None = None, *, endpoint: str | None = None,
-          now: dt.datetime | None = None, sleep=time.sleep) -> list[FetchedPrice]:
-    """Every Linux on-demand and Spot price of ``skus`` (in ``regions``, default all)."""
+          now: dt.datetime | None = None, sleep=None, facts: bool = True) -> Fetched:
+    """Every Linux on-demand and Spot price of ``skus`` (in ``regions``, default all), and with
+    credentials the sizes' capabilities and zones."""
     base = endpoint or os.environ.get("GPUFLEET_AZURE_PRICES_ENDPOINT", ENDPOINT)
     url = base + "?" + urllib.parse.urlencode({"api-version": API_VERSION, "$filter": odata_filter(skus, regions)},
                                               quote_via=urllib.parse.quote)
-    at = (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    at = stamp(now)
     items = [x for page in pages(url, sleep=sleep) for x in page]
-    return parse(items, skus=set(skus), fetched_at=at)
+    out = Fetched(parse(items, skus=set(skus), fetched_at=at))
+    if facts:
+        out.facts, out.notes = _resource_skus(skus, regions or [], at)
+    return out
