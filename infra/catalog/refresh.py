@@ -135,6 +135,10 @@ def refresh(cat, providers: list[str], *, path: Path | None = None, fetchers: di
         except GpufleetError as e:  # FetchError, or credentials that are missing or refused
             out.results.append(ProviderResult(p, "kept", previous, previous, e.message + (f" ({e.hint})" if e.hint else "")))
             continue
+        except Exception as e:  # noqa: BLE001 - an SDK's own error: this provider fails, the others go on
+            out.results.append(ProviderResult(p, "kept", previous, previous, f"{p}: the fetch failed "
+                                              f"({type(e).__name__}: {str(e)[:200]}); its previous prices are kept"))
+            continue
         fresh[p] = got
         out.results.append(ProviderResult(p, "updated", len(got.prices), previous, notes=list(got.notes)))
     for res in out.results:

@@ -185,3 +185,49 @@ def test_moto_placeholder_spot_prices_are_caught_by_the_checks(aws, api, cat, tm
 def test_aws_without_credentials_keeps_the_prices(api, monkeypatch):
     r = cli("catalog", "refresh", "-p", "aws")
     assert r.exit_code == 1 and "aws: no credentials found" in r.output
+
+
+# --- Azure capabilities: resource SKUs through azure-mgmt-compute against the ARM fake ----------
+
+def _resource_skus(arm, cat, regions=("eastus", "westeurope")):
+    from fakes.azure import resource_sku
+
+    arm.skus[:] = [resource_sku(name, region, gpus=it.gpu_count, vcpus=it.vcpus, memory_gb=it.memory_gib,
+                                rdma=it.fabric.startswith("infiniband"),
+                                restricted_zones=("3",) if name == "Standard_ND96isr_H100_v5" else ())
+                   for (p, name), it in sorted(cat.instances.items()) if p == "azure" for region in regions]
+
+
+def test_azure_capabilities_and_zones_come_from_resource_skus_with_credentials(azure, api, cat, tmp_path):
+    api.items += api.full()
+    _resource_skus(azure, cat)
+    r = cli("--json", "catalog", "refresh", "-p", "azure")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["results"][0]["notes"] == []
+    store = json.loads((tmp_path / "catalog" / "prices.json").read_text())
+    facts = {f["item"]: f for f in store["facts"]}
+    nd = facts["Standard_ND96isr_H100_v5"]
+    assert nd["gpu_count"] == 8 and nd["infiniband"] is True and nd["api"] == "azure-resource-skus"
+    assert nd["zones"] == {"eastus": ["1", "2"], "westeurope": ["1", "2"]}  # zone 3 is restricted for this subscription
+    assert store["providers"]["azure"]["apis"] == ["azure-resource-skus", "azure-retail-prices"]
+    assert any("/providers/microsoft.compute/skus" in c[1].lower() for c in azure.calls)
+
+
+def test_azure_without_credentials_still_updates_prices_and_says_capabilities_were_not_checked(api, cat, tmp_path):
+    api.items += api.full()
+    r = cli("catalog", "refresh", "-p", "azure")
+    assert r.exit_code == 0, r.output
+    assert "capabilities (GPUs, InfiniBand, zones) not checked" in r.output
+    assert (tmp_path / "catalog" / "prices.json").exists()
+
+
+def test_azure_gpu_counts_from_resource_skus_must_agree_with_the_table(azure, api, cat, tmp_path):
+    api.items += api.full()
+    _resource_skus(azure, cat)
+    for s in azure.skus:
+        if s["name"] == "Standard_NC24s_v3":
+            s["capabilities"] = [c if c["name"] != "GPUs" else {"name": "GPUs", "value": "2"} for c in s["capabilities"]]
+    r = cli("--json", "catalog", "refresh", "-p", "azure")
+    res = json.loads(r.stdout)
+    assert r.exit_code == 1 and not res["written"]
+    assert any("Standard_NC24s_v3: the API says 2 GPUs, the GPU table 4" in p for p in res["problems"])

@@ -116,35 +116,44 @@ def parse(items, *, skus: set[str], fetched_at: str) -> list[FetchedPrice]:
 
 
 def capabilities(resource_skus, skus: set[str], regions: list[str], at: str) -> list[InstanceFacts]:
-    """InstanceFacts of ``skus`` from resource SKU entries (``ResourceSku`` models), per region."""
+    """InstanceFacts of ``skus`` from resource SKUs (REST JSON dicts), per region."""
     found: dict[str, InstanceFacts] = {}
     zones: dict[str, dict[str, list[str]]] = {}
     for s in resource_skus:
-        if s.resource_type != "virtualMachines" or s.name not in skus:
+        if s.get("resourceType") != "virtualMachines" or s.get("name") not in skus:
             continue
-        shut = {(r.type, v) for r in (s.restrictions or []) for v in (r.values or [])}
-        zone_shut = {(loc.lower(), z) for r in (s.restrictions or []) if r.type == "Zone" and r.restriction_info
-                     for loc in (r.restriction_info.locations or []) for z in (r.restriction_info.zones or [])}
-        for info in s.location_info or []:
-            loc = (info.location or "").lower()
-            if loc not in regions or ("Location", info.location) in shut or ("Location", loc) in shut:
-                continue
-            zones.setdefault(s.name, {})[loc] = sorted(z for z in (info.zones or []) if (loc, z) not in zone_shut)
-        if s.name not in found:
-            caps = {c.name: c.value for c in s.capabilities or []}
-            found[s.name] = InstanceFacts(
-                "azure", s.name, SKUS_API, at, gpu_count=_int(caps.get("GPUs")), vcpus=_int(caps.get("vCPUs")),
-                memory_gib=float(caps["MemoryGB"]) if _int(caps.get("MemoryGB"), float) else None,
-                infiniband=caps["RdmaEnabled"].lower() == "true" if "RdmaEnabled" in caps else None)
+        name, restrictions = s["name"], s.get("restrictions") or []
+        shut = {v.lower() for r in restrictions if r.get("type") == "Location" for v in r.get("values") or []}
+        zone_shut = {(loc.lower(), z) for r in restrictions if r.get("type") == "Zone"
+                     for loc in (r.get("restrictionInfo") or {}).get("locations") or r.get("values") or []
+                     for z in (r.get("restrictionInfo") or {}).get("zones") or []}
+        for info in s.get("locationInfo") or []:
+            loc = (info.get("location") or "").lower()
+            if loc in regions and loc not in shut:
+                zones.setdefault(name, {})[loc] = sorted(z for z in info.get("zones") or [] if (loc, z) not in zone_shut)
+        if name not in found:
+            caps = {c.get("name"): c.get("value") for c in s.get("capabilities") or []}
+            rdma = caps.get("RdmaEnabled")
+            found[name] = InstanceFacts("azure", name, SKUS_API, at, gpu_count=_num(caps.get("GPUs"), int),
+                                        vcpus=_num(caps.get("vCPUs"), int), memory_gib=_num(caps.get("MemoryGB"), float),
+                                        infiniband=None if rdma is None else rdma.lower() == "true")
     return [InstanceFacts(**{**f.__dict__, "zones": dict(sorted(zones.get(n, {}).items()))})
             for n, f in sorted(found.items())]
 
 
-def _int(v, kind=int):
+def _num(v, kind):
     try:
         return kind(v) if v is not None else None
     except ValueError:
         return None
+
+
+def _rest(model) -> dict:
+    """A resource SKU model as its REST JSON: older msrest-generated models serialize to it, the
+    newer mapping models (azure-mgmt-compute 39 here) hold it."""
+    if hasattr(model, "serialize"):
+        return model.serialize(keep_readonly=True)
+    return model.as_dict() if hasattr(model, "as_dict") else dict(model)
 
 
 def _resource_skus(skus: list[str], regions: list[str], at: str) -> tuple[list[InstanceFacts], list[str]]:
@@ -153,7 +162,7 @@ def _resource_skus(skus: list[str], regions: list[str], at: str) -> tuple[list[I
 
     try:
         compute = Azure().compute
-        entries = [s for region in regions for s in compute.resource_skus.list(filter=f"location eq '{region}'")]
+        entries = [_rest(s) for region in regions for s in compute.resource_skus.list(filter=f"location eq '{region}'")]
     except CredentialsError as e:
         return [], [f"capabilities (GPUs, InfiniBand, zones) not checked: {str(e).removeprefix('azure: ')}; "
                     "prices come from the public Retail Prices API alone"]
