@@ -52,6 +52,7 @@ bench: $(BIN)/python
 	$(BIN)/python tests/bench/bench_cli.py
 	$(BIN)/python tests/bench/bench_plan.py
 	$(BIN)/python tests/bench/bench_reap.py
+	$(BIN)/python tests/bench/bench_refresh.py
 	$(BIN)/python tests/bench/bench_rack.py
 
 # Re-fit the performance model to perf/data/measurements.csv and print the per-row error.

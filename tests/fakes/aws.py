@@ -146,13 +146,8 @@ class Extras:
 
     def _spot_history(self, form, region, start):
         types = {v for k, v in form.items() if k.startswith("InstanceType.")}
-        items = "".join(
-            f"<item><instanceType>{h['instance_type']}</instanceType><productDescription>Linux/UNIX"
-            f"</productDescription><spotPrice>{h['price']:.6f}</spotPrice><timestamp>{h.get('at', '2026-11-22T08:00:00.000Z')}"
-            f"</timestamp><availabilityZone>{h['zone']}</availabilityZone></item>"
-            for h in self.spot[region] if not types or h["instance_type"] in types)
-        return _ec2_ok(start, "DescribeSpotPriceHistory", f"<spotPriceHistorySet>{items}</spotPriceHistorySet>"
-                                                           "<nextToken></nextToken>")
+        return _ec2_ok(start, "DescribeSpotPriceHistory", spot_history_xml(
+            [h for h in self.spot[region] if not types or h["instance_type"] in types]))
 
     # --- Service Quotas -------------------------------------------------------------------
     def _quotas(self, action, req, region, start):
@@ -192,6 +187,15 @@ def product(instance_type: str, region: str, usd: float, gpus: int, sku: str | N
                     "unit": "Hrs", "endRange": "Inf", "beginRange": "0", "rateCode": f"{sku}.JRTCKXETXF.6YS6EN2CT7",
                     "appliesTo": [], "description": f"${usd} per On Demand Linux {instance_type} Instance Hour",
                     "pricePerUnit": {"USD": f"{usd:.10f}"}}}}}}}
+
+
+def spot_history_xml(records: list[dict]) -> str:
+    """The inside of a DescribeSpotPriceHistoryResponse for ``{instance_type, zone, price, at}`` records."""
+    items = "".join(
+        f"<item><instanceType>{h['instance_type']}</instanceType><productDescription>Linux/UNIX"
+        f"</productDescription><spotPrice>{h['price']:.6f}</spotPrice><timestamp>{h.get('at', '2026-11-22T08:00:00.000Z')}"
+        f"</timestamp><availabilityZone>{h['zone']}</availabilityZone></item>" for h in records)
+    return f"<spotPriceHistorySet>{items}</spotPriceHistorySet><nextToken></nextToken>"
 
 
 class _Replay:

@@ -140,3 +140,20 @@ def test_without_credentials_the_message_says_how(monkeypatch, tmp_path):
     r = cli("catalog", "refresh", "-p", "gcp")
     assert r.exit_code == 1 and "gcp: no application default credentials found" in r.output
     assert "gcloud auth application-default login" in r.output and "Traceback" not in r.output
+
+
+def test_the_refresh_benchmark_parses_all_three_formats_at_a_small_scale(capsys):
+    """tests/bench/bench_refresh.py at scale 1: every provider's payload parses, passes the
+    checks and merges (the full-size run is `make bench`)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "bench_refresh.py"
+    spec = importlib.util.spec_from_file_location("bench_refresh", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(1) == 0
+    out = capsys.readouterr().out
+    assert "written: True" in out and "PROBLEMS" not in out
+    for p in ("gcp", "azure", "aws"):
+        assert any(line.startswith(p) and int(line.split()[3].replace(",", "")) > 0 for line in out.splitlines()), out

@@ -5,8 +5,8 @@ and a GPU line (a2-highgpu-1g = 12 x "A2 Instance Core" + 85 GiB x "A2 Instance 
 "Nvidia Tesla A100 GPU"). Reading only one of them makes an A100 look four times cheaper than
 it is. So this fetcher
 
-1. reads every Compute Engine SKU (``services/6F81-5844-456A/skus``, google-cloud-billing's
-   ``CloudCatalogClient.list_skus`` over REST, 5,000 a page, ``nextPageToken``): each SKU has
+1. reads every Compute Engine SKU (``GET https://cloudbilling.googleapis.com/v1/services/
+   6F81-5844-456A/skus``, 5,000 a page, ``nextPageToken``, with google-auth's credentials): each SKU has
    ``skuId``, ``description``, ``category`` (``resourceFamily: Compute``, ``resourceGroup``,
    ``usageType``: ``OnDemand`` / ``Preemptible`` (spot) / ``Commit1Yr`` ...),
    ``serviceRegions`` and ``pricingInfo[].pricingExpression`` (``usageUnit`` ``h`` or
@@ -23,6 +23,11 @@ it is. So this fetcher
    as the embedded catalog has them.
 
 Local SSD that some machine types come with is billed as its own SKU and is not included.
+
+The SKU pages are read as JSON, not through google-cloud-billing's ``CloudCatalogClient``:
+that client turns each page into protobuf messages with protobuf's pure-Python JSON parser,
+7.6 s for the ~25,000 SKUs of a full list here against 0.8 s for ``json.loads`` (measured with
+tests/bench/bench_refresh.py's payloads), which alone would break the refresh's 10 s budget.
 A 429 or 5xx page is retried after its ``Retry-After``; a page that is not the documented JSON
 fails the whole fetch. ``GPUFLEET_GCP_BILLING_ENDPOINT`` replaces the API endpoint;
 ``GPUFLEET_GCP_ENDPOINT`` the Compute one (as for ``gpufleet status``).
@@ -31,6 +36,7 @@ fails the whole fetch. ``GPUFLEET_GCP_BILLING_ENDPOINT`` replaces the API endpoi
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import re
 import time
@@ -40,6 +46,7 @@ from dataclasses import dataclass
 from gpufleet.catalog.fetch import Fetched, FetchedPrice, FetchError, InstanceFacts, retry_after, stamp
 
 SERVICE = "services/6F81-5844-456A"  # Compute Engine in the Cloud Billing Catalog
+ENDPOINT = "https://cloudbilling.googleapis.com"
 API = "gcp-cloud-billing-catalog"
 MACHINE_API = "gcp-compute-machine-types"
 PAGE_SIZE = 5000
@@ -79,30 +86,31 @@ def gpu_of(model: str) -> str | None:
 
 
 def _usd(pricing_info) -> tuple[float, str] | None:
-    """USD per usage unit of the newest price (the first tier, else the first priced one) and the unit."""
+    """USD per usage unit of the newest price (the first priced tier) and the unit."""
     if not pricing_info:
         return None
-    info = pricing_info[-1]
-    expr = info.pricing_expression
-    tiers = sorted(expr.tiered_rates, key=lambda t: t.start_usage_amount)
-    for t in tiers:
-        usd = t.unit_price.units + t.unit_price.nanos / 1e9
+    expr = pricing_info[-1]["pricingExpression"]
+    for t in sorted(expr.get("tieredRates") or [], key=lambda t: float(t.get("startUsageAmount") or 0)):
+        price = t["unitPrice"]
+        usd = int(price.get("units") or 0) + int(price.get("nanos") or 0) / 1e9
         if usd > 0:
-            return usd, expr.usage_unit
+            return usd, expr.get("usageUnit", "")
     return None
 
 
-def rates(skus: Iterable, regions: set[str]) -> tuple[dict[tuple[str, str, str, str], Rate], set[str]]:
-    """(part, family or catalog GPU, region, market) -> Rate for the hourly Compute SKUs in
-    ``regions``; and the GPU models the API prices that the catalog does not know."""
+def rates(skus: Iterable[dict], regions: set[str]) -> tuple[dict[tuple[str, str, str, str], Rate], set[str]]:
+    """(part, family or catalog GPU, region, market) -> Rate for the hourly Compute SKUs (JSON, as
+    the API lists them) in ``regions``; and the GPU models priced that the catalog does not know."""
     out: dict[tuple[str, str, str, str], Rate] = {}
     unknown: set[str] = set()
     for sku in skus:
-        cat = sku.category
-        market = MARKETS.get(cat.usage_type)
-        if market is None or cat.resource_family != "Compute":
+        category = sku.get("category") or {}
+        market = MARKETS.get(category.get("usageType"))
+        if market is None or category.get("resourceFamily") != "Compute":
             continue
-        desc = sku.description
+        if not regions.intersection(sku.get("serviceRegions") or ()):
+            continue
+        desc = sku.get("description", "")
         m = _PART.match(desc)
         if m:
             part = "core" if m.group("part").lower() == "core" else "ram"
@@ -115,11 +123,11 @@ def rates(skus: Iterable, regions: set[str]) -> tuple[dict[tuple[str, str, str, 
             if name is None:
                 unknown.add(g.group("model"))
                 continue
-        priced = _usd(sku.pricing_info)
+        priced = _usd(sku.get("pricingInfo"))
         if priced is None or priced[1] != unit:
             continue
-        rate = Rate(sku.sku_id, desc, priced[0], plain)
-        for region in sku.service_regions:
+        rate = Rate(sku["skuId"], desc, priced[0], plain)
+        for region in sku["serviceRegions"]:
             if region not in regions:
                 continue
             key = (part, name, region, market)
@@ -129,42 +137,52 @@ def rates(skus: Iterable, regions: set[str]) -> tuple[dict[tuple[str, str, str, 
     return out, unknown
 
 
-def sku_pages(client, *, page_size: int = PAGE_SIZE, retries: int = 5, max_wait: float = 60.0, sleep=time.sleep,
-              max_pages: int = 500):
-    """Each page's SKUs (proto-plus ``Sku``), following ``nextPageToken``."""
-    from google.api_core import exceptions as gexc
-    from google.protobuf.json_format import ParseError
+def sku_pages(session, base: str, *, page_size: int = PAGE_SIZE, retries: int = 5, max_wait: float = 60.0,
+              sleep=None, max_pages: int = 500):
+    """Each page's SKUs (JSON dicts), following ``nextPageToken``; ``session`` is an authorized
+    requests session."""
+    import requests
 
-    token, n = "", 0
-    retryable = (gexc.TooManyRequests, gexc.InternalServerError, gexc.BadGateway, gexc.ServiceUnavailable,
-                 gexc.GatewayTimeout)
-    while True:
-        n += 1
-        if n > max_pages:
-            raise FetchError("gcp", f"more than {max_pages} pages of SKUs; the API is not answering as documented")
+    sleep = sleep or time.sleep
+    url = f"{base.rstrip('/')}/v1/{SERVICE}/skus"
+    params = {"pageSize": page_size, "currencyCode": "USD"}
+    for n in range(1, max_pages + 1):
         for attempt in range(retries + 1):
             try:
-                pager = client.list_skus(request={"parent": SERVICE, "page_size": page_size, "page_token": token,
-                                                  "currency_code": "USD"}, retry=None, timeout=120)
-                page = next(iter(pager.pages))
-                break
-            except retryable as e:
-                if attempt == retries:
-                    raise FetchError("gcp", f"the Cloud Billing Catalog API answered {e.code} ({e.message[:120]})",
-                                     "try again later; the previous prices are kept") from None
-                resp = getattr(e, "response", None)
-                sleep(min(retry_after(resp.headers.get("Retry-After") if resp is not None else None, 2.0 ** attempt),
-                          max_wait))
-            except gexc.GoogleAPICallError as e:
-                raise FetchError("gcp", f"the Cloud Billing Catalog API answered {e.code} ({e.message[:160]})",
-                                 "enable the Cloud Billing API for the project; the previous prices are kept") from None
-            except (ParseError, ValueError, TypeError, KeyError) as e:
-                raise FetchError("gcp", f"page {n} of the Cloud Billing Catalog API is not the documented JSON "
-                                 f"({str(e)[:160]})", "try again later; the previous prices are kept") from None
-        yield page.skus
-        token = page.next_page_token
-        if not token:
+                resp = session.get(url, params=params, timeout=120)
+            except (requests.RequestException, OSError) as e:
+                if attempt >= min(retries, 2):
+                    raise FetchError("gcp", f"the Cloud Billing Catalog API cannot be reached ({str(e)[:160]})",
+                                     "check the network (or HTTPS proxy); the previous prices are kept") from None
+                sleep(min(2.0 ** attempt, max_wait))
+                continue
+            if resp.status_code in (429, 500, 502, 503, 504) and attempt < retries:
+                sleep(min(retry_after(resp.headers.get("Retry-After"), 2.0 ** attempt), max_wait))
+                continue
+            if resp.status_code >= 400:
+                try:
+                    msg = resp.json()["error"]["message"]
+                except (ValueError, KeyError, TypeError):
+                    msg = resp.text[:160]
+                raise FetchError("gcp", f"the Cloud Billing Catalog API answered {resp.status_code} ({msg[:160]})",
+                                 "enable the Cloud Billing API for the project (and try again later); the previous "
+                                 "prices are kept")
+            break
+        try:
+            body = json.loads(resp.content)
+            skus = body["skus"]
+            if not isinstance(skus, list) or not all(isinstance(x, dict) and isinstance(x.get("pricingInfo", []), list)
+                                                     for x in skus):
+                raise TypeError("skus is not a list of SKU objects")
+        except (ValueError, KeyError, TypeError) as e:
+            raise FetchError("gcp", f"page {n} of the Cloud Billing Catalog API is not the documented JSON "
+                             f"({str(e)[:120]}): {resp.content[:80]!r}",
+                             "try again later; the previous prices are kept") from None
+        yield skus
+        if not body.get("nextPageToken"):
             return
+        params["pageToken"] = body["nextPageToken"]
+    raise FetchError("gcp", f"more than {max_pages} pages of SKUs; the API is not answering as documented")
 
 
 @dataclass
@@ -274,26 +292,15 @@ def compose(cat, rate: dict, mts: dict[str, Machine], accs: dict, regions: list[
     return Fetched(sorted(prices.values(), key=lambda r: (r.item, r.region, r.market)), facts, notes)
 
 
-def _clients():
-    from google.api_core.client_options import ClientOptions
-    from google.cloud import billing_v1
+def fetch(cat, regions: list[str], *, now: dt.datetime | None = None, sleep=None) -> Fetched:
+    """Every catalog GCP machine type priced in ``regions``, on-demand and spot."""
+    from gpufleet.errors import CredentialsError
 
     from gpufleet.lifecycle.gcp import Gcp
 
     g = Gcp()
-    creds = g._auth()
-    endpoint = os.environ.get("GPUFLEET_GCP_BILLING_ENDPOINT")
-    billing = billing_v1.CloudCatalogClient(credentials=creds, transport="rest",
-                                            client_options=ClientOptions(api_endpoint=endpoint) if endpoint else None)
-    return g, billing
-
-
-def fetch(cat, regions: list[str], *, now: dt.datetime | None = None, sleep=time.sleep) -> Fetched:
-    """Every catalog GCP machine type priced in ``regions``, on-demand and spot."""
-    from gpufleet.errors import CredentialsError
-
     try:
-        g, billing = _clients()
+        session = g._session()
     except CredentialsError as e:
         raise FetchError("gcp", str(e).removeprefix("gcp: "), e.hint) from None
     at = stamp(now)
@@ -307,7 +314,8 @@ def fetch(cat, regions: list[str], *, now: dt.datetime | None = None, sleep=time
 
         raise FetchError("gcp", f"the machine types could not be read ({classify(e)[1][:200]})",
                          "check the project and its Compute Engine API; the previous prices are kept") from None
-    return build(cat, (s for page in sku_pages(billing, sleep=sleep) for s in page), mts, accs, regions, at)
+    base = os.environ.get("GPUFLEET_GCP_BILLING_ENDPOINT", ENDPOINT)
+    return build(cat, (s for page in sku_pages(session, base, sleep=sleep) for s in page), mts, accs, regions, at)
 
 
 def build(cat, skus: Iterable, mts: dict[str, Machine], accs: dict, regions: list[str], at: str) -> Fetched:
