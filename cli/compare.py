@@ -178,8 +178,8 @@ def _render(report, fmt: Fmt, top: int) -> None:
                  justify={c: "right" for c in ("rank", "nodes", "$/h", "throughput", "time", "cost", "$/PFLOP-h", "scaling")})
     _scaling_curves(report)
     if report.stale:
-        output.warn(f"the catalog's prices are {report.catalog_age_days} days old; add current quotes under "
-                    "`prices:` in your config (gpufleet --help shows where it is read from)")
+        output.warn(f"the catalog's prices are {report.catalog_age_days} days old (the limit is catalog_max_age_days "
+                    "in your config): run `gpufleet catalog refresh`, or add current quotes under `prices:`")
     if not report.rows:
         output.warn("no offer matches these filters")
 

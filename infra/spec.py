@@ -408,6 +408,11 @@ def check_against_catalog(stack: Stack, located: Located, cat) -> None:
             if pool.region not in regions:
                 err(base + ("region",), f"{it.name} is not offered (or not priced) in {pool.region}",
                     f"priced in: {', '.join(regions)}" if regions else "no region prices it in the catalog")
+            offered = cat.offered_zones(pool.provider, it.name, pool.region)
+            if pool.zone and offered and pool.zone not in offered:
+                err(base + ("zone",), f"{it.name} is not offered in {pool.zone}",
+                    f"{pool.provider} offers it in {', '.join(offered)} (its API at the last `gpufleet catalog "
+                    "refresh`; refresh again if that has changed)")
         if pool.interconnect in _FABRIC_OK:
             allowed, why = _FABRIC_OK[pool.interconnect]
             if pool.provider not in allowed:

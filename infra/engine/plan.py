@@ -346,7 +346,9 @@ class _Mocks:
                             "architecture": "x86_64", "name": pattern}
                 if tok == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
                     it = (args.args.get("filters") or [{}])[0].get("values", [""])[0]
-                    zones = list(cat.region_zones("aws", region)) if cat.instance_regions("aws", it) else []
+                    offered = cat.offered_zones("aws", it, region)  # known after a catalog refresh
+                    zones = list(offered) if offered is not None else \
+                        list(cat.region_zones("aws", region)) if cat.instance_regions("aws", it) else []
                     return {"id": region, "locations": zones, "locationTypes": ["availability-zone"] * len(zones),
                             "instanceTypes": [it] * len(zones)}
                 if tok == "gcp:compute/getZones:getZones":

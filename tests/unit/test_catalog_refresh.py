@@ -231,3 +231,23 @@ def test_azure_gpu_counts_from_resource_skus_must_agree_with_the_table(azure, ap
     res = json.loads(r.stdout)
     assert r.exit_code == 1 and not res["written"]
     assert any("Standard_NC24s_v3: the API says 2 GPUs, the GPU table 4" in p for p in res["problems"])
+
+
+def test_compare_shows_the_refreshed_prices_age_and_warns_past_the_configured_limit(api, tmp_path, monkeypatch):
+    """The embedded prices are months old: compare warns (limit from the config) and names the
+    refresh; after one, the Azure rows are today's and the warning is gone."""
+    import datetime as dt
+
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("catalog_max_age_days: 30\n")
+    monkeypatch.setenv("GPUFLEET_CONFIG", str(cfg))
+    before = cli("compare", "resnet50", "--provider", "azure", "--gpu", "H100")
+    assert before.exit_code == 0 and "run `gpufleet catalog refresh`" in before.output
+    api.items += api.full()
+    assert cli("catalog", "refresh", "-p", "azure").exit_code == 0
+    r = cli("--json", "compare", "resnet50", "--provider", "azure", "--gpu", "H100")
+    data = json.loads(r.stdout)
+    assert data["catalog_age_days"] == 0 and data["catalog_as_of"] == dt.datetime.now(dt.timezone.utc).date().isoformat()
+    assert all("azure-retail-prices" in p["source"] for o in data["offers"] for p in o["price_parts"])
+    after = cli("compare", "resnet50", "--provider", "azure", "--gpu", "H100")
+    assert "(0 days old)" in after.output and "catalog refresh" not in after.output

@@ -210,3 +210,21 @@ def test_unknown_image_and_public_ip_with_efa(write):
     keys = sorted(e.key for e in errs)
     assert keys == ["pools[0].image", "pools[0].public_ip"]
     assert "ami-" in next(e.hint for e in errs if e.key == "pools[0].image")
+
+
+def test_a_zone_the_provider_does_not_offer_the_type_in_is_refused_after_a_refresh(write, tmp_path, monkeypatch):
+    """Once `catalog refresh` has stored the zones AWS offers p4d.24xlarge in, a pool pinned to
+    another zone is refused before anything is created."""
+    from gpufleet.catalog import refresh
+
+    store = tmp_path / "prices.json"
+    monkeypatch.setenv("GPUFLEET_PRICES", str(store))
+    refresh._write(store, {"schema": refresh.SCHEMA, "providers": {}, "prices": [
+        {"provider": "aws", "item": "p4d.24xlarge", "region": "us-east-1", "market": "ondemand", "usd_per_hour": 21.96,
+         "api": "aws-price-list", "sku_id": "SKU1", "fetched_at": "2026-11-22T08:00:00Z"}], "facts": [
+        {"provider": "aws", "item": "p4d.24xlarge", "api": "aws-ec2-instance-types", "fetched_at": "2026-11-22T08:00:00Z",
+         "gpu": "A100-40GB", "gpu_count": 8, "zones": {"us-east-1": ["us-east-1b", "us-east-1c"]}}]})
+    _, errs = _errors(write, GOOD.replace("region: us-east-1", "region: us-east-1\n    zone: us-east-1a"))
+    e = next(e for e in errs if e.key == "pools[0].zone")
+    assert "p4d.24xlarge is not offered in us-east-1a" in e.message and "us-east-1b, us-east-1c" in e.hint
+    spec.load(write("ok.yaml", GOOD.replace("region: us-east-1", "region: us-east-1\n    zone: us-east-1c")))
