@@ -1,4 +1,4 @@
-"""`gpufleet catalog gpus|instances|workloads|show NAME|refresh`."""
+"""`gpufleet catalog gpus|instances|workloads|show NAME|refresh|sources`."""
 
 from __future__ import annotations
 
@@ -135,6 +135,8 @@ def show(name: Annotated[str, typer.Argument(help="GPU, instance type or workloa
 def refresh_cmd(
     provider: Annotated[Optional[list[str]], typer.Option("--provider", "-p", help="Only this provider (repeatable); "
                                                           "default: every provider with a fetcher.")] = None,
+    max_shrink: Annotated[float, typer.Option("--max-shrink", min=0.0, max=1.0, help="The largest fraction of a "
+                                              "provider's prices a refresh may drop (you removed regions?).")] = 0.25,
 ):
     from gpufleet import catalog
     from gpufleet.catalog import refresh
@@ -143,13 +145,11 @@ def refresh_cmd(
     providers = _providers(provider) or sorted(refresh.FETCHERS)
     cat = catalog.load(STATE.config)
     with output.steps("Refreshing prices", len(providers)) as update:
-        done = []
-
         def on_provider(p, what):
-            update(len(done), len(providers), f"{p}: {what}")
-            done.append(p)
+            update(providers.index(p), len(providers), f"{p}: {what}")
 
-        res = refresh.refresh(cat, providers, on_provider=on_provider)
+        res = refresh.refresh(cat, providers, on_provider=on_provider, max_shrink=max_shrink)
+        update(len(providers), len(providers), "checked")
     failed = bool(res.problems) or any(r.status != "updated" for r in res.results)
     if STATE.json:
         output.emit_json(res.to_dict())
@@ -175,3 +175,33 @@ def refresh_cmd(
             c.print(f"Nothing was fetched; {res.path if res.path.exists() else 'the embedded catalog'} stays.")
     if failed:
         raise typer.Exit(1)
+
+
+@app.command("sources", help="Where each provider's prices come from now: the embedded catalog (and its age) or "
+                             "the last refresh (when, which APIs, how many prices and instance facts).")
+@output.handle_errors
+def sources():
+    from gpufleet import catalog
+    from gpufleet.catalog import age_in_days, refresh
+
+    store = refresh.read_store()
+    embedded = catalog.load(use_config=False)
+    rows = []
+    for p in catalog.CLOUDS:
+        meta = (store or {}).get("providers", {}).get(p)
+        if meta and any(r.provider == p for r in store["prices"]):
+            rows.append({"provider": p, "from": "refresh", "as_of": (meta.get("fetched_at") or "")[:10],
+                         "fetched_at": meta.get("fetched_at"), "prices": meta.get("rows"), "apis": meta.get("apis", []),
+                         "facts": sum(1 for f in store["facts"] if f.provider == p)})
+        else:
+            mine = [x for x in embedded.prices if x.provider == p]
+            rows.append({"provider": p, "from": "embedded", "as_of": min(x.as_of for x in mine), "fetched_at": None,
+                         "prices": len(mine), "apis": [], "facts": 0})
+    for r in rows:
+        r["age_days"] = age_in_days(r["as_of"])
+    if STATE.json:
+        output.emit_json({"store": str(refresh.store_path()), "providers": rows})
+        return
+    output.table("Catalog sources", ["provider", "from", "as of", "days old", "prices", "facts", "APIs"],
+                 [[r["provider"], r["from"], r["as_of"], r["age_days"], r["prices"], r["facts"], ", ".join(r["apis"])]
+                  for r in rows], caption=f"refreshed prices: {refresh.store_path()} (`gpufleet catalog refresh`)")

@@ -87,30 +87,33 @@ def _skus(cat, provider: str) -> list[str]:
     return sorted(n for (p, n) in cat.instances if p == provider)
 
 
-def fetch_azure(cat) -> Fetched:
+def fetch_azure(cat, progress=None) -> Fetched:
     from gpufleet.catalog.fetch import azure
 
-    return azure.fetch(_skus(cat, "azure"), sorted(cat.regions.get("azure", {})))
+    return azure.fetch(_skus(cat, "azure"), sorted(cat.regions.get("azure", {})), progress=progress)
 
 
-def fetch_aws(cat) -> Fetched:
+def fetch_aws(cat, progress=None) -> Fetched:
     from gpufleet.catalog.fetch import aws
 
-    return aws.fetch(_skus(cat, "aws"), sorted(cat.regions.get("aws", {})), cat_gpu=aws.gpu_namer(cat))
+    return aws.fetch(_skus(cat, "aws"), sorted(cat.regions.get("aws", {})), cat_gpu=aws.gpu_namer(cat),
+                     progress=progress)
 
 
-def fetch_gcp(cat) -> Fetched:
+def fetch_gcp(cat, progress=None) -> Fetched:
     from gpufleet.catalog.fetch import gcp
 
-    return gcp.fetch(cat, sorted(cat.regions.get("gcp", {})))
+    return gcp.fetch(cat, sorted(cat.regions.get("gcp", {})), progress=progress)
 
 
 FETCHERS: dict[str, Callable] = {"aws": fetch_aws, "gcp": fetch_gcp, "azure": fetch_azure}
 
 
 def refresh(cat, providers: list[str], *, path: Path | None = None, fetchers: dict[str, Callable] | None = None,
-            on_provider: Callable[[str, str], None] | None = None) -> Refresh:
-    """Fetch ``providers``, check the result, replace the stored prices atomically (or not at all)."""
+            on_provider: Callable[[str, str], None] | None = None, max_shrink: float = MAX_SHRINK) -> Refresh:
+    """Fetch ``providers``, check the result, replace the stored prices atomically (or not at all).
+
+    ``fetchers[p](cat, progress)``; ``on_provider(p, what)`` hears each step of each provider."""
     path = path or store_path()
     fetchers = fetchers or FETCHERS
     old = read_store(path) or {"providers": {}, "prices": [], "facts": []}
@@ -131,7 +134,7 @@ def refresh(cat, providers: list[str], *, path: Path | None = None, fetchers: di
             out.results.append(ProviderResult(p, "kept", previous, previous, f"{p}: no fetcher; its prices stay"))
             continue
         try:
-            got = fetchers[p](cat)
+            got = fetchers[p](cat, (lambda what, p=p: on_provider(p, what)) if on_provider else None)
         except GpufleetError as e:  # FetchError, or credentials that are missing or refused
             out.results.append(ProviderResult(p, "kept", previous, previous, e.message + (f" ({e.hint})" if e.hint else "")))
             continue
@@ -144,7 +147,7 @@ def refresh(cat, providers: list[str], *, path: Path | None = None, fetchers: di
     for res in out.results:
         if res.provider in fresh:
             got = fresh[res.provider]
-            problems = check(res.provider, got.prices, res.previous, cat, got.facts)
+            problems = check(res.provider, got.prices, res.previous, cat, got.facts, max_shrink)
             res.notes += differences(res.provider, got.facts, cat)
             if problems:
                 res.status, res.message = "rejected", "; ".join(problems[:3]) + (
@@ -184,12 +187,13 @@ def _kinds(provider: str, cat) -> dict[str, int | None]:
     return out
 
 
-def check(provider: str, rows: list[FetchedPrice], previous: int, cat, facts: list[InstanceFacts] = ()) -> list[str]:
+def check(provider: str, rows: list[FetchedPrice], previous: int, cat, facts: list[InstanceFacts] = (),
+          max_shrink: float = MAX_SHRINK) -> list[str]:
     """What is wrong with one provider's new rows (empty when they may replace the old)."""
     problems = []
-    if previous and len(rows) < (1 - MAX_SHRINK) * previous:
+    if previous and len(rows) < (1 - max_shrink) * previous:
         problems.append(f"{provider}: {len(rows)} prices where there were {previous} (more than "
-                        f"{MAX_SHRINK:.0%} fewer); an API change or a partial answer?")
+                        f"{max_shrink:.0%} fewer); an API change or a partial answer? (--max-shrink allows more)")
     have = {(r.item, r.region) for r in rows if r.market == "ondemand"}
     for item, region in FLAGSHIPS.get(provider, []):
         if (item, region) not in have:

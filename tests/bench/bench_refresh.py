@@ -195,7 +195,7 @@ def main(scale: int = 15) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "prices.json"
         t = time.perf_counter()
-        res = refresh.refresh(cat, list(fetched), path=path, fetchers={p: (lambda c, g=g: g) for p, g in fetched.items()})
+        res = refresh.refresh(cat, list(fetched), path=path, fetchers={p: (lambda c, progress, g=g: g) for p, g in fetched.items()})
         store = refresh.read_store(path)
         merged = catalog.load(use_config=False)
         refresh.apply(merged, store)

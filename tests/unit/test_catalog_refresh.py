@@ -251,3 +251,28 @@ def test_compare_shows_the_refreshed_prices_age_and_warns_past_the_configured_li
     assert all("azure-retail-prices" in p["source"] for o in data["offers"] for p in o["price_parts"])
     after = cli("compare", "resnet50", "--provider", "azure", "--gpu", "H100")
     assert "(0 days old)" in after.output and "catalog refresh" not in after.output
+
+
+def test_a_deliberate_shrink_passes_with_max_shrink(api, tmp_path):
+    api.items += api.full()
+    assert cli("catalog", "refresh", "-p", "azure").exit_code == 0
+    api.items[:] = [x for x in api.full() if x["armRegionName"] in ("eastus", "westus2")]
+    r = cli("catalog", "refresh", "-p", "azure")
+    assert r.exit_code == 1 and "--max-shrink allows more" in r.output
+    r = cli("catalog", "refresh", "-p", "azure", "--max-shrink", "0.95")
+    assert r.exit_code == 0 and "Refreshing prices: 1/1" in r.output
+    store = json.loads((tmp_path / "catalog" / "prices.json").read_text())
+    assert {x["region"] for x in store["prices"]} == {"eastus", "westus2"}
+
+
+def test_sources_says_which_providers_are_refreshed_and_how_old_the_rest_are(api):
+    r = cli("--json", "catalog", "sources")
+    before = {x["provider"]: x for x in json.loads(r.stdout)["providers"]}
+    assert {x["from"] for x in before.values()} == {"embedded"} and before["azure"]["age_days"] > 30
+    api.items += api.full()
+    assert cli("catalog", "refresh", "-p", "azure").exit_code == 0
+    after = {x["provider"]: x for x in json.loads(cli("--json", "catalog", "sources").stdout)["providers"]}
+    assert after["azure"]["from"] == "refresh" and after["azure"]["age_days"] == 0 and after["azure"]["prices"] == 240
+    assert after["azure"]["apis"] == ["azure-retail-prices"] and after["aws"]["from"] == "embedded"
+    r = cli("catalog", "sources")
+    assert r.exit_code == 0 and "refresh" in r.output and "embedded" in r.output

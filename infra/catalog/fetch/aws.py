@@ -121,8 +121,9 @@ def on_demand(price_list, wanted: set[str], when: str, itype: str = "") -> list[
 
 
 def fetch(instance_types: list[str], regions: list[str], *, now: dt.datetime | None = None,
-          cat_gpu=lambda name, mib: None, workers: int = 8) -> Fetched:
+          cat_gpu=lambda name, mib: None, workers: int = 8, progress=None) -> Fetched:
     """On-demand prices (Price List), spot prices, instance facts and zones; regions side by side."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     from botocore.exceptions import BotoCoreError, ClientError
@@ -137,9 +138,18 @@ def fetch(instance_types: list[str], regions: list[str], *, now: dt.datetime | N
             ("preInstalledSw", "NA"), ("capacitystatus", "Used"))]
         pages = pricing.get_paginator("get_products").paginate(
             ServiceCode="AmazonEC2", Filters=filters, FormatVersion="aws_v1")
-        return on_demand((doc for page in pages for doc in page.get("PriceList", [])), wanted, when, itype)
+        rows = on_demand((doc for page in pages for doc in page.get("PriceList", [])), wanted, when, itype)
+        step(f"Price List {itype}")
+        return rows
 
     ec2s: dict = {}
+    done, lock = [], threading.Lock()
+
+    def step(what: str) -> None:
+        with lock:
+            done.append(what)
+            if progress:
+                progress(f"{len(done)}/{len(instance_types) + len(regions)} ({what})")
 
     def region_facts(region: str):
         ec2 = ec2s[region] = _client("ec2", region)
@@ -150,6 +160,7 @@ def fetch(instance_types: list[str], regions: list[str], *, now: dt.datetime | N
         history = [h for page in ec2.get_paginator("describe_spot_price_history").paginate(
             InstanceTypes=instance_types, ProductDescriptions=["Linux/UNIX"],
             StartTime=at - dt.timedelta(hours=1), EndTime=at) for h in page["SpotPriceHistory"]]
+        step(f"zones and spot prices in {region}")
         return region, offered, spot_prices(history)
 
     def types_in(region: str, names: list[str]) -> list[dict]:

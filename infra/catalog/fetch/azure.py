@@ -172,15 +172,21 @@ def _resource_skus(skus: list[str], regions: list[str], at: str) -> tuple[list[I
 
 
 def fetch(skus: list[str], regions: list[str] | None = None, *, endpoint: str | None = None,
-          now: dt.datetime | None = None, sleep=None, facts: bool = True) -> Fetched:
+          now: dt.datetime | None = None, sleep=None, facts: bool = True, progress=None) -> Fetched:
     """Every Linux on-demand and Spot price of ``skus`` (in ``regions``, default all), and with
     credentials the sizes' capabilities and zones."""
     base = endpoint or os.environ.get("GPUFLEET_AZURE_PRICES_ENDPOINT", ENDPOINT)
     url = base + "?" + urllib.parse.urlencode({"api-version": API_VERSION, "$filter": odata_filter(skus, regions)},
                                               quote_via=urllib.parse.quote)
     at = stamp(now)
-    items = [x for page in pages(url, sleep=sleep) for x in page]
+    items: list[dict] = []
+    for n, page in enumerate(pages(url, sleep=sleep), 1):
+        items += page
+        if progress:
+            progress(f"price page {n} ({len(items):,} meters)")
     out = Fetched(parse(items, skus=set(skus), fetched_at=at))
     if facts:
+        if progress:
+            progress("resource SKUs")
         out.facts, out.notes = _resource_skus(skus, regions or [], at)
     return out

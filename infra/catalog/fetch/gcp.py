@@ -292,7 +292,7 @@ def compose(cat, rate: dict, mts: dict[str, Machine], accs: dict, regions: list[
     return Fetched(sorted(prices.values(), key=lambda r: (r.item, r.region, r.market)), facts, notes)
 
 
-def fetch(cat, regions: list[str], *, now: dt.datetime | None = None, sleep=None) -> Fetched:
+def fetch(cat, regions: list[str], *, now: dt.datetime | None = None, sleep=None, progress=None) -> Fetched:
     """Every catalog GCP machine type priced in ``regions``, on-demand and spot."""
     from gpufleet.errors import CredentialsError
 
@@ -305,6 +305,8 @@ def fetch(cat, regions: list[str], *, now: dt.datetime | None = None, sleep=None
         raise FetchError("gcp", str(e).removeprefix("gcp: "), e.hint) from None
     at = stamp(now)
     wanted = sorted({it.base_machine for (p, _), it in cat.instances.items() if p == "gcp"})
+    if progress:
+        progress("machine and accelerator types")
     try:
         mts = machines(g.client("MachineTypesClient").aggregated_list(request={
             "project": g._project, "filter": f'name eq "({"|".join(map(re.escape, wanted))})"', "max_results": 500}))
@@ -315,7 +317,16 @@ def fetch(cat, regions: list[str], *, now: dt.datetime | None = None, sleep=None
         raise FetchError("gcp", f"the machine types could not be read ({classify(e)[1][:200]})",
                          "check the project and its Compute Engine API; the previous prices are kept") from None
     base = os.environ.get("GPUFLEET_GCP_BILLING_ENDPOINT", ENDPOINT)
-    return build(cat, (s for page in sku_pages(session, base, sleep=sleep) for s in page), mts, accs, regions, at)
+
+    def skus():
+        seen = 0
+        for n, page in enumerate(sku_pages(session, base, sleep=sleep), 1):
+            seen += len(page)
+            if progress:
+                progress(f"SKU page {n} ({seen:,} SKUs)")
+            yield from page
+
+    return build(cat, skus(), mts, accs, regions, at)
 
 
 def build(cat, skus: Iterable, mts: dict[str, Machine], accs: dict, regions: list[str], at: str) -> Fetched:
