@@ -218,10 +218,7 @@ def check(provider: str, rows: list[FetchedPrice], previous: int, cat, facts: li
             if any(not x.get("sku_id") or not float(x.get("usd_per_hour") or 0) > 0 for x in r.parts) or \
                     abs(total - r.usd_per_hour) > 0.001 * r.usd_per_hour + 1e-6:
                 problems.append(f"{where}: its parts (${total:.4f}/h) do not make its price (${r.usd_per_hour}/h)")
-    for f in facts:
-        it = cat.instances.get((provider, f.item))
-        if it is None:
-            continue
+    for f, it in _with_row(provider, facts, cat):
         if f.gpu_count is not None and f.gpu_count != it.gpu_count:
             problems.append(f"{provider} {f.item}: the API says {f.gpu_count} GPUs, the GPU table {it.gpu_count}")
         if f.gpu is not None and f.gpu != it.gpu:
@@ -229,14 +226,19 @@ def check(provider: str, rows: list[FetchedPrice], previous: int, cat, facts: li
     return problems[:50]
 
 
+def _with_row(provider: str, facts, cat):
+    """(facts, the table's row) for each instance type the table has."""
+    for f in facts:
+        it = cat.instances.get((provider, f.item))
+        if it is not None:
+            yield f, it
+
+
 def differences(provider: str, facts: list[InstanceFacts], cat) -> list[str]:
     """Instance facts the provider states differently from the table, which do not stop a refresh
     (rounded memory, network names) but are worth a look."""
     out = []
-    for f in facts:
-        it = cat.instances.get((provider, f.item))
-        if it is None:
-            continue
+    for f, it in _with_row(provider, facts, cat):
         if f.vcpus is not None and f.vcpus != it.vcpus:
             out.append(f"{f.item}: {f.vcpus} vCPUs by the API, {it.vcpus} in the table")
         if f.memory_gib is not None and abs(f.memory_gib - it.memory_gib) > 0.05 * it.memory_gib:
