@@ -157,3 +157,17 @@ def test_the_refresh_benchmark_parses_all_three_formats_at_a_small_scale(capsys)
     assert "written: True" in out and "PROBLEMS" not in out
     for p in ("gcp", "azure", "aws"):
         assert any(line.startswith(p) and int(line.split()[3].replace(",", "")) > 0 for line in out.splitlines()), out
+
+
+def test_a_machine_familys_own_gpu_sku_is_taken_before_the_plain_one(billing, cat):
+    gcp_world(billing, cat)
+    billing.skus += [sku("Nvidia H100 80GB GPU attached to A3 VMs running in Americas", "us-central1", 11.25,
+                         sku_id="A3A3-H100-0001"),
+                     sku("Nvidia Tesla T4 GPU attached to VMs running in Americas", "us-central1", 9.99,
+                         sku_id="0000-T4VM-0001")]
+    got = fetcher.fetch(cat, ["us-central1"], sleep=lambda s: None)
+    rows = {(r.item, r.market): r for r in got.prices}
+    a3 = rows[("a3-highgpu-8g", "ondemand")]
+    assert a3.parts[2]["sku_id"] == "A3A3-H100-0001" and a3.parts[2]["usd_per_hour"] == pytest.approx(8 * 11.25)
+    # N1's T4: the plain SKU, though another sorts first
+    assert rows[("gpu:T4", "ondemand")].usd_per_hour == pytest.approx(0.35 * _factor("gcp", "us-central1"), rel=1e-5)

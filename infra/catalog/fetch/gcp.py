@@ -14,7 +14,9 @@ it is. So this fetcher
    https://cloud.google.com/billing/docs/reference/rest/v1/services.skus/list
    Core/RAM SKUs are told apart by their description (``[Spot Preemptible ]<FAMILY>
    [Predefined ]Instance Core|Ram running in <geo>``), GPU SKUs by ``Nvidia <model> GPU
-   [attached to ...] running in <geo>``; commitments, custom and sole-tenant SKUs are left out;
+   [attached to ...] running in <geo>``; commitments, custom and sole-tenant SKUs are left out.
+   Where one GPU has several SKUs in a region and market, a machine family's own (``attached to
+   A3 VMs`` for an A3) is taken first, then the plain one, then any other;
 2. reads the machine types (``guestCpus``, ``memoryMb``, ``accelerators``) and accelerator types
    (``maximumCardsPerInstance``) per zone from google-cloud-compute's aggregated lists;
 3. prices each catalog machine type in each region whose zones offer it as vCPUs x core +
@@ -26,8 +28,8 @@ Local SSD that some machine types come with is billed as its own SKU and is not 
 
 The SKU pages are read as JSON, not through google-cloud-billing's ``CloudCatalogClient``:
 that client turns each page into protobuf messages with protobuf's pure-Python JSON parser,
-7.6 s for the ~25,000 SKUs of a full list here against 0.8 s for ``json.loads`` (measured with
-tests/bench/bench_refresh.py's payloads), which alone would break the refresh's 10 s budget.
+about 7.5 s for the ~25,000 SKUs of a full list here against about 1 s for ``json.loads``
+(tests/bench/bench_refresh.py prints both), which alone would break the refresh's 10 s budget.
 A 429 or 5xx page is retried after its ``Retry-After``; a page that is not the documented JSON
 fails the whole fetch. ``GPUFLEET_GCP_BILLING_ENDPOINT`` replaces the API endpoint;
 ``GPUFLEET_GCP_ENDPOINT`` the Compute one (as for ``gpufleet status``).
@@ -67,7 +69,14 @@ class Rate:
     sku_id: str
     description: str
     usd: float  # per hour (GPU, core) or per GiB-hour (RAM)
-    plain: bool  # "... GPU running in" rather than "... GPU attached to ... running in"
+    attached: str = ""  # "A3 VMs" of "... GPU attached to A3 VMs running in"; "" for the plain SKU
+
+
+def pick(rates: dict[str, Rate] | None, family: str) -> Rate | None:
+    """The family's own SKU, else the plain one, else any (the lowest SKU id, for a stable choice)."""
+    if not rates:
+        return None
+    return rates.get(f"{family} VMs") or rates.get("") or rates[min(rates, key=lambda k: rates[k].sku_id)]
 
 
 def accelerator_gpu(cat, accel: str) -> str | None:
@@ -98,10 +107,11 @@ def _usd(pricing_info) -> tuple[float, str] | None:
     return None
 
 
-def rates(skus: Iterable[dict], regions: set[str]) -> tuple[dict[tuple[str, str, str, str], Rate], set[str]]:
-    """(part, family or catalog GPU, region, market) -> Rate for the hourly Compute SKUs (JSON, as
-    the API lists them) in ``regions``; and the GPU models priced that the catalog does not know."""
-    out: dict[tuple[str, str, str, str], Rate] = {}
+def rates(skus: Iterable[dict], regions: set[str]) -> tuple[dict[tuple[str, str, str, str], dict[str, Rate]], set[str]]:
+    """(part, family or catalog GPU, region, market) -> {what it is attached to: Rate} for the hourly
+    Compute SKUs (JSON, as the API lists them) in ``regions``; and the GPU models priced that the
+    catalog does not know."""
+    out: dict[tuple[str, str, str, str], dict[str, Rate]] = {}
     unknown: set[str] = set()
     for sku in skus:
         category = sku.get("category") or {}
@@ -114,26 +124,23 @@ def rates(skus: Iterable[dict], regions: set[str]) -> tuple[dict[tuple[str, str,
         m = _PART.match(desc)
         if m:
             part = "core" if m.group("part").lower() == "core" else "ram"
-            name, plain, unit = m.group("family").upper(), True, "h" if part == "core" else "GiBy.h"
+            name, attached, unit = m.group("family").upper(), "", "h" if part == "core" else "GiBy.h"
         else:
             g = _GPU.match(desc)
             if not g:
                 continue
-            part, name, plain, unit = "gpu", gpu_of(g.group("model")), not g.group("attached"), "h"
+            part, name, unit = "gpu", gpu_of(g.group("model")), "h"
+            attached = (g.group("attached") or "").removeprefix(" attached to ")
             if name is None:
                 unknown.add(g.group("model"))
                 continue
         priced = _usd(sku.get("pricingInfo"))
         if priced is None or priced[1] != unit:
             continue
-        rate = Rate(sku["skuId"], desc, priced[0], plain)
+        rate = Rate(sku["skuId"], desc, priced[0], attached)
         for region in sku["serviceRegions"]:
-            if region not in regions:
-                continue
-            key = (part, name, region, market)
-            have = out.get(key)
-            if have is None or (rate.plain and not have.plain):
-                out[key] = rate
+            if region in regions:
+                out.setdefault((part, name, region, market), {}).setdefault(attached, rate)
     return out, unknown
 
 
@@ -228,14 +235,15 @@ def compose(cat, rate: dict, mts: dict[str, Machine], accs: dict, regions: list[
     notes: list[str] = []
 
     def machine_price(item, family, m, gpus, region, market):
-        core, ram = rate.get(("core", family, region, market)), rate.get(("ram", family, region, market))
+        core, ram = pick(rate.get(("core", family, region, market)), family), \
+            pick(rate.get(("ram", family, region, market)), family)
         if core is None or ram is None:
             return None
         parts = [{"what": f"{m.cpus} vCPU ({core.description})", "sku_id": core.sku_id, "usd_per_hour": m.cpus * core.usd},
                  {"what": f"{m.memory_gib:g} GiB ({ram.description})", "sku_id": ram.sku_id,
                   "usd_per_hour": m.memory_gib * ram.usd}]
         for gpu, count in gpus:
-            g = rate.get(("gpu", gpu, region, market))
+            g = pick(rate.get(("gpu", gpu, region, market)), family)
             if g is None:
                 return None
             parts.append({"what": f"{count}x {gpu} ({g.description})", "sku_id": g.sku_id,
@@ -284,7 +292,7 @@ def compose(cat, rate: dict, mts: dict[str, Machine], accs: dict, regions: list[
                     row = machine_price(base, family, m, [], region, market)
                     if row:
                         prices[(base, region, market)] = row
-                g = rate.get(("gpu", it.gpu, region, market))
+                g = pick(rate.get(("gpu", it.gpu, region, market)), family)
                 if g is not None and region in zones:
                     prices[(f"gpu:{it.gpu}", region, market)] = FetchedPrice(
                         "gcp", f"gpu:{it.gpu}", region, market, round(g.usd, 6), API, g.sku_id, at,
