@@ -156,7 +156,12 @@ def refresh(cat, providers: list[str], *, path: Path | None = None, fetchers: di
     if out.problems or not fresh:
         return out  # nothing written: the old file stays as it was, byte for byte
     for p, got in fresh.items():
-        by_provider[p], facts_of[p] = got.prices, got.facts
+        by_provider[p] = got.prices
+        if got.facts or not facts_of.get(p):
+            facts_of[p] = got.facts
+        else:  # e.g. Azure without credentials this time: the zones it said last time still stand
+            next(r for r in out.results if r.provider == p).notes.append(
+                f"the instance facts (zones) of the last refresh that had them are kept ({len(facts_of[p])} types)")
         meta[p] = {"fetched_at": max(r.fetched_at for r in got.prices) if got.prices else None,
                    "rows": len(got.prices), "apis": sorted({r.api for r in got.prices} | {f.api for f in got.facts})}
     _write(path, {"schema": SCHEMA, "providers": meta,

@@ -221,6 +221,17 @@ def test_azure_without_credentials_still_updates_prices_and_says_capabilities_we
     assert (tmp_path / "catalog" / "prices.json").exists()
 
 
+def test_zones_from_a_refresh_with_credentials_survive_one_without(azure, api, cat, tmp_path, monkeypatch):
+    api.items += api.full()
+    _resource_skus(azure, cat)
+    assert cli("catalog", "refresh", "-p", "azure").exit_code == 0
+    monkeypatch.delenv("ARM_SUBSCRIPTION_ID")  # credentials gone
+    r = cli("catalog", "refresh", "-p", "azure")
+    assert r.exit_code == 0 and "not checked" in r.output and "of the last refresh that had them are kept" in r.output
+    store = json.loads((tmp_path / "catalog" / "prices.json").read_text())
+    assert {f["item"]: f for f in store["facts"]}["Standard_ND96isr_H100_v5"]["zones"]["eastus"] == ["1", "2"]
+
+
 def test_azure_gpu_counts_from_resource_skus_must_agree_with_the_table(azure, api, cat, tmp_path):
     api.items += api.full()
     _resource_skus(azure, cat)

@@ -126,8 +126,11 @@ def fetch(instance_types: list[str], regions: list[str], *, now: dt.datetime | N
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from botocore.exceptions import BotoCoreError, ClientError
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
+    if boto3.session.Session().get_credentials() is None:
+        raise _fail(NoCredentialsError())
     at = (now or dt.datetime.now(dt.timezone.utc)).replace(microsecond=0)
     when = stamp(at)
     wanted = set(regions)
@@ -168,11 +171,6 @@ def fetch(instance_types: list[str], regions: list[str], *, now: dt.datetime | N
         return [t for page in ec2s[region].get_paginator("describe_instance_types").paginate(
             Filters=[{"Name": "instance-type", "Values": names}]) for t in page["InstanceTypes"]]
 
-    import boto3
-    from botocore.exceptions import NoCredentialsError
-
-    if boto3.session.Session().get_credentials() is None:
-        raise _fail(NoCredentialsError())
     pricing = _client("pricing", PRICING_REGION)  # clients are thread-safe; making one costs ~0.1 s
     try:
         with ThreadPoolExecutor(max_workers=workers) as pool:
