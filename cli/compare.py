@@ -178,8 +178,9 @@ def _render(report, fmt: Fmt, top: int) -> None:
                  justify={c: "right" for c in ("rank", "nodes", "$/h", "throughput", "time", "cost", "$/PFLOP-h", "scaling")})
     _scaling_curves(report)
     if report.stale:
-        output.warn(f"the catalog's prices are {report.catalog_age_days} days old (the limit is catalog_max_age_days "
-                    "in your config): run `gpufleet catalog refresh`, or add current quotes under `prices:`")
+        output.warn(f"the catalog's prices are {report.catalog_age_days} days old, past the {report.max_age_days}-day "
+                    "limit (catalog_max_age_days in the config): run `gpufleet catalog refresh`, or add current "
+                    "quotes under `prices:`")
     if not report.rows:
         output.warn("no offer matches these filters")
 

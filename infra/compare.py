@@ -83,12 +83,13 @@ class Report:
     catalog_as_of: str
     catalog_age_days: int
     stale: bool
+    max_age_days: int = 90
 
     def to_dict(self) -> dict:
         return {"workload": self.workload, "unit": self.unit, "samples_to_train": self.samples,
                 "samples_label": self.sample_label, "assumptions": self.assumptions,
                 "catalog_as_of": self.catalog_as_of, "catalog_age_days": self.catalog_age_days,
-                "catalog_stale": self.stale, "offers": [r.to_dict() for r in self.rows], "skipped": self.skipped}
+                "catalog_stale": self.stale, "catalog_max_age_days": self.max_age_days, "offers": [r.to_dict() for r in self.rows], "skipped": self.skipped}
 
 
 def _storage_for(req: Request, offer: Offer, pool_storage: str | None = None) -> tuple[float, bool, str]:
@@ -210,4 +211,4 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
                            "config (market: spot)")
     return Report(workload=w.name, unit=f"{w.unit}/s", samples=samples, sample_label=label,
                   assumptions=assumptions, rows=rows, skipped=skipped, catalog_as_of=as_of,
-                  catalog_age_days=age, stale=age > cat.max_age_days)
+                  catalog_age_days=age, stale=age > cat.max_age_days, max_age_days=cat.max_age_days)

@@ -254,6 +254,7 @@ def test_compare_shows_the_refreshed_prices_age_and_warns_past_the_configured_li
     monkeypatch.setenv("GPUFLEET_CONFIG", str(cfg))
     before = cli("compare", "resnet50", "--provider", "azure", "--gpu", "H100")
     assert before.exit_code == 0 and "run `gpufleet catalog refresh`" in before.output
+    assert "past the 30-day limit" in before.output
     api.items += api.full()
     assert cli("catalog", "refresh", "-p", "azure").exit_code == 0
     r = cli("--json", "compare", "resnet50", "--provider", "azure", "--gpu", "H100")
