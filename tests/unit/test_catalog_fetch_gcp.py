@@ -120,8 +120,11 @@ def test_a_region_without_the_gpu_sku_gets_no_price_rather_than_a_cheap_one(bill
 def test_new_gpu_models_in_the_price_list_are_named(billing, cat):
     gcp_world(billing, cat)
     billing.skus.append(sku("Nvidia B300 GPU running in Americas", "us-central1", 14.0))
+    billing.add("acceleratorTypes", "zones/us-central1-b", "nvidia-b300", description="NVIDIA B300",
+                maximumCardsPerInstance=8)
     got = fetcher.fetch(cat, ["us-central1"], sleep=lambda s: None)
     assert any("does not know: B300" in n for n in got.notes)
+    assert "1 accelerator types the catalog lacks (add them to instances.csv to compare them): nvidia-b300" in got.notes
 
 
 def test_a_machine_type_whose_gpus_differ_from_the_table_stops_the_refresh(billing, cat, tmp_path):

@@ -85,3 +85,12 @@ def retry_after(value: str | None, default: float) -> float:
         return max(0.0, float(value)) if value is not None else default
     except ValueError:
         return default
+
+
+def missing_note(provider_word: str, names) -> list[str]:
+    """A note naming what the provider offers that the catalog lacks (empty when nothing)."""
+    names = sorted(set(names))
+    if not names:
+        return []
+    shown = ", ".join(names[:25]) + (f" and {len(names) - 25} more" if len(names) > 25 else "")
+    return [f"{len(names)} {provider_word} the catalog lacks (add them to instances.csv to compare them): {shown}"]

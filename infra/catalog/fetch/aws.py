@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from gpufleet.catalog.fetch import Fetched, FetchedPrice, FetchError, InstanceFacts, stamp
+from gpufleet.catalog.fetch import Fetched, FetchedPrice, FetchError, InstanceFacts, missing_note, stamp
 
 API = "aws-price-list"
 SPOT_API = "aws-ec2-spot-price-history"
@@ -187,6 +187,9 @@ def fetch(instance_types: list[str], regions: list[str], *, now: dt.datetime | N
         # us-east-1 has nearly every type; a type it lacks is asked of a region offering it
         ec2s.setdefault(PRICING_REGION, _client("ec2", PRICING_REGION))
         facts = {t["InstanceType"]: facts_of(t, cat_gpu, when) for t in types_in(PRICING_REGION, instance_types)}
+        # GPU types AWS offers that the catalog does not list (a new family should not go unseen for weeks)
+        unlisted = [t["InstanceType"] for t in types_in(PRICING_REGION, ["p*", "g*"])
+                    if t.get("GpuInfo") and t["InstanceType"] not in instance_types]
         for itype in instance_types:
             if itype not in facts and zones.get(itype):
                 for t in types_in(sorted(zones[itype])[0], [itype]):
@@ -195,7 +198,8 @@ def fetch(instance_types: list[str], regions: list[str], *, now: dt.datetime | N
         raise
     except (ClientError, BotoCoreError) as e:
         raise _fail(e) from None
-    out = Fetched(sorted(rows.values(), key=lambda r: (r.item, r.region, r.market)))
+    out = Fetched(sorted(rows.values(), key=lambda r: (r.item, r.region, r.market)),
+                  notes=missing_note("GPU instance types in us-east-1", unlisted))
     for name in instance_types:
         f = facts.get(name)
         if f is None:

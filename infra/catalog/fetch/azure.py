@@ -32,7 +32,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from gpufleet.catalog.fetch import Fetched, FetchedPrice, FetchError, InstanceFacts, retry_after, stamp
+from gpufleet.catalog.fetch import Fetched, FetchedPrice, FetchError, InstanceFacts, missing_note, retry_after, stamp
 
 ENDPOINT = "https://prices.azure.com/api/retail/prices"
 API_VERSION = "2023-01-01-preview"
@@ -168,7 +168,10 @@ def _resource_skus(skus: list[str], regions: list[str], at: str) -> tuple[list[I
                     "prices come from the public Retail Prices API alone"]
     except Exception as e:  # noqa: BLE001 - refused credentials, network: the prices still count
         return [], [f"capabilities not checked: resource SKUs could not be read ({classify(e)[1][:160]})"]
-    return capabilities(entries, set(skus), regions, at), []
+    unlisted = {s["name"] for s in entries if s.get("resourceType") == "virtualMachines" and s.get("name") not in skus
+                and any(c.get("name") == "GPUs" and (_num(c.get("value"), int) or 0) > 0
+                        for c in s.get("capabilities") or [])}
+    return capabilities(entries, set(skus), regions, at), missing_note("GPU VM sizes", unlisted)
 
 
 def fetch(skus: list[str], regions: list[str] | None = None, *, endpoint: str | None = None,

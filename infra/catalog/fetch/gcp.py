@@ -45,7 +45,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gpufleet.catalog.fetch import Fetched, FetchedPrice, FetchError, InstanceFacts, retry_after, stamp
+from gpufleet.catalog.fetch import Fetched, FetchedPrice, FetchError, InstanceFacts, missing_note, retry_after, stamp
 
 SERVICE = "services/6F81-5844-456A"  # Compute Engine in the Cloud Billing Catalog
 ENDPOINT = "https://cloudbilling.googleapis.com"
@@ -344,4 +344,5 @@ def build(cat, skus: Iterable, mts: dict[str, Machine], accs: dict, regions: lis
     out = compose(cat, rate, mts, accs, regions, at)
     if unknown:
         out.notes.append("GPU models the API prices that the catalog does not know: " + ", ".join(sorted(unknown)))
+    out.notes += missing_note("accelerator types", [a for a in accs if accelerator_gpu(cat, a) is None])
     return out
