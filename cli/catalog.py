@@ -97,10 +97,14 @@ def show(name: Annotated[str, typer.Argument(help="GPU, instance type or workloa
         found["gpu"] = cat.gpu(name).__dict__
     for (prov, n), it in cat.instances.items():
         if n.lower() == name.lower():
+            said = cat.facts.get((prov, it.name))
             found.setdefault("instances", []).append(
-                it.__dict__ | {"offers": [{"region": o.region, "market": o.market, "usd_per_hour": o.usd_per_hour,
-                                           "parts": [p.__dict__ for p in o.parts]}
-                                          for o in cat.offers() if o.provider == prov and o.instance.name == it.name]})
+                it.__dict__ | ({"provider_api_says": {k: v for k, v in said.__dict__.items()
+                                                      if v not in (None, {}) and k not in ("provider", "item")}}
+                               if said else {})
+                | {"offers": [{"region": o.region, "market": o.market, "usd_per_hour": o.usd_per_hour,
+                               "parts": [p.__dict__ for p in o.parts]}
+                              for o in cat.offers() if o.provider == prov and o.instance.name == it.name]})
     try:
         found["workload"] = workloads.get(name).__dict__
     except NotFound:
@@ -120,6 +124,12 @@ def show(name: Annotated[str, typer.Argument(help="GPU, instance type or workloa
                     for o in v:
                         c.print(f"  {o['region']:<16} {o['market']:<9} ${o['usd_per_hour']:.4g}/h  "
                                 + "; ".join(f"{p['what']} ${p['usd_per_hour']:.4g} ({p['source']}, {p['as_of']})" for p in o["parts"]))
+                elif k == "provider_api_says":
+                    zones = v.pop("zones", {})
+                    c.print("  the provider's API says (last refresh): " + ", ".join(f"{a} {b}" for a, b in v.items()),
+                            highlight=False)
+                    for region, zs in zones.items():
+                        c.print(f"    {region:<16} zones {', '.join(zs) or '(regional)'}", highlight=False)
                 elif k != "name":
                     c.print(f"  {k}: {v}")
 

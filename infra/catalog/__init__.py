@@ -141,8 +141,10 @@ class Catalog:
     sites: list = field(default_factory=list)  # on-prem racks (gpufleet.catalog.onprem.Site)
     discounts: dict[str, float] = field(default_factory=dict)
     max_age_days: int = 90  # warn when prices are older (config: catalog_max_age_days)
-    # (provider, instance type) -> region -> zones offering it, from a catalog refresh
+    # from a catalog refresh: (provider, instance type) -> region -> zones offering it, and what
+    # the provider's own instance API said of the type (fetch.InstanceFacts)
     offered: dict[tuple[str, str], dict[str, tuple[str, ...]]] = field(default_factory=dict)
+    facts: dict[tuple[str, str], object] = field(default_factory=dict)
     _alias: dict[str, str] = field(default_factory=dict, repr=False)
     _offers: dict[str, Offer] | None = field(default=None, repr=False)
 

@@ -297,5 +297,6 @@ def apply(cat, store: dict) -> None:
                            for x in r.parts))
 
     cat.prices = [p for p in cat.prices if p.provider not in held] + [price(r) for r in store["prices"]]
-    cat.offered = {(f.provider, f.item): {r: tuple(z) for r, z in f.zones.items()} for f in store.get("facts", [])}
+    cat.facts = {(f.provider, f.item): f for f in store.get("facts", [])}
+    cat.offered = {key: {r: tuple(z) for r, z in f.zones.items()} for key, f in cat.facts.items()}
     cat._offers = None

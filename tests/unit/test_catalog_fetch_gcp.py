@@ -78,6 +78,10 @@ def test_a_refresh_shows_what_each_price_is_made_of(billing, cat):
     r = cli("catalog", "show", "a3-highgpu-8g")
     assert r.exit_code == 0 and "208 vCPU (A3 Instance Core running in Americas)" in r.output
     assert "8x H100 (Nvidia H100 80GB GPU running in Americas)" in r.output
+    assert "the provider's API says (last refresh): api gcp-compute-machine-types" in r.output
+    assert "gpu H100, gpu_count 8, vcpus 208" in r.output and "us-central1      zones us-central1-a, us-central1-b" in r.output
+    said = json.loads(cli("--json", "catalog", "show", "a3-highgpu-8g").stdout)["instances"][0]["provider_api_says"]
+    assert said["gpu_count"] == 8 and "us-west1" not in said["zones"]
 
 
 def test_throttling_is_retried_after_retry_after(billing, cat):
