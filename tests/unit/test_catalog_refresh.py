@@ -140,7 +140,6 @@ def test_aws_refresh_from_the_price_list_and_spot_history(aws, api, cat, tmp_pat
     p5 = rows[("p5.48xlarge", "us-east-1", "ondemand")]
     assert p5["usd_per_hour"] == 32.0 and p5["api"] == "aws-price-list"
     facts = {f["item"]: f for f in store["facts"]}
-    print(facts["p5.48xlarge"])
     assert facts["p5.48xlarge"]["gpu_count"] == 8 and facts["p5.48xlarge"]["gpu"] == "H100"
     # GPU types moto's copy of AWS's data has and the catalog does not are named
     note = next(n for n in json.loads(r.stdout)["results"][0]["notes"] if "the catalog lacks" in n)
