@@ -178,3 +178,17 @@ def test_a_machine_familys_own_gpu_sku_is_taken_before_the_plain_one(billing, ca
     assert a3.parts[2]["sku_id"] == "A3A3-H100-0001" and a3.parts[2]["usd_per_hour"] == pytest.approx(8 * 11.25)
     # N1's T4: the plain SKU, though another sorts first
     assert rows[("gpu:T4", "ondemand")].usd_per_hour == pytest.approx(0.35 * _factor("gcp", "us-central1"), rel=1e-5)
+
+
+def test_a_gcp_refresh_that_fails_its_checks_leaves_the_stored_prices_byte_for_byte(billing, cat, tmp_path):
+    gcp_world(billing, cat)
+    assert cli("catalog", "refresh", "-p", "gcp").exit_code == 0
+    path = tmp_path / "prices.json"
+    before, mtime = path.read_bytes(), path.stat().st_mtime_ns
+    # the H100 SKUs vanish from the answer: no a3-highgpu-8g price anywhere, the flagship check fails
+    billing.skus[:] = [s for s in billing.skus if "H100" not in s["description"]]
+    r = cli("--json", "catalog", "refresh", "-p", "gcp")
+    res = json.loads(r.stdout)
+    assert r.exit_code == 1 and not res["written"] and res["results"][0]["status"] == "rejected"
+    assert any("no on-demand price for a3-highgpu-8g in us-central1" in p for p in res["problems"])
+    assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime
