@@ -12,6 +12,7 @@ https://learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-
 from __future__ import annotations
 
 import re
+import zlib
 
 from fakes.jsonserver import JsonServer
 
@@ -24,7 +25,7 @@ def item(sku: str, region: str, price: float, *, spot: bool = False, windows: bo
     return {"currencyCode": "USD", "tierMinimumUnits": 0.0, "retailPrice": price, "unitPrice": price,
             "armRegionName": region, "location": region, "effectiveStartDate": start,
             "meterId": f"m-{sku}-{region}-{spot}-{windows}-{kind}", "meterName": size + suffix,
-            "productId": "DZH318Z0BQ4L", "skuId": f"DZH318Z0BQ4L/{abs(hash((sku, region, spot, windows))) % 10**4:04d}",
+            "productId": "DZH318Z0BQ4L", "skuId": f"DZH318Z0BQ4L/{zlib.crc32(repr((sku, region, spot, windows)).encode()) % 10**4:04d}",
             "productName": f"Virtual Machines {size.split()[0]} Series" + (" Windows" if windows else ""),
             "skuName": size + suffix, "serviceName": "Virtual Machines", "serviceId": "DZH313Z7MMC8",
             "serviceFamily": "Compute", "unitOfMeasure": "1 Hour", "type": kind, "isPrimaryMeterRegion": True,
