@@ -139,8 +139,8 @@ def show(name: Annotated[str, typer.Argument(help="GPU, instance type or workloa
                              "types (vCPUs + RAM + GPUs, each part kept); Azure Retail Prices and, with credentials, "
                              "resource SKUs. The new prices replace the old only if their checks pass (no provider "
                              "shrinks by more than 25%, flagship SKUs present, sane prices, GPU model and count as in "
-                             "the GPU table, every row with its source); a provider that cannot be fetched keeps its "
-                             "previous prices. Exit 1 when a provider failed or a check failed (then nothing is written).")
+                             "the GPU table, every row with its source); a provider that cannot be fetched or fails a "
+                             "check keeps its previous prices while the others update. Exit 1 when any provider failed.")
 @output.handle_errors
 def refresh_cmd(
     provider: Annotated[Optional[list[str]], typer.Option("--provider", "-p", help="Only this provider (repeatable); "
@@ -177,8 +177,10 @@ def refresh_cmd(
             c.print(f"[red]{problem}[/red]", highlight=False)
         if len(res.problems) > 20:
             c.print(f"[red]... and {len(res.problems) - 20} more (--json)[/red]")
+        held = [r.provider for r in res.results if r.status != "updated"]
         if res.written:
-            c.print(f"Written to {res.path} (atomically); `gpufleet catalog instances` shows the sources.")
+            c.print(f"Written to {res.path} (atomically); `gpufleet catalog sources` shows where each provider's "
+                    "prices come from." + (f" [red]{', '.join(held)}: previous prices kept[/red]." if held else ""))
         elif res.problems:
             c.print(f"[red]Checks failed: nothing was written[/red]; {res.path} is as it was.")
         else:

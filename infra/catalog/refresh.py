@@ -6,12 +6,13 @@ uses its rows in place of the embedded prices of each provider it holds. A refre
 
 1. fetches each provider asked for; a provider that fails (offline, throttled, malformed
    answer) keeps its previous rows and the result says why;
-2. builds the new file's content beside the old and checks it: no provider shrinks by more
-   than ``MAX_SHRINK``, the flagship SKUs are there, every price is positive and within sane
-   bounds per GPU-hour, GPU counts (where the API reports them) agree with the GPU table,
-   every row has its API, SKU id and fetch time;
-3. writes it to a temporary file in the same directory and renames it over the old one
-   (``os.replace``: atomic), or, when a check fails, writes nothing at all.
+2. checks each fetched provider's new rows: no more than ``MAX_SHRINK`` fewer than before,
+   the flagship SKUs there, every price positive and within sane bounds per GPU-hour, GPU
+   model and count (where the API reports them) as in the GPU table, every row with its API,
+   SKU id and fetch time; a provider whose rows fail keeps its previous rows too;
+3. when any provider passed, writes the new content to a temporary file in the same
+   directory and renames it over the old one (``os.replace``: atomic); when none did, writes
+   nothing at all (the old file stays byte for byte).
 """
 
 from __future__ import annotations
@@ -149,11 +150,12 @@ def refresh(cat, providers: list[str], *, path: Path | None = None, fetchers: di
             got = fresh[res.provider]
             problems = check(res.provider, got.prices, res.previous, cat, got.facts, max_shrink)
             res.notes += differences(res.provider, got.facts, cat)
-            if problems:
+            if problems:  # this provider's new rows are dropped; its previous ones stay
                 res.status, res.message = "rejected", "; ".join(problems[:3]) + (
-                    f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
+                    f" (and {len(problems) - 3} more)" if len(problems) > 3 else "") + "; its previous prices are kept"
                 out.problems += problems
-    if out.problems or not fresh:
+                del fresh[res.provider]
+    if not fresh:
         return out  # nothing written: the old file stays as it was, byte for byte
     for p, got in fresh.items():
         by_provider[p] = got.prices

@@ -192,3 +192,36 @@ def test_a_gcp_refresh_that_fails_its_checks_leaves_the_stored_prices_byte_for_b
     assert r.exit_code == 1 and not res["written"] and res["results"][0]["status"] == "rejected"
     assert any("no on-demand price for a3-highgpu-8g in us-central1" in p for p in res["problems"])
     assert path.read_bytes() == before and path.stat().st_mtime_ns == mtime
+
+
+def test_a_provider_that_fails_its_checks_keeps_its_rows_while_another_updates(billing, azure_prices, cat, tmp_path):
+    from fakes.price_lists import azure_items
+
+    gcp_world(billing, cat)
+    azure_prices.items += azure_items(cat)
+    assert cli("catalog", "refresh", "-p", "gcp", "-p", "azure").exit_code == 0
+    path = tmp_path / "prices.json"
+    before = json.loads(path.read_text())
+
+    def rows(doc, provider):
+        return [r for r in doc["prices"] if r["provider"] == provider]
+
+    # GCP's H100 SKUs vanish (the flagship check fails); Azure's prices all go up 10%
+    billing.skus[:] = [s for s in billing.skus if "H100" not in s["description"]]
+    azure_prices.items[:] = [dict(x, retailPrice=round(x["retailPrice"] * 1.1, 4)) for x in azure_prices.items]
+    r = cli("--json", "catalog", "refresh", "-p", "gcp", "-p", "azure")
+    res = json.loads(r.stdout)
+    status = {x["provider"]: x for x in res["results"]}
+    assert r.exit_code == 1 and res["written"]
+    assert status["gcp"]["status"] == "rejected" and "previous prices are kept" in status["gcp"]["message"]
+    assert status["azure"]["status"] == "updated"
+    after = json.loads(path.read_text())
+    assert rows(after, "gcp") == rows(before, "gcp") and after["providers"]["gcp"] == before["providers"]["gcp"]
+    assert [x["item"] for x in after["facts"] if x["provider"] == "gcp"] == \
+        [x["item"] for x in before["facts"] if x["provider"] == "gcp"]
+    old_az = {(x["item"], x["region"], x["market"]): x["usd_per_hour"] for x in rows(before, "azure")}
+    new_az = {(x["item"], x["region"], x["market"]): x["usd_per_hour"] for x in rows(after, "azure")}
+    assert new_az.keys() == old_az.keys() and old_az
+    assert all(new_az[k] == pytest.approx(old_az[k] * 1.1, rel=1e-3) for k in old_az)
+    out = cli("catalog", "refresh", "-p", "gcp", "-p", "azure").output
+    assert "gcp: previous prices kept" in out and "no on-demand price for a3-highgpu-8g" in out
