@@ -173,11 +173,16 @@ class Extras:
         return [json.dumps({"Quota": quota}).encode()]
 
 
-def product(instance_type: str, region: str, usd: float, gpus: int, sku: str | None = None) -> dict:
-    """One Price List entry for a Linux, shared-tenancy, on-demand instance (the documented shape)."""
-    sku = sku or f"SKU{zlib.crc32(f'{instance_type}/{region}'.encode()):010d}"
+def product(instance_type: str, region: str, usd: float, gpus: int, sku: str | None = None,
+            location_type: str = "AWS Region") -> dict:
+    """One Price List entry for a Linux, shared-tenancy, on-demand instance (the documented shape).
+
+    ``location_type="AWS Local Zone"``: a Local Zone's entry, which carries its parent region's
+    ``regionCode``."""
+    sku = sku or f"SKU{zlib.crc32(f'{instance_type}/{region}/{location_type}'.encode()):010d}"
     return {"product": {"productFamily": "Compute Instance", "sku": sku, "attributes": {
-                "instanceType": instance_type, "regionCode": region, "operatingSystem": "Linux", "tenancy": "Shared",
+                "instanceType": instance_type, "regionCode": region, "locationType": location_type,
+                "operatingSystem": "Linux", "tenancy": "Shared",
                 "preInstalledSw": "NA", "capacitystatus": "Used", "licenseModel": "No License required",
                 "gpu": str(gpus), "servicecode": "AmazonEC2", "usagetype": f"BoxUsage:{instance_type}"}},
             "serviceCode": "AmazonEC2", "version": "20261120000000", "publicationDate": "2026-11-20T00:00:00Z",

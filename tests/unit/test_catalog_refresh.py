@@ -123,6 +123,8 @@ def _aws_price_list(aws, cat, factor=1.0):
     aws.extras.products[:] = [product(name, region, round(4.0 * it.gpu_count * factor, 4), it.gpu_count)
                               for (p, name), it in sorted(cat.instances.items()) if p == "aws"
                               for region in sorted(cat.regions["aws"])]
+    # Boston's Local Zone: its entry says regionCode us-east-1 too, at its own price
+    aws.extras.products.append(product("p5.48xlarge", "us-east-1", 99.0, 8, location_type="AWS Local Zone"))
     # moto's own spot history is a $0.00001 placeholder (which the checks reject: see the next test);
     # every region gets recorded-looking prices instead
     for region in cat.regions["aws"]:

@@ -2,7 +2,7 @@
 
 * ``pricing.get_products`` (served from us-east-1) with TERM_MATCH filters: ServiceCode
   AmazonEC2, the instance type, Linux, shared tenancy, no pre-installed software, capacity
-  status Used. Each ``PriceList`` entry is a JSON document: ``product.sku``,
+  status Used, location type AWS Region (not Local Zones, which share their region's code). Each ``PriceList`` entry is a JSON document: ``product.sku``,
   ``product.attributes`` (``regionCode``, ``gpu`` ...) and ``terms.OnDemand.*.priceDimensions.*``
   (``unit: Hrs``, ``pricePerUnit.USD``). https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html
 * ``ec2.describe_spot_price_history`` per region (Linux/UNIX, the last hour): each zone's
@@ -138,7 +138,8 @@ def fetch(instance_types: list[str], regions: list[str], *, now: dt.datetime | N
     def products(itype: str) -> list[FetchedPrice]:
         filters = [{"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in (
             ("instanceType", itype), ("operatingSystem", "Linux"), ("tenancy", "Shared"),
-            ("preInstalledSw", "NA"), ("capacitystatus", "Used"))]
+            ("preInstalledSw", "NA"), ("capacitystatus", "Used"),
+            ("locationType", "AWS Region"))]  # a Local Zone's entry carries its parent region's regionCode
         pages = pricing.get_paginator("get_products").paginate(
             ServiceCode="AmazonEC2", Filters=filters, FormatVersion="aws_v1")
         rows = on_demand((doc for page in pages for doc in page.get("PriceList", [])), wanted, when, itype)
