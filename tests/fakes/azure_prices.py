@@ -4,7 +4,7 @@ It answers in the documented format: ``{"BillingCurrency": "USD", "CustomerEntit
 "Default", "CustomerEntityType": "Retail", "Items": [...], "NextPageLink": ..., "Count": n}``,
 100 items a page by default (``$skip`` in ``NextPageLink``, as the live API pages), and
 filters on what gpufleet sends: ``serviceName``, ``priceType``, ``armSkuName`` and
-``armRegionName`` equalities joined by ``and``/``or``. ``faults`` (fakes/jsonserver.py)
+``armRegionName`` equalities joined by ``and``/``or``, and ``meterRegion='primary'``. ``faults`` (fakes/jsonserver.py)
 script a 429 with ``Retry-After`` or a malformed page.
 https://learn.microsoft.com/rest/api/cost-management/retail-prices/azure-retail-prices
 """
@@ -18,17 +18,19 @@ from fakes.jsonserver import JsonServer
 
 
 def item(sku: str, region: str, price: float, *, spot: bool = False, windows: bool = False, kind: str = "Consumption",
-         low_priority: bool = False, start: str = "2025-06-01T00:00:00Z") -> dict:
-    """One meter as the API lists it (fields of the documented response)."""
+         low_priority: bool = False, start: str = "2025-06-01T00:00:00Z", primary: bool = True) -> dict:
+    """One meter as the API lists it (fields of the documented response); ``primary=False``: a
+    non-primary meter, which the API leaves out when asked for ``meterRegion='primary'``."""
     size = sku.removeprefix("Standard_").replace("_", " ")
     suffix = " Spot" if spot else (" Low Priority" if low_priority else "")
+    meter = zlib.crc32(repr((sku, region, spot, windows)).encode()) % 10**4
     return {"currencyCode": "USD", "tierMinimumUnits": 0.0, "retailPrice": price, "unitPrice": price,
             "armRegionName": region, "location": region, "effectiveStartDate": start,
             "meterId": f"m-{sku}-{region}-{spot}-{windows}-{kind}", "meterName": size + suffix,
-            "productId": "DZH318Z0BQ4L", "skuId": f"DZH318Z0BQ4L/{zlib.crc32(repr((sku, region, spot, windows)).encode()) % 10**4:04d}",
+            "productId": "DZH318Z0BQ4L", "skuId": f"DZH318Z0BQ4L/{meter:04d}",
             "productName": f"Virtual Machines {size.split()[0]} Series" + (" Windows" if windows else ""),
             "skuName": size + suffix, "serviceName": "Virtual Machines", "serviceId": "DZH313Z7MMC8",
-            "serviceFamily": "Compute", "unitOfMeasure": "1 Hour", "type": kind, "isPrimaryMeterRegion": True,
+            "serviceFamily": "Compute", "unitOfMeasure": "1 Hour", "type": kind, "isPrimaryMeterRegion": primary,
             "armSkuName": sku}
 
 
@@ -52,7 +54,8 @@ class RetailPricesFake(JsonServer):
             return 404, {"error": {"code": "NotFound", "message": path}}, {}
         flt = query.get("$filter", "")
         self.filters.append(flt)
-        rows = [x for x in self.items if _match(flt, x)]
+        primary_only = query.get("meterRegion") == "'primary'"
+        rows = [x for x in self.items if _match(flt, x) and (x["isPrimaryMeterRegion"] or not primary_only)]
         skip = int(query.get("$skip") or 0)
         page = rows[skip:skip + self.page_size]
         out = {"BillingCurrency": "USD", "CustomerEntityId": "Default", "CustomerEntityType": "Retail",
@@ -61,7 +64,8 @@ class RetailPricesFake(JsonServer):
             from urllib.parse import quote
 
             out["NextPageLink"] = (f"{self.url}/api/retail/prices?api-version={query.get('api-version', '')}"
-                                   f"&$filter={quote(flt)}&$skip={skip + self.page_size}")
+                                   f"&$filter={quote(flt)}" + ("&meterRegion='primary'" if primary_only else "")
+                                   + f"&$skip={skip + self.page_size}")
         return 200, out, {}
 
 

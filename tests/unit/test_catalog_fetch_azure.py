@@ -22,6 +22,7 @@ def test_pages_are_followed_and_only_linux_payg_and_spot_count(prices):
                      item("Standard_ND96isr_H100_v5", "eastus", 70.0, kind="Reservation"),
                      item("Standard_ND96isr_H100_v5", "eastus", 19.66, low_priority=True),
                      item("Standard_ND96isr_H100_v5", "eastus", 90.00, start="2024-01-01T00:00:00Z"),  # older meter
+                     item("Standard_ND96isr_H100_v5", "eastus", 80.0, start="2026-01-01T00:00:00Z", primary=False),
                      item("Standard_NC24ads_A100_v4", "westeurope", 4.09)]
     # 250 meters of another size: filtered out by the API, not by gpufleet
     prices.items += [item("Standard_D2s_v5", f"region{i}", 0.1) for i in range(250)]

@@ -2,9 +2,11 @@
 
 * ``pricing.get_products`` (served from us-east-1) with TERM_MATCH filters: ServiceCode
   AmazonEC2, the instance type, Linux, shared tenancy, no pre-installed software, capacity
-  status Used, location type AWS Region (not Local Zones, which share their region's code). Each ``PriceList`` entry is a JSON document: ``product.sku``,
-  ``product.attributes`` (``regionCode``, ``gpu`` ...) and ``terms.OnDemand.*.priceDimensions.*``
-  (``unit: Hrs``, ``pricePerUnit.USD``). https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html
+  status Used, location type AWS Region (not Local Zones, which share their region's code).
+  Each ``PriceList`` entry is a JSON document: ``product.sku``, ``product.attributes``
+  (``regionCode``, ``gpu`` ...) and ``terms.OnDemand.*.priceDimensions.*`` (``unit: Hrs``,
+  ``pricePerUnit.USD``).
+  https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/API_pricing_GetProducts.html
 * ``ec2.describe_spot_price_history`` per region (Linux/UNIX, the last hour): each zone's
   newest price; the cheapest zone's is the region's spot price.
 * ``ec2.describe_instance_types``: GPU model, count and memory, vCPUs, memory, EFA support and

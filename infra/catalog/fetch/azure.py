@@ -1,6 +1,6 @@
 """Azure VM prices from the public Retail Prices REST API (no credentials needed).
 
-``GET https://prices.azure.com/api/retail/prices?api-version=2023-01-01-preview&$filter=...``
+``GET https://prices.azure.com/api/retail/prices?api-version=2023-01-01-preview&meterRegion='primary'&$filter=...``
 answers ``{"Items": [...], "NextPageLink": ..., "Count": n}``; each item has ``armSkuName``,
 ``armRegionName``, ``skuName`` (``... Spot`` / ``... Low Priority``), ``productName`` (``...
 Windows`` for Windows meters), ``type`` (``Consumption``, ``Reservation``,
@@ -179,8 +179,9 @@ def fetch(skus: list[str], regions: list[str] | None = None, *, endpoint: str | 
     """Every Linux on-demand and Spot price of ``skus`` (in ``regions``, default all), and with
     credentials the sizes' capabilities and zones."""
     base = endpoint or os.environ.get("GPUFLEET_AZURE_PRICES_ENDPOINT", ENDPOINT)
-    url = base + "?" + urllib.parse.urlencode({"api-version": API_VERSION, "$filter": odata_filter(skus, regions)},
-                                              quote_via=urllib.parse.quote)
+    # primary meters only: this API version lists non-primary meters of a size and region too
+    url = base + "?" + urllib.parse.urlencode({"api-version": API_VERSION, "meterRegion": "'primary'",
+                                               "$filter": odata_filter(skus, regions)}, quote_via=urllib.parse.quote)
     at = stamp(now)
     items: list[dict] = []
     for n, page in enumerate(pages(url, sleep=sleep), 1):
