@@ -124,10 +124,11 @@ def test_a_region_without_the_gpu_sku_gets_no_price_rather_than_a_cheap_one(bill
 def test_new_gpu_models_in_the_price_list_are_named(billing, cat):
     gcp_world(billing, cat)
     billing.skus.append(sku("Nvidia B300 GPU running in Americas", "us-central1", 14.0))
+    billing.skus.append(sku("Nvidia Tesla T4 Virtual Workstation GPU running in Americas", "us-central1", 0.2))
     billing.add("acceleratorTypes", "zones/us-central1-b", "nvidia-b300", description="NVIDIA B300",
                 maximumCardsPerInstance=8)
     got = fetcher.fetch(cat, ["us-central1"], sleep=lambda s: None)
-    assert any("does not know: B300" in n for n in got.notes)
+    assert any(n.endswith("does not know: B300") for n in got.notes), got.notes  # a licence SKU is no GPU model
     assert "1 accelerator types the catalog lacks (add them to instances.csv to compare them): nvidia-b300" in got.notes
 
 
@@ -178,6 +179,15 @@ def test_a_machine_familys_own_gpu_sku_is_taken_before_the_plain_one(billing, ca
     assert a3.parts[2]["sku_id"] == "A3A3-H100-0001" and a3.parts[2]["usd_per_hour"] == pytest.approx(8 * 11.25)
     # N1's T4: the plain SKU, though another sorts first
     assert rows[("gpu:T4", "ondemand")].usd_per_hour == pytest.approx(0.35 * _factor("gcp", "us-central1"), rel=1e-5)
+    # no plain L4 SKU left: 'attached to VMs' before another family's and a Virtual Workstation licence
+    billing.skus[:] = [s for s in billing.skus if not (s["description"].startswith("Nvidia L4 GPU running in")
+                                                        and s["category"]["usageType"] == "OnDemand")]
+    billing.skus += [sku(f"Nvidia L4 {what} running in Americas", "us-central1", usd, sku_id=sid) for what, usd, sid in [
+        ("GPU attached to A2 VMs", 7.77, "0000-L4A2-0001"), ("Virtual Workstation GPU", 0.2, "0000-L4VW-0001"),
+        ("GPU attached to VMs", 0.61, "FFFF-L4VM-0001")]]
+    g2 = {(r.item, r.market): r for r in fetcher.fetch(cat, ["us-central1"], sleep=lambda s: None).prices}
+    assert g2[("g2-standard-4", "ondemand")].parts[2]["sku_id"] == "FFFF-L4VM-0001"
+    assert g2[("g2-standard-4", "ondemand")].parts[2]["usd_per_hour"] == pytest.approx(0.61)
 
 
 def test_a_gcp_refresh_that_fails_its_checks_leaves_the_stored_prices_byte_for_byte(billing, cat, tmp_path):

@@ -16,7 +16,9 @@ it is. So this fetcher
    [Predefined ]Instance Core|Ram running in <geo>``), GPU SKUs by ``Nvidia <model> GPU
    [attached to ...] running in <geo>``; commitments, custom and sole-tenant SKUs are left out.
    Where one GPU has several SKUs in a region and market, a machine family's own (``attached to
-   A3 VMs`` for an A3) is taken first, then the plain one, then any other;
+   A3 VMs`` for an A3) is taken first, then a plain one (no ``attached to``, ``attached to
+   VMs``, ``attached to Spot Preemptible VMs``), then any other; Virtual Workstation SKUs (a
+   licence billed on top of the GPU) are not GPU prices;
 2. reads the machine types (``guestCpus``, ``memoryMb``, ``accelerators``) and accelerator types
    (``maximumCardsPerInstance``) per zone from google-cloud-compute's aggregated lists;
 3. prices each catalog machine type in each region whose zones offer it as vCPUs x core +
@@ -72,11 +74,18 @@ class Rate:
     attached: str = ""  # "A3 VMs" of "... GPU attached to A3 VMs running in"; "" for the plain SKU
 
 
+GENERIC = ("", "VMs", "Spot Preemptible VMs", "Preemptible VMs")  # "attached to" naming no machine family
+
+
 def pick(rates: dict[str, Rate] | None, family: str) -> Rate | None:
-    """The family's own SKU, else the plain one, else any (the lowest SKU id, for a stable choice)."""
+    """The family's own SKU, else a plain one ("... GPU running in", "... GPU attached to VMs"),
+    else any (the lowest SKU id, for a stable choice)."""
     if not rates:
         return None
-    return rates.get(f"{family} VMs") or rates.get("") or rates[min(rates, key=lambda k: rates[k].sku_id)]
+    for key in (f"{family} VMs", *GENERIC):
+        if key in rates:
+            return rates[key]
+    return rates[min(rates, key=lambda k: rates[k].sku_id)]
 
 
 def accelerator_gpu(cat, accel: str) -> str | None:
@@ -127,8 +136,8 @@ def rates(skus: Iterable[dict], regions: set[str]) -> tuple[dict[tuple[str, str,
             name, attached, unit = m.group("family").upper(), "", "h" if part == "core" else "GiBy.h"
         else:
             g = _GPU.match(desc)
-            if not g:
-                continue
+            if not g or "virtual workstation" in g.group("model").lower():
+                continue  # a Virtual Workstation SKU is a licence on top of the GPU, not the GPU
             part, name, unit = "gpu", gpu_of(g.group("model")), "h"
             attached = (g.group("attached") or "").removeprefix(" attached to ")
             if name is None:
