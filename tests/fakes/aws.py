@@ -1,4 +1,4 @@
-"""moto's HTTP server, plus the two AWS APIs gpufleet uses that moto (5.2) lacks.
+"""moto's HTTP server, plus the AWS APIs gpufleet uses that moto (5.2) lacks or only stubs.
 
 Everything goes over HTTP: boto3 is pointed at this server with ``AWS_ENDPOINT_URL``. moto
 answers EC2, STS and FSx itself. In front of it, a small WSGI layer answers, in AWS's
@@ -13,8 +13,7 @@ documented wire formats, what moto does not implement:
 * Service Quotas for EC2 (moto knows only the VPC quotas): the JSON 1.1 actions
   ``ServiceQuotasV20190624.GetServiceQuota`` and ``GetAWSDefaultServiceQuota`` answering
   ``{"Quota": {...}}`` as in the AWS CLI reference's example, ``NoSuchResourceException``
-  for quotas a test did not set.
-
+  for quotas a test did not set;
 * the Price List API (moto has none): ``AWSPriceListService.GetProducts`` answering
   ``{"FormatVersion": "aws_v1", "PriceList": ["<product JSON>", ...], "NextToken"}`` with
   TERM_MATCH filters on the product attributes, from products a test puts in
