@@ -38,6 +38,17 @@ def cat():
     return catalog.load(use_config=False)
 
 
+def cli(*args):
+    """``gpufleet ARGS`` in-process through typer's CliRunner (a fresh runner, --json off unless asked)."""
+    from typer.testing import CliRunner
+
+    from gpufleet.cli.app import app
+    from gpufleet.cli.output import STATE
+
+    STATE.json = False
+    return CliRunner().invoke(app, list(args))
+
+
 def gpufleet_exe() -> str:
     exe = Path(sys.executable).parent / "gpufleet"
     return str(exe) if exe.exists() else shutil.which("gpufleet")

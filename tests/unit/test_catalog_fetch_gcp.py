@@ -5,8 +5,8 @@ throttling, a malformed page, and machine types priced as the sum of their parts
 import json
 
 import pytest
-from typer.testing import CliRunner
 
+from conftest import cli
 from fakes.gcp import sku
 from fakes.price_lists import GCP_FAMILIES, GCP_GPUS, _factor, gcp_world
 from gpufleet.catalog.fetch import FetchError
@@ -18,14 +18,6 @@ def billing(gcp, monkeypatch, tmp_path):
     monkeypatch.setenv("GPUFLEET_GCP_BILLING_ENDPOINT", gcp.url)
     monkeypatch.setenv("GPUFLEET_PRICES", str(tmp_path / "prices.json"))
     return gcp
-
-
-def cli(*args):
-    from gpufleet.cli.app import app
-    from gpufleet.cli.output import STATE
-
-    STATE.json = False
-    return CliRunner().invoke(app, list(args))
 
 
 def test_gpu_machines_are_priced_as_cores_plus_ram_plus_gpus(billing, cat):

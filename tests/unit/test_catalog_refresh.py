@@ -4,8 +4,8 @@ public API, the checks, the atomic replace, and `catalog.load` using the result.
 import json
 
 import pytest
-from typer.testing import CliRunner
 
+from conftest import cli
 from fakes.azure_prices import item
 
 
@@ -26,14 +26,6 @@ def _price_list(cat, factor):
             price = round(3.1 * it.gpu_count * factor, 2)
             out += [item(name, region, price), item(name, region, round(price * 0.4, 2), spot=True)]
     return out
-
-
-def cli(*args):
-    from gpufleet.cli.app import app
-    from gpufleet.cli.output import STATE
-
-    STATE.json = False
-    return CliRunner().invoke(app, list(args))
 
 
 def test_a_refresh_replaces_the_azure_prices_and_keeps_their_provenance(api, tmp_path):

@@ -7,19 +7,9 @@ import subprocess
 import sys
 
 import pytest
-from typer.testing import CliRunner
 
 from conftest import EXAMPLES, ROOT, gpufleet_exe
-from gpufleet.cli.app import app
-
-runner = CliRunner()
-
-
-def run(*args):
-    from gpufleet.cli.output import STATE
-
-    STATE.json = False
-    return runner.invoke(app, list(args))
+from conftest import cli as run
 
 
 def test_compare_json_csv_markdown():

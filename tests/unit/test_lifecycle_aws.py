@@ -8,9 +8,8 @@ import json
 
 import boto3
 import pytest
-from typer.testing import CliRunner
 
-from conftest import ROOT
+from conftest import ROOT, cli
 from gpufleet.engine import automation, deploy
 from gpufleet.engine import plan as planner
 from gpufleet.errors import LeftoverError, QuotaError
@@ -27,14 +26,6 @@ def _env(aws, tmp_path, monkeypatch):
     monkeypatch.setenv("PULUMI_BACKEND_URL", "file://" + str(tmp_path / "state"))
     monkeypatch.delenv("GPUFLEET_REGISTRY", raising=False)
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "test-passphrase")
-
-
-def cli(*args):
-    from gpufleet.cli.app import app
-    from gpufleet.cli.output import STATE
-
-    STATE.json = False
-    return CliRunner().invoke(app, list(args))
 
 
 def tagged(kind, cluster, expires=FUTURE, **extra):

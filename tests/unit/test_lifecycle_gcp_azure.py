@@ -6,9 +6,8 @@ import datetime as dt
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from conftest import ROOT
+from conftest import ROOT, cli
 from gpufleet.lifecycle.registry import Registry
 from gpufleet.providers.common import Cluster, describe
 
@@ -26,14 +25,6 @@ def _env(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-
-
-def cli(*args):
-    from gpufleet.cli.app import app
-    from gpufleet.cli.output import STATE
-
-    STATE.json = False
-    return CliRunner().invoke(app, list(args))
 
 
 def record(name):
