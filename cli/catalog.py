@@ -160,7 +160,7 @@ def refresh_cmd(
 
         res = refresh.refresh(cat, providers, on_provider=on_provider, max_shrink=max_shrink)
         update(len(providers), len(providers), "checked")
-    failed = bool(res.problems) or any(r.status != "updated" for r in res.results)
+    held = [r.provider for r in res.results if r.status != "updated"]  # kept (fetch failed) or rejected (a check)
     if STATE.json:
         output.emit_json(res.to_dict())
     else:
@@ -177,7 +177,6 @@ def refresh_cmd(
             c.print(f"[red]{problem}[/red]", highlight=False)
         if len(res.problems) > 20:
             c.print(f"[red]... and {len(res.problems) - 20} more (--json)[/red]")
-        held = [r.provider for r in res.results if r.status != "updated"]
         if res.written:
             c.print(f"Written to {res.path} (atomically); `gpufleet catalog sources` shows where each provider's "
                     "prices come from." + (f" [red]{', '.join(held)}: previous prices kept[/red]." if held else ""))
@@ -185,7 +184,7 @@ def refresh_cmd(
             c.print(f"[red]Checks failed: nothing was written[/red]; {res.path} is as it was.")
         else:
             c.print(f"Nothing was fetched; {res.path if res.path.exists() else 'the embedded catalog'} stays.")
-    if failed:
+    if held:
         raise typer.Exit(1)
 
 

@@ -89,7 +89,8 @@ class Report:
         return {"workload": self.workload, "unit": self.unit, "samples_to_train": self.samples,
                 "samples_label": self.sample_label, "assumptions": self.assumptions,
                 "catalog_as_of": self.catalog_as_of, "catalog_age_days": self.catalog_age_days,
-                "catalog_stale": self.stale, "catalog_max_age_days": self.max_age_days, "offers": [r.to_dict() for r in self.rows], "skipped": self.skipped}
+                "catalog_stale": self.stale, "catalog_max_age_days": self.max_age_days,
+                "offers": [r.to_dict() for r in self.rows], "skipped": self.skipped}
 
 
 def _storage_for(req: Request, offer: Offer, pool_storage: str | None = None) -> tuple[float, bool, str]:

@@ -122,7 +122,7 @@ def parse_aws(cat, raw):
     import botocore.session
     from botocore.parsers import create_parser
 
-    from gpufleet.catalog.fetch import Fetched, FetchedPrice, aws
+    from gpufleet.catalog.fetch import Fetched, aws
 
     wanted = set(cat.regions["aws"])
     rows = [r for page in raw["pages"] for r in aws.on_demand(json.loads(page)["PriceList"], wanted, AT)]
@@ -130,8 +130,7 @@ def parse_aws(cat, raw):
     parser = create_parser("ec2")
     for region, body in raw["spot"].items():
         history = parser.parse({"body": body, "headers": {}, "status_code": 200}, op.output_shape)["SpotPriceHistory"]
-        rows += [FetchedPrice("aws", item, region, "spot", usd, aws.SPOT_API, f"{zone}/{item}", AT)
-                 for item, (usd, zone) in aws.spot_prices(history).items()]
+        rows += aws.spot_rows(region, history, AT)
     namer = aws.gpu_namer(cat)
     return Fetched(rows, [aws.facts_of(t, namer, AT) for t in raw["types"]])
 

@@ -39,8 +39,7 @@ class FetchedPrice:
 
     @classmethod
     def from_dict(cls, d: dict) -> FetchedPrice:
-        known = {f.name for f in fields(cls)}
-        d = {k: v for k, v in d.items() if k in known}
+        d = _known(cls, d)
         return cls(**{**d, "parts": tuple(d.get("parts") or ())})
 
 
@@ -64,8 +63,13 @@ class InstanceFacts:
 
     @classmethod
     def from_dict(cls, d: dict) -> InstanceFacts:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        return cls(**_known(cls, d))
+
+
+def _known(cls, d: dict) -> dict:
+    """``d`` less the keys ``cls`` has no field for (a store written by another version)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in d.items() if k in names}
 
 
 @dataclass

@@ -79,6 +79,12 @@ def spot_prices(history) -> dict[str, tuple[float, str]]:
     return out
 
 
+def spot_rows(region: str, history, when: str) -> list[FetchedPrice]:
+    """The region's spot price of each instance type (``spot_prices``), the zone in its SKU id."""
+    return [FetchedPrice("aws", item, region, "spot", usd, SPOT_API, f"{zone}/{item}", when)
+            for item, (usd, zone) in spot_prices(history).items()]
+
+
 def gpu_namer(cat):
     """AWS's GPU name ("NVIDIA A100") and memory (MiB) -> the catalog's GPU: the model whose
     memory is nearest (A100 40960 MiB -> A100-40GB), the SXM part before PCIe/NVL variants."""
@@ -167,7 +173,7 @@ def fetch(instance_types: list[str], regions: list[str], *, now: dt.datetime | N
             InstanceTypes=instance_types, ProductDescriptions=["Linux/UNIX"],
             StartTime=at - dt.timedelta(hours=1), EndTime=at) for h in page["SpotPriceHistory"]]
         step(f"zones and spot prices in {region}")
-        return region, offered, spot_prices(history)
+        return region, offered, spot_rows(region, history, when)
 
     def types_in(region: str, names: list[str]) -> list[dict]:
         # a filter, not InstanceTypes=: a type the region does not know is left out, not an error
@@ -184,9 +190,7 @@ def fetch(instance_types: list[str], regions: list[str], *, now: dt.datetime | N
         for region, offered, spot in per_region:
             for itype, zone in offered:
                 zones.setdefault(itype, {}).setdefault(region, []).append(zone)
-            for item, (usd, zone) in spot.items():
-                rows[(item, region, "spot")] = FetchedPrice("aws", item, region, "spot", usd, SPOT_API,
-                                                            f"{zone}/{item}", when)
+            rows.update({(r.item, r.region, r.market): r for r in spot})
         # us-east-1 has nearly every type; a type it lacks is asked of a region offering it
         ec2s.setdefault(PRICING_REGION, _client("ec2", PRICING_REGION))
         facts = {t["InstanceType"]: facts_of(t, cat_gpu, when) for t in types_in(PRICING_REGION, instance_types)}
