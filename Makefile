@@ -11,7 +11,7 @@ SYSTEM_TOOLS := /usr/sbin/sshd /usr/sbin/debootstrap /usr/sbin/ip /usr/sbin/ipta
 # look like packages; the wheel test checks they ship. Quiet that during our own installs.
 QUIET_BUILD := PYTHONWARNINGS=ignore::UserWarning
 
-.PHONY: demo test bench calibrate clean salt sysdeps rack-down
+.PHONY: demo test lint bench calibrate clean salt sysdeps rack-down
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,10 +24,21 @@ demo: $(BIN)/python
 	$(BIN)/gpufleet compare llm-7b --tokens 1e11 --gpu H100,A100-80GB,A100-40GB --nodes 1,2,4 --top 12
 
 # Install gpufleet (editable) with its test dependencies, Salt, the test rack's system tools,
-# and run the whole test suite (unit tests, then end to end on the local rack).
+# check the floor plan and the linter, and run the whole test suite (unit tests, then end to
+# end on the local rack).
 test: $(BIN)/python salt sysdeps
 	$(QUIET_BUILD) $(BIN)/python -m pip install -q -e '.[test]'
+	$(MAKE) --no-print-directory lint
 	$(BIN)/python -m pytest -q -rs
+
+# The import contracts (pyproject.toml [tool.importlinter]) and ruff. import-linter reads one
+# package tree, and gpufleet is two folders (infra/ and cli/): it reads a tree of links to them.
+LINT_TREE := build/lint
+lint: $(BIN)/python
+	@rm -rf $(LINT_TREE) && mkdir -p $(LINT_TREE)/gpufleet
+	@for f in infra/*; do ln -s ../../../$$f $(LINT_TREE)/gpufleet/; done; ln -s ../../../cli $(LINT_TREE)/gpufleet/cli
+	cd $(LINT_TREE) && PYTHONPATH=. ../../$(BIN)/lint-imports --config ../../pyproject.toml --no-cache
+	$(BIN)/ruff check infra cli tests
 
 salt: $(SALT_VENV)/bin/salt-ssh
 

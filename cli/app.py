@@ -35,7 +35,8 @@ def _version(value: bool):
 def root(
     json_: Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")] = False,
     verbose: Annotated[int, typer.Option("-v", "--verbose", count=True, help="More detail (repeat for more).")] = 0,
-    config: Annotated[Optional[str], typer.Option("--config", help="User config file (default ~/.config/gpufleet/config.yaml).", envvar="GPUFLEET_CONFIG")] = None,
+    config: Annotated[Optional[str], typer.Option("--config", help="User config file (default "
+                                                  "~/.config/gpufleet/config.yaml).", envvar="GPUFLEET_CONFIG")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
 ):
     STATE.json = json_

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from gpufleet.cli import output
+from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None)
@@ -27,7 +27,8 @@ def gpus():
         output.emit_json({"catalog_age_days": cat.age_days(), "gpus": [g.__dict__ for g in rows]})
         return
     f = lambda v: "-" if v is None else f"{v:g}"  # noqa: E731
-    output.table("GPUs", ["gpu", "arch", "mem GB", "GB/s", "FP32", "TF32", "FP16", "BF16", "FP8", "NVLink GB/s", "TDP W", "as of"],
+    output.table("GPUs", ["gpu", "arch", "mem GB", "GB/s", "FP32", "TF32", "FP16", "BF16", "FP8", "NVLink GB/s", "TDP W",
+                          "as of"],
                  [[g.name, g.arch, f(g.memory_gb), f(g.memory_bw_gbs), f(g.tflops.get("fp32")), f(g.tflops.get("tf32")),
                    f(g.tflops.get("fp16")), f(g.tflops.get("bf16")), f(g.tflops.get("fp8")), f(g.nvlink_gbs), f(g.tdp_w), g.as_of]
                   for g in rows], caption="TFLOPS are dense peak (no sparsity). " + _age_line(cat))
@@ -42,10 +43,11 @@ def instances(
 ):
     from gpufleet import catalog
     from gpufleet.errors import NotFound
+    from gpufleet.providers import PROVIDERS
 
     cat = catalog.load(STATE.config)
-    if provider and provider not in catalog.PROVIDERS:
-        raise NotFound("provider", provider, catalog.PROVIDERS)
+    if provider and provider not in PROVIDERS:
+        raise NotFound("provider", provider, PROVIDERS)
     g = cat.gpu(gpu).name if gpu else None
     offers = [o for o in cat.offers() if (not provider or o.provider == provider) and (not g or o.gpu.name == g)
               and (not region or o.region == region)]
@@ -123,7 +125,8 @@ def show(name: Annotated[str, typer.Argument(help="GPU, instance type or workloa
                 if k == "offers":
                     for o in v:
                         c.print(f"  {o['region']:<16} {o['market']:<9} ${o['usd_per_hour']:.4g}/h  "
-                                + "; ".join(f"{p['what']} ${p['usd_per_hour']:.4g} ({p['source']}, {p['as_of']})" for p in o["parts"]))
+                                + "; ".join(f"{p['what']} ${p['usd_per_hour']:.4g} ({p['source']}, {p['as_of']})"
+                                            for p in o["parts"]))
                 elif k == "provider_api_says":
                     zones = v.pop("zones", {})
                     c.print("  the provider's API says (last refresh): " + ", ".join(f"{a} {b}" for a, b in v.items()),
@@ -149,18 +152,19 @@ def refresh_cmd(
                                               "provider's prices a refresh may drop (you removed regions?).")] = 0.25,
 ):
     from gpufleet import catalog
-    from gpufleet.catalog import refresh
-    from gpufleet.cli.lifecycle import _providers
+    from gpufleet.fleet import refresh
+    from gpufleet.providers import CLOUDS
 
-    providers = _providers(provider) or sorted(refresh.FETCHERS)
+    named = options.clouds(provider)
+    asked = named or list(CLOUDS)
     cat = catalog.load(STATE.config)
-    with output.steps("Refreshing prices", len(providers)) as update:
+    with output.steps("Refreshing prices", len(asked)) as update:
         def on_provider(p, what):
-            update(providers.index(p), len(providers), f"{p}: {what}")
+            update(asked.index(p), len(asked), f"{p}: {what}")
 
-        res = refresh.refresh(cat, providers, on_provider=on_provider, max_shrink=max_shrink)
-        update(len(providers), len(providers), "checked")
-    held = [r.provider for r in res.results if r.status != "updated"]  # kept (fetch failed) or rejected (a check)
+        res = refresh.refresh(cat, named, on_provider=on_provider, max_shrink=max_shrink)
+        update(len(asked), len(asked), "checked")
+    held = [r.provider for r in res.results if r.failed]  # kept (fetch failed) or rejected (a check)
     if STATE.json:
         output.emit_json(res.to_dict())
     else:
@@ -193,17 +197,19 @@ def refresh_cmd(
 @output.handle_errors
 def sources():
     from gpufleet import catalog
-    from gpufleet.catalog import age_in_days, refresh
+    from gpufleet.catalog import age_in_days, store
+    from gpufleet.paths import prices_path
+    from gpufleet.providers import CLOUDS
 
-    store = refresh.read_store()
+    stored = store.read_store()
     embedded = catalog.load(use_config=False)
     rows = []
-    for p in catalog.CLOUDS:
-        meta = (store or {}).get("providers", {}).get(p)
-        if meta and any(r.provider == p for r in store["prices"]):
+    for p in CLOUDS:
+        meta = (stored or {}).get("providers", {}).get(p)
+        if meta and any(r.provider == p for r in stored["prices"]):
             rows.append({"provider": p, "from": "refresh", "as_of": (meta.get("fetched_at") or "")[:10],
                          "fetched_at": meta.get("fetched_at"), "prices": meta.get("rows"), "apis": meta.get("apis", []),
-                         "facts": sum(1 for f in store["facts"] if f.provider == p)})
+                         "facts": sum(1 for f in stored["facts"] if f.provider == p)})
         else:
             mine = [x for x in embedded.prices if x.provider == p]
             rows.append({"provider": p, "from": "embedded", "as_of": min(x.as_of for x in mine), "fetched_at": None,
@@ -211,8 +217,8 @@ def sources():
     for r in rows:
         r["age_days"] = age_in_days(r["as_of"])
     if STATE.json:
-        output.emit_json({"store": str(refresh.store_path()), "providers": rows})
+        output.emit_json({"store": str(prices_path()), "providers": rows})
         return
     output.table("Catalog sources", ["provider", "from", "as of", "days old", "prices", "facts", "APIs"],
                  [[r["provider"], r["from"], r["as_of"], r["age_days"], r["prices"], r["facts"], ", ".join(r["apis"])]
-                  for r in rows], caption=f"refreshed prices: {refresh.store_path()} (`gpufleet catalog refresh`)")
+                  for r in rows], caption=f"refreshed prices: {prices_path()} (`gpufleet catalog refresh`)")

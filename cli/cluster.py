@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from gpufleet.cli import output
+from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
+from gpufleet.cli.tables import render_hosts, render_outcomes, render_resources
 from gpufleet.errors import GpufleetError
 
 UP_HELP = ("Bring a stack up: validate, plan and price it, check credentials, quotas and the Pulumi CLI, ask, then create "
@@ -22,32 +21,12 @@ DOWN_HELP = ("Destroy a cluster's cloud resources and drain its rack hosts (by s
              "drained. Machines are never wiped; --clean undoes the Salt states.")
 
 
-def _confirm(question: str, yes: bool) -> bool:
-    if yes:
-        return True
-    if not sys.stdin.isatty():
-        from gpufleet.errors import InputError
-
-        raise InputError("no terminal to confirm on", "pass --yes to proceed without asking")
-    return typer.confirm(question, default=False, err=True)
-
-
-def _passphrase() -> str:
-    return typer.prompt("Passphrase for the Pulumi state secrets", hide_input=True, err=True)
-
-
-def _prompt_or_none():
-    return _passphrase if sys.stdin.isatty() else None
-
-
 @output.handle_errors
 def up(
     stack: Annotated[str, typer.Argument(help="Stack file (YAML).", metavar="STACK")],
-    cluster: Annotated[Optional[str], typer.Option("--cluster", help="Cluster name (default: the stack's name).")] = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before creating resources.")] = False,
-    trust_new_hosts: Annotated[bool, typer.Option("--trust-new-hosts", help="Record the host keys of rack hosts not "
-                                                  "yet in the site's known_hosts (trust on first use). A changed key "
-                                                  "is refused regardless.")] = False,
+    cluster: options.Cluster = None,
+    yes: options.Yes = False,
+    trust_new_hosts: options.TrustNewHosts = False,
     reconfigure: Annotated[bool, typer.Option("--reconfigure", help="Apply the states again on hosts already "
                                               "configured the same way.")] = False,
     configure: Annotated[bool, typer.Option("--configure/--no-configure", help="Configure the rack hosts with Salt "
@@ -55,21 +34,22 @@ def up(
     check: Annotated[bool, typer.Option("--check/--no-check", help="Check the clouds' quotas for the stack first "
                                         "(gpufleet check) and refuse when one is short.")] = True,
 ):
-    from gpufleet import catalog, spec
-    from gpufleet.engine import deploy
+    from gpufleet import catalog
+    from gpufleet.cli.plan import render
+    from gpufleet.fleet import stacks
+    from gpufleet.fleet.up import bring_up
 
     cat = catalog.load(STATE.config)
-    st = spec.load(stack, cat)
+    st = stacks.load(stack, cat)
 
     def confirm(p) -> bool:
         if not STATE.json:
-            from gpufleet.cli.plan import render
-
             render(p)
-        return _confirm(f"Create these {len(p.cloud_resources)} resources for {output.money(p.usd_per_hour)}/h?", yes)
+        return options.confirm(f"Create these {len(p.cloud_resources)} resources for "
+                               f"{output.money(p.usd_per_hour)}/h?", yes)
 
     with output.steps("Bringing up") as update:
-        outcome = deploy.bring_up(st, cat, cluster=cluster, confirm=confirm, prompt=_prompt_or_none(),
+        outcome = bring_up(st, cat, cluster=cluster, confirm=confirm, prompt=options.passphrase_prompt(),
                                   on_progress=lambda pr: update(pr.done, pr.total, _in_flight(pr)),
                                   configure=configure, trust_new_hosts=trust_new_hosts, reconfigure=reconfigure, check=check,
                                   on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
@@ -77,7 +57,7 @@ def up(
     for q in outcome.quotas:
         if q.ok is None:
             output.warn(f"{q.provider} {q.region}: quota {q.quota!r} {q.note or 'could not be read'}")
-    from gpufleet.configure.nodes import PartialFailure
+    from gpufleet.errors import PartialFailure
 
     failed = PartialFailure(outcome.hosts) if any(not h.ok for h in outcome.hosts) else None
     if STATE.json:
@@ -96,32 +76,6 @@ def up(
         render_hosts(outcome.hosts, "Configuration")
     if failed:
         raise failed
-
-
-def render_hosts(reports, title: str) -> None:
-    """One row per host: what it is, what happened, and why not when it failed."""
-    from rich.markup import escape
-
-    rows, styles = [], []
-    for r in reports:
-        f = r.facts
-        what = (f"{f.os_name.split()[0] if f.os_name else f.os_id} {f.os_version}, {len(f.gpus)} GPU" if f else "-")
-        salt = "-"
-        if r.runs:
-            real = [x for x in r.runs if not x.test]
-            test = [x for x in r.runs if x.test]
-            salt = ", ".join(filter(None, [
-                f"{sum(len(x.changed) for x in real)} changed of {sum(x.states for x in real)}" if real else "",
-                f"{sum(x.states for x in test)} rehearsed" if test else ""]))
-        note = escape(r.error or "; ".join(r.warnings))  # errors quote paths and [host]:port forms
-        rows.append([r.target.id, f"{r.target.address}:{r.target.port}", r.state, what, salt, note])
-        styles.append(None if r.ok else "red")
-    output.table(title, ["host", "address", "state", "system", "salt", "notes"], rows, styles=styles)
-    for r in reports:
-        for run in r.runs:
-            for fail in run.failed:
-                output.console(stderr=True).print(f"[red]{r.target.id}[/red] {escape(fail['id'])}: "
-                                                  f"{escape(fail['comment'])}")
 
 
 def _in_flight(pr) -> str:
@@ -148,28 +102,30 @@ def _render_nodes(rec, progress) -> None:
 @output.handle_errors
 def down(
     target: Annotated[str, typer.Argument(help="Stack file or cluster name.", metavar="STACK|CLUSTER")],
-    cluster: Annotated[Optional[str], typer.Option("--cluster", help="Cluster name, when STACK was brought up under another name.")] = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before destroying.")] = False,
+    cluster: Annotated[Optional[str], typer.Option("--cluster", help="Cluster name, when STACK was brought up under "
+                                                   "another name.")] = None,
+    yes: options.Yes = False,
     clean: Annotated[bool, typer.Option("--clean", help="Also apply each formula's clean state on the rack hosts "
                                         "(removes what gpufleet installed; data is never touched).")] = False,
-    trust_new_hosts: Annotated[bool, typer.Option("--trust-new-hosts", help="Record unknown rack host keys "
-                                                  "(trust on first use).")] = False,
+    trust_new_hosts: options.TrustNewHosts = False,
 ):
-    from gpufleet.engine import deploy
+    from gpufleet import catalog
+    from gpufleet.fleet.down import tear_down
+    from gpufleet.fleet.stacks import stack_of
 
-    stack_obj = _stack_of(target)
+    stack_obj = stack_of(target, catalog.load(STATE.config))
     name = cluster or (stack_obj.name if stack_obj else target)
 
     def confirm(rec) -> bool:
         if not STATE.json:
             output.console().print(f"Cluster [bold]{rec.name}[/bold] (stack {rec.stack}, {len(rec.nodes)} node(s), "
                                    f"state {rec.state}) will be destroyed.")
-        return _confirm(f"Destroy cluster {rec.name}?", yes)
+        return options.confirm(f"Destroy cluster {rec.name}?", yes)
 
     try:
         with output.steps("Tearing down") as update:
-            out = deploy.tear_down(
-                name, confirm=confirm, prompt=_prompt_or_none(), stack=stack_obj, clean=clean,
+            out = tear_down(
+                name, confirm=confirm, prompt=options.passphrase_prompt(), stack=stack_obj, clean=clean,
                 trust_new_hosts=trust_new_hosts, on_progress=lambda pr: update(pr.done, None, _in_flight(pr)),
                 on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"),
                 on_sweep=lambda done, total, msg: update(done, total, f"deleting leftovers: {msg}"))
@@ -178,8 +134,6 @@ def down(
             if getattr(e, "reports", None):
                 render_hosts(e.reports, "Drain")
             if getattr(e, "resources", None) and isinstance(e.resources[0], dict):
-                from gpufleet.cli.lifecycle import render_resources
-
                 render_resources("Still there after the teardown", e.resources)
         raise
     progress, hosts = out.progress, out.hosts
@@ -191,8 +145,6 @@ def down(
     if hosts:
         render_hosts(hosts, "Drain")
     if out.swept:
-        from gpufleet.cli.lifecycle import render_outcomes
-
         render_outcomes("Left outside the Pulumi state, deleted by tag", out.swept)
     deleted = progress.ops.get("delete", 0) if progress else 0
     racks = f", {len(hosts)} rack host(s) drained" + (" and cleaned" if clean else "") if hosts else ""
@@ -201,13 +153,3 @@ def down(
     proof = f" The clouds ({checked}) report nothing tagged for it." if checked else ""
     output.console().print(f"Cluster {out.record.name} torn down ({deleted} cloud resources deleted{swept}{racks}) "
                            f"and removed from the registry.{proof}")
-
-
-def _stack_of(target: str):
-    """A stack file gives the stack (and its `name`); anything else is a cluster name."""
-    p = Path(target)
-    if p.suffix in (".yaml", ".yml") or p.exists():
-        from gpufleet import catalog, spec
-
-        return spec.load(p, catalog.load(STATE.config))
-    return None

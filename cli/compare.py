@@ -56,7 +56,8 @@ def _pool_storage(pool) -> str | None:
 
 @output.handle_errors
 def compare(
-    workload: Annotated[Optional[str], typer.Argument(help="Workload name (see `gpufleet catalog workloads`) or llm:<size>, e.g. llm:8b.")] = None,
+    workload: Annotated[Optional[str], typer.Argument(help="Workload name (see `gpufleet catalog workloads`) or "
+                                                      "llm:<size>, e.g. llm:8b.")] = None,
     stack: Annotated[Optional[str], typer.Option("--stack", help="Compare a stack file's pools (and its workload).")] = None,
     epochs: Annotated[Optional[float], typer.Option(help="Epochs to train (image/BERT workloads).")] = None,
     tokens: Annotated[Optional[float], typer.Option(help="Tokens to train (LLM workloads), e.g. 1e12.")] = None,
@@ -68,8 +69,10 @@ def compare(
     max_price: Annotated[Optional[float], typer.Option("--max-price", help="Max USD per hour for the cluster.")] = None,
     nodes: Annotated[str, typer.Option("--nodes", help="Node counts, e.g. 1,2,4,8 for a scaling curve.")] = "1",
     precision: Annotated[str, typer.Option(help="mixed, fp32, tf32, fp16, bf16 or fp8.")] = "mixed",
-    batch_per_gpu: Annotated[Optional[int], typer.Option("--batch-per-gpu", help="Samples per GPU between gradient exchanges.")] = None,
-    storage: Annotated[Optional[str], typer.Option(help="nvme, network, lustre:<MB/s>, nfs:<MB/s>; default: local NVMe if present.")] = None,
+    batch_per_gpu: Annotated[Optional[int], typer.Option("--batch-per-gpu", help="Samples per GPU between gradient "
+                                                         "exchanges.")] = None,
+    storage: Annotated[Optional[str], typer.Option(help="nvme, network, lustre:<MB/s>, nfs:<MB/s>; default: local NVMe "
+                                                   "if present.")] = None,
     workload_file: Annotated[Optional[str], typer.Option("--workload-file", help="YAML file with your own workloads.")] = None,
     fmt: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
     csv_: Annotated[bool, typer.Option("--csv", help="Same as --format csv.")] = False,
@@ -80,6 +83,7 @@ def compare(
     from gpufleet import compare as cmp
     from gpufleet.errors import InputError, NotFound
     from gpufleet.perf import workloads
+    from gpufleet.providers import PROVIDERS
 
     fmt = Fmt.json if STATE.json else Fmt.csv if csv_ else Fmt.markdown if markdown else fmt
     cat = catalog.load(STATE.config)
@@ -93,8 +97,9 @@ def compare(
     if stack:
         from gpufleet import spec
         from gpufleet.catalog.onprem import site_from_pool
+        from gpufleet.fleet import stacks
 
-        st = spec.load(stack, cat)
+        st = stacks.load(stack, cat)
         only = []
         for p in st.pools:
             if p.provider == "baremetal":
@@ -119,8 +124,8 @@ def compare(
     wl = workloads.get(workload, workload_file)
     providers = _split(provider)
     for p in providers:
-        if p not in catalog.PROVIDERS:
-            raise NotFound("provider", p, catalog.PROVIDERS)
+        if p not in PROVIDERS:
+            raise NotFound("provider", p, PROVIDERS)
     regions = _split(region)
     for r in regions:
         if not any(r in regs for regs in cat.regions.values()):

@@ -45,7 +45,9 @@ def emit_json(data) -> None:
 def warn(message: str) -> None:
     if STATE.json:
         return
-    console(stderr=True).print(f"[yellow]warning:[/yellow] {message}")
+    from rich.markup import escape  # messages quote things like gpufleet[gcp], which is not markup
+
+    console(stderr=True).print(f"[yellow]warning:[/yellow] {escape(message)}")
 
 
 def error(exc) -> None:

@@ -17,13 +17,15 @@ HELP = ("Show every resource `up` would create for a stack and its cost per hour
 def plan(
     stack: Annotated[str, typer.Argument(help="Stack file (YAML).", metavar="STACK")],
     cluster: Annotated[Optional[str], typer.Option("--cluster", help="Cluster name (default: the stack's name).")] = None,
-    all_resources: Annotated[bool, typer.Option("--all", help="List every resource, not one row per group of alike nodes.")] = False,
+    all_resources: Annotated[bool, typer.Option("--all", help="List every resource, not one row per group of alike "
+                                                "nodes.")] = False,
 ):
-    from gpufleet import catalog, spec
+    from gpufleet import catalog
     from gpufleet.engine import plan as planner
+    from gpufleet.fleet import stacks
 
     cat = catalog.load(STATE.config)
-    st = spec.load(stack, cat)
+    st = stacks.load(stack, cat)
     cl = planner.cluster_for(st, cluster)
     with output.progress("Rendering the Pulumi program under mocks", total=None) as advance:
         result = planner.plan(st, cat, cluster=cl, progress=advance)

@@ -16,16 +16,17 @@ HELP = "Validate stack files: shape, names, regions and capabilities against the
 def validate(
     stacks: Annotated[list[str], typer.Argument(help="Stack files (YAML).", metavar="STACK...")],
 ):
-    from gpufleet import catalog, spec
+    from gpufleet import catalog
     from gpufleet.engine.plan import pool_costs
     from gpufleet.engine.program import layout
     from gpufleet.errors import InputError
+    from gpufleet.fleet.stacks import load
 
     cat = catalog.load(STATE.config)
     results, failed = [], []
     for path in stacks:
         try:
-            st = spec.load(path, cat)
+            st = load(path, cat)
             costs = pool_costs(layout(st, cat), st, cat)  # layout: e.g. network.cidr too small for the subnets
         except InputError as e:  # SpecError(s) included
             failed.append(e)
@@ -44,7 +45,8 @@ def validate(
                 known = sum(t for t in total if t is not None)
                 cost = output.money(known) + "/h" + (f" (+ pools without a price: {', '.join(unknown)})" if unknown else "")
                 output.console().print(f"[green]ok[/green] {p}: stack {r['name']}, {len(r['pools'])} pool(s), "
-                                       f"{sum(x['nodes'] for x in r['pools'])} node(s), {sum(x['gpus'] for x in r['pools'])} GPU(s), {cost}")
+                                       f"{sum(x['nodes'] for x in r['pools'])} node(s), "
+                                       f"{sum(x['gpus'] for x in r['pools'])} GPU(s), {cost}")
         for e in failed:
             output.error(e)
     if failed:

@@ -28,7 +28,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gpufleet.modelerrors import validate_located
+from gpufleet import yamlsrc
+from gpufleet.providers import CLOUDS
+from gpufleet.validation import validate_located
+
+Cloud = Literal[CLOUDS]  # type: ignore[valid-type]  # the tuple's names, one by one
 
 
 class _Strict(BaseModel):
@@ -36,7 +40,7 @@ class _Strict(BaseModel):
 
 
 class PriceOverride(_Strict):
-    provider: Literal["aws", "gcp", "azure"]
+    provider: Cloud
     item: str
     region: str
     market: Literal["ondemand", "spot"] = "ondemand"
@@ -70,41 +74,12 @@ class SiteConfig(SiteCosts):
 
 
 class UserConfig(_Strict):
-    discounts: dict[Literal["aws", "gcp", "azure"], float] = {}
+    discounts: dict[Cloud, float] = {}
     prices: list[PriceOverride] = []
     sites: list[SiteConfig] = []
     catalog_max_age_days: int = Field(default=90, gt=0)
 
-    def apply(self, cat) -> None:
-        from gpufleet.catalog import Price
-        from gpufleet.catalog.onprem import Site
 
-        for prov, d in self.discounts.items():
-            if not 0 <= d < 1:
-                from gpufleet.errors import CatalogError
-
-                raise CatalogError(f"config: discounts.{prov}: {d} must be a fraction in [0, 1)",
-                                   "write 0.15 for a 15% discount")
-        cat.discounts.update(self.discounts)
-        for p in self.prices:
-            cat.prices.append(Price(p.provider, p.item, p.region, p.market, p.usd_per_hour, p.source, p.as_of))
-        for s in self.sites:
-            cat.gpu(s.gpu)  # raises NotFound with a suggestion
-            cat.sites.append(Site(**s.model_dump(), source=f"site costs in {self._path}",
-                                  as_of=dt.date.today().isoformat()))
-
-    _path: str = ""
-
-
-def load(path: str | Path | None = None) -> UserConfig | None:
-    """The user config, or None when there is none (an explicit missing path is an error)."""
-    from gpufleet import yamlsrc
-    from gpufleet.paths import user_config
-
-    p = user_config(path)
-    if p is None:
-        return None
-    located = yamlsrc.load_file(p)
-    cfg = validate_located(UserConfig, located)
-    cfg._path = str(p)
-    return cfg
+def load(path: str | Path) -> UserConfig:
+    """The user config file (``paths.user_config`` says which), validated with file:line errors."""
+    return validate_located(UserConfig, yamlsrc.load_file(path))

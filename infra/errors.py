@@ -151,3 +151,38 @@ class LeftoverError(GpufleetError):
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "resources": self.resources, "unread": self.unread}
+
+
+class SdkMissing(GpufleetError):
+    """A cloud's SDK (or its Pulumi provider) is not installed. Exit code 2, like missing
+    credentials: commands that look at every cloud skip that one and say why."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, provider: str, module: str, extra: str):
+        self.provider, self.module = provider, module
+        install = f"pip install 'gpufleet[{extra}]'"
+        super().__init__(f"{provider}: its SDK is not installed (no module {module}; {install})", install)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "provider": self.provider, "module": self.module}
+
+
+class PartialFailure(GpufleetError):
+    """Some hosts failed; the others completed. Exit code 3; a rerun retries the failed ones.
+
+    ``reports``: one per host, each with ``ok``, ``state``, ``hint``, ``target.id`` and ``to_dict()``."""
+
+    exit_code = 3
+
+    def __init__(self, reports: list, action: str = "configured"):
+        bad = [r for r in reports if not r.ok]
+        hints = list(dict.fromkeys(r.hint for r in bad if r.hint))
+        listed = "; ".join(f"{r.target.id} ({r.state})" for r in bad[:10])
+        more = f"; and {len(bad) - 10} more" if len(bad) > 10 else ""
+        super().__init__(f"{len(bad)} of {len(reports)} host(s) not {action}: {listed}{more}",
+                         "; ".join(hints[:3] + ["then run the same command again: hosts already done are skipped"]))
+        self.reports = reports
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "hosts": [r.to_dict() for r in self.reports]}

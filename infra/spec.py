@@ -5,13 +5,18 @@ Validation runs in two passes and reports every problem it finds, each as
 
 1. shape: YAML syntax, unknown keys (with "did you mean"), types, ranges, required keys;
 2. catalog: GPU and instance-type names, real regions, the instance type offered in the
-   region, and whether the provider can give the pool the interconnect it asks for.
+   region; then the checks the caller adds (``pool_checks``, ``stack_checks``): what each
+   provider can do for a pool, whether the software fits, which lives above this module
+   (``fleet.stacks.load`` runs them all).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
 import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -19,10 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from gpufleet.config import SiteCosts
 from gpufleet.errors import SpecError, SpecErrors, did_you_mean
-from gpufleet.modelerrors import validate_located
-from gpufleet.yamlsrc import Located, load_file, load_text
+from gpufleet.providers import PROVIDERS
+from gpufleet.validation import validate_located
+from gpufleet.yamlsrc import Located, dotted, load_file, load_text
 
-Provider = Literal["aws", "gcp", "azure", "baremetal"]
+Provider = Literal[PROVIDERS]  # type: ignore[valid-type]  # the tuple's names, one by one
 Interconnect = Literal["efa", "infiniband-hdr", "infiniband-ndr", "gpudirect-tcpx", "roce",
                        "10gbe", "25gbe", "100gbe"]
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp8", "mixed"]
@@ -93,8 +99,6 @@ class Host(_Strict):
 
 
 def _cidr(v: str) -> str:
-    import ipaddress
-
     try:
         return str(ipaddress.ip_network(v, strict=False))
     except ValueError:
@@ -129,8 +133,6 @@ class Network(_Strict):
     @field_validator("cidr")
     @classmethod
     def _c(cls, v: str) -> str:
-        import ipaddress
-
         v = _cidr(v)
         net = ipaddress.ip_network(v)
         if not net.is_private or net.prefixlen > 20:
@@ -142,22 +144,8 @@ class Network(_Strict):
 class Salt(_Strict):
     """Which Salt formulas a pool's nodes get (default: all that apply) and pillar overrides."""
 
-    states: list[str] | None = None
+    states: list[str] | None = None  # formula names, checked by the caller's stack checks
     pillar: dict[str, Any] = {}
-
-    @field_validator("states")
-    @classmethod
-    def _states(cls, v: list[str] | None) -> list[str] | None:
-        if v is None:
-            return v
-        from gpufleet.configure import FORMULAS
-
-        for name in v:
-            if name not in FORMULAS:
-                s = did_you_mean(name, FORMULAS)
-                raise HintedValueError(f"unknown Salt formula {name!r}",
-                                       f"did you mean {s!r}?" if s else f"formulas: {', '.join(FORMULAS)}")
-        return v
 
 
 class Software(_Strict):
@@ -337,25 +325,28 @@ class Stack(_Strict):
 
 # --- catalog checks -----------------------------------------------------------------
 
-_FABRIC_OK = {
-    # interconnect -> (providers that can give it, why not elsewhere)
-    "efa": ({"aws"}, "EFA is AWS's Elastic Fabric Adapter; use infiniband-* on Azure, gpudirect-tcpx on GCP"),
-    "infiniband-hdr": ({"azure", "baremetal"}, "InfiniBand comes with Azure ND/HB SKUs and your own racks; AWS offers EFA, GCP GPUDirect-TCPX"),
-    "infiniband-ndr": ({"azure", "baremetal"}, "InfiniBand comes with Azure ND/HB SKUs and your own racks; AWS offers EFA, GCP GPUDirect-TCPX"),
-    "gpudirect-tcpx": ({"gcp"}, "GPUDirect-TCPX is GCP's a3 networking; use efa on AWS, infiniband-* on Azure"),
-    "roce": ({"baremetal"}, "the clouds do not expose RoCE to VMs; use efa (AWS), infiniband-* (Azure), gpudirect-tcpx (GCP)"),
-}
-_FABRIC_FROM_CATALOG = {"efa": "efa", "infiniband-hdr": "infiniband-hdr", "infiniband-ndr": "infiniband-ndr",
-                        "gpudirect-tcpx": "tcpx"}
+@dataclass(frozen=True)
+class Problem:
+    """A problem a check found: the key path (inside the pool for a pool check), what, a hint."""
+
+    keys: tuple
+    message: str
+    hint: str | None = None
 
 
-def check_against_catalog(stack: Stack, located: Located, cat) -> None:
-    """Cross-check names against the catalog; raise SpecErrors listing every problem."""
+# (stack, pool, its catalog instance type or None for a rack, catalog)
+PoolCheck = Callable[["Stack", "Pool", Any, Any], Iterable[Problem]]
+StackCheck = Callable[["Stack", Any], Iterable[Problem]]  # (stack, catalog)
+
+
+def check_against_catalog(stack: Stack, located: Located, cat, *, pool_checks: Iterable[PoolCheck] = (),
+                          stack_checks: Iterable[StackCheck] = ()) -> None:
+    """Cross-check names against the catalog, then run the caller's checks; raise SpecErrors
+    listing every problem. A pool check runs on each pool whose names the catalog knows."""
     errs: list[SpecError] = []
+    pool_checks = tuple(pool_checks)
 
     def err(keys: tuple, problem: str, hint: str | None = None):
-        from gpufleet.yamlsrc import dotted
-
         errs.append(SpecError(located.path, located.line(keys), dotted(keys), problem, hint))
 
     for i, pool in enumerate(stack.pools):
@@ -365,72 +356,64 @@ def check_against_catalog(stack: Stack, located: Located, cat) -> None:
             err(base + ("gpu",), f"unknown GPU {pool.gpu!r}",
                 f"did you mean {s!r}?" if s else "see `gpufleet catalog gpus`")
             continue
-        if pool.provider == "baremetal":
-            if pool.interconnect and pool.interconnect not in ("infiniband-hdr", "infiniband-ndr", "roce", "10gbe", "25gbe", "100gbe"):
-                err(base + ("interconnect",), f"{pool.interconnect} is not available on a bare-metal rack",
-                    _FABRIC_OK.get(pool.interconnect, (None, ""))[1])
-            continue
-        region_ok = True
-        if pool.region not in cat.regions.get(pool.provider, {}):
-            s = did_you_mean(pool.region, cat.regions.get(pool.provider, {}))
-            err(base + ("region",), f"{pool.region!r} is not a {pool.provider} region",
-                f"did you mean {s!r}?" if s else f"known regions: {', '.join(sorted(cat.regions.get(pool.provider, {})))}")
-            region_ok = False
-        zones = cat.region_zones(pool.provider, pool.region) if region_ok else ()
-        if pool.zone and zones and pool.zone not in zones:
-            s = did_you_mean(pool.zone, zones)
-            err(base + ("zone",), f"{pool.zone!r} is not a zone of {pool.region}",
-                (f"did you mean {s!r}? " if s else "") + f"zones of {pool.region}: {', '.join(zones)}")
-        it = None
-        if pool.instance_type:
-            try:
-                it = cat.instance(pool.provider, pool.instance_type)
-            except Exception as e:  # NotFound carries the suggestion
-                err(base + ("instance_type",), f"unknown {pool.provider} instance type {pool.instance_type!r}",
-                    getattr(e, "hint", None))
-                continue
-        else:
-            gpu = cat.gpu(pool.gpu)
-            matches = _matching_instances(pool, cat)
-            if not matches:
-                counts = sorted({x.gpu_count for (p, _), x in cat.instances.items() if p == pool.provider and x.gpu == gpu.name})
-                if counts:
-                    err(base + ("gpus_per_node",), f"{pool.provider} has no {gpu.name} machine with {pool.gpus_per_node} GPUs",
-                        f"available counts: {', '.join(map(str, counts))}")
-                else:
-                    offered = sorted({x.gpu for (p, _), x in cat.instances.items() if p == pool.provider})
-                    err(base + ("gpu",), f"{pool.provider} offers no {gpu.name} in the catalog",
-                        f"{pool.provider} GPUs: {', '.join(offered)}")
-                continue
-            it = _smallest(matches)
-        if region_ok:
-            regions = cat.instance_regions(pool.provider, it.name)
-            if pool.region not in regions:
-                err(base + ("region",), f"{it.name} is not offered (or not priced) in {pool.region}",
-                    f"priced in: {', '.join(regions)}" if regions else "no region prices it in the catalog")
-            offered = cat.offered_zones(pool.provider, it.name, pool.region)
-            if pool.zone and offered and pool.zone not in offered:
-                err(base + ("zone",), f"{it.name} is not offered in {pool.zone}",
-                    f"{pool.provider} offers it in {', '.join(offered)} (its API at the last `gpufleet catalog "
-                    "refresh`; refresh again if that has changed)")
-        if pool.interconnect in _FABRIC_OK:
-            allowed, why = _FABRIC_OK[pool.interconnect]
-            if pool.provider not in allowed:
-                err(base + ("interconnect",), f"{pool.provider} cannot provide {pool.interconnect}", why)
-            elif _FABRIC_FROM_CATALOG.get(pool.interconnect) and it.fabric != _FABRIC_FROM_CATALOG[pool.interconnect]:
-                capable = sorted(n for (p, n), x in cat.instances.items()
-                                 if p == pool.provider and x.fabric == _FABRIC_FROM_CATALOG[pool.interconnect])
-                err(base + ("interconnect",), f"{it.name} has no {pool.interconnect}",
-                    f"instance types with it: {', '.join(capable)}")
-        if it is not None and pool.provider in ("aws", "gcp", "azure"):
-            from gpufleet.providers import check_pool
-
-            for prob in check_pool(stack, pool, it):
+        it = None if pool.provider == "baremetal" else \
+            _instance_problems(pool, cat, lambda k, m, h=None, base=base: err(base + k, m, h))
+        if pool.provider == "baremetal" or it is not None:
+            for prob in (x for check in pool_checks for x in check(stack, pool, it, cat)):
                 err(base + prob.keys, prob.message, prob.hint)
     _check_access(stack, located, err)
-    _check_software(stack, located, err, cat)
+    for prob in (x for check in stack_checks for x in check(stack, cat)):
+        err(prob.keys, prob.message, prob.hint)
     if errs:
         raise SpecErrors(sorted(errs, key=lambda e: e.line or 0))
+
+
+def _instance_problems(pool: Pool, cat, err):
+    """Region, zone and instance type of a cloud pool against the catalog; the instance type it
+    runs on (None when it cannot be told)."""
+    region_ok = True
+    if pool.region not in cat.regions.get(pool.provider, {}):
+        s = did_you_mean(pool.region, cat.regions.get(pool.provider, {}))
+        err(("region",), f"{pool.region!r} is not a {pool.provider} region",
+            f"did you mean {s!r}?" if s else f"known regions: {', '.join(sorted(cat.regions.get(pool.provider, {})))}")
+        region_ok = False
+    zones = cat.region_zones(pool.provider, pool.region) if region_ok else ()
+    if pool.zone and zones and pool.zone not in zones:
+        s = did_you_mean(pool.zone, zones)
+        err(("zone",), f"{pool.zone!r} is not a zone of {pool.region}",
+            (f"did you mean {s!r}? " if s else "") + f"zones of {pool.region}: {', '.join(zones)}")
+    if pool.instance_type:
+        try:
+            it = cat.instance(pool.provider, pool.instance_type)
+        except Exception as e:  # NotFound carries the suggestion
+            err(("instance_type",), f"unknown {pool.provider} instance type {pool.instance_type!r}",
+                getattr(e, "hint", None))
+            return None
+    else:
+        gpu = cat.gpu(pool.gpu)
+        matches = _matching_instances(pool, cat)
+        if not matches:
+            counts = sorted({x.gpu_count for (p, _), x in cat.instances.items() if p == pool.provider and x.gpu == gpu.name})
+            if counts:
+                err(("gpus_per_node",), f"{pool.provider} has no {gpu.name} machine with {pool.gpus_per_node} GPUs",
+                    f"available counts: {', '.join(map(str, counts))}")
+            else:
+                offered = sorted({x.gpu for (p, _), x in cat.instances.items() if p == pool.provider})
+                err(("gpu",), f"{pool.provider} offers no {gpu.name} in the catalog",
+                    f"{pool.provider} GPUs: {', '.join(offered)}")
+            return None
+        it = _smallest(matches)
+    if region_ok:
+        regions = cat.instance_regions(pool.provider, it.name)
+        if pool.region not in regions:
+            err(("region",), f"{it.name} is not offered (or not priced) in {pool.region}",
+                f"priced in: {', '.join(regions)}" if regions else "no region prices it in the catalog")
+        offered = cat.offered_zones(pool.provider, it.name, pool.region)
+        if pool.zone and offered and pool.zone not in offered:
+            err(("zone",), f"{it.name} is not offered in {pool.zone}",
+                f"{pool.provider} offers it in {', '.join(offered)} (its API at the last `gpufleet catalog "
+                "refresh`; refresh again if that has changed)")
+    return it
 
 
 def _check_access(stack: Stack, located: Located, err) -> None:
@@ -453,33 +436,6 @@ def _check_access(stack: Stack, located: Located, err) -> None:
         stack.access.public_key = text
 
 
-def _check_software(stack: Stack, located: Located, err, cat) -> None:
-    """Driver, CUDA, OS image, GPU and frameworks must go together (racks' OS is checked on the hosts)."""
-    from gpufleet.configure import software
-    from gpufleet.providers.common import DEFAULT_IMAGE, IMAGES
-
-    sw = stack.software
-    seen: set[tuple] = set()
-    for i, pool in enumerate(stack.pools):
-        gpu = pool.gpu
-        if pool.instance_type and pool.provider != "baremetal":
-            try:
-                gpu = cat.instance(pool.provider, pool.instance_type).gpu
-            except Exception:
-                continue
-        ref = IMAGES.get(pool.image or DEFAULT_IMAGE)  # a native image id (ami-..., a URN) says no OS
-        osfinger = ref.osfinger if ref and pool.provider != "baremetal" else None
-        for prob in software.check(driver=sw.driver, cuda=sw.cuda, osfinger=osfinger, gpu=gpu,
-                                   open_modules=sw.open_kernel_modules, frameworks=dict(sw.frameworks)):
-            if prob.warning or (prob.key, prob.message) in seen:
-                continue
-            seen.add((prob.key, prob.message))
-            keys = ("pools", i, "image") if prob.key == "os" else \
-                (("pools", i, "gpu") if prob.key == "gpu" else tuple(prob.key.split(".")))
-            err(keys, prob.message, prob.hint)
-
-
-
 def _matching_instances(pool: Pool, cat) -> list:
     """Instance types of the pool's provider with its GPU (and GPU count, when given)."""
     gpu = cat.gpu(pool.gpu)
@@ -498,14 +454,12 @@ def resolve_instance(pool: Pool, cat):
     return _smallest(_matching_instances(pool, cat))
 
 
-def load(path: str | Path, cat=None, *, text: str | None = None) -> Stack:
-    """Load and fully validate a stack file. Raises SpecError/SpecErrors (exit code 2)."""
+def load(path: str | Path, cat, *, text: str | None = None, pool_checks: Iterable[PoolCheck] = (),
+         stack_checks: Iterable[StackCheck] = ()) -> Stack:
+    """Load a stack file and validate it against the catalog and the given checks. Raises
+    SpecError/SpecErrors (exit code 2). ``fleet.stacks.load`` adds every provider's checks."""
     located = load_text(text, str(path)) if text is not None else load_file(path)
     stack = validate_located(Stack, located)
     stack.source = str(path)
-    if cat is None:
-        from gpufleet import catalog
-
-        cat = catalog.load()
-    check_against_catalog(stack, located, cat)
+    check_against_catalog(stack, located, cat, pool_checks=pool_checks, stack_checks=stack_checks)
     return stack

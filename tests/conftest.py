@@ -175,9 +175,9 @@ def _arm_fake():
 @pytest.fixture
 def azure(_arm_fake, monkeypatch, tmp_path):
     """azure-mgmt-* pointed at the ARM fake over TLS, with a static token (see fakes/azure.py)."""
-    from fakes.azure import StaticToken
+    import gpufleet.clouds.azure.api as az
 
-    import gpufleet.lifecycle.azure as az
+    from fakes.azure import StaticToken
 
     _arm_fake.reset()
     monkeypatch.setenv("GPUFLEET_AZURE_ENDPOINT", _arm_fake.url)

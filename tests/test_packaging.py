@@ -19,10 +19,12 @@ def test_wheel_builds_and_imports(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for must in ("gpufleet/__init__.py", "gpufleet/cli/app.py", "gpufleet/catalog/data/prices.csv",
                  "gpufleet/perf/data/measurements.csv", "gpufleet/perf/data/fitted.json",
-                 "gpufleet/providers/aws.py", "gpufleet/providers/gcp.py", "gpufleet/providers/azure.py",
-                 "gpufleet/engine/plan.py", "gpufleet/engine/automation.py", "gpufleet/lifecycle/registry.py",
-                 "gpufleet/cli/plan.py", "gpufleet/cli/cluster.py", "gpufleet/baremetal/ssh.py",
-                 "gpufleet/baremetal/facts.py", "gpufleet/configure/saltrun.py", "gpufleet/providers/rack.py",
+                 "gpufleet/clouds/aws/components.py", "gpufleet/clouds/gcp/components.py",
+                 "gpufleet/clouds/azure/components.py", "gpufleet/clouds/aws/api.py", "gpufleet/clouds/gcp/prices.py",
+                 "gpufleet/engine/plan.py", "gpufleet/engine/automation.py", "gpufleet/state/registry.py",
+                 "gpufleet/fleet/up.py", "gpufleet/cli/plan.py", "gpufleet/cli/cluster.py",
+                 "gpufleet/clouds/baremetal/ssh.py", "gpufleet/clouds/baremetal/facts.py",
+                 "gpufleet/configure/saltrun.py", "gpufleet/clouds/baremetal/rack.py",
                  "gpufleet/states/top.sls", "gpufleet/states/lib/map.jinja", "gpufleet/states/nvidia_driver/init.sls",
                  "gpufleet/states/nvidia_driver/parameters/os_family/RedHat.yaml",
                  "gpufleet/states/frameworks/parameters/osfinger/Rocky-9.yaml"):

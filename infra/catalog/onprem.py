@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpufleet.catalog.model import InstanceType, Offer, PricePart
+
 HOURS_PER_YEAR = 8760.0
 
 # Per-node bandwidth a rack's fabric gives, in Gbps. InfiniBand and RoCE follow the HGX
@@ -66,9 +68,7 @@ class Site:
     def usd_per_gpu_hour(self) -> float:
         return self.usd_per_node_hour() / self.gpus_per_node
 
-    def offer(self, cat):
-        from gpufleet.catalog import InstanceType, Offer, PricePart
-
+    def offer(self, cat) -> Offer:
         gpu = cat.gpu(self.gpu)
         it = InstanceType(
             provider="baremetal", name=f"{self.name}-node", gpu=gpu.name, gpu_count=self.gpus_per_node,

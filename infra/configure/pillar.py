@@ -12,13 +12,11 @@ import copy
 import hashlib
 import json
 
+from gpufleet.clouds import provider
 from gpufleet.configure import FORMULAS, GPU_STATES, software
 
 FABRIC = {"efa": "efa", "infiniband-hdr": "infiniband", "infiniband-ndr": "infiniband", "gpudirect-tcpx": "tcpx",
           "roce": "roce", "10gbe": "ethernet", "25gbe": "ethernet", "100gbe": "ethernet", None: "ethernet"}
-LUSTRE_FLAVOR = {"baremetal": "onprem", "aws": "fsx", "azure": "amlfs", "gcp": "gcp"}
-# the clouds' own time sources (AWS Time Sync, GCP metadata server); Azure and racks keep theirs
-TIME_SERVERS = {"aws": ["169.254.169.123"], "gcp": ["metadata.google.internal"]}
 
 
 def formulas(stack, pool) -> list[str]:
@@ -92,14 +90,14 @@ def build(stack, pool, *, cluster: str, gpu: str | None = None, gpu_count: int |
     pillar = {
         "gpufleet": {"cluster": cluster, "stack": stack.name, "pool": pool.name, "provider": pool.provider,
                      "live": True, "states": states, "gpu": {"model": gpu, "count": count or None}},
-        "node_base": {"chrony": {"servers": TIME_SERVERS.get(pool.provider, [])}},
+        "node_base": {"chrony": {"servers": list(provider(pool.provider).time_servers)}},
         "nvidia_driver": {"branch": sw.driver, "open": software.use_open_modules(gpu, sw.open_kernel_modules),
                           "fabric_manager": fm},
         "cuda": {"version": sw.cuda},
         "nccl": {"version": sw.nccl, "cuda": sw.cuda},
         "container_runtime": {"engine": sw.container_runtime},
         "fabric": fabric,
-        "lustre_client": {"flavor": LUSTRE_FLAVOR[pool.provider], "mounts": [
+        "lustre_client": {"flavor": provider(pool.provider).lustre_flavor, "mounts": [
             {"device": ":".join(s.mgs_nids) + f":/{s.fsname}", "mount": s.mount} for s in lustre if s.mgs_nids]},
         "nfs_client": {"mounts": [{"server": s.server, "export": s.export or "/", "mount": s.mount} for s in nfs]},
         "frameworks": {"envs": {name: _env_dict(software.framework_env(name, ver, sw.cuda, has_gpu))

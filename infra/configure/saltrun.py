@@ -23,7 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufleet.errors import GpufleetError, ToolMissing
+from gpufleet.errors import ToolMissing
+from gpufleet.paths import salt_run_dir
 
 SALT_VERSION = "3008.3"
 
@@ -75,11 +76,6 @@ def find_salt_ssh() -> Path:
         "(`make salt` does this), or set GPUFLEET_SALT_SSH to a salt-ssh")
 
 
-def run_dir(cluster: str) -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "gpufleet" / "salt" / cluster
-
-
 @dataclass
 class RosterHost:
     id: str  # minion id: <pool>-<index>
@@ -89,6 +85,11 @@ class RosterHost:
     key: str | None
     known_hosts: str
     pillar: dict
+
+    @classmethod
+    def of(cls, target, pillar: dict) -> "RosterHost":
+        """A rack host (``clouds.baremetal.hosts.HostTarget``) with its pillar."""
+        return cls(target.id, target.address, target.port, target.user, target.key, str(target.known_hosts), pillar)
 
 
 @dataclass
@@ -126,7 +127,7 @@ class SaltSsh:
         self.hosts = {h.id: h for h in hosts}
         self.salt_ssh = salt_ssh or find_salt_ssh()
         self.states = states or states_dir()
-        self.dir = run_dir(cluster)
+        self.dir = salt_run_dir(cluster)
         self.max_procs = max_procs
         self.timeout = timeout
         self._write()
@@ -294,6 +295,3 @@ def _ssh_error(ret) -> str:
         return json.dumps(ret)[-600:]
     return f"unexpected result: {ret!r}"[:600]
 
-
-class SaltError(GpufleetError):
-    pass

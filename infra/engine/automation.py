@@ -16,17 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufleet.errors import (CapacityError, CredentialsError, DeployError, GpufleetError, InputError, QuotaError,
-                             ToolMissing)
+from gpufleet.clouds import cloud
+from gpufleet.errors import CapacityError, CredentialsError, DeployError, GpufleetError, InputError, QuotaError, ToolMissing
+from gpufleet.paths import pulumi_state_dir
+from gpufleet.providers import CLOUDS
 
 PROJECT = "gpufleet"
 INSTALL_HINT = ("install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh (or brew install pulumi), "
                 "then open a new shell; `gpufleet plan` works without it")
-
-
-def data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "gpufleet"
 
 
 def backend_url() -> str:
@@ -34,7 +31,7 @@ def backend_url() -> str:
     url = os.environ.get("PULUMI_BACKEND_URL")
     if url:
         return url
-    path = data_dir() / "pulumi"
+    path = pulumi_state_dir()
     path.mkdir(parents=True, exist_ok=True)
     return "file://" + str(path)
 
@@ -176,19 +173,19 @@ def _stack(cluster: str, program, pulumi_command, prompt, backend: str | None):
 
 
 def up(cluster: str, program, *, pulumi_command=None, progress: Progress | None = None,
-       prompt: Callable[[], str] | None = None, providers: list[str] = (), backend: str | None = None) -> DeployResult:
+       prompt: Callable[[], str] | None = None, backend: str | None = None) -> DeployResult:
     """Create or update the cluster's Pulumi stack; return its outputs (plain values)."""
     progress = progress or Progress()
     try:
         stack = _stack(cluster, program, pulumi_command, prompt, backend)
         res = stack.up(on_event=progress, color="never")
     except Exception as e:  # noqa: BLE001 - every engine failure is translated below
-        raise translate(e, progress, providers) from None
+        raise translate(e, progress) from None
     return DeployResult(cluster, {k: v.value for k, v in res.outputs.items()}, progress, res.stdout)
 
 
 def destroy(cluster: str, *, pulumi_command=None, progress: Progress | None = None,
-            prompt: Callable[[], str] | None = None, providers: list[str] = (), backend: str | None = None) -> Progress:
+            prompt: Callable[[], str] | None = None, backend: str | None = None) -> Progress:
     """Destroy every resource of the cluster's stack, then remove the stack from the backend."""
     progress = progress or Progress()
     try:
@@ -196,34 +193,13 @@ def destroy(cluster: str, *, pulumi_command=None, progress: Progress | None = No
         stack.destroy(on_event=progress, color="never")
         stack.workspace.remove_stack(cluster)
     except Exception as e:  # noqa: BLE001
-        raise translate(e, progress, providers) from None
+        raise translate(e, progress) from None
     return progress
 
 
 # --- errors -----------------------------------------------------------------------------------
 
-_CREDENTIAL_PATTERNS = [
-    ("aws", re.compile(r"No valid credential sources.*found|NoCredentialProviders|InvalidClientTokenId|"
-                       r"UnrecognizedClientException|ExpiredToken|failed to refresh cached credentials", re.I)),
-    ("gcp", re.compile(r"could not find default credentials|google: could not find|oauth2: cannot fetch token|"
-                       r"invalid_grant", re.I)),
-    ("azure", re.compile(r"az login|Please run 'az login'|AADSTS\d+|unable to determine subscription|"
-                         r"obtain a token|ARM_SUBSCRIPTION_ID", re.I)),
-]
-_CAPACITY = re.compile(r"InsufficientInstanceCapacity|InsufficientCapacity|ZONE_RESOURCE_POOL_EXHAUSTED|"
-                       r"does not have enough resources available|AllocationFailed|SkuNotAvailable|"
-                       r"ZonalAllocationFailed|OverconstrainedAllocationRequest", re.I)
-_QUOTA = re.compile(r"VcpuLimitExceeded|InstanceLimitExceeded|QUOTA_EXCEEDED|Quota '[^']+' exceeded|"
-                    r"OperationNotAllowed.*quota|exceeding approved .* quota", re.I)
-CREDENTIAL_HINTS = {
-    "aws": "run `aws configure` or `aws sso login`, or set AWS_PROFILE / AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
-    "gcp": "run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a key file",
-    "azure": "run `az login` (and `az account set -s SUBSCRIPTION`), or set ARM_CLIENT_ID, ARM_CLIENT_SECRET, "
-             "ARM_TENANT_ID and ARM_SUBSCRIPTION_ID",
-}
-
-
-def translate(exc: Exception, progress: Progress | None = None, providers=()) -> GpufleetError:
+def translate(exc: Exception, progress: Progress | None = None) -> GpufleetError:
     """A Pulumi CLI / engine failure as a gpufleet error with the most useful hint."""
     if isinstance(exc, GpufleetError):
         return exc
@@ -237,33 +213,28 @@ def translate(exc: Exception, progress: Progress | None = None, providers=()) ->
     if isinstance(exc, auto_errors.ConcurrentUpdateError):
         return DeployError("another update of this cluster is running", "wait for it, or run `pulumi cancel` "
                            "in the gpufleet project if it died", resources=failed)
-    for provider, pat in _CREDENTIAL_PATTERNS:
-        if pat.search(text):
-            return CredentialsError(provider, f"{provider}: no usable credentials ({_first_line(pat, text)})",
-                                    CREDENTIAL_HINTS[provider])
-    if _QUOTA.search(text):
-        line = _first_line(_QUOTA, text)
-        return QuotaError(_provider_of(line, providers), None, line, None, None,
-                          "run `gpufleet check STACK` and request an increase, or make the pool smaller; "
-                          "this is not a capacity shortage, retrying will not help",
-                          message=f"a quota stopped the deployment: {line}")
-    if _CAPACITY.search(text):
-        return CapacityError(f"the cloud has no capacity for this request right now: {_first_line(_CAPACITY, text)}",
-                             "try another zone or region, a capacity reservation, or retry later; "
-                             "this is not a quota problem")
+    clouds = [cloud(p) for p in CLOUDS]
+    for c in clouds:
+        if c.errors.credentials.search(text):
+            return CredentialsError(c.name, f"{c.name}: no usable credentials ({_first_line(c.errors.credentials, text)})",
+                                    c.credential_hint)
+    for c in clouds:
+        if c.errors.quota.search(text):
+            line = _first_line(c.errors.quota, text)
+            return QuotaError(c.name, None, line, None, None,
+                              "run `gpufleet check STACK` and request an increase, or make the pool smaller; "
+                              "this is not a capacity shortage, retrying will not help",
+                              message=f"a quota stopped the deployment: {line}")
+    for c in clouds:
+        if c.errors.capacity.search(text):
+            return CapacityError(f"the cloud has no capacity for this request right now: "
+                                 f"{_first_line(c.errors.capacity, text)}",
+                                 "try another zone or region, a capacity reservation, or retry later; "
+                                 "this is not a quota problem")
     errors = progress.errors if progress else []
     detail = errors[-1] if errors else _last_error_line(text)
     return DeployError(f"Pulumi failed: {detail}", "the resources created so far stay in the state; fix the cause "
                        "and run `gpufleet up` again, or `gpufleet down` to remove them", resources=failed)
-
-
-def _provider_of(line: str, providers) -> str | None:
-    marks = {"aws": ("VcpuLimitExceeded", "InstanceLimitExceeded"), "gcp": ("QUOTA_EXCEEDED", "Quota '"),
-             "azure": ("OperationNotAllowed", "approved")}
-    for p, words in marks.items():
-        if any(w in line for w in words):
-            return p
-    return providers[0] if len(providers) == 1 else None
 
 
 def _first_line(pat: re.Pattern, text: str) -> str:

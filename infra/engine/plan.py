@@ -13,34 +13,11 @@ import datetime as dt
 import hashlib
 from dataclasses import dataclass, field
 
-from gpufleet.engine.program import Layout, build, layout
-from gpufleet.providers.common import Cluster, expiry_from, host_address
-
-# The inputs shown in the plan table per resource type (all inputs are in --json).
-KEY_PROPS = {
-    "aws:ec2/vpc:Vpc": ["cidrBlock"],
-    "aws:ec2/subnet:Subnet": ["cidrBlock", "availabilityZone"],
-    "aws:ec2/securityGroup:SecurityGroup": ["description"],
-    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": ["ipProtocol", "cidrIpv4", "fromPort", "description"],
-    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": ["ipProtocol", "cidrIpv4", "description"],
-    "aws:ec2/placementGroup:PlacementGroup": ["strategy"],
-    "aws:ec2/launchTemplate:LaunchTemplate": ["instanceType", "imageId"],
-    "aws:ec2/instance:Instance": [],  # everything comes from the launch template
-    "aws:iam/role:Role": [],
-    "aws:ec2/routeTableAssociation:RouteTableAssociation": [],
-    "aws:fsx/lustreFileSystem:LustreFileSystem": ["deploymentType", "storageCapacity", "perUnitStorageThroughput"],
-    "aws:ec2/keyPair:KeyPair": ["keyName"],
-    "aws:ec2/natGateway:NatGateway": [],
-    "gcp:compute/instance:Instance": ["machineType", "zone"],
-    "gcp:compute/subnetwork:Subnetwork": ["ipCidrRange", "region"],
-    "gcp:compute/firewall:Firewall": ["sourceRanges"],
-    "gcp:compute/network:Network": ["mtu"],
-    "gcp:compute/resourcePolicy:ResourcePolicy": ["groupPlacementPolicy"],
-    "azure-native:compute:VirtualMachineScaleSet": ["sku"],
-    "azure-native:network:Subnet": ["addressPrefix"],
-    "azure-native:network:VirtualNetwork": ["addressSpace"],
-    "azure-native:storagecache:AmlFilesystem": ["sku", "storageCapacityTiB"],
-}
+from gpufleet.catalog.onprem import site_from_pool
+from gpufleet.clouds import by_pulumi_package
+from gpufleet.clouds.tags import Cluster, expiry_from, format_expiry
+from gpufleet.engine.addresses import host_address
+from gpufleet.engine.program import RACKS, Layout, build, layout
 
 
 @dataclass
@@ -53,7 +30,8 @@ class PlannedResource:
     provider: bool = False
 
     def summary(self) -> str:
-        keys = KEY_PROPS.get(self.type)
+        c = _cloud_of(self.type)
+        keys = c.mocks().COLUMNS.get(self.type) if c else None
         if keys is None:
             keys = [k for k, v in self.inputs.items() if isinstance(v, (str, int, float, bool)) and k not in ("tags", "name")][:2]
         parts = []
@@ -61,24 +39,8 @@ class PlannedResource:
             if k in self.inputs and self.inputs[k] not in (None, ""):
                 v = self.inputs[k]
                 parts.append(f"{k}={_short(v)}")
-        if self.type == "aws:ec2/launchTemplate:LaunchTemplate":
-            nis = self.inputs.get("networkInterfaces") or []
-            efa = sum(1 for n in nis if n.get("interfaceType") in ("efa", "efa-only"))
-            md = self.inputs.get("metadataOptions") or {}
-            parts.append(f"efa={efa}")
-            parts.append(f"imds={'v2' if md.get('httpTokens') == 'required' else 'v1'}")
-            if self.inputs.get("instanceMarketOptions"):
-                parts.append("spot")
-        if self.type == "aws:ec2/instance:Instance":
-            parts.append("from the launch template")
-        if self.type == "gcp:compute/instance:Instance":
-            sched = self.inputs.get("scheduling") or {}
-            parts.append(f"provisioning={sched.get('provisioningModel')}")
-            parts.append(f"nics={len(self.inputs.get('networkInterfaces') or [])}")
-        if self.type == "azure-native:compute:VirtualMachineScaleSet":
-            prof = self.inputs.get("virtualMachineProfile") or {}
-            if prof.get("priority"):
-                parts.append(f"priority={prof['priority']}")
+        if c:
+            parts += c.mocks().summary(self.type, self.inputs)
         return ", ".join(parts)
 
     def to_dict(self) -> dict:
@@ -144,8 +106,6 @@ def pool_costs(lay: Layout, stack, cat) -> list[PoolCost]:
             continue
         price, note = None, "no site_costs: give purchase price, power and utilization to price the rack"
         if p.site_costs:
-            from gpufleet.catalog.onprem import site_from_pool
-
             price, note = site_from_pool(p, cat, stack.source).usd_per_node_hour(), ""
         out.append(PoolCost(p.name, "baremetal", p.site, f"{p.gpus_per_node}x {cat.gpu(p.gpu).name}", p.nodes,
                             p.nodes * p.gpus_per_node, price, None if price is None else price * p.nodes, note))
@@ -178,12 +138,10 @@ def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: 
             resources, outputs = _run_mocked(lay, cluster, cat, progress)
         else:
             resources, outputs = _run_sharded(lay, cluster, cat, shards, progress)
-    from gpufleet.providers.common import format_expiry
-
     return Plan(stack.name, cluster.name, format_expiry(cluster.expires_at), resources, costs, outputs)
 
 
-RACK_HOST_TYPE = "pulumi-python:dynamic:Resource"  # providers.rack.RackHost
+RACK_HOST_TYPE = "pulumi-python:dynamic:Resource"  # clouds.baremetal.rack.RackHost
 SHARD_MIN_NODES = 200  # below this, starting processes costs more than it saves
 
 
@@ -200,8 +158,6 @@ def _shards(lay: Layout, workers: int | None) -> list[set[str]]:
     for p in sorted(lay.pools, key=lambda p: -p.pool.nodes):  # largest first into the lightest bin
         i = min(range(n), key=lambda k: bins[k][0])
         bins[i] = (bins[i][0] + p.pool.nodes, bins[i][1] | {p.name})
-    from gpufleet.engine.program import RACKS
-
     bins[0] = (bins[0][0], bins[0][1] | {RACKS})
     return [b for _, b in bins if b]
 
@@ -246,8 +202,7 @@ def _run_mocked(lay: Layout, cluster: Cluster, cat, progress, only: set[str] | N
     recorder = _Mocks(cat, progress)
     monitor = _Monitor(recorder)
     pmocks.set_mocks(recorder, project="gpufleet", stack=cluster.name, preview=False, monitor=monitor)
-    program = build(lay, cluster, gcp_project="gpufleet-plan", azure_subscription="00000000-0000-0000-0000-000000000000",
-                    only=only)
+    program = build(lay, cluster, plan=True, only=only)
     captured: dict = {}
     root = pulumi.runtime.get_root_resource()
     root.outputs.clear()
@@ -276,7 +231,8 @@ class _Monitor:
 
 
 class _Mocks:
-    """Answers resource registrations and lookups as the clouds would, from the catalog."""
+    """Answers resource registrations and lookups as the clouds would (each cloud's ``mocks``),
+    from the catalog; it is also the ``ctx`` those get (``subnets``, ``memo``, ``host``)."""
 
     def __new__(cls, cat, progress):
         from pulumi.runtime import Mocks
@@ -285,51 +241,31 @@ class _Mocks:
             def __init__(self):
                 self.resources: list[PlannedResource] = []
                 self.parents: dict = {}
-                self.subnets: dict[str, str] = {}  # subnet id -> CIDR
-                self.templates: dict[str, str] = {}  # launch template id -> subnet id
+                self.subnets: dict[str, str] = {}  # subnet id -> CIDR (the clouds' mocks fill it in)
+                self.memo: dict = {}  # what a cloud's mocks keep for later resources
                 self.regions: dict[str, str] = {}  # provider name -> region
 
             def new_resource(self, args):
                 typ, name, inputs = args.typ, args.name, dict(args.inputs)
                 parent = self.parents.get((typ, name))
                 pname = _name_from_urn(parent) if parent else None
-                rid = _fake_id(typ, name)
+                c = _cloud_of(typ)
+                rid = (c.mocks().ID_PREFIX.get(typ, "") if c else "") + \
+                    hashlib.sha1(f"{typ}/{name}".encode()).hexdigest()[:17]
                 state = dict(inputs)
                 custom = bool(getattr(args, "custom", True))
                 self.resources.append(PlannedResource(typ, name, pname, inputs, component=not custom,
                                                       provider=typ.startswith("pulumi:providers:")))
                 if typ.startswith("pulumi:providers:"):
                     self.regions[name] = inputs.get("region") or inputs.get("location") or ""
-                elif typ == "aws:ec2/subnet:Subnet":
-                    self.subnets[rid] = inputs.get("cidrBlock")
-                elif typ == "gcp:compute/subnetwork:Subnetwork":
-                    self.subnets[rid] = inputs.get("ipCidrRange")
-                elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
-                    nis = inputs.get("networkInterfaces") or [{}]
-                    self.templates[rid] = nis[0].get("subnetId")
-                    state["latestVersion"] = 1
-                elif typ == "aws:ec2/instance:Instance":
-                    subnet = self.templates.get((inputs.get("launchTemplate") or {}).get("id"))
-                    state["privateIp"] = self._host(subnet, name)
-                elif typ == "gcp:compute/instance:Instance":
-                    nics = [dict(n) for n in inputs.get("networkInterfaces") or []]
-                    for n in nics:
-                        n["networkIp"] = self._host(n.get("subnetwork"), name)
-                    state["networkInterfaces"] = nics
-                    state["instanceId"] = str(int(hashlib.sha1(name.encode()).hexdigest()[:15], 16))
-                elif typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
-                    state["dnsName"] = f"{rid}.fsx.amazonaws.com"
-                    state["mountName"] = hashlib.sha1(name.encode()).hexdigest()[:8]
-                elif typ == "aws:iam/instanceProfile:InstanceProfile":
-                    state["arn"] = f"arn:aws:iam::000000000000:instance-profile/{name}"
-                if typ == "azure-native:resources:ResourceGroup":
-                    state["name"] = inputs.get("resourceGroupName") or name
+                elif c:
+                    c.mocks().resource(typ, name, inputs, rid, state, self)
                 state.setdefault("name", inputs.get("name") or name)
                 if progress:
                     progress(1)
                 return [rid, state]
 
-            def _host(self, subnet_id, name: str):
+            def host(self, subnet_id, name: str):
                 """Node i of a pool (named ``<pool>-<i>``) gets the i-th address of its subnet, so the
                 addresses do not depend on the order in which the runtime registers the nodes."""
                 cidr = self.subnets.get(subnet_id)
@@ -338,32 +274,17 @@ class _Mocks:
                 return host_address(cidr, int(name.rsplit("-", 1)[1]))
 
             def call(self, args):
-                region = self.regions.get(_provider_name(args.provider), "")
-                tok = args.token
-                if tok == "aws:ec2/getAmi:getAmi":
-                    pattern = (args.args.get("filters") or [{}])[0].get("values", ["?"])[0]
-                    return {"id": "ami-" + hashlib.sha1(f"{region}/{pattern}".encode()).hexdigest()[:17],
-                            "architecture": "x86_64", "name": pattern}
-                if tok == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
-                    it = (args.args.get("filters") or [{}])[0].get("values", [""])[0]
-                    offered = cat.offered_zones("aws", it, region)  # known after a catalog refresh
-                    zones = list(offered) if offered is not None else \
-                        list(cat.region_zones("aws", region)) if cat.instance_regions("aws", it) else []
-                    return {"id": region, "locations": zones, "locationTypes": ["availability-zone"] * len(zones),
-                            "instanceTypes": [it] * len(zones)}
-                if tok == "gcp:compute/getZones:getZones":
-                    return {"id": region, "names": list(cat.region_zones("gcp", args.args.get("region") or region))}
-                return {}
+                c = _cloud_of(args.token)
+                answer = c.mocks().call(args.token, args.args, self.regions.get(_provider_name(args.provider), ""),
+                                        cat) if c else None
+                return answer or {}
 
         return M()
 
 
-def _fake_id(typ: str, name: str) -> str:
-    prefix = {"aws:ec2/vpc:Vpc": "vpc-", "aws:ec2/subnet:Subnet": "subnet-",
-              "aws:ec2/securityGroup:SecurityGroup": "sg-", "aws:ec2/instance:Instance": "i-",
-              "aws:ec2/launchTemplate:LaunchTemplate": "lt-", "aws:ec2/placementGroup:PlacementGroup": "pg-",
-              "aws:fsx/lustreFileSystem:LustreFileSystem": "fs-"}.get(typ, "")
-    return prefix + hashlib.sha1(f"{typ}/{name}".encode()).hexdigest()[:17]
+def _cloud_of(type_or_token: str):
+    """The cloud whose Pulumi package a resource type or function token belongs to (None: Pulumi's own)."""
+    return by_pulumi_package(type_or_token.split(":", 1)[0])
 
 
 def _name_from_urn(urn: str) -> str:

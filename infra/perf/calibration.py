@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from gpufleet.perf.model import Params, Scenario, predict
+from gpufleet import catalog
+from gpufleet.perf import workloads
+from gpufleet.perf.model import Params, Scenario, fitted_params, predict
 
 GLOBAL = ["u_tensor", "u_simt", "k", "overlap", "net_eff", "decode_per_vcpu"]
 BOUNDS = {"u_tensor": (0.05, 1.0), "u_simt": (0.05, 1.0), "k": (1.0, 8.0), "overlap": (0.01, 1.0),
@@ -46,9 +48,6 @@ def sources() -> dict[str, str]:
 
 
 def rows(cat=None) -> list[Row]:
-    from gpufleet import catalog
-    from gpufleet.perf import workloads
-
     cat = cat or catalog.load(use_config=False)
     out = []
     for r in csv.DictReader(_text("measurements.csv").splitlines()):
@@ -176,11 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         path = Path(__file__).parent / "data" / "fitted.json"
         path.write_text(params_to_json(p, obj, len(rs)))
         print(f"wrote {path} (mean |log error| {obj:.4f})")
-        from gpufleet.perf import model
-
-        model.fitted_params.cache_clear()
-    from gpufleet.perf.model import fitted_params
-
+        fitted_params.cache_clear()
     s = summary(rs, fitted_params())
     for r in s["per_row"]:
         print(f"{r['id']} {r['workload']:>15} {r['gpu']:>10} {r['precision']:>5} x{r['gpus']:<4} "

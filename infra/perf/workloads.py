@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from gpufleet import yamlsrc
 from gpufleet.errors import InputError, NotFound, SpecError
+from gpufleet.paths import user_workloads_path
 
 FAMILIES = ("cnn", "transformer", "llm")
 _UNITS = {"cnn": "img", "transformer": "seq", "llm": "tok"}
@@ -110,15 +112,7 @@ def _builtin() -> dict[str, Workload]:
     return {k: _from_dict(k, v, "gpufleet/perf/data/workloads.yaml") for k, v in raw.items()}
 
 
-def user_file_default() -> Path:
-    from gpufleet.paths import config_path
-
-    return config_path().parent / "workloads.yaml"
-
-
 def load_user(path: str | Path) -> dict[str, Workload]:
-    from gpufleet import yamlsrc
-
     located = yamlsrc.load_file(path)
     if not isinstance(located.data, dict):
         raise SpecError(str(path), 1, "", "expected a mapping of workload name -> fields")
@@ -135,7 +129,7 @@ def load_user(path: str | Path) -> dict[str, Workload]:
 
 def library(user_file: str | Path | None = None) -> dict[str, Workload]:
     lib = dict(_builtin())
-    path = Path(user_file) if user_file else user_file_default()
+    path = Path(user_file) if user_file else user_workloads_path()
     if user_file or path.exists():
         if not path.exists():
             raise InputError(f"workload file {path} not found")

@@ -78,7 +78,7 @@ def populate() -> set[str]:
     import boto3
 
     sys.path.insert(0, str(ROOT / "infra"))
-    from gpufleet.lifecycle.registry import Registry
+    from gpufleet.state.registry import Registry
 
     reg = Registry()
     expect: set[str] = set()

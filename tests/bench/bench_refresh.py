@@ -14,8 +14,8 @@ provider can be reached from here, so nothing was recorded from a live API; see 
 
 Each provider's figures: parsing (bytes -> rows, with the same functions and SDK model
 classes the fetchers use: json for the SKU pages, google-cloud-compute's models for the
-machine types, botocore's EC2 parser for spot history), then the checks; then the merge of all three: the atomic write of the store,
-reading it back, and building every offer of the catalog from it.
+machine types, botocore's EC2 parser for spot history), then the checks; then the merge of all
+three: the atomic write of the store, reading it back, and building every offer of the catalog from it.
 
 Run: python tests/bench/bench_refresh.py [SCALE]  (default 15; the unit tests run it at 1)
 """
@@ -97,7 +97,7 @@ def payloads(cat, scale: int = 15) -> dict:
 def parse_gcp(cat, raw):
     from google.cloud import compute_v1
 
-    from gpufleet.catalog.fetch import gcp
+    from gpufleet.clouds.gcp import prices as gcp
 
     skus = (s for page in raw["sku_pages"] for s in json.loads(page)["skus"])
     mts = gcp.machines(compute_v1.MachineTypeAggregatedList.from_json(raw["machine_types"],
@@ -108,7 +108,8 @@ def parse_gcp(cat, raw):
 
 
 def parse_azure(cat, raw):
-    from gpufleet.catalog.fetch import Fetched, azure
+    from gpufleet.catalog.fetched import Fetched
+    from gpufleet.clouds.azure import prices as azure
 
     sizes = sorted(n for (p, n) in cat.instances if p == "azure")
     items = [x for page in raw["pages"] for x in json.loads(page)["Items"]]
@@ -122,7 +123,8 @@ def parse_aws(cat, raw):
     import botocore.session
     from botocore.parsers import create_parser
 
-    from gpufleet.catalog.fetch import Fetched, aws
+    from gpufleet.catalog.fetched import Fetched
+    from gpufleet.clouds.aws import prices as aws
 
     wanted = set(cat.regions["aws"])
     rows = [r for page in raw["pages"] for r in aws.on_demand(json.loads(page)["PriceList"], wanted, AT)]
@@ -155,7 +157,8 @@ def _billing_client_parse(pages) -> None:
 
 def main(scale: int = 15) -> int:
     from gpufleet import catalog
-    from gpufleet.catalog import refresh
+    from gpufleet.catalog import store
+    from gpufleet.fleet import refresh
 
     cat = catalog.load(use_config=False)
     t0 = time.perf_counter()
@@ -182,8 +185,8 @@ def main(scale: int = 15) -> int:
         got = fn(cat, raw[p])
         parse_s = time.perf_counter() - t
         t = time.perf_counter()
-        problems = refresh.check(p, got.prices, 0, cat, got.facts)
-        refresh.differences(p, got.facts, cat)
+        problems = store.check(p, got.prices, 0, cat, got.facts)
+        store.differences(p, got.facts, cat)
         check_s = time.perf_counter() - t
         total += parse_s + check_s
         fetched[p] = got
@@ -194,10 +197,11 @@ def main(scale: int = 15) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "prices.json"
         t = time.perf_counter()
-        res = refresh.refresh(cat, list(fetched), path=path, fetchers={p: (lambda c, progress, g=g: g) for p, g in fetched.items()})
-        store = refresh.read_store(path)
+        res = refresh.refresh(cat, list(fetched), path=path,
+                              fetchers={p: (lambda c, progress, g=g: g) for p, g in fetched.items()})
+        stored = store.read_store(path)
         merged = catalog.load(use_config=False)
-        refresh.apply(merged, store)
+        catalog.use_refreshed(merged, stored)
         offers = merged.offers()
         merge_s = time.perf_counter() - t
         size = path.stat().st_size

@@ -159,7 +159,7 @@ class Extras:
                                "message": f"The request failed because the specified resource does not exist: {code}"})
             start("400 Bad Request", [("Content-Type", "application/x-amz-json-1.1")])
             return [body.encode()]
-        from gpufleet.lifecycle.aws import VCPU_QUOTAS
+        from gpufleet.clouds.aws.api import VCPU_QUOTAS
 
         name = next((n for c, n in VCPU_QUOTAS.values() if c == code), code)
         quota = {"ServiceCode": "ec2", "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)",

@@ -43,7 +43,7 @@ def gcp_world(fake, cat, *, scale: int = 1, not_offered: dict[str, set[str]] | N
     not_offered = not_offered or {"a3-highgpu-8g": {"asia-east1", "us-west1"}}
     regions = sorted(cat.regions["gcp"])
     gpus_used = set()
-    for (p, name), it in sorted(cat.instances.items()):
+    for (p, _), it in sorted(cat.instances.items()):
         if p != "gcp":
             continue
         base = it.base_machine
@@ -91,7 +91,8 @@ def gcp_skus(regions: list[str], *, scale: int = 1) -> list[dict]:
                 out.append(sku(f"{prefix if usage.startswith('Commit') else ''}{g}", region, usd * f * k, usage=usage))
         out += [sku(f"Storage PD Capacity in {region}", region, 0.04, unit="GiBy.mo", group="PDStandard"),
                 sku(f"SSD backed Local Storage in {region}", region, 0.08, unit="GiBy.mo", group="LocalSSD"),
-                sku(f"Network Internet Egress from {region} to Americas", region, 0.12, unit="GiBy", group="PremiumInternetEgress")]
+                sku(f"Network Internet Egress from {region} to Americas", region, 0.12, unit="GiBy",
+                    group="PremiumInternetEgress")]
     return out
 
 

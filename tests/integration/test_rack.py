@@ -66,7 +66,7 @@ def by_host(doc) -> dict:
 
 
 def registry_hosts(rack) -> dict:
-    from gpufleet.lifecycle.registry import Registry
+    from gpufleet.state.registry import Registry
 
     return Registry(rack["data"] / "gpufleet" / "registry.db").hosts(CLUSTER)
 
@@ -173,7 +173,7 @@ def test_down_drains_every_host_and_cleans_only_when_asked(rack):
 def test_rack_hosts_as_pulumi_dynamic_resources(rack):
     """A mixed stack's rack hosts go through the same gather/drain code inside Pulumi's dynamic provider."""
     pytest.importorskip("pulumi")
-    from gpufleet.providers.rack import RackHostProvider
+    from gpufleet.clouds.baremetal.rack import RackHostProvider
 
     props = {"cluster": "dyn", "pool": "rack", "idx": 0, "address": "10.77.0.11", "port": 22, "user": "root",
              "key": str(KEY), "site": "local", "known_hosts": str(rack["data"] / "dyn_known_hosts"),

@@ -11,12 +11,15 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from conftest import ROOT
-from gpufleet import spec
-from gpufleet.engine import automation, deploy
+from gpufleet.engine import automation
 from gpufleet.engine import plan as planner
 from gpufleet.errors import CapacityError, CredentialsError, DeployError, InputError, QuotaError, ToolMissing
-from gpufleet.lifecycle.registry import Registry
+from gpufleet.fleet import down as fleet_down
+from gpufleet.fleet import stacks
+from gpufleet.fleet import up as fleet_up
+from gpufleet.state.registry import Registry
+
+from conftest import ROOT
 
 pytest.importorskip("pulumi")
 from fakes.pulumi_cli import Failure, FakePulumiCLI  # noqa: E402
@@ -35,7 +38,7 @@ def _env(tmp_path, monkeypatch, aws):
 
 @pytest.fixture
 def stack(cat):
-    return spec.load(AWS_STACK, cat)
+    return stacks.load(AWS_STACK, cat)
 
 
 @pytest.fixture
@@ -47,7 +50,7 @@ def fake(stack, cat):
 def test_up_records_nodes_and_progress_from_engine_events(stack, cat, fake, version):
     fake.version = fake.version.parse(version)
     seen = []
-    out = deploy.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake,
+    out = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake,
                           on_progress=lambda pr: seen.append(pr.done))
     n = len(out.plan.cloud_resources)
     assert out.progress.done == n and out.progress.ops == {"create": n}
@@ -66,15 +69,15 @@ def test_up_records_nodes_and_progress_from_engine_events(stack, cat, fake, vers
 
 
 def test_second_up_changes_nothing_and_keeps_the_expiry(stack, cat, fake):
-    first = deploy.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
-    again = deploy.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+    first = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+    again = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
     assert again.progress.ops == {} and again.record.expires_at == first.record.expires_at
     assert sum(1 for c in fake.calls if c[:2] == ["stack", "init"]) == 1
 
 
 def test_declined_confirmation_creates_nothing(stack, cat, fake):
-    with pytest.raises(deploy.Aborted):
-        deploy.bring_up(stack, cat, confirm=lambda p: False, pulumi_command=fake)
+    with pytest.raises(fleet_up.Aborted):
+        fleet_up.bring_up(stack, cat, confirm=lambda p: False, pulumi_command=fake)
     assert not any(c[0] == "up" for c in fake.calls) and Registry().get("aws-training") is None
 
 
@@ -92,7 +95,7 @@ def test_declined_confirmation_creates_nothing(stack, cat, fake):
 def test_engine_failures_become_clear_errors_and_the_cluster_stays_known(stack, cat, fake, message, error, needle):
     fake.fail_up = Failure(message, after=5)
     with pytest.raises(error) as ei:
-        deploy.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+        fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
     assert needle in ei.value.hint
     if error is CredentialsError:
         assert ei.value.provider == "aws"
@@ -101,16 +104,16 @@ def test_engine_failures_become_clear_errors_and_the_cluster_stays_known(stack, 
 
 
 def test_down_removes_the_cluster_only_after_a_successful_destroy(stack, cat, fake):
-    deploy.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+    fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
     fake.survivors_on_destroy = 1
     fake.fail_destroy = Failure("deleting EC2 Security Group (sg-0123): DependencyViolation: resource sg-0123 "
                                 "has a dependent object")
     with pytest.raises(DeployError) as ei:
-        deploy.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
+        fleet_down.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
     assert "DependencyViolation" in ei.value.message and ei.value.resources
     assert Registry().get("aws-training") is not None
     fake.survivors_on_destroy = 0
-    out = deploy.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
+    out = fleet_down.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
     assert out.progress.ops == {"delete": 1} and Registry().get("aws-training") is None and out.hosts == []
     assert "aws-training" not in fake.stacks
 
@@ -118,8 +121,8 @@ def test_down_removes_the_cluster_only_after_a_successful_destroy(stack, cat, fa
 def test_failed_up_can_be_torn_down(stack, cat, fake):
     fake.fail_up = Failure("InsufficientInstanceCapacity: none left", after=3)
     with pytest.raises(CapacityError):
-        deploy.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
-    out = deploy.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
+        fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+    out = fleet_down.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
     assert out.progress.ops == {"delete": 3}
 
 
@@ -127,7 +130,7 @@ def test_missing_cli_is_a_clear_error(stack, cat, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     with pytest.raises(ToolMissing) as ei:
-        deploy.bring_up(stack, cat, confirm=lambda p: pytest.fail("asked before checking the CLI"))
+        fleet_up.bring_up(stack, cat, confirm=lambda p: pytest.fail("asked before checking the CLI"))
     assert "get.pulumi.com" in ei.value.hint and ei.value.exit_code == 2
 
 
@@ -136,13 +139,13 @@ def test_missing_credentials_name_the_provider(cat, monkeypatch, tmp_path):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(CredentialsError) as ei:
-        deploy.bring_up(spec.load(AWS_STACK, cat), cat, confirm=lambda p: True, pulumi_command=object())
+        fleet_up.bring_up(stacks.load(AWS_STACK, cat), cat, confirm=lambda p: True, pulumi_command=object())
     assert ei.value.provider == "aws" and "aws configure" in ei.value.hint
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
     with pytest.raises(CredentialsError) as ei:
-        deploy.bring_up(spec.load(ROOT / "stacks/examples/gcp-a3.yaml", cat), cat, confirm=lambda p: True,
+        fleet_up.bring_up(stacks.load(ROOT / "stacks/examples/gcp-a3.yaml", cat), cat, confirm=lambda p: True,
                         pulumi_command=object())
     assert ei.value.provider == "gcp" and "gcloud auth application-default login" in ei.value.hint
 

@@ -3,9 +3,10 @@ paging through NextPageLink, throttling, a malformed page, and which meters coun
 
 import pytest
 
+from gpufleet.catalog.fetched import FetchError
+from gpufleet.clouds.azure import prices as fetcher
+
 from fakes.azure_prices import item
-from gpufleet.catalog.fetch import FetchError
-from gpufleet.catalog.fetch import azure as fetcher
 
 SKUS = ["Standard_ND96isr_H100_v5", "Standard_NC24ads_A100_v4"]
 

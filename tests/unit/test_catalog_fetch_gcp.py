@@ -6,11 +6,12 @@ import json
 
 import pytest
 
+from gpufleet.catalog.fetched import FetchError
+from gpufleet.clouds.gcp import prices as fetcher
+
 from conftest import cli
 from fakes.gcp import sku
 from fakes.price_lists import GCP_FAMILIES, GCP_GPUS, _factor, gcp_world
-from gpufleet.catalog.fetch import FetchError
-from gpufleet.catalog.fetch import gcp as fetcher
 
 
 @pytest.fixture

@@ -92,7 +92,7 @@ def test_offline_and_without_credentials_each_provider_says_why_and_the_embedded
         unused_port = s.getsockname()[1]
     monkeypatch.setenv("GPUFLEET_PRICES", str(tmp_path / "prices.json"))
     monkeypatch.setenv("GPUFLEET_AZURE_PRICES_ENDPOINT", f"http://127.0.0.1:{unused_port}/api/retail/prices")
-    import gpufleet.catalog.fetch.azure as az
+    import gpufleet.clouds.azure.prices as az
 
     monkeypatch.setattr(az.time, "sleep", lambda s: None)  # the retries' waits (this test only)
     r = cli("--json", "catalog", "refresh")

@@ -11,9 +11,10 @@ import inspect
 
 import pytest
 
-from conftest import EXAMPLES, ROOT
-from gpufleet import spec
 from gpufleet.engine import plan as planner
+from gpufleet.fleet import stacks
+
+from conftest import EXAMPLES, ROOT
 
 pytest.importorskip("pulumi")
 
@@ -22,7 +23,7 @@ TAG_KEYS = {"gpufleet:cluster", "gpufleet:stack", "gpufleet:pool", "gpufleet:own
 
 
 def _plan(path, cat, **kw):
-    return planner.plan(spec.load(path, cat), cat, workers=1, **kw)
+    return planner.plan(stacks.load(path, cat), cat, workers=1, **kw)
 
 
 def _by_type(p, typ):
@@ -71,7 +72,7 @@ def test_every_taggable_resource_carries_the_gpufleet_tags(plans, name):
             assert TAG_KEYS <= set(tags), (r.type, r.name, tags)
             assert tags["gpufleet:cluster"] == p.cluster and tags["gpufleet:expires-at"] == p.expires_at
         checked += 1
-    cloud = any(pool.provider != "baremetal" for pool in spec.load(ROOT / "stacks/examples" / f"{name}.yaml").pools)
+    cloud = any(pool.provider != "baremetal" for pool in stacks.load(ROOT / "stacks/examples" / f"{name}.yaml").pools)
     assert checked > 0 or not cloud
 
 
@@ -196,7 +197,8 @@ def test_azure_scale_set_infiniband_spot_lustre(plans, cat, write):
     assert aml["sku"]["name"] == "AMLFS-Durable-Premium-500" and aml["storageCapacityTiB"] == 16
     spot_path = write("keys.pub", KEY)
     spot = _plan(write("s.yaml", f"name: s\nowner: o\naccess: {{public_key: {spot_path}}}\npools:\n"
-                                 "  - {name: a, provider: azure, region: eastus, instance_type: Standard_NC4as_T4_v3, spot: true}\n"), cat)
+                                 "  - {name: a, provider: azure, region: eastus, instance_type: Standard_NC4as_T4_v3, "
+                                 "spot: true}\n"), cat)
     prof = _one(spot, "azure-native:compute:VirtualMachineScaleSet").inputs["virtualMachineProfile"]
     assert prof["priority"] == "Spot" and prof["evictionPolicy"] == "Delete" and prof["billingProfile"]["maxPrice"] == -1
 
@@ -216,7 +218,7 @@ def test_sharded_plan_registers_the_same_resources(cat, write):
         f"  - {{name: p{i}, provider: aws, region: {r}, instance_type: g5.xlarge, nodes: 120}}\n"
         for i, r in enumerate(["us-east-1", "us-east-1", "us-west-2"]))
     path = write("s.yaml", text)
-    st = spec.load(path, cat)
+    st = stacks.load(path, cat)
     one = planner.plan(st, cat, workers=1)
     two = planner.plan(st, cat, workers=2)
     assert sorted((r.type, r.name) for r in one.cloud_resources) == sorted((r.type, r.name) for r in two.cloud_resources)
@@ -229,5 +231,5 @@ def test_plan_of_an_invalid_stack_creates_nothing(cat, write):
     from gpufleet.errors import SpecErrors
 
     with pytest.raises(SpecErrors):
-        spec.load(write("s.yaml", "name: s\nowner: o\npools:\n  - {name: a, provider: azure, region: eastus, "
+        stacks.load(write("s.yaml", "name: s\nowner: o\npools:\n  - {name: a, provider: azure, region: eastus, "
                                   "instance_type: Standard_ND96asr_v4, interconnect: efa}\n"), cat)

@@ -5,10 +5,11 @@ import subprocess
 
 import pytest
 
-from gpufleet import spec
-from gpufleet.baremetal.facts import Facts
+from gpufleet.clouds.baremetal import hosts
+from gpufleet.clouds.baremetal.facts import Facts
 from gpufleet.configure import nodes, pillar, saltrun, software
 from gpufleet.errors import InputError, SpecErrors
+from gpufleet.fleet import stacks
 from tests.conftest import EXAMPLES, ROOT, gpufleet_exe
 
 RACK = ROOT / "stacks" / "examples" / "local-rack.yaml"
@@ -58,7 +59,7 @@ def test_stack_with_incompatible_software_is_refused_with_file_and_line(write, c
                              "pools:\n  - {name: p, provider: aws, region: us-east-1, instance_type: p5.48xlarge,"
                              " image: ubuntu-24.04}\n")
     with pytest.raises(SpecErrors) as e:
-        spec.load(path, cat)
+        stacks.load(path, cat)
     text = str([x.to_dict() for x in e.value.errors])
     assert "cannot run CUDA 13.0" in text and "no driver 535 for Ubuntu-24.04" in text
     assert any(x.line == 4 and x.key == "software.driver" for x in e.value.errors)
@@ -76,12 +77,12 @@ def test_unknown_formula_is_suggested(write, cat):
     path = write("s.yaml", "name: s\nowner: o\npools:\n  - name: p\n    provider: aws\n    region: us-east-1\n"
                            "    instance_type: g6e.xlarge\n    salt: {states: [node_base, nvidia_drivers]}\n")
     with pytest.raises(SpecErrors) as e:
-        spec.load(path, cat)
+        stacks.load(path, cat)
     assert "did you mean 'nvidia_driver'" in str(e.value.errors[0].hint)
 
 
 def test_pillar_of_the_local_rack(cat):
-    st = spec.load(RACK, cat)
+    st = stacks.load(RACK, cat)
     pool = st.pools[0]
     p = pillar.build(st, pool, cluster="c1", has_gpu=False)
     assert p["gpufleet"]["live"] is False  # from the pool's salt pillar, merged over the built one
@@ -103,7 +104,7 @@ def test_pillar_of_the_local_rack(cat):
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_every_example_builds_a_pillar(path, cat):
-    st = spec.load(path, cat)
+    st = stacks.load(path, cat)
     for pool in st.pools:
         gpu, count = pillar.gpu_of(pool, cat)
         p = pillar.build(st, pool, cluster="x", gpu=gpu, gpu_count=count)
@@ -134,12 +135,12 @@ def test_salt_ssh_output_parsing():
 
 
 def _report(idx, **facts):
-    t = nodes.HostTarget("rack", idx, f"10.0.0.{idx}", 22, "root", None, "s", ROOT / "kh")
-    return nodes.HostReport(t, facts=Facts(**facts))
+    t = hosts.HostTarget("rack", idx, f"10.0.0.{idx}", 22, "root", None, "s", ROOT / "kh")
+    return hosts.HostReport(t, facts=Facts(**facts))
 
 
 def test_host_os_checked_before_any_state_runs(cat):
-    st = spec.load(RACK, cat)
+    st = stacks.load(RACK, cat)
     ok = _report(0, os_id="debian", os_version="12")
     old = _report(1, os_id="ubuntu", os_version="20.04")
     with pytest.raises(InputError) as e:
@@ -168,7 +169,7 @@ def test_plan_of_a_mixed_stack_registers_the_rack_hosts(cat):
     pytest.importorskip("pulumi")
     from gpufleet.engine.plan import plan
 
-    st = spec.load(ROOT / "stacks" / "examples" / "mixed.yaml", cat)
+    st = stacks.load(ROOT / "stacks" / "examples" / "mixed.yaml", cat)
     p = plan(st, cat)
     racks = p.rack_hosts
     assert not any(r.type == "pulumi-python:dynamic:Resource" for r in p.cloud_resources)
@@ -183,25 +184,25 @@ def test_up_of_a_rack_without_salt_stops_before_anything(tmp_path):
                        stdin=subprocess.DEVNULL)
     assert r.returncode == 2, r.stderr
     assert "not an executable salt-ssh" in r.stderr and "Traceback" not in r.stderr
-    from gpufleet.lifecycle.registry import Registry
+    from gpufleet.state.registry import Registry
 
     assert Registry(tmp_path / "gpufleet" / "registry.db").list() == []
 
 
 def test_up_checks_the_racks_os_before_recording_anything(cat, monkeypatch, tmp_path):
     """Facts are gathered and checked before the cluster is recorded: a misfit leaves no trace."""
-    from gpufleet.engine import deploy
-    from gpufleet.lifecycle.registry import Registry
+    from gpufleet.fleet import up as fleet_up
+    from gpufleet.state.registry import Registry
 
-    st = spec.load(RACK, cat)
+    st = stacks.load(RACK, cat)
 
     def fake_gather(targets, **kw):
-        return {t.id: nodes.HostReport(t, facts=Facts(os_id="ubuntu", os_version="20.04")) for t in targets}
+        return {t.id: hosts.HostReport(t, facts=Facts(os_id="ubuntu", os_version="20.04")) for t in targets}
 
-    monkeypatch.setattr(nodes, "gather", fake_gather)
+    monkeypatch.setattr(hosts, "gather", fake_gather)
     reg = Registry(tmp_path / "r.db")
     asked = []
     with pytest.raises(InputError, match="Ubuntu-20.04 is not a supported OS"):
-        deploy.bring_up(st, cat, confirm=lambda p: asked.append(p) or True, registry=reg,
+        fleet_up.bring_up(st, cat, confirm=lambda p: asked.append(p) or True, registry=reg,
                         runner_factory=lambda *a, **k: pytest.fail("no Salt may run"))
     assert reg.list() == [] and asked == []

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from gpufleet.baremetal import facts
+from gpufleet.clouds.baremetal import facts
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "facts"
 

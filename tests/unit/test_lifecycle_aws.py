@@ -9,11 +9,14 @@ import json
 import boto3
 import pytest
 
-from conftest import ROOT, cli
-from gpufleet.engine import automation, deploy
+from gpufleet.engine import automation
 from gpufleet.engine import plan as planner
 from gpufleet.errors import LeftoverError, QuotaError
-from gpufleet.lifecycle.registry import Node, Registry
+from gpufleet.fleet import down as fleet_down
+from gpufleet.fleet import up as fleet_up
+from gpufleet.state.registry import Node, Registry
+
+from conftest import ROOT, cli
 
 AWS_STACK = ROOT / "stacks" / "examples" / "aws-training.yaml"
 PAST, FUTURE = "2026-01-01T00:00:00Z", "2099-01-01T00:00:00Z"
@@ -216,23 +219,23 @@ def test_status_merges_the_registry_with_what_aws_reports():
 @pytest.fixture
 def fake(cat):
     pytest.importorskip("pulumi")
+    from gpufleet.fleet import stacks
+
     from fakes.pulumi_cli import FakePulumiCLI
 
-    from gpufleet import spec
-
-    return FakePulumiCLI(planner.plan(spec.load(AWS_STACK, cat), cat, workers=1))
+    return FakePulumiCLI(planner.plan(stacks.load(AWS_STACK, cat), cat, workers=1))
 
 
 def test_down_deletes_what_the_state_missed_and_reports_what_refuses_to_die(cat, fake):
-    from gpufleet import spec
+    from gpufleet.fleet import stacks
 
-    stack = spec.load(AWS_STACK, cat)
-    deploy.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+    stack = stacks.load(AWS_STACK, cat)
+    fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
     # an earlier, interrupted `up` of the same cluster left these outside the Pulumi state;
     # one instance has termination protection on
     left = leak("aws-training", region="us-east-1", protect=True)
     with pytest.raises(LeftoverError) as ei:
-        deploy.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
+        fleet_down.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
     survivors = {r["id"] for r in ei.value.resources}
     assert left["instances"][0] in survivors and "gpufleet down aws-training" in ei.value.hint
     assert running("us-east-1", left["instances"]) == {left["instances"][0]}
@@ -244,17 +247,17 @@ def test_down_deletes_what_the_state_missed_and_reports_what_refuses_to_die(cat,
     boto3.client("ec2", region_name="us-east-1").modify_instance_attribute(
         InstanceId=left["instances"][0], DisableApiTermination={"Value": False})
     calls = len(fake.calls)
-    out = deploy.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
+    out = fleet_down.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
     assert len(fake.calls) == calls  # no Pulumi the second time: only the sweep
     assert Registry().get("aws-training") is None and running("us-east-1", left["instances"]) == set()
     assert left["instances"][0] in {o.resource.id for o in out.swept}
 
 
 def test_cli_down_exit_1_lists_the_survivors(cat, fake, monkeypatch):
-    from gpufleet import spec
+    from gpufleet.fleet import stacks
 
     monkeypatch.setattr(automation, "find_pulumi", lambda: fake)
-    deploy.bring_up(spec.load(AWS_STACK, cat), cat, confirm=lambda p: True, pulumi_command=fake)
+    fleet_up.bring_up(stacks.load(AWS_STACK, cat), cat, confirm=lambda p: True, pulumi_command=fake)
     left = leak("aws-training", region="us-east-1", protect=True)
     r = cli("down", "aws-training", "--yes")
     assert r.exit_code == 1 and left["instances"][0] in r.output and "termination protection" in r.output
@@ -285,11 +288,11 @@ def test_check_shows_who_and_the_quota_against_use(aws, cat):
 
 
 def test_up_refuses_a_short_quota_before_creating_anything(aws, cat, fake):
-    from gpufleet import spec
+    from gpufleet.fleet import stacks
 
     aws.extras.quotas[("us-east-1", "L-417A185B")] = 96.0
     with pytest.raises(QuotaError) as ei:
-        deploy.bring_up(spec.load(AWS_STACK, cat), cat, confirm=lambda p: True, pulumi_command=fake)
+        fleet_up.bring_up(stacks.load(AWS_STACK, cat), cat, confirm=lambda p: True, pulumi_command=fake)
     assert ei.value.quota == "Running On-Demand P instances" and "L-417A185B" in ei.value.hint
     assert not any(c[0] == "up" for c in fake.calls) and Registry().get("aws-training") is None
 
@@ -320,7 +323,7 @@ def test_a_dependency_that_clears_is_retried_until_it_goes(monkeypatch):
     left = leak("slow", expires=PAST)
     ec2 = boto3.client("ec2", region_name=REGION)
     other = ec2.create_subnet(VpcId=left["vpc"], CidrBlock="10.8.2.0/24")["Subnet"]["SubnetId"]
-    from gpufleet.lifecycle import inventory
+    from gpufleet.clouds import inventory
 
     real_sleep = inventory.time.sleep
     waits = []

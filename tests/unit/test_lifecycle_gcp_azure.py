@@ -7,9 +7,12 @@ import json
 
 import pytest
 
+from gpufleet.clouds.gcp import tags as gcp_tags
+from gpufleet.clouds.gcp.tags import describe
+from gpufleet.clouds.tags import Cluster
+from gpufleet.state.registry import Registry
+
 from conftest import ROOT, cli
-from gpufleet.lifecycle.registry import Registry
-from gpufleet.providers.common import Cluster, describe
 
 PAST = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 FUTURE = dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc)
@@ -37,7 +40,7 @@ def record(name):
 def gcp_leak(fake, name, expires=FUTURE, region="us-central1"):
     """An interrupted `up` of a GCP pool: labelled VM, disk and address; described network parts."""
     cl = Cluster(name, "s", "ops@example.com", expires)
-    labels, desc = cl.labels("h100"), describe(cl.tags())
+    labels, desc = gcp_tags.labels(cl.tags("h100")), describe(cl.tags())
     net = fake.add("networks", "global", f"{name}-vpc", description=desc, autoCreateSubnetworks=False)
     fake.add("firewalls", "global", f"{name}-internal", description=desc + " all traffic inside the cluster",
              network=net["selfLink"])
@@ -62,7 +65,8 @@ def gcp_leak(fake, name, expires=FUTURE, region="us-central1"):
                          fileShares=[{"name": "home", "capacityGb": "2560"}])
     fake.add_file_system("lustre", f"{region}-a", f"{name}-lustre", labels=labels, state="ACTIVE",
                          capacityGib="18000")
-    return {"file": [f"{name}-home"], "lustre": [f"{name}-lustre"], "global-addresses": [f"{name}-nat-ip"],"networks": [f"{name}-vpc"], "firewalls": [f"{name}-internal"], "subnetworks": [f"{name}-h100"],
+    return {"file": [f"{name}-home"], "lustre": [f"{name}-lustre"], "global-addresses": [f"{name}-nat-ip"],
+            "networks": [f"{name}-vpc"], "firewalls": [f"{name}-internal"], "subnetworks": [f"{name}-h100"],
             "routers": [f"{name}-router"], "resourcePolicies": [f"{name}-compact"],
             "instances": [f"{name}-h100-0", f"{name}-t4-0"], "disks": [f"{name}-scratch"], "addresses": [f"{name}-nat-ip"]}
 
@@ -233,23 +237,24 @@ def test_azure_down_sweeps_by_tag_after_pulumi(azure, cat, monkeypatch):
     scale set, NIC and VNet an interrupted earlier `up` left are found by tag and deleted
     (NIC before VNet), the empty resource group last, and only then the registry forgets it."""
     pytest.importorskip("pulumi")
+    from gpufleet.engine import plan as planner
+    from gpufleet.fleet import down as fleet_down
+    from gpufleet.fleet import stacks
+    from gpufleet.fleet import up as fleet_up
+
     from fakes.pulumi_cli import FakePulumiCLI
 
-    from gpufleet import spec
-    from gpufleet.engine import deploy
-    from gpufleet.engine import plan as planner
-
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "test-passphrase")
-    stack = spec.load(ROOT / "stacks" / "examples" / "azure-nd.yaml", cat)
+    stack = stacks.load(ROOT / "stacks" / "examples" / "azure-nd.yaml", cat)
     fake = FakePulumiCLI(planner.plan(stack, cat, workers=1))
     azure.usages["eastus"] = [
         {"name": {"value": "cores", "localizedValue": "Total Regional vCPUs"}, "currentValue": 0, "limit": 1000},
         {"name": {"value": "standardNDSH100v5Family", "localizedValue": "Standard NDSH100v5 Family vCPUs"},
          "currentValue": 0, "limit": 384}]
-    up = deploy.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+    up = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
     assert all(q.ok for q in up.quotas) and Registry().get("azure-nd").state == "up"
     rg, leaked = azure_leak(azure, "azure-nd")
-    out = deploy.tear_down("azure-nd", confirm=lambda r: True, pulumi_command=fake)
+    out = fleet_down.tear_down("azure-nd", confirm=lambda r: True, pulumi_command=fake)
     assert {o.resource.id for o in out.swept} == {x["id"] for x in leaked} | {
         f"/subscriptions/{azure.subscription}/resourceGroups/{rg}"}
     assert all(o.ok for o in out.swept) and not out.left and Registry().get("azure-nd") is None

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet import spec
 from gpufleet.configure import FORMULAS, pillar
+from gpufleet.fleet import stacks
 from tests.conftest import ROOT, salt_call
 
 SALT = ROOT / "salt"
@@ -78,7 +78,7 @@ pools:
 def _pillar(name: str, cat, tmp_path) -> dict:
     p = tmp_path / f"{name}.yaml"
     p.write_text(STACKS[name])
-    st = spec.load(p, cat)
+    st = stacks.load(p, cat)
     pool = st.pools[0]
     gpu, count = pillar.gpu_of(pool, cat)
     return pillar.build(st, pool, cluster=name, gpu=gpu, gpu_count=count, subnet_manager_host=pool.subnet_manager == "host")

@@ -2,9 +2,10 @@
 
 import pytest
 
-from conftest import EXAMPLES
-from gpufleet import spec
 from gpufleet.errors import EXIT_BAD_INPUT, SpecError, SpecErrors
+from gpufleet.fleet import stacks
+
+from conftest import EXAMPLES
 
 GOOD = """\
 name: demo
@@ -26,7 +27,7 @@ KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFake
 def _errors(write, text):
     path = write("stack.yaml", text)
     with pytest.raises((SpecError, SpecErrors)) as ei:
-        spec.load(path)
+        stacks.load(path)
     e = ei.value
     assert e.exit_code == EXIT_BAD_INPUT
     return path, (e.errors if isinstance(e, SpecErrors) else [e])
@@ -34,14 +35,14 @@ def _errors(write, text):
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_every_example_stack_is_valid(path, cat):
-    st = spec.load(path, cat)
+    st = stacks.load(path, cat)
     assert st.pools and st.total_nodes() >= 1
 
 
 def test_examples_cover_every_provider_and_a_mixed_stack():
     providers = {}
     for p in EXAMPLES:
-        st = spec.load(p)
+        st = stacks.load(p)
         providers[p.name] = {pool.provider for pool in st.pools}
     covered = set().union(*providers.values())
     assert covered == {"aws", "gcp", "azure", "baremetal"}
@@ -153,7 +154,7 @@ def test_top_level_must_be_a_mapping(write):
 
 def test_missing_file(tmp_path):
     with pytest.raises(SpecError) as ei:
-        spec.load(tmp_path / "nope.yaml")
+        stacks.load(tmp_path / "nope.yaml")
     assert "file not found" in ei.value.message
 
 
@@ -169,7 +170,7 @@ def test_azure_needs_a_public_key(write):
 
 def test_public_key_path_is_read_relative_to_the_stack(write, tmp_path):
     write("keys/me.pub", KEY + "\n")
-    st = spec.load(write("stack.yaml", GOOD.replace("pools:", "access: {public_key: keys/me.pub}\npools:")))
+    st = stacks.load(write("stack.yaml", GOOD.replace("pools:", "access: {public_key: keys/me.pub}\npools:")))
     assert st.access.public_key == KEY
 
 
@@ -215,11 +216,11 @@ def test_unknown_image_and_public_ip_with_efa(write):
 def test_a_zone_the_provider_does_not_offer_the_type_in_is_refused_after_a_refresh(write, tmp_path, monkeypatch):
     """Once `catalog refresh` has stored the zones AWS offers p4d.24xlarge in, a pool pinned to
     another zone is refused before anything is created."""
-    from gpufleet.catalog import refresh
+    from gpufleet.catalog import store as refreshed
 
     store = tmp_path / "prices.json"
     monkeypatch.setenv("GPUFLEET_PRICES", str(store))
-    refresh._write(store, {"schema": refresh.SCHEMA, "providers": {}, "prices": [
+    refreshed.write(store, {"schema": refreshed.SCHEMA, "providers": {}, "prices": [
         {"provider": "aws", "item": "p4d.24xlarge", "region": "us-east-1", "market": "ondemand", "usd_per_hour": 21.96,
          "api": "aws-price-list", "sku_id": "SKU1", "fetched_at": "2026-11-22T08:00:00Z"}], "facts": [
         {"provider": "aws", "item": "p4d.24xlarge", "api": "aws-ec2-instance-types", "fetched_at": "2026-11-22T08:00:00Z",
@@ -227,4 +228,4 @@ def test_a_zone_the_provider_does_not_offer_the_type_in_is_refused_after_a_refre
     _, errs = _errors(write, GOOD.replace("region: us-east-1", "region: us-east-1\n    zone: us-east-1a"))
     e = next(e for e in errs if e.key == "pools[0].zone")
     assert "p4d.24xlarge is not offered in us-east-1a" in e.message and "us-east-1b, us-east-1c" in e.hint
-    spec.load(write("ok.yaml", GOOD.replace("region: us-east-1", "region: us-east-1\n    zone: us-east-1c")))
+    stacks.load(write("ok.yaml", GOOD.replace("region: us-east-1", "region: us-east-1\n    zone: us-east-1c")))

@@ -6,7 +6,7 @@ import socket
 import paramiko
 import pytest
 
-from gpufleet.baremetal import ssh
+from gpufleet.clouds.baremetal import ssh
 
 
 @pytest.fixture(scope="module")

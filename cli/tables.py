@@ -1,0 +1,58 @@
+"""Tables several commands print: rack hosts, cloud resources and what happened to them."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from gpufleet.cli import output
+
+
+def render_hosts(reports, title: str) -> None:
+    """One row per host: what it is, what happened, and why not when it failed."""
+    from rich.markup import escape  # rich is imported only when something is rendered
+
+    rows, styles = [], []
+    for r in reports:
+        f = r.facts
+        what = (f"{f.os_name.split()[0] if f.os_name else f.os_id} {f.os_version}, {len(f.gpus)} GPU" if f else "-")
+        salt = "-"
+        if r.runs:
+            real = [x for x in r.runs if not x.test]
+            test = [x for x in r.runs if x.test]
+            salt = ", ".join(filter(None, [
+                f"{sum(len(x.changed) for x in real)} changed of {sum(x.states for x in real)}" if real else "",
+                f"{sum(x.states for x in test)} rehearsed" if test else ""]))
+        note = escape(r.error or "; ".join(r.warnings))  # errors quote paths and [host]:port forms
+        rows.append([r.target.id, f"{r.target.address}:{r.target.port}", r.state, what, salt, note])
+        styles.append(None if r.ok else "red")
+    output.table(title, ["host", "address", "state", "system", "salt", "notes"], rows, styles=styles)
+    for r in reports:
+        for run in r.runs:
+            for fail in run.failed:
+                output.console(stderr=True).print(f"[red]{r.target.id}[/red] {escape(fail['id'])}: "
+                                                  f"{escape(fail['comment'])}")
+
+
+def age(now, t) -> str:
+    return output.duration((now - t).total_seconds() / 3600) if t else "-"
+
+
+def render_findings(title: str, findings) -> None:
+    now = dt.datetime.now(dt.timezone.utc)
+    rows = [[f.resource.where, f.resource.kind, f.resource.id, f.resource.cluster, f.reason, f.detail,
+             age(now, f.resource.created_at),
+             output.money(f.resource.usd_per_hour) if f.resource.usd_per_hour is not None else "-"] for f in findings]
+    output.table(title, ["where", "kind", "id", "cluster", "why", "detail", "age", "$/h"], rows, justify={"$/h": "right"})
+
+
+def render_outcomes(title: str, outcomes) -> None:
+    rows = [[o.resource.where, o.resource.kind, o.resource.id, o.resource.cluster, o.status, o.message]
+            for o in outcomes]
+    output.table(title, ["where", "kind", "id", "cluster", "result", "message"], rows,
+                 styles=[None if o.ok else "red" for o in outcomes])
+
+
+def render_resources(title: str, resources: list[dict]) -> None:
+    rows = [[f"{r['provider']}/{r['zone'] or r['region']}", r["kind"], r["id"], r.get("state") or "-",
+             r.get("status") or "-", r.get("message") or ""] for r in resources]
+    output.table(title, ["where", "kind", "id", "state", "deletion", "why"], rows, styles=["red"] * len(rows))

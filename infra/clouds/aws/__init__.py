@@ -1,0 +1,60 @@
+"""AWS: everything gpufleet does that names AWS's SDKs or APIs, behind ``base.Cloud``.
+
+``rules`` (what a pool may ask of AWS), ``errors`` (how its failures read, credential hint),
+``credentials`` (boto3's chain), ``components`` (the Pulumi components) and ``program`` (a
+pool turned into their arguments), ``mocks`` (its answers under `plan`), ``api`` (inventory,
+deletion and quotas by tag) and ``prices`` (Price List and spot history). Modules that import
+boto3 or Pulumi are loaded through ``sdk``.
+"""
+
+from __future__ import annotations
+
+from gpufleet.clouds.aws import mocks, rules
+from gpufleet.clouds.aws.errors import CREDENTIAL_HINT, PATTERNS
+from gpufleet.clouds.aws.sdk import load
+
+
+class Aws:
+    name = "aws"
+    extra = "aws"
+    pulumi_package = "aws"
+    lustre_flavor = "fsx"
+    time_servers = ("169.254.169.123",)  # Amazon Time Sync Service, on every instance
+    interconnects = rules.INTERCONNECTS
+    credential_hint = CREDENTIAL_HINT
+    errors = PATTERNS
+    # what a leftover costs an hour: EBS per GB-month (us-east-1, https://aws.amazon.com/ebs/pricing/,
+    # 2025-06); a NAT gateway and a public IPv4 address per hour (us-east-1,
+    # https://aws.amazon.com/vpc/pricing/, 2025-06)
+    leftover_prices = {"disk": {"gp3": 0.08, "gp2": 0.10, "io1": 0.125, "io2": 0.125, "st1": 0.045, "sc1": 0.015,
+                                "standard": 0.05},
+                       "fixed": {"nat-gateway": 0.045, "address": 0.005}}
+
+    check_pool = staticmethod(rules.check_pool)
+    pool_fabric = staticmethod(rules.pool_fabric)
+    region_subnets = staticmethod(rules.region_subnets)
+    pool_subnets = staticmethod(rules.pool_subnets)
+
+    def credentials(self) -> str:
+        return load("credentials").check()
+
+    def program_settings(self, *, plan: bool) -> dict:
+        return {}
+
+    def program(self):
+        return load("program")
+
+    def mocks(self):
+        return mocks
+
+    def api(self):
+        return load("api").AwsApi()
+
+    def prices(self):
+        return load("prices")
+
+    def quota_hint(self, line) -> str:
+        return f"Service Quotas console, EC2 quota {line.code} in {line.region}"
+
+
+PROVIDER = Aws()

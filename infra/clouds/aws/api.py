@@ -1,0 +1,412 @@
+"""AWS through boto3: who the credentials are, resources by tag, deletion, vCPU quotas.
+
+boto3 honours ``AWS_ENDPOINT_URL`` (and per-service ``AWS_ENDPOINT_URL_<SERVICE>``), which
+is how the tests point it at moto's server. Loaded through ``aws.sdk`` by the lifecycle commands.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
+from gpufleet.clouds.base import QuotaLine
+from gpufleet.clouds.resources import Resource, delete_each, pick_regions
+from gpufleet.clouds.tags import TAG_PREFIX, gpufleet_tags
+from gpufleet.errors import CredentialsError, GpufleetError
+
+DEFAULT_REGION = "us-east-1"
+
+# Error codes that mean "already gone", and those worth retrying (still in use, a dependency
+# going away, throttled). Anything else is a refusal: retrying will not help.
+GONE_CODES = ("NotFound", "NotFoundException", ".Unknown", "FileSystemNotFound", "NatGatewayNotFound")
+RETRY_CODES = {"DependencyViolation", "InvalidNetworkInterface.InUse", "VolumeInUse", "IncorrectState",
+               "IncorrectInstanceState", "InvalidIPAddress.InUse", "InvalidPlacementGroup.InUse",
+               "ResourceInUse", "InvalidGroup.InUse", "RequestLimitExceeded", "Throttling", "ThrottlingException",
+               "ServiceUnavailable", "Unavailable", "InternalError", "InternalFailure", "BadRequest"}
+
+# The EC2 vCPU quotas per instance class, on-demand and spot (Service Quotas, service code
+# "ec2"). https://docs.aws.amazon.com/ec2/latest/instancetypes/ec2-instance-quotas.html
+# and the Service Quotas console (2025-06).
+VCPU_QUOTAS = {
+    ("P", "ondemand"): ("L-417A185B", "Running On-Demand P instances"),
+    ("G", "ondemand"): ("L-DB2E81BA", "Running On-Demand G and VT instances"),
+    ("Trn", "ondemand"): ("L-2C3B7624", "Running On-Demand Trn instances"),
+    ("Inf", "ondemand"): ("L-1945791B", "Running On-Demand Inf instances"),
+    ("DL", "ondemand"): ("L-6E869C2A", "Running On-Demand DL instances"),
+    ("Standard", "ondemand"): ("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"),
+    ("P", "spot"): ("L-7212CCBC", "All P Spot Instance Requests"),
+    ("G", "spot"): ("L-3819A6DF", "All G and VT Spot Instance Requests"),
+    ("Trn", "spot"): ("L-6B0D517C", "All Trn Spot Instance Requests"),
+    ("Inf", "spot"): ("L-B5D1601B", "All Inf Spot Instance Requests"),
+    ("DL", "spot"): ("L-85EED4F7", "All DL Spot Instance Requests"),
+    ("Standard", "spot"): ("L-34B43A08", "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests"),
+}
+
+
+def instance_class(instance_type: str) -> str:
+    """The quota class of an instance type: p5.48xlarge -> P, g6e.xlarge -> G, trn1... -> Trn."""
+    family = instance_type.split(".", 1)[0].lower()
+    for prefix, cls in (("trn", "Trn"), ("inf", "Inf"), ("dl", "DL"), ("vt", "G"), ("p", "P"), ("g", "G")):
+        if family.startswith(prefix) and (len(family) > len(prefix) and family[len(prefix)].isdigit()):
+            return cls
+    return "Standard"
+
+
+def _code(err) -> str:
+    return err.response.get("Error", {}).get("Code", "") if hasattr(err, "response") else ""
+
+
+def classify(err) -> tuple[str, str]:
+    """A botocore error as (gone | retry | failed, message); no answer at all is worth a retry."""
+    if isinstance(err, BotoCoreError):
+        return "retry", str(err)
+    code = _code(err)
+    msg = err.response.get("Error", {}).get("Message", "") if hasattr(err, "response") else str(err)
+    text = f"{code}: {msg}" if code else str(err)
+    if code.endswith(GONE_CODES):
+        return "gone", text
+    if code in RETRY_CODES:
+        return "retry", text
+    return "failed", text
+
+
+class AwsApi:
+    """``base.CloudApi`` for AWS."""
+
+    provider = "aws"
+
+    def __init__(self, session=None, *, workers: int = 8):
+        self.session = session or boto3.session.Session()
+        self.config = Config(retries={"mode": "standard", "max_attempts": 6}, max_pool_connections=max(10, workers * 2),
+                             connect_timeout=10, read_timeout=60)
+        self.workers = workers
+        self._clients: dict = {}
+        self._lock = threading.Lock()
+
+    def client(self, service: str, region: str):
+        key = (service, region)
+        with self._lock:  # creating clients from one session is not thread-safe
+            if key not in self._clients:
+                self._clients[key] = self.session.client(service, region_name=region, config=self.config)
+            return self._clients[key]
+
+    @property
+    def home_region(self) -> str:
+        return self.session.region_name or DEFAULT_REGION
+
+    # --- who -------------------------------------------------------------------------------
+    def identity(self) -> dict:
+        """The account and principal of the credentials (STS GetCallerIdentity)."""
+        creds = self.session.get_credentials()
+        if creds is None:
+            raise CredentialsError("aws", "aws: no credentials found (environment, ~/.aws, SSO or instance role)",
+                                   CREDENTIAL_HINT)
+        try:
+            me = self.client("sts", self.home_region).get_caller_identity()
+        except NoCredentialsError:
+            raise CredentialsError("aws", "aws: no credentials found", CREDENTIAL_HINT) from None
+        except (ClientError, BotoCoreError) as e:
+            raise CredentialsError("aws", f"aws: the credentials were refused ({classify(e)[1]})",
+                                   CREDENTIAL_HINT) from None
+        return {"account": me["Account"], "principal": me["Arn"], "source": creds.method}
+
+    def regions(self, wanted: list[str] | None = None) -> list[str]:
+        """The account's enabled regions, or ``wanted`` after checking each exists."""
+        try:
+            resp = self.client("ec2", self.home_region).describe_regions(AllRegions=False)
+        except (ClientError, BotoCoreError) as e:
+            raise GpufleetError(f"aws: cannot list the regions ({classify(e)[1]})") from None
+        names = [r["RegionName"] for r in resp["Regions"]]
+        return pick_regions("aws", names, wanted, f"enabled regions: {', '.join(sorted(names))}",
+                            " (or it is not enabled for this account)")
+
+    # --- inventory -------------------------------------------------------------------------
+    def inventory(self, regions: list[str], cluster: str | None = None, on_region=None):
+        """Every resource tagged ``gpufleet:cluster`` (= ``cluster`` when given) in ``regions``,
+        the regions side by side: (resources, {"aws/<region>": problem} for what could not be read)."""
+        out: list[Resource] = []
+        problems: dict[str, str] = {}
+        with ThreadPoolExecutor(max_workers=min(self.workers, max(1, len(regions)))) as pool:
+            for region, found, trouble in pool.map(lambda r: (r, *self._region(r, cluster)), regions):
+                out += found
+                problems.update(trouble)
+                if on_region:
+                    on_region(f"aws/{region}")
+        return out, problems
+
+    def _region(self, region: str, cluster: str | None) -> tuple[list[Resource], dict[str, str]]:
+        """One region, kind by kind; a kind that cannot be listed is a problem, the others still count."""
+        f = ([{"Name": f"tag:{TAG_PREFIX}cluster", "Values": [cluster]}] if cluster
+             else [{"Name": "tag-key", "Values": [f"{TAG_PREFIX}cluster"]}])
+        out: list[Resource] = []
+        problems: dict[str, str] = {}
+        for kind, lister in LISTERS.items():
+            try:
+                for rid, tags, kw in lister(self, region, f, cluster):
+                    t = {x["Key"]: x["Value"] for x in tags or []}
+                    kw.setdefault("name", t.get("Name", ""))
+                    out.append(Resource("aws", region, kind, rid, gpufleet_tags(t), **kw))
+            except (ClientError, BotoCoreError) as e:
+                problems[f"aws/{region} {kind}s"] = classify(e)[1]
+        return out, problems
+
+    # --- deletion --------------------------------------------------------------------------
+    def delete(self, region: str, kind: str, resources: list[Resource]) -> dict[str, tuple[str, str]]:
+        """Ask AWS to delete resources of one kind in one region: {id: (deleted|gone|retry|failed, message)}."""
+        ec2 = self.client("ec2", region)
+        out: dict[str, tuple[str, str]] = {}
+        if kind == "instance":
+            ids = [r.id for r in resources]
+            for i in range(0, len(ids), 500):
+                batch = ids[i:i + 500]
+                try:
+                    ec2.terminate_instances(InstanceIds=batch)
+                    out.update({x: ("deleted", "terminating") for x in batch})
+                except ClientError:  # one refusal fails the whole call: find which, one by one
+                    out.update(delete_each([r for r in resources if r.id in batch],
+                                           lambda r: ec2.terminate_instances(InstanceIds=[r.id]) and None, classify))
+            for x, (status, msg) in out.items():
+                if status == "failed" and "OperationNotPermitted" in msg:
+                    out[x] = (status, msg + " (termination protection is on: aws ec2 modify-instance-attribute "
+                                            f"--region {region} --instance-id {x} --no-disable-api-termination)")
+            return out
+        return delete_each(resources, lambda r: self._delete_one(ec2, region, r), classify)
+
+    def _delete_one(self, ec2, region: str, r: Resource) -> None:
+        k = r.kind
+        if k == "volume":
+            ec2.delete_volume(VolumeId=r.id)
+        elif k == "network-interface":
+            if r.ref.get("attachment"):
+                try:
+                    ec2.detach_network_interface(AttachmentId=r.ref["attachment"], Force=True)
+                except ClientError as e:
+                    if classify(e)[0] != "gone":
+                        raise
+            ec2.delete_network_interface(NetworkInterfaceId=r.id)
+        elif k == "security-group":
+            ec2.delete_security_group(GroupId=r.id)
+        elif k == "placement-group":
+            ec2.delete_placement_group(GroupName=r.ref["name"])
+        elif k == "address":
+            if r.ref.get("association"):
+                ec2.disassociate_address(AssociationId=r.ref["association"])
+            ec2.release_address(AllocationId=r.id)
+        elif k == "nat-gateway":
+            ec2.delete_nat_gateway(NatGatewayId=r.id)
+        elif k == "launch-template":
+            ec2.delete_launch_template(LaunchTemplateId=r.id)
+        elif k == "key-pair":
+            ec2.delete_key_pair(KeyPairId=r.id) if r.id.startswith("key-") else ec2.delete_key_pair(KeyName=r.name)
+        elif k == "subnet":
+            ec2.delete_subnet(SubnetId=r.id)
+        elif k == "route-table":
+            for a in r.ref.get("associations", []):
+                ec2.disassociate_route_table(AssociationId=a)
+            ec2.delete_route_table(RouteTableId=r.id)
+        elif k == "internet-gateway":
+            for vpc in r.ref.get("vpcs", []):
+                ec2.detach_internet_gateway(InternetGatewayId=r.id, VpcId=vpc)
+            ec2.delete_internet_gateway(InternetGatewayId=r.id)
+        elif k == "network":
+            ec2.delete_vpc(VpcId=r.id)
+        elif k == "file-system":
+            self.client("fsx", region).delete_file_system(FileSystemId=r.id)
+        else:
+            raise ValueError(f"aws: cannot delete a {k}")
+
+    def still_there(self, region: str, kind: str, resources: list[Resource]) -> dict[str, str]:
+        """Of resources whose deletion was accepted, those not gone yet: {id: state}."""
+        ids = [r.id for r in resources]
+        if kind == "instance":
+            left = {}
+            ec2 = self.client("ec2", region)
+            for i in range(0, len(ids), 500):
+                try:
+                    resp = ec2.describe_instances(InstanceIds=ids[i:i + 500])
+                except ClientError as e:
+                    if classify(e)[0] == "gone":
+                        continue
+                    raise
+                for rv in resp["Reservations"]:
+                    for x in rv["Instances"]:
+                        if x["State"]["Name"] != "terminated":
+                            left[x["InstanceId"]] = x["State"]["Name"]
+            return left
+        if kind == "nat-gateway":
+            resp = self.client("ec2", region).describe_nat_gateways(NatGatewayIds=ids)
+            return {n["NatGatewayId"]: n["State"] for n in resp["NatGateways"] if n["State"] != "deleted"}
+        if kind == "file-system":
+            left = {}
+            for x in ids:
+                try:
+                    fs = self.client("fsx", region).describe_file_systems(FileSystemIds=[x])["FileSystems"]
+                except ClientError as e:
+                    if classify(e)[0] == "gone":
+                        continue
+                    raise
+                if fs:
+                    left[x] = fs[0].get("Lifecycle", "present")
+            return left
+        return {}  # the other deletions are synchronous
+
+    # --- quotas ----------------------------------------------------------------------------
+    def quotas(self, region: str, needs) -> list:
+        """One line per EC2 vCPU quota the needs touch: limit (Service Quotas) and vCPUs in use."""
+        groups: dict[tuple[str, str], list] = {}
+        for n in needs:
+            groups.setdefault((instance_class(n.instance.name), "spot" if n.spot else "ondemand"), []).append(n)
+        lines = []
+        for (cls, market), ns in groups.items():
+            code, name = VCPU_QUOTAS[(cls, market)]
+            line = QuotaLine("aws", region, name, code, "vCPUs", float(sum(n.instance.vcpus * n.nodes for n in ns)),
+                             None, None, [n.pool for n in ns])
+            try:
+                line.code, line.quota, line.limit = self.vcpu_quota(region, cls, market)
+                line.used = self.vcpus_in_use(region, cls, market)
+            except (ClientError, BotoCoreError) as e:
+                line.note = f"could not be read: {classify(e)[1]}"
+            lines.append(line)
+        return lines
+
+    def vcpu_quota(self, region: str, cls: str, market: str) -> tuple[str, str, float]:
+        """(code, name, value) of the EC2 vCPU quota for an instance class and market."""
+        code, name = VCPU_QUOTAS[(cls, market)]
+        sq = self.client("service-quotas", region)
+        try:
+            q = sq.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]
+        except Exception as e:  # noqa: BLE001 - NoSuchResource: the account has no override; ask for the default
+            if _code(e) != "NoSuchResourceException":
+                raise
+            q = sq.get_aws_default_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]
+        return code, q.get("QuotaName", name), float(q["Value"])
+
+    def vcpus_in_use(self, region: str, cls: str, market: str) -> float:
+        """vCPUs of the running and pending instances of a class and market in a region."""
+        ec2 = self.client("ec2", region)
+        total, unknown = 0, {}
+        for page in ec2.get_paginator("describe_instances").paginate(
+                Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]):
+            for rv in page["Reservations"]:
+                for i in rv["Instances"]:
+                    if instance_class(i["InstanceType"]) != cls or (i.get("InstanceLifecycle") == "spot") != (market == "spot"):
+                        continue
+                    cpu = i.get("CpuOptions") or {}
+                    if cpu.get("CoreCount"):
+                        total += cpu["CoreCount"] * cpu.get("ThreadsPerCore", 1)
+                    else:
+                        unknown[i["InstanceType"]] = unknown.get(i["InstanceType"], 0) + 1
+        if unknown:
+            resp = ec2.describe_instance_types(InstanceTypes=list(unknown))
+            per = {t["InstanceType"]: t["VCpuInfo"]["DefaultVCpus"] for t in resp["InstanceTypes"]}
+            total += sum(per.get(t, 0) * n for t, n in unknown.items())
+        return float(total)
+
+
+# --- listing, one function per kind: yields (id, tags, Resource fields) -----------------------
+
+def _pages(client, op: str, key: str, **kw):
+    for page in client.get_paginator(op).paginate(**kw):
+        yield from page.get(key, [])
+
+
+def _instances(aws: AwsApi, region, f, cluster):
+    live = ["pending", "running", "shutting-down", "stopping", "stopped"]
+    for rv in _pages(aws.client("ec2", region), "describe_instances", "Reservations",
+                     Filters=f + [{"Name": "instance-state-name", "Values": live}], PaginationConfig={"PageSize": 1000}):
+        for i in rv["Instances"]:
+            yield i["InstanceId"], i.get("Tags"), dict(
+                zone=i.get("Placement", {}).get("AvailabilityZone"), state=i["State"]["Name"], machine=i["InstanceType"],
+                created_at=i.get("LaunchTime"), spot=i.get("InstanceLifecycle") == "spot")
+
+
+def _volumes(aws: AwsApi, region, f, cluster):
+    for v in _pages(aws.client("ec2", region), "describe_volumes", "Volumes", Filters=f):
+        if v["State"] not in ("deleting", "deleted"):
+            yield v["VolumeId"], v.get("Tags"), dict(
+                zone=v.get("AvailabilityZone"), state=v["State"], size_gb=v.get("Size"), disk_type=v.get("VolumeType"),
+                created_at=v.get("CreateTime"))
+
+
+def _interfaces(aws: AwsApi, region, f, cluster):
+    for n in _pages(aws.client("ec2", region), "describe_network_interfaces", "NetworkInterfaces", Filters=f):
+        yield n["NetworkInterfaceId"], n.get("TagSet"), dict(
+            zone=n.get("AvailabilityZone"), state=n.get("Status"),
+            ref={"attachment": (n.get("Attachment") or {}).get("AttachmentId")})
+
+
+def _security_groups(aws: AwsApi, region, f, cluster):
+    for g in _pages(aws.client("ec2", region), "describe_security_groups", "SecurityGroups", Filters=f):
+        yield g["GroupId"], g.get("Tags"), dict(name=g.get("GroupName", ""))
+
+
+def _placement_groups(aws: AwsApi, region, f, cluster):
+    for g in aws.client("ec2", region).describe_placement_groups(Filters=f).get("PlacementGroups", []):
+        yield g.get("GroupId") or g["GroupName"], g.get("Tags"), dict(name=g["GroupName"], state=g.get("State"),
+                                                                      ref={"name": g["GroupName"]})
+
+
+def _addresses(aws: AwsApi, region, f, cluster):
+    for a in aws.client("ec2", region).describe_addresses(Filters=f).get("Addresses", []):
+        yield a["AllocationId"], a.get("Tags"), dict(name=a.get("PublicIp", ""), ref={"association": a.get("AssociationId")})
+
+
+def _nat_gateways(aws: AwsApi, region, f, cluster):
+    for n in _pages(aws.client("ec2", region), "describe_nat_gateways", "NatGateways", Filter=f):
+        if n["State"] not in ("deleted", "deleting"):
+            yield n["NatGatewayId"], n.get("Tags"), dict(state=n["State"], created_at=n.get("CreateTime"))
+
+
+def _launch_templates(aws: AwsApi, region, f, cluster):
+    for lt in _pages(aws.client("ec2", region), "describe_launch_templates", "LaunchTemplates", Filters=f):
+        yield lt["LaunchTemplateId"], lt.get("Tags"), dict(name=lt.get("LaunchTemplateName", ""),
+                                                           created_at=lt.get("CreateTime"))
+
+
+def _key_pairs(aws: AwsApi, region, f, cluster):
+    for k in aws.client("ec2", region).describe_key_pairs(Filters=f).get("KeyPairs", []):
+        yield k.get("KeyPairId") or k["KeyName"], k.get("Tags"), dict(name=k["KeyName"], created_at=k.get("CreateTime"))
+
+
+def _subnets(aws: AwsApi, region, f, cluster):
+    for sn in _pages(aws.client("ec2", region), "describe_subnets", "Subnets", Filters=f):
+        yield sn["SubnetId"], sn.get("Tags"), dict(zone=sn.get("AvailabilityZone"), state=sn.get("State"))
+
+
+def _route_tables(aws: AwsApi, region, f, cluster):
+    for rt in _pages(aws.client("ec2", region), "describe_route_tables", "RouteTables", Filters=f):
+        assoc = rt.get("Associations", [])
+        if not any(a.get("Main") for a in assoc):  # a VPC's main table goes with the VPC
+            yield rt["RouteTableId"], rt.get("Tags"), dict(ref={"associations": [a["RouteTableAssociationId"]
+                                                                                 for a in assoc]})
+
+
+def _internet_gateways(aws: AwsApi, region, f, cluster):
+    for g in _pages(aws.client("ec2", region), "describe_internet_gateways", "InternetGateways", Filters=f):
+        yield g["InternetGatewayId"], g.get("Tags"), dict(ref={"vpcs": [a["VpcId"] for a in g.get("Attachments", [])]})
+
+
+def _vpcs(aws: AwsApi, region, f, cluster):
+    for v in _pages(aws.client("ec2", region), "describe_vpcs", "Vpcs", Filters=f):
+        yield v["VpcId"], v.get("Tags"), dict(state=v.get("State"))
+
+
+def _file_systems(aws: AwsApi, region, f, cluster):
+    for fs in _pages(aws.client("fsx", region), "describe_file_systems", "FileSystems"):  # FSx filters no tags
+        t = {x["Key"]: x["Value"] for x in fs.get("Tags", [])}
+        if t.get(TAG_PREFIX + "cluster") and (not cluster or t[TAG_PREFIX + "cluster"] == cluster) \
+                and fs.get("Lifecycle") != "DELETING":
+            yield fs["FileSystemId"], fs.get("Tags"), dict(state=fs.get("Lifecycle"), size_gb=fs.get("StorageCapacity"),
+                                                           created_at=fs.get("CreationTime"))
+
+
+LISTERS = {"instance": _instances, "volume": _volumes, "network-interface": _interfaces,
+           "security-group": _security_groups, "placement-group": _placement_groups, "address": _addresses,
+           "nat-gateway": _nat_gateways, "launch-template": _launch_templates, "key-pair": _key_pairs,
+           "subnet": _subnets, "route-table": _route_tables, "internet-gateway": _internet_gateways,
+           "network": _vpcs, "file-system": _file_systems}

@@ -1,0 +1,271 @@
+"""AWS GPU node pools as Pulumi components (pulumi-aws).
+
+``ClusterNetwork`` is the per-region bootstrap (VPC, subnets, NAT, the cluster security
+group, the key pair); ``GpuNodePool`` is one pool (placement group, instance profile,
+launch template with EFA interfaces, instances, optional FSx for Lustre). Loaded through
+``aws.sdk`` by ``aws.program`` when a stack has AWS pools.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+from gpufleet.clouds.pools import StorageArgs, first_zone, resource_name
+
+
+def fsx_capacity_gib(capacity_tib: float | None) -> int:
+    """Round a requested capacity up to what PERSISTENT_2 accepts (1200 GiB or n x 2400 GiB).
+
+    https://docs.aws.amazon.com/fsx/latest/LustreGuide/managing-storage-capacity.html
+    """
+    gib = (capacity_tib or 1.2) * 1024
+    if gib <= 1200:
+        return 1200
+    return int(math.ceil(gib / 2400) * 2400)
+
+
+def network_interfaces(efa: int, subnet_id, sg_id, public_ip: bool) -> list[dict]:
+    """Launch-template interfaces: an ENA primary and ``efa`` EFA-only devices, one per card.
+
+    AWS's recommended layout for instances with several network cards: the primary ENA
+    interface at card 0 / device 0, an EFA-only interface at card 0 / device 1, and an
+    EFA-only interface at device 0 of every further card (p4d: 4 cards, p5: 32).
+    https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html
+    """
+    primary = {"network_card_index": 0, "device_index": 0, "subnet_id": subnet_id,
+               "security_groups": [sg_id], "delete_on_termination": "true",
+               "associate_public_ip_address": "true" if public_ip else "false"}
+    out = [primary]
+    for card in range(efa):
+        out.append({"network_card_index": card, "device_index": 1 if card == 0 else 0,
+                    "interface_type": "efa-only", "subnet_id": subnet_id,
+                    "security_groups": [sg_id], "delete_on_termination": "true"})
+    return out
+
+
+def lustre_user_data(dns_name: str, mount_name: str, mount_point: str) -> str:
+    """cloud-init shell script: install the FSx Lustre client (Ubuntu) and mount at boot.
+
+    Follows the FSx for Lustre guide's Ubuntu steps (signed repository key, then
+    lustre-client-modules for the running kernel) and mounts with ``relatime,flock``.
+    """
+    return "\n".join([
+        "#!/bin/bash",
+        "set -euo pipefail",
+        "if command -v apt-get >/dev/null; then",
+        "  install -d /usr/share/keyrings",
+        "  curl -fsSL https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc"
+        " | gpg --dearmor -o /usr/share/keyrings/fsx-ubuntu-public-key.gpg",
+        '  echo "deb [signed-by=/usr/share/keyrings/fsx-ubuntu-public-key.gpg]'
+        ' https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu $(. /etc/os-release; echo $VERSION_CODENAME) main"'
+        " > /etc/apt/sources.list.d/fsxlustreclientrepo.list",
+        "  apt-get update && apt-get install -y lustre-client-modules-$(uname -r)",
+        "else",
+        "  dnf install -y lustre-client",
+        "fi",
+        f"mkdir -p {mount_point}",
+        f'echo "{dns_name}@tcp:/{mount_name} {mount_point} lustre defaults,relatime,flock,_netdev,x-systemd.automount 0 0"'
+        " >> /etc/fstab",
+        f"mount {mount_point}",
+        "",
+    ])
+
+
+@dataclass
+class NetworkArgs:
+    cluster: str
+    region: str
+    cidr: str  # the VPC block
+    public_cidr: str  # subnet for the NAT gateway (and nodes with public IPs)
+    nat_zone: pulumi.Input[str]
+    ssh_cidrs: list[str]
+    public_key: str | None
+    tags: dict[str, str]
+    existing_vpc: str | None = None
+
+
+class ClusterNetwork(pulumi.ComponentResource):
+    """VPC, public subnet with NAT for egress, route tables, the cluster security group, key pair."""
+
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpufleet:aws:ClusterNetwork", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        t = args.tags
+        if args.existing_vpc:
+            self.vpc_id = pulumi.Output.from_input(args.existing_vpc)
+            self.private_route_table_id = None
+            self.public_route_table_id = None
+        else:
+            vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=args.cidr, enable_dns_support=True,
+                              enable_dns_hostnames=True, tags={**t, "Name": f"{args.cluster}-{args.region}"}, opts=child)
+            self.vpc_id = vpc.id
+            igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=t, opts=child)
+            public = aws.ec2.Subnet(f"{name}-public", vpc_id=vpc.id, cidr_block=args.public_cidr,
+                                    availability_zone=args.nat_zone, map_public_ip_on_launch=False,
+                                    tags={**t, "Name": f"{args.cluster}-public"}, opts=child)
+            public_rt = aws.ec2.RouteTable(f"{name}-public-rt", vpc_id=vpc.id,
+                                           routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": igw.id}], tags=t, opts=child)
+            aws.ec2.RouteTableAssociation(f"{name}-public-rta", subnet_id=public.id, route_table_id=public_rt.id, opts=child)
+            eip = aws.ec2.Eip(f"{name}-nat-ip", domain="vpc", tags=t, opts=child)
+            nat = aws.ec2.NatGateway(f"{name}-nat", allocation_id=eip.id, subnet_id=public.id, tags=t,
+                                     opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]))
+            private_rt = aws.ec2.RouteTable(f"{name}-private-rt", vpc_id=vpc.id,
+                                            routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat.id}], tags=t, opts=child)
+            self.private_route_table_id = private_rt.id
+            self.public_route_table_id = public_rt.id
+
+        # One group for every node of the cluster in this region: all traffic between members
+        # (EFA and NCCL need it, FSx for Lustre too), SSH only from the configured blocks.
+        sg = aws.ec2.SecurityGroup(f"{name}-sg", vpc_id=self.vpc_id, description=f"gpufleet cluster {args.cluster}",
+                                   tags={**t, "Name": f"{args.cluster}-nodes"}, opts=child)
+        self.security_group_id = sg.id
+        aws.vpc.SecurityGroupIngressRule(f"{name}-sg-self-in", security_group_id=sg.id, ip_protocol="-1",
+                                         referenced_security_group_id=sg.id, description="all traffic inside the cluster",
+                                         tags=t, opts=child)
+        aws.vpc.SecurityGroupEgressRule(f"{name}-sg-self-out", security_group_id=sg.id, ip_protocol="-1",
+                                        referenced_security_group_id=sg.id, description="all traffic inside the cluster (EFA)",
+                                        tags=t, opts=child)
+        aws.vpc.SecurityGroupEgressRule(f"{name}-sg-egress", security_group_id=sg.id, ip_protocol="-1",
+                                        cidr_ipv4="0.0.0.0/0", description="outbound (packages, datasets)", tags=t, opts=child)
+        for i, cidr in enumerate(args.ssh_cidrs):
+            aws.vpc.SecurityGroupIngressRule(f"{name}-sg-ssh-{i}", security_group_id=sg.id, ip_protocol="tcp",
+                                             from_port=22, to_port=22, cidr_ipv4=cidr, description="SSH",
+                                             tags=t, opts=child)
+        self.key_name = None
+        if args.public_key:
+            kp = aws.ec2.KeyPair(f"{name}-key", key_name=resource_name(args.cluster, args.region),
+                                 public_key=args.public_key, tags=t, opts=child)
+            self.key_name = kp.key_name
+        self.register_outputs({"vpc_id": self.vpc_id, "security_group_id": sg.id})
+
+
+@dataclass
+class PoolArgs:
+    cluster: str
+    pool: str
+    instance_type: str
+    nodes: int
+    efa_interfaces: int  # 0 unless the pool asks for EFA; the count comes from the catalog
+    zone: pulumi.Input[str]
+    subnet_cidr: str
+    image_id: pulumi.Input[str]
+    vpc_id: pulumi.Input[str]
+    security_group_id: pulumi.Input[str]
+    route_table_id: pulumi.Input[str] | None
+    tags: dict[str, str]
+    key_name: pulumi.Input[str] | None = None
+    existing_subnet: str | None = None
+    spot: bool = False
+    capacity_reservation: str | None = None
+    public_ip: bool = False
+    root_disk_gb: int = 200
+    storage: list[StorageArgs] = field(default_factory=list)
+
+
+class GpuNodePool(pulumi.ComponentResource):
+    """One pool of identical GPU nodes in one zone."""
+
+    def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpufleet:aws:GpuNodePool", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        t = args.tags
+        if args.existing_subnet:
+            subnet_id = pulumi.Output.from_input(args.existing_subnet)
+        else:
+            subnet = aws.ec2.Subnet(f"{name}-subnet", vpc_id=args.vpc_id, cidr_block=args.subnet_cidr,
+                                    availability_zone=args.zone, map_public_ip_on_launch=False,
+                                    tags={**t, "Name": name}, opts=child)
+            aws.ec2.RouteTableAssociation(f"{name}-rta", subnet_id=subnet.id, route_table_id=args.route_table_id, opts=child)
+            subnet_id = subnet.id
+
+        placement = None
+        if args.nodes > 1:
+            pg = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", tags=t, opts=child)
+            placement = {"group_name": pg.name}
+
+        role = aws.iam.Role(f"{name}-role", assume_role_policy=json.dumps({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+        }), description=f"gpufleet {args.cluster}/{args.pool} nodes; attach data-access policies here", tags=t, opts=child)
+        profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=t, opts=child)
+
+        user_data = None
+        self.file_systems = []
+        for i, st in enumerate(args.storage):
+            if st.type != "lustre":
+                continue  # NFS and local NVMe are mounted by the Salt states
+            fs = aws.fsx.LustreFileSystem(
+                f"{name}-fsx{i}", deployment_type="PERSISTENT_2", storage_type="SSD",
+                storage_capacity=fsx_capacity_gib(st.capacity_tib),
+                per_unit_storage_throughput=st.throughput_mbps_per_tib or 250,
+                data_compression_type="LZ4",
+                subnet_ids=subnet_id,  # one subnet: a string in pulumi-aws 7 security_group_ids=[args.security_group_id],
+                tags={**t, "Name": f"{name}-{i}"}, opts=child)
+            self.file_systems.append(fs)
+            user_data = pulumi.Output.all(fs.dns_name, fs.mount_name).apply(
+                lambda v, m=st.mount: base64.b64encode(lustre_user_data(v[0], v[1], m).encode()).decode())
+
+        market = None
+        if args.spot:
+            market = {"market_type": "spot",
+                      "spot_options": {"spot_instance_type": "one-time", "instance_interruption_behavior": "terminate"}}
+        reservation = None
+        if args.capacity_reservation:
+            reservation = {"capacity_reservation_target": {"capacity_reservation_id": args.capacity_reservation}}
+        lt = aws.ec2.LaunchTemplate(
+            f"{name}-lt", image_id=args.image_id, instance_type=args.instance_type, key_name=args.key_name,
+            iam_instance_profile={"arn": profile.arn},
+            metadata_options={"http_endpoint": "enabled", "http_tokens": "required",
+                              "http_put_response_hop_limit": 2, "instance_metadata_tags": "enabled"},
+            block_device_mappings=[{"device_name": "/dev/sda1", "ebs": {
+                "volume_size": args.root_disk_gb, "volume_type": "gp3", "encrypted": "true",
+                "delete_on_termination": "true"}}],
+            network_interfaces=network_interfaces(args.efa_interfaces, subnet_id, args.security_group_id, args.public_ip),
+            placement=placement, instance_market_options=market, capacity_reservation_specification=reservation,
+            user_data=user_data,
+            tag_specifications=[{"resource_type": kind, "tags": t}
+                                for kind in ("instance", "volume", "network-interface")]
+            + ([{"resource_type": "spot-instances-request", "tags": t}] if args.spot else []),
+            update_default_version=True, tags=t, opts=child)
+
+        self.instances = []
+        for i in range(args.nodes):
+            self.instances.append(aws.ec2.Instance(
+                f"{name}-{i}", launch_template={"id": lt.id, "version": lt.latest_version.apply(str)},
+                tags={**t, "Name": f"{name}-{i}"}, opts=child))
+        self.node_ids = pulumi.Output.all(*[x.id for x in self.instances])
+        self.private_ips = pulumi.Output.all(*[x.private_ip for x in self.instances])
+        self.public_ips = pulumi.Output.all(*[x.public_ip for x in self.instances]) if args.public_ip else None
+        first = self.instances[0]
+        self.ssh_endpoint = (first.public_ip if args.public_ip else first.private_ip).apply(lambda ip: f"{ip}:22")
+        self.register_outputs({"node_ids": self.node_ids, "private_ips": self.private_ips,
+                               "ssh_endpoint": self.ssh_endpoint})
+
+
+def image_id(image_owner: str, image_name: str, provider) -> pulumi.Output[str]:
+    """The newest AMI matching a published name pattern (answered by mocks in `plan`)."""
+    ami = aws.ec2.get_ami_output(most_recent=True, owners=[image_owner],
+                                 filters=[{"name": "name", "values": [image_name]},
+                                          {"name": "architecture", "values": ["x86_64"]}],
+                                 opts=pulumi.InvokeOptions(provider=provider))
+    return ami.id
+
+
+def zone_for(region: str, instance_type: str, provider) -> pulumi.Output[str]:
+    """The first zone of the region that offers the instance type, asked of EC2."""
+    zones = aws.ec2.get_instance_type_offerings_output(
+        location_type="availability-zone", filters=[{"name": "instance-type", "values": [instance_type]}],
+        opts=pulumi.InvokeOptions(provider=provider))
+    return zones.locations.apply(lambda z: first_zone(z, f"no zone of {region} offers {instance_type}"))
+
+
+def make_provider(region: str, tags: dict[str, str]):
+    return aws.Provider(f"aws-{region}", region=region, default_tags={"tags": tags})
+
+

@@ -1,0 +1,76 @@
+"""AWS's answers under `plan` (Pulumi's mock runtime): ids, the outputs AWS would fill in, lookups
+from the catalog, and what the plan table shows of each resource type. No SDK."""
+
+from __future__ import annotations
+
+import hashlib
+
+ID_PREFIX = {"aws:ec2/vpc:Vpc": "vpc-", "aws:ec2/subnet:Subnet": "subnet-",
+             "aws:ec2/securityGroup:SecurityGroup": "sg-", "aws:ec2/instance:Instance": "i-",
+             "aws:ec2/launchTemplate:LaunchTemplate": "lt-", "aws:ec2/placementGroup:PlacementGroup": "pg-",
+             "aws:fsx/lustreFileSystem:LustreFileSystem": "fs-"}
+
+# the inputs shown in the plan table per resource type (all inputs are in --json)
+COLUMNS = {
+    "aws:ec2/vpc:Vpc": ["cidrBlock"],
+    "aws:ec2/subnet:Subnet": ["cidrBlock", "availabilityZone"],
+    "aws:ec2/securityGroup:SecurityGroup": ["description"],
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": ["ipProtocol", "cidrIpv4", "fromPort", "description"],
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": ["ipProtocol", "cidrIpv4", "description"],
+    "aws:ec2/placementGroup:PlacementGroup": ["strategy"],
+    "aws:ec2/launchTemplate:LaunchTemplate": ["instanceType", "imageId"],
+    "aws:ec2/instance:Instance": [],  # everything comes from the launch template
+    "aws:iam/role:Role": [],
+    "aws:ec2/routeTableAssociation:RouteTableAssociation": [],
+    "aws:fsx/lustreFileSystem:LustreFileSystem": ["deploymentType", "storageCapacity", "perUnitStorageThroughput"],
+    "aws:ec2/keyPair:KeyPair": ["keyName"],
+    "aws:ec2/natGateway:NatGateway": [],
+}
+
+
+def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> None:
+    """Fill in what AWS would return for a new resource (``state``); ``ctx.subnets`` maps subnet
+    ids to their blocks, ``ctx.memo`` keeps what later resources need."""
+    templates = ctx.memo.setdefault("aws-templates", {})  # launch template id -> subnet id
+    if typ == "aws:ec2/subnet:Subnet":
+        ctx.subnets[rid] = inputs.get("cidrBlock")
+    elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
+        nis = inputs.get("networkInterfaces") or [{}]
+        templates[rid] = nis[0].get("subnetId")
+        state["latestVersion"] = 1
+    elif typ == "aws:ec2/instance:Instance":
+        state["privateIp"] = ctx.host(templates.get((inputs.get("launchTemplate") or {}).get("id")), name)
+    elif typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
+        state["dnsName"] = f"{rid}.fsx.amazonaws.com"
+        state["mountName"] = hashlib.sha1(name.encode()).hexdigest()[:8]
+    elif typ == "aws:iam/instanceProfile:InstanceProfile":
+        state["arn"] = f"arn:aws:iam::000000000000:instance-profile/{name}"
+
+
+def call(token: str, args: dict, region: str, cat) -> dict | None:
+    """An AMI lookup (a stable fake id per pattern) and the zones offering an instance type (the catalog's)."""
+    if token == "aws:ec2/getAmi:getAmi":
+        pattern = (args.get("filters") or [{}])[0].get("values", ["?"])[0]
+        return {"id": "ami-" + hashlib.sha1(f"{region}/{pattern}".encode()).hexdigest()[:17],
+                "architecture": "x86_64", "name": pattern}
+    if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+        it = (args.get("filters") or [{}])[0].get("values", [""])[0]
+        offered = cat.offered_zones("aws", it, region)  # known after a catalog refresh
+        zones = list(offered) if offered is not None else \
+            list(cat.region_zones("aws", region)) if cat.instance_regions("aws", it) else []
+        return {"id": region, "locations": zones, "locationTypes": ["availability-zone"] * len(zones),
+                "instanceTypes": [it] * len(zones)}
+    return None
+
+
+def summary(typ: str, inputs: dict) -> list[str]:
+    """What the plan table adds to the columns of a resource type."""
+    if typ == "aws:ec2/launchTemplate:LaunchTemplate":
+        nis = inputs.get("networkInterfaces") or []
+        efa = sum(1 for n in nis if n.get("interfaceType") in ("efa", "efa-only"))
+        md = inputs.get("metadataOptions") or {}
+        out = [f"efa={efa}", f"imds={'v2' if md.get('httpTokens') == 'required' else 'v1'}"]
+        return out + (["spot"] if inputs.get("instanceMarketOptions") else [])
+    if typ == "aws:ec2/instance:Instance":
+        return ["from the launch template"]
+    return []

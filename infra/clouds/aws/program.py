@@ -1,0 +1,50 @@
+"""An AWS region of the stack's Pulumi program: the pools turned into component arguments."""
+
+from __future__ import annotations
+
+import pulumi
+
+from gpufleet.catalog.images import DEFAULT_IMAGE
+from gpufleet.clouds.aws import components as mod
+from gpufleet.clouds.aws.rules import IMAGES, is_ami
+from gpufleet.clouds.pools import StorageArgs, resource_name
+
+
+def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dict[str, dict]:
+    """The region's network and each pool's nodes; returns each pool's exports.
+
+    ``ctx`` is ``engine.program.Context`` (stack, cluster, addresses, exports); ``pools`` are
+    ``engine.program.PoolPlan``s."""
+    stack, cluster = ctx.stack, ctx.cluster
+    provider = mod.make_provider(region, cluster.tags())
+    popts = pulumi.ResourceOptions(providers=[provider])
+    images = {p.name: _image(p.pool.image, provider) for p in pools}
+    zones = {p.name: p.pool.zone or mod.zone_for(region, p.instance.name, provider) for p in pools}
+    existing = next((p.pool.vpc for p in pools if p.pool.vpc), None)
+    net = mod.ClusterNetwork(resource_name(cluster.name, region), mod.NetworkArgs(
+        cluster=cluster.name, region=region, cidr=stack.network.cidr,
+        public_cidr=ctx.addresses.get("aws", region, "public"), nat_zone=zones[pools[0].name],
+        ssh_cidrs=stack.access.ssh_cidrs, public_key=stack.access.public_key, tags=cluster.tags(),
+        existing_vpc=existing), opts=popts)
+    out = {}
+    for p in pools:
+        comp = mod.GpuNodePool(resource_name(cluster.name, p.name), mod.PoolArgs(
+            cluster=cluster.name, pool=p.name, instance_type=p.instance.name, nodes=p.pool.nodes,
+            efa_interfaces=p.instance.efa_interfaces if p.fabric == "efa" else 0, zone=zones[p.name],
+            subnet_cidr=p.subnet_cidr, image_id=images[p.name], vpc_id=p.pool.vpc or net.vpc_id,
+            security_group_id=net.security_group_id,
+            route_table_id=net.public_route_table_id if p.pool.public_ip else net.private_route_table_id,
+            tags=cluster.tags(p.name), key_name=net.key_name, existing_subnet=p.pool.subnet,
+            spot=p.pool.spot, capacity_reservation=p.pool.capacity_reservation,
+            public_ip=p.pool.public_ip, root_disk_gb=p.pool.root_disk_gb,
+            storage=[StorageArgs.of(s) for s in p.pool.storage]), opts=popts)
+        out[p.name] = ctx.export(p, region, zones[p.name], comp)
+    return out
+
+
+def _image(image: str | None, provider):
+    """The pool's own AMI, or the newest of a gpufleet image name's pattern."""
+    if image and is_ami(image):
+        return image
+    owner, pattern = IMAGES[image or DEFAULT_IMAGE]
+    return mod.image_id(owner, pattern, provider)

@@ -1,0 +1,56 @@
+"""Azure: everything gpufleet does that names Azure's SDKs or APIs, behind ``base.Cloud``.
+
+``rules`` (what a pool may ask of Azure, image URNs), ``errors``, ``credentials`` (Azure CLI
+profile and ARM_* variables, no SDK), ``components`` and ``program`` (Pulumi), ``mocks`` (its
+answers under `plan`), ``api`` (ARM resources by tag, deletion, vCPU quotas) and ``prices``
+(Retail Prices, which needs no SDK; resource SKUs through ``api`` when there are credentials).
+Modules that import an SDK or Pulumi are loaded through ``sdk``.
+"""
+
+from __future__ import annotations
+
+from gpufleet.clouds.azure import credentials as creds
+from gpufleet.clouds.azure import mocks, rules
+from gpufleet.clouds.azure.errors import CREDENTIAL_HINT, PATTERNS
+from gpufleet.clouds.azure.sdk import load
+
+
+class Azure:
+    name = "azure"
+    extra = "azure"
+    pulumi_package = "azure-native"
+    lustre_flavor = "amlfs"
+    time_servers = ()  # the image keeps its own (Azure's host time through Hyper-V)
+    interconnects = rules.INTERCONNECTS
+    credential_hint = CREDENTIAL_HINT
+    errors = PATTERNS
+    leftover_prices: dict = {}  # managed disks are not priced here yet
+
+    check_pool = staticmethod(rules.check_pool)
+    pool_fabric = staticmethod(rules.pool_fabric)
+    region_subnets = staticmethod(rules.region_subnets)
+    pool_subnets = staticmethod(rules.pool_subnets)
+
+    def credentials(self) -> str:
+        return creds.check()
+
+    def program_settings(self, *, plan: bool) -> dict:
+        return {"subscription": "00000000-0000-0000-0000-000000000000" if plan else creds.subscription()}
+
+    def program(self):
+        return load("program")
+
+    def mocks(self):
+        return mocks
+
+    def api(self):
+        return load("api").AzureApi()
+
+    def prices(self):
+        return load("prices")  # Retail Prices need no SDK; its resource SKUs are read through api
+
+    def quota_hint(self, line) -> str:
+        return f"Subscriptions > Usage + quotas, {line.quota} in {line.region}"
+
+
+PROVIDER = Azure()

@@ -1,0 +1,221 @@
+"""Azure through azure-mgmt-resource and azure-mgmt-compute: who, resources by tag, deletion,
+per-family vCPU quotas.
+
+Every ARM resource gpufleet creates carries the ``gpufleet:*`` tags, so one paged
+``GET /subscriptions/{id}/resources?$filter=tagName eq 'gpufleet:cluster'`` finds them all,
+in every region; a resource group is deleted only once nothing at all is left in it (a
+group's deletion would take untagged resources with it). Deletion goes by resource id
+with each type's API version and does not wait on the long-running operation; the next
+rank waits until the resource is gone.
+
+``GPUFLEET_AZURE_ENDPOINT`` replaces the ARM endpoint (sovereign clouds, the tests' server).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+
+from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from azure.core.rest import HttpRequest
+from azure.identity import DefaultAzureCredential
+from azure.mgmt.compute import ComputeManagementClient
+from azure.mgmt.resource.resources import ResourceManagementClient
+
+from gpufleet.clouds.azure import credentials
+from gpufleet.clouds.azure.errors import CREDENTIAL_HINT
+from gpufleet.clouds.base import QuotaLine
+from gpufleet.clouds.resources import Resource, delete_each, pick_regions, present_each
+from gpufleet.clouds.tags import TAG_PREFIX, gpufleet_tags
+from gpufleet.errors import CredentialsError, GpufleetError
+
+ARM = "https://management.azure.com"
+# ARM type -> (kind, API version used to read and delete it by id)
+TYPES = {
+    "microsoft.compute/virtualmachinescalesets": ("scale-set", "2024-07-01"),
+    "microsoft.compute/virtualmachines": ("instance", "2024-07-01"),
+    "microsoft.compute/disks": ("disk", "2024-03-02"),
+    "microsoft.compute/proximityplacementgroups": ("placement-group", "2024-07-01"),
+    "microsoft.compute/sshpublickeys": ("key-pair", "2024-07-01"),
+    "microsoft.network/networkinterfaces": ("network-interface", "2024-05-01"),
+    "microsoft.network/networksecuritygroups": ("security-group", "2024-05-01"),
+    "microsoft.network/publicipaddresses": ("address", "2024-05-01"),
+    "microsoft.network/natgateways": ("nat-gateway", "2024-05-01"),
+    "microsoft.network/virtualnetworks": ("network", "2024-05-01"),
+    "microsoft.storagecache/amlfilesystems": ("file-system", "2024-03-01"),
+}
+RG_API = "2024-03-01"
+
+# The vCPU quota family of each catalog VM size (Compute usage names, as `az vm list-usage`
+# shows them). https://learn.microsoft.com/azure/virtual-machines/sizes/overview (2025-06)
+FAMILIES = {
+    "Standard_NC6s_v3": "standardNCSv3Family", "Standard_NC24s_v3": "standardNCSv3Family",
+    "Standard_NC4as_T4_v3": "standardNCASv3_T4Family", "Standard_NC64as_T4_v3": "standardNCASv3_T4Family",
+    "Standard_NC24ads_A100_v4": "StandardNCADSA100v4Family", "Standard_NC96ads_A100_v4": "StandardNCADSA100v4Family",
+    "Standard_NC40ads_H100_v5": "standardNCadsH100v5Family", "Standard_ND96asr_v4": "standardNDASv4_A100Family",
+    "Standard_ND96amsr_A100_v4": "StandardNDAMSv4_A100Family", "Standard_ND96isr_H100_v5": "standardNDSH100v5Family",
+}
+
+
+def default_credential():
+    """azure-identity's chain: environment, workload identity, managed identity, Azure CLI ..."""
+    return DefaultAzureCredential(exclude_interactive_browser_credential=True)
+
+
+def classify(e) -> tuple[str, str]:
+    msg = getattr(e, "message", None) or str(e)
+    if isinstance(e, ResourceNotFoundError) or getattr(e, "status_code", None) == 404:
+        return "gone", msg
+    if isinstance(e, HttpResponseError) and (e.status_code in (409, 429) or (e.status_code or 0) >= 500
+                                             or "InUse" in msg or "Conflict" in msg):
+        return "retry", msg
+    return "failed", msg
+
+
+def _claims(token: str) -> dict:
+    try:
+        part = token.split(".")[1]
+        return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+    except (IndexError, ValueError):
+        return {}
+
+
+class AzureApi:
+    """``base.CloudApi`` for Azure."""
+
+    provider = "azure"
+
+    def __init__(self, credential=None, subscription: str | None = None):
+        self._cred, self._sub = credential, subscription
+        self.endpoint = os.environ.get("GPUFLEET_AZURE_ENDPOINT", ARM).rstrip("/")
+        self._rm = self._cm = None
+
+    def _auth(self):
+        self._sub = self._sub or credentials.subscription()
+        if not self._sub:
+            raise CredentialsError("azure", "azure: no subscription is selected (az login, or ARM_SUBSCRIPTION_ID)",
+                                   CREDENTIAL_HINT)
+        if self._cred is None:
+            self._cred = default_credential()
+        return self._cred
+
+    @property
+    def rm(self):
+        if self._rm is None:
+            self._rm = ResourceManagementClient(self._auth(), self._sub, base_url=self.endpoint)
+        return self._rm
+
+    @property
+    def compute(self):
+        if self._cm is None:
+            self._cm = ComputeManagementClient(self._auth(), self._sub, base_url=self.endpoint)
+        return self._cm
+
+    def _get(self, path: str, api: str) -> dict:
+        rm = self.rm
+        resp = rm.send_request(HttpRequest("GET", f"{self.endpoint}{path}", params={"api-version": api}))
+        if resp.status_code >= 400:
+            raise HttpResponseError(response=resp)
+        return resp.json()
+
+    # --- who ---------------------------------------------------------------------------------
+    def identity(self) -> dict:
+        cred = self._auth()
+        try:
+            token = cred.get_token(f"{ARM}/.default").token
+            sub = self._get(f"/subscriptions/{self._sub}", "2022-12-01")
+        except Exception as e:  # noqa: BLE001 - no login, refused, unknown subscription
+            raise CredentialsError("azure", f"azure: the credentials were refused ({str(e).splitlines()[0][:200]})",
+                                   CREDENTIAL_HINT) from None
+        c = _claims(token)
+        who = c.get("upn") or c.get("unique_name") or (f"app {c['appid']}" if c.get("appid") else None) or \
+            c.get("oid") or "unknown principal"
+        return {"account": f"{sub.get('displayName', '')} ({self._sub})".strip(), "principal": who,
+                "source": type(cred).__name__, "tenant": sub.get("tenantId") or c.get("tid")}
+
+    def regions(self, wanted: list[str] | None = None) -> list[str]:
+        self._auth()
+        try:
+            names = sorted(x["name"] for x in self._get(f"/subscriptions/{self._sub}/locations", "2022-12-01")["value"])
+        except Exception as e:  # noqa: BLE001
+            raise GpufleetError(f"azure: cannot list the regions ({classify(e)[1][:200]})") from None
+        return pick_regions("azure", names, wanted, "see az account list-locations")
+
+    # --- inventory ---------------------------------------------------------------------------
+    def inventory(self, regions: list[str], cluster: str | None = None, on_region=None):
+        """Every tagged resource (and resource group) of the subscription in ``regions``."""
+        wanted = set(regions)
+        flt = f"tagName eq '{TAG_PREFIX}cluster'" + (f" and tagValue eq '{cluster}'" if cluster else "")
+        out: list[Resource] = []
+        problems: dict[str, str] = {}
+        try:
+            for x in self.rm.resources.list(filter=flt, expand="createdTime,provisioningState"):
+                kind, api = TYPES.get((x.type or "").lower(), (None, None))
+                if kind is None or x.location not in wanted:
+                    continue
+                r = Resource("azure", x.location, kind, x.id, gpufleet_tags(x.tags), name=x.name,
+                             state=getattr(x, "provisioning_state", None), created_at=getattr(x, "created_time", None),
+                             ref={"api": api, "group": x.id.split("/")[4]})
+                if kind == "scale-set" and x.sku is not None:
+                    # priced on-demand: the generic listing does not say whether a scale set is Spot
+                    r.machine, r.count = x.sku.name, int(x.sku.capacity or 0)
+                out.append(r)
+            for g in self.rm.resource_groups.list(filter=flt):
+                if g.location in wanted:
+                    out.append(Resource("azure", g.location, "resource-group", g.id, gpufleet_tags(g.tags), name=g.name,
+                                        state=g.properties.provisioning_state if g.properties else None,
+                                        ref={"api": RG_API, "group": g.name}))
+        except Exception as e:  # noqa: BLE001
+            problems["azure"] = classify(e)[1][:300]
+        if on_region:
+            for r in regions:
+                on_region(f"azure/{r}")
+        return out, problems
+
+    # --- deletion ------------------------------------------------------------------------------
+    def delete(self, region: str, kind: str, resources: list[Resource]) -> dict[str, tuple[str, str]]:
+        return delete_each(resources, self._delete_one, classify)
+
+    def _delete_one(self, r: Resource):
+        if r.kind == "resource-group":  # deleting a group deletes everything in it: only when empty
+            left = list(self.rm.resources.list_by_resource_group(r.name))
+            if left:
+                return "failed", (f"resource group {r.name} still holds {len(left)} resource(s) (e.g. {left[0].name}); "
+                                  "a group is deleted only once it is empty")
+            self.rm.resource_groups.begin_delete(r.name, polling=False)
+        else:
+            self.rm.resources.begin_delete_by_id(r.id, api_version=r.ref["api"], polling=False)
+        return None
+
+    def still_there(self, region: str, kind: str, resources: list[Resource]) -> dict[str, str]:
+        def state(r):
+            props = getattr(self.rm.resources.get_by_id(r.id, api_version=r.ref["api"]), "properties", None)
+            return props.get("provisioningState") if isinstance(props, dict) else None
+
+        return present_each(resources, state, classify)
+
+    # --- quotas ----------------------------------------------------------------------------
+    def quotas(self, region: str, needs) -> list:
+        """vCPUs per VM family and the regional total (``cores``; ``lowPriorityCores`` for spot)."""
+        try:
+            usage = {u.name.value.lower(): u for u in self.compute.usage.list(region)}
+            note = ""
+        except Exception as e:  # noqa: BLE001
+            usage, note = {}, f"could not be read: {classify(e)[1][:200]}"
+        groups: dict[str, list] = {}
+        for n in needs:
+            if n.spot:
+                groups.setdefault("lowPriorityCores", []).append(n)
+            else:
+                groups.setdefault(FAMILIES.get(n.instance.name, n.instance.name), []).append(n)
+                groups.setdefault("cores", []).append(n)
+        lines = []
+        for key, ns in groups.items():
+            u = usage.get(key.lower())
+            name = u.name.localized_value if u is not None and u.name.localized_value else key
+            lines.append(QuotaLine("azure", region, name, key, "vCPUs", float(sum(n.instance.vcpus * n.nodes for n in ns)),
+                                   float(u.limit) if u is not None else None,
+                                   float(u.current_value) if u is not None else None, [n.pool for n in ns],
+                                   note or ("" if u is not None else f"no usage {key!r} in {region}")))
+        return lines

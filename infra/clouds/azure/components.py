@@ -1,0 +1,151 @@
+"""Azure GPU node pools as Pulumi components (pulumi-azure-native).
+
+``ClusterNetwork``: a resource group per cluster and region, the VNet, an NSG (SSH only
+from the configured blocks) and a NAT gateway for egress. ``GpuNodePool``: a proximity
+placement group and a Uniform virtual machine scale set of ND/NC SKUs. InfiniBand comes
+with the scale set: Azure connects the VMs of one placement group of an ND scale set over
+InfiniBand, so the scale set keeps ``single_placement_group`` (up to 100 VMs) and no
+overprovisioning. Optional Azure Managed Lustre on a subnet of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_azure_native as azn
+
+from gpufleet.clouds.pools import StorageArgs, resource_name
+
+# Azure Managed Lustre SKUs by throughput per TiB (MB/s).
+# https://learn.microsoft.com/azure/azure-managed-lustre/amlfs-prerequisites
+AMLFS_SKUS = {40: "AMLFS-Durable-Premium-40", 125: "AMLFS-Durable-Premium-125",
+              250: "AMLFS-Durable-Premium-250", 500: "AMLFS-Durable-Premium-500"}
+
+
+@dataclass
+class NetworkArgs:
+    cluster: str
+    region: str
+    cidr: str
+    subnets: dict[str, str]  # purpose -> CIDR
+    ssh_cidrs: list[str]
+    tags: dict[str, str]
+
+
+class ClusterNetwork(pulumi.ComponentResource):
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpufleet:azure:ClusterNetwork", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        t = args.tags
+        rg = azn.resources.ResourceGroup(f"{name}-rg",
+                                         resource_group_name=resource_name("gpufleet", args.cluster, args.region, limit=90),
+                                         location=args.region, tags=t, opts=child)
+        self.resource_group_name = rg.name
+        rules = [{"name": f"ssh-{i}", "priority": 100 + i, "direction": "Inbound", "access": "Allow",
+                  "protocol": "Tcp", "source_address_prefix": cidr, "source_port_range": "*",
+                  "destination_address_prefix": "*", "destination_port_range": "22"}
+                 for i, cidr in enumerate(args.ssh_cidrs)]
+        rules.append({"name": "deny-internet-in", "priority": 4000, "direction": "Inbound", "access": "Deny",
+                      "protocol": "*", "source_address_prefix": "Internet", "source_port_range": "*",
+                      "destination_address_prefix": "*", "destination_port_range": "*"})
+        nsg = azn.network.NetworkSecurityGroup(f"{name}-nsg", resource_group_name=rg.name, location=args.region,
+                                               security_rules=rules, tags=t, opts=child)
+        self.nsg_id = nsg.id
+        pip = azn.network.PublicIPAddress(f"{name}-nat-ip", resource_group_name=rg.name, location=args.region,
+                                          sku={"name": "Standard"}, public_ip_allocation_method="Static", tags=t, opts=child)
+        nat = azn.network.NatGateway(f"{name}-nat", resource_group_name=rg.name, location=args.region,
+                                     sku={"name": "Standard"}, public_ip_addresses=[{"id": pip.id}], tags=t, opts=child)
+        vnet = azn.network.VirtualNetwork(f"{name}-vnet", resource_group_name=rg.name, location=args.region,
+                                          address_space={"address_prefixes": [args.cidr]}, tags=t, opts=child)
+        self.subnet_ids = {}
+        for purpose, cidr in args.subnets.items():
+            sub = azn.network.Subnet(f"{name}-{purpose}", resource_group_name=rg.name, virtual_network_name=vnet.name,
+                                     subnet_name=purpose, address_prefix=cidr, network_security_group={"id": nsg.id},
+                                     nat_gateway={"id": nat.id}, default_outbound_access=False, opts=child)
+            self.subnet_ids[purpose] = sub.id
+        self.register_outputs({"resource_group": rg.name, "vnet_id": vnet.id})
+
+
+@dataclass
+class PoolArgs:
+    cluster: str
+    pool: str
+    sku: str
+    nodes: int
+    region: str
+    resource_group_name: pulumi.Input[str]
+    subnet_id: pulumi.Input[str]
+    nsg_id: pulumi.Input[str]
+    image: tuple[str, str, str, str]
+    public_key: str
+    tags: dict[str, str]
+    storage_subnet_id: pulumi.Input[str] | None = None
+    ssh_user: str = "azureuser"
+    spot: bool = False
+    public_ip: bool = False
+    root_disk_gb: int = 200
+    infiniband: bool = False
+    storage: list[StorageArgs] = field(default_factory=list)
+
+
+class GpuNodePool(pulumi.ComponentResource):
+    def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpufleet:azure:GpuNodePool", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        t = args.tags
+        ppg = azn.compute.ProximityPlacementGroup(f"{name}-ppg", resource_group_name=args.resource_group_name,
+                                                  location=args.region, proximity_placement_group_type="Standard",
+                                                  tags=t, opts=child)
+        publisher, offer, sku, version = args.image
+        ipconf = {"name": "ipconfig", "primary": True, "subnet": {"id": args.subnet_id}}
+        if args.public_ip:
+            ipconf["public_ip_address_configuration"] = {"name": "pip", "sku": {"name": "Standard"}}
+        profile = {
+            "os_profile": {
+                "computer_name_prefix": resource_name(args.cluster, args.pool, limit=9),
+                "admin_username": args.ssh_user,
+                "linux_configuration": {"disable_password_authentication": True, "ssh": {"public_keys": [
+                    {"path": f"/home/{args.ssh_user}/.ssh/authorized_keys", "key_data": args.public_key.strip()}]}},
+            },
+            "storage_profile": {
+                "image_reference": {"publisher": publisher, "offer": offer, "sku": sku, "version": version},
+                "os_disk": {"create_option": "FromImage", "caching": "ReadWrite", "disk_size_gb": args.root_disk_gb,
+                            "managed_disk": {"storage_account_type": "Premium_LRS"}},
+            },
+            "network_profile": {"network_interface_configurations": [{
+                "name": "nic", "primary": True, "enable_accelerated_networking": True,
+                "network_security_group": {"id": args.nsg_id}, "ip_configurations": [ipconf]}]},
+        }
+        if args.spot:
+            profile.update(priority="Spot", eviction_policy="Delete", billing_profile={"max_price": -1})
+        self.scale_set = azn.compute.VirtualMachineScaleSet(
+            f"{name}-vmss", resource_group_name=args.resource_group_name, location=args.region,
+            vm_scale_set_name=resource_name(args.cluster, args.pool, limit=64),
+            sku={"name": args.sku, "tier": "Standard", "capacity": args.nodes},
+            orchestration_mode="Uniform", upgrade_policy={"mode": "Manual"}, overprovision=False,
+            single_placement_group=True, platform_fault_domain_count=1,
+            proximity_placement_group={"id": ppg.id}, virtual_machine_profile=profile, tags=t, opts=child)
+
+        self.file_systems = []
+        for i, st in enumerate(args.storage):
+            if st.type != "lustre":
+                continue
+            self.file_systems.append(azn.storagecache.AmlFilesystem(
+                f"{name}-amlfs{i}", resource_group_name=args.resource_group_name, location=args.region,
+                aml_filesystem_name=resource_name(args.cluster, args.pool, str(i), limit=80),
+                sku={"name": AMLFS_SKUS[st.throughput_mbps_per_tib or 250]},
+                storage_capacity_ti_b=float(st.capacity_tib or 8), filesystem_subnet=args.storage_subnet_id,
+                maintenance_window={"day_of_week": "Sunday", "time_of_day_utc": "02:00"}, zones=["1"],
+                tags=t, opts=child))
+
+        # A Uniform scale set without overprovisioning numbers its first VMs 0..N-1; their
+        # addresses are not outputs of the scale set and are read from the Azure API after `up`.
+        self.node_ids = self.scale_set.id.apply(lambda i: [f"{i}/virtualMachines/{n}" for n in range(args.nodes)])
+        self.private_ips = None
+        self.ssh_endpoint = None
+        self.register_outputs({"node_ids": self.node_ids, "scale_set_id": self.scale_set.id})
+
+
+def make_provider(region: str, subscription: str | None):
+    return azn.Provider(f"azure-{region}", location=region, subscription_id=subscription)

@@ -1,0 +1,36 @@
+"""Is there anything to authenticate to Azure with? The Azure CLI's profile and the ARM_*
+variables, no network call and no SDK."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from gpufleet.clouds.azure.errors import CREDENTIAL_HINT
+from gpufleet.errors import CredentialsError
+
+
+def subscription() -> str | None:
+    if os.environ.get("ARM_SUBSCRIPTION_ID"):
+        return os.environ["ARM_SUBSCRIPTION_ID"]
+    profile = Path(os.environ.get("AZURE_CONFIG_DIR") or Path.home() / ".azure") / "azureProfile.json"
+    if profile.exists():
+        try:
+            data = json.loads(profile.read_text(encoding="utf-8-sig"))
+        except ValueError:
+            return None
+        for sub in data.get("subscriptions", []):
+            if sub.get("isDefault"):
+                return sub.get("id")
+    return None
+
+
+def check() -> str:
+    sp = all(os.environ.get(v) for v in ("ARM_CLIENT_ID", "ARM_TENANT_ID")) and (
+        os.environ.get("ARM_CLIENT_SECRET") or os.environ.get("ARM_USE_MSI") or os.environ.get("ARM_USE_OIDC"))
+    if not sp and subscription() is None:
+        raise CredentialsError("azure", "azure: no Azure CLI login or service principal found", CREDENTIAL_HINT)
+    if subscription() is None:
+        raise CredentialsError("azure", "azure: no subscription is selected", "set ARM_SUBSCRIPTION_ID")
+    return "service principal" if sp else "Azure CLI login"

@@ -1,0 +1,34 @@
+"""An Azure region of the stack's Pulumi program: the pools turned into component arguments."""
+
+from __future__ import annotations
+
+import pulumi
+
+from gpufleet.clouds.azure import components as mod
+from gpufleet.clouds.azure.rules import image_urn
+from gpufleet.clouds.pools import StorageArgs, resource_name
+
+
+def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dict[str, dict]:
+    """The region's resource group and network, and a scale set per pool; returns each pool's exports."""
+    stack, cluster = ctx.stack, ctx.cluster
+    provider = mod.make_provider(region, ctx.settings["azure"]["subscription"])
+    popts = pulumi.ResourceOptions(providers=[provider])
+    subnets = {p.name: p.subnet_cidr for p in pools if not p.pool.subnet}
+    for p in pools:
+        subnets.update({purpose: ctx.addresses.get("azure", region, purpose) for purpose, _ in p.extra_subnets})
+    net = mod.ClusterNetwork(resource_name(cluster.name, region), mod.NetworkArgs(
+        cluster=cluster.name, region=region, cidr=stack.network.cidr, subnets=subnets,
+        ssh_cidrs=stack.access.ssh_cidrs, tags=cluster.tags()), opts=popts)
+    out = {}
+    for p in pools:
+        comp = mod.GpuNodePool(resource_name(cluster.name, p.name), mod.PoolArgs(
+            cluster=cluster.name, pool=p.name, sku=p.instance.name, nodes=p.pool.nodes, region=region,
+            resource_group_name=net.resource_group_name,
+            subnet_id=p.pool.subnet or net.subnet_ids[p.name], nsg_id=net.nsg_id, image=image_urn(p.pool.image),
+            public_key=stack.access.public_key, tags=cluster.tags(p.name),
+            storage_subnet_id=net.subnet_ids.get(f"{p.name}-lustre"), ssh_user=stack.access.user,
+            spot=p.pool.spot, public_ip=p.pool.public_ip, root_disk_gb=p.pool.root_disk_gb,
+            infiniband=p.fabric is not None, storage=[StorageArgs.of(s) for s in p.pool.storage]), opts=popts)
+        out[p.name] = ctx.export(p, region, None, comp)
+    return out

@@ -1,0 +1,25 @@
+"""The team's own racks as a provider: machines that exist, reached over SSH (``ssh``), known by
+their facts (``facts``), configured and drained host by host (``hosts``), and known to a Pulumi
+stack that also has cloud pools as dynamic resources (``rack``).
+
+Racks have no API and no tags: they are validated like the clouds' pools, and the rest of
+gpufleet reaches them through ``hosts``."""
+
+from __future__ import annotations
+
+from gpufleet.spec import Problem
+
+
+class Baremetal:
+    name = "baremetal"
+    lustre_flavor = "onprem"
+    time_servers = ()  # the site's own, already configured
+    # the fabrics a rack may have; none needs a particular machine type
+    interconnects = {"infiniband-hdr": None, "infiniband-ndr": None, "roce": None,
+                     "10gbe": None, "25gbe": None, "100gbe": None}
+
+    def check_pool(self, stack, pool, instance) -> list[Problem]:
+        return []  # the stack model checks a rack pool's shape; its hosts are checked when reached
+
+
+PROVIDER = Baremetal()

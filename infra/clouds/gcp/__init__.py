@@ -1,0 +1,60 @@
+"""GCP: everything gpufleet does that names Google Cloud's SDKs or APIs, behind ``base.Cloud``.
+
+``rules`` (what a pool may ask of GCP, accelerator and image names), ``tags`` (the gpufleet tags
+as labels and descriptions), ``errors``, ``credentials`` (ADC files and variables, no SDK),
+``components`` and ``program`` (Pulumi), ``mocks`` (its answers under `plan`), ``api``
+(Compute Engine, Filestore and Managed Lustre by label; quotas) and ``prices`` (the Cloud
+Billing Catalog priced onto machine types). Modules that import an SDK or Pulumi are loaded
+through ``sdk``.
+"""
+
+from __future__ import annotations
+
+from gpufleet.clouds.gcp import credentials as creds
+from gpufleet.clouds.gcp import mocks, rules
+from gpufleet.clouds.gcp.errors import CREDENTIAL_HINT, PATTERNS
+from gpufleet.clouds.gcp.sdk import load
+
+
+class Gcp:
+    name = "gcp"
+    extra = "gcp"
+    pulumi_package = "gcp"
+    lustre_flavor = "gcp"
+    time_servers = ("metadata.google.internal",)  # the metadata server's NTP
+    interconnects = rules.INTERCONNECTS
+    credential_hint = CREDENTIAL_HINT
+    errors = PATTERNS
+    # persistent disk per GB-month (us-central1, https://cloud.google.com/compute/disks-image-pricing,
+    # 2025-06); Cloud NAT is billed per VM and by traffic, and not shown
+    leftover_prices = {"disk": {"pd-standard": 0.04, "pd-balanced": 0.10, "pd-ssd": 0.17,
+                                "hyperdisk-balanced": 0.08}}
+
+    check_pool = staticmethod(rules.check_pool)
+    pool_fabric = staticmethod(rules.pool_fabric)
+    region_subnets = staticmethod(rules.region_subnets)
+    pool_subnets = staticmethod(rules.pool_subnets)
+
+    def credentials(self) -> str:
+        return creds.check()
+
+    def program_settings(self, *, plan: bool) -> dict:
+        return {"project": "gpufleet-plan" if plan else creds.project()}
+
+    def program(self):
+        return load("program")
+
+    def mocks(self):
+        return mocks
+
+    def api(self):
+        return load("api").GcpApi()
+
+    def prices(self):
+        return load("prices")
+
+    def quota_hint(self, line) -> str:
+        return f"IAM & Admin > Quotas, metric {line.code} in {line.region}"
+
+
+PROVIDER = Gcp()

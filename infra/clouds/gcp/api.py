@@ -1,0 +1,321 @@
+"""GCP through google-cloud-compute: who, resources by label, deletion, regional GPU quotas.
+
+Instances, disks and addresses carry the labels ``gpufleet-cluster`` ...; networks,
+subnetworks, firewalls, routers and resource policies take no labels, so gpufleet writes
+the tags into their description (``gpufleet {"gpufleet:cluster": ...}``, see
+``gcp.tags``) and finds them by that. Aggregated lists cover every zone and
+region in one paged call per kind; ``--region`` narrows the result.
+
+``GPUFLEET_GCP_ENDPOINT`` replaces the Compute API endpoint (a Private Service Connect
+endpoint, or the tests' server).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import google.auth
+from google.api_core import exceptions as gx
+from google.api_core.client_options import ClientOptions
+from google.auth.exceptions import DefaultCredentialsError
+from google.auth.transport.requests import AuthorizedSession
+from google.cloud import compute_v1
+
+from gpufleet.clouds.base import QuotaLine
+from gpufleet.clouds.gcp import credentials as local_credentials
+from gpufleet.clouds.gcp.errors import CREDENTIAL_HINT
+from gpufleet.clouds.gcp.rules import ACCELERATORS
+from gpufleet.clouds.gcp.tags import LABEL_PREFIX, tags, tags_of
+from gpufleet.clouds.resources import Resource, delete_each, pick_regions, present_each
+from gpufleet.clouds.tags import TAG_PREFIX
+from gpufleet.errors import CredentialsError, GpufleetError
+
+LABEL = LABEL_PREFIX + "cluster"
+# (kind, client, aggregated?, filtered by label (else by description), scope of deletion)
+KINDS = [
+    ("instance", "InstancesClient", True, True),
+    ("disk", "DisksClient", True, True),
+    ("address", "AddressesClient", True, True),
+    ("address", "GlobalAddressesClient", False, True),
+    ("placement-group", "ResourcePoliciesClient", True, False),
+    ("router", "RoutersClient", True, False),
+    ("firewall", "FirewallsClient", False, False),
+    ("subnet", "SubnetworksClient", True, False),
+    ("network", "NetworksClient", False, False),
+    ("file-system", "filestore", False, True),
+    ("file-system", "lustre", False, True),
+]
+# File systems are not Compute resources: Filestore and Managed Lustre have their own REST
+# APIs (https://cloud.google.com/filestore/docs/reference/rest, .../managed-lustre/docs/reference/rest),
+# read here through google-auth's AuthorizedSession. Endpoints: GPUFLEET_GCP_FILESTORE_ENDPOINT,
+# GPUFLEET_GCP_LUSTRE_ENDPOINT.
+FILE_APIS = {"filestore": ("GPUFLEET_GCP_FILESTORE_ENDPOINT", "https://file.googleapis.com"),
+             "lustre": ("GPUFLEET_GCP_LUSTRE_ENDPOINT", "https://lustre.googleapis.com")}
+# Per Compute client: the request field naming one resource (get/delete) and the list field of an
+# aggregated scope (``InstancesScopedList.instances`` ...).
+FIELDS = {"InstancesClient": ("instance", "instances"), "DisksClient": ("disk", "disks"),
+          "AddressesClient": ("address", "addresses"), "GlobalAddressesClient": ("address", None),
+          "ResourcePoliciesClient": ("resource_policy", "resource_policies"), "RoutersClient": ("router", "routers"),
+          "FirewallsClient": ("firewall", None), "SubnetworksClient": ("subnetwork", "subnetworks"),
+          "NetworksClient": ("network", None)}
+_ACCEL = {v: k for k, v in ACCELERATORS.items()}
+
+# Regional GPU quota metrics per catalog GPU (Compute Engine quota metric names; spot and
+# preemptible VMs count against the PREEMPTIBLE_ ones).
+# https://cloud.google.com/compute/resource-usage#gpu_quota (2025-06)
+GPU_METRICS = {"T4": "NVIDIA_T4_GPUS", "V100": "NVIDIA_V100_GPUS", "P100": "NVIDIA_P100_GPUS", "P4": "NVIDIA_P4_GPUS",
+               "L4": "NVIDIA_L4_GPUS", "A100-40GB": "NVIDIA_A100_GPUS", "A100-80GB": "NVIDIA_A100_80GB_GPUS",
+               "H100": "NVIDIA_H100_GPUS", "H100-MEGA": "NVIDIA_H100_MEGA_GPUS", "H200": "NVIDIA_H200_GPUS",
+               "B200": "NVIDIA_B200_GPUS"}
+
+
+def on_gce() -> bool:
+    """A Compute Engine VM (its metadata server has credentials), by the DMI product name."""
+    try:
+        with open("/sys/class/dmi/id/product_name", encoding="utf-8") as f:
+            return "Google" in f.read()
+    except OSError:
+        return False
+
+
+def _last(url: str | None) -> str:
+    return (url or "").rstrip("/").rsplit("/", 1)[-1]
+
+
+def _time(s: str | None) -> dt.datetime | None:
+    try:
+        return dt.datetime.fromisoformat(s.replace("Z", "+00:00")) if s else None
+    except ValueError:
+        return None
+
+
+def classify(e) -> tuple[str, str]:
+    msg = getattr(e, "message", None) or str(e)
+    if isinstance(e, gx.NotFound):
+        return "gone", msg
+    if isinstance(e, (gx.TooManyRequests, gx.ServiceUnavailable, gx.InternalServerError, gx.Conflict)) or \
+            "resourceInUseByAnotherResource" in str(e) or "resourceNotReady" in str(e):
+        return "retry", msg
+    return "failed", msg
+
+
+class GcpApi:
+    """``base.CloudApi`` for GCP."""
+
+    provider = "gcp"
+
+    def __init__(self, credentials=None, project: str | None = None, *, workers: int = 8):
+        self._creds, self._project = credentials, project
+        self.workers = workers
+        self._clients: dict = {}
+
+    # --- who ---------------------------------------------------------------------------------
+    def _auth(self):
+        if self._creds is None:
+            if not on_gce():
+                local_credentials.check()  # no key, no ADC file and not on GCE: say so without asking the network
+            try:
+                self._creds, found = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+            except DefaultCredentialsError as e:
+                raise CredentialsError("gcp", f"gcp: no credentials found ({str(e).splitlines()[0][:160]})",
+                                       CREDENTIAL_HINT) from None
+            self._project = self._project or local_credentials.project() or found
+        if not self._project:
+            raise CredentialsError("gcp", "gcp: no project is set", "set GOOGLE_CLOUD_PROJECT=my-project")
+        return self._creds
+
+    @property
+    def project(self) -> str:
+        self._auth()
+        return self._project
+
+    def client(self, name: str):
+        if name not in self._clients:
+            endpoint = os.environ.get("GPUFLEET_GCP_ENDPOINT")
+            self._clients[name] = getattr(compute_v1, name)(
+                credentials=self._auth(), client_options=ClientOptions(api_endpoint=endpoint) if endpoint else None)
+        return self._clients[name]
+
+    def identity(self) -> dict:
+        creds = self._auth()
+        try:
+            project = self.client("ProjectsClient").get(project=self._project)
+        except Exception as e:  # noqa: BLE001 - refused credentials or an unknown project
+            raise CredentialsError("gcp", f"gcp: project {self._project!r} could not be read ({classify(e)[1][:200]})",
+                                   CREDENTIAL_HINT) from None
+        who = getattr(creds, "service_account_email", None) or getattr(creds, "signer_email", None) or \
+            "user credentials (application default)"
+        return {"account": project.name, "principal": who, "source": type(creds).__module__.split(".")[-1]}
+
+    def regions(self, wanted: list[str] | None = None) -> list[str]:
+        try:
+            names = sorted(r.name for r in self.client("RegionsClient").list(project=self._project))
+        except Exception as e:  # noqa: BLE001
+            raise GpufleetError(f"gcp: cannot list the regions ({classify(e)[1][:200]})") from None
+        return pick_regions("gcp", names, wanted, "see gcloud compute regions list")
+
+    # --- inventory ---------------------------------------------------------------------------
+    def inventory(self, regions: list[str], cluster: str | None = None, on_region=None):
+        """Every labelled (or described) resource of the project in ``regions``: one aggregated
+        list per kind, side by side; (resources, {"gcp <kind>s": problem})."""
+        wanted = set(regions)
+        out: list[Resource] = []
+        problems: dict[str, str] = {}
+
+        def one(spec):
+            try:
+                return spec, list(self._list(spec, cluster)), None
+            except Exception as e:  # noqa: BLE001 - one kind unreadable: the others still count
+                return spec, [], classify(e)[1][:300]
+
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(KINDS))) as pool:
+            for spec, found, problem in pool.map(one, KINDS):
+                if problem:
+                    problems[f"gcp {spec[1]}"] = problem
+                out += [r for r in found if r.region in wanted or r.region == "global"]
+        if on_region:
+            for r in regions:
+                on_region(f"gcp/{r}")
+        return out, problems
+
+    def _list(self, spec, cluster):
+        kind, client_name, aggregated, by_label = spec
+        if client_name in FILE_APIS:
+            yield from self._file_systems(client_name, cluster)
+            return
+        client = self.client(client_name)
+        if by_label:
+            flt = f'labels.{LABEL}="{cluster}"' if cluster else f"labels.{LABEL}:*"
+        else:
+            flt = 'description eq "gpufleet .*"'
+        if aggregated:
+            pages = client.aggregated_list(request={"project": self._project, "filter": flt,
+                                                    "max_results": 500})
+            items = ((scope, x) for scope, scoped in pages for x in (getattr(scoped, FIELDS[client_name][1]) or []))
+        else:
+            items = (("global", x) for x in client.list(request={"project": self._project, "filter": flt,
+                                                                  "max_results": 500}))
+        for scope, x in items:
+            found = tags_of(x)
+            if TAG_PREFIX + "cluster" not in found or (cluster and found[TAG_PREFIX + "cluster"] != cluster):
+                continue
+            yield self._resource(kind, client_name, scope, x, found)
+
+    def _resource(self, kind, client_name, scope, x, found) -> Resource:
+        where, _, place = scope.partition("/")  # zones/us-central1-a, regions/us-central1, global
+        zone = place if where == "zones" else None
+        region = zone.rsplit("-", 1)[0] if zone else (place if where == "regions" else "global")
+        r = Resource("gcp", region, kind, x.name, found, name=x.name, zone=zone, created_at=_time(x.creation_timestamp),
+                     ref={"client": client_name, "scope": where, "place": place})
+        if kind == "instance":
+            r.state = x.status
+            machine = _last(x.machine_type)
+            acc = [(a.accelerator_type, a.accelerator_count) for a in x.guest_accelerators]
+            if acc and _last(acc[0][0]) in _ACCEL:
+                machine = f"{machine}+{acc[0][1]}x{_ACCEL[_last(acc[0][0])]}"
+            r.machine = machine
+            r.spot = x.scheduling.provisioning_model == "SPOT" or bool(x.scheduling.preemptible)
+        elif kind == "disk":
+            r.state, r.size_gb, r.disk_type = x.status, float(x.size_gb or 0), _last(x.type_)
+        elif kind == "address":
+            r.state = x.status
+        return r
+
+    def session(self):
+        """An authorized HTTP session for the REST APIs without a client here (Filestore, Lustre, Billing)."""
+        if "session" not in self._clients:
+            self._clients["session"] = AuthorizedSession(self._auth())
+        return self._clients["session"]
+
+    def _file_url(self, api: str, path: str) -> str:
+        var, default = FILE_APIS[api]
+        return f"{os.environ.get(var, default).rstrip('/')}/v1/{path}"
+
+    def _file_systems(self, api: str, cluster: str | None):
+        """Filestore / Managed Lustre instances of every location, by label, page by page."""
+        params = {"filter": f'labels.{LABEL}="{cluster}"' if cluster else f"labels.{LABEL}:*", "pageSize": 100}
+        url = self._file_url(api, f"projects/{self._project}/locations/-/instances")
+        while True:
+            resp = self.session().get(url, params=params, timeout=60)
+            _raise_for(resp)
+            body = resp.json()
+            for x in body.get("instances", []):
+                found = tags(x.get("labels"))
+                if TAG_PREFIX + "cluster" not in found or (cluster and found[TAG_PREFIX + "cluster"] != cluster):
+                    continue
+                loc = x["name"].split("/")[3]  # projects/p/locations/<zone or region>/instances/<id>
+                zone = loc if loc.count("-") == 2 else None
+                size = x.get("capacityGib") or sum(int(f.get("capacityGb", 0)) for f in x.get("fileShares", []))
+                yield Resource("gcp", zone.rsplit("-", 1)[0] if zone else loc, "file-system", x["name"], found,
+                               name=x["name"].rsplit("/", 1)[-1], zone=zone, state=x.get("state"),
+                               created_at=_time(x.get("createTime")), size_gb=float(size or 0) or None,
+                               ref={"client": api})
+            if not body.get("nextPageToken"):
+                return
+            params["pageToken"] = body["nextPageToken"]
+
+    # --- deletion ------------------------------------------------------------------------------
+    def delete(self, region: str, kind: str, resources: list[Resource]) -> dict[str, tuple[str, str]]:
+        return delete_each(resources, self._delete_one, classify)
+
+    def _delete_one(self, r: Resource) -> None:
+        # the delete returns an operation; it is not awaited: still_there asks for the resource
+        if r.ref["client"] in FILE_APIS:
+            _raise_for(self.session().delete(self._file_url(r.ref["client"], r.id), timeout=60))
+        else:
+            self.client(r.ref["client"]).delete(request=self._ident(r))
+
+    def still_there(self, region: str, kind: str, resources: list[Resource]) -> dict[str, str]:
+        return present_each(resources, self._state, classify)
+
+    def _state(self, r: Resource) -> str:
+        if r.ref["client"] in FILE_APIS:
+            resp = self.session().get(self._file_url(r.ref["client"], r.id), timeout=60)
+            _raise_for(resp)
+            return resp.json().get("state", "")
+        return getattr(self.client(r.ref["client"]).get(request=self._ident(r)), "status", "")
+
+    def _ident(self, r: Resource) -> dict:
+        req = {"project": self._project, FIELDS[r.ref["client"]][0]: r.id}
+        if r.ref["scope"] == "zones":
+            req["zone"] = r.ref["place"]
+        elif r.ref["scope"] == "regions":
+            req["region"] = r.ref["place"]
+        return req
+
+    # --- quotas ----------------------------------------------------------------------------
+    def quotas(self, region: str, needs) -> list:
+        """Regional GPU quotas (per model, PREEMPTIBLE_ for spot) and the project-wide GPU count."""
+        groups: dict[str, list] = {}
+        for n in needs:
+            base = GPU_METRICS.get(n.instance.gpu)
+            if base:
+                groups.setdefault(("PREEMPTIBLE_" if n.spot else "") + base, []).append(n)
+        lines = []
+        try:
+            reg = {q.metric: q for q in self.client("RegionsClient").get(project=self._project, region=region).quotas}
+            proj = {q.metric: q for q in self.client("ProjectsClient").get(project=self._project).quotas}
+            note = ""
+        except Exception as e:  # noqa: BLE001
+            reg, proj, note = {}, {}, f"could not be read: {classify(e)[1][:200]}"
+        for metric, ns in groups.items():
+            q = reg.get(metric)
+            lines.append(QuotaLine("gcp", region, metric, metric, "GPUs",
+                                   float(sum(n.instance.gpu_count * n.nodes for n in ns)),
+                                   q.limit if q else None, q.usage if q else None, [n.pool for n in ns],
+                                   note or ("" if q else f"{metric} is not a quota of {region}: no such GPU there?")))
+        total = proj.get("GPUS_ALL_REGIONS")
+        if groups and total is not None:
+            lines.append(QuotaLine("gcp", "all regions", "GPUS_ALL_REGIONS", "GPUS_ALL_REGIONS", "GPUs",
+                                   float(sum(n.instance.gpu_count * n.nodes for ns in groups.values() for n in ns)),
+                                   total.limit, total.usage, sorted({n.pool for ns in groups.values() for n in ns})))
+        return lines
+
+
+
+def _raise_for(resp) -> None:
+    """A REST error as google-api-core's exception for its status (what ``classify`` reads)."""
+    if resp.status_code >= 400:
+        raise gx.from_http_response(resp)

@@ -1,0 +1,206 @@
+"""GCP GPU node pools as Pulumi components (pulumi-gcp).
+
+``ClusterNetwork``: a custom-mode VPC, Cloud NAT for egress, firewall rules (all traffic
+inside the cluster, SSH only from the configured blocks) and, when a pool uses
+GPUDirect-TCPX, the four extra GPU networks an a3-highgpu-8g needs. ``GpuNodePool``: compact
+placement, instances with gVNIC, guest accelerators where the machine type needs them,
+``on_host_maintenance=TERMINATE``, spot provisioning, optional Filestore / Managed Lustre.
+
+GCP networks, subnets, firewalls and routers take no labels: their names start with the
+cluster name and their descriptions carry the gpufleet tags, so the lifecycle commands
+still find them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_gcp as gcp
+
+from gpufleet.clouds.gcp.rules import ACCELERATORS
+from gpufleet.clouds.gcp.tags import describe
+from gpufleet.clouds.pools import StorageArgs, first_zone
+
+# GPUDirect-TCPX on a3-highgpu-8g: one host NIC plus four GPU NICs, each in its own VPC with
+# MTU 8244. https://cloud.google.com/compute/docs/gpus/gpudirect
+TCPX_GPU_NICS = 4
+TCPX_MTU = 8244
+
+
+
+@dataclass
+class NetworkArgs:
+    cluster: str
+    region: str
+    subnets: dict[str, str]  # purpose (pool name) -> CIDR, in this region
+    ssh_cidrs: list[str]
+    cluster_cidr: str  # every subnet of the cluster, for the internal firewall rule
+    tags: dict[str, str]
+    tcpx: bool = False
+    tcpx_cidrs: list[str] = field(default_factory=list)
+    existing_network: str | None = None
+    create_network: bool = True  # False for the second region of the same VPC
+    network_id: pulumi.Input[str] | None = None
+
+
+class ClusterNetwork(pulumi.ComponentResource):
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpufleet:gcp:ClusterNetwork", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        desc = describe(args.tags)
+        if args.existing_network:
+            self.network_id = pulumi.Output.from_input(args.existing_network)
+            self.network_name = self.network_id
+        elif args.create_network:
+            net = gcp.compute.Network(f"{name}-vpc", auto_create_subnetworks=False, routing_mode="REGIONAL",
+                                      description=desc, opts=child)
+            self.network_id, self.network_name = net.id, net.name
+            gcp.compute.Firewall(f"{name}-internal", network=net.id, direction="INGRESS", priority=1000,
+                                 allows=[{"protocol": "all"}], source_ranges=[args.cluster_cidr],
+                                 description=desc + " all traffic inside the cluster", opts=child)
+            if args.ssh_cidrs:
+                gcp.compute.Firewall(f"{name}-ssh", network=net.id, direction="INGRESS", priority=1000,
+                                     allows=[{"protocol": "tcp", "ports": ["22"]}], source_ranges=args.ssh_cidrs,
+                                     description=desc + " SSH", opts=child)
+        else:
+            self.network_id = pulumi.Output.from_input(args.network_id)
+            self.network_name = self.network_id
+        self.subnet_ids: dict[str, pulumi.Output] = {}
+        if not args.existing_network:
+            for purpose, cidr in args.subnets.items():
+                sub = gcp.compute.Subnetwork(f"{name}-{purpose}", network=self.network_id, region=args.region,
+                                             ip_cidr_range=cidr, private_ip_google_access=True,
+                                             description=desc, opts=child)
+                self.subnet_ids[purpose] = sub.id
+            router = gcp.compute.Router(f"{name}-router", network=self.network_id, region=args.region,
+                                        description=desc, opts=child)
+            gcp.compute.RouterNat(f"{name}-nat", router=router.name, region=args.region,
+                                  nat_ip_allocate_option="AUTO_ONLY",
+                                  source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES", opts=child)
+        self.gpu_subnet_ids: list[pulumi.Output] = []
+        if args.tcpx:
+            for i in range(TCPX_GPU_NICS):
+                gnet = gcp.compute.Network(f"{name}-gpunet{i}", auto_create_subnetworks=False, mtu=TCPX_MTU,
+                                           description=desc + f" GPUDirect-TCPX NIC {i + 1}", opts=child)
+                gsub = gcp.compute.Subnetwork(f"{name}-gpusub{i}", network=gnet.id, region=args.region,
+                                              ip_cidr_range=args.tcpx_cidrs[i], description=desc, opts=child)
+                gcp.compute.Firewall(f"{name}-gpunet{i}-internal", network=gnet.id, direction="INGRESS",
+                                     allows=[{"protocol": "all"}], source_ranges=[args.tcpx_cidrs[i]],
+                                     description=desc, opts=child)
+                self.gpu_subnet_ids.append(gsub.id)
+        self.register_outputs({"network_id": self.network_id})
+
+
+@dataclass
+class PoolArgs:
+    cluster: str
+    pool: str
+    machine_type: str
+    gpu: str
+    gpu_count: int
+    gpu_attach: str  # "bundled" (A2/A3/G2) or "separate" (N1 + guest accelerators)
+    nodes: int
+    zone: str
+    region: str
+    image: str  # projects/<project>/global/images/family/<family>
+    subnet_id: pulumi.Input[str]
+    network_id: pulumi.Input[str]
+    labels: dict[str, str]
+    gpu_subnet_ids: list = field(default_factory=list)  # TCPX: four GPU NIC subnets
+    ssh_user: str = "ubuntu"
+    public_key: str | None = None
+    spot: bool = False
+    public_ip: bool = False
+    root_disk_gb: int = 200
+    storage: list[StorageArgs] = field(default_factory=list)
+
+
+def scheduling(spot: bool) -> dict:
+    """GPU VMs cannot live-migrate: TERMINATE on host maintenance; spot VMs are deleted on preemption."""
+    if spot:
+        return {"on_host_maintenance": "TERMINATE", "automatic_restart": False, "preemptible": True,
+                "provisioning_model": "SPOT", "instance_termination_action": "DELETE"}
+    return {"on_host_maintenance": "TERMINATE", "automatic_restart": True, "provisioning_model": "STANDARD"}
+
+
+class GpuNodePool(pulumi.ComponentResource):
+    def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpufleet:gcp:GpuNodePool", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        policies = None
+        if args.nodes > 1:
+            pp = gcp.compute.ResourcePolicy(f"{name}-compact", region=args.region,
+                                            group_placement_policy={"collocation": "COLLOCATED"},
+                                            description=describe(args.labels), opts=child)
+            policies = pp.id  # one policy: a string in pulumi-gcp 10
+        accelerators = None
+        if args.gpu_attach == "separate":
+            accelerators = [{"type": ACCELERATORS[args.gpu], "count": args.gpu_count}]
+        nics = [{"subnetwork": args.subnet_id, "nic_type": "GVNIC",
+                 **({"access_configs": [{}]} if args.public_ip else {})}]
+        nics += [{"subnetwork": s, "nic_type": "GVNIC"} for s in args.gpu_subnet_ids]
+        metadata = {"enable-oslogin": "FALSE"}
+        if args.public_key:
+            metadata["ssh-keys"] = f"{args.ssh_user}:{args.public_key.strip()}"
+
+        self.file_systems = []
+        for i, st in enumerate(args.storage):
+            if st.type == "lustre":
+                self.file_systems.append(_managed_lustre(f"{name}-lustre{i}", args, st, child))
+            elif st.type == "nfs" and not st.server:
+                self.file_systems.append(gcp.filestore.Instance(
+                    f"{name}-filestore{i}", location=args.zone, tier="ZONAL",
+                    file_shares={"name": "data", "capacity_gb": max(1024, int(math.ceil((st.capacity_tib or 1) * 1024)))},
+                    networks=[{"network": args.network_id, "modes": ["MODE_IPV4"]}], labels=args.labels, opts=child))
+
+        self.instances = []
+        for i in range(args.nodes):
+            self.instances.append(gcp.compute.Instance(
+                f"{name}-{i}", machine_type=args.machine_type, zone=args.zone,
+                boot_disk={"initialize_params": {"image": args.image, "size": args.root_disk_gb, "type": "pd-balanced"},
+                           "auto_delete": True},
+                network_interfaces=nics, guest_accelerators=accelerators, scheduling=scheduling(args.spot),
+                resource_policies=policies, labels=args.labels, tags=[args.cluster, f"{args.cluster}-{args.pool}"],
+                metadata=metadata, shielded_instance_config={"enable_secure_boot": False, "enable_vtpm": True,
+                                                             "enable_integrity_monitoring": True},
+                allow_stopping_for_update=True, opts=child))
+        self.node_ids = pulumi.Output.all(*[x.instance_id for x in self.instances])
+        self.private_ips = pulumi.Output.all(*[x.network_interfaces[0].network_ip for x in self.instances])
+        first = self.instances[0].network_interfaces[0]
+        if args.public_ip:
+            ip = first.access_configs.apply(lambda a: a[0].nat_ip if a else None)
+        else:
+            ip = first.network_ip
+        self.ssh_endpoint = ip.apply(lambda v: f"{v}:22")
+        self.register_outputs({"node_ids": self.node_ids, "private_ips": self.private_ips,
+                               "ssh_endpoint": self.ssh_endpoint})
+
+
+def _managed_lustre(name: str, args: PoolArgs, st: StorageArgs, child):
+    """Google Cloud Managed Lustre; it reaches the VPC through private services access."""
+    addr = gcp.compute.GlobalAddress(f"{name}-psa", purpose="VPC_PEERING", address_type="INTERNAL",
+                                     prefix_length=20, network=args.network_id, labels=args.labels, opts=child)
+    conn = gcp.servicenetworking.Connection(f"{name}-peering", network=args.network_id,
+                                            service="servicenetworking.googleapis.com",
+                                            reserved_peering_ranges=[addr.name], opts=child)
+    return gcp.lustre.Instance(
+        name, instance_id=name[:63], location=args.zone, filesystem="lustre",
+        capacity_gib=str(int(math.ceil((st.capacity_tib or 18) * 1024))), network=args.network_id,
+        per_unit_storage_throughput=str(st.throughput_mbps_per_tib or 250), labels=args.labels,
+        opts=pulumi.ResourceOptions(parent=child.parent, depends_on=[conn]))
+
+
+def zone_for(region: str, machine_type: str, provider) -> pulumi.Output[str]:
+    """The first zone of the region that is up, asked of Compute Engine.
+
+    Compute Engine's zone list does not say which zones have a GPU model; a pool that
+    needs a particular zone names it (``zone:``), as the examples do for a3-highgpu-8g.
+    """
+    zones = gcp.compute.get_zones_output(region=region, status="UP", opts=pulumi.InvokeOptions(provider=provider))
+    return zones.names.apply(lambda z: first_zone(z, f"no zone of {region} is up for {machine_type}"))
+
+
+def make_provider(region: str, labels: dict[str, str], project: str | None):
+    return gcp.Provider(f"gcp-{region}", region=region, project=project, default_labels=labels)

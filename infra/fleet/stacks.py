@@ -1,0 +1,90 @@
+"""Loading a stack file with every check gpufleet has: its shape and the catalog (``spec``), what
+each provider can do for each pool (``clouds``), whether the software fits, the Salt formulas.
+
+Every command that reads a stack file goes through ``load``: nothing is created before the
+whole file is valid, and every problem is reported at once, as ``file:line: key: problem``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from gpufleet import catalog, spec
+from gpufleet.catalog.images import osfinger
+from gpufleet.clouds import provider
+from gpufleet.configure import FORMULAS, software
+from gpufleet.errors import NotFound, did_you_mean
+from gpufleet.providers import PROVIDERS
+from gpufleet.spec import Problem
+
+
+def load(path: str | Path, cat=None, *, text: str | None = None) -> spec.Stack:
+    """Load and fully validate a stack file. Raises SpecError/SpecErrors (exit code 2)."""
+    return spec.load(path, cat if cat is not None else catalog.load(), text=text,
+                     pool_checks=[interconnect, provider_rules], stack_checks=[formulas, software_fits])
+
+
+def interconnect(stack, pool, instance, cat) -> Iterable[Problem]:
+    """The interconnect a pool asks for: one its provider offers, on an instance type that has it."""
+    wanted = pool.interconnect
+    if wanted is None:
+        return []
+    offers = provider(pool.provider).interconnects
+    if wanted not in offers:
+        where = [p for p in PROVIDERS if wanted in provider(p).interconnects]
+        own = [x for x, fabric in offers.items() if fabric] or list(offers)
+        return [Problem(("interconnect",), f"{pool.provider} cannot provide {wanted}",
+                        f"{wanted} comes with {' and '.join(where)}; {pool.provider} offers {', '.join(own)}")]
+    fabric = offers[wanted]
+    if fabric and instance.fabric != fabric:
+        return [Problem(("interconnect",), f"{instance.name} has no {wanted}",
+                        "instance types with it: " + ", ".join(sorted(
+                            n for (p, n), x in cat.instances.items()
+                            if p == pool.provider and x.fabric == fabric)))]
+    return []
+
+
+def provider_rules(stack, pool, instance, cat) -> Iterable[Problem]:
+    """What the pool's provider cannot do for it (images, storage tiers, sizes ...)."""
+    return provider(pool.provider).check_pool(stack, pool, instance)
+
+
+def formulas(stack, cat) -> Iterable[Problem]:
+    """Every Salt formula a pool names exists in salt/."""
+    for i, pool in enumerate(stack.pools):
+        for j, name in enumerate(pool.salt.states or []):
+            if name not in FORMULAS:
+                s = did_you_mean(name, FORMULAS)
+                yield Problem(("pools", i, "salt", "states", j), f"unknown Salt formula {name!r}",
+                              f"did you mean {s!r}?" if s else f"formulas: {', '.join(FORMULAS)}")
+
+
+def software_fits(stack, cat) -> Iterable[Problem]:
+    """Driver, CUDA, OS image, GPU and frameworks go together (racks' OS is checked on the hosts)."""
+    sw = stack.software
+    seen: set[tuple] = set()
+    for i, pool in enumerate(stack.pools):
+        gpu = pool.gpu
+        if pool.instance_type and pool.provider != "baremetal":
+            try:
+                gpu = cat.instance(pool.provider, pool.instance_type).gpu
+            except NotFound:
+                continue  # reported by the catalog pass
+        os_ = osfinger(pool.image) if pool.provider != "baremetal" else None  # a cloud's own image says no OS
+        for prob in software.check(driver=sw.driver, cuda=sw.cuda, osfinger=os_, gpu=gpu,
+                                   open_modules=sw.open_kernel_modules, frameworks=dict(sw.frameworks)):
+            if prob.warning or (prob.key, prob.message) in seen:
+                continue
+            seen.add((prob.key, prob.message))
+            keys = ("pools", i, "image") if prob.key == "os" else \
+                (("pools", i, "gpu") if prob.key == "gpu" else tuple(prob.key.split(".")))
+            yield Problem(keys, prob.message, prob.hint)
+
+
+def stack_of(target: str, cat=None) -> spec.Stack | None:
+    """A stack file gives the stack (loaded and checked); anything else is a cluster name (None)."""
+    p = Path(target)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        return load(p, cat)
+    return None

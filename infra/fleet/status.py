@@ -1,0 +1,179 @@
+"""`gpufleet status`: the registry's clusters merged with what the clouds report by tag.
+
+The registry says what gpufleet meant to run; the clouds' tags say what runs. Costs come
+from what runs: each priced resource's hourly price from its creation (or the cluster's)
+until now. Pools on clouds that were not asked (no credentials) and rack hosts are costed
+from the registry's launch prices instead, and the row says so.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from gpufleet.clouds import inventory
+from gpufleet.clouds.resources import Resource, price
+from gpufleet.clouds.tags import TAG_PREFIX, format_expiry, parse_expiry
+from gpufleet.errors import NotFound
+from gpufleet.fleet.stacks import stack_of
+from gpufleet.providers import CLOUDS
+from gpufleet.state.registry import ClusterRecord, Registry
+
+
+@dataclass
+class ClusterStatus:
+    name: str
+    state: str  # the registry's state, or "orphan" for a cluster only the tags know
+    stack: str | None
+    owner: str | None
+    created_at: dt.datetime | None
+    expires_at: dt.datetime | None
+    nodes_recorded: int
+    nodes_found: int | None  # VMs the clouds report; None when no cloud of the cluster was asked
+    usd_per_hour: float
+    cost_so_far: float
+    where: list[str] = field(default_factory=list)
+    resources: list[Resource] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"cluster": self.name, "state": self.state, "stack": self.stack, "owner": self.owner,
+                "created_at": format_expiry(self.created_at) if self.created_at else None,
+                "expires_at": format_expiry(self.expires_at) if self.expires_at else None,
+                "nodes_recorded": self.nodes_recorded, "nodes_found": self.nodes_found,
+                "usd_per_hour": round(self.usd_per_hour, 4), "cost_so_far_usd": round(self.cost_so_far, 2),
+                "where": self.where, "notes": self.notes, "resources": [r.to_dict() for r in self.resources]}
+
+
+
+def _time(s: str | None) -> dt.datetime | None:
+    if not s:
+        return None
+    try:
+        return parse_expiry(s)
+    except Exception:  # noqa: BLE001 - an unreadable time is shown as unknown
+        return None
+
+
+def _hours(now: dt.datetime, since: dt.datetime | None) -> float:
+    return max(0.0, (now - since).total_seconds() / 3600) if since else 0.0
+
+
+def vms(resources: list[Resource]) -> int:
+    return sum(r.count for r in resources if r.kind in ("instance", "scale-set"))
+
+
+def build(records: list[ClusterRecord], resources: list[Resource], *, checked: set[str],
+          now: dt.datetime) -> list[ClusterStatus]:
+    """One row per registry cluster, then one per cluster only the clouds' tags know (orphans)."""
+    by_cluster: dict[str, list[Resource]] = {}
+    for r in resources:
+        by_cluster.setdefault(r.cluster, []).append(r)
+    out = []
+    for rec in records:
+        res = by_cluster.pop(rec.name, [])
+        created = _time(rec.created_at)
+        asked = [p for p in rec.clouds if p in checked]
+        not_asked = [p for p in rec.clouds if p not in checked]
+        per_hour = sum(r.usd_per_hour or 0.0 for r in res)
+        cost = sum((r.usd_per_hour or 0.0) * _hours(now, r.created_at or created) for r in res)
+        from_registry = [n for n in rec.nodes if n.provider not in CLOUDS or n.provider in not_asked]
+        for n in from_registry:
+            per_hour += n.usd_per_hour or 0.0
+            cost += (n.usd_per_hour or 0.0) * _hours(now, _time(n.launched_at) or created)
+        cloud_nodes = [n for n in rec.nodes if n.provider in asked]
+        st = ClusterStatus(rec.name, rec.state, rec.stack, rec.owner, created, _time(rec.expires_at), len(rec.nodes),
+                           vms(res) + (len(rec.nodes) - len(cloud_nodes)) if asked else None, per_hour, cost,
+                           _where(res, rec), res)
+        if asked and vms(res) != len(cloud_nodes):
+            st.notes.append(f"the registry has {len(cloud_nodes)} cloud node(s), the clouds report {vms(res)}")
+        if not_asked:
+            st.notes.append(f"{', '.join(not_asked)} not asked (no credentials): costed from the registry")
+        if rec.nodes and any(n.provider not in CLOUDS for n in rec.nodes):
+            st.notes.append("rack hosts costed from the stack's site costs")
+        unpriced = [r for r in res if r.usd_per_hour is None and r.kind in ("instance", "scale-set")]
+        if unpriced:
+            st.notes.append(f"{len(unpriced)} VM(s) not priced: {unpriced[0].price_note}")
+        out.append(st)
+    for name, res in sorted(by_cluster.items()):
+        tags = res[0].tags
+        times = [r.created_at for r in res if r.created_at]
+        expiries = [t for t in (_time(r.tags.get(TAG_PREFIX + "expires-at")) for r in res) if t]
+        created = min(times) if times else None
+        st = ClusterStatus(name, "orphan", tags.get(TAG_PREFIX + "stack"), tags.get(TAG_PREFIX + "owner"), created,
+                           min(expiries) if expiries else None, 0, vms(res), sum(r.usd_per_hour or 0.0 for r in res),
+                           sum((r.usd_per_hour or 0.0) * _hours(now, r.created_at or created) for r in res),
+                           _where(res, None), res,
+                           ["tagged for a cluster the registry does not know: `gpufleet reap` removes it"])
+        out.append(st)
+    return out
+
+
+def _where(res: list[Resource], rec: ClusterRecord | None) -> list[str]:
+    places = {f"{r.provider}/{r.region}" for r in res}
+    if rec is not None:
+        places |= {f"{p}/{r}" for p, regions in rec.clouds.items() for r in regions}
+        places |= {f"{n.provider}/{n.location}" for n in rec.nodes if n.provider not in CLOUDS}
+    return sorted(places)
+
+
+@dataclass
+class Report:
+    """What `status` found: one row per cluster, which clouds were asked, what could not be read."""
+
+    rows: list[ClusterStatus]
+    registry: str
+    clouds: inventory.Clouds = field(default_factory=inventory.Clouds)
+    unread: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def checked(self) -> list[str]:
+        return sorted(self.clouds.open)
+
+    def to_dict(self) -> dict:
+        return {"clusters": [r.to_dict() for r in self.rows], "checked": self.checked,
+                "skipped": self.clouds.skipped, "unread": self.unread, "registry": self.registry}
+
+
+def run(target: str | None, cat, *, providers: list[str] | None = None, regions: list[str] | None = None,
+        local: bool = False, registry: Registry | None = None, on_region=None,
+        now: dt.datetime | None = None) -> Report:
+    """Every cluster (or those of a stack file or cluster name), merged with what the clouds report:
+    ``providers`` must open (credentials), the others are asked when they can be; ``local`` asks none."""
+    reg = registry or Registry()
+    records, name = _clusters(target, reg, cat)
+    report = Report([], str(reg.path))
+    resources: list[Resource] = []
+    if not local:
+        where = regions
+        if not where and name is not None and records:  # known clusters: only where they run
+            where = {}
+            for rec in records:
+                for p, rs in rec.clouds.items():
+                    where[p] = list(dict.fromkeys([*where.get(p, []), *rs]))
+        wanted = providers or (sorted(where) if isinstance(where, dict) else None)
+        if wanted != []:  # [] = the clusters asked for have no cloud pools
+            report.clouds = inventory.open_clouds(wanted, required=bool(providers), regions=where)
+            one = records[0].name if len(records) == 1 else (name if not records else None)
+            resources, report.unread = inventory.collect(report.clouds, cluster=one if name else None,
+                                                         on_region=on_region)
+            if name and len(records) > 1:
+                keep = {r.name for r in records}
+                resources = [r for r in resources if r.cluster in keep]
+            price(resources, cat)
+    report.rows = build(records, resources, checked=set(report.clouds.open),
+                        now=now or dt.datetime.now(dt.timezone.utc))
+    if name is not None and not report.rows:
+        raise NotFound("cluster", name, [c.name for c in reg.list()], " in the registry or the clouds' tags")
+    return report
+
+
+def _clusters(target: str | None, reg: Registry, cat) -> tuple[list[ClusterRecord], str | None]:
+    """Registry clusters for a stack file or cluster name (all without one), and the name asked for."""
+    if target is None:
+        return reg.list(), None
+    st = stack_of(target, cat)
+    if st is not None:
+        return [c for c in reg.list() if c.stack == st.name], st.name
+    rec = reg.get(target)
+    return ([rec] if rec else []), target

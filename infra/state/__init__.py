@@ -1,0 +1,1 @@
+"""What gpufleet remembers on this machine: the registry of clusters it brought up."""

@@ -1,0 +1,212 @@
+"""The local registry of clusters gpufleet brought up (SQLite, in the user's data directory).
+
+It records what `up` created, where, and at which launch prices, so `status` can show cost so
+far and `down`/`reap` know what is expected. It is a record, not the truth: the clouds' tags
+are (see the lifecycle commands). A cluster leaves the registry only after a successful
+teardown.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpufleet.paths import registry_path
+from gpufleet.providers import CLOUDS
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS clusters (
+    name TEXT PRIMARY KEY,
+    stack TEXT NOT NULL,
+    stack_file TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    backend TEXT,
+    state TEXT NOT NULL,              -- creating | up | failed | draining | leaking
+    usd_per_hour REAL,                -- at launch prices; NULL when some pool has no price
+    locations TEXT                    -- JSON [[provider, region], ...] the stack's cloud pools use
+);
+CREATE TABLE IF NOT EXISTS nodes (
+    cluster TEXT NOT NULL REFERENCES clusters(name) ON DELETE CASCADE,
+    pool TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    provider TEXT NOT NULL,
+    location TEXT NOT NULL,           -- region or site
+    zone TEXT,
+    machine TEXT NOT NULL,
+    node_id TEXT,
+    private_ip TEXT,
+    ssh_endpoint TEXT,
+    usd_per_hour REAL,                -- launch price of this node
+    launched_at TEXT NOT NULL,
+    PRIMARY KEY (cluster, pool, idx)
+);
+-- what configuration (Salt) last did on each host; written one host at a time
+CREATE TABLE IF NOT EXISTS host_status (
+    cluster TEXT NOT NULL REFERENCES clusters(name) ON DELETE CASCADE,
+    pool TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    address TEXT NOT NULL,
+    state TEXT NOT NULL,              -- configured | failed | unreachable | host-key | drained
+    digest TEXT,                      -- pillar + formulas + state tree it was configured with
+    facts TEXT,                       -- JSON, from the last fact gathering
+    detail TEXT,                      -- the error, or what changed
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (cluster, pool, idx)
+);
+"""
+
+
+@dataclass
+class Node:
+    pool: str
+    idx: int
+    provider: str
+    location: str
+    machine: str
+    zone: str | None = None
+    node_id: str | None = None
+    private_ip: str | None = None
+    ssh_endpoint: str | None = None
+    usd_per_hour: float | None = None
+    launched_at: str | None = None
+
+
+@dataclass
+class ClusterRecord:
+    name: str
+    stack: str
+    stack_file: str
+    owner: str
+    created_at: str
+    updated_at: str
+    expires_at: str
+    backend: str | None
+    state: str
+    usd_per_hour: float | None
+    locations: list = field(default_factory=list)  # [(provider, region)] of the cloud pools
+    nodes: list[Node] = field(default_factory=list)
+
+    @property
+    def clouds(self) -> dict[str, list[str]]:
+        """provider -> regions of its cloud pools (from the stack and from the recorded nodes)."""
+        out: dict[str, list[str]] = {}
+        for p, r in [*self.locations, *((n.provider, n.location) for n in self.nodes)]:
+            if p in CLOUDS and r not in out.setdefault(p, []):
+                out[p].append(r)
+        return out
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["nodes"] = [n.__dict__ for n in self.nodes]
+        return d
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Registry:
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else registry_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with closing(self._connect()) as db, db:
+            db.executescript(SCHEMA)
+            self._migrate(db)
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=30)
+        db.execute("PRAGMA foreign_keys = ON")
+        return db
+
+    def _migrate(self, db) -> None:
+        cols = {r[1] for r in db.execute("PRAGMA table_info(clusters)")}
+        if "locations" not in cols:  # registries written before `locations` existed
+            db.execute("ALTER TABLE clusters ADD COLUMN locations TEXT")
+
+    def record(self, *, name: str, stack: str, stack_file: str, owner: str, expires_at: str, backend: str | None,
+               nodes: list[Node], state: str = "up", locations: list | None = None) -> ClusterRecord:
+        """Insert or replace a cluster and its nodes in one transaction (all or nothing)."""
+        now = _now()
+        prices = [n.usd_per_hour for n in nodes]
+        total = None if any(p is None for p in prices) else sum(prices)
+        with closing(self._connect()) as db, db:
+            row = db.execute("SELECT created_at FROM clusters WHERE name = ?", (name,)).fetchone()
+            created = row[0] if row else now
+            old = {(r[0], r[1]): r[2] for r in db.execute(
+                "SELECT pool, idx, launched_at FROM nodes WHERE cluster = ?", (name,))}
+            db.execute("DELETE FROM nodes WHERE cluster = ?", (name,))
+            # an upsert, not REPLACE: replacing the row would cascade to the hosts' status
+            db.execute("INSERT INTO clusters VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET "
+                       "stack=excluded.stack, stack_file=excluded.stack_file, owner=excluded.owner, "
+                       "updated_at=excluded.updated_at, expires_at=excluded.expires_at, backend=excluded.backend, "
+                       "state=excluded.state, usd_per_hour=excluded.usd_per_hour, "
+                       "locations=COALESCE(excluded.locations, clusters.locations)",
+                       (name, stack, str(stack_file), owner, created, now, expires_at, backend, state, total,
+                        json.dumps(locations) if locations is not None else None))
+            db.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", [
+                (name, n.pool, n.idx, n.provider, n.location, n.zone, n.machine, n.node_id, n.private_ip,
+                 n.ssh_endpoint, n.usd_per_hour, old.get((n.pool, n.idx), n.launched_at or now)) for n in nodes])
+        return self.get(name)
+
+    def set_state(self, name: str, state: str) -> None:
+        with closing(self._connect()) as db, db:
+            db.execute("UPDATE clusters SET state = ?, updated_at = ? WHERE name = ?", (state, _now(), name))
+
+    def get(self, name: str) -> ClusterRecord | None:
+        with closing(self._connect()) as db:
+            row = db.execute("SELECT * FROM clusters WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                return None
+            rec = ClusterRecord(*row[:10], locations=[tuple(x) for x in json.loads(row[10] or "[]")])
+            rec.nodes = [Node(pool=r[1], idx=r[2], provider=r[3], location=r[4], zone=r[5], machine=r[6],
+                              node_id=r[7], private_ip=r[8], ssh_endpoint=r[9], usd_per_hour=r[10], launched_at=r[11])
+                         for r in db.execute("SELECT * FROM nodes WHERE cluster = ? ORDER BY pool, idx", (name,))]
+        return rec
+
+    def list(self) -> list[ClusterRecord]:
+        with closing(self._connect()) as db:
+            names = [r[0] for r in db.execute("SELECT name FROM clusters ORDER BY created_at, name")]
+        return [self.get(n) for n in names]
+
+    def set_host(self, cluster: str, pool: str, idx: int, *, address: str, state: str, digest: str | None = None,
+                 facts: dict | None = None, detail: str | None = None) -> None:
+        """Record one host's configuration outcome (one transaction; the cluster must exist)."""
+        with closing(self._connect()) as db, db:
+            db.execute("INSERT OR REPLACE INTO host_status VALUES (?,?,?,?,?,?,?,?,?)",
+                       (cluster, pool, idx, address, state, digest, json.dumps(facts) if facts is not None else None,
+                        detail, _now()))
+
+    def hosts(self, cluster: str) -> dict[tuple[str, int], dict]:
+        with closing(self._connect()) as db:
+            rows = db.execute("SELECT pool, idx, address, state, digest, facts, detail, updated_at FROM host_status "
+                              "WHERE cluster = ?", (cluster,)).fetchall()
+        return {(r[0], r[1]): {"address": r[2], "state": r[3], "digest": r[4], "facts": json.loads(r[5]) if r[5] else None,
+                               "detail": r[6], "updated_at": r[7]} for r in rows}
+
+    def remove(self, name: str) -> bool:
+        with closing(self._connect()) as db, db:
+            cur = db.execute("DELETE FROM clusters WHERE name = ?", (name,))
+        return cur.rowcount > 0
+
+
+def nodes_from_outputs(outputs: dict) -> list[Node]:
+    """Registry rows from the Pulumi program's ``pools`` output (``engine.program.Context.export``)."""
+    out: list[Node] = []
+    for pool, p in (outputs.get("pools") or {}).items():
+        ids = p.get("node_ids") or []
+        ips = p.get("private_ips") or []
+        for i in range(int(p.get("nodes") or len(ids))):
+            out.append(Node(pool=pool, idx=i, provider=p["provider"], location=p["region"], zone=p.get("zone"),
+                            machine=p["instance_type"], node_id=ids[i] if i < len(ids) else None,
+                            private_ip=ips[i] if i < len(ips) else None,
+                            ssh_endpoint=p.get("ssh_endpoint") if i == 0 else None,
+                            usd_per_hour=p.get("usd_per_node_hour")))
+    return out
+

@@ -1,0 +1,95 @@
+"""The floor plan holds: every provider behind the interface, imports at the top of modules
+(the contracts in pyproject.toml see them), no module reaching into another's private names,
+and the import contracts themselves able to fail."""
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from gpufleet import clouds
+from gpufleet.clouds.base import Cloud, CloudApi, Provider
+from gpufleet.providers import CLOUDS, PROVIDERS
+
+from conftest import ROOT
+
+LIBRARY = ROOT / "infra"
+# Imports of gpufleet modules that stay inside a function, and why: each pulls in something
+# heavy that most commands never need.
+LAZY = {("catalog/__init__.py", "gpufleet"): "pydantic, only when there is a user config to read",
+        ("engine/program.py", "gpufleet.clouds.baremetal"): "the rack's Pulumi dynamic resource, inside the program"}
+
+
+def _modules(root):
+    for path in sorted(root.rglob("*.py")):
+        yield path, ast.parse(path.read_text(), str(path))
+
+
+def test_every_provider_is_one_folder_behind_the_interface():
+    assert sorted(p.name for p in (LIBRARY / "clouds").iterdir() if (p / "__init__.py").exists()) == sorted(PROVIDERS)
+    for name in PROVIDERS:
+        impl = clouds.provider(name)
+        assert isinstance(impl, Provider) and impl.name == name
+    for name in CLOUDS:
+        c = clouds.cloud(name)
+        assert isinstance(c, Cloud)
+        assert isinstance(c.api(), CloudApi)
+        mocks = c.mocks()
+        assert all(hasattr(mocks, a) for a in ("ID_PREFIX", "COLUMNS", "resource", "call", "summary"))
+        assert hasattr(c.program(), "build_region") and hasattr(c.prices(), "FLAGSHIPS")
+
+
+def test_library_modules_import_gpufleet_at_the_top():
+    found = {}
+    for path, tree in _modules(LIBRARY):
+        for fn in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gpufleet"):
+                    found[(str(path.relative_to(LIBRARY)), node.module)] = node.lineno
+                elif isinstance(node, ast.Import):
+                    found.update({(str(path.relative_to(LIBRARY)), a.name): node.lineno
+                                  for a in node.names if a.name.startswith("gpufleet")})
+    assert set(found) == set(LAZY), {k: v for k, v in found.items() if k not in LAZY}
+
+
+def test_no_module_uses_another_modules_private_names():
+    bad = []
+    for root in (LIBRARY, ROOT / "cli"):
+        for path, tree in _modules(root):
+            aliases = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("gpufleet"):
+                    bad += [f"{path.name}: from {node.module} import {a.name}" for a in node.names
+                            if a.name.startswith("_") and not a.name.startswith("__")]
+                    aliases |= {a.asname or a.name for a in node.names}
+                elif isinstance(node, ast.Import):
+                    aliases |= {a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith("gpufleet")}
+            bad += [f"{path.name}:{n.lineno}: {n.value.id}.{n.attr}" for n in ast.walk(tree)
+                    if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in aliases
+                    and n.attr.startswith("_") and not n.attr.startswith("__")]
+    assert bad == []
+
+
+@pytest.mark.slow
+def test_an_upward_import_breaks_the_contracts(tmp_path):
+    """The contracts can fail: the same tree with one data module importing an operation does."""
+    lint = shutil.which("lint-imports", path=os.path.dirname(sys.executable))
+    if lint is None:
+        pytest.skip("import-linter is not installed (the test extra installs it)")
+    tree = tmp_path / "gpufleet"
+    tree.mkdir()
+    for entry in LIBRARY.iterdir():
+        if entry.name not in ("spec.py", "__pycache__"):
+            (tree / entry.name).symlink_to(entry)
+    (tree / "cli").symlink_to(ROOT / "cli")
+    args = [lint, "--config", str(ROOT / "pyproject.toml"), "--no-cache"]
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    spec = (LIBRARY / "spec.py").read_text()
+    (tree / "spec.py").write_text(spec)
+    assert subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True).returncode == 0
+    (tree / "spec.py").write_text(spec + "\nfrom gpufleet.fleet import up  # noqa: E402 an upward import\n")
+    r = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert r.returncode == 1 and "gpufleet.spec is not allowed to import gpufleet.fleet" in r.stdout, r.stdout

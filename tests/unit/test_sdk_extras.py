@@ -1,0 +1,56 @@
+"""With one cloud's extra installed (the others' SDKs hidden, tests/tools/only_extra.py), every
+command ends with a clear message: a cloud whose SDK is missing is skipped with the extra to
+install when nobody named it, and is bad input (exit 2) when somebody did. Never a traceback."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+ONLY_EXTRA = ROOT / "tests" / "tools" / "only_extra.py"
+STACKS = {"aws": "aws-training", "gcp": "gcp-a3", "azure": "azure-nd"}
+
+
+def run(extra: str, *args: str, env=None) -> subprocess.CompletedProcess:
+    r = subprocess.run([sys.executable, str(ONLY_EXTRA), extra, *args], capture_output=True, text=True, timeout=120,
+                       cwd=ROOT, env=env)
+    assert "Traceback" not in r.stdout + r.stderr, r.stderr
+    return r
+
+
+@pytest.fixture
+def env(monkeypatch, tmp_path):
+    import os
+
+    # Azure's price API needs no SDK: point it at a port nothing listens on, never at the Internet
+    monkeypatch.setenv("GPUFLEET_AZURE_PRICES_ENDPOINT", "http://127.0.0.1:9/api/retail/prices")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    return dict(os.environ)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("extra", ["aws", "gcp", "azure"])
+def test_a_missing_cloud_sdk_is_skipped_unless_asked_for(extra, env):
+    others = [c for c in STACKS if c != extra]
+    mine = run(extra, "plan", f"stacks/examples/{STACKS[extra]}.yaml", env=env)
+    assert mine.returncode == 0, mine.stderr  # the installed extra is enough for its own cloud
+    for other in others:
+        install = f"pip install 'gpufleet[{other}]'"
+        r = run(extra, "plan", f"stacks/examples/{STACKS[other]}.yaml", env=env)
+        assert r.returncode == 2 and install in r.stderr
+        # Azure's prices need no SDK (its Retail Prices API is plain REST): only its capabilities do
+        refresh = [] if other == "azure" else [["catalog", "refresh", "-p", other]]
+        for asked in (["reap", "-p", other], ["status", "-p", other], ["check", "-p", other], *refresh):
+            r = run(extra, *asked, env=env)
+            assert r.returncode == 2 and install in r.stderr, (asked, r.stderr)
+    for cmd in (["reap"], ["status"], ["check"]):
+        r = run(extra, "--json", *cmd, env=env)
+        skipped = json.loads(r.stdout)["skipped"]
+        assert r.returncode == 0 and all(f"pip install 'gpufleet[{o}]'" in skipped[o] for o in others), (cmd, r.stdout)
+    r = run(extra, "--json", "catalog", "refresh", env=env)
+    results = {x["provider"]: x for x in json.loads(r.stdout)["results"]}
+    missing = [o for o in others if o != "azure"]
+    assert all(results[o]["status"] == "skipped" and f"gpufleet[{o}]" in results[o]["message"] for o in missing)
