@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import Annotated, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from gpufleet import __version__
 from gpufleet.cli import catalog as catalog_cmd
@@ -15,8 +18,23 @@ from gpufleet.cli import plan as plan_cmd
 from gpufleet.cli import validate as validate_cmd
 from gpufleet.cli.output import STATE
 
+GLOBAL_FLAGS = re.compile(r"^(--json|--verbose|-v+)$")
+
+
+class RootGroup(TyperGroup):
+    """The root command: its flags ``--json`` and ``-v`` are accepted after the command too
+    (``gpufleet compare resnet50 --json``, as people type them), not only before it."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        end = args.index("--") if "--" in args else len(args)
+        flags = [a for a in args[:end] if GLOBAL_FLAGS.match(a)]
+        rest = [a for a in args[:end] if not GLOBAL_FLAGS.match(a)] + args[end:]
+        return super().parse_args(ctx, flags + rest)
+
+
 app = typer.Typer(
     name="gpufleet",
+    cls=RootGroup,
     help="Compare, bring up, configure and tear down GPU fleets on AWS, GCP, Azure and your own racks.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -33,7 +51,8 @@ def _version(value: bool):
 
 @app.callback()
 def root(
-    json_: Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")] = False,
+    json_: Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout (before or after the "
+                                        "command).")] = False,
     verbose: Annotated[int, typer.Option("-v", "--verbose", count=True, help="More detail (repeat for more).")] = 0,
     config: Annotated[Optional[str], typer.Option("--config", help="User config file (default "
                                                   "~/.config/gpufleet/config.yaml).", envvar="GPUFLEET_CONFIG")] = None,
@@ -42,6 +61,9 @@ def root(
     STATE.json = json_
     STATE.verbose = verbose
     STATE.config = config
+    # the libraries' own log records (paramiko's traceback for a host that does not answer SSH, ...)
+    # reach people as gpufleet's messages; -vv shows them as they come
+    logging.basicConfig(level=logging.DEBUG if verbose >= 2 else logging.CRITICAL, format="%(name)s: %(message)s")
 
 
 app.command("compare", help=compare_cmd.HELP)(compare_cmd.compare)
@@ -54,6 +76,7 @@ app.command("status", help=lifecycle_cmd.STATUS_HELP)(lifecycle_cmd.status)
 app.command("reap", help=lifecycle_cmd.REAP_HELP)(lifecycle_cmd.reap)
 app.command("check", help=lifecycle_cmd.CHECK_HELP)(lifecycle_cmd.check)
 app.add_typer(catalog_cmd.app, name="catalog", help="List the GPU catalog: GPUs, instance types, prices, workloads.")
+app.add_typer(lifecycle_cmd.registry_app, name="registry")
 
 
 def main() -> None:

@@ -152,12 +152,17 @@ def refresh_cmd(
                                               "provider's prices a refresh may drop (you removed regions?).")] = 0.25,
 ):
     from gpufleet import catalog
+    from gpufleet.catalog import store
     from gpufleet.fleet import refresh
     from gpufleet.providers import CLOUDS
 
     named = options.clouds(provider)
     asked = named or list(CLOUDS)
-    cat = catalog.load(STATE.config)
+    try:
+        cat = catalog.load(STATE.config)
+    except store.StoreDamaged as e:  # the very file a refresh replaces
+        output.warn(f"{e.message}; it is replaced (and kept aside) when a provider's new prices pass their checks")
+        cat = catalog.load(STATE.config, refreshed=False)
     with output.steps("Refreshing prices", len(asked)) as update:
         def on_provider(p, what):
             update(asked.index(p), len(asked), f"{p}: {what}")
@@ -181,6 +186,8 @@ def refresh_cmd(
             c.print(f"[red]{problem}[/red]", highlight=False)
         if len(res.problems) > 20:
             c.print(f"[red]... and {len(res.problems) - 20} more (--json)[/red]")
+        if res.set_aside:
+            c.print(f"The damaged file is kept as {res.set_aside}.")
         if res.written:
             c.print(f"Written to {res.path} (atomically); `gpufleet catalog sources` shows where each provider's "
                     "prices come from." + (f" [red]{', '.join(held)}: previous prices kept[/red]." if held else ""))

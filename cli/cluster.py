@@ -9,7 +9,7 @@ import typer
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
 from gpufleet.cli.tables import render_hosts, render_outcomes, render_resources
-from gpufleet.errors import GpufleetError
+from gpufleet.errors import GpufleetError, PartialFailure
 
 UP_HELP = ("Bring a stack up: validate, plan and price it, check credentials, quotas and the Pulumi CLI, ask, then create "
            "the cloud pools with Pulumi, record the cluster, and configure the rack hosts over SSH with Salt. "
@@ -48,18 +48,22 @@ def up(
         return options.confirm(f"Create these {len(p.cloud_resources)} resources for "
                                f"{output.money(p.usd_per_hour)}/h?", yes)
 
-    with output.steps("Bringing up") as update:
-        outcome = bring_up(st, cat, cluster=cluster, confirm=confirm, prompt=options.passphrase_prompt(),
-                                  on_progress=lambda pr: update(pr.done, pr.total, _in_flight(pr)),
-                                  configure=configure, trust_new_hosts=trust_new_hosts, reconfigure=reconfigure, check=check,
-                                  on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
+    try:
+        with output.steps("Bringing up") as update:
+            outcome = bring_up(st, cat, cluster=cluster, confirm=confirm, prompt=options.passphrase_prompt(),
+                               on_progress=lambda pr: update(pr.done, pr.total, _in_flight(pr)),
+                               configure=configure, trust_new_hosts=trust_new_hosts, reconfigure=reconfigure,
+                               check=check, on_host_progress=lambda phase, done, total, msg: update(
+                                   done, total, f"{phase}: {msg}"))
+    except GpufleetError as e:
+        if getattr(e, "reports", None) and not STATE.json:
+            render_hosts(e.reports, "Configuration")  # every host, and why each failed
+        raise
     rec = outcome.record
     for q in outcome.quotas:
         if q.ok is None:
             output.warn(f"{q.provider} {q.region}: quota {q.quota!r} {q.note or 'could not be read'}")
-    from gpufleet.errors import PartialFailure
-
-    failed = PartialFailure(outcome.hosts) if any(not h.ok for h in outcome.hosts) else None
+    failed = PartialFailure.of(outcome.hosts)
     if STATE.json:
         doc = {"cluster": rec.to_dict(), "changes": outcome.progress.ops if outcome.progress else {},
                "quotas": [q.to_dict() for q in outcome.quotas],

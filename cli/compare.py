@@ -35,23 +35,15 @@ def _split(values: list[str] | None) -> list[str]:
 
 def _nodes(text: str) -> list[int]:
     from gpufleet.errors import InputError
+    from gpufleet.spec import MAX_POOL_NODES
 
     try:
-        out = [int(x) for x in text.split(",") if x.strip()]
+        out = [int(x) for x in text.split(",")]
     except ValueError:
         raise InputError(f"--nodes {text!r} is not a list of whole numbers", "e.g. --nodes 1,2,4,8") from None
-    if not out or any(n < 1 for n in out):
-        raise InputError(f"--nodes {text!r}: node counts must be 1 or more", "e.g. --nodes 1,2,4,8")
+    if not out or any(n < 1 or n > MAX_POOL_NODES for n in out):
+        raise InputError(f"--nodes {text!r}: node counts go from 1 to {MAX_POOL_NODES:,}", "e.g. --nodes 1,2,4,8")
     return sorted(set(out))
-
-
-def _pool_storage(pool) -> str | None:
-    """A stack pool's shared storage as a --storage value, when the file gives its throughput."""
-    for st in pool.storage:
-        mbps = st.read_mbps()
-        if mbps:
-            return f"{st.type}:{mbps:g}"
-    return None
 
 
 @output.handle_errors
@@ -77,40 +69,33 @@ def compare(
     fmt: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
     csv_: Annotated[bool, typer.Option("--csv", help="Same as --format csv.")] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Same as --format markdown.")] = False,
-    top: Annotated[int, typer.Option(help="Rows in the table (0 = all; JSON/CSV always list all).")] = 25,
+    top: Annotated[int, typer.Option(help="Rows in the table or Markdown (0 = all; JSON/CSV always list all).")] = 25,
 ):
     from gpufleet import catalog
     from gpufleet import compare as cmp
     from gpufleet.errors import InputError, NotFound
     from gpufleet.perf import workloads
     from gpufleet.providers import PROVIDERS
+    from gpufleet.spec import MAX_EPOCHS, MAX_TOKENS
 
     fmt = Fmt.json if STATE.json else Fmt.csv if csv_ else Fmt.markdown if markdown else fmt
     cat = catalog.load(STATE.config)
     if precision not in ("mixed", "fp32", "tf32", "fp16", "bf16", "fp8"):
         raise NotFound("precision", precision, ["mixed", "fp32", "tf32", "fp16", "bf16", "fp8"])
-    for name, v in (("--epochs", epochs), ("--tokens", tokens), ("--max-price", max_price),
-                    ("--min-gpus", min_gpus), ("--batch-per-gpu", batch_per_gpu)):
-        if v is not None and v <= 0:
-            raise InputError(f"{name} must be positive, got {v:g}")
-    only = None
+    for name, v, most in (("--epochs", epochs, MAX_EPOCHS), ("--tokens", tokens, MAX_TOKENS),
+                          ("--max-price", max_price, 1e7), ("--min-gpus", min_gpus, 1e6),
+                          ("--batch-per-gpu", batch_per_gpu, 1e6)):
+        if v is not None and not 0 < v <= most:  # also NaN
+            raise InputError(f"{name} must be positive and at most {most:g}, got {v:g}")
+    if top < 0:
+        raise InputError(f"--top {top}: give the number of rows to show, or 0 for all")
+    only, left_out = None, {}
     if stack:
-        from gpufleet import spec
-        from gpufleet.catalog.onprem import site_from_pool
         from gpufleet.fleet import stacks
 
         st = stacks.load(stack, cat)
-        only = []
-        for p in st.pools:
-            if p.provider == "baremetal":
-                if p.site_costs is None:
-                    output.warn(f"pool {p.name}: no site_costs, so the rack is left out of the comparison")
-                    continue
-                cat.sites.append(site_from_pool(p, cat, f"site_costs in {stack}"))
-                only.append(("baremetal", p.site, f"{p.site}-node", p.nodes, False, _pool_storage(p)))
-            else:
-                it = spec.resolve_instance(p, cat)
-                only.append((p.provider, p.region, it.name, p.nodes, p.spot, _pool_storage(p)))
+        pools = cmp.stack_pools(st, cat, stack)
+        only, left_out = pools.only, pools.left_out
         if st.workload and not workload:
             workload = st.workload.name
             epochs = epochs or st.workload.epochs
@@ -118,6 +103,12 @@ def compare(
             batch_per_gpu = batch_per_gpu or st.workload.batch_per_gpu
             if st.workload.precision:
                 precision = st.workload.precision
+    if not workload and stack:
+        from gpufleet.errors import SpecError
+
+        raise SpecError(stack, 1, "workload", "the stack has no `workload:` block and no workload was named",
+                        "add e.g. `workload: {name: resnet50, epochs: 90}` to the stack, or name one: "
+                        "gpufleet compare resnet50 --stack STACK")
     if not workload:
         raise InputError("name a workload (e.g. resnet50, llm-7b) or give --stack with a `workload:` block",
                          "see `gpufleet catalog workloads`")
@@ -136,8 +127,11 @@ def compare(
         nodes=_nodes(nodes), precision=precision, batch_per_gpu=batch_per_gpu, storage=storage, only=only,
     )
     report = cmp.compare(cat, req)
+    report.left_out = left_out
     _render(report, fmt, top)
-    if not report.rows:
+    for pool, why in left_out.items():
+        output.warn(f"pool {pool} is left out of the comparison: {why}")
+    if not report.rows or left_out:  # a stack pool that cannot be compared is a comparison not done
         raise typer.Exit(1)
 
 
@@ -167,12 +161,13 @@ def _render(report, fmt: Fmt, top: int) -> None:
                                  f"{r.scaling_efficiency:.4f}", r.feasible, ";".join(r.tags), r.price_as_of]
                                 for i, r in enumerate(report.rows, 1)])
         return
-    rows = report.rows if (top == 0 or fmt is Fmt.markdown) else report.rows[:top]
+    rows = report.rows if top == 0 else report.rows[:top]
     cells = [_cells(i, r) for i, r in enumerate(rows, 1)]
     title = f"{report.workload}: {report.sample_label}"
     if fmt is Fmt.markdown:
         output.write_markdown(COLUMNS, cells, title)
-        sys.stdout.write(f"\nCatalog prices as of {report.catalog_as_of} ({report.catalog_age_days} days old).\n")
+        shown = f" Showing {len(rows)} of {len(report.rows)} (--top 0 for all)." if len(rows) < len(report.rows) else ""
+        sys.stdout.write(f"\nCatalog prices as of {report.catalog_as_of} ({report.catalog_age_days} days old).{shown}\n")
         return
     styles = ["bold green" if "cheapest" in r.tags else "bold cyan" if "fastest" in r.tags
               else "dim" if not r.feasible else None for r in rows]

@@ -11,22 +11,45 @@ from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
 from gpufleet.cli.tables import age, render_findings, render_outcomes
 
+# The rule of every command that asks the clouds, said in each one's help.
+UNREAD_RULE = ("A cloud without credentials (or its SDK) is skipped with a warning; exit 1 when a cloud or region that "
+               "should have been read could not be (unreachable, credentials refused, permission denied: each named), "
+               "or when no cloud could be asked at all; exit 2 when a cloud named with --provider has no credentials.")
 STATUS_HELP = ("List clusters: the registry's, merged with what the clouds report by tag (nodes, state, age, expiry, "
-               "price per hour, cost so far). Resources tagged for a cluster the registry does not know are orphans.")
+               "price per hour, cost so far). Resources tagged for a cluster the registry does not know are orphans. "
+               "--local asks no cloud. " + UNREAD_RULE)
 REAP_HELP = ("Find tagged resources that are expired or whose cluster is gone from the registry and the Pulumi state, "
              "on every cloud and region. A dry run unless --yes; --yes deletes them in dependency order. Untagged "
-             "resources are never touched. Exit 1 when something could not be deleted or checked. Safe from cron.")
+             "resources are never touched. Safe from cron: exit 1 also when something could not be deleted. "
+             + UNREAD_RULE)
 CHECK_HELP = ("Show whose credentials each cloud gets, and, for a STACK, the GPU quotas it needs against what is "
               "available (AWS vCPU quotas per instance class, GCP GPU quotas per region, Azure vCPUs per VM family). "
-              "Exit 1 when a quota is short, 2 when credentials are missing. `up` runs this first.")
+              "Exit 1 when a quota is short. `up` runs this first. " + UNREAD_RULE)
 
 
 
 def _warn_unread(clouds, unread: dict[str, str]) -> None:
+    """Each cloud that was not asked (no credentials or SDK) and each place that should have been
+    read and was not, with why."""
     for p, why in clouds.skipped.items():
-        output.warn(f"{p} not checked: {why}")
+        if p not in unread:
+            output.warn(f"{p} not checked: {why}")
     for where, why in unread.items():
         output.warn(f"{where} could not be read: {why}")
+
+
+def _exit_if_unread(unread: dict[str, str]) -> None:
+    """The rule of every command that asks the clouds: exit 1 when something that should have been
+    read could not be (the result is incomplete), after showing what was found."""
+    if not unread:
+        return
+    if STATE.json:
+        raise typer.Exit(1)  # the document already says what ("unread")
+    from gpufleet.errors import GpufleetError
+
+    raise GpufleetError(f"could not read {', '.join(unread)}: the result is incomplete",
+                        "each is named above with why (could not be reached, refused the credentials, denied "
+                        "permission); fix it and run again")
 
 
 @output.handle_errors
@@ -48,10 +71,12 @@ def status(
     rows, now = report.rows, dt.datetime.now(dt.timezone.utc)
     if STATE.json:
         output.emit_json(report.to_dict())
+        _exit_if_unread(report.unread)
         return
     if not rows:
         output.console().print(f"No clusters: the registry ({report.registry}) is empty and the clouds asked "
                                f"({', '.join(report.checked) or 'none'}) report nothing tagged gpufleet:cluster.")
+        _exit_if_unread(report.unread)
         return
     table = []
     for r in rows:
@@ -64,6 +89,7 @@ def status(
     output.table("Clusters", ["cluster", "state", "where", "nodes", "age", "expires", "$/h", "cost so far", "notes"],
                  table, justify={"$/h": "right", "cost so far": "right"},
                  styles=["red" if r.state in ("orphan", "leaking", "failed") else None for r in rows])
+    _exit_if_unread(report.unread)
 
 
 def _expiry(now, t) -> str:
@@ -111,6 +137,8 @@ def reap(
         if res.trouble:
             raise typer.Exit(1)
         return
+    if res.unread and not found:
+        _exit_if_unread(res.unread)  # nothing read means nothing known: never "Nothing to reap"
     if sel.reap:
         render_findings("Expired or orphaned" + ("" if yes else " (dry run: nothing deleted)"), sel.reap)
     for f in sel.kept:
@@ -129,6 +157,7 @@ def reap(
     else:
         c.print(f"Deleted {len(outcomes) - len(failed)} of {len(outcomes)} resource(s); "
                 f"{output.money(sum(o.resource.usd_per_hour or 0 for o in outcomes if o.ok))}/h no longer billed.")
+    _exit_if_unread(res.unread)
     if res.trouble:
         raise typer.Exit(1)
 
@@ -148,6 +177,7 @@ def check(
         output.emit_json(report.to_dict())
         if short:
             raise typer.Exit(short.exit_code)
+        _exit_if_unread(report.unread)
         return
     if not report.cloud_pools:
         output.console().print("The stack has no cloud pools: no credentials or quotas to check.")
@@ -155,6 +185,7 @@ def check(
     rows = [[p, who.get("principal", "-"), who.get("account", "-"), who.get("source", "-")]
             for p, who in clouds.identity.items()]
     rows += [[p, f"not checked: {why}", "-", "-"] for p, why in clouds.skipped.items()]
+    rows += [[p, f"could not be read: {why}", "-", "-"] for p, why in clouds.failed.items()]
     output.table("Credentials", ["cloud", "who", "account / project / subscription", "from"], rows)
     if lines:
         qrows = [[x.provider, x.region, x.quota, x.unit, f"{x.needed:g}", _num(x.limit), _num(x.used),
@@ -165,7 +196,54 @@ def check(
                      styles=["red" if x.ok is False else ("yellow" if x.ok is None else None) for x in lines])
     if short:
         raise short
+    _exit_if_unread(report.unread)
 
 
 def _num(v) -> str:
     return "-" if v is None else f"{v:g}"
+
+
+registry_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None, help="The local registry of clusters.")
+
+
+@registry_app.command("rebuild", help="Write the registry anew from what the clouds' tags (every cloud with "
+                      "credentials, every region) and the Pulumi state say; rack-only clusters, which carry no "
+                      "tags, are kept from the old file when it can be read. The old file is kept beside it "
+                      "(registry.db.bak-<time>). A registry that can still be read is replaced only with --yes, "
+                      "and not when a cloud or region could not be read. " + UNREAD_RULE)
+@output.handle_errors
+def rebuild(
+    provider: options.Providers = None,
+    region: options.Regions = None,
+    yes: options.Yes = False,
+):
+    from gpufleet import catalog
+    from gpufleet.fleet import registry as rebuilding
+    from gpufleet.paths import registry_path
+
+    old, problem = rebuilding.old_registry(registry_path())
+    if old is not None and old.list() and not options.confirm(
+            f"Replace the registry {old.path} ({len(old.list())} cluster(s)) with what the clouds say?", yes):
+        from gpufleet.errors import GpufleetError
+
+        raise GpufleetError("nothing was changed", "run again and answer yes, or pass --yes")
+    if problem:
+        output.warn(f"{problem}: it is kept as a backup")
+    with output.steps("Asking the clouds") as update:
+        seen: list[str] = []
+        res = rebuilding.rebuild(catalog.load(STATE.config), providers=options.clouds(provider), regions=region,
+                                 on_region=lambda where: (seen.append(where), update(len(seen), None, where)))
+    _warn_unread(res.clouds, res.unread)
+    if STATE.json:
+        output.emit_json(res.to_dict())
+        if not res.written or res.unread:
+            raise typer.Exit(1)
+        return
+    rebuilding.refuse_unread(res)
+    rows = [[c.name, c.stack, c.owner, c.expires_at or "-", ", ".join(f"{p}/{r}" for p, r in c.locations) or "-",
+             len(c.nodes), "kept (rack)" if c.name in res.kept_racks else ("Pulumi state" if c.backend else "tags")]
+            for c in res.clusters]
+    output.table(f"Registry {res.path}", ["cluster", "stack", "owner", "expires", "where", "nodes", "from"], rows)
+    output.console().print(f"{len(res.clusters)} cluster(s) written" + (f"; the old file is {res.backup}"
+                                                                       if res.backup else "") + ".")
+    _exit_if_unread(res.unread)

@@ -64,7 +64,9 @@ def error(exc) -> None:
 
 
 def handle_errors(fn):
-    """Map library errors to messages and exit codes; no traceback for expected errors."""
+    """Map library errors to messages and exit codes. An expected error (GpufleetError) is its
+    message and hint; an interrupt is exit 130; anything else is a bug, said in one line with
+    exit 1 (the traceback with -v), so that a failure always says so and never looks like output."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -75,6 +77,19 @@ def handle_errors(fn):
         except GpufleetError as e:
             error(e)
             raise typer.Exit(e.exit_code) from None
+        except KeyboardInterrupt:
+            console(stderr=True).print("interrupted")
+            raise typer.Exit(130) from None
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except Exception as e:  # noqa: BLE001 - a bug: one clear line (and the traceback with -v)
+            if STATE.verbose:
+                import traceback
+
+                traceback.print_exc()
+            error(GpufleetError(f"internal error: {type(e).__name__}: {e}",
+                                "this is a bug in gpufleet: run the same command with -v and report what it prints"))
+            raise typer.Exit(1) from None
 
     return wrapper
 

@@ -57,6 +57,8 @@ def render(result, *, all_resources: bool = False) -> None:
                  ["pool", "provider", "region/site", "machine", "nodes", "GPUs", "$/node-h", "$/h", "note"], money_rows,
                  justify={"nodes": "right", "GPUs": "right", "$/node-h": "right", "$/h": "right"})
     unpriced = [p.pool for p in result.pools if p.usd_per_hour is None]
+    for w in result.warnings:
+        c.print(f"[bold red]warning:[/bold red] {w}")
     c.print(f"[bold]Total: {output.money(result.usd_per_hour)}/h[/bold]"
             + (f" plus unpriced pools: {', '.join(unpriced)}" if unpriced else "")
             + "; storage, NAT and traffic are not included.")

@@ -33,20 +33,23 @@ def validate(
             results.append({"stack": path, "ok": False, **e.to_dict()})
             continue
         pools = [{"pool": c.pool, "provider": c.provider, "where": c.where, "machine": c.machine, "nodes": c.nodes,
-                  "gpus": c.gpus, "usd_per_hour": c.usd_per_hour} for c in costs]
+                  "gpus": c.gpus, "usd_per_hour": c.usd_per_hour, "price_note": c.note or None} for c in costs]
         results.append({"stack": path, "ok": True, "name": st.name, "owner": st.owner, "ttl": st.ttl, "pools": pools})
     if STATE.json:
         output.emit_json(results)
     else:
         for r, p in zip(results, stacks):
             if r["ok"]:
-                total = [x["usd_per_hour"] for x in r["pools"]]
-                unknown = [x["pool"] for x in r["pools"] if x["usd_per_hour"] is None]
-                known = sum(t for t in total if t is not None)
-                cost = output.money(known) + "/h" + (f" (+ pools without a price: {', '.join(unknown)})" if unknown else "")
+                priced = [x for x in r["pools"] if x["usd_per_hour"] is not None]
+                unknown = [x for x in r["pools"] if x["usd_per_hour"] is None]
+                cost = (f"{output.money(sum(x['usd_per_hour'] for x in priced))}/h" if priced else "no price")
+                if priced and unknown:
+                    cost += f" for {len(priced)} of {len(r['pools'])} pool(s)"
                 output.console().print(f"[green]ok[/green] {p}: stack {r['name']}, {len(r['pools'])} pool(s), "
                                        f"{sum(x['nodes'] for x in r['pools'])} node(s), "
                                        f"{sum(x['gpus'] for x in r['pools'])} GPU(s), {cost}")
+                for x in unknown:  # a pool without a price is never shown as costing $0.00
+                    output.warn(f"{p}: pool {x['pool']} has no price: {x['price_note']}")
         for e in failed:
             output.error(e)
     if failed:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
+from gpufleet import spec
 from gpufleet.catalog import Catalog, Offer, age_in_days
+from gpufleet.catalog.onprem import site_from_pool
 from gpufleet.errors import InputError
 from gpufleet.perf.model import Scenario, predict
 from gpufleet.perf.workloads import Workload
@@ -34,6 +36,45 @@ class Request:
     storage: str | None = None  # nvme | network | lustre:<MB/s> | <MB/s>
     # stack pools: (provider, region, instance, nodes, spot, storage or None)
     only: list[tuple[str, str, str, int, bool, str | None]] | None = None
+
+
+@dataclass
+class StackPools:
+    """A stack's pools as ``Request.only``, and those that cannot be compared, with why."""
+
+    only: list[tuple[str, str, str, int, bool, str | None]]
+    left_out: dict[str, str]  # pool -> why (no price in its market and region, a rack without site_costs)
+
+
+def stack_pools(stack, cat: Catalog, source: str) -> StackPools:
+    """Each pool of a (validated) stack as the offer it runs on; racks with ``site_costs`` become
+    sites of ``cat``. A pool that has no price where it runs is left out, and said so."""
+    out = StackPools([], {})
+    for p in stack.pools:
+        if p.provider == "baremetal":
+            if p.site_costs is None:
+                out.left_out[p.name] = "a rack without site_costs has no price (give purchase price, power, utilization)"
+                continue
+            cat.sites.append(site_from_pool(p, cat, f"site_costs in {source}"))
+            out.only.append(("baremetal", p.site, f"{p.site}-node", p.nodes, False, pool_storage(p)))
+            continue
+        it = spec.resolve_instance(p, cat)
+        market = "spot" if p.spot else "ondemand"
+        if cat.offer(p.provider, p.region, it.name, market) is None:
+            out.left_out[p.name] = (f"no {market} price for {it.name} in {p.region} in the catalog"
+                                    + ("; add a quote under `prices:` in your config" if p.spot else ""))
+            continue
+        out.only.append((p.provider, p.region, it.name, p.nodes, p.spot, pool_storage(p)))
+    return out
+
+
+def pool_storage(pool) -> str | None:
+    """A pool's shared storage as a ``Request.storage`` value, when the stack gives its throughput."""
+    for st in pool.storage:
+        mbps = st.read_mbps()
+        if mbps:
+            return f"{st.type}:{mbps:g}"
+    return None
 
 
 @dataclass
@@ -84,13 +125,14 @@ class Report:
     catalog_age_days: int
     stale: bool
     max_age_days: int = 90
+    left_out: dict[str, str] = field(default_factory=dict)  # stack pools that could not be compared, and why
 
     def to_dict(self) -> dict:
         return {"workload": self.workload, "unit": self.unit, "samples_to_train": self.samples,
                 "samples_label": self.sample_label, "assumptions": self.assumptions,
                 "catalog_as_of": self.catalog_as_of, "catalog_age_days": self.catalog_age_days,
                 "catalog_stale": self.stale, "catalog_max_age_days": self.max_age_days,
-                "offers": [r.to_dict() for r in self.rows], "skipped": self.skipped}
+                "offers": [r.to_dict() for r in self.rows], "skipped": self.skipped, "left_out": self.left_out}
 
 
 def _storage_for(req: Request, offer: Offer, pool_storage: str | None = None) -> tuple[float, bool, str]:

@@ -23,10 +23,11 @@ Looked up at ``$GPUFLEET_CONFIG``, else ``$XDG_CONFIG_HOME/gpufleet/config.yaml`
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
 from gpufleet import yamlsrc
 from gpufleet.providers import CLOUDS
@@ -39,14 +40,23 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _day(v):
+    """A date as YAML reads ``2026-11-20`` (a date), or as a string: kept as YYYY-MM-DD."""
+    if isinstance(v, dt.date):
+        return v.isoformat()
+    if isinstance(v, str) and re.match(r"^\d{4}-\d{2}(-\d{2})?$", v.strip()):
+        return v.strip()
+    raise ValueError(f"{v!r} is not a date: write it as 2026-11-20")
+
+
 class PriceOverride(_Strict):
     provider: Cloud
     item: str
     region: str
     market: Literal["ondemand", "spot"] = "ondemand"
-    usd_per_hour: float = Field(gt=0)
+    usd_per_hour: float = Field(gt=0, le=10_000)
     source: str = "user config"
-    as_of: str = Field(default_factory=lambda: dt.date.today().isoformat())
+    as_of: Annotated[str, BeforeValidator(_day)] = Field(default_factory=lambda: dt.date.today().isoformat())
 
 
 class SiteCosts(_Strict):
@@ -74,12 +84,22 @@ class SiteConfig(SiteCosts):
 
 
 class UserConfig(_Strict):
+    _located: Any = PrivateAttr(default=None)  # set by load(): the file's lines
     discounts: dict[Cloud, float] = {}
     prices: list[PriceOverride] = []
     sites: list[SiteConfig] = []
     catalog_max_age_days: int = Field(default=90, gt=0)
 
+    @property
+    def located(self):
+        """Where each key of the file is (``yamlsrc.Located``), for errors found after validation."""
+        return self._located
+
 
 def load(path: str | Path) -> UserConfig:
-    """The user config file (``paths.user_config`` says which), validated with file:line errors."""
-    return validate_located(UserConfig, yamlsrc.load_file(path))
+    """The user config file (``paths.user_config`` says which), validated with file:line errors;
+    ``located`` keeps the lines for the checks against the catalog."""
+    located = yamlsrc.load_file(path)
+    cfg = validate_located(UserConfig, located)
+    cfg._located = located
+    return cfg

@@ -186,3 +186,37 @@ class PartialFailure(GpufleetError):
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "hosts": [r.to_dict() for r in self.reports]}
+
+    @staticmethod
+    def of(reports: list, action: str = "configured") -> "PartialFailure | None":
+        """None when every host is done; AllHostsFailed when none is; PartialFailure otherwise."""
+        if all(r.ok for r in reports):
+            return None
+        return (AllHostsFailed if not any(r.ok for r in reports) else PartialFailure)(reports, action)
+
+
+class AllHostsFailed(PartialFailure):
+    """Not one host could be done: the operation did nothing. Exit code 1."""
+
+    exit_code = EXIT_FAILED
+
+
+class CloudUnreadable(GpufleetError):
+    """A cloud (or a region, or one kind of resource there) that should have been read could not
+    be: it could not be reached, it refused the credentials, or it denied permission. Exit code 1:
+    the operation could not do its job (missing credentials are CredentialsError, exit 2)."""
+
+    KINDS = {"unreachable": "could not be reached", "refused": "refused the credentials",
+             "permission": "denied permission", "error": "failed"}
+    HINTS = {"unreachable": "check the network, a proxy, or the endpoint override; then run it again",
+             "refused": "the credentials are wrong or expired: log in again",
+             "permission": "the identity may not do this: grant it the permission named above",
+             "error": "run it again; if it stays, the message above says what the cloud answered"}
+
+    def __init__(self, provider: str, kind: str, detail: str, where: str | None = None):
+        self.provider, self.kind, self.where = provider, kind, where or provider
+        self.reason = f"{self.KINDS[kind]} ({detail})"  # what `unread` lists beside the place
+        super().__init__(f"{self.where}: {self.reason}", self.HINTS[kind])
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "provider": self.provider, "kind": self.kind, "where": self.where}

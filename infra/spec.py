@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpufleet.config import SiteCosts
 from gpufleet.errors import SpecError, SpecErrors, did_you_mean
@@ -46,6 +46,15 @@ class HintedValueError(ValueError):
         self.hint = hint
 
 
+# Bounds on what one stack may ask: far above real fleets, so that a typo (nodes: 100000) or a
+# generated file gone wrong is refused with its line instead of planned for minutes.
+MAX_POOLS = 1000
+MAX_POOL_NODES = 10_000
+MAX_EPOCHS = 10_000
+MAX_TOKENS = 1e15  # the largest published runs train on some 1e13 tokens
+MAX_TTL = dt.timedelta(days=366)  # a lease, not a lifetime: renew it with another `up`
+
+
 def parse_ttl(value: str) -> dt.timedelta:
     m = _TTL.match(str(value))
     if not m:
@@ -53,6 +62,9 @@ def parse_ttl(value: str) -> dt.timedelta:
     seconds = float(m.group(1)) * _TTL_UNITS[m.group(2)]
     if seconds <= 0:
         raise HintedValueError(f"{value!r} must be longer than zero", "for example 8h")
+    if seconds > MAX_TTL.total_seconds():
+        raise HintedValueError(f"{value!r} is longer than {MAX_TTL.days} days", "a ttl is a lease: e.g. 30d, and "
+                               "`gpufleet up` again to extend it")
     return dt.timedelta(seconds=seconds)
 
 
@@ -67,11 +79,18 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+def _mount_point(v: str) -> str:
+    if not re.match(r"^/[A-Za-z0-9._/-]*$", v) or "/../" in f"{v}/" or "//" in v:
+        raise HintedValueError(f"{v!r} is not an absolute mount point", "e.g. /data or /fsx (letters, digits, "
+                               "'.', '_', '-' and '/')")
+    return v
+
+
 class Storage(_Strict):
     type: Literal["lustre", "nfs", "local-nvme"]
-    mount: str = "/data"
-    capacity_tib: float | None = Field(default=None, gt=0)
-    throughput_mbps_per_tib: int | None = Field(default=None, gt=0)
+    mount: Annotated[str, AfterValidator(_mount_point)] = "/data"
+    capacity_tib: float | None = Field(default=None, gt=0, le=100_000)
+    throughput_mbps_per_tib: int | None = Field(default=None, gt=0, le=100_000, strict=True)
     # Lustre: MGS NIDs and fsname for on-prem; NFS: server and export
     mgs_nids: list[str] | None = None
     fsname: str | None = None
@@ -91,38 +110,92 @@ class Storage(_Strict):
         return None
 
 
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}"
+                       r"[A-Za-z0-9])?)*\.?$")
+
+
+def _address(v: str) -> str:
+    """An IP address or a DNS host name (RFC 1123), nothing a shell or SSH would read otherwise."""
+    v = v.strip()
+    try:
+        return str(ipaddress.ip_address(v))
+    except ValueError:
+        pass
+    if re.match(r"^[\d.]+$", v) or not _HOSTNAME.match(v):  # 999.1.1.1 is no address and no name
+        raise HintedValueError(f"{v!r} is not an IP address or a host name", "e.g. 10.0.0.11 or gpu01.dc1.example.com")
+    return v
+
+
 class Host(_Strict):
-    address: str
-    port: int = Field(default=22, ge=1, le=65535)
+    address: Annotated[str, AfterValidator(_address)]
+    port: int = Field(default=22, ge=1, le=65535, strict=True)
     user: str = "root"
     key: str | None = None
 
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str) -> str:
+        return _linux_user(v)
+
+
+def _linux_user(v: str) -> str:
+    if not re.match(r"^[a-z_][a-z0-9_-]{0,31}$", v):
+        raise HintedValueError(f"{v!r} is not a valid Linux user name", "e.g. ubuntu, root or azureuser")
+    return v
+
 
 def _cidr(v: str) -> str:
+    """A network block written as its network address and prefix (10.0.0.0/8, not 10.0.0.0/0)."""
     try:
-        return str(ipaddress.ip_network(v, strict=False))
+        net = ipaddress.ip_network(v.strip(), strict=False)
     except ValueError:
         raise HintedValueError(f"{v!r} is not a CIDR block", "write an address and prefix, e.g. 203.0.113.0/24") from None
+    if str(net.network_address) != str(ipaddress.ip_interface(v.strip()).ip):
+        addr = ipaddress.ip_interface(v.strip()).ip
+        natural = next((p for p in (8, 16, 24, 32) if p >= net.prefixlen and
+                        int(addr) & ((1 << (32 - p)) - 1) == 0), None) if addr.version == 4 else None
+        raise HintedValueError(f"{v} has bits set past its /{net.prefixlen} prefix: it would mean {net}",
+                               f"did you mean {addr}/{natural}?" if natural else f"write the block as {net}")
+    return str(net)
+
+
+def _ipv4_cidr(v: str) -> str:
+    v = _cidr(v)
+    if ipaddress.ip_network(v).version != 4:
+        raise HintedValueError(f"{v} is an IPv6 block: the networks gpufleet creates are IPv4 only, so no IPv6 "
+                               "client could reach a node through it", "give the IPv4 blocks you connect from")
+    return v
+
+
+def internet_wide(cidrs: list[str]) -> list[str]:
+    """The public address space the blocks open, where it is Internet-wide: any public block of more
+    than 2^24 addresses after merging neighbours (0.0.0.0/0, or two /1s, is the whole Internet)."""
+    public = [n for n in map(ipaddress.ip_network, cidrs) if not n.is_private]
+    return [str(n) for n in ipaddress.collapse_addresses(public) if n.prefixlen < 8]
 
 
 class Access(_Strict):
     """Who may reach the nodes from outside the cluster, and how."""
 
-    ssh_cidrs: list[str] = []  # empty: no SSH from outside the cluster's own network
+    # empty: no SSH from outside the cluster's own network
+    ssh_cidrs: list[Annotated[str, AfterValidator(_ipv4_cidr)]] = []
+    ssh_from_internet: bool = False  # the explicit consent an Internet-wide block needs
     public_key: str | None = None  # a path to an OpenSSH public key, or the key itself
     user: str = "ubuntu"
 
-    @field_validator("ssh_cidrs")
-    @classmethod
-    def _cidrs(cls, v: list[str]) -> list[str]:
-        return [_cidr(c) for c in v]
+    @model_validator(mode="after")
+    def _internet(self):
+        wide = internet_wide(self.ssh_cidrs)
+        if wide and not self.ssh_from_internet:
+            raise HintedValueError(f"ssh_cidrs open SSH to the whole Internet ({', '.join(wide)})",
+                                   "give the blocks you connect from (e.g. your office's /24); if you really mean "
+                                   "it, say so with ssh_from_internet: true (`plan` will flag it)")
+        return self
 
     @field_validator("user")
     @classmethod
     def _user(cls, v: str) -> str:
-        if not re.match(r"^[a-z_][a-z0-9_-]{0,31}$", v):
-            raise HintedValueError(f"{v!r} is not a valid Linux user name", "e.g. ubuntu or azureuser")
-        return v
+        return _linux_user(v)
 
 
 class Network(_Strict):
@@ -189,13 +262,13 @@ class Pool(_Strict):
     site: str | None = None
     instance_type: str | None = None
     gpu: str | None = None
-    gpus_per_node: int | None = Field(default=None, gt=0)
-    nodes: int | None = Field(default=None, ge=1, le=10000)
+    gpus_per_node: int | None = Field(default=None, gt=0, le=64, strict=True)
+    nodes: int | None = Field(default=None, ge=1, le=MAX_POOL_NODES, strict=True)  # `true` is not 1
     spot: bool = False
     interconnect: Interconnect | None = None
     storage: list[Storage] = []
     image: str | None = None
-    root_disk_gb: int = Field(default=200, ge=30, le=16384)
+    root_disk_gb: int = Field(default=200, ge=30, le=16384, strict=True)
     public_ip: bool = False  # workers stay private unless the pool says so
     vpc: str | None = None  # existing network (AWS vpc-..., GCP network name, Azure VNet id)
     subnet: str | None = None  # existing subnet (AWS subnet-..., GCP subnetwork, Azure subnet id)
@@ -269,10 +342,10 @@ class Pool(_Strict):
 
 class WorkloadRef(_Strict):
     name: str
-    epochs: float | None = Field(default=None, gt=0)
-    tokens: float | None = Field(default=None, gt=0)
+    epochs: float | None = Field(default=None, gt=0, le=MAX_EPOCHS)
+    tokens: float | None = Field(default=None, gt=0, le=MAX_TOKENS)
     precision: Precision | None = None
-    batch_per_gpu: int | None = Field(default=None, gt=0)
+    batch_per_gpu: int | None = Field(default=None, gt=0, le=1_000_000, strict=True)
 
 
 class Stack(_Strict):
@@ -283,10 +356,18 @@ class Stack(_Strict):
     access: Access = Access()
     network: Network = Network()
     software: Software = Software()
-    pools: Annotated[list[Pool], Field(min_length=1)]
+    pools: Annotated[list[Pool], Field(min_length=1, max_length=MAX_POOLS)]
 
     # set by load(): where the stack came from
     source: str = Field(default="", exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _extensions(cls, data):
+        """Top-level ``x-*`` keys are the file's own (anchors for ``<<: *pool`` merges, notes): ignored."""
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if not (isinstance(k, str) and k.startswith("x-"))}
+        return data
 
     @field_validator("name")
     @classmethod
@@ -313,6 +394,18 @@ class Stack(_Strict):
             if p.name in seen:
                 raise HintedValueError(f"two pools are named {p.name!r}", "pool names must be unique in a stack")
             seen.add(p.name)
+        return self
+
+    @model_validator(mode="after")
+    def _unique_hosts(self):
+        where: dict[tuple[str, int], str] = {}
+        for p in self.pools:
+            for i, h in enumerate(p.hosts):
+                key = (h.address.lower().rstrip("."), h.port)
+                if key in where:
+                    raise HintedValueError(f"host {h.address}:{h.port} is listed twice ({where[key]} and "
+                                           f"{p.name}[{i}])", "one machine is one host of one pool")
+                where[key] = f"{p.name}[{i}]"
         return self
 
     @property

@@ -28,9 +28,23 @@ class Located:
         return self.lines.get((), 1)
 
 
+# Limits on what a stack, config or workload file may be: far above any real file, low enough
+# that a hostile or broken one fails at once with its file and line instead of eating the
+# machine ("billion laughs": aliases that expand to a billion values; nesting a thousand deep).
+MAX_BYTES = 4 * 1024 * 1024
+MAX_DEPTH = 64
+MAX_VALUES = 200_000  # scalars, mappings and sequences, counting each alias as often as it is used
+MERGE = "tag:yaml.org,2002:merge"
+PLAIN_COLLECTIONS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+
+
 def load_file(path: str | Path) -> Located:
     p = Path(path)
     try:
+        size = p.stat().st_size
+        if size > MAX_BYTES:
+            raise SpecError(str(path), None, "", f"the file is {size / 1e6:.1f} MB; at most {MAX_BYTES / 1e6:.0f} MB "
+                            "is read", "is this the right file?")
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SpecError(str(path), None, "", "file not found",
@@ -43,6 +57,8 @@ def load_file(path: str | Path) -> Located:
 def load_text(text: str, path: str = "<string>") -> Located:
     import yaml
 
+    if len(text) > MAX_BYTES:
+        raise SpecError(path, None, "", f"the text is {len(text) / 1e6:.1f} MB; at most {MAX_BYTES / 1e6:.0f} MB is read")
     loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         loader = loader_cls(text)
@@ -58,35 +74,77 @@ def load_text(text: str, path: str = "<string>") -> Located:
                         "check indentation and quoting around this line") from None
     except yaml.YAMLError as e:
         raise SpecError(path, None, "", f"YAML error: {e}") from None
+    except RecursionError:
+        raise SpecError(path, None, "", f"nested more than {MAX_DEPTH} levels deep",
+                        "a stack file is a few levels deep: is this the right file?") from None
     out = Located(data=None, path=path)
     if node is None:
         out.data = {}
         return out
-    constructor = yaml.SafeLoader("")  # for scalar resolution only
-    out.data = _walk(node, (), out, constructor)
+    walk = _Walk(out, yaml.SafeLoader(""))  # the constructor resolves scalars only
+    out.data = walk.value(node, ())
     return out
 
 
-def _walk(node, keys: Path_, out: Located, ctor):
-    import yaml
+class _Walk:
+    """Plain data from the node graph, remembering each key path's line, within the limits above.
+    Merge keys (``<<: *defaults``) merge like YAML 1.1 says: the mapping's own keys win."""
 
-    out.lines.setdefault(keys, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
+    def __init__(self, out: Located, ctor):
+        self.out, self.ctor, self.count = out, ctor, 0
+
+    def _fail(self, node, keys: Path_, problem: str, hint: str | None = None):
+        raise SpecError(self.out.path, node.start_mark.line + 1, _dotted(keys), problem, hint)
+
+    def value(self, node, keys: Path_):
+        import yaml
+
+        self.count += 1
+        if self.count > MAX_VALUES:
+            self._fail(node, keys, f"the document holds more than {MAX_VALUES:,} values (each use of an alias "
+                       "counts again)", "far more than any stack or config needs: is this the right file? Aliases "
+                       "(*name) that repeat other aliases multiply")
+        if len(keys) > MAX_DEPTH:
+            self._fail(node, keys, f"nested more than {MAX_DEPTH} levels deep")
+        self.out.lines.setdefault(keys, node.start_mark.line + 1)
+        if not isinstance(node, yaml.ScalarNode) and node.tag not in PLAIN_COLLECTIONS:
+            self._fail(node, keys, f"unsupported YAML tag {node.tag}", "stack and config files are plain YAML: "
+                       "mappings, lists, strings, numbers, booleans")
+        if isinstance(node, yaml.MappingNode):
+            return self.mapping(node, keys)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.value(v, keys + (i,)) for i, v in enumerate(node.value)]
+        try:
+            return self.ctor.construct_object(node, deep=True)
+        except yaml.YAMLError as e:
+            self._fail(node, keys, f"cannot read this value: {getattr(e, 'problem', None) or e}")
+
+    def mapping(self, node, keys: Path_) -> dict:
+        import yaml
+
         result: dict = {}
+        merged: list = []
         for k_node, v_node in node.value:
-            k = ctor.construct_object(k_node, deep=True)
+            if k_node.tag == MERGE:
+                sources = v_node.value if isinstance(v_node, yaml.SequenceNode) else [v_node]
+                if not all(isinstance(s, yaml.MappingNode) for s in sources):
+                    self._fail(k_node, keys, "a merge key (<<) takes a mapping or a list of mappings",
+                               "write <<: *name, where &name marks a mapping")
+                merged += sources
+                continue
+            k = self.value(k_node, keys + ("<key>",)) if not isinstance(k_node, yaml.ScalarNode) else \
+                self.ctor.construct_object(k_node, deep=True)
             if isinstance(k, (list, dict)):
-                raise SpecError(out.path, k_node.start_mark.line + 1, _dotted(keys), "a key must be a plain value")
+                self._fail(k_node, keys, "a key must be a plain value")
             if k in result:
-                raise SpecError(out.path, k_node.start_mark.line + 1, _dotted(keys + (k,)),
-                                "duplicate key", "remove one of the two entries")
-            out.lines[keys + (k,)] = k_node.start_mark.line + 1
-            result[k] = _walk(v_node, keys + (k,), out, ctor)
-            out.lines[keys + (k,)] = k_node.start_mark.line + 1
+                self._fail(k_node, keys + (k,), "duplicate key", "remove one of the two entries")
+            self.out.lines[keys + (k,)] = k_node.start_mark.line + 1
+            result[k] = self.value(v_node, keys + (k,))
+            self.out.lines[keys + (k,)] = k_node.start_mark.line + 1
+        for source in merged:  # earlier sources win over later ones, the mapping's own keys over all
+            for k, v in self.mapping(source, keys).items():
+                result.setdefault(k, v)
         return result
-    if isinstance(node, yaml.SequenceNode):
-        return [_walk(v, keys + (i,), out, ctor) for i, v in enumerate(node.value)]
-    return ctor.construct_object(node, deep=True)
 
 
 def _dotted(keys: Path_) -> str:

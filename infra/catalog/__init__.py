@@ -28,9 +28,10 @@ from gpufleet.catalog.model import (
     offer_key,
 )
 from gpufleet.catalog.onprem import Site
-from gpufleet.errors import CatalogError, NotFound
+from gpufleet.errors import CatalogError, NotFound, SpecError, SpecErrors, did_you_mean
 from gpufleet.paths import user_config
 from gpufleet.providers import CLOUDS
+from gpufleet.yamlsrc import dotted
 
 # --- loading -------------------------------------------------------------------------
 
@@ -150,15 +151,15 @@ def _embedded() -> Catalog:
     return Catalog(gpus=gpus, instances=parse_instances(gpus), prices=parse_prices(), regions=regions, zones=zones)
 
 
-def load(config_path: str | Path | None = None, *, use_config: bool = True) -> Catalog:
+def load(config_path: str | Path | None = None, *, use_config: bool = True, refreshed: bool = True) -> Catalog:
     """The embedded catalog, with the prices of the last `gpufleet catalog refresh` in place of
-    the embedded ones of each provider it fetched, then the user's overrides (discounts,
-    prices, racks). ``use_config=False``: the embedded catalog alone."""
+    the embedded ones of each provider it fetched (``refreshed=False``: not those), then the
+    user's overrides (discounts, prices, racks). ``use_config=False``: the embedded catalog alone."""
     base = _embedded()
     cat = Catalog(gpus=dict(base.gpus), instances=dict(base.instances), prices=list(base.prices),
                   regions=base.regions, zones=base.zones)
     if use_config:
-        stored = store.read_store()
+        stored = store.read_store() if refreshed else None
         if stored is not None:
             use_refreshed(cat, stored)
         path = user_config(config_path)
@@ -190,19 +191,39 @@ def use_refreshed(cat: Catalog, stored: dict) -> None:
 
 
 def use_config_file(cat: Catalog, cfg, path: str) -> None:
-    """The user's discounts, price quotes and owned racks (``config.UserConfig``)."""
+    """The user's discounts, price quotes and owned racks (``config.UserConfig``); a quote for an
+    instance type or region the catalog does not know is refused with its line (it would be dropped)."""
     for prov, d in cfg.discounts.items():
         if not 0 <= d < 1:
             raise CatalogError(f"config: discounts.{prov}: {d} must be a fraction in [0, 1)",
                                "write 0.15 for a 15% discount")
     cat.discounts.update(cfg.discounts)
+    errs = [e for i, q in enumerate(cfg.prices) for e in _quote_problems(cat, cfg.located, i, q)]
+    if errs:
+        raise SpecErrors(errs)
     for q in cfg.prices:
-        cat.prices.append(Price(q.provider, q.item, q.region, q.market, q.usd_per_hour, q.source, q.as_of))
+        cat.prices.append(Price(q.provider, q.item, q.region, q.market, q.usd_per_hour, q.source, q.as_of, quote=True))
     for s in cfg.sites:
         cat.gpu(s.gpu)  # raises NotFound with a suggestion
         cat.sites.append(Site(**s.model_dump(), source=f"site costs in {path}", as_of=dt.date.today().isoformat()))
     cat.max_age_days = cfg.catalog_max_age_days
     cat.reset_offers()
+
+
+def _quote_problems(cat: Catalog, located, i: int, q) -> list[SpecError]:
+    items = {n for (p, n) in cat.instances if p == q.provider} | {
+        x for (p, _), it in cat.instances.items() if p == q.provider and it.gpu_attach == "separate"
+        for x in (it.base_machine, f"gpu:{it.gpu}")}
+    out = []
+    for key, value, known in (("item", q.item, items), ("region", q.region, cat.regions.get(q.provider, {}))):
+        if value not in known:
+            s = did_you_mean(value, known)
+            keys = ("prices", i, key)
+            out.append(SpecError(located.path, located.line(keys), dotted(keys),
+                                 f"{q.provider} has no {'instance type' if key == 'item' else 'region'} {value!r} "
+                                 "in the catalog: the quote would price nothing",
+                                 f"did you mean {s!r}?" if s else f"see `gpufleet catalog instances --provider {q.provider}`"))
+    return out
 
 
 __all__ = ["CLOUDS", "Catalog", "Gpu", "InstanceType", "Offer", "Price", "PricePart", "load", "age_in_days",

@@ -80,6 +80,7 @@ class PricePart:
     usd_per_hour: float
     source: str
     as_of: str
+    quote: bool = False  # the user's own quote (config `prices:`): a price paid, no discount applies to it
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,7 @@ class Price:
     source: str
     as_of: str
     parts: tuple[PricePart, ...] = ()  # what the provider bills separately (GCP: vCPUs, RAM, GPUs)
+    quote: bool = False  # the user's own quote (config `prices:`)
 
 
 @dataclass(frozen=True)
@@ -223,15 +225,18 @@ def _build_offers(cat: Catalog):
         for region, market in sorted(keys):
             if it.gpu_attach == "bundled":
                 p = by_item[(provider, it.name, region, market)]
-                parts = p.parts or (PricePart(it.name, p.usd_per_hour, p.source, p.as_of),)
+                parts = p.parts or (PricePart(it.name, p.usd_per_hour, p.source, p.as_of, p.quote),)
             else:
                 m = by_item[(provider, it.base_machine, region, market)]
                 g = by_item.get((provider, f"gpu:{it.gpu}", region, market))
                 if g is None:
                     continue  # machine priced but not its GPU in this region/market
-                parts = (m.parts or (PricePart(it.base_machine, m.usd_per_hour, m.source, m.as_of),)) + (
-                    PricePart(f"{it.gpu_count}x {it.gpu}", g.usd_per_hour * it.gpu_count, g.source, g.as_of),)
-            total = sum(x.usd_per_hour for x in parts) * (1.0 - disc)
-            yield Offer(provider, region, it, gpu, market, total, parts, disc)
+                parts = (m.parts or (PricePart(it.base_machine, m.usd_per_hour, m.source, m.as_of, m.quote),)) + (
+                    PricePart(f"{it.gpu_count}x {it.gpu}", g.usd_per_hour * it.gpu_count, g.source, g.as_of,
+                              g.quote),)
+            # a negotiated discount is off list prices; a quote is already what is paid
+            total = sum(x.usd_per_hour * (1.0 if x.quote else 1.0 - disc) for x in parts)
+            listed = any(not x.quote for x in parts)
+            yield Offer(provider, region, it, gpu, market, total, parts, disc if listed else 0.0)
     for site in cat.sites:
         yield site.offer(cat)

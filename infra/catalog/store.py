@@ -26,8 +26,18 @@ MAX_SHRINK = 0.25  # a provider may lose at most this fraction of its rows in on
 USD_PER_GPU_HOUR = (0.05, 40.0)  # outside this, a price is a parsing error, not a price
 
 
+class StoreDamaged(CatalogError):
+    """The refreshed prices' file cannot be read; `catalog refresh` replaces it (keeping it aside)."""
+
+    def __init__(self, path: Path, problem: str):
+        self.path = path
+        super().__init__(f"{path}: the refreshed prices cannot be read ({problem})",
+                         f"run `gpufleet catalog refresh`, which replaces it (keeping it aside), or delete {path} to "
+                         "use the embedded prices")
+
+
 def read_store(path: Path | None = None) -> dict | None:
-    """The refreshed prices, or None when there are none yet; a damaged file is a CatalogError."""
+    """The refreshed prices, or None when there are none yet; a damaged file is StoreDamaged."""
     path = path or prices_path()
     if not path.exists():
         return None
@@ -37,9 +47,8 @@ def read_store(path: Path | None = None) -> dict | None:
             raise ValueError(f"schema {doc.get('schema')!r}")
         rows = [FetchedPrice.from_dict(r) for r in doc["prices"]]
         facts = [InstanceFacts.from_dict(f) for f in doc.get("facts", [])]
-    except (OSError, ValueError, TypeError, AttributeError) as e:
-        raise CatalogError(f"{path}: the refreshed prices cannot be read ({e})",
-                           f"run `gpufleet catalog refresh` again, or delete {path} to use the embedded prices") from None
+    except (OSError, ValueError, TypeError, AttributeError, RecursionError) as e:
+        raise StoreDamaged(path, str(e)[:200]) from None
     return {"providers": doc.get("providers", {}), "prices": rows, "facts": facts}
 
 
@@ -136,6 +145,13 @@ def _is_time(s: str) -> bool:
         return True
     except (ValueError, AttributeError):
         return False
+
+
+def set_aside(path: Path, now: dt.datetime | None = None) -> Path:
+    """Move a damaged file out of the way, beside itself: ``prices.json.bad-<time>``."""
+    aside = path.with_name(f"{path.name}.bad-{(now or dt.datetime.now(dt.timezone.utc)).strftime('%Y%m%dT%H%M%SZ')}")
+    os.replace(path, aside)
+    return aside
 
 
 def write(path: Path, doc: dict) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from gpufleet.clouds import cloud
 from gpufleet.clouds.resources import Resource
-from gpufleet.errors import GpufleetError, InputError, did_you_mean
+from gpufleet.errors import CloudUnreadable, GpufleetError, InputError, did_you_mean
 from gpufleet.providers import CLOUDS
 
 
@@ -29,11 +29,22 @@ class Clouds:
 
     open: dict = field(default_factory=dict)  # provider -> its base.CloudApi
     identity: dict[str, dict] = field(default_factory=dict)
-    skipped: dict[str, str] = field(default_factory=dict)  # provider -> why not checked
+    skipped: dict[str, str] = field(default_factory=dict)  # provider -> why not asked (no credentials, no SDK)
+    failed: dict[str, str] = field(default_factory=dict)  # provider -> why it could not be read (CloudUnreadable)
     regions: dict[str, list[str]] = field(default_factory=dict)
+    asked: bool = False  # whether any cloud was to be asked at all
 
     def __getitem__(self, provider: str):
         return self.open[provider]
+
+    def unread(self, places: dict[str, str] | None = None) -> dict[str, str]:
+        """What should have been read and was not: the clouds that failed, the places (regions, kinds)
+        that could not be listed, and, when clouds were to be asked but none could be, each
+        skipped one (a command that read nothing must not say "nothing found")."""
+        out = {**self.failed, **(places or {})}
+        if self.asked and not self.open and not self.failed:
+            out.update(self.skipped or {"clouds": "no cloud was asked"})
+        return out
 
 
 def api(provider: str):
@@ -45,32 +56,42 @@ def open_clouds(providers: list[str] | None, *, required: bool, regions: dict[st
                 factory: Callable[[str], object] = api) -> Clouds:
     """Open ``providers`` (default: every cloud) and learn who we are on each.
 
-    ``required``: missing credentials (or SDK) are an error (exit 2); otherwise that cloud is
-    skipped and the reason kept. ``regions``: per provider, or a plain list that is matched
-    against every opened cloud's regions (``us-east-1`` is AWS, ``us-east1`` GCP, ``eastus``
+    ``required``: missing credentials (or SDK) are an error (exit 2), and so is a cloud that
+    cannot be read (exit 1); otherwise the first is skipped and the second recorded as failed,
+    each with the reason, and the other clouds are opened. ``regions``: per provider, or a
+    plain list that is matched against every opened cloud's regions (``us-east-1`` is AWS, ``us-east1`` GCP, ``eastus``
     Azure); each must exist. Default: every region.
     """
-    out = Clouds()
+    out = Clouds(asked=True)
+    every: dict[str, list[str]] = {}
     for p in providers or CLOUDS:
         try:
             c = factory(p)
             out.identity[p] = c.identity()
-        except GpufleetError as e:  # no credentials, or no SDK
+            every[p] = c.regions(regions.get(p) or None if isinstance(regions, dict) else None)
+        except InputError:  # a region that does not exist, an unknown cloud
+            raise
+        except CloudUnreadable as e:  # refused, unreachable, denied: should have been read
             if required:
                 raise
+            out.identity.pop(p, None)
+            out.failed[p] = e.reason
+            continue
+        except GpufleetError as e:  # no credentials, or no SDK: not this user's cloud
+            if required:
+                raise
+            out.identity.pop(p, None)
             out.skipped[p] = e.message
             continue
         out.open[p] = c
     if isinstance(regions, dict):
-        for p, c in out.open.items():
-            out.regions[p] = c.regions(regions.get(p) or None)
+        out.regions = every
         return out
-    every = {p: c.regions(None) for p, c in out.open.items()}
     if not regions:
         out.regions = every
         return out
     unknown = [r for r in regions if not any(r in rs for rs in every.values())]
-    if unknown:
+    if unknown and not out.failed:  # a cloud that could not be read may have it: that failure is the answer
         s = did_you_mean(unknown[0], [r for rs in every.values() for r in rs])
         not_asked = f" ({', '.join(out.skipped)} not asked: {'; '.join(out.skipped.values())})" if out.skipped else ""
         raise InputError(f"no cloud has a region {unknown[0]!r}{not_asked}",

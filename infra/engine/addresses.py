@@ -5,7 +5,9 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 
+from gpufleet.clouds import cloud
 from gpufleet.errors import InputError
+from gpufleet.providers import CLOUDS
 
 
 @dataclass
@@ -64,3 +66,19 @@ def host_address(cidr: str, index: int) -> str:
     """The ``index``-th usable address of a subnet after the cloud-reserved first four."""
     net = ipaddress.ip_network(cidr)
     return str(net.network_address + 4 + index)
+
+
+def address_needs(stack) -> tuple[list[tuple[str, str, str, int]], list[tuple[str, str]]]:
+    """The subnets the stack's cloud pools need, in file order ((provider, region, purpose,
+    addresses)), and its (provider, region)s in file order."""
+    needs: list[tuple[str, str, str, int]] = []
+    regions: list[tuple[str, str]] = []
+    for p in (p for p in stack.pools if p.provider in CLOUDS):
+        c = cloud(p.provider)
+        if (p.provider, p.region) not in regions:
+            regions.append((p.provider, p.region))
+            needs += [(p.provider, p.region, purpose, n) for purpose, n in c.region_subnets(p.region)]
+        if not p.subnet:
+            needs.append((p.provider, p.region, p.name, p.nodes))
+        needs += [(p.provider, p.region, purpose, n) for purpose, n in c.pool_subnets(p)]
+    return needs, regions

@@ -8,6 +8,8 @@ failures become gpufleet errors with a hint. Pulumi is imported only here, insid
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import re
 import shutil
@@ -79,15 +81,7 @@ def state_stacks(url: str | None = None, pulumi_command=None) -> set[str] | None
     """
     url = url or backend_url()
     if url.startswith("file://"):
-        root = Path(url[len("file://"):]).expanduser() / ".pulumi" / "stacks"
-        names: set[str] = set()
-        for d in (root / PROJECT, root):
-            if d.is_dir():
-                for f in d.iterdir():
-                    for suffix in (".json", ".json.gz"):
-                        if f.is_file() and f.name.endswith(suffix):
-                            names.add(f.name[: -len(suffix)])
-        return names
+        return set(_state_files(url))
     try:
         from pulumi import automation as auto
 
@@ -97,6 +91,39 @@ def state_stacks(url: str | None = None, pulumi_command=None) -> set[str] | None
         return {s.name.rsplit("/", 1)[-1] for s in ws.list_stacks()}
     except Exception:  # noqa: BLE001 - no CLI, no access: the caller says the state was not read
         return None
+
+
+def _state_files(url: str) -> dict[str, Path]:
+    """The stack files of a file backend, by stack name (a project-scoped file wins over an old one)."""
+    root = Path(url[len("file://"):]).expanduser() / ".pulumi" / "stacks"
+    out: dict[str, Path] = {}
+    for d in (root, root / PROJECT):
+        if d.is_dir():
+            for f in d.iterdir():
+                for suffix in (".json", ".json.gz"):
+                    if f.is_file() and f.name.endswith(suffix):
+                        out[f.name[: -len(suffix)]] = f
+    return out
+
+
+def state_outputs(url: str | None = None) -> dict[str, dict]:
+    """Each stack's outputs (``cluster``, ``pools``: see ``engine.program``) as a file backend holds
+    them in its checkpoint (the root ``pulumi:pulumi:Stack`` resource); empty for another backend
+    or a file that cannot be read (the tags still tell what exists)."""
+    url = url or backend_url()
+    if not url.startswith("file://"):
+        return {}
+    out = {}
+    for name, f in _state_files(url).items():
+        try:
+            raw = gzip.decompress(f.read_bytes()) if f.name.endswith(".gz") else f.read_bytes()
+            resources = json.loads(raw)["checkpoint"]["latest"].get("resources") or []
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+        root = next((r for r in resources if r.get("type") == "pulumi:pulumi:Stack"), None)
+        if root is not None:
+            out[name] = root.get("outputs") or {}
+    return out
 
 
 @dataclass

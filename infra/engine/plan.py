@@ -18,6 +18,7 @@ from gpufleet.clouds import by_pulumi_package
 from gpufleet.clouds.tags import Cluster, expiry_from, format_expiry
 from gpufleet.engine.addresses import host_address
 from gpufleet.engine.program import RACKS, Layout, build, layout
+from gpufleet.spec import internet_wide
 
 
 @dataclass
@@ -68,6 +69,7 @@ class Plan:
     resources: list[PlannedResource]
     pools: list[PoolCost]
     outputs: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # what a reviewer must not miss (SSH open to the Internet)
 
     @property
     def cloud_resources(self) -> list[PlannedResource]:
@@ -92,7 +94,8 @@ class Plan:
         return {"stack": self.stack, "cluster": self.cluster, "expires_at": self.expires_at,
                 "usd_per_hour": self.usd_per_hour, "unpriced_pools": [p.pool for p in self.pools if p.usd_per_hour is None],
                 "pools": [p.__dict__ for p in self.pools], "counts": self.counts(),
-                "resources": [r.to_dict() for r in self.cloud_resources], "outputs": self.outputs}
+                "resources": [r.to_dict() for r in self.cloud_resources], "outputs": self.outputs,
+                "warnings": self.warnings}
 
 
 def pool_costs(lay: Layout, stack, cat) -> list[PoolCost]:
@@ -138,7 +141,12 @@ def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: 
             resources, outputs = _run_mocked(lay, cluster, cat, progress)
         else:
             resources, outputs = _run_sharded(lay, cluster, cat, shards, progress)
-    return Plan(stack.name, cluster.name, format_expiry(cluster.expires_at), resources, costs, outputs)
+    warnings = []
+    wide = internet_wide(stack.access.ssh_cidrs)
+    if wide and lay.pools:
+        warnings.append(f"SSH (port 22) is open to the whole Internet ({', '.join(wide)}) on every cloud node: "
+                        "access.ssh_from_internet is true in the stack")
+    return Plan(stack.name, cluster.name, format_expiry(cluster.expires_at), resources, costs, outputs, warnings)
 
 
 RACK_HOST_TYPE = "pulumi-python:dynamic:Resource"  # clouds.baremetal.rack.RackHost

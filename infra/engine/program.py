@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from gpufleet import spec
 from gpufleet.clouds import cloud
 from gpufleet.clouds.tags import Cluster
-from gpufleet.engine.addresses import AddressPlan, plan_addresses
+from gpufleet.engine.addresses import AddressPlan, address_needs, plan_addresses
 from gpufleet.providers import CLOUDS
 
 
@@ -50,18 +50,9 @@ class Layout:
 
 def layout(stack, cat) -> Layout:
     """Decide, before any Pulumi code runs, what each cloud pool becomes and costs."""
-    needs: list[tuple[str, str, str, int]] = []
-    regions: list[tuple[str, str]] = []
-    cloud_pools = [p for p in stack.pools if p.provider in CLOUDS]
-    for p in cloud_pools:
-        c = cloud(p.provider)
-        if (p.provider, p.region) not in regions:
-            regions.append((p.provider, p.region))
-            needs += [(p.provider, p.region, purpose, n) for purpose, n in c.region_subnets(p.region)]
-        if not p.subnet:
-            needs.append((p.provider, p.region, p.name, p.nodes))
-        needs += [(p.provider, p.region, purpose, n) for purpose, n in c.pool_subnets(p)]
+    needs, regions = address_needs(stack)
     addresses = plan_addresses(stack.network.cidr, needs)
+    cloud_pools = [p for p in stack.pools if p.provider in CLOUDS]
     plans = []
     for p in cloud_pools:
         c = cloud(p.provider)

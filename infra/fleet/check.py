@@ -69,9 +69,14 @@ class CheckReport:
     short: QuotaError | None = None
     cloud_pools: bool = True  # False: the stack has none, there was nothing to check
 
+    @property
+    def unread(self) -> dict[str, str]:
+        """Clouds whose credentials should have been checked and could not be (exit 1)."""
+        return self.clouds.unread()
+
     def to_dict(self) -> dict:
-        return {"identity": self.clouds.identity, "skipped": self.clouds.skipped,
-                "quotas": [x.to_dict() for x in self.lines], "ok": self.short is None,
+        return {"identity": self.clouds.identity, "skipped": self.clouds.skipped, "unread": self.unread,
+                "quotas": [x.to_dict() for x in self.lines], "ok": self.short is None and not self.unread,
                 **(self.short.to_dict() if self.short else {})}
 
 

@@ -96,7 +96,7 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
         raise destroy_error
     if not cloud_done:
         raise leftover_error(name, out.left, out.unread, out.swept)
-    raise PartialFailure(out.hosts, "drained")
+    raise PartialFailure.of(out.hosts, "drained")
 
 
 def sweep(cluster: str, api, *, on_progress=None):

@@ -117,7 +117,7 @@ class Reaped:
 
     clouds: inventory.Clouds
     found: list[Resource]
-    unread: dict[str, str]  # places that could not be read, and why
+    unread: dict[str, str]  # clouds and places that should have been read and were not, and why
     state_read: bool  # whether the Pulumi state could be consulted
     selection: Selection
     outcomes: list = field(default_factory=list)  # inventory.Outcome of each deletion asked for
@@ -129,8 +129,8 @@ class Reaped:
 
     @property
     def trouble(self) -> bool:
-        """Something could not be deleted, or (when deleting) read: cron must notice."""
-        return bool(self.failed or (not self.dry_run and (self.unread or self.selection.unreadable)))
+        """Something could not be read or deleted (or, when deleting, a tag could not be read): cron must notice."""
+        return bool(self.failed or self.unread or (not self.dry_run and self.selection.unreadable))
 
     def to_dict(self) -> dict:
         sel = self.selection
@@ -150,14 +150,14 @@ def reap(cat, *, yes: bool = False, older_than: dt.timedelta | None = None, clus
     went as ``reaped`` in the registry."""
     reg = registry or Registry()
     clouds = inventory.open_clouds(providers, required=bool(providers), regions=regions or None)
-    found, unread = inventory.collect(clouds, cluster=clusters[0] if clusters and len(clusters) == 1 else None,
+    found, places = inventory.collect(clouds, cluster=clusters[0] if clusters and len(clusters) == 1 else None,
                                       on_region=on_region)
     price(found, cat)
     in_state = automation.state_stacks()
     known = {c.name for c in reg.list()} | (in_state or set())
     sel = select(found, known=known, state_read=in_state is not None, now=now or dt.datetime.now(dt.timezone.utc),
                  older_than=older_than, clusters=clusters, grace=grace)
-    out = Reaped(clouds, found, unread, in_state is not None, sel, dry_run=not yes)
+    out = Reaped(clouds, found, clouds.unread(places), in_state is not None, sel, dry_run=not yes)
     if yes and sel.reap:
         out.outcomes = inventory.delete([f.resource for f in sel.reap], clouds, on_progress=on_delete)
         _mark_reaped(reg, out.outcomes)

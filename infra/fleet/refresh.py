@@ -48,10 +48,11 @@ class Refresh:
     written: bool
     results: list[ProviderResult] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # integrity checks that failed
+    set_aside: Path | None = None  # where a damaged store was moved before the new one was written
 
     def to_dict(self) -> dict:
         return {"path": str(self.path), "written": self.written, "results": [r.to_dict() for r in self.results],
-                "problems": self.problems}
+                "problems": self.problems, "set_aside": str(self.set_aside) if self.set_aside else None}
 
 
 def refresh(cat, providers: list[str] | None = None, *, path: Path | None = None,
@@ -78,7 +79,12 @@ def refresh(cat, providers: list[str] | None = None, *, path: Path | None = None
             skipped[p] = e.message
             continue
         fetchers[p], flagships[p] = module.for_catalog, module.FLAGSHIPS
-    old = store.read_store(path) or {"providers": {}, "prices": [], "facts": []}
+    try:
+        old = store.read_store(path) or {"providers": {}, "prices": [], "facts": []}
+    except store.StoreDamaged:  # what a refresh is for: start afresh, keep the damaged file aside when writing
+        old, damaged = {"providers": {}, "prices": [], "facts": []}, True
+    else:
+        damaged = False
     by_provider: dict[str, list[FetchedPrice]] = {}
     for r in old["prices"]:
         by_provider.setdefault(r.provider, []).append(r)
@@ -128,6 +134,8 @@ def refresh(cat, providers: list[str] | None = None, *, path: Path | None = None
                 f"the instance facts (zones) of the last refresh that had them are kept ({len(facts_of[p])} types)")
         meta[p] = {"fetched_at": max(r.fetched_at for r in got.prices) if got.prices else None,
                    "rows": len(got.prices), "apis": sorted({r.api for r in got.prices} | {f.api for f in got.facts})}
+    if damaged:
+        out.set_aside = store.set_aside(path)
     store.write(path, {"schema": store.SCHEMA, "providers": meta,
                        "prices": [store.row(r) for p in sorted(by_provider) for r in by_provider[p]],
                        "facts": [asdict(f) for p in sorted(facts_of) for f in facts_of[p]]})

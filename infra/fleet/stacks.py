@@ -14,7 +14,9 @@ from gpufleet import catalog, spec
 from gpufleet.catalog.images import osfinger
 from gpufleet.clouds import provider
 from gpufleet.configure import FORMULAS, software
-from gpufleet.errors import NotFound, did_you_mean
+from gpufleet.engine.addresses import address_needs, plan_addresses
+from gpufleet.errors import InputError, NotFound, did_you_mean
+from gpufleet.perf import workloads
 from gpufleet.providers import PROVIDERS
 from gpufleet.spec import Problem
 
@@ -22,7 +24,8 @@ from gpufleet.spec import Problem
 def load(path: str | Path, cat=None, *, text: str | None = None) -> spec.Stack:
     """Load and fully validate a stack file. Raises SpecError/SpecErrors (exit code 2)."""
     return spec.load(path, cat if cat is not None else catalog.load(), text=text,
-                     pool_checks=[interconnect, provider_rules], stack_checks=[formulas, software_fits])
+                     pool_checks=[interconnect, provider_rules],
+                     stack_checks=[formulas, software_fits, workload_known, addresses_fit])
 
 
 def interconnect(stack, pool, instance, cat) -> Iterable[Problem]:
@@ -58,6 +61,26 @@ def formulas(stack, cat) -> Iterable[Problem]:
                 s = did_you_mean(name, FORMULAS)
                 yield Problem(("pools", i, "salt", "states", j), f"unknown Salt formula {name!r}",
                               f"did you mean {s!r}?" if s else f"formulas: {', '.join(FORMULAS)}")
+
+
+def addresses_fit(stack, cat) -> Iterable[Problem]:
+    """The stack's network block holds the subnets its pools need (one per pool and region's own)."""
+    try:
+        plan_addresses(stack.network.cidr, address_needs(stack)[0])
+    except InputError as e:
+        return [Problem(("network", "cidr"), e.message, e.hint)]
+    return []
+
+
+def workload_known(stack, cat) -> Iterable[Problem]:
+    """The stack's `workload` is one of the library's (or the user's workload file's), or llm:<size>."""
+    if stack.workload is None:
+        return []
+    try:
+        workloads.get(stack.workload.name)
+    except InputError as e:  # NotFound with the nearest name, or a malformed llm:<size>
+        return [Problem(("workload", "name"), e.message, e.hint)]
+    return []
 
 
 def software_fits(stack, cat) -> Iterable[Problem]:

@@ -124,7 +124,7 @@ class Report:
     rows: list[ClusterStatus]
     registry: str
     clouds: inventory.Clouds = field(default_factory=inventory.Clouds)
-    unread: dict[str, str] = field(default_factory=dict)
+    unread: dict[str, str] = field(default_factory=dict)  # what should have been read and was not: exit 1
 
     @property
     def checked(self) -> list[str]:
@@ -155,8 +155,9 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
         if wanted != []:  # [] = the clusters asked for have no cloud pools
             report.clouds = inventory.open_clouds(wanted, required=bool(providers), regions=where)
             one = records[0].name if len(records) == 1 else (name if not records else None)
-            resources, report.unread = inventory.collect(report.clouds, cluster=one if name else None,
-                                                         on_region=on_region)
+            resources, places = inventory.collect(report.clouds, cluster=one if name else None,
+                                                  on_region=on_region)
+            report.unread = report.clouds.unread(places)
             if name and len(records) > 1:
                 keep = {r.name for r in records}
                 resources = [r for r in resources if r.cluster in keep]

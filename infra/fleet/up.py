@@ -18,7 +18,7 @@ from gpufleet.configure import saltrun
 from gpufleet.engine import automation
 from gpufleet.engine.plan import Plan, cluster_for, plan
 from gpufleet.engine.program import build, layout
-from gpufleet.errors import GpufleetError, InputError
+from gpufleet.errors import AllHostsFailed, GpufleetError, InputError
 from gpufleet.fleet import check as quota_check
 from gpufleet.providers import CLOUDS
 from gpufleet.state.registry import ClusterRecord, Node, Registry, nodes_from_outputs
@@ -77,6 +77,8 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
         # is created or recorded (a misfit is bad input, exit 2)
         targets = racks.rack_targets(stack)
         gathered = racks.gather(targets, trust_new=trust_new_hosts, progress=on_host_progress)
+        if not any(r.facts for r in gathered.values()):
+            raise AllHostsFailed(list(gathered.values()), "reached")  # nothing is created or recorded
         configuration.check_hosts(stack, gathered)
     if not confirm(the_plan):
         raise Aborted("nothing was created", "run again and answer yes, or pass --yes")
@@ -104,8 +106,12 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     rec = reg.record(**record, nodes=nodes, state="up")
     hosts = []
     if targets:
-        hosts = configuration.configure(stack, name, targets, registry=reg, trust_new=trust_new_hosts, force=reconfigure,
-                                 progress=on_host_progress, runner_factory=runner_factory, gathered=gathered)
+        hosts = configuration.configure(stack, name, targets, registry=reg, trust_new=trust_new_hosts,
+                                        force=reconfigure, progress=on_host_progress, runner_factory=runner_factory,
+                                        gathered=gathered)
+        if not clouds and not any(h.ok for h in hosts):  # a rack of which no host works is not up
+            reg.set_state(name, "failed")
+            rec = reg.get(name)
     return UpOutcome(the_plan, rec, progress, hosts, quota_lines)
 
 

@@ -49,7 +49,10 @@ def parse_size(text: str) -> float:
     m = _SIZE.match(str(text).strip())
     if not m:
         raise InputError(f"{text!r} is not a size", "write e.g. 7b, 70b, 1.3b, 350m")
-    return float(m.group(1)) * _MULT[m.group(2).lower()]
+    value = float(m.group(1)) * _MULT[m.group(2).lower()]
+    if not 1e6 <= value <= 1e13:  # from a toy model to a hundred times the largest trained
+        raise InputError(f"{text!r} is outside 1m to 10000b parameters", "write e.g. 7b, 70b, 1.3b, 350m")
+    return value
 
 
 def _from_dict(name: str, d: dict, where: str) -> Workload:
@@ -138,9 +141,17 @@ def library(user_file: str | Path | None = None) -> dict[str, Workload]:
 
 
 def get(name: str, user_file: str | Path | None = None) -> Workload:
+    """A workload of the library (or the user's file) by name; ``llm:<size>[:<seq>]`` is any decoder
+    LLM, the library's own model of that nominal size when there is one (``llm:70b`` is ``llm-70b``,
+    so the two names never give two predictions for one run)."""
     if name.lower().startswith("llm:"):
         parts = name.split(":")
-        seq = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else 2048
+        if len(parts) > 2 and not parts[2].isdigit():
+            raise InputError(f"{name!r}: the sequence length after the size is a whole number", "e.g. llm:8b:4096")
+        seq = int(parts[2]) if len(parts) > 2 else 2048
+        known = _builtin().get(f"llm-{parts[1].lower()}")
+        if known is not None and known.seq_len == seq:
+            return known
         return llm(parse_size(parts[1]), seq, name=name)
     lib = library(user_file)
     if name in lib:

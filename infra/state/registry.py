@@ -2,23 +2,37 @@
 
 It records what `up` created, where, and at which launch prices, so `status` can show cost so
 far and `down`/`reap` know what is expected. It is a record, not the truth: the clouds' tags
-are (see the lifecycle commands). A cluster leaves the registry only after a successful
-teardown.
+are (see the lifecycle commands), and `gpufleet registry rebuild` makes a new registry from
+them. A cluster leaves the registry only after a successful teardown.
+
+Several gpufleet processes use it at once (an `up`, a `status`, a cron `reap`): the database is
+in WAL mode (readers never wait for the writer), every write is one ``BEGIN IMMEDIATE``
+transaction that waits its turn (``BUSY_TIMEOUT``) instead of failing with "database is locked",
+and the schema carries its version (``PRAGMA user_version``) with a migration per version. A file
+that is not a gpufleet registry (damaged, truncated, another program's, a newer gpufleet's) is a
+``RegistryError`` naming the file and the way out, never SQLite's own traceback.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import sqlite3
-from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufleet.errors import GpufleetError
 from gpufleet.paths import registry_path
 from gpufleet.providers import CLOUDS
 
-SCHEMA = """
+SCHEMA_VERSION = 2
+BUSY_TIMEOUT = 60.0  # seconds a write waits for another process's write to finish
+
+# Migration n brings a registry of version n-1 to version n. Version 1 is the first schema
+# (registries written before versions were recorded have user_version 0 and these tables, with or
+# without `locations`: migration 1 creates nothing for them, migration 2 adds the column).
+SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS clusters (
     name TEXT PRIMARY KEY,
     stack TEXT NOT NULL,
@@ -29,8 +43,7 @@ CREATE TABLE IF NOT EXISTS clusters (
     expires_at TEXT NOT NULL,
     backend TEXT,
     state TEXT NOT NULL,              -- creating | up | failed | draining | leaking
-    usd_per_hour REAL,                -- at launch prices; NULL when some pool has no price
-    locations TEXT                    -- JSON [[provider, region], ...] the stack's cloud pools use
+    usd_per_hour REAL                 -- at launch prices; NULL when some pool has no price
 );
 CREATE TABLE IF NOT EXISTS nodes (
     cluster TEXT NOT NULL REFERENCES clusters(name) ON DELETE CASCADE,
@@ -61,6 +74,47 @@ CREATE TABLE IF NOT EXISTS host_status (
     PRIMARY KEY (cluster, pool, idx)
 );
 """
+
+
+def _add_locations(db) -> None:
+    """JSON [[provider, region], ...] the stack's cloud pools use (so `down` knows where to look
+    before any node exists)."""
+    if "locations" not in _columns(db, "clusters"):
+        db.execute("ALTER TABLE clusters ADD COLUMN locations TEXT")
+
+
+def _create(db) -> None:
+    # statement by statement: executescript() would commit the migration's transaction halfway
+    statement = ""
+    for line in SCHEMA_V1.splitlines(keepends=True):
+        statement += line
+        if sqlite3.complete_statement(statement):
+            db.execute(statement)
+            statement = ""
+
+
+MIGRATIONS = {1: _create, 2: _add_locations}
+# what each table must have once migrated: a file that lacks one is not a gpufleet registry
+COLUMNS = {"clusters": {"name", "stack", "stack_file", "owner", "created_at", "updated_at", "expires_at", "backend",
+                        "state", "usd_per_hour", "locations"},
+           "nodes": {"cluster", "pool", "idx", "provider", "location", "zone", "machine", "node_id", "private_ip",
+                     "ssh_endpoint", "usd_per_hour", "launched_at"},
+           "host_status": {"cluster", "pool", "idx", "address", "state", "digest", "facts", "detail", "updated_at"}}
+
+
+def _columns(db, table: str) -> set[str]:
+    return {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
+
+
+class RegistryError(GpufleetError):
+    """The registry file cannot be used: damaged, not a gpufleet registry, or from a newer gpufleet."""
+
+    def __init__(self, path: Path, problem: str):
+        self.path = path
+        super().__init__(f"the registry {path} {problem}",
+                         "rebuild it from the clouds' tags and the Pulumi state with `gpufleet registry rebuild` "
+                         "(the file is kept beside it as a backup), or move it aside (GPUFLEET_REGISTRY names "
+                         "another file)")
 
 
 @dataclass
@@ -116,19 +170,70 @@ class Registry:
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else registry_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with closing(self._connect()) as db, db:
-            db.executescript(SCHEMA)
+        with self._db() as db:
             self._migrate(db)
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                db.execute("PRAGMA journal_mode = WAL")  # readers never wait for a writer
 
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=30)
-        db.execute("PRAGMA foreign_keys = ON")
-        return db
+    def seal(self) -> None:
+        """Fold the write-ahead log back into the file, so that the file alone can be moved."""
+        with self._db() as db:
+            db.execute("PRAGMA journal_mode = DELETE")
+
+    @contextlib.contextmanager
+    def _db(self, write: bool = False):
+        """A connection (closed after); ``write``: one immediate transaction, committed or rolled back.
+        SQLite's errors about the file itself become a RegistryError."""
+        try:
+            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None)
+        except sqlite3.Error as e:
+            raise RegistryError(self.path, f"cannot be opened ({e})") from None
+        try:
+            db.execute("PRAGMA foreign_keys = ON")
+            if write:
+                db.execute("BEGIN IMMEDIATE")  # take the write lock now (waiting for it), not halfway through
+            try:
+                yield db
+            except BaseException:
+                if write:
+                    db.execute("ROLLBACK")
+                raise
+            if write:
+                db.execute("COMMIT")
+        except sqlite3.DatabaseError as e:
+            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
+                raise RegistryError(self.path, f"stayed locked by another gpufleet for {BUSY_TIMEOUT:.0f} s") from None
+            raise RegistryError(self.path, f"is not a gpufleet registry, or is damaged ({e})") from None
+        finally:
+            db.close()
 
     def _migrate(self, db) -> None:
-        cols = {r[1] for r in db.execute("PRAGMA table_info(clusters)")}
-        if "locations" not in cols:  # registries written before `locations` existed
-            db.execute("ALTER TABLE clusters ADD COLUMN locations TEXT")
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise RegistryError(self.path, f"was written by a newer gpufleet (schema {version}, this one reads up to "
+                                f"{SCHEMA_VERSION}): upgrade gpufleet")
+        if version == 0 and db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+            self._check_columns(db, legacy=True)  # tables, but no version: ours from before versions, or not ours
+        if version < SCHEMA_VERSION:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                version = db.execute("PRAGMA user_version").fetchone()[0]  # another process may have migrated
+                for n in range(version + 1, SCHEMA_VERSION + 1):
+                    MIGRATIONS[n](db)
+                db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        self._check_columns(db)
+
+    def _check_columns(self, db, legacy: bool = False) -> None:
+        """Every table with the columns gpufleet writes (``legacy``: as before `locations` existed)."""
+        for table, cols in COLUMNS.items():
+            missing = cols - _columns(db, table) - ({"locations"} if legacy else set())
+            if missing:
+                raise RegistryError(self.path, f"is not a gpufleet registry (table {table} lacks "
+                                    f"{', '.join(sorted(missing))}); it was left as it is")
 
     def record(self, *, name: str, stack: str, stack_file: str, owner: str, expires_at: str, backend: str | None,
                nodes: list[Node], state: str = "up", locations: list | None = None) -> ClusterRecord:
@@ -136,7 +241,7 @@ class Registry:
         now = _now()
         prices = [n.usd_per_hour for n in nodes]
         total = None if any(p is None for p in prices) else sum(prices)
-        with closing(self._connect()) as db, db:
+        with self._db(write=True) as db:
             row = db.execute("SELECT created_at FROM clusters WHERE name = ?", (name,)).fetchone()
             created = row[0] if row else now
             old = {(r[0], r[1]): r[2] for r in db.execute(
@@ -156,11 +261,11 @@ class Registry:
         return self.get(name)
 
     def set_state(self, name: str, state: str) -> None:
-        with closing(self._connect()) as db, db:
+        with self._db(write=True) as db:
             db.execute("UPDATE clusters SET state = ?, updated_at = ? WHERE name = ?", (state, _now(), name))
 
     def get(self, name: str) -> ClusterRecord | None:
-        with closing(self._connect()) as db:
+        with self._db() as db:
             row = db.execute("SELECT * FROM clusters WHERE name = ?", (name,)).fetchone()
             if row is None:
                 return None
@@ -171,27 +276,27 @@ class Registry:
         return rec
 
     def list(self) -> list[ClusterRecord]:
-        with closing(self._connect()) as db:
+        with self._db() as db:
             names = [r[0] for r in db.execute("SELECT name FROM clusters ORDER BY created_at, name")]
         return [self.get(n) for n in names]
 
     def set_host(self, cluster: str, pool: str, idx: int, *, address: str, state: str, digest: str | None = None,
                  facts: dict | None = None, detail: str | None = None) -> None:
         """Record one host's configuration outcome (one transaction; the cluster must exist)."""
-        with closing(self._connect()) as db, db:
+        with self._db(write=True) as db:
             db.execute("INSERT OR REPLACE INTO host_status VALUES (?,?,?,?,?,?,?,?,?)",
                        (cluster, pool, idx, address, state, digest, json.dumps(facts) if facts is not None else None,
                         detail, _now()))
 
     def hosts(self, cluster: str) -> dict[tuple[str, int], dict]:
-        with closing(self._connect()) as db:
+        with self._db() as db:
             rows = db.execute("SELECT pool, idx, address, state, digest, facts, detail, updated_at FROM host_status "
                               "WHERE cluster = ?", (cluster,)).fetchall()
         return {(r[0], r[1]): {"address": r[2], "state": r[3], "digest": r[4], "facts": json.loads(r[5]) if r[5] else None,
                                "detail": r[6], "updated_at": r[7]} for r in rows}
 
     def remove(self, name: str) -> bool:
-        with closing(self._connect()) as db, db:
+        with self._db(write=True) as db:
             cur = db.execute("DELETE FROM clusters WHERE name = ?", (name,))
         return cur.rowcount > 0
 

@@ -20,7 +20,13 @@ documented wire formats, what moto does not implement:
   ``extras.products`` (the documented product/terms shape);
 * spot price history with real-looking prices: moto answers DescribeSpotPriceHistory with a
   placeholder $0.00001; when a test puts rows in ``extras.spot[region]`` this layer answers
-  instead, in the EC2 XML format (``spotPriceHistorySet/item``).
+  instead, in the EC2 XML format (``spotPriceHistorySet/item``);
+* refused credentials and denied permissions (moto accepts any key and allows everything): a
+  request signed with an access key in ``extras.refused_keys`` gets STS's or EC2's
+  ``InvalidClientTokenId`` / ``AuthFailure`` answer (HTTP 403, STS's ``ErrorResponse/Error``
+  or EC2's ``Response/Errors/Error``); an EC2 action in ``extras.denied`` gets
+  ``UnauthorizedOperation`` (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html,
+  https://docs.aws.amazon.com/STS/latest/APIReference/CommonErrors.html).
 
 Tests set quota values on ``server.extras.quotas[(region, code)]``. Run standalone (the
 benchmark does, in its own process): ``python tests/fakes/aws.py PORT``.
@@ -38,6 +44,7 @@ from xml.sax.saxutils import escape
 
 EC2_NS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 _REGION = re.compile(r"Credential=[^/]+/\d{8}/([a-z0-9-]+)/")
+_KEY_SERVICE = re.compile(r"Credential=([^/]+)/\d{8}/[a-z0-9-]+/([a-z0-9-]+)/")
 
 
 class Extras:
@@ -50,6 +57,8 @@ class Extras:
         self.quotas: dict[tuple[str, str], float] = {}  # (region, quota code) -> value
         self.products: list[dict] = []  # Price List entries (product + terms)
         self.spot: dict[str, list[dict]] = {}  # region -> [{instance_type, zone, price}]
+        self.refused_keys: set[str] = set()  # access keys AWS does not accept
+        self.denied: set[str] = set()  # EC2 actions the credentials may not call
         self.page_size = 100
 
     def reset(self) -> None:
@@ -58,6 +67,8 @@ class Extras:
             self.quotas.clear()
             self.products.clear()
             self.spot.clear()
+            self.refused_keys.clear()
+            self.denied.clear()
 
     def __call__(self, environ, start_response):
         path = environ.get("PATH_INFO", "")
@@ -65,6 +76,10 @@ class Extras:
             self.reset()
             return self.app(environ, start_response)
         target = environ.get("HTTP_X_AMZ_TARGET", "")
+        m = _KEY_SERVICE.search(environ.get("HTTP_AUTHORIZATION", ""))
+        key, service = m.groups() if m else (None, None)
+        if key in self.refused_keys:
+            return _refused(start_response, service)
         if environ.get("REQUEST_METHOD") != "POST" or not (
                 target.startswith(("ServiceQuotasV20190624.", "AWSPriceListService.")) or
                 "/ec2/" in environ.get("HTTP_AUTHORIZATION", "")):
@@ -77,6 +92,9 @@ class Extras:
             return self._products(json.loads(body or b"{}"), start_response)
         form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
         action = form.get("Action", "")
+        if action in self.denied:
+            return _ec2_error(start_response, "UnauthorizedOperation", "You are not authorized to perform this "
+                              "operation.", status="403 Forbidden")
         if action in ("CreatePlacementGroup", "DescribePlacementGroups", "DeletePlacementGroup"):
             return getattr(self, "_" + action)(form, region, start_response)
         if action == "DescribeSpotPriceHistory" and self.spot.get(region):
@@ -240,11 +258,23 @@ def _ec2_ok(start, action, inner):
     return [body.encode()]
 
 
-def _ec2_error(start, code, message):
+def _ec2_error(start, code, message, status="400 Bad Request"):
     body = (f'<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>{code}</Code><Message>'
             f"{escape(message)}</Message></Error></Errors><RequestID>{uuid.uuid4()}</RequestID></Response>")
-    start("400 Bad Request", [("Content-Type", "text/xml")])
+    start(status, [("Content-Type", "text/xml")])
     return [body.encode()]
+
+
+def _refused(start, service):
+    """A refused key as STS (Query API, ``ErrorResponse``) or EC2 (``Response/Errors``) answers it."""
+    if service == "sts":
+        body = ('<ErrorResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><Error><Type>Sender</Type>'
+                "<Code>InvalidClientTokenId</Code><Message>The security token included in the request is invalid."
+                f"</Message></Error><RequestId>{uuid.uuid4()}</RequestId></ErrorResponse>")
+        start("403 Forbidden", [("Content-Type", "text/xml")])
+        return [body.encode()]
+    return _ec2_error(start, "AuthFailure", "AWS was not able to validate the provided access credentials",
+                      status="401 Unauthorized")
 
 
 class Server:

@@ -89,7 +89,8 @@ def test_user_config_discounts_prices_and_sites(write, cat):
     list_price = next(o for o in cat.offers() if o.key == "aws/us-east-1/p4d.24xlarge/ondemand").usd_per_hour
     offers = {o.key: o for o in mine.offers()}
     assert offers["aws/us-east-1/p4d.24xlarge/ondemand"].usd_per_hour == pytest.approx(list_price * 0.75)
-    assert offers["aws/us-east-1/p4d.24xlarge/spot"].usd_per_hour == pytest.approx(9.5 * 0.75)
+    # a quote is what is paid: the negotiated discount is off list prices, not off it (issue 16)
+    assert offers["aws/us-east-1/p4d.24xlarge/spot"].usd_per_hour == pytest.approx(9.5)
     rack = offers["baremetal/dc1/dc1-node/owned"]
     assert rack.max_nodes == 4 and rack.gpu.name == "H100"
     # the embedded catalog is not modified by a user's overrides

@@ -2,6 +2,7 @@
 public API, the checks, the atomic replace, and `catalog.load` using the result."""
 
 import json
+import pathlib
 
 import pytest
 
@@ -81,6 +82,18 @@ def test_a_damaged_store_is_named_with_a_way_out(api, tmp_path):
     path.write_text("{not json")
     r = cli("catalog", "gpus")
     assert r.exit_code == 2 and str(path) in r.output and "delete" in r.output and "Traceback" not in r.output
+
+
+def test_a_refresh_replaces_a_damaged_store_and_keeps_it_aside(api, tmp_path):
+    path = tmp_path / "catalog" / "prices.json"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"schema": 2, "prices": [{"truncated')
+    api.items += api.full()
+    r = cli("--json", "catalog", "refresh", "-p", "azure")
+    assert r.exit_code == 0, r.output
+    aside = json.loads(r.stdout)["set_aside"]
+    assert aside and pathlib.Path(aside).read_text() == '{"schema": 2, "prices": [{"truncated'
+    assert cli("catalog", "gpus").exit_code == 0  # the new store reads
 
 
 def test_offline_and_without_credentials_each_provider_says_why_and_the_embedded_catalog_stays(monkeypatch, tmp_path):

@@ -350,3 +350,54 @@ def test_check_without_a_stack_says_who_on_each_cloud(monkeypatch, tmp_path):
     data = json.loads(r.stdout)
     assert data["identity"]["aws"]["account"] == "123456789012"
     assert set(data["skipped"]) == {"gcp", "azure"} and "no subscription" in data["skipped"]["azure"]
+
+
+# --- registry rebuild ---------------------------------------------------------------------
+
+def _state_file(tmp_path, cluster, pools):
+    """A stack of the file backend as Pulumi writes it: the root stack resource holds the outputs."""
+    f = tmp_path / "state" / ".pulumi" / "stacks" / "gpufleet" / f"{cluster}.json"
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(json.dumps({"version": 3, "checkpoint": {"stack": f"organization/gpufleet/{cluster}", "latest": {
+        "resources": [{"urn": f"urn:pulumi:{cluster}::gpufleet::pulumi:pulumi:Stack::gpufleet-{cluster}",
+                       "type": "pulumi:pulumi:Stack", "outputs": {"cluster": cluster, "pools": pools}}]}}}))
+
+
+def test_registry_rebuild_from_tags_and_the_pulumi_state_keeps_the_damaged_file(tmp_path):
+    lost = leak("lost")  # tagged resources, and a Pulumi state with its outputs
+    _state_file(tmp_path, "lost", {"trainers": {"provider": "aws", "region": REGION, "zone": f"{REGION}a",
+                                                "instance_type": "p4d.24xlarge", "nodes": 2, "usd_per_node_hour": 21.96,
+                                                "node_ids": lost["instances"], "private_ips": ["10.8.1.4", "10.8.1.5"],
+                                                "ssh_endpoint": "10.8.1.4:22"}})
+    leak("tags-only", instance_type="g5.xlarge")
+    path = tmp_path / "data" / "gpufleet" / "registry.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"not a registry " * 100)
+    r = cli("status", "--local")
+    assert r.exit_code == 1 and "gpufleet registry rebuild" in r.output
+    r = cli("--json", "registry", "rebuild", "-r", REGION)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["backup"] and (tmp_path / "data" / "gpufleet" / doc["backup"].rsplit("/", 1)[-1]).read_bytes() == \
+        b"not a registry " * 100
+    reg = Registry(path)
+    assert {c.name for c in reg.list()} == {"lost", "tags-only"}
+    from_state = reg.get("lost")
+    assert [n.private_ip for n in from_state.nodes] == ["10.8.1.4", "10.8.1.5"] and from_state.backend
+    from_tags = reg.get("tags-only")
+    assert len(from_tags.nodes) == 2 and {n.machine for n in from_tags.nodes} == {"g5.xlarge"}
+    assert from_tags.owner == "ops@example.com" and from_tags.expires_at == FUTURE and from_tags.backend is None
+    assert cli("status", "--local").exit_code == 0
+
+
+def test_registry_rebuild_keeps_racks_and_asks_before_replacing_a_readable_registry(tmp_path):
+    leak("cloudy")
+    reg = Registry()
+    reg.record(name="rack", stack="r", stack_file="r.yaml", owner="ops", expires_at=FUTURE, backend=None,
+               nodes=[Node("gpu", 0, "baremetal", "dc1", "8x H100", node_id="10.0.0.1")])
+    record("stale")  # a cloud cluster its cloud no longer has
+    r = cli("registry", "rebuild", "-r", REGION)  # no terminal, no --yes
+    assert r.exit_code == 2 and {c.name for c in Registry().list()} == {"rack", "stale"}
+    r = cli("registry", "rebuild", "-r", REGION, "--yes")
+    assert r.exit_code == 0, r.output
+    assert {c.name for c in Registry().list()} == {"rack", "cloudy"} and "kept (rack)" in r.output

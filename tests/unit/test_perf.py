@@ -57,8 +57,8 @@ def _s(cat, wl="resnet50", gpu="A100-80GB", **kw):
 def test_llm_flops_follow_6nd(cat):
     w = workloads.get("llm-7b")
     assert w.train_flops == pytest.approx(6 * w.params + 12 * w.layers * w.d_model * w.seq_len)
-    custom = workloads.get("llm:70b")
-    assert custom.params == 70e9 and custom.train_flops > 6 * 70e9
+    custom = workloads.get("llm:65b")  # a size the library has no model of (llm:70b is llm-70b: issue 16)
+    assert custom.params == 65e9 and custom.train_flops > 6 * 65e9
     assert workloads.get("resnet50").train_flops == pytest.approx(3 * 2 * 3.9e9)
 
 

@@ -11,13 +11,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, NoCredentialsError
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
 from gpufleet.clouds.base import QuotaLine
 from gpufleet.clouds.resources import Resource, delete_each, pick_regions
 from gpufleet.clouds.tags import TAG_PREFIX, gpufleet_tags
-from gpufleet.errors import CredentialsError, GpufleetError
+from gpufleet.errors import CloudUnreadable, CredentialsError
 
 DEFAULT_REGION = "us-east-1"
 
@@ -75,6 +76,22 @@ def classify(err) -> tuple[str, str]:
     return "failed", text
 
 
+# Error codes of credentials AWS does not accept, and of an identity that may not do something.
+REFUSED_CODES = {"InvalidClientTokenId", "SignatureDoesNotMatch", "ExpiredToken", "ExpiredTokenException",
+                 "UnrecognizedClientException", "AuthFailure", "InvalidAccessKeyId", "RequestExpired"}
+DENIED_CODES = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "OptInRequired"}
+
+
+def unreadable(err, where: str = "aws") -> CloudUnreadable:
+    """Why AWS could not be read: not reached (no network, a wrong endpoint), credentials refused,
+    permission denied, or another answer."""
+    if isinstance(err, (BotoConnectionError, HTTPClientError)):
+        return CloudUnreadable("aws", "unreachable", str(err)[:300], where)
+    code = _code(err)
+    kind = "refused" if code in REFUSED_CODES else "permission" if code in DENIED_CODES else "error"
+    return CloudUnreadable("aws", kind, classify(err)[1][:300], where)
+
+
 class AwsApi:
     """``base.CloudApi`` for AWS."""
 
@@ -110,17 +127,16 @@ class AwsApi:
             me = self.client("sts", self.home_region).get_caller_identity()
         except NoCredentialsError:
             raise CredentialsError("aws", "aws: no credentials found", CREDENTIAL_HINT) from None
-        except (ClientError, BotoCoreError) as e:
-            raise CredentialsError("aws", f"aws: the credentials were refused ({classify(e)[1]})",
-                                   CREDENTIAL_HINT) from None
+        except Exception as e:  # noqa: BLE001 - any other answer (an error, garbage, none): not read
+            raise unreadable(e) from None
         return {"account": me["Account"], "principal": me["Arn"], "source": creds.method}
 
     def regions(self, wanted: list[str] | None = None) -> list[str]:
         """The account's enabled regions, or ``wanted`` after checking each exists."""
         try:
             resp = self.client("ec2", self.home_region).describe_regions(AllRegions=False)
-        except (ClientError, BotoCoreError) as e:
-            raise GpufleetError(f"aws: cannot list the regions ({classify(e)[1]})") from None
+        except Exception as e:  # noqa: BLE001
+            raise unreadable(e, "aws regions") from None
         names = [r["RegionName"] for r in resp["Regions"]]
         return pick_regions("aws", names, wanted, f"enabled regions: {', '.join(sorted(names))}",
                             " (or it is not enabled for this account)")
@@ -151,8 +167,9 @@ class AwsApi:
                     t = {x["Key"]: x["Value"] for x in tags or []}
                     kw.setdefault("name", t.get("Name", ""))
                     out.append(Resource("aws", region, kind, rid, gpufleet_tags(t), **kw))
-            except (ClientError, BotoCoreError) as e:
-                problems[f"aws/{region} {kind}s"] = classify(e)[1]
+            except Exception as e:  # noqa: BLE001 - a kind that cannot be listed; the others still count
+                where = f"aws/{region} {kind}s"
+                problems[where] = unreadable(e, where).reason
         return out, problems
 
     # --- deletion --------------------------------------------------------------------------

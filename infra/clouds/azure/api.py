@@ -17,9 +17,15 @@ import base64
 import json
 import os
 
-from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from azure.core.exceptions import (
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceNotFoundError,
+    ServiceRequestError,
+    ServiceResponseError,
+)
 from azure.core.rest import HttpRequest
-from azure.identity import DefaultAzureCredential
+from azure.identity import CredentialUnavailableError, DefaultAzureCredential
 from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.resource.resources import ResourceManagementClient
 
@@ -28,7 +34,7 @@ from gpufleet.clouds.azure.errors import CREDENTIAL_HINT
 from gpufleet.clouds.base import QuotaLine
 from gpufleet.clouds.resources import Resource, delete_each, pick_regions, present_each
 from gpufleet.clouds.tags import TAG_PREFIX, gpufleet_tags
-from gpufleet.errors import CredentialsError, GpufleetError
+from gpufleet.errors import CloudUnreadable, CredentialsError
 
 ARM = "https://management.azure.com"
 # ARM type -> (kind, API version used to read and delete it by id)
@@ -71,6 +77,21 @@ def classify(e) -> tuple[str, str]:
                                              or "InUse" in msg or "Conflict" in msg):
         return "retry", msg
     return "failed", msg
+
+
+def unreadable(e, where: str = "azure") -> CloudUnreadable:
+    """Why Azure could not be read: not reached, credentials refused (401, a failed token),
+    permission denied (403), or another answer."""
+    status = getattr(e, "status_code", None)
+    if isinstance(e, (ServiceRequestError, ServiceResponseError)):
+        kind = "unreachable"
+    elif isinstance(e, ClientAuthenticationError) or status == 401:
+        kind = "refused"
+    elif status == 403:
+        kind = "permission"
+    else:
+        kind = "error"
+    return CloudUnreadable("azure", kind, str(e).splitlines()[0][:300] if str(e) else type(e).__name__, where)
 
 
 def _claims(token: str) -> dict:
@@ -125,9 +146,11 @@ class AzureApi:
         try:
             token = cred.get_token(f"{ARM}/.default").token
             sub = self._get(f"/subscriptions/{self._sub}", "2022-12-01")
-        except Exception as e:  # noqa: BLE001 - no login, refused, unknown subscription
-            raise CredentialsError("azure", f"azure: the credentials were refused ({str(e).splitlines()[0][:200]})",
+        except CredentialUnavailableError as e:  # no login or service principal anywhere
+            raise CredentialsError("azure", f"azure: no credentials found ({str(e).splitlines()[0][:200]})",
                                    CREDENTIAL_HINT) from None
+        except Exception as e:  # noqa: BLE001 - refused, unknown subscription, no network
+            raise unreadable(e, f"azure subscription {self._sub}") from None
         c = _claims(token)
         who = c.get("upn") or c.get("unique_name") or (f"app {c['appid']}" if c.get("appid") else None) or \
             c.get("oid") or "unknown principal"
@@ -139,7 +162,7 @@ class AzureApi:
         try:
             names = sorted(x["name"] for x in self._get(f"/subscriptions/{self._sub}/locations", "2022-12-01")["value"])
         except Exception as e:  # noqa: BLE001
-            raise GpufleetError(f"azure: cannot list the regions ({classify(e)[1][:200]})") from None
+            raise unreadable(e, "azure regions") from None
         return pick_regions("azure", names, wanted, "see az account list-locations")
 
     # --- inventory ---------------------------------------------------------------------------
@@ -167,7 +190,7 @@ class AzureApi:
                                         state=g.properties.provisioning_state if g.properties else None,
                                         ref={"api": RG_API, "group": g.name}))
         except Exception as e:  # noqa: BLE001
-            problems["azure"] = classify(e)[1][:300]
+            problems["azure resources"] = unreadable(e).reason
         if on_region:
             for r in regions:
                 on_region(f"azure/{r}")

@@ -17,9 +17,10 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 import google.auth
+import requests
 from google.api_core import exceptions as gx
 from google.api_core.client_options import ClientOptions
-from google.auth.exceptions import DefaultCredentialsError
+from google.auth.exceptions import DefaultCredentialsError, RefreshError, TransportError
 from google.auth.transport.requests import AuthorizedSession
 from google.cloud import compute_v1
 
@@ -30,7 +31,7 @@ from gpufleet.clouds.gcp.rules import ACCELERATORS
 from gpufleet.clouds.gcp.tags import LABEL_PREFIX, tags, tags_of
 from gpufleet.clouds.resources import Resource, delete_each, pick_regions, present_each
 from gpufleet.clouds.tags import TAG_PREFIX
-from gpufleet.errors import CredentialsError, GpufleetError
+from gpufleet.errors import CloudUnreadable, CredentialsError
 
 LABEL = LABEL_PREFIX + "cluster"
 # (kind, client, aggregated?, filtered by label (else by description), scope of deletion)
@@ -101,6 +102,21 @@ def classify(e) -> tuple[str, str]:
     return "failed", msg
 
 
+def unreadable(e, where: str = "gcp") -> CloudUnreadable:
+    """Why GCP could not be read: not reached, credentials refused (401, a token that does not
+    refresh), permission denied (403), or another answer."""
+    if isinstance(e, (TransportError, requests.ConnectionError, requests.Timeout, gx.RetryError, gx.DeadlineExceeded,
+                      gx.ServiceUnavailable)):
+        kind = "unreachable"
+    elif isinstance(e, (RefreshError, gx.Unauthenticated, gx.Unauthorized)):
+        kind = "refused"
+    elif isinstance(e, (gx.PermissionDenied, gx.Forbidden)):
+        kind = "permission"
+    else:
+        kind = "error"
+    return CloudUnreadable("gcp", kind, classify(e)[1][:300], where)
+
+
 class GcpApi:
     """``base.CloudApi`` for GCP."""
 
@@ -142,9 +158,8 @@ class GcpApi:
         creds = self._auth()
         try:
             project = self.client("ProjectsClient").get(project=self._project)
-        except Exception as e:  # noqa: BLE001 - refused credentials or an unknown project
-            raise CredentialsError("gcp", f"gcp: project {self._project!r} could not be read ({classify(e)[1][:200]})",
-                                   CREDENTIAL_HINT) from None
+        except Exception as e:  # noqa: BLE001 - refused credentials, an unknown project, no network
+            raise unreadable(e, f"gcp project {self._project}") from None
         who = getattr(creds, "service_account_email", None) or getattr(creds, "signer_email", None) or \
             "user credentials (application default)"
         return {"account": project.name, "principal": who, "source": type(creds).__module__.split(".")[-1]}
@@ -153,7 +168,7 @@ class GcpApi:
         try:
             names = sorted(r.name for r in self.client("RegionsClient").list(project=self._project))
         except Exception as e:  # noqa: BLE001
-            raise GpufleetError(f"gcp: cannot list the regions ({classify(e)[1][:200]})") from None
+            raise unreadable(e, "gcp regions") from None
         return pick_regions("gcp", names, wanted, "see gcloud compute regions list")
 
     # --- inventory ---------------------------------------------------------------------------
@@ -168,7 +183,7 @@ class GcpApi:
             try:
                 return spec, list(self._list(spec, cluster)), None
             except Exception as e:  # noqa: BLE001 - one kind unreadable: the others still count
-                return spec, [], classify(e)[1][:300]
+                return spec, [], unreadable(e).reason
 
         with ThreadPoolExecutor(max_workers=min(self.workers, len(KINDS))) as pool:
             for spec, found, problem in pool.map(one, KINDS):

@@ -1,0 +1,33 @@
+"""The README's own examples load: every ```yaml block is a stack file (it has `pools:`) or a user
+config (`discounts`, `prices`, `sites`), and each is read the way gpufleet reads one. An example
+that goes stale fails here, not in a reader's terminal."""
+
+import re
+
+from gpufleet import catalog
+from gpufleet.fleet import stacks
+
+from conftest import ROOT
+
+BLOCKS = re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+
+
+def test_the_readme_has_a_stack_and_a_config_example():
+    kinds = [("pools:" in b, any(k in b for k in ("discounts:", "prices:", "sites:"))) for b in BLOCKS]
+    assert (True, False) in kinds and (False, True) in kinds
+
+
+def test_every_yaml_block_of_the_readme_loads(tmp_path, monkeypatch):
+    home = tmp_path / "home"  # the examples' ~/.ssh/id_ed25519.pub
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519.pub").write_text((ROOT / "stacks/examples/keys/example.pub").read_text())
+    monkeypatch.setenv("HOME", str(home))
+    for i, block in enumerate(BLOCKS):
+        path = tmp_path / f"block{i}.yaml"
+        path.write_text(block)
+        if "pools:" in block:
+            st = stacks.load(path, catalog.load(use_config=False))
+            assert st.pools
+        else:
+            cat = catalog.load(path)  # the config applied: quotes, discounts, sites
+            assert cat.prices and (cat.discounts or cat.sites)

@@ -1,0 +1,112 @@
+"""The registry survives: damaged, truncated, foreign and newer files give a clear error naming the
+file and the way out (and are left as they are); older registries migrate; several processes at
+once never see "database is locked" or lose a row."""
+
+import multiprocessing as mp
+import sqlite3
+
+import pytest
+
+from gpufleet.state.registry import SCHEMA_VERSION, Node, Registry, RegistryError
+
+from conftest import cli
+
+
+def _record(reg, name, nodes=2, state="up"):
+    return reg.record(name=name, stack="s", stack_file="s.yaml", owner="ops", expires_at="2026-01-01T00:00:00Z",
+                      backend=None, nodes=[Node("p", i, "aws", "us-east-1", "p5.48xlarge", usd_per_hour=98.32)
+                                           for i in range(nodes)], state=state)
+
+
+def _damaged(tmp_path):
+    good = tmp_path / "good.db"
+    reg = Registry(good)
+    for i in range(300):
+        _record(reg, f"c{i}", nodes=10)
+    data = good.read_bytes()
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as db:
+        db.execute("CREATE TABLE clusters (id INTEGER, what TEXT)")
+    newer = tmp_path / "newer.db"
+    with sqlite3.connect(newer) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 7}")
+    files = {"garbage": b"this is not a database " * 200, "truncated": data[: len(data) // 3]}
+    for name, content in files.items():
+        (tmp_path / f"{name}.db").write_bytes(content)
+    return {"garbage": tmp_path / "garbage.db", "truncated": tmp_path / "truncated.db", "foreign": foreign,
+            "newer": newer}
+
+
+@pytest.mark.parametrize("kind", ["garbage", "truncated", "foreign", "newer"])
+def test_a_bad_registry_file_is_named_with_the_way_out_and_left_alone(kind, tmp_path, monkeypatch):
+    path = _damaged(tmp_path)[kind]
+    before = path.read_bytes()
+    with pytest.raises(RegistryError) as e:
+        Registry(path)
+    assert str(path) in e.value.message and "registry rebuild" in e.value.hint
+    monkeypatch.setenv("GPUFLEET_REGISTRY", str(path))
+    for cmd in (["status", "--local"], ["down", "some-cluster", "--yes"]):
+        r = cli(*cmd)
+        assert r.exit_code == 1 and str(path) in r.output and "Traceback" not in r.output, (cmd, r.output)
+    assert path.read_bytes() == before
+    if kind == "newer":
+        assert "newer gpufleet" in e.value.message
+
+
+def test_a_registry_from_before_schema_versions_is_migrated_with_its_rows(tmp_path):
+    """The first registries had no version and no `locations` column."""
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:
+        db.executescript("""
+            CREATE TABLE clusters (name TEXT PRIMARY KEY, stack TEXT NOT NULL, stack_file TEXT NOT NULL,
+                owner TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL, expires_at TEXT NOT NULL,
+                backend TEXT, state TEXT NOT NULL, usd_per_hour REAL);
+            CREATE TABLE nodes (cluster TEXT NOT NULL REFERENCES clusters(name) ON DELETE CASCADE, pool TEXT NOT NULL,
+                idx INTEGER NOT NULL, provider TEXT NOT NULL, location TEXT NOT NULL, zone TEXT, machine TEXT NOT NULL,
+                node_id TEXT, private_ip TEXT, ssh_endpoint TEXT, usd_per_hour REAL, launched_at TEXT NOT NULL,
+                PRIMARY KEY (cluster, pool, idx));
+            CREATE TABLE host_status (cluster TEXT NOT NULL REFERENCES clusters(name) ON DELETE CASCADE,
+                pool TEXT NOT NULL, idx INTEGER NOT NULL, address TEXT NOT NULL, state TEXT NOT NULL, digest TEXT,
+                facts TEXT, detail TEXT, updated_at TEXT NOT NULL, PRIMARY KEY (cluster, pool, idx));
+            INSERT INTO clusters VALUES ('old', 's', 's.yaml', 'ops', '2025-01-01T00:00:00Z', '2025-01-01T00:00:00Z',
+                                        '2025-01-02T00:00:00Z', NULL, 'up', 21.96);
+            INSERT INTO nodes VALUES ('old', 'p', 0, 'aws', 'us-east-1', NULL, 'p4d.24xlarge', 'i-1', '10.0.0.4',
+                                      NULL, 21.96, '2025-01-01T00:00:00Z');
+        """)
+    reg = Registry(path)
+    rec = reg.get("old")
+    assert rec.nodes[0].node_id == "i-1" and rec.locations == [] and rec.clouds == {"aws": ["us-east-1"]}
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    _record(reg, "new")
+    assert [c.name for c in reg.list()] == ["old", "new"]
+
+
+WORKERS, ROUNDS = 6, 40
+
+
+def _worker(args):
+    path, w = args
+    reg = Registry(path)
+    for i in range(ROUNDS):
+        _record(reg, f"w{w}-c{i}", nodes=3)
+        reg.set_host("shared", "rack", w * ROUNDS + i, address=f"10.0.{w}.{i}", state="configured")
+        reg.set_state(f"w{w}-c{i}", "draining")
+        assert reg.get(f"w{w}-c{i}").state == "draining"
+        reg.list()
+        if i % 2:
+            assert reg.remove(f"w{w}-c{i}")
+    return w
+
+
+@pytest.mark.slow
+def test_parallel_processes_never_see_a_locked_database_nor_lose_a_row(tmp_path):
+    path = tmp_path / "registry.db"
+    _record(Registry(path), "shared", nodes=0)
+    with mp.get_context("fork").Pool(WORKERS) as pool:
+        assert sorted(pool.map(_worker, [(path, w) for w in range(WORKERS)])) == list(range(WORKERS))
+    reg = Registry(path)
+    names = {c.name for c in reg.list()}
+    assert names == {"shared"} | {f"w{w}-c{i}" for w in range(WORKERS) for i in range(0, ROUNDS, 2)}
+    assert all(len(reg.get(n).nodes) == 3 for n in names - {"shared"})
+    assert len(reg.hosts("shared")) == WORKERS * ROUNDS
