@@ -33,7 +33,9 @@ Interconnect = Literal["efa", "infiniband-hdr", "infiniband-ndr", "gpudirect-tcp
                        "10gbe", "25gbe", "100gbe"]
 Precision = Literal["fp32", "tf32", "fp16", "bf16", "fp8", "mixed"]
 
-_NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
+# Cluster and pool names become parts of every cloud's resource names: GCP's (RFC 1035 labels) are
+# the strictest, so a name starts with a letter and does not end in "-"
+_NAME = re.compile(r"^[a-z]([a-z0-9-]{0,38}[a-z0-9])?$")
 _TTL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([mhdw])\s*$")
 _TTL_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -71,7 +73,8 @@ def parse_ttl(value: str) -> dt.timedelta:
 def _valid_name(v: str, kind: str) -> str:
     if not _NAME.match(v):
         raise HintedValueError(f"{v!r} is not a valid {kind} name",
-                               "use lowercase letters, digits and '-', starting with a letter (max 40)")
+                               "use lowercase letters, digits and '-', starting with a letter and not ending in "
+                               "'-' (max 40)")
     return v
 
 

@@ -25,7 +25,8 @@ def test_wheel_builds_and_imports(tmp_path):
                  "gpufleet/fleet/up.py", "gpufleet/cli/plan.py", "gpufleet/cli/cluster.py",
                  "gpufleet/clouds/baremetal/ssh.py", "gpufleet/clouds/baremetal/facts.py",
                  "gpufleet/configure/saltrun.py", "gpufleet/clouds/baremetal/rack.py",
-                 "gpufleet/states/top.sls", "gpufleet/states/lib/map.jinja", "gpufleet/states/nvidia_driver/init.sls",
+                 "gpufleet/states/top.sls", "gpufleet/states/lib/map.jinja", "gpufleet/states/lib/packages.yaml",
+                 "gpufleet/states/lib/packages.jinja", "gpufleet/states/nvidia_driver/init.sls",
                  "gpufleet/states/nvidia_driver/parameters/os_family/RedHat.yaml",
                  "gpufleet/states/frameworks/parameters/osfinger/Rocky-9.yaml"):
         assert must in names, must

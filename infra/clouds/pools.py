@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpufleet.catalog.images import IMAGES
 from gpufleet.errors import CapacityError
@@ -45,6 +46,48 @@ def resource_name(*parts: str, limit: int = 63) -> str:
 
 # --- what every cloud checks the same way, each with its own tables -------------------------
 
+AUTONAME_SUFFIX = 8  # Pulumi's auto-name: the logical name, "-" and 7 random characters
+
+
+@dataclass(frozen=True)
+class NameRule:
+    """How a cloud names one resource type: the input that holds the name (a dotted path into the
+    inputs; None when Pulumi auto-names it from the logical name), its longest length and its
+    characters (a regular expression), and where that comes from."""
+
+    key: str | None
+    limit: int
+    pattern: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The sizes a managed file system is sold in: ``first`` sizes, then from ``start`` to
+    ``maximum`` in steps of ``step`` (all in the API's unit, ``unit``). ``per_tib``: how many of
+    that unit the provider counts in a TiB (AWS FSx calls 1,200 GiB "1.2 TiB")."""
+
+    unit: str
+    per_tib: float
+    start: int
+    step: int
+    maximum: int
+    source: str
+    first: tuple[int, ...] = ()
+
+    def requested(self, tib: float) -> float:
+        return tib * self.per_tib
+
+    def fit(self, tib: float) -> int | None:
+        """The smallest size it is sold in that holds ``tib``; None when none does (over the maximum)."""
+        want = self.requested(tib)
+        for size in self.first:
+            if size >= want:
+                return size
+        size = max(self.start, int(math.ceil((want - self.start) / self.step)) * self.step + self.start)
+        return size if size <= self.maximum else None
+
+
 @dataclass(frozen=True)
 class StorageRules:
     """What a cloud's managed storage offers a pool."""
@@ -52,6 +95,19 @@ class StorageRules:
     lustre_service: str  # the managed Lustre gpufleet creates
     lustre_tiers: tuple[int, ...]  # MB/s per TiB it offers
     creates_nfs: bool  # whether an `nfs` entry without `server` gets a server (GCP Filestore)
+    lustre_sizes: dict[int, Sizes] = field(default_factory=dict)  # per tier
+    default_tier: int = 250
+    default_lustre_tib: float = 0.0  # when a lustre entry gives no capacity: the tier's smallest
+    nfs_sizes: Sizes | None = None  # the NFS server gpufleet creates (GCP Filestore zonal)
+    default_nfs_tib: float = 1.0
+
+    def lustre(self, st) -> tuple[Sizes, int | None]:
+        """The sizes of the entry's tier, and the size it gets (None: too large for the tier)."""
+        sizes = self.lustre_sizes[st.throughput_mbps_per_tib or self.default_tier]
+        return sizes, sizes.fit(st.capacity_tib or self.default_lustre_tib)
+
+    def nfs(self, st) -> int | None:
+        return self.nfs_sizes.fit(st.capacity_tib or self.default_nfs_tib) if self.nfs_sizes else None
 
 
 def storage_problems(pool, instance, rules: StorageRules) -> list:
@@ -64,12 +120,23 @@ def storage_problems(pool, instance, rules: StorageRules) -> list:
                 out.append(Problem(("storage", i, "throughput_mbps_per_tib"),
                                    f"{rules.lustre_service} offers no {tp} MB/s/TiB tier",
                                    f"choose one of {', '.join(map(str, rules.lustre_tiers))}"))
+            elif rules.lustre_sizes:
+                sizes, size = rules.lustre(st)
+                if size is None:
+                    out.append(Problem(("storage", i, "capacity_tib"),
+                                       f"{rules.lustre_service} at {tp or rules.default_tier} MB/s/TiB holds at most "
+                                       f"{sizes.maximum:,} {sizes.unit}",
+                                       f"ask for less, or split it over several file systems (source: {sizes.source})"))
             if st.mgs_nids or st.fsname:
                 out.append(Problem(("storage", i), "mgs_nids/fsname describe an existing Lustre; on a cloud pool "
                                    f"gpufleet creates {rules.lustre_service}", "drop them, or mount it with Salt pillar"))
         elif st.type == "nfs" and not st.server and not rules.creates_nfs:
             out.append(Problem(("storage", i, "server"), f"an nfs entry on {pool.provider} needs `server`",
                                "only GCP pools create an NFS server for you (Filestore)"))
+        elif st.type == "nfs" and not st.server and rules.nfs_sizes and rules.nfs(st) is None:
+            out.append(Problem(("storage", i, "capacity_tib"), f"the NFS server gpufleet creates holds at most "
+                               f"{rules.nfs_sizes.maximum:,} {rules.nfs_sizes.unit}",
+                               f"ask for less (source: {rules.nfs_sizes.source})"))
         elif st.type == "local-nvme" and not instance.local_nvme_gb:
             out.append(Problem(("storage", i, "type"), f"{instance.name} has no local NVMe",
                                "use an instance type with instance storage, or drop this entry"))

@@ -73,12 +73,12 @@ class Plan:
 
     @property
     def cloud_resources(self) -> list[PlannedResource]:
-        return [r for r in self.resources if not r.component and not r.provider and r.type != RACK_HOST_TYPE]
+        return [r for r in self.resources if not r.component and not r.provider and r.type != DYNAMIC_TYPE]
 
     @property
     def rack_hosts(self) -> list[PlannedResource]:
         """Bare-metal hosts the stack knows (dynamic resources: verified and fact-gathered, not created)."""
-        return [r for r in self.resources if r.type == RACK_HOST_TYPE]
+        return [r for r in self.resources if r.type == DYNAMIC_TYPE and not r.inputs.get(READER_KIND)]
 
     @property
     def usd_per_hour(self) -> float:
@@ -149,7 +149,11 @@ def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: 
     return Plan(stack.name, cluster.name, format_expiry(cluster.expires_at), resources, costs, outputs, warnings)
 
 
-RACK_HOST_TYPE = "pulumi-python:dynamic:Resource"  # clouds.baremetal.rack.RackHost
+# Pulumi's one type for every dynamic resource: a rack host (clouds.baremetal.rack.RackHost), or a
+# cloud's reader of what its resources' outputs leave out, which names itself in ``gpufleet_kind``
+# (a type of that cloud's package, so its mocks answer it: clouds.azure.nodes.ScaleSetNodes)
+DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
+READER_KIND = "gpufleet_kind"
 SHARD_MIN_NODES = 200  # below this, starting processes costs more than it saves
 
 
@@ -257,7 +261,7 @@ class _Mocks:
                 typ, name, inputs = args.typ, args.name, dict(args.inputs)
                 parent = self.parents.get((typ, name))
                 pname = _name_from_urn(parent) if parent else None
-                c = _cloud_of(typ)
+                c = _cloud_of(inputs.get(READER_KIND) or typ)
                 rid = (c.mocks().ID_PREFIX.get(typ, "") if c else "") + \
                     hashlib.sha1(f"{typ}/{name}".encode()).hexdigest()[:17]
                 state = dict(inputs)
@@ -267,7 +271,7 @@ class _Mocks:
                 if typ.startswith("pulumi:providers:"):
                     self.regions[name] = inputs.get("region") or inputs.get("location") or ""
                 elif c:
-                    c.mocks().resource(typ, name, inputs, rid, state, self)
+                    c.mocks().resource(inputs.get(READER_KIND) or typ, name, inputs, rid, state, self)
                 state.setdefault("name", inputs.get("name") or name)
                 if progress:
                     progress(1)
@@ -276,10 +280,12 @@ class _Mocks:
             def host(self, subnet_id, name: str):
                 """Node i of a pool (named ``<pool>-<i>``) gets the i-th address of its subnet, so the
                 addresses do not depend on the order in which the runtime registers the nodes."""
+                return self.address(subnet_id, int(name.rsplit("-", 1)[1]))
+
+            def address(self, subnet_id, index: int):
+                """The ``index``-th address a cloud hands out in a subnet the mocks have seen (else None)."""
                 cidr = self.subnets.get(subnet_id)
-                if not cidr:
-                    return None
-                return host_address(cidr, int(name.rsplit("-", 1)[1]))
+                return host_address(cidr, index) if cidr else None
 
             def call(self, args):
                 c = _cloud_of(args.token)

@@ -27,6 +27,7 @@ class PoolPlan:
     usd_per_node_hour: float | None
     price_note: str
     extra_subnets: list[tuple[str, int]] = field(default_factory=list)  # its cloud's pool_subnets
+    zones: tuple[str, ...] = ()  # the region's zones offering the instance type, as the catalog knows them
 
     @property
     def name(self) -> str:
@@ -64,7 +65,8 @@ def layout(stack, cat) -> Layout:
         plans.append(PoolPlan(
             pool=p, instance=it, subnet_cidr=p.subnet or addresses.get(p.provider, p.region, p.name),
             fabric=c.pool_fabric(p, it), usd_per_node_hour=offer.usd_per_hour if offer else None, price_note=note,
-            extra_subnets=c.pool_subnets(p)))
+            extra_subnets=c.pool_subnets(p),
+            zones=cat.offered_zones(p.provider, it.name, p.region) or cat.region_zones(p.provider, p.region)))
     return Layout(stack, addresses, plans, regions)
 
 
@@ -86,7 +88,7 @@ class Context:
         return {"provider": p.pool.provider, "region": region, "zone": zone, "instance_type": p.instance.name,
                 "nodes": p.pool.nodes, "gpus_per_node": p.instance.gpu_count,
                 "usd_per_node_hour": p.usd_per_node_hour, "node_ids": comp.node_ids, "private_ips": comp.private_ips,
-                "ssh_endpoint": comp.ssh_endpoint}
+                "public_ips": comp.public_ips, "ssh_endpoint": comp.ssh_endpoint}
 
 
 def build(lay: Layout, cluster: Cluster, *, plan: bool = False, only: set[str] | None = None,

@@ -1,8 +1,10 @@
 {%- from tpldir ~ "/map.jinja" import mapdata as cr with context %}
+{%- from "lib/packages.jinja" import packages with context %}
+{%- set pkgs = {} %}{%- do packages(tpldir, pkgs) %}
 
 container_runtime-clean-toolkit-pkg-removed:
   pkg.removed:
-    - pkgs: {{ cr.toolkit_packages | json }}
+    - pkgs: {{ pkgs.toolkit.names | json }}
 {%- if grains.get("os_family") == "Debian" %}
 
 container_runtime-clean-repo-file-absent:

@@ -1,4 +1,6 @@
 {%- from tpldir ~ "/map.jinja" import mapdata as cr, live with context %}
+{%- from "lib/packages.jinja" import packages with context %}
+{%- set pkgs = {} %}{%- do packages(tpldir, pkgs) %}
 {%- set debian = grains.get("os_family") == "Debian" %}
 {%- if cr.engine != "none" %}
 {%- if not debian %}
@@ -29,18 +31,22 @@ container_runtime-repo-toolkit-pkgrepo-managed:
     - signedby: {{ cr.toolkit_keyring }}
     - aptkey: False
 {%- else %}
+# as NVIDIA's own stable/rpm/nvidia-container-toolkit.repo: the repository metadata is signed
+# (repo_gpgcheck), the RPMs are not (gpgcheck=0 or dnf refuses them)
 container_runtime-repo-toolkit-pkgrepo-managed:
   pkgrepo.managed:
     - name: nvidia-container-toolkit
-    - humanname: NVIDIA Container Toolkit
+    - humanname: nvidia-container-toolkit
     - baseurl: {{ cr.toolkit_repo }}/stable/rpm/$basearch
-    - gpgcheck: 1
+    - repo_gpgcheck: 1
+    - gpgcheck: 0
+    - enabled: 1
     - gpgkey: {{ cr.toolkit_repo }}/{{ cr.toolkit_key }}
 {%- endif %}
 
 container_runtime-package-toolkit-pkg-installed:
   pkg.installed:
-    - pkgs: {{ cr.toolkit_packages | json }}
+    - pkgs: {{ pkgs.toolkit.names | json }}
     - require:
       - pkgrepo: container_runtime-repo-toolkit-pkgrepo-managed
 

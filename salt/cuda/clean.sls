@@ -1,9 +1,11 @@
 {%- from tpldir ~ "/map.jinja" import mapdata as cuda with context %}
+{%- from "lib/packages.jinja" import packages with context %}
 {%- set major, minor = (cuda.version | string).split(".")[:2] %}
+{%- set pkgs = {} %}{%- do packages(tpldir, pkgs, fmt={"major": major, "minor": minor}) %}
 
 cuda-clean-toolkit-pkg-removed:
   pkg.removed:
-    - name: {{ cuda.package.format(major=major, minor=minor) }}
+    - name: {{ pkgs.toolkit.names[0] }}
 
 cuda-clean-profile-file-absent:
   file.absent:

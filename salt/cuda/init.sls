@@ -1,12 +1,14 @@
 {%- from tpldir ~ "/map.jinja" import mapdata as cuda with context %}
+{%- from "lib/packages.jinja" import packages with context %}
 {%- set major, minor = (cuda.version | string).split(".")[:2] %}
+{%- set pkgs = {} %}{%- do packages(tpldir, pkgs, fmt={"major": major, "minor": minor}) %}
 {%- set prefix = cuda.prefix.format(version=major ~ "." ~ minor) %}
 include:
   - nvidia_driver.repo
 
 cuda-package-toolkit-pkg-installed:
   pkg.installed:
-    - name: {{ cuda.package.format(major=major, minor=minor) }}
+    - name: {{ pkgs.toolkit.names[0] }}
     - require:
       - sls: nvidia_driver.repo
 

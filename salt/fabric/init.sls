@@ -1,5 +1,6 @@
 {%- from tpldir ~ "/map.jinja" import mapdata as fabric, live with context %}
 {%- set kind = fabric.kind %}
+{%- set gpu = salt["pillar.get"]("gpufleet:gpu:model") %}
 
 fabric-package-pkg-installed:
   pkg.installed:
@@ -76,7 +77,7 @@ fabric-efa-download-cmd-run:
 
 fabric-efa-cmd-run:
   cmd.run:
-    - name: ./efa_installer.sh -y --skip-kmod-check
+    - name: ./efa_installer.sh {{ fabric.efa.flags | join(" ") }}{{ " " ~ fabric.efa.gpu_flags | join(" ") if gpu else "" }}
     - cwd: {{ fabric.efa.dir }}/{{ fabric.efa.version }}/aws-efa-installer
     - creates: /opt/amazon/efa/bin/fi_info
     - require:
@@ -106,9 +107,9 @@ fabric-tcpx-rxdm-file-managed:
         Requires=docker.service
         [Service]
         ExecStartPre=-/usr/bin/docker rm -f tcpx-rxdm
-        ExecStart=/usr/bin/docker run --name tcpx-rxdm --pull=always --network=host --privileged --gpus all \
-          -v /var/lib/nvidia/lib64:/usr/local/nvidia/lib64 -v /run/tcpx:/run/tcpx \
-          {{ fabric.tcpx.rxdm_image }} --gpu_nic_preset a3vm --gpu_shmem_type fd --uds_path /run/tcpx
+        ExecStart=/usr/bin/docker run --name tcpx-rxdm --pull=always --network=host --privileged --cap-add=NET_ADMIN \
+          --gpus all -v /var/lib/nvidia/lib64:/usr/local/nvidia/lib64 -v /run/tcpx:/run/tcpx \
+          --entrypoint {{ fabric.tcpx.rxdm_entrypoint }} {{ fabric.tcpx.rxdm_image }} {{ fabric.tcpx.rxdm_args }}
         Restart=always
         [Install]
         WantedBy=multi-user.target

@@ -1,4 +1,4 @@
-{%- from tpldir ~ "/map.jinja" import mapdata as lustre with context %}
+{%- from tpldir ~ "/map.jinja" import mapdata as lustre, fmt with context %}
 {%- for m in lustre.mounts %}
 
 lustre_client-clean-{{ m.mount }}-mount-unmounted:
@@ -11,7 +11,7 @@ lustre_client-clean-{{ m.mount }}-mount-unmounted:
 lustre_client-clean-repo-pkgrepo-absent:
   pkgrepo.absent:
 {%- if grains.get("os_family") == "Debian" %}
-    - name: deb {{ lustre.repo or lustre.flavors[lustre.flavor].repo }}
+    - name: deb {{ (lustre.repo or lustre.flavors[lustre.flavor].repo).format(**fmt) }}
     - file: {{ lustre.repo_file }}
 {%- else %}
     - name: gpufleet-lustre

@@ -1,13 +1,23 @@
-{%- from tpldir ~ "/map.jinja" import mapdata as lustre, live with context %}
+{%- from tpldir ~ "/map.jinja" import mapdata as lustre, live, fmt, series with context %}
+{%- from "lib/packages.jinja" import packages with context %}
 {%- set flavor = lustre.flavors[lustre.flavor] %}
-{%- set fmt = {"kernel": grains.get("kernelrelease", ""), "version": lustre.version,
-               "codename": grains.get("oscodename", "")} %}
+{%- set pkgs = {} %}{%- do packages(tpldir, pkgs, fmt=fmt) %}
+{%- set client = lustre.get("package") and {"names": [lustre.package], "version": lustre.get("package_version", ""),
+                                            "confirmed": true} or pkgs[lustre.flavor] %}
 {%- set repo = (lustre.repo or flavor.repo).format(**fmt) %}
+{%- set why = [] %}
 {%- if not repo %}
+{%-   do why.append("no Lustre client repository for " ~ grains.get("osfinger") ~ " (" ~ lustre.flavor ~ "): set lustre_client:repo in the pool's salt pillar to your site's mirror") %}
+{%- elif "{el_release}" in flavor.repo and not fmt.el_release and not lustre.repo %}
+{%-   do why.append("FSx for Lustre publishes no EL client for kernel series " ~ series ~ " (lustre_client:fsx_el_releases): boot a Rocky/RHEL 9 image with a listed kernel") %}
+{%- elif not client or not client.confirmed %}
+{%-   do why.append("no confirmed " ~ lustre.flavor ~ " Lustre client package for " ~ grains.get("osfinger") ~ (" (" ~ client.why ~ ")" if client else "") ~ (": " ~ client.names | join(" ") ~ " is unconfirmed" if client and client.names else "") ~ "; set lustre_client:package in the pool's salt pillar") %}
+{%- endif %}
+{%- if why %}
 
-lustre_client-repo-test-fail_without_changes:
+lustre_client-package-test-fail_without_changes:
   test.fail_without_changes:
-    - name: "no Lustre client repository for {{ grains.get('osfinger') }} ({{ lustre.flavor }}): set lustre_client:repo in the pool's salt pillar to your site's mirror"
+    - name: "{{ why[0] }}"
 {%- elif grains.get("os_family") == "Debian" %}
 
 lustre_client-repo-pkgrepo-managed:
@@ -34,13 +44,13 @@ lustre_client-repo-pkgrepo-managed:
     - gpgkey: {{ flavor.key }}
 {%- endif %}
 {%- endif %}
-{%- if repo %}
+{%- if not why %}
 
 lustre_client-package-pkg-installed:
   pkg.installed:
     - pkgs:
-{%- for p in flavor.packages %}
-      - {{ p.format(**fmt) }}
+{%- for p in client.names %}
+      - {{ p }}{{ (': "' ~ client.version ~ '"') if client.version else "" }}
 {%- endfor %}
     - require:
       - pkgrepo: lustre_client-repo-pkgrepo-managed

@@ -1,4 +1,6 @@
+{%- from "lib/packages.jinja" import packages with context %}
 {%- from tpldir ~ "/map.jinja" import mapdata as mon with context %}
+{%- set pkgs = {} %}{%- do packages("monitoring", pkgs, fmt={"major": mon.cuda_major}) %}
 
 monitoring-clean-services-service-dead:
   service.dead:
@@ -10,7 +12,7 @@ monitoring-clean-packages-pkg-removed:
   pkg.removed:
     - pkgs:
       - {{ mon.node_exporter_package }}
-      - {{ mon.dcgm_package.format(cuda_major=mon.cuda_major) }}
+      - {{ pkgs.dcgm.names[0] }}
 
 monitoring-clean-unit-file-absent:
   file.absent:

@@ -1,11 +1,13 @@
+{%- from "lib/packages.jinja" import packages with context %}
 {%- from tpldir ~ "/map.jinja" import mapdata as mon, live with context %}
+{%- set pkgs = {} %}{%- do packages("monitoring", pkgs, fmt={"major": mon.cuda_major}) %}
 include:
   - nvidia_driver.repo
   - container_runtime
 
 monitoring-dcgm-package-pkg-installed:
   pkg.installed:
-    - name: {{ mon.dcgm_package.format(cuda_major=mon.cuda_major) }}
+    - name: {{ pkgs.dcgm.names[0] }}
     - require:
       - sls: nvidia_driver.repo
 

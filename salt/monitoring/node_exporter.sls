@@ -1,16 +1,16 @@
 {%- from tpldir ~ "/map.jinja" import mapdata as mon, live with context %}
-{%- if mon.get("epel_package") %}
-
-monitoring-node_exporter-epel-pkg-installed:
-  pkg.installed:
-    - name: {{ mon.epel_package }}
-    - require_in:
-      - pkg: monitoring-node_exporter-package-pkg-installed
+{%- if grains.get("os_family") == "RedHat" %}
+include:
+  - nvidia_driver.repo   # CRB, then EPEL, which has node-exporter on EL 9
 {%- endif %}
 
 monitoring-node_exporter-package-pkg-installed:
   pkg.installed:
     - name: {{ mon.node_exporter_package }}
+{%- if grains.get("os_family") == "RedHat" %}
+    - require:
+      - sls: nvidia_driver.repo
+{%- endif %}
 {%- if live %}
 
 monitoring-node_exporter-service-running:

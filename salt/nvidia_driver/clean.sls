@@ -1,5 +1,9 @@
 {%- from tpldir ~ "/map.jinja" import mapdata as drv with context %}
+{%- from "lib/packages.jinja" import packages with context %}
 {%- set branch = drv.branch | string %}
+{%- set pkgs = {} %}
+{%- do packages(tpldir, pkgs, branch=branch, fmt={"branch": branch, "kernel": grains.get("kernelrelease", "")}) %}
+{%- set driver = pkgs.driver_open if drv.open else pkgs.driver_proprietary %}
 
 nvidia_driver-clean-services-service-dead:
   service.dead:
@@ -10,14 +14,18 @@ nvidia_driver-clean-services-service-dead:
 nvidia_driver-clean-packages-pkg-removed:
   pkg.removed:
     - pkgs:
-      - {{ drv.open_package if drv.open else drv.proprietary_package }}
-      - {{ "nvidia-fabricmanager" if branch | int >= 580 else "nvidia-fabricmanager-" ~ branch }}
+      - {{ driver.names[0] }}
+{%- if pkgs.fabric_manager and pkgs.fabric_manager.names %}
+      - {{ pkgs.fabric_manager.names[0] }}
+{%- endif %}
+{%- if grains.get("os_family") == "Debian" and pkgs.pinning.names %}
+      - {{ pkgs.pinning.names[0] }}
+{%- endif %}
 {%- if grains.get("os_family") == "Debian" %}
-      - {{ drv.pinning_package.format(branch=branch) }}
 
 nvidia_driver-clean-repo-file-absent:
   file.absent:
-    - names: [{{ drv.repo_file }}, {{ drv.keyring }}]
+    - names: [{{ drv.repo_file }}, {{ drv.keyring }}, {{ drv.apt_preferences_file }}]
 {%- else %}
 
 nvidia_driver-clean-repo-pkgrepo-absent:

@@ -14,6 +14,12 @@ formats (https://learn.microsoft.com/rest/api/resources/):
   resource still uses it (``uses``);
 * ``GET /subscriptions/{s}/providers/Microsoft.Compute/locations/{l}/usages``:
   ``{"value": [{"name": {"value", "localizedValue"}, "currentValue", "limit", "unit"}]}``;
+* a Uniform scale set's VMs, NICs and public IPs (``scale_set_vms``): ``GET {vmss}/virtualMachines``
+  (``instanceId``, ``properties.osProfile.computerName``), ``GET {vmss}/networkInterfaces`` and
+  ``GET {vmss}/publicIPAddresses`` (api-version 2018-10-01; a NIC names its VM in
+  ``properties.virtualMachine.id``, a public IP its IP configuration in
+  ``properties.ipConfiguration.id``), paged with ``nextLink`` as ARM pages,
+  https://learn.microsoft.com/rest/api/virtualnetwork/network-interfaces/list-virtual-machine-scale-set-network-interfaces;
 * ``GET /subscriptions/{s}/providers/Microsoft.Compute/skus?$filter=location eq '<l>'``: resource
   SKUs (``resourceType``, ``name``, ``locations``, ``locationInfo[].zones``, ``capabilities``
   as name/value strings, ``restrictions``), https://learn.microsoft.com/rest/api/compute/resource-skus/list;
@@ -67,6 +73,7 @@ class ArmFake(JsonServer):
         self.groups: dict[str, dict] = {}  # lowercased name -> resource group
         self.usages: dict[str, list[dict]] = {}
         self.skus: list[dict] = []
+        self.scale_sets: dict[str, list[dict]] = {}  # lowercased scale set id -> its VMs
         self.page_size = 50
 
     def reset(self) -> None:
@@ -75,6 +82,7 @@ class ArmFake(JsonServer):
             self.groups.clear()
             self.usages.clear()
             self.skus.clear()
+            self.scale_sets.clear()
             self.faults.clear()
             self.calls.clear()
 
@@ -98,6 +106,32 @@ class ArmFake(JsonServer):
         with self.lock:
             self.items[rid.lower()] = item
         return item
+
+    def scale_set_vms(self, scale_set_id: str, vms: list[tuple[str, str, str | None, str | None]]) -> None:
+        """A scale set's VMs as (instance id, computer name, private IP or None, public IP or None)."""
+        with self.lock:
+            self.scale_sets[scale_set_id.lower()] = [
+                {"instance": i, "name": n, "ip": ip, "public": pub, "vm": f"{scale_set_id}/virtualMachines/{i}"}
+                for i, n, ip, pub in vms]
+
+    def _scale_set_list(self, vmss: str, what: str, query, path):
+        vms = self.scale_sets.get(vmss, [])
+        if what == "virtualmachines":
+            rows = [{"id": v["vm"], "instanceId": v["instance"], "name": v["vm"].rsplit("/", 3)[-3] + "_" + v["instance"],
+                     "properties": {"osProfile": {"computerName": v["name"]}, "provisioningState": "Succeeded"}}
+                    for v in vms]
+        elif what == "networkinterfaces":
+            rows = [{"id": f"{v['vm']}/networkInterfaces/nic", "name": "nic", "properties": {
+                "primary": True, "virtualMachine": {"id": v["vm"]},
+                "ipConfigurations": [{"id": f"{v['vm']}/networkInterfaces/nic/ipConfigurations/ipconfig",
+                                      "properties": {"primary": True, "privateIPAddress": v["ip"]}}]}}
+                    for v in vms if v["ip"]]
+        else:
+            rows = [{"id": f"{v['vm']}/networkInterfaces/nic/ipConfigurations/ipconfig/publicIPAddresses/pip",
+                     "properties": {"ipAddress": v["public"], "ipConfiguration": {
+                         "id": f"{v['vm']}/networkInterfaces/nic/ipConfigurations/ipconfig"}}}
+                    for v in vms if v["public"]]
+        return self._page(rows, query, path)
 
     def has(self, rid: str) -> bool:
         with self.lock:
@@ -135,6 +169,10 @@ class ArmFake(JsonServer):
             with self.lock:
                 rows = [x for x in self.skus if not m or m.group(1).lower() in [loc.lower() for loc in x["locations"]]]
             return 200, {"value": rows}, {}
+        m = re.fullmatch(r"(/resourcegroups/[^/]+/providers/microsoft.compute/virtualmachinescalesets/[^/]+)/"
+                         r"(virtualmachines|networkinterfaces|publicipaddresses)", rest)
+        if m and method == "GET":
+            return self._scale_set_list(sub.lower() + m.group(1), m.group(2), query, path)
         m = re.fullmatch(r"/resourcegroups/([^/]+)", rest)
         if m:
             return self._group(method, m.group(1))

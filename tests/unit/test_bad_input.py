@@ -164,3 +164,27 @@ def test_a_library_llm_and_its_size_are_the_same_workload():
     r = cli("--json", "compare", "llm:13b", "--gpu", "H100", "--tokens", "1e10", "--top", "1")
     s = cli("--json", "compare", "llm-13b", "--gpu", "H100", "--tokens", "1e10", "--top", "1")
     assert json.loads(r.stdout)["offers"][0]["time_to_train_h"] == json.loads(s.stdout)["offers"][0]["time_to_train_h"]
+
+
+@pytest.mark.parametrize("pool,needle,hint", [
+    # Managed Lustre at 1000 MB/s/TiB stops at 1,530,000 GiB; AMLFS's 500 tier at 128 TiB
+    ("  - {name: a, provider: gcp, region: us-central1, instance_type: a3-highgpu-8g,\n"
+     "     storage: [{type: lustre, capacity_tib: 2000, throughput_mbps_per_tib: 1000, mount: /l}]}\n",
+     "holds at most 1,530,000 GiB", "cloud.google.com/managed-lustre"),
+    ("  - {name: a, provider: azure, region: eastus, instance_type: Standard_ND96isr_H100_v5,\n"
+     "     storage: [{type: lustre, capacity_tib: 200, throughput_mbps_per_tib: 500, mount: /l}]}\n",
+     "holds at most 128 TiB", "learn.microsoft.com/azure/azure-managed-lustre"),
+    ("  - {name: a, provider: gcp, region: us-central1, instance_type: g2-standard-8,\n"
+     "     storage: [{type: nfs, capacity_tib: 101, mount: /n}]}\n",
+     "holds at most 102,400 GiB", "service-tiers-zonal"),
+])
+def test_file_systems_larger_than_their_service_sells_are_refused(write, pool, needle, hint):
+    extra = "access: {public_key: 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFake k'}\n"
+    (e,) = problems(write, stack(extra, pool))
+    assert needle in e.problem and hint in (e.hint or "") and e.line == 6 and "storage[0].capacity_tib" in str(e)
+
+
+@pytest.mark.parametrize("name", ["gpu-", "a-b-", "-a", "A"])
+def test_names_every_cloud_accepts(write, name):
+    (e,) = problems(write, f"name: {name}\nowner: o\npools:\n{POOL}")
+    assert "is not a valid stack name" in e.problem and "not ending in '-'" in (e.hint or "") and e.line == 1

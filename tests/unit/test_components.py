@@ -95,7 +95,9 @@ def test_aws_training_security_imds_encryption_efa_placement_storage(plans):
     assert "instanceMarketOptions" not in lt
     assert {s["resourceType"] for s in lt["tagSpecifications"]} == {"instance", "volume", "network-interface"}
     fsx = _one(p, "aws:fsx/lustreFileSystem:LustreFileSystem").inputs
-    assert fsx["deploymentType"] == "PERSISTENT_2" and fsx["storageCapacity"] == 7200  # 4.8 TiB rounded up
+    # 4.8 TiB is a size FSx sells (1.2, 2.4, then steps of 2.4 TiB): not rounded up to 7.2
+    assert fsx["deploymentType"] == "PERSISTENT_2" and fsx["storageCapacity"] == 4800
+    assert fsx["securityGroupIds"] == [self_rule.inputs["securityGroupId"]]  # the nodes' group: TCP 988/1018-1023
     user_data = base64.b64decode(lt["userData"]).decode()
     assert "mount /fsx" in user_data and ".fsx.amazonaws.com@tcp:/" in user_data
     instances = _by_type(p, "aws:ec2/instance:Instance")
@@ -157,8 +159,10 @@ def test_gcp_a3_tcpx_and_n1_accelerators(plans):
     t4 = insts["gcp-a3-t4-eval-0"]
     assert t4["machineType"] == "n1-standard-8"
     assert t4["guestAccelerators"] == [{"type": "nvidia-tesla-t4", "count": 1}]
-    assert t4["resourcePolicies"]  # two nodes: compact placement
-    assert _one(p, "gcp:compute/resourcePolicy:ResourcePolicy").inputs["groupPlacementPolicy"]["collocation"] == "COLLOCATED"
+    # two N1 nodes, but compact placement does not take N1: no policy (GCP would refuse the VMs)
+    assert not t4.get("resourcePolicies") and not _by_type(p, "gcp:compute/resourcePolicy:ResourcePolicy")
+    (vpc,) = [r for r in _by_type(p, "gcp:compute/network:Network") if r.inputs.get("mtu") == 8896]
+    assert vpc.inputs["name"] == "gcp-a3"
     assert "accessConfigs" not in t4["networkInterfaces"][0]  # no public IP
     assert t4["metadata"]["ssh-keys"].startswith("ubuntu:ssh-ed25519 ")
     fw = _by_type(p, "gcp:compute/firewall:Firewall")
@@ -176,8 +180,13 @@ def test_gcp_spot_filestore_and_lustre(cat, write):
     fs = _one(p, "gcp:filestore/instance:Instance").inputs
     assert fs["fileShares"]["capacityGb"] == 2048
     lustre = _one(p, "gcp:lustre/instance:Instance").inputs
-    assert lustre["capacityGib"] == "18432" and lustre["perUnitStorageThroughput"] == "500"
+    # 18 at 500 MB/s/TiB: the tier's smallest size, 18,000 GiB (not 18,432, which the API refuses)
+    assert lustre["capacityGib"] == "18000" and lustre["perUnitStorageThroughput"] == "500"
     assert _one(p, "gcp:servicenetworking/connection:Connection")
+    fw = {r.inputs["name"]: r.inputs for r in _by_type(p, "gcp:compute/firewall:Firewall")}
+    assert fw["s-lustre"]["allows"] == [{"protocol": "tcp", "ports": ["988"]}]  # LNet from the PSA range
+    g2 = _one(p, "gcp:compute/instance:Instance").inputs
+    assert not g2.get("resourcePolicies")  # one node: no placement policy
 
 
 def test_azure_scale_set_infiniband_spot_lustre(plans, cat, write):

@@ -6,98 +6,13 @@ FSx, GCP with TCPX, Azure with InfiniBand and AMLFS).
 """
 
 import json
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 
-from gpufleet.configure import FORMULAS, pillar
-from gpufleet.fleet import stacks
-from tests.conftest import ROOT, salt_call
-
-SALT = ROOT / "salt"
-OSES = {
-    "Ubuntu-22.04": {"os_family": "Debian", "os": "Ubuntu", "osfinger": "Ubuntu-22.04", "oscodename": "jammy",
-                     "kernelrelease": "5.15.0-105-generic"},
-    "Ubuntu-24.04": {"os_family": "Debian", "os": "Ubuntu", "osfinger": "Ubuntu-24.04", "oscodename": "noble",
-                     "kernelrelease": "6.8.0-45-generic"},
-    "Debian-12": {"os_family": "Debian", "os": "Debian", "osfinger": "Debian-12", "oscodename": "bookworm",
-                  "kernelrelease": "6.1.0-25-amd64"},
-    "Rocky-9": {"os_family": "RedHat", "os": "Rocky", "osfinger": "Rocky-9", "oscodename": "Blue Onyx",
-                "kernelrelease": "5.14.0-427.13.1.el9_4.x86_64"},
-}
-
-STACKS = {
-    "rack-ib": """
-name: rack-ib
-owner: t@example.com
-pools:
-  - name: dc1
-    provider: baremetal
-    site: dc1
-    gpu: H100
-    gpus_per_node: 8
-    interconnect: infiniband-ndr
-    subnet_manager: host
-    hosts: [{address: 10.0.0.1}]
-    storage:
-      - {type: lustre, mgs_nids: ["10.10.1.1@o2ib", "10.10.1.2@o2ib"], fsname: scratch, mount: /lustre}
-      - {type: nfs, server: nfs01, export: /export/home, mount: /home/shared}
-    salt:
-      pillar:
-        lustre_client: {repo: "https://mirror.example.com/lustre/ jammy main"}
-""",
-    "aws-efa": """
-name: aws-efa
-owner: t@example.com
-software: {frameworks: {pytorch: "2.7.1", jax: "0.5.0", tensorflow: "2.18.0"}, container_runtime: containerd}
-pools:
-  - {name: p5, provider: aws, region: us-east-1, instance_type: p5.48xlarge, interconnect: efa,
-     storage: [{type: lustre, capacity_tib: 2.4, mount: /fsx}]}
-""",
-    "gcp-tcpx": """
-name: gcp-tcpx
-owner: t@example.com
-pools:
-  - {name: a3, provider: gcp, region: us-central1, zone: us-central1-a, instance_type: a3-highgpu-8g,
-     interconnect: gpudirect-tcpx}
-""",
-    "azure-ib": """
-name: azure-ib
-owner: t@example.com
-software: {driver: "580", cuda: "13.0", frameworks: {pytorch: "2.9.0"}}
-access: {public_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpufleetTestKeyOnlyNotARealKeyAAAAAAAAAAA t@example.com"}
-pools:
-  - {name: nd, provider: azure, region: eastus, instance_type: Standard_ND96isr_H100_v5, interconnect: infiniband-ndr,
-     storage: [{type: lustre, capacity_tib: 16, mount: /amlfs}]}
-""",
-}
-
-
-def _pillar(name: str, cat, tmp_path) -> dict:
-    p = tmp_path / f"{name}.yaml"
-    p.write_text(STACKS[name])
-    st = stacks.load(p, cat)
-    pool = st.pools[0]
-    gpu, count = pillar.gpu_of(pool, cat)
-    return pillar.build(st, pool, cluster=name, gpu=gpu, gpu_count=count, subnet_manager_host=pool.subnet_manager == "host")
-
-
-def _render(exe: Path, work: Path, grains: dict, pil: dict, sls: list[str]) -> dict:
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "pillar").mkdir(exist_ok=True)
-    (work / "pillar" / "top.sls").write_text("base:\n  '*': [gpufleet]\n")
-    (work / "pillar" / "gpufleet.sls").write_text(json.dumps(pil))
-    (work / "minion").write_text(json.dumps({
-        "file_client": "local", "file_roots": {"base": [str(SALT)]}, "pillar_roots": {"base": [str(work / "pillar")]},
-        "root_dir": str(work / "root"), "cachedir": str(work / "cache"), "log_file": str(work / "minion.log"),
-        "grains": grains}))
-    r = subprocess.run([str(exe), "--local", "-c", str(work), "--out=json", "state.show_sls", ",".join(sls)],
-                       capture_output=True, text=True, timeout=300)
-    out = json.loads(r.stdout)["local"]
-    assert isinstance(out, dict), f"render failed for {grains['osfinger']}: {out}"
-    return out
+from gpufleet.configure import FORMULAS
+from tests.conftest import salt_call
+from tests.saltrender import OSES, SALT, STACKS, render, stack_pillar
 
 
 @pytest.fixture(scope="module")
@@ -109,9 +24,9 @@ def rendered(tmp_path_factory):
     cat = catalog.load(use_config=False)
     base = tmp_path_factory.mktemp("salt")
     sls = list(FORMULAS) + [f"{f}.clean" for f in FORMULAS]
-    jobs = {(os_, st): (OSES[os_], _pillar(st, cat, base)) for os_ in OSES for st in STACKS}
+    jobs = {(os_, st): (OSES[os_], stack_pillar(st, cat, base)) for os_ in OSES for st in STACKS}
     with ThreadPoolExecutor(4) as ex:
-        futs = {k: ex.submit(_render, exe, base / f"{k[0]}-{k[1]}", g, p, sls) for k, (g, p) in jobs.items()}
+        futs = {k: ex.submit(render, exe, base / f"{k[0]}-{k[1]}", g, p, sls) for k, (g, p) in jobs.items()}
         return {k: f.result() for k, f in futs.items()}
 
 
@@ -135,20 +50,28 @@ def test_every_formula_and_clean_state_renders_on_every_os(rendered):
 
 def test_os_specific_driver_install(rendered):
     deb = rendered[("Ubuntu-22.04", "rack-ib")]
-    assert "nvidia-driver-pinning-570" in json.dumps(deb["nvidia_driver-package-pinning-pkg-installed"])
+    # R570 has no pinning package: apt preferences hold the branch; R580 (Azure stack) installs it
+    assert "Pin: version 570.*" in json.dumps(deb["nvidia_driver-package-pinning-file-managed"])
+    assert "nvidia-driver-pinning-580" in json.dumps(rendered[("Ubuntu-22.04", "azure-ib")]
+                                                     ["nvidia_driver-package-pinning-pkg-installed"])
     repo = json.dumps(deb["nvidia_driver-repo-pkgrepo-managed"])
     assert "signed-by=/etc/apt/keyrings/cuda-archive-keyring.asc" in repo and "/ubuntu2204/x86_64/" in repo
     assert "/ubuntu2404/" in json.dumps(rendered[("Ubuntu-24.04", "rack-ib")]["nvidia_driver-repo-pkgrepo-managed"])
     rocky = rendered[("Rocky-9", "rack-ib")]
-    assert "nvidia_driver-package-pinning-pkg-installed" not in rocky
+    assert not any("pinning" in sid for sid in rocky)
     assert "nvidia-driver:570-open" in json.dumps(rocky["nvidia_driver-package-module-cmd-run"])
-    assert "/rhel9/x86_64/" in json.dumps(rocky["nvidia_driver-repo-pkgrepo-managed"])
-    # 8x H100 on a rack: fabric manager; Azure 580 uses the unversioned package name
+    assert "/rhel9/x86_64" in json.dumps(rocky["nvidia_driver-repo-pkgrepo-managed"])
+    # 8x H100 on a rack: fabric manager, named per OS and branch (EL before R580: nvidia-fabric-manager)
     assert "nvidia-fabricmanager-570" in json.dumps(deb["nvidia_driver-package-fabricmanager-pkg-installed"])
+    assert '"nvidia-fabric-manager"' in json.dumps(rocky["nvidia_driver-package-fabricmanager-pkg-installed"])
     assert '"nvidia-fabricmanager"' in json.dumps(rendered[("Ubuntu-22.04", "azure-ib")]
                                                   ["nvidia_driver-package-fabricmanager-pkg-installed"])
     assert "linux-headers-5.15.0-105-generic" in json.dumps(deb["nvidia_driver-package-headers-pkg-installed"])
     assert "kernel-devel-5.14.0-427" in json.dumps(rocky["nvidia_driver-package-headers-pkg-installed"])
+    # EL 9: CRB, then EPEL (DKMS), before any driver package
+    assert "config-manager --set-enabled crb" in json.dumps(rocky["nvidia_driver-repo-crb-cmd-run"])
+    epel = rocky["nvidia_driver-repo-epel-pkg-installed"]["pkg"]
+    assert {"cmd": "nvidia_driver-repo-crb-cmd-run"} in next(x["require"] for x in epel if isinstance(x, dict) and "require" in x)
 
 
 def test_cuda_nccl_versions_follow_the_stack(rendered):
@@ -199,9 +122,9 @@ def test_frameworks_are_pinned_per_cuda(rendered):
 def test_live_false_keeps_kernel_services_and_mounts_offline(rendered, tmp_path):
     from gpufleet import catalog
 
-    pil = _pillar("rack-ib", catalog.load(use_config=False), tmp_path)
+    pil = stack_pillar("rack-ib", catalog.load(use_config=False), tmp_path)
     pil["gpufleet"]["live"] = False
-    out = _render(salt_call(), tmp_path / "offline", OSES["Debian-12"], pil, list(FORMULAS))
+    out = render(salt_call(), tmp_path / "offline", OSES["Debian-12"], pil, list(FORMULAS))
     assert not any(sid.endswith("service-running") for sid in out)
     assert "node_base-config-sysctl-cmd-run" not in out and "node_base-config-sysctl-file-managed" in out
     mounts = [s for sid, s in out.items() if sid.endswith("mount-mounted")]

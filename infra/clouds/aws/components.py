@@ -10,24 +10,13 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
 
+from gpufleet.clouds.aws.rules import STORAGE
 from gpufleet.clouds.pools import StorageArgs, first_zone, resource_name
-
-
-def fsx_capacity_gib(capacity_tib: float | None) -> int:
-    """Round a requested capacity up to what PERSISTENT_2 accepts (1200 GiB or n x 2400 GiB).
-
-    https://docs.aws.amazon.com/fsx/latest/LustreGuide/managing-storage-capacity.html
-    """
-    gib = (capacity_tib or 1.2) * 1024
-    if gib <= 1200:
-        return 1200
-    return int(math.ceil(gib / 2400) * 2400)
 
 
 def network_interfaces(efa: int, subnet_id, sg_id, public_ip: bool) -> list[dict]:
@@ -49,11 +38,13 @@ def network_interfaces(efa: int, subnet_id, sg_id, public_ip: bool) -> list[dict
     return out
 
 
-def lustre_user_data(dns_name: str, mount_name: str, mount_point: str) -> str:
-    """cloud-init shell script: install the FSx Lustre client (Ubuntu) and mount at boot.
+def lustre_user_data(mounts: list[tuple[str, str, str]]) -> str:
+    """cloud-init shell script: install the FSx Lustre client and mount every file system at boot.
 
-    Follows the FSx for Lustre guide's Ubuntu steps (signed repository key, then
-    lustre-client-modules for the running kernel) and mounts with ``relatime,flock``.
+    ``mounts``: (DNS name, mount name, mount point) of each. Follows the FSx for Lustre guide's
+    Ubuntu steps (signed repository key, then lustre-client-modules for the running kernel) and
+    mounts with ``relatime,flock`` and ``_netdev`` (without it a boot can hang on the mount).
+    https://docs.aws.amazon.com/fsx/latest/LustreGuide/install-lustre-client.html
     """
     return "\n".join([
         "#!/bin/bash",
@@ -69,10 +60,11 @@ def lustre_user_data(dns_name: str, mount_name: str, mount_point: str) -> str:
         "else",
         "  dnf install -y lustre-client",
         "fi",
-        f"mkdir -p {mount_point}",
-        f'echo "{dns_name}@tcp:/{mount_name} {mount_point} lustre defaults,relatime,flock,_netdev,x-systemd.automount 0 0"'
-        " >> /etc/fstab",
-        f"mount {mount_point}",
+        *(line for dns_name, mount_name, mount_point in mounts for line in (
+            f"mkdir -p {mount_point}",
+            f'grep -q " {mount_point} lustre " /etc/fstab || echo "{dns_name}@tcp:/{mount_name} {mount_point} lustre '
+            'defaults,relatime,flock,_netdev,x-systemd.automount 0 0" >> /etc/fstab',
+            f"mount {mount_point} || true  # the automount mounts it on first use")),
         "",
     ])
 
@@ -189,7 +181,10 @@ class GpuNodePool(pulumi.ComponentResource):
             pg = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", tags=t, opts=child)
             placement = {"group_name": pg.name}
 
-        role = aws.iam.Role(f"{name}-role", assume_role_policy=json.dumps({
+        # IAM names are account-wide and at most 64 characters: Pulumi's auto-name of a long pool's
+        # role (logical name + 8) would pass that, so the role is named for its cluster and pool
+        role = aws.iam.Role(f"{name}-role", name=resource_name(args.cluster, args.pool, limit=64),
+                            assume_role_policy=json.dumps({
             "Version": "2012-10-17",
             "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
         }), description=f"gpufleet {args.cluster}/{args.pool} nodes; attach data-access policies here", tags=t, opts=child)
@@ -197,19 +192,25 @@ class GpuNodePool(pulumi.ComponentResource):
 
         user_data = None
         self.file_systems = []
+        mounts = []
         for i, st in enumerate(args.storage):
             if st.type != "lustre":
                 continue  # NFS and local NVMe are mounted by the Salt states
             fs = aws.fsx.LustreFileSystem(
                 f"{name}-fsx{i}", deployment_type="PERSISTENT_2", storage_type="SSD",
-                storage_capacity=fsx_capacity_gib(st.capacity_tib),
-                per_unit_storage_throughput=st.throughput_mbps_per_tib or 250,
+                storage_capacity=STORAGE.lustre(st)[1],
+                per_unit_storage_throughput=st.throughput_mbps_per_tib or STORAGE.default_tier,
                 data_compression_type="LZ4",
-                subnet_ids=subnet_id,  # one subnet: a string in pulumi-aws 7 security_group_ids=[args.security_group_id],
+                subnet_ids=subnet_id,  # one subnet: a string in pulumi-aws 7
+                # the nodes' group: it admits all traffic between members, Lustre's TCP 988 and
+                # 1018-1023 included (without it FSx takes the VPC's default group and /fsx never mounts)
+                security_group_ids=[args.security_group_id],
                 tags={**t, "Name": f"{name}-{i}"}, opts=child)
             self.file_systems.append(fs)
-            user_data = pulumi.Output.all(fs.dns_name, fs.mount_name).apply(
-                lambda v, m=st.mount: base64.b64encode(lustre_user_data(v[0], v[1], m).encode()).decode())
+            mounts.append(pulumi.Output.all(fs.dns_name, fs.mount_name, st.mount))
+        if mounts:  # one script mounts them all
+            user_data = pulumi.Output.all(*mounts).apply(
+                lambda ms: base64.b64encode(lustre_user_data([tuple(m) for m in ms]).encode()).decode())
 
         market = None
         if args.spot:
@@ -245,7 +246,8 @@ class GpuNodePool(pulumi.ComponentResource):
         first = self.instances[0]
         self.ssh_endpoint = (first.public_ip if args.public_ip else first.private_ip).apply(lambda ip: f"{ip}:22")
         self.register_outputs({"node_ids": self.node_ids, "private_ips": self.private_ips,
-                               "ssh_endpoint": self.ssh_endpoint})
+                               "ssh_endpoint": self.ssh_endpoint,
+                               **({"public_ips": self.public_ips} if self.public_ips is not None else {})})
 
 
 def image_id(image_owner: str, image_name: str, provider) -> pulumi.Output[str]:

@@ -2,15 +2,36 @@
 
 from __future__ import annotations
 
-from gpufleet.clouds.pools import StorageRules, image_problems, is_multi_node, storage_problems
+from gpufleet.clouds.pools import NameRule, Sizes, StorageRules, image_problems, is_multi_node, storage_problems
 from gpufleet.spec import Problem
 
 # interconnect a pool may ask for -> the catalog fabric its instance type needs (None: any)
 INTERCONNECTS = {"efa": "efa", "10gbe": None, "25gbe": None, "100gbe": None}
 
-# FSx for Lustre PERSISTENT_2 throughput tiers:
-# https://docs.aws.amazon.com/fsx/latest/LustreGuide/performance.html
-STORAGE = StorageRules("FSx for Lustre (PERSISTENT_2)", (125, 250, 500, 1000), creates_nfs=False)
+# FSx for Lustre PERSISTENT_2 on SSD: throughput 125/250/500/1000 MB/s/TiB
+# (https://docs.aws.amazon.com/fsx/latest/LustreGuide/managing-throughput-capacity.html); StorageCapacity
+# "1200 GiB, 2400 GiB, and increments of 2400 GiB" (FSx CreateFileSystem API reference, 2025). AWS
+# counts 1,200 GiB as "1.2 TiB", so capacity_tib: 4.8 is 4,800 GiB, not 4,916 rounded to 7,200.
+# No maximum is documented for the API; the service quota (default 100,800 GiB per account,
+# raised on request) is what stops a larger one.
+FSX_SIZES = Sizes("GiB", 1000, 2400, 2400, 10_000_000, "FSx CreateFileSystem StorageCapacity (2025)", first=(1200,))
+STORAGE = StorageRules("FSx for Lustre (PERSISTENT_2)", (125, 250, 500, 1000), creates_nfs=False,
+                       lustre_sizes={t: FSX_SIZES for t in (125, 250, 500, 1000)}, default_lustre_tib=1.2)
+
+# Name rules of the AWS resources gpufleet names or lets Pulumi auto-name (logical name + 8); types
+# not listed take no name (VPC, subnets, instances: a Name tag only). IAM: docs.aws.amazon.com/IAM/
+# latest/UserGuide/reference_iam-quotas.html; EC2: the CreateLaunchTemplate, CreatePlacementGroup,
+# ImportKeyPair and CreateSecurityGroup API references (2026).
+_IAM = "IAM quotas, name requirements (docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html, 2026)"
+NAME_RULES = {
+    "aws:iam/role:Role": NameRule("name", 64, r"^[\w+=,.@-]+$", _IAM),
+    "aws:iam/instanceProfile:InstanceProfile": NameRule(None, 128, r"^[\w+=,.@-]+$", _IAM),
+    "aws:ec2/launchTemplate:LaunchTemplate": NameRule(None, 128, r"^[a-zA-Z0-9().\-/_]+$", "EC2 CreateLaunchTemplate (2026)"),
+    "aws:ec2/placementGroup:PlacementGroup": NameRule(None, 255, r"^.+$", "EC2 CreatePlacementGroup (2026)"),
+    "aws:ec2/keyPair:KeyPair": NameRule("keyName", 255, r"^[ -~]+$", "EC2 ImportKeyPair (2026)"),
+    "aws:ec2/securityGroup:SecurityGroup": NameRule(None, 255, r"^[ -~]+$", "EC2 CreateSecurityGroup (2026)"),
+}
+NAME_DEFAULT = None  # everything else has no name
 
 # gpufleet's image names as AMI owner and name pattern (owner 099720109477 is Canonical; 792107900819
 # the Rocky Enterprise Software Foundation)

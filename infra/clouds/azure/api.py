@@ -52,6 +52,8 @@ TYPES = {
     "microsoft.storagecache/amlfilesystems": ("file-system", "2024-03-01"),
 }
 RG_API = "2024-03-01"
+VM_API = "2024-07-01"
+SCALE_SET_NETWORK_API = "2018-10-01"  # the Compute-scoped NIC and public IP lists of a Uniform scale set
 
 # The vCPU quota family of each catalog VM size (Compute usage names, as `az vm list-usage`
 # shows them). https://learn.microsoft.com/azure/virtual-machines/sizes/overview (2025-06)
@@ -139,6 +141,51 @@ class AzureApi:
         if resp.status_code >= 400:
             raise HttpResponseError(response=resp)
         return resp.json()
+
+    def _pages(self, path: str, api: str) -> list[dict]:
+        """Every ``value`` of a paged ARM list, following ``nextLink``."""
+        page = self._get(path, api)
+        rows = list(page.get("value") or [])
+        while page.get("nextLink"):
+            resp = self.rm.send_request(HttpRequest("GET", page["nextLink"]))
+            if resp.status_code >= 400:
+                raise HttpResponseError(response=resp)
+            page = resp.json()
+            rows += page.get("value") or []
+        return rows
+
+    # --- a scale set's nodes ---------------------------------------------------------------------
+    def scale_set_nodes(self, scale_set_id: str) -> list[dict]:
+        """The VMs of a Uniform scale set, by instance id: ARM id, host name, private and public IP.
+
+        A scale set's VMs, and its NICs and public IPs (each pointing back at its VM / IP
+        configuration), are lists of their own: Virtual Machine Scale Set VMs - List and Network
+        Interfaces - List Virtual Machine Scale Set Network Interfaces / Public IP Addresses - List
+        Virtual Machine Scale Set Public IP Addresses (api-version 2018-10-01, the one ARM serves
+        these Compute-scoped network lists under). learn.microsoft.com/rest/api/compute and
+        /rest/api/virtualnetwork (2026)."""
+        self._auth()
+        vms = self._pages(f"{scale_set_id}/virtualMachines", VM_API)
+        nics = self._pages(f"{scale_set_id}/networkInterfaces", SCALE_SET_NETWORK_API)
+        pips = self._pages(f"{scale_set_id}/publicIPAddresses", SCALE_SET_NETWORK_API)
+        public = {(x["properties"].get("ipConfiguration") or {}).get("id", "").lower(): x["properties"].get("ipAddress")
+                  for x in pips}
+        private: dict[str, tuple[str | None, str | None]] = {}
+        for nic in nics:
+            props = nic["properties"]
+            if props.get("primary") is False:
+                continue
+            conf = next((c for c in props.get("ipConfigurations") or [] if c["properties"].get("primary", True)), None)
+            if conf and props.get("virtualMachine"):
+                private[props["virtualMachine"]["id"].lower()] = (conf["properties"].get("privateIPAddress"),
+                                                                  public.get(conf["id"].lower()))
+        out = []
+        for vm in sorted(vms, key=lambda v: int(v["instanceId"])):
+            ip, pub = private.get(vm["id"].lower(), (None, None))
+            name = ((vm.get("properties") or {}).get("osProfile") or {}).get("computerName")
+            out.append({"id": vm["id"], "instance_id": vm["instanceId"], "host_name": name,
+                        "private_ip": ip, "public_ip": pub})
+        return out
 
     # --- who ---------------------------------------------------------------------------------
     def identity(self) -> dict:

@@ -5,7 +5,15 @@ from the configured blocks) and a NAT gateway for egress. ``GpuNodePool``: a pro
 placement group and a Uniform virtual machine scale set of ND/NC SKUs. InfiniBand comes
 with the scale set: Azure connects the VMs of one placement group of an ND scale set over
 InfiniBand, so the scale set keeps ``single_placement_group`` (up to 100 VMs) and no
-overprovisioning. Optional Azure Managed Lustre on a subnet of its own.
+overprovisioning. Optional Azure Managed Lustre on a subnet of its own, in the sizes its SKU
+sells (``rules.STORAGE``) and in the zone of the scale set (AMLFS is zonal; a scale set with
+Lustre is pinned to the same zone). The VMs' ids, host names and addresses come from ARM
+through ``nodes.ScaleSetNodes``: a scale set's own outputs do not list them.
+
+Names: a scale set's Linux host names are ``computer_name_prefix`` plus six characters, so the
+prefix carries the cluster and pool names (shortened with a digest to 57, the host name to a
+63-character DNS label; azurerm allows 58). learn.microsoft.com/azure/azure-resource-manager/
+management/resource-name-rules (2026).
 """
 
 from __future__ import annotations
@@ -15,12 +23,9 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_azure_native as azn
 
+from gpufleet.clouds.azure.nodes import ScaleSetNodes
+from gpufleet.clouds.azure.rules import HOST_PREFIX_LIMIT, SKUS, STORAGE
 from gpufleet.clouds.pools import StorageArgs, resource_name
-
-# Azure Managed Lustre SKUs by throughput per TiB (MB/s).
-# https://learn.microsoft.com/azure/azure-managed-lustre/amlfs-prerequisites
-AMLFS_SKUS = {40: "AMLFS-Durable-Premium-40", 125: "AMLFS-Durable-Premium-125",
-              250: "AMLFS-Durable-Premium-250", 500: "AMLFS-Durable-Premium-500"}
 
 
 @dataclass
@@ -57,6 +62,7 @@ class ClusterNetwork(pulumi.ComponentResource):
         nat = azn.network.NatGateway(f"{name}-nat", resource_group_name=rg.name, location=args.region,
                                      sku={"name": "Standard"}, public_ip_addresses=[{"id": pip.id}], tags=t, opts=child)
         vnet = azn.network.VirtualNetwork(f"{name}-vnet", resource_group_name=rg.name, location=args.region,
+                                          virtual_network_name=resource_name(args.cluster, args.region, limit=64),
                                           address_space={"address_prefixes": [args.cidr]}, tags=t, opts=child)
         self.subnet_ids = {}
         for purpose, cidr in args.subnets.items():
@@ -87,6 +93,8 @@ class PoolArgs:
     root_disk_gb: int = 200
     infiniband: bool = False
     storage: list[StorageArgs] = field(default_factory=list)
+    zone: str | None = None  # set when the pool has Managed Lustre (zonal): the scale set goes there too
+    subscription: str = ""  # where ScaleSetNodes reads the VMs
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -94,16 +102,17 @@ class GpuNodePool(pulumi.ComponentResource):
         super().__init__("gpufleet:azure:GpuNodePool", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         t = args.tags
+        zones = [args.zone] if args.zone else None
         ppg = azn.compute.ProximityPlacementGroup(f"{name}-ppg", resource_group_name=args.resource_group_name,
                                                   location=args.region, proximity_placement_group_type="Standard",
-                                                  tags=t, opts=child)
+                                                  zones=zones, tags=t, opts=child)
         publisher, offer, sku, version = args.image
         ipconf = {"name": "ipconfig", "primary": True, "subnet": {"id": args.subnet_id}}
         if args.public_ip:
             ipconf["public_ip_address_configuration"] = {"name": "pip", "sku": {"name": "Standard"}}
         profile = {
             "os_profile": {
-                "computer_name_prefix": resource_name(args.cluster, args.pool, limit=9),
+                "computer_name_prefix": resource_name(args.cluster, args.pool, limit=HOST_PREFIX_LIMIT),
                 "admin_username": args.ssh_user,
                 "linux_configuration": {"disable_password_authentication": True, "ssh": {"public_keys": [
                     {"path": f"/home/{args.ssh_user}/.ssh/authorized_keys", "key_data": args.public_key.strip()}]}},
@@ -125,7 +134,7 @@ class GpuNodePool(pulumi.ComponentResource):
             sku={"name": args.sku, "tier": "Standard", "capacity": args.nodes},
             orchestration_mode="Uniform", upgrade_policy={"mode": "Manual"}, overprovision=False,
             single_placement_group=True, platform_fault_domain_count=1,
-            proximity_placement_group={"id": ppg.id}, virtual_machine_profile=profile, tags=t, opts=child)
+            proximity_placement_group={"id": ppg.id}, virtual_machine_profile=profile, zones=zones, tags=t, opts=child)
 
         self.file_systems = []
         for i, st in enumerate(args.storage):
@@ -134,17 +143,21 @@ class GpuNodePool(pulumi.ComponentResource):
             self.file_systems.append(azn.storagecache.AmlFilesystem(
                 f"{name}-amlfs{i}", resource_group_name=args.resource_group_name, location=args.region,
                 aml_filesystem_name=resource_name(args.cluster, args.pool, str(i), limit=80),
-                sku={"name": AMLFS_SKUS[st.throughput_mbps_per_tib or 250]},
-                storage_capacity_ti_b=float(st.capacity_tib or 8), filesystem_subnet=args.storage_subnet_id,
-                maintenance_window={"day_of_week": "Sunday", "time_of_day_utc": "02:00"}, zones=["1"],
+                sku={"name": SKUS[st.throughput_mbps_per_tib or STORAGE.default_tier]},
+                storage_capacity_ti_b=float(STORAGE.lustre(st)[1]), filesystem_subnet=args.storage_subnet_id,
+                maintenance_window={"day_of_week": "Sunday", "time_of_day_utc": "02:00"}, zones=zones,
                 tags=t, opts=child))
 
-        # A Uniform scale set without overprovisioning numbers its first VMs 0..N-1; their
-        # addresses are not outputs of the scale set and are read from the Azure API after `up`.
-        self.node_ids = self.scale_set.id.apply(lambda i: [f"{i}/virtualMachines/{n}" for n in range(args.nodes)])
-        self.private_ips = None
-        self.ssh_endpoint = None
-        self.register_outputs({"node_ids": self.node_ids, "scale_set_id": self.scale_set.id})
+        self.nodes = ScaleSetNodes(f"{name}-nodes", scale_set_id=self.scale_set.id, capacity=args.nodes,
+                                   subscription=args.subscription, subnet_id=args.subnet_id, public=args.public_ip,
+                                   opts=child)
+        self.node_ids, self.private_ips = self.nodes.node_ids, self.nodes.private_ips
+        self.public_ips = self.nodes.public_ips if args.public_ip else None
+        self.ssh_endpoint = (self.public_ips if args.public_ip else self.private_ips).apply(lambda ips: f"{ips[0]}:22")
+        self.register_outputs({"node_ids": self.node_ids, "private_ips": self.private_ips,
+                               "host_names": self.nodes.host_names, "ssh_endpoint": self.ssh_endpoint,
+                               "scale_set_id": self.scale_set.id,
+                               **({"public_ips": self.public_ips} if self.public_ips is not None else {})})
 
 
 def make_provider(region: str, subscription: str | None):

@@ -16,6 +16,16 @@ COLUMNS = {
 def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> None:
     if typ == "azure-native:resources:ResourceGroup":
         state["name"] = inputs.get("resourceGroupName") or name
+    elif typ == "azure-native:network:Subnet":
+        ctx.subnets[rid] = inputs.get("addressPrefix")
+    elif typ == "azure-native:gpufleet:ScaleSetNodes":  # clouds.azure.nodes: what ARM will list
+        # a new Uniform scale set without overprovisioning numbers its VMs 0..N-1, and Azure hands a
+        # fresh subnet's addresses out from .4 on (it keeps the first four)
+        n = int(inputs["capacity"])
+        state.update(node_ids=[f"{inputs['scale_set_id']}/virtualMachines/{i}" for i in range(n)],
+                     host_names=[f"predicted-{i}" for i in range(n)],
+                     private_ips=[ctx.address(inputs.get("subnet_id"), i) for i in range(n)],
+                     public_ips=[f"203.0.113.{i + 10}" for i in range(n)] if inputs.get("public") else None)
 
 
 def call(token: str, args: dict, region: str, cat) -> dict | None:

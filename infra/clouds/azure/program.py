@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulumi
 
 from gpufleet.clouds.azure import components as mod
-from gpufleet.clouds.azure.rules import image_urn
+from gpufleet.clouds.azure.rules import image_urn, lustre_zone
 from gpufleet.clouds.pools import StorageArgs, resource_name
 
 
@@ -29,6 +29,7 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
             public_key=stack.access.public_key, tags=cluster.tags(p.name),
             storage_subnet_id=net.subnet_ids.get(f"{p.name}-lustre"), ssh_user=stack.access.user,
             spot=p.pool.spot, public_ip=p.pool.public_ip, root_disk_gb=p.pool.root_disk_gb,
-            infiniband=p.fabric is not None, storage=[StorageArgs.of(s) for s in p.pool.storage]), opts=popts)
-        out[p.name] = ctx.export(p, region, None, comp)
+            infiniband=p.fabric is not None, storage=[StorageArgs.of(s) for s in p.pool.storage],
+            zone=lustre_zone(p.pool, p.zones), subscription=ctx.settings["azure"]["subscription"]), opts=popts)
+        out[p.name] = ctx.export(p, region, lustre_zone(p.pool, p.zones), comp)
     return out

@@ -3,15 +3,41 @@
 from __future__ import annotations
 
 from gpufleet.catalog.images import DEFAULT_IMAGE
-from gpufleet.clouds.pools import StorageRules, image_problems, storage_problems
+from gpufleet.clouds.pools import NameRule, Sizes, StorageRules, image_problems, storage_problems
 from gpufleet.spec import Problem
 
 INTERCONNECTS = {"infiniband-hdr": "infiniband-hdr", "infiniband-ndr": "infiniband-ndr",
                  "10gbe": None, "25gbe": None, "100gbe": None}
 
-# Azure Managed Lustre tiers: https://learn.microsoft.com/azure/azure-managed-lustre/amlfs-prerequisites
-STORAGE = StorageRules("Azure Managed Lustre", (40, 125, 250, 500), creates_nfs=False)
-MAX_IB_NODES = 100  # InfiniBand connects the VMs of one placement group of a scale set
+# Azure Managed Lustre SKUs: capacity in TiB from the smallest size in steps of it; 768 TiB at most
+# on the 40 MB/s/TiB tier, 128 TiB on the others (larger ones by support request).
+# learn.microsoft.com/azure/azure-managed-lustre/create-file-system-portal ("Throughput configurations")
+_AMLFS = "Azure Managed Lustre throughput configurations (learn.microsoft.com/azure/azure-managed-lustre)"
+SKUS = {40: "AMLFS-Durable-Premium-40", 125: "AMLFS-Durable-Premium-125", 250: "AMLFS-Durable-Premium-250",
+        500: "AMLFS-Durable-Premium-500"}
+STORAGE = StorageRules("Azure Managed Lustre", (40, 125, 250, 500), creates_nfs=False, lustre_sizes={
+    40: Sizes("TiB", 1, 48, 48, 768, _AMLFS), 125: Sizes("TiB", 1, 16, 16, 128, _AMLFS),
+    250: Sizes("TiB", 1, 8, 8, 128, _AMLFS), 500: Sizes("TiB", 1, 4, 4, 128, _AMLFS)})
+MAX_IB_NODES = 100
+# A Linux scale set's host names: computer_name_prefix + 6 characters; kept a 63-character DNS label
+HOST_PREFIX_LIMIT = 57
+
+# Name rules per resource type. learn.microsoft.com/azure/azure-resource-manager/management/
+# resource-name-rules (2026); computer names: learn.microsoft.com/azure/virtual-machine-scale-sets
+# (computerNamePrefix). Types without an explicit name are auto-named (logical name + 8).
+_RULES = "learn.microsoft.com/azure/azure-resource-manager/management/resource-name-rules (2026)"
+_NAME = r"^[a-zA-Z0-9]([-\w.]*\w)?$"
+NAME_DEFAULT = NameRule(None, 80, _NAME, _RULES)
+NAME_RULES = {
+    "azure-native:resources:ResourceGroup": NameRule("resourceGroupName", 90, r"^[-\w.()]*[-\w()]$", _RULES),
+    "azure-native:network:VirtualNetwork": NameRule("virtualNetworkName", 64, _NAME, _RULES),
+    "azure-native:network:Subnet": NameRule("subnetName", 80, _NAME, _RULES),
+    "azure-native:compute:VirtualMachineScaleSet": NameRule("vmScaleSetName", 64, _NAME, _RULES),
+    "azure-native:compute:VirtualMachineScaleSet#host": NameRule(
+        "virtualMachineProfile.osProfile.computerNamePrefix", HOST_PREFIX_LIMIT, r"^[a-z0-9][-a-z0-9]*$", _RULES),
+    "azure-native:storagecache:AmlFilesystem": NameRule("amlFilesystemName", 80, r"^[a-zA-Z0-9]([-\w]*[a-zA-Z0-9])?$",
+                                                        "learn.microsoft.com/rest/api/storagecache/aml-filesystems (2026)"),
+}  # InfiniBand connects the VMs of one placement group of a scale set
 
 # gpufleet's image names as marketplace URNs (publisher, offer, sku, version): Canonical's Ubuntu,
 # Microsoft's Ubuntu HPC image (drivers, InfiniBand and MPI preinstalled), the RESF's Rocky Linux
@@ -52,6 +78,15 @@ def check_pool(stack, pool, instance) -> list[Problem]:
 
 def region_subnets(region: str) -> list[tuple[str, int]]:
     return []
+
+
+def lustre_zone(pool, zones) -> str | None:
+    """The zone a pool with Azure Managed Lustre (zonal) and its scale set go to: the pool's own, else
+    the first of ``zones`` (where the SKU is offered); None for a pool without Lustre, or a region
+    without zones."""
+    if not any(s.type == "lustre" for s in pool.storage):
+        return None
+    return pool.zone or (sorted(zones)[0] if zones else None)
 
 
 def pool_subnets(pool) -> list[tuple[str, int]]:

@@ -1,32 +1,45 @@
 """GCP GPU node pools as Pulumi components (pulumi-gcp).
 
-``ClusterNetwork``: a custom-mode VPC, Cloud NAT for egress, firewall rules (all traffic
-inside the cluster, SSH only from the configured blocks) and, when a pool uses
-GPUDirect-TCPX, the four extra GPU networks an a3-highgpu-8g needs. ``GpuNodePool``: compact
-placement, instances with gVNIC, guest accelerators where the machine type needs them,
-``on_host_maintenance=TERMINATE``, spot provisioning, optional Filestore / Managed Lustre.
+``ClusterNetwork``: a custom-mode VPC (MTU 8896, the largest, which Managed Lustre's docs
+recommend), Cloud NAT for egress, firewall rules (all traffic inside the cluster, SSH only
+from the configured blocks), private services access for Managed Lustre with the rule that
+admits its TCP 988 (once per network), and, when a pool uses GPUDirect-TCPX, the four extra
+GPU networks an a3-highgpu-8g needs. ``GpuNodePool``: compact placement where the machine
+series supports it (at most 150 VMs a policy), instances with gVNIC, guest accelerators where
+the machine type needs them, ``on_host_maintenance=TERMINATE``, spot provisioning, optional
+Filestore / Managed Lustre in the sizes each sells (``rules.STORAGE``).
 
-GCP networks, subnets, firewalls and routers take no labels: their names start with the
-cluster name and their descriptions carry the gpufleet tags, so the lifecycle commands
-still find them.
+Every resource has an explicit GCP name of at most 63 characters (``gcp_name``): pulumi-gcp's
+own names (logical name + 8 characters) are not shortened and a long cluster name would make
+GCP refuse them. GCP networks, subnets, firewalls and routers take no labels: their names start
+with the cluster name and their descriptions carry the gpufleet tags, so the lifecycle
+commands still find them.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
 
-from gpufleet.clouds.gcp.rules import ACCELERATORS
+from gpufleet.clouds.gcp.rules import (
+    ACCELERATORS,
+    LUSTRE_PORTS,
+    MAX_COMPACT_VMS,
+    MTU,
+    PSA_PREFIX,
+    STORAGE,
+    TCPX_MTU,
+    compact_placement,
+    gcp_name,
+)
 from gpufleet.clouds.gcp.tags import describe
 from gpufleet.clouds.pools import StorageArgs, first_zone
 
 # GPUDirect-TCPX on a3-highgpu-8g: one host NIC plus four GPU NICs, each in its own VPC with
 # MTU 8244. https://cloud.google.com/compute/docs/gpus/gpudirect
 TCPX_GPU_NICS = 4
-TCPX_MTU = 8244
 
 
 
@@ -43,6 +56,7 @@ class NetworkArgs:
     existing_network: str | None = None
     create_network: bool = True  # False for the second region of the same VPC
     network_id: pulumi.Input[str] | None = None
+    managed_lustre: bool = False  # some pool of the stack creates Managed Lustre: private services access
 
 
 class ClusterNetwork(pulumi.ComponentResource):
@@ -54,41 +68,49 @@ class ClusterNetwork(pulumi.ComponentResource):
             self.network_id = pulumi.Output.from_input(args.existing_network)
             self.network_name = self.network_id
         elif args.create_network:
-            net = gcp.compute.Network(f"{name}-vpc", auto_create_subnetworks=False, routing_mode="REGIONAL",
-                                      description=desc, opts=child)
+            net = gcp.compute.Network(f"{name}-vpc", name=gcp_name(args.cluster), auto_create_subnetworks=False,
+                                      routing_mode="REGIONAL", mtu=MTU, description=desc, opts=child)
             self.network_id, self.network_name = net.id, net.name
-            gcp.compute.Firewall(f"{name}-internal", network=net.id, direction="INGRESS", priority=1000,
-                                 allows=[{"protocol": "all"}], source_ranges=[args.cluster_cidr],
+            gcp.compute.Firewall(f"{name}-internal", name=gcp_name(args.cluster, "internal"), network=net.id,
+                                 direction="INGRESS", priority=1000, allows=[{"protocol": "all"}],
+                                 source_ranges=[args.cluster_cidr],
                                  description=desc + " all traffic inside the cluster", opts=child)
             if args.ssh_cidrs:
-                gcp.compute.Firewall(f"{name}-ssh", network=net.id, direction="INGRESS", priority=1000,
-                                     allows=[{"protocol": "tcp", "ports": ["22"]}], source_ranges=args.ssh_cidrs,
-                                     description=desc + " SSH", opts=child)
+                gcp.compute.Firewall(f"{name}-ssh", name=gcp_name(args.cluster, "ssh"), network=net.id,
+                                     direction="INGRESS", priority=1000, allows=[{"protocol": "tcp", "ports": ["22"]}],
+                                     source_ranges=args.ssh_cidrs, description=desc + " SSH", opts=child)
+            if args.managed_lustre:
+                self.private_services = _private_services(name, args, net, desc, child)
         else:
             self.network_id = pulumi.Output.from_input(args.network_id)
             self.network_name = self.network_id
+        if not hasattr(self, "private_services"):
+            self.private_services = None  # another region's network made it, or the network is the user's
         self.subnet_ids: dict[str, pulumi.Output] = {}
         if not args.existing_network:
             for purpose, cidr in args.subnets.items():
-                sub = gcp.compute.Subnetwork(f"{name}-{purpose}", network=self.network_id, region=args.region,
-                                             ip_cidr_range=cidr, private_ip_google_access=True,
-                                             description=desc, opts=child)
+                sub = gcp.compute.Subnetwork(f"{name}-{purpose}", name=gcp_name(args.cluster, args.region, purpose),
+                                             network=self.network_id, region=args.region, ip_cidr_range=cidr,
+                                             private_ip_google_access=True, description=desc, opts=child)
                 self.subnet_ids[purpose] = sub.id
-            router = gcp.compute.Router(f"{name}-router", network=self.network_id, region=args.region,
-                                        description=desc, opts=child)
-            gcp.compute.RouterNat(f"{name}-nat", router=router.name, region=args.region,
-                                  nat_ip_allocate_option="AUTO_ONLY",
+            router = gcp.compute.Router(f"{name}-router", name=gcp_name(args.cluster, args.region, "router"),
+                                        network=self.network_id, region=args.region, description=desc, opts=child)
+            gcp.compute.RouterNat(f"{name}-nat", name=gcp_name(args.cluster, args.region, "nat"), router=router.name,
+                                  region=args.region, nat_ip_allocate_option="AUTO_ONLY",
                                   source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES", opts=child)
         self.gpu_subnet_ids: list[pulumi.Output] = []
         if args.tcpx:
             for i in range(TCPX_GPU_NICS):
-                gnet = gcp.compute.Network(f"{name}-gpunet{i}", auto_create_subnetworks=False, mtu=TCPX_MTU,
+                gnet = gcp.compute.Network(f"{name}-gpunet{i}", name=gcp_name(args.cluster, args.region, f"gpunet{i}"),
+                                           auto_create_subnetworks=False, mtu=TCPX_MTU,
                                            description=desc + f" GPUDirect-TCPX NIC {i + 1}", opts=child)
-                gsub = gcp.compute.Subnetwork(f"{name}-gpusub{i}", network=gnet.id, region=args.region,
-                                              ip_cidr_range=args.tcpx_cidrs[i], description=desc, opts=child)
-                gcp.compute.Firewall(f"{name}-gpunet{i}-internal", network=gnet.id, direction="INGRESS",
-                                     allows=[{"protocol": "all"}], source_ranges=[args.tcpx_cidrs[i]],
-                                     description=desc, opts=child)
+                gsub = gcp.compute.Subnetwork(f"{name}-gpusub{i}", name=gcp_name(args.cluster, args.region, f"gpusub{i}"),
+                                              network=gnet.id, region=args.region, ip_cidr_range=args.tcpx_cidrs[i],
+                                              description=desc, opts=child)
+                gcp.compute.Firewall(f"{name}-gpunet{i}-internal",
+                                     name=gcp_name(args.cluster, args.region, f"gpunet{i}", "internal"),
+                                     network=gnet.id, direction="INGRESS", allows=[{"protocol": "all"}],
+                                     source_ranges=[args.tcpx_cidrs[i]], description=desc, opts=child)
                 self.gpu_subnet_ids.append(gsub.id)
         self.register_outputs({"network_id": self.network_id})
 
@@ -109,6 +131,7 @@ class PoolArgs:
     network_id: pulumi.Input[str]
     labels: dict[str, str]
     gpu_subnet_ids: list = field(default_factory=list)  # TCPX: four GPU NIC subnets
+    private_services: object = None  # the network's private services peering (Managed Lustre waits for it)
     ssh_user: str = "ubuntu"
     public_key: str | None = None
     spot: bool = False
@@ -125,16 +148,34 @@ def scheduling(spot: bool) -> dict:
     return {"on_host_maintenance": "TERMINATE", "automatic_restart": True, "provisioning_model": "STANDARD"}
 
 
+def _private_services(name: str, args: NetworkArgs, net, desc: str, child):
+    """Private services access (Managed Lustre reaches the VPC through it): one reserved range and
+    one peering per network, and the rule that admits Lustre's LNet traffic from that range.
+    https://cloud.google.com/managed-lustre/docs/vpc"""
+    addr = gcp.compute.GlobalAddress(f"{name}-psa", name=gcp_name(args.cluster, "psa"), purpose="VPC_PEERING",
+                                     address_type="INTERNAL", prefix_length=PSA_PREFIX, network=net.id,
+                                     description=desc, opts=child)
+    gcp.compute.Firewall(f"{name}-lustre", name=gcp_name(args.cluster, "lustre"), network=net.id,
+                         direction="INGRESS", priority=1000, allows=[{"protocol": "tcp", "ports": LUSTRE_PORTS}],
+                         source_ranges=[addr.address.apply(lambda a: f"{a}/{PSA_PREFIX}")],
+                         description=desc + " Managed Lustre (LNet) from the private services range", opts=child)
+    return gcp.servicenetworking.Connection(f"{name}-peering", network=net.id,
+                                            service="servicenetworking.googleapis.com",
+                                            reserved_peering_ranges=[addr.name], opts=child)
+
+
 class GpuNodePool(pulumi.ComponentResource):
     def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpufleet:gcp:GpuNodePool", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        policies = None
-        if args.nodes > 1:
-            pp = gcp.compute.ResourcePolicy(f"{name}-compact", region=args.region,
-                                            group_placement_policy={"collocation": "COLLOCATED"},
-                                            description=describe(args.labels), opts=child)
-            policies = pp.id  # one policy: a string in pulumi-gcp 10
+        policies: list = []
+        if args.nodes > 1 and compact_placement(args.machine_type):
+            # a compact policy holds at most MAX_COMPACT_VMS VMs: one per that many nodes
+            policies = [gcp.compute.ResourcePolicy(
+                f"{name}-compact" + (f"{k}" if k else ""), name=gcp_name(args.cluster, args.pool, "compact", str(k)),
+                region=args.region, group_placement_policy={"collocation": "COLLOCATED"},
+                description=describe(args.labels), opts=child).id
+                for k in range(-(-args.nodes // MAX_COMPACT_VMS))]
         accelerators = None
         if args.gpu_attach == "separate":
             accelerators = [{"type": ACCELERATORS[args.gpu], "count": args.gpu_count}]
@@ -148,48 +189,47 @@ class GpuNodePool(pulumi.ComponentResource):
         self.file_systems = []
         for i, st in enumerate(args.storage):
             if st.type == "lustre":
-                self.file_systems.append(_managed_lustre(f"{name}-lustre{i}", args, st, child))
+                self.file_systems.append(_managed_lustre(f"{name}-lustre{i}", args, st, i, child))
             elif st.type == "nfs" and not st.server:
                 self.file_systems.append(gcp.filestore.Instance(
-                    f"{name}-filestore{i}", location=args.zone, tier="ZONAL",
-                    file_shares={"name": "data", "capacity_gb": max(1024, int(math.ceil((st.capacity_tib or 1) * 1024)))},
+                    f"{name}-filestore{i}", name=gcp_name(args.cluster, args.pool, f"nfs{i}"), location=args.zone,
+                    tier="ZONAL", file_shares={"name": "data", "capacity_gb": STORAGE.nfs(st)},
                     networks=[{"network": args.network_id, "modes": ["MODE_IPV4"]}], labels=args.labels, opts=child))
 
         self.instances = []
         for i in range(args.nodes):
             self.instances.append(gcp.compute.Instance(
-                f"{name}-{i}", machine_type=args.machine_type, zone=args.zone,
-                boot_disk={"initialize_params": {"image": args.image, "size": args.root_disk_gb, "type": "pd-balanced"},
+                f"{name}-{i}", name=gcp_name(args.cluster, args.pool, str(i)), machine_type=args.machine_type,
+                zone=args.zone,
+                boot_disk={"initialize_params": {"image": args.image, "size": args.root_disk_gb, "type": "pd-balanced",
+                                                 "labels": args.labels},
                            "auto_delete": True},
                 network_interfaces=nics, guest_accelerators=accelerators, scheduling=scheduling(args.spot),
-                resource_policies=policies, labels=args.labels, tags=[args.cluster, f"{args.cluster}-{args.pool}"],
+                resource_policies=policies[i // MAX_COMPACT_VMS] if policies else None,  # one: a string in pulumi-gcp 10
+                labels=args.labels, tags=[gcp_name(args.cluster), gcp_name(args.cluster, args.pool)],
                 metadata=metadata, shielded_instance_config={"enable_secure_boot": False, "enable_vtpm": True,
                                                              "enable_integrity_monitoring": True},
                 allow_stopping_for_update=True, opts=child))
         self.node_ids = pulumi.Output.all(*[x.instance_id for x in self.instances])
         self.private_ips = pulumi.Output.all(*[x.network_interfaces[0].network_ip for x in self.instances])
-        first = self.instances[0].network_interfaces[0]
-        if args.public_ip:
-            ip = first.access_configs.apply(lambda a: a[0].nat_ip if a else None)
-        else:
-            ip = first.network_ip
+        self.public_ips = pulumi.Output.all(*[x.network_interfaces[0].access_configs.apply(
+            lambda a: a[0].nat_ip if a else None) for x in self.instances]) if args.public_ip else None
+        ip = self.public_ips.apply(lambda ips: ips[0]) if args.public_ip else self.instances[0].network_interfaces[0].network_ip
         self.ssh_endpoint = ip.apply(lambda v: f"{v}:22")
         self.register_outputs({"node_ids": self.node_ids, "private_ips": self.private_ips,
-                               "ssh_endpoint": self.ssh_endpoint})
+                               "ssh_endpoint": self.ssh_endpoint,
+                               **({"public_ips": self.public_ips} if self.public_ips is not None else {})})
 
 
-def _managed_lustre(name: str, args: PoolArgs, st: StorageArgs, child):
-    """Google Cloud Managed Lustre; it reaches the VPC through private services access."""
-    addr = gcp.compute.GlobalAddress(f"{name}-psa", purpose="VPC_PEERING", address_type="INTERNAL",
-                                     prefix_length=20, network=args.network_id, labels=args.labels, opts=child)
-    conn = gcp.servicenetworking.Connection(f"{name}-peering", network=args.network_id,
-                                            service="servicenetworking.googleapis.com",
-                                            reserved_peering_ranges=[addr.name], opts=child)
+def _managed_lustre(name: str, args: PoolArgs, st: StorageArgs, i: int, child):
+    """Google Cloud Managed Lustre, in the size its tier sells (``rules.STORAGE``); it reaches the VPC
+    through the network's private services access (``args.private_services``, waited for)."""
     return gcp.lustre.Instance(
-        name, instance_id=name[:63], location=args.zone, filesystem="lustre",
-        capacity_gib=str(int(math.ceil((st.capacity_tib or 18) * 1024))), network=args.network_id,
-        per_unit_storage_throughput=str(st.throughput_mbps_per_tib or 250), labels=args.labels,
-        opts=pulumi.ResourceOptions(parent=child.parent, depends_on=[conn]))
+        name, instance_id=gcp_name(args.cluster, args.pool, f"lustre{i}"), location=args.zone, filesystem="lustre",
+        capacity_gib=str(STORAGE.lustre(st)[1]), network=args.network_id,
+        per_unit_storage_throughput=str(st.throughput_mbps_per_tib or STORAGE.default_tier), labels=args.labels,
+        opts=pulumi.ResourceOptions(parent=child.parent,
+                                    depends_on=[args.private_services] if args.private_services else None))
 
 
 def zone_for(region: str, machine_type: str, provider) -> pulumi.Output[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 
 ID_PREFIX: dict[str, str] = {}
+PSA_PLACEHOLDER = "192.168.240.0"  # stands for the private services range GCP allocates at `up`
 
 COLUMNS = {
     "gcp:compute/instance:Instance": ["machineType", "zone"],
@@ -25,6 +26,9 @@ def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> N
             n["networkIp"] = ctx.host(n.get("subnetwork"), name)
         state["networkInterfaces"] = nics
         state["instanceId"] = str(int(hashlib.sha1(name.encode()).hexdigest()[:15], 16))
+    elif typ == "gcp:compute/globalAddress:GlobalAddress" and not inputs.get("address"):
+        # GCP picks a free range of the prefix length in the VPC: any one outside the stack's blocks
+        state["address"] = PSA_PLACEHOLDER
 
 
 def call(token: str, args: dict, region: str, cat) -> dict | None:

@@ -21,6 +21,12 @@ def tcpx_cidrs(region_index: int) -> list[str]:
     return [str(subnets[region_index * 4 + i]) for i in range(4)]
 
 
+def _any_managed_lustre(stack) -> bool:
+    """Whether some GCP pool of the whole stack creates Managed Lustre (the VPC, made with the
+    first region, then needs private services access)."""
+    return any(p.provider == "gcp" and any(s.type == "lustre" for s in p.storage) for p in stack.pools)
+
+
 def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dict[str, dict]:
     """The region's subnets and firewall rules in the stack's one VPC (created with the first
     region, kept in ``shared``), and each pool's nodes; returns each pool's exports."""
@@ -34,8 +40,9 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
         ssh_cidrs=stack.access.ssh_cidrs, cluster_cidr=stack.network.cidr, tags=cluster.tags(),
         tcpx=any(p.fabric == "tcpx" for p in pools), tcpx_cidrs=tcpx_cidrs(index),
         existing_network=existing, create_network="network" not in shared,
-        network_id=shared.get("network")), opts=popts)
+        network_id=shared.get("network"), managed_lustre=_any_managed_lustre(stack)), opts=popts)
     shared.setdefault("network", net.network_id)
+    shared.setdefault("private_services", net.private_services)
     out = {}
     for p in pools:
         zone = p.pool.zone or mod.zone_for(region, p.instance.base_machine, provider)
@@ -45,6 +52,7 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
             zone=zone, region=region, image=image_path(p.pool.image),
             subnet_id=p.pool.subnet or net.subnet_ids[p.name], network_id=net.network_id,
             labels=labels(cluster.tags(p.name)), gpu_subnet_ids=net.gpu_subnet_ids if p.fabric == "tcpx" else [],
+            private_services=shared["private_services"],
             ssh_user=stack.access.user, public_key=stack.access.public_key, spot=p.pool.spot,
             public_ip=p.pool.public_ip, root_disk_gb=p.pool.root_disk_gb,
             storage=[StorageArgs.of(s) for s in p.pool.storage]), opts=popts)

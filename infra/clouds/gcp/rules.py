@@ -3,13 +3,73 @@
 from __future__ import annotations
 
 from gpufleet.catalog.images import DEFAULT_IMAGE
-from gpufleet.clouds.pools import StorageRules, image_problems, is_multi_node, storage_problems
+from gpufleet.clouds.pools import NameRule, Sizes, StorageRules, image_problems, is_multi_node, resource_name, storage_problems
 from gpufleet.spec import Problem
 
 INTERCONNECTS = {"gpudirect-tcpx": "tcpx", "10gbe": None, "25gbe": None, "100gbe": None}
 
-# Managed Lustre throughput tiers: https://cloud.google.com/managed-lustre/docs/create-instance
-STORAGE = StorageRules("Managed Lustre", (125, 250, 500, 1000), creates_nfs=True)
+# Managed Lustre capacity per performance tier (MB/s per TiB), in GiB: the smallest size, then
+# steps of it up to the step threshold (the larger steps above it are not offered here).
+# https://cloud.google.com/managed-lustre/docs/performance-tiers and .../increase-capacity (2026)
+# Google states these sizes in thousands of GiB (its "9 TiB" tier minimum is 9,000 GiB), so a
+# stack's capacity_tib is read that way: 18 at 500 MB/s/TiB is the tier's smallest, 18,000 GiB.
+_LUSTRE = "Managed Lustre performance tiers (cloud.google.com/managed-lustre/docs/performance-tiers, 2026)"
+# Filestore zonal (what an `nfs` entry without a server gets): 1-9.75 TiB in 256 GiB steps, and
+# 10-100 TiB in 2.5 TiB steps (cloud.google.com/filestore/docs/service-tiers-zonal, 2026). The
+# lower range's largest step ends at 9,984 GiB; above it the higher range starts at 10,240.
+FILESTORE_ZONAL = Sizes("GiB", 1024, 10_240, 2_560, 102_400, "Filestore zonal tier (cloud.google.com/filestore/docs/"
+                        "service-tiers-zonal, 2026)", first=tuple(range(1024, 9985, 256)))
+STORAGE = StorageRules("Managed Lustre", (125, 250, 500, 1000), creates_nfs=True, lustre_sizes={
+    1000: Sizes("GiB", 1000, 9_000, 9_000, 1_530_000, _LUSTRE),
+    500: Sizes("GiB", 1000, 18_000, 18_000, 3_060_000, _LUSTRE),
+    250: Sizes("GiB", 1000, 36_000, 36_000, 6_120_000, _LUSTRE),
+    125: Sizes("GiB", 1000, 72_000, 72_000, 12_240_000, _LUSTRE)}, nfs_sizes=FILESTORE_ZONAL)
+
+# The VPC's MTU: the largest GCP allows, which Managed Lustre's docs recommend for its clients and
+# the A3 blueprints give the primary network (cloud.google.com/managed-lustre/docs/vpc,
+# cloud.google.com/vpc/docs/mtu, 2026). GPUDirect-TCPX's GPU NIC networks keep 8244.
+MTU = 8896
+TCPX_MTU = 8244
+# Private services access: the range reserved for Managed Lustre, and the port its clients
+# connect to from that range (LNet over TCP; 6988 only for GKE's legacy port).
+# https://cloud.google.com/managed-lustre/docs/vpc (2026)
+PSA_PREFIX = 20
+LUSTRE_PORTS = ["988"]
+
+# Compact placement (a COLLOCATED group placement policy): the machine series that support it,
+# and how many VMs one policy holds. cloud.google.com/compute/docs/instances/use-compact-placement-
+# policies and .../ai-infrastructure placement docs (2026): A2, A3 (High, Mega, Ultra, Edge), A4,
+# A4X, G2, G4, C2, C2D, N2, N2D; not N1 (nor E2, T2D, M1-M3), and at most 150 VMs a policy.
+COMPACT_SERIES = ("a2", "a3", "a4", "a4x", "g2", "g4", "c2", "c2d", "n2", "n2d")
+MAX_COMPACT_VMS = 150
+
+
+def compact_placement(machine_type: str) -> bool:
+    """Whether GCP accepts a compact placement policy for VMs of ``machine_type`` (``a3-highgpu-8g``)."""
+    return machine_type.split("-", 1)[0] in COMPACT_SERIES
+
+
+# GCP resource names: RFC 1035 labels, at most 63 characters, a lowercase letter first, no "-" last.
+# https://cloud.google.com/compute/docs/naming-resources (2026)
+NAME_LIMIT = 63
+NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+
+
+NAMES = "cloud.google.com/compute/docs/naming-resources (2026)"
+# Every GCP resource gpufleet creates takes an explicit name (``gcp_name``); Managed Lustre calls it
+# instanceId. A type not listed is held to NAME_DEFAULT.
+NAME_DEFAULT = NameRule("name", NAME_LIMIT, NAME_PATTERN, NAMES)
+NAME_RULES = {
+    "gcp:lustre/instance:Instance": NameRule("instanceId", NAME_LIMIT, NAME_PATTERN,
+                                             "cloud.google.com/managed-lustre/docs/create-instance (2026)"),
+    "gcp:servicenetworking/connection:Connection": None,  # no name of its own: one per network and service
+}
+
+
+def gcp_name(*parts: str) -> str:
+    """A GCP resource name from parts, shortened with a digest to fit 63 characters."""
+    return resource_name(*parts, limit=NAME_LIMIT)
+
 
 # Accelerator type names for GPUs attached to N1 machines. https://cloud.google.com/compute/docs/gpus
 ACCELERATORS = {"T4": "nvidia-tesla-t4", "V100": "nvidia-tesla-v100", "P100": "nvidia-tesla-p100",
