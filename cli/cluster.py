@@ -8,13 +8,20 @@ import typer
 
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
-from gpufleet.cli.tables import render_hosts, render_outcomes, render_resources
+from gpufleet.cli.tables import render_cloud_nodes, render_hosts, render_outcomes, render_resources
 from gpufleet.errors import GpufleetError, PartialFailure
 
 UP_HELP = ("Bring a stack up: validate, plan and price it, check credentials, quotas and the Pulumi CLI, ask, then create "
-           "the cloud pools with Pulumi, record the cluster, and configure the rack hosts over SSH with Salt. "
-           "Re-running updates it in place; hosts already configured the same way are skipped. "
-           "Exit 3 when some hosts failed (the others are done).")
+           "the cloud pools with Pulumi, record the cluster, and configure every node with Salt: cloud nodes configure "
+           "themselves from the stack's bucket (no inbound SSH) while `up` waits for their statuses, rack hosts over SSH. "
+           "Re-running updates it in place; nodes already configured the same way are skipped. "
+           "Exit 3 when some nodes failed or did not answer in time (the others are done).")
+CONFIGURE_HELP = ("Apply the stack's Salt states again on a cluster that is up, after a change to the states or the stack's "
+                  "software: cloud nodes pick the new configuration up from the stack's bucket within a minute and "
+                  "report back; rack hosts are configured over SSH. Nodes already at it do nothing. Exit 3 when some "
+                  "nodes failed or did not answer in time.")
+WaitTimeout = Annotated[float, typer.Option("--wait-timeout", min=0, max=86400, help="Seconds to wait for the cloud "
+                                            "nodes to report their configuration.")]
 DOWN_HELP = ("Destroy a cluster's cloud resources and drain its rack hosts (by stack file or cluster name), then ask "
              "every cloud for anything still tagged for it, delete that in dependency order with retries, and exit 1 "
              "with the list if something is left. It leaves the registry only once nothing is left and every host is "
@@ -29,10 +36,11 @@ def up(
     trust_new_hosts: options.TrustNewHosts = False,
     reconfigure: Annotated[bool, typer.Option("--reconfigure", help="Apply the states again on hosts already "
                                               "configured the same way.")] = False,
-    configure: Annotated[bool, typer.Option("--configure/--no-configure", help="Configure the rack hosts with Salt "
-                                            "after the cloud part.")] = True,
+    configure: Annotated[bool, typer.Option("--configure/--no-configure", help="Configure the nodes with Salt after "
+                                            "the cloud part (cloud nodes then wait for `gpufleet configure`).")] = True,
     check: Annotated[bool, typer.Option("--check/--no-check", help="Check the clouds' quotas for the stack first "
                                         "(gpufleet check) and refuse when one is short.")] = True,
+    wait_timeout: WaitTimeout = 1800,
 ):
     from gpufleet import catalog
     from gpufleet.cli.plan import render
@@ -53,7 +61,7 @@ def up(
             outcome = bring_up(st, cat, cluster=cluster, confirm=confirm, prompt=options.passphrase_prompt(),
                                on_progress=lambda pr: update(pr.done, pr.total, _in_flight(pr)),
                                configure=configure, trust_new_hosts=trust_new_hosts, reconfigure=reconfigure,
-                               check=check, on_host_progress=lambda phase, done, total, msg: update(
+                               check=check, wait_s=wait_timeout, on_host_progress=lambda phase, done, total, msg: update(
                                    done, total, f"{phase}: {msg}"))
     except GpufleetError as e:
         if getattr(e, "reports", None) and not STATE.json:
@@ -63,12 +71,12 @@ def up(
     for q in outcome.quotas:
         if q.ok is None:
             output.warn(f"{q.provider} {q.region}: quota {q.quota!r} {q.note or 'could not be read'}")
-    failed = PartialFailure.of(outcome.hosts)
+    failed = PartialFailure.of(outcome.configured)
     if STATE.json:
         doc = {"cluster": rec.to_dict(), "changes": outcome.progress.ops if outcome.progress else {},
                "quotas": [q.to_dict() for q in outcome.quotas],
                "elapsed_s": round(outcome.progress.elapsed, 1) if outcome.progress else 0,
-               "hosts": [h.to_dict() for h in outcome.hosts], "ok": failed is None}
+               "hosts": [h.to_dict() for h in outcome.configured], "ok": failed is None}
         if failed:  # the error's fields next to the result, in one document
             doc.update({k: v for k, v in failed.to_dict().items() if k != "hosts"})
         output.emit_json(doc)
@@ -78,6 +86,46 @@ def up(
     _render_nodes(rec, outcome.progress)
     if outcome.hosts:
         render_hosts(outcome.hosts, "Configuration")
+    if outcome.nodes:
+        render_cloud_nodes(outcome.nodes, "Cloud nodes")
+    if failed:
+        raise failed
+
+
+@output.handle_errors
+def configure(
+    stack: Annotated[str, typer.Argument(help="Stack file (YAML).", metavar="STACK")],
+    cluster: options.Cluster = None,
+    reconfigure: Annotated[bool, typer.Option("--reconfigure", help="Apply the states again on nodes already "
+                                              "configured the same way.")] = False,
+    trust_new_hosts: options.TrustNewHosts = False,
+    wait_timeout: WaitTimeout = 1800,
+):
+    from gpufleet import catalog
+    from gpufleet.fleet import stacks
+    from gpufleet.fleet.configure import reconfigure as apply_again
+
+    cat = catalog.load(STATE.config)
+    st = stacks.load(stack, cat)
+    with output.steps("Configuring") as update:
+        hosts, nodes = apply_again(st, cat, cluster=cluster, force=reconfigure, trust_new_hosts=trust_new_hosts,
+                                   wait_s=wait_timeout, prompt=options.passphrase_prompt(),
+                                   progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
+    failed = PartialFailure.of(hosts + nodes)
+    if STATE.json:
+        doc = {"cluster": cluster or st.name, "hosts": [h.to_dict() for h in hosts + nodes], "ok": failed is None}
+        if failed:
+            doc.update({k: v for k, v in failed.to_dict().items() if k != "hosts"})
+        output.emit_json(doc)
+        if failed:
+            raise typer.Exit(failed.exit_code)
+        return
+    if hosts:
+        render_hosts(hosts, "Configuration")
+    if nodes:
+        render_cloud_nodes(nodes, "Cloud nodes")
+    changed = sum(h.changed for h in hosts + nodes)
+    output.console().print(f"{len(hosts) + len(nodes)} node(s), {changed} change(s).")
     if failed:
         raise failed
 

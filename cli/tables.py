@@ -33,6 +33,28 @@ def render_hosts(reports, title: str) -> None:
                                                   f"{escape(fail['comment'])}")
 
 
+def render_cloud_nodes(reports, title: str) -> None:
+    """One row per cloud node, in the rack hosts' columns; the failed states of each after it."""
+    from rich.markup import escape
+
+    rows, styles = [], []
+    for r in reports:
+        f = r.facts or {}
+        what = f"{(f.get('os') or '-').split(' (')[0]}, {f.get('gpu_count', 0)} GPU" if f else "-"
+        salt = "-" if r.state in ("timeout", "pending") else \
+            ", ".join(filter(None, [f"{r.changed} changed", f"{len(r.rehearsed)} rehearsed" if r.rehearsed else ""]))
+        note = escape(r.error or (f"{r.seconds:.0f}s" if r.seconds is not None else ""))
+        rows.append([r.target.id, r.target.address or r.target.node_id, r.state, what, salt, note])
+        styles.append(None if r.ok else "red")
+    output.table(title, ["host", "address", "state", "system", "salt", "notes"], rows, styles=styles)
+    for r in reports:
+        for fail in r.failed:
+            output.console(stderr=True).print(f"[red]{r.target.id}[/red] {escape(fail['state'])}: "
+                                              f"{escape(fail['comment'])}")
+        if r.state in ("failed", "timeout") and r.hint:
+            output.console(stderr=True).print(f"[red]{r.target.id}[/red] {escape(r.hint)}")
+
+
 def age(now, t) -> str:
     return output.duration((now - t).total_seconds() / 3600) if t else "-"
 

@@ -131,9 +131,10 @@ def _gcp_fake():
 
 
 @pytest.fixture
-def gcp(_gcp_fake, monkeypatch, tmp_path):
+def gcp(_gcp_fake, _object_fakes, monkeypatch, tmp_path):
     """google-cloud-compute pointed at the Compute fake, with a service-account key whose
-    token endpoint is the fake's (google-auth signs and exchanges a real JWT)."""
+    token endpoint is the fake's (google-auth signs and exchanges a real JWT); Cloud Storage
+    (the stack buckets) at fakes/objects.py's GCS."""
     import json
 
     from cryptography.hazmat.primitives import serialization
@@ -160,6 +161,8 @@ def gcp(_gcp_fake, monkeypatch, tmp_path):
     monkeypatch.setenv("GPUFLEET_GCP_ENDPOINT", fake.url)
     monkeypatch.setenv("GPUFLEET_GCP_FILESTORE_ENDPOINT", fake.url + "/file")
     monkeypatch.setenv("GPUFLEET_GCP_LUSTRE_ENDPOINT", fake.url + "/lustre")
+    _object_fakes[0].reset()
+    monkeypatch.setenv("GPUFLEET_GCS_ENDPOINT", _object_fakes[0].url)
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
     quick_retries(monkeypatch)
     return fake
@@ -191,6 +194,32 @@ def azure(_arm_fake, monkeypatch, tmp_path):
         {"tid": "72f988bf-0000-0000-0000-000000000000", "appid": "11111111-2222-3333-4444-555555555555"}))
     quick_retries(monkeypatch)
     return _arm_fake
+
+
+@pytest.fixture(scope="session")
+def _object_fakes():
+    from fakes.objects import BlobFake, GcsFake
+
+    gcs, blob = GcsFake().start(), BlobFake().start()
+    yield gcs, blob
+    gcs.stop()
+    blob.stop()
+
+
+@pytest.fixture
+def gcs(_object_fakes, gcp):
+    """Cloud Storage's JSON API (fakes/objects.py) for google-auth's credentials (the gcp fixture
+    points GPUFLEET_GCS_ENDPOINT at it)."""
+    return _object_fakes[0]
+
+
+@pytest.fixture
+def blob(_object_fakes, azure, monkeypatch):
+    """Blob storage's REST API (fakes/objects.py) for azure-identity's credential (the azure fixture's)."""
+    fake = _object_fakes[1]
+    fake.reset()
+    monkeypatch.setenv("GPUFLEET_AZURE_BLOB_ENDPOINT", fake.url + "/{account}")
+    return fake
 
 
 @pytest.fixture(scope="session")

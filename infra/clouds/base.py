@@ -111,6 +111,23 @@ class CloudApi(Protocol):
 
 
 @runtime_checkable
+class ObjectStore(Protocol):
+    """A stack's bucket: what `up` and `configure` publish for the nodes and read back from them
+    (``configure.cloudnodes``); keys are ``/``-separated paths."""
+
+    def put(self, key: str, body: bytes) -> None: ...
+
+    def get(self, key: str) -> bytes: ...
+
+    def exists(self, key: str) -> bool: ...
+
+    def list(self, prefix: str) -> tuple[list[tuple[str, str]], int]:
+        """(key, etag) of every object under ``prefix``, and the number of list requests made."""
+
+    def delete_all(self) -> int:
+        """Empty the bucket (every version); the number of objects deleted."""
+
+
 class Cloud(Provider, Protocol):
     """A cloud gpufleet creates pools on, through Pulumi, and finds again by tag."""
 
@@ -150,6 +167,9 @@ class Cloud(Provider, Protocol):
 
     def api(self) -> CloudApi:
         """The cloud's own API (loads its SDK)."""
+
+    def objects(self, ref: dict) -> ObjectStore:
+        """The stack's bucket (``ref``: a pool export's ``bucket``) through the cloud's SDK."""
 
     def prices(self):
         """The module with ``FLAGSHIPS`` and ``fetch(cat, progress) -> catalog.fetched.Fetched``."""

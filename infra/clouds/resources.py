@@ -20,10 +20,10 @@ from gpufleet.errors import InputError, did_you_mean
 # waits for one rank to be gone before the next starts.
 DELETE_ORDER: dict[str, int] = {
     "instance": 0, "scale-set": 0,
-    "file-system": 1,
+    "file-system": 1, "bucket": 1,
     "nat-gateway": 2, "router": 2,
     "network-interface": 3, "volume": 3, "disk": 3,
-    "address": 4, "placement-group": 4, "launch-template": 4, "key-pair": 4,
+    "address": 4, "placement-group": 4, "launch-template": 4, "key-pair": 4, "identity": 4,
     "security-group": 5, "firewall": 5,
     "subnet": 6, "route-table": 6,
     "internet-gateway": 7,

@@ -211,6 +211,16 @@ def up(cluster: str, program, *, pulumi_command=None, progress: Progress | None 
     return DeployResult(cluster, {k: v.value for k, v in res.outputs.items()}, progress, res.stdout)
 
 
+def outputs(cluster: str, *, pulumi_command=None, prompt: Callable[[], str] | None = None,
+            backend: str | None = None) -> dict:
+    """The cluster's stack outputs as the backend holds them (``pulumi stack output --json``)."""
+    try:
+        stack = _stack(cluster, lambda: None, pulumi_command, prompt, backend)
+        return {k: v.value for k, v in stack.outputs().items()}
+    except Exception as e:  # noqa: BLE001
+        raise translate(e) from None
+
+
 def destroy(cluster: str, *, pulumi_command=None, progress: Progress | None = None,
             prompt: Callable[[], str] | None = None, backend: str | None = None) -> Progress:
     """Destroy every resource of the cluster's stack, then remove the stack from the backend."""

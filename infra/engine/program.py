@@ -88,7 +88,8 @@ class Context:
         return {"provider": p.pool.provider, "region": region, "zone": zone, "instance_type": p.instance.name,
                 "nodes": p.pool.nodes, "gpus_per_node": p.instance.gpu_count,
                 "usd_per_node_hour": p.usd_per_node_hour, "node_ids": comp.node_ids, "private_ips": comp.private_ips,
-                "public_ips": comp.public_ips, "ssh_endpoint": comp.ssh_endpoint}
+                "public_ips": comp.public_ips, "ssh_endpoint": comp.ssh_endpoint,
+                "bucket": comp.bucket}  # where its nodes find their configuration (``clouds.bootstrap``)
 
 
 def build(lay: Layout, cluster: Cluster, *, plan: bool = False, only: set[str] | None = None,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet import catalog
-from gpufleet.clouds import inventory
+from gpufleet.clouds import cloud, inventory
 from gpufleet.clouds.baremetal import hosts as racks
 from gpufleet.configure import nodes as configuration
 from gpufleet.configure import pillar
@@ -27,6 +27,25 @@ class TearDown:
     swept: list = field(default_factory=list)  # clouds.inventory.Outcome: what the tag sweep deleted
     left: list = field(default_factory=list)  # clouds.resources.Resource still tagged after the sweep
     unread: dict = field(default_factory=dict)  # "aws/us-west-2" -> why it could not be checked
+    emptied: int = 0  # objects deleted from the stack's buckets before the destroy
+
+
+def empty_buckets(name: str, cmd, prompt, backend) -> int:
+    """Empty the stack's buckets (every object version) so that Pulumi can delete them; the number
+    of objects deleted. A bucket that cannot be read here is left to the sweep after the destroy,
+    which finds it by tag and empties it as well."""
+    try:
+        outputs = automation.outputs(name, pulumi_command=cmd, prompt=prompt, backend=backend)
+    except GpufleetError:
+        return 0
+    refs = {p["bucket"]["name"]: p["bucket"] for p in (outputs.get("pools") or {}).values() if p.get("bucket")}
+    deleted = 0
+    for ref in refs.values():
+        try:
+            deleted += cloud(ref["cloud"]).objects(ref).delete_all()
+        except GpufleetError:
+            continue
+    return deleted
 
 
 def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: Registry | None = None,
@@ -63,6 +82,7 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
     destroy_error = None
     if needs_pulumi:
         out.progress = automation.Progress(total=None, on_change=on_progress)
+        out.emptied = empty_buckets(name, cmd, prompt, rec.backend)
         try:
             automation.destroy(name, pulumi_command=cmd, progress=out.progress, prompt=prompt, backend=rec.backend)
         except DeployError as e:

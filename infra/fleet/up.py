@@ -1,4 +1,6 @@
-"""`gpufleet up`: validate, plan, check, confirm, deploy, record, configure the rack hosts.
+"""`gpufleet up`: validate, plan, check, confirm, deploy, record, configure the nodes: the
+cloud nodes configure themselves from the stack's bucket (``configure.cloudnodes``; `up`
+publishes and waits), the rack hosts over SSH (``configure.nodes``).
 
 Nothing is created before the stack is valid, its program renders under mocks, the
 credentials of every provider it uses are present, the Pulumi CLI is installed and the
@@ -13,8 +15,8 @@ from dataclasses import dataclass, field
 from gpufleet.clouds import cloud, inventory
 from gpufleet.clouds.baremetal import hosts as racks
 from gpufleet.clouds.tags import format_expiry, parse_expiry
+from gpufleet.configure import cloudnodes, saltrun
 from gpufleet.configure import nodes as configuration
-from gpufleet.configure import saltrun
 from gpufleet.engine import automation
 from gpufleet.engine.plan import Plan, cluster_for, plan
 from gpufleet.engine.program import build, layout
@@ -35,6 +37,12 @@ class UpOutcome:
     progress: automation.Progress | None
     hosts: list = field(default_factory=list)  # clouds.baremetal.hosts.HostReport, one per configured host
     quotas: list = field(default_factory=list)  # clouds.base.QuotaLine, checked before anything was created
+    nodes: list = field(default_factory=list)  # configure.cloudnodes.NodeReport, one per cloud node
+
+    @property
+    def configured(self) -> list:
+        """Every node's configuration outcome, rack hosts and cloud nodes alike."""
+        return self.hosts + self.nodes
 
 
 def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None = None,
@@ -42,14 +50,17 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
              on_progress: Callable[[automation.Progress], None] | None = None,
              prompt: Callable[[], str] | None = None, configure: bool = True, trust_new_hosts: bool = False,
              reconfigure: bool = False, on_host_progress=None, runner_factory=None, check: bool = True,
-             cloud_api=None) -> UpOutcome:
+             cloud_api=None, wait_s: float = cloudnodes.WAIT_S, stores: dict | None = None) -> UpOutcome:
     """Create the cloud pools (Pulumi), record the cluster, then configure the rack hosts (SSH + Salt).
 
     Before anything is created: credentials, the Pulumi CLI, the quotas (``check``; a short
     quota is a QuotaError) and the rack hosts. The cluster is recorded as ``creating``
     before Pulumi starts, so `status`, `down` and `reap` know it even if this process dies.
     Configuration problems of single hosts do not undo anything: each host's outcome is in
-    ``UpOutcome.hosts`` and in the registry; the caller decides the exit code.
+    ``UpOutcome.hosts`` and in the registry; the caller decides the exit code. Cloud nodes
+    configure themselves: `up` publishes their pools' configuration and waits up to ``wait_s``
+    for their statuses (``UpOutcome.nodes``); ``configure=False`` leaves them waiting for
+    `gpufleet configure`.
     """
     reg = registry or Registry()
     name = cluster or stack.name
@@ -104,6 +115,10 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
         nodes = nodes_from_outputs(result.outputs)
     nodes += rack_nodes(stack, the_plan)
     rec = reg.record(**record, nodes=nodes, state="up")
+    cloud_reports = []
+    if clouds and configure:
+        cloud_reports = cloudnodes.configure_pools(stack, cat, name, result.outputs, nodes, registry=reg,
+                                                   timeout_s=wait_s, progress=on_host_progress, stores=stores)
     hosts = []
     if targets:
         hosts = configuration.configure(stack, name, targets, registry=reg, trust_new=trust_new_hosts,
@@ -112,7 +127,7 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
         if not clouds and not any(h.ok for h in hosts):  # a rack of which no host works is not up
             reg.set_state(name, "failed")
             rec = reg.get(name)
-    return UpOutcome(the_plan, rec, progress, hosts, quota_lines)
+    return UpOutcome(the_plan, rec, progress, hosts, quota_lines, cloud_reports)
 
 
 def open_apis(providers: list[str], regions: dict[str, list[str]], given=None) -> inventory.Clouds:

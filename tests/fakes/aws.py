@@ -278,9 +278,10 @@ def _refused(start, service):
 
 
 class Server:
-    """moto + Extras on 127.0.0.1 in a thread; ``url`` for AWS_ENDPOINT_URL."""
+    """moto + Extras on 127.0.0.1 (or ``host``: the test rack's bridge) in a thread; ``url`` for
+    AWS_ENDPOINT_URL."""
 
-    def __init__(self, port: int = 0):
+    def __init__(self, port: int = 0, host: str = "127.0.0.1"):
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
         from werkzeug.serving import make_server
 
@@ -289,8 +290,8 @@ class Server:
                 pass
 
         self.extras = Extras(DomainDispatcherApplication(create_backend_app))
-        self._server = make_server("127.0.0.1", port, self.extras, threaded=True, request_handler=Quiet)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._server = make_server(host, port, self.extras, threaded=True, request_handler=Quiet)
+        self.url = f"http://{host}:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def start(self) -> "Server":

@@ -29,7 +29,8 @@ AWS_STACK = ROOT / "stacks" / "examples" / "aws-training.yaml"
 
 @pytest.fixture(autouse=True)
 def _env(tmp_path, monkeypatch, aws):
-    """AWS is moto's server (`up` checks quotas first, `down` asks the cloud what is left)."""
+    """AWS is moto's server (`up` checks quotas first, `down` asks the cloud what is left). The cloud nodes
+    are not configured here (`configure=False`): tests/unit/test_cloud_nodes.py and the rack test do that."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
     monkeypatch.delenv("GPUFLEET_REGISTRY", raising=False)
@@ -50,7 +51,7 @@ def fake(stack, cat):
 def test_up_records_nodes_and_progress_from_engine_events(stack, cat, fake, version):
     fake.version = fake.version.parse(version)
     seen = []
-    out = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake,
+    out = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False,
                           on_progress=lambda pr: seen.append(pr.done))
     n = len(out.plan.cloud_resources)
     assert out.progress.done == n and out.progress.ops == {"create": n}
@@ -69,15 +70,15 @@ def test_up_records_nodes_and_progress_from_engine_events(stack, cat, fake, vers
 
 
 def test_second_up_changes_nothing_and_keeps_the_expiry(stack, cat, fake):
-    first = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
-    again = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+    first = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+    again = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
     assert again.progress.ops == {} and again.record.expires_at == first.record.expires_at
     assert sum(1 for c in fake.calls if c[:2] == ["stack", "init"]) == 1
 
 
 def test_declined_confirmation_creates_nothing(stack, cat, fake):
     with pytest.raises(fleet_up.Aborted):
-        fleet_up.bring_up(stack, cat, confirm=lambda p: False, pulumi_command=fake)
+        fleet_up.bring_up(stack, cat, confirm=lambda p: False, pulumi_command=fake, configure=False)
     assert not any(c[0] == "up" for c in fake.calls) and Registry().get("aws-training") is None
 
 
@@ -95,7 +96,7 @@ def test_declined_confirmation_creates_nothing(stack, cat, fake):
 def test_engine_failures_become_clear_errors_and_the_cluster_stays_known(stack, cat, fake, message, error, needle):
     fake.fail_up = Failure(message, after=5)
     with pytest.raises(error) as ei:
-        fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+        fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
     assert needle in ei.value.hint
     if error is CredentialsError:
         assert ei.value.provider == "aws"
@@ -104,7 +105,7 @@ def test_engine_failures_become_clear_errors_and_the_cluster_stays_known(stack, 
 
 
 def test_down_removes_the_cluster_only_after_a_successful_destroy(stack, cat, fake):
-    fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+    fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
     fake.survivors_on_destroy = 1
     fake.fail_destroy = Failure("deleting EC2 Security Group (sg-0123): DependencyViolation: resource sg-0123 "
                                 "has a dependent object")
@@ -121,7 +122,7 @@ def test_down_removes_the_cluster_only_after_a_successful_destroy(stack, cat, fa
 def test_failed_up_can_be_torn_down(stack, cat, fake):
     fake.fail_up = Failure("InsufficientInstanceCapacity: none left", after=3)
     with pytest.raises(CapacityError):
-        fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+        fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
     out = fleet_down.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
     assert out.progress.ops == {"delete": 3}
 
@@ -185,14 +186,15 @@ def test_cli_up_needs_yes_without_a_terminal(fake, monkeypatch):
 
 
 def test_cli_up_and_down_json(fake, monkeypatch):
-    r = _cli(["--json", "up", str(AWS_STACK), "--yes"], fake, monkeypatch)
+    r = _cli(["--json", "up", str(AWS_STACK), "--yes", "--no-configure"], fake, monkeypatch)
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)
     assert data["cluster"]["name"] == "aws-training" and len(data["cluster"]["nodes"]) == 2
-    assert data["changes"]["create"] == 23
+    n = len(fake.plan.cloud_resources)
+    assert data["changes"]["create"] == n == 27  # the network, the pool, the bucket and its policy
     r = _cli(["--json", "down", str(AWS_STACK), "--yes"], fake, monkeypatch)
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout) == {"cluster": "aws-training", "destroyed": True, "changes": {"delete": 23},
+    assert json.loads(r.stdout) == {"cluster": "aws-training", "destroyed": True, "changes": {"delete": n},
                                     "swept": [], "left": [], "checked": ["aws"], "hosts": []}
     r = _cli(["down", "aws-training", "--yes"], fake, monkeypatch)
     assert r.exit_code == 2 and "no cluster 'aws-training'" in r.output

@@ -230,7 +230,7 @@ def test_down_deletes_what_the_state_missed_and_reports_what_refuses_to_die(cat,
     from gpufleet.fleet import stacks
 
     stack = stacks.load(AWS_STACK, cat)
-    fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+    fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
     # an earlier, interrupted `up` of the same cluster left these outside the Pulumi state;
     # one instance has termination protection on
     left = leak("aws-training", region="us-east-1", protect=True)
@@ -257,7 +257,7 @@ def test_cli_down_exit_1_lists_the_survivors(cat, fake, monkeypatch):
     from gpufleet.fleet import stacks
 
     monkeypatch.setattr(automation, "find_pulumi", lambda: fake)
-    fleet_up.bring_up(stacks.load(AWS_STACK, cat), cat, confirm=lambda p: True, pulumi_command=fake)
+    fleet_up.bring_up(stacks.load(AWS_STACK, cat), cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
     left = leak("aws-training", region="us-east-1", protect=True)
     r = cli("down", "aws-training", "--yes")
     assert r.exit_code == 1 and left["instances"][0] in r.output and "termination protection" in r.output
@@ -401,3 +401,22 @@ def test_registry_rebuild_keeps_racks_and_asks_before_replacing_a_readable_regis
     r = cli("registry", "rebuild", "-r", REGION, "--yes")
     assert r.exit_code == 0, r.output
     assert {c.name for c in Registry().list()} == {"rack", "cloudy"} and "kept (rack)" in r.output
+
+
+def test_reap_empties_a_versioned_stack_bucket_before_deleting_it():
+    s3 = boto3.client("s3", region_name=REGION)
+    for name, cluster in (("gpufleet-crashed-0123", "crashed"), ("gpufleet-alive-4567", "alive")):
+        s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": REGION})
+        s3.put_bucket_tagging(Bucket=name, Tagging={"TagSet": tagged("bucket", cluster)[0]["Tags"]})
+        s3.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
+        for v in range(3):  # versions and a delete marker: a versioned bucket keeps them all
+            s3.put_object(Bucket=name, Key="status/gpu/node.json", Body=f'{{"v": {v}}}'.encode())
+        s3.delete_object(Bucket=name, Key="status/gpu/node.json")
+    s3.create_bucket(Bucket="someone-elses", CreateBucketConfiguration={"LocationConstraint": REGION})
+    record("alive")
+    r = cli("--json", "reap", "--region", REGION, "--grace", "0", "--yes")
+    assert r.exit_code == 0, r.output
+    done = json.loads(r.stdout)
+    assert [(x["kind"], x["id"]) for x in done["deleted"]] == [("bucket", "gpufleet-crashed-0123")]
+    names = {b["Name"] for b in s3.list_buckets()["Buckets"]}
+    assert names == {"gpufleet-alive-4567", "someone-elses"}

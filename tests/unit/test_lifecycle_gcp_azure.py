@@ -251,7 +251,7 @@ def test_azure_down_sweeps_by_tag_after_pulumi(azure, cat, monkeypatch):
         {"name": {"value": "cores", "localizedValue": "Total Regional vCPUs"}, "currentValue": 0, "limit": 1000},
         {"name": {"value": "standardNDSH100v5Family", "localizedValue": "Standard NDSH100v5 Family vCPUs"},
          "currentValue": 0, "limit": 384}]
-    up = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake)
+    up = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
     assert all(q.ok for q in up.quotas) and Registry().get("azure-nd").state == "up"
     rg, leaked = azure_leak(azure, "azure-nd")
     out = fleet_down.tear_down("azure-nd", confirm=lambda r: True, pulumi_command=fake)
@@ -259,3 +259,18 @@ def test_azure_down_sweeps_by_tag_after_pulumi(azure, cat, monkeypatch):
         f"/subscriptions/{azure.subscription}/resourceGroups/{rg}"}
     assert all(o.ok for o in out.swept) and not out.left and Registry().get("azure-nd") is None
     assert not any(azure.has(x["id"]) for x in leaked) and rg.lower() not in azure.groups
+
+
+def test_gcp_reap_empties_a_leaked_stack_bucket_before_deleting_it(gcp, gcs):
+    for name, cluster in (("gpufleet-crashed-0a1b2c3d", "crashed"), ("gpufleet-alive-4e5f6a7b", "alive")):
+        gcs.bucket(name, gcp_tags.labels(Cluster(cluster, "s", "ops@example.com", FUTURE).tags()))
+        for key in ("tree/abc.tar.gz", "pools/gpu/current.json", "status/gpu/1234.json"):
+            gcs.objects[(name, key)] = b"x"
+    gcs.bucket("someone-elses", {"team": "x"})
+    record("alive")
+    r = cli("--json", "reap", "--provider", "gcp", "--grace", "0", "--yes")
+    assert r.exit_code == 0, r.output
+    done = json.loads(r.stdout)
+    assert [(x["kind"], x["id"]) for x in done["deleted"]] == [("bucket", "gpufleet-crashed-0a1b2c3d")]
+    assert set(gcs.buckets) == {"gpufleet-alive-4e5f6a7b", "someone-elses"}
+    assert not [k for b, k in gcs.objects if b == "gpufleet-crashed-0a1b2c3d"]  # emptied first

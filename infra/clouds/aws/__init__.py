@@ -9,6 +9,8 @@ boto3 or Pulumi are loaded through ``sdk``.
 
 from __future__ import annotations
 
+import os
+
 from gpufleet.clouds.aws import mocks, rules
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT, PATTERNS
 from gpufleet.clouds.aws.sdk import load
@@ -39,7 +41,10 @@ class Aws:
         return load("credentials").check()
 
     def program_settings(self, *, plan: bool) -> dict:
-        return {}
+        # an S3-compatible endpoint (boto3's own variables) goes into the nodes' bootstrap too, so
+        # nodes and `up` read the same store (and `plan` shows it); real AWS needs neither
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        return {"s3_endpoint": endpoint}
 
     def program(self):
         return load("program")
@@ -49,6 +54,9 @@ class Aws:
 
     def api(self):
         return load("api").AwsApi()
+
+    def objects(self, ref: dict):
+        return load("objects").Store(ref)
 
     def prices(self):
         return load("prices")

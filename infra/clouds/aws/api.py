@@ -24,7 +24,7 @@ DEFAULT_REGION = "us-east-1"
 
 # Error codes that mean "already gone", and those worth retrying (still in use, a dependency
 # going away, throttled). Anything else is a refusal: retrying will not help.
-GONE_CODES = ("NotFound", "NotFoundException", ".Unknown", "FileSystemNotFound", "NatGatewayNotFound")
+GONE_CODES = ("NotFound", "NotFoundException", ".Unknown", "FileSystemNotFound", "NatGatewayNotFound", "NoSuchBucket")
 RETRY_CODES = {"DependencyViolation", "InvalidNetworkInterface.InUse", "VolumeInUse", "IncorrectState",
                "IncorrectInstanceState", "InvalidIPAddress.InUse", "InvalidPlacementGroup.InUse",
                "ResourceInUse", "InvalidGroup.InUse", "RequestLimitExceeded", "Throttling", "ThrottlingException",
@@ -234,6 +234,10 @@ class AwsApi:
             ec2.delete_vpc(VpcId=r.id)
         elif k == "file-system":
             self.client("fsx", region).delete_file_system(FileSystemId=r.id)
+        elif k == "bucket":  # a bucket goes only once empty: every object version and delete marker first
+            s3 = self.client("s3", region)
+            empty_bucket(s3, r.id)
+            s3.delete_bucket(Bucket=r.id)
         else:
             raise ValueError(f"aws: cannot delete a {k}")
 
@@ -422,8 +426,42 @@ def _file_systems(aws: AwsApi, region, f, cluster):
                                                            created_at=fs.get("CreationTime"))
 
 
+def empty_bucket(s3, bucket: str) -> int:
+    """Delete every object version and delete marker of a bucket (a versioned bucket keeps them
+    otherwise and cannot be deleted), 1,000 a request; the number deleted."""
+    deleted = 0
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket):
+        batch = [{"Key": v["Key"], "VersionId": v["VersionId"]}
+                 for v in page.get("Versions", []) + page.get("DeleteMarkers", [])]
+        for i in range(0, len(batch), 1000):
+            s3.delete_objects(Bucket=bucket, Delete={"Objects": batch[i:i + 1000], "Quiet": True})
+            deleted += len(batch[i:i + 1000])
+    return deleted
+
+
+BUCKET_PREFIX = "gpufleet-"  # ClusterBucket's names: only these are asked for their tags
+
+
+def _buckets(aws: AwsApi, region, f, cluster):
+    """The stack buckets in ``region``: S3 lists buckets account-wide, each with its region; only
+    gpufleet's are asked for their tags (one call each)."""
+    s3 = aws.client("s3", region)
+    for b in s3.list_buckets(BucketRegion=region).get("Buckets", []):
+        if not b["Name"].startswith(BUCKET_PREFIX):
+            continue
+        try:
+            tags = s3.get_bucket_tagging(Bucket=b["Name"]).get("TagSet", [])
+        except ClientError as e:
+            if classify(e)[0] == "gone" or "NoSuchTagSet" in str(e):
+                continue
+            raise
+        t = {x["Key"]: x["Value"] for x in tags}
+        if t.get(TAG_PREFIX + "cluster") and (not cluster or t[TAG_PREFIX + "cluster"] == cluster):
+            yield b["Name"], tags, dict(name=b["Name"], created_at=b.get("CreationDate"))
+
+
 LISTERS = {"instance": _instances, "volume": _volumes, "network-interface": _interfaces,
            "security-group": _security_groups, "placement-group": _placement_groups, "address": _addresses,
            "nat-gateway": _nat_gateways, "launch-template": _launch_templates, "key-pair": _key_pairs,
            "subnet": _subnets, "route-table": _route_tables, "internet-gateway": _internet_gateways,
-           "network": _vpcs, "file-system": _file_systems}
+           "network": _vpcs, "file-system": _file_systems, "bucket": _buckets}

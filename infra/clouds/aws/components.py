@@ -1,9 +1,11 @@
 """AWS GPU node pools as Pulumi components (pulumi-aws).
 
 ``ClusterNetwork`` is the per-region bootstrap (VPC, subnets, NAT, the cluster security
-group, the key pair); ``GpuNodePool`` is one pool (placement group, instance profile,
-launch template with EFA interfaces, instances, optional FSx for Lustre). Loaded through
-``aws.sdk`` by ``aws.program`` when a stack has AWS pools.
+group, the key pair); ``ClusterBucket`` the stack's S3 bucket the nodes configure themselves
+from (one per stack, in its first AWS region); ``GpuNodePool`` is one pool (placement group,
+instance profile with the one bucket policy it needs, launch template with EFA interfaces and
+the bootstrap as user data, instances, optional FSx for Lustre). Loaded through ``aws.sdk`` by
+``aws.program`` when a stack has AWS pools.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from gpufleet.clouds import bootstrap
 from gpufleet.clouds.aws.rules import STORAGE
 from gpufleet.clouds.pools import StorageArgs, first_zone, resource_name
 
@@ -39,7 +42,8 @@ def network_interfaces(efa: int, subnet_id, sg_id, public_ip: bool) -> list[dict
 
 
 def lustre_user_data(mounts: list[tuple[str, str, str]]) -> str:
-    """cloud-init shell script: install the FSx Lustre client and mount every file system at boot.
+    """Shell lines (the bootstrap runs them first): install the FSx Lustre client and mount every
+    file system at boot.
 
     ``mounts``: (DNS name, mount name, mount point) of each. Follows the FSx for Lustre guide's
     Ubuntu steps (signed repository key, then lustre-client-modules for the running kernel) and
@@ -47,8 +51,6 @@ def lustre_user_data(mounts: list[tuple[str, str, str]]) -> str:
     https://docs.aws.amazon.com/fsx/latest/LustreGuide/install-lustre-client.html
     """
     return "\n".join([
-        "#!/bin/bash",
-        "set -euo pipefail",
         "if command -v apt-get >/dev/null; then",
         "  install -d /usr/share/keyrings",
         "  curl -fsSL https://fsx-lustre-client-repo-public-keys.s3.amazonaws.com/fsx-ubuntu-public-key.asc"
@@ -137,6 +139,48 @@ class ClusterNetwork(pulumi.ComponentResource):
         self.register_outputs({"vpc_id": self.vpc_id, "security_group_id": sg.id})
 
 
+class ClusterBucket(pulumi.ComponentResource):
+    """The stack's private, encrypted bucket: the Salt tree, each pool's configuration, the nodes'
+    statuses. Emptied by `down` and `reap` before it is deleted (``force_destroy`` stays off)."""
+
+    def __init__(self, name: str, cluster: str, tags: dict[str, str], opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpufleet:aws:ClusterBucket", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        # names are global: a prefix (at most 37 characters) and S3's unique suffix
+        b = aws.s3.Bucket(f"{name}-bucket", bucket_prefix=resource_name("gpufleet", cluster, limit=36) + "-",
+                          tags=tags, opts=child)
+        aws.s3.BucketPublicAccessBlock(f"{name}-private", bucket=b.id, block_public_acls=True,
+                                       block_public_policy=True, ignore_public_acls=True,
+                                       restrict_public_buckets=True, opts=child)
+        aws.s3.BucketServerSideEncryptionConfiguration(f"{name}-encryption", bucket=b.id, rules=[
+            {"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}], opts=child)
+        self.name, self.arn = b.bucket, b.arn
+        self.register_outputs({"bucket": b.bucket})
+
+
+def bucket_policy(bucket_arn: str, pool: str) -> str:
+    """What a pool's nodes may do with the bucket: read the Salt trees and their pool's
+    configuration, and write one status object, whose key is their own ``aws:userid`` (the role
+    id and the instance id, for an EC2 instance role: IAM User Guide, "IAM policy elements:
+    Variables and tags", 2026). Nothing else: no listing, no other pool, no deletion."""
+    return json.dumps({"Version": "2012-10-17", "Statement": [
+        {"Sid": "ReadTreesAndPool", "Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": [f"{bucket_arn}/tree/*", f"{bucket_arn}/pools/{pool}/*"]},
+        {"Sid": "WriteOwnStatus", "Effect": "Allow", "Action": "s3:PutObject",
+         "Resource": f"{bucket_arn}/status/{pool}/${{aws:userid}}.json"}]})
+
+
+@dataclass
+class NodeConfig:
+    """Where a pool's nodes find their configuration: the stack's bucket (name, ARN, region) and,
+    for an S3-compatible store, its endpoint."""
+
+    bucket: pulumi.Input[str]
+    bucket_arn: pulumi.Input[str]
+    region: str
+    endpoint: str | None = None
+
+
 @dataclass
 class PoolArgs:
     cluster: str
@@ -158,6 +202,7 @@ class PoolArgs:
     public_ip: bool = False
     root_disk_gb: int = 200
     storage: list[StorageArgs] = field(default_factory=list)
+    node_config: NodeConfig | None = None
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -189,8 +234,12 @@ class GpuNodePool(pulumi.ComponentResource):
             "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
         }), description=f"gpufleet {args.cluster}/{args.pool} nodes; attach data-access policies here", tags=t, opts=child)
         profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=t, opts=child)
+        nc = args.node_config
+        if nc:
+            aws.iam.RolePolicy(f"{name}-bucket", role=role.id, name="gpufleet-configuration",
+                               policy=pulumi.Output.from_input(nc.bucket_arn).apply(
+                                   lambda arn: bucket_policy(arn, args.pool)), opts=child)
 
-        user_data = None
         self.file_systems = []
         mounts = []
         for i, st in enumerate(args.storage):
@@ -208,9 +257,13 @@ class GpuNodePool(pulumi.ComponentResource):
                 tags={**t, "Name": f"{name}-{i}"}, opts=child)
             self.file_systems.append(fs)
             mounts.append(pulumi.Output.all(fs.dns_name, fs.mount_name, st.mount))
-        if mounts:  # one script mounts them all
-            user_data = pulumi.Output.all(*mounts).apply(
-                lambda ms: base64.b64encode(lustre_user_data([tuple(m) for m in ms]).encode()).decode())
+        user_data = None
+        if nc:  # the bootstrap mounts the file systems, then configures the node from the bucket
+            user_data = pulumi.Output.all(nc.bucket, pulumi.Output.all(*mounts)).apply(
+                lambda v: base64.b64encode(bootstrap.render(
+                    bootstrap.config("aws", cluster=args.cluster, pool=args.pool, bucket=v[0], region=nc.region,
+                                     endpoint=nc.endpoint),
+                    pre=lustre_user_data([tuple(m) for m in v[1]]) if v[1] else "").encode()).decode())
 
         market = None
         if args.spot:
@@ -240,6 +293,8 @@ class GpuNodePool(pulumi.ComponentResource):
             self.instances.append(aws.ec2.Instance(
                 f"{name}-{i}", launch_template={"id": lt.id, "version": lt.latest_version.apply(str)},
                 tags={**t, "Name": f"{name}-{i}"}, opts=child))
+        self.bucket = {"cloud": "aws", "name": nc.bucket, "region": nc.region,
+                       **({"endpoint": nc.endpoint} if nc.endpoint else {})} if nc else None
         self.node_ids = pulumi.Output.all(*[x.id for x in self.instances])
         self.private_ips = pulumi.Output.all(*[x.private_ip for x in self.instances])
         self.public_ips = pulumi.Output.all(*[x.public_ip for x in self.instances]) if args.public_ip else None

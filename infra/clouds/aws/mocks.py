@@ -25,6 +25,8 @@ COLUMNS = {
     "aws:fsx/lustreFileSystem:LustreFileSystem": ["deploymentType", "storageCapacity", "perUnitStorageThroughput"],
     "aws:ec2/keyPair:KeyPair": ["keyName"],
     "aws:ec2/natGateway:NatGateway": [],
+    "aws:s3/bucket:Bucket": ["bucketPrefix"],
+    "aws:iam/rolePolicy:RolePolicy": ["name"],
 }
 
 
@@ -45,6 +47,9 @@ def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> N
         state["mountName"] = hashlib.sha1(name.encode()).hexdigest()[:8]
     elif typ == "aws:iam/instanceProfile:InstanceProfile":
         state["arn"] = f"arn:aws:iam::000000000000:instance-profile/{name}"
+    elif typ == "aws:s3/bucket:Bucket":  # S3 appends a unique suffix to the prefix
+        state["bucket"] = (inputs.get("bucketPrefix") or "") + rid[:26]
+        state["arn"] = f"arn:aws:s3:::{state['bucket']}"
 
 
 def call(token: str, args: dict, region: str, cat) -> dict | None:

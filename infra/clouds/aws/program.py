@@ -26,6 +26,9 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
         public_cidr=ctx.addresses.get("aws", region, "public"), nat_zone=zones[pools[0].name],
         ssh_cidrs=stack.access.ssh_cidrs, public_key=stack.access.public_key, tags=cluster.tags(),
         existing_vpc=existing), opts=popts)
+    if "bucket" not in shared:  # the stack's one bucket, in its first AWS region
+        b = mod.ClusterBucket(resource_name(cluster.name, "aws"), cluster.name, cluster.tags(), opts=popts)
+        shared["bucket"] = mod.NodeConfig(b.name, b.arn, region, ctx.settings["aws"].get("s3_endpoint"))
     out = {}
     for p in pools:
         comp = mod.GpuNodePool(resource_name(cluster.name, p.name), mod.PoolArgs(
@@ -37,7 +40,7 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
             tags=cluster.tags(p.name), key_name=net.key_name, existing_subnet=p.pool.subnet,
             spot=p.pool.spot, capacity_reservation=p.pool.capacity_reservation,
             public_ip=p.pool.public_ip, root_disk_gb=p.pool.root_disk_gb,
-            storage=[StorageArgs.of(s) for s in p.pool.storage]), opts=popts)
+            storage=[StorageArgs.of(s) for s in p.pool.storage], node_config=shared["bucket"]), opts=popts)
         out[p.name] = ctx.export(p, region, zones[p.name], comp)
     return out
 

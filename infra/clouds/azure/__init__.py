@@ -46,6 +46,9 @@ class Azure:
     def api(self):
         return load("api").AzureApi()
 
+    def objects(self, ref: dict):
+        return load("objects").Store(ref)
+
     def prices(self):
         return load("prices")  # Retail Prices need no SDK; its resource SKUs are read through api
 

@@ -50,6 +50,9 @@ TYPES = {
     "microsoft.network/natgateways": ("nat-gateway", "2024-05-01"),
     "microsoft.network/virtualnetworks": ("network", "2024-05-01"),
     "microsoft.storagecache/amlfilesystems": ("file-system", "2024-03-01"),
+    # the stack's storage account (deleting it deletes its containers and blobs) and the pools' identities
+    "microsoft.storage/storageaccounts": ("bucket", "2023-05-01"),
+    "microsoft.managedidentity/userassignedidentities": ("identity", "2023-01-31"),
 }
 RG_API = "2024-03-01"
 VM_API = "2024-07-01"

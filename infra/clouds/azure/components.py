@@ -10,6 +10,12 @@ sells (``rules.STORAGE``) and in the zone of the scale set (AMLFS is zonal; a sc
 Lustre is pinned to the same zone). The VMs' ids, host names and addresses come from ARM
 through ``nodes.ScaleSetNodes``: a scale set's own outputs do not list them.
 
+``ClusterStorage``: the stack's storage account and container the nodes configure themselves
+from (no public access, no shared keys: Entra ID only, TLS 1.2); each pool's scale set runs
+as a user-assigned managed identity of its own, allowed by two role assignments with
+conditions to read the Salt trees and its pool's configuration and to write its pool's
+statuses, and gets the bootstrap as ``customData``.
+
 Names: a scale set's Linux host names are ``computer_name_prefix`` plus six characters, so the
 prefix carries the cluster and pool names (shortened with a digest to 57, the host name to a
 63-character DNS label; azurerm allows 58). learn.microsoft.com/azure/azure-resource-manager/
@@ -18,11 +24,14 @@ management/resource-name-rules (2026).
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_azure_native as azn
 
+from gpufleet.clouds import bootstrap
 from gpufleet.clouds.azure.nodes import ScaleSetNodes
 from gpufleet.clouds.azure.rules import HOST_PREFIX_LIMIT, SKUS, STORAGE
 from gpufleet.clouds.pools import StorageArgs, resource_name
@@ -73,6 +82,54 @@ class ClusterNetwork(pulumi.ComponentResource):
         self.register_outputs({"resource_group": rg.name, "vnet_id": vnet.id})
 
 
+# Built-in roles (learn.microsoft.com/azure/role-based-access-control/built-in-roles/storage, 2026)
+BLOB_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"  # Storage Blob Data Reader
+BLOB_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"  # Storage Blob Data Contributor
+CONTAINER = "gpufleet"
+_PATH = "@Resource[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:path]"
+_BLOBS = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
+
+
+class ClusterStorage(pulumi.ComponentResource):
+    """The stack's storage account and its private container."""
+
+    def __init__(self, name: str, cluster: str, subscription: str, region: str, resource_group_name,
+                 tags: dict[str, str], opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpufleet:azure:ClusterStorage", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        # account names are global, 3-24 lowercase letters and digits
+        account = "gf" + hashlib.sha1(f"{subscription}/{cluster}".encode()).hexdigest()[:22]
+        acct = azn.storage.StorageAccount(f"{name}-account", account_name=account, resource_group_name=resource_group_name,
+                                          location=region, kind="StorageV2", sku={"name": "Standard_LRS"},
+                                          allow_blob_public_access=False, allow_shared_key_access=False,
+                                          minimum_tls_version="TLS1_2", enable_https_traffic_only=True, tags=tags,
+                                          opts=child)
+        container = azn.storage.BlobContainer(f"{name}-container", account_name=acct.name, container_name=CONTAINER,
+                                              resource_group_name=resource_group_name, public_access="None", opts=child)
+        self.account, self.container_id = acct.name, container.id
+        self.register_outputs({"account": acct.name})
+
+
+def blob_conditions(pool: str) -> dict[str, str]:
+    """Role -> the ABAC condition that narrows it to a pool's paths: read the Salt trees and the
+    pool's configuration; write only the pool's statuses (Azure ABAC conditions for Blob storage,
+    learn.microsoft.com/azure/storage/blobs/storage-auth-abac-examples, 2026)."""
+    read = (f"((!(ActionMatches{{'{_BLOBS}/read'}})) OR ({_PATH} StringStartsWith 'tree/' OR "
+            f"{_PATH} StringStartsWith 'pools/{pool}/'))")
+    write = (f"((!(ActionMatches{{'{_BLOBS}/write'}}) AND !(ActionMatches{{'{_BLOBS}/add/action'}}) AND "
+             f"!(ActionMatches{{'{_BLOBS}/delete'}}) AND !(ActionMatches{{'{_BLOBS}/read'}})) OR "
+             f"({_PATH} StringStartsWith 'status/{pool}/'))")
+    return {BLOB_READER: read, BLOB_CONTRIBUTOR: write}
+
+
+@dataclass
+class NodeStorage:
+    """Where a pool's nodes find their configuration: the stack's storage account and container."""
+
+    account: pulumi.Input[str]
+    container_id: pulumi.Input[str]
+
+
 @dataclass
 class PoolArgs:
     cluster: str
@@ -95,6 +152,7 @@ class PoolArgs:
     storage: list[StorageArgs] = field(default_factory=list)
     zone: str | None = None  # set when the pool has Managed Lustre (zonal): the scale set goes there too
     subscription: str = ""  # where ScaleSetNodes reads the VMs
+    storage_account: NodeStorage | None = None  # the nodes configure themselves from it
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -128,13 +186,33 @@ class GpuNodePool(pulumi.ComponentResource):
         }
         if args.spot:
             profile.update(priority="Spot", eviction_policy="Delete", billing_profile={"max_price": -1})
+        identity, self.bucket = None, None
+        if args.storage_account:
+            st = args.storage_account
+            ident = azn.managedidentity.UserAssignedIdentity(
+                f"{name}-identity", resource_name_=resource_name(args.cluster, args.pool, limit=128),
+                resource_group_name=args.resource_group_name, location=args.region, tags=t, opts=child)
+            for role, condition in blob_conditions(args.pool).items():
+                azn.authorization.RoleAssignment(
+                    f"{name}-{'read' if role == BLOB_READER else 'write'}", scope=st.container_id,
+                    principal_id=ident.principal_id, principal_type="ServicePrincipal",
+                    role_definition_id=f"/subscriptions/{args.subscription}/providers/Microsoft.Authorization/"
+                                       f"roleDefinitions/{role}",
+                    condition=condition, condition_version="2.0", opts=child)
+            identity = {"type": "UserAssigned", "user_assigned_identities": [ident.id]}
+            profile["os_profile"]["custom_data"] = pulumi.Output.all(st.account, ident.client_id).apply(
+                lambda v: base64.b64encode(bootstrap.render(bootstrap.config(
+                    "azure", cluster=args.cluster, pool=args.pool, bucket=CONTAINER, account=v[0],
+                    identity=v[1])).encode()).decode())
+            self.bucket = {"cloud": "azure", "name": st.account, "container": CONTAINER}
         self.scale_set = azn.compute.VirtualMachineScaleSet(
             f"{name}-vmss", resource_group_name=args.resource_group_name, location=args.region,
             vm_scale_set_name=resource_name(args.cluster, args.pool, limit=64),
             sku={"name": args.sku, "tier": "Standard", "capacity": args.nodes},
             orchestration_mode="Uniform", upgrade_policy={"mode": "Manual"}, overprovision=False,
             single_placement_group=True, platform_fault_domain_count=1,
-            proximity_placement_group={"id": ppg.id}, virtual_machine_profile=profile, zones=zones, tags=t, opts=child)
+            proximity_placement_group={"id": ppg.id}, virtual_machine_profile=profile, zones=zones, identity=identity,
+            tags=t, opts=child)
 
         self.file_systems = []
         for i, st in enumerate(args.storage):

@@ -3,6 +3,9 @@ resource type. No SDK."""
 
 from __future__ import annotations
 
+import hashlib
+import uuid
+
 ID_PREFIX: dict[str, str] = {}
 
 COLUMNS = {
@@ -16,6 +19,16 @@ COLUMNS = {
 def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> None:
     if typ == "azure-native:resources:ResourceGroup":
         state["name"] = inputs.get("resourceGroupName") or name
+    elif typ == "azure-native:storage:StorageAccount":
+        state["name"] = inputs.get("accountName") or name
+    elif typ == "azure-native:managedidentity:UserAssignedIdentity":  # Entra ID's ids for it
+        state["principalId"] = str(uuid.UUID(hashlib.sha1(f"principal/{name}".encode()).hexdigest()[:32]))
+        state["clientId"] = str(uuid.UUID(hashlib.sha1(f"client/{name}".encode()).hexdigest()[:32]))
+    elif typ == "azure-native:compute:VirtualMachineScaleSet" and (inputs.get("identity") or {}).get(
+            "userAssignedIdentities"):
+        # the API takes the identities as a list of ids and answers with a map of them
+        ids = inputs["identity"]["userAssignedIdentities"]
+        state["identity"] = {**inputs["identity"], "userAssignedIdentities": {i: {} for i in ids}}
     elif typ == "azure-native:network:Subnet":
         ctx.subnets[rid] = inputs.get("addressPrefix")
     elif typ == "azure-native:gpufleet:ScaleSetNodes":  # clouds.azure.nodes: what ARM will list

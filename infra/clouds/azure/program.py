@@ -20,6 +20,10 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
     net = mod.ClusterNetwork(resource_name(cluster.name, region), mod.NetworkArgs(
         cluster=cluster.name, region=region, cidr=stack.network.cidr, subnets=subnets,
         ssh_cidrs=stack.access.ssh_cidrs, tags=cluster.tags()), opts=popts)
+    if "storage" not in shared:  # the stack's one storage account, in its first Azure region
+        s = mod.ClusterStorage(resource_name(cluster.name, "azure"), cluster.name, ctx.settings["azure"]["subscription"],
+                               region, net.resource_group_name, cluster.tags(), opts=popts)
+        shared["storage"] = mod.NodeStorage(s.account, s.container_id)
     out = {}
     for p in pools:
         comp = mod.GpuNodePool(resource_name(cluster.name, p.name), mod.PoolArgs(
@@ -30,6 +34,7 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
             storage_subnet_id=net.subnet_ids.get(f"{p.name}-lustre"), ssh_user=stack.access.user,
             spot=p.pool.spot, public_ip=p.pool.public_ip, root_disk_gb=p.pool.root_disk_gb,
             infiniband=p.fabric is not None, storage=[StorageArgs.of(s) for s in p.pool.storage],
-            zone=lustre_zone(p.pool, p.zones), subscription=ctx.settings["azure"]["subscription"]), opts=popts)
+            zone=lustre_zone(p.pool, p.zones), subscription=ctx.settings["azure"]["subscription"],
+            storage_account=shared["storage"]), opts=popts)
         out[p.name] = ctx.export(p, region, lustre_zone(p.pool, p.zones), comp)
     return out

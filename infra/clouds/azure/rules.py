@@ -35,6 +35,10 @@ NAME_RULES = {
     "azure-native:compute:VirtualMachineScaleSet": NameRule("vmScaleSetName", 64, _NAME, _RULES),
     "azure-native:compute:VirtualMachineScaleSet#host": NameRule(
         "virtualMachineProfile.osProfile.computerNamePrefix", HOST_PREFIX_LIMIT, r"^[a-z0-9][-a-z0-9]*$", _RULES),
+    "azure-native:storage:StorageAccount": NameRule("accountName", 24, r"^[a-z0-9]{3,24}$", _RULES),
+    "azure-native:storage:BlobContainer": NameRule("containerName", 63, r"^[a-z0-9](-?[a-z0-9])+$", _RULES),
+    "azure-native:managedidentity:UserAssignedIdentity": NameRule("resourceName", 128, r"^[a-zA-Z0-9][-\w]*$", _RULES),
+    "azure-native:authorization:RoleAssignment": None,  # named by a GUID Azure generates
     "azure-native:storagecache:AmlFilesystem": NameRule("amlFilesystemName", 80, r"^[a-zA-Z0-9]([-\w]*[a-zA-Z0-9])?$",
                                                         "learn.microsoft.com/rest/api/storagecache/aml-filesystems (2026)"),
 }  # InfiniBand connects the VMs of one placement group of a scale set

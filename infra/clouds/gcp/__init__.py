@@ -50,6 +50,9 @@ class Gcp:
     def api(self):
         return load("api").GcpApi()
 
+    def objects(self, ref: dict):
+        return load("objects").Store(ref)
+
     def prices(self):
         return load("prices")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import quote
 
 import google.auth
 import requests
@@ -47,7 +48,13 @@ KINDS = [
     ("network", "NetworksClient", False, False),
     ("file-system", "filestore", False, True),
     ("file-system", "lustre", False, True),
+    ("bucket", "storage", False, True),
 ]
+# The stack buckets (ClusterBucket): Cloud Storage's JSON API lists a project's buckets with their
+# labels (https://cloud.google.com/storage/docs/json_api/v1/buckets/list); only gpufleet's names.
+# Endpoint: GPUFLEET_GCS_ENDPOINT.
+GCS = ("GPUFLEET_GCS_ENDPOINT", "https://storage.googleapis.com")
+BUCKET_PREFIX = "gpufleet-"
 # File systems are not Compute resources: Filestore and Managed Lustre have their own REST
 # APIs (https://cloud.google.com/filestore/docs/reference/rest, .../managed-lustre/docs/reference/rest),
 # read here through google-auth's AuthorizedSession. Endpoints: GPUFLEET_GCP_FILESTORE_ENDPOINT,
@@ -200,6 +207,9 @@ class GcpApi:
         if client_name in FILE_APIS:
             yield from self._file_systems(client_name, cluster)
             return
+        if client_name == "storage":
+            yield from self._buckets(cluster)
+            return
         client = self.client(client_name)
         if by_label:
             flt = f'labels.{LABEL}="{cluster}"' if cluster else f"labels.{LABEL}:*"
@@ -271,6 +281,42 @@ class GcpApi:
                 return
             params["pageToken"] = body["nextPageToken"]
 
+    def _gcs(self, path: str) -> str:
+        return f"{os.environ.get(GCS[0], GCS[1]).rstrip('/')}/storage/v1/{path}"
+
+    def _buckets(self, cluster: str | None):
+        params = {"project": self._project, "prefix": BUCKET_PREFIX, "maxResults": 1000}
+        while True:
+            resp = self.session().get(self._gcs("b"), params=params, timeout=60)
+            _raise_for(resp)
+            body = resp.json()
+            for b in body.get("items", []):
+                found = tags(b.get("labels"))
+                if TAG_PREFIX + "cluster" not in found or (cluster and found[TAG_PREFIX + "cluster"] != cluster):
+                    continue
+                yield Resource("gcp", (b.get("location") or "global").lower(), "bucket", b["name"], found,
+                               name=b["name"], created_at=_time(b.get("timeCreated")), ref={"client": "storage"})
+            if not body.get("nextPageToken"):
+                return
+            params["pageToken"] = body["nextPageToken"]
+
+    def _empty_bucket(self, bucket: str) -> None:
+        """Delete every object (and every generation of it) so that the bucket can be deleted."""
+        params = {"versions": "true", "maxResults": 1000}
+        while True:
+            resp = self.session().get(self._gcs(f"b/{bucket}/o"), params=params, timeout=60)
+            _raise_for(resp)
+            body = resp.json()
+            for o in body.get("items", []):
+                gone = self.session().delete(self._gcs(f"b/{bucket}/o/{quote(o['name'], safe='')}"),
+                                             params={"generation": o.get("generation")} if o.get("generation") else None,
+                                             timeout=60)
+                if gone.status_code != 404:
+                    _raise_for(gone)
+            if not body.get("nextPageToken"):
+                return
+            params["pageToken"] = body["nextPageToken"]
+
     # --- deletion ------------------------------------------------------------------------------
     def delete(self, region: str, kind: str, resources: list[Resource]) -> dict[str, tuple[str, str]]:
         return delete_each(resources, self._delete_one, classify)
@@ -279,6 +325,9 @@ class GcpApi:
         # the delete returns an operation; it is not awaited: still_there asks for the resource
         if r.ref["client"] in FILE_APIS:
             _raise_for(self.session().delete(self._file_url(r.ref["client"], r.id), timeout=60))
+        elif r.ref["client"] == "storage":  # a bucket goes only once empty
+            self._empty_bucket(r.id)
+            _raise_for(self.session().delete(self._gcs(f"b/{r.id}"), timeout=60))
         else:
             self.client(r.ref["client"]).delete(request=self._ident(r))
 
@@ -290,6 +339,9 @@ class GcpApi:
             resp = self.session().get(self._file_url(r.ref["client"], r.id), timeout=60)
             _raise_for(resp)
             return resp.json().get("state", "")
+        if r.ref["client"] == "storage":
+            _raise_for(self.session().get(self._gcs(f"b/{r.id}"), timeout=60))
+            return "present"
         return getattr(self.client(r.ref["client"]).get(request=self._ident(r)), "status", "")
 
     def _ident(self, r: Resource) -> dict:

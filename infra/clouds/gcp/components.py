@@ -9,6 +9,11 @@ series supports it (at most 150 VMs a policy), instances with gVNIC, guest accel
 the machine type needs them, ``on_host_maintenance=TERMINATE``, spot provisioning, optional
 Filestore / Managed Lustre in the sizes each sells (``rules.STORAGE``).
 
+``ClusterBucket``: the stack's GCS bucket the nodes configure themselves from (uniform access,
+public access prevented, no soft delete); each pool's nodes run as a service account of their
+own that may read the Salt trees and their pool's configuration and write their pool's
+statuses (IAM conditions on the object names), and get the bootstrap as ``startup-script``.
+
 Every resource has an explicit GCP name of at most 63 characters (``gcp_name``): pulumi-gcp's
 own names (logical name + 8 characters) are not shortened and a long cluster name would make
 GCP refuse them. GCP networks, subnets, firewalls and routers take no labels: their names start
@@ -18,11 +23,13 @@ commands still find them.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_gcp as gcp
 
+from gpufleet.clouds import bootstrap
 from gpufleet.clouds.gcp.rules import (
     ACCELERATORS,
     LUSTRE_PORTS,
@@ -35,7 +42,7 @@ from gpufleet.clouds.gcp.rules import (
     gcp_name,
 )
 from gpufleet.clouds.gcp.tags import describe
-from gpufleet.clouds.pools import StorageArgs, first_zone
+from gpufleet.clouds.pools import StorageArgs, first_zone, resource_name
 
 # GPUDirect-TCPX on a3-highgpu-8g: one host NIC plus four GPU NICs, each in its own VPC with
 # MTU 8244. https://cloud.google.com/compute/docs/gpus/gpudirect
@@ -115,6 +122,33 @@ class ClusterNetwork(pulumi.ComponentResource):
         self.register_outputs({"network_id": self.network_id})
 
 
+class ClusterBucket(pulumi.ComponentResource):
+    """The stack's private bucket: the Salt tree, each pool's configuration, the nodes' statuses."""
+
+    def __init__(self, name: str, cluster: str, region: str, project: str, labels: dict[str, str],
+                 opts: pulumi.ResourceOptions | None = None):
+        super().__init__("gpufleet:gcp:ClusterBucket", name, None, opts)
+        # bucket names are global: the cluster's name and a digest of the project it lives in
+        unique = hashlib.sha1(f"{project}/{cluster}".encode()).hexdigest()[:8]
+        b = gcp.storage.Bucket(f"{name}-bucket", name=resource_name("gpufleet", cluster, limit=54) + "-" + unique,
+                               location=region.upper(), uniform_bucket_level_access=True,
+                               public_access_prevention="enforced", soft_delete_policy={"retention_duration_seconds": 0},
+                               force_destroy=False, labels=labels, opts=pulumi.ResourceOptions(parent=self))
+        self.name = b.name
+        self.register_outputs({"bucket": b.name})
+
+
+def bucket_access(bucket: str, pool: str) -> dict[str, str]:
+    """Role -> IAM condition of what a pool's service account may do in the bucket: read the Salt
+    trees and its pool's configuration, create and replace its pool's statuses. GCS conditions
+    match object names as ``projects/_/buckets/<bucket>/objects/<name>`` (Cloud Storage IAM
+    conditions, cloud.google.com/storage/docs/access-control/iam#conditions, 2026)."""
+    obj = f"projects/_/buckets/{bucket}/objects/"
+    return {"roles/storage.objectViewer": f'resource.name.startsWith("{obj}tree/") || '
+                                          f'resource.name.startsWith("{obj}pools/{pool}/")',
+            "roles/storage.objectUser": f'resource.name.startsWith("{obj}status/{pool}/")'}
+
+
 @dataclass
 class PoolArgs:
     cluster: str
@@ -138,6 +172,7 @@ class PoolArgs:
     public_ip: bool = False
     root_disk_gb: int = 200
     storage: list[StorageArgs] = field(default_factory=list)
+    bucket: pulumi.Input[str] | None = None  # the stack's bucket: the nodes configure themselves from it
 
 
 def scheduling(spot: bool) -> dict:
@@ -185,6 +220,22 @@ class GpuNodePool(pulumi.ComponentResource):
         metadata = {"enable-oslogin": "FALSE"}
         if args.public_key:
             metadata["ssh-keys"] = f"{args.ssh_user}:{args.public_key.strip()}"
+        service_account = None
+        self.bucket = None
+        if args.bucket is not None:
+            sa = gcp.serviceaccount.Account(f"{name}-sa", account_id=resource_name("gf", args.cluster, args.pool, limit=30),
+                                            display_name=f"gpufleet {args.cluster}/{args.pool} nodes", opts=child)
+            member = sa.email.apply(lambda e: f"serviceAccount:{e}")
+            for role in ("roles/storage.objectViewer", "roles/storage.objectUser"):
+                gcp.storage.BucketIAMMember(
+                    f"{name}-{role.rsplit('.', 1)[1].lower()}", bucket=args.bucket, role=role, member=member,
+                    condition=pulumi.Output.from_input(args.bucket).apply(lambda b, r=role: {
+                        "title": f"gpufleet pool {args.pool}"[:100], "expression": bucket_access(b, args.pool)[r]}),
+                    opts=child)
+            service_account = {"email": sa.email, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}
+            metadata["startup-script"] = pulumi.Output.from_input(args.bucket).apply(lambda b: bootstrap.render(
+                bootstrap.config("gcp", cluster=args.cluster, pool=args.pool, bucket=b)))
+            self.bucket = {"cloud": "gcp", "name": args.bucket}
 
         self.file_systems = []
         for i, st in enumerate(args.storage):
@@ -207,8 +258,9 @@ class GpuNodePool(pulumi.ComponentResource):
                 network_interfaces=nics, guest_accelerators=accelerators, scheduling=scheduling(args.spot),
                 resource_policies=policies[i // MAX_COMPACT_VMS] if policies else None,  # one: a string in pulumi-gcp 10
                 labels=args.labels, tags=[gcp_name(args.cluster), gcp_name(args.cluster, args.pool)],
-                metadata=metadata, shielded_instance_config={"enable_secure_boot": False, "enable_vtpm": True,
-                                                             "enable_integrity_monitoring": True},
+                metadata=metadata, service_account=service_account,
+                shielded_instance_config={"enable_secure_boot": False, "enable_vtpm": True,
+                                          "enable_integrity_monitoring": True},
                 allow_stopping_for_update=True, opts=child))
         self.node_ids = pulumi.Output.all(*[x.instance_id for x in self.instances])
         self.private_ips = pulumi.Output.all(*[x.network_interfaces[0].network_ip for x in self.instances])

@@ -26,6 +26,8 @@ def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> N
             n["networkIp"] = ctx.host(n.get("subnetwork"), name)
         state["networkInterfaces"] = nics
         state["instanceId"] = str(int(hashlib.sha1(name.encode()).hexdigest()[:15], 16))
+    elif typ == "gcp:serviceaccount/account:Account":
+        state["email"] = f"{inputs['accountId']}@{inputs.get('project') or 'gpufleet-plan'}.iam.gserviceaccount.com"
     elif typ == "gcp:compute/globalAddress:GlobalAddress" and not inputs.get("address"):
         # GCP picks a free range of the prefix length in the VPC: any one outside the stack's blocks
         state["address"] = PSA_PLACEHOLDER

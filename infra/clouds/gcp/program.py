@@ -43,6 +43,9 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
         network_id=shared.get("network"), managed_lustre=_any_managed_lustre(stack)), opts=popts)
     shared.setdefault("network", net.network_id)
     shared.setdefault("private_services", net.private_services)
+    if "bucket" not in shared:  # the stack's one bucket, in its first GCP region
+        shared["bucket"] = mod.ClusterBucket(resource_name(cluster.name, "gcs"), cluster.name, region,
+                                             ctx.settings["gcp"]["project"], labels(cluster.tags()), opts=popts).name
     out = {}
     for p in pools:
         zone = p.pool.zone or mod.zone_for(region, p.instance.base_machine, provider)
@@ -52,7 +55,7 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
             zone=zone, region=region, image=image_path(p.pool.image),
             subnet_id=p.pool.subnet or net.subnet_ids[p.name], network_id=net.network_id,
             labels=labels(cluster.tags(p.name)), gpu_subnet_ids=net.gpu_subnet_ids if p.fabric == "tcpx" else [],
-            private_services=shared["private_services"],
+            private_services=shared["private_services"], bucket=shared["bucket"],
             ssh_user=stack.access.user, public_key=stack.access.public_key, spot=p.pool.spot,
             public_ip=p.pool.public_ip, root_disk_gb=p.pool.root_disk_gb,
             storage=[StorageArgs.of(s) for s in p.pool.storage]), opts=popts)

@@ -63,6 +63,11 @@ NAME_RULES = {
     "gcp:lustre/instance:Instance": NameRule("instanceId", NAME_LIMIT, NAME_PATTERN,
                                              "cloud.google.com/managed-lustre/docs/create-instance (2026)"),
     "gcp:servicenetworking/connection:Connection": None,  # no name of its own: one per network and service
+    "gcp:storage/bucketIAMMember:BucketIAMMember": None,  # a binding, not a named resource
+    "gcp:serviceaccount/account:Account": NameRule("accountId", 30, r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$",
+                                                   "cloud.google.com/iam/docs/service-accounts-create (2026)"),
+    "gcp:storage/bucket:Bucket": NameRule("name", 63, r"^[a-z0-9][-a-z0-9_.]{1,61}[a-z0-9]$",
+                                          "cloud.google.com/storage/docs/buckets#naming (2026)"),
 }
 
 

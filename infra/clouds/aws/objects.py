@@ -1,0 +1,79 @@
+"""The stack's S3 bucket through boto3: what `up` and `configure` publish to the nodes and read
+back from them, and emptying it (every version and delete marker) before it is deleted.
+
+boto3 honours ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_S3``; a bucket reference that names an
+``endpoint`` (an S3-compatible store the nodes were told about) uses it explicitly.
+"""
+
+from __future__ import annotations
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from gpufleet.clouds.aws.api import empty_bucket, unreadable
+
+PAGE = 1000  # ListObjectsV2's largest page
+
+
+class Store:
+    """``base.ObjectStore`` for one S3 bucket (``ref``: the pool export's ``bucket``)."""
+
+    def __init__(self, ref: dict, session=None):
+        self.bucket = ref["name"]
+        self.client = (session or boto3.session.Session()).client(
+            "s3", region_name=ref.get("region"), endpoint_url=ref.get("endpoint"),
+            config=Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=10, read_timeout=60))
+
+    def _fail(self, e, what: str):
+        return unreadable(e, f"s3://{self.bucket}/{what}")
+
+    def put(self, key: str, body: bytes) -> None:
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=body)
+        except (BotoCoreError, ClientError) as e:
+            raise self._fail(e, key) from None
+
+    def get(self, key: str) -> bytes:
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except (BotoCoreError, ClientError) as e:
+            raise self._fail(e, key) from None
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=key)
+            return True
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise self._fail(e, key) from None
+        except BotoCoreError as e:
+            raise self._fail(e, key) from None
+
+    def list(self, prefix: str) -> tuple[list[tuple[str, str]], int]:
+        """(key, ETag) of every object under ``prefix``, and how many list requests that took."""
+        out, pages, token = [], 0, None
+        try:
+            while True:
+                kw = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": PAGE}
+                if token:
+                    kw["ContinuationToken"] = token
+                page = self.client.list_objects_v2(**kw)
+                pages += 1
+                out += [(o["Key"], o["ETag"]) for o in page.get("Contents", [])]
+                token = page.get("NextContinuationToken")
+                if not page.get("IsTruncated"):
+                    return out, pages
+        except (BotoCoreError, ClientError) as e:
+            raise self._fail(e, prefix) from None
+
+    def delete_all(self) -> int:
+        try:
+            return empty_bucket(self.client, self.bucket)
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") == "NoSuchBucket":
+                return 0
+            raise self._fail(e, "") from None
+        except BotoCoreError as e:
+            raise self._fail(e, "") from None

@@ -1,0 +1,82 @@
+"""The stack's Blob container through the Blob REST API with azure-identity's credential (Entra
+ID tokens for ``https://storage.azure.com``; the account allows no shared keys): what `up`
+and `configure` publish for the nodes and read back.
+https://learn.microsoft.com/rest/api/storageservices/blob-service-rest-api.
+``GPUFLEET_AZURE_BLOB_ENDPOINT`` replaces ``https://{account}.blob.core.windows.net`` (a
+template with ``{account}``; the tests' fake)."""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+import xml.etree.ElementTree as ET
+
+from azure.core.exceptions import AzureError, ClientAuthenticationError
+from azure.core.pipeline.transport import RequestsTransport
+from azure.core.rest import HttpRequest
+
+from gpufleet.clouds.azure.api import default_credential
+from gpufleet.errors import CloudUnreadable
+
+VERSION = "2021-08-06"  # x-ms-version
+SCOPE = "https://storage.azure.com/.default"
+PAGE = 1000
+
+
+class Store:
+    """``base.ObjectStore`` for one container (``ref``: the pool export's ``bucket``)."""
+
+    def __init__(self, ref: dict, credential=None):
+        template = os.environ.get("GPUFLEET_AZURE_BLOB_ENDPOINT", "https://{account}.blob.core.windows.net")
+        self.base = f"{template.format(account=ref['name']).rstrip('/')}/{ref.get('container', 'gpufleet')}"
+        self._cred = credential
+        self._transport = RequestsTransport()  # one connection pool for the store's life
+        self._transport.open()
+
+    def _call(self, method: str, url: str, what: str, ok=(200,), body: bytes | None = None, headers=None):
+        try:
+            cred = self._cred = self._cred or default_credential()
+            token = cred.get_token(SCOPE).token
+            req = HttpRequest(method, url, content=body, headers={
+                "Authorization": f"Bearer {token}", "x-ms-version": VERSION, **(headers or {})})
+            resp = self._transport.send(req)
+            resp.read()
+        except ClientAuthenticationError as e:
+            raise CloudUnreadable("azure", "refused", str(e)[:300], f"{self.base}/{what}") from None
+        except AzureError as e:
+            raise CloudUnreadable("azure", "unreachable", str(e)[:300], f"{self.base}/{what}") from None
+        if resp.status_code not in ok:
+            kind = {401: "refused", 403: "permission"}.get(resp.status_code, "error")
+            raise CloudUnreadable("azure", kind, f"HTTP {resp.status_code}: {resp.text()[:300]}", f"{self.base}/{what}")
+        return resp
+
+    def _blob(self, key: str) -> str:
+        return f"{self.base}/{urllib.parse.quote(key)}"
+
+    def put(self, key: str, body: bytes) -> None:
+        self._call("PUT", self._blob(key), key, ok=(201,), body=body,
+                   headers={"x-ms-blob-type": "BlockBlob", "Content-Type": "application/octet-stream"})
+
+    def get(self, key: str) -> bytes:
+        return self._call("GET", self._blob(key), key).content
+
+    def exists(self, key: str) -> bool:
+        return self._call("HEAD", self._blob(key), key, ok=(200, 404)).status_code == 200
+
+    def list(self, prefix: str) -> tuple[list[tuple[str, str]], int]:
+        out, pages, marker = [], 0, ""
+        while True:
+            q = urllib.parse.urlencode({"restype": "container", "comp": "list", "prefix": prefix, "maxresults": PAGE,
+                                        **({"marker": marker} if marker else {})})
+            root = ET.fromstring(self._call("GET", f"{self.base}?{q}", prefix).content)
+            pages += 1
+            out += [(b.findtext("Name"), b.findtext("Properties/Etag")) for b in root.iter("Blob")]
+            marker = root.findtext("NextMarker") or ""
+            if not marker:
+                return out, pages
+
+    def delete_all(self) -> int:
+        keys, _ = self.list("")
+        for key, _etag in keys:
+            self._call("DELETE", self._blob(key), key, ok=(202, 404))
+        return len(keys)

@@ -1,0 +1,109 @@
+"""The user data that makes a cloud node configure itself: a short shell script carrying the
+node agent (``node_agent.py``, gzip + base64) and its configuration, no secrets.
+
+It runs once from cloud-init (AWS ``user_data``, GCP ``startup-script``, Azure ``customData``):
+installs the agent, a systemd timer that runs it every minute (so a new generation uploaded
+by `gpufleet configure` is picked up, and a reboot is harmless), and runs it once at once.
+AWS refuses user data over 16 KB (EC2 User Guide, "Run commands when you launch an EC2
+instance with user data", 2026), the tightest of the three: ``render`` checks it.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+from pathlib import Path
+
+USER_DATA_LIMIT = 16 * 1024
+AGENT = Path(__file__).with_name("node_agent.py")
+SALT_VERSION = "3008.3"  # what .salt-venv runs: the formulas are tested with it
+SALT_VENV = "/opt/gpufleet/salt"
+LOG = "/var/log/gpufleet/node.log"
+# what a configuration value may hold: no credentials ever go into user data (the node's
+# identity reads the bucket), so keys that look like one are refused outright
+_SECRET_KEY = re.compile(r"secret|password|token$|access_key|sas|credential", re.I)
+
+
+class BootstrapError(ValueError):
+    """User data that a cloud would refuse, or that would carry a secret."""
+
+
+def agent_payload() -> str:
+    """The agent's source, gzip-compressed (mtime 0: the same source gives the same user data) and base64."""
+    return base64.b64encode(gzip.compress(AGENT.read_bytes(), compresslevel=9, mtime=0)).decode()
+
+
+def config(cloud: str, *, cluster: str, pool: str, bucket: str, region: str | None = None,
+           account: str | None = None, identity: str | None = None, endpoint: str | None = None,
+           token_url: str | None = None, pip_args: list[str] | None = None) -> dict:
+    """The agent's configuration: where its pool's bucket is and how to reach it (``endpoint`` and
+    ``token_url`` replace the cloud's own only for tests and S3-compatible stores)."""
+    cfg = {"cloud": cloud, "cluster": cluster, "pool": pool, "bucket": bucket, "region": region, "account": account,
+           "identity": identity, "endpoint": endpoint, "token_url": token_url, "log": LOG,
+           "salt": {"version": SALT_VERSION, "venv": SALT_VENV, "pip_args": pip_args or []}}
+    return {k: v for k, v in cfg.items() if v is not None}
+
+
+def render(cfg: dict, *, pre: str = "") -> str:
+    """The bootstrap script for one pool's nodes. ``pre``: shell lines run first (AWS: mounting FSx)."""
+    bad = [k for k in _walk(cfg) if _SECRET_KEY.search(k)]
+    if bad:
+        raise BootstrapError(f"the node configuration would carry {', '.join(bad)}: user data is readable by anyone "
+                             "on the node; the node's cloud identity reads the bucket instead")
+    script = f"""#!/bin/bash
+# gpufleet: this node configures itself from cluster {cfg['cluster']}'s bucket (pool {cfg['pool']})
+set -uo pipefail
+mkdir -p /etc/gpufleet /opt/gpufleet /var/lib/gpufleet /var/log/gpufleet
+exec >>/var/log/gpufleet/bootstrap.log 2>&1
+{pre.strip()}
+cat > /etc/gpufleet/node.json <<'GPUFLEET_CONFIG'
+{json.dumps(cfg, sort_keys=True)}
+GPUFLEET_CONFIG
+base64 -d > /opt/gpufleet/node_agent.py.gz <<'GPUFLEET_AGENT'
+{agent_payload()}
+GPUFLEET_AGENT
+gunzip -f /opt/gpufleet/node_agent.py.gz
+# Salt goes into a virtualenv: Ubuntu's python3 needs python3-venv for that
+if [ ! -x {SALT_VENV}/bin/salt-call ] && ! python3 -c 'import ensurepip' 2>/dev/null; then
+  if command -v apt-get >/dev/null; then apt-get update -q && apt-get install -y -q python3-venv
+  else dnf install -y -q python3-pip; fi
+fi
+if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+  cat > /etc/systemd/system/gpufleet-node.service <<'UNIT'
+[Unit]
+Description=gpufleet: configure this node from its cluster's bucket
+After=network-online.target
+Wants=network-online.target
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c 'exec /usr/bin/python3 /opt/gpufleet/node_agent.py >>{LOG} 2>&1'
+UNIT
+  cat > /etc/systemd/system/gpufleet-node.timer <<'UNIT'
+[Unit]
+Description=gpufleet: check for a new configuration every minute
+[Timer]
+OnBootSec=60
+OnUnitInactiveSec=60
+[Install]
+WantedBy=timers.target
+UNIT
+  systemctl daemon-reload && systemctl enable gpufleet-node.timer
+fi
+python3 /opt/gpufleet/node_agent.py >>{LOG} 2>&1
+status=$?
+if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then systemctl start gpufleet-node.timer; fi
+exit $status
+"""
+    size = len(script.encode())
+    if size > USER_DATA_LIMIT:
+        raise BootstrapError(f"the bootstrap is {size} bytes: AWS refuses user data over {USER_DATA_LIMIT}")
+    return script
+
+
+def _walk(d: dict, prefix: str = ""):
+    for k, v in d.items():
+        yield prefix + k
+        if isinstance(v, dict):
+            yield from _walk(v, prefix + k + ".")

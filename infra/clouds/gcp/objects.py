@@ -1,0 +1,83 @@
+"""The stack's GCS bucket through the Cloud Storage JSON API with google-auth's credentials
+(``AuthorizedSession``): what `up` and `configure` publish for the nodes and read back.
+https://cloud.google.com/storage/docs/json_api/v1/objects. ``GPUFLEET_GCS_ENDPOINT`` replaces
+``https://storage.googleapis.com`` (a Private Service Connect endpoint, the tests' fake)."""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+
+import google.auth
+import requests
+from google.auth.exceptions import DefaultCredentialsError, RefreshError, TransportError
+from google.auth.transport.requests import AuthorizedSession
+
+from gpufleet.clouds.gcp.errors import CREDENTIAL_HINT
+from gpufleet.errors import CloudUnreadable, CredentialsError
+
+PAGE = 1000
+
+
+class Store:
+    """``base.ObjectStore`` for one GCS bucket (``ref``: the pool export's ``bucket``)."""
+
+    def __init__(self, ref: dict, session=None):
+        self.bucket = ref["name"]
+        self.endpoint = os.environ.get("GPUFLEET_GCS_ENDPOINT", "https://storage.googleapis.com").rstrip("/")
+        self._session = session
+
+    @property
+    def session(self):
+        if self._session is None:
+            try:
+                creds, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/devstorage.read_write"])
+            except DefaultCredentialsError as e:
+                raise CredentialsError("gcp", f"gcp: {str(e).splitlines()[0][:200]}", CREDENTIAL_HINT) from None
+            self._session = AuthorizedSession(creds)
+        return self._session
+
+    def _object(self, key: str) -> str:
+        return f"{self.endpoint}/storage/v1/b/{self.bucket}/o/{urllib.parse.quote(key, safe='')}"
+
+    def _call(self, method: str, url: str, what: str, ok=(200,), **kw):
+        try:
+            r = self.session.request(method, url, timeout=60, **kw)
+        except (requests.RequestException, TransportError) as e:
+            raise CloudUnreadable("gcp", "unreachable", str(e)[:300], f"gs://{self.bucket}/{what}") from None
+        except RefreshError as e:
+            raise CloudUnreadable("gcp", "refused", str(e)[:300], f"gs://{self.bucket}/{what}") from None
+        if r.status_code not in ok:
+            kind = {401: "refused", 403: "permission"}.get(r.status_code, "error")
+            raise CloudUnreadable("gcp", kind, f"HTTP {r.status_code}: {r.text[:300]}", f"gs://{self.bucket}/{what}")
+        return r
+
+    def put(self, key: str, body: bytes) -> None:
+        self._call("POST", f"{self.endpoint}/upload/storage/v1/b/{self.bucket}/o", key,
+                   params={"uploadType": "media", "name": key}, data=body,
+                   headers={"Content-Type": "application/octet-stream"})
+
+    def get(self, key: str) -> bytes:
+        return self._call("GET", self._object(key), key, params={"alt": "media"}).content
+
+    def exists(self, key: str) -> bool:
+        return self._call("GET", self._object(key), key, ok=(200, 404)).status_code == 200
+
+    def list(self, prefix: str) -> tuple[list[tuple[str, str]], int]:
+        out, pages, token = [], 0, None
+        while True:
+            params = {"prefix": prefix, "maxResults": PAGE, "fields": "items(name,etag),nextPageToken"}
+            if token:
+                params["pageToken"] = token
+            page = self._call("GET", f"{self.endpoint}/storage/v1/b/{self.bucket}/o", prefix, params=params).json()
+            pages += 1
+            out += [(o["name"], o["etag"]) for o in page.get("items", [])]
+            token = page.get("nextPageToken")
+            if not token:
+                return out, pages
+
+    def delete_all(self) -> int:
+        keys, _ = self.list("")
+        for key, _etag in keys:
+            self._call("DELETE", self._object(key), key, ok=(200, 204, 404))
+        return len(keys)

@@ -1,0 +1,391 @@
+"""The agent a cloud node runs to configure itself from its cluster's bucket (Python 3.9+, stdlib only).
+
+gpufleet never imports this module to run it: ``bootstrap.render`` ships its source in the
+node's user data, and the node runs it at boot and from a systemd timer every minute:
+
+1. read ``pools/<pool>/current.json`` from the bucket: the formulas, the pillar and the hash
+   of the Salt tree this pool should be at (its ``generation``); a node already at that
+   generation, and ok, stops here;
+2. fetch ``tree/<sha256>.tar.gz`` and refuse it unless its SHA-256 is the one named;
+3. install Salt (pinned, in its own virtualenv) unless the image has it;
+4. ``salt-call --local state.apply`` the formulas (``--out json --retcode-passthrough``); on a
+   node without an NVIDIA GPU the GPU formulas are rehearsed with ``test=True``;
+5. write ``status/<pool>/<writer>.json``: node id, pool, generation, tree hash, ok, failed states
+   with their comments, changed count, duration, facts (GPU, driver, kernel) and the log path.
+
+The bucket is S3 (SigV4-signed requests with the instance role's credentials), GCS (JSON API
+with the metadata server's token) or Azure Blob (REST with the managed identity's token). On
+AWS the status key is the caller's ``aws:userid`` (role id:instance id), the only key the
+node's policy lets it write.
+"""
+
+import datetime as dt
+import hashlib
+import hmac
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import xml.etree.ElementTree as ET
+
+CONFIG = "/etc/gpufleet/node.json"
+STATE_DIR = "/var/lib/gpufleet"
+AWS_IMDS = "http://169.254.169.254"
+GCP_METADATA = "http://metadata.google.internal/computeMetadata/v1"
+AZURE_IMDS = "http://169.254.169.254/metadata"
+AZURE_STORAGE_VERSION = "2021-08-06"  # x-ms-version of the Blob REST API used here
+
+
+class AgentError(Exception):
+    """A step that failed: its message goes into the node's status."""
+
+
+class NotThere(AgentError):
+    """An object the bucket does not have (yet): S3 answers 403 for it to a caller that may not list."""
+
+
+def check(status, what, data):
+    if status in (403, 404) and what.startswith("GET"):
+        raise NotThere(f"{what}: HTTP {status}")
+    if status >= 300:
+        raise AgentError(f"{what}: HTTP {status} {data[:300].decode(errors='replace')}")
+
+
+def http(method, url, headers=None, body=None, timeout=30):
+    headers = dict(headers or {})
+    if body is not None and not any(k.lower() == "content-type" for k in headers):
+        # urllib would say application/x-www-form-urlencoded, and a server may read the body as a form
+        headers["Content-Type"] = "application/octet-stream"
+    req = urllib.request.Request(url, data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+# --- AWS: Signature Version 4 (docs.aws.amazon.com/IAM/latest/UserGuide/create-signed-request.html)
+
+def sigv4_headers(method, url, region, service, creds, body=b"", now=None):
+    """The headers that sign a request with SigV4 (the payload hash included, as S3 requires)."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    amz_date, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    u = urllib.parse.urlsplit(url)
+    payload = hashlib.sha256(body).hexdigest()
+    headers = {"host": u.netloc, "x-amz-date": amz_date, "x-amz-content-sha256": payload}
+    if creds.get("token"):
+        headers["x-amz-security-token"] = creds["token"]
+    query = sorted(urllib.parse.parse_qsl(u.query, keep_blank_values=True))
+    canonical_query = "&".join(f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}"
+                               for k, v in query)
+    names = sorted(headers)
+    canonical = "\n".join([method, urllib.parse.quote(u.path or "/", safe="/-_.~"), canonical_query,
+                           "".join(f"{k}:{headers[k].strip()}\n" for k in names), ";".join(names), payload])
+    scope = f"{day}/{region}/{service}/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    key = ("AWS4" + creds["secret"]).encode()
+    for part in (day, region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    headers["authorization"] = (f"AWS4-HMAC-SHA256 Credential={creds['key']}/{scope}, "
+                                f"SignedHeaders={';'.join(names)}, Signature={signature}")
+    return headers
+
+
+def aws_imds(path):
+    _, _, token = http("PUT", AWS_IMDS + "/latest/api/token", {"X-aws-ec2-metadata-token-ttl-seconds": "300"},
+                       timeout=2)
+    status, _, body = http("GET", AWS_IMDS + path, {"X-aws-ec2-metadata-token": token.decode()}, timeout=2)
+    if status != 200:
+        raise AgentError(f"instance metadata {path}: HTTP {status}")
+    return body.decode()
+
+
+class S3:
+    def __init__(self, cfg):
+        self.bucket, self.region = cfg["bucket"], cfg["region"]
+        self.endpoint = cfg.get("endpoint")  # an S3-compatible endpoint (path-style), else AWS's own
+        self.sts_endpoint = cfg.get("endpoint") or f"https://sts.{self.region}.amazonaws.com"
+        self._creds = None
+
+    def creds(self):
+        if os.environ.get("AWS_ACCESS_KEY_ID"):
+            return {"key": os.environ["AWS_ACCESS_KEY_ID"], "secret": os.environ["AWS_SECRET_ACCESS_KEY"],
+                    "token": os.environ.get("AWS_SESSION_TOKEN")}
+        if self._creds is None or self._creds["expires"] - time.time() < 300:
+            role = aws_imds("/latest/meta-data/iam/security-credentials/").split()[0]
+            c = json.loads(aws_imds("/latest/meta-data/iam/security-credentials/" + role))
+            expires = dt.datetime.strptime(c["Expiration"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
+            self._creds = {"key": c["AccessKeyId"], "secret": c["SecretAccessKey"], "token": c["Token"],
+                           "expires": expires.timestamp()}
+        return self._creds
+
+    def url(self, key=""):
+        path = urllib.parse.quote(key, safe="/-_.~")
+        if self.endpoint:
+            return f"{self.endpoint.rstrip('/')}/{self.bucket}/{path}"
+        return f"https://{self.bucket}.s3.{self.region}.amazonaws.com/{path}"
+
+    def _call(self, method, url, body=b"", service="s3"):
+        status, _, data = http(method, url, sigv4_headers(method, url, self.region, service, self.creds(), body), body)
+        check(status, f"{method} {url.split('?')[0]}", data)
+        return data
+
+    def get(self, key):
+        return self._call("GET", self.url(key))
+
+    def put(self, key, body):
+        self._call("PUT", self.url(key), body)
+
+    def writer(self, node_id):
+        """aws:userid (role id:instance id): the one status key the node's policy lets it write."""
+        data = self._call("GET", self.sts_endpoint.rstrip("/") + "/?Action=GetCallerIdentity&Version=2011-06-15",
+                          service="sts")
+        found = [e.text for e in ET.fromstring(data).iter() if e.tag.endswith("UserId")]
+        if not found:
+            raise AgentError("sts:GetCallerIdentity returned no UserId")
+        return found[0]
+
+
+class GCS:
+    def __init__(self, cfg):
+        self.bucket = cfg["bucket"]
+        self.endpoint = (cfg.get("endpoint") or "https://storage.googleapis.com").rstrip("/")
+        self.token_url = cfg.get("token_url") or GCP_METADATA + "/instance/service-accounts/default/token"
+
+    def headers(self):
+        status, _, body = http("GET", self.token_url, {"Metadata-Flavor": "Google"}, timeout=5)
+        if status != 200:
+            raise AgentError(f"no token from the metadata server: HTTP {status}")
+        return {"Authorization": "Bearer " + json.loads(body)["access_token"]}
+
+    def get(self, key):
+        url = f"{self.endpoint}/storage/v1/b/{self.bucket}/o/{urllib.parse.quote(key, safe='')}?alt=media"
+        status, _, data = http("GET", url, self.headers())
+        check(status, f"GET gs://{self.bucket}/{key}", data)
+        return data
+
+    def put(self, key, body):
+        url = (f"{self.endpoint}/upload/storage/v1/b/{self.bucket}/o?uploadType=media&"
+               f"name={urllib.parse.quote(key, safe='')}")
+        status, _, data = http("POST", url, {**self.headers(), "Content-Type": "application/json"}, body)
+        check(status, f"upload gs://{self.bucket}/{key}", data)
+
+    def writer(self, node_id):
+        return safe_key(node_id)
+
+
+class Blob:
+    def __init__(self, cfg):
+        self.base = (cfg.get("endpoint") or f"https://{cfg['account']}.blob.core.windows.net").rstrip("/")
+        self.container = cfg["bucket"]
+        query = {"api-version": "2018-02-01", "resource": "https://storage.azure.com/"}
+        if cfg.get("identity"):
+            query["client_id"] = cfg["identity"]
+        self.token_url = (cfg.get("token_url") or AZURE_IMDS + "/identity/oauth2/token") + "?" + \
+            urllib.parse.urlencode(query)
+
+    def headers(self):
+        status, _, body = http("GET", self.token_url, {"Metadata": "true"}, timeout=5)
+        if status != 200:
+            raise AgentError(f"no token from the managed identity: HTTP {status}")
+        return {"Authorization": "Bearer " + json.loads(body)["access_token"], "x-ms-version": AZURE_STORAGE_VERSION}
+
+    def get(self, key):
+        status, _, data = http("GET", f"{self.base}/{self.container}/{urllib.parse.quote(key)}", self.headers())
+        check(status, f"GET blob {self.container}/{key}", data)
+        return data
+
+    def put(self, key, body):
+        status, _, data = http("PUT", f"{self.base}/{self.container}/{urllib.parse.quote(key)}",
+                               {**self.headers(), "x-ms-blob-type": "BlockBlob", "Content-Type": "application/json"}, body)
+        check(status, f"PUT blob {self.container}/{key}", data)
+
+    def writer(self, node_id):
+        return safe_key(node_id)
+
+
+STORES = {"aws": S3, "gcp": GCS, "azure": Blob}
+
+
+def safe_key(node_id):
+    return "".join(c if c.isalnum() or c in "-_.:" else "_" for c in node_id.strip("/"))
+
+
+def node_id(cfg):
+    """The id the cloud knows the node by (what `up` exported), from its metadata service."""
+    if os.environ.get("GPUFLEET_NODE_ID"):
+        return os.environ["GPUFLEET_NODE_ID"]
+    try:
+        if cfg["cloud"] == "aws":
+            return aws_imds("/latest/meta-data/instance-id")
+        if cfg["cloud"] == "gcp":
+            status, _, body = http("GET", GCP_METADATA + "/instance/id", {"Metadata-Flavor": "Google"}, timeout=2)
+        else:
+            status, _, body = http("GET", AZURE_IMDS + "/instance/compute/resourceId?api-version=2021-02-01&format=text",
+                                   {"Metadata": "true"}, timeout=2)
+        if status == 200:
+            return body.decode().strip()
+    except OSError:
+        pass
+    return socket.gethostname()  # no metadata service answered: the host's name, said so in the status
+
+
+def has_nvidia_gpu():
+    """An NVIDIA (vendor 0x10de) display controller (class 0x03xxxx) on the PCI bus."""
+    root = "/sys/bus/pci/devices"
+    for dev in os.listdir(root) if os.path.isdir(root) else []:
+        try:
+            with open(f"{root}/{dev}/vendor") as v, open(f"{root}/{dev}/class") as c:
+                if v.read().strip() == "0x10de" and c.read().strip().startswith("0x03"):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def facts():
+    out = {"kernel": os.uname().release, "gpu_model": None, "gpu_count": 0, "driver": None}
+    if shutil.which("nvidia-smi"):
+        r = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True)
+        rows = [line.split(", ") for line in r.stdout.strip().splitlines() if ", " in line]
+        if rows:
+            out.update(gpu_model=rows[0][0], gpu_count=len(rows), driver=rows[0][1])
+    try:
+        with open("/etc/os-release") as f:
+            rel = dict(line.rstrip().split("=", 1) for line in f if "=" in line)
+        out["os"] = rel.get("PRETTY_NAME", "").strip('"')
+    except OSError:
+        pass
+    return out
+
+
+def ensure_salt(salt):
+    exe = os.path.join(salt["venv"], "bin", "salt-call")
+    if os.path.exists(exe):
+        return exe  # a golden image's Salt, or this agent's from an earlier boot
+    subprocess.run([sys.executable, "-m", "venv", salt["venv"]], check=True)
+    pip = [os.path.join(salt["venv"], "bin", "pip"), "install", "-q", *salt.get("pip_args", []),
+           f"salt=={salt['version']}"]
+    r = subprocess.run(pip, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise AgentError(f"installing Salt {salt['version']} failed: {r.stderr.strip()[-500:]}")
+    return exe
+
+
+def apply(salt_call, tree, pillar, states, test, work):
+    """One salt-call run; (ok, changed, failed [(state id, comment)], seconds)."""
+    os.makedirs(f"{work}/pillar", exist_ok=True)
+    with open(f"{work}/pillar/top.sls", "w") as f:
+        f.write("base:\n  '*': [gpufleet]\n")
+    with open(f"{work}/pillar/gpufleet.sls", "w") as f:
+        json.dump(pillar, f)
+    with open(f"{work}/minion", "w") as f:
+        json.dump({"file_client": "local", "file_roots": {"base": [tree]}, "pillar_roots": {"base": [f"{work}/pillar"]},
+                   "root_dir": f"{work}/root", "cachedir": f"{work}/cache", "log_file": f"{work}/salt.log"}, f)
+    cmd = [salt_call, "--local", "-c", work, "--out", "json", "--retcode-passthrough", "state.apply", ",".join(states)]
+    if test:
+        cmd.append("test=True")
+    start = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.monotonic() - start
+    try:
+        ret = json.loads(r.stdout)["local"]
+    except (ValueError, KeyError):
+        return False, 0, [("salt-call", (r.stderr or r.stdout).strip()[-500:])], seconds
+    if not isinstance(ret, dict):  # a render error comes back as a list of strings
+        return False, 0, [("render", "; ".join(map(str, ret))[:500])], seconds
+    failed = [(sid.split("_|-")[1] if "_|-" in sid else sid, str(s.get("comment", ""))[:300])
+              for sid, s in ret.items() if s.get("result") is False]
+    changed = sum(1 for s in ret.values() if s.get("changes") and s.get("result") is not False)
+    return not failed and r.returncode == 0, changed, failed, seconds
+
+
+def current_configuration(store, pool, wait_s, poll_s=15):
+    """The pool's ``current.json``, once `up` has published it (the node may boot before that)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return json.loads(store.get(f"pools/{pool}/current.json"))
+        except NotThere:
+            if time.monotonic() >= deadline:
+                raise AgentError(f"no configuration for pool {pool} in the bucket after {wait_s:.0f}s: "
+                                 "run `gpufleet configure`") from None
+            time.sleep(poll_s)
+
+
+def run(cfg, force=False):
+    store = STORES[cfg["cloud"]](cfg)
+    nid = node_id(cfg)
+    pool = cfg["pool"]
+    started = time.monotonic()
+    status = {"node_id": nid, "cluster": cfg["cluster"], "pool": pool, "ok": False, "generation": None,
+              "tree": None, "changed": 0, "failed": [], "rehearsed": [], "log": cfg.get("log"),
+              "started_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    applied_file = f"{STATE_DIR}/applied.json"
+    try:
+        current = current_configuration(store, pool, cfg.get("wait_s", 3600))
+        status.update(generation=current["generation"], tree=current["tree"])
+        try:
+            with open(applied_file) as f:
+                applied = json.load(f)
+        except (OSError, ValueError):
+            applied = {}
+        if not force and applied.get("generation") == current["generation"] and applied.get("ok"):
+            return 0  # already at this generation: nothing to do, nothing to report
+        archive = store.get(f"tree/{current['tree']}.tar.gz")
+        digest = hashlib.sha256(archive).hexdigest()
+        if digest != current["tree"]:
+            raise AgentError(f"the state tree archive's SHA-256 is {digest}, not {current['tree']}: refused")
+        tree = f"{STATE_DIR}/tree/{digest}"
+        if not os.path.isdir(tree):
+            os.makedirs(tree + ".part", exist_ok=True)
+            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                for m in tar.getmembers():
+                    if m.name.startswith(("/", "..")) or ".." in m.name.split("/") or not (m.isfile() or m.isdir()):
+                        raise AgentError(f"the state tree archive holds {m.name!r}: refused")
+                tar.extractall(tree + ".part")
+            os.rename(tree + ".part", tree)
+        salt_call = ensure_salt(cfg["salt"])
+        if has_nvidia_gpu():
+            states, rehearse = current["states"], []
+        else:  # the GPU formulas are rehearsed (test=True) on a node without an NVIDIA GPU
+            states, rehearse = current["without_gpu"]["apply"], current["without_gpu"]["rehearse"]
+        ok, changed, failed, _ = apply(salt_call, tree, current["pillar"], states, False, f"{STATE_DIR}/salt")
+        if rehearse:
+            ok2, _, failed2, _ = apply(salt_call, tree, current["pillar"], rehearse, True, f"{STATE_DIR}/salt")
+            ok, failed = ok and ok2, failed + failed2
+        status.update(ok=ok, changed=changed, failed=[{"state": s, "comment": c} for s, c in failed],
+                      rehearsed=rehearse)
+        os.makedirs(STATE_DIR, exist_ok=True)
+        with open(applied_file, "w") as f:
+            json.dump({"generation": current["generation"], "ok": ok}, f)
+    except (AgentError, OSError, ValueError, KeyError, subprocess.CalledProcessError, tarfile.TarError) as e:
+        status["failed"] = status["failed"] or [{"state": "bootstrap", "comment": str(e)[:500]}]
+        status["ok"] = False
+    status.update(seconds=round(time.monotonic() - started, 1), facts=facts(),
+                  finished_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    store.put(f"status/{pool}/{store.writer(nid)}.json", json.dumps(status).encode())
+    print(f"{status['finished_at']} {nid} generation {status['generation']}: "
+          f"{'ok' if status['ok'] else 'FAILED'}, {status['changed']} changed"
+          + "".join(f"\n  {f['state']}: {f['comment']}" for f in status["failed"]), flush=True)
+    return 0 if status["ok"] else 1
+
+
+def main(argv):
+    with open(argv[1] if len(argv) > 1 and not argv[1].startswith("-") else CONFIG) as f:
+        cfg = json.load(f)
+    return run(cfg, force="--force" in argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,256 @@
+"""Cloud nodes configure themselves (``clouds/node_agent.py``); this side publishes what they
+apply and waits for what they report.
+
+``publish`` puts the Salt tree into the stack's bucket as one archive named by its SHA-256, and
+each pool's ``pools/<pool>/current.json``: the formulas (and which to rehearse on a node without
+a GPU), the pillar (built by the same code as a rack host's) and the tree's hash; their digest
+is the pool's *generation*. ``wait`` lists ``status/`` once per poll (a page holds 1,000
+objects), reads only the statuses that changed since the last poll, and ends when every
+expected node has reported on its pool's current generation, or at the deadline.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpufleet.clouds import cloud
+from gpufleet.configure import pillar as pillarmod
+from gpufleet.configure import saltrun
+
+READERS = 16  # status objects read at once
+WAIT_S = 1800  # default: a fresh GPU node takes 10-20 minutes for driver, CUDA and frameworks
+POLL_S = 5.0
+
+
+def tree_archive(root: Path | None = None) -> tuple[bytes, str]:
+    """The Salt tree as a reproducible .tar.gz (sorted, no owners or times) and its SHA-256."""
+    root = root or saltrun.states_dir()
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+        for p in sorted(root.rglob("*")):
+            if "__pycache__" in p.parts or not (p.is_file() or p.is_dir()):
+                continue
+            info = tar.gettarinfo(str(p), arcname=str(p.relative_to(root)))
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mtime = 0
+            info.mode = 0o755 if p.is_dir() else 0o644
+            if p.is_file():
+                with p.open("rb") as f:
+                    tar.addfile(info, f)
+            else:
+                tar.addfile(info)
+    data = buf.getvalue()
+    return data, hashlib.sha256(data).hexdigest()
+
+
+def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | None = None) -> dict:
+    """A pool's ``current.json``: what its nodes apply, and its generation (``forced``: a stamp that
+    makes a new generation of the same configuration, so every node applies it again)."""
+    gpu, count = pillarmod.gpu_of(pool, cat)
+    pil = pillarmod.build(stack, pool, cluster=cluster, gpu=gpu, gpu_count=count)
+    states = pil["gpufleet"]["states"]
+    real, rehearse = pillarmod.split_for_host(states, has_gpu=False)
+    doc = {"tree": tree, "states": states, "without_gpu": {"apply": real, "rehearse": rehearse}, "pillar": pil}
+    if forced:
+        doc["forced"] = forced
+    doc["generation"] = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return doc
+
+
+def publish(store, documents: dict[str, dict], archive: bytes, tree: str) -> None:
+    """The tree (once per content) and each pool's document; the nodes' timers pick them up."""
+    if not store.exists(f"tree/{tree}.tar.gz"):
+        store.put(f"tree/{tree}.tar.gz", archive)
+    for pool, doc in documents.items():
+        store.put(f"pools/{pool}/current.json", json.dumps(doc, sort_keys=True).encode())
+
+
+@dataclass
+class NodeTarget:
+    """A cloud node as the reports name it."""
+
+    pool: str
+    idx: int
+    node_id: str
+    address: str | None
+    port: int = 22
+
+    @property
+    def id(self) -> str:
+        return f"{self.pool}-{self.idx}"
+
+
+@dataclass
+class NodeReport:
+    """What one cloud node said (or did not say) about applying its pool's generation."""
+
+    target: NodeTarget
+    state: str = "pending"  # configured | current | failed | timeout | pending
+    changed: int = 0
+    failed: list[dict] = field(default_factory=list)  # {"state", "comment"}
+    rehearsed: list[str] = field(default_factory=list)
+    seconds: float | None = None
+    facts: dict | None = None
+    log: str | None = None
+    error: str | None = None
+    hint: str | None = None
+    generation: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.state in ("configured", "current")
+
+    def to_dict(self) -> dict:
+        t = self.target
+        return {"host": t.id, "pool": t.pool, "node_id": t.node_id, "address": t.address, "port": t.port,
+                "state": self.state, "ok": self.ok, "changed": self.changed, "failed": self.failed,
+                "rehearsed": self.rehearsed, "seconds": self.seconds, "facts": self.facts, "log": self.log,
+                "error": self.error, "hint": self.hint, "generation": self.generation, "warnings": self.warnings}
+
+
+@dataclass
+class WaitStats:
+    polls: int = 0
+    lists: int = 0  # list requests (pages)
+    reads: int = 0  # status objects read
+    seconds: float = 0.0
+
+
+Progress = Callable[[str, int, int, str], None]  # (phase, done, total, message), as for rack hosts
+
+
+def wait(store, targets: list[NodeTarget], generations: dict[str, str], *, timeout_s: float = WAIT_S,
+         poll_s: float = POLL_S, progress: Progress | None = None, unchanged: frozenset[str] = frozenset(),
+         clock=time.monotonic, sleep=time.sleep, stats: WaitStats | None = None) -> list[NodeReport]:
+    """Poll the status prefix until every target reported on its pool's generation or the time is up.
+
+    A status of an older generation (the node has not picked the new one up yet) keeps the node
+    pending; a node that never answers is reported ``timeout`` with where to look. In the
+    ``unchanged`` pools (the generation the nodes already had), a node that reported ok on it
+    is ``current``: it applied nothing this time.
+    """
+    stats = stats or WaitStats()
+    reports = {t.node_id: NodeReport(t) for t in targets}
+    seen: dict[str, str] = {}  # status key -> etag last read
+    start = clock()
+    done = 0
+    while True:
+        stats.polls += 1
+        listing, pages = store.list("status/")
+        stats.lists += pages
+        changed = [(key, etag) for key, etag in listing if seen.get(key) != etag]
+        stats.reads += len(changed)
+        with ThreadPoolExecutor(max_workers=READERS) as ex:  # a poll after many nodes finished reads many
+            bodies = list(ex.map(lambda ke: _read(store, ke[0]), changed))
+        for (key, etag), status in zip(changed, bodies):
+            seen[key] = etag
+            if status is None:
+                continue
+            r = reports.get(str(status.get("node_id")))
+            if r is None or status.get("pool") != r.target.pool:
+                continue
+            _apply_status(r, status, generations[r.target.pool], r.target.pool in unchanged)
+        finished = [r for r in reports.values() if r.state != "pending"]
+        if progress and len(finished) != done:
+            bad = sum(1 for r in finished if not r.ok)
+            progress("nodes", len(finished), len(reports),
+                     f"{len(finished) - bad} configured, {bad} failed, {len(reports) - len(finished)} pending "
+                     f"({clock() - start:.0f}s)")
+        done = len(finished)
+        if done == len(reports) or clock() - start >= timeout_s:
+            break
+        sleep(poll_s)
+    stats.seconds = clock() - start
+    for r in reports.values():
+        if r.state == "pending":
+            r.state = "timeout"
+            r.error = f"no status on generation {generations[r.target.pool]} after {timeout_s:.0f}s"
+            r.hint = ("the node may still be installing, or never ran its bootstrap: see "
+                      "/var/log/gpufleet/bootstrap.log and node.log on it, or the cloud's serial console")
+    return [reports[t.node_id] for t in targets]
+
+
+def _read(store, key: str) -> dict | None:
+    try:
+        return json.loads(store.get(key))
+    except ValueError:
+        return None  # not one of ours (or cut short): read again only if it changes
+
+
+def _apply_status(r: NodeReport, status: dict, generation: str, unchanged: bool) -> None:
+    if status.get("generation") not in (generation, None):
+        return  # an older generation's report: still pending on this one
+    r.generation = status.get("generation")
+    r.changed = 0 if unchanged else int(status.get("changed") or 0)
+    r.failed = list(status.get("failed") or [])
+    r.rehearsed = list(status.get("rehearsed") or [])
+    r.seconds, r.facts, r.log = status.get("seconds"), status.get("facts"), status.get("log")
+    if status.get("ok") and r.generation == generation:
+        r.state = "current" if unchanged else "configured"
+    elif not status.get("ok"):
+        r.state = "failed"
+        first = r.failed[0] if r.failed else {"state": "?", "comment": "no reason given"}
+        r.error = f"{first['state']}: {first['comment']}" + (f" (and {len(r.failed) - 1} more)" if len(r.failed) > 1
+                                                              else "")
+        r.hint = f"see {r.log or '/var/log/gpufleet/node.log'} on the node; fix, then `gpufleet configure`"
+
+
+def record(registry, cluster: str, reports: list[NodeReport]) -> None:
+    """Each node's outcome in the registry, as for rack hosts (``host_status``)."""
+    for r in reports:
+        if r.state == "current":
+            continue
+        detail = r.error or json.dumps({"changed": r.changed, "rehearsed": len(r.rehearsed)})
+        registry.set_host(cluster, r.target.pool, r.target.idx, address=r.target.address or r.target.node_id,
+                          state=r.state, digest=r.generation, facts=r.facts, detail=detail)
+
+
+def configure_pools(stack, cat, cluster: str, outputs: dict, nodes: list, *, registry=None,
+                    timeout_s: float = WAIT_S, poll_s: float = POLL_S, progress: Progress | None = None,
+                    stores: dict | None = None, stats: WaitStats | None = None, force: bool = False) -> list[NodeReport]:
+    """Publish each cloud pool's configuration to its stack bucket and wait for its nodes.
+
+    ``outputs``: the Pulumi program's (``pools.<pool>.bucket`` names each pool's bucket);
+    ``nodes``: the registry's rows for them. ``stores``: bucket name -> an ``ObjectStore`` to use
+    instead of the cloud's own (tests). Each bucket is waited for in its own thread.
+    """
+    pools = {p.name: p for p in stack.pools}
+    archive, tree = tree_archive()
+    buckets: dict[str, tuple[dict, list[str]]] = {}
+    for name, exp in (outputs.get("pools") or {}).items():
+        if exp.get("bucket") and name in pools:
+            buckets.setdefault(exp["bucket"]["name"], (exp["bucket"], []))[1].append(name)
+
+    def one(bucket: str) -> list[NodeReport]:
+        ref, names = buckets[bucket]
+        store = (stores or {}).get(bucket) or cloud(ref["cloud"]).objects(ref)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) if force else None
+        docs = {n: pool_document(stack, pools[n], cluster=cluster, cat=cat, tree=tree, forced=stamp) for n in names}
+        before = {n: json.loads(store.get(f"pools/{n}/current.json")).get("generation")
+                  for n in names if store.exists(f"pools/{n}/current.json")}
+        publish(store, docs, archive, tree)
+        targets = [NodeTarget(n.pool, n.idx, n.node_id, n.private_ip) for n in nodes
+                   if n.pool in docs and n.node_id]
+        unchanged = frozenset(n for n in names if before.get(n) == docs[n]["generation"])
+        return wait(store, targets, {n: d["generation"] for n, d in docs.items()}, timeout_s=timeout_s,
+                    poll_s=poll_s, progress=progress, unchanged=unchanged, stats=stats)
+
+    reports: list[NodeReport] = []
+    if buckets:
+        with ThreadPoolExecutor(max_workers=len(buckets)) as ex:
+            for part in ex.map(one, list(buckets)):
+                reports += part
+    if registry is not None:
+        record(registry, cluster, reports)
+    return reports

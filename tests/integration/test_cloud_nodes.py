@@ -1,0 +1,288 @@
+"""End to end: cloud nodes configure themselves from the stack's bucket, on the local test rack.
+
+The rack's hosts (tests/rack/rack.py) play an AWS pool's instances. moto's S3 and STS, on the
+rack's bridge, are the bucket and the instance role: `up` (in-process, the Pulumi CLI replayed by
+fakes/pulumi_cli.py) publishes the Salt tree and the pools' configuration and waits, while each
+host runs the launch template's user data as cloud-init would, with the credentials EC2 would
+hand it (sts:AssumeRole, the instance id as the session name). The hosts install Salt in a
+virtualenv (from a wheelhouse on the bridge: the site's pip mirror), apply the non-GPU states
+for real, rehearse the GPU ones, and write their statuses. Faults in the same run: a host whose
+state fails, a host that never runs its bootstrap, and a tree archive replaced in the bucket.
+The GCS and Blob bootstraps run once on a host against fakes/objects.py.
+"""
+
+import base64
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, require
+
+RACK = [sys.executable, str(ROOT / "tests" / "rack" / "rack.py")]
+STATE = Path(os.environ.get("GPUFLEET_RACK_DIR", "/var/tmp/gpufleet-rack"))
+CACHE = Path(os.environ.get("GPUFLEET_RACK_CACHE", "/var/cache/gpufleet-rack"))
+KEY = STATE / "id_ed25519"
+BRIDGE_IP = "10.77.0.1"
+WAIT_S = 240  # the host that never runs its bootstrap is reported after this
+
+pytestmark = pytest.mark.slow
+
+STACK = """\
+name: e2e-cloud
+owner: ci@example.com
+ttl: 2h
+software: {driver: "570", cuda: "12.8"}
+pools:
+  - name: gpu
+    provider: aws
+    region: us-east-1
+    instance_type: g6.xlarge
+    nodes: 3
+    salt:
+      states: [node_base, nvidia_driver]
+      pillar:
+        gpufleet: {live: false}   # the rack's hosts share this machine's kernel
+  - name: edge
+    provider: aws
+    region: us-east-1
+    instance_type: g6.xlarge
+    nodes: 1
+    salt:
+      states: [node_base]
+      pillar:
+        gpufleet: {live: false}
+"""
+
+
+def on_host(i: int, command: str, stdin: str | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run(["ssh", "-i", str(KEY), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                           "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", f"root@10.77.0.{10 + i}", command],
+                          input=stdin, capture_output=True, text=True, timeout=timeout)
+
+
+def _wheelhouse() -> Path:
+    """Salt's wheels for the hosts' Python (Debian 12's 3.11, this machine's too), built once."""
+    d = CACHE / "wheels-salt-3008.3"
+    if not (d / ".complete").exists():
+        d.mkdir(parents=True, exist_ok=True)
+        r = subprocess.run([str(ROOT / ".salt-venv" / "bin" / "python"), "-m", "pip", "wheel", "-q", "-w", str(d),
+                            "salt==3008.3"], capture_output=True, text=True, timeout=1200)
+        assert r.returncode == 0, r.stderr[-2000:]
+        (d / ".complete").write_text("ok\n")
+    return d
+
+
+def _serve(directory: Path):
+    handler = lambda *a, **kw: http.server.SimpleHTTPRequestHandler(*a, directory=str(directory), **kw)  # noqa: E731
+    handler.log_message = lambda *a: None
+    srv = http.server.ThreadingHTTPServer((BRIDGE_IP, 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+@pytest.fixture(scope="module")
+def rack(tmp_path_factory):
+    require(sys.platform == "linux" and os.geteuid() == 0, "the test rack needs root on Linux")
+    for tool in ("ip", "debootstrap", "sshd", "unshare"):
+        require(shutil.which(tool) is not None or Path(f"/usr/sbin/{tool}").exists(), f"{tool} is not installed")
+    require((ROOT / ".salt-venv" / "bin" / "salt-call").exists(), "Salt's virtualenv .salt-venv is missing")
+    up = subprocess.run(RACK + ["up", "--hosts", "4"], capture_output=True, text=True, timeout=1200)
+    assert up.returncode == 0, up.stderr
+    for i in range(1, 5):
+        subprocess.run(RACK + ["reset", str(i)], check=True, capture_output=True, timeout=300)
+    wheels = _serve(_wheelhouse())
+    for i in range(1, 5):  # the site's pip mirror, as a real site's image points at its own
+        (STATE / f"h{i}" / "root" / "etc" / "pip.conf").write_text(
+            f"[global]\nno-index = true\nfind-links = http://{BRIDGE_IP}:{wheels.server_address[1]}/\n"
+            f"trusted-host = {BRIDGE_IP}\n")
+    from fakes.aws import Server
+
+    moto = Server(host=BRIDGE_IP).start()
+    yield {"moto": moto, "tmp": tmp_path_factory.mktemp("cloud-nodes")}
+    moto.stop()
+    wheels.shutdown()
+    if os.environ.get("GPUFLEET_KEEP_RACK") != "1":
+        subprocess.run(RACK + ["down"], capture_output=True, timeout=300)
+
+
+def _user_data(plan, pool: str) -> str:
+    lt = next(r for r in plan.cloud_resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"
+              and r.parent.endswith(f"-{pool}"))
+    return base64.b64decode(lt.inputs["userData"]).decode()
+
+
+def _boot(i: int, user_data: str, env: dict) -> subprocess.CompletedProcess:
+    """What cloud-init does with user data: run it as root, here with the credentials and the
+    instance id the instance metadata service would give."""
+    exports = " ".join(f"{k}={v}" for k, v in env.items())
+    return on_host(i, f"env {exports} bash -s", stdin=user_data)
+
+
+def test_cloud_nodes_configure_themselves_and_up_reports_each(rack, monkeypatch):
+    import boto3
+
+    from gpufleet import catalog
+    from gpufleet.engine import plan as planner
+    from gpufleet.errors import PartialFailure
+    from gpufleet.fleet import stacks
+    from gpufleet.fleet import up as fleet_up
+    from gpufleet.fleet.configure import reconfigure
+    from gpufleet.state.registry import Registry
+
+    from fakes.pulumi_cli import FakePulumiCLI
+
+    moto = rack["moto"]
+    moto.reset()
+    for k, v in {"AWS_ENDPOINT_URL": moto.url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
+                 "XDG_DATA_HOME": str(rack["tmp"] / "data"), "PULUMI_CONFIG_PASSPHRASE": "test"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("GPUFLEET_REGISTRY", raising=False)
+    cat = catalog.load(use_config=False)
+    path = rack["tmp"] / "stack.yaml"
+    path.write_text(STACK)
+    stack = stacks.load(path, cat)
+    plan = planner.plan(stack, cat, workers=1)
+    pools = plan.outputs["pools"]
+    bucket = pools["gpu"]["bucket"]
+    assert bucket["endpoint"] == moto.url  # the nodes are told the same store `up` writes to
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=bucket["name"])  # what Pulumi creates
+    iam = boto3.client("iam", region_name="us-east-1")
+    role = iam.create_role(RoleName="e2e-cloud-gpu", AssumeRolePolicyDocument="{}")["Role"]
+
+    def instance_env(node_id: str) -> dict:
+        c = boto3.client("sts", region_name="us-east-1").assume_role(RoleArn=role["Arn"], RoleSessionName=node_id)
+        c = c["Credentials"]
+        return {"AWS_ACCESS_KEY_ID": c["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": c["SecretAccessKey"],
+                "AWS_SESSION_TOKEN": c["SessionToken"], "GPUFLEET_NODE_ID": node_id}
+
+    gpu_ids, edge_id = pools["gpu"]["node_ids"], pools["edge"]["node_ids"][0]
+    # host 2's state fails: its modprobe.d is a file, so the nouveau blacklist cannot be written
+    etc2 = STATE / "h2" / "root" / "etc"
+    shutil.move(etc2 / "modprobe.d", etc2 / "modprobe.d.saved")
+    (etc2 / "modprobe.d").write_text("not a directory\n")
+    store = boto3.client("s3", region_name="us-east-1")
+    boots: dict[int, subprocess.CompletedProcess] = {}
+
+    def cloud_init():
+        # instances boot while Pulumi still works: hosts 1 and 2 wait for their pool's configuration
+        for i, nid in ((1, gpu_ids[0]), (2, gpu_ids[1])):
+            threading.Thread(target=lambda i=i, nid=nid: boots.__setitem__(
+                i, _boot(i, _user_data(plan, "gpu"), instance_env(nid))), daemon=True).start()
+        # host 4 boots after someone replaced the tree its pool names: the archive does not match
+        for _ in range(600):
+            try:
+                doc = json.loads(store.get_object(Bucket=bucket["name"], Key="pools/edge/current.json")["Body"].read())
+                break
+            except store.exceptions.NoSuchKey:
+                time.sleep(0.5)
+        forged = "f" * 64
+        store.put_object(Bucket=bucket["name"], Key=f"tree/{forged}.tar.gz", Body=b"not the tree")
+        store.put_object(Bucket=bucket["name"], Key="pools/edge/current.json",
+                         Body=json.dumps({**doc, "tree": forged}).encode())
+        boots[4] = _boot(4, _user_data(plan, "edge"), instance_env(edge_id))
+        # host 3 never runs its bootstrap
+
+    try:
+        threading.Thread(target=cloud_init, daemon=True).start()
+        out = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=FakePulumiCLI(plan), check=False,
+                                wait_s=WAIT_S)
+    finally:
+        (etc2 / "modprobe.d").unlink()
+        shutil.move(etc2 / "modprobe.d.saved", etc2 / "modprobe.d")
+    by = {r.target.id: r for r in out.nodes}
+    logs = {i: on_host(i, "cat /var/log/gpufleet/bootstrap.log /var/log/gpufleet/node.log").stdout[-3000:]
+            for i in (1, 2, 4)}
+    assert by["gpu-0"].state == "configured", (by["gpu-0"].error, by["gpu-0"].failed, logs[1])
+    assert by["gpu-0"].changed >= 5 and "nvidia_driver" in by["gpu-0"].rehearsed
+    assert by["gpu-0"].facts["os"].startswith("Debian") and by["gpu-0"].facts["gpu_count"] == 0
+    assert by["gpu-1"].state == "failed", logs[2]
+    assert any("node_base-config-nouveau" in f["state"] for f in by["gpu-1"].failed), by["gpu-1"].failed
+    assert by["gpu-2"].state == "timeout" and "bootstrap.log" in by["gpu-2"].hint
+    assert by["edge-0"].state == "failed" and "SHA-256" in by["edge-0"].error and "refused" in by["edge-0"].error
+    failed = PartialFailure.of(out.configured)
+    assert failed.exit_code == 3 and "3 of 4 host(s) not configured" in str(failed)
+    hosts = Registry().hosts("e2e-cloud")
+    assert {k: v["state"] for k, v in hosts.items()} == {("gpu", 0): "configured", ("gpu", 1): "failed",
+                                                        ("gpu", 2): "timeout", ("edge", 0): "failed"}
+    assert on_host(1, "test -x /opt/gpufleet/salt/bin/salt-call && grep -c max_map_count "
+                      "/etc/sysctl.d/90-gpufleet.conf").returncode == 0  # Salt installed, node_base applied
+    # nothing in the user data is a secret: the node's role reads the bucket
+    assert "AWS_SECRET" not in _user_data(plan, "gpu") and len(_user_data(plan, "gpu").encode()) <= 16384
+
+    # `configure` with nothing changed: host 1 is current and does nothing; its own timer agrees
+    before = store.list_objects_v2(Bucket=bucket["name"], Prefix="status/gpu/")["Contents"]
+    _, nodes = reconfigure(stack, cat, outputs=plan.outputs, wait_s=5)
+    again = {r.target.id: r for r in nodes}
+    assert again["gpu-0"].state == "current" and again["gpu-0"].changed == 0
+    assert _boot(1, _user_data(plan, "gpu"), instance_env(gpu_ids[0])).returncode == 0
+    after = store.list_objects_v2(Bucket=bucket["name"], Prefix="status/gpu/")["Contents"]
+    assert [(o["Key"], o["ETag"]) for o in after] == [(o["Key"], o["ETag"]) for o in before]
+
+
+GCS_AZURE_STACK = """\
+name: e2e-objects
+owner: ci@example.com
+access: {public_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFakeFakeFake t"}
+pools:
+  - {name: g, provider: gcp, region: us-central1, instance_type: g2-standard-8,
+     salt: {states: [node_base], pillar: {gpufleet: {live: false}}}}
+  - {name: z, provider: azure, region: eastus, instance_type: Standard_NC4as_T4_v3,
+     salt: {states: [node_base], pillar: {gpufleet: {live: false}}}}
+"""
+
+
+def test_the_gcs_and_blob_bootstraps_configure_a_host(rack, gcp, azure, monkeypatch):
+    """GCP's startup-script and Azure's customData, each run once on host 3 against a fake of its
+    object store (fakes/objects.py) on the rack's bridge; `up`'s side publishes and waits through
+    the SDKs' credentials (the gcp and azure fixtures)."""
+    from gpufleet import catalog
+    from gpufleet.clouds import bootstrap
+    from gpufleet.configure import cloudnodes
+    from gpufleet.fleet import stacks
+
+    from fakes.objects import BlobFake, GcsFake
+
+    cat = catalog.load(use_config=False)
+    path = rack["tmp"] / "objects.yaml"
+    path.write_text(GCS_AZURE_STACK)
+    stack = stacks.load(path, cat)
+    archive, tree = cloudnodes.tree_archive()
+    gcs, blob = GcsFake(host=BRIDGE_IP).start(), BlobFake(host=BRIDGE_IP).start()
+    monkeypatch.setenv("GPUFLEET_GCS_ENDPOINT", gcs.url)
+    monkeypatch.setenv("GPUFLEET_AZURE_BLOB_ENDPOINT", blob.url + "/{account}")
+    try:
+        for pool, ref, cfg in (
+                ("g", {"cloud": "gcp", "name": "gpufleet-e2e-objects-0a1b2c3d"},
+                 bootstrap.config("gcp", cluster="e2e-objects", pool="g", bucket="gpufleet-e2e-objects-0a1b2c3d",
+                                  endpoint=gcs.url,
+                                  token_url=gcs.url + "/computeMetadata/v1/instance/service-accounts/default/token")),
+                ("z", {"cloud": "azure", "name": "gf0a1b2c3d4e5f60718293a4", "container": "gpufleet"},
+                 bootstrap.config("azure", cluster="e2e-objects", pool="z", bucket="gpufleet",
+                                  account="gf0a1b2c3d4e5f60718293a4", identity="11111111-2222-3333-4444-555555555555",
+                                  endpoint=f"{blob.url}/gf0a1b2c3d4e5f60718293a4",
+                                  token_url=blob.url + "/metadata/identity/oauth2/token"))):
+            store = cloudnodes.cloud(ref["cloud"]).objects(ref)
+            p = next(x for x in stack.pools if x.name == pool)
+            doc = cloudnodes.pool_document(stack, p, cluster="e2e-objects", cat=cat, tree=tree)
+            cloudnodes.publish(store, {pool: doc}, archive, tree)
+            node_id = "/subscriptions/0/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/z/" \
+                      "virtualMachines/0" if pool == "z" else "4815162342"
+            booted = _boot(3, bootstrap.render(cfg), {"GPUFLEET_NODE_ID": node_id})
+            (r,) = cloudnodes.wait(store, [cloudnodes.NodeTarget(pool, 0, node_id, None)], {pool: doc["generation"]},
+                                   timeout_s=30, poll_s=1)
+            log = on_host(3, "tail -20 /var/log/gpufleet/node.log").stdout
+            assert booted.returncode == 0 and r.state == "configured", (ref["cloud"], r.error, log)
+    finally:
+        gcs.stop()
+        blob.stop()
+    assert any(m == "POST" and "/upload/storage/v1/b/" in p for m, p in gcs.requests)  # the node's status
+    assert any(m == "PUT" and "/status/z/" in p for m, p in blob.requests)

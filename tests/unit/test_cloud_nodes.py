@@ -1,0 +1,409 @@
+"""Cloud nodes configure themselves: the bootstrap each cloud gets, the node agent against moto's
+S3 (real SigV4, real STS, real Salt from .salt-venv on a small state tree), and the wait that
+reads the statuses back. The end-to-end run on the test rack is tests/integration/test_cloud_nodes.py."""
+
+import base64
+import datetime as dt
+import gzip
+import json
+import textwrap
+
+import pytest
+
+from gpufleet.clouds import bootstrap, node_agent
+from gpufleet.configure import cloudnodes
+
+from conftest import ROOT
+
+
+def test_sigv4_signature_is_botocores():
+    """The agent signs S3 requests itself (stdlib only on the node): the same headers as botocore's."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    creds = {"key": "AKIDEXAMPLE", "secret": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "token": "tok/en="}
+    for method, url, body in (("GET", "https://b.s3.us-east-1.amazonaws.com/pools/p%201/current.json", b""),
+                              ("PUT", "https://b.s3.us-east-1.amazonaws.com/status/p/AROA1:i-0abc.json", b'{"ok": 1}'),
+                              ("GET", "https://sts.us-east-1.amazonaws.com/?Version=2011-06-15&Action=GetCallerIdentity",
+                               b"")):
+        req = AWSRequest(method=method, url=url, data=body, headers={
+            "x-amz-content-sha256": node_agent.hashlib.sha256(body).hexdigest(), "x-amz-security-token": creds["token"]})
+        SigV4Auth(Credentials(creds["key"], creds["secret"], creds["token"]), "s3", "us-east-1").add_auth(req)
+        # the agent signs at the moment botocore did
+        now = dt.datetime.strptime(req.context["timestamp"], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.timezone.utc)
+        ours = node_agent.sigv4_headers(method, url, "us-east-1", "s3", creds, body, now=now)
+        assert ours["authorization"] == req.headers["Authorization"], url
+
+
+@pytest.mark.parametrize("cloud,extra", [("aws", {"region": "us-east-1"}), ("gcp", {}),
+                                         ("azure", {"account": "gfabc", "identity": "0000-client"})])
+def test_each_clouds_bootstrap_fits_carries_the_agent_and_no_secret(cloud, extra):
+    cfg = bootstrap.config(cloud, cluster="c" * 40, pool="p" * 40, bucket="gpufleet-c-0123456789", **extra)
+    script = bootstrap.render(cfg, pre="echo mounting\n" * 40)
+    assert len(script.encode()) <= bootstrap.USER_DATA_LIMIT
+    payload = script.split("<<'GPUFLEET_AGENT'\n", 1)[1].split("\nGPUFLEET_AGENT", 1)[0]
+    assert gzip.decompress(base64.b64decode(payload)) == bootstrap.AGENT.read_bytes()
+    shipped = json.loads(script.split("<<'GPUFLEET_CONFIG'\n", 1)[1].split("\nGPUFLEET_CONFIG", 1)[0])
+    assert shipped == cfg and shipped["salt"]["version"] == bootstrap.SALT_VERSION
+    assert "systemctl enable gpufleet-node.timer" in script and "OnUnitInactiveSec=60" in script
+    assert script == bootstrap.render(cfg, pre="echo mounting\n" * 40)  # same input, same user data
+
+
+def test_a_secret_never_goes_into_user_data():
+    cfg = bootstrap.config("aws", cluster="c", pool="p", bucket="b", region="us-east-1")
+    cfg["aws_secret_access_key"] = "x"
+    with pytest.raises(bootstrap.BootstrapError, match="aws_secret_access_key"):
+        bootstrap.render(cfg)
+
+
+def test_user_data_over_16_kb_is_refused():
+    cfg = bootstrap.config("aws", cluster="c", pool="p", bucket="b", region="us-east-1")
+    with pytest.raises(bootstrap.BootstrapError, match="AWS refuses user data over 16384"):
+        bootstrap.render(cfg, pre="echo " + "x" * 8000)
+
+
+# --- the agent against moto's S3 ---------------------------------------------------------------
+
+TREE = {"hello/init.sls": textwrap.dedent("""\
+    hello-file-managed:
+      file.managed:
+        - name: {{ pillar['out'] }}/hello.txt
+        - contents: {{ pillar['words'] }}
+        - makedirs: True
+    """), "broken/init.sls": "broken-cmd-run:\n  cmd.run:\n    - name: exit 3\n"}
+
+
+@pytest.fixture
+def bucket(aws, tmp_path, monkeypatch):
+    """A bucket in moto with a small state tree and a pool document, and node credentials from
+    sts:AssumeRole with the node's id as the session name (what EC2 does for an instance role)."""
+    import boto3
+
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="gpufleet-t-1")
+    root = tmp_path / "tree"
+    for rel, text in TREE.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    archive, sha = cloudnodes.tree_archive(root)
+    store = cloudnodes.cloud("aws").objects({"cloud": "aws", "name": "gpufleet-t-1", "region": "us-east-1"})
+    iam = boto3.client("iam", region_name="us-east-1")
+    role = iam.create_role(RoleName="t-nodes", AssumeRolePolicyDocument="{}")["Role"]
+    creds = boto3.client("sts", region_name="us-east-1").assume_role(
+        RoleArn=role["Arn"], RoleSessionName="i-0node1")["Credentials"]
+    node_env = {"AWS_ACCESS_KEY_ID": creds["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": creds["SecretAccessKey"],
+                "AWS_SESSION_TOKEN": creds["SessionToken"], "GPUFLEET_NODE_ID": "i-0node1"}
+    monkeypatch.setattr(node_agent, "STATE_DIR", str(tmp_path / "node-state"))
+    cfg = bootstrap.config("aws", cluster="t", pool="gpu", bucket="gpufleet-t-1", region="us-east-1",
+                           endpoint=aws.url)
+    cfg["salt"]["venv"] = str(ROOT / ".salt-venv")  # the image's Salt: this machine's
+    return {"store": store, "archive": archive, "sha": sha, "cfg": cfg, "env": node_env, "out": tmp_path / "out",
+            "role_id": role["RoleId"]}
+
+
+def _document(b, states, words="hi", tree=None):
+    doc = {"tree": tree or b["sha"], "states": states, "without_gpu": {"apply": states, "rehearse": []},
+           "pillar": {"out": str(b["out"]), "words": words}}
+    doc["generation"] = cloudnodes.hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+    return doc
+
+
+def _as_node(b, monkeypatch):
+    for k, v in b["env"].items():
+        monkeypatch.setenv(k, v)
+
+
+def test_a_node_applies_its_pool_reports_and_then_does_nothing(bucket, monkeypatch):
+    b = bucket
+    doc = _document(b, ["hello"])
+    cloudnodes.publish(b["store"], {"gpu": doc}, b["archive"], b["sha"])
+    with monkeypatch.context() as m:
+        _as_node(b, m)
+        assert node_agent.run(b["cfg"]) == 0
+    assert (b["out"] / "hello.txt").read_text() == "hi\n"
+    keys, pages = b["store"].list("status/")
+    # the key is the caller's aws:userid (role id:instance id): the one the node's policy lets it write
+    assert [k for k, _ in keys] == [f"status/gpu/{b['role_id']}:i-0node1.json"] and pages == 1
+    target = cloudnodes.NodeTarget("gpu", 0, "i-0node1", "10.64.1.4")
+    (r,) = cloudnodes.wait(b["store"], [target], {"gpu": doc["generation"]}, timeout_s=5, poll_s=0.1)
+    assert r.state == "configured" and r.changed == 1 and r.facts["kernel"] and r.log == bootstrap.LOG
+    with monkeypatch.context() as m:  # the timer's next run: at this generation already, nothing happens
+        _as_node(b, m)
+        assert node_agent.run(b["cfg"]) == 0
+    assert b["store"].list("status/")[0] == keys
+
+
+def test_a_failing_state_and_a_tampered_tree_are_reported(bucket, monkeypatch):
+    b = bucket
+    doc = _document(b, ["hello", "broken"])
+    cloudnodes.publish(b["store"], {"gpu": doc}, b["archive"], b["sha"])
+    target = cloudnodes.NodeTarget("gpu", 0, "i-0node1", "10.64.1.4")
+    with monkeypatch.context() as m:
+        _as_node(b, m)
+        assert node_agent.run(b["cfg"]) == 1
+    (r,) = cloudnodes.wait(b["store"], [target], {"gpu": doc["generation"]}, timeout_s=5, poll_s=0.1)
+    assert r.state == "failed" and r.failed[0]["state"] == "broken-cmd-run" and "node.log" in r.hint
+    # someone replaces the archive in the bucket: the node refuses it and says why
+    b["store"].put(f"tree/{b['sha']}.tar.gz", b["archive"][:-10] + b"0123456789")
+    doc2 = _document(b, ["hello"], words="again")
+    cloudnodes.publish(b["store"], {"gpu": doc2}, b["archive"], b["sha"])  # the tree object exists: kept
+    with monkeypatch.context() as m:
+        _as_node(b, m)
+        assert node_agent.run(b["cfg"]) == 1
+    (r,) = cloudnodes.wait(b["store"], [target], {"gpu": doc2["generation"]}, timeout_s=5, poll_s=0.1)
+    assert r.state == "failed" and "SHA-256" in r.error and "refused" in r.error
+    assert (b["out"] / "hello.txt").read_text() == "hi\n"  # nothing of the tampered tree was applied
+
+
+class _Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+    def sleep(self, s):
+        self.t += s
+
+
+class _Store:
+    """An in-memory ObjectStore: what the wait reads (lists counted by the wait itself)."""
+
+    def __init__(self):
+        self.objects, self.gets = {}, 0
+
+    def put(self, key, body):
+        self.objects[key] = body
+
+    def get(self, key):
+        self.gets += 1
+        return self.objects[key]
+
+    def exists(self, key):
+        return key in self.objects
+
+    def list(self, prefix):
+        keys = sorted(k for k in self.objects if k.startswith(prefix))
+        return [(k, str(hash(self.objects[k]))) for k in keys], max(1, -(-len(keys) // 1000))
+
+
+def test_the_wait_names_who_never_answered_and_reads_each_status_once():
+    store, clock = _Store(), _Clock()
+    targets = [cloudnodes.NodeTarget("gpu", i, f"i-{i}", f"10.0.0.{i}") for i in range(3)]
+    store.put("status/gpu/a.json", json.dumps({"node_id": "i-0", "pool": "gpu", "ok": True, "generation": "g2",
+                                               "changed": 4}).encode())
+    store.put("status/gpu/b.json", json.dumps({"node_id": "i-1", "pool": "gpu", "ok": True, "generation": "g1"}).encode())
+    stats = cloudnodes.WaitStats()
+    reports = cloudnodes.wait(store, targets, {"gpu": "g2"}, timeout_s=60, poll_s=5, clock=clock, sleep=clock.sleep,
+                              stats=stats)
+    assert [r.state for r in reports] == ["configured", "timeout", "timeout"]  # i-1 is on the old generation
+    assert "bootstrap.log" in reports[2].hint and "after 60s" in reports[2].error
+    assert stats.polls == 13 and stats.lists == 13 and store.gets == 2  # one list per poll, each status read once
+
+
+def test_an_unchanged_configuration_reports_no_changes():
+    store, clock = _Store(), _Clock()
+    store.put("status/gpu/a.json", json.dumps({"node_id": "i-0", "pool": "gpu", "ok": True, "generation": "g1",
+                                               "changed": 7}).encode())
+    (r,) = cloudnodes.wait(store, [cloudnodes.NodeTarget("gpu", 0, "i-0", None)], {"gpu": "g1"},
+                           unchanged=frozenset({"gpu"}), clock=clock, sleep=clock.sleep)
+    assert r.state == "current" and r.ok and r.changed == 0
+
+
+
+
+# --- GCS and Blob: `up`'s side through the SDKs' credentials, the node's through its identity ---
+
+def _tiny_tree(tmp_path):
+    root = tmp_path / "tree"
+    (root / "hello").mkdir(parents=True)
+    (root / "hello" / "init.sls").write_text(TREE["hello/init.sls"])
+    return cloudnodes.tree_archive(root)
+
+
+def _round_trip(store, cfg, tmp_path, monkeypatch):
+    archive, sha = _tiny_tree(tmp_path)
+    out = tmp_path / "out"
+    doc = {"tree": sha, "states": ["hello"], "without_gpu": {"apply": ["hello"], "rehearse": []},
+           "pillar": {"out": str(out), "words": "hello from the bucket"}, "generation": "g1"}
+    cloudnodes.publish(store, {"gpu": doc}, archive, sha)
+    monkeypatch.setattr(node_agent, "STATE_DIR", str(tmp_path / "node-state"))
+    monkeypatch.setenv("GPUFLEET_NODE_ID", "node/with/slashes/0")  # Azure's node ids are resource ids
+    cfg["salt"]["venv"] = str(ROOT / ".salt-venv")
+    assert node_agent.run(cfg) == 0
+    assert (out / "hello.txt").read_text() == "hello from the bucket\n"
+    (r,) = cloudnodes.wait(store, [cloudnodes.NodeTarget("gpu", 0, "node/with/slashes/0", None)], {"gpu": "g1"},
+                           timeout_s=5, poll_s=0.1)
+    assert r.state == "configured" and r.changed == 1
+    assert store.delete_all() == 3 and store.list("")[0] == []  # `down` empties it: tree, document, status
+
+
+def test_gcs_bucket_through_the_json_api_and_the_metadata_token(gcs, tmp_path, monkeypatch):
+    store = cloudnodes.cloud("gcp").objects({"cloud": "gcp", "name": "gpufleet-t-0123abcd"})
+    cfg = bootstrap.config("gcp", cluster="t", pool="gpu", bucket="gpufleet-t-0123abcd", endpoint=gcs.url,
+                           token_url=gcs.url + "/computeMetadata/v1/instance/service-accounts/default/token")
+    _round_trip(store, cfg, tmp_path, monkeypatch)
+    assert ("POST", "/upload/storage/v1/b/gpufleet-t-0123abcd/o") in gcs.requests  # the node's status upload
+
+
+def test_blob_container_through_entra_tokens_and_the_managed_identity(blob, tmp_path, monkeypatch):
+    ref = {"cloud": "azure", "name": "gf0123456789abcdef012345", "container": "gpufleet"}
+    store = cloudnodes.cloud("azure").objects(ref)
+    cfg = bootstrap.config("azure", cluster="t", pool="gpu", bucket="gpufleet", account=ref["name"],
+                           identity="11111111-0000-0000-0000-000000000000", endpoint=f"{blob.url}/{ref['name']}",
+                           token_url=blob.url + "/metadata/identity/oauth2/token")
+    _round_trip(store, cfg, tmp_path, monkeypatch)
+    puts = [p for m, p in blob.requests if m == "PUT" and "/status/gpu/" in p]
+    assert puts == [f"/{ref['name']}/gpufleet/status/gpu/node_with_slashes_0.json"]
+
+
+# --- what the nodes' identities may do, under Pulumi's mocks ------------------------------------
+
+@pytest.fixture(scope="module")
+def plans():
+    pytest.importorskip("pulumi")
+    from gpufleet import catalog
+    from gpufleet.engine import plan as planner
+    from gpufleet.fleet import stacks
+
+    cat = catalog.load(use_config=False)
+    return {n: planner.plan(stacks.load(ROOT / "stacks" / "examples" / f"{n}.yaml", cat), cat, workers=1)
+            for n in ("aws-training", "gcp-a3", "azure-nd")}
+
+
+def _of(plan, typ):
+    return [r for r in plan.cloud_resources if r.type == typ]
+
+
+def test_aws_nodes_read_their_pool_and_write_only_their_own_status(plans):
+    p = plans["aws-training"]
+    (bucket,) = _of(p, "aws:s3/bucket:Bucket")
+    (block,) = _of(p, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock")
+    assert all(block.inputs[k] for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls",
+                                         "restrictPublicBuckets"))
+    assert _of(p, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")
+    assert bucket.inputs["tags"]["gpufleet:cluster"] == "aws-training"
+    arn = "arn:aws:s3:::" + p.outputs["pools"]["trainers"]["bucket"]["name"]
+    (policy,) = _of(p, "aws:iam/rolePolicy:RolePolicy")
+    statements = json.loads(policy.inputs["policy"])["Statement"]
+    assert {(s["Effect"], s["Action"]) for s in statements} == {("Allow", "s3:GetObject"), ("Allow", "s3:PutObject")}
+    read = next(s for s in statements if s["Action"] == "s3:GetObject")["Resource"]
+    write = next(s for s in statements if s["Action"] == "s3:PutObject")["Resource"]
+    assert read == [f"{arn}/tree/*", f"{arn}/pools/trainers/*"]
+    assert write == f"{arn}/status/trainers/${{aws:userid}}.json"  # role id:instance id, one key per node
+
+
+def test_gcp_service_accounts_are_held_to_their_pools_prefixes(plans):
+    p = plans["gcp-a3"]
+    (bucket,) = _of(p, "gcp:storage/bucket:Bucket")
+    assert bucket.inputs["uniformBucketLevelAccess"] is True and bucket.inputs["publicAccessPrevention"] == "enforced"
+    name = bucket.inputs["name"]
+    members = _of(p, "gcp:storage/bucketIAMMember:BucketIAMMember")
+    assert len(members) == 4  # two roles for each of the two pools, nothing bucket-wide
+    for m in members:
+        pool = m.parent.rsplit("gcp-a3-", 1)[1]
+        assert m.inputs["bucket"] == name and m.inputs["member"].startswith(f"serviceAccount:gf-gcp-a3-{pool}@")
+        expr = m.inputs["condition"]["expression"]
+        objects = f"projects/_/buckets/{name}/objects/"
+        if m.inputs["role"] == "roles/storage.objectViewer":
+            assert expr == f'resource.name.startsWith("{objects}tree/") || ' \
+                           f'resource.name.startsWith("{objects}pools/{pool}/")'
+        else:
+            assert m.inputs["role"] == "roles/storage.objectUser" and \
+                expr == f'resource.name.startsWith("{objects}status/{pool}/")'
+    for inst in _of(p, "gcp:compute/instance:Instance"):
+        assert inst.inputs["serviceAccount"]["email"].startswith("gf-gcp-a3-")
+        assert "node_agent.py" in inst.inputs["metadata"]["startup-script"]
+
+
+def test_azure_identities_are_held_to_their_pools_paths(plans):
+    p = plans["azure-nd"]
+    (acct,) = _of(p, "azure-native:storage:StorageAccount")
+    assert acct.inputs["allowBlobPublicAccess"] is False and acct.inputs["allowSharedKeyAccess"] is False
+    (ident,) = _of(p, "azure-native:managedidentity:UserAssignedIdentity")
+    roles = {r.inputs["roleDefinitionId"].rsplit("/", 1)[1]: r.inputs
+             for r in _of(p, "azure-native:authorization:RoleAssignment")}
+    assert set(roles) == {"2a2b9908-6ea1-4ae2-8e65-a410df84e7d1", "ba92f5b4-2d11-453d-a403-e96b0029c9fe"}
+    read, write = roles["2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"], roles["ba92f5b4-2d11-453d-a403-e96b0029c9fe"]
+    assert read["scope"] == write["scope"] and read["conditionVersion"] == write["conditionVersion"] == "2.0"
+    assert "StringStartsWith 'tree/'" in read["condition"] and "StringStartsWith 'pools/nd-h100/'" in read["condition"]
+    assert "StringStartsWith 'status/nd-h100/'" in write["condition"] and "tree/" not in write["condition"]
+    vmss = _of(p, "azure-native:compute:VirtualMachineScaleSet")[0].inputs
+    assert vmss["identity"]["type"] == "UserAssigned"
+    script = base64.b64decode(vmss["virtualMachineProfile"]["osProfile"]["customData"]).decode()
+    assert '"identity": "' in script and '"account": "' + acct.inputs["accountName"] in script
+    assert ident.inputs["resourceName"] == "azure-nd-nd-h100"
+
+
+def _bootstraps(plan):
+    """Every bootstrap a plan gives its nodes: AWS launch templates, GCP instances, Azure scale sets."""
+    for r in plan.cloud_resources:
+        if r.type == "aws:ec2/launchTemplate:LaunchTemplate":
+            yield base64.b64decode(r.inputs["userData"]).decode()
+        elif r.type == "gcp:compute/instance:Instance":
+            yield r.inputs["metadata"]["startup-script"]
+        elif r.type == "azure-native:compute:VirtualMachineScaleSet":
+            yield base64.b64decode(r.inputs["virtualMachineProfile"]["osProfile"]["customData"]).decode()
+
+
+@pytest.mark.parametrize("name", ["aws-training", "gcp-a3", "azure-nd"])
+def test_every_node_of_a_stack_gets_the_agent_its_bucket_and_no_secret(plans, name):
+    p = plans[name]
+    scripts = list(_bootstraps(p))
+    assert scripts and len(scripts) == sum(1 for r in p.cloud_resources if r.type in (
+        "aws:ec2/launchTemplate:LaunchTemplate", "gcp:compute/instance:Instance", "azure-native:compute:VirtualMachineScaleSet"))
+    buckets = {b["bucket"]["name"] for b in p.outputs["pools"].values()}
+    for script in scripts:
+        assert len(script.encode()) <= bootstrap.USER_DATA_LIMIT
+        payload = script.split("<<'GPUFLEET_AGENT'\n", 1)[1].split("\nGPUFLEET_AGENT", 1)[0]
+        # the agent shipped is this checkout's, byte for byte (its hash, not just its name)
+        assert node_agent.hashlib.sha256(gzip.decompress(base64.b64decode(payload))).hexdigest() == \
+            node_agent.hashlib.sha256(bootstrap.AGENT.read_bytes()).hexdigest()
+        cfg = json.loads(script.split("<<'GPUFLEET_CONFIG'\n", 1)[1].split("\nGPUFLEET_CONFIG", 1)[0])
+        assert cfg["cluster"] == name and (cfg["bucket"] in buckets or cfg.get("account") in buckets)
+        assert not [k for k in bootstrap._walk(cfg) if bootstrap._SECRET_KEY.search(k)]
+        for word in ("PRIVATE KEY", "AccountKey=", "sig=", "aws_secret", "client_secret"):
+            assert word not in script
+
+
+def test_cli_configure_publishes_waits_and_exits_3_naming_who_failed(aws, plans, monkeypatch, tmp_path):
+    """`gpufleet configure` on a cluster that is up: the pools' configuration goes to the bucket and
+    the statuses come back per node (one configured, one failed here, as nodes would write them)."""
+    import boto3
+
+    from gpufleet import catalog
+    from gpufleet.engine import automation
+    from gpufleet.fleet import stacks
+    from gpufleet.state.registry import Registry, nodes_from_outputs
+
+    from conftest import cli
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("GPUFLEET_REGISTRY", raising=False)
+    path = ROOT / "stacks" / "examples" / "aws-training.yaml"
+    outputs = plans["aws-training"].outputs
+    ref = outputs["pools"]["trainers"]["bucket"]
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=ref["name"])
+    nodes = nodes_from_outputs(outputs)
+    Registry().record(name="aws-training", stack="aws-training", stack_file=str(path), owner="o",
+                      expires_at="2099-01-01T00:00:00Z", backend="file:///nowhere", nodes=nodes, state="up")
+    monkeypatch.setattr(automation, "outputs", lambda *a, **kw: outputs)  # the Pulumi CLI is not installed here
+    cat = catalog.load(use_config=False)
+    stack = stacks.load(path, cat)
+    _, tree = cloudnodes.tree_archive()
+    gen = cloudnodes.pool_document(stack, stack.pools[0], cluster="aws-training", cat=cat, tree=tree)["generation"]
+    store = cloudnodes.cloud("aws").objects(ref)
+    for n, ok in zip(nodes, (True, False)):
+        store.put(f"status/trainers/AROA:{n.node_id}.json", json.dumps({
+            "node_id": n.node_id, "pool": "trainers", "ok": ok, "generation": gen, "changed": 3,
+            "failed": [] if ok else [{"state": "nvidia_driver-package-driver-pkg-installed", "comment": "no space"}],
+            "log": "/var/log/gpufleet/node.log"}).encode())
+    r = cli("--json", "configure", str(path), "--wait-timeout", "3")
+    assert r.exit_code == 3, r.output
+    doc = json.loads(r.stdout)
+    states = {h["host"]: (h["state"], h["changed"]) for h in doc["hosts"]}
+    assert states == {"trainers-0": ("configured", 3), "trainers-1": ("failed", 3)}
+    assert "1 of 2 host(s) not configured" in doc["message"] and "no space" in doc["hosts"][1]["error"]
+    assert json.loads(store.get("pools/trainers/current.json"))["generation"] == gen
+    assert {k[1]: v["state"] for k, v in Registry().hosts("aws-training").items()} == {0: "configured", 1: "failed"}
