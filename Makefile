@@ -66,6 +66,7 @@ bench: $(BIN)/python
 	$(BIN)/python tests/bench/bench_refresh.py
 	$(BIN)/python tests/bench/bench_rack.py
 	$(BIN)/python tests/bench/bench_cloud_wait.py
+	$(BIN)/python tests/bench/bench_verify.py
 
 # Re-fit the performance model to perf/data/measurements.csv and print the per-row error.
 calibrate: $(BIN)/python

@@ -16,6 +16,7 @@ from gpufleet.cli import compare as compare_cmd
 from gpufleet.cli import lifecycle as lifecycle_cmd
 from gpufleet.cli import plan as plan_cmd
 from gpufleet.cli import validate as validate_cmd
+from gpufleet.cli import verify as verify_cmd
 from gpufleet.cli.output import STATE
 
 GLOBAL_FLAGS = re.compile(r"^(--json|--verbose|-v+)$")
@@ -73,6 +74,7 @@ app.command("plan", help=plan_cmd.HELP)(plan_cmd.plan)
 app.command("up", help=cluster_cmd.UP_HELP)(cluster_cmd.up)
 app.command("down", help=cluster_cmd.DOWN_HELP)(cluster_cmd.down)
 app.command("configure", help=cluster_cmd.CONFIGURE_HELP)(cluster_cmd.configure)
+app.command("verify", help=verify_cmd.HELP)(verify_cmd.verify)
 app.command("status", help=lifecycle_cmd.STATUS_HELP)(lifecycle_cmd.status)
 app.command("reap", help=lifecycle_cmd.REAP_HELP)(lifecycle_cmd.reap)
 app.command("check", help=lifecycle_cmd.CHECK_HELP)(lifecycle_cmd.check)

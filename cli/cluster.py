@@ -8,14 +8,16 @@ import typer
 
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
-from gpufleet.cli.tables import render_cloud_nodes, render_hosts, render_outcomes, render_resources
-from gpufleet.errors import GpufleetError, PartialFailure
+from gpufleet.cli.tables import render_cloud_nodes, render_hosts, render_outcomes, render_resources, render_verdicts
+from gpufleet.errors import GpufleetError, PartialFailure, Unhealthy
 
 UP_HELP = ("Bring a stack up: validate, plan and price it, check credentials, quotas and the Pulumi CLI, ask, then create "
            "the cloud pools with Pulumi, record the cluster, and configure every node with Salt: cloud nodes configure "
            "themselves from the stack's bucket (no inbound SSH) while `up` waits for their statuses, rack hosts over SSH. "
            "Re-running updates it in place; nodes already configured the same way are skipped. "
-           "Exit 3 when some nodes failed or did not answer in time (the others are done).")
+           "Every node that configured then runs the quick verification (`gpufleet verify`; --no-verify skips it). "
+           "Exit 3 when some nodes failed to configure or did not answer in time (the others are done), 1 when "
+           "some failed verification (they are marked unhealthy).")
 CONFIGURE_HELP = ("Apply the stack's Salt states again on a cluster that is up, after a change to the states or the stack's "
                   "software: cloud nodes pick the new configuration up from the stack's bucket within a minute and "
                   "report back; rack hosts are configured over SSH. Nodes already at it do nothing. Exit 3 when some "
@@ -41,6 +43,8 @@ def up(
     check: Annotated[bool, typer.Option("--check/--no-check", help="Check the clouds' quotas for the stack first "
                                         "(gpufleet check) and refuse when one is short.")] = True,
     wait_timeout: WaitTimeout = 1800,
+    verify: Annotated[bool, typer.Option("--verify/--no-verify", help="End with the quick verification of every "
+                                         "node that configured (`gpufleet verify`).")] = True,
 ):
     from gpufleet import catalog
     from gpufleet.cli.plan import render
@@ -61,8 +65,8 @@ def up(
             outcome = bring_up(st, cat, cluster=cluster, confirm=confirm, prompt=options.passphrase_prompt(),
                                on_progress=lambda pr: update(pr.done, pr.total, _in_flight(pr)),
                                configure=configure, trust_new_hosts=trust_new_hosts, reconfigure=reconfigure,
-                               check=check, wait_s=wait_timeout, on_host_progress=lambda phase, done, total, msg: update(
-                                   done, total, f"{phase}: {msg}"))
+                               check=check, wait_s=wait_timeout, verify=verify,
+                               on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
     except GpufleetError as e:
         if getattr(e, "reports", None) and not STATE.json:
             render_hosts(e.reports, "Configuration")  # every host, and why each failed
@@ -71,14 +75,16 @@ def up(
     for q in outcome.quotas:
         if q.ok is None:
             output.warn(f"{q.provider} {q.region}: quota {q.quota!r} {q.note or 'could not be read'}")
-    failed = PartialFailure.of(outcome.configured)
+    failed = PartialFailure.of(outcome.configured) or (Unhealthy(outcome.verdicts) if not all(
+        v.ok for v in outcome.verdicts) else None)
     if STATE.json:
         doc = {"cluster": rec.to_dict(), "changes": outcome.progress.ops if outcome.progress else {},
                "quotas": [q.to_dict() for q in outcome.quotas],
                "elapsed_s": round(outcome.progress.elapsed, 1) if outcome.progress else 0,
-               "hosts": [h.to_dict() for h in outcome.configured], "ok": failed is None}
+               "hosts": [h.to_dict() for h in outcome.configured], "ok": failed is None,
+               "verified": [v.to_dict() for v in outcome.verdicts]}
         if failed:  # the error's fields next to the result, in one document
-            doc.update({k: v for k, v in failed.to_dict().items() if k != "hosts"})
+            doc.update({k: v for k, v in failed.to_dict().items() if k not in ("hosts", "nodes")})
         output.emit_json(doc)
         if failed:
             raise typer.Exit(failed.exit_code)
@@ -88,6 +94,8 @@ def up(
         render_hosts(outcome.hosts, "Configuration")
     if outcome.nodes:
         render_cloud_nodes(outcome.nodes, "Cloud nodes")
+    if outcome.verdicts:
+        render_verdicts(outcome.verdicts, "Verification (quick)")
     if failed:
         raise failed
 

@@ -78,3 +78,33 @@ def render_resources(title: str, resources: list[dict]) -> None:
     rows = [[f"{r['provider']}/{r['zone'] or r['region']}", r["kind"], r["id"], r.get("state") or "-",
              r.get("status") or "-", r.get("message") or ""] for r in resources]
     output.table(title, ["where", "kind", "id", "state", "deletion", "why"], rows, styles=["red"] * len(rows))
+
+
+def render_verdicts(verdicts, title: str, *, all_checks: bool = False) -> None:
+    """One row per node (verdict, failures with their codes), then per check of the nodes that did
+    not pass (every node's with ``all_checks``): status, measured, expected, code."""
+    from rich.markup import escape
+
+    rows, styles = [], []
+    for v in verdicts:
+        took = f"{v.seconds:.0f}s ({v.tool_seconds:.0f}s in tools)" if v.seconds is not None else "-"
+        note = escape(v.error or ", ".join(v.codes) or (("not checked: " + ", ".join(v.unchecked)) if v.unchecked else ""))
+        rows.append([v.node, v.address or "-", v.verdict, str(len(v.failures)), took, note])
+        styles.append(None if v.ok else "red")
+    output.table(title, ["node", "address", "verdict", "failures", "took", "notes"], rows, styles=styles)
+    label = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "skip": "not checked"}
+    for v in verdicts:
+        if v.ok and not all_checks:
+            continue
+        rows, styles = [], []
+        for c in v.checks:
+            rows.append([c["check"], label.get(c["status"], c["status"]), escape(str(c.get("measured") or "-")),
+                         escape(str(c.get("expected") or "-")), c.get("code") or "", escape(c.get("detail") or "")])
+            styles.append({"fail": "red", "warn": "yellow", "skip": "dim"}.get(c["status"]))
+        if rows:
+            output.table(f"{v.node}: checks", ["check", "status", "measured", "expected", "code", "detail"], rows,
+                         styles=styles)
+        for f in v.failures:
+            output.console(stderr=True).print(f"[red]{v.node}[/red] {f['code']}: {escape(f.get('remedy') or '')}")
+        if v.hint:
+            output.console(stderr=True).print(f"[red]{v.node}[/red] {escape(v.hint)}")

@@ -201,6 +201,25 @@ class AllHostsFailed(PartialFailure):
     exit_code = EXIT_FAILED
 
 
+class Unhealthy(GpufleetError):
+    """`gpufleet verify` (or the verification at the end of `up`): some nodes failed a check, or
+    could not be proven healthy. Exit code 1; ``verdicts`` has every node's."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, verdicts: list):
+        bad = [v for v in verdicts if not v.ok]
+        listed = "; ".join(f"{v.node} ({v.summary()})" for v in bad[:10])
+        more = f"; and {len(bad) - 10} more" if len(bad) > 10 else ""
+        super().__init__(f"{len(bad)} of {len(verdicts)} node(s) not verified healthy: {listed}{more}",
+                         "each failure carries its fault code and remedy (`gpufleet verify ... --json`); "
+                         "the nodes are marked unhealthy in `gpufleet status`")
+        self.verdicts = verdicts
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "nodes": [v.to_dict() for v in self.verdicts]}
+
+
 class CloudUnreadable(GpufleetError):
     """A cloud (or a region, or one kind of resource there) that should have been read could not
     be: it could not be reached, it refused the credentials, or it denied permission. Exit code 1:

@@ -20,6 +20,7 @@ from gpufleet.catalog.model import (
     PRECISIONS,
     Catalog,
     Gpu,
+    HealthThreshold,
     InstanceType,
     Offer,
     Price,
@@ -142,6 +143,32 @@ def parse_regions(text: str | None = None) -> tuple[dict[str, dict[str, str]], d
         out.setdefault(provider, {})[region] = row.get("geo", "")
         zones[(provider, region)] = tuple((row.get("zones") or "").split())
     return out, zones
+
+
+def parse_health(gpus: dict[str, Gpu], text: str | None = None) -> dict[tuple[str, int], HealthThreshold]:
+    """health.csv: (GPU, GPUs per node) -> the thresholds `gpufleet verify` judges by."""
+    out = {}
+    for label, line, row in _read_csv("health.csv", text):
+        gpu = _need(label, line, row, "gpu")
+        if gpu not in gpus:
+            near = did_you_mean(gpu, list(gpus))
+            raise CatalogError(f"{label}:{line}: gpu: {gpu!r} is not in gpus.csv" + (f" (did you mean {near}?)" if near
+                                                                                     else ""))
+        size = (row.get("nccl_bytes") or "").strip() or None
+        if size is not None and not (size[:-1].isdigit() and size[-1] in "KMG"):
+            raise CatalogError(f"{label}:{line}: nccl_bytes: {size!r} is not a size like 8G or 512M")
+        count = int(_num(label, line, row, "gpu_count", positive=True))
+        out[(gpu, count)] = HealthThreshold(
+            gpu, count, _num(label, line, row, "nccl_busbw_gbs", required=False, positive=True), size,
+            _num(label, line, row, "copy_gbs", required=False, positive=True),
+            _num(label, line, row, "ib_rate_gbps", required=False, positive=True),
+            _need(label, line, row, "source"), _need(label, line, row, "as_of"))
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def health() -> dict[tuple[str, int], HealthThreshold]:
+    return parse_health(_embedded().gpus)
 
 
 @functools.lru_cache(maxsize=1)

@@ -75,6 +75,20 @@ class InstanceType:
 
 
 @dataclass(frozen=True)
+class HealthThreshold:
+    """What a healthy node of ``gpu_count`` x ``gpu`` shows (health.csv); None: not judged."""
+
+    gpu: str
+    gpu_count: int
+    nccl_busbw_gbs: float | None
+    nccl_bytes: str | None
+    copy_gbs: float | None
+    ib_rate_gbps: float | None
+    source: str
+    as_of: str
+
+
+@dataclass(frozen=True)
 class PricePart:
     what: str
     usd_per_hour: float

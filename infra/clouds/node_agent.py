@@ -38,6 +38,7 @@ import xml.etree.ElementTree as ET
 
 CONFIG = "/etc/gpufleet/node.json"
 STATE_DIR = "/var/lib/gpufleet"
+VERIFY_BUNDLE = "_gpufleet/verify.pyz"  # in the state tree (configure/cloudnodes.py puts it there)
 AWS_IMDS = "http://169.254.169.254"
 GCP_METADATA = "http://metadata.google.internal/computeMetadata/v1"
 AZURE_IMDS = "http://169.254.169.254/metadata"
@@ -341,7 +342,7 @@ def run(cfg, force=False):
         except (OSError, ValueError):
             applied = {}
         if not force and applied.get("generation") == current["generation"] and applied.get("ok"):
-            return 0  # already at this generation: nothing to do, nothing to report
+            return verify_on_request(store, pool, nid, applied, applied_file)  # nothing to apply
         archive = store.get(f"tree/{current['tree']}.tar.gz")
         digest = hashlib.sha256(archive).hexdigest()
         if digest != current["tree"]:
@@ -366,19 +367,67 @@ def run(cfg, force=False):
             ok, failed = ok and ok2, failed + failed2
         status.update(ok=ok, changed=changed, failed=[{"state": s, "comment": c} for s, c in failed],
                       rehearsed=rehearse)
+        if ok and current.get("verify"):  # the quick verification `up` ends with
+            status["verify"] = run_checks(tree, current["verify"], "quick", current["generation"])
         os.makedirs(STATE_DIR, exist_ok=True)
         with open(applied_file, "w") as f:
-            json.dump({"generation": current["generation"], "ok": ok}, f)
+            json.dump({"generation": current["generation"], "ok": ok, "tree": tree}, f)
     except (AgentError, OSError, ValueError, KeyError, subprocess.CalledProcessError, tarfile.TarError) as e:
         status["failed"] = status["failed"] or [{"state": "bootstrap", "comment": str(e)[:500]}]
         status["ok"] = False
     status.update(seconds=round(time.monotonic() - started, 1), facts=facts(),
                   finished_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
-    store.put(f"status/{pool}/{store.writer(nid)}.json", json.dumps(status).encode())
+    put_status(store, pool, nid, status)
     print(f"{status['finished_at']} {nid} generation {status['generation']}: "
           f"{'ok' if status['ok'] else 'FAILED'}, {status['changed']} changed"
           + "".join(f"\n  {f['state']}: {f['comment']}" for f in status["failed"]), flush=True)
     return 0 if status["ok"] else 1
+
+
+def put_status(store, pool, nid, status):
+    """The node's status object, and a copy here (a later verification adds to it)."""
+    store.put(f"status/{pool}/{store.writer(nid)}.json", json.dumps(status).encode())
+    os.makedirs(STATE_DIR, exist_ok=True)
+    with open(f"{STATE_DIR}/status.json", "w") as f:
+        json.dump(status, f)
+
+
+def run_checks(tree, expect, level, request):
+    """The node-side checks of the tree's verify bundle; their report, tagged with the request."""
+    bundle = os.path.join(tree, VERIFY_BUNDLE)
+    if not os.path.exists(bundle):
+        return {"request": request, "verdict": "error", "ok": False, "error": f"no {VERIFY_BUNDLE} in the tree"}
+    r = subprocess.run([sys.executable, bundle, "--level", level], input=json.dumps(expect), capture_output=True,
+                       text=True, timeout=3600)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    try:
+        report = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        report = {"verdict": "error", "ok": False, "error": (r.stderr.strip() or f"exit {r.returncode}")[-300:]}
+    report["request"] = request
+    return report
+
+
+def verify_on_request(store, pool, nid, applied, applied_file):
+    """A verification `gpufleet verify` asked for (``pools/<pool>/verify.json``), once per request."""
+    try:
+        req = json.loads(store.get(f"pools/{pool}/verify.json"))
+    except NotThere:
+        return 0
+    if req.get("request") == applied.get("verify_request") or not applied.get("tree"):
+        return 0
+    report = run_checks(applied["tree"], req.get("expect") or {}, req.get("level", "quick"), req["request"])
+    try:
+        with open(f"{STATE_DIR}/status.json") as f:
+            status = json.load(f)
+    except (OSError, ValueError):
+        status = {"node_id": nid, "pool": pool, "ok": True, "generation": applied.get("generation")}
+    status["verify"] = report
+    put_status(store, pool, nid, status)
+    with open(applied_file, "w") as f:
+        json.dump({**applied, "verify_request": req["request"]}, f)
+    print(f"{nid} verification {req['request']}: {report.get('verdict')}", flush=True)
+    return 0 if report.get("ok") else 1
 
 
 def main(argv):

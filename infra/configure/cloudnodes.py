@@ -31,11 +31,24 @@ WAIT_S = 1800  # default: a fresh GPU node takes 10-20 minutes for driver, CUDA 
 POLL_S = 5.0
 
 
-def tree_archive(root: Path | None = None) -> tuple[bytes, str]:
-    """The Salt tree as a reproducible .tar.gz (sorted, no owners or times) and its SHA-256."""
+VERIFY_BUNDLE = "_gpufleet/verify.pyz"  # where the node-side checks sit in the tree (the agent runs them)
+
+
+def tree_archive(root: Path | None = None, extra: dict[str, bytes] | None = None) -> tuple[bytes, str]:
+    """The Salt tree as a reproducible .tar.gz (sorted, no owners or times) and its SHA-256;
+    ``extra``: more files by their path in the tree (the verify bundle)."""
     root = root or saltrun.states_dir()
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+        for name, body in sorted((extra or {}).items()):
+            parts = name.split("/")[:-1]
+            for i in range(len(parts)):
+                d = tarfile.TarInfo("/".join(parts[:i + 1]))
+                d.type, d.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(d)
+            f = tarfile.TarInfo(name)
+            f.size, f.mode = len(body), 0o644
+            tar.addfile(f, io.BytesIO(body))
         for p in sorted(root.rglob("*")):
             if "__pycache__" in p.parts or not (p.is_file() or p.is_dir()):
                 continue
@@ -53,9 +66,11 @@ def tree_archive(root: Path | None = None) -> tuple[bytes, str]:
     return data, hashlib.sha256(data).hexdigest()
 
 
-def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | None = None) -> dict:
+def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | None = None,
+                  verify: dict | None = None) -> dict:
     """A pool's ``current.json``: what its nodes apply, and its generation (``forced``: a stamp that
-    makes a new generation of the same configuration, so every node applies it again)."""
+    makes a new generation of the same configuration, so every node applies it again; ``verify``:
+    the expectations of the quick verification each node runs after applying)."""
     gpu, count = pillarmod.gpu_of(pool, cat)
     pil = pillarmod.build(stack, pool, cluster=cluster, gpu=gpu, gpu_count=count)
     states = pil["gpufleet"]["states"]
@@ -63,6 +78,8 @@ def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | No
     doc = {"tree": tree, "states": states, "without_gpu": {"apply": real, "rehearse": rehearse}, "pillar": pil}
     if forced:
         doc["forced"] = forced
+    if verify:
+        doc["verify"] = verify
     doc["generation"] = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return doc
 
@@ -106,6 +123,7 @@ class NodeReport:
     hint: str | None = None
     generation: str | None = None
     warnings: list[str] = field(default_factory=list)
+    verify: dict | None = None  # the node's verification report (nodecheck's), when it ran one
 
     @property
     def ok(self) -> bool:
@@ -116,7 +134,8 @@ class NodeReport:
         return {"host": t.id, "pool": t.pool, "node_id": t.node_id, "address": t.address, "port": t.port,
                 "state": self.state, "ok": self.ok, "changed": self.changed, "failed": self.failed,
                 "rehearsed": self.rehearsed, "seconds": self.seconds, "facts": self.facts, "log": self.log,
-                "error": self.error, "hint": self.hint, "generation": self.generation, "warnings": self.warnings}
+                "error": self.error, "hint": self.hint, "generation": self.generation, "warnings": self.warnings,
+                "verify": self.verify}
 
 
 @dataclass
@@ -196,6 +215,7 @@ def _apply_status(r: NodeReport, status: dict, generation: str, unchanged: bool)
     r.failed = list(status.get("failed") or [])
     r.rehearsed = list(status.get("rehearsed") or [])
     r.seconds, r.facts, r.log = status.get("seconds"), status.get("facts"), status.get("log")
+    r.verify = status.get("verify")
     if status.get("ok") and r.generation == generation:
         r.state = "current" if unchanged else "configured"
     elif not status.get("ok"):
@@ -218,25 +238,26 @@ def record(registry, cluster: str, reports: list[NodeReport]) -> None:
 
 def configure_pools(stack, cat, cluster: str, outputs: dict, nodes: list, *, registry=None,
                     timeout_s: float = WAIT_S, poll_s: float = POLL_S, progress: Progress | None = None,
-                    stores: dict | None = None, stats: WaitStats | None = None, force: bool = False) -> list[NodeReport]:
+                    stores: dict | None = None, stats: WaitStats | None = None, force: bool = False,
+                    verify: dict[str, dict] | None = None, extra: dict[str, bytes] | None = None) -> list[NodeReport]:
     """Publish each cloud pool's configuration to its stack bucket and wait for its nodes.
 
     ``outputs``: the Pulumi program's (``pools.<pool>.bucket`` names each pool's bucket);
     ``nodes``: the registry's rows for them. ``stores``: bucket name -> an ``ObjectStore`` to use
-    instead of the cloud's own (tests). Each bucket is waited for in its own thread.
+    instead of the cloud's own (tests). Each bucket is waited for in its own thread. ``verify``:
+    per pool, the expectations of the quick verification its nodes run after applying (the
+    bundle that runs it comes in ``extra``, at ``VERIFY_BUNDLE``).
     """
     pools = {p.name: p for p in stack.pools}
-    archive, tree = tree_archive()
-    buckets: dict[str, tuple[dict, list[str]]] = {}
-    for name, exp in (outputs.get("pools") or {}).items():
-        if exp.get("bucket") and name in pools:
-            buckets.setdefault(exp["bucket"]["name"], (exp["bucket"], []))[1].append(name)
+    archive, tree = tree_archive(extra=extra)
+    buckets = _buckets(outputs, pools)
 
     def one(bucket: str) -> list[NodeReport]:
         ref, names = buckets[bucket]
         store = (stores or {}).get(bucket) or cloud(ref["cloud"]).objects(ref)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) if force else None
-        docs = {n: pool_document(stack, pools[n], cluster=cluster, cat=cat, tree=tree, forced=stamp) for n in names}
+        docs = {n: pool_document(stack, pools[n], cluster=cluster, cat=cat, tree=tree, forced=stamp,
+                                 verify=(verify or {}).get(n)) for n in names}
         before = {n: json.loads(store.get(f"pools/{n}/current.json")).get("generation")
                   for n in names if store.exists(f"pools/{n}/current.json")}
         publish(store, docs, archive, tree)
@@ -254,3 +275,47 @@ def configure_pools(stack, cat, cluster: str, outputs: dict, nodes: list, *, reg
     if registry is not None:
         record(registry, cluster, reports)
     return reports
+
+
+def _buckets(outputs: dict, pools) -> dict[str, tuple[dict, list[str]]]:
+    """bucket name -> (its reference, the pools it serves), from the program's outputs."""
+    buckets: dict[str, tuple[dict, list[str]]] = {}
+    for name, exp in (outputs.get("pools") or {}).items():
+        if exp.get("bucket") and name in pools:
+            buckets.setdefault(exp["bucket"]["name"], (exp["bucket"], []))[1].append(name)
+    return buckets
+
+
+def verify_pools(outputs: dict, nodes: list, expectations: dict[str, dict], *, level: str, timeout_s: float = WAIT_S,
+                 poll_s: float = POLL_S, progress: Progress | None = None, stores: dict | None = None,
+                 clock=time.monotonic, sleep=time.sleep) -> list[tuple[NodeTarget, dict | None]]:
+    """Ask each pool's nodes to run their checks (``pools/<pool>/verify.json``: a request id, the
+    level, the expectations) and collect each node's report from its status (None: no answer by
+    the deadline). The bundle they run is the one in their current tree."""
+    request = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{level}"
+    buckets = _buckets(outputs, expectations)
+    answers: dict[str, dict] = {}
+    targets = [NodeTarget(n.pool, n.idx, n.node_id, n.private_ip) for n in nodes if n.node_id]
+    for bucket, (ref, names) in buckets.items():
+        store = (stores or {}).get(bucket) or cloud(ref["cloud"]).objects(ref)
+        for n in names:
+            store.put(f"pools/{n}/verify.json", json.dumps({"request": request, "level": level,
+                                                             "expect": expectations[n]}).encode())
+        mine = [t for t in targets if t.pool in names]
+        start, seen = clock(), {}
+        while True:
+            listing, _ = store.list("status/")
+            changed = [(k, e) for k, e in listing if seen.get(k) != e]
+            with ThreadPoolExecutor(max_workers=READERS) as ex:
+                bodies = list(ex.map(_read, [store] * len(changed), [k for k, _ in changed]))
+            for (key, etag), status in zip(changed, bodies):
+                seen[key] = etag
+                got = (status or {}).get("verify") or {}
+                if got.get("request") == request:
+                    answers[str(status.get("node_id"))] = got
+            if progress:
+                progress("verify", sum(t.node_id in answers for t in mine), len(mine), f"{clock() - start:.0f}s")
+            if all(t.node_id in answers for t in mine) or clock() - start >= timeout_s:
+                break
+            sleep(poll_s)
+    return [(t, answers.get(t.node_id)) for t in targets]

@@ -36,6 +36,7 @@ def formulas(stack, pool) -> list[str]:
         out.append("frameworks")
     if sw.monitoring:
         out.append("monitoring")
+    out.append("verify_tools")  # what `gpufleet verify` runs (nccl-tests, nvbandwidth, fio, perftest)
     return out
 
 
@@ -95,6 +96,7 @@ def build(stack, pool, *, cluster: str, gpu: str | None = None, gpu_count: int |
                           "fabric_manager": fm},
         "cuda": {"version": sw.cuda},
         "nccl": {"version": sw.nccl, "cuda": sw.cuda},
+        "verify_tools": {"nccl": sw.nccl, "cuda": sw.cuda},
         "container_runtime": {"engine": sw.container_runtime},
         "fabric": fabric,
         "lustre_client": {"flavor": provider(pool.provider).lustre_flavor, "mounts": [

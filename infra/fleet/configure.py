@@ -16,6 +16,7 @@ from gpufleet.configure import cloudnodes
 from gpufleet.configure import nodes as configuration
 from gpufleet.engine import automation
 from gpufleet.errors import NotFound
+from gpufleet.fleet import verify as verification
 from gpufleet.providers import CLOUDS
 from gpufleet.state.registry import Registry
 
@@ -38,5 +39,6 @@ def reconfigure(stack, cat, *, cluster: str | None = None, registry: Registry | 
         if outputs is None:
             outputs = automation.outputs(name, pulumi_command=pulumi_command, prompt=prompt, backend=rec.backend)
         nodes = cloudnodes.configure_pools(stack, cat, name, outputs, rec.nodes, registry=reg, timeout_s=wait_s,
-                                           progress=progress, stores=stores, force=force)
+                                           progress=progress, stores=stores, force=force,
+                                           **verification.cloud_config(stack, cat))
     return hosts, nodes

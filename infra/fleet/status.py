@@ -164,6 +164,11 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
             price(resources, cat)
     report.rows = build(records, resources, checked=set(report.clouds.open),
                         now=now or dt.datetime.now(dt.timezone.utc))
+    for row in report.rows:  # what the last verification found (`gpufleet verify`, or `up`'s)
+        bad = [f"{pool}-{idx} ({h['detail']})" for (pool, idx), h in sorted(reg.hosts(row.name).items())
+               if h["state"] == "unhealthy"]
+        if bad:
+            row.notes.append(f"{len(bad)} node(s) unhealthy: " + "; ".join(bad[:5]) + ("; ..." if len(bad) > 5 else ""))
     if name is not None and not report.rows:
         raise NotFound("cluster", name, [c.name for c in reg.list()], " in the registry or the clouds' tags")
     return report

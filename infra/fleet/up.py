@@ -22,6 +22,7 @@ from gpufleet.engine.plan import Plan, cluster_for, plan
 from gpufleet.engine.program import build, layout
 from gpufleet.errors import AllHostsFailed, GpufleetError, InputError
 from gpufleet.fleet import check as quota_check
+from gpufleet.fleet import verify as verification
 from gpufleet.providers import CLOUDS
 from gpufleet.state.registry import ClusterRecord, Node, Registry, nodes_from_outputs
 
@@ -38,6 +39,7 @@ class UpOutcome:
     hosts: list = field(default_factory=list)  # clouds.baremetal.hosts.HostReport, one per configured host
     quotas: list = field(default_factory=list)  # clouds.base.QuotaLine, checked before anything was created
     nodes: list = field(default_factory=list)  # configure.cloudnodes.NodeReport, one per cloud node
+    verdicts: list = field(default_factory=list)  # verify.report.NodeVerdict, one per node verified
 
     @property
     def configured(self) -> list:
@@ -50,7 +52,8 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
              on_progress: Callable[[automation.Progress], None] | None = None,
              prompt: Callable[[], str] | None = None, configure: bool = True, trust_new_hosts: bool = False,
              reconfigure: bool = False, on_host_progress=None, runner_factory=None, check: bool = True,
-             cloud_api=None, wait_s: float = cloudnodes.WAIT_S, stores: dict | None = None) -> UpOutcome:
+             cloud_api=None, wait_s: float = cloudnodes.WAIT_S, stores: dict | None = None,
+             verify: bool = True) -> UpOutcome:
     """Create the cloud pools (Pulumi), record the cluster, then configure the rack hosts (SSH + Salt).
 
     Before anything is created: credentials, the Pulumi CLI, the quotas (``check``; a short
@@ -60,7 +63,8 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     ``UpOutcome.hosts`` and in the registry; the caller decides the exit code. Cloud nodes
     configure themselves: `up` publishes their pools' configuration and waits up to ``wait_s``
     for their statuses (``UpOutcome.nodes``); ``configure=False`` leaves them waiting for
-    `gpufleet configure`.
+    `gpufleet configure`. Every node that configured then runs the quick verification
+    (``verify``), its verdict in ``UpOutcome.verdicts`` and, when it fails, in the registry.
     """
     reg = registry or Registry()
     name = cluster or stack.name
@@ -118,7 +122,8 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     cloud_reports = []
     if clouds and configure:
         cloud_reports = cloudnodes.configure_pools(stack, cat, name, result.outputs, nodes, registry=reg,
-                                                   timeout_s=wait_s, progress=on_host_progress, stores=stores)
+                                                   timeout_s=wait_s, progress=on_host_progress, stores=stores,
+                                                   **verification.cloud_config(stack, cat, verify=verify))
     hosts = []
     if targets:
         hosts = configuration.configure(stack, name, targets, registry=reg, trust_new=trust_new_hosts,
@@ -127,7 +132,12 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
         if not clouds and not any(h.ok for h in hosts):  # a rack of which no host works is not up
             reg.set_state(name, "failed")
             rec = reg.get(name)
-    return UpOutcome(the_plan, rec, progress, hosts, quota_lines, cloud_reports)
+    verdicts = verification.configured_verdicts(cloud_reports, asked=verify)
+    if verify and hosts:
+        verdicts += verification.verify_racks(stack, cat, hosts, trust_new_hosts=trust_new_hosts,
+                                              progress=on_host_progress)
+    verification.record(reg, name, verdicts)
+    return UpOutcome(the_plan, rec, progress, hosts, quota_lines, cloud_reports, verdicts)
 
 
 def open_apis(providers: list[str], regions: dict[str, list[str]], given=None) -> inventory.Clouds:

@@ -210,8 +210,12 @@ def test_cloud_nodes_configure_themselves_and_up_reports_each(rack, monkeypatch)
     assert by["edge-0"].state == "failed" and "SHA-256" in by["edge-0"].error and "refused" in by["edge-0"].error
     failed = PartialFailure.of(out.configured)
     assert failed.exit_code == 3 and "3 of 4 host(s) not configured" in str(failed)
+    # then the node ran the quick verification from its tree: it has no GPU, so it is not proven
+    # healthy ("incomplete", naming what it could not check), and `up` marks it unhealthy
+    assert by["gpu-0"].verify["verdict"] == "incomplete" and "gpu.count" in by["gpu-0"].verify["unchecked"]
+    assert {v.node: v.verdict for v in out.verdicts} == {"gpu-0": "incomplete"}
     hosts = Registry().hosts("e2e-cloud")
-    assert {k: v["state"] for k, v in hosts.items()} == {("gpu", 0): "configured", ("gpu", 1): "failed",
+    assert {k: v["state"] for k, v in hosts.items()} == {("gpu", 0): "unhealthy", ("gpu", 1): "failed",
                                                         ("gpu", 2): "timeout", ("edge", 0): "failed"}
     assert on_host(1, "test -x /opt/gpufleet/salt/bin/salt-call && grep -c max_map_count "
                       "/etc/sysctl.d/90-gpufleet.conf").returncode == 0  # Salt installed, node_base applied

@@ -72,7 +72,7 @@ def registry_hosts(rack) -> dict:
 
 
 def test_up_configures_the_rack_and_a_second_run_changes_nothing(rack):
-    rc, doc, err = gpufleet(rack, "up", STACK, "--cluster", CLUSTER, "--yes", "--trust-new-hosts")
+    rc, doc, err = gpufleet(rack, "up", "--no-verify", STACK, "--cluster", CLUSTER, "--yes", "--trust-new-hosts")
     assert rc == 0, err[-3000:]
     hosts = by_host(doc)
     assert sorted(hosts) == ["rack-0", "rack-1", "rack-2", "rack-3"]
@@ -97,14 +97,85 @@ def test_up_configures_the_rack_and_a_second_run_changes_nothing(rack):
     again = registry_hosts(rack)
     assert {v["state"] for v in again.values()} == {"configured"} and all(v["digest"] for v in again.values())
 
-    rc, doc, err = gpufleet(rack, "up", STACK, "--cluster", CLUSTER, "--yes", "--reconfigure")
+    rc, doc, err = gpufleet(rack, "up", "--no-verify", STACK, "--cluster", CLUSTER, "--yes", "--reconfigure")
     assert rc == 0, err[-3000:]
     for h in by_host(doc).values():
         assert h["state"] == "configured" and h["changed"] == 0, h
         assert all(r["ok"] and not r["changed"] for r in h["runs"] if not r["test"])
 
-    rc, doc, err = gpufleet(rack, "up", STACK, "--cluster", CLUSTER, "--yes")
+    rc, doc, err = gpufleet(rack, "up", "--no-verify", STACK, "--cluster", CLUSTER, "--yes")
     assert rc == 0 and {h["state"] for h in doc["hosts"]} == {"skipped"}
+
+
+STANDIN_HOME = "/opt/gpufleet-standin"
+STANDIN_TOOLS = ("nvidia-smi", "dcgmi", "nvbandwidth", "journalctl", "systemctl")
+
+
+def install_standins(i: int, changes: dict[str, str]) -> None:
+    """The stand-in tools (tests/verify_standin.py) on host ``i``, replaying the 1x L4 captures
+    (``changes``: capture file -> other text), first on root's PATH (/usr/local/sbin)."""
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(ROOT / "tests" / "verify_standin.py", "standin.py")
+        tar.add(ROOT / "tests" / "data" / "verify" / "l4x1", "captures")
+        for name, text in changes.items():
+            info = tarfile.TarInfo(f"captures/{name}")
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    links = " && ".join(f"ln -sf {STANDIN_HOME}/standin.py /usr/local/sbin/{t}" for t in STANDIN_TOOLS)
+    r = subprocess.run(["ssh", "-i", str(KEY), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                        "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", f"root@10.77.0.{10 + i}",
+                        f"rm -rf {STANDIN_HOME} && mkdir -p {STANDIN_HOME} && tar -x -C {STANDIN_HOME} && "
+                        f"chmod +x {STANDIN_HOME}/standin.py && {links}"],
+                       input=buf.getvalue(), capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+def remove_standins(i: int) -> None:
+    on_host(i, f"rm -rf {STANDIN_HOME} " + " ".join(f"/usr/local/sbin/{t}" for t in STANDIN_TOOLS))
+
+
+def test_verify_proves_each_host_or_says_why_not(rack):
+    """Host 1 healthy (stand-ins replaying a 1x L4 node), host 2 the same with an XID 79 in its kernel
+    log, host 3 without the tools, host 4 too (asked for alone, it is not proven either)."""
+    # `up` ends with the quick verification (the hosts are configured already: nothing else to do);
+    # none has a GPU's tools, so none is proven healthy
+    rc, doc, err = gpufleet(rack, "up", STACK, "--cluster", CLUSTER, "--yes")
+    assert rc == 1 and doc["ok"] is False, err[-3000:]
+    assert {h["state"] for h in doc["hosts"]} == {"skipped"}
+    assert {v["node"]: v["verdict"] for v in doc["verified"]} == {f"rack-{i}": "incomplete" for i in range(4)}
+    assert "4 of 4 node(s) not verified healthy" in doc["message"]
+    xid = (ROOT / "tests" / "data" / "verify" / "journal-xid79.txt").read_text()
+    try:  # (installed after `up`: the stand-ins would make the facts show a GPU, and `up` configure for one)
+        install_standins(1, {})
+        install_standins(2, {"journal.txt": xid})
+        rc, doc, err = gpufleet(rack, "verify", STACK, "--cluster", CLUSTER)
+        assert rc == 1, err[-3000:]
+        nodes = {n["node"]: n for n in doc["nodes"]}
+        assert nodes["rack-0"]["verdict"] == "pass" and nodes["rack-0"]["failures"] == []
+        assert [(f["check"], f["code"]) for f in nodes["rack-1"]["failures"]] == [("health.xid", "GF-XID-FATAL")]
+        assert nodes["rack-2"]["verdict"] == "incomplete" and "gpu.count" in nodes["rack-2"]["unchecked"]
+        checks = {c["check"]: c for c in nodes["rack-2"]["measurements"]}
+        assert checks["gpu.count"]["status"] == "skip" and checks["gpu.count"]["detail"] == "nvidia-smi is not installed"
+        states = registry_hosts(rack)
+        assert states[("rack", 1)]["state"] == "unhealthy" and "GF-XID-FATAL" in states[("rack", 1)]["detail"]
+        assert states[("rack", 0)]["state"] == "configured"
+        rc, doc, err = gpufleet(rack, "status", CLUSTER, "--local")
+        assert rc == 0 and any("3 node(s) unhealthy: rack-1 (failed: GF-XID-FATAL); rack-2 (not proven" in n
+                               for n in doc["clusters"][0]["notes"]), doc
+        # the healthy one alone: exit 0; the one with the XID, once its log is clean again, is healthy again
+        rc, doc, err = gpufleet(rack, "verify", STACK, "--cluster", CLUSTER, "--node", "rack-0")
+        assert rc == 0 and [n["node"] for n in doc["nodes"]] == ["rack-0"], err[-2000:]
+        install_standins(2, {})
+        rc, doc, err = gpufleet(rack, "verify", "--node", "10.77.0.12", CLUSTER)
+        assert rc == 0, err[-2000:]
+        assert registry_hosts(rack)[("rack", 1)]["state"] == "configured"
+    finally:
+        remove_standins(1)
+        remove_standins(2)
 
 
 def test_faults_are_reported_per_host_and_a_rerun_picks_up(rack):
@@ -114,7 +185,7 @@ def test_faults_are_reported_per_host_and_a_rerun_picks_up(rack):
     shutil.move(root4 / "modprobe.d", root4 / "modprobe.d.saved")  # a move across the overlay's layers
     (root4 / "modprobe.d").write_text("not a directory\n")
     try:
-        rc, doc, err = gpufleet(rack, "up", STACK, "--cluster", CLUSTER, "--yes", "--reconfigure")
+        rc, doc, err = gpufleet(rack, "up", "--no-verify", STACK, "--cluster", CLUSTER, "--yes", "--reconfigure")
         assert rc == 3, err[-2000:]
         assert doc["error"] == "PartialFailure" and "3 of 4 host(s) not configured" in doc["message"]
         hosts = by_host(doc)
@@ -139,7 +210,7 @@ def test_faults_are_reported_per_host_and_a_rerun_picks_up(rack):
     # the changed key must be cleared by a person, as the hint says; then the rerun does the rest
     kh = rack["data"] / "gpufleet" / "known_hosts" / "local"
     subprocess.run(["ssh-keygen", "-R", "10.77.0.13", "-f", str(kh)], check=True, capture_output=True)
-    rc, doc, err = gpufleet(rack, "up", STACK, "--cluster", CLUSTER, "--yes", "--trust-new-hosts")
+    rc, doc, err = gpufleet(rack, "up", "--no-verify", STACK, "--cluster", CLUSTER, "--yes", "--trust-new-hosts")
     assert rc == 0, err[-2000:]
     states = {h["host"]: h["state"] for h in doc["hosts"]}
     assert states == {"rack-0": "skipped", "rack-1": "configured", "rack-2": "configured", "rack-3": "configured"}

@@ -6,7 +6,9 @@ import base64
 import datetime as dt
 import gzip
 import json
+import os
 import textwrap
+import time
 
 import pytest
 
@@ -186,6 +188,59 @@ class _Store:
     def list(self, prefix):
         keys = sorted(k for k in self.objects if k.startswith(prefix))
         return [(k, str(hash(self.objects[k]))) for k in keys], max(1, -(-len(keys) // 1000))
+
+
+def test_a_node_verifies_itself_after_applying_and_again_when_asked(bucket, monkeypatch, tmp_path):
+    """The tree carries the verify bundle; the pool document the expectations; the agent runs the
+    checks after applying (stand-in tools replaying a 1x L4 node: tests/verify_standin.py) and puts
+    the report in its status; `gpufleet verify` asks again through pools/<pool>/verify.json."""
+    import threading
+    from types import SimpleNamespace
+
+    from gpufleet.verify import bundle
+    from tests.verify_standin import standins
+
+    b = bucket
+    root = tmp_path / "tree2"
+    for rel, text in TREE.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    archive, sha = cloudnodes.tree_archive(root, extra={cloudnodes.VERIFY_BUNDLE: bundle.build()[0]})
+    expect = {"gpus": {"count": 1, "model": "L4", "family": "L4", "memory_gb": 24, "pcie_gen": 4},
+              "driver": "570", "fatal_xids": [79], "required": ["gpu.count", "health.xid"]}
+    doc = _document(b, ["hello"], tree=sha)
+    doc["verify"] = expect
+    cloudnodes.publish(b["store"], {"gpu": doc}, archive, sha)
+    bin_dir = standins(tmp_path / "tools", ROOT / "tests" / "data" / "verify" / "l4x1")
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    with monkeypatch.context() as m:
+        _as_node(b, m)
+        assert node_agent.run(b["cfg"]) == 0
+    (r,) = cloudnodes.wait(b["store"], [cloudnodes.NodeTarget("gpu", 0, "i-0node1", None)], {"gpu": doc["generation"]},
+                           timeout_s=5, poll_s=0.1)
+    assert r.state == "configured" and r.verify["verdict"] == "pass" and r.verify["request"] == doc["generation"]
+    assert {c["check"]: c["status"] for c in r.verify["checks"]}["gpu.count"] == "pass"
+
+    (cap := tmp_path / "tools" / "captures" / "journal.txt").write_text(
+        (ROOT / "tests" / "data" / "verify" / "journal-xid79.txt").read_text())
+    outputs = {"pools": {"gpu": {"bucket": {"name": "gpufleet-t-1", "cloud": "aws", "region": "us-east-1"}}}}
+    node = SimpleNamespace(pool="gpu", idx=0, node_id="i-0node1", private_ip="10.64.1.4")
+    got = {}
+    asking = threading.Thread(target=lambda: got.update(answers=cloudnodes.verify_pools(
+        outputs, [node], {"gpu": expect}, level="quick", timeout_s=30, poll_s=0.1, stores={"gpufleet-t-1": b["store"]})))
+    asking.start()
+    while not b["store"].exists("pools/gpu/verify.json"):
+        time.sleep(0.05)
+    with monkeypatch.context() as m:  # the timer's next run: nothing to apply, a verification to run
+        _as_node(b, m)
+        assert node_agent.run(b["cfg"]) == 1
+    asking.join(timeout=30)
+    ((target, report),) = got["answers"]
+    assert target.node_id == "i-0node1" and report["verdict"] == "fail" and cap.exists()
+    assert [f["code"] for f in report["failures"]] == ["GF-XID-FATAL"]
+    with monkeypatch.context() as m:  # once per request
+        _as_node(b, m)
+        assert node_agent.run(b["cfg"]) == 0
 
 
 def test_the_wait_names_who_never_answered_and_reads_each_status_once():
@@ -375,6 +430,7 @@ def test_cli_configure_publishes_waits_and_exits_3_naming_who_failed(aws, plans,
     from gpufleet import catalog
     from gpufleet.engine import automation
     from gpufleet.fleet import stacks
+    from gpufleet.fleet.verify import cloud_config
     from gpufleet.state.registry import Registry, nodes_from_outputs
 
     from conftest import cli
@@ -391,8 +447,10 @@ def test_cli_configure_publishes_waits_and_exits_3_naming_who_failed(aws, plans,
     monkeypatch.setattr(automation, "outputs", lambda *a, **kw: outputs)  # the Pulumi CLI is not installed here
     cat = catalog.load(use_config=False)
     stack = stacks.load(path, cat)
-    _, tree = cloudnodes.tree_archive()
-    gen = cloudnodes.pool_document(stack, stack.pools[0], cluster="aws-training", cat=cat, tree=tree)["generation"]
+    cfg = cloud_config(stack, cat)  # what `configure` adds: the verify bundle and each pool's expectations
+    _, tree = cloudnodes.tree_archive(extra=cfg["extra"])
+    gen = cloudnodes.pool_document(stack, stack.pools[0], cluster="aws-training", cat=cat, tree=tree,
+                                   verify=cfg["verify"]["trainers"])["generation"]
     store = cloudnodes.cloud("aws").objects(ref)
     for n, ok in zip(nodes, (True, False)):
         store.put(f"status/trainers/AROA:{n.node_id}.json", json.dumps({

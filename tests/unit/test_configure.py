@@ -87,13 +87,13 @@ def test_pillar_of_the_local_rack(cat):
     p = pillar.build(st, pool, cluster="c1", has_gpu=False)
     assert p["gpufleet"]["live"] is False  # from the pool's salt pillar, merged over the built one
     assert p["gpufleet"]["states"] == ["node_base", "nvidia_driver", "cuda", "nccl", "container_runtime", "fabric",
-                                       "nfs_client", "frameworks", "monitoring"]
+                                       "nfs_client", "frameworks", "monitoring", "verify_tools"]
     assert p["fabric"] == {"kind": "ethernet"}
     assert p["nfs_client"]["mounts"] == [{"server": "10.77.0.1", "export": "/srv/rack", "mount": "/shared"}]
     assert p["frameworks"]["envs"] == {"jax": {"packages": ["jax==0.4.38"]}}
     real, rehearse = pillar.split_for_host(p["gpufleet"]["states"], has_gpu=False)
     assert real == ["node_base", "fabric", "nfs_client", "frameworks", "monitoring.node_exporter"]
-    assert rehearse == ["nvidia_driver", "cuda", "nccl", "container_runtime", "monitoring.dcgm"]
+    assert rehearse == ["nvidia_driver", "cuda", "nccl", "container_runtime", "monitoring.dcgm", "verify_tools"]
     assert pillar.split_for_host(p["gpufleet"]["states"], has_gpu=True) == (p["gpufleet"]["states"], [])
     gpu = pillar.build(st, pool, cluster="c1", has_gpu=True)
     assert gpu["frameworks"]["envs"]["jax"]["packages"] == ["jax[cuda12]==0.4.38"]

@@ -138,3 +138,24 @@ def test_each_formula_follows_the_template_layout():
                      "parameters/os_family/Debian.yaml", "parameters/os_family/RedHat.yaml"):
             assert (d / name).exists(), f"{f}/{name}"
     assert (SALT / "top.sls").exists()
+
+
+def test_verify_tools_are_built_against_the_nodes_nccl_and_cuda(rendered):
+    """nccl-tests and nvbandwidth: a pinned tag whose commit is checked, built into a folder named by
+    the NCCL and CUDA versions (a change rebuilds), linked where `gpufleet verify` looks."""
+    from gpufleet.nodecheck.tools import TOOL_DIRS
+
+    for os_ in OSES:
+        states = rendered[(os_, "rack-ib")]
+        build = states["verify_tools-nccl-tests-cmd-run"]["cmd"]
+        script = next(x["name"] for x in build if isinstance(x, dict) and "name" in x)
+        creates = next(x["creates"] for x in build if isinstance(x, dict) and "creates" in x)
+        assert "--branch v2.19.6" in script and "= a0b82b2260cf5152b9f8c061bbf7eaf0ba096432" in script
+        assert "MPI=0 CUDA_HOME=/usr/local/cuda NCCL_HOME=/usr" in script
+        assert creates.startswith("/opt/gpufleet/src/nccl-tests-v2.19.6-nccl2.") and "-cuda12." in creates
+        link = states["verify_tools-nccl-tests-file-symlink"]["file"]
+        assert {"name": "/opt/gpufleet/bin/all_reduce_perf"} in link and "/opt/gpufleet/bin" in TOOL_DIRS
+        pkgs = next(x["pkgs"] for x in states["verify_tools-packages-pkg-installed"]["pkg"] if isinstance(x, dict)
+                    and "pkgs" in x)
+        assert {"fio", "perftest", "infiniband-diags"} <= set(pkgs)
+        assert ("libboost-program-options-dev" if OSES[os_]["os_family"] == "Debian" else "boost-devel") in pkgs

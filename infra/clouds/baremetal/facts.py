@@ -14,6 +14,8 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from gpufleet.clouds.baremetal.ssh import CommandFailed
+from gpufleet.nodecheck.parsers import ibstat as parse_ibstat
+from gpufleet.nodecheck.parsers import ibv_devinfo as parse_ibv_devinfo
 
 MARK = "@@gpufleet:"
 
@@ -134,75 +136,6 @@ def parse_nvidia_smi_csv(text: str) -> list[dict]:
         mem = parts[3]
         out.append({"index": int(parts[0]), "name": parts[1], "uuid": parts[2],
                     "memory_mib": int(mem) if mem.isdigit() else None, "driver": parts[4], "bus": parts[5]})
-    return out
-
-
-def _ca_blocks(text: str, ca_re: str, port_re: str) -> list[tuple[str, dict, list[tuple[int, dict]]]]:
-    """Split ``ibstat``/``ibv_devinfo`` text into (CA name, CA fields, [(port, port fields)])."""
-    out: list[tuple[str, dict, list]] = []
-    fields = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        m = re.match(ca_re, line)
-        if m:
-            out.append((m.group(1), {}, []))
-            fields = out[-1][1]
-            continue
-        if not out or ":" not in line:
-            continue
-        m = re.match(port_re, line)
-        if m:
-            out[-1][2].append((int(m.group(1)), {}))
-            fields = out[-1][2][-1][1]
-            continue
-        k, v = (x.strip() for x in line.split(":", 1))
-        fields[k] = v
-    return out
-
-
-def _int(v: str):
-    return int(v) if v.isdigit() else v
-
-
-def parse_ibstat(text: str) -> list[dict]:
-    """``ibstat``: one block per CA with its ports (state, physical state, rate in Gb/s, link layer)."""
-    ca_keys = {"CA type": "type", "Firmware version": "firmware", "Number of ports": "num_ports"}
-    port_keys = {"State": "state", "Physical state": "phys_state", "Rate": "rate_gbps", "Base lid": "lid",
-                 "SM lid": "sm_lid", "Link layer": "link_layer"}
-    numeric = {"num_ports", "rate_gbps", "lid", "sm_lid"}
-    out = []
-    for name, ca, ports in _ca_blocks(text, r"^CA '([^']+)'", r"^Port (\d+):$"):
-        d = {"name": name, "ports": []}
-        d.update({ca_keys[k]: (_int(v) if ca_keys[k] in numeric else v) for k, v in ca.items() if k in ca_keys})
-        for n, p in ports:
-            d["ports"].append({"port": n, **{port_keys[k]: (_int(v) if port_keys[k] in numeric else v)
-                                             for k, v in p.items() if k in port_keys}})
-        out.append(d)
-    return out
-
-
-_IBV_STATE = {"PORT_ACTIVE": "Active", "PORT_DOWN": "Down", "PORT_INIT": "Initializing", "PORT_ARMED": "Armed"}
-
-
-def parse_ibv_devinfo(text: str) -> list[dict]:
-    """``ibv_devinfo``, the fallback when ``ibstat`` (infiniband-diags) is absent; same shape as parse_ibstat."""
-    out = []
-    for name, ca, ports in _ca_blocks(text, r"^hca_id:\s*(\S+)", r"^port:\s*(\d+)$"):
-        d = {"name": name, "ports": []}
-        if "fw_ver" in ca:
-            d["firmware"] = ca["fw_ver"]
-        if "vendor_part_id" in ca:
-            d["type"] = f"MT{ca['vendor_part_id']}"
-        for n, p in ports:
-            port = {"port": n}
-            if "state" in p:
-                port["state"] = _IBV_STATE.get(p["state"].split()[0], p["state"])
-            if "link_layer" in p:
-                port["link_layer"] = p["link_layer"]
-            if "sm_lid" in p:
-                port["sm_lid"] = _int(p["sm_lid"])
-            d["ports"].append(port)
-        out.append(d)
     return out
 
 

@@ -161,10 +161,14 @@ class Session:
         self._client = client
         self.host_key = host_key  # fingerprint of the verified host key
 
-    def run(self, command: str, *, timeout: float = 120, check: bool = False, sudo: bool = False) -> Result:
+    def run(self, command: str, *, timeout: float = 120, check: bool = False, sudo: bool = False,
+            stdin: bytes | None = None) -> Result:
         if sudo and self.target.user != "root":
             command = "sudo -n sh -c " + shlex.quote(command)
-        _, out, err = self._client.exec_command(command, timeout=timeout)
+        inp, out, err = self._client.exec_command(command, timeout=timeout)
+        if stdin is not None:
+            inp.write(stdin)
+            inp.channel.shutdown_write()
         stdout = out.read().decode(errors="replace")
         stderr = err.read().decode(errors="replace")
         rc = out.channel.recv_exit_status()

@@ -1,0 +1,64 @@
+"""Stable fault codes and what an operator does about each.
+
+A code names a kind of fault, never a node or a value, so alerts and runbooks can key on it
+(as azurehpc-health-checks' and DeepOps' validators do). Remedies follow NVIDIA's guidance:
+the XID catalog (docs.nvidia.com/deploy/xid-errors), "GPU Memory Error Management" (row
+remapping and page retirement: a pending remap or retirement clears with a GPU reset, a
+remapping failure or too many retired pages is an RMA), the Fabric Manager user guide.
+"""
+
+from __future__ import annotations
+
+REMEDIES: dict[str, str] = {
+    "GF-TOOL-FAILED": "the tool itself failed; run it by hand on the node to see why",
+    "GF-GPU-DRIVER": "nvidia-smi cannot talk to the driver: check `dmesg` for NVRM errors, reinstall the driver "
+                     "(`gpufleet configure --force`) or reboot",
+    "GF-GPU-COUNT": "a GPU is missing (fallen off the bus, or not enumerated): reboot; if it stays missing, "
+                    "drain the node and open a hardware ticket",
+    "GF-GPU-MODEL": "the node's GPUs are not the ones the stack asked for: check the instance type or the rack's pool",
+    "GF-DRIVER-VERSION": "the driver is not the stack's: `gpufleet configure --force` installs the stack's branch",
+    "GF-CUDA-VERSION": "the CUDA toolkit is not the stack's: `gpufleet configure --force`",
+    "GF-CUDA-DRIVER": "the driver is too old for the stack's CUDA: raise software.driver",
+    "GF-PERSISTENCE-OFF": "enable persistence (`nvidia-smi -pm 1`, or the nvidia-persistenced service)",
+    "GF-FABRIC-MANAGER": "NVSwitch systems need nvidia-fabricmanager running at the driver's exact version: "
+                         "`systemctl status nvidia-fabricmanager`, then `gpufleet configure --force`",
+    "GF-ECC-OFF": "enable ECC (`nvidia-smi -e 1`) and reset the GPU or reboot",
+    "GF-ECC-UNCORRECTABLE": "uncorrectable memory errors since the driver loaded: drain the node, reset the GPU; "
+                            "if they recur, open a hardware ticket",
+    "GF-ROW-REMAP-PENDING": "a row remap is pending: drain the node and reset the GPU (or reboot) to apply it",
+    "GF-ROW-REMAP-FAILED": "row remapping failed: the GPU has run out of spare rows; drain it and open an RMA",
+    "GF-RETIRED-PAGES": "page retirement pending or over the limit: reset the GPU to apply; over the limit is an RMA",
+    "GF-XID-FATAL": "a fatal XID since boot: drain the node; reset the GPU or reboot; if it recurs, open a hardware "
+                    "ticket with `nvidia-bug-report.sh`",
+    "GF-XID": "a non-fatal XID since boot (often an application fault): look at what ran at that time",
+    "GF-THROTTLE-THERMAL": "the GPU slowed down for heat or a hardware signal under load: check cooling, fans and "
+                           "the BMC's event log",
+    "GF-THROTTLE-POWER": "the GPU hit its power cap under load: check `nvidia-smi -q -d POWER` and the power limit",
+    "GF-POWER-LIMIT": "the power limit is below the GPU's TDP: `nvidia-smi -pl` or the BMC's power policy",
+    "GF-PCIE-GEN": "the GPU links at a lower PCIe generation than it supports: check BIOS settings and the riser",
+    "GF-PCIE-WIDTH": "the GPU links with fewer PCIe lanes than it has: reseat it or open a hardware ticket",
+    "GF-NVLINK-DOWN": "an NVLink is inactive: reset the GPUs (or reboot); if it stays down, open a hardware ticket",
+    "GF-NVLINK-ERRORS": "NVLink error counters are rising: watch them; replay/recovery errors that grow are a "
+                        "hardware ticket",
+    "GF-IB-PORT-DOWN": "an InfiniBand port is not Active: check the cable, the switch port and the subnet manager",
+    "GF-IB-RATE": "an InfiniBand port runs below the fabric's rate: check the cable and the switch port's speed",
+    "GF-IB-MISSING": "fewer InfiniBand ports than the fabric promises: check the HCA driver (`ibstat`, `lspci`)",
+    "GF-EFA-MISSING": "fewer EFA devices than the instance type has: check the EFA driver and the launch's "
+                      "network interfaces (`fi_info -p efa`)",
+    "GF-TCPX-MISSING": "a GPUDirect-TCPX component is missing: rerun `gpufleet configure --force` (fabric state)",
+    "GF-DCGM-FAIL": "a DCGM diagnostic failed: see its message; drain the node and reset the GPU",
+    "GF-DCGM-WARN": "a DCGM diagnostic warned: see its message",
+    "GF-NCCL-ERROR": "the NCCL all-reduce did not complete: check the fabric manager, NVLink and the driver",
+    "GF-NCCL-WRONG": "the all-reduce produced wrong values: a GPU or link corrupts data; drain the node",
+    "GF-NCCL-BUSBW": "NCCL all-reduce bandwidth is below the threshold: check NVLink, the fabric manager, "
+                     "PCIe/ACS settings and other jobs on the node",
+    "GF-COPY-BW": "host<->device copy bandwidth is low: check PCIe link, NUMA/IOMMU settings and other jobs",
+    "GF-MOUNT-MISSING": "a file system the stack asked for is not mounted: `gpufleet configure --force`, then "
+                        "check the storage client's log",
+    "GF-STORAGE-SLOW": "read throughput from a mount is below what the stack asked for: check the file "
+                       "system's capacity/throughput tier and the client's network",
+}
+
+
+def remedy(code: str | None) -> str | None:
+    return REMEDIES.get(code) if code else None

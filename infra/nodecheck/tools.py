@@ -1,0 +1,93 @@
+"""Running the node's tools: found on PATH (plus where gpufleet's states install them), with a
+time limit, and the time spent inside them counted apart from the checker's own."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+
+# where the verify_tools and cuda states put what they build or install (salt/verify_tools), and where
+# the AWS EFA installer puts fi_info (docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html)
+TOOL_DIRS = ("/opt/gpufleet/bin", "/usr/local/cuda/bin", "/opt/amazon/efa/bin", "/usr/sbin", "/sbin")
+
+
+@dataclass
+class Ran:
+    rc: int
+    out: str
+    err: str
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+    def why(self) -> str:
+        """The tool's own last words, for a check's detail."""
+        text = (self.err.strip() or self.out.strip()).splitlines()
+        return text[-1][:300] if text else f"exit status {self.rc}"
+
+
+class Tools:
+    def __init__(self, extra_dirs: tuple[str, ...] = ()):
+        self.path = os.pathsep.join([*extra_dirs, os.environ.get("PATH", "/usr/bin:/bin"), *TOOL_DIRS])
+        self.seconds = 0.0  # wall time while a tool ran (the checker's overhead is the rest)
+        self.background = 0  # tools left running: time counted once, when they finish
+
+    def which(self, name: str) -> str | None:
+        return shutil.which(name, path=self.path)
+
+    def env(self) -> dict:
+        return {**os.environ, "PATH": self.path, "LC_ALL": "C"}
+
+    def run(self, argv: list[str], timeout: float = 60) -> Ran | None:
+        """None when the tool is not installed (the check is then "not checked")."""
+        exe = self.which(argv[0])
+        if exe is None:
+            return None
+        start = time.monotonic()
+        try:
+            p = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=timeout, env=self.env(),
+                               errors="replace")
+            ran = Ran(p.returncode, p.stdout, p.stderr, 0.0)
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+            ran = Ran(124, out, f"timed out after {timeout:.0f}s", 0.0)
+        except OSError as e:
+            ran = Ran(126, "", str(e), 0.0)
+        ran.seconds = time.monotonic() - start
+        if not self.background:
+            self.seconds += ran.seconds
+        return ran
+
+    def start(self, argv: list[str]) -> subprocess.Popen | None:
+        """A tool left running (the load the clocks are sampled under); ``finish`` collects it."""
+        exe = self.which(argv[0])
+        if exe is None:
+            return None
+        p = subprocess.Popen([exe, *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=self.env(), errors="replace")
+        p.started = time.monotonic()  # type: ignore[attr-defined]
+        self.background += 1
+        return p
+
+    def finish(self, p: subprocess.Popen, timeout: float, wait: float | None = None) -> Ran | None:
+        """The tool's result once it ends; None if it is still running after ``wait`` seconds (it is
+        killed at ``timeout`` from its start). Its output is read meanwhile, so it never blocks on it."""
+        left = timeout - (time.monotonic() - p.started)
+        try:
+            out, err = p.communicate(timeout=max(0.01, min(left, wait if wait is not None else left)))
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            if time.monotonic() - p.started < timeout:
+                return None
+            p.kill()
+            out, err = p.communicate()
+            rc, err = 124, f"timed out after {timeout:.0f}s"
+        seconds = time.monotonic() - p.started
+        self.background -= 1
+        self.seconds += seconds
+        return Ran(rc, out, err, seconds)

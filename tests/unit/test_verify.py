@@ -1,0 +1,270 @@
+"""`gpufleet verify`: the parsers on the tools' layouts, the checks' judgement, the bundle run by a
+bare ``python3 -I`` with stand-in tools (tests/verify_standin.py; no GPU here), expectations from
+the catalog, and the CLI's exit codes."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpufleet import catalog
+from gpufleet.nodecheck import parsers
+from gpufleet.spec import Stack
+from gpufleet.verify import bundle, expect
+from tests.conftest import ROOT, cli
+from tests.verify_standin import standins
+
+DATA = ROOT / "tests" / "data" / "verify"
+H100 = DATA / "h100x8"
+
+
+# --- parsers ----------------------------------------------------------------------------------
+
+def test_nvidia_smi_q_gives_every_gpu_and_its_sections():
+    q = parsers.smi_q((H100 / "nvidia-smi-q.txt").read_text())
+    assert q["Driver Version"] == "570.172.08" and q["CUDA Version"] == "12.8" and len(q["gpus"]) == 8
+    g = q["gpus"][3]
+    assert g["bus_id"] == "00000000:4B:00.0" and g["Product Name"] == "NVIDIA H100 80GB HBM3"
+    assert g["Remapped Rows"]["Pending"] == "No" and g["Fabric"]["State"] == "Completed"
+    assert g["PCI"]["GPU Link Info"]["PCIe Generation"]["Max"] == "5"
+    assert g["ECC Errors"]["Volatile"]["DRAM Uncorrectable"] == "0"
+    assert parsers.smi_q("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")["gpus"] == []
+
+
+def test_query_csv_keys_by_header_and_drops_units_and_na():
+    rows = parsers.smi_query((H100 / "query.csv").read_text())
+    assert len(rows) == 8 and rows[0]["power.draw"] == 402.11 and rows[0]["power.limit"] == 700.0
+    assert rows[0]["clocks_event_reasons.active"] == "0x0000000000000000" and rows[7]["index"] == 7
+    assert parsers.smi_query("index, power.draw [W]\n0, [N/A]\n")[0]["power.draw"] is None
+    assert parsers.clock_events("0x0000000000000044") == ["sw_power_cap", "hw_thermal"]
+
+
+def test_kernel_log_xids():
+    assert parsers.xids((H100 / "journal.txt").read_text()) == []
+    (x,) = parsers.xids((DATA / "journal-xid79.txt").read_text())
+    assert x["xid"] == 79 and x["pci"] == "0000:31:00" and "fallen off the bus" in x["text"]
+    assert [x["xid"] for x in parsers.xids("[ 12.3] NVRM: Xid (PCI:0000:3b:00): 48, pid=1, DBE\n")] == [48]
+
+
+def test_dcgm_diag_3x_and_4x_layouts():
+    ok = parsers.dcgm_diag((H100 / "dcgmi-diag-r1.json").read_text())
+    assert len(ok) == 9 * 8 and {r["status"] for r in ok} == {"pass"}
+    bad = [r for r in parsers.dcgm_diag((DATA / "dcgmi-diag-r1-fail.json").read_text()) if r["status"] == "fail"]
+    assert len(bad) == 1 and bad[0]["gpu"] == "3" and "row remapping failed" in bad[0]["warnings"][0]
+    v4 = {"entity_groups": [], "metadata": {"version": "4.2.3"}, "DCGM Diagnostic": {"test_categories": [
+        {"category": "Hardware", "tests": [{"name": "memory", "results": [
+            {"entity_group": "GPU", "entity_id": 0, "status": "Pass"},
+            {"entity_group": "GPU", "entity_id": 1, "status": "Fail", "warnings": [{"warning": "DBE", "error_id": 12}]}],
+            "test_summary": {"status": "Fail"}}]}]}}
+    rows = parsers.dcgm_diag(json.dumps(v4))
+    assert [(r["gpu"], r["status"], r["warnings"]) for r in rows] == [("0", "pass", []), ("1", "fail", ["DBE"])]
+    assert parsers.dcgm_diag('{"DCGM Diagnostic": {"runtime_error": "host engine not running"}}')[0]["status"] == "fail"
+    assert parsers.dcgm_diag("Error: unable to connect to host engine") == []
+
+
+def test_all_reduce_table():
+    out = parsers.all_reduce((H100 / "all_reduce_perf.txt").read_text())
+    assert out["devices"] == 8 and out["max_bytes"] == 16 << 30 and out["busbw"] == 471.38
+    assert out["wrong"] == 0 and out["out_of_bounds"] == 0 and len(out["rows"]) == 5
+    failed = parsers.all_reduce("# nThread 1 nGpus 8\nnode-0: Test NCCL failure common.cu:958 'unhandled system error'\n")
+    assert failed["busbw"] is None and failed["errors"]
+
+
+def test_fabric_parsers():
+    cas = parsers.ibstat((H100 / "ibstat.txt").read_text())
+    assert len(cas) == 8 and cas[0]["ports"][0] == {"port": 1, "state": "Active", "phys_state": "LinkUp",
+                                                     "rate_gbps": 400, "lid": 10, "sm_lid": 1, "link_layer": "InfiniBand"}
+    assert parsers.fi_info((DATA / "fi_info-efa.txt").read_text()) == [f"rdmap{16 + i}s27" for i in range(4)]
+    assert parsers.fi_info((DATA / "fi_info-none.txt").read_text()) == []
+    assert parsers.ib_write_bw((DATA / "ib_write_bw.txt").read_text()) == {"bytes": 8388608, "avg_gbps": 392.71}
+    assert parsers.fio_read_mbs((DATA / "fio-read.json").read_text()) == 2040.1
+    nvb = parsers.nvbandwidth((H100 / "nvbandwidth.txt").read_text())
+    assert len(nvb["host_to_device_memcpy_ce"]["per_gpu"]) == 8 and nvb["device_to_host_memcpy_ce"]["sum"] > 400
+    assert [len(v) for v in parsers.nvlink_status((H100 / "nvlink-s.txt").read_text()).values()] == [18] * 8
+    assert parsers.nvlink_status("GPU 0: H100\n\t Link 0: <inactive>\n")[0] == [None]
+    assert parsers.nvlink_errors((H100 / "nvlink-e.txt").read_text())[5] == {"Replay Errors": 0, "Recovery Errors": 0,
+                                                                              "CRC Errors": 0}
+
+
+# --- the bundle with stand-in tools -----------------------------------------------------------
+
+def run_bundle(tmp_path, bin_dir: Path, exp: dict, level="quick") -> tuple[int, dict]:
+    pyz = tmp_path / "verify.pyz"
+    pyz.write_bytes(bundle.build()[0])
+    # an isolated interpreter, in an empty folder, with a PATH that has none of our tools: only the bundle
+    env = {"PATH": "/usr/bin:/bin", "GPUFLEET_STANDIN_LOAD_S": "0.2"}
+    r = subprocess.run([sys.executable, "-I", str(pyz), "--level", level, "--tools", str(bin_dir)],
+                       input=json.dumps(exp), capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    return r.returncode, json.loads(r.stdout)
+
+
+def h100_expect() -> dict:
+    cat = catalog.load(use_config=False)
+    stack = Stack.model_validate({"name": "v", "owner": "a@b.c", "software": {"driver": "570", "cuda": "12.8"},
+                                  "pools": [{"name": "p", "provider": "azure", "region": "eastus",
+                                             "instance_type": "Standard_ND96isr_H100_v5", "nodes": 2}]})
+    exp = expect.for_pool(stack, stack.pools[0], cat, node="p-0")
+    exp["required"].append("bw.copy")
+    return exp
+
+
+def by_check(report: dict) -> dict:
+    return {c["check"]: c for c in report["checks"]}
+
+
+def test_a_healthy_h100_node_passes_every_check(tmp_path):
+    rc, rep = run_bundle(tmp_path, standins(tmp_path, H100), h100_expect())
+    checks = by_check(rep)
+    assert rc == 0 and rep["verdict"] == "pass", rep["failures"]
+    for name in ("gpu.count", "gpu.model", "gpu.driver", "gpu.cuda_driver", "gpu.persistence", "gpu.fabric_manager",
+                 "health.ecc_mode", "health.ecc_uncorrectable", "health.row_remap", "health.xid", "links.pcie_width",
+                 "links.pcie_gen", "links.nvlink", "links.nvlink_errors", "links.ib", "links.ib_rate", "dcgm.diag",
+                 "bw.nccl", "health.clocks", "health.power_limit", "bw.copy_h2d", "bw.copy_d2h"):
+        assert checks[name]["status"] == "pass", checks[name]
+    assert checks["bw.nccl"]["measured"] == "471.4 GB/s at 16G" and checks["bw.nccl"]["expected"] == ">= 460.0 GB/s"
+    assert "nd96isr_h100_v5.conf" in checks["bw.nccl"]["detail"]
+    assert checks["health.clocks"]["detail"] == "under load"
+    # the checker's own time, besides the tools it ran, stays small (the figure is in tests/bench)
+    assert rep["seconds"] >= rep["tool_seconds"] > 0
+
+
+FAULTS = [
+    ("journal.txt", lambda t: (DATA / "journal-xid79.txt").read_text(), "health.xid", "GF-XID-FATAL"),
+    ("nvidia-smi-q.txt", lambda t: t.replace("Pending                           : No",
+                                             "Pending                           : Yes", 1),
+     "health.row_remap", "GF-ROW-REMAP-PENDING"),
+    ("nvidia-smi-q.txt", lambda t: t.replace("DRAM Uncorrectable            : 0", "DRAM Uncorrectable            : 2", 1),
+     "health.ecc_uncorrectable", "GF-ECC-UNCORRECTABLE"),
+    ("nvidia-smi-q.txt", lambda t: t[:t.index("GPU 00000000:8F:00.0")].replace("Attached GPUs                             : 8",
+                                                                              "Attached GPUs                             : 7"),
+     "gpu.count", "GF-GPU-COUNT"),
+    ("ibstat.txt", lambda t: t.replace("State: Active", "State: Down", 1), "links.ib", "GF-IB-PORT-DOWN"),
+    ("ibstat.txt", lambda t: t.replace("Rate: 400", "Rate: 200", 1), "links.ib_rate", "GF-IB-RATE"),
+    ("all_reduce_perf.txt", lambda t: t.replace("471.38", "152.02").replace("466.71", "150.51"), "bw.nccl",
+     "GF-NCCL-BUSBW"),
+    ("nvlink-s.txt", lambda t: t.replace("Link 7: 26.562 GB/s", "Link 7: <inactive>", 1), "links.nvlink",
+     "GF-NVLINK-DOWN"),
+    ("dcgmi-diag-r1.json", lambda t: (DATA / "dcgmi-diag-r1-fail.json").read_text(), "dcgm.diag", "GF-DCGM-FAIL"),
+    ("query.csv", lambda t: t.replace("0x0000000000000000", "0x0000000000000040", 1), "health.clocks",
+     "GF-THROTTLE-THERMAL"),
+    ("nvidia-smi-q.txt", lambda t: t.replace("Current                   : 16x", "Current                   : 8x", 1),
+     "links.pcie_width", "GF-PCIE-WIDTH"),
+    ("nvbandwidth.txt", lambda t: t.replace("55.31", "11.20", 1), "bw.copy_h2d", "GF-COPY-BW"),
+]
+
+
+@pytest.mark.parametrize("capture,change,check,code", FAULTS, ids=[f[3] for f in FAULTS])
+def test_one_injected_fault_fails_with_its_code(tmp_path, capture, change, check, code):
+    text = change((H100 / capture).read_text())
+    assert text != (H100 / capture).read_text()
+    rc, rep = run_bundle(tmp_path, standins(tmp_path, H100, {capture: text}), h100_expect())
+    assert rc == 1 and rep["verdict"] == "fail"
+    assert [(f["check"], f["code"]) for f in rep["failures"]] == [(check, code)]
+    assert rep["failures"][0]["remedy"]
+
+
+def test_a_warning_is_not_a_failure(tmp_path):
+    bin_dir = standins(tmp_path, H100, {"journal.txt": (DATA / "journal-xid13.txt").read_text()})
+    rc, rep = run_bundle(tmp_path, bin_dir, h100_expect())
+    assert rc == 0 and by_check(rep)["health.xid"]["status"] == "warn" and by_check(rep)["health.xid"]["code"] == "GF-XID"
+
+
+def test_a_missing_tool_is_not_checked_and_never_passes(tmp_path):
+    # no nvidia-smi, no nccl-tests: those checks say "not checked"; the node is not proven healthy
+    bin_dir = standins(tmp_path, H100, tools=("dcgmi", "ibstat", "journalctl", "systemctl"))
+    rc, rep = run_bundle(tmp_path, bin_dir, h100_expect())
+    checks = by_check(rep)
+    assert rc == 1 and rep["verdict"] == "incomplete" and rep["failures"] == []
+    assert checks["gpu.count"]["status"] == "skip" and checks["gpu.count"]["detail"] == "nvidia-smi is not installed"
+    assert checks["bw.nccl"]["status"] == "skip" and "not installed" in checks["bw.nccl"]["detail"]
+    assert {"gpu.count", "gpu.driver", "health.ecc", "links.pcie", "bw.nccl", "bw.copy"} <= set(rep["unchecked"])
+
+
+@pytest.mark.parametrize("mounted,min_mbs,status,code", [
+    ("lustre", 1000, "pass", None), ("lustre", 3000, "fail", "GF-STORAGE-SLOW"), (None, 1000, "fail", "GF-MOUNT-MISSING")])
+def test_mounts_and_their_read_throughput_at_the_full_level(tmp_path, monkeypatch, mounted, min_mbs, status, code):
+    from gpufleet.nodecheck import runner
+    from gpufleet.nodecheck.tools import Tools
+
+    fio = (DATA / "fio-read.json").read_text()  # 2040 MB/s
+    bin_dir = standins(tmp_path / "t", H100, {"fio.json": fio})
+    monkeypatch.setenv("GPUFLEET_STANDIN_LOAD_S", "0")
+    mount = tmp_path / "lustre"
+    mount.mkdir()
+    (tmp_path / "root" / "proc").mkdir(parents=True)
+    (tmp_path / "root" / "proc" / "mounts").write_text(
+        "/dev/root / ext4 rw 0 0\n" + (f"10.0.0.5@tcp:/fs {mount} {mounted} rw 0 0\n" if mounted else ""))
+    exp = {"gpus": {"count": 0}, "mounts": [{"path": str(mount), "fstype": "lustre", "min_read_mbs": min_mbs}]}
+    rep = runner.run(exp, "full", Tools((str(bin_dir),)), root=str(tmp_path / "root"))
+    checks = by_check(rep)
+    last = checks.get(f"storage.read:{mount}") or checks[f"storage.mount:{mount}"]
+    assert last["status"] == status and last["code"] == code and rep["ok"] is (status == "pass")
+    assert list(mount.iterdir()) == []  # fio's files are gone
+    quick = runner.run(exp, "quick", Tools((str(bin_dir),)), root=str(tmp_path / "root"))
+    assert f"storage.read:{mount}" not in by_check(quick)  # the quick level only looks for the mount
+
+
+def test_the_bundle_is_reproducible_and_self_contained():
+    a, b = bundle.build(), bundle.build()
+    assert a == b
+    import io
+    import zipfile  # noqa: E401
+    names = zipfile.ZipFile(io.BytesIO(a[0])).namelist()
+    assert "__main__.py" in names and all(n.startswith(("gpufleet/nodecheck/", "gpufleet/__init__", "__main__"))
+                                          for n in names)
+    # nothing in the node-side package reaches outside itself
+    for n in names:
+        if n.startswith("gpufleet/nodecheck/"):
+            text = zipfile.ZipFile(io.BytesIO(a[0])).read(n).decode()
+            assert not re.search(r"^\s*(from|import) gpufleet(?!\.nodecheck)", text, re.M), n
+
+
+def test_bad_expectations_exit_2(tmp_path):
+    pyz = tmp_path / "v.pyz"
+    pyz.write_bytes(bundle.build()[0])
+    r = subprocess.run([sys.executable, "-I", str(pyz)], input="not json", capture_output=True, text=True)
+    assert r.returncode == 2 and json.loads(r.stdout)["verdict"] == "error"
+
+
+# --- expectations -----------------------------------------------------------------------------
+
+def test_expectations_follow_the_catalog_and_the_fabric():
+    cat = catalog.load(use_config=False)
+    stack = Stack.model_validate({"name": "v", "owner": "a@b.c", "pools": [
+        {"name": "aws", "provider": "aws", "region": "us-east-1", "instance_type": "p5.48xlarge", "nodes": 2,
+         "storage": [{"type": "lustre", "mount": "/fsx", "capacity_tib": 4.8, "throughput_mbps_per_tib": 250}]},
+        {"name": "gcp", "provider": "gcp", "region": "us-central1", "instance_type": "a3-highgpu-8g", "nodes": 1},
+        {"name": "l4", "provider": "gcp", "region": "us-central1", "instance_type": "g2-standard-4", "nodes": 1}]})
+    aws, gcp, l4 = (expect.for_pool(stack, p, cat) for p in stack.pools)
+    assert aws["gpus"]["count"] == 8 and aws["gpus"]["nvswitch"] and aws["efa"] == 32 and "ib" not in aws
+    assert aws["nccl"]["min_busbw_gbs"] == 460 and aws["nccl"]["bytes"] == "16G" and aws["copy"]["min_gbs"] == 48
+    assert aws["mounts"] == [{"path": "/fsx", "fstype": "lustre", "min_read_mbs": 600}]
+    assert gcp["tcpx"]["processes"] == ["tcpgpudmarxd"] and 79 in gcp["fatal_xids"] and 94 not in gcp["fatal_xids"]
+    assert l4["gpus"] == {"count": 1, "model": "L4", "family": "L4", "memory_gb": 24.0, "tdp_w": 72.0, "pcie_gen": 4,
+                          "nvlink": False, "nvswitch": False} and "nccl" not in l4 and l4["copy"]["min_gbs"] is None
+
+
+def test_health_csv_errors_name_file_line_and_key():
+    from gpufleet.errors import CatalogError
+
+    gpus = catalog.load(use_config=False).gpus
+    head = "gpu,gpu_count,nccl_busbw_gbs,nccl_bytes,copy_gbs,ib_rate_gbps,source,as_of\n"
+    with pytest.raises(CatalogError, match=r"health.csv:2: gpu: 'H10' is not in gpus.csv \(did you mean H100\?\)"):
+        catalog.parse_health(gpus, head + "H10,8,460,16G,48,400,x,2026-05\n")
+    with pytest.raises(CatalogError, match=r"health.csv:2: nccl_bytes: '16GB'"):
+        catalog.parse_health(gpus, head + "H100,8,460,16GB,48,400,x,2026-05\n")
+
+
+# --- the command ------------------------------------------------------------------------------
+
+def test_verify_cli_refuses_bad_input(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    r = cli("verify", str(ROOT / "stacks" / "examples" / "local-rack.yaml"), "--level", "deep")
+    assert r.exit_code == 2 and "unknown level 'deep'" in r.output and "Traceback" not in r.output
+    r = cli("verify", "no-such-cluster")
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    r = cli("verify", str(ROOT / "stacks" / "examples" / "local-rack.yaml"))
+    assert r.exit_code == 2 and "unknown cluster 'local-rack'" in r.output
