@@ -166,16 +166,7 @@ def wait(store, targets: list[NodeTarget], generations: dict[str, str], *, timeo
     done = 0
     while True:
         stats.polls += 1
-        listing, pages = store.list("status/")
-        stats.lists += pages
-        changed = [(key, etag) for key, etag in listing if seen.get(key) != etag]
-        stats.reads += len(changed)
-        with ThreadPoolExecutor(max_workers=READERS) as ex:  # a poll after many nodes finished reads many
-            bodies = list(ex.map(lambda ke: _read(store, ke[0]), changed))
-        for (key, etag), status in zip(changed, bodies):
-            seen[key] = etag
-            if status is None:
-                continue
+        for status in _changed_statuses(store, seen, stats):
             r = reports.get(str(status.get("node_id")))
             if r is None or status.get("pool") != r.target.pool:
                 continue
@@ -198,6 +189,21 @@ def wait(store, targets: list[NodeTarget], generations: dict[str, str], *, timeo
             r.hint = ("the node may still be installing, or never ran its bootstrap: see "
                       "/var/log/gpufleet/bootstrap.log and node.log on it, or the cloud's serial console")
     return [reports[t.node_id] for t in targets]
+
+
+def _changed_statuses(store, seen: dict[str, str], stats: WaitStats | None = None) -> list[dict]:
+    """The statuses that changed since the last poll (``seen``: key -> etag read): one listing of the
+    prefix, then only those objects, read in parallel (a poll after many nodes finished reads many)."""
+    listing, pages = store.list("status/")
+    changed = [(key, etag) for key, etag in listing if seen.get(key) != etag]
+    if stats is not None:
+        stats.lists += pages
+        stats.reads += len(changed)
+    with ThreadPoolExecutor(max_workers=READERS) as ex:
+        bodies = list(ex.map(_read, [store] * len(changed), [k for k, _ in changed]))
+    for key, etag in changed:
+        seen[key] = etag
+    return [b for b in bodies if b is not None]
 
 
 def _read(store, key: str) -> dict | None:
@@ -304,13 +310,8 @@ def verify_pools(outputs: dict, nodes: list, expectations: dict[str, dict], *, l
         mine = [t for t in targets if t.pool in names]
         start, seen = clock(), {}
         while True:
-            listing, _ = store.list("status/")
-            changed = [(k, e) for k, e in listing if seen.get(k) != e]
-            with ThreadPoolExecutor(max_workers=READERS) as ex:
-                bodies = list(ex.map(_read, [store] * len(changed), [k for k, _ in changed]))
-            for (key, etag), status in zip(changed, bodies):
-                seen[key] = etag
-                got = (status or {}).get("verify") or {}
+            for status in _changed_statuses(store, seen):
+                got = status.get("verify") or {}
                 if got.get("request") == request:
                     answers[str(status.get("node_id"))] = got
             if progress:
