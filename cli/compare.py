@@ -140,9 +140,11 @@ COLUMNS = ["rank", "provider", "region", "instance", "gpus", "nodes", "market", 
 
 
 def _cells(i: int, r) -> list:
-    note = ",".join(r.tags) if r.feasible else f"infeasible: {r.reason}"
+    note = ",".join(r.tags + ([r.layout] if r.layout not in ("data parallel", "") else [])) if r.feasible \
+        else f"infeasible: {r.reason}"
     return [i, r.provider, r.region, r.instance, f"{r.gpus_per_node}x {r.gpu}", r.nodes, r.market,
-            output.money(r.usd_per_hour), output.rate(r.throughput, r.unit), output.duration(r.time_to_train_h),
+            output.money(r.usd_per_hour), output.rate(r.throughput, r.unit),
+            f"{output.duration(r.time_to_train_h)} ±{r.error_band:.0%}",
             output.money(r.cost_to_train_usd), output.money(r.usd_per_pflop_hour), r.bottleneck,
             f"{r.scaling_efficiency:.0%}", note]
 
@@ -209,29 +211,50 @@ def _scaling_curves(report, offers: int = 5) -> None:
 
 @output.handle_errors
 def calibrate(
-    fit: Annotated[bool, typer.Option("--fit", help="Re-fit the parameters from the data (not saved).")] = False,
+    fit: Annotated[bool, typer.Option("--fit", help="Re-fit the parameters and the out-of-fold errors from the data "
+                                      "(minutes; not saved: `python -m gpufleet.perf.calibration --write` saves).")] = False,
 ):
     from gpufleet.perf import calibration
-    from gpufleet.perf.model import fitted_params
+    from gpufleet.perf.model import fitted_document, fitted_params
 
     rs = calibration.rows()
     if fit:
-        with output.progress("fitting the model to published measurements"):
+        with output.progress("fitting the model to published measurements, then once per left-out group"):
             params, _ = calibration.fit(rs)
+            gen = calibration.generalisation(rs, start=params)
+        oof = {"per_row": {by: g["per_row"] for by, g in gen.items()},
+               "per_group": {by: g["per_group"] for by, g in gen.items()},
+               **{f"median_by_{by}": g["median_abs_error"] for by, g in gen.items()}}
     else:
-        params = fitted_params()
+        params, oof = fitted_params(), fitted_document().get("out_of_fold") or {}
     s = calibration.summary(rs, params)
     s["sources"] = calibration.sources()
-    s["params"] = {k: getattr(params, k) for k in calibration.GLOBAL} | {"intensity": params.intensity}
+    s["params"] = dict(params.values)
+    s["warnings"] = calibration.warnings(params)
+    s["out_of_fold"] = {k: oof.get(f"median_by_{k}") for k in calibration.GROUPINGS} | {
+        "per_group": oof.get("per_group") or {}}
+    by_source = (oof.get("per_row") or {}).get("source") or {}
+    for r in s["per_row"]:
+        r["error_out_of_fold"] = by_source.get(r["id"])
     if STATE.json:
         output.emit_json(s)
         return
     cells = [[r["id"], r["workload"], r["gpu"], r["precision"], r["gpus"], f"{r['measured']:,.1f}",
-              f"{r['predicted']:,.1f}", r["unit"], f"{r['error']:+.1%}", r["source"]] for r in s["per_row"]]
+              f"{r['predicted']:,.1f}", r["unit"], f"{r['error']:+.1%}",
+              f"{r['error_out_of_fold']:+.1%}" if r["error_out_of_fold"] is not None else "-", r["source"]]
+             for r in s["per_row"]]
+    o = s["out_of_fold"]
     output.table("Performance model vs published measurements", ["id", "workload", "gpu", "precision", "gpus",
-                 "measured", "predicted", "unit", "error", "source"], cells,
-                 caption=f"median |error| {s['median_abs_error']:.1%} (single GPU {s['median_abs_error_single_gpu']:.1%}, "
-                         f"multi-GPU {s['median_abs_error_multi_gpu']:.1%}), p90 {s['p90_abs_error']:.1%}, "
-                         f"max {s['max_abs_error']:.1%} over {s['rows']} rows\n"
-                         + "\n".join(f"{k}: {v}" for k, v in s["sources"].items()),
-                 justify={c: "right" for c in ("gpus", "measured", "predicted", "error")})
+                 "measured", "predicted", "unit", "error", "out of fold", "source"], cells,
+                 caption=f"in sample: median |error| {s['median_abs_error']:.1%} (single GPU "
+                         f"{s['median_abs_error_single_gpu']:.1%}, multi-GPU {s['median_abs_error_multi_gpu']:.1%}), "
+                         f"p90 {s['p90_abs_error']:.1%} over {s['rows']} rows\n"
+                         + "out of fold: median |error| " + ", ".join(
+                             f"{k} left out {v:.1%}" for k, v in o.items() if isinstance(v, float))
+                         + "\n" + "\n".join(f"{k}: {v}" for k, v in s["sources"].items()),
+                 justify={c: "right" for c in ("gpus", "measured", "predicted", "error", "out of fold")})
+    for by, groups in o["per_group"].items():
+        output.table(f"Out of fold, {by} left out", [by, "median |error|"],
+                     [[g, f"{e:.1%}"] for g, e in groups.items()], justify={"median |error|": "right"})
+    for w in s["warnings"]:
+        output.warn(f"parameter {w}")

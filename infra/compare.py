@@ -9,7 +9,7 @@ from gpufleet import spec
 from gpufleet.catalog import Catalog, Offer, age_in_days
 from gpufleet.catalog.onprem import site_from_pool
 from gpufleet.errors import InputError
-from gpufleet.perf.model import Scenario, predict
+from gpufleet.perf.model import Scenario, error_band, predict
 from gpufleet.perf.workloads import Workload
 
 # Storage assumptions when the request does not name one (stated in every report).
@@ -100,7 +100,9 @@ class Row:
     price_parts: list[dict]
     price_as_of: str
     storage: str
-    tags: list[str] = field(default_factory=list)  # cheapest, fastest
+    error_band: float = 0.0  # the model's typical relative error for such a prediction (out of fold)
+    layout: str = "data parallel"  # how the model is split across the GPUs (LLMs: e.g. "tp8 pp4 dp16")
+    tags: list[str] = field(default_factory=list)  # cheapest, fastest, within-error
 
     @property
     def total_gpus(self) -> int:
@@ -194,6 +196,7 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
     w = req.workload
     rows: list[Row] = []
     skipped: list[dict] = []
+    predictions: dict[tuple, object] = {}  # the same machine in many regions is one prediction
     offers = [o for o in cat.offers() if _selected(req, o)]
     for offer in offers:
         runs = [(n, None) for n in req.nodes]
@@ -215,7 +218,8 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
                          precision=req.precision, batch_per_gpu=req.batch_per_gpu,
                          network_gbps=it.network_gbps, vcpus=it.vcpus, storage_mbps=mbps,
                          storage_shared=shared, node_memory_gib=it.memory_gib)
-            pr = predict(s)
+            key = (offer.gpu.name, it.gpu_count, nodes, it.network_gbps, it.vcpus, mbps, shared, it.memory_gib)
+            pr = predictions.get(key) or predictions.setdefault(key, predict(s))
             first_epoch = min(samples, w.dataset_samples or samples)
             seconds = first_epoch / pr.throughput_first_epoch + (samples - first_epoch) / pr.throughput
             hours = seconds / 3600.0
@@ -230,13 +234,18 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
                 feasible=pr.feasible, reason=pr.reason,
                 price_parts=[{"what": p.what, "usd_per_hour": p.usd_per_hour, "source": p.source, "as_of": p.as_of}
                              for p in offer.parts],
-                price_as_of=offer.as_of, storage=storage_label,
+                price_as_of=offer.as_of, storage=storage_label, error_band=error_band(w.family, total > 1),
+                layout=pr.layout,
             ))
     rows.sort(key=lambda r: (not r.feasible, r.cost_to_train_usd, r.time_to_train_h))
     feasible = [r for r in rows if r.feasible]
     if feasible:
         feasible[0].tags.append("cheapest")
         min(feasible, key=lambda r: (r.time_to_train_h, r.cost_to_train_usd)).tags.append("fastest")
+        best = feasible[0]
+        for r in feasible[1:]:  # its cost is within the two predictions' error of the cheapest: a tie, not a loss
+            if r.cost_to_train_usd <= best.cost_to_train_usd * (1 + max(r.error_band, best.error_band)):
+                r.tags.append("within-error")
     priced = [r.price_as_of for r in rows if r.market != "owned"] or [min(p.as_of for p in cat.prices)]
     as_of = min(priced)
     age = age_in_days(as_of, today)
@@ -246,7 +255,10 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
         "storage: " + (req.storage or f"local NVMe where the node has it ({LOCAL_NVME_MBPS:.0f} MB/s), "
                        f"else a network disk ({NETWORK_DISK_MBPS:.0f} MB/s); datasets that fit in half the "
                        "nodes' RAM are read from storage once"),
-        "throughput from gpufleet's calibrated model (gpufleet calibrate shows its error against published runs)",
+        "throughput from gpufleet's calibrated model; its typical error for such predictions is "
+        f"±{error_band(w.family, False):.0%} on one GPU, ±{error_band(w.family, True):.0%} on several (out of fold: "
+        "each source predicted by a fit without it; gpufleet calibrate); offers tagged within-error cost no more than "
+        "that above the cheapest",
         "$/PFLOP-hour: cluster price per hour of one delivered PFLOP/s of training math",
     ]
     if req.spot and not rows:

@@ -1,12 +1,21 @@
-"""Calibrate the performance model against published measurements.
+"""Calibrate the performance model against published measurements, and say how well it predicts
+what it was not fitted to.
 
 ``data/measurements.csv`` holds published training throughputs (NVIDIA DeepLearningExamples,
-the TensorFlow benchmark pages, MosaicML LLM Foundry), each with its source. This module
+MLPerf Training results, the TensorFlow benchmark pages, MosaicML LLM Foundry), each with its
+source. This module
 
-* predicts every row with the model and reports the per-row error (``report``);
-* fits the model's free parameters to the rows (``fit``) by minimising the mean absolute
-  log error with a Nelder-Mead search in log space, deterministic from a fixed start;
-* writes the fitted parameters to ``data/fitted.json`` (``python -m gpufleet.perf.calibration --write``).
+* predicts every row and reports the per-row error (``summary``);
+* fits the model's global parameters (``fit``): the mean absolute log error, each source's rows
+  weighted together as one (a source with 100 rows does not outvote one with 5), plus a pull
+  toward each parameter's prior (``model.PRIORS``), minimised by a Nelder-Mead search in log
+  space, deterministic from the priors;
+* reports generalisation (``out_of_fold``): every row predicted by a fit that did not see its
+  group, for three groupings: by source (grouped k-fold), leave one workload out, leave one GPU
+  out;
+* warns of a parameter that ended at a bound (``warnings``);
+* writes the fit and its out-of-fold errors to ``data/fitted.json``
+  (``python -m gpufleet.perf.calibration --write``).
 """
 
 from __future__ import annotations
@@ -16,17 +25,22 @@ import json
 import math
 import statistics
 import sys
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from gpufleet import catalog
 from gpufleet.perf import workloads
-from gpufleet.perf.model import Params, Scenario, fitted_params, predict
+from gpufleet.perf.model import NAMES, PRIORS, Params, Scenario, fitted_params, predict
 
-GLOBAL = ["u_tensor", "u_simt", "k", "overlap", "net_eff", "decode_per_vcpu"]
-BOUNDS = {"u_tensor": (0.05, 1.0), "u_simt": (0.05, 1.0), "k": (1.0, 8.0), "overlap": (0.01, 1.0),
-          "net_eff": (0.05, 1.0), "decode_per_vcpu": (5.0, 2000.0)}
+PRIOR_WEIGHT = 0.02  # against the mean |log error|: a parameter one prior-spread away costs 0.02
+GROUPINGS: dict[str, Callable] = {
+    "source": lambda r: r.source,
+    "workload": lambda r: r.scenario.workload.name,
+    "gpu": lambda r: r.scenario.gpu.name,
+}
 
 
 @dataclass(frozen=True)
@@ -57,28 +71,35 @@ def rows(cat=None) -> list[Row]:
             batch_per_gpu=int(r["batch_per_gpu"]), network_gbps=float(r["network_gbps"]),
             vcpus=int(r["vcpus"]), comm=r["comm"], ps_shards=int(r["ps_shards"]) if r["ps_shards"] else None,
             activation_checkpointing=r["act_ckpt"] == "1", synthetic_data=r["data"] == "synthetic",
+            gpu_decode=r["data"] == "dali",
         )
         out.append(Row(r["id"], s, float(r["measured"]), r["unit"], r["source"], r["notes"]))
     return out
 
 
-def free_names(rs: list[Row]) -> list[str]:
-    wl = sorted({r.scenario.workload.name for r in rs if r.scenario.workload.family != "llm"})
-    return GLOBAL + [f"I:{w}" for w in wl] + ["I:family:llm"]
-
-
 def errors(rs: list[Row], p: Params) -> list[float]:
     """Signed relative error (predicted / measured - 1) per row."""
-    return [predict(r.scenario, p).throughput / r.measured - 1.0 for r in rs]
+    return [predict(r.scenario, p, efficiency=False).throughput / r.measured - 1.0 for r in rs]
 
 
-def _objective(vec, names, base, rs) -> float:
-    for n, v in zip(names, vec):
-        lo, hi = BOUNDS.get(n, (1.0, 1e5))
+def _weights(rs: list[Row]) -> list[float]:
+    per = {}
+    for r in rs:
+        per[r.source] = per.get(r.source, 0) + 1
+    return [1.0 / per[r.source] / len(per) for r in rs]
+
+
+def _objective(vec: list[float], rs: list[Row], weights: list[float]) -> float:
+    penalty = 0.0
+    for n, v in zip(NAMES, vec):
+        prior, spread, (lo, hi) = PRIORS[n]
         if not (math.log(lo) <= v <= math.log(hi)):
             return 1e9
-    p = Params.from_vector(names, vec, base)
-    return sum(abs(math.log(predict(r.scenario, p).throughput / r.measured)) for r in rs) / len(rs)
+        penalty += ((v - math.log(prior)) / spread) ** 2
+    p = Params.from_vector(vec)
+    fit = sum(w * abs(math.log(predict(r.scenario, p, efficiency=False).throughput / r.measured))
+              for r, w in zip(rs, weights))
+    return fit + PRIOR_WEIGHT * penalty / len(NAMES)
 
 
 def _nelder_mead(f, x0, step=0.5, iters=4000, tol=1e-7):
@@ -112,36 +133,76 @@ def _nelder_mead(f, x0, step=0.5, iters=4000, tol=1e-7):
     return pts[i], vals[i]
 
 
-def fit(rs: list[Row] | None = None, restarts: int = 3) -> tuple[Params, float]:
-    """Fit every free parameter to the rows; deterministic (fixed start, restarts from the best)."""
+def fit(rs: list[Row] | None = None, start: Params | None = None, iters: int = 3000) -> tuple[Params, float]:
+    """The global parameters that best explain ``rs``; deterministic from ``start`` (the priors)."""
     rs = rs or rows()
-    names = free_names(rs)
-    base = Params(intensity={n[2:]: 100.0 for n in names if n.startswith("I:")})
-    x = base.to_vector(names)
-    best = float("inf")
-    for _ in range(restarts):
-        x, val = _nelder_mead(lambda v: _objective(v, names, base, rs), x)
-        if best - val < 1e-6:
-            best = val
-            break
-        best = val
-    p = Params.from_vector(names, x, base)
-    # workloads without data fall back to the family's geometric mean intensity
-    for fam in ("cnn", "transformer"):
-        vals = [v for k, v in p.intensity.items()
-                if any(r.scenario.workload.name == k and r.scenario.workload.family == fam for r in rs)]
-        if vals:
-            p.intensity[f"family:{fam}"] = math.exp(sum(map(math.log, vals)) / len(vals))
-    return p, best
+    weights = _weights(rs)
+    x, val = _nelder_mead(lambda v: _objective(v, rs, weights), (start or Params()).to_vector(), iters=iters)
+    x, val = _nelder_mead(lambda v: _objective(v, rs, weights), x, step=0.1, iters=iters)  # restart near the optimum
+    return Params.from_vector(x), val
 
 
-def params_to_json(p: Params, objective: float, n_rows: int) -> str:
+def warnings(p: Params) -> list[str]:
+    """Parameters at (within 2% of) a bound: the data pushed them past what the priors find plausible."""
+    out = []
+    for n in NAMES:
+        _, _, (lo, hi) = PRIORS[n]
+        v = p.values[n]
+        if v <= lo * 1.02 or v >= hi * 0.98:
+            out.append(f"{n} = {v:.4g} is at its bound ({lo:g}..{hi:g})")
+    return out
+
+
+def _fold(args) -> dict[str, float]:
+    rs, held, start = args
+    p, _ = fit([r for r in rs if r.id not in held], start=start, iters=1500)
+    return {r.id: predict(r.scenario, p, efficiency=False).throughput / r.measured - 1.0 for r in rs if r.id in held}
+
+
+def out_of_fold(rs: list[Row], by: str, start: Params | None = None, workers: int = 2) -> dict[str, float]:
+    """Per row, its signed error predicted by a fit without its group (``by``: source, workload, gpu)."""
+    key = GROUPINGS[by]
+    groups: dict[str, set[str]] = {}
+    for r in rs:
+        groups.setdefault(key(r), set()).add(r.id)
+    jobs = [(rs, held, start) for held in groups.values()]
+    with ProcessPoolExecutor(max_workers=workers) as ex:
+        parts = list(ex.map(_fold, jobs))
+    return {k: v for part in parts for k, v in part.items()}
+
+
+def generalisation(rs: list[Row], start: Params | None = None) -> dict:
+    """Median |error| out of fold, overall and per group, for each grouping."""
+    out = {}
+    for by, key in GROUPINGS.items():
+        errs = out_of_fold(rs, by, start)
+        groups: dict[str, list[float]] = {}
+        for r in rs:
+            groups.setdefault(key(r), []).append(abs(errs[r.id]))
+        out[by] = {"median_abs_error": statistics.median(abs(e) for e in errs.values()),
+                   "per_group": {g: round(statistics.median(v), 4) for g, v in sorted(groups.items())},
+                   "per_row": {k: round(v, 4) for k, v in errs.items()}}
+    return out
+
+
+def params_to_json(p: Params, objective: float, rs: list[Row], gen: dict) -> str:
     r6 = lambda v: float(f"{v:.6g}")  # noqa: E731
+    by_id = {r.id: r for r in rs}
+    bands: dict[str, list[float]] = {}
+    for rid, e in gen["source"]["per_row"].items():
+        r = by_id[rid]
+        multi = r.scenario.gpus_per_node * r.scenario.nodes > 1
+        bands.setdefault(f"{r.scenario.workload.family}:{'multi' if multi else 'single'}", []).append(abs(e))
+        bands.setdefault(r.scenario.workload.family, []).append(abs(e))
     return json.dumps({
         "note": "Fitted by gpufleet.perf.calibration.fit() to data/measurements.csv; do not edit by hand.",
-        "rows": n_rows, "mean_abs_log_error": r6(objective),
-        "params": {**{k: r6(getattr(p, k)) for k in GLOBAL},
-                   "intensity": {k: r6(v) for k, v in sorted(p.intensity.items())}},
+        "rows": len(rs), "objective": r6(objective),
+        "params": {k: r6(v) for k, v in p.values.items()},
+        "out_of_fold": {"median": r6(gen["source"]["median_abs_error"]),
+                        **{f"median_by_{by}": r6(g["median_abs_error"]) for by, g in gen.items()},
+                        "bands": {k: r6(statistics.median(v)) for k, v in sorted(bands.items())},
+                        "per_group": {by: g["per_group"] for by, g in gen.items()},
+                        "per_row": {by: g["per_row"] for by, g in gen.items()}},
     }, indent=2) + "\n"
 
 
@@ -172,9 +233,14 @@ def main(argv: list[str] | None = None) -> int:
     rs = rows()
     if "--write" in argv:
         p, obj = fit(rs)
+        gen = generalisation(rs, start=p)
         path = Path(__file__).parent / "data" / "fitted.json"
-        path.write_text(params_to_json(p, obj, len(rs)))
-        print(f"wrote {path} (mean |log error| {obj:.4f})")
+        path.write_text(params_to_json(p, obj, rs, gen))
+        print(f"wrote {path} (objective {obj:.4f}; out of fold by source "
+              f"{gen['source']['median_abs_error']:.1%}, workload {gen['workload']['median_abs_error']:.1%}, "
+              f"GPU {gen['gpu']['median_abs_error']:.1%})")
+        for w in warnings(p):
+            print(f"warning: {w}")
         fitted_params.cache_clear()
     s = summary(rs, fitted_params())
     for r in s["per_row"]:

@@ -1,28 +1,33 @@
-"""Analytical model of data-parallel training throughput.
+"""Analytical model of training throughput, physics first, with few fitted numbers.
 
-Following the reasoning of HPE's Deep Learning Cookbook and the platform talks this
-project grew from, a training step on ``n = gpus_per_node x nodes`` GPUs is:
+A training step on ``n = gpus_per_node x nodes`` GPUs is:
 
-* **GPU time per sample**: a roofline of math and memory traffic,
-  ``t_gpu = (t_math^k + t_mem^k)^(1/k)`` with
-  ``t_math = train_FLOPs / (peak(precision) * u)`` (``u`` = achievable fraction of peak:
-  one value for tensor-core math, one for plain FP32 units) and
-  ``t_mem = (train_FLOPs / I_w) * (bytes_per_element / 2) / HBM_bandwidth``, where ``I_w``
-  is the workload's effective arithmetic intensity (FLOPs per byte at 16-bit).
-  Memory-bound CNNs at mixed precision are why an H100 is not 3x an A100 on ResNet-50.
-  Activation checkpointing adds one forward pass (x4/3).
-* **Gradient exchange** every ``batch_per_gpu`` samples: hierarchical ring all-reduce,
-  ``2(g-1)/g * G / B_intra`` over NVLink (or PCIe) inside a node plus
-  ``2(N-1)/N * G / B_net`` between N nodes (G = gradient bytes); FSDP moves 1.5x that per
-  micro-batch; the parameter-server variant loads each server with N/P workers' traffic.
-  A fraction ``overlap`` of it hides behind the backward pass (2/3 of the math).
-* **Input pipeline**: CPU decode (images per vCPU-second) and storage read bandwidth
-  (sample bytes); the slowest of GPU, CPU and storage sets the pace, as in the BOXX paper.
+* **GPU time per sample**: math plus memory traffic, ``t_gpu = t_math + t_mem`` (training runs
+  math-bound matrix kernels and memory-bound normalisation/activation kernels one after the
+  other: their times add; a fitted roofline exponent went to 1, its bound, when it was free),
+  with ``t_math = train_FLOPs / (peak(precision) * u)``
+  (``u``: achievable fraction of peak, one value per tensor-core generation, Volta/Turing,
+  Ampere/Ada, Hopper/Blackwell, and for plain FP32 units one for Kepler, Pascal and later) and ``t_mem`` the bytes a sample
+  moves through GPU memory over its bandwidth: its activations (elements from the
+  architecture, ``perf.architecture``, times ``act_passes``: the reads and writes of forward,
+  batch norm/activation and backward, one value for CNNs and one for transformers) plus its
+  share of the weights, gradients and optimizer state read and written once per step.
+  Activation checkpointing adds one forward pass.
+* **Gradient exchange** (alpha-beta): per gradient bucket (25 MB, PyTorch DDP's default) a
+  latency per hop, plus bytes over bandwidth: a ring inside the node over NVLink (or PCIe), and
+  between nodes the cheaper of NCCL's ring (2(N-1) hops) and tree (2 log2 N hops) over the
+  node's network at ``net_eff`` of line rate; FSDP moves 1.5x an all-reduce's bytes; a
+  parameter server loads each server link with N/P workers' push and pull. A fraction
+  ``overlap`` of the exchange hides behind the backward pass (2/3 of the math), never the last
+  bucket's. Synchronous steps wait for the slowest GPU: ``x (1 + jitter * sqrt(2 ln n))``, the
+  expected maximum of n normally distributed step times, so scaling curves bend with size.
+* **Input pipeline**: CPU decode (images per vCPU-second; none when the data is synthetic or
+  decoded on the GPU with DALI) and storage read bandwidth (sample bytes); the slowest of GPU,
+  CPU and storage sets the pace, as in the BOXX paper.
 
-The free parameters (``u_tensor``, ``u_simt``, ``k``, ``overlap``, ``net_eff``,
-``decode_per_vcpu``, and ``I_w`` per workload with published data) are *fitted* to the
-published measurements in ``data/measurements.csv`` by :mod:`gpufleet.perf.calibration`
-and stored in ``data/fitted.json``; nothing here is tuned by hand.
+The free parameters are fitted to the published measurements in ``data/measurements.csv`` by
+:mod:`gpufleet.perf.calibration`, pulled toward the priors below, and stored in
+``data/fitted.json``; nothing here is tuned by hand.
 """
 
 from __future__ import annotations
@@ -33,45 +38,93 @@ import math
 from dataclasses import dataclass, field
 from importlib import resources
 
+from gpufleet.perf import parallel
 from gpufleet.perf.workloads import Workload
 
 PCIE_GBS = {3: 12.0, 4: 24.0, 5: 48.0, 6: 96.0}  # effective host<->GPU GB/s per x16 link, one direction
 TENSOR_ARCHS = {"volta", "turing", "ampere", "ada", "hopper", "blackwell"}
+GENERATION = {"volta": "volta", "turing": "volta", "ampere": "ampere", "ada": "ampere", "hopper": "hopper",
+              "blackwell": "hopper"}
 STATE_BYTES_PER_PARAM = 16.0  # mixed-precision Adam: weights, grads, fp32 master, 2 moments
+OPTIMIZER_TRAFFIC = 16.0  # bytes per parameter the optimizer step reads and writes (fp32 master + moments)
+BUCKET_BYTES = 25 * 2**20  # PyTorch DDP bucket_cap_mb=25: one latency per bucket per hop
+NVLINK_ALPHA_S = 2e-6  # NCCL's per-hop latency inside a node is microseconds (NCCL docs, tuning)
+
+# name -> (prior, spread of the prior in log space, (lower, upper)); the fit is pulled toward the
+# prior and a value that ends at a bound is reported (calibration.warnings)
+PRIORS: dict[str, tuple[float, float, tuple[float, float]]] = {
+    # MLPerf-class training reaches 35-55% of dense tensor peak (MFU reported by NVIDIA, MosaicML)
+    "u_tensor:volta": (0.45, 0.5, (0.1, 0.95)),
+    "u_tensor:ampere": (0.5, 0.5, (0.1, 0.95)),
+    "u_tensor:hopper": (0.45, 0.5, (0.1, 0.95)),
+    # plain FP32 units: SGEMM reaches 70-90% of peak on Volta and later, whole networks less; Kepler
+    # and Pascal (the K80 and P100 of the 2017 TensorFlow benchmarks) lose more to small kernels
+    "u_simt": (0.6, 0.4, (0.2, 0.95)),
+    "u_simt:pascal": (0.5, 0.5, (0.1, 0.95)),
+    "u_simt:kepler": (0.4, 0.5, (0.05, 0.95)),
+    # speed-up of stride-1 3x3 convolutions on FP32 units (Winograd F(2x2,3x3): at most 2.25x fewer
+    # multiplications, Lavin & Gray 2016; less in practice: the transforms cost memory traffic)
+    "winograd": (1.6, 0.3, (1.0, 2.25)),
+    # memory passes per activation element: a CNN's count is its conv/pool outputs only, each also
+    # read and written by batch norm and ReLU forward and backward (~15-25 passes); a transformer's
+    # (Korthikanti) already counts every stored intermediate, written once and read back (~2-4)
+    "act_passes:cnn": (16.0, 0.5, (4.0, 40.0)),
+    "act_passes:transformer": (3.0, 0.5, (1.0, 10.0)),
+    "net_eff": (0.8, 0.2, (0.5, 0.95)),  # NCCL bus bandwidth reaches ~70-85% of line rate
+    "nvl_eff": (0.85, 0.25, (0.5, 1.2)),  # above 1: NVSwitch in-network reduction (NVLS) on Hopper
+    "alpha_us": (15.0, 0.8, (2.0, 200.0)),  # per hop between nodes, IB/RoCE to TCP
+    "jitter": (0.02, 1.0, (0.001, 0.2)),
+    "overlap": (0.7, 0.4, (0.05, 1.0)),
+    "decode_per_vcpu": (150.0, 0.5, (40.0, 600.0)),  # JPEG decode + augmentation per core, images/s
+}
+NAMES = tuple(PRIORS)
 
 
 @dataclass
 class Params:
-    u_tensor: float = 0.5
-    u_simt: float = 0.6
-    k: float = 2.0
-    overlap: float = 0.5
-    net_eff: float = 0.7
-    decode_per_vcpu: float = 100.0
-    intensity: dict[str, float] = field(default_factory=dict)  # workload or family -> FLOPs/byte
+    values: dict[str, float] = field(default_factory=lambda: {k: v[0] for k, v in PRIORS.items()})
 
-    def intensity_for(self, w: Workload) -> float:
-        return self.intensity.get(w.name) or self.intensity.get(f"family:{w.family}") or 100.0
+    def __getattr__(self, name: str) -> float:
+        try:
+            return self.__dict__["values"][name]
+        except KeyError:
+            raise AttributeError(name) from None
 
-    def to_vector(self, names: list[str]) -> list[float]:
-        return [math.log(self.intensity[n[2:]] if n.startswith("I:") else getattr(self, n)) for n in names]
+    def u(self, arch: str, tensor: bool) -> float:
+        if tensor:
+            return self.values[f"u_tensor:{GENERATION[arch]}"]
+        return self.values.get(f"u_simt:{arch}", self.values["u_simt"])
+
+    def to_vector(self, names=NAMES) -> list[float]:
+        return [math.log(self.values[n]) for n in names]
 
     @classmethod
-    def from_vector(cls, names: list[str], vec: list[float], base: "Params") -> "Params":
-        p = Params(**{k: getattr(base, k) for k in ("u_tensor", "u_simt", "k", "overlap", "net_eff", "decode_per_vcpu")},
-                   intensity=dict(base.intensity))
-        for n, v in zip(names, vec):
-            if n.startswith("I:"):
-                p.intensity[n[2:]] = math.exp(v)
-            else:
-                setattr(p, n, math.exp(v))
-        return p
+    def from_vector(cls, vec: list[float], names=NAMES, base: "Params | None" = None) -> "Params":
+        values = dict((base or cls()).values)
+        values.update({n: math.exp(v) for n, v in zip(names, vec)})
+        return cls(values)
 
 
 @functools.lru_cache(maxsize=1)
+def fitted_document() -> dict:
+    """data/fitted.json: the parameters and the out-of-fold errors of the last calibration."""
+    return json.loads(resources.files("gpufleet.perf").joinpath("data", "fitted.json").read_text(encoding="utf-8"))
+
+
 def fitted_params() -> Params:
-    raw = json.loads(resources.files("gpufleet.perf").joinpath("data", "fitted.json").read_text(encoding="utf-8"))
-    return Params(**raw["params"])
+    return Params({**Params().values, **fitted_document()["params"]})
+
+
+fitted_params.cache_clear = fitted_document.cache_clear  # type: ignore[attr-defined]
+
+
+def error_band(family: str, multi_gpu: bool) -> float:
+    """The model's typical relative error for a prediction like this one: the median out-of-fold
+    |error| (each source's rows predicted by a fit without that source) of the published rows of
+    the same family on one GPU or several, from the last calibration (fitted.json)."""
+    oof = fitted_document().get("out_of_fold") or {}
+    bands = oof.get("bands") or {}
+    return bands.get(f"{family}:{'multi' if multi_gpu else 'single'}") or bands.get(family) or oof.get("median", 0.0)
 
 
 @dataclass(frozen=True)
@@ -91,6 +144,7 @@ class Scenario:
     ps_shards: int | None = None
     activation_checkpointing: bool = False
     synthetic_data: bool = False  # benchmarks on synthetic data skip the input pipeline
+    gpu_decode: bool = False  # images decoded on the GPU (DALI): no CPU limit
     nvlink: bool | None = None  # None: from the GPU spec
 
 
@@ -107,6 +161,7 @@ class Prediction:
     breakdown: dict[str, float]
     feasible: bool = True
     reason: str = ""
+    layout: str = "data parallel"  # LLMs: the split chosen, e.g. "tp8 pp4 dp16" or "fsdp x64"
 
 
 def resolve_precision(gpu, precision: str) -> str:
@@ -118,41 +173,57 @@ def resolve_precision(gpu, precision: str) -> str:
     return gpu.effective_precision(precision)
 
 
-def _gpu_time_per_sample(s: Scenario, p: Params, prec: str) -> tuple[float, float, float]:
+def _gpu_time_per_sample(s: Scenario, p: Params, prec: str, batch: int) -> tuple[float, float, float]:
     g, w = s.gpu, s.workload
-    flops = w.train_flops * (4.0 / 3.0 if s.activation_checkpointing else 1.0)
+    extra = 4.0 / 3.0 if s.activation_checkpointing else 1.0
     tensor = prec != "fp32" and g.arch in TENSOR_ARCHS
-    u = p.u_tensor if tensor else p.u_simt
-    t_math = flops / (g.tflops[prec] * 1e12 * u)
-    elem_bytes = 4.0 if prec in ("fp32", "tf32") else 2.0
-    t_mem = (flops / p.intensity_for(w)) * (elem_bytes / 2.0) / (g.memory_bw_gbs * 1e9)
-    t = (t_math ** p.k + t_mem ** p.k) ** (1.0 / p.k)
-    return t, t_math, t_mem
+    flops = w.train_flops
+    if not tensor:  # cuDNN's Winograd 3x3 convolutions on FP32 units: fewer multiplications
+        flops *= 1.0 - w.winograd_share + w.winograd_share / p.winograd
+    t_math = flops * extra / (g.tflops[prec] * 1e12 * p.u(g.arch, tensor))
+    elem = 4.0 if prec in ("fp32", "tf32") else 2.0
+    passes = p.values["act_passes:cnn" if w.family in ("cnn", "dense") else "act_passes:transformer"]
+    traffic = w.activations * elem * passes * extra + w.params * (3.0 * elem + OPTIMIZER_TRAFFIC) / batch
+    t_mem = traffic / (g.memory_bw_gbs * 1e9)
+    return t_math + t_mem, t_math, t_mem
 
 
-def _comm_time(s: Scenario, p: Params, prec: str, comm: str) -> float:
+def _intra_node_bytes_s(s: Scenario, p: Params) -> float:
+    """One direction of a GPU's link to the others in its node: NVLink, or PCIe without it."""
+    nvlink = s.nvlink if s.nvlink is not None else (s.gpu.nvlink_gbs > 0)
+    if nvlink:
+        return s.gpu.nvlink_gbs / 2.0 * p.nvl_eff * 1e9
+    return PCIE_GBS.get(s.gpu.pcie_gen, 12.0) * p.net_eff * 1e9
+
+
+def _comm_time(s: Scenario, p: Params, prec: str, comm: str) -> tuple[float, float]:
+    """(seconds per step of gradient exchange, of which the last bucket's)."""
     n = s.gpus_per_node * s.nodes
     if n <= 1:
-        return 0.0
-    grad_bytes = s.workload.params * (4.0 if prec in ("fp32", "tf32") else 2.0)
-    factor = 1.5 if comm == "fsdp" else 1.0
+        return 0.0, 0.0
+    # DDP with AMP keeps fp32 gradients; LLM trainers reduce bf16 ones
+    grad = s.workload.params * (2.0 if s.workload.family == "llm" and prec not in ("fp32", "tf32") else 4.0)
+    buckets = max(1, math.ceil(grad / BUCKET_BYTES))
+    volume = 1.5 if comm == "fsdp" else 1.0
     g, N = s.gpus_per_node, s.nodes
-    nvlink = s.nvlink if s.nvlink is not None else (s.gpu.nvlink_gbs > 0)
     t = 0.0
     if g > 1:
-        b_intra = (s.gpu.nvlink_gbs / 2.0 if nvlink else PCIE_GBS.get(s.gpu.pcie_gen, 12.0)) * 1e9 * p.net_eff
-        t += 2.0 * (g - 1) / g * grad_bytes * factor / b_intra
+        t += 2.0 * (g - 1) / g * grad * volume / _intra_node_bytes_s(s, p) + buckets * 2 * (g - 1) * NVLINK_ALPHA_S
     if N > 1:
         b_net = s.network_gbps / 8.0 * 1e9 * p.net_eff
-        vol = 2.0 * (N - 1) / N * grad_bytes * factor
+        alpha = p.alpha_us * 1e-6
         if comm == "ps":
             shards = s.ps_shards or N
-            vol = max(vol, 2.0 * grad_bytes * N / shards * (N - 1) / N)
-        t += vol / b_net
-    return t
+            t += 2.0 * grad * max(1.0, N / shards) / b_net + buckets * 2 * alpha
+        else:
+            hops = min(2 * (N - 1), 2 * math.ceil(math.log2(N)))  # NCCL picks the cheaper of ring and tree
+            t += 2.0 * (N - 1) / N * grad * volume / b_net + buckets * hops * alpha
+    return t, t / buckets
 
 
-def predict(s: Scenario, p: Params | None = None, _single: bool = False) -> Prediction:
+def predict(s: Scenario, p: Params | None = None, _single: bool = False, efficiency: bool = True) -> Prediction:
+    """The steady-state throughput of ``s`` (``efficiency=False``: without the scaling efficiency,
+    which needs a second prediction of one GPU; calibration only needs the throughput)."""
     p = p or fitted_params()
     w, g = s.workload, s.gpu
     prec = resolve_precision(g, s.precision)
@@ -169,17 +240,29 @@ def predict(s: Scenario, p: Params | None = None, _single: bool = False) -> Pred
         reason = (f"model state {state / 1e9:.0f} GB per GPU exceeds {g.name} memory ({g.memory_gb:g} GB); "
                   f"needs >= {need} GPUs with sharding")
 
-    t_gpu, t_math, t_mem = _gpu_time_per_sample(s, p, prec)
+    t_gpu, t_math, t_mem = _gpu_time_per_sample(s, p, prec, b)
     compute = b * t_gpu
-    t_comm = _comm_time(s, p, prec, comm)
-    exposed = max(0.0, t_comm - p.overlap * compute * (2.0 / 3.0))
-    step = compute + exposed
+    straggle = 1.0 + p.jitter * math.sqrt(2.0 * math.log(n)) if n > 1 else 1.0
+    layout = f"fsdp x{n}" if comm == "fsdp" else ("parameter server" if comm == "ps" else "data parallel")
+    if w.family == "llm" and s.comm == "auto" and n > 1:  # as people train LLMs: the best layout that fits
+        found = _best_layout(s, p, prec, b, t_gpu, straggle)
+        if found is None:
+            feasible = False
+            reason = (f"no split of {w.name} over {n} x {g.name} fits in memory (FSDP, or tensor x pipeline "
+                      "x data parallel, with recomputation)")
+            found = (compute, 0.0, 0.0, "none fits", compute * straggle)
+        else:
+            feasible, reason = True, ""
+        compute, t_comm, exposed, layout, step = found
+    else:
+        t_comm, last = _comm_time(s, p, prec, comm)
+        exposed = max(last, t_comm - p.overlap * compute * (2.0 / 3.0)) if t_comm else 0.0
+        step = (compute + exposed) * straggle
     gpu_rate = n * b / step
-
     limits = {"gpu": gpu_rate}
     first_epoch_limits = dict(limits)
     if not s.synthetic_data:
-        if w.decode:
+        if w.decode and not s.gpu_decode:
             limits["cpu"] = s.nodes * s.vcpus * p.decode_per_vcpu
             first_epoch_limits["cpu"] = limits["cpu"]
         if s.storage_mbps:
@@ -201,7 +284,7 @@ def predict(s: Scenario, p: Params | None = None, _single: bool = False) -> Pred
     if not feasible:
         bottleneck = "memory-capacity"
 
-    if _single or n == 1:
+    if _single or n == 1 or not efficiency:
         eff = 1.0
     else:
         # the reference: one GPU with its fair share of its node's CPUs and disks (or of the shared store)
@@ -217,5 +300,49 @@ def predict(s: Scenario, p: Params | None = None, _single: bool = False) -> Pred
         precision=prec, step_time_s=n * b / rate,
         breakdown={"compute_s": compute, "comm_s": t_comm, "exposed_comm_s": exposed,
                    **{f"limit_{k}": v for k, v in limits.items()}},
-        feasible=feasible, reason=reason,
+        feasible=feasible, reason=reason, layout=layout,
     )
+
+
+def _best_layout(s: Scenario, p: Params, prec: str, b: int, t_gpu: float, straggle: float):
+    """(compute s, comm s, exposed comm s, layout name, step s) of the fastest layout that fits, or None."""
+    w, g = s.workload, s.gpu
+    n = s.gpus_per_node * s.nodes
+    usable = parallel.MEMORY_USABLE * g.memory_gb * 1e9
+    nvlink = _intra_node_bytes_s(s, p)
+    best = None
+    for lay in parallel.layouts(n, s.gpus_per_node, w.layers or 1, w.d_model or 1):
+        micro = max(1, w.seq_len)
+        m = max(1, (b * lay.tp * lay.pp) // micro)
+        if parallel.memory_per_gpu(w, lay, n, micro, m) > usable:
+            continue
+        compute = b * t_gpu * (4.0 / 3.0 if lay.recompute else 1.0)
+        if lay.fsdp:
+            t_comm, last = _comm_time(s, p, prec, "fsdp")
+            extra = 0.0
+        else:
+            t_comm, last = _dp_exchange(s, p, lay)
+            extra = parallel.extra_time(w, lay, compute_s=compute, tokens_per_gpu=b, micro_batches=m,
+                                        nvlink_bytes_s=nvlink)
+        exposed = max(last, t_comm - p.overlap * compute * (2.0 / 3.0)) if t_comm else 0.0
+        step = (compute + extra + exposed) * straggle
+        if best is None or step < best[4]:
+            best = (compute + extra, t_comm, exposed, lay.name, step)
+    return best
+
+
+def _dp_exchange(s: Scenario, p: Params, lay) -> tuple[float, float]:
+    """The data-parallel gradient exchange of a tensor x pipeline layout: each GPU's shard (bf16)
+    all-reduced over its ``dp`` replicas; when they are on other nodes, a node's GPUs share its network."""
+    if lay.dp <= 1:
+        return 0.0, 0.0
+    grad = s.workload.params * 2.0 / (lay.tp * lay.pp)
+    buckets = max(1, math.ceil(grad / BUCKET_BYTES))
+    volume = 2.0 * (lay.dp - 1) / lay.dp * grad
+    # Megatron orders ranks tensor first, then data, then pipeline: a replica group is tp apart
+    if lay.tp * lay.dp > s.gpus_per_node:
+        t = volume * s.gpus_per_node / (s.network_gbps / 8.0 * 1e9 * p.net_eff)
+        t += buckets * 2 * math.ceil(math.log2(lay.dp)) * p.alpha_us * 1e-6
+    else:
+        t = volume / _intra_node_bytes_s(s, p) + buckets * 2 * (lay.dp - 1) * NVLINK_ALPHA_S
+    return t, t / buckets

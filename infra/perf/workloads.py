@@ -16,9 +16,13 @@ from pathlib import Path
 from gpufleet import yamlsrc
 from gpufleet.errors import InputError, NotFound, SpecError
 from gpufleet.paths import user_workloads_path
+from gpufleet.perf import architecture
 
-FAMILIES = ("cnn", "transformer", "llm")
-_UNITS = {"cnn": "img", "transformer": "seq", "llm": "tok"}
+FAMILIES = ("cnn", "transformer", "llm", "dense")
+_UNITS = {"cnn": "img", "transformer": "seq", "llm": "tok", "dense": "sample"}
+# activation elements per forward MAC of a CNN given only its MACs: the median of the built-in
+# architectures (perf.architecture: 0.8 for AlexNet/VGG to 2.9 for ResNet-50/GoogLeNet)
+CNN_ACTIVATIONS_PER_MAC = 2.0e-3
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)([kmbt]?)$", re.I)
 _MULT = {"": 1, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
 
@@ -35,6 +39,8 @@ class Workload:
     unit: str
     decode: bool  # needs CPU decode/augmentation per sample (images)
     source: str
+    activations: float = 0.0  # forward activation elements per sample (per token for llm)
+    winograd_share: float = 0.0  # of the FLOPs, those in stride-1 3x3 convolutions
     layers: int = 0
     d_model: int = 0
     seq_len: int = 0
@@ -59,21 +65,34 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
     fam = d.get("family")
     if fam not in FAMILIES:
         raise SpecError(where, None, f"{name}.family", f"{fam!r} is not one of {', '.join(FAMILIES)}")
+    wino = 0.0
     try:
         if fam == "cnn":
             params = float(d["params"])
-            fwd = 2.0 * float(d["gmacs_fwd"]) * 1e9
+            if d.get("arch"):  # layer shapes: FLOPs and activations both follow from them
+                shape = architecture.cnn(d["arch"])
+                fwd, acts, wino = 2.0 * shape.macs, shape.activations, shape.winograd_macs / shape.macs
+            else:
+                fwd = 2.0 * float(d["gmacs_fwd"]) * 1e9
+                acts = float(d["gmacs_fwd"]) * 1e9 * CNN_ACTIVATIONS_PER_MAC
         elif fam == "transformer":
             L, dm, s = int(d["layers"]), int(d["d_model"]), int(d["seq_len"])
             params = float(d.get("params") or 12 * L * dm * dm + dm * int(d.get("vocab", 0)))
             per_tok = 2 * 12 * L * dm * dm + 4 * L * dm * s
             fwd = per_tok * s
+            acts = architecture.transformer_activations(L, dm, s) * s
+        elif fam == "dense":  # fully connected: logistic regression (one layer), multi-layer perceptrons
+            widths = [int(x) for x in d["widths"]]
+            params = float(sum(a * b + b for a, b in zip(widths, widths[1:])))
+            fwd = 2.0 * sum(a * b for a, b in zip(widths, widths[1:]))
+            acts = float(sum(widths[1:]))
         else:
             params = float(d["params"])
             L, dm, s = int(d.get("layers", 0)), int(d.get("d_model", 0)), int(d.get("seq_len", 2048))
             if not (L and dm):
                 L, dm = llm_shape(params)
             fwd = 2.0 * params + 4.0 * L * dm * s
+            acts = architecture.transformer_activations(L, dm, s)
     except KeyError as e:
         raise SpecError(where, None, f"{name}.{e.args[0]}", f"required for family {fam}") from None
     except (TypeError, ValueError) as e:
@@ -88,7 +107,7 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
         unit=d.get("unit", _UNITS[fam]), decode=(fam == "cnn"),
         source=str(d.get("source", where)),
         layers=int(d.get("layers", 0) or 0), d_model=int(d.get("d_model", 0) or 0),
-        seq_len=int(d.get("seq_len", 0) or 0),
+        seq_len=int(d.get("seq_len", 0) or 0), activations=acts, winograd_share=wino,
     )
 
 
