@@ -1,6 +1,6 @@
 """Cloud nodes configure themselves: the bootstrap each cloud gets, the node agent against moto's
 S3 (real SigV4, real STS, real Salt from .salt-venv on a small state tree), and the wait that
-reads the statuses back. The end-to-end run on the test rack is tests/integration/test_cloud_nodes.py."""
+reads the statuses back. The end-to-end run on the test rack is tests/integration/test_cloud_nodes_e2e.py."""
 
 import base64
 import datetime as dt
