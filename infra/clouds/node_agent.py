@@ -392,13 +392,17 @@ def put_status(store, pool, nid, status):
         json.dump(status, f)
 
 
-def run_checks(tree, expect, level, request):
-    """The node-side checks of the tree's verify bundle; their report, tagged with the request."""
+def run_checks(tree, expect, level, request, timeout=3600):
+    """The node-side checks of the tree's verify bundle; their report, tagged with the request (a
+    run that fails or overruns is an "error" report: the configuration's status stays as it is)."""
     bundle = os.path.join(tree, VERIFY_BUNDLE)
     if not os.path.exists(bundle):
         return {"request": request, "verdict": "error", "ok": False, "error": f"no {VERIFY_BUNDLE} in the tree"}
-    r = subprocess.run([sys.executable, bundle, "--level", level], input=json.dumps(expect), capture_output=True,
-                       text=True, timeout=3600)
+    try:
+        r = subprocess.run([sys.executable, bundle, "--level", level], input=json.dumps(expect),
+                           capture_output=True, text=True, timeout=timeout)
+    except (subprocess.SubprocessError, OSError) as e:
+        return {"request": request, "verdict": "error", "ok": False, "error": f"the checks did not finish: {e}"[:300]}
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     try:
         report = json.loads(lines[-1])
@@ -414,6 +418,9 @@ def verify_on_request(store, pool, nid, applied, applied_file):
         req = json.loads(store.get(f"pools/{pool}/verify.json"))
     except NotThere:
         return 0
+    except (AgentError, OSError, ValueError) as e:  # the next timer run asks again; the status stays as it is
+        print(f"{nid} could not read the verification request: {e}", flush=True)
+        return 1
     if req.get("request") == applied.get("verify_request") or not applied.get("tree"):
         return 0
     report = run_checks(applied["tree"], req.get("expect") or {}, req.get("level", "quick"), req["request"])

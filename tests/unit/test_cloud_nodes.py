@@ -465,3 +465,31 @@ def test_cli_configure_publishes_waits_and_exits_3_naming_who_failed(aws, plans,
     assert "1 of 2 host(s) not configured" in doc["message"] and "no space" in doc["hosts"][1]["error"]
     assert json.loads(store.get("pools/trainers/current.json"))["generation"] == gen
     assert {k[1]: v["state"] for k, v in Registry().hosts("aws-training").items()} == {0: "configured", 1: "failed"}
+
+
+def test_a_verification_that_overruns_or_cannot_be_read_leaves_the_status_alone(tmp_path, monkeypatch, capsys):
+    """The checks running past their time are an "error" report, not a crash of the agent; a request
+    that cannot be read (the bucket answered 500) is retried by the next timer run, and the node's
+    configuration status is not rewritten as failed."""
+    import zipfile
+
+    tree = tmp_path / "tree"
+    (tree / "_gpufleet").mkdir(parents=True)
+    with zipfile.ZipFile(tree / node_agent.VERIFY_BUNDLE, "w") as z:
+        z.writestr("__main__.py", "import time\ntime.sleep(30)\n")
+    report = node_agent.run_checks(str(tree), {}, "quick", "r1", timeout=1)
+    assert report["verdict"] == "error" and "did not finish" in report["error"] and report["request"] == "r1"
+
+    class Broken:
+        puts = 0
+
+        def get(self, key):
+            raise node_agent.AgentError(f"GET {key}: 500 InternalError")
+
+        def put(self, key, body):
+            Broken.puts += 1
+
+    monkeypatch.setattr(node_agent, "STATE_DIR", str(tmp_path / "state"))
+    applied = {"generation": "g1", "ok": True, "tree": str(tree)}
+    assert node_agent.verify_on_request(Broken(), "gpu", "i-1", applied, str(tmp_path / "applied.json")) == 1
+    assert Broken.puts == 0 and "could not read the verification request" in capsys.readouterr().out
