@@ -237,5 +237,11 @@ class CloudUnreadable(GpufleetError):
         self.reason = f"{self.KINDS[kind]} ({detail})"  # what `unread` lists beside the place
         super().__init__(f"{self.where}: {self.reason}", self.HINTS[kind])
 
+    @classmethod
+    def http(cls, provider: str, status: int, text: str, where: str) -> "CloudUnreadable":
+        """An HTTP answer that is not the one expected: 401 refused, 403 permission, else an error."""
+        kind = {401: "refused", 403: "permission"}.get(status, "error")
+        return cls(provider, kind, f"HTTP {status}: {text[:300]}", where)
+
     def to_dict(self) -> dict:
         return {**super().to_dict(), "provider": self.provider, "kind": self.kind, "where": self.where}

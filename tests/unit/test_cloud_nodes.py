@@ -493,3 +493,18 @@ def test_a_verification_that_overruns_or_cannot_be_read_leaves_the_status_alone(
     applied = {"generation": "g1", "ok": True, "tree": str(tree)}
     assert node_agent.verify_on_request(Broken(), "gpu", "i-1", applied, str(tmp_path / "applied.json")) == 1
     assert Broken.puts == 0 and "could not read the verification request" in capsys.readouterr().out
+
+
+def test_an_object_store_that_answers_no_names_the_http_status_as_what_it_was(gcs, blob):
+    """401 is refused credentials, 403 a missing permission, anything else an error, for both stores."""
+    from gpufleet.errors import CloudUnreadable
+
+    assert [CloudUnreadable.http("gcp", s, "x", "w").kind for s in (401, 403, 500)] == ["refused", "permission",
+                                                                                         "error"]
+    gcs_store = cloudnodes.cloud("gcp").objects({"cloud": "gcp", "name": "gpufleet-no-such-bucket"})
+    blob_store = cloudnodes.cloud("azure").objects({"cloud": "azure", "name": "gfnosuchaccount",
+                                                    "container": "gpufleet"})
+    for store, where in ((gcs_store, "gs://gpufleet-no-such-bucket/"), (blob_store, "gfnosuchaccount")):
+        with pytest.raises(CloudUnreadable) as ei:
+            store.get("pools/gpu/never-written.json")
+        assert ei.value.kind == "error" and "HTTP 404" in ei.value.reason and where in ei.value.where, ei.value

@@ -46,8 +46,7 @@ class Store:
         except AzureError as e:
             raise CloudUnreadable("azure", "unreachable", str(e)[:300], f"{self.base}/{what}") from None
         if resp.status_code not in ok:
-            kind = {401: "refused", 403: "permission"}.get(resp.status_code, "error")
-            raise CloudUnreadable("azure", kind, f"HTTP {resp.status_code}: {resp.text()[:300]}", f"{self.base}/{what}")
+            raise CloudUnreadable.http("azure", resp.status_code, resp.text(), f"{self.base}/{what}")
         return resp
 
     def _blob(self, key: str) -> str:

@@ -48,8 +48,7 @@ class Store:
         except RefreshError as e:
             raise CloudUnreadable("gcp", "refused", str(e)[:300], f"gs://{self.bucket}/{what}") from None
         if r.status_code not in ok:
-            kind = {401: "refused", 403: "permission"}.get(r.status_code, "error")
-            raise CloudUnreadable("gcp", kind, f"HTTP {r.status_code}: {r.text[:300]}", f"gs://{self.bucket}/{what}")
+            raise CloudUnreadable.http("gcp", r.status_code, r.text, f"gs://{self.bucket}/{what}")
         return r
 
     def put(self, key: str, body: bytes) -> None:
