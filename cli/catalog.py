@@ -1,4 +1,4 @@
-"""`gpufleet catalog gpus|instances|workloads|show NAME|refresh|sources`."""
+"""`gpufleet catalog gpus|instances|regions|workloads|show NAME|refresh|sources`."""
 
 from __future__ import annotations
 
@@ -67,6 +67,44 @@ def instances(
                    " + ".join(f"{p.what} {p.usd_per_hour:.4g}" for p in o.parts) if len(o.parts) > 1 else "",
                    o.as_of] for o in offers],
                  caption=_age_line(cat) + (f"; discounts applied: {cat.discounts}" if cat.discounts else ""))
+
+
+@app.command("regions", help="Where a GPU can be had: each region's cheapest offer per GPU-hour, on demand and spot, "
+                              "cheapest first.")
+@output.handle_errors
+def regions(
+    gpu: Annotated[Optional[str], typer.Option(help="Only offers of this GPU, e.g. H100.")] = None,
+    provider: Annotated[Optional[str], typer.Option(help="aws, gcp or azure.")] = None,
+):
+    from gpufleet import catalog
+    from gpufleet.catalog import market
+    from gpufleet.errors import NotFound
+    from gpufleet.providers import CLOUDS
+
+    cat = catalog.load(STATE.config)
+    if provider and provider not in CLOUDS:
+        raise NotFound("provider", provider, CLOUDS)
+    g = cat.gpu(gpu).name if gpu else None
+    rows = market.regions(cat, g, [provider] if provider else [])
+    for r in rows:
+        r.zones = r.zones or list(cat.region_zones(r.provider, r.region))
+    if STATE.json:
+        output.emit_json({"gpu": g, "catalog_age_days": cat.age_days(), "regions": [r.to_dict() for r in rows]})
+    else:
+        def cell(o) -> list:
+            if o is None:
+                return ["-", "-"]
+            return [f"{o.instance.name}", f"${market.RegionOffer.per_gpu(o):.2f}"]
+
+        spot = min((r.spot.as_of for r in rows if r.spot), default=None)
+        output.table(f"Regions with {g or 'GPU'} offers", ["provider", "region", "geo", "zones", "on demand",
+                                                          "$/GPU-h", "spot", "spot $/GPU-h"],
+                     [[r.provider, r.region, r.geo, len(r.zones), *cell(r.ondemand), *cell(r.spot)] for r in rows],
+                     caption=_age_line(cat) + (f"; spot prices: a snapshot as of {spot}, they move hourly" if spot else ""),
+                     justify={c: "right" for c in ("zones", "$/GPU-h", "spot $/GPU-h")})
+    if not rows:
+        output.warn(f"no region offers {g or 'a GPU'}" + (f" on {provider}" if provider else ""))
+        raise typer.Exit(1)
 
 
 @app.command("workloads", help="The workload library: parameters, FLOPs per sample, sources.")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from gpufleet.cli import output
+from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
 
 HELP = """Rank every matching offer (cloud instance types and owned racks) for a workload:
@@ -29,43 +29,23 @@ class Fmt(str, Enum):
     markdown = "markdown"
 
 
-def _split(values: list[str] | None) -> list[str]:
-    return [x.strip() for v in (values or []) for x in v.split(",") if x.strip()]
-
-
-def _nodes(text: str) -> list[int]:
-    from gpufleet.errors import InputError
-    from gpufleet.spec import MAX_POOL_NODES
-
-    try:
-        out = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise InputError(f"--nodes {text!r} is not a list of whole numbers", "e.g. --nodes 1,2,4,8") from None
-    if not out or any(n < 1 or n > MAX_POOL_NODES for n in out):
-        raise InputError(f"--nodes {text!r}: node counts go from 1 to {MAX_POOL_NODES:,}", "e.g. --nodes 1,2,4,8")
-    return sorted(set(out))
-
-
 @output.handle_errors
 def compare(
-    workload: Annotated[Optional[str], typer.Argument(help="Workload name (see `gpufleet catalog workloads`) or "
-                                                      "llm:<size>, e.g. llm:8b.")] = None,
-    stack: Annotated[Optional[str], typer.Option("--stack", help="Compare a stack file's pools (and its workload).")] = None,
-    epochs: Annotated[Optional[float], typer.Option(help="Epochs to train (image/BERT workloads).")] = None,
-    tokens: Annotated[Optional[float], typer.Option(help="Tokens to train (LLM workloads), e.g. 1e12.")] = None,
-    gpu: Annotated[Optional[list[str]], typer.Option("--gpu", help="GPU types to consider (repeat or comma-separate).")] = None,
-    min_gpus: Annotated[Optional[int], typer.Option("--min-gpus", help="At least this many GPUs in the cluster.")] = None,
-    provider: Annotated[Optional[list[str]], typer.Option("--provider", help="aws, gcp, azure, baremetal.")] = None,
-    region: Annotated[Optional[list[str]], typer.Option("--region", help="Regions to consider.")] = None,
-    spot: Annotated[bool, typer.Option("--spot", help="Spot/preemptible prices only.")] = False,
-    max_price: Annotated[Optional[float], typer.Option("--max-price", help="Max USD per hour for the cluster.")] = None,
-    nodes: Annotated[str, typer.Option("--nodes", help="Node counts, e.g. 1,2,4,8 for a scaling curve.")] = "1",
-    precision: Annotated[str, typer.Option(help="mixed, fp32, tf32, fp16, bf16 or fp8.")] = "mixed",
-    batch_per_gpu: Annotated[Optional[int], typer.Option("--batch-per-gpu", help="Samples per GPU between gradient "
-                                                         "exchanges.")] = None,
-    storage: Annotated[Optional[str], typer.Option(help="nvme, network, lustre:<MB/s>, nfs:<MB/s>; default: local NVMe "
-                                                   "if present.")] = None,
-    workload_file: Annotated[Optional[str], typer.Option("--workload-file", help="YAML file with your own workloads.")] = None,
+    workload: options.Workload = None,
+    stack: options.Stack = None,
+    epochs: options.Epochs = None,
+    tokens: options.Tokens = None,
+    gpu: options.Gpus = None,
+    min_gpus: options.MinGpus = None,
+    provider: options.AnyProvider = None,
+    region: options.AnyRegion = None,
+    spot: options.Spot = False,
+    max_price: options.MaxPrice = None,
+    nodes: options.Nodes = "1",
+    precision: options.Precision = "mixed",
+    batch_per_gpu: options.BatchPerGpu = None,
+    storage: options.Storage = None,
+    workload_file: options.WorkloadFile = None,
     fmt: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
     csv_: Annotated[bool, typer.Option("--csv", help="Same as --format csv.")] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Same as --format markdown.")] = False,
@@ -73,65 +53,22 @@ def compare(
 ):
     from gpufleet import catalog
     from gpufleet import compare as cmp
-    from gpufleet.errors import InputError, NotFound
-    from gpufleet.perf import workloads
-    from gpufleet.providers import PROVIDERS
-    from gpufleet.spec import MAX_EPOCHS, MAX_TOKENS
+    from gpufleet.errors import InputError
 
     fmt = Fmt.json if STATE.json else Fmt.csv if csv_ else Fmt.markdown if markdown else fmt
-    cat = catalog.load(STATE.config)
-    if precision not in ("mixed", "fp32", "tf32", "fp16", "bf16", "fp8"):
-        raise NotFound("precision", precision, ["mixed", "fp32", "tf32", "fp16", "bf16", "fp8"])
-    for name, v, most in (("--epochs", epochs, MAX_EPOCHS), ("--tokens", tokens, MAX_TOKENS),
-                          ("--max-price", max_price, 1e7), ("--min-gpus", min_gpus, 1e6),
-                          ("--batch-per-gpu", batch_per_gpu, 1e6)):
-        if v is not None and not 0 < v <= most:  # also NaN
-            raise InputError(f"{name} must be positive and at most {most:g}, got {v:g}")
     if top < 0:
         raise InputError(f"--top {top}: give the number of rows to show, or 0 for all")
-    only, left_out = None, {}
-    if stack:
-        from gpufleet.fleet import stacks
-
-        st = stacks.load(stack, cat)
-        pools = cmp.stack_pools(st, cat, stack)
-        only, left_out = pools.only, pools.left_out
-        if st.workload and not workload:
-            workload = st.workload.name
-            epochs = epochs or st.workload.epochs
-            tokens = tokens or st.workload.tokens
-            batch_per_gpu = batch_per_gpu or st.workload.batch_per_gpu
-            if st.workload.precision:
-                precision = st.workload.precision
-    if not workload and stack:
-        from gpufleet.errors import SpecError
-
-        raise SpecError(stack, 1, "workload", "the stack has no `workload:` block and no workload was named",
-                        "add e.g. `workload: {name: resnet50, epochs: 90}` to the stack, or name one: "
-                        "gpufleet compare resnet50 --stack STACK")
-    if not workload:
-        raise InputError("name a workload (e.g. resnet50, llm-7b) or give --stack with a `workload:` block",
-                         "see `gpufleet catalog workloads`")
-    wl = workloads.get(workload, workload_file)
-    providers = _split(provider)
-    for p in providers:
-        if p not in PROVIDERS:
-            raise NotFound("provider", p, PROVIDERS)
-    regions = _split(region)
-    for r in regions:
-        if not any(r in regs for regs in cat.regions.values()):
-            raise NotFound("region", r, [x for regs in cat.regions.values() for x in regs])
-    req = cmp.Request(
-        workload=wl, epochs=epochs, tokens=tokens, gpus=[cat.gpu(g).name for g in _split(gpu)],
-        min_gpus=min_gpus, providers=providers, regions=regions, spot=spot, max_price=max_price,
-        nodes=_nodes(nodes), precision=precision, batch_per_gpu=batch_per_gpu, storage=storage, only=only,
-    )
-    report = cmp.compare(cat, req)
-    report.left_out = left_out
+    cat = catalog.load(STATE.config)
+    asked = options.comparison(cat, workload=workload, stack=stack, epochs=epochs, tokens=tokens, gpu=gpu,
+                               min_gpus=min_gpus, provider=provider, region=region, spot=spot, max_price=max_price,
+                               nodes=nodes, precision=precision, batch_per_gpu=batch_per_gpu, storage=storage,
+                               workload_file=workload_file)
+    report = cmp.compare(cat, asked.request)
+    report.left_out = asked.left_out
     _render(report, fmt, top)
-    for pool, why in left_out.items():
+    for pool, why in asked.left_out.items():
         output.warn(f"pool {pool} is left out of the comparison: {why}")
-    if not report.rows or left_out:  # a stack pool that cannot be compared is a comparison not done
+    if not report.rows or asked.left_out:  # a stack pool that cannot be compared is a comparison not done
         raise typer.Exit(1)
 
 
@@ -171,18 +108,23 @@ def _render(report, fmt: Fmt, top: int) -> None:
         shown = f" Showing {len(rows)} of {len(report.rows)} (--top 0 for all)." if len(rows) < len(report.rows) else ""
         sys.stdout.write(f"\nCatalog prices as of {report.catalog_as_of} ({report.catalog_age_days} days old).{shown}\n")
         return
+    listed = any(r.market == "ondemand" for r in report.rows) or not report.spot_as_of
     styles = ["bold green" if "cheapest" in r.tags else "bold cyan" if "fastest" in r.tags
               else "dim" if not r.feasible else None for r in rows]
     caption = "\n".join(report.assumptions[1:] + [
-        f"catalog prices as of {report.catalog_as_of} ({report.catalog_age_days} days old)"
+        "; ".join(([f"list prices as of {report.catalog_as_of} ({report.catalog_age_days} days old)"] if listed else [])
+                  + ([f"spot prices as of {report.spot_as_of} ({report.spot_age_days} days old)"] if report.spot_as_of else []))
         + (f"; showing {len(rows)} of {len(report.rows)} (--top 0 for all)" if len(rows) < len(report.rows) else "")])
     output.table(title, COLUMNS, cells, caption=caption, styles=styles,
                  justify={c: "right" for c in ("rank", "nodes", "$/h", "throughput", "time", "cost", "$/PFLOP-h", "scaling")})
     _scaling_curves(report)
-    if report.stale:
-        output.warn(f"the catalog's prices are {report.catalog_age_days} days old, past the {report.max_age_days}-day "
+    if report.stale and listed:
+        output.warn(f"the catalog's list prices are {report.catalog_age_days} days old, past the {report.max_age_days}-day "
                     "limit (catalog_max_age_days in the config): run `gpufleet catalog refresh`, or add current "
                     "quotes under `prices:`")
+    if report.spot_age_days is not None and report.spot_age_days > 1:
+        output.warn(f"the spot prices are a snapshot {report.spot_age_days} days old: spot prices move hourly, and spot "
+                    "nodes can be preempted")
     if not report.rows:
         output.warn("no offer matches these filters")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
+from dataclasses import dataclass, field
 from typing import Annotated, Optional
 
 import typer
@@ -63,3 +64,121 @@ def passphrase_prompt():
     if not sys.stdin.isatty():
         return None
     return lambda: typer.prompt("Passphrase for the Pulumi state secrets", hide_input=True, err=True)
+
+
+# --- what to compare: the flags `compare` and `report` share --------------------------------
+
+Workload = Annotated[Optional[str], typer.Argument(help="Workload name (see `gpufleet catalog workloads`) or "
+                                                   "llm:<size>, e.g. llm:8b.")]
+Stack = Annotated[Optional[str], typer.Option("--stack", help="Compare a stack file's pools (and its workload).")]
+Epochs = Annotated[Optional[float], typer.Option(help="Epochs to train (image/BERT workloads).")]
+Tokens = Annotated[Optional[float], typer.Option(help="Tokens to train (LLM workloads), e.g. 1e12.")]
+Gpus = Annotated[Optional[list[str]], typer.Option("--gpu", help="GPU types to consider (repeat or comma-separate).")]
+MinGpus = Annotated[Optional[int], typer.Option("--min-gpus", help="At least this many GPUs in the cluster.")]
+AnyProvider = Annotated[Optional[list[str]], typer.Option("--provider", help="aws, gcp, azure, baremetal.")]
+AnyRegion = Annotated[Optional[list[str]], typer.Option("--region", help="Regions to consider; globs too: "
+                                                        "'eu-*,europe-*'.")]
+Spot = Annotated[bool, typer.Option("--spot", help="Spot/preemptible prices only.")]
+MaxPrice = Annotated[Optional[float], typer.Option("--max-price", help="Max USD per hour for the cluster.")]
+Nodes = Annotated[str, typer.Option("--nodes", help="Node counts, e.g. 1,2,4,8 for a scaling curve.")]
+Precision = Annotated[str, typer.Option(help="mixed, fp32, tf32, fp16, bf16 or fp8.")]
+BatchPerGpu = Annotated[Optional[int], typer.Option("--batch-per-gpu", help="Samples per GPU between gradient exchanges.")]
+Storage = Annotated[Optional[str], typer.Option(help="nvme, network, lustre:<MB/s>, nfs:<MB/s>; default: local NVMe "
+                                                "if present.")]
+WorkloadFile = Annotated[Optional[str], typer.Option("--workload-file", help="YAML file with your own workloads.")]
+PRECISIONS = ("mixed", "fp32", "tf32", "fp16", "bf16", "fp8")
+
+
+def split(values: list[str] | None) -> list[str]:
+    """Repeated and comma-separated values as one list."""
+    return [x.strip() for v in (values or []) for x in v.split(",") if x.strip()]
+
+
+def node_counts(text: str) -> list[int]:
+    from gpufleet.errors import InputError
+    from gpufleet.limits import MAX_POOL_NODES
+
+    try:
+        out = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise InputError(f"--nodes {text!r} is not a list of whole numbers", "e.g. --nodes 1,2,4,8") from None
+    if not out or any(n < 1 or n > MAX_POOL_NODES for n in out):
+        raise InputError(f"--nodes {text!r}: node counts go from 1 to {MAX_POOL_NODES:,}", "e.g. --nodes 1,2,4,8")
+    return sorted(set(out))
+
+
+@dataclass
+class Comparison:
+    """A checked request, the stack pools that cannot be compared, and the constraints in words."""
+
+    request: object  # gpufleet.compare.Request
+    left_out: dict[str, str] = field(default_factory=dict)
+    stack: str | None = None
+    constraints: list[str] = field(default_factory=list)
+
+
+def comparison(cat, *, workload: str | None, stack: str | None, epochs: float | None, tokens: float | None,
+               gpu: list[str] | None, min_gpus: int | None, provider: list[str] | None, region: list[str] | None,
+               spot: bool, max_price: float | None, nodes: str, precision: str, batch_per_gpu: int | None,
+               storage: str | None, workload_file: str | None, command: str = "compare") -> Comparison:
+    """The flags of `compare` (and `report`) checked and made a ``compare.Request`` on ``cat``; a
+    stack's racks with site costs become sites of ``cat``. Bad input raises (exit 2)."""
+    from gpufleet import compare as cmp
+    from gpufleet.errors import InputError, NotFound, SpecError
+    from gpufleet.limits import MAX_EPOCHS, MAX_TOKENS
+    from gpufleet.perf import workloads
+    from gpufleet.providers import PROVIDERS
+
+    if precision not in PRECISIONS:
+        raise NotFound("precision", precision, PRECISIONS)
+    for name, v, most in (("--epochs", epochs, MAX_EPOCHS), ("--tokens", tokens, MAX_TOKENS),
+                          ("--max-price", max_price, 1e7), ("--min-gpus", min_gpus, 1e6),
+                          ("--batch-per-gpu", batch_per_gpu, 1e6)):
+        if v is not None and not 0 < v <= most:  # also NaN
+            raise InputError(f"{name} must be positive and at most {most:g}, got {v:g}")
+    only, left_out, stack_name = None, {}, None
+    if stack:
+        from gpufleet.fleet import stackpools, stacks
+
+        st = stacks.load(stack, cat)
+        stack_name = st.name
+        pools = stackpools.stack_pools(st, cat, stack)
+        only, left_out = pools.only, pools.left_out
+        if st.workload and not workload:
+            workload = st.workload.name
+            epochs = epochs or st.workload.epochs
+            tokens = tokens or st.workload.tokens
+            batch_per_gpu = batch_per_gpu or st.workload.batch_per_gpu
+            if st.workload.precision:
+                precision = st.workload.precision
+    if not workload and stack:
+        raise SpecError(stack, 1, "workload", "the stack has no `workload:` block and no workload was named",
+                        "add e.g. `workload: {name: resnet50, epochs: 90}` to the stack, or name one: "
+                        f"gpufleet {command} resnet50 --stack STACK")
+    if not workload:
+        raise InputError("name a workload (e.g. resnet50, llm-7b) or give --stack with a `workload:` block",
+                         "see `gpufleet catalog workloads`")
+    wl = workloads.get(workload, workload_file)
+    providers = split(provider)
+    for p in providers:
+        if p not in PROVIDERS:
+            raise NotFound("provider", p, PROVIDERS)
+    regions = split(region)
+    known = [x for regs in cat.regions.values() for x in regs]
+    for r in regions:
+        if not any(cmp.region_matches([r], x) for x in known):
+            raise NotFound("region", r, known)
+    gpus = [cat.gpu(g).name for g in split(gpu)]
+    req = cmp.Request(
+        workload=wl, epochs=epochs, tokens=tokens, gpus=gpus, min_gpus=min_gpus, providers=providers, regions=regions,
+        spot=spot, max_price=max_price, nodes=node_counts(nodes), precision=precision, batch_per_gpu=batch_per_gpu,
+        storage=storage, only=only,
+    )
+    said = [f"{k}: {v}" for k, v in (
+        ("stack pools only", stack if stack else None), ("GPUs", ", ".join(gpus)), ("providers", ", ".join(providers)),
+        ("regions", ", ".join(regions)), ("market", "spot only" if spot else None),
+        ("at most", f"${max_price:,.2f}/h for the cluster" if max_price else None),
+        ("at least", f"{min_gpus} GPUs" if min_gpus else None), ("nodes", nodes if nodes != "1" else None),
+        ("precision", precision if precision != "mixed" else None),
+        ("per-GPU batch", str(batch_per_gpu) if batch_per_gpu else None), ("storage", storage)) if v]
+    return Comparison(req, left_out, stack_name, said)

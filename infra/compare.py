@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import fnmatch
 from dataclasses import dataclass, field
 
-from gpufleet import spec
 from gpufleet.catalog import Catalog, Offer, age_in_days
-from gpufleet.catalog.onprem import site_from_pool
 from gpufleet.errors import InputError
 from gpufleet.perf.model import Scenario, error_band, predict
 from gpufleet.perf.workloads import Workload
@@ -27,7 +26,7 @@ class Request:
     gpus: list[str] = field(default_factory=list)  # canonical GPU names
     min_gpus: int | None = None  # total GPUs in the cluster
     providers: list[str] = field(default_factory=list)
-    regions: list[str] = field(default_factory=list)
+    regions: list[str] = field(default_factory=list)  # names or globs (eu-*, asia-*)
     spot: bool = False
     max_price: float | None = None  # USD per hour for the whole cluster
     nodes: list[int] = field(default_factory=lambda: [1])
@@ -36,45 +35,6 @@ class Request:
     storage: str | None = None  # nvme | network | lustre:<MB/s> | <MB/s>
     # stack pools: (provider, region, instance, nodes, spot, storage or None)
     only: list[tuple[str, str, str, int, bool, str | None]] | None = None
-
-
-@dataclass
-class StackPools:
-    """A stack's pools as ``Request.only``, and those that cannot be compared, with why."""
-
-    only: list[tuple[str, str, str, int, bool, str | None]]
-    left_out: dict[str, str]  # pool -> why (no price in its market and region, a rack without site_costs)
-
-
-def stack_pools(stack, cat: Catalog, source: str) -> StackPools:
-    """Each pool of a (validated) stack as the offer it runs on; racks with ``site_costs`` become
-    sites of ``cat``. A pool that has no price where it runs is left out, and said so."""
-    out = StackPools([], {})
-    for p in stack.pools:
-        if p.provider == "baremetal":
-            if p.site_costs is None:
-                out.left_out[p.name] = "a rack without site_costs has no price (give purchase price, power, utilization)"
-                continue
-            cat.sites.append(site_from_pool(p, cat, f"site_costs in {source}"))
-            out.only.append(("baremetal", p.site, f"{p.site}-node", p.nodes, False, pool_storage(p)))
-            continue
-        it = spec.resolve_instance(p, cat)
-        market = "spot" if p.spot else "ondemand"
-        if cat.offer(p.provider, p.region, it.name, market) is None:
-            out.left_out[p.name] = (f"no {market} price for {it.name} in {p.region} in the catalog"
-                                    + ("; add a quote under `prices:` in your config" if p.spot else ""))
-            continue
-        out.only.append((p.provider, p.region, it.name, p.nodes, p.spot, pool_storage(p)))
-    return out
-
-
-def pool_storage(pool) -> str | None:
-    """A pool's shared storage as a ``Request.storage`` value, when the stack gives its throughput."""
-    for st in pool.storage:
-        mbps = st.read_mbps()
-        if mbps:
-            return f"{st.type}:{mbps:g}"
-    return None
 
 
 @dataclass
@@ -128,12 +88,15 @@ class Report:
     stale: bool
     max_age_days: int = 90
     left_out: dict[str, str] = field(default_factory=dict)  # stack pools that could not be compared, and why
+    spot_as_of: str | None = None  # the spot snapshot's date, when spot offers are shown (dated apart from list prices)
+    spot_age_days: int | None = None
 
     def to_dict(self) -> dict:
         return {"workload": self.workload, "unit": self.unit, "samples_to_train": self.samples,
                 "samples_label": self.sample_label, "assumptions": self.assumptions,
                 "catalog_as_of": self.catalog_as_of, "catalog_age_days": self.catalog_age_days,
                 "catalog_stale": self.stale, "catalog_max_age_days": self.max_age_days,
+                "spot_as_of": self.spot_as_of, "spot_age_days": self.spot_age_days,
                 "offers": [r.to_dict() for r in self.rows], "skipped": self.skipped, "left_out": self.left_out}
 
 
@@ -173,14 +136,19 @@ def samples_to_train(req: Request) -> tuple[float, str]:
     return epochs * w.dataset_samples, f"{epochs:g} epochs x {w.dataset_samples:,.0f} samples"
 
 
-def _selected(req: Request, offer: Offer) -> bool:
+def region_matches(patterns: list[str], region: str) -> bool:
+    """A region named, or matched by a glob (eu-*, asia-*), in ``patterns``."""
+    return any(region == p or fnmatch.fnmatchcase(region, p) for p in patterns)
+
+
+def _selected(req: Request, offer: Offer, regions: set[str] | None) -> bool:
     if req.only is not None:
         return any(offer.provider == p and offer.region == r and offer.instance.name == i
                    and (offer.market == ("spot" if s else "ondemand") or offer.market == "owned")
                    for p, r, i, _, s, _st in req.only)
     if req.providers and offer.provider not in req.providers:
         return False
-    if req.regions and offer.provider != "baremetal" and offer.region not in req.regions:
+    if regions is not None and offer.provider != "baremetal" and offer.region not in regions:
         return False
     if req.gpus and offer.gpu.name not in req.gpus:
         return False
@@ -197,7 +165,10 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
     rows: list[Row] = []
     skipped: list[dict] = []
     predictions: dict[tuple, object] = {}  # the same machine in many regions is one prediction
-    offers = [o for o in cat.offers() if _selected(req, o)]
+    all_offers = cat.offers()
+    # the globs matched once against the regions, not once per offer
+    regions = {o.region for o in all_offers if region_matches(req.regions, o.region)} if req.regions else None
+    offers = [o for o in all_offers if _selected(req, o, regions)]
     for offer in offers:
         runs = [(n, None) for n in req.nodes]
         if req.only is not None:
@@ -246,9 +217,12 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
         for r in feasible[1:]:  # its cost is within the two predictions' error of the cheapest: a tie, not a loss
             if r.cost_to_train_usd <= best.cost_to_train_usd * (1 + max(r.error_band, best.error_band)):
                 r.tags.append("within-error")
-    priced = [r.price_as_of for r in rows if r.market != "owned"] or [min(p.as_of for p in cat.prices)]
-    as_of = min(priced)
+    # the list prices' age: those shown (a spot-only answer: the spot snapshot's, which is dated apart too)
+    listed = [r.price_as_of for r in rows if r.market == "ondemand"] or [
+        r.price_as_of for r in rows if r.market == "spot"] or [min(p.as_of for p in cat.prices)]
+    as_of = min(listed)
     age = age_in_days(as_of, today)
+    spot_as_of = min((r.price_as_of for r in rows if r.market == "spot"), default=None)
     assumptions = [
         f"{label}",
         f"precision {req.precision}; per-GPU batch {req.batch_per_gpu or w.batch_per_gpu}",
@@ -261,9 +235,14 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
         "that above the cheapest",
         "$/PFLOP-hour: cluster price per hour of one delivered PFLOP/s of training math",
     ]
+    if spot_as_of:
+        assumptions.append(f"spot prices: a snapshot as of {spot_as_of} ({age_in_days(spot_as_of, today)} days old), "
+                           "the lowest zone's price per region; spot prices move hourly and spot or preemptible nodes can "
+                           "be preempted at short notice: checkpoint, or add current quotes under `prices:`")
     if req.spot and not rows:
         assumptions.append("no spot prices in the catalog for this selection: add quotes under `prices:` in the "
                            "config (market: spot)")
     return Report(workload=w.name, unit=f"{w.unit}/s", samples=samples, sample_label=label,
                   assumptions=assumptions, rows=rows, skipped=skipped, catalog_as_of=as_of,
-                  catalog_age_days=age, stale=age > cat.max_age_days, max_age_days=cat.max_age_days)
+                  catalog_age_days=age, stale=age > cat.max_age_days, max_age_days=cat.max_age_days,
+                  spot_as_of=spot_as_of, spot_age_days=age_in_days(spot_as_of, today) if spot_as_of else None)

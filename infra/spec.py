@@ -24,6 +24,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from gpufleet.config import SiteCosts
 from gpufleet.errors import SpecError, SpecErrors, did_you_mean
+from gpufleet.limits import MAX_EPOCHS, MAX_POOL_NODES, MAX_POOLS, MAX_TOKENS
 from gpufleet.providers import PROVIDERS
 from gpufleet.validation import validate_located
 from gpufleet.yamlsrc import Located, dotted, load_file, load_text
@@ -50,10 +51,6 @@ class HintedValueError(ValueError):
 
 # Bounds on what one stack may ask: far above real fleets, so that a typo (nodes: 100000) or a
 # generated file gone wrong is refused with its line instead of planned for minutes.
-MAX_POOLS = 1000
-MAX_POOL_NODES = 10_000
-MAX_EPOCHS = 10_000
-MAX_TOKENS = 1e15  # the largest published runs train on some 1e13 tokens
 MAX_TTL = dt.timedelta(days=366)  # a lease, not a lifetime: renew it with another `up`
 
 

@@ -121,16 +121,31 @@ def parse_instances(gpus: dict[str, Gpu], text: str | None = None, path: str | N
     return out
 
 
-def parse_prices(text: str | None = None, path: str | None = None) -> list[Price]:
+def parse_sources(text: str | None = None) -> dict[str, tuple[str, str]]:
+    """sources.csv: key -> (citation, as_of), for price rows that name their source by key."""
+    return {_need(label, line, row, "key"): (_need(label, line, row, "citation"), _need(label, line, row, "as_of"))
+            for label, line, row in _read_csv("sources.csv", text)}
+
+
+def parse_prices(text: str | None = None, path: str | None = None,
+                 sources: dict[str, tuple[str, str]] | None = None) -> list[Price]:
+    """prices.csv; a row's ``source`` is a citation, or a key of ``sources`` (which then gives its
+    as-of date unless the row has one); ``zones``, when present, are those offering the price."""
     out = []
+    sources = sources or {}
     for label, line, row in _read_csv("prices.csv", text, path):
         market = _need(label, line, row, "market")
         if market not in ("ondemand", "spot"):
             raise CatalogError(f"{label}:{line}: market: {market!r} must be 'ondemand' or 'spot'")
+        source = _need(label, line, row, "source")
+        citation, as_of = sources.get(source, (source, ""))
+        as_of = (row.get("as_of") or "").strip() or as_of
+        if not as_of:
+            raise CatalogError(f"{label}:{line}: as_of: missing value (and {source!r} is not a key of sources.csv)")
         out.append(Price(_need(label, line, row, "provider"), _need(label, line, row, "item"),
                          _need(label, line, row, "region"), market,
-                         _num(label, line, row, "usd_per_hour", positive=True),
-                         _need(label, line, row, "source"), _need(label, line, row, "as_of")))
+                         _num(label, line, row, "usd_per_hour", positive=True), citation, as_of,
+                         zones=tuple((row.get("zones") or "").split())))
     return out
 
 
@@ -175,7 +190,8 @@ def health() -> dict[tuple[str, int], HealthThreshold]:
 def _embedded() -> Catalog:
     gpus = parse_gpus()
     regions, zones = parse_regions()
-    return Catalog(gpus=gpus, instances=parse_instances(gpus), prices=parse_prices(), regions=regions, zones=zones)
+    return Catalog(gpus=gpus, instances=parse_instances(gpus), prices=parse_prices(sources=parse_sources()), regions=regions,
+                   zones=zones)
 
 
 def load(config_path: str | Path | None = None, *, use_config: bool = True, refreshed: bool = True) -> Catalog:

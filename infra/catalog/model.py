@@ -108,6 +108,7 @@ class Price:
     as_of: str
     parts: tuple[PricePart, ...] = ()  # what the provider bills separately (GCP: vCPUs, RAM, GPUs)
     quote: bool = False  # the user's own quote (config `prices:`)
+    zones: tuple[str, ...] = ()  # the zones the source lists this price in (spot: where it was seen)
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,7 @@ class Offer:
     parts: tuple[PricePart, ...]
     discount: float = 0.0
     max_nodes: int | None = None  # an owned rack has a fixed number of nodes
+    zones: tuple[str, ...] = ()  # where the price's source lists it (empty: not said)
 
     @property
     def as_of(self) -> str:
@@ -240,17 +242,19 @@ def _build_offers(cat: Catalog):
             if it.gpu_attach == "bundled":
                 p = by_item[(provider, it.name, region, market)]
                 parts = p.parts or (PricePart(it.name, p.usd_per_hour, p.source, p.as_of, p.quote),)
+                zones = p.zones
             else:
                 m = by_item[(provider, it.base_machine, region, market)]
                 g = by_item.get((provider, f"gpu:{it.gpu}", region, market))
                 if g is None:
                     continue  # machine priced but not its GPU in this region/market
+                zones = tuple(z for z in m.zones if z in g.zones) if g.zones else m.zones
                 parts = (m.parts or (PricePart(it.base_machine, m.usd_per_hour, m.source, m.as_of, m.quote),)) + (
                     PricePart(f"{it.gpu_count}x {it.gpu}", g.usd_per_hour * it.gpu_count, g.source, g.as_of,
                               g.quote),)
             # a negotiated discount is off list prices; a quote is already what is paid
             total = sum(x.usd_per_hour * (1.0 if x.quote else 1.0 - disc) for x in parts)
             listed = any(not x.quote for x in parts)
-            yield Offer(provider, region, it, gpu, market, total, parts, disc if listed else 0.0)
+            yield Offer(provider, region, it, gpu, market, total, parts, disc if listed else 0.0, zones=zones)
     for site in cat.sites:
         yield site.offer(cat)

@@ -85,7 +85,6 @@ def check(provider: str, rows: list[FetchedPrice], previous: int, cat, facts: li
     for item, region in flagships:
         if (item, region) not in have:
             problems.append(f"{provider}: no on-demand price for {item} in {region}, which any sound price list has")
-    lo, hi = USD_PER_GPU_HOUR
     kinds = _kinds(provider, cat)
     for r in rows:
         where = f"{provider} {r.item} {r.region} {r.market}"
@@ -95,11 +94,9 @@ def check(provider: str, rows: list[FetchedPrice], previous: int, cat, facts: li
         if r.item not in kinds:
             problems.append(f"{where}: not an instance type of the catalog")
             continue
-        gpus = kinds[r.item]
-        per_gpu = r.usd_per_hour / max(1, gpus or 1)
-        if not (r.usd_per_hour > 0 and (lo if gpus else 0) <= per_gpu <= hi):
-            problems.append(f"{where}: ${r.usd_per_hour}/h is ${per_gpu:.2f} per {'GPU-' if gpus else ''}hour, "
-                            f"outside ${lo if gpus else 0}-${hi}")
+        problem = price_problem(where, r.usd_per_hour, kinds[r.item])
+        if problem:
+            problems.append(problem)
         if r.parts:
             total = sum(float(x.get("usd_per_hour") or 0) for x in r.parts)
             if any(not x.get("sku_id") or not float(x.get("usd_per_hour") or 0) > 0 for x in r.parts) or \
@@ -111,6 +108,16 @@ def check(provider: str, rows: list[FetchedPrice], previous: int, cat, facts: li
         if f.gpu is not None and f.gpu != it.gpu:
             problems.append(f"{provider} {f.item}: the API says its GPU is {f.gpu}, the GPU table {it.gpu}")
     return problems[:50]
+
+
+def price_problem(where: str, usd_per_hour: float, gpus: int | None) -> str | None:
+    """A price outside the sane bounds per GPU-hour (per hour for an item without GPUs), or None.
+    Both a refresh and the embedded catalog's build refuse such a price."""
+    lo, hi = USD_PER_GPU_HOUR
+    per_gpu = usd_per_hour / max(1, gpus or 1)
+    if usd_per_hour > 0 and (lo if gpus else 0) <= per_gpu <= hi:
+        return None
+    return f"{where}: ${usd_per_hour}/h is ${per_gpu:.2f} per {'GPU-' if gpus else ''}hour, outside ${lo if gpus else 0}-${hi}"
 
 
 def _with_row(provider: str, facts, cat):

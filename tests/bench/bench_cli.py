@@ -22,7 +22,9 @@ CASES = {
     "baseline: python -c 'import typer'": [PY, "-c", "import typer"],
     "gpufleet --help": [EXE, "--help"],
     "gpufleet compare resnet50 (whole catalog)": [EXE, "--json", "compare", "resnet50"],
+    "gpufleet compare resnet50 --spot (whole spot snapshot)": [EXE, "--json", "compare", "resnet50", "--spot"],
     "gpufleet compare llm-7b --nodes 1,2,4,8 (whole catalog x4)": [EXE, "--json", "compare", "llm-7b", "--nodes", "1,2,4,8"],
+    "gpufleet catalog regions --gpu H100": [EXE, "--json", "catalog", "regions", "--gpu", "H100"],
 }
 TARGETS = {"gpufleet --help": 0.25, "gpufleet compare resnet50 (whole catalog)": 0.5}
 
@@ -37,6 +39,12 @@ def median_wall(cmd: list[str]) -> float:
 
 
 def main() -> int:
+    from gpufleet import catalog
+
+    cat = catalog.load(use_config=False)
+    offers = cat.offers()
+    print(f"catalog: {len(cat.instances)} instance types, {len(offers)} offers "
+          f"({sum(o.market == 'spot' for o in offers)} spot) in {len({(o.provider, o.region) for o in offers})} regions")
     results = {name: median_wall(cmd) for name, cmd in CASES.items()}
     base = results["baseline: python -c 'import typer'"]
     print(f"median of {RUNS} runs each")

@@ -129,10 +129,11 @@ def test_a_quote_for_nothing_the_catalog_knows_is_refused_not_dropped(write):
 
 
 def test_a_pool_without_a_price_is_never_shown_as_free(write):
-    path = write("s.yaml", stack("workload: {name: resnet50, epochs: 1}\n", POOL.replace("}", ", spot: true}")
-                                 + POOL.replace("name: a", "name: b")))
+    # the spot snapshot has no P6-B200 price (newer than it): a spot pool of it has no price
+    unpriced = POOL.replace("p4d.24xlarge}", "p6-b200.48xlarge, spot: true}")
+    path = write("s.yaml", stack("workload: {name: resnet50, epochs: 1}\n", unpriced + POOL.replace("name: a", "name: b")))
     r = cli("validate", path)
-    assert r.exit_code == 0 and "$0.00" not in r.output and "pool a has no price: no spot price for p4d.24xlarge" in r.output
+    assert r.exit_code == 0 and "$0.00" not in r.output and "pool a has no price: no spot price for p6-b200.48xlarge" in r.output
     r = cli("--json", "compare", "--stack", path)
     doc = json.loads(r.stdout)
     assert r.exit_code == 1 and set(doc["left_out"]) == {"a"} and {o["nodes"] for o in doc["offers"]} == {1}

@@ -40,12 +40,18 @@ def test_filters(cat):
     assert rep.rows and all(r.total_gpus >= 16 for r in rep.rows)
 
 
-def test_spot_without_spot_prices_says_how_to_get_them(cat, write):
+def test_spot_works_offline_from_the_snapshot_and_a_quote_replaces_it(cat, write):
     rep = cmp.compare(cat, _req(spot=True))
-    assert rep.rows == [] and any("spot" in a for a in rep.assumptions)
+    assert rep.rows and {r.market for r in rep.rows} == {"spot"}
+    assert rep.spot_as_of == min(r.price_as_of for r in rep.rows) and any("preempt" in a for a in rep.assumptions)
+    embedded = cat.offer("aws", "us-east-1", "g5.xlarge", "spot").usd_per_hour
     path = write("c.yaml", "prices:\n  - {provider: aws, item: g5.xlarge, region: us-east-1, market: spot, usd_per_hour: 0.4}\n")
     rep = cmp.compare(catalog.load(path), _req(spot=True))
-    assert [(r.instance, r.market, r.usd_per_hour) for r in rep.rows] == [("g5.xlarge", "spot", 0.4)]
+    mine = [r for r in rep.rows if (r.instance, r.region) == ("g5.xlarge", "us-east-1")]
+    assert [r.usd_per_hour for r in mine] == [0.4] and embedded != 0.4
+    # a selection the snapshot has no spot price for still says how to get one
+    rep = cmp.compare(cat, _req(spot=True, providers=["baremetal"]))
+    assert rep.rows == [] and any("add quotes" in a for a in rep.assumptions)
 
 
 def test_scaling_curve_over_node_counts(cat):

@@ -9,6 +9,7 @@ import pytest
 
 from gpufleet.clouds.gcp import tags as gcp_tags
 from gpufleet.clouds.gcp.tags import describe
+from gpufleet.clouds.resources import Resource, price
 from gpufleet.clouds.tags import Cluster
 from gpufleet.state.registry import Registry
 
@@ -127,10 +128,10 @@ def test_gcp_status_and_check(gcp, cat):
     assert r.exit_code == 0, r.output
     (row,) = json.loads(r.stdout)["clusters"]
     assert row["state"] == "orphan" and row["nodes_found"] == 2
-    # no spot price for it in the catalog: shown at the on-demand price, said so
-    t4_spot = cat.offer("gcp", "us-central1", "n1-standard-8+1xT4", "ondemand").usd_per_hour
+    # a spot node at the catalog's spot snapshot (machine + GPU, as GCP bills them), no note needed
+    t4_spot = cat.offer("gcp", "us-central1", "n1-standard-8+1xT4", "spot").usd_per_hour
     t4 = next(x for x in row["resources"] if x["id"] == "stray-t4-0")
-    assert "on-demand price" in t4["price_note"]
+    assert not t4["price_note"]
     assert row["usd_per_hour"] == pytest.approx(88.49 + t4_spot + 1000 * 0.17 / 730, rel=1e-3)
 
     stack = str(ROOT / "stacks" / "examples" / "gcp-a3.yaml")
@@ -274,3 +275,11 @@ def test_gcp_reap_empties_a_leaked_stack_bucket_before_deleting_it(gcp, gcs):
     assert [(x["kind"], x["id"]) for x in done["deleted"]] == [("bucket", "gpufleet-crashed-0a1b2c3d")]
     assert set(gcs.buckets) == {"gpufleet-alive-4e5f6a7b", "someone-elses"}
     assert not [k for b, k in gcs.objects if b == "gpufleet-crashed-0a1b2c3d"]  # emptied first
+
+
+def test_a_spot_node_without_a_spot_price_is_priced_on_demand_and_said_so(cat):
+    """The spot snapshot has no P6-B200 price (newer than it): its on-demand price is the upper bound."""
+    node = Resource("aws", "us-east-1", "instance", "i-1", {}, machine="p6-b200.48xlarge", spot=True)
+    price([node], cat)
+    assert node.usd_per_hour == cat.offer("aws", "us-east-1", "p6-b200.48xlarge", "ondemand").usd_per_hour
+    assert node.price_note == "no spot price in the catalog: on-demand price (an upper bound)"

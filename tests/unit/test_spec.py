@@ -87,7 +87,7 @@ def test_negative_node_count(write):
 
 
 def test_instance_type_not_offered_in_region(write):
-    _, errs = _errors(write, GOOD.replace("us-east-1", "eu-west-1"))
+    _, errs = _errors(write, GOOD.replace("us-east-1", "sa-east-1"))  # no P4d in São Paulo in the catalog
     (e,) = errs
     assert e.key == "pools[0].region" and "not offered" in e.problem
     assert "us-east-1" in e.hint
