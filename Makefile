@@ -5,8 +5,9 @@ BIN    := $(VENV)/bin
 # Salt gets a virtualenv of its own: salt 3008.3 and pulumi pin conflicting `packaging` versions
 SALT_VENV := .salt-venv
 SALT_VERSION := 3008.3
-# what the local test rack (tests/rack/rack.py) needs from the system
-SYSTEM_TOOLS := /usr/sbin/sshd /usr/sbin/debootstrap /usr/sbin/ip /usr/sbin/iptables
+# what the local test rack (tests/rack/rack.py) needs from the system, and the browser the report
+# test opens its HTML in (Debian's chromium, driven by Playwright without a browser download)
+SYSTEM_TOOLS := /usr/sbin/sshd /usr/sbin/debootstrap /usr/sbin/ip /usr/sbin/iptables /usr/bin/chromium
 # setuptools warns at length that the Salt state folders (package data under gpufleet/states)
 # look like packages; the wheel test checks they ship. Quiet that during our own installs.
 QUIET_BUILD := PYTHONWARNINGS=ignore::UserWarning
@@ -47,14 +48,14 @@ $(SALT_VENV)/bin/salt-ssh:
 	$(SALT_VENV)/bin/python -m pip install -q --upgrade pip
 	$(SALT_VENV)/bin/python -m pip install -q salt==$(SALT_VERSION)
 
-# openssh-server, debootstrap, iproute2 and iptables for the test rack (root only; without root
-# the rack tests skip, and under CI=true they fail)
+# openssh-server, debootstrap, iproute2 and iptables for the test rack, chromium for the report's
+# browser test (root only; without root those tests skip, and under CI=true they fail)
 sysdeps:
 	@missing=""; for t in $(SYSTEM_TOOLS); do [ -x $$t ] || missing="$$missing $$t"; done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" != 0 ]; then echo "note: missing$$missing; run 'sudo make sysdeps' for the rack tests"; exit 0; fi; \
 	export DEBIAN_FRONTEND=noninteractive; \
-	apt-get update -qq && apt-get install -y -qq --no-install-recommends openssh-server openssh-client debootstrap iproute2 iptables >/dev/null
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends openssh-server openssh-client debootstrap iproute2 iptables chromium fonts-dejavu-core >/dev/null
 
 rack-down:
 	$(PYTHON) tests/rack/rack.py down

@@ -15,6 +15,7 @@ from gpufleet.cli import cluster as cluster_cmd
 from gpufleet.cli import compare as compare_cmd
 from gpufleet.cli import lifecycle as lifecycle_cmd
 from gpufleet.cli import plan as plan_cmd
+from gpufleet.cli import report as report_cmd
 from gpufleet.cli import validate as validate_cmd
 from gpufleet.cli import verify as verify_cmd
 from gpufleet.cli.output import STATE
@@ -69,6 +70,7 @@ def root(
 
 app.command("compare", help=compare_cmd.HELP)(compare_cmd.compare)
 app.command("calibrate", help=compare_cmd.CALIBRATE_HELP)(compare_cmd.calibrate)
+app.command("report", help=report_cmd.HELP)(report_cmd.report)
 app.command("validate", help=validate_cmd.HELP)(validate_cmd.validate)
 app.command("plan", help=plan_cmd.HELP)(plan_cmd.plan)
 app.command("up", help=cluster_cmd.UP_HELP)(cluster_cmd.up)

@@ -245,3 +245,18 @@ class CloudUnreadable(GpufleetError):
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "provider": self.provider, "kind": self.kind, "where": self.where}
+
+
+class ExtraMissing(GpufleetError):
+    """An optional feature's library is not installed (``gpufleet report`` draws with matplotlib).
+    Exit code 2: the user installs the extra named in the message."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, feature: str, module: str, extra: str):
+        self.feature, self.module, self.extra = feature, module, extra
+        install = f"pip install 'gpufleet[{extra}]'"
+        super().__init__(f"{feature} needs {module}, which is not installed ({install})", install)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "module": self.module, "extra": self.extra}

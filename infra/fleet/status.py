@@ -35,6 +35,7 @@ class ClusterStatus:
     where: list[str] = field(default_factory=list)
     resources: list[Resource] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    cost_by_provider: dict[str, float] = field(default_factory=dict)  # cost_so_far split by where it is billed
 
     def to_dict(self) -> dict:
         return {"cluster": self.name, "state": self.state, "stack": self.stack, "owner": self.owner,
@@ -42,6 +43,7 @@ class ClusterStatus:
                 "expires_at": format_expiry(self.expires_at) if self.expires_at else None,
                 "nodes_recorded": self.nodes_recorded, "nodes_found": self.nodes_found,
                 "usd_per_hour": round(self.usd_per_hour, 4), "cost_so_far_usd": round(self.cost_so_far, 2),
+                "cost_by_provider_usd": {p: round(c, 2) for p, c in self.cost_by_provider.items()},
                 "where": self.where, "notes": self.notes, "resources": [r.to_dict() for r in self.resources]}
 
 
@@ -63,6 +65,13 @@ def vms(resources: list[Resource]) -> int:
     return sum(r.count for r in resources if r.kind in ("instance", "scale-set"))
 
 
+def _cost_by_provider(res: list[Resource], now: dt.datetime, created: dt.datetime | None) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for r in res:
+        out[r.provider] = out.get(r.provider, 0.0) + (r.usd_per_hour or 0.0) * _hours(now, r.created_at or created)
+    return out
+
+
 def build(records: list[ClusterRecord], resources: list[Resource], *, checked: set[str],
           now: dt.datetime) -> list[ClusterStatus]:
     """One row per registry cluster, then one per cluster only the clouds' tags know (orphans)."""
@@ -76,15 +85,17 @@ def build(records: list[ClusterRecord], resources: list[Resource], *, checked: s
         asked = [p for p in rec.clouds if p in checked]
         not_asked = [p for p in rec.clouds if p not in checked]
         per_hour = sum(r.usd_per_hour or 0.0 for r in res)
-        cost = sum((r.usd_per_hour or 0.0) * _hours(now, r.created_at or created) for r in res)
+        by_provider = _cost_by_provider(res, now, created)
         from_registry = [n for n in rec.nodes if n.provider not in CLOUDS or n.provider in not_asked]
         for n in from_registry:
             per_hour += n.usd_per_hour or 0.0
-            cost += (n.usd_per_hour or 0.0) * _hours(now, _time(n.launched_at) or created)
+            by_provider[n.provider] = by_provider.get(n.provider, 0.0) + (n.usd_per_hour or 0.0) * _hours(
+                now, _time(n.launched_at) or created)
+        cost = sum(by_provider.values())
         cloud_nodes = [n for n in rec.nodes if n.provider in asked]
         st = ClusterStatus(rec.name, rec.state, rec.stack, rec.owner, created, _time(rec.expires_at), len(rec.nodes),
                            vms(res) + (len(rec.nodes) - len(cloud_nodes)) if asked else None, per_hour, cost,
-                           _where(res, rec), res)
+                           _where(res, rec), res, cost_by_provider=by_provider)
         if asked and vms(res) != len(cloud_nodes):
             st.notes.append(f"the registry has {len(cloud_nodes)} cloud node(s), the clouds report {vms(res)}")
         if not_asked:
@@ -100,11 +111,12 @@ def build(records: list[ClusterRecord], resources: list[Resource], *, checked: s
         times = [r.created_at for r in res if r.created_at]
         expiries = [t for t in (_time(r.tags.get(TAG_PREFIX + "expires-at")) for r in res) if t]
         created = min(times) if times else None
+        by_provider = _cost_by_provider(res, now, created)
         st = ClusterStatus(name, "orphan", tags.get(TAG_PREFIX + "stack"), tags.get(TAG_PREFIX + "owner"), created,
                            min(expiries) if expiries else None, 0, vms(res), sum(r.usd_per_hour or 0.0 for r in res),
-                           sum((r.usd_per_hour or 0.0) * _hours(now, r.created_at or created) for r in res),
-                           _where(res, None), res,
-                           ["tagged for a cluster the registry does not know: `gpufleet reap` removes it"])
+                           sum(by_provider.values()), _where(res, None), res,
+                           ["tagged for a cluster the registry does not know: `gpufleet reap` removes it"],
+                           cost_by_provider=by_provider)
         out.append(st)
     return out
 

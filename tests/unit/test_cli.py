@@ -97,7 +97,7 @@ def test_installed_entry_point_and_light_imports():
         "except SystemExit as e:\n    code = e.code\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('boto3', 'botocore', 'pulumi', 'pulumi_aws', 'pulumi_gcp', 'pulumi_azure_native', 'google', 'azure', "
-        "'paramiko', 'salt'))\n"
+        "'paramiko', 'salt', 'matplotlib'))\n"
         "print('HEAVY=' + ','.join(heavy), file=sys.stderr)\n"
     )
     for args in (["--help"], ["compare", "resnet50", "--top", "3"], ["--json", "compare", "llm-7b"],

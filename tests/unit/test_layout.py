@@ -55,6 +55,21 @@ def test_library_modules_import_gpufleet_at_the_top():
     assert set(found) == set(LAZY), {k: v for k, v in found.items() if k not in LAZY}
 
 
+def test_matplotlib_is_imported_by_the_report_charts_alone_and_only_when_drawing():
+    """`gpufleet --help` and `compare` never pay for matplotlib (test_cli checks it at run time):
+    one module imports it, inside its loader, which names the extra when it is missing."""
+    found = []
+    for root in (LIBRARY, ROOT / "cli"):
+        for path, tree in _modules(root):
+            top = {id(n) for n in tree.body}
+            for node in ast.walk(tree):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                    [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                if any(n.split(".")[0] == "matplotlib" for n in names):
+                    found.append((str(path.relative_to(ROOT)), id(node) in top))
+    assert found and {f for f, _ in found} == {"infra/report/charts.py"} and not any(t for _, t in found), found
+
+
 def test_no_module_uses_another_modules_private_names():
     bad = []
     for root in (LIBRARY, ROOT / "cli"):

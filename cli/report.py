@@ -1,0 +1,124 @@
+"""`gpufleet report`: the comparison as one file to put in front of a budget owner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from gpufleet.cli import options, output
+from gpufleet.cli.output import STATE
+
+HELP = """Write the cost comparison for a workload as one self-contained HTML file (inline CSS and SVG,
+no script, readable offline, printable) or as Markdown with SVG charts beside it: the cheapest,
+the fastest and the best trade-off, cost vs time of every offer with the Pareto frontier,
+scaling curves, the ranked table, spot and negotiated prices, own vs rent with the break-even
+utilisation of each rack, and how sure the numbers are. --clusters writes what the running
+clusters have cost so far instead. Needs matplotlib: pip install 'gpufleet[report]'.
+
+Examples: gpufleet report resnet50 --epochs 90 --out resnet50.html;  gpufleet report llm-7b
+--tokens 1e11 --gpu H100,A100-80GB --markdown --out llm.md;  gpufleet report --stack
+stacks/examples/baremetal-rack.yaml;  gpufleet report --clusters --out fleet.html"""
+
+
+@output.handle_errors
+def report(
+    workload: options.Workload = None,
+    stack: options.Stack = None,
+    epochs: options.Epochs = None,
+    tokens: options.Tokens = None,
+    gpu: options.Gpus = None,
+    min_gpus: options.MinGpus = None,
+    provider: options.AnyProvider = None,
+    region: options.AnyRegion = None,
+    spot: options.Spot = False,
+    max_price: options.MaxPrice = None,
+    nodes: options.Nodes = "1",
+    precision: options.Precision = "mixed",
+    batch_per_gpu: options.BatchPerGpu = None,
+    storage: options.Storage = None,
+    workload_file: options.WorkloadFile = None,
+    out: Annotated[Optional[str], typer.Option("--out", "-o", help="File to write (default report.html, or "
+                                               "report.md with --markdown; charts go beside a Markdown file).")] = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Markdown with SVG chart files beside it, for a wiki or "
+                                           "a pull request (also chosen by an --out ending in .md).")] = False,
+    clusters: Annotated[bool, typer.Option("--clusters", help="Report the running clusters' cost so far (from "
+                                           "`status`) instead of a comparison.")] = False,
+    local: Annotated[bool, typer.Option("--local", help="With --clusters: only the registry; do not ask the "
+                                        "clouds.")] = False,
+):
+    from gpufleet import catalog
+    from gpufleet.errors import GpufleetError, InputError
+    from gpufleet.report import charts, files
+
+    as_markdown = markdown or (out or "").lower().endswith((".md", ".markdown"))
+    path = Path(out or ("report.md" if as_markdown else "report.html"))
+    files.check_writable(path)
+    charts.load()  # a missing extra is said before any work
+    cat = catalog.load(STATE.config)
+    if clusters:
+        given = [f for f, v in (("WORKLOAD", workload), ("--stack", stack), ("--epochs", epochs), ("--tokens", tokens),
+                                ("--gpu", gpu), ("--provider", provider), ("--region", region)) if v]
+        if given:
+            raise InputError(f"--clusters reports the running clusters; it takes no {', '.join(given)}",
+                             "gpufleet report --clusters [--local] [--out FILE]")
+        _clusters(cat, path, as_markdown, local)
+        return
+    if local:
+        raise InputError("--local goes with --clusters", "gpufleet report --clusters --local")
+    from gpufleet import compare as cmp
+    from gpufleet.report import model, render
+
+    c = options.comparison(cat, workload=workload, stack=stack, epochs=epochs, tokens=tokens, gpu=gpu,
+                           min_gpus=min_gpus, provider=provider, region=region, spot=spot, max_price=max_price,
+                           nodes=nodes, precision=precision, batch_per_gpu=batch_per_gpu, storage=storage,
+                           workload_file=workload_file, command="report")
+    rep = cmp.compare(cat, c.request)
+    rep.left_out = c.left_out
+    for pool, why in c.left_out.items():
+        output.warn(f"pool {pool} is left out of the comparison: {why}")
+    if not any(r.feasible for r in rep.rows):
+        why = "no offer matches these filters" if not rep.rows else \
+            f"none of the {len(rep.rows)} matching offers can run {rep.workload} ({rep.rows[0].reason})"
+        raise GpufleetError(f"{why}: nothing to report, no file written",
+                            "widen the filters (--gpu, --provider, --region, --max-price, --nodes); "
+                            "`gpufleet compare` lists what matches")
+    data = model.build(cat, c.request, report=rep, constraints=c.constraints, stack=c.stack)
+    written = files.write_all(render.report_files(data, path, as_markdown))
+    if rep.stale:
+        output.warn(f"the catalog's prices are {rep.catalog_age_days} days old, past the {rep.max_age_days}-day limit: "
+                    "run `gpufleet catalog refresh`, or add current quotes under `prices:`")
+    if STATE.json:
+        output.emit_json({"path": str(path), "files": [str(p) for p in written],
+                          "format": "markdown" if as_markdown else "html", **data.to_dict()})
+    else:
+        output.console().print(f"Wrote {path}" + (f" and {len(written) - 1} chart file(s)" if len(written) > 1 else "")
+                               + f"\n{data.recommendation}", highlight=False, markup=False)
+    if c.left_out:  # a stack pool that cannot be compared is a comparison not done (as in `compare`)
+        raise typer.Exit(1)
+
+
+def _clusters(cat, path: Path, as_markdown: bool, local: bool) -> None:
+    import datetime as dt
+
+    from gpufleet.fleet import status as st
+    from gpufleet.report import clusters, files, render
+
+    with output.steps("Asking the clouds") as update:
+        seen: list[str] = []
+        status = st.run(None, cat, local=local,
+                        on_region=lambda where: (seen.append(where), update(len(seen), None, where)))
+    data = clusters.build(status, dt.datetime.now(dt.timezone.utc))
+    written = files.write_all(render.cluster_files(data, path, as_markdown))
+    for where, why in data.unread.items():
+        output.warn(f"{where}: {why}")
+    if STATE.json:
+        output.emit_json({"path": str(path), "files": [str(p) for p in written],
+                          "format": "markdown" if as_markdown else "html", **data.to_dict()})
+    else:
+        past = f"; past their TTL: {', '.join(c.name for c in data.past_ttl)}" if data.past_ttl else ""
+        output.console().print(f"Wrote {path}: {len(data.clusters)} cluster(s), ${data.total:,.2f} so far{past}",
+                               highlight=False, markup=False)
+    if data.unread:  # as `status`: what should have been read and was not
+        raise typer.Exit(1)
