@@ -2,10 +2,13 @@
 Playwright's Python package with the system browser (nothing downloaded) opens the HTML file
 with the network cut off, and the page shows no console error, fetches nothing, and lays out
 every chart (each SVG has a size, its axis labels are there as text). A screenshot of each page
-is kept under tmp_path and copied to /tmp/report-shots/ for a person to look at."""
+is kept under tmp_path and copied to $GPUFLEET_REPORT_SHOTS (default: gpufleet-report-shots in the
+temporary folder) for a person to look at."""
 
 import json
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,7 @@ from test_report import registry_with_clusters, user_config
 from conftest import ROOT, require
 from conftest import cli as run
 
-SHOTS = Path("/tmp/report-shots")
+SHOTS = Path(os.environ.get("GPUFLEET_REPORT_SHOTS") or Path(tempfile.gettempdir()) / "gpufleet-report-shots")
 
 
 def _chromium() -> str | None:
