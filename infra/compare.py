@@ -223,6 +223,7 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
     as_of = min(listed)
     age = age_in_days(as_of, today)
     spot_as_of = min((r.price_as_of for r in rows if r.market == "spot"), default=None)
+    spot_age = age_in_days(spot_as_of, today) if spot_as_of else None
     assumptions = [
         f"{label}",
         f"precision {req.precision}; per-GPU batch {req.batch_per_gpu or w.batch_per_gpu}",
@@ -236,7 +237,7 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
         "$/PFLOP-hour: cluster price per hour of one delivered PFLOP/s of training math",
     ]
     if spot_as_of:
-        assumptions.append(f"spot prices: a snapshot as of {spot_as_of} ({age_in_days(spot_as_of, today)} days old), "
+        assumptions.append(f"spot prices: a snapshot as of {spot_as_of} ({spot_age} days old), "
                            "the lowest zone's price per region; spot prices move hourly and spot or preemptible nodes can "
                            "be preempted at short notice: checkpoint, or add current quotes under `prices:`")
     if req.spot and not rows:
@@ -245,4 +246,4 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
     return Report(workload=w.name, unit=f"{w.unit}/s", samples=samples, sample_label=label,
                   assumptions=assumptions, rows=rows, skipped=skipped, catalog_as_of=as_of,
                   catalog_age_days=age, stale=age > cat.max_age_days, max_age_days=cat.max_age_days,
-                  spot_as_of=spot_as_of, spot_age_days=age_in_days(spot_as_of, today) if spot_as_of else None)
+                  spot_as_of=spot_as_of, spot_age_days=spot_age)
