@@ -60,6 +60,7 @@ class Row:
     price_parts: list[dict]
     price_as_of: str
     storage: str
+    discount: float = 0.0  # the negotiated discount taken off its list prices (config `discounts:`)
     error_band: float = 0.0  # the model's typical relative error for such a prediction (out of fold)
     layout: str = "data parallel"  # how the model is split across the GPUs (LLMs: e.g. "tp8 pp4 dp16")
     tags: list[str] = field(default_factory=list)  # cheapest, fastest, within-error
@@ -203,8 +204,9 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
                 usd_per_pflop_hour=price / delivered_pflops if delivered_pflops > 0 else float("inf"),
                 bottleneck=pr.bottleneck, scaling_efficiency=pr.scaling_efficiency, precision=pr.precision,
                 feasible=pr.feasible, reason=pr.reason,
-                price_parts=[{"what": p.what, "usd_per_hour": p.usd_per_hour, "source": p.source, "as_of": p.as_of}
-                             for p in offer.parts],
+                price_parts=[{"what": p.what, "usd_per_hour": p.usd_per_hour, "source": p.source, "as_of": p.as_of,
+                              "quote": p.quote} for p in offer.parts],
+                discount=offer.discount,
                 price_as_of=offer.as_of, storage=storage_label, error_band=error_band(w.family, total > 1),
                 layout=pr.layout,
             ))

@@ -196,7 +196,7 @@ def build(cat: Catalog, req: cmp.Request, *, report: cmp.Report | None = None, c
     """The report for ``req`` on ``cat`` (``report``: the comparison, when the caller has it)."""
     today = today or dt.date.today()
     rep = report or cmp.compare(cat, req, today)
-    entries = _entries(cat, rep.rows)
+    entries = _entries(rep.rows)
     feasible = [e for e in entries if e.row.feasible]
     chosen = frontier.picks(feasible)
     for e in feasible:
@@ -217,18 +217,17 @@ def build(cat: Catalog, req: cmp.Request, *, report: cmp.Report | None = None, c
         stack=stack)
 
 
-def _entries(cat: Catalog, rows: list[cmp.Row]) -> list[Entry]:
+def _entries(rows: list[cmp.Row]) -> list[Entry]:
     out, seen = [], set()
     for i, r in enumerate(rows, 1):
         ident = "-".join((r.provider, r.region, r.instance, r.market, f"x{r.nodes}"))
         while ident in seen:  # two stack pools on the same offer
             ident += "-b"
         seen.add(ident)
-        offer = cat.offer(r.provider, r.region, r.instance, r.market)
-        parts = offer.parts if offer is not None else ()
-        listed = sum(p.usd_per_hour for p in parts) * r.nodes if parts else r.usd_per_hour
-        discount = offer.discount if offer is not None else 0.0
-        quoted = [p for p in parts if p.quote]
+        parts = r.price_parts
+        listed = sum(p["usd_per_hour"] for p in parts) * r.nodes if parts else r.usd_per_hour
+        discount = r.discount
+        quoted = [p for p in parts if p["quote"]]
         if r.market == "owned":
             basis = "owned (site costs)"
         elif quoted and len(quoted) == len(parts):
@@ -320,12 +319,12 @@ def _markets(cat: Catalog, req: cmp.Request, rep: cmp.Report, today: dt.date) ->
         if r.market == "owned" or o is None or not (r.feasible and o.feasible):
             continue
         od, sp = (r, o) if r.market == "ondemand" else (o, r)
-        quoted = any(p.quote for x in (od, sp) for p in getattr(cat.offer(*offer_of(x)), "parts", ()))
+        quoted = any(p["quote"] for x in (od, sp) for p in x.price_parts)
         pairs.append(MarketPair(f"{r.provider}/{r.region} {r.instance}", r.nodes, od.usd_per_hour,
                                 od.cost_to_train_usd, sp.usd_per_hour, sp.cost_to_train_usd, quoted))
-    note = "" if pairs else ("no offer here has both an on-demand and a spot price: spot prices are not embedded in "
-                             "the catalog; `gpufleet catalog refresh` fetches them, or add quotes under `prices:` "
-                             "(market: spot) in the config")
+    note = "" if pairs else ("no offer here has both an on-demand and a spot price in the catalog (its spot prices "
+                             "are a snapshot per region, not every offer has one): `gpufleet catalog refresh` fetches "
+                             "current ones, or add quotes under `prices:` (market: spot) in the config")
     return pairs, note
 
 
