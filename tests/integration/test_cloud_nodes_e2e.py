@@ -17,19 +17,17 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, require
+from tests.conftest import ROOT
+from tests.integration import localrack
+from tests.integration.localrack import STATE, on_host
 
-RACK = [sys.executable, str(ROOT / "tests" / "rack" / "rack.py")]
-STATE = Path(os.environ.get("GPUFLEET_RACK_DIR", "/var/tmp/gpufleet-rack"))
 CACHE = Path(os.environ.get("GPUFLEET_RACK_CACHE", "/var/cache/gpufleet-rack"))
-KEY = STATE / "id_ed25519"
 BRIDGE_IP = "10.77.0.1"
 WAIT_S = 240  # the host that never runs its bootstrap is reported after this
 
@@ -62,12 +60,6 @@ pools:
 """
 
 
-def on_host(i: int, command: str, stdin: str | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(["ssh", "-i", str(KEY), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                           "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", f"root@10.77.0.{10 + i}", command],
-                          input=stdin, capture_output=True, text=True, timeout=timeout)
-
-
 def _wheelhouse() -> Path:
     """Salt's wheels for the hosts' Python (Debian 12's 3.11, this machine's too), built once."""
     d = CACHE / "wheels-salt-3008.3"
@@ -90,14 +82,7 @@ def _serve(directory: Path):
 
 @pytest.fixture(scope="module")
 def rack(tmp_path_factory):
-    require(sys.platform == "linux" and os.geteuid() == 0, "the test rack needs root on Linux")
-    for tool in ("ip", "debootstrap", "sshd", "unshare"):
-        require(shutil.which(tool) is not None or Path(f"/usr/sbin/{tool}").exists(), f"{tool} is not installed")
-    require((ROOT / ".salt-venv" / "bin" / "salt-call").exists(), "Salt's virtualenv .salt-venv is missing")
-    up = subprocess.run(RACK + ["up", "--hosts", "4"], capture_output=True, text=True, timeout=1200)
-    assert up.returncode == 0, up.stderr
-    for i in range(1, 5):
-        subprocess.run(RACK + ["reset", str(i)], check=True, capture_output=True, timeout=300)
+    localrack.fresh_hosts("salt-call")
     wheels = _serve(_wheelhouse())
     for i in range(1, 5):  # the site's pip mirror, as a real site's image points at its own
         (STATE / f"h{i}" / "root" / "etc" / "pip.conf").write_text(
@@ -109,8 +94,7 @@ def rack(tmp_path_factory):
     yield {"moto": moto, "tmp": tmp_path_factory.mktemp("cloud-nodes")}
     moto.stop()
     wheels.shutdown()
-    if os.environ.get("GPUFLEET_KEEP_RACK") != "1":
-        subprocess.run(RACK + ["down"], capture_output=True, timeout=300)
+    localrack.down()
 
 
 def _user_data(plan, pool: str) -> str:
@@ -123,7 +107,7 @@ def _boot(i: int, user_data: str, env: dict) -> subprocess.CompletedProcess:
     """What cloud-init does with user data: run it as root, here with the credentials and the
     instance id the instance metadata service would give."""
     exports = " ".join(f"{k}={v}" for k, v in env.items())
-    return on_host(i, f"env {exports} bash -s", stdin=user_data)
+    return on_host(i, f"env {exports} bash -s", stdin=user_data, timeout=900)
 
 
 def test_cloud_nodes_configure_themselves_and_up_reports_each(rack, monkeypatch):

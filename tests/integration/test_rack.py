@@ -10,17 +10,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, gpufleet_exe, require
+from tests.conftest import ROOT, gpufleet_exe
+from tests.integration import localrack
+from tests.integration.localrack import KEY, RACK, STATE, on_host
 
-RACK = [sys.executable, str(ROOT / "tests" / "rack" / "rack.py")]
 STACK = str(ROOT / "stacks" / "examples" / "local-rack.yaml")
-STATE = Path(os.environ.get("GPUFLEET_RACK_DIR", "/var/tmp/gpufleet-rack"))
-KEY = STATE / "id_ed25519"
 CLUSTER = "e2e-rack"
 
 pytestmark = pytest.mark.slow
@@ -28,21 +25,12 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def rack(tmp_path_factory):
-    require(sys.platform == "linux" and os.geteuid() == 0, "the test rack needs root on Linux")
-    for tool in ("ip", "debootstrap", "sshd", "unshare"):
-        require(shutil.which(tool) is not None or Path(f"/usr/sbin/{tool}").exists(), f"{tool} is not installed")
-    require((ROOT / ".salt-venv" / "bin" / "salt-ssh").exists(), "Salt's virtualenv .salt-venv is missing")
-    up = subprocess.run(RACK + ["up", "--hosts", "4"], capture_output=True, text=True, timeout=1200)
-    assert up.returncode == 0, up.stderr
-    for i in range(1, 5):  # fresh root file systems: the first apply really installs
-        subprocess.run(RACK + ["reset", str(i)], check=True, capture_output=True, timeout=300)
+    hosts = localrack.fresh_hosts("salt-ssh")
     data = tmp_path_factory.mktemp("xdg-data")
     env = {**os.environ, "XDG_DATA_HOME": str(data), "COLUMNS": "200"}
     env.pop("GPUFLEET_REGISTRY", None)
-    yield {"env": env, "data": data, "hosts": json.loads(up.stdout)}
-    # the hosts' sshd daemons stop with the tests (the debootstrap cache stays for the next run)
-    if os.environ.get("GPUFLEET_KEEP_RACK") != "1":
-        subprocess.run(RACK + ["down"], capture_output=True, timeout=300)
+    yield {"env": env, "data": data, "hosts": hosts}
+    localrack.down()
 
 
 def gpufleet(rack, *args, timeout=1200):
@@ -53,12 +41,6 @@ def gpufleet(rack, *args, timeout=1200):
     except json.JSONDecodeError:
         doc = None
     return r.returncode, doc, r.stderr
-
-
-def on_host(i: int, command: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["ssh", "-i", str(KEY), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                           "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", f"root@10.77.0.{10 + i}", command],
-                          capture_output=True, text=True, timeout=120)
 
 
 def by_host(doc) -> dict:
@@ -126,11 +108,8 @@ def install_standins(i: int, changes: dict[str, str]) -> None:
             info.size = len(text.encode())
             tar.addfile(info, io.BytesIO(text.encode()))
     links = " && ".join(f"ln -sf {STANDIN_HOME}/standin.py /usr/local/sbin/{t}" for t in STANDIN_TOOLS)
-    r = subprocess.run(["ssh", "-i", str(KEY), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-                        "-o", "LogLevel=ERROR", "-o", "BatchMode=yes", f"root@10.77.0.{10 + i}",
-                        f"rm -rf {STANDIN_HOME} && mkdir -p {STANDIN_HOME} && tar -x -C {STANDIN_HOME} && "
-                        f"chmod +x {STANDIN_HOME}/standin.py && {links}"],
-                       input=buf.getvalue(), capture_output=True, timeout=120)
+    r = on_host(i, f"rm -rf {STANDIN_HOME} && mkdir -p {STANDIN_HOME} && tar -x -C {STANDIN_HOME} && "
+                   f"chmod +x {STANDIN_HOME}/standin.py && {links}", stdin=buf.getvalue())
     assert r.returncode == 0, r.stderr
 
 
