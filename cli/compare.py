@@ -43,6 +43,7 @@ def compare(
     max_price: options.MaxPrice = None,
     nodes: options.Nodes = "1",
     precision: options.Precision = "mixed",
+    framework: options.Framework = "pytorch",
     batch_per_gpu: options.BatchPerGpu = None,
     storage: options.Storage = None,
     workload_file: options.WorkloadFile = None,
@@ -62,7 +63,7 @@ def compare(
     asked = options.comparison(cat, workload=workload, stack=stack, epochs=epochs, tokens=tokens, gpu=gpu,
                                min_gpus=min_gpus, provider=provider, region=region, spot=spot, max_price=max_price,
                                nodes=nodes, precision=precision, batch_per_gpu=batch_per_gpu, storage=storage,
-                               workload_file=workload_file)
+                               workload_file=workload_file, framework=framework)
     report = cmp.compare(cat, asked.request)
     report.left_out = asked.left_out
     _render(report, fmt, top)
@@ -181,13 +182,13 @@ def calibrate(
     if STATE.json:
         output.emit_json(s)
         return
-    cells = [[r["id"], r["workload"], r["gpu"], r["precision"], r["gpus"], f"{r['measured']:,.1f}",
+    cells = [[r["id"], r["workload"], r["gpu"], r["precision"], r["framework"], r["gpus"], f"{r['measured']:,.1f}",
               f"{r['predicted']:,.1f}", r["unit"], f"{r['error']:+.1%}",
               f"{r['error_out_of_fold']:+.1%}" if r["error_out_of_fold"] is not None else "-", r["source"]]
              for r in s["per_row"]]
     o = s["out_of_fold"]
-    output.table("Performance model vs published measurements", ["id", "workload", "gpu", "precision", "gpus",
-                 "measured", "predicted", "unit", "error", "out of fold", "source"], cells,
+    output.table("Performance model vs published measurements", ["id", "workload", "gpu", "precision", "framework",
+                 "gpus", "measured", "predicted", "unit", "error", "out of fold", "source"], cells,
                  caption=f"in sample: median |error| {s['median_abs_error']:.1%} (single GPU "
                          f"{s['median_abs_error_single_gpu']:.1%}, multi-GPU {s['median_abs_error_multi_gpu']:.1%}), "
                          f"p90 {s['p90_abs_error']:.1%} over {s['rows']} rows\n"

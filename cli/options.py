@@ -82,6 +82,8 @@ Spot = Annotated[bool, typer.Option("--spot", help="Spot/preemptible prices only
 MaxPrice = Annotated[Optional[float], typer.Option("--max-price", help="Max USD per hour for the cluster.")]
 Nodes = Annotated[str, typer.Option("--nodes", help="Node counts, e.g. 1,2,4,8 for a scaling curve.")]
 Precision = Annotated[str, typer.Option(help="mixed, fp32, tf32, fp16, bf16 or fp8.")]
+Framework = Annotated[str, typer.Option(help="The framework you train in: pytorch, tf1, tf2, paddle or mxnet "
+                                        "(its measured speed relative to PyTorch; see `gpufleet calibrate`).")]
 BatchPerGpu = Annotated[Optional[int], typer.Option("--batch-per-gpu", help="Samples per GPU between gradient exchanges.")]
 Storage = Annotated[Optional[str], typer.Option(help="nvme, network, lustre:<MB/s>, nfs:<MB/s>; default: local NVMe "
                                                 "if present.")]
@@ -120,17 +122,23 @@ class Comparison:
 def comparison(cat, *, workload: str | None, stack: str | None, epochs: float | None, tokens: float | None,
                gpu: list[str] | None, min_gpus: int | None, provider: list[str] | None, region: list[str] | None,
                spot: bool, max_price: float | None, nodes: str, precision: str, batch_per_gpu: int | None,
-               storage: str | None, workload_file: str | None, command: str = "compare") -> Comparison:
+               storage: str | None, workload_file: str | None, command: str = "compare",
+               framework: str = "pytorch") -> Comparison:
     """The flags of `compare` (and `report`) checked and made a ``compare.Request`` on ``cat``; a
     stack's racks with site costs become sites of ``cat``. Bad input raises (exit 2)."""
     from gpufleet import compare as cmp
     from gpufleet.errors import InputError, NotFound, SpecError
     from gpufleet.limits import MAX_EPOCHS, MAX_TOKENS
     from gpufleet.perf import workloads
+    from gpufleet.perf.model import FRAMEWORKS
     from gpufleet.providers import PROVIDERS
 
     if precision not in PRECISIONS:
-        raise NotFound("precision", precision, PRECISIONS)
+        raise NotFound("precision", precision, PRECISIONS, extra=f" (one of {', '.join(PRECISIONS)})")
+    if framework not in FRAMEWORKS:
+        raise InputError(f"unknown framework {framework!r}: one of {', '.join(FRAMEWORKS)}",
+                         "tf1 and tf2 are TensorFlow 1.x and 2.x; for a framework without measurements, "
+                         "pytorch (the reference) is the nearest")
     for name, v, most in (("--epochs", epochs, MAX_EPOCHS), ("--tokens", tokens, MAX_TOKENS),
                           ("--max-price", max_price, 1e7), ("--min-gpus", min_gpus, 1e6),
                           ("--batch-per-gpu", batch_per_gpu, 1e6)):
@@ -172,7 +180,7 @@ def comparison(cat, *, workload: str | None, stack: str | None, epochs: float | 
     req = cmp.Request(
         workload=wl, epochs=epochs, tokens=tokens, gpus=gpus, min_gpus=min_gpus, providers=providers, regions=regions,
         spot=spot, max_price=max_price, nodes=node_counts(nodes), precision=precision, batch_per_gpu=batch_per_gpu,
-        storage=storage, only=only,
+        storage=storage, only=only, framework=framework,
     )
     said = [f"{k}: {v}" for k, v in (
         ("stack pools only", stack if stack else None), ("GPUs", ", ".join(gpus)), ("providers", ", ".join(providers)),
@@ -180,5 +188,6 @@ def comparison(cat, *, workload: str | None, stack: str | None, epochs: float | 
         ("at most", f"${max_price:,.2f}/h for the cluster" if max_price else None),
         ("at least", f"{min_gpus} GPUs" if min_gpus else None), ("nodes", nodes if nodes != "1" else None),
         ("precision", precision if precision != "mixed" else None),
+        ("framework", framework if framework != "pytorch" else None),
         ("per-GPU batch", str(batch_per_gpu) if batch_per_gpu else None), ("storage", storage)) if v]
     return Comparison(req, left_out, stack_name, said)

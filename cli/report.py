@@ -36,6 +36,7 @@ def report(
     max_price: options.MaxPrice = None,
     nodes: options.Nodes = "1",
     precision: options.Precision = "mixed",
+    framework: options.Framework = "pytorch",
     batch_per_gpu: options.BatchPerGpu = None,
     storage: options.Storage = None,
     workload_file: options.WorkloadFile = None,
@@ -73,7 +74,7 @@ def report(
     c = options.comparison(cat, workload=workload, stack=stack, epochs=epochs, tokens=tokens, gpu=gpu,
                            min_gpus=min_gpus, provider=provider, region=region, spot=spot, max_price=max_price,
                            nodes=nodes, precision=precision, batch_per_gpu=batch_per_gpu, storage=storage,
-                           workload_file=workload_file, command="report")
+                           workload_file=workload_file, command="report", framework=framework)
     rep = cmp.compare(cat, c.request)
     rep.left_out = c.left_out
     for pool, why in c.left_out.items():

@@ -31,6 +31,7 @@ class Request:
     max_price: float | None = None  # USD per hour for the whole cluster
     nodes: list[int] = field(default_factory=lambda: [1])
     precision: str = "mixed"
+    framework: str = "pytorch"  # perf.model.FRAMEWORKS
     batch_per_gpu: int | None = None
     storage: str | None = None  # nvme | network | lustre:<MB/s> | <MB/s>
     # stack pools: (provider, region, instance, nodes, spot, storage or None)
@@ -189,7 +190,7 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
             s = Scenario(workload=w, gpu=offer.gpu, gpus_per_node=it.gpu_count, nodes=nodes,
                          precision=req.precision, batch_per_gpu=req.batch_per_gpu,
                          network_gbps=it.network_gbps, vcpus=it.vcpus, storage_mbps=mbps,
-                         storage_shared=shared, node_memory_gib=it.memory_gib)
+                         storage_shared=shared, node_memory_gib=it.memory_gib, framework=req.framework)
             key = (offer.gpu.name, it.gpu_count, nodes, it.network_gbps, it.vcpus, mbps, shared, it.memory_gib)
             pr = predictions.get(key) or predictions.setdefault(key, predict(s))
             first_epoch = min(samples, w.dataset_samples or samples)
@@ -228,7 +229,8 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
     spot_age = age_in_days(spot_as_of, today) if spot_as_of else None
     assumptions = [
         f"{label}",
-        f"precision {req.precision}; per-GPU batch {req.batch_per_gpu or w.batch_per_gpu}",
+        f"precision {req.precision}; per-GPU batch {req.batch_per_gpu or w.batch_per_gpu}; framework {req.framework}"
+        + (" (PyTorch unless --framework says otherwise)" if req.framework == "pytorch" else ""),
         "storage: " + (req.storage or f"local NVMe where the node has it ({LOCAL_NVME_MBPS:.0f} MB/s), "
                        f"else a network disk ({NETWORK_DISK_MBPS:.0f} MB/s); datasets that fit in half the "
                        "nodes' RAM are read from storage once"),

@@ -13,7 +13,9 @@ algorithm on FP32 units (Lavin & Gray 2016: F(2x2,3x3) needs 2.25x fewer multipl
 
 Transformers and decoder LLMs: per token and layer, 34·d + 5·a·s bytes of activations at 16-bit
 (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
-eq. 1, a = d/64 heads), i.e. 17·d + 2.5·a·s elements.
+eq. 1, a = d/64 heads), i.e. 17·d + 2.5·a·s elements; decoder LLMs are trained with
+FlashAttention (MosaicML's LLM Foundry benchmarks: "our models use Flash Attention"; Megatron-LM
+and the others alike), which keeps the 2.5·a·s scores out of memory.
 """
 
 from __future__ import annotations
@@ -183,7 +185,9 @@ def cnn(name: str) -> Shape:
     return Shape(n.macs, n.acts, n.wino)
 
 
-def transformer_activations(layers: int, d_model: int, seq_len: int) -> float:
-    """Activation elements per token of a transformer's forward pass (Korthikanti et al. 2022)."""
+def transformer_activations(layers: int, d_model: int, seq_len: int, flash: bool = False) -> float:
+    """Activation elements per token of a transformer's forward pass (Korthikanti et al. 2022).
+    ``flash``: FlashAttention (Dao et al. 2022) never writes the seq x seq attention scores,
+    softmax and dropout mask to GPU memory, so their 2.5·a·s term goes."""
     heads = max(1, d_model // 64)
-    return layers * (17.0 * d_model + 2.5 * heads * seq_len)
+    return layers * (17.0 * d_model + (0.0 if flash else 2.5 * heads * seq_len))

@@ -3,7 +3,7 @@ what it was not fitted to.
 
 ``data/measurements.csv`` holds published training throughputs (NVIDIA DeepLearningExamples,
 MLPerf Training results, the TensorFlow benchmark pages, MosaicML LLM Foundry), each with its
-source. This module
+source and the framework it ran in. This module
 
 * predicts every row and reports the per-row error (``summary``);
 * fits the model's global parameters (``fit``): the mean absolute log error, each source's rows
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from gpufleet import catalog
 from gpufleet.perf import workloads
-from gpufleet.perf.model import NAMES, PRIORS, Params, Scenario, fitted_params, predict
+from gpufleet.perf.model import FRAMEWORKS, NAMES, PRIORS, Params, Scenario, fitted_params, predict
 
 PRIOR_WEIGHT = 0.02  # against the mean |log error|: a parameter one prior-spread away costs 0.02
 GROUPINGS: dict[str, Callable] = {
@@ -65,13 +65,16 @@ def rows(cat=None) -> list[Row]:
     cat = cat or catalog.load(use_config=False)
     out = []
     for r in csv.DictReader(_text("measurements.csv").splitlines()):
+        if r["framework"] not in FRAMEWORKS:  # a typo would silently be predicted as PyTorch
+            raise ValueError(f"measurements.csv row {r['id']}: framework {r['framework']!r} is not one of "
+                             f"{', '.join(FRAMEWORKS)}")
         s = Scenario(
             workload=workloads.get(r["workload"]), gpu=cat.gpu(r["gpu"]),
             gpus_per_node=int(r["gpus_per_node"]), nodes=int(r["nodes"]), precision=r["precision"],
             batch_per_gpu=int(r["batch_per_gpu"]), network_gbps=float(r["network_gbps"]),
             vcpus=int(r["vcpus"]), comm=r["comm"], ps_shards=int(r["ps_shards"]) if r["ps_shards"] else None,
             activation_checkpointing=r["act_ckpt"] == "1", synthetic_data=r["data"] == "synthetic",
-            gpu_decode=r["data"] == "dali",
+            gpu_decode=r["data"] == "dali", framework=r["framework"],
         )
         out.append(Row(r["id"], s, float(r["measured"]), r["unit"], r["source"], r["notes"]))
     return out
@@ -220,7 +223,8 @@ def summary(rs: list[Row], p: Params) -> dict:
         "max_abs_error": max(abs_errs),
         "per_row": [
             {"id": r.id, "workload": r.scenario.workload.name, "gpu": r.scenario.gpu.name,
-             "precision": r.scenario.precision, "gpus": r.scenario.gpus_per_node * r.scenario.nodes,
+             "precision": r.scenario.precision, "framework": r.scenario.framework,
+             "gpus": r.scenario.gpus_per_node * r.scenario.nodes,
              "measured": r.measured, "predicted": round(predict(r.scenario, p).throughput, 1),
              "unit": r.unit, "error": round(e, 4), "source": r.source, "notes": r.notes}
             for r, e in zip(rs, errs)

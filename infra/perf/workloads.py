@@ -92,7 +92,7 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
             if not (L and dm):
                 L, dm = llm_shape(params)
             fwd = 2.0 * params + 4.0 * L * dm * s
-            acts = architecture.transformer_activations(L, dm, s)
+            acts = architecture.transformer_activations(L, dm, s, flash=True)
     except KeyError as e:
         raise SpecError(where, None, f"{name}.{e.args[0]}", f"required for family {fam}") from None
     except (TypeError, ValueError) as e:

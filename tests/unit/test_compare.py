@@ -1,11 +1,14 @@
 """compare: ranking, marks, filters and the scaling curve."""
 
+import json
+
 import pytest
 
 from gpufleet import catalog
 from gpufleet import compare as cmp
 from gpufleet.errors import InputError
 from gpufleet.perf import workloads
+from tests.conftest import cli
 
 
 def _req(**kw):
@@ -79,3 +82,16 @@ def test_llm_defaults_and_units(cat):
         cmp.compare(cat, _req(wl="llm-1b", epochs=1))
     with pytest.raises(InputError):
         cmp.compare(cat, _req(storage="fast"))
+
+
+def test_framework_flag_predicts_the_framework_and_says_so():
+    args = ("--json", "compare", "bert-large", "--gpu", "A100-80GB", "--provider", "aws")
+    base, tf1 = cli(*args), cli(*args, "--framework", "tf1")
+    assert base.exit_code == tf1.exit_code == 0, base.output + tf1.output
+    b, t = json.loads(base.stdout), json.loads(tf1.stdout)
+    speed = {(o["instance"], o["region"], o["market"]): o["throughput"] for o in b["offers"]}
+    assert t["offers"] and all(o["throughput"] < speed[o["instance"], o["region"], o["market"]] for o in t["offers"])
+    assert any("framework tf1" in a for a in t["assumptions"])
+    assert any("framework pytorch" in a for a in b["assumptions"])
+    bad = cli("compare", "resnet50", "--framework", "jax")
+    assert bad.exit_code == 2 and "jax" in bad.output and "pytorch" in bad.output
