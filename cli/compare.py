@@ -158,7 +158,7 @@ def calibrate(
                                       "(minutes; not saved: `python -m gpufleet.perf.calibration --write` saves).")] = False,
 ):
     from gpufleet.perf import calibration
-    from gpufleet.perf.model import fitted_document, fitted_params
+    from gpufleet.perf.model import PRIORS, fitted_document, fitted_params
 
     rs = calibration.rows()
     if fit:
@@ -199,5 +199,10 @@ def calibrate(
     for by, groups in o["per_group"].items():
         output.table(f"Out of fold, {by} left out", [by, "median |error|"],
                      [[g, f"{e:.1%}"] for g, e in groups.items()], justify={"median |error|": "right"})
+    output.table("Fitted parameters", ["parameter", "value", "prior", "bounds"],
+                 [[n, f"{s['params'][n]:.4g}", f"{prior:g}", f"{lo:g}..{hi:g}"]
+                  for n, (prior, _, (lo, hi)) in PRIORS.items()],
+                 caption="fw:<framework>: speed relative to PyTorch; the meaning of each: infra/perf/model.py",
+                 justify={c: "right" for c in ("value", "prior", "bounds")})
     for w in s["warnings"]:
         output.warn(f"parameter {w}")

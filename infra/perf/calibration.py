@@ -74,7 +74,7 @@ def rows(cat=None) -> list[Row]:
             batch_per_gpu=int(r["batch_per_gpu"]), network_gbps=float(r["network_gbps"]),
             vcpus=int(r["vcpus"]), comm=r["comm"], ps_shards=int(r["ps_shards"]) if r["ps_shards"] else None,
             activation_checkpointing=r["act_ckpt"] == "1", synthetic_data=r["data"] == "synthetic",
-            gpu_decode=r["data"] == "dali", framework=r["framework"],
+            gpu_decode=r["data"] == "dali", framework=r["framework"], sequence_binning=r["seq_binning"] == "1",
         )
         out.append(Row(r["id"], s, float(r["measured"]), r["unit"], r["source"], r["notes"]))
     return out

@@ -82,8 +82,11 @@ def test_calibrate_prints_per_row_errors():
     r = run("--json", "calibrate")
     data = json.loads(r.stdout)
     assert r.exit_code == 0 and len(data["per_row"]) == data["rows"] and data["median_abs_error"] <= 0.25
+    assert data["params"]["fw:tf1"] < 1.0 and "framework" in data["per_row"][0]
     r = run("calibrate")
     assert "median |error|" in r.stdout and "m01" in r.stdout
+    # the fitted parameters with their priors and bounds, the framework speeds among them
+    assert "Fitted parameters" in r.stdout and "fw:tf2" in r.stdout and "0.4..1.5" in r.stdout
 
 
 def test_installed_entry_point_and_light_imports():
