@@ -210,12 +210,10 @@ def _gpu_time_per_sample(s: Scenario, p: Params, prec: str, batch: int) -> tuple
     passes = p.values["act_passes:cnn" if w.family in ("cnn", "dense") else "act_passes:transformer"]
     traffic = w.activations * elem * passes * extra + w.params * (3.0 * elem + OPTIMIZER_TRAFFIC) / batch
     t_mem = traffic / (g.memory_bw_gbs * 1e9)
-    if s.framework != "pytorch":
-        fw = p.values[f"fw:{s.framework}"]
-        t_math, t_mem = t_math / fw, t_mem / fw
-    if s.sequence_binning:
-        t_math, t_mem = t_math * p.values["bin_fill"], t_mem * p.values["bin_fill"]
-    return t_math + t_mem, t_math, t_mem
+    # the framework's speed relative to PyTorch; the share of a padded sequence a binning loader computes
+    speed = 1.0 if s.framework == "pytorch" else p.values[f"fw:{s.framework}"]
+    scale = (p.values["bin_fill"] if s.sequence_binning else 1.0) / speed
+    return (t_math + t_mem) * scale, t_math * scale, t_mem * scale
 
 
 def _intra_node_bytes_s(s: Scenario, p: Params) -> float:
