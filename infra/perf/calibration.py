@@ -65,7 +65,7 @@ def rows(cat=None) -> list[Row]:
     cat = cat or catalog.load(use_config=False)
     out = []
     for r in csv.DictReader(_text("measurements.csv").splitlines()):
-        if r["framework"] not in FRAMEWORKS:  # a typo would silently be predicted as PyTorch
+        if r["framework"] not in FRAMEWORKS:  # named here, not as a KeyError deep inside a fit
             raise ValueError(f"measurements.csv row {r['id']}: framework {r['framework']!r} is not one of "
                              f"{', '.join(FRAMEWORKS)}")
         s = Scenario(

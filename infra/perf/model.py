@@ -89,11 +89,11 @@ PRIORS: dict[str, tuple[float, float, tuple[float, float]]] = {
     "jitter": (0.02, 1.0, (0.001, 0.2)),
     "overlap": (0.7, 0.4, (0.05, 1.0)),
     "decode_per_vcpu": (150.0, 0.5, (40.0, 600.0)),  # JPEG decode + augmentation per core, images/s
-    # speed of a framework relative to PyTorch on the same network and GPUs (the module docstring)
     # LDDL's sequence binning pads a mini-batch only to its longest sequence (NVIDIA LDDL README);
     # BERT's phase-2 sequences are often shorter than 512, so a binned loader computes this share
     # of the 512 tokens (phase 1's 128 are nearly always filled)
     "bin_fill": (0.7, 0.3, (0.3, 1.0)),
+    # speed of a framework relative to PyTorch on the same network and GPUs (the module docstring)
     "fw:tf1": (1.0, 0.3, (0.4, 1.5)),
     "fw:tf2": (1.0, 0.3, (0.4, 1.5)),
     "fw:paddle": (1.0, 0.3, (0.4, 1.5)),
