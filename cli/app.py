@@ -20,11 +20,11 @@ from gpufleet.cli import validate as validate_cmd
 from gpufleet.cli import verify as verify_cmd
 from gpufleet.cli.output import STATE
 
-GLOBAL_FLAGS = re.compile(r"^(--json|--verbose|-v+)$")
+GLOBAL_FLAGS = re.compile(r"^(--json|--wide|--verbose|-v+)$")
 
 
 class RootGroup(TyperGroup):
-    """The root command: its flags ``--json`` and ``-v`` are accepted after the command too
+    """The root command: its flags ``--json``, ``--wide`` and ``-v`` are accepted after the command too
     (``gpufleet compare resnet50 --json``, as people type them), not only before it."""
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:
@@ -55,12 +55,15 @@ def _version(value: bool):
 def root(
     json_: Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout (before or after the "
                                         "command).")] = False,
+    wide: Annotated[bool, typer.Option("--wide", help="Every column of every table, however wide the terminal "
+                                       "(by default a table shows the columns that fit).")] = False,
     verbose: Annotated[int, typer.Option("-v", "--verbose", count=True, help="More detail (repeat for more).")] = 0,
     config: Annotated[Optional[str], typer.Option("--config", help="User config file (default "
                                                   "~/.config/gpufleet/config.yaml).", envvar="GPUFLEET_CONFIG")] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")] = False,
 ):
     STATE.json = json_
+    STATE.wide = wide
     STATE.verbose = verbose
     STATE.config = config
     # the libraries' own log records (paramiko's traceback for a host that does not answer SSH, ...)

@@ -22,6 +22,7 @@ class State:
     json: bool = False
     verbose: int = 0
     config: str | None = None
+    wide: bool = False  # every column of every table, however wide the terminal
 
 
 STATE = State()
@@ -97,16 +98,74 @@ def handle_errors(fn):
     return wrapper
 
 
+# rich draws "│ cell │": each column costs its text plus a space either side and one rule, the
+# table one rule more
+_COLUMN_FRAME = 3
+
+
+def _cell_width(text: str) -> int:
+    from rich.cells import cell_len
+
+    if "[" not in text:
+        return cell_len(text)
+    from rich.text import Text
+
+    return Text.from_markup(text).cell_len
+
+
+def _needed_width(header: str, cells: list[str], wraps: bool) -> int:
+    """The narrowest a column can be without cutting a word: a column that wraps needs its longest
+    word (it breaks at spaces), any other column its longest cell (names and numbers stay whole)."""
+    parts = [header, *cells]
+    if wraps:
+        parts = [w for c in parts for w in c.split()] or [""]
+    return max(_cell_width(p) for p in parts)
+
+
 def table(title: str, columns: list[str], rows: list[list], caption: str | None = None,
-          justify: dict[str, str] | None = None, styles: list[str | None] | None = None) -> None:
+          justify: dict[str, str] | None = None, styles: list[str | None] | None = None,
+          optional: tuple[str, ...] = (), wraps: tuple[str, ...] = ()) -> None:
+    """Print a table that fits the console without cutting a cell: columns in ``wraps`` (free text)
+    break at spaces, every other cell stays on one line whole. When the table is too wide, the
+    ``optional`` columns are left out, the last named first, and the caption says which ones
+    ``--wide`` shows; with ``--wide`` (or when even the kept columns do not fit) the table is as
+    wide as its cells and the terminal folds the lines, which still cuts no name in half."""
     from rich.table import Table
 
+    texts = [[str(x) for x in r] for r in rows]
+    wraps = () if STATE.wide else wraps  # --wide: one line per row
+    needed = {c: _needed_width(c, [r[i] for r in texts], c in wraps) for i, c in enumerate(columns)}
+    con = console()
+    room = con.width
+    shown = list(columns)
+    if not STATE.wide:
+        for c in reversed(optional):
+            if sum(needed[x] for x in shown) + _COLUMN_FRAME * len(shown) + 1 <= room:
+                break
+            shown.remove(c)
+    hidden = [c for c in columns if c not in shown]
+    if hidden:
+        note = f"not shown at {room} columns: {', '.join(hidden)} (--wide shows every column)"
+        caption = f"{caption}\n{note}" if caption else note
+    width = sum(needed[x] for x in shown) + _COLUMN_FRAME * len(shown) + 1
     t = Table(title=title, caption=caption, caption_justify="left", header_style="bold")
-    for c in columns:
-        t.add_column(c, justify=(justify or {}).get(c, "left"), overflow="fold")
-    for i, r in enumerate(rows):
-        t.add_row(*[str(x) for x in r], style=(styles[i] if styles else None))
-    console().print(t)
+    for c in shown:
+        wrap = c in wraps
+        t.add_column(c, justify=(justify or {}).get(c, "left"), no_wrap=not wrap, overflow="fold",
+                     min_width=needed[c])
+    keep = [columns.index(c) for c in shown]
+    for i, r in enumerate(texts):
+        t.add_row(*[r[k] for k in keep], style=(styles[i] if styles else None))
+    if not (STATE.wide or width > room):
+        con.print(t)
+        return
+    # too wide even so: print at the table's own width rather than let rich squeeze names apart
+    # (print's own width= cannot exceed the console's)
+    con.width = max(room, width)
+    try:
+        con.print(t, crop=False)
+    finally:
+        con.width = room
 
 
 def write_csv(columns: list[str], rows: list[list]) -> None:

@@ -49,6 +49,39 @@ def cli(*args):
     return CliRunner().invoke(app, list(args))
 
 
+def cli_at(columns: int, *args):
+    """``cli(*args)`` as a terminal of ``columns`` columns shows it (the console is made anew at that width)."""
+    from gpufleet.cli import output
+
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = str(columns)
+    output.console.cache_clear()
+    try:
+        return cli(*args)
+    finally:
+        if saved is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = saved
+        output.console.cache_clear()
+
+
+def table_cells(text: str) -> list[list[str]]:
+    """The cells of every body row of the rich tables in ``text`` (one list per printed line)."""
+    return [[c.strip() for c in line.strip()[1:-1].split("│")] for line in text.splitlines()
+            if line.startswith("│") and line.rstrip().endswith("│")]
+
+
+def assert_fits(text: str, columns: int, whole: list[str]) -> None:
+    """Every line of ``text`` fits ``columns``, and every string in ``whole`` (names, prices: what
+    must never be cut) is one cell of some table row, not split over lines or cut short."""
+    too_long = [line for line in text.splitlines() if len(line) > columns]
+    assert not too_long, f"{len(too_long)} line(s) wider than {columns}: {too_long[0]!r}"
+    cells = {c for row in table_cells(text) for c in row}
+    missing = [w for w in whole if w not in cells]
+    assert not missing, f"cut or missing cells at {columns} columns: {missing[:5]}"
+
+
 def gpufleet_exe() -> str:
     exe = Path(sys.executable).parent / "gpufleet"
     return str(exe) if exe.exists() else shutil.which("gpufleet")
