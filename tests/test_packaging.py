@@ -30,6 +30,11 @@ def test_wheel_builds_and_imports(tmp_path):
                  "gpufleet/states/nvidia_driver/parameters/os_family/RedHat.yaml",
                  "gpufleet/states/frameworks/parameters/osfinger/Rocky-9.yaml"):
         assert must in names, must
+    # every package of the source tree ships: pyproject once listed them by hand and left two out
+    # (gpufleet.nodecheck, gpufleet.verify), which only a non-editable install shows
+    packages = {f"gpufleet/{p.parent.relative_to(ROOT / 'infra').as_posix()}/__init__.py".replace("/./", "/")
+                for p in (ROOT / "infra").rglob("__init__.py")} | {"gpufleet/cli/__init__.py"}
+    assert not packages - set(names), sorted(packages - set(names))
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     code = ("import gpufleet, gpufleet.cli.app, gpufleet.compare, gpufleet.catalog as c;"
