@@ -19,7 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.clouds import cloud
-from gpufleet.errors import CapacityError, CredentialsError, DeployError, GpufleetError, InputError, QuotaError, ToolMissing
+from gpufleet.errors import (
+    CapacityError,
+    CredentialsError,
+    DeployError,
+    GpufleetError,
+    InputError,
+    QuotaError,
+    SdkMissing,
+    ToolMissing,
+)
 from gpufleet.paths import pulumi_state_dir
 from gpufleet.providers import CLOUDS
 
@@ -56,8 +65,14 @@ def passphrase_env(url: str, prompt: Callable[[], str] | None) -> dict[str, str]
 
 
 def find_pulumi():
-    """A PulumiCommand for the installed CLI, or ToolMissing naming how to install it."""
-    from pulumi.automation import PulumiCommand
+    """A PulumiCommand for the installed CLI, or ToolMissing naming how to install it (SdkMissing
+    naming the extra when not even Pulumi's Python SDK is installed)."""
+    try:
+        from pulumi.automation import PulumiCommand
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] != "pulumi":
+            raise
+        raise SdkMissing("pulumi", e.name, "pulumi") from None
 
     root = None
     if shutil.which("pulumi") is None:

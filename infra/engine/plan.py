@@ -208,13 +208,15 @@ def _run_sharded(lay: Layout, cluster: Cluster, cat, shards: list[set[str]], pro
 
 
 def _run_mocked(lay: Layout, cluster: Cluster, cat, progress, only: set[str] | None = None):
+    # the program first: it loads each cloud's SDK through its loader, which names the extra to
+    # install when Pulumi or the provider is missing (importing pulumi here first would not)
+    program = build(lay, cluster, plan=True, only=only)
     import pulumi
     from pulumi.runtime import mocks as pmocks
 
     recorder = _Mocks(cat, progress)
     monitor = _Monitor(recorder)
     pmocks.set_mocks(recorder, project="gpufleet", stack=cluster.name, preview=False, monitor=monitor)
-    program = build(lay, cluster, plan=True, only=only)
     captured: dict = {}
     root = pulumi.runtime.get_root_resource()
     root.outputs.clear()

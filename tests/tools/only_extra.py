@@ -1,4 +1,5 @@
-"""Run the gpufleet CLI as if only one cloud's extra were installed: `python only_extra.py aws ARGS...`.
+"""Run the gpufleet CLI as if only one cloud's extra were installed: `python only_extra.py aws ARGS...`
+(`none`: no extra at all, Pulumi hidden too, as after `pip install gpufleet`).
 
 The other clouds' SDKs (and their Pulumi providers) are hidden from ``import`` by a meta path
 finder, which raises ModuleNotFoundError for them as Python does for a package that is not
@@ -29,6 +30,8 @@ class Hidden(importlib.abc.MetaPathFinder):
 def main() -> None:
     extra, args = sys.argv[1], sys.argv[2:]
     hidden = set().union(*(v for k, v in PACKAGES.items() if k != extra))
+    if extra == "none":  # every extra brings Pulumi
+        hidden |= {"pulumi"}
     sys.meta_path.insert(0, Hidden(hidden))
     sys.argv = ["gpufleet", *args]
     from gpufleet.cli.app import main as cli

@@ -59,3 +59,21 @@ def test_a_missing_cloud_sdk_is_skipped_unless_asked_for(extra, env):
     results = {x["provider"]: x for x in json.loads(r.stdout)["results"]}
     missing = [o for o in others if o != "azure"]
     assert all(results[o]["status"] == "skipped" and f"gpufleet[{o}]" in results[o]["message"] for o in missing)
+
+
+@pytest.mark.slow
+def test_without_any_extra_a_cloud_stack_names_the_extra_to_install(tmp_path):
+    """`pip install gpufleet` (what `make demo` installs): Pulumi and every cloud SDK missing. Planning,
+    bringing up or taking down a cloud stack is bad input naming its extra, not an internal error; a
+    rack stack still plans."""
+    import os
+
+    env = dict(os.environ, XDG_DATA_HOME=str(tmp_path / "data"), GPUFLEET_REGISTRY=str(tmp_path / "registry.db"))
+    for cloud, stack in STACKS.items():
+        for cmd in (["plan"], ["up", "--yes"]):
+            r = run("none", *cmd, f"stacks/examples/{stack}.yaml", env=env)
+            assert r.returncode == 2 and f"pip install 'gpufleet[{cloud}]'" in r.stderr, (cmd, r.stderr)
+    mixed = run("none", "plan", "stacks/examples/mixed.yaml", env=env)
+    assert mixed.returncode == 2 and "pip install 'gpufleet[" in mixed.stderr, mixed.stderr
+    rack = run("none", "plan", "stacks/examples/baremetal-rack.yaml", env=env)
+    assert rack.returncode == 0, rack.stderr
