@@ -32,24 +32,31 @@ def _warn_unread(clouds, unread: dict[str, str]) -> None:
     """Each cloud that was not asked (no credentials or SDK) and each place that should have been
     read and was not, with why."""
     for p, why in clouds.skipped.items():
-        if p not in unread:
-            output.warn(f"{p} not checked: {why}")
+        output.warn(f"{p} not asked: {why}")
     for where, why in unread.items():
-        output.warn(f"{where} could not be read: {why}")
+        if where not in clouds.skipped:
+            output.warn(f"{where} could not be read: {why}")
 
 
-def _exit_if_unread(unread: dict[str, str]) -> None:
+def _exit_if_unread(unread: dict[str, str], clouds) -> None:
     """The rule of every command that asks the clouds: exit 1 when something that should have been
-    read could not be (the result is incomplete), after showing what was found."""
+    read could not be (the result is incomplete), after showing what was found. The hint names the
+    reason there was: no cloud could be asked at all (no credentials or SDK), or some were asked
+    and failed."""
     if not unread:
         return
     if STATE.json:
         raise typer.Exit(1)  # the document already says what ("unread")
     from gpufleet.errors import GpufleetError
 
-    raise GpufleetError(f"could not read {', '.join(unread)}: the result is incomplete",
-                        "each is named above with why (could not be reached, refused the credentials, denied "
-                        "permission); fix it and run again")
+    if all(where in clouds.skipped for where in unread):
+        raise GpufleetError("no cloud could be asked: none has credentials (or its SDK) here, so nothing is known "
+                            "about what runs there",
+                            "set up one cloud's credentials (each warning above says where it looked), name the "
+                            "clouds you use with --provider; `gpufleet status --local` reads only the registry")
+    failed = [w for w in unread if w not in clouds.skipped]
+    raise GpufleetError(f"could not read {', '.join(failed)}: the result is incomplete",
+                        "each is named above with why; fix it and run again")
 
 
 @output.handle_errors
@@ -71,12 +78,12 @@ def status(
     rows, now = report.rows, dt.datetime.now(dt.timezone.utc)
     if STATE.json:
         output.emit_json(report.to_dict())
-        _exit_if_unread(report.unread)
+        _exit_if_unread(report.unread, report.clouds)
         return
     if not rows:
         output.console().print(f"No clusters: the registry ({report.registry}) is empty and the clouds asked "
                                f"({', '.join(report.checked) or 'none'}) report nothing tagged gpufleet:cluster.")
-        _exit_if_unread(report.unread)
+        _exit_if_unread(report.unread, report.clouds)
         return
     table = []
     for r in rows:
@@ -89,7 +96,7 @@ def status(
     output.table("Clusters", ["cluster", "state", "where", "nodes", "age", "expires", "$/h", "cost so far", "notes"],
                  table, justify={"$/h": "right", "cost so far": "right"},
                  styles=["red" if r.state in ("orphan", "leaking", "failed") else None for r in rows])
-    _exit_if_unread(report.unread)
+    _exit_if_unread(report.unread, report.clouds)
 
 
 def _expiry(now, t) -> str:
@@ -138,7 +145,7 @@ def reap(
             raise typer.Exit(1)
         return
     if res.unread and not found:
-        _exit_if_unread(res.unread)  # nothing read means nothing known: never "Nothing to reap"
+        _exit_if_unread(res.unread, res.clouds)  # nothing read means nothing known: never "Nothing to reap"
     if sel.reap:
         render_findings("Expired or orphaned" + ("" if yes else " (dry run: nothing deleted)"), sel.reap)
     for f in sel.kept:
@@ -157,7 +164,7 @@ def reap(
     else:
         c.print(f"Deleted {len(outcomes) - len(failed)} of {len(outcomes)} resource(s); "
                 f"{output.money(sum(o.resource.usd_per_hour or 0 for o in outcomes if o.ok))}/h no longer billed.")
-    _exit_if_unread(res.unread)
+    _exit_if_unread(res.unread, res.clouds)
     if res.trouble:
         raise typer.Exit(1)
 
@@ -177,7 +184,7 @@ def check(
         output.emit_json(report.to_dict())
         if short:
             raise typer.Exit(short.exit_code)
-        _exit_if_unread(report.unread)
+        _exit_if_unread(report.unread, report.clouds)
         return
     if not report.cloud_pools:
         output.console().print("The stack has no cloud pools: no credentials or quotas to check.")
@@ -196,7 +203,7 @@ def check(
                      styles=["red" if x.ok is False else ("yellow" if x.ok is None else None) for x in lines])
     if short:
         raise short
-    _exit_if_unread(report.unread)
+    _exit_if_unread(report.unread, report.clouds)
 
 
 def _num(v) -> str:
@@ -246,4 +253,4 @@ def rebuild(
     output.table(f"Registry {res.path}", ["cluster", "stack", "owner", "expires", "where", "nodes", "from"], rows)
     output.console().print(f"{len(res.clusters)} cluster(s) written" + (f"; the old file is {res.backup}"
                                                                        if res.backup else "") + ".")
-    _exit_if_unread(res.unread)
+    _exit_if_unread(res.unread, res.clouds)

@@ -22,6 +22,11 @@ Level = Annotated[str, typer.Option("--level", help="quick (the checks `up` ends
                                     "and each mount's read throughput as well).")]
 
 
+def _names_a_cluster(target: str) -> bool:
+    """A name, not a path: no folder and no YAML suffix (a cluster name cannot have either)."""
+    return "/" not in target and not target.endswith((".yaml", ".yml"))
+
+
 @output.handle_errors
 def verify(
     target: Annotated[str, typer.Argument(help="Stack file (YAML) or cluster name.", metavar="STACK|CLUSTER")],
@@ -37,13 +42,14 @@ def verify(
 ):
     from gpufleet import catalog
     from gpufleet.fleet import stacks
+    from gpufleet.fleet.recorded import recorded
     from gpufleet.fleet.verify import verify as run_checks
     from gpufleet.state.registry import Registry
 
     cat = catalog.load(STATE.config)
     reg = Registry()
-    if not Path(target).exists() and reg.get(target) is not None:
-        cluster, target = target, reg.get(target).stack_file
+    if not Path(target).exists() and (reg.get(target) is not None or _names_a_cluster(target)):
+        cluster, target = target, recorded(reg, target).stack_file
     st = stacks.load(target, cat)
     with output.steps("Verifying") as update:
         verdicts = run_checks(st, cat, cluster=cluster, registry=reg, node=node, level=level,

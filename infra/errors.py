@@ -65,10 +65,10 @@ class CatalogError(InputError):
 class NotFound(InputError):
     """A named thing (GPU, instance type, workload, region) does not exist."""
 
-    def __init__(self, kind: str, name: str, choices: Iterable[str], extra: str = ""):
+    def __init__(self, kind: str, name: str, choices: Iterable[str], extra: str = "", listed_by: str = "gpufleet catalog"):
         self.kind, self.name = kind, name
         sugg = did_you_mean(name, choices)
-        hint = f"did you mean {sugg!r}?" if sugg else f"see `gpufleet catalog` for the known {kind}s"
+        hint = f"did you mean {sugg!r}?" if sugg else f"see `{listed_by}` for the known {kind}s"
         super().__init__(f"unknown {kind} {name!r}{extra}", hint)
 
 

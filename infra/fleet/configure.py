@@ -15,8 +15,8 @@ from gpufleet.clouds.baremetal import hosts as racks
 from gpufleet.configure import cloudnodes
 from gpufleet.configure import nodes as configuration
 from gpufleet.engine import automation
-from gpufleet.errors import NotFound
 from gpufleet.fleet import verify as verification
+from gpufleet.fleet.recorded import recorded
 from gpufleet.providers import CLOUDS
 from gpufleet.state.registry import Registry
 
@@ -27,9 +27,7 @@ def reconfigure(stack, cat, *, cluster: str | None = None, registry: Registry | 
     """(rack host reports, cloud node reports) of applying the stack's states to the cluster again."""
     reg = registry or Registry()
     name = cluster or stack.name
-    rec = reg.get(name)
-    if rec is None:
-        raise NotFound("cluster", name, [c.name for c in reg.list()])
+    rec = recorded(reg, name)
     hosts = []
     if any(p.provider == "baremetal" for p in stack.pools):
         hosts = configuration.configure(stack, name, racks.rack_targets(stack), registry=reg, trust_new=trust_new_hosts,

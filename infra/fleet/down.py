@@ -12,8 +12,9 @@ from gpufleet.clouds.baremetal import hosts as racks
 from gpufleet.configure import nodes as configuration
 from gpufleet.configure import pillar
 from gpufleet.engine import automation
-from gpufleet.errors import DeployError, GpufleetError, InputError, LeftoverError, PartialFailure, did_you_mean
+from gpufleet.errors import DeployError, GpufleetError, InputError, LeftoverError, PartialFailure
 from gpufleet.fleet import stacks
+from gpufleet.fleet.recorded import recorded
 from gpufleet.fleet.up import Aborted, open_apis, ready
 from gpufleet.providers import CLOUDS
 from gpufleet.state.registry import ClusterRecord, Registry
@@ -63,13 +64,9 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
     Machines are never wiped.
     """
     reg = registry or Registry()
-    rec = reg.get(name)
-    if rec is None:
-        known = [c.name for c in reg.list()]
-        s = did_you_mean(name, known)
-        raise InputError(f"no cluster {name!r} in the registry ({reg.path})",
-                         f"did you mean {s!r}?" if s else (f"known clusters: {', '.join(known)}" if known else
-                                                            "no cluster is recorded as up"))
+    # the tags are the truth: what another machine's `up` or a lost registry left, reap finds
+    rec = recorded(reg, name, otherwise=f"`gpufleet reap --cluster {name}` finds and removes what the clouds still "
+                                        "tag for it")
     used = rec.clouds  # provider -> regions, from the stack and the recorded nodes
     needs_pulumi = rec.backend is not None  # a Pulumi stack exists (or a failed `up` may have started one)
     cmd = ready(sorted(used), needs_pulumi, pulumi_command)

@@ -182,7 +182,8 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
         if bad:
             row.notes.append(f"{len(bad)} node(s) unhealthy: " + "; ".join(bad[:5]) + ("; ..." if len(bad) > 5 else ""))
     if name is not None and not report.rows:
-        raise NotFound("cluster", name, [c.name for c in reg.list()], " in the registry or the clouds' tags")
+        raise NotFound("cluster", name, [c.name for c in reg.list()], " in the registry or the clouds' tags",
+                       listed_by="gpufleet status")
     return report
 
 

@@ -12,6 +12,7 @@ from gpufleet.clouds.baremetal import hosts as racks
 from gpufleet.configure import cloudnodes
 from gpufleet.engine import automation
 from gpufleet.errors import InputError, NotFound
+from gpufleet.fleet.recorded import recorded
 from gpufleet.providers import CLOUDS
 from gpufleet.state.registry import Registry
 from gpufleet.verify import bundle, expect, rack
@@ -27,16 +28,14 @@ def verify(stack, cat, *, cluster: str | None = None, registry: Registry | None 
         raise InputError(f"unknown level {level!r}", "use --level quick or --level full")
     reg = registry or Registry()
     name = cluster or stack.name
-    rec = reg.get(name)
-    if rec is None:
-        raise NotFound("cluster", name, [c.name for c in reg.list()])
+    rec = recorded(reg, name)
     pools = {p.name: p for p in stack.pools}
     targets = [t for t in racks.rack_targets(stack) if node in (None, t.id, t.address)]
     cloud_nodes = [n for n in rec.nodes if n.provider in CLOUDS and n.pool in pools
                    and node in (None, f"{n.pool}-{n.idx}", n.private_ip, n.node_id)]
     if node and not targets and not cloud_nodes:
         known = [t.id for t in racks.rack_targets(stack)] + [f"{n.pool}-{n.idx}" for n in rec.nodes]
-        raise NotFound("node", node, known, f" in cluster {name!r}")
+        raise NotFound("node", node, known, f" in cluster {name!r}", listed_by=f"gpufleet status {name}")
     verdicts: list[NodeVerdict] = []
     if targets:
         verdicts += _on_racks(stack, cat, targets, level, trust_new_hosts, progress)
