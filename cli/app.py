@@ -88,4 +88,12 @@ app.add_typer(lifecycle_cmd.registry_app, name="registry")
 
 
 def main() -> None:
-    app()
+    from gpufleet.cli.output import closed_pipe
+
+    try:
+        app()
+    except BrokenPipeError:  # raised after the command, as typer flushes its output
+        try:
+            closed_pipe()
+        except typer.Exit as e:
+            raise SystemExit(e.exit_code) from None

@@ -36,7 +36,9 @@ def console(stderr: bool = False):
 
     stream = sys.stderr if stderr else sys.stdout
     width = int(os.environ.get("COLUMNS", "0") or 0) or (None if stream.isatty() else 200)
-    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
+    con = Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
+    con.on_broken_pipe = closed_pipe  # rich's own handler exits 1, which reads as a failure
+    return con
 
 
 def emit_json(data) -> None:
@@ -84,6 +86,8 @@ def handle_errors(fn):
         except KeyboardInterrupt:
             console(stderr=True).print("interrupted")
             raise typer.Exit(130) from None
+        except BrokenPipeError:
+            closed_pipe()
         except (typer.Exit, typer.Abort, SystemExit):
             raise
         except Exception as e:  # noqa: BLE001 - a bug: one clear line (and the traceback with -v)
@@ -120,6 +124,20 @@ def _needed_width(header: str, cells: list[str], wraps: bool) -> int:
     if wraps:
         parts = [w for c in parts for w in c.split()] or [""]
     return max(_cell_width(p) for p in parts)
+
+
+# what a shell reports for a command its reader stopped (`git log | head`): 128 + SIGPIPE
+EXIT_CLOSED_PIPE = 141
+
+
+def closed_pipe():
+    """The reader of stdout went away (`| head`): stop quietly, as git, ls and grep do. What is still
+    buffered goes to /dev/null, so that Python's own flush at exit does not complain either."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise typer.Exit(EXIT_CLOSED_PIPE)
 
 
 def table(title: str, columns: list[str], rows: list[list], caption: str | None = None,
