@@ -8,6 +8,9 @@ SALT_VERSION := 3008.3
 # what the local test rack (tests/rack/rack.py) needs from the system, and the browser the report
 # test opens its HTML in (Debian's chromium, driven by Playwright without a browser download)
 SYSTEM_TOOLS := /usr/sbin/sshd /usr/sbin/debootstrap /usr/sbin/ip /usr/sbin/iptables /usr/bin/chromium
+# the versions the tests run against (pyproject keeps ranges for users; tests/unit/test_constraints.py
+# checks each pin is inside its range)
+PINS := -c tests/constraints.txt
 # setuptools warns at length that the Salt state folders (package data under gpufleet/states)
 # look like packages; the wheel test checks they ship. Quiet that during our own installs.
 QUIET_BUILD := PYTHONWARNINGS=ignore::UserWarning
@@ -20,17 +23,18 @@ $(BIN)/python:
 
 # Install gpufleet and run the main job on the embedded catalog (no cloud account needed).
 demo: $(BIN)/python
-	$(QUIET_BUILD) $(BIN)/python -m pip install -q .
+	$(QUIET_BUILD) $(BIN)/python -m pip install -q $(PINS) .
 	$(BIN)/gpufleet compare resnet50 --epochs 90 --top 12
 	$(BIN)/gpufleet compare llm-7b --tokens 1e11 --gpu H100,A100-80GB,A100-40GB --nodes 1,2,4 --top 12
 
-# Install gpufleet (editable) with its test dependencies, Salt, the test rack's system tools,
-# check the floor plan and the linter, and run the whole test suite (unit tests, then end to
-# end on the local rack).
+# Install gpufleet (editable) with its test dependencies at their tested versions, Salt, the test
+# rack's system tools, check the floor plan and the linter, and run the whole test suite: one
+# process per core; the end-to-end modules share the local rack, so they run in one of them
+# (xdist_group "rack") while the others take the unit tests and the installed-wheel test.
 test: $(BIN)/python salt sysdeps
-	$(QUIET_BUILD) $(BIN)/python -m pip install -q -e '.[test]'
+	$(QUIET_BUILD) $(BIN)/python -m pip install -q $(PINS) -e '.[test]'
 	$(MAKE) --no-print-directory lint
-	$(BIN)/python -m pytest -q -rs
+	$(BIN)/python -m pytest -q -rs -n auto --dist loadgroup
 
 # The import contracts (pyproject.toml [tool.importlinter]) and ruff. import-linter reads one
 # package tree, and gpufleet is two folders (infra/ and cli/): it reads a tree of links to them.

@@ -31,7 +31,8 @@ CACHE = Path(os.environ.get("GPUFLEET_RACK_CACHE", "/var/cache/gpufleet-rack"))
 BRIDGE_IP = "10.77.0.1"
 WAIT_S = 240  # the host that never runs its bootstrap is reported after this
 
-pytestmark = pytest.mark.slow
+# one rack for both modules: they run in one xdist worker, one after the other (Makefile `test`)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rack")]
 
 STACK = """\
 name: e2e-cloud

@@ -20,7 +20,8 @@ from tests.integration.localrack import KEY, RACK, STATE, on_host
 STACK = str(ROOT / "stacks" / "examples" / "local-rack.yaml")
 CLUSTER = "e2e-rack"
 
-pytestmark = pytest.mark.slow
+# one rack for both modules: they run in one xdist worker, one after the other (Makefile `test`)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rack")]
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,61 @@
+"""What users get: the wheel installed into a fresh virtualenv (no source tree on the path), first
+alone (`pip install gpufleet`, as `make demo` does), then with every extra. The editable install the
+rest of the suite uses hid a wheel without two of its packages (issue 29, item 1)."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import EXAMPLES, ROOT
+
+CONSTRAINTS = ROOT / "tests" / "constraints.txt"
+CLOUD_STACKS = {"aws-training": "aws", "gcp-a3": "gcp", "azure-nd": "azure", "mixed": None}
+
+
+def _pip(venv, *args):
+    r = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-c", str(CONSTRAINTS), *args],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_runs_every_command_a_newcomer_tries(tmp_path):
+    dist = tmp_path / "dist"
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist),
+                        str(ROOT)], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "PYTHONWARNINGS": "ignore::UserWarning"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    (wheel,) = dist.glob("gpufleet-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    _pip(venv, str(wheel))
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(home), "COLUMNS": "100",
+           "GPUFLEET_AZURE_PRICES_ENDPOINT": "http://127.0.0.1:9/"}  # nothing reaches the Internet
+
+    def gpufleet(*args):
+        # from a folder outside the source tree: only the installed package can be imported
+        return subprocess.run([str(venv / "bin" / "gpufleet"), *args], capture_output=True, text=True, timeout=300,
+                              cwd=home, env=env)
+
+    stacks = {p.stem: str(p) for p in EXAMPLES}
+    assert gpufleet("validate", *stacks.values()).returncode == 0
+    for args in (["compare", "resnet50", "--top", "3"], ["verify", "--help"], ["--version"],
+                 ["plan", stacks["baremetal-rack"]]):
+        r = gpufleet(*args)
+        assert r.returncode == 0 and "internal error" not in r.stderr, (args, r.stderr)
+    for name, extra in CLOUD_STACKS.items():  # no extra: the extra to install, never a crash
+        r = gpufleet("plan", stacks[name])
+        assert r.returncode == 2 and f"pip install 'gpufleet[{extra or ''}" in r.stderr, (name, r.stderr)
+    r = gpufleet("report", "resnet50", "--out", str(home / "r.html"))
+    assert r.returncode == 2 and "gpufleet[report]" in r.stderr and not (home / "r.html").exists(), r.stderr
+
+    _pip(venv, f"{wheel}[aws,gcp,azure,report]")
+    for name, path in stacks.items():
+        r = gpufleet("plan", path)
+        assert r.returncode == 0, (name, r.stderr[-2000:])
+    r = gpufleet("report", "resnet50", "--out", str(home / "r.html"))
+    assert r.returncode == 0 and (home / "r.html").stat().st_size > 10_000, r.stderr
