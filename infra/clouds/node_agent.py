@@ -88,7 +88,10 @@ def sigv4_headers(method, url, region, service, creds, body=b"", now=None):
     canonical_query = "&".join(f"{urllib.parse.quote(k, safe='-_.~')}={urllib.parse.quote(v, safe='-_.~')}"
                                for k, v in query)
     names = sorted(headers)
-    canonical = "\n".join([method, urllib.parse.quote(u.path or "/", safe="/-_.~"), canonical_query,
+    # S3 signs the path as it is sent (each key encoded once, by S3.url); other services sign it
+    # URI-encoded (botocore: S3SigV4Auth does not re-encode the path, SigV4Auth does)
+    path = (u.path or "/") if service == "s3" else urllib.parse.quote(u.path or "/", safe="/-_.~")
+    canonical = "\n".join([method, path, canonical_query,
                            "".join(f"{k}:{headers[k].strip()}\n" for k in names), ";".join(names), payload])
     scope = f"{day}/{region}/{service}/aws4_request"
     to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])

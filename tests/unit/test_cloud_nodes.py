@@ -19,23 +19,108 @@ from conftest import ROOT
 
 
 def test_sigv4_signature_is_botocores():
-    """The agent signs S3 requests itself (stdlib only on the node): the same headers as botocore's."""
+    """The agent signs its STS request itself (stdlib only on the node): the same headers as botocore's
+    generic signer (S3's own rule for the path: the test after this one)."""
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
 
     creds = {"key": "AKIDEXAMPLE", "secret": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "token": "tok/en="}
-    for method, url, body in (("GET", "https://b.s3.us-east-1.amazonaws.com/pools/p%201/current.json", b""),
-                              ("PUT", "https://b.s3.us-east-1.amazonaws.com/status/p/AROA1:i-0abc.json", b'{"ok": 1}'),
-                              ("GET", "https://sts.us-east-1.amazonaws.com/?Version=2011-06-15&Action=GetCallerIdentity",
-                               b"")):
+    for method, url, body in (("GET", "https://sts.us-east-1.amazonaws.com/?Version=2011-06-15&Action=GetCallerIdentity",
+                               b""),):
         req = AWSRequest(method=method, url=url, data=body, headers={
             "x-amz-content-sha256": node_agent.hashlib.sha256(body).hexdigest(), "x-amz-security-token": creds["token"]})
-        SigV4Auth(Credentials(creds["key"], creds["secret"], creds["token"]), "s3", "us-east-1").add_auth(req)
+        SigV4Auth(Credentials(creds["key"], creds["secret"], creds["token"]), "sts", "us-east-1").add_auth(req)
         # the agent signs at the moment botocore did
         now = dt.datetime.strptime(req.context["timestamp"], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.timezone.utc)
-        ours = node_agent.sigv4_headers(method, url, "us-east-1", "s3", creds, body, now=now)
+        ours = node_agent.sigv4_headers(method, url, "us-east-1", "sts", creds, body, now=now)
         assert ours["authorization"] == req.headers["Authorization"], url
+
+
+@pytest.mark.parametrize("endpoint", [None, "http://127.0.0.1:5000"])
+def test_the_agents_s3_requests_are_signed_as_s3_signs_them(endpoint):
+    """S3 signs the request's path as it is sent, encoded once (botocore's S3SigV4Auth does not
+    normalise or re-encode it); status keys hold the role session's user id, so a ':' is sent as
+    %3A. Signed as %253A, every status PUT of every AWS node was refused (issue 30, item 1)."""
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    creds = {"key": "AKIDEXAMPLE", "secret": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "token": "tok/en="}
+    store = node_agent.S3({"bucket": "gpufleet-c-0123", "region": "eu-west-1", "endpoint": endpoint})
+    for method, key, body in (("PUT", "status/trainers/AROAEXAMPLEID:i-0abc123.json", b'{"ok": true}'),
+                              ("GET", "pools/my pool/current.json", b""),
+                              ("GET", "tree/a+b=c~d.tar.gz", b"")):
+        url = store.url(key)  # exactly what the agent sends
+        assert ("%3A" in url) == (":" in key)
+        req = AWSRequest(method=method, url=url, data=body, headers={
+            "x-amz-content-sha256": node_agent.hashlib.sha256(body).hexdigest(), "x-amz-security-token": creds["token"]})
+        S3SigV4Auth(Credentials(creds["key"], creds["secret"], creds["token"]), "s3", "eu-west-1").add_auth(req)
+        now = dt.datetime.strptime(req.context["timestamp"], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.timezone.utc)
+        ours = node_agent.sigv4_headers(method, url, "eu-west-1", "s3", creds, body, now=now)
+        assert ours["authorization"] == req.headers["Authorization"], key
+
+
+@pytest.fixture
+def signing_s3(tmp_path):
+    """A moto server of its own that checks every request's signature and IAM policy as AWS does
+    (INITIAL_NO_AUTH_ACTION_COUNT: the first few calls, which make the role, are not checked)."""
+    import socket
+    import subprocess
+    import sys
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-p", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "5"})
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(url + "/moto-api/", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_a_signature_checking_s3_accepts_the_agents_status_put(signing_s3, monkeypatch):
+    """The node's own path, against a server that checks signatures: an instance role's session
+    (its aws:userid is ``AROA...:<session>``, so the status key has a ':'), a security token, and
+    a key with a space. Before issue 30's fix every status PUT here was SignatureDoesNotMatch."""
+    import boto3
+
+    kw = {"endpoint_url": signing_s3, "region_name": "us-east-1"}
+    admin = {"aws_access_key_id": "AKIAADMIN", "aws_secret_access_key": "x"}
+    iam = boto3.client("iam", **kw, **admin)
+    iam.create_user(UserName="deployer")
+    allow = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
+    iam.put_user_policy(UserName="deployer", PolicyName="all", PolicyDocument=allow)
+    key = iam.create_access_key(UserName="deployer")["AccessKey"]
+    role = iam.create_role(RoleName="node", AssumeRolePolicyDocument=json.dumps({
+        "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}]}))
+    iam.put_role_policy(RoleName="node", PolicyName="all", PolicyDocument=allow)
+    deployer = {"aws_access_key_id": key["AccessKeyId"], "aws_secret_access_key": key["SecretAccessKey"]}
+    boto3.client("s3", **kw, **deployer).create_bucket(Bucket="gpufleet-c-0123")
+    session = boto3.client("sts", **kw, **deployer).assume_role(RoleArn=role["Role"]["Arn"],
+                                                               RoleSessionName="i-0abc123")["Credentials"]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", session["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", session["SecretAccessKey"])
+    monkeypatch.setenv("AWS_SESSION_TOKEN", session["SessionToken"])
+    store = node_agent.S3({"bucket": "gpufleet-c-0123", "region": "us-east-1", "endpoint": signing_s3})
+    writer = store.writer("i-0abc123")
+    assert writer.startswith("AROA") and writer.endswith(":i-0abc123")
+    for k in (f"status/trainers/{writer}.json", "pools/my pool/current.json"):
+        store.put(k, b'{"ok": true}')
+        assert store.get(k) == b'{"ok": true}'
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")  # the server does check
+    with pytest.raises(node_agent.AgentError, match="403"):
+        store.put("status/trainers/x.json", b"{}")
 
 
 @pytest.mark.parametrize("cloud,extra", [("aws", {"region": "us-east-1"}), ("gcp", {}),
