@@ -20,6 +20,7 @@ node's policy lets it write.
 """
 
 import datetime as dt
+import fcntl
 import hashlib
 import hmac
 import io
@@ -43,6 +44,19 @@ AWS_IMDS = "http://169.254.169.254"
 GCP_METADATA = "http://metadata.google.internal/computeMetadata/v1"
 AZURE_IMDS = "http://169.254.169.254/metadata"
 AZURE_STORAGE_VERSION = "2021-08-06"  # x-ms-version of the Blob REST API used here
+# a status PUT that met a throttle (429), a server error (5xx) or no answer is tried again after
+# these pauses (seconds); a node whose status cannot be written does not record the generation as
+# applied, so the next timer run applies and reports again
+RETRY_DELAYS = (1, 2, 4, 8, 16)
+# a generation that fails is tried again by the next timer runs (first boot's apt locks and mirror
+# hiccups pass) up to this many times, its status saying so (`up` keeps waiting); then the node backs
+# off, doubling the pause from a minute up to an hour, rather than run Salt every minute
+ATTEMPTS = 3
+BACKOFF_S = (60, 3600)
+# apt waits this long for the dpkg lock (cloud-init and unattended-upgrades hold it at first boot)
+# instead of failing at once; DPkg::Lock::Timeout, apt >= 1.9.11 (apt.conf(5)), given to Salt's
+# apt-get through APT_CONFIG, which apt reads besides its own files
+DPKG_LOCK_WAIT_S = 600
 
 
 class AgentError(Exception):
@@ -53,9 +67,15 @@ class NotThere(AgentError):
     """An object the bucket does not have (yet): S3 answers 403 for it to a caller that may not list."""
 
 
+class Retryable(AgentError):
+    """An answer that may be different a moment later: throttled (429) or a server error (5xx)."""
+
+
 def check(status, what, data):
     if status in (403, 404) and what.startswith("GET"):
         raise NotThere(f"{what}: HTTP {status}")
+    if status == 429 or status >= 500:
+        raise Retryable(f"{what}: HTTP {status} {data[:300].decode(errors='replace')}")
     if status >= 300:
         raise AgentError(f"{what}: HTTP {status} {data[:300].decode(errors='replace')}")
 
@@ -299,8 +319,11 @@ def apply(salt_call, tree, pillar, states, test, work):
     cmd = [salt_call, "--local", "-c", work, "--out", "json", "--retcode-passthrough", "state.apply", ",".join(states)]
     if test:
         cmd.append("test=True")
+    apt_conf = f"{work}/apt.conf"
+    with open(apt_conf, "w") as f:
+        f.write(f'DPkg::Lock::Timeout "{DPKG_LOCK_WAIT_S}";\n')
     start = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "APT_CONFIG": apt_conf})
     seconds = time.monotonic() - start
     try:
         ret = json.loads(r.stdout)["local"]
@@ -328,6 +351,27 @@ def current_configuration(store, pool, wait_s, poll_s=15):
 
 
 def run(cfg, force=False):
+    """One run of the agent. The boot's run and the timer's (and, on GCP, the startup script that
+    runs again at every boot) never overlap: a run that finds another under way stops."""
+    os.makedirs(STATE_DIR, exist_ok=True)
+    with open(f"{STATE_DIR}/agent.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("another run of the agent is under way (the boot's or the timer's): this one stops", flush=True)
+            return 0
+        return _run(cfg, force)
+
+
+def _read_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def _run(cfg, force):
     store = STORES[cfg["cloud"]](cfg)
     nid = node_id(cfg)
     pool = cfg["pool"]
@@ -336,16 +380,19 @@ def run(cfg, force=False):
               "tree": None, "changed": 0, "failed": [], "rehearsed": [], "log": cfg.get("log"),
               "started_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
     applied_file = f"{STATE_DIR}/applied.json"
+    applied = _read_json(applied_file) or {}
+    record = None  # what this run applied: recorded only once its status is written
     try:
         current = current_configuration(store, pool, cfg.get("wait_s", 3600))
         status.update(generation=current["generation"], tree=current["tree"])
-        try:
-            with open(applied_file) as f:
-                applied = json.load(f)
-        except (OSError, ValueError):
-            applied = {}
-        if not force and applied.get("generation") == current["generation"] and applied.get("ok"):
+        again = not force and applied.get("generation") == current["generation"]
+        if again and applied.get("ok"):
             return verify_on_request(store, pool, nid, applied, applied_file)  # nothing to apply
+        if again and time.time() < applied.get("next_try", 0):
+            return 1  # failed ATTEMPTS times already: backing off (its status says so)
+        attempt = applied.get("attempt", 0) + 1 if again else 1
+        status.update(attempt=attempt, attempts=ATTEMPTS)
+        record = {"generation": current["generation"], "ok": False, "tree": None, "attempt": attempt}
         archive = store.get(f"tree/{current['tree']}.tar.gz")
         digest = hashlib.sha256(archive).hexdigest()
         if digest != current["tree"]:
@@ -372,15 +419,24 @@ def run(cfg, force=False):
                       rehearsed=rehearse)
         if ok and current.get("verify"):  # the quick verification `up` ends with
             status["verify"] = run_checks(tree, current["verify"], "quick", current["generation"])
-        os.makedirs(STATE_DIR, exist_ok=True)
-        with open(applied_file, "w") as f:
-            json.dump({"generation": current["generation"], "ok": ok, "tree": tree}, f)
+        record.update(ok=ok, tree=tree)
     except (AgentError, OSError, ValueError, KeyError, subprocess.CalledProcessError, tarfile.TarError) as e:
         status["failed"] = status["failed"] or [{"state": "bootstrap", "comment": str(e)[:500]}]
         status["ok"] = False
+    if record is not None and not status["ok"]:
+        status["retrying"] = record["attempt"] < ATTEMPTS  # `up` keeps waiting for the next attempt
+        if not status["retrying"]:
+            record["next_try"] = time.time() + min(BACKOFF_S[0] * 2 ** (record["attempt"] - ATTEMPTS), BACKOFF_S[1])
     status.update(seconds=round(time.monotonic() - started, 1), facts=facts(),
                   finished_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
-    put_status(store, pool, nid, status)
+    try:
+        put_status(store, pool, nid, status)
+    except (AgentError, OSError) as e:
+        print(f"{nid} could not write its status ({e}): the next timer run applies and reports again", flush=True)
+        return 1
+    if record is not None:
+        with open(applied_file, "w") as f:
+            json.dump(record, f)
     print(f"{status['finished_at']} {nid} generation {status['generation']}: "
           f"{'ok' if status['ok'] else 'FAILED'}, {status['changed']} changed"
           + "".join(f"\n  {f['state']}: {f['comment']}" for f in status["failed"]), flush=True)
@@ -388,8 +444,17 @@ def run(cfg, force=False):
 
 
 def put_status(store, pool, nid, status):
-    """The node's status object, and a copy here (a later verification adds to it)."""
-    store.put(f"status/{pool}/{store.writer(nid)}.json", json.dumps(status).encode())
+    """The node's status object, tried again after a throttle, a server error or no answer, and a
+    copy here (a later verification adds to it)."""
+    body = json.dumps(status).encode()
+    for pause in (*RETRY_DELAYS, None):
+        try:
+            store.put(f"status/{pool}/{store.writer(nid)}.json", body)
+            break
+        except (Retryable, OSError):
+            if pause is None:
+                raise
+            time.sleep(pause)
     os.makedirs(STATE_DIR, exist_ok=True)
     with open(f"{STATE_DIR}/status.json", "w") as f:
         json.dump(status, f)
@@ -433,7 +498,11 @@ def verify_on_request(store, pool, nid, applied, applied_file):
     except (OSError, ValueError):
         status = {"node_id": nid, "pool": pool, "ok": True, "generation": applied.get("generation")}
     status["verify"] = report
-    put_status(store, pool, nid, status)
+    try:
+        put_status(store, pool, nid, status)
+    except (AgentError, OSError) as e:  # not recorded as answered: the next timer run checks and reports again
+        print(f"{nid} could not write its verification ({e})", flush=True)
+        return 1
     with open(applied_file, "w") as f:
         json.dump({**applied, "verify_request": req["request"]}, f)
     print(f"{nid} verification {req['request']}: {report.get('verdict')}", flush=True)

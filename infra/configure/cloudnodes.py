@@ -183,7 +183,9 @@ def wait(store, targets: list[NodeTarget], generations: dict[str, str], *, timeo
         sleep(poll_s)
     stats.seconds = clock() - start
     for r in reports.values():
-        if r.state == "pending":
+        if r.state == "pending" and r.error:  # it was still retrying a failure
+            r.state = "failed"
+        elif r.state == "pending":
             r.state = "timeout"
             r.error = f"no status on generation {generations[r.target.pool]} after {timeout_s:.0f}s"
             r.hint = ("the node may still be installing, or never ran its bootstrap: see "
@@ -217,6 +219,7 @@ def _apply_status(r: NodeReport, status: dict, generation: str, unchanged: bool)
     if status.get("generation") not in (generation, None):
         return  # an older generation's report: still pending on this one
     r.generation = status.get("generation")
+    r.error = r.hint = None  # a newer status replaces what an earlier attempt said
     r.changed = 0 if unchanged else int(status.get("changed") or 0)
     r.failed = list(status.get("failed") or [])
     r.rehearsed = list(status.get("rehearsed") or [])
@@ -225,11 +228,14 @@ def _apply_status(r: NodeReport, status: dict, generation: str, unchanged: bool)
     if status.get("ok") and r.generation == generation:
         r.state = "current" if unchanged else "configured"
     elif not status.get("ok"):
-        r.state = "failed"
         first = r.failed[0] if r.failed else {"state": "?", "comment": "no reason given"}
         r.error = f"{first['state']}: {first['comment']}" + (f" (and {len(r.failed) - 1} more)" if len(r.failed) > 1
                                                               else "")
         r.hint = f"see {r.log or '/var/log/gpufleet/node.log'} on the node; fix, then `gpufleet configure`"
+        if status.get("retrying"):  # the node's timer tries again within a minute: not final yet
+            r.error = f"attempt {status.get('attempt')} of {status.get('attempts')} failed: {r.error}"
+            return
+        r.state = "failed"
 
 
 def record(registry, cluster: str, reports: list[NodeReport]) -> None:

@@ -593,3 +593,127 @@ def test_an_object_store_that_answers_no_names_the_http_status_as_what_it_was(gc
         with pytest.raises(CloudUnreadable) as ei:
             store.get("pools/gpu/never-written.json")
         assert ei.value.kind == "error" and "HTTP 404" in ei.value.reason and where in ei.value.where, ei.value
+
+
+# --- what a real cloud does to a booting node (issue 30, items 4, 9 and 10) ---
+
+def _flaky_puts(monkeypatch, failures: list):
+    """The store's status PUTs answer each error of ``failures`` in turn (then succeed), as S3 does
+    under load; the agent's pauses between tries are skipped."""
+    put = node_agent.S3.put
+
+    def flaky(self, key, body):
+        if key.startswith("status/") and failures:
+            raise failures.pop(0)
+        return put(self, key, body)
+
+    monkeypatch.setattr(node_agent.S3, "put", flaky)
+    monkeypatch.setattr(node_agent, "RETRY_DELAYS", (0, 0, 0, 0, 0))
+
+
+def test_a_throttled_status_put_is_tried_again(bucket, monkeypatch):
+    b = bucket
+    doc = _document(b, ["hello"])
+    cloudnodes.publish(b["store"], {"gpu": doc}, b["archive"], b["sha"])
+    with monkeypatch.context() as m:
+        _as_node(b, m)
+        _flaky_puts(m, [node_agent.Retryable("PUT: HTTP 503 SlowDown"), node_agent.Retryable("PUT: HTTP 429"),
+                        ConnectionResetError("reset by peer")])
+        assert node_agent.run(b["cfg"]) == 0
+    target = cloudnodes.NodeTarget("gpu", 0, "i-0node1", "10.64.1.4")
+    (r,) = cloudnodes.wait(b["store"], [target], {"gpu": doc["generation"]}, timeout_s=5, poll_s=0.1)
+    assert r.state == "configured"
+
+
+def test_a_status_that_could_not_be_written_is_written_by_the_next_run(bucket, monkeypatch):
+    """The generation is recorded as applied only once its status is in the bucket: before, one
+    failed upload silenced the node for good (every later run saw "applied" and did nothing)."""
+    b = bucket
+    doc = _document(b, ["hello"])
+    cloudnodes.publish(b["store"], {"gpu": doc}, b["archive"], b["sha"])
+    with monkeypatch.context() as m:
+        _as_node(b, m)
+        _flaky_puts(m, [node_agent.Retryable("PUT: HTTP 503")] * 6)  # more than the agent tries
+        assert node_agent.run(b["cfg"]) == 1
+    assert b["store"].list("status/")[0] == []
+    with monkeypatch.context() as m:  # the timer's next run
+        _as_node(b, m)
+        assert node_agent.run(b["cfg"]) == 0
+    target = cloudnodes.NodeTarget("gpu", 0, "i-0node1", "10.64.1.4")
+    (r,) = cloudnodes.wait(b["store"], [target], {"gpu": doc["generation"]}, timeout_s=5, poll_s=0.1)
+    assert r.state == "configured"
+
+
+def test_a_second_run_while_one_is_under_way_stops_at_once(bucket, monkeypatch, tmp_path):
+    """GCP runs the startup script at every boot, beside the timer: the two must not both apply."""
+    import fcntl
+
+    b = bucket
+    cloudnodes.publish(b["store"], {"gpu": _document(b, ["hello"])}, b["archive"], b["sha"])
+    os.makedirs(node_agent.STATE_DIR, exist_ok=True)
+    with open(f"{node_agent.STATE_DIR}/agent.lock", "w") as held, monkeypatch.context() as m:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        _as_node(b, m)
+        assert node_agent.run(b["cfg"]) == 0
+    assert not (b["out"] / "hello.txt").exists() and b["store"].list("status/")[0] == []
+
+
+def test_a_failure_is_retried_by_the_timer_before_it_is_final_then_backed_off(bucket, monkeypatch):
+    """First-boot failures pass (apt locks, a mirror): the status counts attempts, `up` waits while
+    the node retries, and a node failing every time stops running Salt every minute."""
+    b = bucket
+    doc = _document(b, ["hello", "broken"])
+    cloudnodes.publish(b["store"], {"gpu": doc}, b["archive"], b["sha"])
+    target = cloudnodes.NodeTarget("gpu", 0, "i-0node1", "10.64.1.4")
+    for attempt in range(1, node_agent.ATTEMPTS + 1):
+        with monkeypatch.context() as m:
+            _as_node(b, m)
+            assert node_agent.run(b["cfg"]) == 1
+        (r,) = cloudnodes.wait(b["store"], [target], {"gpu": doc["generation"]}, timeout_s=0.3, poll_s=0.1)
+        status = json.loads(b["store"].get(b["store"].list("status/")[0][0][0]))
+        assert status["attempt"] == attempt and status["retrying"] == (attempt < node_agent.ATTEMPTS)
+        assert r.state == "failed" and "broken-cmd-run" in r.error  # at the wait's end, what it last said
+    (b["out"] / "hello.txt").unlink()
+    with monkeypatch.context() as m:  # backing off: the next minute's run does not apply again
+        _as_node(b, m)
+        assert node_agent.run(b["cfg"]) == 1
+    assert not (b["out"] / "hello.txt").exists()
+
+
+def test_a_retrying_node_keeps_up_waiting_until_it_succeeds():
+    store, clock = _Store(), _Clock()
+    target = cloudnodes.NodeTarget("gpu", 0, "i-0", None)
+    store.put("status/gpu/a.json", json.dumps({"node_id": "i-0", "pool": "gpu", "ok": False, "generation": "g1",
+                                               "attempt": 1, "attempts": 3, "retrying": True,
+                                               "failed": [{"state": "pkg", "comment": "dpkg lock"}]}).encode())
+
+    def sleep(s):
+        clock.sleep(s)
+        if clock.t >= 60:  # the timer's next run, a minute later, succeeds
+            store.put("status/gpu/a.json", json.dumps({"node_id": "i-0", "pool": "gpu", "ok": True,
+                                                       "generation": "g1", "attempt": 2, "changed": 3}).encode())
+
+    (r,) = cloudnodes.wait(store, [target], {"gpu": "g1"}, timeout_s=600, poll_s=15, clock=clock, sleep=sleep)
+    assert r.state == "configured" and r.error is None and clock.t >= 60
+
+
+def test_salt_apt_waits_for_the_dpkg_lock(bucket, monkeypatch):
+    """apt-get under Salt gets DPkg::Lock::Timeout through APT_CONFIG (a state shows what it sees)."""
+    b = bucket
+    root = b["out"].parent / "tree-apt"
+    (root / "aptenv").mkdir(parents=True)
+    (root / "aptenv" / "init.sls").write_text(textwrap.dedent("""\
+        aptenv-file-managed:
+          file.managed:
+            - name: {{ pillar['out'] }}/apt-config.txt
+            - contents: {{ salt['environ.get']('APT_CONFIG') }}
+            - makedirs: True
+        """))
+    archive, sha = cloudnodes.tree_archive(root)
+    doc = _document(b, ["aptenv"], tree=sha)
+    cloudnodes.publish(b["store"], {"gpu": doc}, archive, sha)
+    with monkeypatch.context() as m:
+        _as_node(b, m)
+        assert node_agent.run(b["cfg"]) == 0
+    conf = (b["out"] / "apt-config.txt").read_text().strip()
+    assert open(conf).read() == f'DPkg::Lock::Timeout "{node_agent.DPKG_LOCK_WAIT_S}";\n'
