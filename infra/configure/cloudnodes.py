@@ -149,6 +149,13 @@ class WaitStats:
 Progress = Callable[[str, int, int, str], None]  # (phase, done, total, message), as for rack hosts
 
 
+def node_key(node_id) -> str:
+    """A node id as the clouds compare it: ARM ids are case-insensitive, and Azure's List API gives
+    a scale set VM's id with its resource group upper-cased (azure-cli#7262) where the VM's metadata
+    service says it as created. AWS and GCP ids have no letters whose case differs."""
+    return str(node_id).lower()
+
+
 def wait(store, targets: list[NodeTarget], generations: dict[str, str], *, timeout_s: float = WAIT_S,
          poll_s: float = POLL_S, progress: Progress | None = None, unchanged: frozenset[str] = frozenset(),
          clock=time.monotonic, sleep=time.sleep, stats: WaitStats | None = None) -> list[NodeReport]:
@@ -160,14 +167,14 @@ def wait(store, targets: list[NodeTarget], generations: dict[str, str], *, timeo
     is ``current``: it applied nothing this time.
     """
     stats = stats or WaitStats()
-    reports = {t.node_id: NodeReport(t) for t in targets}
+    reports = {node_key(t.node_id): NodeReport(t) for t in targets}
     seen: dict[str, str] = {}  # status key -> etag last read
     start = clock()
     done = 0
     while True:
         stats.polls += 1
         for status in _changed_statuses(store, seen, stats):
-            r = reports.get(str(status.get("node_id")))
+            r = reports.get(node_key(status.get("node_id")))
             if r is None or status.get("pool") != r.target.pool:
                 continue
             _apply_status(r, status, generations[r.target.pool], r.target.pool in unchanged)
@@ -190,7 +197,7 @@ def wait(store, targets: list[NodeTarget], generations: dict[str, str], *, timeo
             r.error = f"no status on generation {generations[r.target.pool]} after {timeout_s:.0f}s"
             r.hint = ("the node may still be installing, or never ran its bootstrap: see "
                       "/var/log/gpufleet/bootstrap.log and node.log on it, or the cloud's serial console")
-    return [reports[t.node_id] for t in targets]
+    return [reports[node_key(t.node_id)] for t in targets]
 
 
 def _changed_statuses(store, seen: dict[str, str], stats: WaitStats | None = None) -> list[dict]:
@@ -319,10 +326,11 @@ def verify_pools(outputs: dict, nodes: list, expectations: dict[str, dict], *, l
             for status in _changed_statuses(store, seen):
                 got = status.get("verify") or {}
                 if got.get("request") == request:
-                    answers[str(status.get("node_id"))] = got
+                    answers[node_key(status.get("node_id"))] = got
             if progress:
-                progress("verify", sum(t.node_id in answers for t in mine), len(mine), f"{clock() - start:.0f}s")
-            if all(t.node_id in answers for t in mine) or clock() - start >= timeout_s:
+                progress("verify", sum(node_key(t.node_id) in answers for t in mine), len(mine),
+                         f"{clock() - start:.0f}s")
+            if all(node_key(t.node_id) in answers for t in mine) or clock() - start >= timeout_s:
                 break
             sleep(poll_s)
-    return [(t, answers.get(t.node_id)) for t in targets]
+    return [(t, answers.get(node_key(t.node_id))) for t in targets]

@@ -717,3 +717,35 @@ def test_salt_apt_waits_for_the_dpkg_lock(bucket, monkeypatch):
         assert node_agent.run(b["cfg"]) == 0
     conf = (b["out"] / "apt-config.txt").read_text().strip()
     assert open(conf).read() == f'DPkg::Lock::Timeout "{node_agent.DPKG_LOCK_WAIT_S}";\n'
+
+
+# the same scale set VM as ARM's List API names it (resource group upper-cased, azure-cli#7262) and
+# as the VM's own metadata service says it (compute/resourceId)
+LISTED = ("/subscriptions/0000/resourceGroups/GPUFLEET-AZURE-ND/providers/Microsoft.Compute/"
+          "virtualMachineScaleSets/azure-nd-gpu/virtualMachines/0")
+SAID = LISTED.replace("GPUFLEET-AZURE-ND", "gpufleet-azure-nd")
+
+
+def test_an_azure_node_is_matched_whatever_the_case_of_its_arm_id():
+    """ARM ids are case-insensitive; compared exactly, no Azure node ever matched its status (issue 30, item 3)."""
+    store, clock = _Store(), _Clock()
+    store.put("status/gpu/n0.json", json.dumps({"node_id": SAID, "pool": "gpu", "ok": True, "generation": "g1",
+                                                "changed": 2, "verify": {"request": "r", "ok": True}}).encode())
+    (r,) = cloudnodes.wait(store, [cloudnodes.NodeTarget("gpu", 0, LISTED, None)], {"gpu": "g1"}, timeout_s=30,
+                           clock=clock, sleep=clock.sleep)
+    assert r.state == "configured"
+
+
+def test_an_azure_nodes_verification_is_matched_whatever_the_case_of_its_arm_id(monkeypatch):
+    store, clock = _Store(), _Clock()
+    monkeypatch.setattr(cloudnodes.time, "strftime", lambda *a: "r")  # the request id the node answers
+    store.put("status/gpu/n0.json", json.dumps({"node_id": SAID, "pool": "gpu", "ok": True, "generation": "g1",
+                                                "verify": {"request": "r-quick", "ok": True}}).encode())
+
+    class Node:
+        pool, idx, node_id, private_ip = "gpu", 0, LISTED, "10.0.0.4"
+
+    outputs = {"pools": {"gpu": {"bucket": {"cloud": "azure", "name": "gfx"}}}}
+    ((_, report),) = cloudnodes.verify_pools(outputs, [Node()], {"gpu": {}}, level="quick", timeout_s=30,
+                                              stores={"gfx": store}, clock=clock, sleep=clock.sleep)
+    assert report == {"request": "r-quick", "ok": True}
