@@ -462,13 +462,27 @@ def test_azure_identities_are_held_to_their_pools_paths(plans):
     (acct,) = _of(p, "azure-native:storage:StorageAccount")
     assert acct.inputs["allowBlobPublicAccess"] is False and acct.inputs["allowSharedKeyAccess"] is False
     (ident,) = _of(p, "azure-native:managedidentity:UserAssignedIdentity")
-    roles = {r.inputs["roleDefinitionId"].rsplit("/", 1)[1]: r.inputs
-             for r in _of(p, "azure-native:authorization:RoleAssignment")}
-    assert set(roles) == {"2a2b9908-6ea1-4ae2-8e65-a410df84e7d1", "ba92f5b4-2d11-453d-a403-e96b0029c9fe"}
-    read, write = roles["2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"], roles["ba92f5b4-2d11-453d-a403-e96b0029c9fe"]
-    assert read["scope"] == write["scope"] and read["conditionVersion"] == write["conditionVersion"] == "2.0"
-    assert "StringStartsWith 'tree/'" in read["condition"] and "StringStartsWith 'pools/nd-h100/'" in read["condition"]
-    assert "StringStartsWith 'status/nd-h100/'" in write["condition"] and "tree/" not in write["condition"]
+    (role,) = _of(p, "azure-native:authorization:RoleDefinition")
+    from gpufleet.clouds.azure.mocks import DEPLOYER
+
+    assignments = _of(p, "azure-native:authorization:RoleAssignment")
+    (node,) = [r.inputs for r in assignments if r.inputs["principalId"] != DEPLOYER["objectId"]]
+    (deployer,) = [r.inputs for r in assignments if r.inputs["principalId"] == DEPLOYER["objectId"]]
+    # whoever runs `up` publishes with Entra ID (no shared keys): Owner/Contributor carry no data
+    # actions, so the deployer gets the container's data role (issue 30, item 2)
+    assert deployer["roleDefinitionId"].endswith("/roleDefinitions/ba92f5b4-2d11-453d-a403-e96b0029c9fe")
+    assert deployer["scope"] == node["scope"] and deployer["principalType"] == "User"  # no ARM_* here
+    # a custom role of blob data actions only: the built-in Storage Blob Data Contributor also carries
+    # control-plane containers/delete and /write, which no ABAC condition narrows (issue 30, item 7)
+    (perm,) = role.inputs["permissions"]
+    assert perm["actions"] == [] and sorted(perm["dataActions"]) == sorted(
+        f"Microsoft.Storage/storageAccounts/blobServices/containers/blobs/{a}" for a in ("read", "write", "add/action"))
+    assert role.inputs["assignableScopes"] == [role.inputs["scope"]] and "/resourceGroups/" in role.inputs["scope"]
+    assert node["roleDefinitionId"].endswith("/roleDefinitions/" + role.inputs["roleDefinitionId"])
+    assert node["conditionVersion"] == "2.0" and node["principalType"] == "ServicePrincipal"
+    read, write = node["condition"].split(" AND ((!(ActionMatches")
+    assert "StringStartsWith 'tree/'" in read and "StringStartsWith 'pools/nd-h100/'" in read
+    assert "StringStartsWith 'status/nd-h100/'" in write and "tree/" not in write
     vmss = _of(p, "azure-native:compute:VirtualMachineScaleSet")[0].inputs
     assert vmss["identity"]["type"] == "UserAssigned"
     script = base64.b64decode(vmss["virtualMachineProfile"]["osProfile"]["customData"]).decode()
@@ -749,3 +763,44 @@ def test_an_azure_nodes_verification_is_matched_whatever_the_case_of_its_arm_id(
     ((_, report),) = cloudnodes.verify_pools(outputs, [Node()], {"gpu": {}}, level="quick", timeout_s=30,
                                               stores={"gfx": store}, clock=clock, sleep=clock.sleep)
     assert report == {"request": "r-quick", "ok": True}
+
+
+def test_up_publishes_once_the_deployers_blob_role_takes_effect(blob, monkeypatch):
+    """The deployer's data role comes with the same `up`: until it takes effect Blob storage answers
+    403 AuthorizationPermissionMismatch, and the first publish waits for it (issue 30, item 2)."""
+    from gpufleet.clouds.azure import objects
+    from gpufleet.errors import CloudUnreadable
+
+    monkeypatch.setattr(objects, "PROPAGATION_POLL_S", 0)
+    ref = {"cloud": "azure", "name": "gf0123456789abcdef012345", "container": "gpufleet"}
+    denied = (403, b"<Error><Code>AuthorizationPermissionMismatch</Code></Error>",
+              {"Content-Type": "application/xml", "x-ms-error-code": "AuthorizationPermissionMismatch"})
+    blob.faults[("HEAD", "/tree/")] = [denied] * 3
+    blob.faults[("PUT", "/pools/")] = [denied] * 2
+    archive, sha = b"tree", "0" * 64
+    cloudnodes.publish(cloudnodes.cloud("azure").objects(ref), {"gpu": {"generation": "g1"}}, archive, sha)
+    assert (f"{ref['name']}/gpufleet", "pools/gpu/current.json") in blob.objects
+    # a role that never comes: the error says which role and how long it was waited for
+    monkeypatch.setattr(objects, "PROPAGATION_S", 0)
+    blob.faults[("PUT", "/pools/")] = [denied]
+    with pytest.raises(CloudUnreadable) as e:
+        cloudnodes.publish(cloudnodes.cloud("azure").objects(ref), {"gpu": {"generation": "g2"}}, archive, sha)
+    assert "Storage Blob Data Contributor" in e.value.hint
+
+
+def test_the_deployers_principal_type_is_what_it_logged_in_as(monkeypatch, tmp_path):
+    """azure-native's RoleAssignment says User unless told, and ARM refuses a service principal
+    named a User (UnmatchedPrincipalType): CI deploys as a service principal."""
+    from gpufleet.clouds.azure import credentials
+
+    monkeypatch.setenv("AZURE_CONFIG_DIR", str(tmp_path))
+    assert credentials.principal_type() == "User"
+    (tmp_path / "azureProfile.json").write_text(json.dumps({"subscriptions": [
+        {"id": "s", "isDefault": True, "user": {"name": "http://ci", "type": "servicePrincipal"}}]}))
+    assert credentials.principal_type() == "ServicePrincipal"
+    (tmp_path / "azureProfile.json").write_text(json.dumps({"subscriptions": [
+        {"id": "s", "isDefault": True, "user": {"name": "me@example.com", "type": "user"}}]}))
+    assert credentials.principal_type() == "User"
+    for k, v in {"ARM_CLIENT_ID": "c", "ARM_TENANT_ID": "t", "ARM_USE_OIDC": "true"}.items():
+        monkeypatch.setenv(k, v)
+    assert credentials.principal_type() == "ServicePrincipal"

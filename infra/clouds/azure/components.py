@@ -11,10 +11,15 @@ Lustre is pinned to the same zone). The VMs' ids, host names and addresses come 
 through ``nodes.ScaleSetNodes``: a scale set's own outputs do not list them.
 
 ``ClusterStorage``: the stack's storage account and container the nodes configure themselves
-from (no public access, no shared keys: Entra ID only, TLS 1.2); each pool's scale set runs
-as a user-assigned managed identity of its own, allowed by two role assignments with
-conditions to read the Salt trees and its pool's configuration and to write its pool's
-statuses, and gets the bootstrap as ``customData``.
+from (no public access, no shared keys: Entra ID only, TLS 1.2). With shared keys off, the
+deployer (whoever runs `up`) needs a data role of its own: Owner and Contributor carry no
+DataActions, so it gets Storage Blob Data Contributor on the container. The nodes get a custom
+role with exactly the blob data actions they use (read, write, add) and no control-plane
+action: the built-in Storage Blob Data Contributor also carries containers/delete and write,
+which ABAC conditions (data actions only) cannot narrow. Each pool's scale set runs as a
+user-assigned managed identity of its own, given that role with a condition that holds it to
+reading the Salt trees and its pool's configuration and writing its pool's statuses, and gets
+the bootstrap as ``customData``.
 
 Names: a scale set's Linux host names are ``computer_name_prefix`` plus six characters, so the
 prefix carries the cluster and pool names (shortened with a digest to 57, the host name to a
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import uuid
 from dataclasses import dataclass, field
 
 import pulumi
@@ -82,19 +88,23 @@ class ClusterNetwork(pulumi.ComponentResource):
         self.register_outputs({"resource_group": rg.name, "vnet_id": vnet.id})
 
 
-# Built-in roles (learn.microsoft.com/azure/role-based-access-control/built-in-roles/storage, 2026)
-BLOB_READER = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"  # Storage Blob Data Reader
+# Built-in role (learn.microsoft.com/azure/role-based-access-control/built-in-roles/storage
+# #storage-blob-data-contributor, 2026): the deployer's, to publish the trees and configurations
 BLOB_CONTRIBUTOR = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"  # Storage Blob Data Contributor
 CONTAINER = "gpufleet"
 _PATH = "@Resource[Microsoft.Storage/storageAccounts/blobServices/containers/blobs:path]"
 _BLOBS = "Microsoft.Storage/storageAccounts/blobServices/containers/blobs"
+# what the node agent does and nothing more: Get Blob, and Put Blob of a new or existing status
+# (learn.microsoft.com/rest/api/storageservices/authorize-with-azure-active-directory#permissions-for-calling-data-operations)
+NODE_DATA_ACTIONS = (f"{_BLOBS}/read", f"{_BLOBS}/write", f"{_BLOBS}/add/action")
+_ROLE_IDS = uuid.UUID("5b1e1b8e-9f0c-4a59-9c61-6f2d3c8e7a10")  # namespace of gpufleet's custom role ids
 
 
 class ClusterStorage(pulumi.ComponentResource):
     """The stack's storage account and its private container."""
 
     def __init__(self, name: str, cluster: str, subscription: str, region: str, resource_group_name,
-                 tags: dict[str, str], opts: pulumi.ResourceOptions | None = None):
+                 tags: dict[str, str], opts: pulumi.ResourceOptions | None = None, deployer_type: str = "User"):
         super().__init__("gpufleet:azure:ClusterStorage", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         # account names are global, 3-24 lowercase letters and digits
@@ -106,20 +116,39 @@ class ClusterStorage(pulumi.ComponentResource):
                                           opts=child)
         container = azn.storage.BlobContainer(f"{name}-container", account_name=acct.name, container_name=CONTAINER,
                                               resource_group_name=resource_group_name, public_access="None", opts=child)
+        # the deployer's data role (role assignments take effect within minutes: `up` retries its first
+        # publish meanwhile, clouds.azure.objects)
+        deployer = azn.authorization.get_client_config_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        azn.authorization.RoleAssignment(f"{name}-deployer", scope=container.id, principal_id=deployer.object_id,
+                                         principal_type=deployer_type,  # credentials.principal_type
+                                         role_definition_id=role_id(subscription, BLOB_CONTRIBUTOR), opts=child)
+        group = pulumi.Output.concat("/subscriptions/", subscription, "/resourceGroups/", resource_group_name)
+        guid = str(uuid.uuid5(_ROLE_IDS, f"{subscription}/{cluster}/{region}"))
+        role = azn.authorization.RoleDefinition(
+            f"{name}-node-role", role_definition_id=guid,
+            role_name=f"gpufleet node {cluster} {region}", scope=group, assignable_scopes=[group],
+            description="gpufleet cloud nodes: read the Salt trees and their pool's configuration, write their "
+                        "statuses (blob data actions only)",
+            permissions=[{"actions": [], "data_actions": list(NODE_DATA_ACTIONS)}], opts=child)
+        # assigned by the id role assignments take (the subscription's form), once the role exists
+        self.node_role_id = role.id.apply(lambda _: role_id(subscription, guid))
         self.account, self.container_id = acct.name, container.id
-        self.register_outputs({"account": acct.name})
+        self.register_outputs({"account": acct.name, "node_role_id": self.node_role_id})
 
 
-def blob_conditions(pool: str) -> dict[str, str]:
-    """Role -> the ABAC condition that narrows it to a pool's paths: read the Salt trees and the
-    pool's configuration; write only the pool's statuses (Azure ABAC conditions for Blob storage,
-    learn.microsoft.com/azure/storage/blobs/storage-auth-abac-examples, 2026)."""
+def role_id(subscription: str, role: str) -> str:
+    return f"/subscriptions/{subscription}/providers/Microsoft.Authorization/roleDefinitions/{role}"
+
+
+def node_condition(pool: str) -> str:
+    """The ABAC condition that holds a pool's nodes to their paths: read the Salt trees and the
+    pool's configuration, write (create or replace) only the pool's statuses (ABAC conditions for
+    Blob storage, learn.microsoft.com/azure/storage/blobs/storage-auth-abac-examples, 2026)."""
     read = (f"((!(ActionMatches{{'{_BLOBS}/read'}})) OR ({_PATH} StringStartsWith 'tree/' OR "
             f"{_PATH} StringStartsWith 'pools/{pool}/'))")
-    write = (f"((!(ActionMatches{{'{_BLOBS}/write'}}) AND !(ActionMatches{{'{_BLOBS}/add/action'}}) AND "
-             f"!(ActionMatches{{'{_BLOBS}/delete'}}) AND !(ActionMatches{{'{_BLOBS}/read'}})) OR "
+    write = (f"((!(ActionMatches{{'{_BLOBS}/write'}}) AND !(ActionMatches{{'{_BLOBS}/add/action'}})) OR "
              f"({_PATH} StringStartsWith 'status/{pool}/'))")
-    return {BLOB_READER: read, BLOB_CONTRIBUTOR: write}
+    return f"{read} AND {write}"
 
 
 @dataclass
@@ -128,6 +157,7 @@ class NodeStorage:
 
     account: pulumi.Input[str]
     container_id: pulumi.Input[str]
+    node_role_id: pulumi.Input[str]  # the data-actions-only role the nodes get
 
 
 @dataclass
@@ -192,13 +222,10 @@ class GpuNodePool(pulumi.ComponentResource):
             ident = azn.managedidentity.UserAssignedIdentity(
                 f"{name}-identity", resource_name_=resource_name(args.cluster, args.pool, limit=128),
                 resource_group_name=args.resource_group_name, location=args.region, tags=t, opts=child)
-            for role, condition in blob_conditions(args.pool).items():
-                azn.authorization.RoleAssignment(
-                    f"{name}-{'read' if role == BLOB_READER else 'write'}", scope=st.container_id,
-                    principal_id=ident.principal_id, principal_type="ServicePrincipal",
-                    role_definition_id=f"/subscriptions/{args.subscription}/providers/Microsoft.Authorization/"
-                                       f"roleDefinitions/{role}",
-                    condition=condition, condition_version="2.0", opts=child)
+            azn.authorization.RoleAssignment(
+                f"{name}-data", scope=st.container_id, principal_id=ident.principal_id,
+                principal_type="ServicePrincipal", role_definition_id=st.node_role_id,
+                condition=node_condition(args.pool), condition_version="2.0", opts=child)
             identity = {"type": "UserAssigned", "user_assigned_identities": [ident.id]}
             profile["os_profile"]["custom_data"] = pulumi.Output.all(st.account, ident.client_id).apply(
                 lambda v: base64.b64encode(bootstrap.render(bootstrap.config(

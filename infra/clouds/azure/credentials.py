@@ -26,9 +26,29 @@ def subscription() -> str | None:
     return None
 
 
+def _service_principal() -> bool:
+    """The ARM_* variables of a service principal or managed identity (what Pulumi's provider uses)."""
+    return bool(all(os.environ.get(v) for v in ("ARM_CLIENT_ID", "ARM_TENANT_ID")) and (
+        os.environ.get("ARM_CLIENT_SECRET") or os.environ.get("ARM_USE_MSI") or os.environ.get("ARM_USE_OIDC")))
+
+
+def principal_type() -> str:
+    """What ARM calls the deployer in a role assignment: ``ServicePrincipal`` for a service principal
+    or a managed identity, else ``User``; the CLI profile says which for `az login`
+    (``user.type``). A wrong one is refused (UnmatchedPrincipalType), and azure-native defaults to User."""
+    if _service_principal():
+        return "ServicePrincipal"
+    profile = Path(os.environ.get("AZURE_CONFIG_DIR") or Path.home() / ".azure") / "azureProfile.json"
+    try:
+        subs = json.loads(profile.read_text(encoding="utf-8-sig")).get("subscriptions", [])
+    except (OSError, ValueError):
+        return "User"
+    user = next((s.get("user") or {} for s in subs if s.get("isDefault")), {})
+    return "ServicePrincipal" if user.get("type") == "servicePrincipal" else "User"
+
+
 def check() -> str:
-    sp = all(os.environ.get(v) for v in ("ARM_CLIENT_ID", "ARM_TENANT_ID")) and (
-        os.environ.get("ARM_CLIENT_SECRET") or os.environ.get("ARM_USE_MSI") or os.environ.get("ARM_USE_OIDC"))
+    sp = _service_principal()
     if not sp and subscription() is None:
         raise CredentialsError("azure", "azure: no Azure CLI login or service principal found", CREDENTIAL_HINT)
     if subscription() is None:

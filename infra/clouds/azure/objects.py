@@ -8,6 +8,7 @@ template with ``{account}``; the tests' fake)."""
 from __future__ import annotations
 
 import os
+import time
 import urllib.parse
 import xml.etree.ElementTree as ET
 
@@ -21,6 +22,12 @@ from gpufleet.errors import CloudUnreadable
 VERSION = "2021-08-06"  # x-ms-version
 SCOPE = "https://storage.azure.com/.default"
 PAGE = 1000
+# the deployer's data role is assigned by the same `up` that publishes, and a role assignment takes
+# a few minutes to take effect (up to 10: learn.microsoft.com/azure/role-based-access-control/
+# troubleshooting, "role assignment changes are not being detected"); meanwhile Blob storage answers
+# 403 AuthorizationPermissionMismatch, which is tried again for that long
+PROPAGATION_S = 600
+PROPAGATION_POLL_S = 10
 
 
 class Store:
@@ -34,6 +41,21 @@ class Store:
         self._transport.open()
 
     def _call(self, method: str, url: str, what: str, ok=(200,), body: bytes | None = None, headers=None):
+        deadline = time.monotonic() + PROPAGATION_S
+        while True:
+            resp = self._send(method, url, what, body, headers)
+            if resp.status_code in ok:
+                return resp
+            if resp.headers.get("x-ms-error-code") != "AuthorizationPermissionMismatch" or time.monotonic() >= deadline:
+                break
+            time.sleep(PROPAGATION_POLL_S)
+        err = CloudUnreadable.http("azure", resp.status_code, resp.text(), f"{self.base}/{what}")
+        if resp.status_code == 403:
+            err.hint = (f"the caller needs a data role on the container (Storage Blob Data Contributor; `up` assigns it "
+                        f"to whoever runs it, and it takes up to {PROPAGATION_S // 60} minutes to take effect)")
+        raise err
+
+    def _send(self, method: str, url: str, what: str, body: bytes | None, headers):
         try:
             cred = self._cred = self._cred or default_credential()
             token = cred.get_token(SCOPE).token
@@ -45,8 +67,6 @@ class Store:
             raise CloudUnreadable("azure", "refused", str(e)[:300], f"{self.base}/{what}") from None
         except AzureError as e:
             raise CloudUnreadable("azure", "unreachable", str(e)[:300], f"{self.base}/{what}") from None
-        if resp.status_code not in ok:
-            raise CloudUnreadable.http("azure", resp.status_code, resp.text(), f"{self.base}/{what}")
         return resp
 
     def _blob(self, key: str) -> str:

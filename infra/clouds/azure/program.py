@@ -22,8 +22,9 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
         ssh_cidrs=stack.access.ssh_cidrs, tags=cluster.tags()), opts=popts)
     if "storage" not in shared:  # the stack's one storage account, in its first Azure region
         s = mod.ClusterStorage(resource_name(cluster.name, "azure"), cluster.name, ctx.settings["azure"]["subscription"],
-                               region, net.resource_group_name, cluster.tags(), opts=popts)
-        shared["storage"] = mod.NodeStorage(s.account, s.container_id)
+                               region, net.resource_group_name, cluster.tags(), opts=popts,
+                               deployer_type=ctx.settings["azure"]["deployer_type"])
+        shared["storage"] = mod.NodeStorage(s.account, s.container_id, s.node_role_id)
     out = {}
     for p in pools:
         comp = mod.GpuNodePool(resource_name(cluster.name, p.name), mod.PoolArgs(
