@@ -37,6 +37,7 @@ class Need:
     instance: object  # catalog.InstanceType
     nodes: int  # new nodes (an update counts only those it adds)
     spot: bool
+    image: str | None = None  # the pool's image (a marketplace image may have terms to accept first)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from gpufleet.clouds import cloud, inventory
 from gpufleet.clouds.base import Need, QuotaLine
 from gpufleet.engine.program import layout
-from gpufleet.errors import QuotaError
+from gpufleet.errors import GpufleetError, QuotaError
 from gpufleet.fleet import stacks
 from gpufleet.providers import CLOUDS
 from gpufleet.state.registry import Registry
@@ -30,7 +30,7 @@ def needs(stack, cat, existing=None) -> list[Need]:
         p = pp.pool
         add = max(0, (p.nodes or 1) - have.get(p.name, 0))
         if add:
-            out.append(Need(p.name, p.provider, p.region, pp.instance, add, p.spot))
+            out.append(Need(p.name, p.provider, p.region, pp.instance, add, p.spot, p.image))
     return out
 
 
@@ -53,6 +53,11 @@ def refuse_if_short(lines: list[QuotaLine]) -> None:
     short = [x for x in lines if x.ok is False]
     if not short:
         return
+    terms = [x for x in short if x.unit == "agreement"]  # not a quota: terms to accept before anything boots
+    if terms:
+        t = terms[0]
+        raise GpufleetError(f"{t.provider} {t.region}: the {t.quota} are not accepted (pools {', '.join(t.pools)}): "
+                            "the cloud would refuse their nodes", t.note)
     first = short[0]
     more = f" (and {len(short) - 1} more)" if len(short) > 1 else ""
     raise QuotaError(first.provider, first.region, first.quota, first.needed, first.available or 0.0,

@@ -74,6 +74,7 @@ class ArmFake(JsonServer):
         self.usages: dict[str, list[dict]] = {}
         self.skus: list[dict] = []
         self.scale_sets: dict[str, list[dict]] = {}  # lowercased scale set id -> its VMs
+        self.accepted: set[str] = set()  # "publisher:offer:plan" whose marketplace terms the subscription accepted
         self.page_size = 50
 
     def reset(self) -> None:
@@ -83,6 +84,7 @@ class ArmFake(JsonServer):
             self.usages.clear()
             self.skus.clear()
             self.scale_sets.clear()
+            self.accepted.clear()
             self.faults.clear()
             self.calls.clear()
 
@@ -173,6 +175,17 @@ class ArmFake(JsonServer):
                          r"(virtualmachines|networkinterfaces|publicipaddresses)", rest)
         if m and method == "GET":
             return self._scale_set_list(sub.lower() + m.group(1), m.group(2), query, path)
+        # Marketplace Agreements - Get (learn.microsoft.com/rest/api/marketplaceordering/marketplace-agreements/get)
+        m = re.fullmatch(r"/providers/microsoft.marketplaceordering/offertypes/virtualmachine/publishers/([^/]+)/offers/"
+                         r"([^/]+)/plans/([^/]+)/agreements/current", rest)
+        if m and method == "GET":
+            urn = ":".join(m.groups())
+            return 200, {"id": f"{sub}/providers/Microsoft.MarketplaceOrdering/offerTypes/VirtualMachine/publishers/"
+                               f"{m.group(1)}/offers/{m.group(2)}/plans/{m.group(3)}/agreements/current",
+                         "name": m.group(3), "type": "Microsoft.MarketplaceOrdering/offertypes",
+                         "properties": {"publisher": m.group(1), "product": m.group(2), "plan": m.group(3),
+                                        "accepted": urn in self.accepted, "licenseTextLink": "https://example.invalid/",
+                                        "retrieveDatetime": "2026-11-24T00:00:00Z", "signature": "S"}}, {}
         m = re.fullmatch(r"/resourcegroups/([^/]+)", rest)
         if m:
             return self._group(method, m.group(1))

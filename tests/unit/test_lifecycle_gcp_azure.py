@@ -283,3 +283,31 @@ def test_a_spot_node_without_a_spot_price_is_priced_on_demand_and_said_so(cat):
     price([node], cat)
     assert node.usd_per_hour == cat.offer("aws", "us-east-1", "p6-b200.48xlarge", "ondemand").usd_per_hour
     assert node.price_note == "no spot price in the catalog: on-demand price (an upper bound)"
+
+
+def test_a_rocky_pool_on_azure_carries_its_marketplace_plan_and_checks_its_terms(azure, write, cat):
+    """RESF's Rocky Linux is a Marketplace offer sold with a plan: the scale set must name it and the
+    subscription must have accepted its terms, else ARM refuses the pool (issue 30, item 5)."""
+    from gpufleet.engine import plan as planner
+    from gpufleet.fleet import stacks
+
+    text = (ROOT / "stacks" / "examples" / "azure-nd.yaml").read_text()
+    assert "image: ubuntu-hpc-22.04" in text
+    stack = write("rocky.yaml", text.replace("image: ubuntu-hpc-22.04", "image: rocky-9").replace(
+        "keys/example.pub", str(ROOT / "stacks" / "examples" / "keys" / "example.pub")))
+    p = planner.plan(stacks.load(stack, cat), cat, workers=1)
+    (vmss,) = [r for r in p.cloud_resources if r.type == "azure-native:compute:VirtualMachineScaleSet"]
+    assert vmss.inputs["plan"] == {"name": "9-base", "publisher": "resf", "product": "rockylinux-x86_64"}
+    ubuntu = planner.plan(stacks.load(str(ROOT / "stacks" / "examples" / "azure-nd.yaml"), cat), cat, workers=1)
+    assert all("plan" not in r.inputs for r in ubuntu.cloud_resources
+               if r.type == "azure-native:compute:VirtualMachineScaleSet")
+    azure.usages["eastus"] = [
+        {"name": {"value": "cores", "localizedValue": "Total Regional vCPUs"}, "currentValue": 0, "limit": 1000},
+        {"name": {"value": "standardNDSH100v5Family", "localizedValue": "NDSH100v5 vCPUs"}, "currentValue": 0,
+         "limit": 1000}]
+    r = cli("check", stack)
+    assert r.exit_code == 1 and "Marketplace terms of resf:rockylinux-x86_64:9-base are not accepted" in r.output, r.output
+    assert "az vm image terms accept --publisher resf --offer rockylinux-x86_64 --plan 9-base" in r.output
+    azure.accepted.add("resf:rockylinux-x86_64:9-base")
+    r = cli("check", stack)
+    assert r.exit_code == 0, r.output

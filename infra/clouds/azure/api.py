@@ -31,6 +31,7 @@ from azure.mgmt.resource.resources import ResourceManagementClient
 
 from gpufleet.clouds.azure import credentials
 from gpufleet.clouds.azure.errors import CREDENTIAL_HINT
+from gpufleet.clouds.azure.rules import image_plan, image_urn, terms_command
 from gpufleet.clouds.base import QuotaLine
 from gpufleet.clouds.resources import Resource, delete_each, pick_regions, present_each
 from gpufleet.clouds.tags import TAG_PREFIX, gpufleet_tags
@@ -291,4 +292,28 @@ class AzureApi:
                                    float(u.limit) if u is not None else None,
                                    float(u.current_value) if u is not None else None, [n.pool for n in ns],
                                    note or ("" if u is not None else f"no usage {key!r} in {region}")))
+        return lines + self._terms(region, needs)
+
+    def _terms(self, region: str, needs) -> list:
+        """One line per marketplace plan the pools' images carry: are its terms accepted in this
+        subscription? (Marketplace Agreements - Get, api-version 2021-01-01,
+        learn.microsoft.com/rest/api/marketplaceordering/marketplace-agreements/get)"""
+        plans: dict[tuple, list[str]] = {}
+        for n in needs:
+            plan = image_plan(image_urn(n.image))
+            if plan:
+                plans.setdefault(tuple(plan.values()), []).append(n.pool)
+        lines = []
+        for (name, publisher, product), pools in plans.items():
+            plan = {"name": name, "publisher": publisher, "product": product}
+            try:
+                got = self._get(f"/subscriptions/{self._sub}/providers/Microsoft.MarketplaceOrdering/offerTypes/"
+                                f"virtualmachine/publishers/{publisher}/offers/{product}/plans/{name}/agreements/current",
+                                "2021-01-01")
+                accepted, note = bool((got.get("properties") or {}).get("accepted")), ""
+            except Exception as e:  # noqa: BLE001 - said in the line, as an unreadable quota is
+                accepted, note = None, f"could not be read: {classify(e)[1][:200]}"
+            lines.append(QuotaLine("azure", region, f"Marketplace terms of {publisher}:{product}:{name}", "terms",
+                                   "agreement", 1.0, None if accepted is None else float(accepted), 0.0, pools,
+                                   note or ("" if accepted else f"accept them once per subscription: {terms_command(plan)}")))
         return lines

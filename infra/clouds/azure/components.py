@@ -39,7 +39,7 @@ import pulumi_azure_native as azn
 
 from gpufleet.clouds import bootstrap
 from gpufleet.clouds.azure.nodes import ScaleSetNodes
-from gpufleet.clouds.azure.rules import HOST_PREFIX_LIMIT, SKUS, STORAGE
+from gpufleet.clouds.azure.rules import HOST_PREFIX_LIMIT, SKUS, STORAGE, image_plan
 from gpufleet.clouds.pools import StorageArgs, resource_name
 
 
@@ -239,7 +239,7 @@ class GpuNodePool(pulumi.ComponentResource):
             orchestration_mode="Uniform", upgrade_policy={"mode": "Manual"}, overprovision=False,
             single_placement_group=True, platform_fault_domain_count=1,
             proximity_placement_group={"id": ppg.id}, virtual_machine_profile=profile, zones=zones, identity=identity,
-            tags=t, opts=child)
+            plan=image_plan(args.image), tags=t, opts=child)
 
         self.file_systems = []
         for i, st in enumerate(args.storage):

@@ -53,6 +53,24 @@ IMAGES = {
 }
 
 
+# Marketplace offers sold with a plan: a VM of one must name it (publisher, product = offer, name =
+# sku) and the subscription must have accepted its terms, else ARM refuses the scale set. The RESF's
+# Rocky Linux images are (their Azure Marketplace listing; `az vm image show --urn` shows the plan)
+PLAN_OFFERS = {("resf", "rockylinux-x86_64")}
+
+
+def image_plan(urn: tuple[str, str, str, str]) -> dict | None:
+    """The purchase plan a scale set of this image must carry, or None for an image without one."""
+    publisher, offer, sku, _ = urn
+    if (publisher.lower(), offer.lower()) not in PLAN_OFFERS:
+        return None
+    return {"name": sku, "publisher": publisher, "product": offer}
+
+
+def terms_command(plan: dict) -> str:
+    return f"az vm image terms accept --publisher {plan['publisher']} --offer {plan['product']} --plan {plan['name']}"
+
+
 def is_urn(image: str) -> bool:
     return image.count(":") == 3
 
