@@ -57,6 +57,10 @@ BACKOFF_S = (60, 3600)
 # instead of failing at once; DPkg::Lock::Timeout, apt >= 1.9.11 (apt.conf(5)), given to Salt's
 # apt-get through APT_CONFIG, which apt reads besides its own files
 DPKG_LOCK_WAIT_S = 600
+# a kernel that booted with nouveau bound to the GPUs loads the NVIDIA driver only after a reboot
+# (node_base blacklists nouveau and rebuilds the initramfs); the agent reboots once per generation
+NOUVEAU = "/sys/module/nouveau"
+REBOOT = ("systemctl", "reboot")
 
 
 class AgentError(Exception):
@@ -263,6 +267,10 @@ def node_id(cfg):
     return socket.gethostname()  # no metadata service answered: the host's name, said so in the status
 
 
+def nouveau_bound():
+    return os.path.isdir(NOUVEAU)
+
+
 def has_nvidia_gpu():
     """An NVIDIA (vendor 0x10de) display controller (class 0x03xxxx) on the PCI bus."""
     root = "/sys/bus/pci/devices"
@@ -407,7 +415,8 @@ def _run(cfg, force):
                 tar.extractall(tree + ".part")
             os.rename(tree + ".part", tree)
         salt_call = ensure_salt(cfg["salt"])
-        if has_nvidia_gpu():
+        gpu = has_nvidia_gpu()
+        if gpu:
             states, rehearse = current["states"], []
         else:  # the GPU formulas are rehearsed (test=True) on a node without an NVIDIA GPU
             states, rehearse = current["without_gpu"]["apply"], current["without_gpu"]["rehearse"]
@@ -417,6 +426,14 @@ def _run(cfg, force):
             ok, failed = ok and ok2, failed + failed2
         status.update(ok=ok, changed=changed, failed=[{"state": s, "comment": c} for s, c in failed],
                       rehearsed=rehearse)
+        if ok and gpu and nouveau_bound():  # applied, but the driver cannot load before a reboot
+            if applied.get("rebooted_for") == current["generation"]:
+                raise AgentError("nouveau is still bound after the reboot: the NVIDIA driver cannot load "
+                                 "(is the nouveau blacklist in the initramfs? see node_base)")
+            ok = False
+            status.update(ok=False, reboot_pending=True)
+            # a reboot is not a failed attempt: the run after it is the same attempt
+            record.update(rebooted_for=current["generation"], attempt=attempt - 1)
         if ok and current.get("verify"):  # the quick verification `up` ends with
             status["verify"] = run_checks(tree, current["verify"], "quick", current["generation"])
         record.update(ok=ok, tree=tree)
@@ -424,7 +441,8 @@ def _run(cfg, force):
         status["failed"] = status["failed"] or [{"state": "bootstrap", "comment": str(e)[:500]}]
         status["ok"] = False
     if record is not None and not status["ok"]:
-        status["retrying"] = record["attempt"] < ATTEMPTS  # `up` keeps waiting for the next attempt
+        # `up` keeps waiting for the next attempt, or for the run after the reboot
+        status["retrying"] = bool(status.get("reboot_pending")) or record["attempt"] < ATTEMPTS
         if not status["retrying"]:
             record["next_try"] = time.time() + min(BACKOFF_S[0] * 2 ** (record["attempt"] - ATTEMPTS), BACKOFF_S[1])
     status.update(seconds=round(time.monotonic() - started, 1), facts=facts(),
@@ -437,6 +455,11 @@ def _run(cfg, force):
     if record is not None:
         with open(applied_file, "w") as f:
             json.dump(record, f)
+    if status.get("reboot_pending"):
+        print(f"{nid} generation {status['generation']}: applied; rebooting to load the NVIDIA driver "
+              "(nouveau is bound), the run after boot finishes", flush=True)
+        subprocess.run(list(REBOOT))
+        return 0
     print(f"{status['finished_at']} {nid} generation {status['generation']}: "
           f"{'ok' if status['ok'] else 'FAILED'}, {status['changed']} changed"
           + "".join(f"\n  {f['state']}: {f['comment']}" for f in status["failed"]), flush=True)

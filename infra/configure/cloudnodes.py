@@ -239,6 +239,9 @@ def _apply_status(r: NodeReport, status: dict, generation: str, unchanged: bool)
         r.error = f"{first['state']}: {first['comment']}" + (f" (and {len(r.failed) - 1} more)" if len(r.failed) > 1
                                                               else "")
         r.hint = f"see {r.log or '/var/log/gpufleet/node.log'} on the node; fix, then `gpufleet configure`"
+        if status.get("reboot_pending"):  # applied; the run after the reboot finishes
+            r.error = "rebooting to load the NVIDIA driver (nouveau was bound)"
+            return
         if status.get("retrying"):  # the node's timer tries again within a minute: not final yet
             r.error = f"attempt {status.get('attempt')} of {status.get('attempts')} failed: {r.error}"
             return
