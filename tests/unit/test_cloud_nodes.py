@@ -387,6 +387,23 @@ def test_gcs_bucket_through_the_json_api_and_the_metadata_token(gcs, tmp_path, m
     assert ("POST", "/upload/storage/v1/b/gpufleet-t-0123abcd/o") in gcs.requests  # the node's status upload
 
 
+def test_gcs_bucket_in_the_real_fake_gcs_server(fake_gcs_server, gcs, tmp_path, monkeypatch):
+    """The same round trip against fake-gcs-server, the emulator (issue 30, "Also"): `up`'s store
+    and the node agent's own JSON API calls; the node's token still comes from the metadata
+    stand-in (the emulator has no metadata server, and does not check tokens)."""
+    import urllib.request
+
+    bucket = "gpufleet-t-emulated"
+    urllib.request.urlopen(urllib.request.Request(f"{fake_gcs_server}/storage/v1/b?project=p", method="POST",
+                                                  data=json.dumps({"name": bucket}).encode(),
+                                                  headers={"Content-Type": "application/json"}), timeout=10).read()
+    monkeypatch.setenv("GPUFLEET_GCS_ENDPOINT", fake_gcs_server)
+    store = cloudnodes.cloud("gcp").objects({"cloud": "gcp", "name": bucket})
+    cfg = bootstrap.config("gcp", cluster="t", pool="gpu", bucket=bucket, endpoint=fake_gcs_server,
+                           token_url=gcs.url + "/computeMetadata/v1/instance/service-accounts/default/token")
+    _round_trip(store, cfg, tmp_path, monkeypatch)
+
+
 def test_blob_container_through_entra_tokens_and_the_managed_identity(blob, tmp_path, monkeypatch):
     ref = {"cloud": "azure", "name": "gf0123456789abcdef012345", "container": "gpufleet"}
     store = cloudnodes.cloud("azure").objects(ref)
