@@ -5,6 +5,9 @@ BIN    := $(VENV)/bin
 # Salt gets a virtualenv of its own: salt 3008.3 and pulumi pin conflicting `packaging` versions
 SALT_VENV := .salt-venv
 SALT_VERSION := 3008.3
+# Microsoft's Blob storage emulator, for the object-store tests (npm; into .azurite/, not global)
+AZURITE_VERSION := 3.37.0
+AZURITE := .azurite/node_modules/.bin/azurite-blob
 # what the local test rack (tests/rack/rack.py) needs from the system, and the browser the report
 # test opens its HTML in (Debian's chromium, driven by Playwright without a browser download)
 SYSTEM_TOOLS := /usr/sbin/sshd /usr/sbin/debootstrap /usr/sbin/ip /usr/sbin/iptables /usr/bin/chromium
@@ -15,7 +18,7 @@ PINS := -c tests/constraints.txt
 # look like packages; the wheel test checks they ship. Quiet that during our own installs.
 QUIET_BUILD := PYTHONWARNINGS=ignore::UserWarning
 
-.PHONY: demo test lint bench calibrate clean salt sysdeps rack-down
+.PHONY: demo test lint bench calibrate clean salt sysdeps rack-down azurite
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +34,7 @@ demo: $(BIN)/python
 # rack's system tools, check the floor plan and the linter, and run the whole test suite: one
 # process per core; the end-to-end modules share the local rack, so they run in one of them
 # (xdist_group "rack") while the others take the unit tests and the installed-wheel test.
-test: $(BIN)/python salt sysdeps
+test: $(BIN)/python salt sysdeps azurite
 	$(QUIET_BUILD) $(BIN)/python -m pip install -q $(PINS) -e '.[test]'
 	$(MAKE) --no-print-directory lint
 	$(BIN)/python -m pytest -q -rs -n auto --dist loadgroup
@@ -46,6 +49,12 @@ lint: $(BIN)/python
 	$(BIN)/ruff check infra cli tests
 
 salt: $(SALT_VENV)/bin/salt-ssh
+
+azurite: $(AZURITE)
+
+$(AZURITE):
+	@if command -v npm >/dev/null; then npm install --prefix .azurite --no-audit --no-fund --silent azurite@$(AZURITE_VERSION); \
+	else echo "note: npm is missing: the Azurite tests skip (and fail under CI=true)"; fi
 
 $(SALT_VENV)/bin/salt-ssh:
 	$(PYTHON) -m venv $(SALT_VENV)
@@ -78,4 +87,4 @@ calibrate: $(BIN)/python
 	$(BIN)/python -m gpufleet.perf.calibration --write
 
 clean:
-	rm -rf $(VENV) $(SALT_VENV) build dist *.egg-info
+	rm -rf $(VENV) $(SALT_VENV) .azurite build dist *.egg-info

@@ -269,6 +269,49 @@ def fake_gcs_server():
         server.stop()
 
 
+AZURITE = ROOT / ".azurite" / "node_modules" / ".bin" / "azurite-blob"
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory):
+    """Azurite, Microsoft's Blob storage emulator (npm `azurite`, installed into .azurite/ by `make
+    test`), on loopback over HTTPS with Entra ID bearer tokens checked as its "basic" OAuth level
+    does (issuer, audience, lifetime; not the signature), one account of gpufleet's naming, kept in
+    memory. Yields its URL, the account and the CA file its certificate needs."""
+    import base64
+    import socket
+    import subprocess
+    import time
+
+    require(AZURITE.exists() and shutil.which("node") is not None,
+            "Azurite is not installed (make test installs it: npm install --prefix .azurite azurite)")
+    from fakes.jsonserver import _self_signed
+
+    cert, key = _self_signed()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    account = "gf0123456789abcdef012345"
+    env = {**os.environ, "AZURITE_ACCOUNTS": f"{account}:{base64.b64encode(b'not-used-by-gpufleet').decode()}"}
+    proc = subprocess.Popen([str(AZURITE), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--oauth", "basic",
+                             "--cert", cert, "--key", key, "--inMemoryPersistence", "--disableTelemetry", "--silent"],
+                            cwd=tmp_path_factory.mktemp("azurite"), env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.2)
+    try:
+        yield {"url": f"https://127.0.0.1:{port}", "account": account, "ca": cert}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 @pytest.fixture
 def blob(_object_fakes, azure, monkeypatch):
     """Blob storage's REST API (fakes/objects.py) for azure-identity's credential (the azure fixture's)."""

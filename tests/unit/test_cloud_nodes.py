@@ -404,6 +404,36 @@ def test_gcs_bucket_in_the_real_fake_gcs_server(fake_gcs_server, gcs, tmp_path, 
     _round_trip(store, cfg, tmp_path, monkeypatch)
 
 
+def test_blob_container_in_azurite(azurite, blob, tmp_path, monkeypatch):
+    """The same round trip against Azurite, Microsoft's emulator (issue 30, "Also"): HTTPS and Entra ID
+    bearer tokens as it checks them, for `up`'s store and the node agent's own REST calls; the
+    node's token still comes from the managed identity stand-in."""
+    import ssl
+    import urllib.request
+
+    import fakes.objects
+    from fakes.azure import StaticToken
+    from gpufleet.clouds.azure.objects import Store
+
+    now = int(time.time())
+    token = StaticToken({"aud": "https://storage.azure.com", "iss": "https://sts.windows.net/72f988bf-0000/",
+                         "iat": now, "nbf": now - 60, "exp": now + 3600, "oid": "11111111-0000-0000-0000-000000000000"})
+    monkeypatch.setattr(fakes.objects, "TOKEN", token.token)  # what the node's managed identity hands out
+    monkeypatch.setenv("SSL_CERT_FILE", azurite["ca"])  # the agent (urllib) trusts Azurite's certificate
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", azurite["ca"])  # and so does `up` (azure-core over requests)
+    account, url = azurite["account"], azurite["url"]
+    urllib.request.urlopen(urllib.request.Request(
+        f"{url}/{account}/gpufleet?restype=container", method="PUT",
+        headers={"Authorization": f"Bearer {token.token}", "x-ms-version": "2021-08-06"}),
+        context=ssl.create_default_context(cafile=azurite["ca"]), timeout=10).read()
+    monkeypatch.setenv("GPUFLEET_AZURE_BLOB_ENDPOINT", url + "/{account}")
+    store = Store({"cloud": "azure", "name": account, "container": "gpufleet"}, credential=token)
+    cfg = bootstrap.config("azure", cluster="t", pool="gpu", bucket="gpufleet", account=account,
+                           identity="11111111-0000-0000-0000-000000000000", endpoint=f"{url}/{account}",
+                           token_url=blob.url + "/metadata/identity/oauth2/token")
+    _round_trip(store, cfg, tmp_path, monkeypatch)
+
+
 def test_blob_container_through_entra_tokens_and_the_managed_identity(blob, tmp_path, monkeypatch):
     ref = {"cloud": "azure", "name": "gf0123456789abcdef012345", "container": "gpufleet"}
     store = cloudnodes.cloud("azure").objects(ref)
