@@ -411,9 +411,10 @@ def test_blob_container_in_azurite(azurite, blob, tmp_path, monkeypatch):
     import ssl
     import urllib.request
 
+    from gpufleet.clouds.azure.objects import Store
+
     import fakes.objects
     from fakes.azure import StaticToken
-    from gpufleet.clouds.azure.objects import Store
 
     now = int(time.time())
     token = StaticToken({"aud": "https://storage.azure.com", "iss": "https://sts.windows.net/72f988bf-0000/",
