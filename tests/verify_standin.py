@@ -65,6 +65,13 @@ def main(argv):
     for key in sorted((k for k in CAPTURES if k[0] == tool), key=len, reverse=True):
         if all(part in args for part in key[1:]):
             path = os.path.join(here, CAPTURES[key].format(level=level))
+            if tool == "all_reduce_perf":  # a second run replays <capture>.2 where there is one (a retried check)
+                runs = os.path.join(here, ".all_reduce_runs")
+                n = int(open(runs).read()) + 1 if os.path.exists(runs) else 1
+                with open(runs, "w") as f:
+                    f.write(str(n))
+                if n > 1 and os.path.exists(path + ".2"):
+                    path += ".2"
             if not os.path.exists(path):
                 print(f"{tool}: nothing to report here", file=sys.stderr)
                 return 1

@@ -177,7 +177,10 @@ def parse_health(gpus: dict[str, Gpu], text: str | None = None) -> dict[tuple[st
             gpu, count, _num(label, line, row, "nccl_busbw_gbs", required=False, positive=True), size,
             _num(label, line, row, "copy_gbs", required=False, positive=True),
             _num(label, line, row, "ib_rate_gbps", required=False, positive=True),
-            _need(label, line, row, "source"), _need(label, line, row, "as_of"))
+            _need(label, line, row, "source"), _need(label, line, row, "as_of"),
+            _num(label, line, row, "nccl_ring_busbw_gbs", required=False, positive=True),
+            (row.get("ring_source") or "").strip() or None,
+            tuple(x for x in (row.get("nvls_instances") or "").split(";") if x.strip()))
     return out
 
 

@@ -86,6 +86,12 @@ class HealthThreshold:
     ib_rate_gbps: float | None
     source: str
     as_of: str
+    # where NVLink SHARP (NVLS) lifts the all-reduce above what the links carry, ``nccl_busbw_gbs`` is
+    # that level: a fail only on the instance types whose own checks demand it (``nvls_instances``);
+    # elsewhere a node fails below the ring level and warns below the NVLS level
+    nccl_ring_busbw_gbs: float | None = None
+    ring_source: str | None = None
+    nvls_instances: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

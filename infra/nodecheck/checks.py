@@ -376,32 +376,45 @@ def nccl(node: Node) -> list[dict]:
     size = spec.get("bytes", "8G")
     argv = ["all_reduce_perf", "-b", spec.get("min_bytes", size), "-e", size, "-f", "2", "-g", str(n),
             "-w", "5", "-n", str(spec.get("iters", 20))]
-    p = node.tools.start(argv)
-    if p is None:
-        node.samples = _sample(node)
-        return [skip("bw.nccl", "all_reduce_perf (nccl-tests) is not installed", spec.get("min_busbw_gbs"))]
-    while True:
-        node.samples += _sample(node)
-        ran = node.tools.finish(p, timeout=float(spec.get("timeout_s", 600)), wait=NCCL_SAMPLE_S)
-        if ran is not None:
+    want, warn_below = spec.get("min_busbw_gbs"), spec.get("warn_below_gbs")
+    best, runs = None, 0  # (busbw, its parsed output)
+    while runs <= int(spec.get("retries", 0)):
+        runs += 1
+        # below the threshold, once more before judging (as azurehpc-health-checks' check_nccl_allreduce
+        # repeats): one slow run is often another job or a clock ramp, not the node
+        p = node.tools.start(argv)
+        if p is None:
+            node.samples = _sample(node)
+            return [skip("bw.nccl", "all_reduce_perf (nccl-tests) is not installed", want)]
+        while True:
+            node.samples += _sample(node)
+            ran = node.tools.finish(p, timeout=float(spec.get("timeout_s", 600)), wait=NCCL_SAMPLE_S)
+            if ran is not None:
+                break
+        node.nccl = ran
+        out = parsers.all_reduce(ran.out)
+        if ran.rc != 0 or out["errors"] or out["busbw"] is None:
+            why = out["errors"][0] if out["errors"] else ran.why()
+            return [result("bw.nccl", "fail", why, f">= {want} GB/s", "GF-NCCL-ERROR")]
+        if best is None or out["busbw"] > best[0]:
+            best = (out["busbw"], out)
+        if want is None or best[0] >= want:
             break
-    node.nccl = ran
-    out = parsers.all_reduce(ran.out)
-    want = spec.get("min_busbw_gbs")
-    if ran.rc != 0 or out["errors"] or out["busbw"] is None:
-        why = out["errors"][0] if out["errors"] else ran.why()
-        return [result("bw.nccl", "fail", why, f">= {want} GB/s", "GF-NCCL-ERROR")]
+    busbw, out = best
     res = []
     if out["wrong"] or out["out_of_bounds"]:
         res.append(result("bw.nccl_correct", "fail", f"{out['wrong']} wrong, {out['out_of_bounds']} out of bounds", 0,
                           "GF-NCCL-WRONG"))
-    busbw = out["busbw"]
-    measured = f"{busbw:.1f} GB/s at {_bytes(out['max_bytes'])}"
+    measured = f"{busbw:.1f} GB/s at {_bytes(out['max_bytes'])}" + (f" (best of {runs} runs)" if runs > 1 else "")
     if want is None:
         res.append(result("bw.nccl", "pass", measured, None, detail="no threshold in the catalog for this GPU"))
+    elif busbw < want:
+        res.append(result("bw.nccl", "fail", measured, f">= {want} GB/s", "GF-NCCL-BUSBW", detail=spec.get("source")))
+    elif warn_below is not None and busbw < warn_below:
+        res.append(result("bw.nccl", "warn", measured, f">= {warn_below} GB/s with NVLink SHARP, >= {want} without",
+                          "GF-NCCL-NVLS", detail=spec.get("warn_source")))
     else:
-        res.append(result("bw.nccl", "pass" if busbw >= want else "fail", measured, f">= {want} GB/s", "GF-NCCL-BUSBW",
-                          detail=spec.get("source")))
+        res.append(result("bw.nccl", "pass", measured, f">= {warn_below or want} GB/s", detail=spec.get("source")))
     return res
 
 

@@ -52,6 +52,8 @@ REMEDIES: dict[str, str] = {
     "GF-NCCL-WRONG": "the all-reduce produced wrong values: a GPU or link corrupts data; drain the node",
     "GF-NCCL-BUSBW": "NCCL all-reduce bandwidth is below the threshold: check NVLink, the fabric manager, "
                      "PCIe/ACS settings and other jobs on the node",
+    "GF-NCCL-NVLS": "the all-reduce reaches what NVLink carries without NVLink SHARP, not what NVLS gives: check "
+                    "that the fabric manager runs and NCCL_NVLS_ENABLE is not 0 (a VM may not expose NVLS)",
     "GF-COPY-BW": "host<->device copy bandwidth is low: check PCIe link, NUMA/IOMMU settings and other jobs",
     "GF-MOUNT-MISSING": "a file system the stack asked for is not mounted: `gpufleet configure --force`, then "
                         "check the storage client's log",

@@ -29,6 +29,19 @@ REQUIRED_GPU = ("gpu.count", "gpu.driver", "health.ecc", "health.xid", "links.pc
 NCCL_MIN_BYTES = "1G"  # the table runs from here up to the threshold's size, doubling
 
 
+def _nccl_levels(row, instance_type: str | None) -> dict:
+    """The all-reduce's thresholds for what this node is: the NVLink SHARP level fails only where the
+    instance type's own checks demand it (Azure's ND H100/H200 v5); elsewhere NVLS may be off or absent,
+    so the node fails below the ring level and warns below the NVLS level."""
+    if row is None:
+        return {"min_busbw_gbs": None, "source": None}
+    source = f"{row.source} ({row.as_of})"
+    if row.nccl_ring_busbw_gbs is None or instance_type in row.nvls_instances:
+        return {"min_busbw_gbs": row.nccl_busbw_gbs, "source": source}
+    return {"min_busbw_gbs": row.nccl_ring_busbw_gbs, "source": row.ring_source,
+            "warn_below_gbs": row.nccl_busbw_gbs, "warn_source": source}
+
+
 def for_pool(stack, pool, cat, *, node: str = "") -> dict:
     """The expectations of one node of ``pool`` (``node``: its name in the report)."""
     gpu_name, count = _gpu_of(pool, cat)
@@ -58,8 +71,7 @@ def for_pool(stack, pool, cat, *, node: str = "") -> dict:
         copy_row = row or next((h for (name, _), h in health.items() if name == g.name and h.copy_gbs), None)
         if count > 1:
             exp["nccl"] = {"bytes": (row.nccl_bytes if row else None) or "8G", "min_bytes": NCCL_MIN_BYTES,
-                           "min_busbw_gbs": row.nccl_busbw_gbs if row else None,
-                           "source": f"{row.source} ({row.as_of})" if row else None}
+                           **_nccl_levels(row, pool.instance_type), "retries": 1}
         exp["copy"] = {"min_gbs": copy_row.copy_gbs if copy_row else None,
                        "source": f"{copy_row.source} ({copy_row.as_of})" if copy_row else None}
         if installs("verify_tools"):

@@ -240,11 +240,51 @@ def test_expectations_follow_the_catalog_and_the_fabric():
         {"name": "l4", "provider": "gcp", "region": "us-central1", "instance_type": "g2-standard-4", "nodes": 1}]})
     aws, gcp, l4 = (expect.for_pool(stack, p, cat) for p in stack.pools)
     assert aws["gpus"]["count"] == 8 and aws["gpus"]["nvswitch"] and aws["efa"] == 32 and "ib" not in aws
-    assert aws["nccl"]["min_busbw_gbs"] == 460 and aws["nccl"]["bytes"] == "16G" and aws["copy"]["min_gbs"] == 48
+    # AWS's H100s: a healthy node without NVLink SHARP reaches ~370 GB/s; Azure's 460 only warns
+    assert aws["nccl"]["min_busbw_gbs"] == 370 and aws["nccl"]["warn_below_gbs"] == 460
+    assert "nccl-tests#212" in aws["nccl"]["source"] and aws["nccl"]["retries"] == 1
+    assert aws["nccl"]["bytes"] == "16G" and aws["copy"]["min_gbs"] == 48
     assert aws["mounts"] == [{"path": "/fsx", "fstype": "lustre", "min_read_mbs": 600}]
     assert gcp["tcpx"]["processes"] == ["tcpgpudmarxd"] and 79 in gcp["fatal_xids"] and 94 not in gcp["fatal_xids"]
     assert l4["gpus"] == {"count": 1, "model": "L4", "family": "L4", "memory_gb": 24.0, "tdp_w": 72.0, "pcie_gen": 4,
                           "nvlink": False, "nvswitch": False} and "nccl" not in l4 and l4["copy"]["min_gbs"] is None
+
+
+def test_azures_own_nvls_threshold_fails_only_on_its_own_instance_types():
+    assert h100_expect()["nccl"]["min_busbw_gbs"] == 460 and "warn_below_gbs" not in h100_expect()["nccl"]
+
+
+def _p5_expect() -> dict:
+    cat = catalog.load(use_config=False)
+    stack = Stack.model_validate({"name": "v", "owner": "a@b.c", "software": {"driver": "570", "cuda": "12.8"},
+                                  "pools": [{"name": "p", "provider": "aws", "region": "us-east-1",
+                                             "instance_type": "p5.48xlarge", "nodes": 2}]})
+    exp = expect.for_pool(stack, stack.pools[0], cat, node="p-0")
+    exp["efa"] = None  # the captures are of an Azure node: no EFA devices
+    return exp
+
+
+@pytest.mark.parametrize("busbw,status,code", [("412.50", "warn", "GF-NCCL-NVLS"), ("351.20", "fail", "GF-NCCL-BUSBW"),
+                                               ("471.38", "pass", None)])
+def test_an_h100_without_nvls_fails_below_the_ring_level_and_warns_below_nvls(tmp_path, busbw, status, code):
+    """NVLink SHARP lifts the all-reduce from ~370 to ~480 GB/s (nccl-tests#212): keyed by GPU only, a
+    healthy H100 outside Azure failed Azure's 460 (issue 30, item 6)."""
+    text = (H100 / "all_reduce_perf.txt").read_text().replace("471.38", busbw).replace("466.71", busbw)
+    rc, rep = run_bundle(tmp_path, standins(tmp_path, H100, {"all_reduce_perf.txt": text}), _p5_expect())
+    check = by_check(rep)["bw.nccl"]
+    assert (check["status"], check["code"]) == (status, code), check
+    assert rc == (1 if status == "fail" else 0)
+
+
+def test_a_slow_all_reduce_is_run_once_more_before_it_fails(tmp_path):
+    """One slow run is often another job or a clock ramp: the check runs again once and judges the
+    better (as azurehpc-health-checks' check_nccl_allreduce does)."""
+    slow = (H100 / "all_reduce_perf.txt").read_text().replace("471.38", "152.02").replace("466.71", "150.51")
+    bin_dir = standins(tmp_path, H100, {"all_reduce_perf.txt": slow})
+    (bin_dir.parent / "captures" / "all_reduce_perf.txt.2").write_text((H100 / "all_reduce_perf.txt").read_text())
+    rc, rep = run_bundle(tmp_path, bin_dir, h100_expect())
+    check = by_check(rep)["bw.nccl"]
+    assert rc == 0 and check["status"] == "pass" and "best of 2 runs" in check["measured"], check
 
 
 def test_health_csv_errors_name_file_line_and_key():
@@ -267,4 +307,4 @@ def test_verify_cli_refuses_bad_input(tmp_path, monkeypatch):
     r = cli("verify", "no-such-cluster")
     assert r.exit_code == 2 and "Traceback" not in r.output
     r = cli("verify", str(ROOT / "stacks" / "examples" / "local-rack.yaml"))
-    assert r.exit_code == 2 and "unknown cluster 'local-rack'" in r.output
+    assert r.exit_code == 2 and "no cluster 'local-rack'" in r.output
