@@ -269,6 +269,67 @@ def fake_gcs_server():
         server.stop()
 
 
+class IamMoto:
+    """A moto server of its own that checks every request's signature and IAM policy as AWS does
+    (INITIAL_NO_AUTH_ACTION_COUNT: only the three calls that make its admin are not checked)."""
+
+    def __init__(self, url: str):
+        import boto3
+
+        self.url = url
+        iam = boto3.client("iam", endpoint_url=url, region_name="us-east-1", aws_access_key_id="AKIABOOTSTRAP",
+                           aws_secret_access_key="x")
+        self.admin = self._user(iam, "admin", {"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": "*", "Resource": "*"}]})
+
+    @staticmethod
+    def _user(iam, name: str, policy: dict) -> dict:
+        import json
+
+        iam.create_user(UserName=name)
+        iam.put_user_policy(UserName=name, PolicyName="policy", PolicyDocument=json.dumps(policy))
+        key = iam.create_access_key(UserName=name)["AccessKey"]
+        return {"aws_access_key_id": key["AccessKeyId"], "aws_secret_access_key": key["SecretAccessKey"]}
+
+    def client(self, service: str, creds: dict | None = None, region: str = "us-east-1"):
+        import boto3
+
+        return boto3.client(service, endpoint_url=self.url, region_name=region, **(creds or self.admin))
+
+    def user(self, name: str, policy: dict) -> dict:
+        """A user allowed exactly ``policy``; its access key."""
+        return self._user(self.client("iam"), name, policy)
+
+
+@pytest.fixture
+def iam_moto():
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # the tests' moto (fakes/aws.py: with the calls moto lacks) in a process of its own, where moto's
+    # setting takes effect
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fakes" / "aws.py"), str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "3"})
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(150):
+        try:
+            urllib.request.urlopen(url + "/moto-api/", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    try:
+        yield IamMoto(url)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 AZURITE = ROOT / ".azurite" / "node_modules" / ".bin" / "azurite-blob"
 
 

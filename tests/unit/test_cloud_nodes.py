@@ -61,58 +61,21 @@ def test_the_agents_s3_requests_are_signed_as_s3_signs_them(endpoint):
         assert ours["authorization"] == req.headers["Authorization"], key
 
 
-@pytest.fixture
-def signing_s3(tmp_path):
-    """A moto server of its own that checks every request's signature and IAM policy as AWS does
-    (INITIAL_NO_AUTH_ACTION_COUNT: the first few calls, which make the role, are not checked)."""
-    import socket
-    import subprocess
-    import sys
-    import urllib.request
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "5"})
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(url + "/moto-api/", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.1)
-    try:
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-def test_a_signature_checking_s3_accepts_the_agents_status_put(signing_s3, monkeypatch):
+def test_a_signature_checking_s3_accepts_the_agents_status_put(iam_moto, monkeypatch):
     """The node's own path, against a server that checks signatures: an instance role's session
     (its aws:userid is ``AROA...:<session>``, so the status key has a ':'), a security token, and
     a key with a space. Before issue 30's fix every status PUT here was SignatureDoesNotMatch."""
-    import boto3
-
-    kw = {"endpoint_url": signing_s3, "region_name": "us-east-1"}
-    admin = {"aws_access_key_id": "AKIAADMIN", "aws_secret_access_key": "x"}
-    iam = boto3.client("iam", **kw, **admin)
-    iam.create_user(UserName="deployer")
     allow = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
-    iam.put_user_policy(UserName="deployer", PolicyName="all", PolicyDocument=allow)
-    key = iam.create_access_key(UserName="deployer")["AccessKey"]
+    iam = iam_moto.client("iam")
     role = iam.create_role(RoleName="node", AssumeRolePolicyDocument=json.dumps({
         "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}]}))
     iam.put_role_policy(RoleName="node", PolicyName="all", PolicyDocument=allow)
-    deployer = {"aws_access_key_id": key["AccessKeyId"], "aws_secret_access_key": key["SecretAccessKey"]}
-    boto3.client("s3", **kw, **deployer).create_bucket(Bucket="gpufleet-c-0123")
-    session = boto3.client("sts", **kw, **deployer).assume_role(RoleArn=role["Role"]["Arn"],
-                                                               RoleSessionName="i-0abc123")["Credentials"]
+    iam_moto.client("s3").create_bucket(Bucket="gpufleet-c-0123")
+    session = iam_moto.client("sts").assume_role(RoleArn=role["Role"]["Arn"], RoleSessionName="i-0abc123")["Credentials"]
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", session["AccessKeyId"])
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", session["SecretAccessKey"])
     monkeypatch.setenv("AWS_SESSION_TOKEN", session["SessionToken"])
-    store = node_agent.S3({"bucket": "gpufleet-c-0123", "region": "us-east-1", "endpoint": signing_s3})
+    store = node_agent.S3({"bucket": "gpufleet-c-0123", "region": "us-east-1", "endpoint": iam_moto.url})
     writer = store.writer("i-0abc123")
     assert writer.startswith("AROA") and writer.endswith(":i-0abc123")
     for k in (f"status/trainers/{writer}.json", "pools/my pool/current.json"):
