@@ -1,13 +1,18 @@
 """Stack files: the typed model of a fleet, loading, and validation with file:line errors.
 
-Validation runs in two passes and reports every problem it finds, each as
+Validation runs in phases and one run reports every problem it finds, each as
 ``file:line: key: problem`` with a hint:
 
 1. shape: YAML syntax, unknown keys (with "did you mean"), types, ranges, required keys;
-2. catalog: GPU and instance-type names, real regions, the instance type offered in the
+2. cross-pool: pool names and rack hosts unique;
+3. catalog: GPU and instance-type names, real regions, the instance type offered in the
    region; then the checks the caller adds (``pool_checks``, ``stack_checks``): what each
    provider can do for a pool, whether the software fits, which lives above this module
    (``fleet.stacks.load`` runs them all).
+
+Phases 2 and 3 run on the parts that passed the first (each pool, each top-level key), even when
+others did not; a check that reads a part that failed is skipped, as its findings would follow
+from the problem already reported.
 """
 
 from __future__ import annotations
@@ -387,27 +392,6 @@ class Stack(_Strict):
         parse_ttl(v)
         return v
 
-    @model_validator(mode="after")
-    def _unique_pools(self):
-        seen: set[str] = set()
-        for p in self.pools:
-            if p.name in seen:
-                raise HintedValueError(f"two pools are named {p.name!r}", "pool names must be unique in a stack")
-            seen.add(p.name)
-        return self
-
-    @model_validator(mode="after")
-    def _unique_hosts(self):
-        where: dict[tuple[str, int], str] = {}
-        for p in self.pools:
-            for i, h in enumerate(p.hosts):
-                key = (h.address.lower().rstrip("."), h.port)
-                if key in where:
-                    raise HintedValueError(f"host {h.address}:{h.port} is listed twice ({where[key]} and "
-                                           f"{p.name}[{i}])", "one machine is one host of one pool")
-                where[key] = f"{p.name}[{i}]"
-        return self
-
     @property
     def ttl_delta(self) -> dt.timedelta:
         return parse_ttl(self.ttl)
@@ -432,14 +416,59 @@ PoolCheck = Callable[["Stack", "Pool", Any, Any], Iterable[Problem]]
 StackCheck = Callable[["Stack", Any], Iterable[Problem]]  # (stack, catalog)
 
 
-def check_against_catalog(stack: Stack, located: Located, cat, *, pool_checks: Iterable[PoolCheck] = (),
-                          stack_checks: Iterable[StackCheck] = ()) -> None:
-    """Cross-check names against the catalog, then run the caller's checks; raise SpecErrors
-    listing every problem. A pool check runs on each pool whose names the catalog knows."""
+def unique_pools(stack: Stack, cat) -> Iterable[Problem]:
+    """No two pools share a name (it names their cloud resources)."""
+    seen: set[str] = set()
+    for i, p in enumerate(stack.pools):
+        if p.name in seen:
+            yield Problem(("pools", i, "name"), f"two pools are named {p.name!r}", "pool names must be unique in a stack")
+        seen.add(p.name)
+
+
+def unique_hosts(stack: Stack, cat) -> Iterable[Problem]:
+    """No machine is listed twice, in one rack pool or two."""
+    where: dict[tuple[str, int], str] = {}
+    for j, p in enumerate(stack.pools):
+        for i, h in enumerate(p.hosts):
+            key = (h.address.lower().rstrip("."), h.port)
+            if key in where:
+                yield Problem(("pools", j, "hosts", i), f"host {h.address}:{h.port} is listed twice ({where[key]} and "
+                              f"{p.name}[{i}])", "one machine is one host of one pool")
+            where.setdefault(key, f"{p.name}[{i}]")
+
+
+class _Unchecked(Exception):
+    """A check read a part of the stack that failed the schema."""
+
+
+class _Failed:
+    """Stands for a part of the stack that failed the schema. A check that reads it is skipped: what
+    it would find there follows from, or hides behind, the schema problem already reported."""
+
+    def __getattr__(self, name):
+        raise _Unchecked(name)
+
+
+def _findings(check, *args) -> list[Problem]:
+    try:
+        return list(check(*args))
+    except _Unchecked:
+        return []
+
+
+def cross_checks(stack: Stack, located: Located, cat, *, pool_checks: Iterable[PoolCheck] = (),
+                 stack_checks: Iterable[StackCheck] = (), pool_index: list[int] | None = None) -> list[SpecError]:
+    """What the schema cannot see: pools against each other, names against the catalog, then the
+    caller's checks; every problem found. A pool check runs on each pool whose names the catalog
+    knows. ``pool_index``: for a stack holding only the pools that passed the schema, the index of
+    each in the file."""
     errs: list[SpecError] = []
     pool_checks = tuple(pool_checks)
+    index = pool_index if pool_index is not None else range(len(stack.pools))
 
     def err(keys: tuple, problem: str, hint: str | None = None):
+        if keys[:1] == ("pools",) and len(keys) > 1:
+            keys = ("pools", index[keys[1]]) + keys[2:]
         errs.append(SpecError(located.path, located.line(keys), dotted(keys), problem, hint))
 
     for i, pool in enumerate(stack.pools):
@@ -452,13 +481,39 @@ def check_against_catalog(stack: Stack, located: Located, cat, *, pool_checks: I
         it = None if pool.provider == "baremetal" else \
             _instance_problems(pool, cat, lambda k, m, h=None, base=base: err(base + k, m, h))
         if pool.provider == "baremetal" or it is not None:
-            for prob in (x for check in pool_checks for x in check(stack, pool, it, cat)):
+            for prob in (x for check in pool_checks for x in _findings(check, stack, pool, it, cat)):
                 err(base + prob.keys, prob.message, prob.hint)
-    _check_access(stack, located, err)
-    for prob in (x for check in stack_checks for x in check(stack, cat)):
+    try:
+        _check_access(stack, located, err)
+    except _Unchecked:
+        pass
+    for prob in (x for check in (unique_pools, unique_hosts, *stack_checks) for x in _findings(check, stack, cat)):
         err(prob.keys, prob.message, prob.hint)
-    if errs:
-        raise SpecErrors(sorted(errs, key=lambda e: e.line or 0))
+    return errs
+
+
+def _valid_parts(data: dict) -> tuple[Stack, list[int]]:
+    """For a stack that fails the schema: a stack of its parts that pass it (each pool on its own,
+    each top-level key), the others _Failed, and the index in the file of each pool it holds."""
+    from pydantic import TypeAdapter, ValidationError
+
+    failed: set[tuple] = set()
+    try:
+        Stack.model_validate(data)
+    except ValidationError as e:  # where the problems are: pools[i], or a top-level key
+        failed = {tuple(x["loc"][:2]) if x["loc"][:1] == ("pools",) and len(x["loc"]) > 1 else x["loc"][:1]
+                  for x in e.errors()}
+    fields: dict[str, Any] = {}
+    index: list[int] = []
+    for name, info in Stack.model_fields.items():
+        if (name,) in failed:  # missing too
+            fields[name] = [] if name == "pools" else _Failed()
+        elif name == "pools":
+            index = [i for i in range(len(data["pools"])) if ("pools", i) not in failed]
+            fields[name] = [Pool.model_validate(data["pools"][i]) for i in index]
+        elif name in data:
+            fields[name] = TypeAdapter(info.annotation).validate_python(data[name])
+    return Stack.model_construct(**fields), index
 
 
 def _instance_problems(pool: Pool, cat, err):
@@ -552,7 +607,12 @@ def load(path: str | Path, cat, *, text: str | None = None, pool_checks: Iterabl
     """Load a stack file and validate it against the catalog and the given checks. Raises
     SpecError/SpecErrors (exit code 2). ``fleet.stacks.load`` adds every provider's checks."""
     located = load_text(text, str(path)) if text is not None else load_file(path)
-    stack = validate_located(Stack, located)
+    try:
+        stack, index, errs = validate_located(Stack, located), None, []
+    except SpecErrors as e:  # the parts that pass are checked on, so that one run reports every problem it can
+        (stack, index), errs = _valid_parts(located.data), list(e.errors)
     stack.source = str(path)
-    check_against_catalog(stack, located, cat, pool_checks=pool_checks, stack_checks=stack_checks)
+    errs += cross_checks(stack, located, cat, pool_checks=pool_checks, stack_checks=stack_checks, pool_index=index)
+    if errs:
+        raise SpecErrors(sorted(errs, key=lambda e: e.line or 0))
     return stack

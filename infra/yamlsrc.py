@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,17 +44,36 @@ PLAIN_COLLECTIONS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 def load_file(path: str | Path) -> Located:
     p = Path(path)
     try:
-        size = p.stat().st_size
-        if size > MAX_BYTES:
-            raise SpecError(str(path), None, "", f"the file is {size / 1e6:.1f} MB; at most {MAX_BYTES / 1e6:.0f} MB "
-                            "is read", "is this the right file?")
-        text = p.read_text(encoding="utf-8")
+        st = p.stat()
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+            raise SpecError(str(path), None, "", f"this is {_kind(st.st_mode)}, not a file", "give the path of a YAML file")
+        if st.st_size > MAX_BYTES:
+            raise SpecError(str(path), None, "", f"the file is {st.st_size / 1e6:.1f} MB; at most {MAX_BYTES / 1e6:.0f} "
+                            "MB is read", "is this the right file?")
+        # a named pipe is opened without waiting for a writer (none: it reads as empty), so that
+        # `<(command)` works and a forgotten pipe never hangs; the read stops past the limit
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+        os.set_blocking(fd, True)
+        with open(fd, encoding="utf-8") as f:
+            text = f.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise SpecError(str(path), None, "", "file not found",
                         "check the path; example stacks live in stacks/examples/") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
+    except (PermissionError, UnicodeDecodeError) as e:
         raise SpecError(str(path), None, "", f"cannot read: {e}") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise SpecError(str(path), None, "", "the path is a loop of symbolic links",
+                            "point the link at the file itself (`ls -l` shows where each link leads)") from None
+        raise SpecError(str(path), None, "", f"cannot read: {e.strerror or e}") from None
+    if not text and stat.S_ISFIFO(st.st_mode):
+        raise SpecError(str(path), None, "", "nothing to read from this named pipe",
+                        "a pipe is read while a program writes to it: give the file itself")
     return load_text(text, str(path))
+
+
+def _kind(mode: int) -> str:
+    return "a directory" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
 
 
 def load_text(text: str, path: str = "<string>") -> Located:
@@ -61,6 +83,7 @@ def load_text(text: str, path: str = "<string>") -> Located:
         raise SpecError(path, None, "", f"the text is {len(text) / 1e6:.1f} MB; at most {MAX_BYTES / 1e6:.0f} MB is read")
     loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
+        _check_depth(loader_cls, text, path)
         loader = loader_cls(text)
         try:
             node = loader.get_single_node()
@@ -74,9 +97,6 @@ def load_text(text: str, path: str = "<string>") -> Located:
                         "check indentation and quoting around this line") from None
     except yaml.YAMLError as e:
         raise SpecError(path, None, "", f"YAML error: {e}") from None
-    except RecursionError:
-        raise SpecError(path, None, "", f"nested more than {MAX_DEPTH} levels deep",
-                        "a stack file is a few levels deep: is this the right file?") from None
     out = Located(data=None, path=path)
     if node is None:
         out.data = {}
@@ -84,6 +104,50 @@ def load_text(text: str, path: str = "<string>") -> Located:
     walk = _Walk(out, yaml.SafeLoader(""))  # the constructor resolves scalars only
     out.data = walk.value(node, ())
     return out
+
+
+def _check_depth(loader_cls, text: str, path: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH from the event stream, before any node is built: the
+    composer recurses, and libyaml (PyYAML 6.0.4 on) refuses 1000 levels in its own words.
+    libyaml reads ahead up to a line, so on a line that opens hundreds of flow collections ([ {)
+    its refusal comes before the events that say how deep the text is: then the pure-Python
+    parser, which has no such limit, tells (libyaml holds back no events for block collections)."""
+    import yaml
+
+    try:
+        line = _too_deep(loader_cls, text)
+    except yaml.MarkedYAMLError:
+        if loader_cls is yaml.SafeLoader or text.count("[") + text.count("{") <= MAX_DEPTH:
+            raise
+        try:
+            line = _too_deep(yaml.SafeLoader, text)
+        except yaml.MarkedYAMLError:
+            line = None
+        if line is None:
+            raise
+    if line is not None:
+        raise SpecError(path, line, "", f"nested more than {MAX_DEPTH} levels deep",
+                        "a stack file is a few levels deep: is this the right file?")
+
+
+def _too_deep(loader_cls, text: str) -> int | None:
+    """The line of the first node inside more than MAX_DEPTH collections, or None."""
+    import yaml
+
+    loader = loader_cls(text)
+    try:
+        depth = 0
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, yaml.NodeEvent) and depth > MAX_DEPTH:
+                return event.start_mark.line + 1
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+        return None
+    finally:
+        loader.dispose()
 
 
 class _Walk:

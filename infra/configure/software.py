@@ -15,10 +15,12 @@ Checked before any host is touched. Figures and their sources (read 2026-11-22):
   pinning: ``nvidia-driver-pinning-<branch>`` (apt) and ``dnf module enable
   nvidia-driver:<branch>-open`` (RHEL 9).
 - PyTorch wheel variants per release: pytorch.org "previous versions" install matrix.
+- Framework releases: the release histories of torch, tensorflow and jax on PyPI.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 # CUDA toolkit -> minimum Linux driver (major.minor of the GA driver)
@@ -54,6 +56,18 @@ TORCH_CUDA = {
     "2.7": ["11.8", "12.6", "12.8"], "2.8": ["12.6", "12.8", "12.9"], "2.9": ["12.6", "12.8", "13.0"],
 }
 FRAMEWORKS = ("pytorch", "tensorflow", "jax")
+# Releases on PyPI (pypi.org/project/torch|tensorflow|jax, release history, read 2026-11-24) since July
+# 2024. A version not listed is refused with the nearest, so that a typo never reaches pip on every
+# node; a PyTorch release newer than TORCH_CUDA knows is installed as its CUDA pairing says (torch_variant).
+RELEASES = {
+    "pytorch": ("2.4.0", "2.4.1", "2.5.0", "2.5.1", "2.6.0", "2.7.0", "2.7.1", "2.8.0", "2.9.0", "2.9.1", "2.10.0",
+                "2.11.0", "2.12.0", "2.12.1", "2.13.0", "2.14.0", "2.14.1", "2.15.0"),
+    "tensorflow": ("2.17.0", "2.17.1", "2.18.0", "2.18.1", "2.19.0", "2.19.1", "2.20.0", "2.21.0"),
+    "jax": ("0.4.31", "0.4.33", "0.4.34", "0.4.35", "0.4.36", "0.4.37", "0.4.38", "0.5.0", "0.5.1", "0.5.2",
+            "0.5.3", "0.6.0", "0.6.1", "0.6.2", "0.7.0", "0.7.1", "0.7.2", "0.8.0", "0.8.1", "0.8.2", "0.8.3",
+            "0.9.0", "0.9.0.1", "0.9.1", "0.9.2", "0.10.0", "0.10.1", "0.10.2"),
+}
+FRAMEWORK_NAMES = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "jax": "JAX"}
 
 
 def _v(s: str) -> tuple[int, ...]:
@@ -118,12 +132,36 @@ def check(*, driver: str, cuda: str, osfinger: str | None = None, gpu: str | Non
             out.append(Problem("software.open_kernel_modules", f"{gpu} (Blackwell) works only with the open kernel modules",
                                "set open_kernel_modules: true (or auto)"))
     for fw, ver in (frameworks or {}).items():
-        if fw == "pytorch" and ver and cuda in CUDA_MIN_DRIVER and torch_variant(ver, cuda) is None:
+        known = RELEASES[fw]
+        if not re.fullmatch(r"\d+(\.\d+)*", ver):
+            out.append(Problem(f"software.frameworks.{fw}", f"{ver!r} is not a {FRAMEWORK_NAMES[fw]} version",
+                               f"releases gpufleet knows: {', '.join(known)}"))
+        elif release(fw, ver) is None:
+            out.append(Problem(f"software.frameworks.{fw}", f"{FRAMEWORK_NAMES[fw]} {ver} is not a release gpufleet "
+                                                            "knows",
+                               f"the nearest is {nearest_release(fw, ver)}; releases gpufleet knows: {', '.join(known)}"))
+        elif fw == "pytorch" and cuda in CUDA_MIN_DRIVER and torch_variant(ver, cuda) is None:
             mm = ".".join(str(ver).split(".")[:2])
             out.append(Problem("software.frameworks.pytorch", f"PyTorch {ver} has no wheel for CUDA {cuda} or older "
                                                               f"(published: {', '.join(TORCH_CUDA.get(mm, []))})",
                                "choose another PyTorch or CUDA version"))
     return out
+
+
+def _padded(version: str, n: int) -> tuple[int, ...]:
+    v = _v(version)
+    return v + (0,) * (n - len(v))
+
+
+def release(framework: str, version: str) -> str | None:
+    """The known release a version names, as pip reads ``==``: 2.7 is 2.7.0."""
+    return next((r for r in RELEASES[framework] if _padded(r, 4) == _padded(version, 4)), None)
+
+
+def nearest_release(framework: str, version: str) -> str:
+    """The newest known release not newer than ``version``, else the oldest."""
+    older = [r for r in RELEASES[framework] if _padded(r, 4) <= _padded(version, 4)]
+    return older[-1] if older else RELEASES[framework][0]
 
 
 def gpu_arch(gpu: str | None) -> tuple[str, int] | None:

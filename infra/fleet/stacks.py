@@ -86,7 +86,10 @@ def workload_known(stack, cat) -> Iterable[Problem]:
 def software_fits(stack, cat) -> Iterable[Problem]:
     """Driver, CUDA, OS image, GPU and frameworks go together (racks' OS is checked on the hosts)."""
     sw = stack.software
-    seen: set[tuple] = set()
+    base = dict(driver=sw.driver, cuda=sw.cuda, open_modules=sw.open_kernel_modules)
+    # what no pool changes (CUDA, frameworks) once, so that it is said even when no pool could be
+    # checked; then what each pool's OS and GPU add
+    found = [(None, software.check(**base, frameworks=dict(sw.frameworks)))]
     for i, pool in enumerate(stack.pools):
         gpu = pool.gpu
         if pool.instance_type and pool.provider != "baremetal":
@@ -95,8 +98,10 @@ def software_fits(stack, cat) -> Iterable[Problem]:
             except NotFound:
                 continue  # reported by the catalog pass
         os_ = osfinger(pool.image) if pool.provider != "baremetal" else None  # a cloud's own image says no OS
-        for prob in software.check(driver=sw.driver, cuda=sw.cuda, osfinger=os_, gpu=gpu,
-                                   open_modules=sw.open_kernel_modules, frameworks=dict(sw.frameworks)):
+        found.append((i, software.check(**base, osfinger=os_, gpu=gpu)))
+    seen: set[tuple] = set()
+    for i, probs in found:
+        for prob in probs:
             if prob.warning or (prob.key, prob.message) in seen:
                 continue
             seen.add((prob.key, prob.message))
@@ -108,6 +113,6 @@ def software_fits(stack, cat) -> Iterable[Problem]:
 def stack_of(target: str, cat=None) -> spec.Stack | None:
     """A stack file gives the stack (loaded and checked); anything else is a cluster name (None)."""
     p = Path(target)
-    if p.suffix in (".yaml", ".yml") or p.exists():
+    if p.suffix in (".yaml", ".yml") or p.exists() or p.is_symlink():  # a broken link: load says why
         return load(p, cat)
     return None
