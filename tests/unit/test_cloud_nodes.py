@@ -17,24 +17,29 @@ from gpufleet.configure import cloudnodes
 
 from conftest import ROOT
 
+CREDS = {"key": "AKIDEXAMPLE", "secret": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "token": "tok/en="}
+
+
+def _signed_alike(signer_class, service: str, region: str, method: str, url: str, body: bytes) -> None:
+    """The agent's signature of a request is botocore's (``signer_class``), made at the same moment."""
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    req = AWSRequest(method=method, url=url, data=body, headers={
+        "x-amz-content-sha256": node_agent.hashlib.sha256(body).hexdigest(), "x-amz-security-token": CREDS["token"]})
+    signer_class(Credentials(CREDS["key"], CREDS["secret"], CREDS["token"]), service, region).add_auth(req)
+    now = dt.datetime.strptime(req.context["timestamp"], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.timezone.utc)
+    ours = node_agent.sigv4_headers(method, url, region, service, CREDS, body, now=now)
+    assert ours["authorization"] == req.headers["Authorization"], url
+
 
 def test_sigv4_signature_is_botocores():
     """The agent signs its STS request itself (stdlib only on the node): the same headers as botocore's
     generic signer (S3's own rule for the path: the test after this one)."""
     from botocore.auth import SigV4Auth
-    from botocore.awsrequest import AWSRequest
-    from botocore.credentials import Credentials
 
-    creds = {"key": "AKIDEXAMPLE", "secret": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "token": "tok/en="}
-    for method, url, body in (("GET", "https://sts.us-east-1.amazonaws.com/?Version=2011-06-15&Action=GetCallerIdentity",
-                               b""),):
-        req = AWSRequest(method=method, url=url, data=body, headers={
-            "x-amz-content-sha256": node_agent.hashlib.sha256(body).hexdigest(), "x-amz-security-token": creds["token"]})
-        SigV4Auth(Credentials(creds["key"], creds["secret"], creds["token"]), "sts", "us-east-1").add_auth(req)
-        # the agent signs at the moment botocore did
-        now = dt.datetime.strptime(req.context["timestamp"], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.timezone.utc)
-        ours = node_agent.sigv4_headers(method, url, "us-east-1", "sts", creds, body, now=now)
-        assert ours["authorization"] == req.headers["Authorization"], url
+    _signed_alike(SigV4Auth, "sts", "us-east-1", "GET",
+                  "https://sts.us-east-1.amazonaws.com/?Version=2011-06-15&Action=GetCallerIdentity", b"")
 
 
 @pytest.mark.parametrize("endpoint", [None, "http://127.0.0.1:5000"])
@@ -43,22 +48,14 @@ def test_the_agents_s3_requests_are_signed_as_s3_signs_them(endpoint):
     normalise or re-encode it); status keys hold the role session's user id, so a ':' is sent as
     %3A. Signed as %253A, every status PUT of every AWS node was refused (issue 30, item 1)."""
     from botocore.auth import S3SigV4Auth
-    from botocore.awsrequest import AWSRequest
-    from botocore.credentials import Credentials
 
-    creds = {"key": "AKIDEXAMPLE", "secret": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "token": "tok/en="}
     store = node_agent.S3({"bucket": "gpufleet-c-0123", "region": "eu-west-1", "endpoint": endpoint})
     for method, key, body in (("PUT", "status/trainers/AROAEXAMPLEID:i-0abc123.json", b'{"ok": true}'),
                               ("GET", "pools/my pool/current.json", b""),
                               ("GET", "tree/a+b=c~d.tar.gz", b"")):
         url = store.url(key)  # exactly what the agent sends
         assert ("%3A" in url) == (":" in key)
-        req = AWSRequest(method=method, url=url, data=body, headers={
-            "x-amz-content-sha256": node_agent.hashlib.sha256(body).hexdigest(), "x-amz-security-token": creds["token"]})
-        S3SigV4Auth(Credentials(creds["key"], creds["secret"], creds["token"]), "s3", "eu-west-1").add_auth(req)
-        now = dt.datetime.strptime(req.context["timestamp"], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.timezone.utc)
-        ours = node_agent.sigv4_headers(method, url, "eu-west-1", "s3", creds, body, now=now)
-        assert ours["authorization"] == req.headers["Authorization"], key
+        _signed_alike(S3SigV4Auth, "s3", "eu-west-1", method, url, body)
 
 
 def test_a_signature_checking_s3_accepts_the_agents_status_put(iam_moto, monkeypatch):

@@ -101,12 +101,17 @@ def run_bundle(tmp_path, bin_dir: Path, exp: dict, level="quick") -> tuple[int, 
     return r.returncode, json.loads(r.stdout)
 
 
-def h100_expect() -> dict:
+def _expect_of(provider: str, region: str, instance_type: str) -> dict:
+    """What a node of a 2-node pool of ``instance_type`` is expected to show."""
     cat = catalog.load(use_config=False)
     stack = Stack.model_validate({"name": "v", "owner": "a@b.c", "software": {"driver": "570", "cuda": "12.8"},
-                                  "pools": [{"name": "p", "provider": "azure", "region": "eastus",
-                                             "instance_type": "Standard_ND96isr_H100_v5", "nodes": 2}]})
-    exp = expect.for_pool(stack, stack.pools[0], cat, node="p-0")
+                                  "pools": [{"name": "p", "provider": provider, "region": region,
+                                             "instance_type": instance_type, "nodes": 2}]})
+    return expect.for_pool(stack, stack.pools[0], cat, node="p-0")
+
+
+def h100_expect() -> dict:
+    exp = _expect_of("azure", "eastus", "Standard_ND96isr_H100_v5")
     exp["required"].append("bw.copy")
     return exp
 
@@ -255,11 +260,7 @@ def test_azures_own_nvls_threshold_fails_only_on_its_own_instance_types():
 
 
 def _p5_expect() -> dict:
-    cat = catalog.load(use_config=False)
-    stack = Stack.model_validate({"name": "v", "owner": "a@b.c", "software": {"driver": "570", "cuda": "12.8"},
-                                  "pools": [{"name": "p", "provider": "aws", "region": "us-east-1",
-                                             "instance_type": "p5.48xlarge", "nodes": 2}]})
-    exp = expect.for_pool(stack, stack.pools[0], cat, node="p-0")
+    exp = _expect_of("aws", "us-east-1", "p5.48xlarge")
     exp["efa"] = None  # the captures are of an Azure node: no EFA devices
     return exp
 
