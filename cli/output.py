@@ -35,8 +35,11 @@ def console(stderr: bool = False):
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    width = int(os.environ.get("COLUMNS", "0") or 0) or (None if stream.isatty() else 200)
-    con = Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
+    columns = int(os.environ.get("COLUMNS", "0") or 0)
+    # a pipe or a log with no width said: tables 200 wide, and sentences one line each (as git writes
+    # them), so that a message is never split where grep or a test looks for it
+    pipe = not columns and not stream.isatty()
+    con = Console(stderr=stderr, highlight=False, soft_wrap=pipe, width=columns or (200 if pipe else None))
     con.on_broken_pipe = closed_pipe  # rich's own handler exits 1, which reads as a failure
     return con
 
