@@ -31,10 +31,13 @@ def gpus():
                           "as of"],
                  [[g.name, g.arch, f(g.memory_gb), f(g.memory_bw_gbs), f(g.tflops.get("fp32")), f(g.tflops.get("tf32")),
                    f(g.tflops.get("fp16")), f(g.tflops.get("bf16")), f(g.tflops.get("fp8")), f(g.nvlink_gbs), f(g.tdp_w), g.as_of]
-                  for g in rows], caption="TFLOPS are dense peak (no sparsity). " + _age_line(cat))
+                  for g in rows], caption="TFLOPS are dense peak (no sparsity). " + _age_line(cat),
+                 optional=("NVLink GB/s", "TF32", "arch", "TDP W", "as of"))
 
 
-@app.command("instances", help="Instance types with GPUs, fabric and their on-demand/spot prices per region.")
+@app.command("instances", help="Instance types with GPUs and fabric, one row each: the cheapest on-demand price and "
+                                "its region, the cheapest spot price, in how many regions it is sold. `catalog show "
+                                "NAME`, --region or --json give every region's prices.")
 @output.handle_errors
 def instances(
     provider: Annotated[Optional[str], typer.Option(help="aws, gcp, azure or baremetal.")] = None,
@@ -51,26 +54,44 @@ def instances(
     g = cat.gpu(gpu).name if gpu else None
     offers = [o for o in cat.offers() if (not provider or o.provider == provider) and (not g or o.gpu.name == g)
               and (not region or o.region == region)]
-    offers.sort(key=lambda o: (o.provider, o.instance.gpu, o.instance.gpu_count, o.region, o.market))
+    offers.sort(key=lambda o: (o.provider, o.instance.gpu, o.instance.gpu_count, o.instance.name, o.region, o.market))
     if STATE.json:
         output.emit_json({"catalog_age_days": cat.age_days(), "offers": [{
             "provider": o.provider, "region": o.region, "instance": o.instance.__dict__, "market": o.market,
             "usd_per_hour": o.usd_per_hour, "discount": o.discount,
             "price_parts": [p.__dict__ for p in o.parts]} for o in offers]})
         return
+    # one row per instance type (a type is sold in up to 30 regions, on demand and spot: a row each
+    # would bury the types under their prices)
+    by_type: dict[tuple[str, str], list] = {}
+    for o in offers:
+        by_type.setdefault((o.provider, o.instance.name), []).append(o)
+    rows = []
+    for mine in by_type.values():
+        it = mine[0].instance
+        listed = min((o for o in mine if o.market != "spot"), key=lambda o: o.usd_per_hour, default=None)
+        spot = min((o for o in mine if o.market == "spot"), key=lambda o: o.usd_per_hour, default=None)
+        shown = listed or spot
+        rows.append([shown.provider, it.name, f"{it.gpu_count}x {it.gpu}", it.vcpus, f"{it.memory_gib:g}",
+                     f"{it.network_gbps:g}", it.fabric + (f" x{it.efa_interfaces}" if it.efa_interfaces else ""),
+                     f"{it.local_nvme_gb:g}", output.money(listed.usd_per_hour) if listed else "-", shown.region,
+                     output.money(spot.usd_per_hour) if spot else "-", len({o.region for o in mine}),
+                     " + ".join(f"{p.what} {p.usd_per_hour:.4g}" for p in shown.parts) if len(shown.parts) > 1 else "",
+                     shown.as_of])
     output.table("Instance types", ["provider", "instance", "gpus", "vCPU", "mem GiB", "net Gbps", "fabric", "NVMe GB",
-                                    "region", "market", "$/h", "price made of", "as of"],
-                 [[o.provider, o.instance.name, f"{o.instance.gpu_count}x {o.instance.gpu}", o.instance.vcpus,
-                   f"{o.instance.memory_gib:g}", f"{o.instance.network_gbps:g}",
-                   o.instance.fabric + (f" x{o.instance.efa_interfaces}" if o.instance.efa_interfaces else ""),
-                   f"{o.instance.local_nvme_gb:g}", o.region, o.market, f"{o.usd_per_hour:.4g}",
-                   " + ".join(f"{p.what} {p.usd_per_hour:.4g}" for p in o.parts) if len(o.parts) > 1 else "",
-                   o.as_of] for o in offers],
-                 caption=_age_line(cat) + (f"; discounts applied: {cat.discounts}" if cat.discounts else ""))
+                                    "$/h", "region", "spot $/h", "regions", "price made of", "as of"], rows,
+                 caption="$/h, region: the cheapest on-demand price and where (sold on spot only: the cheapest "
+                         "spot's); spot $/h: the cheapest spot price anywhere; regions: how many sell it (`catalog "
+                         "show NAME` lists them). " + _age_line(cat)
+                         + (f"; discounts applied: {cat.discounts}" if cat.discounts else ""),
+                 justify={c: "right" for c in ("vCPU", "mem GiB", "net Gbps", "NVMe GB", "$/h", "spot $/h", "regions")},
+                 optional=("provider", "fabric", "regions", "vCPU", "mem GiB", "net Gbps", "NVMe GB", "price made of",
+                           "as of"))
 
 
-@app.command("regions", help="Where a GPU can be had: each region's cheapest offer per GPU-hour, on demand and spot, "
-                              "cheapest first.")
+@app.command("regions", help="Where a GPU can be had: each region's cheapest offer per GPU-hour, on demand and spot; "
+                              "cheapest on-demand $/GPU-hour first, then the regions that sell it on spot only, "
+                              "cheapest spot first.")
 @output.handle_errors
 def regions(
     gpu: Annotated[Optional[str], typer.Option(help="Only offers of this GPU, e.g. H100.")] = None,
@@ -101,7 +122,8 @@ def regions(
                                                           "$/GPU-h", "spot", "spot $/GPU-h"],
                      [[r.provider, r.region, r.geo, len(r.zones), *cell(r.ondemand), *cell(r.spot)] for r in rows],
                      caption=_age_line(cat) + (f"; spot prices: a snapshot as of {spot}, they move hourly" if spot else ""),
-                     justify={c: "right" for c in ("zones", "$/GPU-h", "spot $/GPU-h")})
+                     justify={c: "right" for c in ("zones", "$/GPU-h", "spot $/GPU-h")},
+                     optional=("on demand", "spot", "zones", "geo"))
     if not rows:
         output.warn(f"no region offers {g or 'a GPU'}" + (f" on {provider}" if provider else ""))
         raise typer.Exit(1)
@@ -161,10 +183,7 @@ def show(name: Annotated[str, typer.Argument(help="GPU, instance type or workloa
             c.rule(f"{kind}: {item['name']}")
             for k, v in item.items():
                 if k == "offers":
-                    for o in v:
-                        c.print(f"  {o['region']:<16} {o['market']:<9} ${o['usd_per_hour']:.4g}/h  "
-                                + "; ".join(f"{p['what']} ${p['usd_per_hour']:.4g} ({p['source']}, {p['as_of']})"
-                                            for p in o["parts"]))
+                    _print_offers(c, v)
                 elif k == "provider_api_says":
                     zones = v.pop("zones", {})
                     c.print("  the provider's API says (last refresh): " + ", ".join(f"{a} {b}" for a, b in v.items()),
@@ -173,6 +192,29 @@ def show(name: Annotated[str, typer.Argument(help="GPU, instance type or workloa
                         c.print(f"    {region:<16} zones {', '.join(zs) or '(regional)'}", highlight=False)
                 elif k != "name":
                     c.print(f"  {k}: {v}")
+
+
+def _print_offers(c, offers: list[dict]) -> None:
+    """One line per region and market; tens of prices share a source or two, each cited once, below,
+    by number."""
+    from rich.markup import escape
+    from rich.padding import Padding
+
+    sources: dict[tuple[str, str], int] = {}
+
+    def cite(p) -> str:
+        return f"[{sources.setdefault((p['source'], p['as_of']), len(sources) + 1)}]"
+
+    for o in offers:
+        parts = o["parts"]
+        made_of = " + ".join(f"{p['what']} ${p['usd_per_hour']:.4g} {cite(p)}" for p in parts) if len(parts) > 1 \
+            else cite(parts[0])
+        price = f"${o['usd_per_hour']:.4g}/h"
+        c.print(f"  {o['region']:<16} {o['market']:<9} {price:>10}  {made_of}", highlight=False)
+    if sources:
+        c.print("  sources:")
+    for (source, as_of), n in sources.items():
+        c.print(Padding(escape(f"[{n}] {source} (as of {as_of})"), (0, 0, 0, 4)), highlight=False)
 
 
 @app.command("refresh", help="Rebuild the prices from the providers' own APIs: AWS Price List, spot history and "

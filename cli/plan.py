@@ -39,12 +39,13 @@ def render(result, *, all_resources: bool = False) -> None:
     c = output.console()
     c.print(f"[bold]Plan[/bold] for stack [bold]{result.stack}[/bold] as cluster [bold]{result.cluster}[/bold]; "
             f"every resource tagged gpufleet:* and expiring at {result.expires_at}")
-    rows = []
-    for parent, typ, names, summary in grouped(result.cloud_resources, collapse=not all_resources):
-        label = names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]} (x{len(names)})"
-        rows.append([parent or "", typ, label, summary])
+    rows = [[parent or "", short_type(typ), label(names), summary]
+            for parent, typ, names, summary in grouped(result.cloud_resources, collapse=not all_resources)]
     if rows:
-        output.table(f"{len(result.cloud_resources)} resources to create", ["component", "type", "name", "key settings"], rows)
+        # narrow terminals lose the settings first (their longest words, ids, need ~70 columns), then the
+        # component (the name says it too: Pulumi names children after their parent), then the type
+        output.table(f"{len(result.cloud_resources)} resources to create", ["component", "type", "name", "key settings"],
+                     rows, optional=("type", "component", "key settings"), wraps=("key settings",))
     if result.rack_hosts:
         c.print(f"{len(result.rack_hosts)} rack host(s) in the Pulumi stack (verified and fact-gathered over SSH at "
                 "`up`, drained at `down`; nothing is created for them)")
@@ -52,10 +53,11 @@ def render(result, *, all_resources: bool = False) -> None:
     for p in result.pools:
         money_rows.append([p.pool, p.provider, p.where, p.machine, p.nodes, p.gpus,
                            output.money(p.usd_per_node_hour) if p.usd_per_node_hour is not None else "-",
-                           output.money(p.usd_per_hour) + "/h" if p.usd_per_hour is not None else "-", p.note])
+                           output.money(p.usd_per_hour) if p.usd_per_hour is not None else "-", p.note])
     output.table("Cost per pool (compute, list prices from the catalog)",
                  ["pool", "provider", "region/site", "machine", "nodes", "GPUs", "$/node-h", "$/h", "note"], money_rows,
-                 justify={"nodes": "right", "GPUs": "right", "$/node-h": "right", "$/h": "right"})
+                 justify={"nodes": "right", "GPUs": "right", "$/node-h": "right", "$/h": "right"},
+                 optional=("GPUs", "provider", "$/node-h"), wraps=("note",))
     unpriced = [p.pool for p in result.pools if p.usd_per_hour is None]
     for w in result.warnings:
         c.print(f"[bold red]warning:[/bold red] {w}")
@@ -73,6 +75,28 @@ def grouped(resources, *, collapse: bool):
         order.setdefault(key, []).append(r)
     for (parent, typ, _), rs in order.items():
         yield parent, typ, [r.name for r in rs], rs[0].summary()
+
+
+def short_type(token: str) -> str:
+    """A Pulumi type token as `pulumi preview` prints it: aws:ec2/instance:Instance -> aws:ec2:Instance
+    (the module's file part is left out where it only repeats the type's name)."""
+    parts = token.split(":")
+    if len(parts) != 3:
+        return token
+    package, module, name = parts
+    if module.split("/")[-1].lower() == name.lower():
+        module = module.split("/")[0]
+    return f"{package}:{module}:{name}"
+
+
+def label(names: list[str]) -> str:
+    """One name, or alike nodes as a shell brace range: trainers-{0..3} (x4) stands for trainers-0 .. -3."""
+    if len(names) == 1:
+        return names[0]
+    stem, _, start = names[0].rpartition("-")
+    if start.isdigit() and names == [f"{stem}-{i}" for i in range(int(start), int(start) + len(names))]:
+        return f"{stem}-{{{start}..{int(start) + len(names) - 1}}} (x{len(names)})"
+    return f"{names[0]} .. {names[-1]} (x{len(names)})"
 
 
 def _natural(name: str):

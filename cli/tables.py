@@ -25,7 +25,7 @@ def render_hosts(reports, title: str) -> None:
         note = escape(r.error or "; ".join(r.warnings))  # errors quote paths and [host]:port forms
         rows.append([r.target.id, f"{r.target.address}:{r.target.port}", r.state, what, salt, note])
         styles.append(None if r.ok else "red")
-    output.table(title, ["host", "address", "state", "system", "salt", "notes"], rows, styles=styles)
+    output.table(title, ["host", "address", "state", "system", "salt", "notes"], rows, styles=styles, wraps=("notes",))
     for r in reports:
         for run in r.runs:
             for fail in run.failed:
@@ -46,7 +46,7 @@ def render_cloud_nodes(reports, title: str) -> None:
         note = escape(r.error or (f"{r.seconds:.0f}s" if r.seconds is not None else ""))
         rows.append([r.target.id, r.target.address or r.target.node_id, r.state, what, salt, note])
         styles.append(None if r.ok else "red")
-    output.table(title, ["host", "address", "state", "system", "salt", "notes"], rows, styles=styles)
+    output.table(title, ["host", "address", "state", "system", "salt", "notes"], rows, styles=styles, wraps=("notes",))
     for r in reports:
         for fail in r.failed:
             output.console(stderr=True).print(f"[red]{r.target.id}[/red] {escape(fail['state'])}: "
@@ -64,20 +64,22 @@ def render_findings(title: str, findings) -> None:
     rows = [[f.resource.where, f.resource.kind, f.resource.id, f.resource.cluster, f.reason, f.detail,
              age(now, f.resource.created_at),
              output.money(f.resource.usd_per_hour) if f.resource.usd_per_hour is not None else "-"] for f in findings]
-    output.table(title, ["where", "kind", "id", "cluster", "why", "detail", "age", "$/h"], rows, justify={"$/h": "right"})
+    output.table(title, ["where", "kind", "id", "cluster", "why", "detail", "age", "$/h"], rows, justify={"$/h": "right"},
+                 wraps=("why", "detail"))
 
 
 def render_outcomes(title: str, outcomes) -> None:
     rows = [[o.resource.where, o.resource.kind, o.resource.id, o.resource.cluster, o.status, o.message]
             for o in outcomes]
     output.table(title, ["where", "kind", "id", "cluster", "result", "message"], rows,
-                 styles=[None if o.ok else "red" for o in outcomes])
+                 styles=[None if o.ok else "red" for o in outcomes], wraps=("message",))
 
 
 def render_resources(title: str, resources: list[dict]) -> None:
     rows = [[f"{r['provider']}/{r['zone'] or r['region']}", r["kind"], r["id"], r.get("state") or "-",
              r.get("status") or "-", r.get("message") or ""] for r in resources]
-    output.table(title, ["where", "kind", "id", "state", "deletion", "why"], rows, styles=["red"] * len(rows))
+    output.table(title, ["where", "kind", "id", "state", "deletion", "why"], rows, styles=["red"] * len(rows),
+                 wraps=("why",))
 
 
 def render_verdicts(verdicts, title: str, *, all_checks: bool = False) -> None:
@@ -91,7 +93,8 @@ def render_verdicts(verdicts, title: str, *, all_checks: bool = False) -> None:
         note = escape(v.error or ", ".join(v.codes) or (("not checked: " + ", ".join(v.unchecked)) if v.unchecked else ""))
         rows.append([v.node, v.address or "-", v.verdict, str(len(v.failures)), took, note])
         styles.append(None if v.ok else "red")
-    output.table(title, ["node", "address", "verdict", "failures", "took", "notes"], rows, styles=styles)
+    output.table(title, ["node", "address", "verdict", "failures", "took", "notes"], rows, styles=styles,
+                 wraps=("notes",))
     label = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "skip": "not checked"}
     for v in verdicts:
         if v.ok and not all_checks:
@@ -103,7 +106,7 @@ def render_verdicts(verdicts, title: str, *, all_checks: bool = False) -> None:
             styles.append({"fail": "red", "warn": "yellow", "skip": "dim"}.get(c["status"]))
         if rows:
             output.table(f"{v.node}: checks", ["check", "status", "measured", "expected", "code", "detail"], rows,
-                         styles=styles)
+                         styles=styles, wraps=("detail",))
         for f in v.failures:
             output.console(stderr=True).print(f"[red]{v.node}[/red] {f['code']}: {escape(f.get('remedy') or '')}")
         if v.hint:

@@ -211,7 +211,7 @@ def build(sources: Path, moto_dir: Path | None = None, inputs: Path = HERE / "so
     _aws(run, listings["aws"], moto, pages, gpus)
     _gcp(run, listings["gcp"])
     _azure(run, listings["azure"])
-    prices = _newer_first(run.prices, pages, run.notes)
+    prices = _without_spot_outliers(_newer_first(run.prices, pages, run.notes), run.notes)
     regions = _regions(sources, moto, prices, run.problems)
     inst_rows = sorted(run.instances.values(), key=lambda r: (r["provider"], r["gpu"], int(r["gpu_count"]), r["name"]))
     problems = run.problems + check(inst_rows, prices, regions, gpus, run.fams)
@@ -354,6 +354,50 @@ def _newer_first(snapshot: list[dict], pages: list[dict], notes: list[str]) -> l
     have = {(r["provider"], r["item"], r["region"], r["market"]) for r in out}
     out += [dict(r, zones="") for k, r in page_keys.items() if k not in have]
     return sorted(out, key=lambda r: (r["provider"], r["item"], r["region"], r["market"]))
+
+
+# The spot discounts the providers publish, (least, most) off on-demand: AWS "up to 90% off the
+# On-Demand price" (aws.amazon.com/ec2/spot/pricing), Azure "up to 90%" (azure.microsoft.com/pricing/
+# spot-virtual-machines), GCP "60-91% off" (cloud.google.com/spot-vms). The snapshot's lowest spot
+# prices sit on those floors (AWS: exactly a tenth of on-demand in tens of regions), none below.
+SPOT_DISCOUNT = {"aws": (0.0, 0.90), "azure": (0.0, 0.90), "gcp": (0.60, 0.91)}
+LIST_SPREAD = 1.61  # the most an item's list price differs between regions in one snapshot (GCP L4: $0.56-0.90)
+
+
+def spot_outliers(prices: list[dict]) -> dict[tuple[str, str, str], str]:
+    """(provider, item, region) of each spot price outside its provider's published discounts -> why.
+    Such a row is no spot offer: SkyPilot's filler (the on-demand price where it found no spot price;
+    in a region whose on-demand row was left out as off-list nothing showed it) or another SKU's
+    price. A spot price is measured against the same region's on-demand price; in a region without
+    one, against what that price can be: within LIST_SPREAD of the item's in the other regions."""
+    ondemand: dict[tuple[str, str], dict[str, float]] = {}
+    for p in prices:
+        if p["market"] == "ondemand":
+            ondemand.setdefault((p["provider"], p["item"]), {})[p["region"]] = float(p["usd_per_hour"])
+    out = {}
+    for p in prices:
+        listed = ondemand.get((p["provider"], p["item"]), {})
+        if p["market"] != "spot" or p["provider"] not in SPOT_DISCOUNT or not listed:
+            continue
+        least, most = SPOT_DISCOUNT[p["provider"]]
+        here = listed.get(p["region"])
+        high, low = (here, here) if here else (min(listed.values()) * LIST_SPREAD, max(listed.values()) / LIST_SPREAD)
+        spot = float(p["usd_per_hour"])
+        # a price at exactly the least discount is one (GCP: 40% of on-demand in tens of rows), and prices are
+        # quoted to four decimals (a tenth of $42.6044 is $4.2604): 0.1% leeway at either end
+        if spot >= high * (1 - least) * (1.001 if least else 1.0) or spot < low * (1 - most) * 0.999:
+            ref = f"${here:g}/h there" if here else f"${low:.4g}-{high:.4g}/h (its other regions' within {LIST_SPREAD}x)"
+            off = f"{least:.0%}-{most:.0%}" if least else f"up to {most:.0%}"
+            out[(p["provider"], p["item"], p["region"])] = (
+                f"{p['provider']} {p['item']} {p['region']}: spot ${spot:g}/h against on-demand {ref}, where "
+                f"{p['provider']} publishes spot at {off} off on-demand: no spot offer, left out")
+    return out
+
+
+def _without_spot_outliers(prices: list[dict], notes: list[str]) -> list[dict]:
+    out = spot_outliers(prices)
+    notes += out.values()
+    return [p for p in prices if p["market"] != "spot" or (p["provider"], p["item"], p["region"]) not in out]
 
 
 def _regions(sources: Path, moto: Path, prices: list[dict], problems: list[str]) -> list[dict]:

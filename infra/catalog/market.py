@@ -23,9 +23,13 @@ class RegionOffer:
         return o.usd_per_hour / o.instance.gpu_count if o else None
 
     @property
-    def best(self) -> float:
-        """The lowest $/GPU-hour, on demand first (a spot price is no promise of capacity)."""
-        return self.per_gpu(self.ondemand) or self.per_gpu(self.spot) or float("inf")
+    def rank(self) -> tuple[bool, float]:
+        """Regions with an on-demand price first, by it; then the spot-only ones, by spot price. Ranked
+        among on-demand prices, a spot price would call a region cheapest that sells only preemptible
+        nodes (and a spot price is no promise of capacity)."""
+        if self.ondemand:
+            return False, self.per_gpu(self.ondemand)
+        return True, self.per_gpu(self.spot)
 
     def to_dict(self) -> dict:
         def one(o: Offer | None) -> dict | None:
@@ -37,7 +41,8 @@ class RegionOffer:
 
 
 def regions(cat: Catalog, gpu: str | None = None, providers: list[str] = ()) -> list[RegionOffer]:
-    """Every cloud region with an offer (of ``gpu``, when given), cheapest per GPU-hour first."""
+    """Every cloud region with an offer (of ``gpu``, when given): cheapest on-demand $/GPU-hour first,
+    then the regions with spot offers only, cheapest spot first."""
     out: dict[tuple[str, str], RegionOffer] = {}
     for o in cat.offers():
         if o.market == "owned" or (gpu and o.gpu.name != gpu) or (providers and o.provider not in providers):
@@ -53,4 +58,4 @@ def regions(cat: Catalog, gpu: str | None = None, providers: list[str] = ()) -> 
         held = getattr(r, o.market)
         if held is None or RegionOffer.per_gpu(o) < RegionOffer.per_gpu(held):
             setattr(r, o.market, o)
-    return sorted(out.values(), key=lambda r: (r.best, r.provider, r.region))
+    return sorted(out.values(), key=lambda r: (r.rank, r.provider, r.region))

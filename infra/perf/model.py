@@ -265,7 +265,9 @@ def predict(s: Scenario, p: Params | None = None, _single: bool = False, efficie
     if state > 0.85 * g.memory_gb * 1e9:
         need = math.ceil(w.params * STATE_BYTES_PER_PARAM / (0.85 * g.memory_gb * 1e9))
         feasible = False
-        reason = (f"model state {state / 1e9:.0f} GB per GPU exceeds {g.name} memory ({g.memory_gb:g} GB); "
+        reason = (f"model state {state / 1e9:.1f} GB per GPU (weights, gradients and Adam moments, "
+                  f"{STATE_BYTES_PER_PARAM:g} bytes a parameter) exceeds the {0.85 * g.memory_gb:.1f} GB usable of the "
+                  f"{g.name}'s {g.memory_gb:g} GB (85%: the CUDA context and buffers take the rest); "
                   f"needs >= {need} GPUs with sharding")
 
     t_gpu, t_math, t_mem = _gpu_time_per_sample(s, p, prec, b)

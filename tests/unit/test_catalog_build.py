@@ -89,6 +89,53 @@ def test_the_build_refuses_unsound_results_and_writes_nothing(inputs, tmp_path):
     assert build.main([str(tmp_path / "nowhere"), "--out", str(out)]) == 2
 
 
+def test_spot_prices_outside_the_published_discounts_are_left_out_and_said(inputs, tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(FIXTURE, src)
+    gcp = src / "skypilot-catalog" / "v7" / "gcp" / "vms.csv"
+    gcp.write_text(gcp.read_text()
+                   # a region whose GPUs' on-demand row is off-list (left out), and whose "spot" rows are
+                   # SkyPilot's filler: the list price
+                   + "a3-highgpu-8g,208.0,1872.0,,,,asia-northeast1,asia-northeast1-b,9.93,9.93\n"
+                   ",,,H100,8,{},asia-northeast1,asia-northeast1-b,33.6,78.79\n"
+                   # 30% off on-demand, where GCP publishes 60-91%
+                   "a3-highgpu-8g,208.0,1872.0,,,,europe-west2,europe-west2-b,9.93,1.79\n"
+                   ",,,H100,8,{},europe-west2,europe-west2-b,80.0,61.0\n")
+    aws = src / "skypilot-catalog" / "v7" / "aws" / "vms.csv"
+    p5 = 'p5.48xlarge,H100,8.0,192.0,2048.0,"{\'Gpus\': [{\'Name\': \'H100\', \'Count\': 8}]}"'
+    aws.write_text(aws.read_text() + f"{p5},98.32,9.832,us-east-2,use2-az1\n"  # 90% off: AWS's floor, a price
+                                     f"{p5},98.32,5.0,eu-north-1,eun1-az1\n")  # 95% off: below it
+    b = build.build(src, inputs=inputs)
+    assert b.problems == []
+    p = _prices(b)
+    left_out = [("gcp", "a3-highgpu-8g", "asia-northeast1"), ("gcp", "a3-highgpu-8g", "europe-west2"),
+                ("aws", "p5.48xlarge", "eu-north-1")]
+    for provider, item, region in left_out:
+        assert (provider, item, region, "spot") not in p
+        assert any(n.startswith(f"{provider} {item} {region}: spot $") and "no spot offer, left out" in n
+                   for n in b.notes), (region, b.notes)
+    assert p[("gcp", "a3-highgpu-8g", "europe-west2", "ondemand")]["usd_per_hour"] == pytest.approx(89.93)
+    assert p[("aws", "p5.48xlarge", "us-east-2", "spot")]["usd_per_hour"] == 9.832
+    # spot prices within the published discounts stay, in a region without on-demand too
+    assert p[("gcp", "a3-highgpu-8g", "europe-west4", "spot")]["usd_per_hour"] == pytest.approx(21.79)
+    assert p[("gcp", "a3-highgpu-8g", "us-central1", "spot")]["usd_per_hour"] == pytest.approx(20.18)
+
+
+def test_no_shipped_spot_price_is_at_or_above_on_demand_or_below_the_published_floor():
+    prices = list(csv.DictReader(open(SHIPPED / "data" / "prices.csv")))
+    ondemand = {(p["provider"], p["item"], p["region"]): float(p["usd_per_hour"]) for p in prices
+                if p["market"] == "ondemand"}
+    spot = [(p["provider"], p["item"], p["region"], float(p["usd_per_hour"])) for p in prices if p["market"] == "spot"]
+    assert [s for s in spot if s[:3] in ondemand and s[3] >= ondemand[s[:3]]] == []
+    # the floor: the most a provider says it takes off on-demand for spot (AWS, Azure 90%; GCP 91%)
+    floor = {provider: 1 - most for provider, (_least, most) in build.SPOT_DISCOUNT.items()}
+    assert [s for s in spot if s[:3] in ondemand and s[3] < floor[s[0]] * ondemand[s[:3]] * 0.999] == []
+    assert build.spot_outliers(prices) == {}
+    # the rows found so (SkyPilot's filler in a spot-only region, GCP spot at 30% off) are gone
+    assert not [s for s in spot if s[:3] in {("gcp", "a3-highgpu-1g", "asia-northeast1"),
+                                             ("gcp", "a3-edgegpu-8g", "europe-west2")}]
+
+
 def test_a_family_without_any_price_fails_the_build_unless_it_says_why(inputs):
     fams = (inputs / "families.csv").read_text()
     (inputs / "families.csv").write_text(fams + "aws,P6-B200,p6-b200.*,B200,https://aws.amazon.com/ec2/instance-types/p6/,\n")
@@ -165,8 +212,8 @@ def test_catalog_regions_lists_where_a_gpu_is_sold_cheapest_first():
     r = cli("--json", "catalog", "regions", "--gpu", "H100")
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)["regions"]
-    best = [min(x for x in (o["ondemand"] and o["ondemand"]["usd_per_gpu_hour"],) if x) if o["ondemand"]
-            else o["spot"]["usd_per_gpu_hour"] for o in rows]
+    # on demand first, by its price; the regions with spot only after them, by theirs
+    best = [(not o["ondemand"], (o["ondemand"] or o["spot"])["usd_per_gpu_hour"]) for o in rows]
     assert best == sorted(best) and all("H100" in o["gpus"] for o in rows)
     assert {o["provider"] for o in rows} == {"aws", "gcp", "azure"}
     r = cli("catalog", "regions", "--gpu", "H100", "--provider", "azure")
