@@ -54,8 +54,8 @@ def report(
     from gpufleet.report import charts, files
 
     as_markdown = markdown or (out or "").lower().endswith((".md", ".markdown"))
-    path = Path(out or ("report.md" if as_markdown else "report.html"))
-    files.check_writable(path)
+    asked = Path(out or ("report.md" if as_markdown else "report.html"))
+    path = files.check_writable(asked)
     charts.load()  # a missing extra is said before any work
     cat = catalog.load(STATE.config)
     if clusters:
@@ -64,7 +64,7 @@ def report(
         if given:
             raise InputError(f"--clusters reports the running clusters; it takes no {', '.join(given)}",
                              "gpufleet report --clusters [--local] [--out FILE]")
-        _clusters(cat, path, as_markdown, local)
+        _clusters(cat, path, asked, as_markdown, local)
         return
     if local:
         raise InputError("--local goes with --clusters", "gpufleet report --clusters --local")
@@ -94,13 +94,19 @@ def report(
         output.emit_json({"path": str(path), "files": [str(p) for p in written],
                           "format": "markdown" if as_markdown else "html", **data.to_dict()})
     else:
-        output.console().print(f"Wrote {path}" + (f" and {len(written) - 1} chart file(s)" if len(written) > 1 else "")
+        output.console().print(f"Wrote {_through(path, asked)}"
+                               + (f" and {len(written) - 1} chart file(s)" if len(written) > 1 else "")
                                + f"\n{data.recommendation}", highlight=False, markup=False)
     if c.left_out:  # a stack pool that cannot be compared is a comparison not done (as in `compare`)
         raise typer.Exit(1)
 
 
-def _clusters(cat, path: Path, as_markdown: bool, local: bool) -> None:
+def _through(path: Path, asked: Path) -> str:
+    """The file written, and the link --out named when it was one (followed to that file)."""
+    return str(path) if path == asked else f"{path} (the file the link {asked} points to)"
+
+
+def _clusters(cat, path: Path, asked: Path, as_markdown: bool, local: bool) -> None:
     import datetime as dt
 
     from gpufleet.fleet import status as st
@@ -119,7 +125,7 @@ def _clusters(cat, path: Path, as_markdown: bool, local: bool) -> None:
                           "format": "markdown" if as_markdown else "html", **data.to_dict()})
     else:
         past = f"; past their TTL: {', '.join(c.name for c in data.past_ttl)}" if data.past_ttl else ""
-        output.console().print(f"Wrote {path}: {len(data.clusters)} cluster(s), ${data.total:,.2f} so far{past}",
-                               highlight=False, markup=False)
+        output.console().print(f"Wrote {_through(path, asked)}: {len(data.clusters)} cluster(s), "
+                               f"${data.total:,.2f} so far{past}", highlight=False, markup=False)
     if data.unread:  # as `status`: what should have been read and was not
         raise typer.Exit(1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from gpufleet.errors import InputError
+from gpufleet.errors import GpufleetError, InputError
 
 
 def _xdg(var: str, default: str) -> Path:
@@ -74,3 +74,33 @@ def user_config(path: str | Path | None = None) -> Path | None:
     if explicit:
         raise InputError(f"config file {p} not found", "unset GPUFLEET_CONFIG or create the file")
     return None
+
+
+def named_by(variable: str) -> str:
+    """What names the place of a file that ``variable`` can name itself: that variable when it is
+    set, else XDG_DATA_HOME (as the way out an error about that place gives)."""
+    return variable if os.environ.get(variable) else "XDG_DATA_HOME"
+
+
+def make_dir(path: Path, variable: str = "XDG_DATA_HOME") -> Path:
+    """``path`` made (with its parents) and writable, for gpufleet to write its own files in. What
+    stops that is said with the folder and the way out (``variable``: what names the place), never
+    as an OSError: a file where a folder must be (HOME=/dev/null too) is bad input, a read-only
+    disk or a folder of someone else's is work not done."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        # the first thing on the way that is there but is not a folder
+        blocker = next((p for p in reversed([path, *path.parents]) if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            what = "is a file" if blocker.is_file() else "is not a folder"
+            aside = f", or move {blocker} aside if it is there by mistake" if blocker.is_file() else ""
+            raise InputError(f"cannot create the folder {path}: {blocker} {what}",
+                             f"set {variable} to a place you can write{aside}") from None
+        raise GpufleetError(f"cannot create the folder {path}: {e.strerror or e}",
+                            f"set {variable} to a place you can write") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        why = "read-only file system" if os.statvfs(path).f_flag & os.ST_RDONLY else "permission denied"
+        raise GpufleetError(f"cannot write in the folder {path} ({why})",
+                            f"make it writable, or set {variable} to a place you can write")
+    return path

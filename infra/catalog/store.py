@@ -19,7 +19,7 @@ from pathlib import Path
 
 from gpufleet.catalog.fetched import FetchedPrice, InstanceFacts
 from gpufleet.errors import CatalogError
-from gpufleet.paths import prices_path
+from gpufleet.paths import make_dir, named_by, prices_path
 
 SCHEMA = 2  # 1: prices only (read still; its gpu_count column is dropped)
 MAX_SHRINK = 0.25  # a provider may lose at most this fraction of its rows in one refresh
@@ -163,7 +163,7 @@ def set_aside(path: Path, now: dt.datetime | None = None) -> Path:
 
 def write(path: Path, doc: dict) -> None:
     """Write beside the old file, flush it to disk, rename over the old one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(path.parent, named_by("GPUFLEET_PRICES"))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as f:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.errors import ToolMissing
-from gpufleet.paths import salt_run_dir
+from gpufleet.paths import make_dir, salt_run_dir
 
 SALT_VERSION = "3008.3"
 
@@ -134,7 +134,7 @@ class SaltSsh:
 
     def _write(self) -> None:
         d = self.dir
-        (d / "pillar").mkdir(parents=True, exist_ok=True)
+        make_dir(d / "pillar")
         master = {
             "root_dir": str(d), "cachedir": str(d / "cache"), "pki_dir": str(d / "pki"),
             "log_file": str(d / "salt-ssh.log"), "log_level_logfile": "warning",

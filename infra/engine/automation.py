@@ -29,7 +29,7 @@ from gpufleet.errors import (
     SdkMissing,
     ToolMissing,
 )
-from gpufleet.paths import pulumi_state_dir
+from gpufleet.paths import make_dir, pulumi_state_dir
 from gpufleet.providers import CLOUDS
 
 PROJECT = "gpufleet"
@@ -42,8 +42,7 @@ def backend_url() -> str:
     url = os.environ.get("PULUMI_BACKEND_URL")
     if url:
         return url
-    path = pulumi_state_dir()
-    path.mkdir(parents=True, exist_ok=True)
+    path = make_dir(pulumi_state_dir(), "XDG_DATA_HOME (or PULUMI_BACKEND_URL, for another backend)")
     return "file://" + str(path)
 
 

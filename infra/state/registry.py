@@ -18,12 +18,13 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import os
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.errors import GpufleetError
-from gpufleet.paths import registry_path
+from gpufleet.paths import make_dir, named_by, registry_path
 from gpufleet.providers import CLOUDS
 
 SCHEMA_VERSION = 2
@@ -169,11 +170,35 @@ def _now() -> str:
 class Registry:
     def __init__(self, path: str | Path | None = None):
         self.path = Path(path) if path else registry_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_dir(self.path.parent, named_by("GPUFLEET_REGISTRY"))
+        if not self.path.exists():
+            self._create()
+        elif self.path.stat().st_size == 0:  # never a registry (see _create): one cut short, or emptied
+            raise RegistryError(self.path, "is empty (0 bytes), so not a gpufleet registry; it was left as it is")
         with self._db() as db:
             self._migrate(db)
             if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 db.execute("PRAGMA journal_mode = WAL")  # readers never wait for a writer
+
+    def _create(self) -> None:
+        """Make a new registry aside and link it into place whole. SQLite starts a database as an
+        empty file: made in place, another gpufleet starting at that moment would meet it empty
+        and take it as damaged. Of two made at once, the first linked is kept."""
+        tmp = self.path.with_name(f".{self.path.name}.new-{os.getpid()}")
+        db = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            self._migrate(db)  # in SQLite's default journal: nothing beside the file to carry over
+        finally:
+            db.close()
+        try:
+            os.link(tmp, self.path)
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links: a rename is whole too (of two new ones, both empty)
+            if not self.path.exists():
+                os.replace(tmp, self.path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
     def seal(self) -> None:
         """Fold the write-ahead log back into the file, so that the file alone can be moved."""

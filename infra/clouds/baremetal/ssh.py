@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.errors import GpufleetError
+from gpufleet.paths import make_dir
 
 
 class HostError(GpufleetError):
@@ -123,7 +124,7 @@ class KnownHosts:
                     name, f"host key {fingerprint(key)} ({key.get_name()}) is not in {self.path}",
                     "check the fingerprint on the host, then run again with --trust-new-hosts to record it, or add "
                     f"it yourself: ssh-keyscan -p {port} {address} >> {self.path}")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_dir(self.path.parent, "XDG_DATA_HOME (or the pool's known_hosts)")
             keys.add(name, key.get_name(), key)
             tmp = self.path.with_suffix(".tmp")
             keys.save(str(tmp))
