@@ -51,6 +51,10 @@ def compare(
     csv_: Annotated[bool, typer.Option("--csv", help="Same as --format csv.")] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Same as --format markdown.")] = False,
     top: Annotated[int, typer.Option(help="Rows in the table or Markdown (0 = all; JSON/CSV always list all).")] = 25,
+    by_region: Annotated[bool, typer.Option("--by-region", help="One row per region in the table and Markdown "
+                                            "(by default an offer's regions are one row: the cheapest, +N).")] = False,
+    show_infeasible: Annotated[bool, typer.Option("--show-infeasible", help="List the offers that cannot run the "
+                                                  "workload, with why (by default they are only counted).")] = False,
 ):
     from gpufleet import catalog
     from gpufleet import compare as cmp
@@ -66,90 +70,143 @@ def compare(
                                workload_file=workload_file, framework=framework)
     report = cmp.compare(cat, asked.request)
     report.left_out = asked.left_out
-    _render(report, fmt, top)
+    _render(report, fmt, top, by_region, show_infeasible)
     for pool, why in asked.left_out.items():
         output.warn(f"pool {pool} is left out of the comparison: {why}")
     if not report.rows or asked.left_out:  # a stack pool that cannot be compared is a comparison not done
         raise typer.Exit(1)
 
 
-COLUMNS = ["rank", "provider", "region", "instance", "gpus", "nodes", "market", "$/h", "throughput",
-           "time", "cost", "$/PFLOP-h", "bottleneck", "scaling", "note"]
+# every column; the table leaves out the optional ones (the last first) when the terminal is narrow
+# (the ones kept longest named first: the GPUs, region and note, then what a wide terminal adds)
+COLUMNS = ["#", "provider", "instance", "region", "gpus", "market", "$/h", "throughput", "time", "±", "cost", "$/PFLOP-h",
+           "bottleneck", "scaling", "note"]
+OPTIONAL = ("gpus", "region", "note", "provider", "±", "market", "throughput", "$/PFLOP-h", "bottleneck", "scaling")
+RIGHT = ("#", "$/h", "throughput", "time", "±", "cost", "$/PFLOP-h", "scaling")
 
 
-def _cells(i: int, r) -> list:
-    note = ",".join(r.tags + ([r.layout] if r.layout not in ("data parallel", "") else [])) if r.feasible \
-        else f"infeasible: {r.reason}"
-    return [i, r.provider, r.region, r.instance, f"{r.gpus_per_node}x {r.gpu}", r.nodes, r.market,
-            output.money(r.usd_per_hour), output.rate(r.throughput, r.unit),
-            f"{output.duration(r.time_to_train_h)} ±{r.error_band:.0%}",
+def _grouped(rows: list, by_region: bool) -> list[tuple]:
+    """(row, other regions) per offer: rows are cheapest first, so an offer's first row is its
+    cheapest region; ``by_region``: every row on its own."""
+    if by_region:
+        return [(r, 0) for r in rows]
+    first: dict[tuple, list] = {}
+    for r in rows:
+        first.setdefault((r.provider, r.instance, r.nodes, r.market, r.feasible), [r, 0])[1] += 1
+    return [(r, n - 1) for r, n in first.values()]
+
+
+def _cells(i: int, r, others: int) -> list:
+    gpus = f"{r.gpus_per_node}x {r.gpu}" + (f" ×{r.nodes}" if r.nodes > 1 else "")  # per node × nodes
+    region = r.region + (f" +{others}" if others else "")  # the cheapest region, and how many more sell it
+    if not r.feasible:
+        return ["-", r.provider, r.instance, region, gpus, r.market, output.money(r.usd_per_hour), "-", "-", "-", "-",
+                "-", r.bottleneck, "-", f"cannot run: {r.reason}"]
+    note = ", ".join(r.tags + ([r.layout] if r.layout not in ("data parallel", "") else []))
+    return [i, r.provider, r.instance, region, gpus, r.market, output.money(r.usd_per_hour),
+            output.rate(r.throughput, r.unit), output.duration(r.time_to_train_h), f"{r.error_band:.0%}",
             output.money(r.cost_to_train_usd), output.money(r.usd_per_pflop_hour), r.bottleneck,
             f"{r.scaling_efficiency:.0%}", note]
 
 
-def _render(report, fmt: Fmt, top: int) -> None:
+def _render(report, fmt: Fmt, top: int, by_region: bool = False, show_infeasible: bool = False) -> None:
     if fmt is Fmt.json:
         output.emit_json(report.to_dict())
         return
-    if fmt is Fmt.csv:
+    shown = report.rows if show_infeasible else report.feasible
+    if fmt is Fmt.csv:  # a row per region, as the data is
         cols = ["rank", "provider", "region", "instance", "gpu", "gpus_per_node", "nodes", "market", "usd_per_hour",
                 "throughput", "unit", "time_to_train_h", "cost_to_train_usd", "usd_per_pflop_hour", "bottleneck",
-                "scaling_efficiency", "feasible", "tags", "price_as_of"]
-        output.write_csv(cols, [[i, r.provider, r.region, r.instance, r.gpu, r.gpus_per_node, r.nodes, r.market,
-                                 f"{r.usd_per_hour:.4f}", f"{r.throughput:.2f}", r.unit, f"{r.time_to_train_h:.4f}",
-                                 f"{r.cost_to_train_usd:.2f}", f"{r.usd_per_pflop_hour:.4f}", r.bottleneck,
-                                 f"{r.scaling_efficiency:.4f}", r.feasible, ";".join(r.tags), r.price_as_of]
-                                for i, r in enumerate(report.rows, 1)])
+                "scaling_efficiency", "feasible", "reason", "tags", "price_as_of"]
+        output.write_csv(cols, [[r.rank or "", r.provider, r.region, r.instance, r.gpu, r.gpus_per_node, r.nodes, r.market,
+                                 f"{r.usd_per_hour:.4f}", f"{r.throughput:.2f}", r.unit,
+                                 *((f"{r.time_to_train_h:.4f}", f"{r.cost_to_train_usd:.2f}", f"{r.usd_per_pflop_hour:.4f}")
+                                   if r.feasible else ("", "", "")),
+                                 r.bottleneck, f"{r.scaling_efficiency:.4f}", r.feasible, r.reason, ";".join(r.tags),
+                                 r.price_as_of] for r in shown])
         return
-    rows = report.rows if top == 0 else report.rows[:top]
-    cells = [_cells(i, r) for i, r in enumerate(rows, 1)]
+    groups = _grouped(shown, by_region)
+    listed = groups if top == 0 else groups[:top]
+    cells = [_cells(i, r, n) for i, (r, n) in enumerate(listed, 1)]
     title = f"{report.workload}: {report.sample_label}"
+    more = f"showing {len(listed)} of {len(groups)} (--top 0 for all)" if len(listed) < len(groups) else ""
+    foot = _infeasible_foot(report, show_infeasible)
     if fmt is Fmt.markdown:
         output.write_markdown(COLUMNS, cells, title)
-        shown = f" Showing {len(rows)} of {len(report.rows)} (--top 0 for all)." if len(rows) < len(report.rows) else ""
-        sys.stdout.write(f"\nCatalog prices as of {report.catalog_as_of} ({report.catalog_age_days} days old).{shown}\n")
+        sys.stdout.write("\n" + " ".join(filter(None, [
+            f"Catalog prices as of {report.catalog_as_of} ({report.catalog_age_days} days old).",
+            more and more[0].upper() + more[1:] + ".", foot])) + "\n")
+        _say_more_nodes(report)
         return
-    listed = any(r.market == "ondemand" for r in report.rows) or not report.spot_as_of
+    listed_prices = any(r.market == "ondemand" for r in report.rows) or not report.spot_as_of
     styles = ["bold green" if "cheapest" in r.tags else "bold cyan" if "fastest" in r.tags
-              else "dim" if not r.feasible else None for r in rows]
+              else "dim" if not r.feasible else None for r, _ in listed]
     caption = "\n".join(report.assumptions[1:] + [
-        "; ".join(([f"list prices as of {report.catalog_as_of} ({report.catalog_age_days} days old)"] if listed else [])
-                  + ([f"spot prices as of {report.spot_as_of} ({report.spot_age_days} days old)"] if report.spot_as_of else []))
-        + (f"; showing {len(rows)} of {len(report.rows)} (--top 0 for all)" if len(rows) < len(report.rows) else "")])
-    output.table(title, COLUMNS, cells, caption=caption, styles=styles,
-                 justify={c: "right" for c in ("rank", "nodes", "$/h", "throughput", "time", "cost", "$/PFLOP-h", "scaling")})
+        "gpus: per node, × nodes; region: the cheapest that sells it, +N more (--by-region: one row each); "
+        "±: the prediction's typical error", "; ".join(filter(None, [
+        *([f"list prices as of {report.catalog_as_of} ({report.catalog_age_days} days old)"] if listed_prices else []),
+        *([f"spot prices as of {report.spot_as_of} ({report.spot_age_days} days old)"] if report.spot_as_of else []),
+        more])), foot])
+    output.table(title, COLUMNS, cells, caption=caption.strip(), styles=styles, optional=OPTIONAL, wraps=("note",),
+                 justify={c: "right" for c in RIGHT})
     _scaling_curves(report)
-    if report.stale and listed:
+    _say_more_nodes(report)
+    if report.stale and listed_prices and output.once_a_day("catalog-age"):
         output.warn(f"the catalog's list prices are {report.catalog_age_days} days old, past the {report.max_age_days}-day "
                     "limit (catalog_max_age_days in the config): run `gpufleet catalog refresh`, or add current "
-                    "quotes under `prices:`")
-    if report.spot_age_days is not None and report.spot_age_days > 1:
+                    "quotes under `prices:` (said once a day; --json always carries the age)")
+    if report.spot_age_days is not None and report.spot_age_days > 1 and output.once_a_day("spot-age"):
         output.warn(f"the spot prices are a snapshot {report.spot_age_days} days old: spot prices move hourly, and spot "
                     "nodes can be preempted")
     if not report.rows:
         output.warn("no offer matches these filters")
 
 
+def _infeasible_foot(report, shown: bool) -> str:
+    """How many offers cannot run the workload, and the commonest why."""
+    bad = report.infeasible
+    if not bad:
+        return ""
+    why: dict[str, int] = {}
+    for r in bad:
+        why[r.bottleneck] = why.get(r.bottleneck, 0) + 1
+    common = max(why, key=why.get)
+    example = next(r for r in bad if r.bottleneck == common)
+    listed = "listed below the ranked ones" if shown else "--show-infeasible lists them"
+    return (f"{len(bad)} offers cannot run it ({why[common]} for {common}, e.g. {example.instance}: "
+            f"{example.reason}); {listed}")
+
+
+def _say_more_nodes(report) -> None:
+    m = report.more_nodes
+    if not m:
+        return
+    output.warn(f"the best answer needs more nodes than asked: {m['provider']} {m['instance']} x{m['nodes']} nodes "
+                f"({m['region']}) would train it in {output.duration(m['time_to_train_h'])} for "
+                f"{output.money(m['cost_to_train_usd'])}: compare again with --nodes {m['nodes']}")
+
+
 def _scaling_curves(report, offers: int = 5) -> None:
-    """With several node counts: one row per node count for the best few offers."""
+    """With several node counts: one row per node count for the best few offers, each in its cheapest
+    region (the same machine elsewhere scales the same)."""
     if len({r.nodes for r in report.rows}) < 2:
         return
-    seen: list[tuple] = []
-    for r in report.rows:
-        key = (r.provider, r.region, r.instance, r.market)
-        if r.feasible and key not in seen:
-            seen.append(key)
+    best: dict[tuple, str] = {}  # (provider, instance, market) -> its cheapest region
+    for r in report.feasible:
+        best.setdefault((r.provider, r.instance, r.market), r.region)
     cells = []
-    for key in seen[:offers]:
-        curve = sorted((r for r in report.rows if (r.provider, r.region, r.instance, r.market) == key), key=lambda r: r.nodes)
+    for (provider, instance, market), region in list(best.items())[:offers]:
+        curve = sorted((r for r in report.feasible if (r.provider, r.region, r.instance, r.market) ==
+                        (provider, region, instance, market)), key=lambda r: r.nodes)
         for r in curve:
-            cells.append([f"{r.provider}/{r.region}/{r.instance}" if r is curve[0] else "", r.nodes, r.total_gpus,
+            cells.append([f"{r.provider} {r.instance}" if r is curve[0] else "", r.nodes, r.total_gpus,
                           output.rate(r.throughput, r.unit), f"{r.throughput / curve[0].throughput:.2f}x",
                           f"{r.scaling_efficiency:.0%}", output.duration(r.time_to_train_h),
                           output.money(r.cost_to_train_usd), r.bottleneck])
     output.table("Scaling curve (best offers)", ["offer", "nodes", "gpus", "throughput", "speed-up", "efficiency",
                                                   "time", "cost", "bottleneck"], cells,
-                 justify={c: "right" for c in ("nodes", "gpus", "throughput", "speed-up", "efficiency", "time", "cost")})
+                 justify={c: "right" for c in ("nodes", "gpus", "throughput", "speed-up", "efficiency", "time", "cost")},
+                 optional=("efficiency", "throughput", "gpus", "speed-up", "bottleneck"))
 
 
 @output.handle_errors
@@ -189,6 +246,7 @@ def calibrate(
     o = s["out_of_fold"]
     output.table("Performance model vs published measurements", ["id", "workload", "gpu", "precision", "framework",
                  "gpus", "measured", "predicted", "unit", "error", "out of fold", "source"], cells,
+                 optional=("out of fold", "gpus", "precision", "workload", "unit", "framework", "source"),
                  caption=f"in sample: median |error| {s['median_abs_error']:.1%} (single GPU "
                          f"{s['median_abs_error_single_gpu']:.1%}, multi-GPU {s['median_abs_error_multi_gpu']:.1%}), "
                          f"p90 {s['p90_abs_error']:.1%} over {s['rows']} rows\n"

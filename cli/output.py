@@ -51,6 +51,28 @@ def emit_json(data) -> None:
     sys.stdout.write(json.dumps(data, indent=indent, default=str) + "\n")
 
 
+def once_a_day(key: str) -> bool:
+    """True the first time today that ``key`` asks (a reminder people would otherwise learn to skip);
+    the day is kept in the data folder. Where that cannot be written, every time."""
+    import datetime as dt
+
+    from gpufleet.paths import data_dir
+
+    path = data_dir() / "said" / key
+    today = dt.date.today().isoformat()
+    try:
+        if path.read_text().strip() == today:
+            return False
+    except OSError:
+        pass
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(today + "\n")
+    except OSError:
+        pass
+    return True
+
+
 def warn(message: str) -> None:
     if STATE.json:
         return

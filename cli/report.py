@@ -87,9 +87,9 @@ def report(
                             "`gpufleet compare` lists what matches")
     data = model.build(cat, c.request, report=rep, constraints=c.constraints, stack=c.stack)
     written = files.write_all(render.report_files(data, path, as_markdown))
-    if rep.stale:
+    if rep.stale and output.once_a_day("catalog-age"):  # the report itself always says the age
         output.warn(f"the catalog's prices are {rep.catalog_age_days} days old, past the {rep.max_age_days}-day limit: "
-                    "run `gpufleet catalog refresh`, or add current quotes under `prices:`")
+                    "run `gpufleet catalog refresh`, or add current quotes under `prices:` (said once a day)")
     if STATE.json:
         output.emit_json({"path": str(path), "files": [str(p) for p in written],
                           "format": "markdown" if as_markdown else "html", **data.to_dict()})

@@ -16,6 +16,10 @@ LOCAL_NVME_MBPS = 2000.0  # dataset staged on the node's local NVMe, per node
 NETWORK_DISK_MBPS = 1000.0  # else a network block volume (EBS gp3 / PD / managed disk max)
 DEFAULT_EPOCHS = {"cnn": 90.0, "transformer": 1.0}  # 90: the standard ImageNet schedule
 CHINCHILLA_TOKENS_PER_PARAM = 20.0  # Hoffmann et al. 2022
+# an answer slower than this asks whether more nodes would do (a month: what a training run is given)
+LONG_H = 30 * 24.0
+MORE_NODES = (2, 4, 8, 16, 32, 64, 128)  # the node counts tried then
+MORE_NODES_OFFERS = 6  # for this many instance types, those with the most GPU memory per node
 
 
 @dataclass
@@ -65,6 +69,7 @@ class Row:
     error_band: float = 0.0  # the model's typical relative error for such a prediction (out of fold)
     layout: str = "data parallel"  # how the model is split across the GPUs (LLMs: e.g. "tp8 pp4 dp16")
     tags: list[str] = field(default_factory=list)  # cheapest, fastest, within-error
+    rank: int | None = None  # by cost to train; an offer that cannot run it has none
 
     @property
     def total_gpus(self) -> int:
@@ -73,6 +78,8 @@ class Row:
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
         d["total_gpus"] = self.total_gpus
+        if not self.feasible:  # it cannot run the workload: no time, cost or value to train
+            d.update(time_to_train_h=None, cost_to_train_usd=None, usd_per_pflop_hour=None)
         return d
 
 
@@ -92,6 +99,16 @@ class Report:
     left_out: dict[str, str] = field(default_factory=dict)  # stack pools that could not be compared, and why
     spot_as_of: str | None = None  # the spot snapshot's date, when spot offers are shown (dated apart from list prices)
     spot_age_days: int | None = None
+    more_nodes: dict | None = None  # the answer needs more nodes than asked: the cheapest that would do
+
+    @property
+    def feasible(self) -> list[Row]:
+        """The offers that can run the workload, ranked by cost to train."""
+        return [r for r in self.rows if r.feasible]
+
+    @property
+    def infeasible(self) -> list[Row]:
+        return [r for r in self.rows if not r.feasible]
 
     def to_dict(self) -> dict:
         return {"workload": self.workload, "unit": self.unit, "samples_to_train": self.samples,
@@ -99,7 +116,8 @@ class Report:
                 "catalog_as_of": self.catalog_as_of, "catalog_age_days": self.catalog_age_days,
                 "catalog_stale": self.stale, "catalog_max_age_days": self.max_age_days,
                 "spot_as_of": self.spot_as_of, "spot_age_days": self.spot_age_days,
-                "offers": [r.to_dict() for r in self.rows], "skipped": self.skipped, "left_out": self.left_out}
+                "offers": [r.to_dict() for r in self.feasible], "infeasible": [r.to_dict() for r in self.infeasible],
+                "more_nodes": self.more_nodes, "skipped": self.skipped, "left_out": self.left_out}
 
 
 def _storage_for(req: Request, offer: Offer, pool_storage: str | None = None) -> tuple[float, bool, str]:
@@ -176,43 +194,18 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
         if req.only is not None:
             runs = [(n, st) for p, r, i, n, _, st in req.only if (p, r, i) == (offer.provider, offer.region, offer.instance.name)]
         for nodes, pool_storage in runs:
-            it = offer.instance
             if offer.max_nodes is not None and nodes > offer.max_nodes:
                 skipped.append({"offer": offer.key, "nodes": nodes, "reason": f"the site has {offer.max_nodes} nodes"})
                 continue
-            total = it.gpu_count * nodes
-            if req.min_gpus and total < req.min_gpus:
+            if req.min_gpus and offer.instance.gpu_count * nodes < req.min_gpus:
                 continue
-            price = offer.usd_per_hour * nodes
-            if req.max_price is not None and price > req.max_price:
+            if req.max_price is not None and offer.usd_per_hour * nodes > req.max_price:
                 continue
-            mbps, shared, storage_label = _storage_for(req, offer, pool_storage)
-            s = Scenario(workload=w, gpu=offer.gpu, gpus_per_node=it.gpu_count, nodes=nodes,
-                         precision=req.precision, batch_per_gpu=req.batch_per_gpu,
-                         network_gbps=it.network_gbps, vcpus=it.vcpus, storage_mbps=mbps,
-                         storage_shared=shared, node_memory_gib=it.memory_gib, framework=req.framework)
-            key = (offer.gpu.name, it.gpu_count, nodes, it.network_gbps, it.vcpus, mbps, shared, it.memory_gib)
-            pr = predictions.get(key) or predictions.setdefault(key, predict(s))
-            first_epoch = min(samples, w.dataset_samples or samples)
-            seconds = first_epoch / pr.throughput_first_epoch + (samples - first_epoch) / pr.throughput
-            hours = seconds / 3600.0
-            delivered_pflops = pr.throughput * w.train_flops / 1e15
-            rows.append(Row(
-                provider=offer.provider, region=offer.region, instance=it.name, gpu=offer.gpu.name,
-                gpus_per_node=it.gpu_count, nodes=nodes, market=offer.market, usd_per_hour=price,
-                throughput=pr.throughput, unit=f"{w.unit}/s", time_to_train_h=hours,
-                cost_to_train_usd=hours * price,
-                usd_per_pflop_hour=price / delivered_pflops if delivered_pflops > 0 else float("inf"),
-                bottleneck=pr.bottleneck, scaling_efficiency=pr.scaling_efficiency, precision=pr.precision,
-                feasible=pr.feasible, reason=pr.reason,
-                price_parts=[{"what": p.what, "usd_per_hour": p.usd_per_hour, "source": p.source, "as_of": p.as_of,
-                              "quote": p.quote} for p in offer.parts],
-                discount=offer.discount,
-                price_as_of=offer.as_of, storage=storage_label, error_band=error_band(w.family, total > 1),
-                layout=pr.layout,
-            ))
+            rows.append(_row(req, offer, nodes, pool_storage, samples, predictions))
     rows.sort(key=lambda r: (not r.feasible, r.cost_to_train_usd, r.time_to_train_h))
     feasible = [r for r in rows if r.feasible]
+    for i, r in enumerate(feasible, 1):
+        r.rank = i
     if feasible:
         feasible[0].tags.append("cheapest")
         min(feasible, key=lambda r: (r.time_to_train_h, r.cost_to_train_usd)).tags.append("fastest")
@@ -247,7 +240,67 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
     if req.spot and not rows:
         assumptions.append("no spot prices in the catalog for this selection: add quotes under `prices:` in the "
                            "config (market: spot)")
+    more = None
+    if req.only is None and (not feasible or min(r.time_to_train_h for r in feasible) > LONG_H):
+        more = _more_nodes(req, offers, max(req.nodes), samples, predictions)
     return Report(workload=w.name, unit=f"{w.unit}/s", samples=samples, sample_label=label,
                   assumptions=assumptions, rows=rows, skipped=skipped, catalog_as_of=as_of,
                   catalog_age_days=age, stale=age > cat.max_age_days, max_age_days=cat.max_age_days,
-                  spot_as_of=spot_as_of, spot_age_days=spot_age)
+                  spot_as_of=spot_as_of, spot_age_days=spot_age, more_nodes=more)
+
+
+def _row(req: Request, offer: Offer, nodes: int, pool_storage: str | None, samples: float, predictions: dict) -> Row:
+    """One offer at ``nodes`` nodes for the request: price, predicted speed, time and cost to train.
+    ``predictions`` keeps each machine's prediction (the same machine in many regions is one)."""
+    w, it = req.workload, offer.instance
+    total = it.gpu_count * nodes
+    price = offer.usd_per_hour * nodes
+    mbps, shared, storage_label = _storage_for(req, offer, pool_storage)
+    key = (offer.gpu.name, it.gpu_count, nodes, it.network_gbps, it.vcpus, mbps, shared, it.memory_gib)
+    pr = predictions.get(key)
+    if pr is None:
+        pr = predictions[key] = predict(Scenario(
+            workload=w, gpu=offer.gpu, gpus_per_node=it.gpu_count, nodes=nodes, precision=req.precision,
+            batch_per_gpu=req.batch_per_gpu, network_gbps=it.network_gbps, vcpus=it.vcpus, storage_mbps=mbps,
+            storage_shared=shared, node_memory_gib=it.memory_gib, framework=req.framework))
+    first_epoch = min(samples, w.dataset_samples or samples)
+    hours = (first_epoch / pr.throughput_first_epoch + (samples - first_epoch) / pr.throughput) / 3600.0
+    delivered_pflops = pr.throughput * w.train_flops / 1e15
+    return Row(
+        provider=offer.provider, region=offer.region, instance=it.name, gpu=offer.gpu.name,
+        gpus_per_node=it.gpu_count, nodes=nodes, market=offer.market, usd_per_hour=price,
+        throughput=pr.throughput, unit=f"{w.unit}/s", time_to_train_h=hours, cost_to_train_usd=hours * price,
+        usd_per_pflop_hour=price / delivered_pflops if delivered_pflops > 0 else float("inf"),
+        bottleneck=pr.bottleneck, scaling_efficiency=pr.scaling_efficiency, precision=pr.precision,
+        feasible=pr.feasible, reason=pr.reason,
+        price_parts=[{"what": p.what, "usd_per_hour": p.usd_per_hour, "source": p.source, "as_of": p.as_of,
+                      "quote": p.quote} for p in offer.parts],
+        discount=offer.discount, price_as_of=offer.as_of, storage=storage_label,
+        error_band=error_band(w.family, total > 1), layout=pr.layout)
+
+
+def _more_nodes(req: Request, offers: list[Offer], asked: int, samples: float, predictions: dict) -> dict | None:
+    """When no offer can run the workload on the nodes asked, or the best takes longer than a month:
+    the cheapest of the instance types with the most GPU memory per node, at the fewest nodes that
+    run it within a month (None when none does, up to 128 nodes or the price cap)."""
+    cheapest: dict[tuple, Offer] = {}  # one offer per instance type and market: its cheapest region
+    for o in offers:
+        k = (o.provider, o.instance.name, o.market)
+        if k not in cheapest or o.usd_per_hour < cheapest[k].usd_per_hour:
+            cheapest[k] = o
+    biggest = sorted(cheapest.values(), key=lambda o: -o.gpu.memory_gb * o.instance.gpu_count)[:MORE_NODES_OFFERS]
+    found: list[Row] = []
+    for o in biggest:
+        for n in (n for n in MORE_NODES if n > asked and (o.max_nodes is None or n <= o.max_nodes)):
+            if req.max_price is not None and o.usd_per_hour * n > req.max_price:
+                break
+            r = _row(req, o, n, None, samples, predictions)
+            if r.feasible and r.time_to_train_h <= LONG_H:
+                found.append(r)
+                break
+    if not found:
+        return None
+    best = min(found, key=lambda r: (r.cost_to_train_usd, r.time_to_train_h))
+    return {"nodes": best.nodes, "provider": best.provider, "region": best.region, "instance": best.instance,
+            "market": best.market, "time_to_train_h": best.time_to_train_h, "cost_to_train_usd": best.cost_to_train_usd,
+            "usd_per_hour": best.usd_per_hour, "layout": best.layout}

@@ -23,7 +23,7 @@ def test_compare_json_csv_markdown():
     rows = list(csv.DictReader(io.StringIO(r.stdout)))
     assert r.exit_code == 0 and rows and {x["provider"] for x in rows} == {"azure"}
     r = run("compare", "bert-large", "--markdown", "--gpu", "V100")
-    assert r.exit_code == 0 and r.stdout.startswith("### bert-large") and "| rank |" in r.stdout
+    assert r.exit_code == 0 and r.stdout.startswith("### bert-large") and "| # | provider | instance |" in r.stdout
 
 
 def test_compare_table_marks_cheapest_and_fastest():
