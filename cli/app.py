@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 from typing import Annotated, Optional
 
 import typer
@@ -91,8 +92,11 @@ def main() -> None:
     from gpufleet.cli.output import closed_pipe
 
     try:
-        app()
-    except BrokenPipeError:  # raised after the command, as typer flushes its output
+        try:
+            app()
+        finally:
+            sys.stdout.flush()  # a reader that went away shows here, not as a complaint at the interpreter's exit
+    except BrokenPipeError:  # raised after the command, as its output is flushed
         try:
             closed_pipe()
         except typer.Exit as e:

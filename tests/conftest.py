@@ -15,6 +15,9 @@ def _isolated_config(tmp_path, monkeypatch):
     (the `aws`, `gcp` and `azure` fixtures give each test its own, pointed at local servers)."""
     monkeypatch.delenv("GPUFLEET_CONFIG", raising=False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    # nor writes the developer's data folder (the registry, what was said today); tests that look at
+    # one set their own
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL",
                 "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "GOOGLE_PROJECT",
                 "CLOUDSDK_CORE_PROJECT", "GCLOUD_PROJECT", "ARM_SUBSCRIPTION_ID", "ARM_CLIENT_ID", "ARM_TENANT_ID",
