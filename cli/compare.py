@@ -73,7 +73,10 @@ def compare(
     _render(report, fmt, top, by_region, show_infeasible)
     for pool, why in asked.left_out.items():
         output.warn(f"pool {pool} is left out of the comparison: {why}")
-    if not report.rows or asked.left_out:  # a stack pool that cannot be compared is a comparison not done
+    if report.rows and not report.feasible:
+        output.warn("no offer can run it as asked (see the foot of the table, or --show-infeasible)")
+    # no answer, or a stack pool that cannot be compared: a comparison not done
+    if not report.feasible or asked.left_out:
         raise typer.Exit(1)
 
 
@@ -183,7 +186,9 @@ def _say_more_nodes(report) -> None:
         return
     output.warn(f"the best answer needs more nodes than asked: {m['provider']} {m['instance']} x{m['nodes']} nodes "
                 f"({m['region']}) would train it in {output.duration(m['time_to_train_h'])} for "
-                f"{output.money(m['cost_to_train_usd'])}: compare again with --nodes {m['nodes']}")
+                f"{output.money(m['cost_to_train_usd'])}" + ("" if m["within_a_month"] else " (the fewest that can run it: "
+                                                            "no count up to 128 trains it within a month)")
+                + f": compare again with --nodes {m['nodes']}")
 
 
 def _scaling_curves(report, offers: int = 5) -> None:

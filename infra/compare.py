@@ -242,7 +242,7 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
                            "config (market: spot)")
     more = None
     if req.only is None and (not feasible or min(r.time_to_train_h for r in feasible) > LONG_H):
-        more = _more_nodes(req, offers, max(req.nodes), samples, predictions)
+        more = _more_nodes(req, offers, max(req.nodes), samples, predictions, runs_at_all=not feasible)
     return Report(workload=w.name, unit=f"{w.unit}/s", samples=samples, sample_label=label,
                   assumptions=assumptions, rows=rows, skipped=skipped, catalog_as_of=as_of,
                   catalog_age_days=age, stale=age > cat.max_age_days, max_age_days=cat.max_age_days,
@@ -279,28 +279,34 @@ def _row(req: Request, offer: Offer, nodes: int, pool_storage: str | None, sampl
         error_band=error_band(w.family, total > 1), layout=pr.layout)
 
 
-def _more_nodes(req: Request, offers: list[Offer], asked: int, samples: float, predictions: dict) -> dict | None:
+def _more_nodes(req: Request, offers: list[Offer], asked: int, samples: float, predictions: dict,
+                runs_at_all: bool = False) -> dict | None:
     """When no offer can run the workload on the nodes asked, or the best takes longer than a month:
     the cheapest of the instance types with the most GPU memory per node, at the fewest nodes that
-    run it within a month (None when none does, up to 128 nodes or the price cap)."""
+    run it within a month; ``runs_at_all`` (nothing ran it as asked): else at the fewest that run it
+    at all. None when none does, up to 128 nodes or the price cap."""
     cheapest: dict[tuple, Offer] = {}  # one offer per instance type and market: its cheapest region
     for o in offers:
         k = (o.provider, o.instance.name, o.market)
         if k not in cheapest or o.usd_per_hour < cheapest[k].usd_per_hour:
             cheapest[k] = o
     biggest = sorted(cheapest.values(), key=lambda o: -o.gpu.memory_gb * o.instance.gpu_count)[:MORE_NODES_OFFERS]
-    found: list[Row] = []
+    in_time: list[Row] = []
+    runs: list[Row] = []  # per offer, the fewest nodes that run it at all
     for o in biggest:
         for n in (n for n in MORE_NODES if n > asked and (o.max_nodes is None or n <= o.max_nodes)):
             if req.max_price is not None and o.usd_per_hour * n > req.max_price:
                 break
             r = _row(req, o, n, None, samples, predictions)
+            if r.feasible and not any(x.instance == r.instance and x.market == r.market for x in runs):
+                runs.append(r)
             if r.feasible and r.time_to_train_h <= LONG_H:
-                found.append(r)
+                in_time.append(r)
                 break
+    found = in_time or (runs if runs_at_all else [])
     if not found:
         return None
     best = min(found, key=lambda r: (r.cost_to_train_usd, r.time_to_train_h))
     return {"nodes": best.nodes, "provider": best.provider, "region": best.region, "instance": best.instance,
             "market": best.market, "time_to_train_h": best.time_to_train_h, "cost_to_train_usd": best.cost_to_train_usd,
-            "usd_per_hour": best.usd_per_hour, "layout": best.layout}
+            "usd_per_hour": best.usd_per_hour, "layout": best.layout, "within_a_month": bool(in_time)}

@@ -83,6 +83,10 @@ def test_when_the_answer_needs_more_nodes_it_says_how_many():
     assert f"--nodes {hint['nodes']}" in said and hint["instance"] in said
     quick = json.loads(cli("--json", "compare", "resnet50").stdout)
     assert quick["more_nodes"] is None  # one node is a fine answer: nothing to say
+    # no offer can run it on the nodes asked: no answer, exit 1, and the node count that would do
+    r = cli("--json", "compare", "llm:70b", "--gpu", "L4")
+    data = json.loads(r.stdout)
+    assert r.exit_code == 1 and not data["offers"] and data["infeasible"] and data["more_nodes"]["nodes"] > 1
 
 
 def test_the_catalog_age_is_said_once_a_day_and_always_in_json():
