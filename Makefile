@@ -45,7 +45,7 @@ LINT_TREE := build/lint
 lint: $(BIN)/python
 	@rm -rf $(LINT_TREE) && mkdir -p $(LINT_TREE)/gpufleet
 	@for f in infra/*; do ln -s ../../../$$f $(LINT_TREE)/gpufleet/; done; ln -s ../../../cli $(LINT_TREE)/gpufleet/cli
-	cd $(LINT_TREE) && PYTHONPATH=. ../../$(BIN)/lint-imports --config ../../pyproject.toml --no-cache
+	cd $(LINT_TREE) && PYTHONPATH=.:../../tests/tools ../../$(BIN)/lint-imports --config ../../pyproject.toml --no-cache
 	$(BIN)/ruff check infra cli tests
 
 salt: $(SALT_VENV)/bin/salt-ssh

@@ -10,6 +10,7 @@ from gpufleet.catalog import Catalog, Offer, age_in_days
 from gpufleet.errors import InputError
 from gpufleet.perf.model import Scenario, error_band, predict
 from gpufleet.perf.workloads import Workload
+from gpufleet.providers import CLOUDS
 
 # Storage assumptions when the request does not name one (stated in every report).
 LOCAL_NVME_MBPS = 2000.0  # dataset staged on the node's local NVMe, per node
@@ -168,7 +169,7 @@ def _selected(req: Request, offer: Offer, regions: set[str] | None) -> bool:
                    for p, r, i, _, s, _st in req.only)
     if req.providers and offer.provider not in req.providers:
         return False
-    if regions is not None and offer.provider != "baremetal" and offer.region not in regions:
+    if regions is not None and offer.provider in CLOUDS and offer.region not in regions:
         return False
     if req.gpus and offer.gpu.name not in req.gpus:
         return False

@@ -30,7 +30,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from gpufleet.config import SiteCosts
 from gpufleet.errors import SpecError, SpecErrors, did_you_mean
 from gpufleet.limits import MAX_EPOCHS, MAX_POOL_NODES, MAX_POOLS, MAX_TOKENS
-from gpufleet.providers import PROVIDERS
+from gpufleet.providers import CLOUDS, PROVIDERS
 from gpufleet.validation import validate_located
 from gpufleet.yamlsrc import Located, dotted, load_file, load_text
 
@@ -289,9 +289,14 @@ class Pool(_Strict):
     def _name(cls, v: str) -> str:
         return _valid_name(v, "pool")
 
+    @property
+    def on_rack(self) -> bool:
+        """Machines that exist (a site's racks), not nodes created through a cloud's API."""
+        return self.provider not in CLOUDS
+
     @model_validator(mode="after")
     def _shape(self):
-        if self.provider == "baremetal":
+        if self.on_rack:
             if not self.site:
                 raise HintedValueError("a baremetal pool needs `site`", "name the rack, e.g. site: dc1")
             if not self.hosts:
@@ -329,19 +334,6 @@ class Pool(_Strict):
                                        "e.g. instance_type: p4d.24xlarge, or gpu: A100-40GB with gpus_per_node: 8")
             if self.nodes is None:
                 self.nodes = 1
-            if bool(self.vpc) != bool(self.subnet) and self.provider != "azure":
-                raise HintedValueError("give both `vpc` and `subnet` to use an existing network, or neither",
-                                       "gpufleet creates the network when neither is given")
-            if self.capacity_reservation:
-                if self.provider != "aws":
-                    raise HintedValueError("capacity_reservation is an AWS capacity reservation id",
-                                           "GCP and Azure reservations are consumed automatically when they match")
-                if not re.match(r"^cr-[0-9a-f]{8,17}$", self.capacity_reservation):
-                    raise HintedValueError(f"{self.capacity_reservation!r} is not a capacity reservation id",
-                                           "it looks like cr-0123456789abcdef0")
-                if self.spot:
-                    raise HintedValueError("a spot pool cannot launch into a capacity reservation",
-                                           "drop spot: true, or drop capacity_reservation")
         return self
 
 
@@ -478,9 +470,8 @@ def cross_checks(stack: Stack, located: Located, cat, *, pool_checks: Iterable[P
             err(base + ("gpu",), f"unknown GPU {pool.gpu!r}",
                 f"did you mean {s!r}?" if s else "see `gpufleet catalog gpus`")
             continue
-        it = None if pool.provider == "baremetal" else \
-            _instance_problems(pool, cat, lambda k, m, h=None, base=base: err(base + k, m, h))
-        if pool.provider == "baremetal" or it is not None:
+        it = None if pool.on_rack else _instance_problems(pool, cat, lambda k, m, h=None, base=base: err(base + k, m, h))
+        if pool.on_rack or it is not None:
             for prob in (x for check in pool_checks for x in _findings(check, stack, pool, it, cat)):
                 err(base + prob.keys, prob.message, prob.hint)
     try:

@@ -79,6 +79,7 @@ class Provider(Protocol):
     interconnects: Mapping[str, str | None]
     lustre_flavor: str  # how the lustre_client formula reaches this provider's Lustre (salt/lustre_client)
     time_servers: tuple[str, ...]  # NTP servers the nodes use (the cloud's own time source; none: the image's)
+    ib_port_per_gpu: bool  # an InfiniBand node has one port per GPU (else one port per node)
 
     def check_pool(self, stack, pool, instance) -> list[Problem]:
         """What this provider cannot do for the pool, with the reason, before anything is created."""

@@ -143,6 +143,23 @@ def storage_problems(pool, instance, rules: StorageRules) -> list:
     return out
 
 
+def existing_network_problems(pool) -> list[Problem]:
+    """A pool placed in an existing network names both its network and its subnet (the clouds whose
+    subnets belong to a named VPC/network: AWS, GCP)."""
+    if bool(pool.vpc) != bool(pool.subnet):
+        return [Problem(("subnet" if pool.vpc else "vpc",), "give both `vpc` and `subnet` to use an existing network, "
+                        "or neither", "gpufleet creates the network when neither is given")]
+    return []
+
+
+def reservation_elsewhere(pool, cloud_name: str) -> list[Problem]:
+    """``capacity_reservation`` names an AWS capacity reservation; on other clouds it is a mistake."""
+    if pool.capacity_reservation:
+        return [Problem(("capacity_reservation",), "capacity_reservation is an AWS capacity reservation id",
+                        f"{cloud_name} reservations are consumed automatically when they match")]
+    return []
+
+
 def image_problems(pool, own: str, is_own) -> list:
     """A pool's ``image``: one of gpufleet's names, or the cloud's own reference (``is_own``,
     described as ``own``)."""

@@ -44,7 +44,7 @@ def check_hosts(stack, reports: dict[str, HostReport]) -> None:
                 r.warnings.append(prob.message)
             elif (prob.key, prob.message) not in {(k, m) for _, k, m, _ in problems}:
                 problems.append((r.target.id, prob.key, prob.message, prob.hint))
-        if ("lustre_client" in states and f.os_family == "Debian" and pool.provider == "baremetal"
+        if ("lustre_client" in states and f.os_family == "Debian" and pool.on_rack
                 and not (pool.salt.pillar.get("lustre_client") or {}).get("repo")):
             problems.append((r.target.id, "pools.salt.pillar.lustre_client.repo",
                              f"no public Lustre client repository for {f.osfinger}",

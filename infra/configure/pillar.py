@@ -68,7 +68,7 @@ def _merge(base: dict, over: dict) -> dict:
 
 def gpu_of(pool, cat=None) -> tuple[str | None, int | None]:
     """The pool's GPU model and count per node (from the instance type for cloud pools)."""
-    if pool.gpu or pool.provider == "baremetal" or cat is None or not pool.instance_type:
+    if pool.gpu or pool.on_rack or cat is None or not pool.instance_type:
         return pool.gpu, pool.gpus_per_node
     it = cat.instance(pool.provider, pool.instance_type)
     return it.gpu, it.gpu_count

@@ -70,6 +70,7 @@ class Plan:
     pools: list[PoolCost]
     outputs: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # what a reviewer must not miss (SSH open to the Internet)
+    layout: Layout | None = field(default=None, repr=False)  # what the program was built from (`up` deploys the same)
 
     @property
     def cloud_resources(self) -> list[PlannedResource]:
@@ -105,12 +106,12 @@ def pool_costs(lay: Layout, stack, cat) -> list[PoolCost]:
         out.append(PoolCost(p.name, p.pool.provider, p.pool.region, p.instance.name, p.pool.nodes,
                             p.pool.nodes * p.instance.gpu_count, p.usd_per_node_hour, p.usd_per_hour, p.price_note))
     for p in stack.pools:
-        if p.provider != "baremetal":
+        if not p.on_rack:
             continue
         price, note = None, "no site_costs: give purchase price, power and utilization to price the rack"
         if p.site_costs:
             price, note = site_from_pool(p, cat, stack.source).usd_per_node_hour(), ""
-        out.append(PoolCost(p.name, "baremetal", p.site, f"{p.gpus_per_node}x {cat.gpu(p.gpu).name}", p.nodes,
+        out.append(PoolCost(p.name, p.provider, p.site, f"{p.gpus_per_node}x {cat.gpu(p.gpu).name}", p.nodes,
                             p.nodes * p.gpus_per_node, price, None if price is None else price * p.nodes, note))
     order = {p.name: i for i, p in enumerate(stack.pools)}
     return sorted(out, key=lambda c: order[c.pool])
@@ -146,7 +147,7 @@ def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: 
     if wide and lay.pools:
         warnings.append(f"SSH (port 22) is open to the whole Internet ({', '.join(wide)}) on every cloud node: "
                         "access.ssh_from_internet is true in the stack")
-    return Plan(stack.name, cluster.name, format_expiry(cluster.expires_at), resources, costs, outputs, warnings)
+    return Plan(stack.name, cluster.name, format_expiry(cluster.expires_at), resources, costs, outputs, warnings, lay)
 
 
 # Pulumi's one type for every dynamic resource: a rack host (clouds.baremetal.rack.RackHost), or a

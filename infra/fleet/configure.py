@@ -11,13 +11,12 @@ stuck, which the timer retries by itself. Rack hosts: salt-ssh, as `up` does.
 
 from __future__ import annotations
 
-from gpufleet.clouds.baremetal import hosts as racks
+from gpufleet import nodes as kinds
 from gpufleet.configure import cloudnodes
-from gpufleet.configure import nodes as configuration
-from gpufleet.engine import automation
-from gpufleet.fleet import verify as verification
 from gpufleet.fleet.recorded import recorded
-from gpufleet.providers import CLOUDS
+from gpufleet.nodes import cloud as cloud_nodes
+from gpufleet.nodes import racks
+from gpufleet.nodes.run import Run
 from gpufleet.state.registry import Registry
 
 
@@ -28,15 +27,11 @@ def reconfigure(stack, cat, *, cluster: str | None = None, registry: Registry | 
     reg = registry or Registry()
     name = cluster or stack.name
     rec = recorded(reg, name)
-    hosts = []
-    if any(p.provider == "baremetal" for p in stack.pools):
-        hosts = configuration.configure(stack, name, racks.rack_targets(stack), registry=reg, trust_new=trust_new_hosts,
-                                        force=force, progress=progress, runner_factory=runner_factory)
-    nodes = []
-    if any(p.provider in CLOUDS for p in stack.pools):
-        if outputs is None:
-            outputs = automation.outputs(name, pulumi_command=pulumi_command, prompt=prompt, backend=rec.backend)
-        nodes = cloudnodes.configure_pools(stack, cat, name, outputs, rec.nodes, registry=reg, timeout_s=wait_s,
-                                           progress=progress, stores=stores, force=force,
-                                           **verification.cloud_config(stack, cat))
+    run = Run(stack, cat, name, reg, trust_new_hosts=trust_new_hosts, force=force, progress=progress,
+              pulumi_command=pulumi_command, prompt=prompt, stores=stores, wait_s=wait_s, runner_factory=runner_factory)
+    if outputs is not None:
+        run.found["outputs"] = outputs
+    used = kinds.used(stack)
+    hosts = racks.configure(run) if racks in used else []
+    nodes = cloud_nodes.configure(run, rec.nodes, backend=rec.backend) if cloud_nodes in used else []
     return hosts, nodes

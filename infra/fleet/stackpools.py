@@ -26,12 +26,12 @@ def stack_pools(stack, cat: Catalog, source: str) -> StackPools:
     sites of ``cat``. A pool that has no price where it runs is left out, and said so."""
     out = StackPools([], {})
     for p in stack.pools:
-        if p.provider == "baremetal":
+        if p.on_rack:
             if p.site_costs is None:
                 out.left_out[p.name] = "a rack without site_costs has no price (give purchase price, power, utilization)"
                 continue
             cat.sites.append(site_from_pool(p, cat, f"site_costs in {source}"))
-            out.only.append(("baremetal", p.site, f"{p.site}-node", p.nodes, False, pool_storage(p)))
+            out.only.append((p.provider, p.site, f"{p.site}-node", p.nodes, False, pool_storage(p)))
             continue
         it = spec.resolve_instance(p, cat)
         market = "spot" if p.spot else "ondemand"

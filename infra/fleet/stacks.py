@@ -92,12 +92,12 @@ def software_fits(stack, cat) -> Iterable[Problem]:
     found = [(None, software.check(**base, frameworks=dict(sw.frameworks)))]
     for i, pool in enumerate(stack.pools):
         gpu = pool.gpu
-        if pool.instance_type and pool.provider != "baremetal":
+        if pool.instance_type and not pool.on_rack:
             try:
                 gpu = cat.instance(pool.provider, pool.instance_type).gpu
             except NotFound:
                 continue  # reported by the catalog pass
-        os_ = osfinger(pool.image) if pool.provider != "baremetal" else None  # a cloud's own image says no OS
+        os_ = osfinger(pool.image) if not pool.on_rack else None  # a cloud's own image says no OS
         found.append((i, software.check(**base, osfinger=os_, gpu=gpu)))
     seen: set[tuple] = set()
     for i, probs in found:

@@ -1,6 +1,6 @@
-"""`gpufleet up`: validate, plan, check, confirm, deploy, record, configure the nodes: the
-cloud nodes configure themselves from the stack's bucket (``configure.cloudnodes``; `up`
-publishes and waits), the rack hosts over SSH (``configure.nodes``).
+"""`gpufleet up`: validate, plan, check, confirm, deploy, record, configure and verify the nodes,
+each kind of node its own way (``gpufleet.nodes``: cloud nodes configure themselves from the
+stack's bucket, rack hosts over SSH).
 
 Nothing is created before the stack is valid, its program renders under mocks, the
 credentials of every provider it uses are present, the Pulumi CLI is installed and the
@@ -12,19 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gpufleet.clouds import cloud, inventory
-from gpufleet.clouds.baremetal import hosts as racks
+from gpufleet import nodes as kinds
 from gpufleet.clouds.tags import format_expiry, parse_expiry
-from gpufleet.configure import cloudnodes, saltrun
-from gpufleet.configure import nodes as configuration
+from gpufleet.configure import cloudnodes
 from gpufleet.engine import automation
 from gpufleet.engine.plan import Plan, cluster_for, plan
-from gpufleet.engine.program import build, layout
-from gpufleet.errors import AllHostsFailed, GpufleetError, InputError
-from gpufleet.fleet import check as quota_check
-from gpufleet.fleet import verify as verification
-from gpufleet.providers import CLOUDS
-from gpufleet.state.registry import ClusterRecord, Node, Registry, nodes_from_outputs
+from gpufleet.errors import GpufleetError, InputError
+from gpufleet.nodes import cloud as cloud_nodes
+from gpufleet.nodes import racks
+from gpufleet.nodes.run import Run
+from gpufleet.state.registry import ClusterRecord, Node, Registry
+from gpufleet.verify.report import record as record_verdicts
 
 
 class Aborted(GpufleetError):
@@ -54,17 +52,16 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
              reconfigure: bool = False, on_host_progress=None, runner_factory=None, check: bool = True,
              cloud_api=None, wait_s: float = cloudnodes.WAIT_S, stores: dict | None = None,
              verify: bool = True) -> UpOutcome:
-    """Create the cloud pools (Pulumi), record the cluster, then configure the rack hosts (SSH + Salt).
+    """Create the cloud pools (Pulumi), record the cluster, then configure and verify every node.
 
-    Before anything is created: credentials, the Pulumi CLI, the quotas (``check``; a short
-    quota is a QuotaError) and the rack hosts. The cluster is recorded as ``creating``
-    before Pulumi starts, so `status`, `down` and `reap` know it even if this process dies.
-    Configuration problems of single hosts do not undo anything: each host's outcome is in
-    ``UpOutcome.hosts`` and in the registry; the caller decides the exit code. Cloud nodes
-    configure themselves: `up` publishes their pools' configuration and waits up to ``wait_s``
-    for their statuses (``UpOutcome.nodes``); ``configure=False`` leaves them waiting for
-    `gpufleet configure`. Every node that configured then runs the quick verification
-    (``verify``), its verdict in ``UpOutcome.verdicts`` and, when it fails, in the registry.
+    Before anything is created, each kind of node the stack uses is reached (``nodes.<kind>.reach``:
+    credentials, the Pulumi CLI and quotas, ``check``; the rack hosts and their software). The
+    cluster is recorded as ``creating`` before Pulumi starts, so `status`, `down` and `reap` know
+    it even if this process dies. Configuration problems of single nodes do not undo anything:
+    each node's outcome is in ``UpOutcome.hosts`` / ``.nodes`` and in the registry; the caller
+    decides the exit code. ``configure=False`` leaves the cloud nodes waiting for `gpufleet
+    configure`. Every node that configured then runs the quick verification (``verify``), its
+    verdict in ``UpOutcome.verdicts`` and, when it fails, in the registry.
     """
     reg = registry or Registry()
     name = cluster or stack.name
@@ -75,96 +72,42 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     # an update keeps the cluster's expiry; `down` and a new `up` start a new lease
     cl = cluster_for(stack, name, expires_at=parse_expiry(existing.expires_at) if existing else None)
     the_plan = plan(stack, cat, cluster=cl)
-    clouds = sorted({p.provider for p in stack.pools if p.provider in CLOUDS})
-    cmd = ready(clouds, bool(clouds), pulumi_command)
+    run = Run(stack, cat, name, reg, trust_new_hosts=trust_new_hosts, force=reconfigure, progress=on_host_progress,
+              pulumi_command=pulumi_command, prompt=prompt, on_progress=on_progress, cloud_api=cloud_api,
+              stores=stores, wait_s=wait_s, check_quotas=check, runner_factory=runner_factory,
+              layout=the_plan.layout, existing=existing)
+    used = kinds.used(stack)
     quota_lines = []
-    if clouds and check:
-        opened = open_apis(clouds, {p.provider: [p.region] for p in stack.pools if p.provider in clouds}, given=cloud_api)
-        quota_lines, _ = quota_check.check(quota_check.needs(stack, cat, existing), opened)
-        quota_check.refuse_if_short(quota_lines)
-    gathered = None
-    targets = []
-    if configure and any(p.provider == "baremetal" for p in stack.pools):
-        if runner_factory is None:
-            saltrun.find_salt_ssh()  # a missing Salt stops here, before anything is created or recorded
-            saltrun.states_dir()
-        # the racks exist already: reach them and check their OS against the software before anything
-        # is created or recorded (a misfit is bad input, exit 2)
-        targets = racks.rack_targets(stack)
-        gathered = racks.gather(targets, trust_new=trust_new_hosts, progress=on_host_progress)
-        if not any(r.facts for r in gathered.values()):
-            raise AllHostsFailed(list(gathered.values()), "reached")  # nothing is created or recorded
-        configuration.check_hosts(stack, gathered)
+    if cloud_nodes in used:
+        quota_lines = cloud_nodes.reach(run)
+    if configure and racks in used:
+        racks.reach(run)  # a misfit is bad input (exit 2): nothing is created or recorded
     if not confirm(the_plan):
         raise Aborted("nothing was created", "run again and answer yes, or pass --yes")
 
-    nodes: list[Node] = []
-    progress = None
-    backend = automation.backend_url() if clouds else None
     record = dict(name=name, stack=stack.name, stack_file=stack.source, owner=stack.owner,
-                  expires_at=format_expiry(cl.expires_at), backend=backend,
-                  locations=sorted({(p.provider, p.region) for p in stack.pools if p.provider in CLOUDS}))
-    if clouds:
-        reg.record(**record, nodes=existing.nodes if existing else [], state="updating" if existing else "creating")
-        program = build(layout(stack, cat), cl, trust_new_hosts=trust_new_hosts)
-        progress = automation.Progress(total=len(the_plan.cloud_resources), on_change=on_progress)
-        try:
-            result = automation.up(name, program, pulumi_command=cmd, progress=progress, prompt=prompt,
-                                   backend=backend)
-        except GpufleetError:
-            # some resources may exist: keep the cluster known (with the nodes it had) so that
-            # `down` and `status` find it
-            reg.record(**record, nodes=existing.nodes if existing else [], state="failed")
-            raise
-        nodes = nodes_from_outputs(result.outputs)
-    nodes += rack_nodes(stack, the_plan)
+                  expires_at=format_expiry(cl.expires_at), backend=None, locations=[])
+    nodes: list[Node] = []
+    if cloud_nodes in used:
+        record.update(cloud_nodes.record_fields(stack))
+        kept = dict(record, nodes=existing.nodes if existing else [])  # what `down` and `status` find if it fails
+        reg.record(**kept, state="updating" if existing else "creating")
+        run.found.update(cluster=cl, resources=len(the_plan.cloud_resources), backend=record["backend"])
+        nodes = cloud_nodes.create(run, on_failure=lambda: reg.record(**kept, state="failed"))
+    if racks in used:
+        nodes += racks.create(run, {c.pool: c.usd_per_node_hour for c in the_plan.pools})
     rec = reg.record(**record, nodes=nodes, state="up")
-    cloud_reports = []
-    if clouds and configure:
-        cloud_reports = cloudnodes.configure_pools(stack, cat, name, result.outputs, nodes, registry=reg,
-                                                   timeout_s=wait_s, progress=on_host_progress, stores=stores,
-                                                   **verification.cloud_config(stack, cat, verify=verify))
-    hosts = []
-    if targets:
-        hosts = configuration.configure(stack, name, targets, registry=reg, trust_new=trust_new_hosts,
-                                        force=reconfigure, progress=on_host_progress, runner_factory=runner_factory,
-                                        gathered=gathered)
-        if not clouds and not any(h.ok for h in hosts):  # a rack of which no host works is not up
+    cloud_reports, hosts, verdicts = [], [], []
+    if configure and cloud_nodes in used:
+        cloud_reports = cloud_nodes.configure(run, nodes, verify=verify)
+        if verify:
+            verdicts += cloud_nodes.configured_verdicts(cloud_reports)
+    if configure and racks in used:
+        hosts = racks.configure(run)
+        if not any(k.CREATES for k in used) and not any(h.ok for h in hosts):  # no host works: not up
             reg.set_state(name, "failed")
             rec = reg.get(name)
-    verdicts = verification.configured_verdicts(cloud_reports, asked=verify)
-    if verify and hosts:
-        verdicts += verification.verify_racks(stack, cat, hosts, trust_new_hosts=trust_new_hosts,
-                                              progress=on_host_progress)
-    verification.record(reg, name, verdicts)
-    return UpOutcome(the_plan, rec, progress, hosts, quota_lines, cloud_reports, verdicts)
-
-
-def open_apis(providers: list[str], regions: dict[str, list[str]], given=None) -> inventory.Clouds:
-    """The clouds' APIs to ask (credentials required), limited to ``regions``; ``given``: already open."""
-    if given is not None:
-        return given
-    return inventory.open_clouds(providers, required=True, regions=regions)
-
-
-def ready(clouds: list[str], needs_pulumi: bool, pulumi_command):
-    """Credentials for every cloud and a Pulumi CLI, checked before anyone is asked anything."""
-    if not needs_pulumi:
-        return None
-    for p in clouds:
-        cloud(p).credentials()
-    return pulumi_command or automation.find_pulumi()
-
-
-def rack_nodes(stack, the_plan: Plan) -> list[Node]:
-    """Bare-metal hosts as registry nodes; the machines exist, nothing is created for them."""
-    price = {c.pool: c.usd_per_node_hour for c in the_plan.pools}
-    out = []
-    for p in stack.pools:
-        if p.provider != "baremetal":
-            continue
-        for i, h in enumerate(p.hosts):
-            out.append(Node(pool=p.name, idx=i, provider="baremetal", location=p.site, machine=f"{p.gpus_per_node}x {p.gpu}",
-                            node_id=h.address, private_ip=h.address, ssh_endpoint=f"{h.address}:{h.port}",
-                            usd_per_hour=price.get(p.name)))
-    return out
+        if verify:
+            verdicts += racks.verify_configured(run, hosts)
+    record_verdicts(reg, name, verdicts)
+    return UpOutcome(the_plan, rec, run.found.get("progress"), hosts, quota_lines, cloud_reports, verdicts)

@@ -348,7 +348,7 @@ def _ownership(cat: Catalog, req: cmp.Request, feasible: list[Entry], today: dt.
             seen.add(kind_of(r))
             rentals.append(r)
     rentals = sorted(rentals[:RENTALS], key=lambda r: r.cost_to_train_usd)
-    stack_nodes = {r: n for p, r, _, n, _, _ in (req.only or []) if p == "baremetal"}
+    stack_nodes = {r: n for p, r, _, n, _, _ in (req.only or []) if p not in CLOUDS}
     out = []
     for site in sites:
         own = Ownership(site, ownership.usd_per_gpu_hour(site), note=note)

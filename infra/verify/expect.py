@@ -14,6 +14,7 @@ the GPU. Any other XID (13, 31, 43, 94: application faults or a contained ECC er
 from __future__ import annotations
 
 from gpufleet import catalog
+from gpufleet.clouds import provider
 
 FATAL_XIDS = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 95, 109, 119, 120, 140)
 LEVELS = ("quick", "full")
@@ -78,8 +79,7 @@ def for_pool(stack, pool, cat, *, node: str = "") -> dict:
             exp["required"] += ["bw.nccl"] if count > 1 else []
         if fabric.startswith("infiniband"):
             rate = (row.ib_rate_gbps if row and row.ib_rate_gbps else None) or IB_RATE[fabric]
-            # Azure ND: one InfiniBand port per GPU (learn.microsoft.com, ND H100 v5 / ND A100 v4 series)
-            ports = count if pool.provider == "azure" else 1
+            ports = count if provider(pool.provider).ib_port_per_gpu else 1
             exp["ib"] = {"ports": ports, "rate_gbps": int(rate)}
             exp["required"].append("links.ib")
     if fabric == "efa" and pool.instance_type:
@@ -93,7 +93,7 @@ def for_pool(stack, pool, cat, *, node: str = "") -> dict:
 
 
 def _gpu_of(pool, cat) -> tuple[str | None, int]:
-    if pool.instance_type and pool.provider != "baremetal":
+    if pool.instance_type and not pool.on_rack:
         it = cat.instance(pool.provider, pool.instance_type)
         return it.gpu, it.gpu_count
     return pool.gpu, pool.gpus_per_node or 0
@@ -102,7 +102,7 @@ def _gpu_of(pool, cat) -> tuple[str | None, int]:
 def _fabric(pool, cat) -> str:
     if pool.interconnect:
         return pool.interconnect
-    if pool.instance_type and pool.provider != "baremetal":
+    if pool.instance_type and not pool.on_rack:
         return cat.instance(pool.provider, pool.instance_type).fabric
     return "ethernet"
 

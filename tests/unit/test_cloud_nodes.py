@@ -537,7 +537,7 @@ def test_cli_configure_publishes_waits_and_exits_3_naming_who_failed(aws, plans,
     from gpufleet import catalog
     from gpufleet.engine import automation
     from gpufleet.fleet import stacks
-    from gpufleet.fleet.verify import cloud_config
+    from gpufleet.nodes.cloud import tree_extras as cloud_config
     from gpufleet.state.registry import Registry, nodes_from_outputs
 
     from conftest import cli

@@ -22,6 +22,7 @@ class Aws:
     pulumi_package = "aws"
     lustre_flavor = "fsx"
     time_servers = ("169.254.169.123",)  # Amazon Time Sync Service, on every instance
+    ib_port_per_gpu = False  # no InfiniBand offered
     interconnects = rules.INTERCONNECTS
     credential_hint = CREDENTIAL_HINT
     errors = PATTERNS

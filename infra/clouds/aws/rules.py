@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from gpufleet.clouds.pools import NameRule, Sizes, StorageRules, image_problems, is_multi_node, storage_problems
+import re
+
+from gpufleet.clouds.pools import (
+    NameRule,
+    Sizes,
+    StorageRules,
+    existing_network_problems,
+    image_problems,
+    is_multi_node,
+    storage_problems,
+)
 from gpufleet.spec import Problem
 
 # interconnect a pool may ask for -> the catalog fabric its instance type needs (None: any)
@@ -56,10 +66,26 @@ def pool_fabric(pool, instance) -> str | None:
 
 def check_pool(stack, pool, instance) -> list[Problem]:
     out = image_problems(pool, "an AMI id (ami-...)", is_ami) + storage_problems(pool, instance, STORAGE)
+    out += existing_network_problems(pool) + reservation_problems(pool)
     if pool.public_ip and pool_fabric(pool, instance) == "efa":
         out.append(Problem(("public_ip",), "an instance with EFA interfaces gets no automatic public IP",
                            "reach EFA pools through a bastion or VPN (access.ssh_cidrs on a private route)"))
     return out
+
+
+def reservation_problems(pool) -> list[Problem]:
+    """An On-Demand Capacity Reservation id (EC2 CreateCapacityReservation: ``cr-`` + 17 hex digits,
+    older ones 8), which only an on-demand instance can launch into."""
+    cr = pool.capacity_reservation
+    if not cr:
+        return []
+    if not re.match(r"^cr-[0-9a-f]{8,17}$", cr):
+        return [Problem(("capacity_reservation",), f"{cr!r} is not a capacity reservation id",
+                        "it looks like cr-0123456789abcdef0")]
+    if pool.spot:
+        return [Problem(("capacity_reservation",), "a spot pool cannot launch into a capacity reservation",
+                        "drop spot: true, or drop capacity_reservation")]
+    return []
 
 
 def region_subnets(region: str) -> list[tuple[str, int]]:

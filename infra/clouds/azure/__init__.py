@@ -21,6 +21,7 @@ class Azure:
     pulumi_package = "azure-native"
     lustre_flavor = "amlfs"
     time_servers = ()  # the image keeps its own (Azure's host time through Hyper-V)
+    ib_port_per_gpu = True  # ND-series: one InfiniBand port per GPU (learn.microsoft.com, ND H100 v5 / ND A100 v4)
     interconnects = rules.INTERCONNECTS
     credential_hint = CREDENTIAL_HINT
     errors = PATTERNS

@@ -14,6 +14,7 @@ class Baremetal:
     name = "baremetal"
     lustre_flavor = "onprem"
     time_servers = ()  # the site's own, already configured
+    ib_port_per_gpu = False  # one InfiniBand port per node unless the site says more
     # the fabrics a rack may have; none needs a particular machine type
     interconnects = {"infiniband-hdr": None, "infiniband-ndr": None, "roce": None,
                      "10gbe": None, "25gbe": None, "100gbe": None}

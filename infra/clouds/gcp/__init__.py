@@ -22,6 +22,7 @@ class Gcp:
     pulumi_package = "gcp"
     lustre_flavor = "gcp"
     time_servers = ("metadata.google.internal",)  # the metadata server's NTP
+    ib_port_per_gpu = False  # no InfiniBand offered
     interconnects = rules.INTERCONNECTS
     credential_hint = CREDENTIAL_HINT
     errors = PATTERNS

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from gpufleet.catalog.images import DEFAULT_IMAGE
-from gpufleet.clouds.pools import NameRule, Sizes, StorageRules, image_problems, is_multi_node, resource_name, storage_problems
+from gpufleet.clouds.pools import (
+    NameRule,
+    Sizes,
+    StorageRules,
+    existing_network_problems,
+    image_problems,
+    is_multi_node,
+    reservation_elsewhere,
+    resource_name,
+    storage_problems,
+)
 from gpufleet.spec import Problem
 
 INTERCONNECTS = {"gpudirect-tcpx": "tcpx", "10gbe": None, "25gbe": None, "100gbe": None}
@@ -111,7 +121,7 @@ def pool_fabric(pool, instance) -> str | None:
 
 def check_pool(stack, pool, instance) -> list[Problem]:
     out = image_problems(pool, "an image path (projects/.../global/images/...)", is_image_path)
-    out += storage_problems(pool, instance, STORAGE)
+    out += storage_problems(pool, instance, STORAGE) + existing_network_problems(pool) + reservation_elsewhere(pool, "GCP")
     if instance.gpu_attach == "separate" and instance.gpu not in ACCELERATORS:
         out.append(Problem(("instance_type",), f"no GCP accelerator type is known for {instance.gpu}"))
     return out

@@ -1,0 +1,233 @@
+"""Cloud nodes: Pulumi creates them; they configure and verify themselves from the stack's bucket
+(``configure.cloudnodes``), `up` publishes what they apply and waits for what they report; `down`
+destroys the Pulumi stack and then deletes whatever the clouds still tag for the cluster."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpufleet.clouds import cloud, inventory, quotas
+from gpufleet.configure import cloudnodes
+from gpufleet.engine import automation
+from gpufleet.engine.program import build
+from gpufleet.errors import DeployError, GpufleetError, LeftoverError
+from gpufleet.nodes.run import Run
+from gpufleet.providers import CLOUDS
+from gpufleet.state.registry import nodes_from_outputs
+from gpufleet.verify import bundle, expect
+from gpufleet.verify.report import NodeVerdict, apply_report
+
+NAME = "cloud nodes"
+CREATES = True  # its nodes exist only once `up` has created them
+
+
+def owns(pool) -> bool:
+    return pool.provider in CLOUDS
+
+
+def providers(stack) -> list[str]:
+    return sorted({p.provider for p in stack.pools if owns(p)})
+
+
+def ready(providers_used: list[str], pulumi_command):
+    """Credentials for every cloud and a Pulumi CLI, checked before anyone is asked anything."""
+    for p in providers_used:
+        cloud(p).credentials()
+    return pulumi_command or automation.find_pulumi()
+
+
+def open_apis(providers_used: list[str], regions: dict[str, list[str]], given=None) -> inventory.Clouds:
+    """The clouds' APIs to ask (credentials required), limited to ``regions``; ``given``: already open."""
+    if given is not None:
+        return given
+    return inventory.open_clouds(providers_used, required=True, regions=regions)
+
+
+def reach(run: Run) -> list:
+    """Credentials, the Pulumi CLI and (``run.check_quotas``) the quotas: the quota lines read."""
+    used = providers(run.stack)
+    run.pulumi_command = ready(used, run.pulumi_command)
+    if not run.check_quotas:
+        return []
+    regions = {p.provider: [p.region] for p in run.stack.pools if owns(p)}
+    opened = open_apis(used, regions, given=run.cloud_api)
+    lines, _ = quotas.check(quotas.needs(run.stack, run.cat, run.existing), opened)
+    quotas.refuse_if_short(lines)
+    return lines
+
+
+def record_fields(stack) -> dict:
+    """What the registry keeps of the clouds' part: the Pulumi backend and the places to look."""
+    return {"backend": automation.backend_url(),
+            "locations": sorted({(p.provider, p.region) for p in stack.pools if owns(p)})}
+
+
+def create(run: Run, on_failure) -> list:
+    """Pulumi's up of the program (``run.layout``); the nodes it made. ``on_failure()`` is called
+    before a failure is raised, when some resources may exist."""
+    program = build(run.layout, run.found["cluster"], trust_new_hosts=run.trust_new_hosts)
+    progress = automation.Progress(total=run.found["resources"], on_change=run.on_progress)
+    run.found["progress"] = progress
+    try:
+        result = automation.up(run.cluster, program, pulumi_command=run.pulumi_command, progress=progress,
+                               prompt=run.prompt, backend=run.found["backend"])
+    except GpufleetError:
+        on_failure()
+        raise
+    run.found["outputs"] = result.outputs
+    return nodes_from_outputs(result.outputs)
+
+
+def outputs(run: Run, backend: str | None) -> dict:
+    """The cluster's Pulumi outputs: those of this run's `up`, or read from its stack."""
+    if "outputs" not in run.found:
+        run.found["outputs"] = automation.outputs(run.cluster, pulumi_command=run.pulumi_command, prompt=run.prompt,
+                                                  backend=backend)
+    return run.found["outputs"]
+
+
+def configure(run: Run, nodes: list, *, backend: str | None = None, verify: bool = True) -> list:
+    """Publish each pool's configuration and wait for the nodes' statuses (``NodeReport``s);
+    unless ``verify`` is off, the nodes run the quick verification after applying."""
+    return cloudnodes.configure_pools(run.stack, run.cat, run.cluster, outputs(run, backend),
+                                      [n for n in nodes if n.provider in CLOUDS], registry=run.registry,
+                                      timeout_s=run.wait_s, progress=run.progress, stores=run.stores,
+                                      force=run.force, **tree_extras(run.stack, run.cat, verify=verify))
+
+
+def tree_extras(stack, cat, *, verify: bool = True) -> dict:
+    """What the cloud pools' configuration carries besides the states: the verify bundle in the
+    tree (so `gpufleet verify` can run it later) and, unless ``verify`` is off, each pool's
+    expectations for the quick verification its nodes run after applying."""
+    data, _ = bundle.build()
+    pools = {p.name: expect.for_pool(stack, p, cat) for p in stack.pools if owns(p)} if verify else None
+    return {"extra": {cloudnodes.VERIFY_BUNDLE: data}, "verify": pools}
+
+
+def configured_verdicts(reports: list) -> list[NodeVerdict]:
+    """The verdicts the cloud nodes sent with their configuration."""
+    out = []
+    for r in reports:
+        if not r.ok:
+            continue
+        v = NodeVerdict(r.target.id, r.target.pool, r.target.address)
+        if r.verify:
+            apply_report(v, r.verify)
+        elif r.state == "current":
+            continue  # nothing applied this time, so nothing verified: `gpufleet verify` does it on demand
+        else:
+            v.error = "the node sent no verification report"
+        out.append(v)
+    return out
+
+
+def targets(run: Run, record, node: str | None) -> list:
+    """The recorded cloud nodes of the stack's pools (``node``: only that one, by name or address)."""
+    pools = {p.name for p in run.stack.pools}
+    return [n for n in record.nodes if n.provider in CLOUDS and n.pool in pools
+            and node in (None, f"{n.pool}-{n.idx}", n.private_ip, n.node_id)]
+
+
+def verify(run: Run, record, nodes: list, level: str) -> list[NodeVerdict]:
+    """Ask the nodes through their bucket to run the checks at ``level``; their verdicts."""
+    pools = {p.name: p for p in run.stack.pools}
+    exps = {p: expect.for_pool(run.stack, pools[p], run.cat) for p in {n.pool for n in nodes}}
+    answers = cloudnodes.verify_pools(outputs(run, record.backend), nodes, exps, level=level, timeout_s=run.wait_s,
+                                      progress=run.progress, stores=run.stores)
+    return [verdict(t, got, run.wait_s) for t, got in answers]
+
+
+def verdict(target, report: dict | None, wait_s: float) -> NodeVerdict:
+    """A cloud node's verdict from the report in its status (None: it did not answer)."""
+    v = NodeVerdict(target.id, target.pool, target.address)
+    if report is None:
+        v.verdict, v.error = "timeout", f"no verification report after {wait_s:.0f}s"
+        v.hint = "the node's agent runs every minute: see /var/log/gpufleet/node.log on it"
+    else:
+        apply_report(v, report)
+    return v
+
+
+@dataclass
+class Drained:
+    """What the clouds' part of a teardown did: Pulumi's destroy, then the sweep by tag."""
+
+    progress: automation.Progress | None = None
+    emptied: int = 0  # objects deleted from the stack's buckets before the destroy
+    swept: list = field(default_factory=list)  # clouds.inventory.Outcome: what the tag sweep deleted
+    left: list = field(default_factory=list)  # clouds.resources.Resource still tagged after the sweep
+    unread: dict = field(default_factory=dict)  # "aws/us-west-2" -> why it could not be checked
+    error: DeployError | None = None  # Pulumi's destroy failed (and its retry after the sweep)
+
+    @property
+    def done(self) -> bool:
+        return self.error is None and not self.left and not self.unread
+
+
+def drain(run: Run, backend: str | None, api, on_sweep=None) -> Drained:
+    """Destroy the cluster's Pulumi stack (``backend``: None when there is none), then delete whatever
+    the clouds (``api``) still tag for it and ask again; destroy once more when the sweep removed
+    what blocked it. Nothing raises: what is left is in the result."""
+    out = Drained()
+    if backend is not None:
+        out.progress = automation.Progress(total=None, on_change=run.on_progress)
+        out.emptied = empty_buckets(run.cluster, run.pulumi_command, run.prompt, backend)
+        out.error = _destroy(run, backend, out.progress)
+    if api is not None:
+        out.swept, out.left, out.unread = sweep(run.cluster, api, on_progress=on_sweep)
+        if out.error is not None and not out.left and not out.unread:
+            out.error = _destroy(run, backend, out.progress)  # what blocked Pulumi may be gone now
+    return out
+
+
+def _destroy(run: Run, backend: str | None, progress) -> DeployError | None:
+    try:
+        automation.destroy(run.cluster, pulumi_command=run.pulumi_command, progress=progress, prompt=run.prompt,
+                           backend=backend)
+    except DeployError as e:
+        return e
+    return None
+
+
+def empty_buckets(name: str, cmd, prompt, backend) -> int:
+    """Empty the stack's buckets (every object version) so that Pulumi can delete them; the number
+    of objects deleted. A bucket that cannot be read here is left to the sweep after the destroy,
+    which finds it by tag and empties it as well."""
+    try:
+        outs = automation.outputs(name, pulumi_command=cmd, prompt=prompt, backend=backend)
+    except GpufleetError:
+        return 0
+    refs = {p["bucket"]["name"]: p["bucket"] for p in (outs.get("pools") or {}).values() if p.get("bucket")}
+    deleted = 0
+    for ref in refs.values():
+        try:
+            deleted += cloud(ref["cloud"]).objects(ref).delete_all()
+        except GpufleetError:
+            continue
+    return deleted
+
+
+def sweep(cluster: str, api, *, on_progress=None):
+    """Delete whatever is still tagged for ``cluster``, then ask again: (outcomes, left, unread places)."""
+    found, unread = inventory.collect(api, cluster=cluster)
+    outcomes = []
+    if found:
+        outcomes = inventory.delete(found, api, on_progress=on_progress)
+        found, unread = inventory.collect(api, cluster=cluster)
+    return outcomes, found, unread
+
+
+def leftover_error(cluster: str, left, unread, outcomes=()) -> GpufleetError:
+    """What is left, each with why its deletion failed (when it was tried)."""
+    why = {o.resource.key: o for o in outcomes}
+    parts = []
+    if left:
+        parts.append(f"{len(left)} resource(s) tagged gpufleet:cluster={cluster} are still there: "
+                     + ", ".join(f"{r.where} {r.label()}" for r in left[:8]) + (" ..." if len(left) > 8 else ""))
+    if unread:
+        parts.append("could not check " + ", ".join(f"{k} ({v})" for k, v in unread.items()))
+    return LeftoverError("; ".join(parts), f"the cluster stays in the registry; fix the cause and run "
+                         f"`gpufleet down {cluster}` again (it deletes only what is left)",
+                         resources=[{**r.to_dict(), "status": why[r.key].status if r.key in why else "not tried",
+                                     "message": why[r.key].message if r.key in why else None} for r in left],
+                         unread=unread)

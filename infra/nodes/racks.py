@@ -1,0 +1,111 @@
+"""Rack hosts: machines that exist, reached over SSH. ``reach`` gathers their facts and checks the
+stack's software against them before anything is created; ``configure`` runs salt-ssh
+(``configure.nodes``), ``verify`` sends the checks over SSH (``verify.rack``), ``drain`` marks them
+out of service (and, when asked, undoes the states). Nothing is ever created or wiped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpufleet.clouds.baremetal import hosts
+from gpufleet.configure import nodes as configuration
+from gpufleet.configure import pillar, saltrun
+from gpufleet.errors import AllHostsFailed, InputError
+from gpufleet.nodes.run import Run
+from gpufleet.providers import CLOUDS
+from gpufleet.state.registry import Node
+from gpufleet.verify import expect, rack
+from gpufleet.verify.report import NodeVerdict
+
+NAME = "rack hosts"
+CREATES = False  # the machines exist: nothing is created for them, a rack of which no host works is not up
+
+
+def owns(pool) -> bool:
+    return pool.provider not in CLOUDS
+
+
+def reach(run: Run) -> None:
+    """Salt is installed, the hosts answer and their OS fits the stack's software (else exit 2):
+    all before anything is created or recorded. Their facts are kept for ``configure``."""
+    if run.runner_factory is None:
+        saltrun.find_salt_ssh()
+        saltrun.states_dir()
+    targets = hosts.rack_targets(run.stack)
+    gathered = hosts.gather(targets, trust_new=run.trust_new_hosts, progress=run.progress)
+    if not any(r.facts for r in gathered.values()):
+        raise AllHostsFailed(list(gathered.values()), "reached")
+    configuration.check_hosts(run.stack, gathered)
+    run.found["gathered"] = gathered
+
+
+def create(run: Run, prices: dict[str, float | None]) -> list[Node]:
+    """The hosts as registry nodes (``prices``: $ per node-hour by pool, from the plan)."""
+    out = []
+    for p in run.stack.pools:
+        if not owns(p):
+            continue
+        for i, h in enumerate(p.hosts):
+            out.append(Node(pool=p.name, idx=i, provider=p.provider, location=p.site, machine=f"{p.gpus_per_node}x {p.gpu}",
+                            node_id=h.address, private_ip=h.address, ssh_endpoint=f"{h.address}:{h.port}",
+                            usd_per_hour=prices.get(p.name)))
+    return out
+
+
+def configure(run: Run) -> list:
+    """Apply the formulas on every host (``HostReport``s), with the facts ``reach`` gathered when it ran."""
+    return configuration.configure(run.stack, run.cluster, hosts.rack_targets(run.stack), registry=run.registry,
+                                   trust_new=run.trust_new_hosts, force=run.force, progress=run.progress,
+                                   runner_factory=run.runner_factory, gathered=run.found.get("gathered"))
+
+
+def targets(run: Run, node: str | None = None) -> list:
+    """The stack's hosts (``node``: only that one, by its name ``pool-idx`` or address)."""
+    return [t for t in hosts.rack_targets(run.stack) if node in (None, t.id, t.address)]
+
+
+def verify(run: Run, chosen: list, level: str) -> list[NodeVerdict]:
+    """Run the checks at ``level`` on the hosts ``chosen`` over SSH."""
+    if not chosen:
+        return []
+    pools = {p.name: p for p in run.stack.pools}
+    exps = {t.id: expect.for_pool(run.stack, pools[t.pool], run.cat, node=t.id) for t in chosen}
+    return rack.verify_hosts(chosen, exps, level=level, trust_new=run.trust_new_hosts, progress=run.progress)
+
+
+def verify_configured(run: Run, reports: list) -> list[NodeVerdict]:
+    """The quick verification of the hosts that configured (``reports``: their HostReports)."""
+    return verify(run, [r.target for r in reports if r.ok], "quick")
+
+
+def drain(run: Run, record, clean: bool) -> list:
+    """Take the cluster's hosts not drained yet out of service (``clean``: undo the states too);
+    each host's outcome is recorded."""
+    done = {k for k, v in run.registry.hosts(run.cluster).items() if v["state"] == "drained"}
+    todo = [t for t in hosts.rack_targets(run.stack) if (t.pool, t.idx) not in done]
+    pools = {p.name: p for p in run.stack.pools}
+    clean_states = {t.id: pillar.formulas(run.stack, pools[t.pool]) for t in todo} if clean else None
+    pillars = {t.id: pillar.build(run.stack, pools[t.pool], cluster=run.cluster) for t in todo} if clean else None
+    reports = configuration.drain(run.cluster, todo, clean_states=clean_states, pillars=pillars,
+                                  trust_new=run.trust_new_hosts, progress=run.progress,
+                                  runner_factory=run.runner_factory)
+    for r in reports:
+        run.registry.set_host(run.cluster, r.target.pool, r.target.idx, address=r.target.address, state=r.state,
+                              detail=r.error or ("drained and cleaned" if clean else "drained"))
+    return reports
+
+
+def recorded(record) -> bool:
+    """Whether the cluster's record holds rack hosts (they need the stack file to be reached)."""
+    return any(n.provider not in CLOUDS for n in record.nodes)
+
+
+def stack_of(record, stack, load):
+    """The stack that says how to reach the cluster's hosts: the one given, or its recorded file
+    (``load(path)``)."""
+    if stack is not None:
+        return stack
+    if not record.stack_file or not Path(record.stack_file).exists():
+        raise InputError(f"cluster {record.name} has rack hosts but its stack file {record.stack_file!r} is gone",
+                         "pass the stack file: gpufleet down STACK (it says how to reach the hosts)")
+    return load(record.stack_file)
