@@ -14,6 +14,10 @@ class GpufleetError(Exception):
     """Root of every error gpufleet expects; carries a message, a hint and an exit code."""
 
     exit_code = EXIT_FAILED
+    # What a cloud's refusal rules out for another attempt (a ``gpufleet.clouds.base.Refusal``, which
+    # this bottom layer does not import), set by ``engine.automation.translate`` on the errors it
+    # makes of Pulumi failures; None where there was no refusal to read.
+    refusal = None
 
     def __init__(self, message: str, hint: str | None = None, exit_code: int | None = None):
         super().__init__(message)
@@ -23,7 +27,12 @@ class GpufleetError(Exception):
             self.exit_code = exit_code
 
     def to_dict(self) -> dict:
-        return {"error": type(self).__name__, "message": self.message, "hint": self.hint}
+        d = {"error": type(self).__name__, "message": self.message, "hint": self.hint}
+        if self.refusal is not None:
+            d["refusal"] = self.refusal.to_dict()
+        if getattr(self, "attempts", None):  # where `up`'s capacity failover tried, when it had begun
+            d["attempts"] = self.attempts
+        return d
 
 
 class InputError(GpufleetError):

@@ -6,6 +6,10 @@ cross-cloud operations need: credentials, the Pulumi program and its plan-time a
 cloud's API by tag (inventory, deletion, quotas) and its prices. A cloud object is cheap:
 whatever imports an SDK or Pulumi is reached through its methods, each of which loads its
 module through the cloud's ``sdk`` module (an ``SdkMissing`` error names the extra to install).
+
+A cloud's refusals are classified by its table of ``RefusalRule`` rows (``errors.rules``, each
+cloud's ``refusals`` module): a ``Refusal`` says what a failure rules out for the next attempt (a
+zone, a region, the provider, or everything), for capacity failover.
 """
 
 from __future__ import annotations
@@ -17,14 +21,122 @@ from typing import Any, Protocol, runtime_checkable
 
 from gpufleet.spec import Problem  # what a provider cannot do for a pool, keys relative to the pool
 
+# What a refusal rules out for the next attempt, from the narrowest to the whole run
+SCOPES = ("zone", "region", "provider", "stop")
+KINDS = ("capacity", "quota", "credentials", "permission", "argument", "price", "unknown")
+# the scope of a failure recognised only by an SDK's own words (no cloud error code to look up)
+DEFAULT_SCOPE = {"capacity": "zone", "quota": "region", "credentials": "provider", "permission": "stop",
+                 "argument": "stop", "price": "zone", "unknown": "stop"}
+MESSAGE_CHARS = 300
+_ANSI = re.compile(r"\x1b\[[0-9;]*m|<\{%[a-z]*%\}>")  # terminal colours and Pulumi's colour markup
+
+
+def strip_color(s: str) -> str:
+    return _ANSI.sub("", s)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a cloud refused to create something, and what that rules out for the next attempt:
+    another ``zone`` of the region, another ``region``, another ``provider``, or nothing (``stop``:
+    every other candidate would fail the same way, or the failure is not understood)."""
+
+    scope: str  # zone | region | provider | stop
+    kind: str  # capacity | quota | credentials | permission | argument | price | unknown
+    code: str  # the cloud's own error code ("" when the text carries none)
+    message: str  # the line of the error text that carries it, colour stripped, at most 300 characters
+    source: str  # the provider's documentation page that defines the code ("" when there is none)
+
+    def to_dict(self) -> dict:
+        return {"scope": self.scope, "kind": self.kind, "code": self.code, "message": self.message,
+                "source": self.source}
+
+
+@dataclass(frozen=True)
+class RefusalRule:
+    """One row of a cloud's refusal table: the documented code, how it reads in Pulumi's output
+    (matched line by line; a named group ``code`` names the code when one row covers a family of
+    codes), what it rules out, and the documentation page that defines it."""
+
+    code: str
+    pattern: re.Pattern
+    scope: str
+    kind: str
+    source: str
+
+    def __post_init__(self):
+        if self.scope not in SCOPES or self.kind not in KINDS:
+            raise ValueError(f"refusal rule {self.code}: scope {self.scope!r} / kind {self.kind!r} unknown")
+
+    def refusal(self, line: str) -> Refusal | None:
+        """The refusal this rule reads in one line of error text, or None."""
+        m = self.pattern.search(line)
+        if m is None:
+            return None
+        code = (m.groupdict().get("code") if "code" in self.pattern.groupindex else None) or self.code
+        return Refusal(self.scope, self.kind, code, line[:MESSAGE_CHARS], self.source)
+
+
+def error_lines(text: str) -> list[str]:
+    return [ln for ln in (strip_color(raw).strip() for raw in text.splitlines()) if ln]
+
+
+def first_refusal(rules, text: str) -> tuple[RefusalRule, Refusal] | None:
+    """The first rule of ``rules`` (table order is precedence) that matches a line of ``text``, with
+    the refusal it reads there."""
+    lines = error_lines(text)
+    for rule in rules:
+        for line in lines:
+            r = rule.refusal(line)
+            if r is not None:
+                return rule, r
+    return None
+
+
+def refusal_in(rules, text: str) -> Refusal | None:
+    """What the first matching rule of ``rules`` says of ``text``; None when no rule matches."""
+    found = first_refusal(rules, text)
+    return found[1] if found else None
+
+
+def worded_refusal(kind: str, pattern: re.Pattern, text: str) -> Refusal:
+    """A failure recognised by an SDK's or CLI's own words, which carry no cloud error code."""
+    line = next((ln for ln in error_lines(text) if pattern.search(ln)), "")
+    return Refusal(DEFAULT_SCOPE[kind], kind, "", line[:MESSAGE_CHARS], "")
+
+
+def unknown_refusal(line: str) -> Refusal:
+    """A failure no table knows: it must not burn through every candidate."""
+    return Refusal("stop", "unknown", "", strip_color(line).strip()[:MESSAGE_CHARS], "")
+
+
+def _union(words: str | None, rules, kind: str) -> re.Pattern:
+    """One pattern for a kind of failure: an SDK's own words (case-insensitive) or any row of that kind."""
+    parts = [f"(?i:{words})"] if words else []
+    for r in rules:
+        if r.kind == kind:
+            src = re.sub(r"\(\?P<\w+>", "(?:", r.pattern.pattern)  # one pattern may hold one group of a name
+            parts.append(f"(?i:{src})" if r.pattern.flags & re.IGNORECASE else f"(?:{src})")
+    return re.compile("|".join(parts) or "(?!)")
+
 
 @dataclass(frozen=True)
 class ErrorPatterns:
-    """How a cloud's failures read in Pulumi's output: refused credentials, a quota, no capacity."""
+    """How a cloud's failures read in Pulumi's output. ``rules`` is its refusal table (the cloud's
+    documented error codes, in precedence order); ``credentials``, ``quota`` and ``capacity`` match
+    any text of that kind: a row of the table, or an SDK's own words, which carry no code."""
 
     credentials: re.Pattern
     quota: re.Pattern
     capacity: re.Pattern
+    rules: tuple[RefusalRule, ...] = ()
+
+    @classmethod
+    def of(cls, rules: tuple[RefusalRule, ...], *, credentials: str | None = None, quota: str | None = None,
+           capacity: str | None = None) -> "ErrorPatterns":
+        """The patterns of a refusal table plus the SDK's own words for each kind."""
+        return cls(credentials=_union(credentials, rules, "credentials"), quota=_union(quota, rules, "quota"),
+                   capacity=_union(capacity, rules, "capacity"), rules=tuple(rules))
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,14 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import re
 import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufleet.clouds import cloud
+from gpufleet.clouds import by_pulumi_package, cloud
+from gpufleet.clouds.base import Refusal, refusal_in, strip_color, unknown_refusal, worded_refusal
 from gpufleet.errors import (
     CapacityError,
     CredentialsError,
@@ -151,6 +151,7 @@ class Progress:
     ops: dict[str, int] = field(default_factory=dict)
     failed: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    error_urns: list[str] = field(default_factory=list)  # the resources the error diagnostics name
     summary: dict | None = None
     on_change: Callable[["Progress"], None] | None = None
 
@@ -176,9 +177,11 @@ class Progress:
             self.in_flight.pop(md.urn, None)
             self.failed.append(md.urn)
         elif event.diagnostic_event is not None and event.diagnostic_event.severity == "error":
-            msg = _strip_color(event.diagnostic_event.message).strip()
+            msg = strip_color(event.diagnostic_event.message).strip()
             if msg:
                 self.errors.append(msg)
+            if getattr(event.diagnostic_event, "urn", None):
+                self.error_urns.append(event.diagnostic_event.urn)
         elif event.summary_event is not None:
             s = event.summary_event
             self.summary = {"duration_seconds": s.duration_seconds,
@@ -250,8 +253,17 @@ def destroy(cluster: str, *, pulumi_command=None, progress: Progress | None = No
 
 # --- errors -----------------------------------------------------------------------------------
 
+QUOTA_HINT = ("run `gpufleet check STACK` and request an increase, or make the pool smaller; "
+              "this is not a capacity shortage, retrying will not help")
+CAPACITY_HINT = "try another zone or region, a capacity reservation, or retry later; this is not a quota problem"
+DEPLOY_HINT = ("the resources created so far stay in the state; fix the cause and run `gpufleet up` again, "
+               "or `gpufleet down` to remove them")
+
+
 def translate(exc: Exception, progress: Progress | None = None) -> GpufleetError:
-    """A Pulumi CLI / engine failure as a gpufleet error with the most useful hint."""
+    """A Pulumi CLI / engine failure as a gpufleet error with the most useful hint, and, in its
+    ``refusal``, what the failure rules out for another attempt (``clouds.base.Refusal``; None
+    where the failure is not the cloud's: a missing CLI, a concurrent update)."""
     if isinstance(exc, GpufleetError):
         return exc
     if isinstance(exc, FileNotFoundError):
@@ -264,45 +276,68 @@ def translate(exc: Exception, progress: Progress | None = None) -> GpufleetError
     if isinstance(exc, auto_errors.ConcurrentUpdateError):
         return DeployError("another update of this cluster is running", "wait for it, or run `pulumi cancel` "
                            "in the gpufleet project if it died", resources=failed)
+    c, refusal = classify(text, _clouds_of([*failed, *(progress.error_urns if progress else [])]))
+    return _error(c, refusal, text, progress, failed)
+
+
+def classify(text: str, failing: list | None = None) -> tuple[object | None, Refusal]:
+    """Which cloud refused, and what its refusal rules out for another attempt. First a documented
+    error code of the ``failing`` clouds (of every cloud when none is known), in the order of each
+    cloud's table; then the SDKs' own words for missing credentials, a quota or no capacity (no
+    code); else an unknown failure, which stops (no cloud)."""
     clouds = [cloud(p) for p in CLOUDS]
-    for c in clouds:
-        if c.errors.credentials.search(text):
-            return CredentialsError(c.name, f"{c.name}: no usable credentials ({_first_line(c.errors.credentials, text)})",
-                                    c.credential_hint)
-    for c in clouds:
-        if c.errors.quota.search(text):
-            line = _first_line(c.errors.quota, text)
-            return QuotaError(c.name, None, line, None, None,
-                              "run `gpufleet check STACK` and request an increase, or make the pool smaller; "
-                              "this is not a capacity shortage, retrying will not help",
-                              message=f"a quota stopped the deployment: {line}")
-    for c in clouds:
-        if c.errors.capacity.search(text):
-            return CapacityError(f"the cloud has no capacity for this request right now: "
-                                 f"{_first_line(c.errors.capacity, text)}",
-                                 "try another zone or region, a capacity reservation, or retry later; "
-                                 "this is not a quota problem")
+    for c in failing or clouds:
+        refusal = refusal_in(c.errors.rules, text)
+        if refusal is not None:
+            return c, refusal
+    for kind in ("credentials", "quota", "capacity"):
+        for c in clouds:
+            pattern = getattr(c.errors, kind)
+            if pattern.search(text):
+                return c, refusal_in([r for r in c.errors.rules if r.kind == kind], text) or \
+                    worded_refusal(kind, pattern, text)
+    return None, unknown_refusal(_last_error_line(text))
+
+
+def _error(c, refusal: Refusal, text: str, progress: Progress | None, failed: list[str]) -> GpufleetError:
+    """The gpufleet error for a refusal, with the refusal attached."""
+    if refusal.kind == "credentials":
+        err = CredentialsError(c.name, f"{c.name}: no usable credentials ({refusal.message})", c.credential_hint)
+    elif refusal.kind == "quota":
+        err = QuotaError(c.name, None, refusal.message, None, None, QUOTA_HINT,
+                         message=f"a quota stopped the deployment: {refusal.message}")
+    elif refusal.kind == "capacity":
+        err = CapacityError(f"the cloud has no capacity for this request right now: {refusal.message}", CAPACITY_HINT)
+    else:
+        detail = _detail(text, progress)
+        err = DeployError(f"Pulumi failed: {detail}", DEPLOY_HINT, resources=failed)
+        if refusal.kind == "unknown":
+            refusal = unknown_refusal(detail)
+    err.refusal = refusal
+    return err
+
+
+def _detail(text: str, progress: Progress | None) -> str:
     errors = progress.errors if progress else []
-    detail = errors[-1] if errors else _last_error_line(text)
-    return DeployError(f"Pulumi failed: {detail}", "the resources created so far stay in the state; fix the cause "
-                       "and run `gpufleet up` again, or `gpufleet down` to remove them", resources=failed)
+    return errors[-1] if errors else _last_error_line(text)
 
 
-def _first_line(pat: re.Pattern, text: str) -> str:
-    for line in text.splitlines():
-        if pat.search(line):
-            return _strip_color(line).strip()[:300]
-    return ""
+def _clouds_of(urns: list[str]) -> list:
+    """The clouds whose resources these URNs name (``urn:pulumi:STACK::PROJECT::TYPE::NAME``, the type
+    qualified by its parents' with ``$``; a provider's own resource is ``pulumi:providers:PACKAGE``)."""
+    out = []
+    for urn in urns:
+        parts = urn.split("::")
+        typ = parts[2].split("$")[-1] if len(parts) >= 4 else ""
+        package = typ.split(":")[2] if typ.startswith("pulumi:providers:") and typ.count(":") >= 2 else \
+            typ.split(":")[0]
+        c = by_pulumi_package(package) if package else None
+        if c is not None and c not in out:
+            out.append(c)
+    return out
 
 
 def _last_error_line(text: str) -> str:
-    lines = [ln.strip() for ln in _strip_color(text).splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in strip_color(text).splitlines() if ln.strip()]
     errs = [ln for ln in lines if ln.lower().startswith("error")]
     return (errs or lines or ["unknown error"])[-1][:300]
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m|<\{%[a-z]*%\}>")
-
-
-def _strip_color(s: str) -> str:
-    return _ANSI.sub("", s)
