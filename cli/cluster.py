@@ -8,7 +8,15 @@ import typer
 
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
-from gpufleet.cli.tables import render_cloud_nodes, render_hosts, render_outcomes, render_resources, render_verdicts
+from gpufleet.cli.tables import (
+    attempt_line,
+    render_attempts,
+    render_cloud_nodes,
+    render_hosts,
+    render_outcomes,
+    render_resources,
+    render_verdicts,
+)
 from gpufleet.errors import GpufleetError, PartialFailure, Unhealthy
 
 UP_HELP = ("Bring a stack up: validate, plan and price it, check credentials, quotas and the Pulumi CLI, ask, then create "
@@ -45,6 +53,13 @@ def up(
     wait_timeout: WaitTimeout = 1800,
     verify: Annotated[bool, typer.Option("--verify/--no-verify", help="End with the quick verification of every "
                                          "node that configured (`gpufleet verify`).")] = True,
+    failover: Annotated[bool, typer.Option("--failover/--no-failover", help="Pools with a `failover:` block try "
+                                           "their other places when the cloud refuses one (--no-failover: only "
+                                           "their own).")] = True,
+    max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, max=1000, help="Most Pulumi runs failover "
+                                              "makes, every pool's together.")] = 20,
+    failover_budget: Annotated[float, typer.Option("--failover-budget", min=1, max=7 * 86400, metavar="SECONDS",
+                                                   help="No new failover attempt starts after this long.")] = 7200,
 ):
     from gpufleet import catalog
     from gpufleet.cli.plan import render
@@ -65,11 +80,15 @@ def up(
             outcome = bring_up(st, cat, cluster=cluster, confirm=confirm, prompt=options.passphrase_prompt(),
                                on_progress=lambda pr: update(pr.done, pr.total, _in_flight(pr)),
                                configure=configure, trust_new_hosts=trust_new_hosts, reconfigure=reconfigure,
-                               check=check, wait_s=wait_timeout, verify=verify,
+                               check=check, wait_s=wait_timeout, verify=verify, failover=failover,
+                               max_attempts=max_attempts, failover_budget_s=failover_budget,
+                               on_attempt=_tell_attempt,
                                on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
     except GpufleetError as e:
         if getattr(e, "reports", None) and not STATE.json:
             render_hosts(e.reports, "Configuration")  # every host, and why each failed
+        if getattr(e, "attempts", None) and not STATE.json:
+            render_attempts(e.attempts)
         raise
     rec = outcome.record
     for q in outcome.quotas:
@@ -82,13 +101,15 @@ def up(
                "quotas": [q.to_dict() for q in outcome.quotas],
                "elapsed_s": round(outcome.progress.elapsed, 1) if outcome.progress else 0,
                "hosts": [h.to_dict() for h in outcome.configured], "ok": failed is None,
-               "verified": [v.to_dict() for v in outcome.verdicts]}
+               "verified": [v.to_dict() for v in outcome.verdicts], "attempts": outcome.attempts}
         if failed:  # the error's fields next to the result, in one document
             doc.update({k: v for k, v in failed.to_dict().items() if k not in ("hosts", "nodes")})
         output.emit_json(doc)
         if failed:
             raise typer.Exit(failed.exit_code)
         return
+    if outcome.attempts:
+        render_attempts(outcome.attempts)
     _render_nodes(rec, outcome.progress)
     if outcome.hosts:
         render_hosts(outcome.hosts, "Configuration")
@@ -98,6 +119,14 @@ def up(
         render_verdicts(outcome.verdicts, "Verification (quick)")
     if failed:
         raise failed
+
+
+def _tell_attempt(attempt) -> None:
+    """Each placement attempt as it happens, on stderr (the table at the end has them all)."""
+    if not STATE.json:
+        from rich.markup import escape
+
+        output.console(stderr=True).print(escape(attempt_line(attempt.to_dict())))
 
 
 @output.handle_errors

@@ -58,12 +58,40 @@ def render(result, *, all_resources: bool = False) -> None:
                  ["pool", "provider", "region/site", "machine", "nodes", "GPUs", "$/node-h", "$/h", "note"], money_rows,
                  justify={"nodes": "right", "GPUs": "right", "$/node-h": "right", "$/h": "right"},
                  optional=("GPUs", "provider", "$/node-h"), wraps=("note",))
+    for p in result.pools:
+        if p.failover:
+            render_candidates(p.pool, p.failover)
     unpriced = [p.pool for p in result.pools if p.usd_per_hour is None]
     for w in result.warnings:
         c.print(f"[bold red]warning:[/bold red] {w}")
     c.print(f"[bold]Total: {output.money(result.usd_per_hour)}/h[/bold]"
             + (f" plus unpriced pools: {', '.join(unpriced)}" if unpriced else "")
             + "; storage, NAT and traffic are not included.")
+
+
+def render_candidates(pool: str, failover: dict) -> None:
+    """The places `up` tries for a pool, in order, and what was left out before any attempt."""
+    rows = [[i, c["provider"], _where(c), c["instance_type"], "spot" if c["spot"] else "on-demand",
+             output.money(c["price_per_node_hour"]) if c["price_per_node_hour"] is not None else "-",
+             output.money(c["price_per_hour"]) if c["price_per_hour"] is not None else "-", c["why"]]
+            for i, c in enumerate(failover["candidates"], 1)]
+    dropped = failover["dropped"]
+    caption = None
+    if dropped:
+        reasons: dict[str, int] = {}
+        for d in dropped:
+            reasons[d["why"]] = reasons.get(d["why"], 0) + 1
+        common = max(reasons, key=reasons.get)
+        caption = (f"{len(dropped)} left out before any attempt, most for: {common} (plan --json lists each); "
+                   "`up` also skips a region whose quota is short")
+    output.table(f"Failover for pool {pool}: {len(rows)} places, tried in this order until one holds the whole pool",
+                 ["#", "provider", "zone/region", "instance", "market", "$/node-h", "$/h", "why"], rows, caption=caption,
+                 justify={"#": "right", "$/node-h": "right", "$/h": "right"}, optional=("why", "$/node-h", "market"))
+
+
+def _where(c: dict) -> str:
+    z = c["zone"]
+    return c["region"] if z is None else z if z.startswith(c["region"]) else f"{c['region']}/{z}"
 
 
 def grouped(resources, *, collapse: bool):

@@ -111,3 +111,37 @@ def render_verdicts(verdicts, title: str, *, all_checks: bool = False) -> None:
             output.console(stderr=True).print(f"[red]{v.node}[/red] {f['code']}: {escape(f.get('remedy') or '')}")
         if v.hint:
             output.console(stderr=True).print(f"[red]{v.node}[/red] {escape(v.hint)}")
+
+
+def attempt_line(a: dict) -> str:
+    """One placement attempt as it happens (``fleet.failover.Attempt.to_dict()``)."""
+    where = " ".join([a["provider"], _place(a), a["instance_type"]] + (["spot"] if a["spot"] else []))
+    if a["outcome"] == "skipped":
+        return f"pool {a['pool']}: skipped {where}: {a['message']}"
+    if a["outcome"] == "created":
+        return f"pool {a['pool']}: created at {where} after {a['seconds']:.0f}s"
+    rules_out = {"zone": "the zone", "region": "the region", "provider": f"all of {a['provider']}"}.get(a["scope"])
+    code = a["code"] or "unclassified"
+    return (f"pool {a['pool']}: {where} refused after {a['seconds']:.0f}s ({code}"
+            + (f"; rules out {rules_out})" if rules_out else "; failover stops)"))
+
+
+def render_attempts(attempts: list[dict]) -> None:
+    """Where `up` tried each pool, how long each try took and why it failed."""
+    from rich.markup import escape
+
+    rows, styles = [], []
+    for i, a in enumerate(attempts, 1):
+        took = "-" if a["outcome"] == "skipped" else f"{a['seconds']:.0f}s"
+        rows.append([i, a["pool"], a["provider"], _place(a), a["instance_type"] + (" spot" if a["spot"] else ""),
+                     a["outcome"], took, escape(" ".join(x for x in (a["code"] if a["outcome"] != "skipped" else None,
+                                                                     a["message"]) if x))])
+        styles.append({"created": "green", "skipped": "dim", "refused": "yellow", "failed": "red"}.get(a["outcome"]))
+    output.table("Placement attempts (capacity failover)",
+                 ["#", "pool", "provider", "zone/region", "instance", "outcome", "took", "why"], rows, styles=styles,
+                 justify={"#": "right", "took": "right"}, optional=("provider", "took"), wraps=("why",))
+
+
+def _place(a: dict) -> str:
+    z = a["zone"]
+    return a["region"] if z is None else z if z.startswith(a["region"]) else f"{a['region']}/{z}"

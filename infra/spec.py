@@ -259,6 +259,25 @@ class Software(_Strict):
         return {k: str(x) for k, x in (v or {}).items()} if isinstance(v, dict) else v
 
 
+class Failover(_Strict):
+    """Where else a cloud pool may land when its own place is refused (no capacity, a short quota):
+    each alternative is one whole place for the whole pool, tried in order (``clouds.candidates``)."""
+
+    zones: Literal["any"] | list[str] | None = None  # the region's other zones: every one offering it, or these
+    regions: list[str] = []  # other regions of the pool's cloud
+    providers: list[Provider] = []  # other clouds, in their regions offering the same GPUs
+    instance_types: Literal["same-gpu"] | list[str] | None = None  # default: the pool's own type only
+    max_price_per_node_hour: float | None = Field(default=None, gt=0, le=10_000)  # USD, on-demand or spot
+    spot_fallback: Literal["on-demand"] | None = None  # a spot pool may land on on-demand nodes
+
+    @field_validator("zones", "regions", "instance_types")
+    @classmethod
+    def _not_empty(cls, v):
+        if isinstance(v, list) and (not v or len(set(v)) != len(v)):
+            raise HintedValueError("list each name once, and at least one", "or leave the key out")
+        return v
+
+
 class Pool(_Strict):
     name: str
     provider: Provider
@@ -283,6 +302,7 @@ class Pool(_Strict):
     subnet_manager: Literal["switch", "host"] | None = None  # InfiniBand racks: who runs the SM
     known_hosts: str | None = None  # the site's known_hosts file (default: gpufleet's per-site file)
     site_costs: SiteCosts | None = None
+    failover: Failover | None = None  # where else to try when the pool's place is refused
 
     @field_validator("name")
     @classmethod
@@ -304,8 +324,9 @@ class Pool(_Strict):
             if self.region or self.instance_type or self.spot:
                 raise HintedValueError("a baremetal pool takes no region, instance_type or spot",
                                        "describe the machines with gpu and gpus_per_node")
-            if self.vpc or self.subnet or self.capacity_reservation or self.public_ip:
-                raise HintedValueError("a baremetal pool takes no vpc, subnet, capacity_reservation or public_ip",
+            if self.vpc or self.subnet or self.capacity_reservation or self.public_ip or self.failover:
+                raise HintedValueError("a baremetal pool takes no vpc, subnet, capacity_reservation, public_ip or "
+                                       "failover",
                                        "those describe cloud pools; a rack's hosts are listed under hosts")
             if any(st.type == "nfs" and not st.server for st in self.storage):
                 raise HintedValueError("an nfs storage entry on a rack needs `server`", "e.g. server: nfs01.example.com")
@@ -334,6 +355,18 @@ class Pool(_Strict):
                                        "e.g. instance_type: p4d.24xlarge, or gpu: A100-40GB with gpus_per_node: 8")
             if self.nodes is None:
                 self.nodes = 1
+            f = self.failover
+            if f and f.spot_fallback and not self.spot:
+                raise HintedValueError("failover.spot_fallback applies to spot pools", "drop it, or set spot: true")
+            if f and self.subnet and (f.zones or f.regions or f.providers):
+                raise HintedValueError("a pool in an existing subnet cannot move to another zone, region or cloud",
+                                       "drop vpc/subnet (gpufleet then creates a subnet wherever the pool lands), "
+                                       "or failover's zones/regions/providers")
+            if f and any(p not in CLOUDS for p in f.providers):
+                raise HintedValueError("failover.providers names clouds", f"one or more of {', '.join(CLOUDS)}")
+            if f and self.provider in f.providers:
+                raise HintedValueError(f"failover.providers lists the pool's own cloud ({self.provider})",
+                                       "its other places are failover.zones and failover.regions")
         return self
 
 

@@ -65,6 +65,10 @@ class Resource:
         return self.tags.get(TAG_PREFIX + "owner")
 
     @property
+    def pool(self) -> str | None:
+        return self.tags.get(TAG_PREFIX + "pool")
+
+    @property
     def where(self) -> str:
         return f"{self.provider}/{self.zone or self.region}"
 

@@ -14,7 +14,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from gpufleet.catalog.onprem import site_from_pool
-from gpufleet.clouds import by_pulumi_package
+from gpufleet.clouds import by_pulumi_package, candidates
 from gpufleet.clouds.tags import Cluster, expiry_from, format_expiry
 from gpufleet.engine.addresses import host_address
 from gpufleet.engine.program import RACKS, Layout, build, layout
@@ -59,6 +59,7 @@ class PoolCost:
     usd_per_node_hour: float | None
     usd_per_hour: float | None
     note: str = ""
+    failover: dict | None = None  # clouds.candidates.Candidates.to_dict(): the places `up` tries, in order
 
 
 @dataclass
@@ -134,6 +135,10 @@ def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: 
     cluster = cluster or cluster_for(stack)
     lay = layout(stack, cat)
     costs = pool_costs(lay, stack, cat)
+    pools = {p.name: p for p in stack.pools}
+    for c in costs:
+        if pools[c.pool].failover is not None:
+            c.failover = candidates.for_pool(stack, pools[c.pool], cat).to_dict()
     resources: list[PlannedResource] = []
     outputs: dict = {}
     if lay.pools:

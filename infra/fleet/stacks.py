@@ -24,7 +24,7 @@ from gpufleet.spec import Problem
 def load(path: str | Path, cat=None, *, text: str | None = None) -> spec.Stack:
     """Load and fully validate a stack file. Raises SpecError/SpecErrors (exit code 2)."""
     return spec.load(path, cat if cat is not None else catalog.load(), text=text,
-                     pool_checks=[interconnect, provider_rules],
+                     pool_checks=[interconnect, provider_rules, failover_places],
                      stack_checks=[formulas, software_fits, workload_known, addresses_fit])
 
 
@@ -51,6 +51,43 @@ def interconnect(stack, pool, instance, cat) -> Iterable[Problem]:
 def provider_rules(stack, pool, instance, cat) -> Iterable[Problem]:
     """What the pool's provider cannot do for it (images, storage tiers, sizes ...)."""
     return provider(pool.provider).check_pool(stack, pool, instance)
+
+
+def failover_places(stack, pool, instance, cat) -> Iterable[Problem]:
+    """The places a pool's ``failover`` names exist: regions of its clouds, zones of its region,
+    instance types with the same GPUs; its own place is under its price cap."""
+    f = pool.failover
+    if f is None:
+        return []
+    out = []
+    clouds_ = [pool.provider, *f.providers]
+    known = sorted({r for p in clouds_ for r in cat.regions.get(p, {})})
+    for j, r in enumerate(f.regions):
+        if r not in known:
+            s = did_you_mean(r, known)
+            out.append(Problem(("failover", "regions", j), f"no region {r!r} of {' or '.join(clouds_)}",
+                               f"did you mean {s!r}?" if s else "see `gpufleet catalog regions`"))
+    zones = cat.region_zones(pool.provider, pool.region)
+    for j, z in enumerate(f.zones if isinstance(f.zones, list) else []):
+        if zones and z not in zones:
+            out.append(Problem(("failover", "zones", j), f"{pool.region} has no zone {z!r}",
+                               f"its zones: {', '.join(sorted(zones))}"))
+    for j, t in enumerate(f.instance_types if isinstance(f.instance_types, list) else []):
+        it = next((cat.instances[(p, t)] for p in clouds_ if (p, t) in cat.instances), None)
+        if it is None:
+            s = did_you_mean(t, [n for (p, n) in cat.instances if p in clouds_])
+            out.append(Problem(("failover", "instance_types", j), f"unknown instance type {t!r} on {' or '.join(clouds_)}",
+                               f"did you mean {s!r}?" if s else "see `gpufleet catalog instances`"))
+        elif (it.gpu, it.gpu_count) != (instance.gpu, instance.gpu_count):
+            out.append(Problem(("failover", "instance_types", j), f"{t} has {it.gpu_count}x {it.gpu}, the pool "
+                               f"{instance.gpu_count}x {instance.gpu}", "a pool moves only to the same GPUs per node"))
+    own = cat.offer(pool.provider, pool.region, instance.name, "spot" if pool.spot else "ondemand")
+    cap = f.max_price_per_node_hour
+    if cap is not None and own is not None and own.usd_per_hour > cap:
+        out.append(Problem(("failover", "max_price_per_node_hour"), f"the pool's own place costs "
+                           f"${own.usd_per_hour:,.2f}/node-hour, above the cap of ${cap:,.2f}",
+                           "raise the cap: it bounds the alternatives, and the pool's own place is always tried"))
+    return out
 
 
 def formulas(stack, cat) -> Iterable[Problem]:

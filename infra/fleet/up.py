@@ -18,6 +18,7 @@ from gpufleet.configure import cloudnodes
 from gpufleet.engine import automation
 from gpufleet.engine.plan import Plan, cluster_for, plan
 from gpufleet.errors import GpufleetError, InputError
+from gpufleet.fleet import failover as fail
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes import racks
 from gpufleet.nodes.run import Run
@@ -38,6 +39,7 @@ class UpOutcome:
     quotas: list = field(default_factory=list)  # clouds.base.QuotaLine, checked before anything was created
     nodes: list = field(default_factory=list)  # configure.cloudnodes.NodeReport, one per cloud node
     verdicts: list = field(default_factory=list)  # verify.report.NodeVerdict, one per node verified
+    attempts: list = field(default_factory=list)  # fleet.failover.Attempt.to_dict(): where the pools were tried
 
     @property
     def configured(self) -> list:
@@ -51,7 +53,8 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
              prompt: Callable[[], str] | None = None, configure: bool = True, trust_new_hosts: bool = False,
              reconfigure: bool = False, on_host_progress=None, runner_factory=None, check: bool = True,
              cloud_api=None, wait_s: float = cloudnodes.WAIT_S, stores: dict | None = None,
-             verify: bool = True) -> UpOutcome:
+             verify: bool = True, failover: bool = True, max_attempts: int = fail.MAX_ATTEMPTS,
+             failover_budget_s: float = fail.BUDGET_S, on_attempt=None) -> UpOutcome:
     """Create the cloud pools (Pulumi), record the cluster, then configure and verify every node.
 
     Before anything is created, each kind of node the stack uses is reached (``nodes.<kind>.reach``:
@@ -62,6 +65,10 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     decides the exit code. ``configure=False`` leaves the cloud nodes waiting for `gpufleet
     configure`. Every node that configured then runs the quick verification (``verify``), its
     verdict in ``UpOutcome.verdicts`` and, when it fails, in the registry.
+
+    A pool with a ``failover`` block lands in the first of its places that holds it
+    (``fleet.failover``; ``failover=False`` tries only its own); every attempt is in
+    ``UpOutcome.attempts``, told to ``on_attempt`` as it happens and recorded in the registry.
     """
     reg = registry or Registry()
     name = cluster or stack.name
@@ -77,9 +84,20 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
               stores=stores, wait_s=wait_s, check_quotas=check, runner_factory=runner_factory,
               layout=the_plan.layout, existing=existing)
     used = kinds.used(stack)
-    quota_lines = []
+    places = fail.places(stack, cat) if failover and cloud_nodes in used else {}
+    attempts: list[dict] = []  # this run's, as told
+
+    def tell(a) -> None:
+        attempts.append(a.to_dict())
+        if on_attempt:
+            on_attempt(a)
+
+    quota_lines, skipped = [], []
     if cloud_nodes in used:
-        quota_lines = cloud_nodes.reach(run)
+        quota_lines = cloud_nodes.reach(run, elsewhere=set(places))
+        if places and check:
+            skipped = fail.preflight(run, places)
+        fail.require_places(places, skipped)
     if configure and racks in used:
         racks.reach(run)  # a misfit is bad input (exit 2): nothing is created or recorded
     if not confirm(the_plan):
@@ -93,7 +111,13 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
         kept = dict(record, nodes=existing.nodes if existing else [])  # what `down` and `status` find if it fails
         reg.record(**kept, state="updating" if existing else "creating")
         run.found.update(cluster=cl, resources=len(the_plan.cloud_resources), backend=record["backend"])
-        nodes = cloud_nodes.create(run, on_failure=lambda: reg.record(**kept, state="failed"))
+        for a in skipped:
+            reg.add_attempt(name, a.to_dict())
+            tell(a)
+        if places:
+            nodes = _placed(run, reg, kept, record, places, max_attempts, failover_budget_s, tell, skipped)
+        else:
+            nodes = cloud_nodes.create(run, on_failure=lambda: reg.record(**kept, state="failed"))
     if racks in used:
         nodes += racks.create(run, {c.pool: c.usd_per_node_hour for c in the_plan.pools})
     rec = reg.record(**record, nodes=nodes, state="up")
@@ -110,4 +134,22 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
         if verify:
             verdicts += racks.verify_configured(run, hosts)
     record_verdicts(reg, name, verdicts)
-    return UpOutcome(the_plan, rec, run.found.get("progress"), hosts, quota_lines, cloud_reports, verdicts)
+    return UpOutcome(the_plan, rec, run.found.get("progress"), hosts, quota_lines, cloud_reports, verdicts,
+                     attempts)
+
+
+def _placed(run: Run, reg: Registry, kept: dict, record: dict, places: dict, max_attempts: int, budget_s: float,
+            on_attempt, skipped: list) -> list[Node]:
+    """The cloud pools created, each failover pool at the first place that held it; ``run.stack``
+    becomes the stack as placed, and ``record`` its locations."""
+    try:
+        placement = fail.place(run, places, max_attempts=max_attempts, budget_s=budget_s, on_attempt=on_attempt,
+                               record=lambda a: reg.add_attempt(run.cluster, a.to_dict()), skipped=skipped)
+    except GpufleetError as e:
+        # `down` and `reap` look wherever an attempt was made, not only where the stack said
+        tried = {(a["provider"], a["region"]) for a in getattr(e, "attempts", None) or [] if a["outcome"] != "skipped"}
+        reg.record(**dict(kept, locations=sorted(set(map(tuple, kept["locations"])) | tried)), state="failed")
+        raise
+    run.stack = placement.stack
+    record.update(locations=cloud_nodes.record_fields(placement.stack)["locations"])
+    return placement.nodes

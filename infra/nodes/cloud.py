@@ -43,8 +43,10 @@ def open_apis(providers_used: list[str], regions: dict[str, list[str]], given=No
     return inventory.open_clouds(providers_used, required=True, regions=regions)
 
 
-def reach(run: Run) -> list:
-    """Credentials, the Pulumi CLI and (``run.check_quotas``) the quotas: the quota lines read."""
+def reach(run: Run, *, elsewhere: set[str] = frozenset()) -> list:
+    """Credentials, the Pulumi CLI and (``run.check_quotas``) the quotas: the quota lines read. The
+    pools in ``elsewhere`` may land in other places (capacity failover): their quotas are read
+    here but a short one does not stop `up` (the failover preflight skips that place)."""
     used = providers(run.stack)
     run.pulumi_command = ready(used, run.pulumi_command)
     if not run.check_quotas:
@@ -52,7 +54,7 @@ def reach(run: Run) -> list:
     regions = {p.provider: [p.region] for p in run.stack.pools if owns(p)}
     opened = open_apis(used, regions, given=run.cloud_api)
     lines, _ = quotas.check(quotas.needs(run.stack, run.cat, run.existing), opened)
-    quotas.refuse_if_short(lines)
+    quotas.refuse_if_short([x for x in lines if not set(x.pools) <= elsewhere])
     return lines
 
 

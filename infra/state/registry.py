@@ -27,7 +27,7 @@ from gpufleet.errors import GpufleetError
 from gpufleet.paths import make_dir, named_by, registry_path
 from gpufleet.providers import CLOUDS
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT = 60.0  # seconds a write waits for another process's write to finish
 
 # Migration n brings a registry of version n-1 to version n. Version 1 is the first schema
@@ -94,13 +94,36 @@ def _create(db) -> None:
             statement = ""
 
 
-MIGRATIONS = {1: _create, 2: _add_locations}
+def _add_attempts(db) -> None:
+    """Where `up` tried to place each pool (capacity failover), one row per attempt or skipped place."""
+    db.execute("""CREATE TABLE IF NOT EXISTS attempts (
+        cluster TEXT NOT NULL REFERENCES clusters(name) ON DELETE CASCADE,
+        n INTEGER NOT NULL,               -- in the order tried, across the cluster's `up` runs
+        pool TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        region TEXT NOT NULL,
+        zone TEXT,
+        instance_type TEXT NOT NULL,
+        spot INTEGER NOT NULL,
+        started_at TEXT NOT NULL,
+        seconds REAL NOT NULL,
+        outcome TEXT NOT NULL,            -- created | refused | skipped | failed
+        scope TEXT,                       -- what a refusal rules out: zone | region | provider | stop
+        code TEXT,                        -- the cloud's error code, or why it was skipped
+        message TEXT,
+        PRIMARY KEY (cluster, n)
+    )""")
+
+
+MIGRATIONS = {1: _create, 2: _add_locations, 3: _add_attempts}
 # what each table must have once migrated: a file that lacks one is not a gpufleet registry
 COLUMNS = {"clusters": {"name", "stack", "stack_file", "owner", "created_at", "updated_at", "expires_at", "backend",
                         "state", "usd_per_hour", "locations"},
            "nodes": {"cluster", "pool", "idx", "provider", "location", "zone", "machine", "node_id", "private_ip",
                      "ssh_endpoint", "usd_per_hour", "launched_at"},
-           "host_status": {"cluster", "pool", "idx", "address", "state", "digest", "facts", "detail", "updated_at"}}
+           "host_status": {"cluster", "pool", "idx", "address", "state", "digest", "facts", "detail", "updated_at"},
+           "attempts": {"cluster", "n", "pool", "provider", "region", "zone", "instance_type", "spot", "started_at",
+                        "seconds", "outcome", "scope", "code", "message"}}
 
 
 def _columns(db, table: str) -> set[str]:
@@ -255,6 +278,8 @@ class Registry:
     def _check_columns(self, db, legacy: bool = False) -> None:
         """Every table with the columns gpufleet writes (``legacy``: as before `locations` existed)."""
         for table, cols in COLUMNS.items():
+            if legacy and table == "attempts":
+                continue  # a registry from before versions has no attempts table yet: migration 3 adds it
             missing = cols - _columns(db, table) - ({"locations"} if legacy else set())
             if missing:
                 raise RegistryError(self.path, f"is not a gpufleet registry (table {table} lacks "
@@ -319,6 +344,22 @@ class Registry:
                               "WHERE cluster = ?", (cluster,)).fetchall()
         return {(r[0], r[1]): {"address": r[2], "state": r[3], "digest": r[4], "facts": json.loads(r[5]) if r[5] else None,
                                "detail": r[6], "updated_at": r[7]} for r in rows}
+
+    def add_attempt(self, cluster: str, attempt: dict) -> None:
+        """Record one placement attempt (``fleet.failover.Attempt.to_dict()``), numbered after the last."""
+        keys = ("pool", "provider", "region", "zone", "instance_type", "spot", "started_at", "seconds", "outcome",
+                "scope", "code", "message")
+        with self._db(write=True) as db:
+            n = db.execute("SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE cluster = ?", (cluster,)).fetchone()[0]
+            db.execute("INSERT INTO attempts VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                       (cluster, n, *(attempt.get(k) for k in keys)))
+
+    def attempts(self, cluster: str) -> list[dict]:
+        """Every placement attempt recorded for the cluster, in order."""
+        with self._db() as db:
+            cur = db.execute("SELECT * FROM attempts WHERE cluster = ? ORDER BY n", (cluster,))
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, r)) for r in cur.fetchall()]
 
     def remove(self, name: str) -> bool:
         with self._db(write=True) as db:

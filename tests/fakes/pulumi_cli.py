@@ -38,6 +38,8 @@ class Failure:
     stderr: str = "error: update failed\n"
     code: int = 255
     urn_index: int | None = None  # the resource that fails (default: the next one)
+    at: str | None = None  # or: the first resource of this type fails (``after`` then counts nothing)
+    then: object = None  # called when it fails: what the cloud did that the state does not know (tests)
 
 
 @dataclass
@@ -57,6 +59,7 @@ class FakePulumiCLI(PulumiCommand):
         self.calls: list[list[str]] = []
         self.env: list[dict] = []
         self.fail_up: Failure | None = None
+        self.fail_ups: list[Failure | None] = []  # one per `up`, in order (then fail_up)
         self.fail_destroy: Failure | None = None
         self.survivors_on_destroy: int = 0  # resources that refuse to die
 
@@ -103,11 +106,20 @@ class FakePulumiCLI(PulumiCommand):
         st = self.stacks[name]
         start = dt.datetime.now(dt.timezone.utc)
         resources = [(_urn(name, r), r.type, r) for r in self.plan.cloud_resources]
+        fail = self.fail_ups.pop(0) if self.fail_ups else self.fail_up
         known = {u for u, _ in st.resources}
         events = [{"preludeEvent": {"config": {}}}]
         created, failed = [], None
+        # what the program no longer registers is deleted, as Pulumi's `up` does (this stand-in
+        # deletes first; Pulumi deletes after creating, which matters only for replacements)
+        wanted = {u for u, _, _ in resources}
+        for urn, typ in [x for x in st.resources if x[0] not in wanted]:
+            meta = {"op": "delete", "urn": urn, "type": typ, "provider": "", "old": {"type": typ, "urn": urn, "custom": True}}
+            events += [{"resourcePreEvent": {"metadata": meta}}, {"resOutputsEvent": {"metadata": meta}}]
+            st.resources.remove((urn, typ))
+            created.append((urn, typ, "delete"))
         for i, (urn, typ, r) in enumerate(resources):
-            if self.fail_up and i == self.fail_up.after:
+            if fail and (typ == fail.at if fail.at else i == fail.after):
                 failed = (urn, typ)
                 break
             op = "same" if urn in known else "create"
@@ -116,8 +128,8 @@ class FakePulumiCLI(PulumiCommand):
             events.append({"resourcePreEvent": {"metadata": meta}})
             events.append({"resOutputsEvent": {"metadata": meta}})
             created.append((urn, typ, op))
-        for urn, typ, _ in created:
-            if urn not in known:
+        for urn, typ, op in created:
+            if urn not in known and op != "delete":
                 st.resources.append((urn, typ))
         changes: dict[str, int] = {}
         for _, _, op in created:
@@ -125,7 +137,7 @@ class FakePulumiCLI(PulumiCommand):
         if failed:
             urn, typ = failed
             events.append({"resourcePreEvent": {"metadata": {"op": "create", "urn": urn, "type": typ, "provider": ""}}})
-            events.append({"diagnosticEvent": {"urn": urn, "prefix": "error: ", "message": self.fail_up.message + "\n",
+            events.append({"diagnosticEvent": {"urn": urn, "prefix": "error: ", "message": fail.message + "\n",
                                                "color": "never", "severity": "error"}})
             events.append({"resOpFailedEvent": {"metadata": {"op": "create", "urn": urn, "type": typ, "provider": ""},
                                                 "status": 0, "steps": 0}})
@@ -136,8 +148,9 @@ class FakePulumiCLI(PulumiCommand):
         result = "failed" if failed else "succeeded"
         st.history.append(_summary("update", start, result, changes))
         if failed:
-            return self._err(self.fail_up.stderr, code=self.fail_up.code,
-                             stdout=f"Updating ({name}):\n  error: {self.fail_up.message}\n")
+            if fail.then:
+                fail.then()
+            return self._err(fail.stderr, code=fail.code, stdout=f"Updating ({name}):\n  error: {fail.message}\n")
         st.outputs = json.loads(json.dumps(self.plan.outputs))
         out = f"Updating ({name}):\nResources:\n    + {changes.get('create', 0)} created\n"
         if on_output:

@@ -1,0 +1,293 @@
+"""Capacity failover end to end: `up` through the Pulumi stand-in, which replays the clouds'
+documented refusals (tests/data/refusals/, each with its source) and registers what the same
+program registers under Pulumi's mocks for each attempt's placement; AWS itself is moto's HTTP
+server, where a refused attempt's stray instance is launched and must be gone afterwards.
+"""
+
+import json
+
+import boto3
+import pytest
+
+from gpufleet.clouds import candidates
+from gpufleet.engine import automation
+from gpufleet.engine import plan as planner
+from gpufleet.errors import GpufleetError, SpecErrors
+from gpufleet.fleet import failover, stacks
+from gpufleet.fleet import up as fleet_up
+from gpufleet.nodes import cloud as cloud_nodes
+from gpufleet.state.registry import Registry
+
+from conftest import ROOT, cli
+
+EXAMPLES = ROOT / "stacks" / "examples"
+REFUSALS = ROOT / "tests" / "data" / "refusals"
+P_VCPUS = "L-417A185B"  # Running On-Demand P instances (Service Quotas), counted in vCPUs
+INSTANCE = "aws:ec2/instance:Instance"
+
+
+def refusal(cloud: str, name: str) -> str:
+    """A recorded refusal as Pulumi prints it (the file's comment lines name its source)."""
+    text = (REFUSALS / cloud / f"{name}.txt").read_text()
+    return "\n".join(line for line in text.splitlines() if not line.startswith("#")).strip()
+
+
+@pytest.fixture(autouse=True)
+def _env(aws, tmp_path, monkeypatch):
+    monkeypatch.setenv("PULUMI_BACKEND_URL", "file://" + str(tmp_path / "state"))
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "test-passphrase")
+    monkeypatch.delenv("GPUFLEET_REGISTRY", raising=False)
+
+
+def with_failover(tmp_path, block: str, source: str = "aws-training.yaml") -> str:
+    """An example stack whose first pool carries ``block`` as its failover."""
+    text = (EXAMPLES / source).read_text()
+    head, sep, rest = text.partition("\n    nodes:")
+    path = tmp_path / source
+    path.write_text(f"{head}\n    failover: {block}{sep}{rest}")
+    (tmp_path / "keys").mkdir(exist_ok=True)
+    (tmp_path / "keys" / "example.pub").write_text((EXAMPLES / "keys" / "example.pub").read_text())
+    return str(path)
+
+
+@pytest.fixture
+def fake(cat, monkeypatch):
+    """The Pulumi stand-in, registering for each `up` what the program built for that `up` does."""
+    pytest.importorskip("pulumi")
+    from fakes.pulumi_cli import FakePulumiCLI
+
+    cli_ = FakePulumiCLI()
+    real = cloud_nodes.build
+
+    def build(lay, cluster, **kw):
+        cli_.plan = planner.plan(lay.stack, cat, cluster=cluster, workers=1)
+        return real(lay, cluster, **kw)
+
+    monkeypatch.setattr(cloud_nodes, "build", build)
+    monkeypatch.setattr(automation, "find_pulumi", lambda: cli_)
+    return cli_
+
+
+def stray_instance(zone: str, cluster="aws-training", pool="trainers"):
+    """What a refused launch can leave outside Pulumi's state: an instance tagged for the pool."""
+    def launch():
+        ec2 = boto3.client("ec2", region_name=zone[:-1])
+        tags = [{"Key": "gpufleet:cluster", "Value": cluster}, {"Key": "gpufleet:pool", "Value": pool},
+                {"Key": "gpufleet:stack", "Value": cluster}, {"Key": "gpufleet:owner", "Value": "ops@example.com"},
+                {"Key": "gpufleet:expires-at", "Value": "2099-01-01T00:00:00Z"}]
+        launch.ids += [i["InstanceId"] for i in ec2.run_instances(
+            ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="p4d.24xlarge",
+            Placement={"AvailabilityZone": zone}, TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])[
+            "Instances"]]
+    launch.ids = []
+    return launch
+
+
+def live(region: str, ids) -> set:
+    out = set()
+    for rv in boto3.client("ec2", region_name=region).describe_instances(InstanceIds=list(ids))["Reservations"]:
+        out |= {i["InstanceId"] for i in rv["Instances"] if i["State"]["Name"] != "terminated"}
+    return out
+
+
+def up(path, cat, fake, **kw):
+    return fleet_up.bring_up(stacks.load(path, cat), cat, confirm=lambda p: True, pulumi_command=fake,
+                             configure=False, **kw)
+
+
+def ups(fake) -> int:
+    return sum(1 for c in fake.calls if c[0] == "up")
+
+
+def test_a_zone_out_of_capacity_moves_the_pool_to_the_next_zone_and_leaves_nothing_behind(cat, fake, tmp_path):
+    from fakes.pulumi_cli import Failure
+
+    path = with_failover(tmp_path, "{zones: any}")
+    stray = stray_instance("us-east-1a")
+    fake.fail_ups = [Failure(refusal("aws", "insufficient_instance_capacity"), at=INSTANCE, then=stray), None, None]
+    told = []
+    out = up(path, cat, fake, on_attempt=told.append)
+    first, second = out.attempts
+    assert (first["zone"], first["outcome"], first["code"], first["scope"]) == (
+        "us-east-1a", "refused", "InsufficientInstanceCapacity", "zone")
+    assert first["source"].startswith("https://docs.aws.amazon.com/")
+    assert (second["zone"], second["outcome"]) == ("us-east-1b", "created")
+    assert [a.place.zone for a in told] == ["us-east-1a", "us-east-1b"]  # each told as it happened
+    # the refused attempt's part is gone: Pulumi's own (the second `up` deleted it) and the stray
+    assert ups(fake) == 3 and fake.stacks["aws-training"].history[1]["resourceChanges"].get("delete", 0) > 0
+    assert stray.ids and live("us-east-1", stray.ids) == set()
+    rec = Registry().get("aws-training")
+    assert rec.state == "up" and {n.zone for n in rec.nodes} == {"us-east-1b"}
+    assert [a["outcome"] for a in Registry().attempts("aws-training")] == ["refused", "created"]
+
+
+def test_a_region_short_of_quota_is_skipped_and_never_tried(aws, cat, fake, tmp_path):
+    path = with_failover(tmp_path, "{regions: [us-west-2]}")
+    aws.extras.quotas[("us-east-1", P_VCPUS)] = 96.0  # two p4d need 192 vCPUs
+    aws.extras.quotas[("us-west-2", P_VCPUS)] = 384.0
+    out = up(path, cat, fake)
+    skipped, created = out.attempts
+    assert (skipped["region"], skipped["outcome"], skipped["seconds"]) == ("us-east-1", "skipped", 0)
+    assert "96" in skipped["message"] and "192" in skipped["message"]
+    assert (created["region"], created["outcome"]) == ("us-west-2", "created")
+    assert ups(fake) == 1  # the short region had no attempt
+    assert Registry().get("aws-training").locations == [("aws", "us-west-2")]
+
+
+def test_when_every_region_is_short_nothing_is_tried_and_the_skips_are_the_answer(aws, cat, fake, tmp_path):
+    path = with_failover(tmp_path, "{regions: [us-west-2]}")
+    for region in ("us-east-1", "us-west-2"):
+        aws.extras.quotas[(region, P_VCPUS)] = 0.0
+    r = cli("--json", "up", path, "--yes", "--no-configure")
+    data = json.loads(r.stdout)
+    assert r.exit_code == 1 and data["error"] == "NoPlaceLeft", r.output
+    assert [(a["region"], a["outcome"]) for a in data["attempts"]] == [("us-east-1", "skipped"), ("us-west-2", "skipped")]
+    assert ups(fake) == 0 and Registry().get("aws-training") is None  # nothing created, nothing to remove
+
+
+def test_a_permission_error_stops_failover_at_once(cat, fake, tmp_path):
+    from fakes.pulumi_cli import Failure
+
+    path = with_failover(tmp_path, "{zones: any, regions: [us-west-2]}")
+    fake.fail_ups = [Failure(refusal("aws", "unauthorized_operation"), at=INSTANCE)]
+    with pytest.raises(GpufleetError) as ei:
+        up(path, cat, fake)
+    (only,) = ei.value.attempts
+    assert (only["outcome"], only["scope"], only["code"]) == ("failed", "stop", "UnauthorizedOperation")
+    assert ups(fake) == 1 and Registry().get("aws-training").state == "failed"
+
+
+def test_without_failover_a_refusal_stops_as_before(cat, fake, tmp_path):
+    from fakes.pulumi_cli import Failure
+
+    path = with_failover(tmp_path, "{zones: any}")
+    fake.fail_ups = [Failure(refusal("aws", "insufficient_instance_capacity"), at=INSTANCE)]
+    with pytest.raises(GpufleetError) as ei:
+        up(path, cat, fake, failover=False)
+    assert type(ei.value).__name__ == "CapacityError" and not getattr(ei.value, "attempts", None)
+    assert ups(fake) == 1
+
+
+def test_every_place_refused_is_exit_1_with_the_table_of_attempts(cat, fake, tmp_path):
+    from fakes.pulumi_cli import Failure
+
+    path = with_failover(tmp_path, "{zones: [us-east-1b], regions: [us-west-2]}")
+    ice = refusal("aws", "insufficient_instance_capacity")
+    fake.fail_ups = [Failure(ice, at=INSTANCE), None, Failure(ice, at=INSTANCE), None, Failure(ice, at=INSTANCE), None]
+    r = cli("up", path, "--yes", "--no-configure")
+    assert r.exit_code == 1, r.output
+    assert "Placement attempts" in r.output and "no place held pool trainers" in r.output
+    for where in ("us-east-1a", "us-east-1b", "us-west-2"):
+        assert where in r.output
+    assert r.output.count("InsufficientInstanceCapacity") >= 3
+    assert Registry().get("aws-training").state == "failed"
+    assert ("aws", "us-west-2") in Registry().get("aws-training").locations  # `down` looks there too
+
+
+def test_up_json_carries_the_attempts(cat, fake, tmp_path):
+    from fakes.pulumi_cli import Failure
+
+    path = with_failover(tmp_path, "{zones: any}")
+    fake.fail_ups = [Failure(refusal("aws", "insufficient_instance_capacity"), at=INSTANCE), None, None]
+    r = cli("--json", "up", path, "--yes", "--no-configure")
+    data = json.loads(r.stdout)
+    assert r.exit_code == 0, r.output
+    assert [(a["zone"], a["outcome"]) for a in data["attempts"]] == [("us-east-1a", "refused"), ("us-east-1b", "created")]
+
+
+def test_max_attempts_bounds_the_runs(cat, fake, tmp_path):
+    from fakes.pulumi_cli import Failure
+
+    path = with_failover(tmp_path, "{zones: any}")
+    ice = refusal("aws", "insufficient_instance_capacity")
+    fake.fail_ups = [Failure(ice, at=INSTANCE), None] * 5
+    r = cli("--json", "up", path, "--yes", "--no-configure", "--max-attempts", "2")
+    data = json.loads(r.stdout)
+    assert r.exit_code == 1 and data["error"] == "NoPlaceLeft" and "--max-attempts" in data["message"]
+    assert [a["outcome"] for a in data["attempts"]] == ["refused", "refused"]
+
+
+def test_a_mixed_stack_fails_over_its_cloud_pool_and_leaves_the_rack_pool_alone(cat, fake, tmp_path):
+    from fakes.pulumi_cli import Failure
+
+    path = with_failover(tmp_path, "{regions: [us-east-1]}", source="mixed.yaml")
+    stack = stacks.load(path, cat)
+    only_aws = stack.model_copy(update={"pools": [p for p in stack.pools if p.provider in ("aws", "baremetal")]})
+    fake.fail_ups = [Failure(refusal("aws", "insufficient_instance_capacity"), at=INSTANCE), None, None]
+    out = fleet_up.bring_up(only_aws, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+    assert [(a["region"], a["outcome"]) for a in out.attempts] == [("us-west-2", "refused"), ("us-east-1", "created")]
+    rack = [n for n in out.record.nodes if n.pool == "rack"]
+    assert [(n.node_id, n.location) for n in rack] == [("192.0.2.21", "lab"), ("192.0.2.22", "lab")]
+
+
+# --- the places, before any attempt --------------------------------------------------------------
+
+def test_plan_lists_each_pools_places_in_order_with_prices(cat, tmp_path):
+    path = with_failover(tmp_path, "{zones: any, regions: [us-west-2], providers: [azure], "
+                                   "max_price_per_node_hour: 30}")
+    r = cli("--json", "plan", path)
+    assert r.exit_code == 0, r.output
+    (pool,) = json.loads(r.stdout)["pools"]
+    places = pool["failover"]["candidates"]
+    assert places[0] | {"why": None} == {"provider": "aws", "region": "us-east-1", "zone": "us-east-1a",
+                                        "instance_type": "p4d.24xlarge", "spot": False, "price_per_hour": 43.92,
+                                        "price_per_node_hour": 21.96, "why": None}
+    assert {p["provider"] for p in places} == {"aws", "azure"}
+    assert all(p["price_per_node_hour"] <= 30 for p in places)
+    prices = [p["price_per_node_hour"] for p in places[1:]]
+    assert prices == sorted(prices)  # resnet50's cost to train ranks machines of one GPU as their price does
+    assert any("above failover.max_price_per_node_hour" in d["why"] for d in pool["failover"]["dropped"])
+    text = cli("plan", path).output
+    assert "Failover for pool trainers" in text and "us-east-1b" in text
+
+
+def test_a_spot_pools_on_demand_fallback_comes_after_every_spot_place(cat, tmp_path):
+    path = with_failover(tmp_path, "{zones: any, spot_fallback: on-demand}")
+    text = open(path).read().replace("spot: false", "spot: true")
+    open(path, "w").write(text)
+    stack = stacks.load(path, cat)
+    places = candidates.for_pool(stack, stack.pools[0], cat).ordered
+    markets = [p.spot for p in places]
+    assert markets[0] and not markets[-1] and markets == sorted(markets, reverse=True)
+
+
+def test_same_gpu_instance_types_are_offered_and_others_are_refused(cat, tmp_path):
+    path = with_failover(tmp_path, "{instance_types: same-gpu, providers: [gcp]}")
+    stack = stacks.load(path, cat)
+    c = candidates.for_pool(stack, stack.pools[0], cat)
+    gpus = {(cat.instance(p.provider, p.instance_type).gpu, cat.instance(p.provider, p.instance_type).gpu_count)
+            for p in c.ordered}
+    assert gpus == {("A100-40GB", 8)}
+    assert c.dropped and all(d["why"] for d in c.dropped)  # GCP's a2 has no local NVMe for /scratch: said why
+
+
+@pytest.mark.parametrize("block, where, said", [
+    ("{regions: [us-west-3]}", "pools[0].failover.regions[0]", "did you mean 'us-west-2'"),
+    ("{zones: [us-east-1z]}", "pools[0].failover.zones[0]", "has no zone"),
+    ("{instance_types: [p5.48xlarge]}", "pools[0].failover.instance_types[0]", "the same GPUs per node"),
+    ("{spot_fallback: on-demand}", "pools[0]", "spot pools"),
+    ("{providers: [aws]}", "pools[0]", "own cloud"),
+    ("{max_price_per_node_hour: 10}", "pools[0].failover.max_price_per_node_hour", "above the cap"),
+])
+def test_a_bad_failover_block_is_exit_2_with_file_line_and_key(cat, tmp_path, block, where, said):
+    path = with_failover(tmp_path, block)
+    with pytest.raises(SpecErrors) as ei:
+        stacks.load(path, cat)
+    text = str(ei.value.to_dict())
+    assert where in text and said in text and "aws-training.yaml" in text
+    r = cli("plan", path)
+    assert r.exit_code == 2 and "Traceback" not in r.output
+
+
+def test_ruled_out_keeps_other_pools_zones_and_markets():
+    c = candidates.Candidate
+    failed = c("aws", "us-east-1", "us-east-1a", "p5.48xlarge", False, 1.0, 1.0, "")
+    same_zone_other_type = c("aws", "us-east-1", "us-east-1a", "p5e.48xlarge", False, 1.0, 1.0, "")
+    other_zone = c("aws", "us-east-1", "us-east-1b", "p5.48xlarge", False, 1.0, 1.0, "")
+    spot_same_region = c("aws", "us-east-1", "us-east-1b", "p5.48xlarge", True, 1.0, 1.0, "")
+    assert failover.ruled_out(failed, failed, "zone", same_pool=True)
+    assert not failover.ruled_out(same_zone_other_type, failed, "zone", same_pool=True)
+    assert not failover.ruled_out(failed, failed, "zone", same_pool=False)  # another pool's capacity differs
+    assert failover.ruled_out(other_zone, failed, "region", same_pool=False)
+    assert not failover.ruled_out(spot_same_region, failed, "region", same_pool=True)  # spot quotas apart
+    assert failover.ruled_out(spot_same_region, failed, "provider", same_pool=False)
