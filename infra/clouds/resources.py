@@ -20,7 +20,7 @@ from gpufleet.errors import InputError, did_you_mean
 # waits for one rank to be gone before the next starts.
 DELETE_ORDER: dict[str, int] = {
     "instance": 0, "scale-set": 0,
-    "file-system": 1, "bucket": 1,
+    "file-system": 1, "bucket": 1, "fleet": 1,  # an instant EC2 Fleet: once its instances are terminated
     "nat-gateway": 2, "router": 2,
     "network-interface": 3, "volume": 3, "disk": 3,
     "address": 4, "placement-group": 4, "launch-template": 4, "key-pair": 4, "identity": 4,

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import EXAMPLES, assert_fits, cli, cli_at, table_cells
+from conftest import EXAMPLES, ROOT, assert_fits, cli, cli_at, table_cells
 
 
 @pytest.mark.parametrize("columns", [100, 80])
@@ -47,11 +47,11 @@ def test_a_plan_fits_the_terminal_and_cuts_no_name(path, columns):
 
 
 def test_a_plan_names_alike_nodes_as_a_range_and_shows_short_types():
-    out = cli_at(200, "plan", str(EXAMPLES[0])).stdout  # aws-training: two trainers
+    out = cli_at(200, "plan", str(ROOT / "stacks/examples/gcp-a3.yaml")).stdout  # two T4 nodes
     rows = table_cells(out)
-    assert any("aws-training-trainers-{0..1} (x2)" in r for r in rows)
-    # Pulumi's own short form (what `pulumi preview` prints): aws:ec2/instance:Instance -> aws:ec2:Instance
-    assert any("aws:ec2:Instance" in r for r in rows) and "aws:ec2/instance:Instance" not in out
+    assert any("gcp-a3-t4-eval-{0..1} (x2)" in r for r in rows)
+    # Pulumi's own short form (what `pulumi preview` prints): gcp:compute/instance:Instance -> gcp:compute:Instance
+    assert any("gcp:compute:Instance" in r for r in rows) and "gcp:compute/instance:Instance" not in out
 
 
 def test_show_lists_each_source_once_and_the_prices_refer_to_it(cat):

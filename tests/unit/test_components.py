@@ -100,8 +100,19 @@ def test_aws_training_security_imds_encryption_efa_placement_storage(plans):
     assert fsx["securityGroupIds"] == [self_rule.inputs["securityGroupId"]]  # the nodes' group: TCP 988/1018-1023
     user_data = base64.b64decode(lt["userData"]).decode()
     assert "mount /fsx" in user_data and ".fsx.amazonaws.com@tcp:/" in user_data
-    instances = _by_type(p, "aws:ec2/instance:Instance")
-    assert len(instances) == 2 and all(i.inputs["launchTemplate"]["id"] for i in instances)
+    # the pool is one all-or-nothing instant fleet from that template, in the template's zone
+    assert not _by_type(p, "aws:ec2/instance:Instance")
+    fleet = _one(p, "aws:ec2/fleet:Fleet").inputs
+    assert fleet["type"] == "instant" and fleet["terminateInstances"] is True
+    assert fleet["targetCapacitySpecification"] == {"defaultTargetCapacityType": "on-demand", "totalTargetCapacity": 2}
+    assert fleet["onDemandOptions"] == {"minTargetCapacity": 2, "singleAvailabilityZone": True,
+                                        "singleInstanceType": True, "allocationStrategy": "lowest-price"}
+    (config,) = fleet["launchTemplateConfigs"]
+    assert config["launchTemplateSpecification"]["launchTemplateId"]
+    # no subnet override: EC2 Fleet would then ignore the template's EFA interfaces
+    assert config["overrides"] == [{"instanceType": "p4d.24xlarge",
+                                    "availabilityZone": next(
+        r for r in _by_type(p, "aws:ec2/subnet:Subnet") if r.name.endswith("trainers-subnet")).inputs["availabilityZone"]}]
     pool = p.outputs["pools"]["trainers"]
     assert pool["private_ips"] == ["10.64.1.4", "10.64.1.5"] and len(set(pool["node_ids"])) == 2
     assert pool["ssh_endpoint"] == "10.64.1.4:22"
@@ -129,9 +140,13 @@ def test_efa_interfaces_follow_the_instance_type(cat, write, instance, efa):
 
 def test_aws_spot_and_capacity_reservation(cat, write):
     base = "name: s\nowner: o\npools:\n  - {name: a, provider: aws, region: us-east-1, instance_type: p5.48xlarge, nodes: 2"
-    spot = _one(_plan(write("a.yaml", base + ", spot: true}\n"), cat), "aws:ec2/launchTemplate:LaunchTemplate").inputs
-    assert spot["instanceMarketOptions"]["marketType"] == "spot"
-    assert "spot-instances-request" in {s["resourceType"] for s in spot["tagSpecifications"]}
+    spot = _plan(write("a.yaml", base + ", spot: true}\n"), cat)
+    lt = _one(spot, "aws:ec2/launchTemplate:LaunchTemplate").inputs
+    assert "instanceMarketOptions" not in lt  # the fleet buys spot: its target capacity type
+    assert "spot-instances-request" in {s["resourceType"] for s in lt["tagSpecifications"]}
+    fleet = _one(spot, "aws:ec2/fleet:Fleet").inputs
+    assert fleet["targetCapacitySpecification"]["defaultTargetCapacityType"] == "spot"
+    assert fleet["spotOptions"]["minTargetCapacity"] == 2 and "onDemandOptions" not in fleet
     cr = _one(_plan(write("b.yaml", base + ", capacity_reservation: cr-0123456789abcdef0}\n"), cat),
               "aws:ec2/launchTemplate:LaunchTemplate").inputs
     assert cr["capacityReservationSpecification"]["capacityReservationTarget"]["capacityReservationId"] == "cr-0123456789abcdef0"
@@ -231,7 +246,8 @@ def test_sharded_plan_registers_the_same_resources(cat, write):
     one = planner.plan(st, cat, workers=1)
     two = planner.plan(st, cat, workers=2)
     assert sorted((r.type, r.name) for r in one.cloud_resources) == sorted((r.type, r.name) for r in two.cloud_resources)
-    assert len(_by_type(two, "aws:ec2/instance:Instance")) == 360
+    assert len(_by_type(two, "aws:ec2/fleet:Fleet")) == 3
+    assert len(two.outputs["pools"]["p2"]["node_ids"]) == 120
     assert two.outputs["pools"].keys() == one.outputs["pools"].keys()
     assert two.outputs["pools"]["p2"]["private_ips"] == one.outputs["pools"]["p2"]["private_ips"]
 

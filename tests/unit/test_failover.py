@@ -23,13 +23,24 @@ from conftest import ROOT, cli
 EXAMPLES = ROOT / "stacks" / "examples"
 REFUSALS = ROOT / "tests" / "data" / "refusals"
 P_VCPUS = "L-417A185B"  # Running On-Demand P instances (Service Quotas), counted in vCPUs
-INSTANCE = "aws:ec2/instance:Instance"
+FLEET = "aws:ec2/fleet:Fleet"  # a pool's one request (its reader fails when it came back short)
 
 
 def refusal(cloud: str, name: str) -> str:
     """A recorded refusal as Pulumi prints it (the file's comment lines name its source)."""
     text = (REFUSALS / cloud / f"{name}.txt").read_text()
     return "\n".join(line for line in text.splitlines() if not line.startswith("#")).strip()
+
+
+def short_fleet() -> str:
+    """How `up` fails when a pool's instant fleet came back empty: its reader (clouds.aws.nodes) raises
+    EC2's error for the fleet (here the recorded InsufficientInstanceCapacity), and Pulumi's Python
+    dynamic providers fail through gRPC, which words it "Exception calling application"."""
+    from gpufleet.clouds.aws.nodes import shortfall
+
+    said = refusal("aws", "insufficient_instance_capacity").split("InsufficientInstanceCapacity: ", 1)[1]
+    error = {"code": "InsufficientInstanceCapacity", "message": said.splitlines()[0]}
+    return "error: Exception calling application: " + shortfall("fleet-0a1b2c3d", 0, 2, [error])
 
 
 @pytest.fixture(autouse=True)
@@ -68,19 +79,31 @@ def fake(cat, monkeypatch):
     return cli_
 
 
-def stray_instance(zone: str, cluster="aws-training", pool="trainers"):
-    """What a refused launch can leave outside Pulumi's state: an instance tagged for the pool."""
+def stray_fleet(zone: str, cluster="aws-training", pool="trainers"):
+    """What a refused attempt can leave outside Pulumi's state: an instant fleet tagged for the pool,
+    holding one instance (moto's EC2 runs CreateFleet)."""
     def launch():
         ec2 = boto3.client("ec2", region_name=zone[:-1])
         tags = [{"Key": "gpufleet:cluster", "Value": cluster}, {"Key": "gpufleet:pool", "Value": pool},
                 {"Key": "gpufleet:stack", "Value": cluster}, {"Key": "gpufleet:owner", "Value": "ops@example.com"},
                 {"Key": "gpufleet:expires-at", "Value": "2099-01-01T00:00:00Z"}]
-        launch.ids += [i["InstanceId"] for i in ec2.run_instances(
-            ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="p4d.24xlarge",
-            Placement={"AvailabilityZone": zone}, TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])[
-            "Instances"]]
-    launch.ids = []
+        lt = ec2.create_launch_template(LaunchTemplateName=f"stray-{zone}", LaunchTemplateData={
+            "ImageId": "ami-12c6146b", "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}]})
+        made = ec2.create_fleet(
+            Type="instant", TagSpecifications=[{"ResourceType": "fleet", "Tags": tags}],
+            LaunchTemplateConfigs=[{"LaunchTemplateSpecification": {
+                "LaunchTemplateId": lt["LaunchTemplate"]["LaunchTemplateId"], "Version": "1"},
+                "Overrides": [{"InstanceType": "p4d.24xlarge", "AvailabilityZone": zone}]}],
+            TargetCapacitySpecification={"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "on-demand"})
+        launch.fleets.append(made["FleetId"])
+        launch.ids += [i for s in made["Instances"] for i in s["InstanceIds"]]
+    launch.ids, launch.fleets = [], []
     return launch
+
+
+def live_fleets(region: str, ids) -> set:
+    fleets = boto3.client("ec2", region_name=region).describe_fleets(FleetIds=list(ids))["Fleets"]
+    return {f["FleetId"] for f in fleets if not f["FleetState"].startswith("deleted")}
 
 
 def live(region: str, ids) -> set:
@@ -103,8 +126,8 @@ def test_a_zone_out_of_capacity_moves_the_pool_to_the_next_zone_and_leaves_nothi
     from fakes.pulumi_cli import Failure
 
     path = with_failover(tmp_path, "{zones: any}")
-    stray = stray_instance("us-east-1a")
-    fake.fail_ups = [Failure(refusal("aws", "insufficient_instance_capacity"), at=INSTANCE, then=stray), None, None]
+    stray = stray_fleet("us-east-1a")
+    fake.fail_ups = [Failure(short_fleet(), at=FLEET, then=stray), None, None]
     told = []
     out = up(path, cat, fake, on_attempt=told.append)
     first, second = out.attempts
@@ -116,6 +139,7 @@ def test_a_zone_out_of_capacity_moves_the_pool_to_the_next_zone_and_leaves_nothi
     # the refused attempt's part is gone: Pulumi's own (the second `up` deleted it) and the stray
     assert ups(fake) == 3 and fake.stacks["aws-training"].history[1]["resourceChanges"].get("delete", 0) > 0
     assert stray.ids and live("us-east-1", stray.ids) == set()
+    assert stray.fleets and live_fleets("us-east-1", stray.fleets) == set()
     rec = Registry().get("aws-training")
     assert rec.state == "up" and {n.zone for n in rec.nodes} == {"us-east-1b"}
     assert [a["outcome"] for a in Registry().attempts("aws-training")] == ["refused", "created"]
@@ -149,7 +173,7 @@ def test_a_permission_error_stops_failover_at_once(cat, fake, tmp_path):
     from fakes.pulumi_cli import Failure
 
     path = with_failover(tmp_path, "{zones: any, regions: [us-west-2]}")
-    fake.fail_ups = [Failure(refusal("aws", "unauthorized_operation"), at=INSTANCE)]
+    fake.fail_ups = [Failure(refusal("aws", "unauthorized_operation"), at=FLEET)]
     with pytest.raises(GpufleetError) as ei:
         up(path, cat, fake)
     (only,) = ei.value.attempts
@@ -161,7 +185,7 @@ def test_without_failover_a_refusal_stops_as_before(cat, fake, tmp_path):
     from fakes.pulumi_cli import Failure
 
     path = with_failover(tmp_path, "{zones: any}")
-    fake.fail_ups = [Failure(refusal("aws", "insufficient_instance_capacity"), at=INSTANCE)]
+    fake.fail_ups = [Failure(short_fleet(), at=FLEET)]
     with pytest.raises(GpufleetError) as ei:
         up(path, cat, fake, failover=False)
     assert type(ei.value).__name__ == "CapacityError" and not getattr(ei.value, "attempts", None)
@@ -172,8 +196,8 @@ def test_every_place_refused_is_exit_1_with_the_table_of_attempts(cat, fake, tmp
     from fakes.pulumi_cli import Failure
 
     path = with_failover(tmp_path, "{zones: [us-east-1b], regions: [us-west-2]}")
-    ice = refusal("aws", "insufficient_instance_capacity")
-    fake.fail_ups = [Failure(ice, at=INSTANCE), None, Failure(ice, at=INSTANCE), None, Failure(ice, at=INSTANCE), None]
+    ice = short_fleet()
+    fake.fail_ups = [Failure(ice, at=FLEET), None, Failure(ice, at=FLEET), None, Failure(ice, at=FLEET), None]
     r = cli("up", path, "--yes", "--no-configure")
     assert r.exit_code == 1, r.output
     assert "Placement attempts" in r.output and "no place held pool trainers" in r.output
@@ -188,7 +212,7 @@ def test_up_json_carries_the_attempts(cat, fake, tmp_path):
     from fakes.pulumi_cli import Failure
 
     path = with_failover(tmp_path, "{zones: any}")
-    fake.fail_ups = [Failure(refusal("aws", "insufficient_instance_capacity"), at=INSTANCE), None, None]
+    fake.fail_ups = [Failure(short_fleet(), at=FLEET), None, None]
     r = cli("--json", "up", path, "--yes", "--no-configure")
     data = json.loads(r.stdout)
     assert r.exit_code == 0, r.output
@@ -199,8 +223,8 @@ def test_max_attempts_bounds_the_runs(cat, fake, tmp_path):
     from fakes.pulumi_cli import Failure
 
     path = with_failover(tmp_path, "{zones: any}")
-    ice = refusal("aws", "insufficient_instance_capacity")
-    fake.fail_ups = [Failure(ice, at=INSTANCE), None] * 5
+    ice = short_fleet()
+    fake.fail_ups = [Failure(ice, at=FLEET), None] * 5
     r = cli("--json", "up", path, "--yes", "--no-configure", "--max-attempts", "2")
     data = json.loads(r.stdout)
     assert r.exit_code == 1 and data["error"] == "NoPlaceLeft" and "--max-attempts" in data["message"]
@@ -213,7 +237,7 @@ def test_a_mixed_stack_fails_over_its_cloud_pool_and_leaves_the_rack_pool_alone(
     path = with_failover(tmp_path, "{regions: [us-east-1]}", source="mixed.yaml")
     stack = stacks.load(path, cat)
     only_aws = stack.model_copy(update={"pools": [p for p in stack.pools if p.provider in ("aws", "baremetal")]})
-    fake.fail_ups = [Failure(refusal("aws", "insufficient_instance_capacity"), at=INSTANCE), None, None]
+    fake.fail_ups = [Failure(short_fleet(), at=FLEET), None, None]
     out = fleet_up.bring_up(only_aws, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
     assert [(a["region"], a["outcome"]) for a in out.attempts] == [("us-west-2", "refused"), ("us-east-1", "created")]
     rack = [n for n in out.record.nodes if n.pool == "rack"]

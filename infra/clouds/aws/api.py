@@ -234,6 +234,12 @@ class AwsApi:
             ec2.delete_vpc(VpcId=r.id)
         elif k == "file-system":
             self.client("fsx", region).delete_file_system(FileSystemId=r.id)
+        elif k == "fleet":  # an instant fleet cannot outlive its instances: EC2 terminates any left
+            failed = ec2.delete_fleets(FleetIds=[r.id], TerminateInstances=True).get("UnsuccessfulFleetDeletions")
+            if failed:
+                e = failed[0].get("Error") or {}
+                raise ClientError({"Error": {"Code": e.get("Code", "Unknown"), "Message": e.get("Message", "")}},
+                                  "DeleteFleets")
         elif k == "bucket":  # a bucket goes only once empty: every object version and delete marker first
             s3 = self.client("s3", region)
             empty_bucket(s3, r.id)
@@ -275,6 +281,22 @@ class AwsApi:
                     left[x] = fs[0].get("Lifecycle", "present")
             return left
         return {}  # the other deletions are synchronous
+
+    # --- a pool's instant fleet ------------------------------------------------------------
+    def fleet_nodes(self, region: str, fleet_id: str) -> tuple[list[dict], list[dict]]:
+        """An instant fleet's instances ({id, private_ip, public_ip}, in the fleet's order) and the
+        errors EC2 recorded for it ({code, message}), from DescribeFleets and DescribeInstances."""
+        ec2 = self.client("ec2", region)
+        fleets = ec2.describe_fleets(FleetIds=[fleet_id]).get("Fleets") or [{}]
+        ids = [i for s in fleets[0].get("Instances") or [] for i in s.get("InstanceIds") or []]
+        errors = [{"code": e.get("ErrorCode"), "message": e.get("ErrorMessage")} for e in fleets[0].get("Errors") or []]
+        found: dict[str, dict] = {}
+        for i in range(0, len(ids), 500):
+            for rv in ec2.describe_instances(InstanceIds=ids[i:i + 500])["Reservations"]:
+                for x in rv["Instances"]:
+                    found[x["InstanceId"]] = {"id": x["InstanceId"], "private_ip": x.get("PrivateIpAddress"),
+                                              "public_ip": x.get("PublicIpAddress")}
+        return [found[i] for i in ids if i in found], errors
 
     # --- quotas ----------------------------------------------------------------------------
     def quotas(self, region: str, needs) -> list:
@@ -417,6 +439,18 @@ def _vpcs(aws: AwsApi, region, f, cluster):
         yield v["VpcId"], v.get("Tags"), dict(state=v.get("State"))
 
 
+def _fleets(aws: AwsApi, region, f, cluster):
+    """The pools' instant fleets. DescribeFleets filters by state and type, not by tag: the tag
+    filter is applied here (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeFleets.html)."""
+    want = f[0]["Values"][0] if cluster else None
+    for x in _pages(aws.client("ec2", region), "describe_fleets", "Fleets"):
+        t = {k["Key"]: k["Value"] for k in x.get("Tags") or []}
+        if x.get("FleetState", "").startswith("deleted") or TAG_PREFIX + "cluster" not in t:
+            continue
+        if want is None or t[TAG_PREFIX + "cluster"] == want:
+            yield x["FleetId"], x.get("Tags"), dict(state=x.get("FleetState"), created_at=x.get("CreateTime"))
+
+
 def _file_systems(aws: AwsApi, region, f, cluster):
     for fs in _pages(aws.client("fsx", region), "describe_file_systems", "FileSystems"):  # FSx filters no tags
         t = {x["Key"]: x["Value"] for x in fs.get("Tags", [])}
@@ -464,4 +498,4 @@ LISTERS = {"instance": _instances, "volume": _volumes, "network-interface": _int
            "security-group": _security_groups, "placement-group": _placement_groups, "address": _addresses,
            "nat-gateway": _nat_gateways, "launch-template": _launch_templates, "key-pair": _key_pairs,
            "subnet": _subnets, "route-table": _route_tables, "internet-gateway": _internet_gateways,
-           "network": _vpcs, "file-system": _file_systems, "bucket": _buckets}
+           "network": _vpcs, "file-system": _file_systems, "fleet": _fleets, "bucket": _buckets}

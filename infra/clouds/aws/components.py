@@ -4,7 +4,8 @@
 group, the key pair); ``ClusterBucket`` the stack's S3 bucket the nodes configure themselves
 from (one per stack, in its first AWS region); ``GpuNodePool`` is one pool (placement group,
 instance profile with the one bucket policy it needs, launch template with EFA interfaces and
-the bootstrap as user data, instances, optional FSx for Lustre). Loaded through ``aws.sdk`` by
+the bootstrap as user data, one instant EC2 Fleet for all its nodes (``nodes.FleetNodes`` reads
+them back), optional FSx for Lustre): a pool's resources do not grow with its nodes. Loaded through ``aws.sdk`` by
 ``aws.program`` when a stack has AWS pools.
 """
 
@@ -18,6 +19,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpufleet.clouds import bootstrap
+from gpufleet.clouds.aws.nodes import FleetNodes
 from gpufleet.clouds.aws.rules import STORAGE
 from gpufleet.clouds.pools import StorageArgs, first_zone, resource_name
 
@@ -199,6 +201,7 @@ class PoolArgs:
     existing_subnet: str | None = None
     spot: bool = False
     capacity_reservation: str | None = None
+    region: str = ""
     public_ip: bool = False
     root_disk_gb: int = 200
     storage: list[StorageArgs] = field(default_factory=list)
@@ -265,13 +268,13 @@ class GpuNodePool(pulumi.ComponentResource):
                                      endpoint=nc.endpoint),
                     pre=lustre_user_data([tuple(m) for m in v[1]]) if v[1] else "").encode()).decode())
 
-        market = None
-        if args.spot:
-            market = {"market_type": "spot",
-                      "spot_options": {"spot_instance_type": "one-time", "instance_interruption_behavior": "terminate"}}
         reservation = None
         if args.capacity_reservation:
             reservation = {"capacity_reservation_target": {"capacity_reservation_id": args.capacity_reservation}}
+        # the subnet stays in the template's interfaces and the fleet overrides none: an override's
+        # SubnetId makes EC2 Fleet ignore the template's NetworkInterfaces, EFA ones included
+        # (aws/karpenter-provider-aws#3819, the EC2 Fleet team's answer). Spot or On-Demand is the
+        # fleet's own choice (its target capacity type), not the template's market options.
         lt = aws.ec2.LaunchTemplate(
             f"{name}-lt", image_id=args.image_id, instance_type=args.instance_type, key_name=args.key_name,
             iam_instance_profile={"arn": profile.arn},
@@ -281,28 +284,47 @@ class GpuNodePool(pulumi.ComponentResource):
                 "volume_size": args.root_disk_gb, "volume_type": "gp3", "encrypted": "true",
                 "delete_on_termination": "true"}}],
             network_interfaces=network_interfaces(args.efa_interfaces, subnet_id, args.security_group_id, args.public_ip),
-            placement=placement, instance_market_options=market, capacity_reservation_specification=reservation,
+            placement=placement, capacity_reservation_specification=reservation,
             user_data=user_data,
             tag_specifications=[{"resource_type": kind, "tags": t}
                                 for kind in ("instance", "volume", "network-interface")]
             + ([{"resource_type": "spot-instances-request", "tags": t}] if args.spot else []),
             update_default_version=True, tags=t, opts=child)
 
-        self.instances = []
-        for i in range(args.nodes):
-            self.instances.append(aws.ec2.Instance(
-                f"{name}-{i}", launch_template={"id": lt.id, "version": lt.latest_version.apply(str)},
-                tags={**t, "Name": f"{name}-{i}"}, opts=child))
+        fleet = aws.ec2.Fleet(f"{name}-fleet", **fleet_request(args, lt), tags=t, opts=child)
+        nodes = FleetNodes(f"{name}-nodes", fleet_id=fleet.id, region=args.region, nodes=args.nodes,
+                           subnet_id=subnet_id, public=args.public_ip, opts=child)
         self.bucket = {"cloud": "aws", "name": nc.bucket, "region": nc.region,
                        **({"endpoint": nc.endpoint} if nc.endpoint else {})} if nc else None
-        self.node_ids = pulumi.Output.all(*[x.id for x in self.instances])
-        self.private_ips = pulumi.Output.all(*[x.private_ip for x in self.instances])
-        self.public_ips = pulumi.Output.all(*[x.public_ip for x in self.instances]) if args.public_ip else None
-        first = self.instances[0]
-        self.ssh_endpoint = (first.public_ip if args.public_ip else first.private_ip).apply(lambda ip: f"{ip}:22")
+        self.node_ids, self.private_ips = nodes.node_ids, nodes.private_ips
+        self.public_ips = nodes.public_ips if args.public_ip else None
+        self.ssh_endpoint = (self.public_ips if args.public_ip else self.private_ips).apply(lambda ips: f"{ips[0]}:22")
         self.register_outputs({"node_ids": self.node_ids, "private_ips": self.private_ips,
                                "ssh_endpoint": self.ssh_endpoint,
                                **({"public_ips": self.public_ips} if self.public_ips is not None else {})})
+
+
+def fleet_request(args: PoolArgs, lt) -> dict:
+    """The pool as one all-or-nothing CreateFleet: type ``instant`` (one synchronous request, no
+    fleet left to maintain), one instance type in one zone, and a minimum target capacity of all the
+    pool's nodes, below which EC2 launches none (``MinTargetCapacity``: "supported only for fleets of
+    type instant", with SingleAvailabilityZone or SingleInstanceType;
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_OnDemandOptionsRequest.html and
+    API_SpotOptionsRequest.html). Deleting an instant fleet terminates its instances
+    (API_DeleteFleets.html), so ``terminate_instances`` is set: pulumi-aws passes it to DeleteFleets."""
+    market = "spot" if args.spot else "on-demand"
+    whole = {"min_target_capacity": args.nodes, "single_availability_zone": True, "single_instance_type": True}
+    options = {"spot_options": {**whole, "allocation_strategy": "capacity-optimized",
+                                "instance_interruption_behavior": "terminate"}} if args.spot else \
+        {"on_demand_options": {**whole, "allocation_strategy": "lowest-price"}}
+    return dict(type="instant", terminate_instances=True,
+                launch_template_configs=[{
+                    "launch_template_specification": {"launch_template_id": lt.id,
+                                                      "version": lt.latest_version.apply(str)},
+                    "overrides": [{"instance_type": args.instance_type, "availability_zone": args.zone}]}],
+                target_capacity_specification={"default_target_capacity_type": market,
+                                               "total_target_capacity": args.nodes},
+                **options)
 
 
 def image_id(image_owner: str, image_name: str, provider) -> pulumi.Output[str]:

@@ -8,7 +8,7 @@ import hashlib
 ID_PREFIX = {"aws:ec2/vpc:Vpc": "vpc-", "aws:ec2/subnet:Subnet": "subnet-",
              "aws:ec2/securityGroup:SecurityGroup": "sg-", "aws:ec2/instance:Instance": "i-",
              "aws:ec2/launchTemplate:LaunchTemplate": "lt-", "aws:ec2/placementGroup:PlacementGroup": "pg-",
-             "aws:fsx/lustreFileSystem:LustreFileSystem": "fs-"}
+             "aws:fsx/lustreFileSystem:LustreFileSystem": "fs-", "aws:ec2/fleet:Fleet": "fleet-"}
 
 # the inputs shown in the plan table per resource type (all inputs are in --json)
 COLUMNS = {
@@ -19,7 +19,7 @@ COLUMNS = {
     "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": ["ipProtocol", "cidrIpv4", "description"],
     "aws:ec2/placementGroup:PlacementGroup": ["strategy"],
     "aws:ec2/launchTemplate:LaunchTemplate": ["instanceType", "imageId"],
-    "aws:ec2/instance:Instance": [],  # everything comes from the launch template
+    "aws:ec2/fleet:Fleet": ["type"],  # the rest comes from the launch template
     "aws:iam/role:Role": [],
     "aws:ec2/routeTableAssociation:RouteTableAssociation": [],
     "aws:fsx/lustreFileSystem:LustreFileSystem": ["deploymentType", "storageCapacity", "perUnitStorageThroughput"],
@@ -40,8 +40,12 @@ def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> N
         nis = inputs.get("networkInterfaces") or [{}]
         templates[rid] = nis[0].get("subnetId")
         state["latestVersion"] = 1
-    elif typ == "aws:ec2/instance:Instance":
-        state["privateIp"] = ctx.host(templates.get((inputs.get("launchTemplate") or {}).get("id")), name)
+    elif typ == "aws:gpufleet:FleetNodes":  # clouds.aws.nodes: what DescribeFleets and DescribeInstances answer
+        # EC2 hands a new subnet's addresses out from .4 on (it keeps the first four), one per instance
+        n = int(inputs["nodes"])
+        state.update(node_ids=["i-" + hashlib.sha1(f"{name}/{i}".encode()).hexdigest()[:17] for i in range(n)],
+                     private_ips=[ctx.address(inputs.get("subnet_id"), i) for i in range(n)],
+                     public_ips=[f"203.0.113.{i % 240 + 10}" for i in range(n)] if inputs.get("public") else None)
     elif typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
         state["dnsName"] = f"{rid}.fsx.amazonaws.com"
         state["mountName"] = hashlib.sha1(name.encode()).hexdigest()[:8]
@@ -76,6 +80,9 @@ def summary(typ: str, inputs: dict) -> list[str]:
         md = inputs.get("metadataOptions") or {}
         out = [f"efa={efa}", f"imds={'v2' if md.get('httpTokens') == 'required' else 'v1'}"]
         return out + (["spot"] if inputs.get("instanceMarketOptions") else [])
-    if typ == "aws:ec2/instance:Instance":
-        return ["from the launch template"]
+    if typ == "aws:ec2/fleet:Fleet":
+        spec = inputs.get("targetCapacitySpecification") or {}
+        whole = (inputs.get("onDemandOptions") or inputs.get("spotOptions") or {}).get("minTargetCapacity")
+        return [f"{spec.get('defaultTargetCapacityType')} x{spec.get('totalTargetCapacity')}",
+                f"all-or-nothing={whole == spec.get('totalTargetCapacity')}"]
     return []
