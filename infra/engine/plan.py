@@ -180,7 +180,7 @@ def _shards(lay: Layout, workers: int | None) -> list[set[str]]:
     return [b for _, b in bins if b]
 
 
-_SHARD_INPUT: tuple | None = None  # set before forking; children read it instead of unpickling
+_SHARD_INPUT: tuple | None = None  # set before forking (children read it, nothing pickled) or by spawned ones' initializer
 
 
 def _shard_worker(only: set[str]):
@@ -188,17 +188,28 @@ def _shard_worker(only: set[str]):
     return _run_mocked(lay, cluster, cat, None, only=only)
 
 
-def _run_sharded(lay: Layout, cluster: Cluster, cat, shards: list[set[str]], progress):
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
-
+def _shard_input(lay: Layout, cluster: Cluster, cat) -> None:
     global _SHARD_INPUT
     _SHARD_INPUT = (lay, cluster, cat)
+
+
+def _run_sharded(lay: Layout, cluster: Cluster, cat, shards: list[set[str]], progress):
+    import multiprocessing as mp
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    # fork hands the shards their input without pickling it, but a forked child of a process that
+    # has threads can block for ever on a lock one of them held (an earlier in-process plan leaves
+    # Pulumi's mock runtime's threads behind: a 10-pool plan after it hung): then spawn and send it
+    forked = threading.active_count() == 1
+    _shard_input(lay, cluster, cat)
     resources: list[PlannedResource] = []
     seen: set[tuple[str, str]] = set()
     outputs: dict = {}
     try:
-        with ProcessPoolExecutor(len(shards), mp_context=mp.get_context("fork")) as ex:
+        with ProcessPoolExecutor(len(shards), mp_context=mp.get_context("fork" if forked else "spawn"),
+                                 initializer=None if forked else _shard_input,
+                                 initargs=() if forked else (lay, cluster, cat)) as ex:
             for res, outs in ex.map(_shard_worker, shards):
                 for r in res:
                     if (r.type, r.name) not in seen:
@@ -209,6 +220,7 @@ def _run_sharded(lay: Layout, cluster: Cluster, cat, shards: list[set[str]], pro
                 if progress:
                     progress(len(res))
     finally:
+        global _SHARD_INPUT
         _SHARD_INPUT = None
     return resources, outputs
 

@@ -8,6 +8,8 @@ taggable resource, spot settings and storage.
 import base64
 import importlib
 import inspect
+import subprocess
+import sys
 
 import pytest
 
@@ -258,3 +260,21 @@ def test_plan_of_an_invalid_stack_creates_nothing(cat, write):
     with pytest.raises(SpecErrors):
         stacks.load(write("s.yaml", "name: s\nowner: o\npools:\n  - {name: a, provider: azure, region: eastus, "
                                   "instance_type: Standard_ND96asr_v4, interconnect: efa}\n"), cat)
+
+
+def test_a_sharded_plan_after_an_in_process_one_finishes(tmp_path):
+    """Forking a process that has threads can deadlock the children: after an in-process plan
+    (Pulumi's mock runtime leaves its threads behind) a large plan is not forked into shards."""
+    script = tmp_path / "two_plans.py"
+    script.write_text(
+        "from gpufleet import catalog\nfrom gpufleet.engine import plan as planner\nfrom gpufleet.fleet import stacks\n"
+        "cat = catalog.load(use_config=False)\n"
+        "def stack(n, nodes):\n"
+        "    pools = ''.join(f'  - {{name: p{i}, provider: aws, region: us-east-1, instance_type: g5.xlarge, '\n"
+        "                    f'nodes: {nodes}}}\\n' for i in range(n))\n"
+        "    return stacks.load('s.yaml', cat, text='name: s\\nowner: o\\npools:\\n' + pools)\n"
+        "if __name__ == '__main__':\n"
+        "    planner.plan(stack(1, 2), cat, workers=1)\n"
+        "    print(len(planner.plan(stack(10, 200), cat, workers=2).outputs['pools']))\n")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.split() == ["10"], r.stderr[-2000:]
