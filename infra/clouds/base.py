@@ -68,6 +68,11 @@ class RefusalRule:
         if self.scope not in SCOPES or self.kind not in KINDS:
             raise ValueError(f"refusal rule {self.code}: scope {self.scope!r} / kind {self.kind!r} unknown")
 
+    @classmethod
+    def of(cls, code: str, pattern: str, scope: str, kind: str, source: str) -> RefusalRule:
+        """A row from its pattern's text (the tables are written as text)."""
+        return cls(code, re.compile(pattern), scope, kind, source)
+
     def refusal(self, line: str) -> Refusal | None:
         """The refusal this rule reads in one line of error text, or None."""
         m = self.pattern.search(line)

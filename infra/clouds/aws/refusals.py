@@ -15,7 +15,6 @@ refused credentials rule out AWS; a permission or a bad argument fails the same 
 Tests: ``tests/unit/test_refusals.py`` over ``tests/data/refusals/aws/``.
 """
 
-import re
 
 from gpufleet.clouds.base import RefusalRule
 
@@ -24,7 +23,7 @@ COMMON = "https://docs.aws.amazon.com/IAM/latest/APIReference/CommonErrors.html"
 
 
 def _rule(code: str, pattern: str, scope: str, kind: str, source: str = ERRORS) -> RefusalRule:
-    return RefusalRule(code, re.compile(pattern), scope, kind, source)
+    return RefusalRule.of(code, pattern, scope, kind, source)
 
 
 RULES = (

@@ -19,7 +19,6 @@ assignment or a bad template fails the same way everywhere.
 Tests: ``tests/unit/test_refusals.py`` over ``tests/data/refusals/azure/``.
 """
 
-import re
 
 from gpufleet.clouds.base import RefusalRule
 
@@ -33,8 +32,7 @@ SPOT = "https://learn.microsoft.com/en-us/azure/virtual-machines/error-codes-spo
 ENTRA = "https://learn.microsoft.com/en-us/entra/identity-platform/reference-error-codes"
 
 
-def _rule(code: str, pattern: str, scope: str, kind: str, source: str) -> RefusalRule:
-    return RefusalRule(code, re.compile(pattern), scope, kind, source)
+_rule = RefusalRule.of
 
 
 RULES = (

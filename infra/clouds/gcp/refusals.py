@@ -14,7 +14,6 @@ GCP; a missing permission or a bad request fails the same way everywhere.
 Tests: ``tests/unit/test_refusals.py`` over ``tests/data/refusals/gcp/``.
 """
 
-import re
 
 from gpufleet.clouds.base import RefusalRule
 
@@ -25,8 +24,7 @@ CORE_ERRORS = "https://cloud.google.com/resource-manager/docs/core_errors"
 OAUTH_ERRORS = "https://datatracker.ietf.org/doc/html/rfc6749#section-5.2"
 
 
-def _rule(code: str, pattern: str, scope: str, kind: str, source: str) -> RefusalRule:
-    return RefusalRule(code, re.compile(pattern), scope, kind, source)
+_rule = RefusalRule.of
 
 
 RULES = (
