@@ -11,6 +11,7 @@ import typer
 from typer.core import TyperGroup
 
 from gpufleet import __version__
+from gpufleet.cli import capacity as capacity_cmd
 from gpufleet.cli import catalog as catalog_cmd
 from gpufleet.cli import cluster as cluster_cmd
 from gpufleet.cli import compare as compare_cmd
@@ -86,6 +87,7 @@ app.command("reap", help=lifecycle_cmd.REAP_HELP)(lifecycle_cmd.reap)
 app.command("check", help=lifecycle_cmd.CHECK_HELP)(lifecycle_cmd.check)
 app.add_typer(catalog_cmd.app, name="catalog", help="List the GPU catalog: GPUs, instance types, prices, workloads.")
 app.add_typer(lifecycle_cmd.registry_app, name="registry")
+app.add_typer(capacity_cmd.app, name="capacity")
 
 
 def main() -> None:

@@ -17,8 +17,6 @@ HELP = ("Show every resource `up` would create for a stack and its cost per hour
 def plan(
     stack: Annotated[str, typer.Argument(help="Stack file (YAML).", metavar="STACK")],
     cluster: Annotated[Optional[str], typer.Option("--cluster", help="Cluster name (default: the stack's name).")] = None,
-    all_resources: Annotated[bool, typer.Option("--all", help="List every resource, not one row per group of alike "
-                                                "nodes.")] = False,
 ):
     from gpufleet import catalog
     from gpufleet.engine import plan as planner
@@ -32,15 +30,16 @@ def plan(
     if STATE.json:
         output.emit_json(result.to_dict())
         return
-    render(result, all_resources=all_resources)
+    render(result)
 
 
-def render(result, *, all_resources: bool = False) -> None:
+def render(result) -> None:
     c = output.console()
     c.print(f"[bold]Plan[/bold] for stack [bold]{result.stack}[/bold] as cluster [bold]{result.cluster}[/bold]; "
             f"every resource tagged gpufleet:* and expiring at {result.expires_at}")
-    rows = [[parent or "", short_type(typ), label(names), summary]
-            for parent, typ, names, summary in grouped(result.cloud_resources, collapse=not all_resources)]
+    # a pool is a few resources whatever its nodes (one fleet request): a row each
+    rows = [[r.parent or "", short_type(r.type), r.name, r.summary()]
+            for r in sorted(result.cloud_resources, key=lambda r: (r.parent or "", r.type, r.name))]
     if rows:
         # narrow terminals lose the settings first (their longest words, ids, need ~70 columns), then the
         # component (the name says it too: Pulumi names children after their parent), then the type
@@ -71,9 +70,11 @@ def render(result, *, all_resources: bool = False) -> None:
 
 def render_candidates(pool: str, failover: dict) -> None:
     """The places `up` tries for a pool, in order, and what was left out before any attempt."""
-    rows = [[i, c["provider"], _where(c), c["instance_type"], "spot" if c["spot"] else "on-demand",
+    rows = [[i, c["provider"], _where(c), c["instance_type"],
+             "reserved" if c["reservation"] else "spot" if c["spot"] else "on-demand",
              output.money(c["price_per_node_hour"]) if c["price_per_node_hour"] is not None else "-",
-             output.money(c["price_per_hour"]) if c["price_per_hour"] is not None else "-", c["why"]]
+             output.money(c["price_per_hour"]) if c["price_per_hour"] is not None else "-",
+             f"{c['reservation']}: {c['billing']}" if c["reservation"] else c["why"]]
             for i, c in enumerate(failover["candidates"], 1)]
     dropped = failover["dropped"]
     caption = None
@@ -86,23 +87,13 @@ def render_candidates(pool: str, failover: dict) -> None:
                    "`up` also skips a region whose quota is short")
     output.table(f"Failover for pool {pool}: {len(rows)} places, tried in this order until one holds the whole pool",
                  ["#", "provider", "zone/region", "instance", "market", "$/node-h", "$/h", "why"], rows, caption=caption,
-                 justify={"#": "right", "$/node-h": "right", "$/h": "right"}, optional=("why", "$/node-h", "market"))
+                 justify={"#": "right", "$/node-h": "right", "$/h": "right"}, optional=("why", "$/node-h", "market"),
+                 wraps=("why",))
 
 
 def _where(c: dict) -> str:
     z = c["zone"]
     return c["region"] if z is None else z if z.startswith(c["region"]) else f"{c['region']}/{z}"
-
-
-def grouped(resources, *, collapse: bool):
-    """Rows (component, type, names, summary): alike nodes of a pool collapse into one row."""
-    order: dict[tuple, list] = {}
-    for r in sorted(resources, key=lambda r: (r.parent or "", r.type, _natural(r.name))):
-        collapsible = collapse and r.type in ("aws:ec2/instance:Instance", "gcp:compute/instance:Instance")
-        key = (r.parent, r.type, r.summary()) if collapsible else (r.parent, r.type, r.name)
-        order.setdefault(key, []).append(r)
-    for (parent, typ, _), rs in order.items():
-        yield parent, typ, [r.name for r in rs], rs[0].summary()
 
 
 def short_type(token: str) -> str:
@@ -115,19 +106,3 @@ def short_type(token: str) -> str:
     if module.split("/")[-1].lower() == name.lower():
         module = module.split("/")[0]
     return f"{package}:{module}:{name}"
-
-
-def label(names: list[str]) -> str:
-    """One name, or alike nodes as a shell brace range: trainers-{0..3} (x4) stands for trainers-0 .. -3."""
-    if len(names) == 1:
-        return names[0]
-    stem, _, start = names[0].rpartition("-")
-    if start.isdigit() and names == [f"{stem}-{i}" for i in range(int(start), int(start) + len(names))]:
-        return f"{stem}-{{{start}..{int(start) + len(names) - 1}}} (x{len(names)})"
-    return f"{names[0]} .. {names[-1]} (x{len(names)})"
-
-
-def _natural(name: str):
-    import re
-
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]

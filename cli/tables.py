@@ -115,12 +115,15 @@ def render_verdicts(verdicts, title: str, *, all_checks: bool = False) -> None:
 
 def attempt_line(a: dict) -> str:
     """One placement attempt as it happens (``fleet.failover.Attempt.to_dict()``)."""
-    where = " ".join([a["provider"], _place(a), a["instance_type"]] + (["spot"] if a["spot"] else []))
+    held = a.get("reservation")
+    where = " ".join([a["provider"], _place(a), a["instance_type"]] + (["spot"] if a["spot"] else [])
+                     + ([f"in reservation {held}"] if held else []))
     if a["outcome"] == "skipped":
         return f"pool {a['pool']}: skipped {where}: {a['message']}"
     if a["outcome"] == "created":
         return f"pool {a['pool']}: created at {where} after {a['seconds']:.0f}s"
-    rules_out = {"zone": "the zone", "region": "the region", "provider": f"all of {a['provider']}"}.get(a["scope"])
+    rules_out = {"zone": "the reservation" if held else "the zone", "region": "the region",
+                 "provider": f"all of {a['provider']}"}.get(a["scope"])
     code = a["code"] or "unclassified"
     return (f"pool {a['pool']}: {where} refused after {a['seconds']:.0f}s ({code}"
             + (f"; rules out {rules_out})" if rules_out else "; failover stops)"))
@@ -133,7 +136,8 @@ def render_attempts(attempts: list[dict]) -> None:
     rows, styles = [], []
     for i, a in enumerate(attempts, 1):
         took = "-" if a["outcome"] == "skipped" else f"{a['seconds']:.0f}s"
-        rows.append([i, a["pool"], a["provider"], _place(a), a["instance_type"] + (" spot" if a["spot"] else ""),
+        market = " spot" if a["spot"] else f" in {a['reservation']}" if a.get("reservation") else ""
+        rows.append([i, a["pool"], a["provider"], _place(a), a["instance_type"] + market,
                      a["outcome"], took, escape(" ".join(x for x in (a["code"] if a["outcome"] != "skipped" else None,
                                                                      a["message"]) if x))])
         styles.append({"created": "green", "skipped": "dim", "refused": "yellow", "failed": "red"}.get(a["outcome"]))

@@ -278,6 +278,42 @@ class Failover(_Strict):
         return v
 
 
+class CapacityBlock(_Strict):
+    """An AWS Capacity Block for ML the team bought: paid up front for its whole window
+    (DescribeCapacityReservations gives its StartDate and EndDate; the purchase, its UpfrontFee)."""
+
+    starts_at: dt.datetime
+    ends_at: dt.datetime
+    upfront_usd: float = Field(gt=0, le=100_000_000)
+
+    @model_validator(mode="after")
+    def _window(self):
+        for when in (self.starts_at, self.ends_at):
+            if when.tzinfo is None:
+                raise HintedValueError("give the block's times in UTC", "e.g. 2026-12-01T11:30:00Z")
+        if self.ends_at <= self.starts_at:
+            raise HintedValueError("ends_at must come after starts_at", "copy both from `gpufleet capacity find`")
+        return self
+
+    @property
+    def hours(self) -> float:
+        return (self.ends_at - self.starts_at).total_seconds() / 3600
+
+
+class Reservation(_Strict):
+    """Capacity the team holds, tried before the open market (``clouds.candidates``): an AWS
+    On-Demand Capacity Reservation or Capacity Block (``cr-...``), a GCP specific reservation
+    (its name, or ``projects/P/reservations/N`` when shared from another project), an Azure
+    capacity reservation group (its resource id). Each cloud's rules check the id's form."""
+
+    id: str
+    provider: Provider | None = None  # default: the pool's
+    region: str | None = None  # default: the pool's (on the pool's cloud)
+    zone: str | None = None  # where the capacity is (AWS and GCP reservations are zonal)
+    instance_type: str | None = None  # default: the pool's
+    capacity_block: CapacityBlock | None = None  # AWS: a Capacity Block, paid up front
+
+
 class Pool(_Strict):
     name: str
     provider: Provider
@@ -296,7 +332,7 @@ class Pool(_Strict):
     public_ip: bool = False  # workers stay private unless the pool says so
     vpc: str | None = None  # existing network (AWS vpc-..., GCP network name, Azure VNet id)
     subnet: str | None = None  # existing subnet (AWS subnet-..., GCP subnetwork, Azure subnet id)
-    capacity_reservation: str | None = None  # AWS cr-... to launch into
+    reservations: list[Reservation] = []  # capacity the team holds: tried first, in this order
     salt: Salt = Salt()
     hosts: list[Host] = []
     subnet_manager: Literal["switch", "host"] | None = None  # InfiniBand racks: who runs the SM
@@ -324,8 +360,8 @@ class Pool(_Strict):
             if self.region or self.instance_type or self.spot:
                 raise HintedValueError("a baremetal pool takes no region, instance_type or spot",
                                        "describe the machines with gpu and gpus_per_node")
-            if self.vpc or self.subnet or self.capacity_reservation or self.public_ip or self.failover:
-                raise HintedValueError("a baremetal pool takes no vpc, subnet, capacity_reservation, public_ip or "
+            if self.vpc or self.subnet or self.reservations or self.public_ip or self.failover:
+                raise HintedValueError("a baremetal pool takes no vpc, subnet, reservations, public_ip or "
                                        "failover",
                                        "those describe cloud pools; a rack's hosts are listed under hosts")
             if any(st.type == "nfs" and not st.server for st in self.storage):
@@ -367,7 +403,24 @@ class Pool(_Strict):
             if f and self.provider in f.providers:
                 raise HintedValueError(f"failover.providers lists the pool's own cloud ({self.provider})",
                                        "its other places are failover.zones and failover.regions")
+            for r in self.reservations:
+                self._own_reservation(r)
         return self
+
+    def _own_reservation(self, r: Reservation) -> None:
+        """A reservation's defaults are the pool's (``fleet.stacks`` checks one on another cloud)."""
+        r.provider = r.provider or self.provider
+        if r.provider == self.provider:
+            r.region = r.region or self.region
+            r.instance_type = r.instance_type or self.instance_type
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data):
+        if isinstance(data, dict) and "capacity_reservation" in data:
+            raise HintedValueError("capacity_reservation is now a list, `reservations`",
+                                   f"write reservations: [{{id: {data['capacity_reservation']}, zone: ...}}]")
+        return data
 
 
 class WorkloadRef(_Strict):

@@ -399,3 +399,17 @@ def azure_prices(_retail_prices_fake, monkeypatch):
     fake.reset()
     monkeypatch.setenv("GPUFLEET_AZURE_PRICES_ENDPOINT", fake.url + "/api/retail/prices")
     return fake
+
+
+def reserved_plan(stack, cat):
+    """The program of ``stack`` with each pool that holds reservations placed at its first one, as
+    `up`'s first failover attempt deploys it (engine.plan under Pulumi's mocks)."""
+    from gpufleet.clouds import candidates
+    from gpufleet.engine import plan as planner
+    from gpufleet.engine.program import layout
+    from gpufleet.fleet import failover
+
+    first = {p.name: candidates.for_pool(stack, p, cat).ordered[0] for p in stack.pools if p.reservations}
+    assert all(c.why == candidates.RESERVED for c in first.values())
+    moved = failover.placed(stack, first)
+    return planner.plan(moved, cat, workers=1, lay=layout(moved, cat, failover.reserved(first)))

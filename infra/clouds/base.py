@@ -157,6 +157,28 @@ class Need:
     image: str | None = None  # the pool's image (a marketplace image may have terms to accept first)
 
 
+@dataclass(frozen=True)
+class Capacity:
+    """Capacity a cloud states it holds for the team (``held``: usable as a pool's ``reservations``
+    entry) or offers to sell (a Capacity Block offering, bought with ``buy``)."""
+
+    provider: str
+    kind: str  # the cloud's name for it: "capacity reservation", "capacity block", "reservation" ...
+    id: str  # what `reservations:` names (held), or the offering's id
+    region: str
+    zone: str | None
+    instance_type: str
+    instances: int  # free for new VMs now (held), or sold (offering)
+    held: bool
+    starts_at: str | None = None  # ISO 8601 UTC, where it has a window
+    ends_at: str | None = None
+    upfront_usd: float | None = None  # what an offering costs, paid up front
+    buy: str = ""  # the cloud's own command that buys an offering (gpufleet buys nothing)
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
 @dataclass
 class QuotaLine:
     """One quota as the cloud states it, against what the stack needs of it."""
@@ -228,6 +250,11 @@ class CloudApi(Protocol):
     def quotas(self, region: str, needs: list[Need]) -> list[QuotaLine]:
         """The quotas the needs touch in one region, with limit and use."""
 
+    def capacity(self, region: str, instance_type: str, nodes: int, hours: int, start: str | None) -> list[Capacity]:
+        """The reserved capacity the account holds for ``instance_type`` in ``region``, and what the
+        cloud offers to sell there for ``nodes`` VMs over ``hours`` from ``start`` (ISO date, or now)
+        where it has a read call for that."""
+
 
 @runtime_checkable
 class ObjectStore(Protocol):
@@ -257,6 +284,10 @@ class Cloud(Provider, Protocol):
     # hourly list prices of what can be left behind, for `status` and `reap`:
     # {"disk": {disk type: $ per GB-month}, "fixed": {kind: $ per hour}}
     leftover_prices: Mapping[str, Mapping[str, float]]
+
+    def check_reservation(self, reservation) -> list[Problem]:
+        """What is wrong with a reservation a pool names on this cloud (``spec.Reservation``; keys
+        inside it): the id's form, its zone, what this cloud sells."""
 
     def credentials(self) -> str:
         """Where credentials would come from (no network call); CredentialsError naming how to set them up."""

@@ -1,6 +1,19 @@
-"""Where a cloud pool may land: its own place first, then the alternatives its ``failover`` block
+"""Where a cloud pool may land: the reservations it holds first (``reservations``, in the order
+listed), then its own place on the open market, then the alternatives its ``failover`` block
 allows (other zones, regions, clouds, instance types with the same GPUs, on-demand after spot),
 each one whole place for the whole pool, in the order `compare` ranks them.
+
+A reservation is priced as its cloud bills it: an AWS Capacity Block was paid up front for its
+window (its fee over its hours), and an On-Demand Capacity Reservation, a GCP reservation and an
+Azure capacity reservation group are billed at the on-demand rate while they exist, used or not
+(read 2026-11: AWS capacity-blocks-extend.html, "The price of a Capacity Block offering is charged
+up front", and capacity-reservations-pricing-billing.html, "charged at the equivalent On-Demand
+rate whether you run instances in reserved capacity or not"; GCP, a reservation "incurs charges for
+its reserved resources, even when it's not being consumed"; Azure's capacity reservation overview,
+the pay-as-you-go rate for the reserved capacity whether VMs use it or not). A Capacity Block
+outside its window is left out: EC2 refuses launches into one before its start ("Insufficient
+Capacity Error", ec2-fleet-launch-instances-capacity-blocks-walkthrough.html) and after its end it
+is gone.
 
 What cannot work is left out before any attempt, and said: no price in the catalog, above the
 price cap, a zone that does not offer the type, what the cloud cannot do for the pool (its own
@@ -11,6 +24,7 @@ shows the list and `up` walks it.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import asdict, dataclass, field, replace
 
 from gpufleet import compare, spec
@@ -19,6 +33,7 @@ from gpufleet.perf import workloads
 
 OWN, ZONE, REGION, CLOUD, TYPE, ON_DEMAND = ("the stack's own", "another zone", "another region", "another cloud",
                                              "another instance type", "on-demand after spot")
+RESERVED = "a reservation it holds"
 
 
 @dataclass(frozen=True)
@@ -33,7 +48,9 @@ class Candidate:
     spot: bool
     price_per_hour: float | None  # USD for the whole pool (nodes x the node's price)
     price_per_node_hour: float | None
-    why: str  # OWN, ZONE, REGION, CLOUD, TYPE or ON_DEMAND
+    why: str  # RESERVED, OWN, ZONE, REGION, CLOUD, TYPE or ON_DEMAND
+    reservation: object = None  # spec.Reservation of a RESERVED place
+    billing: str = ""  # how a reservation is billed, in words
 
     @property
     def market(self) -> str:
@@ -47,10 +64,13 @@ class Candidate:
         return self.zone if self.zone.startswith(self.region) else f"{self.region}/{self.zone}"
 
     def label(self) -> str:
-        return " ".join([self.provider, self.where, self.instance_type] + (["spot"] if self.spot else []))
+        held = [f"reservation {self.reservation.id}"] if self.reservation is not None else []
+        return " ".join([self.provider, self.where, self.instance_type] + (["spot"] if self.spot else []) + held)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out["reservation"] = self.reservation.id if self.reservation is not None else None
+        return out
 
 
 @dataclass
@@ -74,8 +94,9 @@ def placed(pool, c: Candidate):
     return pool.model_copy(update=update)
 
 
-def for_pool(stack, pool, cat) -> Candidates:
-    """The pool's places in the order `up` tries them (only its own without a ``failover`` block)."""
+def for_pool(stack, pool, cat, now: dt.datetime | None = None) -> Candidates:
+    """The pool's places in the order `up` tries them: its reservations, then its own (only those
+    without a ``failover`` block)."""
     own_type = spec.resolve_instance(pool, cat)
     out = Candidates(pool.name)
     f = pool.failover
@@ -84,8 +105,9 @@ def for_pool(stack, pool, cat) -> Candidates:
         zones = _zones(cat, pool.provider, own_type.name, pool.region)
         own_zone = zones[0] if zones else None  # the one the cloud's module would pick: first by name
     own = _candidate(cat, pool, pool.provider, pool.region, own_zone, own_type.name, pool.spot, OWN)
+    held = _held(pool, cat, own_type, now or dt.datetime.now(dt.timezone.utc), out.dropped)
     if f is None:
-        out.ordered.append(own)
+        out.ordered += [*held, own]
         return out
     seen = {_key(own)}
     alternatives = []
@@ -106,12 +128,39 @@ def for_pool(stack, pool, cat) -> Candidates:
     # spot before on-demand (a spot pool's fallback comes last), then compare's ranking, then by name
     kept.sort(key=lambda c: (c.why == ON_DEMAND, ranks.get((c.provider, c.region, c.instance_type, c.market),
                                                            float("inf")), c.provider, c.region, c.zone or ""))
-    out.ordered = [own, *kept]
+    out.ordered = [*held, own, *kept]
     return out
 
 
+def _held(pool, cat, own_type, now: dt.datetime, dropped: list) -> list[Candidate]:
+    """The pool's reservations as places, priced as their clouds bill them; a Capacity Block
+    outside its window goes to ``dropped`` with why."""
+    out = []
+    for r in pool.reservations:
+        it = r.instance_type or own_type.name
+        block = r.capacity_block
+        if block is not None:
+            c = Candidate(r.provider, r.region, r.zone, it, False, block.upfront_usd / block.hours,
+                          block.upfront_usd / block.hours / pool.nodes, RESERVED, r,
+                          f"capacity block, ${block.upfront_usd:,.0f} paid up front for {block.hours:,.0f} h from "
+                          f"{_utc(block.starts_at)}")
+            if not block.starts_at <= now < block.ends_at:
+                dropped.append({"candidate": c.label(), "why": f"the capacity block runs from {_utc(block.starts_at)} "
+                                f"to {_utc(block.ends_at)}, and EC2 launches into it only then"})
+                continue
+        else:
+            c = replace(_candidate(cat, pool, r.provider, r.region, r.zone, it, False, RESERVED), reservation=r,
+                        billing="billed at the on-demand rate, used or not")
+        out.append(c)
+    return out
+
+
+def _utc(t: dt.datetime) -> str:
+    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%MZ")
+
+
 def _key(c: Candidate) -> tuple:
-    return c.provider, c.region, c.zone, c.instance_type, c.spot
+    return c.provider, c.region, c.zone, c.instance_type, c.spot, getattr(c.reservation, "id", None)
 
 
 def _zones(cat, prov: str, instance: str, region: str) -> list[str]:

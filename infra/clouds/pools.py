@@ -152,12 +152,20 @@ def existing_network_problems(pool) -> list[Problem]:
     return []
 
 
-def reservation_elsewhere(pool, cloud_name: str) -> list[Problem]:
-    """``capacity_reservation`` names an AWS capacity reservation; on other clouds it is a mistake."""
-    if pool.capacity_reservation:
-        return [Problem(("capacity_reservation",), "capacity_reservation is an AWS capacity reservation id",
-                        f"{cloud_name} reservations are consumed automatically when they match")]
-    return []
+def reservation_problems(r, pattern: str, what: str, example: str, *, zone_example: str | None,
+                         capacity_blocks: bool = False) -> list[Problem]:
+    """A reservation's id in its cloud's form (``pattern``), its zone where the cloud's capacity is
+    zonal (``zone_example`` given), and a Capacity Block only where the cloud sells them; keys are
+    inside the reservation."""
+    out = []
+    if not re.match(pattern, r.id, re.IGNORECASE):
+        out.append(Problem(("id",), f"{r.id!r} is not {what}", f"it looks like {example}"))
+    if zone_example and not r.zone:
+        out.append(Problem(("zone",), f"{what} holds capacity in one zone: name it", f"e.g. zone: {zone_example}"))
+    if r.capacity_block is not None and not capacity_blocks:
+        out.append(Problem(("capacity_block",), "capacity_block describes an AWS Capacity Block for ML",
+                           f"{what} is billed at the on-demand rate while it exists: drop capacity_block"))
+    return out
 
 
 def image_problems(pool, own: str, is_own) -> list:

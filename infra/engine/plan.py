@@ -125,19 +125,21 @@ def cluster_for(stack, name: str | None = None, now: dt.datetime | None = None,
                    expires_at=expires_at or expiry_from(now, stack.ttl_delta))
 
 
-def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: int | None = None) -> Plan:
+def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: int | None = None,
+         lay: Layout | None = None) -> Plan:
     """Run the program under mocks and return every resource it registers, with costs.
 
     A large stack is split by pools over ``workers`` processes (default: the CPUs this
     process may use); each runs the same program for its pools, and the network resources
-    the shards share are kept once.
+    the shards share are kept once. ``lay``: the layout to render (default: the stack's own;
+    an attempt of failover has pools placed at reservations).
     """
     cluster = cluster or cluster_for(stack)
-    lay = layout(stack, cat)
+    lay = lay or layout(stack, cat)
     costs = pool_costs(lay, stack, cat)
     pools = {p.name: p for p in stack.pools}
     for c in costs:
-        if pools[c.pool].failover is not None:
+        if pools[c.pool].failover is not None or pools[c.pool].reservations:
             c.failover = candidates.for_pool(stack, pools[c.pool], cat).to_dict()
     resources: list[PlannedResource] = []
     outputs: dict = {}
@@ -286,7 +288,11 @@ class _Mocks:
                     hashlib.sha1(f"{typ}/{name}".encode()).hexdigest()[:17]
                 state = dict(inputs)
                 custom = bool(getattr(args, "custom", True))
-                self.resources.append(PlannedResource(typ, name, pname, inputs, component=not custom,
+                # a cloud's dynamic resource is shown as the kind it names (clouds.gcp.nodes.BulkInstances),
+                # without the pickled provider Pulumi passes it (code, not a setting anyone reviews)
+                shown = inputs.get(READER_KIND) or typ if typ == DYNAMIC_TYPE else typ
+                listed = {k: v for k, v in inputs.items() if k != "__provider"} if shown != typ else inputs
+                self.resources.append(PlannedResource(shown, name, pname, listed, component=not custom,
                                                       provider=typ.startswith("pulumi:providers:")))
                 if typ.startswith("pulumi:providers:"):
                     self.regions[name] = inputs.get("region") or inputs.get("location") or ""
@@ -296,11 +302,6 @@ class _Mocks:
                 if progress:
                     progress(1)
                 return [rid, state]
-
-            def host(self, subnet_id, name: str):
-                """Node i of a pool (named ``<pool>-<i>``) gets the i-th address of its subnet, so the
-                addresses do not depend on the order in which the runtime registers the nodes."""
-                return self.address(subnet_id, int(name.rsplit("-", 1)[1]))
 
             def address(self, subnet_id, index: int):
                 """The ``index``-th address a cloud hands out in a subnet the mocks have seen (else None)."""

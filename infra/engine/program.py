@@ -28,6 +28,7 @@ class PoolPlan:
     price_note: str
     extra_subnets: list[tuple[str, int]] = field(default_factory=list)  # its cloud's pool_subnets
     zones: tuple[str, ...] = ()  # the region's zones offering the instance type, as the catalog knows them
+    reservation: object = None  # spec.Reservation the pool launches into (failover placed it there), else None
 
     @property
     def name(self) -> str:
@@ -49,8 +50,11 @@ class Layout:
         return [p for p in self.pools if p.pool.provider == provider and p.pool.region == region]
 
 
-def layout(stack, cat) -> Layout:
-    """Decide, before any Pulumi code runs, what each cloud pool becomes and costs."""
+def layout(stack, cat, reserved: dict | None = None) -> Layout:
+    """Decide, before any Pulumi code runs, what each cloud pool becomes and costs. ``reserved``:
+    pool name -> the ``clouds.candidates.Candidate`` of a reservation failover placed it at (the
+    pool launches into it, at the price its cloud bills for it)."""
+    reserved = reserved or {}
     needs, regions = address_needs(stack)
     addresses = plan_addresses(stack.network.cidr, needs)
     cloud_pools = [p for p in stack.pools if p.provider in CLOUDS]
@@ -62,11 +66,14 @@ def layout(stack, cat) -> Layout:
         offer = cat.offer(p.provider, p.region, it.name, market)
         note = "" if offer else (f"no {market} price for {it.name} in {p.region} in the catalog"
                                  + ("; add a quote under `prices:` in your config" if p.spot else ""))
+        held = reserved.get(p.name)
+        price = held.price_per_node_hour if held else offer.usd_per_hour if offer else None
         plans.append(PoolPlan(
             pool=p, instance=it, subnet_cidr=p.subnet or addresses.get(p.provider, p.region, p.name),
-            fabric=c.pool_fabric(p, it), usd_per_node_hour=offer.usd_per_hour if offer else None, price_note=note,
+            fabric=c.pool_fabric(p, it), usd_per_node_hour=price, price_note=note if price is None else "",
             extra_subnets=c.pool_subnets(p),
-            zones=cat.offered_zones(p.provider, it.name, p.region) or cat.region_zones(p.provider, p.region)))
+            zones=cat.offered_zones(p.provider, it.name, p.region) or cat.region_zones(p.provider, p.region),
+            reservation=held.reservation if held else None))
     return Layout(stack, addresses, plans, regions)
 
 

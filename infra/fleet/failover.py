@@ -54,6 +54,7 @@ class Attempt:
         r = self.refusal
         return {"pool": self.pool, "provider": self.place.provider, "region": self.place.region,
                 "zone": self.place.zone, "instance_type": self.place.instance_type, "spot": self.place.spot,
+                "reservation": getattr(self.place.reservation, "id", None),
                 "price_per_hour": self.place.price_per_hour, "started_at": self.started_at,
                 "seconds": round(self.seconds, 1), "outcome": self.outcome,
                 "scope": getattr(r, "scope", None), "kind": getattr(r, "kind", None),
@@ -71,8 +72,8 @@ class Placement:
 
 
 def places(stack, cat) -> dict[str, candidates.Candidates]:
-    """Each pool with a ``failover`` block: its places in order."""
-    return {p.name: candidates.for_pool(stack, p, cat) for p in stack.pools if p.failover is not None}
+    """Each pool with a ``failover`` block or reservations: its places in order."""
+    return {p.name: candidates.for_pool(stack, p, cat) for p in stack.pools if p.failover is not None or p.reservations}
 
 
 def preflight(run: Run, plans: dict[str, candidates.Candidates]) -> list[Attempt]:
@@ -122,7 +123,7 @@ def place(run: Run, plans: dict[str, candidates.Candidates], *, max_attempts: in
     start, runs = clock(), 0
     while True:
         stack = placed(run.stack, current)
-        run.layout = layout(stack, run.cat)
+        run.layout = layout(stack, run.cat, reserved(current))
         began, t0 = _now(), clock()
         runs += 1
         try:
@@ -141,7 +142,7 @@ def place(run: Run, plans: dict[str, candidates.Candidates], *, max_attempts: in
         if pool is None or scope not in SCOPES:  # not a failover pool's, or nothing another place can fix
             failure.attempts = [a.to_dict() for a in told]
             raise failure
-        removed = clean(run, stack, pool, current[pool])
+        removed = clean(run, stack, pool, current)
         if removed:
             told[-1].note = f"removed {removed} leftover resource(s) of the attempt"
         for name in queue:  # a region's quota or a cloud's credentials hold for every pool there
@@ -155,6 +156,11 @@ def place(run: Run, plans: dict[str, candidates.Candidates], *, max_attempts: in
         current[pool] = queue[pool].pop(0)
 
 
+def reserved(current: dict[str, candidates.Candidate]) -> dict[str, candidates.Candidate]:
+    """The pools placed at a reservation (they launch into it)."""
+    return {name: c for name, c in current.items() if c.reservation is not None}
+
+
 def placed(stack, current: dict[str, candidates.Candidate]):
     """The stack with each pool of ``current`` at its place."""
     pools = [candidates.placed(p, current[p.name]) if p.name in current else p for p in stack.pools]
@@ -163,8 +169,9 @@ def placed(stack, current: dict[str, candidates.Candidate]):
 
 def ruled_out(c: candidates.Candidate, failed: candidates.Candidate, scope: str, *, same_pool: bool) -> bool:
     """Whether a refusal of ``failed`` (ruling out its ``scope``) rules out place ``c`` too. A zone's
-    capacity is that instance type's, in that market, for that pool's size; a region's quota and a
-    cloud's credentials hold for every pool."""
+    capacity is that instance type's, in that market, for that pool's size, and a reservation's is
+    its own (the open market beside it may still hold the pool); a region's quota and a cloud's
+    credentials hold for every pool."""
     if c.provider != failed.provider:
         return False
     if scope == "provider":
@@ -173,7 +180,9 @@ def ruled_out(c: candidates.Candidate, failed: candidates.Candidate, scope: str,
         return False
     if scope == "region":
         return c.spot == failed.spot  # spot quotas are counted apart from on-demand ones
-    return same_pool and (c.zone, c.instance_type, c.spot) == (failed.zone, failed.instance_type, failed.spot)
+    held = getattr(c.reservation, "id", None), getattr(failed.reservation, "id", None)
+    return same_pool and held[0] == held[1] and \
+        (c.zone, c.instance_type, c.spot) == (failed.zone, failed.instance_type, failed.spot)
 
 
 def failed_pool(cluster: str, progress, current: dict) -> str | None:
@@ -190,11 +199,12 @@ def failed_pool(cluster: str, progress, current: dict) -> str | None:
     return next(iter(current)) if len(current) == 1 else None
 
 
-def clean(run: Run, stack, pool: str, where: candidates.Candidate) -> int:
+def clean(run: Run, stack, pool: str, current: dict[str, candidates.Candidate]) -> int:
     """Remove what the refused attempt made of ``pool`` and prove it gone; the number of resources
     the sweep deleted (Pulumi's own deletions not counted). LeftoverError when anything is left."""
+    where = current[pool]
     without = stack.model_copy(update={"pools": [p for p in stack.pools if p.name != pool]})
-    run.layout = layout(without, run.cat)
+    run.layout = layout(without, run.cat, reserved({n: c for n, c in current.items() if n != pool}))
     try:
         cloud_nodes.create(run, on_failure=lambda: None)
     except GpufleetError as e:

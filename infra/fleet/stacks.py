@@ -24,7 +24,7 @@ from gpufleet.spec import Problem
 def load(path: str | Path, cat=None, *, text: str | None = None) -> spec.Stack:
     """Load and fully validate a stack file. Raises SpecError/SpecErrors (exit code 2)."""
     return spec.load(path, cat if cat is not None else catalog.load(), text=text,
-                     pool_checks=[interconnect, provider_rules, failover_places],
+                     pool_checks=[interconnect, provider_rules, failover_places, reserved_places],
                      stack_checks=[formulas, software_fits, workload_known, addresses_fit])
 
 
@@ -87,6 +87,41 @@ def failover_places(stack, pool, instance, cat) -> Iterable[Problem]:
         out.append(Problem(("failover", "max_price_per_node_hour"), f"the pool's own place costs "
                            f"${own.usd_per_hour:,.2f}/node-hour, above the cap of ${cap:,.2f}",
                            "raise the cap: it bounds the alternatives, and the pool's own place is always tried"))
+    return out
+
+
+def reserved_places(stack, pool, instance, cat) -> Iterable[Problem]:
+    """Each reservation a pool names is a place the catalog knows, with the pool's GPUs, in its
+    cloud's form (that cloud's ``check_reservation``)."""
+    out = []
+    for j, r in enumerate(pool.reservations):
+        at = ("reservations", j)
+        if r.provider != pool.provider and r.provider not in (pool.failover.providers if pool.failover else []):
+            out.append(Problem(at + ("provider",), f"reservation {r.id} is on {r.provider}, where the pool may not "
+                               "move", f"list it in failover.providers: [{r.provider}]"))
+            continue
+        if not (r.region and r.instance_type):
+            out.append(Problem(at, f"reservation {r.id} on {r.provider} needs `region` and `instance_type`",
+                               "they default to the pool's only on the pool's own cloud"))
+            continue
+        out += [Problem(at + p.keys, p.message, p.hint) for p in provider(r.provider).check_reservation(r)]
+        regions = cat.regions.get(r.provider, {})
+        if r.region not in regions:
+            s = did_you_mean(r.region, regions)
+            out.append(Problem(at + ("region",), f"{r.region!r} is not a {r.provider} region",
+                               f"did you mean {s!r}?" if s else "see `gpufleet catalog regions`"))
+            continue
+        zones = cat.region_zones(r.provider, r.region)
+        if r.zone and zones and r.zone not in zones:
+            out.append(Problem(at + ("zone",), f"{r.region} has no zone {r.zone!r}", f"its zones: {', '.join(zones)}"))
+        it = cat.instances.get((r.provider, r.instance_type)) if r.instance_type else instance
+        if it is None:
+            s = did_you_mean(r.instance_type, [n for (p, n) in cat.instances if p == r.provider])
+            out.append(Problem(at + ("instance_type",), f"unknown {r.provider} instance type {r.instance_type!r}",
+                               f"did you mean {s!r}?" if s else "see `gpufleet catalog instances`"))
+        elif (it.gpu, it.gpu_count) != (instance.gpu, instance.gpu_count):
+            out.append(Problem(at + ("instance_type",), f"{it.name} has {it.gpu_count}x {it.gpu}, the pool "
+                               f"{instance.gpu_count}x {instance.gpu}", "a pool uses a reservation of its own GPUs"))
     return out
 
 

@@ -20,6 +20,12 @@ formats (https://learn.microsoft.com/rest/api/resources/):
   ``properties.virtualMachine.id``, a public IP its IP configuration in
   ``properties.ipConfiguration.id``), paged with ``nextLink`` as ARM pages,
   https://learn.microsoft.com/rest/api/virtualnetwork/network-interfaces/list-virtual-machine-scale-set-network-interfaces;
+* capacity reservation groups (``capacity_group``): ``GET /subscriptions/{s}/providers/
+  Microsoft.Compute/capacityReservationGroups`` and ``GET {group}/capacityReservations``
+  (api-version 2024-07-01: ``value`` of groups with ``location``, ``zones`` and
+  ``properties.capacityReservations[].id``; of reservations with ``sku {name, capacity}``,
+  ``zones`` and ``properties.virtualMachinesAssociated[].id``), paged with ``nextLink``,
+  https://learn.microsoft.com/rest/api/compute/capacity-reservation-groups/list-by-subscription;
 * ``GET /subscriptions/{s}/providers/Microsoft.Compute/skus?$filter=location eq '<l>'``: resource
   SKUs (``resourceType``, ``name``, ``locations``, ``locationInfo[].zones``, ``capabilities``
   as name/value strings, ``restrictions``), https://learn.microsoft.com/rest/api/compute/resource-skus/list;
@@ -75,6 +81,7 @@ class ArmFake(JsonServer):
         self.skus: list[dict] = []
         self.scale_sets: dict[str, list[dict]] = {}  # lowercased scale set id -> its VMs
         self.accepted: set[str] = set()  # "publisher:offer:plan" whose marketplace terms the subscription accepted
+        self.capacity_groups: dict[str, tuple[dict, list[dict]]] = {}  # lowercased id -> (group, its reservations)
         self.page_size = 50
 
     def reset(self) -> None:
@@ -85,6 +92,7 @@ class ArmFake(JsonServer):
             self.skus.clear()
             self.scale_sets.clear()
             self.accepted.clear()
+            self.capacity_groups.clear()
             self.faults.clear()
             self.calls.clear()
 
@@ -115,6 +123,24 @@ class ArmFake(JsonServer):
             self.scale_sets[scale_set_id.lower()] = [
                 {"instance": i, "name": n, "ip": ip, "public": pub, "vm": f"{scale_set_id}/virtualMachines/{i}"}
                 for i, n, ip, pub in vms]
+
+    def capacity_group(self, group: str, name: str, location: str, reservations: list[tuple[str, str, int, int]]):
+        """A capacity reservation group and its reservations as (zone, VM size, capacity, VMs associated)."""
+        gid = f"/subscriptions/{self.subscription}/resourceGroups/{group}/providers/Microsoft.Compute/" \
+              f"capacityReservationGroups/{name}"
+        rows = [{"id": f"{gid}/capacityReservations/r{i}", "name": f"r{i}", "location": location,
+                 "type": "Microsoft.Compute/capacityReservationGroups/capacityReservations", "zones": [zone],
+                 "sku": {"name": size, "capacity": capacity},
+                 "properties": {"reservationId": str(uuid.uuid4()), "platformFaultDomainCount": 1,
+                                "provisioningState": "Succeeded", "timeCreated": "2026-11-20T00:00:00Z",
+                                "virtualMachinesAssociated": [{"id": f"{gid}/vm{i}-{k}"} for k in range(used)]}}
+                for i, (zone, size, capacity, used) in enumerate(reservations)]
+        g = {"id": gid, "name": name, "location": location, "type": "Microsoft.Compute/capacityReservationGroups",
+             "zones": sorted({r["zones"][0] for r in rows}),
+             "properties": {"capacityReservations": [{"id": r["id"]} for r in rows]}}
+        with self.lock:
+            self.capacity_groups[gid.lower()] = (g, rows)
+        return g
 
     def _scale_set_list(self, vmss: str, what: str, query, path):
         vms = self.scale_sets.get(vmss, [])
@@ -171,6 +197,15 @@ class ArmFake(JsonServer):
             with self.lock:
                 rows = [x for x in self.skus if not m or m.group(1).lower() in [loc.lower() for loc in x["locations"]]]
             return 200, {"value": rows}, {}
+        if rest == "/providers/microsoft.compute/capacityreservationgroups" and method == "GET":
+            return self._page([g for g, _ in self.capacity_groups.values()], query, path)
+        m = re.fullmatch(r"(/resourcegroups/[^/]+/providers/microsoft.compute/capacityreservationgroups/[^/]+)/"
+                         r"capacityreservations", rest)
+        if m and method == "GET":
+            found = self.capacity_groups.get(sub.lower() + m.group(1))
+            if found is None:
+                return _err(404, "ResourceNotFound", f"The Resource '{m.group(1)}' was not found.")
+            return self._page(found[1], query, path)
         m = re.fullmatch(r"(/resourcegroups/[^/]+/providers/microsoft.compute/virtualmachinescalesets/[^/]+)/"
                          r"(virtualmachines|networkinterfaces|publicipaddresses)", rest)
         if m and method == "GET":

@@ -14,11 +14,21 @@ google-cloud-compute's REST transport makes, in the documented formats
   {"code", "message", "errors": [{"reason", "domain", "message"}]}}`` (``notFound``;
   ``resourceInUseByAnotherResource`` when a network still has subnetworks, firewalls or
   routers, as Compute Engine answers);
+* ``GET /compute/v1/projects/{p}/zones/{z}/instances``: the zone's VMs, ``{"items": [...]}``
+  with ``maxResults`` / ``pageToken``;
+* ``POST /compute/v1/projects/{p}/zones/{z}/instances/bulkInsert``
+  (https://cloud.google.com/compute/docs/reference/rest/v1/instances/bulkInsert): the VMs named
+  in ``perInstanceProperties``, each with ``instanceProperties``' labels, machine type and a
+  private address, or none when the zone holds fewer than ``minCount`` more (``zone_capacity``):
+  then a ``DONE`` operation whose ``error.errors[]`` carries ``ZONE_RESOURCE_POOL_EXHAUSTED``
+  and ``httpErrorStatusCode`` 503, as Compute Engine reports a failed operation;
+* ``POST /compute/v1/projects/{p}/regions/{r}/resourcePolicies``: a resource policy (409
+  ``alreadyExists`` for a name taken), answered with a ``DONE`` operation;
 * ``GET /compute/v1/projects/{p}``, ``.../regions`` and ``.../regions/{r}`` with ``quotas``
   (``metric``, ``limit``, ``usage``);
 * ``POST /token``: the OAuth 2.0 token response a service-account JWT grant gets;
-* machine types and accelerator types (``aggregated/machineTypes``, ``aggregated/acceleratorTypes``),
-  zonal like instances, with ``name eq "regex"`` filters;
+* machine types, accelerator types and reservations (``aggregated/machineTypes``,
+  ``aggregated/acceleratorTypes``, ``aggregated/reservations``), zonal like instances, with ``name eq "regex"`` filters;
 * the Cloud Billing Catalog API v1 (cloudbilling.googleapis.com), ``GET
   /v1/services/{service}/skus?pageSize=&pageToken=&currencyCode=``: ``{"skus": [...],
   "nextPageToken": ""}`` (https://cloud.google.com/billing/docs/reference/rest/v1/services.skus/list);
@@ -41,12 +51,12 @@ import re
 from fakes.jsonserver import JsonServer
 
 API = "https://www.googleapis.com/compute/v1"
-ZONAL = {"instances", "disks", "machineTypes", "acceleratorTypes"}
+ZONAL = {"instances", "disks", "machineTypes", "acceleratorTypes", "reservations"}
 REGIONAL = {"addresses", "resourcePolicies", "routers", "subnetworks"}
 GLOBAL = {"firewalls", "networks", "addresses"}
 KIND = {"instances": "instance", "disks": "disk", "addresses": "address", "resourcePolicies": "resourcePolicy",
         "routers": "router", "subnetworks": "subnetwork", "firewalls": "firewall", "networks": "network",
-        "machineTypes": "machineType", "acceleratorTypes": "acceleratorType"}
+        "machineTypes": "machineType", "acceleratorTypes": "acceleratorType", "reservations": "reservation"}
 _ids = itertools.count(1000)
 
 
@@ -66,6 +76,7 @@ class ComputeFake(JsonServer):
         self.files: dict[tuple[str, str], dict] = {}  # (file | lustre, full name) -> instance
         self.skus: list[dict] = []  # the Cloud Billing Catalog's Compute Engine SKUs
         self.sku_page_size = 5000  # the API's most per page
+        self.zone_capacity: dict[str, int] = {}  # zone -> how many more VMs bulkInsert may create there
 
     # --- what tests call ------------------------------------------------------------------
     def reset(self) -> None:
@@ -76,6 +87,7 @@ class ComputeFake(JsonServer):
             self.files.clear()
             self.skus.clear()
             self.sku_page_size = 5000
+            self.zone_capacity.clear()
             self.faults.clear()
             self.calls.clear()
 
@@ -140,11 +152,55 @@ class ComputeFake(JsonServer):
             return self._aggregated(parts[1], query)
         if parts[0] == "global" and len(parts) == 2 and method == "GET":
             return self._list_global(parts[1], query)
+        if parts[0] == "zones" and parts[2:] == ["instances", "bulkInsert"] and method == "POST":
+            return self._bulk_insert(parts[1], body)
+        if parts[0] == "regions" and parts[2:] == ["resourcePolicies"] and method == "POST":
+            scope = f"regions/{parts[1]}"
+            if self.has("resourcePolicies", body["name"]):
+                return _error(409, "alreadyExists", f"The resource 'projects/{self.project}/{scope}/resourcePolicies/"
+                                                    f"{body['name']}' already exists")
+            item = self.add("resourcePolicies", scope, body["name"], **{k: v for k, v in body.items() if k != "name"})
+            return 200, {"kind": "compute#operation", "id": str(next(_ids)), "name": f"operation-{next(_ids)}",
+                         "operationType": "insert", "targetLink": item["selfLink"], "status": "DONE", "progress": 100,
+                         "region": f"{API}/projects/{self.project}/{scope}"}, {}
+        if parts[0] == "zones" and parts[2:] == ["instances"] and method == "GET":
+            page, token = self._page(self._matching("instances", query, lambda s: s == f"zones/{parts[1]}"), query)
+            return 200, {"kind": "compute#instanceList", "items": [i for _, i in page],
+                         **({"nextPageToken": token} if token else {})}, {}
         if parts[0] in ("zones", "regions") and len(parts) == 4:
             return self._one(method, parts[2], f"{parts[0]}/{parts[1]}", parts[3])
         if parts[0] == "global" and len(parts) == 3:
             return self._one(method, parts[1], "global", parts[2])
         return _error(404, "notFound", f"no such path {path}")
+
+    def _bulk_insert(self, zone, body):
+        names = list(body.get("perInstanceProperties") or {})
+        props = body.get("instanceProperties") or {}
+        least = int(body.get("minCount") or body["count"])
+        op = {"kind": "compute#operation", "id": str(next(_ids)), "name": f"operation-{next(_ids)}",
+              "operationType": "bulkInsert", "status": "DONE", "progress": 100,
+              "zone": f"{API}/projects/{self.project}/zones/{zone}",
+              "selfLink": f"{API}/projects/{self.project}/zones/{zone}/operations/op"}
+        with self.lock:
+            room = self.zone_capacity.get(zone, 10**6)
+            if room < least:
+                op.update(httpErrorStatusCode=503, httpErrorMessage="SERVICE UNAVAILABLE", error={"errors": [{
+                    "code": "ZONE_RESOURCE_POOL_EXHAUSTED",
+                    "message": f"The zone 'projects/{self.project}/zones/{zone}' does not have enough resources "
+                               "available to fulfill the request.  Try a different zone, or try again later."}]})
+                return 200, op, {}
+            self.zone_capacity[zone] = room - len(names)
+        for name in names:
+            nics = [{"network": "global/networks/x", "subnetwork": n.get("subnetwork"), "nicType": n.get("nicType"),
+                     "networkIP": f"10.0.{next(_ids) % 250}.{next(_ids) % 250 + 2}",
+                     **({"accessConfigs": [{"type": "ONE_TO_ONE_NAT", "natIP": "203.0.113.9"}]}
+                        if n.get("accessConfigs") else {})}
+                    for n in props.get("networkInterfaces") or []]
+            self.add("instances", f"zones/{zone}", name, status="RUNNING", labels=props.get("labels") or {},
+                     machineType=f"zones/{zone}/machineTypes/{props.get('machineType')}", networkInterfaces=nics,
+                     resourcePolicies=[f"{API}/projects/{self.project}/regions/{zone.rsplit('-', 1)[0]}/resourcePolicies/"
+                                       f"{p}" for p in props.get("resourcePolicies") or []])
+        return 200, op, {}
 
     def _files(self, method, api, collection, fid, query):
         if fid is None:

@@ -38,20 +38,21 @@ def test_instances_are_one_row_each_with_the_cheapest_region_and_how_many_sell_i
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_a_plan_fits_the_terminal_and_cuts_no_name(path, columns):
     doc = json.loads(cli("--json", "plan", str(path)).stdout)
-    collapsed = ("aws:ec2/instance:Instance", "gcp:compute/instance:Instance")
-    names = [r["name"] for r in doc["resources"] if r["type"] not in collapsed]
+    names = [r["name"] for r in doc["resources"]]
     pools = [p["pool"] for p in doc["pools"]] + [p["machine"] for p in doc["pools"]]
     r = cli_at(columns, "plan", str(path))
     assert r.exit_code == 0, r.output
     assert_fits(r.stdout, columns, names + pools)
 
 
-def test_a_plan_names_alike_nodes_as_a_range_and_shows_short_types():
+def test_a_plan_shows_a_pool_as_its_few_resources_with_short_types():
     out = cli_at(200, "plan", str(ROOT / "stacks/examples/gcp-a3.yaml")).stdout  # two T4 nodes
     rows = table_cells(out)
-    assert any("gcp-a3-t4-eval-{0..1} (x2)" in r for r in rows)
-    # Pulumi's own short form (what `pulumi preview` prints): gcp:compute/instance:Instance -> gcp:compute:Instance
-    assert any("gcp:compute:Instance" in r for r in rows) and "gcp:compute/instance:Instance" not in out
+    # the two T4 nodes are one row: their all-or-nothing request (clouds.gcp.nodes), not a row per VM
+    assert any("gcp-a3-t4-eval-nodes" in r and any("n1-standard-8 x2" in cell for cell in r) for r in rows)
+    assert not any("gcp-a3-t4-eval-0" in cell for r in rows for cell in r)
+    # Pulumi's own short form (what `pulumi preview` prints): gcp:compute/network:Network -> gcp:compute:Network
+    assert any("gcp:compute:Network" in r for r in rows) and "gcp:compute/network:Network" not in out
 
 
 def test_show_lists_each_source_once_and_the_prices_refer_to_it(cat):

@@ -460,9 +460,12 @@ def test_gcp_service_accounts_are_held_to_their_pools_prefixes(plans):
         else:
             assert m.inputs["role"] == "roles/storage.objectUser" and \
                 expr == f'resource.name.startsWith("{objects}status/{pool}/")'
-    for inst in _of(p, "gcp:compute/instance:Instance"):
-        assert inst.inputs["serviceAccount"]["email"].startswith("gf-gcp-a3-")
-        assert "node_agent.py" in inst.inputs["metadata"]["startup-script"]
+    vms = _of(p, "gcp:gpufleet:BulkInstances")
+    assert len(vms) == 2
+    for pool in vms:
+        props = pool.inputs["properties"]
+        assert props["serviceAccounts"][0]["email"].startswith("gf-gcp-a3-")
+        assert "node_agent.py" in _startup_script(props)
 
 
 def test_azure_identities_are_held_to_their_pools_paths(plans):
@@ -498,13 +501,17 @@ def test_azure_identities_are_held_to_their_pools_paths(plans):
     assert ident.inputs["resourceName"] == "azure-nd-nd-h100"
 
 
+def _startup_script(properties: dict) -> str:
+    return {i["key"]: i["value"] for i in properties["metadata"]["items"]}["startup-script"]
+
+
 def _bootstraps(plan):
     """Every bootstrap a plan gives its nodes: AWS launch templates, GCP instances, Azure scale sets."""
     for r in plan.cloud_resources:
         if r.type == "aws:ec2/launchTemplate:LaunchTemplate":
             yield base64.b64decode(r.inputs["userData"]).decode()
-        elif r.type == "gcp:compute/instance:Instance":
-            yield r.inputs["metadata"]["startup-script"]
+        elif r.type == "gcp:gpufleet:BulkInstances":
+            yield _startup_script(r.inputs["properties"])
         elif r.type == "azure-native:compute:VirtualMachineScaleSet":
             yield base64.b64decode(r.inputs["virtualMachineProfile"]["osProfile"]["customData"]).decode()
 
@@ -514,7 +521,7 @@ def test_every_node_of_a_stack_gets_the_agent_its_bucket_and_no_secret(plans, na
     p = plans[name]
     scripts = list(_bootstraps(p))
     assert scripts and len(scripts) == sum(1 for r in p.cloud_resources if r.type in (
-        "aws:ec2/launchTemplate:LaunchTemplate", "gcp:compute/instance:Instance", "azure-native:compute:VirtualMachineScaleSet"))
+        "aws:ec2/launchTemplate:LaunchTemplate", "gcp:gpufleet:BulkInstances", "azure-native:compute:VirtualMachineScaleSet"))
     buckets = {b["bucket"]["name"] for b in p.outputs["pools"].values()}
     for script in scripts:
         assert len(script.encode()) <= bootstrap.USER_DATA_LIMIT

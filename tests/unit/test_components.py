@@ -6,6 +6,7 @@ taggable resource, spot settings and storage.
 """
 
 import base64
+import datetime as dt
 import importlib
 import inspect
 import subprocess
@@ -17,6 +18,7 @@ from gpufleet.engine import plan as planner
 from gpufleet.fleet import stacks
 
 from conftest import EXAMPLES, ROOT
+from conftest import reserved_plan as placed_at_reservations
 
 pytest.importorskip("pulumi")
 
@@ -45,9 +47,17 @@ def _resource_class(typ: str):
     return getattr(module, cls)
 
 
-def _taggable(typ: str) -> str | None:
-    params = inspect.signature(_resource_class(typ)._internal_init).parameters
-    return "labels" if typ.startswith("gcp:") and "labels" in params else ("tags" if "tags" in params else None)
+def _tags_of(r) -> tuple[str, dict] | None:
+    """("labels" | "tags", what the resource carries) where it takes any: its SDK's parameters say
+    which; a GCP pool's VMs (clouds.gcp.nodes.BulkInstances) carry labels in their properties, and
+    the other dynamic kinds (readers) create nothing."""
+    if r.type == "gcp:gpufleet:BulkInstances":
+        return "labels", r.inputs["properties"]["labels"]
+    if ":gpufleet:" in r.type:
+        return None
+    params = inspect.signature(_resource_class(r.type)._internal_init).parameters
+    field = "labels" if r.type.startswith("gcp:") and "labels" in params else ("tags" if "tags" in params else None)
+    return (field, r.inputs.get(field) or {}) if field else None
 
 
 @pytest.fixture(scope="module")
@@ -63,10 +73,10 @@ def test_every_taggable_resource_carries_the_gpufleet_tags(plans, name):
     p = plans[name]
     checked = 0
     for r in p.cloud_resources:
-        field = _taggable(r.type)
-        if field is None:
+        found = _tags_of(r)
+        if found is None:
             continue
-        tags = r.inputs.get(field) or {}
+        field, tags = found
         if field == "labels":
             assert {k.replace(":", "-") for k in TAG_KEYS} <= set(tags), (r.type, r.name, tags)
             assert all(v == v.lower() and ":" not in v for v in tags.values())
@@ -140,7 +150,7 @@ def test_efa_interfaces_follow_the_instance_type(cat, write, instance, efa):
     assert nics[0]["deviceIndex"] == 0 and nics[0]["networkCardIndex"] == 0 and not nics[0].get("interfaceType")
 
 
-def test_aws_spot_and_capacity_reservation(cat, write):
+def test_aws_spot(cat, write):
     base = "name: s\nowner: o\npools:\n  - {name: a, provider: aws, region: us-east-1, instance_type: p5.48xlarge, nodes: 2"
     spot = _plan(write("a.yaml", base + ", spot: true}\n"), cat)
     lt = _one(spot, "aws:ec2/launchTemplate:LaunchTemplate").inputs
@@ -149,9 +159,70 @@ def test_aws_spot_and_capacity_reservation(cat, write):
     fleet = _one(spot, "aws:ec2/fleet:Fleet").inputs
     assert fleet["targetCapacitySpecification"]["defaultTargetCapacityType"] == "spot"
     assert fleet["spotOptions"]["minTargetCapacity"] == 2 and "onDemandOptions" not in fleet
-    cr = _one(_plan(write("b.yaml", base + ", capacity_reservation: cr-0123456789abcdef0}\n"), cat),
-              "aws:ec2/launchTemplate:LaunchTemplate").inputs
-    assert cr["capacityReservationSpecification"]["capacityReservationTarget"]["capacityReservationId"] == "cr-0123456789abcdef0"
+
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFjtZCMk8DLg9Gw3q44fZDXDQHKWHrf7Wb55hmdcfA0A test"
+CRG = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Compute/" \
+      "capacityReservationGroups/h100"
+BLOCK = "capacity_block: {starts_at: 2026-01-01T00:00:00Z, ends_at: 2099-01-01T00:00:00Z, upfront_usd: 50000}"
+
+
+def reserved_plan(write, cat, pool: str):
+    """The program of a one-pool stack placed at the pool's first reservation."""
+    text = f"name: r\nowner: o\naccess: {{public_key: '{KEY}'}}\npools:\n  - {pool}\n"
+    return placed_at_reservations(stacks.load(write("r.yaml", text), cat), cat)
+
+
+def test_an_aws_pool_at_its_capacity_reservation_launches_into_it_or_not_at_all(cat, write):
+    p = reserved_plan(write, cat, "{name: a, provider: aws, region: us-east-1, instance_type: p5.48xlarge, nodes: 2, "
+                                  "reservations: [{id: cr-0123456789abcdef0, zone: us-east-1b}]}")
+    lt = _one(p, "aws:ec2/launchTemplate:LaunchTemplate").inputs
+    target = lt["capacityReservationSpecification"]["capacityReservationTarget"]
+    assert target == {"capacityReservationId": "cr-0123456789abcdef0"} and "instanceMarketOptions" not in lt
+    fleet = _one(p, "aws:ec2/fleet:Fleet").inputs
+    assert fleet["launchTemplateConfigs"][0]["overrides"] == [{"availabilityZone": "us-east-1b",
+                                                                "instanceType": "p5.48xlarge"}]
+    od = fleet["onDemandOptions"]
+    assert od["capacityReservationOptions"] == {"usageStrategy": "use-capacity-reservations-first"}
+    assert od["minTargetCapacity"] == 2  # a reservation short of the pool launches nothing
+    # the open market of the same pool names no reservation
+    plain = _plan(write("o.yaml", "name: r\nowner: o\npools:\n  - {name: a, provider: aws, region: us-east-1, "
+                                  "instance_type: p5.48xlarge, nodes: 2}\n"), cat)
+    assert "capacityReservationSpecification" not in _one(plain, "aws:ec2/launchTemplate:LaunchTemplate").inputs
+    assert "capacityReservationOptions" not in _one(plain, "aws:ec2/fleet:Fleet").inputs["onDemandOptions"]
+
+
+def test_an_aws_capacity_block_is_launched_as_one_and_costs_its_fee_over_its_hours(cat, write):
+    p = reserved_plan(write, cat, "{name: a, provider: aws, region: us-east-1, instance_type: p5.48xlarge, nodes: 2, "
+                                  f"reservations: [{{id: cr-0123456789abcdef0, zone: us-east-1b, {BLOCK}}}]}}")
+    lt = _one(p, "aws:ec2/launchTemplate:LaunchTemplate").inputs
+    assert lt["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    assert lt["capacityReservationSpecification"]["capacityReservationTarget"]["capacityReservationId"] == \
+        "cr-0123456789abcdef0"
+    fleet = _one(p, "aws:ec2/fleet:Fleet").inputs
+    assert fleet["targetCapacitySpecification"] == {"defaultTargetCapacityType": "capacity-block",
+                                                    "totalTargetCapacity": 2}
+    assert "onDemandOptions" not in fleet and "spotOptions" not in fleet
+    hours = (dt.datetime(2099, 1, 1) - dt.datetime(2026, 1, 1)).total_seconds() / 3600
+    (cost,) = p.pools
+    assert cost.usd_per_node_hour == pytest.approx(50000 / hours / 2)
+
+
+def test_a_gcp_pool_at_its_reservation_names_it_in_every_vm(cat, write):
+    p = reserved_plan(write, cat, "{name: g, provider: gcp, region: us-central1, instance_type: a3-highgpu-8g, "
+                                  "nodes: 2, reservations: [{id: projects/shared/reservations/h100, zone: us-central1-b}]}")
+    bulk = _one(p, "gcp:gpufleet:BulkInstances").inputs
+    assert bulk["zone"] == "us-central1-b"
+    assert bulk["properties"]["reservationAffinity"] == {
+        "consumeReservationType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name",
+        "values": ["projects/shared/reservations/h100"]}
+
+
+def test_an_azure_pool_at_its_reservation_group_puts_its_scale_set_in_it(cat, write):
+    p = reserved_plan(write, cat, "{name: z, provider: azure, region: eastus, instance_type: Standard_ND96isr_H100_v5, "
+                                  f"nodes: 2, reservations: [{{id: '{CRG}'}}]}}")
+    vmss = _one(p, "azure-native:compute:VirtualMachineScaleSet").inputs
+    assert vmss["virtualMachineProfile"]["capacityReservation"] == {"capacityReservationGroup": {"id": CRG}}
 
 
 def test_existing_vpc_and_subnet_are_used_not_created(cat, write):
@@ -165,25 +236,54 @@ def test_existing_vpc_and_subnet_are_used_not_created(cat, write):
 
 def test_gcp_a3_tcpx_and_n1_accelerators(plans):
     p = plans["gcp-a3"]
-    insts = {r.name: r.inputs for r in _by_type(p, "gcp:compute/instance:Instance")}
-    a3 = insts["gcp-a3-h100-0"]
+    pools = {r.name: r.inputs for r in _by_type(p, "gcp:gpufleet:BulkInstances")}
+    a3 = pools["gcp-a3-h100-nodes"]["properties"]
+    assert pools["gcp-a3-h100-nodes"]["names"] == ["gcp-a3-h100-0"]
     assert a3["machineType"] == "a3-highgpu-8g" and len(a3["networkInterfaces"]) == 5  # host NIC + 4 GPU NICs
     assert all(n["nicType"] == "GVNIC" for n in a3["networkInterfaces"])
     assert not a3.get("guestAccelerators")  # A3 machine types come with their GPUs
     assert a3["scheduling"]["onHostMaintenance"] == "TERMINATE"
+    assert pools["gcp-a3-h100-nodes"]["policies"] == []  # one node: nothing to place
     gpu_nets = [r for r in _by_type(p, "gcp:compute/network:Network") if r.inputs.get("mtu") == 8244]
     assert len(gpu_nets) == 4
-    t4 = insts["gcp-a3-t4-eval-0"]
+    t4 = pools["gcp-a3-t4-eval-nodes"]["properties"]
     assert t4["machineType"] == "n1-standard-8"
-    assert t4["guestAccelerators"] == [{"type": "nvidia-tesla-t4", "count": 1}]
+    assert t4["guestAccelerators"] == [{"acceleratorType": "nvidia-tesla-t4", "acceleratorCount": 1}]
     # two N1 nodes, but compact placement does not take N1: no policy (GCP would refuse the VMs)
-    assert not t4.get("resourcePolicies") and not _by_type(p, "gcp:compute/resourcePolicy:ResourcePolicy")
+    assert pools["gcp-a3-t4-eval-nodes"]["policies"] == [] and "resourcePolicies" not in t4
     (vpc,) = [r for r in _by_type(p, "gcp:compute/network:Network") if r.inputs.get("mtu") == 8896]
     assert vpc.inputs["name"] == "gcp-a3"
     assert "accessConfigs" not in t4["networkInterfaces"][0]  # no public IP
-    assert t4["metadata"]["ssh-keys"].startswith("ubuntu:ssh-ed25519 ")
+    assert {i["key"]: i["value"] for i in t4["metadata"]["items"]}["ssh-keys"].startswith("ubuntu:ssh-ed25519 ")
     fw = _by_type(p, "gcp:compute/firewall:Firewall")
     assert not any("0.0.0.0/0" in (r.inputs.get("sourceRanges") or []) for r in fw)
+
+
+def test_a_gcp_pool_is_one_bulk_insert_per_compact_placement_policy(cat, write):
+    """151 A3 nodes: two compact policies (GCP's limit is 150 VMs a policy), made by the one
+    BulkInstances resource with its two bulkInserts of 150 and 1 VMs, each all or nothing; the
+    pool is the same four resources as a 2-node pool's."""
+    from gpufleet.clouds.gcp import nodes
+
+    def pool(n):
+        return _plan(write(f"big{n}.yaml", "name: big\nowner: o\npools:\n  - name: h\n    provider: gcp\n"
+                                          "    region: us-central1\n    zone: us-central1-a\n"
+                                          f"    instance_type: a3-highgpu-8g\n    nodes: {n}\n"), cat)
+
+    p = pool(151)
+    bulk = _one(p, "gcp:gpufleet:BulkInstances").inputs
+    assert [x["name"] for x in bulk["policies"]] == ["big-h-compact-0", "big-h-compact-1"]
+    assert all(x["groupPlacementPolicy"] == {"collocation": "COLLOCATED"} for x in bulk["policies"])
+    calls = [nodes.request(names, bulk["properties"], policy) for names, policy in
+             nodes.groups(bulk["names"], bulk["policies"])]
+    assert [(c["count"], c["minCount"]) for c in calls] == [("150", "150"), ("1", "1")]
+    assert [c["instanceProperties"]["resourcePolicies"] for c in calls] == [["big-h-compact-0"], ["big-h-compact-1"]]
+    assert sum(len(c["perInstanceProperties"]) for c in calls) == 151 == len(set(bulk["names"]))
+    # the pool's own resources: the service account, its two bucket grants and the VMs, at any size
+    kinds = sorted(r.type for r in p.cloud_resources if r.parent == "big-h")
+    assert kinds == sorted(["gcp:serviceaccount/account:Account", "gcp:storage/bucketIAMMember:BucketIAMMember",
+                            "gcp:storage/bucketIAMMember:BucketIAMMember", "gcp:gpufleet:BulkInstances"])
+    assert kinds == sorted(r.type for r in pool(2).cloud_resources if r.parent == "big-h")
 
 
 def test_gcp_spot_filestore_and_lustre(cat, write):
@@ -191,7 +291,7 @@ def test_gcp_spot_filestore_and_lustre(cat, write):
                               "    instance_type: g2-standard-8\n    spot: true\n    storage:\n"
                               "      - {type: nfs, capacity_tib: 2, mount: /home}\n"
                               "      - {type: lustre, capacity_tib: 18, throughput_mbps_per_tib: 500}\n"), cat)
-    sched = _one(p, "gcp:compute/instance:Instance").inputs["scheduling"]
+    sched = _one(p, "gcp:gpufleet:BulkInstances").inputs["properties"]["scheduling"]
     assert sched["provisioningModel"] == "SPOT" and sched["instanceTerminationAction"] == "DELETE"
     assert sched["automaticRestart"] is False
     fs = _one(p, "gcp:filestore/instance:Instance").inputs
@@ -202,8 +302,8 @@ def test_gcp_spot_filestore_and_lustre(cat, write):
     assert _one(p, "gcp:servicenetworking/connection:Connection")
     fw = {r.inputs["name"]: r.inputs for r in _by_type(p, "gcp:compute/firewall:Firewall")}
     assert fw["s-lustre"]["allows"] == [{"protocol": "tcp", "ports": ["988"]}]  # LNet from the PSA range
-    g2 = _one(p, "gcp:compute/instance:Instance").inputs
-    assert not g2.get("resourcePolicies")  # one node: no placement policy
+    g2 = _one(p, "gcp:gpufleet:BulkInstances").inputs
+    assert g2["policies"] == []  # one node: nothing to place
 
 
 def test_azure_scale_set_infiniband_spot_lustre(plans, cat, write):

@@ -4,6 +4,7 @@ program registers under Pulumi's mocks for each attempt's placement; AWS itself 
 server, where a refused attempt's stray instance is launched and must be gone afterwards.
 """
 
+import datetime as dt
 import json
 
 import boto3
@@ -71,8 +72,11 @@ def fake(cat, monkeypatch):
     real = cloud_nodes.build
 
     def build(lay, cluster, **kw):
-        cli_.plan = planner.plan(lay.stack, cat, cluster=cluster, workers=1)
+        cli_.plan = planner.plan(lay.stack, cat, cluster=cluster, workers=1, lay=lay)
+        cli_.plans.append(cli_.plan)
         return real(lay, cluster, **kw)
+
+    cli_.plans = []  # the program of each `up`, in order
 
     monkeypatch.setattr(cloud_nodes, "build", build)
     monkeypatch.setattr(automation, "find_pulumi", lambda: cli_)
@@ -255,7 +259,8 @@ def test_plan_lists_each_pools_places_in_order_with_prices(cat, tmp_path):
     places = pool["failover"]["candidates"]
     assert places[0] | {"why": None} == {"provider": "aws", "region": "us-east-1", "zone": "us-east-1a",
                                         "instance_type": "p4d.24xlarge", "spot": False, "price_per_hour": 43.92,
-                                        "price_per_node_hour": 21.96, "why": None}
+                                        "price_per_node_hour": 21.96, "why": None, "reservation": None,
+                                        "billing": ""}
     assert {p["provider"] for p in places} == {"aws", "azure"}
     assert all(p["price_per_node_hour"] <= 30 for p in places)
     prices = [p["price_per_node_hour"] for p in places[1:]]
@@ -315,3 +320,71 @@ def test_ruled_out_keeps_other_pools_zones_and_markets():
     assert failover.ruled_out(other_zone, failed, "region", same_pool=False)
     assert not failover.ruled_out(spot_same_region, failed, "region", same_pool=True)  # spot quotas apart
     assert failover.ruled_out(spot_same_region, failed, "provider", same_pool=False)
+
+
+def with_reservation(tmp_path, entries: str, failover: str | None = None) -> str:
+    """aws-training whose pool holds ``entries`` (a YAML list) as its reservations."""
+    text = (EXAMPLES / "aws-training.yaml").read_text()
+    head, sep, rest = text.partition("\n    nodes:")
+    path = tmp_path / "reserved.yaml"
+    path.write_text(f"{head}\n    reservations: {entries}" + (f"\n    failover: {failover}" if failover else "")
+                    + f"{sep}{rest}")
+    (tmp_path / "keys").mkdir(exist_ok=True)
+    (tmp_path / "keys" / "example.pub").write_text((EXAMPLES / "keys" / "example.pub").read_text())
+    return path
+
+
+def _reservation_of(plan) -> str | None:
+    (lt,) = [r for r in plan.cloud_resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"]
+    return ((lt.inputs.get("capacityReservationSpecification") or {}).get("capacityReservationTarget") or {}).get(
+        "capacityReservationId")
+
+
+def test_a_reservation_is_tried_first_and_holds_the_pool(cat, fake, tmp_path):
+    """Without any failover block, a pool that holds a reservation launches into it first."""
+    out = up(with_reservation(tmp_path, "[{id: cr-0123456789abcdef0, zone: us-east-1b}]"), cat, fake)
+    (only,) = out.attempts
+    assert (only["zone"], only["reservation"], only["outcome"]) == ("us-east-1b", "cr-0123456789abcdef0", "created")
+    assert [_reservation_of(p) for p in fake.plans] == ["cr-0123456789abcdef0"]
+    assert {n.zone for n in Registry().get("aws-training").nodes} == {"us-east-1b"}
+
+
+def test_a_short_reservation_falls_back_to_the_open_market_beside_it(cat, fake, tmp_path):
+    """The reservation in us-east-1a is refused (ReservationCapacityExceeded): that rules out the
+    reservation, not the zone, so the pool's own place in the same zone is tried next, without it."""
+    from fakes.pulumi_cli import Failure
+
+    said = refusal("aws", "reservation_capacity_exceeded").split("ReservationCapacityExceeded: ", 1)[1]
+    from gpufleet.clouds.aws.nodes import shortfall
+
+    error = {"code": "ReservationCapacityExceeded", "message": said.splitlines()[0]}
+    fake.fail_ups = [Failure("error: Exception calling application: " + shortfall("fleet-0a1b", 0, 2, [error]),
+                             at=FLEET), None, None]
+    out = up(with_reservation(tmp_path, "[{id: cr-0123456789abcdef0, zone: us-east-1a}]"), cat, fake)
+    first, second = out.attempts
+    assert (first["reservation"], first["outcome"], first["code"], first["scope"]) == (
+        "cr-0123456789abcdef0", "refused", "ReservationCapacityExceeded", "zone")
+    assert (second["zone"], second["reservation"], second["outcome"]) == ("us-east-1a", None, "created")
+    # the attempts' programs: into the reservation, the cleanup without the pool, the open market
+    assert [_reservation_of(p) for p in (fake.plans[0], fake.plans[2])] == ["cr-0123456789abcdef0", None]
+
+
+def test_plan_prices_a_capacity_block_as_paid_up_front_and_drops_one_out_of_its_window(cat, tmp_path):
+    block = "capacity_block: {{starts_at: {}, ends_at: {}, upfront_usd: 33600}}"
+    path = with_reservation(tmp_path, "[" + ", ".join([
+        "{id: cr-0aaaaaaaaaaaaaaaa, zone: us-east-1b, " + block.format("2026-01-01T00:00:00Z", "2099-01-01T00:00:00Z")
+        + "}",
+        "{id: cr-0bbbbbbbbbbbbbbbb, zone: us-east-1c, " + block.format("2098-01-01T00:00:00Z", "2098-01-15T00:00:00Z")
+        + "}",
+        "{id: cr-0cccccccccccccccc, zone: us-east-1d}"]) + "]")
+    doc = json.loads(cli("--json", "plan", str(path)).stdout)
+    (pool,) = doc["pools"]
+    held = [c for c in pool["failover"]["candidates"] if c["reservation"]]
+    assert [c["reservation"] for c in held] == ["cr-0aaaaaaaaaaaaaaaa", "cr-0cccccccccccccccc"]
+    hours = (dt.datetime(2099, 1, 1) - dt.datetime(2026, 1, 1)).total_seconds() / 3600
+    assert held[0]["price_per_hour"] == pytest.approx(33600 / hours) and "paid up front" in held[0]["billing"]
+    on_demand = cat.offer("aws", "us-east-1", "p4d.24xlarge", "ondemand").usd_per_hour
+    assert held[1]["price_per_node_hour"] == pytest.approx(on_demand) and "on-demand rate" in held[1]["billing"]
+    assert pool["failover"]["candidates"][2]["why"] == candidates.OWN  # the open market after what it holds
+    (dropped,) = pool["failover"]["dropped"]
+    assert "cr-0bbbbbbbbbbbbbbbb" in dropped["candidate"] and "runs from 2098-01-01" in dropped["why"]

@@ -16,6 +16,7 @@ import collections.abc
 import dataclasses
 import importlib
 import ipaddress
+import json
 import re
 import sys
 import typing
@@ -31,7 +32,7 @@ from gpufleet.clouds.pools import AUTONAME_SUFFIX
 from gpufleet.engine import plan as planner
 from gpufleet.fleet import stacks
 
-from conftest import EXAMPLES
+from conftest import EXAMPLES, reserved_plan
 
 pulumi = pytest.importorskip("pulumi")
 
@@ -57,6 +58,32 @@ pools:
 """
 
 
+# a pool of each cloud placed at a reservation it holds (what failover's first attempt deploys)
+RESERVED_STACK = """\
+name: reserved
+owner: ops@example.com
+access: {public_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFjtZCMk8DLg9Gw3q44fZDXDQHKWHrf7Wb55hmdcfA0A x"}
+pools:
+  - {name: odcr, provider: aws, region: us-east-1, instance_type: p5.48xlarge, nodes: 2,
+     reservations: [{id: cr-0123456789abcdef0, zone: us-east-1a}]}
+  - name: block
+    provider: aws
+    region: us-east-1
+    instance_type: p5.48xlarge
+    nodes: 2
+    reservations:
+      - id: cr-0fedcba9876543210
+        zone: us-east-1b
+        capacity_block: {starts_at: 2026-01-01T00:00:00Z, ends_at: 2099-01-01T00:00:00Z, upfront_usd: 50000}
+  - {name: gres, provider: gcp, region: us-central1, instance_type: a3-highgpu-8g, nodes: 2,
+     reservations: [{id: h100-reservation, zone: us-central1-a}]}
+  - {name: crg, provider: azure, region: eastus, instance_type: Standard_ND96isr_H100_v5, nodes: 2,
+     reservations: [{id: "%s"}]}
+""" % ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Compute/"
+       "capacityReservationGroups/h100")
+CHECKED = [p.stem for p in EXAMPLES] + ["generated-long-names", "placed-at-reservations"]
+
+
 @pytest.fixture(scope="module")
 def plans(tmp_path_factory):
     from gpufleet import catalog
@@ -72,6 +99,9 @@ def plans(tmp_path_factory):
     path = tmp_path_factory.mktemp("long") / "long.yaml"
     path.write_text(LONG_STACK)
     out["generated-long-names"] = planner.plan(stacks.load(path, cat), cat, workers=1)
+    path = tmp_path_factory.mktemp("reserved") / "reserved.yaml"
+    path.write_text(RESERVED_STACK)
+    out["placed-at-reservations"] = reserved_plan(stacks.load(path, cat), cat)
     return out
 
 
@@ -119,11 +149,19 @@ def unknown_keys(value, typ, path: str) -> list[str]:
     return []  # scalars, and maps whose keys are the user's (tags, labels, metadata)
 
 
+BULK = "gcp:gpufleet:BulkInstances"  # a GCP pool's VMs (clouds.gcp.nodes): the Compute API's own types check them
+
+
 def _names(p) -> list[tuple[str, str, str, object]]:
     """(type, logical name, name, rule) of every resource with a name rule in its cloud."""
     out = []
     for r in p.cloud_resources:
         rules = importlib.import_module(f"gpufleet.clouds.{CLOUD_OF[r.type.split(':')[0]]}.rules")
+        if r.type == BULK:  # the VMs' names, and their placement policies'
+            out += [(r.type, r.name, n, rules.NAME_DEFAULT) for n in r.inputs["names"]]
+            out += [(r.type, r.name, x["name"], rules.NAME_DEFAULT) for x in r.inputs["policies"]]
+        if ":gpufleet:" in r.type:
+            continue
         for key in (r.type, r.type + "#host"):
             rule = rules.NAME_RULES.get(key, rules.NAME_DEFAULT if key == r.type else None)
             if rule is None:
@@ -138,12 +176,49 @@ def _names(p) -> list[tuple[str, str, str, object]]:
     return out
 
 
-@pytest.mark.parametrize("name", [p.stem for p in EXAMPLES] + ["generated-long-names"])
+@pytest.mark.parametrize("name", CHECKED)
 def test_every_input_key_is_one_the_sdk_knows(plans, name):
     bad = []
     for r in plans[name].cloud_resources:
-        bad += [f"{r.type} {r.name}: {k}" for k in unknown_keys(r.inputs, _args_class(r.type), "")]
+        if ":gpufleet:" not in r.type:
+            bad += [f"{r.type} {r.name}: {k}" for k in unknown_keys(r.inputs, _args_class(r.type), "")]
     assert not bad, bad
+
+
+@pytest.mark.parametrize("name", CHECKED)
+def test_every_bulk_insert_is_one_the_compute_api_takes(plans, name):
+    """Each bulkInsert a GCP pool makes, and each placement policy made with it, parsed by
+    google-cloud-compute's own message types, which refuse a key the Compute API does not have;
+    all or nothing: minCount = count = its VMs."""
+    from google.cloud import compute_v1
+    from google.protobuf.json_format import ParseError
+
+    from gpufleet.clouds.gcp import nodes
+
+    for r in (r for r in plans[name].cloud_resources if r.type == BULK):
+        for names, policy in nodes.groups(r.inputs["names"], r.inputs["policies"]):
+            body = nodes.request(names, r.inputs["properties"], policy)
+            try:
+                parsed = compute_v1.BulkInsertInstanceResource.from_json(json.dumps(body), ignore_unknown_fields=False)
+            except ParseError as e:
+                raise AssertionError(f"{r.name}: {e}") from None
+            assert parsed.min_count == parsed.count == len(names) == len(parsed.per_instance_properties)
+        for policy in r.inputs["policies"]:
+            try:
+                compute_v1.ResourcePolicy.from_json(json.dumps(policy), ignore_unknown_fields=False)
+            except ParseError as e:
+                raise AssertionError(f"{r.name}: {e}") from None
+
+
+def test_a_misspelt_bulk_insert_key_is_caught():
+    """The check above can fail: google-cloud-compute refuses a key the API does not have."""
+    from google.cloud import compute_v1
+    from google.protobuf.json_format import ParseError
+
+    with pytest.raises(ParseError):
+        compute_v1.BulkInsertInstanceResource.from_json(json.dumps(
+            {"count": "1", "instanceProperties": {"disks": [{"initializeParams": {"lables": {}}}]}}),
+            ignore_unknown_fields=False)
 
 
 def test_a_misspelt_nested_key_is_caught():
@@ -168,9 +243,10 @@ def test_gcp_labels_and_network_tags_are_legal(plans):
         for r in p.cloud_resources:
             if not r.type.startswith("gcp:"):
                 continue
-            for k, v in (r.inputs.get("labels") or {}).items():
+            props = r.inputs.get("properties") or {}  # a pool's VMs (BULK)
+            for k, v in (r.inputs.get("labels") or props.get("labels") or {}).items():
                 assert label.match(k) and re.match(r"^[a-z0-9_-]{0,63}$", v), (r.name, k, v)
-            for tag in r.inputs.get("tags") or []:
+            for tag in r.inputs.get("tags") or (props.get("tags") or {}).get("items") or []:
                 assert len(tag) <= 63 and re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", tag), (r.name, tag)
 
 

@@ -195,15 +195,64 @@ def test_zone_must_belong_to_the_region(write):
     assert e.key == "pools[0].zone" and "us-east-1a" in e.hint
 
 
-def test_lustre_tier_and_capacity_reservation(write):
+def test_lustre_tier(write):
     text = GOOD + "    storage: [{type: lustre, capacity_tib: 2.4, throughput_mbps_per_tib: 300}]\n"
     _, errs = _errors(write, text)
     (e,) = errs
     assert e.key == "pools[0].storage[0].throughput_mbps_per_tib" and "125, 250, 500, 1000" in e.hint
-    _, errs = _errors(write, GOOD + "    capacity_reservation: cr-12\n")
-    assert "not a capacity reservation id" in errs[0].message
-    _, errs = _errors(write, GOOD + "    spot: true\n    capacity_reservation: cr-0123456789abcdef0\n")
-    assert "spot pool cannot launch into a capacity reservation" in errs[0].message
+
+
+GCP = "  - {name: g, provider: gcp, region: us-central1, instance_type: a3-highgpu-8g, reservations: [%s]}\n"
+AZURE = "  - {name: z, provider: azure, region: eastus, instance_type: Standard_ND96isr_H100_v5, reservations: [%s]}\n"
+WITH_KEY = GOOD.replace("pools:\n", f"access: {{public_key: '{KEY}'}}\npools:\n")
+CRG = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Compute/" \
+      "capacityReservationGroups/h100"
+
+
+@pytest.mark.parametrize("entry, key, said", [
+    ("{id: cr-12, zone: us-east-1a}", "pools[0].reservations[0].id", "not a capacity reservation id"),
+    ("{id: cr-0123456789abcdef0}", "pools[0].reservations[0].zone", "holds capacity in one zone"),
+    ("{id: cr-0123456789abcdef0, zone: us-east-1q}", "pools[0].reservations[0].zone", "has no zone 'us-east-1q'"),
+    ("{id: cr-0123456789abcdef0, zone: us-east-1a, instance_type: p5.48xlarge}",
+     "pools[0].reservations[0].instance_type", "p5.48xlarge has 8x H100"),
+    ("{id: cr-0123456789abcdef0, zone: us-east-1a, capacity_block: {starts_at: 2026-12-02T11:30:00Z, "
+     "ends_at: 2026-12-01T11:30:00Z, upfront_usd: 1000}}", "pools[0].reservations[0].capacity_block",
+     "ends_at must come after starts_at"),
+    ("{id: cr-0123456789abcdef0, zone: us-east-1a, provider: gcp}", "pools[0].reservations[0].provider",
+     "where the pool may not move"),
+])
+def test_a_bad_aws_reservation_is_said_with_its_line_and_key(write, entry, key, said):
+    _, errs = _errors(write, GOOD + f"    reservations: [{entry}]\n")
+    assert [(e.key, said in e.message) for e in errs] == [(key, True)], [(e.key, e.message) for e in errs]
+    assert errs[0].line == GOOD.count("\n") + 1
+
+
+@pytest.mark.parametrize("pool, entry, key, said", [
+    (GCP, "{id: Bad_Name, zone: us-central1-a}", "pools[1].reservations[0].id", "not a reservation name"),
+    (GCP, "{id: h100, zone: us-central1-a, capacity_block: {starts_at: 2026-12-01T00:00:00Z, "
+          "ends_at: 2026-12-02T00:00:00Z, upfront_usd: 9}}", "pools[1].reservations[0].capacity_block",
+     "describes an AWS Capacity Block"),
+    (GCP, "{id: h100}", "pools[1].reservations[0].zone", "holds capacity in one zone"),
+    (AZURE, "{id: h100}", "pools[1].reservations[0].id", "not a capacity reservation group id"),
+])
+def test_a_bad_gcp_or_azure_reservation_is_said_in_its_clouds_terms(write, pool, entry, key, said):
+    _, errs = _errors(write, WITH_KEY + pool % entry)
+    assert [(e.key, said in e.message) for e in errs] == [(key, True)], [(e.key, e.message) for e in errs]
+
+
+def test_good_reservations_on_every_cloud_and_their_defaults(write):
+    text = WITH_KEY + "    reservations: [{id: cr-0123456789abcdef0, zone: us-east-1b}]\n" + \
+        GCP % "{id: projects/shared-proj/reservations/h100, zone: us-central1-a}" + AZURE % f"{{id: {CRG}}}"
+    st = stacks.load(write("ok.yaml", text))
+    aws, gcp, azure = (p.reservations[0] for p in st.pools)
+    assert (aws.provider, aws.region, aws.instance_type) == ("aws", "us-east-1", "p4d.24xlarge")
+    assert (gcp.provider, gcp.zone) == ("gcp", "us-central1-a") and azure.provider == "azure"
+
+
+def test_the_old_capacity_reservation_key_names_its_successor(write):
+    _, errs = _errors(write, GOOD + "    capacity_reservation: cr-0123456789abcdef0\n")
+    assert "now a list, `reservations`" in errs[0].message
+    assert "reservations: [{id: cr-0123456789abcdef0" in errs[0].hint
 
 
 def test_unknown_image_and_public_ip_with_efa(write):

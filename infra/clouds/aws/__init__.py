@@ -34,6 +34,7 @@ class Aws:
                        "fixed": {"nat-gateway": 0.045, "address": 0.005}}
 
     check_pool = staticmethod(rules.check_pool)
+    check_reservation = staticmethod(rules.check_reservation)
     pool_fabric = staticmethod(rules.pool_fabric)
     region_subnets = staticmethod(rules.region_subnets)
     pool_subnets = staticmethod(rules.pool_subnets)

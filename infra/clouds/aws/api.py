@@ -6,6 +6,7 @@ is how the tests point it at moto's server. Loaded through ``aws.sdk`` by the li
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -15,7 +16,7 @@ from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, NoC
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
-from gpufleet.clouds.base import QuotaLine
+from gpufleet.clouds.base import Capacity, QuotaLine
 from gpufleet.clouds.resources import Resource, delete_each, pick_regions
 from gpufleet.clouds.tags import TAG_PREFIX, gpufleet_tags
 from gpufleet.errors import CloudUnreadable, CredentialsError
@@ -80,6 +81,11 @@ def classify(err) -> tuple[str, str]:
 REFUSED_CODES = {"InvalidClientTokenId", "SignatureDoesNotMatch", "ExpiredToken", "ExpiredTokenException",
                  "UnrecognizedClientException", "AuthFailure", "InvalidAccessKeyId", "RequestExpired"}
 DENIED_CODES = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "OptInRequired"}
+
+
+def _iso(t) -> str | None:
+    """A botocore timestamp as ISO 8601 UTC."""
+    return t.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if t else None
 
 
 def unreadable(err, where: str = "aws") -> CloudUnreadable:
@@ -316,6 +322,42 @@ class AwsApi:
                 line.note = f"could not be read: {classify(e)[1]}"
             lines.append(line)
         return lines
+
+    def capacity(self, region: str, instance_type: str, nodes: int, hours: int, start: str | None) -> list[Capacity]:
+        """The account's Capacity Reservations of the type (On-Demand ones and Capacity Blocks,
+        active or scheduled: DescribeCapacityReservations, API_CapacityReservation.html), then the
+        Capacity Block offerings for ``nodes`` over ``hours`` starting within two weeks of ``start``
+        (DescribeCapacityBlockOfferings, API_CapacityBlockOffering.html; read 2026-11). A type not
+        sold as Capacity Blocks is answered with its held reservations alone."""
+        ec2 = self.client("ec2", region)
+        out = []
+        try:
+            pages = ec2.get_paginator("describe_capacity_reservations").paginate(Filters=[
+                {"Name": "instance-type", "Values": [instance_type]}, {"Name": "state", "Values": ["active", "scheduled"]}])
+            for cr in (x for page in pages for x in page["CapacityReservations"]):
+                block = cr.get("ReservationType") == "capacity-block"
+                out.append(Capacity("aws", "capacity block" if block else "capacity reservation",
+                                    cr["CapacityReservationId"], region, cr["AvailabilityZone"], instance_type,
+                                    int(cr.get("AvailableInstanceCount", 0)), True, _iso(cr.get("StartDate")),
+                                    _iso(cr.get("EndDate"))))
+            first = dt.datetime.fromisoformat(start) if start else dt.datetime.now(dt.timezone.utc)
+            first = first if first.tzinfo else first.replace(tzinfo=dt.timezone.utc)
+            offered = ec2.describe_capacity_block_offerings(
+                InstanceType=instance_type, InstanceCount=nodes, CapacityDurationHours=hours, StartDateRange=first,
+                EndDateRange=first + dt.timedelta(days=14, hours=hours))["CapacityBlockOfferings"]
+        except ClientError as e:
+            if _code(e) not in ("InvalidParameterValue", "Unsupported"):  # a type not sold as Capacity Blocks
+                raise unreadable(e, f"aws {region}") from None
+            offered = []
+        except BotoCoreError as e:
+            raise unreadable(e, f"aws {region}") from None
+        for o in offered:
+            out.append(Capacity("aws", "capacity block offering", o["CapacityBlockOfferingId"], region,
+                                o["AvailabilityZone"], instance_type, int(o["InstanceCount"]), False,
+                                _iso(o.get("StartDate")), _iso(o.get("EndDate")), float(o["UpfrontFee"]),
+                                f"aws ec2 purchase-capacity-block --region {region} --capacity-block-offering-id "
+                                f"{o['CapacityBlockOfferingId']} --instance-platform Linux/UNIX"))
+        return out
 
     def vcpu_quota(self, region: str, cls: str, market: str) -> tuple[str, str, float]:
         """(code, name, value) of the EC2 vCPU quota for an instance class and market."""

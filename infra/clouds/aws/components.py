@@ -200,7 +200,8 @@ class PoolArgs:
     key_name: pulumi.Input[str] | None = None
     existing_subnet: str | None = None
     spot: bool = False
-    capacity_reservation: str | None = None
+    reservation: str | None = None  # cr-...: an On-Demand Capacity Reservation or a Capacity Block to launch into
+    capacity_block: bool = False  # the reservation is a Capacity Block for ML
     region: str = ""
     public_ip: bool = False
     root_disk_gb: int = 200
@@ -268,9 +269,11 @@ class GpuNodePool(pulumi.ComponentResource):
                                      endpoint=nc.endpoint),
                     pre=lustre_user_data([tuple(m) for m in v[1]]) if v[1] else "").encode()).decode())
 
-        reservation = None
-        if args.capacity_reservation:
-            reservation = {"capacity_reservation_target": {"capacity_reservation_id": args.capacity_reservation}}
+        reservation = market = None
+        if args.reservation:
+            reservation = {"capacity_reservation_target": {"capacity_reservation_id": args.reservation}}
+            if args.capacity_block:  # MarketType capacity-block (ec2-fleet-launch-instances-capacity-blocks-walkthrough)
+                market = {"market_type": "capacity-block"}
         # the subnet stays in the template's interfaces and the fleet overrides none: an override's
         # SubnetId makes EC2 Fleet ignore the template's NetworkInterfaces, EFA ones included
         # (aws/karpenter-provider-aws#3819, the EC2 Fleet team's answer). Spot or On-Demand is the
@@ -284,7 +287,7 @@ class GpuNodePool(pulumi.ComponentResource):
                 "volume_size": args.root_disk_gb, "volume_type": "gp3", "encrypted": "true",
                 "delete_on_termination": "true"}}],
             network_interfaces=network_interfaces(args.efa_interfaces, subnet_id, args.security_group_id, args.public_ip),
-            placement=placement, capacity_reservation_specification=reservation,
+            placement=placement, capacity_reservation_specification=reservation, instance_market_options=market,
             user_data=user_data,
             tag_specifications=[{"resource_type": kind, "tags": t}
                                 for kind in ("instance", "volume", "network-interface")]
@@ -314,9 +317,20 @@ def fleet_request(args: PoolArgs, lt) -> dict:
     (API_DeleteFleets.html), so ``terminate_instances`` is set: pulumi-aws passes it to DeleteFleets."""
     market = "spot" if args.spot else "on-demand"
     whole = {"min_target_capacity": args.nodes, "single_availability_zone": True, "single_instance_type": True}
-    options = {"spot_options": {**whole, "allocation_strategy": "capacity-optimized",
-                                "instance_interruption_behavior": "terminate"}} if args.spot else \
-        {"on_demand_options": {**whole, "allocation_strategy": "lowest-price"}}
+    if args.capacity_block:
+        # a Capacity Block: target capacity type capacity-block, and no OnDemandOptions (its
+        # CapacityReservationOptions "throws an exception"; ec2-fleet-launch-instances-capacity-blocks-
+        # walkthrough.html). A block short of the pool fails FleetNodes' count like any refusal.
+        market, options = "capacity-block", {}
+    elif args.spot:
+        options = {"spot_options": {**whole, "allocation_strategy": "capacity-optimized",
+                                    "instance_interruption_behavior": "terminate"}}
+    else:
+        # an On-Demand Capacity Reservation named in the template: used first, and with MinTargetCapacity
+        # a reservation short of the pool launches nothing (ec2-fleet-on-demand-capacity-reservations.html)
+        reserved = {"capacity_reservation_options": {"usage_strategy": "use-capacity-reservations-first"}} \
+            if args.reservation else {}
+        options = {"on_demand_options": {**whole, "allocation_strategy": "lowest-price", **reserved}}
     return dict(type="instant", terminate_instances=True,
                 launch_template_configs=[{
                     "launch_template_specification": {"launch_template_id": lt.id,

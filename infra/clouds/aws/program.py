@@ -38,7 +38,8 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
             security_group_id=net.security_group_id,
             route_table_id=net.public_route_table_id if p.pool.public_ip else net.private_route_table_id,
             tags=cluster.tags(p.name), key_name=net.key_name, existing_subnet=p.pool.subnet,
-            spot=p.pool.spot, capacity_reservation=p.pool.capacity_reservation,
+            spot=p.pool.spot, reservation=p.reservation.id if p.reservation else None,
+            capacity_block=bool(p.reservation and p.reservation.capacity_block),
             public_ip=p.pool.public_ip, root_disk_gb=p.pool.root_disk_gb,
             storage=[StorageArgs.of(s) for s in p.pool.storage], node_config=shared["bucket"]), opts=popts)
         out[p.name] = ctx.export(p, region, zones[p.name], comp)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from gpufleet.clouds.pools import (
     NameRule,
     Sizes,
@@ -11,6 +9,7 @@ from gpufleet.clouds.pools import (
     existing_network_problems,
     image_problems,
     is_multi_node,
+    reservation_problems,
     storage_problems,
 )
 from gpufleet.spec import Problem
@@ -66,26 +65,18 @@ def pool_fabric(pool, instance) -> str | None:
 
 def check_pool(stack, pool, instance) -> list[Problem]:
     out = image_problems(pool, "an AMI id (ami-...)", is_ami) + storage_problems(pool, instance, STORAGE)
-    out += existing_network_problems(pool) + reservation_problems(pool)
+    out += existing_network_problems(pool)
     if pool.public_ip and pool_fabric(pool, instance) == "efa":
         out.append(Problem(("public_ip",), "an instance with EFA interfaces gets no automatic public IP",
                            "reach EFA pools through a bastion or VPN (access.ssh_cidrs on a private route)"))
     return out
 
 
-def reservation_problems(pool) -> list[Problem]:
-    """An On-Demand Capacity Reservation id (EC2 CreateCapacityReservation: ``cr-`` + 17 hex digits,
-    older ones 8), which only an on-demand instance can launch into."""
-    cr = pool.capacity_reservation
-    if not cr:
-        return []
-    if not re.match(r"^cr-[0-9a-f]{8,17}$", cr):
-        return [Problem(("capacity_reservation",), f"{cr!r} is not a capacity reservation id",
-                        "it looks like cr-0123456789abcdef0")]
-    if pool.spot:
-        return [Problem(("capacity_reservation",), "a spot pool cannot launch into a capacity reservation",
-                        "drop spot: true, or drop capacity_reservation")]
-    return []
+def check_reservation(r) -> list[Problem]:
+    """An On-Demand Capacity Reservation or a Capacity Block (EC2 CreateCapacityReservation /
+    PurchaseCapacityBlock: ``cr-`` + 17 hex digits, older ones 8), in one Availability Zone."""
+    return reservation_problems(r, r"^cr-[0-9a-f]{8,17}$", "a capacity reservation id", "cr-0123456789abcdef0",
+                                zone_example="us-east-1a", capacity_blocks=True)
 
 
 def region_subnets(region: str) -> list[tuple[str, int]]:

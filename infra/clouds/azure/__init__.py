@@ -28,6 +28,7 @@ class Azure:
     leftover_prices: dict = {}  # managed disks are not priced here yet
 
     check_pool = staticmethod(rules.check_pool)
+    check_reservation = staticmethod(rules.check_reservation)
     pool_fabric = staticmethod(rules.pool_fabric)
     region_subnets = staticmethod(rules.region_subnets)
     pool_subnets = staticmethod(rules.pool_subnets)

@@ -32,7 +32,7 @@ from azure.mgmt.resource.resources import ResourceManagementClient
 from gpufleet.clouds.azure import credentials
 from gpufleet.clouds.azure.errors import CREDENTIAL_HINT
 from gpufleet.clouds.azure.rules import image_plan, image_urn, terms_command
-from gpufleet.clouds.base import QuotaLine
+from gpufleet.clouds.base import Capacity, QuotaLine
 from gpufleet.clouds.resources import Resource, delete_each, pick_regions, present_each
 from gpufleet.clouds.tags import TAG_PREFIX, gpufleet_tags
 from gpufleet.errors import CloudUnreadable, CredentialsError
@@ -57,6 +57,7 @@ TYPES = {
 }
 RG_API = "2024-03-01"
 VM_API = "2024-07-01"
+CAPACITY_API = "2024-07-01"  # capacity reservation groups and their reservations
 SCALE_SET_NETWORK_API = "2018-10-01"  # the Compute-scoped NIC and public IP lists of a Uniform scale set
 
 # The vCPU quota family of each catalog VM size (Compute usage names, as `az vm list-usage`
@@ -189,6 +190,33 @@ class AzureApi:
             name = ((vm.get("properties") or {}).get("osProfile") or {}).get("computerName")
             out.append({"id": vm["id"], "instance_id": vm["instanceId"], "host_name": name,
                         "private_ip": ip, "public_ip": pub})
+        return out
+
+    # --- reserved capacity (`gpufleet capacity find`) ----------------------------------------------
+    def capacity(self, region: str, instance_type: str, nodes: int, hours: int, start: str | None) -> list[Capacity]:
+        """The subscription's capacity reservation groups in the region holding reservations of the
+        size, each with what its reservations still take (``sku.capacity`` less the VMs associated;
+        Capacity Reservation Groups - List By Subscription and Capacity Reservations - List By
+        Capacity Reservation Group, api-version 2024-07-01, read 2026-11). Azure sells no
+        offerings through a read call: reservations are created, so none are listed."""
+        self._auth()
+        try:
+            groups = self._pages(f"/subscriptions/{self._sub}/providers/Microsoft.Compute/capacityReservationGroups",
+                                 CAPACITY_API)
+            out = []
+            for g in (g for g in groups if g["location"].lower() == region.lower()):
+                free, zones = 0, set()
+                for r in self._pages(f"{g['id']}/capacityReservations", CAPACITY_API):
+                    if r["sku"]["name"].lower() != instance_type.lower():
+                        continue
+                    used = len((r.get("properties") or {}).get("virtualMachinesAssociated") or [])
+                    free += int(r["sku"].get("capacity", 0)) - used
+                    zones |= set(r.get("zones") or [])
+                if zones or free:
+                    out.append(Capacity("azure", "capacity reservation group", g["id"], region,
+                                        ",".join(sorted(zones)) or None, instance_type, free, True))
+        except HttpResponseError as e:
+            raise unreadable(e, f"azure {region} capacity reservations") from None
         return out
 
     # --- who ---------------------------------------------------------------------------------

@@ -183,6 +183,7 @@ class PoolArgs:
     zone: str | None = None  # set when the pool has Managed Lustre (zonal): the scale set goes there too
     subscription: str = ""  # where ScaleSetNodes reads the VMs
     storage_account: NodeStorage | None = None  # the nodes configure themselves from it
+    capacity_reservation_group: str | None = None  # a group's resource id: the VMs take its reserved capacity
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -216,6 +217,10 @@ class GpuNodePool(pulumi.ComponentResource):
         }
         if args.spot:
             profile.update(priority="Spot", eviction_policy="Delete", billing_profile={"max_price": -1})
+        if args.capacity_reservation_group:
+            # virtualMachineProfile.capacityReservation.capacityReservationGroup.id (Compute REST 2024-07-01,
+            # example VirtualMachineScaleSet_Create_WithCapacityReservation.json)
+            profile["capacity_reservation"] = {"capacity_reservation_group": {"id": args.capacity_reservation_group}}
         identity, self.bucket = None, None
         if args.storage_account:
             st = args.storage_account

@@ -36,6 +36,7 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
             spot=p.pool.spot, public_ip=p.pool.public_ip, root_disk_gb=p.pool.root_disk_gb,
             infiniband=p.fabric is not None, storage=[StorageArgs.of(s) for s in p.pool.storage],
             zone=lustre_zone(p.pool, p.zones), subscription=ctx.settings["azure"]["subscription"],
-            storage_account=shared["storage"]), opts=popts)
+            storage_account=shared["storage"],
+            capacity_reservation_group=p.reservation.id if p.reservation else None), opts=popts)
         out[p.name] = ctx.export(p, region, lustre_zone(p.pool, p.zones), comp)
     return out

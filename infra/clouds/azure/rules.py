@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpufleet.catalog.images import DEFAULT_IMAGE
-from gpufleet.clouds.pools import NameRule, Sizes, StorageRules, image_problems, reservation_elsewhere, storage_problems
+from gpufleet.clouds.pools import NameRule, Sizes, StorageRules, image_problems, reservation_problems, storage_problems
 from gpufleet.spec import Problem
 
 INTERCONNECTS = {"infiniband-hdr": "infiniband-hdr", "infiniband-ndr": "infiniband-ndr",
@@ -89,7 +89,6 @@ def pool_fabric(pool, instance) -> str | None:
 
 def check_pool(stack, pool, instance) -> list[Problem]:
     out = image_problems(pool, "a URN publisher:offer:sku:version", is_urn) + storage_problems(pool, instance, STORAGE)
-    out += reservation_elsewhere(pool, "Azure")
     if not stack.access.public_key:
         out.append(Problem(("provider",), "Azure scale sets need an SSH public key (password login is disabled)",
                            "set access.public_key: ~/.ssh/id_ed25519.pub in the stack"))
@@ -115,3 +114,14 @@ def lustre_zone(pool, zones) -> str | None:
 def pool_subnets(pool) -> list[tuple[str, int]]:
     """Azure Managed Lustre wants a /24 of its own."""
     return [(f"{pool.name}-lustre", 120)] if any(s.type == "lustre" for s in pool.storage) else []
+
+
+def check_reservation(r) -> list[Problem]:
+    """A capacity reservation group, by its resource id (the scale set's
+    ``virtualMachineProfile.capacityReservation.capacityReservationGroup.id``); regional, its
+    reservations zonal or not, so no zone is required."""
+    return reservation_problems(
+        r, r"^/subscriptions/[0-9a-f-]{36}/resourceGroups/[^/]+/providers/Microsoft\.Compute/"
+           r"capacityReservationGroups/[^/]+$", "a capacity reservation group id",
+        "/subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.Compute/capacityReservationGroups/<name>",
+        zone_example=None)

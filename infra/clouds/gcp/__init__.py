@@ -32,6 +32,7 @@ class Gcp:
                                 "hyperdisk-balanced": 0.08}}
 
     check_pool = staticmethod(rules.check_pool)
+    check_reservation = staticmethod(rules.check_reservation)
     pool_fabric = staticmethod(rules.pool_fabric)
     region_subnets = staticmethod(rules.region_subnets)
     pool_subnets = staticmethod(rules.pool_subnets)

@@ -13,6 +13,7 @@ endpoint, or the tests' server).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote
@@ -25,7 +26,7 @@ from google.auth.exceptions import DefaultCredentialsError, RefreshError, Transp
 from google.auth.transport.requests import AuthorizedSession
 from google.cloud import compute_v1
 
-from gpufleet.clouds.base import QuotaLine
+from gpufleet.clouds.base import Capacity, QuotaLine
 from gpufleet.clouds.gcp import credentials as local_credentials
 from gpufleet.clouds.gcp.errors import CREDENTIAL_HINT
 from gpufleet.clouds.gcp.rules import ACCELERATORS
@@ -317,6 +318,90 @@ class GcpApi:
                 return
             params["pageToken"] = body["nextPageToken"]
 
+    # --- reserved capacity (`gpufleet capacity find`) ----------------------------------------------
+    def capacity(self, region: str, instance_type: str, nodes: int, hours: int, start: str | None) -> list[Capacity]:
+        """The project's reservations of the machine type in the region's zones, ready, with how many
+        VMs each still takes (``specificReservation.count`` - ``inUseCount``; reservations.aggregatedList,
+        https://cloud.google.com/compute/docs/reference/rest/v1/reservations, read 2026-11). GCP
+        sells future reservations through its console and ``gcloud``: there is no read call for
+        offerings, so none are listed."""
+        try:
+            pages = self.client("ReservationsClient").aggregated_list(request={"project": self.project})
+            found = [(scope, r) for scope, listed in pages for r in listed.reservations]
+        except gx.GoogleAPICallError as e:
+            raise unreadable(e, f"gcp {region} reservations") from None
+        out = []
+        for scope, r in found:
+            zone = scope.rsplit("/", 1)[-1]
+            want = r.specific_reservation
+            if not zone.startswith(region + "-") or r.status != "READY" or \
+                    want.instance_properties.machine_type.rsplit("/", 1)[-1] != instance_type:
+                continue
+            out.append(Capacity("gcp", "reservation" + (" (specific)" if r.specific_reservation_required else ""),
+                                r.name, region, zone, instance_type, int(want.count) - int(want.in_use_count), True))
+        return out
+
+    # --- a pool's VMs (clouds.gcp.nodes) --------------------------------------------------------
+    def bulk_insert(self, zone: str, body: dict, timeout_s: float = 1800) -> None:
+        """One ``instances.bulkInsert`` (``body``: the REST API's BulkInsertInstanceResource),
+        waited for. A refusal is raised as Compute Engine states it: ``<code>: <message>`` of the
+        operation's first error, or ``Error <status>: <message>, <reason>`` of a refused call."""
+        resource = compute_v1.BulkInsertInstanceResource.from_json(json.dumps(body), ignore_unknown_fields=False)
+        try:
+            op = self.client("InstancesClient").bulk_insert(project=self.project, zone=zone,
+                                                             bulk_insert_instance_resource_resource=resource)
+            op.result(timeout=timeout_s)
+        except gx.GoogleAPICallError as e:
+            raise Exception(_stated(e)) from None
+        errors = list(op.error.errors)  # an unset error reads as an empty one
+        if errors:
+            raise Exception(f"{errors[0].code}: {errors[0].message}")
+
+    def insert_placement_policy(self, region: str, body: dict, timeout_s: float = 300) -> None:
+        """One ``resourcePolicies.insert`` (``body``: the REST API's ResourcePolicy), waited for; one
+        of that name already there (a retried create) is fine."""
+        policy = compute_v1.ResourcePolicy.from_json(json.dumps(body), ignore_unknown_fields=False)
+        try:
+            self.client("ResourcePoliciesClient").insert(
+                project=self.project, region=region, resource_policy_resource=policy).result(timeout=timeout_s)
+        except gx.Conflict:
+            pass
+        except gx.GoogleAPICallError as e:
+            raise Exception(_stated(e)) from None
+
+    def delete_placement_policies(self, region: str, names: list[str]) -> None:
+        """Delete the resource policies ``names`` of ``region``; one already gone is fine."""
+        for name in names:
+            try:
+                self.client("ResourcePoliciesClient").delete(project=self.project, region=region,
+                                                             resource_policy=name).result(timeout=300)
+            except gx.NotFound:
+                pass
+
+    def instances_named(self, zone: str, names: list[str]) -> list[dict]:
+        """The VMs of ``zone`` among ``names``: name, id, first private and public address."""
+        wanted = set(names)
+        out = []
+        for x in self.client("InstancesClient").list(request={"project": self.project, "zone": zone,
+                                                               "max_results": 500}):
+            if x.name in wanted:
+                nic = x.network_interfaces[0] if x.network_interfaces else None
+                nat = nic.access_configs[0].nat_i_p if nic and nic.access_configs else None
+                out.append({"name": x.name, "id": str(x.id), "private_ip": nic.network_i_p if nic else None,
+                            "public_ip": nat or None})
+        return out
+
+    def delete_instances(self, zone: str, names: list[str]) -> None:
+        """Delete the VMs ``names`` of ``zone`` and wait for each; one already gone is fine."""
+        def one(name):
+            try:
+                self.client("InstancesClient").delete(project=self.project, zone=zone, instance=name).result(timeout=900)
+            except gx.NotFound:
+                pass
+
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            list(pool.map(one, names))
+
     # --- deletion ------------------------------------------------------------------------------
     def delete(self, region: str, kind: str, resources: list[Resource]) -> dict[str, tuple[str, str]]:
         return delete_each(resources, self._delete_one, classify)
@@ -380,6 +465,19 @@ class GcpApi:
                                    total.limit, total.usage, sorted({n.pool for ns in groups.values() for n in ns})))
         return lines
 
+
+
+def _stated(e) -> str:
+    """A refusal as Compute Engine states it, so ``refusals`` reads it the same whichever of
+    pulumi-gcp and gpufleet made the call: a failed operation (google-api-core raises its HTTP
+    status, ``503 SERVICE UNAVAILABLE``, with the operation's ``error.errors[]`` beside it) as
+    ``<code>: <message>`` of its first error; a refused call as pulumi-gcp prints one
+    (``googleapi: Error 403: <message>, forbidden``)."""
+    first = next((x for x in (e.errors or []) if not isinstance(x, dict)), None)
+    if first is not None and getattr(first, "code", None):
+        return f"{first.code}: {first.message}"
+    reason = getattr(e, "reason", None) or next((x.get("reason") for x in (e.errors or []) if isinstance(x, dict)), "")
+    return f"googleapi: Error {e.code}: {e.message}" + (f", {reason}" if reason else "")
 
 
 def _raise_for(resp) -> None:

@@ -5,9 +5,11 @@ recommend), Cloud NAT for egress, firewall rules (all traffic inside the cluster
 from the configured blocks), private services access for Managed Lustre with the rule that
 admits its TCP 988 (once per network), and, when a pool uses GPUDirect-TCPX, the four extra
 GPU networks an a3-highgpu-8g needs. ``GpuNodePool``: compact placement where the machine
-series supports it (at most 150 VMs a policy), instances with gVNIC, guest accelerators where
-the machine type needs them, ``on_host_maintenance=TERMINATE``, spot provisioning, optional
-Filestore / Managed Lustre in the sizes each sells (``rules.STORAGE``).
+series supports it (at most 150 VMs a policy), and all its VMs in one all-or-nothing
+``bulkInsert`` per policy, each policy made with its VMs (``nodes.BulkInstances``: gVNIC, guest accelerators where the machine
+type needs them, ``onHostMaintenance=TERMINATE``, spot provisioning), so a pool's resources do not
+grow with its nodes; optional Filestore / Managed Lustre in the
+sizes each sells (``rules.STORAGE``).
 
 ``ClusterBucket``: the stack's GCS bucket the nodes configure themselves from (uniform access,
 public access prevented, no soft delete); each pool's nodes run as a service account of their
@@ -30,6 +32,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpufleet.clouds import bootstrap
+from gpufleet.clouds.gcp.nodes import BulkInstances, placement_policy
 from gpufleet.clouds.gcp.rules import (
     ACCELERATORS,
     LUSTRE_PORTS,
@@ -173,14 +176,42 @@ class PoolArgs:
     root_disk_gb: int = 200
     storage: list[StorageArgs] = field(default_factory=list)
     bucket: pulumi.Input[str] | None = None  # the stack's bucket: the nodes configure themselves from it
+    project: str | None = None  # None: the credentials' own (as the provider's)
+    reservation: str | None = None  # a specific reservation the VMs consume (name or projects/P/reservations/N)
 
 
 def scheduling(spot: bool) -> dict:
-    """GPU VMs cannot live-migrate: TERMINATE on host maintenance; spot VMs are deleted on preemption."""
+    """GPU VMs cannot live-migrate: TERMINATE on host maintenance; spot VMs are deleted on preemption
+    (the REST API's Scheduling)."""
     if spot:
-        return {"on_host_maintenance": "TERMINATE", "automatic_restart": False, "preemptible": True,
-                "provisioning_model": "SPOT", "instance_termination_action": "DELETE"}
-    return {"on_host_maintenance": "TERMINATE", "automatic_restart": True, "provisioning_model": "STANDARD"}
+        return {"onHostMaintenance": "TERMINATE", "automaticRestart": False, "preemptible": True,
+                "provisioningModel": "SPOT", "instanceTerminationAction": "DELETE"}
+    return {"onHostMaintenance": "TERMINATE", "automaticRestart": True, "provisioningModel": "STANDARD"}
+
+
+def instance_properties(args: PoolArgs, nics: list, metadata: dict, service_account: dict | None) -> dict:
+    """What every VM of the pool is, as the REST API's InstanceProperties (bulkInsert's
+    ``instanceProperties``; https://cloud.google.com/compute/docs/reference/rest/v1/instances/bulkInsert)."""
+    props = {
+        "machineType": args.machine_type,
+        "disks": [{"boot": True, "autoDelete": True,
+                   "initializeParams": {"sourceImage": args.image, "diskSizeGb": str(args.root_disk_gb),
+                                        "diskType": "pd-balanced", "labels": args.labels}}],
+        "networkInterfaces": nics,
+        "scheduling": scheduling(args.spot),
+        "labels": args.labels,
+        "tags": {"items": [gcp_name(args.cluster), gcp_name(args.cluster, args.pool)]},
+        "metadata": {"items": [{"key": k, "value": v} for k, v in metadata.items()]},
+        "shieldedInstanceConfig": {"enableSecureBoot": False, "enableVtpm": True, "enableIntegrityMonitoring": True},
+    }
+    if args.reservation:  # ReservationAffinity (compute/docs/instances/reservations-consume#consuming_a_specific_reservation)
+        props["reservationAffinity"] = {"consumeReservationType": "SPECIFIC_RESERVATION",
+                                        "key": "compute.googleapis.com/reservation-name", "values": [args.reservation]}
+    if args.gpu_attach == "separate":  # N1: the GPUs are attached, not part of the machine type
+        props["guestAccelerators"] = [{"acceleratorType": ACCELERATORS[args.gpu], "acceleratorCount": args.gpu_count}]
+    if service_account:
+        props["serviceAccounts"] = [service_account]
+    return props
 
 
 def _private_services(name: str, args: NetworkArgs, net, desc: str, child):
@@ -203,20 +234,14 @@ class GpuNodePool(pulumi.ComponentResource):
     def __init__(self, name: str, args: PoolArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpufleet:gcp:GpuNodePool", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        policies: list = []
+        policies: list[dict] = []
         if args.nodes > 1 and compact_placement(args.machine_type):
-            # a compact policy holds at most MAX_COMPACT_VMS VMs: one per that many nodes
-            policies = [gcp.compute.ResourcePolicy(
-                f"{name}-compact" + (f"{k}" if k else ""), name=gcp_name(args.cluster, args.pool, "compact", str(k)),
-                region=args.region, group_placement_policy={"collocation": "COLLOCATED"},
-                description=describe(args.labels), opts=child).id
-                for k in range(-(-args.nodes // MAX_COMPACT_VMS))]
-        accelerators = None
-        if args.gpu_attach == "separate":
-            accelerators = [{"type": ACCELERATORS[args.gpu], "count": args.gpu_count}]
-        nics = [{"subnetwork": args.subnet_id, "nic_type": "GVNIC",
-                 **({"access_configs": [{}]} if args.public_ip else {})}]
-        nics += [{"subnetwork": s, "nic_type": "GVNIC"} for s in args.gpu_subnet_ids]
+            # a compact policy holds at most MAX_COMPACT_VMS VMs: one per that many nodes, made with them
+            policies = [placement_policy(gcp_name(args.cluster, args.pool, "compact", str(k)), describe(args.labels))
+                        for k in range(-(-args.nodes // MAX_COMPACT_VMS))]
+        nics = [{"subnetwork": args.subnet_id, "nicType": "GVNIC",
+                 **({"accessConfigs": [{"type": "ONE_TO_ONE_NAT", "name": "External NAT"}]} if args.public_ip else {})}]
+        nics += [{"subnetwork": s, "nicType": "GVNIC"} for s in args.gpu_subnet_ids]
         metadata = {"enable-oslogin": "FALSE"}
         if args.public_key:
             metadata["ssh-keys"] = f"{args.ssh_user}:{args.public_key.strip()}"
@@ -247,27 +272,17 @@ class GpuNodePool(pulumi.ComponentResource):
                     tier="ZONAL", file_shares={"name": "data", "capacity_gb": STORAGE.nfs(st)},
                     networks=[{"network": args.network_id, "modes": ["MODE_IPV4"]}], labels=args.labels, opts=child))
 
-        self.instances = []
-        for i in range(args.nodes):
-            self.instances.append(gcp.compute.Instance(
-                f"{name}-{i}", name=gcp_name(args.cluster, args.pool, str(i)), machine_type=args.machine_type,
-                zone=args.zone,
-                boot_disk={"initialize_params": {"image": args.image, "size": args.root_disk_gb, "type": "pd-balanced",
-                                                 "labels": args.labels},
-                           "auto_delete": True},
-                network_interfaces=nics, guest_accelerators=accelerators, scheduling=scheduling(args.spot),
-                resource_policies=policies[i // MAX_COMPACT_VMS] if policies else None,  # one: a string in pulumi-gcp 10
-                labels=args.labels, tags=[gcp_name(args.cluster), gcp_name(args.cluster, args.pool)],
-                metadata=metadata, service_account=service_account,
-                shielded_instance_config={"enable_secure_boot": False, "enable_vtpm": True,
-                                          "enable_integrity_monitoring": True},
-                allow_stopping_for_update=True, opts=child))
-        self.node_ids = pulumi.Output.all(*[x.instance_id for x in self.instances])
-        self.private_ips = pulumi.Output.all(*[x.network_interfaces[0].network_ip for x in self.instances])
-        self.public_ips = pulumi.Output.all(*[x.network_interfaces[0].access_configs.apply(
-            lambda a: a[0].nat_ip if a else None) for x in self.instances]) if args.public_ip else None
-        ip = self.public_ips.apply(lambda ips: ips[0]) if args.public_ip else self.instances[0].network_interfaces[0].network_ip
-        self.ssh_endpoint = ip.apply(lambda v: f"{v}:22")
+        # all the pool's VMs in one request (per placement policy), all of them or none (clouds.gcp.nodes)
+        self.nodes = BulkInstances(
+            f"{name}-nodes", project=args.project, region=args.region, zone=args.zone,
+            names=[gcp_name(args.cluster, args.pool, str(i)) for i in range(args.nodes)],
+            properties=instance_properties(args, nics, metadata, service_account),
+            policies=policies, subnet_id=args.subnet_id, public=args.public_ip,
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True))
+        self.node_ids, self.private_ips = self.nodes.node_ids, self.nodes.private_ips
+        self.public_ips = self.nodes.public_ips if args.public_ip else None
+        ips = self.public_ips if args.public_ip else self.private_ips
+        self.ssh_endpoint = ips.apply(lambda v: f"{v[0]}:22")
         self.register_outputs({"node_ids": self.node_ids, "private_ips": self.private_ips,
                                "ssh_endpoint": self.ssh_endpoint,
                                **({"public_ips": self.public_ips} if self.public_ips is not None else {})})

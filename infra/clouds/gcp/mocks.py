@@ -9,23 +9,21 @@ ID_PREFIX: dict[str, str] = {}
 PSA_PLACEHOLDER = "192.168.240.0"  # stands for the private services range GCP allocates at `up`
 
 COLUMNS = {
-    "gcp:compute/instance:Instance": ["machineType", "zone"],
+    "gcp:gpufleet:BulkInstances": ["zone"],  # the rest: the summary
     "gcp:compute/subnetwork:Subnetwork": ["ipCidrRange", "region"],
     "gcp:compute/firewall:Firewall": ["sourceRanges"],
     "gcp:compute/network:Network": ["mtu"],
-    "gcp:compute/resourcePolicy:ResourcePolicy": ["groupPlacementPolicy"],
 }
 
 
 def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> None:
     if typ == "gcp:compute/subnetwork:Subnetwork":
         ctx.subnets[rid] = inputs.get("ipCidrRange")
-    elif typ == "gcp:compute/instance:Instance":
-        nics = [dict(n) for n in inputs.get("networkInterfaces") or []]
-        for n in nics:
-            n["networkIp"] = ctx.host(n.get("subnetwork"), name)
-        state["networkInterfaces"] = nics
-        state["instanceId"] = str(int(hashlib.sha1(name.encode()).hexdigest()[:15], 16))
+    elif typ == "gcp:gpufleet:BulkInstances":  # clouds.gcp.nodes: what instances.list answers after bulkInsert
+        names = inputs["names"]
+        state.update(node_ids=[str(int(hashlib.sha1(n.encode()).hexdigest()[:15], 16)) for n in names],
+                     private_ips=[ctx.address(inputs.get("subnet_id"), i) for i in range(len(names))],
+                     public_ips=[f"203.0.113.{i % 240 + 10}" for i in range(len(names))] if inputs.get("public") else None)
     elif typ == "gcp:serviceaccount/account:Account":
         state["email"] = f"{inputs['accountId']}@{inputs.get('project') or 'gpufleet-plan'}.iam.gserviceaccount.com"
     elif typ == "gcp:compute/globalAddress:GlobalAddress" and not inputs.get("address"):
@@ -40,7 +38,10 @@ def call(token: str, args: dict, region: str, cat) -> dict | None:
 
 
 def summary(typ: str, inputs: dict) -> list[str]:
-    if typ == "gcp:compute/instance:Instance":
-        sched = inputs.get("scheduling") or {}
-        return [f"provisioning={sched.get('provisioningModel')}", f"nics={len(inputs.get('networkInterfaces') or [])}"]
+    if typ == "gcp:gpufleet:BulkInstances":
+        props = inputs.get("properties") or {}
+        return [f"{props.get('machineType')} x{len(inputs.get('names') or [])}", "all-or-nothing=True",
+                f"compact-policies={len(inputs.get('policies') or [])}",
+                f"provisioning={(props.get('scheduling') or {}).get('provisioningModel')}",
+                f"nics={len(props.get('networkInterfaces') or [])}"]
     return []

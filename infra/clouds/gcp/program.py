@@ -58,6 +58,7 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
             private_services=shared["private_services"], bucket=shared["bucket"],
             ssh_user=stack.access.user, public_key=stack.access.public_key, spot=p.pool.spot,
             public_ip=p.pool.public_ip, root_disk_gb=p.pool.root_disk_gb,
-            storage=[StorageArgs.of(s) for s in p.pool.storage]), opts=popts)
+            storage=[StorageArgs.of(s) for s in p.pool.storage], project=ctx.settings["gcp"]["project"],
+            reservation=p.reservation.id if p.reservation else None), opts=popts)
         out[p.name] = ctx.export(p, region, zone, comp)
     return out

@@ -10,7 +10,7 @@ from gpufleet.clouds.pools import (
     existing_network_problems,
     image_problems,
     is_multi_node,
-    reservation_elsewhere,
+    reservation_problems,
     resource_name,
     storage_problems,
 )
@@ -81,6 +81,15 @@ NAME_RULES = {
 }
 
 
+def check_reservation(r) -> list[Problem]:
+    """A specific reservation: its name, or ``projects/P/reservations/N`` when another project
+    shares it (ReservationAffinity ``values``, compute/docs/reference/rest/v1/instances), in one zone."""
+    name = r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
+    return reservation_problems(r, rf"^({name}|projects/[a-z][-a-z0-9]{{4,28}}[a-z0-9]/reservations/{name})$",
+                                "a reservation name", "h100-reservation or projects/other-project/reservations/h100",
+                                zone_example="us-central1-a")
+
+
 def gcp_name(*parts: str) -> str:
     """A GCP resource name from parts, shortened with a digest to fit 63 characters."""
     return resource_name(*parts, limit=NAME_LIMIT)
@@ -121,7 +130,7 @@ def pool_fabric(pool, instance) -> str | None:
 
 def check_pool(stack, pool, instance) -> list[Problem]:
     out = image_problems(pool, "an image path (projects/.../global/images/...)", is_image_path)
-    out += storage_problems(pool, instance, STORAGE) + existing_network_problems(pool) + reservation_elsewhere(pool, "GCP")
+    out += storage_problems(pool, instance, STORAGE) + existing_network_problems(pool)
     if instance.gpu_attach == "separate" and instance.gpu not in ACCELERATORS:
         out.append(Problem(("instance_type",), f"no GCP accelerator type is known for {instance.gpu}"))
     return out
