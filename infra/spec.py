@@ -314,6 +314,22 @@ class Reservation(_Strict):
     capacity_block: CapacityBlock | None = None  # AWS: a Capacity Block, paid up front
 
 
+class FlexStart(_Strict):
+    """GCP's Dynamic Workload Scheduler in flex-start mode: the pool's VMs are provisioned all at
+    once when capacity frees up, and run at most ``run_hours`` (10 minutes to 7 days; "About
+    Flex-start VMs" and resize requests' ``requestedRunDuration``, read 2026-11)."""
+
+    run_hours: float = Field(gt=0, le=168)  # then the VMs are deleted
+    wait_minutes: int = Field(default=120, ge=1, le=10080)  # how long `up` waits for them before trying elsewhere
+
+    @field_validator("run_hours")
+    @classmethod
+    def _at_least_ten_minutes(cls, v: float) -> float:
+        if v * 60 < 10:
+            raise HintedValueError("a flex-start run is at least 10 minutes", "e.g. run_hours: 24")
+        return v
+
+
 class Pool(_Strict):
     name: str
     provider: Provider
@@ -333,6 +349,7 @@ class Pool(_Strict):
     vpc: str | None = None  # existing network (AWS vpc-..., GCP network name, Azure VNet id)
     subnet: str | None = None  # existing subnet (AWS subnet-..., GCP subnetwork, Azure subnet id)
     reservations: list[Reservation] = []  # capacity the team holds: tried first, in this order
+    flex_start: FlexStart | None = None  # GCP: provisioned all at once by DWS, for a limited run
     salt: Salt = Salt()
     hosts: list[Host] = []
     subnet_manager: Literal["switch", "host"] | None = None  # InfiniBand racks: who runs the SM
@@ -360,9 +377,9 @@ class Pool(_Strict):
             if self.region or self.instance_type or self.spot:
                 raise HintedValueError("a baremetal pool takes no region, instance_type or spot",
                                        "describe the machines with gpu and gpus_per_node")
-            if self.vpc or self.subnet or self.reservations or self.public_ip or self.failover:
-                raise HintedValueError("a baremetal pool takes no vpc, subnet, reservations, public_ip or "
-                                       "failover",
+            if self.vpc or self.subnet or self.reservations or self.public_ip or self.failover or self.flex_start:
+                raise HintedValueError("a baremetal pool takes no vpc, subnet, reservations, public_ip, failover "
+                                       "or flex_start",
                                        "those describe cloud pools; a rack's hosts are listed under hosts")
             if any(st.type == "nfs" and not st.server for st in self.storage):
                 raise HintedValueError("an nfs storage entry on a rack needs `server`", "e.g. server: nfs01.example.com")
@@ -405,6 +422,10 @@ class Pool(_Strict):
                                        "its other places are failover.zones and failover.regions")
             for r in self.reservations:
                 self._own_reservation(r)
+            if self.flex_start and self.spot:
+                raise HintedValueError("flex_start and spot are two provisioning models", "drop one of them")
+            if self.flex_start and self.reservations:
+                raise HintedValueError("flex-start VMs consume no reservation", "drop flex_start or reservations")
         return self
 
     def _own_reservation(self, r: Reservation) -> None:

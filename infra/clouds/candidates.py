@@ -91,6 +91,7 @@ def placed(pool, c: Candidate):
         update["interconnect"] = None  # another cloud's name for it: that cloud's default fabric for the type
     if c.provider != pool.provider:
         update["image"] = None  # an image names one cloud's format; the other's default for the same OS
+        update["flex_start"] = None  # GCP's own provisioning model: elsewhere the pool's nodes start as usual
     return pool.model_copy(update=update)
 
 

@@ -168,6 +168,14 @@ def reservation_problems(r, pattern: str, what: str, example: str, *, zone_examp
     return out
 
 
+def flex_start_elsewhere(pool, cloud_name: str) -> list[Problem]:
+    """``flex_start`` is GCP's Dynamic Workload Scheduler; on other clouds it is a mistake."""
+    if pool.flex_start:
+        return [Problem(("flex_start",), f"flex_start is GCP's Dynamic Workload Scheduler; {cloud_name} has none",
+                        "drop flex_start, or name reservations the team holds")]
+    return []
+
+
 def image_problems(pool, own: str, is_own) -> list:
     """A pool's ``image``: one of gpufleet's names, or the cloud's own reference (``is_own``,
     described as ``own``)."""

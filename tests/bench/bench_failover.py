@@ -6,7 +6,7 @@ program under 1 s per attempt; the plan under 10 s and 1 GiB; the resources of a
 of its node count. Measured in one process, in one run: the places of every pool (what `plan`
 and `up` compute once), one attempt's program rendered under Pulumi's mocks after a refusal
 moved one pool (`plan` runs the same program; `up` hands it to Pulumi), and the resources a pool
-registers at 2 and at 1,000 nodes. Each time is also given as a ratio to the same run's
+registers at 2 and at 1,000 nodes (an AWS pool, a GCP pool and a GCP flex-start pool). Each time is also given as a ratio to the same run's
 rendering of the stack without failover.
 """
 
@@ -72,6 +72,14 @@ def main() -> int:
           f"< 1024 MiB; {len(result.cloud_resources)} resources")
     print(f"resources of one pool: {per_pool_resources(small)} at 2 nodes, {per_pool_resources(result)} at "
           f"{NODES} nodes")
+    for label, extra in (("GCP (bulkInsert)", ""), ("GCP flex-start", ", flex_start: {run_hours: 24}")):
+        counts = []
+        for n in (2, NODES):
+            text = (f"name: bench-gcp\nowner: bench@example.com\npools:\n  - {{name: a3, provider: gcp, region: "
+                    f"us-central1, instance_type: a3-highgpu-8g, nodes: {n}{extra}}}\n")
+            p = planner.plan(stacks.load("g.yaml", cat, text=text), cat, workers=1)
+            counts.append(sum(1 for r in p.cloud_resources if r.parent == "bench-gcp-a3"))
+        print(f"resources of one {label} pool: {counts[0]} at 2 nodes, {counts[1]} at {NODES} nodes")
     return 0
 
 

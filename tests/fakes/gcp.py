@@ -24,6 +24,13 @@ google-cloud-compute's REST transport makes, in the documented formats
   and ``httpErrorStatusCode`` 503, as Compute Engine reports a failed operation;
 * ``POST /compute/v1/projects/{p}/regions/{r}/resourcePolicies``: a resource policy (409
   ``alreadyExists`` for a name taken), answered with a ``DONE`` operation;
+* a flex-start pool's managed instance group (``flex_group``): ``GET .../zones/{z}/
+  instanceGroupManagers/{g}/resizeRequests/{r}`` (InstanceGroupManagerResizeRequest: ``state``,
+  ``resizeBy``, ``status.error.errors[]``) and ``POST .../instanceGroupManagers/{g}/
+  listManagedInstances`` (``managedInstances[].instance`` URLs), as
+  compute/docs/reference/rest/v1/instanceGroupManagerResizeRequests documents them; a group
+  and its template are also listed like other resources (``instanceGroupManagers`` zonal,
+  ``instanceTemplates`` global) for reap;
 * ``GET /compute/v1/projects/{p}``, ``.../regions`` and ``.../regions/{r}`` with ``quotas``
   (``metric``, ``limit``, ``usage``);
 * ``POST /token``: the OAuth 2.0 token response a service-account JWT grant gets;
@@ -51,12 +58,13 @@ import re
 from fakes.jsonserver import JsonServer
 
 API = "https://www.googleapis.com/compute/v1"
-ZONAL = {"instances", "disks", "machineTypes", "acceleratorTypes", "reservations"}
+ZONAL = {"instances", "disks", "machineTypes", "acceleratorTypes", "reservations", "instanceGroupManagers"}
 REGIONAL = {"addresses", "resourcePolicies", "routers", "subnetworks"}
-GLOBAL = {"firewalls", "networks", "addresses"}
+GLOBAL = {"firewalls", "networks", "addresses", "instanceTemplates"}
 KIND = {"instances": "instance", "disks": "disk", "addresses": "address", "resourcePolicies": "resourcePolicy",
         "routers": "router", "subnetworks": "subnetwork", "firewalls": "firewall", "networks": "network",
-        "machineTypes": "machineType", "acceleratorTypes": "acceleratorType", "reservations": "reservation"}
+        "machineTypes": "machineType", "acceleratorTypes": "acceleratorType", "reservations": "reservation",
+        "instanceGroupManagers": "instanceGroupManager", "instanceTemplates": "instanceTemplate"}
 _ids = itertools.count(1000)
 
 
@@ -77,6 +85,8 @@ class ComputeFake(JsonServer):
         self.skus: list[dict] = []  # the Cloud Billing Catalog's Compute Engine SKUs
         self.sku_page_size = 5000  # the API's most per page
         self.zone_capacity: dict[str, int] = {}  # zone -> how many more VMs bulkInsert may create there
+        self.resize_requests: dict[tuple[str, str, str], dict] = {}  # (zone, group, name) -> the request
+        self.groups: dict[tuple[str, str], list[str]] = {}  # (zone, group) -> its VMs' names
 
     # --- what tests call ------------------------------------------------------------------
     def reset(self) -> None:
@@ -88,6 +98,8 @@ class ComputeFake(JsonServer):
             self.skus.clear()
             self.sku_page_size = 5000
             self.zone_capacity.clear()
+            self.resize_requests.clear()
+            self.groups.clear()
             self.faults.clear()
             self.calls.clear()
 
@@ -152,6 +164,18 @@ class ComputeFake(JsonServer):
             return self._aggregated(parts[1], query)
         if parts[0] == "global" and len(parts) == 2 and method == "GET":
             return self._list_global(parts[1], query)
+        if parts[0] == "zones" and len(parts) == 6 and parts[2] == "instanceGroupManagers" and \
+                parts[4] == "resizeRequests" and method == "GET":
+            with self.lock:
+                r = self.resize_requests.get((parts[1], parts[3], parts[5]))
+            return (200, r, {}) if r else _error(404, "notFound", f"The resource '{path}' was not found")
+        if parts[0] == "zones" and len(parts) == 5 and parts[2] == "instanceGroupManagers" and \
+                parts[4] == "listManagedInstances" and method == "POST":
+            with self.lock:
+                vms = [self.items[("instances", f"zones/{parts[1]}", n)] for n in self.groups.get((parts[1], parts[3]), [])
+                       if ("instances", f"zones/{parts[1]}", n) in self.items]
+            return 200, {"managedInstances": [{"instance": i["selfLink"], "id": i["id"], "instanceStatus": "RUNNING",
+                                               "currentAction": "NONE"} for i in vms]}, {}
         if parts[0] == "zones" and parts[2:] == ["instances", "bulkInsert"] and method == "POST":
             return self._bulk_insert(parts[1], body)
         if parts[0] == "regions" and parts[2:] == ["resourcePolicies"] and method == "POST":
@@ -172,6 +196,22 @@ class ComputeFake(JsonServer):
         if parts[0] == "global" and len(parts) == 3:
             return self._one(method, parts[1], "global", parts[2])
         return _error(404, "notFound", f"no such path {path}")
+
+    def flex_group(self, zone: str, group: str, request: str, nodes: int, state: str, error: dict | None = None):
+        """A flex-start pool's group and its resize request in ``state``; SUCCEEDED gives the group
+        ``nodes`` VMs (named as a MIG names them: the base name and a random suffix)."""
+        body = {"kind": "compute#instanceGroupManagerResizeRequest", "id": str(next(_ids)), "name": request,
+                "zone": f"{API}/projects/{self.project}/zones/{zone}", "resizeBy": nodes, "state": state,
+                "requestedRunDuration": {"seconds": "86400"}, "status": {"error": error} if error else {}}
+        with self.lock:
+            self.resize_requests[(zone, group, request)] = body
+        if state == "SUCCEEDED":
+            names = [f"{group}-{next(_ids):x}" for _ in range(nodes)]
+            for i, name in enumerate(names):
+                self.add("instances", f"zones/{zone}", name, status="RUNNING",
+                         networkInterfaces=[{"networkIP": f"10.1.0.{i + 2}", "nicType": "GVNIC"}])
+            with self.lock:
+                self.groups[(zone, group)] = names
 
     def _bulk_insert(self, zone, body):
         names = list(body.get("perInstanceProperties") or {})

@@ -81,7 +81,15 @@ pools:
      reservations: [{id: "%s"}]}
 """ % ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Compute/"
        "capacityReservationGroups/h100")
-CHECKED = [p.stem for p in EXAMPLES] + ["generated-long-names", "placed-at-reservations"]
+FLEX_STACK = """\
+name: flex
+owner: ops@example.com
+pools:
+  - {name: a3, provider: gcp, region: us-central1, instance_type: a3-highgpu-8g, nodes: 4, public_ip: true,
+     flex_start: {run_hours: 72}}
+  - {name: t4, provider: gcp, region: us-central1, instance_type: n1-standard-8+1xT4, nodes: 2}
+"""
+CHECKED = [p.stem for p in EXAMPLES] + ["generated-long-names", "placed-at-reservations", "flex-start"]
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +110,9 @@ def plans(tmp_path_factory):
     path = tmp_path_factory.mktemp("reserved") / "reserved.yaml"
     path.write_text(RESERVED_STACK)
     out["placed-at-reservations"] = reserved_plan(stacks.load(path, cat), cat)
+    path = tmp_path_factory.mktemp("flex") / "flex.yaml"
+    path.write_text(FLEX_STACK)
+    out["flex-start"] = planner.plan(stacks.load(path, cat), cat, workers=1)
     return out
 
 
@@ -227,7 +238,7 @@ def test_a_misspelt_nested_key_is_caught():
     assert unknown_keys(inputs, _args_class("gcp:compute/instance:Instance"), "") == [".bootDisk.initializeParams.lables"]
 
 
-@pytest.mark.parametrize("name", [p.stem for p in EXAMPLES] + ["generated-long-names"])
+@pytest.mark.parametrize("name", CHECKED)
 def test_every_name_is_legal_for_its_cloud(plans, name):
     names = _names(plans[name])
     assert names or name.startswith(("baremetal", "local")), name
@@ -250,7 +261,7 @@ def test_gcp_labels_and_network_tags_are_legal(plans):
                 assert len(tag) <= 63 and re.match(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", tag), (r.name, tag)
 
 
-@pytest.mark.parametrize("name", [p.stem for p in EXAMPLES] + ["generated-long-names"])
+@pytest.mark.parametrize("name", CHECKED)
 def test_every_pool_exports_node_ids_private_ips_and_an_ssh_endpoint(plans, name):
     p = plans[name]
     for pool, out in (p.outputs.get("pools") or {}).items():

@@ -23,6 +23,11 @@ from conftest import ROOT
 
 DATA = ROOT / "tests" / "data" / "refusals"
 
+# rows that read gpufleet's own words, for a failure the cloud reports without an error (no payload
+# to record): each is read in the test of the code that raises it (FLEX_START_NOT_PROVISIONED:
+# tests/unit/test_gcp_flex.py)
+OWN_WORDS = {"FLEX_START_NOT_PROVISIONED"}
+
 # (cloud, payload) -> (scope, kind, code); code "" where the text carries none (an SDK's own words)
 EXPECTED = {
     ("aws", "auth_failure"): ("provider", "credentials", "AuthFailure"),
@@ -128,6 +133,8 @@ def test_every_row_is_documented_and_read_first_by_a_recorded_payload(name):
     for rule in rules:
         assert rule.scope in SCOPES and rule.kind in KINDS
         assert rule.source.startswith("https://"), rule.code
+        if rule.code in OWN_WORDS:
+            continue
         assert any((found := first_refusal(rules, t)) and found[0] is rule for t in texts), \
             f"{name}: no recorded payload for {rule.code} ({rule.pattern.pattern})"
 

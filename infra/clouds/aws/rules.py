@@ -7,6 +7,7 @@ from gpufleet.clouds.pools import (
     Sizes,
     StorageRules,
     existing_network_problems,
+    flex_start_elsewhere,
     image_problems,
     is_multi_node,
     reservation_problems,
@@ -65,7 +66,7 @@ def pool_fabric(pool, instance) -> str | None:
 
 def check_pool(stack, pool, instance) -> list[Problem]:
     out = image_problems(pool, "an AMI id (ami-...)", is_ami) + storage_problems(pool, instance, STORAGE)
-    out += existing_network_problems(pool)
+    out += existing_network_problems(pool) + flex_start_elsewhere(pool, "AWS")
     if pool.public_ip and pool_fabric(pool, instance) == "efa":
         out.append(Problem(("public_ip",), "an instance with EFA interfaces gets no automatic public IP",
                            "reach EFA pools through a bastion or VPN (access.ssh_cidrs on a private route)"))

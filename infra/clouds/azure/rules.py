@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from gpufleet.catalog.images import DEFAULT_IMAGE
-from gpufleet.clouds.pools import NameRule, Sizes, StorageRules, image_problems, reservation_problems, storage_problems
+from gpufleet.clouds.pools import (
+    NameRule,
+    Sizes,
+    StorageRules,
+    flex_start_elsewhere,
+    image_problems,
+    reservation_problems,
+    storage_problems,
+)
 from gpufleet.spec import Problem
 
 INTERCONNECTS = {"infiniband-hdr": "infiniband-hdr", "infiniband-ndr": "infiniband-ndr",
@@ -89,6 +97,7 @@ def pool_fabric(pool, instance) -> str | None:
 
 def check_pool(stack, pool, instance) -> list[Problem]:
     out = image_problems(pool, "a URN publisher:offer:sku:version", is_urn) + storage_problems(pool, instance, STORAGE)
+    out += flex_start_elsewhere(pool, "Azure")
     if not stack.access.public_key:
         out.append(Problem(("provider",), "Azure scale sets need an SSH public key (password login is disabled)",
                            "set access.public_key: ~/.ssh/id_ed25519.pub in the stack"))

@@ -42,6 +42,8 @@ KINDS = [
     ("disk", "DisksClient", True, True),
     ("address", "AddressesClient", True, True),
     ("address", "GlobalAddressesClient", False, True),
+    ("scale-set", "InstanceGroupManagersClient", True, False),  # a flex-start pool's group: its VMs go with it
+    ("launch-template", "InstanceTemplatesClient", False, False),
     ("placement-group", "ResourcePoliciesClient", True, False),
     ("router", "RoutersClient", True, False),
     ("firewall", "FirewallsClient", False, False),
@@ -68,7 +70,9 @@ FIELDS = {"InstancesClient": ("instance", "instances"), "DisksClient": ("disk", 
           "AddressesClient": ("address", "addresses"), "GlobalAddressesClient": ("address", None),
           "ResourcePoliciesClient": ("resource_policy", "resource_policies"), "RoutersClient": ("router", "routers"),
           "FirewallsClient": ("firewall", None), "SubnetworksClient": ("subnetwork", "subnetworks"),
-          "NetworksClient": ("network", None)}
+          "NetworksClient": ("network", None),
+          "InstanceGroupManagersClient": ("instance_group_manager", "instance_group_managers"),
+          "InstanceTemplatesClient": ("instance_template", None)}
 _ACCEL = {v: k for k, v in ACCELERATORS.items()}
 
 # Regional GPU quota metrics per catalog GPU (Compute Engine quota metric names; spot and
@@ -377,6 +381,24 @@ class GcpApi:
                                                              resource_policy=name).result(timeout=300)
             except gx.NotFound:
                 pass
+
+    def resize_request(self, zone: str, group: str, name: str) -> tuple[str, str | None]:
+        """A resize request's state, and its error as ``<code>: <message>`` (``status.error`` or
+        its last attempt's; InstanceGroupManagerResizeRequest, compute/docs/reference/rest/v1/
+        instanceGroupManagerResizeRequests)."""
+        try:
+            r = self.client("InstanceGroupManagerResizeRequestsClient").get(
+                project=self.project, zone=zone, instance_group_manager=group, resize_request=name)
+        except gx.GoogleAPICallError as e:
+            raise Exception(_stated(e)) from None
+        errors = list(r.status.error.errors) or list(r.status.last_attempt.error.errors)
+        return r.state, (f"{errors[0].code}: {errors[0].message}" if errors else None)
+
+    def managed_instance_names(self, zone: str, group: str) -> list[str]:
+        """The names of a managed instance group's VMs (listManagedInstances)."""
+        pages = self.client("InstanceGroupManagersClient").list_managed_instances(
+            project=self.project, zone=zone, instance_group_manager=group)
+        return [_last(m.instance) for m in pages]
 
     def instances_named(self, zone: str, names: list[str]) -> list[dict]:
         """The VMs of ``zone`` among ``names``: name, id, first private and public address."""

@@ -32,6 +32,8 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpufleet.clouds import bootstrap
+from gpufleet.clouds.gcp import flexstart
+from gpufleet.clouds.gcp.flexstart import FlexNodes
 from gpufleet.clouds.gcp.nodes import BulkInstances, placement_policy
 from gpufleet.clouds.gcp.rules import (
     ACCELERATORS,
@@ -178,6 +180,7 @@ class PoolArgs:
     bucket: pulumi.Input[str] | None = None  # the stack's bucket: the nodes configure themselves from it
     project: str | None = None  # None: the credentials' own (as the provider's)
     reservation: str | None = None  # a specific reservation the VMs consume (name or projects/P/reservations/N)
+    flex_start: tuple[int, int] | None = None  # (run, wait) seconds: DWS provisions the VMs (clouds.gcp.flexstart)
 
 
 def scheduling(spot: bool) -> dict:
@@ -272,13 +275,15 @@ class GpuNodePool(pulumi.ComponentResource):
                     tier="ZONAL", file_shares={"name": "data", "capacity_gb": STORAGE.nfs(st)},
                     networks=[{"network": args.network_id, "modes": ["MODE_IPV4"]}], labels=args.labels, opts=child))
 
-        # all the pool's VMs in one request (per placement policy), all of them or none (clouds.gcp.nodes)
-        self.nodes = BulkInstances(
-            f"{name}-nodes", project=args.project, region=args.region, zone=args.zone,
-            names=[gcp_name(args.cluster, args.pool, str(i)) for i in range(args.nodes)],
-            properties=instance_properties(args, nics, metadata, service_account),
-            policies=policies, subnet_id=args.subnet_id, public=args.public_ip,
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True))
+        if args.flex_start:
+            self.nodes = _flex_start_nodes(name, args, metadata, service_account, child)
+        else:  # all the pool's VMs in one request (per placement policy), all of them or none (clouds.gcp.nodes)
+            self.nodes = BulkInstances(
+                f"{name}-nodes", project=args.project, region=args.region, zone=args.zone,
+                names=[gcp_name(args.cluster, args.pool, str(i)) for i in range(args.nodes)],
+                properties=instance_properties(args, nics, metadata, service_account),
+                policies=policies, subnet_id=args.subnet_id, public=args.public_ip,
+                opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True))
         self.node_ids, self.private_ips = self.nodes.node_ids, self.nodes.private_ips
         self.public_ips = self.nodes.public_ips if args.public_ip else None
         ips = self.public_ips if args.public_ip else self.private_ips
@@ -286,6 +291,41 @@ class GpuNodePool(pulumi.ComponentResource):
         self.register_outputs({"node_ids": self.node_ids, "private_ips": self.private_ips,
                                "ssh_endpoint": self.ssh_endpoint,
                                **({"public_ips": self.public_ips} if self.public_ips is not None else {})})
+
+
+def _flex_start_nodes(name: str, args: PoolArgs, metadata: dict, service_account: dict | None, child) -> FlexNodes:
+    """The pool on flex-start VMs: template, group at size 0, one resize request for every VM, and
+    the reader that waits for them (clouds.gcp.flexstart)."""
+    run_s, wait_s = args.flex_start
+    desc = describe(args.labels)  # the group and the template carry no labels: reap finds them by description
+    nics = [{"subnetwork": args.subnet_id, "nic_type": "GVNIC", **({"access_configs": [{}]} if args.public_ip else {})}]
+    nics += [{"subnetwork": s, "nic_type": "GVNIC"} for s in args.gpu_subnet_ids]
+    template = gcp.compute.InstanceTemplate(
+        f"{name}-flex", name_prefix=gcp_name(args.cluster, args.pool)[:33] + "-", description=desc,
+        machine_type=args.machine_type, labels=args.labels,
+        disks=[{"source_image": args.image, "boot": True, "auto_delete": True, "disk_type": "pd-balanced",
+                "disk_size_gb": args.root_disk_gb, "labels": args.labels}],
+        network_interfaces=nics, scheduling=flexstart.scheduling(run_s),
+        reservation_affinity={"type": "NO_RESERVATION"},  # flex-start VMs consume no reservation
+        guest_accelerators=[{"type": ACCELERATORS[args.gpu], "count": args.gpu_count}]
+        if args.gpu_attach == "separate" else None,
+        tags=[gcp_name(args.cluster), gcp_name(args.cluster, args.pool)], metadata=metadata,
+        service_account=service_account,
+        shielded_instance_config={"enable_secure_boot": False, "enable_vtpm": True, "enable_integrity_monitoring": True},
+        opts=child)
+    group = gcp.compute.InstanceGroupManager(
+        f"{name}-group", name=gcp_name(args.cluster, args.pool), zone=args.zone, description=desc,
+        base_instance_name=gcp_name(args.cluster, args.pool)[:54],
+        versions=[{"instance_template": template.self_link_unique}],
+        instance_lifecycle_policy={"default_action_on_failure": "DO_NOTHING"}, wait_for_instances=False,
+        # the resize request sets the group's size; Pulumi must not set it back
+        opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(ignore_changes=["targetSize"])))
+    request = gcp.compute.ResizeRequest(
+        f"{name}-request", name=gcp_name(args.cluster, args.pool, "flex"), zone=args.zone,
+        instance_group_manager=group.name, description=desc, resize_by=args.nodes,
+        requested_run_duration={"seconds": str(run_s)}, opts=child)
+    return FlexNodes(f"{name}-nodes", project=args.project, zone=args.zone, group=group.name, request=request.name,
+                     nodes=args.nodes, wait_s=wait_s, subnet_id=args.subnet_id, public=args.public_ip, opts=child)
 
 
 def _managed_lustre(name: str, args: PoolArgs, st: StorageArgs, i: int, child):

@@ -10,6 +10,7 @@ PSA_PLACEHOLDER = "192.168.240.0"  # stands for the private services range GCP a
 
 COLUMNS = {
     "gcp:gpufleet:BulkInstances": ["zone"],  # the rest: the summary
+    "gcp:compute/resizeRequest:ResizeRequest": ["resizeBy", "requestedRunDuration"],
     "gcp:compute/subnetwork:Subnetwork": ["ipCidrRange", "region"],
     "gcp:compute/firewall:Firewall": ["sourceRanges"],
     "gcp:compute/network:Network": ["mtu"],
@@ -24,6 +25,15 @@ def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> N
         state.update(node_ids=[str(int(hashlib.sha1(n.encode()).hexdigest()[:15], 16)) for n in names],
                      private_ips=[ctx.address(inputs.get("subnet_id"), i) for i in range(len(names))],
                      public_ips=[f"203.0.113.{i % 240 + 10}" for i in range(len(names))] if inputs.get("public") else None)
+    elif typ == "gcp:gpufleet:FlexNodes":  # clouds.gcp.flexstart: the group's VMs once DWS provisioned them
+        n = int(inputs["nodes"])
+        state.update(node_ids=[str(int(hashlib.sha1(f"{name}-{i}".encode()).hexdigest()[:15], 16)) for i in range(n)],
+                     private_ips=[ctx.address(inputs.get("subnet_id"), i) for i in range(n)],
+                     public_ips=[f"203.0.113.{i % 240 + 10}" for i in range(n)] if inputs.get("public") else None)
+    elif typ == "gcp:compute/instanceTemplate:InstanceTemplate":  # named from its prefix, as GCP names it
+        state["name"] = inputs["namePrefix"] + rid[:26]
+        state["selfLinkUnique"] = f"projects/{inputs.get('project') or 'gpufleet-plan'}/global/instanceTemplates/" \
+                                  f"{state['name']}?uniqueId={int(rid[:15], 16)}"
     elif typ == "gcp:serviceaccount/account:Account":
         state["email"] = f"{inputs['accountId']}@{inputs.get('project') or 'gpufleet-plan'}.iam.gserviceaccount.com"
     elif typ == "gcp:compute/globalAddress:GlobalAddress" and not inputs.get("address"):
@@ -44,4 +54,7 @@ def summary(typ: str, inputs: dict) -> list[str]:
                 f"compact-policies={len(inputs.get('policies') or [])}",
                 f"provisioning={(props.get('scheduling') or {}).get('provisioningModel')}",
                 f"nics={len(props.get('networkInterfaces') or [])}"]
+    if typ == "gcp:gpufleet:FlexNodes":
+        return [f"x{inputs.get('nodes')}", "all-or-nothing=True", "provisioning=FLEX_START",
+                f"waits={int(inputs.get('wait_s') or 0) // 60}min"]
     return []

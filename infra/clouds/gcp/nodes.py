@@ -5,14 +5,15 @@ ordinary VM: a managed instance group's bulk mode "is only supported with instan
 specify either a reservation-bound or flex-start provisioning model" (compute/docs/instance-groups/
 bulk-create-instances-in-mig, read 2026-11), and resize requests are the flex-start path. So
 ``BulkInstances`` is a Pulumi dynamic resource that calls ``bulkInsert`` with ``count`` and
-``minCount`` both the group's size and the VMs' names in ``perInstanceProperties``: "If the
-minimum count ... cannot be created, then none of the instances are created"
-(https://cloud.google.com/compute/docs/reference/rest/v1/instances/bulkInsert,
-BulkInsertInstanceResource ``minCount``). A pool larger than one compact placement policy holds
-(``rules.MAX_COMPACT_VMS``) is one call per policy. The compact placement policies are made here
-too, each just before its VMs (``resourcePolicies.insert``), so that a pool is the same few Pulumi
-resources at 2 or 1,000 nodes; when a later call is refused, the VMs and policies of the earlier
-ones are deleted before the error is raised, so the pool exists whole or not at all.
+``minCount`` both the group's size and the VMs' names in ``perInstanceProperties``: "If
+minCount instances cannot be created, then no instances will be created and instances already
+created will be deleted" (BulkInsertInstanceResource ``minCount``,
+https://cloud.google.com/compute/docs/reference/rest/v1/instances/bulkInsert). A pool larger than
+one compact placement policy holds (``rules.MAX_COMPACT_VMS``) is one call per policy. The
+compact placement policies are made here too, each just before its VMs
+(``resourcePolicies.insert``), so that a pool is the same few Pulumi resources at 2 or 1,000
+nodes; when a later call is refused, the VMs and policies of the earlier ones are deleted before
+the error is raised, so the pool exists whole or not at all.
 
 The refusal is raised as ``<code>: <message>`` from the operation's error (Operation ``error.errors[]``),
 so ``refusals`` classifies it like any other. Reading lists the VMs by name; deleting deletes them,

@@ -59,6 +59,8 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
             ssh_user=stack.access.user, public_key=stack.access.public_key, spot=p.pool.spot,
             public_ip=p.pool.public_ip, root_disk_gb=p.pool.root_disk_gb,
             storage=[StorageArgs.of(s) for s in p.pool.storage], project=ctx.settings["gcp"]["project"],
-            reservation=p.reservation.id if p.reservation else None), opts=popts)
+            reservation=p.reservation.id if p.reservation else None,
+            flex_start=(round(p.pool.flex_start.run_hours * 3600), p.pool.flex_start.wait_minutes * 60)
+            if p.pool.flex_start else None), opts=popts)
         out[p.name] = ctx.export(p, region, zone, comp)
     return out

@@ -22,6 +22,7 @@ QUOTA_ERRORS = "https://cloud.google.com/docs/quotas/troubleshoot"
 ALLOCATION_QUOTAS = "https://cloud.google.com/compute/resource-usage"
 CORE_ERRORS = "https://cloud.google.com/resource-manager/docs/core_errors"
 OAUTH_ERRORS = "https://datatracker.ietf.org/doc/html/rfc6749#section-5.2"
+FLEX_START = "https://cloud.google.com/compute/docs/instances/about-flex-start-vms"
 
 
 _rule = RefusalRule.of
@@ -43,6 +44,10 @@ RULES = (
     _rule("ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
           r"\bZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS\b|VM instance .*is currently unavailable in the [\w-]+ zone",
           "zone", "capacity", AVAILABILITY),
+    # a flex-start pool's resize request still unprovisioned after the pool's wait (clouds.gcp.flexstart,
+    # gpufleet's own words): DWS found no capacity there in time, "If resources aren't available, then
+    # the VM creation request fails" (About Flex-start VMs)
+    _rule("FLEX_START_NOT_PROVISIONED", r"\bFLEX_START_NOT_PROVISIONED\b", "zone", "capacity", FLEX_START),
     # "The zone 'projects/P/zones/Z' does not have enough resources available to fulfill the request."
     _rule("ZONE_RESOURCE_POOL_EXHAUSTED",
           r"\bZONE_RESOURCE_POOL_EXHAUSTED\b|does not have enough resources available to fulfill the request",

@@ -76,6 +76,11 @@ NAME_RULES = {
     "gcp:storage/bucketIAMMember:BucketIAMMember": None,  # a binding, not a named resource
     "gcp:serviceaccount/account:Account": NameRule("accountId", 30, r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$",
                                                    "cloud.google.com/iam/docs/service-accounts-create (2026)"),
+    # an instance template is immutable: a changed one is a new template beside the old, named from a prefix
+    "gcp:compute/instanceTemplate:InstanceTemplate": NameRule(
+        "namePrefix", 37, r"^[a-z][-a-z0-9]*$",
+        "registry.terraform.io/providers/hashicorp/google/latest/docs/resources/compute_instance_template (2026)"),
+    "gcp:compute/resizeRequest:ResizeRequest": NameRule("name", NAME_LIMIT, NAME_PATTERN, NAMES),
     "gcp:storage/bucket:Bucket": NameRule("name", 63, r"^[a-z0-9][-a-z0-9_.]{1,61}[a-z0-9]$",
                                           "cloud.google.com/storage/docs/buckets#naming (2026)"),
 }
@@ -133,7 +138,20 @@ def check_pool(stack, pool, instance) -> list[Problem]:
     out += storage_problems(pool, instance, STORAGE) + existing_network_problems(pool)
     if instance.gpu_attach == "separate" and instance.gpu not in ACCELERATORS:
         out.append(Problem(("instance_type",), f"no GCP accelerator type is known for {instance.gpu}"))
+    if pool.flex_start and not flex_start_takes(instance.name):
+        out.append(Problem(("flex_start",), f"flex-start provisions accelerator-optimized machines, not {instance.name}",
+                           f"use a machine of the {', '.join(s.upper() for s in FLEX_START_SERIES)} series (A4X and "
+                           "G4 excepted), or drop flex_start"))
     return out
+
+
+# "Flex-start VMs support all accelerator-optimized machine types (except A4X and G4)" (About
+# Flex-start VMs, compute/docs/instances/about-flex-start-vms, read 2026-11): A4, A3, A2 and G2
+FLEX_START_SERIES = ("a4", "a3", "a2", "g2")
+
+
+def flex_start_takes(machine_type: str) -> bool:
+    return machine_type.split("-", 1)[0] in FLEX_START_SERIES
 
 
 def region_subnets(region: str) -> list[tuple[str, int]]:
