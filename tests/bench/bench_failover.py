@@ -6,8 +6,8 @@ program under 1 s per attempt; the plan under 10 s and 1 GiB; the resources of a
 of its node count. Measured in one process, in one run: the places of every pool (what `plan`
 and `up` compute once), one attempt's program rendered under Pulumi's mocks after a refusal
 moved one pool (`plan` runs the same program; `up` hands it to Pulumi), and the resources a pool
-registers at 2 and at 1,000 nodes (an AWS pool, a GCP pool and a GCP flex-start pool). Each time is also given as a ratio to the same run's
-rendering of the stack without failover.
+registers at 2 and at 1,000 nodes (an AWS pool, a GCP pool and a GCP flex-start pool). Each time
+is also given as a ratio to the same run's rendering of the stack without failover.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import time
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
-from gpufleet.clouds.gcp.sdk import load
+from gpufleet.clouds.gcp.nodes import api_for, outputs
 
 KIND = "gcp:gpufleet:FlexNodes"  # how `plan` routes it to the GCP mocks
 NOT_PROVISIONED = "FLEX_START_NOT_PROVISIONED"
@@ -41,7 +41,7 @@ def scheduling(run_s: int) -> dict:
 
 def read_nodes(props: dict, api=None, *, wait_s: float | None = None, clock=time.monotonic, sleep=time.sleep) -> dict:
     """The pool's VMs once DWS has provisioned them all, in the order of their names."""
-    api = api or _api(props)
+    api = api or api_for(props)
     wait_s = props["wait_s"] if wait_s is None else wait_s
     deadline = clock() + wait_s
     while True:
@@ -58,13 +58,7 @@ def read_nodes(props: dict, api=None, *, wait_s: float | None = None, clock=time
     if len(names) < props["nodes"]:
         raise Exception(f"{NOT_PROVISIONED}: group {props['group']} holds {len(names)} of {props['nodes']} VMs")
     found = {n["name"]: n for n in api.instances_named(props["zone"], names)}
-    nodes = [found[n] for n in names if n in found]
-    return {"node_ids": [n["id"] for n in nodes], "private_ips": [n["private_ip"] for n in nodes],
-            "public_ips": [n["public_ip"] for n in nodes] if props.get("public") else None}
-
-
-def _api(props: dict):
-    return load("api").GcpApi(project=props.get("project"))  # plan needs no google-cloud-compute: loaded here
+    return outputs([found[n] for n in names if n in found], public=props.get("public"))
 
 
 class FlexNodesProvider(ResourceProvider):

@@ -57,7 +57,7 @@ def request(names: list[str], properties: dict, policy: dict | None) -> dict:
 def create_nodes(props: dict, api=None) -> dict:
     """Every group's VMs, or none: a refused group's error, after the earlier groups' VMs and
     every policy made for them are deleted."""
-    api = api or _api(props)
+    api = api or api_for(props)
     made: list[str] = []
     policies: list[str] = []
     for names, policy in groups(props["names"], props.get("policies") or []):
@@ -75,15 +75,19 @@ def create_nodes(props: dict, api=None) -> dict:
 
 def read_nodes(props: dict, api=None) -> dict:
     """The pool's VMs as outputs, in the order of their names."""
-    api = api or _api(props)
+    api = api or api_for(props)
     found = {n["name"]: n for n in api.instances_named(props["zone"], props["names"])}
     missing = [n for n in props["names"] if n not in found]
     if missing:
         raise Exception(f"{len(missing)} of {len(props['names'])} VMs of the pool are not in {props['zone']} "
                         f"(first: {missing[0]}); see `gcloud compute instances list`")
-    nodes = [found[n] for n in props["names"]]
-    return {"node_ids": [n["id"] for n in nodes], "private_ips": [n["private_ip"] for n in nodes],
-            "public_ips": [n["public_ip"] for n in nodes] if props.get("public") else None}
+    return outputs([found[n] for n in props["names"]], public=props.get("public"))
+
+
+def outputs(vms: list[dict], *, public: bool) -> dict:
+    """A pool's VMs (``GcpApi.instances_named``) as its outputs, in their order."""
+    return {"node_ids": [n["id"] for n in vms], "private_ips": [n["private_ip"] for n in vms],
+            "public_ips": [n["public_ip"] for n in vms] if public else None}
 
 
 def _remove(api, props: dict, names: list[str], policies: list[str]) -> None:
@@ -94,7 +98,7 @@ def _remove(api, props: dict, names: list[str], policies: list[str]) -> None:
         api.delete_placement_policies(props["region"], policies)
 
 
-def _api(props: dict):
+def api_for(props: dict):
     return load("api").GcpApi(project=props.get("project"))  # plan needs no google-cloud-compute: loaded here
 
 
@@ -117,7 +121,7 @@ class BulkInstancesProvider(ResourceProvider):
         return UpdateResult(outs={**news, **read_nodes(news)})
 
     def delete(self, id_: str, props: dict) -> None:
-        _remove(_api(props), props, props["names"], [p["name"] for p in props.get("policies") or []])
+        _remove(api_for(props), props, props["names"], [p["name"] for p in props.get("policies") or []])
 
 
 class BulkInstances(Resource):
