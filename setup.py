@@ -4,4 +4,5 @@ than listed, so that a new one cannot be left out of the wheel. Everything else 
 
 from setuptools import find_packages, setup
 
-setup(packages=["gpufleet", *(f"gpufleet.{p}" for p in find_packages("infra")), "gpufleet.cli", "gpufleet.states"])
+setup(packages=["gpufleet", *(f"gpufleet.{p}" for p in find_packages("infra")), "gpufleet.cli", "gpufleet.states",
+                "gpufleet.images"])

@@ -15,6 +15,7 @@ from gpufleet.cli import capacity as capacity_cmd
 from gpufleet.cli import catalog as catalog_cmd
 from gpufleet.cli import cluster as cluster_cmd
 from gpufleet.cli import compare as compare_cmd
+from gpufleet.cli import image as image_cmd
 from gpufleet.cli import lifecycle as lifecycle_cmd
 from gpufleet.cli import plan as plan_cmd
 from gpufleet.cli import report as report_cmd
@@ -88,6 +89,7 @@ app.command("check", help=lifecycle_cmd.CHECK_HELP)(lifecycle_cmd.check)
 app.add_typer(catalog_cmd.app, name="catalog", help="List the GPU catalog: GPUs, instance types, prices, workloads.")
 app.add_typer(lifecycle_cmd.registry_app, name="registry")
 app.add_typer(capacity_cmd.app, name="capacity")
+app.add_typer(image_cmd.app, name="image")
 
 
 def main() -> None:

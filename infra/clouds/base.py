@@ -285,6 +285,11 @@ class Cloud(Provider, Protocol):
     # {"disk": {disk type: $ per GB-month}, "fixed": {kind: $ per hour}}
     leftover_prices: Mapping[str, Mapping[str, float]]
 
+    image_template: str  # its Packer template under images/ (a golden image of a pool)
+
+    def image_vars(self, pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict) -> dict:
+        """The variables of ``image_template`` for a golden image of ``pool``."""
+
     def check_reservation(self, reservation) -> list[Problem]:
         """What is wrong with a reservation a pool names on this cloud (``spec.Reservation``; keys
         inside it): the id's form, its zone, what this cloud sells."""

@@ -13,6 +13,11 @@ node's user data, and the node runs it at boot and from a systemd timer every mi
 5. write ``status/<pool>/<writer>.json``: node id, pool, generation, tree hash, ok, failed states
    with their comments, changed count, duration, facts (GPU, driver, kernel) and the log path.
 
+A node booted from a golden image (``IMAGE``, written by ``node_bake.py`` on the image builder)
+whose state tree and baked formulas' pillar are the pool's applies only the pool's
+``node_states`` (mounts, fabric addressing) and is ready in minutes; from a stale image it applies
+everything, and its status says why the image is stale.
+
 The bucket is S3 (SigV4-signed requests with the instance role's credentials), GCS (JSON API
 with the metadata server's token) or Azure Blob (REST with the managed identity's token). On
 AWS the status key is the caller's ``aws:userid`` (role id:instance id), the only key the
@@ -61,6 +66,9 @@ DPKG_LOCK_WAIT_S = 600
 # (node_base blacklists nouveau and rebuilds the initramfs); the agent reboots once per generation
 NOUVEAU = "/sys/module/nouveau"
 REBOOT = ("systemctl", "reboot")
+# a golden image says what it was baked from (node_bake.py); a node booting from one whose tree and
+# baked formulas' pillar are the pool's applies only the pool's node_states
+IMAGE = "/etc/gpufleet/image.json"
 
 
 class AgentError(Exception):
@@ -379,6 +387,46 @@ def _read_json(path):
         return None
 
 
+def baked_key(tree, states, pillar):
+    """What an image baked ``states`` of ``tree`` with ``pillar`` holds: one digest for both."""
+    formulas = sorted({s.split(".")[0] for s in states})
+    doc = {"tree": tree, "pillar": {f: pillar.get(f) for f in formulas}}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def image_match(image, current):
+    """(the node may apply only its node states, why not): an image baked from the pool's tree
+    with the same pillar for every formula the pool applies but its node states."""
+    if not image:
+        return False, "not a gpufleet image"
+    baked = [s for s in current["states"] if s not in current.get("node_states", [])]
+    missing = sorted(set(baked) - set(image.get("states", [])))
+    if image.get("tree") != current["tree"]:
+        return False, f"baked from state tree {str(image.get('tree'))[:12]}, the pool's is {current['tree'][:12]}"
+    if missing:
+        return False, f"formulas not baked: {', '.join(missing)}"
+    if image.get("key") != baked_key(current["tree"], image["states"], current["pillar"]):
+        return False, "the pool's settings for the baked formulas differ from the image's (versions, options)"
+    return True, ""
+
+
+def unpack(archive, sha):
+    """The state tree of an archive whose SHA-256 is ``sha``, unpacked once under STATE_DIR."""
+    digest = hashlib.sha256(archive).hexdigest()
+    if digest != sha:
+        raise AgentError(f"the state tree archive's SHA-256 is {digest}, not {sha}: refused")
+    tree = f"{STATE_DIR}/tree/{digest}"
+    if not os.path.isdir(tree):
+        os.makedirs(tree + ".part", exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            for m in tar.getmembers():
+                if m.name.startswith(("/", "..")) or ".." in m.name.split("/") or not (m.isfile() or m.isdir()):
+                    raise AgentError(f"the state tree archive holds {m.name!r}: refused")
+            tar.extractall(tree + ".part")
+        os.rename(tree + ".part", tree)
+    return tree
+
+
 def _run(cfg, force):
     store = STORES[cfg["cloud"]](cfg)
     nid = node_id(cfg)
@@ -401,25 +449,22 @@ def _run(cfg, force):
         attempt = applied.get("attempt", 0) + 1 if again else 1
         status.update(attempt=attempt, attempts=ATTEMPTS)
         record = {"generation": current["generation"], "ok": False, "tree": None, "attempt": attempt}
-        archive = store.get(f"tree/{current['tree']}.tar.gz")
-        digest = hashlib.sha256(archive).hexdigest()
-        if digest != current["tree"]:
-            raise AgentError(f"the state tree archive's SHA-256 is {digest}, not {current['tree']}: refused")
-        tree = f"{STATE_DIR}/tree/{digest}"
-        if not os.path.isdir(tree):
-            os.makedirs(tree + ".part", exist_ok=True)
-            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-                for m in tar.getmembers():
-                    if m.name.startswith(("/", "..")) or ".." in m.name.split("/") or not (m.isfile() or m.isdir()):
-                        raise AgentError(f"the state tree archive holds {m.name!r}: refused")
-                tar.extractall(tree + ".part")
-            os.rename(tree + ".part", tree)
+        tree = unpack(store.get(f"tree/{current['tree']}.tar.gz"), current["tree"])
         salt_call = ensure_salt(cfg["salt"])
         gpu = has_nvidia_gpu()
         if gpu:
             states, rehearse = current["states"], []
         else:  # the GPU formulas are rehearsed (test=True) on a node without an NVIDIA GPU
             states, rehearse = current["without_gpu"]["apply"], current["without_gpu"]["rehearse"]
+        image = _read_json(IMAGE)
+        current_image, why = image_match(image, current)
+        if image:
+            status["image"] = {"base": image.get("base_image"), "built_at": image.get("built_at"),
+                               "current": current_image, "stale": why or None}
+        if current_image:  # what the image holds is the pool's: only what is this node's own
+            keep = current.get("node_states", [])
+            states = [s for s in states if s.split(".")[0] in keep]
+            rehearse = [s for s in rehearse if s.split(".")[0] in keep]
         ok, changed, failed, _ = apply(salt_call, tree, current["pillar"], states, False, f"{STATE_DIR}/salt")
         if rehearse:
             ok2, _, failed2, _ = apply(salt_call, tree, current["pillar"], rehearse, True, f"{STATE_DIR}/salt")

@@ -5,3 +5,6 @@ FORMULAS = ("node_base", "nvidia_driver", "cuda", "nccl", "container_runtime", "
             "nfs_client", "frameworks", "monitoring", "verify_tools")
 # What needs a GPU to be installed for real; on a host without one these run with test=True.
 GPU_STATES = ("nvidia_driver", "cuda", "nccl", "container_runtime", "monitoring.dcgm", "verify_tools")
+# What a node booted from a current golden image still applies: what is its own (mounts of its
+# cluster's file systems, its fabric's addressing); every other formula is in the image.
+NODE_STATES = ("fabric", "lustre_client", "nfs_client")

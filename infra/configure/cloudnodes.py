@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.clouds import cloud
+from gpufleet.configure import NODE_STATES, saltrun
 from gpufleet.configure import pillar as pillarmod
-from gpufleet.configure import saltrun
 
 READERS = 16  # status objects read at once
 WAIT_S = 1800  # default: a fresh GPU node takes 10-20 minutes for driver, CUDA and frameworks
@@ -75,7 +75,8 @@ def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | No
     pil = pillarmod.build(stack, pool, cluster=cluster, gpu=gpu, gpu_count=count)
     states = pil["gpufleet"]["states"]
     real, rehearse = pillarmod.split_for_host(states, has_gpu=False)
-    doc = {"tree": tree, "states": states, "without_gpu": {"apply": real, "rehearse": rehearse}, "pillar": pil}
+    doc = {"tree": tree, "states": states, "without_gpu": {"apply": real, "rehearse": rehearse}, "pillar": pil,
+           "node_states": [s for s in states if s in NODE_STATES]}  # all a node from a current image applies
     if forced:
         doc["forced"] = forced
     if verify:

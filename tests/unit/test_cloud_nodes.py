@@ -7,6 +7,8 @@ import datetime as dt
 import gzip
 import json
 import os
+import subprocess
+import sys
 import textwrap
 import time
 
@@ -118,7 +120,14 @@ TREE = {"hello/init.sls": textwrap.dedent("""\
         - name: {{ pillar['out'] }}/hello.txt
         - contents: {{ pillar['words'] }}
         - makedirs: True
-    """), "broken/init.sls": "broken-cmd-run:\n  cmd.run:\n    - name: exit 3\n"}
+    """), "broken/init.sls": "broken-cmd-run:\n  cmd.run:\n    - name: exit 3\n",
+        "mount/init.sls": textwrap.dedent("""\
+    mount-file-managed:
+      file.managed:
+        - name: {{ pillar['out'] }}/mount.txt
+        - contents: mounted
+        - makedirs: True
+    """)}
 
 
 @pytest.fixture
@@ -149,9 +158,11 @@ def bucket(aws, tmp_path, monkeypatch):
             "role_id": role["RoleId"]}
 
 
-def _document(b, states, words="hi", tree=None):
+def _document(b, states, words="hi", tree=None, node_states=None):
     doc = {"tree": tree or b["sha"], "states": states, "without_gpu": {"apply": states, "rehearse": []},
-           "pillar": {"out": str(b["out"]), "words": words}}
+           "pillar": {"out": str(b["out"]), "words": words, "hello": {"words": words}}}
+    if node_states is not None:
+        doc["node_states"] = node_states
     doc["generation"] = cloudnodes.hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
     return doc
 
@@ -863,3 +874,75 @@ def test_a_node_with_nouveau_bound_reboots_once_and_is_ok_only_after(bucket, mon
         rebooted.unlink(missing_ok=True)
     status = json.loads(b["store"].get(b["store"].list("status/")[0][0][0]))
     assert not status["ok"] and "nouveau is still bound after the reboot" in status["failed"][0]["comment"]
+
+
+# --- golden images: the bake mode, then nodes booting from the image ---------------------------
+
+def _bake(b, tmp_path, doc, states):
+    """node_bake.py as an image builder runs it: beside the agent in a bundle, on a root holding a
+    builder's identity; the image record it writes."""
+    bundle, root = tmp_path / "bundle", tmp_path / "builder"
+    bundle.mkdir()
+    for f in ("node_agent.py", "node_bake.py"):
+        (bundle / f).write_text((ROOT / "infra" / "clouds" / f).read_text())
+    (bundle / "tree.tar.gz").write_bytes(b["archive"])
+    (bundle / "bake.json").write_text(json.dumps({
+        "archive": "tree.tar.gz", "tree": b["sha"], "states": states, "pillar": doc["pillar"], "salt": b["cfg"]["salt"],
+        "software": {"driver": "570"}, "base_image": "ubuntu-22.04"}))
+    (root / "etc" / "ssh").mkdir(parents=True)
+    (root / "etc" / "ssh" / "ssh_host_ed25519_key").write_text("builder's key")
+    (root / "etc" / "machine-id").write_text("0123456789abcdef\n")
+    (root / "var" / "lib" / "cloud" / "instances" / "i-builder").mkdir(parents=True)
+    r = subprocess.run([sys.executable, str(bundle / "node_bake.py"), str(bundle / "bake.json"), "--root", str(root),
+                        "--state", str(tmp_path / "builder-state")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not (root / "etc" / "ssh" / "ssh_host_ed25519_key").exists()
+    assert (root / "etc" / "machine-id").read_text() == "" and not (root / "var/lib/cloud/instances").exists()
+    assert not (tmp_path / "builder-state" / "salt").exists()  # Salt's work files go too
+    return root / "etc" / "gpufleet" / "image.json"
+
+
+def _status(b) -> dict:
+    (key,) = [k for k, _ in b["store"].list("status/")[0]]
+    return json.loads(b["store"].get(key))
+
+
+def test_a_node_from_a_current_image_applies_only_its_node_states_and_from_a_stale_one_everything(
+        bucket, monkeypatch, tmp_path):
+    b = bucket
+    doc = _document(b, ["hello", "mount"], node_states=["mount"])
+    image_json = _bake(b, tmp_path, doc, ["hello"])
+    image = json.loads(image_json.read_text())
+    assert (b["out"] / "hello.txt").read_text() == "hi\n"  # the builder applied the baked formula
+    assert image["tree"] == b["sha"] and image["states"] == ["hello"] and image["base_image"] == "ubuntu-22.04"
+    (b["out"] / "hello.txt").unlink()  # the node below has only what the image holds: nothing there to find
+    monkeypatch.setattr(node_agent, "IMAGE", str(image_json))
+    cloudnodes.publish(b["store"], {"gpu": doc}, b["archive"], b["sha"])
+    with monkeypatch.context() as m:
+        _as_node(b, m)
+        assert node_agent.run(b["cfg"]) == 0
+    assert (b["out"] / "mount.txt").exists() and not (b["out"] / "hello.txt").exists()  # node states only
+    st = _status(b)
+    assert st["ok"] and st["changed"] == 1 and st["image"]["current"] is True and st["image"]["stale"] is None
+
+    # the pool's settings for the baked formula change: the image is stale, the node applies everything
+    newer = _document(b, ["hello", "mount"], words="bye", node_states=["mount"])
+    cloudnodes.publish(b["store"], {"gpu": newer}, b["archive"], b["sha"])
+    with monkeypatch.context() as m:
+        _as_node(b, m)
+        assert node_agent.run(b["cfg"]) == 0
+    assert (b["out"] / "hello.txt").read_text() == "bye\n"
+    st = _status(b)
+    assert st["ok"] and st["image"]["current"] is False and "settings for the baked formulas differ" in st["image"]["stale"]
+
+
+def test_an_image_is_stale_for_another_tree_or_a_formula_it_does_not_hold():
+    image = {"tree": "a" * 64, "states": ["hello"], "key": node_agent.baked_key("a" * 64, ["hello"], {"hello": 1})}
+    doc = {"tree": "a" * 64, "states": ["hello", "mount"], "node_states": ["mount"], "pillar": {"hello": 1}}
+    assert node_agent.image_match(image, doc) == (True, "")
+    assert node_agent.image_match(None, doc) == (False, "not a gpufleet image")
+    assert "state tree aaaaaaaaaaaa" in node_agent.image_match(image, {**doc, "tree": "b" * 64})[1]
+    assert node_agent.image_match(image, {**doc, "states": ["hello", "cuda", "mount"]}) == (
+        False, "formulas not baked: cuda")
+    # a mount's settings are not the image's business: another pool's mounts still match
+    assert node_agent.image_match(image, {**doc, "pillar": {"hello": 1, "mount": "elsewhere"}})[0]

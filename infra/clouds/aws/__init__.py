@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from gpufleet.clouds.aws import mocks, rules
+from gpufleet.clouds.aws import images, mocks, rules
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT, PATTERNS
 from gpufleet.clouds.aws.sdk import load
 
@@ -35,6 +35,8 @@ class Aws:
 
     check_pool = staticmethod(rules.check_pool)
     check_reservation = staticmethod(rules.check_reservation)
+    image_template = images.TEMPLATE
+    image_vars = staticmethod(images.variables)
     pool_fabric = staticmethod(rules.pool_fabric)
     region_subnets = staticmethod(rules.region_subnets)
     pool_subnets = staticmethod(rules.pool_subnets)

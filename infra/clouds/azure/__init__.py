@@ -10,7 +10,7 @@ Modules that import an SDK or Pulumi are loaded through ``sdk``.
 from __future__ import annotations
 
 from gpufleet.clouds.azure import credentials as creds
-from gpufleet.clouds.azure import mocks, rules
+from gpufleet.clouds.azure import images, mocks, rules
 from gpufleet.clouds.azure.errors import CREDENTIAL_HINT, PATTERNS
 from gpufleet.clouds.azure.sdk import load
 
@@ -29,6 +29,8 @@ class Azure:
 
     check_pool = staticmethod(rules.check_pool)
     check_reservation = staticmethod(rules.check_reservation)
+    image_template = images.TEMPLATE
+    image_vars = staticmethod(images.variables)
     pool_fabric = staticmethod(rules.pool_fabric)
     region_subnets = staticmethod(rules.region_subnets)
     pool_subnets = staticmethod(rules.pool_subnets)

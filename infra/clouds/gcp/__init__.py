@@ -11,7 +11,7 @@ through ``sdk``.
 from __future__ import annotations
 
 from gpufleet.clouds.gcp import credentials as creds
-from gpufleet.clouds.gcp import mocks, rules
+from gpufleet.clouds.gcp import images, mocks, rules
 from gpufleet.clouds.gcp.errors import CREDENTIAL_HINT, PATTERNS
 from gpufleet.clouds.gcp.sdk import load
 
@@ -33,6 +33,8 @@ class Gcp:
 
     check_pool = staticmethod(rules.check_pool)
     check_reservation = staticmethod(rules.check_reservation)
+    image_template = images.TEMPLATE
+    image_vars = staticmethod(images.variables)
     pool_fabric = staticmethod(rules.pool_fabric)
     region_subnets = staticmethod(rules.region_subnets)
     pool_subnets = staticmethod(rules.pool_subnets)

@@ -1,0 +1,47 @@
+"""`gpufleet image`: golden machine images of a stack's pools, baked from the same Salt states."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from gpufleet.cli import output
+from gpufleet.cli.output import STATE
+
+app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                  help="Golden machine images of a stack's pools, baked by the nodes' own bootstrap.")
+
+PLAN_HELP = ("Write, for each cloud pool of STACK, what its golden image is built from: a bake bundle (the state "
+             "tree `up` publishes, the bake spec, the node agent and its bake mode) and the variable file of its "
+             "cloud's Packer template under images/ (<pool>.<cloud>.pkrvars.json), with the `packer build` command "
+             "that builds it. A node booting from such an image applies only its node states (mounts, fabric) "
+             "while the image is its pool's; a variable the account must give (GCP project, Azure subscription) is "
+             "named when it could not be read here.")
+
+
+@app.command("plan", help=PLAN_HELP)
+@output.handle_errors
+def plan(
+    stack: Annotated[str, typer.Argument(help="Stack file (YAML).", metavar="STACK")],
+    pool: Annotated[Optional[str], typer.Option("--pool", help="Only this pool.")] = None,
+    out: Annotated[str, typer.Option("--out", help="Where to write the bundles and variable files.")] = "build/images",
+):
+    from pathlib import Path
+
+    from gpufleet import catalog
+    from gpufleet.fleet import image, stacks
+
+    cat = catalog.load(STATE.config)
+    made = image.plan(stacks.load(stack, cat), cat, Path(out), pool=pool)
+    if STATE.json:
+        output.emit_json({"images": [m.to_dict() for m in made]})
+        return
+    output.table("Golden images to build (packer build each; gpufleet records nothing until it is built)",
+                 ["pool", "cloud", "image", "formulas baked", "variables"],
+                 [[m.pool, m.provider, m.name, ", ".join(m.states), m.var_file] for m in made],
+                 optional=("formulas baked", "cloud"), wraps=("formulas baked", "variables"))
+    for m in made:
+        output.console().print(f"{m.pool}: {m.command}")
+        if m.unset:
+            output.warn(f"{m.pool}: set {', '.join(m.unset)} in {m.var_file} (not known here without credentials)")

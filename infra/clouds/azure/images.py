@@ -1,0 +1,27 @@
+"""A golden image of an Azure pool: the Packer template (images/azure.pkr.hcl) and its variables."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from gpufleet.clouds.azure.rules import image_urn
+from gpufleet.clouds.pools import resource_name
+
+TEMPLATE = "azure.pkr.hcl"
+BUILDER = "Standard_D8s_v5"  # no GPU needed to install the packages
+GALLERY_GROUP, GALLERY = "gpufleet-images", "gpufleet"  # one Compute Gallery per subscription
+
+
+def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict) -> dict:
+    """The template's variables for ``pool`` (``settings``: the subscription, when known here);
+    the gallery image version is the build's UTC date and minute (major.minor.patch)."""
+    publisher, offer, sku, _ = image_urn(pool.image)
+    now = dt.datetime.now(dt.timezone.utc)
+    out = {"location": pool.region, "vm_size": BUILDER, "image_publisher": publisher, "image_offer": offer,
+           "image_sku": sku, "gallery_resource_group": GALLERY_GROUP, "gallery_name": GALLERY,
+           "gallery_image_name": resource_name(tags["gpufleet:stack"], tags["gpufleet:pool"], limit=80),
+           "image_version": f"{now.year}.{now.month * 100 + now.day}.{now.hour * 100 + now.minute}",
+           "root_disk_gb": max(pool.root_disk_gb, 100), "bundle_dir": bundle, "tags": tags}
+    if settings.get("subscription") and not settings["subscription"].startswith("00000000"):
+        out["subscription_id"] = settings["subscription"]
+    return out

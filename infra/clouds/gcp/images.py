@@ -1,0 +1,22 @@
+"""A golden image of a GCP pool: the Packer template (images/gcp.pkr.hcl) and its variables."""
+
+from __future__ import annotations
+
+from gpufleet.catalog.images import DEFAULT_IMAGE
+from gpufleet.clouds.gcp.rules import IMAGES, gcp_name
+from gpufleet.clouds.gcp.tags import labels
+
+TEMPLATE = "gcp.pkr.hcl"
+BUILDER = "n2-standard-8"  # no GPU needed to install the packages
+
+
+def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict) -> dict:
+    """The template's variables for ``pool`` (``settings``: the project, when known here)."""
+    project, family = IMAGES[pool.image or DEFAULT_IMAGE]
+    out = {"zone": pool.zone or f"{pool.region}-a", "machine_type": BUILDER, "source_image_project_id": project,
+           "source_image_family": family, "image_name": name,
+           "image_family": gcp_name("gpufleet", tags["gpufleet:stack"], tags["gpufleet:pool"]),
+           "root_disk_gb": max(pool.root_disk_gb, 100), "bundle_dir": bundle, "labels": labels(tags)}
+    if settings.get("project"):
+        out["project_id"] = settings["project"]
+    return out

