@@ -2,6 +2,7 @@
 alone (`pip install gpufleet`, as `make demo` does), then with every extra. The editable install the
 rest of the suite uses hid a wheel without two of its packages (issue 29, item 1)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -47,6 +48,12 @@ def test_the_installed_wheel_runs_every_command_a_newcomer_tries(tmp_path):
                  ["plan", stacks["baremetal-rack"]]):
         r = gpufleet(*args)
         assert r.returncode == 0 and "internal error" not in r.stderr, (args, r.stderr)
+    # the image templates and the bake mode ship in the wheel: the plan points at the installed copies
+    r = gpufleet("--json", "image", "plan", stacks["aws-training"], "--out", str(home / "images"))
+    assert r.returncode == 0, r.stderr
+    (planned,) = json.loads(r.stdout)["images"]
+    assert "site-packages/gpufleet/images/aws.pkr.hcl" in planned["template"] and (home / "images" / "trainers" /
+                                                                                  "bundle" / "node_bake.py").exists()
     for name, extra in CLOUD_STACKS.items():  # no extra: the extra to install, never a crash
         r = gpufleet("plan", stacks[name])
         assert r.returncode == 2 and f"pip install 'gpufleet[{extra or ''}" in r.stderr, (name, r.stderr)
