@@ -45,3 +45,33 @@ def plan(
         output.console().print(f"{m.pool}: {m.command}")
         if m.unset:
             output.warn(f"{m.pool}: set {', '.join(m.unset)} in {m.var_file} (not known here without credentials)")
+
+
+BUILD_HELP = ("Plan each cloud pool's golden image (as `image plan`), then run Packer on it: its progress as it "
+              "comes, and each image built recorded in gpufleet's image manifest, so a pool may boot it as "
+              "`image: gpufleet:<name>`. Needs Packer 1.10 or newer (not installed by gpufleet; GPUFLEET_PACKER "
+              "names another binary): without it, exit 2 with the install hint. Exit 1 when a build fails.")
+
+
+@app.command("build", help=BUILD_HELP)
+@output.handle_errors
+def build(
+    stack: Annotated[str, typer.Argument(help="Stack file (YAML).", metavar="STACK")],
+    pool: Annotated[Optional[str], typer.Option("--pool", help="Only this pool.")] = None,
+    out: Annotated[str, typer.Option("--out", help="Where to write the bundles and variable files.")] = "build/images",
+):
+    from pathlib import Path
+
+    from gpufleet import catalog
+    from gpufleet.fleet import image, stacks
+
+    cat = catalog.load(STATE.config)
+    err = output.console(stderr=True)
+    made = image.build(stacks.load(stack, cat), cat, Path(out), pool=pool,
+                       tell=lambda p, text: err.print(f"[dim]{p}:[/dim] {text}", markup=True, highlight=False))
+    if STATE.json:
+        output.emit_json({"built": [m.to_dict() for m in made]})
+        return
+    output.table("Golden images built (recorded; a pool boots one as image: gpufleet:<name>)",
+                 ["pool", "cloud", "region", "name", "image"],
+                 [[m.pool, m.provider, m.region, m.name, m.id] for m in made], optional=("cloud",))

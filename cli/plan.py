@@ -27,6 +27,13 @@ def plan(
     cl = planner.cluster_for(st, cluster)
     with output.progress("Rendering the Pulumi program under mocks", total=None) as advance:
         result = planner.plan(st, cat, cluster=cl, progress=advance)
+    if any(p.image for p in result.pools):  # is each golden image its pool's? (the tree `up` publishes)
+        from gpufleet.fleet import image
+
+        _, tree = image.current_tree(st, cat)
+        for p in (p for p in result.pools if p.image):
+            p.image["current"] = p.image["tree"] == tree
+            p.image["current_tree"] = tree
     if STATE.json:
         output.emit_json(result.to_dict())
         return
@@ -57,6 +64,7 @@ def render(result) -> None:
                  ["pool", "provider", "region/site", "machine", "nodes", "GPUs", "$/node-h", "$/h", "note"], money_rows,
                  justify={"nodes": "right", "GPUs": "right", "$/node-h": "right", "$/h": "right"},
                  optional=("GPUs", "provider", "$/node-h"), wraps=("note",))
+    render_images(result)
     for p in result.pools:
         if p.failover:
             render_candidates(p.pool, p.failover)
@@ -66,6 +74,19 @@ def render(result) -> None:
     c.print(f"[bold]Total: {output.money(result.usd_per_hour)}/h[/bold]"
             + (f" plus unpriced pools: {', '.join(unpriced)}" if unpriced else "")
             + "; storage, NAT and traffic are not included.")
+
+
+def render_images(result) -> None:
+    """Which golden image each pool boots, and whether it holds the state tree `up` publishes now
+    (a node from a stale one applies every formula at boot, and says so)."""
+    booting = [p for p in result.pools if p.image]
+    if not booting:
+        return
+    for p in booting:
+        i = p.image
+        fresh = "current" if i["current"] else \
+            f"stale: built from state tree {i['tree'][:12]}, now {i['current_tree'][:12]}; nodes apply every formula"
+        output.console().print(f"pool {p.pool} boots golden image {i['name']} ({i['id']}, built {i['built_at']}): {fresh}")
 
 
 def render_candidates(pool: str, failover: dict) -> None:

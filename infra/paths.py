@@ -46,6 +46,12 @@ def prices_path() -> Path:
     return Path(env) if env else data_dir() / "catalog" / "prices.json"
 
 
+def images_path() -> Path:
+    """The manifest of golden images built (``gpufleet image build``): ``$GPUFLEET_IMAGES``, else in the data directory."""
+    env = os.environ.get("GPUFLEET_IMAGES")
+    return Path(env) if env else data_dir() / "images.json"
+
+
 def known_hosts_path(site: str) -> Path:
     """The known_hosts file of one site (rack)."""
     return data_dir() / "known_hosts" / site

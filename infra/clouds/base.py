@@ -290,6 +290,9 @@ class Cloud(Provider, Protocol):
     def image_vars(self, pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict) -> dict:
         """The variables of ``image_template`` for a golden image of ``pool``."""
 
+    def image_artifacts(self, ids: list[str], variables: dict) -> list[tuple[str, str]]:
+        """(region, what the cloud calls the image) of each artifact id a Packer build printed."""
+
     def check_reservation(self, reservation) -> list[Problem]:
         """What is wrong with a reservation a pool names on this cloud (``spec.Reservation``; keys
         inside it): the id's form, its zone, what this cloud sells."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from gpufleet.catalog.images import IMAGES
 from gpufleet.errors import CapacityError
 from gpufleet.spec import Problem
+from gpufleet.state.images import PREFIX as BUILT
 
 
 @dataclass
@@ -179,9 +180,10 @@ def flex_start_elsewhere(pool, cloud_name: str) -> list[Problem]:
 def image_problems(pool, own: str, is_own) -> list:
     """A pool's ``image``: one of gpufleet's names, or the cloud's own reference (``is_own``,
     described as ``own``)."""
-    if pool.image is None or pool.image in IMAGES or is_own(pool.image):
-        return []
-    return [Problem(("image",), f"unknown image {pool.image!r}", f"use one of {', '.join(IMAGES)}, or {own}")]
+    if pool.image is None or pool.image in IMAGES or is_own(pool.image) or pool.image.startswith(BUILT):
+        return []  # a built golden image (gpufleet:<name>) is looked up in the manifest when planned
+    return [Problem(("image",), f"unknown image {pool.image!r}",
+                    f"use one of {', '.join(IMAGES)}, {BUILT}<name> (`gpufleet image build`), or {own}")]
 
 
 def is_multi_node(pool) -> bool:

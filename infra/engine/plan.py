@@ -60,6 +60,7 @@ class PoolCost:
     usd_per_hour: float | None
     note: str = ""
     failover: dict | None = None  # clouds.candidates.Candidates.to_dict(): the places `up` tries, in order
+    image: dict | None = None  # state.images.BuiltImage.to_dict() of the golden image it boots
 
 
 @dataclass
@@ -105,7 +106,8 @@ def pool_costs(lay: Layout, stack, cat) -> list[PoolCost]:
     out = []
     for p in lay.pools:
         out.append(PoolCost(p.name, p.pool.provider, p.pool.region, p.instance.name, p.pool.nodes,
-                            p.pool.nodes * p.instance.gpu_count, p.usd_per_node_hour, p.usd_per_hour, p.price_note))
+                            p.pool.nodes * p.instance.gpu_count, p.usd_per_node_hour, p.usd_per_hour, p.price_note,
+                            image=p.image.to_dict() if p.image else None))
     for p in stack.pools:
         if not p.on_rack:
             continue

@@ -15,7 +15,9 @@ from gpufleet import spec
 from gpufleet.clouds import cloud
 from gpufleet.clouds.tags import Cluster
 from gpufleet.engine.addresses import AddressPlan, address_needs, plan_addresses
+from gpufleet.errors import InputError
 from gpufleet.providers import CLOUDS
+from gpufleet.state.images import PREFIX, BuiltImage, Manifest
 
 
 @dataclass
@@ -29,6 +31,7 @@ class PoolPlan:
     extra_subnets: list[tuple[str, int]] = field(default_factory=list)  # its cloud's pool_subnets
     zones: tuple[str, ...] = ()  # the region's zones offering the instance type, as the catalog knows them
     reservation: object = None  # spec.Reservation the pool launches into (failover placed it there), else None
+    image: object = None  # state.images.BuiltImage the pool boots (its image: gpufleet:<name>), else None
 
     @property
     def name(self) -> str:
@@ -59,8 +62,12 @@ def layout(stack, cat, reserved: dict | None = None) -> Layout:
     addresses = plan_addresses(stack.network.cidr, needs)
     cloud_pools = [p for p in stack.pools if p.provider in CLOUDS]
     plans = []
+    built = Manifest()
     for p in cloud_pools:
         c = cloud(p.provider)
+        image = _built_image(built, p)
+        if image is not None:  # the program boots what the cloud calls it
+            p = p.model_copy(update={"image": image.id})
         it = spec.resolve_instance(p, cat)
         market = "spot" if p.spot else "ondemand"
         offer = cat.offer(p.provider, p.region, it.name, market)
@@ -73,8 +80,20 @@ def layout(stack, cat, reserved: dict | None = None) -> Layout:
             fabric=c.pool_fabric(p, it), usd_per_node_hour=price, price_note=note if price is None else "",
             extra_subnets=c.pool_subnets(p),
             zones=cat.offered_zones(p.provider, it.name, p.region) or cat.region_zones(p.provider, p.region),
-            reservation=held.reservation if held else None))
+            reservation=held.reservation if held else None, image=image))
     return Layout(stack, addresses, plans, regions)
+
+
+def _built_image(manifest: Manifest, pool) -> BuiltImage | None:
+    """The golden image a pool names as ``gpufleet:<name>``, built for its cloud and region."""
+    if not (pool.image or "").startswith(PREFIX):
+        return None
+    name = pool.image[len(PREFIX):]
+    found = manifest.find(name, pool.provider, pool.region)
+    if found is None:
+        raise InputError(f"pool {pool.name}: no image {name} built for {pool.provider} {pool.region} in "
+                         f"{manifest.path}", f"build it: gpufleet image build STACK --pool {pool.name}")
+    return found
 
 
 RACKS = "@racks"  # the shard (see ``only``) that registers the rack hosts

@@ -1,11 +1,17 @@
-"""`gpufleet image plan`: what a golden image of each cloud pool is built from, written where
-Packer reads it.
+"""`gpufleet image plan` and `image build`: what a golden image of each cloud pool is built from,
+written where Packer reads it, and Packer run on it.
 
 For each cloud pool: a bake bundle (the state tree archive that `up` publishes, so a node can tell
 the image is its pool's; ``bake.json``, the spec of ``configure.bake``; the node agent and
 ``node_bake.py``, the bootstrap's bake mode) and the variable file of its cloud's template under
 ``images/`` (``<pool>.<cloud>.pkrvars.json``: region, base image, builder, the image's name and
 gpufleet tags). ``packer build -var-file=... images/<cloud>.pkr.hcl`` builds it as written.
+
+``build`` runs that Packer command (``-machine-readable``: one ``timestamp,target,type,data...``
+line per event, commas in data written ``%!(PACKER_COMMA)``; developer.hashicorp.com/packer/docs/
+commands#machine-readable-output, read 2026-11), tells each ``ui`` line as it comes, and records
+each ``artifact ... id`` in the manifest (``state.images``), read per cloud (``images.artifacts``).
+No Packer is installed by gpufleet: without one, or with one too old for HCL2 plugins, it says so.
 """
 
 from __future__ import annotations
@@ -15,10 +21,12 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from gpufleet.catalog.images import IMAGES
 from gpufleet.clouds import bootstrap, cloud
 from gpufleet.configure import bake, cloudnodes
-from gpufleet.errors import InputError, ToolMissing
+from gpufleet.errors import GpufleetError, InputError, ToolMissing
 from gpufleet.nodes import cloud as cloud_nodes
+from gpufleet.state.images import BuiltImage, Manifest
 
 AGENT_FILES = ("node_agent.py", "node_bake.py")
 
@@ -52,6 +60,11 @@ def templates_dir() -> Path:
     raise ToolMissing("the image templates are not installed with gpufleet", "reinstall gpufleet")
 
 
+def current_tree(stack, cat) -> tuple[bytes, str]:
+    """The state tree archive `up` publishes for the stack's cloud pools, and its SHA-256."""
+    return cloudnodes.tree_archive(extra=cloud_nodes.tree_extras(stack, cat, verify=False)["extra"])
+
+
 def image_name(stack, pool, tree: str) -> str:
     """Named for the stack, the pool and the state tree it holds (a new tree, a new image)."""
     return f"gpufleet-{stack.name}-{pool.name}-{tree[:10]}"
@@ -65,7 +78,11 @@ def plan(stack, cat, out: Path, *, pool: str | None = None) -> list[ImagePlan]:
         raise InputError(f"no cloud pool {pool!r} in stack {stack.name}" if pool else
                          f"stack {stack.name} has no cloud pool: a rack's hosts are configured in place",
                          f"its cloud pools: {', '.join(names) or 'none'}")
-    archive, tree = cloudnodes.tree_archive(extra=cloud_nodes.tree_extras(stack, cat, verify=False)["extra"])
+    for p in pools:
+        if p.image and p.image not in IMAGES:
+            raise InputError(f"pool {p.name} boots {p.image}: an image is baked from one of gpufleet's base images",
+                             f"set its image to one of {', '.join(IMAGES)} (or leave it out) to plan its golden image")
+    archive, tree = current_tree(stack, cat)
     templates = templates_dir()
     out.mkdir(parents=True, exist_ok=True)
     made = []
@@ -101,3 +118,70 @@ def _unset(template: Path, variables: dict) -> list[str]:
     text = template.read_text()
     declared = re.findall(r'^variable "(\w+)" \{(.*?)^\}', text, re.S | re.M)
     return [n for n, body in declared if "default" not in body and n not in variables]
+
+
+PACKER_HINT = ("install Packer 1.10 or newer (https://developer.hashicorp.com/packer/install; Debian's 1.6 cannot "
+               "load HCL2 plugins), or set GPUFLEET_PACKER; without it, run the commands `gpufleet image plan` prints")
+COMMA = "%!(PACKER_COMMA)"
+
+
+def packer() -> str:
+    """The Packer binary: ``$GPUFLEET_PACKER`` or ``packer`` on the PATH, 1.10 or newer."""
+    import os
+    import re
+    import subprocess
+
+    exe = os.environ.get("GPUFLEET_PACKER") or shutil.which("packer")
+    if not exe:
+        raise ToolMissing("Packer is not installed: `gpufleet image build` runs it", PACKER_HINT)
+    out = subprocess.run([exe, "version"], capture_output=True, text=True, timeout=60).stdout
+    m = re.search(r"v?(\d+)\.(\d+)", out)
+    if not m or (int(m[1]), int(m[2])) < (1, 10):
+        raise ToolMissing(f"{exe} is {out.strip() or 'not a Packer'}: HCL2 templates with plugins need 1.10 or newer",
+                          PACKER_HINT)
+    return exe
+
+
+def build(stack, cat, out: Path, *, pool: str | None = None, tell=None, manifest: Manifest | None = None) -> list:
+    """Plan, then run Packer on each pool's template; the images built (recorded in the manifest)."""
+    import datetime as dt
+    import subprocess
+
+    plans = plan(stack, cat, out, pool=pool)
+    unset = [f"{m.pool}: {', '.join(m.unset)} in {m.var_file}" for m in plans if m.unset]
+    if unset:
+        raise InputError("variables only the account knows are not set: " + "; ".join(unset),
+                         "set them in the variable files (or log in to the cloud so gpufleet can read them)")
+    exe = packer()
+    manifest = manifest or Manifest()
+    made = []
+    for m in plans:
+        variables = json.loads(Path(m.var_file).read_text())
+        init = subprocess.run([exe, "init", m.template], capture_output=True, text=True)
+        if init.returncode != 0:
+            raise GpufleetError(f"packer init {m.template} failed: {(init.stderr or init.stdout).strip()[-500:]}",
+                                "it downloads the template's plugins: check the network or a plugin mirror")
+        cmd = [exe, "build", "-machine-readable", f"-var-file={m.var_file}", m.template]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        ids, errors = [], []
+        for line in proc.stdout:
+            fields = [f.replace(COMMA, ",") for f in line.rstrip("\n").split(",")]
+            if len(fields) < 4:
+                continue
+            kind, data = fields[2], fields[3:]
+            if kind == "ui" and len(data) >= 2:
+                (tell or (lambda _p, _t: None))(m.pool, data[-1].replace("\\n", " ").strip())
+                if data[0] == "error":
+                    errors.append(data[-1].strip())
+            elif kind == "artifact" and len(data) >= 3 and data[1] == "id":
+                ids.append(data[2])
+        if proc.wait() != 0 or not ids:
+            raise GpufleetError(f"packer build of pool {m.pool}'s image failed (exit {proc.returncode})"
+                                + (f": {errors[-1][:400]}" if errors else ""),
+                                f"the lines above say where; to run it by hand: {m.command}")
+        now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for region, cloud_id in cloud(m.provider).image_artifacts(ids, variables):
+            image = BuiltImage(m.name, m.provider, region, cloud_id, stack.name, m.pool, m.tree, now)
+            manifest.record(image)
+            made.append(image)
+    return made

@@ -22,7 +22,8 @@ from gpufleet.providers import CLOUDS
 from conftest import ROOT, cli
 
 IMAGES = ROOT / "images"
-MIXED = ROOT / "stacks" / "examples" / "mixed.yaml"
+EXAMPLES_DIR = ROOT / "stacks" / "examples"
+MIXED = EXAMPLES_DIR / "mixed.yaml"
 
 
 def _clean(x):
@@ -124,3 +125,66 @@ def test_cli_image_plan_json_and_a_rack_only_stack_is_exit_2(tmp_path):
     assert m["command"].startswith("packer init ") and m["var_file"].endswith("aws-a100.aws.pkrvars.json")
     r = cli("image", "plan", str(ROOT / "stacks/examples/baremetal-rack.yaml"), "--out", str(tmp_path / "x"))
     assert r.exit_code == 2 and "has no cloud pool" in r.output
+
+
+@pytest.fixture
+def fake_packer(tmp_path, monkeypatch):
+    exe = tmp_path / "packer"
+    exe.write_text(f"#!/bin/sh\nexec {sys.executable} {ROOT / 'tests' / 'fakes' / 'packer.py'} \"$@\"\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("GPUFLEET_PACKER", str(exe))
+    monkeypatch.setenv("GPUFLEET_IMAGES", str(tmp_path / "images.json"))
+    monkeypatch.setenv("FAKE_PACKER_LOG", str(tmp_path / "calls.jsonl"))
+    return tmp_path
+
+
+def test_image_build_runs_packer_tells_its_progress_and_records_the_image(fake_packer, tmp_path):
+    from gpufleet.state.images import Manifest
+
+    r = cli("image", "build", str(EXAMPLES_DIR / "aws-training.yaml"), "--out", str(tmp_path / "imgs"))
+    assert r.exit_code == 0, r.output
+    assert "trainers: ==> amazon-ebs.gpufleet: Creating temporary instance" in r.stderr  # told as it comes
+    calls = [json.loads(x) for x in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert [c[0] for c in calls] == ["version", "init", "build"] and calls[2][1] == "-machine-readable"
+    (built,) = Manifest().entries()
+    assert (built.provider, built.region, built.id, built.pool) == ("aws", "us-east-1", "ami-0123456789abcdef0",
+                                                                     "trainers")
+    assert built.name.startswith("gpufleet-aws-training-trainers-") and "ami-0123456789abcdef0" in r.stdout
+
+
+def test_a_pool_boots_its_built_image_and_a_missing_one_is_exit_2(fake_packer, tmp_path, cat):
+    from gpufleet.engine import plan as planner
+    from gpufleet.state.images import Manifest
+
+    assert cli("image", "build", str(EXAMPLES_DIR / "aws-training.yaml"), "--out", str(tmp_path / "i")).exit_code == 0
+    (built,) = Manifest().entries()
+    text = (EXAMPLES_DIR / "aws-training.yaml").read_text().replace("image: ubuntu-22.04", f"image: gpufleet:{built.name}")
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "example.pub").write_text((EXAMPLES_DIR / "keys" / "example.pub").read_text())
+    (tmp_path / "b.yaml").write_text(text)
+    p = planner.plan(stacks.load(tmp_path / "b.yaml", cat), cat, workers=1)
+    (lt,) = [r for r in p.cloud_resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"]
+    assert lt.inputs["imageId"] == "ami-0123456789abcdef0"
+    r = cli("--json", "plan", str(tmp_path / "b.yaml"))
+    (pool,) = json.loads(r.stdout)["pools"]
+    assert pool["image"]["id"] == "ami-0123456789abcdef0" and pool["image"]["current"] is True
+    r = cli("plan", str(tmp_path / "b.yaml"))
+    assert f"pool trainers boots golden image {built.name} (ami-0123456789abcdef0" in r.stdout and "current" in r.stdout
+    doc = json.loads((tmp_path / "images.json").read_text())  # the image holds an older tree
+    doc["images"][0]["tree"] = "0" * 64
+    (tmp_path / "images.json").write_text(json.dumps(doc))
+    r = cli("plan", str(tmp_path / "b.yaml"))
+    assert "stale: built from state tree 000000000000" in r.stdout
+    (tmp_path / "c.yaml").write_text(text.replace(built.name, "gpufleet-none"))
+    r = cli("plan", str(tmp_path / "c.yaml"))
+    assert r.exit_code == 2 and "no image gpufleet-none built for aws us-east-1" in r.output, r.output
+
+
+def test_image_build_without_packer_or_with_a_failing_build_says_so(tmp_path, monkeypatch, fake_packer):
+    monkeypatch.setenv("FAKE_PACKER_FAIL", "1")
+    r = cli("image", "build", str(EXAMPLES_DIR / "aws-training.yaml"), "--out", str(tmp_path / "imgs"))
+    assert r.exit_code == 1 and "errored after 16 minutes" in r.output and not (tmp_path / "images.json").exists()
+    monkeypatch.setenv("GPUFLEET_PACKER", "")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    r = cli("image", "build", str(EXAMPLES_DIR / "aws-training.yaml"), "--out", str(tmp_path / "imgs"))
+    assert r.exit_code == 2 and "Packer is not installed" in r.output and "developer.hashicorp.com" in r.output

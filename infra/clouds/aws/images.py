@@ -14,3 +14,14 @@ def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: d
     owner, pattern = IMAGES[pool.image or DEFAULT_IMAGE]
     return {"region": pool.region, "instance_type": BUILDER, "source_ami_owner": owner, "source_ami_name": pattern,
             "image_name": name, "root_volume_gb": max(pool.root_disk_gb, 100), "bundle_dir": bundle, "tags": tags}
+
+
+def artifacts(ids: list[str], variables: dict) -> list[tuple[str, str]]:
+    """(region, AMI id) of an amazon-ebs build's artifact id, ``us-east-1:ami-0123...`` (several
+    regions comma-separated: packer-plugin-amazon's Artifact.Id)."""
+    out = []
+    for artifact in ids:
+        for part in artifact.split(","):
+            region, _, ami = part.partition(":")
+            out.append((region, ami))
+    return out

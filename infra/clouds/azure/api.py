@@ -31,7 +31,7 @@ from azure.mgmt.resource.resources import ResourceManagementClient
 
 from gpufleet.clouds.azure import credentials
 from gpufleet.clouds.azure.errors import CREDENTIAL_HINT
-from gpufleet.clouds.azure.rules import image_plan, image_urn, terms_command
+from gpufleet.clouds.azure.rules import marketplace_plan, terms_command
 from gpufleet.clouds.base import Capacity, QuotaLine
 from gpufleet.clouds.resources import Resource, delete_each, pick_regions, present_each
 from gpufleet.clouds.tags import TAG_PREFIX, gpufleet_tags
@@ -328,7 +328,7 @@ class AzureApi:
         learn.microsoft.com/rest/api/marketplaceordering/marketplace-agreements/get)"""
         plans: dict[tuple, list[str]] = {}
         for n in needs:
-            plan = image_plan(image_urn(n.image))
+            plan = marketplace_plan(n.image)
             if plan:
                 plans.setdefault(tuple(plan.values()), []).append(n.pool)
         lines = []

@@ -170,7 +170,7 @@ class PoolArgs:
     resource_group_name: pulumi.Input[str]
     subnet_id: pulumi.Input[str]
     nsg_id: pulumi.Input[str]
-    image: tuple[str, str, str, str]
+    image: tuple[str, str, str, str] | str  # a marketplace URN, or an image's resource id
     public_key: str
     tags: dict[str, str]
     storage_subnet_id: pulumi.Input[str] | None = None
@@ -195,7 +195,10 @@ class GpuNodePool(pulumi.ComponentResource):
         ppg = azn.compute.ProximityPlacementGroup(f"{name}-ppg", resource_group_name=args.resource_group_name,
                                                   location=args.region, proximity_placement_group_type="Standard",
                                                   zones=zones, tags=t, opts=child)
-        publisher, offer, sku, version = args.image
+        # a marketplace URN (publisher, offer, sku, version), or an image of the subscription's own by id
+        # (a golden image's Compute Gallery version)
+        reference = {"id": args.image} if isinstance(args.image, str) else dict(
+            zip(("publisher", "offer", "sku", "version"), args.image))
         ipconf = {"name": "ipconfig", "primary": True, "subnet": {"id": args.subnet_id}}
         if args.public_ip:
             ipconf["public_ip_address_configuration"] = {"name": "pip", "sku": {"name": "Standard"}}
@@ -207,7 +210,7 @@ class GpuNodePool(pulumi.ComponentResource):
                     {"path": f"/home/{args.ssh_user}/.ssh/authorized_keys", "key_data": args.public_key.strip()}]}},
             },
             "storage_profile": {
-                "image_reference": {"publisher": publisher, "offer": offer, "sku": sku, "version": version},
+                "image_reference": reference,
                 "os_disk": {"create_option": "FromImage", "caching": "ReadWrite", "disk_size_gb": args.root_disk_gb,
                             "managed_disk": {"storage_account_type": "Premium_LRS"}},
             },
@@ -244,7 +247,7 @@ class GpuNodePool(pulumi.ComponentResource):
             orchestration_mode="Uniform", upgrade_policy={"mode": "Manual"}, overprovision=False,
             single_placement_group=True, platform_fault_domain_count=1,
             proximity_placement_group={"id": ppg.id}, virtual_machine_profile=profile, zones=zones, identity=identity,
-            plan=image_plan(args.image), tags=t, opts=child)
+            plan=image_plan(args.image) if isinstance(args.image, tuple) else None, tags=t, opts=child)
 
         self.file_systems = []
         for i, st in enumerate(args.storage):

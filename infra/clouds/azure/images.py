@@ -25,3 +25,9 @@ def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: d
     if settings.get("subscription") and not settings["subscription"].startswith("00000000"):
         out["subscription_id"] = settings["subscription"]
     return out
+
+
+def artifacts(ids: list[str], variables: dict) -> list[tuple[str, str]]:
+    """(region, gallery image version id) of an azure-arm build published to a Compute Gallery
+    (its artifact id is the version's resource id when no managed image is made)."""
+    return [(variables["location"], artifact) for artifact in ids]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulumi
 
 from gpufleet.clouds.azure import components as mod
-from gpufleet.clouds.azure.rules import image_urn, lustre_zone
+from gpufleet.clouds.azure.rules import image_urn, is_image_id, lustre_zone
 from gpufleet.clouds.pools import StorageArgs, resource_name
 
 
@@ -30,7 +30,8 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
         comp = mod.GpuNodePool(resource_name(cluster.name, p.name), mod.PoolArgs(
             cluster=cluster.name, pool=p.name, sku=p.instance.name, nodes=p.pool.nodes, region=region,
             resource_group_name=net.resource_group_name,
-            subnet_id=p.pool.subnet or net.subnet_ids[p.name], nsg_id=net.nsg_id, image=image_urn(p.pool.image),
+            subnet_id=p.pool.subnet or net.subnet_ids[p.name], nsg_id=net.nsg_id,
+            image=p.pool.image if is_image_id(p.pool.image or "") else image_urn(p.pool.image),
             public_key=stack.access.public_key, tags=cluster.tags(p.name),
             storage_subnet_id=net.subnet_ids.get(f"{p.name}-lustre"), ssh_user=stack.access.user,
             spot=p.pool.spot, public_ip=p.pool.public_ip, root_disk_gb=p.pool.root_disk_gb,

@@ -83,11 +83,24 @@ def is_urn(image: str) -> bool:
     return image.count(":") == 3
 
 
+def is_image_id(image: str) -> bool:
+    """A Compute Gallery image version (a golden image gpufleet built) or managed image, by resource id."""
+    return image.lower().startswith("/subscriptions/") and "/providers/microsoft.compute/" in image.lower()
+
+
 def image_urn(image: str | None) -> tuple[str, str, str, str]:
     """The marketplace image a pool boots: its own URN, or that of a gpufleet image name."""
     if image and is_urn(image):
         return tuple(image.split(":"))
     return IMAGES[image or DEFAULT_IMAGE]
+
+
+def marketplace_plan(image: str | None) -> dict | None:
+    """The purchase plan of a pool's image: none for an image of the subscription's own (by id) or
+    a golden image gpufleet built (``gpufleet:<name>``: its gallery version, by id once planned)."""
+    if image and (is_image_id(image) or image.startswith("gpufleet:")):
+        return None
+    return image_plan(image_urn(image))
 
 
 def pool_fabric(pool, instance) -> str | None:
@@ -96,7 +109,8 @@ def pool_fabric(pool, instance) -> str | None:
 
 
 def check_pool(stack, pool, instance) -> list[Problem]:
-    out = image_problems(pool, "a URN publisher:offer:sku:version", is_urn) + storage_problems(pool, instance, STORAGE)
+    out = image_problems(pool, "a URN publisher:offer:sku:version or an image resource id",
+                         lambda i: is_urn(i) or is_image_id(i)) + storage_problems(pool, instance, STORAGE)
     out += flex_start_elsewhere(pool, "Azure")
     if not stack.access.public_key:
         out.append(Problem(("provider",), "Azure scale sets need an SSH public key (password login is disabled)",

@@ -20,3 +20,10 @@ def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: d
     if settings.get("project"):
         out["project_id"] = settings["project"]
     return out
+
+
+def artifacts(ids: list[str], variables: dict) -> list[tuple[str, str]]:
+    """(region, image path) of a googlecompute build: its artifact id is the image's name; images
+    are global, so the pool's region (its zone's) stands for where it was built."""
+    region = variables["zone"].rsplit("-", 1)[0]
+    return [(region, f"projects/{variables['project_id']}/global/images/{name}") for name in ids]
