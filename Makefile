@@ -82,6 +82,7 @@ bench: $(BIN)/python
 	$(BIN)/python tests/bench/bench_cloud_wait.py
 	$(BIN)/python tests/bench/bench_verify.py
 	$(BIN)/python tests/bench/bench_failover.py
+	$(BIN)/python tests/bench/bench_images.py
 
 # Re-fit the performance model to perf/data/measurements.csv and print the per-row error.
 calibrate: $(BIN)/python

@@ -62,13 +62,15 @@ def build(
 ):
     from pathlib import Path
 
+    from rich.markup import escape
+
     from gpufleet import catalog
     from gpufleet.fleet import image, stacks
 
     cat = catalog.load(STATE.config)
     err = output.console(stderr=True)
     made = image.build(stacks.load(stack, cat), cat, Path(out), pool=pool,
-                       tell=lambda p, text: err.print(f"[dim]{p}:[/dim] {text}", markup=True, highlight=False))
+                       tell=lambda p, text: err.print(f"[dim]{escape(p)}:[/dim] {escape(text)}", highlight=False))
     if STATE.json:
         output.emit_json({"built": [m.to_dict() for m in made]})
         return

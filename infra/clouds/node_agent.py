@@ -465,7 +465,9 @@ def _run(cfg, force):
             keep = current.get("node_states", [])
             states = [s for s in states if s.split(".")[0] in keep]
             rehearse = [s for s in rehearse if s.split(".")[0] in keep]
-        ok, changed, failed, _ = apply(salt_call, tree, current["pillar"], states, False, f"{STATE_DIR}/salt")
+        ok, changed, failed = True, 0, []  # nothing to apply (a current image holding every formula): no Salt run,
+        if states:  # whose state.apply of nothing would be the whole highstate
+            ok, changed, failed, _ = apply(salt_call, tree, current["pillar"], states, False, f"{STATE_DIR}/salt")
         if rehearse:
             ok2, _, failed2, _ = apply(salt_call, tree, current["pillar"], rehearse, True, f"{STATE_DIR}/salt")
             ok, failed = ok and ok2, failed + failed2

@@ -11,7 +11,6 @@ state fails, a host that never runs its bootstrap, and a tree archive replaced i
 The GCS and Blob bootstraps run once on a host against fakes/objects.py.
 """
 
-import base64
 import http.server
 import json
 import os
@@ -25,6 +24,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.integration import localrack
+from tests.integration.golden import user_data as _user_data
 from tests.integration.localrack import STATE, on_host
 
 CACHE = Path(os.environ.get("GPUFLEET_RACK_CACHE", "/var/cache/gpufleet-rack"))
@@ -96,12 +96,6 @@ def rack(tmp_path_factory):
     moto.stop()
     wheels.shutdown()
     localrack.down()
-
-
-def _user_data(plan, pool: str) -> str:
-    lt = next(r for r in plan.cloud_resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"
-              and r.parent.endswith(f"-{pool}"))
-    return base64.b64decode(lt.inputs["userData"]).decode()
 
 
 def _boot(i: int, user_data: str, env: dict) -> subprocess.CompletedProcess:
@@ -275,3 +269,29 @@ def test_the_gcs_and_blob_bootstraps_configure_a_host(rack, gcp, azure, monkeypa
         blob.stop()
     assert any(m == "POST" and "/upload/storage/v1/b/" in p for m, p in gcs.requests)  # the node's status
     assert any(m == "PUT" and "/status/z/" in p for m, p in blob.requests)
+
+
+def test_a_node_from_a_golden_image_applies_only_what_is_its_own(rack, monkeypatch):
+    """Issue 32 on the rack (tests/integration/golden.py): a host bakes the pool's image with the
+    bundle `gpufleet image plan` writes, then boots from it as the pool's node: it applies nothing
+    of what the image holds (zero changes) and its status says the image is current; a host from
+    stock applies everything; after the pool's settings for a baked formula change, the image's
+    node applies everything and says why the image is stale. `make bench` times the two boots."""
+    from tests.integration import golden
+
+    moto = rack["moto"]
+    moto.reset()
+    for k, v in {"AWS_ENDPOINT_URL": moto.url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
+                 "XDG_DATA_HOME": str(rack["tmp"] / "data-image")}.items():
+        monkeypatch.setenv(k, v)
+    out = golden.run(moto, rack["tmp"])
+    logs = [(r.returncode, r.stdout[-1500:], r.stderr[-1500:]) for r in out["boots"]]
+    image, stock, stale = out["from_image"], out["from_stock"], out["from_stale"]
+    assert image["ok"] and image["changed"] == 0 and image["image"]["current"] is True, (image, logs[0])
+    assert image["rehearsed"] == []  # the baked formula is not even rehearsed: nothing of it runs
+    assert stock["ok"] and stock["changed"] > 0 and "image" not in stock, (stock, logs[1])
+    assert stale["ok"] and stale["changed"] > 0 and stale["image"]["current"] is False, (stale, logs[2])
+    assert "settings for the baked formulas differ" in stale["image"]["stale"]
+    print(f"golden image on the rack: bake {out['bake_s']:.0f}s; boot from the image {out['from_image_s']:.1f}s, "
+          f"from stock {out['from_stock_s']:.1f}s, from a stale image {out['from_stale_s']:.1f}s")

@@ -946,3 +946,18 @@ def test_an_image_is_stale_for_another_tree_or_a_formula_it_does_not_hold():
         False, "formulas not baked: cuda")
     # a mount's settings are not the image's business: another pool's mounts still match
     assert node_agent.image_match(image, {**doc, "pillar": {"hello": 1, "mount": "elsewhere"}})[0]
+
+
+def test_a_node_from_an_image_holding_every_formula_runs_no_salt(bucket, monkeypatch, tmp_path):
+    b = bucket
+    doc = _document(b, ["hello"], node_states=[])
+    image_json = _bake(b, tmp_path, doc, ["hello"])
+    monkeypatch.setattr(node_agent, "IMAGE", str(image_json))
+    ran = []
+    monkeypatch.setattr(node_agent, "apply", lambda *a: ran.append(a) or (True, 0, [], 0.0))
+    cloudnodes.publish(b["store"], {"gpu": doc}, b["archive"], b["sha"])
+    with monkeypatch.context() as m:
+        _as_node(b, m)
+        assert node_agent.run(b["cfg"]) == 0
+    st = _status(b)
+    assert st["ok"] and st["changed"] == 0 and st["image"]["current"] and not ran  # state.apply of nothing: never
