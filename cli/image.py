@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from gpufleet.cli import output
+from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
@@ -77,3 +77,55 @@ def build(
     output.table("Golden images built (recorded; a pool boots one as image: gpufleet:<name>)",
                  ["pool", "cloud", "region", "name", "image"],
                  [[m.pool, m.provider, m.region, m.name, m.id] for m in made], optional=("cloud",))
+
+
+LIST_HELP = ("List the golden images the clouds hold, found by their gpufleet:image tag (label on GCP), with their "
+             "size and whether this machine's image manifest records them. Exit 1 when a cloud that should have been "
+             "read could not be.")
+
+
+@app.command("list", help=LIST_HELP)
+@output.handle_errors
+def list_images(provider: options.Providers = None, region: options.Regions = None):
+    from gpufleet.cli.lifecycle import _exit_if_unread, _warn_unread
+    from gpufleet.fleet import image
+
+    with output.steps("Asking the clouds for golden images"):
+        found = image.listed(options.clouds(provider), region)
+    _warn_unread(found.clouds, found.unread)
+    if STATE.json:
+        output.emit_json(found.to_dict())
+    else:
+        output.table("Golden images", ["name", "cloud", "region", "image", "GB", "created", "recorded here"],
+                     [[i.name, i.provider, i.region, i.id, f"{i.size_gb:g}" if i.size_gb else "-", i.created_at or "-",
+                       "yes" if (i.name, i.provider) in found.recorded else "no"] for i in found.images],
+                     optional=("created", "GB", "recorded here"), justify={"GB": "right"})
+    _exit_if_unread(found.unread, found.clouds)
+
+
+DELETE_HELP = ("Delete the golden image NAME on every cloud that holds it, with its snapshots (AWS keeps an AMI's "
+               "EBS snapshots, and bills them, after it is deregistered), and drop it from the image manifest. A dry "
+               "run unless --yes.")
+
+
+@app.command("delete", help=DELETE_HELP)
+@output.handle_errors
+def delete(
+    name: Annotated[str, typer.Argument(help="The image's name (as `image list` shows it).", metavar="NAME")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete (default: a dry run).")] = False,
+    provider: options.Providers = None,
+    region: options.Regions = None,
+):
+    from gpufleet.cli.lifecycle import _warn_unread
+    from gpufleet.fleet import image
+
+    with output.steps("Asking the clouds for golden images"):
+        images, found = image.delete(name, yes=yes, providers=options.clouds(provider), regions=region)
+    _warn_unread(found.clouds, found.unread)
+    if STATE.json:
+        output.emit_json({"deleted": yes, "images": [i.to_dict() for i in images]})
+        return
+    verb = "deleted" if yes else "would delete (run again with --yes)"
+    for i in images:
+        output.console().print(f"{verb}: {i.provider} {i.region} {i.id}"
+                               + (f" and its snapshots {', '.join(i.snapshots)}" if i.snapshots else ""))

@@ -179,6 +179,23 @@ class Capacity:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
+@dataclass(frozen=True)
+class FoundImage:
+    """A golden image a cloud holds, found by its ``gpufleet:image`` tag (label on GCP)."""
+
+    provider: str
+    region: str
+    name: str  # gpufleet's name (the tag's value)
+    id: str  # what the cloud calls it (ami-..., an image path, a gallery version id)
+    tags: dict
+    created_at: str | None = None
+    snapshots: tuple[str, ...] = ()  # what goes with it (AWS: the EBS snapshots behind an AMI)
+    size_gb: float | None = None
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
 @dataclass
 class QuotaLine:
     """One quota as the cloud states it, against what the stack needs of it."""
@@ -249,6 +266,13 @@ class CloudApi(Protocol):
 
     def quotas(self, region: str, needs: list[Need]) -> list[QuotaLine]:
         """The quotas the needs touch in one region, with limit and use."""
+
+    def images(self, regions: list[str]) -> list[FoundImage]:
+        """The golden images in ``regions`` (a cloud whose images are global lists them once, as
+        region ``global``), by their ``gpufleet:image`` tag."""
+
+    def delete_image(self, image: FoundImage) -> None:
+        """Delete a golden image and what goes with it (its snapshots)."""
 
     def capacity(self, region: str, instance_type: str, nodes: int, hours: int, start: str | None) -> list[Capacity]:
         """The reserved capacity the account holds for ``instance_type`` in ``region``, and what the

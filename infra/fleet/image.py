@@ -185,3 +185,51 @@ def build(stack, cat, out: Path, *, pool: str | None = None, tell=None, manifest
             manifest.record(image)
             made.append(image)
     return made
+
+
+@dataclass
+class Listing:
+    """The golden images the clouds hold (found by tag), which the manifest records, and what
+    could not be read."""
+
+    images: list = field(default_factory=list)  # clouds.base.FoundImage
+    recorded: set = field(default_factory=set)  # (name, provider) the manifest knows
+    clouds: object = None  # clouds.inventory.Clouds
+    unread: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"images": [i.to_dict() | {"recorded": (i.name, i.provider) in self.recorded} for i in self.images],
+                "unread": self.unread}
+
+
+def listed(providers: list[str] | None = None, regions: list[str] | None = None) -> Listing:
+    """Every golden image of the clouds that can be asked here (or of ``providers``), by tag."""
+    from gpufleet.clouds import inventory
+    from gpufleet.errors import CloudUnreadable
+
+    clouds = inventory.open_clouds(providers, required=bool(providers), regions=regions)
+    out = Listing(clouds=clouds, recorded={(e.name, e.provider) for e in Manifest().entries()})
+    for p, api in clouds.open.items():
+        try:
+            out.images += api.images(clouds.regions[p])
+        except CloudUnreadable as e:
+            out.unread[f"{p} images"] = e.reason
+    out.unread = clouds.unread(out.unread)
+    out.images.sort(key=lambda i: (i.name, i.provider, i.region))
+    return out
+
+
+def delete(name: str, *, yes: bool, providers: list[str] | None = None, regions: list[str] | None = None):
+    """The images called ``name`` (a dry run unless ``yes``): deleted with their snapshots, and
+    forgotten by the manifest. InputError when no cloud asked holds one."""
+    found = listed(providers, regions)
+    mine = [i for i in found.images if i.name == name]
+    if not mine:
+        raise InputError(f"no golden image {name!r} in the clouds asked ({', '.join(found.clouds.open) or 'none'})",
+                         "`gpufleet image list` shows the images each cloud holds")
+    if yes:
+        manifest = Manifest()
+        for i in mine:
+            found.clouds.open[i.provider].delete_image(i)
+            manifest.forget(i.name, i.provider)
+    return mine, found

@@ -51,6 +51,13 @@ class Manifest:
         tmp.write_text(json.dumps({"images": [e.to_dict() for e in [*kept, image]]}, indent=1, sort_keys=True) + "\n")
         os.replace(tmp, self.path)
 
+    def forget(self, name: str, provider: str) -> None:
+        """Drop every entry of image ``name`` on ``provider`` (it was deleted)."""
+        kept = [e for e in self.entries() if (e.name, e.provider) != (name, provider)]
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"images": [e.to_dict() for e in kept]}, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, self.path)
+
     def find(self, name: str, provider: str, region: str) -> BuiltImage | None:
         """The newest image called ``name`` built for ``provider`` in ``region``."""
         found = [e for e in self.entries() if (e.name, e.provider, e.region) == (name, provider, region)]

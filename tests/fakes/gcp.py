@@ -60,11 +60,11 @@ from fakes.jsonserver import JsonServer
 API = "https://www.googleapis.com/compute/v1"
 ZONAL = {"instances", "disks", "machineTypes", "acceleratorTypes", "reservations", "instanceGroupManagers"}
 REGIONAL = {"addresses", "resourcePolicies", "routers", "subnetworks"}
-GLOBAL = {"firewalls", "networks", "addresses", "instanceTemplates"}
+GLOBAL = {"firewalls", "networks", "addresses", "instanceTemplates", "images"}
 KIND = {"instances": "instance", "disks": "disk", "addresses": "address", "resourcePolicies": "resourcePolicy",
         "routers": "router", "subnetworks": "subnetwork", "firewalls": "firewall", "networks": "network",
         "machineTypes": "machineType", "acceleratorTypes": "acceleratorType", "reservations": "reservation",
-        "instanceGroupManagers": "instanceGroupManager", "instanceTemplates": "instanceTemplate"}
+        "instanceGroupManagers": "instanceGroupManager", "instanceTemplates": "instanceTemplate", "images": "image"}
 _ids = itertools.count(1000)
 
 

@@ -188,3 +188,65 @@ def test_image_build_without_packer_or_with_a_failing_build_says_so(tmp_path, mo
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     r = cli("image", "build", str(EXAMPLES_DIR / "aws-training.yaml"), "--out", str(tmp_path / "imgs"))
     assert r.exit_code == 2 and "Packer is not installed" in r.output and "developer.hashicorp.com" in r.output
+
+
+def _tags(name: str) -> dict:
+    return {"gpufleet:image": name, "gpufleet:stack": "s", "gpufleet:pool": "p", "gpufleet:owner": "o@example.com",
+            "gpufleet:tree": "0123456789abcdef"}
+
+
+def test_image_list_and_delete_on_aws_take_the_snapshots_with_the_ami(aws, tmp_path, monkeypatch):
+    import boto3
+
+    from gpufleet.state.images import BuiltImage, Manifest
+
+    monkeypatch.setenv("GPUFLEET_IMAGES", str(tmp_path / "images.json"))
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    vol = ec2.create_volume(AvailabilityZone="us-east-1a", Size=100)["VolumeId"]
+    snap = ec2.create_snapshot(VolumeId=vol)["SnapshotId"]
+    ami = ec2.register_image(Name="gpufleet-s-p-0123456789", RootDeviceName="/dev/sda1", BlockDeviceMappings=[
+        {"DeviceName": "/dev/sda1", "Ebs": {"SnapshotId": snap, "VolumeSize": 100}}])["ImageId"]
+    # Packer tags the AMI it made (CreateTags), as here
+    ec2.create_tags(Resources=[ami], Tags=[{"Key": k, "Value": v} for k, v in _tags("gpufleet-s-p-0123456789").items()])
+    ebs = ec2.describe_images(ImageIds=[ami])["Images"][0]["BlockDeviceMappings"][0]["Ebs"]  # what backs the AMI
+    snap, size = ebs["SnapshotId"], ebs["VolumeSize"]
+    ec2.register_image(Name="someone-elses", RootDeviceName="/dev/sda1")  # untagged: never listed, never touched
+    Manifest().record(BuiltImage("gpufleet-s-p-0123456789", "aws", "us-east-1", ami, "s", "p", "0" * 64,
+                                 "2026-11-25T00:00:00Z"))
+    r = cli("--json", "image", "list", "--provider", "aws", "--region", "us-east-1")
+    assert r.exit_code == 0, r.output
+    (found,) = json.loads(r.stdout)["images"]
+    assert (found["id"], found["snapshots"], found["recorded"], found["size_gb"]) == (ami, [snap], True, float(size))
+    r = cli("image", "delete", "gpufleet-s-p-0123456789", "--provider", "aws", "--region", "us-east-1")
+    assert r.exit_code == 0 and "would delete" in r.stdout
+    assert ec2.describe_images(ImageIds=[ami])["Images"]  # a dry run
+    r = cli("image", "delete", "gpufleet-s-p-0123456789", "--yes", "--provider", "aws", "--region", "us-east-1")
+    assert r.exit_code == 0 and f"and its snapshots {snap}" in r.stdout, r.output
+    assert not ec2.describe_images(Owners=["self"], Filters=[{"Name": "tag-key", "Values": ["gpufleet:image"]}])[
+        "Images"]
+    assert snap not in {s["SnapshotId"] for s in ec2.describe_snapshots(OwnerIds=["self"])["Snapshots"]}
+    assert Manifest().entries() == [] and ec2.describe_images(Owners=["self"])["Images"]  # the other one stays
+    r = cli("image", "delete", "gpufleet-s-p-0123456789", "--provider", "aws", "--region", "us-east-1")
+    assert r.exit_code == 2 and "no golden image" in r.output
+
+
+def test_image_list_and_delete_on_gcp_and_azure(gcp, azure, tmp_path, monkeypatch):
+    from gpufleet.clouds.gcp.tags import labels
+
+    monkeypatch.setenv("GPUFLEET_IMAGES", str(tmp_path / "images.json"))
+    gcp.add("images", "global", "gpufleet-s-p-aaaaaaaaaa", labels=labels(_tags("gpufleet-s-p-aaaaaaaaaa")),
+            diskSizeGb="100")
+    gcp.add("images", "global", "ubuntu-custom", labels={"team": "x"})
+    version = azure.add("gpufleet-images", "Microsoft.Compute/galleries/images/versions", "2026.1125.1", "eastus",
+                        tags=_tags("gpufleet-s-p-bbbbbbbbbb"))
+    r = cli("--json", "image", "list", "--provider", "gcp", "--provider", "azure")
+    assert r.exit_code == 0, r.output
+    got = {(i["provider"], i["name"]): i for i in json.loads(r.stdout)["images"]}
+    assert set(got) == {("gcp", "gpufleet-s-p-aaaaaaaaaa"), ("azure", "gpufleet-s-p-bbbbbbbbbb")}
+    assert got["gcp", "gpufleet-s-p-aaaaaaaaaa"]["id"].endswith("/global/images/gpufleet-s-p-aaaaaaaaaa")
+    assert got["azure", "gpufleet-s-p-bbbbbbbbbb"]["id"] == version["id"]
+    for name in ("gpufleet-s-p-aaaaaaaaaa", "gpufleet-s-p-bbbbbbbbbb"):
+        r = cli("image", "delete", name, "--yes", "--provider", "gcp", "--provider", "azure")
+        assert r.exit_code == 0, r.output
+    assert not gcp.has("images", "gpufleet-s-p-aaaaaaaaaa") and gcp.has("images", "ubuntu-custom")
+    assert not azure.has(version["id"])

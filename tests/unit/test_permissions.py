@@ -66,3 +66,27 @@ def test_each_action_left_out_is_denied_and_named(iam_moto, as_deployer, missing
     r = cli("reap", "--region", REGION, "--yes")
     assert r.exit_code == 1, r.output
     assert "denied permission" in r.output or "UnauthorizedOperation" in r.output or "AccessDenied" in r.output, r.output
+
+
+def _golden_image(iam_moto) -> tuple[str, str]:
+    """An AMI Packer made and tagged, and the snapshot behind it (moto makes its own for the AMI)."""
+    ec2 = iam_moto.client("ec2", region=REGION)
+    ami = ec2.register_image(Name="gpufleet-s-p-0123456789", RootDeviceName="/dev/sda1")["ImageId"]
+    ec2.create_tags(Resources=[ami], Tags=[{"Key": "gpufleet:image", "Value": "gpufleet-s-p-0123456789"}])
+    return ami, ec2.describe_images(ImageIds=[ami])["Images"][0]["BlockDeviceMappings"][0]["Ebs"]["SnapshotId"]
+
+
+@pytest.mark.parametrize("missing", [None, "ec2:DeleteSnapshot"])
+def test_image_delete_needs_exactly_its_actions_and_names_a_snapshot_left_behind(iam_moto, as_deployer, missing,
+                                                                                tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUFLEET_IMAGES", str(tmp_path / "images.json"))
+    ami, snap = _golden_image(iam_moto)
+    policy = permissions.policy(("sts:GetCallerIdentity", "ec2:DescribeRegions"), permissions.IMAGES)
+    if missing:
+        policy["Statement"][0]["Action"].remove(missing)
+    as_deployer("imager", policy)
+    r = cli("image", "delete", "gpufleet-s-p-0123456789", "--yes", "--region", REGION, "--provider", "aws")
+    if missing is None:
+        assert r.exit_code == 0, r.output
+        return
+    assert r.exit_code == 1 and f"snapshots {snap} are left" in r.output, r.output

@@ -16,7 +16,7 @@ from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, NoC
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
-from gpufleet.clouds.base import Capacity, QuotaLine
+from gpufleet.clouds.base import Capacity, FoundImage, QuotaLine
 from gpufleet.clouds.resources import Resource, delete_each, pick_regions
 from gpufleet.clouds.tags import TAG_PREFIX, gpufleet_tags
 from gpufleet.errors import CloudUnreadable, CredentialsError
@@ -358,6 +358,41 @@ class AwsApi:
                                 f"aws ec2 purchase-capacity-block --region {region} --capacity-block-offering-id "
                                 f"{o['CapacityBlockOfferingId']} --instance-platform Linux/UNIX"))
         return out
+
+    def images(self, regions: list[str]) -> list[FoundImage]:
+        """The account's AMIs tagged ``gpufleet:image`` in ``regions``, with the EBS snapshots behind each."""
+        return [x for region in regions for x in self._images(region)]
+
+    def _images(self, region: str) -> list[FoundImage]:
+        try:
+            found = self.client("ec2", region).describe_images(
+                Owners=["self"], Filters=[{"Name": "tag-key", "Values": [f"{TAG_PREFIX}image"]}])["Images"]
+        except (ClientError, BotoCoreError) as e:
+            raise unreadable(e, f"aws {region} images") from None
+        out = []
+        for x in found:
+            tags = {t["Key"]: t["Value"] for t in x.get("Tags", [])}
+            ebs = [m["Ebs"] for m in x.get("BlockDeviceMappings", []) if "Ebs" in m]
+            out.append(FoundImage("aws", region, tags[f"{TAG_PREFIX}image"], x["ImageId"], gpufleet_tags(tags),
+                                  x.get("CreationDate"), tuple(e["SnapshotId"] for e in ebs if e.get("SnapshotId")),
+                                  float(sum(e.get("VolumeSize", 0) for e in ebs)) or None))
+        return out
+
+    def delete_image(self, image: FoundImage) -> None:
+        """Deregister the AMI, then delete its snapshots (deregistering keeps them, and they bill)."""
+        ec2 = self.client("ec2", image.region)
+        try:
+            ec2.deregister_image(ImageId=image.id)
+        except (ClientError, BotoCoreError) as e:
+            raise unreadable(e, f"aws {image.region} image {image.id}") from None
+        for i, snap in enumerate(image.snapshots):  # a snapshot goes only once no AMI uses it
+            try:
+                ec2.delete_snapshot(SnapshotId=snap)
+            except (ClientError, BotoCoreError) as e:
+                left = " ".join(image.snapshots[i:])
+                raise unreadable(e, f"aws {image.region} snapshot {snap}: image {image.id} is deregistered, its "
+                                    f"snapshots {left} are left and bill (aws ec2 delete-snapshot --snapshot-id "
+                                    "each)") from None
 
     def vcpu_quota(self, region: str, cls: str, market: str) -> tuple[str, str, float]:
         """(code, name, value) of the EC2 vCPU quota for an instance class and market."""

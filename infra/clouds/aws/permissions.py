@@ -28,10 +28,15 @@ QUOTAS = ("servicequotas:GetServiceQuota", "servicequotas:GetAWSDefaultServiceQu
           "ec2:DescribeInstanceTypes")
 # `up`, `configure` and `verify` publish to the stack's bucket and read the nodes' statuses (objects.Store)
 PUBLISH = ("s3:PutObject", "s3:GetObject", "s3:ListBucket")
+# `capacity find`: the account's Capacity Reservations and the Capacity Block offerings
+CAPACITY = ("ec2:DescribeCapacityReservations", "ec2:DescribeCapacityBlockOfferings")
+# `image list` and `image delete`: the AMIs by tag, then each deregistered with its snapshots
+# (`image build` runs Packer, whose own policy is the amazon plugin's documented one)
+IMAGES = ("ec2:DescribeImages", "ec2:DeregisterImage", "ec2:DeleteSnapshot")
 
 
 def policy(*groups: tuple[str, ...]) -> dict:
     """An IAM policy document allowing the actions of ``groups`` (default: all) on every resource."""
-    actions = sorted({a for g in (groups or (READ, DELETE, QUOTAS, PUBLISH)) for a in g})
+    actions = sorted({a for g in (groups or (READ, DELETE, QUOTAS, PUBLISH, CAPACITY, IMAGES)) for a in g})
     return {"Version": "2012-10-17", "Statement": [{"Sid": "GpufleetDeployer", "Effect": "Allow", "Action": actions,
                                                      "Resource": "*"}]}

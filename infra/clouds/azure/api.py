@@ -32,7 +32,7 @@ from azure.mgmt.resource.resources import ResourceManagementClient
 from gpufleet.clouds.azure import credentials
 from gpufleet.clouds.azure.errors import CREDENTIAL_HINT
 from gpufleet.clouds.azure.rules import marketplace_plan, terms_command
-from gpufleet.clouds.base import Capacity, QuotaLine
+from gpufleet.clouds.base import Capacity, FoundImage, QuotaLine
 from gpufleet.clouds.resources import Resource, delete_each, pick_regions, present_each
 from gpufleet.clouds.tags import TAG_PREFIX, gpufleet_tags
 from gpufleet.errors import CloudUnreadable, CredentialsError
@@ -58,6 +58,7 @@ TYPES = {
 RG_API = "2024-03-01"
 VM_API = "2024-07-01"
 CAPACITY_API = "2024-07-01"  # capacity reservation groups and their reservations
+GALLERY_VERSION = "microsoft.compute/galleries/images/versions"  # a golden image (azure.pkr.hcl)
 SCALE_SET_NETWORK_API = "2018-10-01"  # the Compute-scoped NIC and public IP lists of a Uniform scale set
 
 # The vCPU quota family of each catalog VM size (Compute usage names, as `az vm list-usage`
@@ -191,6 +192,24 @@ class AzureApi:
             out.append({"id": vm["id"], "instance_id": vm["instanceId"], "host_name": name,
                         "private_ip": ip, "public_ip": pub})
         return out
+
+    # --- golden images (`gpufleet image list/delete`) ---------------------------------------------
+    def images(self, regions: list[str]) -> list[FoundImage]:
+        """The subscription's Compute Gallery image versions tagged ``gpufleet:image`` in ``regions``."""
+        self._auth()
+        try:
+            found = [x for x in self.rm.resources.list(filter=f"tagName eq '{TAG_PREFIX}image'", expand="createdTime")
+                     if (x.type or "").lower() == GALLERY_VERSION and x.location in regions]
+        except Exception as e:  # noqa: BLE001 - refused, unreachable, denied: said as such
+            raise unreadable(e, "azure images") from None
+        return [FoundImage("azure", x.location, x.tags[f"{TAG_PREFIX}image"], x.id, gpufleet_tags(x.tags),
+                           str(getattr(x, "created_time", "") or "") or None) for x in found]
+
+    def delete_image(self, image: FoundImage) -> None:
+        try:
+            self.rm.resources.begin_delete_by_id(image.id, api_version=VM_API, polling=False)
+        except Exception as e:  # noqa: BLE001
+            raise unreadable(e, f"azure image {image.id}") from None
 
     # --- reserved capacity (`gpufleet capacity find`) ----------------------------------------------
     def capacity(self, region: str, instance_type: str, nodes: int, hours: int, start: str | None) -> list[Capacity]:

@@ -26,7 +26,7 @@ from google.auth.exceptions import DefaultCredentialsError, RefreshError, Transp
 from google.auth.transport.requests import AuthorizedSession
 from google.cloud import compute_v1
 
-from gpufleet.clouds.base import Capacity, QuotaLine
+from gpufleet.clouds.base import Capacity, FoundImage, QuotaLine
 from gpufleet.clouds.gcp import credentials as local_credentials
 from gpufleet.clouds.gcp.errors import CREDENTIAL_HINT
 from gpufleet.clouds.gcp.rules import ACCELERATORS
@@ -344,6 +344,26 @@ class GcpApi:
             out.append(Capacity("gcp", "reservation" + (" (specific)" if r.specific_reservation_required else ""),
                                 r.name, region, zone, instance_type, int(want.count) - int(want.in_use_count), True))
         return out
+
+    # --- golden images (`gpufleet image list/delete`) ---------------------------------------------
+    def images(self, regions: list[str]) -> list[FoundImage]:
+        """The project's images labelled ``gpufleet-image``; images are global, so region ``global``."""
+        try:
+            found = list(self.client("ImagesClient").list(request={"project": self.project,
+                                                                   "filter": f"labels.{LABEL_PREFIX}image:*"}))
+        except gx.GoogleAPICallError as e:
+            raise unreadable(e, "gcp images") from None
+        return [FoundImage("gcp", "global", x.labels[f"{LABEL_PREFIX}image"], f"projects/{self._project}/global/images/"
+                           f"{x.name}", tags(dict(x.labels)), x.creation_timestamp or None,
+                           size_gb=float(x.disk_size_gb or 0) or None) for x in found]
+
+    def delete_image(self, image: FoundImage) -> None:
+        try:
+            self.client("ImagesClient").delete(project=self.project, image=_last(image.id)).result(timeout=600)
+        except gx.NotFound:
+            pass
+        except gx.GoogleAPICallError as e:
+            raise unreadable(e, f"gcp image {image.id}") from None
 
     # --- a pool's VMs (clouds.gcp.nodes) --------------------------------------------------------
     def bulk_insert(self, zone: str, body: dict, timeout_s: float = 1800) -> None:
