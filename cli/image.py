@@ -87,12 +87,12 @@ LIST_HELP = ("List the golden images the clouds hold, found by their gpufleet:im
 @app.command("list", help=LIST_HELP)
 @output.handle_errors
 def list_images(provider: options.Providers = None, region: options.Regions = None):
-    from gpufleet.cli.lifecycle import _exit_if_unread, _warn_unread
+    from gpufleet.cli.lifecycle import exit_if_unread, warn_unread
     from gpufleet.fleet import image
 
     with output.steps("Asking the clouds for golden images"):
         found = image.listed(options.clouds(provider), region)
-    _warn_unread(found.clouds, found.unread)
+    warn_unread(found.clouds, found.unread)
     if STATE.json:
         output.emit_json(found.to_dict())
     else:
@@ -100,7 +100,7 @@ def list_images(provider: options.Providers = None, region: options.Regions = No
                      [[i.name, i.provider, i.region, i.id, f"{i.size_gb:g}" if i.size_gb else "-", i.created_at or "-",
                        "yes" if (i.name, i.provider) in found.recorded else "no"] for i in found.images],
                      optional=("created", "GB", "recorded here"), justify={"GB": "right"})
-    _exit_if_unread(found.unread, found.clouds)
+    exit_if_unread(found.unread, found.clouds)
 
 
 DELETE_HELP = ("Delete the golden image NAME on every cloud that holds it, with its snapshots (AWS keeps an AMI's "
@@ -116,12 +116,12 @@ def delete(
     provider: options.Providers = None,
     region: options.Regions = None,
 ):
-    from gpufleet.cli.lifecycle import _warn_unread
+    from gpufleet.cli.lifecycle import warn_unread
     from gpufleet.fleet import image
 
     with output.steps("Asking the clouds for golden images"):
         images, found = image.delete(name, yes=yes, providers=options.clouds(provider), regions=region)
-    _warn_unread(found.clouds, found.unread)
+    warn_unread(found.clouds, found.unread)
     if STATE.json:
         output.emit_json({"deleted": yes, "images": [i.to_dict() for i in images]})
         return

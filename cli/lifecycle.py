@@ -28,7 +28,7 @@ CHECK_HELP = ("Show whose credentials each cloud gets, and, for a STACK, the GPU
 
 
 
-def _warn_unread(clouds, unread: dict[str, str]) -> None:
+def warn_unread(clouds, unread: dict[str, str]) -> None:
     """Each cloud that was not asked (no credentials or SDK) and each place that should have been
     read and was not, with why."""
     for p, why in clouds.skipped.items():
@@ -38,7 +38,7 @@ def _warn_unread(clouds, unread: dict[str, str]) -> None:
             output.warn(f"{where} could not be read: {why}")
 
 
-def _exit_if_unread(unread: dict[str, str], clouds) -> None:
+def exit_if_unread(unread: dict[str, str], clouds) -> None:
     """The rule of every command that asks the clouds: exit 1 when something that should have been
     read could not be (the result is incomplete), after showing what was found. The hint names the
     reason there was: no cloud could be asked at all (no credentials or SDK), or some were asked
@@ -74,16 +74,16 @@ def status(
         seen: list[str] = []
         report = st.run(target, catalog.load(STATE.config), providers=options.clouds(provider), regions=region,
                         local=local, on_region=lambda where: (seen.append(where), update(len(seen), None, where)))
-    _warn_unread(report.clouds, report.unread)
+    warn_unread(report.clouds, report.unread)
     rows, now = report.rows, dt.datetime.now(dt.timezone.utc)
     if STATE.json:
         output.emit_json(report.to_dict())
-        _exit_if_unread(report.unread, report.clouds)
+        exit_if_unread(report.unread, report.clouds)
         return
     if not rows:
         output.console().print(f"No clusters: the registry ({report.registry}) is empty and the clouds asked "
                                f"({', '.join(report.checked) or 'none'}) report nothing tagged gpufleet:cluster.")
-        _exit_if_unread(report.unread, report.clouds)
+        exit_if_unread(report.unread, report.clouds)
         return
     table = []
     for r in rows:
@@ -96,7 +96,7 @@ def status(
     output.table("Clusters", ["cluster", "state", "where", "nodes", "age", "expires", "$/h", "cost so far", "notes"],
                  table, justify={"$/h": "right", "cost so far": "right"},
                  styles=["red" if r.state in ("orphan", "leaking", "failed") else None for r in rows])
-    _exit_if_unread(report.unread, report.clouds)
+    exit_if_unread(report.unread, report.clouds)
 
 
 def _expiry(now, t) -> str:
@@ -134,7 +134,7 @@ def reap(
                        providers=options.clouds(provider), regions=region, grace=grace_d,
                        on_region=lambda where: (seen.append(where), update(len(seen), None, where)),
                        on_delete=lambda d, total, m: update(d, total, f"deleting: {m}"))
-    _warn_unread(res.clouds, res.unread)
+    warn_unread(res.clouds, res.unread)
     if not res.state_read:
         output.warn(f"the Pulumi state at {automation.backend_url()} could not be read (no Pulumi CLI?): orphans are "
                     "kept, only expired resources are reaped")
@@ -145,7 +145,7 @@ def reap(
             raise typer.Exit(1)
         return
     if res.unread and not found:
-        _exit_if_unread(res.unread, res.clouds)  # nothing read means nothing known: never "Nothing to reap"
+        exit_if_unread(res.unread, res.clouds)  # nothing read means nothing known: never "Nothing to reap"
     if sel.reap:
         render_findings("Expired or orphaned" + ("" if yes else " (dry run: nothing deleted)"), sel.reap)
     for f in sel.kept:
@@ -164,7 +164,7 @@ def reap(
     else:
         c.print(f"Deleted {len(outcomes) - len(failed)} of {len(outcomes)} resource(s); "
                 f"{output.money(sum(o.resource.usd_per_hour or 0 for o in outcomes if o.ok))}/h no longer billed.")
-    _exit_if_unread(res.unread, res.clouds)
+    exit_if_unread(res.unread, res.clouds)
     if res.trouble:
         raise typer.Exit(1)
 
@@ -184,7 +184,7 @@ def check(
         output.emit_json(report.to_dict())
         if short:
             raise typer.Exit(short.exit_code)
-        _exit_if_unread(report.unread, report.clouds)
+        exit_if_unread(report.unread, report.clouds)
         return
     if not report.cloud_pools:
         output.console().print("The stack has no cloud pools: no credentials or quotas to check.")
@@ -203,7 +203,7 @@ def check(
                      styles=["red" if x.ok is False else ("yellow" if x.ok is None else None) for x in lines])
     if short:
         raise short
-    _exit_if_unread(report.unread, report.clouds)
+    exit_if_unread(report.unread, report.clouds)
 
 
 def _num(v) -> str:
@@ -240,7 +240,7 @@ def rebuild(
         seen: list[str] = []
         res = rebuilding.rebuild(catalog.load(STATE.config), providers=options.clouds(provider), regions=region,
                                  on_region=lambda where: (seen.append(where), update(len(seen), None, where)))
-    _warn_unread(res.clouds, res.unread)
+    warn_unread(res.clouds, res.unread)
     if STATE.json:
         output.emit_json(res.to_dict())
         if not res.written or res.unread:
@@ -253,4 +253,4 @@ def rebuild(
     output.table(f"Registry {res.path}", ["cluster", "stack", "owner", "expires", "where", "nodes", "from"], rows)
     output.console().print(f"{len(res.clusters)} cluster(s) written" + (f"; the old file is {res.backup}"
                                                                        if res.backup else "") + ".")
-    _exit_if_unread(res.unread, res.clouds)
+    exit_if_unread(res.unread, res.clouds)

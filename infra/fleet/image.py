@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from gpufleet.catalog.images import IMAGES
-from gpufleet.clouds import bootstrap, cloud
+from gpufleet.clouds import bootstrap, cloud, inventory
 from gpufleet.configure import bake, cloudnodes
-from gpufleet.errors import GpufleetError, InputError, ToolMissing
+from gpufleet.errors import CloudUnreadable, GpufleetError, InputError, ToolMissing
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.state.images import BuiltImage, Manifest
 
@@ -204,9 +204,6 @@ class Listing:
 
 def listed(providers: list[str] | None = None, regions: list[str] | None = None) -> Listing:
     """Every golden image of the clouds that can be asked here (or of ``providers``), by tag."""
-    from gpufleet.clouds import inventory
-    from gpufleet.errors import CloudUnreadable
-
     clouds = inventory.open_clouds(providers, required=bool(providers), regions=regions)
     out = Listing(clouds=clouds, recorded={(e.name, e.provider) for e in Manifest().entries()})
     for p, api in clouds.open.items():
