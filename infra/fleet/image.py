@@ -16,12 +16,16 @@ No Packer is installed by gpufleet: without one, or with one too old for HCL2 pl
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import os
+import re
 import shutil
+import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from gpufleet.catalog.images import IMAGES
+from gpufleet.catalog.images import DEFAULT_IMAGE, IMAGES
 from gpufleet.clouds import bootstrap, cloud, inventory
 from gpufleet.configure import bake, cloudnodes
 from gpufleet.errors import CloudUnreadable, GpufleetError, InputError, ToolMissing
@@ -35,7 +39,7 @@ AGENT_FILES = ("node_agent.py", "node_bake.py")
 class ImagePlan:
     pool: str
     provider: str
-    name: str  # the image's name (AMI name, GCP image, Azure gallery image version's source)
+    name: str  # the image's name: the AMI's and GCP image's name, the Azure version's gpufleet:image tag
     template: str
     var_file: str
     bundle: str
@@ -91,7 +95,7 @@ def plan(stack, cat, out: Path, *, pool: str | None = None) -> list[ImagePlan]:
         bundle = out / p.name / "bundle"
         bundle.mkdir(parents=True, exist_ok=True)
         (bundle / bake.ARCHIVE).write_bytes(archive)
-        spec = bake.spec(stack, p, cat, tree=tree, base_image=p.image or "default")
+        spec = bake.spec(stack, p, cat, tree=tree, base_image=p.image or DEFAULT_IMAGE)
         (bundle / "bake.json").write_text(json.dumps(spec, indent=1, sort_keys=True, default=str) + "\n")
         for f in AGENT_FILES:
             shutil.copyfile(bootstrap.AGENT.with_name(f), bundle / f)
@@ -113,8 +117,6 @@ def plan(stack, cat, out: Path, *, pool: str | None = None) -> list[ImagePlan]:
 
 def _unset(template: Path, variables: dict) -> list[str]:
     """The template's variables without a default that ``variables`` leaves out."""
-    import re
-
     text = template.read_text()
     declared = re.findall(r'^variable "(\w+)" \{(.*?)^\}', text, re.S | re.M)
     return [n for n, body in declared if "default" not in body and n not in variables]
@@ -127,10 +129,6 @@ COMMA = "%!(PACKER_COMMA)"
 
 def packer() -> str:
     """The Packer binary: ``$GPUFLEET_PACKER`` or ``packer`` on the PATH, 1.10 or newer."""
-    import os
-    import re
-    import subprocess
-
     exe = os.environ.get("GPUFLEET_PACKER") or shutil.which("packer")
     if not exe:
         raise ToolMissing("Packer is not installed: `gpufleet image build` runs it", PACKER_HINT)
@@ -144,9 +142,6 @@ def packer() -> str:
 
 def build(stack, cat, out: Path, *, pool: str | None = None, tell=None, manifest: Manifest | None = None) -> list:
     """Plan, then run Packer on each pool's template; the images built (recorded in the manifest)."""
-    import datetime as dt
-    import subprocess
-
     plans = plan(stack, cat, out, pool=pool)
     unset = [f"{m.pool}: {', '.join(m.unset)} in {m.var_file}" for m in plans if m.unset]
     if unset:
