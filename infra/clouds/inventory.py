@@ -37,6 +37,10 @@ class Clouds:
     def __getitem__(self, provider: str):
         return self.open[provider]
 
+    def api_or_why(self, provider: str):
+        """The provider's open API, or why it could not be opened (a string)."""
+        return self.open.get(provider) or self.skipped.get(provider) or self.failed.get(provider) or "not opened"
+
     def unread(self, places: dict[str, str] | None = None) -> dict[str, str]:
         """What should have been read and was not: the clouds that failed, the places (regions, kinds)
         that could not be listed, and, when clouds were to be asked but none could be, each

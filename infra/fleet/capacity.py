@@ -94,5 +94,4 @@ def _questions(stack, pool, cat) -> list[tuple[str, str, str]]:
 
 def _open(provider: str, regions: list[str]):
     """The cloud's API, or why it cannot be asked here (no credentials, no SDK, refused)."""
-    clouds = inventory.open_clouds([provider], required=False, regions={provider: regions})
-    return clouds.open.get(provider) or clouds.skipped.get(provider) or clouds.failed.get(provider) or "not opened"
+    return inventory.open_clouds([provider], required=False, regions={provider: regions}).api_or_why(provider)

@@ -238,11 +238,8 @@ def _apis(run: Run, regions: dict[str, list[str]]) -> dict:
     given = run.cloud_api
     out: dict = {}
     for p in regions:
-        if given is not None:
-            out[p] = given.open.get(p) or given.skipped.get(p) or given.failed.get(p) or "not opened"
-            continue
-        opened = inventory.open_clouds([p], required=False, regions={p: regions[p]})
-        out[p] = opened.open.get(p) or opened.skipped.get(p) or opened.failed.get(p) or "not opened"
+        opened = given if given is not None else inventory.open_clouds([p], required=False, regions={p: regions[p]})
+        out[p] = opened.api_or_why(p)
     return out
 
 
