@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from gpufleet.cli import output
+from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
@@ -23,8 +23,8 @@ FIND_HELP = ("For each cloud pool of STACK, at every place it may land (its own 
 @app.command("find", help=FIND_HELP)
 @output.handle_errors
 def find(
-    stack: Annotated[str, typer.Argument(help="Stack file (YAML).", metavar="STACK")],
-    pool: Annotated[Optional[str], typer.Option("--pool", help="Only this pool.")] = None,
+    stack: options.StackFile,
+    pool: options.OnePool = None,
     hours: Annotated[int, typer.Option("--hours", help="How long a Capacity Block offering should run: whole days "
                                        "up to 14, then whole weeks up to 182 days.")] = 24,
     start: Annotated[Optional[str], typer.Option("--start", help="Earliest start of an offering, ISO 8601 (default: "

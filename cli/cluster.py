@@ -40,7 +40,7 @@ DOWN_HELP = ("Destroy a cluster's cloud resources and drain its rack hosts (by s
 
 @output.handle_errors
 def up(
-    stack: Annotated[str, typer.Argument(help="Stack file (YAML).", metavar="STACK")],
+    stack: options.StackFile,
     cluster: options.Cluster = None,
     yes: options.Yes = False,
     trust_new_hosts: options.TrustNewHosts = False,
@@ -131,7 +131,7 @@ def _tell_attempt(attempt) -> None:
 
 @output.handle_errors
 def configure(
-    stack: Annotated[str, typer.Argument(help="Stack file (YAML).", metavar="STACK")],
+    stack: options.StackFile,
     cluster: options.Cluster = None,
     reconfigure: Annotated[bool, typer.Option("--reconfigure", help="Apply the states again on nodes already "
                                               "configured the same way.")] = False,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -23,8 +23,8 @@ PLAN_HELP = ("Write, for each cloud pool of STACK, what its golden image is buil
 @app.command("plan", help=PLAN_HELP)
 @output.handle_errors
 def plan(
-    stack: Annotated[str, typer.Argument(help="Stack file (YAML).", metavar="STACK")],
-    pool: Annotated[Optional[str], typer.Option("--pool", help="Only this pool.")] = None,
+    stack: options.StackFile,
+    pool: options.OnePool = None,
     out: Annotated[str, typer.Option("--out", help="Where to write the bundles and variable files.")] = "build/images",
 ):
     from pathlib import Path
@@ -56,8 +56,8 @@ BUILD_HELP = ("Plan each cloud pool's golden image (as `image plan`), then run P
 @app.command("build", help=BUILD_HELP)
 @output.handle_errors
 def build(
-    stack: Annotated[str, typer.Argument(help="Stack file (YAML).", metavar="STACK")],
-    pool: Annotated[Optional[str], typer.Option("--pool", help="Only this pool.")] = None,
+    stack: options.StackFile,
+    pool: options.OnePool = None,
     out: Annotated[str, typer.Option("--out", help="Where to write the bundles and variable files.")] = "build/images",
 ):
     from pathlib import Path

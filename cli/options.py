@@ -14,6 +14,8 @@ Providers = Annotated[Optional[list[str]], typer.Option("--provider", "-p", help
 Regions = Annotated[Optional[list[str]], typer.Option("--region", "-r", help="Only this region (e.g. us-east-1, "
                                                       "us-central1, eastus); repeat for several. Default: all.")]
 Cluster = Annotated[Optional[str], typer.Option("--cluster", help="Cluster name (default: the stack's name).")]
+StackFile = Annotated[str, typer.Argument(help="Stack file (YAML).", metavar="STACK")]
+OnePool = Annotated[Optional[str], typer.Option("--pool", help="Only this pool.")]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before changing anything.")]
 TrustNewHosts = Annotated[bool, typer.Option("--trust-new-hosts", help="Record the host keys of rack hosts not yet "
                                              "in the site's known_hosts (trust on first use). A changed key is "

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from gpufleet.cli import output
+from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
 
 HELP = ("Show every resource `up` would create for a stack and its cost per hour. Runs the same Pulumi "
@@ -15,7 +15,7 @@ HELP = ("Show every resource `up` would create for a stack and its cost per hour
 
 @output.handle_errors
 def plan(
-    stack: Annotated[str, typer.Argument(help="Stack file (YAML).", metavar="STACK")],
+    stack: options.StackFile,
     cluster: Annotated[Optional[str], typer.Option("--cluster", help="Cluster name (default: the stack's name).")] = None,
 ):
     from gpufleet import catalog

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from gpufleet.clouds import candidates, inventory
 from gpufleet.errors import InputError
+from gpufleet.fleet.stacks import cloud_pools
 
 # Capacity Blocks are sold in whole days up to 14 days, then in whole weeks up to 182 days
 # (DescribeCapacityBlockOfferings CapacityDurationHours, API reference, read 2026-11)
@@ -55,11 +56,7 @@ def find(stack, cat, *, pool: str | None = None, hours: int = DAY, start: str | 
          open_api: Callable[[str, list[str]], object] | None = None) -> list[Found]:
     """Each cloud pool's (or ``pool``'s) reserved and offered capacity, place by place."""
     check_hours(hours)
-    pools = [p for p in stack.pools if not p.on_rack and (pool is None or p.name == pool)]
-    if not pools:
-        names = [p.name for p in stack.pools if not p.on_rack]
-        raise InputError(f"no cloud pool {pool!r} in stack {stack.name}" if pool else
-                         f"stack {stack.name} has no cloud pool", f"its cloud pools: {', '.join(names) or 'none'}")
+    pools = cloud_pools(stack, pool)
     questions = {p.name: _questions(stack, p, cat) for p in pools}
     wanted: dict[str, set[str]] = {}
     for qs in questions.values():

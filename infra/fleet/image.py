@@ -29,6 +29,7 @@ from gpufleet.catalog.images import DEFAULT_IMAGE, IMAGES
 from gpufleet.clouds import bootstrap, cloud, inventory
 from gpufleet.configure import bake, cloudnodes
 from gpufleet.errors import CloudUnreadable, GpufleetError, InputError, ToolMissing
+from gpufleet.fleet.stacks import cloud_pools
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.state.images import BuiltImage, Manifest
 
@@ -76,12 +77,7 @@ def image_name(stack, pool, tree: str) -> str:
 
 def plan(stack, cat, out: Path, *, pool: str | None = None) -> list[ImagePlan]:
     """Write each cloud pool's (or ``pool``'s) bake bundle and template variables under ``out``."""
-    pools = [p for p in stack.pools if not p.on_rack and (pool is None or p.name == pool)]
-    if not pools:
-        names = [p.name for p in stack.pools if not p.on_rack]
-        raise InputError(f"no cloud pool {pool!r} in stack {stack.name}" if pool else
-                         f"stack {stack.name} has no cloud pool: a rack's hosts are configured in place",
-                         f"its cloud pools: {', '.join(names) or 'none'}")
+    pools = cloud_pools(stack, pool, without=": a rack's hosts are configured in place")
     for p in pools:
         if p.image and p.image not in IMAGES:
             raise InputError(f"pool {p.name} boots {p.image}: an image is baked from one of gpufleet's base images",

@@ -182,6 +182,17 @@ def software_fits(stack, cat) -> Iterable[Problem]:
             yield Problem(keys, prob.message, prob.hint)
 
 
+def cloud_pools(stack, pool: str | None, *, without: str = "") -> list:
+    """The stack's cloud pools, or only ``pool``; InputError (exit 2) naming the cloud pools there
+    are when none matches (``without``: what to add when the stack has none at all)."""
+    pools = [p for p in stack.pools if not p.on_rack and (pool is None or p.name == pool)]
+    if not pools:
+        names = [p.name for p in stack.pools if not p.on_rack]
+        raise InputError(f"no cloud pool {pool!r} in stack {stack.name}" if pool else
+                         f"stack {stack.name} has no cloud pool{without}", f"its cloud pools: {', '.join(names) or 'none'}")
+    return pools
+
+
 def stack_of(target: str, cat=None) -> spec.Stack | None:
     """A stack file gives the stack (loaded and checked); anything else is a cluster name (None)."""
     p = Path(target)
