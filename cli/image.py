@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -26,6 +26,9 @@ def plan(
     stack: options.StackFile,
     pool: options.OnePool = None,
     out: Annotated[str, typer.Option("--out", help="Where to write the bundles and variable files.")] = "build/images",
+    expires: Annotated[Optional[str], typer.Option("--expires", help="Tag the images to expire this long after now "
+                                                   "(e.g. 30d): `gpufleet reap` then deletes them. Default: kept "
+                                                   "until `image delete`.")] = None,
 ):
     from pathlib import Path
 
@@ -33,7 +36,8 @@ def plan(
     from gpufleet.fleet import image, stacks
 
     cat = catalog.load(STATE.config)
-    made = image.plan(stacks.load(stack, cat), cat, Path(out), pool=pool)
+    made = image.plan(stacks.load(stack, cat), cat, Path(out), pool=pool,
+                      expires=options.duration("--expires", expires) or None)
     if STATE.json:
         output.emit_json({"images": [m.to_dict() for m in made]})
         return
@@ -59,6 +63,9 @@ def build(
     stack: options.StackFile,
     pool: options.OnePool = None,
     out: Annotated[str, typer.Option("--out", help="Where to write the bundles and variable files.")] = "build/images",
+    expires: Annotated[Optional[str], typer.Option("--expires", help="Tag the images to expire this long after now "
+                                                   "(e.g. 30d): `gpufleet reap` then deletes them. Default: kept "
+                                                   "until `image delete`.")] = None,
 ):
     from pathlib import Path
 
@@ -69,7 +76,7 @@ def build(
 
     cat = catalog.load(STATE.config)
     err = output.console(stderr=True)
-    made = image.build(stacks.load(stack, cat), cat, Path(out), pool=pool,
+    made = image.build(stacks.load(stack, cat), cat, Path(out), pool=pool, expires=options.duration("--expires", expires) or None,
                        tell=lambda p, text: err.print(f"[dim]{escape(p)}:[/dim] {escape(text)}", highlight=False))
     if STATE.json:
         output.emit_json({"built": [m.to_dict() for m in made]})
@@ -120,12 +127,17 @@ def delete(
     from gpufleet.fleet import image
 
     with output.steps("Asking the clouds for golden images"):
-        images, found = image.delete(name, yes=yes, providers=options.clouds(provider), regions=region)
+        images, removed, found = image.delete(name, yes=yes, providers=options.clouds(provider), regions=region)
     warn_unread(found.clouds, found.unread)
+    failed = [r for r in removed if not r.ok]
     if STATE.json:
-        output.emit_json({"deleted": yes, "images": [i.to_dict() for i in images]})
-        return
-    verb = "deleted" if yes else "would delete (run again with --yes)"
-    for i in images:
-        output.console().print(f"{verb}: {i.provider} {i.region} {i.id}"
-                               + (f" and its snapshots {', '.join(i.snapshots)}" if i.snapshots else ""))
+        output.emit_json({"deleted": yes, "images": [i.to_dict() for i in images],
+                          "outcomes": [r.to_dict() for r in removed]})
+    else:
+        for i in images:
+            verb = "would delete (run again with --yes)" if not yes else next(
+                ("deleted" if r.ok else f"could not delete ({r.message})") for r in removed if r.image is i)
+            output.console().print(f"{verb}: {i.provider} {i.region} {i.id}"
+                                   + (f" and its snapshots {', '.join(i.snapshots)}" if i.snapshots else ""))
+    if failed:
+        raise typer.Exit(1)

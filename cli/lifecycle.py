@@ -83,6 +83,7 @@ def status(
     if not rows:
         output.console().print(f"No clusters: the registry ({report.registry}) is empty and the clouds asked "
                                f"({', '.join(report.checked) or 'none'}) report nothing tagged gpufleet:cluster.")
+        _held_images(report.images, now)
         exit_if_unread(report.unread, report.clouds)
         return
     table = []
@@ -96,7 +97,20 @@ def status(
     output.table("Clusters", ["cluster", "state", "where", "nodes", "age", "expires", "$/h", "cost so far", "notes"],
                  table, justify={"$/h": "right", "cost so far": "right"},
                  styles=["red" if r.state in ("orphan", "leaking", "failed") else None for r in rows])
+    _held_images(report.images, now)
     exit_if_unread(report.unread, report.clouds)
+
+
+def _held_images(images: list, now) -> None:
+    """The golden images the clouds hold: they bill for storage whether or not a cluster is up."""
+    if not images:
+        return
+    output.table("Golden images (storage billed until deleted)", ["image", "cloud", "region", "GB", "age", "expires",
+                                                                  "state"],
+                 [[h.image.name, h.image.provider, h.image.region, f"{h.image.size_gb:g}" if h.image.size_gb else "-",
+                   age(now, h.created), _expiry(now, h.expires), f"{h.state}: {h.detail}" if h.detail else h.state]
+                  for h in images], optional=("GB", "age"), wraps=("state",), justify={"GB": "right"},
+                 styles=["yellow" if h.state != "current" else None for h in images])
 
 
 def _expiry(now, t) -> str:
@@ -154,10 +168,12 @@ def reap(
         output.warn(f"{f.resource.where} {f.resource.label()}: {f.detail}")
     if outcomes:
         render_outcomes("Deleted" if not failed else "Deletion", outcomes)
+    _reaped_images(res, yes)
     c = output.console()
     asked = ", ".join(f"{p} ({len(r)} region{'s' if len(r) != 1 else ''})" for p, r in clouds.regions.items()) or "no cloud"
     if not sel.reap:
-        c.print(f"Nothing to reap: {len(found)} tagged resource(s) on {asked}, none expired or orphaned.")
+        if not res.expired_images:
+            c.print(f"Nothing to reap: {len(found)} tagged resource(s) on {asked}, none expired or orphaned.")
     elif not yes:
         c.print(f"{len(sel.reap)} resource(s) would be deleted, {output.money(sel.usd_per_hour)}/h. "
                 "Run again with --yes to delete them.")
@@ -167,6 +183,29 @@ def reap(
     exit_if_unread(res.unread, res.clouds)
     if res.trouble:
         raise typer.Exit(1)
+
+
+def _reaped_images(res, yes: bool) -> None:
+    """Expired golden images: what would go (or went) with their snapshots; unreadable expiries warned."""
+    for h in res.images:
+        if h.state == "unreadable":
+            output.warn(f"golden image {h.image.name} ({h.image.provider} {h.image.region}): {h.detail}")
+    expired = res.expired_images
+    if not expired:
+        return
+    outcome = {id(r.image): r for r in res.removed}
+    rows = []
+    for h in expired:
+        r = outcome.get(id(h.image))
+        rows.append([h.image.name, h.image.provider, h.image.region, h.image.id,
+                     f"{h.image.size_gb:g}" if h.image.size_gb else "-", _expiry(dt.datetime.now(dt.timezone.utc), h.expires),
+                     "would delete" if not yes else ("deleted" if r and r.ok else f"failed: {r.message if r else '?'}")])
+    output.table("Expired golden images" + ("" if yes else " (dry run: nothing deleted)"),
+                 ["image", "cloud", "region", "id", "GB", "expires", "outcome"], rows,
+                 optional=("GB", "id"), wraps=("outcome",), justify={"GB": "right"})
+    if not yes:
+        output.console().print(f"{len(expired)} golden image(s) would be deleted with their snapshots. "
+                               "Run again with --yes to delete them.")
 
 
 @output.handle_errors

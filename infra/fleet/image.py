@@ -27,8 +27,10 @@ from pathlib import Path
 
 from gpufleet.catalog.images import DEFAULT_IMAGE, IMAGES
 from gpufleet.clouds import bootstrap, cloud, inventory
+from gpufleet.clouds.tags import expiry_from, format_expiry
 from gpufleet.configure import bake, cloudnodes
-from gpufleet.errors import CloudUnreadable, GpufleetError, InputError, ToolMissing
+from gpufleet.errors import GpufleetError, InputError, ToolMissing
+from gpufleet.fleet import held_images
 from gpufleet.fleet.stacks import cloud_pools
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.state.images import BuiltImage, Manifest
@@ -75,8 +77,9 @@ def image_name(stack, pool, tree: str) -> str:
     return f"gpufleet-{stack.name}-{pool.name}-{tree[:10]}"
 
 
-def plan(stack, cat, out: Path, *, pool: str | None = None) -> list[ImagePlan]:
-    """Write each cloud pool's (or ``pool``'s) bake bundle and template variables under ``out``."""
+def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelta | None = None) -> list[ImagePlan]:
+    """Write each cloud pool's (or ``pool``'s) bake bundle and template variables under ``out``;
+    ``expires``: the images are tagged to be deleted by `reap` that long after they are planned."""
     pools = cloud_pools(stack, pool, without=": a rack's hosts are configured in place")
     for p in pools:
         if p.image and p.image not in IMAGES:
@@ -98,6 +101,8 @@ def plan(stack, cat, out: Path, *, pool: str | None = None) -> list[ImagePlan]:
         name = image_name(stack, p, tree)
         tags = {"gpufleet:image": name, "gpufleet:stack": stack.name, "gpufleet:pool": p.name,
                 "gpufleet:owner": stack.owner, "gpufleet:tree": tree[:16]}
+        if expires is not None:
+            tags["gpufleet:expires-at"] = format_expiry(expiry_from(dt.datetime.now(dt.timezone.utc), expires))
         try:
             settings = c.program_settings(plan=False)
         except Exception:  # noqa: BLE001 - no credentials here: the account's own values stay unset, and said
@@ -136,9 +141,10 @@ def packer() -> str:
     return exe
 
 
-def build(stack, cat, out: Path, *, pool: str | None = None, tell=None, manifest: Manifest | None = None) -> list:
+def build(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelta | None = None, tell=None,
+          manifest: Manifest | None = None) -> list:
     """Plan, then run Packer on each pool's template; the images built (recorded in the manifest)."""
-    plans = plan(stack, cat, out, pool=pool)
+    plans = plan(stack, cat, out, pool=pool, expires=expires)
     unset = [f"{m.pool}: {', '.join(m.unset)} in {m.var_file}" for m in plans if m.unset]
     if unset:
         raise InputError("variables only the account knows are not set: " + "; ".join(unset),
@@ -196,28 +202,16 @@ class Listing:
 def listed(providers: list[str] | None = None, regions: list[str] | None = None) -> Listing:
     """Every golden image of the clouds that can be asked here (or of ``providers``), by tag."""
     clouds = inventory.open_clouds(providers, required=bool(providers), regions=regions)
-    out = Listing(clouds=clouds, recorded={(e.name, e.provider) for e in Manifest().entries()})
-    for p, api in clouds.open.items():
-        try:
-            out.images += api.images(clouds.regions[p])
-        except CloudUnreadable as e:
-            out.unread[f"{p} images"] = e.reason
-    out.unread = clouds.unread(out.unread)
-    out.images.sort(key=lambda i: (i.name, i.provider, i.region))
-    return out
+    images, unread = held_images.held(clouds)
+    return Listing(images, {(e.name, e.provider) for e in Manifest().entries()}, clouds, clouds.unread(unread))
 
 
 def delete(name: str, *, yes: bool, providers: list[str] | None = None, regions: list[str] | None = None):
-    """The images called ``name`` (a dry run unless ``yes``): deleted with their snapshots, and
-    forgotten by the manifest. InputError when no cloud asked holds one."""
+    """The images called ``name`` (a dry run unless ``yes``: nothing removed) and what became of
+    each, with the listing. InputError when no cloud asked holds one."""
     found = listed(providers, regions)
     mine = [i for i in found.images if i.name == name]
     if not mine:
         raise InputError(f"no golden image {name!r} in the clouds asked ({', '.join(found.clouds.open) or 'none'})",
                          "`gpufleet image list` shows the images each cloud holds")
-    if yes:
-        manifest = Manifest()
-        for i in mine:
-            found.clouds.open[i.provider].delete_image(i)
-            manifest.forget(i.name, i.provider)
-    return mine, found
+    return mine, (held_images.remove(found.clouds, mine) if yes else []), found

@@ -1,4 +1,5 @@
-"""`gpufleet reap`: expired resources, and orphans of clusters nobody knows, found by tag and deleted.
+"""`gpufleet reap`: expired resources, and orphans of clusters nobody knows, found by tag and deleted;
+and golden images whose ``gpufleet:expires-at`` has passed (``held_images``).
 
 ``select`` decides, from the clouds' tags alone (``clouds.inventory``), what to reap: a resource is *expired* when
 its ``gpufleet:expires-at`` has passed, an *orphan* when its ``gpufleet:cluster`` is in
@@ -19,6 +20,7 @@ from gpufleet.clouds.resources import Resource, price
 from gpufleet.clouds.tags import format_expiry
 from gpufleet.engine import automation
 from gpufleet.errors import InputError
+from gpufleet.fleet import held_images
 from gpufleet.state.registry import Registry
 
 
@@ -122,6 +124,12 @@ class Reaped:
     selection: Selection
     outcomes: list = field(default_factory=list)  # inventory.Outcome of each deletion asked for
     dry_run: bool = True
+    images: list = field(default_factory=list)  # held_images.Held: expired golden images (and unreadable ones)
+    removed: list = field(default_factory=list)  # held_images.Removed of each image deletion asked for
+
+    @property
+    def expired_images(self) -> list:
+        return [h for h in self.images if h.state == "expired"]
 
     @property
     def failed(self) -> list:
@@ -130,7 +138,8 @@ class Reaped:
     @property
     def trouble(self) -> bool:
         """Something could not be read or deleted (or, when deleting, a tag could not be read): cron must notice."""
-        return bool(self.failed or self.unread or (not self.dry_run and self.selection.unreadable))
+        return bool(self.failed or self.unread or any(not r.ok for r in self.removed)
+                    or (not self.dry_run and (self.selection.unreadable or len(self.images) > len(self.expired_images))))
 
     def to_dict(self) -> dict:
         sel = self.selection
@@ -138,7 +147,9 @@ class Reaped:
                 "unread": self.unread, "pulumi_state_read": self.state_read, "found": len(self.found),
                 "reap": [f.to_dict() for f in sel.reap], "usd_per_hour": round(sel.usd_per_hour, 4),
                 "kept": [f.to_dict() for f in sel.kept], "unreadable": [f.to_dict() for f in sel.unreadable],
-                "deleted": [o.to_dict() for o in self.outcomes if o.ok], "failed": [o.to_dict() for o in self.failed]}
+                "deleted": [o.to_dict() for o in self.outcomes if o.ok], "failed": [o.to_dict() for o in self.failed],
+                "images": [h.to_dict() for h in self.images],
+                "images_removed": [r.to_dict() for r in self.removed]}
 
 
 def reap(cat, *, yes: bool = False, older_than: dt.timedelta | None = None, clusters: list[str] | None = None,
@@ -153,14 +164,23 @@ def reap(cat, *, yes: bool = False, older_than: dt.timedelta | None = None, clus
     found, places = inventory.collect(clouds, cluster=clusters[0] if clusters and len(clusters) == 1 else None,
                                       on_region=on_region)
     price(found, cat)
+    when = now or dt.datetime.now(dt.timezone.utc)
+    images: list = []
+    if not clusters:  # golden images belong to no cluster: asked for when reaping is not limited to some
+        held, image_places = held_images.held(clouds)
+        places.update(image_places)
+        images = [h for h in held_images.judge(held, when) if h.state in ("expired", "unreadable")
+                  and (older_than is None or (h.created is not None and when - h.created >= older_than))]
     in_state = automation.state_stacks()
     known = {c.name for c in reg.list()} | (in_state or set())
-    sel = select(found, known=known, state_read=in_state is not None, now=now or dt.datetime.now(dt.timezone.utc),
+    sel = select(found, known=known, state_read=in_state is not None, now=when,
                  older_than=older_than, clusters=clusters, grace=grace)
-    out = Reaped(clouds, found, clouds.unread(places), in_state is not None, sel, dry_run=not yes)
+    out = Reaped(clouds, found, clouds.unread(places), in_state is not None, sel, dry_run=not yes, images=images)
     if yes and sel.reap:
         out.outcomes = inventory.delete([f.resource for f in sel.reap], clouds, on_progress=on_delete)
         _mark_reaped(reg, out.outcomes)
+    if yes and out.expired_images:
+        out.removed = held_images.remove(clouds, [h.image for h in out.expired_images])
     return out
 
 

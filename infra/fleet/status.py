@@ -1,4 +1,5 @@
-"""`gpufleet status`: the registry's clusters merged with what the clouds report by tag.
+"""`gpufleet status`: the registry's clusters merged with what the clouds report by tag, and the
+golden images the clouds hold (``held_images``: they bill for storage with no cluster up).
 
 The registry says what gpufleet meant to run; the clouds' tags say what runs. Costs come
 from what runs: each priced resource's hourly price from its creation (or the cluster's)
@@ -15,6 +16,7 @@ from gpufleet.clouds import inventory
 from gpufleet.clouds.resources import Resource, price
 from gpufleet.clouds.tags import TAG_PREFIX, format_expiry, parse_expiry
 from gpufleet.errors import NotFound
+from gpufleet.fleet import held_images
 from gpufleet.fleet.stacks import stack_of
 from gpufleet.providers import CLOUDS
 from gpufleet.state.registry import ClusterRecord, Registry
@@ -137,6 +139,7 @@ class Report:
     registry: str
     clouds: inventory.Clouds = field(default_factory=inventory.Clouds)
     unread: dict[str, str] = field(default_factory=dict)  # what should have been read and was not: exit 1
+    images: list = field(default_factory=list)  # held_images.Held: the golden images the clouds asked hold
 
     @property
     def checked(self) -> list[str]:
@@ -144,7 +147,8 @@ class Report:
 
     def to_dict(self) -> dict:
         return {"clusters": [r.to_dict() for r in self.rows], "checked": self.checked,
-                "skipped": self.clouds.skipped, "unread": self.unread, "registry": self.registry}
+                "skipped": self.clouds.skipped, "unread": self.unread, "registry": self.registry,
+                "images": [h.to_dict() for h in self.images]}
 
 
 def run(target: str | None, cat, *, providers: list[str] | None = None, regions: list[str] | None = None,
@@ -169,7 +173,11 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
             one = records[0].name if len(records) == 1 else (name if not records else None)
             resources, places = inventory.collect(report.clouds, cluster=one if name else None,
                                                   on_region=on_region)
-            report.unread = report.clouds.unread(places)
+            held, image_places = held_images.held(report.clouds)
+            report.unread = report.clouds.unread({**places, **image_places})
+            stack = {r.stack for r in records} | {name} if name else None  # a stack's or cluster's: its stack's images
+            report.images = held_images.judge([i for i in held if stack is None or i.tags.get(TAG_PREFIX + "stack")
+                                               in stack], now or dt.datetime.now(dt.timezone.utc))
             if name and len(records) > 1:
                 keep = {r.name for r in records}
                 resources = [r for r in resources if r.cluster in keep]

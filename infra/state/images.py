@@ -53,6 +53,8 @@ class Manifest:
 
     def forget(self, name: str, provider: str) -> None:
         """Drop every entry of image ``name`` on ``provider`` (it was deleted)."""
+        if not self.path.exists():
+            return
         kept = [e for e in self.entries() if (e.name, e.provider) != (name, provider)]
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"images": [e.to_dict() for e in kept]}, indent=1, sort_keys=True) + "\n")

@@ -250,3 +250,81 @@ def test_image_list_and_delete_on_gcp_and_azure(gcp, azure, tmp_path, monkeypatc
         assert r.exit_code == 0, r.output
     assert not gcp.has("images", "gpufleet-s-p-aaaaaaaaaa") and gcp.has("images", "ubuntu-custom")
     assert not azure.has(version["id"])
+
+
+def _ami(ec2, name: str, **extra) -> tuple[str, str]:
+    """An AMI over one EBS snapshot, tagged as Packer tags what it made; (image id, snapshot id)."""
+    vol = ec2.create_volume(AvailabilityZone="us-east-1a", Size=100)["VolumeId"]
+    snap = ec2.create_snapshot(VolumeId=vol)["SnapshotId"]
+    ami = ec2.register_image(Name=name, RootDeviceName="/dev/sda1", BlockDeviceMappings=[
+        {"DeviceName": "/dev/sda1", "Ebs": {"SnapshotId": snap, "VolumeSize": 100}}])["ImageId"]
+    ec2.create_tags(Resources=[ami], Tags=[{"Key": k, "Value": v} for k, v in {**_tags(name), **extra}.items()])
+    return ami, ec2.describe_images(ImageIds=[ami])["Images"][0]["BlockDeviceMappings"][0]["Ebs"]["SnapshotId"]
+
+
+def test_status_shows_golden_images_and_reap_deletes_the_expired_ones_with_their_snapshots(aws, tmp_path,
+                                                                                           monkeypatch):
+    import boto3
+
+    monkeypatch.setenv("GPUFLEET_IMAGES", str(tmp_path / "images.json"))
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    old, old_snap = _ami(ec2, "gpufleet-s-p-1111111111", **{"gpufleet:expires-at": "2026-01-01T00:00:00Z"})
+    kept, kept_snap = _ami(ec2, "gpufleet-s-q-2222222222", **{"gpufleet:expires-at": "2099-01-01T00:00:00Z"})
+    bad, _ = _ami(ec2, "gpufleet-s-r-3333333333", **{"gpufleet:expires-at": "next tuesday"})
+    where = ("--provider", "aws", "--region", "us-east-1")
+
+    r = cli("--json", "status", *where)
+    assert r.exit_code == 0, r.output
+    states = {i["name"]: i["state"] for i in json.loads(r.stdout)["images"]}
+    assert states == {"gpufleet-s-p-1111111111": "expired", "gpufleet-s-q-2222222222": "current",
+                      "gpufleet-s-r-3333333333": "unreadable"}
+    r = cli("status", *where)
+    assert r.exit_code == 0 and "Golden images" in r.stdout and "gpufleet reap` deletes it" in r.stdout, r.output
+
+    r = cli("reap", *where)  # a dry run: listed, nothing deleted
+    assert r.exit_code == 0 and "gpufleet-s-p-1111111111" in r.stdout and "would be deleted" in r.stdout, r.output
+    assert "gpufleet-s-q-2222222222" not in r.stdout and "next tuesday" in r.output
+    assert ec2.describe_images(ImageIds=[old])["Images"]
+    r = cli("--json", "reap", "--yes", *where)
+    assert r.exit_code == 1, r.output  # deleting while a tag cannot be read: cron must notice
+    removed = json.loads(r.stdout)["images_removed"]
+    assert [(i["id"], i["deleted"]) for i in removed] == [(old, True)]
+    left = {i["ImageId"] for i in ec2.describe_images(Owners=["self"])["Images"]}
+    assert old not in left and {kept, bad} <= left
+    snaps = {s["SnapshotId"] for s in ec2.describe_snapshots(OwnerIds=["self"])["Snapshots"]}
+    assert old_snap not in snaps and kept_snap in snaps
+
+
+def test_a_newer_image_of_the_same_pool_supersedes_an_older_one_which_reap_leaves(tmp_path):
+    import datetime as dt
+
+    from gpufleet.clouds.base import FoundImage
+    from gpufleet.fleet import held_images
+
+    def found(name, pool, created, region="us-east-1"):
+        return FoundImage("aws", region, name, f"ami-{name[-4:]}", {**_tags(name), "gpufleet:pool": pool}, created)
+
+    images = [found("gpufleet-s-p-aaaa", "p", "2026-10-01T00:00:00.000Z"),
+              found("gpufleet-s-p-bbbb", "p", "2026-11-01T00:00:00.000Z"),
+              found("gpufleet-s-p-cccc", "p", "2026-09-01T00:00:00.000Z", region="eu-west-1"),  # alone where it is
+              found("gpufleet-s-q-dddd", "q", "2026-08-01T00:00:00.000Z")]
+    got = {h.image.name: h.state for h in held_images.judge(images, dt.datetime(2026, 11, 25, tzinfo=dt.timezone.utc))}
+    assert got == {"gpufleet-s-p-aaaa": "superseded", "gpufleet-s-p-bbbb": "current", "gpufleet-s-p-cccc": "current",
+                   "gpufleet-s-q-dddd": "current"}
+
+
+def test_image_plan_expires_tags_the_image_for_reap(tmp_path):
+    import datetime as dt
+
+    from gpufleet.clouds.tags import parse_expiry
+
+    r = cli("--json", "image", "plan", str(MIXED), "--out", str(tmp_path), "--expires", "30d")
+    assert r.exit_code == 0, r.output
+    (first, *_) = json.loads(r.stdout)["images"]
+    variables = json.loads(Path(first["var_file"]).read_text())
+    tags = variables.get("tags") or variables.get("labels")
+    when = parse_expiry(tags["gpufleet:expires-at"]) if "gpufleet:expires-at" in tags else None
+    assert when is not None, tags
+    assert abs((when - dt.datetime.now(dt.timezone.utc)) - dt.timedelta(days=30)) < dt.timedelta(minutes=5)
+    r = cli("image", "plan", str(MIXED), "--out", str(tmp_path), "--expires", "soon")
+    assert r.exit_code == 2 and "--expires" in r.output

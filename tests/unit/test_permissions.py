@@ -34,13 +34,17 @@ def as_deployer(iam_moto, monkeypatch, tmp_path):
 
 
 def _leak(iam_moto):
-    """An expired cluster's leftovers, made by the admin: an instance, a volume, a security group."""
+    """An expired cluster's leftovers, made by the admin: an instance, a volume, a security group; and
+    an expired golden image (with the snapshot moto makes for it)."""
     ec2 = iam_moto.client("ec2", region=REGION)
     spec = lambda kind: [{"ResourceType": kind, "Tags": TAGS}]  # noqa: E731
     inst = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="g5.xlarge",
                              TagSpecifications=spec("instance"))["Instances"][0]["InstanceId"]
     vol = ec2.create_volume(Size=50, AvailabilityZone=f"{REGION}a", TagSpecifications=spec("volume"))["VolumeId"]
     sg = ec2.create_security_group(GroupName="gone-sg", Description="x", TagSpecifications=spec("security-group"))
+    ami = ec2.register_image(Name="gpufleet-s-p-0123456789", RootDeviceName="/dev/sda1")["ImageId"]
+    ec2.create_tags(Resources=[ami], Tags=[{"Key": "gpufleet:image", "Value": "gpufleet-s-p-0123456789"},
+                                           {"Key": "gpufleet:expires-at", "Value": "2026-01-01T00:00:00Z"}])
     return {inst, vol, sg["GroupId"]}
 
 
@@ -50,12 +54,14 @@ def test_the_deployer_policy_is_enough_to_reap(iam_moto, as_deployer):
     r = cli("--json", "reap", "--region", REGION, "--yes")
     assert r.exit_code == 0, r.output
     assert {x["id"] for x in json.loads(r.stdout)["deleted"]} == leaked
+    assert [i["deleted"] for i in json.loads(r.stdout)["images_removed"]] == [True]
     r = cli("--json", "status", "--region", REGION)
     assert r.exit_code == 0, r.output
 
 
 @pytest.mark.parametrize("missing", ["ec2:DescribeVolumes", "ec2:DescribeSecurityGroups", "ec2:TerminateInstances",
-                                     "ec2:DeleteVolume"])
+                                     "ec2:DeleteVolume", "ec2:DescribeImages", "ec2:DeregisterImage",
+                                     "ec2:DeleteSnapshot"])
 def test_each_action_left_out_is_denied_and_named(iam_moto, as_deployer, missing):
     """The policy is not merely enough: without one of its actions the same command fails, exit 1,
     with the cloud's denial, so a list that grew stale would show here."""

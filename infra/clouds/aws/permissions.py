@@ -9,20 +9,21 @@ against a moto server that enforces IAM with exactly these policies, and with ea
 from __future__ import annotations
 
 # `status`, `reap` (dry run), `registry rebuild`, the search after `down`: who am I, which regions,
-# and every kind of tagged resource (api.LISTERS)
+# and every kind of tagged resource (api.LISTERS), golden images included (status and reap show them)
 READ = ("sts:GetCallerIdentity", "ec2:DescribeRegions", "ec2:DescribeInstances", "ec2:DescribeVolumes",
         "ec2:DescribeNetworkInterfaces", "ec2:DescribeSecurityGroups", "ec2:DescribePlacementGroups",
         "ec2:DescribeAddresses", "ec2:DescribeNatGateways", "ec2:DescribeLaunchTemplates", "ec2:DescribeKeyPairs",
         "ec2:DescribeSubnets", "ec2:DescribeRouteTables", "ec2:DescribeInternetGateways", "ec2:DescribeVpcs",
-        "fsx:DescribeFileSystems", "ec2:DescribeFleets", "s3:ListAllMyBuckets", "s3:GetBucketTagging")
+        "fsx:DescribeFileSystems", "ec2:DescribeFleets", "s3:ListAllMyBuckets", "s3:GetBucketTagging",
+        "ec2:DescribeImages")
 # `reap --yes` and `down`'s sweep: each kind's deletion (api.AwsApi._delete_one), a stack bucket's
-# object versions first
+# object versions first; an expired golden image with its snapshots
 DELETE = ("ec2:TerminateInstances", "ec2:DeleteVolume", "ec2:DetachNetworkInterface", "ec2:DeleteNetworkInterface",
           "ec2:DeleteSecurityGroup", "ec2:DeletePlacementGroup", "ec2:DisassociateAddress", "ec2:ReleaseAddress",
           "ec2:DeleteNatGateway", "ec2:DeleteLaunchTemplate", "ec2:DeleteKeyPair", "ec2:DeleteSubnet",
           "ec2:DisassociateRouteTable", "ec2:DeleteRouteTable", "ec2:DetachInternetGateway",
           "ec2:DeleteInternetGateway", "ec2:DeleteVpc", "fsx:DeleteFileSystem", "ec2:DeleteFleets", "s3:ListBucketVersions",
-          "s3:DeleteObjectVersion", "s3:DeleteBucket")
+          "s3:DeleteObjectVersion", "s3:DeleteBucket", "ec2:DeregisterImage", "ec2:DeleteSnapshot")
 # `check` and the preflight of `up`: the vCPU quotas and the vCPUs running
 QUOTAS = ("servicequotas:GetServiceQuota", "servicequotas:GetAWSDefaultServiceQuota", "ec2:DescribeInstances",
           "ec2:DescribeInstanceTypes")
