@@ -147,7 +147,9 @@ def _render(report, fmt: Fmt, top: int, by_region: bool = False, show_infeasible
     caption = "\n".join(report.assumptions[1:] + [
         "gpus: per node, × nodes; region: the cheapest that sells it, +N more (--by-region: one row each); "
         "±: the prediction's typical error", "; ".join(filter(None, [
-        *([f"list prices as of {report.catalog_as_of} ({report.catalog_age_days} days old)"] if listed_prices else []),
+        *([f"list prices as of {report.catalog_as_of} ({report.catalog_age_days} days old)"
+           + (f" to {report.catalog_newest}, each offer's by its own source" if report.catalog_newest
+              and report.catalog_newest != report.catalog_as_of else "")] if listed_prices else []),
         *([f"spot prices as of {report.spot_as_of} ({report.spot_age_days} days old)"] if report.spot_as_of else []),
         more])), foot])
     output.table(title, COLUMNS, cells, caption=caption.strip(), styles=styles, optional=OPTIONAL, wraps=("note",),

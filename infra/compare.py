@@ -93,11 +93,12 @@ class Report:
     assumptions: list[str]
     rows: list[Row]
     skipped: list[dict]
-    catalog_as_of: str
+    catalog_as_of: str  # the oldest list price shown (each row is dated by its own source)
     catalog_age_days: int
     stale: bool
     max_age_days: int = 90
     left_out: dict[str, str] = field(default_factory=dict)  # stack pools that could not be compared, and why
+    catalog_newest: str = ""  # the newest list price shown
     spot_as_of: str | None = None  # the spot snapshot's date, when spot offers are shown (dated apart from list prices)
     spot_age_days: int | None = None
     more_nodes: dict | None = None  # the answer needs more nodes than asked: the cheapest that would do
@@ -114,7 +115,8 @@ class Report:
     def to_dict(self) -> dict:
         return {"workload": self.workload, "unit": self.unit, "samples_to_train": self.samples,
                 "samples_label": self.sample_label, "assumptions": self.assumptions,
-                "catalog_as_of": self.catalog_as_of, "catalog_age_days": self.catalog_age_days,
+                "catalog_as_of": self.catalog_as_of, "catalog_newest": self.catalog_newest,
+                "catalog_age_days": self.catalog_age_days,
                 "catalog_stale": self.stale, "catalog_max_age_days": self.max_age_days,
                 "spot_as_of": self.spot_as_of, "spot_age_days": self.spot_age_days,
                 "offers": [r.to_dict() for r in self.feasible], "infeasible": [r.to_dict() for r in self.infeasible],
@@ -217,7 +219,7 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
     # the list prices' age: those shown (a spot-only answer: the spot snapshot's, which is dated apart too)
     listed = [r.price_as_of for r in rows if r.market == "ondemand"] or [
         r.price_as_of for r in rows if r.market == "spot"] or [min(p.as_of for p in cat.prices)]
-    as_of = min(listed)
+    as_of, newest = min(listed), max(listed)
     age = age_in_days(as_of, today)
     spot_as_of = min((r.price_as_of for r in rows if r.market == "spot"), default=None)
     spot_age = age_in_days(spot_as_of, today) if spot_as_of else None
@@ -245,7 +247,7 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
     if req.only is None and (not feasible or min(r.time_to_train_h for r in feasible) > LONG_H):
         more = _more_nodes(req, offers, max(req.nodes), samples, predictions, runs_at_all=not feasible)
     return Report(workload=w.name, unit=f"{w.unit}/s", samples=samples, sample_label=label,
-                  assumptions=assumptions, rows=rows, skipped=skipped, catalog_as_of=as_of,
+                  assumptions=assumptions, rows=rows, skipped=skipped, catalog_as_of=as_of, catalog_newest=newest,
                   catalog_age_days=age, stale=age > cat.max_age_days, max_age_days=cat.max_age_days,
                   spot_as_of=spot_as_of, spot_age_days=spot_age, more_nodes=more)
 

@@ -30,20 +30,20 @@ import fnmatch
 import gzip
 import io
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet.catalog import parse_gpus, skypilot
+from gpufleet.catalog import azure_retail, parse_gpus, skypilot
 from gpufleet.catalog.store import price_problem
 from gpufleet.errors import CatalogError
 
 HERE = Path(__file__).parent
-SNAPSHOT = "skypilot-v7"  # the sources.csv key of the SkyPilot snapshot's rows
-# The snapshot's commit date is not visible in the stored copy; its contents date it: p5en (GA
-# December 2024) is listed, p6-b200 (GA May 2025) is not, and P5 is at its price before AWS's June
-# 2025 cut. The earlier bound is used, so that the age warnings never understate its age.
-SNAPSHOT_AS_OF = "2024-12"
+# SkyPilot snapshots by the catalog version folder they are read from, each a sources.csv key (its
+# citation and as-of date there). A folder without a version is v7's layout.
+SNAPSHOTS = {"v7": "skypilot-v7", "v9": "skypilot-v9"}
+MOVED = 0.25  # a price that moved more than this share against the previous build is a note to look at
 INSTANCE_COLUMNS = ["provider", "name", "gpu", "gpu_count", "vcpus", "memory_gib", "network_gbps", "fabric",
                     "efa_interfaces", "local_nvme_gb", "gpu_attach", "source", "as_of"]
 PRICE_COLUMNS = ["provider", "item", "region", "market", "usd_per_hour", "zones", "source", "as_of"]
@@ -155,7 +155,7 @@ def _price_rows(provider: str, item: str, lst: skypilot.Listing, notes: list[str
     return out
 
 
-def _row(provider, item, region, market, usd, zones, source=SNAPSHOT, as_of="") -> dict:
+def _row(provider, item, region, market, usd, zones, source="", as_of="") -> dict:
     return {"provider": provider, "item": item, "region": region, "market": market, "usd_per_hour": round(usd, 6),
             "zones": " ".join(z for z in zones if z != region), "source": source, "as_of": as_of}
 
@@ -197,21 +197,52 @@ class _Run:
     prices: list[dict]
     problems: list[str]
     notes: list[str]
+    source: str = ""  # the sources.csv key of the layer being read, and its as-of date
+    as_of: str = ""
+    label: str = ""  # how the instance rows name it ("SkyPilot catalog v9")
+
+    def layer(self, source: str, as_of: str, label: str) -> "_Run":
+        """A run over one source's rows: its own instances and prices, the build's problems and notes."""
+        return _Run(self.specs, self.fams, {}, [], self.problems, self.notes, source, as_of, label)
 
 
 def build(sources: Path, moto_dir: Path | None = None, inputs: Path = HERE / "sources") -> Built:
-    """``inputs``: the folder of families.csv, instance_specs.csv and pricing_pages.csv."""
+    """``inputs``: the folder of families.csv, instance_specs.csv and pricing_pages.csv.
+
+    Sources are read as layers, oldest first, and a newer layer's row replaces an older one's for
+    the same item, region and market: the previous build (``SOURCES/previous/``, when there), each
+    SkyPilot snapshot by version, Azure's retail prices, then the pricing pages where they are
+    newer. Every row keeps its own source and as-of date."""
     gpus = parse_gpus()
     run = _Run({(r["provider"], r["name"]): r for r in _csv(inputs / "instance_specs.csv")}, families(inputs),
                {}, [], [], [])
-    listings = {cloud: skypilot.read(sorted(p for p in (sources / "skypilot-catalog").rglob("*.csv") if cloud in p.parts))
-                for cloud in ("aws", "gcp", "azure")}
+    keys = _source_keys()
     pages = _csv(inputs / "pricing_pages.csv")
     moto = _moto_dir(str(moto_dir) if moto_dir else None)
-    _aws(run, listings["aws"], moto, pages, gpus)
-    _gcp(run, listings["gcp"])
-    _azure(run, listings["azure"])
-    prices = _without_spot_outliers(_newer_first(run.prices, pages, run.notes), run.notes)
+    previous = _previous(sources / "previous", keys)
+    run.instances.update(previous[0])
+    merged = {_key(r): r for r in previous[1]}
+    for version, listings in _snapshots(sources):
+        key = SNAPSHOTS.get(version)
+        if key not in keys:
+            run.problems.append(f"SkyPilot catalog {version}: no sources.csv key for it (known: {', '.join(SNAPSHOTS)})")
+            continue
+        layer = run.layer(key, keys[key], f"SkyPilot catalog {version}")
+        _aws(layer, listings["aws"], moto, pages, gpus, run.instances)
+        _gcp(layer, listings["gcp"], run.instances)
+        _azure(layer, listings["azure"], run.instances)
+        _merge(run, layer, merged)
+    for path in sorted((sources / "azure-retail").glob("*")) if (sources / "azure-retail").is_dir() else []:
+        month, listings = azure_retail.read(path)
+        key = f"azure-retail-{month}"
+        if key not in keys:
+            run.problems.append(f"{path.name}: Azure retail prices of {month}: no sources.csv key {key!r}")
+            continue
+        layer = run.layer(key, keys[key], "Azure Retail Prices")
+        _azure(layer, listings, run.instances)
+        _merge(run, layer, merged)
+    prices = _without_spot_outliers(_newer_first(list(merged.values()), pages, run.notes), run.notes)
+    _moved(previous[1], prices, run.notes)
     regions = _regions(sources, moto, prices, run.problems)
     inst_rows = sorted(run.instances.values(), key=lambda r: (r["provider"], r["gpu"], int(r["gpu_count"]), r["name"]))
     problems = run.problems + check(inst_rows, prices, regions, gpus, run.fams)
@@ -219,19 +250,78 @@ def build(sources: Path, moto_dir: Path | None = None, inputs: Path = HERE / "so
     return Built(inst_rows, prices, regions, problems, list(dict.fromkeys(notes)))
 
 
-def _aws(run: _Run, listings: dict, moto: Path, pages: list[dict], gpus: dict) -> None:
+def _key(r: dict) -> tuple[str, str, str, str]:
+    return r["provider"], r["item"], r["region"], r["market"]
+
+
+def _source_keys() -> dict[str, str]:
+    """sources.csv: key -> as-of date."""
+    return {r["key"]: r["as_of"] for r in _csv(HERE / "data" / "sources.csv")}
+
+
+def _previous(folder: Path, keys: dict[str, str]) -> tuple[dict, list[dict]]:
+    """The previous build's instance and price rows (its ``instances.csv`` and ``prices.csv``), each
+    price dated by its own as_of or its source key's."""
+    if not (folder / "prices.csv").exists():
+        return {}, []
+    instances = {(r["provider"], r["name"]): r for r in _csv(folder / "instances.csv")} \
+        if (folder / "instances.csv").exists() else {}
+    prices = [dict(r, as_of=r["as_of"] or keys.get(r["source"], "")) for r in _csv(folder / "prices.csv")]
+    return instances, prices
+
+
+def _snapshots(sources: Path) -> list[tuple[str, dict]]:
+    """(version, {cloud: listings}) of each SkyPilot snapshot under ``skypilot-catalog/``, oldest first;
+    the path names the version (``v9``; none: v7) and the cloud."""
+    by_version: dict[str, dict[str, list[Path]]] = {}
+    for path in sorted((sources / "skypilot-catalog").rglob("*.csv")):
+        parts = path.relative_to(sources / "skypilot-catalog").parts
+        version = next((p for p in parts if re.fullmatch(r"v\d+", p)), "v7")
+        for cloud in ("aws", "gcp", "azure"):
+            if cloud in parts:
+                by_version.setdefault(version, {}).setdefault(cloud, []).append(path)
+    return [(v, {c: skypilot.read(by_version[v].get(c, [])) for c in ("aws", "gcp", "azure")})
+            for v in sorted(by_version, key=lambda v: int(v[1:]))]
+
+
+def _merge(run: _Run, layer: _Run, merged: dict) -> None:
+    """A layer's rows, dated by it, in place of the older layers' for the same item, region and market."""
+    for r in layer.prices:
+        merged[_key(r)] = dict(r, source=layer.source, as_of=layer.as_of)
+    run.instances.update(layer.instances)
+
+
+def _moved(previous: list[dict], prices: list[dict], notes: list[str]) -> None:
+    """A note for each price that moved more than MOVED against the previous build."""
+    before = {_key(r): float(r["usd_per_hour"]) for r in previous}
+    for r in prices:
+        old = before.get(_key(r))
+        new = float(r["usd_per_hour"])
+        if old and abs(new - old) > MOVED * old:
+            notes.append(f"{'/'.join(_key(r))}: ${old:g}/h in the previous build, ${new:g}/h now ({new / old - 1:+.0%}, "
+                         f"{r['source']} as of {r['as_of']}): look at it")
+
+
+def _aws(run: _Run, listings: dict, moto: Path, pages: list[dict], gpus: dict, known: dict) -> None:
     """Every instance type of a family that the snapshot or a pricing page lists; its facts from
-    the EC2 API's recording, else (types it lacks) from instance_specs.csv."""
+    the EC2 API's recording, else (types it lacks) from instance_specs.csv, else from an older
+    layer (``known``)."""
     items = {item for (item, _r) in listings if family_of("aws", item, run.fams)} | {
         r["item"] for r in pages if r["provider"] == "aws" and family_of("aws", r["item"], run.fams)}
     facts = aws_facts(moto, items, gpus)
     for item in sorted(items - set(facts)):
         spec = run.specs.get(("aws", item))
         lst = next((v for (i, _r), v in listings.items() if i == item), None)
+        if lst is None and ("aws", item) in known:
+            continue
         if spec is None or lst is None:
             run.problems.append(f"aws {item}: not in the recorded EC2 instance types, and no instance_specs.csv row")
             continue
-        facts[item] = _instance_row(spec, lst, _spec_source(spec))
+        row = _instance_row(run, spec, lst)
+        if row is None:
+            run.problems.append(f"aws {item}: no vCPUs and memory in the source or instance_specs.csv")
+            continue
+        facts[item] = row
     for name, row in facts.items():
         run.instances[("aws", name)] = row
     for (item, _region), lst in sorted(listings.items()):
@@ -240,7 +330,7 @@ def _aws(run: _Run, listings: dict, moto: Path, pages: list[dict], gpus: dict) -
             _agree(run.problems, run.notes, "aws", facts[item], lst)
 
 
-def _gcp(run: _Run, listings: dict) -> None:
+def _gcp(run: _Run, listings: dict, known: dict) -> None:
     """Accelerator machines (machine + GPU rows, summed) and N1 machines with GPUs attached (machine
     and GPU priced apart, as GCP bills them; the offer adds them up)."""
     _drop_off_list_gpu_prices(listings, run.notes)
@@ -253,9 +343,14 @@ def _gcp(run: _Run, listings: dict) -> None:
         base = name.split("+", 1)[0]
         regions = sorted(r for (i, r) in listings if i == base)
         if not regions:
-            run.notes.append(f"gcp {name}: not in the snapshot: left out")
+            if ("gcp", name) not in known:  # an older layer's row stands
+                run.notes.append(f"gcp {name}: not in the snapshot: left out")
             continue
-        run.instances[("gcp", name)] = _instance_row(spec, listings[(base, regions[0])], _spec_source(spec))
+        row = _instance_row(run, spec, listings[(base, regions[0])])
+        if row is None:
+            run.problems.append(f"gcp {name}: no vCPUs and memory in the source or instance_specs.csv")
+            continue
+        run.instances[("gcp", name)] = row
         if spec["gpu_attach"] != "bundled":
             continue
         for region in regions:
@@ -270,15 +365,22 @@ def _gcp(run: _Run, listings: dict) -> None:
                 run.prices += _price_rows("gcp", f"gpu:{gpu}", lst, run.notes)
 
 
-def _azure(run: _Run, listings: dict) -> None:
-    """Per region; the snapshot lists no zones (they come from azure-zones.csv)."""
+def _azure(run: _Run, listings: dict, known: dict) -> None:
+    """Per region; the sources list no zones (they come from azure-zones.csv). ``known``: the
+    instance rows of older layers, kept where this source gives no vCPUs and memory."""
     for (item, _region), lst in sorted(listings.items()):
         spec = run.specs.get(("azure", item))
         if spec is None:
             if family_of("azure", item, run.fams):
                 run.notes.append(f"azure {item}: in a family but without instance_specs.csv row: left out")
             continue
-        row = run.instances.setdefault(("azure", item), _instance_row(spec, lst, _spec_source(spec)))
+        row = run.instances.get(("azure", item)) or (_instance_row(run, spec, lst) if lst.vcpus else None) \
+            or known.get(("azure", item)) or _instance_row(run, spec, lst)
+        if row is None:
+            run.notes.append(f"azure {item}: no vCPUs and memory in the source or instance_specs.csv: left out")
+            continue
+        if ("azure", item) not in known or lst.vcpus:
+            run.instances[("azure", item)] = row
         _agree(run.problems, run.notes, "azure", row, lst)
         run.prices += _price_rows("azure", item, lst, run.notes)
 
@@ -308,15 +410,19 @@ def _drop_off_list_gpu_prices(listings: dict, notes: list[str]) -> None:
                          f"{', '.join(low)}: not a list price, left out")
 
 
-def _spec_source(spec: dict) -> str:
-    return f"{spec['source']}; vCPUs and memory: SkyPilot catalog v7"
-
-
-def _instance_row(spec: dict, lst: skypilot.Listing, source: str) -> dict:
+def _instance_row(run: _Run, spec: dict, lst: skypilot.Listing) -> dict | None:
+    """The instance's row: its facts from instance_specs.csv, vCPUs and memory from the source's
+    rows (or, where the source gives none, from instance_specs.csv's own); None when neither has them."""
+    if lst.vcpus:
+        vcpus, memory, said = int(lst.vcpus), lst.memory_gib or 0, f"vCPUs and memory: {run.label}"
+    elif spec.get("vcpus"):
+        vcpus, memory, said = int(spec["vcpus"]), float(spec["memory_gib"]), "vCPUs and memory from the same page"
+    else:
+        return None
     return {"provider": spec["provider"], "name": spec["name"], "gpu": spec["gpu"], "gpu_count": int(spec["gpu_count"]),
-            "vcpus": int(lst.vcpus or 0), "memory_gib": lst.memory_gib or 0, "network_gbps": spec["network_gbps"],
+            "vcpus": vcpus, "memory_gib": memory, "network_gbps": spec["network_gbps"],
             "fabric": spec["fabric"], "efa_interfaces": spec["efa_interfaces"], "local_nvme_gb": spec["local_nvme_gb"],
-            "gpu_attach": spec["gpu_attach"], "source": source, "as_of": SNAPSHOT_AS_OF}
+            "gpu_attach": spec["gpu_attach"], "source": f"{spec['source']}; {said}", "as_of": run.as_of}
 
 
 # Where the snapshot and the provider's own page disagree, and the page is taken (said in the build's notes)
@@ -338,13 +444,14 @@ def _agree(problems: list[str], notes: list[str], provider: str, row: dict, lst:
 
 
 def _newer_first(snapshot: list[dict], pages: list[dict], notes: list[str]) -> list[dict]:
-    """The pricing pages' rows (newer) in place of the snapshot's for the same item, region, market."""
+    """The pricing pages' rows in place of the sources' for the same item, region and market where
+    the page is newer; and the items only a page prices."""
     page_keys = {(r["provider"], r["item"], r["region"], r["market"]): r for r in pages}
     out = []
     for r in snapshot:
         key = (r["provider"], r["item"], r["region"], r["market"])
         page = page_keys.get(key)
-        if page is None:
+        if page is None or page["as_of"] <= r["as_of"]:  # a page no newer than the source's row
             out.append(r)
             continue
         old, new = float(r["usd_per_hour"]), float(page["usd_per_hour"])
@@ -402,7 +509,8 @@ def _without_spot_outliers(prices: list[dict], notes: list[str]) -> list[dict]:
 
 def _regions(sources: Path, moto: Path, prices: list[dict], problems: list[str]) -> list[dict]:
     """Every region of the shipped prices (and of the regions file before), with its zones."""
-    old = _csv(HERE / "data" / "regions.csv")
+    old = _csv(sources / "previous" / "regions.csv" if (sources / "previous" / "regions.csv").exists()
+               else HERE / "data" / "regions.csv")
     azure_zones = {r["region"]: r["zones"] for r in _csv(sources / "azure-zones.csv")} \
         if (sources / "azure-zones.csv").exists() else {}
     out = {(r["provider"], r["region"]): r for r in old}
@@ -426,7 +534,9 @@ def _regions(sources: Path, moto: Path, prices: list[dict], problems: list[str])
 
 _AZURE_GEO = [("europe", "eu"), ("uk", "eu"), ("france", "eu"), ("germany", "eu"), ("norway", "eu"), ("sweden", "eu"),
               ("switzerland", "eu"), ("poland", "eu"), ("italy", "eu"), ("spain", "eu"), ("asia", "asia"),
-              ("japan", "asia"), ("korea", "asia"), ("india", "asia"), ("australia", "asia"), ("brazil", "sa"),
+              ("japan", "asia"), ("korea", "asia"), ("indonesia", "asia"), ("malaysia", "asia"), ("india", "asia"),
+              ("australia", "asia"), ("newzealand", "asia"), ("brazil", "sa"), ("chile", "sa"), ("austria", "eu"),
+              ("belgium", "eu"), ("denmark", "eu"),
               ("canada", "us"), ("mexico", "us"), ("uae", "me"), ("qatar", "me"), ("israel", "me"),
               ("southafrica", "africa"), ("us", "us")]
 _PREFIX_GEO = [("us-", "us"), ("ca-", "us"), ("northamerica-", "us"), ("eu-", "eu"), ("europe-", "eu"),

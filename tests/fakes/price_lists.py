@@ -21,8 +21,10 @@ GCP_GPUS = {"T4": ("nvidia-tesla-t4", "Nvidia Tesla T4", 0.35), "V100": ("nvidia
             "P100": ("nvidia-tesla-p100", "Nvidia Tesla P100", 1.46), "P4": ("nvidia-tesla-p4", "Nvidia Tesla P4", 0.60),
             "L4": ("nvidia-l4", "Nvidia L4", 0.56), "A100-40GB": ("nvidia-tesla-a100", "Nvidia Tesla A100", 2.93),
             "A100-80GB": ("nvidia-a100-80gb", "Nvidia Tesla A100 80GB", 3.93),
-            "H100": ("nvidia-h100-80gb", "Nvidia H100 80GB", 9.80), "H200": ("nvidia-h200-141gb", "Nvidia H200 141GB", 10.9)}
-GCP_FAMILIES = {"N1": (0.031611, 0.004237), "A2": (0.031611, 0.004237), "A3": (0.025, 0.0021), "G2": (0.024988, 0.002927),
+            "H100": ("nvidia-h100-80gb", "Nvidia H100 80GB", 9.80), "H200": ("nvidia-h200-141gb", "Nvidia H200 141GB", 10.9),
+            "B200": ("nvidia-b200", "Nvidia B200", 11.3)}
+GCP_FAMILIES = {"N1": (0.031611, 0.004237), "A2": (0.031611, 0.004237), "A3": (0.025, 0.0021), "A4": (0.025, 0.0021),
+                "G2": (0.024988, 0.002927),
                 "N2": (0.031611, 0.004237), "E2": (0.021811, 0.002923), "C2": (0.03398, 0.00455), "C3": (0.03465, 0.00464),
                 "M1": (0.0348, 0.0051), "N2D": (0.027502, 0.003686), "T2D": (0.027502, 0.003686), "C2D": (0.029563, 0.003959)}
 GCP_USAGE = {"OnDemand": ("", 1.0), "Preemptible": ("Spot Preemptible ", 0.35), "Commit1Yr": ("Commitment v1: ", 0.63),

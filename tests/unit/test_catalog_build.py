@@ -79,6 +79,8 @@ def test_the_build_refuses_unsound_results_and_writes_nothing(inputs, tmp_path):
     aws = src / "skypilot-catalog" / "v7" / "aws" / "vms.csv"
     aws.write_text(aws.read_text().replace("98.32,31.5", "980.32,31.5").replace("A10G,1.0,4.0", "A10G,2.0,4.0", 1))
     (src / "azure-zones.csv").write_text("region,zones,source\nwesteurope,1 2 3,test\n")
+    (src / "previous").mkdir()  # a previous build that knew no region
+    (src / "previous" / "regions.csv").write_text("provider,region,geo,zones\n")
     b = build.build(src, inputs=inputs)
     text = "\n".join(b.problems)
     assert f"outside ${USD_PER_GPU_HOUR[0]}-${USD_PER_GPU_HOUR[1]}" in text and "p5.48xlarge ap-south-1 ondemand" in text
@@ -131,9 +133,10 @@ def test_no_shipped_spot_price_is_at_or_above_on_demand_or_below_the_published_f
     floor = {provider: 1 - most for provider, (_least, most) in build.SPOT_DISCOUNT.items()}
     assert [s for s in spot if s[:3] in ondemand and s[3] < floor[s[0]] * ondemand[s[:3]] * 0.999] == []
     assert build.spot_outliers(prices) == {}
-    # the rows found so (SkyPilot's filler in a spot-only region, GCP spot at 30% off) are gone
-    assert not [s for s in spot if s[:3] in {("gcp", "a3-highgpu-1g", "asia-northeast1"),
-                                             ("gcp", "a3-edgegpu-8g", "europe-west2")}]
+    # the rows the v7 snapshot had so (SkyPilot's filler in a spot-only region, GCP spot at 30% off) are gone
+    assert not [p for p in prices if p["market"] == "spot" and p["source"] == "skypilot-v7" and (
+        p["provider"], p["item"], p["region"]) in {("gcp", "a3-highgpu-1g", "asia-northeast1"),
+                                                   ("gcp", "a3-edgegpu-8g", "europe-west2")}]
 
 
 def test_a_family_without_any_price_fails_the_build_unless_it_says_why(inputs):
@@ -158,7 +161,7 @@ def test_the_shipped_files_are_what_the_build_makes_of_the_gathered_sources(tmp_
 # Families the sources price in one market only, and why (each checked in the gathered rows)
 ONE_MARKET = {
     ("aws", "P5e"): "spot",  # the snapshot has no on-demand price: AWS sold P5e through Capacity Blocks
-    ("aws", "P6-B200"): "ondemand",  # newer than the snapshot: only the pricing page's on-demand row
+    ("azure", "ND H200 v5"): "ondemand",  # Azure's retail prices of 2026-06 as Karpenter keeps them: no spot
     ("azure", "NCads H100 v5"): "ondemand",  # the snapshot's spot price equals on-demand: no spot offer
     ("azure", "ND H100 v5"): "ondemand",  # likewise
 }
@@ -221,3 +224,42 @@ def test_catalog_regions_lists_where_a_gpu_is_sold_cheapest_first():
     r = cli("catalog", "regions", "--gpu", "K80")
     assert r.exit_code == 1 and "no region offers K80" in r.output
     assert cli("catalog", "regions", "--gpu", "H1000").exit_code == 2
+
+
+def test_newer_sources_replace_older_rows_each_dated_by_its_own_and_big_moves_are_notes(inputs, tmp_path):
+    """Layers, oldest first: the previous build, SkyPilot v7, v9, Azure's retail prices. Made-up
+    prices, in the sources' own formats."""
+    src = tmp_path / "src"
+    shutil.copytree(FIXTURE, src)
+    (src / "previous").mkdir()
+    (src / "previous" / "prices.csv").write_text(
+        "provider,item,region,market,usd_per_hour,zones,source,as_of\n"
+        "aws,g5.xlarge,eu-central-1,ondemand,0.5,euc1-az1,skypilot-v7,\n"  # dated by its source key
+        "aws,g5.xlarge,eu-west-1,ondemand,1.1,euw1-az1,skypilot-v7,\n")  # no newer source prices it: carried
+    v9 = src / "skypilot-catalog" / "v9" / "aws"
+    v9.mkdir(parents=True)
+    (v9 / "vms.csv").write_text(
+        "InstanceType,AcceleratorName,AcceleratorCount,vCPUs,MemoryGiB,GpuInfo,Price,SpotPrice,Region,AvailabilityZone\n"
+        "p5.48xlarge,H100,8.0,192.0,2048.0,,55.04,20.5,ap-south-1,aps1-az1\n")
+    (src / "azure-retail").mkdir()
+    retail = src / "azure-retail" / "zz_generated.pricing.go"
+    retail.write_text('package pricing\n// generated at 2026-06-18T03:43:41Z\n'
+                      'var initialOnDemandPrices = map[string]map[string]float64{}\n\t// westeurope\n'
+                      '\tinitialOnDemandPrices["westeurope"] = map[string]float64{\n'
+                      '\t\t"Standard_NC4as_T4_v3":   0.658000,\n\t}\n')
+    b = build.build(src, inputs=inputs)
+    assert b.problems == []
+    p = _prices(b)
+    g5 = p[("aws", "g5.xlarge", "eu-central-1", "ondemand")]
+    assert (g5["usd_per_hour"], g5["source"], g5["as_of"]) == (1.006, "skypilot-v7", "2024-12")
+    assert any("g5.xlarge/eu-central-1/ondemand: $0.5/h in the previous build, $1.006/h now (+101%" in n for n in b.notes)
+    carried = p[("aws", "g5.xlarge", "eu-west-1", "ondemand")]
+    assert (float(carried["usd_per_hour"]), carried["as_of"]) == (1.1, "2024-12")
+    p5 = p[("aws", "p5.48xlarge", "ap-south-1", "ondemand")]
+    assert (p5["usd_per_hour"], p5["source"], p5["as_of"]) == (55.04, "skypilot-v9", "2025-06")
+    t4 = p[("azure", "Standard_NC4as_T4_v3", "westeurope", "ondemand")]
+    assert (t4["usd_per_hour"], t4["source"], t4["as_of"]) == (0.658, "azure-retail-2026-06", "2026-06")
+    assert p[("azure", "Standard_NC4as_T4_v3", "westeurope", "spot")]["source"] == "skypilot-v7"  # retail has no spot
+    retail.write_text(retail.read_text().replace("0.658000,", "0.658000, // a changed format"))
+    with pytest.raises(build.CatalogError, match=r"zz_generated.pricing.go:6: not a line of Karpenter"):
+        build.build(src, inputs=inputs)
