@@ -193,13 +193,13 @@ def _reaped_images(res, yes: bool) -> None:
     expired = res.expired_images
     if not expired:
         return
-    outcome = {id(r.image): r for r in res.removed}
-    rows = []
+    outcome = {id(r.image): r for r in res.removed}  # with --yes, one for each expired image
+    now, rows = dt.datetime.now(dt.timezone.utc), []
     for h in expired:
         r = outcome.get(id(h.image))
         rows.append([h.image.name, h.image.provider, h.image.region, h.image.id,
-                     f"{h.image.size_gb:g}" if h.image.size_gb else "-", _expiry(dt.datetime.now(dt.timezone.utc), h.expires),
-                     "would delete" if not yes else ("deleted" if r and r.ok else f"failed: {r.message if r else '?'}")])
+                     f"{h.image.size_gb:g}" if h.image.size_gb else "-", _expiry(now, h.expires),
+                     "would delete" if r is None else ("deleted" if r.ok else f"failed: {r.message}")])
     output.table("Expired golden images" + ("" if yes else " (dry run: nothing deleted)"),
                  ["image", "cloud", "region", "id", "GB", "expires", "outcome"], rows,
                  optional=("GB", "id"), wraps=("outcome",), justify={"GB": "right"})
