@@ -278,10 +278,11 @@ def test_gcp_reap_empties_a_leaked_stack_bucket_before_deleting_it(gcp, gcs):
 
 
 def test_a_spot_node_without_a_spot_price_is_priced_on_demand_and_said_so(cat):
-    """The spot snapshot has no P6-B200 price (newer than it): its on-demand price is the upper bound."""
-    node = Resource("aws", "us-east-1", "instance", "i-1", {}, machine="p6-b200.48xlarge", spot=True)
+    """No source gives ND H200 v5 a spot price anywhere (Azure's retail snapshot keeps none): its
+    on-demand price is the upper bound."""
+    node = Resource("azure", "westus3", "instance", "vm-1", {}, machine="Standard_ND96isr_H200_v5", spot=True)
     price([node], cat)
-    assert node.usd_per_hour == cat.offer("aws", "us-east-1", "p6-b200.48xlarge", "ondemand").usd_per_hour
+    assert node.usd_per_hour == cat.offer("azure", "westus3", "Standard_ND96isr_H200_v5", "ondemand").usd_per_hour
     assert node.price_note == "no spot price in the catalog: on-demand price (an upper bound)"
 
 
