@@ -9,6 +9,11 @@ import typer
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
 
+Container = Annotated[bool, typer.Option("--container", help="The pools' training container instead (images/Dockerfile: "
+                                         "NCCL and the frameworks on NVIDIA's CUDA base), built by Docker or Podman.")]
+CudaImage = Annotated[Optional[str], typer.Option("--cuda-image", help="With --container: the base image (default: "
+                                                  "nvidia/cuda for the stack's CUDA and the pool's Ubuntu).")]
+
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                   help="Golden machine images of a stack's pools, baked by the nodes' own bootstrap.")
 
@@ -29,13 +34,27 @@ def plan(
     expires: Annotated[Optional[str], typer.Option("--expires", help="Tag the images to expire this long after now "
                                                    "(e.g. 30d): `gpufleet reap` then deletes them. Default: kept "
                                                    "until `image delete`.")] = None,
+    container: Container = False,
+    cuda_image: CudaImage = None,
 ):
     from pathlib import Path
 
     from gpufleet import catalog
-    from gpufleet.fleet import image, stacks
+    from gpufleet.fleet import container_image, image, stacks
 
     cat = catalog.load(STATE.config)
+    if container:
+        boxes = container_image.plan(stacks.load(stack, cat), cat, Path(out), pool=pool, base=cuda_image)
+        if STATE.json:
+            output.emit_json({"containers": [m.to_dict() for m in boxes]})
+            return
+        output.table("Training containers to build (gpufleet records nothing until it is built)",
+                     ["pool", "image", "base", "formulas baked"],
+                     [[m.pool, m.name, m.args["CUDA_IMAGE"], ", ".join(m.states)] for m in boxes],
+                     wraps=("formulas baked",))
+        for m in boxes:
+            output.console().print(f"{m.pool}: {m.command()}")
+        return
     made = image.plan(stacks.load(stack, cat), cat, Path(out), pool=pool,
                       expires=options.duration("--expires", expires) or None)
     if STATE.json:
@@ -54,7 +73,9 @@ def plan(
 BUILD_HELP = ("Plan each cloud pool's golden image (as `image plan`), then run Packer on it: its progress as it "
               "comes, and each image built recorded in gpufleet's image manifest, so a pool may boot it as "
               "`image: gpufleet:<name>`. Needs Packer 1.10 or newer (not installed by gpufleet; GPUFLEET_PACKER "
-              "names another binary): without it, exit 2 with the install hint. Exit 1 when a build fails.")
+              "names another binary): without it, exit 2 with the install hint. With --container: the pools' "
+              "training containers, built by Docker or Podman (GPUFLEET_CONTAINER_BUILDER), their image IDs "
+              "recorded. Exit 1 when a build fails.")
 
 
 @app.command("build", help=BUILD_HELP)
@@ -66,18 +87,24 @@ def build(
     expires: Annotated[Optional[str], typer.Option("--expires", help="Tag the images to expire this long after now "
                                                    "(e.g. 30d): `gpufleet reap` then deletes them. Default: kept "
                                                    "until `image delete`.")] = None,
+    container: Container = False,
+    cuda_image: CudaImage = None,
 ):
     from pathlib import Path
 
     from rich.markup import escape
 
     from gpufleet import catalog
-    from gpufleet.fleet import image, stacks
+    from gpufleet.fleet import container_image, image, stacks
 
     cat = catalog.load(STATE.config)
     err = output.console(stderr=True)
-    made = image.build(stacks.load(stack, cat), cat, Path(out), pool=pool, expires=options.duration("--expires", expires) or None,
-                       tell=lambda p, text: err.print(f"[dim]{escape(p)}:[/dim] {escape(text)}", highlight=False))
+    tell = lambda p, text: err.print(f"[dim]{escape(p)}:[/dim] {escape(text)}", highlight=False)  # noqa: E731
+    if container:
+        made = container_image.build(stacks.load(stack, cat), cat, Path(out), pool=pool, base=cuda_image, tell=tell)
+    else:
+        made = image.build(stacks.load(stack, cat), cat, Path(out), pool=pool,
+                           expires=options.duration("--expires", expires) or None, tell=tell)
     if STATE.json:
         output.emit_json({"built": [m.to_dict() for m in made]})
         return

@@ -328,3 +328,59 @@ def test_image_plan_expires_tags_the_image_for_reap(tmp_path):
     assert abs((when - dt.datetime.now(dt.timezone.utc)) - dt.timedelta(days=30)) < dt.timedelta(minutes=5)
     r = cli("image", "plan", str(MIXED), "--out", str(tmp_path), "--expires", "soon")
     assert r.exit_code == 2 and "--expires" in r.output
+
+
+@pytest.fixture
+def fake_builder(tmp_path, monkeypatch):
+    exe = tmp_path / "docker"
+    exe.write_text(f"#!/bin/sh\nexec {sys.executable} {ROOT / 'tests' / 'fakes' / 'container_builder.py'} \"$@\"\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("GPUFLEET_CONTAINER_BUILDER", str(exe))
+    monkeypatch.setenv("GPUFLEET_IMAGES", str(tmp_path / "images.json"))
+    return tmp_path
+
+
+def test_image_plan_container_writes_a_context_of_only_the_containers_formulas(tmp_path):
+    from gpufleet.configure.bake import CONTAINER_STATES
+
+    r = cli("--json", "image", "plan", str(MIXED), "--container", "--out", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    boxes = json.loads(r.stdout)["containers"]
+    assert boxes and {b["pool"] for b in boxes} >= {p["pool"] for p in json.loads(
+        cli("--json", "image", "plan", str(MIXED), "--out", str(tmp_path / "vm")).stdout)["images"]}
+    for b in boxes:
+        spec = json.loads((tmp_path / b["args"]["BUNDLE"] / "bake.json").read_text())
+        assert spec["states"] and set(spec["states"]) <= set(CONTAINER_STATES), spec["states"]
+        assert b["args"]["CUDA_IMAGE"] == "nvidia/cuda:12.8.1-cudnn-devel-ubuntu22.04" == spec["base_image"]
+        assert json.loads(Path(b["args_file"]).read_text()) == b["args"]
+        declared = set(re.findall(r"^ARG (\w+)", (IMAGES / "Dockerfile").read_text(), re.M))
+        assert set(b["args"]) <= declared and f"-t {b['name']} {tmp_path}" in b["command"]
+    from gpufleet.errors import InputError
+    from gpufleet.fleet import container_image
+
+    assert container_image.cuda_image("12.6", "ubuntu-24.04") == "nvidia/cuda:12.6.3-cudnn-devel-ubuntu24.04"
+    with pytest.raises(InputError, match="no CUDA base image is known for CUDA 12.9") as e:
+        container_image.cuda_image("12.9", None)
+    assert "--cuda-image" in e.value.hint
+    r = cli("--json", "image", "plan", str(MIXED), "--container", "--out", str(tmp_path / "x"),
+            "--cuda-image", "nvidia/cuda:12.8.1-cudnn-runtime-ubuntu22.04")
+    assert r.exit_code == 0 and {b["args"]["CUDA_IMAGE"] for b in json.loads(r.stdout)["containers"]} == {
+        "nvidia/cuda:12.8.1-cudnn-runtime-ubuntu22.04"}
+
+
+def test_image_build_container_runs_the_builder_and_records_the_image_id(fake_builder, tmp_path, monkeypatch):
+    from gpufleet.state.images import Manifest
+
+    r = cli("--json", "image", "build", str(MIXED), "--container", "--out", str(tmp_path / "out"))
+    assert r.exit_code == 0, r.output
+    built = json.loads(r.stdout)["built"]
+    assert built and all(b["provider"] == "container" and re.fullmatch(r"sha256:[0-9a-f]{64}", b["id"]) for b in built)
+    assert "RUN python3 /tmp/gpufleet/node_bake.py" in r.stderr  # the builder's progress, told as it came
+    assert {(e.name, e.id) for e in Manifest().entries()} == {(b["name"], b["id"]) for b in built}
+    monkeypatch.setenv("FAKE_BUILDER_FAIL", "1")
+    r = cli("image", "build", str(MIXED), "--container", "--out", str(tmp_path / "out"))
+    assert r.exit_code == 1 and "container build of pool" in r.output and "failed to solve" in r.output, r.output
+    monkeypatch.setenv("GPUFLEET_CONTAINER_BUILDER", "")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    r = cli("image", "build", str(MIXED), "--container", "--out", str(tmp_path / "out"))
+    assert r.exit_code == 2 and "Docker or Podman" in r.output, r.output
