@@ -230,6 +230,9 @@ def refresh_cmd(
                                                           "default: every provider with a fetcher.")] = None,
     max_shrink: Annotated[float, typer.Option("--max-shrink", min=0.0, max=1.0, help="The largest fraction of a "
                                               "provider's prices a refresh may drop (you removed regions?).")] = 0.25,
+    public: Annotated[bool, typer.Option("--public", help="Without credentials, from a provider's public price list "
+                                         "where it has one: AWS's bulk offer files, streamed per region (on-demand "
+                                         "prices only). Azure's Retail Prices are public anyway.")] = False,
 ):
     from gpufleet import catalog
     from gpufleet.catalog import store
@@ -247,7 +250,7 @@ def refresh_cmd(
         def on_provider(p, what):
             update(asked.index(p), len(asked), f"{p}: {what}")
 
-        res = refresh.refresh(cat, named, on_provider=on_provider, max_shrink=max_shrink)
+        res = refresh.refresh(cat, named, on_provider=on_provider, max_shrink=max_shrink, public=public)
         update(len(asked), len(asked), "checked")
     held = [r.provider for r in res.results if r.failed]  # kept (fetch failed) or rejected (a check)
     if STATE.json:

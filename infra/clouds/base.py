@@ -356,5 +356,9 @@ class Cloud(Provider, Protocol):
     def prices(self):
         """The module with ``FLAGSHIPS`` and ``fetch(cat, progress) -> catalog.fetched.Fetched``."""
 
+    def public_prices(self):
+        """Such a module that needs no credentials (a public price list), or None where the cloud has none."""
+        return None
+
     def quota_hint(self, line: QuotaLine) -> str:
         """Where to ask for more of a quota that is short."""

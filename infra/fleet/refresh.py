@@ -57,11 +57,12 @@ class Refresh:
 
 def refresh(cat, providers: list[str] | None = None, *, path: Path | None = None,
             fetchers: dict[str, Callable] | None = None, on_provider: Callable[[str, str], None] | None = None,
-            max_shrink: float = store.MAX_SHRINK) -> Refresh:
+            max_shrink: float = store.MAX_SHRINK, public: bool = False) -> Refresh:
     """Fetch ``providers`` (default: every cloud; a cloud whose SDK is missing is then skipped, while
     naming it is an SdkMissing error), check the result, replace the stored prices atomically (or
     not at all). ``fetchers[p](cat, progress)`` replaces a cloud's own (``prices().for_catalog``);
-    ``on_provider(p, what)`` hears each step of each provider."""
+    ``on_provider(p, what)`` hears each step of each provider; ``public``: a cloud's public price list
+    where it has one (no credentials; AWS: on-demand only)."""
     path = path or prices_path()
     named = providers is not None
     providers = list(providers) if named else list(CLOUDS)
@@ -72,7 +73,7 @@ def refresh(cat, providers: list[str] | None = None, *, path: Path | None = None
         if p in fetchers:
             continue
         try:
-            module = cloud(p).prices()
+            module = (public and cloud(p).public_prices()) or cloud(p).prices()
         except SdkMissing as e:
             if named:
                 raise

@@ -66,6 +66,9 @@ class Aws:
     def prices(self):
         return load("prices")
 
+    def public_prices(self):
+        return load("bulk_prices")
+
     def quota_hint(self, line) -> str:
         return f"Service Quotas console, EC2 quota {line.code} in {line.region}"
 

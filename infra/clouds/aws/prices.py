@@ -31,6 +31,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from gpufleet.catalog.fetched import Fetched, FetchedPrice, FetchError, InstanceFacts, missing_note, stamp
+from gpufleet.clouds.aws.rules import FLAGSHIPS  # noqa: F401 - the refresh reads it here
 
 API = "aws-price-list"
 SPOT_API = "aws-ec2-spot-price-history"
@@ -210,10 +211,6 @@ def fetch(instance_types: list[str], regions: list[str], *, now: dt.datetime | N
         out.facts.append(InstanceFacts(**{**f.__dict__, "zones": {r: sorted(z) for r, z in
                                                                    sorted(zones.get(name, {}).items())}}))
     return out
-
-
-# One SKU any sound price list has (on-demand, in its home region): a refresh without it is refused.
-FLAGSHIPS = [("p5.48xlarge", "us-east-1")]
 
 
 def for_catalog(cat, progress=None) -> Fetched:

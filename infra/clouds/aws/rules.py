@@ -87,3 +87,7 @@ def region_subnets(region: str) -> list[tuple[str, int]]:
 
 def pool_subnets(pool) -> list[tuple[str, int]]:
     return []
+
+
+# One SKU any sound price list has (on-demand, in its home region): a refresh without it is refused.
+FLAGSHIPS = [("p5.48xlarge", "us-east-1")]

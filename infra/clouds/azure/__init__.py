@@ -58,6 +58,9 @@ class Azure:
     def prices(self):
         return load("prices")  # Retail Prices need no SDK; its resource SKUs are read through api
 
+    def public_prices(self):
+        return None  # its Retail Prices need no credentials to begin with
+
     def quota_hint(self, line) -> str:
         return f"Subscriptions > Usage + quotas, {line.quota} in {line.region}"
 

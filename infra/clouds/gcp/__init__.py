@@ -61,6 +61,9 @@ class Gcp:
     def prices(self):
         return load("prices")
 
+    def public_prices(self):
+        return None  # the Cloud Billing Catalog is read with credentials only
+
     def quota_hint(self, line) -> str:
         return f"IAM & Admin > Quotas, metric {line.code} in {line.region}"
 
