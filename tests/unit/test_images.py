@@ -127,12 +127,17 @@ def test_cli_image_plan_json_and_a_rack_only_stack_is_exit_2(tmp_path):
     assert r.exit_code == 2 and "has no cloud pool" in r.output
 
 
+def _stand_in(tmp_path, name: str, fake: str) -> str:
+    """An executable ``name`` that runs the stand-in ``tests/fakes/<fake>`` with its arguments."""
+    exe = tmp_path / name
+    exe.write_text(f"#!/bin/sh\nexec {sys.executable} {ROOT / 'tests' / 'fakes' / fake} \"$@\"\n")
+    exe.chmod(0o755)
+    return str(exe)
+
+
 @pytest.fixture
 def fake_packer(tmp_path, monkeypatch):
-    exe = tmp_path / "packer"
-    exe.write_text(f"#!/bin/sh\nexec {sys.executable} {ROOT / 'tests' / 'fakes' / 'packer.py'} \"$@\"\n")
-    exe.chmod(0o755)
-    monkeypatch.setenv("GPUFLEET_PACKER", str(exe))
+    monkeypatch.setenv("GPUFLEET_PACKER", _stand_in(tmp_path, "packer", "packer.py"))
     monkeypatch.setenv("GPUFLEET_IMAGES", str(tmp_path / "images.json"))
     monkeypatch.setenv("FAKE_PACKER_LOG", str(tmp_path / "calls.jsonl"))
     return tmp_path
@@ -332,10 +337,7 @@ def test_image_plan_expires_tags_the_image_for_reap(tmp_path):
 
 @pytest.fixture
 def fake_builder(tmp_path, monkeypatch):
-    exe = tmp_path / "docker"
-    exe.write_text(f"#!/bin/sh\nexec {sys.executable} {ROOT / 'tests' / 'fakes' / 'container_builder.py'} \"$@\"\n")
-    exe.chmod(0o755)
-    monkeypatch.setenv("GPUFLEET_CONTAINER_BUILDER", str(exe))
+    monkeypatch.setenv("GPUFLEET_CONTAINER_BUILDER", _stand_in(tmp_path, "docker", "container_builder.py"))
     monkeypatch.setenv("GPUFLEET_IMAGES", str(tmp_path / "images.json"))
     return tmp_path
 
