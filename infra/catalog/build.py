@@ -374,13 +374,14 @@ def _azure(run: _Run, listings: dict, known: dict) -> None:
             if family_of("azure", item, run.fams):
                 run.notes.append(f"azure {item}: in a family but without instance_specs.csv row: left out")
             continue
-        row = run.instances.get(("azure", item)) or (_instance_row(run, spec, lst) if lst.vcpus else None) \
-            or known.get(("azure", item)) or _instance_row(run, spec, lst)
-        if row is None:
-            run.notes.append(f"azure {item}: no vCPUs and memory in the source or instance_specs.csv: left out")
-            continue
-        if ("azure", item) not in known or lst.vcpus:
-            run.instances[("azure", item)] = row
+        key = ("azure", item)
+        if key not in run.instances and (lst.vcpus or key not in known):  # else an older layer's row stands
+            row = _instance_row(run, spec, lst)
+            if row is None:
+                run.notes.append(f"azure {item}: no vCPUs and memory in the source or instance_specs.csv: left out")
+                continue
+            run.instances[key] = row
+        row = run.instances.get(key) or known[key]
         _agree(run.problems, run.notes, "azure", row, lst)
         run.prices += _price_rows("azure", item, lst, run.notes)
 

@@ -55,5 +55,14 @@ def parse_expiry(value: str) -> dt.datetime:
     return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
 
 
+def time_or_none(value: str | None) -> dt.datetime | None:
+    """A time a cloud or the registry states (``...Z``, ``...000-08:00``, ``... +00:00``); None when
+    absent or unreadable, for what is shown as unknown rather than refused."""
+    try:
+        return parse_expiry(value) if value else None
+    except InputError:
+        return None
+
+
 def expiry_from(now: dt.datetime, ttl: dt.timedelta) -> dt.datetime:
     return (now + ttl).astimezone(dt.timezone.utc).replace(microsecond=0)

@@ -22,10 +22,9 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gpufleet.clouds import bootstrap
 from gpufleet.configure import bake
 from gpufleet.errors import GpufleetError, InputError, ToolMissing
-from gpufleet.fleet.image import AGENT_FILES, current_tree, image_name, templates_dir
+from gpufleet.fleet.image import current_tree, image_name, templates_dir, write_bundle
 from gpufleet.state.images import BuiltImage, Manifest
 
 # The CUDA toolkit version a stack names -> NVIDIA's base image tag of it (nvidia/cuda on Docker Hub
@@ -76,13 +75,8 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, base: str | None = N
     made = []
     for p in pools:
         image = base or cuda_image(stack.software.cuda, p.image)
-        bundle = out / p.name / "container"
-        bundle.mkdir(parents=True, exist_ok=True)
-        (bundle / bake.ARCHIVE).write_bytes(archive)
         spec = bake.spec(stack, p, cat, tree=tree, base_image=image, container=True)
-        (bundle / "bake.json").write_text(json.dumps(spec, indent=1, sort_keys=True, default=str) + "\n")
-        for f in AGENT_FILES:
-            shutil.copyfile(bootstrap.AGENT.with_name(f), bundle / f)
+        write_bundle(out / p.name / "container", archive, spec)
         args = {"CUDA_IMAGE": image, "BUNDLE": f"{p.name}/container"}
         args_file = out / f"{p.name}.container.args.json"
         args_file.write_text(json.dumps(args, indent=1, sort_keys=True) + "\n")

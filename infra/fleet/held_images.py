@@ -14,7 +14,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from gpufleet.clouds.base import FoundImage
-from gpufleet.clouds.tags import TAG_PREFIX, format_expiry, parse_expiry
+from gpufleet.clouds.tags import TAG_PREFIX, format_expiry, parse_expiry, time_or_none
 from gpufleet.errors import CloudUnreadable, InputError
 from gpufleet.state.images import Manifest
 
@@ -55,12 +55,9 @@ def held(clouds) -> tuple[list[FoundImage], dict[str, str]]:
     return images, unread
 
 
-def _when(text: str | None) -> dt.datetime | None:
-    """A cloud's creation time (AWS ``...000Z``, GCP ``...-08:00``, Azure ``... +00:00``); None when unreadable."""
-    try:
-        return parse_expiry(text) if text else None
-    except InputError:
-        return None
+def _place(i: FoundImage) -> tuple:
+    """Where an image stands beside its pool's others: its cloud, region, stack and pool."""
+    return i.provider, i.region, i.tags.get(TAG_PREFIX + "stack"), i.tags.get(TAG_PREFIX + "pool")
 
 
 def judge(images: list[FoundImage], now: dt.datetime) -> list[Held]:
@@ -68,13 +65,12 @@ def judge(images: list[FoundImage], now: dt.datetime) -> list[Held]:
     stack and pool in the same cloud and region), or current; unreadable when its expires-at is not a time."""
     newest: dict[tuple, tuple[dt.datetime, str]] = {}
     for i in images:
-        t = _when(i.created_at)
-        key = (i.provider, i.region, i.tags.get(TAG_PREFIX + "stack"), i.tags.get(TAG_PREFIX + "pool"))
+        t, key = time_or_none(i.created_at), _place(i)
         if t and (key not in newest or t > newest[key][0]):
             newest[key] = (t, i.name)
     out = []
     for i in images:
-        created = _when(i.created_at)
+        created, key = time_or_none(i.created_at), _place(i)
         raw = i.tags.get(TAG_PREFIX + "expires-at")
         try:
             expires = parse_expiry(raw) if raw else None
@@ -82,7 +78,6 @@ def judge(images: list[FoundImage], now: dt.datetime) -> list[Held]:
             out.append(Held(i, "unreadable", f"{e.message}; not touched: fix the tag or `gpufleet image delete {i.name}`",
                             created))
             continue
-        key = (i.provider, i.region, i.tags.get(TAG_PREFIX + "stack"), i.tags.get(TAG_PREFIX + "pool"))
         if expires is not None and expires <= now:
             out.append(Held(i, "expired", f"expired {format_expiry(expires)}: `gpufleet reap` deletes it", created,
                             expires))

@@ -72,6 +72,15 @@ def current_tree(stack, cat) -> tuple[bytes, str]:
     return cloudnodes.tree_archive(extra=cloud_nodes.tree_extras(stack, cat, verify=False)["extra"])
 
 
+def write_bundle(folder: Path, archive: bytes, spec: dict) -> None:
+    """A bake bundle in ``folder``: the state tree archive, the bake spec, the node agent and its bake mode."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / bake.ARCHIVE).write_bytes(archive)
+    (folder / "bake.json").write_text(json.dumps(spec, indent=1, sort_keys=True, default=str) + "\n")
+    for f in AGENT_FILES:
+        shutil.copyfile(bootstrap.AGENT.with_name(f), folder / f)
+
+
 def image_name(stack, pool, tree: str) -> str:
     """Named for the stack, the pool and the state tree it holds (a new tree, a new image)."""
     return f"gpufleet-{stack.name}-{pool.name}-{tree[:10]}"
@@ -92,12 +101,8 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelt
     for p in pools:
         c = cloud(p.provider)
         bundle = out / p.name / "bundle"
-        bundle.mkdir(parents=True, exist_ok=True)
-        (bundle / bake.ARCHIVE).write_bytes(archive)
         spec = bake.spec(stack, p, cat, tree=tree, base_image=p.image or DEFAULT_IMAGE)
-        (bundle / "bake.json").write_text(json.dumps(spec, indent=1, sort_keys=True, default=str) + "\n")
-        for f in AGENT_FILES:
-            shutil.copyfile(bootstrap.AGENT.with_name(f), bundle / f)
+        write_bundle(bundle, archive, spec)
         name = image_name(stack, p, tree)
         tags = {"gpufleet:image": name, "gpufleet:stack": stack.name, "gpufleet:pool": p.name,
                 "gpufleet:owner": stack.owner, "gpufleet:tree": tree[:16]}

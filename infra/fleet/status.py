@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from gpufleet.clouds import inventory
 from gpufleet.clouds.resources import Resource, price
-from gpufleet.clouds.tags import TAG_PREFIX, format_expiry, parse_expiry
+from gpufleet.clouds.tags import TAG_PREFIX, format_expiry, time_or_none
 from gpufleet.errors import NotFound
 from gpufleet.fleet import held_images
 from gpufleet.fleet.stacks import stack_of
@@ -50,15 +50,6 @@ class ClusterStatus:
 
 
 
-def _time(s: str | None) -> dt.datetime | None:
-    if not s:
-        return None
-    try:
-        return parse_expiry(s)
-    except Exception:  # noqa: BLE001 - an unreadable time is shown as unknown
-        return None
-
-
 def _hours(now: dt.datetime, since: dt.datetime | None) -> float:
     return max(0.0, (now - since).total_seconds() / 3600) if since else 0.0
 
@@ -83,7 +74,7 @@ def build(records: list[ClusterRecord], resources: list[Resource], *, checked: s
     out = []
     for rec in records:
         res = by_cluster.pop(rec.name, [])
-        created = _time(rec.created_at)
+        created = time_or_none(rec.created_at)
         asked = [p for p in rec.clouds if p in checked]
         not_asked = [p for p in rec.clouds if p not in checked]
         per_hour = sum(r.usd_per_hour or 0.0 for r in res)
@@ -92,10 +83,10 @@ def build(records: list[ClusterRecord], resources: list[Resource], *, checked: s
         for n in from_registry:
             per_hour += n.usd_per_hour or 0.0
             by_provider[n.provider] = by_provider.get(n.provider, 0.0) + (n.usd_per_hour or 0.0) * _hours(
-                now, _time(n.launched_at) or created)
+                now, time_or_none(n.launched_at) or created)
         cost = sum(by_provider.values())
         cloud_nodes = [n for n in rec.nodes if n.provider in asked]
-        st = ClusterStatus(rec.name, rec.state, rec.stack, rec.owner, created, _time(rec.expires_at), len(rec.nodes),
+        st = ClusterStatus(rec.name, rec.state, rec.stack, rec.owner, created, time_or_none(rec.expires_at), len(rec.nodes),
                            vms(res) + (len(rec.nodes) - len(cloud_nodes)) if asked else None, per_hour, cost,
                            _where(res, rec), res, cost_by_provider=by_provider)
         if asked and vms(res) != len(cloud_nodes):
@@ -111,7 +102,7 @@ def build(records: list[ClusterRecord], resources: list[Resource], *, checked: s
     for name, res in sorted(by_cluster.items()):
         tags = res[0].tags
         times = [r.created_at for r in res if r.created_at]
-        expiries = [t for t in (_time(r.tags.get(TAG_PREFIX + "expires-at")) for r in res) if t]
+        expiries = [t for t in (time_or_none(r.tags.get(TAG_PREFIX + "expires-at")) for r in res) if t]
         created = min(times) if times else None
         by_provider = _cost_by_provider(res, now, created)
         st = ClusterStatus(name, "orphan", tags.get(TAG_PREFIX + "stack"), tags.get(TAG_PREFIX + "owner"), created,
