@@ -232,7 +232,9 @@ def refresh_cmd(
                                               "provider's prices a refresh may drop (you removed regions?).")] = 0.25,
     public: Annotated[bool, typer.Option("--public", help="Without credentials, from a provider's public price list "
                                          "where it has one: AWS's bulk offer files, streamed per region (on-demand "
-                                         "prices only). Azure's Retail Prices are public anyway.")] = False,
+                                         "prices only); GCP's Cloud Billing Catalog with an API key "
+                                         "(GPUFLEET_GCP_API_KEY) on the catalog's machine shapes. Azure's Retail "
+                                         "Prices are public anyway.")] = False,
 ):
     from gpufleet import catalog
     from gpufleet.catalog import store

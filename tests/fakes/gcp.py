@@ -39,7 +39,9 @@ google-cloud-compute's REST transport makes, in the documented formats
 * the Cloud Billing Catalog API v1 (cloudbilling.googleapis.com), ``GET
   /v1/services/{service}/skus?pageSize=&pageToken=&currencyCode=``: ``{"skus": [...],
   "nextPageToken": ""}`` (https://cloud.google.com/billing/docs/reference/rest/v1/services.skus/list);
-  ``sku(...)`` builds one SKU in that format;
+  ``sku(...)`` builds one SKU in that format. A ``key`` query parameter (the API-key form,
+  docs.cloud.google.com/billing/v1/how-tos/catalog-api) must be one of ``api_keys``, else the
+  API's 400 ``API key not valid`` (INVALID_ARGUMENT); each page's query is kept in ``sku_queries``;
 * Filestore (file.googleapis.com) and Managed Lustre (lustre.googleapis.com) v1, served under
   ``/file`` and ``/lustre``: ``GET .../v1/projects/{p}/locations/-/instances?filter=&pageSize=
   &pageToken=`` answering ``{"instances": [...], "nextPageToken", "unreachable": []}``, ``GET`` /
@@ -84,6 +86,8 @@ class ComputeFake(JsonServer):
         self.files: dict[tuple[str, str], dict] = {}  # (file | lustre, full name) -> instance
         self.skus: list[dict] = []  # the Cloud Billing Catalog's Compute Engine SKUs
         self.sku_page_size = 5000  # the API's most per page
+        self.api_keys: set[str] = set()  # keys the Cloud Billing Catalog accepts
+        self.sku_queries: list[dict] = []
         self.zone_capacity: dict[str, int] = {}  # zone -> how many more VMs bulkInsert may create there
         self.resize_requests: dict[tuple[str, str, str], dict] = {}  # (zone, group, name) -> the request
         self.groups: dict[tuple[str, str], list[str]] = {}  # (zone, group) -> its VMs' names
@@ -97,6 +101,8 @@ class ComputeFake(JsonServer):
             self.files.clear()
             self.skus.clear()
             self.sku_page_size = 5000
+            self.api_keys.clear()
+            self.sku_queries.clear()
             self.zone_capacity.clear()
             self.resize_requests.clear()
             self.groups.clear()
@@ -265,6 +271,10 @@ class ComputeFake(JsonServer):
         return 200, {"name": op, "metadata": {"target": name, "verb": "delete"}, "done": False}, {}
 
     def _skus(self, service, query):
+        self.sku_queries.append(dict(query))
+        if "key" in query and query["key"] not in self.api_keys:
+            return 400, {"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
+                                   "status": "INVALID_ARGUMENT"}}, {}
         if service != "6F81-5844-456A":
             return 404, {"error": {"code": 404, "message": f"Service {service} not found", "status": "NOT_FOUND"}}, {}
         start, size = int(query.get("pageToken") or 0), min(int(query.get("pageSize") or 5000), self.sku_page_size)

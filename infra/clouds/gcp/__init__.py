@@ -4,8 +4,8 @@
 as labels and descriptions), ``errors``, ``credentials`` (ADC files and variables, no SDK),
 ``components`` and ``program`` (Pulumi), ``mocks`` (its answers under `plan`), ``api``
 (Compute Engine, Filestore and Managed Lustre by label; quotas) and ``prices`` (the Cloud
-Billing Catalog priced onto machine types). Modules that import an SDK or Pulumi are loaded
-through ``sdk``.
+Billing Catalog priced onto machine types; ``key_prices`` the same with an API key only).
+Modules that import an SDK or Pulumi are loaded through ``sdk``.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class Gcp:
         return load("prices")
 
     def public_prices(self):
-        return None  # the Cloud Billing Catalog is read with credentials only
+        return load("key_prices")
 
     def quota_hint(self, line) -> str:
         return f"IAM & Admin > Quotas, metric {line.code} in {line.region}"
