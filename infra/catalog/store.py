@@ -23,7 +23,9 @@ from gpufleet.paths import make_dir, named_by, prices_path
 
 SCHEMA = 2  # 1: prices only (read still; its gpu_count column is dropped)
 MAX_SHRINK = 0.25  # a provider may lose at most this fraction of its rows in one refresh
-USD_PER_GPU_HOUR = (0.05, 40.0)  # outside this, a price is a parsing error, not a price
+# outside this, a price is a parsing error, not a price; the dearest real one: Azure ND GB200 v6 in Brazil
+# South, $216.32/h for 4 GPUs = $54.08 per GPU-hour (Azure Retail Prices, 2026-06)
+USD_PER_GPU_HOUR = (0.05, 80.0)
 
 
 class StoreDamaged(CatalogError):

@@ -162,6 +162,7 @@ def test_the_shipped_files_are_what_the_build_makes_of_the_gathered_sources(tmp_
 ONE_MARKET = {
     ("aws", "P5e"): "spot",  # the snapshot has no on-demand price: AWS sold P5e through Capacity Blocks
     ("azure", "ND H200 v5"): "ondemand",  # Azure's retail prices of 2026-06 as Karpenter keeps them: no spot
+    ("azure", "ND GB200 v6"): "ondemand",  # likewise: the retail layer has its pay-as-you-go rows only
     ("azure", "NCads H100 v5"): "ondemand",  # the snapshot's spot price equals on-demand: no spot offer
     ("azure", "ND H100 v5"): "ondemand",  # likewise
 }
