@@ -16,7 +16,8 @@ $/hour, predicted throughput, time and cost to train, $/PFLOP-hour, bottleneck a
 efficiency. Works offline on the embedded catalog.
 
 Examples: gpufleet compare resnet50 --epochs 90;  gpufleet compare llm-7b --tokens 1e11
---gpu H100,A100-80GB --nodes 1,2,4,8;  gpufleet compare --stack stacks/examples/aws-training.yaml"""
+--gpu H100,A100-80GB --nodes 1,2,4,8;  gpufleet compare llm:70b --tokens 1e12 --deadline 30d;
+gpufleet compare --stack stacks/examples/aws-training.yaml"""
 
 CALIBRATE_HELP = """Show the performance model's error against published measurements, row by row
 (--fit re-fits the parameters from the data and shows the result without saving)."""
@@ -47,6 +48,9 @@ def compare(
     batch_per_gpu: options.BatchPerGpu = None,
     storage: options.Storage = None,
     workload_file: options.WorkloadFile = None,
+    layout: options.Layout = None,
+    global_batch: options.GlobalBatch = None,
+    deadline: options.Deadline = None,
     fmt: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
     csv_: Annotated[bool, typer.Option("--csv", help="Same as --format csv.")] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Same as --format markdown.")] = False,
@@ -67,7 +71,8 @@ def compare(
     asked = options.comparison(cat, workload=workload, stack=stack, epochs=epochs, tokens=tokens, gpu=gpu,
                                min_gpus=min_gpus, provider=provider, region=region, spot=spot, max_price=max_price,
                                nodes=nodes, precision=precision, batch_per_gpu=batch_per_gpu, storage=storage,
-                               workload_file=workload_file, framework=framework)
+                               workload_file=workload_file, framework=framework, layout=layout,
+                               global_batch=global_batch, deadline=deadline)
     report = cmp.compare(cat, asked.request)
     report.left_out = asked.left_out
     _render(report, fmt, top, by_region, show_infeasible)
@@ -155,6 +160,7 @@ def _render(report, fmt: Fmt, top: int, by_region: bool = False, show_infeasible
     output.table(title, COLUMNS, cells, caption=caption.strip(), styles=styles, optional=OPTIONAL, wraps=("note",),
                  justify={c: "right" for c in RIGHT})
     _scaling_curves(report)
+    _say_layout(report)
     _say_more_nodes(report)
     if report.stale and listed_prices and output.once_a_day("catalog-age"):
         output.warn(f"the catalog's list prices are {report.catalog_age_days} days old, past the {report.max_age_days}-day "
@@ -180,6 +186,14 @@ def _infeasible_foot(report, shown: bool) -> str:
     listed = "listed below the ranked ones" if shown else "--show-infeasible lists them"
     return (f"{len(bad)} offers cannot run it ({why[common]} for {common}, e.g. {example.instance}: "
             f"{example.reason}); {listed}")
+
+
+def _say_layout(report) -> None:
+    """An LLM's layout on the cheapest offer, and the runner-up the pick was weighed against."""
+    best = next((r for r in report.feasible if r.runner_up), None)
+    if best is not None:
+        output.console().print(f"[dim]{best.instance} x{best.nodes}: {best.layout}; runner-up {best.runner_up} "
+                               "(--layout scores another)[/dim]", highlight=False)
 
 
 def _say_more_nodes(report) -> None:

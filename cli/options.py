@@ -84,9 +84,18 @@ Spot = Annotated[bool, typer.Option("--spot", help="Spot/preemptible prices only
 MaxPrice = Annotated[Optional[float], typer.Option("--max-price", help="Max USD per hour for the cluster.")]
 Nodes = Annotated[str, typer.Option("--nodes", help="Node counts, e.g. 1,2,4,8 for a scaling curve.")]
 Precision = Annotated[str, typer.Option(help="mixed, fp32, tf32, fp16, bf16 or fp8.")]
-Framework = Annotated[str, typer.Option(help="The framework you train in: pytorch, tf1, tf2, paddle or mxnet "
+Framework = Annotated[str, typer.Option(help="The framework you train in: pytorch, tf1, tf2, paddle, mxnet or megatron "
                                         "(its measured speed relative to PyTorch; see `gpufleet calibrate`).")]
-BatchPerGpu = Annotated[Optional[int], typer.Option("--batch-per-gpu", help="Samples per GPU between gradient exchanges.")]
+BatchPerGpu = Annotated[Optional[int], typer.Option("--batch-per-gpu", help="Samples per GPU between gradient exchanges "
+                                                     "(LLMs: tokens per GPU per step; --global-batch is the usual way).")]
+Layout = Annotated[Optional[str], typer.Option("--layout", help="LLMs: score this layout instead of picking one, e.g. "
+                                               "'tp4 pp2 dp8', 'fsdp', 'tp2 fsdp', 'hsdp8', 'tp8 pp4 vp5 +recompute' "
+                                               "(dp left out: what the GPUs leave).")]
+GlobalBatch = Annotated[Optional[float], typer.Option("--global-batch", help="LLMs: tokens per optimizer step "
+                                                      "(default 4M, as Llama-class recipes), e.g. 1e6.")]
+Deadline = Annotated[Optional[str], typer.Option("--deadline", help="Train within this time (e.g. 30d, 2w, 36h): per "
+                                                 "instance type, the cheapest node count (1-256) that does; --nodes is "
+                                                 "then not used.")]
 Storage = Annotated[Optional[str], typer.Option(help="nvme, network, lustre:<MB/s>, nfs:<MB/s>; default: local NVMe "
                                                 "if present.")]
 WorkloadFile = Annotated[Optional[str], typer.Option("--workload-file", help="YAML file with your own workloads.")]
@@ -125,7 +134,8 @@ def comparison(cat, *, workload: str | None, stack: str | None, epochs: float | 
                gpu: list[str] | None, min_gpus: int | None, provider: list[str] | None, region: list[str] | None,
                spot: bool, max_price: float | None, nodes: str, precision: str, batch_per_gpu: int | None,
                storage: str | None, workload_file: str | None, command: str = "compare",
-               framework: str = "pytorch") -> Comparison:
+               framework: str = "pytorch", layout: str | None = None, global_batch: float | None = None,
+               deadline: str | None = None) -> Comparison:
     """The flags of `compare` (and `report`) checked and made a ``compare.Request`` on ``cat``; a
     stack's racks with site costs become sites of ``cat``. Bad input raises (exit 2)."""
     from gpufleet import compare as cmp
@@ -143,7 +153,7 @@ def comparison(cat, *, workload: str | None, stack: str | None, epochs: float | 
                          "pytorch (the reference) is the nearest")
     for name, v, most in (("--epochs", epochs, MAX_EPOCHS), ("--tokens", tokens, MAX_TOKENS),
                           ("--max-price", max_price, 1e7), ("--min-gpus", min_gpus, 1e6),
-                          ("--batch-per-gpu", batch_per_gpu, 1e6)):
+                          ("--batch-per-gpu", batch_per_gpu, 1e6), ("--global-batch", global_batch, 1e10)):
         if v is not None and not 0 < v <= most:  # also NaN
             raise InputError(f"{name} must be positive and at most {most:g}, got {v:g}")
     only, left_out, stack_name = None, {}, None
@@ -169,6 +179,19 @@ def comparison(cat, *, workload: str | None, stack: str | None, epochs: float | 
         raise InputError("name a workload (e.g. resnet50, llm-7b) or give --stack with a `workload:` block",
                          "see `gpufleet catalog workloads`")
     wl = workloads.get(workload, workload_file)
+    if (layout or global_batch) and wl.family != "llm":
+        raise InputError(f"--{'layout' if layout else 'global-batch'} is for LLM workloads; {wl.name} is a {wl.family}",
+                         "leave it out, or name an LLM (e.g. llm:8b, llm-7b)")
+    if layout:
+        from gpufleet.perf import parallel
+
+        parallel.read(layout)  # spelling now; the GPU count per offer
+    deadline_h = None
+    if deadline is not None:
+        span = duration("--deadline", deadline)
+        if not span:
+            raise InputError("--deadline 0: give the time the training may take", "e.g. --deadline 30d")
+        deadline_h = span.total_seconds() / 3600.0
     providers = split(provider)
     for p in providers:
         if p not in PROVIDERS:
@@ -182,7 +205,8 @@ def comparison(cat, *, workload: str | None, stack: str | None, epochs: float | 
     req = cmp.Request(
         workload=wl, epochs=epochs, tokens=tokens, gpus=gpus, min_gpus=min_gpus, providers=providers, regions=regions,
         spot=spot, max_price=max_price, nodes=node_counts(nodes), precision=precision, batch_per_gpu=batch_per_gpu,
-        storage=storage, only=only, framework=framework,
+        storage=storage, only=only, framework=framework, layout=layout, global_batch=global_batch,
+        deadline_h=deadline_h,
     )
     said = [f"{k}: {v}" for k, v in (
         ("stack pools only", stack if stack else None), ("GPUs", ", ".join(gpus)), ("providers", ", ".join(providers)),
@@ -191,5 +215,7 @@ def comparison(cat, *, workload: str | None, stack: str | None, epochs: float | 
         ("at least", f"{min_gpus} GPUs" if min_gpus else None), ("nodes", nodes if nodes != "1" else None),
         ("precision", precision if precision != "mixed" else None),
         ("framework", framework if framework != "pytorch" else None),
-        ("per-GPU batch", str(batch_per_gpu) if batch_per_gpu else None), ("storage", storage)) if v]
+        ("per-GPU batch", str(batch_per_gpu) if batch_per_gpu else None), ("storage", storage),
+        ("layout", layout), ("global batch", f"{global_batch:g} tokens" if global_batch else None),
+        ("deadline", deadline)) if v]
     return Comparison(req, left_out, stack_name, said)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from gpufleet.catalog import Catalog, Offer, age_in_days
 from gpufleet.errors import InputError
+from gpufleet.perf.llm import DEFAULT_GLOBAL_BATCH
 from gpufleet.perf.model import Scenario, error_band, predict
 from gpufleet.perf.workloads import Workload
 from gpufleet.providers import CLOUDS
@@ -39,6 +40,9 @@ class Request:
     framework: str = "pytorch"  # perf.model.FRAMEWORKS
     batch_per_gpu: int | None = None
     storage: str | None = None  # nvme | network | lustre:<MB/s> | <MB/s>
+    layout: str | None = None  # LLMs: a pinned layout ("tp4 pp2 dp8"); None: the one practice would pick
+    global_batch: float | None = None  # LLMs: tokens per optimizer step (None: 4M)
+    deadline_h: float | None = None  # per instance type, the cheapest node count that trains it within this
     # stack pools: (provider, region, instance, nodes, spot, storage or None)
     only: list[tuple[str, str, str, int, bool, str | None]] | None = None
 
@@ -69,6 +73,7 @@ class Row:
     discount: float = 0.0  # the negotiated discount taken off its list prices (config `discounts:`)
     error_band: float = 0.0  # the model's typical relative error for such a prediction (out of fold)
     layout: str = "data parallel"  # how the model is split across the GPUs (LLMs: e.g. "tp8 pp4 dp16")
+    runner_up: str = ""  # LLMs: the fastest other layout and how it compares
     tags: list[str] = field(default_factory=list)  # cheapest, fastest, within-error
     rank: int | None = None  # by cost to train; an offer that cannot run it has none
 
@@ -144,6 +149,17 @@ def _storage_for(req: Request, offer: Offer, pool_storage: str | None = None) ->
     return mbps, True, f"{kind} ({mbps:.0f} MB/s shared)"
 
 
+def _batch_words(req: Request) -> str:
+    w = req.workload
+    if w.family != "llm":
+        return f"precision {req.precision}; per-GPU batch {req.batch_per_gpu or w.batch_per_gpu}"
+    tokens = req.global_batch or (None if req.batch_per_gpu else DEFAULT_GLOBAL_BATCH)
+    batch = f"{tokens / 2**20:g}M tokens a step" if tokens else f"{req.batch_per_gpu:,} tokens per GPU a step"
+    layout = (f"layout {req.layout} as given" if req.layout else "layout: the fastest that fits, or a simpler one "
+              "(fewer parallel dimensions) within the model's error of it")
+    return f"precision {req.precision}; sequence {w.seq_len:,} tokens; global batch {batch}; {layout}"
+
+
 def samples_to_train(req: Request) -> tuple[float, str]:
     w = req.workload
     if w.family == "llm":
@@ -192,7 +208,9 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
     # the globs matched once against the regions, not once per offer
     regions = {o.region for o in all_offers if region_matches(req.regions, o.region)} if req.regions else None
     offers = [o for o in all_offers if _selected(req, o, regions)]
-    for offer in offers:
+    if req.deadline_h is not None and req.only is None:
+        rows = _deadline_rows(req, offers, samples, predictions)
+    for offer in offers if req.deadline_h is None or req.only is not None else ():
         runs = [(n, None) for n in req.nodes]
         if req.only is not None:
             runs = [(n, st) for p, r, i, n, _, st in req.only if (p, r, i) == (offer.provider, offer.region, offer.instance.name)]
@@ -205,6 +223,9 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
             if req.max_price is not None and offer.usd_per_hour * nodes > req.max_price:
                 continue
             rows.append(_row(req, offer, nodes, pool_storage, samples, predictions))
+            if req.deadline_h is not None and rows[-1].feasible and rows[-1].time_to_train_h > req.deadline_h:
+                rows[-1].feasible = False
+                rows[-1].reason = f"takes {rows[-1].time_to_train_h / 24:.1f} days, past the deadline"
     rows.sort(key=lambda r: (not r.feasible, r.cost_to_train_usd, r.time_to_train_h))
     feasible = [r for r in rows if r.feasible]
     for i, r in enumerate(feasible, 1):
@@ -225,7 +246,7 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
     spot_age = age_in_days(spot_as_of, today) if spot_as_of else None
     assumptions = [
         f"{label}",
-        f"precision {req.precision}; per-GPU batch {req.batch_per_gpu or w.batch_per_gpu}; framework {req.framework}"
+        _batch_words(req) + f"; framework {req.framework}"
         + (" (PyTorch unless --framework says otherwise)" if req.framework == "pytorch" else ""),
         "storage: " + (req.storage or f"local NVMe where the node has it ({LOCAL_NVME_MBPS:.0f} MB/s), "
                        f"else a network disk ({NETWORK_DISK_MBPS:.0f} MB/s); datasets that fit in half the "
@@ -236,6 +257,9 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
         "that above the cheapest",
         "$/PFLOP-hour: cluster price per hour of one delivered PFLOP/s of training math",
     ]
+    if req.deadline_h is not None:
+        assumptions.append(f"deadline {req.deadline_h / 24:g} days: per instance type, the node count of "
+                           f"{', '.join(map(str, DEADLINE_NODES))} that trains it in time for the least")
     if spot_as_of:
         assumptions.append(f"spot prices: a snapshot as of {spot_as_of} ({spot_age} days old), "
                            "the lowest zone's price per region; spot prices move hourly and spot or preemptible nodes can "
@@ -244,7 +268,7 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
         assumptions.append("no spot prices in the catalog for this selection: add quotes under `prices:` in the "
                            "config (market: spot)")
     more = None
-    if req.only is None and (not feasible or min(r.time_to_train_h for r in feasible) > LONG_H):
+    if req.only is None and req.deadline_h is None and (not feasible or min(r.time_to_train_h for r in feasible) > LONG_H):
         more = _more_nodes(req, offers, max(req.nodes), samples, predictions, runs_at_all=not feasible)
     return Report(workload=w.name, unit=f"{w.unit}/s", samples=samples, sample_label=label,
                   assumptions=assumptions, rows=rows, skipped=skipped, catalog_as_of=as_of, catalog_newest=newest,
@@ -265,7 +289,8 @@ def _row(req: Request, offer: Offer, nodes: int, pool_storage: str | None, sampl
         pr = predictions[key] = predict(Scenario(
             workload=w, gpu=offer.gpu, gpus_per_node=it.gpu_count, nodes=nodes, precision=req.precision,
             batch_per_gpu=req.batch_per_gpu, network_gbps=it.network_gbps, vcpus=it.vcpus, storage_mbps=mbps,
-            storage_shared=shared, node_memory_gib=it.memory_gib, framework=req.framework))
+            storage_shared=shared, node_memory_gib=it.memory_gib, framework=req.framework, layout=req.layout,
+            global_batch_tokens=req.global_batch))
     first_epoch = min(samples, w.dataset_samples or samples)
     hours = (first_epoch / pr.throughput_first_epoch + (samples - first_epoch) / pr.throughput) / 3600.0
     delivered_pflops = pr.throughput * w.train_flops / 1e15
@@ -279,7 +304,45 @@ def _row(req: Request, offer: Offer, nodes: int, pool_storage: str | None, sampl
         price_parts=[{"what": p.what, "usd_per_hour": p.usd_per_hour, "source": p.source, "as_of": p.as_of,
                       "quote": p.quote} for p in offer.parts],
         discount=offer.discount, price_as_of=offer.as_of, storage=storage_label,
-        error_band=error_band(w.family, total > 1), layout=pr.layout)
+        error_band=error_band(w.family, total > 1), layout=pr.layout, runner_up=pr.runner_up)
+
+
+DEADLINE_NODES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # the node counts a deadline search tries
+
+
+def _deadline_rows(req: Request, offers: list[Offer], samples: float, predictions: dict) -> list[Row]:
+    """Per instance type and market, the node count (of DEADLINE_NODES, within the price cap and the
+    site's size) whose run finishes by the deadline at the least cost, at that count in every region
+    that sells it; a type no count gets there in time is one infeasible row at its fastest count."""
+    by_type: dict[tuple, list[Offer]] = {}
+    for o in offers:
+        by_type.setdefault((o.provider, o.instance.name, o.market), []).append(o)
+    out: list[Row] = []
+    for group in by_type.values():
+        cheapest = min(group, key=lambda o: o.usd_per_hour)
+        tried = []
+        for n in DEADLINE_NODES:
+            if (cheapest.max_nodes is not None and n > cheapest.max_nodes) or (
+                    req.max_price is not None and cheapest.usd_per_hour * n > req.max_price):
+                break
+            if req.min_gpus and cheapest.instance.gpu_count * n < req.min_gpus:
+                continue
+            tried.append(_row(req, cheapest, n, None, samples, predictions))
+        in_time = [r for r in tried if r.feasible and r.time_to_train_h <= req.deadline_h]
+        if in_time:
+            nodes = min(in_time, key=lambda r: (r.cost_to_train_usd, r.time_to_train_h)).nodes
+            out += [_row(req, o, nodes, None, samples, predictions) for o in group]
+            continue
+        ran = [r for r in tried if r.feasible]
+        if not tried:
+            continue
+        best = min(ran, key=lambda r: r.time_to_train_h) if ran else tried[-1]
+        if ran:
+            best.feasible, best.bottleneck = False, "deadline"
+            best.reason = (f"cannot finish by the deadline: fastest {best.time_to_train_h / 24:.1f} days at "
+                           f"{best.nodes} nodes (of {', '.join(str(r.nodes) for r in tried)} tried)")
+        out.append(best)
+    return out
 
 
 def _more_nodes(req: Request, offers: list[Offer], asked: int, samples: float, predictions: dict,

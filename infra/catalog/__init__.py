@@ -89,6 +89,7 @@ def parse_gpus(text: str | None = None, path: str | None = None) -> dict[str, Gp
             tdp_w=_num(label, line, row, "tdp_w", positive=True),
             source=_need(label, line, row, "source"),
             as_of=_need(label, line, row, "as_of"),
+            nvlink_domain=int(_num(label, line, row, "nvlink_domain", required=False) or 0),
         )
     return out
 

@@ -25,6 +25,7 @@ class Gpu:
     tdp_w: float
     source: str
     as_of: str
+    nvlink_domain: int = 0  # GPUs one NVLink fabric joins across nodes (GB200 NVL72: 72); 0: the node's own
 
     def peak_tflops(self, precision: str) -> float:
         """Peak dense TFLOPS at ``precision``, on the format it actually runs in (see below)."""

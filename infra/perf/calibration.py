@@ -77,6 +77,28 @@ def rows(cat=None) -> list[Row]:
             gpu_decode=r["data"] == "dali", framework=r["framework"], sequence_binning=r["seq_binning"] == "1",
         )
         out.append(Row(r["id"], s, float(r["measured"]), r["unit"], r["source"], r["notes"]))
+    return out + llm_rows(cat)
+
+
+SHAPE = ("params", "layers", "d_model", "heads", "kv_heads", "ffn", "gated", "vocab", "seq_len")
+
+
+def llm_rows(cat) -> list[Row]:
+    """data/llm_runs.csv: published LLM pre-training runs (NeMo / Megatron-Bridge tables, torchtitan,
+    torchao, fms-fsdp, llm-foundry), each with the model's shape and the layout, global batch and
+    micro-batch it ran with, so the step model is scored on the run as it was made."""
+    out = []
+    for r in csv.DictReader(_text("llm_runs.csv").splitlines()):
+        gpus, per_node = int(r["gpus"]), int(r["gpus_per_node"])
+        shape = {k: float(r[k]) if k == "params" else int(r[k]) for k in SHAPE}
+        s = Scenario(
+            workload=workloads.decoder(r["model"], shape, "gpufleet/perf/data/llm_runs.csv"), gpu=cat.gpu(r["gpu"]),
+            gpus_per_node=min(per_node, gpus), nodes=max(1, gpus // per_node), precision=r["precision"],
+            network_gbps=float(r["network_gbps"]), synthetic_data=True, layout=r["layout"],
+            global_batch_tokens=float(r["global_batch_tokens"]), micro_batch=int(r["micro_batch"]),
+            framework=r["framework"],
+        )
+        out.append(Row(r["id"], s, float(r["tokens_per_s_per_gpu"]) * gpus, "tok/s", r["source"], r["notes"]))
     return out
 
 

@@ -51,13 +51,14 @@ import math
 from dataclasses import dataclass, field
 from importlib import resources
 
-from gpufleet.perf import parallel
+from gpufleet.errors import InputError
+from gpufleet.perf import llm, parallel
 from gpufleet.perf.workloads import Workload
 
 PCIE_GBS = {3: 12.0, 4: 24.0, 5: 48.0, 6: 96.0}  # effective host<->GPU GB/s per x16 link, one direction
 TENSOR_ARCHS = {"volta", "turing", "ampere", "ada", "hopper", "blackwell"}
 GENERATION = {"volta": "volta", "turing": "volta", "ampere": "ampere", "ada": "ampere", "hopper": "hopper",
-              "blackwell": "hopper"}
+              "blackwell": "blackwell"}
 STATE_BYTES_PER_PARAM = 16.0  # mixed-precision Adam: weights, grads, fp32 master, 2 moments
 OPTIMIZER_TRAFFIC = 16.0  # bytes per parameter the optimizer step reads and writes (fp32 master + moments)
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP bucket_cap_mb=25: one latency per bucket per hop
@@ -70,6 +71,20 @@ PRIORS: dict[str, tuple[float, float, tuple[float, float]]] = {
     "u_tensor:volta": (0.45, 0.5, (0.1, 0.95)),
     "u_tensor:ampere": (0.5, 0.5, (0.1, 0.95)),
     "u_tensor:hopper": (0.45, 0.5, (0.1, 0.95)),
+    # Blackwell's BF16 peak is 2.3x Hopper's; its published LLM rows reach a lower share of it (issue 34:
+    # B200 rows 17% below Hopper's efficiency)
+    "u_tensor:blackwell": (0.4, 0.5, (0.1, 0.95)),
+    # FP8 over BF16 on the weights' matrix products (attention, norms and the optimizer stay in BF16/FP32):
+    # end to end, NVIDIA's and torchtitan's published pairs measure 1.16-1.36x, not the 2x of peak
+    "fp8_gain": (1.4, 0.15, (1.0, 2.0)),
+    # a GEMM whose width tensor parallelism cuts to d/tp loses about as one tp_width narrower would
+    "tp_width": (256.0, 0.8, (16.0, 4096.0)),
+    # the share of tensor/context-parallel traffic NOT hidden behind the matrix products (Megatron's TP
+    # communication overlap and torchtitan's async TP hide most of it; ring attention overlaps its sends)
+    "tp_exposed": (0.3, 1.0, (0.001, 1.0)),
+    # FlashAttention reaches a lower share of peak than the weight GEMMs (FA2 ~50-70% on A100/H100,
+    # Dao 2023; FA3 up to 75% on H100, Shah et al. 2024)
+    "attn_eff": (0.7, 0.4, (0.2, 1.2)),
     # plain FP32 units: SGEMM reaches 70-90% of peak from Pascal on, whole networks less; Kepler
     # (the K80 of the 2017 TensorFlow benchmarks) needs instruction-level parallelism that
     # convolution kernels rarely have, and loses more
@@ -98,6 +113,9 @@ PRIORS: dict[str, tuple[float, float, tuple[float, float]]] = {
     "fw:tf2": (1.0, 0.3, (0.4, 1.5)),
     "fw:paddle": (1.0, 0.3, (0.4, 1.5)),
     "fw:mxnet": (1.0, 0.3, (0.4, 1.5)),
+    # NVIDIA's Megatron-Core / NeMo stack (Transformer Engine's fused kernels, communication overlap
+    # tuned per system) against PyTorch-native trainers (torchtitan, llm-foundry, fms-fsdp)
+    "fw:megatron": (1.0, 0.3, (0.5, 2.0)),
 }
 NAMES = tuple(PRIORS)
 FRAMEWORKS = ("pytorch",) + tuple(n.split(":", 1)[1] for n in NAMES if n.startswith("fw:"))
@@ -171,6 +189,11 @@ class Scenario:
     nvlink: bool | None = None  # None: from the GPU spec
     framework: str = "pytorch"  # one of FRAMEWORKS
     sequence_binning: bool = False  # BERT phase 2 through a binning loader (LDDL): see bin_fill
+    # decoder LLMs: a pinned layout ("tp4 pp2 dp8", "fsdp"; None: the one practice would pick, perf.llm),
+    # the global batch in tokens per step (None: batch_per_gpu x GPUs, else 4M) and the micro-batch in sequences
+    layout: str | None = None
+    global_batch_tokens: float | None = None
+    micro_batch: int | None = None
 
 
 @dataclass
@@ -186,7 +209,8 @@ class Prediction:
     breakdown: dict[str, float]
     feasible: bool = True
     reason: str = ""
-    layout: str = "data parallel"  # LLMs: the split chosen, e.g. "tp8 pp4 dp16" or "fsdp x64"
+    layout: str = "data parallel"  # LLMs: the split chosen, e.g. "tp8 pp4 dp16" or "fsdp dp64"
+    runner_up: str = ""  # LLMs: the fastest other layout and how it compares
 
 
 def resolve_precision(gpu, precision: str) -> str:
@@ -255,8 +279,10 @@ def predict(s: Scenario, p: Params | None = None, _single: bool = False, efficie
     p = p or fitted_params()
     w, g = s.workload, s.gpu
     prec = resolve_precision(g, s.precision)
+    if w.family == "llm" and s.comm in ("auto", "fsdp"):  # as people train LLMs: perf.llm
+        return _predict_llm(s, p, prec)
     n = s.gpus_per_node * s.nodes
-    comm = s.comm if s.comm != "auto" else ("fsdp" if w.family == "llm" else "allreduce")
+    comm = s.comm if s.comm != "auto" else "allreduce"
     b = s.batch_per_gpu or w.batch_per_gpu
 
     # memory capacity: model state must fit (sharded across all GPUs under FSDP)
@@ -273,21 +299,10 @@ def predict(s: Scenario, p: Params | None = None, _single: bool = False, efficie
     t_gpu, t_math, t_mem = _gpu_time_per_sample(s, p, prec, b)
     compute = b * t_gpu
     straggle = 1.0 + p.jitter * math.sqrt(2.0 * math.log(n)) if n > 1 else 1.0
-    layout = f"fsdp x{n}" if comm == "fsdp" else ("parameter server" if comm == "ps" else "data parallel")
-    if w.family == "llm" and s.comm == "auto" and n > 1:  # as people train LLMs: the best layout that fits
-        found = _best_layout(s, p, prec, b, t_gpu, straggle)
-        if found is None:
-            feasible = False
-            reason = (f"no split of {w.name} over {n} x {g.name} fits in memory (FSDP, or tensor x pipeline "
-                      "x data parallel, with recomputation)")
-            found = (compute, 0.0, 0.0, "none fits", compute * straggle)
-        else:
-            feasible, reason = True, ""
-        compute, t_comm, exposed, layout, step = found
-    else:
-        t_comm, last = _comm_time(s, p, prec, comm)
-        exposed = max(last, t_comm - p.overlap * compute * (2.0 / 3.0)) if t_comm else 0.0
-        step = (compute + exposed) * straggle
+    layout = "parameter server" if comm == "ps" else "data parallel"
+    t_comm, last = _comm_time(s, p, prec, comm)
+    exposed = max(last, t_comm - p.overlap * compute * (2.0 / 3.0)) if t_comm else 0.0
+    step = (compute + exposed) * straggle
     gpu_rate = n * b / step
     limits = {"gpu": gpu_rate}
     first_epoch_limits = dict(limits)
@@ -334,45 +349,89 @@ def predict(s: Scenario, p: Params | None = None, _single: bool = False, efficie
     )
 
 
-def _best_layout(s: Scenario, p: Params, prec: str, b: int, t_gpu: float, straggle: float):
-    """(compute s, comm s, exposed comm s, layout name, step s) of the fastest layout that fits, or None."""
+
+def _predict_llm(s: Scenario, p: Params, prec: str) -> Prediction:
+    """A decoder LLM's steady-state tokens/s under its pinned layout, or under the one practice would
+    pick (perf.llm.choose); its scaling efficiency is the share of the step the GPUs compute."""
     w, g = s.workload, s.gpu
     n = s.gpus_per_node * s.nodes
+    fp8 = prec == "fp8"
+    tokens = s.global_batch_tokens or (s.batch_per_gpu * n if s.batch_per_gpu else llm.DEFAULT_GLOBAL_BATCH)
+    t_token, t_math, t_mem = _llm_token_time(s, p, resolve_precision(g, "mixed") if fp8 else prec, tokens)
+    domain = _nvlink_domain(s)  # GPUs that reach each other over NVLink: a node, or a GB200 NVL72 rack's share
+    links = llm.Links(_intra_node_bytes_s(s, p), s.network_gbps * domain / s.gpus_per_node / 8.0 * 1e9 * p.net_eff,
+                      p.alpha_us * 1e-6, domain)
     usable = parallel.MEMORY_USABLE * g.memory_gb * 1e9
-    nvlink = _intra_node_bytes_s(s, p)
-    best = None
-    for lay in parallel.layouts(n, s.gpus_per_node, w.layers or 1, w.d_model or 1):
-        micro = max(1, w.seq_len)
-        m = max(1, (b * lay.tp * lay.pp) // micro)
-        if parallel.memory_per_gpu(w, lay, n, micro, m) > usable:
-            continue
-        compute = b * t_gpu * (4.0 / 3.0 if lay.recompute else 1.0)
-        if lay.fsdp:
-            t_comm, last = _comm_time(s, p, prec, "fsdp")
-            extra = 0.0
-        else:
-            t_comm, last = _dp_exchange(s, p, lay)
-            extra = parallel.extra_time(w, lay, compute_s=compute, tokens_per_gpu=b, micro_batches=m,
-                                        nvlink_bytes_s=nvlink)
-        exposed = max(last, t_comm - p.overlap * compute * (2.0 / 3.0)) if t_comm else 0.0
-        step = (compute + extra + exposed) * straggle
-        if best is None or step < best[4]:
-            best = (compute + extra, t_comm, exposed, lay.name, step)
-    return best
-
-
-def _dp_exchange(s: Scenario, p: Params, lay) -> tuple[float, float]:
-    """The data-parallel gradient exchange of a tensor x pipeline layout: each GPU's shard (bf16)
-    all-reduced over its ``dp`` replicas; when they are on other nodes, a node's GPUs share its network."""
-    if lay.dp <= 1:
-        return 0.0, 0.0
-    grad = s.workload.params * 2.0 / (lay.tp * lay.pp)
-    buckets = max(1, math.ceil(grad / BUCKET_BYTES))
-    volume = 2.0 * (lay.dp - 1) / lay.dp * grad
-    # Megatron orders ranks tensor first, then data, then pipeline: a replica group is tp apart
-    if lay.tp * lay.dp > s.gpus_per_node:
-        t = volume * s.gpus_per_node / (s.network_gbps / 8.0 * 1e9 * p.net_eff)
-        t += buckets * 2 * math.ceil(math.log2(lay.dp)) * p.alpha_us * 1e-6
+    kw = {"t_token": t_token, "t_math_token": t_math, "links": links, "p": p, "jitter": p.jitter}
+    pinned = s.layout or ("fsdp" if s.comm == "fsdp" else None)
+    feasible, reason, runner = True, "", ""
+    lay = None
+    if pinned:
+        try:
+            lay = parallel.parse(pinned, n, domain)
+        except InputError as e:  # a pinned layout this cluster cannot have (its GPU count, its node size)
+            feasible, reason = False, str(e)
+    if lay is not None:
+        if s.activation_checkpointing and not lay.recompute:
+            lay = parallel.Layout(**{**lay.__dict__, "recompute": True})
+        sizes = (s.micro_batch,) if s.micro_batch else llm.micro_choices(lay, tokens, max(1, w.seq_len))
+        micro = next((b for b in sizes if llm.fits(w, lay, b, usable, fp8)), sizes[-1])
+        if not llm.fits(w, lay, micro, usable, fp8):
+            need = parallel.memory_per_gpu(w, lay, micro, fp8)
+            feasible, reason = False, (f"{lay.name} needs {need / 1e9:.0f} GB per GPU with {micro}-sequence "
+                                       f"micro-batches; {usable / 1e9:.0f} GB usable of the {g.name}'s {g.memory_gb:g} GB")
+        best = llm.step(w, lay, tokens=tokens, micro_seqs=micro, fp8=fp8, **kw)
     else:
-        t = volume / _intra_node_bytes_s(s, p) + buckets * 2 * (lay.dp - 1) * NVLINK_ALPHA_S
-    return t, t / buckets
+        choice = llm.choose(w, n, domain, tokens=tokens, usable=usable, fp8=fp8,
+                            band=error_band("llm", n > 1), **kw)
+        best = choice.best
+        if best is None:
+            lay = parallel.Layout(1, 1, 1, n, "fsdp", 1, True)
+            best = llm.step(w, lay, tokens=tokens, micro_seqs=1, fp8=fp8, **kw)
+            need = parallel.memory_per_gpu(w, lay, 1, fp8)
+            feasible, reason = False, reason or (
+                f"no layout of {w.name} on {n} x {g.name} fits a {tokens / 2**20:.3g}M-token batch in memory (fully "
+                f"sharded with recomputation needs {need / 1e9:.1f} GB per GPU; {usable / 1e9:.1f} GB usable of the "
+                f"{g.name}'s {g.memory_gb:g} GB, 85%: the CUDA context and buffers take the rest)")
+        elif choice.runner_up is not None:
+            r = choice.runner_up
+            x = r.seconds / best.seconds - 1
+            runner = f"{r.layout.name}: {abs(x):.0%} {'slower' if x >= 0 else 'faster, with more parallel dimensions'}"
+    rate = tokens / best.seconds
+    return Prediction(
+        throughput=rate, throughput_first_epoch=rate, per_gpu=rate / n,
+        bottleneck="memory-capacity" if not feasible else "network" if best.exposed_comm_s > 0.2 * best.seconds
+        else "compute", gpu_bound="math" if t_math >= t_mem else "memory-bw",
+        scaling_efficiency=min(1.0, best.compute_s / best.seconds), precision=prec, step_time_s=best.seconds,
+        breakdown={"compute_s": best.compute_s, "comm_s": best.comm_s, "exposed_comm_s": best.exposed_comm_s,
+                   "bubble_s": best.bubble_s, "global_batch_tokens": tokens, "micro_batch": best.micro_seqs},
+        feasible=feasible, reason=reason, layout=best.layout.name if lay is not None or not pinned else pinned,
+        runner_up=runner)
+
+
+def _llm_token_time(s: Scenario, p: Params, prec: str, tokens: float) -> tuple[float, float, float]:
+    """(seconds, of which matrix products FP8 speeds up, of which memory traffic) a GPU spends on one
+    token of a decoder LLM at ``prec``, unsplit. The weight matrices cost 6 N FLOPs a token; causal
+    attention 6 L d s (FlashAttention skips the masked half of the 12 L d s a full one would), at
+    ``attn_eff`` of the matrix products' efficiency and in BF16 whatever the weights run in (FP8
+    training casts the linear layers only); the memory traffic is the activations' passes and the
+    optimizer's pass over its weights, spread over the step's tokens."""
+    w, g = s.workload, s.gpu
+    peak = g.tflops[prec] * 1e12 * p.u(g.arch, prec != "fp32" and g.arch in TENSOR_ARCHS)
+    dense = 6.0 * w.params / peak
+    attention = 6.0 * w.layers * w.d_model * w.seq_len / (peak * p.attn_eff)
+    elem = 4.0 if prec in ("fp32", "tf32") else 2.0
+    traffic = w.activations * elem * p.values["act_passes:transformer"] + w.params * OPTIMIZER_TRAFFIC / tokens
+    t_mem = traffic / (g.memory_bw_gbs * 1e9)
+    speed = 1.0 if s.framework == "pytorch" else p.values[f"fw:{s.framework}"]
+    return (dense + attention + t_mem) / speed, dense / speed, t_mem / speed
+
+
+def _nvlink_domain(s: Scenario) -> int:
+    """The GPUs of ``s`` one NVLink fabric joins: the node's, or (GB200 NVL72) the largest whole number of
+    nodes within the GPU's domain that divides the cluster."""
+    g, n = s.gpus_per_node, s.gpus_per_node * s.nodes
+    if s.gpu.nvlink_domain <= g:
+        return g
+    nodes = max(k for k in range(1, s.gpu.nvlink_domain // g + 1) if s.nodes % k == 0)
+    return g * nodes if n >= g * nodes else g

@@ -2,7 +2,8 @@
 
 Built-ins live in ``data/workloads.yaml`` (with sources). Users add their own in a YAML
 file of the same shape (``--workload-file`` or ``~/.config/gpufleet/workloads.yaml``).
-A decoder LLM of any size is ``llm:<params>`` (e.g. ``llm:8b``, ``llm:405b:4096``).
+A decoder LLM of any size is ``llm:<params>[:<seq>]`` (e.g. ``llm:8b``, ``llm:405b:4096``): a Llama-3-like
+model (grouped-query attention, SwiGLU, 128k vocabulary) at 8,192 tokens unless told.
 """
 
 from __future__ import annotations
@@ -44,6 +45,13 @@ class Workload:
     layers: int = 0
     d_model: int = 0
     seq_len: int = 0
+    # decoder LLMs: attention heads, key/value heads (grouped-query attention), MLP width and
+    # whether it is gated (SwiGLU: three matrices), vocabulary; they size activations and the logits
+    heads: int = 0
+    kv_heads: int = 0
+    ffn: int = 0
+    gated: bool = False
+    vocab: int = 0
 
     @property
     def train_flops(self) -> float:
@@ -66,6 +74,7 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
     if fam not in FAMILIES:
         raise SpecError(where, None, f"{name}.family", f"{fam!r} is not one of {', '.join(FAMILIES)}")
     wino = 0.0
+    llm_fields: dict = {}
     try:
         if fam == "cnn":
             params = float(d["params"])
@@ -93,13 +102,14 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
                 L, dm = llm_shape(params)
             fwd = 2.0 * params + 4.0 * L * dm * s
             acts = architecture.transformer_activations(L, dm, s, flash=True)
+            llm_fields = llm_attention(d, dm)
     except KeyError as e:
         raise SpecError(where, None, f"{name}.{e.args[0]}", f"required for family {fam}") from None
     except (TypeError, ValueError) as e:
         raise SpecError(where, None, name, f"bad number: {e}") from None
     if params <= 0 or fwd <= 0:
         raise SpecError(where, None, name, "params and FLOPs must be positive")
-    return Workload(
+    return Workload(**(llm_fields if fam == "llm" else {}),
         name=name, family=fam, params=params, fwd_flops=fwd,
         sample_bytes=float(d.get("sample_bytes", 4.0 if fam == "llm" else 1024)),
         dataset_samples=float(d["dataset_samples"]) if d.get("dataset_samples") else None,
@@ -111,6 +121,22 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
     )
 
 
+def decoder(name: str, fields: dict, where: str) -> Workload:
+    """A decoder LLM from its published shape (params, layers, d_model, heads, kv_heads, ffn, gated, vocab, seq_len)."""
+    return _from_dict(name, {"family": "llm", **fields}, where)
+
+
+def llm_attention(d: dict, d_model: int) -> dict:
+    """Heads, KV heads, MLP width, gating and vocabulary of a decoder LLM: as given, else a
+    Llama-3-like model's (128-wide heads, 8 KV heads, SwiGLU at 3.5 d, 128,256 tokens; Llama 3
+    model card and config, 2024)."""
+    heads = int(d.get("heads") or max(1, d_model // 128))
+    gated = bool(d.get("gated", "ffn" not in d))
+    ffn = int(d.get("ffn") or (round(3.5 * d_model / 256) * 256 if gated else 4 * d_model))
+    return {"heads": heads, "kv_heads": int(d.get("kv_heads") or min(heads, 8)), "ffn": ffn, "gated": gated,
+            "vocab": int(d.get("vocab") or 128256)}
+
+
 def llm_shape(params: float) -> tuple[int, int]:
     """Layers and width for an LLM of ``params`` parameters at d_model/layers ~ 128."""
     layers = max(2, round((params / (12 * 128 * 128)) ** (1 / 3)))
@@ -118,7 +144,10 @@ def llm_shape(params: float) -> tuple[int, int]:
     return layers, d_model
 
 
-def llm(params: float, seq_len: int = 2048, name: str | None = None) -> Workload:
+LLM_SEQ = 8192  # llm:<size> trains at Llama 3's pre-training sequence (8,192 tokens, its paper), unless told
+
+
+def llm(params: float, seq_len: int = LLM_SEQ, name: str | None = None) -> Workload:
     L, dm = llm_shape(params)
     return _from_dict(name or f"llm:{params / 1e9:g}b", {"family": "llm", "params": params, "layers": L,
                       "d_model": dm, "seq_len": seq_len,
@@ -161,13 +190,14 @@ def library(user_file: str | Path | None = None) -> dict[str, Workload]:
 
 def get(name: str, user_file: str | Path | None = None) -> Workload:
     """A workload of the library (or the user's file) by name; ``llm:<size>[:<seq>]`` is any decoder
-    LLM, the library's own model of that nominal size when there is one (``llm:70b`` is ``llm-70b``,
-    so the two names never give two predictions for one run)."""
+    LLM (Llama-3-like, 8,192 tokens unless ``:<seq>`` says), the library's own model of that nominal
+    size and sequence when there is one (``llm:70b:2048`` is ``llm-70b``, MPT-70B, so the two names
+    never give two predictions for one run)."""
     if name.lower().startswith("llm:"):
         parts = name.split(":")
         if len(parts) > 2 and not parts[2].isdigit():
             raise InputError(f"{name!r}: the sequence length after the size is a whole number", "e.g. llm:8b:4096")
-        seq = int(parts[2]) if len(parts) > 2 else 2048
+        seq = int(parts[2]) if len(parts) > 2 else LLM_SEQ
         known = _builtin().get(f"llm-{parts[1].lower()}")
         if known is not None and known.seq_len == seq:
             return known

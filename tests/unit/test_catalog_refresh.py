@@ -214,12 +214,12 @@ def test_azure_capabilities_and_zones_come_from_resource_skus_with_credentials(a
     _resource_skus(azure, cat)
     from fakes.azure import resource_sku
 
-    azure.skus += [resource_sku("Standard_ND128isr_NDR_GB200_v6", "eastus", gpus=4, vcpus=128),
+    azure.skus += [resource_sku("Standard_ND128isr_GB300_v6", "eastus", gpus=4, vcpus=128),
                    resource_sku("Standard_D8s_v5", "eastus", vcpus=8, memory_gb=32)]
     r = cli("--json", "catalog", "refresh", "-p", "azure")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["results"][0]["notes"] == [
-        "1 GPU VM sizes the catalog lacks (add them to instances.csv to compare them): Standard_ND128isr_NDR_GB200_v6"]
+        "1 GPU VM sizes the catalog lacks (add them to instances.csv to compare them): Standard_ND128isr_GB300_v6"]
     store = json.loads((tmp_path / "catalog" / "prices.json").read_text())
     facts = {f["item"]: f for f in store["facts"]}
     nd = facts["Standard_ND96isr_H100_v5"]

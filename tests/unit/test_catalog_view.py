@@ -78,7 +78,7 @@ def test_regions_are_cheapest_on_demand_first_then_the_spot_only_ones_cheapest_f
 def test_a_model_too_big_for_memory_says_what_was_compared():
     rows = json.loads(cli("--json", "compare", "llm:1b", "--gpu", "L4", "--top", "0").stdout)["infeasible"]
     reason = next(r["reason"] for r in rows if not r["feasible"] and r["gpus_per_node"] == 1)
-    m = re.search(r"model state ([\d.]+) GB per GPU .* exceeds the ([\d.]+) GB usable of the L4's 24 GB", reason)
+    m = re.search(r"needs ([\d.]+) GB per GPU; ([\d.]+) GB usable of the L4's 24 GB", reason)
     assert m, reason
     state, usable = float(m[1]), float(m[2])
     assert usable == pytest.approx(0.85 * 24, abs=0.05) and state > usable

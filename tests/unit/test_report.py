@@ -260,7 +260,7 @@ def test_clusters_with_an_empty_registry(tmp_path, monkeypatch):
     (["report", "resnet50", "--clusters"], 2, "--clusters reports the running clusters"),
     (["report", "resnet50", "--local"], 2, "--local goes with --clusters"),
     (["report", "resnet50", "--gpu", "H100", "--max-price", "0.01"], 1, "no offer matches these filters"),
-    (["report", "llm:70b", "--gpu", "T4"], 1, "can run llm-70b"),
+    (["report", "llm:70b", "--gpu", "T4"], 1, "can run llm:70b"),
 ])
 def test_bad_input_says_so_and_writes_nothing(args, code, says, tmp_path):
     out = tmp_path / "out" / "r.html"
