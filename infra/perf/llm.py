@@ -145,9 +145,7 @@ def micro_choices(lay: Layout, tokens: float, seq: int) -> tuple[int, ...]:
 @dataclass(frozen=True)
 class Choice:
     best: Step | None
-    runner_up: Step | None
-    fastest: Step | None
-    considered: int
+    runner_up: Step | None  # the fastest other layout
 
 
 def choose(w, n: int, gpus_per_node: int, *, tokens: float, usable: float, fp8: bool, band: float, **kw) -> Choice:
@@ -163,10 +161,10 @@ def choose(w, n: int, gpus_per_node: int, *, tokens: float, usable: float, fp8: 
                 steps.append(step(w, lay, tokens=tokens, micro_seqs=b, fp8=fp8, **kw))
                 break
     if not steps:
-        return Choice(None, None, None, 0)
+        return Choice(None, None)
     fastest = min(steps, key=lambda s: s.seconds)
     close = [s for s in steps if s.seconds <= fastest.seconds * (1.0 + band)]
     best = min(close, key=lambda s: (s.layout.dims, s.seconds))
     others = [s for s in steps if s.layout.name != best.layout.name]
     runner = min(others, key=lambda s: s.seconds) if others else None
-    return Choice(best, runner, fastest, len(steps))
+    return Choice(best, runner)

@@ -38,8 +38,13 @@ A training step on ``n = gpus_per_node x nodes`` GPUs is:
   decoded on the GPU with DALI) and storage read bandwidth (sample bytes); the slowest of GPU,
   CPU and storage sets the pace, as in the BOXX paper.
 
-The free parameters are fitted to the published measurements in ``data/measurements.csv`` by
-:mod:`gpufleet.perf.calibration`, pulled toward the priors below, and stored in
+Decoder LLMs take their own path (``_predict_llm``): a step of the global batch under the layout
+practice would pick or the one pinned (``perf.parallel`` for layouts and memory, ``perf.llm`` for
+the step), with the weights' matrix products (6 N FLOPs a token, narrowed by tensor parallelism,
+sped up by FP8) apart from causal attention and the memory-bound kernels.
+
+The free parameters are fitted to the published measurements in ``data/measurements.csv`` and
+``data/llm_runs.csv`` by :mod:`gpufleet.perf.calibration`, pulled toward the priors below, and stored in
 ``data/fitted.json``; nothing here is tuned by hand.
 """
 
