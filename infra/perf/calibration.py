@@ -3,7 +3,8 @@ what it was not fitted to.
 
 ``data/measurements.csv`` holds published training throughputs (NVIDIA DeepLearningExamples,
 MLPerf Training results, the TensorFlow benchmark pages, MosaicML LLM Foundry), each with its
-source and the framework it ran in. This module
+source and the framework it ran in; ``data/llm_runs.csv`` published LLM pre-training runs of
+2024-26 with the layout, batch and model shape each ran with (``llm_rows``). This module
 
 * predicts every row and reports the per-row error (``summary``);
 * fits the model's global parameters (``fit``): the mean absolute log error, each source's rows
