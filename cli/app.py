@@ -19,6 +19,7 @@ from gpufleet.cli import image as image_cmd
 from gpufleet.cli import lifecycle as lifecycle_cmd
 from gpufleet.cli import plan as plan_cmd
 from gpufleet.cli import report as report_cmd
+from gpufleet.cli import team as team_cmd
 from gpufleet.cli import validate as validate_cmd
 from gpufleet.cli import verify as verify_cmd
 from gpufleet.cli.output import STATE
@@ -86,10 +87,13 @@ app.command("verify", help=verify_cmd.HELP)(verify_cmd.verify)
 app.command("status", help=lifecycle_cmd.STATUS_HELP)(lifecycle_cmd.status)
 app.command("reap", help=lifecycle_cmd.REAP_HELP)(lifecycle_cmd.reap)
 app.command("check", help=lifecycle_cmd.CHECK_HELP)(lifecycle_cmd.check)
+app.command("unlock", help=team_cmd.UNLOCK_HELP)(team_cmd.unlock)
+app.command("log", help=team_cmd.LOG_HELP)(team_cmd.log)
 app.add_typer(catalog_cmd.app, name="catalog", help="List the GPU catalog: GPUs, instance types, prices, workloads.")
 app.add_typer(lifecycle_cmd.registry_app, name="registry")
 app.add_typer(capacity_cmd.app, name="capacity")
 app.add_typer(image_cmd.app, name="image")
+app.add_typer(team_cmd.app, name="team")
 
 
 def main() -> None:

@@ -32,6 +32,18 @@ CONFIGURE_HELP = ("Apply the stack's Salt states again on a cluster that is up, 
                   "nodes failed or did not answer in time.")
 WaitTimeout = Annotated[float, typer.Option("--wait-timeout", min=0, max=86400, help="Seconds to wait for the cloud "
                                             "nodes to report their configuration.")]
+NoWait = Annotated[bool, typer.Option("--no-wait", help="Team mode: fail at once (exit 4) when another command holds "
+                                      "the cluster, instead of waiting for it.")]
+
+
+def _held(cluster: str, command: str, no_wait: bool):
+    """The cluster's lease for the command's run (team mode; alone, nothing), the wait said as it starts."""
+    from gpufleet.fleet import team
+
+    def waiting(lease) -> None:
+        output.warn(f"cluster {cluster} is held by {lease.holder} ({lease.command} on {lease.host}, pid {lease.pid}); "
+                    "waiting for it (--no-wait fails at once)")
+    return team.session(cluster, command, wait=not no_wait, on_wait=waiting)
 DOWN_HELP = ("Destroy a cluster's cloud resources and drain its rack hosts (by stack file or cluster name), then ask "
              "every cloud for anything still tagged for it, delete that in dependency order with retries, and exit 1 "
              "with the list if something is left. It leaves the registry only once nothing is left and every host is "
@@ -60,6 +72,7 @@ def up(
                                               "makes, every pool's together.")] = 20,
     failover_budget: Annotated[float, typer.Option("--failover-budget", min=1, max=7 * 86400, metavar="SECONDS",
                                                    help="No new failover attempt starts after this long.")] = 7200,
+    no_wait: NoWait = False,
 ):
     from gpufleet import catalog
     from gpufleet.cli.plan import render
@@ -76,7 +89,7 @@ def up(
                                f"{output.money(p.usd_per_hour)}/h?", yes)
 
     try:
-        with output.steps("Bringing up") as update:
+        with _held(cluster or st.name, "up", no_wait) as logged, output.steps("Bringing up") as update:
             outcome = bring_up(st, cat, cluster=cluster, confirm=confirm, prompt=options.passphrase_prompt(),
                                on_progress=lambda pr: update(pr.done, pr.total, _in_flight(pr)),
                                configure=configure, trust_new_hosts=trust_new_hosts, reconfigure=reconfigure,
@@ -84,6 +97,9 @@ def up(
                                max_attempts=max_attempts, failover_budget_s=failover_budget,
                                on_attempt=_tell_attempt,
                                on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
+            failed = PartialFailure.of(outcome.configured) or (Unhealthy(outcome.verdicts) if not all(
+                v.ok for v in outcome.verdicts) else None)
+            logged.update(_logged(failed), usd_per_hour=outcome.record.usd_per_hour)
     except GpufleetError as e:
         if getattr(e, "reports", None) and not STATE.json:
             render_hosts(e.reports, "Configuration")  # every host, and why each failed
@@ -94,8 +110,6 @@ def up(
     for q in outcome.quotas:
         if q.ok is None:
             output.warn(f"{q.provider} {q.region}: quota {q.quota!r} {q.note or 'could not be read'}")
-    failed = PartialFailure.of(outcome.configured) or (Unhealthy(outcome.verdicts) if not all(
-        v.ok for v in outcome.verdicts) else None)
     if STATE.json:
         doc = {"cluster": rec.to_dict(), "changes": outcome.progress.ops if outcome.progress else {},
                "quotas": [q.to_dict() for q in outcome.quotas],
@@ -121,6 +135,11 @@ def up(
         raise failed
 
 
+def _logged(failed) -> dict:
+    """What the team's event log says of a command that ended with ``failed`` (None: it did its job)."""
+    return {"outcome": f"failed: {failed.message}"[:300], "exit_code": failed.exit_code} if failed else {}
+
+
 def _tell_attempt(attempt) -> None:
     """Each placement attempt as it happens, on stderr (the table at the end has them all)."""
     if not STATE.json:
@@ -137,6 +156,7 @@ def configure(
                                               "configured the same way.")] = False,
     trust_new_hosts: options.TrustNewHosts = False,
     wait_timeout: WaitTimeout = 1800,
+    no_wait: NoWait = False,
 ):
     from gpufleet import catalog
     from gpufleet.fleet import stacks
@@ -144,11 +164,12 @@ def configure(
 
     cat = catalog.load(STATE.config)
     st = stacks.load(stack, cat)
-    with output.steps("Configuring") as update:
+    with _held(cluster or st.name, "configure", no_wait) as logged, output.steps("Configuring") as update:
         hosts, nodes = apply_again(st, cat, cluster=cluster, force=reconfigure, trust_new_hosts=trust_new_hosts,
                                    wait_s=wait_timeout, prompt=options.passphrase_prompt(),
                                    progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
-    failed = PartialFailure.of(hosts + nodes)
+        failed = PartialFailure.of(hosts + nodes)
+        logged.update(_logged(failed))
     if STATE.json:
         doc = {"cluster": cluster or st.name, "hosts": [h.to_dict() for h in hosts + nodes], "ok": failed is None}
         if failed:
@@ -197,6 +218,7 @@ def down(
     clean: Annotated[bool, typer.Option("--clean", help="Also apply each formula's clean state on the rack hosts "
                                         "(removes what gpufleet installed; data is never touched).")] = False,
     trust_new_hosts: options.TrustNewHosts = False,
+    no_wait: NoWait = False,
 ):
     from gpufleet import catalog
     from gpufleet.fleet.down import tear_down
@@ -212,7 +234,7 @@ def down(
         return options.confirm(f"Destroy cluster {rec.name}?", yes)
 
     try:
-        with output.steps("Tearing down") as update:
+        with _held(name, "down", no_wait), output.steps("Tearing down") as update:
             out = tear_down(
                 name, confirm=confirm, prompt=options.passphrase_prompt(), stack=stack_obj, clean=clean,
                 trust_new_hosts=trust_new_hosts, on_progress=lambda pr: update(pr.done, None, _in_flight(pr)),

@@ -110,3 +110,9 @@ def make_dir(path: Path, variable: str = "XDG_DATA_HOME") -> Path:
         raise GpufleetError(f"cannot write in the folder {path} ({why})",
                             f"make it writable, or set {variable} to a place you can write")
     return path
+
+
+def team_path() -> Path:
+    """The team setting (``gpufleet team init``): ``$GPUFLEET_TEAM_FILE``, else beside the config file."""
+    env = os.environ.get("GPUFLEET_TEAM_FILE")
+    return Path(env) if env else config_path().parent / "team.json"

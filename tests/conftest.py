@@ -21,7 +21,8 @@ def _isolated_config(tmp_path, monkeypatch):
     for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_ENDPOINT_URL",
                 "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CREDENTIALS", "GOOGLE_CLOUD_PROJECT", "GOOGLE_PROJECT",
                 "CLOUDSDK_CORE_PROJECT", "GCLOUD_PROJECT", "ARM_SUBSCRIPTION_ID", "ARM_CLIENT_ID", "ARM_TENANT_ID",
-                "ARM_CLIENT_SECRET", "ARM_USE_MSI", "ARM_USE_OIDC", "PULUMI_BACKEND_URL"):
+                "ARM_CLIENT_SECRET", "ARM_USE_MSI", "ARM_USE_OIDC", "PULUMI_BACKEND_URL", "GPUFLEET_TEAM",
+                "GPUFLEET_TEAM_FILE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))

@@ -360,5 +360,10 @@ class Cloud(Provider, Protocol):
         """Such a module that needs no credentials (a public price list), or None where the cloud has none."""
         return None
 
+    team_scheme: str  # the URL scheme of its object store as a team store (`gpufleet team init s3://...`)
+
+    def team_store(self, url: str):
+        """A ``state.shared.SharedStore`` on the cloud's object store named by ``url`` (loads its SDK)."""
+
     def quota_hint(self, line: QuotaLine) -> str:
         """Where to ask for more of a quota that is short."""

@@ -1,7 +1,8 @@
 """`up` and `down` through Pulumi's Automation API with an inline program.
 
 State lives in a local file backend under the user's data directory unless
-``PULUMI_BACKEND_URL`` names another (S3, GCS, Azure Blob, Pulumi Cloud). Secrets use the
+``PULUMI_BACKEND_URL`` names another (S3, GCS, Azure Blob, Pulumi Cloud) or a team shares a store
+(``state.team_config``: its ``pulumi/`` folder). Secrets use the
 passphrase provider on self-managed backends. Engine events drive progress; engine and CLI
 failures become gpufleet errors with a hint. Pulumi is imported only here, inside functions.
 """
@@ -31,6 +32,7 @@ from gpufleet.errors import (
 )
 from gpufleet.paths import make_dir, pulumi_state_dir
 from gpufleet.providers import CLOUDS
+from gpufleet.state import team_config
 
 PROJECT = "gpufleet"
 INSTALL_HINT = ("install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh (or brew install pulumi), "
@@ -38,10 +40,14 @@ INSTALL_HINT = ("install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh 
 
 
 def backend_url() -> str:
-    """``PULUMI_BACKEND_URL`` when set, else a file backend under the user's data directory."""
+    """``PULUMI_BACKEND_URL`` when set, else the team's store (``gpufleet team init``: Pulumi's
+    self-managed backend under its ``pulumi/``), else a file backend under the user's data directory."""
     url = os.environ.get("PULUMI_BACKEND_URL")
     if url:
         return url
+    team = team_config.url()
+    if team and team_config.pulumi_backend(team):
+        return team_config.pulumi_backend(team)
     path = make_dir(pulumi_state_dir(), "XDG_DATA_HOME (or PULUMI_BACKEND_URL, for another backend)")
     return "file://" + str(path)
 

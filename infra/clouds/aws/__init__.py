@@ -69,6 +69,11 @@ class Aws:
     def public_prices(self):
         return load("bulk_prices")
 
+    team_scheme = "s3"
+
+    def team_store(self, url: str):
+        return load("objects").Shared(url)
+
     def quota_hint(self, line) -> str:
         return f"Service Quotas console, EC2 quota {line.code} in {line.region}"
 

@@ -77,3 +77,65 @@ class Store:
             raise self._fail(e, "") from None
         except BotoCoreError as e:
             raise self._fail(e, "") from None
+
+
+PRECONDITION = ("PreconditionFailed", "ConditionalRequestConflict", "412")
+
+
+class Shared:
+    """``state.shared.SharedStore`` on an S3 bucket (``s3://bucket/prefix``): conditional writes as S3
+    makes them (PutObject ``If-None-Match: *`` to create, ``If-Match: <ETag>`` to replace, DeleteObject
+    ``If-Match``; S3 answers 412 PreconditionFailed, or 409 ConditionalRequestConflict when another
+    write to the key is in flight: both mean "read again"), docs.aws.amazon.com/AmazonS3/latest/
+    userguide/conditional-requests.html."""
+
+    def __init__(self, url: str, session=None):
+        self.url = url
+        bucket, _, prefix = url.removeprefix("s3://").partition("/")
+        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self.store = Store({"name": bucket}, session)
+
+    def _key(self, key: str) -> str:
+        return self.prefix + key
+
+    def _conditional(self, call, **kw) -> bool:
+        try:
+            call(Bucket=self.store.bucket, **kw)
+            return True
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in PRECONDITION:
+                return False
+            raise self.store._fail(e, kw["Key"]) from None
+        except BotoCoreError as e:
+            raise self.store._fail(e, kw["Key"]) from None
+
+    def read(self, key: str) -> tuple[bytes, str] | None:
+        try:
+            got = self.store.client.get_object(Bucket=self.store.bucket, Key=self._key(key))
+            return got["Body"].read(), got["ETag"]
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise self.store._fail(e, key) from None
+        except BotoCoreError as e:
+            raise self.store._fail(e, key) from None
+
+    def create(self, key: str, body: bytes) -> bool:
+        return self._conditional(self.store.client.put_object, Key=self._key(key), Body=body, IfNoneMatch="*")
+
+    def replace(self, key: str, body: bytes, version: str) -> bool:
+        return self._conditional(self.store.client.put_object, Key=self._key(key), Body=body, IfMatch=version)
+
+    def delete(self, key: str, version: str) -> bool:
+        return self._conditional(self.store.client.delete_object, Key=self._key(key), IfMatch=version)
+
+    def keys(self, prefix: str) -> list[str]:
+        found, _ = self.store.list(self._key(prefix))
+        return sorted(k[len(self.prefix):] for k, _ in found)
+
+    def versioning(self) -> bool:
+        """Whether the bucket keeps old versions (a deleted or overwritten lease or event can be recovered)."""
+        try:
+            return self.store.client.get_bucket_versioning(Bucket=self.store.bucket).get("Status") == "Enabled"
+        except (BotoCoreError, ClientError) as e:
+            raise self.store._fail(e, "") from None

@@ -13,6 +13,7 @@ from gpufleet.clouds.azure import credentials as creds
 from gpufleet.clouds.azure import images, mocks, rules
 from gpufleet.clouds.azure.errors import CREDENTIAL_HINT, PATTERNS
 from gpufleet.clouds.azure.sdk import load
+from gpufleet.errors import InputError
 
 
 class Azure:
@@ -60,6 +61,12 @@ class Azure:
 
     def public_prices(self):
         return None  # its Retail Prices need no credentials to begin with
+
+    team_scheme = "azblob"
+
+    def team_store(self, url: str):
+        raise InputError("a team store in Azure Blob Storage (azblob://) is not supported yet",
+                         "use a bucket in S3 (s3://...) or a shared directory (file:///...)")
 
     def quota_hint(self, line) -> str:
         return f"Subscriptions > Usage + quotas, {line.quota} in {line.region}"

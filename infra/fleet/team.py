@@ -1,0 +1,143 @@
+"""Team mode without a server: the store a team shares, the leases on its clusters and its event log.
+
+``gpufleet team init URL`` checks the store (reachable, writable, a bucket's versioning) and writes
+the team setting; from then on `up`, `down` and `configure` hold the cluster's lease for their
+whole run (``session``) and append one event each to the log, and Pulumi keeps its state in the
+store. Without a team setting, ``session`` does nothing and gpufleet works alone.
+
+Stores: a shared directory (``file://``, here) and an S3 bucket (``s3://``, through the AWS
+cloud). Cloud Storage, Blob Storage and Postgres are named by the clouds and refused for now.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import getpass
+import os
+import socket
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from gpufleet.clouds import cloud
+from gpufleet.errors import GpufleetError, InputError
+from gpufleet.providers import CLOUDS
+from gpufleet.state import events, leases, team_config
+from gpufleet.state.shared import DirectoryStore, SharedStore
+
+PROBE = "team.json"  # what `team init` writes to prove the store writable, and reads back
+
+
+def who() -> str:
+    """The caller as the event log and leases name them: ``$GPUFLEET_WHO``, else user@host."""
+    return os.environ.get("GPUFLEET_WHO") or f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+def open_store(url: str) -> SharedStore:
+    url = team_config.check(url)
+    scheme = url.split("://", 1)[0]
+    if scheme == "file":
+        return DirectoryStore(url)
+    if scheme == "postgres":
+        raise InputError("a team store in Postgres is not supported yet",
+                         "use a bucket in S3 (s3://...) or a shared directory (file:///...)")
+    for p in CLOUDS:
+        if cloud(p).team_scheme == scheme:
+            return cloud(p).team_store(url)
+    raise InputError(f"no cloud stores {scheme}:// URLs")
+
+
+def current() -> SharedStore | None:
+    url = team_config.url()
+    return open_store(url) if url else None
+
+
+@dataclass
+class Init:
+    url: str
+    versioning: bool | None  # a bucket's object versioning; None where the store has none
+    warnings: list[str]
+
+
+def init(url: str, *, now: dt.datetime | None = None) -> Init:
+    """Check the store (a write and a read back) and make it this user's team store."""
+    store = open_store(url)
+    now = now or dt.datetime.now(dt.timezone.utc)
+    body = f'{{"by": "{who()}", "at": "{now.isoformat(timespec="seconds")}"}}'.encode()
+    cur = store.read(PROBE)
+    written = store.create(PROBE, body) if cur is None else store.replace(PROBE, body, cur[1])
+    back = store.read(PROBE)
+    if not written or back is None or back[0] != body:
+        raise GpufleetError(f"the team store {store.url} did not keep what was written to it",
+                            "another `team init` may have run at the same moment: run it again")
+    versioning = store.versioning() if hasattr(store, "versioning") else None
+    warnings = [] if versioning is not False else [
+        f"{store.url}: the bucket does not keep object versions: a lease or event deleted or overwritten by "
+        "mistake cannot be recovered (turn versioning on for the bucket)"]
+    team_config.write(store.url, who(), now.isoformat(timespec="seconds"))
+    return Init(store.url, versioning, warnings)
+
+
+@contextlib.contextmanager
+def session(cluster: str, command: str, *, wait: bool = True, on_wait: Callable | None = None) -> Iterator[dict]:
+    """Hold ``cluster``'s lease while the block runs and log one event for it (its outcome: ok, or
+    the error and its exit code, and what the block adds to the dict it is given, e.g. the launch
+    price). No team: nothing."""
+    store = current()
+    extra: dict = {}
+    if store is None:
+        yield extra
+        return
+    held = leases.acquire(store, cluster, command, who(), wait=wait, on_wait=on_wait)
+    started = dt.datetime.now(dt.timezone.utc)
+    outcome, code = "ok", 0
+    try:
+        yield extra
+    except BaseException as e:
+        code = getattr(e, "exit_code", getattr(e, "code", 1))
+        code = 1 if code is None else code
+        if code != 0:
+            outcome = f"failed: {getattr(e, 'message', None) or e.__class__.__name__}"[:300]
+        raise
+    finally:
+        held.release()
+        event = {"who": who(), "host": socket.gethostname(), "command": command, "cluster": cluster,
+                 "outcome": outcome, "exit_code": code if isinstance(code, int) else 1,
+                 "seconds": round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1)}
+        if held.lost:
+            event["lease"] = "broken by `unlock --force` while it ran"
+        events.record(store, {**event, **extra})
+
+
+@dataclass
+class Unlocked:
+    lease: leases.Lease | None
+    pulumi_locks: list[str]
+
+
+def unlock(cluster: str, *, force: bool = False) -> Unlocked:
+    """Break ``cluster``'s expired lease (a live one only with ``force``) and the Pulumi lock it
+    guarded (the self-managed backend's ``.pulumi/locks/<org>/<project>/<cluster>/<id>.json``,
+    pulumi/pulumi pkg/backend/diy/lock.go), logging it."""
+    store = current()
+    if store is None:
+        raise InputError("no team store: leases exist only in team mode", "gpufleet team init URL")
+    broken = leases.unlock(store, cluster, force=force)
+    cleared = []
+    for k in store.keys("pulumi/.pulumi/locks/"):
+        if k.rsplit("/", 2)[-2] == cluster:
+            got = store.read(k)
+            if got is not None and store.delete(k, got[1]):
+                cleared.append(k)
+    if broken or cleared:
+        events.record(store, {"who": who(), "host": socket.gethostname(), "command": "unlock" + (" --force" if force else ""),
+                              "cluster": cluster, "outcome": "ok", "exit_code": 0,
+                              "broke": broken.holder if broken else None, "pulumi_locks": len(cleared)})
+    return Unlocked(broken, cleared)
+
+
+def log(cluster: str | None = None, since: dt.datetime | None = None) -> list[dict]:
+    store = current()
+    if store is None:
+        raise InputError("no team store: the event log exists only in team mode", "gpufleet team init URL")
+    return events.read(store, cluster, since)

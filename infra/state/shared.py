@@ -1,0 +1,130 @@
+"""A team's shared store: small JSON objects written only under a precondition, so that two writers
+never lose an update.
+
+Every store (a shared directory here; a bucket through its cloud's SDK, ``clouds/<cloud>/objects``)
+answers the same five calls. ``read`` gives an object and its version (an S3 ETag, a GCS
+generation, a Blob ETag; here a digest of the content); ``create`` writes only where nothing is
+(S3 ``If-None-Match: *``); ``replace`` and ``delete`` only when the object is still at the version
+read (S3 ``If-Match``). A call that loses the race returns False; the caller reads again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Protocol
+
+from gpufleet.errors import GpufleetError, InputError
+
+
+class SharedStore(Protocol):
+    url: str
+
+    def read(self, key: str) -> tuple[bytes, str] | None:
+        """The object and its version, or None when there is none."""
+
+    def create(self, key: str, body: bytes) -> bool:
+        """Write ``key`` only if it does not exist; False when it does."""
+
+    def replace(self, key: str, body: bytes, version: str) -> bool:
+        """Write ``key`` only if it is still at ``version``; False otherwise (changed or gone)."""
+
+    def delete(self, key: str, version: str) -> bool:
+        """Delete ``key`` only if it is still at ``version``."""
+
+    def keys(self, prefix: str) -> list[str]:
+        """Every key under ``prefix``, sorted."""
+
+
+class StoreError(GpufleetError):
+    """The team's store could not be read or written."""
+
+
+class DirectoryStore:
+    """A shared directory (``file:///shared/gpufleet``, NFS or Lustre on a rack): each key a file,
+    each conditional write made under an exclusive ``flock`` of the directory's lock file, each
+    write atomic (a temporary file renamed over the key)."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.root = Path(url.removeprefix("file://"))
+        if not url.startswith("file:///"):
+            raise InputError(f"{url!r} is not a shared directory's URL", "write an absolute path: file:///shared/gpufleet")
+
+    def _path(self, key: str) -> Path:
+        if ".." in key.split("/") or key.startswith("/"):
+            raise InputError(f"{key!r} is not a key of the team store")
+        return self.root / key
+
+    @contextlib.contextmanager
+    def _locked(self):
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o660)
+        except OSError as e:
+            raise StoreError(f"the team store {self.url} cannot be written ({e.strerror})",
+                             "check the directory's permissions and that it is mounted") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    @staticmethod
+    def _version(body: bytes) -> str:
+        return hashlib.sha256(body).hexdigest()[:32]
+
+    def read(self, key: str) -> tuple[bytes, str] | None:
+        try:
+            body = self._path(key).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise StoreError(f"{self.url}/{key} cannot be read ({e.strerror})") from None
+        return body, self._version(body)
+
+    def _write(self, path: Path, body: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def create(self, key: str, body: bytes) -> bool:
+        path = self._path(key)
+        with self._locked():
+            if path.exists():
+                return False
+            self._write(path, body)
+            return True
+
+    def replace(self, key: str, body: bytes, version: str) -> bool:
+        path = self._path(key)
+        with self._locked():
+            cur = self.read(key)
+            if cur is None or cur[1] != version:
+                return False
+            self._write(path, body)
+            return True
+
+    def delete(self, key: str, version: str) -> bool:
+        path = self._path(key)
+        with self._locked():
+            cur = self.read(key)
+            if cur is None or cur[1] != version:
+                return False
+            path.unlink()
+            return True
+
+    def keys(self, prefix: str) -> list[str]:
+        base = self._path(prefix.rstrip("/")) if prefix else self.root
+        if not base.is_dir():
+            return []
+        return sorted(str(p.relative_to(self.root)) for p in base.rglob("*")
+                      if p.is_file() and not p.name.startswith("."))

@@ -1,0 +1,222 @@
+"""Team mode (issue 35, first part): a shared store with preconditions, leases that expire, the event
+log, `team init`, `unlock` and `log`, on a shared directory and on S3 through moto's server (its
+conditional PutObject/DeleteObject: If-None-Match, If-Match, 412 PreconditionFailed)."""
+
+import datetime as dt
+import json
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import boto3
+import pytest
+
+from gpufleet.errors import InputError
+from gpufleet.fleet import team
+from gpufleet.state import events, leases
+from gpufleet.state.shared import DirectoryStore
+
+from conftest import cli
+
+
+@pytest.fixture(params=["file", "s3"])
+def store_url(request, tmp_path, monkeypatch):
+    if request.param == "file":
+        return f"file://{tmp_path / 'shared'}"
+    request.getfixturevalue("aws")
+    boto3.client("s3").create_bucket(Bucket="team-store")
+    return "s3://team-store/gpufleet"
+
+
+def _bump(url: str, rounds: int) -> int:
+    """One writer: read the counter, add one, write it back only if unchanged; again until it lands."""
+    store, retries = team.open_store(url), 0
+    for _ in range(rounds):
+        while True:
+            got = store.read("counter")
+            if got is None:
+                if store.create("counter", b"1"):
+                    break
+            elif store.replace("counter", str(int(got[0]) + 1).encode(), got[1]):
+                break
+            retries += 1
+    return retries
+
+
+def test_twenty_concurrent_writers_lose_no_update(store_url):
+    ctx = mp.get_context("spawn")  # fresh processes, each with its own client (as twenty users would be)
+    with ctx.Pool(20) as pool:
+        retries = pool.starmap(_bump, [(store_url, 5)] * 20)
+    got = team.open_store(store_url).read("counter")
+    assert int(got[0]) == 100, (got, sum(retries))
+    assert sum(retries) > 0  # they did collide, and the preconditions turned collisions into retries
+
+
+def test_preconditions_refuse_a_stale_writer(store_url):
+    store = team.open_store(store_url)
+    assert store.create("a", b"1") and not store.create("a", b"2")
+    body, v1 = store.read("a")
+    assert store.replace("a", b"3", v1) and not store.replace("a", b"4", v1)  # v1 is stale now
+    assert not store.delete("a", v1) and store.delete("a", store.read("a")[1]) and store.read("a") is None
+    assert store.keys("") == [] or all(not k.startswith("a") for k in store.keys(""))
+
+
+def test_a_second_command_waits_for_the_holder_or_fails_at_once_naming_it(store_url, monkeypatch):
+    monkeypatch.setenv("GPUFLEET_TEAM", store_url)
+    monkeypatch.setenv("GPUFLEET_WHO", "alice@example.com")
+    with team.session("c1", "up"):
+        with pytest.raises(leases.LeaseHeld) as ei:
+            with team.session("c1", "down", wait=False):
+                pass
+        assert ei.value.exit_code == 4 and "held by alice@example.com (up on" in ei.value.message
+        with team.session("c2", "up"):  # another cluster is free
+            pass
+    # released: the next one takes it at once
+    with team.session("c1", "configure"):
+        pass
+    log = team.log("c1")
+    assert [(e["command"], e["outcome"]) for e in log] == [("up", "ok"), ("configure", "ok")]
+
+
+WAITER = textwrap.dedent("""
+    import sys, time
+    from gpufleet.fleet import team
+    t0 = time.monotonic()
+    with team.session("c1", "down", on_wait=lambda lease: print("waiting for", lease.holder, flush=True)):
+        print("held after %.1f s" % (time.monotonic() - t0), flush=True)
+""")
+
+
+def test_a_waiting_command_proceeds_when_the_holder_finishes(store_url, monkeypatch):
+    monkeypatch.setenv("GPUFLEET_TEAM", store_url)
+    monkeypatch.setattr(leases, "WAIT_POLL_S", 0.2)
+    with team.session("c1", "up"):
+        waiter = subprocess.Popen([sys.executable, "-c", WAITER.replace("import sys, time", "import sys, time\n"
+                                  "from gpufleet.state import leases; leases.WAIT_POLL_S = 0.2")],
+                                  stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+        assert "waiting for" in waiter.stdout.readline()
+        time.sleep(0.5)
+    out, _ = waiter.communicate(timeout=30)
+    assert waiter.returncode == 0 and out.startswith("held after"), out
+    assert [e["command"] for e in team.log("c1")] == ["up", "down"]
+
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from gpufleet.fleet import team
+    from gpufleet.state import leases
+    leases.acquire(team.open_store(sys.argv[1]), "c1", "up", "bob@ci", heartbeat_s=0.2)
+    print("held", flush=True)
+    time.sleep(600)
+""")
+
+
+def test_a_killed_holders_lease_expires_and_unlock_breaks_only_an_expired_one(store_url, monkeypatch):
+    store = team.open_store(store_url)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, store_url], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        time.sleep(0.7)
+        lease, _ = leases.read(store, "c1")
+        assert lease.holder == "bob@ci" and lease.age_s(dt.datetime.now(dt.timezone.utc)) < 2  # it beats
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=10)
+        with pytest.raises(InputError, match="is live: held by bob@ci"):
+            leases.unlock(store, "c1", expires_s=2.0)  # its heartbeat is fresh: maybe it is still working
+        with pytest.raises(leases.LeaseHeld):
+            leases.acquire(store, "c1", "down", "alice@ci", wait=False, expires_s=2.0)
+        time.sleep(2.5)  # no heartbeat since the kill: expired
+        taken = leases.acquire(store, "c1", "down", "alice@ci", wait=False, expires_s=2.0, heartbeat_s=0.2)
+        assert leases.read(store, "c1")[0].holder == "alice@ci"
+        taken.release()
+        assert leases.read(store, "c1") is None
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+
+
+def test_team_init_unlock_and_log_through_the_cli(store_url, monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUFLEET_WHO", "carol@example.com")
+    r = cli("--json", "team", "init", store_url)
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    assert got["url"] == store_url
+    if store_url.startswith("s3://"):  # moto's bucket has no versioning: the risk is said
+        assert got["versioning"] is False and "does not keep object versions" in got["warnings"][0]
+    assert cli("--json", "team", "show").stdout.strip() and json.loads(cli("--json", "team", "show").stdout)["url"]
+    store = team.open_store(store_url)
+    # a live lease is refused (exit 2), --force breaks it, names the holder and clears Pulumi's lock of that stack
+    leases.acquire(store, "c9", "up", "dave@ci", heartbeat_s=3600)
+    lock = "pulumi/.pulumi/locks/organization/gpufleet/c9/0b3b5c1e.json"
+    store.create(lock, b'{"pid": 1}')
+    store.create("pulumi/.pulumi/locks/organization/gpufleet/c10/x.json", b"{}")
+    r = cli("unlock", "c9")
+    assert r.exit_code == 2 and "is live: held by dave@ci" in r.output
+    r = cli("--json", "unlock", "c9", "--force")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["broke"]["holder"] == "dave@ci" and json.loads(r.stdout)["pulumi_locks"] == [lock]
+    assert store.read(lock) is None and store.read("pulumi/.pulumi/locks/organization/gpufleet/c10/x.json")
+    log = json.loads(cli("--json", "log", "c9").stdout)["events"]
+    assert [(e["command"], e["who"], e["broke"]) for e in log] == [("unlock --force", "carol@example.com", "dave@ci")]
+    assert json.loads(cli("--json", "log", "--since", "1h").stdout)["events"] == log
+    table = cli("log")
+    assert table.exit_code == 0 and "unlock --force" in table.output
+
+
+def test_every_command_is_logged_exactly_once_with_its_outcome(store_url, monkeypatch):
+    monkeypatch.setenv("GPUFLEET_TEAM", store_url)
+
+    class Boom(Exception):
+        exit_code = 3
+        message = "2 of 8 nodes failed to configure"
+
+    for i in range(6):
+        try:
+            with team.session("c3", "configure") as logged:
+                logged["usd_per_hour"] = 98.32
+                if i % 3 == 2:
+                    raise Boom()
+        except Boom:
+            pass
+    log = events.read(team.current(), "c3")
+    assert len(log) == 6 and len({e["at"] + e["outcome"] for e in log}) >= 2
+    assert [e["exit_code"] for e in log] == [0, 0, 3, 0, 0, 3]
+    assert all(e["usd_per_hour"] == 98.32 for e in log) and log[2]["outcome"] == "failed: 2 of 8 nodes failed to configure"
+
+
+@pytest.mark.parametrize("url,says", [("gs://bucket/x", "Cloud Storage (gs://) is not supported yet"),
+                                      ("postgres://db/gpufleet", "Postgres is not supported yet"),
+                                      ("ftp://x", "not a team store's URL"),
+                                      ("file://relative/dir", "write an absolute path")])
+def test_a_store_that_cannot_be_used_is_bad_input(url, says, tmp_path):
+    r = cli("team", "init", url)
+    assert r.exit_code == 2 and says in r.output and "Traceback" not in r.output
+    assert not (tmp_path / "xdg" / "gpufleet" / "team.json").exists()
+
+
+def test_alone_nothing_changes_and_the_team_commands_say_so(tmp_path):
+    with team.session("c1", "up") as logged:  # no team: no lease, no log, no store touched
+        assert logged == {}
+    r = cli("log")
+    assert r.exit_code == 2 and "gpufleet team init URL" in r.output
+    assert isinstance(team.open_store(f"file://{tmp_path}"), DirectoryStore)
+
+
+@pytest.mark.parametrize("argv", [["up", "stacks/examples/aws-training.yaml", "--yes"],
+                                  ["configure", "stacks/examples/aws-training.yaml"], ["down", "aws-training", "--yes"]])
+def test_up_configure_and_down_hold_the_lease_before_they_touch_anything(argv, tmp_path, monkeypatch):
+    url = f"file://{tmp_path / 'shared'}"
+    monkeypatch.setenv("GPUFLEET_TEAM", url)
+    monkeypatch.setenv("PULUMI_BACKEND_URL", f"file://{tmp_path / 'never'}")  # nothing may get that far
+    held = leases.acquire(team.open_store(url), "aws-training", "up", "erin@ci", heartbeat_s=3600)
+    try:
+        r = cli(*argv, "--no-wait")
+        assert r.exit_code == 4 and "cluster aws-training is held by erin@ci (up on" in r.output, r.output
+        assert "Traceback" not in r.output and not (tmp_path / "never").exists()
+        assert team.log("aws-training") == []  # refused before it started: nothing ran, nothing to log
+    finally:
+        held.release()
