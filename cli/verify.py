@@ -41,13 +41,12 @@ def verify(
                                              "that did not pass.")] = False,
 ):
     from gpufleet import catalog
-    from gpufleet.fleet import stacks
+    from gpufleet.fleet import stacks, team
     from gpufleet.fleet.recorded import recorded
     from gpufleet.fleet.verify import verify as run_checks
-    from gpufleet.state.registry import Registry
 
     cat = catalog.load(STATE.config)
-    reg = Registry()
+    reg = team.registry()
     if not Path(target).exists() and (reg.get(target) is not None or _names_a_cluster(target)):
         cluster, target = target, recorded(reg, target).stack_file
     st = stacks.load(target, cat)

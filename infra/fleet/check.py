@@ -9,7 +9,7 @@ from gpufleet.clouds import inventory
 from gpufleet.clouds.base import QuotaLine
 from gpufleet.clouds.quotas import check, needs, refuse_if_short
 from gpufleet.errors import QuotaError
-from gpufleet.fleet import stacks
+from gpufleet.fleet import stacks, team
 from gpufleet.providers import CLOUDS
 from gpufleet.state.registry import Registry
 
@@ -45,7 +45,7 @@ def run(stack_path: str | None, cat, *, providers: list[str] | None = None,
         return CheckReport(inventory.Clouds(), cloud_pools=False)
     clouds = inventory.open_clouds(used, required=True,
                                    regions={p.provider: [p.region] for p in st.pools if p.provider in used})
-    lines, _ = check([n for n in needs(st, cat, (registry or Registry()).get(st.name)) if n.provider in used], clouds)
+    lines, _ = check([n for n in needs(st, cat, (registry or team.registry()).get(st.name)) if n.provider in used], clouds)
     report = CheckReport(clouds, lines)
     try:
         refuse_if_short(lines)

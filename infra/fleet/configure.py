@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from gpufleet import nodes as kinds
 from gpufleet.configure import cloudnodes
+from gpufleet.fleet import team
 from gpufleet.fleet.recorded import recorded
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes import racks
@@ -24,7 +25,7 @@ def reconfigure(stack, cat, *, cluster: str | None = None, registry: Registry | 
                 trust_new_hosts: bool = False, wait_s: float = cloudnodes.WAIT_S, progress=None, pulumi_command=None,
                 prompt=None, runner_factory=None, stores: dict | None = None, outputs: dict | None = None):
     """(rack host reports, cloud node reports) of applying the stack's states to the cluster again."""
-    reg = registry or Registry()
+    reg = registry or team.registry()
     name = cluster or stack.name
     rec = recorded(reg, name)
     run = Run(stack, cat, name, reg, trust_new_hosts=trust_new_hosts, force=force, progress=progress,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from gpufleet import catalog
 from gpufleet.errors import PartialFailure
-from gpufleet.fleet import stacks
+from gpufleet.fleet import stacks, team
 from gpufleet.fleet.recorded import recorded
 from gpufleet.fleet.up import Aborted
 from gpufleet.nodes import cloud as cloud_nodes
@@ -43,7 +43,7 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
     it stays (``leaking`` / ``draining``) with what is left, and a rerun picks up from there.
     Machines are never wiped.
     """
-    reg = registry or Registry()
+    reg = registry or team.registry()
     # the tags are the truth: what another machine's `up` or a lost registry left, reap finds
     rec = recorded(reg, name, otherwise=f"`gpufleet reap --cluster {name}` finds and removes what the clouds still "
                                         "tag for it")

@@ -20,7 +20,7 @@ from gpufleet.clouds.resources import Resource, price
 from gpufleet.clouds.tags import format_expiry
 from gpufleet.engine import automation
 from gpufleet.errors import InputError
-from gpufleet.fleet import held_images
+from gpufleet.fleet import held_images, team
 from gpufleet.state.registry import Registry
 
 
@@ -159,7 +159,7 @@ def reap(cat, *, yes: bool = False, older_than: dt.timedelta | None = None, clus
     """Find what to reap on every cloud with credentials (``providers``: only these, and they must
     open); with ``yes`` delete it in dependency order and mark the clusters whose every resource
     went as ``reaped`` in the registry."""
-    reg = registry or Registry()
+    reg = registry or team.registry()
     clouds = inventory.open_clouds(providers, required=bool(providers), regions=regions or None)
     found, places = inventory.collect(clouds, cluster=clusters[0] if clusters and len(clusters) == 1 else None,
                                       on_region=on_region)

@@ -16,7 +16,7 @@ from gpufleet.clouds import inventory
 from gpufleet.clouds.resources import Resource, price
 from gpufleet.clouds.tags import TAG_PREFIX, format_expiry, time_or_none
 from gpufleet.errors import NotFound
-from gpufleet.fleet import held_images
+from gpufleet.fleet import held_images, team
 from gpufleet.fleet.stacks import stack_of
 from gpufleet.providers import CLOUDS
 from gpufleet.state.registry import ClusterRecord, Registry
@@ -147,7 +147,7 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
         now: dt.datetime | None = None) -> Report:
     """Every cluster (or those of a stack file or cluster name), merged with what the clouds report:
     ``providers`` must open (credentials), the others are asked when they can be; ``local`` asks none."""
-    reg = registry or Registry()
+    reg = registry or team.registry()
     records, name = _clusters(target, reg, cat)
     report = Report([], str(reg.path))
     resources: list[Resource] = []

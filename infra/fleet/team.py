@@ -23,6 +23,7 @@ from gpufleet.clouds import cloud
 from gpufleet.errors import GpufleetError, InputError
 from gpufleet.providers import CLOUDS
 from gpufleet.state import events, leases, team_config
+from gpufleet.state.registry import Registry
 from gpufleet.state.shared import DirectoryStore, SharedStore
 
 PROBE = "team.json"  # what `team init` writes to prove the store writable, and reads back
@@ -50,6 +51,11 @@ def open_store(url: str) -> SharedStore:
 def current() -> SharedStore | None:
     url = team_config.url()
     return open_store(url) if url else None
+
+
+def registry(path=None) -> Registry:
+    """The registry: in team mode, the local cache of the team's clusters, kept in step with the store."""
+    return Registry(path, shared=current())
 
 
 @dataclass

@@ -19,6 +19,7 @@ from gpufleet.engine import automation
 from gpufleet.engine.plan import Plan, cluster_for, plan
 from gpufleet.errors import GpufleetError, InputError
 from gpufleet.fleet import failover as fail
+from gpufleet.fleet import team
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes import racks
 from gpufleet.nodes.run import Run
@@ -70,7 +71,7 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     (``fleet.failover``; ``failover=False`` tries only its own); every attempt is in
     ``UpOutcome.attempts``, told to ``on_attempt`` as it happens and recorded in the registry.
     """
-    reg = registry or Registry()
+    reg = registry or team.registry()
     name = cluster or stack.name
     existing = reg.get(name)
     if existing and existing.stack != stack.name:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from gpufleet.configure import cloudnodes
 from gpufleet.errors import InputError, NotFound
+from gpufleet.fleet import team
 from gpufleet.fleet.recorded import recorded
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes import racks
@@ -26,7 +27,7 @@ def verify(stack, cat, *, cluster: str | None = None, registry: Registry | None 
     """Every node's verdict (``node``: only that one, by its name ``pool-idx`` or address)."""
     if level not in expect.LEVELS:
         raise InputError(f"unknown level {level!r}", "use --level quick or --level full")
-    reg = registry or Registry()
+    reg = registry or team.registry()
     name = cluster or stack.name
     rec = recorded(reg, name)
     run = Run(stack, cat, name, reg, trust_new_hosts=trust_new_hosts, progress=progress, pulumi_command=pulumi_command,

@@ -26,6 +26,8 @@ from pathlib import Path
 from gpufleet.errors import GpufleetError
 from gpufleet.paths import make_dir, named_by, registry_path
 from gpufleet.providers import CLOUDS
+from gpufleet.state import shared_registry
+from gpufleet.state.shared import SharedStore
 
 SCHEMA_VERSION = 3
 BUSY_TIMEOUT = 60.0  # seconds a write waits for another process's write to finish
@@ -191,7 +193,12 @@ def _now() -> str:
 
 
 class Registry:
-    def __init__(self, path: str | Path | None = None):
+    """The clusters, here; in team mode (``shared``: the team's store) every change is also made to
+    the cluster's object in the store, and the local file is a cache refreshed from the store when
+    opened (``state.shared_registry``)."""
+
+    def __init__(self, path: str | Path | None = None, shared: SharedStore | None = None):
+        self.shared = shared
         self.path = Path(path) if path else registry_path()
         make_dir(self.path.parent, named_by("GPUFLEET_REGISTRY"))
         if not self.path.exists():
@@ -202,6 +209,24 @@ class Registry:
             self._migrate(db)
             if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                 db.execute("PRAGMA journal_mode = WAL")  # readers never wait for a writer
+        if shared is not None:
+            self._pull()
+
+    def _pull(self) -> None:
+        """The store's clusters into the local cache (their records, nodes and hosts)."""
+        for doc in shared_registry.clusters(self.shared):
+            self._record_local(name=doc["name"], stack=doc["stack"], stack_file=doc["stack_file"], owner=doc["owner"],
+                               expires_at=doc["expires_at"], backend=doc.get("backend"),
+                               nodes=[Node(**n) for n in doc.get("nodes", [])], state=doc["state"],
+                               locations=[tuple(x) for x in doc.get("locations") or []],
+                               created_at=doc.get("created_at"))
+            for where, h in (doc.get("hosts") or {}).items():
+                pool, _, idx = where.rpartition("/")
+                self._set_host_local(doc["name"], pool, int(idx), **h)
+
+    def _push(self, name: str, change) -> None:
+        if self.shared is not None:
+            shared_registry.update(self.shared, name, change)
 
     def _create(self) -> None:
         """Make a new registry aside and link it into place whole. SQLite starts a database as an
@@ -288,12 +313,21 @@ class Registry:
     def record(self, *, name: str, stack: str, stack_file: str, owner: str, expires_at: str, backend: str | None,
                nodes: list[Node], state: str = "up", locations: list | None = None) -> ClusterRecord:
         """Insert or replace a cluster and its nodes in one transaction (all or nothing)."""
+        rec = self._record_local(name=name, stack=stack, stack_file=stack_file, owner=owner, expires_at=expires_at,
+                                 backend=backend, nodes=nodes, state=state, locations=locations)
+        doc = rec.to_dict()
+        self._push(name, lambda cur: {**doc, "hosts": (cur or {}).get("hosts", {})})
+        return rec
+
+    def _record_local(self, *, name: str, stack: str, stack_file: str, owner: str, expires_at: str,
+                      backend: str | None, nodes: list[Node], state: str = "up", locations: list | None = None,
+                      created_at: str | None = None) -> ClusterRecord:
         now = _now()
         prices = [n.usd_per_hour for n in nodes]
         total = None if any(p is None for p in prices) else sum(prices)
         with self._db(write=True) as db:
             row = db.execute("SELECT created_at FROM clusters WHERE name = ?", (name,)).fetchone()
-            created = row[0] if row else now
+            created = row[0] if row else created_at or now
             old = {(r[0], r[1]): r[2] for r in db.execute(
                 "SELECT pool, idx, launched_at FROM nodes WHERE cluster = ?", (name,))}
             db.execute("DELETE FROM nodes WHERE cluster = ?", (name,))
@@ -311,8 +345,10 @@ class Registry:
         return self.get(name)
 
     def set_state(self, name: str, state: str) -> None:
+        now = _now()
         with self._db(write=True) as db:
-            db.execute("UPDATE clusters SET state = ?, updated_at = ? WHERE name = ?", (state, _now(), name))
+            db.execute("UPDATE clusters SET state = ?, updated_at = ? WHERE name = ?", (state, now, name))
+        self._push(name, lambda cur: cur and {**cur, "state": state, "updated_at": now})
 
     def get(self, name: str) -> ClusterRecord | None:
         with self._db() as db:
@@ -333,10 +369,16 @@ class Registry:
     def set_host(self, cluster: str, pool: str, idx: int, *, address: str, state: str, digest: str | None = None,
                  facts: dict | None = None, detail: str | None = None) -> None:
         """Record one host's configuration outcome (one transaction; the cluster must exist)."""
+        h = {"address": address, "state": state, "digest": digest, "facts": facts, "detail": detail, "updated_at": _now()}
+        self._set_host_local(cluster, pool, idx, **h)
+        self._push(cluster, lambda cur: cur and {**cur, "hosts": {**cur.get("hosts", {}), f"{pool}/{idx}": h}})
+
+    def _set_host_local(self, cluster: str, pool: str, idx: int, *, address: str, state: str, digest: str | None,
+                        facts: dict | None, detail: str | None, updated_at: str) -> None:
         with self._db(write=True) as db:
             db.execute("INSERT OR REPLACE INTO host_status VALUES (?,?,?,?,?,?,?,?,?)",
                        (cluster, pool, idx, address, state, digest, json.dumps(facts) if facts is not None else None,
-                        detail, _now()))
+                        detail, updated_at))
 
     def hosts(self, cluster: str) -> dict[tuple[str, int], dict]:
         with self._db() as db:
@@ -364,6 +406,7 @@ class Registry:
     def remove(self, name: str) -> bool:
         with self._db(write=True) as db:
             cur = db.execute("DELETE FROM clusters WHERE name = ?", (name,))
+        self._push(name, lambda _: None)
         return cur.rowcount > 0
 
 

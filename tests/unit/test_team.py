@@ -220,3 +220,31 @@ def test_up_configure_and_down_hold_the_lease_before_they_touch_anything(argv, t
         assert team.log("aws-training") == []  # refused before it started: nothing ran, nothing to log
     finally:
         held.release()
+
+
+def _record_host(url: str, cache: str, i: int) -> None:
+    """One configure worker on its own machine (its own local registry cache) recording its host."""
+    from gpufleet.state.registry import Registry
+
+    Registry(cache, shared=team.open_store(url)).set_host("c5", "gpu", i, address=f"10.0.0.{i}", state="configured",
+                                                          digest="d1")
+
+
+def test_twenty_concurrent_registry_writers_lose_no_update_and_every_machine_sees_them(store_url, tmp_path):
+    from gpufleet.state.registry import Node, Registry
+
+    store = team.open_store(store_url)
+    mine = Registry(tmp_path / "a.db", shared=store)
+    mine.record(name="c5", stack="s", stack_file="s.yaml", owner="alice@ci", expires_at="2026-12-01T00:00:00Z",
+                backend=None, nodes=[Node("gpu", i, "aws", "us-east-1", "p5.48xlarge", usd_per_hour=55.04)
+                                     for i in range(20)])
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(20) as pool:
+        pool.starmap(_record_host, [(store_url, str(tmp_path / f"w{i}.db"), i) for i in range(20)])
+    theirs = Registry(tmp_path / "b.db", shared=store)  # another machine: its cache filled from the store
+    assert sorted(theirs.hosts("c5")) == [("gpu", i) for i in range(20)]
+    assert theirs.get("c5").usd_per_hour == pytest.approx(20 * 55.04) and theirs.get("c5").owner == "alice@ci"
+    theirs.set_state("c5", "draining")
+    assert Registry(tmp_path / "c.db", shared=store).get("c5").state == "draining"
+    mine.remove("c5")
+    assert store.keys("clusters/") == [] and Registry(tmp_path / "d.db", shared=store).get("c5") is None
