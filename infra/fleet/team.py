@@ -5,8 +5,8 @@ the team setting; from then on `up`, `down` and `configure` hold the cluster's l
 whole run (``session``) and append one event each to the log, and Pulumi keeps its state in the
 store. Without a team setting, ``session`` does nothing and gpufleet works alone.
 
-Stores: a shared directory (``file://``, here) and an S3 bucket (``s3://``, through the AWS
-cloud). Cloud Storage, Blob Storage and Postgres are named by the clouds and refused for now.
+Stores: a shared directory (``file://``, here) and a bucket through its cloud (``s3://``,
+``gs://``). Blob Storage and Postgres are refused for now.
 """
 
 from __future__ import annotations

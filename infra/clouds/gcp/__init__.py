@@ -14,7 +14,6 @@ from gpufleet.clouds.gcp import credentials as creds
 from gpufleet.clouds.gcp import images, mocks, rules
 from gpufleet.clouds.gcp.errors import CREDENTIAL_HINT, PATTERNS
 from gpufleet.clouds.gcp.sdk import load
-from gpufleet.errors import InputError
 
 
 class Gcp:
@@ -68,8 +67,7 @@ class Gcp:
     team_scheme = "gs"
 
     def team_store(self, url: str):
-        raise InputError("a team store in Cloud Storage (gs://) is not supported yet",
-                         "use a bucket in S3 (s3://...) or a shared directory (file:///...)")
+        return load("objects").Shared(url)
 
     def quota_hint(self, line) -> str:
         return f"IAM & Admin > Quotas, metric {line.code} in {line.region}"

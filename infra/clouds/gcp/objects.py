@@ -5,6 +5,8 @@ https://cloud.google.com/storage/docs/json_api/v1/objects. ``GPUFLEET_GCS_ENDPOI
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import urllib.parse
 
@@ -80,3 +82,61 @@ class Store:
         for key, _etag in keys:
             self._call("DELETE", self._object(key), key, ok=(200, 204, 404))
         return len(keys)
+
+
+class Shared:
+    """``state.shared.SharedStore`` on a GCS bucket (``gs://bucket/prefix``): each object's generation
+    is its version, and every write names the generation it expects (``ifGenerationMatch``; 0: the
+    object must not exist), https://cloud.google.com/storage/docs/request-preconditions; Cloud
+    Storage answers 412 Precondition Failed to the writer that lost."""
+
+    def __init__(self, url: str, session=None):
+        self.url = url
+        bucket, _, prefix = url.removeprefix("gs://").partition("/")
+        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self.store = Store({"name": bucket}, session)
+
+    def _key(self, key: str) -> str:
+        return self.prefix + key
+
+    def read(self, key: str) -> tuple[bytes, str] | None:
+        k = self._key(key)
+        meta = self.store._call("GET", self.store._object(k), k, ok=(200, 404))
+        if meta.status_code == 404:
+            return None
+        gen = meta.json()["generation"]
+        body = self.store._call("GET", self.store._object(k), k, ok=(200, 404, 412),
+                                params={"alt": "media", "ifGenerationMatch": gen})
+        if body.status_code != 200:  # changed or deleted between the two reads: read it again
+            return self.read(key)
+        return body.content, str(gen)
+
+    def _write(self, key: str, body: bytes, generation: str) -> bool:
+        """A multipart upload (metadata + media, ``multipart/related``) under ``ifGenerationMatch``,
+        https://cloud.google.com/storage/docs/uploading-objects#uploading-an-object (the emulator the
+        tests run, fake-gcs-server, checks the precondition on this upload type)."""
+        k = self._key(key)
+        boundary = "gpufleet-" + hashlib.sha256(body).hexdigest()[:24]
+        data = (f"--{boundary}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n"
+                f"{json.dumps({'name': k, 'contentType': 'application/json'})}\r\n"
+                f"--{boundary}\r\nContent-Type: application/json\r\n\r\n").encode() + body + f"\r\n--{boundary}--".encode()
+        r = self.store._call("POST", f"{self.store.endpoint}/upload/storage/v1/b/{self.store.bucket}/o", k,
+                             ok=(200, 412), params={"uploadType": "multipart", "ifGenerationMatch": generation},
+                             data=data, headers={"Content-Type": f"multipart/related; boundary={boundary}"})
+        return r.status_code == 200
+
+    def create(self, key: str, body: bytes) -> bool:
+        return self._write(key, body, "0")
+
+    def replace(self, key: str, body: bytes, version: str) -> bool:
+        return self._write(key, body, version)
+
+    def delete(self, key: str, version: str) -> bool:
+        k = self._key(key)
+        r = self.store._call("DELETE", self.store._object(k), k, ok=(200, 204, 404, 412),
+                             params={"ifGenerationMatch": version})
+        return r.status_code in (200, 204)
+
+    def keys(self, prefix: str) -> list[str]:
+        found, _ = self.store.list(self._key(prefix))
+        return sorted(k[len(self.prefix):] for k, _ in found)
