@@ -40,6 +40,29 @@ class SharedStore(Protocol):
         """Every key under ``prefix``, sorted."""
 
 
+def bucket_and_prefix(url: str) -> tuple[str, str]:
+    """``scheme://bucket/some/prefix`` as ("bucket", "some/prefix/"); the prefix is "" when none."""
+    bucket, _, prefix = url.split("://", 1)[1].partition("/")
+    return bucket, prefix.strip("/") + "/" if prefix.strip("/") else ""
+
+
+class InBucket:
+    """What every bucket store shares: its URL, the key prefix inside the bucket, and the keys under it
+    (``store``: the cloud's ``ObjectStore`` of the bucket, from ``store_of(bucket)``)."""
+
+    def __init__(self, url: str, store_of):
+        self.url = url
+        bucket, self.prefix = bucket_and_prefix(url)
+        self.store = store_of(bucket)
+
+    def key_of(self, key: str) -> str:
+        return self.prefix + key
+
+    def keys(self, prefix: str) -> list[str]:
+        found, _ = self.store.list(self.key_of(prefix))
+        return sorted(k[len(self.prefix):] for k, _ in found)
+
+
 class StoreError(GpufleetError):
     """The team's store could not be read or written."""
 

@@ -12,6 +12,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from gpufleet.clouds.aws.api import empty_bucket, unreadable
+from gpufleet.state.shared import InBucket
 
 PAGE = 1000  # ListObjectsV2's largest page
 
@@ -82,7 +83,7 @@ class Store:
 PRECONDITION = ("PreconditionFailed", "ConditionalRequestConflict", "412")
 
 
-class Shared:
+class Shared(InBucket):
     """``state.shared.SharedStore`` on an S3 bucket (``s3://bucket/prefix``): conditional writes as S3
     makes them (PutObject ``If-None-Match: *`` to create, ``If-Match: <ETag>`` to replace, DeleteObject
     ``If-Match``; S3 answers 412 PreconditionFailed, or 409 ConditionalRequestConflict when another
@@ -90,13 +91,7 @@ class Shared:
     userguide/conditional-requests.html."""
 
     def __init__(self, url: str, session=None):
-        self.url = url
-        bucket, _, prefix = url.removeprefix("s3://").partition("/")
-        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
-        self.store = Store({"name": bucket}, session)
-
-    def _key(self, key: str) -> str:
-        return self.prefix + key
+        super().__init__(url, lambda bucket: Store({"name": bucket}, session))
 
     def _conditional(self, call, **kw) -> bool:
         try:
@@ -111,7 +106,7 @@ class Shared:
 
     def read(self, key: str) -> tuple[bytes, str] | None:
         try:
-            got = self.store.client.get_object(Bucket=self.store.bucket, Key=self._key(key))
+            got = self.store.client.get_object(Bucket=self.store.bucket, Key=self.key_of(key))
             return got["Body"].read(), got["ETag"]
         except ClientError as e:
             if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
@@ -121,17 +116,14 @@ class Shared:
             raise self.store._fail(e, key) from None
 
     def create(self, key: str, body: bytes) -> bool:
-        return self._conditional(self.store.client.put_object, Key=self._key(key), Body=body, IfNoneMatch="*")
+        return self._conditional(self.store.client.put_object, Key=self.key_of(key), Body=body, IfNoneMatch="*")
 
     def replace(self, key: str, body: bytes, version: str) -> bool:
-        return self._conditional(self.store.client.put_object, Key=self._key(key), Body=body, IfMatch=version)
+        return self._conditional(self.store.client.put_object, Key=self.key_of(key), Body=body, IfMatch=version)
 
     def delete(self, key: str, version: str) -> bool:
-        return self._conditional(self.store.client.delete_object, Key=self._key(key), IfMatch=version)
+        return self._conditional(self.store.client.delete_object, Key=self.key_of(key), IfMatch=version)
 
-    def keys(self, prefix: str) -> list[str]:
-        found, _ = self.store.list(self._key(prefix))
-        return sorted(k[len(self.prefix):] for k, _ in found)
 
     def versioning(self) -> bool:
         """Whether the bucket keeps old versions (a deleted or overwritten lease or event can be recovered)."""

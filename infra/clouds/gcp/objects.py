@@ -17,6 +17,7 @@ from google.auth.transport.requests import AuthorizedSession
 
 from gpufleet.clouds.gcp.errors import CREDENTIAL_HINT
 from gpufleet.errors import CloudUnreadable, CredentialsError
+from gpufleet.state.shared import InBucket
 
 PAGE = 1000
 
@@ -84,23 +85,17 @@ class Store:
         return len(keys)
 
 
-class Shared:
+class Shared(InBucket):
     """``state.shared.SharedStore`` on a GCS bucket (``gs://bucket/prefix``): each object's generation
     is its version, and every write names the generation it expects (``ifGenerationMatch``; 0: the
     object must not exist), https://cloud.google.com/storage/docs/request-preconditions; Cloud
     Storage answers 412 Precondition Failed to the writer that lost."""
 
     def __init__(self, url: str, session=None):
-        self.url = url
-        bucket, _, prefix = url.removeprefix("gs://").partition("/")
-        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
-        self.store = Store({"name": bucket}, session)
-
-    def _key(self, key: str) -> str:
-        return self.prefix + key
+        super().__init__(url, lambda bucket: Store({"name": bucket}, session))
 
     def read(self, key: str) -> tuple[bytes, str] | None:
-        k = self._key(key)
+        k = self.key_of(key)
         meta = self.store._call("GET", self.store._object(k), k, ok=(200, 404))
         if meta.status_code == 404:
             return None
@@ -115,7 +110,7 @@ class Shared:
         """A multipart upload (metadata + media, ``multipart/related``) under ``ifGenerationMatch``,
         https://cloud.google.com/storage/docs/uploading-objects#uploading-an-object (the emulator the
         tests run, fake-gcs-server, checks the precondition on this upload type)."""
-        k = self._key(key)
+        k = self.key_of(key)
         boundary = "gpufleet-" + hashlib.sha256(body).hexdigest()[:24]
         data = (f"--{boundary}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n"
                 f"{json.dumps({'name': k, 'contentType': 'application/json'})}\r\n"
@@ -132,11 +127,8 @@ class Shared:
         return self._write(key, body, version)
 
     def delete(self, key: str, version: str) -> bool:
-        k = self._key(key)
+        k = self.key_of(key)
         r = self.store._call("DELETE", self.store._object(k), k, ok=(200, 204, 404, 412),
                              params={"ifGenerationMatch": version})
         return r.status_code in (200, 204)
 
-    def keys(self, prefix: str) -> list[str]:
-        found, _ = self.store.list(self._key(prefix))
-        return sorted(k[len(self.prefix):] for k, _ in found)
