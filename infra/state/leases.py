@@ -105,8 +105,10 @@ class Held:
                 except GpufleetError:
                     continue  # the store did not answer: try again at the next beat, before the lease expires
                 got = self.store.read(key(fresh.cluster))
-                if got is not None:
-                    self.lease, self.version = fresh, got[1]
+                if got is None or json.loads(got[0]).get("token") != fresh.token:
+                    self.lost = True  # broken and taken by another between our write and our read
+                    return
+                self.lease, self.version = fresh, got[1]
 
     def release(self) -> None:
         self._stop.set()
