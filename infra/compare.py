@@ -201,7 +201,6 @@ def _selected(req: Request, offer: Offer, regions: set[str] | None) -> bool:
 def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
     samples, label = samples_to_train(req)
     w = req.workload
-    rows: list[Row] = []
     skipped: list[dict] = []
     predictions: dict[tuple, object] = {}  # the same machine in many regions is one prediction
     all_offers = cat.offers()
@@ -210,22 +209,8 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
     offers = [o for o in all_offers if _selected(req, o, regions)]
     if req.deadline_h is not None and req.only is None:
         rows = _deadline_rows(req, offers, samples, predictions)
-    for offer in offers if req.deadline_h is None or req.only is not None else ():
-        runs = [(n, None) for n in req.nodes]
-        if req.only is not None:
-            runs = [(n, st) for p, r, i, n, _, st in req.only if (p, r, i) == (offer.provider, offer.region, offer.instance.name)]
-        for nodes, pool_storage in runs:
-            if offer.max_nodes is not None and nodes > offer.max_nodes:
-                skipped.append({"offer": offer.key, "nodes": nodes, "reason": f"the site has {offer.max_nodes} nodes"})
-                continue
-            if req.min_gpus and offer.instance.gpu_count * nodes < req.min_gpus:
-                continue
-            if req.max_price is not None and offer.usd_per_hour * nodes > req.max_price:
-                continue
-            rows.append(_row(req, offer, nodes, pool_storage, samples, predictions))
-            if req.deadline_h is not None and rows[-1].feasible and rows[-1].time_to_train_h > req.deadline_h:
-                rows[-1].feasible = False
-                rows[-1].reason = f"takes {rows[-1].time_to_train_h / 24:.1f} days, past the deadline"
+    else:
+        rows = _asked_rows(req, offers, samples, predictions, skipped)
     rows.sort(key=lambda r: (not r.feasible, r.cost_to_train_usd, r.time_to_train_h))
     feasible = [r for r in rows if r.feasible]
     for i, r in enumerate(feasible, 1):
@@ -305,6 +290,30 @@ def _row(req: Request, offer: Offer, nodes: int, pool_storage: str | None, sampl
                       "quote": p.quote} for p in offer.parts],
         discount=offer.discount, price_as_of=offer.as_of, storage=storage_label,
         error_band=error_band(w.family, total > 1), layout=pr.layout, runner_up=pr.runner_up)
+
+
+def _asked_rows(req: Request, offers: list[Offer], samples: float, predictions: dict, skipped: list[dict]) -> list[Row]:
+    """Each offer at each node count asked (a stack's pools: at theirs); with a deadline (and a stack),
+    a run that misses it cannot be ranked."""
+    rows: list[Row] = []
+    for offer in offers:
+        runs = [(n, None) for n in req.nodes]
+        if req.only is not None:
+            runs = [(n, st) for p, r, i, n, _, st in req.only if (p, r, i) == (offer.provider, offer.region, offer.instance.name)]
+        for nodes, pool_storage in runs:
+            if offer.max_nodes is not None and nodes > offer.max_nodes:
+                skipped.append({"offer": offer.key, "nodes": nodes, "reason": f"the site has {offer.max_nodes} nodes"})
+                continue
+            if req.min_gpus and offer.instance.gpu_count * nodes < req.min_gpus:
+                continue
+            if req.max_price is not None and offer.usd_per_hour * nodes > req.max_price:
+                continue
+            row = _row(req, offer, nodes, pool_storage, samples, predictions)
+            if req.deadline_h is not None and row.feasible and row.time_to_train_h > req.deadline_h:
+                row.feasible = False
+                row.reason = f"takes {row.time_to_train_h / 24:.1f} days, past the deadline"
+            rows.append(row)
+    return rows
 
 
 DEADLINE_NODES = (1, 2, 4, 8, 16, 32, 64, 128, 256)  # the node counts a deadline search tries

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import getpass
+import json
 import os
 import socket
 from collections.abc import Callable, Iterator
@@ -69,7 +70,7 @@ def init(url: str, *, now: dt.datetime | None = None) -> Init:
     """Check the store (a write and a read back) and make it this user's team store."""
     store = open_store(url)
     now = now or dt.datetime.now(dt.timezone.utc)
-    body = f'{{"by": "{who()}", "at": "{now.isoformat(timespec="seconds")}"}}'.encode()
+    body = json.dumps({"by": who(), "at": now.isoformat(timespec="seconds")}).encode()
     cur = store.read(PROBE)
     written = store.create(PROBE, body) if cur is None else store.replace(PROBE, body, cur[1])
     back = store.read(PROBE)

@@ -58,6 +58,7 @@ from importlib import resources
 
 from gpufleet.errors import InputError
 from gpufleet.perf import llm, parallel
+from gpufleet.perf.llm import BUCKET_BYTES, NVLINK_ALPHA_S
 from gpufleet.perf.workloads import Workload
 
 PCIE_GBS = {3: 12.0, 4: 24.0, 5: 48.0, 6: 96.0}  # effective host<->GPU GB/s per x16 link, one direction
@@ -66,8 +67,6 @@ GENERATION = {"volta": "volta", "turing": "volta", "ampere": "ampere", "ada": "a
               "blackwell": "blackwell"}
 STATE_BYTES_PER_PARAM = 16.0  # mixed-precision Adam: weights, grads, fp32 master, 2 moments
 OPTIMIZER_TRAFFIC = 16.0  # bytes per parameter the optimizer step reads and writes (fp32 master + moments)
-BUCKET_BYTES = 25 * 2**20  # PyTorch DDP bucket_cap_mb=25: one latency per bucket per hop
-NVLINK_ALPHA_S = 2e-6  # NCCL's per-hop latency inside a node is microseconds (NCCL docs, tuning)
 
 # name -> (prior, spread of the prior in log space, (lower, upper)); the fit is pulled toward the
 # prior and a value that ends at a bound is reported (calibration.warnings)
@@ -240,9 +239,14 @@ def _gpu_time_per_sample(s: Scenario, p: Params, prec: str, batch: int) -> tuple
     traffic = w.activations * elem * passes * extra + w.params * (3.0 * elem + OPTIMIZER_TRAFFIC) / batch
     t_mem = traffic / (g.memory_bw_gbs * 1e9)
     # the framework's speed relative to PyTorch; the share of a padded sequence a binning loader computes
-    speed = 1.0 if s.framework == "pytorch" else p.values[f"fw:{s.framework}"]
+    speed = _framework_speed(s, p)
     scale = (p.values["bin_fill"] if s.sequence_binning else 1.0) / speed
     return (t_math + t_mem) * scale, t_math * scale, t_mem * scale
+
+
+def _framework_speed(s: Scenario, p: Params) -> float:
+    """The speed of ``s``'s framework relative to PyTorch (``fw:<name>``)."""
+    return 1.0 if s.framework == "pytorch" else p.values[f"fw:{s.framework}"]
 
 
 def _intra_node_bytes_s(s: Scenario, p: Params) -> float:
@@ -354,7 +358,6 @@ def predict(s: Scenario, p: Params | None = None, _single: bool = False, efficie
     )
 
 
-
 def _predict_llm(s: Scenario, p: Params, prec: str) -> Prediction:
     """A decoder LLM's steady-state tokens/s under its pinned layout, or under the one practice would
     pick (perf.llm.choose); its scaling efficiency is the share of the step the GPUs compute."""
@@ -380,8 +383,9 @@ def _predict_llm(s: Scenario, p: Params, prec: str) -> Prediction:
         if s.activation_checkpointing and not lay.recompute:
             lay = parallel.Layout(**{**lay.__dict__, "recompute": True})
         sizes = (s.micro_batch,) if s.micro_batch else llm.micro_choices(lay, tokens, max(1, w.seq_len))
-        micro = next((b for b in sizes if llm.fits(w, lay, b, usable, fp8)), sizes[-1])
-        if not llm.fits(w, lay, micro, usable, fp8):
+        fitting = next((b for b in sizes if llm.fits(w, lay, b, usable, fp8)), None)
+        micro = fitting or sizes[-1]
+        if fitting is None:
             need = parallel.memory_per_gpu(w, lay, micro, fp8)
             feasible, reason = False, (f"{lay.name} needs {need / 1e9:.0f} GB per GPU with {micro}-sequence "
                                        f"micro-batches; {usable / 1e9:.0f} GB usable of the {g.name}'s {g.memory_gb:g} GB")
@@ -428,7 +432,7 @@ def _llm_token_time(s: Scenario, p: Params, prec: str, tokens: float) -> tuple[f
     elem = 4.0 if prec in ("fp32", "tf32") else 2.0
     traffic = w.activations * elem * p.values["act_passes:transformer"] + w.params * OPTIMIZER_TRAFFIC / tokens
     t_mem = traffic / (g.memory_bw_gbs * 1e9)
-    speed = 1.0 if s.framework == "pytorch" else p.values[f"fw:{s.framework}"]
+    speed = _framework_speed(s, p)
     return (dense + attention + t_mem) / speed, dense / speed, t_mem / speed
 
 

@@ -50,18 +50,8 @@ def fetch(cat, regions: list[str], *, key: str, now: dt.datetime | None = None, 
     """Every catalog GCP machine type priced in ``regions`` from the SKUs an API key reads."""
     session = requests.Session()
     session.params = {"key": key}  # merged into each page's query by requests
-    base = os.environ.get("GPUFLEET_GCP_BILLING_ENDPOINT", prices.ENDPOINT)
-
-    def skus():
-        seen = 0
-        for n, page in enumerate(prices.sku_pages(session, base, sleep=sleep), 1):
-            seen += len(page)
-            if progress:
-                progress(f"SKU page {n} ({seen:,} SKUs)")
-            yield from page
-
     mts, accs = shapes(cat)
-    got = prices.build(cat, skus(), mts, accs, regions, stamp(now))
+    got = prices.build(cat, prices.all_skus(session, sleep=sleep, progress=progress), mts, accs, regions, stamp(now))
     # the shapes were the catalog's, not the API's: nothing here is a fact the provider said
     got.notes.append("with an API key: the SKU prices are Google's, the machine shapes and zones the catalog's "
                      "(machine types need credentials)")

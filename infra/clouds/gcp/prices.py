@@ -202,6 +202,17 @@ def sku_pages(session, base: str, *, page_size: int = PAGE_SIZE, retries: int = 
     raise FetchError("gcp", f"more than {max_pages} pages of SKUs; the API is not answering as documented")
 
 
+def all_skus(session, *, sleep=None, progress=None):
+    """Every SKU of every page (``GPUFLEET_GCP_BILLING_ENDPOINT`` or the API), each page told to ``progress``."""
+    seen = 0
+    base = os.environ.get("GPUFLEET_GCP_BILLING_ENDPOINT", ENDPOINT)
+    for n, page in enumerate(sku_pages(session, base, sleep=sleep), 1):
+        seen += len(page)
+        if progress:
+            progress(f"SKU page {n} ({seen:,} SKUs)")
+        yield from page
+
+
 @dataclass
 class Machine:
     cpus: int
@@ -328,17 +339,7 @@ def fetch(cat, regions: list[str], *, now: dt.datetime | None = None, sleep=None
     except Exception as e:  # noqa: BLE001 - refused credentials, disabled API, network
         raise FetchError("gcp", f"the machine types could not be read ({classify(e)[1][:200]})",
                          "check the project and its Compute Engine API; the previous prices are kept") from None
-    base = os.environ.get("GPUFLEET_GCP_BILLING_ENDPOINT", ENDPOINT)
-
-    def skus():
-        seen = 0
-        for n, page in enumerate(sku_pages(session, base, sleep=sleep), 1):
-            seen += len(page)
-            if progress:
-                progress(f"SKU page {n} ({seen:,} SKUs)")
-            yield from page
-
-    return build(cat, skus(), mts, accs, regions, at)
+    return build(cat, all_skus(session, sleep=sleep, progress=progress), mts, accs, regions, at)
 
 
 def build(cat, skus: Iterable, mts: dict[str, Machine], accs: dict, regions: list[str], at: str) -> Fetched:
