@@ -8,9 +8,10 @@ SALT_VERSION := 3008.3
 # Microsoft's Blob storage emulator, for the object-store tests (npm; into .azurite/, not global)
 AZURITE_VERSION := 3.37.0
 AZURITE := .azurite/node_modules/.bin/azurite-blob
-# what the local test rack (tests/rack/rack.py) needs from the system, and the browser the report
-# test opens its HTML in (Debian's chromium, driven by Playwright without a browser download)
-SYSTEM_TOOLS := /usr/sbin/sshd /usr/sbin/debootstrap /usr/sbin/ip /usr/sbin/iptables /usr/bin/chromium
+# what the local test rack (tests/rack/rack.py) needs from the system, the browser the report test
+# opens its HTML in (Debian's chromium, driven by Playwright without a browser download), and the
+# PostgreSQL server the team-store tests start a cluster of their own with
+SYSTEM_TOOLS := /usr/sbin/sshd /usr/sbin/debootstrap /usr/sbin/ip /usr/sbin/iptables /usr/bin/chromium /usr/bin/pg_createcluster
 # the versions the tests run against (pyproject keeps ranges for users; tests/unit/test_constraints.py
 # checks each pin is inside its range)
 PINS := -c tests/constraints.txt
@@ -62,13 +63,14 @@ $(SALT_VENV)/bin/salt-ssh:
 	$(SALT_VENV)/bin/python -m pip install -q salt==$(SALT_VERSION)
 
 # openssh-server, debootstrap, iproute2 and iptables for the test rack, chromium for the report's
-# browser test (root only; without root those tests skip, and under CI=true they fail)
+# browser test, postgresql for the team store in a database (root only; without root those tests
+# skip, and under CI=true they fail)
 sysdeps:
 	@missing=""; for t in $(SYSTEM_TOOLS); do [ -x $$t ] || missing="$$missing $$t"; done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" != 0 ]; then echo "note: missing$$missing; run 'sudo make sysdeps' for the rack tests"; exit 0; fi; \
 	export DEBIAN_FRONTEND=noninteractive; \
-	apt-get update -qq && apt-get install -y -qq --no-install-recommends openssh-server openssh-client debootstrap iproute2 iptables chromium fonts-dejavu-core >/dev/null
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends openssh-server openssh-client debootstrap iproute2 iptables chromium fonts-dejavu-core postgresql >/dev/null
 
 rack-down:
 	$(PYTHON) tests/rack/rack.py down

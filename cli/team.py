@@ -10,12 +10,18 @@ from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
-                  help="Share gpufleet through a store the team already has: a bucket or a shared directory.")
+                  help="Share gpufleet through a store the team already has: a bucket, a PostgreSQL database or a "
+                       "shared directory.")
 
-INIT_HELP = ("Make URL this user's team store (s3://bucket/prefix or file:///shared/dir): check that it is reachable "
-             "and writable (a bucket's versioning too), then write the team setting. From then on `up`, `down` and "
-             "`configure` hold the cluster's lease while they run, every such command is logged in the store, and "
-             "Pulumi keeps its state there (under pulumi/).")
+STORE_URLS = ("s3://bucket/prefix, gs://bucket/prefix, azblob://account/container/prefix, "
+              "postgres://user@host/db or file:///shared/dir")
+INIT_HELP = (f"Make URL this user's team store ({STORE_URLS}): check that it is reachable and writable (a "
+             "bucket's versioning too), then write the team setting. From then on `up`, `down` and `configure` hold "
+             "the cluster's lease while they run, every such command is logged in the store, the registry of "
+             "clusters lives there, and Pulumi keeps its state there (under pulumi/; in a database, its own table).")
+SECRETS_HELP = ("What encrypts the secrets in the team's Pulumi state: passphrase (PULUMI_CONFIG_PASSPHRASE, the "
+                "default) or a key the team holds: awskms://alias/NAME?region=R, gcpkms://projects/P/locations/L/"
+                "keyRings/K/cryptoKeys/C, azurekeyvault://VAULT.vault.azure.net/keys/KEY, hashivault://KEY.")
 UNLOCK_HELP = ("Break a cluster's lease whose holder died (its heartbeat stopped; expired after three missed "
                "heartbeats) and the Pulumi lock it guarded. A live lease is refused; --force breaks it anyway, "
                "naming the holder.")
@@ -24,18 +30,23 @@ LOG_HELP = "What happened to the team's clusters: who ran which command when, it
 
 @app.command("init", help=INIT_HELP)
 @output.handle_errors
-def init(url: Annotated[str, typer.Argument(help="s3://bucket/prefix or file:///shared/dir")]):
+def init(
+    url: Annotated[str, typer.Argument(help=STORE_URLS)],
+    secrets_provider: Annotated[str, typer.Option("--secrets-provider", help=SECRETS_HELP)] = "passphrase",
+):
     from gpufleet.fleet import team
 
-    got = team.init(url)
+    got = team.init(url, secrets_provider=secrets_provider)
     for w in got.warnings:
         output.warn(w)
     if STATE.json:
-        output.emit_json({"url": got.url, "versioning": got.versioning, "warnings": got.warnings})
+        output.emit_json({"url": got.url, "versioning": got.versioning, "secrets_provider": got.secrets_provider,
+                          "warnings": got.warnings})
         return
     output.console().print(f"Team store {got.url}: reachable and writable"
                            + ("" if got.versioning is None else f", versioning {'on' if got.versioning else 'off'}")
-                           + ". Leases, the event log and Pulumi's state now live there.")
+                           + ". Leases, the event log, the registry and Pulumi's state now live there; Pulumi's "
+                           f"secrets are encrypted by {got.secrets_provider}.")
 
 
 @app.command("show", help="The team store this user works in, if any.")
@@ -44,10 +55,12 @@ def show():
     from gpufleet.state import team_config
 
     url = team_config.url()
+    secrets = team_config.secrets_provider() if url else None
     if STATE.json:
-        output.emit_json({"url": url})
+        output.emit_json({"url": url, "secrets_provider": secrets})
         return
-    output.console().print(url or "No team store: gpufleet works alone (gpufleet team init URL).")
+    output.console().print(f"{url} (Pulumi's secrets: {secrets})" if url else
+                           "No team store: gpufleet works alone (gpufleet team init URL).")
 
 
 @output.handle_errors

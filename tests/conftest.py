@@ -377,6 +377,41 @@ def azurite(tmp_path_factory):
         proc.wait(timeout=30)
 
 
+@pytest.fixture(scope="session")
+def postgres():
+    """PostgreSQL from Debian's packages (`make test` installs `postgresql` as root): a cluster of its
+    own in a temporary directory, on loopback at a free port, trusting local connections, run as the
+    `postgres` user when the tests run as root (the server refuses root). Yields its URL."""
+    import importlib.util
+    import socket
+    import subprocess
+    import tempfile
+
+    bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parent.parent.name))
+    require(bool(bins), "PostgreSQL is not installed (make test installs Debian's postgresql as root)")
+    require(importlib.util.find_spec("psycopg") is not None, "psycopg is not installed (pip install 'gpufleet[postgres]')")
+    bindir = bins[-1].parent
+    base = Path(tempfile.mkdtemp(prefix="gpufleet-pg-"))  # not under pytest's root-only tmp: the server user reads it
+    as_server = []
+    if os.geteuid() == 0:
+        shutil.chown(base, "postgres", "postgres")
+        as_server = ["runuser", "-u", "postgres", "--"]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    subprocess.run([*as_server, str(bindir / "initdb"), "-D", str(base / "data"), "-A", "trust", "-U", "postgres",
+                    "--no-sync"], check=True, capture_output=True)
+    subprocess.run([*as_server, str(bindir / "pg_ctl"), "-D", str(base / "data"), "-l", str(base / "log"), "-w",
+                    "-o", f"-c listen_addresses=127.0.0.1 -p {port} -k {base} -c fsync=off -c max_connections=200",
+                    "start"], check=True, capture_output=True)
+    try:
+        yield f"postgres://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run([*as_server, str(bindir / "pg_ctl"), "-D", str(base / "data"), "-m", "immediate", "stop"],
+                       capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
 @pytest.fixture
 def blob(_object_fakes, azure, monkeypatch):
     """Blob storage's REST API (fakes/objects.py) for azure-identity's credential (the azure fixture's)."""

@@ -365,5 +365,8 @@ class Cloud(Provider, Protocol):
     def team_store(self, url: str):
         """A ``state.shared.SharedStore`` on the cloud's object store named by ``url`` (loads its SDK)."""
 
+    def team_pulumi_backend(self, url: str) -> tuple[str, dict[str, str]]:
+        """Pulumi's self-managed backend under ``url``'s ``pulumi/`` and the environment its CLI needs."""
+
     def quota_hint(self, line: QuotaLine) -> str:
         """Where to ask for more of a quota that is short."""

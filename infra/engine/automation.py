@@ -1,9 +1,9 @@
 """`up` and `down` through Pulumi's Automation API with an inline program.
 
 State lives in a local file backend under the user's data directory unless
-``PULUMI_BACKEND_URL`` names another (S3, GCS, Azure Blob, Pulumi Cloud) or a team shares a store
-(``state.team_config``: its ``pulumi/`` folder). Secrets use the
-passphrase provider on self-managed backends. Engine events drive progress; engine and CLI
+``PULUMI_BACKEND_URL`` names another (S3, GCS, Azure Blob, PostgreSQL, Pulumi Cloud) or a team shares a
+store (``clouds.team_store``: its ``pulumi/`` folder, or a table of its own). Secrets on a self-managed
+backend are encrypted with the team's KMS key when it named one, else the passphrase. Engine events drive progress; engine and CLI
 failures become gpufleet errors with a hint. Pulumi is imported only here, inside functions.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufleet.clouds import by_pulumi_package, cloud
+from gpufleet.clouds import by_pulumi_package, cloud, team_store
 from gpufleet.clouds.base import Refusal, refusal_in, strip_color, unknown_refusal, worded_refusal
 from gpufleet.errors import (
     CapacityError,
@@ -46,10 +46,27 @@ def backend_url() -> str:
     if url:
         return url
     team = team_config.url()
-    if team and team_config.pulumi_backend(team):
-        return team_config.pulumi_backend(team)
+    if team:
+        return team_store.pulumi_backend(team)[0]
     path = make_dir(pulumi_state_dir(), "XDG_DATA_HOME (or PULUMI_BACKEND_URL, for another backend)")
     return "file://" + str(path)
+
+
+def team_env(url: str) -> dict[str, str]:
+    """What the Pulumi CLI needs for the team's backend when ``url`` is it (Blob storage: the account)."""
+    team = team_config.url()
+    if not team:
+        return {}
+    backend, env = team_store.pulumi_backend(team)
+    return env if url == backend else {}
+
+
+def secrets_provider(url: str) -> str | None:
+    """What encrypts a new stack's secrets: none on Pulumi Cloud (it keeps them); on a self-managed
+    backend the team's KMS key when it named one (``team init --secrets-provider``), else the passphrase."""
+    if not self_managed(url):
+        return None
+    return team_config.secrets_provider() if team_config.url() else team_config.PASSPHRASE
 
 
 def self_managed(url: str) -> bool:
@@ -107,7 +124,8 @@ def state_stacks(url: str | None = None, pulumi_command=None) -> set[str] | None
 
         ws = auto.LocalWorkspace(
             project_settings=auto.ProjectSettings(name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=url)),
-            env_vars={"PULUMI_SKIP_UPDATE_CHECK": "true"}, pulumi_command=pulumi_command or find_pulumi())
+            env_vars={"PULUMI_SKIP_UPDATE_CHECK": "true", **team_env(url)},
+            pulumi_command=pulumi_command or find_pulumi())
         return {s.name.rsplit("/", 1)[-1] for s in ws.list_stacks()}
     except Exception:  # noqa: BLE001 - no CLI, no access: the caller says the state was not read
         return None
@@ -212,10 +230,11 @@ def _stack(cluster: str, program, pulumi_command, prompt, backend: str | None):
 
     cmd = pulumi_command or find_pulumi()
     url = backend or backend_url()
-    env = passphrase_env(url, prompt)
+    provider = secrets_provider(url)
+    env = {**team_env(url), **(passphrase_env(url, prompt) if provider == team_config.PASSPHRASE else {})}
     opts = auto.LocalWorkspaceOptions(
         project_settings=auto.ProjectSettings(name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=url)),
-        secrets_provider="passphrase" if self_managed(url) else None,
+        secrets_provider=provider,
         env_vars={"PULUMI_SKIP_UPDATE_CHECK": "true", **env},
         pulumi_command=cmd,
     )

@@ -5,8 +5,8 @@ the team setting; from then on `up`, `down` and `configure` hold the cluster's l
 whole run (``session``) and append one event each to the log, and Pulumi keeps its state in the
 store. Without a team setting, ``session`` does nothing and gpufleet works alone.
 
-Stores: a shared directory (``file://``, here) and a bucket through its cloud (``s3://``,
-``gs://``). Blob Storage and Postgres are refused for now.
+Stores (``clouds.team_store``): a shared directory (``file://``), a PostgreSQL database
+(``postgres://``) and a bucket through its cloud (``s3://``, ``gs://``, ``azblob://``).
 """
 
 from __future__ import annotations
@@ -20,12 +20,11 @@ import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from gpufleet.clouds import cloud
+from gpufleet.clouds.team_store import open_store
 from gpufleet.errors import GpufleetError, InputError
-from gpufleet.providers import CLOUDS
 from gpufleet.state import events, leases, team_config
 from gpufleet.state.registry import Registry
-from gpufleet.state.shared import DirectoryStore, SharedStore
+from gpufleet.state.shared import SharedStore
 
 PROBE = "team.json"  # what `team init` writes to prove the store writable, and reads back
 
@@ -33,20 +32,6 @@ PROBE = "team.json"  # what `team init` writes to prove the store writable, and 
 def who() -> str:
     """The caller as the event log and leases name them: ``$GPUFLEET_WHO``, else user@host."""
     return os.environ.get("GPUFLEET_WHO") or f"{getpass.getuser()}@{socket.gethostname()}"
-
-
-def open_store(url: str) -> SharedStore:
-    url = team_config.check(url)
-    scheme = url.split("://", 1)[0]
-    if scheme == "file":
-        return DirectoryStore(url)
-    if scheme == "postgres":
-        raise InputError("a team store in Postgres is not supported yet",
-                         "use a bucket in S3 (s3://...) or a shared directory (file:///...)")
-    for p in CLOUDS:
-        if cloud(p).team_scheme == scheme:
-            return cloud(p).team_store(url)
-    raise InputError(f"no cloud stores {scheme}:// URLs")
 
 
 def current() -> SharedStore | None:
@@ -63,11 +48,14 @@ def registry(path=None) -> Registry:
 class Init:
     url: str
     versioning: bool | None  # a bucket's object versioning; None where the store has none
+    secrets_provider: str  # what encrypts the secrets in the team's Pulumi state
     warnings: list[str]
 
 
-def init(url: str, *, now: dt.datetime | None = None) -> Init:
-    """Check the store (a write and a read back) and make it this user's team store."""
+def init(url: str, *, secrets_provider: str = team_config.PASSPHRASE, now: dt.datetime | None = None) -> Init:
+    """Check the store (a write and a read back) and make it this user's team store, its Pulumi
+    state's secrets encrypted by ``secrets_provider``."""
+    secrets_provider = team_config.check_secrets_provider(secrets_provider)
     store = open_store(url)
     now = now or dt.datetime.now(dt.timezone.utc)
     body = json.dumps({"by": who(), "at": now.isoformat(timespec="seconds")}).encode()
@@ -77,12 +65,12 @@ def init(url: str, *, now: dt.datetime | None = None) -> Init:
     if not written or back is None or back[0] != body:
         raise GpufleetError(f"the team store {store.url} did not keep what was written to it",
                             "another `team init` may have run at the same moment: run it again")
-    versioning = store.versioning() if hasattr(store, "versioning") else None
+    versioning = store.versioning(PROBE) if hasattr(store, "versioning") else None
     warnings = [] if versioning is not False else [
         f"{store.url}: the bucket does not keep object versions: a lease or event deleted or overwritten by "
         "mistake cannot be recovered (turn versioning on for the bucket)"]
-    team_config.write(store.url, who(), now.isoformat(timespec="seconds"))
-    return Init(store.url, versioning, warnings)
+    team_config.write(store.url, who(), now.isoformat(timespec="seconds"), secrets_provider)
+    return Init(store.url, versioning, secrets_provider, warnings)
 
 
 @contextlib.contextmanager

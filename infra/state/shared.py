@@ -48,11 +48,12 @@ def bucket_and_prefix(url: str) -> tuple[str, str]:
 
 class InBucket:
     """What every bucket store shares: its URL, the key prefix inside the bucket, and the keys under it
-    (``store``: the cloud's ``ObjectStore`` of the bucket, from ``store_of(bucket)``)."""
+    (``store``: the cloud's ``ObjectStore`` of the bucket, from ``store_of(bucket)``; ``parts`` splits the
+    URL into the bucket and the prefix)."""
 
-    def __init__(self, url: str, store_of):
+    def __init__(self, url: str, store_of, parts=bucket_and_prefix):
         self.url = url
-        bucket, self.prefix = bucket_and_prefix(url)
+        bucket, self.prefix = parts(url)
         self.store = store_of(bucket)
 
     def key_of(self, key: str) -> str:

@@ -10,6 +10,8 @@ from gpufleet.errors import InputError
 from gpufleet.paths import make_dir, team_path
 
 SCHEMES = ("file", "s3", "gs", "azblob", "postgres")
+PASSPHRASE = "passphrase"
+KMS_SCHEMES = ("awskms://", "gcpkms://", "azurekeyvault://", "hashivault://")
 
 
 def url() -> str | None:
@@ -17,13 +19,10 @@ def url() -> str | None:
     env = os.environ.get("GPUFLEET_TEAM")
     if env is not None:
         return env or None  # GPUFLEET_TEAM= : alone, whatever the file says
-    path = team_path()
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text())["url"]
-    except (ValueError, KeyError, OSError) as e:
-        raise InputError(f"{path}: not a gpufleet team setting ({e})", "run `gpufleet team init URL` again") from None
+    got = _setting()
+    if got and "url" not in got:
+        raise InputError(f"{team_path()}: not a gpufleet team setting (no url)", "run `gpufleet team init URL` again")
+    return got.get("url")
 
 
 def check(text: str) -> str:
@@ -35,13 +34,39 @@ def check(text: str) -> str:
     return text.rstrip("/")
 
 
-def write(store_url: str, by: str, at: str) -> None:
+def write(store_url: str, by: str, at: str, secrets_provider: str = PASSPHRASE) -> None:
     path = team_path()
     make_dir(path.parent, "GPUFLEET_TEAM_FILE")
-    path.write_text(json.dumps({"url": store_url, "by": by, "at": at}, indent=2) + "\n")
+    path.write_text(json.dumps({"url": store_url, "secrets_provider": secrets_provider, "by": by, "at": at},
+                               indent=2) + "\n")
 
 
-def pulumi_backend(store_url: str) -> str | None:
-    """The Pulumi self-managed backend in the team's store (its state beside the leases), where
-    Pulumi has one for the scheme."""
-    return f"{store_url}/pulumi" if store_url.startswith(("s3://", "file://")) else None
+def _setting() -> dict:
+    path = team_path()
+    if not path.exists():
+        return {}
+    try:
+        got = json.loads(path.read_text())
+    except (ValueError, OSError) as e:
+        raise InputError(f"{path}: not a gpufleet team setting ({e})", "run `gpufleet team init URL` again") from None
+    if not isinstance(got, dict):
+        raise InputError(f"{path}: not a gpufleet team setting (not an object)", "run `gpufleet team init URL` again")
+    return got
+
+
+def check_secrets_provider(text: str) -> str:
+    """``passphrase`` or a key Pulumi encrypts the state's secrets with: ``awskms://``, ``gcpkms://``,
+    ``azurekeyvault://``, ``hashivault://`` (pulumi.com/docs/iac/concepts/secrets, "Configuring
+    secrets encryption")."""
+    if text in ("passphrase", "default") or (text.startswith(KMS_SCHEMES) and text.split("://", 1)[1]):
+        return PASSPHRASE if text == "default" else text
+    raise InputError(f"{text!r} is not a Pulumi secrets provider",
+                     "write passphrase, awskms://alias/NAME?region=R, gcpkms://projects/P/locations/L/keyRings/K/"
+                     "cryptoKeys/C, azurekeyvault://VAULT.vault.azure.net/keys/KEY or hashivault://KEY")
+
+
+def secrets_provider() -> str:
+    """What encrypts the secrets in the team's Pulumi state: ``$GPUFLEET_SECRETS_PROVIDER``, else what
+    ``team init --secrets-provider`` wrote, else the passphrase (``PULUMI_CONFIG_PASSPHRASE``)."""
+    env = os.environ.get("GPUFLEET_SECRETS_PROVIDER")
+    return check_secrets_provider(env) if env else _setting().get("secrets_provider", PASSPHRASE)

@@ -69,6 +69,14 @@ class StaticToken:
         return AccessTokenInfo(self.token, int(time.time()) + 3600)
 
 
+def storage_token(oid: str = "11111111-0000-0000-0000-000000000000") -> StaticToken:
+    """A bearer token for Blob storage as Azurite's "basic" OAuth level checks it (audience, issuer,
+    lifetime; not the signature)."""
+    now = int(time.time())
+    return StaticToken({"aud": "https://storage.azure.com", "iss": "https://sts.windows.net/72f988bf-0000/",
+                        "iat": now, "nbf": now - 60, "exp": now + 3600, "oid": oid})
+
+
 class ArmFake(JsonServer):
     def __init__(self, subscription: str = "00000000-0000-0000-0000-00000000abcd",
                  locations=("eastus", "westus3", "westeurope", "swedencentral")):

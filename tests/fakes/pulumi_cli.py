@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from dataclasses import dataclass, field
 
 from pulumi.automation import PulumiCommand
@@ -47,6 +48,7 @@ class FakeStack:
     resources: list = field(default_factory=list)  # [(urn, type)]
     outputs: dict = field(default_factory=dict)
     history: list = field(default_factory=list)
+    secrets_provider: str = "default"  # what `stack init --secrets-provider` named
 
 
 class FakePulumiCLI(PulumiCommand):
@@ -78,7 +80,14 @@ class FakePulumiCLI(PulumiCommand):
             name = args[2]
             if name in self.stacks:
                 return self._err(f"error: stack '{name}' already exists\n")
-            self.stacks[name] = FakeStack()
+            provider = _flag(args, "--secrets-provider") or "default"
+            env = {**os.environ, **additional_env}
+            if provider in ("default", "passphrase") and not (env.get("PULUMI_CONFIG_PASSPHRASE") is not None
+                                                              or env.get("PULUMI_CONFIG_PASSPHRASE_FILE")):
+                # what the CLI's passphrase secrets manager says (pkg/secrets/passphrase)
+                return self._err("error: passphrase must be set with PULUMI_CONFIG_PASSPHRASE or "
+                                 "PULUMI_CONFIG_PASSPHRASE_FILE environment variables\n")
+            self.stacks[name] = FakeStack(secrets_provider=provider)
             return CommandResult(f"Created stack '{name}'\n", "", 0)
         if head == ["stack", "rm"]:
             name = _flag(args, "--stack") or args[-1]

@@ -19,7 +19,7 @@ from gpufleet.fleet import stacks
 from gpufleet.fleet import up as fleet_up
 from gpufleet.state.registry import Registry
 
-from conftest import ROOT
+from conftest import ROOT, cli
 
 pytest.importorskip("pulumi")
 from fakes.pulumi_cli import Failure, FakePulumiCLI  # noqa: E402
@@ -166,6 +166,50 @@ def test_backend_defaults_to_the_data_dir_and_honours_pulumi_backend_url(monkeyp
     assert automation.backend_url() == "file://" + str(tmp_path / "data" / "gpufleet" / "pulumi")
     monkeypatch.setenv("PULUMI_BACKEND_URL", "s3://bucket/state")
     assert automation.backend_url() == "s3://bucket/state"
+
+
+@pytest.mark.parametrize("team,backend,env", [
+    ("file:///shared/gpufleet", "file:///shared/gpufleet/pulumi", {}),
+    ("s3://team-bucket/gpufleet", "s3://team-bucket/gpufleet/pulumi", {}),
+    ("gs://team-bucket", "gs://team-bucket/pulumi", {}),
+    ("azblob://gfteam/state/gpufleet", "azblob://state/gpufleet/pulumi", {"AZURE_STORAGE_ACCOUNT": "gfteam"}),
+    ("postgres://ops@db.example.com:5432/fleet?sslmode=require&table=ml",
+     "postgres://ops@db.example.com:5432/fleet?sslmode=require&table=ml_pulumi", {}),
+])
+def test_in_team_mode_pulumi_keeps_its_state_in_the_teams_store(team, backend, env, monkeypatch):
+    """Pulumi's self-managed backend URL for each store (pulumi.com/docs/iac/operations/stack-management/
+    using-a-diy-backend: s3://, gs://, azblob://<container>/<path> with AZURE_STORAGE_ACCOUNT, file://;
+    postgres:// with ?table=, pulumi/pulumi pkg/backend/diy/postgres/README.md), beside the team's objects."""
+    monkeypatch.setenv("GPUFLEET_TEAM", team)
+    assert automation.backend_url() == backend
+    assert automation.team_env(backend) == env and automation.team_env("file:///elsewhere") == {}
+    monkeypatch.setenv("PULUMI_BACKEND_URL", "s3://own/state")  # the user's own choice wins
+    assert automation.backend_url() == "s3://own/state"
+
+
+def test_a_team_key_encrypts_new_stacks_and_needs_no_passphrase(stack, cat, fake, tmp_path, monkeypatch):
+    from gpufleet.fleet import team
+
+    monkeypatch.setenv("GPUFLEET_WHO", "alice@example.com")
+    team.init(f"file://{tmp_path / 'shared'}", secrets_provider="awskms://alias/gpufleet-state?region=us-east-1")
+    monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE")
+    fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+    init = next(c for c in fake.calls if c[:2] == ["stack", "init"])
+    assert init[init.index("--secrets-provider") + 1] == "awskms://alias/gpufleet-state?region=us-east-1"
+    assert fake.stacks["aws-training"].secrets_provider.startswith("awskms://")
+    assert Registry().get("aws-training").backend == f"file://{tmp_path / 'shared'}/pulumi"
+    # alone again: a new stack is encrypted with the passphrase, which must then be given
+    monkeypatch.setenv("GPUFLEET_TEAM", "")
+    fake.stacks.clear()
+    with pytest.raises(InputError, match="need a passphrase"):
+        fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+
+
+@pytest.mark.parametrize("value", ["gcpkms://", "vault://key", "rot13"])
+def test_a_secrets_provider_pulumi_does_not_have_is_bad_input(value, tmp_path):
+    r = cli("team", "init", f"file://{tmp_path / 'shared'}", "--secrets-provider", value)
+    assert r.exit_code == 2 and "is not a Pulumi secrets provider" in r.output and "awskms://" in r.output
+    assert not (tmp_path / "shared").exists()  # refused before the store was touched
 
 
 # --- through the CLI ------------------------------------------------------------------------------

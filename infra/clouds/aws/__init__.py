@@ -74,6 +74,9 @@ class Aws:
     def team_store(self, url: str):
         return load("objects").Shared(url)
 
+    def team_pulumi_backend(self, url: str) -> tuple[str, dict[str, str]]:
+        return f"{url}/pulumi", {}  # Pulumi's S3 backend takes a key prefix after the bucket
+
     def quota_hint(self, line) -> str:
         return f"Service Quotas console, EC2 quota {line.code} in {line.region}"
 

@@ -124,9 +124,9 @@ class Shared(InBucket):
     def delete(self, key: str, version: str) -> bool:
         return self._conditional(self.store.client.delete_object, Key=self.key_of(key), IfMatch=version)
 
-
-    def versioning(self) -> bool:
-        """Whether the bucket keeps old versions (a deleted or overwritten lease or event can be recovered)."""
+    def versioning(self, key: str) -> bool:
+        """Whether the bucket keeps old versions (a deleted or overwritten lease or event can be recovered);
+        a bucket's setting, whatever ``key``."""
         try:
             return self.store.client.get_bucket_versioning(Bucket=self.store.bucket).get("Status") == "Enabled"
         except (BotoCoreError, ClientError) as e:

@@ -13,7 +13,6 @@ from gpufleet.clouds.azure import credentials as creds
 from gpufleet.clouds.azure import images, mocks, rules
 from gpufleet.clouds.azure.errors import CREDENTIAL_HINT, PATTERNS
 from gpufleet.clouds.azure.sdk import load
-from gpufleet.errors import InputError
 
 
 class Azure:
@@ -65,8 +64,14 @@ class Azure:
     team_scheme = "azblob"
 
     def team_store(self, url: str):
-        raise InputError("a team store in Azure Blob Storage (azblob://) is not supported yet",
-                         "use a bucket in S3 (s3://...) or a shared directory (file:///...)")
+        return load("objects").Shared(url)
+
+    def team_pulumi_backend(self, url: str) -> tuple[str, dict[str, str]]:
+        """Pulumi's Blob backend names the container and the path in it (``azblob://container/path``)
+        and finds the account in ``AZURE_STORAGE_ACCOUNT`` (pulumi.com/docs/iac/operations/
+        stack-management/using-a-diy-backend, "Azure Blob Storage")."""
+        account, _, path = url.split("://", 1)[1].partition("/")
+        return f"azblob://{path}/pulumi", {"AZURE_STORAGE_ACCOUNT": account}
 
     def quota_hint(self, line) -> str:
         return f"Subscriptions > Usage + quotas, {line.quota} in {line.region}"

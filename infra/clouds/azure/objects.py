@@ -17,7 +17,8 @@ from azure.core.pipeline.transport import RequestsTransport
 from azure.core.rest import HttpRequest
 
 from gpufleet.clouds.azure.api import default_credential
-from gpufleet.errors import CloudUnreadable
+from gpufleet.errors import CloudUnreadable, InputError
+from gpufleet.state.shared import InBucket
 
 VERSION = "2021-08-06"  # x-ms-version
 SCOPE = "https://storage.azure.com/.default"
@@ -99,3 +100,61 @@ class Store:
         for key, _etag in keys:
             self._call("DELETE", self._blob(key), key, ok=(202, 404))
         return len(keys)
+
+
+# what Blob storage answers to the writer whose precondition failed: 412 ConditionNotMet (If-Match), 409
+# BlobAlreadyExists (If-None-Match: * on a blob that exists); both mean "read again"
+# (learn.microsoft.com/rest/api/storageservices/specifying-conditional-headers-for-blob-service-operations,
+# .../blob-service-error-codes)
+LOST = {(412, "ConditionNotMet"), (409, "BlobAlreadyExists")}
+
+
+class Shared(InBucket):
+    """``state.shared.SharedStore`` on a Blob container (``azblob://account/container/prefix``): a blob's
+    ETag is its version; Put Blob with ``If-None-Match: *`` creates, with ``If-Match: <ETag>`` replaces,
+    and Delete Blob with ``If-Match`` deletes, each only when the blob is as read."""
+
+    def __init__(self, url: str, credential=None):
+        super().__init__(url, lambda bucket: Store({"name": bucket.split("/")[0], "container": bucket.split("/")[1]},
+                                                   credential), parts=account_container_and_prefix)
+
+    def read(self, key: str) -> tuple[bytes, str] | None:
+        k = self.key_of(key)
+        r = self.store._call("GET", self.store._blob(k), k, ok=(200, 404))
+        return None if r.status_code == 404 else (r.content, r.headers["ETag"])
+
+    def _conditional(self, method: str, key: str, condition: dict, ok: tuple, body: bytes | None = None) -> bool:
+        k = self.key_of(key)
+        headers = {**condition, **({"x-ms-blob-type": "BlockBlob", "Content-Type": "application/json"} if body is not None
+                                   else {})}
+        r = self.store._call(method, self.store._blob(k), k, ok=(*ok, 404, 409, 412), body=body, headers=headers)
+        if r.status_code in ok:
+            return True
+        if r.status_code == 404 or (r.status_code, r.headers.get("x-ms-error-code")) in LOST:
+            return False  # gone, or changed since it was read
+        raise CloudUnreadable.http("azure", r.status_code, r.text(), f"{self.store.base}/{k}")
+
+    def create(self, key: str, body: bytes) -> bool:
+        return self._conditional("PUT", key, {"If-None-Match": "*"}, (201,), body)
+
+    def replace(self, key: str, body: bytes, version: str) -> bool:
+        return self._conditional("PUT", key, {"If-Match": version}, (201,), body)
+
+    def delete(self, key: str, version: str) -> bool:
+        return self._conditional("DELETE", key, {"If-Match": version}, (202,))
+
+    def versioning(self, key: str) -> bool:
+        """Whether the account keeps blob versions: Get Blob Properties names the version of ``key`` (a
+        blob just written) in ``x-ms-version-id`` only then
+        (learn.microsoft.com/rest/api/storageservices/get-blob-properties)."""
+        k = self.key_of(key)
+        return "x-ms-version-id" in self.store._call("HEAD", self.store._blob(k), k).headers
+
+
+def account_container_and_prefix(url: str) -> tuple[str, str]:
+    """``azblob://account/container/some/prefix`` as ("account/container", "some/prefix/")."""
+    account, _, rest = url.split("://", 1)[1].partition("/")
+    container, _, prefix = rest.partition("/")
+    if not account or not container:
+        raise InputError(f"{url!r} names no storage account and container", "write azblob://account/container/prefix")
+    return f"{account}/{container}", prefix.strip("/") + "/" if prefix.strip("/") else ""

@@ -69,6 +69,9 @@ class Gcp:
     def team_store(self, url: str):
         return load("objects").Shared(url)
 
+    def team_pulumi_backend(self, url: str) -> tuple[str, dict[str, str]]:
+        return f"{url}/pulumi", {}  # Pulumi's GCS backend takes a prefix after the bucket
+
     def quota_hint(self, line) -> str:
         return f"IAM & Admin > Quotas, metric {line.code} in {line.region}"
 

@@ -132,3 +132,9 @@ class Shared(InBucket):
                              params={"ifGenerationMatch": version})
         return r.status_code in (200, 204)
 
+    def versioning(self, key: str) -> bool:
+        """Whether the bucket keeps noncurrent generations (``versioning.enabled`` of the bucket's
+        resource, cloud.google.com/storage/docs/json_api/v1/buckets); a bucket's setting, whatever ``key``."""
+        b = self.store._call("GET", f"{self.store.endpoint}/storage/v1/b/{self.store.bucket}", "",
+                             params={"fields": "versioning"}).json()
+        return bool((b.get("versioning") or {}).get("enabled"))
