@@ -99,7 +99,8 @@ def up(
                                on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
             failed = PartialFailure.of(outcome.configured) or (Unhealthy(outcome.verdicts) if not all(
                 v.ok for v in outcome.verdicts) else None)
-            logged.update(_logged(failed), usd_per_hour=outcome.record.usd_per_hour)
+            logged.update(_logged(failed), usd_per_hour=outcome.record.usd_per_hour,
+                          created_by=outcome.record.created_by)
     except GpufleetError as e:
         if getattr(e, "reports", None) and not STATE.json:
             render_hosts(e.reports, "Configuration")  # every host, and why each failed

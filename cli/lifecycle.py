@@ -66,18 +66,35 @@ def status(
     provider: options.Providers = None,
     region: options.Regions = None,
     local: Annotated[bool, typer.Option("--local", help="Only the registry; do not ask the clouds.")] = False,
+    only_mine: Annotated[bool, typer.Option("--mine", help="Only the clusters you brought up: created by your "
+                                            "identity on each cloud asked (AWS caller ARN, Google account, Azure "
+                                            "principal), or by your OS user on racks.")] = False,
+    owner: Annotated[Optional[str], typer.Option("--owner", help="Only the clusters whose stack owner or creator "
+                                                 "names this (any part of it, any case: alice finds "
+                                                 "alice@example.com and .../assumed-role/Admin/alice).")] = None,
 ):
     from gpufleet import catalog
     from gpufleet.fleet import status as st
 
+    if only_mine and local:
+        output.warn("--mine with --local: the clouds are not asked who you are there, so only clusters your OS "
+                    "user brought up (or whose recorded creator is it) are shown")
     with output.steps("Asking the clouds") as update:
         seen: list[str] = []
         report = st.run(target, catalog.load(STATE.config), providers=options.clouds(provider), regions=region,
-                        local=local, on_region=lambda where: (seen.append(where), update(len(seen), None, where)))
+                        local=local, on_region=lambda where: (seen.append(where), update(len(seen), None, where)),
+                        only_mine=only_mine, owner=owner)
     warn_unread(report.clouds, report.unread)
     rows, now = report.rows, dt.datetime.now(dt.timezone.utc)
     if STATE.json:
         output.emit_json(report.to_dict())
+        exit_if_unread(report.unread, report.clouds)
+        return
+    if not rows and (only_mine or owner):
+        output.console().print("No clusters " + (f"created by {', '.join(report.me)}" if only_mine else "")
+                               + (" and " if only_mine and owner else "") + (f"owned or created by {owner!r}"
+                                                                             if owner else "") + ".")
+        _held_images(report.images, now)
         exit_if_unread(report.unread, report.clouds)
         return
     if not rows:
@@ -93,12 +110,19 @@ def status(
             else f"{r.nodes_found} (registry {r.nodes_recorded})")
         table.append([r.name, r.state, ", ".join(r.where) or "-", nodes, age(now, r.created_at),
                       _expiry(now, r.expires_at), output.money(r.usd_per_hour), output.money(r.cost_so_far),
-                      "; ".join(r.notes)])
-    output.table("Clusters", ["cluster", "state", "where", "nodes", "age", "expires", "$/h", "cost so far", "notes"],
-                 table, justify={"$/h": "right", "cost so far": "right"},
+                      _creators(r.created_by), "; ".join(r.notes)])
+    output.table("Clusters", ["cluster", "state", "where", "nodes", "age", "expires", "$/h", "cost so far", "by",
+                              "notes"],
+                 table, justify={"$/h": "right", "cost so far": "right"}, optional=("by",),
                  styles=["red" if r.state in ("orphan", "leaking", "failed") else None for r in rows])
     _held_images(report.images, now)
     exit_if_unread(report.unread, report.clouds)
+
+
+def _creators(created_by: dict[str, str]) -> str:
+    """Who brought a cluster up, once each: a principal's last path segment (an ARN's session or user
+    name), which is the person where a path has one."""
+    return ", ".join(dict.fromkeys(v.rsplit("/", 1)[-1] for v in created_by.values())) or "-"
 
 
 def _held_images(images: list, now) -> None:
@@ -290,6 +314,9 @@ def rebuild(
              len(c.nodes), "kept (rack)" if c.name in res.kept_racks else ("Pulumi state" if c.backend else "tags")]
             for c in res.clusters]
     output.table(f"Registry {res.path}", ["cluster", "stack", "owner", "expires", "where", "nodes", "from"], rows)
-    output.console().print(f"{len(res.clusters)} cluster(s) written" + (f"; the old file is {res.backup}"
-                                                                       if res.backup else "") + ".")
+    output.console().print(f"{len(res.clusters)} cluster(s) written" + (f" (to the team store {res.store} too)"
+                                                                       if res.store else "")
+                           + (f"; the old file is {res.backup}" if res.backup else "") + "."
+                           + (f" Kept in the store while their lease is held: {', '.join(res.kept_held)}."
+                              if res.kept_held else ""))
     exit_if_unread(res.unread, res.clouds)

@@ -121,10 +121,10 @@ def pool_costs(lay: Layout, stack, cat) -> list[PoolCost]:
 
 
 def cluster_for(stack, name: str | None = None, now: dt.datetime | None = None,
-                expires_at: dt.datetime | None = None) -> Cluster:
+                expires_at: dt.datetime | None = None, created_by: dict[str, str] | None = None) -> Cluster:
     now = now or dt.datetime.now(dt.timezone.utc)
     return Cluster(name=name or stack.name, stack=stack.name, owner=stack.owner,
-                   expires_at=expires_at or expiry_from(now, stack.ttl_delta))
+                   expires_at=expires_at or expiry_from(now, stack.ttl_delta), created_by=created_by or {})
 
 
 def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: int | None = None,

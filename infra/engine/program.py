@@ -129,7 +129,8 @@ def build(lay: Layout, cluster: Cluster, *, plan: bool = False, only: set[str] |
     exist, "creating" one verifies and fact-gathers it through the same code as `up`.
     """
     used = list(dict.fromkeys(p for p, _ in lay.regions))
-    ctx = Context(lay.stack, cluster, lay.addresses, {p: cloud(p).program_settings(plan=plan) for p in used})
+    settings = {p: cloud(p).program_settings(plan=plan) for p in used}
+    ctx = {p: Context(lay.stack, cluster.on(p), lay.addresses, settings) for p in used}  # each cloud's own creator
     programs = {p: cloud(p).program() for p in used}  # loads each cloud's Pulumi SDK, or says which extra is missing
 
     def program():
@@ -140,7 +141,7 @@ def build(lay: Layout, cluster: Cluster, *, plan: bool = False, only: set[str] |
         for index, (prov, region) in enumerate(lay.regions):
             pools = [p for p in lay.pools_in(prov, region) if only is None or p.name in only]
             if pools:
-                exports.update(programs[prov].build_region(ctx, index, region, pools, shared[prov]))
+                exports.update(programs[prov].build_region(ctx[prov], index, region, pools, shared[prov]))
         if only is None or RACKS in only:
             from gpufleet.clouds.baremetal import rack
 

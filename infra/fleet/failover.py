@@ -240,6 +240,8 @@ def _apis(run: Run, regions: dict[str, list[str]]) -> dict:
     for p in regions:
         opened = given if given is not None else inventory.open_clouds([p], required=False, regions={p: regions[p]})
         out[p] = opened.api_or_why(p)
+        if p in opened.identity:  # who a pool placed on this cloud is created by (``nodes.cloud.who``)
+            run.found.setdefault("identity", {})[p] = opened.identity[p]["principal"]
     return out
 
 

@@ -5,6 +5,11 @@ owner and expiry from its tags, its places from where its resources are), its no
 Pulumi state's outputs when a file backend holds them, else from its tagged VMs. Racks carry no
 tags: their clusters are kept from the old registry when it can still be read. The old file is
 kept beside the new one as a backup; the new one replaces it by a rename.
+
+In team mode the registry is the team's store (``state.shared_registry``): the old registry is what
+the store holds, and each cluster's object is written anew there too, each under its precondition;
+an object of a cluster the tags no longer know is removed, unless a live lease is held on that
+cluster (an `up` whose resources are not tagged yet).
 """
 
 from __future__ import annotations
@@ -16,11 +21,13 @@ from pathlib import Path
 
 from gpufleet.clouds import inventory
 from gpufleet.clouds.resources import Resource, price
-from gpufleet.clouds.tags import TAG_PREFIX
+from gpufleet.clouds.tags import CREATED_BY, TAG_PREFIX
 from gpufleet.engine import automation
 from gpufleet.errors import GpufleetError
+from gpufleet.fleet import team
 from gpufleet.paths import registry_path
 from gpufleet.providers import CLOUDS
+from gpufleet.state import leases, shared_registry
 from gpufleet.state.registry import ClusterRecord, Node, Registry, RegistryError, nodes_from_outputs
 
 
@@ -34,19 +41,24 @@ class Rebuilt:
     old_problem: str | None = None  # why the old file could not be read, when it could not
     clouds: inventory.Clouds = field(default_factory=inventory.Clouds)
     unread: dict[str, str] = field(default_factory=dict)
+    store: str | None = None  # the team's store the registry was written to as well
+    kept_held: list[str] = field(default_factory=list)  # untagged clusters kept in the store: their lease is held
 
     def to_dict(self) -> dict:
         return {"path": str(self.path), "backup": str(self.backup) if self.backup else None, "written": self.written,
                 "clusters": [c.to_dict() for c in self.clusters], "kept_racks": self.kept_racks,
-                "old_problem": self.old_problem, "checked": sorted(self.clouds.open), "unread": self.unread}
+                "old_problem": self.old_problem, "checked": sorted(self.clouds.open), "unread": self.unread,
+                "store": self.store, "kept_held": self.kept_held}
 
 
 def old_registry(path: Path) -> tuple[Registry | None, str | None]:
-    """The current registry when it can be read, else why not."""
-    if not path.exists():
+    """The current registry when it can be read (in team mode: the local cache filled from the team's
+    store), else why not."""
+    store = team.current()
+    if not path.exists() and store is None:
         return None, None
     try:
-        return Registry(path), None
+        return Registry(path, shared=store), None
     except RegistryError as e:
         return None, e.message
 
@@ -83,14 +95,18 @@ def rebuild(cat, *, path: Path | None = None, providers: list[str] | None = None
                        owner=tags.get(TAG_PREFIX + "owner", ""), expires_at=_expiry(res),
                        backend=automation.backend_url() if name in in_state else None,
                        nodes=nodes_from_outputs({"pools": pools}) if pools else nodes_of(res),
-                       locations=sorted({(r.provider, r.region) for r in res if r.region != "global"}))
+                       locations=sorted({(r.provider, r.region) for r in res if r.region != "global"}),
+                       created_by={r.provider: r.tags[CREATED_BY] for r in res if r.tags.get(CREATED_BY)})
         if old is not None:  # racks have no tags: what the old registry knew of them is all there is
             for rec in old.list():
                 if rec.name not in by_cluster and rec.nodes and all(n.provider not in CLOUDS for n in rec.nodes):
                     new.record(name=rec.name, stack=rec.stack, stack_file=rec.stack_file, owner=rec.owner,
-                               expires_at=rec.expires_at, backend=rec.backend, nodes=rec.nodes, state=rec.state)
+                               expires_at=rec.expires_at, backend=rec.backend, nodes=rec.nodes, state=rec.state,
+                               created_by=rec.created_by)
                     out.kept_racks.append(rec.name)
         out.clusters = new.list()
+        if old is not None and old.shared is not None:
+            out.store, out.kept_held = old.shared.url, _write_store(old.shared, out.clusters)
         new.seal()
         if path.exists():
             out.backup = path.with_name(f"{path.name}.bak-{stamp}")
@@ -106,6 +122,25 @@ def rebuild(cat, *, path: Path | None = None, providers: list[str] | None = None
             if f.exists():
                 f.unlink()
     return out
+
+
+def _write_store(store, clusters: list[ClusterRecord]) -> list[str]:
+    """The rebuilt clusters into the team's store (each host's recorded status kept), and the store's
+    other clusters removed, except those whose lease is live: the names kept so."""
+    for rec in clusters:
+        doc = rec.to_dict()
+        shared_registry.update(store, rec.name, lambda cur, doc=doc: {**doc, "hosts": (cur or {}).get("hosts", {})})
+    kept = []
+    names = {c.name for c in clusters}
+    for doc in shared_registry.clusters(store):
+        if doc["name"] in names:
+            continue
+        held = leases.read(store, doc["name"])
+        if held is not None and not held[0].expired(dt.datetime.now(dt.timezone.utc)):
+            kept.append(doc["name"])
+            continue
+        shared_registry.update(store, doc["name"], lambda cur: None)
+    return kept
 
 
 def _first_tags(res: list[Resource]) -> dict[str, str]:

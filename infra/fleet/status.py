@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 
 from gpufleet.clouds import inventory
 from gpufleet.clouds.resources import Resource, price
-from gpufleet.clouds.tags import TAG_PREFIX, format_expiry, time_or_none
+from gpufleet.clouds.tags import CREATED_BY, TAG_PREFIX, format_expiry, names, principal_key, time_or_none
 from gpufleet.errors import NotFound
 from gpufleet.fleet import held_images, team
 from gpufleet.fleet.stacks import stack_of
 from gpufleet.providers import CLOUDS
+from gpufleet.state import caller
 from gpufleet.state.registry import ClusterRecord, Registry
 
 
@@ -38,9 +39,11 @@ class ClusterStatus:
     resources: list[Resource] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     cost_by_provider: dict[str, float] = field(default_factory=dict)  # cost_so_far split by where it is billed
+    created_by: dict[str, str] = field(default_factory=dict)  # provider -> who brought it up there
 
     def to_dict(self) -> dict:
         return {"cluster": self.name, "state": self.state, "stack": self.stack, "owner": self.owner,
+                "created_by": self.created_by,
                 "created_at": format_expiry(self.created_at) if self.created_at else None,
                 "expires_at": format_expiry(self.expires_at) if self.expires_at else None,
                 "nodes_recorded": self.nodes_recorded, "nodes_found": self.nodes_found,
@@ -88,7 +91,8 @@ def build(records: list[ClusterRecord], resources: list[Resource], *, checked: s
         cloud_nodes = [n for n in rec.nodes if n.provider in asked]
         st = ClusterStatus(rec.name, rec.state, rec.stack, rec.owner, created, time_or_none(rec.expires_at), len(rec.nodes),
                            vms(res) + (len(rec.nodes) - len(cloud_nodes)) if asked else None, per_hour, cost,
-                           _where(res, rec), res, cost_by_provider=by_provider)
+                           _where(res, rec), res, cost_by_provider=by_provider,
+                           created_by={**_creators(res), **rec.created_by})
         if asked and vms(res) != len(cloud_nodes):
             st.notes.append(f"the registry has {len(cloud_nodes)} cloud node(s), the clouds report {vms(res)}")
         if not_asked:
@@ -109,9 +113,26 @@ def build(records: list[ClusterRecord], resources: list[Resource], *, checked: s
                            min(expiries) if expiries else None, 0, vms(res), sum(r.usd_per_hour or 0.0 for r in res),
                            sum(by_provider.values()), _where(res, None), res,
                            ["tagged for a cluster the registry does not know: `gpufleet reap` removes it"],
-                           cost_by_provider=by_provider)
+                           cost_by_provider=by_provider, created_by=_creators(res))
         out.append(st)
     return out
+
+
+def _creators(res: list[Resource]) -> dict[str, str]:
+    """Who created the cluster on each cloud, as its resources' ``gpufleet:created-by`` tags say."""
+    return {r.provider: r.tags[CREATED_BY] for r in res if r.tags.get(CREATED_BY)}
+
+
+def mine(rows: list[ClusterStatus], me: set[str]) -> list[ClusterStatus]:
+    """The clusters one of ``me`` (the caller's principals) created."""
+    keys = {principal_key(m) for m in me}
+    return [r for r in rows if any(principal_key(v) in keys for v in r.created_by.values())]
+
+
+def owned_by(rows: list[ClusterStatus], who: str) -> list[ClusterStatus]:
+    """The clusters whose stack owner or creator names ``who`` (a part of it, in any case: `alice`
+    finds ``arn:aws:sts::1:assumed-role/Admin/alice@example.com``)."""
+    return [r for r in rows if any(names(v, who) for v in (r.owner or "", *r.created_by.values()))]
 
 
 def _where(res: list[Resource], rec: ClusterRecord | None) -> list[str]:
@@ -131,6 +152,7 @@ class Report:
     clouds: inventory.Clouds = field(default_factory=inventory.Clouds)
     unread: dict[str, str] = field(default_factory=dict)  # what should have been read and was not: exit 1
     images: list = field(default_factory=list)  # held_images.Held: the golden images the clouds asked hold
+    me: list[str] = field(default_factory=list)  # the caller's principals `--mine` matched against
 
     @property
     def checked(self) -> list[str]:
@@ -139,14 +161,16 @@ class Report:
     def to_dict(self) -> dict:
         return {"clusters": [r.to_dict() for r in self.rows], "checked": self.checked,
                 "skipped": self.clouds.skipped, "unread": self.unread, "registry": self.registry,
-                "images": [h.to_dict() for h in self.images]}
+                "images": [h.to_dict() for h in self.images], **({"me": self.me} if self.me else {})}
 
 
 def run(target: str | None, cat, *, providers: list[str] | None = None, regions: list[str] | None = None,
-        local: bool = False, registry: Registry | None = None, on_region=None,
-        now: dt.datetime | None = None) -> Report:
+        local: bool = False, registry: Registry | None = None, on_region=None, now: dt.datetime | None = None,
+        only_mine: bool = False, owner: str | None = None) -> Report:
     """Every cluster (or those of a stack file or cluster name), merged with what the clouds report:
-    ``providers`` must open (credentials), the others are asked when they can be; ``local`` asks none."""
+    ``providers`` must open (credentials), the others are asked when they can be; ``local`` asks none.
+    ``only_mine``: only those the caller created (as each cloud asked knows them, and the OS user for
+    racks); ``owner``: only those whose owner or creator names it."""
     reg = registry or team.registry()
     records, name = _clusters(target, reg, cat)
     report = Report([], str(reg.path))
@@ -183,6 +207,11 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
     if name is not None and not report.rows:
         raise NotFound("cluster", name, [c.name for c in reg.list()], " in the registry or the clouds' tags",
                        listed_by="gpufleet status")
+    if only_mine:
+        report.me = sorted({caller.local(), *(i["principal"] for i in report.clouds.identity.values())})
+        report.rows = mine(report.rows, set(report.me))
+    if owner:
+        report.rows = owned_by(report.rows, owner)
     return report
 
 

@@ -13,25 +13,21 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import getpass
 import json
-import os
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from gpufleet.clouds.team_store import open_store
 from gpufleet.errors import GpufleetError, InputError
-from gpufleet.state import events, leases, team_config
+from gpufleet.state import caller, events, leases, team_config
 from gpufleet.state.registry import Registry
 from gpufleet.state.shared import SharedStore
 
 PROBE = "team.json"  # what `team init` writes to prove the store writable, and reads back
 
 
-def who() -> str:
-    """The caller as the event log and leases name them: ``$GPUFLEET_WHO``, else user@host."""
-    return os.environ.get("GPUFLEET_WHO") or f"{getpass.getuser()}@{socket.gethostname()}"
+who = caller.local  # the caller as the event log and leases name them
 
 
 def current() -> SharedStore | None:

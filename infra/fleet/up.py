@@ -10,7 +10,7 @@ quotas leave room; then the caller's ``confirm`` sees the plan and its cost.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpufleet import nodes as kinds
 from gpufleet.clouds.tags import format_expiry, parse_expiry
@@ -104,8 +104,12 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     if not confirm(the_plan):
         raise Aborted("nothing was created", "run again and answer yes, or pass --yes")
 
+    # who brings it up, per provider; an update keeps the first creator, as it keeps the expiry
+    created_by = {p: who for kind in used for p, who in kind.who(run).items()}
+    created_by.update(existing.created_by if existing else {})
+    cl = replace(cl, created_by=created_by)
     record = dict(name=name, stack=stack.name, stack_file=stack.source, owner=stack.owner,
-                  expires_at=format_expiry(cl.expires_at), backend=None, locations=[])
+                  expires_at=format_expiry(cl.expires_at), backend=None, locations=[], created_by=created_by)
     nodes: list[Node] = []
     if cloud_nodes in used:
         record.update(cloud_nodes.record_fields(stack))

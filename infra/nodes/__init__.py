@@ -8,6 +8,8 @@ providers:
 - ``owns(pool)``: whether a pool is of this kind;
 - ``reach(run)``: before anything is created, what must be there (credentials, the Pulumi CLI
   and quotas; the rack hosts, their facts and the software check): it raises to stop;
+- ``who(run)``: who brings them up, per provider (the clouds' principals, as ``reach`` learned them;
+  on racks the OS user), recorded as the cluster's creator;
 - ``create(run)``: the kind's nodes (Pulumi's up; racks exist already), as registry nodes;
 - ``configure(run)`` and ``verify(run, ...)``: Salt, then the checks, one report per node;
 - ``drain(run, record)``: take the nodes out of service (destroy and sweep; drain the hosts).

@@ -53,9 +53,24 @@ def reach(run: Run, *, elsewhere: set[str] = frozenset()) -> list:
         return []
     regions = {p.provider: [p.region] for p in run.stack.pools if owns(p)}
     opened = open_apis(used, regions, given=run.cloud_api)
+    run.found["identity"] = {p: opened.identity[p]["principal"] for p in used if p in opened.identity}
     lines, _ = quotas.check(quotas.needs(run.stack, run.cat, run.existing), opened)
     quotas.refuse_if_short([x for x in lines if not set(x.pools) <= elsewhere])
     return lines
+
+
+def who(run: Run) -> dict[str, str]:
+    """The caller on each cloud the stack uses (AWS: the STS caller ARN; GCP: the credentials'
+    account; Azure: the signed-in principal), as ``reach`` read it with the quotas; without that
+    check, asked now, and a cloud that cannot say is left out (its resources carry no creator)."""
+    found = run.found.setdefault("identity", {})
+    for p in providers(run.stack):
+        if p not in found:
+            try:
+                found[p] = inventory.api(p).identity()["principal"]
+            except GpufleetError:
+                continue
+    return dict(found)
 
 
 def record_fields(stack) -> dict:

@@ -13,6 +13,7 @@ from gpufleet.configure import pillar, saltrun
 from gpufleet.errors import AllHostsFailed, InputError
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
+from gpufleet.state import caller
 from gpufleet.state.registry import Node
 from gpufleet.verify import expect, rack
 from gpufleet.verify.report import NodeVerdict
@@ -37,6 +38,11 @@ def reach(run: Run) -> None:
         raise AllHostsFailed(list(gathered.values()), "reached")
     configuration.check_hosts(run.stack, gathered)
     run.found["gathered"] = gathered
+
+
+def who(run: Run) -> dict[str, str]:
+    """Racks have no principal of their own: who brings them up is the OS user running gpufleet."""
+    return {p.provider: caller.local() for p in run.stack.pools if owns(p)}
 
 
 def create(run: Run, prices: dict[str, float | None]) -> list[Node]:

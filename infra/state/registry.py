@@ -29,7 +29,7 @@ from gpufleet.providers import CLOUDS
 from gpufleet.state import shared_registry
 from gpufleet.state.shared import SharedStore
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT = 60.0  # seconds a write waits for another process's write to finish
 
 # Migration n brings a registry of version n-1 to version n. Version 1 is the first schema
@@ -117,10 +117,15 @@ def _add_attempts(db) -> None:
     )""")
 
 
-MIGRATIONS = {1: _create, 2: _add_locations, 3: _add_attempts}
+def _add_created_by(db) -> None:
+    """JSON {provider: principal}: who brought the cluster up, as each cloud knows them (racks: the OS user)."""
+    db.execute("ALTER TABLE clusters ADD COLUMN created_by TEXT")
+
+
+MIGRATIONS = {1: _create, 2: _add_locations, 3: _add_attempts, 4: _add_created_by}
 # what each table must have once migrated: a file that lacks one is not a gpufleet registry
 COLUMNS = {"clusters": {"name", "stack", "stack_file", "owner", "created_at", "updated_at", "expires_at", "backend",
-                        "state", "usd_per_hour", "locations"},
+                        "state", "usd_per_hour", "locations", "created_by"},
            "nodes": {"cluster", "pool", "idx", "provider", "location", "zone", "machine", "node_id", "private_ip",
                      "ssh_endpoint", "usd_per_hour", "launched_at"},
            "host_status": {"cluster", "pool", "idx", "address", "state", "digest", "facts", "detail", "updated_at"},
@@ -172,6 +177,7 @@ class ClusterRecord:
     usd_per_hour: float | None
     locations: list = field(default_factory=list)  # [(provider, region)] of the cloud pools
     nodes: list[Node] = field(default_factory=list)
+    created_by: dict[str, str] = field(default_factory=dict)  # provider -> who brought it up there
 
     @property
     def clouds(self) -> dict[str, list[str]]:
@@ -213,13 +219,18 @@ class Registry:
             self._pull()
 
     def _pull(self) -> None:
-        """The store's clusters into the local cache (their records, nodes and hosts)."""
-        for doc in shared_registry.clusters(self.shared):
+        """The store's clusters into the local cache (their records, nodes and hosts); a cluster the
+        store no longer has (taken down from another machine) leaves the cache."""
+        docs = shared_registry.clusters(self.shared)
+        gone = {r.name for r in self.list()} - {d["name"] for d in docs}
+        with self._db(write=True) as db:
+            db.executemany("DELETE FROM clusters WHERE name = ?", [(n,) for n in gone])
+        for doc in docs:
             self._record_local(name=doc["name"], stack=doc["stack"], stack_file=doc["stack_file"], owner=doc["owner"],
                                expires_at=doc["expires_at"], backend=doc.get("backend"),
                                nodes=[Node(**n) for n in doc.get("nodes", [])], state=doc["state"],
                                locations=[tuple(x) for x in doc.get("locations") or []],
-                               created_at=doc.get("created_at"))
+                               created_at=doc.get("created_at"), created_by=doc.get("created_by"))
             for where, h in (doc.get("hosts") or {}).items():
                 pool, _, idx = where.rpartition("/")
                 self._set_host_local(doc["name"], pool, int(idx), **h)
@@ -305,23 +316,25 @@ class Registry:
         for table, cols in COLUMNS.items():
             if legacy and table == "attempts":
                 continue  # a registry from before versions has no attempts table yet: migration 3 adds it
-            missing = cols - _columns(db, table) - ({"locations"} if legacy else set())
+            missing = cols - _columns(db, table) - ({"locations", "created_by"} if legacy else set())
             if missing:
                 raise RegistryError(self.path, f"is not a gpufleet registry (table {table} lacks "
                                     f"{', '.join(sorted(missing))}); it was left as it is")
 
     def record(self, *, name: str, stack: str, stack_file: str, owner: str, expires_at: str, backend: str | None,
-               nodes: list[Node], state: str = "up", locations: list | None = None) -> ClusterRecord:
-        """Insert or replace a cluster and its nodes in one transaction (all or nothing)."""
+               nodes: list[Node], state: str = "up", locations: list | None = None,
+               created_by: dict[str, str] | None = None) -> ClusterRecord:
+        """Insert or replace a cluster and its nodes in one transaction (all or nothing); ``created_by``
+        and ``locations`` left out keep what is recorded."""
         rec = self._record_local(name=name, stack=stack, stack_file=stack_file, owner=owner, expires_at=expires_at,
-                                 backend=backend, nodes=nodes, state=state, locations=locations)
+                                 backend=backend, nodes=nodes, state=state, locations=locations, created_by=created_by)
         doc = rec.to_dict()
         self._push(name, lambda cur: {**doc, "hosts": (cur or {}).get("hosts", {})})
         return rec
 
     def _record_local(self, *, name: str, stack: str, stack_file: str, owner: str, expires_at: str,
                       backend: str | None, nodes: list[Node], state: str = "up", locations: list | None = None,
-                      created_at: str | None = None) -> ClusterRecord:
+                      created_at: str | None = None, created_by: dict[str, str] | None = None) -> ClusterRecord:
         now = _now()
         prices = [n.usd_per_hour for n in nodes]
         total = None if any(p is None for p in prices) else sum(prices)
@@ -332,13 +345,15 @@ class Registry:
                 "SELECT pool, idx, launched_at FROM nodes WHERE cluster = ?", (name,))}
             db.execute("DELETE FROM nodes WHERE cluster = ?", (name,))
             # an upsert, not REPLACE: replacing the row would cascade to the hosts' status
-            db.execute("INSERT INTO clusters VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET "
+            db.execute("INSERT INTO clusters VALUES (?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET "
                        "stack=excluded.stack, stack_file=excluded.stack_file, owner=excluded.owner, "
                        "updated_at=excluded.updated_at, expires_at=excluded.expires_at, backend=excluded.backend, "
                        "state=excluded.state, usd_per_hour=excluded.usd_per_hour, "
-                       "locations=COALESCE(excluded.locations, clusters.locations)",
+                       "locations=COALESCE(excluded.locations, clusters.locations), "
+                       "created_by=COALESCE(excluded.created_by, clusters.created_by)",
                        (name, stack, str(stack_file), owner, created, now, expires_at, backend, state, total,
-                        json.dumps(locations) if locations is not None else None))
+                        json.dumps(locations) if locations is not None else None,
+                        json.dumps(created_by, sort_keys=True) if created_by is not None else None))
             db.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (name, n.pool, n.idx, n.provider, n.location, n.zone, n.machine, n.node_id, n.private_ip,
                  n.ssh_endpoint, n.usd_per_hour, old.get((n.pool, n.idx), n.launched_at or now)) for n in nodes])
@@ -355,7 +370,8 @@ class Registry:
             row = db.execute("SELECT * FROM clusters WHERE name = ?", (name,)).fetchone()
             if row is None:
                 return None
-            rec = ClusterRecord(*row[:10], locations=[tuple(x) for x in json.loads(row[10] or "[]")])
+            rec = ClusterRecord(*row[:10], locations=[tuple(x) for x in json.loads(row[10] or "[]")],
+                                created_by=json.loads(row[11] or "{}"))
             rec.nodes = [Node(pool=r[1], idx=r[2], provider=r[3], location=r[4], zone=r[5], machine=r[6],
                               node_id=r[7], private_ip=r[8], ssh_endpoint=r[9], usd_per_hour=r[10], launched_at=r[11])
                          for r in db.execute("SELECT * FROM nodes WHERE cluster = ? ORDER BY pool, idx", (name,))]

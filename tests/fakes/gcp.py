@@ -33,7 +33,10 @@ google-cloud-compute's REST transport makes, in the documented formats
   ``instanceTemplates`` global) for reap;
 * ``GET /compute/v1/projects/{p}``, ``.../regions`` and ``.../regions/{r}`` with ``quotas``
   (``metric``, ``limit``, ``usage``);
-* ``POST /token``: the OAuth 2.0 token response a service-account JWT grant gets;
+* ``POST /token``: the OAuth 2.0 token response a service-account JWT grant (or a user's refresh
+  token) gets; ``GET /tokeninfo?access_token=``: what Google's tokeninfo endpoint says of that token
+  (``azp``, ``aud``, ``scope``, ``exp``, ``expires_in``, ``email``, ``email_verified``: ``user_email``),
+  400 ``invalid_token`` for another;
 * machine types, accelerator types and reservations (``aggregated/machineTypes``,
   ``aggregated/acceleratorTypes``, ``aggregated/reservations``), zonal like instances, with ``name eq "regex"`` filters;
 * the Cloud Billing Catalog API v1 (cloudbilling.googleapis.com), ``GET
@@ -91,6 +94,7 @@ class ComputeFake(JsonServer):
         self.zone_capacity: dict[str, int] = {}  # zone -> how many more VMs bulkInsert may create there
         self.resize_requests: dict[tuple[str, str, str], dict] = {}  # (zone, group, name) -> the request
         self.groups: dict[tuple[str, str], list[str]] = {}  # (zone, group) -> its VMs' names
+        self.user_email = "alice@example.com"  # whose user credentials tokeninfo names
 
     # --- what tests call ------------------------------------------------------------------
     def reset(self) -> None:
@@ -142,6 +146,15 @@ class ComputeFake(JsonServer):
     def route(self, method, path, query, body):
         if path == "/token" and method == "POST":
             return 200, {"access_token": "ya29.fake-token", "expires_in": 3600, "token_type": "Bearer"}, {}
+        if path == "/tokeninfo" and method == "GET":
+            if query.get("access_token") != "ya29.fake-token":
+                return 400, {"error": "invalid_token", "error_description": "Invalid Value"}, {}
+            return 200, {"azp": "764086051850-6qr4p6gpi6hn506pt8ejuq83di341hur.apps.googleusercontent.com",
+                         "aud": "764086051850-6qr4p6gpi6hn506pt8ejuq83di341hur.apps.googleusercontent.com",
+                         "scope": "openid https://www.googleapis.com/auth/userinfo.email "
+                                  "https://www.googleapis.com/auth/cloud-platform",
+                         "exp": "1893456000", "expires_in": "3599", "email": self.user_email,
+                         "email_verified": "true", "access_type": "offline"}, {}
         m = re.match(r"^/v1/services/([^/]+)/skus$", path)
         if m and method == "GET":
             return self._skus(m.group(1), query)

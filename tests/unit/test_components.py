@@ -88,6 +88,31 @@ def test_every_taggable_resource_carries_the_gpufleet_tags(plans, name):
     assert checked > 0 or not cloud
 
 
+def test_each_clouds_resources_name_the_caller_that_cloud_knows(cat):
+    """`up` tags what it creates with who created it, per cloud (``gpufleet:created-by``; a GCP label
+    in label form); a cloud whose caller is not known gets no such tag, and `plan` knows none."""
+    from gpufleet.clouds.tags import CREATED_BY, principal_key
+    from gpufleet.engine.plan import cluster_for
+
+    stack = stacks.load(ROOT / "stacks/examples/mixed.yaml", cat)
+    who = {"aws": "arn:aws:sts::123456789012:assumed-role/Admin/alice@example.com", "gcp": "alice@example.com"}
+    p = planner.plan(stack, cat, workers=1, cluster=cluster_for(stack, created_by=who))
+    seen = set()
+    for r in p.cloud_resources:
+        found = _tags_of(r)
+        if found is None:
+            continue
+        field, tags = found
+        cloud = {"aws": "aws", "gcp": "gcp", "azure-native": "azure"}[r.type.split(":")[0]]
+        key = CREATED_BY.replace(":", "-") if field == "labels" else CREATED_BY
+        expect = who.get(cloud)
+        assert tags.get(key) == (expect and (principal_key(expect) if field == "labels" else expect)), (r.type, tags)
+        seen.add(cloud)
+    assert seen == {"aws", "gcp", "azure"}
+    assert not any(CREATED_BY in (_tags_of(r) or ("", {}))[1] for r in _plan(ROOT / "stacks/examples/mixed.yaml",
+                                                                              cat).cloud_resources)
+
+
 def test_aws_training_security_imds_encryption_efa_placement_storage(plans):
     p = plans["aws-training"]
     ingress = _by_type(p, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")

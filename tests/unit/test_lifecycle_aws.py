@@ -214,6 +214,38 @@ def test_status_merges_the_registry_with_what_aws_reports():
     assert r.exit_code == 2 and "did you mean 'train'" in r.output
 
 
+def test_status_mine_and_owner_find_clusters_by_who_brought_them_up(cat, fake, monkeypatch):
+    """The creator is the caller's identity where the cluster runs: `up` asks STS (moto answers with its
+    own principal) and records it in the registry and the tags; racks record the OS user."""
+    me = boto3.client("sts", region_name="us-east-1").get_caller_identity()["Arn"]
+    bob = "arn:aws:sts::123456789012:assumed-role/Admin/bob@example.com"
+    monkeypatch.setenv("GPUFLEET_WHO", "carol@ws1")
+    from gpufleet.fleet import stacks
+
+    fleet_up.bring_up(stacks.load(AWS_STACK, cat), cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+    assert Registry().get("aws-training").created_by == {"aws": me}
+    ec2 = boto3.client("ec2", region_name=REGION)
+    ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="p4d.24xlarge",
+                      TagSpecifications=tagged("instance", "bobs", **{"gpufleet:created-by": bob}))
+    Registry().record(name="rack1", stack="r", stack_file="r.yaml", owner="lab@example.com", expires_at=FUTURE,
+                      backend=None, nodes=[Node(pool="h", idx=0, provider="baremetal", location="lab", machine="dgx")],
+                      created_by={"baremetal": "carol@ws1"})
+
+    def shown(*args):
+        r = cli("--json", "status", "--region", "us-east-1", "--region", REGION, *args)
+        assert r.exit_code == 0, r.output
+        return sorted(c["cluster"] for c in json.loads(r.stdout)["clusters"]), json.loads(r.stdout)
+
+    assert shown()[0] == ["aws-training", "bobs", "rack1"]
+    names, got = shown("--mine")
+    assert names == ["aws-training", "rack1"] and set(got["me"]) == {me, "carol@ws1"}
+    assert shown("--owner", "BOB")[0] == ["bobs"]  # any part, any case, of the creator's ARN
+    assert shown("--owner", "lab@example.com")[0] == ["rack1"]  # or the stack's owner
+    assert shown("--mine", "--owner", "bob")[0] == []
+    r = cli("status", "--region", "us-east-1", "--region", REGION, "--owner", "nobody")
+    assert r.exit_code == 0 and "No clusters owned or created by 'nobody'" in r.output
+
+
 # --- verified down ----------------------------------------------------------------------------
 
 @pytest.fixture
@@ -401,6 +433,40 @@ def test_registry_rebuild_keeps_racks_and_asks_before_replacing_a_readable_regis
     r = cli("registry", "rebuild", "-r", REGION, "--yes")
     assert r.exit_code == 0, r.output
     assert {c.name for c in Registry().list()} == {"rack", "cloudy"} and "kept (rack)" in r.output
+
+
+def test_registry_rebuild_in_team_mode_writes_the_teams_store(tmp_path, monkeypatch):
+    """The tags stay the truth in team mode: `registry rebuild` writes each cluster's object in the
+    team's store (its creator from the tags), keeps rack clusters and a cluster whose lease is live
+    (an `up` whose resources are not tagged yet), and removes a cluster its cloud no longer has."""
+    from gpufleet.fleet import team
+    from gpufleet.state import leases
+
+    url = f"file://{tmp_path / 'shared'}"
+    monkeypatch.setenv("GPUFLEET_TEAM", url)
+    ec2 = boto3.client("ec2", region_name=REGION)
+    ec2.run_instances(ImageId="ami-12c6146b", MinCount=2, MaxCount=2, InstanceType="p4d.24xlarge",
+                      TagSpecifications=tagged("instance", "cloudy", **{"gpufleet:created-by": "arn:aws:iam::1:user/eve"}))
+    reg = team.registry()
+    reg.record(name="rack", stack="r", stack_file="r.yaml", owner="ops", expires_at=FUTURE, backend=None,
+               nodes=[Node("gpu", 0, "baremetal", "dc1", "8x H100", node_id="10.0.0.1")],
+               created_by={"baremetal": "eve@ws1"})
+    for name in ("stale", "busy"):
+        team.registry().record(name=name, stack=name, stack_file="x.yaml", owner="ops", expires_at=FUTURE,
+                               backend=None, nodes=[], locations=[("aws", REGION)])
+    store = team.open_store(url)
+    held = leases.acquire(store, "busy", "up", "frank@ws2", heartbeat_s=3600)
+    try:
+        r = cli("--json", "registry", "rebuild", "-r", REGION, "--yes")
+    finally:
+        held.release()
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["store"] == url and doc["kept_held"] == ["busy"]
+    assert sorted(store.keys("clusters/")) == ["clusters/busy.json", "clusters/cloudy.json", "clusters/rack.json"]
+    theirs = Registry(tmp_path / "another-machine.db", shared=store)
+    assert theirs.get("cloudy").created_by == {"aws": "arn:aws:iam::1:user/eve"} and len(theirs.get("cloudy").nodes) == 2
+    assert theirs.get("rack").created_by == {"baremetal": "eve@ws1"} and theirs.get("stale") is None
 
 
 def test_reap_empties_a_versioned_stack_bucket_before_deleting_it():

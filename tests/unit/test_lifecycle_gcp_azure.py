@@ -150,6 +150,26 @@ def test_gcp_status_and_check(gcp, cat):
     assert lines["NVIDIA_T4_GPUS"]["needed"] == 2 and lines["GPUS_ALL_REGIONS"]["needed"] == 10
 
 
+def test_a_gcp_users_own_credentials_are_named_by_their_account(gcp, tmp_path, monkeypatch):
+    """`gcloud auth application-default login` credentials carry no e-mail: the creator gpufleet
+    records is the account Google's tokeninfo endpoint names for their token."""
+    import google.oauth2.credentials
+
+    adc = tmp_path / "adc.json"
+    adc.write_text(json.dumps({"type": "authorized_user", "client_id": "764086051850-x.apps.googleusercontent.com",
+                               "client_secret": "d-FL95Q19q7MQmFpd7hHD0Ty", "refresh_token": "1//0-not-a-token"}))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(adc))
+    # google-auth refreshes a user's token at Google's endpoint whatever the file says: the fake's, here
+    monkeypatch.setattr(google.oauth2.credentials, "_GOOGLE_OAUTH2_TOKEN_ENDPOINT", gcp.url + "/token")
+    monkeypatch.setenv("GPUFLEET_GCP_OAUTH2_ENDPOINT", gcp.url)
+    gcp.user_email = "dana@example.com"
+    from gpufleet.clouds import inventory
+
+    assert inventory.api("gcp").identity()["principal"] == "dana@example.com"
+    monkeypatch.setenv("GPUFLEET_GCP_OAUTH2_ENDPOINT", gcp.url + "/nothing-here")  # tokeninfo cannot say
+    assert inventory.api("gcp").identity()["principal"] == "user credentials (application default)"
+
+
 def test_gcp_unknown_region_and_missing_credentials(gcp, monkeypatch, tmp_path):
     gcp_leak(gcp, "crashed", expires=PAST)
     r = cli("reap", "--provider", "gcp", "--region", "us-centrall", "--yes")

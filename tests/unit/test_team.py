@@ -354,3 +354,17 @@ def test_twenty_concurrent_registry_writers_lose_no_update_and_every_machine_see
     assert Registry(tmp_path / "c.db", shared=store).get("c5").state == "draining"
     mine.remove("c5")
     assert store.keys("clusters/") == [] and Registry(tmp_path / "d.db", shared=store).get("c5") is None
+
+
+def test_a_cluster_another_machine_took_down_leaves_every_cache(tmp_path):
+    """The local registry is a cache of the store: a cluster removed from the store (`down` on another
+    machine) is gone from every cache when it next opens, not shown as if still up."""
+    from gpufleet.state.registry import Node, Registry
+
+    store = team.open_store(f"file://{tmp_path / 'shared'}")
+    alice = Registry(tmp_path / "alice.db", shared=store)
+    alice.record(name="c7", stack="s", stack_file="s.yaml", owner="ops@example.com", expires_at="2026-12-01T00:00:00Z",
+                 backend=None, nodes=[Node("gpu", 0, "aws", "us-east-1", "p5.48xlarge", usd_per_hour=55.04)])
+    Registry(tmp_path / "bob.db", shared=store).remove("c7")
+    assert Registry(tmp_path / "alice.db", shared=store).get("c7") is None
+    assert Registry(tmp_path / "alice.db").get("c7") is None  # the cache itself was brought in step

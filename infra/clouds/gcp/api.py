@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import quote
 
 import google.auth
+import google.auth.transport.requests
 import requests
 from google.api_core import exceptions as gx
 from google.api_core.client_options import ClientOptions
@@ -129,6 +130,25 @@ def unreadable(e, where: str = "gcp") -> CloudUnreadable:
     return CloudUnreadable("gcp", kind, classify(e)[1][:300], where)
 
 
+# Google's OAuth 2.0 token information endpoint (``GPUFLEET_GCP_OAUTH2_ENDPOINT`` replaces the host)
+TOKENINFO = ("GPUFLEET_GCP_OAUTH2_ENDPOINT", "https://oauth2.googleapis.com")
+
+
+def _user_email(creds) -> str | None:
+    """A user's own credentials (``gcloud auth application-default login``) name no account; the
+    tokeninfo endpoint says whose an access token is (``email``) when the token carries the email
+    scope, as gcloud's login asks for (developers.google.com/identity/protocols/oauth2/javascript-
+    implicit-flow, "tokeninfo"). None when it cannot say."""
+    try:
+        if not creds.valid:
+            creds.refresh(google.auth.transport.requests.Request())
+        base = os.environ.get(TOKENINFO[0], TOKENINFO[1]).rstrip("/")
+        r = requests.get(f"{base}/tokeninfo", params={"access_token": creds.token}, timeout=10)
+    except (requests.RequestException, TransportError, RefreshError):
+        return None
+    return (r.json().get("email") or None) if r.ok else None
+
+
 class GcpApi:
     """``base.CloudApi`` for GCP."""
 
@@ -173,7 +193,7 @@ class GcpApi:
         except Exception as e:  # noqa: BLE001 - refused credentials, an unknown project, no network
             raise unreadable(e, f"gcp project {self._project}") from None
         who = getattr(creds, "service_account_email", None) or getattr(creds, "signer_email", None) or \
-            "user credentials (application default)"
+            getattr(creds, "account", None) or _user_email(creds) or "user credentials (application default)"
         return {"account": project.name, "principal": who, "source": type(creds).__module__.split(".")[-1]}
 
     def regions(self, wanted: list[str] | None = None) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 
-from gpufleet.clouds.tags import TAG_PREFIX
+from gpufleet.clouds.tags import TAG_PREFIX, principal_key
 
 LABEL_PREFIX = "gpufleet-"
 _EXPIRY = TAG_PREFIX + "expires-at"
@@ -19,9 +19,9 @@ _EXPIRY_LABEL = re.compile(r"^(\d{4}-\d{2}-\d{2})t(\d{2})-(\d{2})-(\d{2})z$")
 
 
 def label_value(v: str) -> str:
-    """A GCP label value: lowercase letters, digits, ``_`` and ``-``; max 63 characters."""
-    v = v.lower().replace("@", "_at_")
-    return re.sub(r"[^a-z0-9_-]", "_", v)[:63]
+    """A GCP label value: lowercase letters, digits, ``_`` and ``-``; max 63 characters (the form
+    ``tags.principal_key`` compares every cloud's principals in)."""
+    return principal_key(v)
 
 
 def labels(tags: dict[str, str]) -> dict[str, str]:
