@@ -79,7 +79,8 @@ def session(cluster: str, command: str, *, wait: bool = True, on_wait: Callable 
     if store is None:
         yield extra
         return
-    held = leases.acquire(store, cluster, command, who(), wait=wait, on_wait=on_wait)
+    me = who()  # once: the lease and the event name the same caller
+    held = leases.acquire(store, cluster, command, me, wait=wait, on_wait=on_wait)
     started = dt.datetime.now(dt.timezone.utc)
     outcome, code = "ok", 0
     try:
@@ -92,7 +93,7 @@ def session(cluster: str, command: str, *, wait: bool = True, on_wait: Callable 
         raise
     finally:
         held.release()
-        event = {"who": who(), "host": socket.gethostname(), "command": command, "cluster": cluster,
+        event = {"who": me, "host": socket.gethostname(), "command": command, "cluster": cluster,
                  "outcome": outcome, "exit_code": code if isinstance(code, int) else 1,
                  "seconds": round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1)}
         if held.lost:

@@ -64,6 +64,7 @@ class FakePulumiCLI(PulumiCommand):
         self.fail_ups: list[Failure | None] = []  # one per `up`, in order (then fail_up)
         self.fail_destroy: Failure | None = None
         self.survivors_on_destroy: int = 0  # resources that refuse to die
+        self.on_up = None  # called as an `up` starts (tests: to hold it there while another command runs)
 
     # -- the one entry point the Automation API uses -----------------------------------------
     def run(self, args, cwd, additional_env, on_output=None, on_error=None) -> CommandResult:
@@ -111,6 +112,8 @@ class FakePulumiCLI(PulumiCommand):
         return name or next(iter(self.stacks))
 
     def _up(self, args, on_output) -> CommandResult:
+        if self.on_up:
+            self.on_up()
         name = _flag(args, "--stack") or self._current(None)
         st = self.stacks[name]
         start = dt.datetime.now(dt.timezone.utc)

@@ -368,3 +368,73 @@ def test_a_cluster_another_machine_took_down_leaves_every_cache(tmp_path):
     Registry(tmp_path / "bob.db", shared=store).remove("c7")
     assert Registry(tmp_path / "alice.db", shared=store).get("c7") is None
     assert Registry(tmp_path / "alice.db").get("c7") is None  # the cache itself was brought in step
+
+
+# what a `gpufleet` of its own opens a store with where the tests' credentials need it: Azurite's token
+# (AZURITE_TOKEN), and, for Cloud Storage, google-auth without its access-boundary lookup on the internet
+# (the gcp fixture turns that off in the test's own process only)
+GCS_OFFLINE = textwrap.dedent("""
+    from google.auth import credentials as gcreds
+    if hasattr(gcreds, "CredentialsWithRegionalAccessBoundary"):
+        gcreds.CredentialsWithRegionalAccessBoundary._is_regional_access_boundary_lookup_required = lambda self: False
+""")
+CLI = "import sys\nfrom gpufleet.cli.app import main\nsys.argv = ['gpufleet', *sys.argv[1:]]\nmain()\n"
+
+
+def test_two_ups_of_one_cluster_one_holds_the_other_fails_or_waits(store_url, cat, aws, monkeypatch):
+    """The real `up` twice on one cluster, in every store: while Alice's `up` is inside Pulumi, Bob's
+    `gpufleet up --no-wait` (a process of its own) exits 4 naming her, having touched nothing; Bob's
+    `up` without it waits, then runs as an update once hers is done; the log has each `up` once."""
+    import threading
+
+    from gpufleet.engine import automation
+    from gpufleet.engine import plan as planner
+    from gpufleet.fleet import stacks
+    from gpufleet.fleet.up import bring_up
+
+    from conftest import ROOT
+    from fakes.pulumi_cli import FakePulumiCLI
+
+    pytest.importorskip("pulumi")
+    stack_file = ROOT / "stacks" / "examples" / "aws-training.yaml"
+    stack = stacks.load(stack_file, cat)
+    fake = FakePulumiCLI(planner.plan(stack, cat, workers=1))
+    monkeypatch.setattr(automation, "find_pulumi", lambda: fake)
+    monkeypatch.setenv("GPUFLEET_TEAM", store_url)
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "team-passphrase")
+    monkeypatch.setattr(leases, "WAIT_POLL_S", 0.2)
+    inside, go_on = threading.Event(), threading.Event()
+    fake.on_up = lambda: (inside.set(), go_on.wait(60))
+
+    def alices_up():  # what `gpufleet up` runs: the operation inside the cluster's lease
+        import asyncio
+
+        asyncio.set_event_loop(asyncio.new_event_loop())  # the plan runs Pulumi's mock runtime, which needs one
+        with team.session("aws-training", "up") as logged:
+            logged["usd_per_hour"] = bring_up(stack, cat, confirm=lambda p: True, configure=False).record.usd_per_hour
+
+    monkeypatch.setenv("GPUFLEET_WHO", "alice@example.com")
+    alice = threading.Thread(target=alices_up)
+    alice.start()
+    try:
+        assert inside.wait(60)
+        monkeypatch.setenv("GPUFLEET_WHO", "bob@example.com")
+        preamble = AZURITE_TOKEN if store_url.startswith("azblob://") else GCS_OFFLINE if store_url.startswith("gs://") else ""
+        b = subprocess.run([sys.executable, "-c", preamble + CLI, "up", str(stack_file), "--yes", "--no-configure",
+                            "--no-wait"], capture_output=True, text=True, timeout=120, env=os.environ.copy())
+        assert b.returncode == 4, b.stdout + b.stderr
+        assert "cluster aws-training is held by alice@example.com (up on" in b.stderr and "Traceback" not in b.stderr
+        threading.Timer(1.0, go_on.set).start()  # Alice's Pulumi run ends a second into Bob's wait
+        r = cli("up", str(stack_file), "--yes", "--no-configure")
+    finally:
+        go_on.set()
+        alice.join(60)
+    assert r.exit_code == 0, r.output
+    assert "is held by alice@example.com (up on" in r.output and "waiting for it" in r.output
+    ups = [c for c in fake.calls if c[0] == "up"]
+    assert len(ups) == 2  # Alice's, then Bob's update after hers: never two at once
+    log = team.log("aws-training")
+    assert [(e["who"], e["command"], e["outcome"]) for e in log] == [("alice@example.com", "up", "ok"),
+                                                                      ("bob@example.com", "up", "ok")]
+    assert log[0]["usd_per_hour"] == log[1]["usd_per_hour"] > 0 and log[0]["at"] <= log[1]["at"]
+    assert leases.read(team.open_store(store_url), "aws-training") is None
