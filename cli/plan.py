@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Optional
 
 import typer
@@ -68,12 +69,36 @@ def render(result) -> None:
     for p in result.pools:
         if p.failover:
             render_candidates(p.pool, p.failover)
-    unpriced = [p.pool for p in result.pools if p.usd_per_hour is None]
     for w in result.warnings:
         c.print(f"[bold red]warning:[/bold red] {w}")
-    c.print(f"[bold]Total: {output.money(result.usd_per_hour)}/h[/bold]"
-            + (f" plus unpriced pools: {', '.join(unpriced)}" if unpriced else "")
-            + "; storage, NAT and traffic are not included.")
+    render_spend(result.spend)
+
+
+def render_spend(spend) -> None:
+    """Every line of the predicted bill, then the total per hour and for the stack's TTL."""
+    c = output.console()
+    ttl = output.duration(spend.ttl_hours)
+    rows = [[x.line, x.pool, f"{x.provider}/{x.region}", x.what,
+             output.money(x.usd_per_hour) if x.priced and x.usd_per_hour else "-" if x.priced else "?",
+             output.money(x.usd_per_hour * spend.ttl_hours + x.usd_once) if x.priced else "?",
+             "; ".join(filter(None, [x.note, f"{_short(x.source)} ({x.as_of})" if x.as_of else _short(x.source)]))]
+            for x in spend.lines]
+    output.table(f"Every line of the bill (list prices; traffic over the TTL of {ttl})",
+                 ["line", "pool", "where", "what", "$/h", f"$ for {ttl}", "rate from"], rows,
+                 justify={"$/h": "right", f"$ for {ttl}": "right"}, optional=("rate from", "pool", "where"),
+                 wraps=("what", "rate from"))
+    for note in spend.notes:
+        c.print(f"[yellow]note:[/yellow] {note}")
+    missing = [x.what for x in spend.unpriced]
+    c.print(f"[bold]Total: {output.money(spend.usd_per_hour)}/h, {output.money(spend.usd_for_ttl)} for the TTL of "
+            f"{ttl}[/bold]" + (f" (traffic {output.money(spend.usd_once)})" if spend.usd_once else "")
+            + (f"; not priced: {', '.join(missing)}" if missing else ""))
+
+
+def _short(source: str, most: int = 48) -> str:
+    """A source as a table cell: up to its first clause (`--json` has it whole)."""
+    head = re.split(r"[,;(]|:\s", source, maxsplit=1)[0].strip()
+    return head if len(head) <= most else head[:most - 1] + "…"
 
 
 def render_images(result) -> None:

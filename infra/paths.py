@@ -46,6 +46,13 @@ def prices_path() -> Path:
     return Path(env) if env else data_dir() / "catalog" / "prices.json"
 
 
+def rates_path() -> Path:
+    """The rates (storage, NAT, addresses, traffic) of the last `gpufleet catalog refresh`:
+    ``$GPUFLEET_RATES``, else in the data directory."""
+    env = os.environ.get("GPUFLEET_RATES")
+    return Path(env) if env else data_dir() / "catalog" / "rates.csv"
+
+
 def images_path() -> Path:
     """The manifest of golden images built (``gpufleet image build``): ``$GPUFLEET_IMAGES``, else in the data directory."""
     env = os.environ.get("GPUFLEET_IMAGES")

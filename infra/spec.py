@@ -219,6 +219,23 @@ class Network(_Strict):
         return v
 
 
+MAX_GB = 100_000_000  # 100 PB: more than a cluster moves, a bound against typos
+
+
+class Data(_Strict):
+    """What the stack moves, for the data-transfer estimate of `plan` (GB, in each cloud region the
+    stack runs in). Left out: no traffic is estimated, and the plan says so."""
+
+    dataset_gb: float = Field(default=0, ge=0, le=MAX_GB)  # read once into each region
+    # where the dataset comes from: the same region (free), another region of the same cloud (billed
+    # between regions), or the Internet (free in, but through the NAT gateway, which bills per GB)
+    dataset_from: Literal["same-region", "other-region", "internet"] = "same-region"
+    checkpoint_gb: float = Field(default=0, ge=0, le=MAX_GB)  # one checkpoint's size
+    checkpoints: int = Field(default=0, ge=0, le=1_000_000, strict=True)  # how many over the TTL
+    checkpoint_copies: int = Field(default=0, ge=0, le=10, strict=True)  # other regions each one is copied to
+    egress_gb: float = Field(default=0, ge=0, le=MAX_GB)  # results and logs downloaded out of the cloud
+
+
 class Salt(_Strict):
     """Which Salt formulas a pool's nodes get (default: all that apply) and pillar overrides."""
 
@@ -460,6 +477,7 @@ class Stack(_Strict):
     access: Access = Access()
     network: Network = Network()
     software: Software = Software()
+    data: Data | None = None  # what it moves (the traffic estimate); None: not said
     pools: Annotated[list[Pool], Field(min_length=1, max_length=MAX_POOLS)]
 
     # set by load(): where the stack came from

@@ -30,6 +30,7 @@ def _isolated_config(tmp_path, monkeypatch):
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "no-gcloud"))
     monkeypatch.setenv("AZURE_CONFIG_DIR", str(tmp_path / "no-azure"))
     monkeypatch.setenv("GPUFLEET_PRICES", str(tmp_path / "no-refreshed-prices.json"))
+    monkeypatch.setenv("GPUFLEET_RATES", str(tmp_path / "no-refreshed-rates.csv"))
     # output as a pipe gets it (200 columns), whatever the runner's terminal: pytest-xdist sets
     # COLUMNS=80 in its workers (cli_at gives a test the width it asks for)
     monkeypatch.delenv("COLUMNS", raising=False)

@@ -179,6 +179,42 @@ class Capacity:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
+# how a rate's quantity is counted (catalog/data/rates.csv ``unit``): per hour of a thing, per GB (or GiB,
+# TiB) kept for a month of 730 hours, per disk kept a month, or per GB moved (once, not by the hour)
+RATE_UNITS = ("hour", "gb-month", "gib-month", "tib-hour", "disk-month", "iops-month", "mbps-month", "gb")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What one planned resource will be billed for besides its instances, before prices: ``quantity``
+    of the catalog's rate ``item`` (counted in ``unit``) in ``region``. Each cloud's ``spend`` module
+    reads these off the program's resources; ``engine.spend`` prices them."""
+
+    pool: str  # the pool it serves; "-" for what the cluster shares (a region's network)
+    line: str  # the bill's line: volumes | file-system | nat | ipv4 | transfer
+    item: str  # the rate's item, e.g. "ebs:gp3"
+    unit: str  # one of RATE_UNITS, as the rate counts it
+    region: str
+    quantity: float
+    what: str  # in words: "200 GB gp3 root volume x 2 nodes"
+
+    def __post_init__(self):
+        if self.unit not in RATE_UNITS:
+            raise ValueError(f"usage {self.item}: unit {self.unit!r} is not one of {RATE_UNITS}")
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A resource of the plan as a cloud's ``spend`` module reads it: its Pulumi type and inputs, the
+    pool it belongs to ("-": the cluster's shared parts) and its region, and the nodes of that pool."""
+
+    type: str
+    inputs: dict
+    pool: str
+    region: str
+    nodes: int  # the pool's nodes (0 for a shared part)
+
+
 @dataclass(frozen=True)
 class FoundImage:
     """A golden image a cloud holds, found by its ``gpufleet:image`` tag (label on GCP)."""
@@ -370,3 +406,7 @@ class Cloud(Provider, Protocol):
 
     def quota_hint(self, line: QuotaLine) -> str:
         """Where to ask for more of a quota that is short."""
+
+    def spend(self, resources: list[Planned]) -> list[Usage]:
+        """What the plan's resources will be billed for besides the instances (volumes, file systems,
+        NAT, public addresses), read off their inputs; no SDK."""

@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from gpufleet.catalog.onprem import site_from_pool
 from gpufleet.clouds import by_pulumi_package, candidates
 from gpufleet.clouds.tags import Cluster, expiry_from, format_expiry
+from gpufleet.engine import spend
 from gpufleet.engine.addresses import host_address
 from gpufleet.engine.program import RACKS, Layout, build, layout
+from gpufleet.engine.spend import Spend
 from gpufleet.spec import internet_wide
 
 
@@ -73,6 +75,7 @@ class Plan:
     outputs: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # what a reviewer must not miss (SSH open to the Internet)
     layout: Layout | None = field(default=None, repr=False)  # what the program was built from (`up` deploys the same)
+    spend: Spend | None = None  # every line of the predicted bill (engine.spend)
 
     @property
     def cloud_resources(self) -> list[PlannedResource]:
@@ -98,7 +101,7 @@ class Plan:
                 "usd_per_hour": self.usd_per_hour, "unpriced_pools": [p.pool for p in self.pools if p.usd_per_hour is None],
                 "pools": [p.__dict__ for p in self.pools], "counts": self.counts(),
                 "resources": [r.to_dict() for r in self.cloud_resources], "outputs": self.outputs,
-                "warnings": self.warnings}
+                "warnings": self.warnings, "spend": self.spend.to_dict() if self.spend else None}
 
 
 def pool_costs(lay: Layout, stack, cat) -> list[PoolCost]:
@@ -156,7 +159,9 @@ def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: 
     if wide and lay.pools:
         warnings.append(f"SSH (port 22) is open to the whole Internet ({', '.join(wide)}) on every cloud node: "
                         "access.ssh_from_internet is true in the stack")
-    return Plan(stack.name, cluster.name, format_expiry(cluster.expires_at), resources, costs, outputs, warnings, lay)
+    out = Plan(stack.name, cluster.name, format_expiry(cluster.expires_at), resources, costs, outputs, warnings, lay)
+    out.spend = spend.estimate(out, stack, cat)
+    return out
 
 
 # Pulumi's one type for every dynamic resource: a rack host (clouds.baremetal.rack.RackHost), or a

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from gpufleet.clouds.aws import images, mocks, rules
+from gpufleet.clouds.aws import spend as billing
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT, PATTERNS
 from gpufleet.clouds.aws.sdk import load
 
@@ -34,6 +35,7 @@ class Aws:
                        "fixed": {"nat-gateway": 0.045, "address": 0.005}}
 
     check_pool = staticmethod(rules.check_pool)
+    spend = staticmethod(billing.spend)
     check_reservation = staticmethod(rules.check_reservation)
     image_template = images.TEMPLATE
     image_vars = staticmethod(images.variables)

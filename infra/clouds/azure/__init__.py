@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gpufleet.clouds.azure import credentials as creds
 from gpufleet.clouds.azure import images, mocks, rules
+from gpufleet.clouds.azure import spend as billing
 from gpufleet.clouds.azure.errors import CREDENTIAL_HINT, PATTERNS
 from gpufleet.clouds.azure.sdk import load
 
@@ -28,6 +29,7 @@ class Azure:
     leftover_prices: dict = {}  # managed disks are not priced here yet
 
     check_pool = staticmethod(rules.check_pool)
+    spend = staticmethod(billing.spend)
     check_reservation = staticmethod(rules.check_reservation)
     image_template = images.TEMPLATE
     image_vars = staticmethod(images.variables)
