@@ -11,6 +11,7 @@ import typer
 from typer.core import TyperGroup
 
 from gpufleet import __version__
+from gpufleet.cli import budget as budget_cmd
 from gpufleet.cli import capacity as capacity_cmd
 from gpufleet.cli import catalog as catalog_cmd
 from gpufleet.cli import cluster as cluster_cmd
@@ -94,6 +95,7 @@ app.add_typer(lifecycle_cmd.registry_app, name="registry")
 app.add_typer(capacity_cmd.app, name="capacity")
 app.add_typer(image_cmd.app, name="image")
 app.add_typer(team_cmd.app, name="team")
+app.add_typer(budget_cmd.app, name="budget")
 
 
 def main() -> None:

@@ -73,10 +73,13 @@ def up(
     failover_budget: Annotated[float, typer.Option("--failover-budget", min=1, max=7 * 86400, metavar="SECONDS",
                                                    help="No new failover attempt starts after this long.")] = 7200,
     no_wait: NoWait = False,
+    over_budget: Annotated[bool, typer.Option("--over-budget", help="Bring it up even when its projected spend for "
+                                              "its TTL exceeds what a budget it falls under has left this month "
+                                              "(otherwise exit 5).")] = False,
 ):
     from gpufleet import catalog
     from gpufleet.cli.plan import render
-    from gpufleet.fleet import stacks
+    from gpufleet.fleet import budgets, stacks
     from gpufleet.fleet.up import bring_up
 
     cat = catalog.load(STATE.config)
@@ -95,12 +98,15 @@ def up(
                                configure=configure, trust_new_hosts=trust_new_hosts, reconfigure=reconfigure,
                                check=check, wait_s=wait_timeout, verify=verify, failover=failover,
                                max_attempts=max_attempts, failover_budget_s=failover_budget,
-                               on_attempt=_tell_attempt,
+                               on_attempt=_tell_attempt, over_budget=over_budget,
+                               budget_list=budgets.configured(STATE.config),
                                on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
             failed = PartialFailure.of(outcome.configured) or (Unhealthy(outcome.verdicts) if not all(
                 v.ok for v in outcome.verdicts) else None)
             logged.update(_logged(failed), usd_per_hour=outcome.record.usd_per_hour,
-                          created_by=outcome.record.created_by)
+                          created_by=outcome.record.created_by, predicted=outcome.record.predicted,
+                          **({"over_budget": [c.standing.budget.name for c in outcome.budgets if c.exceeded]}
+                             if any(c.exceeded for c in outcome.budgets) else {}))
     except GpufleetError as e:
         if getattr(e, "reports", None) and not STATE.json:
             render_hosts(e.reports, "Configuration")  # every host, and why each failed
@@ -116,13 +122,18 @@ def up(
                "quotas": [q.to_dict() for q in outcome.quotas],
                "elapsed_s": round(outcome.progress.elapsed, 1) if outcome.progress else 0,
                "hosts": [h.to_dict() for h in outcome.configured], "ok": failed is None,
-               "verified": [v.to_dict() for v in outcome.verdicts], "attempts": outcome.attempts}
+               "verified": [v.to_dict() for v in outcome.verdicts], "attempts": outcome.attempts,
+               "budgets": [c.to_dict() for c in outcome.budgets]}
         if failed:  # the error's fields next to the result, in one document
             doc.update({k: v for k, v in failed.to_dict().items() if k not in ("hosts", "nodes")})
         output.emit_json(doc)
         if failed:
             raise typer.Exit(failed.exit_code)
         return
+    for c in outcome.budgets:
+        if c.exceeded:
+            output.warn(f"over budget {c.standing.budget.name!r} (--over-budget): this cluster adds "
+                        f"{output.money(c.projected)}, {output.money(max(c.standing.left, 0))} was left this month")
     if outcome.attempts:
         render_attempts(outcome.attempts)
     _render_nodes(rec, outcome.progress)

@@ -74,6 +74,8 @@ def status(
                                                  "alice@example.com and .../assumed-role/Admin/alice).")] = None,
 ):
     from gpufleet import catalog
+    from gpufleet.cli import budget as budget_cmd
+    from gpufleet.fleet import budgets
     from gpufleet.fleet import status as st
 
     if only_mine and local:
@@ -83,7 +85,7 @@ def status(
         seen: list[str] = []
         report = st.run(target, catalog.load(STATE.config), providers=options.clouds(provider), regions=region,
                         local=local, on_region=lambda where: (seen.append(where), update(len(seen), None, where)),
-                        only_mine=only_mine, owner=owner)
+                        only_mine=only_mine, owner=owner, budget_list=budgets.configured(STATE.config))
     warn_unread(report.clouds, report.unread)
     rows, now = report.rows, dt.datetime.now(dt.timezone.utc)
     if STATE.json:
@@ -116,6 +118,8 @@ def status(
                  table, justify={"$/h": "right", "cost so far": "right"}, optional=("by",),
                  styles=["red" if r.state in ("orphan", "leaking", "failed") else None for r in rows])
     _held_images(report.images, now)
+    if report.budgets:
+        budget_cmd.render(report.budgets, now)
     exit_if_unread(report.unread, report.clouds)
 
 
@@ -161,6 +165,7 @@ def reap(
     from gpufleet import catalog
     from gpufleet.engine import automation
     from gpufleet.errors import InputError
+    from gpufleet.fleet import budgets
     from gpufleet.fleet.reap import reap as run_reap
 
     if yes and dry_run:
@@ -171,7 +176,8 @@ def reap(
         res = run_reap(catalog.load(STATE.config), yes=yes, older_than=older, clusters=cluster,
                        providers=options.clouds(provider), regions=region, grace=grace_d,
                        on_region=lambda where: (seen.append(where), update(len(seen), None, where)),
-                       on_delete=lambda d, total, m: update(d, total, f"deleting: {m}"))
+                       on_delete=lambda d, total, m: update(d, total, f"deleting: {m}"),
+                       budget_list=budgets.configured(STATE.config))
     warn_unread(res.clouds, res.unread)
     if not res.state_read:
         output.warn(f"the Pulumi state at {automation.backend_url()} could not be read (no Pulumi CLI?): orphans are "
@@ -193,6 +199,7 @@ def reap(
     if outcomes:
         render_outcomes("Deleted" if not failed else "Deletion", outcomes)
     _reaped_images(res, yes)
+    _past_budget(res.past_budget)
     c = output.console()
     asked = ", ".join(f"{p} ({len(r)} region{'s' if len(r) != 1 else ''})" for p, r in clouds.regions.items()) or "no cloud"
     if not sel.reap:
@@ -207,6 +214,17 @@ def reap(
     exit_if_unread(res.unread, res.clouds)
     if res.trouble:
         raise typer.Exit(1)
+
+
+def _past_budget(past: list) -> None:
+    """Clusters running past a budget this month: listed for a person to decide, never reaped."""
+    if not past:
+        return
+    output.table("Past their budget this month (not reaped: `gpufleet down CLUSTER` stops one)",
+                 ["budget", "per month", "spent", "clusters"],
+                 [[s.budget.name, output.money(s.budget.usd_per_month), output.money(s.spent), ", ".join(s.clusters)]
+                  for s in past], justify={"per month": "right", "spent": "right"}, wraps=("clusters",),
+                 styles=["red"] * len(past))
 
 
 def _reaped_images(res, yes: bool) -> None:

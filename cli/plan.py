@@ -35,10 +35,34 @@ def plan(
         for p in (p for p in result.pools if p.image):
             p.image["current"] = p.image["tree"] == tree
             p.image["current_tree"] = tree
+    checks = _budgets(st, result, cl.name)
     if STATE.json:
-        output.emit_json(result.to_dict())
+        output.emit_json({**result.to_dict(), "budgets": [c.to_dict() for c in checks]})
         return
     render(result)
+    render_budgets(checks)
+
+
+def _budgets(stack, result, cluster: str) -> list:
+    """Each budget the cluster would fall under, against what it would add (the caller as its creator,
+    as this machine knows them; `up` asks the clouds)."""
+    from gpufleet.fleet import budgets, team
+    from gpufleet.state import caller
+
+    return budgets.check(cluster, stack, result.spend, [caller.local()], team.registry().list(),
+                         budgets.configured(STATE.config), consent=True)
+
+
+def render_budgets(checks: list) -> None:
+    if not checks:
+        return
+    rows = [[c.standing.budget.name, output.money(c.standing.budget.usd_per_month), output.money(c.standing.spent),
+             output.money(c.standing.left), output.money(c.projected),
+             "EXCEEDS: `up` refuses it (--over-budget consents)" if c.exceeded else "fits"] for c in checks]
+    output.table("Budgets this month (spent: estimated from the registry)",
+                 ["budget", "per month", "spent", "left", "this cluster", "verdict"], rows,
+                 justify={k: "right" for k in ("per month", "spent", "left", "this cluster")}, wraps=("verdict",),
+                 styles=["red" if c.exceeded else None for c in checks])
 
 
 def render(result) -> None:

@@ -18,6 +18,10 @@ Looked up at ``$GPUFLEET_CONFIG``, else ``$XDG_CONFIG_HOME/gpufleet/config.yaml`
         power_kw_per_node: 10.2
         usd_per_kwh: 0.11
         pue: 1.4
+    budgets:                                  # per calendar month (UTC); `up` refuses to exceed one
+      - {name: ml-platform, usd_per_month: 50000}           # every cluster
+      - {name: llm, usd_per_month: 20000, stack: llm-train} # one stack's clusters
+      - {name: alice, usd_per_month: 5000, owner: alice}    # owned or created by alice
 """
 
 from __future__ import annotations
@@ -83,11 +87,22 @@ class SiteConfig(SiteCosts):
     local_nvme_gb: float = Field(default=0, ge=0)
 
 
+class Budget(_Strict):
+    """What clusters may spend in a calendar month (UTC): every cluster, those of one ``stack``, or
+    those whose owner or creator names ``owner`` (as `status --owner` matches); both: both."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")]
+    usd_per_month: float = Field(gt=0, le=1_000_000_000)
+    stack: str | None = None
+    owner: str | None = None
+
+
 class UserConfig(_Strict):
     _located: Any = PrivateAttr(default=None)  # set by load(): the file's lines
     discounts: dict[Cloud, float] = {}
     prices: list[PriceOverride] = []
     sites: list[SiteConfig] = []
+    budgets: list[Budget] = []
     catalog_max_age_days: int = Field(default=90, gt=0)
 
     @property

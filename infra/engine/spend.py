@@ -74,6 +74,17 @@ class Spend:
             d["usd_for_ttl"] += x.usd_per_hour * self.ttl_hours + x.usd_once
         return {k: out[k] for k in LINES if k in out}
 
+    def summary(self) -> dict:
+        """What the registry keeps of it: per line, $/h and $ once, and the TTL."""
+        per_hour: dict[str, float] = {}
+        once: dict[str, float] = {}
+        for x in self.lines:
+            per_hour[x.line] = round(per_hour.get(x.line, 0.0) + x.usd_per_hour, 6)
+            if x.usd_once:
+                once[x.line] = round(once.get(x.line, 0.0) + x.usd_once, 6)
+        return {"usd_per_hour": per_hour, "usd_once": once, "ttl_hours": self.ttl_hours,
+                "unpriced": [x.what for x in self.unpriced]}
+
     def to_dict(self) -> dict:
         return {"ttl_hours": self.ttl_hours, "usd_per_hour": round(self.usd_per_hour, 4),
                 "usd_for_ttl": round(self.usd_for_ttl, 2), "by_line": {k: {n: round(v, 4) for n, v in d.items()}

@@ -20,7 +20,7 @@ from gpufleet.clouds.resources import Resource, price
 from gpufleet.clouds.tags import format_expiry
 from gpufleet.engine import automation
 from gpufleet.errors import InputError
-from gpufleet.fleet import held_images, team
+from gpufleet.fleet import budgets, held_images, team
 from gpufleet.state.registry import Registry
 
 
@@ -126,6 +126,7 @@ class Reaped:
     dry_run: bool = True
     images: list = field(default_factory=list)  # held_images.Held: expired golden images (and unreadable ones)
     removed: list = field(default_factory=list)  # held_images.Removed of each image deletion asked for
+    past_budget: list = field(default_factory=list)  # budgets.Standing over their month: listed, never reaped
 
     @property
     def expired_images(self) -> list:
@@ -149,16 +150,19 @@ class Reaped:
                 "kept": [f.to_dict() for f in sel.kept], "unreadable": [f.to_dict() for f in sel.unreadable],
                 "deleted": [o.to_dict() for o in self.outcomes if o.ok], "failed": [o.to_dict() for o in self.failed],
                 "images": [h.to_dict() for h in self.images],
-                "images_removed": [r.to_dict() for r in self.removed]}
+                "images_removed": [r.to_dict() for r in self.removed],
+                "past_budget": [s.to_dict() for s in self.past_budget]}
 
 
 def reap(cat, *, yes: bool = False, older_than: dt.timedelta | None = None, clusters: list[str] | None = None,
          providers: list[str] | None = None, regions: list[str] | None = None,
          grace: dt.timedelta = dt.timedelta(minutes=30), registry: Registry | None = None,
-         on_region=None, on_delete=None, now: dt.datetime | None = None) -> Reaped:
+         on_region=None, on_delete=None, now: dt.datetime | None = None,
+         budget_list: list | None = None) -> Reaped:
     """Find what to reap on every cloud with credentials (``providers``: only these, and they must
     open); with ``yes`` delete it in dependency order and mark the clusters whose every resource
-    went as ``reaped`` in the registry."""
+    went as ``reaped`` in the registry. Clusters past a budget this month are listed, never reaped:
+    spending is a decision for a person (`gpufleet down`)."""
     reg = registry or team.registry()
     clouds = inventory.open_clouds(providers, required=bool(providers), regions=regions or None)
     found, places = inventory.collect(clouds, cluster=clusters[0] if clusters and len(clusters) == 1 else None,
@@ -176,6 +180,8 @@ def reap(cat, *, yes: bool = False, older_than: dt.timedelta | None = None, clus
     sel = select(found, known=known, state_read=in_state is not None, now=when,
                  older_than=older_than, clusters=clusters, grace=grace)
     out = Reaped(clouds, found, clouds.unread(places), in_state is not None, sel, dry_run=not yes, images=images)
+    out.past_budget = [s for s in budgets.standings(budgets.configured() if budget_list is None else budget_list,
+                                                    reg.list(), when) if s.over]
     if yes and sel.reap:
         out.outcomes = inventory.delete([f.resource for f in sel.reap], clouds, on_progress=on_delete)
         _mark_reaped(reg, out.outcomes)

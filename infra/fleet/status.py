@@ -16,7 +16,7 @@ from gpufleet.clouds import inventory
 from gpufleet.clouds.resources import Resource, price
 from gpufleet.clouds.tags import CREATED_BY, TAG_PREFIX, format_expiry, names, principal_key, time_or_none
 from gpufleet.errors import NotFound
-from gpufleet.fleet import held_images, team
+from gpufleet.fleet import budgets, held_images, team
 from gpufleet.fleet.stacks import stack_of
 from gpufleet.providers import CLOUDS
 from gpufleet.state import caller
@@ -153,6 +153,7 @@ class Report:
     unread: dict[str, str] = field(default_factory=dict)  # what should have been read and was not: exit 1
     images: list = field(default_factory=list)  # held_images.Held: the golden images the clouds asked hold
     me: list[str] = field(default_factory=list)  # the caller's principals `--mine` matched against
+    budgets: list = field(default_factory=list)  # budgets.Standing: each budget this month
 
     @property
     def checked(self) -> list[str]:
@@ -161,12 +162,13 @@ class Report:
     def to_dict(self) -> dict:
         return {"clusters": [r.to_dict() for r in self.rows], "checked": self.checked,
                 "skipped": self.clouds.skipped, "unread": self.unread, "registry": self.registry,
-                "images": [h.to_dict() for h in self.images], **({"me": self.me} if self.me else {})}
+                "images": [h.to_dict() for h in self.images], **({"me": self.me} if self.me else {}),
+                "budgets": [b.to_dict() for b in self.budgets]}
 
 
 def run(target: str | None, cat, *, providers: list[str] | None = None, regions: list[str] | None = None,
         local: bool = False, registry: Registry | None = None, on_region=None, now: dt.datetime | None = None,
-        only_mine: bool = False, owner: str | None = None) -> Report:
+        only_mine: bool = False, owner: str | None = None, budget_list: list | None = None) -> Report:
     """Every cluster (or those of a stack file or cluster name), merged with what the clouds report:
     ``providers`` must open (credentials), the others are asked when they can be; ``local`` asks none.
     ``only_mine``: only those the caller created (as each cloud asked knows them, and the OS user for
@@ -207,6 +209,8 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
     if name is not None and not report.rows:
         raise NotFound("cluster", name, [c.name for c in reg.list()], " in the registry or the clouds' tags",
                        listed_by="gpufleet status")
+    report.budgets = budgets.standings(budgets.configured() if budget_list is None else budget_list, reg.list(),
+                                       now or dt.datetime.now(dt.timezone.utc))
     if only_mine:
         report.me = sorted({caller.local(), *(i["principal"] for i in report.clouds.identity.values())})
         report.rows = mine(report.rows, set(report.me))

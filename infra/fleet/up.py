@@ -18,8 +18,8 @@ from gpufleet.configure import cloudnodes
 from gpufleet.engine import automation
 from gpufleet.engine.plan import Plan, cluster_for, plan
 from gpufleet.errors import GpufleetError, InputError
+from gpufleet.fleet import budgets, team
 from gpufleet.fleet import failover as fail
-from gpufleet.fleet import team
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes import racks
 from gpufleet.nodes.run import Run
@@ -41,6 +41,7 @@ class UpOutcome:
     nodes: list = field(default_factory=list)  # configure.cloudnodes.NodeReport, one per cloud node
     verdicts: list = field(default_factory=list)  # verify.report.NodeVerdict, one per node verified
     attempts: list = field(default_factory=list)  # fleet.failover.Attempt.to_dict(): where the pools were tried
+    budgets: list = field(default_factory=list)  # fleet.budgets.Check: each budget it falls under, before creating
 
     @property
     def configured(self) -> list:
@@ -55,7 +56,8 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
              reconfigure: bool = False, on_host_progress=None, runner_factory=None, check: bool = True,
              cloud_api=None, wait_s: float = cloudnodes.WAIT_S, stores: dict | None = None,
              verify: bool = True, failover: bool = True, max_attempts: int = fail.MAX_ATTEMPTS,
-             failover_budget_s: float = fail.BUDGET_S, on_attempt=None) -> UpOutcome:
+             failover_budget_s: float = fail.BUDGET_S, on_attempt=None,
+             budget_list: list[budgets.Budget] | None = None, over_budget: bool = False) -> UpOutcome:
     """Create the cloud pools (Pulumi), record the cluster, then configure and verify every node.
 
     Before anything is created, each kind of node the stack uses is reached (``nodes.<kind>.reach``:
@@ -101,15 +103,18 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
         fail.require_places(places, skipped)
     if configure and racks in used:
         racks.reach(run)  # a misfit is bad input (exit 2): nothing is created or recorded
-    if not confirm(the_plan):
-        raise Aborted("nothing was created", "run again and answer yes, or pass --yes")
-
     # who brings it up, per provider; an update keeps the first creator, as it keeps the expiry
     created_by = {p: who for kind in used for p, who in kind.who(run).items()}
     created_by.update(existing.created_by if existing else {})
     cl = replace(cl, created_by=created_by)
+    checked = budgets.check(name, stack, the_plan.spend, list(created_by.values()), reg.list(),
+                            budgets.configured() if budget_list is None else budget_list, consent=over_budget)
+    if not confirm(the_plan):
+        raise Aborted("nothing was created", "run again and answer yes, or pass --yes")
+
     record = dict(name=name, stack=stack.name, stack_file=stack.source, owner=stack.owner,
-                  expires_at=format_expiry(cl.expires_at), backend=None, locations=[], created_by=created_by)
+                  expires_at=format_expiry(cl.expires_at), backend=None, locations=[], created_by=created_by,
+                  predicted=the_plan.spend.summary())
     nodes: list[Node] = []
     if cloud_nodes in used:
         record.update(cloud_nodes.record_fields(stack))
@@ -140,7 +145,7 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
             verdicts += racks.verify_configured(run, hosts)
     record_verdicts(reg, name, verdicts)
     return UpOutcome(the_plan, rec, run.found.get("progress"), hosts, quota_lines, cloud_reports, verdicts,
-                     attempts)
+                     attempts, checked)
 
 
 def _placed(run: Run, reg: Registry, kept: dict, record: dict, places: dict, max_attempts: int, budget_s: float,
@@ -156,5 +161,6 @@ def _placed(run: Run, reg: Registry, kept: dict, record: dict, places: dict, max
         reg.record(**dict(kept, locations=sorted(set(map(tuple, kept["locations"])) | tried)), state="failed")
         raise
     run.stack = placement.stack
-    record.update(locations=cloud_nodes.record_fields(placement.stack)["locations"])
+    placed = plan(run.stack, run.cat, cluster=run.found["cluster"], lay=run.layout)  # the bill where they landed
+    record.update(locations=cloud_nodes.record_fields(placement.stack)["locations"], predicted=placed.spend.summary())
     return placement.nodes

@@ -1,0 +1,185 @@
+"""Budgets: what clusters may spend in a calendar month (UTC), from the user config (``budgets:``) and,
+in team mode, the team's store (`gpufleet budget set`). Spent this month is estimated from the
+registry: each cluster's predicted bill (``up``'s, every line; else its launch prices) for its hours
+in the month, its traffic spread over its TTL. `gpufleet cost` holds those figures against the bill.
+
+``check`` is what `up` asks before it creates anything: a cluster whose projected spend for its TTL
+(for an update, the change over the hours left) exceeds what a budget it falls under has left this
+month is refused with exit 5, unless the caller consents (``--over-budget``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from gpufleet import config
+from gpufleet.clouds.tags import names, time_or_none
+from gpufleet.errors import GpufleetError, InputError
+from gpufleet.fleet import team
+from gpufleet.paths import user_config
+from gpufleet.state import budgets as team_budgets
+from gpufleet.state.registry import ClusterRecord
+
+EXIT_OVER_BUDGET = 5
+
+
+@dataclass(frozen=True)
+class Budget:
+    name: str
+    usd_per_month: float
+    stack: str | None = None
+    owner: str | None = None
+    source: str = ""  # the config file, or the team's store
+
+    def covers(self, stack: str, owner: str, creators: list[str]) -> bool:
+        return (self.stack is None or self.stack == stack) and (
+            self.owner is None or any(names(v, self.owner) for v in (owner, *creators)))
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "usd_per_month": self.usd_per_month, "stack": self.stack, "owner": self.owner,
+                "source": self.source}
+
+
+@dataclass
+class Standing:
+    """A budget this month: spent so far (estimated), what is left, the clusters it counts."""
+
+    budget: Budget
+    spent: float
+    clusters: list[str] = field(default_factory=list)
+
+    @property
+    def left(self) -> float:
+        return self.budget.usd_per_month - self.spent
+
+    @property
+    def over(self) -> bool:
+        return self.spent > self.budget.usd_per_month
+
+    def to_dict(self) -> dict:
+        return {**self.budget.to_dict(), "spent_usd": round(self.spent, 2), "left_usd": round(self.left, 2),
+                "clusters": self.clusters}
+
+
+@dataclass
+class Check:
+    """One budget against what bringing a cluster up (or updating it) would add this month."""
+
+    standing: Standing
+    projected: float
+
+    @property
+    def exceeded(self) -> bool:
+        return self.projected > self.standing.left
+
+    def to_dict(self) -> dict:
+        return {**self.standing.to_dict(), "projected_usd": round(self.projected, 2), "exceeded": self.exceeded}
+
+
+class OverBudget(GpufleetError):
+    exit_code = EXIT_OVER_BUDGET
+
+    def __init__(self, cluster: str, checks: list[Check]):
+        self.checks = checks
+        worst = max(checks, key=lambda c: c.projected - c.standing.left)
+        s = worst.standing
+        super().__init__(f"cluster {cluster} would spend ${worst.projected:,.2f} over its TTL, but budget "
+                         f"{s.budget.name!r} has ${max(s.left, 0):,.2f} left this month (${s.spent:,.2f} of "
+                         f"${s.budget.usd_per_month:,.2f} spent)"
+                         + (f"; {len(checks) - 1} other budget(s) too" if len(checks) > 1 else ""),
+                         "shorten the stack's ttl or its pools, raise the budget, or pass --over-budget to bring "
+                         "it up anyway (the event log records the consent)")
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "budgets": [c.to_dict() for c in self.checks]}
+
+
+def configured(config_path=None) -> list[Budget]:
+    """The user config's budgets and the team's (a name in both: the team's, said in its source)."""
+    out: dict[str, Budget] = {}
+    path = user_config(config_path)
+    for b in config.load(path).budgets if path else []:
+        out[b.name] = Budget(b.name, b.usd_per_month, b.stack, b.owner, str(path))
+    store = team.current()
+    if store is not None:
+        for b in team_budgets.read(store):
+            out[b["name"]] = Budget(b["name"], b["usd_per_month"], b.get("stack"), b.get("owner"), store.url)
+    return sorted(out.values(), key=lambda b: b.name)
+
+
+def month_start(now: dt.datetime) -> dt.datetime:
+    return now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def _hours(a: dt.datetime, b: dt.datetime) -> float:
+    return max(0.0, (b - a).total_seconds() / 3600)
+
+
+def per_hour(rec: ClusterRecord) -> float:
+    """What a cluster costs an hour: its predicted bill's every line, else its nodes' launch prices."""
+    p = rec.predicted or {}
+    return sum(p.get("usd_per_hour", {}).values()) if p.get("usd_per_hour") else (rec.usd_per_hour or 0.0)
+
+
+def spent_this_month(rec: ClusterRecord, now: dt.datetime) -> float:
+    """A cluster's estimated spend since the month began: its hours in the month at ``per_hour``, and
+    its traffic, spread over its TTL, for the same share."""
+    created = time_or_none(rec.created_at) or now
+    hours = _hours(max(created, month_start(now)), now)
+    p = rec.predicted or {}
+    ttl = p.get("ttl_hours") or 0
+    once = sum((p.get("usd_once") or {}).values())
+    return per_hour(rec) * hours + (once * min(1.0, hours / ttl) if ttl else 0.0)
+
+
+def standings(budgets: list[Budget], records: list[ClusterRecord], now: dt.datetime) -> list[Standing]:
+    out = []
+    for b in budgets:
+        mine = [r for r in records if b.covers(r.stack, r.owner, list(r.created_by.values()))]
+        out.append(Standing(b, sum(spent_this_month(r, now) for r in mine), [r.name for r in mine]))
+    return out
+
+
+def projected(spend, existing: ClusterRecord | None, now: dt.datetime) -> float:
+    """What bringing the cluster up adds: its predicted bill for the TTL; for an update, the change in
+    its hourly cost over the hours it has left."""
+    if existing is None:
+        return spend.usd_for_ttl
+    left = _hours(now, time_or_none(existing.expires_at) or now)
+    return max(0.0, (spend.usd_per_hour - per_hour(existing)) * left)
+
+
+def check(name: str, stack, spend, creators: list[str], records: list[ClusterRecord], budgets: list[Budget], *,
+          consent: bool = False, now: dt.datetime | None = None) -> list[Check]:
+    """Every budget the cluster falls under, against what it would add; OverBudget (exit 5) when one is
+    exceeded and the caller did not consent."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    existing = next((r for r in records if r.name == name), None)
+    others = [r for r in records if r.name != name] + ([existing] if existing else [])
+    add = projected(spend, existing, now)
+    checks = [Check(s, add) for s in standings([b for b in budgets if b.covers(stack.name, stack.owner, creators)],
+                                                others, now)]
+    exceeded = [c for c in checks if c.exceeded]
+    if exceeded and not consent:
+        raise OverBudget(name, exceeded)
+    return checks
+
+
+def put(budget: Budget) -> None:
+    """Set a team budget in the store (team mode only: alone, budgets live in the config file)."""
+    store = team.current()
+    if store is None:
+        raise InputError("no team store: alone, budgets live in the config file (budgets: in config.yaml)",
+                         "add it there, or gpufleet team init URL to share budgets with the team")
+    team_budgets.change(store, budget.name, {k: v for k, v in budget.to_dict().items() if k != "source" and v is not None})
+
+
+def remove(name: str) -> bool:
+    store = team.current()
+    if store is None:
+        raise InputError("no team store: budgets in the config file are removed there", "edit config.yaml")
+    if all(b["name"] != name for b in team_budgets.read(store)):
+        return False
+    team_budgets.change(store, name, None)
+    return True
