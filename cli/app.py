@@ -16,6 +16,7 @@ from gpufleet.cli import capacity as capacity_cmd
 from gpufleet.cli import catalog as catalog_cmd
 from gpufleet.cli import cluster as cluster_cmd
 from gpufleet.cli import compare as compare_cmd
+from gpufleet.cli import cost as cost_cmd
 from gpufleet.cli import image as image_cmd
 from gpufleet.cli import lifecycle as lifecycle_cmd
 from gpufleet.cli import plan as plan_cmd
@@ -88,6 +89,7 @@ app.command("verify", help=verify_cmd.HELP)(verify_cmd.verify)
 app.command("status", help=lifecycle_cmd.STATUS_HELP)(lifecycle_cmd.status)
 app.command("reap", help=lifecycle_cmd.REAP_HELP)(lifecycle_cmd.reap)
 app.command("check", help=lifecycle_cmd.CHECK_HELP)(lifecycle_cmd.check)
+app.command("cost", help=cost_cmd.HELP)(cost_cmd.cost)
 app.command("unlock", help=team_cmd.UNLOCK_HELP)(team_cmd.unlock)
 app.command("log", help=team_cmd.LOG_HELP)(team_cmd.log)
 app.add_typer(catalog_cmd.app, name="catalog", help="List the GPU catalog: GPUs, instance types, prices, workloads.")

@@ -106,6 +106,27 @@ def _through(path: Path, asked: Path) -> str:
     return str(path) if path == asked else f"{path} (the file the link {asked} points to)"
 
 
+def _billed():
+    """`gpufleet cost`'s report for the running clusters, when the clouds' bills can be read (a section of
+    the report; a bill that cannot be read is said and leaves it out)."""
+    from gpufleet import config
+    from gpufleet.errors import GpufleetError
+    from gpufleet.fleet import cost
+    from gpufleet.paths import user_config
+
+    path = user_config(STATE.config)
+    settings = config.load(path).billing if path else config.Billing()
+    try:
+        with output.steps("Reading the clouds' bills"):
+            got = cost.run(drift=settings.drift, settings=settings.model_dump())
+    except GpufleetError as e:
+        output.warn(f"the bills were not read: {e.message}")
+        return None
+    for p, why in got.failed.items():
+        output.warn(f"{p}'s bill could not be read: {why}")
+    return got
+
+
 def _clusters(cat, path: Path, asked: Path, as_markdown: bool, local: bool) -> None:
     import datetime as dt
 
@@ -116,7 +137,7 @@ def _clusters(cat, path: Path, asked: Path, as_markdown: bool, local: bool) -> N
         seen: list[str] = []
         status = st.run(None, cat, local=local,
                         on_region=lambda where: (seen.append(where), update(len(seen), None, where)))
-    data = clusters.build(status, dt.datetime.now(dt.timezone.utc))
+    data = clusters.build(status, dt.datetime.now(dt.timezone.utc), None if local else _billed())
     written = files.write_all(render.cluster_files(data, path, as_markdown))
     for where, why in data.unread.items():
         output.warn(f"{where}: {why}")

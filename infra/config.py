@@ -22,6 +22,7 @@ Looked up at ``$GPUFLEET_CONFIG``, else ``$XDG_CONFIG_HOME/gpufleet/config.yaml`
       - {name: ml-platform, usd_per_month: 50000}           # every cluster
       - {name: llm, usd_per_month: 20000, stack: llm-train} # one stack's clusters
       - {name: alice, usd_per_month: 5000, owner: alice}    # owned or created by alice
+    billing: {gcp_export_table: my-project.billing.gcp_billing_export_v1_0123AB_4567CD_89EF01, drift: 0.15}
 """
 
 from __future__ import annotations
@@ -97,12 +98,20 @@ class Budget(_Strict):
     owner: str | None = None
 
 
+class Billing(_Strict):
+    """Where the bill is read (`gpufleet cost`) and when a difference is worth a warning."""
+
+    gcp_export_table: str | None = None  # the Cloud Billing export's BigQuery table: project.dataset.table
+    drift: float = Field(default=0.15, gt=0, le=10)  # billed off predicted by more than this share: a warning
+
+
 class UserConfig(_Strict):
     _located: Any = PrivateAttr(default=None)  # set by load(): the file's lines
     discounts: dict[Cloud, float] = {}
     prices: list[PriceOverride] = []
     sites: list[SiteConfig] = []
     budgets: list[Budget] = []
+    billing: Billing = Billing()
     catalog_max_age_days: int = Field(default=90, gt=0)
 
     @property

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from gpufleet.spec import Problem  # what a provider cannot do for a pool, keys relative to the pool
@@ -216,6 +216,27 @@ class Planned:
 
 
 @dataclass(frozen=True)
+class Billed:
+    """What a cloud billed one cluster for one line of the bill, from ``since`` through ``through``."""
+
+    provider: str
+    cluster: str
+    line: str  # a line of engine.spend.LINES, "network" where the bill keeps NAT and addresses together, or "other"
+    usd: float
+    through: str  # the last day (YYYY-MM-DD) the cloud's figures cover
+    estimated: bool = False  # the cloud says the figure may still change
+
+
+@dataclass
+class BillRead:
+    """One cloud's bill for gpufleet's clusters: its rows, and what it cannot say yet (data that lags,
+    a tag the billing does not group by)."""
+
+    rows: list[Billed] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class FoundImage:
     """A golden image a cloud holds, found by its ``gpufleet:image`` tag (label on GCP)."""
 
@@ -406,6 +427,11 @@ class Cloud(Provider, Protocol):
 
     def quota_hint(self, line: QuotaLine) -> str:
         """Where to ask for more of a quota that is short."""
+
+    def billed(self, since, until, clusters: list[str] | None, settings: dict) -> BillRead:
+        """What the cloud billed for gpufleet's clusters (its ``gpufleet:cluster`` tag) from ``since`` to
+        ``until`` (dates, the end excluded), per line (loads its SDK); ``settings``: the user config's
+        ``billing:`` block."""
 
     def spend(self, resources: list[Planned]) -> list[Usage]:
         """What the plan's resources will be billed for besides the instances (volumes, file systems,

@@ -37,6 +37,7 @@ class ClustersData:
     clusters: list[ClusterCost]
     checked: list[str]  # clouds asked
     unread: dict[str, str] = field(default_factory=dict)
+    billed: object = None  # fleet.cost.CostReport, when the clouds' bills could be read: predicted against billed
 
     @property
     def by_provider(self) -> dict[str, float]:
@@ -58,7 +59,8 @@ class ClustersData:
         return {"now": self.now.isoformat(), "registry": self.registry, "total_usd": round(self.total, 2),
                 "by_provider_usd": {p: round(v, 2) for p, v in self.by_provider.items()},
                 "past_ttl": [c.name for c in self.past_ttl], "clusters": [c.to_dict() for c in self.clusters],
-                "checked": self.checked, "unread": self.unread}
+                "checked": self.checked, "unread": self.unread,
+                "billed": self.billed.to_dict() if self.billed is not None else None}
 
 
 def _start(row, now: dt.datetime) -> dt.datetime:
@@ -70,11 +72,13 @@ def _start(row, now: dt.datetime) -> dt.datetime:
     return start
 
 
-def build(status, now: dt.datetime) -> ClustersData:
-    """From `status`'s report (its ``rows`` of ClusterStatus, ``registry``, ``checked``, ``unread``)."""
+def build(status, now: dt.datetime, billed=None) -> ClustersData:
+    """From `status`'s report (its ``rows`` of ClusterStatus, ``registry``, ``checked``, ``unread``) and,
+    when the bills were read, `gpufleet cost`'s report."""
     rows = [ClusterCost(r.name, r.state, r.owner, list(r.where), r.created_at, r.expires_at, r.usd_per_hour,
                         r.cost_so_far, dict(r.cost_by_provider), list(r.notes),
                         r.expires_at is not None and r.expires_at < now, _start(r, now))
             for r in status.rows]
     rows.sort(key=lambda c: (not c.past_ttl, -c.cost_so_far, c.name))
-    return ClustersData(now, status.registry, rows, list(status.checked), dict(status.unread))
+    return ClustersData(now, status.registry, rows, list(status.checked), dict(status.unread),
+                        billed if billed is not None and any(r.billed for r in billed.rows) else None)

@@ -233,4 +233,32 @@ def cluster_blocks(data: ClustersData, charts: dict[str, Chart]) -> list[Block]:
                        else "-", "; ".join(c.notes)] for c in data.clusters],
                      {"$/h", "cost so far"}, ["alert" if c.past_ttl else "" for c in data.clusters],
                      [c.name for c in data.clusters]))
+    if data.billed is not None:
+        out += billed_blocks(data.billed)
+    return out
+
+
+def billed_blocks(b) -> list[Block]:
+    """What the clouds billed against what `up` predicted, per cluster and line (fleet.cost.CostReport)."""
+    rows, classes = [], []
+    for r in b.rows:
+        for x in r.lines:
+            d = x.difference
+            rows.append([r.cluster, x.line, "-" if x.predicted is None else money(x.predicted), money(x.billed),
+                         "-" if d is None else ("+" if d >= 0 else "-") + money(abs(d))])
+            classes.append("")
+        rows.append([r.cluster, "total", "-" if r.predicted is None else money(r.predicted), money(r.billed),
+                     "-" if r.drift is None else f"{r.drift:+.0%}"])
+        classes.append("alert" if r in b.drifted else "")
+    through = sorted({r.through for r in b.rows if r.through})
+    out: list[Block] = [Heading(2, "Billed against predicted"),
+                        Para(f"From {b.since:%Y-%m-%d} through {through[-1] if through else '-'}, as the clouds' "
+                             f"bills say ({', '.join(b.read)}); the prediction is `up`'s for the same days. Billing "
+                             "lags hours to a day behind.")]
+    for r in b.drifted:
+        out.append(Para(f"{r.cluster} was billed {r.drift:+.0%} against its prediction; most off: "
+                        + ", ".join(f"{x.line} ({money(x.billed)} billed, {money(x.predicted)} predicted)"
+                                    for x in r.widest()) + ".", "warning"))
+    out.append(Table(["cluster", "line", "predicted", "billed", "difference"], rows,
+                     {"predicted", "billed", "difference"}, classes, [f"{r[0]}-{r[1]}" for r in rows]))
     return out

@@ -91,6 +91,10 @@ class ArmFake(JsonServer):
         self.accepted: set[str] = set()  # "publisher:offer:plan" whose marketplace terms the subscription accepted
         self.capacity_groups: dict[str, tuple[dict, list[dict]]] = {}  # lowercased id -> (group, its reservations)
         self.page_size = 50
+        # Cost Management's query: the recorded QueryResults it answers in order (none left: 204 No Content),
+        # and the query bodies it was sent
+        self.cost_pages: list[dict] = []
+        self.cost_queries: list[dict] = []
 
     def reset(self) -> None:
         with self.lock:
@@ -101,6 +105,8 @@ class ArmFake(JsonServer):
             self.scale_sets.clear()
             self.accepted.clear()
             self.capacity_groups.clear()
+            self.cost_pages.clear()
+            self.cost_queries.clear()
             self.faults.clear()
             self.calls.clear()
 
@@ -184,6 +190,12 @@ class ArmFake(JsonServer):
         if rest == "" and method == "GET":
             return 200, {"id": sub, "subscriptionId": self.subscription, "displayName": "gpufleet tests",
                          "state": "Enabled", "tenantId": "72f988bf-0000-0000-0000-000000000000"}, {}
+        if rest == "/providers/microsoft.costmanagement/query" and method == "POST":
+            self.cost_queries.append(body)
+            if not self.cost_pages:
+                return 204, b"", {}
+            page = json.loads(json.dumps(self.cost_pages.pop(0)).replace("https://management.azure.com", self.url))
+            return 200, page, {}
         if rest == "/locations":
             return 200, {"value": [{"id": f"{sub}/locations/{x}", "name": x, "displayName": x, "type": "Region"}
                                    for x in self.locations]}, {}

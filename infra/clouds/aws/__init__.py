@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from gpufleet.clouds.aws import images, mocks, rules
-from gpufleet.clouds.aws import spend as billing
+from gpufleet.clouds.aws import spend as spending
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT, PATTERNS
 from gpufleet.clouds.aws.sdk import load
 
@@ -35,7 +35,7 @@ class Aws:
                        "fixed": {"nat-gateway": 0.045, "address": 0.005}}
 
     check_pool = staticmethod(rules.check_pool)
-    spend = staticmethod(billing.spend)
+    spend = staticmethod(spending.spend)
     check_reservation = staticmethod(rules.check_reservation)
     image_template = images.TEMPLATE
     image_vars = staticmethod(images.variables)
@@ -72,6 +72,9 @@ class Aws:
         return load("bulk_prices")
 
     team_scheme = "s3"
+
+    def billed(self, since, until, clusters, settings):
+        return load("billing").billed(since, until, clusters, settings)
 
     def team_store(self, url: str):
         return load("objects").Shared(url)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from gpufleet.clouds.azure import credentials as creds
 from gpufleet.clouds.azure import images, mocks, rules
-from gpufleet.clouds.azure import spend as billing
+from gpufleet.clouds.azure import spend as spending
 from gpufleet.clouds.azure.errors import CREDENTIAL_HINT, PATTERNS
 from gpufleet.clouds.azure.sdk import load
 
@@ -29,7 +29,7 @@ class Azure:
     leftover_prices: dict = {}  # managed disks are not priced here yet
 
     check_pool = staticmethod(rules.check_pool)
-    spend = staticmethod(billing.spend)
+    spend = staticmethod(spending.spend)
     check_reservation = staticmethod(rules.check_reservation)
     image_template = images.TEMPLATE
     image_vars = staticmethod(images.variables)
@@ -64,6 +64,9 @@ class Azure:
         return None  # its Retail Prices need no credentials to begin with
 
     team_scheme = "azblob"
+
+    def billed(self, since, until, clusters, settings):
+        return load("billing").billed(since, until, clusters, settings)
 
     def team_store(self, url: str):
         return load("objects").Shared(url)

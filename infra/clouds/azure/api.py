@@ -129,6 +129,10 @@ class AzureApi:
             self._cred = default_credential()
         return self._cred
 
+    def signed_in(self) -> tuple[object, str]:
+        """The credential and the subscription gpufleet works in (CredentialsError when there is none)."""
+        return self._auth(), self._sub
+
     @property
     def rm(self):
         if self._rm is None:

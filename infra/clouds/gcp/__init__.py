@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from gpufleet.clouds.gcp import credentials as creds
 from gpufleet.clouds.gcp import images, mocks, rules
-from gpufleet.clouds.gcp import spend as billing
+from gpufleet.clouds.gcp import spend as spending
 from gpufleet.clouds.gcp.errors import CREDENTIAL_HINT, PATTERNS
 from gpufleet.clouds.gcp.sdk import load
 
@@ -33,7 +33,7 @@ class Gcp:
                                 "hyperdisk-balanced": 0.08}}
 
     check_pool = staticmethod(rules.check_pool)
-    spend = staticmethod(billing.spend)
+    spend = staticmethod(spending.spend)
     check_reservation = staticmethod(rules.check_reservation)
     image_template = images.TEMPLATE
     image_vars = staticmethod(images.variables)
@@ -67,6 +67,9 @@ class Gcp:
         return load("key_prices")
 
     team_scheme = "gs"
+
+    def billed(self, since, until, clusters, settings):
+        return load("billing").billed(since, until, clusters, settings)
 
     def team_store(self, url: str):
         return load("objects").Shared(url)

@@ -1,0 +1,100 @@
+"""What AWS billed gpufleet's clusters, from Cost Explorer (GetCostAndUsage, grouped by the
+``gpufleet:cluster`` tag and the usage type, daily, unblended cost; docs.aws.amazon.com/
+aws-cost-management/latest/APIReference/API_GetCostAndUsage.html and botocore's ce 2017-10-25 model).
+
+Cost Explorer groups by a tag only once the tag is activated as a cost allocation tag, which takes up
+to 24 hours and does not reach back unless a backfill is asked for ("Activating user-defined cost
+allocation tags", AWS Billing user guide): ListCostAllocationTags says whether it is, and a tag that
+is not is an unreadable bill with the commands that fix it. Groups come as ``gpufleet:cluster$<name>``
+(an untagged cost as ``gpufleet:cluster$``, left out), pages follow NextPageToken (each request costs
+$0.01), and days the service marks ``Estimated`` are said so. Usage types name the line: BoxUsage /
+SpotUsage are instances, EBS: volumes, NatGateway-Hours NAT, NatGateway-Bytes and DataTransfer-*
+traffic, PublicIPv4: addresses (docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-billing-usage-reports
+.html, .../ebs/latest/userguide/ebs-billing-usage-reports.html, .../vpc/latest/userguide/
+vpc-billing-usage-reports.html); FSx's usage types are matched by name.
+"""
+
+from __future__ import annotations
+
+import re
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from gpufleet.clouds.aws.api import unreadable
+from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
+from gpufleet.clouds.base import Billed, BillRead
+from gpufleet.clouds.tags import TAG_PREFIX
+from gpufleet.errors import CloudUnreadable, CredentialsError
+
+TAG = TAG_PREFIX + "cluster"
+REGION = "us-east-1"  # Cost Explorer's one endpoint: https://ce.us-east-1.amazonaws.com
+LAG = ("AWS updates its billing data up to three times a day and at least once every 24 hours; the last day's "
+       "figures are estimates")
+LINES = ((re.compile(r"(BoxUsage|SpotUsage|DedicatedUsage|HostUsage|UnusedBox|Reservation)"), "instances"),
+         (re.compile(r"EBS:"), "volumes"),
+         (re.compile(r"NatGateway-Hours"), "nat"),
+         (re.compile(r"PublicIPv4:"), "ipv4"),
+         (re.compile(r"(NatGateway-Bytes|DataTransfer|-AWS-(In|Out)-Bytes)"), "transfer"),
+         (re.compile(r"(FSx|Lustre)", re.I), "file-system"))
+
+
+def line_of(usage_type: str) -> str:
+    return next((line for pattern, line in LINES if pattern.search(usage_type)), "other")
+
+
+def billed(since, until, clusters: list[str] | None, settings: dict, *, client=None) -> BillRead:
+    if client is None:
+        session = boto3.session.Session()
+        if session.get_credentials() is None:
+            raise CredentialsError("aws", "aws: no credentials found (environment, ~/.aws, SSO or instance role)",
+                                   CREDENTIAL_HINT)
+        client = session.client("ce", region_name=REGION, config=Config(retries={"mode": "standard",
+                                                                                 "max_attempts": 6}))
+    ce = client
+    try:
+        _require_active_tag(ce)
+        rows: dict[tuple[str, str], Billed] = {}
+        request = {"TimePeriod": {"Start": since.isoformat(), "End": until.isoformat()}, "Granularity": "DAILY",
+                   "Metrics": ["UnblendedCost"], "GroupBy": [{"Type": "TAG", "Key": TAG},
+                                                             {"Type": "DIMENSION", "Key": "USAGE_TYPE"}]}
+        if clusters:
+            request["Filter"] = {"Tags": {"Key": TAG, "Values": sorted(clusters), "MatchOptions": ["EQUALS"]}}
+        while True:
+            page = ce.get_cost_and_usage(**request)
+            for day in page["ResultsByTime"]:
+                for g in day.get("Groups", []):
+                    cluster = g["Keys"][0].split("$", 1)[1]  # "gpufleet:cluster$name": split at the first $
+                    if not cluster:
+                        continue
+                    line = line_of(g["Keys"][1])
+                    usd = float(g["Metrics"]["UnblendedCost"]["Amount"])
+                    cur = rows.get((cluster, line))
+                    rows[(cluster, line)] = Billed("aws", cluster, line, (cur.usd if cur else 0.0) + usd,
+                                                   max(cur.through if cur else "", day["TimePeriod"]["Start"]),
+                                                   (cur.estimated if cur else False) or day.get("Estimated", False))
+            if not page.get("NextPageToken"):
+                break
+            request["NextPageToken"] = page["NextPageToken"]
+    except (BotoCoreError, ClientError) as e:
+        raise unreadable(e, "aws Cost Explorer") from None
+    return BillRead(list(rows.values()), [LAG])
+
+
+def _require_active_tag(ce) -> None:
+    """The cluster tag must be an active cost allocation tag, or Cost Explorer cannot group by it."""
+    tags = ce.list_cost_allocation_tags(TagKeys=[TAG]).get("CostAllocationTags", [])
+    status = tags[0]["Status"] if tags else None
+    if status == "Active":
+        return
+    err = CloudUnreadable("aws", "error", f"the cost allocation tag {TAG} is "
+                          + ("not activated" if status else "not known to billing yet (no tagged cost so far)"),
+                          "aws Cost Explorer")
+    err.hint = (f"activate it: aws ce update-cost-allocation-tags-status --cost-allocation-tags-status "
+                f"TagKey={TAG},Status=Active (it takes up to 24 hours, and only costs from then on are grouped; "
+                "aws ce start-cost-allocation-tag-backfill --backfill-from <first day of a month> reaches back up "
+                "to 12 months)" if status else
+                "billing lists a tag up to 24 hours after a tagged resource first costs something; then activate it "
+                f"with aws ce update-cost-allocation-tags-status --cost-allocation-tags-status TagKey={TAG},Status=Active")
+    raise err
