@@ -16,7 +16,7 @@ from azure.core.exceptions import AzureError, ClientAuthenticationError
 from azure.core.pipeline.transport import RequestsTransport
 from azure.core.rest import HttpRequest
 
-from gpufleet.clouds.azure.api import default_credential
+from gpufleet.clouds.azure import api
 from gpufleet.errors import CloudUnreadable, InputError
 from gpufleet.state.shared import InBucket
 
@@ -58,7 +58,7 @@ class Store:
 
     def _send(self, method: str, url: str, what: str, body: bytes | None, headers):
         try:
-            cred = self._cred = self._cred or default_credential()
+            cred = self._cred = self._cred or api.default_credential()  # looked up when used: tests replace it
             token = cred.get_token(SCOPE).token
             req = HttpRequest(method, url, content=body, headers={
                 "Authorization": f"Bearer {token}", "x-ms-version": VERSION, **(headers or {})})
