@@ -85,6 +85,7 @@ bench: $(BIN)/python
 	$(BIN)/python tests/bench/bench_verify.py
 	$(BIN)/python tests/bench/bench_failover.py
 	$(BIN)/python tests/bench/bench_images.py
+	$(BIN)/python tests/bench/bench_spend.py
 
 # Re-fit the performance model to perf/data/measurements.csv and print the per-row error.
 calibrate: $(BIN)/python
