@@ -75,7 +75,13 @@ def compare(
                                global_batch=global_batch, deadline=deadline)
     report = cmp.compare(cat, asked.request)
     report.left_out = asked.left_out
-    _render(report, fmt, top, by_region, show_infeasible)
+    bill = None
+    # the offers price instances; the stack as planned has every line of its bill
+    if stack and report.feasible and fmt in (Fmt.table, Fmt.json):
+        from gpufleet.cli.plan import stack_bill
+
+        bill = stack_bill(stack, cat)
+    _render(report, fmt, top, by_region, show_infeasible, bill)
     for pool, why in asked.left_out.items():
         output.warn(f"pool {pool} is left out of the comparison: {why}")
     if report.rows and not report.feasible:
@@ -117,9 +123,9 @@ def _cells(i: int, r, others: int) -> list:
             f"{r.scaling_efficiency:.0%}", note]
 
 
-def _render(report, fmt: Fmt, top: int, by_region: bool = False, show_infeasible: bool = False) -> None:
+def _render(report, fmt: Fmt, top: int, by_region: bool = False, show_infeasible: bool = False, bill=None) -> None:
     if fmt is Fmt.json:
-        output.emit_json(report.to_dict())
+        output.emit_json({**report.to_dict(), **({"spend": bill.to_dict()} if bill else {})})
         return
     shown = report.rows if show_infeasible else report.feasible
     if fmt is Fmt.csv:  # a row per region, as the data is
@@ -159,6 +165,10 @@ def _render(report, fmt: Fmt, top: int, by_region: bool = False, show_infeasible
         more])), foot])
     output.table(title, COLUMNS, cells, caption=caption.strip(), styles=styles, optional=OPTIONAL, wraps=("note",),
                  justify={c: "right" for c in RIGHT})
+    if bill:
+        from gpufleet.cli.plan import render_spend
+
+        render_spend(bill)
     _scaling_curves(report)
     _say_layout(report)
     _say_more_nodes(report)

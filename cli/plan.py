@@ -98,6 +98,22 @@ def render(result) -> None:
     render_spend(result.spend)
 
 
+def stack_bill(stack_file: str, cat):
+    """The whole stack's predicted bill as `plan` places it (`compare --stack` and `report --stack` show it
+    under their offers); None, and said, where the Pulumi SDK that renders its program is not installed."""
+    from gpufleet.engine import plan as planner
+    from gpufleet.errors import SdkMissing
+    from gpufleet.fleet import stacks
+
+    st = stacks.load(stack_file, cat)
+    try:
+        with output.steps("Pricing every line of the stack's bill (its program under Pulumi's mocks)"):
+            return planner.plan(st, cat).spend
+    except SdkMissing as e:
+        output.warn(f"the stack's bill beyond its instances is not priced: {e.message}")
+        return None
+
+
 def render_spend(spend) -> None:
     """Every line of the predicted bill, then the total per hour and for the stack's TTL."""
     c = output.console()

@@ -85,7 +85,12 @@ def report(
         raise GpufleetError(f"{why}: nothing to report, no file written",
                             "widen the filters (--gpu, --provider, --region, --max-price, --nodes); "
                             "`gpufleet compare` lists what matches")
-    data = model.build(cat, c.request, report=rep, constraints=c.constraints, stack=c.stack)
+    bill = None
+    if stack:  # the offers price instances; the stack as planned has every line of its bill
+        from gpufleet.cli.plan import stack_bill
+
+        bill = stack_bill(stack, cat)
+    data = model.build(cat, c.request, report=rep, constraints=c.constraints, stack=c.stack, spend=bill)
     written = files.write_all(render.report_files(data, path, as_markdown))
     if rep.stale and output.once_a_day("catalog-age"):  # the report itself always says the age
         output.warn(f"the catalog's prices are {rep.catalog_age_days} days old, past the {rep.max_age_days}-day limit: "

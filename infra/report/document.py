@@ -137,6 +137,8 @@ def report_blocks(data: Data, charts: dict[str, Chart]) -> list[Block]:
                       "" if e.row.feasible else "infeasible" for e in data.entries],
                      [e.id for e in data.entries],
                      caption="; ".join(data.assumptions[1:]), fold_after=RANKED_ROWS))
+    if data.spend:
+        out += spend_blocks(data.spend)
     # markets and discounts
     out.append(Heading(2, "Spot vs on demand, and negotiated prices"))
     if data.markets:
@@ -206,6 +208,24 @@ def report_blocks(data: Data, charts: dict[str, Chart]) -> list[Block]:
          "No price here is your own quote: the cloud prices are list prices"
          + (" less your negotiated discount." if any(e.discount for e in data.entries) else ".")),
     ]))
+    return out
+
+
+def spend_blocks(s) -> list[Block]:
+    """The stack as planned, every line of its bill (engine.spend.Spend): what the offers' $/h leave out."""
+    ttl = hours(s.ttl_hours)
+    rows = [[x.line, x.pool, f"{x.provider}/{x.region}", x.what,
+             (money(x.usd_per_hour) if x.usd_per_hour else "-") if x.priced else "?",
+             money(x.usd_per_hour * s.ttl_hours + x.usd_once) if x.priced else "?",
+             "; ".join(filter(None, [x.note, f"{x.source} ({x.as_of})" if x.as_of else x.source]))] for x in s.lines]
+    missing = [x.what for x in s.unpriced]
+    out: list[Block] = [Heading(2, "Every line of the bill, as the stack is planned"),
+                        Table(["line", "pool", "where", "what", "$/h", f"$ for {ttl}", "rate from"], rows,
+                              {"$/h", f"$ for {ttl}"},
+                              caption=f"List prices; traffic over the stack's TTL of {ttl}. Total {money(s.usd_per_hour)}/h, "
+                                      f"{money(s.usd_for_ttl)} for the TTL"
+                                      + (f"; not priced: {', '.join(missing)}" if missing else "") + ".")]
+    out += [Para(n, "note") for n in s.notes]
     return out
 
 

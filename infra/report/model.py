@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpufleet import compare as cmp
 from gpufleet.catalog import Catalog, age_in_days
@@ -164,6 +165,7 @@ class Data:
     quotes: list[str]  # offers priced (in part) by the user's own quotes
     left_out: dict[str, str]
     stack: str | None = None
+    spend: Any = None  # the stack's predicted bill, every line (engine.spend.Spend), when a stack was given
 
     @property
     def feasible(self) -> list[Entry]:
@@ -186,13 +188,13 @@ class Data:
                                "usd_per_gpu_hour": round(o.usd_per_gpu_hour, 4), "note": o.note,
                                "break_even": {r.offer: round(r.break_even, 4) for r in o.rentals}}
                               for o in self.ownership],
-                "left_out": self.left_out}
+                "left_out": self.left_out, "spend": self.spend.to_dict() if self.spend else None}
 
 
 # --- building -----------------------------------------------------------------------------
 
 def build(cat: Catalog, req: cmp.Request, *, report: cmp.Report | None = None, constraints: list[str] | None = None,
-          stack: str | None = None, today: dt.date | None = None) -> Data:
+          stack: str | None = None, spend=None, today: dt.date | None = None) -> Data:
     """The report for ``req`` on ``cat`` (``report``: the comparison, when the caller has it)."""
     today = today or dt.date.today()
     rep = report or cmp.compare(cat, req, today)
@@ -214,7 +216,7 @@ def build(cat: Catalog, req: cmp.Request, *, report: cmp.Report | None = None, c
         quotes=[e.label for e in entries if "quote" in e.basis] + [f"{m.offer} (spot vs on demand)" for m in markets
                                                                    if m.quote],
         left_out=dict(rep.left_out),
-        stack=stack)
+        stack=stack, spend=spend)
 
 
 def _entries(rows: list[cmp.Row]) -> list[Entry]:

@@ -14,6 +14,7 @@ import pytest
 from gpufleet import compare as cmp
 from gpufleet.catalog.onprem import Site
 from gpufleet.report import frontier, ownership
+from gpufleet.report.document import money
 
 from conftest import EXAMPLES, ROOT
 from conftest import cli as run
@@ -191,6 +192,9 @@ def test_the_report_for_an_example_stack(stack, tmp_path):
         assert pick["offer"] in html
     for pool in summary["left_out"]:
         assert f"Pool {pool} is left out" in html
+    bill = summary["spend"]  # the stack as planned, every line of its bill, under the offers
+    assert bill["lines"] and "Every line of the bill, as the stack is planned" in html
+    assert f"Total {money(bill['usd_per_hour'])}/h" in html
     if stack.stem == "baremetal-rack":  # racks only: set against the catalog's cloud offers
         (own,) = summary["ownership"]
         assert own["site"] == "dc1" and len(own["break_even"]) == 3 and "no cloud offer among those compared" in html

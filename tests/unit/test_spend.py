@@ -14,7 +14,7 @@ from gpufleet.engine import plan as planner
 from gpufleet.errors import CatalogError
 from gpufleet.fleet import stacks
 
-from conftest import ROOT, cli
+from conftest import ROOT, cli, cli_at
 
 pytest.importorskip("pulumi")
 
@@ -95,6 +95,19 @@ data: {dataset_gb: 2000, dataset_from: internet, checkpoint_gb: 150, checkpoints
 pools:
   - {name: gpu, provider: aws, region: us-east-1, instance_type: p4d.24xlarge, nodes: 1}
 """
+
+
+def test_compare_of_a_stack_shows_the_bill_plan_shows():
+    stack = str(ROOT / "stacks" / "examples" / "gcp-a3.yaml")
+    planned = json.loads(cli("--json", "plan", stack).stdout)["spend"]
+    compared = cli("--json", "compare", "--stack", stack)
+    assert compared.exit_code == 0, compared.output
+    bill = json.loads(compared.stdout)["spend"]
+    assert bill["by_line"] == planned["by_line"] and bill["usd_for_ttl"] == planned["usd_for_ttl"]
+    assert {"instances", "volumes", "nat"} <= set(bill["by_line"])
+    table = cli_at(100, "compare", "--stack", stack).output
+    assert "Every line of the bill" in table and f"Total: ${planned['usd_per_hour']:,.2f}/h" in table
+    assert max(len(line) for line in table.splitlines()) <= 100
 
 
 def test_the_traffic_a_stack_says_it_moves_is_priced_once_over_its_ttl(cat, tmp_path):
