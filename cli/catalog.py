@@ -217,6 +217,32 @@ def _print_offers(c, offers: list[dict]) -> None:
         c.print(Padding(escape(f"[{n}] {source} (as of {as_of})"), (0, 0, 0, 4)), highlight=False)
 
 
+def _refresh_rates(named: list[str] | None, asked: list[str]) -> None:
+    from gpufleet.fleet import refresh_rates
+
+    with output.steps("Refreshing rates", len(asked)) as update:
+        res = refresh_rates.refresh(named, on_provider=lambda p, what: update(asked.index(p), len(asked), f"{p}: {what}"))
+        update(len(asked), len(asked), "checked")
+    held = [r.provider for r in res.results if r.failed]
+    if STATE.json:
+        output.emit_json(res.to_dict())
+    else:
+        output.table("Rates refresh", ["provider", "result", "rates", "changed", "note"],
+                     [[r.provider, r.status, r.rows, r.changed if r.status == "updated" else "-", r.message]
+                      for r in res.results], styles=[None if r.status == "updated" else "dim" if r.status == "skipped"
+                                                     else "red" for r in res.results], wraps=("note",))
+        c = output.console()
+        for problem in res.problems[:20]:
+            c.print(f"[red]{problem}[/red]", highlight=False)
+        if res.written:
+            c.print(f"Written to {res.path} (atomically); `gpufleet plan` prices every line from it"
+                    + (f" [red]{', '.join(held)}: previous rates kept[/red]." if held else "."))
+        else:
+            c.print(f"Nothing was written; {res.path if res.path.exists() else 'the embedded rates'} stay.")
+    if held:
+        raise typer.Exit(1)
+
+
 @app.command("refresh", help="Rebuild the prices from the providers' own APIs: AWS Price List, spot history and "
                              "instance types; GCP Cloud Billing Catalog SKUs priced onto machine and accelerator "
                              "types (vCPUs + RAM + GPUs, each part kept); Azure Retail Prices and, with credentials, "
@@ -235,6 +261,10 @@ def refresh_cmd(
                                          "prices only); GCP's Cloud Billing Catalog with an API key "
                                          "(GPUFLEET_GCP_API_KEY) on the catalog's machine shapes. Azure's Retail "
                                          "Prices are public anyway.")] = False,
+    rates_: Annotated[bool, typer.Option("--rates", help="Refresh the rates of what is billed besides instances "
+                                         "instead (volumes, NAT gateways, public addresses, traffic): AWS's Price List "
+                                         "(credentials), Azure's Retail Prices; the same checks, kept rows and "
+                                         "atomic write. Rows no fetcher covers keep their source and date.")] = False,
 ):
     from gpufleet import catalog
     from gpufleet.catalog import store
@@ -243,6 +273,9 @@ def refresh_cmd(
 
     named = options.clouds(provider)
     asked = named or list(CLOUDS)
+    if rates_:
+        _refresh_rates(named, asked)
+        return
     try:
         cat = catalog.load(STATE.config)
     except store.StoreDamaged as e:  # the very file a refresh replaces

@@ -47,7 +47,7 @@ def prices_path() -> Path:
 
 
 def rates_path() -> Path:
-    """The rates (storage, NAT, addresses, traffic) of the last `gpufleet catalog refresh`:
+    """The rates (storage, NAT, addresses, traffic) of the last `gpufleet catalog refresh --rates`:
     ``$GPUFLEET_RATES``, else in the data directory."""
     env = os.environ.get("GPUFLEET_RATES")
     return Path(env) if env else data_dir() / "catalog" / "rates.csv"

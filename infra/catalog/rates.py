@@ -2,18 +2,20 @@
 NAT gateways, public addresses and traffic (``data/rates.csv``). Each row is one provider's list
 price for one item in one region (``*``: the provider prices it the same in every region), with its
 unit, source and as-of date, like the instance prices. A table in the user's data directory
-(``GPUFLEET_RATES``; `gpufleet catalog refresh` writes it) is read in the embedded one's place.
+(``GPUFLEET_RATES``) holds the rows `gpufleet catalog refresh --rates` fetched (``fleet.refresh_rates``),
+each read in place of the embedded row of the same provider, item and region.
 """
 
 from __future__ import annotations
 
 import csv
 import functools
-from dataclasses import dataclass
+import os
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from gpufleet.errors import CatalogError
-from gpufleet.paths import rates_path
+from gpufleet.paths import make_dir, named_by, rates_path
 
 DATA = Path(__file__).with_name("data") / "rates.csv"
 UNITS = ("hour", "gb-month", "gib-month", "tib-hour", "disk-month", "iops-month", "mbps-month", "gb")
@@ -55,15 +57,62 @@ def read(path: Path) -> dict[tuple[str, str, str], Rate]:
     return out
 
 
-@functools.lru_cache(maxsize=4)
-def _table(path: str) -> dict[tuple[str, str, str], Rate]:
-    return read(Path(path))
+# a fetched rate further than this factor from the one it replaces is a misread answer, not a new price
+MAX_FACTOR = 3.0
+
+
+def check(provider: str, fetched: list[Rate], current: dict[tuple[str, str, str], Rate]) -> list[str]:
+    """What is wrong with a provider's fetched rates: a unit not ours, a negative price, a unit other
+    than the row's it replaces, or a price more than MAX_FACTOR off it."""
+    problems = []
+    for r in fetched:
+        was = current.get((r.provider, r.item, r.region)) or current.get((r.provider, r.item, "*"))
+        if r.provider != provider or r.unit not in UNITS or r.usd < 0 or not r.source or not r.as_of:
+            problems.append(f"{provider}: {r.item} in {r.region}: not a rate ({r.unit}, {r.usd})")
+        elif was is not None and was.unit != r.unit:
+            problems.append(f"{provider}: {r.item} in {r.region}: billed per {r.unit}, the table says per {was.unit}")
+        elif was is not None and was.usd > 0 and not was.usd / MAX_FACTOR <= r.usd <= was.usd * MAX_FACTOR:
+            problems.append(f"{provider}: {r.item} in {r.region}: ${r.usd:g} per {r.unit}, more than {MAX_FACTOR:g}x "
+                            f"off ${was.usd:g} ({was.source[:60]})")
+    return problems
+
+
+def write(path: Path, table: dict[tuple[str, str, str], Rate]) -> None:
+    """The table as CSV, sorted, replacing ``path`` atomically (beside it, flushed, renamed over it)."""
+    make_dir(path.parent, named_by("GPUFLEET_RATES"))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(COLUMNS)
+            w.writerows(astuple(table[k]) for k in sorted(table))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+@functools.lru_cache(maxsize=8)
+def _merged(refreshed: str | None, _mtime: int) -> dict[tuple[str, str, str], Rate]:
+    return {**read(DATA), **(read(Path(refreshed)) if refreshed else {})}
+
+
+def refreshed() -> dict[tuple[str, str, str], Rate]:
+    """The rows the last `catalog refresh --rates` fetched (none before the first)."""
+    path = rates_path()
+    return read(path) if path.exists() else {}
 
 
 def table() -> dict[tuple[str, str, str], Rate]:
-    """The refreshed table when there is one, else the embedded."""
-    refreshed = rates_path()
-    return _table(str(refreshed if refreshed.exists() else DATA))
+    """The embedded rows, each replaced by the refreshed one of the same provider, item and region."""
+    path = rates_path()
+    try:
+        mtime = path.stat().st_mtime_ns
+    except FileNotFoundError:
+        return _merged(None, 0)
+    return _merged(str(path), mtime)
 
 
 def rate(provider: str, item: str, region: str) -> Rate | None:

@@ -417,6 +417,11 @@ class Cloud(Provider, Protocol):
         """Such a module that needs no credentials (a public price list), or None where the cloud has none."""
         return None
 
+    def rates(self):
+        """The module with ``fetch(progress) -> list[catalog.rates.Rate]``: what the cloud bills besides
+        instances, from its own price API; None where gpufleet has no fetcher for them."""
+        return None
+
     team_scheme: str  # the URL scheme of its object store as a team store (`gpufleet team init s3://...`)
 
     def team_store(self, url: str):

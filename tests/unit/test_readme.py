@@ -1,10 +1,11 @@
-"""The README's own examples load: every ```yaml block is a stack file (it has `pools:`) or a user
-config (`discounts`, `prices`, `sites`), and each is read the way gpufleet reads one. An example
-that goes stale fails here, not in a reader's terminal."""
+"""The README's own examples load: every ```yaml block is a stack file (it has `pools:`), a user
+config (`discounts`, `prices`, `sites`, `budgets`) or a stack's `data:` block, and each is read the
+way gpufleet reads one. An example that goes stale fails here, not in a reader's terminal."""
 
 import re
+import shutil
 
-from gpufleet import catalog
+from gpufleet import catalog, config
 from gpufleet.fleet import stacks
 
 from conftest import ROOT
@@ -28,6 +29,11 @@ def test_every_yaml_block_of_the_readme_loads(tmp_path, monkeypatch):
         if "pools:" in block:
             st = stacks.load(path, catalog.load(use_config=False))
             assert st.pools
+        elif block.startswith("data:"):  # a block of a stack: added to an example, it loads
+            (tmp_path / "keys").mkdir(exist_ok=True)  # the key the example names, beside it
+            shutil.copy(ROOT / "stacks/examples/keys/example.pub", tmp_path / "keys")
+            path.write_text((ROOT / "stacks/examples/aws-training.yaml").read_text() + "\n" + block)
+            assert stacks.load(path, catalog.load(use_config=False)).data.dataset_gb > 0
         else:
-            cat = catalog.load(path)  # the config applied: quotes, discounts, sites
-            assert cat.prices and (cat.discounts or cat.sites)
+            cat = catalog.load(path)  # the config applied: quotes, discounts, sites, budgets
+            assert cat.prices and (cat.discounts or cat.sites or config.load(path).budgets)

@@ -68,6 +68,9 @@ class Aws:
     def prices(self):
         return load("prices")
 
+    def rates(self):
+        return load("rates")
+
     def public_prices(self):
         return load("bulk_prices")
 

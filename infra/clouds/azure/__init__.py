@@ -60,6 +60,9 @@ class Azure:
     def prices(self):
         return load("prices")  # Retail Prices need no SDK; its resource SKUs are read through api
 
+    def rates(self):
+        return load("rates")
+
     def public_prices(self):
         return None  # its Retail Prices need no credentials to begin with
 

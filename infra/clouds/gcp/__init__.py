@@ -66,6 +66,9 @@ class Gcp:
     def public_prices(self):
         return load("key_prices")
 
+    def rates(self):
+        return None  # the Cloud Billing Catalog's storage and network SKUs are not mapped to the rates table
+
     team_scheme = "gs"
 
     def billed(self, since, until, clusters, settings):
