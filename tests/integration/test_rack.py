@@ -6,16 +6,14 @@ openssh-server (the Makefile's `test` target installs them); elsewhere these tes
 under CI=true they fail instead.
 """
 
-import json
-import os
 import shutil
 import subprocess
 
 import pytest
 
-from tests.conftest import ROOT, gpufleet_exe
+from tests.conftest import ROOT
 from tests.integration import localrack
-from tests.integration.localrack import KEY, RACK, STATE, on_host
+from tests.integration.localrack import KEY, RACK, STATE, gpufleet, install_standins, on_host, remove_standins
 
 STACK = str(ROOT / "stacks" / "examples" / "local-rack.yaml")
 CLUSTER = "e2e-rack"
@@ -27,21 +25,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rack")]
 @pytest.fixture(scope="module")
 def rack(tmp_path_factory):
     hosts = localrack.fresh_hosts("salt-ssh")
-    data = tmp_path_factory.mktemp("xdg-data")
-    env = {**os.environ, "XDG_DATA_HOME": str(data), "COLUMNS": "200"}
-    env.pop("GPUFLEET_REGISTRY", None)
-    yield {"env": env, "data": data, "hosts": hosts}
+    yield localrack.rack_env(tmp_path_factory, hosts)
     localrack.down()
-
-
-def gpufleet(rack, *args, timeout=1200):
-    r = subprocess.run([gpufleet_exe(), "--json", *args], capture_output=True, text=True, env=rack["env"],
-                       timeout=timeout, stdin=subprocess.DEVNULL)
-    try:
-        doc = json.loads(r.stdout)
-    except json.JSONDecodeError:
-        doc = None
-    return r.returncode, doc, r.stderr
 
 
 def by_host(doc) -> dict:
@@ -88,34 +73,6 @@ def test_up_configures_the_rack_and_a_second_run_changes_nothing(rack):
 
     rc, doc, err = gpufleet(rack, "up", "--no-verify", STACK, "--cluster", CLUSTER, "--yes")
     assert rc == 0 and {h["state"] for h in doc["hosts"]} == {"skipped"}
-
-
-STANDIN_HOME = "/opt/gpufleet-standin"
-STANDIN_TOOLS = ("nvidia-smi", "dcgmi", "nvbandwidth", "journalctl", "systemctl")
-
-
-def install_standins(i: int, changes: dict[str, str]) -> None:
-    """The stand-in tools (tests/verify_standin.py) on host ``i``, replaying the 1x L4 captures
-    (``changes``: capture file -> other text), first on root's PATH (/usr/local/sbin)."""
-    import io
-    import tarfile
-
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        tar.add(ROOT / "tests" / "verify_standin.py", "standin.py")
-        tar.add(ROOT / "tests" / "data" / "verify" / "l4x1", "captures")
-        for name, text in changes.items():
-            info = tarfile.TarInfo(f"captures/{name}")
-            info.size = len(text.encode())
-            tar.addfile(info, io.BytesIO(text.encode()))
-    links = " && ".join(f"ln -sf {STANDIN_HOME}/standin.py /usr/local/sbin/{t}" for t in STANDIN_TOOLS)
-    r = on_host(i, f"rm -rf {STANDIN_HOME} && mkdir -p {STANDIN_HOME} && tar -x -C {STANDIN_HOME} && "
-                   f"chmod +x {STANDIN_HOME}/standin.py && {links}", stdin=buf.getvalue())
-    assert r.returncode == 0, r.stderr
-
-
-def remove_standins(i: int) -> None:
-    on_host(i, f"rm -rf {STANDIN_HOME} " + " ".join(f"/usr/local/sbin/{t}" for t in STANDIN_TOOLS))
 
 
 def test_verify_proves_each_host_or_says_why_not(rack):

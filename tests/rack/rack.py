@@ -2,8 +2,8 @@
 """A local rack of real SSH hosts for gpufleet's end-to-end tests.
 
 Each host is a network namespace on one Linux bridge (the rack's "10GbE fabric"), with its own
-Debian root file system (an overlay on one cached debootstrap), its own UTS name and its own
-OpenSSH sshd. The bridge is NATed so the hosts can reach the Debian and PyPI registries, as a
+Debian root file system (an overlay on one cached debootstrap), its own UTS name, its own PID
+space (its sshd is its PID 1: a host sees only its own processes) and its own OpenSSH sshd. The bridge is NATed so the hosts can reach the Debian and PyPI registries, as a
 real rack reaches its mirrors. Needs root, iproute2, debootstrap and openssh-server.
 
     python3 tests/rack/rack.py up --hosts 4        # create (idempotent) and print the hosts as JSON
@@ -136,6 +136,8 @@ def create_host(i: int, base: Path, pub: str) -> None:
         if not mounted(root / sub):
             sh("mount", *args, str(root / sub))
     (root / "run/sshd").mkdir(parents=True, exist_ok=True)
+    # what a booted Debian has in /run (systemd-tmpfiles makes it): init scripts lock under /var/lock
+    (root / "run/lock").mkdir(mode=0o1777, exist_ok=True)
     (root / "etc/hostname").write_text(f"h{i}\n")
     mid = root / "etc/machine-id"
     if not mid.exists() or not mid.read_text().strip():  # as an installer does: one id per machine
@@ -166,7 +168,9 @@ def create_host(i: int, base: Path, pub: str) -> None:
 
 
 def sshd_pid(i: int) -> int | None:
-    pidfile = host_dir(i) / "root/run/sshd.pid"
+    """The host's first process as this machine sees it (``unshare``, whose child is the host's PID 1,
+    its sshd), while it runs."""
+    pidfile = host_dir(i) / "init.pid"
     try:
         pid = int(pidfile.read_text().strip())
         os.kill(pid, 0)
@@ -176,13 +180,24 @@ def sshd_pid(i: int) -> int | None:
 
 
 def start_sshd(i: int) -> None:
+    """sshd as the host's PID 1, in PID, mount and UTS namespaces of its own: a host sees its own
+    processes only (an init script's `status` finds its own daemon, not another host's), as a
+    machine does. ``--kill-child``: stopping it stops the whole host, as switching a machine off does."""
     if sshd_pid(i):
         return
     root = host_dir(i) / "root"
-    sh("ip", "netns", "exec", f"{PREFIX}{i}", "unshare", "--uts", "--fork", "sh", "-c",
-       f"hostname h{i}; exec chroot {root} /usr/sbin/sshd -E /var/log/sshd.log")
+    # unshare forks the host's first process and waits for it; nsenter joins the host's network
+    # namespace and execs (so that sshd, not a waiting parent, is PID 1 and reaps what is left to it)
+    init = subprocess.Popen(["unshare", "--uts", "--pid", "--mount", "--fork", "--kill-child",
+                             "nsenter", f"--net=/run/netns/{PREFIX}{i}", "sh", "-c",
+                             f"hostname h{i} && mount -t proc proc {root}/proc && "
+                             f"exec chroot {root} /usr/sbin/sshd -D -E /var/log/sshd.log"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    (host_dir(i) / "init.pid").write_text(f"{init.pid}\n")
     for _ in range(50):
-        if sshd_pid(i):
+        if init.poll() is None and sh("ip", "netns", "exec", f"{PREFIX}{i}", "ss", "-ltnH", "sport = :22",
+                                      check=False, quiet=True).stdout.strip():
             return
         time.sleep(0.1)
     raise SystemExit(f"rack: sshd on h{i} did not start (see {root}/var/log/sshd.log)")
@@ -190,8 +205,8 @@ def start_sshd(i: int) -> None:
 
 def stop_sshd(i: int) -> None:
     pid = sshd_pid(i)
-    if pid:
-        os.kill(pid, signal.SIGTERM)
+    if pid:  # unshare ignores SIGTERM while it waits: SIGKILL, and --kill-child takes the host's PID 1 with it
+        os.kill(pid, signal.SIGKILL)
         for _ in range(50):
             if not sshd_pid(i):
                 break
@@ -213,6 +228,7 @@ def kill_inside(root: Path) -> None:
 def remove_host(i: int) -> None:
     d = host_dir(i)
     root = d / "root"
+    stop_sshd(i)
     kill_inside(root)
     for sub in ("run", "sys", "dev", "proc", ""):
         target = root / sub if sub else root
