@@ -3,8 +3,9 @@
 
 Each host is a network namespace on one Linux bridge (the rack's "10GbE fabric"), with its own
 Debian root file system (an overlay on one cached debootstrap), its own UTS name, its own PID
-space (its sshd is its PID 1: a host sees only its own processes) and its own OpenSSH sshd. The bridge is NATed so the hosts can reach the Debian and PyPI registries, as a
-real rack reaches its mirrors. Needs root, iproute2, debootstrap and openssh-server.
+space (its sshd is its PID 1: a host sees only its own processes) and its own OpenSSH sshd. The
+bridge is NATed so the hosts can reach the Debian and PyPI registries, as a real rack reaches its
+mirrors. Needs root, iproute2, debootstrap and openssh-server.
 
     python3 tests/rack/rack.py up --hosts 4        # create (idempotent) and print the hosts as JSON
     python3 tests/rack/rack.py status
