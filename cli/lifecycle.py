@@ -117,10 +117,25 @@ def status(
                               "notes"],
                  table, justify={"$/h": "right", "cost so far": "right"}, optional=("by",),
                  styles=["red" if r.state in ("orphan", "leaking", "failed") else None for r in rows])
+    _scheduler(rows)
     _held_images(report.images, now)
     if report.budgets:
         budget_cmd.render(report.budgets, now)
     exit_if_unread(report.unread, report.clouds)
+
+
+def _scheduler(rows: list) -> None:
+    """Slurm's view of each cluster that runs it: its nodes and jobs per state, the drained nodes' reasons."""
+    viewed = [r for r in rows if r.scheduler and not r.scheduler.get("error")]
+    if not viewed:
+        return
+    def counts(d: dict) -> str:
+        return ", ".join(f"{n} {state}" for state, n in sorted(d.items())) or "none"
+
+    output.table("Slurm (from each controller)", ["cluster", "controller", "nodes", "jobs", "drained: reason"],
+                 [[r.name, r.scheduler["controller"], counts(r.scheduler["nodes"]), counts(r.scheduler["jobs"]),
+                   "; ".join(f"{n}: {why}" for n, why in r.scheduler["drained"].items()) or "-"] for r in viewed],
+                 wraps=("drained: reason",))
 
 
 def _creators(created_by: dict[str, str]) -> str:

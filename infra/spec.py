@@ -276,6 +276,15 @@ class Software(_Strict):
         return {k: str(x) for k, x in (v or {}).items()} if isinstance(v, dict) else v
 
 
+class Slurm(_Strict):
+    """Slurm on the stack's nodes: slurmctld on the pool with ``role: controller`` (one node), slurmd
+    with the GPUs as GRES on every other pool's nodes, one partition per pool (the first the default)."""
+
+    # cgroup tracking and confinement of jobs (false only where hosts share one kernel: the test rack)
+    cgroups: bool = True
+    health_check_interval: int = Field(default=300, ge=0, le=86_400)  # seconds between node checks; 0: none
+
+
 class Failover(_Strict):
     """Where else a cloud pool may land when its own place is refused (no capacity, a short quota):
     each alternative is one whole place for the whole pool, tried in order (``clouds.candidates``)."""
@@ -373,6 +382,7 @@ class Pool(_Strict):
     known_hosts: str | None = None  # the site's known_hosts file (default: gpufleet's per-site file)
     site_costs: SiteCosts | None = None
     failover: Failover | None = None  # where else to try when the pool's place is refused
+    role: Literal["compute", "controller"] = "compute"  # controller: the stack's Slurm controller (slurm:)
 
     @field_validator("name")
     @classmethod
@@ -403,7 +413,7 @@ class Pool(_Strict):
             if self.subnet_manager and self.interconnect not in ("infiniband-hdr", "infiniband-ndr"):
                 raise HintedValueError("subnet_manager applies to InfiniBand racks only",
                                        "drop it, or set interconnect: infiniband-hdr/ndr")
-            if not (self.gpu and self.gpus_per_node):
+            if not (self.gpu and self.gpus_per_node) and self.role != "controller":
                 raise HintedValueError("a baremetal pool needs `gpu` and `gpus_per_node`", "e.g. gpu: H100, gpus_per_node: 8")
             if self.nodes is None:
                 self.nodes = len(self.hosts)
@@ -478,6 +488,7 @@ class Stack(_Strict):
     network: Network = Network()
     software: Software = Software()
     data: Data | None = None  # what it moves (the traffic estimate); None: not said
+    slurm: Slurm | None = None  # the scheduler on its pools; None: none
     pools: Annotated[list[Pool], Field(min_length=1, max_length=MAX_POOLS)]
 
     # set by load(): where the stack came from
@@ -515,6 +526,21 @@ class Stack(_Strict):
 
     def total_nodes(self) -> int:
         return sum(p.nodes or 0 for p in self.pools)
+
+    @model_validator(mode="after")
+    def _scheduler(self):
+        controllers = [p for p in self.pools if p.role == "controller"]
+        if self.slurm is None:
+            if controllers:
+                raise HintedValueError("role: controller is Slurm's",
+                                       "add a slurm: block (slurm: {} takes the defaults), or drop it")
+            return self
+        if len(controllers) != 1 or controllers[0].nodes != 1:
+            raise HintedValueError("slurm: needs one pool with role: controller, of one node",
+                                   "e.g. a pool `ctl` with role: controller and one host (racks) or nodes: 1")
+        if len(self.pools) < 2:
+            raise HintedValueError("slurm: needs a pool of compute nodes besides the controller", "add one")
+        return self
 
 
 # --- catalog checks -----------------------------------------------------------------

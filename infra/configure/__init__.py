@@ -2,7 +2,7 @@
 
 # The formulas under salt/, in the order they are applied.
 FORMULAS = ("node_base", "nvidia_driver", "cuda", "nccl", "container_runtime", "fabric", "lustre_client",
-            "nfs_client", "frameworks", "monitoring", "verify_tools")
+            "nfs_client", "frameworks", "monitoring", "verify_tools", "slurm")
 # What needs a GPU to be installed for real; on a host without one these run with test=True.
 GPU_STATES = ("nvidia_driver", "cuda", "nccl", "container_runtime", "monitoring.dcgm", "verify_tools")
 # What a node booted from a current golden image still applies: what is its own (mounts of its

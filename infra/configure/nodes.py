@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from gpufleet.clouds.baremetal import hosts
 from gpufleet.clouds.baremetal.hosts import HostReport, HostTarget, Progress
 from gpufleet.configure import pillar as pillarmod
-from gpufleet.configure import saltrun, software
+from gpufleet.configure import saltrun, slurm, software
 from gpufleet.errors import InputError
 
 
@@ -58,9 +58,11 @@ def check_hosts(stack, reports: dict[str, HostReport]) -> None:
 
 def configure(stack, cluster: str, targets: list[HostTarget], *, registry=None, trust_new: bool = False,
               force: bool = False, workers: int = 32, progress: Progress | None = None,
-              runner_factory=None, gathered: dict[str, HostReport] | None = None) -> list[HostReport]:
+              runner_factory=None, gathered: dict[str, HostReport] | None = None,
+              health: tuple[dict[str, dict], bytes] | None = None) -> list[HostReport]:
     """Gather facts (unless ``gathered`` and checked already), check, apply the formulas (GPU ones
-    rehearsed on GPU-less hosts), record each host."""
+    rehearsed on GPU-less hosts), record each host. ``health``: each pool's verify expectations and
+    the checks' bundle, for the Slurm health check of a stack with ``slurm:``."""
     if gathered is None:
         reports = hosts.gather(targets, trust_new=trust_new, workers=workers, progress=progress)
         check_hosts(stack, reports)
@@ -69,6 +71,7 @@ def configure(stack, cluster: str, targets: list[HostTarget], *, registry=None, 
     pools = {p.name: p for p in stack.pools}
     tree = saltrun.tree_hash()
     known = registry.hosts(cluster) if registry else {}
+    scheduler = _slurm_pillars(stack, cluster, reports, pools, health) if stack.slurm else {}
     plan: dict[str, tuple[list[str], list[str], dict]] = {}
     for r in reports.values():
         if r.facts is None:
@@ -78,6 +81,8 @@ def configure(stack, cluster: str, targets: list[HostTarget], *, registry=None, 
         sm_host = pool.subnet_manager == "host" and t.idx == 0
         pil = pillarmod.build(stack, pool, cluster=cluster, gpu=pool.gpu, has_gpu=has_gpu,
                               nvswitches=r.facts.nvswitches, subnet_manager_host=sm_host)
+        if t.id in scheduler:
+            pil["slurm"] = pillarmod.merge(scheduler[t.id], pil.get("slurm") or {})
         states = pil["gpufleet"]["states"]
         real, rehearse = pillarmod.split_for_host(states, has_gpu)
         r.digest = pillarmod.digest(pil, real + rehearse, tree, r.facts.identity)
@@ -135,6 +140,23 @@ def configure(stack, cluster: str, targets: list[HostTarget], *, registry=None, 
                               facts=r.facts.to_dict() if r.facts else None, detail=detail)
     return [reports[t.id] for t in targets]
 
+
+def _slurm_pillars(stack, cluster: str, reports: dict[str, HostReport], pools: dict, health) -> dict[str, dict]:
+    """Each reachable host's ``slurm`` pillar: one configuration rendered from all of them."""
+    expectations, bundle = health or ({}, b"")
+    reached = [r for r in reports.values() if r.facts is not None]
+    as_node = {r.target.id: slurm.node(r.facts.hostname.split(".")[0] or r.target.id, r.target.address,
+                                       pools[r.target.pool], cpus=r.facts.cpus, mem_gib=r.facts.mem_gib,
+                                       gpus=len(r.facts.gpus), gpu=pools[r.target.pool].gpu) for r in reached}
+    ctl = [as_node[r.target.id] for r in reached if pools[r.target.pool].role == "controller"]
+    if not ctl:
+        raise InputError("the Slurm controller's host cannot be reached: no slurm.conf can be written",
+                         "bring the controller pool's host back, then run configure again")
+    compute = [as_node[r.target.id] for r in reached if pools[r.target.pool].role == "compute"]
+    key = slurm.munge_key(cluster)
+    return {r.target.id: slurm.pillar(stack, cluster, ctl[0], compute, role=pools[r.target.pool].role,
+                                      expect=expectations.get(r.target.pool), gpus_seen=len(r.facts.gpus),
+                                      bundle=bundle, key=key) for r in reached}
 
 
 def drain(cluster: str, targets: list[HostTarget], *, clean_states: dict[str, list[str]] | None = None,

@@ -23,6 +23,8 @@ def formulas(stack, pool) -> list[str]:
     """The formulas a pool's nodes get: the pool's ``salt.states``, or every one that applies."""
     if pool.salt.states is not None:
         return [f for f in FORMULAS if f in pool.salt.states]
+    if pool.role == "controller":  # Slurm's controller: no GPU, none of the GPU node's software
+        return ["node_base", "slurm"]
     sw = stack.software
     out = ["node_base", "nvidia_driver", "cuda", "nccl"]
     if sw.container_runtime != "none" or pool.interconnect == "gpudirect-tcpx":
@@ -37,6 +39,8 @@ def formulas(stack, pool) -> list[str]:
     if sw.monitoring:
         out.append("monitoring")
     out.append("verify_tools")  # what `gpufleet verify` runs (nccl-tests, nvbandwidth, fio, perftest)
+    if stack.slurm:
+        out.append("slurm")
     return out
 
 
@@ -56,11 +60,11 @@ def split_for_host(states: list[str], has_gpu: bool) -> tuple[list[str], list[st
     return real, rehearse
 
 
-def _merge(base: dict, over: dict) -> dict:
+def merge(base: dict, over: dict) -> dict:
     out = copy.deepcopy(base)
     for k, v in over.items():
         if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _merge(out[k], v)
+            out[k] = merge(out[k], v)
         else:
             out[k] = copy.deepcopy(v)
     return out
@@ -106,7 +110,7 @@ def build(stack, pool, *, cluster: str, gpu: str | None = None, gpu_count: int |
                                 for name, ver in sorted(sw.frameworks.items())}},
         "monitoring": {"node_exporter": sw.monitoring, "dcgm": sw.monitoring, "cuda_major": sw.cuda.split(".")[0]},
     }
-    return _merge(pillar, pool.salt.pillar)
+    return merge(pillar, pool.salt.pillar)
 
 
 def _env_dict(env: software.Env) -> dict:

@@ -117,8 +117,9 @@ def pool_costs(lay: Layout, stack, cat) -> list[PoolCost]:
         price, note = None, "no site_costs: give purchase price, power and utilization to price the rack"
         if p.site_costs:
             price, note = site_from_pool(p, cat, stack.source).usd_per_node_hour(), ""
-        out.append(PoolCost(p.name, p.provider, p.site, f"{p.gpus_per_node}x {cat.gpu(p.gpu).name}", p.nodes,
-                            p.nodes * p.gpus_per_node, price, None if price is None else price * p.nodes, note))
+        machine = f"{p.gpus_per_node}x {cat.gpu(p.gpu).name}" if p.gpu else "a host without GPUs"  # a controller
+        out.append(PoolCost(p.name, p.provider, p.site, machine, p.nodes, p.nodes * (p.gpus_per_node or 0), price,
+                            None if price is None else price * p.nodes, note))
     order = {p.name: i for i, p in enumerate(stack.pools)}
     return sorted(out, key=lambda c: order[c.pool])
 

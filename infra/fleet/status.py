@@ -12,10 +12,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
+from gpufleet import nodes
 from gpufleet.clouds import inventory
 from gpufleet.clouds.resources import Resource, price
 from gpufleet.clouds.tags import CREATED_BY, TAG_PREFIX, format_expiry, names, principal_key, time_or_none
-from gpufleet.errors import NotFound
+from gpufleet.errors import GpufleetError, NotFound
 from gpufleet.fleet import budgets, held_images, team
 from gpufleet.fleet.stacks import stack_of
 from gpufleet.providers import CLOUDS
@@ -40,6 +41,7 @@ class ClusterStatus:
     notes: list[str] = field(default_factory=list)
     cost_by_provider: dict[str, float] = field(default_factory=dict)  # cost_so_far split by where it is billed
     created_by: dict[str, str] = field(default_factory=dict)  # provider -> who brought it up there
+    scheduler: dict | None = None  # Slurm's view from the controller (nodes and jobs per state), when it runs
 
     def to_dict(self) -> dict:
         return {"cluster": self.name, "state": self.state, "stack": self.stack, "owner": self.owner,
@@ -49,7 +51,8 @@ class ClusterStatus:
                 "nodes_recorded": self.nodes_recorded, "nodes_found": self.nodes_found,
                 "usd_per_hour": round(self.usd_per_hour, 4), "cost_so_far_usd": round(self.cost_so_far, 2),
                 "cost_by_provider_usd": {p: round(c, 2) for p, c in self.cost_by_provider.items()},
-                "where": self.where, "notes": self.notes, "resources": [r.to_dict() for r in self.resources]}
+                "where": self.where, "notes": self.notes, "resources": [r.to_dict() for r in self.resources],
+                "scheduler": self.scheduler}
 
 
 
@@ -206,6 +209,8 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
                if h["state"] == "unhealthy"]
         if bad:
             row.notes.append(f"{len(bad)} node(s) unhealthy: " + "; ".join(bad[:5]) + ("; ..." if len(bad) > 5 else ""))
+    for row in report.rows:
+        row.scheduler = _scheduler(row, {r.name: r for r in records}.get(row.name), cat)
     if name is not None and not report.rows:
         raise NotFound("cluster", name, [c.name for c in reg.list()], " in the registry or the clouds' tags",
                        listed_by="gpufleet status")
@@ -217,6 +222,24 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
     if owner:
         report.rows = owned_by(report.rows, owner)
     return report
+
+
+def _scheduler(row: ClusterStatus, rec: ClusterRecord | None, cat) -> dict | None:
+    """Slurm's view of a running cluster whose stack has it, from whichever kind of node holds its
+    controller; a stack file that is gone or no longer loads is said in the row."""
+    if rec is None or not rec.stack_file:
+        return None
+    try:
+        st = stack_of(rec.stack_file, cat)
+    except GpufleetError as e:
+        row.notes.append(f"its stack file does not load ({e.message}): the scheduler was not asked")
+        return None
+    if st is None or not st.slurm:
+        return None
+    view = next((v for k in nodes.used(st) if (v := k.scheduler(st)) is not None), None)
+    if view and view.get("error"):
+        row.notes.append(f"Slurm's controller {view['controller']} could not be asked: {view['error']}")
+    return view
 
 
 def _clusters(target: str | None, reg: Registry, cat) -> tuple[list[ClusterRecord], str | None]:

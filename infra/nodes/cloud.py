@@ -10,7 +10,7 @@ from gpufleet.clouds import cloud, inventory, quotas
 from gpufleet.configure import cloudnodes
 from gpufleet.engine import automation
 from gpufleet.engine.program import build
-from gpufleet.errors import DeployError, GpufleetError, LeftoverError
+from gpufleet.errors import DeployError, GpufleetError, InputError, LeftoverError
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
 from gpufleet.state.registry import nodes_from_outputs
@@ -47,6 +47,10 @@ def reach(run: Run, *, elsewhere: set[str] = frozenset()) -> list:
     """Credentials, the Pulumi CLI and (``run.check_quotas``) the quotas: the quota lines read. The
     pools in ``elsewhere`` may land in other places (capacity failover): their quotas are read
     here but a short one does not stop `up` (the failover preflight skips that place)."""
+    if run.stack.slurm:
+        raise InputError("slurm: gpufleet configures Slurm on rack hosts only so far; this stack has cloud pools "
+                         f"({', '.join(p.name for p in run.stack.pools if owns(p))})",
+                         "drop the slurm: block (and role: controller) for the cloud pools, or put them on racks")
     used = providers(run.stack)
     run.pulumi_command = ready(used, run.pulumi_command)
     if not run.check_quotas:
@@ -136,6 +140,11 @@ def configured_verdicts(reports: list) -> list[NodeVerdict]:
             v.error = "the node sent no verification report"
         out.append(v)
     return out
+
+
+def scheduler(stack) -> dict | None:
+    """Nothing to ask: gpufleet does not configure Slurm on cloud pools (``reach`` refuses such a stack)."""
+    return None
 
 
 def targets(run: Run, record, node: str | None) -> list:

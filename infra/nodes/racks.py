@@ -15,7 +15,7 @@ from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
 from gpufleet.state import caller
 from gpufleet.state.registry import Node
-from gpufleet.verify import expect, rack
+from gpufleet.verify import bundle, expect, rack
 from gpufleet.verify.report import NodeVerdict
 
 NAME = "rack hosts"
@@ -60,9 +60,19 @@ def create(run: Run, prices: dict[str, float | None]) -> list[Node]:
 
 def configure(run: Run) -> list:
     """Apply the formulas on every host (``HostReport``s), with the facts ``reach`` gathered when it ran."""
+    health = None
+    if run.stack.slurm:  # the Slurm health check runs the verify checks with each pool's expectations
+        health = ({p.name: expect.for_pool(run.stack, p, run.cat) for p in run.stack.pools}, bundle.build()[0])
     return configuration.configure(run.stack, run.cluster, hosts.rack_targets(run.stack), registry=run.registry,
                                    trust_new=run.trust_new_hosts, force=run.force, progress=run.progress,
-                                   runner_factory=run.runner_factory, gathered=run.found.get("gathered"))
+                                   runner_factory=run.runner_factory, gathered=run.found.get("gathered"),
+                                   health=health)
+
+
+def scheduler(stack) -> dict | None:
+    """Slurm's view of the cluster from its controller, when a rack host is the controller."""
+    ctl = [t for t in hosts.rack_targets(stack) for p in stack.pools if p.name == t.pool and p.role == "controller"]
+    return hosts.scheduler_view(ctl[0]) if stack.slurm and ctl else None
 
 
 def targets(run: Run, node: str | None = None) -> list:

@@ -126,6 +126,34 @@ def gather(targets: list[HostTarget], *, trust_new: bool = False, workers: int =
     return reports
 
 
+# Slurm's view from its controller: each node's state (sinfo's long names: idle, mixed, allocated,
+# drained, down ...) and each job's (squeue: PENDING, RUNNING ...), one per line, after a marker
+SCHEDULER_SCRIPT = "echo nodes; sinfo -h -N -o '%N %T'; echo jobs; squeue -h -o '%T'"
+
+
+def scheduler_view(target: HostTarget, *, trust_new: bool = False) -> dict:
+    """What Slurm's controller on ``target`` says: nodes per state, jobs per state, the nodes drained
+    with their reasons; ``error`` when it could not be asked."""
+    (outcome,) = on_each_host([target], lambda s: (s.run(SCHEDULER_SCRIPT, timeout=30),
+                                                   s.run("sinfo -h -R -o '%n|%E'", timeout=30)),
+                              phase="scheduler", trust_new=trust_new, workers=1, progress=None)
+    if not outcome.ok:
+        return {"controller": target.id, "error": outcome.error.message}
+    states, reasons = outcome.value
+    if states.rc != 0:
+        return {"controller": target.id, "error": f"sinfo/squeue failed: {(states.stderr or states.stdout).strip()[-200:]}"}
+    section, nodes, jobs = "", {}, {}
+    for line in states.stdout.splitlines():
+        if line in ("nodes", "jobs"):
+            section = line
+        elif line.strip():
+            counts = nodes if section == "nodes" else jobs
+            state = line.split()[-1].rstrip("*~#!%$@^-").lower()
+            counts[state] = counts.get(state, 0) + 1
+    drained = dict(line.split("|", 1) for line in reasons.stdout.splitlines() if "|" in line)
+    return {"controller": target.id, "nodes": nodes, "jobs": jobs, "drained": drained}
+
+
 DRAIN_SCRIPT = r"""
 set -e
 mkdir -p /etc/gpufleet

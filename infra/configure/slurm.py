@@ -1,0 +1,143 @@
+"""Slurm's configuration for a cluster, rendered here and written by the ``slurm`` formula.
+
+One ``slurm.conf`` (with ``gres.conf``, ``cgroup.conf`` and ``topology.conf``) serves every node:
+slurmctld and each slurmd must read the same file, so it is rendered once from all the nodes and
+carried to each in its pillar, with the cluster's munge key. Per node it says what the node is:
+its CPUs and memory, its GPUs as GRES (an explicit ``gres.conf``: Debian's and Ubuntu's Slurm
+packages are built without NVML, which ``AutoDetect=nvml`` needs), and features from its pool (GPU
+model, fabric, pool). Each compute pool is a partition (the first the default); ``topology.conf``
+puts each pool's nodes under a switch of their own (a rack pool's hosts share its switches, a cloud
+pool's nodes its placement group), so that a job lands on close nodes.
+
+Keys and values follow slurm.conf(5), gres.conf(5), cgroup.conf(5) and topology.conf(5) of Slurm
+22.05 (Debian 12's), all of them still valid in 24.11 (slurm.schedmd.com/slurm.conf.html, 2026).
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import os
+import re
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpufleet.paths import make_dir, salt_run_dir
+
+HEALTH_PROGRAM = "/usr/local/sbin/gpufleet-slurm-health"
+# the node checks a health check runs: what reads the node's state, none of the load tests (NCCL,
+# copy bandwidth, DCGM diagnostics) that would compete with the jobs it runs beside
+HEALTH_SKIPS = ("nccl", "copy", "dcgm_level", "dcgm_level_full")
+MEMORY_KEPT = 0.05  # of a node's memory, left to the OS and slurmd (RealMemory is what jobs may take)
+MUNGE_KEY_BYTES = 1024  # as `mungekey` makes them (munge 0.5.13+)
+
+
+@dataclass
+class SlurmNode:
+    name: str  # the host name slurmd reports (its NodeName)
+    address: str
+    pool: str
+    cpus: int
+    memory_mb: int
+    gpus: int = 0
+    gpu_type: str = ""  # GRES type: the GPU model, lower case (h100, a100, t4)
+    features: list[str] = field(default_factory=list)
+
+
+def gres_type(gpu: str | None) -> str:
+    """The GRES type of a GPU model: lower case, no memory size (``A100-80GB`` -> ``a100``)."""
+    return re.sub(r"[^a-z0-9]", "", (gpu or "").split("-")[0].lower())
+
+
+def node(name: str, address: str, pool, *, cpus: int, mem_gib: float, gpus: int, gpu: str | None,
+         fabric: str | None = None) -> SlurmNode:
+    """A node of ``pool`` as Slurm is told of it (``gpus``: how many it has, from its facts or type;
+    ``fabric``: its interconnect, the pool's unless given, as the catalog names a cloud type's)."""
+    features = [f for f in (gres_type(gpu) if gpus else "", (fabric or pool.interconnect or "").lower(), pool.name,
+                            (pool.instance_type or "").replace(".", "-").lower()) if f]
+    return SlurmNode(name, address, pool.name, max(1, cpus), max(1, math.floor(mem_gib * 1024 * (1 - MEMORY_KEPT))),
+                     gpus, gres_type(gpu) if gpus else "", list(dict.fromkeys(features)))
+
+
+def _gpu_files(n: int) -> str:
+    return "/dev/nvidia0" if n == 1 else f"/dev/nvidia[0-{n - 1}]"
+
+
+def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode]) -> dict[str, str]:
+    """The four files, by name."""
+    cfg = stack.slurm
+    head = f"# gpufleet: Slurm of cluster {cluster} (stack {stack.name}); written by `gpufleet configure`, replaced by it\n"
+    cgroups = cfg.cgroups
+    lines = [
+        f"ClusterName={_cluster_name(cluster)}",
+        f"SlurmctldHost={controller.name}({controller.address})",
+        "SlurmUser=slurm", "AuthType=auth/munge", "CryptoType=crypto/munge",
+        "StateSaveLocation=/var/spool/slurmctld", "SlurmdSpoolDir=/var/spool/slurmd",
+        "SlurmctldPidFile=/run/slurmctld.pid", "SlurmdPidFile=/run/slurmd.pid",
+        "SlurmctldLogFile=/var/log/slurm/slurmctld.log", "SlurmdLogFile=/var/log/slurm/slurmd.log",
+        "SchedulerType=sched/backfill", "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core_Memory",
+        "GresTypes=gpu", "MpiDefault=none", "ReturnToService=2",
+        # cgroup tracking confines each job to what it asked for; linuxproc where hosts share a kernel
+        "ProctrackType=" + ("proctrack/cgroup" if cgroups else "proctrack/linuxproc"),
+        "TaskPlugin=" + ("task/cgroup,task/affinity" if cgroups else "task/none"),
+        "JobAcctGatherType=" + ("jobacct_gather/cgroup" if cgroups else "jobacct_gather/linux"),
+        "TopologyPlugin=topology/tree",
+    ]
+    if cfg.health_check_interval:
+        lines += [f"HealthCheckProgram={HEALTH_PROGRAM}", f"HealthCheckInterval={cfg.health_check_interval}",
+                  "HealthCheckNodeState=ANY"]
+    lines.append("")
+    for n in nodes:
+        gres = f" Gres=gpu:{n.gpu_type}:{n.gpus}" if n.gpus else ""
+        feats = f" Feature={','.join(n.features)}" if n.features else ""
+        lines.append(f"NodeName={n.name} NodeAddr={n.address} CPUs={n.cpus} RealMemory={n.memory_mb}{gres}{feats} "
+                     "State=UNKNOWN")
+    pools = list(dict.fromkeys(n.pool for n in nodes))
+    for i, pool in enumerate(pools):
+        members = [n.name for n in nodes if n.pool == pool]
+        lines.append(f"PartitionName={pool} Nodes={','.join(members)} Default={'YES' if i == 0 else 'NO'} "
+                     "MaxTime=INFINITE State=UP")
+    gres_lines = [f"NodeName={n.name} Name=gpu Type={n.gpu_type} File={_gpu_files(n.gpus)}" for n in nodes if n.gpus]
+    switches = [f"SwitchName={pool} Nodes={','.join(n.name for n in nodes if n.pool == pool)}" for pool in pools]
+    switches.append(f"SwitchName=root Switches={','.join(pools)}")
+    return {
+        "slurm.conf": head + "\n".join(lines) + "\n",
+        "gres.conf": head + ("\n".join(gres_lines) + "\n" if gres_lines else "# no GPUs on these nodes\n"),
+        "cgroup.conf": head + ("ConstrainCores=yes\nConstrainRAMSpace=yes\nConstrainDevices=yes\n" if cgroups
+                               else "# cgroups are off for this cluster (slurm: {cgroups: false})\n"),
+        "topology.conf": head + "\n".join(switches) + "\n",
+    }
+
+
+def _cluster_name(cluster: str) -> str:
+    """slurm.conf's ClusterName: lower case, letters and digits (slurmdbd keys tables by it)."""
+    return re.sub(r"[^a-z0-9_]", "_", cluster.lower())[:40]
+
+
+def munge_key(cluster: str) -> bytes:
+    """The cluster's munge key: made once, kept beside its Salt configuration (mode 0600)."""
+    path = make_dir(salt_run_dir(cluster)) / "munge.key"
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(MUNGE_KEY_BYTES))
+    return Path(path).read_bytes()
+
+
+def health_expectations(expect: dict) -> dict:
+    """A node's verify expectations as its health check uses them: the reads, none of the load tests."""
+    out = {k: v for k, v in expect.items() if k not in HEALTH_SKIPS}
+    out["required"] = [r for r in expect.get("required") or () if not r.startswith("bw.")]
+    return out
+
+
+def pillar(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode], *, role: str, expect: dict | None,
+           gpus_seen: int, bundle: bytes, key: bytes) -> dict:
+    """The ``slurm`` pillar of one host (``role``: controller or compute)."""
+    cfg = stack.slurm
+    return {"role": role, "files": render(stack, cluster, controller, nodes),
+            "munge_key": key.hex(),  # munge hashes the key file's bytes: hex text keeps all of their randomness
+            "health": {"interval": cfg.health_check_interval, "expect": health_expectations(expect or {}),
+                       "gpus_seen": gpus_seen, "bundle": base64.b64encode(bundle).decode()},
+            "controller": controller.name}

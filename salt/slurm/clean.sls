@@ -1,0 +1,34 @@
+{#- Undo the slurm formula: its daemons stopped, its packages purged (their init links and conffiles
+    with them: the cluster's configuration must not outlive it), then its files, key, spool and the
+    health check removed. -#}
+{%- from tpldir ~ "/map.jinja" import mapdata as slurm with context %}
+{%- set daemons = [slurm.services.controller, slurm.services.compute, slurm.services.munge] %}
+
+slurm-clean-services-service-dead:
+  service.dead:
+    - names: {{ daemons | json }}
+    - enable: False
+    - onlyif: test -d /run/systemd/system
+
+# a host without a running systemd (a container, the test rack): the packages' init scripts, which
+# their removal scripts do not run there (invoke-rc.d finds no runlevel)
+slurm-clean-initscripts-cmd-run:
+  cmd.run:
+    - name: for s in {{ daemons | join(" ") }}; do [ ! -x "/etc/init.d/$s" ] || "/etc/init.d/$s" stop; done
+    - unless: test -d /run/systemd/system
+
+slurm-clean-packages-pkg-purged:
+  pkg.purged:
+    - pkgs: {{ (slurm.packages.controller + slurm.packages.compute + slurm.packages.munge + slurm.packages.libraries)
+               | unique | list | json }}
+    - require:
+      - service: slurm-clean-services-service-dead
+      - cmd: slurm-clean-initscripts-cmd-run
+
+slurm-clean-files-file-absent:
+  file.absent:
+    - names: {{ ([slurm.conf_dir ~ "/slurm.conf", slurm.conf_dir ~ "/gres.conf", slurm.conf_dir ~ "/cgroup.conf",
+                  slurm.conf_dir ~ "/topology.conf", slurm.munge_key_file, slurm.health_program, slurm.health_dir]
+                 + slurm.spool_dirs) | json }}
+    - require:
+      - pkg: slurm-clean-packages-pkg-purged

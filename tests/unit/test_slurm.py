@@ -1,0 +1,173 @@
+"""Slurm's configuration as gpufleet renders it (issue 37): GRES, features, partitions and topology per
+pool kind (8x H100 with EFA, 8x A100 with InfiniBand, 4x T4), checked against slurm.conf(5),
+gres.conf(5) and topology.conf(5); the stack's slurm: block checked; the formula rendered by real
+Salt on every supported OS."""
+
+import json
+import re
+
+import pytest
+
+from gpufleet import catalog
+from gpufleet.configure import pillar, slurm
+from gpufleet.errors import SpecErrors
+from gpufleet.fleet import stacks
+from tests.conftest import salt_call
+from tests.saltrender import OSES, render
+
+from conftest import ROOT
+
+KEY = ROOT / "stacks" / "examples" / "keys" / "example.pub"
+STACK = f"""
+name: train
+owner: ops@example.com
+access: {{public_key: {KEY}}}
+slurm: {{health_check_interval: 120}}
+pools:
+  - name: ctl
+    provider: baremetal
+    site: dc1
+    role: controller
+    hosts: [{{address: 10.0.0.5}}]
+  - name: h100
+    provider: aws
+    region: us-east-1
+    instance_type: p5.48xlarge
+    nodes: 2
+  - name: a100
+    provider: azure
+    region: eastus
+    instance_type: Standard_ND96asr_v4
+    nodes: 2
+  - name: t4
+    provider: aws
+    region: us-east-1
+    instance_type: g4dn.12xlarge
+    nodes: 1
+"""
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    cat = catalog.load(use_config=False)
+    path = tmp_path_factory.mktemp("slurm") / "train.yaml"
+    path.write_text(STACK)
+    st = stacks.load(path, cat)
+    pools = {p.name: p for p in st.pools}
+    ctl = slurm.node("ctl0", "10.0.0.5", pools["ctl"], cpus=4, mem_gib=16, gpus=0, gpu=None)
+    nodes = []
+    for p in st.pools[1:]:
+        it = cat.instance(p.provider, p.instance_type)
+        nodes += [slurm.node(f"train-{p.name}-{i}", f"10.1.{len(nodes)}.{i}", p, cpus=it.vcpus, mem_gib=it.memory_gib,
+                             gpus=it.gpu_count, gpu=it.gpu, fabric=it.fabric) for i in range(p.nodes)]
+    return st, slurm.render(st, "train", ctl, nodes), cat
+
+
+def _conf(text: str) -> list[dict]:
+    """Each line of a Slurm configuration file as its key=value pairs (slurm.conf(5): whitespace apart)."""
+    return [dict(kv.split("=", 1) for kv in line.split()) for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def test_every_gpu_node_is_its_gres_and_features(rendered):
+    _, files, _ = rendered
+    nodes = {d["NodeName"]: d for d in _conf(files["slurm.conf"]) if "NodeName" in d}
+    assert nodes["train-h100-0"]["Gres"] == "gpu:h100:8" and nodes["train-a100-1"]["Gres"] == "gpu:a100:8"
+    assert nodes["train-t4-0"]["Gres"] == "gpu:t4:4"
+    assert nodes["train-h100-0"]["Feature"].split(",")[:2] == ["h100", "efa"]
+    assert nodes["train-a100-0"]["Feature"].split(",")[:2] == ["a100", "infiniband-hdr"]
+    assert nodes["train-h100-1"]["CPUs"] == "192" and int(nodes["train-h100-1"]["RealMemory"]) == int(2048 * 1024 * 0.95)
+    gres = {d["NodeName"]: d for d in _conf(files["gres.conf"])}
+    assert gres["train-h100-0"] == {"NodeName": "train-h100-0", "Name": "gpu", "Type": "h100", "File": "/dev/nvidia[0-7]"}
+    assert gres["train-t4-0"]["File"] == "/dev/nvidia[0-3]" and "ctl0" not in gres
+    conf = {k: v for d in _conf(files["slurm.conf"]) for k, v in d.items() if len(d) == 1}
+    assert conf["SlurmctldHost"] == "ctl0(10.0.0.5)" and conf["GresTypes"] == "gpu"
+    assert conf["SelectType"] == "select/cons_tres" and conf["ProctrackType"] == "proctrack/cgroup"
+    assert conf["HealthCheckProgram"] == slurm.HEALTH_PROGRAM and conf["HealthCheckInterval"] == "120"
+
+
+def test_a_partition_per_pool_and_a_switch_per_placement(rendered):
+    _, files, _ = rendered
+    parts = [d for d in _conf(files["slurm.conf"]) if "PartitionName" in d]
+    assert [(p["PartitionName"], p["Nodes"], p["Default"]) for p in parts] == [
+        ("h100", "train-h100-0,train-h100-1", "YES"), ("a100", "train-a100-0,train-a100-1", "NO"), ("t4", "train-t4-0", "NO")]
+    switches = _conf(files["topology.conf"])
+    assert switches[:3] == [{"SwitchName": "h100", "Nodes": "train-h100-0,train-h100-1"},
+                            {"SwitchName": "a100", "Nodes": "train-a100-0,train-a100-1"},
+                            {"SwitchName": "t4", "Nodes": "train-t4-0"}]
+    assert switches[3] == {"SwitchName": "root", "Switches": "h100,a100,t4"}
+    # every node a partition names is a node slurm.conf defines, and the controller none of them
+    defined = {d["NodeName"] for d in _conf(files["slurm.conf"]) if "NodeName" in d}
+    assert {n for p in parts for n in p["Nodes"].split(",")} == defined and "ctl0" not in defined
+
+
+def test_cgroups_confine_jobs_unless_the_stack_says_hosts_share_a_kernel(rendered, tmp_path):
+    _, files, cat = rendered
+    assert "ConstrainDevices=yes" in files["cgroup.conf"]
+    path = tmp_path / "shared.yaml"
+    path.write_text(STACK.replace("slurm: {health_check_interval: 120}", "slurm: {cgroups: false, health_check_interval: 0}"))
+    st = stacks.load(path, cat)
+    ctl = slurm.node("c", "10.0.0.5", st.pools[0], cpus=2, mem_gib=4, gpus=0, gpu=None)
+    text = slurm.render(st, "train", ctl, [slurm.node("n", "10.0.0.6", st.pools[1], cpus=2, mem_gib=4, gpus=0, gpu=None)])
+    conf = text["slurm.conf"]
+    assert "ProctrackType=proctrack/linuxproc" in conf and "TaskPlugin=task/none" in conf
+    assert "HealthCheckProgram" not in conf and "Gres=" not in conf
+
+
+def test_the_controller_gets_slurm_and_no_gpu_software(rendered):
+    st, _, _ = rendered
+    assert pillar.formulas(st, st.pools[0]) == ["node_base", "slurm"]
+    assert pillar.formulas(st, st.pools[1])[-1] == "slurm" and "nvidia_driver" in pillar.formulas(st, st.pools[1])
+
+
+@pytest.mark.parametrize("change, to, message", [
+    ("instance_type: g4dn.12xlarge\n", "instance_type: g4dn.12xlarge\n    role: controller\n",
+     "slurm: needs one pool with role: controller"),
+    ("slurm: {health_check_interval: 120}\n", "", "role: controller is Slurm's"),
+])
+def test_two_controllers_or_a_controller_without_slurm_are_refused(tmp_path, change, to, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(STACK.replace(change, to))
+    with pytest.raises(SpecErrors) as e:
+        stacks.load(path, catalog.load(use_config=False))
+    assert message in str(e.value)
+
+
+def test_the_munge_key_is_made_once_per_cluster_and_kept_private(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    first = slurm.munge_key("c1")
+    assert len(first) == slurm.MUNGE_KEY_BYTES and slurm.munge_key("c1") == first and slurm.munge_key("c2") != first
+    keys = list(tmp_path.rglob("munge.key"))
+    assert len(keys) == 2 and all(k.stat().st_mode & 0o777 == 0o600 for k in keys)
+
+
+def test_the_cluster_name_slurmdbd_would_key_tables_by():
+    assert re.fullmatch(r"[a-z0-9_]+", slurm._cluster_name("E2E-Rack.01"))
+
+
+@pytest.mark.parametrize("role", ["controller", "compute"])
+def test_the_formula_renders_on_every_os_with_the_clusters_files(rendered, tmp_path, role):
+    """Real Salt (salt-call --local, grains overridden) renders the formula with the pillar configure
+    builds: packages per OS, the four files from the pillar, the key, the daemon of the role."""
+    st, _, _ = rendered
+    pools = {p.name: p for p in st.pools}
+    ctl = slurm.node("ctl0", "10.0.0.5", pools["ctl"], cpus=4, mem_gib=16, gpus=0, gpu=None)
+    nodes = [slurm.node("n0", "10.0.0.6", pools["t4"], cpus=48, mem_gib=192, gpus=4, gpu="T4")]
+    pil = {"gpufleet": {"live": False}, "slurm": slurm.pillar(st, "train", ctl, nodes, role=role, expect={"gpus": {"count": 4}},
+                                                             gpus_seen=4, bundle=b"PK-bundle", key=b"k" * 32)}
+    for os_, grains in OSES.items():
+        states = render(salt_call(), tmp_path / f"{role}-{os_}", grains, pil, ["slurm"])
+        pkgs = json.dumps(states["slurm-packages-pkg-installed"])
+        daemon = {"controller": ("slurmctld", "slurm-slurmctld"), "compute": ("slurmd", "slurm-slurmd")}[role]
+        assert (daemon[1] if grains["os_family"] == "RedHat" else daemon[0]) in pkgs and "munge" in pkgs, (os_, pkgs)
+        written = {_arg(s["file"], "name"): _arg(s["file"], "contents_pillar") for sid, s in states.items()
+                   if sid.startswith("slurm-config-") and sid.endswith("file-managed")}
+        assert written == {f"/etc/slurm/{n}": f"slurm:files:{n}" for n in ("slurm.conf", "gres.conf", "cgroup.conf",
+                                                                           "topology.conf")}, (os_, written)
+        running = states["slurm-daemon-service-running"]["service"]
+        assert {"name": daemon[0]} in running, (os_, running)
+        assert ("slurm-health-program-file-managed" in states) == (role == "compute")
+
+
+def _arg(state: list, key: str):
+    """A state's argument as `state.show_sls` lists them: one-key dicts."""
+    return next(d[key] for d in state if isinstance(d, dict) and key in d)
