@@ -39,7 +39,7 @@ FACTS_API = "aws-ec2-instance-types"
 PRICING_REGION = "us-east-1"
 
 
-def _client(service: str, region: str):
+def client(service: str, region: str):
     return boto3.session.Session().client(service, region_name=region,
                                           config=Config(retries={"mode": "standard", "max_attempts": 8}))
 
@@ -160,7 +160,7 @@ def fetch(instance_types: list[str], regions: list[str], *, now: dt.datetime | N
                 progress(f"{len(done)}/{len(instance_types) + len(regions)} ({what})")
 
     def region_facts(region: str):
-        ec2 = ec2s[region] = _client("ec2", region)
+        ec2 = ec2s[region] = client("ec2", region)
         offered = [(o["InstanceType"], o["Location"]) for page in
                    ec2.get_paginator("describe_instance_type_offerings").paginate(
                        LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": instance_types}])
@@ -176,7 +176,7 @@ def fetch(instance_types: list[str], regions: list[str], *, now: dt.datetime | N
         return [t for page in ec2s[region].get_paginator("describe_instance_types").paginate(
             Filters=[{"Name": "instance-type", "Values": names}]) for t in page["InstanceTypes"]]
 
-    pricing = _client("pricing", PRICING_REGION)  # clients are thread-safe; making one costs ~0.1 s
+    pricing = client("pricing", PRICING_REGION)  # clients are thread-safe; making one costs ~0.1 s
     try:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             priced = list(pool.map(products, instance_types))
@@ -188,7 +188,7 @@ def fetch(instance_types: list[str], regions: list[str], *, now: dt.datetime | N
                 zones.setdefault(itype, {}).setdefault(region, []).append(zone)
             rows.update({(r.item, r.region, r.market): r for r in spot})
         # us-east-1 has nearly every type; a type it lacks is asked of a region offering it
-        ec2s.setdefault(PRICING_REGION, _client("ec2", PRICING_REGION))
+        ec2s.setdefault(PRICING_REGION, client("ec2", PRICING_REGION))
         facts = {t["InstanceType"]: facts_of(t, cat_gpu, when) for t in types_in(PRICING_REGION, instance_types)}
         # GPU types AWS offers that the catalog does not list (a new family should not go unseen for weeks)
         unlisted = [t["InstanceType"] for t in types_in(PRICING_REGION, ["p*", "g*"])

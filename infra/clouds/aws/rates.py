@@ -36,7 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from gpufleet.catalog.fetched import FetchError
 from gpufleet.catalog.rates import Rate
-from gpufleet.clouds.aws.prices import PRICING_REGION, _client
+from gpufleet.clouds.aws import prices
 
 API = "AWS Price List API get_products"
 
@@ -96,18 +96,18 @@ def rates_of(q: Query, entries: list[str], as_of: str) -> list[Rate]:
         for dim in priced:
             found.setdefault(region, []).append((float(dim["pricePerUnit"]["USD"]) * q.scale, attrs["usagetype"]))
     out = []
-    for region, prices in sorted(found.items()):
+    for region, quoted in sorted(found.items()):
         if q.pick == "commonest":  # one row per destination: the price most of them have (the higher on a tie)
-            counts = Counter(round(p, 10) for p, _ in prices)
+            counts = Counter(round(p, 10) for p, _ in quoted)
             n = max(counts.values())
             usd = max(p for p, c in counts.items() if c == n)
-            how = f"the price {n} of its {len(prices)} destinations have"
-        elif len(prices) > 1:
-            raise FetchError("aws", f"{q.item} in {region}: {len(prices)} prices where one was expected "
-                             f"({', '.join(sorted({u for _, u in prices}))})",
+            how = f"the price {n} of its {len(quoted)} destinations have"
+        elif len(quoted) > 1:
+            raise FetchError("aws", f"{q.item} in {region}: {len(quoted)} quoted where one was expected "
+                             f"({', '.join(sorted({u for _, u in quoted}))})",
                              "the Price List's products changed; the previous rates are kept")
         else:
-            (usd, usage), = prices
+            (usd, usage), = quoted
             how = usage
         out.append(Rate("aws", q.item, region, q.unit, round(usd, 8),
                         f"{API} ({q.service}, {', '.join(f'{k}={v}' for k, v in q.filters)}): {how}", as_of))
@@ -116,7 +116,7 @@ def rates_of(q: Query, entries: list[str], as_of: str) -> list[Rate]:
 
 def fetch(progress=None, *, client=None, now: dt.datetime | None = None) -> list[Rate]:
     """Every query's rows; any query that fails fails the fetch (a partial table must not replace a whole one)."""
-    pricing = client or _client("pricing", PRICING_REGION)
+    pricing = client or prices.client("pricing", prices.PRICING_REGION)
     as_of = (now or dt.datetime.now(dt.timezone.utc)).strftime("%Y-%m")
     out: list[Rate] = []
     for q in QUERIES:
