@@ -21,6 +21,7 @@ from gpufleet.cli import image as image_cmd
 from gpufleet.cli import lifecycle as lifecycle_cmd
 from gpufleet.cli import plan as plan_cmd
 from gpufleet.cli import report as report_cmd
+from gpufleet.cli import ssh as ssh_cmd
 from gpufleet.cli import team as team_cmd
 from gpufleet.cli import validate as validate_cmd
 from gpufleet.cli import verify as verify_cmd
@@ -90,6 +91,8 @@ app.command("status", help=lifecycle_cmd.STATUS_HELP)(lifecycle_cmd.status)
 app.command("reap", help=lifecycle_cmd.REAP_HELP)(lifecycle_cmd.reap)
 app.command("check", help=lifecycle_cmd.CHECK_HELP)(lifecycle_cmd.check)
 app.command("cost", help=cost_cmd.HELP)(cost_cmd.cost)
+app.command("ssh", help=ssh_cmd.SSH_HELP, cls=ssh_cmd.AfterDashDash)(ssh_cmd.ssh)
+app.command("ssh-config", help=ssh_cmd.CONFIG_HELP)(ssh_cmd.ssh_config)
 app.command("unlock", help=team_cmd.UNLOCK_HELP)(team_cmd.unlock)
 app.command("log", help=team_cmd.LOG_HELP)(team_cmd.log)
 app.add_typer(catalog_cmd.app, name="catalog", help="List the GPU catalog: GPUs, instance types, prices, workloads.")

@@ -64,6 +64,11 @@ def known_hosts_path(site: str) -> Path:
     return data_dir() / "known_hosts" / site
 
 
+def ssh_config_path(cluster: str) -> Path:
+    """The OpenSSH config `gpufleet ssh-config` writes for a cluster (``Include`` it from ~/.ssh/config)."""
+    return data_dir() / "ssh" / f"{cluster}.config"
+
+
 def pulumi_state_dir() -> Path:
     """The default Pulumi file backend."""
     return data_dir() / "pulumi"

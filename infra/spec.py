@@ -187,6 +187,12 @@ class Access(_Strict):
     ssh_from_internet: bool = False  # the explicit consent an Internet-wide block needs
     public_key: str | None = None  # a path to an OpenSSH public key, or the key itself
     user: str = "ubuntu"
+    # how `gpufleet ssh` / `ssh-config` reach the cloud nodes, and what the stack creates for it:
+    # cloud: the cloud's private route (AWS Session Manager, GCP IAP TCP forwarding, Azure Bastion);
+    # bastion: through the first node of `bastion_pool` (ProxyJump); direct: to the nodes' own
+    # addresses (a VPN, or ssh_cidrs with public_ip). Rack hosts are always reached directly.
+    via: Literal["cloud", "bastion", "direct"] = "cloud"
+    bastion_pool: str | None = None  # the pool whose first node is the jump host (via: bastion)
 
     @model_validator(mode="after")
     def _internet(self):
@@ -195,6 +201,15 @@ class Access(_Strict):
             raise HintedValueError(f"ssh_cidrs open SSH to the whole Internet ({', '.join(wide)})",
                                    "give the blocks you connect from (e.g. your office's /24); if you really mean "
                                    "it, say so with ssh_from_internet: true (`plan` will flag it)")
+        if self.via == "bastion" and not self.bastion_pool:
+            raise HintedValueError("via: bastion needs bastion_pool: the pool whose first node is the jump host",
+                                   "add bastion_pool: NAME (a small pool with public_ip: true), or use via: cloud")
+        if self.bastion_pool and self.via != "bastion":
+            raise HintedValueError(f"bastion_pool: {self.bastion_pool} is used only with via: bastion",
+                                   "add via: bastion, or drop bastion_pool")
+        if self.via == "bastion" and not self.ssh_cidrs:
+            raise HintedValueError("via: bastion needs ssh_cidrs: the blocks that may reach the bastion",
+                                   "e.g. ssh_cidrs: [203.0.113.0/24] (your office's block)")
         return self
 
     @field_validator("user")

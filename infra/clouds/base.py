@@ -282,6 +282,30 @@ class QuotaLine:
                 "available": self.available, "ok": self.ok, "pools": self.pools, "note": self.note or None}
 
 
+@dataclass(frozen=True)
+class Tool:
+    """A program on the operator's machine that a way of reaching nodes needs, and how to install it."""
+
+    command: str  # looked up on PATH
+    install: str  # how to install it, in words with the command or page
+
+
+@dataclass(frozen=True)
+class SshRoute:
+    """How OpenSSH reaches one node: its ``options`` as OpenSSH config keywords (``HostName``,
+    ``ProxyCommand`` with OpenSSH's ``%h``/``%p`` tokens, ``Port``, ``User`` ...), the route in words,
+    the programs it needs besides ``ssh``, and the documentation page of its form."""
+
+    route: str  # "AWS Systems Manager Session Manager", "direct" ...
+    options: dict[str, str]
+    tools: tuple[Tool, ...] = ()
+    source: str = ""
+
+    def to_dict(self) -> dict:
+        return {"route": self.route, "options": dict(self.options), "tools": [t.command for t in self.tools],
+                "source": self.source}
+
+
 @runtime_checkable
 class Provider(Protocol):
     """Anything a pool can run on: a cloud, or the team's own racks."""
@@ -296,6 +320,11 @@ class Provider(Protocol):
 
     def check_pool(self, stack, pool, instance) -> list[Problem]:
         """What this provider cannot do for the pool, with the reason, before anything is created."""
+
+    def ssh_route(self, node, *, cluster: str, stack) -> SshRoute:
+        """How OpenSSH reaches a registry node (``state.registry.Node``) of ``cluster`` its own way: a
+        cloud's private route (no port 22 open to the world), a rack host directly. ``stack``: the
+        cluster's stack, or None when its file is gone."""
 
 
 @runtime_checkable

@@ -19,7 +19,7 @@ from gpufleet.clouds.base import Planned, Usage
 from gpufleet.clouds.resources import HOURS_PER_MONTH
 from gpufleet.providers import CLOUDS
 
-LINES = ("instances", "reservation", "volumes", "file-system", "nat", "ipv4", "transfer")
+LINES = ("instances", "reservation", "volumes", "file-system", "nat", "ipv4", "bastion", "transfer")
 NO_DATA = "the stack says nothing of the data it moves (`data:`): traffic is not estimated"
 
 

@@ -25,7 +25,7 @@ def load(path: str | Path, cat=None, *, text: str | None = None) -> spec.Stack:
     """Load and fully validate a stack file. Raises SpecError/SpecErrors (exit code 2)."""
     return spec.load(path, cat if cat is not None else catalog.load(), text=text,
                      pool_checks=[interconnect, provider_rules, failover_places, reserved_places],
-                     stack_checks=[formulas, software_fits, workload_known, addresses_fit])
+                     stack_checks=[formulas, software_fits, workload_known, addresses_fit, bastion_pool])
 
 
 def interconnect(stack, pool, instance, cat) -> Iterable[Problem]:
@@ -141,6 +141,24 @@ def addresses_fit(stack, cat) -> Iterable[Problem]:
         plan_addresses(stack.network.cidr, address_needs(stack)[0])
     except InputError as e:
         return [Problem(("network", "cidr"), e.message, e.hint)]
+    return []
+
+
+def bastion_pool(stack, cat) -> Iterable[Problem]:
+    """``access.bastion_pool`` names a cloud pool of the stack whose nodes have public addresses: its
+    first node is the jump host `gpufleet ssh` and `ssh-config` go through (``access.via: bastion``)."""
+    name = stack.access.bastion_pool
+    if not name:
+        return []
+    pool = next((p for p in stack.pools if p.name == name), None)
+    if pool is None:
+        s = did_you_mean(name, [p.name for p in stack.pools])
+        return [Problem(("access", "bastion_pool"), f"no pool {name!r} in the stack",
+                        f"did you mean {s!r}?" if s else "name a small cloud pool with public_ip: true")]
+    if pool.on_rack or not pool.public_ip:
+        return [Problem(("access", "bastion_pool"), f"pool {name!r} cannot be the bastion: "
+                        + ("a rack is reached directly" if pool.on_rack else "its nodes have no public address"),
+                        "give a cloud pool public_ip: true (its SSH is open only to access.ssh_cidrs)")]
     return []
 
 

@@ -345,3 +345,103 @@ def test_filestore_sizes_follow_its_two_ranges():
     assert [nfs.fit(t) for t in (0.5, 1, 1.01, 9.75, 9.76, 10, 10.01, 100)] == \
         [1024, 1024, 1280, 9984, 10240, 10240, 12800, 102400]
     assert nfs.fit(100.1) is None
+
+
+# ---------------------------------------------------------------- the way in (access.via)
+
+SSM_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+IAP_RANGE = "35.235.240.0/20"
+WORLD = ("0.0.0.0/0", "*", "Internet", "any")
+
+
+def ssh_open_to_the_world(p) -> list[str]:
+    """Every rule of the plan that admits TCP 22 from anywhere (AWS ingress rules, GCP firewalls, Azure
+    NSG rules), by name."""
+    out = []
+    for r in _by_type(p, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"):
+        i = r.inputs
+        ports = i.get("ipProtocol") == "-1" or (i.get("ipProtocol") == "tcp" and i["fromPort"] <= 22 <= i["toPort"])
+        if ports and i.get("cidrIpv4") == "0.0.0.0/0":
+            out.append(r.name)
+    for r in _by_type(p, "gcp:compute/firewall:Firewall"):
+        ssh = any(a["protocol"] == "all" or (a["protocol"] == "tcp" and "22" in a.get("ports", ["22"]))
+                  for a in r.inputs["allows"])
+        if ssh and r.inputs.get("direction", "INGRESS") == "INGRESS" and "0.0.0.0/0" in r.inputs.get("sourceRanges", []):
+            out.append(r.name)
+    for nsg in _by_type(p, "azure-native:network:NetworkSecurityGroup"):
+        out += [f"{nsg.name}/{x['name']}" for x in nsg.inputs["securityRules"]
+                if x["access"] == "Allow" and x["direction"] == "Inbound" and x["sourceAddressPrefix"] in WORLD
+                and x["destinationPortRange"] in ("22", "*")]
+    return out
+
+
+def route_pieces(p) -> dict[str, list[str]]:
+    """What each cloud's private route adds to a plan."""
+    return {
+        "aws": [r.inputs["role"] for r in _by_type(p, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+                if r.inputs["policyArn"] == SSM_POLICY],
+        "gcp": [r.name for r in _by_type(p, "gcp:compute/firewall:Firewall") if r.inputs["sourceRanges"] == [IAP_RANGE]],
+        "azure": [r.name for r in _by_type(p, "azure-native:network:BastionHost")]}
+
+
+@pytest.mark.parametrize("name", CHECKED)
+def test_every_cloud_has_its_private_route_and_no_rule_opens_ssh_to_the_world(plans, name):
+    """The examples take the default, ``via: cloud``: each AWS pool's role gets AmazonSSMManagedInstanceCore
+    and no other policy; each GCP network admits IAP's range on TCP 22 only, to the cluster's VMs; each
+    Azure region has a Standard Bastion with native client tunnelling in an AzureBastionSubnet with a
+    public IP. None consents to SSH from the Internet, and no rule admits it."""
+    p = plans[name]
+    pieces = route_pieces(p)
+    roles = [r.inputs["name"] for r in _by_type(p, "aws:iam/role:Role")]
+    assert sorted(pieces["aws"]) == sorted(roles), name
+    assert [r.inputs["policyArn"] for r in _by_type(p, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")] == \
+        [SSM_POLICY] * len(roles)
+    networks = [r for r in _by_type(p, "gcp:compute/network:Network") if "gpunet" not in r.name]
+    iap = [r for r in _by_type(p, "gcp:compute/firewall:Firewall") if r.inputs["sourceRanges"] == [IAP_RANGE]]
+    assert len(iap) == len(networks), name
+    for r in iap:
+        assert r.inputs["allows"] == [{"protocol": "tcp", "ports": ["22"]}] and r.inputs["direction"] == "INGRESS"
+        assert len(r.inputs["targetTags"]) == 1 and r.inputs["targetTags"][0] == r.inputs["name"][:-len("-iap")]
+    groups = _by_type(p, "azure-native:resources:ResourceGroup")
+    bastions = _by_type(p, "azure-native:network:BastionHost")
+    assert len(bastions) == len(groups), name
+    subnets = {r.name: r for r in _by_type(p, "azure-native:network:Subnet")}
+    ips = {r.name for r in _by_type(p, "azure-native:network:PublicIPAddress")}
+    for b in bastions:
+        assert b.inputs["sku"] == {"name": "Standard"} and b.inputs["enableTunneling"] is True, b.name
+        (conf,) = b.inputs["ipConfigurations"]
+        sub = subnets[b.name + "-subnet"]
+        assert sub.inputs["subnetName"] == "AzureBastionSubnet" and "networkSecurityGroup" not in sub.inputs
+        assert ipaddress.ip_network(sub.inputs["addressPrefix"]).prefixlen <= 26 and b.name + "-ip" in ips
+        assert conf["subnet"]["id"] and conf["publicIPAddress"]["id"]
+    assert ssh_open_to_the_world(p) == [], name
+
+
+ROUTE_STACK = """\
+name: routes
+owner: o
+access: {{public_key: "{key}", via: {via}, ssh_cidrs: [{cidr}], ssh_from_internet: {consent}}}
+pools:
+  - {{name: a, provider: aws, region: us-east-1, instance_type: p5.48xlarge, nodes: 1}}
+  - {{name: g, provider: gcp, region: us-central1, instance_type: a3-highgpu-8g, nodes: 1}}
+  - {{name: z, provider: azure, region: eastus, instance_type: Standard_ND96isr_H100_v5, nodes: 1}}
+"""
+
+
+def _route_plan(tmp_path, **kw):
+    from gpufleet import catalog
+
+    cat = catalog.load(use_config=False)
+    path = tmp_path / "routes.yaml"
+    path.write_text(ROUTE_STACK.format(key=KEY, **kw))
+    return planner.plan(stacks.load(path, cat), cat, workers=1)
+
+
+def test_another_route_creates_none_of_the_clouds_pieces_and_the_world_needs_consent(tmp_path):
+    p = _route_plan(tmp_path, via="direct", cidr="198.51.100.0/24", consent="false")
+    assert route_pieces(p) == {"aws": [], "gcp": [], "azure": []}  # least privilege: nothing it does not use
+    assert ssh_open_to_the_world(p) == []
+    # a stack that consents gets the rules it asked for, and the check sees every one of them
+    p = _route_plan(tmp_path, via="direct", cidr="0.0.0.0/0", consent="true")
+    found = ssh_open_to_the_world(p)
+    assert len(found) == 3 and any("sg-ssh" in f for f in found) and any(f.endswith("/ssh-0") for f in found), found

@@ -64,11 +64,14 @@ def test_the_gcp_and_azure_examples_cost_what_their_rate_rows_add_up_to(cat):
     p, _ = _plan("azure-nd", cat)
     by_hand = (4 * cat.offer("azure", "eastus", "Standard_ND96isr_H100_v5", "ondemand").usd_per_hour
                + 4 * _rate("azure", "disk:premium-ssd:P15", "eastus") / MONTH  # 200 GiB OS disks bill as P15
-               + _rate("azure", "nat-gateway", "westeurope") + _rate("azure", "ipv4", "eastus"))
+               + _rate("azure", "nat-gateway", "westeurope")
+               + 2 * _rate("azure", "ipv4", "eastus"))  # the NAT gateway's and the Bastion's public IPs
     assert p.spend.usd_per_hour == pytest.approx(by_hand)
-    # no published Azure Managed Lustre price was found: the line is named, not priced at zero silently
-    (missing,) = p.spend.unpriced
-    assert missing.line == "file-system" and "no rate for azure amlfs:durable-premium-500" in missing.note
+    # no published price was found for Azure Managed Lustre, nor a source for the Bastion's hourly one:
+    # each line is named, not priced at zero silently
+    lustre, bastion = p.spend.unpriced
+    assert lustre.line == "file-system" and "no rate for azure amlfs:durable-premium-500" in lustre.note
+    assert bastion.line == "bastion" and "no rate for azure bastion:standard" in bastion.note
 
 
 def test_the_rates_are_within_ten_percent_of_published_prices_they_were_not_built_from():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from gpufleet.clouds.aws import images, mocks, rules
+from gpufleet.clouds.aws import access, images, mocks, rules
 from gpufleet.clouds.aws import spend as spending
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT, PATTERNS
 from gpufleet.clouds.aws.sdk import load
@@ -43,6 +43,7 @@ class Aws:
     pool_fabric = staticmethod(rules.pool_fabric)
     region_subnets = staticmethod(rules.region_subnets)
     pool_subnets = staticmethod(rules.pool_subnets)
+    ssh_route = staticmethod(access.ssh_route)  # its private route (clouds.<cloud>.access)
 
     def credentials(self) -> str:
         return load("credentials").check()

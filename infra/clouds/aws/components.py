@@ -19,6 +19,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpufleet.clouds import bootstrap
+from gpufleet.clouds.aws import access
 from gpufleet.clouds.aws.nodes import FleetNodes
 from gpufleet.clouds.aws.rules import STORAGE
 from gpufleet.clouds.pools import StorageArgs, first_zone, resource_name
@@ -207,6 +208,7 @@ class PoolArgs:
     root_disk_gb: int = 200
     storage: list[StorageArgs] = field(default_factory=list)
     node_config: NodeConfig | None = None
+    session_manager: bool = False  # the nodes are reached through Session Manager (clouds.aws.access)
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -238,6 +240,8 @@ class GpuNodePool(pulumi.ComponentResource):
             "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
         }), description=f"gpufleet {args.cluster}/{args.pool} nodes; attach data-access policies here", tags=t, opts=child)
         profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=t, opts=child)
+        if args.session_manager:  # what SSM Agent needs to take Session Manager sessions, and nothing more
+            aws.iam.RolePolicyAttachment(f"{name}-ssm", role=role.name, policy_arn=access.POLICY_ARN, opts=child)
         nc = args.node_config
         if nc:
             aws.iam.RolePolicy(f"{name}-bucket", role=role.id, name="gpufleet-configuration",

@@ -33,6 +33,7 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
     for p in pools:
         comp = mod.GpuNodePool(resource_name(cluster.name, p.name), mod.PoolArgs(
             cluster=cluster.name, pool=p.name, instance_type=p.instance.name, nodes=p.pool.nodes, region=region,
+            session_manager=stack.access.via == "cloud",  # `gpufleet ssh` through Session Manager
             efa_interfaces=p.instance.efa_interfaces if p.fabric == "efa" else 0, zone=zones[p.name],
             subnet_cidr=p.subnet_cidr, image_id=images[p.name], vpc_id=p.pool.vpc or net.vpc_id,
             security_group_id=net.security_group_id,

@@ -9,8 +9,8 @@ Modules that import an SDK or Pulumi are loaded through ``sdk``.
 
 from __future__ import annotations
 
+from gpufleet.clouds.azure import access, images, mocks, rules
 from gpufleet.clouds.azure import credentials as creds
-from gpufleet.clouds.azure import images, mocks, rules
 from gpufleet.clouds.azure import spend as spending
 from gpufleet.clouds.azure.errors import CREDENTIAL_HINT, PATTERNS
 from gpufleet.clouds.azure.sdk import load
@@ -37,6 +37,7 @@ class Azure:
     pool_fabric = staticmethod(rules.pool_fabric)
     region_subnets = staticmethod(rules.region_subnets)
     pool_subnets = staticmethod(rules.pool_subnets)
+    ssh_route = staticmethod(access.ssh_route)  # its private route (clouds.<cloud>.access)
 
     def credentials(self) -> str:
         return creds.check()

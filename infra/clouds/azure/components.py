@@ -38,6 +38,7 @@ import pulumi
 import pulumi_azure_native as azn
 
 from gpufleet.clouds import bootstrap
+from gpufleet.clouds.azure import access
 from gpufleet.clouds.azure.nodes import ScaleSetNodes
 from gpufleet.clouds.azure.rules import HOST_PREFIX_LIMIT, SKUS, STORAGE, image_plan
 from gpufleet.clouds.pools import StorageArgs, resource_name
@@ -51,6 +52,7 @@ class NetworkArgs:
     subnets: dict[str, str]  # purpose -> CIDR
     ssh_cidrs: list[str]
     tags: dict[str, str]
+    bastion_cidr: str | None = None  # the AzureBastionSubnet: a Bastion for `gpufleet ssh` (clouds.azure.access)
 
 
 class ClusterNetwork(pulumi.ComponentResource):
@@ -59,7 +61,7 @@ class ClusterNetwork(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         t = args.tags
         rg = azn.resources.ResourceGroup(f"{name}-rg",
-                                         resource_group_name=resource_name("gpufleet", args.cluster, args.region, limit=90),
+                                         resource_group_name=access.group_name(args.cluster, args.region),
                                          location=args.region, tags=t, opts=child)
         self.resource_group_name = rg.name
         rules = [{"name": f"ssh-{i}", "priority": 100 + i, "direction": "Inbound", "access": "Allow",
@@ -85,7 +87,30 @@ class ClusterNetwork(pulumi.ComponentResource):
                                      subnet_name=purpose, address_prefix=cidr, network_security_group={"id": nsg.id},
                                      nat_gateway={"id": nat.id}, default_outbound_access=False, opts=child)
             self.subnet_ids[purpose] = sub.id
+        if args.bastion_cidr:
+            _bastion(name, args, rg.name, vnet.name, child)
         self.register_outputs({"resource_group": rg.name, "vnet_id": vnet.id})
+
+
+def _bastion(name: str, args: NetworkArgs, group, vnet, child) -> None:
+    """Azure Bastion for SSH from the operator's own client (``az network bastion tunnel``): the Standard
+    SKU with native client support (``enableTunneling``), in a subnet named AzureBastionSubnet (no NSG,
+    no NAT gateway of ours: Bastion manages its own) with a Standard static public IP ("Configure
+    Bastion for native client connections", learn.microsoft.com/azure/bastion/native-client, and
+    "Azure Bastion subnet", learn.microsoft.com/azure/bastion/configuration-settings#subnet, 2026-11).
+    The nodes' NSG already admits the VNet, which the Bastion connects from; the Internet stays denied."""
+    t = args.tags
+    sub = azn.network.Subnet(f"{name}-bastion-subnet", resource_group_name=group, virtual_network_name=vnet,
+                             subnet_name=access.SUBNET, address_prefix=args.bastion_cidr, opts=child)
+    pip = azn.network.PublicIPAddress(f"{name}-bastion-ip", resource_group_name=group, location=args.region,
+                                      sku={"name": "Standard"}, public_ip_allocation_method="Static", tags=t,
+                                      opts=child)
+    azn.network.BastionHost(f"{name}-bastion", resource_group_name=group, location=args.region,
+                            bastion_host_name=access.bastion_name(args.cluster, args.region),
+                            sku={"name": "Standard"}, enable_tunneling=True,
+                            ip_configurations=[{"name": "bastion", "subnet": {"id": sub.id},
+                                                "public_ip_address": {"id": pip.id}}],
+                            tags=t, opts=child)
 
 
 # Built-in role (learn.microsoft.com/azure/role-based-access-control/built-in-roles/storage

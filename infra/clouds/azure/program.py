@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pulumi
 
+from gpufleet.clouds.azure import access
 from gpufleet.clouds.azure import components as mod
 from gpufleet.clouds.azure.rules import image_urn, is_image_id, lustre_zone
 from gpufleet.clouds.pools import StorageArgs, resource_name
@@ -19,7 +20,9 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
         subnets.update({purpose: ctx.addresses.get("azure", region, purpose) for purpose, _ in p.extra_subnets})
     net = mod.ClusterNetwork(resource_name(cluster.name, region), mod.NetworkArgs(
         cluster=cluster.name, region=region, cidr=stack.network.cidr, subnets=subnets,
-        ssh_cidrs=stack.access.ssh_cidrs, tags=cluster.tags()), opts=popts)
+        ssh_cidrs=stack.access.ssh_cidrs, tags=cluster.tags(),
+        bastion_cidr=ctx.addresses.get("azure", region, access.SUBNET) if stack.access.via == "cloud" else None),
+        opts=popts)
     if "storage" not in shared:  # the stack's one storage account, in its first Azure region
         s = mod.ClusterStorage(resource_name(cluster.name, "azure"), cluster.name, ctx.settings["azure"]["subscription"],
                                region, net.resource_group_name, cluster.tags(), opts=popts,

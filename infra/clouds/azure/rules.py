@@ -122,7 +122,10 @@ def check_pool(stack, pool, instance) -> list[Problem]:
 
 
 def region_subnets(region: str) -> list[tuple[str, int]]:
-    return []
+    """The subnet of the region's Bastion (``access.via: cloud``; Azure requires it be named
+    AzureBastionSubnet and a /26 or larger). Asked as 0 addresses, the smallest need, so the address
+    plan carves it last and no pool's subnet moves; it gets a /24, as every subnet does."""
+    return [("AzureBastionSubnet", 0)]
 
 
 def lustre_zone(pool, zones) -> str | None:

@@ -1,8 +1,8 @@
 """What Azure bills for a plan's resources besides the VMs, read off the program's inputs: each VM's
 OS disk (a Premium SSD is billed per disk by the size tier it falls in, learn.microsoft.com/azure/
 virtual-machines/disks-types#premium-ssd-size), Azure Managed Lustre (per TiB-hour of its SKU's
-throughput tier), NAT gateways (per hour; their traffic is ``engine.spend``'s) and Standard public
-IP addresses (per hour).
+throughput tier), NAT gateways (per hour; their traffic is ``engine.spend``'s), Standard public
+IP addresses (per hour) and the Bastion `gpufleet ssh` goes through (per hour of its SKU).
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ def spend(resources: list[Planned]) -> list[Usage]:
                              f"Azure Managed Lustre {sku}, {tib:g} TiB"))
         elif kind == "NatGateway":
             out.append(Usage(r.pool, "nat", "nat-gateway", "hour", r.region, 1, "NAT gateway"))
+        elif kind == "BastionHost":  # billed by the hour whether or not anyone connects
+            sku = ((r.inputs.get("sku") or {}).get("name") or "Standard").lower()
+            out.append(Usage(r.pool, "bastion", f"bastion:{sku}", "hour", r.region, 1, f"Azure Bastion {sku}"))
         elif kind == "PublicIPAddress":
             out.append(Usage(r.pool, "ipv4", "ipv4", "hour", r.region, 1, "Standard public IPv4 address"))
         elif kind == "ScaleSetNodes" and r.inputs.get("public"):

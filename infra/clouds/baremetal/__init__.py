@@ -7,6 +7,7 @@ gpufleet reaches them through ``hosts``."""
 
 from __future__ import annotations
 
+from gpufleet.clouds.baremetal import access
 from gpufleet.spec import Problem
 
 
@@ -21,6 +22,9 @@ class Baremetal:
 
     def check_pool(self, stack, pool, instance) -> list[Problem]:
         return []  # the stack model checks a rack pool's shape; its hosts are checked when reached
+
+    def ssh_route(self, node, *, cluster: str, stack):
+        return access.ssh_route(node, cluster=cluster, stack=stack)  # directly, with the site's known hosts
 
 
 PROVIDER = Baremetal()

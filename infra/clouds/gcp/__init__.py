@@ -10,8 +10,8 @@ Modules that import an SDK or Pulumi are loaded through ``sdk``.
 
 from __future__ import annotations
 
+from gpufleet.clouds.gcp import access, images, mocks, rules
 from gpufleet.clouds.gcp import credentials as creds
-from gpufleet.clouds.gcp import images, mocks, rules
 from gpufleet.clouds.gcp import spend as spending
 from gpufleet.clouds.gcp.errors import CREDENTIAL_HINT, PATTERNS
 from gpufleet.clouds.gcp.sdk import load
@@ -41,6 +41,7 @@ class Gcp:
     pool_fabric = staticmethod(rules.pool_fabric)
     region_subnets = staticmethod(rules.region_subnets)
     pool_subnets = staticmethod(rules.pool_subnets)
+    ssh_route = staticmethod(access.ssh_route)  # its private route (clouds.<cloud>.access)
 
     def credentials(self) -> str:
         return creds.check()

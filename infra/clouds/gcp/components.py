@@ -32,7 +32,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpufleet.clouds import bootstrap
-from gpufleet.clouds.gcp import flexstart
+from gpufleet.clouds.gcp import access, flexstart
 from gpufleet.clouds.gcp.flexstart import FlexNodes
 from gpufleet.clouds.gcp.nodes import BulkInstances, placement_policy
 from gpufleet.clouds.gcp.rules import (
@@ -69,6 +69,7 @@ class NetworkArgs:
     create_network: bool = True  # False for the second region of the same VPC
     network_id: pulumi.Input[str] | None = None
     managed_lustre: bool = False  # some pool of the stack creates Managed Lustre: private services access
+    iap: bool = False  # SSH through IAP TCP forwarding (clouds.gcp.access): admit IAP's range on TCP 22
 
 
 class ClusterNetwork(pulumi.ComponentResource):
@@ -91,6 +92,11 @@ class ClusterNetwork(pulumi.ComponentResource):
                 gcp.compute.Firewall(f"{name}-ssh", name=gcp_name(args.cluster, "ssh"), network=net.id,
                                      direction="INGRESS", priority=1000, allows=[{"protocol": "tcp", "ports": ["22"]}],
                                      source_ranges=args.ssh_cidrs, description=desc + " SSH", opts=child)
+            if args.iap:  # IAP's forwarders to the cluster's VMs (their network tag) on SSH, no one else
+                gcp.compute.Firewall(f"{name}-iap", name=gcp_name(args.cluster, "iap"), network=net.id,
+                                     direction="INGRESS", priority=1000, allows=[{"protocol": "tcp", "ports": ["22"]}],
+                                     source_ranges=[access.IAP_RANGE], target_tags=[gcp_name(args.cluster)],
+                                     description=desc + " SSH through IAP TCP forwarding", opts=child)
             if args.managed_lustre:
                 self.private_services = _private_services(name, args, net, desc, child)
         else:

@@ -40,7 +40,8 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
         ssh_cidrs=stack.access.ssh_cidrs, cluster_cidr=stack.network.cidr, tags=cluster.tags(),
         tcpx=any(p.fabric == "tcpx" for p in pools), tcpx_cidrs=tcpx_cidrs(index),
         existing_network=existing, create_network="network" not in shared,
-        network_id=shared.get("network"), managed_lustre=_any_managed_lustre(stack)), opts=popts)
+        network_id=shared.get("network"), managed_lustre=_any_managed_lustre(stack),
+        iap=stack.access.via == "cloud"), opts=popts)
     shared.setdefault("network", net.network_id)
     shared.setdefault("private_services", net.private_services)
     if "bucket" not in shared:  # the stack's one bucket, in its first GCP region

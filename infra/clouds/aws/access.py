@@ -1,0 +1,48 @@
+"""Reaching an AWS node without port 22 open: SSH through AWS Systems Manager Session Manager.
+
+OpenSSH runs Session Manager as its ProxyCommand, with the instance id as the host name, in the
+form AWS documents ("Allow and control permissions for SSH connections through Session Manager",
+https://docs.aws.amazon.com/systems-manager/latest/userguide/session-manager-getting-started-enable-ssh-connections.html,
+read 2026-11)::
+
+    host i-* mi-*
+        ProxyCommand sh -c "aws ssm start-session --target %h --document-name AWS-StartSSHSession --parameters 'portNumber=%p'"
+
+with the node's region added (``--region``), so the operator's default region does not matter.
+What it takes:
+
+- on the node: sshd and SSM Agent 2.3.672.0 or later (Ubuntu's and the Deep Learning AMIs carry
+  it), an instance role with ``AmazonSSMManagedInstanceCore`` (``components.GpuNodePool`` attaches
+  it when ``access.via`` is ``cloud``, and nothing more) and a way out to the Systems Manager
+  endpoints (the cluster's NAT gateway, or VPC endpoints in a VPC of your own);
+- on the operator's machine: the AWS CLI and the Session Manager plugin 1.1.23.0 or later, and
+  ``ssm:StartSession`` on the instance and on the ``AWS-StartSSHSession`` document.
+
+SSH itself still authenticates with the stack's key: Session Manager only carries the bytes.
+"""
+
+from __future__ import annotations
+
+from gpufleet.clouds.base import SshRoute, Tool
+
+SOURCE = ("https://docs.aws.amazon.com/systems-manager/latest/userguide/"
+          "session-manager-getting-started-enable-ssh-connections.html")
+POLICY_ARN = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"  # what the nodes' role gets, and only it
+TOOLS = (
+    Tool("aws", "install the AWS CLI v2: https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html"),
+    Tool("session-manager-plugin", "install the Session Manager plugin for the AWS CLI: https://docs.aws.amazon.com/"
+         "systems-manager/latest/userguide/session-manager-working-with-install-plugin.html"),
+)
+
+
+def proxy_command(region: str) -> str:
+    """AWS's documented ProxyCommand (``%h``: the instance id, ``%p``: the port), in ``region``."""
+    return ("sh -c \"aws ssm start-session --target %h --document-name AWS-StartSSHSession "
+            f"--parameters 'portNumber=%p' --region {region}\"")
+
+
+def ssh_route(node, *, cluster: str, stack) -> SshRoute:
+    """Session Manager to the node's instance (``node.node_id``: ``i-...``) in its region."""
+    return SshRoute("AWS Systems Manager Session Manager",
+                    {"HostName": node.node_id, "Port": "22", "ProxyCommand": proxy_command(node.location)},
+                    TOOLS, SOURCE)

@@ -1,0 +1,240 @@
+"""`gpufleet ssh-config CLUSTER` and `gpufleet ssh CLUSTER [NODE] [-- CMD]`: a cluster's nodes reached
+the way its stack says (``access.via``), without port 22 open to the world.
+
+The nodes come from the registry (as `gpufleet status` reads them); how each is reached comes from
+its provider (``clouds.provider(name).ssh_route``): a cloud's private route (AWS Session Manager, GCP
+IAP TCP forwarding, Azure Bastion) under ``via: cloud``, rack hosts always directly. ``via: bastion``
+jumps through the first node of ``access.bastion_pool`` (``ProxyJump``), ``via: direct`` goes to the
+nodes' own addresses. The result is one OpenSSH config file with a ``Host`` per node, named
+``<cluster>-<pool>-<index>``, and ``<cluster>-login`` on the first node of the Slurm controller (or
+login) pool, else on the first node: ``Include`` it from ~/.ssh/config and plain ssh, scp, rsync and
+VS Code Remote-SSH reach them; `gpufleet ssh` runs ssh with it (``-F``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpufleet.clouds import provider
+from gpufleet.clouds.base import SshRoute, Tool
+from gpufleet.errors import EXIT_FAILED, GpufleetError, InputError, ToolMissing, did_you_mean
+from gpufleet.fleet import stacks, team
+from gpufleet.fleet.recorded import recorded
+from gpufleet.paths import make_dir, ssh_config_path
+from gpufleet.providers import CLOUDS
+from gpufleet.state.registry import Node, Registry
+
+SSH = Tool("ssh", "install the OpenSSH client (Debian/Ubuntu: apt install openssh-client; macOS and Windows 10+ "
+           "ship it)")
+LOGIN_ROLES = ("controller", "login")  # a pool of these roles holds `<cluster>-login`
+DEFAULT_USER = "ubuntu"  # access.user's default, for a cluster whose stack file is gone
+
+
+@dataclass
+class Entry:
+    """One node as a ``Host`` of the config."""
+
+    alias: str  # <cluster>-<pool>-<index>
+    pool: str
+    idx: int
+    provider: str
+    route: SshRoute
+
+    @property
+    def options(self) -> dict[str, str]:
+        return self.route.options
+
+    def to_dict(self) -> dict:
+        return {"alias": self.alias, "pool": self.pool, "index": self.idx, "provider": self.provider,
+                **self.route.to_dict()}
+
+
+@dataclass
+class SshConfig:
+    """A cluster's nodes as OpenSSH config, and where it is (or will be) written."""
+
+    cluster: str
+    via: str
+    entries: list[Entry]
+    login: str | None  # the alias `<cluster>-login` also names
+    path: Path
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def login_alias(self) -> str:
+        return f"{self.cluster}-login"
+
+    def text(self) -> str:
+        lines = [f"# gpufleet ssh-config {self.cluster}: written by gpufleet from its registry; run it again after",
+                 "# `up`, not by hand. Include it from ~/.ssh/config (above any Host line):",
+                 f"# {self.include_line()}", ""]
+        for e in self.entries:
+            names = [e.alias] + ([self.login_alias] if e.alias == self.login else [])
+            lines.append(f"Host {' '.join(names)}")
+            lines += [f"    {k} {v}" for k, v in e.options.items()]
+            lines.append("")
+        return "\n".join(lines)
+
+    def include_line(self) -> str:
+        home = Path.home()
+        try:
+            shown = "~/" + str(self.path.relative_to(home))
+        except ValueError:
+            shown = str(self.path)
+        return f"Include {shown}" if " " not in shown else f'Include "{shown}"'
+
+    def tools(self, entries: list[Entry] | None = None) -> list[tuple[Tool, str]]:
+        """Each program the entries need, once, with the route that needs it (ssh first)."""
+        seen: dict[str, tuple[Tool, str]] = {SSH.command: (SSH, "ssh")}
+        for e in entries if entries is not None else self.entries:
+            for t in e.route.tools:
+                seen.setdefault(t.command, (t, e.route.route))
+        return list(seen.values())
+
+    def names(self) -> list[str]:
+        """Every name a node may be given by: its alias, ``pool-index``, and the login alias."""
+        out = [e.alias for e in self.entries] + [f"{e.pool}-{e.idx}" for e in self.entries]
+        return out + ([self.login_alias, "login"] if self.login else [])
+
+    def find(self, node: str | None) -> Entry:
+        """The node named ``node`` (its alias, ``pool-index`` as `status` names it, ``login`` or the
+        login alias; None: the login node). Bad input names the near miss and the known names."""
+        if not self.entries:
+            raise InputError(f"cluster {self.cluster} has no node gpufleet can reach in the registry",
+                             "`gpufleet status " + self.cluster + "` shows its nodes; `gpufleet up` records them")
+        want = self.login if node in (None, "login", self.login_alias) else node
+        for e in self.entries:
+            if want in (e.alias, f"{e.pool}-{e.idx}"):
+                return e
+        known = self.names()
+        near = did_you_mean(node or "", known)
+        raise InputError(f"no node {node!r} in cluster {self.cluster}",
+                         (f"did you mean {near!r}? " if near else "") + "its nodes: "
+                         + ", ".join(e.alias for e in self.entries[:8]) + (" ..." if len(self.entries) > 8 else ""))
+
+    def to_dict(self) -> dict:
+        return {"cluster": self.cluster, "via": self.via, "path": str(self.path), "include": self.include_line(),
+                "login": self.login, "login_alias": self.login_alias if self.login else None,
+                "hosts": [e.to_dict() for e in self.entries], "notes": self.notes}
+
+
+def alias(cluster: str, pool: str, idx: int) -> str:
+    return f"{cluster}-{pool}-{idx}"
+
+
+def _stack(rec, cat, notes: list[str]):
+    """The cluster's stack (its access block and rack hosts), or None when its file cannot be read."""
+    if not rec.stack_file or not Path(rec.stack_file).exists():
+        notes.append(f"the stack file {rec.stack_file or '(none)'} is gone: the cloud's own route and user "
+                     f"{DEFAULT_USER} are assumed, rack hosts as the registry recorded them")
+        return None
+    return stacks.load(rec.stack_file, cat)
+
+
+def _direct(node: Node) -> dict[str, str]:
+    """A cloud node's own address: the first node's SSH endpoint (its public address where the pool
+    has one), the others' private addresses."""
+    host, _, port = (node.ssh_endpoint or "").rpartition(":") if node.idx == 0 and node.ssh_endpoint else ("", "", "")
+    return {"HostName": host or node.private_ip or "", "Port": port or "22"}
+
+
+def config(name: str, *, registry: Registry | None = None, cat=None, path: Path | None = None) -> SshConfig:
+    """The OpenSSH config of cluster ``name``'s recorded nodes (nothing is written)."""
+    reg = registry or team.registry()
+    rec = recorded(reg, name)
+    notes: list[str] = []
+    stack = _stack(rec, cat, notes)
+    access = stack.access if stack is not None else None
+    via = access.via if access else "cloud"
+    user = access.user if access else DEFAULT_USER
+    pools = {p.name: p for p in stack.pools} if stack is not None else {}
+    order = {p: i for i, p in enumerate(pools)}
+    nodes = sorted(rec.nodes, key=lambda n: (order.get(n.pool, len(order)), n.pool, n.idx))
+    bastion = access.bastion_pool if access and via == "bastion" else None
+    entries: list[Entry] = []
+    for n in nodes:
+        pool = pools.get(n.pool)
+        on_rack = pool.on_rack if pool is not None else n.provider not in CLOUDS
+        if on_rack or via == "cloud":
+            route = provider(n.provider).ssh_route(n, cluster=rec.name, stack=stack)
+        elif bastion and n.pool != bastion:
+            route = SshRoute(f"through the bastion {alias(rec.name, bastion, 0)}",
+                             {**_direct(n), "ProxyJump": alias(rec.name, bastion, 0)})
+        else:
+            route = SshRoute("direct", _direct(n))
+        if not route.options.get("HostName"):
+            notes.append(f"{alias(rec.name, n.pool, n.idx)}: no id or address recorded (did `up` finish?); left out")
+            continue
+        if not on_rack:
+            route.options.setdefault("User", user)
+        entries.append(Entry(alias(rec.name, n.pool, n.idx), n.pool, n.idx, n.provider, route))
+    if bastion and not any(e.pool == bastion and e.idx == 0 for e in entries):
+        notes.append(f"the bastion pool {bastion} has no recorded node: the nodes behind it cannot be reached")
+    login_pools = [p.name for p in pools.values() if getattr(p, "role", None) in LOGIN_ROLES]
+    login = next((e.alias for e in entries if e.pool in login_pools and e.idx == 0), None) or (
+        entries[0].alias if entries else None)
+    return SshConfig(rec.name, via, entries, login, path or ssh_config_path(rec.name), notes)
+
+
+def check_tools(cfg: SshConfig, entries: list[Entry] | None = None, which=None) -> None:
+    """Every program the entries' routes need is on PATH; else exit 1 naming it and how to install it."""
+    for tool, route in cfg.tools(entries):
+        if (which or shutil.which)(tool.command) is None:
+            raise ToolMissing(f"{route} needs `{tool.command}`, which is not on PATH", tool.install,
+                              exit_code=EXIT_FAILED)
+
+
+def write(cfg: SshConfig) -> Path:
+    """The config written (owner-only, replaced whole) where ``cfg.path`` says."""
+    make_dir(cfg.path.parent)
+    tmp = cfg.path.with_name(cfg.path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(cfg.text())
+    os.replace(tmp, cfg.path)
+    return cfg.path
+
+
+def ssh_config(name: str, *, registry: Registry | None = None, cat=None, path: Path | None = None,
+               which=None) -> SshConfig:
+    """`gpufleet ssh-config`: the cluster's config, its tools checked, written."""
+    cfg = config(name, registry=registry, cat=cat, path=path)
+    if not cfg.entries:
+        raise GpufleetError(f"cluster {cfg.cluster} has no node gpufleet can reach in the registry",
+                            "; ".join(cfg.notes) or f"`gpufleet status {cfg.cluster}` shows what is recorded")
+    check_tools(cfg, which=which)
+    write(cfg)
+    return cfg
+
+
+@dataclass
+class Connection:
+    """What `gpufleet ssh` runs: ``argv``, to ``entry``, with the config at ``cfg.path``."""
+
+    cfg: SshConfig
+    entry: Entry
+    argv: list[str]
+
+    def to_dict(self) -> dict:
+        return {"cluster": self.cfg.cluster, "node": self.entry.alias, "config": str(self.cfg.path),
+                "argv": self.argv, **self.entry.to_dict()}
+
+
+def connection(name: str, node: str | None = None, command: list[str] | None = None, *,
+               registry: Registry | None = None, cat=None, path: Path | None = None,
+               which=None) -> Connection:
+    """The ssh command line into ``node`` (default: the login node), the config it reads written."""
+    cfg = config(name, registry=registry, cat=cat, path=path)
+    entry = cfg.find(node)
+    needed = [entry] + [e for e in cfg.entries if e.alias == entry.options.get("ProxyJump")]
+    check_tools(cfg, needed, which=which)
+    write(cfg)
+    return Connection(cfg, entry, ["ssh", "-F", str(cfg.path), entry.alias, *(command or [])])
+
+
+def run(conn: Connection, exec_=None) -> None:
+    """Become ssh (it owns the terminal, and its exit status is ours)."""
+    (exec_ or os.execvp)(conn.argv[0], conn.argv)

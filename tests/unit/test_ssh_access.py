@@ -1,0 +1,351 @@
+"""`gpufleet ssh-config` and `gpufleet ssh`: each cloud's private route in the form its documentation
+gives, racks directly, a bastion pool by ProxyJump; proven with the real OpenSSH client (``ssh -G``
+parses and resolves the file; ``ssh`` itself runs each ProxyCommand, whose program is a stand-in
+that records the arguments OpenSSH expanded), the Azure relay against a stand-in ``az``, the missing
+tools and bad input.
+
+The cluster is the mixed example (AWS, GCP, Azure and a rack) as `plan` predicts it, recorded in a
+registry the way `up` records it (``state.registry.nodes_from_outputs``)."""
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from gpufleet.clouds.azure import access as azure_access
+from gpufleet.engine import plan as planner
+from gpufleet.fleet import ssh as op
+from gpufleet.fleet import stacks
+from gpufleet.state.registry import Node, Registry, nodes_from_outputs
+
+from conftest import ROOT, cli
+
+pytest.importorskip("pulumi")
+SSH = shutil.which("ssh")
+needs_ssh = pytest.mark.skipif(SSH is None, reason="the OpenSSH client is not installed")
+MIXED = ROOT / "stacks" / "examples" / "mixed.yaml"
+ALL = ("ssh", "aws", "session-manager-plugin", "gcloud", "az")
+
+
+@pytest.fixture(scope="module")
+def predicted(tmp_path_factory):
+    """The mixed example's nodes as `plan` predicts them (ids, addresses, zones)."""
+    from gpufleet import catalog
+
+    cat = catalog.load(use_config=False)
+    st = stacks.load(MIXED, cat)
+    return nodes_from_outputs(planner.plan(st, cat, workers=1).outputs)
+
+
+def _record(reg: Registry, name: str, stack_file, nodes) -> None:
+    reg.record(name=name, stack=name, stack_file=str(stack_file), owner="o", expires_at="2099-01-01T00:00:00Z",
+               backend=None, nodes=nodes)
+
+
+def _rack_nodes():
+    return [Node(pool="rack", idx=i, provider="baremetal", location="lab", machine="4x A100-80GB",
+                 node_id=a, private_ip=a, ssh_endpoint=f"{a}:22") for i, a in enumerate(["192.0.2.21", "192.0.2.22"])]
+
+
+@pytest.fixture
+def mixed(tmp_path, predicted, monkeypatch, cat):
+    monkeypatch.setenv("GPUFLEET_REGISTRY", str(tmp_path / "registry.db"))
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "ml-prod")
+    reg = Registry(tmp_path / "registry.db")
+    _record(reg, "mixed-fleet", MIXED, predicted + _rack_nodes())
+    return reg
+
+
+def _stack_file(tmp_path, access: str, extra_pool: str = "") -> str:
+    text = MIXED.read_text().replace("access:\n  public_key: keys/example.pub\n  ssh_cidrs: [198.51.100.0/24]\n",
+                                     f"access:\n  public_key: {ROOT}/stacks/examples/keys/example.pub\n{access}")
+    text = text.replace("pools:\n", "pools:\n" + extra_pool, 1)
+    path = tmp_path / "stack.yaml"
+    path.write_text(text)
+    return path
+
+
+def parse(text: str) -> dict[str, dict[str, str]]:
+    """An OpenSSH config as {Host line: {keyword: value}} (our own reading; ``ssh -G`` is the real one)."""
+    out, cur = {}, None
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, _, value = line.strip().partition(" ")
+        if key == "Host":
+            cur = out.setdefault(value, {})
+        else:
+            cur[key] = value
+    return out
+
+
+def resolved(path, alias: str) -> dict[str, str]:
+    """What the real OpenSSH client makes of ``alias`` with this config: ``ssh -G`` (keywords lowercase)."""
+    out = subprocess.run([SSH, "-G", "-F", str(path), alias], capture_output=True, text=True, check=True).stdout
+    return {k: v for k, _, v in (line.partition(" ") for line in out.splitlines())}
+
+
+def everything(_cmd):
+    return "/usr/bin/" + _cmd
+
+
+# ---------------------------------------------------------------- the documented forms, per cloud
+
+
+def test_each_cloud_gets_its_documented_proxy_command_and_racks_go_directly(mixed, cat, tmp_path):
+    cfg = op.ssh_config("mixed-fleet", registry=mixed, cat=cat, which=everything)
+    assert cfg.path == tmp_path / "xdg-data" / "gpufleet" / "ssh" / "mixed-fleet.config"
+    hosts = parse(cfg.path.read_text())
+    (aws_id,) = [e.options["HostName"] for e in cfg.entries if e.pool == "aws-a100"]
+    assert aws_id.startswith("i-")
+    # AWS: Systems Manager's page, word for word, plus the node's region
+    assert hosts["mixed-fleet-aws-a100-0 mixed-fleet-login"] == {
+        "HostName": aws_id, "Port": "22", "User": "ubuntu",
+        "ProxyCommand": "sh -c \"aws ssm start-session --target %h --document-name AWS-StartSSHSession "
+                        "--parameters 'portNumber=%p' --region us-west-2\""}
+    # GCP: gcloud's start-iap-tunnel on stdin, the VM's bulkInsert name, the project up used, its zone
+    gcp = hosts["mixed-fleet-gcp-l4-2"]
+    zone = next(n.zone for n in mixed.get("mixed-fleet").nodes if n.pool == "gcp-l4")
+    assert gcp == {"HostName": "mixed-fleet-gcp-l4-2", "Port": "22", "User": "ubuntu",
+                   "ProxyCommand": f"gcloud compute start-iap-tunnel mixed-fleet-gcp-l4-2 %p --listen-on-stdin "
+                                   f"--project=ml-prod --zone={zone}"}
+    # Azure: the relay around `az network bastion tunnel`, to the scale set instance, via the region's Bastion
+    az = hosts["mixed-fleet-azure-t4-1"]
+    vm = next(n.node_id for n in mixed.get("mixed-fleet").nodes if (n.pool, n.idx) == ("azure-t4", 1))
+    words = shlex.split(az["ProxyCommand"])
+    assert words[:3] == [sys.executable, "-m", "gpufleet.clouds.azure.access"]
+    assert words[3:] == ["--name", "mixed-fleet-eastus-bastion", "--resource-group", "gpufleet-mixed-fleet-eastus",
+                         "--target-resource-id", vm, "--resource-port", "22"]  # the mocks' ids name no subscription
+    # a rack host: its own address, port, user and key, checked against the site's known_hosts
+    rack = hosts["mixed-fleet-rack-1"]
+    assert rack == {"HostName": "192.0.2.22", "Port": "22", "User": "root",
+                    "UserKnownHostsFile": str(tmp_path / "xdg-data" / "gpufleet" / "known_hosts" / "lab"),
+                    "StrictHostKeyChecking": "yes"}
+    assert cfg.include_line() == f"Include {cfg.path}"  # the test's data folder is outside HOME
+
+
+@needs_ssh
+def test_the_real_openssh_client_parses_and_resolves_every_host(mixed, cat):
+    cfg = op.ssh_config("mixed-fleet", registry=mixed, cat=cat, which=everything)
+    for e in cfg.entries:
+        got = resolved(cfg.path, e.alias)
+        assert got["hostname"] == e.options["HostName"].lower(), e.alias  # ssh -G lowercases host names
+        assert got["port"] == e.options["Port"] and got["user"] == e.options["User"]
+        if "ProxyCommand" in e.options:  # ssh -G shows it as written (tokens expanded only when it runs)
+            assert got["proxycommand"] == e.options["ProxyCommand"]
+    login = resolved(cfg.path, "mixed-fleet-login")
+    assert login["hostname"] == resolved(cfg.path, "mixed-fleet-aws-a100-0")["hostname"]
+
+
+def _stand_in(folder, name: str, body: str = "") -> None:
+    """A program on PATH that records its arguments (one JSON line) and exits 1."""
+    path = folder / name
+    path.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                    f"open(os.environ['RECORD'], 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n{body}\nsys.exit(1)\n")
+    path.chmod(0o755)
+
+
+@needs_ssh
+def test_openssh_runs_each_proxy_command_with_the_documented_arguments(mixed, cat, tmp_path, monkeypatch):
+    """The real ssh expands %h and %p and runs the ProxyCommand through the shell: the stand-ins for
+    aws and gcloud see exactly the arguments their documentation gives."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for name in ("aws", "gcloud"):
+        _stand_in(bin_, name)
+    record = tmp_path / "argv.jsonl"
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "RECORD": str(record)}
+    cfg = op.ssh_config("mixed-fleet", registry=mixed, cat=cat, which=everything)
+    aws_id = next(e.options["HostName"] for e in cfg.entries if e.pool == "aws-a100")
+    zone = next(n.zone for n in mixed.get("mixed-fleet").nodes if n.pool == "gcp-l4")
+    for alias in ("mixed-fleet-login", "mixed-fleet-gcp-l4-0"):
+        subprocess.run([SSH, "-F", str(cfg.path), "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", alias, "true"],
+                       env=env, capture_output=True, timeout=60)
+    calls = [json.loads(line) for line in record.read_text().splitlines()]
+    assert calls == [
+        ["ssm", "start-session", "--target", aws_id, "--document-name", "AWS-StartSSHSession",
+         "--parameters", "portNumber=22", "--region", "us-west-2"],
+        ["compute", "start-iap-tunnel", "mixed-fleet-gcp-l4-0", "22", "--listen-on-stdin", "--project=ml-prod",
+         f"--zone={zone}"]]
+
+
+# a stand-in `az`: `network bastion tunnel ... --port N` listens on N and echoes what it is sent
+ECHO_AZ = textwrap.dedent("""\
+    import socket
+    args = sys.argv[1:]
+    port = int(args[args.index("--port") + 1])
+    srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", port)); srv.listen(1)
+    conn, _ = srv.accept()
+    while data := conn.recv(65536):
+        conn.sendall(data.upper())
+    conn.close()
+    """)
+
+
+def test_the_azure_relay_starts_the_tunnel_relays_and_stops_it(tmp_path):
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    _stand_in(bin_, "az", ECHO_AZ)
+    record = tmp_path / "argv.jsonl"
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "RECORD": str(record)}
+    cmd = azure_access.proxy_command(bastion="b", group="rg", target="/subscriptions/s/x", subscription="s")
+    res = subprocess.run(cmd, shell=True, input=b"ssh-2.0 hello\n", capture_output=True, env=env, timeout=60)
+    assert res.stdout == b"SSH-2.0 HELLO\n", res.stderr
+    (argv,) = [json.loads(line) for line in record.read_text().splitlines()]
+    assert argv[:-1] == ["network", "bastion", "tunnel", "--name", "b", "--resource-group", "rg",
+                         "--target-resource-id", "/subscriptions/s/x", "--resource-port", "22", "--subscription", "s",
+                         "--port"]
+    assert res.returncode == 0
+
+
+def test_the_azure_relay_says_when_the_tunnel_fails(tmp_path):
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    _stand_in(bin_, "az", "sys.stderr.write('ERROR: bastion not found\\n')")
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "RECORD": str(tmp_path / "r")}
+    cmd = azure_access.proxy_command(bastion="b", group="rg", target="t", subscription=None)
+    res = subprocess.run(cmd, shell=True, input=b"", capture_output=True, env=env, timeout=60)
+    assert res.returncode == 255 and b"bastion not found" in res.stderr and b"exited (1)" in res.stderr
+    assert res.stdout == b""  # nothing but the connection ever goes to ssh
+
+
+# ---------------------------------------------------------------- bastion pool, direct
+
+
+BASTION_POOL = """\
+  - name: jump
+    provider: aws
+    region: us-west-2
+    instance_type: p4d.24xlarge
+    nodes: 1
+    public_ip: true
+"""
+
+
+@needs_ssh
+def test_a_bastion_pool_is_the_proxy_jump_of_every_other_cloud_node(tmp_path, predicted, monkeypatch, cat):
+    path = _stack_file(tmp_path, "  ssh_cidrs: [198.51.100.0/24]\n  via: bastion\n  bastion_pool: jump\n",
+                       BASTION_POOL)
+    monkeypatch.setenv("GPUFLEET_REGISTRY", str(tmp_path / "r.db"))
+    reg = Registry(tmp_path / "r.db")
+    jump = Node(pool="jump", idx=0, provider="aws", location="us-west-2", machine="p4d.24xlarge", node_id="i-0jump",
+                private_ip="10.64.9.4", ssh_endpoint="198.51.100.77:22")
+    _record(reg, "mixed-fleet", path, [jump] + predicted + _rack_nodes())
+    cfg = op.ssh_config("mixed-fleet", registry=reg, cat=cat, which=lambda c: None if c in ALL[1:] else "/x")
+    hosts = parse(cfg.path.read_text())
+    assert hosts["mixed-fleet-jump-0 mixed-fleet-login"] == {"HostName": "198.51.100.77", "Port": "22",
+                                                             "User": "ubuntu"}
+    gcp = next(n for n in predicted if (n.pool, n.idx) == ("gcp-l4", 3))
+    assert hosts["mixed-fleet-gcp-l4-3"] == {"HostName": gcp.private_ip, "Port": "22",
+                                             "ProxyJump": "mixed-fleet-jump-0", "User": "ubuntu"}
+    assert "ProxyJump" not in hosts["mixed-fleet-rack-0"]  # racks: directly
+    got = resolved(cfg.path, "mixed-fleet-gcp-l4-3")
+    assert got["proxyjump"] == "mixed-fleet-jump-0" and got["hostname"] == gcp.private_ip
+    assert resolved(cfg.path, "mixed-fleet-jump-0")["hostname"] == "198.51.100.77"
+
+
+def test_via_direct_goes_to_the_nodes_addresses_and_needs_no_cloud_tool(tmp_path, predicted, monkeypatch, cat):
+    path = _stack_file(tmp_path, "  ssh_cidrs: [198.51.100.0/24]\n  via: direct\n  user: ops\n")
+    monkeypatch.setenv("GPUFLEET_REGISTRY", str(tmp_path / "r.db"))
+    reg = Registry(tmp_path / "r.db")
+    _record(reg, "mixed-fleet", path, predicted)
+    cfg = op.ssh_config("mixed-fleet", registry=reg, cat=cat, which=lambda c: "/x" if c == "ssh" else None)
+    for e in cfg.entries:
+        n = next(n for n in predicted if (n.pool, n.idx) == (e.pool, e.idx))
+        assert e.options == {"HostName": n.private_ip, "Port": "22", "User": "ops"}
+
+
+# ---------------------------------------------------------------- gpufleet ssh
+
+
+def test_ssh_builds_the_command_into_the_login_node_or_the_one_named(mixed, cat):
+    conn = op.connection("mixed-fleet", None, ["nvidia-smi", "-L"], registry=mixed, cat=cat, which=everything)
+    assert conn.argv == ["ssh", "-F", str(conn.cfg.path), "mixed-fleet-aws-a100-0", "nvidia-smi", "-L"]
+    assert conn.cfg.path.exists() and oct(conn.cfg.path.stat().st_mode & 0o777) == "0o600"
+    for name in ("gcp-l4-1", "mixed-fleet-gcp-l4-1"):
+        assert op.connection("mixed-fleet", name, registry=mixed, cat=cat, which=everything).argv[3:] == [
+            "mixed-fleet-gcp-l4-1"]
+    seen = []
+    op.run(conn, exec_=lambda prog, argv: seen.append((prog, argv)))
+    assert seen == [("ssh", conn.argv)]
+
+
+def test_ssh_needs_only_the_tools_of_the_node_it_goes_to(mixed, cat):
+    # gcloud alone is enough for a GCP node, whatever the other nodes would need
+    conn = op.connection("mixed-fleet", "gcp-l4-0", registry=mixed, cat=cat,
+                         which=lambda c: "/x" if c in ("ssh", "gcloud") else None)
+    assert conn.entry.alias == "mixed-fleet-gcp-l4-0"
+
+
+def test_the_cli_passes_what_follows_dashes_as_the_remote_command(mixed, monkeypatch):
+    monkeypatch.setattr(shutil, "which", everything)
+    res = cli("ssh", "mixed-fleet", "rack-0", "--json", "--", "ls", "-la", "/tmp")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["argv"][3:] == ["mixed-fleet-rack-0", "ls", "-la", "/tmp"] and doc["route"] == "direct"
+    res = cli("ssh", "mixed-fleet", "--json", "--", "hostname")  # no NODE: the command is not taken for one
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["argv"][3:] == ["mixed-fleet-aws-a100-0", "hostname"]
+    seen = []
+    monkeypatch.setattr(os, "execvp", lambda prog, argv: seen.append(argv))
+    assert cli("ssh", "mixed-fleet", "gcp-l4-0").exit_code == 0 and seen[0][3:] == ["mixed-fleet-gcp-l4-0"]
+
+
+def test_the_cli_writes_the_config_and_prints_the_include_line(mixed, monkeypatch, tmp_path):
+    monkeypatch.setattr(shutil, "which", everything)
+    out = tmp_path / "out.config"
+    res = cli("ssh-config", "mixed-fleet", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert f"Include {out}" in res.stdout and "ssh mixed-fleet-login" in res.stdout and out.exists()
+    doc = json.loads(cli("ssh-config", "mixed-fleet", "--out", str(out), "--json").stdout)
+    assert doc["include"] == f"Include {out}" and doc["login"] == "mixed-fleet-aws-a100-0"
+    assert {h["route"] for h in doc["hosts"]} == {"AWS Systems Manager Session Manager", "GCP IAP TCP forwarding",
+                                                 "Azure Bastion (native client tunnel)", "direct"}
+
+
+# ---------------------------------------------------------------- missing tools (1), bad input (2)
+
+
+@pytest.mark.parametrize("missing, node, says", [
+    ("aws", "aws-a100-0", "AWS Systems Manager Session Manager needs `aws`"),
+    ("session-manager-plugin", "aws-a100-0", "needs `session-manager-plugin`"),
+    ("gcloud", "gcp-l4-0", "GCP IAP TCP forwarding needs `gcloud`"),
+    ("az", "azure-t4-0", "Azure Bastion (native client tunnel) needs `az`"),
+    ("ssh", "rack-0", "ssh needs `ssh`"),
+])
+def test_a_missing_tool_is_exit_1_naming_it_and_how_to_install_it(mixed, monkeypatch, missing, node, says):
+    monkeypatch.setattr(shutil, "which", lambda c: None if c == missing else "/x")
+    res = cli("ssh", "mixed-fleet", node)
+    assert res.exit_code == 1, res.output
+    assert says in res.stderr and "install" in res.stderr
+    assert cli("ssh-config", "mixed-fleet").exit_code == 1
+
+
+def test_bad_input_is_exit_2_with_a_suggestion(mixed, monkeypatch):
+    monkeypatch.setattr(shutil, "which", everything)
+    res = cli("ssh", "mixed-flet")
+    assert res.exit_code == 2 and "no cluster 'mixed-flet'" in res.stderr and "did you mean 'mixed-fleet'" in res.stderr
+    res = cli("ssh", "mixed-fleet", "gcp-l4-9")
+    assert res.exit_code == 2 and "no node 'gcp-l4-9'" in res.stderr and "did you mean" in res.stderr
+    assert cli("ssh-config", "nope").exit_code == 2
+
+
+def test_the_stack_refuses_a_bastion_route_it_cannot_take(tmp_path, cat):
+    from gpufleet.errors import SpecErrors
+
+    cases = [("  via: bastion\n  ssh_cidrs: [198.51.100.0/24]\n", "via: bastion needs bastion_pool"),
+             ("  bastion_pool: aws-a100\n", "used only with via: bastion"),
+             ("  via: bastion\n  bastion_pool: aws-a100\n", "needs ssh_cidrs"),
+             ("  via: bastion\n  bastion_pool: jum\n  ssh_cidrs: [198.51.100.0/24]\n", "no pool 'jum'"),
+             ("  via: bastion\n  bastion_pool: aws-a100\n  ssh_cidrs: [198.51.100.0/24]\n", "no public address"),
+             ("  via: vpn\n", "via")]
+    for access, says in cases:
+        with pytest.raises((SpecErrors, Exception)) as e:
+            stacks.load(_stack_file(tmp_path, access), cat)
+        assert says in str(e.value), (access, str(e.value))
