@@ -7,7 +7,9 @@ gpufleet variable that names the file itself (as tests and shared machines need)
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 from gpufleet.errors import GpufleetError, InputError
 
@@ -128,3 +130,19 @@ def team_path() -> Path:
     """The team setting (``gpufleet team init``): ``$GPUFLEET_TEAM_FILE``, else beside the config file."""
     env = os.environ.get("GPUFLEET_TEAM_FILE")
     return Path(env) if env else config_path().parent / "team.json"
+
+
+def replace_atomically(path: Path, write: Callable[[TextIO], None], variable: str, newline: str | None = None) -> None:
+    """``write(f)`` into a file beside ``path``, flushed to disk, then renamed over it: a reader sees the
+    old file or the new one, never half of one (``variable``: what names the folder, for make_dir)."""
+    make_dir(path.parent, named_by(variable))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline=newline) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import csv
 import functools
-import os
 from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from gpufleet.errors import CatalogError
-from gpufleet.paths import make_dir, named_by, rates_path
+from gpufleet.paths import rates_path, replace_atomically
 
 DATA = Path(__file__).with_name("data") / "rates.csv"
 UNITS = ("hour", "gb-month", "gib-month", "tib-hour", "disk-month", "iops-month", "mbps-month", "gb")
@@ -78,20 +77,13 @@ def check(provider: str, fetched: list[Rate], current: dict[tuple[str, str, str]
 
 
 def write(path: Path, table: dict[tuple[str, str, str], Rate]) -> None:
-    """The table as CSV, sorted, replacing ``path`` atomically (beside it, flushed, renamed over it)."""
-    make_dir(path.parent, named_by("GPUFLEET_RATES"))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(COLUMNS)
-            w.writerows(astuple(table[k]) for k in sorted(table))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    """The table as CSV, sorted, replacing ``path`` atomically."""
+    def rows(f) -> None:
+        w = csv.writer(f)
+        w.writerow(COLUMNS)
+        w.writerows(astuple(table[k]) for k in sorted(table))
+
+    replace_atomically(path, rows, "GPUFLEET_RATES", newline="")
 
 
 @functools.lru_cache(maxsize=8)

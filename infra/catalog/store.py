@@ -19,7 +19,7 @@ from pathlib import Path
 
 from gpufleet.catalog.fetched import FetchedPrice, InstanceFacts
 from gpufleet.errors import CatalogError
-from gpufleet.paths import make_dir, named_by, prices_path
+from gpufleet.paths import prices_path, replace_atomically
 
 SCHEMA = 2  # 1: prices only (read still; its gpu_count column is dropped)
 MAX_SHRINK = 0.25  # a provider may lose at most this fraction of its rows in one refresh
@@ -164,16 +164,9 @@ def set_aside(path: Path, now: dt.datetime | None = None) -> Path:
 
 
 def write(path: Path, doc: dict) -> None:
-    """Write beside the old file, flush it to disk, rename over the old one."""
-    make_dir(path.parent, named_by("GPUFLEET_PRICES"))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    """Replace the stored prices atomically (beside the old file, flushed, renamed over it)."""
+    def dump(f) -> None:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+    replace_atomically(path, dump, "GPUFLEET_PRICES")

@@ -12,7 +12,6 @@ import subprocess
 import pytest
 
 from tests.conftest import ROOT
-from tests.integration import localrack
 from tests.integration.localrack import KEY, RACK, STATE, gpufleet, install_standins, on_host, remove_standins
 
 STACK = str(ROOT / "stacks" / "examples" / "local-rack.yaml")
@@ -20,13 +19,6 @@ CLUSTER = "e2e-rack"
 
 # one rack for both modules: they run in one xdist worker, one after the other (Makefile `test`)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rack")]
-
-
-@pytest.fixture(scope="module")
-def rack(tmp_path_factory):
-    hosts = localrack.fresh_hosts("salt-ssh")
-    yield localrack.rack_env(tmp_path_factory, hosts)
-    localrack.down()
 
 
 def by_host(doc) -> dict:

@@ -103,7 +103,7 @@ def rates_of(q: Query, entries: list[str], as_of: str) -> list[Rate]:
             usd = max(p for p, c in counts.items() if c == n)
             how = f"the price {n} of its {len(quoted)} destinations have"
         elif len(quoted) > 1:
-            raise FetchError("aws", f"{q.item} in {region}: {len(quoted)} quoted where one was expected "
+            raise FetchError("aws", f"{q.item} in {region}: {len(quoted)} prices where one was expected "
                              f"({', '.join(sorted({u for _, u in quoted}))})",
                              "the Price List's products changed; the previous rates are kept")
         else:
