@@ -41,6 +41,14 @@ def rack_env(tmp_path_factory, hosts: list[dict]) -> dict:
     return {"env": env, "data": data, "hosts": hosts}
 
 
+def rack_module(tmp_path_factory):
+    """A module's rack fixture: four fresh hosts for the module (its environment yielded), taken down
+    after it. (A conftest.py here would shadow tests/conftest.py, which the unit tests import by name.)"""
+    hosts = fresh_hosts("salt-ssh")
+    yield rack_env(tmp_path_factory, hosts)
+    down()
+
+
 def gpufleet(rack: dict, *args, timeout=1200):
     """The installed `gpufleet --json ARGS` as a user runs it: (exit code, the JSON it printed, stderr)."""
     r = subprocess.run([gpufleet_exe(), "--json", *args], capture_output=True, text=True, env=rack["env"],

@@ -12,6 +12,7 @@ import subprocess
 import pytest
 
 from tests.conftest import ROOT
+from tests.integration import localrack
 from tests.integration.localrack import KEY, RACK, STATE, gpufleet, install_standins, on_host, remove_standins
 
 STACK = str(ROOT / "stacks" / "examples" / "local-rack.yaml")
@@ -19,6 +20,11 @@ CLUSTER = "e2e-rack"
 
 # one rack for both modules: they run in one xdist worker, one after the other (Makefile `test`)
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rack")]
+
+
+@pytest.fixture(scope="module")
+def rack(tmp_path_factory):
+    yield from localrack.rack_module(tmp_path_factory)
 
 
 def by_host(doc) -> dict:

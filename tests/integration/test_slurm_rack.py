@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tests.conftest import ROOT
+from tests.integration import localrack
 from tests.integration.localrack import gpufleet, install_standins, on_host, remove_standins
 
 STACK = str(ROOT / "tests" / "integration" / "slurm-rack.yaml")
@@ -16,6 +17,11 @@ CLUSTER = "e2e-slurm"
 COMPUTE = ("h2", "h3", "h4")  # the rack's hosts 2-4 (their UTS names)
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rack")]
+
+
+@pytest.fixture(scope="module")
+def rack(tmp_path_factory):
+    yield from localrack.rack_module(tmp_path_factory)
 
 
 def _nodes() -> dict[str, str]:
