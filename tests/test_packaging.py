@@ -35,6 +35,9 @@ def test_wheel_builds_and_imports(tmp_path):
     packages = {f"gpufleet/{p.parent.relative_to(ROOT / 'infra').as_posix()}/__init__.py".replace("/./", "/")
                 for p in (ROOT / "infra").rglob("__init__.py")} | {"gpufleet/cli/__init__.py"}
     assert not packages - set(names), sorted(packages - set(names))
+    # and every file of the Salt state tree (a state's salt:// source is read from the installed tree)
+    tree = {f"gpufleet/states/{p.relative_to(ROOT / 'salt').as_posix()}" for p in (ROOT / "salt").rglob("*") if p.is_file()}
+    assert not tree - set(names), sorted(tree - set(names))
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     code = ("import gpufleet, gpufleet.cli.app, gpufleet.compare, gpufleet.catalog as c;"
