@@ -16,7 +16,7 @@ from gpufleet.clouds.baremetal import hosts
 from gpufleet.clouds.baremetal.hosts import HostReport, HostTarget, Progress
 from gpufleet.configure import pillar as pillarmod
 from gpufleet.configure import saltrun, slurm, software
-from gpufleet.errors import InputError
+from gpufleet.errors import GpufleetError, InputError
 
 
 def check_hosts(stack, reports: dict[str, HostReport]) -> None:
@@ -150,8 +150,8 @@ def _slurm_pillars(stack, cluster: str, reports: dict[str, HostReport], pools: d
                                        gpus=len(r.facts.gpus), gpu=pools[r.target.pool].gpu) for r in reached}
     ctl = [as_node[r.target.id] for r in reached if pools[r.target.pool].role == "controller"]
     if not ctl:
-        raise InputError("the Slurm controller's host cannot be reached: no slurm.conf can be written",
-                         "bring the controller pool's host back, then run configure again")
+        raise GpufleetError("the Slurm controller's host cannot be reached: no slurm.conf can be written",
+                            "bring the controller pool's host back, then run the same command again")
     compute = [as_node[r.target.id] for r in reached if pools[r.target.pool].role == "compute"]
     key = slurm.munge_key(cluster)
     return {r.target.id: slurm.pillar(stack, cluster, ctl[0], compute, role=pools[r.target.pool].role,

@@ -171,3 +171,41 @@ def test_the_formula_renders_on_every_os_with_the_clusters_files(rendered, tmp_p
 def _arg(state: list, key: str):
     """A state's argument as `state.show_sls` lists them: one-key dicts."""
     return next(d[key] for d in state if isinstance(d, dict) and key in d)
+
+
+def test_the_cluster_is_one_configuration_and_without_its_controller_none_is_written(tmp_path, monkeypatch):
+    """configure renders one slurm.conf for every reachable host and gives each its role; a controller
+    that cannot be reached stops it before any host is touched (exit 1, not bad input)."""
+    from gpufleet.clouds.baremetal import hosts
+    from gpufleet.clouds.baremetal.facts import Facts
+    from gpufleet.configure import nodes as configuration
+    from gpufleet.errors import GpufleetError, InputError
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    path = tmp_path / "s.yaml"
+    path.write_text((ROOT / "tests" / "integration" / "slurm-rack.yaml").read_text()
+                    .replace(", key: /var/tmp/gpufleet-rack/id_ed25519", ""))
+    st = stacks.load(path, catalog.load(use_config=False))
+    targets = hosts.rack_targets(st)
+    reports = {t.id: hosts.HostReport(t, facts=Facts(hostname=f"h{i + 1}", cpus=2, mem_gib=4, os_family="Debian"))
+               for i, t in enumerate(targets)}
+    applied = {}
+
+    class Runner:  # records what salt-ssh would be handed, host by host
+        def __init__(self, cluster, roster):
+            applied.update({h.id: h for h in roster})
+
+        def apply(self, ids, states, test, on_host):
+            return {}
+
+    configuration.configure(st, "c1", targets, gathered=reports, runner_factory=Runner, health=({}, b"zip"))
+    pillars = {hid: h.pillar["slurm"] for hid, h in applied.items()}
+    assert {hid: p["role"] for hid, p in pillars.items()} == {"ctl-0": "controller", "gpu-0": "compute",
+                                                              "gpu-1": "compute", "gpu-2": "compute"}
+    assert len({p["files"]["slurm.conf"] for p in pillars.values()}) == 1 and len({p["munge_key"] for p in pillars.values()}) == 1
+    assert "SlurmctldHost=h1(10.77.0.11)" in pillars["gpu-0"]["files"]["slurm.conf"]
+
+    reports["ctl-0"].facts = None  # the controller did not answer
+    with pytest.raises(GpufleetError) as e:
+        configuration.configure(st, "c1", targets, gathered=reports, runner_factory=Runner, health=({}, b"zip"))
+    assert "controller's host cannot be reached" in e.value.message and not isinstance(e.value, InputError)
