@@ -132,13 +132,16 @@ def team_path() -> Path:
     return Path(env) if env else config_path().parent / "team.json"
 
 
-def replace_atomically(path: Path, write: Callable[[TextIO], None], variable: str, newline: str | None = None) -> None:
+def replace_atomically(path: Path, write: Callable[[TextIO], None], variable: str, newline: str | None = None,
+                       mode: int = 0o666) -> None:
     """``write(f)`` into a file beside ``path``, flushed to disk, then renamed over it: a reader sees the
-    old file or the new one, never half of one (``variable``: what names the folder, for make_dir)."""
+    old file or the new one, never half of one (``variable``: what names the folder, for make_dir;
+    ``mode``: the new file's, less the umask, as open() makes it by default)."""
     make_dir(path.parent, named_by(variable))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8", newline=newline) as f:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with open(fd, "w", encoding="utf-8", newline=newline) as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())

@@ -153,10 +153,9 @@ def _slurm_pillars(stack, cluster: str, reports: dict[str, HostReport], pools: d
         raise GpufleetError("the Slurm controller's host cannot be reached: no slurm.conf can be written",
                             "bring the controller pool's host back, then run the same command again")
     compute = [as_node[r.target.id] for r in reached if pools[r.target.pool].role == "compute"]
-    key = slurm.munge_key(cluster)
-    return {r.target.id: slurm.pillar(stack, cluster, ctl[0], compute, role=pools[r.target.pool].role,
-                                      expect=expectations.get(r.target.pool), gpus_seen=len(r.facts.gpus),
-                                      bundle=bundle, key=key) for r in reached}
+    hosts_of = {r.target.id: (pools[r.target.pool].role, expectations.get(r.target.pool), len(r.facts.gpus))
+                for r in reached}
+    return slurm.pillars(stack, cluster, ctl[0], compute, hosts_of, bundle=bundle, key=slurm.munge_key(cluster))
 
 
 def drain(cluster: str, targets: list[HostTarget], *, clean_states: dict[str, list[str]] | None = None,

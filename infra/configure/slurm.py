@@ -21,7 +21,6 @@ import os
 import re
 import secrets
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from gpufleet.paths import make_dir, salt_run_dir
 
@@ -93,14 +92,15 @@ def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode]) -
         feats = f" Feature={','.join(n.features)}" if n.features else ""
         lines.append(f"NodeName={n.name} NodeAddr={n.address} CPUs={n.cpus} RealMemory={n.memory_mb}{gres}{feats} "
                      "State=UNKNOWN")
-    pools = list(dict.fromkeys(n.pool for n in nodes))
-    for i, pool in enumerate(pools):
-        members = [n.name for n in nodes if n.pool == pool]
-        lines.append(f"PartitionName={pool} Nodes={','.join(members)} Default={'YES' if i == 0 else 'NO'} "
+    members: dict[str, list[str]] = {}  # each pool's nodes, pools in the order their nodes come
+    for n in nodes:
+        members.setdefault(n.pool, []).append(n.name)
+    for i, (pool, names) in enumerate(members.items()):
+        lines.append(f"PartitionName={pool} Nodes={','.join(names)} Default={'YES' if i == 0 else 'NO'} "
                      "MaxTime=INFINITE State=UP")
     gres_lines = [f"NodeName={n.name} Name=gpu Type={n.gpu_type} File={_gpu_files(n.gpus)}" for n in nodes if n.gpus]
-    switches = [f"SwitchName={pool} Nodes={','.join(n.name for n in nodes if n.pool == pool)}" for pool in pools]
-    switches.append(f"SwitchName=root Switches={','.join(pools)}")
+    switches = [f"SwitchName={pool} Nodes={','.join(names)}" for pool, names in members.items()]
+    switches.append(f"SwitchName=root Switches={','.join(members)}")
     return {
         "slurm.conf": head + "\n".join(lines) + "\n",
         "gres.conf": head + ("\n".join(gres_lines) + "\n" if gres_lines else "# no GPUs on these nodes\n"),
@@ -122,7 +122,7 @@ def munge_key(cluster: str) -> bytes:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(secrets.token_bytes(MUNGE_KEY_BYTES))
-    return Path(path).read_bytes()
+    return path.read_bytes()
 
 
 def health_expectations(expect: dict) -> dict:
@@ -132,12 +132,15 @@ def health_expectations(expect: dict) -> dict:
     return out
 
 
-def pillar(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode], *, role: str, expect: dict | None,
-           gpus_seen: int, bundle: bytes, key: bytes) -> dict:
-    """The ``slurm`` pillar of one host (``role``: controller or compute)."""
-    cfg = stack.slurm
-    return {"role": role, "files": render(stack, cluster, controller, nodes),
-            "munge_key": key.hex(),  # munge hashes the key file's bytes: hex text keeps all of their randomness
-            "health": {"interval": cfg.health_check_interval, "expect": health_expectations(expect or {}),
-                       "gpus_seen": gpus_seen, "bundle": base64.b64encode(bundle).decode()},
-            "controller": controller.name}
+def pillars(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode], hosts: dict[str, tuple[str, dict | None, int]],
+            *, bundle: bytes, key: bytes) -> dict[str, dict]:
+    """The ``slurm`` pillar of each host (``hosts``: id -> its role, its pool's verify expectations and
+    the GPUs its facts show): the cluster's files rendered once, the same for all of them."""
+    files = render(stack, cluster, controller, nodes)
+    encoded = base64.b64encode(bundle).decode()
+    return {hid: {"role": role, "files": files,
+                  "munge_key": key.hex(),  # munge hashes the key file's bytes: hex text keeps all of their randomness
+                  "health": {"interval": stack.slurm.health_check_interval,
+                             "expect": health_expectations(expect or {}), "gpus_seen": gpus_seen, "bundle": encoded},
+                  "controller": controller.name}
+            for hid, (role, expect, gpus_seen) in hosts.items()}

@@ -23,7 +23,7 @@ from gpufleet.clouds.base import SshRoute, Tool
 from gpufleet.errors import EXIT_FAILED, GpufleetError, InputError, ToolMissing, did_you_mean
 from gpufleet.fleet import stacks, team
 from gpufleet.fleet.recorded import recorded
-from gpufleet.paths import make_dir, ssh_config_path
+from gpufleet.paths import replace_atomically, ssh_config_path
 from gpufleet.providers import CLOUDS
 from gpufleet.state.registry import Node, Registry
 
@@ -189,12 +189,7 @@ def check_tools(cfg: SshConfig, entries: list[Entry] | None = None, which=None) 
 
 def write(cfg: SshConfig) -> Path:
     """The config written (owner-only, replaced whole) where ``cfg.path`` says."""
-    make_dir(cfg.path.parent)
-    tmp = cfg.path.with_name(cfg.path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(cfg.text())
-    os.replace(tmp, cfg.path)
+    replace_atomically(cfg.path, lambda f: f.write(cfg.text()), "XDG_DATA_HOME", mode=0o600)
     return cfg.path
 
 

@@ -209,8 +209,9 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
                if h["state"] == "unhealthy"]
         if bad:
             row.notes.append(f"{len(bad)} node(s) unhealthy: " + "; ".join(bad[:5]) + ("; ..." if len(bad) > 5 else ""))
+    by_name = {r.name: r for r in records}
     for row in report.rows:
-        row.scheduler = _scheduler(row, {r.name: r for r in records}.get(row.name), cat)
+        row.scheduler = _scheduler(row, by_name.get(row.name), cat)
     if name is not None and not report.rows:
         raise NotFound("cluster", name, [c.name for c in reg.list()], " in the registry or the clouds' tags",
                        listed_by="gpufleet status")

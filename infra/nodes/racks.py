@@ -71,8 +71,11 @@ def configure(run: Run) -> list:
 
 def scheduler(stack) -> dict | None:
     """Slurm's view of the cluster from its controller, when a rack host is the controller."""
-    ctl = [t for t in hosts.rack_targets(stack) for p in stack.pools if p.name == t.pool and p.role == "controller"]
-    return hosts.scheduler_view(ctl[0]) if stack.slurm and ctl else None
+    if not stack.slurm:
+        return None
+    controllers = {p.name for p in stack.pools if p.role == "controller"}
+    ctl = [t for t in hosts.rack_targets(stack) if t.pool in controllers]
+    return hosts.scheduler_view(ctl[0]) if ctl else None
 
 
 def targets(run: Run, node: str | None = None) -> list:

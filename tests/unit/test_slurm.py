@@ -152,8 +152,9 @@ def test_the_formula_renders_on_every_os_with_the_clusters_files(rendered, tmp_p
     pools = {p.name: p for p in st.pools}
     ctl = slurm.node("ctl0", "10.0.0.5", pools["ctl"], cpus=4, mem_gib=16, gpus=0, gpu=None)
     nodes = [slurm.node("n0", "10.0.0.6", pools["t4"], cpus=48, mem_gib=192, gpus=4, gpu="T4")]
-    pil = {"gpufleet": {"live": False}, "slurm": slurm.pillar(st, "train", ctl, nodes, role=role, expect={"gpus": {"count": 4}},
-                                                             gpus_seen=4, bundle=b"PK-bundle", key=b"k" * 32)}
+    (host,) = slurm.pillars(st, "train", ctl, nodes, {"n0": (role, {"gpus": {"count": 4}}, 4)}, bundle=b"PK-bundle",
+                            key=b"k" * 32).values()
+    pil = {"gpufleet": {"live": False}, "slurm": host}
     for os_, grains in OSES.items():
         states = render(salt_call(), tmp_path / f"{role}-{os_}", grains, pil, ["slurm"])
         pkgs = json.dumps(states["slurm-packages-pkg-installed"])
