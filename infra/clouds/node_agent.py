@@ -293,7 +293,11 @@ def has_nvidia_gpu():
 
 
 def facts():
-    out = {"kernel": os.uname().release, "gpu_model": None, "gpu_count": 0, "driver": None}
+    """What the node is: GPUs, driver, kernel, OS, and what Slurm is told of it (its short host name,
+    the address it reaches the cluster from, CPUs and memory), as it measures them itself."""
+    out = {"kernel": os.uname().release, "gpu_model": None, "gpu_count": 0, "driver": None,
+           "hostname": socket.gethostname().split(".")[0], "address": own_address(), "cpus": os.cpu_count() or 1,
+           "mem_gib": mem_gib()}
     if shutil.which("nvidia-smi"):
         r = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                            capture_output=True, text=True)
@@ -307,6 +311,25 @@ def facts():
     except OSError:
         pass
     return out
+
+
+def own_address():
+    """The address of the interface the default route leaves by (a UDP socket's connect sends nothing)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 9))
+            return s.getsockname()[0]
+    except OSError:
+        return None
+
+
+def mem_gib():
+    try:
+        with open("/proc/meminfo") as f:
+            kib = next(int(line.split()[1]) for line in f if line.startswith("MemTotal:"))
+        return round(kib / 2**20, 1)
+    except (OSError, StopIteration, ValueError):
+        return None
 
 
 def ensure_salt(salt):

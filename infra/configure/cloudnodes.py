@@ -25,6 +25,7 @@ from pathlib import Path
 from gpufleet.clouds import cloud
 from gpufleet.configure import NODE_STATES, saltrun
 from gpufleet.configure import pillar as pillarmod
+from gpufleet.configure.slurm import has_facts as slurm_ready
 
 READERS = 16  # status objects read at once
 WAIT_S = 1800  # default: a fresh GPU node takes 10-20 minutes for driver, CUDA and frameworks
@@ -67,13 +68,19 @@ def tree_archive(root: Path | None = None, extra: dict[str, bytes] | None = None
 
 
 def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | None = None,
-                  verify: dict | None = None) -> dict:
+                  verify: dict | None = None, scheduler: dict | None = None) -> dict:
     """A pool's ``current.json``: what its nodes apply, and its generation (``forced``: a stamp that
     makes a new generation of the same configuration, so every node applies it again; ``verify``:
-    the expectations of the quick verification each node runs after applying)."""
+    the expectations of the quick verification each node runs after applying; ``scheduler``: the
+    pool's ``slurm`` pillar, without which a stack's Slurm is left out: its files need every node's
+    facts, which the nodes report on applying the rest)."""
     gpu, count = pillarmod.gpu_of(pool, cat)
     pil = pillarmod.build(stack, pool, cluster=cluster, gpu=gpu, gpu_count=count)
     states = pil["gpufleet"]["states"]
+    if scheduler is None:
+        states = [s for s in states if s != "slurm"]
+    else:
+        pil["slurm"] = pillarmod.merge(scheduler, pil.get("slurm") or {})
     real, rehearse = pillarmod.split_for_host(states, has_gpu=False)
     doc = {"tree": tree, "states": states, "without_gpu": {"apply": real, "rehearse": rehearse}, "pillar": pil,
            "node_states": [s for s in states if s in NODE_STATES]}  # all a node from a current image applies
@@ -148,6 +155,8 @@ class WaitStats:
 
 
 Progress = Callable[[str, int, int, str], None]  # (phase, done, total, message), as for rack hosts
+# ([(pool, address, facts)], the munge key the nodes hold already) -> each pool's slurm pillar
+Scheduler = Callable[[list[tuple[str, "str | None", dict]], "bytes | None"], dict[str, dict]]
 
 
 def node_key(node_id) -> str:
@@ -262,7 +271,8 @@ def record(registry, cluster: str, reports: list[NodeReport]) -> None:
 def configure_pools(stack, cat, cluster: str, outputs: dict, nodes: list, *, registry=None,
                     timeout_s: float = WAIT_S, poll_s: float = POLL_S, progress: Progress | None = None,
                     stores: dict | None = None, stats: WaitStats | None = None, force: bool = False,
-                    verify: dict[str, dict] | None = None, extra: dict[str, bytes] | None = None) -> list[NodeReport]:
+                    verify: dict[str, dict] | None = None, extra: dict[str, bytes] | None = None,
+                    scheduler: Scheduler | None = None) -> list[NodeReport]:
     """Publish each cloud pool's configuration to its stack bucket and wait for its nodes.
 
     ``outputs``: the Pulumi program's (``pools.<pool>.bucket`` names each pool's bucket);
@@ -270,34 +280,83 @@ def configure_pools(stack, cat, cluster: str, outputs: dict, nodes: list, *, reg
     instead of the cloud's own (tests). Each bucket is waited for in its own thread. ``verify``:
     per pool, the expectations of the quick verification its nodes run after applying (the
     bundle that runs it comes in ``extra``, at ``VERIFY_BUNDLE``).
+
+    ``scheduler`` (a stack with Slurm): each pool's ``slurm`` pillar from its nodes' facts. Slurm's
+    files list every node as it is (host name, CPUs, memory, GPUs), which only the nodes can say:
+    unless every node's status already says it (an earlier run), a first round applies all but
+    Slurm, and a second, with the files rendered from its facts, applies Slurm (and verifies).
     """
     pools = {p.name: p for p in stack.pools}
     archive, tree = tree_archive(extra=extra)
     buckets = _buckets(outputs, pools)
+    opened = {b: (stores or {}).get(b) or cloud(ref["cloud"]).objects(ref) for b, (ref, _) in buckets.items()}
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) if force else None
+    targets = [NodeTarget(n.pool, n.idx, n.node_id, n.private_ip) for n in nodes if n.pool in pools and n.node_id]
 
-    def one(bucket: str) -> list[NodeReport]:
-        ref, names = buckets[bucket]
-        store = (stores or {}).get(bucket) or cloud(ref["cloud"]).objects(ref)
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) if force else None
-        docs = {n: pool_document(stack, pools[n], cluster=cluster, cat=cat, tree=tree, forced=stamp,
-                                 verify=(verify or {}).get(n)) for n in names}
-        before = {n: json.loads(store.get(f"pools/{n}/current.json")).get("generation")
-                  for n in names if store.exists(f"pools/{n}/current.json")}
-        publish(store, docs, archive, tree)
-        targets = [NodeTarget(n.pool, n.idx, n.node_id, n.private_ip) for n in nodes
-                   if n.pool in docs and n.node_id]
-        unchanged = frozenset(n for n in names if before.get(n) == docs[n]["generation"])
-        return wait(store, targets, {n: d["generation"] for n, d in docs.items()}, timeout_s=timeout_s,
-                    poll_s=poll_s, progress=progress, unchanged=unchanged, stats=stats)
+    def round_of(document, wanted: list[NodeTarget]) -> list[NodeReport]:
+        def one(bucket: str) -> list[NodeReport]:
+            store, names = opened[bucket], buckets[bucket][1]
+            docs = {n: document(n) for n in names}
+            before = {n: json.loads(store.get(f"pools/{n}/current.json")).get("generation")
+                      for n in names if store.exists(f"pools/{n}/current.json")}
+            publish(store, docs, archive, tree)
+            unchanged = frozenset(n for n in names if before.get(n) == docs[n]["generation"])
+            return wait(store, [t for t in wanted if t.pool in docs], {n: d["generation"] for n, d in docs.items()},
+                        timeout_s=timeout_s, poll_s=poll_s, progress=progress, unchanged=unchanged, stats=stats)
 
-    reports: list[NodeReport] = []
-    if buckets:
-        with ThreadPoolExecutor(max_workers=len(buckets)) as ex:
-            for part in ex.map(one, list(buckets)):
-                reports += part
+        with ThreadPoolExecutor(max_workers=max(1, len(buckets))) as ex:
+            return [r for part in ex.map(one, list(buckets)) for r in part]
+
+    def document(name: str, scheduler_pillars: dict | None = None, checks: bool = True) -> dict:
+        return pool_document(stack, pools[name], cluster=cluster, cat=cat, tree=tree, forced=stamp,
+                             verify=(verify or {}).get(name) if checks else None,
+                             scheduler=(scheduler_pillars or {}).get(name))
+
+    if not buckets:
+        return []
+    if scheduler is None:
+        reports = round_of(document, targets)
+    else:
+        first: list[NodeReport] = []
+        published = _published_key(opened, buckets)  # read before a first round replaces the documents
+        facts = _known_facts(opened.values(), targets)
+        if len(facts) < len(targets):
+            first = round_of(lambda n: document(n, checks=False), targets)
+            facts = {node_key(r.target.node_id): r.facts for r in first if r.ok and slurm_ready(r.facts)}
+            if registry is not None:
+                record(registry, cluster, first)
+        ready = [t for t in targets if node_key(t.node_id) in facts]
+        pillars = scheduler([(t.pool, t.address, facts[node_key(t.node_id)]) for t in ready], published)
+        second = {node_key(r.target.node_id): r for r in round_of(lambda n: document(n, pillars), ready)}
+        by_node = {node_key(r.target.node_id): r for r in first}
+        reports = [second.get(node_key(t.node_id)) or by_node[node_key(t.node_id)] for t in targets]
     if registry is not None:
         record(registry, cluster, reports)
     return reports
+
+
+def _published_key(opened: dict, buckets: dict) -> bytes | None:
+    """The munge key the pools' documents carry already (whoever ran `up` before): the nodes' key."""
+    for bucket, (_, names) in buckets.items():
+        for n in names:
+            if opened[bucket].exists(f"pools/{n}/current.json"):
+                doc = json.loads(opened[bucket].get(f"pools/{n}/current.json"))
+                key = ((doc.get("pillar") or {}).get("slurm") or {}).get("munge_key")
+                if key:
+                    return bytes.fromhex(key)
+    return None
+
+
+def _known_facts(stores, targets: list[NodeTarget]) -> dict[str, dict]:
+    """node key -> the facts its last status gave, for the targets whose status says all Slurm needs."""
+    wanted = {node_key(t.node_id) for t in targets}
+    out = {}
+    for store in stores:
+        for status in _changed_statuses(store, {}):
+            key = node_key(status.get("node_id"))
+            if key in wanted and slurm_ready(status.get("facts")):
+                out[key] = status["facts"]
+    return out
 
 
 def _buckets(outputs: dict, pools) -> dict[str, tuple[dict, list[str]]]:

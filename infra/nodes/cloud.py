@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpufleet.clouds import cloud, inventory, quotas
-from gpufleet.configure import cloudnodes
+from gpufleet.configure import cloudnodes, slurm
 from gpufleet.engine import automation
 from gpufleet.engine.program import build
-from gpufleet.errors import DeployError, GpufleetError, InputError, LeftoverError
+from gpufleet.errors import DeployError, GpufleetError, LeftoverError
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
 from gpufleet.state.registry import nodes_from_outputs
@@ -47,10 +47,6 @@ def reach(run: Run, *, elsewhere: set[str] = frozenset()) -> list:
     """Credentials, the Pulumi CLI and (``run.check_quotas``) the quotas: the quota lines read. The
     pools in ``elsewhere`` may land in other places (capacity failover): their quotas are read
     here but a short one does not stop `up` (the failover preflight skips that place)."""
-    if run.stack.slurm:
-        raise InputError("slurm: gpufleet configures Slurm on rack hosts only so far; this stack has cloud pools "
-                         f"({', '.join(p.name for p in run.stack.pools if owns(p))})",
-                         "drop the slurm: block (and role: controller) for the cloud pools, or put them on racks")
     used = providers(run.stack)
     run.pulumi_command = ready(used, run.pulumi_command)
     if not run.check_quotas:
@@ -113,7 +109,21 @@ def configure(run: Run, nodes: list, *, backend: str | None = None, verify: bool
     return cloudnodes.configure_pools(run.stack, run.cat, run.cluster, outputs(run, backend),
                                       [n for n in nodes if n.provider in CLOUDS], registry=run.registry,
                                       timeout_s=run.wait_s, progress=run.progress, stores=run.stores,
-                                      force=run.force, **tree_extras(run.stack, run.cat, verify=verify))
+                                      force=run.force, scheduler=scheduler_pillars(run),
+                                      **tree_extras(run.stack, run.cat, verify=verify))
+
+
+def scheduler_pillars(run: Run):
+    """For a stack with Slurm: what makes each pool's ``slurm`` pillar from its nodes' facts, with the
+    munge key the nodes hold already (published by whoever ran `up`: a teammate's `configure` keeps
+    it), or else the cluster's key made here."""
+    if not run.stack.slurm:
+        return None
+    expectations = {p.name: expect.for_pool(run.stack, p, run.cat) for p in run.stack.pools if owns(p)}
+    data = bundle.build()[0]
+    return lambda facts, published: slurm.pool_pillars(
+        run.stack, run.cluster, run.cat, facts, expectations=expectations, bundle=data,
+        key=published or slurm.munge_key(run.cluster))
 
 
 def tree_extras(stack, cat, *, verify: bool = True) -> dict:
@@ -143,7 +153,8 @@ def configured_verdicts(reports: list) -> list[NodeVerdict]:
 
 
 def scheduler(stack) -> dict | None:
-    """Nothing to ask: gpufleet does not configure Slurm on cloud pools (``reach`` refuses such a stack)."""
+    """Not asked: a cloud controller has no address this machine reaches (`gpufleet ssh CLUSTER -- sinfo`
+    goes the cloud's way in)."""
     return None
 
 

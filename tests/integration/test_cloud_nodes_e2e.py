@@ -295,3 +295,101 @@ def test_a_node_from_a_golden_image_applies_only_what_is_its_own(rack, monkeypat
     assert "settings for the baked formulas differ" in stale["image"]["stale"]
     print(f"golden image on the rack: bake {out['bake_s']:.0f}s; boot from the image {out['from_image_s']:.1f}s, "
           f"from stock {out['from_stock_s']:.1f}s, from a stale image {out['from_stale_s']:.1f}s")
+
+
+SLURM_STACK = """\
+name: e2e-slurm-cloud
+owner: ci@example.com
+ttl: 2h
+slurm: {cgroups: false, health_check_interval: 0}   # the rack's hosts share this machine's kernel
+pools:
+  - name: ctl
+    provider: aws
+    region: us-east-1
+    instance_type: g6.xlarge
+    role: controller
+    nodes: 1
+    salt: {states: [slurm], pillar: {gpufleet: {live: false}}}
+  - name: gpu
+    provider: aws
+    region: us-east-1
+    instance_type: g6.xlarge
+    nodes: 2
+    salt: {states: [node_base, slurm], pillar: {gpufleet: {live: false}}}
+"""
+
+
+def test_slurm_on_cloud_nodes_comes_up_through_the_bucket_and_runs_jobs(rack, monkeypatch):
+    """Issue 37's Slurm on cloud pools: hosts 2 (the controller), 3 and 4 boot as an AWS stack's
+    instances and run their agent every few seconds (the systemd timer's minute, shortened);
+    `up` publishes a first round without Slurm, renders slurm.conf from the facts the nodes
+    report (their names, addresses, CPUs, memory), and publishes the files and the munge key
+    through the bucket; then `sinfo` on the controller lists both compute nodes idle and
+    `srun -N2 hostname` runs on both."""
+    import boto3
+
+    from gpufleet import catalog
+    from gpufleet.engine import plan as planner
+    from gpufleet.fleet import stacks
+    from gpufleet.fleet import up as fleet_up
+
+    from fakes.pulumi_cli import FakePulumiCLI
+
+    moto = rack["moto"]
+    moto.reset()
+    for k, v in {"AWS_ENDPOINT_URL": moto.url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
+                 "XDG_DATA_HOME": str(rack["tmp"] / "data-slurm"), "PULUMI_CONFIG_PASSPHRASE": "test"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("GPUFLEET_REGISTRY", raising=False)
+    cat = catalog.load(use_config=False)
+    path = rack["tmp"] / "slurm.yaml"
+    path.write_text(SLURM_STACK)
+    stack = stacks.load(path, cat)
+    plan = planner.plan(stack, cat, workers=1)
+    pools = plan.outputs["pools"]
+    for name in {p["bucket"]["name"] for p in pools.values()}:
+        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=name)
+    role = boto3.client("iam", region_name="us-east-1").create_role(RoleName="e2e-slurm", AssumeRolePolicyDocument="{}")
+    hosts = {2: ("ctl", pools["ctl"]["node_ids"][0]), 3: ("gpu", pools["gpu"]["node_ids"][0]),
+             4: ("gpu", pools["gpu"]["node_ids"][1])}
+    stop = threading.Event()
+
+    def node(i: int, pool: str, node_id: str):
+        c = boto3.client("sts", region_name="us-east-1").assume_role(RoleArn=role["Role"]["Arn"],
+                                                                     RoleSessionName=node_id)["Credentials"]
+        env = {"AWS_ACCESS_KEY_ID": c["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": c["SecretAccessKey"],
+               "AWS_SESSION_TOKEN": c["SessionToken"], "GPUFLEET_NODE_ID": node_id}
+        _boot(i, _user_data(plan, pool), env)
+        exports = " ".join(f"{k}={v}" for k, v in env.items())
+        while not stop.wait(3):  # the timer: a new generation is picked up by the next run
+            on_host(i, f"env {exports} python3 /opt/gpufleet/node_agent.py >>/var/log/gpufleet/node.log 2>&1",
+                    timeout=900)
+
+    booting = [threading.Thread(target=node, args=(i, *h), daemon=True) for i, h in hosts.items()]
+    for t in booting:
+        t.start()
+    try:
+        out = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=FakePulumiCLI(plan), check=False,
+                                wait_s=WAIT_S)
+    finally:
+        stop.set()
+        for t in booting:
+            t.join(timeout=900)
+    logs = {i: on_host(i, "tail -30 /var/log/gpufleet/node.log").stdout for i in hosts}
+    assert {r.target.id: r.state for r in out.nodes} == {"ctl-0": "configured", "gpu-0": "configured",
+                                                         "gpu-1": "configured"}, ([r.error for r in out.nodes], logs)
+    conf = on_host(3, "cat /etc/slurm/slurm.conf").stdout
+    assert "SlurmctldHost=h2(10.77.0.12)" in conf and "NodeName=h3 NodeAddr=10.77.0.13" in conf, conf
+    nodes = {}
+    for _ in range(45):
+        nodes = dict(line.split() for line in on_host(2, "sinfo -h -N -o '%N %t'").stdout.splitlines() if line.strip())
+        if nodes == {"h3": "idle", "h4": "idle"}:
+            break
+        time.sleep(2)
+    assert nodes == {"h3": "idle", "h4": "idle"}, (nodes, on_host(2, "tail -20 /var/log/slurm/slurmctld.log").stdout)
+    ran = on_host(2, "srun -N2 hostname", timeout=120)
+    assert ran.returncode == 0 and sorted(ran.stdout.split()) == ["h3", "h4"], ran.stdout + ran.stderr
+    # the key came through the bucket: the same on every node, readable by munge alone
+    keys = {on_host(i, "stat -c '%U %a' /etc/munge/munge.key; sha256sum < /etc/munge/munge.key").stdout for i in hosts}
+    assert len(keys) == 1 and next(iter(keys)).startswith("munge 400"), keys

@@ -92,7 +92,11 @@ def test_each_clouds_bootstrap_fits_carries_the_agent_and_no_secret(cloud, extra
     script = bootstrap.render(cfg, pre="echo mounting\n" * 40)
     assert len(script.encode()) <= bootstrap.USER_DATA_LIMIT
     payload = script.split("<<'GPUFLEET_AGENT'\n", 1)[1].split("\nGPUFLEET_AGENT", 1)[0]
-    assert gzip.decompress(base64.b64decode(payload)) == bootstrap.AGENT.read_bytes()
+    shipped_agent = gzip.decompress(base64.b64decode(payload))
+    assert shipped_agent == bootstrap.agent_source()
+    # the code is the checkout's, byte for byte: only the module docstring is cut to a line
+    assert shipped_agent.split(b'"""', 2)[2] == bootstrap.AGENT.read_bytes().split(b'"""', 2)[2]
+    assert len(shipped_agent.split(b'"""', 2)[1]) < 120
     shipped = json.loads(script.split("<<'GPUFLEET_CONFIG'\n", 1)[1].split("\nGPUFLEET_CONFIG", 1)[0])
     assert shipped == cfg and shipped["salt"]["version"] == bootstrap.SALT_VERSION
     assert "systemctl enable gpufleet-node.timer" in script and "OnUnitInactiveSec=60" in script
@@ -323,6 +327,117 @@ def test_an_unchanged_configuration_reports_no_changes():
 
 
 
+SLURM_STACK = """
+name: sl
+owner: ops@example.com
+access: {public_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpufleetTestKeyOnlyNotARealKeyAAAAAAAAAAA t@example.com"}
+slurm: {}
+pools:
+  - {name: ctl, provider: aws, region: us-east-1, instance_type: g4dn.xlarge, role: controller, nodes: 1}
+  - {name: gpu, provider: aws, region: us-east-1, instance_type: g6.12xlarge, nodes: 2}
+"""
+
+
+class _Nodes:
+    """Cloud nodes as their agents answer: each applies its pool's current document once per
+    generation and writes a status with its facts; ``applied`` records (node, states, the slurm pillar)."""
+
+    def __init__(self, store, nodes):
+        import threading
+
+        self.store, self.nodes, self.applied = store, nodes, []
+        self.done: dict[str, str] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self.stop.wait(0.02):
+            for i, n in enumerate(self.nodes):
+                key = f"pools/{n.pool}/current.json"
+                if not self.store.exists(key):
+                    continue
+                doc = json.loads(self.store.objects[key])
+                if self.done.get(n.node_id) == doc["generation"]:
+                    continue
+                self.done[n.node_id] = doc["generation"]
+                self.applied.append((n.node_id, doc["states"], doc["pillar"].get("slurm")))
+                facts = {"hostname": f"ip-10-0-0-{i + 10}", "address": f"10.0.0.{i + 10}", "cpus": 48,
+                         "mem_gib": 186.5, "gpu_count": 0 if n.pool == "ctl" else 4}
+                self.store.put(f"status/{n.pool}/{n.node_id}.json", json.dumps(
+                    {"node_id": n.node_id, "pool": n.pool, "ok": True, "generation": doc["generation"],
+                     "facts": facts}).encode())
+
+
+def test_slurm_on_cloud_pools_is_rendered_from_what_the_nodes_say_in_a_second_round(tmp_path, monkeypatch):
+    """A first round applies all but Slurm and brings each node's facts; the second carries one
+    slurm.conf rendered from them (the nodes' own names, addresses, CPUs, memory and GPUs) to every
+    pool. Once the statuses say all that, a later configure is one round."""
+    from types import SimpleNamespace
+
+    from gpufleet import catalog
+    from gpufleet.configure import slurm
+    from gpufleet.fleet import stacks
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    cat = catalog.load(use_config=False)
+    (tmp_path / "sl.yaml").write_text(SLURM_STACK)
+    st = stacks.load(tmp_path / "sl.yaml", cat)
+    store = _Store()
+    ref = {"name": "b", "cloud": "aws", "region": "us-east-1"}
+    outputs = {"pools": {"ctl": {"bucket": ref}, "gpu": {"bucket": ref}}}
+    nodes = [SimpleNamespace(pool="ctl", idx=0, node_id="i-c", private_ip="10.0.0.10"),
+             *(SimpleNamespace(pool="gpu", idx=i, node_id=f"i-g{i}", private_ip=f"10.0.0.{11 + i}") for i in range(2))]
+    agents = _Nodes(store, nodes)
+    agents.thread.start()
+
+    keys = []
+
+    def configure():
+        def pillars(facts, published):
+            keys.append(published)
+            return slurm.pool_pillars(st, "sl", cat, facts, expectations={}, bundle=b"PK", key=published or b"k" * 32)
+        return cloudnodes.configure_pools(st, cat, "sl", outputs, nodes, stores={"b": store}, timeout_s=20,
+                                          poll_s=0.05, scheduler=pillars)
+
+    try:
+        reports = configure()
+        assert [r.state for r in reports] == ["configured"] * 3
+        first, second = agents.applied[:3], agents.applied[3:]
+        assert all("slurm" not in states and pil is None for _, states, pil in first)
+        assert sorted(n for n, _, _ in second) == ["i-c", "i-g0", "i-g1"]
+        assert all(states[-1] == "slurm" and pil for _, states, pil in second)
+        pillars = {n: pil for n, _, pil in second}
+        conf = pillars["i-g0"]["files"]["slurm.conf"]
+        assert len({p["files"]["slurm.conf"] for p in pillars.values()}) == 1
+        assert "SlurmctldHost=ip-10-0-0-10(10.0.0.10)" in conf
+        assert "NodeName=ip-10-0-0-11 NodeAddr=10.0.0.11 CPUs=48 RealMemory=181427 Gres=gpu:l4:4" in conf
+        assert pillars["i-c"]["role"] == "controller" and pillars["i-g1"]["role"] == "compute"
+        assert pillars["i-g1"]["nodes"] == ["ip-10-0-0-10", "ip-10-0-0-11", "ip-10-0-0-12"]
+
+        del agents.applied[:]
+        assert [r.state for r in configure()] == ["current"] * 3  # facts known: one round, nothing new
+        assert agents.applied == []
+        assert keys == [None, b"k" * 32]  # the second run (a teammate's, say) keeps the key the nodes hold
+    finally:
+        agents.stop.set()
+        agents.thread.join()
+
+
+def test_without_its_controller_no_slurm_conf_is_published(tmp_path, monkeypatch):
+    from gpufleet import catalog
+    from gpufleet.configure import slurm
+    from gpufleet.errors import GpufleetError, InputError
+    from gpufleet.fleet import stacks
+
+    cat = catalog.load(use_config=False)
+    (tmp_path / "sl.yaml").write_text(SLURM_STACK)
+    st = stacks.load(tmp_path / "sl.yaml", cat)
+    facts = {"hostname": "n", "cpus": 4, "mem_gib": 16, "gpu_count": 4}
+    with pytest.raises(GpufleetError) as e:
+        slurm.pool_pillars(st, "sl", cat, [("gpu", "10.0.0.11", facts)], expectations={}, bundle=b"", key=b"k")
+    assert "controller's node did not configure" in e.value.message and not isinstance(e.value, InputError)
+
+
 
 # --- GCS and Blob: `up`'s side through the SDKs' credentials, the node's through its identity ---
 
@@ -537,7 +652,7 @@ def test_every_node_of_a_stack_gets_the_agent_its_bucket_and_no_secret(plans, na
         payload = script.split("<<'GPUFLEET_AGENT'\n", 1)[1].split("\nGPUFLEET_AGENT", 1)[0]
         # the agent shipped is this checkout's, byte for byte (its hash, not just its name)
         assert node_agent.hashlib.sha256(gzip.decompress(base64.b64decode(payload))).hexdigest() == \
-            node_agent.hashlib.sha256(bootstrap.AGENT.read_bytes()).hexdigest()
+            node_agent.hashlib.sha256(bootstrap.agent_source()).hexdigest()
         cfg = json.loads(script.split("<<'GPUFLEET_CONFIG'\n", 1)[1].split("\nGPUFLEET_CONFIG", 1)[0])
         assert cfg["cluster"] == name and (cfg["bucket"] in buckets or cfg.get("account") in buckets)
         assert not [k for k in bootstrap._walk(cfg) if bootstrap._SECRET_KEY.search(k)]
