@@ -298,6 +298,8 @@ class Slurm(_Strict):
     # cgroup tracking and confinement of jobs (false only where hosts share one kernel: the test rack)
     cgroups: bool = True
     health_check_interval: int = Field(default=300, ge=0, le=86_400)  # seconds between node checks; 0: none
+    # job accounting (sacct, sreport): slurmdbd and MariaDB beside slurmctld on the controller
+    accounting: bool = False
 
 
 class Failover(_Strict):
@@ -555,6 +557,12 @@ class Stack(_Strict):
                                    "e.g. a pool `ctl` with role: controller and one host (racks) or nodes: 1")
         if len(self.pools) < 2:
             raise HintedValueError("slurm: needs a pool of compute nodes besides the controller", "add one")
+        # slurmctld and every slurmd talk to each other directly: one cloud region's network, or one site
+        places = {(p.provider, p.site if p.on_rack else p.region) for p in self.pools}
+        if len(places) > 1:
+            raise HintedValueError("slurm: its pools must share one network, but they are in "
+                                   + ", ".join("/".join(str(x) for x in pl) for pl in sorted(places, key=str)),
+                                   "put the controller and the compute pools in one region of one cloud, or one site")
         return self
 
 

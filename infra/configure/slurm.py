@@ -9,19 +9,25 @@ model, fabric, pool). Each compute pool is a partition (the first the default); 
 puts each pool's nodes under a switch of their own (a rack pool's hosts share its switches, a cloud
 pool's nodes its placement group), so that a job lands on close nodes.
 
-Keys and values follow slurm.conf(5), gres.conf(5), cgroup.conf(5) and topology.conf(5) of Slurm
+With ``accounting``, the controller also gets ``slurmdbd.conf`` and a MariaDB database for it.
+
+Keys and values follow slurm.conf(5), gres.conf(5), cgroup.conf(5), topology.conf(5) and slurmdbd.conf(5) of Slurm
 22.05 (Debian 12's), all of them still valid in 24.11 (slurm.schedmd.com/slurm.conf.html, 2026).
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import math
 import os
 import re
 import secrets
 from dataclasses import dataclass, field
 
+from gpufleet.configure.pillar import gpu_of
+from gpufleet.errors import GpufleetError
 from gpufleet.paths import make_dir, salt_run_dir
 
 HEALTH_PROGRAM = "/usr/local/sbin/gpufleet-slurm-health"
@@ -30,6 +36,7 @@ HEALTH_PROGRAM = "/usr/local/sbin/gpufleet-slurm-health"
 HEALTH_SKIPS = ("nccl", "copy", "dcgm_level", "dcgm_level_full")
 MEMORY_KEPT = 0.05  # of a node's memory, left to the OS and slurmd (RealMemory is what jobs may take)
 MUNGE_KEY_BYTES = 1024  # as `mungekey` makes them (munge 0.5.13+)
+DBD_DATABASE = "slurm_acct_db"  # slurmdbd.conf(5)'s default StorageLoc
 
 
 @dataclass
@@ -83,6 +90,8 @@ def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode]) -
         "JobAcctGatherType=" + ("jobacct_gather/cgroup" if cgroups else "jobacct_gather/linux"),
         "TopologyPlugin=topology/tree",
     ]
+    if cfg.accounting:  # slurmdbd beside slurmctld, on its default port (6819)
+        lines += ["AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={controller.address}"]
     if cfg.health_check_interval:
         lines += [f"HealthCheckProgram={HEALTH_PROGRAM}", f"HealthCheckInterval={cfg.health_check_interval}",
                   "HealthCheckNodeState=ANY"]
@@ -108,6 +117,22 @@ def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode]) -
                                else "# cgroups are off for this cluster (slurm: {cgroups: false})\n"),
         "topology.conf": head + "\n".join(switches) + "\n",
     }
+
+
+def dbd_conf(cluster: str, controller: SlurmNode, password: str) -> str:
+    """slurmdbd.conf(5) for the controller: MariaDB on the same host, its password for Slurm's user."""
+    return "\n".join([
+        f"# gpufleet: slurmdbd of cluster {cluster}; written by `gpufleet configure`, replaced by it",
+        "AuthType=auth/munge", f"DbdHost={controller.name}", f"DbdAddr={controller.address}", "SlurmUser=slurm",
+        "StorageType=accounting_storage/mysql", "StorageHost=localhost", f"StorageLoc={DBD_DATABASE}",
+        "StorageUser=slurm", f"StoragePass={password}",
+        "LogFile=/var/log/slurm/slurmdbd.log", "PidFile=/run/slurmdbd.pid", ""])
+
+
+def dbd_password(key: bytes) -> str:
+    """The database password of Slurm's user, derived from the cluster's munge key: nothing more to
+    keep, the same wherever the key is, and no way back to the key from it."""
+    return hmac.new(key, b"gpufleet slurmdbd", hashlib.sha256).hexdigest()[:32]
 
 
 def _cluster_name(cluster: str) -> str:
@@ -138,9 +163,45 @@ def pillars(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode], 
     the GPUs its facts show): the cluster's files rendered once, the same for all of them."""
     files = render(stack, cluster, controller, nodes)
     encoded = base64.b64encode(bundle).decode()
-    return {hid: {"role": role, "files": files,
+    listed = sorted({controller.name, *(n.name for n in nodes)})  # a node not among them starts no daemon
+    accounting = None
+    if stack.slurm.accounting:  # the controller's alone: it holds the database password
+        password = dbd_password(key)
+        accounting = {"conf": dbd_conf(cluster, controller, password), "password": password,
+                      "database": DBD_DATABASE, "cluster": _cluster_name(cluster)}
+    return {hid: {"role": role, "files": files, "nodes": listed,
                   "munge_key": key.hex(),  # munge hashes the key file's bytes: hex text keeps all of their randomness
                   "health": {"interval": stack.slurm.health_check_interval,
                              "expect": health_expectations(expect or {}), "gpus_seen": gpus_seen, "bundle": encoded},
-                  "controller": controller.name}
+                  "controller": controller.name,
+                  **({"accounting": accounting} if accounting and role == "controller" else {})}
             for hid, (role, expect, gpus_seen) in hosts.items()}
+
+
+def pool_pillars(stack, cluster: str, cat, facts: list[tuple[str, str | None, dict]], *, expectations: dict[str, dict],
+                 bundle: bytes, key: bytes) -> dict[str, dict]:
+    """Each cloud pool's ``slurm`` pillar (its nodes share one document), from what its nodes said of
+    themselves (``facts``: (pool, the address the cloud gave it, the facts in its status)): its host
+    name, the address it reaches the cluster from, CPUs, memory and the GPUs it shows."""
+    pools = {p.name: p for p in stack.pools}
+    found: dict[str, list[SlurmNode]] = {}
+    for pool_name, address, f in facts:
+        pool = pools[pool_name]
+        it = cat.instance(pool.provider, pool.instance_type) if pool.instance_type else None
+        found.setdefault(pool_name, []).append(node(
+            f["hostname"], f.get("address") or address, pool, cpus=int(f["cpus"]), mem_gib=float(f["mem_gib"]),
+            gpus=int(f.get("gpu_count") or 0), gpu=gpu_of(pool, cat)[0], fabric=it.fabric if it else None))
+    ctl = [n for p in stack.pools if p.role == "controller" for n in found.get(p.name, [])]
+    if not ctl:
+        raise GpufleetError("the Slurm controller's node did not configure: no slurm.conf can be written",
+                            "see its status in `gpufleet status` and /var/log/gpufleet/node.log on it, then run "
+                            "`gpufleet configure`")
+    compute = [n for p in stack.pools if p.role == "compute" for n in found.get(p.name, [])]
+    per_pool = {name: (pools[name].role, expectations.get(name), max(n.gpus for n in members))
+                for name, members in found.items()}
+    return pillars(stack, cluster, ctl[0], compute, per_pool, bundle=bundle, key=key)
+
+
+def has_facts(f: dict | None) -> bool:
+    """Whether a node's facts say all Slurm needs of it (an agent older than this does not)."""
+    return bool(f) and all(f.get(k) for k in ("hostname", "cpus", "mem_gib"))

@@ -2,7 +2,10 @@
     with them: the cluster's configuration must not outlive it), then its files, key, spool and the
     health check removed. -#}
 {%- from tpldir ~ "/map.jinja" import mapdata as slurm with context %}
-{%- set daemons = [slurm.services.controller, slurm.services.compute, slurm.services.munge] %}
+{#- The accounting database (MariaDB's data directory) is kept: job history is data, and MariaDB's
+    purge keeps its databases unless told otherwise. #}
+{%- set daemons = [slurm.services.controller, slurm.services.accounting, slurm.services.compute,
+                   slurm.services.database, slurm.services.munge] %}
 
 slurm-clean-services-service-dead:
   service.dead:
@@ -19,8 +22,8 @@ slurm-clean-initscripts-cmd-run:
 
 slurm-clean-packages-pkg-purged:
   pkg.purged:
-    - pkgs: {{ (slurm.packages.controller + slurm.packages.compute + slurm.packages.munge + slurm.packages.libraries)
-               | unique | list | json }}
+    - pkgs: {{ (slurm.packages.controller + slurm.packages.accounting + slurm.packages.compute + slurm.packages.munge
+                + slurm.packages.libraries) | unique | list | json }}
     - require:
       - service: slurm-clean-services-service-dead
       - cmd: slurm-clean-initscripts-cmd-run
@@ -28,7 +31,7 @@ slurm-clean-packages-pkg-purged:
 slurm-clean-files-file-absent:
   file.absent:
     - names: {{ ([slurm.conf_dir ~ "/slurm.conf", slurm.conf_dir ~ "/gres.conf", slurm.conf_dir ~ "/cgroup.conf",
-                  slurm.conf_dir ~ "/topology.conf", slurm.munge_key_file, slurm.health_program, slurm.health_dir]
+                  slurm.conf_dir ~ "/topology.conf", slurm.conf_dir ~ "/slurmdbd.conf", slurm.munge_key_file, slurm.health_program, slurm.health_dir]
                  + slurm.spool_dirs) | json }}
     - require:
       - pkg: slurm-clean-packages-pkg-purged

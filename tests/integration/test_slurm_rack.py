@@ -2,7 +2,8 @@
 `gpufleet up` through the `slurm` formula on a controller and three compute hosts; `sinfo` lists
 them idle, `srun -N3 hostname` runs on all three, a host whose node checks fail (the stand-in GPU
 tools replaying an XID 79) is drained by the health check with the fault as its reason and resumed
-once they pass, `status` shows the scheduler's view, and `down --clean` leaves nothing behind."""
+once they pass, slurmdbd (with MariaDB on the controller) records the jobs for `sacct`, `status`
+shows the scheduler's view, and `down --clean` leaves nothing behind but the accounting database."""
 
 import time
 
@@ -48,6 +49,10 @@ def test_slurm_comes_up_runs_jobs_drains_a_failing_node_and_goes(rack):
     ran = on_host(1, "srun -N3 hostname", timeout=120)
     assert ran.returncode == 0 and sorted(ran.stdout.split()) == list(COMPUTE), ran.stdout + ran.stderr
     assert "GresTypes=gpu" in on_host(3, "cat /etc/slurm/slurm.conf").stdout
+    # accounting: slurmdbd recorded the job (slurmctld sends it on a moment later)
+    jobs = _until(lambda: on_host(1, "sacct -n -X -P -o JobName,State,NNodes").stdout,
+                  lambda out: "hostname|COMPLETED|3" in out, timeout=60)
+    assert "hostname|COMPLETED|3" in jobs, (jobs, on_host(1, "tail -20 /var/log/slurm/slurmdbd.log").stdout)
 
     rc, doc, err = gpufleet(rack, "status", CLUSTER, "--local")
     assert rc == 0, err[-2000:]
@@ -68,7 +73,10 @@ def test_slurm_comes_up_runs_jobs_drains_a_failing_node_and_goes(rack):
     rc, doc, err = gpufleet(rack, "down", STACK, "--cluster", CLUSTER, "--yes", "--clean")
     assert rc == 0, [(h["host"], h.get("error")) for h in (doc or {}).get("hosts", [])] or err[-2000:]
     for i in range(1, 5):
-        left = on_host(i, "ss -ltnH '( sport = :6817 or sport = :6818 )' | wc -l; ls /etc/slurm/slurm.conf "
-                          "/etc/munge/munge.key /usr/local/sbin/gpufleet-slurm-health 2>/dev/null; dpkg -l slurmd "
-                          "slurmctld slurm-client slurm-wlm-basic-plugins munge libmunge2 2>/dev/null | grep -c '^ii'")
+        left = on_host(i, "ss -ltnH '( sport = :6817 or sport = :6818 or sport = :6819 or sport = :3306 )' | wc -l; "
+                          "ls /etc/slurm/slurm.conf /etc/slurm/slurmdbd.conf /etc/munge/munge.key "
+                          "/usr/local/sbin/gpufleet-slurm-health 2>/dev/null; dpkg -l slurmd slurmctld slurmdbd "
+                          "slurm-client slurm-wlm-basic-plugins munge libmunge2 mariadb-server 2>/dev/null | grep -c '^ii'")
         assert left.stdout.split() == ["0", "0"], (i, left.stdout, left.stderr)
+    # the job history is data: MariaDB's purge keeps the accounting database
+    assert on_host(1, "test -d /var/lib/mysql/slurm_acct_db").returncode == 0

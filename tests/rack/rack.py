@@ -139,6 +139,13 @@ def create_host(i: int, base: Path, pub: str) -> None:
     (root / "run/sshd").mkdir(parents=True, exist_ok=True)
     # what a booted Debian has in /run (systemd-tmpfiles makes it): init scripts lock under /var/lock
     (root / "run/lock").mkdir(mode=0o1777, exist_ok=True)
+    # a host without systemd is a SysV-init host, whose `runlevel` (sysvinit-utils on Debian 11, not
+    # in 12's minbase) says "unknown" where init keeps no record, as in a container: Salt's Debian
+    # service module then takes runlevel 2 to check and enable init scripts
+    shim = root / "usr/sbin/runlevel"
+    if not shim.exists():
+        shim.write_text("#!/bin/sh\necho unknown\nexit 1\n")
+        shim.chmod(0o755)
     (root / "etc/hostname").write_text(f"h{i}\n")
     mid = root / "etc/machine-id"
     if not mid.exists() or not mid.read_text().strip():  # as an installer does: one id per machine

@@ -25,19 +25,15 @@ access: {{public_key: {KEY}}}
 slurm: {{health_check_interval: 120}}
 pools:
   - name: ctl
-    provider: baremetal
-    site: dc1
+    provider: aws
+    region: us-east-1
     role: controller
-    hosts: [{{address: 10.0.0.5}}]
+    instance_type: g4dn.xlarge
+    nodes: 1
   - name: h100
     provider: aws
     region: us-east-1
     instance_type: p5.48xlarge
-    nodes: 2
-  - name: a100
-    provider: azure
-    region: eastus
-    instance_type: Standard_ND96asr_v4
     nodes: 2
   - name: t4
     provider: aws
@@ -45,18 +41,24 @@ pools:
     instance_type: g4dn.12xlarge
     nodes: 1
 """
+# Slurm's pools share one network: the A100s with InfiniBand are an Azure cluster of their own
+AZURE = STACK.replace("provider: aws", "provider: azure").replace("us-east-1", "eastus") \
+    .replace("g4dn.xlarge", "Standard_NC4as_T4_v3").replace("p5.48xlarge", "Standard_ND96asr_v4").replace("h100", "a100") \
+    .replace("g4dn.12xlarge", "Standard_NC64as_T4_v3")
 
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
+    """One slurm.conf over the AWS stack's pools and the Azure stack's A100s (render takes each
+    node's pool from the node), so that every pool kind is in one set of files."""
     cat = catalog.load(use_config=False)
-    path = tmp_path_factory.mktemp("slurm") / "train.yaml"
-    path.write_text(STACK)
-    st = stacks.load(path, cat)
-    pools = {p.name: p for p in st.pools}
-    ctl = slurm.node("ctl0", "10.0.0.5", pools["ctl"], cpus=4, mem_gib=16, gpus=0, gpu=None)
+    d = tmp_path_factory.mktemp("slurm")
+    (d / "train.yaml").write_text(STACK)
+    (d / "azure.yaml").write_text(AZURE)
+    st, az = stacks.load(d / "train.yaml", cat), stacks.load(d / "azure.yaml", cat)
+    ctl = slurm.node("ctl0", "10.0.0.5", st.pools[0], cpus=4, mem_gib=16, gpus=0, gpu=None)
     nodes = []
-    for p in st.pools[1:]:
+    for p in (st.pools[1], az.pools[1], st.pools[2]):
         it = cat.instance(p.provider, p.instance_type)
         nodes += [slurm.node(f"train-{p.name}-{i}", f"10.1.{len(nodes)}.{i}", p, cpus=it.vcpus, mem_gib=it.memory_gib,
                              gpus=it.gpu_count, gpu=it.gpu, fabric=it.fabric) for i in range(p.nodes)]
@@ -123,6 +125,8 @@ def test_the_controller_gets_slurm_and_no_gpu_software(rendered):
     ("instance_type: g4dn.12xlarge\n", "instance_type: g4dn.12xlarge\n    role: controller\n",
      "slurm: needs one pool with role: controller"),
     ("slurm: {health_check_interval: 120}\n", "", "role: controller is Slurm's"),
+    ("name: t4\n    provider: aws\n    region: us-east-1\n", "name: t4\n    provider: aws\n    region: us-west-2\n",
+     "slurm: its pools must share one network, but they are in aws/us-east-1, aws/us-west-2"),
 ])
 def test_two_controllers_or_a_controller_without_slurm_are_refused(tmp_path, change, to, message):
     path = tmp_path / "bad.yaml"
@@ -156,7 +160,7 @@ def test_the_formula_renders_on_every_os_with_the_clusters_files(rendered, tmp_p
                             key=b"k" * 32).values()
     pil = {"gpufleet": {"live": False}, "slurm": host}
     for os_, grains in OSES.items():
-        states = render(salt_call(), tmp_path / f"{role}-{os_}", grains, pil, ["slurm"])
+        states = render(salt_call(), tmp_path / f"{role}-{os_}", {**grains, "host": "n0"}, pil, ["slurm"])
         pkgs = json.dumps(states["slurm-packages-pkg-installed"])
         daemon = {"controller": ("slurmctld", "slurm-slurmctld"), "compute": ("slurmd", "slurm-slurmd")}[role]
         assert (daemon[1] if grains["os_family"] == "RedHat" else daemon[0]) in pkgs and "munge" in pkgs, (os_, pkgs)
@@ -167,6 +171,52 @@ def test_the_formula_renders_on_every_os_with_the_clusters_files(rendered, tmp_p
         running = states["slurm-daemon-service-running"]["service"]
         assert {"name": daemon[0]} in running, (os_, running)
         assert ("slurm-health-program-file-managed" in states) == (role == "compute")
+
+
+def test_a_node_the_files_do_not_list_runs_no_slurmd_until_configure_lists_it(rendered, tmp_path):
+    """A cloud pool's node that came up after slurm.conf was rendered (a replacement) gets munge and
+    the files, and no slurmd: slurmctld would refuse a node it does not know."""
+    st, _, _ = rendered
+    ctl = slurm.node("ctl0", "10.0.0.5", st.pools[0], cpus=4, mem_gib=16, gpus=0, gpu=None)
+    nodes = [slurm.node("n0", "10.0.0.6", st.pools[2], cpus=48, mem_gib=192, gpus=4, gpu="T4")]
+    (host,) = slurm.pillars(st, "train", ctl, nodes, {"t4": ("compute", {}, 4)}, bundle=b"PK", key=b"k" * 32).values()
+    assert host["nodes"] == ["ctl0", "n0"]
+    states = render(salt_call(), tmp_path / "late", {**OSES["Debian-12"], "host": "n7"},
+                    {"gpufleet": {"live": False}, "slurm": host}, ["slurm"])
+    assert "slurm-daemon-service-running" not in states and "slurm-munge-key-file-managed" in states
+    note = states["slurm-daemon-not-listed-test-show_notification"]["test"]
+    assert any("n7 is not in this cluster's slurm.conf" in str(a) for a in note), note
+
+
+def test_accounting_gives_the_controller_slurmdbd_and_its_database_and_no_one_else_the_password(rendered, tmp_path):
+    """slurm: {accounting: true}: slurm.conf points at slurmdbd on the controller; slurmdbd.conf
+    (slurmdbd.conf(5): MySQL/MariaDB storage on the same host) and the database password, derived
+    from the cluster's key, go to the controller alone; the formula installs and starts MariaDB and
+    slurmdbd before slurmctld on every OS."""
+    st, _, cat = rendered
+    path = tmp_path / "acct.yaml"
+    path.write_text(STACK.replace("slurm: {health_check_interval: 120}", "slurm: {accounting: true}"))
+    st = stacks.load(path, cat)
+    ctl = slurm.node("ctl0", "10.0.0.5", st.pools[0], cpus=4, mem_gib=16, gpus=0, gpu=None)
+    nodes = [slurm.node("n0", "10.0.0.6", st.pools[2], cpus=48, mem_gib=192, gpus=4, gpu="T4")]
+    key = b"k" * 32
+    pil = slurm.pillars(st, "Train.1", ctl, nodes, {"ctl-0": ("controller", {}, 0), "t4-0": ("compute", {}, 4)},
+                        bundle=b"PK", key=key)
+    conf = {k: v for d in _conf(pil["t4-0"]["files"]["slurm.conf"]) for k, v in d.items() if len(d) == 1}
+    assert conf["AccountingStorageType"] == "accounting_storage/slurmdbd" and conf["AccountingStorageHost"] == "10.0.0.5"
+    acct = pil["ctl-0"]["accounting"]
+    dbd = {k: v for d in _conf(acct["conf"]) for k, v in d.items()}
+    assert dbd["DbdHost"] == "ctl0" and dbd["StorageType"] == "accounting_storage/mysql"
+    assert dbd["StoragePass"] == acct["password"] == slurm.dbd_password(key) != slurm.dbd_password(b"j" * 32)
+    assert key.hex() not in acct["password"] and len(acct["password"]) == 32
+    assert acct["cluster"] == "train_1" and "accounting" not in pil["t4-0"]
+    for os_, grains in OSES.items():
+        states = render(salt_call(), tmp_path / f"acct-{os_}", {**grains, "host": "ctl0"},
+                        {"gpufleet": {"live": False}, "slurm": pil["ctl-0"]}, ["slurm"])
+        pkgs = json.dumps(states["slurm-packages-pkg-installed"])
+        assert "mariadb-server" in pkgs and "slurmdbd" in pkgs, (os_, pkgs)
+        assert _arg(states["slurm-dbd-config-file-managed"]["file"], "mode") == "0600"
+        assert {"cmd": "slurm-dbd-cluster-cmd-run"} in _arg(states["slurm-daemon-service-running"]["service"], "require")
 
 
 def _arg(state: list, key: str):
