@@ -563,6 +563,10 @@ class Stack(_Strict):
             raise HintedValueError("slurm: its pools must share one network, but they are in "
                                    + ", ".join("/".join(str(x) for x in pl) for pl in sorted(places, key=str)),
                                    "put the controller and the compute pools in one region of one cloud, or one site")
+        far = [p.name for p in self.pools if p.failover and (p.failover.regions or p.failover.providers)]
+        if far:
+            raise HintedValueError(f"slurm: pool {far[0]} may fail over to another region or cloud, whose nodes "
+                                   "could not reach the controller", "keep its failover to zones (and instance_types)")
         return self
 
 

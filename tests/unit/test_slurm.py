@@ -127,6 +127,8 @@ def test_the_controller_gets_slurm_and_no_gpu_software(rendered):
     ("slurm: {health_check_interval: 120}\n", "", "role: controller is Slurm's"),
     ("name: t4\n    provider: aws\n    region: us-east-1\n", "name: t4\n    provider: aws\n    region: us-west-2\n",
      "slurm: its pools must share one network, but they are in aws/us-east-1, aws/us-west-2"),
+    ("instance_type: g4dn.12xlarge\n", "instance_type: g4dn.12xlarge\n    failover: {regions: [us-west-2]}\n",
+     "slurm: pool t4 may fail over to another region or cloud"),
 ])
 def test_two_controllers_or_a_controller_without_slurm_are_refused(tmp_path, change, to, message):
     path = tmp_path / "bad.yaml"
