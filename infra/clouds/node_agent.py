@@ -399,7 +399,27 @@ def run(cfg, force=False):
         except BlockingIOError:
             print("another run of the agent is under way (the boot's or the timer's): this one stops", flush=True)
             return 0
-        return _run(cfg, force)
+        rc = _run(cfg, force)
+        report_scheduler(cfg)
+        return rc
+
+
+def report_scheduler(cfg):
+    """On Slurm's controller (its document names a ``probe``): what Slurm says of its nodes and jobs,
+    put in this node's status when it changed since the status said it (`gpufleet status` reads it)."""
+    try:
+        store = STORES[cfg["cloud"]](cfg)
+        probe = json.loads(store.get(f"pools/{cfg['pool']}/current.json")).get("probe")
+        status = _read_json(f"{STATE_DIR}/status.json")
+        if not probe or not status:
+            return
+        r = subprocess.run(["sh", "-c", probe], capture_output=True, text=True, timeout=60)
+        out = r.stdout if r.returncode == 0 else "error: " + (r.stderr or r.stdout).strip()[-300:]
+        if (status.get("scheduler") or {}).get("out") != out:
+            status["scheduler"] = {"out": out, "at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+            put_status(store, cfg["pool"], node_id(cfg), status)
+    except (AgentError, NotThere, OSError, ValueError, subprocess.SubprocessError) as e:
+        print(f"Slurm's view was not reported: {e}", flush=True)
 
 
 def _read_json(path):

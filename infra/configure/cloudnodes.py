@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.clouds import cloud
+from gpufleet.clouds import scheduler as slurm_view
 from gpufleet.configure import NODE_STATES, saltrun
 from gpufleet.configure import pillar as pillarmod
 from gpufleet.configure.slurm import has_facts as slurm_ready
@@ -88,6 +89,8 @@ def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | No
         doc["forced"] = forced
     if verify:
         doc["verify"] = verify
+    if scheduler and scheduler.get("role") == "controller":  # the agent puts Slurm's answer in its status
+        doc["probe"] = slurm_view.PROBE
     doc["generation"] = hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return doc
 
@@ -366,6 +369,19 @@ def _buckets(outputs: dict, pools) -> dict[str, tuple[dict, list[str]]]:
         if exp.get("bucket") and name in pools:
             buckets.setdefault(exp["bucket"]["name"], (exp["bucket"], []))[1].append(name)
     return buckets
+
+
+def scheduler_view(store, pool: str, controller: str) -> dict | None:
+    """Slurm's view as the controller's agent last put it in its status (``pool``: the controller's);
+    None when no status has it yet."""
+    listing, _ = store.list(f"status/{pool}/")
+    for key, _ in listing:
+        said = (_read(store, key) or {}).get("scheduler")
+        if said and said["out"].startswith("error: "):
+            return {"controller": controller, "error": said["out"][len("error: "):], "as_of": said.get("at")}
+        if said:
+            return {**slurm_view.parse(controller, said["out"]), "as_of": said.get("at")}
+    return None
 
 
 def verify_pools(outputs: dict, nodes: list, expectations: dict[str, dict], *, level: str, timeout_s: float = WAIT_S,

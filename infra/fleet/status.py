@@ -211,7 +211,7 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
             row.notes.append(f"{len(bad)} node(s) unhealthy: " + "; ".join(bad[:5]) + ("; ..." if len(bad) > 5 else ""))
     by_name = {r.name: r for r in records}
     for row in report.rows:
-        row.scheduler = _scheduler(row, by_name.get(row.name), cat)
+        row.scheduler = _scheduler(row, by_name.get(row.name), cat, local=local)
     if name is not None and not report.rows:
         raise NotFound("cluster", name, [c.name for c in reg.list()], " in the registry or the clouds' tags",
                        listed_by="gpufleet status")
@@ -225,7 +225,7 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
     return report
 
 
-def _scheduler(row: ClusterStatus, rec: ClusterRecord | None, cat) -> dict | None:
+def _scheduler(row: ClusterStatus, rec: ClusterRecord | None, cat, *, local: bool = False) -> dict | None:
     """Slurm's view of a running cluster whose stack has it, from whichever kind of node holds its
     controller; a stack file that is gone or no longer loads is said in the row."""
     if rec is None or not rec.stack_file:
@@ -237,7 +237,7 @@ def _scheduler(row: ClusterStatus, rec: ClusterRecord | None, cat) -> dict | Non
         return None
     if st is None or not st.slurm:
         return None
-    view = next((v for k in nodes.used(st) if (v := k.scheduler(st)) is not None), None)
+    view = next((v for k in nodes.used(st) if (v := k.scheduler(st, rec, local=local)) is not None), None)
     if view and view.get("error"):
         row.notes.append(f"Slurm's controller {view['controller']} could not be asked: {view['error']}")
     return view

@@ -152,10 +152,23 @@ def configured_verdicts(reports: list) -> list[NodeVerdict]:
     return out
 
 
-def scheduler(stack) -> dict | None:
-    """Not asked: a cloud controller has no address this machine reaches (`gpufleet ssh CLUSTER -- sinfo`
-    goes the cloud's way in)."""
-    return None
+def scheduler(stack, record, *, local: bool = False) -> dict | None:
+    """Slurm's view when a cloud node is the controller: its agent puts what Slurm says in its status
+    (within a minute of a change), read here from the bucket the stack's outputs name. ``local``: the
+    clouds are not asked, so neither is this."""
+    ctl = [p for p in stack.pools if p.role == "controller" and owns(p)]
+    if not stack.slurm or not ctl or local or record is None or not record.backend:
+        return None
+    name = f"{ctl[0].name}-0"
+    try:
+        outs = automation.outputs(record.name, pulumi_command=automation.find_pulumi(), backend=record.backend)
+        ref = outs["pools"][ctl[0].name]["bucket"]
+        view = cloudnodes.scheduler_view(cloud(ref["cloud"]).objects(ref), ctl[0].name, name)
+    except GpufleetError as e:
+        return {"controller": name, "error": e.message}
+    except KeyError:
+        return {"controller": name, "error": "the stack's outputs name no bucket for the controller's pool"}
+    return view or {"controller": name, "error": "its agent has not said yet (it does within a minute)"}
 
 
 def targets(run: Run, record, node: str | None) -> list:

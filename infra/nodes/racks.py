@@ -69,8 +69,9 @@ def configure(run: Run) -> list:
                                    health=health)
 
 
-def scheduler(stack) -> dict | None:
-    """Slurm's view of the cluster from its controller, when a rack host is the controller."""
+def scheduler(stack, record=None, *, local: bool = False) -> dict | None:
+    """Slurm's view of the cluster from its controller, when a rack host is the controller (asked
+    over SSH, ``local`` or not: the rack is this site's own)."""
     if not stack.slurm:
         return None
     controllers = {p.name for p in stack.pools if p.role == "controller"}

@@ -369,13 +369,20 @@ def test_slurm_on_cloud_nodes_comes_up_through_the_bucket_and_runs_jobs(rack, mo
     booting = [threading.Thread(target=node, args=(i, *h), daemon=True) for i, h in hosts.items()]
     for t in booting:
         t.start()
+    pulumi = FakePulumiCLI(plan)
     try:
-        out = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=FakePulumiCLI(plan), check=False,
-                                wait_s=WAIT_S)
+        out = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=pulumi, check=False, wait_s=WAIT_S)
+        _slurm_runs_jobs_and_status_shows_it(out, hosts, cat, pulumi, monkeypatch)
     finally:
         stop.set()
         for t in booting:
             t.join(timeout=900)
+
+
+def _slurm_runs_jobs_and_status_shows_it(out, hosts, cat, pulumi, monkeypatch):
+    from gpufleet.engine import automation
+    from gpufleet.fleet import status
+
     logs = {i: on_host(i, "tail -30 /var/log/gpufleet/node.log").stdout for i in hosts}
     assert {r.target.id: r.state for r in out.nodes} == {"ctl-0": "configured", "gpu-0": "configured",
                                                          "gpu-1": "configured"}, ([r.error for r in out.nodes], logs)
@@ -393,3 +400,13 @@ def test_slurm_on_cloud_nodes_comes_up_through_the_bucket_and_runs_jobs(rack, mo
     # the key came through the bucket: the same on every node, readable by munge alone
     keys = {on_host(i, "stat -c '%U %a' /etc/munge/munge.key; sha256sum < /etc/munge/munge.key").stdout for i in hosts}
     assert len(keys) == 1 and next(iter(keys)).startswith("munge 400"), keys
+    # `status` reads Slurm's view from the controller's status in the bucket, which its agent keeps
+    monkeypatch.setattr(automation, "find_pulumi", lambda: pulumi)
+    view = None
+    for _ in range(30):
+        (row,) = status.run("e2e-slurm-cloud", cat).rows
+        view = row.scheduler
+        if view and view.get("nodes") == {"idle": 2}:
+            break
+        time.sleep(2)
+    assert view and view["nodes"] == {"idle": 2} and view["controller"] == "ctl-0" and view["as_of"], (view, row.notes)

@@ -92,7 +92,7 @@ def test_each_clouds_bootstrap_fits_carries_the_agent_and_no_secret(cloud, extra
     script = bootstrap.render(cfg, pre="echo mounting\n" * 40)
     assert len(script.encode()) <= bootstrap.USER_DATA_LIMIT
     payload = script.split("<<'GPUFLEET_AGENT'\n", 1)[1].split("\nGPUFLEET_AGENT", 1)[0]
-    shipped_agent = gzip.decompress(base64.b64decode(payload))
+    shipped_agent = gzip.decompress(base64.b85decode(payload))
     assert shipped_agent == bootstrap.agent_source()
     # the code is the checkout's, byte for byte: only the module docstring is cut to a line
     assert shipped_agent.split(b'"""', 2)[2] == bootstrap.AGENT.read_bytes().split(b'"""', 2)[2]
@@ -345,7 +345,7 @@ class _Nodes:
     def __init__(self, store, nodes):
         import threading
 
-        self.store, self.nodes, self.applied = store, nodes, []
+        self.store, self.nodes, self.applied, self.probes = store, nodes, [], {}
         self.done: dict[str, str] = {}
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -361,6 +361,7 @@ class _Nodes:
                     continue
                 self.done[n.node_id] = doc["generation"]
                 self.applied.append((n.node_id, doc["states"], doc["pillar"].get("slurm")))
+                self.probes[n.node_id] = doc.get("probe")
                 facts = {"hostname": f"ip-10-0-0-{i + 10}", "address": f"10.0.0.{i + 10}", "cpus": 48,
                          "mem_gib": 186.5, "gpu_count": 0 if n.pool == "ctl" else 4}
                 self.store.put(f"status/{n.pool}/{n.node_id}.json", json.dumps(
@@ -413,6 +414,8 @@ def test_slurm_on_cloud_pools_is_rendered_from_what_the_nodes_say_in_a_second_ro
         assert "NodeName=ip-10-0-0-11 NodeAddr=10.0.0.11 CPUs=48 RealMemory=181427 Gres=gpu:l4:4" in conf
         assert pillars["i-c"]["role"] == "controller" and pillars["i-g1"]["role"] == "compute"
         assert pillars["i-g1"]["nodes"] == ["ip-10-0-0-10", "ip-10-0-0-11", "ip-10-0-0-12"]
+        # the controller's agent is asked for Slurm's view; the compute nodes' are not
+        assert "sinfo" in agents.probes["i-c"] and agents.probes["i-g0"] is None
 
         del agents.applied[:]
         assert [r.state for r in configure()] == ["current"] * 3  # facts known: one round, nothing new
@@ -421,6 +424,24 @@ def test_slurm_on_cloud_pools_is_rendered_from_what_the_nodes_say_in_a_second_ro
     finally:
         agents.stop.set()
         agents.thread.join()
+
+
+def test_slurms_view_is_read_from_the_controllers_status():
+    """What the controller's agent put in its status, as `status` shows it (an answer that was an
+    error is said as one)."""
+    store = _Store()
+    out = ("nodes\nip-10-0-0-11 idle\nip-10-0-0-12 drained*\nip-10-0-0-13 allocated\njobs\nRUNNING\nPENDING\n"
+           "PENDING\ndrained\nip-10-0-0-12|gpufleet: GF-XID-FATAL health.xid\n")
+    assert cloudnodes.scheduler_view(store, "ctl", "ctl-0") is None  # the agent has not said yet
+    store.put("status/ctl/a.json", json.dumps({"node_id": "i-c", "pool": "ctl", "ok": True,
+                                               "scheduler": {"out": out, "at": "2026-11-26T21:00:00Z"}}).encode())
+    view = cloudnodes.scheduler_view(store, "ctl", "ctl-0")
+    assert view == {"controller": "ctl-0", "nodes": {"idle": 1, "drained": 1, "allocated": 1},
+                    "jobs": {"running": 1, "pending": 2}, "drained": {"ip-10-0-0-12": "gpufleet: GF-XID-FATAL health.xid"},
+                    "as_of": "2026-11-26T21:00:00Z"}
+    store.put("status/ctl/a.json", json.dumps({"scheduler": {"out": "error: slurm_load_partitions: Unable to contact "
+                                                                    "slurm controller", "at": "t"}}).encode())
+    assert cloudnodes.scheduler_view(store, "ctl", "ctl-0")["error"].startswith("slurm_load_partitions")
 
 
 def test_without_its_controller_no_slurm_conf_is_published(tmp_path, monkeypatch):
@@ -651,7 +672,7 @@ def test_every_node_of_a_stack_gets_the_agent_its_bucket_and_no_secret(plans, na
         assert len(script.encode()) <= bootstrap.USER_DATA_LIMIT
         payload = script.split("<<'GPUFLEET_AGENT'\n", 1)[1].split("\nGPUFLEET_AGENT", 1)[0]
         # the agent shipped is this checkout's, byte for byte (its hash, not just its name)
-        assert node_agent.hashlib.sha256(gzip.decompress(base64.b64decode(payload))).hexdigest() == \
+        assert node_agent.hashlib.sha256(gzip.decompress(base64.b85decode(payload))).hexdigest() == \
             node_agent.hashlib.sha256(bootstrap.agent_source()).hexdigest()
         cfg = json.loads(script.split("<<'GPUFLEET_CONFIG'\n", 1)[1].split("\nGPUFLEET_CONFIG", 1)[0])
         assert cfg["cluster"] == name and (cfg["bucket"] in buckets or cfg.get("account") in buckets)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufleet.clouds import scheduler
 from gpufleet.clouds.baremetal import facts as factsmod
 from gpufleet.clouds.baremetal import ssh
 from gpufleet.paths import known_hosts_path
@@ -128,30 +129,16 @@ def gather(targets: list[HostTarget], *, trust_new: bool = False, workers: int =
 
 # Slurm's view from its controller: each node's state (sinfo's long names: idle, mixed, allocated,
 # drained, down ...) and each job's (squeue: PENDING, RUNNING ...), one per line, after a marker
-SCHEDULER_SCRIPT = "echo nodes; sinfo -h -N -o '%N %T'; echo jobs; squeue -h -o '%T'"
-
-
 def scheduler_view(target: HostTarget, *, trust_new: bool = False) -> dict:
-    """What Slurm's controller on ``target`` says: nodes per state, jobs per state, the nodes drained
-    with their reasons; ``error`` when it could not be asked."""
-    (outcome,) = on_each_host([target], lambda s: (s.run(SCHEDULER_SCRIPT, timeout=30),
-                                                   s.run("sinfo -h -R -o '%n|%E'", timeout=30)),
-                              phase="scheduler", trust_new=trust_new, workers=1, progress=None)
+    """What Slurm's controller on ``target`` says (``clouds.scheduler``); ``error`` when it could not be asked."""
+    (outcome,) = on_each_host([target], lambda s: s.run(scheduler.PROBE, timeout=30), phase="scheduler",
+                              trust_new=trust_new, workers=1, progress=None)
     if not outcome.ok:
         return {"controller": target.id, "error": outcome.error.message}
-    states, reasons = outcome.value
-    if states.rc != 0:
-        return {"controller": target.id, "error": f"sinfo/squeue failed: {(states.stderr or states.stdout).strip()[-200:]}"}
-    section, nodes, jobs = "", {}, {}
-    for line in states.stdout.splitlines():
-        if line in ("nodes", "jobs"):
-            section = line
-        elif line.strip():
-            counts = nodes if section == "nodes" else jobs
-            state = line.split()[-1].rstrip("*~#!%$@^-").lower()
-            counts[state] = counts.get(state, 0) + 1
-    drained = dict(line.split("|", 1) for line in reasons.stdout.splitlines() if "|" in line)
-    return {"controller": target.id, "nodes": nodes, "jobs": jobs, "drained": drained}
+    if outcome.value.rc != 0:
+        answer = outcome.value
+        return {"controller": target.id, "error": f"sinfo/squeue failed: {(answer.stderr or answer.stdout).strip()[-200:]}"}
+    return scheduler.parse(target.id, outcome.value.stdout)
 
 
 DRAIN_SCRIPT = r"""
