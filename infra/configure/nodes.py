@@ -71,7 +71,8 @@ def configure(stack, cluster: str, targets: list[HostTarget], *, registry=None, 
     pools = {p.name: p for p in stack.pools}
     tree = saltrun.tree_hash()
     known = registry.hosts(cluster) if registry else {}
-    scheduler = _slurm_pillars(stack, cluster, reports, pools, health) if stack.slurm else {}
+    shared = registry.shared if registry else None  # the team's store, in team mode: the cluster's munge key
+    scheduler = _slurm_pillars(stack, cluster, reports, pools, health, shared) if stack.slurm else {}
     plan: dict[str, tuple[list[str], list[str], dict]] = {}
     for r in reports.values():
         if r.facts is None:
@@ -141,7 +142,8 @@ def configure(stack, cluster: str, targets: list[HostTarget], *, registry=None, 
     return [reports[t.id] for t in targets]
 
 
-def _slurm_pillars(stack, cluster: str, reports: dict[str, HostReport], pools: dict, health) -> dict[str, dict]:
+def _slurm_pillars(stack, cluster: str, reports: dict[str, HostReport], pools: dict, health,
+                   shared=None) -> dict[str, dict]:
     """Each reachable host's ``slurm`` pillar: one configuration rendered from all of them."""
     expectations, bundle = health or ({}, b"")
     reached = [r for r in reports.values() if r.facts is not None]
@@ -155,7 +157,8 @@ def _slurm_pillars(stack, cluster: str, reports: dict[str, HostReport], pools: d
     compute = [as_node[r.target.id] for r in reached if pools[r.target.pool].role == "compute"]
     hosts_of = {r.target.id: (pools[r.target.pool].role, expectations.get(r.target.pool), len(r.facts.gpus))
                 for r in reached}
-    return slurm.pillars(stack, cluster, ctl[0], compute, hosts_of, bundle=bundle, key=slurm.munge_key(cluster))
+    return slurm.pillars(stack, cluster, ctl[0], compute, hosts_of, bundle=bundle,
+                         key=slurm.munge_key(cluster, shared))
 
 
 def drain(cluster: str, targets: list[HostTarget], *, clean_states: dict[str, list[str]] | None = None,

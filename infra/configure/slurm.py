@@ -140,14 +140,32 @@ def _cluster_name(cluster: str) -> str:
     return re.sub(r"[^a-z0-9_]", "_", cluster.lower())[:40]
 
 
-def munge_key(cluster: str) -> bytes:
-    """The cluster's munge key: made once, kept beside its Salt configuration (mode 0600)."""
+def munge_key(cluster: str, shared=None) -> bytes:
+    """The cluster's munge key: made once, kept beside its Salt configuration (mode 0600); in team
+    mode (``shared``: the team's store) kept in the store, so that whoever of the team configures
+    the cluster hands its nodes the same key (the first to write it wins a race: the others read it)."""
     path = make_dir(salt_run_dir(cluster)) / "munge.key"
+    if shared is not None:
+        key = f"slurm/{cluster}/munge.key"
+        held = shared.read(key)
+        if held is None:
+            mine = path.read_bytes() if path.exists() else secrets.token_bytes(MUNGE_KEY_BYTES)
+            held = (mine, "") if shared.create(key, mine) else shared.read(key)
+        if held is not None:
+            return held[0]
     if not path.exists():
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(secrets.token_bytes(MUNGE_KEY_BYTES))
     return path.read_bytes()
+
+
+def forget_munge_key(cluster: str, shared=None) -> None:
+    """A cluster that is gone: its key removed from this machine and from the team's store."""
+    (salt_run_dir(cluster) / "munge.key").unlink(missing_ok=True)
+    held = shared.read(f"slurm/{cluster}/munge.key") if shared is not None else None
+    if held is not None:
+        shared.delete(f"slurm/{cluster}/munge.key", held[1])
 
 
 def health_expectations(expect: dict) -> dict:

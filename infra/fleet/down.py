@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpufleet import catalog
+from gpufleet.configure import slurm
 from gpufleet.errors import PartialFailure
 from gpufleet.fleet import stacks, team
 from gpufleet.fleet.recorded import recorded
@@ -65,6 +66,7 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
         out.hosts = racks.drain(run, rec, clean)
     if cloud.done and all(r.ok for r in out.hosts):
         reg.remove(name)
+        slurm.forget_munge_key(name, reg.shared)  # no secret of a cluster outlives it
         return out
     # what stays known: the clouds' part while anything is left, the rack hosts still to drain
     reg.record(name=rec.name, stack=rec.stack, stack_file=rec.stack_file, owner=rec.owner, expires_at=rec.expires_at,

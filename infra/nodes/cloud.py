@@ -116,14 +116,14 @@ def configure(run: Run, nodes: list, *, backend: str | None = None, verify: bool
 def scheduler_pillars(run: Run):
     """For a stack with Slurm: what makes each pool's ``slurm`` pillar from its nodes' facts, with the
     munge key the nodes hold already (published by whoever ran `up`: a teammate's `configure` keeps
-    it), or else the cluster's key made here."""
+    it), or else the cluster's key (the team's, in team mode)."""
     if not run.stack.slurm:
         return None
     expectations = {p.name: expect.for_pool(run.stack, p, run.cat) for p in run.stack.pools if owns(p)}
     data = bundle.build()[0]
     return lambda facts, published: slurm.pool_pillars(
         run.stack, run.cluster, run.cat, facts, expectations=expectations, bundle=data,
-        key=published or slurm.munge_key(run.cluster))
+        key=published or slurm.munge_key(run.cluster, run.registry.shared))
 
 
 def tree_extras(stack, cat, *, verify: bool = True) -> dict:

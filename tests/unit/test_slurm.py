@@ -146,6 +146,27 @@ def test_the_munge_key_is_made_once_per_cluster_and_kept_private(tmp_path, monke
     assert len(keys) == 2 and all(k.stat().st_mode & 0o777 == 0o600 for k in keys)
 
 
+def test_in_team_mode_the_munge_key_is_the_teams_and_goes_with_the_cluster(tmp_path, monkeypatch):
+    """Two machines of one team (each its own data home) configuring one cluster hand its nodes one
+    key, kept in the team's store (a shared directory here, as `team init file://` makes); the first
+    machine's own key, made before team mode, is the one kept; `down` removes it from both places."""
+    from gpufleet.state.shared import DirectoryStore
+
+    store = DirectoryStore(f"file://{tmp_path / 'team'}")
+    (tmp_path / "team").mkdir()
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "alice"))
+    before = slurm.munge_key("c1")  # made before the team had a store
+    assert slurm.munge_key("c1", store) == before and store.read("slurm/c1/munge.key")[0] == before
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "bob"))
+    assert slurm.munge_key("c1", store) == before  # bob's machine never made one: the team's
+    assert not list((tmp_path / "bob").rglob("munge.key"))
+    slurm.forget_munge_key("c1", store)
+    assert store.read("slurm/c1/munge.key") is None
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "alice"))
+    slurm.forget_munge_key("c1")
+    assert not list((tmp_path / "alice").rglob("munge.key"))
+
+
 def test_the_cluster_name_slurmdbd_would_key_tables_by():
     assert re.fullmatch(r"[a-z0-9_]+", slurm._cluster_name("E2E-Rack.01"))
 
