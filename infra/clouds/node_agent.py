@@ -407,18 +407,18 @@ def run(cfg, force=False):
 def report_scheduler(cfg):
     """On Slurm's controller (its document names a ``probe``): what Slurm says of its nodes and jobs,
     put in this node's status when it changed since the status said it (`gpufleet status` reads it)."""
+    probe = (_read_json(f"{STATE_DIR}/applied.json") or {}).get("probe")  # the generation applied last
+    status = _read_json(f"{STATE_DIR}/status.json")
+    if not probe or not status:
+        return
     try:
         store = STORES[cfg["cloud"]](cfg)
-        probe = json.loads(store.get(f"pools/{cfg['pool']}/current.json")).get("probe")
-        status = _read_json(f"{STATE_DIR}/status.json")
-        if not probe or not status:
-            return
         r = subprocess.run(["sh", "-c", probe], capture_output=True, text=True, timeout=60)
         out = r.stdout if r.returncode == 0 else "error: " + (r.stderr or r.stdout).strip()[-300:]
         if (status.get("scheduler") or {}).get("out") != out:
             status["scheduler"] = {"out": out, "at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
             put_status(store, cfg["pool"], node_id(cfg), status)
-    except (AgentError, NotThere, OSError, ValueError, subprocess.SubprocessError) as e:
+    except (AgentError, OSError, ValueError, subprocess.SubprocessError) as e:
         print(f"Slurm's view was not reported: {e}", flush=True)
 
 
@@ -491,7 +491,8 @@ def _run(cfg, force):
             return 1  # failed ATTEMPTS times already: backing off (its status says so)
         attempt = applied.get("attempt", 0) + 1 if again else 1
         status.update(attempt=attempt, attempts=ATTEMPTS)
-        record = {"generation": current["generation"], "ok": False, "tree": None, "attempt": attempt}
+        record = {"generation": current["generation"], "ok": False, "tree": None, "attempt": attempt,
+                  "probe": current.get("probe")}
         tree = unpack(store.get(f"tree/{current['tree']}.tar.gz"), current["tree"])
         salt_call = ensure_salt(cfg["salt"])
         gpu = has_nvidia_gpu()
