@@ -105,34 +105,41 @@ def _boot(i: int, user_data: str, env: dict) -> subprocess.CompletedProcess:
     return on_host(i, f"env {exports} bash -s", stdin=user_data, timeout=900)
 
 
+def _aws_plan(rack, monkeypatch, text: str, data: str):
+    """A stack of AWS pools as `up` meets it here: moto's endpoint and credentials, a data home of its
+    own, the stack planned; (catalog, stack, plan)."""
+    from gpufleet import catalog
+    from gpufleet.engine import plan as planner
+    from gpufleet.fleet import stacks
+
+    moto = rack["moto"]
+    moto.reset()
+    for k, v in {"AWS_ENDPOINT_URL": moto.url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
+                 "XDG_DATA_HOME": str(rack["tmp"] / data), "PULUMI_CONFIG_PASSPHRASE": "test"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("GPUFLEET_REGISTRY", raising=False)
+    cat = catalog.load(use_config=False)
+    path = rack["tmp"] / f"{data}.yaml"
+    path.write_text(text)
+    stack = stacks.load(path, cat)
+    return cat, stack, planner.plan(stack, cat, workers=1)
+
+
 def test_cloud_nodes_configure_themselves_and_up_reports_each(rack, monkeypatch):
     import boto3
 
-    from gpufleet import catalog
-    from gpufleet.engine import plan as planner
     from gpufleet.errors import PartialFailure
-    from gpufleet.fleet import stacks
     from gpufleet.fleet import up as fleet_up
     from gpufleet.fleet.configure import reconfigure
     from gpufleet.state.registry import Registry
 
     from fakes.pulumi_cli import FakePulumiCLI
 
-    moto = rack["moto"]
-    moto.reset()
-    for k, v in {"AWS_ENDPOINT_URL": moto.url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
-                 "XDG_DATA_HOME": str(rack["tmp"] / "data"), "PULUMI_CONFIG_PASSPHRASE": "test"}.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.delenv("GPUFLEET_REGISTRY", raising=False)
-    cat = catalog.load(use_config=False)
-    path = rack["tmp"] / "stack.yaml"
-    path.write_text(STACK)
-    stack = stacks.load(path, cat)
-    plan = planner.plan(stack, cat, workers=1)
+    cat, stack, plan = _aws_plan(rack, monkeypatch, STACK, "data")
     pools = plan.outputs["pools"]
     bucket = pools["gpu"]["bucket"]
-    assert bucket["endpoint"] == moto.url  # the nodes are told the same store `up` writes to
+    assert bucket["endpoint"] == rack["moto"].url  # the nodes are told the same store `up` writes to
     boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=bucket["name"])  # what Pulumi creates
     iam = boto3.client("iam", region_name="us-east-1")
     role = iam.create_role(RoleName="e2e-cloud-gpu", AssumeRolePolicyDocument="{}")["Role"]
@@ -328,25 +335,11 @@ def test_slurm_on_cloud_nodes_comes_up_through_the_bucket_and_runs_jobs(rack, mo
     `srun -N2 hostname` runs on both."""
     import boto3
 
-    from gpufleet import catalog
-    from gpufleet.engine import plan as planner
-    from gpufleet.fleet import stacks
     from gpufleet.fleet import up as fleet_up
 
     from fakes.pulumi_cli import FakePulumiCLI
 
-    moto = rack["moto"]
-    moto.reset()
-    for k, v in {"AWS_ENDPOINT_URL": moto.url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true",
-                 "XDG_DATA_HOME": str(rack["tmp"] / "data-slurm"), "PULUMI_CONFIG_PASSPHRASE": "test"}.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.delenv("GPUFLEET_REGISTRY", raising=False)
-    cat = catalog.load(use_config=False)
-    path = rack["tmp"] / "slurm.yaml"
-    path.write_text(SLURM_STACK)
-    stack = stacks.load(path, cat)
-    plan = planner.plan(stack, cat, workers=1)
+    cat, stack, plan = _aws_plan(rack, monkeypatch, SLURM_STACK, "data-slurm")
     pools = plan.outputs["pools"]
     for name in {p["bucket"]["name"] for p in pools.values()}:
         boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=name)
