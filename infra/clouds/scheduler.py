@@ -4,6 +4,8 @@ its status), and its answer read back as nodes and jobs per state and the draine
 
 from __future__ import annotations
 
+# each node's state (sinfo's long names: idle, mixed, allocated, drained, down ...), each job's
+# (squeue: PENDING, RUNNING ...) and each drained node's reason, one per line, after a marker
 PROBE = ("echo nodes; sinfo -h -N -o '%N %T'; echo jobs; squeue -h -o '%T'; "
          "echo drained; sinfo -h -R -o '%n|%E'")
 SECTIONS = ("nodes", "jobs", "drained")

@@ -127,18 +127,16 @@ def gather(targets: list[HostTarget], *, trust_new: bool = False, workers: int =
     return reports
 
 
-# Slurm's view from its controller: each node's state (sinfo's long names: idle, mixed, allocated,
-# drained, down ...) and each job's (squeue: PENDING, RUNNING ...), one per line, after a marker
 def scheduler_view(target: HostTarget, *, trust_new: bool = False) -> dict:
     """What Slurm's controller on ``target`` says (``clouds.scheduler``); ``error`` when it could not be asked."""
     (outcome,) = on_each_host([target], lambda s: s.run(scheduler.PROBE, timeout=30), phase="scheduler",
                               trust_new=trust_new, workers=1, progress=None)
     if not outcome.ok:
         return {"controller": target.id, "error": outcome.error.message}
-    if outcome.value.rc != 0:
-        answer = outcome.value
+    answer = outcome.value
+    if answer.rc != 0:
         return {"controller": target.id, "error": f"sinfo/squeue failed: {(answer.stderr or answer.stdout).strip()[-200:]}"}
-    return scheduler.parse(target.id, outcome.value.stdout)
+    return scheduler.parse(target.id, answer.stdout)
 
 
 DRAIN_SCRIPT = r"""
