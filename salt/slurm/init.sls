@@ -111,12 +111,24 @@ slurm-munge-service-running:
 
 # job accounting: MariaDB on the controller, a database and a user for slurmdbd (the password
 # gpufleet derives from the cluster's key), slurmdbd, and the cluster registered with it
+slurm-database-pkg-installed:
+  pkg.installed:
+    - pkgs: {{ slurm.packages.database | json }}
+
+slurm-database-marker-file-managed:
+  file.managed:
+    - name: {{ slurm.database_marker }}
+    - contents: "installed by gpufleet's slurm formula: `gpufleet down --clean` removes it (its data stays)"
+    - makedirs: True
+    - onchanges:
+      - pkg: slurm-database-pkg-installed
+
 slurm-database-service-running:
   service.running:
     - name: {{ slurm.services.database }}
     - enable: True
     - require:
-      - pkg: slurm-packages-pkg-installed
+      - pkg: slurm-database-pkg-installed
 
 slurm-database-user-cmd-run:
   cmd.run:

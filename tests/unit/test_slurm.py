@@ -237,9 +237,15 @@ def test_accounting_gives_the_controller_slurmdbd_and_its_database_and_no_one_el
         states = render(salt_call(), tmp_path / f"acct-{os_}", {**grains, "host": "ctl0"},
                         {"gpufleet": {"live": False}, "slurm": pil["ctl-0"]}, ["slurm"])
         pkgs = json.dumps(states["slurm-packages-pkg-installed"])
-        assert "mariadb-server" in pkgs and "slurmdbd" in pkgs, (os_, pkgs)
+        assert "slurmdbd" in pkgs and "mariadb-server" in json.dumps(states["slurm-database-pkg-installed"]), os_
+        # the server is marked as the formula's only when this run installed it: clean leaves a host's own
+        marker = states["slurm-database-marker-file-managed"]["file"]
+        assert {"pkg": "slurm-database-pkg-installed"} in _arg(marker, "onchanges")
         assert _arg(states["slurm-dbd-config-file-managed"]["file"], "mode") == "0600"
         assert {"cmd": "slurm-dbd-cluster-cmd-run"} in _arg(states["slurm-daemon-service-running"]["service"], "require")
+    clean = render(salt_call(), tmp_path / "acct-clean", {**OSES["Debian-12"], "host": "ctl0"},
+                   {"gpufleet": {"live": False}, "slurm": pil["ctl-0"]}, ["slurm.clean"])
+    assert _arg(clean["slurm-clean-database-pkg-purged"]["pkg"], "onlyif") == "test -f " + _arg(marker, "name")
 
 
 def _arg(state: list, key: str):
