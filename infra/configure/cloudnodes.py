@@ -27,6 +27,7 @@ from gpufleet.clouds import scheduler as slurm_view
 from gpufleet.configure import NODE_STATES, saltrun
 from gpufleet.configure import pillar as pillarmod
 from gpufleet.configure.slurm import has_facts as slurm_ready
+from gpufleet.errors import GpufleetError
 
 READERS = 16  # status objects read at once
 WAIT_S = 1800  # default: a fresh GPU node takes 10-20 minutes for driver, CUDA and frameworks
@@ -326,10 +327,13 @@ def configure_pools(stack, cat, cluster: str, outputs: dict, nodes: list, *, reg
         if len(facts) < len(targets):
             first = round_of(lambda n: document(n, checks=False), targets)
             facts = {node_key(r.target.node_id): r.facts for r in first if r.ok and slurm_ready(r.facts)}
+        ready = [t for t in targets if node_key(t.node_id) in facts]
+        try:
+            pillars = scheduler([(t.pool, t.address, facts[node_key(t.node_id)]) for t in ready], published)
+        except GpufleetError:  # no controller: what the first round did is all there is to record
             if registry is not None:
                 record(registry, cluster, first)
-        ready = [t for t in targets if node_key(t.node_id) in facts]
-        pillars = scheduler([(t.pool, t.address, facts[node_key(t.node_id)]) for t in ready], published)
+            raise
         second = {node_key(r.target.node_id): r for r in round_of(lambda n: document(n, pillars), ready)}
         by_node = {node_key(r.target.node_id): r for r in first}
         reports = [second.get(node_key(t.node_id)) or by_node[node_key(t.node_id)] for t in targets]

@@ -144,9 +144,9 @@ def munge_key(cluster: str, shared=None) -> bytes:
     """The cluster's munge key: made once, kept beside its Salt configuration (mode 0600); in team
     mode (``shared``: the team's store) kept in the store, so that whoever of the team configures
     the cluster hands its nodes the same key (the first to write it wins a race: the others read it)."""
-    path = make_dir(salt_run_dir(cluster)) / "munge.key"
+    path = salt_run_dir(cluster) / "munge.key"
     if shared is not None:
-        key = f"slurm/{cluster}/munge.key"
+        key = _team_key(cluster)
         held = shared.read(key)
         if held is None:
             mine = path.read_bytes() if path.exists() else secrets.token_bytes(MUNGE_KEY_BYTES)
@@ -154,6 +154,7 @@ def munge_key(cluster: str, shared=None) -> bytes:
         if held is not None:
             return held[0]
     if not path.exists():
+        make_dir(path.parent)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(secrets.token_bytes(MUNGE_KEY_BYTES))
@@ -163,9 +164,14 @@ def munge_key(cluster: str, shared=None) -> bytes:
 def forget_munge_key(cluster: str, shared=None) -> None:
     """A cluster that is gone: its key removed from this machine and from the team's store."""
     (salt_run_dir(cluster) / "munge.key").unlink(missing_ok=True)
-    held = shared.read(f"slurm/{cluster}/munge.key") if shared is not None else None
+    held = shared.read(_team_key(cluster)) if shared is not None else None
     if held is not None:
-        shared.delete(f"slurm/{cluster}/munge.key", held[1])
+        shared.delete(_team_key(cluster), held[1])
+
+
+def _team_key(cluster: str) -> str:
+    """Where the team's store keeps a cluster's munge key."""
+    return f"slurm/{cluster}/munge.key"
 
 
 def health_expectations(expect: dict) -> dict:
@@ -202,13 +208,15 @@ def pool_pillars(stack, cluster: str, cat, facts: list[tuple[str, str | None, di
     themselves (``facts``: (pool, the address the cloud gave it, the facts in its status)): its host
     name, the address it reaches the cluster from, CPUs, memory and the GPUs it shows."""
     pools = {p.name: p for p in stack.pools}
+    # each pool's GPU model and fabric, as the catalog names its instance type
+    kinds = {p.name: (gpu_of(p, cat)[0], cat.instance(p.provider, p.instance_type).fabric if p.instance_type else None)
+             for p in stack.pools}
     found: dict[str, list[SlurmNode]] = {}
     for pool_name, address, f in facts:
-        pool = pools[pool_name]
-        it = cat.instance(pool.provider, pool.instance_type) if pool.instance_type else None
+        gpu, fabric = kinds[pool_name]
         found.setdefault(pool_name, []).append(node(
-            f["hostname"], f.get("address") or address, pool, cpus=int(f["cpus"]), mem_gib=float(f["mem_gib"]),
-            gpus=int(f.get("gpu_count") or 0), gpu=gpu_of(pool, cat)[0], fabric=it.fabric if it else None))
+            f["hostname"], f.get("address") or address, pools[pool_name], cpus=int(f["cpus"]),
+            mem_gib=float(f["mem_gib"]), gpus=int(f.get("gpu_count") or 0), gpu=gpu, fabric=fabric))
     ctl = [n for p in stack.pools if p.role == "controller" for n in found.get(p.name, [])]
     if not ctl:
         raise GpufleetError("the Slurm controller's node did not configure: no slurm.conf can be written",
