@@ -17,6 +17,7 @@ from gpufleet.cli import catalog as catalog_cmd
 from gpufleet.cli import cluster as cluster_cmd
 from gpufleet.cli import compare as compare_cmd
 from gpufleet.cli import cost as cost_cmd
+from gpufleet.cli import examples as examples_cmd
 from gpufleet.cli import image as image_cmd
 from gpufleet.cli import lifecycle as lifecycle_cmd
 from gpufleet.cli import plan as plan_cmd
@@ -82,6 +83,7 @@ app.command("compare", help=compare_cmd.HELP)(compare_cmd.compare)
 app.command("calibrate", help=compare_cmd.CALIBRATE_HELP)(compare_cmd.calibrate)
 app.command("report", help=report_cmd.HELP)(report_cmd.report)
 app.command("validate", help=validate_cmd.HELP)(validate_cmd.validate)
+app.command("examples", help=examples_cmd.HELP)(examples_cmd.examples)
 app.command("plan", help=plan_cmd.HELP)(plan_cmd.plan)
 app.command("up", help=cluster_cmd.UP_HELP)(cluster_cmd.up)
 app.command("down", help=cluster_cmd.DOWN_HELP)(cluster_cmd.down)
