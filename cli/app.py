@@ -22,6 +22,7 @@ from gpufleet.cli import image as image_cmd
 from gpufleet.cli import lifecycle as lifecycle_cmd
 from gpufleet.cli import plan as plan_cmd
 from gpufleet.cli import report as report_cmd
+from gpufleet.cli import setup as setup_cmd
 from gpufleet.cli import ssh as ssh_cmd
 from gpufleet.cli import team as team_cmd
 from gpufleet.cli import validate as validate_cmd
@@ -103,6 +104,7 @@ app.add_typer(capacity_cmd.app, name="capacity")
 app.add_typer(image_cmd.app, name="image")
 app.add_typer(team_cmd.app, name="team")
 app.add_typer(budget_cmd.app, name="budget")
+app.add_typer(setup_cmd.app, name="setup")
 
 
 def main() -> None:

@@ -51,6 +51,9 @@ def test_the_installed_wheel_runs_every_command_a_newcomer_tries(tmp_path):
     for path in stacks.values():
         r = gpufleet("validate", path)
         assert r.returncode == 0, r.stderr
+    # a rack's `up` with no salt-ssh anywhere stops before anything, naming what installs it
+    r = gpufleet("up", stacks["local-rack"], "--yes")
+    assert r.returncode == 2 and "gpufleet setup salt" in r.stderr and "Traceback" not in r.stderr, r.stderr
     for args in (["compare", "resnet50", "--top", "3"], ["verify", "--help"], ["--version"],
                  ["plan", stacks["baremetal-rack"]]):
         r = gpufleet(*args)
