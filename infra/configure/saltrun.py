@@ -23,10 +23,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufleet.clouds.bootstrap import SALT_VERSION  # the one Salt: on cloud nodes, in salt-ssh's virtualenv
 from gpufleet.errors import ToolMissing
 from gpufleet.paths import make_dir, salt_run_dir, salt_venv_dir
-
-SALT_VERSION = "3008.3"
 
 
 def repo_root() -> Path:
