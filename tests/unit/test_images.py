@@ -68,12 +68,56 @@ def test_a_template_uploads_the_bake_bundle_runs_the_bake_mode_and_tags_what_it_
     build = doc["build"][0]
     (upload,) = [p["file"] for p in build["provisioner"] if "file" in p]
     assert upload["source"] == "${var.bundle_dir}/" and upload["destination"] == "/tmp/gpufleet"
-    (shell,) = [p["shell"] for p in build["provisioner"] if "shell" in p]
+    (shell,) = [p["shell"] for p in build["provisioner"] if "shell" in p and "node_bake.py" in p["shell"]["inline"][0]]
     assert shell["inline"][0] == "sudo python3 /tmp/gpufleet/node_bake.py /tmp/gpufleet/bake.json"
     src = _source(doc)
     tagged = {k: v for k, v in src.items() if k in ("tags", "snapshot_tags", "run_tags", "image_labels", "labels",
                                                      "azure_tags")}
     assert tagged and set(tagged.values()) <= {"${var.tags}", "${var.labels}"}
+
+
+def _render(value, variables: dict):
+    """A template's string with its ``${var.x}`` replaced as Packer interpolates them."""
+    return re.sub(r"\$\{var\.(\w+)\}", lambda m: str(variables[m[1]]), value)
+
+
+@pytest.mark.parametrize("provider", CLOUDS)
+def test_the_bundle_reaches_the_builder_as_a_folder_through_the_real_scp_sink(provider, tmp_path, cat):
+    """The template's provisioners before the bake, run as Packer runs them over SSH (tests/packer_comm.py)
+    against OpenSSH's own `scp -t` on a fresh /tmp: the bake then finds the bundle's files where it
+    looks. Packer's file provisioner docs: "the destination directory must already exist"; an scp
+    sink given a folder's entries for a path that does not exist writes each onto that path."""
+    from packer_comm import Builder
+
+    from conftest import require
+
+    (m,) = image.plan(stacks.load(MIXED, cat), cat, tmp_path / "out",
+                      pool={"aws": "aws-a100", "gcp": "gcp-l4", "azure": "azure-t4"}[provider])
+    variables = json.loads(Path(m.var_file).read_text())
+    doc, _ = template(provider)
+    ((builder_type, _),) = doc["source"][0].items()
+    try:
+        builder = Builder()
+    except OSError as e:
+        require(False, f"a builder's /tmp needs a mount namespace (root, unshare): {e}")
+    try:
+        for step in doc["build"][0]["provisioner"]:
+            ((kind, body),) = step.items()
+            if kind == "shell" and any("node_bake.py" in c for c in body["inline"]):
+                break  # the bake itself: what it needs is checked below
+            if kind == "shell":
+                done = builder.shell([_render(c, variables) for c in body["inline"]],
+                                     {"PACKER_BUILD_NAME": "gpufleet", "PACKER_BUILDER_TYPE": builder_type})
+                assert done.returncode == 0, done.stderr
+            else:
+                builder.file(_render(body["source"], variables), _render(body["destination"], variables))
+        kind = builder.run("stat -c %F /tmp/gpufleet").stdout.strip()
+        assert kind == "directory", f"the upload left /tmp/gpufleet a {kind}"
+        for f in sorted(Path(m.bundle).iterdir()):
+            assert builder.run(f"sha256sum < /tmp/gpufleet/{f.name}").stdout.split()[0] == hashlib.sha256(
+                f.read_bytes()).hexdigest(), f.name
+    finally:
+        builder.close()
 
 
 def test_the_aws_image_and_its_builder_are_encrypted_and_imdsv2_only():
