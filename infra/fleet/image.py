@@ -96,13 +96,11 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelt
                              f"set its image to one of {', '.join(IMAGES)} (or leave it out) to plan its golden image")
     archive, tree = current_tree(stack, cat)
     templates = templates_dir()
-    out.mkdir(parents=True, exist_ok=True)
-    made = []
+    planned = []  # every pool's variables before anything is written: a pool that cannot be planned leaves no files
     for p in pools:
         c = cloud(p.provider)
         bundle = out / p.name / "bundle"
         spec = bake.spec(stack, p, cat, tree=tree, base_image=p.image or DEFAULT_IMAGE)
-        write_bundle(bundle, archive, spec)
         name = image_name(stack, p, tree)
         tags = {"gpufleet:image": name, "gpufleet:stack": stack.name, "gpufleet:pool": p.name,
                 "gpufleet:owner": stack.owner, "gpufleet:tree": tree[:16]}
@@ -112,7 +110,13 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelt
             settings = c.program_settings(plan=False)
         except Exception:  # noqa: BLE001 - no credentials here: the account's own values stay unset, and said
             settings = {}
-        variables = c.image_vars(p, name=name, tags=tags, bundle=str(bundle.resolve()), settings=settings)
+        variables = c.image_vars(p, name=name, tags=tags, bundle=str(bundle.resolve()), settings=settings,
+                                 zones=cat.region_zones(p.provider, p.region))
+        planned.append((p, c, bundle, spec, name, variables))
+    out.mkdir(parents=True, exist_ok=True)
+    made = []
+    for p, c, bundle, spec, name, variables in planned:
+        write_bundle(bundle, archive, spec)
         var_file = out / f"{p.name}.{p.provider}.pkrvars.json"
         var_file.write_text(json.dumps(variables, indent=1, sort_keys=True) + "\n")
         template = templates / c.image_template

@@ -162,6 +162,26 @@ def test_image_plan_writes_each_pools_variables_and_the_bundle_its_nodes_recogni
     assert {m.provider: m.unset for m in made if m.unset} == {"gcp": ["project_id"], "azure": ["subscription_id"]}
 
 
+def _only(stack, pool: str, **update):
+    """``stack`` with only its pool ``pool``, changed by ``update`` (a place the example does not use)."""
+    return stack.model_copy(update={"pools": [next(p for p in stack.pools if p.name == pool).model_copy(update=update)]})
+
+
+def test_a_gcp_builder_runs_in_a_zone_its_region_has_and_none_is_invented(cat, tmp_path):
+    """A zone is not "<region>-a" everywhere: us-east1's are b, c and d, europe-west9 has only c
+    (the catalog's regions.csv, from GCP's zone list); a builder in a zone that does not exist never starts."""
+    from gpufleet.errors import InputError
+
+    stack = stacks.load(MIXED, cat)
+    for region in sorted(cat.regions["gcp"]):
+        (m,) = image.plan(_only(stack, "gcp-l4", region=region), cat, tmp_path / region)
+        assert json.loads(Path(m.var_file).read_text())["zone"] in cat.region_zones("gcp", region), region
+    cat.zones.pop(("gcp", "us-east1"))  # a region the catalog lists no zones of: said, not guessed
+    with pytest.raises(InputError, match="the catalog lists no zone of us-east1") as e:
+        image.plan(_only(stack, "gcp-l4", region="us-east1"), cat, tmp_path / "none")
+    assert e.value.exit_code == 2 and "set the pool's zone" in e.value.hint and not (tmp_path / "none").exists()
+
+
 def test_cli_image_plan_json_and_a_rack_only_stack_is_exit_2(tmp_path):
     r = cli("--json", "image", "plan", str(MIXED), "--out", str(tmp_path / "imgs"), "--pool", "aws-a100")
     assert r.exit_code == 0, r.output

@@ -9,7 +9,7 @@ TEMPLATE = "aws.pkr.hcl"
 BUILDER = "m6i.2xlarge"  # no GPU needed to install the packages; 8 vCPUs build the DKMS module quickly
 
 
-def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict) -> dict:
+def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict, zones=()) -> dict:
     """The template's variables for ``pool``, whose image is gpufleet's ``pool.image`` name."""
     owner, pattern = IMAGES[pool.image or DEFAULT_IMAGE]
     return {"region": pool.region, "instance_type": BUILDER, "source_ami_owner": owner, "source_ami_name": pattern,

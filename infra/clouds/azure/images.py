@@ -12,7 +12,7 @@ BUILDER = "Standard_D8s_v5"  # no GPU needed to install the packages
 GALLERY_GROUP, GALLERY = "gpufleet-images", "gpufleet"  # one Compute Gallery per subscription
 
 
-def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict) -> dict:
+def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict, zones=()) -> dict:
     """The template's variables for ``pool`` (``settings``: the subscription, when known here);
     the gallery image version is the build's UTC date and minute (major.minor.patch)."""
     publisher, offer, sku, _ = image_urn(pool.image)
