@@ -32,8 +32,8 @@ variable "source_ami_name" {
 }
 
 variable "ssh_username" {
-  type    = string
-  default = "ubuntu"
+  type        = string
+  description = "The user the base AMI lets in (amazon-ebs has no default: ubuntu on Canonical's, rocky on the RESF's)"
 }
 
 variable "image_name" {

@@ -39,6 +39,12 @@ variable "image_sku" {
   type = string
 }
 
+variable "plan_info" {
+  type        = list(object({ plan_name = string, plan_product = string, plan_publisher = string }))
+  default     = []
+  description = "The base image's Marketplace plan, when it is sold with one (one element), else none"
+}
+
 variable "gallery_resource_group" {
   type = string
 }
@@ -83,6 +89,16 @@ source "azure-arm" "gpufleet" {
   image_sku          = var.image_sku
   os_disk_size_gb    = var.root_disk_gb
   azure_tags         = var.tags
+
+  # a Marketplace image sold with a plan is deployed only with it (the plan's terms accepted once per subscription)
+  dynamic "plan_info" {
+    for_each = var.plan_info
+    content {
+      plan_name      = plan_info.value.plan_name
+      plan_product   = plan_info.value.plan_product
+      plan_publisher = plan_info.value.plan_publisher
+    }
+  }
 
   shared_image_gallery_destination {
     subscription        = var.subscription_id

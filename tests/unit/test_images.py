@@ -182,6 +182,30 @@ def test_a_gcp_builder_runs_in_a_zone_its_region_has_and_none_is_invented(cat, t
     assert e.value.exit_code == 2 and "set the pool's zone" in e.value.hint and not (tmp_path / "none").exists()
 
 
+def test_a_builder_logs_in_as_its_images_user_and_a_plan_image_carries_its_marketplace_plan(cat, tmp_path):
+    """Rocky's AMIs let in `rocky`, Ubuntu's `ubuntu` (amazon-ebs has no user of its own: the SDK's
+    communicator refuses an empty ssh_username); RESF's Rocky images on Azure are sold with a plan,
+    which azure-arm 2.2.0 deploys only with `plan_info` (plan_name, plan_product, plan_publisher)."""
+    stack = stacks.load(MIXED, cat)
+    users = {}
+    for os_image in ("ubuntu-22.04", "rocky-9"):
+        (m,) = image.plan(_only(stack, "aws-a100", image=os_image), cat, tmp_path / os_image)
+        users[os_image] = json.loads(Path(m.var_file).read_text()).get("ssh_username")
+    assert users == {"ubuntu-22.04": "ubuntu", "rocky-9": "rocky"}
+    doc, _ = template("aws")
+    assert "default" not in next(v["ssh_username"] for v in doc["variable"] if "ssh_username" in v)
+    plans = {}
+    for os_image in ("ubuntu-hpc-22.04", "rocky-9"):
+        (m,) = image.plan(_only(stack, "azure-t4", image=os_image), cat, tmp_path / f"az-{os_image}")
+        plans[os_image] = json.loads(Path(m.var_file).read_text()).get("plan_info")
+    assert plans == {"ubuntu-hpc-22.04": [],
+                     "rocky-9": [{"plan_name": "9-base", "plan_product": "rockylinux-x86_64", "plan_publisher": "resf"}]}
+    (dynamic,) = _source(template("azure")[0])["dynamic"]
+    assert dynamic["plan_info"]["for_each"] == "${var.plan_info}"
+    assert dynamic["plan_info"]["content"][0] == {f: f"${{plan_info.value.{f}}}" for f in
+                                                  ("plan_name", "plan_product", "plan_publisher")}
+
+
 def test_cli_image_plan_json_and_a_rack_only_stack_is_exit_2(tmp_path):
     r = cli("--json", "image", "plan", str(MIXED), "--out", str(tmp_path / "imgs"), "--pool", "aws-a100")
     assert r.exit_code == 0, r.output

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from gpufleet.clouds.azure.rules import image_urn
+from gpufleet.clouds.azure.rules import image_plan, image_urn
 from gpufleet.clouds.pools import resource_name
 
 TEMPLATE = "azure.pkr.hcl"
@@ -15,10 +15,14 @@ GALLERY_GROUP, GALLERY = "gpufleet-images", "gpufleet"  # one Compute Gallery pe
 def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict, zones=()) -> dict:
     """The template's variables for ``pool`` (``settings``: the subscription, when known here);
     the gallery image version is the build's UTC date and minute (major.minor.patch)."""
-    publisher, offer, sku, _ = image_urn(pool.image)
+    urn = image_urn(pool.image)
+    publisher, offer, sku, _ = urn
+    plan = image_plan(urn)
     now = dt.datetime.now(dt.timezone.utc)
     out = {"location": pool.region, "vm_size": BUILDER, "image_publisher": publisher, "image_offer": offer,
-           "image_sku": sku, "gallery_resource_group": GALLERY_GROUP, "gallery_name": GALLERY,
+           "image_sku": sku, "plan_info": [{"plan_name": plan["name"], "plan_product": plan["product"],
+                                            "plan_publisher": plan["publisher"]}] if plan else [],
+           "gallery_resource_group": GALLERY_GROUP, "gallery_name": GALLERY,
            "gallery_image_name": resource_name(tags["gpufleet:stack"], tags["gpufleet:pool"], limit=80),
            "image_version": f"{now.year}.{now.month * 100 + now.day}.{now.hour * 100 + now.minute}",
            "root_disk_gb": max(pool.root_disk_gb, 100), "bundle_dir": bundle, "tags": tags}
