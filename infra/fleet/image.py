@@ -82,8 +82,15 @@ def write_bundle(folder: Path, archive: bytes, spec: dict) -> None:
 
 
 def image_name(stack, pool, tree: str) -> str:
-    """Named for the stack, the pool and the state tree it holds (a new tree, a new image)."""
+    """Named for the stack, the pool and the state tree it holds (a new tree, a new image): what a pool
+    boots as ``gpufleet:<name>``, the newest build of it. Each build's own name in the cloud adds its
+    ``build_stamp``."""
     return f"gpufleet-{stack.name}-{pool.name}-{tree[:10]}"
+
+
+def build_stamp() -> str:
+    """This build's UTC second: AWS and GCP refuse an image name twice, Azure a gallery version."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d%H%M%S")
 
 
 def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelta | None = None) -> list[ImagePlan]:
@@ -97,6 +104,7 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelt
     archive, tree = current_tree(stack, cat)
     templates = templates_dir()
     planned = []  # every pool's variables before anything is written: a pool that cannot be planned leaves no files
+    stamp = build_stamp()
     for p in pools:
         c = cloud(p.provider)
         bundle = out / p.name / "bundle"
@@ -111,7 +119,7 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelt
         except Exception:  # noqa: BLE001 - no credentials here: the account's own values stay unset, and said
             settings = {}
         variables = c.image_vars(p, name=name, tags=tags, bundle=str(bundle.resolve()), settings=settings,
-                                 zones=cat.region_zones(p.provider, p.region))
+                                 zones=cat.region_zones(p.provider, p.region), build=stamp)
         planned.append((p, c, bundle, spec, name, variables))
     out.mkdir(parents=True, exist_ok=True)
     made = []

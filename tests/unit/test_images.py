@@ -228,6 +228,7 @@ def fake_packer(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUFLEET_PACKER", _stand_in(tmp_path, "packer", "packer.py"))
     monkeypatch.setenv("GPUFLEET_IMAGES", str(tmp_path / "images.json"))
     monkeypatch.setenv("FAKE_PACKER_LOG", str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv("FAKE_PACKER_IMAGES", str(tmp_path / "cloud-images.json"))
     return tmp_path
 
 
@@ -240,9 +241,9 @@ def test_image_build_runs_packer_tells_its_progress_and_records_the_image(fake_p
     calls = [json.loads(x) for x in (tmp_path / "calls.jsonl").read_text().splitlines()]
     assert [c[0] for c in calls] == ["version", "init", "build"] and calls[2][1] == "-machine-readable"
     (built,) = Manifest().entries()
-    assert (built.provider, built.region, built.id, built.pool) == ("aws", "us-east-1", "ami-0123456789abcdef0",
-                                                                     "trainers")
-    assert built.name.startswith("gpufleet-aws-training-trainers-") and "ami-0123456789abcdef0" in r.stdout
+    assert (built.provider, built.region, built.pool) == ("aws", "us-east-1", "trainers")
+    assert re.fullmatch(r"ami-[0-9a-f]{17}", built.id) and built.id in r.stdout
+    assert built.name.startswith("gpufleet-aws-training-trainers-")
 
 
 def test_a_pool_boots_its_built_image_and_a_missing_one_is_exit_2(fake_packer, tmp_path, cat):
@@ -257,12 +258,12 @@ def test_a_pool_boots_its_built_image_and_a_missing_one_is_exit_2(fake_packer, t
     (tmp_path / "b.yaml").write_text(text)
     p = planner.plan(stacks.load(tmp_path / "b.yaml", cat), cat, workers=1)
     (lt,) = [r for r in p.cloud_resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"]
-    assert lt.inputs["imageId"] == "ami-0123456789abcdef0"
+    assert lt.inputs["imageId"] == built.id
     r = cli("--json", "plan", str(tmp_path / "b.yaml"))
     (pool,) = json.loads(r.stdout)["pools"]
-    assert pool["image"]["id"] == "ami-0123456789abcdef0" and pool["image"]["current"] is True
+    assert pool["image"]["id"] == built.id and pool["image"]["current"] is True
     r = cli("plan", str(tmp_path / "b.yaml"))
-    assert f"pool trainers boots golden image {built.name} (ami-0123456789abcdef0" in r.stdout and "current" in r.stdout
+    assert f"pool trainers boots golden image {built.name} ({built.id}" in r.stdout and "current" in r.stdout
     doc = json.loads((tmp_path / "images.json").read_text())  # the image holds an older tree
     doc["images"][0]["tree"] = "0" * 64
     (tmp_path / "images.json").write_text(json.dumps(doc))
@@ -271,6 +272,39 @@ def test_a_pool_boots_its_built_image_and_a_missing_one_is_exit_2(fake_packer, t
     (tmp_path / "c.yaml").write_text(text.replace(built.name, "gpufleet-none"))
     r = cli("plan", str(tmp_path / "c.yaml"))
     assert r.exit_code == 2 and "no image gpufleet-none built for aws us-east-1" in r.output, r.output
+
+
+def test_rebuilding_the_same_tree_makes_an_image_of_its_own_which_the_pool_then_boots(fake_packer, tmp_path, cat,
+                                                                                         monkeypatch):
+    """amazon-ebs and googlecompute refuse to make an image under a name that exists, azure-arm a gallery
+    version that exists (as tests/fakes/packer.py does): each build is named for its UTC second, the state
+    tree stays in the tags, and `image: gpufleet:<name>` boots the newest build of that tree."""
+    from gpufleet.engine import plan as planner
+    from gpufleet.state.images import Manifest
+
+    stamps = iter(["20261125093000", "20261125101500", "20261125093000", "20261125101500"])
+    monkeypatch.setattr(image, "build_stamp", lambda: next(stamps))
+    ids = []
+    for _ in range(2):
+        r = cli("image", "build", str(EXAMPLES_DIR / "aws-training.yaml"), "--out", str(tmp_path / "imgs"))
+        assert r.exit_code == 0, r.output
+        (built,) = Manifest().entries()
+        ids.append(built.id)
+    assert len(set(ids)) == 2 and len(set(json.loads((tmp_path / "cloud-images.json").read_text()))) == 2
+    text = (EXAMPLES_DIR / "aws-training.yaml").read_text().replace("image: ubuntu-22.04", f"image: gpufleet:{built.name}")
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "example.pub").write_text((EXAMPLES_DIR / "keys" / "example.pub").read_text())
+    (tmp_path / "b.yaml").write_text(text)
+    p = planner.plan(stacks.load(tmp_path / "b.yaml", cat), cat, workers=1)
+    (lt,) = [r for r in p.cloud_resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"]
+    assert lt.inputs["imageId"] == ids[1]
+    # every cloud: another name (an Azure gallery version) per build, the same tags
+    first, second = (image.plan(stacks.load(MIXED, cat), cat, tmp_path / f"mixed{i}") for i in range(2))
+    for a, b in zip(first, second):
+        va, vb = (json.loads(Path(m.var_file).read_text()) for m in (a, b))
+        named = "image_version" if a.provider == "azure" else "image_name"
+        assert va[named] != vb[named] and va.get("tags", va.get("labels")) == vb.get("tags", vb.get("labels"))
+        assert a.tree[:16] in (va.get("tags") or va["labels"]).values()
 
 
 def test_image_build_without_packer_or_with_a_failing_build_says_so(tmp_path, monkeypatch, fake_packer):

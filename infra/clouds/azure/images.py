@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
 from gpufleet.clouds.azure.rules import image_plan, image_urn
 from gpufleet.clouds.pools import resource_name
 
@@ -12,23 +10,29 @@ BUILDER = "Standard_D8s_v5"  # no GPU needed to install the packages
 GALLERY_GROUP, GALLERY = "gpufleet-images", "gpufleet"  # one Compute Gallery per subscription
 
 
-def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict, zones=()) -> dict:
+def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict,
+              zones: tuple[str, ...], build: str) -> dict:
     """The template's variables for ``pool`` (``settings``: the subscription, when known here);
-    the gallery image version is the build's UTC date and minute (major.minor.patch)."""
+    the gallery image version is the build's UTC second (``gallery_version``)."""
     urn = image_urn(pool.image)
     publisher, offer, sku, _ = urn
     plan = image_plan(urn)
-    now = dt.datetime.now(dt.timezone.utc)
     out = {"location": pool.region, "vm_size": BUILDER, "image_publisher": publisher, "image_offer": offer,
            "image_sku": sku, "plan_info": [{"plan_name": plan["name"], "plan_product": plan["product"],
                                             "plan_publisher": plan["publisher"]}] if plan else [],
            "gallery_resource_group": GALLERY_GROUP, "gallery_name": GALLERY,
            "gallery_image_name": resource_name(tags["gpufleet:stack"], tags["gpufleet:pool"], limit=80),
-           "image_version": f"{now.year}.{now.month * 100 + now.day}.{now.hour * 100 + now.minute}",
+           "image_version": gallery_version(build),
            "root_disk_gb": max(pool.root_disk_gb, 100), "bundle_dir": bundle, "tags": tags}
     if settings.get("subscription") and not settings["subscription"].startswith("00000000"):
         out["subscription_id"] = settings["subscription"]
     return out
+
+
+def gallery_version(build: str) -> str:
+    """A gallery image version for a build's UTC second (YYYYMMDDhhmmss): year, month-day and
+    hour-minute-second, each an int32 as azure-arm 2.2.0 wants (``^[0-9]+\\.[0-9]+\\.[0-9]+$``)."""
+    return f"{int(build[:4])}.{int(build[4:8])}.{int(build[8:14])}"
 
 
 def artifacts(ids: list[str], variables: dict) -> list[tuple[str, str]]:

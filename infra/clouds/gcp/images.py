@@ -11,11 +11,12 @@ TEMPLATE = "gcp.pkr.hcl"
 BUILDER = "n2-standard-8"  # no GPU needed to install the packages
 
 
-def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict, zones=()) -> dict:
+def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict,
+              zones: tuple[str, ...], build: str) -> dict:
     """The template's variables for ``pool`` (``settings``: the project, when known here)."""
     project, family = IMAGES[pool.image or DEFAULT_IMAGE]
     out = {"zone": builder_zone(pool, zones), "machine_type": BUILDER, "source_image_project_id": project,
-           "source_image_family": family, "image_name": name,
+           "source_image_family": family, "image_name": gcp_name(name, build),
            "image_family": gcp_name("gpufleet", tags["gpufleet:stack"], tags["gpufleet:pool"]),
            "root_disk_gb": max(pool.root_disk_gb, 100), "bundle_dir": bundle, "labels": labels(tags)}
     if settings.get("project"):
