@@ -403,6 +403,10 @@ class Cloud(Provider, Protocol):
         region's, as the catalog lists them; ``build``: this build's UTC second, YYYYMMDDhhmmss,
         which makes the name the cloud gives it its own)."""
 
+    def image_destination(self, variables: dict) -> None:
+        """Make what a build of these variables publishes into, where the template's plugin needs it
+        first (Azure's Compute Gallery and image definition); nothing on the others."""
+
     def image_artifacts(self, ids: list[str], variables: dict) -> list[tuple[str, str]]:
         """(region, what the cloud calls the image) of each artifact id a Packer build printed."""
 

@@ -171,6 +171,7 @@ def build(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedel
     made = []
     for m in plans:
         variables = json.loads(Path(m.var_file).read_text())
+        cloud(m.provider).image_destination(variables)  # what the plugin needs to exist before it builds
         init = subprocess.run([exe, "init", m.template], capture_output=True, text=True)
         if init.returncode != 0:
             raise GpufleetError(f"packer init {m.template} failed: {(init.stderr or init.stdout).strip()[-500:]}",

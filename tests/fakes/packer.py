@@ -14,7 +14,9 @@ Each image made is remembered in ``FAKE_PACKER_IMAGES`` (a JSON list, when set),
 image is already there fails as each plugin refuses it before building: amazon-ebs 1.3.3 prevalidates
 the AMI name (builder/common/step_pre_validate.go), googlecompute 1.2.2 checks the image name
 (step_check_existing_image.go), azure-arm 2.2.0 the gallery image version (builder/azure/arm/builder.go).
-An AMI's id is derived from its name, so each build has its own.
+An AMI's id is derived from its name, so each build has its own. azure-arm first reads the gallery
+image definition it publishes into (``GalleryImagesClient.Get``, builder.go) and stops without it:
+so does this one, from the ARM endpoint in ``GPUFLEET_AZURE_ENDPOINT`` (the tests' ARM fake), when set.
 
 ``FAKE_PACKER_FAIL=1`` makes the build fail as Packer reports it (a ``ui,error`` line, exit 1);
 ``FAKE_PACKER_LOG`` names a file each call is appended to.
@@ -23,8 +25,11 @@ An AMI's id is derived from its name, so each build has its own.
 import hashlib
 import json
 import os
+import ssl
 import sys
 import time
+import urllib.error
+import urllib.request
 
 
 def line(target, kind, *data):
@@ -60,6 +65,10 @@ def main(argv):
     if name in held:
         line("", "ui", "error", refusal)
         return 1
+    missing = builder.startswith("azure") and _no_gallery_image(variables)
+    if missing:
+        line("", "ui", "error", missing)
+        return 1
     line("", "ui", "say", f"==> {builder}: Creating temporary instance to build {name}...")
     line("", "ui", "message", f"    {builder}: Uploading {variables['bundle_dir']}/ => /tmp/gpufleet")
     line("", "ui", "message", f"    {builder}: baked 8 formula(s) of state tree abc: 412 changed in 950s")
@@ -83,6 +92,23 @@ def main(argv):
         with open(made, "w") as f:
             json.dump([*held, name], f)
     return 0
+
+
+def _no_gallery_image(variables: dict) -> str | None:
+    """azure-arm's refusal when the gallery image definition is missing (None when it is there)."""
+    endpoint = os.environ.get("GPUFLEET_AZURE_ENDPOINT")
+    if not endpoint:
+        return None
+    url = (f"{endpoint}/subscriptions/{variables['subscription_id']}/resourceGroups/{variables['gallery_resource_group']}"
+           f"/providers/Microsoft.Compute/galleries/{variables['gallery_name']}/images/{variables['gallery_image_name']}"
+           "?api-version=2023-07-03")
+    try:
+        urllib.request.urlopen(url, context=ssl.create_default_context(cafile=os.environ.get("REQUESTS_CA_BUNDLE")))
+        return None
+    except urllib.error.HTTPError as e:
+        return (f"failed to get image \"{variables['gallery_image_name']}\" from image gallery "
+                f"\"{variables['gallery_name']}\" in resource group \"{variables['gallery_resource_group']}\": "
+                f"{e.read().decode()}")
 
 
 def _ami(name: str) -> str:

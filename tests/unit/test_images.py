@@ -307,6 +307,48 @@ def test_rebuilding_the_same_tree_makes_an_image_of_its_own_which_the_pool_then_
         assert a.tree[:16] in (va.get("tags") or va["labels"]).values()
 
 
+def test_an_azure_build_makes_its_gallery_and_image_definition_first(fake_packer, azure, tmp_path, write, monkeypatch):
+    """azure-arm 2.2.0 reads the gallery image definition it publishes into before it builds and stops
+    without one (builder/azure/arm/builder.go, GalleryImagesClient.Get; the stand-in Packer asks the ARM
+    fake the same). `image build` makes the resource group, the gallery of the pool's location and the
+    definition first, as azure-mgmt-compute's own models serialise them: Linux, generalised, the Hyper-V
+    generation and the purchase plan of the Marketplace image it starts from."""
+    from gpufleet.state.images import Manifest
+
+    azure.marketplace_image("eastus", "microsoft-dsvm", "ubuntu-hpc", "2204", ["22.04.2025010101", "22.04.2025110101"])
+    azure.marketplace_image("eastus", "resf", "rockylinux-x86_64", "9-base", ["9.6.20250531"],
+                            plan={"name": "9-base", "publisher": "resf", "product": "rockylinux-x86_64"})
+    text = (EXAMPLES_DIR / "azure-nd.yaml").read_text()
+    text += text[text.index("  - name: nd-h100"):].replace("nd-h100", "nd-rocky").replace("ubuntu-hpc-22.04", "rocky-9")
+    write("keys/example.pub", (EXAMPLES_DIR / "keys" / "example.pub").read_text())
+    stamps = iter(["20261125093000", "20261125101500", "20261125111500"])
+    monkeypatch.setattr(image, "build_stamp", lambda: next(stamps))
+    r = cli("image", "build", write("nd.yaml", text), "--out", str(tmp_path / "imgs"))
+    assert r.exit_code == 0, r.output
+    sent = {}
+    for pool, generation, plan in (("nd-h100", "V2", None),
+                                   ("nd-rocky", "V2", {"name": "9-base", "publisher": "resf",
+                                                       "product": "rockylinux-x86_64"})):
+        v = json.loads((tmp_path / "imgs" / f"{pool}.azure.pkrvars.json").read_text())
+        group = f"/subscriptions/{azure.subscription}/resourceGroups/{v['gallery_resource_group']}"
+        gallery = f"{group}/providers/Microsoft.Compute/galleries/{v['gallery_name']}"
+        definition = sent[pool] = azure.sent[f"{gallery}/images/{v['gallery_image_name']}".lower()]
+        assert azure.sent[group.lower()]["location"] == azure.sent[gallery.lower()]["location"] == "eastus"
+        assert definition["location"] == "eastus" and definition["properties"] == {
+            "osType": "Linux", "osState": "Generalized", "hyperVGeneration": generation,
+            "identifier": {"publisher": "gpufleet", "offer": "azure-nd", "sku": pool},
+            **({"purchasePlan": plan} if plan else {})}
+        assert definition["tags"] == {"gpufleet:stack": "azure-nd", "gpufleet:pool": pool,
+                                      "gpufleet:owner": "ml-platform@example.com"}
+    assert {e.pool for e in Manifest().entries()} == {"nd-h100", "nd-rocky"}
+    # the next build finds them and adds its version; a definition of another generation takes none
+    r = cli("image", "build", str(tmp_path / "nd.yaml"), "--out", str(tmp_path / "imgs"))
+    assert r.exit_code == 0 and len(Manifest().entries()) == 2, r.output
+    azure.marketplace_image("eastus", "microsoft-dsvm", "ubuntu-hpc", "2204", ["22.04.2026010101"], generation="V1")
+    r = cli("image", "build", str(tmp_path / "nd.yaml"), "--out", str(tmp_path / "imgs"), "--pool", "nd-h100")
+    assert r.exit_code == 1 and "azure-nd-nd-h100 is for Hyper-V V2" in r.output and "delete its versions" in r.output
+
+
 def test_image_build_without_packer_or_with_a_failing_build_says_so(tmp_path, monkeypatch, fake_packer):
     monkeypatch.setenv("FAKE_PACKER_FAIL", "1")
     r = cli("image", "build", str(EXAMPLES_DIR / "aws-training.yaml"), "--out", str(tmp_path / "imgs"))

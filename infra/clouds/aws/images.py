@@ -18,6 +18,10 @@ def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: d
             "root_volume_gb": max(pool.root_disk_gb, 100), "bundle_dir": bundle, "tags": tags}
 
 
+def destination(variables: dict) -> None:
+    """Nothing to make first: amazon-ebs registers the AMI itself."""
+
+
 def artifacts(ids: list[str], variables: dict) -> list[tuple[str, str]]:
     """(region, AMI id) of an amazon-ebs build's artifact id, ``us-east-1:ami-0123...`` (several
     regions comma-separated: packer-plugin-amazon's Artifact.Id)."""

@@ -36,6 +36,10 @@ def builder_zone(pool, zones) -> str:
     return sorted(zones)[0]
 
 
+def destination(variables: dict) -> None:
+    """Nothing to make first: googlecompute creates the image (and its family) itself."""
+
+
 def artifacts(ids: list[str], variables: dict) -> list[tuple[str, str]]:
     """(region, image path) of a googlecompute build: its artifact id is the image's name; images
     are global, so the pool's region (its zone's) stands for where it was built."""
