@@ -438,3 +438,76 @@ def test_two_ups_of_one_cluster_one_holds_the_other_fails_or_waits(store_url, ca
                                                                       ("bob@example.com", "up", "ok")]
     assert log[0]["usd_per_hour"] == log[1]["usd_per_hour"] > 0 and log[0]["at"] <= log[1]["at"]
     assert leases.read(team.open_store(store_url), "aws-training") is None
+
+
+# --- issue 48: a shared cluster that is safe to share -----------------------------------------------
+
+def test_a_conditional_write_or_delete_of_a_vanished_key_is_a_lost_race(store_url):
+    """S3 answers If-Match on a key that is gone with 404 NoSuchKey (docs.aws.amazon.com/AmazonS3/latest/
+    userguide/conditional-writes.html, "Conditional write behavior"; moto's server answers the same):
+    like a changed version, it means "read again", in every store."""
+    store = team.open_store(store_url)
+    assert store.create("a", b"1")
+    _, version = store.read("a")
+    assert store.delete("a", version)
+    assert store.replace("a", b"2", version) is False
+    assert store.delete("a", version) is False
+    assert store.read("a") is None
+
+
+class _Transport:
+    """A requests transport in front of fake-gcs-server that answers the next ``refuse`` requests itself
+    with ``status`` (Cloud Storage's 429 for more than about one write a second to one object,
+    cloud.google.com/storage/docs/objects#immutability, or a 5xx), in its JSON API's error shape; the
+    emulator itself never rate-limits. It counts every request it is given."""
+
+    def __new__(cls, status: int = 429):
+        import requests
+
+        class Adapter(requests.adapters.HTTPAdapter):
+            def send(self, request, **kw):
+                self.sent.append((request.method, request.url))
+                if self.refuse > 0:
+                    self.refuse -= 1
+                    r = requests.Response()
+                    r.status_code, r.request, r.url = self.status, request, request.url
+                    r.headers["Content-Type"] = "application/json"
+                    words = ("The object exceeded the rate limit for object mutation operations" if self.status == 429
+                             else "Backend Error")
+                    r._content = json.dumps({"error": {"code": self.status, "message": words}}).encode()
+                    return r
+                return super().send(request, **kw)
+
+        adapter = Adapter()
+        adapter.status, adapter.refuse, adapter.sent = status, 0, []
+        return adapter
+
+
+def _gcs(url: str, status: int = 429):
+    import requests
+
+    from gpufleet.clouds.gcp.objects import Shared
+
+    transport, session = _Transport(status), requests.Session()
+    session.mount("http://", transport)
+    return Shared(url, session=session), transport
+
+
+@pytest.mark.parametrize("store_url", ["gs"], indirect=True)
+@pytest.mark.parametrize("status", [429, 503])
+def test_cloud_storage_backs_off_on_429_and_5xx_in_every_call(store_url, status, monkeypatch):
+    from gpufleet.clouds.gcp import objects
+    from gpufleet.errors import CloudUnreadable
+
+    monkeypatch.setattr(objects, "BACKOFF_S", 0.001)
+    store, transport = _gcs(store_url, status)
+    calls = [lambda: store.create("a", b"1"), lambda: store.read("a"), lambda: store.keys(""),
+             lambda: store.replace("a", b"2", store.read("a")[1]), lambda: store.delete("a", store.read("a")[1])]
+    for call in calls:
+        transport.refuse = 2
+        assert call()
+        assert transport.refuse == 0
+    transport.refuse, transport.sent = 10**6, []
+    with pytest.raises(CloudUnreadable):  # a store that keeps refusing: bounded, then said
+        store.read("a")
+    assert len(transport.sent) == objects.ATTEMPTS
