@@ -263,13 +263,13 @@ def _apply_status(r: NodeReport, status: dict, generation: str, unchanged: bool)
 
 
 def record(registry, cluster: str, reports: list[NodeReport]) -> None:
-    """Each node's outcome in the registry, as for rack hosts (``host_status``)."""
-    for r in reports:
-        if r.state == "current":
-            continue
-        detail = r.error or json.dumps({"changed": r.changed, "rehearsed": len(r.rehearsed)})
-        registry.set_host(cluster, r.target.pool, r.target.idx, address=r.target.address or r.target.node_id,
-                          state=r.state, digest=r.generation, facts=r.facts, detail=detail)
+    """Each node's outcome in the registry, as for rack hosts (``host_status``), all in one write."""
+    registry.set_hosts(cluster, {
+        (r.target.pool, r.target.idx): {"address": r.target.address or r.target.node_id, "state": r.state,
+                                        "digest": r.generation, "facts": r.facts,
+                                        "detail": r.error or json.dumps({"changed": r.changed,
+                                                                         "rehearsed": len(r.rehearsed)})}
+        for r in reports if r.state != "current"})
 
 
 def configure_pools(stack, cat, cluster: str, outputs: dict, nodes: list, *, registry=None,

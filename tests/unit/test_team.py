@@ -331,8 +331,8 @@ def _record_host(url: str, cache: str, i: int) -> None:
     """One configure worker on its own machine (its own local registry cache) recording its host."""
     from gpufleet.state.registry import Registry
 
-    Registry(cache, shared=_open(url)).set_host("c5", "gpu", i, address=f"10.0.0.{i}", state="configured",
-                                                digest="d1")
+    Registry(cache, shared=_open(url)).set_hosts("c5", {("gpu", i): {"address": f"10.0.0.{i}", "state": "configured",
+                                                                    "digest": "d1"}})
 
 
 def test_twenty_concurrent_registry_writers_lose_no_update_and_every_machine_sees_them(store_url, tmp_path):
@@ -511,3 +511,30 @@ def test_cloud_storage_backs_off_on_429_and_5xx_in_every_call(store_url, status,
     with pytest.raises(CloudUnreadable):  # a store that keeps refusing: bounded, then said
         store.read("a")
     assert len(transport.sent) == objects.ATTEMPTS
+
+
+@pytest.mark.parametrize("store_url", ["gs"], indirect=True)
+def test_host_outcomes_are_one_write_of_the_clusters_document_per_command(store_url, tmp_path):
+    """Every host's outcome rewrote clusters/<name>.json, which Cloud Storage allows about once a second:
+    a command's outcomes go in one write."""
+    from gpufleet.configure.cloudnodes import NodeReport, NodeTarget
+    from gpufleet.configure.cloudnodes import record as record_configured
+    from gpufleet.state.registry import Node, Registry
+    from gpufleet.verify.report import NodeVerdict
+    from gpufleet.verify.report import record as record_verified
+
+    store, transport = _gcs(store_url)
+    mine = Registry(tmp_path / "a.db", shared=store)
+    mine.record(name="c5", stack="s", stack_file="s.yaml", owner="alice@ci", expires_at="2026-12-01T00:00:00Z",
+                backend=None, nodes=[Node("gpu", i, "gcp", "us-central1", "a3-highgpu-8g") for i in range(20)])
+
+    transport.sent = []
+    record_configured(mine, "c5", [NodeReport(NodeTarget("gpu", i, f"n{i}", f"10.0.0.{i}"), state="configured",
+                                              generation="g1") for i in range(20)])
+    configured = [u for m, u in transport.sent if m == "POST"]
+    assert len(configured) == 1, configured
+    transport.sent = []
+    record_verified(mine, "c5", [NodeVerdict(f"gpu-{i}", "gpu", f"10.0.0.{i}", verdict="fail") for i in range(20)])
+    assert len([u for m, u in transport.sent if m == "POST"]) == 1
+    theirs = Registry(tmp_path / "b.db", shared=store)
+    assert {k: h["state"] for k, h in theirs.hosts("c5").items()} == {("gpu", i): "unhealthy" for i in range(20)}
