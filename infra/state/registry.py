@@ -26,7 +26,7 @@ from pathlib import Path
 from gpufleet.errors import GpufleetError
 from gpufleet.paths import make_dir, named_by, registry_path
 from gpufleet.providers import CLOUDS
-from gpufleet.state import shared_registry
+from gpufleet.state import leases, shared_registry
 from gpufleet.state.shared import SharedStore
 
 SCHEMA_VERSION = 5
@@ -245,6 +245,7 @@ class Registry:
 
     def _push(self, name: str, change) -> None:
         if self.shared is not None:
+            leases.ensure_held()  # a command that lost the cluster's lease may be racing the new holder: no write
             shared_registry.update(self.shared, name, change)
 
     def _create(self) -> None:
