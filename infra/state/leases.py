@@ -1,7 +1,7 @@
 """Leases on a cluster in the team's store: who runs `up`, `down` or `configure` on it now.
 
 A lease is one object per cluster (``leases/<cluster>.json``): the holder (user and host), pid,
-command, when it started, its last heartbeat and how many it made. Taking one is ``create`` (or
+command, when it started and its last heartbeat. Taking one is ``create`` (or
 ``replace`` of an expired one, at the version read); the holder rewrites it every ``HEARTBEAT_S``
 seconds under the same precondition, and deletes it at the end. Pulumi's own lock file is not such a
 lease: a killed `up` strands it until someone deletes it by hand (pulumi/pulumi#9253).
@@ -9,12 +9,13 @@ lease: a killed `up` strands it until someone deletes it by hand (pulumi/pulumi#
 Expiry never compares two machines' clocks (a laptop's clock minutes off, or one that slept, would let a
 second operator take a live lease). A reader declares a lease expired only once it has itself seen the
 same version of it (an ETag, a generation, a row version, a digest of the content: every heartbeat makes
-a new one) for ``EXPIRES_S`` (three missed heartbeats) on its own monotonic clock; the heartbeat's time
-stamp, the holder's wall clock, is shown to people and never decides. The holder, for its part, counts on
-a clock that keeps running while its machine sleeps: when no heartbeat of its own was confirmed for
-``EXPIRES_S - HEARTBEAT_S`` (one heartbeat's time before a reader could take the lease over), it gives the
-lease up. Its command stops then (``ensure_held``, ``stopping``): no further Pulumi or Salt run starts, the
-Pulumi run in flight is asked to cancel, and the command exits ``EXIT_HELD``.
+a new one, its time stamped to the microsecond) for ``EXPIRES_S`` (three missed heartbeats) on its own
+monotonic clock; the heartbeat's time stamp, the holder's wall clock, is shown to people and never
+decides. The holder, for its part, counts on a clock that keeps running while its machine sleeps: when
+no heartbeat of its own was confirmed for ``EXPIRES_S - HEARTBEAT_S`` (one heartbeat's time before a
+reader could take the lease over), it gives the lease up. Its command stops then (``ensure_held``,
+``stopping``): no further Pulumi or Salt run starts, the Pulumi run in flight is asked to cancel, and
+the command exits ``EXIT_HELD``.
 """
 
 from __future__ import annotations
@@ -64,9 +65,9 @@ class Lease:
     pid: int
     command: str
     started: str  # ISO 8601 UTC, the holder's clock
-    heartbeat: str  # likewise: for people to read, never compared with another machine's clock
+    heartbeat: str  # likewise, to the microsecond (a new content, so a new version, at each heartbeat, even where
+    # the version is the content's digest); for people to read, never compared with another machine's clock
     token: str  # this holding's own id: a replaced lease is no longer ours
-    beats: int = 0  # heartbeats so far: each makes a new version, even in a store whose version is the content's digest
 
     def looks_stale(self, now: dt.datetime, expires_s: float) -> bool:
         """Whether its last heartbeat, by its holder's clock, is older than the expiry by this machine's:
@@ -96,8 +97,8 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-def _stamp(t: dt.datetime) -> str:
-    return t.isoformat(timespec="seconds")
+def _stamp(t: dt.datetime, timespec: str = "seconds") -> str:
+    return t.isoformat(timespec=timespec)
 
 
 _FIELDS = {f.name for f in dataclasses.fields(Lease)}
@@ -191,7 +192,7 @@ class Held:
     def _renew(self) -> str | None:
         """One heartbeat: the lease rewritten at the version held, then read back. None when it landed; why
         the lease is no longer ours when it was broken or taken; raises when the store did not confirm it."""
-        fresh = dataclasses.replace(self.lease, heartbeat=_stamp(_now()), beats=self.lease.beats + 1)
+        fresh = dataclasses.replace(self.lease, heartbeat=_stamp(_now(), "microseconds"))
         started = self._clock()  # the new version exists no earlier than this
         try:
             self.store.replace(key(fresh.cluster), _body(fresh), self.version)  # False or an error: the read tells
@@ -204,8 +205,8 @@ class Held:
         if cur is None or cur.token != fresh.token:
             return "it was broken or taken by another while the command ran"
         with self._lock:
-            self.lease, self.version = cur, got[1]  # ours whatever its count: an earlier beat may have landed unseen
-            if cur.beats == fresh.beats:
+            self.lease, self.version = cur, got[1]  # ours whatever its beat: an earlier one may have landed unseen
+            if cur.heartbeat == fresh.heartbeat:
                 self._renewed_at = started
                 return None
         raise trouble or GpufleetError("the heartbeat was not written")
@@ -319,7 +320,8 @@ def acquire(store: SharedStore, cluster: str, command: str, holder: str, *, wait
     """Take the cluster's lease: at once when it is free, or once this reader has seen it unchanged for
     the expiry (its holder stopped beating); meanwhile wait (telling ``on_wait`` who holds it, once per
     holder) or, ``wait=False``, fail naming the holder as soon as it shows it is alive: its heartbeat looks
-    recent, or it beat while watched (a lease that only looks stale is watched for the expiry first)."""
+    recent, or it beat while watched (a lease that only looks stale is watched for the expiry first, and
+    ``on_wait`` told)."""
     expires_s = EXPIRES_S if expires_s is None else expires_s
     heartbeat_s = HEARTBEAT_S if heartbeat_s is None else heartbeat_s
     deadline = clock() + timeout_s
@@ -331,8 +333,9 @@ def acquire(store: SharedStore, cluster: str, command: str, holder: str, *, wait
         cur = read(store, cluster)
         if cur is not None and cur[0].token == token:  # ours: the write landed (maybe its answer was lost)
             return Held(store, cur[0], cur[1], renewed_at=written_at, heartbeat_s=heartbeat_s, expires_s=expires_s)
-        stamp = _stamp(_now())
-        mine = Lease(cluster, holder, socket.gethostname(), os.getpid(), command, stamp, stamp, token)
+        now = _now()
+        mine = Lease(cluster, holder, socket.gethostname(), os.getpid(), command, _stamp(now),
+                     _stamp(now, "microseconds"), token)
         if cur is None:
             written_at = holder_clock()
             store.create(key(cluster), _body(mine))
@@ -348,7 +351,7 @@ def acquire(store: SharedStore, cluster: str, command: str, holder: str, *, wait
                             "wait for it to finish (leave out --no-wait), or, if that process is gone, "
                             f"`gpufleet unlock {cluster}` (it breaks a lease that stays unchanged for "
                             f"{expires_s:.0f} s)")
-        if wait and on_wait and told != lease.token:
+        if on_wait and told != lease.token:
             on_wait(lease)
             told = lease.token
         sleep(max(0.0, min(WAIT_POLL_S, expires_s - unchanged, deadline - clock())))
