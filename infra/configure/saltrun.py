@@ -26,6 +26,7 @@ from pathlib import Path
 from gpufleet.clouds.bootstrap import SALT_VERSION  # the one Salt: on cloud nodes, in salt-ssh's virtualenv
 from gpufleet.errors import ToolMissing
 from gpufleet.paths import make_dir, salt_run_dir, salt_venv_dir
+from gpufleet.state import leases
 
 
 def repo_root() -> Path:
@@ -174,6 +175,7 @@ class SaltSsh:
         """
         if not host_ids or not states:
             return {}
+        leases.ensure_held()  # a command that lost the cluster's lease starts no further Salt run
         cmd = [str(self.salt_ssh), "-c", str(self.dir), "--roster-file", str(self.dir / "roster"), "--out", "json",
                "--out-indent", "-1", "--no-color", "--max-procs", str(self.max_procs), "-L", ",".join(host_ids),
                "state.apply", ",".join(states)]
