@@ -41,12 +41,14 @@ def init(
         output.warn(w)
     if STATE.json:
         output.emit_json({"url": got.url, "versioning": got.versioning, "secrets_provider": got.secrets_provider,
-                          "warnings": got.warnings})
+                          "warnings": got.warnings, "carried": got.carried})
         return
     output.console().print(f"Team store {got.url}: reachable and writable"
                            + ("" if got.versioning is None else f", versioning {'on' if got.versioning else 'off'}")
                            + ". Leases, the event log, the registry and Pulumi's state now live there; Pulumi's "
-                           f"secrets are encrypted by {got.secrets_provider}.")
+                           f"secrets are encrypted by {got.secrets_provider}."
+                           + (f" Carried the {len(got.carried)} cluster(s) brought up alone on this machine into it: "
+                              f"{', '.join(got.carried)}." if got.carried else ""))
 
 
 @app.command("show", help="The team store this user works in, if any.")

@@ -23,13 +23,13 @@ import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufleet.errors import GpufleetError
+from gpufleet.errors import GpufleetError, InputError
 from gpufleet.paths import make_dir, named_by, registry_path
 from gpufleet.providers import CLOUDS
 from gpufleet.state import shared_registry
 from gpufleet.state.shared import SharedStore
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT = 60.0  # seconds a write waits for another process's write to finish
 
 # Migration n brings a registry of version n-1 to version n. Version 1 is the first schema
@@ -128,10 +128,16 @@ def _add_predicted(db) -> None:
     db.execute("ALTER TABLE clusters ADD COLUMN predicted TEXT")
 
 
-MIGRATIONS = {1: _create, 2: _add_locations, 3: _add_attempts, 4: _add_created_by, 5: _add_predicted}
+def _add_store(db) -> None:
+    """The URL of the team store a cluster is shared in; NULL: brought up alone, known only here. Only a
+    cluster that came from a store leaves the cache when that store no longer has it."""
+    db.execute("ALTER TABLE clusters ADD COLUMN store TEXT")
+
+
+MIGRATIONS = {1: _create, 2: _add_locations, 3: _add_attempts, 4: _add_created_by, 5: _add_predicted, 6: _add_store}
 # what each table must have once migrated: a file that lacks one is not a gpufleet registry
 COLUMNS = {"clusters": {"name", "stack", "stack_file", "owner", "created_at", "updated_at", "expires_at", "backend",
-                        "state", "usd_per_hour", "locations", "created_by", "predicted"},
+                        "state", "usd_per_hour", "locations", "created_by", "predicted", "store"},
            "nodes": {"cluster", "pool", "idx", "provider", "location", "zone", "machine", "node_id", "private_ip",
                      "ssh_endpoint", "usd_per_hour", "launched_at"},
            "host_status": {"cluster", "pool", "idx", "address", "state", "digest", "facts", "detail", "updated_at"},
@@ -226,10 +232,13 @@ class Registry:
             self._pull()
 
     def _pull(self) -> None:
-        """The store's clusters into the local cache (their records, nodes and hosts); a cluster the
-        store no longer has (taken down from another machine) leaves the cache."""
+        """The store's clusters into the local cache (their records, nodes and hosts); a cluster that came
+        from this store and that it no longer has (taken down from another machine) leaves the cache. A
+        cluster brought up alone, never in a store, stays: it is known nowhere else."""
         docs = shared_registry.clusters(self.shared)
-        gone = {r.name for r in self.list()} - {d["name"] for d in docs}
+        with self._db() as db:
+            cached = {r[0] for r in db.execute("SELECT name FROM clusters WHERE store = ?", (self.shared.url,))}
+        gone = cached - {d["name"] for d in docs}
         with self._db(write=True) as db:
             db.executemany("DELETE FROM clusters WHERE name = ?", [(n,) for n in gone])
         for doc in docs:
@@ -238,7 +247,7 @@ class Registry:
                                nodes=[Node(**n) for n in doc.get("nodes", [])], state=doc["state"],
                                locations=[tuple(x) for x in doc.get("locations") or []],
                                created_at=doc.get("created_at"), created_by=doc.get("created_by"),
-                               predicted=doc.get("predicted"))
+                               predicted=doc.get("predicted"), store=self.shared.url)
             for where, h in (doc.get("hosts") or {}).items():
                 pool, _, idx = where.rpartition("/")
                 self._set_host_local(doc["name"], pool, int(idx), **h)
@@ -246,6 +255,31 @@ class Registry:
     def _push(self, name: str, change) -> None:
         if self.shared is not None:
             shared_registry.update(self.shared, name, change)
+
+    def alone(self) -> list[str]:
+        """The clusters recorded here and in no team store (brought up alone)."""
+        with self._db() as db:
+            return [r[0] for r in db.execute("SELECT name FROM clusters WHERE store IS NULL ORDER BY name")]
+
+    def share(self, store: SharedStore) -> list[str]:
+        """Carry every cluster brought up alone into the team's ``store`` (its record, nodes and hosts),
+        so that joining a team loses none. One whose name the store already has is refused, naming it,
+        before anything is written: the store's is another cluster, and neither may hide the other."""
+        names = self.alone()
+        taken = [n for n in names if store.read(shared_registry.key(n)) is not None]
+        if taken:
+            raise InputError(f"the team store {store.url} already has a cluster named {', '.join(taken)}, as "
+                             "this machine has one brought up alone", "take this machine's down (or the team's) "
+                             "before joining, or join another store: nothing was written")
+        for name in names:
+            doc = {**self.get(name).to_dict(),
+                   "hosts": {f"{pool}/{idx}": h for (pool, idx), h in self.hosts(name).items()}}
+            if not shared_registry.add(store, doc):
+                raise InputError(f"the team store {store.url} got a cluster named {name} while this machine's "
+                                 "was carried into it", "take one of them down, then run it again")
+            with self._db(write=True) as db:
+                db.execute("UPDATE clusters SET store = ? WHERE name = ?", (store.url, name))
+        return names
 
     def _create(self) -> None:
         """Make a new registry aside and link it into place whole. SQLite starts a database as an
@@ -324,7 +358,7 @@ class Registry:
         for table, cols in COLUMNS.items():
             if legacy and table == "attempts":
                 continue  # a registry from before versions has no attempts table yet: migration 3 adds it
-            missing = cols - _columns(db, table) - ({"locations", "created_by", "predicted"} if legacy else set())
+            missing = cols - _columns(db, table) - ({"locations", "created_by", "predicted", "store"} if legacy else set())
             if missing:
                 raise RegistryError(self.path, f"is not a gpufleet registry (table {table} lacks "
                                     f"{', '.join(sorted(missing))}); it was left as it is")
@@ -336,7 +370,7 @@ class Registry:
         ``predicted`` and ``locations`` left out keep what is recorded."""
         rec = self._record_local(name=name, stack=stack, stack_file=stack_file, owner=owner, expires_at=expires_at,
                                  backend=backend, nodes=nodes, state=state, locations=locations, created_by=created_by,
-                                 predicted=predicted)
+                                 predicted=predicted, store=self.shared.url if self.shared is not None else None)
         doc = rec.to_dict()
         self._push(name, lambda cur: {**doc, "hosts": (cur or {}).get("hosts", {})})
         return rec
@@ -344,7 +378,7 @@ class Registry:
     def _record_local(self, *, name: str, stack: str, stack_file: str, owner: str, expires_at: str,
                       backend: str | None, nodes: list[Node], state: str = "up", locations: list | None = None,
                       created_at: str | None = None, created_by: dict[str, str] | None = None,
-                      predicted: dict | None = None) -> ClusterRecord:
+                      predicted: dict | None = None, store: str | None = None) -> ClusterRecord:
         now = _now()
         prices = [n.usd_per_hour for n in nodes]
         total = None if any(p is None for p in prices) else sum(prices)
@@ -355,17 +389,18 @@ class Registry:
                 "SELECT pool, idx, launched_at FROM nodes WHERE cluster = ?", (name,))}
             db.execute("DELETE FROM nodes WHERE cluster = ?", (name,))
             # an upsert, not REPLACE: replacing the row would cascade to the hosts' status
-            db.execute("INSERT INTO clusters VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET "
+            db.execute("INSERT INTO clusters VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET "
                        "stack=excluded.stack, stack_file=excluded.stack_file, owner=excluded.owner, "
                        "updated_at=excluded.updated_at, expires_at=excluded.expires_at, backend=excluded.backend, "
                        "state=excluded.state, usd_per_hour=excluded.usd_per_hour, "
                        "locations=COALESCE(excluded.locations, clusters.locations), "
                        "created_by=COALESCE(excluded.created_by, clusters.created_by), "
-                       "predicted=COALESCE(excluded.predicted, clusters.predicted)",
+                       "predicted=COALESCE(excluded.predicted, clusters.predicted), "
+                       "store=COALESCE(excluded.store, clusters.store)",
                        (name, stack, str(stack_file), owner, created, now, expires_at, backend, state, total,
                         json.dumps(locations) if locations is not None else None,
                         json.dumps(created_by, sort_keys=True) if created_by is not None else None,
-                        json.dumps(predicted, sort_keys=True) if predicted is not None else None))
+                        json.dumps(predicted, sort_keys=True) if predicted is not None else None, store))
             db.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (name, n.pool, n.idx, n.provider, n.location, n.zone, n.machine, n.node_id, n.private_ip,
                  n.ssh_endpoint, n.usd_per_hour, old.get((n.pool, n.idx), n.launched_at or now)) for n in nodes])

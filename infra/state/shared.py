@@ -78,6 +78,10 @@ class DirectoryStore:
         self.root = Path(url.removeprefix("file://"))
         if not url.startswith("file:///"):
             raise InputError(f"{url!r} is not a shared directory's URL", "write an absolute path: file:///shared/gpufleet")
+        if not self.root.is_dir():  # never made here: a folder made on an unmounted mount point is this disk's
+            raise InputError(f"the team store {url} does not exist: {self.root} is not a folder",
+                             "if it is on a shared file system, check that it is mounted here; to start a store, "
+                             f"create the folder (mkdir -p {self.root}) and run `gpufleet team init {url}`")
 
     def _path(self, key: str) -> Path:
         if ".." in key.split("/") or key.startswith("/"):
@@ -87,7 +91,6 @@ class DirectoryStore:
     @contextlib.contextmanager
     def _locked(self):
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o660)
         except OSError as e:
             raise StoreError(f"the team store {self.url} cannot be written ({e.strerror})",

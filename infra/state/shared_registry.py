@@ -34,6 +34,11 @@ def update(store: SharedStore, name: str, change: Callable[[dict | None], dict |
                      "try again; if it persists, something writes it in a loop")
 
 
+def add(store: SharedStore, doc: dict) -> bool:
+    """Write a cluster's document only where the store has none of that name; False when it has one."""
+    return store.create(key(doc["name"]), json.dumps(doc, sort_keys=True).encode())
+
+
 def clusters(store: SharedStore) -> list[dict]:
     out = []
     for k in store.keys(PREFIX):

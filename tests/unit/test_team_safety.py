@@ -1,0 +1,89 @@
+"""Team mode keeps what it is given (issues 47 and 48): the clusters brought up alone survive `team init`
+and a store that is not there; a store that does not exist is an error, never an empty team."""
+
+import json
+
+from gpufleet.state.registry import Node, Registry
+from gpufleet.state.shared import DirectoryStore
+
+from conftest import cli
+
+
+def _cluster(reg: Registry, name: str, provider: str = "aws", owner: str = "ops@example.com") -> None:
+    where = "us-east-1" if provider == "aws" else "lab"
+    reg.record(name=name, stack=name, stack_file=f"{name}.yaml", owner=owner, expires_at="2030-01-01T00:00:00Z",
+               backend=None, nodes=[Node("gpu", 0, provider, where, "p5.48xlarge", usd_per_hour=98.32)])
+
+
+def _listed() -> list[str]:
+    r = cli("--json", "status", "--local")
+    assert r.exit_code == 0, r.output
+    return [c["cluster"] for c in json.loads(r.stdout)["clusters"]]
+
+
+def _a_team_store(tmp_path, name: str = "shared") -> str:
+    """A store another member set up (`team init` there), holding one cluster of theirs."""
+    folder = tmp_path / name
+    folder.mkdir()
+    url = f"file://{folder}"
+    store = DirectoryStore(url)
+    store.create("team.json", b'{"by": "erin@example.com"}')
+    _cluster(Registry(tmp_path / "erin.db", shared=store), "erins", owner="erin@example.com")
+    return url
+
+
+def test_team_init_of_an_empty_store_carries_the_clusters_brought_up_alone_into_it(tmp_path):
+    _cluster(Registry(), "solo")  # a $98/h cloud cluster, and a rack's, which no tag could rebuild
+    _cluster(Registry(), "rack1", provider="lab")
+    (tmp_path / "shared").mkdir()
+    url = f"file://{tmp_path / 'shared'}"
+    r = cli("team", "init", url)
+    assert r.exit_code == 0, r.output
+    assert "rack1, solo" in r.output, r.output  # said, by name
+    assert sorted(_listed()) == ["rack1", "solo"]
+    other = Registry(tmp_path / "other-machine.db", shared=DirectoryStore(url))
+    assert other.get("solo").usd_per_hour == 98.32 and other.get("rack1").nodes[0].provider == "lab"
+
+
+def test_a_store_folder_that_does_not_exist_is_an_error_and_the_registry_is_kept(tmp_path, monkeypatch):
+    _cluster(Registry(), "solo")
+    missing = tmp_path / "not-mounted" / "x"
+    monkeypatch.setenv("GPUFLEET_TEAM", f"file://{missing}")
+    r = cli("status", "--local")
+    assert r.exit_code == 2 and str(missing) in r.output and "Traceback" not in r.output, r.output
+    assert "No clusters" not in r.output
+    r = cli("team", "init", f"file://{missing}")
+    assert r.exit_code == 2 and str(missing) in r.output and not missing.exists(), r.output
+    monkeypatch.delenv("GPUFLEET_TEAM")
+    assert _listed() == ["solo"]
+
+
+def test_a_folder_that_is_no_team_store_is_an_error_not_an_empty_team(tmp_path, monkeypatch):
+    """A mount point whose file system is not mounted: a folder, empty."""
+    _cluster(Registry(), "solo")
+    (tmp_path / "mnt").mkdir()
+    monkeypatch.setenv("GPUFLEET_TEAM", f"file://{tmp_path / 'mnt'}")
+    r = cli("status", "--local")
+    assert r.exit_code == 2 and "not a gpufleet team store" in r.output and "team init" in r.output, r.output
+    monkeypatch.delenv("GPUFLEET_TEAM")
+    assert _listed() == ["solo"]
+
+
+def test_joining_a_team_by_its_variable_keeps_the_clusters_brought_up_alone(tmp_path, monkeypatch):
+    _cluster(Registry(), "solo")
+    monkeypatch.setenv("GPUFLEET_TEAM", _a_team_store(tmp_path))
+    assert sorted(_listed()) == ["erins", "solo"]  # the team's, and this machine's own, which bills too
+    monkeypatch.delenv("GPUFLEET_TEAM")
+    assert sorted(_listed()) == ["erins", "solo"]
+
+
+def test_team_init_refuses_a_local_cluster_whose_name_the_store_has_naming_it(tmp_path):
+    url = _a_team_store(tmp_path)
+    before = DirectoryStore(url).read("clusters/erins.json")
+    _cluster(Registry(), "erins", owner="me@example.com")  # brought up alone, under a name the team uses
+    _cluster(Registry(), "solo")
+    r = cli("team", "init", url)
+    assert r.exit_code == 2 and "erins" in r.output and "Traceback" not in r.output, r.output
+    assert DirectoryStore(url).read("clusters/erins.json") == before
+    assert DirectoryStore(url).read("clusters/solo.json") is None  # nothing carried when one cannot be
+    assert not (tmp_path / "xdg" / "gpufleet" / "team.json").exists()
