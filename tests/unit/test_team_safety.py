@@ -2,6 +2,7 @@
 and a store that is not there; a store that does not exist is an error, never an empty team."""
 
 import json
+import os
 
 from gpufleet.state.registry import Node, Registry
 from gpufleet.state.shared import DirectoryStore
@@ -87,3 +88,47 @@ def test_team_init_refuses_a_local_cluster_whose_name_the_store_has_naming_it(tm
     assert DirectoryStore(url).read("clusters/erins.json") == before
     assert DirectoryStore(url).read("clusters/solo.json") is None  # nothing carried when one cannot be
     assert not (tmp_path / "xdg" / "gpufleet" / "team.json").exists()
+
+
+# --- a password in the team's URL (issue 48, item 4) ----------------------------------------------------
+
+
+def test_a_password_in_the_team_url_is_refused_and_never_printed_nor_stored(postgres, tmp_path, monkeypatch):
+    url = postgres.replace("postgres@", "postgres:s3cret-pw@") + "?table=t_pw"
+    r = cli("team", "init", url)
+    assert r.exit_code == 2 and "PGPASSWORD" in r.output and ".pgpass" in r.output, r.output
+    assert "s3cret-pw" not in r.output and not (tmp_path / "xdg" / "gpufleet" / "team.json").exists()
+    monkeypatch.setenv("GPUFLEET_TEAM", url)
+    r = cli("status", "--local")
+    assert r.exit_code == 2 and "s3cret-pw" not in r.output and "Traceback" not in r.output, r.output
+
+
+def test_the_team_setting_is_the_users_alone_and_one_with_a_password_is_never_printed(postgres, tmp_path):
+    old = os.umask(0o022)
+    try:
+        r = cli("team", "init", postgres + "?table=t_mode")
+    finally:
+        os.umask(old)
+    assert r.exit_code == 0, r.output
+    setting = tmp_path / "xdg" / "gpufleet" / "team.json"
+    assert setting.stat().st_mode & 0o777 == 0o600
+    # a setting an older gpufleet wrote, with the password in it
+    setting.write_text(json.dumps({"url": postgres.replace("postgres@", "postgres:s3cret-pw@")}))
+    r = cli("team", "show")
+    assert r.exit_code == 2 and "s3cret-pw" not in r.output and "postgres:***@" in r.output, r.output
+
+
+# --- what `team init` says of a URL it cannot use (issue 47, item 10) ------------------------------------
+
+
+def test_a_bucket_url_without_a_bucket_is_bad_input_said_plainly():
+    r = cli("team", "init", "s3://")
+    assert r.exit_code == 2 and "'s3://' names no bucket" in r.output and "s3::" not in r.output, r.output
+
+
+def test_an_s3_store_without_credentials_says_so_and_not_to_run_it_again(tmp_path):
+    """No credentials anywhere boto3 looks (the tests' own isolation: no variables, no files, no instance
+    metadata): botocore's NoCredentialsError, before any request."""
+    r = cli("team", "init", "s3://team-bucket/p")
+    assert r.exit_code == 2 and "no credentials" in r.output and "aws configure" in r.output, r.output
+    assert "run it again" not in r.output and "Traceback" not in r.output

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from gpufleet.clouds.aws.api import empty_bucket, unreadable
+from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
+from gpufleet.errors import CredentialsError
 from gpufleet.state.shared import InBucket
 
 PAGE = 1000  # ListObjectsV2's largest page
@@ -27,6 +29,8 @@ class Store:
             config=Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=10, read_timeout=60))
 
     def _fail(self, e, what: str):
+        if isinstance(e, NoCredentialsError):  # found before any request: running it again cannot help
+            return CredentialsError("aws", f"aws: no credentials found to reach s3://{self.bucket}/{what}", CREDENTIAL_HINT)
         return unreadable(e, f"s3://{self.bucket}/{what}")
 
     def put(self, key: str, body: bytes) -> None:
@@ -111,9 +115,9 @@ class Shared(InBucket):
         except ClientError as e:
             if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 return None
-            raise self.store._fail(e, key) from None
+            raise self.store._fail(e, self.key_of(key)) from None
         except BotoCoreError as e:
-            raise self.store._fail(e, key) from None
+            raise self.store._fail(e, self.key_of(key)) from None
 
     def create(self, key: str, body: bytes) -> bool:
         return self._conditional(self.store.client.put_object, Key=self.key_of(key), Body=body, IfNoneMatch="*")
