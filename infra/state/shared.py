@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 from gpufleet.errors import GpufleetError, InputError
+from gpufleet.state import mounts
 
 
 class SharedStore(Protocol):
@@ -82,6 +83,7 @@ class DirectoryStore:
             raise InputError(f"the team store {url} does not exist: {self.root} is not a folder",
                              "if it is on a shared file system, check that it is mounted here; to start a store, "
                              f"create the folder (mkdir -p {self.root}) and run `gpufleet team init {url}`")
+        mounts.refuse_local_locks(self.root, url)
 
     def _path(self, key: str) -> Path:
         if ".." in key.split("/") or key.startswith("/"):
@@ -96,7 +98,12 @@ class DirectoryStore:
             raise StoreError(f"the team store {self.url} cannot be written ({e.strerror})",
                              "check the directory's permissions and that it is mounted") from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError as e:  # Lustre mounted without -o flock: ENOSYS (state.mounts)
+                raise StoreError(f"the team store {self.url} cannot be locked ({e.strerror})",
+                                 "its file system must support flock(2) across machines: on Lustre mount it with "
+                                 "-o flock, on NFS without nolock") from None
             yield
         finally:
             os.close(fd)  # closing releases the lock

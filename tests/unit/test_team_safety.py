@@ -3,7 +3,12 @@ and a store that is not there; a store that does not exist is an error, never an
 
 import json
 import os
+from pathlib import Path
 
+import pytest
+
+from gpufleet.state import mounts
+from gpufleet.state.mounts import mount_of, parse
 from gpufleet.state.registry import Node, Registry
 from gpufleet.state.shared import DirectoryStore
 
@@ -132,3 +137,90 @@ def test_an_s3_store_without_credentials_says_so_and_not_to_run_it_again(tmp_pat
     r = cli("team", "init", "s3://team-bucket/p")
     assert r.exit_code == 2 and "no credentials" in r.output and "aws configure" in r.output, r.output
     assert "run it again" not in r.output and "Traceback" not in r.output
+
+
+# --- a shared directory whose locks stay on one machine (issue 48, item 13) --------------------------------
+
+# /proc/self/mountinfo lines as the kernel writes them for each mount (proc(5)); the options are those
+# fs/nfs/super.c (nfs_show_mount_options) and Lustre's ll_show_options print
+NFS3_NOLOCK = ("1234 25 0:52 / {point} rw,relatime shared:600 - nfs 10.0.0.5:/export/shared rw,vers=3,rsize=1048576,"
+               "wsize=1048576,namlen=255,hard,nolock,proto=tcp,timeo=600,retrans=2,sec=sys,mountaddr=10.0.0.5,"
+               "mountvers=3,mountport=20048,mountproto=tcp,local_lock=all,addr=10.0.0.5")
+NFS4 = ("1235 25 0:53 / {point} rw,relatime shared:601 - nfs4 10.0.0.5:/shared rw,vers=4.2,rsize=1048576,"
+        "wsize=1048576,namlen=255,hard,proto=tcp,timeo=600,retrans=2,sec=sys,clientaddr=10.0.0.7,"
+        "local_lock={local_lock},addr=10.0.0.5")
+LUSTRE = "88 25 0:60 / {point} rw,relatime shared:50 - lustre 10.0.0.2@o2ib:/scratch rw,{flock}lazystatfs"
+GFS2 = "90 25 253:3 / {point} rw,relatime shared:51 - gfs2 /dev/mapper/vg-shared rw,{flock}"
+
+
+@pytest.mark.parametrize("line,refused", [
+    (NFS3_NOLOCK, "local_lock=all, nolock"),
+    (NFS4.replace("{local_lock}", "flock"), "local_lock=flock"),
+    (NFS4.replace("{local_lock}", "all"), "local_lock=all"),
+    (NFS4.replace("{local_lock}", "posix"), None),  # POSIX locks local; flock(2) still goes to the server
+    (NFS4.replace("{local_lock}", "none"), None),
+    (LUSTRE.replace("{flock}", "flock,"), None),
+    (LUSTRE.replace("{flock}", "localflock,"), "localflock"),
+    (LUSTRE.replace("{flock}", ""), "noflock"),
+    (GFS2.replace("{flock}", "localflocks"), "localflocks"),
+    (GFS2.replace("{flock}", "noatime"), None),
+])
+def test_the_mount_options_that_keep_locks_on_one_machine_are_told_apart(line, refused):
+    point = Path("/mnt/shared dir")
+    mounts = parse(line.replace("{point}", "/mnt/shared\\040dir"))
+    assert mount_of(point / "gpufleet", mounts).point == point
+    assert mount_of(point / "gpufleet", mounts).local_locks() == refused
+
+
+def _mountinfo(tmp_path, monkeypatch, line: str, point: Path) -> None:
+    """This machine's mounts, and one more at ``point`` as ``line`` describes it."""
+    crafted = tmp_path / "mountinfo"
+    crafted.write_text(mounts.MOUNTINFO.read_text() + line.replace("{point}", str(point)) + "\n")
+    monkeypatch.setattr(mounts, "MOUNTINFO", crafted)
+
+
+def test_team_init_refuses_a_shared_directory_whose_locks_stay_on_this_machine(tmp_path, monkeypatch):
+    (tmp_path / "shared" / "gpufleet").mkdir(parents=True)
+    _mountinfo(tmp_path, monkeypatch, NFS3_NOLOCK, tmp_path / "shared")
+    r = cli("team", "init", f"file://{tmp_path / 'shared' / 'gpufleet'}")
+    assert r.exit_code == 2 and "nolock" in r.output and f"mounted at {tmp_path / 'shared'}" in r.output, r.output
+    assert "Traceback" not in r.output and not (tmp_path / "xdg" / "gpufleet" / "team.json").exists()
+    assert list((tmp_path / "shared" / "gpufleet").iterdir()) == []  # nothing written there
+
+
+def test_a_file_system_that_cannot_flock_is_said_not_a_traceback(tmp_path, monkeypatch):
+    """Lustre mounted with noflock answers flock(2) with ENOSYS (ll_file_noflock)."""
+    import errno
+    import fcntl
+
+    (tmp_path / "shared").mkdir()
+    url = f"file://{tmp_path / 'shared'}"
+    monkeypatch.setattr(fcntl, "flock", lambda fd, op: (_ for _ in ()).throw(OSError(errno.ENOSYS, os.strerror(errno.ENOSYS))))
+    r = cli("team", "init", url)
+    assert r.exit_code == 1 and "cannot be locked (Function not implemented)" in r.output and "-o flock" in r.output
+    assert "internal error" not in r.output and "Traceback" not in r.output
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A real file system mounted for the test (a tmpfs; root may mount one), at a path with a space."""
+    import subprocess
+
+    point = tmp_path / "a mount"
+    point.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "gpufleet-test", str(point)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    try:
+        yield point
+    finally:
+        subprocess.run(["umount", str(point)], check=True)
+
+
+def test_the_store_folders_own_mount_is_found_in_this_machines_mountinfo(tmpfs, tmp_path):
+    (tmpfs / "gpufleet").mkdir()
+    m = mount_of(tmpfs / "gpufleet", parse(mounts.MOUNTINFO.read_text()))
+    assert (m.point, m.fstype, "size=4096k" in m.options) == (tmpfs, "tmpfs", True)
+    assert m.local_locks() is None
+    r = cli("team", "init", f"file://{tmpfs / 'gpufleet'}")
+    assert r.exit_code == 0, r.output
