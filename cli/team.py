@@ -99,9 +99,12 @@ def log(
 
     span = options.duration("--since", since)
     after = dt.datetime.now(dt.timezone.utc) - span if span else None
-    rows = team.log(cluster, after)
+    skipped: dict[str, str] = {}
+    rows = team.log(cluster, after, skipped)
+    for key, why in skipped.items():
+        output.warn(f"{key} in the team's store is left out of the log: it {why}")
     if STATE.json:
-        output.emit_json({"events": rows})
+        output.emit_json({"events": rows, "skipped": skipped})
         return
     output.table("Team log" + (f": {cluster}" if cluster else ""), ["when", "who", "command", "cluster", "outcome", "$/h"],
                  [[e["at"][:19].replace("T", " "), e.get("who", ""), e.get("command", ""), e.get("cluster", ""),

@@ -139,8 +139,9 @@ def unlock(cluster: str, *, force: bool = False) -> Unlocked:
     return Unlocked(broken, cleared)
 
 
-def log(cluster: str | None = None, since: dt.datetime | None = None) -> list[dict]:
+def log(cluster: str | None = None, since: dt.datetime | None = None, skipped: dict[str, str] | None = None) -> list[dict]:
+    """The team's events (``state.events.read``; objects that are no event are named in ``skipped``)."""
     store = current()
     if store is None:
         raise InputError("no team store: the event log exists only in team mode", "gpufleet team init URL")
-    return events.read(store, cluster, since)
+    return events.read(store, cluster, since, skipped)

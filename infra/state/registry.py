@@ -144,6 +144,8 @@ COLUMNS = {"clusters": {"name", "stack", "stack_file", "owner", "created_at", "u
            "attempts": {"cluster", "n", "pool", "provider", "region", "zone", "instance_type", "spot", "started_at",
                         "seconds", "outcome", "scope", "code", "message"}}
 
+HOST_FIELDS = {"address", "state", "digest", "facts", "detail", "updated_at"}  # a host's status, as set_host writes it
+
 
 def _columns(db, table: str) -> set[str]:
     return {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
@@ -218,6 +220,7 @@ class Registry:
 
     def __init__(self, path: str | Path | None = None, shared: SharedStore | None = None):
         self.shared = shared
+        self.unreadable: dict[str, str] = {}  # keys of the store's clusters that are no cluster's record, and why
         self.path = Path(path) if path else registry_path()
         make_dir(self.path.parent, named_by("GPUFLEET_REGISTRY"))
         if not self.path.exists():
@@ -235,22 +238,31 @@ class Registry:
         """The store's clusters into the local cache (their records, nodes and hosts); a cluster that came
         from this store and that it no longer has (taken down from another machine) leaves the cache. A
         cluster brought up alone, never in a store, stays: it is known nowhere else."""
-        docs = shared_registry.clusters(self.shared)
+        docs, self.unreadable = shared_registry.clusters(self.shared)
         with self._db() as db:
             cached = {r[0] for r in db.execute("SELECT name FROM clusters WHERE store = ?", (self.shared.url,))}
-        gone = cached - {d["name"] for d in docs}
+        # a cluster whose object cannot be read is still in the store: its cached copy stays
+        gone = cached - {d["name"] for d in docs} - {shared_registry.name_of(k) for k in self.unreadable}
         with self._db(write=True) as db:
             db.executemany("DELETE FROM clusters WHERE name = ?", [(n,) for n in gone])
         for doc in docs:
+            try:
+                nodes = [Node(**n) for n in doc.get("nodes") or []]
+                locations = [tuple(x) for x in doc.get("locations") or []]
+                hosts = [(where.rpartition("/")[0], int(where.rpartition("/")[2]), h)
+                         for where, h in (doc.get("hosts") or {}).items()]
+                if any(not isinstance(h, dict) or set(h) != HOST_FIELDS for _, _, h in hosts):
+                    raise ValueError(f"a host's status is not {sorted(HOST_FIELDS)}")
+            except (TypeError, ValueError) as e:  # fields no gpufleet writes: not a record to cache
+                self.unreadable[shared_registry.key(doc["name"])] = f"is not a gpufleet cluster record ({e})"
+                continue
             self._record_local(name=doc["name"], stack=doc["stack"], stack_file=doc["stack_file"], owner=doc["owner"],
-                               expires_at=doc["expires_at"], backend=doc.get("backend"),
-                               nodes=[Node(**n) for n in doc.get("nodes", [])], state=doc["state"],
-                               locations=[tuple(x) for x in doc.get("locations") or []],
+                               expires_at=doc["expires_at"], backend=doc.get("backend"), nodes=nodes,
+                               state=doc["state"], locations=locations,
                                created_at=doc.get("created_at"), created_by=doc.get("created_by"),
                                predicted=doc.get("predicted"), store=self.shared.url)
-            for where, h in (doc.get("hosts") or {}).items():
-                pool, _, idx = where.rpartition("/")
-                self._set_host_local(doc["name"], pool, int(idx), **h)
+            for pool, idx, h in hosts:
+                self._set_host_local(doc["name"], pool, idx, **h)
 
     def _push(self, name: str, change) -> None:
         if self.shared is not None:
@@ -469,7 +481,8 @@ class Registry:
     def remove(self, name: str) -> bool:
         with self._db(write=True) as db:
             cur = db.execute("DELETE FROM clusters WHERE name = ?", (name,))
-        self._push(name, lambda _: None)
+        if self.shared is not None:  # its object goes too, even one that is no record any more
+            shared_registry.remove(self.shared, name)
         return cur.rowcount > 0
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -69,6 +70,40 @@ class StoreError(GpufleetError):
     """The team's store could not be read or written."""
 
 
+# The largest object read from a team's store (a registry record, the budgets, an event, a lease). The
+# largest gpufleet writes is a cluster's record: 10,000 nodes with each host's status and facts come to
+# some 40 MB. Anything larger is not ours: it is refused unread, named.
+MAX_OBJECT_BYTES = 64 * 2**20
+
+
+class BadObject(StoreError):
+    """One object in the team's store is not what gpufleet writes there (too large, not JSON, another
+    shape): named, so that it can be skipped or refused while the rest of the store works."""
+
+    def __init__(self, url: str, key: str, problem: str, hint: str | None = None):
+        self.key, self.problem = key, problem
+        super().__init__(f"{url}/{key} {problem}", hint or f"look at it, then fix or delete {key} in the store "
+                         "(gpufleet did not write it so)")
+
+
+def refuse_oversize(url: str, key: str, size: int) -> None:
+    """Every store's ``read`` asks this with the object's size before it reads the body."""
+    if size > MAX_OBJECT_BYTES:
+        raise BadObject(url, key, f"is {size:,} bytes, more than the {MAX_OBJECT_BYTES:,} an object of a team's "
+                        "store may be; it was not read")
+
+
+def json_object(url: str, key: str, body: bytes) -> dict:
+    """An object's body as the JSON object gpufleet writes, or BadObject naming it."""
+    try:
+        doc = json.loads(body)
+    except ValueError as e:
+        raise BadObject(url, key, f"is not JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise BadObject(url, key, f"is not a JSON object (a {type(doc).__name__})")
+    return doc
+
+
 class DirectoryStore:
     """A shared directory (``file:///shared/gpufleet``, NFS or Lustre on a rack): each key a file,
     each conditional write made under an exclusive ``flock`` of the directory's lock file, each
@@ -114,11 +149,14 @@ class DirectoryStore:
 
     def read(self, key: str) -> tuple[bytes, str] | None:
         try:
-            body = self._path(key).read_bytes()
+            with open(self._path(key), "rb") as f:
+                refuse_oversize(self.url, key, os.fstat(f.fileno()).st_size)
+                body = f.read(MAX_OBJECT_BYTES + 1)  # grown since: still no more than the cap
         except FileNotFoundError:
             return None
         except OSError as e:
             raise StoreError(f"{self.url}/{key} cannot be read ({e.strerror})") from None
+        refuse_oversize(self.url, key, len(body))
         return body, self._version(body)
 
     def _write(self, path: Path, body: bytes) -> None:

@@ -1,18 +1,24 @@
 """Team mode keeps what it is given (issues 47 and 48): the clusters brought up alone survive `team init`
-and a store that is not there; a store that does not exist is an error, never an empty team."""
+and a store that is not there (a store that does not exist is an error, never an empty team); a password
+never enters the team's URL; a shared directory whose locks stay on one machine is refused; one bad or
+oversized object in the store is named and skipped or refused while the rest works."""
 
 import json
 import os
 from pathlib import Path
 
 import pytest
+import test_team
 
-from gpufleet.state import mounts
+from gpufleet.state import mounts, shared
 from gpufleet.state.mounts import mount_of, parse
 from gpufleet.state.registry import Node, Registry
-from gpufleet.state.shared import DirectoryStore
+from gpufleet.state.shared import BadObject, DirectoryStore
 
 from conftest import cli
+
+store_url = test_team.store_url  # the fixture of every kind of store a team may name (test_team's)
+_open = test_team._open
 
 
 def _cluster(reg: Registry, name: str, provider: str = "aws", owner: str = "ops@example.com") -> None:
@@ -224,3 +230,81 @@ def test_the_store_folders_own_mount_is_found_in_this_machines_mountinfo(tmpfs, 
     assert m.local_locks() is None
     r = cli("team", "init", f"file://{tmpfs / 'gpufleet'}")
     assert r.exit_code == 0, r.output
+
+
+# --- one bad object in the team's store (issue 47, items 4 and 6) ---------------------------------------
+
+
+def test_every_store_refuses_an_object_over_the_cap_unread_and_named(store_url, monkeypatch):
+    """Every kind of store, as the team meets it (test_team's stores), asked for an object larger than a
+    store's object may be: BadObject naming it, its body not read; the small ones still read."""
+    store = _open(store_url)
+    assert store.create("events/big.json", b'{"at": "2026-01-01"}' + b" " * 5000)
+    assert store.create("events/small.json", b'{"at": "2026-01-01"}')
+    monkeypatch.setattr(shared, "MAX_OBJECT_BYTES", 4096)
+    with pytest.raises(BadObject) as e:
+        store.read("events/big.json")
+    assert e.value.message.endswith("events/big.json is 5,020 bytes, more than the 4,096 an object of a team's store "
+                                    "may be; it was not read")
+    assert store.read("events/small.json")[0] == b'{"at": "2026-01-01"}'
+
+
+def _team(tmp_path, monkeypatch) -> DirectoryStore:
+    (tmp_path / "shared").mkdir()
+    store = DirectoryStore(f"file://{tmp_path / 'shared'}")
+    store.create("team.json", b"{}")
+    monkeypatch.setenv("GPUFLEET_TEAM", store.url)
+    return store
+
+
+def test_a_broken_budgets_object_is_named_and_refused_and_the_rest_works(tmp_path, monkeypatch):
+    store = _team(tmp_path, monkeypatch)
+    store.create("budgets.json", b"{broken")
+    for args in (["budget", "list"], ["budget", "set", "ml", "--usd-per-month", "100"]):
+        r = cli(*args)
+        assert r.exit_code == 1 and f"{store.url}/budgets.json is not JSON" in r.output, r.output
+        assert "internal error" not in r.output and "Traceback" not in r.output
+    assert store.read("budgets.json")[0] == b"{broken"  # never written over: the team's budgets may be in it
+    r = cli("status", "--local")  # what only shows budgets goes on without the team's, saying so
+    assert r.exit_code == 0 and "the team's budgets are left out" in r.output and "budgets.json" in r.output, r.output
+    store.replace("budgets.json", b'{"budgets": [{"name": "ml", "usd_per_month": -5}]}', store.read("budgets.json")[1])
+    r = cli("budget", "list")
+    assert r.exit_code == 1 and "has a budget that is not one ('ml'" in r.output, r.output
+
+
+def test_a_junk_event_is_left_out_of_the_log_by_name_and_the_others_shown(tmp_path, monkeypatch):
+    from gpufleet.state import events
+
+    store = _team(tmp_path, monkeypatch)
+    events.record(store, {"who": "alice@example.com", "command": "up", "cluster": "c1", "outcome": "ok"})
+    store.create("events/20260101T000000.000000Z-junk.json", b"junk")
+    store.create("events/20260101T000001.000000Z-list.json", b"[1, 2]")
+    r = cli("--json", "log")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert [e["who"] for e in doc["events"]] == ["alice@example.com"]
+    assert doc["skipped"] == {"events/20260101T000000.000000Z-junk.json": "is not JSON (Expecting value: line 1 column "
+                                                                          "1 (char 0))",
+                              "events/20260101T000001.000000Z-list.json": "is not a JSON object (a list)"}
+    r = cli("log")
+    assert r.exit_code == 0 and "alice@example.com" in r.output and "-junk.json in the team's store is left out" in r.output
+
+
+def test_a_junk_cluster_record_is_named_and_its_cached_copy_kept(tmp_path, monkeypatch):
+    store = _team(tmp_path, monkeypatch)
+    _cluster(Registry(shared=store), "good")
+    _cluster(Registry(shared=store), "spoilt")
+    got = store.read("clusters/spoilt.json")
+    store.replace("clusters/spoilt.json", got[0][:40], got[1])  # cut short
+    store.create("clusters/liar.json", json.dumps({"name": "good", "stack": "x", "stack_file": "x", "owner": "x",
+                                                   "expires_at": "x", "state": "up"}).encode())
+    r = cli("--json", "status", "--local")
+    assert r.exit_code == 1, r.output  # shown, and said incomplete
+    doc = json.loads(r.stdout)
+    assert sorted(c["cluster"] for c in doc["clusters"]) == ["good", "spoilt"]  # spoilt: this machine's copy
+    assert doc["unread"][f"{store.url}/clusters/spoilt.json"].startswith("is not JSON")
+    assert doc["unread"][f"{store.url}/clusters/liar.json"] == "names cluster 'good', not 'liar' as its key does"
+    with pytest.raises(BadObject, match="clusters/spoilt.json is not JSON"):  # never written over unseen
+        Registry(shared=store).set_state("spoilt", "draining")
+    Registry(shared=store).remove("spoilt")  # taken down: its object goes, whatever it holds
+    assert store.read("clusters/spoilt.json") is None

@@ -14,7 +14,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 from gpufleet.clouds.aws.api import empty_bucket, unreadable
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
 from gpufleet.errors import CredentialsError
-from gpufleet.state.shared import InBucket
+from gpufleet.state.shared import InBucket, refuse_oversize
 
 PAGE = 1000  # ListObjectsV2's largest page
 
@@ -111,7 +111,9 @@ class Shared(InBucket):
     def read(self, key: str) -> tuple[bytes, str] | None:
         try:
             got = self.store.client.get_object(Bucket=self.store.bucket, Key=self.key_of(key))
-            return got["Body"].read(), got["ETag"]
+            with got["Body"] as body:  # the size is known before the body is read
+                refuse_oversize(self.url, key, got["ContentLength"])
+                return body.read(), got["ETag"]
         except ClientError as e:
             if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 return None
