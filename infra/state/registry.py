@@ -19,11 +19,12 @@ import contextlib
 import datetime as dt
 import json
 import os
+import shutil
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufleet.errors import GpufleetError, InputError
+from gpufleet.errors import DiskFull, GpufleetError, InputError
 from gpufleet.paths import make_dir, named_by, registry_path
 from gpufleet.providers import CLOUDS
 from gpufleet.state import shared_registry
@@ -152,14 +153,44 @@ def _columns(db, table: str) -> set[str]:
 
 
 class RegistryError(GpufleetError):
-    """The registry file cannot be used: damaged, not a gpufleet registry, or from a newer gpufleet."""
+    """The registry file cannot be used: damaged, not a gpufleet registry, or from a newer gpufleet (the
+    hint: rebuild it or move it aside); or its disk failed under it (``hint``: what to do instead)."""
 
-    def __init__(self, path: Path, problem: str):
+    def __init__(self, path: Path, problem: str, hint: str | None = None):
         self.path = path
-        super().__init__(f"the registry {path} {problem}",
-                         "rebuild it from the clouds' tags and the Pulumi state with `gpufleet registry rebuild` "
-                         "(the file is kept beside it as a backup), or move it aside (GPUFLEET_REGISTRY names "
-                         "another file)")
+        super().__init__(f"the registry {path} {problem}", hint or (
+            "rebuild it from the clouds' tags and the Pulumi state with `gpufleet registry rebuild` (the file is "
+            "kept beside it as a backup), or move it aside (GPUFLEET_REGISTRY names another file)"))
+
+
+FULL_BELOW = 2**20  # bytes free under which an I/O error of SQLite's is the disk being full (its -shm grows in 32 KiB)
+
+
+def _said(path: Path, e: sqlite3.Error) -> GpufleetError:
+    """SQLite's error about the registry file, said as what it is: the disk full (SQLITE_FULL, or an I/O
+    error while nothing is free: SQLite's shared memory file cannot grow, SQLITE_IOERR_SHMSIZE), another
+    I/O error in its own words, a file that cannot be opened, one still locked, or a damaged file, the
+    only one of these that rebuilding or moving aside would help."""
+    name = getattr(e, "sqlite_errorname", "")
+    if name == "SQLITE_FULL" or (name.startswith("SQLITE_IOERR") and _free(path.parent) < FULL_BELOW):
+        return DiskFull(path.parent, f"the registry {path} could not be written ({e})")
+    if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
+        return RegistryError(path, f"stayed locked by another gpufleet for {BUSY_TIMEOUT:.0f} s")
+    if name.startswith("SQLITE_IOERR"):
+        return RegistryError(path, f"could not be read or written ({e}: {name})",
+                             "the disk or file system under it failed (the system log says why); the registry itself "
+                             "is not known to be damaged: run it again once the disk is sound")
+    if name in ("SQLITE_CANTOPEN", "SQLITE_READONLY", "SQLITE_PERM"):
+        return RegistryError(path, f"cannot be opened or created there ({e})",
+                             f"set {named_by('GPUFLEET_REGISTRY')} to a place you can write")
+    return RegistryError(path, f"is not a gpufleet registry, or is damaged ({e})")
+
+
+def _free(folder: Path) -> int:
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return FULL_BELOW  # not known: not said to be full
 
 
 @dataclass
@@ -298,11 +329,15 @@ class Registry:
         empty file: made in place, another gpufleet starting at that moment would meet it empty
         and take it as damaged. Of two made at once, the first linked is kept."""
         tmp = self.path.with_name(f".{self.path.name}.new-{os.getpid()}")
-        db = sqlite3.connect(tmp, isolation_level=None)
         try:
-            self._migrate(db)  # in SQLite's default journal: nothing beside the file to carry over
-        finally:
-            db.close()
+            db = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                self._migrate(db)  # in SQLite's default journal: nothing beside the file to carry over
+            finally:
+                db.close()
+        except sqlite3.Error as e:
+            tmp.unlink(missing_ok=True)
+            raise _said(self.path, e) from None
         try:
             os.link(tmp, self.path)
         except FileExistsError:
@@ -321,11 +356,11 @@ class Registry:
     @contextlib.contextmanager
     def _db(self, write: bool = False):
         """A connection (closed after); ``write``: one immediate transaction, committed or rolled back.
-        SQLite's errors about the file itself become a RegistryError."""
+        SQLite's errors about the file itself become a RegistryError, or DiskFull (``_said``)."""
         try:
             db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None)
         except sqlite3.Error as e:
-            raise RegistryError(self.path, f"cannot be opened ({e})") from None
+            raise _said(self.path, e) from None
         try:
             db.execute("PRAGMA foreign_keys = ON")
             if write:
@@ -339,9 +374,7 @@ class Registry:
             if write:
                 db.execute("COMMIT")
         except sqlite3.DatabaseError as e:
-            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
-                raise RegistryError(self.path, f"stayed locked by another gpufleet for {BUSY_TIMEOUT:.0f} s") from None
-            raise RegistryError(self.path, f"is not a gpufleet registry, or is damaged ({e})") from None
+            raise _said(self.path, e) from None
         finally:
             db.close()
 

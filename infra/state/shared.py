@@ -11,6 +11,7 @@ read (S3 ``If-Match``). A call that loses the race returns False; the caller rea
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -19,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Protocol
 
-from gpufleet.errors import GpufleetError, InputError
+from gpufleet.errors import DiskFull, GpufleetError, InputError
 from gpufleet.state import mounts
 
 
@@ -160,13 +161,22 @@ class DirectoryStore:
         return body, self._version(body)
 
     def _write(self, path: Path, body: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        tmp = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as f:
+                f.write(body)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as e:
+            if tmp is not None:
+                Path(tmp).unlink(missing_ok=True)
+            if e.errno == errno.ENOSPC:
+                raise DiskFull(self.root, f"{self.url}/{path.relative_to(self.root)} could not be written") from None
+            raise StoreError(f"{self.url}/{path.relative_to(self.root)} could not be written ({e.strerror})",
+                             "check the directory's permissions and that it is mounted") from None
 
     def create(self, key: str, body: bytes) -> bool:
         path = self._path(key)

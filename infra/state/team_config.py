@@ -3,11 +3,12 @@ command. Without one, gpufleet works alone: registry, Pulumi state and no leases
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import urllib.parse
 
-from gpufleet.errors import InputError
+from gpufleet.errors import DiskFull, GpufleetError, InputError
 from gpufleet.paths import make_dir, replace_atomically, team_path
 
 SCHEMES = ("file", "s3", "gs", "azblob", "postgres")
@@ -66,7 +67,13 @@ def write(store_url: str, by: str, at: str, secrets_provider: str = PASSPHRASE) 
     path = team_path()
     make_dir(path.parent, "GPUFLEET_TEAM_FILE")
     doc = json.dumps({"url": store_url, "secrets_provider": secrets_provider, "by": by, "at": at}, indent=2) + "\n"
-    replace_atomically(path, lambda f: f.write(doc), "GPUFLEET_TEAM_FILE", mode=0o600)
+    try:
+        replace_atomically(path, lambda f: f.write(doc), "GPUFLEET_TEAM_FILE", mode=0o600)
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            raise DiskFull(path.parent, f"the team setting {path} could not be written") from None
+        raise GpufleetError(f"the team setting {path} could not be written ({e.strerror})",
+                            "make its folder writable, or set GPUFLEET_TEAM_FILE to a file in one") from None
 
 
 def _setting() -> dict:
