@@ -308,3 +308,57 @@ def test_a_junk_cluster_record_is_named_and_its_cached_copy_kept(tmp_path, monke
         Registry(shared=store).set_state("spoilt", "draining")
     Registry(shared=store).remove("spoilt")  # taken down: its object goes, whatever it holds
     assert store.read("clusters/spoilt.json") is None
+
+
+# --- the SDK floor for S3's conditional writes (issue 48, item 12) ----------------------------------------
+
+
+def test_the_boto3_floor_is_the_first_release_with_s3s_conditional_writes():
+    """pyproject's floor for boto3 (the aws and test extras) is the release the S3 store names as the
+    first whose model has every condition it sends (its source is said there)."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    from gpufleet.clouds.aws.objects import CONDITIONAL_WRITES
+
+    from conftest import ROOT
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra in ("aws", "test"):
+        (boto3,) = [Requirement(r) for r in extras[extra] if Requirement(r).name == "boto3"]
+        assert str(boto3.specifier) == f">={CONDITIONAL_WRITES}", (extra, str(boto3.specifier))
+
+
+def _s3_model_without(tmp_path, op: str, member: str):
+    """A boto3 session whose S3 model is botocore's own less one parameter (as an older release's), found
+    first on the loader's search path."""
+    import boto3
+    import botocore.session
+    from botocore.loaders import Loader
+
+    model = Loader().load_service_model("s3", "service-2")
+    del model["shapes"][model["operations"][op]["input"]["shape"]]["members"][member]
+    folder = tmp_path / "models" / "s3" / model["metadata"]["apiVersion"]
+    folder.mkdir(parents=True)
+    (folder / "service-2.json").write_text(json.dumps(model))
+    core = botocore.session.Session()
+    core.get_component("data_loader").search_paths.insert(0, str(tmp_path / "models"))
+    return boto3.session.Session(botocore_session=core, region_name="us-east-1")
+
+
+@pytest.mark.parametrize("op,member", [("PutObject", "IfMatch"), ("PutObject", "IfNoneMatch"),
+                                       ("DeleteObject", "IfMatch")])
+def test_an_s3_store_on_a_botocore_without_a_condition_is_refused_naming_the_floor(op, member, tmp_path, aws):
+    import boto3
+    import botocore
+
+    from gpufleet.clouds.aws.objects import CONDITIONAL_WRITES, Shared
+    from gpufleet.errors import GpufleetError
+
+    boto3.client("s3").create_bucket(Bucket="team-store")
+    assert Shared("s3://team-store/p").create("a", b"1")  # this botocore has them all
+    with pytest.raises(GpufleetError) as e:
+        Shared("s3://team-store/p", session=_s3_model_without(tmp_path, op, member))
+    assert e.value.exit_code == 2 and f"botocore {botocore.__version__}" in e.value.message
+    assert f"{op} {member}" in e.value.message and f"boto3>={CONDITIONAL_WRITES}" in e.value.hint

@@ -8,12 +8,13 @@ boto3 honours ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_S3``; a bucket reference
 from __future__ import annotations
 
 import boto3
+import botocore
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from gpufleet.clouds.aws.api import empty_bucket, unreadable
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
-from gpufleet.errors import CredentialsError
+from gpufleet.errors import CredentialsError, GpufleetError
 from gpufleet.state.shared import InBucket, refuse_oversize
 
 PAGE = 1000  # ListObjectsV2's largest page
@@ -85,6 +86,12 @@ class Store:
 
 
 PRECONDITION = ("PreconditionFailed", "ConditionalRequestConflict", "412")
+# The first botocore (and boto3, whose releases pin the botocore of their number) whose S3 model has every
+# condition the store sends: PutObject IfNoneMatch and IfMatch, DeleteObject IfMatch. Read from the
+# models in the wheels on PyPI (botocore/data/s3/2006-03-01/service-2.json.gz): 1.35.68's PutObject has
+# no IfMatch yet, 1.35.69's (November 2024) has all three. pyproject's floor for boto3 is this.
+CONDITIONAL_WRITES = "1.35.69"
+CONDITIONS = {"PutObject": ("IfNoneMatch", "IfMatch"), "DeleteObject": ("IfMatch",)}
 
 
 class Shared(InBucket):
@@ -96,6 +103,13 @@ class Shared(InBucket):
 
     def __init__(self, url: str, session=None):
         super().__init__(url, lambda bucket: Store({"name": bucket}, session))
+        model = self.store.client.meta.service_model
+        lacking = [f"{op} {member}" for op, members in CONDITIONS.items() for member in members
+                   if member not in model.operation_model(op).input_shape.members]
+        if lacking:  # every write would be refused by botocore itself ("Unknown parameter in input")
+            raise GpufleetError(f"botocore {botocore.__version__} cannot write a team's store in S3: its S3 model has "
+                                f"no {', '.join(lacking)} (S3's conditional writes)",
+                                f"pip install 'boto3>={CONDITIONAL_WRITES}'", exit_code=2)
 
     def _conditional(self, call, **kw) -> bool:
         try:
