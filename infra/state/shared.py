@@ -16,7 +16,7 @@ import fcntl
 import hashlib
 import json
 import os
-import tempfile
+import uuid
 from pathlib import Path
 from typing import Protocol
 
@@ -161,18 +161,17 @@ class DirectoryStore:
         return body, self._version(body)
 
     def _write(self, path: Path, body: bytes) -> None:
-        tmp = None
+        tmp = path.parent / f".tmp-{uuid.uuid4().hex}"
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as f:
+            # the team's to read through the folder's group (as the lock file), whatever else: 0660 less the umask
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o660), "wb") as f:
                 f.write(body)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
         except OSError as e:
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
             if e.errno == errno.ENOSPC:
                 raise DiskFull(self.root, f"{self.url}/{path.relative_to(self.root)} could not be written") from None
             raise StoreError(f"{self.url}/{path.relative_to(self.root)} could not be written ({e.strerror})",

@@ -362,3 +362,16 @@ def test_an_s3_store_on_a_botocore_without_a_condition_is_refused_naming_the_flo
         Shared("s3://team-store/p", session=_s3_model_without(tmp_path, op, member))
     assert e.value.exit_code == 2 and f"botocore {botocore.__version__}" in e.value.message
     assert f"{op} {member}" in e.value.message and f"boto3>={CONDITIONAL_WRITES}" in e.value.hint
+
+
+def test_a_shared_directorys_objects_are_the_teams_to_read_and_no_one_elses(tmp_path):
+    """The team shares a directory through its group: each object is readable by the group whatever the
+    writer's umask lets through to it, and by no one else (the store holds each cluster's munge key)."""
+    (tmp_path / "shared").mkdir()
+    store = DirectoryStore(f"file://{tmp_path / 'shared'}")
+    old = os.umask(0o022)
+    try:
+        store.create("slurm/c1/munge.key", b"k" * 32)
+    finally:
+        os.umask(old)
+    assert (tmp_path / "shared" / "slurm" / "c1" / "munge.key").stat().st_mode & 0o777 == 0o640
