@@ -83,8 +83,8 @@ class BadObject(StoreError):
 
     def __init__(self, url: str, key: str, problem: str, hint: str | None = None):
         self.key, self.problem = key, problem
-        super().__init__(f"{url}/{key} {problem}", hint or f"look at it, then fix or delete {key} in the store "
-                         "(gpufleet did not write it so)")
+        super().__init__(f"{url}/{key} {problem}", hint or f"look at it, then fix it or delete {key} in the store: "
+                         "gpufleet never writes it so")
 
 
 def refuse_oversize(url: str, key: str, size: int) -> None:
