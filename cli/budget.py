@@ -31,6 +31,12 @@ def list_budgets():
     render(rows, now)
 
 
+def left_out(err) -> None:
+    """The team's budgets could not be used (``fleet.budgets.configured``'s ``on_bad``): said, where a
+    command only shows budgets beside what it does."""
+    output.warn(f"the team's budgets are left out: {err.message} ({err.hint})")
+
+
 def render(rows: list, now) -> None:
     if not rows:
         output.console().print("No budgets (budgets: in the config file; in team mode, gpufleet budget set).")

@@ -85,7 +85,8 @@ def status(
         seen: list[str] = []
         report = st.run(target, catalog.load(STATE.config), providers=options.clouds(provider), regions=region,
                         local=local, on_region=lambda where: (seen.append(where), update(len(seen), None, where)),
-                        only_mine=only_mine, owner=owner, budget_list=budgets.configured(STATE.config))
+                        only_mine=only_mine, owner=owner,
+                        budget_list=budgets.configured(STATE.config, on_bad=budget_cmd.left_out))
     warn_unread(report.clouds, report.unread)
     rows, now = report.rows, dt.datetime.now(dt.timezone.utc)
     if STATE.json:
@@ -178,6 +179,7 @@ def reap(
                                        "still running elsewhere.")] = "30m",
 ):
     from gpufleet import catalog
+    from gpufleet.cli.budget import left_out
     from gpufleet.engine import automation
     from gpufleet.errors import InputError
     from gpufleet.fleet import budgets
@@ -192,7 +194,7 @@ def reap(
                        providers=options.clouds(provider), regions=region, grace=grace_d,
                        on_region=lambda where: (seen.append(where), update(len(seen), None, where)),
                        on_delete=lambda d, total, m: update(d, total, f"deleting: {m}"),
-                       budget_list=budgets.configured(STATE.config))
+                       budget_list=budgets.configured(STATE.config, on_bad=left_out))
     warn_unread(res.clouds, res.unread)
     if not res.state_read:
         output.warn(f"the Pulumi state at {automation.backend_url()} could not be read (no Pulumi CLI?): orphans are "

@@ -46,11 +46,12 @@ def plan(
 def _budgets(stack, result, cluster: str) -> list:
     """Each budget the cluster would fall under, against what it would add (the caller as its creator,
     as this machine knows them; `up` asks the clouds)."""
+    from gpufleet.cli.budget import left_out
     from gpufleet.fleet import budgets, team
     from gpufleet.state import caller
 
     return budgets.check(cluster, stack, result.spend, [caller.local()], team.registry().list(),
-                         budgets.configured(STATE.config), consent=True)
+                         budgets.configured(STATE.config, on_bad=left_out), consent=True)
 
 
 def render_budgets(checks: list) -> None:

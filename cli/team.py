@@ -42,12 +42,14 @@ def init(
         output.warn(w)
     if STATE.json:
         output.emit_json({"url": got.url, "versioning": got.versioning, "secrets_provider": got.secrets_provider,
-                          "warnings": got.warnings})
+                          "warnings": got.warnings, "carried": got.carried})
         return
     output.console().print(f"Team store {got.url}: reachable and writable"
                            + ("" if got.versioning is None else f", versioning {'on' if got.versioning else 'off'}")
                            + ". Leases, the event log, the registry and Pulumi's state now live there; Pulumi's "
-                           f"secrets are encrypted by {got.secrets_provider}.")
+                           f"secrets are encrypted by {got.secrets_provider}."
+                           + (f" Carried the {len(got.carried)} cluster(s) brought up alone on this machine into it: "
+                              f"{', '.join(got.carried)}." if got.carried else ""))
 
 
 @app.command("show", help="The team store this user works in, if any.")
@@ -101,9 +103,12 @@ def log(
 
     span = options.duration("--since", since)
     after = dt.datetime.now(dt.timezone.utc) - span if span else None
-    rows = team.log(cluster, after)
+    skipped: dict[str, str] = {}
+    rows = team.log(cluster, after, skipped)
+    for key, why in skipped.items():
+        output.warn(f"{key} in the team's store is left out of the log: it {why}")
     if STATE.json:
-        output.emit_json({"events": rows})
+        output.emit_json({"events": rows, "skipped": skipped})
         return
     output.table("Team log" + (f": {cluster}" if cluster else ""), ["when", "who", "command", "cluster", "outcome", "$/h"],
                  [[e["at"][:19].replace("T", " "), e.get("who", ""), e.get("command", ""), e.get("cluster", ""),

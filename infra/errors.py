@@ -35,6 +35,15 @@ class GpufleetError(Exception):
         return d
 
 
+class DiskFull(GpufleetError):
+    """No space left on the disk gpufleet writes to (ENOSPC; SQLite's SQLITE_FULL): the user's to free,
+    never said as a damaged file. Exit code 1: the work was not done."""
+
+    def __init__(self, folder, what: str):
+        self.folder = folder
+        super().__init__(f"the disk is full at {folder}: {what}", f"free space there (df -h {folder}), then run it again")
+
+
 class InputError(GpufleetError):
     """Bad input from the user: flags, names, files. Exit code 2."""
 

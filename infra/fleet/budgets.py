@@ -11,7 +11,10 @@ month is refused with exit 5, unless the caller consents (``--over-budget``).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from pydantic import ValidationError
 
 from gpufleet import config
 from gpufleet.clouds.tags import names, time_or_none
@@ -20,6 +23,7 @@ from gpufleet.fleet import team
 from gpufleet.paths import user_config
 from gpufleet.state import budgets as team_budgets
 from gpufleet.state.registry import ClusterRecord
+from gpufleet.state.shared import BadObject
 
 EXIT_OVER_BUDGET = 5
 
@@ -95,17 +99,35 @@ class OverBudget(GpufleetError):
         return {**super().to_dict(), "budgets": [c.to_dict() for c in self.checks]}
 
 
-def configured(config_path=None) -> list[Budget]:
-    """The user config's budgets and the team's (a name in both: the team's, said in its source)."""
+def configured(config_path=None, on_bad: Callable[[BadObject], None] | None = None) -> list[Budget]:
+    """The user config's budgets and the team's (a name in both: the team's, said in its source). The
+    team's ``budgets.json`` that is not what gpufleet writes is BadObject, naming it; ``on_bad``: told
+    instead, and the config's budgets alone are given (for what only shows budgets)."""
     out: dict[str, Budget] = {}
     path = user_config(config_path)
     for b in config.load(path).budgets if path else []:
         out[b.name] = Budget(b.name, b.usd_per_month, b.stack, b.owner, str(path))
     store = team.current()
-    if store is not None:
-        for b in team_budgets.read(store):
-            out[b["name"]] = Budget(b["name"], b["usd_per_month"], b.get("stack"), b.get("owner"), store.url)
+    try:
+        for b in _team_budgets(store) if store is not None else []:
+            out[b.name] = Budget(b.name, b.usd_per_month, b.stack, b.owner, store.url)
+    except BadObject as e:
+        if on_bad is None:
+            raise
+        on_bad(e)
     return sorted(out.values(), key=lambda b: b.name)
+
+
+def _team_budgets(store) -> list[config.Budget]:
+    """The store's budgets, each held to the config's own checks (a store is not ours to trust)."""
+    out = []
+    for doc in team_budgets.read(store):
+        try:
+            out.append(config.Budget.model_validate(doc))
+        except ValidationError as e:
+            raise BadObject(store.url, team_budgets.KEY, f"has a budget that is not one ({doc.get('name')!r}: "
+                            f"{e.errors()[0]['loc']} {e.errors()[0]['msg']})") from None
+    return out
 
 
 def month_start(now: dt.datetime) -> dt.datetime:

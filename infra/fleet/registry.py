@@ -132,7 +132,7 @@ def _write_store(store, clusters: list[ClusterRecord]) -> list[str]:
         shared_registry.update(store, rec.name, lambda cur, doc=doc: {**doc, "hosts": (cur or {}).get("hosts", {})})
     kept = []
     names = {c.name for c in clusters}
-    for doc in shared_registry.clusters(store):
+    for doc in shared_registry.clusters(store)[0]:
         if doc["name"] in names:
             continue
         if leases.read(store, doc["name"]) is not None:  # held, or its holder died: only watching tells, so kept

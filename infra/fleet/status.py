@@ -217,6 +217,7 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
                        listed_by="gpufleet status")
     report.budgets = budgets.standings(budgets.configured() if budget_list is None else budget_list, reg.list(),
                                        now or dt.datetime.now(dt.timezone.utc))
+    report.unread.update({f"{reg.shared.url}/{k}": why for k, why in reg.unreadable.items()})  # left out, named
     if only_mine:
         report.me = sorted({caller.local(), *(i["principal"] for i in report.clouds.identity.values())})
         report.rows = mine(report.rows, set(report.me))

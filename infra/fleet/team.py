@@ -31,8 +31,17 @@ who = caller.local  # the caller as the event log and leases name them
 
 
 def current() -> SharedStore | None:
+    """The team's store, or None alone. A store without the object `team init` writes is no team's
+    (a folder whose file system is not mounted, a wrong bucket or prefix): an error, never an empty team."""
     url = team_config.url()
-    return open_store(url) if url else None
+    if not url:
+        return None
+    store = open_store(url)
+    if store.read(PROBE) is None:
+        raise InputError(f"{store.url} is not a gpufleet team store (it has no {PROBE}, which `team init` writes)",
+                         "check the URL (GPUFLEET_TEAM or `gpufleet team show`) and, on a shared file system, that it "
+                         f"is mounted here; to start a new team there: gpufleet team init {store.url}")
+    return store
 
 
 def registry(path=None) -> Registry:
@@ -46,11 +55,12 @@ class Init:
     versioning: bool | None  # a bucket's object versioning; None where the store has none
     secrets_provider: str  # what encrypts the secrets in the team's Pulumi state
     warnings: list[str]
+    carried: list[str]  # the clusters brought up alone, carried into the store
 
 
 def init(url: str, *, secrets_provider: str = team_config.PASSPHRASE, now: dt.datetime | None = None) -> Init:
-    """Check the store (a write and a read back) and make it this user's team store, its Pulumi
-    state's secrets encrypted by ``secrets_provider``."""
+    """Check the store (a write and a read back), carry the clusters brought up alone into it, and make
+    it this user's team store, its Pulumi state's secrets encrypted by ``secrets_provider``."""
     secrets_provider = team_config.check_secrets_provider(secrets_provider)
     store = open_store(url)
     now = now or dt.datetime.now(dt.timezone.utc)
@@ -65,8 +75,9 @@ def init(url: str, *, secrets_provider: str = team_config.PASSPHRASE, now: dt.da
     warnings = [] if versioning is not False else [
         f"{store.url}: the bucket does not keep object versions: a lease or event deleted or overwritten by "
         "mistake cannot be recovered (turn versioning on for the bucket)"]
+    carried = Registry().share(store)
     team_config.write(store.url, who(), now.isoformat(timespec="seconds"), secrets_provider)
-    return Init(store.url, versioning, secrets_provider, warnings)
+    return Init(store.url, versioning, secrets_provider, warnings, carried)
 
 
 @contextlib.contextmanager
@@ -156,8 +167,9 @@ def _kept(cluster: str, locks: list, broken: leases.Lease | None) -> InputError:
                       + "\n  ".join(lock.words() for lock in locks))
 
 
-def log(cluster: str | None = None, since: dt.datetime | None = None) -> list[dict]:
+def log(cluster: str | None = None, since: dt.datetime | None = None, skipped: dict[str, str] | None = None) -> list[dict]:
+    """The team's events (``state.events.read``; objects that are no event are named in ``skipped``)."""
     store = current()
     if store is None:
         raise InputError("no team store: the event log exists only in team mode", "gpufleet team init URL")
-    return events.read(store, cluster, since)
+    return events.read(store, cluster, since, skipped)

@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import uuid
 
-from gpufleet.state.shared import SharedStore
+from gpufleet.state.shared import BadObject, SharedStore, json_object
 
 PREFIX = "events/"
 
@@ -25,17 +25,25 @@ def record(store: SharedStore, event: dict, *, now: dt.datetime | None = None) -
     return k
 
 
-def read(store: SharedStore, cluster: str | None = None, since: dt.datetime | None = None) -> list[dict]:
-    """The events, oldest first; only ``cluster``'s, only since ``since``."""
+def read(store: SharedStore, cluster: str | None = None, since: dt.datetime | None = None,
+         skipped: dict[str, str] | None = None) -> list[dict]:
+    """The events, oldest first; only ``cluster``'s, only since ``since``. An object under ``events/``
+    that is not an event (junk, too large, another shape) is left out, its key and why put in ``skipped``:
+    one bad object does not hide everyone's log."""
     out = []
     stamp = since.strftime("%Y%m%dT%H%M%S") if since else ""
     for k in store.keys(PREFIX):
         if stamp and k[len(PREFIX):len(PREFIX) + 15] < stamp:
             continue
-        got = store.read(k)
-        if got is None:
+        try:
+            got = store.read(k)
+            doc = got and json_object(store.url, k, got[0])
+            if doc and not isinstance(doc.get("at"), str):
+                raise BadObject(store.url, k, "is not a gpufleet event (no time)")
+        except BadObject as e:
+            if skipped is not None:
+                skipped[k] = e.problem
             continue
-        doc = json.loads(got[0])
-        if cluster is None or doc.get("cluster") == cluster:
+        if doc and (cluster is None or doc.get("cluster") == cluster):
             out.append(doc)
     return out

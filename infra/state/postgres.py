@@ -22,6 +22,7 @@ import re
 import urllib.parse
 
 from gpufleet.errors import InputError, SdkMissing
+from gpufleet.state import shared
 from gpufleet.state.shared import StoreError
 
 TABLE = "gpufleet_team"
@@ -91,14 +92,20 @@ class PostgresStore:
         return self._sql("SELECT to_regclass(%s) IS NOT NULL", (self.pulumi_table,)).fetchone()[0]
 
     def read(self, key: str) -> tuple[bytes, str] | None:
+        """The row's body and version; a body over the cap is not sent (its size is, to name it)."""
+        cap = shared.MAX_OBJECT_BYTES
         if key.startswith(PULUMI):
             if not self._pulumi_table_exists():
                 return None
-            row = self._sql(f"SELECT data, updated_at::text FROM {self.pulumi_table} WHERE key = %s",
-                            (key[len(PULUMI):],)).fetchone()
+            row = self._sql(f"SELECT octet_length(data), CASE WHEN octet_length(data) <= %s THEN data END, "
+                            f"updated_at::text FROM {self.pulumi_table} WHERE key = %s", (cap, key[len(PULUMI):])).fetchone()
         else:
-            row = self._sql(f"SELECT body, version::text FROM {self.table} WHERE key = %s", (key,)).fetchone()
-        return (bytes(row[0]), row[1]) if row else None
+            row = self._sql(f"SELECT octet_length(body), CASE WHEN octet_length(body) <= %s THEN body END, "
+                            f"version::text FROM {self.table} WHERE key = %s", (cap, key)).fetchone()
+        if row is None:
+            return None
+        shared.refuse_oversize(self.url, key, row[0])
+        return bytes(row[1]), row[2]
 
     def create(self, key: str, body: bytes) -> bool:
         self._refuse_pulumi(key)

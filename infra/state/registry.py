@@ -19,17 +19,18 @@ import contextlib
 import datetime as dt
 import json
 import os
+import shutil
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufleet.errors import GpufleetError
+from gpufleet.errors import DiskFull, GpufleetError, InputError
 from gpufleet.paths import make_dir, named_by, registry_path
 from gpufleet.providers import CLOUDS
 from gpufleet.state import leases, shared_registry
 from gpufleet.state.shared import SharedStore
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT = 60.0  # seconds a write waits for another process's write to finish
 
 # Migration n brings a registry of version n-1 to version n. Version 1 is the first schema
@@ -128,15 +129,23 @@ def _add_predicted(db) -> None:
     db.execute("ALTER TABLE clusters ADD COLUMN predicted TEXT")
 
 
-MIGRATIONS = {1: _create, 2: _add_locations, 3: _add_attempts, 4: _add_created_by, 5: _add_predicted}
+def _add_store(db) -> None:
+    """The URL of the team store a cluster is shared in; NULL: brought up alone, known only here. Only a
+    cluster that came from a store leaves the cache when that store no longer has it."""
+    db.execute("ALTER TABLE clusters ADD COLUMN store TEXT")
+
+
+MIGRATIONS = {1: _create, 2: _add_locations, 3: _add_attempts, 4: _add_created_by, 5: _add_predicted, 6: _add_store}
 # what each table must have once migrated: a file that lacks one is not a gpufleet registry
 COLUMNS = {"clusters": {"name", "stack", "stack_file", "owner", "created_at", "updated_at", "expires_at", "backend",
-                        "state", "usd_per_hour", "locations", "created_by", "predicted"},
+                        "state", "usd_per_hour", "locations", "created_by", "predicted", "store"},
            "nodes": {"cluster", "pool", "idx", "provider", "location", "zone", "machine", "node_id", "private_ip",
                      "ssh_endpoint", "usd_per_hour", "launched_at"},
            "host_status": {"cluster", "pool", "idx", "address", "state", "digest", "facts", "detail", "updated_at"},
            "attempts": {"cluster", "n", "pool", "provider", "region", "zone", "instance_type", "spot", "started_at",
                         "seconds", "outcome", "scope", "code", "message"}}
+
+HOST_FIELDS = {"address", "state", "digest", "facts", "detail", "updated_at"}  # a host's status, as set_host writes it
 
 
 def _columns(db, table: str) -> set[str]:
@@ -144,14 +153,44 @@ def _columns(db, table: str) -> set[str]:
 
 
 class RegistryError(GpufleetError):
-    """The registry file cannot be used: damaged, not a gpufleet registry, or from a newer gpufleet."""
+    """The registry file cannot be used: damaged, not a gpufleet registry, or from a newer gpufleet (the
+    hint: rebuild it or move it aside); or its disk failed under it (``hint``: what to do instead)."""
 
-    def __init__(self, path: Path, problem: str):
+    def __init__(self, path: Path, problem: str, hint: str | None = None):
         self.path = path
-        super().__init__(f"the registry {path} {problem}",
-                         "rebuild it from the clouds' tags and the Pulumi state with `gpufleet registry rebuild` "
-                         "(the file is kept beside it as a backup), or move it aside (GPUFLEET_REGISTRY names "
-                         "another file)")
+        super().__init__(f"the registry {path} {problem}", hint or (
+            "rebuild it from the clouds' tags and the Pulumi state with `gpufleet registry rebuild` (the file is "
+            "kept beside it as a backup), or move it aside (GPUFLEET_REGISTRY names another file)"))
+
+
+FULL_BELOW = 2**20  # bytes free under which an I/O error of SQLite's is the disk being full (its -shm grows in 32 KiB)
+
+
+def _said(path: Path, e: sqlite3.Error) -> GpufleetError:
+    """SQLite's error about the registry file, said as what it is: the disk full (SQLITE_FULL, or an I/O
+    error while nothing is free: SQLite's shared memory file cannot grow, SQLITE_IOERR_SHMSIZE), another
+    I/O error in its own words, a file that cannot be opened, one still locked, or a damaged file, the
+    only one of these that rebuilding or moving aside would help."""
+    name = getattr(e, "sqlite_errorname", "")
+    if name == "SQLITE_FULL" or (name.startswith("SQLITE_IOERR") and _free(path.parent) < FULL_BELOW):
+        return DiskFull(path.parent, f"the registry {path} could not be written ({e})")
+    if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
+        return RegistryError(path, f"stayed locked by another gpufleet for {BUSY_TIMEOUT:.0f} s")
+    if name.startswith("SQLITE_IOERR"):
+        return RegistryError(path, f"could not be read or written ({e}: {name})",
+                             "the disk or file system under it failed (the system log says why); the registry itself "
+                             "is not known to be damaged: run it again once the disk is sound")
+    if name in ("SQLITE_CANTOPEN", "SQLITE_READONLY", "SQLITE_PERM"):
+        return RegistryError(path, f"cannot be opened or created there ({e})",
+                             f"set {named_by('GPUFLEET_REGISTRY')} to a place you can write")
+    return RegistryError(path, f"is not a gpufleet registry, or is damaged ({e})")
+
+
+def _free(folder: Path) -> int:
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return FULL_BELOW  # not known: not said to be full
 
 
 @dataclass
@@ -212,6 +251,7 @@ class Registry:
 
     def __init__(self, path: str | Path | None = None, shared: SharedStore | None = None):
         self.shared = shared
+        self.unreadable: dict[str, str] = {}  # keys of the store's clusters that are no cluster's record, and why
         self.path = Path(path) if path else registry_path()
         make_dir(self.path.parent, named_by("GPUFLEET_REGISTRY"))
         if not self.path.exists():
@@ -226,38 +266,79 @@ class Registry:
             self._pull()
 
     def _pull(self) -> None:
-        """The store's clusters into the local cache (their records, nodes and hosts); a cluster the
-        store no longer has (taken down from another machine) leaves the cache."""
-        docs = shared_registry.clusters(self.shared)
-        gone = {r.name for r in self.list()} - {d["name"] for d in docs}
+        """The store's clusters into the local cache (their records, nodes and hosts); a cluster that came
+        from this store and that it no longer has (taken down from another machine) leaves the cache. A
+        cluster brought up alone, never in a store, stays: it is known nowhere else."""
+        docs, self.unreadable = shared_registry.clusters(self.shared)
+        with self._db() as db:
+            cached = {r[0] for r in db.execute("SELECT name FROM clusters WHERE store = ?", (self.shared.url,))}
+        # a cluster whose object cannot be read is still in the store: its cached copy stays
+        gone = cached - {d["name"] for d in docs} - {shared_registry.name_of(k) for k in self.unreadable}
         with self._db(write=True) as db:
             db.executemany("DELETE FROM clusters WHERE name = ?", [(n,) for n in gone])
         for doc in docs:
+            try:
+                nodes = [Node(**n) for n in doc.get("nodes") or []]
+                locations = [tuple(x) for x in doc.get("locations") or []]
+                hosts = [(where.rpartition("/")[0], int(where.rpartition("/")[2]), h)
+                         for where, h in (doc.get("hosts") or {}).items()]
+                if any(not isinstance(h, dict) or set(h) != HOST_FIELDS for _, _, h in hosts):
+                    raise ValueError(f"a host's status is not {sorted(HOST_FIELDS)}")
+            except (TypeError, ValueError) as e:  # fields no gpufleet writes: not a record to cache
+                self.unreadable[shared_registry.key(doc["name"])] = f"is not a gpufleet cluster record ({e})"
+                continue
             self._record_local(name=doc["name"], stack=doc["stack"], stack_file=doc["stack_file"], owner=doc["owner"],
-                               expires_at=doc["expires_at"], backend=doc.get("backend"),
-                               nodes=[Node(**n) for n in doc.get("nodes", [])], state=doc["state"],
-                               locations=[tuple(x) for x in doc.get("locations") or []],
+                               expires_at=doc["expires_at"], backend=doc.get("backend"), nodes=nodes,
+                               state=doc["state"], locations=locations,
                                created_at=doc.get("created_at"), created_by=doc.get("created_by"),
-                               predicted=doc.get("predicted"))
-            for where, h in (doc.get("hosts") or {}).items():
-                pool, _, idx = where.rpartition("/")
-                self._set_host_local(doc["name"], pool, int(idx), **h)
+                               predicted=doc.get("predicted"), store=self.shared.url)
+            for pool, idx, h in hosts:
+                self._set_host_local(doc["name"], pool, idx, **h)
 
     def _push(self, name: str, change) -> None:
         if self.shared is not None:
             leases.ensure_held()  # a command that lost the cluster's lease may be racing the new holder: no write
             shared_registry.update(self.shared, name, change)
 
+    def alone(self) -> list[str]:
+        """The clusters recorded here and in no team store (brought up alone)."""
+        with self._db() as db:
+            return [r[0] for r in db.execute("SELECT name FROM clusters WHERE store IS NULL ORDER BY name")]
+
+    def share(self, store: SharedStore) -> list[str]:
+        """Carry every cluster brought up alone into the team's ``store`` (its record, nodes and hosts),
+        so that joining a team loses none. One whose name the store already has is refused, naming it,
+        before anything is written: the store's is another cluster, and neither may hide the other."""
+        names = self.alone()
+        taken = [n for n in names if store.read(shared_registry.key(n)) is not None]
+        if taken:
+            raise InputError(f"the team store {store.url} already has a cluster named {', '.join(taken)}, as "
+                             "this machine has one brought up alone", "take this machine's down (or the team's) "
+                             "before joining, or join another store: nothing was written")
+        for name in names:
+            doc = {**self.get(name).to_dict(),
+                   "hosts": {f"{pool}/{idx}": h for (pool, idx), h in self.hosts(name).items()}}
+            if not shared_registry.add(store, doc):
+                raise InputError(f"the team store {store.url} got a cluster named {name} while this machine's "
+                                 "was carried into it", "take one of them down, then run it again")
+            with self._db(write=True) as db:
+                db.execute("UPDATE clusters SET store = ? WHERE name = ?", (store.url, name))
+        return names
+
     def _create(self) -> None:
         """Make a new registry aside and link it into place whole. SQLite starts a database as an
         empty file: made in place, another gpufleet starting at that moment would meet it empty
         and take it as damaged. Of two made at once, the first linked is kept."""
         tmp = self.path.with_name(f".{self.path.name}.new-{os.getpid()}")
-        db = sqlite3.connect(tmp, isolation_level=None)
         try:
-            self._migrate(db)  # in SQLite's default journal: nothing beside the file to carry over
-        finally:
-            db.close()
+            db = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                self._migrate(db)  # in SQLite's default journal: nothing beside the file to carry over
+            finally:
+                db.close()
+        except sqlite3.Error as e:
+            tmp.unlink(missing_ok=True)
+            raise _said(self.path, e) from None
         try:
             os.link(tmp, self.path)
         except FileExistsError:
@@ -276,11 +357,11 @@ class Registry:
     @contextlib.contextmanager
     def _db(self, write: bool = False):
         """A connection (closed after); ``write``: one immediate transaction, committed or rolled back.
-        SQLite's errors about the file itself become a RegistryError."""
+        SQLite's errors about the file itself become a RegistryError, or DiskFull (``_said``)."""
         try:
             db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT, isolation_level=None)
         except sqlite3.Error as e:
-            raise RegistryError(self.path, f"cannot be opened ({e})") from None
+            raise _said(self.path, e) from None
         try:
             db.execute("PRAGMA foreign_keys = ON")
             if write:
@@ -294,9 +375,7 @@ class Registry:
             if write:
                 db.execute("COMMIT")
         except sqlite3.DatabaseError as e:
-            if isinstance(e, sqlite3.OperationalError) and "locked" in str(e):
-                raise RegistryError(self.path, f"stayed locked by another gpufleet for {BUSY_TIMEOUT:.0f} s") from None
-            raise RegistryError(self.path, f"is not a gpufleet registry, or is damaged ({e})") from None
+            raise _said(self.path, e) from None
         finally:
             db.close()
 
@@ -325,7 +404,7 @@ class Registry:
         for table, cols in COLUMNS.items():
             if legacy and table == "attempts":
                 continue  # a registry from before versions has no attempts table yet: migration 3 adds it
-            missing = cols - _columns(db, table) - ({"locations", "created_by", "predicted"} if legacy else set())
+            missing = cols - _columns(db, table) - ({"locations", "created_by", "predicted", "store"} if legacy else set())
             if missing:
                 raise RegistryError(self.path, f"is not a gpufleet registry (table {table} lacks "
                                     f"{', '.join(sorted(missing))}); it was left as it is")
@@ -337,7 +416,7 @@ class Registry:
         ``predicted`` and ``locations`` left out keep what is recorded."""
         rec = self._record_local(name=name, stack=stack, stack_file=stack_file, owner=owner, expires_at=expires_at,
                                  backend=backend, nodes=nodes, state=state, locations=locations, created_by=created_by,
-                                 predicted=predicted)
+                                 predicted=predicted, store=self.shared.url if self.shared is not None else None)
         doc = rec.to_dict()
         self._push(name, lambda cur: {**doc, "hosts": (cur or {}).get("hosts", {})})
         return rec
@@ -345,7 +424,7 @@ class Registry:
     def _record_local(self, *, name: str, stack: str, stack_file: str, owner: str, expires_at: str,
                       backend: str | None, nodes: list[Node], state: str = "up", locations: list | None = None,
                       created_at: str | None = None, created_by: dict[str, str] | None = None,
-                      predicted: dict | None = None) -> ClusterRecord:
+                      predicted: dict | None = None, store: str | None = None) -> ClusterRecord:
         now = _now()
         prices = [n.usd_per_hour for n in nodes]
         total = None if any(p is None for p in prices) else sum(prices)
@@ -356,17 +435,18 @@ class Registry:
                 "SELECT pool, idx, launched_at FROM nodes WHERE cluster = ?", (name,))}
             db.execute("DELETE FROM nodes WHERE cluster = ?", (name,))
             # an upsert, not REPLACE: replacing the row would cascade to the hosts' status
-            db.execute("INSERT INTO clusters VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET "
+            db.execute("INSERT INTO clusters VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET "
                        "stack=excluded.stack, stack_file=excluded.stack_file, owner=excluded.owner, "
                        "updated_at=excluded.updated_at, expires_at=excluded.expires_at, backend=excluded.backend, "
                        "state=excluded.state, usd_per_hour=excluded.usd_per_hour, "
                        "locations=COALESCE(excluded.locations, clusters.locations), "
                        "created_by=COALESCE(excluded.created_by, clusters.created_by), "
-                       "predicted=COALESCE(excluded.predicted, clusters.predicted)",
+                       "predicted=COALESCE(excluded.predicted, clusters.predicted), "
+                       "store=COALESCE(excluded.store, clusters.store)",
                        (name, stack, str(stack_file), owner, created, now, expires_at, backend, state, total,
                         json.dumps(locations) if locations is not None else None,
                         json.dumps(created_by, sort_keys=True) if created_by is not None else None,
-                        json.dumps(predicted, sort_keys=True) if predicted is not None else None))
+                        json.dumps(predicted, sort_keys=True) if predicted is not None else None, store))
             db.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (name, n.pool, n.idx, n.provider, n.location, n.zone, n.machine, n.node_id, n.private_ip,
                  n.ssh_endpoint, n.usd_per_hour, old.get((n.pool, n.idx), n.launched_at or now)) for n in nodes])
@@ -448,7 +528,8 @@ class Registry:
     def remove(self, name: str) -> bool:
         with self._db(write=True) as db:
             cur = db.execute("DELETE FROM clusters WHERE name = ?", (name,))
-        self._push(name, lambda _: None)
+        if self.shared is not None:  # its object goes too, even one that is no record any more
+            shared_registry.remove(self.shared, name)
         return cur.rowcount > 0
 
 

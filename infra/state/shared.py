@@ -11,14 +11,17 @@ read (S3 ``If-Match``). A call that loses the race returns False; the caller rea
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
+import json
 import os
-import tempfile
+import uuid
 from pathlib import Path
 from typing import Protocol
 
-from gpufleet.errors import GpufleetError, InputError
+from gpufleet.errors import DiskFull, GpufleetError, InputError
+from gpufleet.state import mounts
 
 
 class SharedStore(Protocol):
@@ -68,6 +71,40 @@ class StoreError(GpufleetError):
     """The team's store could not be read or written."""
 
 
+# The largest object read from a team's store (a registry record, the budgets, an event, a lease). The
+# largest gpufleet writes is a cluster's record: 10,000 nodes with each host's status and facts come to
+# some 40 MB. Anything larger is not ours: it is refused unread, named.
+MAX_OBJECT_BYTES = 64 * 2**20
+
+
+class BadObject(StoreError):
+    """One object in the team's store is not what gpufleet writes there (too large, not JSON, another
+    shape): named, so that it can be skipped or refused while the rest of the store works."""
+
+    def __init__(self, url: str, key: str, problem: str, hint: str | None = None):
+        self.key, self.problem = key, problem
+        super().__init__(f"{url}/{key} {problem}", hint or f"look at it, then fix it or delete {key} in the store: "
+                         "gpufleet never writes it so")
+
+
+def refuse_oversize(url: str, key: str, size: int) -> None:
+    """Every store's ``read`` asks this with the object's size before it reads the body."""
+    if size > MAX_OBJECT_BYTES:
+        raise BadObject(url, key, f"is {size:,} bytes, more than the {MAX_OBJECT_BYTES:,} an object of a team's "
+                        "store may be; it was not read")
+
+
+def json_object(url: str, key: str, body: bytes) -> dict:
+    """An object's body as the JSON object gpufleet writes, or BadObject naming it."""
+    try:
+        doc = json.loads(body)
+    except ValueError as e:
+        raise BadObject(url, key, f"is not JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise BadObject(url, key, f"is not a JSON object (a {type(doc).__name__})")
+    return doc
+
+
 class DirectoryStore:
     """A shared directory (``file:///shared/gpufleet``, NFS or Lustre on a rack): each key a file,
     each conditional write made under an exclusive ``flock`` of the directory's lock file, each
@@ -78,6 +115,11 @@ class DirectoryStore:
         self.root = Path(url.removeprefix("file://"))
         if not url.startswith("file:///"):
             raise InputError(f"{url!r} is not a shared directory's URL", "write an absolute path: file:///shared/gpufleet")
+        if not self.root.is_dir():  # never made here: a folder made on an unmounted mount point is this disk's
+            raise InputError(f"the team store {url} does not exist: {self.root} is not a folder",
+                             "if it is on a shared file system, check that it is mounted here; to start a store, "
+                             f"create the folder (mkdir -p {self.root}) and run `gpufleet team init {url}`")
+        mounts.refuse_local_locks(self.root, url)
 
     def _path(self, key: str) -> Path:
         if ".." in key.split("/") or key.startswith("/"):
@@ -87,13 +129,17 @@ class DirectoryStore:
     @contextlib.contextmanager
     def _locked(self):
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o660)
         except OSError as e:
             raise StoreError(f"the team store {self.url} cannot be written ({e.strerror})",
                              "check the directory's permissions and that it is mounted") from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError as e:  # Lustre mounted without -o flock: ENOSYS (state.mounts)
+                raise StoreError(f"the team store {self.url} cannot be locked ({e.strerror})",
+                                 "its file system must support flock(2) across machines: on Lustre mount it with "
+                                 "-o flock, on NFS without nolock") from None
             yield
         finally:
             os.close(fd)  # closing releases the lock
@@ -104,21 +150,32 @@ class DirectoryStore:
 
     def read(self, key: str) -> tuple[bytes, str] | None:
         try:
-            body = self._path(key).read_bytes()
+            with open(self._path(key), "rb") as f:
+                refuse_oversize(self.url, key, os.fstat(f.fileno()).st_size)
+                body = f.read(MAX_OBJECT_BYTES + 1)  # grown since: still no more than the cap
         except FileNotFoundError:
             return None
         except OSError as e:
             raise StoreError(f"{self.url}/{key} cannot be read ({e.strerror})") from None
+        refuse_oversize(self.url, key, len(body))
         return body, self._version(body)
 
     def _write(self, path: Path, body: bytes) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        tmp = path.parent / f".tmp-{uuid.uuid4().hex}"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # the team's to read through the folder's group (as the lock file), whatever else: 0660 less the umask
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o660), "wb") as f:
+                f.write(body)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            if e.errno == errno.ENOSPC:
+                raise DiskFull(self.root, f"{self.url}/{path.relative_to(self.root)} could not be written") from None
+            raise StoreError(f"{self.url}/{path.relative_to(self.root)} could not be written ({e.strerror})",
+                             "check the directory's permissions and that it is mounted") from None
 
     def create(self, key: str, body: bytes) -> bool:
         path = self._path(key)

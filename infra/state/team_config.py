@@ -3,13 +3,16 @@ command. Without one, gpufleet works alone: registry, Pulumi state and no leases
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import urllib.parse
 
-from gpufleet.errors import InputError
-from gpufleet.paths import make_dir, team_path
+from gpufleet.errors import DiskFull, GpufleetError, InputError
+from gpufleet.paths import make_dir, replace_atomically, team_path
 
 SCHEMES = ("file", "s3", "gs", "azblob", "postgres")
+BUCKETS = ("s3", "gs", "azblob")  # the schemes whose URL names a bucket (or a storage account) first
 PASSPHRASE = "passphrase"
 KMS_SCHEMES = ("awskms://", "gcpkms://", "azurekeyvault://", "hashivault://")
 
@@ -18,27 +21,59 @@ def url() -> str | None:
     """``$GPUFLEET_TEAM`` when set, else the URL ``team init`` wrote, else None (no team)."""
     env = os.environ.get("GPUFLEET_TEAM")
     if env is not None:
-        return env or None  # GPUFLEET_TEAM= : alone, whatever the file says
+        return check(env) if env else None  # GPUFLEET_TEAM= : alone, whatever the file says
     got = _setting()
     if got and "url" not in got:
         raise InputError(f"{team_path()}: not a gpufleet team setting (no url)", "run `gpufleet team init URL` again")
-    return got.get("url")
+    return check(got["url"]) if got else None
+
+
+def redacted(text: str) -> str:
+    """``text`` with the password its URL may carry as ``***`` (what an error may print)."""
+    try:
+        password = urllib.parse.urlsplit(text).password
+    except ValueError:
+        return text.split("://", 1)[0] + "://..."
+    return text.replace(f":{password}@", ":***@", 1) if password else text
 
 
 def check(text: str) -> str:
+    """The store's URL, checked before anything is opened. It never carries a password: the URL is
+    written to the team setting, printed by `team show`, and recorded as Pulumi's backend in every
+    cluster's record in the store, which the whole team reads."""
     scheme = text.split("://", 1)[0] if "://" in text else ""
     if scheme not in SCHEMES:
-        raise InputError(f"{text!r} is not a team store's URL",
+        raise InputError(f"{redacted(text)!r} is not a team store's URL",
                          "write s3://bucket/prefix, gs://bucket/prefix, azblob://account/container, "
                          "postgres://host/db or file:///shared/dir")
+    try:
+        parts = urllib.parse.urlsplit(text)
+        password = parts.password
+    except ValueError as e:
+        raise InputError(f"{redacted(text)!r} is not a team store's URL ({e})") from None
+    if password is not None:
+        raise InputError(f"{redacted(text)!r}: the URL carries a password, which would be stored in the team setting "
+                         "and in every cluster's record in the store",
+                         "give it to PostgreSQL's client instead: PGPASSWORD, or a line in ~/.pgpass "
+                         "(host:port:database:user:password, mode 0600); then write the URL without it, "
+                         f"e.g. {scheme}://{parts.username}@{parts.hostname}{parts.path}")
+    if scheme in BUCKETS and not parts.netloc:
+        raise InputError(f"{text!r} names no bucket", f"write {scheme}://bucket/prefix")
     return text.rstrip("/")
 
 
 def write(store_url: str, by: str, at: str, secrets_provider: str = PASSPHRASE) -> None:
+    """The team setting, the user's alone (0600, whatever the umask): it names the store and its key."""
     path = team_path()
     make_dir(path.parent, "GPUFLEET_TEAM_FILE")
-    path.write_text(json.dumps({"url": store_url, "secrets_provider": secrets_provider, "by": by, "at": at},
-                               indent=2) + "\n")
+    doc = json.dumps({"url": store_url, "secrets_provider": secrets_provider, "by": by, "at": at}, indent=2) + "\n"
+    try:
+        replace_atomically(path, lambda f: f.write(doc), "GPUFLEET_TEAM_FILE", mode=0o600)
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            raise DiskFull(path.parent, f"the team setting {path} could not be written") from None
+        raise GpufleetError(f"the team setting {path} could not be written ({e.strerror})",
+                            "make its folder writable, or set GPUFLEET_TEAM_FILE to a file in one") from None
 
 
 def _setting() -> dict:

@@ -191,6 +191,7 @@ def test_a_team_key_encrypts_new_stacks_and_needs_no_passphrase(stack, cat, fake
     from gpufleet.fleet import team
 
     monkeypatch.setenv("GPUFLEET_WHO", "alice@example.com")
+    (tmp_path / "shared").mkdir()
     team.init(f"file://{tmp_path / 'shared'}", secrets_provider="awskms://alias/gpufleet-state?region=us-east-1")
     monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE")
     fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)

@@ -66,7 +66,8 @@ def test_spent_this_month_counts_each_clusters_hours_in_the_month(tmp_path):
 def test_up_refuses_a_cluster_that_would_exceed_a_budget_and_consent_lets_it(fake, config, tmp_path, monkeypatch):
     config("budgets:\n  - {name: training, usd_per_month: 300, stack: aws-training}\n"
            "  - {name: everything, usd_per_month: 100000}\n")
-    monkeypatch.setenv("GPUFLEET_TEAM", f"file://{tmp_path / 'shared'}")
+    (tmp_path / "shared").mkdir()
+    team.init(f"file://{tmp_path / 'shared'}")
     r = cli("up", str(AWS_STACK), "--yes", "--no-configure")
     assert r.exit_code == 5, r.output
     assert "would spend $544.68" in r.output and "budget 'training' has $300.00 left this month" in r.output
@@ -120,7 +121,8 @@ def test_status_shows_each_budget_and_reap_lists_clusters_past_theirs(aws, confi
 def test_team_budgets_live_in_the_store_and_alone_in_the_config(tmp_path, monkeypatch):
     r = cli("budget", "set", "ml", "--usd-per-month", "100")
     assert r.exit_code == 2 and "budgets live in the config file" in r.output
-    monkeypatch.setenv("GPUFLEET_TEAM", f"file://{tmp_path / 'shared'}")
+    (tmp_path / "shared").mkdir()
+    assert cli("team", "init", f"file://{tmp_path / 'shared'}").exit_code == 0
     assert cli("budget", "set", "ml", "--usd-per-month", "100", "--owner", "alice").exit_code == 0
     assert cli("budget", "set", "ml", "--usd-per-month", "250").exit_code == 0  # replaced, not added
     r = cli("budget", "set", "no good", "--usd-per-month", "1")

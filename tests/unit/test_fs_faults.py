@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet.errors import GpufleetError
 from gpufleet.state.registry import Registry, RegistryError
 
 from conftest import EXAMPLES, cli
@@ -169,3 +170,84 @@ def test_out_that_is_not_a_regular_file_is_refused_and_left_as_it_is(kind, tmp_p
     assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.html"]
 
+
+
+# --- a full disk, and a registry where no file can be (issue 47, items 5 and 7) ---------------------------
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real file system of 1 MiB (a tmpfs; root may mount one), and a way to fill it to the last byte."""
+    import subprocess
+
+    point = tmp_path / "disk"
+    point.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "gpufleet-full", str(point)], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+
+    def fill():
+        with open(point / "filler", "wb", buffering=0) as f:
+            with pytest.raises(OSError) as e:
+                while True:
+                    f.write(b"\0" * 4096)
+        assert e.value.errno == errno.ENOSPC
+
+    try:
+        yield point, fill
+    finally:
+        subprocess.run(["umount", str(point)], check=True)
+
+
+def test_a_full_disk_is_said_so_and_the_good_registry_never_called_damaged(small_disk, monkeypatch):
+    point, fill = small_disk
+    path = point / "registry.db"
+    Registry(path).record(name="c1", stack="s", stack_file="s.yaml", owner="ops", expires_at="2030-01-01T00:00:00Z",
+                          backend=None, nodes=[])
+    fill()
+    monkeypatch.setenv("GPUFLEET_REGISTRY", str(path))
+    r = cli("status", "--local")
+    _no_bug(r)
+    assert r.exit_code == 1 and f"the disk is full at {point}" in r.output, r.output
+    assert "damaged" not in r.output and "move it aside" not in r.output and "registry rebuild" not in r.output
+    (point / "filler").unlink()  # space again: the registry was good all along
+    assert [c.name for c in Registry(path).list()] == ["c1"]
+
+
+def test_a_new_registry_on_a_full_disk_is_said_so(small_disk, monkeypatch):
+    point, fill = small_disk
+    fill()
+    monkeypatch.setenv("GPUFLEET_REGISTRY", str(point / "registry.db"))
+    r = cli("status", "--local")
+    _no_bug(r)
+    assert r.exit_code == 1 and f"the disk is full at {point}" in r.output, r.output
+    assert not (point / "registry.db").exists()
+
+
+def test_team_init_on_a_full_disk_is_said_so(small_disk, tmp_path, monkeypatch):
+    point, fill = small_disk
+    (tmp_path / "shared").mkdir()
+    monkeypatch.setenv("GPUFLEET_TEAM_FILE", str(point / "team.json"))
+    fill()
+    r = cli("team", "init", f"file://{tmp_path / 'shared'}")
+    _no_bug(r)
+    assert r.exit_code == 1 and f"the disk is full at {point}" in r.output, r.output
+
+
+def test_a_full_disk_under_a_shared_directory_store_is_said_so(small_disk):
+    from gpufleet.state.shared import DirectoryStore
+
+    point, fill = small_disk
+    store = DirectoryStore(f"file://{point}")
+    fill()
+    with pytest.raises(GpufleetError, match=f"the disk is full at {point}"):
+        store.create("events/e.json", b"{}" * 4096)
+    assert sorted(p.name for p in point.rglob("*") if p.is_file()) == [".lock", "filler"]  # nothing half-written left
+
+
+def test_a_registry_where_no_file_can_be_is_said_with_the_variable(monkeypatch):
+    monkeypatch.setenv("GPUFLEET_REGISTRY", "/proc/registry.db")
+    r = cli("status", "--local")
+    _no_bug(r)
+    assert r.exit_code == 1 and "/proc/registry.db" in r.output and "GPUFLEET_REGISTRY" in r.output, r.output
+    assert "damaged" not in r.output

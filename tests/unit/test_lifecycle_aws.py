@@ -442,8 +442,8 @@ def test_registry_rebuild_in_team_mode_writes_the_teams_store(tmp_path, monkeypa
     from gpufleet.fleet import team
     from gpufleet.state import leases
 
-    url = f"file://{tmp_path / 'shared'}"
-    monkeypatch.setenv("GPUFLEET_TEAM", url)
+    (tmp_path / "shared").mkdir()
+    url = team.init(f"file://{tmp_path / 'shared'}").url
     ec2 = boto3.client("ec2", region_name=REGION)
     ec2.run_instances(ImageId="ami-12c6146b", MinCount=2, MaxCount=2, InstanceType="p4d.24xlarge",
                       TagSpecifications=tagged("instance", "cloudy", **{"gpufleet:created-by": "arn:aws:iam::1:user/eve"}))

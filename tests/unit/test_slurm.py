@@ -152,8 +152,8 @@ def test_in_team_mode_the_munge_key_is_the_teams_and_goes_with_the_cluster(tmp_p
     machine's own key, made before team mode, is the one kept; `down` removes it from both places."""
     from gpufleet.state.shared import DirectoryStore
 
-    store = DirectoryStore(f"file://{tmp_path / 'team'}")
     (tmp_path / "team").mkdir()
+    store = DirectoryStore(f"file://{tmp_path / 'team'}")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "alice"))
     before = slurm.munge_key("c1")  # made before the team had a store
     assert slurm.munge_key("c1", store) == before and store.read("slurm/c1/munge.key")[0] == before

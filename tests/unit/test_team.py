@@ -33,7 +33,15 @@ STORES = ["file", "s3", "gs", "azblob", "postgres"]
 
 @pytest.fixture(params=STORES)
 def store_url(request, tmp_path, monkeypatch):
+    """A team's store of each kind, set up as `team init` leaves one (its team.json written)."""
+    url = _new_store(request, tmp_path, monkeypatch)
+    _open(url).create(team.PROBE, b'{"by": "the tests"}')
+    return url
+
+
+def _new_store(request, tmp_path, monkeypatch) -> str:
     if request.param == "file":
+        (tmp_path / "shared").mkdir()
         return f"file://{tmp_path / 'shared'}"
     if request.param == "postgres":  # a table of the test's own in the session's server
         return f"{request.getfixturevalue('postgres')}?table=t_{uuid.uuid4().hex[:10]}"
@@ -316,8 +324,8 @@ def test_alone_nothing_changes_and_the_team_commands_say_so(tmp_path):
 @pytest.mark.parametrize("argv", [["up", "stacks/examples/aws-training.yaml", "--yes"],
                                   ["configure", "stacks/examples/aws-training.yaml"], ["down", "aws-training", "--yes"]])
 def test_up_configure_and_down_hold_the_lease_before_they_touch_anything(argv, tmp_path, monkeypatch):
-    url = f"file://{tmp_path / 'shared'}"
-    monkeypatch.setenv("GPUFLEET_TEAM", url)
+    (tmp_path / "shared").mkdir()
+    url = team.init(f"file://{tmp_path / 'shared'}").url
     monkeypatch.setenv("PULUMI_BACKEND_URL", f"file://{tmp_path / 'never'}")  # nothing may get that far
     held = leases.acquire(team.open_store(url), "aws-training", "up", "erin@ci", heartbeat_s=3600)
     try:
@@ -363,6 +371,7 @@ def test_a_cluster_another_machine_took_down_leaves_every_cache(tmp_path):
     machine) is gone from every cache when it next opens, not shown as if still up."""
     from gpufleet.state.registry import Node, Registry
 
+    (tmp_path / "shared").mkdir()
     store = team.open_store(f"file://{tmp_path / 'shared'}")
     alice = Registry(tmp_path / "alice.db", shared=store)
     alice.record(name="c7", stack="s", stack_file="s.yaml", owner="ops@example.com", expires_at="2026-12-01T00:00:00Z",

@@ -8,11 +8,14 @@ boto3 honours ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_S3``; a bucket reference
 from __future__ import annotations
 
 import boto3
+import botocore
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from gpufleet.clouds.aws.api import empty_bucket, unreadable
-from gpufleet.state.shared import InBucket
+from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
+from gpufleet.errors import CredentialsError, GpufleetError
+from gpufleet.state.shared import InBucket, refuse_oversize
 
 PAGE = 1000  # ListObjectsV2's largest page
 
@@ -27,6 +30,8 @@ class Store:
             config=Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=10, read_timeout=60))
 
     def _fail(self, e, what: str):
+        if isinstance(e, NoCredentialsError):  # found before any request: running it again cannot help
+            return CredentialsError("aws", f"aws: no credentials found to reach s3://{self.bucket}/{what}", CREDENTIAL_HINT)
         return unreadable(e, f"s3://{self.bucket}/{what}")
 
     def put(self, key: str, body: bytes) -> None:
@@ -85,6 +90,12 @@ PRECONDITION = ("PreconditionFailed", "ConditionalRequestConflict", "412")
 # (docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html, "Conditional write behavior";
 # moto 5.2's server answers PutObject and DeleteObject so too): the race was lost as well
 GONE = ("NoSuchKey", "404")
+# The first botocore (and boto3, whose releases pin the botocore of their number) whose S3 model has every
+# condition the store sends: PutObject IfNoneMatch and IfMatch, DeleteObject IfMatch. Read from the
+# models in the wheels on PyPI (botocore/data/s3/2006-03-01/service-2.json.gz): 1.35.68's PutObject has
+# no IfMatch yet, 1.35.69's (November 2024) has all three. pyproject's floor for boto3 is this.
+CONDITIONAL_WRITES = "1.35.69"
+CONDITIONS = {"PutObject": ("IfNoneMatch", "IfMatch"), "DeleteObject": ("IfMatch",)}
 
 
 class Shared(InBucket):
@@ -96,6 +107,13 @@ class Shared(InBucket):
 
     def __init__(self, url: str, session=None):
         super().__init__(url, lambda bucket: Store({"name": bucket}, session))
+        model = self.store.client.meta.service_model
+        lacking = [f"{op} {member}" for op, members in CONDITIONS.items() for member in members
+                   if member not in model.operation_model(op).input_shape.members]
+        if lacking:  # every write would be refused by botocore itself ("Unknown parameter in input")
+            raise GpufleetError(f"botocore {botocore.__version__} cannot write a team's store in S3: its S3 model has "
+                                f"no {', '.join(lacking)} (S3's conditional writes)",
+                                f"pip install 'boto3>={CONDITIONAL_WRITES}'", exit_code=2)
 
     def _conditional(self, call, **kw) -> bool:
         try:
@@ -112,13 +130,15 @@ class Shared(InBucket):
     def read(self, key: str) -> tuple[bytes, str] | None:
         try:
             got = self.store.client.get_object(Bucket=self.store.bucket, Key=self.key_of(key))
-            return got["Body"].read(), got["ETag"]
+            with got["Body"] as body:  # the size is known before the body is read
+                refuse_oversize(self.url, key, got["ContentLength"])
+                return body.read(), got["ETag"]
         except ClientError as e:
             if e.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 return None
-            raise self.store._fail(e, key) from None
+            raise self.store._fail(e, self.key_of(key)) from None
         except BotoCoreError as e:
-            raise self.store._fail(e, key) from None
+            raise self.store._fail(e, self.key_of(key)) from None
 
     def create(self, key: str, body: bytes) -> bool:
         return self._conditional(self.store.client.put_object, Key=self.key_of(key), Body=body, IfNoneMatch="*")

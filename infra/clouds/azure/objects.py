@@ -18,6 +18,7 @@ from azure.core.rest import HttpRequest
 
 from gpufleet.clouds.azure import api
 from gpufleet.errors import CloudUnreadable, InputError
+from gpufleet.state import shared
 from gpufleet.state.shared import InBucket
 
 VERSION = "2021-08-06"  # x-ms-version
@@ -119,9 +120,20 @@ class Shared(InBucket):
                                                    credential), parts=account_container_and_prefix)
 
     def read(self, key: str) -> tuple[bytes, str] | None:
+        """The blob, no more of it than a store's object may be: Get Blob of the range up to one byte past the
+        cap (206, its whole size after the slash of Content-Range; learn.microsoft.com/rest/api/
+        storageservices/specifying-the-range-header-for-blob-service-operations). An empty blob has no
+        such range (416): it is read whole."""
         k = self.key_of(key)
-        r = self.store._call("GET", self.store._blob(k), k, ok=(200, 404))
-        return None if r.status_code == 404 else (r.content, r.headers["ETag"])
+        r = self.store._call("GET", self.store._blob(k), k, ok=(200, 206, 404, 416),
+                             headers={"x-ms-range": f"bytes=0-{shared.MAX_OBJECT_BYTES}"})
+        if r.status_code == 416:
+            r = self.store._call("GET", self.store._blob(k), k, ok=(200, 404))
+        if r.status_code == 404:
+            return None
+        whole = r.headers.get("Content-Range", "").rpartition("/")[2]
+        shared.refuse_oversize(self.url, key, int(whole) if whole.isdigit() else len(r.content))
+        return r.content, r.headers["ETag"]
 
     def _conditional(self, method: str, key: str, condition: dict, ok: tuple, body: bytes | None = None) -> bool:
         k = self.key_of(key)

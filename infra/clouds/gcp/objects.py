@@ -19,7 +19,7 @@ from google.auth.transport.requests import AuthorizedSession
 
 from gpufleet.clouds.gcp.errors import CREDENTIAL_HINT
 from gpufleet.errors import CloudUnreadable, CredentialsError
-from gpufleet.state.shared import InBucket
+from gpufleet.state.shared import InBucket, refuse_oversize
 
 PAGE = 1000
 # Cloud Storage answers 429 to more than about one write a second to one object name, and 408/5xx when it
@@ -116,6 +116,7 @@ class Shared(InBucket):
         if meta.status_code == 404:
             return None
         gen = meta.json()["generation"]
+        refuse_oversize(self.url, key, int(meta.json().get("size", 0)))  # before the body is read
         body = self.store._call("GET", self.store._object(k), k, ok=(200, 404, 412),
                                 params={"alt": "media", "ifGenerationMatch": gen})
         if body.status_code != 200:  # changed or deleted between the two reads: read it again
