@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gpufleet import netnames
 from gpufleet.config import SiteCosts
 from gpufleet.errors import SpecError, SpecErrors, did_you_mean
 from gpufleet.limits import MAX_EPOCHS, MAX_POOL_NODES, MAX_POOLS, MAX_TOKENS
@@ -115,18 +116,13 @@ class Storage(_Strict):
         return None
 
 
-_HOSTNAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}"
-                       r"[A-Za-z0-9])?)*\.?$")
-
-
 def _address(v: str) -> str:
-    """An IP address or a DNS host name (RFC 1123), nothing a shell or SSH would read otherwise."""
+    """An IP address or a DNS host name (RFC 1123), nothing a shell or SSH would read otherwise (the
+    same check as for what nodes and the registry say: ``netnames``)."""
     v = v.strip()
-    try:
+    if netnames.is_address(v):
         return str(ipaddress.ip_address(v))
-    except ValueError:
-        pass
-    if re.match(r"^[\d.]+$", v) or not _HOSTNAME.match(v):  # 999.1.1.1 is no address and no name
+    if not netnames.is_host_name(v):  # 999.1.1.1 is no address and no name
         raise HintedValueError(f"{v!r} is not an IP address or a host name", "e.g. 10.0.0.11 or gpu01.dc1.example.com")
     return v
 

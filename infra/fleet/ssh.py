@@ -9,18 +9,27 @@ nodes' own addresses. The result is one OpenSSH config file with a ``Host`` per 
 ``<cluster>-<pool>-<index>``, and ``<cluster>-login`` on the first node of the Slurm controller (or
 login) pool, else on the first node: ``Include`` it from ~/.ssh/config and plain ssh, scp, rsync and
 VS Code Remote-SSH reach them; `gpufleet ssh` runs ssh with it (``-F``).
+
+The registry's records (in team mode, the team's store's) are not trusted as they are: each cloud's
+route checks its ids and places against their formats and shell-quotes its ProxyCommand
+(``clouds.base.command_line``), and every value is checked again as it is written (``config_value``):
+no control character (a newline would add config lines), no whitespace or ``%`` outside the
+ProxyCommand's own tokens, local paths quoted. A value that fails is refused before anything is
+written, naming the node and the field.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufleet import netnames
 from gpufleet.clouds import provider
 from gpufleet.clouds.base import SshRoute, Tool
-from gpufleet.errors import EXIT_FAILED, GpufleetError, InputError, ToolMissing, did_you_mean
+from gpufleet.errors import EXIT_FAILED, GpufleetError, InputError, ToolMissing, UntrustedValue, did_you_mean
 from gpufleet.fleet import stacks, team
 from gpufleet.fleet.recorded import recorded
 from gpufleet.paths import replace_atomically, ssh_config_path
@@ -31,6 +40,30 @@ SSH = Tool("ssh", "install the OpenSSH client (Debian/Ubuntu: apt install openss
            "ship it)")
 LOGIN_ROLES = ("controller", "login")  # a pool of these roles holds `<cluster>-login`
 DEFAULT_USER = "ubuntu"  # access.user's default, for a cluster whose stack file is gone
+# ssh_config(5): these take local paths, in which OpenSSH expands % tokens ("%%" is a "%") and which
+# may hold spaces (written in double quotes)
+PATH_OPTIONS = ("IdentityFile", "UserKnownHostsFile")
+# a ProxyCommand's % may only be one of the tokens gpufleet writes (%h, %p) or an escaped "%%"
+_PROXY_PERCENT = re.compile(r"(?:[^%]|%[hp%])*")
+
+
+def config_value(key: str, value: str, where: str) -> str:
+    """``value`` as the config line of ``key`` writes it, or UntrustedValue naming ``where``."""
+    value = str(value)
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise UntrustedValue(key, value, "free of newlines and control characters", where)
+    if key == "ProxyCommand":
+        if not _PROXY_PERCENT.fullmatch(value):
+            raise UntrustedValue(key, value, "free of % but its own tokens %h and %p", where)
+        return value
+    if key in PATH_OPTIONS:
+        if '"' in value or not value:
+            raise UntrustedValue(key, value, "a path without double quotes", where)
+        value = value.replace("%", "%%")
+        return f'"{value}"' if any(c.isspace() for c in value) else value
+    if not value or any(c.isspace() or c in "\"'%#\\" for c in value):
+        raise UntrustedValue(key, value, "one word without quotes, % or #", where)
+    return value
 
 
 @dataclass
@@ -73,8 +106,9 @@ class SshConfig:
                  f"# {self.include_line()}", ""]
         for e in self.entries:
             names = [e.alias] + ([self.login_alias] if e.alias == self.login else [])
-            lines.append(f"Host {' '.join(names)}")
-            lines += [f"    {k} {v}" for k, v in e.options.items()]
+            where = f"the ssh config of {self.cluster}, host {e.alias}"
+            lines.append(f"Host {' '.join(config_value('Host', n, where) for n in names)}")
+            lines += [f"    {k} {config_value(k, v, where)}" for k, v in e.options.items()]
             lines.append("")
         return "\n".join(lines)
 
@@ -134,11 +168,11 @@ def _stack(rec, cat, notes: list[str]):
     return stacks.load(rec.stack_file, cat)
 
 
-def _direct(node: Node) -> dict[str, str]:
+def _direct(node: Node, where: str) -> dict[str, str]:
     """A cloud node's own address: the first node's SSH endpoint (its public address where the pool
-    has one), the others' private addresses."""
-    host, _, port = (node.ssh_endpoint or "").rpartition(":") if node.idx == 0 and node.ssh_endpoint else ("", "", "")
-    return {"HostName": host or node.private_ip or "", "Port": port or "22"}
+    has one), the others' private addresses (each checked: the registry may be the team's store)."""
+    host, port = netnames.endpoint(node.ssh_endpoint if node.idx == 0 else None, node.private_ip, where)
+    return {"HostName": host, "Port": port}
 
 
 def config(name: str, *, registry: Registry | None = None, cat=None, path: Path | None = None) -> SshConfig:
@@ -156,15 +190,17 @@ def config(name: str, *, registry: Registry | None = None, cat=None, path: Path 
     bastion = access.bastion_pool if access and via == "bastion" else None
     entries: list[Entry] = []
     for n in nodes:
+        where = f"the registry's record of {rec.name} node {n.pool}-{n.idx}"
+        netnames.host_name(alias(rec.name, n.pool, n.idx), "host alias (cluster-pool-index)", where)
         pool = pools.get(n.pool)
         on_rack = pool.on_rack if pool is not None else n.provider not in CLOUDS
         if on_rack or via == "cloud":
             route = provider(n.provider).ssh_route(n, cluster=rec.name, stack=stack)
         elif bastion and n.pool != bastion:
             route = SshRoute(f"through the bastion {alias(rec.name, bastion, 0)}",
-                             {**_direct(n), "ProxyJump": alias(rec.name, bastion, 0)})
+                             {**_direct(n, where), "ProxyJump": alias(rec.name, bastion, 0)})
         else:
-            route = SshRoute("direct", _direct(n))
+            route = SshRoute("direct", _direct(n, where))
         if not route.options.get("HostName"):
             notes.append(f"{alias(rec.name, n.pool, n.idx)}: no id or address recorded (did `up` finish?); left out")
             continue
@@ -176,7 +212,9 @@ def config(name: str, *, registry: Registry | None = None, cat=None, path: Path 
     login_pools = [p.name for p in pools.values() if getattr(p, "role", None) in LOGIN_ROLES]
     login = next((e.alias for e in entries if e.pool in login_pools and e.idx == 0), None) or (
         entries[0].alias if entries else None)
-    return SshConfig(rec.name, via, entries, login, path or ssh_config_path(rec.name), notes)
+    cfg = SshConfig(rec.name, via, entries, login, path or ssh_config_path(rec.name), notes)
+    cfg.text()  # every value checked as it will be written: refused here, before anything is written
+    return cfg
 
 
 def check_tools(cfg: SshConfig, entries: list[Entry] | None = None, which=None) -> None:
