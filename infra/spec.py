@@ -389,6 +389,10 @@ class Pool(_Strict):
     subnet: str | None = None  # existing subnet (AWS subnet-..., GCP subnetwork, Azure subnet id)
     reservations: list[Reservation] = []  # capacity the team holds: tried first, in this order
     flex_start: FlexStart | None = None  # GCP: provisioned all at once by DWS, for a limited run
+    # AWS: how many network hops the instance metadata service answers across (its
+    # HttpPutResponseHopLimit, 1 to 64). Unset: 1, the node itself: a container on a bridge network
+    # (one hop more) gets no IMDSv2 token, so not the node role's credentials. 2 lets containers in.
+    imds_hop_limit: int | None = Field(default=None, ge=1, le=64, strict=True)
     salt: Salt = Salt()
     hosts: list[Host] = []
     subnet_manager: Literal["switch", "host"] | None = None  # InfiniBand racks: who runs the SM
@@ -417,9 +421,10 @@ class Pool(_Strict):
             if self.region or self.instance_type or self.spot:
                 raise HintedValueError("a baremetal pool takes no region, instance_type or spot",
                                        "describe the machines with gpu and gpus_per_node")
-            if self.vpc or self.subnet or self.reservations or self.public_ip or self.failover or self.flex_start:
-                raise HintedValueError("a baremetal pool takes no vpc, subnet, reservations, public_ip, failover "
-                                       "or flex_start",
+            if (self.vpc or self.subnet or self.reservations or self.public_ip or self.failover or self.flex_start
+                    or self.imds_hop_limit):
+                raise HintedValueError("a baremetal pool takes no vpc, subnet, reservations, public_ip, failover, "
+                                       "flex_start or imds_hop_limit",
                                        "those describe cloud pools; a rack's hosts are listed under hosts")
             if any(st.type == "nfs" and not st.server for st in self.storage):
                 raise HintedValueError("an nfs storage entry on a rack needs `server`", "e.g. server: nfs01.example.com")

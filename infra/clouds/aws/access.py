@@ -14,9 +14,9 @@ registry (in team mode, the team's store), so each is checked against its format
 What it takes:
 
 - on the node: sshd and SSM Agent 2.3.672.0 or later (Ubuntu's and the Deep Learning AMIs carry
-  it), an instance role with ``AmazonSSMManagedInstanceCore`` (``components.GpuNodePool`` attaches
-  it when ``access.via`` is ``cloud``, and nothing more) and a way out to the Systems Manager
-  endpoints (the cluster's NAT gateway, or VPC endpoints in a VPC of your own);
+  it), an instance role allowed what Session Manager needs of it and nothing more (``NODE_POLICY``,
+  inline: ``components.GpuNodePool`` adds it when ``access.via`` is ``cloud``) and a way out to the
+  Systems Manager endpoints (the cluster's NAT gateway, or VPC endpoints in a VPC of your own);
 - on the operator's machine: the AWS CLI and the Session Manager plugin 1.1.23.0 or later, and
   ``ssm:StartSession`` on the instance and on the ``AWS-StartSSHSession`` document.
 
@@ -32,7 +32,20 @@ from gpufleet.netnames import matching
 
 SOURCE = ("https://docs.aws.amazon.com/systems-manager/latest/userguide/"
           "session-manager-getting-started-enable-ssh-connections.html")
-POLICY_ARN = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"  # what the nodes' role gets, and only it
+# What SSM Agent needs of the node's role to take Session Manager sessions: register the instance and
+# open the control and data channels of Message Gateway Service. These are AWS's own policy for it,
+# AWSCloud9SSMInstanceProfile, and the "minimal Session Manager permissions" of "Step 2: Verify or add
+# instance permissions for Session Manager" (docs.aws.amazon.com/systems-manager/latest/userguide/
+# session-manager-getting-started-instance-profile.html and aws-managed-policy/latest/reference/
+# AWSCloud9SSMInstanceProfile.html, read 2026-11); the operations are the agent's own
+# (aws/amazon-ssm-agent agent/session/service/api.go). AmazonSSMManagedInstanceCore, used before,
+# also grants ssm:GetParameter(s) on every parameter of the account, documents and associations.
+# (Session logs to S3 or KMS-encrypted sessions, if the account's preferences ask for them, need
+# s3:GetEncryptionConfiguration or kms:Decrypt added to the role: it is named for its pool.)
+NODE_POLICY = {"Version": "2012-10-17", "Statement": [{
+    "Sid": "SessionManager", "Effect": "Allow", "Resource": "*",
+    "Action": ["ssm:UpdateInstanceInformation", "ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel",
+               "ssmmessages:OpenControlChannel", "ssmmessages:OpenDataChannel"]}]}
 TOOLS = (
     Tool("aws", "install the AWS CLI v2: https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html"),
     Tool("session-manager-plugin", "install the Session Manager plugin for the AWS CLI: https://docs.aws.amazon.com/"
