@@ -43,6 +43,9 @@ DEFAULT_USER = "ubuntu"  # access.user's default, for a cluster whose stack file
 # ssh_config(5): these take local paths, in which OpenSSH expands % tokens ("%%" is a "%") and which
 # may hold spaces (written in double quotes)
 PATH_OPTIONS = ("IdentityFile", "UserKnownHostsFile")
+VIAS = ("cloud", "bastion", "direct")  # access.via's choices (spec.Access)
+LINUX_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # as spec.Access.user takes it
+RACK_OPTIONS = frozenset({"HostName", "Port", "User", "IdentityFile", "UserKnownHostsFile", "StrictHostKeyChecking"})
 # a ProxyCommand's % may only be one of the tokens gpufleet writes (%h, %p) or an escaped "%%"
 _PROXY_PERCENT = re.compile(r"(?:[^%]|%[hp%])*")
 
@@ -159,13 +162,83 @@ def alias(cluster: str, pool: str, idx: int) -> str:
     return f"{cluster}-{pool}-{idx}"
 
 
-def _stack(rec, cat, notes: list[str]):
-    """The cluster's stack (its access block and rack hosts), or None when its file cannot be read."""
-    if not rec.stack_file or not Path(rec.stack_file).exists():
-        notes.append(f"the stack file {rec.stack_file or '(none)'} is gone: the cloud's own route and user "
-                     f"{DEFAULT_USER} are assumed, rack hosts as the registry recorded them")
-        return None
-    return stacks.load(rec.stack_file, cat)
+@dataclass
+class Access:
+    """What ssh needs of a cluster's stack: how the nodes are reached, as whom, which pools hold the
+    login node, and each rack host's route (address, port, user, key, known_hosts file). From the
+    stack file (``--stack``, or the one `up` recorded) or, where that file is not here (another
+    folder, a teammate's machine), from the registry's record of it (``access_record``)."""
+
+    via: str = "cloud"
+    user: str = DEFAULT_USER
+    bastion_pool: str | None = None
+    pools: list[str] = field(default_factory=list)  # in the stack's order
+    login_pools: list[str] = field(default_factory=list)
+    racks: dict[str, dict[str, str]] = field(default_factory=dict)  # "pool-index" -> the rack host's route
+
+    @classmethod
+    def of_stack(cls, stack, cluster: str, nodes: list[Node]) -> "Access":
+        a = stack.access
+        on_rack = {p.name for p in stack.pools if p.on_rack}
+        racks = {}
+        for n in nodes:
+            if n.pool in on_rack:
+                options = dict(provider(n.provider).ssh_route(n, cluster=cluster, stack=stack).options)
+                for k in PATH_OPTIONS:  # what was relative to the folder `up` ran in
+                    if k in options:
+                        options[k] = str(Path(options[k]).expanduser().absolute())
+                racks[f"{n.pool}-{n.idx}"] = options
+        return cls(a.via, a.user, a.bastion_pool, [p.name for p in stack.pools],
+                   [p.name for p in stack.pools if p.role in LOGIN_ROLES], racks)
+
+    @classmethod
+    def of_record(cls, doc: dict, where: str) -> "Access":
+        """The registry's record (in team mode, the team's store's), each value checked."""
+        via = doc.get("via", "cloud")
+        if via not in VIAS:
+            raise UntrustedValue("access.via", via, "one of " + ", ".join(VIAS), where)
+        user = netnames.matching(doc.get("user", DEFAULT_USER), LINUX_USER, "access.user", "a Linux user name", where)
+        names = [*doc.get("pools", []), *doc.get("login_pools", [])] + ([doc["bastion_pool"]] if doc.get(
+            "bastion_pool") else [])
+        for name in names:
+            netnames.label(name, "pool name", where)
+        racks = {}
+        for host, options in (doc.get("racks") or {}).items():
+            if set(options) - RACK_OPTIONS:
+                raise UntrustedValue(f"racks.{host}", sorted(options), "of " + ", ".join(sorted(RACK_OPTIONS)), where)
+            netnames.host(options.get("HostName"), f"racks.{host}.HostName", where)
+            if not str(options.get("Port", "22")).isdigit():
+                raise UntrustedValue(f"racks.{host}.Port", options.get("Port"), "a TCP port", where)
+            netnames.matching(options.get("User", "root"), LINUX_USER, f"racks.{host}.User", "a Linux user name", where)
+            racks[host] = {**options, "StrictHostKeyChecking": "yes"}  # a record may not turn host keys off
+        return cls(via, user, doc.get("bastion_pool"), list(doc.get("pools", [])), list(doc.get("login_pools", [])),
+                   racks)
+
+    def to_dict(self) -> dict:
+        return {"via": self.via, "user": self.user, "bastion_pool": self.bastion_pool, "pools": self.pools,
+                "login_pools": self.login_pools, "racks": self.racks}
+
+
+def access_record(stack, cluster: str, nodes: list[Node]) -> dict:
+    """What `up` records of the stack for ssh and ssh-config (``ClusterRecord.access``)."""
+    return Access.of_stack(stack, cluster, nodes).to_dict()
+
+
+def _access(rec, cat, stack_file: str | Path | None, notes: list[str]) -> tuple[Access, object]:
+    """(the access, the stack when read): ``stack_file`` when given, else the stack file `up` recorded
+    when it is here, else the registry's record of it."""
+    path = stack_file or rec.stack_file
+    if stack_file or (rec.stack_file and Path(rec.stack_file).exists()):
+        stack = stacks.load(path, cat)
+        return Access.of_stack(stack, rec.name, rec.nodes), stack
+    if rec.access:
+        notes.append(f"the stack file {rec.stack_file or '(none)'} is not here: its access and rack hosts are as "
+                     "`up` recorded them (`--stack FILE` reads a copy of the stack instead)")
+        return Access.of_record(rec.access, f"the registry's record of {rec.name}'s access"), None
+    notes.append(f"the stack file {rec.stack_file or '(none)'} is not here, and the registry recorded no access: the "
+                 f"cloud's own route and user {DEFAULT_USER} are assumed, rack hosts as the registry recorded them "
+                 "(`--stack FILE` reads a copy of the stack)")
+    return Access(), None
 
 
 def _direct(node: Node, where: str) -> dict[str, str]:
@@ -175,26 +248,26 @@ def _direct(node: Node, where: str) -> dict[str, str]:
     return {"HostName": host, "Port": port}
 
 
-def config(name: str, *, registry: Registry | None = None, cat=None, path: Path | None = None) -> SshConfig:
-    """The OpenSSH config of cluster ``name``'s recorded nodes (nothing is written)."""
+def config(name: str, *, registry: Registry | None = None, cat=None, path: Path | None = None,
+           stack_file: str | Path | None = None) -> SshConfig:
+    """The OpenSSH config of cluster ``name``'s recorded nodes (nothing is written); ``stack_file``:
+    the stack to read the access block and rack hosts from, instead of the one `up` recorded."""
     reg = registry or team.registry()
     rec = recorded(reg, name)
     notes: list[str] = []
-    stack = _stack(rec, cat, notes)
-    access = stack.access if stack is not None else None
-    via = access.via if access else "cloud"
-    user = access.user if access else DEFAULT_USER
-    pools = {p.name: p for p in stack.pools} if stack is not None else {}
-    order = {p: i for i, p in enumerate(pools)}
+    access, stack = _access(rec, cat, stack_file, notes)
+    via = access.via
+    order = {p: i for i, p in enumerate(access.pools)}
     nodes = sorted(rec.nodes, key=lambda n: (order.get(n.pool, len(order)), n.pool, n.idx))
-    bastion = access.bastion_pool if access and via == "bastion" else None
+    bastion = access.bastion_pool if via == "bastion" else None
     entries: list[Entry] = []
     for n in nodes:
         where = f"the registry's record of {rec.name} node {n.pool}-{n.idx}"
         netnames.host_name(alias(rec.name, n.pool, n.idx), "host alias (cluster-pool-index)", where)
-        pool = pools.get(n.pool)
-        on_rack = pool.on_rack if pool is not None else n.provider not in CLOUDS
-        if on_rack or via == "cloud":
+        on_rack = n.provider not in CLOUDS
+        if on_rack and stack is None and f"{n.pool}-{n.idx}" in access.racks:
+            route = SshRoute("direct", dict(access.racks[f"{n.pool}-{n.idx}"]))
+        elif on_rack or via == "cloud":
             route = provider(n.provider).ssh_route(n, cluster=rec.name, stack=stack)
         elif bastion and n.pool != bastion:
             route = SshRoute(f"through the bastion {alias(rec.name, bastion, 0)}",
@@ -205,12 +278,11 @@ def config(name: str, *, registry: Registry | None = None, cat=None, path: Path 
             notes.append(f"{alias(rec.name, n.pool, n.idx)}: no id or address recorded (did `up` finish?); left out")
             continue
         if not on_rack:
-            route.options.setdefault("User", user)
+            route.options.setdefault("User", access.user)
         entries.append(Entry(alias(rec.name, n.pool, n.idx), n.pool, n.idx, n.provider, route))
     if bastion and not any(e.pool == bastion and e.idx == 0 for e in entries):
         notes.append(f"the bastion pool {bastion} has no recorded node: the nodes behind it cannot be reached")
-    login_pools = [p.name for p in pools.values() if getattr(p, "role", None) in LOGIN_ROLES]
-    login = next((e.alias for e in entries if e.pool in login_pools and e.idx == 0), None) or (
+    login = next((e.alias for e in entries if e.pool in access.login_pools and e.idx == 0), None) or (
         entries[0].alias if entries else None)
     cfg = SshConfig(rec.name, via, entries, login, path or ssh_config_path(rec.name), notes)
     cfg.text()  # every value checked as it will be written: refused here, before anything is written
@@ -232,9 +304,9 @@ def write(cfg: SshConfig) -> Path:
 
 
 def ssh_config(name: str, *, registry: Registry | None = None, cat=None, path: Path | None = None,
-               which=None) -> SshConfig:
+               which=None, stack_file: str | Path | None = None) -> SshConfig:
     """`gpufleet ssh-config`: the cluster's config, its tools checked, written."""
-    cfg = config(name, registry=registry, cat=cat, path=path)
+    cfg = config(name, registry=registry, cat=cat, path=path, stack_file=stack_file)
     if not cfg.entries:
         raise GpufleetError(f"cluster {cfg.cluster} has no node gpufleet can reach in the registry",
                             "; ".join(cfg.notes) or f"`gpufleet status {cfg.cluster}` shows what is recorded")
@@ -258,9 +330,9 @@ class Connection:
 
 def connection(name: str, node: str | None = None, command: list[str] | None = None, *,
                registry: Registry | None = None, cat=None, path: Path | None = None,
-               which=None) -> Connection:
+               which=None, stack_file: str | Path | None = None) -> Connection:
     """The ssh command line into ``node`` (default: the login node), the config it reads written."""
-    cfg = config(name, registry=registry, cat=cat, path=path)
+    cfg = config(name, registry=registry, cat=cat, path=path, stack_file=stack_file)
     entry = cfg.find(node)
     needed = [entry] + [e for e in cfg.entries if e.alias == entry.options.get("ProxyJump")]
     check_tools(cfg, needed, which=which)

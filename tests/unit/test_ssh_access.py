@@ -420,3 +420,95 @@ def test_the_stack_refuses_a_bastion_route_it_cannot_take(tmp_path, cat):
         with pytest.raises((SpecErrors, Exception)) as e:
             stacks.load(_stack_file(tmp_path, access), cat)
         assert says in str(e.value), (access, str(e.value))
+
+
+# ---------------------------------------------------------------- from another folder, another machine
+
+RACK_STACK = """\
+name: lab
+owner: ops@example.com
+access: {user: ops, via: direct}
+pools:
+  - name: rack
+    provider: baremetal
+    site: dc9
+    gpu: A100-80GB
+    gpus_per_node: 4
+    known_hosts: keys/lab_known_hosts
+    hosts:
+      - {address: 192.0.2.31, port: 2222, user: admin, key: keys/lab_ed25519}
+"""
+
+
+def _rack_up(tmp_path, cat, monkeypatch):
+    """`up` of a one-host rack stack, run from the stack's folder with the path typed relative."""
+    from gpufleet.fleet import up as fleet_up
+
+    (tmp_path / "proj" / "keys").mkdir(parents=True)
+    (tmp_path / "proj" / "lab.yaml").write_text(RACK_STACK)
+    monkeypatch.chdir(tmp_path / "proj")
+    reg = Registry(tmp_path / "r.db")
+    fleet_up.bring_up(stacks.load("lab.yaml", cat), cat, confirm=lambda p: True, registry=reg, configure=False)
+    return reg
+
+
+@needs_ssh
+def test_from_another_folder_ssh_keeps_the_stacks_route_key_and_pinned_host_keys(tmp_path, cat, monkeypatch):
+    """Issue 48 item 11: the registry kept the stack path as typed (`lab.yaml`): from another
+    folder ssh-config lost the access block and the rack's key and known_hosts pinning. `up` now
+    records the path from anywhere and what ssh needs of the stack."""
+    reg = _rack_up(tmp_path, cat, monkeypatch)
+    rec = reg.get("lab")
+    assert rec.stack_file == str(tmp_path / "proj" / "lab.yaml")
+    monkeypatch.chdir(tmp_path)  # another folder
+    (tmp_path / "proj" / "lab.yaml").rename(tmp_path / "lab-moved.yaml")  # and the stack file gone from where it was
+    cfg = op.ssh_config("lab", registry=reg, cat=cat, which=everything)
+    got = resolved(cfg.path, "lab-rack-0")
+    assert (got["hostname"], got["port"], got["user"]) == ("192.0.2.31", "2222", "admin")
+    assert got["identityfile"] == str(tmp_path / "proj" / "keys" / "lab_ed25519")
+    assert got["userknownhostsfile"] == str(tmp_path / "proj" / "keys" / "lab_known_hosts")
+    assert got["stricthostkeychecking"] == "true"
+    assert any("as `up` recorded them" in n for n in cfg.notes)
+
+
+def test_a_teammates_machine_reads_the_access_from_the_teams_store(tmp_path, cat, monkeypatch):
+    """The record travels with the cluster's object in the team's store; a record that would turn
+    host keys off is held to StrictHostKeyChecking yes, and an option it may not carry is refused."""
+    import json as _json
+
+    from gpufleet.state.shared import DirectoryStore
+
+    store = DirectoryStore(f"file://{tmp_path / 'team'}")
+    mine = Registry(tmp_path / "mine.db", shared=store)
+    mine.record(name="lab", stack="lab", stack_file="/home/alice/lab.yaml", owner="o", expires_at="2099-01-01T00:00:00Z",
+                backend=None, nodes=_rack_nodes(), access={
+                    "via": "direct", "user": "ops", "pools": ["rack"], "login_pools": [], "racks": {
+                        "rack-0": {"HostName": "192.0.2.21", "Port": "2222", "User": "admin",
+                                   "UserKnownHostsFile": "/home/alice/kh", "StrictHostKeyChecking": "no"}}})
+    theirs = Registry(tmp_path / "theirs.db", shared=store)  # another machine: the store's copy
+    cfg = op.config("lab", registry=theirs, cat=cat)
+    (rack0,) = [e for e in cfg.entries if e.alias == "lab-rack-0"]
+    assert rack0.options == {"HostName": "192.0.2.21", "Port": "2222", "User": "admin",
+                             "UserKnownHostsFile": "/home/alice/kh", "StrictHostKeyChecking": "yes"}
+    doc = _json.loads(store.read("clusters/lab.json")[0])
+    doc["access"]["racks"]["rack-0"]["ProxyCommand"] = "touch /tmp/x"
+    store.replace("clusters/lab.json", _json.dumps(doc).encode(), store.read("clusters/lab.json")[1])
+    with pytest.raises(UntrustedValue, match="racks.rack-0"):
+        op.config("lab", registry=Registry(tmp_path / "third.db", shared=store), cat=cat)
+
+
+def test_the_cli_takes_the_stack_from_stack(tmp_path, cat, monkeypatch):
+    """`--stack FILE` reads the access block and rack hosts from a copy of the stack."""
+    monkeypatch.setattr(shutil, "which", everything)
+    reg = _rack_up(tmp_path, cat, monkeypatch)
+    monkeypatch.setenv("GPUFLEET_REGISTRY", str(reg.path))
+    monkeypatch.chdir(tmp_path)
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(RACK_STACK.replace("port: 2222", "port: 2200"))
+    res = cli("--json", "ssh-config", "lab", "--stack", str(copy), "--out", str(tmp_path / "c"))
+    assert res.exit_code == 0, res.output
+    (host,) = json.loads(res.stdout)["hosts"]
+    assert host["options"]["Port"] == "2200" and host["options"]["IdentityFile"] == str(tmp_path / "keys" /
+                                                                                        "lab_ed25519")
+    res = cli("--json", "ssh", "lab", "--stack", str(copy), "--", "true")
+    assert res.exit_code == 0 and json.loads(res.stdout)["options"]["Port"] == "2200", res.output
