@@ -17,10 +17,12 @@ from gpufleet.cli import catalog as catalog_cmd
 from gpufleet.cli import cluster as cluster_cmd
 from gpufleet.cli import compare as compare_cmd
 from gpufleet.cli import cost as cost_cmd
+from gpufleet.cli import examples as examples_cmd
 from gpufleet.cli import image as image_cmd
 from gpufleet.cli import lifecycle as lifecycle_cmd
 from gpufleet.cli import plan as plan_cmd
 from gpufleet.cli import report as report_cmd
+from gpufleet.cli import setup as setup_cmd
 from gpufleet.cli import ssh as ssh_cmd
 from gpufleet.cli import team as team_cmd
 from gpufleet.cli import validate as validate_cmd
@@ -82,6 +84,7 @@ app.command("compare", help=compare_cmd.HELP)(compare_cmd.compare)
 app.command("calibrate", help=compare_cmd.CALIBRATE_HELP)(compare_cmd.calibrate)
 app.command("report", help=report_cmd.HELP)(report_cmd.report)
 app.command("validate", help=validate_cmd.HELP)(validate_cmd.validate)
+app.command("examples", help=examples_cmd.HELP)(examples_cmd.examples)
 app.command("plan", help=plan_cmd.HELP)(plan_cmd.plan)
 app.command("up", help=cluster_cmd.UP_HELP)(cluster_cmd.up)
 app.command("down", help=cluster_cmd.DOWN_HELP)(cluster_cmd.down)
@@ -101,6 +104,7 @@ app.add_typer(capacity_cmd.app, name="capacity")
 app.add_typer(image_cmd.app, name="image")
 app.add_typer(team_cmd.app, name="team")
 app.add_typer(budget_cmd.app, name="budget")
+app.add_typer(setup_cmd.app, name="setup")
 
 
 def main() -> None:

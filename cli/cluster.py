@@ -41,9 +41,10 @@ def _held(cluster: str, command: str, no_wait: bool):
     from gpufleet.fleet import team
 
     def waiting(lease) -> None:
-        output.warn(f"cluster {cluster} is held by {lease.holder} ({lease.command} on {lease.host}, pid {lease.pid}); "
-                    "waiting for it (--no-wait fails at once)")
-    return team.session(cluster, command, wait=not no_wait, on_wait=waiting)
+        output.warn(f"cluster {cluster} is held by {lease.holder} ({lease.command} on {lease.host}, pid {lease.pid}); " +
+                    ("its last heartbeat looks old: watching whether it still beats (a clock here or there may be off)"
+                     if no_wait else "waiting for it (--no-wait fails at once)"))
+    return team.session(cluster, command, wait=not no_wait, on_wait=waiting, on_warning=output.warn)
 DOWN_HELP = ("Destroy a cluster's cloud resources and drain its rack hosts (by stack file or cluster name), then ask "
              "every cloud for anything still tagged for it, delete that in dependency order with retries, and exit 1 "
              "with the list if something is left. It leaves the registry only once nothing is left and every host is "

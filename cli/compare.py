@@ -17,7 +17,7 @@ efficiency. Works offline on the embedded catalog.
 
 Examples: gpufleet compare resnet50 --epochs 90;  gpufleet compare llm-7b --tokens 1e11
 --gpu H100,A100-80GB --nodes 1,2,4,8;  gpufleet compare llm:70b --tokens 1e12 --deadline 30d;
-gpufleet compare --stack stacks/examples/aws-training.yaml"""
+gpufleet compare --stack aws-training.yaml (an example stack: gpufleet examples --copy . writes it)"""
 
 CALIBRATE_HELP = """Show the performance model's error against published measurements, row by row
 (--fit re-fits the parameters from the data and shows the result without saving)."""

@@ -19,7 +19,7 @@ clusters have cost so far instead. Needs matplotlib: pip install 'gpufleet[repor
 
 Examples: gpufleet report resnet50 --epochs 90 --out resnet50.html;  gpufleet report llm-7b
 --tokens 1e11 --gpu H100,A100-80GB --markdown --out llm.md;  gpufleet report --stack
-stacks/examples/baremetal-rack.yaml;  gpufleet report --clusters --out fleet.html"""
+baremetal-rack.yaml (gpufleet examples --copy . writes it);  gpufleet report --clusters --out fleet.html"""
 
 
 @output.handle_errors

@@ -22,9 +22,10 @@ INIT_HELP = (f"Make URL this user's team store ({STORE_URLS}): check that it is 
 SECRETS_HELP = ("What encrypts the secrets in the team's Pulumi state: passphrase (PULUMI_CONFIG_PASSPHRASE, the "
                 "default) or a key the team holds: awskms://alias/NAME?region=R, gcpkms://projects/P/locations/L/"
                 "keyRings/K/cryptoKeys/C, azurekeyvault://VAULT.vault.azure.net/keys/KEY, hashivault://KEY.")
-UNLOCK_HELP = ("Break a cluster's lease whose holder died (its heartbeat stopped; expired after three missed "
-               "heartbeats) and the Pulumi lock it guarded. A live lease is refused; --force breaks it anyway, "
-               "naming the holder.")
+UNLOCK_HELP = ("Break a cluster's lease whose holder died and the Pulumi lock it guarded: the lease is watched "
+               "until it has stayed unchanged for three heartbeats (about 95 s; a live holder renews it within 30 s, "
+               "and the lease is refused). A Pulumi lock that lease's command did not write is shown and kept. "
+               "--force breaks the lease and clears every Pulumi lock of the cluster at once, naming them.")
 LOG_HELP = "What happened to the team's clusters: who ran which command when, its outcome and launch price."
 
 
@@ -71,7 +72,10 @@ def unlock(
 ):
     from gpufleet.fleet import team
 
-    got = team.unlock(cluster, force=force)
+    def watching(lease, seconds: float) -> None:
+        output.console(stderr=True).print(f"Watching the lease of {cluster} held by {lease.holder} ({lease.command} on "
+                                          f"{lease.host}, pid {lease.pid}) for {seconds:.0f} s: a live holder renews it.")
+    got = team.unlock(cluster, force=force, on_watch=watching)
     if STATE.json:
         output.emit_json({"cluster": cluster, "broke": got.lease.__dict__ if got.lease else None,
                           "pulumi_locks": got.pulumi_locks})

@@ -32,8 +32,8 @@ variable "source_ami_name" {
 }
 
 variable "ssh_username" {
-  type    = string
-  default = "ubuntu"
+  type        = string
+  description = "The user the base AMI lets in (amazon-ebs has no default: ubuntu on Canonical's, rocky on the RESF's)"
 }
 
 variable "image_name" {
@@ -94,6 +94,12 @@ source "amazon-ebs" "gpufleet" {
 
 build {
   sources = ["source.amazon-ebs.gpufleet"]
+
+  # The file provisioner uploads a folder's contents into a folder that must already exist (Packer's
+  # file provisioner docs): into a missing one, OpenSSH's scp sink writes each file onto that one path
+  provisioner "shell" {
+    inline = ["mkdir -m 0700 /tmp/gpufleet"]
+  }
 
   provisioner "file" {
     source      = "${var.bundle_dir}/"

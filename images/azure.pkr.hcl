@@ -39,6 +39,12 @@ variable "image_sku" {
   type = string
 }
 
+variable "plan_info" {
+  type        = list(object({ plan_name = string, plan_product = string, plan_publisher = string }))
+  default     = []
+  description = "The base image's Marketplace plan, when it is sold with one (one element), else none"
+}
+
 variable "gallery_resource_group" {
   type = string
 }
@@ -84,6 +90,16 @@ source "azure-arm" "gpufleet" {
   os_disk_size_gb    = var.root_disk_gb
   azure_tags         = var.tags
 
+  # a Marketplace image sold with a plan is deployed only with it (the plan's terms accepted once per subscription)
+  dynamic "plan_info" {
+    for_each = var.plan_info
+    content {
+      plan_name      = plan_info.value.plan_name
+      plan_product   = plan_info.value.plan_product
+      plan_publisher = plan_info.value.plan_publisher
+    }
+  }
+
   shared_image_gallery_destination {
     subscription        = var.subscription_id
     resource_group      = var.gallery_resource_group
@@ -96,6 +112,12 @@ source "azure-arm" "gpufleet" {
 
 build {
   sources = ["source.azure-arm.gpufleet"]
+
+  # The file provisioner uploads a folder's contents into a folder that must already exist (Packer's
+  # file provisioner docs): into a missing one, OpenSSH's scp sink writes each file onto that one path
+  provisioner "shell" {
+    inline = ["mkdir -m 0700 /tmp/gpufleet"]
+  }
 
   provisioner "file" {
     source      = "${var.bundle_dir}/"

@@ -84,6 +84,12 @@ source "googlecompute" "gpufleet" {
 build {
   sources = ["source.googlecompute.gpufleet"]
 
+  # The file provisioner uploads a folder's contents into a folder that must already exist (Packer's
+  # file provisioner docs): into a missing one, OpenSSH's scp sink writes each file onto that one path
+  provisioner "shell" {
+    inline = ["mkdir -m 0700 /tmp/gpufleet"]
+  }
+
   provisioner "file" {
     source      = "${var.bundle_dir}/"
     destination = "/tmp/gpufleet"

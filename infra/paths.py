@@ -81,6 +81,12 @@ def salt_run_dir(cluster: str) -> Path:
     return data_dir() / "salt" / cluster
 
 
+def salt_venv_dir() -> Path:
+    """The virtualenv `gpufleet setup salt` installs Salt in (Salt cannot share gpufleet's own: its
+    ``packaging`` pin conflicts with Pulumi's)."""
+    return data_dir() / "salt-venv"
+
+
 def user_config(path: str | Path | None = None) -> Path | None:
     """The config file to read, or None when there is none.
 

@@ -58,7 +58,7 @@ def load_file(path: str | Path) -> Located:
             text = f.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise SpecError(str(path), None, "", "file not found",
-                        "check the path; example stacks live in stacks/examples/") from None
+                        "check the path; `gpufleet examples --copy DIR` writes the example stacks into DIR") from None
     except (PermissionError, UnicodeDecodeError) as e:
         raise SpecError(str(path), None, "", f"cannot read: {e}") from None
     except OSError as e:

@@ -38,6 +38,12 @@ def test_wheel_builds_and_imports(tmp_path):
     # and every file of the Salt state tree (a state's salt:// source is read from the installed tree)
     tree = {f"gpufleet/states/{p.relative_to(ROOT / 'salt').as_posix()}" for p in (ROOT / "salt").rglob("*") if p.is_file()}
     assert not tree - set(names), sorted(tree - set(names))
+    # and the example stacks with the public key they name (`gpufleet examples`; issue 47, item 14), no private key
+    examples = {f"gpufleet/examples/{p.relative_to(ROOT / 'stacks' / 'examples').as_posix()}"
+                for p in (ROOT / "stacks" / "examples").rglob("*") if p.is_file()}
+    assert "gpufleet/examples/keys/example.pub" in examples and not examples - set(names), sorted(examples - set(names))
+    shipped = zipfile.ZipFile(wheel)
+    assert not [n for n in names if n.startswith("gpufleet/examples/") and b"PRIVATE KEY" in shipped.read(n)]
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     code = ("import gpufleet, gpufleet.cli.app, gpufleet.compare, gpufleet.catalog as c;"
@@ -45,7 +51,9 @@ def test_wheel_builds_and_imports(tmp_path):
             "assert gpufleet.__file__.startswith(%r), gpufleet.__file__;"
             "assert len(c.load(use_config=False).offers()) > 30;"
             "from gpufleet.configure import saltrun; assert saltrun.states_dir().name == 'states';"
-            "print('ok')" % str(site))
+            "from gpufleet.fleet import examples; assert str(examples.examples_dir()).startswith(%r);"
+            "assert len(examples.listing()) > 4;"
+            "print('ok')" % (str(site), str(site)))
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]

@@ -419,8 +419,15 @@ class Cloud(Provider, Protocol):
 
     image_template: str  # its Packer template under images/ (a golden image of a pool)
 
-    def image_vars(self, pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict) -> dict:
-        """The variables of ``image_template`` for a golden image of ``pool``."""
+    def image_vars(self, pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict,
+                   zones: tuple[str, ...], build: str) -> dict:
+        """The variables of ``image_template`` for a golden image of ``pool`` (``zones``: its
+        region's, as the catalog lists them; ``build``: this build's UTC second, YYYYMMDDhhmmss,
+        which makes the name the cloud gives it its own)."""
+
+    def image_destination(self, variables: dict) -> None:
+        """Make what a build of these variables publishes into, where the template's plugin needs it
+        first (Azure's Compute Gallery and image definition); nothing on the others."""
 
     def image_artifacts(self, ids: list[str], variables: dict) -> list[tuple[str, str]]:
         """(region, what the cloud calls the image) of each artifact id a Packer build printed."""

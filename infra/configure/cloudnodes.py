@@ -38,6 +38,7 @@ from gpufleet.configure import NODE_STATES, saltrun
 from gpufleet.configure import pillar as pillarmod
 from gpufleet.configure.slurm import has_facts as slurm_ready
 from gpufleet.errors import GpufleetError, UntrustedValue
+from gpufleet.state import leases
 
 READERS = 16  # status objects read at once
 WAIT_S = 1800  # default: a fresh GPU node takes 10-20 minutes for driver, CUDA and frameworks
@@ -107,7 +108,9 @@ def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | No
 
 
 def publish(store, documents: dict[str, dict], archive: bytes, tree: str) -> None:
-    """The tree (once per content) and each pool's document; the nodes' timers pick them up."""
+    """The tree (once per content) and each pool's document; the nodes' timers pick them up (and run Salt:
+    a command that lost the cluster's lease publishes nothing more)."""
+    leases.ensure_held()
     if not store.exists(f"tree/{tree}.tar.gz"):
         store.put(f"tree/{tree}.tar.gz", archive)
     for pool, doc in documents.items():
@@ -251,6 +254,7 @@ def wait(store, targets: list[NodeTarget], generations: dict[str, str], *, timeo
         done = len(finished)
         if done == len(reports) or clock() - start >= timeout_s:
             break
+        leases.ensure_held()  # a command that lost its lease waits no longer
         sleep(poll_s)
     stats.seconds = clock() - start
     for r in reports.values():
@@ -337,13 +341,13 @@ def _apply_status(r: NodeReport, status: dict, generation: str, unchanged: bool,
 
 
 def record(registry, cluster: str, reports: list[NodeReport]) -> None:
-    """Each node's outcome in the registry, as for rack hosts (``host_status``)."""
-    for r in reports:
-        if r.state == "current":
-            continue
-        detail = r.error or json.dumps({"changed": r.changed, "rehearsed": len(r.rehearsed)})
-        registry.set_host(cluster, r.target.pool, r.target.idx, address=r.target.address or r.target.node_id,
-                          state=r.state, digest=r.generation, facts=r.facts, detail=detail)
+    """Each node's outcome in the registry, as for rack hosts (``host_status``), all in one write."""
+    registry.set_hosts(cluster, {
+        (r.target.pool, r.target.idx): {"address": r.target.address or r.target.node_id, "state": r.state,
+                                        "digest": r.generation, "facts": r.facts,
+                                        "detail": r.error or json.dumps({"changed": r.changed,
+                                                                         "rehearsed": len(r.rehearsed)})}
+        for r in reports if r.state != "current"})
 
 
 def configure_pools(stack, cat, cluster: str, outputs: dict, nodes: list, *, registry=None,

@@ -131,14 +131,13 @@ def configure(stack, cluster: str, targets: list[HostTarget], *, registry=None, 
             if bad:
                 r.error = "; ".join(x.problem for x in bad)
                 r.hint = "fix the failed states (or the host) shown above"
-    if registry:
-        for r in reports.values():
-            if r.state == "skipped":
-                continue
-            t = r.target
-            detail = r.error or json.dumps({"changed": r.changed, "rehearsed": r.rehearsed})
-            registry.set_host(cluster, t.pool, t.idx, address=t.address, state=r.state, digest=r.digest,
-                              facts=r.facts.to_dict() if r.facts else None, detail=detail)
+    if registry:  # every host's outcome in one write
+        registry.set_hosts(cluster, {
+            (r.target.pool, r.target.idx): {"address": r.target.address, "state": r.state, "digest": r.digest,
+                                            "facts": r.facts.to_dict() if r.facts else None,
+                                            "detail": r.error or json.dumps({"changed": r.changed,
+                                                                             "rehearsed": r.rehearsed})}
+            for r in reports.values() if r.state != "skipped"})
     return [reports[t.id] for t in targets]
 
 

@@ -29,10 +29,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufleet.clouds.bootstrap import SALT_VERSION  # the one Salt: on cloud nodes, in salt-ssh's virtualenv
 from gpufleet.errors import ToolMissing
-from gpufleet.paths import make_private_dir, salt_run_dir, write_private
+from gpufleet.paths import make_private_dir, salt_run_dir, salt_venv_dir, write_private
+from gpufleet.state import leases
 
-SALT_VERSION = "3008.3"
 SALT_SSH_UMASK = 0o077  # what salt-ssh writes here (cache, logs, the tarball with the pillar) is the operator's
 
 
@@ -64,13 +65,15 @@ def tree_hash(root: Path | None = None) -> str:
 
 
 def find_salt_ssh() -> Path:
+    """The salt-ssh to run: ``$GPUFLEET_SALT_SSH``, a checkout's ``.salt-venv`` (`make salt`), the
+    virtualenv `gpufleet setup salt` made (the pinned Salt), else one on PATH."""
     env = os.environ.get("GPUFLEET_SALT_SSH")
     if env:
         if os.path.isfile(env) and os.access(env, os.X_OK):
             return Path(env)
         raise ToolMissing(f"GPUFLEET_SALT_SSH is {env}, which is not an executable salt-ssh",
                           "point it at the salt-ssh of Salt's virtualenv, or unset it")
-    candidates = [repo_root() / ".salt-venv" / "bin" / "salt-ssh"]
+    candidates = [repo_root() / ".salt-venv" / "bin" / "salt-ssh", salt_venv_dir() / "bin" / "salt-ssh"]
     which = shutil.which("salt-ssh")
     if which:
         candidates.append(Path(which))
@@ -78,9 +81,9 @@ def find_salt_ssh() -> Path:
         if c.exists() and os.access(c, os.X_OK):
             return c
     raise ToolMissing(
-        "salt-ssh is not installed",
-        f"give Salt a virtualenv of its own: python3 -m venv .salt-venv && .salt-venv/bin/pip install salt=={SALT_VERSION} "
-        "(`make salt` does this), or set GPUFLEET_SALT_SSH to a salt-ssh")
+        "salt-ssh is not installed: rack hosts are configured with it",
+        f"`gpufleet setup salt` installs Salt {SALT_VERSION} in a virtualenv of its own ({salt_venv_dir()}); "
+        "or set GPUFLEET_SALT_SSH to a salt-ssh (in a clone, `make salt` makes .salt-venv)")
 
 
 @dataclass
@@ -183,6 +186,7 @@ class SaltSsh:
         """
         if not host_ids or not states:
             return {}
+        leases.ensure_held()  # a command that lost the cluster's lease starts no further Salt run
         cmd = [str(self.salt_ssh), "-c", str(self.dir), "--roster-file", str(self.dir / "roster"), "--out", "json",
                "--out-indent", "-1", "--no-color", "--max-procs", str(self.max_procs), "-L", ",".join(host_ids),
                "state.apply", ",".join(states)]

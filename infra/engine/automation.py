@@ -9,10 +9,14 @@ failures become gpufleet errors with a hint. Pulumi is imported only here, insid
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
 import shutil
+import signal
+import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +36,7 @@ from gpufleet.errors import (
 )
 from gpufleet.paths import make_dir, pulumi_state_dir
 from gpufleet.providers import CLOUDS
-from gpufleet.state import team_config
+from gpufleet.state import leases, team_config
 
 PROJECT = "gpufleet"
 INSTALL_HINT = ("install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh (or brew install pulumi), "
@@ -87,7 +91,7 @@ def passphrase_env(url: str, prompt: Callable[[], str] | None) -> dict[str, str]
 
 
 def find_pulumi():
-    """A PulumiCommand for the installed CLI, or ToolMissing naming how to install it (SdkMissing
+    """The installed Pulumi CLI (``Cli``), or ToolMissing naming how to install it (SdkMissing
     naming the extra when not even Pulumi's Python SDK is installed)."""
     try:
         from pulumi.automation import PulumiCommand
@@ -104,9 +108,82 @@ def find_pulumi():
         else:
             raise ToolMissing("the Pulumi CLI is not installed (`pulumi` is not on PATH or in ~/.pulumi/bin)", INSTALL_HINT)
     try:
-        return PulumiCommand(root=root)
+        return Cli(PulumiCommand(root=root))
     except FileNotFoundError:
         raise ToolMissing("the Pulumi CLI could not be started", INSTALL_HINT) from None
+
+
+class Cli:
+    """The Pulumi CLI as the Automation API runs it (a ``PulumiCommand``: ``version``, and ``run`` of one
+    command line, its output streamed to the callbacks, a CommandError when it fails), each run a process
+    held here so that ``interrupt`` can stop the one in flight as Ctrl-C does. On SIGINT the CLI cancels
+    its update: the engine starts no further step, finishes those in flight and saves its checkpoint, then
+    exits non-zero; a second SIGINT would kill it at once (pulumi/pulumi pkg/backend cancellation scope,
+    ``NewScope``). ``Stack.cancel`` (`pulumi cancel`) is no way to stop it: on a self-managed backend it
+    only deletes the stack's lock files while the update goes on (pkg/backend/diy/backend.go,
+    ``CancelCurrentUpdate``)."""
+
+    def __init__(self, found):
+        self.command, self.version = found.command, found.version
+        self._running: set[subprocess.Popen] = set()
+        self._interrupted = False
+        self._lock = threading.Lock()
+
+    def run(self, args: list[str], cwd: str, additional_env, on_output=None, on_error=None):
+        from pulumi.automation import CommandResult
+        from pulumi.automation.errors import create_command_error
+
+        # never a prompt (the CLI fails instead of waiting for input), as the Automation API asks: the flag
+        # goes before a `--` that ends the CLI's own flags
+        end = args.index("--") if "--" in args else len(args)
+        if "--non-interactive" not in args[:end]:
+            args = ["--non-interactive", *args]
+        env = {**os.environ, **additional_env, "PULUMI_AUTOMATION_API": "true"}
+        if os.path.isabs(self.command):  # the plugins installed beside the CLI come first
+            env["PATH"] = os.pathsep.join([os.path.dirname(self.command), env.get("PATH", "")])
+        with self._lock:
+            if self._interrupted:  # interrupted before it began: it does not begin
+                raise create_command_error(CommandResult("", "error: interrupted before it started", 255))
+            proc = subprocess.Popen([self.command, *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, encoding="utf-8",
+                                    errors="replace")
+            self._running.add(proc)
+        try:
+            err: list[str] = []
+            reader = threading.Thread(target=_lines, args=(proc.stderr, on_error, err), daemon=True)
+            reader.start()
+            out: list[str] = []
+            _lines(proc.stdout, on_output, out)
+            reader.join()
+            code = proc.wait()
+        finally:
+            with self._lock:
+                self._running.discard(proc)
+        result = CommandResult(stdout="\n".join(out), stderr="\n".join(err), code=code)
+        if code != 0:
+            raise create_command_error(result)
+        return result
+
+    def interrupt(self) -> None:
+        """Ask every run in flight to stop, as Ctrl-C does (once: the CLI then cancels gracefully), and
+        start no other."""
+        with self._lock:
+            self._interrupted = True
+            running = list(self._running)
+        for proc in running:
+            try:
+                proc.send_signal(signal.SIGINT)
+            except (ProcessLookupError, OSError):
+                pass  # it ended meanwhile
+
+
+def _lines(stream, callback, into: list[str]) -> None:
+    for line in stream:
+        line = line.rstrip("\n")
+        if callback:
+            callback(line)
+        into.append(line)
+    stream.close()
 
 
 def state_stacks(url: str | None = None, pulumi_command=None) -> set[str] | None:
@@ -225,10 +302,10 @@ class DeployResult:
 
 
 def _stack(cluster: str, program, pulumi_command, prompt, backend: str | None):
-    """The cluster's stack in a LocalWorkspace on the backend, with the passphrase in place."""
+    """The cluster's stack in a LocalWorkspace on the backend, with the passphrase in place (``pulumi_command``:
+    the CLI, ``find_pulumi()``'s or a stand-in)."""
     from pulumi import automation as auto
 
-    cmd = pulumi_command or find_pulumi()
     url = backend or backend_url()
     provider = secrets_provider(url)
     env = {**team_env(url), **(passphrase_env(url, prompt) if provider == team_config.PASSPHRASE else {})}
@@ -236,7 +313,7 @@ def _stack(cluster: str, program, pulumi_command, prompt, backend: str | None):
         project_settings=auto.ProjectSettings(name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=url)),
         secrets_provider=provider,
         env_vars={"PULUMI_SKIP_UPDATE_CHECK": "true", **env},
-        pulumi_command=cmd,
+        pulumi_command=pulumi_command,
     )
     return auto.create_or_select_stack(stack_name=cluster, project_name=PROJECT, program=program, opts=opts)
 
@@ -246,8 +323,10 @@ def up(cluster: str, program, *, pulumi_command=None, progress: Progress | None 
     """Create or update the cluster's Pulumi stack; return its outputs (plain values)."""
     progress = progress or Progress()
     try:
-        stack = _stack(cluster, program, pulumi_command, prompt, backend)
-        res = stack.up(on_event=progress, color="never")
+        cmd = pulumi_command or find_pulumi()
+        with _stopped_with_the_lease(cmd):
+            stack = _stack(cluster, program, cmd, prompt, backend)
+            res = stack.up(on_event=progress, color="never")
     except Exception as e:  # noqa: BLE001 - every engine failure is translated below
         raise translate(e, progress) from None
     return DeployResult(cluster, {k: v.value for k, v in res.outputs.items()}, progress, res.stdout)
@@ -257,7 +336,7 @@ def outputs(cluster: str, *, pulumi_command=None, prompt: Callable[[], str] | No
             backend: str | None = None) -> dict:
     """The cluster's stack outputs as the backend holds them (``pulumi stack output --json``)."""
     try:
-        stack = _stack(cluster, lambda: None, pulumi_command, prompt, backend)
+        stack = _stack(cluster, lambda: None, pulumi_command or find_pulumi(), prompt, backend)
         return {k: v.value for k, v in stack.outputs().items()}
     except Exception as e:  # noqa: BLE001
         raise translate(e) from None
@@ -268,12 +347,26 @@ def destroy(cluster: str, *, pulumi_command=None, progress: Progress | None = No
     """Destroy every resource of the cluster's stack, then remove the stack from the backend."""
     progress = progress or Progress()
     try:
-        stack = _stack(cluster, lambda: None, pulumi_command, prompt, backend)
-        stack.destroy(on_event=progress, color="never")
-        stack.workspace.remove_stack(cluster)
+        cmd = pulumi_command or find_pulumi()
+        with _stopped_with_the_lease(cmd):
+            stack = _stack(cluster, lambda: None, cmd, prompt, backend)
+            stack.destroy(on_event=progress, color="never")
+            stack.workspace.remove_stack(cluster)
     except Exception as e:  # noqa: BLE001
         raise translate(e, progress) from None
     return progress
+
+
+@contextlib.contextmanager
+def _stopped_with_the_lease(cmd):
+    """A Pulumi run inside the cluster's lease (team mode): none starts once the lease is lost, and the one
+    in flight is interrupted when it is (``Cli.interrupt``); its failure is then the lost lease's."""
+    with leases.stopping(getattr(cmd, "interrupt", None)):
+        try:
+            yield
+        except Exception:
+            leases.ensure_held()  # lost meanwhile: that, not the cancelled update, is what happened
+            raise
 
 
 # --- errors -----------------------------------------------------------------------------------

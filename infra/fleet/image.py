@@ -82,8 +82,15 @@ def write_bundle(folder: Path, archive: bytes, spec: dict) -> None:
 
 
 def image_name(stack, pool, tree: str) -> str:
-    """Named for the stack, the pool and the state tree it holds (a new tree, a new image)."""
+    """Named for the stack, the pool and the state tree it holds (a new tree, a new image): what a pool
+    boots as ``gpufleet:<name>``, the newest build of it. Each build's own name in the cloud adds its
+    ``build_stamp``."""
     return f"gpufleet-{stack.name}-{pool.name}-{tree[:10]}"
+
+
+def build_stamp() -> str:
+    """This build's UTC second: AWS and GCP refuse an image name twice, Azure a gallery version."""
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d%H%M%S")
 
 
 def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelta | None = None) -> list[ImagePlan]:
@@ -96,13 +103,12 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelt
                              f"set its image to one of {', '.join(IMAGES)} (or leave it out) to plan its golden image")
     archive, tree = current_tree(stack, cat)
     templates = templates_dir()
-    out.mkdir(parents=True, exist_ok=True)
-    made = []
+    planned = []  # every pool's variables before anything is written: a pool that cannot be planned leaves no files
+    stamp = build_stamp()
     for p in pools:
         c = cloud(p.provider)
         bundle = out / p.name / "bundle"
         spec = bake.spec(stack, p, cat, tree=tree, base_image=p.image or DEFAULT_IMAGE)
-        write_bundle(bundle, archive, spec)
         name = image_name(stack, p, tree)
         tags = {"gpufleet:image": name, "gpufleet:stack": stack.name, "gpufleet:pool": p.name,
                 "gpufleet:owner": stack.owner, "gpufleet:tree": tree[:16]}
@@ -112,7 +118,13 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelt
             settings = c.program_settings(plan=False)
         except Exception:  # noqa: BLE001 - no credentials here: the account's own values stay unset, and said
             settings = {}
-        variables = c.image_vars(p, name=name, tags=tags, bundle=str(bundle.resolve()), settings=settings)
+        variables = c.image_vars(p, name=name, tags=tags, bundle=str(bundle.resolve()), settings=settings,
+                                 zones=cat.region_zones(p.provider, p.region), build=stamp)
+        planned.append((p, c, bundle, spec, name, variables))
+    out.mkdir(parents=True, exist_ok=True)
+    made = []
+    for p, c, bundle, spec, name, variables in planned:
+        write_bundle(bundle, archive, spec)
         var_file = out / f"{p.name}.{p.provider}.pkrvars.json"
         var_file.write_text(json.dumps(variables, indent=1, sort_keys=True) + "\n")
         template = templates / c.image_template
@@ -159,6 +171,7 @@ def build(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedel
     made = []
     for m in plans:
         variables = json.loads(Path(m.var_file).read_text())
+        cloud(m.provider).image_destination(variables)  # what the plugin needs to exist before it builds
         init = subprocess.run([exe, "init", m.template], capture_output=True, text=True)
         if init.returncode != 0:
             raise GpufleetError(f"packer init {m.template} failed: {(init.stderr or init.stdout).strip()[-500:]}",

@@ -126,7 +126,7 @@ def rebuild(cat, *, path: Path | None = None, providers: list[str] | None = None
 
 def _write_store(store, clusters: list[ClusterRecord]) -> list[str]:
     """The rebuilt clusters into the team's store (each host's recorded status kept), and the store's
-    other clusters removed, except those whose lease is live: the names kept so."""
+    other clusters removed, except those under a lease (a live one, or one not yet expired): the names kept so."""
     for rec in clusters:
         doc = rec.to_dict()
         shared_registry.update(store, rec.name, lambda cur, doc=doc: {**doc, "hosts": (cur or {}).get("hosts", {})})
@@ -135,8 +135,7 @@ def _write_store(store, clusters: list[ClusterRecord]) -> list[str]:
     for doc in shared_registry.clusters(store):
         if doc["name"] in names:
             continue
-        held = leases.read(store, doc["name"])
-        if held is not None and not held[0].expired(dt.datetime.now(dt.timezone.utc)):
+        if leases.read(store, doc["name"]) is not None:  # held, or its holder died: only watching tells, so kept
             kept.append(doc["name"])
             continue
         shared_registry.update(store, doc["name"], lambda cur: None)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from gpufleet.clouds.team_store import open_store
 from gpufleet.errors import GpufleetError, InputError
-from gpufleet.state import caller, events, leases, team_config
+from gpufleet.state import caller, events, leases, pulumi_locks, team_config
 from gpufleet.state.registry import Registry
 from gpufleet.state.shared import SharedStore
 
@@ -70,10 +70,14 @@ def init(url: str, *, secrets_provider: str = team_config.PASSPHRASE, now: dt.da
 
 
 @contextlib.contextmanager
-def session(cluster: str, command: str, *, wait: bool = True, on_wait: Callable | None = None) -> Iterator[dict]:
+def session(cluster: str, command: str, *, wait: bool = True, on_wait: Callable | None = None,
+            on_warning: Callable[[str], None] | None = None) -> Iterator[dict]:
     """Hold ``cluster``'s lease while the block runs and log one event for it (its outcome: ok, or
     the error and its exit code, and what the block adds to the dict it is given, e.g. the launch
-    price). No team: nothing."""
+    price). A lease lost while the block runs stops its work (``leases.ensure_held``) and is the
+    command's outcome (LeaseLost, whatever the stopped work raised); one found broken only as it is
+    released fails a command that had succeeded. The release and the event never raise (``on_warning``
+    hears what could not be done). No team: nothing."""
     store = current()
     extra: dict = {}
     if store is None:
@@ -82,23 +86,32 @@ def session(cluster: str, command: str, *, wait: bool = True, on_wait: Callable 
     me = who()  # once: the lease and the event name the same caller
     held = leases.acquire(store, cluster, command, me, wait=wait, on_wait=on_wait)
     started = dt.datetime.now(dt.timezone.utc)
-    outcome, code = "ok", 0
+    failure: BaseException | None = None
     try:
         yield extra
     except BaseException as e:
-        code = getattr(e, "exit_code", getattr(e, "code", 1))
-        code = 1 if code is None else code
-        if code != 0:
-            outcome = f"failed: {getattr(e, 'message', None) or e.__class__.__name__}"[:300]
-        raise
-    finally:
-        held.release()
-        event = {"who": me, "host": socket.gethostname(), "command": command, "cluster": cluster,
-                 "outcome": outcome, "exit_code": code if isinstance(code, int) else 1,
-                 "seconds": round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1)}
-        if held.lost:
-            event["lease"] = "broken by `unlock --force` while it ran"
-        events.record(store, {**event, **extra})
+        failure = e
+    lost_while_running = held.lost
+    held.release()
+    if held.lost and (failure is None or lost_while_running and not isinstance(failure, leases.LeaseLost)):
+        try:
+            held.check()
+        except leases.LeaseLost as e:
+            e.__context__, failure = failure, e
+    code = 0 if failure is None else getattr(failure, "exit_code", getattr(failure, "code", 1))
+    code = code if isinstance(code, int) else 1
+    event = {"who": me, "host": socket.gethostname(), "command": command, "cluster": cluster,
+             "outcome": "ok" if code == 0 else f"failed: {getattr(failure, 'message', None) or type(failure).__name__}"[:300],
+             "exit_code": code, "seconds": round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1)}
+    if held.lost:
+        event["lease"] = held.lost_why
+    try:
+        leases.bounded(leases.CLEANUP_S, lambda: events.record(store, {**event, **extra}))
+    except Exception as e:  # noqa: BLE001 - cleanup: the command's own outcome stands
+        if on_warning:
+            on_warning(f"the team's log did not get this command's event: {getattr(e, 'message', None) or e}")
+    if failure is not None:
+        raise failure
 
 
 @dataclass
@@ -107,25 +120,40 @@ class Unlocked:
     pulumi_locks: list[str]
 
 
-def unlock(cluster: str, *, force: bool = False) -> Unlocked:
-    """Break ``cluster``'s expired lease (a live one only with ``force``) and the Pulumi lock it
-    guarded (the self-managed backend's ``.pulumi/locks/<org>/<project>/<cluster>/<id>.json``,
-    pulumi/pulumi pkg/backend/diy/lock.go), logging it."""
+def unlock(cluster: str, *, force: bool = False, on_watch: Callable | None = None) -> Unlocked:
+    """Break ``cluster``'s lease (one seen unchanged for the expiry; a live one only with ``force``)
+    and the Pulumi locks it guarded: those written on its host while it was held
+    (``state.pulumi_locks``). Pulumi's other locks are kept and named (InputError) unless ``force``."""
     store = current()
     if store is None:
         raise InputError("no team store: leases exist only in team mode", "gpufleet team init URL")
-    broken = leases.unlock(store, cluster, force=force)
-    cleared = []
-    for k in store.keys("pulumi/.pulumi/locks/"):
-        if k.rsplit("/", 2)[-2] == cluster:
-            got = store.read(k)
-            if got is not None and store.delete(k, got[1]):
-                cleared.append(k)
+    locks = pulumi_locks.of_stack(store, cluster)
+    if not force and locks and leases.read(store, cluster) is None:
+        raise _kept(cluster, locks, None)  # no lease: nothing of gpufleet's to break, Pulumi's left as found
+    broken = leases.unlock(store, cluster, force=force, on_watch=on_watch)
+    cleared, kept = [], []
+    for lock in locks:
+        if force or (broken is not None and lock.during(broken.host, broken.started, broken.heartbeat)):
+            got = store.read(lock.key)
+            if got is not None and store.delete(lock.key, got[1]):
+                cleared.append(lock.key)
+        else:
+            kept.append(lock)
     if broken or cleared:
         events.record(store, {"who": who(), "host": socket.gethostname(), "command": "unlock" + (" --force" if force else ""),
                               "cluster": cluster, "outcome": "ok", "exit_code": 0,
                               "broke": broken.holder if broken else None, "pulumi_locks": len(cleared)})
+    if kept:
+        raise _kept(cluster, kept, broken)
     return Unlocked(broken, cleared)
+
+
+def _kept(cluster: str, locks: list, broken: leases.Lease | None) -> InputError:
+    done = f"broke the lease of {cluster} held by {broken.holder}; " if broken else ""
+    whose = "not written by that lease's command" if broken else "and no gpufleet lease holds the cluster"
+    return InputError(f"{done}Pulumi's lock of {cluster} was kept, {whose}: it may be a live `pulumi up` "
+                      f"(if no such process runs, `gpufleet unlock {cluster} --force` clears it):\n  "
+                      + "\n  ".join(lock.words() for lock in locks))
 
 
 def log(cluster: str | None = None, since: dt.datetime | None = None) -> list[dict]:

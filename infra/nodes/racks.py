@@ -109,9 +109,10 @@ def drain(run: Run, record, clean: bool) -> list:
     reports = configuration.drain(run.cluster, todo, clean_states=clean_states, pillars=pillars,
                                   trust_new=run.trust_new_hosts, progress=run.progress,
                                   runner_factory=run.runner_factory)
-    for r in reports:
-        run.registry.set_host(run.cluster, r.target.pool, r.target.idx, address=r.target.address, state=r.state,
-                              detail=r.error or ("drained and cleaned" if clean else "drained"))
+    run.registry.set_hosts(run.cluster, {
+        (r.target.pool, r.target.idx): {"address": r.target.address, "state": r.state,
+                                        "detail": r.error or ("drained and cleaned" if clean else "drained")}
+        for r in reports})
     return reports
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from gpufleet.errors import GpufleetError
 from gpufleet.paths import make_dir, named_by, registry_path
 from gpufleet.providers import CLOUDS
-from gpufleet.state import shared_registry
+from gpufleet.state import leases, shared_registry
 from gpufleet.state.shared import SharedStore
 
 SCHEMA_VERSION = 6
@@ -253,6 +253,7 @@ class Registry:
 
     def _push(self, name: str, change) -> None:
         if self.shared is not None:
+            leases.ensure_held()  # a command that lost the cluster's lease may be racing the new holder: no write
             shared_registry.update(self.shared, name, change)
 
     def _create(self) -> None:
@@ -406,19 +407,32 @@ class Registry:
             names = [r[0] for r in db.execute("SELECT name FROM clusters ORDER BY created_at, name")]
         return [self.get(n) for n in names]
 
-    def set_host(self, cluster: str, pool: str, idx: int, *, address: str, state: str, digest: str | None = None,
-                 facts: dict | None = None, detail: str | None = None) -> None:
-        """Record one host's configuration outcome (one transaction; the cluster must exist)."""
-        h = {"address": address, "state": state, "digest": digest, "facts": facts, "detail": detail, "updated_at": _now()}
-        self._set_host_local(cluster, pool, idx, **h)
-        self._push(cluster, lambda cur: cur and {**cur, "hosts": {**cur.get("hosts", {}), f"{pool}/{idx}": h}})
-
-    def _set_host_local(self, cluster: str, pool: str, idx: int, *, address: str, state: str, digest: str | None,
-                        facts: dict | None, detail: str | None, updated_at: str) -> None:
+    def set_hosts(self, cluster: str, outcomes: dict[tuple[str, int], dict]) -> None:
+        """Record hosts' configuration outcomes (``(pool, idx)`` -> address, state, and digest, facts,
+        detail where known; the cluster must exist) together: one local transaction, and in team mode one
+        write of the cluster's object, however many hosts (Cloud Storage takes about one write a second to
+        one object)."""
+        if not outcomes:
+            return
+        now = _now()
+        rows = {f"{pool}/{idx}": {"address": h["address"], "state": h["state"], "digest": h.get("digest"),
+                                  "facts": h.get("facts"), "detail": h.get("detail"), "updated_at": now}
+                for (pool, idx), h in outcomes.items()}
         with self._db(write=True) as db:
-            db.execute("INSERT OR REPLACE INTO host_status VALUES (?,?,?,?,?,?,?,?,?)",
-                       (cluster, pool, idx, address, state, digest, json.dumps(facts) if facts is not None else None,
-                        detail, updated_at))
+            for pool, idx in outcomes:
+                self._set_host_row(db, cluster, pool, idx, **rows[f"{pool}/{idx}"])
+        self._push(cluster, lambda cur: cur and {**cur, "hosts": {**cur.get("hosts", {}), **rows}})
+
+    def _set_host_local(self, cluster: str, pool: str, idx: int, **row) -> None:
+        with self._db(write=True) as db:
+            self._set_host_row(db, cluster, pool, idx, **row)
+
+    @staticmethod
+    def _set_host_row(db, cluster: str, pool: str, idx: int, *, address: str, state: str, digest: str | None,
+                      facts: dict | None, detail: str | None, updated_at: str) -> None:
+        db.execute("INSERT OR REPLACE INTO host_status VALUES (?,?,?,?,?,?,?,?,?)",
+                   (cluster, pool, idx, address, state, digest, json.dumps(facts) if facts is not None else None,
+                    detail, updated_at))
 
     def hosts(self, cluster: str) -> dict[tuple[str, int], dict]:
         with self._db() as db:

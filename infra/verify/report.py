@@ -73,13 +73,15 @@ def record(registry, cluster: str, verdicts: list[NodeVerdict]) -> None:
     """A node that failed is marked ``unhealthy`` in the registry (its configuration digest kept, so
     a later `configure` still knows what it has); one that passes again goes back to ``configured``."""
     known = registry.hosts(cluster)
+    changed = {}  # all in one write
     for v in verdicts:
         pool, _, idx = v.node.rpartition("-")
         row = known.get((pool, int(idx))) if idx.isdigit() else None
         if v.verdict in ("fail", "incomplete"):
-            registry.set_host(cluster, pool, int(idx), address=v.address or (row or {}).get("address") or v.node,
-                              state="unhealthy", digest=(row or {}).get("digest"), facts=(row or {}).get("facts"),
-                              detail=v.summary())
+            changed[(pool, int(idx))] = {"address": v.address or (row or {}).get("address") or v.node,
+                                         "state": "unhealthy", "digest": (row or {}).get("digest"),
+                                         "facts": (row or {}).get("facts"), "detail": v.summary()}
         elif v.ok and row and row["state"] == "unhealthy":
-            registry.set_host(cluster, pool, int(idx), address=row["address"], state="configured", digest=row["digest"],
-                              facts=row["facts"], detail="verified")
+            changed[(pool, int(idx))] = {"address": row["address"], "state": "configured", "digest": row["digest"],
+                                         "facts": row["facts"], "detail": "verified"}
+    registry.set_hosts(cluster, changed)

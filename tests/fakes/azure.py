@@ -8,6 +8,14 @@ formats (https://learn.microsoft.com/rest/api/resources/):
   createdTime,provisioningState``: ``{"value": [GenericResourceExpanded], "nextLink": ...}``,
   paged by ``$top`` / ``$skiptoken`` as ARM pages;
 * ``GET /subscriptions/{s}/resourcegroups?$filter=...`` and ``.../resourceGroups/{g}/resources``;
+* ``PUT`` of a resource group or a resource by id (Resource Groups - Create Or Update; a Compute
+  Gallery, a gallery image definition): ``201`` with the resource as stored, ``provisioningState``
+  ``Succeeded`` (a long-running PUT done at once); the request body as the SDK serialised it is
+  kept beside the resource (``sent``); ``HEAD`` of a resource group: ``204`` or ``404``;
+* Marketplace images (``marketplace_image``): ``GET .../locations/{l}/publishers/{p}/artifacttypes/
+  vmimage/offers/{o}/skus/{s}/versions`` (a JSON array of ``{name, location, id}``) and ``.../versions/
+  {v}`` (``properties.hyperVGeneration``, ``osDiskImage.operatingSystem``, ``plan`` when it is sold
+  with one), learn.microsoft.com/rest/api/compute/virtual-machine-images;
 * ``GET`` / ``DELETE`` of a resource by id (``?api-version=``): the resource, ``202 Accepted``
   with ``Azure-AsyncOperation`` / ``Location`` headers for a delete; ``404
   ResourceNotFound``; ``400 InUseSubnetCannotBeDeleted``-style conflicts while another
@@ -90,6 +98,8 @@ class ArmFake(JsonServer):
         self.scale_sets: dict[str, list[dict]] = {}  # lowercased scale set id -> its VMs
         self.accepted: set[str] = set()  # "publisher:offer:plan" whose marketplace terms the subscription accepted
         self.capacity_groups: dict[str, tuple[dict, list[dict]]] = {}  # lowercased id -> (group, its reservations)
+        self.marketplace: dict[tuple, list[dict]] = {}  # (location, publisher, offer, sku) lowercased -> versions
+        self.sent: dict[str, dict] = {}  # lowercased id -> the last PUT body, as the client serialised it
         self.page_size = 50
         # Cost Management's query: the recorded QueryResults it answers in order (none left: 204 No Content),
         # and the query bodies it was sent
@@ -105,6 +115,8 @@ class ArmFake(JsonServer):
             self.scale_sets.clear()
             self.accepted.clear()
             self.capacity_groups.clear()
+            self.marketplace.clear()
+            self.sent.clear()
             self.cost_pages.clear()
             self.cost_queries.clear()
             self.faults.clear()
@@ -130,6 +142,19 @@ class ArmFake(JsonServer):
         with self.lock:
             self.items[rid.lower()] = item
         return item
+
+    def marketplace_image(self, location: str, publisher: str, offer: str, sku: str, versions: list[str], *,
+                          generation: str = "V2", plan: dict | None = None) -> None:
+        """A Marketplace image's versions in a location, of one Hyper-V generation (``plan``: name,
+        publisher, product when it is sold with one)."""
+        base = (f"/Subscriptions/{self.subscription}/Providers/Microsoft.Compute/Locations/{location}/Publishers/"
+                f"{publisher}/ArtifactTypes/VMImage/Offers/{offer}/Skus/{sku}/Versions")
+        rows = [{"name": v, "location": location, "id": f"{base}/{v}",
+                 "properties": {"hyperVGeneration": generation, "architecture": "x64",
+                                "osDiskImage": {"operatingSystem": "Linux"}, **({"plan": plan} if plan else {})}}
+                for v in versions]
+        with self.lock:
+            self.marketplace[tuple(x.lower() for x in (location, publisher, offer, sku))] = rows
 
     def scale_set_vms(self, scale_set_id: str, vms: list[tuple[str, str, str | None, str | None]]) -> None:
         """A scale set's VMs as (instance id, computer name, private IP or None, public IP or None)."""
@@ -241,10 +266,40 @@ class ArmFake(JsonServer):
                          "properties": {"publisher": m.group(1), "product": m.group(2), "plan": m.group(3),
                                         "accepted": urn in self.accepted, "licenseTextLink": "https://example.invalid/",
                                         "retrieveDatetime": "2026-11-24T00:00:00Z", "signature": "S"}}, {}
+        m = re.fullmatch(r"/providers/microsoft.compute/locations/([^/]+)/publishers/([^/]+)/artifacttypes/vmimage/"
+                         r"offers/([^/]+)/skus/([^/]+)/versions(?:/([^/]+))?", rest)
+        if m and method == "GET":
+            rows = self.marketplace.get(m.group(1, 2, 3, 4))
+            if rows is None:
+                return _err(404, "NotFound", "Artifact: VMImage was not found.")
+            if m.group(5) is None:
+                return 200, [{k: r[k] for k in ("name", "location", "id")} for r in rows], {}
+            found = [r for r in rows if r["name"].lower() == m.group(5)]
+            return (200, found[0], {}) if found else _err(404, "NotFound", "Artifact: VMImage was not found.")
         m = re.fullmatch(r"/resourcegroups/([^/]+)", rest)
         if m:
-            return self._group(method, m.group(1))
+            return self._group(method, m.group(1), body)
+        if method == "PUT":
+            return self._put(lp, p, body)
         return self._resource(method, lp, p)
+
+    def _put(self, lid, path, body):
+        """Create or update a resource by id: its type from the path's provider segments."""
+        group = lid.split("/")[4]
+        if group not in self.groups:
+            return _err(404, "ResourceGroupNotFound", f"Resource group '{path.split('/')[4]}' could not be found.")
+        ns, *segments = path.split("/providers/", 1)[1].split("/")
+        rtype = "/".join([ns, *segments[0::2]])
+        item = {"id": path, "name": segments[-1], "type": rtype, "location": body.get("location"),
+                "tags": body.get("tags") or {}, "properties": {**(body.get("properties") or {}),
+                                                               "provisioningState": "Succeeded"},
+                "createdTime": "2026-11-22T06:00:00.0000000Z", "changedTime": "2026-11-22T06:00:00.0000000Z",
+                "provisioningState": "Succeeded", "_uses": []}
+        with self.lock:
+            created = lid not in self.items
+            self.items[lid] = item
+            self.sent[lid] = body
+        return (201 if created else 200), {k: v for k, v in item.items() if not k.startswith("_")}, {}
 
     def _page(self, rows, query, path):
         rows = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
@@ -257,9 +312,14 @@ class ArmFake(JsonServer):
             out["nextLink"] = f"{self.url}{path}?{keep}&$skiptoken={start + size}".replace(" ", "%20")
         return 200, out, {}
 
-    def _group(self, method, name):
+    def _group(self, method, name, body=None):
         with self.lock:
             g = self.groups.get(name)
+            if method == "PUT":
+                self.sent[f"/subscriptions/{self.subscription}/resourcegroups/{name}".lower()] = body
+                return (200 if g else 201), self.group(name, body["location"], body.get("tags")), {}
+            if method == "HEAD":
+                return (204 if g else 404), b"", {}
             if g is None:
                 return _err(404, "ResourceGroupNotFound", f"Resource group '{name}' could not be found.")
             if method == "GET":

@@ -10,14 +10,26 @@
   artifact of the template's builder as each plugin words its id (amazon-ebs ``region:ami-...``,
   googlecompute the image name, azure-arm the gallery version's resource id).
 
+Each image made is remembered in ``FAKE_PACKER_IMAGES`` (a JSON list, when set), and a build whose
+image is already there fails as each plugin refuses it before building: amazon-ebs 1.3.3 prevalidates
+the AMI name (builder/common/step_pre_validate.go), googlecompute 1.2.2 checks the image name
+(step_check_existing_image.go), azure-arm 2.2.0 the gallery image version (builder/azure/arm/builder.go).
+An AMI's id is derived from its name, so each build has its own. azure-arm first reads the gallery
+image definition it publishes into (``GalleryImagesClient.Get``, builder.go) and stops without it:
+so does this one, from the ARM endpoint in ``GPUFLEET_AZURE_ENDPOINT`` (the tests' ARM fake), when set.
+
 ``FAKE_PACKER_FAIL=1`` makes the build fail as Packer reports it (a ``ui,error`` line, exit 1);
 ``FAKE_PACKER_LOG`` names a file each call is appended to.
 """
 
+import hashlib
 import json
 import os
+import ssl
 import sys
 import time
+import urllib.error
+import urllib.request
 
 
 def line(target, kind, *data):
@@ -39,14 +51,32 @@ def main(argv):
     template = os.path.basename(argv[-1])
     builder = {"aws.pkr.hcl": "amazon-ebs.gpufleet", "gcp.pkr.hcl": "googlecompute.gpufleet",
                "azure.pkr.hcl": "azure-arm.gpufleet"}[template]
-    line("", "ui", "say", f"==> {builder}: Creating temporary instance to build {variables['image_name']}...")
+    made = os.environ.get("FAKE_PACKER_IMAGES")
+    held = json.loads(open(made).read()) if made and os.path.exists(made) else []
+    if builder.startswith("azure"):
+        name = f"{variables['gallery_name']}/{variables['gallery_image_name']}:{variables['image_version']}"
+        refusal = (f"a gallery image version for image name:version {variables['gallery_image_name']}:"
+                   f"{variables['image_version']} already exists in gallery {variables['gallery_name']}, use a different "
+                   "gallery image version or use the -force option to automatically delete it.")
+    else:
+        name = variables["image_name"]
+        refusal = (f"Error: AMI Name: '{name}' is used by an existing AMI: {_ami(name)}" if builder.startswith("amazon")
+                   else f"Image {name} already exists in project {variables.get('project_id')}.")
+    if name in held:
+        line("", "ui", "error", refusal)
+        return 1
+    missing = builder.startswith("azure") and _no_gallery_image(variables)
+    if missing:
+        line("", "ui", "error", missing)
+        return 1
+    line("", "ui", "say", f"==> {builder}: Creating temporary instance to build {name}...")
     line("", "ui", "message", f"    {builder}: Uploading {variables['bundle_dir']}/ => /tmp/gpufleet")
     line("", "ui", "message", f"    {builder}: baked 8 formula(s) of state tree abc: 412 changed in 950s")
     if os.environ.get("FAKE_PACKER_FAIL"):
         line("", "ui", "error", f"Build '{builder}' errored after 16 minutes: Script exited with non-zero exit status: 1")
         return 1
     if builder.startswith("amazon"):
-        artifact = f"{variables['region']}:ami-0123456789abcdef0"
+        artifact = f"{variables['region']}:{_ami(name)}"
     elif builder.startswith("google"):
         artifact = variables["image_name"]
     else:
@@ -58,7 +88,31 @@ def main(argv):
     line(builder, "artifact", "0", "id", artifact)
     line(builder, "artifact", "0", "end")
     line("", "ui", "say", f"Build '{builder}' finished after 17 minutes.")
+    if made:
+        with open(made, "w") as f:
+            json.dump([*held, name], f)
     return 0
+
+
+def _no_gallery_image(variables: dict) -> str | None:
+    """azure-arm's refusal when the gallery image definition is missing (None when it is there)."""
+    endpoint = os.environ.get("GPUFLEET_AZURE_ENDPOINT")
+    if not endpoint:
+        return None
+    url = (f"{endpoint}/subscriptions/{variables['subscription_id']}/resourceGroups/{variables['gallery_resource_group']}"
+           f"/providers/Microsoft.Compute/galleries/{variables['gallery_name']}/images/{variables['gallery_image_name']}"
+           "?api-version=2023-07-03")
+    try:
+        urllib.request.urlopen(url, context=ssl.create_default_context(cafile=os.environ.get("REQUESTS_CA_BUNDLE")))
+        return None
+    except urllib.error.HTTPError as e:
+        return (f"failed to get image \"{variables['gallery_image_name']}\" from image gallery "
+                f"\"{variables['gallery_name']}\" in resource group \"{variables['gallery_resource_group']}\": "
+                f"{e.read().decode()}")
+
+
+def _ami(name: str) -> str:
+    return "ami-" + hashlib.sha256(name.encode()).hexdigest()[:17]
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 
 from pulumi.automation import PulumiCommand
@@ -65,6 +66,13 @@ class FakePulumiCLI(PulumiCommand):
         self.fail_destroy: Failure | None = None
         self.survivors_on_destroy: int = 0  # resources that refuse to die
         self.on_up = None  # called as an `up` starts (tests: to hold it there while another command runs)
+        self.interrupted = threading.Event()  # set by ``interrupt``, as SIGINT reaching the real CLI
+
+    def interrupt(self) -> None:
+        """What the CLI does on SIGINT (Ctrl-C) during an update: it cancels it (the engine starts no further
+        step, finishes those in flight and saves its checkpoint) and exits non-zero; here the `up` held in
+        ``on_up`` ends so."""
+        self.interrupted.set()
 
     # -- the one entry point the Automation API uses -----------------------------------------
     def run(self, args, cwd, additional_env, on_output=None, on_error=None) -> CommandResult:
@@ -114,6 +122,8 @@ class FakePulumiCLI(PulumiCommand):
     def _up(self, args, on_output) -> CommandResult:
         if self.on_up:
             self.on_up()
+        if self.interrupted.is_set():
+            return self._err("error: update canceled\n")
         name = _flag(args, "--stack") or self._current(None)
         st = self.stacks[name]
         start = dt.datetime.now(dt.timezone.utc)

@@ -251,3 +251,68 @@ def test_cli_up_capacity_error_exit_code(fake, monkeypatch):
     r = _cli(["up", str(AWS_STACK), "--yes"], fake, monkeypatch)
     assert r.exit_code == 1 and "no capacity" in r.output and "Traceback" not in r.output
     assert os.path.exists(Registry().path)
+
+
+# a process standing in for the Pulumi CLI, to show what `Cli` does to a real one: it answers `version`, takes
+# `stack select` (the stack exists), and in `up` waits, cancelling on SIGINT as the CLI does (it prints the
+# CLI's words, pulumi/pulumi pkg/backend cancellation scope, and exits non-zero); it notes what it was given
+STAND_IN = '''#!{python}
+import json, os, signal, sys, time
+notes = os.environ["STAND_IN_NOTES"]
+args = sys.argv[1:]
+with open(notes, "a") as f:
+    f.write(json.dumps({{"args": args, "automation": os.environ.get("PULUMI_AUTOMATION_API")}}) + "\\n")
+if args == ["version"]:
+    print("v3.207.0")
+elif "up" in args:
+    def cancel(signum, frame):
+        print("^C received; cancelling. If you would like to terminate immediately, press ^C again.", flush=True)
+        with open(notes, "a") as f:
+            f.write(json.dumps({{"cancelled": True}}) + "\\n")
+        sys.exit(255)
+    signal.signal(signal.SIGINT, cancel)
+    print("Updating (c1):", flush=True)
+    with open(notes, "a") as f:
+        f.write(json.dumps({{"updating": True}}) + "\\n")
+    time.sleep(60)
+'''
+
+
+def test_a_lost_lease_interrupts_the_pulumi_cli_as_ctrl_c_does(tmp_path, monkeypatch):
+    """While `up` is inside the Pulumi CLI (a process), its lease is lost (the store stops answering): the
+    CLI gets SIGINT, the way Pulumi documents to cancel an update gracefully, and `up` ends in LeaseLost."""
+    import sys
+    import threading
+    import time
+
+    from pulumi.automation import PulumiCommand
+
+    from gpufleet.state import leases
+    from gpufleet.state.shared import DirectoryStore
+
+    notes = tmp_path / "notes.jsonl"
+    monkeypatch.setenv("STAND_IN_NOTES", str(notes))
+    exe = tmp_path / "pulumi" / "bin" / "pulumi"
+    exe.parent.mkdir(parents=True)
+    exe.write_text(STAND_IN.format(python=sys.executable))
+    exe.chmod(0o755)
+    shared = tmp_path / "shared"
+    held = leases.acquire(DirectoryStore(f"file://{shared}"), "c1", "up", "x@ci", heartbeat_s=0.2, expires_s=2.0)
+
+    def cut_once_updating() -> None:
+        while not notes.exists() or "updating" not in notes.read_text():
+            time.sleep(0.05)
+        shared.rename(tmp_path / "away")  # the store is gone: no heartbeat can be confirmed
+        shared.write_text("")
+
+    threading.Thread(target=cut_once_updating, daemon=True).start()
+    try:
+        with pytest.raises(leases.LeaseLost, match="lost its lease"):
+            automation.up("c1", lambda: None, pulumi_command=automation.Cli(PulumiCommand(root=str(tmp_path / "pulumi"))),
+                          backend=f"file://{tmp_path / 'state'}")
+    finally:
+        held.release()
+    seen = [json.loads(line) for line in notes.read_text().splitlines()]
+    assert {"cancelled": True} in seen
+    ups = [s for s in seen if "up" in s.get("args", [])]
+    assert len(ups) == 1 and ups[0]["args"][0] == "--non-interactive" and ups[0]["automation"] == "true"

@@ -68,12 +68,56 @@ def test_a_template_uploads_the_bake_bundle_runs_the_bake_mode_and_tags_what_it_
     build = doc["build"][0]
     (upload,) = [p["file"] for p in build["provisioner"] if "file" in p]
     assert upload["source"] == "${var.bundle_dir}/" and upload["destination"] == "/tmp/gpufleet"
-    (shell,) = [p["shell"] for p in build["provisioner"] if "shell" in p]
+    (shell,) = [p["shell"] for p in build["provisioner"] if "shell" in p and "node_bake.py" in p["shell"]["inline"][0]]
     assert shell["inline"][0] == "sudo python3 /tmp/gpufleet/node_bake.py /tmp/gpufleet/bake.json"
     src = _source(doc)
     tagged = {k: v for k, v in src.items() if k in ("tags", "snapshot_tags", "run_tags", "image_labels", "labels",
                                                      "azure_tags")}
     assert tagged and set(tagged.values()) <= {"${var.tags}", "${var.labels}"}
+
+
+def _render(value, variables: dict):
+    """A template's string with its ``${var.x}`` replaced as Packer interpolates them."""
+    return re.sub(r"\$\{var\.(\w+)\}", lambda m: str(variables[m[1]]), value)
+
+
+@pytest.mark.parametrize("provider", CLOUDS)
+def test_the_bundle_reaches_the_builder_as_a_folder_through_the_real_scp_sink(provider, tmp_path, cat):
+    """The template's provisioners before the bake, run as Packer runs them over SSH (tests/packer_comm.py)
+    against OpenSSH's own `scp -t` on a fresh /tmp: the bake then finds the bundle's files where it
+    looks. Packer's file provisioner docs: "the destination directory must already exist"; an scp
+    sink given a folder's entries for a path that does not exist writes each onto that path."""
+    from packer_comm import Builder
+
+    from conftest import require
+
+    (m,) = image.plan(stacks.load(MIXED, cat), cat, tmp_path / "out",
+                      pool={"aws": "aws-a100", "gcp": "gcp-l4", "azure": "azure-t4"}[provider])
+    variables = json.loads(Path(m.var_file).read_text())
+    doc, _ = template(provider)
+    ((builder_type, _),) = doc["source"][0].items()
+    try:
+        builder = Builder()
+    except OSError as e:
+        require(False, f"a builder's /tmp needs a mount namespace (root, unshare): {e}")
+    try:
+        for step in doc["build"][0]["provisioner"]:
+            ((kind, body),) = step.items()
+            if kind == "shell" and any("node_bake.py" in c for c in body["inline"]):
+                break  # the bake itself: what it needs is checked below
+            if kind == "shell":
+                done = builder.shell([_render(c, variables) for c in body["inline"]],
+                                     {"PACKER_BUILD_NAME": "gpufleet", "PACKER_BUILDER_TYPE": builder_type})
+                assert done.returncode == 0, done.stderr
+            else:
+                builder.file(_render(body["source"], variables), _render(body["destination"], variables))
+        kind = builder.run("stat -c %F /tmp/gpufleet").stdout.strip()
+        assert kind == "directory", f"the upload left /tmp/gpufleet a {kind}"
+        for f in sorted(Path(m.bundle).iterdir()):
+            assert builder.run(f"sha256sum < /tmp/gpufleet/{f.name}").stdout.split()[0] == hashlib.sha256(
+                f.read_bytes()).hexdigest(), f.name
+    finally:
+        builder.close()
 
 
 def test_the_aws_image_and_its_builder_are_encrypted_and_imdsv2_only():
@@ -118,6 +162,50 @@ def test_image_plan_writes_each_pools_variables_and_the_bundle_its_nodes_recogni
     assert {m.provider: m.unset for m in made if m.unset} == {"gcp": ["project_id"], "azure": ["subscription_id"]}
 
 
+def _only(stack, pool: str, **update):
+    """``stack`` with only its pool ``pool``, changed by ``update`` (a place the example does not use)."""
+    return stack.model_copy(update={"pools": [next(p for p in stack.pools if p.name == pool).model_copy(update=update)]})
+
+
+def test_a_gcp_builder_runs_in_a_zone_its_region_has_and_none_is_invented(cat, tmp_path):
+    """A zone is not "<region>-a" everywhere: us-east1's are b, c and d, europe-west9 has only c
+    (the catalog's regions.csv, from GCP's zone list); a builder in a zone that does not exist never starts."""
+    from gpufleet.errors import InputError
+
+    stack = stacks.load(MIXED, cat)
+    for region in sorted(cat.regions["gcp"]):
+        (m,) = image.plan(_only(stack, "gcp-l4", region=region), cat, tmp_path / region)
+        assert json.loads(Path(m.var_file).read_text())["zone"] in cat.region_zones("gcp", region), region
+    cat.zones.pop(("gcp", "us-east1"))  # a region the catalog lists no zones of: said, not guessed
+    with pytest.raises(InputError, match="the catalog lists no zone of us-east1") as e:
+        image.plan(_only(stack, "gcp-l4", region="us-east1"), cat, tmp_path / "none")
+    assert e.value.exit_code == 2 and "set the pool's zone" in e.value.hint and not (tmp_path / "none").exists()
+
+
+def test_a_builder_logs_in_as_its_images_user_and_a_plan_image_carries_its_marketplace_plan(cat, tmp_path):
+    """Rocky's AMIs let in `rocky`, Ubuntu's `ubuntu` (amazon-ebs has no user of its own: the SDK's
+    communicator refuses an empty ssh_username); RESF's Rocky images on Azure are sold with a plan,
+    which azure-arm 2.2.0 deploys only with `plan_info` (plan_name, plan_product, plan_publisher)."""
+    stack = stacks.load(MIXED, cat)
+    users = {}
+    for os_image in ("ubuntu-22.04", "rocky-9"):
+        (m,) = image.plan(_only(stack, "aws-a100", image=os_image), cat, tmp_path / os_image)
+        users[os_image] = json.loads(Path(m.var_file).read_text()).get("ssh_username")
+    assert users == {"ubuntu-22.04": "ubuntu", "rocky-9": "rocky"}
+    doc, _ = template("aws")
+    assert "default" not in next(v["ssh_username"] for v in doc["variable"] if "ssh_username" in v)
+    plans = {}
+    for os_image in ("ubuntu-hpc-22.04", "rocky-9"):
+        (m,) = image.plan(_only(stack, "azure-t4", image=os_image), cat, tmp_path / f"az-{os_image}")
+        plans[os_image] = json.loads(Path(m.var_file).read_text()).get("plan_info")
+    assert plans == {"ubuntu-hpc-22.04": [],
+                     "rocky-9": [{"plan_name": "9-base", "plan_product": "rockylinux-x86_64", "plan_publisher": "resf"}]}
+    (dynamic,) = _source(template("azure")[0])["dynamic"]
+    assert dynamic["plan_info"]["for_each"] == "${var.plan_info}"
+    assert dynamic["plan_info"]["content"][0] == {f: f"${{plan_info.value.{f}}}" for f in
+                                                  ("plan_name", "plan_product", "plan_publisher")}
+
+
 def test_cli_image_plan_json_and_a_rack_only_stack_is_exit_2(tmp_path):
     r = cli("--json", "image", "plan", str(MIXED), "--out", str(tmp_path / "imgs"), "--pool", "aws-a100")
     assert r.exit_code == 0, r.output
@@ -140,6 +228,7 @@ def fake_packer(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUFLEET_PACKER", _stand_in(tmp_path, "packer", "packer.py"))
     monkeypatch.setenv("GPUFLEET_IMAGES", str(tmp_path / "images.json"))
     monkeypatch.setenv("FAKE_PACKER_LOG", str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv("FAKE_PACKER_IMAGES", str(tmp_path / "cloud-images.json"))
     return tmp_path
 
 
@@ -152,9 +241,9 @@ def test_image_build_runs_packer_tells_its_progress_and_records_the_image(fake_p
     calls = [json.loads(x) for x in (tmp_path / "calls.jsonl").read_text().splitlines()]
     assert [c[0] for c in calls] == ["version", "init", "build"] and calls[2][1] == "-machine-readable"
     (built,) = Manifest().entries()
-    assert (built.provider, built.region, built.id, built.pool) == ("aws", "us-east-1", "ami-0123456789abcdef0",
-                                                                     "trainers")
-    assert built.name.startswith("gpufleet-aws-training-trainers-") and "ami-0123456789abcdef0" in r.stdout
+    assert (built.provider, built.region, built.pool) == ("aws", "us-east-1", "trainers")
+    assert re.fullmatch(r"ami-[0-9a-f]{17}", built.id) and built.id in r.stdout
+    assert built.name.startswith("gpufleet-aws-training-trainers-")
 
 
 def test_a_pool_boots_its_built_image_and_a_missing_one_is_exit_2(fake_packer, tmp_path, cat):
@@ -169,12 +258,12 @@ def test_a_pool_boots_its_built_image_and_a_missing_one_is_exit_2(fake_packer, t
     (tmp_path / "b.yaml").write_text(text)
     p = planner.plan(stacks.load(tmp_path / "b.yaml", cat), cat, workers=1)
     (lt,) = [r for r in p.cloud_resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"]
-    assert lt.inputs["imageId"] == "ami-0123456789abcdef0"
+    assert lt.inputs["imageId"] == built.id
     r = cli("--json", "plan", str(tmp_path / "b.yaml"))
     (pool,) = json.loads(r.stdout)["pools"]
-    assert pool["image"]["id"] == "ami-0123456789abcdef0" and pool["image"]["current"] is True
+    assert pool["image"]["id"] == built.id and pool["image"]["current"] is True
     r = cli("plan", str(tmp_path / "b.yaml"))
-    assert f"pool trainers boots golden image {built.name} (ami-0123456789abcdef0" in r.stdout and "current" in r.stdout
+    assert f"pool trainers boots golden image {built.name} ({built.id}" in r.stdout and "current" in r.stdout
     doc = json.loads((tmp_path / "images.json").read_text())  # the image holds an older tree
     doc["images"][0]["tree"] = "0" * 64
     (tmp_path / "images.json").write_text(json.dumps(doc))
@@ -183,6 +272,81 @@ def test_a_pool_boots_its_built_image_and_a_missing_one_is_exit_2(fake_packer, t
     (tmp_path / "c.yaml").write_text(text.replace(built.name, "gpufleet-none"))
     r = cli("plan", str(tmp_path / "c.yaml"))
     assert r.exit_code == 2 and "no image gpufleet-none built for aws us-east-1" in r.output, r.output
+
+
+def test_rebuilding_the_same_tree_makes_an_image_of_its_own_which_the_pool_then_boots(fake_packer, tmp_path, cat,
+                                                                                         monkeypatch):
+    """amazon-ebs and googlecompute refuse to make an image under a name that exists, azure-arm a gallery
+    version that exists (as tests/fakes/packer.py does): each build is named for its UTC second, the state
+    tree stays in the tags, and `image: gpufleet:<name>` boots the newest build of that tree."""
+    from gpufleet.engine import plan as planner
+    from gpufleet.state.images import Manifest
+
+    stamps = iter(["20261125093000", "20261125101500", "20261125093000", "20261125101500"])
+    monkeypatch.setattr(image, "build_stamp", lambda: next(stamps))
+    ids = []
+    for _ in range(2):
+        r = cli("image", "build", str(EXAMPLES_DIR / "aws-training.yaml"), "--out", str(tmp_path / "imgs"))
+        assert r.exit_code == 0, r.output
+        (built,) = Manifest().entries()
+        ids.append(built.id)
+    assert len(set(ids)) == 2 and len(set(json.loads((tmp_path / "cloud-images.json").read_text()))) == 2
+    text = (EXAMPLES_DIR / "aws-training.yaml").read_text().replace("image: ubuntu-22.04", f"image: gpufleet:{built.name}")
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "example.pub").write_text((EXAMPLES_DIR / "keys" / "example.pub").read_text())
+    (tmp_path / "b.yaml").write_text(text)
+    p = planner.plan(stacks.load(tmp_path / "b.yaml", cat), cat, workers=1)
+    (lt,) = [r for r in p.cloud_resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"]
+    assert lt.inputs["imageId"] == ids[1]
+    # every cloud: another name (an Azure gallery version) per build, the same tags
+    first, second = (image.plan(stacks.load(MIXED, cat), cat, tmp_path / f"mixed{i}") for i in range(2))
+    for a, b in zip(first, second):
+        va, vb = (json.loads(Path(m.var_file).read_text()) for m in (a, b))
+        named = "image_version" if a.provider == "azure" else "image_name"
+        assert va[named] != vb[named] and va.get("tags", va.get("labels")) == vb.get("tags", vb.get("labels"))
+        assert a.tree[:16] in (va.get("tags") or va["labels"]).values()
+
+
+def test_an_azure_build_makes_its_gallery_and_image_definition_first(fake_packer, azure, tmp_path, write, monkeypatch):
+    """azure-arm 2.2.0 reads the gallery image definition it publishes into before it builds and stops
+    without one (builder/azure/arm/builder.go, GalleryImagesClient.Get; the stand-in Packer asks the ARM
+    fake the same). `image build` makes the resource group, the gallery of the pool's location and the
+    definition first, as azure-mgmt-compute's own models serialise them: Linux, generalised, the Hyper-V
+    generation and the purchase plan of the Marketplace image it starts from."""
+    from gpufleet.state.images import Manifest
+
+    azure.marketplace_image("eastus", "microsoft-dsvm", "ubuntu-hpc", "2204", ["22.04.2025010101", "22.04.2025110101"])
+    azure.marketplace_image("eastus", "resf", "rockylinux-x86_64", "9-base", ["9.6.20250531"],
+                            plan={"name": "9-base", "publisher": "resf", "product": "rockylinux-x86_64"})
+    text = (EXAMPLES_DIR / "azure-nd.yaml").read_text()
+    text += text[text.index("  - name: nd-h100"):].replace("nd-h100", "nd-rocky").replace("ubuntu-hpc-22.04", "rocky-9")
+    write("keys/example.pub", (EXAMPLES_DIR / "keys" / "example.pub").read_text())
+    stamps = iter(["20261125093000", "20261125101500", "20261125111500"])
+    monkeypatch.setattr(image, "build_stamp", lambda: next(stamps))
+    r = cli("image", "build", write("nd.yaml", text), "--out", str(tmp_path / "imgs"))
+    assert r.exit_code == 0, r.output
+    sent = {}
+    for pool, generation, plan in (("nd-h100", "V2", None),
+                                   ("nd-rocky", "V2", {"name": "9-base", "publisher": "resf",
+                                                       "product": "rockylinux-x86_64"})):
+        v = json.loads((tmp_path / "imgs" / f"{pool}.azure.pkrvars.json").read_text())
+        group = f"/subscriptions/{azure.subscription}/resourceGroups/{v['gallery_resource_group']}"
+        gallery = f"{group}/providers/Microsoft.Compute/galleries/{v['gallery_name']}"
+        definition = sent[pool] = azure.sent[f"{gallery}/images/{v['gallery_image_name']}".lower()]
+        assert azure.sent[group.lower()]["location"] == azure.sent[gallery.lower()]["location"] == "eastus"
+        assert definition["location"] == "eastus" and definition["properties"] == {
+            "osType": "Linux", "osState": "Generalized", "hyperVGeneration": generation,
+            "identifier": {"publisher": "gpufleet", "offer": "azure-nd", "sku": pool},
+            **({"purchasePlan": plan} if plan else {})}
+        assert definition["tags"] == {"gpufleet:stack": "azure-nd", "gpufleet:pool": pool,
+                                      "gpufleet:owner": "ml-platform@example.com"}
+    assert {e.pool for e in Manifest().entries()} == {"nd-h100", "nd-rocky"}
+    # the next build finds them and adds its version; a definition of another generation takes none
+    r = cli("image", "build", str(tmp_path / "nd.yaml"), "--out", str(tmp_path / "imgs"))
+    assert r.exit_code == 0 and len(Manifest().entries()) == 2, r.output
+    azure.marketplace_image("eastus", "microsoft-dsvm", "ubuntu-hpc", "2204", ["22.04.2026010101"], generation="V1")
+    r = cli("image", "build", str(tmp_path / "nd.yaml"), "--out", str(tmp_path / "imgs"), "--pool", "nd-h100")
+    assert r.exit_code == 1 and "azure-nd-nd-h100 is for Hyper-V V2" in r.output and "delete its versions" in r.output
 
 
 def test_image_build_without_packer_or_with_a_failing_build_says_so(tmp_path, monkeypatch, fake_packer):

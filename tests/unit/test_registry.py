@@ -90,7 +90,7 @@ def _worker(args):
     reg = Registry(path)
     for i in range(ROUNDS):
         _record(reg, f"w{w}-c{i}", nodes=3)
-        reg.set_host("shared", "rack", w * ROUNDS + i, address=f"10.0.{w}.{i}", state="configured")
+        reg.set_hosts("shared", {("rack", w * ROUNDS + i): {"address": f"10.0.{w}.{i}", "state": "configured"}})
         reg.set_state(f"w{w}-c{i}", "draining")
         assert reg.get(f"w{w}-c{i}").state == "draining"
         reg.list()

@@ -201,25 +201,24 @@ HOLDER = textwrap.dedent("""
 """)
 
 
-def test_a_killed_holders_lease_expires_and_unlock_breaks_only_an_expired_one(store_url, monkeypatch):
+def test_a_killed_holders_lease_expires_and_unlock_breaks_only_an_expired_one(store_url):
     store = team.open_store(store_url)
     holder = subprocess.Popen([sys.executable, "-c", AZURITE_TOKEN + HOLDER, store_url], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        time.sleep(0.7)
-        lease, _ = leases.read(store, "c1")
-        assert lease.holder == "bob@ci" and lease.age_s(dt.datetime.now(dt.timezone.utc)) < 2  # it beats
+        watched = []
+        with pytest.raises(InputError, match="is live: held by bob@ci"):  # it beat while watched
+            leases.unlock(store, "c1", expires_s=2.0, on_watch=lambda lease, s: watched.append(lease.holder))
+        assert watched == ["bob@ci"]
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=10)
-        with pytest.raises(InputError, match="is live: held by bob@ci"):
-            leases.unlock(store, "c1", expires_s=2.0)  # its heartbeat is fresh: maybe it is still working
-        with pytest.raises(leases.LeaseHeld):
+        with pytest.raises(leases.LeaseHeld):  # its last heartbeat looks recent: held, said at once
             leases.acquire(store, "c1", "down", "alice@ci", wait=False, expires_s=2.0)
-        time.sleep(2.5)  # no heartbeat since the kill: expired
-        taken = leases.acquire(store, "c1", "down", "alice@ci", wait=False, expires_s=2.0, heartbeat_s=0.2)
+        # waiting, it is taken once this reader has seen it unchanged for the expiry
+        taken = leases.acquire(store, "c1", "down", "alice@ci", expires_s=2.0, heartbeat_s=0.2, timeout_s=60)
         assert leases.read(store, "c1")[0].holder == "alice@ci"
         taken.release()
-        assert leases.read(store, "c1") is None
+        assert leases.read(store, "c1") is None and not taken.lost
     finally:
         if holder.poll() is None:
             holder.kill()
@@ -254,14 +253,17 @@ def test_team_init_unlock_and_log_through_the_cli(store_url, monkeypatch, tmp_pa
         assert got["versioning"] is False and "does not keep object versions" in got["warnings"][0]
     assert cli("--json", "team", "show").stdout.strip() and json.loads(cli("--json", "team", "show").stdout)["url"]
     store = team.open_store(store_url)
-    # a live lease is refused (exit 2), --force breaks it, names the holder and clears Pulumi's lock of that stack
-    leases.acquire(store, "c9", "up", "dave@ci", heartbeat_s=3600)
+    # a live lease is refused (exit 2: it beat while watched), --force breaks it, names the holder and clears
+    # Pulumi's lock of that stack
+    monkeypatch.setattr(leases, "EXPIRES_S", 2.0)
+    dave = leases.acquire(store, "c9", "up", "dave@ci", heartbeat_s=0.2)
     lock = "pulumi/.pulumi/locks/organization/gpufleet/c9/0b3b5c1e.json"
     _pulumi_writes(store_url, store, lock, b'{"pid": 1}')
     _pulumi_writes(store_url, store, "pulumi/.pulumi/locks/organization/gpufleet/c10/x.json", b"{}")
     r = cli("unlock", "c9")
-    assert r.exit_code == 2 and "is live: held by dave@ci" in r.output
+    assert r.exit_code == 2 and "is live: held by dave@ci" in r.output, r.output
     r = cli("--json", "unlock", "c9", "--force")
+    dave.release()
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["broke"]["holder"] == "dave@ci" and json.loads(r.stdout)["pulumi_locks"] == [lock]
     assert store.read(lock) is None and store.read("pulumi/.pulumi/locks/organization/gpufleet/c10/x.json")
@@ -331,8 +333,8 @@ def _record_host(url: str, cache: str, i: int) -> None:
     """One configure worker on its own machine (its own local registry cache) recording its host."""
     from gpufleet.state.registry import Registry
 
-    Registry(cache, shared=_open(url)).set_host("c5", "gpu", i, address=f"10.0.0.{i}", state="configured",
-                                                digest="d1")
+    Registry(cache, shared=_open(url)).set_hosts("c5", {("gpu", i): {"address": f"10.0.0.{i}", "state": "configured",
+                                                                    "digest": "d1"}})
 
 
 def test_twenty_concurrent_registry_writers_lose_no_update_and_every_machine_sees_them(store_url, tmp_path):
@@ -438,3 +440,283 @@ def test_two_ups_of_one_cluster_one_holds_the_other_fails_or_waits(store_url, ca
                                                                       ("bob@example.com", "up", "ok")]
     assert log[0]["usd_per_hour"] == log[1]["usd_per_hour"] > 0 and log[0]["at"] <= log[1]["at"]
     assert leases.read(team.open_store(store_url), "aws-training") is None
+
+
+# --- issue 48: a shared cluster that is safe to share -----------------------------------------------
+
+def _cuttable(store_url: str, monkeypatch):
+    """The store's URL and a function that makes the store stop answering: a network store is reached
+    through a relay (``fakes.relay``: its endpoint's variable, or the database URL, pointed at it) that is
+    then cut; a shared directory is replaced by a file (every read and write fails, as on a mount gone)."""
+    from urllib.parse import urlsplit
+
+    from fakes.relay import Relay
+
+    if store_url.startswith("file://"):
+        root = Path(store_url.removeprefix("file://"))
+
+        def gone():
+            root.rename(root.with_name("away"))
+            root.write_text("")
+        return store_url, gone
+    if store_url.startswith("postgres://"):
+        parts = urlsplit(store_url)
+        relay = Relay(parts.hostname, parts.port)
+        return store_url.replace(f":{parts.port}/", f":{relay.port}/", 1), relay.cut
+    var = {"s3": "AWS_ENDPOINT_URL", "gs": "GPUFLEET_GCS_ENDPOINT", "azblob": "GPUFLEET_AZURE_BLOB_ENDPOINT"}[
+        store_url.split("://")[0]]
+    endpoint = os.environ[var]
+    parts = urlsplit(endpoint.replace("{account}", "account"))
+    relay = Relay(parts.hostname, parts.port)
+    monkeypatch.setenv(var, endpoint.replace(f":{parts.port}", f":{relay.port}", 1))
+    return store_url, relay.cut
+
+
+def test_a_second_operator_with_a_clock_five_minutes_ahead_cannot_take_a_live_lease(store_url, monkeypatch):
+    """Bob's lease beats (a process of its own, on this machine's clock); Carol's clock runs 5 minutes
+    ahead, so his last heartbeat looks 5 minutes old to her. She may not take it, wait it out, or unlock it:
+    a lease expires only once its reader has seen it unchanged for the whole expiry on its own clock."""
+    store = team.open_store(store_url)
+    holder = subprocess.Popen([sys.executable, "-c", AZURITE_TOKEN + HOLDER, store_url], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        monkeypatch.setattr(leases, "_now", lambda: dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=5))
+        monkeypatch.setattr(leases, "WAIT_POLL_S", 0.1)
+        with pytest.raises(leases.LeaseHeld, match="held by bob@ci"):
+            leases.acquire(store, "c1", "down", "carol@ci", wait=False, expires_s=2.0, heartbeat_s=0.2)
+        with pytest.raises(leases.LeaseHeld, match="held by bob@ci"):
+            leases.acquire(store, "c1", "down", "carol@ci", timeout_s=4.0, expires_s=2.0, heartbeat_s=0.2)
+        with pytest.raises(InputError, match="is live: held by bob@ci"):
+            leases.unlock(store, "c1", expires_s=2.0)
+        assert leases.read(store, "c1")[0].holder == "bob@ci"
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+def test_a_holder_whose_store_stops_answering_stops_its_command_and_exits_non_zero(store_url, cat, aws, monkeypatch):
+    """The real `up`, inside Pulumi, when its store stops answering: it cannot renew its lease, so before
+    another could take the lease over it asks Pulumi to cancel the update (as Ctrl-C does) and exits 4,
+    saying it lost the lease."""
+    from gpufleet.engine import automation
+    from gpufleet.engine import plan as planner
+    from gpufleet.fleet import stacks
+
+    from conftest import ROOT
+    from fakes.pulumi_cli import FakePulumiCLI
+
+    pytest.importorskip("pulumi")
+    import threading
+
+    url, cut = _cuttable(store_url, monkeypatch)
+    stack_file = ROOT / "stacks" / "examples" / "aws-training.yaml"
+    fake = FakePulumiCLI(planner.plan(stacks.load(stack_file, cat), cat, workers=1))
+    monkeypatch.setattr(automation, "find_pulumi", lambda: fake)
+    monkeypatch.setenv("GPUFLEET_TEAM", url)
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "team-passphrase")
+    monkeypatch.setattr(leases, "HEARTBEAT_S", 0.3)
+    monkeypatch.setattr(leases, "EXPIRES_S", 3.0)
+    inside = threading.Event()
+    fake.on_up = lambda: (inside.set(), fake.interrupted.wait(20))
+    threading.Thread(target=lambda: inside.wait(60) and cut(), daemon=True).start()
+    r = cli("up", str(stack_file), "--yes", "--no-configure")
+    assert inside.is_set() and fake.interrupted.is_set(), r.output
+    assert r.exit_code == 4 and "lost its lease" in r.output and "Traceback" not in r.output, r.output
+
+
+def test_a_holder_whose_store_hangs_gives_its_lease_up_in_time(tmp_path, monkeypatch):
+    """A store that takes the heartbeat and never answers: the holder's own clock, not the call, decides;
+    it gives the lease up (and says so to whoever stops the command) before another could take it."""
+    import threading
+
+    class Hung:
+        def __init__(self, store):
+            self.store, self.url, self.hung = store, store.url, threading.Event()
+
+        def __getattr__(self, name):
+            call = getattr(self.store, name)
+
+            def maybe_hang(*args, **kw):
+                if self.hung.is_set():
+                    threading.Event().wait(30)
+                return call(*args, **kw)
+            return maybe_hang
+
+    monkeypatch.setattr(leases, "CLEANUP_S", 1.0)
+    store = Hung(team.open_store(f"file://{tmp_path / 'shared'}"))
+    held = leases.acquire(store, "c6", "up", "dave@ci", heartbeat_s=0.2, expires_s=2.0)
+    stopped = threading.Event()
+    with leases.stopping(stopped.set):
+        leases.ensure_held()  # held: nothing to stop
+        store.hung.set()
+        assert stopped.wait(20)
+    assert held.lost and "did not confirm" in held.lost_why
+    with pytest.raises(leases.LeaseLost, match="c6"):
+        leases.ensure_held()
+    held.release()  # never raises, and waits on the hung store no longer than CLEANUP_S
+    leases.ensure_held()  # released: its loss stops nothing more in this process
+    with pytest.raises(leases.LeaseLost, match="did not confirm a heartbeat"):
+        held.check()  # but it is still the command's to report
+
+
+def test_unlock_without_a_lease_leaves_pulumis_lock_alone(store_url, monkeypatch):
+    """Pulumi's rule: a stolen live lock is far worse than a kept stale one. Without a gpufleet lease,
+    its lock (an `up` run by hand, or by another tool) is shown and kept unless --force."""
+    monkeypatch.setenv("GPUFLEET_TEAM", store_url)
+    store = team.open_store(store_url)
+    lock = "pulumi/.pulumi/locks/organization/gpufleet/c9/5d1c3a0e.json"
+    _pulumi_writes(store_url, store, lock, json.dumps({"pid": 4242, "username": "erin", "hostname": "ws7",
+                                                       "timestamp": "2026-05-01T12:34:56.123456789+02:00"}).encode())
+    r = cli("unlock", "c9")
+    assert r.exit_code == 2 and "erin@ws7 (pid 4242)" in r.output and "--force" in r.output, r.output
+    assert store.read(lock) is not None and team.log("c9") == []
+    r = cli("--json", "unlock", "c9", "--force")
+    assert r.exit_code == 0 and json.loads(r.stdout)["pulumi_locks"] == [lock], r.output
+    assert store.read(lock) is None
+
+
+def test_unlock_clears_only_the_pulumi_lock_of_the_lease_it_broke(store_url, monkeypatch):
+    """A killed `up` leaves its lease and Pulumi's lock, written on the same host while the lease was
+    held: that lock goes with the lease. A lock of another host is shown and kept (--force clears it)."""
+    import socket
+
+    monkeypatch.setenv("GPUFLEET_TEAM", store_url)
+    monkeypatch.setattr(leases, "EXPIRES_S", 1.0)
+    store = team.open_store(store_url)
+    holder = subprocess.Popen([sys.executable, "-c", AZURITE_TOKEN + HOLDER, store_url], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    stamp = dt.datetime.now().astimezone().isoformat()  # Go's time.Time in JSON: RFC 3339, local offset
+    ours = "pulumi/.pulumi/locks/organization/gpufleet/c1/0b3b5c1e.json"
+    theirs = "pulumi/.pulumi/locks/organization/gpufleet/c1/77aa01fe.json"
+    _pulumi_writes(store_url, store, ours, json.dumps({"pid": 99, "username": "bob", "hostname": socket.gethostname(),
+                                                       "timestamp": stamp}).encode())
+    _pulumi_writes(store_url, store, theirs, json.dumps({"pid": 7, "username": "erin", "hostname": "ws7",
+                                                         "timestamp": stamp}).encode())
+    holder.kill()
+    holder.wait(10)
+    r = cli("unlock", "c1")
+    assert r.exit_code == 2 and "erin@ws7 (pid 7)" in r.output and "--force" in r.output, r.output
+    assert leases.read(store, "c1") is None and store.read(ours) is None and store.read(theirs) is not None
+    assert [(e["command"], e["broke"], e["pulumi_locks"]) for e in team.log("c1")] == [("unlock", "bob@ci", 1)]
+
+
+def test_a_conditional_write_or_delete_of_a_vanished_key_is_a_lost_race(store_url):
+    """S3 answers If-Match on a key that is gone with 404 NoSuchKey (docs.aws.amazon.com/AmazonS3/latest/
+    userguide/conditional-writes.html, "Conditional write behavior"; moto's server answers the same):
+    like a changed version, it means "read again", in every store."""
+    store = team.open_store(store_url)
+    assert store.create("a", b"1")
+    _, version = store.read("a")
+    assert store.delete("a", version)
+    assert store.replace("a", b"2", version) is False
+    assert store.delete("a", version) is False
+    assert store.read("a") is None
+
+
+def test_a_lease_broken_under_its_holder_keeps_the_commands_outcome_and_logs_it(store_url, monkeypatch):
+    """`unlock --force` deletes a live lease while its command fails: the command's own error is what the
+    user sees (the lease's release finds nothing to delete and raises nothing), and its event is logged
+    with the lease's fate."""
+    monkeypatch.setenv("GPUFLEET_TEAM", store_url)
+    store = team.open_store(store_url)
+
+    class Boom(Exception):
+        exit_code = 3
+        message = "2 of 8 nodes failed to configure"
+
+    with pytest.raises(Boom):
+        with team.session("c4", "configure"):
+            store.delete(leases.key("c4"), leases.read(store, "c4")[1])
+            raise Boom()
+    log = team.log("c4")
+    assert [(e["exit_code"], e["outcome"]) for e in log] == [(3, "failed: 2 of 8 nodes failed to configure")]
+    assert "broken" in log[0]["lease"]
+    with pytest.raises(leases.LeaseLost):  # it succeeded, but without its lease: not a success
+        with team.session("c4", "configure"):
+            store.delete(leases.key("c4"), leases.read(store, "c4")[1])
+    assert team.log("c4")[-1]["exit_code"] == 4
+
+
+class _Transport:
+    """A requests transport in front of fake-gcs-server that answers the next ``refuse`` requests itself
+    with ``status`` (Cloud Storage's 429 for more than about one write a second to one object,
+    cloud.google.com/storage/docs/objects#immutability, or a 5xx), in its JSON API's error shape; the
+    emulator itself never rate-limits. It counts every request it is given."""
+
+    def __new__(cls, status: int = 429):
+        import requests
+
+        class Adapter(requests.adapters.HTTPAdapter):
+            def send(self, request, **kw):
+                self.sent.append((request.method, request.url))
+                if self.refuse > 0:
+                    self.refuse -= 1
+                    r = requests.Response()
+                    r.status_code, r.request, r.url = self.status, request, request.url
+                    r.headers["Content-Type"] = "application/json"
+                    words = ("The object exceeded the rate limit for object mutation operations" if self.status == 429
+                             else "Backend Error")
+                    r._content = json.dumps({"error": {"code": self.status, "message": words}}).encode()
+                    return r
+                return super().send(request, **kw)
+
+        adapter = Adapter()
+        adapter.status, adapter.refuse, adapter.sent = status, 0, []
+        return adapter
+
+
+def _gcs(url: str, status: int = 429):
+    import requests
+
+    from gpufleet.clouds.gcp.objects import Shared
+
+    transport, session = _Transport(status), requests.Session()
+    session.mount("http://", transport)
+    return Shared(url, session=session), transport
+
+
+@pytest.mark.parametrize("store_url", ["gs"], indirect=True)
+@pytest.mark.parametrize("status", [429, 503])
+def test_cloud_storage_backs_off_on_429_and_5xx_in_every_call(store_url, status, monkeypatch):
+    from gpufleet.clouds.gcp import objects
+    from gpufleet.errors import CloudUnreadable
+
+    monkeypatch.setattr(objects, "BACKOFF_S", 0.001)
+    store, transport = _gcs(store_url, status)
+    calls = [lambda: store.create("a", b"1"), lambda: store.read("a"), lambda: store.keys(""),
+             lambda: store.replace("a", b"2", store.read("a")[1]), lambda: store.delete("a", store.read("a")[1])]
+    for call in calls:
+        transport.refuse = 2
+        assert call()
+        assert transport.refuse == 0
+    transport.refuse, transport.sent = 10**6, []
+    with pytest.raises(CloudUnreadable):  # a store that keeps refusing: bounded, then said
+        store.read("a")
+    assert len(transport.sent) == objects.ATTEMPTS
+
+
+@pytest.mark.parametrize("store_url", ["gs"], indirect=True)
+def test_host_outcomes_are_one_write_of_the_clusters_document_per_command(store_url, tmp_path):
+    """Every host's outcome rewrote clusters/<name>.json, which Cloud Storage allows about once a second:
+    a command's outcomes go in one write."""
+    from gpufleet.configure.cloudnodes import NodeReport, NodeTarget
+    from gpufleet.configure.cloudnodes import record as record_configured
+    from gpufleet.state.registry import Node, Registry
+    from gpufleet.verify.report import NodeVerdict
+    from gpufleet.verify.report import record as record_verified
+
+    store, transport = _gcs(store_url)
+    mine = Registry(tmp_path / "a.db", shared=store)
+    mine.record(name="c5", stack="s", stack_file="s.yaml", owner="alice@ci", expires_at="2026-12-01T00:00:00Z",
+                backend=None, nodes=[Node("gpu", i, "gcp", "us-central1", "a3-highgpu-8g") for i in range(20)])
+
+    transport.sent = []
+    record_configured(mine, "c5", [NodeReport(NodeTarget("gpu", i, f"n{i}", f"10.0.0.{i}"), state="configured",
+                                              generation="g1") for i in range(20)])
+    configured = [u for m, u in transport.sent if m == "POST"]
+    assert len(configured) == 1, configured
+    transport.sent = []
+    record_verified(mine, "c5", [NodeVerdict(f"gpu-{i}", "gpu", f"10.0.0.{i}", verdict="fail") for i in range(20)])
+    assert len([u for m, u in transport.sent if m == "POST"]) == 1
+    theirs = Registry(tmp_path / "b.db", shared=store)
+    assert {k: h["state"] for k, h in theirs.hosts("c5").items()} == {("gpu", i): "unhealthy" for i in range(20)}

@@ -81,14 +81,18 @@ class Store:
 
 
 PRECONDITION = ("PreconditionFailed", "ConditionalRequestConflict", "412")
+# If-Match on a key that is gone (deleted since it was read) is answered 404 NoSuchKey, not 412
+# (docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html, "Conditional write behavior";
+# moto 5.2's server answers PutObject and DeleteObject so too): the race was lost as well
+GONE = ("NoSuchKey", "404")
 
 
 class Shared(InBucket):
     """``state.shared.SharedStore`` on an S3 bucket (``s3://bucket/prefix``): conditional writes as S3
     makes them (PutObject ``If-None-Match: *`` to create, ``If-Match: <ETag>`` to replace, DeleteObject
     ``If-Match``; S3 answers 412 PreconditionFailed, or 409 ConditionalRequestConflict when another
-    write to the key is in flight: both mean "read again"), docs.aws.amazon.com/AmazonS3/latest/
-    userguide/conditional-requests.html."""
+    write to the key is in flight: both mean "read again", as does 404 NoSuchKey when the key is gone),
+    docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-requests.html."""
 
     def __init__(self, url: str, session=None):
         super().__init__(url, lambda bucket: Store({"name": bucket}, session))
@@ -98,7 +102,8 @@ class Shared(InBucket):
             call(Bucket=self.store.bucket, **kw)
             return True
         except ClientError as e:
-            if e.response.get("Error", {}).get("Code") in PRECONDITION:
+            code = e.response.get("Error", {}).get("Code")
+            if code in PRECONDITION or (code in GONE and "IfMatch" in kw):
                 return False
             raise self.store._fail(e, kw["Key"]) from None
         except BotoCoreError as e:

@@ -51,6 +51,10 @@ IMAGES = {
     "ubuntu-hpc-22.04": ("099720109477", "ubuntu/images/hvm-ssd/ubuntu-jammy-22.04-amd64-server-*"),
     "rocky-9": ("792107900819", "Rocky-9-EC2-Base-9.*x86_64*"),
 }
+# The user each of those AMIs lets in with the launch key pair (cloud-init's default user: Canonical's
+# `ubuntu`; the RESF's EC2 images `rocky`, as its AWS Marketplace listing says and peers' amazon-ebs
+# templates for Rocky-9-EC2-Base use, read 2026-11). An image builder logs in as it.
+LOGIN_USERS = {"ubuntu-22.04": "ubuntu", "ubuntu-24.04": "ubuntu", "ubuntu-hpc-22.04": "ubuntu", "rocky-9": "rocky"}
 
 
 def is_ami(image: str) -> bool:

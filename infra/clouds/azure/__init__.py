@@ -43,8 +43,11 @@ class Azure:
         return creds.check()
 
     def program_settings(self, *, plan: bool) -> dict:
-        return {"subscription": "00000000-0000-0000-0000-000000000000" if plan else creds.subscription(),
+        return {"subscription": creds.PLAN_SUBSCRIPTION if plan else creds.subscription(),
                 "deployer_type": creds.principal_type()}
+
+    def image_destination(self, variables: dict) -> None:
+        load("gallery").ensure(variables)
 
     def program(self):
         return load("program")

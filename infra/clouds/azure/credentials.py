@@ -10,6 +10,8 @@ from pathlib import Path
 from gpufleet.clouds.azure.errors import CREDENTIAL_HINT
 from gpufleet.errors import CredentialsError
 
+PLAN_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"  # what `plan` renders the program with
+
 
 def subscription() -> str | None:
     if os.environ.get("ARM_SUBSCRIPTION_ID"):

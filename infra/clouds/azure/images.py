@@ -2,29 +2,45 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
-from gpufleet.clouds.azure.rules import image_urn
+from gpufleet.clouds.azure.credentials import PLAN_SUBSCRIPTION
+from gpufleet.clouds.azure.rules import image_plan, image_urn
 from gpufleet.clouds.pools import resource_name
 
 TEMPLATE = "azure.pkr.hcl"
 BUILDER = "Standard_D8s_v5"  # no GPU needed to install the packages
-GALLERY_GROUP, GALLERY = "gpufleet-images", "gpufleet"  # one Compute Gallery per subscription
+GALLERY_GROUP = "gpufleet-images"  # the resource group of the Compute Galleries (made by `image build`)
 
 
-def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict) -> dict:
+def gallery_name(location: str) -> str:
+    """One Compute Gallery per location: a definition and its versions are where their gallery is,
+    and azure-arm publishes a version where it builds (``gallery`` says more). Gallery names allow
+    letters, digits, underscores and periods."""
+    return f"gpufleet_{location}"
+
+
+def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict,
+              zones: tuple[str, ...], build: str) -> dict:
     """The template's variables for ``pool`` (``settings``: the subscription, when known here);
-    the gallery image version is the build's UTC date and minute (major.minor.patch)."""
-    publisher, offer, sku, _ = image_urn(pool.image)
-    now = dt.datetime.now(dt.timezone.utc)
+    the gallery image version is the build's UTC second (``gallery_version``)."""
+    urn = image_urn(pool.image)
+    publisher, offer, sku, _ = urn
+    plan = image_plan(urn)
     out = {"location": pool.region, "vm_size": BUILDER, "image_publisher": publisher, "image_offer": offer,
-           "image_sku": sku, "gallery_resource_group": GALLERY_GROUP, "gallery_name": GALLERY,
+           "image_sku": sku, "plan_info": [{"plan_name": plan["name"], "plan_product": plan["product"],
+                                            "plan_publisher": plan["publisher"]}] if plan else [],
+           "gallery_resource_group": GALLERY_GROUP, "gallery_name": gallery_name(pool.region),
            "gallery_image_name": resource_name(tags["gpufleet:stack"], tags["gpufleet:pool"], limit=80),
-           "image_version": f"{now.year}.{now.month * 100 + now.day}.{now.hour * 100 + now.minute}",
+           "image_version": gallery_version(build),
            "root_disk_gb": max(pool.root_disk_gb, 100), "bundle_dir": bundle, "tags": tags}
-    if settings.get("subscription") and not settings["subscription"].startswith("00000000"):
+    if settings.get("subscription") and settings["subscription"] != PLAN_SUBSCRIPTION:
         out["subscription_id"] = settings["subscription"]
     return out
+
+
+def gallery_version(build: str) -> str:
+    """A gallery image version for a build's UTC second (YYYYMMDDhhmmss): year, month-day and
+    hour-minute-second, each an int32 as azure-arm 2.2.0 wants (``^[0-9]+\\.[0-9]+\\.[0-9]+$``)."""
+    return f"{int(build[:4])}.{int(build[4:8])}.{int(build[8:14])}"
 
 
 def artifacts(ids: list[str], variables: dict) -> list[tuple[str, str]]:

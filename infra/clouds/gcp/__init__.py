@@ -38,6 +38,7 @@ class Gcp:
     image_template = images.TEMPLATE
     image_vars = staticmethod(images.variables)
     image_artifacts = staticmethod(images.artifacts)
+    image_destination = staticmethod(images.destination)
     pool_fabric = staticmethod(rules.pool_fabric)
     region_subnets = staticmethod(rules.region_subnets)
     pool_subnets = staticmethod(rules.pool_subnets)

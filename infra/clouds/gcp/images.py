@@ -5,21 +5,39 @@ from __future__ import annotations
 from gpufleet.catalog.images import DEFAULT_IMAGE
 from gpufleet.clouds.gcp.rules import IMAGES, gcp_name
 from gpufleet.clouds.gcp.tags import labels
+from gpufleet.errors import InputError
 
 TEMPLATE = "gcp.pkr.hcl"
 BUILDER = "n2-standard-8"  # no GPU needed to install the packages
 
 
-def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict) -> dict:
+def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict,
+              zones: tuple[str, ...], build: str) -> dict:
     """The template's variables for ``pool`` (``settings``: the project, when known here)."""
     project, family = IMAGES[pool.image or DEFAULT_IMAGE]
-    out = {"zone": pool.zone or f"{pool.region}-a", "machine_type": BUILDER, "source_image_project_id": project,
-           "source_image_family": family, "image_name": name,
+    out = {"zone": builder_zone(pool, zones), "machine_type": BUILDER, "source_image_project_id": project,
+           "source_image_family": family, "image_name": gcp_name(name, build),
            "image_family": gcp_name("gpufleet", tags["gpufleet:stack"], tags["gpufleet:pool"]),
            "root_disk_gb": max(pool.root_disk_gb, 100), "bundle_dir": bundle, "labels": labels(tags)}
     if settings.get("project"):
         out["project_id"] = settings["project"]
     return out
+
+
+def builder_zone(pool, zones) -> str:
+    """Where the builder runs: the pool's zone, else the first of its region's (``zones``, the
+    catalog's). No letter is guessed: us-east1 has no zone a (its zones are b, c and d)."""
+    if pool.zone:
+        return pool.zone
+    if not zones:
+        raise InputError(f"pool {pool.name}: the catalog lists no zone of {pool.region} to build its image in",
+                         f"set the pool's zone to one that `gcloud compute zones list --filter=region:{pool.region}` "
+                         "lists")
+    return sorted(zones)[0]
+
+
+def destination(variables: dict) -> None:
+    """Nothing to make first: googlecompute creates the image (and its family) itself."""
 
 
 def artifacts(ids: list[str], variables: dict) -> list[tuple[str, str]]:

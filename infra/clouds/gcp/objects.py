@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
+import time
 import urllib.parse
 
 import google.auth
@@ -20,6 +22,15 @@ from gpufleet.errors import CloudUnreadable, CredentialsError
 from gpufleet.state.shared import InBucket
 
 PAGE = 1000
+# Cloud Storage answers 429 to more than about one write a second to one object name, and 408/5xx when it
+# is briefly unable to; the answer it asks for is to try again after an exponential backoff with jitter
+# (cloud.google.com/storage/docs/retry-strategy; the object rate: cloud.google.com/storage/quotas). Every
+# call of a store is retried so (a conditional write too: its precondition makes a repeat harmless), each
+# wait drawn at random up to a ceiling that doubles ("full jitter"), at most ATTEMPTS tries.
+RETRIED = frozenset({408, 429, 500, 502, 503, 504})
+ATTEMPTS = 6
+BACKOFF_S = 1.0  # the first wait's ceiling
+BACKOFF_MAX_S = 32.0
 
 
 class Store:
@@ -44,12 +55,17 @@ class Store:
         return f"{self.endpoint}/storage/v1/b/{self.bucket}/o/{urllib.parse.quote(key, safe='')}"
 
     def _call(self, method: str, url: str, what: str, ok=(200,), **kw):
-        try:
-            r = self.session.request(method, url, timeout=60, **kw)
-        except (requests.RequestException, TransportError) as e:
-            raise CloudUnreadable("gcp", "unreachable", str(e)[:300], f"gs://{self.bucket}/{what}") from None
-        except RefreshError as e:
-            raise CloudUnreadable("gcp", "refused", str(e)[:300], f"gs://{self.bucket}/{what}") from None
+        for attempt in range(ATTEMPTS):
+            if attempt:
+                time.sleep(random.uniform(0, min(BACKOFF_MAX_S, BACKOFF_S * 2 ** (attempt - 1))))
+            try:
+                r = self.session.request(method, url, timeout=60, **kw)
+            except (requests.RequestException, TransportError) as e:
+                raise CloudUnreadable("gcp", "unreachable", str(e)[:300], f"gs://{self.bucket}/{what}") from None
+            except RefreshError as e:
+                raise CloudUnreadable("gcp", "refused", str(e)[:300], f"gs://{self.bucket}/{what}") from None
+            if r.status_code not in RETRIED or r.status_code in ok:
+                break
         if r.status_code not in ok:
             raise CloudUnreadable.http("gcp", r.status_code, r.text, f"gs://{self.bucket}/{what}")
         return r
