@@ -38,6 +38,9 @@ class AfterDashDash(TyperCommand):
 
 Cluster = Annotated[str, typer.Argument(help="A cluster in the registry (`gpufleet status` lists them).",
                                         metavar="CLUSTER")]
+StackFile = Annotated[Optional[Path], typer.Option(
+    "--stack", help="Read the access block and rack hosts from this stack file (default: the one `up` recorded, "
+    "or, where that is not here, what `up` recorded of it).", metavar="FILE")]
 
 
 @output.handle_errors
@@ -45,11 +48,13 @@ def ssh_config(
     cluster: Cluster,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Write it here (default: "
                                                 "~/.local/share/gpufleet/ssh/CLUSTER.config).")] = None,
+    stack: StackFile = None,
 ):
     from gpufleet import catalog
     from gpufleet.fleet import ssh
 
-    cfg = ssh.ssh_config(cluster, cat=catalog.load(STATE.config), path=out.expanduser().absolute() if out else None)
+    cfg = ssh.ssh_config(cluster, cat=catalog.load(STATE.config), path=out.expanduser().absolute() if out else None,
+                         stack_file=stack)
     for note in cfg.notes:
         output.warn(note)
     if STATE.json:
@@ -70,12 +75,13 @@ def ssh(
     cluster: Cluster,
     node: Annotated[Optional[str], typer.Argument(help="CLUSTER-POOL-INDEX, POOL-INDEX or login (default).",
                                                   metavar="[NODE]")] = None,
+    stack: StackFile = None,
 ):
     from gpufleet import catalog
     from gpufleet.fleet import ssh as ssh_op
 
     command = ctx.meta.get("gpufleet.remote_command") or []
-    conn = ssh_op.connection(cluster, node, command, cat=catalog.load(STATE.config))
+    conn = ssh_op.connection(cluster, node, command, cat=catalog.load(STATE.config), stack_file=stack)
     for note in conn.cfg.notes:
         output.warn(note)
     if STATE.json:

@@ -238,6 +238,22 @@ class Unhealthy(GpufleetError):
         return {**super().to_dict(), "nodes": [v.to_dict() for v in self.verdicts]}
 
 
+class UntrustedValue(GpufleetError):
+    """A value gpufleet did not make itself (from a node's status, a bucket, the team's store, the
+    registry) that is not of its format, refused before it reaches a shell, an ssh config,
+    slurm.conf or the registry. Exit code 1: the record is wrong, not the command line."""
+
+    def __init__(self, what: str, value, expected: str, source: str):
+        self.what, self.value, self.expected, self.source = what, value, expected, source
+        super().__init__(f"{source}: {what} {str(value)[:80]!r} is not {expected}: refused",
+                         "it did not come from gpufleet as it is: check who can write there (a node, a "
+                         "teammate's gpufleet, an edit by hand), then record it again (`gpufleet up` or "
+                         "`gpufleet registry rebuild`)")
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "what": self.what, "expected": self.expected, "source": self.source}
+
+
 class CloudUnreadable(GpufleetError):
     """A cloud (or a region, or one kind of resource there) that should have been read could not
     be: it could not be reached, it refused the credentials, or it denied permission. Exit code 1:

@@ -132,6 +132,19 @@ def make_dir(path: Path, variable: str = "XDG_DATA_HOME") -> Path:
     return path
 
 
+def make_private_dir(path: Path, variable: str = "XDG_DATA_HOME") -> Path:
+    """``path`` made as ``make_dir`` makes it, then the owner's alone (0700) whatever the umask or an
+    older gpufleet left: the folder of files holding secrets (a pillar with the munge key)."""
+    make_dir(path, variable)
+    path.chmod(0o700)
+    return path
+
+
+def write_private(path: Path, text: str, variable: str = "XDG_DATA_HOME") -> None:
+    """``text`` into ``path``, replaced whole, mode 0600 whatever the umask."""
+    replace_atomically(path, lambda f: f.write(text), variable, mode=0o600)
+
+
 def team_path() -> Path:
     """The team setting (``gpufleet team init``): ``$GPUFLEET_TEAM_FILE``, else beside the config file."""
     env = os.environ.get("GPUFLEET_TEAM_FILE")

@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gpufleet import netnames
 from gpufleet.config import SiteCosts
 from gpufleet.errors import SpecError, SpecErrors, did_you_mean
 from gpufleet.limits import MAX_EPOCHS, MAX_POOL_NODES, MAX_POOLS, MAX_TOKENS
@@ -115,18 +116,13 @@ class Storage(_Strict):
         return None
 
 
-_HOSTNAME = re.compile(r"^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}"
-                       r"[A-Za-z0-9])?)*\.?$")
-
-
 def _address(v: str) -> str:
-    """An IP address or a DNS host name (RFC 1123), nothing a shell or SSH would read otherwise."""
+    """An IP address or a DNS host name (RFC 1123), nothing a shell or SSH would read otherwise (the
+    same check as for what nodes and the registry say: ``netnames``)."""
     v = v.strip()
-    try:
+    if netnames.is_address(v):
         return str(ipaddress.ip_address(v))
-    except ValueError:
-        pass
-    if re.match(r"^[\d.]+$", v) or not _HOSTNAME.match(v):  # 999.1.1.1 is no address and no name
+    if not netnames.is_host_name(v):  # 999.1.1.1 is no address and no name
         raise HintedValueError(f"{v!r} is not an IP address or a host name", "e.g. 10.0.0.11 or gpu01.dc1.example.com")
     return v
 
@@ -393,6 +389,10 @@ class Pool(_Strict):
     subnet: str | None = None  # existing subnet (AWS subnet-..., GCP subnetwork, Azure subnet id)
     reservations: list[Reservation] = []  # capacity the team holds: tried first, in this order
     flex_start: FlexStart | None = None  # GCP: provisioned all at once by DWS, for a limited run
+    # AWS: how many network hops the instance metadata service answers across (its
+    # HttpPutResponseHopLimit, 1 to 64). Unset: 1, the node itself: a container on a bridge network
+    # (one hop more) gets no IMDSv2 token, so not the node role's credentials. 2 lets containers in.
+    imds_hop_limit: int | None = Field(default=None, ge=1, le=64, strict=True)
     salt: Salt = Salt()
     hosts: list[Host] = []
     subnet_manager: Literal["switch", "host"] | None = None  # InfiniBand racks: who runs the SM
@@ -421,9 +421,10 @@ class Pool(_Strict):
             if self.region or self.instance_type or self.spot:
                 raise HintedValueError("a baremetal pool takes no region, instance_type or spot",
                                        "describe the machines with gpu and gpus_per_node")
-            if self.vpc or self.subnet or self.reservations or self.public_ip or self.failover or self.flex_start:
-                raise HintedValueError("a baremetal pool takes no vpc, subnet, reservations, public_ip, failover "
-                                       "or flex_start",
+            if (self.vpc or self.subnet or self.reservations or self.public_ip or self.failover or self.flex_start
+                    or self.imds_hop_limit):
+                raise HintedValueError("a baremetal pool takes no vpc, subnet, reservations, public_ip, failover, "
+                                       "flex_start or imds_hop_limit",
                                        "those describe cloud pools; a rack's hosts are listed under hosts")
             if any(st.type == "nfs" and not st.server for st in self.storage):
                 raise HintedValueError("an nfs storage entry on a rack needs `server`", "e.g. server: nfs01.example.com")

@@ -21,17 +21,40 @@ def _pip(venv, *args):
     assert r.returncode == 0, r.stderr[-3000:]
 
 
-@pytest.mark.slow
-def test_the_installed_wheel_runs_every_command_a_newcomer_tries(tmp_path):
-    dist = tmp_path / "dist"
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(the wheel, a fresh virtualenv with it installed alone)."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    dist = tmp / "dist"
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist),
                         str(ROOT)], capture_output=True, text=True, timeout=600,
                        env={**os.environ, "PYTHONWARNINGS": "ignore::UserWarning"})
     assert r.returncode == 0, r.stderr[-2000:]
     (wheel,) = dist.glob("gpufleet-*.whl")
-    venv = tmp_path / "venv"
+    venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     _pip(venv, str(wheel))
+    return wheel, venv
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_keeps_secrets_quotes_and_refuses_forged_statuses(installed, tmp_path):
+    """Issue 48 (items 1-3) against what users get: the pillars 0600 in 0700 folders under umask 022
+    and gone after the run, a status claiming another node ignored, a hostile registry record refused
+    by `gpufleet ssh-config` and a sound one shell-quoted as the real ssh reads it
+    (tests/wheel_security.py, run with the wheel's python from outside the source tree)."""
+    _, venv = installed
+    home = tmp_path / "home"
+    home.mkdir()
+    r = subprocess.run([str(venv / "bin" / "python"), str(ROOT / "tests" / "wheel_security.py"), str(home)],
+                       capture_output=True, text=True, timeout=600, cwd=home,
+                       env={"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(home)})
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout[-2000:] + r.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_runs_every_command_a_newcomer_tries(installed, tmp_path):
+    wheel, venv = installed
     home = tmp_path / "home"
     home.mkdir()
     env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(home), "COLUMNS": "100",

@@ -15,6 +15,7 @@ zone, a region, the provider, or everything), for capacity failover.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -288,6 +289,27 @@ class Tool:
 
     command: str  # looked up on PATH
     install: str  # how to install it, in words with the command or page
+
+
+class SshText(str):
+    """Text already in OpenSSH's config form, written as it is: one of its tokens, or a command line
+    ``command_line`` made."""
+
+
+# OpenSSH's tokens in a ProxyCommand: the host name (HostName) and the port (ssh_config(5), TOKENS)
+HOST, PORT = SshText("%h"), SshText("%p")
+
+
+def command_line(*words) -> SshText:
+    """A ProxyCommand of ``words``, each shell-quoted (OpenSSH hands the line to the user's shell,
+    ``exec`` prefixed) with every ``%`` doubled (OpenSSH expands ``%`` tokens in it; ``%%`` is a
+    ``%``), but for the ``SshText`` given (HOST, PORT, an inner command line). A word may be a tuple
+    of parts (``("portNumber=", PORT)``)."""
+    def part(p) -> str:
+        return p if isinstance(p, SshText) else str(p).replace("%", "%%")
+
+    return SshText(" ".join(shlex.quote("".join(part(p) for p in (w if isinstance(w, tuple) else (w,))))
+                            for w in words))
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,13 @@ REBOOT = ("systemctl", "reboot")
 # a golden image says what it was baked from (node_bake.py); a node booting from one whose tree and
 # baked formulas' pillar are the pool's applies only the pool's node_states
 IMAGE = "/etc/gpufleet/image.json"
+# what the agent writes is root's alone: the pillar holds the munge key (whoever reads it mints munge
+# credentials for any UID, root included: munge's QUICKSTART wants the key 0600 in a 0700 /etc/munge)
+# and, on the controller, the accounting password. Salt and pip run under the usual umask instead:
+# what they install is the system's (every job user reads slurm.conf, Salt's runas starts the venv's
+# python as another user)
+AGENT_UMASK = 0o077
+SYSTEM_UMASK = 0o022
 
 
 class AgentError(Exception):
@@ -332,37 +339,56 @@ def mem_gib():
         return None
 
 
+def private_dir(path):
+    """``path`` made where missing and root's alone (0700), whatever the umask or an older agent left."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def write_private(path, text):
+    """``text`` into ``path``, mode 0600 whatever the umask (a file an older agent left 0644 included)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(fd, 0o600)
+        f.write(text)
+
+
 def ensure_salt(salt):
     exe = os.path.join(salt["venv"], "bin", "salt-call")
     if os.path.exists(exe):
         return exe  # a golden image's Salt, or this agent's from an earlier boot
-    subprocess.run([sys.executable, "-m", "venv", salt["venv"]], check=True)
+    subprocess.run([sys.executable, "-m", "venv", salt["venv"]], check=True, umask=SYSTEM_UMASK)
     pip = [os.path.join(salt["venv"], "bin", "pip"), "install", "-q", *salt.get("pip_args", []),
            f"salt=={salt['version']}"]
-    r = subprocess.run(pip, capture_output=True, text=True)
+    r = subprocess.run(pip, capture_output=True, text=True, umask=SYSTEM_UMASK)
     if r.returncode != 0:
         raise AgentError(f"installing Salt {salt['version']} failed: {r.stderr.strip()[-500:]}")
     return exe
 
 
 def apply(salt_call, tree, pillar, states, test, work):
-    """One salt-call run; (ok, changed, failed [(state id, comment)], seconds)."""
-    os.makedirs(f"{work}/pillar", exist_ok=True)
-    with open(f"{work}/pillar/top.sls", "w") as f:
-        f.write("base:\n  '*': [gpufleet]\n")
-    with open(f"{work}/pillar/gpufleet.sls", "w") as f:
-        json.dump(pillar, f)
-    with open(f"{work}/minion", "w") as f:
-        json.dump({"file_client": "local", "file_roots": {"base": [tree]}, "pillar_roots": {"base": [f"{work}/pillar"]},
-                   "root_dir": f"{work}/root", "cachedir": f"{work}/cache", "log_file": f"{work}/salt.log"}, f)
+    """One salt-call run; (ok, changed, failed [(state id, comment)], seconds). The pillar (secrets
+    among it) is on disk for that run only: 0600 in 0700 folders, removed when salt-call is done."""
+    private_dir(work)
+    private_dir(f"{work}/pillar")
+    write_private(f"{work}/pillar/top.sls", "base:\n  '*': [gpufleet]\n")
+    pillar_file = f"{work}/pillar/gpufleet.sls"
+    write_private(pillar_file, json.dumps(pillar))
+    write_private(f"{work}/minion", json.dumps(
+        {"file_client": "local", "file_roots": {"base": [tree]}, "pillar_roots": {"base": [f"{work}/pillar"]},
+         "root_dir": f"{work}/root", "cachedir": f"{work}/cache", "log_file": f"{work}/salt.log"}))
     cmd = [salt_call, "--local", "-c", work, "--out", "json", "--retcode-passthrough", "state.apply", ",".join(states)]
     if test:
         cmd.append("test=True")
     apt_conf = f"{work}/apt.conf"
-    with open(apt_conf, "w") as f:
-        f.write(f'DPkg::Lock::Timeout "{DPKG_LOCK_WAIT_S}";\n')
+    write_private(apt_conf, f'DPkg::Lock::Timeout "{DPKG_LOCK_WAIT_S}";\n')
     start = time.monotonic()
-    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "APT_CONFIG": apt_conf})
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "APT_CONFIG": apt_conf},
+                           umask=SYSTEM_UMASK)
+    finally:
+        os.remove(pillar_file)
     seconds = time.monotonic() - start
     try:
         ret = json.loads(r.stdout)["local"]
@@ -391,17 +417,22 @@ def current_configuration(store, pool, wait_s, poll_s=15):
 
 def run(cfg, force=False):
     """One run of the agent. The boot's run and the timer's (and, on GCP, the startup script that
-    runs again at every boot) never overlap: a run that finds another under way stops."""
-    os.makedirs(STATE_DIR, exist_ok=True)
-    with open(f"{STATE_DIR}/agent.lock", "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            print("another run of the agent is under way (the boot's or the timer's): this one stops", flush=True)
-            return 0
-        rc = _run(cfg, force)
-        report_scheduler(cfg)
-        return rc
+    runs again at every boot) never overlap: a run that finds another under way stops. What it
+    writes is root's alone (AGENT_UMASK), whatever the umask it was started with."""
+    umask = os.umask(AGENT_UMASK)
+    try:
+        private_dir(STATE_DIR)
+        with open(f"{STATE_DIR}/agent.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                print("another run of the agent is under way (the boot's or the timer's): this one stops", flush=True)
+                return 0
+            rc = _run(cfg, force)
+            report_scheduler(cfg)
+            return rc
+    finally:
+        os.umask(umask)
 
 
 def report_scheduler(cfg):
@@ -569,9 +600,8 @@ def put_status(store, pool, nid, status):
             if pause is None:
                 raise
             time.sleep(pause)
-    os.makedirs(STATE_DIR, exist_ok=True)
-    with open(f"{STATE_DIR}/status.json", "w") as f:
-        json.dump(status, f)
+    private_dir(STATE_DIR)
+    write_private(f"{STATE_DIR}/status.json", json.dumps(status))
 
 
 def run_checks(tree, expect, level, request, timeout=3600):

@@ -177,6 +177,14 @@ def flex_start_elsewhere(pool, cloud_name: str) -> list[Problem]:
     return []
 
 
+def imds_hop_limit_elsewhere(pool, cloud_name: str) -> list[Problem]:
+    """``imds_hop_limit`` is EC2's; another cloud's metadata server has no such limit to set."""
+    if pool.imds_hop_limit is not None:
+        return [Problem(("imds_hop_limit",), f"imds_hop_limit is AWS's instance metadata setting; {cloud_name} has "
+                        "none", "drop imds_hop_limit")]
+    return []
+
+
 def image_problems(pool, own: str, is_own) -> list:
     """A pool's ``image``: one of gpufleet's names, or the cloud's own reference (``is_own``,
     described as ``own``)."""

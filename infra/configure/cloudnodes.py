@@ -7,6 +7,14 @@ a GPU), the pillar (built by the same code as a rack host's) and the tree's hash
 is the pool's *generation*. ``wait`` lists ``status/`` once per poll (a page holds 1,000
 objects), reads only the statuses that changed since the last poll, and ends when every
 expected node has reported on its pool's current generation, or at the deadline.
+
+A status speaks for the node its object key names, never for the one its body names: the key is
+what the cloud let its writer write (``status/<pool>/<writer>.json``). AWS holds each node to its
+own key (``${aws:userid}``, role id:instance id); GCS IAM conditions and Azure ABAC conditions hold
+a pool's nodes to the pool's prefix only (neither can name the calling VM), so there a node could
+write a status under a neighbour's name in its own pool, never in another pool (the controller's).
+A body that disagrees with its key, and facts that are not of their format (host name, address,
+counts), are refused before they reach slurm.conf or the registry.
 """
 
 from __future__ import annotations
@@ -22,12 +30,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufleet import netnames
 from gpufleet.clouds import cloud
 from gpufleet.clouds import scheduler as slurm_view
+from gpufleet.clouds.node_agent import safe_key
 from gpufleet.configure import NODE_STATES, saltrun
 from gpufleet.configure import pillar as pillarmod
 from gpufleet.configure.slurm import has_facts as slurm_ready
-from gpufleet.errors import GpufleetError
+from gpufleet.errors import GpufleetError, UntrustedValue
 from gpufleet.state import leases
 
 READERS = 16  # status objects read at once
@@ -167,10 +177,51 @@ Scheduler = Callable[[list[tuple[str, "str | None", dict]], "bytes | None"], dic
 
 
 def node_key(node_id) -> str:
-    """A node id as the clouds compare it: ARM ids are case-insensitive, and Azure's List API gives
-    a scale set VM's id with its resource group upper-cased (azure-cli#7262) where the VM's metadata
-    service says it as created. AWS and GCP ids have no letters whose case differs."""
-    return str(node_id).lower()
+    """A node id as the clouds compare it, in the form the agent names its status object by
+    (``node_agent.safe_key``): ARM ids are case-insensitive, and Azure's List API gives a scale set
+    VM's id with its resource group upper-cased (azure-cli#7262) where the VM's metadata service
+    says it as created. AWS and GCP ids have no letters whose case differs."""
+    return safe_key(str(node_id)).lower()
+
+
+def status_owner(key: str) -> tuple[str, str] | None:
+    """(pool, node key) of the node that wrote the status object ``key``, from the key alone:
+    ``status/<pool>/<writer>.json``, whose writer is the node's id (GCP, Azure) or its
+    ``aws:userid``, ``<role id>:<instance id>`` (AWS): the node is what follows the last colon.
+    None for a key of another shape."""
+    parts = key.split("/")
+    if len(parts) != 3 or parts[0] != "status" or not parts[2].endswith(".json") or not parts[1]:
+        return None
+    node = parts[2][:-len(".json")].rpartition(":")[2]
+    return (parts[1], node.lower()) if node else None
+
+
+def vouched(key: str, status: dict) -> tuple[str, str] | None:
+    """(pool, node key) a status speaks for: its key's, when its body says the same node and pool;
+    None when the key is not a status's or the body claims another node or pool."""
+    owner = status_owner(key)
+    if owner is None or status.get("pool") != owner[0] or node_key(status.get("node_id")) != owner[1]:
+        return None
+    return owner
+
+
+def checked_facts(facts, source: str) -> dict | None:
+    """A node's facts, refused (UntrustedValue) unless what reaches slurm.conf and the registry is of
+    its format: the short host name (Slurm's NodeName) one RFC 1123 label, the address an IP
+    literal, CPUs, GPUs and memory numbers."""
+    if facts is None:
+        return None
+    if not isinstance(facts, dict):
+        raise UntrustedValue("facts", facts, "an object", source)
+    if facts.get("hostname") is not None:
+        netnames.label(facts["hostname"], "host name", source)
+    if facts.get("address") is not None:
+        netnames.address(facts["address"], "address", source)
+    for k, kind in (("cpus", int), ("gpu_count", int), ("mem_gib", (int, float))):
+        v = facts.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, kind) or v < 0):
+            raise UntrustedValue(k, v, "a number of at least 0", source)
+    return facts
 
 
 def wait(store, targets: list[NodeTarget], generations: dict[str, str], *, timeout_s: float = WAIT_S,
@@ -190,11 +241,10 @@ def wait(store, targets: list[NodeTarget], generations: dict[str, str], *, timeo
     done = 0
     while True:
         stats.polls += 1
-        for status in _changed_statuses(store, seen, stats):
-            r = reports.get(node_key(status.get("node_id")))
-            if r is None or status.get("pool") != r.target.pool:
-                continue
-            _apply_status(r, status, generations[r.target.pool], r.target.pool in unchanged)
+        for key, status in _changed_statuses(store, seen, stats):
+            r = _report_of(reports, key, status)
+            if r is not None:
+                _apply_status(r, status, generations[r.target.pool], r.target.pool in unchanged, key)
         finished = [r for r in reports.values() if r.state != "pending"]
         if progress and len(finished) != done:
             bad = sum(1 for r in finished if not r.ok)
@@ -218,9 +268,27 @@ def wait(store, targets: list[NodeTarget], generations: dict[str, str], *, timeo
     return [reports[node_key(t.node_id)] for t in targets]
 
 
-def _changed_statuses(store, seen: dict[str, str], stats: WaitStats | None = None) -> list[dict]:
-    """The statuses that changed since the last poll (``seen``: key -> etag read): one listing of the
-    prefix, then only those objects, read in parallel (a poll after many nodes finished reads many)."""
+def _report_of(reports: dict[str, NodeReport], key: str, status: dict) -> NodeReport | None:
+    """The report of the node the status object ``key`` belongs to, when it is one waited for in the
+    pool the key names and the body agrees with its key; a body that claims another node or pool is
+    ignored, said as a warning on the node whose key it is."""
+    owner = status_owner(key)
+    r = reports.get(owner[1]) if owner else None
+    if r is None or r.target.pool != owner[0]:
+        return None
+    if vouched(key, status) is None:
+        claim = f"node {status.get('node_id')!r} of pool {status.get('pool')!r}"
+        warning = f"{key} claims to be {claim}: ignored (a status speaks for the node its key names)"
+        if warning not in r.warnings:
+            r.warnings.append(warning)
+        return None
+    return r
+
+
+def _changed_statuses(store, seen: dict[str, str], stats: WaitStats | None = None) -> list[tuple[str, dict]]:
+    """(key, body) of the statuses that changed since the last poll (``seen``: key -> etag read): one
+    listing of the prefix, then only those objects, read in parallel (a poll after many nodes
+    finished reads many)."""
     listing, pages = store.list("status/")
     changed = [(key, etag) for key, etag in listing if seen.get(key) != etag]
     if stats is not None:
@@ -230,25 +298,31 @@ def _changed_statuses(store, seen: dict[str, str], stats: WaitStats | None = Non
         bodies = list(ex.map(_read, [store] * len(changed), [k for k, _ in changed]))
     for key, etag in changed:
         seen[key] = etag
-    return [b for b in bodies if b is not None]
+    return [(key, b) for (key, _), b in zip(changed, bodies) if b is not None]
 
 
 def _read(store, key: str) -> dict | None:
     try:
-        return json.loads(store.get(key))
+        body = json.loads(store.get(key))
     except ValueError:
         return None  # not one of ours (or cut short): read again only if it changes
+    return body if isinstance(body, dict) else None
 
 
-def _apply_status(r: NodeReport, status: dict, generation: str, unchanged: bool) -> None:
+def _apply_status(r: NodeReport, status: dict, generation: str, unchanged: bool, key: str) -> None:
     if status.get("generation") not in (generation, None):
         return  # an older generation's report: still pending on this one
     r.generation = status.get("generation")
     r.error = r.hint = None  # a newer status replaces what an earlier attempt said
+    try:
+        r.facts = checked_facts(status.get("facts"), key)
+    except UntrustedValue as e:  # nothing of it reaches slurm.conf or the registry
+        r.facts, r.state, r.error, r.hint = None, "failed", e.message, e.hint
+        return
     r.changed = 0 if unchanged else int(status.get("changed") or 0)
     r.failed = list(status.get("failed") or [])
     r.rehearsed = list(status.get("rehearsed") or [])
-    r.seconds, r.facts, r.log = status.get("seconds"), status.get("facts"), status.get("log")
+    r.seconds, r.log = status.get("seconds"), status.get("log")
     r.verify = status.get("verify")
     if status.get("ok") and r.generation == generation:
         r.state = "current" if unchanged else "configured"
@@ -333,7 +407,7 @@ def configure_pools(stack, cat, cluster: str, outputs: dict, nodes: list, *, reg
             facts = {node_key(r.target.node_id): r.facts for r in first if r.ok and slurm_ready(r.facts)}
         ready = [t for t in targets if node_key(t.node_id) in facts]
         try:
-            pillars = scheduler([(t.pool, t.address, facts[node_key(t.node_id)]) for t in ready], published)
+            pillars = scheduler([(t.pool, _address(t), facts[node_key(t.node_id)]) for t in ready], published)
         except GpufleetError:  # no controller: what the first round did is all there is to record
             if registry is not None:
                 record(registry, cluster, first)
@@ -344,6 +418,11 @@ def configure_pools(stack, cat, cluster: str, outputs: dict, nodes: list, *, reg
     if registry is not None:
         record(registry, cluster, reports)
     return reports
+
+
+def _address(t: NodeTarget) -> str | None:
+    """The address the registry recorded for a node (the team's store may hold it), checked."""
+    return netnames.address(t.address, "address", f"the registry's record of {t.id}") if t.address else None
 
 
 def _published_key(opened: dict, buckets: dict) -> bytes | None:
@@ -360,13 +439,19 @@ def _published_key(opened: dict, buckets: dict) -> bytes | None:
 
 def _known_facts(stores, targets: list[NodeTarget]) -> dict[str, dict]:
     """node key -> the facts its last status gave, for the targets whose status says all Slurm needs."""
-    wanted = {node_key(t.node_id) for t in targets}
+    wanted = {(t.pool, node_key(t.node_id)) for t in targets}
     out = {}
     for store in stores:
-        for status in _changed_statuses(store, {}):
-            key = node_key(status.get("node_id"))
-            if key in wanted and slurm_ready(status.get("facts")):
-                out[key] = status["facts"]
+        for key, status in _changed_statuses(store, {}):
+            owner = vouched(key, status)
+            if owner not in wanted:
+                continue
+            try:
+                facts = checked_facts(status.get("facts"), key)
+            except UntrustedValue:
+                continue  # not known: the first round reads it again, and says why it is refused
+            if slurm_ready(facts):
+                out[owner[1]] = facts
     return out
 
 
@@ -384,7 +469,8 @@ def scheduler_view(store, pool: str, controller: str) -> dict | None:
     None when no status has it yet."""
     listing, _ = store.list(f"status/{pool}/")
     for key, _ in listing:
-        said = (_read(store, key) or {}).get("scheduler")
+        status = _read(store, key) or {}
+        said = status.get("scheduler") if vouched(key, status) else None
         if said and said["out"].startswith("error: "):
             return {"controller": controller, "error": said["out"][len("error: "):], "as_of": said.get("at")}
         if said:
@@ -410,14 +496,15 @@ def verify_pools(outputs: dict, nodes: list, expectations: dict[str, dict], *, l
         mine = [t for t in targets if t.pool in names]
         start, seen = clock(), {}
         while True:
-            for status in _changed_statuses(store, seen):
+            for key, status in _changed_statuses(store, seen):
                 got = status.get("verify") or {}
-                if got.get("request") == request:
-                    answers[node_key(status.get("node_id"))] = got
+                owner = vouched(key, status)
+                if owner is not None and got.get("request") == request:
+                    answers[owner] = got
             if progress:
-                progress("verify", sum(node_key(t.node_id) in answers for t in mine), len(mine),
+                progress("verify", sum((t.pool, node_key(t.node_id)) in answers for t in mine), len(mine),
                          f"{clock() - start:.0f}s")
-            if all(node_key(t.node_id) in answers for t in mine) or clock() - start >= timeout_s:
+            if all((t.pool, node_key(t.node_id)) in answers for t in mine) or clock() - start >= timeout_s:
                 break
             sleep(poll_s)
-    return [(t, answers.get(node_key(t.node_id))) for t in targets]
+    return [(t, answers.get((t.pool, node_key(t.node_id)))) for t in targets]

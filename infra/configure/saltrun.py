@@ -7,6 +7,12 @@ roster, per-host pillar) under ``$XDG_DATA_HOME/gpufleet/salt/<cluster>/`` and r
 
 Host keys: every roster entry makes OpenSSH check the site's known_hosts file
 (``StrictHostKeyChecking=yes``), the same file gpufleet's paramiko connections verified.
+
+Secrets: a host's pillar holds the cluster's munge key (and the controller's, the accounting
+password), so the configuration folder is 0700 and its files 0600 whatever the umask, a host's
+pillar is on disk only while salt-ssh runs for it, and salt-ssh runs under umask 077 (its cache,
+logs and the state tarball it builds with the pillar inside are the operator's alone). On the host,
+Salt keeps its thin directory 0700 itself (``ssh_py_shim.py``, umask 077) and removes the tarball.
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ from pathlib import Path
 
 from gpufleet.clouds.bootstrap import SALT_VERSION  # the one Salt: on cloud nodes, in salt-ssh's virtualenv
 from gpufleet.errors import ToolMissing
-from gpufleet.paths import make_dir, salt_run_dir, salt_venv_dir
+from gpufleet.paths import make_private_dir, salt_run_dir, salt_venv_dir, write_private
 from gpufleet.state import leases
+
+SALT_SSH_UMASK = 0o077  # what salt-ssh writes here (cache, logs, the tarball with the pillar) is the operator's
 
 
 def repo_root() -> Path:
@@ -136,7 +144,8 @@ class SaltSsh:
 
     def _write(self) -> None:
         d = self.dir
-        make_dir(d / "pillar")
+        make_private_dir(d)
+        make_private_dir(d / "pillar")
         master = {
             "root_dir": str(d), "cachedir": str(d / "cache"), "pki_dir": str(d / "pki"),
             "log_file": str(d / "salt-ssh.log"), "log_level_logfile": "warning",
@@ -145,7 +154,7 @@ class SaltSsh:
             "ssh_minion_opts": {"log_level": "warning"},
             "state_output": "full", "state_verbose": True,
         }
-        (d / "master").write_text(json.dumps(master, indent=2))
+        write_private(d / "master", json.dumps(master, indent=2))
         roster = {}
         for h in self.hosts.values():
             roster[h.id] = {
@@ -161,10 +170,12 @@ class SaltSsh:
             }
             if h.key:
                 roster[h.id]["priv"] = os.path.expanduser(h.key)
-            (d / "pillar" / f"{_sls_name(h.id)}.sls").write_text(json.dumps(h.pillar, indent=2, sort_keys=True))
-        (d / "roster").write_text(json.dumps(roster, indent=2))
+        write_private(d / "roster", json.dumps(roster, indent=2))
         top = {"base": {h.id: [_sls_name(h.id)] for h in self.hosts.values()}}
-        (d / "pillar" / "top.sls").write_text(json.dumps(top, indent=2))
+        write_private(d / "pillar" / "top.sls", json.dumps(top, indent=2))
+
+    def _pillar(self, host_id: str) -> Path:
+        return self.dir / "pillar" / f"{_sls_name(host_id)}.sls"
 
     def apply(self, host_ids: list[str], states: list[str], *, test: bool = False,
               on_host=None) -> dict[str, StateRun]:
@@ -182,13 +193,19 @@ class SaltSsh:
         if test:
             cmd.append("test=True")
         with self._locked(host_ids):
-            return self._apply(cmd, host_ids, test, on_host)
+            try:  # each host's pillar is on disk while salt-ssh runs for it, and no longer
+                for h in host_ids:
+                    write_private(self._pillar(h), json.dumps(self.hosts[h].pillar, indent=2, sort_keys=True))
+                return self._apply(cmd, host_ids, test, on_host)
+            finally:
+                for h in host_ids:
+                    self._pillar(h).unlink(missing_ok=True)
 
     @contextlib.contextmanager
     def _locked(self, host_ids: list[str]):
         """Hold a lock per host (in a fixed order): no two salt-ssh runs on one host at once, across
         gpufleet processes, while runs on different hosts go ahead in parallel."""
-        (self.dir / "locks").mkdir(exist_ok=True)
+        make_private_dir(self.dir / "locks")
         with contextlib.ExitStack() as stack:
             for h in sorted(host_ids):
                 f = stack.enter_context(open(self.dir / "locks" / h, "w"))
@@ -199,7 +216,8 @@ class SaltSsh:
         start = time.monotonic()
         lines: list[str] = []
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                                stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONWARNINGS": "ignore"},
+                                umask=SALT_SSH_UMASK)
         err: list[str] = []
         reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
         reader.start()

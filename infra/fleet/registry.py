@@ -102,7 +102,7 @@ def rebuild(cat, *, path: Path | None = None, providers: list[str] | None = None
                 if rec.name not in by_cluster and rec.nodes and all(n.provider not in CLOUDS for n in rec.nodes):
                     new.record(name=rec.name, stack=rec.stack, stack_file=rec.stack_file, owner=rec.owner,
                                expires_at=rec.expires_at, backend=rec.backend, nodes=rec.nodes, state=rec.state,
-                               created_by=rec.created_by)
+                               created_by=rec.created_by, access=rec.access)
                     out.kept_racks.append(rec.name)
         out.clusters = new.list()
         if old is not None and old.shared is not None:

@@ -9,18 +9,27 @@ nodes' own addresses. The result is one OpenSSH config file with a ``Host`` per 
 ``<cluster>-<pool>-<index>``, and ``<cluster>-login`` on the first node of the Slurm controller (or
 login) pool, else on the first node: ``Include`` it from ~/.ssh/config and plain ssh, scp, rsync and
 VS Code Remote-SSH reach them; `gpufleet ssh` runs ssh with it (``-F``).
+
+The registry's records (in team mode, the team's store's) are not trusted as they are: each cloud's
+route checks its ids and places against their formats and shell-quotes its ProxyCommand
+(``clouds.base.command_line``), and every value is checked again as it is written (``config_value``):
+no control character (a newline would add config lines), no whitespace or ``%`` outside the
+ProxyCommand's own tokens, local paths quoted. A value that fails is refused before anything is
+written, naming the node and the field.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufleet import netnames
 from gpufleet.clouds import provider
 from gpufleet.clouds.base import SshRoute, Tool
-from gpufleet.errors import EXIT_FAILED, GpufleetError, InputError, ToolMissing, did_you_mean
+from gpufleet.errors import EXIT_FAILED, GpufleetError, InputError, ToolMissing, UntrustedValue, did_you_mean
 from gpufleet.fleet import stacks, team
 from gpufleet.fleet.recorded import recorded
 from gpufleet.paths import replace_atomically, ssh_config_path
@@ -31,6 +40,33 @@ SSH = Tool("ssh", "install the OpenSSH client (Debian/Ubuntu: apt install openss
            "ship it)")
 LOGIN_ROLES = ("controller", "login")  # a pool of these roles holds `<cluster>-login`
 DEFAULT_USER = "ubuntu"  # access.user's default, for a cluster whose stack file is gone
+# ssh_config(5): these take local paths, in which OpenSSH expands % tokens ("%%" is a "%") and which
+# may hold spaces (written in double quotes)
+PATH_OPTIONS = ("IdentityFile", "UserKnownHostsFile")
+VIAS = ("cloud", "bastion", "direct")  # access.via's choices (spec.Access)
+LINUX_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # as spec.Access.user takes it
+RACK_OPTIONS = frozenset({"HostName", "Port", "User", "IdentityFile", "UserKnownHostsFile", "StrictHostKeyChecking"})
+# a ProxyCommand's % may only be one of the tokens gpufleet writes (%h, %p) or an escaped "%%"
+_PROXY_PERCENT = re.compile(r"(?:[^%]|%[hp%])*")
+
+
+def config_value(key: str, value: str, where: str) -> str:
+    """``value`` as the config line of ``key`` writes it, or UntrustedValue naming ``where``."""
+    value = str(value)
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise UntrustedValue(key, value, "free of newlines and control characters", where)
+    if key == "ProxyCommand":
+        if not _PROXY_PERCENT.fullmatch(value):
+            raise UntrustedValue(key, value, "free of % but its own tokens %h and %p", where)
+        return value
+    if key in PATH_OPTIONS:
+        if '"' in value or not value:
+            raise UntrustedValue(key, value, "a path without double quotes", where)
+        value = value.replace("%", "%%")
+        return f'"{value}"' if any(c.isspace() for c in value) else value
+    if not value or any(c.isspace() or c in "\"'%#\\" for c in value):
+        raise UntrustedValue(key, value, "one word without quotes, % or #", where)
+    return value
 
 
 @dataclass
@@ -73,8 +109,9 @@ class SshConfig:
                  f"# {self.include_line()}", ""]
         for e in self.entries:
             names = [e.alias] + ([self.login_alias] if e.alias == self.login else [])
-            lines.append(f"Host {' '.join(names)}")
-            lines += [f"    {k} {v}" for k, v in e.options.items()]
+            where = f"the ssh config of {self.cluster}, host {e.alias}"
+            lines.append(f"Host {' '.join(config_value('Host', n, where) for n in names)}")
+            lines += [f"    {k} {config_value(k, v, where)}" for k, v in e.options.items()]
             lines.append("")
         return "\n".join(lines)
 
@@ -125,58 +162,131 @@ def alias(cluster: str, pool: str, idx: int) -> str:
     return f"{cluster}-{pool}-{idx}"
 
 
-def _stack(rec, cat, notes: list[str]):
-    """The cluster's stack (its access block and rack hosts), or None when its file cannot be read."""
-    if not rec.stack_file or not Path(rec.stack_file).exists():
-        notes.append(f"the stack file {rec.stack_file or '(none)'} is gone: the cloud's own route and user "
-                     f"{DEFAULT_USER} are assumed, rack hosts as the registry recorded them")
-        return None
-    return stacks.load(rec.stack_file, cat)
+@dataclass
+class Access:
+    """What ssh needs of a cluster's stack: how the nodes are reached, as whom, which pools hold the
+    login node, and each rack host's route (address, port, user, key, known_hosts file). From the
+    stack file (``--stack``, or the one `up` recorded) or, where that file is not here (another
+    folder, a teammate's machine), from the registry's record of it (``access_record``)."""
+
+    via: str = "cloud"
+    user: str = DEFAULT_USER
+    bastion_pool: str | None = None
+    pools: list[str] = field(default_factory=list)  # in the stack's order
+    login_pools: list[str] = field(default_factory=list)
+    racks: dict[str, dict[str, str]] = field(default_factory=dict)  # "pool-index" -> the rack host's route
+
+    @classmethod
+    def of_stack(cls, stack, cluster: str, nodes: list[Node]) -> "Access":
+        a = stack.access
+        on_rack = {p.name for p in stack.pools if p.on_rack}
+        racks = {}
+        for n in nodes:
+            if n.pool in on_rack:
+                options = dict(provider(n.provider).ssh_route(n, cluster=cluster, stack=stack).options)
+                for k in PATH_OPTIONS:  # what was relative to the folder `up` ran in
+                    if k in options:
+                        options[k] = str(Path(options[k]).expanduser().absolute())
+                racks[f"{n.pool}-{n.idx}"] = options
+        return cls(a.via, a.user, a.bastion_pool, [p.name for p in stack.pools],
+                   [p.name for p in stack.pools if p.role in LOGIN_ROLES], racks)
+
+    @classmethod
+    def of_record(cls, doc: dict, where: str) -> "Access":
+        """The registry's record (in team mode, the team's store's), each value checked."""
+        via = doc.get("via", "cloud")
+        if via not in VIAS:
+            raise UntrustedValue("access.via", via, "one of " + ", ".join(VIAS), where)
+        user = netnames.matching(doc.get("user", DEFAULT_USER), LINUX_USER, "access.user", "a Linux user name", where)
+        names = [*doc.get("pools", []), *doc.get("login_pools", [])] + ([doc["bastion_pool"]] if doc.get(
+            "bastion_pool") else [])
+        for name in names:
+            netnames.label(name, "pool name", where)
+        racks = {}
+        for host, options in (doc.get("racks") or {}).items():
+            if set(options) - RACK_OPTIONS:
+                raise UntrustedValue(f"racks.{host}", sorted(options), "of " + ", ".join(sorted(RACK_OPTIONS)), where)
+            netnames.host(options.get("HostName"), f"racks.{host}.HostName", where)
+            if not str(options.get("Port", "22")).isdigit():
+                raise UntrustedValue(f"racks.{host}.Port", options.get("Port"), "a TCP port", where)
+            netnames.matching(options.get("User", "root"), LINUX_USER, f"racks.{host}.User", "a Linux user name", where)
+            racks[host] = {**options, "StrictHostKeyChecking": "yes"}  # a record may not turn host keys off
+        return cls(via, user, doc.get("bastion_pool"), list(doc.get("pools", [])), list(doc.get("login_pools", [])),
+                   racks)
+
+    def to_dict(self) -> dict:
+        return {"via": self.via, "user": self.user, "bastion_pool": self.bastion_pool, "pools": self.pools,
+                "login_pools": self.login_pools, "racks": self.racks}
 
 
-def _direct(node: Node) -> dict[str, str]:
+def access_record(stack, cluster: str, nodes: list[Node]) -> dict:
+    """What `up` records of the stack for ssh and ssh-config (``ClusterRecord.access``)."""
+    return Access.of_stack(stack, cluster, nodes).to_dict()
+
+
+def _access(rec, cat, stack_file: str | Path | None, notes: list[str]) -> tuple[Access, object]:
+    """(the access, the stack when read): ``stack_file`` when given, else the stack file `up` recorded
+    when it is here, else the registry's record of it."""
+    path = stack_file or rec.stack_file
+    if stack_file or (rec.stack_file and Path(rec.stack_file).exists()):
+        stack = stacks.load(path, cat)
+        return Access.of_stack(stack, rec.name, rec.nodes), stack
+    if rec.access:
+        notes.append(f"the stack file {rec.stack_file or '(none)'} is not here: its access and rack hosts are as "
+                     "`up` recorded them (`--stack FILE` reads a copy of the stack instead)")
+        return Access.of_record(rec.access, f"the registry's record of {rec.name}'s access"), None
+    notes.append(f"the stack file {rec.stack_file or '(none)'} is not here, and the registry recorded no access: the "
+                 f"cloud's own route and user {DEFAULT_USER} are assumed, rack hosts as the registry recorded them "
+                 "(`--stack FILE` reads a copy of the stack)")
+    return Access(), None
+
+
+def _direct(node: Node, where: str) -> dict[str, str]:
     """A cloud node's own address: the first node's SSH endpoint (its public address where the pool
-    has one), the others' private addresses."""
-    host, _, port = (node.ssh_endpoint or "").rpartition(":") if node.idx == 0 and node.ssh_endpoint else ("", "", "")
-    return {"HostName": host or node.private_ip or "", "Port": port or "22"}
+    has one), the others' private addresses (each checked: the registry may be the team's store)."""
+    host, port = netnames.endpoint(node.ssh_endpoint if node.idx == 0 else None, node.private_ip, where)
+    return {"HostName": host, "Port": port}
 
 
-def config(name: str, *, registry: Registry | None = None, cat=None, path: Path | None = None) -> SshConfig:
-    """The OpenSSH config of cluster ``name``'s recorded nodes (nothing is written)."""
+def config(name: str, *, registry: Registry | None = None, cat=None, path: Path | None = None,
+           stack_file: str | Path | None = None) -> SshConfig:
+    """The OpenSSH config of cluster ``name``'s recorded nodes (nothing is written); ``stack_file``:
+    the stack to read the access block and rack hosts from, instead of the one `up` recorded."""
     reg = registry or team.registry()
     rec = recorded(reg, name)
     notes: list[str] = []
-    stack = _stack(rec, cat, notes)
-    access = stack.access if stack is not None else None
-    via = access.via if access else "cloud"
-    user = access.user if access else DEFAULT_USER
-    pools = {p.name: p for p in stack.pools} if stack is not None else {}
-    order = {p: i for i, p in enumerate(pools)}
+    access, stack = _access(rec, cat, stack_file, notes)
+    via = access.via
+    order = {p: i for i, p in enumerate(access.pools)}
     nodes = sorted(rec.nodes, key=lambda n: (order.get(n.pool, len(order)), n.pool, n.idx))
-    bastion = access.bastion_pool if access and via == "bastion" else None
+    bastion = access.bastion_pool if via == "bastion" else None
     entries: list[Entry] = []
     for n in nodes:
-        pool = pools.get(n.pool)
-        on_rack = pool.on_rack if pool is not None else n.provider not in CLOUDS
-        if on_rack or via == "cloud":
+        where = f"the registry's record of {rec.name} node {n.pool}-{n.idx}"
+        netnames.host_name(alias(rec.name, n.pool, n.idx), "host alias (cluster-pool-index)", where)
+        on_rack = n.provider not in CLOUDS
+        if on_rack and stack is None and f"{n.pool}-{n.idx}" in access.racks:
+            route = SshRoute("direct", dict(access.racks[f"{n.pool}-{n.idx}"]))
+        elif on_rack or via == "cloud":
             route = provider(n.provider).ssh_route(n, cluster=rec.name, stack=stack)
         elif bastion and n.pool != bastion:
             route = SshRoute(f"through the bastion {alias(rec.name, bastion, 0)}",
-                             {**_direct(n), "ProxyJump": alias(rec.name, bastion, 0)})
+                             {**_direct(n, where), "ProxyJump": alias(rec.name, bastion, 0)})
         else:
-            route = SshRoute("direct", _direct(n))
+            route = SshRoute("direct", _direct(n, where))
         if not route.options.get("HostName"):
             notes.append(f"{alias(rec.name, n.pool, n.idx)}: no id or address recorded (did `up` finish?); left out")
             continue
         if not on_rack:
-            route.options.setdefault("User", user)
+            route.options.setdefault("User", access.user)
         entries.append(Entry(alias(rec.name, n.pool, n.idx), n.pool, n.idx, n.provider, route))
     if bastion and not any(e.pool == bastion and e.idx == 0 for e in entries):
         notes.append(f"the bastion pool {bastion} has no recorded node: the nodes behind it cannot be reached")
-    login_pools = [p.name for p in pools.values() if getattr(p, "role", None) in LOGIN_ROLES]
-    login = next((e.alias for e in entries if e.pool in login_pools and e.idx == 0), None) or (
+    login = next((e.alias for e in entries if e.pool in access.login_pools and e.idx == 0), None) or (
         entries[0].alias if entries else None)
-    return SshConfig(rec.name, via, entries, login, path or ssh_config_path(rec.name), notes)
+    cfg = SshConfig(rec.name, via, entries, login, path or ssh_config_path(rec.name), notes)
+    cfg.text()  # every value checked as it will be written: refused here, before anything is written
+    return cfg
 
 
 def check_tools(cfg: SshConfig, entries: list[Entry] | None = None, which=None) -> None:
@@ -194,9 +304,9 @@ def write(cfg: SshConfig) -> Path:
 
 
 def ssh_config(name: str, *, registry: Registry | None = None, cat=None, path: Path | None = None,
-               which=None) -> SshConfig:
+               which=None, stack_file: str | Path | None = None) -> SshConfig:
     """`gpufleet ssh-config`: the cluster's config, its tools checked, written."""
-    cfg = config(name, registry=registry, cat=cat, path=path)
+    cfg = config(name, registry=registry, cat=cat, path=path, stack_file=stack_file)
     if not cfg.entries:
         raise GpufleetError(f"cluster {cfg.cluster} has no node gpufleet can reach in the registry",
                             "; ".join(cfg.notes) or f"`gpufleet status {cfg.cluster}` shows what is recorded")
@@ -220,9 +330,9 @@ class Connection:
 
 def connection(name: str, node: str | None = None, command: list[str] | None = None, *,
                registry: Registry | None = None, cat=None, path: Path | None = None,
-               which=None) -> Connection:
+               which=None, stack_file: str | Path | None = None) -> Connection:
     """The ssh command line into ``node`` (default: the login node), the config it reads written."""
-    cfg = config(name, registry=registry, cat=cat, path=path)
+    cfg = config(name, registry=registry, cat=cat, path=path, stack_file=stack_file)
     entry = cfg.find(node)
     needed = [entry] + [e for e in cfg.entries if e.alias == entry.options.get("ProxyJump")]
     check_tools(cfg, needed, which=which)

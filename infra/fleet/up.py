@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from gpufleet import nodes as kinds
 from gpufleet.clouds.tags import format_expiry, parse_expiry
@@ -18,7 +19,7 @@ from gpufleet.configure import cloudnodes
 from gpufleet.engine import automation
 from gpufleet.engine.plan import Plan, cluster_for, plan
 from gpufleet.errors import GpufleetError, InputError
-from gpufleet.fleet import budgets, team
+from gpufleet.fleet import budgets, ssh, team
 from gpufleet.fleet import failover as fail
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes import racks
@@ -112,7 +113,9 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     if not confirm(the_plan):
         raise Aborted("nothing was created", "run again and answer yes, or pass --yes")
 
-    record = dict(name=name, stack=stack.name, stack_file=stack.source, owner=stack.owner,
+    # the stack file as a path from anywhere (ssh and ssh-config read it from other folders)
+    record = dict(name=name, stack=stack.name, stack_file=str(Path(stack.source).absolute()) if stack.source else "",
+                  owner=stack.owner,
                   expires_at=format_expiry(cl.expires_at), backend=None, locations=[], created_by=created_by,
                   predicted=the_plan.spend.summary())
     nodes: list[Node] = []
@@ -130,7 +133,7 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
             nodes = cloud_nodes.create(run, on_failure=lambda: reg.record(**kept, state="failed"))
     if racks in used:
         nodes += racks.create(run, {c.pool: c.usd_per_node_hour for c in the_plan.pools})
-    rec = reg.record(**record, nodes=nodes, state="up")
+    rec = reg.record(**record, nodes=nodes, state="up", access=ssh.access_record(run.stack, name, nodes))
     cloud_reports, hosts, verdicts = [], [], []
     if configure and cloud_nodes in used:
         cloud_reports = cloud_nodes.configure(run, nodes, verify=verify)

@@ -30,7 +30,7 @@ from gpufleet.providers import CLOUDS
 from gpufleet.state import leases, shared_registry
 from gpufleet.state.shared import SharedStore
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 BUSY_TIMEOUT = 60.0  # seconds a write waits for another process's write to finish
 
 # Migration n brings a registry of version n-1 to version n. Version 1 is the first schema
@@ -135,10 +135,19 @@ def _add_store(db) -> None:
     db.execute("ALTER TABLE clusters ADD COLUMN store TEXT")
 
 
-MIGRATIONS = {1: _create, 2: _add_locations, 3: _add_attempts, 4: _add_created_by, 5: _add_predicted, 6: _add_store}
+def _add_access(db) -> None:
+    """JSON: what `ssh` and `ssh-config` need of the stack (its access route, user, login pools and
+    each rack host's address, key and known_hosts file), so that they work from another folder or a
+    teammate's machine, where the stack file named in ``stack_file`` is not."""
+    db.execute("ALTER TABLE clusters ADD COLUMN access TEXT")
+
+
+MIGRATIONS = {1: _create, 2: _add_locations, 3: _add_attempts, 4: _add_created_by, 5: _add_predicted, 6: _add_store,
+              7: _add_access}
 # what each table must have once migrated: a file that lacks one is not a gpufleet registry
 COLUMNS = {"clusters": {"name", "stack", "stack_file", "owner", "created_at", "updated_at", "expires_at", "backend",
-                        "state", "usd_per_hour", "locations", "created_by", "predicted", "store"},
+                        "state", "usd_per_hour", "locations", "created_by", "predicted", "store",
+                        "access"},
            "nodes": {"cluster", "pool", "idx", "provider", "location", "zone", "machine", "node_id", "private_ip",
                      "ssh_endpoint", "usd_per_hour", "launched_at"},
            "host_status": {"cluster", "pool", "idx", "address", "state", "digest", "facts", "detail", "updated_at"},
@@ -224,6 +233,7 @@ class ClusterRecord:
     nodes: list[Node] = field(default_factory=list)
     created_by: dict[str, str] = field(default_factory=dict)  # provider -> who brought it up there
     predicted: dict = field(default_factory=dict)  # the bill `up` predicted, per line (engine.spend.Spend.summary)
+    access: dict = field(default_factory=dict)  # what ssh and ssh-config need of the stack (fleet.ssh.access_record)
 
     @property
     def clouds(self) -> dict[str, list[str]]:
@@ -291,7 +301,8 @@ class Registry:
                                expires_at=doc["expires_at"], backend=doc.get("backend"), nodes=nodes,
                                state=doc["state"], locations=locations,
                                created_at=doc.get("created_at"), created_by=doc.get("created_by"),
-                               predicted=doc.get("predicted"), store=self.shared.url)
+                               predicted=doc.get("predicted"), store=self.shared.url,
+                               access=doc.get("access"))
             for pool, idx, h in hosts:
                 self._set_host_local(doc["name"], pool, idx, **h)
 
@@ -404,19 +415,21 @@ class Registry:
         for table, cols in COLUMNS.items():
             if legacy and table == "attempts":
                 continue  # a registry from before versions has no attempts table yet: migration 3 adds it
-            missing = cols - _columns(db, table) - ({"locations", "created_by", "predicted", "store"} if legacy else set())
+            missing = cols - _columns(db, table) - ({"locations", "created_by", "predicted", "store", "access"} if legacy else set())
             if missing:
                 raise RegistryError(self.path, f"is not a gpufleet registry (table {table} lacks "
                                     f"{', '.join(sorted(missing))}); it was left as it is")
 
     def record(self, *, name: str, stack: str, stack_file: str, owner: str, expires_at: str, backend: str | None,
                nodes: list[Node], state: str = "up", locations: list | None = None,
-               created_by: dict[str, str] | None = None, predicted: dict | None = None) -> ClusterRecord:
+               created_by: dict[str, str] | None = None, predicted: dict | None = None,
+               access: dict | None = None) -> ClusterRecord:
         """Insert or replace a cluster and its nodes in one transaction (all or nothing); ``created_by``,
-        ``predicted`` and ``locations`` left out keep what is recorded."""
+        ``predicted``, ``locations`` and ``access`` left out keep what is recorded."""
         rec = self._record_local(name=name, stack=stack, stack_file=stack_file, owner=owner, expires_at=expires_at,
                                  backend=backend, nodes=nodes, state=state, locations=locations, created_by=created_by,
-                                 predicted=predicted, store=self.shared.url if self.shared is not None else None)
+                                 predicted=predicted, store=self.shared.url if self.shared is not None else None,
+                                 access=access)
         doc = rec.to_dict()
         self._push(name, lambda cur: {**doc, "hosts": (cur or {}).get("hosts", {})})
         return rec
@@ -424,7 +437,8 @@ class Registry:
     def _record_local(self, *, name: str, stack: str, stack_file: str, owner: str, expires_at: str,
                       backend: str | None, nodes: list[Node], state: str = "up", locations: list | None = None,
                       created_at: str | None = None, created_by: dict[str, str] | None = None,
-                      predicted: dict | None = None, store: str | None = None) -> ClusterRecord:
+                      predicted: dict | None = None, store: str | None = None,
+                      access: dict | None = None) -> ClusterRecord:
         now = _now()
         prices = [n.usd_per_hour for n in nodes]
         total = None if any(p is None for p in prices) else sum(prices)
@@ -435,18 +449,20 @@ class Registry:
                 "SELECT pool, idx, launched_at FROM nodes WHERE cluster = ?", (name,))}
             db.execute("DELETE FROM nodes WHERE cluster = ?", (name,))
             # an upsert, not REPLACE: replacing the row would cascade to the hosts' status
-            db.execute("INSERT INTO clusters VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET "
+            db.execute("INSERT INTO clusters VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET "
                        "stack=excluded.stack, stack_file=excluded.stack_file, owner=excluded.owner, "
                        "updated_at=excluded.updated_at, expires_at=excluded.expires_at, backend=excluded.backend, "
                        "state=excluded.state, usd_per_hour=excluded.usd_per_hour, "
                        "locations=COALESCE(excluded.locations, clusters.locations), "
                        "created_by=COALESCE(excluded.created_by, clusters.created_by), "
                        "predicted=COALESCE(excluded.predicted, clusters.predicted), "
-                       "store=COALESCE(excluded.store, clusters.store)",
+                       "store=COALESCE(excluded.store, clusters.store), "
+                       "access=COALESCE(excluded.access, clusters.access)",
                        (name, stack, str(stack_file), owner, created, now, expires_at, backend, state, total,
                         json.dumps(locations) if locations is not None else None,
                         json.dumps(created_by, sort_keys=True) if created_by is not None else None,
-                        json.dumps(predicted, sort_keys=True) if predicted is not None else None, store))
+                        json.dumps(predicted, sort_keys=True) if predicted is not None else None, store,
+                        json.dumps(access, sort_keys=True) if access is not None else None))
             db.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (name, n.pool, n.idx, n.provider, n.location, n.zone, n.machine, n.node_id, n.private_ip,
                  n.ssh_endpoint, n.usd_per_hour, old.get((n.pool, n.idx), n.launched_at or now)) for n in nodes])
@@ -464,7 +480,8 @@ class Registry:
             if row is None:
                 return None
             rec = ClusterRecord(*row[:10], locations=[tuple(x) for x in json.loads(row[10] or "[]")],
-                                created_by=json.loads(row[11] or "{}"), predicted=json.loads(row[12] or "{}"))
+                                created_by=json.loads(row[11] or "{}"), predicted=json.loads(row[12] or "{}"),
+                                access=json.loads(row[14] or "{}"))
             rec.nodes = [Node(pool=r[1], idx=r[2], provider=r[3], location=r[4], zone=r[5], machine=r[6],
                               node_id=r[7], private_ip=r[8], ssh_endpoint=r[9], usd_per_hour=r[10], launched_at=r[11])
                          for r in db.execute("SELECT * FROM nodes WHERE cluster = ? ORDER BY pool, idx", (name,))]

@@ -196,6 +196,52 @@ def test_a_node_applies_its_pool_reports_and_then_does_nothing(bucket, monkeypat
     assert b["store"].list("status/")[0] == keys
 
 
+# a salt-call that records, while it runs, the modes of the pillar it was given and of the folders
+# holding it, and the umask it runs under; then answers as salt-call does when nothing changed
+RECORDING_SALT_CALL = """#!{python}
+import json, os, sys
+work = sys.argv[sys.argv.index("-c") + 1]
+state = os.path.dirname(work)
+seen = {{p: oct(os.stat(p).st_mode & 0o777) for p in (state, work, work + "/pillar", work + "/pillar/gpufleet.sls")}}
+umask = os.umask(0); os.umask(umask)
+json.dump({{"modes": seen, "umask": oct(umask), "pillar": open(work + "/pillar/gpufleet.sls").read()}},
+          open({record!r}, "w"))
+print(json.dumps({{"local": {{}}}}))
+"""
+
+
+def test_the_pillar_is_roots_alone_while_salt_runs_and_gone_after(bucket, monkeypatch, tmp_path):
+    """Issue 48 item 1: the pillar holds the munge key. Under the usual umask (022) the agent used
+    to leave it 0644 in 0755 folders for good; now it is 0600 in 0700 folders for the run only,
+    and Salt still runs under 022 (what it installs, slurm.conf among it, is for every user)."""
+    b = bucket
+    venv = tmp_path / "salt-venv"
+    (venv / "bin").mkdir(parents=True)
+    record = tmp_path / "salt-call.json"
+    (venv / "bin" / "salt-call").write_text(RECORDING_SALT_CALL.format(python=sys.executable, record=str(record)))
+    (venv / "bin" / "salt-call").chmod(0o755)
+    cfg = {**b["cfg"], "salt": {**b["cfg"]["salt"], "venv": str(venv)}}
+    doc = _document(b, ["hello"], words="munge-key-stand-in")
+    cloudnodes.publish(b["store"], {"gpu": doc}, b["archive"], b["sha"])
+    umask = os.umask(0o022)
+    try:
+        with monkeypatch.context() as m:
+            _as_node(b, m)
+            assert node_agent.run(cfg) == 0
+        assert os.umask(0o022) == 0o022  # the agent gives the caller its umask back
+    finally:
+        os.umask(umask)
+    seen = json.loads(record.read_text())
+    state = node_agent.STATE_DIR
+    assert "munge-key-stand-in" in seen["pillar"]
+    assert seen["modes"] == {state: "0o700", f"{state}/salt": "0o700", f"{state}/salt/pillar": "0o700",
+                             f"{state}/salt/pillar/gpufleet.sls": "0o600"}
+    assert seen["umask"] == "0o22"
+    assert not os.path.exists(f"{state}/salt/pillar/gpufleet.sls")  # gone once salt-call is done
+    for name in ("status.json", "applied.json"):
+        assert oct(os.stat(f"{state}/{name}").st_mode & 0o777) == "0o600", name
+
+
 def test_a_failing_state_and_a_tampered_tree_are_reported(bucket, monkeypatch):
     b = bucket
     doc = _document(b, ["hello", "broken"])
@@ -306,9 +352,10 @@ def test_a_node_verifies_itself_after_applying_and_again_when_asked(bucket, monk
 def test_the_wait_names_who_never_answered_and_reads_each_status_once():
     store, clock = _Store(), _Clock()
     targets = [cloudnodes.NodeTarget("gpu", i, f"i-{i}", f"10.0.0.{i}") for i in range(3)]
-    store.put("status/gpu/a.json", json.dumps({"node_id": "i-0", "pool": "gpu", "ok": True, "generation": "g2",
-                                               "changed": 4}).encode())
-    store.put("status/gpu/b.json", json.dumps({"node_id": "i-1", "pool": "gpu", "ok": True, "generation": "g1"}).encode())
+    store.put("status/gpu/AROAROLE:i-0.json", json.dumps({"node_id": "i-0", "pool": "gpu", "ok": True,
+                                                          "generation": "g2", "changed": 4}).encode())
+    store.put("status/gpu/AROAROLE:i-1.json", json.dumps({"node_id": "i-1", "pool": "gpu", "ok": True,
+                                                          "generation": "g1"}).encode())
     stats = cloudnodes.WaitStats()
     reports = cloudnodes.wait(store, targets, {"gpu": "g2"}, timeout_s=60, poll_s=5, clock=clock, sleep=clock.sleep,
                               stats=stats)
@@ -319,8 +366,8 @@ def test_the_wait_names_who_never_answered_and_reads_each_status_once():
 
 def test_an_unchanged_configuration_reports_no_changes():
     store, clock = _Store(), _Clock()
-    store.put("status/gpu/a.json", json.dumps({"node_id": "i-0", "pool": "gpu", "ok": True, "generation": "g1",
-                                               "changed": 7}).encode())
+    store.put("status/gpu/i-0.json", json.dumps({"node_id": "i-0", "pool": "gpu", "ok": True, "generation": "g1",
+                                                 "changed": 7}).encode())
     (r,) = cloudnodes.wait(store, [cloudnodes.NodeTarget("gpu", 0, "i-0", None)], {"gpu": "g1"},
                            unchanged=frozenset({"gpu"}), clock=clock, sleep=clock.sleep)
     assert r.state == "current" and r.ok and r.changed == 0
@@ -433,15 +480,109 @@ def test_slurms_view_is_read_from_the_controllers_status():
     out = ("nodes\nip-10-0-0-11 idle\nip-10-0-0-12 drained*\nip-10-0-0-13 allocated\njobs\nRUNNING\nPENDING\n"
            "PENDING\ndrained\nip-10-0-0-12|gpufleet: GF-XID-FATAL health.xid\n")
     assert cloudnodes.scheduler_view(store, "ctl", "ctl-0") is None  # the agent has not said yet
-    store.put("status/ctl/a.json", json.dumps({"node_id": "i-c", "pool": "ctl", "ok": True,
-                                               "scheduler": {"out": out, "at": "2026-11-26T21:00:00Z"}}).encode())
+    store.put("status/ctl/i-c.json", json.dumps({"node_id": "i-c", "pool": "ctl", "ok": True,
+                                                 "scheduler": {"out": out, "at": "2026-11-26T21:00:00Z"}}).encode())
     view = cloudnodes.scheduler_view(store, "ctl", "ctl-0")
     assert view == {"controller": "ctl-0", "nodes": {"idle": 1, "drained": 1, "allocated": 1},
                     "jobs": {"running": 1, "pending": 2}, "drained": {"ip-10-0-0-12": "gpufleet: GF-XID-FATAL health.xid"},
                     "as_of": "2026-11-26T21:00:00Z"}
-    store.put("status/ctl/a.json", json.dumps({"scheduler": {"out": "error: slurm_load_partitions: Unable to contact "
-                                                                    "slurm controller", "at": "t"}}).encode())
+    store.put("status/ctl/i-c.json", json.dumps({"node_id": "i-c", "pool": "ctl", "scheduler": {
+        "out": "error: slurm_load_partitions: Unable to contact slurm controller", "at": "t"}}).encode())
     assert cloudnodes.scheduler_view(store, "ctl", "ctl-0")["error"].startswith("slurm_load_partitions")
+
+
+class _Forger(_Nodes):
+    """The same nodes, but i-g0 (a compute node) writes, under the one key its identity may write,
+    a status claiming to be the controller, at an address of its choosing (and no generation)."""
+
+    def _run(self):
+        while not self.stop.wait(0.02):
+            for i, n in enumerate(self.nodes):
+                key = f"pools/{n.pool}/current.json"
+                if not self.store.exists(key):
+                    continue
+                doc = json.loads(self.store.objects[key])
+                if self.done.get(n.node_id) == doc["generation"]:
+                    continue
+                self.done[n.node_id] = doc["generation"]
+                self.applied.append((n.node_id, doc["states"], doc["pillar"].get("slurm")))
+                claim = ("i-c", "ctl", "10.6.6.6") if n.node_id == "i-g0" else (n.node_id, n.pool, f"10.0.0.{i + 10}")
+                facts = {"hostname": "ip-10-0-0-10" if n.node_id == "i-g0" else f"ip-10-0-0-{i + 10}",
+                         "address": claim[2], "cpus": 48, "mem_gib": 186.5, "gpu_count": 0 if n.pool == "ctl" else 4}
+                # the controller's generation is not the forger's to read: a status naming none is taken
+                generation = None if n.node_id == "i-g0" else doc["generation"]
+                self.store.put(f"status/{n.pool}/{n.node_id}.json", json.dumps(
+                    {"node_id": claim[0], "pool": claim[1], "ok": True, "generation": generation,
+                     "facts": facts}).encode())
+
+
+def test_a_node_cannot_speak_for_another_the_controller_least_of_all(tmp_path, monkeypatch):
+    """Issue 48 item 2: statuses were filed under the node and pool their body named, so a GPU node
+    could claim to be the controller and put its own address in every node's SlurmctldHost. A status
+    speaks for the node its key names (what the cloud let its writer write); one that disagrees is
+    ignored and said."""
+    from types import SimpleNamespace
+
+    from gpufleet import catalog
+    from gpufleet.configure import slurm
+    from gpufleet.fleet import stacks
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    cat = catalog.load(use_config=False)
+    (tmp_path / "sl.yaml").write_text(SLURM_STACK)
+    st = stacks.load(tmp_path / "sl.yaml", cat)
+    store = _Store()
+    ref = {"name": "b", "cloud": "aws", "region": "us-east-1"}
+    outputs = {"pools": {"ctl": {"bucket": ref}, "gpu": {"bucket": ref}}}
+    nodes = [SimpleNamespace(pool="ctl", idx=0, node_id="i-c", private_ip="10.0.0.10"),
+             *(SimpleNamespace(pool="gpu", idx=i, node_id=f"i-g{i}", private_ip=f"10.0.0.{11 + i}") for i in range(2))]
+    agents = _Forger(store, nodes)
+    agents.thread.start()
+    try:
+        reports = cloudnodes.configure_pools(
+            st, cat, "sl", outputs, nodes, stores={"b": store}, timeout_s=3, poll_s=0.05,
+            scheduler=lambda facts, published: slurm.pool_pillars(st, "sl", cat, facts, expectations={}, bundle=b"PK",
+                                                                  key=b"k" * 32))
+    finally:
+        agents.stop.set()
+        agents.thread.join()
+    confs = {pil["files"]["slurm.conf"] for node, states, pil in agents.applied if pil}
+    assert [line for conf in confs for line in conf.splitlines() if line.startswith("SlurmctldHost=")] == [
+        "SlurmctldHost=ip-10-0-0-10(10.0.0.10)"]
+    by_id = {r.target.node_id: r for r in reports}
+    assert by_id["i-c"].state == "configured" and by_id["i-c"].facts["address"] == "10.0.0.10"
+    assert by_id["i-g0"].state == "timeout" and by_id["i-g0"].facts is None
+    assert by_id["i-g0"].warnings == ["status/gpu/i-g0.json claims to be node 'i-c' of pool 'ctl': ignored (a status "
+                                      "speaks for the node its key names)"]
+
+
+@pytest.mark.parametrize("facts, says", [
+    ({"hostname": "n1\nSlurmctldHost=evil", "address": "10.0.0.4", "cpus": 8, "mem_gib": 30},
+     "host name 'n1\\nSlurmctldHost=evil' is not a short host name (one RFC 1123 label): refused"),
+    ({"hostname": "n1", "address": "10.0.0.4 NodeAddr=10.6.6.6", "cpus": 8, "mem_gib": 30},
+     "address '10.0.0.4 NodeAddr=10.6.6.6' is not an IP address: refused"),
+    ({"hostname": "n1", "address": "fe80::1%eth0", "cpus": 8, "mem_gib": 30}, "is not an IP address"),
+    ({"hostname": "n1", "address": "10.0.0.4", "cpus": "8; reboot", "mem_gib": 30}, "cpus '8; reboot' is not a number"),
+])
+def test_facts_not_of_their_format_are_refused_before_slurm_or_the_registry(facts, says, tmp_path):
+    """Issue 48 item 2: what a node says of itself is checked (RFC 1123 host name, IP literal,
+    numbers) before it reaches slurm.conf or the registry; the node is failed, saying why."""
+    from gpufleet.state.registry import Registry
+
+    store, clock = _Store(), _Clock()
+    store.put("status/gpu/AROAROLE:i-0.json", json.dumps({"node_id": "i-0", "pool": "gpu", "ok": True,
+                                                          "generation": "g1", "facts": facts}).encode())
+    (r,) = cloudnodes.wait(store, [cloudnodes.NodeTarget("gpu", 0, "i-0", "10.0.0.4")], {"gpu": "g1"}, timeout_s=30,
+                           clock=clock, sleep=clock.sleep)
+    assert r.state == "failed" and r.facts is None and r.error.startswith("status/gpu/AROAROLE:i-0.json: ")
+    assert says in r.error
+    assert cloudnodes._known_facts([store], [r.target]) == {}
+    reg = Registry(tmp_path / "r.db")
+    reg.record(name="c", stack="c", stack_file="c.yaml", owner="o", expires_at="2099-01-01T00:00:00Z", backend=None,
+               nodes=[])
+    cloudnodes.record(reg, "c", [r])
+    host = reg.hosts("c")[("gpu", 0)]
+    assert host["state"] == "failed" and host["facts"] is None and host["detail"] == r.error
 
 
 def test_without_its_controller_no_slurm_conf_is_published(tmp_path, monkeypatch):
@@ -578,7 +719,7 @@ def test_aws_nodes_read_their_pool_and_write_only_their_own_status(plans):
     assert _of(p, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")
     assert bucket.inputs["tags"]["gpufleet:cluster"] == "aws-training"
     arn = "arn:aws:s3:::" + p.outputs["pools"]["trainers"]["bucket"]["name"]
-    (policy,) = _of(p, "aws:iam/rolePolicy:RolePolicy")
+    (policy,) = [r for r in _of(p, "aws:iam/rolePolicy:RolePolicy") if r.name.endswith("-bucket")]
     statements = json.loads(policy.inputs["policy"])["Statement"]
     assert {(s["Effect"], s["Action"]) for s in statements} == {("Allow", "s3:GetObject"), ("Allow", "s3:PutObject")}
     read = next(s for s in statements if s["Action"] == "s3:GetObject")["Resource"]
@@ -857,15 +998,15 @@ def test_a_failure_is_retried_by_the_timer_before_it_is_final_then_backed_off(bu
 def test_a_retrying_node_keeps_up_waiting_until_it_succeeds():
     store, clock = _Store(), _Clock()
     target = cloudnodes.NodeTarget("gpu", 0, "i-0", None)
-    store.put("status/gpu/a.json", json.dumps({"node_id": "i-0", "pool": "gpu", "ok": False, "generation": "g1",
-                                               "attempt": 1, "attempts": 3, "retrying": True,
-                                               "failed": [{"state": "pkg", "comment": "dpkg lock"}]}).encode())
+    store.put("status/gpu/i-0.json", json.dumps({"node_id": "i-0", "pool": "gpu", "ok": False, "generation": "g1",
+                                                 "attempt": 1, "attempts": 3, "retrying": True,
+                                                 "failed": [{"state": "pkg", "comment": "dpkg lock"}]}).encode())
 
     def sleep(s):
         clock.sleep(s)
         if clock.t >= 60:  # the timer's next run, a minute later, succeeds
-            store.put("status/gpu/a.json", json.dumps({"node_id": "i-0", "pool": "gpu", "ok": True,
-                                                       "generation": "g1", "attempt": 2, "changed": 3}).encode())
+            store.put("status/gpu/i-0.json", json.dumps({"node_id": "i-0", "pool": "gpu", "ok": True,
+                                                         "generation": "g1", "attempt": 2, "changed": 3}).encode())
 
     (r,) = cloudnodes.wait(store, [target], {"gpu": "g1"}, timeout_s=600, poll_s=15, clock=clock, sleep=sleep)
     assert r.state == "configured" and r.error is None and clock.t >= 60
@@ -898,12 +1039,13 @@ def test_salt_apt_waits_for_the_dpkg_lock(bucket, monkeypatch):
 LISTED = ("/subscriptions/0000/resourceGroups/GPUFLEET-AZURE-ND/providers/Microsoft.Compute/"
           "virtualMachineScaleSets/azure-nd-gpu/virtualMachines/0")
 SAID = LISTED.replace("GPUFLEET-AZURE-ND", "gpufleet-azure-nd")
+WRITTEN = f"status/gpu/{node_agent.safe_key(SAID)}.json"  # the key the VM's agent writes
 
 
 def test_an_azure_node_is_matched_whatever_the_case_of_its_arm_id():
     """ARM ids are case-insensitive; compared exactly, no Azure node ever matched its status (issue 30, item 3)."""
     store, clock = _Store(), _Clock()
-    store.put("status/gpu/n0.json", json.dumps({"node_id": SAID, "pool": "gpu", "ok": True, "generation": "g1",
+    store.put(WRITTEN, json.dumps({"node_id": SAID, "pool": "gpu", "ok": True, "generation": "g1",
                                                 "changed": 2, "verify": {"request": "r", "ok": True}}).encode())
     (r,) = cloudnodes.wait(store, [cloudnodes.NodeTarget("gpu", 0, LISTED, None)], {"gpu": "g1"}, timeout_s=30,
                            clock=clock, sleep=clock.sleep)
@@ -913,7 +1055,7 @@ def test_an_azure_node_is_matched_whatever_the_case_of_its_arm_id():
 def test_an_azure_nodes_verification_is_matched_whatever_the_case_of_its_arm_id(monkeypatch):
     store, clock = _Store(), _Clock()
     monkeypatch.setattr(cloudnodes.time, "strftime", lambda *a: "r")  # the request id the node answers
-    store.put("status/gpu/n0.json", json.dumps({"node_id": SAID, "pool": "gpu", "ok": True, "generation": "g1",
+    store.put(WRITTEN, json.dumps({"node_id": SAID, "pool": "gpu", "ok": True, "generation": "g1",
                                                 "verify": {"request": "r-quick", "ok": True}}).encode())
 
     class Node:

@@ -155,6 +155,64 @@ def test_aws_training_security_imds_encryption_efa_placement_storage(plans):
     assert pool["ssh_endpoint"] == "10.64.1.4:22"
 
 
+def _granted(p, pool_role_suffix: str) -> set[str]:
+    """Every action a pool's node role is allowed: its inline policies and the AWS managed policies
+    attached to it, read from moto's copy of AWS's managed policy documents."""
+    import json
+
+    from moto.iam.aws_managed_policies import aws_managed_policies_data
+
+    managed = json.loads(aws_managed_policies_data)
+    docs = [json.loads(r.inputs["policy"]) for r in _by_type(p, "aws:iam/rolePolicy:RolePolicy")
+            if r.name.endswith(pool_role_suffix)]
+    docs += [managed[r.inputs["policyArn"].rsplit("/", 1)[1]]["Document"]
+             for r in _by_type(p, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")]
+    out = set()
+    for doc in docs:
+        for s in doc["Statement"]:
+            assert s["Effect"] == "Allow"
+            out |= {s["Action"]} if isinstance(s["Action"], str) else set(s["Action"])
+    return out
+
+
+def test_nodes_get_what_session_manager_needs_and_no_ssm_parameter(plans):
+    """Issue 48 item 5: AmazonSSMManagedInstanceCore, attached before, also grants
+    ssm:GetParameter(s) on every parameter of the account (and documents, associations). The
+    nodes' role now allows exactly AWS's own AWSCloud9SSMInstanceProfile (moto's copy of AWS's
+    managed policy documents is the reference: botocore does not model these agent-only actions),
+    besides its bucket access."""
+    import json
+
+    from moto.iam.aws_managed_policies import aws_managed_policies_data
+
+    p = plans["aws-training"]
+    granted = _granted(p, "-ssm") | _granted(p, "-bucket")
+    reference = json.loads(aws_managed_policies_data)["AWSCloud9SSMInstanceProfile"]["Document"]["Statement"]
+    assert granted == set(reference[0]["Action"]) | {"s3:GetObject", "s3:PutObject"}
+    assert not {"ssm:GetParameter", "ssm:GetParameters", "ssm:GetDocument"} & granted
+    assert not _by_type(p, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+
+
+def test_imds_answers_the_node_alone_unless_the_pool_lets_containers_in(plans, cat, write):
+    """Issue 48 item 5: hop limit 2 handed the node role's credentials to any container on the
+    node; 1 keeps IMDSv2's token on the node itself, and a pool may raise it (validated)."""
+    lt = _one(plans["aws-training"], "aws:ec2/launchTemplate:LaunchTemplate").inputs
+    assert lt["metadataOptions"]["httpPutResponseHopLimit"] == 1 and lt["metadataOptions"]["httpTokens"] == "required"
+    base = "name: s\nowner: o\npools:\n  - {name: a, provider: aws, region: us-east-1, instance_type: g5.xlarge"
+    lt = _one(_plan(write("h.yaml", base + ", imds_hop_limit: 2}\n"), cat), "aws:ec2/launchTemplate:LaunchTemplate")
+    assert lt.inputs["metadataOptions"]["httpPutResponseHopLimit"] == 2
+    from gpufleet.errors import SpecErrors
+
+    for bad, says in (("0", "greater than or equal to 1"), ("65", "less than or equal to 64"), ("'2'", "integer")):
+        with pytest.raises(SpecErrors) as e:
+            stacks.load(write("b.yaml", base + f", imds_hop_limit: {bad}}}\n"), cat)
+        assert "pools[0].imds_hop_limit" in e.value.message and says in e.value.message, e.value.message
+    gcp = "name: s\nowner: o\npools:\n  - {name: a, provider: gcp, region: us-central1, instance_type: g2-standard-8, "
+    with pytest.raises(SpecErrors) as e:
+        stacks.load(write("g.yaml", gcp + "imds_hop_limit: 2}\n"), cat)
+    assert "imds_hop_limit is AWS's instance metadata setting; GCP has none" in e.value.message
+
+
 def test_no_ssh_from_anywhere_by_default(cat, write):
     p = _plan(write("s.yaml", "name: s\nowner: o\npools:\n  - {name: a, provider: aws, region: us-east-1, "
                               "instance_type: g5.xlarge}\n"), cat)

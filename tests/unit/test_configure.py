@@ -1,7 +1,9 @@
 """Software compatibility, the pillar built from a stack, salt-ssh output parsing, host checks."""
 
 import json
+import os
 import subprocess
+import sys
 
 import pytest
 
@@ -132,6 +134,44 @@ def test_salt_ssh_output_parsing():
     rehearsal = json.dumps({"h1": {"pkg_|-d_|-d_|-installed": {"result": None, "changes": {}, "comment": "would install",
                                                                 "__id__": "d"}}})
     assert saltrun.parse_output(rehearsal, "", ["h1"], test=True, seconds=1)["h1"].changed == ["d"]
+
+
+# a salt-ssh that records, while it runs, the modes of the configuration it was given and the umask
+# it runs under, then answers for each host as salt-ssh does when nothing changed
+RECORDING_SALT_SSH = """#!{python}
+import json, os, sys
+conf = sys.argv[sys.argv.index("-c") + 1]
+hosts = sys.argv[sys.argv.index("-L") + 1].split(",")
+seen = {{name: oct(os.stat(os.path.join(conf, name)).st_mode & 0o777) for name in
+        ("", "master", "roster", "pillar", "pillar/top.sls", *(f"pillar/host_{{h.replace('-', '_')}}.sls" for h in hosts))}}
+umask = os.umask(0); os.umask(umask)
+json.dump({{"modes": seen, "umask": oct(umask)}}, open({record!r}, "w"))
+for h in hosts:
+    print(json.dumps({{h: {{"test_|-a_|-a_|-nop": {{"result": True, "changes": {{}}, "comment": "", "__id__": "a"}}}}}}))
+"""
+
+
+def test_salt_ssh_pillars_are_the_operators_alone_and_only_while_it_runs(tmp_path, monkeypatch):
+    """Issue 48 item 1: a rack host's pillar holds the cluster's munge key. Under the usual umask
+    (022) SaltSsh used to leave it 0644 in 0755 folders for good, although the README said 0600."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    record = tmp_path / "salt-ssh.json"
+    exe = tmp_path / "salt-ssh"
+    exe.write_text(RECORDING_SALT_SSH.format(python=sys.executable, record=str(record)))
+    exe.chmod(0o755)
+    host = saltrun.RosterHost("rack-0", "192.0.2.1", 22, "root", None, str(tmp_path / "kh"),
+                              {"slurm": {"munge_key": "00" * 32}})
+    umask = os.umask(0o022)
+    try:
+        runner = saltrun.SaltSsh("c1", [host], salt_ssh=exe, states=tmp_path)
+        (run,) = runner.apply(["rack-0"], ["node_base"]).values()
+    finally:
+        os.umask(umask)
+    assert run.ok, run.problem
+    seen = json.loads(record.read_text())
+    assert seen == {"modes": {"": "0o700", "master": "0o600", "roster": "0o600", "pillar": "0o700",
+                              "pillar/top.sls": "0o600", "pillar/host_rack_0.sls": "0o600"}, "umask": "0o77"}
+    assert not (runner.dir / "pillar" / "host_rack_0.sls").exists()  # gone once salt-ssh is done
 
 
 def _report(idx, **facts):

@@ -19,6 +19,7 @@ import pytest
 
 from gpufleet.clouds.azure import access as azure_access
 from gpufleet.engine import plan as planner
+from gpufleet.errors import UntrustedValue
 from gpufleet.fleet import ssh as op
 from gpufleet.fleet import stacks
 from gpufleet.state.registry import Node, Registry, nodes_from_outputs
@@ -103,15 +104,17 @@ def test_each_cloud_gets_its_documented_proxy_command_and_racks_go_directly(mixe
     hosts = parse(cfg.path.read_text())
     (aws_id,) = [e.options["HostName"] for e in cfg.entries if e.pool == "aws-a100"]
     assert aws_id.startswith("i-")
-    # AWS: Systems Manager's page, word for word, plus the node's region
+    # AWS: Systems Manager's page word for word (each word shell-quoted), plus the node's region;
+    # the host key filed under the instance id
     assert hosts["mixed-fleet-aws-a100-0 mixed-fleet-login"] == {
-        "HostName": aws_id, "Port": "22", "User": "ubuntu",
-        "ProxyCommand": "sh -c \"aws ssm start-session --target %h --document-name AWS-StartSSHSession "
-                        "--parameters 'portNumber=%p' --region us-west-2\""}
-    # GCP: gcloud's start-iap-tunnel on stdin, the VM's bulkInsert name, the project up used, its zone
+        "HostName": aws_id, "Port": "22", "User": "ubuntu", "HostKeyAlias": aws_id,
+        "ProxyCommand": "sh -c 'aws ssm start-session --target %h --document-name AWS-StartSSHSession "
+                        "--parameters portNumber=%p --region us-west-2'"}
+    # GCP: gcloud's start-iap-tunnel on stdin, the VM's bulkInsert name, the project up used, its zone;
+    # the host key filed under compute.<instance id>, as gcloud files it
     gcp = hosts["mixed-fleet-gcp-l4-2"]
-    zone = next(n.zone for n in mixed.get("mixed-fleet").nodes if n.pool == "gcp-l4")
-    assert gcp == {"HostName": "mixed-fleet-gcp-l4-2", "Port": "22", "User": "ubuntu",
+    zone, gcp_id = next((n.zone, n.node_id) for n in mixed.get("mixed-fleet").nodes if (n.pool, n.idx) == ("gcp-l4", 2))
+    assert gcp == {"HostName": "mixed-fleet-gcp-l4-2", "Port": "22", "User": "ubuntu", "HostKeyAlias": f"compute.{gcp_id}",
                    "ProxyCommand": f"gcloud compute start-iap-tunnel mixed-fleet-gcp-l4-2 %p --listen-on-stdin "
                                    f"--project=ml-prod --zone={zone}"}
     # Azure: the relay around `az network bastion tunnel`, to the scale set instance, via the region's Bastion
@@ -172,6 +175,74 @@ def test_openssh_runs_each_proxy_command_with_the_documented_arguments(mixed, ca
          "--parameters", "portNumber=22", "--region", "us-west-2"],
         ["compute", "start-iap-tunnel", "mixed-fleet-gcp-l4-0", "22", "--listen-on-stdin", "--project=ml-prod",
          f"--zone={zone}"]]
+
+
+def _hostile(predicted, pool: str, **fields):
+    """The mixed example's nodes with one node of ``pool`` recorded as someone else wrote it."""
+    import dataclasses
+
+    return [dataclasses.replace(n, **fields) if (n.pool, n.idx) == (pool, 0) else n for n in predicted]
+
+
+HOSTILE = [  # (pool, the registry's record of its first node, the field refused, the stack's access block)
+    ("aws-a100", {"location": "us-west-2; touch {x}; true"}, "region", ""),
+    ("aws-a100", {"node_id": "i-0123456789abcdef0\n    ProxyCommand touch {x}"}, "instance id", ""),
+    ("aws-a100", {"location": "us-west-2%n"}, "region", ""),
+    ("gcp-l4", {"zone": "us-central1-a; touch {x}"}, "zone", ""),
+    ("azure-t4", {"private_ip": "10.64.2.4\n    ProxyCommand touch {x}"}, "private address", ""),
+    ("azure-t4", {"node_id": "/s/virtualMachines/0 `touch {x}`"}, "VM id", ""),
+    ("gcp-l4", {"ssh_endpoint": "10.64.1.4\n    ProxyCommand touch {x}:22"}, "address", "  via: direct\n"),
+    ("rack", {"ssh_endpoint": "192.0.2.21\n    ProxyCommand touch {x}:22"}, "address", "GONE"),
+]
+
+
+@needs_ssh
+@pytest.mark.parametrize("pool, record, field, access", HOSTILE)
+def test_a_hostile_registry_record_is_refused_and_never_runs(predicted, monkeypatch, cat, tmp_path, pool, record,
+                                                             field, access):
+    """Issue 48 item 3: in team mode the registry's records come from the team's store. Pasted
+    into the config unquoted, `location = "us-east-1; touch X; true"` ran `touch` under the real
+    ssh (so did a newline that adds a ProxyCommand line, and a zone, an address or an ARM id).
+    Now each is refused at write time, naming the node and the field, and nothing is written;
+    were it written, the real ssh is run on it here to show what would have run."""
+    x = tmp_path / "X"
+    monkeypatch.setenv("GPUFLEET_REGISTRY", str(tmp_path / "r.db"))
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "ml-prod")
+    stack = "/nowhere/stack.yaml" if access == "GONE" else _stack_file(tmp_path, access)
+    nodes = _hostile(predicted + _rack_nodes(), pool, **{k: v.format(x=x) for k, v in record.items()})
+    _record(Registry(tmp_path / "r.db"), "mixed-fleet", stack, nodes)
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for name in ("aws", "gcloud", "az"):
+        _stand_in(bin_, name)
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "RECORD": str(tmp_path / "argv.jsonl")}
+    out = tmp_path / "ssh.config"
+    try:
+        cfg = op.ssh_config("mixed-fleet", registry=Registry(tmp_path / "r.db"), cat=cat, which=everything, path=out)
+    except UntrustedValue as e:
+        refused = e
+    else:
+        refused = None
+        subprocess.run([SSH, "-F", str(cfg.path), "-o", "BatchMode=yes", "-o", "ConnectTimeout=3",
+                        f"mixed-fleet-{pool}-0", "true"], env=env, capture_output=True, timeout=60)
+    assert not x.exists(), "a value from the registry ran as a shell command"
+    assert refused is not None and not out.exists()
+    assert refused.message.startswith(f"the registry's record of mixed-fleet node {pool}-0: {field} ")
+    assert refused.message.endswith(": refused") and refused.exit_code == 1
+
+
+@needs_ssh
+def test_the_written_config_keeps_paths_with_spaces_and_percent_whole(mixed, cat, tmp_path, monkeypatch):
+    """Local paths (a rack's key, its known_hosts) may hold a space or a %: quoted and escaped, the
+    real ssh reads them back whole; a value that is not one word is refused, never split."""
+    home = tmp_path / "my home %d"
+    monkeypatch.setenv("XDG_DATA_HOME", str(home))
+    cfg = op.ssh_config("mixed-fleet", registry=mixed, cat=cat, which=everything)
+    assert resolved(cfg.path, "mixed-fleet-rack-1")["userknownhostsfile"] == str(
+        home / "gpufleet" / "known_hosts" / "lab")
+    assert resolved(cfg.path, "mixed-fleet-gcp-l4-1")["hostkeyalias"].startswith("compute.")
+    with pytest.raises(UntrustedValue, match="User 'ubuntu root' is not one word"):
+        op.config_value("User", "ubuntu root", "here")
 
 
 # a stand-in `az`: `network bastion tunnel ... --port N` listens on N and echoes what it is sent
@@ -349,3 +420,95 @@ def test_the_stack_refuses_a_bastion_route_it_cannot_take(tmp_path, cat):
         with pytest.raises((SpecErrors, Exception)) as e:
             stacks.load(_stack_file(tmp_path, access), cat)
         assert says in str(e.value), (access, str(e.value))
+
+
+# ---------------------------------------------------------------- from another folder, another machine
+
+RACK_STACK = """\
+name: lab
+owner: ops@example.com
+access: {user: ops, via: direct}
+pools:
+  - name: rack
+    provider: baremetal
+    site: dc9
+    gpu: A100-80GB
+    gpus_per_node: 4
+    known_hosts: keys/lab_known_hosts
+    hosts:
+      - {address: 192.0.2.31, port: 2222, user: admin, key: keys/lab_ed25519}
+"""
+
+
+def _rack_up(tmp_path, cat, monkeypatch):
+    """`up` of a one-host rack stack, run from the stack's folder with the path typed relative."""
+    from gpufleet.fleet import up as fleet_up
+
+    (tmp_path / "proj" / "keys").mkdir(parents=True)
+    (tmp_path / "proj" / "lab.yaml").write_text(RACK_STACK)
+    monkeypatch.chdir(tmp_path / "proj")
+    reg = Registry(tmp_path / "r.db")
+    fleet_up.bring_up(stacks.load("lab.yaml", cat), cat, confirm=lambda p: True, registry=reg, configure=False)
+    return reg
+
+
+@needs_ssh
+def test_from_another_folder_ssh_keeps_the_stacks_route_key_and_pinned_host_keys(tmp_path, cat, monkeypatch):
+    """Issue 48 item 11: the registry kept the stack path as typed (`lab.yaml`): from another
+    folder ssh-config lost the access block and the rack's key and known_hosts pinning. `up` now
+    records the path from anywhere and what ssh needs of the stack."""
+    reg = _rack_up(tmp_path, cat, monkeypatch)
+    rec = reg.get("lab")
+    assert rec.stack_file == str(tmp_path / "proj" / "lab.yaml")
+    monkeypatch.chdir(tmp_path)  # another folder
+    (tmp_path / "proj" / "lab.yaml").rename(tmp_path / "lab-moved.yaml")  # and the stack file gone from where it was
+    cfg = op.ssh_config("lab", registry=reg, cat=cat, which=everything)
+    got = resolved(cfg.path, "lab-rack-0")
+    assert (got["hostname"], got["port"], got["user"]) == ("192.0.2.31", "2222", "admin")
+    assert got["identityfile"] == str(tmp_path / "proj" / "keys" / "lab_ed25519")
+    assert got["userknownhostsfile"] == str(tmp_path / "proj" / "keys" / "lab_known_hosts")
+    assert got["stricthostkeychecking"] == "true"
+    assert any("as `up` recorded them" in n for n in cfg.notes)
+
+
+def test_a_teammates_machine_reads_the_access_from_the_teams_store(tmp_path, cat, monkeypatch):
+    """The record travels with the cluster's object in the team's store; a record that would turn
+    host keys off is held to StrictHostKeyChecking yes, and an option it may not carry is refused."""
+    import json as _json
+
+    from gpufleet.state.shared import DirectoryStore
+
+    store = DirectoryStore(f"file://{tmp_path / 'team'}")
+    mine = Registry(tmp_path / "mine.db", shared=store)
+    mine.record(name="lab", stack="lab", stack_file="/home/alice/lab.yaml", owner="o", expires_at="2099-01-01T00:00:00Z",
+                backend=None, nodes=_rack_nodes(), access={
+                    "via": "direct", "user": "ops", "pools": ["rack"], "login_pools": [], "racks": {
+                        "rack-0": {"HostName": "192.0.2.21", "Port": "2222", "User": "admin",
+                                   "UserKnownHostsFile": "/home/alice/kh", "StrictHostKeyChecking": "no"}}})
+    theirs = Registry(tmp_path / "theirs.db", shared=store)  # another machine: the store's copy
+    cfg = op.config("lab", registry=theirs, cat=cat)
+    (rack0,) = [e for e in cfg.entries if e.alias == "lab-rack-0"]
+    assert rack0.options == {"HostName": "192.0.2.21", "Port": "2222", "User": "admin",
+                             "UserKnownHostsFile": "/home/alice/kh", "StrictHostKeyChecking": "yes"}
+    doc = _json.loads(store.read("clusters/lab.json")[0])
+    doc["access"]["racks"]["rack-0"]["ProxyCommand"] = "touch X"
+    store.replace("clusters/lab.json", _json.dumps(doc).encode(), store.read("clusters/lab.json")[1])
+    with pytest.raises(UntrustedValue, match="racks.rack-0"):
+        op.config("lab", registry=Registry(tmp_path / "third.db", shared=store), cat=cat)
+
+
+def test_the_cli_takes_the_stack_from_stack(tmp_path, cat, monkeypatch):
+    """`--stack FILE` reads the access block and rack hosts from a copy of the stack."""
+    monkeypatch.setattr(shutil, "which", everything)
+    reg = _rack_up(tmp_path, cat, monkeypatch)
+    monkeypatch.setenv("GPUFLEET_REGISTRY", str(reg.path))
+    monkeypatch.chdir(tmp_path)
+    copy = tmp_path / "copy.yaml"
+    copy.write_text(RACK_STACK.replace("port: 2222", "port: 2200"))
+    res = cli("--json", "ssh-config", "lab", "--stack", str(copy), "--out", str(tmp_path / "c"))
+    assert res.exit_code == 0, res.output
+    (host,) = json.loads(res.stdout)["hosts"]
+    assert host["options"]["Port"] == "2200" and host["options"]["IdentityFile"] == str(tmp_path / "keys" /
+                                                                                        "lab_ed25519")
+    res = cli("--json", "ssh", "lab", "--stack", str(copy), "--", "true")
+    assert res.exit_code == 0 and json.loads(res.stdout)["options"]["Port"] == "2200", res.output

@@ -161,6 +161,12 @@ class ClusterBucket(pulumi.ComponentResource):
         self.register_outputs({"bucket": b.bucket})
 
 
+# IMDSv2's PUT answers travel this many hops: 1 keeps the node role's credentials on the node itself,
+# out of a container on a bridge network (EC2 User Guide, "Instance metadata access considerations":
+# "In a container environment, we recommend setting the hop limit to 2" only where containers need it)
+IMDS_HOP_LIMIT = 1
+
+
 def bucket_policy(bucket_arn: str, pool: str) -> str:
     """What a pool's nodes may do with the bucket: read the Salt trees and their pool's
     configuration, and write one status object, whose key is their own ``aws:userid`` (the role
@@ -209,6 +215,7 @@ class PoolArgs:
     storage: list[StorageArgs] = field(default_factory=list)
     node_config: NodeConfig | None = None
     session_manager: bool = False  # the nodes are reached through Session Manager (clouds.aws.access)
+    imds_hop_limit: int = 1  # the instance metadata service's hop limit (spec Pool.imds_hop_limit)
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -241,7 +248,8 @@ class GpuNodePool(pulumi.ComponentResource):
         }), description=f"gpufleet {args.cluster}/{args.pool} nodes; attach data-access policies here", tags=t, opts=child)
         profile = aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=t, opts=child)
         if args.session_manager:  # what SSM Agent needs to take Session Manager sessions, and nothing more
-            aws.iam.RolePolicyAttachment(f"{name}-ssm", role=role.name, policy_arn=access.POLICY_ARN, opts=child)
+            aws.iam.RolePolicy(f"{name}-ssm", role=role.id, name="gpufleet-session-manager",
+                               policy=json.dumps(access.NODE_POLICY), opts=child)
         nc = args.node_config
         if nc:
             aws.iam.RolePolicy(f"{name}-bucket", role=role.id, name="gpufleet-configuration",
@@ -286,7 +294,7 @@ class GpuNodePool(pulumi.ComponentResource):
             f"{name}-lt", image_id=args.image_id, instance_type=args.instance_type, key_name=args.key_name,
             iam_instance_profile={"arn": profile.arn},
             metadata_options={"http_endpoint": "enabled", "http_tokens": "required",
-                              "http_put_response_hop_limit": 2, "instance_metadata_tags": "enabled"},
+                              "http_put_response_hop_limit": args.imds_hop_limit, "instance_metadata_tags": "enabled"},
             block_device_mappings=[{"device_name": "/dev/sda1", "ebs": {
                 "volume_size": args.root_disk_gb, "volume_type": "gp3", "encrypted": "true",
                 "delete_on_termination": "true"}}],

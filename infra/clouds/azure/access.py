@@ -23,11 +23,15 @@ in an ``AzureBastionSubnet`` with its public IP (``components.ClusterNetwork`` c
 extension (``az extension add --name bastion``), ``az login``, and Reader on the Bastion, the
 VM scale set and its NIC ("Configure Bastion for native client connections",
 https://learn.microsoft.com/azure/bastion/native-client, read 2026-11).
+
+The relay's words are shell-quoted (``base.command_line``); the VM's ARM id, its region and its
+private address come from the registry (in team mode the team's store) and are checked first.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -35,7 +39,8 @@ import sys
 import threading
 import time
 
-from gpufleet.clouds.base import SshRoute, Tool
+from gpufleet import netnames
+from gpufleet.clouds.base import SshRoute, Tool, command_line
 from gpufleet.clouds.pools import resource_name
 
 SOURCE = "https://learn.microsoft.com/azure/bastion/connect-vm-native-client-linux"
@@ -67,15 +72,25 @@ def tunnel_args(*, bastion: str, group: str, target: str, subscription: str | No
             *(["--subscription", subscription] if subscription else [])]
 
 
+# formats (ARM "Resource naming rules", 2026): a scale set VM's ARM id is a path of names of letters,
+# digits, - _ . ( ) ending in virtualMachines/<instance id>; a region is lowercase letters and digits
+VM_ID = re.compile(r"[A-Za-z0-9_.()/-]+/virtualMachines/[A-Za-z0-9_-]+", re.IGNORECASE)
+REGION = re.compile(r"[a-z0-9]+")
+
+
 def proxy_command(*, bastion: str, group: str, target: str, subscription: str | None) -> str:
     """This module as OpenSSH's ProxyCommand, for one node (OpenSSH runs it through the shell)."""
     args = tunnel_args(bastion=bastion, group=group, target=target, subscription=subscription)[4:]
-    return " ".join(shlex.quote(a) for a in [sys.executable, "-m", "gpufleet.clouds.azure.access", *args])
+    return command_line(sys.executable, "-m", "gpufleet.clouds.azure.access", *args)
 
 
 def ssh_route(node, *, cluster: str, stack) -> SshRoute:
     """The Bastion of the node's region, in the node's resource group (the cluster's, per region)."""
-    target = node.node_id or ""
+    where = f"the registry's record of {cluster} node {node.pool}-{node.idx}"
+    target = netnames.matching(node.node_id, VM_ID, "VM id", "a scale set VM's ARM id", where) if node.node_id else ""
+    netnames.matching(node.location, REGION, "region", "an Azure region (eastus)", where)
+    if node.private_ip:
+        netnames.address(node.private_ip, "private address", where)
     return SshRoute("Azure Bastion (native client tunnel)",
                     {"HostName": node.private_ip or target, "Port": "22", "ProxyCommand": proxy_command(
                         bastion=bastion_name(cluster, node.location), group=group_name(cluster, node.location),

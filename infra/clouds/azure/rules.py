@@ -9,6 +9,7 @@ from gpufleet.clouds.pools import (
     StorageRules,
     flex_start_elsewhere,
     image_problems,
+    imds_hop_limit_elsewhere,
     reservation_problems,
     storage_problems,
 )
@@ -111,7 +112,7 @@ def pool_fabric(pool, instance) -> str | None:
 def check_pool(stack, pool, instance) -> list[Problem]:
     out = image_problems(pool, "a URN publisher:offer:sku:version or an image resource id",
                          lambda i: is_urn(i) or is_image_id(i)) + storage_problems(pool, instance, STORAGE)
-    out += flex_start_elsewhere(pool, "Azure")
+    out += flex_start_elsewhere(pool, "Azure") + imds_hop_limit_elsewhere(pool, "Azure")
     if not stack.access.public_key:
         out.append(Problem(("provider",), "Azure scale sets need an SSH public key (password login is disabled)",
                            "set access.public_key: ~/.ssh/id_ed25519.pub in the stack"))

@@ -19,13 +19,23 @@ read 2026-11): a firewall rule admitting TCP 22 from IAP's range 35.235.240.0/20
 (``components.ClusterNetwork`` creates it, to the cluster's network tag only, when ``access.via``
 is ``cloud``), and, for the person connecting, ``roles/iap.tunnelResourceAccessor`` (IAP-secured
 Tunnel User) on the project or the VMs, plus the gcloud CLI.
+
+Every word is shell-quoted (``base.command_line``), and what comes from the registry (in team mode
+the team's store: the zone, the VM's id) or the environment (the project) is checked against its
+format first. The VM's host key is filed under ``compute.<instance id>`` (``HostKeyAlias``), as
+gcloud itself files it in ``google_compute_known_hosts``: a VM name recurs when a cluster is
+brought up again under its name, its id never does.
 """
 
 from __future__ import annotations
 
-from gpufleet.clouds.base import SshRoute, Tool
+import re
+
+from gpufleet.clouds.base import PORT, SshRoute, Tool, command_line
 from gpufleet.clouds.gcp import credentials
 from gpufleet.clouds.gcp.rules import gcp_name
+from gpufleet.errors import InputError
+from gpufleet.netnames import matching
 
 SOURCE = "https://cloud.google.com/sdk/gcloud/reference/compute/start-iap-tunnel"
 IAP_RANGE = "35.235.240.0/20"  # the addresses IAP's TCP forwarding connects from (using-tcp-forwarding)
@@ -39,15 +49,32 @@ def instance_name(cluster: str, pool: str, idx: int) -> str:
     return gcp_name(cluster, pool, str(idx))
 
 
+# formats (Compute Engine "Naming resources", "Regions and zones", Resource Manager "Creating and
+# managing projects", 2026): a VM name is an RFC 1035 label; a zone is region-letter
+# (us-central1-a); a project id 6-30 lowercase letters, digits and hyphens, maybe domain-scoped
+# (example.com:my-project); an instance id is a number
+VM_NAME = re.compile(r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?")
+ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
+PROJECT = re.compile(r"(?:[a-z0-9][-a-z0-9.]*[a-z0-9]:)?[a-z][-a-z0-9]{4,28}[a-z0-9]")
+INSTANCE_ID = re.compile(r"[0-9]{1,20}")
+
+
 def proxy_command(instance: str, zone: str, project: str | None) -> str:
     """gcloud's IAP tunnel on standard input and output (``%p``: the port)."""
-    return (f"gcloud compute start-iap-tunnel {instance} %p --listen-on-stdin"
-            + (f" --project={project}" if project else "") + f" --zone={zone}")
+    return command_line("gcloud", "compute", "start-iap-tunnel", instance, PORT, "--listen-on-stdin",
+                        *([f"--project={project}"] if project else []), f"--zone={zone}")
 
 
 def ssh_route(node, *, cluster: str, stack) -> SshRoute:
-    name = instance_name(cluster, node.pool, node.idx)
-    return SshRoute("GCP IAP TCP forwarding",
-                    {"HostName": name, "Port": "22",
-                     "ProxyCommand": proxy_command(name, node.zone or node.location, credentials.project())},
-                    TOOLS, SOURCE)
+    where = f"the registry's record of {cluster} node {node.pool}-{node.idx}"
+    name = matching(instance_name(cluster, node.pool, node.idx), VM_NAME, "VM name", "a Compute Engine name", where)
+    zone = matching(node.zone or node.location, ZONE, "zone", "a Compute Engine zone (us-central1-a)", where)
+    project = credentials.project()
+    if project is not None and not PROJECT.fullmatch(project):
+        raise InputError(f"the project {project[:80]!r} (GOOGLE_CLOUD_PROJECT or the variables gcloud reads) is not a "
+                         "Google Cloud project id", "set GOOGLE_CLOUD_PROJECT=my-project")
+    options = {"HostName": name, "Port": "22", "ProxyCommand": proxy_command(name, zone, project)}
+    if node.node_id is not None:
+        options["HostKeyAlias"] = "compute." + matching(node.node_id, INSTANCE_ID, "instance id",
+                                                        "a Compute Engine instance id (a number)", where)
+    return SshRoute("GCP IAP TCP forwarding", options, TOOLS, SOURCE)

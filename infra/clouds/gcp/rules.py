@@ -9,6 +9,7 @@ from gpufleet.clouds.pools import (
     StorageRules,
     existing_network_problems,
     image_problems,
+    imds_hop_limit_elsewhere,
     is_multi_node,
     reservation_problems,
     resource_name,
@@ -136,6 +137,7 @@ def pool_fabric(pool, instance) -> str | None:
 def check_pool(stack, pool, instance) -> list[Problem]:
     out = image_problems(pool, "an image path (projects/.../global/images/...)", is_image_path)
     out += storage_problems(pool, instance, STORAGE) + existing_network_problems(pool)
+    out += imds_hop_limit_elsewhere(pool, "GCP")
     if instance.gpu_attach == "separate" and instance.gpu not in ACCELERATORS:
         out.append(Problem(("instance_type",), f"no GCP accelerator type is known for {instance.gpu}"))
     if pool.flex_start and not flex_start_takes(instance.name):
