@@ -415,7 +415,8 @@ class Registry:
         for table, cols in COLUMNS.items():
             if legacy and table == "attempts":
                 continue  # a registry from before versions has no attempts table yet: migration 3 adds it
-            missing = cols - _columns(db, table) - ({"locations", "created_by", "predicted", "store", "access"} if legacy else set())
+            later = {"locations", "created_by", "predicted", "store", "access"}  # columns that migrations add
+            missing = cols - _columns(db, table) - (later if legacy else set())
             if missing:
                 raise RegistryError(self.path, f"is not a gpufleet registry (table {table} lacks "
                                     f"{', '.join(sorted(missing))}); it was left as it is")
