@@ -478,6 +478,7 @@ def test_a_teammates_machine_reads_the_access_from_the_teams_store(tmp_path, cat
 
     from gpufleet.state.shared import DirectoryStore
 
+    (tmp_path / "team").mkdir()  # a store folder is made by whoever sets the team up, never by gpufleet
     store = DirectoryStore(f"file://{tmp_path / 'team'}")
     mine = Registry(tmp_path / "mine.db", shared=store)
     mine.record(name="lab", stack="lab", stack_file="/home/alice/lab.yaml", owner="o", expires_at="2099-01-01T00:00:00Z",
