@@ -31,6 +31,7 @@ from gpufleet.config import SiteCosts
 from gpufleet.errors import SpecError, SpecErrors, did_you_mean
 from gpufleet.limits import MAX_EPOCHS, MAX_POOL_NODES, MAX_POOLS, MAX_TOKENS
 from gpufleet.providers import CLOUDS, PROVIDERS
+from gpufleet.userfiles import SMALL_BYTES, FileRefused, read_text
 from gpufleet.validation import validate_located
 from gpufleet.yamlsrc import Located, dotted, load_file, load_text
 
@@ -743,9 +744,13 @@ def _check_access(stack: Stack, located: Located, err) -> None:
         if not p.is_absolute() and located.path:
             p = Path(located.path).parent / p
         try:
-            text = p.read_text().strip()
-        except OSError as e:
-            err(("access", "public_key"), f"cannot read {p}: {e.strerror}", "give the path of an OpenSSH public key (.pub)")
+            text = read_text(p, "an OpenSSH public key (.pub)", SMALL_BYTES).strip()
+        except FileRefused as e:
+            err(("access", "public_key"), e.message, e.hint)
+            return
+        except (OSError, UnicodeDecodeError) as e:
+            err(("access", "public_key"), f"cannot read {p}: {getattr(e, 'strerror', None) or e}",
+                "give the path of an OpenSSH public key (.pub)")
             return
         if not re.match(r"^(ssh-|ecdsa-|sk-)", text):
             err(("access", "public_key"), f"{p} is not an OpenSSH public key", "use the .pub file, never the private key")
