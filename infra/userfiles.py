@@ -40,8 +40,7 @@ def read_bytes(path: str | Path, what: str, limit: int, *, variable: str | None 
     is, with its article ("a YAML file"), for the message; ``variable``: the environment variable
     that can name the path, the way out when it is set. A missing file is FileNotFoundError (whether
     that is an error is the caller's to say); anything else that stops the read is FileRefused."""
-    way_out = f"point {variable} at {what}, or unset it" if variable and os.environ.get(variable) else \
-        f"give the path of {what}"
+    way_out = _way_out(what, variable)
     try:
         # O_NONBLOCK: opening a named pipe does not wait for a writer (the check below refuses it)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
@@ -50,14 +49,7 @@ def read_bytes(path: str | Path, what: str, limit: int, *, variable: str | None 
     except OSError as e:
         raise _refused(path, e, way_out) from None
     try:
-        st = os.fstat(fd)  # what was opened, not what the path named a moment before
-        if not stat.S_ISREG(st.st_mode):
-            kind = _kind(st.st_mode)
-            raise FileRefused(path, f"this is {kind}, not a file", way_out + (
-                " (what a pipe or /dev/stdin gives is not read: save it to a file first)"
-                if kind in ("a named pipe", "a device") else ""))
-        if st.st_size > limit:
-            raise _too_large(path, st.st_size, limit, what)
+        _check(path, os.fstat(fd), what, limit, way_out)  # what was opened, not what the path named before
         os.set_blocking(fd, True)
         data = bytearray()
         while len(data) <= limit:  # a file that grows while it is read stops past the cap too
@@ -74,11 +66,39 @@ def read_bytes(path: str | Path, what: str, limit: int, *, variable: str | None 
         os.close(fd)
 
 
+def check_file(path: str | Path, what: str, limit: int, *, variable: str | None = None) -> None:
+    """That ``path`` is a regular file of at most ``limit`` bytes, for a file another library reads
+    (a cloud SDK's configuration): what ``read_bytes`` refuses, refused alike, before it is read."""
+    way_out = _way_out(what, variable)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise _refused(path, e, way_out) from None
+    _check(path, st, what, limit, way_out)
+
+
 def read_text(path: str | Path, what: str, limit: int, *, variable: str | None = None,
               encoding: str = "utf-8") -> str:
     """``read_bytes`` decoded; text that is not ``encoding`` is UnicodeDecodeError (a ValueError,
     as the caller's parser reports a file it cannot parse)."""
     return read_bytes(path, what, limit, variable=variable).decode(encoding)
+
+
+def _way_out(what: str, variable: str | None) -> str:
+    return f"point {variable} at {what}, or unset it" if variable and os.environ.get(variable) else \
+        f"give the path of {what}"
+
+
+def _check(path, st: os.stat_result, what: str, limit: int, way_out: str) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        kind = _kind(st.st_mode)
+        raise FileRefused(path, f"this is {kind}, not a file", way_out + (
+            " (what a pipe or /dev/stdin gives is not read: save it to a file first)"
+            if kind in ("a named pipe", "a device") else ""))
+    if st.st_size > limit:
+        raise _too_large(path, st.st_size, limit, what)
 
 
 def _too_large(path, size: int, limit: int, what: str) -> FileRefused:

@@ -157,10 +157,17 @@ class _Walk:
             return self.mapping(node, keys)
         if isinstance(node, yaml.SequenceNode):
             return [self.value(v, keys + (i,)) for i, v in enumerate(node.value)]
+        return self.scalar(node, keys)
+
+    def scalar(self, node, keys: Path_):
+        import yaml
+
         try:
             return self.ctor.construct_object(node, deep=True)
         except yaml.YAMLError as e:
             self._fail(node, keys, f"cannot read this value: {getattr(e, 'problem', None) or e}")
+        except ValueError as e:  # what YAML takes for a date but is none (2030-13-45): datetime's refusal
+            self._fail(node, keys, f"{node.value!r} is not a date ({e})", "write a date as YYYY-MM-DD, e.g. 2026-11-20")
 
     def mapping(self, node, keys: Path_) -> dict:
         import yaml
@@ -176,7 +183,7 @@ class _Walk:
                 merged += sources
                 continue
             k = self.value(k_node, keys + ("<key>",)) if not isinstance(k_node, yaml.ScalarNode) else \
-                self.ctor.construct_object(k_node, deep=True)
+                self.scalar(k_node, keys)
             if isinstance(k, (list, dict)):
                 self._fail(k_node, keys, "a key must be a plain value")
             if k in result:

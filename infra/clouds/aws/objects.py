@@ -7,10 +7,10 @@ boto3 honours ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_S3``; a bucket reference
 
 from __future__ import annotations
 
-import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from gpufleet.clouds.aws import credentials
 from gpufleet.clouds.aws.api import empty_bucket, unreadable
 from gpufleet.state.shared import InBucket
 
@@ -22,7 +22,7 @@ class Store:
 
     def __init__(self, ref: dict, session=None):
         self.bucket = ref["name"]
-        self.client = (session or boto3.session.Session()).client(
+        self.client = (session or credentials.session()).client(
             "s3", region_name=ref.get("region"), endpoint_url=ref.get("endpoint"),
             config=Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=10, read_timeout=60))
 
