@@ -44,9 +44,8 @@ def read_bytes(path: str | Path, what: str, limit: int, *, variable: str | None 
     try:
         # O_NONBLOCK: opening a named pipe does not wait for a writer (the check below refuses it)
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise
     except OSError as e:
+        _not_there(e)
         raise _refused(path, e, way_out) from None
     try:
         _check(path, os.fstat(fd), what, limit, way_out)  # what was opened, not what the path named before
@@ -72,9 +71,8 @@ def check_file(path: str | Path, what: str, limit: int, *, variable: str | None 
     way_out = _way_out(what, variable)
     try:
         st = os.stat(path)
-    except FileNotFoundError:
-        raise
     except OSError as e:
+        _not_there(e)
         raise _refused(path, e, way_out) from None
     _check(path, st, what, limit, way_out)
 
@@ -84,6 +82,15 @@ def read_text(path: str | Path, what: str, limit: int, *, variable: str | None =
     """``read_bytes`` decoded; text that is not ``encoding`` is UnicodeDecodeError (a ValueError,
     as the caller's parser reports a file it cannot parse)."""
     return read_bytes(path, what, limit, variable=variable).decode(encoding)
+
+
+def _not_there(e: OSError) -> None:
+    """A path with a file where a folder should be (HOME=/dev/null) holds no file, as one that is not
+    there: FileNotFoundError either way."""
+    if isinstance(e, FileNotFoundError):
+        raise e
+    if e.errno == errno.ENOTDIR:
+        raise FileNotFoundError(e.errno, e.strerror, e.filename) from None
 
 
 def _way_out(what: str, variable: str | None) -> str:
@@ -110,8 +117,6 @@ def _refused(path, e: OSError, way_out: str) -> FileRefused:
     if e.errno == errno.ELOOP:
         return FileRefused(path, "the path is a loop of symbolic links",
                            "point the link at the file itself (`ls -l` shows where each link leads)")
-    if e.errno == errno.ENOTDIR:
-        return FileRefused(path, "a part of the path is a file, not a folder", way_out)
     return FileRefused(path, f"cannot read: {e.strerror or e}", way_out)
 
 
