@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpufleet.config import SiteCosts
-from gpufleet.errors import SpecError, SpecErrors, did_you_mean
+from gpufleet.errors import InputError, SpecError, SpecErrors, did_you_mean
 from gpufleet.limits import MAX_EPOCHS, MAX_POOL_NODES, MAX_POOLS, MAX_TOKENS
 from gpufleet.providers import CLOUDS, PROVIDERS
 from gpufleet.userfiles import SMALL_BYTES, FileRefused, read_text
@@ -79,6 +79,15 @@ def _valid_name(v: str, kind: str) -> str:
                                "use lowercase letters, digits and '-', starting with a letter and not ending in "
                                "'-' (max 40)")
     return v
+
+
+def check_cluster_name(v: str) -> str:
+    """A cluster name given on the command line (``--cluster``): the rule of stack names, as it names
+    the cluster's resources and goes into their ``gpufleet:cluster`` tag. InputError (exit 2)."""
+    try:
+        return _valid_name(v, "cluster")
+    except HintedValueError as e:
+        raise InputError(f"--cluster {e}", e.hint) from None
 
 
 class _Strict(BaseModel):

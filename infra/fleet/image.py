@@ -98,8 +98,23 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelt
                              f"set its image to one of {', '.join(IMAGES)} (or leave it out) to plan its golden image")
     archive, tree = current_tree(stack, cat)
     templates = templates_dir()
+    tags = {p.name: image_tags(stack, p, tree, expires) for p in pools}  # each cloud takes them, before any write
     with writing_in(out):
-        return [_plan_pool(stack, cat, p, out, archive, tree, templates, expires) for p in pools]
+        return [_plan_pool(stack, cat, p, out, archive, tree, templates, tags[p.name]) for p in pools]
+
+
+def image_tags(stack, pool, tree: str, expires: dt.timedelta | None) -> dict[str, str]:
+    """The tags of the pool's image; InputError when its cloud would refuse one (GCP: a label over 63
+    characters, which the image's name, made of the stack's and the pool's, can be)."""
+    tags = {"gpufleet:image": image_name(stack, pool, tree), "gpufleet:stack": stack.name, "gpufleet:pool": pool.name,
+            "gpufleet:owner": stack.owner, "gpufleet:tree": tree[:16]}
+    if expires is not None:
+        tags["gpufleet:expires-at"] = format_expiry(expiry_from(dt.datetime.now(dt.timezone.utc), expires))
+    refused = cloud(pool.provider).tag_problems(tags)
+    if refused:
+        raise InputError(f"pool {pool.name}'s image: {refused[0][1]}", "the image is named for the stack and the "
+                         "pool: shorten their names")
+    return tags
 
 
 @contextlib.contextmanager
@@ -115,17 +130,12 @@ def writing_in(out: Path):
                             "free some space there, or give --out a folder you can write") from None
 
 
-def _plan_pool(stack, cat, p, out: Path, archive: bytes, tree: str, templates: Path,
-               expires: dt.timedelta | None) -> ImagePlan:
+def _plan_pool(stack, cat, p, out: Path, archive: bytes, tree: str, templates: Path, tags: dict[str, str]) -> ImagePlan:
     c = cloud(p.provider)
     bundle = out / p.name / "bundle"
     spec = bake.spec(stack, p, cat, tree=tree, base_image=p.image or DEFAULT_IMAGE)
     write_bundle(bundle, archive, spec)
-    name = image_name(stack, p, tree)
-    tags = {"gpufleet:image": name, "gpufleet:stack": stack.name, "gpufleet:pool": p.name,
-            "gpufleet:owner": stack.owner, "gpufleet:tree": tree[:16]}
-    if expires is not None:
-        tags["gpufleet:expires-at"] = format_expiry(expiry_from(dt.datetime.now(dt.timezone.utc), expires))
+    name = tags["gpufleet:image"]
     try:
         settings = c.program_settings(plan=False)
     except Exception:  # noqa: BLE001 - no credentials here: the account's own values stay unset, and said
