@@ -90,3 +90,8 @@ def test_the_reader_takes_a_regular_file_whole_and_stops_past_its_cap(tmp_path):
         userfiles.read_bytes(tmp_path / "missing", "a test file", 100)
     with pytest.raises(userfiles.FileRefused, match="this is a directory, not a file"):
         userfiles.read_bytes(tmp_path, "a test file", 100)
+
+
+def test_a_gcp_key_that_is_a_device_is_refused_before_google_auth_reads_it():
+    rc, out = _run("status", "-p", "gcp", GOOGLE_APPLICATION_CREDENTIALS="/dev/zero", GOOGLE_CLOUD_PROJECT="p")
+    assert rc == 2 and "/dev/zero: this is a device, not a file" in out and "GOOGLE_APPLICATION_CREDENTIALS" in out, out
