@@ -55,6 +55,9 @@ def find(
     if unread:
         if STATE.json:
             raise typer.Exit(1)
+        if all(f"{a['provider']} {a['region']}" in f.unread for f in found for a in f.asked):  # none was asked
+            raise GpufleetError("no place could be asked: nothing is known about the capacity there",
+                                "each is named above with why; `gpufleet check` shows each cloud's credentials")
         raise GpufleetError(f"{len(unread)} place(s) could not be asked: the list is incomplete",
                             "each is named above with why; `gpufleet check` shows each cloud's credentials")
 

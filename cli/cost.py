@@ -72,8 +72,12 @@ def render(report) -> None:
         output.table(f"Billed against predicted, {report.since.isoformat()} to {report.until - dt.timedelta(days=1):%Y-%m-%d}",
                      ["cluster", "line", "predicted", "billed", "difference"], rows,
                      justify={"predicted": "right", "billed": "right", "difference": "right"}, styles=styles)
-    else:
-        output.console().print("No clusters in the registry and nothing billed to gpufleet:cluster in the period.")
+    elif report.read:
+        output.console().print("No clusters in the registry and nothing billed to gpufleet:cluster in the period "
+                               f"(read: {', '.join(report.read)}).")
+    else:  # not having read a bill is not "nothing billed"
+        output.console().print("No clusters in the registry, and no cloud's bill was read: nothing is known about "
+                               "what was billed.")
     c = output.console()
     for r in report.rows:
         for n in r.notes:

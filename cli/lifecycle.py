@@ -101,8 +101,9 @@ def status(
         exit_if_unread(report.unread, report.clouds)
         return
     if not rows:
-        output.console().print(f"No clusters: the registry ({report.registry}) is empty and the clouds asked "
-                               f"({', '.join(report.checked) or 'none'}) report nothing tagged gpufleet:cluster.")
+        asked = "the clouds were not asked (--local)" if local else "no cloud was asked" if not report.checked else \
+            f"the clouds asked ({', '.join(report.checked)}) report nothing tagged gpufleet:cluster"
+        output.console().print(f"No clusters: the registry ({report.registry}) is empty; {asked}.")
         _held_images(report.images, now)
         exit_if_unread(report.unread, report.clouds)
         return

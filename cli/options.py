@@ -185,7 +185,7 @@ def comparison(cat, *, workload: str | None, stack: str | None, epochs: float | 
     if layout:
         from gpufleet.perf import parallel
 
-        parallel.read(layout)  # spelling now; the GPU count per offer
+        parallel.check(layout, wl)  # spelling and the model's layers now; the GPU count per offer
     deadline_h = None
     if deadline is not None:
         span = duration("--deadline", deadline)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -9,6 +10,8 @@ import typer
 
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
+
+STDOUT = "-"  # --out -: the page to stdout, as a file name "-" means to most programs
 
 HELP = """Write the cost comparison for a workload as one self-contained HTML file (inline CSS and SVG,
 no script, readable offline, printable) or as Markdown with SVG charts beside it: the cheapest,
@@ -41,7 +44,8 @@ def report(
     storage: options.Storage = None,
     workload_file: options.WorkloadFile = None,
     out: Annotated[Optional[str], typer.Option("--out", "-o", help="File to write (default report.html, or "
-                                               "report.md with --markdown; charts go beside a Markdown file).")] = None,
+                                               "report.md with --markdown; charts go beside a Markdown file; "
+                                               "- writes the HTML page to stdout).")] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="Markdown with SVG chart files beside it, for a wiki or "
                                            "a pull request (also chosen by an --out ending in .md).")] = False,
     clusters: Annotated[bool, typer.Option("--clusters", help="Report the running clusters' cost so far (from "
@@ -54,8 +58,12 @@ def report(
     from gpufleet.report import charts, files
 
     as_markdown = markdown or (out or "").lower().endswith((".md", ".markdown"))
+    if out == STDOUT and (as_markdown or STATE.json):
+        raise InputError("--out - writes the HTML page (its charts inline) to stdout: "
+                         + ("Markdown's charts are files beside it" if as_markdown else "--json writes there too"),
+                         "give --out a file name" + (", or leave out --markdown" if as_markdown else ""))
     asked = Path(out or ("report.md" if as_markdown else "report.html"))
-    path = files.check_writable(asked)
+    path = asked if out == STDOUT else files.check_writable(asked)
     charts.load()  # a missing extra is said before any work
     cat = catalog.load(STATE.config)
     if clusters:
@@ -91,7 +99,7 @@ def report(
 
         bill = stack_bill(stack, cat)
     data = model.build(cat, c.request, report=rep, constraints=c.constraints, stack=c.stack, spend=bill)
-    written = files.write_all(render.report_files(data, path, as_markdown))
+    written = _write(render.report_files(data, path, as_markdown), path)
     if rep.stale and output.once_a_day("catalog-age"):  # the report itself always says the age
         output.warn(f"the catalog's prices are {rep.catalog_age_days} days old, past the {rep.max_age_days}-day limit: "
                     "run `gpufleet catalog refresh`, or add current quotes under `prices:` (said once a day)")
@@ -99,11 +107,22 @@ def report(
         output.emit_json({"path": str(path), "files": [str(p) for p in written],
                           "format": "markdown" if as_markdown else "html", **data.to_dict()})
     else:
-        output.console().print(f"Wrote {_through(path, asked)}"
-                               + (f" and {len(written) - 1} chart file(s)" if len(written) > 1 else "")
-                               + f"\n{data.recommendation}", highlight=False, markup=False)
+        output.console(stderr=not written).print(
+            (f"Wrote {_through(path, asked)}" + (f" and {len(written) - 1} chart file(s)" if len(written) > 1 else "")
+             + "\n" if written else "") + data.recommendation, highlight=False, markup=False)
     if c.left_out:  # a stack pool that cannot be compared is a comparison not done (as in `compare`)
         raise typer.Exit(1)
+
+
+def _write(pages: dict[Path, str], path: Path) -> list[Path]:
+    """The report's files written (all or none), or, for ``--out -``, its one page on stdout (no file)."""
+    from gpufleet.report import files
+
+    if str(path) != STDOUT:
+        return files.write_all(pages)
+    sys.stdout.write(pages[path])
+    sys.stdout.flush()
+    return []
 
 
 def _through(path: Path, asked: Path) -> str:
@@ -136,14 +155,14 @@ def _clusters(cat, path: Path, asked: Path, as_markdown: bool, local: bool) -> N
     import datetime as dt
 
     from gpufleet.fleet import status as st
-    from gpufleet.report import clusters, files, render
+    from gpufleet.report import clusters, render
 
     with output.steps("Asking the clouds") as update:
         seen: list[str] = []
         status = st.run(None, cat, local=local,
                         on_region=lambda where: (seen.append(where), update(len(seen), None, where)))
     data = clusters.build(status, dt.datetime.now(dt.timezone.utc), None if local else _billed())
-    written = files.write_all(render.cluster_files(data, path, as_markdown))
+    written = _write(render.cluster_files(data, path, as_markdown), path)
     for where, why in data.unread.items():
         output.warn(f"{where}: {why}")
     if STATE.json:
@@ -151,7 +170,8 @@ def _clusters(cat, path: Path, asked: Path, as_markdown: bool, local: bool) -> N
                           "format": "markdown" if as_markdown else "html", **data.to_dict()})
     else:
         past = f"; past their TTL: {', '.join(c.name for c in data.past_ttl)}" if data.past_ttl else ""
-        output.console().print(f"Wrote {_through(path, asked)}: {len(data.clusters)} cluster(s), "
-                               f"${data.total:,.2f} so far{past}", highlight=False, markup=False)
+        output.console(stderr=not written).print(
+            (f"Wrote {_through(path, asked)}: " if written else "") + f"{len(data.clusters)} cluster(s), "
+            f"${data.total:,.2f} so far{past}", highlight=False, markup=False)
     if data.unread:  # as `status`: what should have been read and was not
         raise typer.Exit(1)

@@ -29,9 +29,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from gpufleet import netnames
 from gpufleet.config import SiteCosts
-from gpufleet.errors import SpecError, SpecErrors, did_you_mean
+from gpufleet.errors import InputError, SpecError, SpecErrors, did_you_mean
 from gpufleet.limits import MAX_EPOCHS, MAX_POOL_NODES, MAX_POOLS, MAX_TOKENS
 from gpufleet.providers import CLOUDS, PROVIDERS
+from gpufleet.userfiles import SMALL_BYTES, FileRefused, read_text
 from gpufleet.validation import validate_located
 from gpufleet.yamlsrc import Located, dotted, load_file, load_text
 
@@ -79,6 +80,15 @@ def _valid_name(v: str, kind: str) -> str:
                                "use lowercase letters, digits and '-', starting with a letter and not ending in "
                                "'-' (max 40)")
     return v
+
+
+def check_cluster_name(v: str) -> str:
+    """A cluster name given on the command line (``--cluster``): the rule of stack names, as it names
+    the cluster's resources and goes into their ``gpufleet:cluster`` tag. InputError (exit 2)."""
+    try:
+        return _valid_name(v, "cluster")
+    except HintedValueError as e:
+        raise InputError(f"--cluster {e}", e.hint) from None
 
 
 class _Strict(BaseModel):
@@ -744,9 +754,13 @@ def _check_access(stack: Stack, located: Located, err) -> None:
         if not p.is_absolute() and located.path:
             p = Path(located.path).parent / p
         try:
-            text = p.read_text().strip()
-        except OSError as e:
-            err(("access", "public_key"), f"cannot read {p}: {e.strerror}", "give the path of an OpenSSH public key (.pub)")
+            text = read_text(p, "an OpenSSH public key (.pub)", SMALL_BYTES).strip()
+        except FileRefused as e:
+            err(("access", "public_key"), e.message, e.hint)
+            return
+        except (OSError, UnicodeDecodeError) as e:
+            err(("access", "public_key"), f"cannot read {p}: {getattr(e, 'strerror', None) or e}",
+                "give the path of an OpenSSH public key (.pub)")
             return
         if not re.match(r"^(ssh-|ecdsa-|sk-)", text):
             err(("access", "public_key"), f"{p} is not an OpenSSH public key", "use the .pub file, never the private key")

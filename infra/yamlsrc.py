@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import errno
-import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet.errors import SpecError
+from gpufleet.userfiles import MB, YAML_BYTES, FileRefused, read_text
 
 Path_ = tuple  # a key path such as ("pools", 0, "gpu")
 
@@ -34,7 +32,7 @@ class Located:
 # Limits on what a stack, config or workload file may be: far above any real file, low enough
 # that a hostile or broken one fails at once with its file and line instead of eating the
 # machine ("billion laughs": aliases that expand to a billion values; nesting a thousand deep).
-MAX_BYTES = 4 * 1024 * 1024
+# Its size is capped where every user file is read (``userfiles.YAML_BYTES``).
 MAX_DEPTH = 64
 MAX_VALUES = 200_000  # scalars, mappings and sequences, counting each alias as often as it is used
 MERGE = "tag:yaml.org,2002:merge"
@@ -42,45 +40,26 @@ PLAIN_COLLECTIONS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 
 
 def load_file(path: str | Path) -> Located:
-    p = Path(path)
+    """A YAML file, read as every user file is (a regular file under its cap), with every
+    refusal said as a SpecError naming the file."""
     try:
-        st = p.stat()
-        if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
-            raise SpecError(str(path), None, "", f"this is {_kind(st.st_mode)}, not a file", "give the path of a YAML file")
-        if st.st_size > MAX_BYTES:
-            raise SpecError(str(path), None, "", f"the file is {st.st_size / 1e6:.1f} MB; at most {MAX_BYTES / 1e6:.0f} "
-                            "MB is read", "is this the right file?")
-        # a named pipe is opened without waiting for a writer (none: it reads as empty), so that
-        # `<(command)` works and a forgotten pipe never hangs; the read stops past the limit
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
-        os.set_blocking(fd, True)
-        with open(fd, encoding="utf-8") as f:
-            text = f.read(MAX_BYTES + 1)
+        text = read_text(path, "a YAML file", YAML_BYTES)
     except FileNotFoundError:
         raise SpecError(str(path), None, "", "file not found",
                         "check the path; `gpufleet examples --copy DIR` writes the example stacks into DIR") from None
+    except FileRefused as e:
+        raise SpecError(str(path), None, "", e.problem, e.hint) from None
     except (PermissionError, UnicodeDecodeError) as e:
         raise SpecError(str(path), None, "", f"cannot read: {e}") from None
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise SpecError(str(path), None, "", "the path is a loop of symbolic links",
-                            "point the link at the file itself (`ls -l` shows where each link leads)") from None
-        raise SpecError(str(path), None, "", f"cannot read: {e.strerror or e}") from None
-    if not text and stat.S_ISFIFO(st.st_mode):
-        raise SpecError(str(path), None, "", "nothing to read from this named pipe",
-                        "a pipe is read while a program writes to it: give the file itself")
     return load_text(text, str(path))
-
-
-def _kind(mode: int) -> str:
-    return "a directory" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
 
 
 def load_text(text: str, path: str = "<string>") -> Located:
     import yaml
 
-    if len(text) > MAX_BYTES:
-        raise SpecError(path, None, "", f"the text is {len(text) / 1e6:.1f} MB; at most {MAX_BYTES / 1e6:.0f} MB is read")
+    if len(text) > YAML_BYTES:
+        raise SpecError(path, None, "", f"the text is {len(text) / MB:,.1f} MB; at most {YAML_BYTES / MB:,.0f} MB of "
+                        "YAML is read")
     loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         _check_depth(loader_cls, text, path)
@@ -178,10 +157,17 @@ class _Walk:
             return self.mapping(node, keys)
         if isinstance(node, yaml.SequenceNode):
             return [self.value(v, keys + (i,)) for i, v in enumerate(node.value)]
+        return self.scalar(node, keys)
+
+    def scalar(self, node, keys: Path_):
+        import yaml
+
         try:
             return self.ctor.construct_object(node, deep=True)
         except yaml.YAMLError as e:
             self._fail(node, keys, f"cannot read this value: {getattr(e, 'problem', None) or e}")
+        except ValueError as e:  # what YAML takes for a date but is none (2030-13-45): datetime's refusal
+            self._fail(node, keys, f"{node.value!r} is not a date ({e})", "write a date as YYYY-MM-DD, e.g. 2026-11-20")
 
     def mapping(self, node, keys: Path_) -> dict:
         import yaml
@@ -197,7 +183,7 @@ class _Walk:
                 merged += sources
                 continue
             k = self.value(k_node, keys + ("<key>",)) if not isinstance(k_node, yaml.ScalarNode) else \
-                self.ctor.construct_object(k_node, deep=True)
+                self.scalar(k_node, keys)
             if isinstance(k, (list, dict)):
                 self._fail(k_node, keys, "a key must be a plain value")
             if k in result:

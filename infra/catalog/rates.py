@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
 from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from gpufleet.errors import CatalogError
 from gpufleet.paths import rates_path, replace_atomically
+from gpufleet.userfiles import TABLE_BYTES, read_text
 
 DATA = Path(__file__).with_name("data") / "rates.csv"
 UNITS = ("hour", "gb-month", "gib-month", "tib-hour", "disk-month", "iops-month", "mbps-month", "gb")
@@ -36,23 +38,26 @@ def read(path: Path) -> dict[tuple[str, str, str], Rate]:
     """A rates table; a row that is not one is a CatalogError naming the file and line."""
     out: dict[tuple[str, str, str], Rate] = {}
     try:
-        with path.open(newline="") as f:
-            rows = csv.DictReader(f)
-            if tuple(rows.fieldnames or ()) != COLUMNS:
-                raise CatalogError(f"{path}: its columns are {rows.fieldnames}, not {list(COLUMNS)}",
-                                   "rebuild it with `gpufleet catalog refresh`")
-            for n, row in enumerate(rows, start=2):
-                try:
-                    r = Rate(row["provider"], row["item"], row["region"], row["unit"], float(row["usd"]),
-                             row["source"], row["as_of"])
-                except (TypeError, ValueError) as e:
-                    raise CatalogError(f"{path}:{n}: not a rate ({e})") from None
-                if r.unit not in UNITS or r.usd < 0 or not r.source or not r.as_of:
-                    raise CatalogError(f"{path}:{n}: {r.item}: a rate needs a unit of {', '.join(UNITS)}, a price "
-                                       "of 0 or more, a source and a date")
-                out[(r.provider, r.item, r.region)] = r
-    except OSError as e:
+        text = read_text(path, "a rates table (CSV)", TABLE_BYTES, variable="GPUFLEET_RATES")
+    except FileNotFoundError as e:
         raise CatalogError(f"{path} cannot be read ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise CatalogError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})",
+                           "rebuild it with `gpufleet catalog refresh`") from None
+    rows = csv.DictReader(io.StringIO(text, newline=""))
+    if tuple(rows.fieldnames or ()) != COLUMNS:
+        raise CatalogError(f"{path}: its columns are {rows.fieldnames}, not {list(COLUMNS)}",
+                           "rebuild it with `gpufleet catalog refresh`")
+    for n, row in enumerate(rows, start=2):
+        try:
+            r = Rate(row["provider"], row["item"], row["region"], row["unit"], float(row["usd"]),
+                     row["source"], row["as_of"])
+        except (TypeError, ValueError) as e:
+            raise CatalogError(f"{path}:{n}: not a rate ({e})") from None
+        if r.unit not in UNITS or r.usd < 0 or not r.source or not r.as_of:
+            raise CatalogError(f"{path}:{n}: {r.item}: a rate needs a unit of {', '.join(UNITS)}, a price "
+                               "of 0 or more, a source and a date")
+        out[(r.provider, r.item, r.region)] = r
     return out
 
 

@@ -18,8 +18,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from gpufleet.catalog.fetched import FetchedPrice, InstanceFacts
-from gpufleet.errors import CatalogError
+from gpufleet.errors import EXIT_FAILED, CatalogError
 from gpufleet.paths import prices_path, replace_atomically
+from gpufleet.userfiles import TABLE_BYTES, read_text
 
 SCHEMA = 2  # 1: prices only (read still; its gpu_count column is dropped)
 MAX_SHRINK = 0.25  # a provider may lose at most this fraction of its rows in one refresh
@@ -29,7 +30,11 @@ USD_PER_GPU_HOUR = (0.05, 80.0)
 
 
 class StoreDamaged(CatalogError):
-    """The refreshed prices' file cannot be read; `catalog refresh` replaces it (keeping it aside)."""
+    """The refreshed prices' file cannot be read; `catalog refresh` replaces it (keeping it aside).
+    Exit code 1, as a damaged registry: gpufleet's own file, not the user's input (a path that names
+    no file at all is ``userfiles.FileRefused``, exit 2)."""
+
+    exit_code = EXIT_FAILED
 
     def __init__(self, path: Path, problem: str):
         self.path = path
@@ -41,17 +46,30 @@ class StoreDamaged(CatalogError):
 def read_store(path: Path | None = None) -> dict | None:
     """The refreshed prices, or None when there are none yet; a damaged file is StoreDamaged."""
     path = path or prices_path()
-    if not path.exists():
+    try:
+        text = read_text(path, "a prices file (JSON)", TABLE_BYTES, variable="GPUFLEET_PRICES")
+    except FileNotFoundError:
         return None
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(text)
+        if not isinstance(doc, dict):
+            raise ValueError(f"a JSON {type(doc).__name__}, not gpufleet's prices")
         if doc.get("schema") not in (1, SCHEMA) or not isinstance(doc.get("prices"), list):
-            raise ValueError(f"schema {doc.get('schema')!r}")
+            raise ValueError(_not_ours(doc))
         rows = [FetchedPrice.from_dict(r) for r in doc["prices"]]
         facts = [InstanceFacts.from_dict(f) for f in doc.get("facts", [])]
     except (OSError, ValueError, TypeError, AttributeError, RecursionError) as e:
         raise StoreDamaged(path, str(e)[:200]) from None
     return {"providers": doc.get("providers", {}), "prices": rows, "facts": facts}
+
+
+def _not_ours(doc: dict) -> str:
+    """What makes a JSON object other than a prices file this gpufleet reads."""
+    if "schema" not in doc:
+        return "no schema: not a prices file of gpufleet's"
+    if doc["schema"] not in (1, SCHEMA):
+        return f"schema {doc['schema']!r}, where this gpufleet reads 1 and {SCHEMA}: a newer gpufleet's?"
+    return "no list of prices"
 
 
 def row(r: FetchedPrice) -> dict:

@@ -436,6 +436,10 @@ class Cloud(Provider, Protocol):
         """What is wrong with a reservation a pool names on this cloud (``spec.Reservation``; keys
         inside it): the id's form, its zone, what this cloud sells."""
 
+    def tag_problems(self, tags: dict[str, str]) -> list[tuple[str, str]]:
+        """(tag key, what is wrong) for each ``gpufleet:*`` tag this cloud would refuse as gpufleet
+        writes it (as a label on GCP), by the cloud's own documented limits (``<cloud>/tag_rules``)."""
+
     def credentials(self) -> str:
         """Where credentials would come from (no network call); CredentialsError naming how to set them up."""
 

@@ -51,6 +51,12 @@ class Clouds:
         return out
 
 
+def why_not(provider: str, e: GpufleetError) -> str:
+    """Why ``provider`` was not asked, as its error says it less the provider's name its messages
+    begin with ("aws: no credentials found"), which whoever says why names already."""
+    return e.message.removeprefix(f"{provider}: ")
+
+
 def api(provider: str):
     """A cloud's API object; SdkMissing (exit 2) naming the extra when its SDK is not installed."""
     return cloud(provider).api()
@@ -85,7 +91,7 @@ def open_clouds(providers: list[str] | None, *, required: bool, regions: dict[st
             if required:
                 raise
             out.identity.pop(p, None)
-            out.skipped[p] = e.message
+            out.skipped[p] = why_not(p, e)
             continue
         out.open[p] = c
     if isinstance(regions, dict):
@@ -97,7 +103,7 @@ def open_clouds(providers: list[str] | None, *, required: bool, regions: dict[st
     unknown = [r for r in regions if not any(r in rs for rs in every.values())]
     if unknown and not out.failed:  # a cloud that could not be read may have it: that failure is the answer
         s = did_you_mean(unknown[0], [r for rs in every.values() for r in rs])
-        not_asked = f" ({', '.join(out.skipped)} not asked: {'; '.join(out.skipped.values())})" if out.skipped else ""
+        not_asked = f" (not asked: {'; '.join(f'{p}: {why}' for p, why in out.skipped.items())})" if out.skipped else ""
         raise InputError(f"no cloud has a region {unknown[0]!r}{not_asked}",
                          f"did you mean {s!r}?" if s else "see the cloud's region list, e.g. aws ec2 describe-regions")
     for p in list(out.open):

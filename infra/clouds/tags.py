@@ -51,11 +51,19 @@ class Cluster:
         }
 
 
+LABEL_MAX = 63  # GCP's labels, the narrowest of the clouds' tags
+
+
+def label_escaped(value: str) -> str:
+    """``value`` in GCP's label characters (lowercase ``[a-z0-9_-]``, ``@`` as ``_at_``), uncut."""
+    return re.sub(r"[^a-z0-9_-]", "_", value.strip().lower().replace("@", "_at_"))
+
+
 def principal_key(value: str) -> str:
     """A principal in the form every cloud's tags keep it (GCP's labels are the narrowest: lowercase
     ``[a-z0-9_-]``, at most 63 characters, ``@`` as ``_at_``), so that one read back from any cloud
     compares equal to the same one as the caller's credentials name it."""
-    return re.sub(r"[^a-z0-9_-]", "_", value.strip().lower().replace("@", "_at_"))[:63]
+    return label_escaped(value)[:LABEL_MAX]
 
 
 def names(value: str, wanted: str) -> bool:

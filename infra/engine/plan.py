@@ -20,7 +20,7 @@ from gpufleet.engine import spend
 from gpufleet.engine.addresses import host_address
 from gpufleet.engine.program import RACKS, Layout, build, layout
 from gpufleet.engine.spend import Spend
-from gpufleet.spec import internet_wide
+from gpufleet.spec import check_cluster_name, internet_wide
 
 
 @dataclass
@@ -127,7 +127,7 @@ def pool_costs(lay: Layout, stack, cat) -> list[PoolCost]:
 def cluster_for(stack, name: str | None = None, now: dt.datetime | None = None,
                 expires_at: dt.datetime | None = None, created_by: dict[str, str] | None = None) -> Cluster:
     now = now or dt.datetime.now(dt.timezone.utc)
-    return Cluster(name=name or stack.name, stack=stack.name, owner=stack.owner,
+    return Cluster(name=check_cluster_name(name) if name else stack.name, stack=stack.name, owner=stack.owner,
                    expires_at=expires_at or expiry_from(now, stack.ttl_delta), created_by=created_by or {})
 
 

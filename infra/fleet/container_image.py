@@ -24,7 +24,7 @@ from pathlib import Path
 
 from gpufleet.configure import bake
 from gpufleet.errors import GpufleetError, InputError, ToolMissing
-from gpufleet.fleet.image import current_tree, image_name, templates_dir, write_bundle
+from gpufleet.fleet.image import current_tree, image_name, templates_dir, write_bundle, writing_in
 from gpufleet.state.images import BuiltImage, Manifest
 
 # The CUDA toolkit version a stack names -> NVIDIA's base image tag of it (nvidia/cuda on Docker Hub
@@ -71,17 +71,17 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, base: str | None = N
         raise InputError(f"no pool {pool!r} in stack {stack.name}", f"its pools: {', '.join(p.name for p in stack.pools)}")
     archive, tree = current_tree(stack, cat)
     dockerfile = templates_dir() / "Dockerfile"
-    out.mkdir(parents=True, exist_ok=True)
     made = []
-    for p in pools:
-        image = base or cuda_image(stack.software.cuda, p.image)
-        spec = bake.spec(stack, p, cat, tree=tree, base_image=image, container=True)
-        write_bundle(out / p.name / "container", archive, spec)
-        args = {"CUDA_IMAGE": image, "BUNDLE": f"{p.name}/container"}
-        args_file = out / f"{p.name}.container.args.json"
-        args_file.write_text(json.dumps(args, indent=1, sort_keys=True) + "\n")
-        made.append(ContainerPlan(p.name, image_name(stack, p, tree), str(dockerfile), str(out), str(args_file), args,
-                                  tree, spec["states"]))
+    with writing_in(out):
+        for p in pools:
+            image = base or cuda_image(stack.software.cuda, p.image)
+            spec = bake.spec(stack, p, cat, tree=tree, base_image=image, container=True)
+            write_bundle(out / p.name / "container", archive, spec)
+            args = {"CUDA_IMAGE": image, "BUNDLE": f"{p.name}/container"}
+            args_file = out / f"{p.name}.container.args.json"
+            args_file.write_text(json.dumps(args, indent=1, sort_keys=True) + "\n")
+            made.append(ContainerPlan(p.name, image_name(stack, p, tree), str(dockerfile), str(out), str(args_file),
+                                      args, tree, spec["states"]))
     return made
 
 

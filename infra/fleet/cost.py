@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from gpufleet.clouds import cloud
+from gpufleet.clouds import cloud, inventory
 from gpufleet.clouds.base import Billed
 from gpufleet.clouds.tags import time_or_none
 from gpufleet.errors import CloudUnreadable, GpufleetError, InputError
@@ -111,7 +111,9 @@ def run(cluster: str | None = None, since: dt.date | None = None, *, providers: 
         raise InputError(f"--since {since.isoformat()} is in the future", "give a day up to today, e.g. 2026-11-01")
     reg = registry or team.registry()
     records = {r.name: r for r in reg.list() if cluster is None or r.name == cluster}
-    wanted = providers or sorted({p for r in records.values() for p in r.clouds}) or (list(CLOUDS) if cluster else [])
+    # every cloud when no cluster is recorded: one brought up elsewhere is billed too, and a bill
+    # not read is not "nothing billed"
+    wanted = providers or (sorted({p for r in records.values() for p in r.clouds}) if records else list(CLOUDS))
     out = CostReport(since, until, drift)
     rows: list[Billed] = []
     for p in wanted:
@@ -126,7 +128,7 @@ def run(cluster: str | None = None, since: dt.date | None = None, *, providers: 
         except GpufleetError as e:  # no credentials, no SDK, no billing table: not this user's cloud
             if providers:
                 raise  # named with --provider: the user meant it (exit 2, with the way to set it up)
-            out.skipped[p] = e.message
+            out.skipped[p] = inventory.why_not(p, e)
             continue
         out.read.append(p)
         rows += got.rows

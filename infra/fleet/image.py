@@ -16,6 +16,7 @@ No Packer is installed by gpufleet: without one, or with one too old for HCL2 pl
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -33,6 +34,7 @@ from gpufleet.errors import GpufleetError, InputError, ToolMissing
 from gpufleet.fleet import held_images
 from gpufleet.fleet.stacks import cloud_pools
 from gpufleet.nodes import cloud as cloud_nodes
+from gpufleet.paths import make_dir
 from gpufleet.state.images import BuiltImage, Manifest
 
 AGENT_FILES = ("node_agent.py", "node_bake.py")
@@ -103,34 +105,58 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelt
                              f"set its image to one of {', '.join(IMAGES)} (or leave it out) to plan its golden image")
     archive, tree = current_tree(stack, cat)
     templates = templates_dir()
-    planned = []  # every pool's variables before anything is written: a pool that cannot be planned leaves no files
     stamp = build_stamp()
+    tags = {p.name: image_tags(stack, p, tree, expires) for p in pools}  # each cloud takes them, before any write
+    planned = []  # every pool's variables before anything is written: a pool that cannot be planned leaves no files
     for p in pools:
         c = cloud(p.provider)
         bundle = out / p.name / "bundle"
         spec = bake.spec(stack, p, cat, tree=tree, base_image=p.image or DEFAULT_IMAGE)
-        name = image_name(stack, p, tree)
-        tags = {"gpufleet:image": name, "gpufleet:stack": stack.name, "gpufleet:pool": p.name,
-                "gpufleet:owner": stack.owner, "gpufleet:tree": tree[:16]}
-        if expires is not None:
-            tags["gpufleet:expires-at"] = format_expiry(expiry_from(dt.datetime.now(dt.timezone.utc), expires))
         try:
             settings = c.program_settings(plan=False)
         except Exception:  # noqa: BLE001 - no credentials here: the account's own values stay unset, and said
             settings = {}
-        variables = c.image_vars(p, name=name, tags=tags, bundle=str(bundle.resolve()), settings=settings,
-                                 zones=cat.region_zones(p.provider, p.region), build=stamp)
-        planned.append((p, c, bundle, spec, name, variables))
-    out.mkdir(parents=True, exist_ok=True)
+        variables = c.image_vars(p, name=tags[p.name]["gpufleet:image"], tags=tags[p.name], bundle=str(bundle.resolve()),
+                                 settings=settings, zones=cat.region_zones(p.provider, p.region), build=stamp)
+        planned.append((p, c, bundle, spec, variables))
     made = []
-    for p, c, bundle, spec, name, variables in planned:
-        write_bundle(bundle, archive, spec)
-        var_file = out / f"{p.name}.{p.provider}.pkrvars.json"
-        var_file.write_text(json.dumps(variables, indent=1, sort_keys=True) + "\n")
-        template = templates / c.image_template
-        made.append(ImagePlan(p.name, p.provider, name, str(template), str(var_file), str(bundle), tree,
-                              spec["states"], unset=_unset(template, variables)))
+    with writing_in(out):
+        for p, c, bundle, spec, variables in planned:
+            write_bundle(bundle, archive, spec)
+            var_file = out / f"{p.name}.{p.provider}.pkrvars.json"
+            var_file.write_text(json.dumps(variables, indent=1, sort_keys=True) + "\n")
+            template = templates / c.image_template
+            made.append(ImagePlan(p.name, p.provider, tags[p.name]["gpufleet:image"], str(template), str(var_file),
+                                  str(bundle), tree, spec["states"], unset=_unset(template, variables)))
     return made
+
+
+def image_tags(stack, pool, tree: str, expires: dt.timedelta | None) -> dict[str, str]:
+    """The tags of the pool's image; InputError when its cloud would refuse one (GCP: a label over 63
+    characters, which the image's name, made of the stack's and the pool's, can be)."""
+    tags = {"gpufleet:image": image_name(stack, pool, tree), "gpufleet:stack": stack.name, "gpufleet:pool": pool.name,
+            "gpufleet:owner": stack.owner, "gpufleet:tree": tree[:16]}
+    if expires is not None:
+        tags["gpufleet:expires-at"] = format_expiry(expiry_from(dt.datetime.now(dt.timezone.utc), expires))
+    refused = cloud(pool.provider).tag_problems(tags)
+    if refused:
+        raise InputError(f"pool {pool.name}'s image: {refused[0][1]}", "the image is named for the stack and the "
+                         "pool: shorten their names")
+    return tags
+
+
+@contextlib.contextmanager
+def writing_in(out: Path):
+    """Writing under ``--out``: a folder that cannot be there (a file or a device on its way) is bad
+    input (exit 2), and a write the disk refuses (read-only, full) is work not done (exit 1), each
+    with the path, never an OSError."""
+    make_dir(out, "--out")
+    try:
+        yield
+    except OSError as e:  # a copy's error names its source first, the file it writes second
+        raise GpufleetError(f"could not write {e.filename2 or e.filename or out}: {e.strerror or e}",
+                            "free some space there, or give --out a folder you can write") from None
+
 
 
 def _unset(template: Path, variables: dict) -> list[str]:
@@ -150,7 +176,11 @@ def packer() -> str:
     exe = os.environ.get("GPUFLEET_PACKER") or shutil.which("packer")
     if not exe:
         raise ToolMissing("Packer is not installed: `gpufleet image build` runs it", PACKER_HINT)
-    out = subprocess.run([exe, "version"], capture_output=True, text=True, timeout=60).stdout
+    try:
+        out = subprocess.run([exe, "version"], capture_output=True, text=True, timeout=60).stdout
+    except OSError as e:  # not there, not executable, not a program
+        named = " (GPUFLEET_PACKER)" if os.environ.get("GPUFLEET_PACKER") else ""
+        raise ToolMissing(f"{exe}{named} cannot be run: {e.strerror or e}", PACKER_HINT) from None
     m = re.search(r"v?(\d+)\.(\d+)", out)
     if not m or (int(m[1]), int(m[2])) < (1, 10):
         raise ToolMissing(f"{exe} is {out.strip() or 'not a Packer'}: HCL2 templates with plugins need 1.10 or newer",

@@ -7,12 +7,14 @@ whole file is valid, and every problem is reported at once, as ``file:line: key:
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
 from pathlib import Path
 
 from gpufleet import catalog, spec
 from gpufleet.catalog.images import osfinger
 from gpufleet.clouds import provider
+from gpufleet.clouds.tags import Cluster
 from gpufleet.configure import FORMULAS, software
 from gpufleet.engine.addresses import address_needs, plan_addresses
 from gpufleet.errors import InputError, NotFound, did_you_mean
@@ -25,7 +27,7 @@ def load(path: str | Path, cat=None, *, text: str | None = None) -> spec.Stack:
     """Load and fully validate a stack file. Raises SpecError/SpecErrors (exit code 2)."""
     return spec.load(path, cat if cat is not None else catalog.load(), text=text,
                      pool_checks=[interconnect, provider_rules, failover_places, reserved_places],
-                     stack_checks=[formulas, software_fits, workload_known, addresses_fit, bastion_pool])
+                     stack_checks=[formulas, software_fits, workload_known, addresses_fit, bastion_pool, tags_fit])
 
 
 def interconnect(stack, pool, instance, cat) -> Iterable[Problem]:
@@ -160,6 +162,24 @@ def bastion_pool(stack, cat) -> Iterable[Problem]:
                         + ("a rack is reached directly" if pool.on_rack else "its nodes have no public address"),
                         "give a cloud pool public_ip: true (its SSH is open only to access.ssh_cidrs)")]
     return []
+
+
+def tags_fit(stack, cat) -> Iterable[Problem]:
+    """Every value that becomes a ``gpufleet:*`` tag or label (the owner, the stack's and pools' names)
+    is one each cloud of the stack takes, by that cloud's rules, said at the stack's key."""
+    identity = Cluster(stack.name, stack.name, stack.owner, dt.datetime.now(dt.timezone.utc))
+    seen: set[tuple] = set()
+    for i, pool in enumerate(stack.pools):
+        if pool.on_rack:
+            continue
+        # a part that failed the schema (no str) is said already, not again here
+        tags = {k: v for k, v in identity.tags(pool.name).items() if isinstance(v, str)}
+        for tag, problem in provider(pool.provider).tag_problems(tags):
+            keys = {"gpufleet:owner": ("owner",), "gpufleet:pool": ("pools", i, "name")}.get(tag, ("name",))
+            if (keys, problem) not in seen:
+                seen.add((keys, problem))
+                yield Problem(keys, problem, "every resource carries it as a tag: shorten it, or write it in the "
+                                             "characters the cloud takes (an e-mail address or a team's name)")
 
 
 def workload_known(stack, cat) -> Iterable[Problem]:

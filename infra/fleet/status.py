@@ -72,8 +72,9 @@ def _cost_by_provider(res: list[Resource], now: dt.datetime, created: dt.datetim
 
 
 def build(records: list[ClusterRecord], resources: list[Resource], *, checked: set[str],
-          now: dt.datetime) -> list[ClusterStatus]:
-    """One row per registry cluster, then one per cluster only the clouds' tags know (orphans)."""
+          now: dt.datetime, unasked: dict[str, str] | None = None) -> list[ClusterStatus]:
+    """One row per registry cluster, then one per cluster only the clouds' tags know (orphans).
+    ``unasked``: why each cloud not in ``checked`` was not read ("not asked (--local)")."""
     by_cluster: dict[str, list[Resource]] = {}
     for r in resources:
         by_cluster.setdefault(r.cluster, []).append(r)
@@ -98,8 +99,8 @@ def build(records: list[ClusterRecord], resources: list[Resource], *, checked: s
                            created_by={**_creators(res), **rec.created_by})
         if asked and vms(res) != len(cloud_nodes):
             st.notes.append(f"the registry has {len(cloud_nodes)} cloud node(s), the clouds report {vms(res)}")
-        if not_asked:
-            st.notes.append(f"{', '.join(not_asked)} not asked (no credentials): costed from the registry")
+        for p in not_asked:
+            st.notes.append(f"{p} {(unasked or {}).get(p, 'not asked')}: costed from the registry")
         if rec.nodes and any(n.provider not in CLOUDS for n in rec.nodes):
             st.notes.append("rack hosts costed from the stack's site costs")
         unpriced = [r for r in res if r.usd_per_hour is None and r.kind in ("instance", "scale-set")]
@@ -203,7 +204,7 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
                 resources = [r for r in resources if r.cluster in keep]
             price(resources, cat)
     report.rows = build(records, resources, checked=set(report.clouds.open),
-                        now=now or dt.datetime.now(dt.timezone.utc))
+                        now=now or dt.datetime.now(dt.timezone.utc), unasked=_unasked(report.clouds, local))
     for row in report.rows:  # what the last verification found (`gpufleet verify`, or `up`'s)
         bad = [f"{pool}-{idx} ({h['detail']})" for (pool, idx), h in sorted(reg.hosts(row.name).items())
                if h["state"] == "unhealthy"]
@@ -224,6 +225,15 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
     if owner:
         report.rows = owned_by(report.rows, owner)
     return report
+
+
+def _unasked(clouds: inventory.Clouds, local: bool) -> dict[str, str]:
+    """Why each cloud that was not read was not, in the words of a row's note."""
+    if local:
+        return dict.fromkeys(CLOUDS, "not asked (--local)")
+    return {**dict.fromkeys(CLOUDS, "not asked (not among --provider)" if clouds.asked else "not asked"),
+            **{p: f"not asked ({why})" for p, why in clouds.skipped.items()},
+            **{p: f"could not be read ({why})" for p, why in clouds.failed.items()}}
 
 
 def _scheduler(row: ClusterStatus, rec: ClusterRecord | None, cat, *, local: bool = False) -> dict | None:

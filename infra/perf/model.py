@@ -376,7 +376,7 @@ def _predict_llm(s: Scenario, p: Params, prec: str) -> Prediction:
     lay = None
     if pinned:
         try:
-            lay = parallel.parse(pinned, n, domain)
+            lay = parallel.parse(pinned, n, domain, w)
         except InputError as e:  # a pinned layout this cluster cannot have (its GPU count, its node size)
             feasible, reason = False, str(e)
     if lay is not None:

@@ -108,12 +108,50 @@ def read(text: str) -> tuple[dict[str, int], str, bool]:
     if shard != "zero1" and (got.get("pp", 1) > 1 or (shard == "hsdp" and got.get("cp", 1) > 1)):
         raise InputError(f"layout {text!r}: FSDP is modelled with tensor and context parallelism, HSDP with tensor "
                          "parallelism only", "use tp/pp/cp/dp (Megatron's distributed optimizer) for pipelines")
+    if got.get("vp", 1) > 1 and got.get("pp", 1) == 1:
+        raise InputError(f"layout {text!r}: vp{got['vp']} (the interleaved schedule's virtual stages) needs a pipeline",
+                         f"add pp2 or more (e.g. 'pp2 vp{got['vp']}'), or leave out vp")
     return got, shard, recompute
 
 
-def parse(text: str, gpus: int, gpus_per_node: int) -> Layout:
+def check(text: str, w) -> None:
+    """That the layout ``text`` can split the decoder ``w`` (its layers): InputError saying why not.
+
+    Megatron-LM's own rules (megatron/training/arguments.py, ``validate_args``, and Megatron-Core's
+    TransformerConfig, read 2026-11): a stage holds whole layers, so there are at most as many
+    stages as layers; the interleaved schedule cuts the layers into pp x vp chunks of equal size,
+    where the embedding and the loss may each count as one more layer
+    (``account_for_embedding_in_pipeline_split``, ``account_for_loss_in_pipeline_split``: NeMo runs
+    Llama 3.1 405B's 126 layers as 128 on pp8 vp8). A pp that divides none of them is taken as
+    uneven stages (``decoder_first_pipeline_num_layers`` and ``..._last_...``): ``memory_per_gpu``
+    holds the fullest stage's ceil(layers / pp) layers, ``llm.step`` spreads the compute evenly, as
+    those settings are there to balance the stages."""
+    got, _, _ = read(text)
+    pp, vp, layers = got.get("pp", 1), got.get("vp", 1), max(1, w.layers)
+    if pp > layers:
+        raise InputError(f"layout {text!r}: pp{pp} is more pipeline stages than {w.name}'s {layers} layers",
+                         f"a stage holds whole layers: pp{layers} at most, pp{max(1, layers // MIN_LAYERS_PER_STAGE)} "
+                         f"for {MIN_LAYERS_PER_STAGE} layers a stage")
+    if vp > 1 and not interleaves(layers, pp, vp):
+        fitting = [v for v in range(2, 9) if interleaves(layers, pp, v)]
+        raise InputError(f"layout {text!r}: the interleaved schedule cuts {w.name}'s layers into pp x vp = {pp * vp} "
+                         f"chunks of equal size, and {layers} layers are not a multiple of {pp * vp} (nor with the "
+                         "embedding and the loss counted as layers)",
+                         f"with pp{pp}: vp{' or vp'.join(map(str, fitting))}" if fitting else "leave out vp")
+
+
+def interleaves(layers: int, pp: int, vp: int) -> bool:
+    """Whether ``layers`` (with the embedding, the loss or both counted as layers) cut into pp x vp
+    equal chunks (``check``)."""
+    return any((layers + extra) % (pp * vp) == 0 for extra in (0, 1, 2))
+
+
+def parse(text: str, gpus: int, gpus_per_node: int, w=None) -> Layout:
     """A layout as written (``"tp4 pp2 dp8"``, ``"fsdp"``, ``"tp2 fsdp"``, ``"hsdp8"``, ``"tp8 pp4 vp5
-    +recompute"``) for ``gpus`` GPUs; an omitted ``dp`` is what the others leave."""
+    +recompute"``) for ``gpus`` GPUs (and the decoder ``w``, whose layers it must split: ``check``);
+    an omitted ``dp`` is what the others leave."""
+    if w is not None:
+        check(text, w)
     got, shard, recompute = read(text)
     tp, pp, cp, vp = (got.get(k, 1) for k in ("tp", "pp", "cp", "vp"))
     inner = tp * pp * cp
@@ -167,10 +205,12 @@ def candidates(n: int, gpus_per_node: int, w) -> list[Layout]:
 
 
 def virtual_stages(layers: int, pp: int) -> int:
-    """The interleaved schedule's virtual stages per GPU: chunks of about four layers."""
+    """The interleaved schedule's virtual stages per GPU: chunks of about four layers, the most (up
+    to 8) that cut the layers into pp x vp equal chunks (``interleaves``); 1 where none does."""
     if pp <= 1:
         return 1
-    return max(1, min(8, layers // (pp * LAYERS_PER_VIRTUAL_STAGE)))
+    most = max(1, min(8, layers // (pp * LAYERS_PER_VIRTUAL_STAGE)))
+    return next(v for v in range(most, 0, -1) if v == 1 or interleaves(layers, pp, v))
 
 
 def activation_bytes(w) -> float:

@@ -98,6 +98,8 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
         else:
             params = float(d["params"])
             L, dm, s = int(d.get("layers", 0)), int(d.get("d_model", 0)), int(d.get("seq_len", 2048))
+            if s < 1:
+                raise SpecError(where, None, f"{name}.seq_len", f"{s}: the sequence length is at least 1 token")
             if not (L and dm):
                 L, dm = llm_shape(params)
             fwd = 2.0 * params + 4.0 * L * dm * s
@@ -198,6 +200,8 @@ def get(name: str, user_file: str | Path | None = None) -> Workload:
         if len(parts) > 2 and not parts[2].isdigit():
             raise InputError(f"{name!r}: the sequence length after the size is a whole number", "e.g. llm:8b:4096")
         seq = int(parts[2]) if len(parts) > 2 else LLM_SEQ
+        if seq < 1:
+            raise InputError(f"{name}: the sequence length is at least 1 token", "e.g. llm:8b:4096")
         known = _builtin().get(f"llm-{parts[1].lower()}")
         if known is not None and known.seq_len == seq:
             return known

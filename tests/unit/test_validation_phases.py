@@ -103,7 +103,7 @@ def _limited():
 
 @pytest.mark.parametrize("kind,needle,hint", [
     ("loop", "the path is a loop of symbolic links", "ls -l"),
-    ("fifo", "nothing to read from this named pipe", "give the file itself"),
+    ("fifo", "this is a named pipe, not a file", "save it to a file first"),
     ("device", "this is a device, not a file", "give the path of a YAML file"),
     ("directory", "this is a directory, not a file", "give the path of a YAML file"),
 ])

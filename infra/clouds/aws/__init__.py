@@ -1,6 +1,6 @@
 """AWS: everything gpufleet does that names AWS's SDKs or APIs, behind ``base.Cloud``.
 
-``rules`` (what a pool may ask of AWS), ``errors`` (how its failures read, credential hint),
+``rules`` (what a pool may ask of AWS), ``tag_rules`` (what a tag may hold), ``errors`` (how its failures read, credential hint),
 ``credentials`` (boto3's chain), ``components`` (the Pulumi components) and ``program`` (a
 pool turned into their arguments), ``mocks`` (its answers under `plan`), ``api`` (inventory,
 deletion and quotas by tag) and ``prices`` (Price List and spot history). Modules that import
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from gpufleet.clouds.aws import access, images, mocks, rules
+from gpufleet.clouds.aws import access, images, mocks, rules, tag_rules
 from gpufleet.clouds.aws import spend as spending
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT, PATTERNS
 from gpufleet.clouds.aws.sdk import load
@@ -37,6 +37,7 @@ class Aws:
     check_pool = staticmethod(rules.check_pool)
     spend = staticmethod(spending.spend)
     check_reservation = staticmethod(rules.check_reservation)
+    tag_problems = staticmethod(tag_rules.tag_problems)
     image_template = images.TEMPLATE
     image_vars = staticmethod(images.variables)
     image_artifacts = staticmethod(images.artifacts)

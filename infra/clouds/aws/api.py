@@ -10,11 +10,11 @@ import datetime as dt
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, NoCredentialsError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
+from gpufleet.clouds.aws import credentials
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
 from gpufleet.clouds.base import Capacity, FoundImage, QuotaLine
 from gpufleet.clouds.resources import Resource, delete_each, pick_regions
@@ -104,7 +104,7 @@ class AwsApi:
     provider = "aws"
 
     def __init__(self, session=None, *, workers: int = 8):
-        self.session = session or boto3.session.Session()
+        self.session = session or credentials.session()
         self.config = Config(retries={"mode": "standard", "max_attempts": 6}, max_pool_connections=max(10, workers * 2),
                              connect_timeout=10, read_timeout=60)
         self.workers = workers

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import re
 
-import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from gpufleet.clouds.aws import credentials
 from gpufleet.clouds.aws.api import unreadable
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
 from gpufleet.clouds.base import Billed, BillRead
@@ -46,7 +46,7 @@ def line_of(usage_type: str) -> str:
 
 def billed(since, until, clusters: list[str] | None, settings: dict, *, client=None) -> BillRead:
     if client is None:
-        session = boto3.session.Session()
+        session = credentials.session()
         if session.get_credentials() is None:
             raise CredentialsError("aws", "aws: no credentials found (environment, ~/.aws, SSO or instance role)",
                                    CREDENTIAL_HINT)

@@ -7,11 +7,11 @@ boto3 honours ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_S3``; a bucket reference
 
 from __future__ import annotations
 
-import boto3
 import botocore
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
+from gpufleet.clouds.aws import credentials
 from gpufleet.clouds.aws.api import empty_bucket, unreadable
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
 from gpufleet.errors import CredentialsError, GpufleetError
@@ -25,7 +25,7 @@ class Store:
 
     def __init__(self, ref: dict, session=None):
         self.bucket = ref["name"]
-        self.client = (session or boto3.session.Session()).client(
+        self.client = (session or credentials.session()).client(
             "s3", region_name=ref.get("region"), endpoint_url=ref.get("endpoint"),
             config=Config(retries={"mode": "standard", "max_attempts": 6}, connect_timeout=10, read_timeout=60))
 

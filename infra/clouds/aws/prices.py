@@ -26,11 +26,11 @@ import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from gpufleet.catalog.fetched import Fetched, FetchedPrice, FetchError, InstanceFacts, missing_note, stamp
+from gpufleet.clouds.aws import credentials
 from gpufleet.clouds.aws.rules import FLAGSHIPS  # noqa: F401 - the refresh reads it here
 
 API = "aws-price-list"
@@ -40,7 +40,7 @@ PRICING_REGION = "us-east-1"
 
 
 def client(service: str, region: str):
-    return boto3.session.Session().client(service, region_name=region,
+    return credentials.session().client(service, region_name=region,
                                           config=Config(retries={"mode": "standard", "max_attempts": 8}))
 
 
@@ -133,7 +133,7 @@ def on_demand(price_list, wanted: set[str], when: str, itype: str = "") -> list[
 def fetch(instance_types: list[str], regions: list[str], *, now: dt.datetime | None = None,
           cat_gpu=lambda name, mib: None, workers: int = 8, progress=None) -> Fetched:
     """On-demand prices (Price List), spot prices, instance facts and zones; regions side by side."""
-    if boto3.session.Session().get_credentials() is None:
+    if credentials.session().get_credentials() is None:
         raise _fail(NoCredentialsError())
     at = (now or dt.datetime.now(dt.timezone.utc)).replace(microsecond=0)
     when = stamp(at)

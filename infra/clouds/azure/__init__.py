@@ -1,6 +1,6 @@
 """Azure: everything gpufleet does that names Azure's SDKs or APIs, behind ``base.Cloud``.
 
-``rules`` (what a pool may ask of Azure, image URNs), ``errors``, ``credentials`` (Azure CLI
+``rules`` (what a pool may ask of Azure, image URNs), ``tag_rules`` (what a tag may hold), ``errors``, ``credentials`` (Azure CLI
 profile and ARM_* variables, no SDK), ``components`` and ``program`` (Pulumi), ``mocks`` (its
 answers under `plan`), ``api`` (ARM resources by tag, deletion, vCPU quotas) and ``prices``
 (Retail Prices, which needs no SDK; resource SKUs through ``api`` when there are credentials).
@@ -9,7 +9,7 @@ Modules that import an SDK or Pulumi are loaded through ``sdk``.
 
 from __future__ import annotations
 
-from gpufleet.clouds.azure import access, images, mocks, rules
+from gpufleet.clouds.azure import access, images, mocks, rules, tag_rules
 from gpufleet.clouds.azure import credentials as creds
 from gpufleet.clouds.azure import spend as spending
 from gpufleet.clouds.azure.errors import CREDENTIAL_HINT, PATTERNS
@@ -31,6 +31,7 @@ class Azure:
     check_pool = staticmethod(rules.check_pool)
     spend = staticmethod(spending.spend)
     check_reservation = staticmethod(rules.check_reservation)
+    tag_problems = staticmethod(tag_rules.tag_problems)
     image_template = images.TEMPLATE
     image_vars = staticmethod(images.variables)
     image_artifacts = staticmethod(images.artifacts)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from gpufleet.clouds.azure.errors import CREDENTIAL_HINT
 from gpufleet.errors import CredentialsError
+from gpufleet.userfiles import SMALL_BYTES, read_text
 
 PLAN_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"  # what `plan` renders the program with
 
@@ -16,16 +17,22 @@ PLAN_SUBSCRIPTION = "00000000-0000-0000-0000-000000000000"  # what `plan` render
 def subscription() -> str | None:
     if os.environ.get("ARM_SUBSCRIPTION_ID"):
         return os.environ["ARM_SUBSCRIPTION_ID"]
-    profile = Path(os.environ.get("AZURE_CONFIG_DIR") or Path.home() / ".azure") / "azureProfile.json"
-    if profile.exists():
-        try:
-            data = json.loads(profile.read_text(encoding="utf-8-sig"))
-        except ValueError:
-            return None
-        for sub in data.get("subscriptions", []):
-            if sub.get("isDefault"):
-                return sub.get("id")
+    for sub in _profile().get("subscriptions", []):
+        if sub.get("isDefault"):
+            return sub.get("id")
     return None
+
+
+def _profile() -> dict:
+    """The Azure CLI's profile (its subscriptions; ``az login`` writes it), {} when there is none or
+    it does not parse; one that is no regular file or is over its cap is FileRefused (exit 2)."""
+    path = Path(os.environ.get("AZURE_CONFIG_DIR") or Path.home() / ".azure") / "azureProfile.json"
+    try:
+        data = json.loads(read_text(path, "the Azure CLI's profile", SMALL_BYTES, variable="AZURE_CONFIG_DIR",
+                                    encoding="utf-8-sig"))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _service_principal() -> bool:
@@ -40,11 +47,7 @@ def principal_type() -> str:
     (``user.type``). A wrong one is refused (UnmatchedPrincipalType), and azure-native defaults to User."""
     if _service_principal():
         return "ServicePrincipal"
-    profile = Path(os.environ.get("AZURE_CONFIG_DIR") or Path.home() / ".azure") / "azureProfile.json"
-    try:
-        subs = json.loads(profile.read_text(encoding="utf-8-sig")).get("subscriptions", [])
-    except (OSError, ValueError):
-        return "User"
+    subs = _profile().get("subscriptions", [])
     user = next((s.get("user") or {} for s in subs if s.get("isDefault")), {})
     return "ServicePrincipal" if user.get("type") == "servicePrincipal" else "User"
 

@@ -1,7 +1,7 @@
 """GCP: everything gpufleet does that names Google Cloud's SDKs or APIs, behind ``base.Cloud``.
 
 ``rules`` (what a pool may ask of GCP, accelerator and image names), ``tags`` (the gpufleet tags
-as labels and descriptions), ``errors``, ``credentials`` (ADC files and variables, no SDK),
+as labels and descriptions), ``tag_rules`` (what a label may hold), ``errors``, ``credentials`` (ADC files and variables, no SDK),
 ``components`` and ``program`` (Pulumi), ``mocks`` (its answers under `plan`), ``api``
 (Compute Engine, Filestore and Managed Lustre by label; quotas) and ``prices`` (the Cloud
 Billing Catalog priced onto machine types; ``key_prices`` the same with an API key only).
@@ -10,7 +10,7 @@ Modules that import an SDK or Pulumi are loaded through ``sdk``.
 
 from __future__ import annotations
 
-from gpufleet.clouds.gcp import access, images, mocks, rules
+from gpufleet.clouds.gcp import access, images, mocks, rules, tag_rules
 from gpufleet.clouds.gcp import credentials as creds
 from gpufleet.clouds.gcp import spend as spending
 from gpufleet.clouds.gcp.errors import CREDENTIAL_HINT, PATTERNS
@@ -35,6 +35,7 @@ class Gcp:
     check_pool = staticmethod(rules.check_pool)
     spend = staticmethod(spending.spend)
     check_reservation = staticmethod(rules.check_reservation)
+    tag_problems = staticmethod(tag_rules.tag_problems)
     image_template = images.TEMPLATE
     image_vars = staticmethod(images.variables)
     image_artifacts = staticmethod(images.artifacts)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 
-from gpufleet.clouds.tags import TAG_PREFIX, principal_key
+from gpufleet.clouds.tags import TAG_PREFIX, label_escaped, principal_key
 
 LABEL_PREFIX = "gpufleet-"
 _EXPIRY = TAG_PREFIX + "expires-at"
@@ -26,8 +26,16 @@ def label_value(v: str) -> str:
 
 def labels(tags: dict[str, str]) -> dict[str, str]:
     """The labels of ``gpufleet:*`` tags (an ISO expiry keeps its digits: ``2026-11-22t18-00-00z``)."""
-    return {k.replace(":", "-"): (v.lower().replace(":", "-") if k == _EXPIRY else label_value(v))
-            for k, v in tags.items()}
+    return {label_key(k): (v.lower().replace(":", "-") if k == _EXPIRY else label_value(v)) for k, v in tags.items()}
+
+
+def label_key(tag: str) -> str:
+    return tag.replace(":", "-")
+
+
+def written(tag: str, value: str) -> str:
+    """What ``labels`` writes for ``value``, before a value is cut to LABEL_MAX characters."""
+    return value.lower().replace(":", "-") if tag == _EXPIRY else label_escaped(value)
 
 
 def tags(labels_: dict[str, str] | None) -> dict[str, str]:
