@@ -5,6 +5,8 @@ Salt on every supported OS."""
 
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -399,3 +401,50 @@ def test_a_racks_hosts_are_checked_for_their_slurm_before_any_state_runs(tmp_pat
     with pytest.raises(InputError) as e:
         configuration.check_hosts(st, reports)
     assert f"gpu-0: os: {refused}" in e.value.message and "nothing was changed" in e.value.message
+
+
+# --- the health check against slurmd's clock (issue 48) ---------------------------------------
+
+HEALTH = ROOT / "salt" / "slurm" / "files" / "gpufleet-slurm-health"
+SCONTROL = """#!/usr/bin/env python3
+import json, os, sys
+with open(os.environ["SCONTROL_LOG"], "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\\n")
+if sys.argv[1:3] == ["show", "node"]:
+    print(f"NodeName={sys.argv[3]} Arch=x86_64 State=IDLE Partitions=gpu")
+"""
+
+
+@pytest.mark.parametrize("stuck", ["nvidia-smi", "the checks"])
+def test_a_hung_gpu_drains_the_node_with_a_timeout_before_slurmd_would_kill_the_check(tmp_path, stuck):
+    """slurmd kills its HealthCheckProgram after 60 s, and a killed check drains nothing: a GPU that
+    fell off the bus (nvidia-smi hangs) kept taking jobs. The program keeps its whole run inside its
+    budget (45 s by default; 9 here) and drains with GF-HEALTH-TIMEOUT, whether a tool hangs or the
+    checks themselves never return (a tool stuck in the driver)."""
+    from gpufleet.verify import bundle, expect
+    from tests.verify_standin import standins
+
+    cat = catalog.load(use_config=False)
+    rack = tmp_path / "rack.yaml"
+    rack.write_text((ROOT / "tests" / "integration" / "slurm-rack.yaml").read_text())
+    st = stacks.load(rack, cat)
+    checks = tmp_path / "verify.pyz"
+    if stuck == "the checks":
+        checks.write_text("import time\ntime.sleep(3600)\n")
+    else:
+        checks.write_bytes(bundle.build()[0])
+    bin_dir = standins(tmp_path, ROOT / "tests" / "data" / "verify" / "l4x1", {"nvidia-smi.hang": ""})
+    (bin_dir / "scontrol").write_text(SCONTROL)
+    (bin_dir / "scontrol").chmod(0o755)
+    settings = tmp_path / "health.json"
+    settings.write_text(json.dumps({"expect": slurm.health_expectations(expect.for_pool(st, st.pools[1], cat)),
+                                    "gpus_seen": 1, "bundle": str(checks)}))
+    log = tmp_path / "scontrol.log"
+    # as slurmd runs it: a bare environment but for the node's name, killed at 60 s
+    ran = subprocess.run([sys.executable, str(HEALTH), "--budget", "9", str(settings)], capture_output=True, text=True,
+                         env={"PATH": str(bin_dir), "SLURMD_NODENAME": "h2", "SCONTROL_LOG": str(log)}, timeout=60)
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert ran.returncode == 1 and calls[0] == ["show", "node", "h2", "-o"], (ran.stdout, ran.stderr)
+    (drain,) = [c for c in calls if c[0] == "update"]
+    assert drain[:3] == ["update", "NodeName=h2", "State=DRAIN"]
+    assert drain[3].startswith("Reason=gpufleet: GF-HEALTH-TIMEOUT "), drain
