@@ -314,7 +314,7 @@ def test_the_cluster_is_one_configuration_and_without_its_controller_none_is_wri
     configuration.configure(st, "c1", targets, gathered=reports, runner_factory=Runner, health=({}, b"zip"))
     pillars = {hid: h.pillar["slurm"] for hid, h in applied.items()}
     assert {hid: p["role"] for hid, p in pillars.items()} == {"ctl-0": "controller", "gpu-0": "compute",
-                                                              "gpu-1": "compute", "gpu-2": "compute"}
+                                                              "gpu-1": "compute", "h100-0": "compute"}
     assert len({p["files"]["slurm.conf"] for p in pillars.values()}) == 1 and len({p["munge_key"] for p in pillars.values()}) == 1
     assert "SlurmctldHost=h1(10.77.0.11)" in pillars["gpu-0"]["files"]["slurm.conf"]
 
@@ -387,7 +387,7 @@ def test_a_racks_hosts_are_checked_for_their_slurm_before_any_state_runs(tmp_pat
 
     path = tmp_path / "s.yaml"
     path.write_text((ROOT / "tests" / "integration" / "slurm-rack.yaml").read_text()
-                    .replace(", key: /var/tmp/gpufleet-rack/id_ed25519", "").replace("cgroups: false", "cgroups: true"))
+                    .replace(", key: /var/tmp/gpufleet-rack/id_ed25519", ""))
     st = stacks.load(path, catalog.load(use_config=False))
 
     def facts(osfinger):
