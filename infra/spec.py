@@ -301,7 +301,8 @@ class Slurm(_Strict):
     """Slurm on the stack's nodes: slurmctld on the pool with ``role: controller`` (one node), slurmd
     with the GPUs as GRES on every other pool's nodes, one partition per pool (the first the default)."""
 
-    # cgroup tracking and confinement of jobs (false only where hosts share one kernel: the test rack)
+    # cgroup tracking and confinement of jobs (false where the OS's Slurm has no cgroup v2: Ubuntu 22.04's
+    # 21.08, which plan and configure refuse with cgroups on)
     cgroups: bool = True
     health_check_interval: int = Field(default=300, ge=0, le=86_400)  # seconds between node checks; 0: none
     # job accounting (sacct, sreport): slurmdbd and MariaDB beside slurmctld on the controller

@@ -6,7 +6,8 @@ nvbandwidth, ibstat, fi_info, journalctl, systemctl, fio), it prints the capture
 print, from the folder ``captures/`` beside its real path (or $GPUFLEET_STANDIN_DIR): the
 files of tests/data/verify/ (see the README there for what they are). A capture that is missing
 fails as the tool would with nothing to report; ``systemctl`` answers only ``is-active
-nvidia-fabricmanager`` and hands everything else to the real one.
+nvidia-fabricmanager`` and hands everything else to the real one. A file ``<tool>.hang`` among the
+captures makes that tool hang without a word, as nvidia-smi does on a GPU that fell off the bus.
 """
 
 import os
@@ -15,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+HANG_S = 3600  # a hung tool: longer than anything waits for it
 TOOLS = ("nvidia-smi", "dcgmi", "all_reduce_perf", "nvbandwidth", "ibstat", "fi_info", "journalctl", "systemctl",
          "fio")
 
@@ -52,6 +54,9 @@ def standins(tmp_path: Path, captures: Path, changes: dict | None = None, tools=
 def main(argv):
     tool = os.path.basename(argv[0])
     here = os.environ.get("GPUFLEET_STANDIN_DIR") or os.path.join(os.path.dirname(os.path.realpath(argv[0])), "captures")
+    if os.path.exists(os.path.join(here, f"{tool}.hang")):
+        time.sleep(HANG_S)  # until its caller gives up on it
+        return 124
     if tool == "systemctl":
         if argv[1:] == ["is-active", "nvidia-fabricmanager"]:
             print("active")

@@ -304,7 +304,7 @@ def facts():
     the address it reaches the cluster from, CPUs and memory), as it measures them itself."""
     out = {"kernel": os.uname().release, "gpu_model": None, "gpu_count": 0, "driver": None,
            "hostname": socket.gethostname().split(".")[0], "address": own_address(), "cpus": os.cpu_count() or 1,
-           "mem_gib": mem_gib()}
+           "cpu_topology": cpu_topology(), "mem_gib": mem_gib()}
     if shutil.which("nvidia-smi"):
         r = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                            capture_output=True, text=True)
@@ -328,6 +328,22 @@ def own_address():
             return s.getsockname()[0]
     except OSError:
         return None
+
+
+def cpu_topology():
+    """[sockets, cores per socket, threads per core] of the online CPUs, counted from sysfs as lscpu counts
+    them (an offline CPU has no topology folder); [] when they do not divide evenly."""
+    root, cores = "/sys/devices/system/cpu", []
+    for cpu in os.listdir(root) if os.path.isdir(root) else []:
+        try:
+            with open(f"{root}/{cpu}/topology/physical_package_id") as p, open(f"{root}/{cpu}/topology/core_id") as c:
+                cores.append((p.read().strip(), c.read().strip()))
+        except OSError:
+            continue
+    sockets, distinct = len({p for p, _ in cores}), len(set(cores))
+    if not cores or distinct % sockets or len(cores) % distinct:
+        return []
+    return [sockets, distinct // sockets, len(cores) // distinct]
 
 
 def mem_gib():

@@ -20,7 +20,8 @@ from gpufleet.errors import GpufleetError, InputError
 
 
 def check_hosts(stack, reports: dict[str, HostReport]) -> None:
-    """Driver/CUDA/OS against each reachable host's facts; any incompatibility stops everything (exit 2)."""
+    """Driver/CUDA/OS, and with ``slurm:`` the Slurm each host's OS installs, against each reachable
+    host's facts; any incompatibility stops everything (exit 2)."""
     sw = stack.software
     pools = {p.name: p for p in stack.pools}
     problems = []
@@ -50,6 +51,10 @@ def check_hosts(stack, reports: dict[str, HostReport]) -> None:
                              f"no public Lustre client repository for {f.osfinger}",
                              "Whamcloud publishes Ubuntu clients without an apt index: set lustre_client: {repo: "
                              "'<your mirror> <suite> main'} in the pool's salt pillar"))
+    if stack.slurm:
+        reached = [(r.target.id, pools[r.target.pool].role, r.facts.osfinger) for r in reports.values() if r.facts]
+        problems += [(host, prob.key, prob.message, prob.hint)
+                     for host, prob in software.slurm_check(reached, cgroups=stack.slurm.cgroups)]
     if problems:
         lines = [f"{host}: {key}: {msg}" + (f" ({hint})" if hint else "") for host, key, msg, hint in problems]
         raise InputError("the stack's software does not fit these hosts (nothing was changed):\n  " + "\n  ".join(lines),
@@ -148,7 +153,8 @@ def _slurm_pillars(stack, cluster: str, reports: dict[str, HostReport], pools: d
     reached = [r for r in reports.values() if r.facts is not None]
     as_node = {r.target.id: slurm.node(r.facts.hostname.split(".")[0] or r.target.id, r.target.address,
                                        pools[r.target.pool], cpus=r.facts.cpus, mem_gib=r.facts.mem_gib,
-                                       gpus=len(r.facts.gpus), gpu=pools[r.target.pool].gpu) for r in reached}
+                                       gpus=len(r.facts.gpus), gpu=pools[r.target.pool].gpu,
+                                       topology=r.facts.cpu_topology) for r in reached}
     ctl = [as_node[r.target.id] for r in reached if pools[r.target.pool].role == "controller"]
     if not ctl:
         raise GpufleetError("the Slurm controller's host cannot be reached: no slurm.conf can be written",

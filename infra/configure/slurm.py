@@ -3,10 +3,14 @@
 One ``slurm.conf`` (with ``gres.conf``, ``cgroup.conf`` and ``topology.conf``) serves every node:
 slurmctld and each slurmd must read the same file, so it is rendered once from all the nodes and
 carried to each in its pillar, with the cluster's munge key. Per node it says what the node is:
-its CPUs and memory, its GPUs as GRES (an explicit ``gres.conf``: Debian's and Ubuntu's Slurm
-packages are built without NVML, which ``AutoDetect=nvml`` needs), and features from its pool (GPU
-model, fabric, pool). Each compute pool is a partition (the first the default); ``topology.conf``
-puts each pool's nodes under a switch of their own (a rack pool's hosts share its switches, a cloud
+its CPUs (with its sockets, cores and threads as the node counts them: without them Slurm takes each
+CPU for a socket of one core, and a hyper-thread for a core) and memory, its GPUs as GRES (an
+explicit ``gres.conf``: Debian's and Ubuntu's Slurm packages are built without NVML, which
+``AutoDetect=nvml`` needs), and features from its pool (GPU model, fabric, pool). Each compute pool
+is a partition (the first the default), whose jobs get their CPUs' share of a node's memory unless
+they ask (``DefMemPerCPU``: under ``CR_Core_Memory`` without it, a job without ``--mem`` takes the
+whole node's memory, and one one-GPU job holds an 8-GPU node); ``topology.conf`` puts each pool's
+nodes under a switch of their own (a rack pool's hosts share its switches, a cloud
 pool's nodes its placement group), so that a job lands on close nodes.
 
 With ``accounting``, the controller also gets ``slurmdbd.conf`` and a MariaDB database for it.
@@ -49,6 +53,7 @@ class SlurmNode:
     gpus: int = 0
     gpu_type: str = ""  # GRES type: the GPU model, lower case (h100, a100, t4)
     features: list[str] = field(default_factory=list)
+    topology: tuple[int, int, int] | None = None  # (sockets, cores per socket, threads per core)
 
 
 def gres_type(gpu: str | None) -> str:
@@ -57,13 +62,17 @@ def gres_type(gpu: str | None) -> str:
 
 
 def node(name: str, address: str, pool, *, cpus: int, mem_gib: float, gpus: int, gpu: str | None,
-         fabric: str | None = None) -> SlurmNode:
+         fabric: str | None = None, topology=None) -> SlurmNode:
     """A node of ``pool`` as Slurm is told of it (``gpus``: how many it has, from its facts or type;
-    ``fabric``: its interconnect, the pool's unless given, as the catalog names a cloud type's)."""
+    ``fabric``: its interconnect, the pool's unless given, as the catalog names a cloud type's;
+    ``topology``: its [sockets, cores per socket, threads per core] as its facts count them, kept only
+    when they are whole numbers that make its CPUs: a node's word is checked before slurm.conf)."""
     features = [f for f in (gres_type(gpu) if gpus else "", (fabric or pool.interconnect or "").lower(), pool.name,
                             (pool.instance_type or "").replace(".", "-").lower()) if f]
+    shape = tuple(topology or ())
+    fits = len(shape) == 3 and all(type(x) is int and x > 0 for x in shape) and math.prod(shape) == cpus
     return SlurmNode(name, address, pool.name, max(1, cpus), max(1, math.floor(mem_gib * 1024 * (1 - MEMORY_KEPT))),
-                     gpus, gres_type(gpu) if gpus else "", list(dict.fromkeys(features)))
+                     gpus, gres_type(gpu) if gpus else "", list(dict.fromkeys(features)), shape if fits else None)
 
 
 def _gpu_files(n: int) -> str:
@@ -78,7 +87,10 @@ def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode]) -
     lines = [
         f"ClusterName={_cluster_name(cluster)}",
         f"SlurmctldHost={controller.name}({controller.address})",
-        "SlurmUser=slurm", "AuthType=auth/munge", "CryptoType=crypto/munge",
+        # no CryptoType: the job credentials' signer is cred/munge by default in every Slurm gpufleet installs
+        # (21.08 to 23.11, src/common/read_config.c DEFAULT_CRED_TYPE), and none of their slurm.conf(5) has
+        # CryptoType (CredType, its new name, since 20.11)
+        "SlurmUser=slurm", "AuthType=auth/munge",
         "StateSaveLocation=/var/spool/slurmctld", "SlurmdSpoolDir=/var/spool/slurmd",
         "SlurmctldPidFile=/run/slurmctld.pid", "SlurmdPidFile=/run/slurmd.pid",
         "SlurmctldLogFile=/var/log/slurm/slurmctld.log", "SlurmdLogFile=/var/log/slurm/slurmd.log",
@@ -99,16 +111,22 @@ def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode]) -
     for n in nodes:
         gres = f" Gres=gpu:{n.gpu_type}:{n.gpus}" if n.gpus else ""
         feats = f" Feature={','.join(n.features)}" if n.features else ""
-        lines.append(f"NodeName={n.name} NodeAddr={n.address} CPUs={n.cpus} RealMemory={n.memory_mb}{gres}{feats} "
-                     "State=UNKNOWN")
-    members: dict[str, list[str]] = {}  # each pool's nodes, pools in the order their nodes come
+        shape = (f" Sockets={n.topology[0]} CoresPerSocket={n.topology[1]} ThreadsPerCore={n.topology[2]}"
+                 if n.topology else "")
+        lines.append(f"NodeName={n.name} NodeAddr={n.address} CPUs={n.cpus}{shape} RealMemory={n.memory_mb}{gres}"
+                     f"{feats} State=UNKNOWN")
+    members: dict[str, list[SlurmNode]] = {}  # each pool's nodes, pools in the order their nodes come
     for n in nodes:
-        members.setdefault(n.pool, []).append(n.name)
-    for i, (pool, names) in enumerate(members.items()):
-        lines.append(f"PartitionName={pool} Nodes={','.join(names)} Default={'YES' if i == 0 else 'NO'} "
-                     "MaxTime=INFINITE State=UP")
+        members.setdefault(n.pool, []).append(n)
+    for i, (pool, held) in enumerate(members.items()):
+        # slurm.conf(5), 22.05: DefMemPerCPU "The default value is 0 (unlimited)"; under CR_Core_Memory
+        # "Setting a value for DefMemPerCPU is strongly recommended". Per CPU (not DefMemPerGPU, which is
+        # exclusive with it and leaves a job without GPUs unlimited), the smallest share of the pool's nodes.
+        per_cpu = min(n.memory_mb // n.cpus for n in held)
+        lines.append(f"PartitionName={pool} Nodes={','.join(n.name for n in held)} Default={'YES' if i == 0 else 'NO'} "
+                     f"DefMemPerCPU={max(1, per_cpu)} MaxTime=INFINITE State=UP")
     gres_lines = [f"NodeName={n.name} Name=gpu Type={n.gpu_type} File={_gpu_files(n.gpus)}" for n in nodes if n.gpus]
-    switches = [f"SwitchName={pool} Nodes={','.join(names)}" for pool, names in members.items()]
+    switches = [f"SwitchName={pool} Nodes={','.join(n.name for n in held)}" for pool, held in members.items()]
     switches.append(f"SwitchName=root Switches={','.join(members)}")
     return {
         "slurm.conf": head + "\n".join(lines) + "\n",
@@ -206,7 +224,8 @@ def pool_pillars(stack, cluster: str, cat, facts: list[tuple[str, str | None, di
                  bundle: bytes, key: bytes) -> dict[str, dict]:
     """Each cloud pool's ``slurm`` pillar (its nodes share one document), from what its nodes said of
     themselves (``facts``: (pool, the address the cloud gave it, the facts in its status)): its host
-    name, the address it reaches the cluster from, CPUs, memory and the GPUs it shows."""
+    name, the address it reaches the cluster from, CPUs (and their sockets, cores and threads), memory
+    and the GPUs it shows."""
     pools = {p.name: p for p in stack.pools}
     # each pool's GPU model and fabric, as the catalog names its instance type
     kinds = {p.name: (gpu_of(p, cat)[0], cat.instance(p.provider, p.instance_type).fabric if p.instance_type else None)
@@ -216,7 +235,8 @@ def pool_pillars(stack, cluster: str, cat, facts: list[tuple[str, str | None, di
         gpu, fabric = kinds[pool_name]
         found.setdefault(pool_name, []).append(node(
             f["hostname"], f.get("address") or address, pools[pool_name], cpus=int(f["cpus"]),
-            mem_gib=float(f["mem_gib"]), gpus=int(f.get("gpu_count") or 0), gpu=gpu, fabric=fabric))
+            mem_gib=float(f["mem_gib"]), gpus=int(f.get("gpu_count") or 0), gpu=gpu, fabric=fabric,
+            topology=f.get("cpu_topology")))
     ctl = [n for p in stack.pools if p.role == "controller" for n in found.get(p.name, [])]
     if not ctl:
         raise GpufleetError("the Slurm controller's node did not configure: no slurm.conf can be written",

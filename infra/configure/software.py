@@ -16,6 +16,7 @@ Checked before any host is touched. Figures and their sources (read 2026-11-22):
   nvidia-driver:<branch>-open`` (RHEL 9).
 - PyTorch wheel variants per release: pytorch.org "previous versions" install matrix.
 - Framework releases: the release histories of torch, tensorflow and jax on PyPI.
+- Slurm per OS and which daemons talk to which: see ``SLURM_OF_OS`` and ``slurm_check``.
 """
 
 from __future__ import annotations
@@ -69,6 +70,22 @@ RELEASES = {
 }
 FRAMEWORK_NAMES = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "jax": "JAX"}
 
+# The Slurm release each OS's own packages install (the `slurm` formula takes the distribution's), read
+# 2026-11-27: Debian 12 slurm-wlm 22.05.8-4+deb12u3 (`apt-cache policy slurm-wlm`, bookworm and
+# bookworm-security), Ubuntu 22.04 slurmd 21.08.5-2ubuntu1 and 24.04 slurm-wlm 23.11.4-1.2ubuntu5
+# (packages.ubuntu.com/jammy/slurmd, /noble/slurm-wlm), EL 9 slurm 22.05.9-1.el9 from EPEL 9
+# (packages.fedoraproject.org/pkgs/slurm).
+SLURM_OF_OS = {"Debian-12": "22.05", "Ubuntu-22.04": "21.08", "Ubuntu-24.04": "23.11", "Rocky-9": "22.05",
+               "Red Hat Enterprise Linux-9": "22.05", "AlmaLinux-9": "22.05"}
+# Slurm's major releases, oldest first (slurm.schedmd.com/upgrades.html, "Compatibility Window")
+SLURM_RELEASES = ("20.11", "21.08", "22.05", "23.02", "23.11", "24.05", "24.11", "25.05", "25.11")
+# The first with a cgroup v2 plugin: src/plugins/cgroup/v2 is in slurm-22-05-0-1, not in slurm-21-08-5-1,
+# whose autodetect (src/common/cgroup.c) still picks "cgroup/v2" on a cgroup2 /sys/fs/cgroup and then fails
+# to load it. Every OS above mounts cgroup v2 only (unified hierarchy), so an older Slurm runs no job
+# with cgroups on.
+SLURM_FIRST_CGROUP_V2 = "22.05"
+
+
 
 def _v(s: str) -> tuple[int, ...]:
     return tuple(int(p) for p in str(s).split(".") if p.isdigit())
@@ -85,7 +102,7 @@ class Problem:
 def check(*, driver: str, cuda: str, osfinger: str | None = None, gpu: str | None = None,
           open_modules: bool | None = None, frameworks: dict[str, str] | None = None) -> list[Problem]:
     """Every incompatibility between the chosen driver branch, CUDA, OS, GPU and frameworks."""
-    out: list[Problem] = []
+    out: list[tuple[str, Problem]] = []
     branch = int(str(driver).split(".")[0])
     if cuda not in CUDA_MIN_DRIVER:
         out.append(Problem("software.cuda", f"CUDA {cuda} is not a toolkit gpufleet knows",
@@ -211,3 +228,48 @@ def framework_env(name: str, version: str, cuda: str, gpu: bool) -> Env:
     if name == "tensorflow":
         return Env("tensorflow", [f"tensorflow{'[and-cuda]' if gpu else '-cpu'}=={version}"])
     raise ValueError(name)
+
+
+def slurm_window(controller: str) -> int:
+    """How many releases older than slurmctld a slurmd may be: two, three from 24.11 (upgrades.html:
+    "Upgrades from the previous two major releases are compatible"; 24.11's table lists 24.05, 23.11, 23.02)."""
+    return 3 if _v(controller) >= _v("24.11") else 2
+
+
+def slurm_check(hosts: list[tuple[str, str, str | None]], *, cgroups: bool) -> list[tuple[str, Problem]]:
+    """Whether the Slurm each host's OS installs can run this cluster (``hosts``: where, its role
+    ``controller`` or ``compute``, its OS as Salt's osfinger, None when unknown): with cgroups, a
+    release that has cgroup v2; every slurmd no newer than slurmctld and at most ``slurm_window``
+    releases older (slurmd <= slurmctld: "Rolling upgrades are also possible if the slurmctld is
+    upgraded first", upgrades.html; slurmdbd runs beside slurmctld, so the same release). Hosts whose
+    OS gpufleet has no Slurm figure for are not judged. Each problem comes with the host it is about;
+    its key is ``os``: the host's OS is what to change."""
+    known = [(where, role, os_, SLURM_OF_OS[os_]) for where, role, os_ in hosts if os_ in SLURM_OF_OS]
+    out: list[tuple[str, Problem]] = []
+    if cgroups:
+        for where, role, os_, ver in known:
+            if role == "compute" and _v(ver) < _v(SLURM_FIRST_CGROUP_V2):
+                out.append((where, Problem("os", f"{os_} installs Slurm {ver}, which has no cgroup v2 support, and "
+                                                 f"{os_} mounts cgroup v2 only: slurmd would start no job with cgroups on",
+                                           "use an OS whose Slurm is 22.05 or newer for the Slurm pools (image: "
+                                           "ubuntu-24.04 or rocky-9; Debian 12 on racks), or set slurm: {cgroups: false}")))
+    ctl = next(((where, os_, ver) for where, role, os_, ver in known if role == "controller"), None)
+    if ctl is None:
+        return out
+    ctl_where, ctl_os, ctl_ver = ctl
+    hint = (f"give the compute pools an OS whose Slurm is {ctl_ver} or at most {slurm_window(ctl_ver)} releases "
+            "older, or the controller one whose Slurm is as new as theirs")
+    for where, role, os_, ver in known:
+        if role != "compute":
+            continue
+        behind = SLURM_RELEASES.index(ctl_ver) - SLURM_RELEASES.index(ver)
+        if behind < 0:
+            out.append((where, Problem("os", f"slurmd {ver} ({os_}) is newer than slurmctld {ctl_ver} on {ctl_where} "
+                                             f"({ctl_os}): slurmctld cannot read its messages and the node never "
+                                             "registers", hint)))
+        elif behind > slurm_window(ctl_ver):
+            out.append((where, Problem("os", f"slurmd {ver} ({os_}) is {behind} releases older than slurmctld "
+                                             f"{ctl_ver} on {ctl_where} ({ctl_os}), which speaks to slurmd "
+                                             f"{slurm_window(ctl_ver)} releases back at most: the node never "
+                                             "registers", hint)))
+    return out

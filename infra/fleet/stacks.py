@@ -194,7 +194,8 @@ def workload_known(stack, cat) -> Iterable[Problem]:
 
 
 def software_fits(stack, cat) -> Iterable[Problem]:
-    """Driver, CUDA, OS image, GPU and frameworks go together (racks' OS is checked on the hosts)."""
+    """Driver, CUDA, OS image, GPU and frameworks go together, and with ``slurm:`` the Slurm each image
+    installs (racks' OS is checked on the hosts)."""
     sw = stack.software
     base = dict(driver=sw.driver, cuda=sw.cuda, open_modules=sw.open_kernel_modules)
     # what no pool changes (CUDA, frameworks) once, so that it is said even when no pool could be
@@ -218,6 +219,11 @@ def software_fits(stack, cat) -> Iterable[Problem]:
             keys = ("pools", i, "image") if prob.key == "os" else \
                 (("pools", i, "gpu") if prob.key == "gpu" else tuple(prob.key.split(".")))
             yield Problem(keys, prob.message, prob.hint)
+    if stack.slurm:  # a cloud cluster's Slurm, as its pools' images install it (a rack's is checked on its hosts)
+        index = {p.name: i for i, p in enumerate(stack.pools)}
+        hosts = [(p.name, p.role, osfinger(p.image)) for p in stack.pools if not p.on_rack]
+        for name, prob in software.slurm_check(hosts, cgroups=stack.slurm.cgroups):
+            yield Problem(("pools", index[name], "image"), prob.message, prob.hint)
 
 
 def cloud_pools(stack, pool: str | None, *, without: str = "") -> list:

@@ -78,6 +78,15 @@ class Node:
         return int((self.expect.get("gpus") or {}).get("count") or 0)
 
 
+def timeouts(node: Node) -> list[dict]:
+    """The tools that did not answer in the time they had: whatever else was read, a node whose tools
+    hang is not healthy (and its other checks may stand on nothing)."""
+    if not node.tools.late:
+        return []
+    return [result("health.timeout", "fail", ", ".join(f"{t} after {s:.0f} s" for t, s in node.tools.late.items()),
+                   "every tool answers", "GF-HEALTH-TIMEOUT")]
+
+
 def _gpu_tool(node: Node, check: str):
     """(smi, None) or (None, the result that stands for the check when there is nothing to read)."""
     if not node.gpus_expected():

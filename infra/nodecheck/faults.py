@@ -11,6 +11,8 @@ from __future__ import annotations
 
 REMEDIES: dict[str, str] = {
     "GF-TOOL-FAILED": "the tool itself failed; run it by hand on the node to see why",
+    "GF-HEALTH-TIMEOUT": "a tool did not answer in time (a GPU that fell off the bus hangs nvidia-smi): drain the "
+                         "node, look for NVRM errors and XIDs in `dmesg`, then reset the GPU or reboot",
     "GF-GPU-DRIVER": "nvidia-smi cannot talk to the driver: check `dmesg` for NVRM errors, reinstall the driver "
                      "(`gpufleet configure --force`) or reboot",
     "GF-GPU-COUNT": "a GPU is missing (fallen off the bus, or not enumerated): reboot; if it stays missing, "

@@ -1,4 +1,4 @@
-"""``python3 verify.pyz [--level quick|full] [--tools DIR] < expectations.json``: run the checks,
+"""``python3 verify.pyz [--level quick|full] [--tools DIR] [--budget S] < expectations.json``: run the checks,
 print one JSON report on stdout, exit 0 (passed), 1 (a check failed, or one the node needs could
 not run) or 2 (unreadable expectations).
 
@@ -29,6 +29,8 @@ def run(expect: dict, level: str = "quick", tools: Tools | None = None, root: st
                  checks.dcgm, checks.nccl, checks.clocks, checks.copy_bandwidth):
         results += step(node)
     results += checks.storage(node, read_test=level == "full")
+    # first: a drain reason is cut at 200 characters, and the checks that stood on a hung tool follow it
+    results = checks.timeouts(node) + results
     return report(expect, level, results, time.monotonic() - started, node.tools.seconds)
 
 
@@ -48,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--level", choices=LEVELS, default="quick")
     ap.add_argument("--tools", action="append", default=[], help="a folder searched for the tools first")
     ap.add_argument("--expect", help="the expectations JSON file (default: standard input)")
+    ap.add_argument("--budget", type=float, help="seconds the tools the checks read from may take together "
+                                                 "(slurmd's health check); a tool left without time fails the run")
     args = ap.parse_args(argv)
     try:
         text = open(args.expect).read() if args.expect else sys.stdin.read()
@@ -59,6 +63,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.level == "full" and expect.get("dcgm_level") == 1:
         expect["dcgm_level"] = expect.get("dcgm_level_full", 2)
-    out = run(expect, args.level, Tools(tuple(args.tools)))
+    out = run(expect, args.level, Tools(tuple(args.tools), args.budget))
     print(json.dumps(out))
     return 0 if out["ok"] else 1

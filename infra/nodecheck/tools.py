@@ -1,5 +1,11 @@
 """Running the node's tools: found on PATH (plus where gpufleet's states install them), with a
-time limit, and the time spent inside them counted apart from the checker's own."""
+time limit, and the time spent inside them counted apart from the checker's own.
+
+A run may have a budget for the tools it reads from (slurmd's health check: slurmd kills its program
+after 60 s; the load tests, started and finished apart, are not part of it): each gets at most a third
+of it, or what is left, so that one that hangs leaves time to read the others, and a tool that did not
+answer in time is not asked again in the same run (a GPU that fell off the bus hangs every nvidia-smi
+call); ``late`` names them."""
 
 from __future__ import annotations
 
@@ -32,10 +38,13 @@ class Ran:
 
 
 class Tools:
-    def __init__(self, extra_dirs: tuple[str, ...] = ()):
+    def __init__(self, extra_dirs: tuple[str, ...] = (), budget: float | None = None):
         self.path = os.pathsep.join([*extra_dirs, os.environ.get("PATH", "/usr/bin:/bin"), *TOOL_DIRS])
         self.seconds = 0.0  # wall time while a tool ran (the checker's overhead is the rest)
         self.background = 0  # tools left running: time counted once, when they finish
+        self.budget = budget  # seconds for all the tools run() runs; None: no limit but each tool's own
+        self.deadline = time.monotonic() + budget if budget else None
+        self.late: dict[str, float] = {}  # tool -> the seconds it was given and did not answer in
 
     def which(self, name: str) -> str | None:
         return shutil.which(name, path=self.path)
@@ -48,6 +57,13 @@ class Tools:
         exe = self.which(argv[0])
         if exe is None:
             return None
+        if argv[0] in self.late:
+            return Ran(124, "", f"{argv[0]} did not answer earlier in this run: not asked again", 0.0)
+        if self.budget:
+            timeout = min(timeout, self.budget / 3, self.deadline - time.monotonic())
+        if timeout <= 0:
+            self.late[argv[0]] = 0.0
+            return Ran(124, "", "not run: the time for the checks is spent", 0.0)
         start = time.monotonic()
         try:
             p = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=timeout, env=self.env(),
@@ -56,6 +72,7 @@ class Tools:
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
             ran = Ran(124, out, f"timed out after {timeout:.0f}s", 0.0)
+            self.late[argv[0]] = timeout
         except OSError as e:
             ran = Ran(126, "", str(e), 0.0)
         ran.seconds = time.monotonic() - start

@@ -78,13 +78,14 @@ STANDIN_HOME = "/opt/gpufleet-standin"
 STANDIN_TOOLS = ("nvidia-smi", "dcgmi", "nvbandwidth", "journalctl", "systemctl")
 
 
-def install_standins(i: int, changes: dict[str, str]) -> None:
-    """The stand-in tools (tests/verify_standin.py) on host ``i``, replaying the 1x L4 captures
-    (``changes``: capture file -> other text), first on root's PATH (/usr/local/sbin)."""
+def install_standins(i: int, changes: dict[str, str], captures: str = "l4x1") -> None:
+    """The stand-in tools (tests/verify_standin.py) on host ``i``, replaying the captures of
+    tests/data/verify/``captures`` (the 1x L4's unless told; ``changes``: capture file -> other text),
+    first on root's PATH (/usr/local/sbin)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         tar.add(ROOT / "tests" / "verify_standin.py", "standin.py")
-        tar.add(ROOT / "tests" / "data" / "verify" / "l4x1", "captures")
+        tar.add(ROOT / "tests" / "data" / "verify" / captures, "captures")
         for name, text in changes.items():
             info = tarfile.TarInfo(f"captures/{name}")
             info.size = len(text.encode())

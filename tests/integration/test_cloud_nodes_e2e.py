@@ -308,7 +308,8 @@ SLURM_STACK = """\
 name: e2e-slurm-cloud
 owner: ci@example.com
 ttl: 2h
-slurm: {cgroups: false, health_check_interval: 0}   # the rack's hosts share this machine's kernel
+# cgroups off: the pools' image (Ubuntu 22.04 by default) installs Slurm 21.08, which has no cgroup v2
+slurm: {cgroups: false, health_check_interval: 0}
 pools:
   - name: ctl
     provider: aws

@@ -3,7 +3,10 @@
 
 Each host is a network namespace on one Linux bridge (the rack's "10GbE fabric"), with its own
 Debian root file system (an overlay on one cached debootstrap), its own UTS name, its own PID
-space (its sshd is its PID 1: a host sees only its own processes) and its own OpenSSH sshd. The
+space (its sshd is its PID 1: a host sees only its own processes), its own cgroup tree (a cgroup
+namespace rooted in a cgroup of its own in each of this machine's hierarchies, mounted afresh at
+/sys/fs/cgroup: what slurmd makes there is the host's alone), its own /dev (the basic devices;
+device files made there, such as a GPU's, are the host's alone) and its own OpenSSH sshd. The
 bridge is NATed so the hosts can reach the Debian and PyPI registries, as a real rack reaches its
 mirrors. Needs root, iproute2, debootstrap and openssh-server.
 
@@ -187,21 +190,98 @@ def sshd_pid(i: int) -> int | None:
         return None
 
 
+# what a host's /dev holds (name, type, major, minor, mode), as a container runtime gives one
+DEVICES = (("null", "c", 1, 3, "666"), ("zero", "c", 1, 5, "666"), ("full", "c", 1, 7, "666"),
+           ("random", "c", 1, 8, "666"), ("urandom", "c", 1, 9, "666"), ("tty", "c", 5, 0, "666"),
+           ("kmsg", "c", 1, 11, "644"))
+CGROUP = "/sys/fs/cgroup"
+# mount options that say how a cgroup file system is mounted, not which hierarchy it is
+MOUNT_OPTIONS = {"rw", "ro", "relatime", "noatime", "nosuid", "nodev", "noexec", "xattr", "nsdelegate",
+                 "memory_recursiveprot", "clone_children", "noprefix"}
+
+
+def hierarchies() -> list[tuple[str, str, str]]:
+    """This machine's cgroup hierarchies: (where under /sys/fs/cgroup it is mounted, its mount options
+    (its controllers, or ``cgroup2``), the cgroup this process is in there)."""
+    mine = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        mine[frozenset(controllers.split(",")) if controllers else frozenset({"cgroup2"})] = path
+    out = []
+    for line in Path("/proc/mounts").read_text().splitlines():
+        _, target, fstype, opts = line.split()[:4]
+        if fstype not in ("cgroup", "cgroup2") or not target.startswith(CGROUP):
+            continue
+        which = frozenset({"cgroup2"}) if fstype == "cgroup2" else frozenset(set(opts.split(",")) - MOUNT_OPTIONS)
+        if which in mine:
+            out.append((target[len(CGROUP):].lstrip("/"), ",".join(sorted(which)), mine[which]))
+    return out
+
+
+def host_cgroups(i: int) -> list[tuple[str, str, Path]]:
+    """A cgroup of host ``i``'s own in each hierarchy, under this process's (made, with the cpus and
+    memory nodes a cpuset needs before it takes a process): (mount point, options, its folder)."""
+    out = []
+    for sub, opts, path in hierarchies():
+        parent = Path(CGROUP, sub) / path.lstrip("/")
+        d = parent / f"gpufleet-rack-h{i}"
+        d.mkdir(exist_ok=True)
+        for knob in ("cpuset.cpus", "cpuset.mems"):
+            if (d / knob).exists() and not (d / knob).read_text().strip() and opts != "cgroup2":
+                (d / knob).write_text((parent / knob).read_text())
+        out.append((sub, opts, d))
+    (host_dir(i) / "cgroups").write_text("".join(f"{d}\n" for _, _, d in out))
+    return out
+
+
+def remove_cgroups(i: int) -> None:
+    """Host ``i``'s cgroups and whatever its daemons made in them, innermost first (its processes are gone)."""
+    listed = host_dir(i) / "cgroups"
+    for top in listed.read_text().split() if listed.exists() else []:
+        for _ in range(50):  # a killed process leaves its cgroup a moment after the kill
+            for d, _, _ in sorted(os.walk(top), key=lambda w: -len(w[0])):
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    pass
+            if not os.path.exists(top):
+                break
+            time.sleep(0.1)
+
+
 def start_sshd(i: int) -> None:
-    """sshd as the host's PID 1, in PID, mount and UTS namespaces of its own: a host sees its own
-    processes only (an init script's `status` finds its own daemon, not another host's), as a
-    machine does. ``--kill-child``: stopping it stops the whole host, as switching a machine off does."""
+    """sshd as the host's PID 1, in PID, mount, UTS and cgroup namespaces of its own: a host sees its
+    own processes only (an init script's `status` finds its own daemon, not another host's) and its own
+    cgroups, as a machine does. ``--kill-child``: stopping it stops the whole host, as switching a
+    machine off does."""
     if sshd_pid(i):
         return
     root = host_dir(i) / "root"
-    # unshare forks the host's first process and waits for it; nsenter joins the host's network
-    # namespace and execs (so that sshd, not a waiting parent, is PID 1 and reaps what is left to it)
-    init = subprocess.Popen(["unshare", "--uts", "--pid", "--mount", "--fork", "--kill-child",
-                             "nsenter", f"--net=/run/netns/{PREFIX}{i}", "sh", "-c",
-                             f"hostname h{i} && mount -t proc proc {root}/proc && "
-                             f"exec chroot {root} /usr/sbin/sshd -D -E /var/log/sshd.log"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    cgroups = host_cgroups(i)
+    inside = [f"hostname h{i}", f"mount -t proc proc {root}/proc"]
+    if [sub for sub, _, _ in cgroups] != [""]:  # v1 hierarchies (and cgroup2's) under a tmpfs
+        inside.append(f"mount -t tmpfs -o mode=755,nosuid,nodev,noexec cgroup {root}{CGROUP}")
+    for sub, opts, _ in cgroups:
+        at = f"{root}{CGROUP}/{sub}".rstrip("/")
+        named = all(o.startswith("name=") for o in opts.split(","))  # a hierarchy without controllers
+        kind = "-t cgroup2" if opts == "cgroup2" else f"-t cgroup -o {'none,' if named else ''}{opts}"
+        inside += [f"mkdir -p {at}", f"mount {kind} cgroup {at}"]
+    dev = f"{root}/dev"
+    inside += [f"mount -t tmpfs -o mode=755,nosuid dev {dev}",
+               *(f"mknod -m {mode} {dev}/{name} {kind} {major} {minor}" for name, kind, major, minor, mode in DEVICES),
+               f"mkdir {dev}/pts {dev}/shm", f"mount -t devpts -o newinstance,ptmxmode=0666,mode=620 devpts {dev}/pts",
+               f"ln -s pts/ptmx {dev}/ptmx", f"mount -t tmpfs -o mode=1777,nosuid,nodev shm {dev}/shm",
+               f"ln -s /proc/self/fd {dev}/fd", *(f"ln -s /proc/self/fd/{n} {dev}/{name}"
+                                                 for n, name in enumerate(("stdin", "stdout", "stderr")))]
+    # sh joins the host's cgroups and becomes unshare, which roots a cgroup namespace there and forks
+    # the host's first process; nsenter joins the host's network namespace and execs (so that sshd,
+    # not a waiting parent, is PID 1 and reaps what is left to it)
+    join = "".join(f"echo $$ > {d}/cgroup.procs && " for _, _, d in cgroups)
+    script = (f"{join}exec unshare --uts --pid --mount --cgroup --fork --kill-child nsenter "
+              f"--net=/run/netns/{PREFIX}{i} sh -c '{' && '.join(inside)} && "
+              f"exec chroot {root} /usr/sbin/sshd -D -E /var/log/sshd.log'")
+    init = subprocess.Popen(["sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     (host_dir(i) / "init.pid").write_text(f"{init.pid}\n")
     for _ in range(50):
         if init.poll() is None and sh("ip", "netns", "exec", f"{PREFIX}{i}", "ss", "-ltnH", "sport = :22",
@@ -242,6 +322,7 @@ def remove_host(i: int) -> None:
         target = root / sub if sub else root
         if mounted(target):
             sh("umount", "-R" if sub in ("sys", "dev") else "-l", str(target), check=False)
+    remove_cgroups(i)
     sh("ip", "link", "del", f"gfr{i}", check=False, quiet=True)
     sh("ip", "netns", "del", f"{PREFIX}{i}", check=False, quiet=True)
     shutil.rmtree(d, ignore_errors=True)

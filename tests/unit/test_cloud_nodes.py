@@ -380,8 +380,9 @@ owner: ops@example.com
 access: {public_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpufleetTestKeyOnlyNotARealKeyAAAAAAAAAAA t@example.com"}
 slurm: {}
 pools:
-  - {name: ctl, provider: aws, region: us-east-1, instance_type: g4dn.xlarge, role: controller, nodes: 1}
-  - {name: gpu, provider: aws, region: us-east-1, instance_type: g6.12xlarge, nodes: 2}
+  - {name: ctl, provider: aws, region: us-east-1, instance_type: g4dn.xlarge, image: ubuntu-24.04, role: controller,
+     nodes: 1}
+  - {name: gpu, provider: aws, region: us-east-1, instance_type: g6.12xlarge, image: ubuntu-24.04, nodes: 2}
 """
 
 
@@ -410,7 +411,7 @@ class _Nodes:
                 self.applied.append((n.node_id, doc["states"], doc["pillar"].get("slurm")))
                 self.probes[n.node_id] = doc.get("probe")
                 facts = {"hostname": f"ip-10-0-0-{i + 10}", "address": f"10.0.0.{i + 10}", "cpus": 48,
-                         "mem_gib": 186.5, "gpu_count": 0 if n.pool == "ctl" else 4}
+                         "cpu_topology": [1, 24, 2], "mem_gib": 186.5, "gpu_count": 0 if n.pool == "ctl" else 4}
                 self.store.put(f"status/{n.pool}/{n.node_id}.json", json.dumps(
                     {"node_id": n.node_id, "pool": n.pool, "ok": True, "generation": doc["generation"],
                      "facts": facts}).encode())
@@ -458,7 +459,8 @@ def test_slurm_on_cloud_pools_is_rendered_from_what_the_nodes_say_in_a_second_ro
         conf = pillars["i-g0"]["files"]["slurm.conf"]
         assert len({p["files"]["slurm.conf"] for p in pillars.values()}) == 1
         assert "SlurmctldHost=ip-10-0-0-10(10.0.0.10)" in conf
-        assert "NodeName=ip-10-0-0-11 NodeAddr=10.0.0.11 CPUs=48 RealMemory=181427 Gres=gpu:l4:4" in conf
+        assert ("NodeName=ip-10-0-0-11 NodeAddr=10.0.0.11 CPUs=48 Sockets=1 CoresPerSocket=24 ThreadsPerCore=2 "
+                "RealMemory=181427 Gres=gpu:l4:4") in conf
         assert pillars["i-c"]["role"] == "controller" and pillars["i-g1"]["role"] == "compute"
         assert pillars["i-g1"]["nodes"] == ["ip-10-0-0-10", "ip-10-0-0-11", "ip-10-0-0-12"]
         # the controller's agent is asked for Slurm's view; the compute nodes' are not

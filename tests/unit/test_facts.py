@@ -1,7 +1,12 @@
 """Fact parsers on captured output (see tests/data/facts/README.md)."""
 
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
+
+from gpufleet.clouds import node_agent
 from gpufleet.clouds.baremetal import facts
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "facts"
@@ -73,3 +78,22 @@ def test_malformed_output_gives_empty_facts_not_errors():
     assert facts.parse_lsblk("not json") == []
     assert facts.parse_nvidia_smi_csv("NVIDIA-SMI has failed because it couldn't communicate with the driver") == []
     assert facts.parse_ibstat("ibpanic: no CA found") == []
+
+
+def test_sockets_cores_and_threads_from_lscpu():
+    """``lscpu -p=SOCKET,CORE``: one line per online CPU, what slurm.conf's node line is told."""
+    assert facts.parse_lscpu((DATA / "lscpu-h200-vm.txt").read_text()) == [1, 16, 1]
+    assert facts.parse_lscpu((DATA / "lscpu-testrack.txt").read_text()) == [1, 2, 1]
+    # two sockets of two cores with two hyper-threads each (CPUs numbered as Linux does: siblings last)
+    smt = "# Socket,Core\n" + "\n".join(f"{s},{c}" for _ in range(2) for s in range(2) for c in (2 * s, 2 * s + 1))
+    assert facts.parse_lscpu(smt) == [2, 2, 2]
+    assert facts.parse_lscpu("# Socket,Core\n0,0\n0,1\n1,2\n") == []  # uneven: no shape to tell Slurm
+    assert facts.parse_lscpu("") == []
+
+
+def test_the_node_agent_counts_the_cpus_as_lscpu_does():
+    """The cloud node agent (standard library only) reads sysfs; lscpu reads the same: one answer."""
+    if shutil.which("lscpu") is None:
+        pytest.skip("lscpu (util-linux) is not installed")
+    out = subprocess.run(["lscpu", "-p=SOCKET,CORE"], capture_output=True, text=True, check=True).stdout
+    assert node_agent.cpu_topology() == facts.parse_lscpu(out) != []

@@ -5,10 +5,13 @@ Salt on every supported OS."""
 
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 
 from gpufleet import catalog
+from gpufleet.clouds.baremetal import facts
 from gpufleet.configure import pillar, slurm
 from gpufleet.errors import SpecErrors
 from gpufleet.fleet import stacks
@@ -29,16 +32,19 @@ pools:
     region: us-east-1
     role: controller
     instance_type: g4dn.xlarge
+    image: ubuntu-24.04
     nodes: 1
   - name: h100
     provider: aws
     region: us-east-1
     instance_type: p5.48xlarge
+    image: ubuntu-24.04
     nodes: 2
   - name: t4
     provider: aws
     region: us-east-1
     instance_type: g4dn.12xlarge
+    image: ubuntu-24.04
     nodes: 1
 """
 # Slurm's pools share one network: the A100s with InfiniBand are an Azure cluster of their own
@@ -100,6 +106,33 @@ def test_a_partition_per_pool_and_a_switch_per_placement(rendered):
     # every node a partition names is a node slurm.conf defines, and the controller none of them
     defined = {d["NodeName"] for d in _conf(files["slurm.conf"]) if "NodeName" in d}
     assert {n for p in parts for n in p["Nodes"].split(",")} == defined and "ctl0" not in defined
+
+
+def test_a_node_is_its_sockets_cores_and_threads_and_a_job_gets_its_cpus_share_of_memory(rendered):
+    """Issue 48: a node line with CPUs alone makes Slurm take each CPU for a one-core socket and a
+    hyper-thread for a core; the facts' sockets, cores and threads (lscpu's count) go in when they make
+    the node's CPUs, and nothing a node says that does not. Under CR_Core_Memory a job without --mem
+    took the whole node's memory: each partition gives a job its CPUs' share (DefMemPerCPU) instead."""
+    st, _, _ = rendered
+    h200_vm = facts.parse_lscpu((ROOT / "tests" / "data" / "facts" / "lscpu-h200-vm.txt").read_text())
+    ctl = slurm.node("c", "10.0.0.5", st.pools[0], cpus=4, mem_gib=16, gpus=0, gpu=None)
+    nodes = [slurm.node("vm", "10.0.0.6", st.pools[1], cpus=16, mem_gib=128, gpus=1, gpu="H200", topology=h200_vm),
+             slurm.node("smt", "10.0.0.7", st.pools[1], cpus=192, mem_gib=2048, gpus=8, gpu="H100", topology=[2, 48, 2]),
+             slurm.node("odd", "10.0.0.8", st.pools[2], cpus=6, mem_gib=32, gpus=4, gpu="T4", topology=[1, 4, 2]),
+             slurm.node("bad", "10.0.0.9", st.pools[2], cpus=2, mem_gib=32, gpus=4, gpu="T4", topology=["2 Feature=evil", 1, 1])]
+    conf = _conf(slurm.render(st, "train", ctl, nodes)["slurm.conf"])
+    by = {d["NodeName"]: d for d in conf if "NodeName" in d}
+    shape = ("CPUs", "Sockets", "CoresPerSocket", "ThreadsPerCore")
+    assert [by["vm"].get(k) for k in shape] == ["16", "1", "16", "1"]
+    assert [by["smt"].get(k) for k in shape] == ["192", "2", "48", "2"]
+    assert [by["odd"].get(k) for k in shape] == ["6", None, None, None]  # 1 x 4 x 2 is not its 6 CPUs
+    assert [by["bad"].get(k) for k in shape] == ["2", None, None, None] and "evil" not in by["bad"]["Feature"]
+    parts = {d["PartitionName"]: d for d in conf if "PartitionName" in d}
+    for part in parts.values():
+        per_cpu = int(part["DefMemPerCPU"])
+        members = [by[n] for n in part["Nodes"].split(",")]
+        assert all(per_cpu * int(n["CPUs"]) <= int(n["RealMemory"]) for n in members)  # every CPU can get its share
+        assert any(per_cpu == int(n["RealMemory"]) // int(n["CPUs"]) for n in members)  # and no less than it can
 
 
 def test_cgroups_confine_jobs_unless_the_stack_says_hosts_share_a_kernel(rendered, tmp_path):
@@ -281,7 +314,7 @@ def test_the_cluster_is_one_configuration_and_without_its_controller_none_is_wri
     configuration.configure(st, "c1", targets, gathered=reports, runner_factory=Runner, health=({}, b"zip"))
     pillars = {hid: h.pillar["slurm"] for hid, h in applied.items()}
     assert {hid: p["role"] for hid, p in pillars.items()} == {"ctl-0": "controller", "gpu-0": "compute",
-                                                              "gpu-1": "compute", "gpu-2": "compute"}
+                                                              "gpu-1": "compute", "h100-0": "compute"}
     assert len({p["files"]["slurm.conf"] for p in pillars.values()}) == 1 and len({p["munge_key"] for p in pillars.values()}) == 1
     assert "SlurmctldHost=h1(10.77.0.11)" in pillars["gpu-0"]["files"]["slurm.conf"]
 
@@ -289,3 +322,129 @@ def test_the_cluster_is_one_configuration_and_without_its_controller_none_is_wri
     with pytest.raises(GpufleetError) as e:
         configuration.configure(st, "c1", targets, gathered=reports, runner_factory=Runner, health=({}, b"zip"))
     assert "controller's host cannot be reached" in e.value.message and not isinstance(e.value, InputError)
+
+
+# --- the Slurm each OS installs (issue 48) ------------------------------------------------------
+
+def test_ubuntu_2204s_slurm_21_08_is_refused_with_cgroups_naming_the_pool_and_a_way_out(tmp_path):
+    """Ubuntu 22.04 installs Slurm 21.08, which has no cgroup v2 plugin, on an OS that mounts cgroup
+    v2 only: its slurmd would fail every job launch. `plan` refuses it where the image says so
+    (exit 2, file and line of the pool's image) and takes it with cgroups off."""
+    cat = catalog.load(use_config=False)
+    path = tmp_path / "jammy.yaml"
+    path.write_text(STACK.replace("image: ubuntu-24.04", "image: ubuntu-22.04"))
+    with pytest.raises(SpecErrors) as e:
+        stacks.load(path, cat)
+    errors = [x.to_dict() for x in e.value.errors]
+    assert {x["key"] for x in errors} == {"pools[1].image", "pools[2].image"}, errors  # the compute pools
+    assert "Ubuntu-22.04 installs Slurm 21.08, which has no cgroup v2 support" in errors[0]["message"]
+    assert "slurm: {cgroups: false}" in errors[0]["hint"] and "ubuntu-24.04" in errors[0]["hint"]
+    assert errors[0]["line"] == STACK.splitlines().index("    image: ubuntu-24.04", 12) + 1
+    path.write_text(STACK.replace("image: ubuntu-24.04", "image: ubuntu-22.04")
+                    .replace("slurm: {health_check_interval: 120}", "slurm: {cgroups: false}"))
+    stacks.load(path, cat)
+    # a pool on the default image is Ubuntu 22.04 too
+    path.write_text(STACK.replace("    image: ubuntu-24.04\n    nodes: 2\n", "    nodes: 2\n"))
+    with pytest.raises(SpecErrors, match="installs Slurm 21.08"):
+        stacks.load(path, cat)
+
+
+def test_a_controller_older_than_its_nodes_or_nodes_too_far_behind_are_refused(tmp_path):
+    """slurmd may be no newer than slurmctld and at most two releases older (three from 24.11): a
+    controller on Ubuntu 22.04 (21.08) never registers Ubuntu 24.04 nodes (23.11), nor the reverse."""
+    cat = catalog.load(use_config=False)
+    path = tmp_path / "mixed.yaml"
+    cfg = "slurm: {cgroups: false}"
+    path.write_text(STACK.replace("slurm: {health_check_interval: 120}", cfg)
+                    .replace("g4dn.xlarge\n    image: ubuntu-24.04", "g4dn.xlarge\n    image: ubuntu-22.04"))
+    with pytest.raises(SpecErrors) as e:
+        stacks.load(path, cat)
+    errors = [x.to_dict() for x in e.value.errors]
+    assert {x["key"] for x in errors} == {"pools[1].image", "pools[2].image"}, errors
+    assert "slurmd 23.11 (Ubuntu-24.04) is newer than slurmctld 21.08 on ctl (Ubuntu-22.04)" in errors[0]["message"]
+    path.write_text(STACK.replace("slurm: {health_check_interval: 120}", cfg)
+                    .replace("p5.48xlarge\n    image: ubuntu-24.04", "p5.48xlarge\n    image: ubuntu-22.04"))
+    with pytest.raises(SpecErrors) as e:
+        stacks.load(path, cat)
+    (error,) = [x.to_dict() for x in e.value.errors]
+    assert error["key"] == "pools[1].image"
+    assert "slurmd 21.08 (Ubuntu-22.04) is 3 releases older than slurmctld 23.11 on ctl (Ubuntu-24.04)" in error["message"]
+
+
+@pytest.mark.parametrize("ctl, node, refused", [
+    ("Ubuntu-24.04", "Debian-12", None),  # 23.11 and 22.05: two releases back
+    ("Debian-12", "Rocky-9", None),  # 22.05 both
+    ("Debian-12", "Ubuntu-24.04", "slurmd 23.11 (Ubuntu-24.04) is newer than slurmctld 22.05 on ctl-0 (Debian-12)"),
+    ("Debian-12", "Ubuntu-22.04", "Ubuntu-22.04 installs Slurm 21.08, which has no cgroup v2 support"),
+])
+def test_a_racks_hosts_are_checked_for_their_slurm_before_any_state_runs(tmp_path, ctl, node, refused):
+    """On a rack the OS is the hosts': a Debian 12 controller (22.05) with Ubuntu 24.04 nodes (23.11)
+    is refused before anything is installed, naming the host."""
+    from gpufleet.clouds.baremetal import hosts
+    from gpufleet.clouds.baremetal.facts import Facts
+    from gpufleet.configure import nodes as configuration
+    from gpufleet.errors import InputError
+
+    path = tmp_path / "s.yaml"
+    path.write_text((ROOT / "tests" / "integration" / "slurm-rack.yaml").read_text()
+                    .replace(", key: /var/tmp/gpufleet-rack/id_ed25519", ""))
+    st = stacks.load(path, catalog.load(use_config=False))
+
+    def facts(osfinger):
+        name, version = osfinger.split("-")
+        return Facts(os_id={"Ubuntu": "ubuntu", "Debian": "debian", "Rocky": "rocky"}[name], os_version=version)
+
+    reports = {t.id: hosts.HostReport(t, facts=facts(ctl if t.pool == "ctl" else node)) for t in hosts.rack_targets(st)}
+    if refused is None:
+        configuration.check_hosts(st, reports)
+        return
+    with pytest.raises(InputError) as e:
+        configuration.check_hosts(st, reports)
+    assert f"gpu-0: os: {refused}" in e.value.message and "nothing was changed" in e.value.message
+
+
+# --- the health check against slurmd's clock (issue 48) ---------------------------------------
+
+HEALTH = ROOT / "salt" / "slurm" / "files" / "gpufleet-slurm-health"
+SCONTROL = """#!/usr/bin/env python3
+import json, os, sys
+with open(os.environ["SCONTROL_LOG"], "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\\n")
+if sys.argv[1:3] == ["show", "node"]:
+    print(f"NodeName={sys.argv[3]} Arch=x86_64 State=IDLE Partitions=gpu")
+"""
+
+
+@pytest.mark.parametrize("stuck", ["nvidia-smi", "the checks"])
+def test_a_hung_gpu_drains_the_node_with_a_timeout_before_slurmd_would_kill_the_check(tmp_path, stuck):
+    """slurmd kills its HealthCheckProgram after 60 s, and a killed check drains nothing: a GPU that
+    fell off the bus (nvidia-smi hangs) kept taking jobs. The program keeps its whole run inside its
+    budget (45 s by default; 9 here) and drains with GF-HEALTH-TIMEOUT, whether a tool hangs or the
+    checks themselves never return (a tool stuck in the driver)."""
+    from gpufleet.verify import bundle, expect
+    from tests.verify_standin import standins
+
+    cat = catalog.load(use_config=False)
+    rack = tmp_path / "rack.yaml"
+    rack.write_text((ROOT / "tests" / "integration" / "slurm-rack.yaml").read_text())
+    st = stacks.load(rack, cat)
+    checks = tmp_path / "verify.pyz"
+    if stuck == "the checks":
+        checks.write_text("import time\ntime.sleep(3600)\n")
+    else:
+        checks.write_bytes(bundle.build()[0])
+    bin_dir = standins(tmp_path, ROOT / "tests" / "data" / "verify" / "l4x1", {"nvidia-smi.hang": ""})
+    (bin_dir / "scontrol").write_text(SCONTROL)
+    (bin_dir / "scontrol").chmod(0o755)
+    settings = tmp_path / "health.json"
+    settings.write_text(json.dumps({"expect": slurm.health_expectations(expect.for_pool(st, st.pools[1], cat)),
+                                    "gpus_seen": 1, "bundle": str(checks)}))
+    log = tmp_path / "scontrol.log"
+    # as slurmd runs it: a bare environment but for the node's name, killed at 60 s
+    ran = subprocess.run([sys.executable, str(HEALTH), "--budget", "9", str(settings)], capture_output=True, text=True,
+                         env={"PATH": str(bin_dir), "SLURMD_NODENAME": "h2", "SCONTROL_LOG": str(log)}, timeout=60)
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert ran.returncode == 1 and calls[0] == ["show", "node", "h2", "-o"], (ran.stdout, ran.stderr)
+    (drain,) = [c for c in calls if c[0] == "update"]
+    assert drain[:3] == ["update", "NodeName=h2", "State=DRAIN"]
+    assert drain[3].startswith("Reason=gpufleet: GF-HEALTH-TIMEOUT "), drain

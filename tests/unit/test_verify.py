@@ -91,12 +91,12 @@ def test_fabric_parsers():
 
 # --- the bundle with stand-in tools -----------------------------------------------------------
 
-def run_bundle(tmp_path, bin_dir: Path, exp: dict, level="quick") -> tuple[int, dict]:
+def run_bundle(tmp_path, bin_dir: Path, exp: dict, level="quick", *args: str) -> tuple[int, dict]:
     pyz = tmp_path / "verify.pyz"
     pyz.write_bytes(bundle.build()[0])
     # an isolated interpreter, in an empty folder, with a PATH that has none of our tools: only the bundle
     env = {"PATH": "/usr/bin:/bin", "GPUFLEET_STANDIN_LOAD_S": "0.2"}
-    r = subprocess.run([sys.executable, "-I", str(pyz), "--level", level, "--tools", str(bin_dir)],
+    r = subprocess.run([sys.executable, "-I", str(pyz), "--level", level, "--tools", str(bin_dir), *args],
                        input=json.dumps(exp), capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     return r.returncode, json.loads(r.stdout)
 
@@ -186,6 +186,20 @@ def test_a_missing_tool_is_not_checked_and_never_passes(tmp_path):
     assert checks["gpu.count"]["status"] == "skip" and checks["gpu.count"]["detail"] == "nvidia-smi is not installed"
     assert checks["bw.nccl"]["status"] == "skip" and "not installed" in checks["bw.nccl"]["detail"]
     assert {"gpu.count", "gpu.driver", "health.ecc", "links.pcie", "bw.nccl", "bw.copy"} <= set(rep["unchecked"])
+
+
+def test_a_hung_nvidia_smi_fails_the_checks_with_a_timeout_inside_their_budget(tmp_path):
+    """A GPU that fell off the bus hangs nvidia-smi (issue 48). With a budget (slurmd's health check),
+    each tool gets a third of it at most, the hung one is not asked again, and the run fails with
+    GF-HEALTH-TIMEOUT first (a drain reason is cut at 200 characters), naming the tool."""
+    rc, rep = run_bundle(tmp_path, standins(tmp_path, H100, {"nvidia-smi.hang": ""}), h100_expect(), "quick",
+                         "--budget", "6")
+    assert rc == 1 and rep["verdict"] == "fail"
+    first = rep["failures"][0]
+    assert (first["check"], first["code"]) == ("health.timeout", "GF-HEALTH-TIMEOUT") and first["remedy"]
+    assert first["measured"] == "nvidia-smi after 2 s", first
+    # what stood on nvidia-smi failed with it; what did not (the kernel log) was still read
+    assert by_check(rep)["gpu.count"]["code"] == "GF-GPU-DRIVER" and by_check(rep)["health.xid"]["status"] == "pass"
 
 
 @pytest.mark.parametrize("mounted,min_mbs,status,code", [

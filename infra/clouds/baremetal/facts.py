@@ -27,6 +27,7 @@ s uname; uname -srm 2>/dev/null
 s hostname; hostname 2>/dev/null || cat /etc/hostname
 s machine-id; cat /etc/machine-id 2>/dev/null
 s nproc; nproc 2>/dev/null
+s lscpu; command -v lscpu >/dev/null && lscpu -p=SOCKET,CORE 2>/dev/null
 s meminfo; cat /proc/meminfo 2>/dev/null
 s lspci; command -v lspci >/dev/null && lspci -nn 2>/dev/null
 s sysfs-pci; for d in /sys/bus/pci/devices/*; do
@@ -93,6 +94,16 @@ def parse_meminfo(text: str) -> dict[str, int]:
 
 NVIDIA_VENDOR = "10de"
 MELLANOX_VENDOR = "15b3"
+
+
+def parse_lscpu(text: str) -> list[int]:
+    """``lscpu -p=SOCKET,CORE`` (one line per online CPU): [sockets, cores per socket, threads per
+    core], as slurm.conf's node line and ``slurmd -C`` give them; [] when they do not divide evenly."""
+    cpus = [tuple(line.split(",")) for line in text.splitlines() if line and not line.startswith("#")]
+    sockets, cores = len({c[0] for c in cpus}), len(set(cpus))
+    if not cpus or cores % sockets or len(cpus) % cores:
+        return []
+    return [sockets, cores // sockets, len(cpus) // cores]
 
 
 def parse_lspci(text: str) -> list[dict]:
@@ -190,6 +201,7 @@ class Facts:
     kernel: str = ""
     arch: str = ""
     cpus: int = 0
+    cpu_topology: list[int] = field(default_factory=list)  # [sockets, cores per socket, threads per core]
     mem_gib: float = 0.0
     gpus: list[dict] = field(default_factory=list)  # from nvidia-smi when the driver runs, else PCI ids
     driver: str | None = None
@@ -241,7 +253,7 @@ def parse_probe(text: str) -> Facts:
         os_id=osr.get("ID", ""), os_version=osr.get("VERSION_ID", ""), os_family=os_family(osr),
         os_name=osr.get("NAME", ""),
         kernel=uname[1] if len(uname) > 1 else "", arch=uname[2] if len(uname) > 2 else "",
-        cpus=int(nproc) if nproc.isdigit() else 0,
+        cpus=int(nproc) if nproc.isdigit() else 0, cpu_topology=parse_lscpu(sec.get("lscpu", "")),
         mem_gib=round(mem.get("MemTotal", 0) / 2**30, 1),
         gpus=gpus, driver=smi[0]["driver"] if smi else None, nvswitches=nvswitch_count(pci),
         ib=ib, nvme=parse_lsblk(sec.get("lsblk", "")), mounts=parse_mounts(sec.get("mounts", "")),
