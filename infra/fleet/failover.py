@@ -104,6 +104,11 @@ def require_places(plans: dict[str, candidates.Candidates], skipped: list[Attemp
             raise _exhausted(name, skipped, "the preflight ruled out every place (nothing was created)")
 
 
+def skip(pool: str, c: candidates.Candidate, why: str) -> Attempt:
+    """A place ruled out before any attempt (told and recorded as the preflight's skips are)."""
+    return Attempt(pool, c, "skipped", _now(), note=why)
+
+
 def place(run: Run, plans: dict[str, candidates.Candidates], *, max_attempts: int = MAX_ATTEMPTS,
           budget_s: float = BUDGET_S, on_attempt: Callable[[Attempt], None] | None = None,
           record: Callable[[Attempt], None] | None = None, skipped: list[Attempt] = (),
