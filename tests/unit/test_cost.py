@@ -90,6 +90,23 @@ def test_an_aws_cluster_tag_that_is_not_active_is_said_with_how_to_activate_it(t
     stub.assert_no_pending_responses()  # nothing asked of Cost Explorer it could not group
 
 
+def test_an_aws_member_account_refused_the_tag_list_still_reads_cost_explorer_and_says_why():
+    """Only an Organization's management account may read cost allocation tags; a member account is
+    refused with AccessDeniedException (HTTP 400, the wording seen in hashicorp/terraform-provider-aws
+    #37636; not in Cost Explorer's model, so Stubber plays it as the JSON protocol's error code)."""
+    ce = boto3.client("ce", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(ce)
+    stub.add_client_error("list_cost_allocation_tags", service_error_code="AccessDeniedException",
+                          service_message="Failed to list Cost Allocation Tags: Linked account doesn't have access to "
+                                          "cost allocation tags.", http_status_code=400,
+                          expected_params={"TagKeys": ["gpufleet:cluster"]})
+    stub.add_response("get_cost_and_usage", payload("aws_get_cost_and_usage.page2.json"))
+    stub.activate()
+    got = aws_billing.billed(JUL1, dt.date(2026, 7, 4), None, {}, client=ce)
+    stub.assert_no_pending_responses()  # Cost Explorer was asked all the same
+    assert got.rows and any("only the management account may" in n for n in got.notes)
+
+
 def test_the_aws_cli_documentations_own_answer_reads_as_cost_explorer_writes_it():
     """The verbatim example of aws-cli's docs: group keys are "<tag key>$<value>", an untagged cost "<key>$"."""
     doc = payload("aws_get_cost_and_usage.awscli_example.json")

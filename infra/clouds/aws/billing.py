@@ -5,7 +5,14 @@ aws-cost-management/latest/APIReference/API_GetCostAndUsage.html and botocore's 
 Cost Explorer groups by a tag only once the tag is activated as a cost allocation tag, which takes up
 to 24 hours and does not reach back unless a backfill is asked for ("Activating user-defined cost
 allocation tags", AWS Billing user guide): ListCostAllocationTags says whether it is, and a tag that
-is not is an unreadable bill with the commands that fix it. Groups come as ``gpufleet:cluster$<name>``
+is not is an unreadable bill with the commands that fix it. Only an Organization's management account
+(or an account in none) may read cost allocation tags ("Only a management account in an organization
+and single accounts that aren't members of an organization have access to the cost allocation tags
+manager", custom-tags.html, read 2026-11); a member account is refused with HTTP 400
+``AccessDeniedException: Failed to list Cost Allocation Tags: Linked account doesn't have access to
+cost allocation tags.`` (as seen in hashicorp/terraform-provider-aws#37636 and
+aws/aws-parallelcluster-ui#242) even where the payer activated the tag, so a refused pre-check is
+said and Cost Explorer is asked anyway. Groups come as ``gpufleet:cluster$<name>``
 (an untagged cost as ``gpufleet:cluster$``, left out), pages follow NextPageToken (each request costs
 $0.01), and days the service marks ``Estimated`` are said so. Usage types name the line: BoxUsage /
 SpotUsage are instances, EBS: volumes, NatGateway-Hours NAT, NatGateway-Bytes and DataTransfer-*
@@ -53,8 +60,9 @@ def billed(since, until, clusters: list[str] | None, settings: dict, *, client=N
         client = session.client("ce", region_name=REGION, config=Config(retries={"mode": "standard",
                                                                                  "max_attempts": 6}))
     ce = client
+    notes = [LAG]
     try:
-        _require_active_tag(ce)
+        notes += _require_active_tag(ce)
         rows: dict[tuple[str, str], Billed] = {}
         request = {"TimePeriod": {"Start": since.isoformat(), "End": until.isoformat()}, "Granularity": "DAILY",
                    "Metrics": ["UnblendedCost"], "GroupBy": [{"Type": "TAG", "Key": TAG},
@@ -79,15 +87,24 @@ def billed(since, until, clusters: list[str] | None, settings: dict, *, client=N
             request["NextPageToken"] = page["NextPageToken"]
     except (BotoCoreError, ClientError) as e:
         raise unreadable(e, "aws Cost Explorer") from None
-    return BillRead(list(rows.values()), [LAG])
+    return BillRead(list(rows.values()), notes)
 
 
-def _require_active_tag(ce) -> None:
-    """The cluster tag must be an active cost allocation tag, or Cost Explorer cannot group by it."""
-    tags = ce.list_cost_allocation_tags(TagKeys=[TAG]).get("CostAllocationTags", [])
+def _require_active_tag(ce) -> list[str]:
+    """The cluster tag must be an active cost allocation tag, or Cost Explorer cannot group by it. An
+    account refused the list (a member of an Organization) cannot tell: what it cannot tell is said."""
+    try:
+        tags = ce.list_cost_allocation_tags(TagKeys=[TAG]).get("CostAllocationTags", [])
+    except ClientError as e:
+        if e.response.get("Error", {}).get("Code") != "AccessDeniedException":
+            raise
+        return [f"this account may not read cost allocation tags (an AWS Organizations member account: only the "
+                f"management account may), so whether {TAG} is active is not known: if nothing is billed for a "
+                f"cluster, ask the management account to activate it (aws ce update-cost-allocation-tags-status "
+                f"--cost-allocation-tags-status TagKey={TAG},Status=Active)"]
     status = tags[0]["Status"] if tags else None
     if status == "Active":
-        return
+        return []
     err = CloudUnreadable("aws", "error", f"the cost allocation tag {TAG} is "
                           + ("not activated" if status else "not known to billing yet (no tagged cost so far)"),
                           "aws Cost Explorer")
