@@ -18,7 +18,9 @@ $0.01), and days the service marks ``Estimated`` are said so. Usage types name t
 SpotUsage are instances, EBS: volumes, NatGateway-Hours NAT, NatGateway-Bytes and DataTransfer-*
 traffic, PublicIPv4: addresses (docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-billing-usage-reports
 .html, .../ebs/latest/userguide/ebs-billing-usage-reports.html, .../vpc/latest/userguide/
-vpc-billing-usage-reports.html); FSx's usage types are matched by name.
+vpc-billing-usage-reports.html); FSx's usage types are matched by name. Each amount carries its
+``Unit``: an amount in another unit than USD stays in it (counted in no dollar figure, and said), as
+another currency does in the other clouds' bills.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from gpufleet.clouds.aws.api import unreadable
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
-from gpufleet.clouds.base import Billed, BillRead
+from gpufleet.clouds.base import Billed, BillRead, merged
 from gpufleet.clouds.tags import TAG_PREFIX
 from gpufleet.errors import CloudUnreadable, CredentialsError
 
@@ -63,7 +65,7 @@ def billed(since, until, clusters: list[str] | None, settings: dict, *, client=N
     notes = [LAG]
     try:
         notes += _require_active_tag(ce)
-        rows: dict[tuple[str, str], Billed] = {}
+        rows: list[Billed] = []
         request = {"TimePeriod": {"Start": since.isoformat(), "End": until.isoformat()}, "Granularity": "DAILY",
                    "Metrics": ["UnblendedCost"], "GroupBy": [{"Type": "TAG", "Key": TAG},
                                                              {"Type": "DIMENSION", "Key": "USAGE_TYPE"}]}
@@ -76,18 +78,17 @@ def billed(since, until, clusters: list[str] | None, settings: dict, *, client=N
                     cluster = g["Keys"][0].split("$", 1)[1]  # "gpufleet:cluster$name": split at the first $
                     if not cluster:
                         continue
-                    line = line_of(g["Keys"][1])
-                    usd = float(g["Metrics"]["UnblendedCost"]["Amount"])
-                    cur = rows.get((cluster, line))
-                    rows[(cluster, line)] = Billed("aws", cluster, line, (cur.usd if cur else 0.0) + usd,
-                                                   max(cur.through if cur else "", day["TimePeriod"]["Start"]),
-                                                   (cur.estimated if cur else False) or day.get("Estimated", False))
+                    cost = g["Metrics"]["UnblendedCost"]
+                    amount, unit = float(cost["Amount"]), cost.get("Unit") or "USD"
+                    rows.append(Billed("aws", cluster, line_of(g["Keys"][1]), amount if unit == "USD" else None,
+                                       day["TimePeriod"]["Start"], day.get("Estimated", False), unit,
+                                       None if unit == "USD" else amount))
             if not page.get("NextPageToken"):
                 break
             request["NextPageToken"] = page["NextPageToken"]
     except (BotoCoreError, ClientError) as e:
         raise unreadable(e, "aws Cost Explorer") from None
-    return BillRead(list(rows.values()), notes)
+    return BillRead(merged(rows), notes)
 
 
 def _require_active_tag(ce) -> list[str]:
