@@ -155,6 +155,7 @@ class Need:
     nodes: int  # new nodes (an update counts only those it adds)
     spot: bool
     image: str | None = None  # the pool's image (a marketplace image may have terms to accept first)
+    flex_start: bool = False  # GCP flex-start VMs (counted against the preemptible quota, as spot VMs are)
 
 
 @dataclass(frozen=True)

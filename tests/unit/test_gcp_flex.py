@@ -4,6 +4,7 @@ managed instances (fakes/gcp.py); its refusals as failover reads them; the stack
 finding a leaked group and template by their description."""
 
 import datetime as dt
+import json
 
 import pytest
 
@@ -111,3 +112,20 @@ def test_reap_finds_a_leaked_flex_start_group_and_template_by_their_description(
     deletes = [p for m, p in gcp.calls if m == "DELETE"]
     assert deletes.index(next(d for d in deletes if "instanceGroupManagers" in d)) < \
         deletes.index(next(d for d in deletes if "instanceTemplates" in d))  # the group first: it uses the template
+
+
+def test_a_flex_start_pool_is_checked_against_the_preemptible_gpu_quota(gcp, cat, write):
+    """Flex-start VMs count against the preemptible quota, as Spot VMs do ("Preemptible quota is charged",
+    the consumption table of cloud.google.com/cluster-director/docs/choose-consumption-option, and
+    compute/docs/instances/provisioning-models: "preemptible quota is consumed", read 2026-11)."""
+    path = write("f.yaml", stack_text(A3))
+    gcp.region_quotas["us-central1"] = [{"metric": "NVIDIA_H100_GPUS", "limit": 0, "usage": 0},
+                                        {"metric": "PREEMPTIBLE_NVIDIA_H100_GPUS", "limit": 32, "usage": 0}]
+    r = cli("--json", "check", path)
+    assert r.exit_code == 0, r.output
+    (line,) = [x for x in json.loads(r.stdout)["quotas"] if x["code"] != "GPUS_ALL_REGIONS"]
+    assert (line["code"], line["needed"]) == ("PREEMPTIBLE_NVIDIA_H100_GPUS", 32)
+    gcp.region_quotas["us-central1"][1]["usage"] = 8
+    r = cli("--json", "check", path)
+    data = json.loads(r.stdout)
+    assert r.exit_code == 1 and data["quota"] == "PREEMPTIBLE_NVIDIA_H100_GPUS" and data["available"] == 24
