@@ -6,7 +6,7 @@ import datetime as dt
 import fnmatch
 from dataclasses import dataclass, field
 
-from gpufleet.catalog import Catalog, Offer, age_in_days
+from gpufleet.catalog import Catalog, Offer, age_in_days, consumption
 from gpufleet.errors import InputError
 from gpufleet.perf.llm import DEFAULT_GLOBAL_BATCH
 from gpufleet.perf.model import Scenario, error_band, predict
@@ -207,6 +207,10 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
     # the globs matched once against the regions, not once per offer
     regions = {o.region for o in all_offers if region_matches(req.regions, o.region)} if req.regions else None
     offers = [o for o in all_offers if _selected(req, o, regions)]
+    unsold = [] if req.only is not None else [o for o in offers if not consumption.sold(
+        o.provider, o.instance.name, o.market)]  # a stack's own pools are valid: theirs are bought their way
+    if unsold:
+        offers = [o for o in offers if consumption.sold(o.provider, o.instance.name, o.market)]
     if req.deadline_h is not None and req.only is None:
         rows = _deadline_rows(req, offers, samples, predictions)
     else:
@@ -249,6 +253,10 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
         assumptions.append(f"spot prices: a snapshot as of {spot_as_of} ({spot_age} days old), "
                            "the lowest zone's price per region; spot prices move hourly and spot or preemptible nodes can "
                            "be preempted at short notice: checkpoint, or add current quotes under `prices:`")
+    for (provider, market, how), names in _by_sold(unsold).items():
+        assumptions.append(f"not ranked {consumption.WORDS[market]}: {', '.join(names)} ({provider} sells them only "
+                           f"{how}; a pool with spot, flex_start or reservations brings them up"
+                           + ("" if req.spot else ", and --spot ranks their spot offers") + ")")
     if req.spot and not rows:
         assumptions.append("no spot prices in the catalog for this selection: add quotes under `prices:` in the "
                            "config (market: spot)")
@@ -290,6 +298,16 @@ def _row(req: Request, offer: Offer, nodes: int, pool_storage: str | None, sampl
                       "quote": p.quote} for p in offer.parts],
         discount=offer.discount, price_as_of=offer.as_of, storage=storage_label,
         error_band=error_band(w.family, total > 1), layout=pr.layout, runner_up=pr.runner_up)
+
+
+def _by_sold(unsold: list[Offer]) -> dict[tuple[str, str, str], list[str]]:
+    """The offers a cloud does not sell that way: (provider, market, how it sells them) -> their types."""
+    out: dict[tuple[str, str, str], list[str]] = {}
+    for o in unsold:
+        names = out.setdefault((o.provider, o.market, consumption.of(o.provider, o.instance.name).words()), [])
+        if o.instance.name not in names:
+            names.append(o.instance.name)
+    return out
 
 
 def _asked_rows(req: Request, offers: list[Offer], samples: float, predictions: dict, skipped: list[dict]) -> list[Row]:

@@ -156,6 +156,7 @@ class Need:
     nodes: int  # new nodes (an update counts only those it adds)
     spot: bool
     image: str | None = None  # the pool's image (a marketplace image may have terms to accept first)
+    flex_start: bool = False  # GCP flex-start VMs (counted against the preemptible quota, as spot VMs are)
 
 
 @dataclass(frozen=True)
@@ -218,14 +219,36 @@ class Planned:
 
 @dataclass(frozen=True)
 class Billed:
-    """What a cloud billed one cluster for one line of the bill, from ``since`` through ``through``."""
+    """What a cloud billed one cluster for one line of the bill, from ``since`` through ``through``, in
+    one currency. A bill in another currency than the US dollar is counted in dollars only at the rate
+    the bill itself gives (the GCP export's ``currency_conversion_rate``, Azure's ``CostUSD``), never at
+    one gpufleet would pick."""
 
     provider: str
     cluster: str
     line: str  # a line of engine.spend.LINES, "network" where the bill keeps NAT and addresses together, or "other"
-    usd: float
+    usd: float | None  # in US dollars (None: another currency, and the bill gives no rate for it)
     through: str  # the last day (YYYY-MM-DD) the cloud's figures cover
     estimated: bool = False  # the cloud says the figure may still change
+    currency: str = "USD"  # the currency the bill is in
+    amount: float | None = None  # in ``currency``, when that is not USD
+
+
+def merged(rows: list[Billed]) -> list[Billed]:
+    """Rows of one cluster, line and currency added up (its days, its SKUs): through the last day,
+    estimated if any is; a sum with a figure that could not be converted cannot be either."""
+    out: dict[tuple, Billed] = {}
+    for b in rows:
+        key = (b.provider, b.cluster, b.line, b.currency)
+        cur = out.get(key)
+        if cur is None:
+            out[key] = b
+            continue
+        out[key] = Billed(b.provider, b.cluster, b.line,
+                          None if cur.usd is None or b.usd is None else cur.usd + b.usd, max(cur.through, b.through),
+                          cur.estimated or b.estimated, b.currency,
+                          None if b.currency == "USD" else (cur.amount or 0.0) + (b.amount or 0.0))
+    return list(out.values())
 
 
 @dataclass

@@ -28,6 +28,7 @@ import datetime as dt
 from dataclasses import asdict, dataclass, field, replace
 
 from gpufleet import compare, spec
+from gpufleet.catalog import consumption
 from gpufleet.clouds import provider
 from gpufleet.perf import workloads
 
@@ -107,13 +108,17 @@ def for_pool(stack, pool, cat, now: dt.datetime | None = None) -> Candidates:
         own_zone = zones[0] if zones else None  # the one the cloud's module would pick: first by name
     own = _candidate(cat, pool, pool.provider, pool.region, own_zone, own_type.name, pool.spot, OWN)
     held = _held(pool, cat, own_type, now or dt.datetime.now(dt.timezone.utc), out.dropped)
+    unsold = _unsold(pool, own)  # an A4 pool's open market after its reservations: Google sells none on demand
+    if unsold:
+        out.dropped.append({"candidate": own.label(), "why": unsold})
+    mine = [] if unsold else [own]
     if f is None:
-        out.ordered += [*held, own]
+        out.ordered += [*held, *mine]
         return out
     seen = {_key(own)}
     alternatives = []
     for place in _places(stack, pool, cat, own_type):
-        why = _unfit(stack, pool, cat, place)
+        why = _unsold(pool, place) or _unfit(stack, pool, cat, place)
         if why:
             out.dropped.append({"candidate": place.label(), "why": why})
             continue
@@ -129,8 +134,17 @@ def for_pool(stack, pool, cat, now: dt.datetime | None = None) -> Candidates:
     # spot before on-demand (a spot pool's fallback comes last), then compare's ranking, then by name
     kept.sort(key=lambda c: (c.why == ON_DEMAND, ranks.get((c.provider, c.region, c.instance_type, c.market),
                                                            float("inf")), c.provider, c.region, c.zone or ""))
-    out.ordered = [*held, own, *kept]
+    out.ordered = [*held, *mine, *kept]
     return out
+
+
+def _unsold(pool, c: Candidate) -> str | None:
+    """Why the cloud does not sell ``c``'s nodes the way the pool would buy them there (catalog.consumption)."""
+    model = consumption.model_of(c.spot, placed(pool, c).flex_start is not None, c.reservation is not None)
+    if consumption.sold(c.provider, c.instance_type, model):
+        return None
+    return (f"{c.provider} sells {c.instance_type} only {consumption.of(c.provider, c.instance_type).words()}, "
+            f"not {consumption.WORDS[model]}")
 
 
 def _held(pool, cat, own_type, now: dt.datetime, dropped: list) -> list[Candidate]:

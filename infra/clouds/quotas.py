@@ -24,7 +24,8 @@ def needs(stack, cat, existing=None) -> list[Need]:
             continue
         add = max(0, (p.nodes or 1) - have.get(p.name, 0))
         if add:  # with the instance type a gpu/gpus_per_node pool resolves to
-            out.append(Need(p.name, p.provider, p.region, spec.resolve_instance(p, cat), add, p.spot, p.image))
+            out.append(Need(p.name, p.provider, p.region, spec.resolve_instance(p, cat), add, p.spot, p.image,
+                            p.flex_start is not None))
     return out
 
 

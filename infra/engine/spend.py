@@ -20,6 +20,7 @@ from gpufleet.clouds.resources import HOURS_PER_MONTH
 from gpufleet.providers import CLOUDS
 
 LINES = ("instances", "reservation", "volumes", "file-system", "nat", "ipv4", "bastion", "transfer")
+NODE_LINES = LINES[:2]  # what a pool's nodes are billed as: the instances, or the reservation they run in
 NO_DATA = "the stack says nothing of the data it moves (`data:`): traffic is not estimated"
 
 

@@ -5,7 +5,11 @@ in the month, its traffic spread over its TTL. `gpufleet cost` holds those figur
 
 ``check`` is what `up` asks before it creates anything: a cluster whose projected spend for its TTL
 (for an update, the change over the hours left) exceeds what a budget it falls under has left this
-month is refused with exit 5, unless the caller consents (``--over-budget``).
+month is refused with exit 5, unless the caller consents (``--over-budget``). A pool that may fail
+over is held to the same budgets at each of its places (``drop_places``): a place where the cluster
+would exceed one is dropped before any attempt, with the numbers, and when a pool has none left the
+cluster is refused before anything is created. `up` checks again where the pools landed, before it
+configures anything.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pydantic import ValidationError
 
 from gpufleet import config
 from gpufleet.clouds.tags import names, time_or_none
+from gpufleet.engine.spend import NODE_LINES
 from gpufleet.errors import GpufleetError, InputError
 from gpufleet.fleet import team
 from gpufleet.paths import user_config
@@ -81,17 +86,25 @@ class Check:
         return {**self.standing.to_dict(), "projected_usd": round(self.projected, 2), "exceeded": self.exceeded}
 
 
+def worst(checks: list[Check]) -> Check:
+    return max(checks, key=lambda c: c.projected - c.standing.left)
+
+
 class OverBudget(GpufleetError):
     exit_code = EXIT_OVER_BUDGET
 
-    def __init__(self, cluster: str, checks: list[Check]):
+    def __init__(self, cluster: str, checks: list[Check], *, where: str = "", landed: bool = False):
+        """``where``: the place the figure is for (the cheapest of a pool's places); ``landed``: the pools
+        are created already (the check where failover placed them), and nothing was configured."""
         self.checks = checks
-        worst = max(checks, key=lambda c: c.projected - c.standing.left)
-        s = worst.standing
-        super().__init__(f"cluster {cluster} would spend ${worst.projected:,.2f} over its TTL, but budget "
+        w = worst(checks)
+        s = w.standing
+        super().__init__(f"cluster {cluster} would spend ${w.projected:,.2f} over its TTL{where}, but budget "
                          f"{s.budget.name!r} has ${max(s.left, 0):,.2f} left this month (${s.spent:,.2f} of "
                          f"${s.budget.usd_per_month:,.2f} spent)"
                          + (f"; {len(checks) - 1} other budget(s) too" if len(checks) > 1 else ""),
+                         f"its pools are up and nothing was configured: `gpufleet down {cluster}` stops them, "
+                         f"`gpufleet configure {cluster}` goes on" if landed else
                          "shorten the stack's ttl or its pools, raise the budget, or pass --over-budget to bring "
                          "it up anyway (the event log records the consent)")
 
@@ -172,20 +185,95 @@ def projected(spend, existing: ClusterRecord | None, now: dt.datetime) -> float:
     return max(0.0, (spend.usd_per_hour - per_hour(existing)) * left)
 
 
-def check(name: str, stack, spend, creators: list[str], records: list[ClusterRecord], budgets: list[Budget], *,
-          consent: bool = False, now: dt.datetime | None = None) -> list[Check]:
-    """Every budget the cluster falls under, against what it would add; OverBudget (exit 5) when one is
-    exceeded and the caller did not consent."""
+def checks(name: str, stack, spend, creators: list[str], records: list[ClusterRecord], budgets: list[Budget],
+           now: dt.datetime | None = None) -> list[Check]:
+    """Every budget the cluster falls under, against what it would add (``spend``: engine.spend.Spend
+    or a Projection)."""
     now = now or dt.datetime.now(dt.timezone.utc)
     existing = next((r for r in records if r.name == name), None)
     others = [r for r in records if r.name != name] + ([existing] if existing else [])
     add = projected(spend, existing, now)
-    checks = [Check(s, add) for s in standings([b for b in budgets if b.covers(stack.name, stack.owner, creators)],
-                                                others, now)]
-    exceeded = [c for c in checks if c.exceeded]
+    return [Check(s, add) for s in standings([b for b in budgets if b.covers(stack.name, stack.owner, creators)],
+                                              others, now)]
+
+
+def check(name: str, stack, spend, creators: list[str], records: list[ClusterRecord], budgets: list[Budget], *,
+          consent: bool = False, now: dt.datetime | None = None, landed: bool = False) -> list[Check]:
+    """``checks``, and OverBudget (exit 5) when one is exceeded and the caller did not consent."""
+    out = checks(name, stack, spend, creators, records, budgets, now)
+    exceeded = [c for c in out if c.exceeded]
     if exceeded and not consent:
-        raise OverBudget(name, exceeded)
-    return checks
+        raise OverBudget(name, exceeded, landed=landed)
+    return out
+
+
+@dataclass(frozen=True)
+class Projection:
+    """A cluster's predicted bill with some pools at other places than the plan's: the plan's lines,
+    each moved pool's nodes at its place's price (its other lines as planned: a place in another
+    region or cloud may bill its storage and network a little differently, which the check where the
+    pools landed sees)."""
+
+    usd_per_hour: float
+    usd_once: float
+    ttl_hours: float
+
+    @property
+    def usd_for_ttl(self) -> float:
+        return self.usd_per_hour * self.ttl_hours + self.usd_once
+
+
+def moved(spend, prices: dict[str, float | None]) -> Projection:
+    """``spend`` (engine.spend.Spend) with each pool of ``prices`` at that $/h for all its nodes (None:
+    no price, counted as nothing, as the plan counts an unpriced line)."""
+    kept = sum(x.usd_per_hour for x in spend.lines if not (x.pool in prices and x.line in NODE_LINES))
+    return Projection(kept + sum(p or 0.0 for p in prices.values()), spend.usd_once, spend.ttl_hours)
+
+
+@dataclass
+class Dropped:
+    """A place a pool may not go: the cluster would exceed ``checks`` there."""
+
+    pool: str
+    place: object  # clouds.candidates.Candidate
+    checks: list[Check]
+
+    @property
+    def why(self) -> str:
+        w = worst(self.checks)
+        return (f"over budget {w.standing.budget.name!r}: the cluster would spend ${w.projected:,.2f} over its TTL "
+                f"here, ${max(w.standing.left, 0):,.2f} is left this month")
+
+
+def drop_places(name: str, stack, spend, creators: list[str], records: list[ClusterRecord], budgets: list[Budget],
+                plans: dict, now: dt.datetime | None = None) -> list[Dropped]:
+    """Drop from each pool's places (``plans``: pool -> clouds.candidates.Candidates, in order) those
+    where the cluster would exceed a budget it falls under, the rest of the stack as planned; each
+    dropped place is returned."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    dropped = []
+    for pool, cs in plans.items():
+        kept = []
+        for c in cs.ordered:
+            exceeded = [k for k in checks(name, stack, moved(spend, {pool: c.price_per_hour}), creators, records,
+                                          budgets, now) if k.exceeded]
+            if exceeded:
+                dropped.append(Dropped(pool, c, exceeded))
+            else:
+                kept.append(c)
+        cs.ordered = kept
+    return dropped
+
+
+def require_places(name: str, plans: dict, dropped: list[Dropped]) -> None:
+    """OverBudget (exit 5), before anything is created, when the budgets left a pool no place: the
+    figure is its cheapest place's."""
+    for pool, cs in plans.items():
+        mine = [d for d in dropped if d.pool == pool]
+        if mine and not cs.ordered:
+            cheapest = min(mine, key=lambda d: worst(d.checks).projected)
+            raise OverBudget(name, cheapest.checks, where=f" even at the cheapest of pool {pool}'s {len(mine)} "
+                                                          f"place(s), {cheapest.place.label()}")
 
 
 def put(budget: Budget) -> None:

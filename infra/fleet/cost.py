@@ -8,6 +8,10 @@ clouds' figures cover: billing lags by hours to a day, and the comparison stops 
 A cloud without credentials (or, for GCP, without a billing export table) is skipped and said; one
 that could not be read (refused, the AWS tag not activated) is named and makes the command exit 1.
 A cluster billed more than ``drift`` off its prediction is a warning naming the lines that differ most.
+
+Predictions are in US dollars. A bill in another currency counts in them only at the rate the bill
+itself gives (clouds.base.Billed), and says so; an amount without one is listed in its currency and
+the cluster's bill is not held against its prediction at all, rather than against a part of it.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ class ClusterCost:
     providers: list[str]
     estimated: bool = False  # a cloud says some figure may still change
     notes: list[str] = field(default_factory=list)
+    converted: dict[str, float] = field(default_factory=dict)  # currency -> amount counted at the bill's own rate
+    unconverted: dict[str, float] = field(default_factory=dict)  # currency -> amount the bill gives no rate for
 
     @property
     def predicted(self) -> float | None:
@@ -62,8 +68,9 @@ class ClusterCost:
 
     @property
     def drift(self) -> float | None:
+        """Billed against predicted; None when an amount could not be counted in dollars."""
         p = self.predicted
-        return None if not p or self.through is None else self.billed / p - 1
+        return None if not p or self.through is None or self.unconverted else self.billed / p - 1
 
     def widest(self, n: int = 3) -> list[LineCost]:
         """The lines that differ most, in dollars."""
@@ -73,7 +80,9 @@ class ClusterCost:
         return {"cluster": self.cluster, "through": self.through, "providers": self.providers,
                 "predicted_usd": None if self.predicted is None else round(self.predicted, 2),
                 "billed_usd": round(self.billed, 2), "drift": None if self.drift is None else round(self.drift, 4),
-                "estimated": self.estimated, "lines": [x.to_dict() for x in self.lines], "notes": self.notes}
+                "estimated": self.estimated, "lines": [x.to_dict() for x in self.lines], "notes": self.notes,
+                "converted": {k: round(v, 2) for k, v in self.converted.items()},
+                "unconverted": {k: round(v, 2) for k, v in self.unconverted.items()}}
 
 
 @dataclass
@@ -149,10 +158,20 @@ def _cluster(name: str, billed: list[Billed], rec: ClusterRecord | None, since: 
                   default=None)
     merge = any(b.line == "network" for b in billed)  # a bill that keeps NAT and addresses together
     spent: dict[str, float] = {}
+    row = ClusterCost(name, [], through, providers, any(b.estimated for b in billed))
     for b in billed:
+        if b.currency != "USD":
+            kept = row.unconverted if b.usd is None else row.converted
+            kept[b.currency] = kept.get(b.currency, 0.0) + (b.amount or 0.0)
+        if b.usd is None:
+            continue
         key = "network" if merge and b.line in NETWORK else b.line
         spent[key] = spent.get(key, 0.0) + b.usd
-    row = ClusterCost(name, [], through, providers, any(b.estimated for b in billed))
+    for currency, amount in sorted(row.converted.items()):
+        row.notes.append(f"{amount:,.2f} {currency} billed, counted in US dollars at the bill's own rate")
+    for currency, amount in sorted(row.unconverted.items()):
+        row.notes.append(f"{amount:,.2f} {currency} billed with no US dollar rate in the bill: not counted, and "
+                         "the bill is not held against the prediction (in US dollars)")
     if rec is None:
         row.lines = [LineCost(k, None, v) for k, v in sorted(spent.items())]
         row.notes.append("not in the registry (taken down, or brought up elsewhere): nothing predicted to compare")

@@ -104,6 +104,11 @@ def require_places(plans: dict[str, candidates.Candidates], skipped: list[Attemp
             raise _exhausted(name, skipped, "the preflight ruled out every place (nothing was created)")
 
 
+def skip(pool: str, c: candidates.Candidate, why: str) -> Attempt:
+    """A place ruled out before any attempt (told and recorded as the preflight's skips are)."""
+    return Attempt(pool, c, "skipped", _now(), note=why)
+
+
 def place(run: Run, plans: dict[str, candidates.Candidates], *, max_attempts: int = MAX_ATTEMPTS,
           budget_s: float = BUDGET_S, on_attempt: Callable[[Attempt], None] | None = None,
           record: Callable[[Attempt], None] | None = None, skipped: list[Attempt] = (),
@@ -254,7 +259,7 @@ def _short(run: Run, apis: dict, pool, c: candidates.Candidate) -> str | None:
     if not run.check_quotas or c.provider not in CLOUDS:
         return None
     need = Need(pool.name, c.provider, c.region, run.cat.instance(c.provider, c.instance_type), pool.nodes, c.spot,
-                None)
+                None, candidates.placed(pool, c).flex_start is not None)
     try:
         lines = apis[c.provider].quotas(c.region, [need])
     except GpufleetError:

@@ -73,6 +73,8 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     A pool with a ``failover`` block lands in the first of its places that holds it
     (``fleet.failover``; ``failover=False`` tries only its own); every attempt is in
     ``UpOutcome.attempts``, told to ``on_attempt`` as it happens and recorded in the registry.
+    Its places where the cluster would exceed a budget are skipped before any attempt
+    (``budgets.drop_places``), and where it landed is checked again before anything is configured.
     """
     reg = registry or team.registry()
     name = cluster or stack.name
@@ -108,8 +110,13 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     created_by = {p: who for kind in used for p, who in kind.who(run).items()}
     created_by.update(existing.created_by if existing else {})
     cl = replace(cl, created_by=created_by)
-    checked = budgets.check(name, stack, the_plan.spend, list(created_by.values()), reg.list(),
-                            budgets.configured() if budget_list is None else budget_list, consent=over_budget)
+    creators, budget_list = list(created_by.values()), budgets.configured() if budget_list is None else budget_list
+    spend = the_plan.spend
+    if places:  # each pool's places held to the budgets too; the check is for the first each has left
+        if not over_budget:
+            skipped += _within_budgets(name, stack, spend, creators, reg.list(), budget_list, places, skipped)
+        spend = budgets.moved(spend, {p: cs.ordered[0].price_per_hour for p, cs in places.items()})
+    checked = budgets.check(name, stack, spend, creators, reg.list(), budget_list, consent=over_budget)
     if not confirm(the_plan):
         raise Aborted("nothing was created", "run again and answer yes, or pass --yes")
 
@@ -128,12 +135,16 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
             reg.add_attempt(name, a.to_dict())
             tell(a)
         if places:
-            nodes = _placed(run, reg, kept, record, places, max_attempts, failover_budget_s, tell, skipped)
+            nodes, landed = _placed(run, reg, kept, record, places, max_attempts, failover_budget_s, tell, skipped)
         else:
             nodes = cloud_nodes.create(run, on_failure=lambda: reg.record(**kept, state="failed"))
     if racks in used:
         nodes += racks.create(run, {c.pool: c.usd_per_node_hour for c in the_plan.pools})
     rec = reg.record(**record, nodes=nodes, state="up", access=ssh.access_record(run.stack, name, nodes))
+    if places:  # where failover placed the pools, against the budgets as they stand now: before configuring
+        others = [r for r in reg.list() if r.name != name] + ([existing] if existing else [])
+        checked = budgets.check(name, run.stack, landed, creators, others, budget_list, consent=over_budget,
+                                landed=True)
     cloud_reports, hosts, verdicts = [], [], []
     if configure and cloud_nodes in used:
         cloud_reports = cloud_nodes.configure(run, nodes, verify=verify)
@@ -151,10 +162,25 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
                      attempts, checked)
 
 
+def _within_budgets(name: str, stack, spend, creators: list[str], records: list, budget_list: list, places: dict,
+                    skipped: list) -> list:
+    """The places where the cluster would exceed a budget, dropped and told as skips; OverBudget (exit 5,
+    the skips with it) when a pool has no place left: nothing is created."""
+    dropped = budgets.drop_places(name, stack, spend, creators, records, budget_list, places)
+    told = [fail.skip(d.pool, d.place, d.why) for d in dropped]
+    try:
+        budgets.require_places(name, places, dropped)
+    except budgets.OverBudget as e:
+        e.attempts = [a.to_dict() for a in [*skipped, *told]]
+        raise
+    return told
+
+
 def _placed(run: Run, reg: Registry, kept: dict, record: dict, places: dict, max_attempts: int, budget_s: float,
-            on_attempt, skipped: list) -> list[Node]:
-    """The cloud pools created, each failover pool at the first place that held it; ``run.stack``
-    becomes the stack as placed, and ``record`` its locations."""
+            on_attempt, skipped: list) -> tuple[list[Node], object]:
+    """The cloud pools created, each failover pool at the first place that held it, and the bill
+    predicted there (engine.spend.Spend); ``run.stack`` becomes the stack as placed, and ``record``
+    its locations."""
     try:
         placement = fail.place(run, places, max_attempts=max_attempts, budget_s=budget_s, on_attempt=on_attempt,
                                record=lambda a: reg.add_attempt(run.cluster, a.to_dict()), skipped=skipped)
@@ -166,4 +192,4 @@ def _placed(run: Run, reg: Registry, kept: dict, record: dict, places: dict, max
     run.stack = placement.stack
     placed = plan(run.stack, run.cat, cluster=run.found["cluster"], lay=run.layout)  # the bill where they landed
     record.update(locations=cloud_nodes.record_fields(placement.stack)["locations"], predicted=placed.spend.summary())
-    return placement.nodes
+    return placement.nodes, placed.spend

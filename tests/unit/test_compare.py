@@ -95,3 +95,16 @@ def test_framework_flag_predicts_the_framework_and_says_so():
     assert any("framework pytorch" in a for a in b["assumptions"])
     bad = cli("compare", "resnet50", "--framework", "jax")
     assert bad.exit_code == 2 and "jax" in bad.output and "pytorch" in bad.output
+
+
+def test_a4_and_a3_ultra_are_never_ranked_on_demand_and_their_spot_offers_are(cat):
+    """Google sells A4 and A3 Ultra reservation-bound, flex-start or spot, not on demand, though its price
+    list has a rate for them (catalog/data/consumption.csv, its sources): `up` could not create the offer."""
+    rep = cmp.compare(cat, _req(gpus=["B200", "H200"], providers=["gcp"]))
+    ranked = {(r.instance, r.market) for r in rep.rows}
+    assert not {i for i, m in ranked if m == "ondemand"} & {"a4-highgpu-8g", "a3-ultragpu-8g"}
+    assert cat.offer("gcp", "us-central1", "a4-highgpu-8g", "ondemand") is not None  # the price stays a price
+    said = next(a for a in rep.assumptions if "a4-highgpu-8g" in a)
+    assert "reservation-bound, flex-start or spot" in said and "a3-ultragpu-8g" in said
+    spot = cmp.compare(cat, _req(gpus=["B200"], providers=["gcp"], spot=True))
+    assert "a4-highgpu-8g" in {r.instance for r in spot.rows}

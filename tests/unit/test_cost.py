@@ -90,6 +90,23 @@ def test_an_aws_cluster_tag_that_is_not_active_is_said_with_how_to_activate_it(t
     stub.assert_no_pending_responses()  # nothing asked of Cost Explorer it could not group
 
 
+def test_an_aws_member_account_refused_the_tag_list_still_reads_cost_explorer_and_says_why():
+    """Only an Organization's management account may read cost allocation tags; a member account is
+    refused with AccessDeniedException (HTTP 400, the wording seen in hashicorp/terraform-provider-aws
+    #37636; not in Cost Explorer's model, so Stubber plays it as the JSON protocol's error code)."""
+    ce = boto3.client("ce", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(ce)
+    stub.add_client_error("list_cost_allocation_tags", service_error_code="AccessDeniedException",
+                          service_message="Failed to list Cost Allocation Tags: Linked account doesn't have access to "
+                                          "cost allocation tags.", http_status_code=400,
+                          expected_params={"TagKeys": ["gpufleet:cluster"]})
+    stub.add_response("get_cost_and_usage", payload("aws_get_cost_and_usage.page2.json"))
+    stub.activate()
+    got = aws_billing.billed(JUL1, dt.date(2026, 7, 4), None, {}, client=ce)
+    stub.assert_no_pending_responses()  # Cost Explorer was asked all the same
+    assert got.rows and any("only the management account may" in n for n in got.notes)
+
+
 def test_the_aws_cli_documentations_own_answer_reads_as_cost_explorer_writes_it():
     """The verbatim example of aws-cli's docs: group keys are "<tag key>$<value>", an untagged cost "<key>$"."""
     doc = payload("aws_get_cost_and_usage.awscli_example.json")
@@ -129,6 +146,67 @@ def test_gcp_bills_each_cluster_from_the_billing_export_in_bigquery(bigquery):
     assert gpu.usd == pytest.approx(2093.76 + 2093.76 - 104.688)  # cost plus (negative) credits, both days
     assert gpu.through == "2026-07-02" and all(b.cluster == "mycluster" for b in got.rows)  # unlabelled rows: no one's
     assert "no latency guarantee" in got.notes[0]
+
+
+def test_the_gcp_query_reads_only_the_partitions_of_the_period_with_slack_for_late_rows(bigquery):
+    """The export is partitioned on _PARTITIONTIME (each row's ingestion day, UTC): without a filter on it
+    every run scans, and bills, the whole table. Rows land after their usage, so two days before the
+    first day asked are enough; no upper bound, or late rows would be lost."""
+    bigquery.answers += [payload("gcp_jobs_query.eur.json")]
+    gcp_billing.billed(JUL1, JUL3, None, {"gcp_export_table": "my-billing-project.billing_export.gcp_billing_export_v1_X"})
+    body = bigquery.requests[0][3]
+    where = body["query"].split("WHERE", 1)[1]
+    assert "_PARTITIONTIME >= @partitions_from" in where and "_PARTITIONTIME <" not in where
+    params = {p["name"]: (p["parameterType"]["type"], p["parameterValue"]["value"]) for p in body["queryParameters"]}
+    assert params["partitions_from"] == ("TIMESTAMP", "2026-06-29 00:00:00+00:00")
+
+
+def test_a_gcp_bill_in_euros_is_counted_in_dollars_only_at_the_exports_own_rate(bigquery):
+    bigquery.answers += [payload("gcp_jobs_query.eur.json")]
+    got = gcp_billing.billed(JUL1, JUL3, None, {"gcp_export_table": "my-billing-project.billing_export.t"})
+    assert "/ currency_conversion_rate" in bigquery.requests[0][3]["query"]  # the export's rate, per row
+    (gpu,) = got.rows
+    assert (gpu.currency, gpu.amount) == ("EUR", pytest.approx(1926.2592 * 2 - 96.31296))
+    assert gpu.usd == pytest.approx((1926.2592 * 2 - 96.31296) / 0.92, rel=1e-6)  # not the euros as dollars
+
+
+def test_an_azure_bill_in_euros_is_counted_at_cost_managements_own_rate_or_not_at_all(azure):
+    page = json.loads((DATA / "azure_query.eur.json").read_text().replace("00000000-0000-0000-0000-000000000000",
+                                                                          azure.subscription))
+    azure.cost_pages.append(page)
+    got = azure_billing.billed(JUL1, JUL3, None, {})
+    assert azure.cost_queries[0]["dataset"]["aggregation"]["totalCostUSD"] == {"name": "CostUSD", "function": "Sum"}
+    vm = next(b for b in got.rows if b.line == "instances")
+    assert (vm.currency, vm.amount, vm.usd) == ("EUR", pytest.approx(1447.8592), pytest.approx(1573.76))
+    # a result without the dollar column: the euros stay euros
+    at = [c["name"] for c in page["properties"]["columns"]].index("CostUSD")
+    page["properties"]["columns"].pop(at)
+    for r in page["properties"]["rows"]:
+        r.pop(at)
+    azure.cost_pages.append(page)
+    vm = next(b for b in azure_billing.billed(JUL1, JUL3, None, {}).rows if b.line == "instances")
+    assert (vm.currency, vm.amount, vm.usd) == ("EUR", pytest.approx(1447.8592), None)
+
+
+def test_a_bill_in_another_currency_is_never_held_against_the_dollar_prediction(tmp_path):
+    reg = Registry(tmp_path / "r.db")
+    _record(reg, "eur", "gcp", "europe-west4", per_hour={"instances": 40.0})
+    _record(reg, "chf", "azure", "switzerlandnorth", per_hour={"instances": 40.0})
+    from gpufleet.clouds.base import Billed, BillRead
+
+    def billed(provider, since, until, clusters, settings):
+        rows = [Billed("gcp", "eur", "instances", 1989.07, "2026-07-02", currency="EUR", amount=1829.95),
+                Billed("azure", "chf", "instances", None, "2026-07-02", currency="CHF", amount=1700.0),
+                Billed("azure", "chf", "volumes", 3.0, "2026-07-02")]
+        return BillRead([b for b in rows if b.provider == provider], [])
+
+    got = {r.cluster: r for r in cost.run(since=JUL1, registry=reg, now=NOW, billed=billed).rows}
+    assert got["eur"].billed == pytest.approx(1989.07) and got["eur"].drift is not None
+    assert "1,829.95 EUR billed, counted in US dollars at the bill's own rate" in got["eur"].notes
+    chf = got["chf"]
+    assert chf.billed == pytest.approx(3.0) and chf.drift is None and chf.unconverted == {"CHF": 1700.0}
+    assert any("1,700.00 CHF billed with no US dollar rate" in n for n in chf.notes)
+    assert chf.to_dict()["unconverted"] == {"CHF": 1700.0}
 
 
 def test_gcp_without_a_billing_table_is_skipped_and_a_bad_one_is_bad_input(gcp, monkeypatch):

@@ -14,10 +14,10 @@ from gpufleet.clouds import candidates
 from gpufleet.engine import automation
 from gpufleet.engine import plan as planner
 from gpufleet.errors import GpufleetError, SpecErrors
-from gpufleet.fleet import failover, stacks
+from gpufleet.fleet import budgets, failover, stacks
 from gpufleet.fleet import up as fleet_up
 from gpufleet.nodes import cloud as cloud_nodes
-from gpufleet.state.registry import Registry
+from gpufleet.state.registry import Node, Registry
 
 from conftest import ROOT, cli
 
@@ -389,3 +389,69 @@ def test_plan_prices_a_capacity_block_as_paid_up_front_and_drops_one_out_of_its_
     assert pool["failover"]["candidates"][2]["why"] == candidates.OWN  # the open market after what it holds
     (dropped,) = pool["failover"]["dropped"]
     assert "cr-0bbbbbbbbbbbbbbbb" in dropped["candidate"] and "runs from 2098-01-01" in dropped["why"]
+
+
+# --- budgets at every place (issue 49, item 9) ------------------------------------------------------
+
+def spot_with_on_demand_fallback(tmp_path, block: str = "{spot_fallback: on-demand}") -> str:
+    """aws-training on spot (2 x p4d: $174.47 over its 12 h TTL) whose on-demand fallback costs $544.68."""
+    path = with_failover(tmp_path, block)
+    text = open(path).read()
+    open(path, "w").write(text.replace("spot: false", "spot: true"))
+    return path
+
+
+def test_a_place_over_budget_is_dropped_before_any_attempt_and_said_with_the_numbers(cat, fake, tmp_path):
+    from fakes.pulumi_cli import Failure
+
+    fake.fail_ups = [Failure(short_fleet(), at=FLEET), None, None]
+    with pytest.raises(failover.NoPlaceLeft) as ei:
+        up(spot_with_on_demand_fallback(tmp_path), cat, fake, budget_list=[budgets.Budget("training", 300)])
+    dropped, refused = ei.value.attempts
+    assert (dropped["spot"], dropped["outcome"], refused["spot"], refused["outcome"]) == (
+        False, "skipped", True, "refused")
+    assert dropped["message"] == ("over budget 'training': the cluster would spend $544.68 over its TTL here, "
+                                  "$300.00 is left this month")
+    assert ups(fake) == 2  # the spot attempt and its cleanup: the on-demand place was never tried
+    assert [a["outcome"] for a in Registry().attempts("aws-training")] == ["skipped", "refused"]
+
+
+def test_a_failover_with_no_place_within_budget_is_refused_before_anything_is_created(cat, fake, tmp_path,
+                                                                                       monkeypatch):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("budgets:\n  - {name: training, usd_per_month: 100}\n")
+    monkeypatch.setenv("GPUFLEET_CONFIG", str(cfg))
+    r = cli("--json", "up", spot_with_on_demand_fallback(tmp_path), "--yes", "--no-configure")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 5 and doc["error"] == "OverBudget", r.output
+    assert doc["message"].startswith("cluster aws-training would spend $174.47 over its TTL even at the cheapest "
+                                     "of pool trainers's 2 place(s), aws us-east-1a p4d.24xlarge spot, but budget "
+                                     "'training' has $100.00 left this month")
+    assert [(a["spot"], a["outcome"]) for a in doc["attempts"]] == [(True, "skipped"), (False, "skipped")]
+    assert "$544.68" in doc["attempts"][1]["message"]
+    assert not any(c[0] == "up" for c in fake.calls)
+
+
+def test_where_failover_landed_is_checked_again_before_anything_is_configured(cat, fake, tmp_path):
+    """A teammate's cluster took the budget while failover moved the pool: `up` stops before configuring."""
+    from fakes.pulumi_cli import Failure
+
+    def teammate(attempt):
+        if attempt.outcome == "refused":
+            reg = Registry()
+            reg.record(name="other", stack="other", stack_file="o.yaml", owner="o@example.com",
+                       expires_at="2099-01-01T00:00:00Z", backend=None,
+                       nodes=[Node("gpu", 0, "aws", "us-east-1", "p5.48xlarge", usd_per_hour=1.0)],
+                       predicted={"usd_per_hour": {"instances": 1e6}, "usd_once": {}, "ttl_hours": 1})
+            with reg._db(write=True) as db:
+                db.execute("UPDATE clusters SET created_at = ? WHERE name = 'other'",
+                           ((dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),))
+
+    fake.fail_ups = [Failure(short_fleet(), at=FLEET), None, None]
+    path = spot_with_on_demand_fallback(tmp_path, "{zones: any}")
+    with pytest.raises(budgets.OverBudget) as ei:
+        up(path, cat, fake, budget_list=[budgets.Budget("all", 600)], on_attempt=teammate)
+    assert "would spend $174.47 over its TTL" in ei.value.message and "budget 'all' has $0.00 left" in ei.value.message
+    assert "gpufleet down aws-training" in ei.value.hint
+    rec = Registry().get("aws-training")
+    assert rec.state == "up" and {n.zone for n in rec.nodes} == {"us-east-1b"}  # recorded: `down` finds it

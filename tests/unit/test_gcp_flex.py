@@ -4,6 +4,7 @@ managed instances (fakes/gcp.py); its refusals as failover reads them; the stack
 finding a leaked group and template by their description."""
 
 import datetime as dt
+import json
 
 import pytest
 
@@ -111,3 +112,69 @@ def test_reap_finds_a_leaked_flex_start_group_and_template_by_their_description(
     deletes = [p for m, p in gcp.calls if m == "DELETE"]
     assert deletes.index(next(d for d in deletes if "instanceGroupManagers" in d)) < \
         deletes.index(next(d for d in deletes if "instanceTemplates" in d))  # the group first: it uses the template
+
+
+def test_a_flex_start_pool_is_checked_against_the_preemptible_gpu_quota(gcp, cat, write):
+    """Flex-start VMs count against the preemptible quota, as Spot VMs do ("Preemptible quota is charged",
+    the consumption table of cloud.google.com/cluster-director/docs/choose-consumption-option, and
+    compute/docs/instances/provisioning-models: "preemptible quota is consumed", read 2026-11)."""
+    path = write("f.yaml", stack_text(A3))
+    gcp.region_quotas["us-central1"] = [{"metric": "NVIDIA_H100_GPUS", "limit": 0, "usage": 0},
+                                        {"metric": "PREEMPTIBLE_NVIDIA_H100_GPUS", "limit": 32, "usage": 0}]
+    r = cli("--json", "check", path)
+    assert r.exit_code == 0, r.output
+    (line,) = [x for x in json.loads(r.stdout)["quotas"] if x["code"] != "GPUS_ALL_REGIONS"]
+    assert (line["code"], line["needed"]) == ("PREEMPTIBLE_NVIDIA_H100_GPUS", 32)
+    gcp.region_quotas["us-central1"][1]["usage"] = 8
+    r = cli("--json", "check", path)
+    data = json.loads(r.stdout)
+    assert r.exit_code == 1 and data["quota"] == "PREEMPTIBLE_NVIDIA_H100_GPUS" and data["available"] == 24
+
+
+A4 = "{name: b, provider: gcp, region: us-central1, zone: us-central1-b, instance_type: a4-highgpu-8g, nodes: 2}"
+
+
+def test_an_a4_pool_on_demand_is_refused_with_the_models_google_sells_it_in(cat, write):
+    with pytest.raises(SpecErrors) as e:
+        stacks.load(write("a4.yaml", stack_text(A4)), cat)
+    (err,) = e.value.errors
+    assert err.key == "pools[0].instance_type" and "only reservation-bound, flex-start or spot" in err.message
+    assert "flex_start" in err.hint and "spot: true" in err.hint
+    r = cli("up", write("a4.yaml", stack_text(A4)), "--yes")
+    assert r.exit_code == 2 and "not on demand" in r.output and "Traceback" not in r.output
+    for model in ("spot: true", "flex_start: {run_hours: 24}"):
+        stacks.load(write("ok.yaml", stack_text(A4.replace("nodes: 2}", f"nodes: 2, {model}}}"))), cat)
+
+
+def test_an_a4_pool_boots_from_hyperdisk_and_a_reserved_one_is_reservation_bound(cat, write):
+    """A4 and A3 Ultra boot only from Hyperdisk Balanced; VMs in their (future) reservations are
+    RESERVATION_BOUND. The request is read back through google-cloud-compute's own types, whose enums
+    refuse a name the API does not have."""
+    from google.cloud import compute_v1
+
+    flex = planner.plan(stacks.load(write("f.yaml", stack_text(A4.replace("nodes: 2}", "nodes: 2, flex_start: "
+                                                                            "{run_hours: 24}}"))), cat), cat, workers=1)
+    (tmpl,) = _of(flex, "gcp:compute/instanceTemplate:InstanceTemplate")
+    assert [d["diskType"] for d in tmpl.inputs["disks"]] == ["hyperdisk-balanced"]
+    (disk,) = [x for x in flex.spend.lines if x.line == "volumes"]
+    assert disk.priced and "hyperdisk-balanced" in disk.what  # the bill prices the disk the VMs boot from
+    from gpufleet.clouds import candidates
+    from gpufleet.engine.program import layout
+
+    reserved = A4.replace("nodes: 2}", "nodes: 2, reservations: [{id: a4-calendar-block, zone: us-central1-b}]}")
+    stack = stacks.load(write("r.yaml", stack_text(reserved)), cat)
+    first = candidates.for_pool(stack, stack.pools[0], cat).ordered[0]  # what `up` tries first: the reservation
+    p = planner.plan(stack, cat, workers=1, lay=layout(stack, cat, {"b": first}))
+    (bulk,) = _of(p, "gcp:gpufleet:BulkInstances")
+    props = bulk.inputs["properties"]
+    assert props["disks"][0]["initializeParams"]["diskType"] == "hyperdisk-balanced"
+    parsed = compute_v1.InstanceProperties.from_json(json.dumps({k: props[k] for k in ("scheduling",
+                                                                                       "reservationAffinity")}))
+    assert parsed.scheduling.provisioning_model == "RESERVATION_BOUND"
+    assert parsed.scheduling.instance_termination_action == "DELETE"
+    assert parsed.reservation_affinity.consume_reservation_type == "SPECIFIC_RESERVATION"
+    assert list(parsed.reservation_affinity.values) == ["a4-calendar-block"]
+    places = p.pools[0].failover["candidates"]
+    assert [c["reservation"] for c in places] == ["a4-calendar-block"]  # no open market on demand after it
+    assert "not ondemand" not in json.dumps(p.pools[0].failover) and any(
+        "not on demand" in d["why"] for d in p.pools[0].failover["dropped"])

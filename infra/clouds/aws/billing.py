@@ -5,13 +5,22 @@ aws-cost-management/latest/APIReference/API_GetCostAndUsage.html and botocore's 
 Cost Explorer groups by a tag only once the tag is activated as a cost allocation tag, which takes up
 to 24 hours and does not reach back unless a backfill is asked for ("Activating user-defined cost
 allocation tags", AWS Billing user guide): ListCostAllocationTags says whether it is, and a tag that
-is not is an unreadable bill with the commands that fix it. Groups come as ``gpufleet:cluster$<name>``
+is not is an unreadable bill with the commands that fix it. Only an Organization's management account
+(or an account in none) may read cost allocation tags ("Only a management account in an organization
+and single accounts that aren't members of an organization have access to the cost allocation tags
+manager", custom-tags.html, read 2026-11); a member account is refused with HTTP 400
+``AccessDeniedException: Failed to list Cost Allocation Tags: Linked account doesn't have access to
+cost allocation tags.`` (as seen in hashicorp/terraform-provider-aws#37636 and
+aws/aws-parallelcluster-ui#242) even where the payer activated the tag, so a refused pre-check is
+said and Cost Explorer is asked anyway. Groups come as ``gpufleet:cluster$<name>``
 (an untagged cost as ``gpufleet:cluster$``, left out), pages follow NextPageToken (each request costs
 $0.01), and days the service marks ``Estimated`` are said so. Usage types name the line: BoxUsage /
 SpotUsage are instances, EBS: volumes, NatGateway-Hours NAT, NatGateway-Bytes and DataTransfer-*
 traffic, PublicIPv4: addresses (docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-billing-usage-reports
 .html, .../ebs/latest/userguide/ebs-billing-usage-reports.html, .../vpc/latest/userguide/
-vpc-billing-usage-reports.html); FSx's usage types are matched by name.
+vpc-billing-usage-reports.html); FSx's usage types are matched by name. Each amount carries its
+``Unit``: an amount in another unit than USD stays in it (counted in no dollar figure, and said), as
+another currency does in the other clouds' bills.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from gpufleet.clouds.aws import credentials
 from gpufleet.clouds.aws.api import unreadable
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
-from gpufleet.clouds.base import Billed, BillRead
+from gpufleet.clouds.base import Billed, BillRead, merged
 from gpufleet.clouds.tags import TAG_PREFIX
 from gpufleet.errors import CloudUnreadable, CredentialsError
 
@@ -53,9 +62,10 @@ def billed(since, until, clusters: list[str] | None, settings: dict, *, client=N
         client = session.client("ce", region_name=REGION, config=Config(retries={"mode": "standard",
                                                                                  "max_attempts": 6}))
     ce = client
+    notes = [LAG]
     try:
-        _require_active_tag(ce)
-        rows: dict[tuple[str, str], Billed] = {}
+        notes += _require_active_tag(ce)
+        rows: list[Billed] = []
         request = {"TimePeriod": {"Start": since.isoformat(), "End": until.isoformat()}, "Granularity": "DAILY",
                    "Metrics": ["UnblendedCost"], "GroupBy": [{"Type": "TAG", "Key": TAG},
                                                              {"Type": "DIMENSION", "Key": "USAGE_TYPE"}]}
@@ -68,26 +78,34 @@ def billed(since, until, clusters: list[str] | None, settings: dict, *, client=N
                     cluster = g["Keys"][0].split("$", 1)[1]  # "gpufleet:cluster$name": split at the first $
                     if not cluster:
                         continue
-                    line = line_of(g["Keys"][1])
-                    usd = float(g["Metrics"]["UnblendedCost"]["Amount"])
-                    cur = rows.get((cluster, line))
-                    rows[(cluster, line)] = Billed("aws", cluster, line, (cur.usd if cur else 0.0) + usd,
-                                                   max(cur.through if cur else "", day["TimePeriod"]["Start"]),
-                                                   (cur.estimated if cur else False) or day.get("Estimated", False))
+                    cost = g["Metrics"]["UnblendedCost"]
+                    amount, unit = float(cost["Amount"]), cost.get("Unit") or "USD"
+                    rows.append(Billed("aws", cluster, line_of(g["Keys"][1]), amount if unit == "USD" else None,
+                                       day["TimePeriod"]["Start"], day.get("Estimated", False), unit,
+                                       None if unit == "USD" else amount))
             if not page.get("NextPageToken"):
                 break
             request["NextPageToken"] = page["NextPageToken"]
     except (BotoCoreError, ClientError) as e:
         raise unreadable(e, "aws Cost Explorer") from None
-    return BillRead(list(rows.values()), [LAG])
+    return BillRead(merged(rows), notes)
 
 
-def _require_active_tag(ce) -> None:
-    """The cluster tag must be an active cost allocation tag, or Cost Explorer cannot group by it."""
-    tags = ce.list_cost_allocation_tags(TagKeys=[TAG]).get("CostAllocationTags", [])
+def _require_active_tag(ce) -> list[str]:
+    """The cluster tag must be an active cost allocation tag, or Cost Explorer cannot group by it. An
+    account refused the list (a member of an Organization) cannot tell: what it cannot tell is said."""
+    try:
+        tags = ce.list_cost_allocation_tags(TagKeys=[TAG]).get("CostAllocationTags", [])
+    except ClientError as e:
+        if e.response.get("Error", {}).get("Code") != "AccessDeniedException":
+            raise
+        return [f"this account may not read cost allocation tags (an AWS Organizations member account: only the "
+                f"management account may), so whether {TAG} is active is not known: if nothing is billed for a "
+                f"cluster, ask the management account to activate it (aws ce update-cost-allocation-tags-status "
+                f"--cost-allocation-tags-status TagKey={TAG},Status=Active)"]
     status = tags[0]["Status"] if tags else None
     if status == "Active":
-        return
+        return []
     err = CloudUnreadable("aws", "error", f"the cost allocation tag {TAG} is "
                           + ("not activated" if status else "not known to billing yet (no tagged cost so far)"),
                           "aws Cost Explorer")

@@ -10,6 +10,11 @@ does not read. Cost Management refreshes its data about every four hours (same p
 
 Meter categories name the line; NAT gateways and public addresses share "Virtual Network", so the
 comparison keeps them together as ``network``.
+
+``Cost`` is in the billing currency, which each row's ``Currency`` column names; the query also sums
+``CostUSD``, the same cost in US dollars at Cost Management's own rate (the query API's cost columns:
+Cost, CostUSD, PreTaxCost, PreTaxCostUSD). A row in another currency is counted in dollars only at
+that rate: without it, its amount stays in its currency, said and never compared with a prediction.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from azure.mgmt.costmanagement import CostManagementClient
 from azure.mgmt.costmanagement.models import QueryResult
 
 from gpufleet.clouds.azure.api import AzureApi, unreadable
-from gpufleet.clouds.base import Billed, BillRead
+from gpufleet.clouds.base import Billed, BillRead, merged
 from gpufleet.clouds.tags import TAG_PREFIX
 
 TAG = TAG_PREFIX + "cluster"
@@ -44,11 +49,12 @@ def billed(since, until, clusters: list[str] | None, settings: dict, *, api: Azu
     query = {"type": "ActualCost", "timeframe": "Custom",
              "timePeriod": {"from": f"{since.isoformat()}T00:00:00+00:00",
                             "to": f"{(until - dt.timedelta(days=1)).isoformat()}T23:59:59+00:00"},
-             "dataset": {"granularity": "Daily", "aggregation": {"totalCost": {"name": "Cost", "function": "Sum"}},
+             "dataset": {"granularity": "Daily", "aggregation": {"totalCost": {"name": "Cost", "function": "Sum"},
+                                                                "totalCostUSD": {"name": "CostUSD", "function": "Sum"}},
                          "grouping": [{"type": "TagKey", "name": TAG}, {"type": "Dimension", "name": "MeterCategory"}],
                          **({"filter": {"tags": {"name": TAG, "operator": "In", "values": sorted(clusters)}}}
                             if clusters else {})}}
-    rows: dict[tuple[str, str], Billed] = {}
+    rows: list[Billed] = []
     try:
         result = _throttled(lambda: client.query.usage(scope, query), sleep)
         while result is not None:  # 204: nothing billed in the period
@@ -57,10 +63,10 @@ def billed(since, until, clusters: list[str] | None, settings: dict, *, api: Azu
             result = _throttled(lambda link=link: _next(client, link, query), sleep) if link else None
     except AzureError as e:
         raise unreadable(e, "azure Cost Management") from None
-    return BillRead(list(rows.values()), [LAG])
+    return BillRead(merged(rows), [LAG])
 
 
-def _add(rows: dict, result) -> None:
+def _add(rows: list, result) -> None:
     names = [c.name for c in result.columns]
     at = {n: names.index(n) for n in names}
     for r in result.rows:
@@ -70,9 +76,11 @@ def _add(rows: dict, result) -> None:
         line = LINES.get(r[at["MeterCategory"]], "other")
         day = str(int(r[at["UsageDate"]])) if "UsageDate" in at else ""
         day = f"{day[:4]}-{day[4:6]}-{day[6:]}" if len(day) == 8 else day
-        cur = rows.get((cluster, line))
-        rows[(cluster, line)] = Billed("azure", cluster, line, (cur.usd if cur else 0.0) + float(r[at["Cost"]]),
-                                       max(cur.through if cur else "", day))
+        amount = float(r[at["Cost"]])
+        currency = (r[at["Currency"]] if "Currency" in at else None) or "USD"
+        usd = amount if currency == "USD" else float(r[at["CostUSD"]]) if "CostUSD" in at else None
+        rows.append(Billed("azure", cluster, line, usd, day, currency=currency,
+                           amount=None if currency == "USD" else amount))
 
 
 def _next(client, link: str, query: dict):

@@ -76,9 +76,11 @@ FIELDS = {"InstancesClient": ("instance", "instances"), "DisksClient": ("disk", 
           "InstanceTemplatesClient": ("instance_template", None)}
 _ACCEL = {v: k for k, v in ACCELERATORS.items()}
 
-# Regional GPU quota metrics per catalog GPU (Compute Engine quota metric names; spot and
-# preemptible VMs count against the PREEMPTIBLE_ ones).
-# https://cloud.google.com/compute/resource-usage#gpu_quota (2025-06)
+# Regional GPU quota metrics per catalog GPU (Compute Engine quota metric names; spot, preemptible
+# and flex-start VMs count against the PREEMPTIBLE_ ones).
+# https://cloud.google.com/compute/resource-usage#gpu_quota (2025-06); flex-start: "Preemptible quota
+# is charged" (cluster-director/docs/choose-consumption-option) and "preemptible quota is consumed"
+# (compute/docs/instances/provisioning-models), both read 2026-11
 GPU_METRICS = {"T4": "NVIDIA_T4_GPUS", "V100": "NVIDIA_V100_GPUS", "P100": "NVIDIA_P100_GPUS", "P4": "NVIDIA_P4_GPUS",
                "L4": "NVIDIA_L4_GPUS", "A100-40GB": "NVIDIA_A100_GPUS", "A100-80GB": "NVIDIA_A100_80GB_GPUS",
                "H100": "NVIDIA_H100_GPUS", "H100-MEGA": "NVIDIA_H100_MEGA_GPUS", "H200": "NVIDIA_H200_GPUS",
@@ -501,12 +503,12 @@ class GcpApi:
 
     # --- quotas ----------------------------------------------------------------------------
     def quotas(self, region: str, needs) -> list:
-        """Regional GPU quotas (per model, PREEMPTIBLE_ for spot) and the project-wide GPU count."""
+        """Regional GPU quotas (per model, PREEMPTIBLE_ for spot and flex-start) and the project-wide GPU count."""
         groups: dict[str, list] = {}
         for n in needs:
             base = GPU_METRICS.get(n.instance.gpu)
             if base:
-                groups.setdefault(("PREEMPTIBLE_" if n.spot else "") + base, []).append(n)
+                groups.setdefault(("PREEMPTIBLE_" if n.spot or n.flex_start else "") + base, []).append(n)
         lines = []
         try:
             reg = {q.metric: q for q in self.client("RegionsClient").get(project=self._project, region=region).quotas}

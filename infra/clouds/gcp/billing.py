@@ -6,6 +6,17 @@ cost plus credits, summed per day, cluster, service and SKU by one query through
 cloud.google.com/bigquery/docs/reference/rest/v2/jobs/query). The export has "no delivery or latency
 guarantees" and takes hours to show a day's costs, which the read says.
 
+``cost`` and ``credits`` are in the billing account's ``currency``; ``currency_conversion_rate`` is "the
+exchange rate from US dollars to the local currency", so cost / rate is the cost in dollars (the
+standard export's schema, standard-usage, read 2026-11). Each currency stays apart: its own amount,
+and its dollars at the export's own rate.
+
+The table is partitioned by day on ``_PARTITIONTIME``, each row's ingestion time (UTC) cut to the day
+(bigquery/docs/querying-partitioned-tables): a query without a filter on it scans, and bills, the whole
+export every run. A row is loaded after the usage it bills, often a day or more after (late rows keep
+arriving for days), so only the partitions from ``PARTITION_SLACK`` before the first day asked are read:
+they hold every row of the period, and no upper bound leaves out the late ones.
+
 The table is the user's (``billing: {gcp_export_table: project.dataset.table}`` in the config file, or
 ``GPUFLEET_GCP_BILLING_TABLE``); without one GCP's bill is not read, and that is said.
 ``GPUFLEET_BIGQUERY_ENDPOINT`` replaces ``https://bigquery.googleapis.com`` (the tests' server).
@@ -23,7 +34,7 @@ import requests
 from google.auth.exceptions import DefaultCredentialsError, RefreshError, TransportError
 from google.auth.transport.requests import AuthorizedSession
 
-from gpufleet.clouds.base import Billed, BillRead
+from gpufleet.clouds.base import Billed, BillRead, merged
 from gpufleet.clouds.gcp.errors import CREDENTIAL_HINT
 from gpufleet.clouds.gcp.tags import LABEL_PREFIX
 from gpufleet.errors import CloudUnreadable, CredentialsError, InputError
@@ -33,15 +44,18 @@ TABLE = re.compile(r"^[a-z][a-z0-9-]{4,61}[a-z0-9]\.[A-Za-z0-9_]{1,1024}\.[A-Za-
 LAG = ("the Cloud Billing export to BigQuery takes hours to show a day's costs and has no latency guarantee: "
        "the last days may be incomplete")
 WAIT_S = 120  # how long a query may run before the read gives up
+PARTITION_SLACK = dt.timedelta(days=2)  # partitions read before the first day asked (rows land after their usage)
 SQL = """
 SELECT TIMESTAMP_TRUNC(usage_start_time, DAY) AS usage_day,
   (SELECT l.value FROM UNNEST(labels) AS l WHERE l.key = @label_key) AS cluster,
   service.description AS service, sku.description AS sku,
   SUM(cost) AS cost,
   SUM(IFNULL((SELECT SUM(c.amount) FROM UNNEST(credits) AS c), 0)) AS credits,
-  currency
+  currency,
+  SUM((cost + IFNULL((SELECT SUM(c.amount) FROM UNNEST(credits) AS c), 0)) / currency_conversion_rate) AS usd
 FROM `{table}`
-WHERE usage_start_time >= @start AND usage_start_time < @end
+WHERE _PARTITIONTIME >= @partitions_from
+  AND usage_start_time >= @start AND usage_start_time < @end
   AND EXISTS(SELECT 1 FROM UNNEST(labels) AS l WHERE l.key = @label_key{only})
 GROUP BY usage_day, cluster, service, sku, currency
 """
@@ -76,7 +90,8 @@ def billed(since, until, clusters: list[str] | None, settings: dict, *, session=
     base = os.environ.get("GPUFLEET_BIGQUERY_ENDPOINT", "https://bigquery.googleapis.com").rstrip("/")
     project = table.split(".")[0]
     params = [_param("label_key", "STRING", LABEL), _param("start", "TIMESTAMP", f"{since.isoformat()} 00:00:00+00:00"),
-              _param("end", "TIMESTAMP", f"{until.isoformat()} 00:00:00+00:00")]
+              _param("end", "TIMESTAMP", f"{until.isoformat()} 00:00:00+00:00"),
+              _param("partitions_from", "TIMESTAMP", f"{(since - PARTITION_SLACK).isoformat()} 00:00:00+00:00")]
     if clusters:
         params.append({"name": "clusters", "parameterType": {"type": "ARRAY", "arrayType": {"type": "STRING"}},
                        "parameterValue": {"arrayValues": [{"value": c} for c in sorted(clusters)]}})
@@ -104,18 +119,19 @@ def billed(since, until, clusters: list[str] | None, settings: dict, *, session=
 
 def _rows(rows: list[dict]) -> list[Billed]:
     """The query's rows (every cell a string; a TIMESTAMP in microseconds, asked for with
-    ``useInt64Timestamp``) as one Billed per cluster and line: cost plus credits (credits are negative)."""
-    out: dict[tuple[str, str], Billed] = {}
+    ``useInt64Timestamp``) as one Billed per cluster, line and currency: cost plus credits (credits are
+    negative), and that in dollars at the export's rate."""
+    out = []
     for r in rows:
         if not r["cluster"]:
             continue
-        line = line_of(r["service"] or "", r["sku"] or "")
         day = dt.datetime.fromtimestamp(int(r["usage_day"]) / 1e6, dt.timezone.utc).date().isoformat()
-        cur = out.get((r["cluster"], line))
-        usd = float(r["cost"] or 0) + float(r["credits"] or 0)
-        out[(r["cluster"], line)] = Billed("gcp", r["cluster"], line, (cur.usd if cur else 0.0) + usd,
-                                           max(cur.through if cur else "", day))
-    return list(out.values())
+        amount = float(r["cost"] or 0) + float(r["credits"] or 0)
+        currency = r.get("currency") or "USD"
+        usd = amount if currency == "USD" else None if r.get("usd") is None else float(r["usd"])
+        out.append(Billed("gcp", r["cluster"], line_of(r["service"] or "", r["sku"] or ""), usd, day,
+                          currency=currency, amount=None if currency == "USD" else amount))
+    return merged(out)
 
 
 def _param(name: str, kind: str, value: str) -> dict:

@@ -43,8 +43,10 @@ from gpufleet.clouds.gcp.rules import (
     PSA_PREFIX,
     STORAGE,
     TCPX_MTU,
+    boot_disk_type,
     compact_placement,
     gcp_name,
+    reservation_bound,
 )
 from gpufleet.clouds.gcp.tags import describe
 from gpufleet.clouds.pools import StorageArgs, first_zone, resource_name
@@ -189,12 +191,17 @@ class PoolArgs:
     flex_start: tuple[int, int] | None = None  # (run, wait) seconds: DWS provisions the VMs (clouds.gcp.flexstart)
 
 
-def scheduling(spot: bool) -> dict:
-    """GPU VMs cannot live-migrate: TERMINATE on host maintenance; spot VMs are deleted on preemption
-    (the REST API's Scheduling)."""
+def scheduling(spot: bool, bound: bool = False) -> dict:
+    """GPU VMs cannot live-migrate: TERMINATE on host maintenance; spot VMs are deleted on preemption;
+    a reservation-bound VM (``bound``) lives as long as its reservation and is deleted when it ends
+    (the REST API's Scheduling: provisioningModel SPOT, STANDARD or RESERVATION_BOUND, as
+    google-cloud-compute 1.57's Scheduling.ProvisioningModel names them)."""
     if spot:
         return {"onHostMaintenance": "TERMINATE", "automaticRestart": False, "preemptible": True,
                 "provisioningModel": "SPOT", "instanceTerminationAction": "DELETE"}
+    if bound:
+        return {"onHostMaintenance": "TERMINATE", "automaticRestart": True, "provisioningModel": "RESERVATION_BOUND",
+                "instanceTerminationAction": "DELETE"}
     return {"onHostMaintenance": "TERMINATE", "automaticRestart": True, "provisioningModel": "STANDARD"}
 
 
@@ -205,9 +212,9 @@ def instance_properties(args: PoolArgs, nics: list, metadata: dict, service_acco
         "machineType": args.machine_type,
         "disks": [{"boot": True, "autoDelete": True,
                    "initializeParams": {"sourceImage": args.image, "diskSizeGb": str(args.root_disk_gb),
-                                        "diskType": "pd-balanced", "labels": args.labels}}],
+                                        "diskType": boot_disk_type(args.machine_type), "labels": args.labels}}],
         "networkInterfaces": nics,
-        "scheduling": scheduling(args.spot),
+        "scheduling": scheduling(args.spot, bool(args.reservation) and reservation_bound(args.machine_type)),
         "labels": args.labels,
         "tags": {"items": [gcp_name(args.cluster), gcp_name(args.cluster, args.pool)]},
         "metadata": {"items": [{"key": k, "value": v} for k, v in metadata.items()]},
@@ -309,7 +316,7 @@ def _flex_start_nodes(name: str, args: PoolArgs, metadata: dict, service_account
     template = gcp.compute.InstanceTemplate(
         f"{name}-flex", name_prefix=gcp_name(args.cluster, args.pool)[:33] + "-", description=desc,
         machine_type=args.machine_type, labels=args.labels,
-        disks=[{"source_image": args.image, "boot": True, "auto_delete": True, "disk_type": "pd-balanced",
+        disks=[{"source_image": args.image, "boot": True, "auto_delete": True, "disk_type": boot_disk_type(args.machine_type),
                 "disk_size_gb": args.root_disk_gb, "labels": args.labels}],
         network_interfaces=nics, scheduling=flexstart.scheduling(run_s),
         reservation_affinity={"type": "NO_RESERVATION"},  # flex-start VMs consume no reservation

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpufleet.catalog import consumption
 from gpufleet.catalog.images import DEFAULT_IMAGE
 from gpufleet.clouds.pools import (
     NameRule,
@@ -144,7 +145,41 @@ def check_pool(stack, pool, instance) -> list[Problem]:
         out.append(Problem(("flex_start",), f"flex-start provisions accelerator-optimized machines, not {instance.name}",
                            f"use a machine of the {', '.join(s.upper() for s in FLEX_START_SERIES)} series (A4X and "
                            "G4 excepted), or drop flex_start"))
-    return out
+    return out + consumption_problems(pool, instance)
+
+
+def consumption_problems(pool, instance) -> list[Problem]:
+    """A pool that would buy its machines in a way Google does not sell them (catalog.consumption): an
+    A4 or A3 Ultra pool on demand."""
+    model = consumption.model_of(pool.spot, pool.flex_start is not None, bool(pool.reservations))
+    sold = consumption.of("gcp", instance.name)
+    if sold is None or model in sold.models:
+        return []
+    ways = {"spot": "spot: true", "flex-start": "flex_start: {run_hours: 24}",
+            "reservation-bound": "reservations: [the future reservation it runs in]"}
+    return [Problem(("instance_type",), f"Google sells {instance.name} only {sold.words()}, not "
+                    f"{consumption.WORDS[model]} ({sold.source[:80]}..., {sold.as_of})",
+                    "give the pool one of " + ", ".join(ways[m] for m in sold.models if m in ways))]
+
+
+# Boot disks: A4 and A3 Ultra machines attach Hyperdisk only, and of the Hyperdisk types only Hyperdisk
+# Balanced (and its High Availability form) boots ("the only supported Hyperdisk types" for boot disks,
+# compute/docs/disks/hd-types/hyperdisk-balanced; the machine series' disk support table,
+# compute/docs/disks#disk-types; Vertex AI's DiskSpec: "for A3U machines, the default value is
+# hyperdisk-balanced", updated 2025-06-27; read 2026-11). Other GPU machines boot from pd-balanced.
+HYPERDISK_ONLY = ("a4-highgpu-", "a3-ultragpu-")
+
+
+def boot_disk_type(machine_type: str) -> str:
+    return "hyperdisk-balanced" if machine_type.startswith(HYPERDISK_ONLY) else "pd-balanced"
+
+
+def reservation_bound(machine_type: str) -> bool:
+    """Whether a VM in a reservation is RESERVATION_BOUND: the machines Google sells reservation-bound and
+    not on demand, whose reservations are future reservations (compute/docs/instances/
+    about-reservation-bound-vms, read 2026-11), rather than STANDARD VMs consuming a reservation."""
+    return (consumption.sold("gcp", machine_type, "reservation-bound")
+            and not consumption.sold("gcp", machine_type, "ondemand"))
 
 
 # "Flex-start VMs support all accelerator-optimized machine types (except A4X and G4)" (About

@@ -23,6 +23,9 @@ def spend(resources: list[Planned]) -> list[Usage]:
             out += _disks(r, n)
             if r.inputs.get("public"):
                 out.append(Usage(r.pool, "ipv4", "ipv4", "hour", r.region, n, f"external IPv4 address x {n} VM(s)"))
+        elif r.type == "gcp:compute/instanceTemplate:InstanceTemplate":  # a flex-start pool's: its VMs are the pool's
+            vms[r.region] = vms.get(r.region, 0) + r.nodes
+            out += _template_disks(r)
         elif r.type == "gcp:filestore/instance:Instance":
             gb = sum(float(s.get("capacityGb") or 0) for s in _list(r.inputs.get("fileShares")))
             tier = (r.inputs.get("tier") or "ZONAL").lower()
@@ -50,6 +53,16 @@ def _disks(r: Planned, n: int) -> list[Usage]:
         if gib:
             out.append(Usage(r.pool, "volumes", f"pd:{kind}", "gib-month", r.region, gib * n,
                              f"{gib:g} GiB {kind} boot disk x {n} VM(s)"))
+    return out
+
+
+def _template_disks(r: Planned) -> list[Usage]:
+    out = []
+    for d in _list(r.inputs.get("disks")):
+        gib, kind = float(d.get("diskSizeGb") or 0), d.get("diskType") or "pd-balanced"
+        if gib:
+            out.append(Usage(r.pool, "volumes", f"pd:{kind}", "gib-month", r.region, gib * r.nodes,
+                             f"{gib:g} GiB {kind} boot disk x {r.nodes} VM(s)"))
     return out
 
 
