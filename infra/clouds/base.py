@@ -410,9 +410,10 @@ class Cloud(Provider, Protocol):
     def image_artifacts(self, ids: list[str], variables: dict) -> list[tuple[str, str]]:
         """(region, what the cloud calls the image) of each artifact id a Packer build printed."""
 
-    def check_reservation(self, reservation) -> list[Problem]:
-        """What is wrong with a reservation a pool names on this cloud (``spec.Reservation``; keys
-        inside it): the id's form, its zone, what this cloud sells."""
+    def check_reservation(self, reservation, instance) -> list[Problem]:
+        """What is wrong with a reservation a pool names on this cloud (``spec.Reservation`` of
+        ``instance``, a ``catalog.InstanceType``, None where the catalog has no such type; keys inside
+        it): the id's form, its zone, what this cloud sells, what that type cannot take from one."""
 
     def credentials(self) -> str:
         """Where credentials would come from (no network call); CredentialsError naming how to set them up."""

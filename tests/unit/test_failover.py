@@ -389,3 +389,22 @@ def test_plan_prices_a_capacity_block_as_paid_up_front_and_drops_one_out_of_its_
     assert pool["failover"]["candidates"][2]["why"] == candidates.OWN  # the open market after what it holds
     (dropped,) = pool["failover"]["dropped"]
     assert "cr-0bbbbbbbbbbbbbbbb" in dropped["candidate"] and "runs from 2098-01-01" in dropped["why"]
+
+
+def test_an_azure_infiniband_pool_holding_a_reservation_is_refused_with_the_reason(tmp_path):
+    """InfiniBand joins the VMs of one placement group of a Uniform scale set (Flexible ones have none),
+    and a capacity reservation refuses a scale set with singlePlacementGroup true or a proximity
+    placement group (Microsoft Learn: "Orchestration modes for Virtual Machine Scale Sets", the capacity
+    reservation overview's limitations, read 2026-11): exit 2 before anything is created."""
+    crg = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Compute/"
+           "capacityReservationGroups/h100")
+    text = (EXAMPLES / "azure-nd.yaml").read_text().replace(
+        "    nodes: 4\n", f"    nodes: 4\n    reservations: [{{id: '{crg}', zone: '1'}}]\n")
+    path = tmp_path / "azure-nd.yaml"
+    path.write_text(text)
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "example.pub").write_text((EXAMPLES / "keys" / "example.pub").read_text())
+    r = cli("--json", "plan", str(path))
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    said = json.dumps(json.loads(r.stdout))
+    assert "pools[0].reservations[0]" in said and "single placement group" in said and "InfiniBand" in said
