@@ -396,6 +396,7 @@ class Cloud(Provider, Protocol):
     leftover_prices: Mapping[str, Mapping[str, float]]
 
     image_template: str  # its Packer template under images/ (a golden image of a pool)
+    images_global: bool  # an image built anywhere boots in every region (else only where it was built)
 
     def image_vars(self, pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict,
                    zones: tuple[str, ...], build: str) -> dict:

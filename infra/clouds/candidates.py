@@ -28,8 +28,9 @@ import datetime as dt
 from dataclasses import asdict, dataclass, field, replace
 
 from gpufleet import compare, spec
-from gpufleet.clouds import provider
+from gpufleet.clouds import golden, provider
 from gpufleet.perf import workloads
+from gpufleet.state.images import Manifest
 
 OWN, ZONE, REGION, CLOUD, TYPE, ON_DEMAND = ("the stack's own", "another zone", "another region", "another cloud",
                                              "another instance type", "on-demand after spot")
@@ -108,7 +109,7 @@ def for_pool(stack, pool, cat, now: dt.datetime | None = None) -> Candidates:
     own = _candidate(cat, pool, pool.provider, pool.region, own_zone, own_type.name, pool.spot, OWN)
     held = _held(pool, cat, own_type, now or dt.datetime.now(dt.timezone.utc), out.dropped)
     if f is None:
-        out.ordered += [*held, own]
+        out.ordered += _bootable(pool, [*held, own], out.dropped)
         return out
     seen = {_key(own)}
     alternatives = []
@@ -129,7 +130,24 @@ def for_pool(stack, pool, cat, now: dt.datetime | None = None) -> Candidates:
     # spot before on-demand (a spot pool's fallback comes last), then compare's ranking, then by name
     kept.sort(key=lambda c: (c.why == ON_DEMAND, ranks.get((c.provider, c.region, c.instance_type, c.market),
                                                            float("inf")), c.provider, c.region, c.zone or ""))
-    out.ordered = [*held, own, *kept]
+    out.ordered = _bootable(pool, [*held, own, *kept], out.dropped)
+    return out
+
+
+def _bootable(pool, places: list[Candidate], dropped: list) -> list[Candidate]:
+    """The places where the pool's golden image (``gpufleet:<name>``) boots; the others go to
+    ``dropped`` with why (an AMI or an Azure gallery version is regional, a GCP image global). On
+    another cloud the pool boots that cloud's image of the same OS (``placed``)."""
+    name = golden.name_of(pool)
+    if name is None:
+        return places
+    manifest, out = Manifest(), []
+    for c in places:
+        why = golden.missing(manifest, name, c.provider, c.region) if c.provider == pool.provider else None
+        if why:
+            dropped.append({"candidate": c.label(), "why": why})
+        else:
+            out.append(c)
     return out
 
 

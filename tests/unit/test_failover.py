@@ -408,3 +408,55 @@ def test_an_azure_infiniband_pool_holding_a_reservation_is_refused_with_the_reas
     assert r.exit_code == 2 and "Traceback" not in r.output, r.output
     said = json.dumps(json.loads(r.stdout))
     assert "pools[0].reservations[0]" in said and "single placement group" in said and "InfiniBand" in said
+
+
+def _built(tmp_path, monkeypatch, provider: str, region: str, image_id: str) -> str:
+    """A golden image recorded as `gpufleet image build` records it (in ``region``); its pool reference."""
+    from gpufleet.state.images import BuiltImage, Manifest
+
+    monkeypatch.setenv("GPUFLEET_IMAGES", str(tmp_path / "images.json"))
+    Manifest().record(BuiltImage("gpufleet-s-p-0123456789", provider, region, image_id, "s", "p", "0" * 64,
+                                 "2026-11-25T00:00:00Z"))
+    return "gpufleet:gpufleet-s-p-0123456789"
+
+
+def test_a_region_without_the_pools_ami_is_left_out_before_any_attempt(cat, fake, tmp_path, monkeypatch):
+    """An AMI is regional (EC2 CopyImage makes a copy in another region): a pool booting a golden image
+    built in us-east-1 cannot land in us-west-2. The place is left out, said, before anything is
+    tried; before, the first move there stopped failover with exit 2."""
+    from fakes.pulumi_cli import Failure
+
+    image = _built(tmp_path, monkeypatch, "aws", "us-east-1", "ami-0123456789abcdef0")
+    path = with_failover(tmp_path, "{regions: [us-west-2]}")
+    text = open(path).read().replace("image: ubuntu-22.04", f"image: {image}")
+    open(path, "w").write(text)
+    stack = stacks.load(path, cat)
+    c = candidates.for_pool(stack, stack.pools[0], cat)
+    assert {x.region for x in c.ordered} == {"us-east-1"}
+    (dropped,) = [d for d in c.dropped if "us-west-2" in d["candidate"]]
+    assert "no golden image gpufleet-s-p-0123456789 built for aws us-west-2" in dropped["why"]
+    fake.fail_ups = [Failure(short_fleet(), at=FLEET), None]
+    r = cli("--json", "up", path, "--yes", "--no-configure")
+    data = json.loads(r.stdout)
+    assert r.exit_code == 1 and data["error"] == "NoPlaceLeft", r.output
+    assert [(a["region"], a["outcome"]) for a in data["attempts"]] == [("us-east-1", "refused")]
+
+
+def test_a_gcp_image_is_global_so_every_region_of_gcp_keeps_it(cat, tmp_path, monkeypatch):
+    """A Compute Engine image is a global resource: one built from us-central1 boots a pool moved to
+    us-east4 (its attempt's program names it), where the manifest has no entry of its own."""
+    from conftest import placed_plan
+
+    image = _built(tmp_path, monkeypatch, "gcp", "us-central1", "projects/p/global/images/gpufleet-s-p-0123456789")
+    text = (EXAMPLES / "gcp-a3.yaml").read_text().replace("image: ubuntu-22.04", f"image: {image}")
+    head, sep, rest = text.partition("\n    nodes:")
+    path = tmp_path / "gcp.yaml"
+    path.write_text(f"{head}\n    failover: {{regions: [us-east4]}}{sep}{rest}")
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "example.pub").write_text((EXAMPLES / "keys" / "example.pub").read_text())
+    stack = stacks.load(path, cat)
+    c = candidates.for_pool(stack, stack.pools[0], cat)
+    moved = [x for x in c.ordered if x.region == "us-east4"]
+    assert moved, c.dropped
+    p = placed_plan(stack, cat, {stack.pools[0].name: moved[0]})
+    assert p.pools[0].image["id"] == "projects/p/global/images/gpufleet-s-p-0123456789"
