@@ -31,6 +31,9 @@ class PlannedResource:
     inputs: dict
     component: bool = False
     provider: bool = False
+    # how an update treats it, where the program says (Pulumi's replaceOnChanges, deleteBeforeReplace):
+    # what a reviewer checks against what the provider's own update would do
+    options: dict = field(default_factory=dict)
 
     def summary(self) -> str:
         c = _cloud_of(self.type)
@@ -47,7 +50,8 @@ class PlannedResource:
         return ", ".join(parts)
 
     def to_dict(self) -> dict:
-        return {"type": self.type, "name": self.name, "parent": self.parent, "inputs": self.inputs}
+        return {"type": self.type, "name": self.name, "parent": self.parent, "inputs": self.inputs,
+                **({"options": self.options} if self.options else {})}
 
 
 @dataclass
@@ -259,7 +263,8 @@ def _run_mocked(lay: Layout, cluster: Cluster, cat, progress, only: set[str] | N
 
 
 class _Monitor:
-    """Wraps Pulumi's MockMonitor to remember each resource's parent component."""
+    """Wraps Pulumi's MockMonitor to remember each resource's parent component and the options that
+    decide what an update does to it."""
 
     def __new__(cls, mocks):
         from pulumi.runtime.mocks import MockMonitor
@@ -267,6 +272,9 @@ class _Monitor:
         class Monitor(MockMonitor):
             def RegisterResource(self, request):
                 mocks.parents[(request.type, request.name)] = request.parent
+                options = {"replaceOnChanges": sorted(request.replaceOnChanges),
+                           "deleteBeforeReplace": request.deleteBeforeReplace}
+                mocks.options[(request.type, request.name)] = {k: v for k, v in options.items() if v}
                 return super().RegisterResource(request)
 
         return Monitor(mocks)
@@ -283,6 +291,7 @@ class _Mocks:
             def __init__(self):
                 self.resources: list[PlannedResource] = []
                 self.parents: dict = {}
+                self.options: dict = {}  # (type, name) -> the update options the program gave it
                 self.subnets: dict[str, str] = {}  # subnet id -> CIDR (the clouds' mocks fill it in)
                 self.memo: dict = {}  # what a cloud's mocks keep for later resources
                 self.regions: dict[str, str] = {}  # provider name -> region
@@ -301,7 +310,8 @@ class _Mocks:
                 shown = inputs.get(READER_KIND) or typ if typ == DYNAMIC_TYPE else typ
                 listed = {k: v for k, v in inputs.items() if k != "__provider"} if shown != typ else inputs
                 self.resources.append(PlannedResource(shown, name, pname, listed, component=not custom,
-                                                      provider=typ.startswith("pulumi:providers:")))
+                                                      provider=typ.startswith("pulumi:providers:"),
+                                                      options=self.options.get((typ, name), {})))
                 if typ.startswith("pulumi:providers:"):
                     self.regions[name] = inputs.get("region") or inputs.get("location") or ""
                 elif c:
