@@ -31,7 +31,8 @@ class PlannedResource:
     inputs: dict
     component: bool = False
     provider: bool = False
-    # how an update treats it, where the program says (Pulumi's replaceOnChanges, deleteBeforeReplace):
+    # how an update treats it, where the program says (Pulumi's replaceOnChanges, deleteBeforeReplace,
+    # ignoreChanges):
     # what a reviewer checks against what the provider's own update would do
     options: dict = field(default_factory=dict)
 
@@ -273,7 +274,8 @@ class _Monitor:
             def RegisterResource(self, request):
                 mocks.parents[(request.type, request.name)] = request.parent
                 options = {"replaceOnChanges": sorted(request.replaceOnChanges),
-                           "deleteBeforeReplace": request.deleteBeforeReplace}
+                           "deleteBeforeReplace": request.deleteBeforeReplace,
+                           "ignoreChanges": sorted(request.ignoreChanges)}
                 mocks.options[(request.type, request.name)] = {k: v for k, v in options.items() if v}
                 return super().RegisterResource(request)
 

@@ -460,3 +460,29 @@ def test_a_gcp_image_is_global_so_every_region_of_gcp_keeps_it(cat, tmp_path, mo
     assert moved, c.dropped
     p = placed_plan(stack, cat, {stack.pools[0].name: moved[0]})
     assert p.pools[0].image["id"] == "projects/p/global/images/gpufleet-s-p-0123456789"
+
+
+def test_moving_a_pool_to_another_zone_replaces_nothing_the_region_shares(cat, tmp_path):
+    """Failover moves pools[0] from us-east-1a to us-east-1b while another pool keeps the region's
+    network: every input of a network resource that differs between the two attempts' programs must
+    be one Pulumi ignores (ignoreChanges), or the update replaces it. Before, the NAT's public subnet
+    followed pools[0]'s zone: replaced create-before-delete with the same CIDR, which EC2 refuses
+    (InvalidSubnet.Conflict, a refusal that stops failover)."""
+    from conftest import placed_plan
+
+    path = with_failover(tmp_path, "{zones: [us-east-1b]}")
+    text = open(path).read().replace("    zone: us-east-1a\n", "", 1) + (
+        "  - {name: eval, provider: aws, region: us-east-1, zone: us-east-1c, instance_type: g5.xlarge, nodes: 1}\n")
+    open(path, "w").write(text)
+    stack = stacks.load(path, cat)
+    first, second = candidates.for_pool(stack, stack.pools[0], cat).ordered[:2]
+    assert (first.zone, second.zone) == ("us-east-1a", "us-east-1b")
+    cluster = planner.cluster_for(stack)  # one `up`: the same expiry in every attempt's tags
+    before, after = (placed_plan(stack, cat, {"trainers": c}, cluster=cluster) for c in (first, second))
+    shared = {(r.type, r.name): r for r in before.cloud_resources if r.parent == "aws-training-us-east-1"}
+    assert any(t == "aws:ec2/subnet:Subnet" for t, _ in shared)
+    for r in after.cloud_resources:
+        if (r.type, r.name) in shared:
+            old = shared[(r.type, r.name)].inputs
+            changed = {k for k in set(old) | set(r.inputs) if old.get(k) != r.inputs.get(k)}
+            assert changed <= set(r.options.get("ignoreChanges", [])), (r.name, changed)

@@ -82,7 +82,7 @@ class NetworkArgs:
     region: str
     cidr: str  # the VPC block
     public_cidr: str  # subnet for the NAT gateway (and nodes with public IPs)
-    nat_zone: pulumi.Input[str]
+    nat_zone: pulumi.Input[str]  # where a new region's NAT goes; kept there after (ClusterNetwork)
     ssh_cidrs: list[str]
     public_key: str | None
     tags: dict[str, str]
@@ -105,9 +105,14 @@ class ClusterNetwork(pulumi.ComponentResource):
                               enable_dns_hostnames=True, tags={**t, "Name": f"{args.cluster}-{args.region}"}, opts=child)
             self.vpc_id = vpc.id
             igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=t, opts=child)
+            # The NAT's subnet stays in the zone the region's first `up` gave it (its first pool's, so
+            # that pool's egress stays in its zone): an availability zone is ForceNew on a subnet, and a
+            # replacement (create before delete, the same CIDR) is refused by EC2 with
+            # InvalidSubnet.Conflict, which would stop capacity failover moving that pool to another zone
             public = aws.ec2.Subnet(f"{name}-public", vpc_id=vpc.id, cidr_block=args.public_cidr,
                                     availability_zone=args.nat_zone, map_public_ip_on_launch=False,
-                                    tags={**t, "Name": f"{args.cluster}-public"}, opts=child)
+                                    tags={**t, "Name": f"{args.cluster}-public"},
+                                    opts=pulumi.ResourceOptions(parent=self, ignore_changes=["availability_zone"]))
             public_rt = aws.ec2.RouteTable(f"{name}-public-rt", vpc_id=vpc.id,
                                            routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": igw.id}], tags=t, opts=child)
             aws.ec2.RouteTableAssociation(f"{name}-public-rta", subnet_id=public.id, route_table_id=public_rt.id, opts=child)
