@@ -174,6 +174,7 @@ class Capacity:
     ends_at: str | None = None
     upfront_usd: float | None = None  # what an offering costs, paid up front
     buy: str = ""  # the cloud's own command that buys an offering (gpufleet buys nothing)
+    note: str = ""  # what the cloud does beyond ``instances`` (Azure: VMs past the reserved quantity)
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
