@@ -14,7 +14,8 @@ import hashlib
 from dataclasses import dataclass, field
 
 from gpufleet.catalog.onprem import site_from_pool
-from gpufleet.clouds import by_pulumi_package, candidates
+from gpufleet.clouds import by_pulumi_package, candidates, cloud
+from gpufleet.clouds.pools import resource_name
 from gpufleet.clouds.tags import Cluster, expiry_from, format_expiry
 from gpufleet.engine import spend
 from gpufleet.engine.addresses import host_address
@@ -137,13 +138,15 @@ def cluster_for(stack, name: str | None = None, now: dt.datetime | None = None,
 
 
 def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: int | None = None,
-         lay: Layout | None = None) -> Plan:
+         lay: Layout | None = None, attempts: bool = False) -> Plan:
     """Run the program under mocks and return every resource it registers, with costs.
 
     A large stack is split by pools over ``workers`` processes (default: the CPUs this
     process may use); each runs the same program for its pools, and the network resources
     the shards share are kept once. ``lay``: the layout to render (default: the stack's own;
-    an attempt of failover has pools placed at reservations).
+    an attempt of failover has pools placed at reservations). ``attempts``: each failover place
+    also carries the request its attempt sends (``attempt_request``, one more rendering per place:
+    `plan` shows them, `up` has no need).
     """
     cluster = cluster or cluster_for(stack)
     lay = lay or layout(stack, cat)
@@ -151,7 +154,10 @@ def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: 
     pools = {p.name: p for p in stack.pools}
     for c in costs:
         if pools[c.pool].failover is not None or pools[c.pool].reservations:
-            c.failover = candidates.for_pool(stack, pools[c.pool], cat).to_dict()
+            places = candidates.for_pool(stack, pools[c.pool], cat)
+            c.failover = places.to_dict()
+            for place, shown in zip(places.ordered if attempts else [], c.failover["candidates"]):
+                shown["request"] = attempt_request(stack, pools[c.pool], place, cat, cluster)
     resources: list[PlannedResource] = []
     outputs: dict = {}
     if lay.pools:
@@ -168,6 +174,33 @@ def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: 
     out = Plan(stack.name, cluster.name, format_expiry(cluster.expires_at), resources, costs, outputs, warnings, lay)
     out.spend = spend.estimate(out, stack, cat)
     return out
+
+
+def attempt_request(stack, pool, place, cat, cluster: Cluster) -> dict:
+    """What the pool's attempt at ``place`` asks its cloud for: ``{type: {input: value}}`` of the
+    inputs its cloud's mocks name (``REQUEST``: zones, placement group, scale set mode, the
+    reservation ...), read off the program that attempt deploys for the pool (rendered alone, at
+    the place, as ``fleet.failover.place`` does with the whole stack); an input the program leaves
+    out is None."""
+    moved = candidates.placed(pool, place)
+    alone = stack.model_copy(update={"pools": [moved]})
+    lay = layout(alone, cat, {pool.name: place} if place.reservation is not None else None)
+    resources, _ = _run_mocked(lay, cluster, cat, None, only={pool.name})
+    wanted = cloud(place.provider).mocks().REQUEST
+    component = resource_name(cluster.name, pool.name)  # each cloud's program names the pool so
+    out: dict[str, dict] = {}
+    for r in resources:
+        if r.parent == component and r.type in wanted:
+            out[r.type] = {key: _input(r.inputs, key) for key in wanted[r.type]}
+    return out
+
+
+def _input(inputs: dict, key: str):
+    """An input by its dotted path (``virtualMachineProfile.priority``), or None."""
+    value = inputs
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
 
 
 # Pulumi's one type for every dynamic resource: a rack host (clouds.baremetal.rack.RackHost), or a

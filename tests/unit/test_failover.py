@@ -258,6 +258,7 @@ def test_plan_lists_each_pools_places_in_order_with_prices(cat, tmp_path):
     (pool,) = json.loads(r.stdout)["pools"]
     places = pool["failover"]["candidates"]
     listed = cat.offer("aws", "us-east-1", "p4d.24xlarge", "ondemand").usd_per_hour
+    assert places[0].pop("request")  # what each attempt asks (test_plan_json_shows_what_each_attempt_asks ...)
     assert places[0] | {"why": None} == {"provider": "aws", "region": "us-east-1", "zone": "us-east-1a",
                                         "instance_type": "p4d.24xlarge", "spot": False, "price_per_hour": 2 * listed,
                                         "price_per_node_hour": listed, "why": None, "reservation": None,
@@ -486,3 +487,38 @@ def test_moving_a_pool_to_another_zone_replaces_nothing_the_region_shares(cat, t
             old = shared[(r.type, r.name)].inputs
             changed = {k for k in set(old) | set(r.inputs) if old.get(k) != r.inputs.get(k)}
             assert changed <= set(r.options.get("ignoreChanges", [])), (r.name, changed)
+
+
+def test_plan_json_shows_what_each_attempt_asks_its_cloud_for(cat, tmp_path):
+    """Each place `up` may try comes with the request its attempt sends, from the program that attempt
+    deploys: the reserved one (Azure: singlePlacementGroup false, no proximity placement group, the
+    reservation's zone) and every failover zone, so a reviewer sees what each attempt really asks."""
+    crg = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Compute/"
+           "capacityReservationGroups/h100")
+    path = tmp_path / "z.yaml"
+    path.write_text("name: z\nowner: o@example.com\naccess: {public_key: keys/example.pub}\npools:\n"
+                    "  - {name: z, provider: azure, region: eastus, instance_type: Standard_NC80adis_H100_v5, nodes: 2,\n"
+                    f"     reservations: [{{id: '{crg}', zone: '2'}}], failover: {{zones: any}}}}\n")
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "example.pub").write_text((EXAMPLES / "keys" / "example.pub").read_text())
+    r = cli("--json", "plan", str(path))
+    assert r.exit_code == 0, r.output
+    (pool,) = json.loads(r.stdout)["pools"]
+    places = pool["failover"]["candidates"]
+    assert [(c["zone"], c["reservation"]) for c in places] == [("2", crg), ("1", None), ("2", None), ("3", None)]
+    held = places[0]["request"]["azure-native:compute:VirtualMachineScaleSet"]
+    assert (held["zones"], held["singlePlacementGroup"], held["proximityPlacementGroup"], held["orchestrationMode"]) \
+        == (["2"], False, None, "Uniform")
+    assert held["virtualMachineProfile.capacityReservation"] == {"capacityReservationGroup": {"id": crg}}
+    assert "azure-native:compute:ProximityPlacementGroup" not in places[0]["request"]
+    for c in places[1:]:
+        vmss = c["request"]["azure-native:compute:VirtualMachineScaleSet"]
+        assert (vmss["zones"], vmss["singlePlacementGroup"], vmss["virtualMachineProfile.capacityReservation"]) == (
+            [c["zone"]], True, None)
+        assert vmss["proximityPlacementGroup"] and \
+            c["request"]["azure-native:compute:ProximityPlacementGroup"]["zones"] == [c["zone"]]
+    # AWS: the fleet's zone is each attempt's
+    aws = json.loads(cli("--json", "plan", with_failover(tmp_path, "{zones: [us-east-1b]}")).stdout)["pools"][0]
+    for c in aws["failover"]["candidates"]:
+        (override,) = c["request"]["aws:ec2/fleet:Fleet"]["launchTemplateConfigs"][0]["overrides"]
+        assert override["availabilityZone"] == c["zone"]

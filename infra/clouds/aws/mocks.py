@@ -30,6 +30,17 @@ COLUMNS = {
 }
 
 
+# what a pool's attempt asks EC2 for: the inputs `plan --json` shows for each place failover may try
+# (engine.plan.attempt_request)
+REQUEST = {
+    "aws:ec2/fleet:Fleet": ("type", "launchTemplateConfigs", "targetCapacitySpecification", "onDemandOptions",
+                            "spotOptions"),
+    "aws:ec2/launchTemplate:LaunchTemplate": ("instanceType", "placement", "capacityReservationSpecification",
+                                              "instanceMarketOptions"),
+    "aws:ec2/placementGroup:PlacementGroup": ("strategy",),
+}
+
+
 def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> None:
     """Fill in what AWS would return for a new resource (``state``); ``ctx.subnets`` maps subnet
     ids to their blocks, ``ctx.memo`` keeps what later resources need."""
