@@ -82,3 +82,5 @@ def _render(f, hours: int) -> None:
                  ["provider", "kind", "zone", "instance", "free", "fits", "window", "up front", "use it with"], rows,
                  justify={"free": "right", "up front": "right"}, optional=("window", "provider", "fits", "up front"),
                  wraps=("use it with", "window"))
+    for note in dict.fromkeys(x.note for x in f.capacity if x.note):
+        c.print(f"[dim]{note}[/dim]")

@@ -27,7 +27,7 @@ def plan(
     st = stacks.load(stack, cat)
     cl = planner.cluster_for(st, cluster)
     with output.progress("Rendering the Pulumi program under mocks", total=None) as advance:
-        result = planner.plan(st, cat, cluster=cl, progress=advance)
+        result = planner.plan(st, cat, cluster=cl, progress=advance, attempts=True)
     if any(p.image for p in result.pools):  # is each golden image its pool's? (the tree `up` publishes)
         from gpufleet.fleet import image
 

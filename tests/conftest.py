@@ -442,11 +442,19 @@ def reserved_plan(stack, cat):
     """The program of ``stack`` with each pool that holds reservations placed at its first one, as
     `up`'s first failover attempt deploys it (engine.plan under Pulumi's mocks)."""
     from gpufleet.clouds import candidates
+
+    first = {p.name: candidates.for_pool(stack, p, cat).ordered[0] for p in stack.pools if p.reservations}
+    assert all(c.why == candidates.RESERVED for c in first.values())
+    return placed_plan(stack, cat, first)
+
+
+def placed_plan(stack, cat, places: dict, **kw):
+    """The program of ``stack`` with its pools at ``places`` ({pool: clouds.candidates.Candidate}), as
+    `up`'s failover attempt deploys it (fleet.failover.place; engine.plan under Pulumi's mocks, ``kw``
+    its other arguments)."""
     from gpufleet.engine import plan as planner
     from gpufleet.engine.program import layout
     from gpufleet.fleet import failover
 
-    first = {p.name: candidates.for_pool(stack, p, cat).ordered[0] for p in stack.pools if p.reservations}
-    assert all(c.why == candidates.RESERVED for c in first.values())
-    moved = failover.placed(stack, first)
-    return planner.plan(moved, cat, workers=1, lay=layout(moved, cat, failover.reserved(first)))
+    moved = failover.placed(stack, places)
+    return planner.plan(moved, cat, workers=1, lay=layout(moved, cat, failover.reserved(places)), **kw)

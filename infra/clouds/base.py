@@ -176,6 +176,7 @@ class Capacity:
     ends_at: str | None = None
     upfront_usd: float | None = None  # what an offering costs, paid up front
     buy: str = ""  # the cloud's own command that buys an offering (gpufleet buys nothing)
+    note: str = ""  # what the cloud does beyond ``instances`` (Azure: VMs past the reserved quantity)
 
     def to_dict(self) -> dict:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -441,6 +442,7 @@ class Cloud(Provider, Protocol):
     leftover_prices: Mapping[str, Mapping[str, float]]
 
     image_template: str  # its Packer template under images/ (a golden image of a pool)
+    images_global: bool  # an image built anywhere boots in every region (else only where it was built)
 
     def image_vars(self, pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict,
                    zones: tuple[str, ...], build: str) -> dict:
@@ -455,9 +457,10 @@ class Cloud(Provider, Protocol):
     def image_artifacts(self, ids: list[str], variables: dict) -> list[tuple[str, str]]:
         """(region, what the cloud calls the image) of each artifact id a Packer build printed."""
 
-    def check_reservation(self, reservation) -> list[Problem]:
-        """What is wrong with a reservation a pool names on this cloud (``spec.Reservation``; keys
-        inside it): the id's form, its zone, what this cloud sells."""
+    def check_reservation(self, reservation, instance) -> list[Problem]:
+        """What is wrong with a reservation a pool names on this cloud (``spec.Reservation`` of
+        ``instance``, a ``catalog.InstanceType``, None where the catalog has no such type; keys inside
+        it): the id's form, its zone, what this cloud sells, what that type cannot take from one."""
 
     def tag_problems(self, tags: dict[str, str]) -> list[tuple[str, str]]:
         """(tag key, what is wrong) for each ``gpufleet:*`` tag this cloud would refuse as gpufleet

@@ -29,8 +29,9 @@ from dataclasses import asdict, dataclass, field, replace
 
 from gpufleet import compare, spec
 from gpufleet.catalog import consumption
-from gpufleet.clouds import provider
+from gpufleet.clouds import golden, provider
 from gpufleet.perf import workloads
+from gpufleet.state.images import Manifest
 
 OWN, ZONE, REGION, CLOUD, TYPE, ON_DEMAND = ("the stack's own", "another zone", "another region", "another cloud",
                                              "another instance type", "on-demand after spot")
@@ -113,7 +114,7 @@ def for_pool(stack, pool, cat, now: dt.datetime | None = None) -> Candidates:
         out.dropped.append({"candidate": own.label(), "why": unsold})
     mine = [] if unsold else [own]
     if f is None:
-        out.ordered += [*held, *mine]
+        out.ordered += _bootable(pool, [*held, *mine], out.dropped)
         return out
     seen = {_key(own)}
     alternatives = []
@@ -134,7 +135,24 @@ def for_pool(stack, pool, cat, now: dt.datetime | None = None) -> Candidates:
     # spot before on-demand (a spot pool's fallback comes last), then compare's ranking, then by name
     kept.sort(key=lambda c: (c.why == ON_DEMAND, ranks.get((c.provider, c.region, c.instance_type, c.market),
                                                            float("inf")), c.provider, c.region, c.zone or ""))
-    out.ordered = [*held, *mine, *kept]
+    out.ordered = _bootable(pool, [*held, *mine, *kept], out.dropped)
+    return out
+
+
+def _bootable(pool, places: list[Candidate], dropped: list) -> list[Candidate]:
+    """The places where the pool's golden image (``gpufleet:<name>``) boots; the others go to
+    ``dropped`` with why (an AMI or an Azure gallery version is regional, a GCP image global). On
+    another cloud the pool boots that cloud's image of the same OS (``placed``)."""
+    name = golden.name_of(pool)
+    if name is None:
+        return places
+    manifest, out = Manifest(), []
+    for c in places:
+        why = golden.missing(manifest, name, c.provider, c.region) if c.provider == pool.provider else None
+        if why:
+            dropped.append({"candidate": c.label(), "why": why})
+        else:
+            out.append(c)
     return out
 
 

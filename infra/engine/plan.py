@@ -14,7 +14,8 @@ import hashlib
 from dataclasses import dataclass, field
 
 from gpufleet.catalog.onprem import site_from_pool
-from gpufleet.clouds import by_pulumi_package, candidates
+from gpufleet.clouds import by_pulumi_package, candidates, cloud
+from gpufleet.clouds.pools import resource_name
 from gpufleet.clouds.tags import Cluster, expiry_from, format_expiry
 from gpufleet.engine import spend
 from gpufleet.engine.addresses import host_address
@@ -31,6 +32,10 @@ class PlannedResource:
     inputs: dict
     component: bool = False
     provider: bool = False
+    # how an update treats it, where the program says (Pulumi's replaceOnChanges, deleteBeforeReplace,
+    # ignoreChanges):
+    # what a reviewer checks against what the provider's own update would do
+    options: dict = field(default_factory=dict)
 
     def summary(self) -> str:
         c = _cloud_of(self.type)
@@ -47,7 +52,8 @@ class PlannedResource:
         return ", ".join(parts)
 
     def to_dict(self) -> dict:
-        return {"type": self.type, "name": self.name, "parent": self.parent, "inputs": self.inputs}
+        return {"type": self.type, "name": self.name, "parent": self.parent, "inputs": self.inputs,
+                **({"options": self.options} if self.options else {})}
 
 
 @dataclass
@@ -132,13 +138,15 @@ def cluster_for(stack, name: str | None = None, now: dt.datetime | None = None,
 
 
 def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: int | None = None,
-         lay: Layout | None = None) -> Plan:
+         lay: Layout | None = None, attempts: bool = False) -> Plan:
     """Run the program under mocks and return every resource it registers, with costs.
 
     A large stack is split by pools over ``workers`` processes (default: the CPUs this
     process may use); each runs the same program for its pools, and the network resources
     the shards share are kept once. ``lay``: the layout to render (default: the stack's own;
-    an attempt of failover has pools placed at reservations).
+    an attempt of failover has pools placed at reservations). ``attempts``: each failover place
+    also carries the request its attempt sends (``attempt_request``, one more rendering per place:
+    `plan` shows them, `up` has no need).
     """
     cluster = cluster or cluster_for(stack)
     lay = lay or layout(stack, cat)
@@ -146,7 +154,10 @@ def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: 
     pools = {p.name: p for p in stack.pools}
     for c in costs:
         if pools[c.pool].failover is not None or pools[c.pool].reservations:
-            c.failover = candidates.for_pool(stack, pools[c.pool], cat).to_dict()
+            places = candidates.for_pool(stack, pools[c.pool], cat)
+            c.failover = places.to_dict()
+            for place, shown in zip(places.ordered if attempts else [], c.failover["candidates"]):
+                shown["request"] = attempt_request(stack, pools[c.pool], place, cat, cluster)
     resources: list[PlannedResource] = []
     outputs: dict = {}
     if lay.pools:
@@ -163,6 +174,33 @@ def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: 
     out = Plan(stack.name, cluster.name, format_expiry(cluster.expires_at), resources, costs, outputs, warnings, lay)
     out.spend = spend.estimate(out, stack, cat)
     return out
+
+
+def attempt_request(stack, pool, place, cat, cluster: Cluster) -> dict:
+    """What the pool's attempt at ``place`` asks its cloud for: ``{type: {input: value}}`` of the
+    inputs its cloud's mocks name (``REQUEST``: zones, placement group, scale set mode, the
+    reservation ...), read off the program that attempt deploys for the pool (rendered alone, at
+    the place, as ``fleet.failover.place`` does with the whole stack); an input the program leaves
+    out is None."""
+    moved = candidates.placed(pool, place)
+    alone = stack.model_copy(update={"pools": [moved]})
+    lay = layout(alone, cat, {pool.name: place} if place.reservation is not None else None)
+    resources, _ = _run_mocked(lay, cluster, cat, None, only={pool.name})
+    wanted = cloud(place.provider).mocks().REQUEST
+    component = resource_name(cluster.name, pool.name)  # each cloud's program names the pool so
+    out: dict[str, dict] = {}
+    for r in resources:
+        if r.parent == component and r.type in wanted:
+            out[r.type] = {key: _input(r.inputs, key) for key in wanted[r.type]}
+    return out
+
+
+def _input(inputs: dict, key: str):
+    """An input by its dotted path (``virtualMachineProfile.priority``), or None."""
+    value = inputs
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
 
 
 # Pulumi's one type for every dynamic resource: a rack host (clouds.baremetal.rack.RackHost), or a
@@ -259,7 +297,8 @@ def _run_mocked(lay: Layout, cluster: Cluster, cat, progress, only: set[str] | N
 
 
 class _Monitor:
-    """Wraps Pulumi's MockMonitor to remember each resource's parent component."""
+    """Wraps Pulumi's MockMonitor to remember each resource's parent component and the options that
+    decide what an update does to it."""
 
     def __new__(cls, mocks):
         from pulumi.runtime.mocks import MockMonitor
@@ -267,6 +306,10 @@ class _Monitor:
         class Monitor(MockMonitor):
             def RegisterResource(self, request):
                 mocks.parents[(request.type, request.name)] = request.parent
+                options = {"replaceOnChanges": sorted(request.replaceOnChanges),
+                           "deleteBeforeReplace": request.deleteBeforeReplace,
+                           "ignoreChanges": sorted(request.ignoreChanges)}
+                mocks.options[(request.type, request.name)] = {k: v for k, v in options.items() if v}
                 return super().RegisterResource(request)
 
         return Monitor(mocks)
@@ -283,6 +326,7 @@ class _Mocks:
             def __init__(self):
                 self.resources: list[PlannedResource] = []
                 self.parents: dict = {}
+                self.options: dict = {}  # (type, name) -> the update options the program gave it
                 self.subnets: dict[str, str] = {}  # subnet id -> CIDR (the clouds' mocks fill it in)
                 self.memo: dict = {}  # what a cloud's mocks keep for later resources
                 self.regions: dict[str, str] = {}  # provider name -> region
@@ -301,7 +345,8 @@ class _Mocks:
                 shown = inputs.get(READER_KIND) or typ if typ == DYNAMIC_TYPE else typ
                 listed = {k: v for k, v in inputs.items() if k != "__provider"} if shown != typ else inputs
                 self.resources.append(PlannedResource(shown, name, pname, listed, component=not custom,
-                                                      provider=typ.startswith("pulumi:providers:")))
+                                                      provider=typ.startswith("pulumi:providers:"),
+                                                      options=self.options.get((typ, name), {})))
                 if typ.startswith("pulumi:providers:"):
                     self.regions[name] = inputs.get("region") or inputs.get("location") or ""
                 elif c:

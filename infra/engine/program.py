@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpufleet import spec
-from gpufleet.clouds import cloud
+from gpufleet.clouds import cloud, golden
 from gpufleet.clouds.tags import Cluster
 from gpufleet.engine.addresses import AddressPlan, address_needs, plan_addresses
 from gpufleet.errors import InputError
 from gpufleet.providers import CLOUDS
-from gpufleet.state.images import PREFIX, BuiltImage, Manifest
+from gpufleet.state.images import BuiltImage, Manifest
 
 
 @dataclass
@@ -85,11 +85,11 @@ def layout(stack, cat, reserved: dict | None = None) -> Layout:
 
 
 def _built_image(manifest: Manifest, pool) -> BuiltImage | None:
-    """The golden image a pool names as ``gpufleet:<name>``, built for its cloud and region."""
-    if not (pool.image or "").startswith(PREFIX):
+    """The golden image a pool names as ``gpufleet:<name>``, built for its cloud and region (``clouds.golden``)."""
+    name = golden.name_of(pool)
+    if name is None:
         return None
-    name = pool.image[len(PREFIX):]
-    found = manifest.find(name, pool.provider, pool.region)
+    found = golden.find(manifest, name, pool.provider, pool.region)
     if found is None:
         raise InputError(f"pool {pool.name}: no image {name} built for {pool.provider} {pool.region} in "
                          f"{manifest.path}", f"build it: gpufleet image build STACK --pool {pool.name}")

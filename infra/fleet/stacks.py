@@ -106,7 +106,8 @@ def reserved_places(stack, pool, instance, cat) -> Iterable[Problem]:
             out.append(Problem(at, f"reservation {r.id} on {r.provider} needs `region` and `instance_type`",
                                "they default to the pool's only on the pool's own cloud"))
             continue
-        out += [Problem(at + p.keys, p.message, p.hint) for p in provider(r.provider).check_reservation(r)]
+        it = cat.instances.get((r.provider, r.instance_type)) if r.instance_type else instance
+        out += [Problem(at + p.keys, p.message, p.hint) for p in provider(r.provider).check_reservation(r, it)]
         regions = cat.regions.get(r.provider, {})
         if r.region not in regions:
             s = did_you_mean(r.region, regions)
@@ -116,7 +117,6 @@ def reserved_places(stack, pool, instance, cat) -> Iterable[Problem]:
         zones = cat.region_zones(r.provider, r.region)
         if r.zone and zones and r.zone not in zones:
             out.append(Problem(at + ("zone",), f"{r.region} has no zone {r.zone!r}", f"its zones: {', '.join(zones)}"))
-        it = cat.instances.get((r.provider, r.instance_type)) if r.instance_type else instance
         if it is None:
             s = did_you_mean(r.instance_type, [n for (p, n) in cat.instances if p == r.provider])
             out.append(Problem(at + ("instance_type",), f"unknown {r.provider} instance type {r.instance_type!r}",

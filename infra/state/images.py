@@ -60,7 +60,7 @@ class Manifest:
         tmp.write_text(json.dumps({"images": [e.to_dict() for e in kept]}, indent=1, sort_keys=True) + "\n")
         os.replace(tmp, self.path)
 
-    def find(self, name: str, provider: str, region: str) -> BuiltImage | None:
-        """The newest image called ``name`` built for ``provider`` in ``region``."""
-        found = [e for e in self.entries() if (e.name, e.provider, e.region) == (name, provider, region)]
+    def find(self, name: str, provider: str, region: str | None) -> BuiltImage | None:
+        """The newest image called ``name`` built for ``provider`` in ``region`` (None: in any region)."""
+        found = [e for e in self.entries() if (e.name, e.provider) == (name, provider) and region in (None, e.region)]
         return max(found, key=lambda e: e.built_at) if found else None

@@ -34,6 +34,9 @@ formats (https://learn.microsoft.com/rest/api/resources/):
   ``properties.capacityReservations[].id``; of reservations with ``sku {name, capacity}``,
   ``zones`` and ``properties.virtualMachinesAssociated[].id``), paged with ``nextLink``,
   https://learn.microsoft.com/rest/api/compute/capacity-reservation-groups/list-by-subscription;
+  ``GET {group}?$expand=instanceView``: the group with ``properties.instanceView.capacityReservations[]``
+  (``name``, ``utilizationInfo {currentCapacity, virtualMachinesAllocated[].id}``: the VMs running
+  or stopped but allocated, a subset of those associated), capacity-reservation-groups/get;
 * ``GET /subscriptions/{s}/providers/Microsoft.Compute/skus?$filter=location eq '<l>'``: resource
   SKUs (``resourceType``, ``name``, ``locations``, ``locationInfo[].zones``, ``capabilities``
   as name/value strings, ``restrictions``), https://learn.microsoft.com/rest/api/compute/resource-skus/list;
@@ -97,7 +100,8 @@ class ArmFake(JsonServer):
         self.skus: list[dict] = []
         self.scale_sets: dict[str, list[dict]] = {}  # lowercased scale set id -> its VMs
         self.accepted: set[str] = set()  # "publisher:offer:plan" whose marketplace terms the subscription accepted
-        self.capacity_groups: dict[str, tuple[dict, list[dict]]] = {}  # lowercased id -> (group, its reservations)
+        # lowercased id -> (group, its reservations, its instance view)
+        self.capacity_groups: dict[str, tuple[dict, list[dict], dict]] = {}
         self.marketplace: dict[tuple, list[dict]] = {}  # (location, publisher, offer, sku) lowercased -> versions
         self.sent: dict[str, dict] = {}  # lowercased id -> the last PUT body, as the client serialised it
         self.page_size = 50
@@ -163,8 +167,10 @@ class ArmFake(JsonServer):
                 {"instance": i, "name": n, "ip": ip, "public": pub, "vm": f"{scale_set_id}/virtualMachines/{i}"}
                 for i, n, ip, pub in vms]
 
-    def capacity_group(self, group: str, name: str, location: str, reservations: list[tuple[str, str, int, int]]):
-        """A capacity reservation group and its reservations as (zone, VM size, capacity, VMs associated)."""
+    def capacity_group(self, group: str, name: str, location: str,
+                       reservations: list[tuple[str, str, int, int, int]]):
+        """A capacity reservation group and its reservations as (zone, VM size, capacity, VMs allocated,
+        VMs associated: the allocated ones and the deallocated ones still associated)."""
         gid = f"/subscriptions/{self.subscription}/resourceGroups/{group}/providers/Microsoft.Compute/" \
               f"capacityReservationGroups/{name}"
         rows = [{"id": f"{gid}/capacityReservations/r{i}", "name": f"r{i}", "location": location,
@@ -172,13 +178,18 @@ class ArmFake(JsonServer):
                  "sku": {"name": size, "capacity": capacity},
                  "properties": {"reservationId": str(uuid.uuid4()), "platformFaultDomainCount": 1,
                                 "provisioningState": "Succeeded", "timeCreated": "2026-11-20T00:00:00Z",
-                                "virtualMachinesAssociated": [{"id": f"{gid}/vm{i}-{k}"} for k in range(used)]}}
-                for i, (zone, size, capacity, used) in enumerate(reservations)]
+                                "virtualMachinesAssociated": [{"id": f"{gid}/vm{i}-{k}"} for k in range(associated)]}}
+                for i, (zone, size, capacity, _, associated) in enumerate(reservations)]
         g = {"id": gid, "name": name, "location": location, "type": "Microsoft.Compute/capacityReservationGroups",
              "zones": sorted({r["zones"][0] for r in rows}),
              "properties": {"capacityReservations": [{"id": r["id"]} for r in rows]}}
+        view = {"capacityReservations": [
+            {"name": r["name"], "utilizationInfo": {"currentCapacity": capacity, "virtualMachinesAllocated": [
+                {"id": f"{gid}/vm{i}-{k}"} for k in range(allocated)]},
+             "statuses": [{"code": "ProvisioningState/succeeded", "level": "Info"}]}
+            for i, (r, (_, _, capacity, allocated, _)) in enumerate(zip(rows, reservations))]}
         with self.lock:
-            self.capacity_groups[gid.lower()] = (g, rows)
+            self.capacity_groups[gid.lower()] = (g, rows, view)
         return g
 
     def _scale_set_list(self, vmss: str, what: str, query, path):
@@ -243,14 +254,18 @@ class ArmFake(JsonServer):
                 rows = [x for x in self.skus if not m or m.group(1).lower() in [loc.lower() for loc in x["locations"]]]
             return 200, {"value": rows}, {}
         if rest == "/providers/microsoft.compute/capacityreservationgroups" and method == "GET":
-            return self._page([g for g, _ in self.capacity_groups.values()], query, path)
-        m = re.fullmatch(r"(/resourcegroups/[^/]+/providers/microsoft.compute/capacityreservationgroups/[^/]+)/"
-                         r"capacityreservations", rest)
+            return self._page([g for g, _, _ in self.capacity_groups.values()], query, path)
+        m = re.fullmatch(r"(/resourcegroups/[^/]+/providers/microsoft.compute/capacityreservationgroups/[^/]+)"
+                         r"(/capacityreservations)?", rest)
         if m and method == "GET":
             found = self.capacity_groups.get(sub.lower() + m.group(1))
             if found is None:
                 return _err(404, "ResourceNotFound", f"The Resource '{m.group(1)}' was not found.")
-            return self._page(found[1], query, path)
+            if m.group(2):
+                return self._page(found[1], query, path)
+            expanded = query.get("$expand", "").lower() == "instanceview"
+            return 200, {**found[0], "properties": {**found[0]["properties"],
+                                                    **({"instanceView": found[2]} if expanded else {})}}, {}
         m = re.fullmatch(r"(/resourcegroups/[^/]+/providers/microsoft.compute/virtualmachinescalesets/[^/]+)/"
                          r"(virtualmachines|networkinterfaces|publicipaddresses)", rest)
         if m and method == "GET":

@@ -96,3 +96,71 @@ def test_a_pools_resources_do_not_grow_with_its_nodes(cat, write):
     assert len(small_out["node_ids"]) == 2
     assert small == big and len(big) <= 12, big
     assert len(big_out["node_ids"]) == 1000 and len(set(big_out["private_ips"])) == 1000
+
+
+def test_an_instant_fleet_is_replaced_never_modified(cat):
+    """terraform-provider-aws (which pulumi-aws runs) updates an ``aws_ec2_fleet`` in place for any
+    change but its tags: ``resourceFleetUpdate`` calls ModifyFleet (internal/service/ec2/ec2_fleet.go;
+    only ``type``, ``valid_from``/``valid_until`` and a few capacity fields are ForceNew), and EC2
+    modifies only fleets of type ``maintain`` (API_ModifyFleet.html, read 2026-11). A later `up` that
+    changes the launch template (its version, in ``launchTemplateConfigs``) would fail on the pool's
+    instant fleet: every input ModifyFleet would carry must replace the fleet instead, the old one
+    deleted first (its instances and any reservation they hold are freed before the new launch)."""
+    from conftest import EXAMPLES
+
+    p = planner.plan(stacks.load(next(x for x in EXAMPLES if x.stem == "aws-training"), cat), cat, workers=1)
+    (fleet,) = [r for r in p.cloud_resources if r.type == "aws:ec2/fleet:Fleet"]
+    assert fleet.inputs["type"] == "instant"
+    modifiable = set(fleet.inputs) - {"tags", "type"}
+    assert "launchTemplateConfigs" in modifiable
+    assert modifiable <= set(fleet.options.get("replaceOnChanges", [])), fleet.options
+    assert fleet.options.get("deleteBeforeReplace") is True
+
+
+def test_a_pools_ami_is_pinned_in_the_stacks_state_not_looked_up_at_every_up(cat):
+    """Before, the launch template's image was an ``aws.ec2.get_ami(most_recent=True)`` invoke, run at
+    every `up`: a newer Ubuntu AMI changed the template by itself (and so the fleet). The program now
+    takes it from a resource of the stack (``clouds.aws.ami.PinnedAmi``) whose lookup runs once."""
+    from gpufleet.clouds.aws.rules import IMAGES
+
+    from conftest import EXAMPLES
+
+    p = planner.plan(stacks.load(next(x for x in EXAMPLES if x.stem == "aws-training"), cat), cat, workers=1)
+    (pin,) = [r for r in p.resources if r.type == "aws:gpufleet:PinnedAmi"]
+    owner, pattern = IMAGES["ubuntu-22.04"]
+    assert {k: pin.inputs[k] for k in ("region", "owner", "pattern")} == {"region": "us-east-1", "owner": owner,
+                                                                           "pattern": pattern}
+    assert pin.name == "aws-training-trainers-ami"  # the pool's: a failed lookup is its attempt's
+
+
+def test_the_pinned_ami_is_the_newest_when_first_made_and_stays_when_a_newer_one_appears(aws):
+    """Against EC2 as moto's server runs it (DescribeImages with the owner, name, architecture and
+    state filters): the first `up` takes the newest AMI; a newer one published later reads as no
+    change (Pulumi keeps the recorded AMI), where a fresh lookup would take it; another pattern or
+    region is a new lookup (a replacement)."""
+    import time
+
+    from gpufleet.clouds.aws.ami import PinnedAmiProvider
+
+    ec2 = boto3.client("ec2", region_name=REGION)
+    owner = boto3.client("sts", region_name=REGION).get_caller_identity()["Account"]
+    # moto's RegisterImage keeps no architecture; an image made from an instance has its AMI's (x86_64)
+    source = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1)["Instances"][0]["InstanceId"]
+
+    def publish(name: str) -> str:
+        return ec2.create_image(InstanceId=source, Name=name)["ImageId"]
+
+    first = publish("pool-os-amd64-server-20261101")
+    publish("other-os-amd64-server-20261102")  # another pattern's
+    props = {"region": REGION, "owner": owner, "pattern": "pool-os-*-server-*"}
+    provider = PinnedAmiProvider()
+    made = provider.create(props)
+    assert made.outs["image_id"] == made.id == first
+    time.sleep(1.1)  # EC2 (and moto) give CreationDate to the second
+    newer = publish("pool-os-amd64-server-20261120")
+    later = provider.diff(made.id, made.outs, props)
+    assert not later.changes and not later.replaces  # the next `up` keeps the AMI of the first
+    assert provider.read(made.id, made.outs).outs["image_id"] == first
+    assert provider.create(props).outs["image_id"] == newer  # what a lookup at every `up` would have taken
+    moved = provider.diff(made.id, made.outs, {**props, "region": "us-west-2"})
+    assert moved.changes and moved.replaces == ["region"]

@@ -106,14 +106,20 @@ def test_gcp_lists_ready_reservations_of_the_machine_type_with_what_they_still_t
 
 
 def test_azure_lists_capacity_reservation_groups_with_their_free_vms_of_the_size(azure):
+    """What a reservation still takes is its capacity less the VMs allocated in it (its instance
+    view's ``utilizationInfo.virtualMachinesAllocated``), not less the VMs associated with it, which
+    include deallocated ones that hold none of it (capacity reservation overview, "Capacity Reservation
+    lifecycle", Microsoft Learn, read 2026-11). A zonal reservation serves its zone only, so each zone
+    is its own row. Azure lets VMs beyond the reserved quantity in, without its SLA: said."""
     from gpufleet.clouds.azure.api import AzureApi
 
-    g = azure.capacity_group("rg", "h100", "eastus", [("1", "Standard_ND96isr_H100_v5", 4, 1),
-                                                      ("2", "Standard_ND96isr_H100_v5", 2, 0),
-                                                      ("1", "Standard_NC24ads_A100_v4", 8, 0)])
-    azure.capacity_group("rg", "other", "westus3", [("1", "Standard_ND96isr_H100_v5", 8, 0)])
-    (found,) = AzureApi().capacity("eastus", "Standard_ND96isr_H100_v5", 2, 24, None)
-    assert (found.id, found.zone, found.instances) == (g["id"], "1,2", 5)
+    g = azure.capacity_group("rg", "h100", "eastus", [("1", "Standard_NC80adis_H100_v5", 4, 1, 3),
+                                                      ("2", "Standard_NC80adis_H100_v5", 2, 0, 0),
+                                                      ("1", "Standard_NC24ads_A100_v4", 8, 0, 0)])
+    azure.capacity_group("rg", "other", "westus3", [("1", "Standard_NC80adis_H100_v5", 8, 0, 0)])
+    found = AzureApi().capacity("eastus", "Standard_NC80adis_H100_v5", 2, 24, None)
+    assert [(f.id, f.zone, f.instances) for f in found] == [(g["id"], "1", 3), (g["id"], "2", 2)]
+    assert all("beyond the reserved quantity" in f.note and "SLA" in f.note for f in found)
 
 
 @pytest.mark.parametrize("hours, ok", [(24, True), (336, True), (504, True), (4368, True), (30, False),

@@ -302,10 +302,42 @@ def test_a_gcp_pool_at_its_reservation_names_it_in_every_vm(cat, write):
 
 
 def test_an_azure_pool_at_its_reservation_group_puts_its_scale_set_in_it(cat, write):
-    p = reserved_plan(write, cat, "{name: z, provider: azure, region: eastus, instance_type: Standard_ND96isr_H100_v5, "
-                                  f"nodes: 2, reservations: [{{id: '{CRG}'}}]}}")
+    """A scale set that takes a capacity reservation group: singlePlacementGroup false and no proximity
+    placement group (Microsoft Learn, "Associate a virtual machine scale set with Uniform
+    Orchestration to a capacity reservation group" and the capacity reservation overview's
+    limitations, read 2026-11), in the zone its reservation holds (a zonal reservation serves VMs of
+    its zone only, a regional one non-zonal VMs only: capacityReservations ``zones``, Compute REST)."""
+    p = reserved_plan(write, cat, "{name: z, provider: azure, region: eastus, instance_type: Standard_NC80adis_H100_v5, "
+                                  f"nodes: 2, reservations: [{{id: '{CRG}', zone: '2'}}]}}")
     vmss = _one(p, "azure-native:compute:VirtualMachineScaleSet").inputs
     assert vmss["virtualMachineProfile"]["capacityReservation"] == {"capacityReservationGroup": {"id": CRG}}
+    assert vmss["singlePlacementGroup"] is False and "proximityPlacementGroup" not in vmss
+    assert vmss["zones"] == ["2"]
+    assert not _by_type(p, "azure-native:compute:ProximityPlacementGroup")
+    regional = reserved_plan(write, cat, "{name: z, provider: azure, region: eastus, "
+                                         "instance_type: Standard_NC80adis_H100_v5, nodes: 2, "
+                                         f"reservations: [{{id: '{CRG}'}}]}}")
+    assert "zones" not in _one(regional, "azure-native:compute:VirtualMachineScaleSet").inputs
+
+
+def test_every_azure_failover_attempt_sends_its_zone_to_the_scale_set(cat, write):
+    """Each zone an attempt names reaches the scale set and its placement group; before, a pool
+    without Managed Lustre sent every zone's attempt as the same regional request."""
+    from gpufleet.clouds import candidates
+
+    from conftest import placed_plan
+
+    stack = stacks.load(write("z.yaml", f"name: z\nowner: o\naccess: {{public_key: '{KEY}'}}\npools:\n"
+                                        "  - {name: z, provider: azure, region: eastus, "
+                                        "instance_type: Standard_ND96isr_H100_v5, nodes: 2, "
+                                        "failover: {zones: any}}\n"), cat)
+    places = candidates.for_pool(stack, stack.pools[0], cat).ordered
+    assert [c.zone for c in places] == ["1", "2", "3"]
+    for c in places:
+        p = placed_plan(stack, cat, {"z": c})
+        assert _one(p, "azure-native:compute:VirtualMachineScaleSet").inputs["zones"] == [c.zone]
+        assert _one(p, "azure-native:compute:ProximityPlacementGroup").inputs["zones"] == [c.zone]
+        assert p.outputs["pools"]["z"]["zone"] == c.zone
 
 
 def test_existing_vpc_and_subnet_are_used_not_created(cat, write):

@@ -258,6 +258,7 @@ def test_plan_lists_each_pools_places_in_order_with_prices(cat, tmp_path):
     (pool,) = json.loads(r.stdout)["pools"]
     places = pool["failover"]["candidates"]
     listed = cat.offer("aws", "us-east-1", "p4d.24xlarge", "ondemand").usd_per_hour
+    assert places[0].pop("request")  # what each attempt asks (test_plan_json_shows_what_each_attempt_asks ...)
     assert places[0] | {"why": None} == {"provider": "aws", "region": "us-east-1", "zone": "us-east-1a",
                                         "instance_type": "p4d.24xlarge", "spot": False, "price_per_hour": 2 * listed,
                                         "price_per_node_hour": listed, "why": None, "reservation": None,
@@ -455,3 +456,135 @@ def test_where_failover_landed_is_checked_again_before_anything_is_configured(ca
     assert "gpufleet down aws-training" in ei.value.hint
     rec = Registry().get("aws-training")
     assert rec.state == "up" and {n.zone for n in rec.nodes} == {"us-east-1b"}  # recorded: `down` finds it
+
+
+def test_an_azure_infiniband_pool_holding_a_reservation_is_refused_with_the_reason(tmp_path):
+    """InfiniBand joins the VMs of one placement group of a Uniform scale set (Flexible ones have none),
+    and a capacity reservation refuses a scale set with singlePlacementGroup true or a proximity
+    placement group (Microsoft Learn: "Orchestration modes for Virtual Machine Scale Sets", the capacity
+    reservation overview's limitations, read 2026-11): exit 2 before anything is created."""
+    crg = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Compute/"
+           "capacityReservationGroups/h100")
+    text = (EXAMPLES / "azure-nd.yaml").read_text().replace(
+        "    nodes: 4\n", f"    nodes: 4\n    reservations: [{{id: '{crg}', zone: '1'}}]\n")
+    path = tmp_path / "azure-nd.yaml"
+    path.write_text(text)
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "example.pub").write_text((EXAMPLES / "keys" / "example.pub").read_text())
+    r = cli("--json", "plan", str(path))
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    said = json.dumps(json.loads(r.stdout))
+    assert "pools[0].reservations[0]" in said and "single placement group" in said and "InfiniBand" in said
+
+
+def _built(tmp_path, monkeypatch, provider: str, region: str, image_id: str) -> str:
+    """A golden image recorded as `gpufleet image build` records it (in ``region``); its pool reference."""
+    from gpufleet.state.images import BuiltImage, Manifest
+
+    monkeypatch.setenv("GPUFLEET_IMAGES", str(tmp_path / "images.json"))
+    Manifest().record(BuiltImage("gpufleet-s-p-0123456789", provider, region, image_id, "s", "p", "0" * 64,
+                                 "2026-11-25T00:00:00Z"))
+    return "gpufleet:gpufleet-s-p-0123456789"
+
+
+def test_a_region_without_the_pools_ami_is_left_out_before_any_attempt(cat, fake, tmp_path, monkeypatch):
+    """An AMI is regional (EC2 CopyImage makes a copy in another region): a pool booting a golden image
+    built in us-east-1 cannot land in us-west-2. The place is left out, said, before anything is
+    tried; before, the first move there stopped failover with exit 2."""
+    from fakes.pulumi_cli import Failure
+
+    image = _built(tmp_path, monkeypatch, "aws", "us-east-1", "ami-0123456789abcdef0")
+    path = with_failover(tmp_path, "{regions: [us-west-2]}")
+    text = open(path).read().replace("image: ubuntu-22.04", f"image: {image}")
+    open(path, "w").write(text)
+    stack = stacks.load(path, cat)
+    c = candidates.for_pool(stack, stack.pools[0], cat)
+    assert {x.region for x in c.ordered} == {"us-east-1"}
+    (dropped,) = [d for d in c.dropped if "us-west-2" in d["candidate"]]
+    assert "no golden image gpufleet-s-p-0123456789 built for aws us-west-2" in dropped["why"]
+    fake.fail_ups = [Failure(short_fleet(), at=FLEET), None]
+    r = cli("--json", "up", path, "--yes", "--no-configure")
+    data = json.loads(r.stdout)
+    assert r.exit_code == 1 and data["error"] == "NoPlaceLeft", r.output
+    assert [(a["region"], a["outcome"]) for a in data["attempts"]] == [("us-east-1", "refused")]
+
+
+def test_a_gcp_image_is_global_so_every_region_of_gcp_keeps_it(cat, tmp_path, monkeypatch):
+    """A Compute Engine image is a global resource: one built from us-central1 boots a pool moved to
+    us-east4 (its attempt's program names it), where the manifest has no entry of its own."""
+    from conftest import placed_plan
+
+    image = _built(tmp_path, monkeypatch, "gcp", "us-central1", "projects/p/global/images/gpufleet-s-p-0123456789")
+    text = (EXAMPLES / "gcp-a3.yaml").read_text().replace("image: ubuntu-22.04", f"image: {image}")
+    head, sep, rest = text.partition("\n    nodes:")
+    path = tmp_path / "gcp.yaml"
+    path.write_text(f"{head}\n    failover: {{regions: [us-east4]}}{sep}{rest}")
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "example.pub").write_text((EXAMPLES / "keys" / "example.pub").read_text())
+    stack = stacks.load(path, cat)
+    c = candidates.for_pool(stack, stack.pools[0], cat)
+    moved = [x for x in c.ordered if x.region == "us-east4"]
+    assert moved, c.dropped
+    p = placed_plan(stack, cat, {stack.pools[0].name: moved[0]})
+    assert p.pools[0].image["id"] == "projects/p/global/images/gpufleet-s-p-0123456789"
+
+
+def test_moving_a_pool_to_another_zone_replaces_nothing_the_region_shares(cat, tmp_path):
+    """Failover moves pools[0] from us-east-1a to us-east-1b while another pool keeps the region's
+    network: every input of a network resource that differs between the two attempts' programs must
+    be one Pulumi ignores (ignoreChanges), or the update replaces it. Before, the NAT's public subnet
+    followed pools[0]'s zone: replaced create-before-delete with the same CIDR, which EC2 refuses
+    (InvalidSubnet.Conflict, a refusal that stops failover)."""
+    from conftest import placed_plan
+
+    path = with_failover(tmp_path, "{zones: [us-east-1b]}")
+    text = open(path).read().replace("    zone: us-east-1a\n", "", 1) + (
+        "  - {name: eval, provider: aws, region: us-east-1, zone: us-east-1c, instance_type: g5.xlarge, nodes: 1}\n")
+    open(path, "w").write(text)
+    stack = stacks.load(path, cat)
+    first, second = candidates.for_pool(stack, stack.pools[0], cat).ordered[:2]
+    assert (first.zone, second.zone) == ("us-east-1a", "us-east-1b")
+    cluster = planner.cluster_for(stack)  # one `up`: the same expiry in every attempt's tags
+    before, after = (placed_plan(stack, cat, {"trainers": c}, cluster=cluster) for c in (first, second))
+    shared = {(r.type, r.name): r for r in before.cloud_resources if r.parent == "aws-training-us-east-1"}
+    assert any(t == "aws:ec2/subnet:Subnet" for t, _ in shared)
+    for r in after.cloud_resources:
+        if (r.type, r.name) in shared:
+            old = shared[(r.type, r.name)].inputs
+            changed = {k for k in set(old) | set(r.inputs) if old.get(k) != r.inputs.get(k)}
+            assert changed <= set(r.options.get("ignoreChanges", [])), (r.name, changed)
+
+
+def test_plan_json_shows_what_each_attempt_asks_its_cloud_for(cat, tmp_path):
+    """Each place `up` may try comes with the request its attempt sends, from the program that attempt
+    deploys: the reserved one (Azure: singlePlacementGroup false, no proximity placement group, the
+    reservation's zone) and every failover zone, so a reviewer sees what each attempt really asks."""
+    crg = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Compute/"
+           "capacityReservationGroups/h100")
+    path = tmp_path / "z.yaml"
+    path.write_text("name: z\nowner: o@example.com\naccess: {public_key: keys/example.pub}\npools:\n"
+                    "  - {name: z, provider: azure, region: eastus, instance_type: Standard_NC80adis_H100_v5, nodes: 2,\n"
+                    f"     reservations: [{{id: '{crg}', zone: '2'}}], failover: {{zones: any}}}}\n")
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "example.pub").write_text((EXAMPLES / "keys" / "example.pub").read_text())
+    r = cli("--json", "plan", str(path))
+    assert r.exit_code == 0, r.output
+    (pool,) = json.loads(r.stdout)["pools"]
+    places = pool["failover"]["candidates"]
+    assert [(c["zone"], c["reservation"]) for c in places] == [("2", crg), ("1", None), ("2", None), ("3", None)]
+    held = places[0]["request"]["azure-native:compute:VirtualMachineScaleSet"]
+    assert (held["zones"], held["singlePlacementGroup"], held["proximityPlacementGroup"], held["orchestrationMode"]) \
+        == (["2"], False, None, "Uniform")
+    assert held["virtualMachineProfile.capacityReservation"] == {"capacityReservationGroup": {"id": crg}}
+    assert "azure-native:compute:ProximityPlacementGroup" not in places[0]["request"]
+    for c in places[1:]:
+        vmss = c["request"]["azure-native:compute:VirtualMachineScaleSet"]
+        assert (vmss["zones"], vmss["singlePlacementGroup"], vmss["virtualMachineProfile.capacityReservation"]) == (
+            [c["zone"]], True, None)
+        assert vmss["proximityPlacementGroup"] and \
+            c["request"]["azure-native:compute:ProximityPlacementGroup"]["zones"] == [c["zone"]]
+    # AWS: the fleet's zone is each attempt's
+    aws = json.loads(cli("--json", "plan", with_failover(tmp_path, "{zones: [us-east-1b]}")).stdout)["pools"][0]
+    for c in aws["failover"]["candidates"]:
+        (override,) = c["request"]["aws:ec2/fleet:Fleet"]["launchTemplateConfigs"][0]["overrides"]
+        assert override["availabilityZone"] == c["zone"]

@@ -203,7 +203,7 @@ def test_lustre_tier(write):
 
 
 GCP = "  - {name: g, provider: gcp, region: us-central1, instance_type: a3-highgpu-8g, reservations: [%s]}\n"
-AZURE = "  - {name: z, provider: azure, region: eastus, instance_type: Standard_ND96isr_H100_v5, reservations: [%s]}\n"
+AZURE = "  - {name: z, provider: azure, region: eastus, instance_type: Standard_NC80adis_H100_v5, reservations: [%s]}\n"
 WITH_KEY = GOOD.replace("pools:\n", f"access: {{public_key: '{KEY}'}}\npools:\n")
 CRG = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Compute/" \
       "capacityReservationGroups/h100"

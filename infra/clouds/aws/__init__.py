@@ -39,6 +39,9 @@ class Aws:
     check_reservation = staticmethod(rules.check_reservation)
     tag_problems = staticmethod(tag_rules.tag_problems)
     image_template = images.TEMPLATE
+    # an AMI is regional: another region boots it only once copied there (CopyImage; "Copy an Amazon
+    # EC2 AMI", docs.aws.amazon.com/AWSEC2/latest/UserGuide/CopyingAMIs.html, read 2026-11)
+    images_global = False
     image_vars = staticmethod(images.variables)
     image_artifacts = staticmethod(images.artifacts)
     image_destination = staticmethod(images.destination)

@@ -288,6 +288,20 @@ class AwsApi:
             return left
         return {}  # the other deletions are synchronous
 
+    # --- a pool's AMI (clouds.aws.ami) -------------------------------------------------------
+    def newest_image(self, region: str, owner: str, pattern: str) -> str:
+        """The newest available x86_64 AMI of ``owner`` whose name matches ``pattern``: the latest
+        CreationDate, as terraform-provider-aws's aws_ami data source picks with ``most_recent``."""
+        try:
+            found = self.client("ec2", region).describe_images(Owners=[owner], Filters=[
+                {"Name": "name", "Values": [pattern]}, {"Name": "architecture", "Values": ["x86_64"]},
+                {"Name": "state", "Values": ["available"]}])["Images"]
+        except (ClientError, BotoCoreError) as e:
+            raise unreadable(e, f"aws {region} images of {owner}") from None
+        if not found:
+            raise Exception(f"no available x86_64 AMI of owner {owner} named {pattern} in {region}")
+        return max(found, key=lambda x: x["CreationDate"])["ImageId"]
+
     # --- a pool's instant fleet ------------------------------------------------------------
     def fleet_nodes(self, region: str, fleet_id: str) -> tuple[list[dict], list[dict]]:
         """An instant fleet's instances ({id, private_ip, public_ip}, in the fleet's order) and the

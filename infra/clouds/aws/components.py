@@ -4,7 +4,8 @@
 group, the key pair); ``ClusterBucket`` the stack's S3 bucket the nodes configure themselves
 from (one per stack, in its first AWS region); ``GpuNodePool`` is one pool (placement group,
 instance profile with the one bucket policy it needs, launch template with EFA interfaces and
-the bootstrap as user data, one instant EC2 Fleet for all its nodes (``nodes.FleetNodes`` reads
+the bootstrap as user data on the AMI its cluster's first `up` found (``ami.PinnedAmi``), one
+instant EC2 Fleet for all its nodes, replaced rather than modified (``nodes.FleetNodes`` reads
 them back), optional FSx for Lustre): a pool's resources do not grow with its nodes. Loaded through ``aws.sdk`` by
 ``aws.program`` when a stack has AWS pools.
 """
@@ -20,6 +21,7 @@ import pulumi_aws as aws
 
 from gpufleet.clouds import bootstrap
 from gpufleet.clouds.aws import access
+from gpufleet.clouds.aws.ami import PinnedAmi
 from gpufleet.clouds.aws.nodes import FleetNodes
 from gpufleet.clouds.aws.rules import STORAGE
 from gpufleet.clouds.pools import StorageArgs, first_zone, resource_name
@@ -80,7 +82,7 @@ class NetworkArgs:
     region: str
     cidr: str  # the VPC block
     public_cidr: str  # subnet for the NAT gateway (and nodes with public IPs)
-    nat_zone: pulumi.Input[str]
+    nat_zone: pulumi.Input[str]  # where a new region's NAT goes; kept there after (ClusterNetwork)
     ssh_cidrs: list[str]
     public_key: str | None
     tags: dict[str, str]
@@ -103,9 +105,14 @@ class ClusterNetwork(pulumi.ComponentResource):
                               enable_dns_hostnames=True, tags={**t, "Name": f"{args.cluster}-{args.region}"}, opts=child)
             self.vpc_id = vpc.id
             igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags=t, opts=child)
+            # The NAT's subnet stays in the zone the region's first `up` gave it (its first pool's, so
+            # that pool's egress stays in its zone): an availability zone is ForceNew on a subnet, and a
+            # replacement (create before delete, the same CIDR) is refused by EC2 with
+            # InvalidSubnet.Conflict, which would stop capacity failover moving that pool to another zone
             public = aws.ec2.Subnet(f"{name}-public", vpc_id=vpc.id, cidr_block=args.public_cidr,
                                     availability_zone=args.nat_zone, map_public_ip_on_launch=False,
-                                    tags={**t, "Name": f"{args.cluster}-public"}, opts=child)
+                                    tags={**t, "Name": f"{args.cluster}-public"},
+                                    opts=pulumi.ResourceOptions(parent=self, ignore_changes=["availability_zone"]))
             public_rt = aws.ec2.RouteTable(f"{name}-public-rt", vpc_id=vpc.id,
                                            routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": igw.id}], tags=t, opts=child)
             aws.ec2.RouteTableAssociation(f"{name}-public-rta", subnet_id=public.id, route_table_id=public_rt.id, opts=child)
@@ -199,7 +206,7 @@ class PoolArgs:
     efa_interfaces: int  # 0 unless the pool asks for EFA; the count comes from the catalog
     zone: pulumi.Input[str]
     subnet_cidr: str
-    image_id: pulumi.Input[str]
+    image: str | tuple[str, str]  # an AMI id, or (owner, name pattern) of the newest, pinned at the first `up`
     vpc_id: pulumi.Input[str]
     security_group_id: pulumi.Input[str]
     route_table_id: pulumi.Input[str] | None
@@ -290,8 +297,12 @@ class GpuNodePool(pulumi.ComponentResource):
         # SubnetId makes EC2 Fleet ignore the template's NetworkInterfaces, EFA ones included
         # (aws/karpenter-provider-aws#3819, the EC2 Fleet team's answer). Spot or On-Demand is the
         # fleet's own choice (its target capacity type), not the template's market options.
+        image_id = args.image
+        if isinstance(image_id, tuple):  # looked up once for the cluster, then kept (clouds.aws.ami)
+            owner, pattern = image_id
+            image_id = PinnedAmi(f"{name}-ami", region=args.region, owner=owner, pattern=pattern, opts=child).image_id
         lt = aws.ec2.LaunchTemplate(
-            f"{name}-lt", image_id=args.image_id, instance_type=args.instance_type, key_name=args.key_name,
+            f"{name}-lt", image_id=image_id, instance_type=args.instance_type, key_name=args.key_name,
             iam_instance_profile={"arn": profile.arn},
             metadata_options={"http_endpoint": "enabled", "http_tokens": "required",
                               "http_put_response_hop_limit": args.imds_hop_limit, "instance_metadata_tags": "enabled"},
@@ -306,7 +317,15 @@ class GpuNodePool(pulumi.ComponentResource):
             + ([{"resource_type": "spot-instances-request", "tags": t}] if args.spot else []),
             update_default_version=True, tags=t, opts=child)
 
-        fleet = aws.ec2.Fleet(f"{name}-fleet", **fleet_request(args, lt), tags=t, opts=child)
+        # An instant fleet is never modified: terraform-provider-aws updates an aws_ec2_fleet in place
+        # (ModifyFleet) for any change but its tags, only `type` and a few capacity fields being ForceNew
+        # (internal/service/ec2/ec2_fleet.go, resourceFleetUpdate), and EC2 modifies only fleets of type
+        # maintain (API_ModifyFleet.html, read 2026-11). So a change of any input the request carries
+        # (a new launch template version above all) replaces the fleet, the old one deleted first: its
+        # instances, and the reservation or capacity they hold, are freed before the new launch.
+        request = fleet_request(args, lt)
+        fleet = aws.ec2.Fleet(f"{name}-fleet", **request, tags=t, opts=pulumi.ResourceOptions(
+            parent=self, replace_on_changes=[k for k in request if k != "type"], delete_before_replace=True))
         nodes = FleetNodes(f"{name}-nodes", fleet_id=fleet.id, region=args.region, nodes=args.nodes,
                            subnet_id=subnet_id, public=args.public_ip, opts=child)
         self.bucket = {"cloud": "aws", "name": nc.bucket, "region": nc.region,
@@ -351,15 +370,6 @@ def fleet_request(args: PoolArgs, lt) -> dict:
                 target_capacity_specification={"default_target_capacity_type": market,
                                                "total_target_capacity": args.nodes},
                 **options)
-
-
-def image_id(image_owner: str, image_name: str, provider) -> pulumi.Output[str]:
-    """The newest AMI matching a published name pattern (answered by mocks in `plan`)."""
-    ami = aws.ec2.get_ami_output(most_recent=True, owners=[image_owner],
-                                 filters=[{"name": "name", "values": [image_name]},
-                                          {"name": "architecture", "values": ["x86_64"]}],
-                                 opts=pulumi.InvokeOptions(provider=provider))
-    return ami.id
 
 
 def zone_for(region: str, instance_type: str, provider) -> pulumi.Output[str]:

@@ -30,6 +30,17 @@ COLUMNS = {
 }
 
 
+# what a pool's attempt asks EC2 for: the inputs `plan --json` shows for each place failover may try
+# (engine.plan.attempt_request)
+REQUEST = {
+    "aws:ec2/fleet:Fleet": ("type", "launchTemplateConfigs", "targetCapacitySpecification", "onDemandOptions",
+                            "spotOptions"),
+    "aws:ec2/launchTemplate:LaunchTemplate": ("instanceType", "placement", "capacityReservationSpecification",
+                                              "instanceMarketOptions"),
+    "aws:ec2/placementGroup:PlacementGroup": ("strategy",),
+}
+
+
 def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> None:
     """Fill in what AWS would return for a new resource (``state``); ``ctx.subnets`` maps subnet
     ids to their blocks, ``ctx.memo`` keeps what later resources need."""
@@ -46,6 +57,8 @@ def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> N
         state.update(node_ids=["i-" + hashlib.sha1(f"{name}/{i}".encode()).hexdigest()[:17] for i in range(n)],
                      private_ips=[ctx.address(inputs.get("subnet_id"), i) for i in range(n)],
                      public_ips=[f"203.0.113.{i % 240 + 10}" for i in range(n)] if inputs.get("public") else None)
+    elif typ == "aws:gpufleet:PinnedAmi":  # clouds.aws.ami: what DescribeImages answers at the first `up`
+        state["image_id"] = "ami-" + hashlib.sha1(f"{inputs['region']}/{inputs['pattern']}".encode()).hexdigest()[:17]
     elif typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
         state["dnsName"] = f"{rid}.fsx.amazonaws.com"
         state["mountName"] = hashlib.sha1(name.encode()).hexdigest()[:8]
@@ -57,11 +70,7 @@ def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> N
 
 
 def call(token: str, args: dict, region: str, cat) -> dict | None:
-    """An AMI lookup (a stable fake id per pattern) and the zones offering an instance type (the catalog's)."""
-    if token == "aws:ec2/getAmi:getAmi":
-        pattern = (args.get("filters") or [{}])[0].get("values", ["?"])[0]
-        return {"id": "ami-" + hashlib.sha1(f"{region}/{pattern}".encode()).hexdigest()[:17],
-                "architecture": "x86_64", "name": pattern}
+    """The zones offering an instance type (the catalog's)."""
     if token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
         it = (args.get("filters") or [{}])[0].get("values", [""])[0]
         offered = cat.offered_zones("aws", it, region)  # known after a catalog refresh

@@ -18,7 +18,6 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
     stack, cluster = ctx.stack, ctx.cluster
     provider = mod.make_provider(region, cluster.tags())
     popts = pulumi.ResourceOptions(providers=[provider])
-    images = {p.name: _image(p.pool.image, provider) for p in pools}
     zones = {p.name: p.pool.zone or mod.zone_for(region, p.instance.name, provider) for p in pools}
     existing = next((p.pool.vpc for p in pools if p.pool.vpc), None)
     net = mod.ClusterNetwork(resource_name(cluster.name, region), mod.NetworkArgs(
@@ -35,7 +34,7 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
             cluster=cluster.name, pool=p.name, instance_type=p.instance.name, nodes=p.pool.nodes, region=region,
             session_manager=stack.access.via == "cloud",  # `gpufleet ssh` through Session Manager
             efa_interfaces=p.instance.efa_interfaces if p.fabric == "efa" else 0, zone=zones[p.name],
-            subnet_cidr=p.subnet_cidr, image_id=images[p.name], vpc_id=p.pool.vpc or net.vpc_id,
+            subnet_cidr=p.subnet_cidr, image=_image(p.pool.image), vpc_id=p.pool.vpc or net.vpc_id,
             security_group_id=net.security_group_id,
             route_table_id=net.public_route_table_id if p.pool.public_ip else net.private_route_table_id,
             tags=cluster.tags(p.name), key_name=net.key_name, existing_subnet=p.pool.subnet,
@@ -48,9 +47,6 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
     return out
 
 
-def _image(image: str | None, provider):
-    """The pool's own AMI, or the newest of a gpufleet image name's pattern."""
-    if image and is_ami(image):
-        return image
-    owner, pattern = IMAGES[image or DEFAULT_IMAGE]
-    return mod.image_id(owner, pattern, provider)
+def _image(image: str | None) -> str | tuple[str, str]:
+    """The pool's own AMI (a golden image's too), or the owner and name pattern of a gpufleet image name."""
+    return image if image and is_ami(image) else IMAGES[image or DEFAULT_IMAGE]

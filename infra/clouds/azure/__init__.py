@@ -33,6 +33,10 @@ class Azure:
     check_reservation = staticmethod(rules.check_reservation)
     tag_problems = staticmethod(tag_rules.tag_problems)
     image_template = images.TEMPLATE
+    # a gallery image version boots in the regions it is replicated to ("Store and share images in an
+    # Azure Compute Gallery", learn.microsoft.com/azure/virtual-machines/shared-image-galleries, read
+    # 2026-11), and images/azure.pkr.hcl replicates it to the build's location only
+    images_global = False
     image_vars = staticmethod(images.variables)
     image_artifacts = staticmethod(images.artifacts)
     pool_fabric = staticmethod(rules.pool_fabric)

@@ -58,6 +58,9 @@ TYPES = {
 RG_API = "2024-03-01"
 VM_API = "2024-07-01"
 CAPACITY_API = "2024-07-01"  # capacity reservation groups and their reservations
+# learn.microsoft.com/azure/virtual-machines/capacity-reservation-overallocate (read 2026-11)
+OVERALLOCATION = ("Azure also allocates VMs beyond the reserved quantity, as quota and its capacity allow, "
+                  "without the reservation's SLA")
 GALLERY_VERSION = "microsoft.compute/galleries/images/versions"  # a golden image (azure.pkr.hcl)
 SCALE_SET_NETWORK_API = "2018-10-01"  # the Compute-scoped NIC and public IP lists of a Uniform scale set
 
@@ -145,9 +148,9 @@ class AzureApi:
             self._cm = ComputeManagementClient(self._auth(), self._sub, base_url=self.endpoint)
         return self._cm
 
-    def _get(self, path: str, api: str) -> dict:
+    def _get(self, path: str, api: str, **params) -> dict:
         rm = self.rm
-        resp = rm.send_request(HttpRequest("GET", f"{self.endpoint}{path}", params={"api-version": api}))
+        resp = rm.send_request(HttpRequest("GET", f"{self.endpoint}{path}", params={"api-version": api, **params}))
         if resp.status_code >= 400:
             raise HttpResponseError(response=resp)
         return resp.json()
@@ -218,26 +221,37 @@ class AzureApi:
     # --- reserved capacity (`gpufleet capacity find`) ----------------------------------------------
     def capacity(self, region: str, instance_type: str, nodes: int, hours: int, start: str | None) -> list[Capacity]:
         """The subscription's capacity reservation groups in the region holding reservations of the
-        size, each with what its reservations still take (``sku.capacity`` less the VMs associated;
-        Capacity Reservation Groups - List By Subscription and Capacity Reservations - List By
-        Capacity Reservation Group, api-version 2024-07-01, read 2026-11). Azure sells no
-        offerings through a read call: reservations are created, so none are listed."""
+        size, one row per zone (a zonal reservation serves VMs of its zone only; a regional one, zone
+        None, non-zonal VMs), each with what it still takes: the reserved capacity less the VMs
+        allocated in it (the group's instance view, ``utilizationInfo.virtualMachinesAllocated``),
+        not less those associated with it, which count deallocated VMs that hold none of it (Capacity
+        Reservation Groups - List By Subscription and Get with ``$expand=instanceView``, Capacity
+        Reservations - List By Capacity Reservation Group, api-version 2024-07-01; the capacity
+        reservation overview's "Capacity Reservation lifecycle"; read 2026-11). Azure also lets VMs
+        in beyond the reserved quantity, without the reservation's SLA ("Overallocating capacity
+        reservation"): each row says so. Azure sells no offerings through a read call: reservations
+        are created, so none are listed."""
         self._auth()
         try:
             groups = self._pages(f"/subscriptions/{self._sub}/providers/Microsoft.Compute/capacityReservationGroups",
                                  CAPACITY_API)
             out = []
             for g in (g for g in groups if g["location"].lower() == region.lower()):
-                free, zones = 0, set()
-                for r in self._pages(f"{g['id']}/capacityReservations", CAPACITY_API):
-                    if r["sku"]["name"].lower() != instance_type.lower():
-                        continue
-                    used = len((r.get("properties") or {}).get("virtualMachinesAssociated") or [])
-                    free += int(r["sku"].get("capacity", 0)) - used
-                    zones |= set(r.get("zones") or [])
-                if zones or free:
-                    out.append(Capacity("azure", "capacity reservation group", g["id"], region,
-                                        ",".join(sorted(zones)) or None, instance_type, free, True))
+                mine = [r for r in self._pages(f"{g['id']}/capacityReservations", CAPACITY_API)
+                        if r["sku"]["name"].lower() == instance_type.lower()]
+                if not mine:
+                    continue
+                view = self._get(g["id"], CAPACITY_API, **{"$expand": "instanceView"})
+                used = {x["name"].lower(): x.get("utilizationInfo") or {} for x in
+                        ((view.get("properties") or {}).get("instanceView") or {}).get("capacityReservations") or []}
+                free: dict[str | None, int] = {}
+                for r in mine:
+                    u = used.get(r["name"].lower(), {})
+                    reserved = int(u.get("currentCapacity", r["sku"].get("capacity", 0)))
+                    zone = ",".join(sorted(r.get("zones") or [])) or None
+                    free[zone] = free.get(zone, 0) + reserved - len(u.get("virtualMachinesAllocated") or [])
+                out += [Capacity("azure", "capacity reservation group", g["id"], region, zone, instance_type, n, True,
+                                 note=OVERALLOCATION) for zone, n in sorted(free.items(), key=lambda z: z[0] or "")]
         except HttpResponseError as e:
             raise unreadable(e, f"azure {region} capacity reservations") from None
         return out

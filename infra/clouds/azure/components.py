@@ -5,9 +5,12 @@ from the configured blocks) and a NAT gateway for egress. ``GpuNodePool``: a pro
 placement group and a Uniform virtual machine scale set of ND/NC SKUs. InfiniBand comes
 with the scale set: Azure connects the VMs of one placement group of an ND scale set over
 InfiniBand, so the scale set keeps ``single_placement_group`` (up to 100 VMs) and no
-overprovisioning. Optional Azure Managed Lustre on a subnet of its own, in the sizes its SKU
-sells (``rules.STORAGE``) and in the zone of the scale set (AMLFS is zonal; a scale set with
-Lustre is pinned to the same zone). The VMs' ids, host names and addresses come from ARM
+overprovisioning; a pool launched into a capacity reservation group has neither the single
+placement group nor the proximity placement group (Azure refuses both for reserved VMs), which is
+why no InfiniBand pool takes one. The scale set goes to the pool's zone (the stack's, a failover
+attempt's, its reservation's), else it is regional. Optional Azure Managed Lustre on a subnet of
+its own, in the sizes its SKU sells (``rules.STORAGE``) and in the zone of the scale set (AMLFS is
+zonal; a scale set with Lustre is pinned to a zone). The VMs' ids, host names and addresses come from ARM
 through ``nodes.ScaleSetNodes``: a scale set's own outputs do not list them.
 
 ``ClusterStorage``: the stack's storage account and container the nodes configure themselves
@@ -205,7 +208,7 @@ class PoolArgs:
     root_disk_gb: int = 200
     infiniband: bool = False
     storage: list[StorageArgs] = field(default_factory=list)
-    zone: str | None = None  # set when the pool has Managed Lustre (zonal): the scale set goes there too
+    zone: str | None = None  # the scale set's zone (rules.scale_set_zone), its Managed Lustre's too; None: regional
     subscription: str = ""  # where ScaleSetNodes reads the VMs
     storage_account: NodeStorage | None = None  # the nodes configure themselves from it
     capacity_reservation_group: str | None = None  # a group's resource id: the VMs take its reserved capacity
@@ -217,9 +220,15 @@ class GpuNodePool(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         t = args.tags
         zones = [args.zone] if args.zone else None
-        ppg = azn.compute.ProximityPlacementGroup(f"{name}-ppg", resource_group_name=args.resource_group_name,
-                                                  location=args.region, proximity_placement_group_type="Standard",
-                                                  zones=zones, tags=t, opts=child)
+        # A scale set that takes a capacity reservation group has singlePlacementGroup false and no
+        # proximity placement group: Azure refuses both for reserved VMs ("Associate a virtual machine
+        # scale set with Uniform Orchestration to a capacity reservation group" and the capacity
+        # reservation overview's limitations, Microsoft Learn, read 2026-11). InfiniBand needs the single
+        # placement group, so an InfiniBand pool takes no reservation (rules.check_reservation refuses it).
+        reserved = args.capacity_reservation_group is not None
+        ppg = None if reserved else azn.compute.ProximityPlacementGroup(
+            f"{name}-ppg", resource_group_name=args.resource_group_name, location=args.region,
+            proximity_placement_group_type="Standard", zones=zones, tags=t, opts=child)
         # a marketplace URN (publisher, offer, sku, version), or an image of the subscription's own by id
         # (a golden image's Compute Gallery version)
         reference = {"id": args.image} if isinstance(args.image, str) else dict(
@@ -270,8 +279,9 @@ class GpuNodePool(pulumi.ComponentResource):
             vm_scale_set_name=resource_name(args.cluster, args.pool, limit=64),
             sku={"name": args.sku, "tier": "Standard", "capacity": args.nodes},
             orchestration_mode="Uniform", upgrade_policy={"mode": "Manual"}, overprovision=False,
-            single_placement_group=True, platform_fault_domain_count=1,
-            proximity_placement_group={"id": ppg.id}, virtual_machine_profile=profile, zones=zones, identity=identity,
+            single_placement_group=not reserved, platform_fault_domain_count=1,
+            proximity_placement_group={"id": ppg.id} if ppg else None, virtual_machine_profile=profile, zones=zones,
+            identity=identity,
             plan=image_plan(args.image) if isinstance(args.image, tuple) else None, tags=t, opts=child)
 
         self.file_systems = []

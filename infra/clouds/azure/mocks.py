@@ -16,6 +16,16 @@ COLUMNS = {
 }
 
 
+# what a pool's attempt asks ARM for: the inputs `plan --json` shows for each place failover may try
+# (engine.plan.attempt_request); an input left out shows as null (no zone: a regional scale set)
+REQUEST = {
+    "azure-native:compute:VirtualMachineScaleSet": (
+        "sku", "zones", "orchestrationMode", "singlePlacementGroup", "platformFaultDomainCount",
+        "proximityPlacementGroup", "virtualMachineProfile.capacityReservation", "virtualMachineProfile.priority"),
+    "azure-native:compute:ProximityPlacementGroup": ("zones",),
+}
+
+
 def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> None:
     if typ == "azure-native:resources:ResourceGroup":
         state["name"] = inputs.get("resourceGroupName") or name

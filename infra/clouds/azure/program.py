@@ -6,7 +6,7 @@ import pulumi
 
 from gpufleet.clouds.azure import access
 from gpufleet.clouds.azure import components as mod
-from gpufleet.clouds.azure.rules import image_urn, is_image_id, lustre_zone
+from gpufleet.clouds.azure.rules import image_urn, is_image_id, scale_set_zone
 from gpufleet.clouds.pools import StorageArgs, resource_name
 
 
@@ -30,6 +30,7 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
         shared["storage"] = mod.NodeStorage(s.account, s.container_id, s.node_role_id)
     out = {}
     for p in pools:
+        zone = scale_set_zone(p.pool, p.zones)
         comp = mod.GpuNodePool(resource_name(cluster.name, p.name), mod.PoolArgs(
             cluster=cluster.name, pool=p.name, sku=p.instance.name, nodes=p.pool.nodes, region=region,
             resource_group_name=net.resource_group_name,
@@ -39,8 +40,8 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
             storage_subnet_id=net.subnet_ids.get(f"{p.name}-lustre"), ssh_user=stack.access.user,
             spot=p.pool.spot, public_ip=p.pool.public_ip, root_disk_gb=p.pool.root_disk_gb,
             infiniband=p.fabric is not None, storage=[StorageArgs.of(s) for s in p.pool.storage],
-            zone=lustre_zone(p.pool, p.zones), subscription=ctx.settings["azure"]["subscription"],
+            zone=zone, subscription=ctx.settings["azure"]["subscription"],
             storage_account=shared["storage"],
             capacity_reservation_group=p.reservation.id if p.reservation else None), opts=popts)
-        out[p.name] = ctx.export(p, region, lustre_zone(p.pool, p.zones), comp)
+        out[p.name] = ctx.export(p, region, zone, comp)
     return out

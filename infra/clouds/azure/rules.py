@@ -129,13 +129,14 @@ def region_subnets(region: str) -> list[tuple[str, int]]:
     return [("AzureBastionSubnet", 0)]
 
 
-def lustre_zone(pool, zones) -> str | None:
-    """The zone a pool with Azure Managed Lustre (zonal) and its scale set go to: the pool's own, else
-    the first of ``zones`` (where the SKU is offered); None for a pool without Lustre, or a region
-    without zones."""
-    if not any(s.type == "lustre" for s in pool.storage):
-        return None
-    return pool.zone or (sorted(zones)[0] if zones else None)
+def scale_set_zone(pool, zones) -> str | None:
+    """The zone a pool's scale set (and its Managed Lustre) goes to: the pool's own (the stack's, a
+    failover attempt's or its reservation's), else for a pool with Azure Managed Lustre (zonal) the
+    first of ``zones`` (where the SKU is offered); None: a regional scale set (a pool without Lustre
+    and without a zone, or a region without zones)."""
+    if pool.zone or not any(s.type == "lustre" for s in pool.storage):
+        return pool.zone
+    return sorted(zones)[0] if zones else None
 
 
 def pool_subnets(pool) -> list[tuple[str, int]]:
@@ -143,12 +144,29 @@ def pool_subnets(pool) -> list[tuple[str, int]]:
     return [(f"{pool.name}-lustre", 120)] if any(s.type == "lustre" for s in pool.storage) else []
 
 
-def check_reservation(r) -> list[Problem]:
+def check_reservation(r, instance) -> list[Problem]:
     """A capacity reservation group, by its resource id (the scale set's
-    ``virtualMachineProfile.capacityReservation.capacityReservationGroup.id``); regional, its
-    reservations zonal or not, so no zone is required."""
-    return reservation_problems(
+    ``virtualMachineProfile.capacityReservation.capacityReservationGroup.id``). A group is regional
+    and its reservations zonal or not, so no zone is required; the zone named is where the scale set
+    goes (a zonal reservation serves VMs of its zone only, a regional one non-zonal VMs only:
+    capacityReservations ``zones``, Compute REST 2024-07-01).
+
+    No InfiniBand pool takes a reservation: InfiniBand joins the VMs of one placement group of a
+    Uniform scale set (Flexible ones have none: "Orchestration modes for Virtual Machine Scale Sets",
+    Infiniband "Yes, single placement group only"), while a capacity reservation refuses a scale set
+    with singlePlacementGroup true and a proximity placement group ("Associate a virtual machine
+    scale set with Uniform Orchestration to a capacity reservation group", and the limitations of the
+    capacity reservation overview; Microsoft Learn, read 2026-11). VMs naming the group one by one
+    would need an availability set for InfiniBand, which a reservation refuses as well (same
+    overview), so gpufleet refuses the pair rather than build nodes that cannot reach each other."""
+    out = reservation_problems(
         r, r"^/subscriptions/[0-9a-f-]{36}/resourceGroups/[^/]+/providers/Microsoft\.Compute/"
            r"capacityReservationGroups/[^/]+$", "a capacity reservation group id",
         "/subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.Compute/capacityReservationGroups/<name>",
         zone_example=None)
+    if instance is not None and pool_fabric(None, instance):
+        out.append(Problem((), f"{instance.name} joins its VMs over InfiniBand only inside a single placement group, "
+                           "which a capacity reservation refuses (Azure wants singlePlacementGroup false and no "
+                           "proximity placement group for reserved VMs)",
+                           "drop the reservation from this pool, or reserve a size without InfiniBand (NC-series)"))
+    return out

@@ -37,6 +37,9 @@ class Gcp:
     check_reservation = staticmethod(rules.check_reservation)
     tag_problems = staticmethod(tag_rules.tag_problems)
     image_template = images.TEMPLATE
+    # a Compute Engine image is a global resource, usable in every region and zone ("Images",
+    # cloud.google.com/compute/docs/images, read 2026-11)
+    images_global = True
     image_vars = staticmethod(images.variables)
     image_artifacts = staticmethod(images.artifacts)
     image_destination = staticmethod(images.destination)

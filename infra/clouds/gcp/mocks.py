@@ -16,6 +16,16 @@ COLUMNS = {
     "gcp:compute/network:Network": ["mtu"],
 }
 
+# what a pool's attempt asks Compute Engine for: the inputs `plan --json` shows for each place failover
+# may try (engine.plan.attempt_request): its bulkInsert, or its flex-start group and resize request
+REQUEST = {
+    "gcp:gpufleet:BulkInstances": ("zone", "properties.machineType", "properties.guestAccelerators",
+                                   "properties.scheduling", "properties.reservationAffinity", "policies"),
+    "gcp:compute/instanceTemplate:InstanceTemplate": ("machineType", "scheduling", "reservationAffinity"),
+    "gcp:compute/instanceGroupManager:InstanceGroupManager": ("zone",),
+    "gcp:compute/resizeRequest:ResizeRequest": ("zone", "resizeBy", "requestedRunDuration"),
+}
+
 
 def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> None:
     if typ == "gcp:compute/subnetwork:Subnetwork":
