@@ -75,19 +75,20 @@ def unlock(
     from gpufleet.fleet import team
 
     def watching(lease, seconds: float) -> None:
-        output.console(stderr=True).print(f"Watching the lease of {cluster} held by {lease.holder} ({lease.command} on "
-                                          f"{lease.host}, pid {lease.pid}) for {seconds:.0f} s: a live holder renews it.")
+        output.console(stderr=True).print(f"Watching the lease of {cluster} held by {lease.words()} for {seconds:.0f} s: "
+                                          "a live holder renews it.", markup=False)
     got = team.unlock(cluster, force=force, on_watch=watching)
     if STATE.json:
         output.emit_json({"cluster": cluster, "broke": got.lease.__dict__ if got.lease else None,
-                          "pulumi_locks": got.pulumi_locks})
+                          "not_a_lease": got.not_a_lease, "pulumi_locks": got.pulumi_locks})
         return
-    if got.lease is None and not got.pulumi_locks:
+    if got.not_a_lease:
+        output.console().print(f"Deleted the lease object of {cluster}, which was not a gpufleet lease.")
+    elif got.lease is None and not got.pulumi_locks:
         output.console().print(f"{cluster} has no lease and no Pulumi lock.")
         return
     if got.lease:
-        output.console().print(f"Broke the lease of {cluster} held by {got.lease.holder} ({got.lease.command} on "
-                               f"{got.lease.host}, pid {got.lease.pid}).")
+        output.console().print(f"Broke the lease of {cluster} held by {got.lease.words()}.", markup=False)
     if got.pulumi_locks:
         output.console().print(f"Cleared {len(got.pulumi_locks)} Pulumi lock(s) of {cluster}.")
 
@@ -100,17 +101,20 @@ def log(
     import datetime as dt
 
     from gpufleet.fleet import team
+    from gpufleet.state.shared import shown
 
     span = options.duration("--since", since)
     after = dt.datetime.now(dt.timezone.utc) - span if span else None
     skipped: dict[str, str] = {}
     rows = team.log(cluster, after, skipped)
     for key, why in skipped.items():
-        output.warn(f"{key} in the team's store is left out of the log: it {why}")
+        output.warn(f"{shown(key, 200)} in the team's store is left out of the log: it {shown(why, 300)}")
     if STATE.json:
         output.emit_json({"events": rows, "skipped": skipped})
         return
+    # every word of an event is the store's: sanitised (state.shared.shown)
     output.table("Team log" + (f": {cluster}" if cluster else ""), ["when", "who", "command", "cluster", "outcome", "$/h"],
-                 [[e["at"][:19].replace("T", " "), e.get("who", ""), e.get("command", ""), e.get("cluster", ""),
-                   e.get("outcome", ""), output.money(e["usd_per_hour"]) if e.get("usd_per_hour") is not None else ""]
+                 [[shown(e["at"][:19].replace("T", " ")), shown(e.get("who", "")), shown(e.get("command", "")),
+                   shown(e.get("cluster", "")), shown(e.get("outcome", ""), 300),
+                   output.money(e["usd_per_hour"]) if isinstance(e.get("usd_per_hour"), (int, float)) else ""]
                   for e in rows], wraps=("outcome",))

@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -113,19 +114,47 @@ def find_pulumi():
         raise ToolMissing("the Pulumi CLI could not be started", INSTALL_HINT) from None
 
 
+# Ctrl-C during a Pulumi run: the first asks the CLI to cancel, and gpufleet waits for it (its lease kept)
+# at most this long before it asks the CLI to stop at once; then at most STOP_WAIT_S for the CLI to exit
+CANCEL_WAIT_S = 900.0
+STOP_WAIT_S = 30.0
+CANCELLING = ("cancelling: waiting for Pulumi to finish its in-flight operations and save its state "
+              "(Ctrl-C again stops it at once, which may leave what it was creating outside its state)")
+STOPPING = "stopping Pulumi at once: waiting for it to exit"
+LEFT = ("Pulumi is still running (pid {pid}): gpufleet stops waiting; the cluster's lease is left to expire and "
+        "Pulumi's lock stays until it exits")
+
+
+def _tell(line: str) -> None:
+    """One line for the person at the terminal while Ctrl-C is being handled (the CLI's output module is
+    out of reach here: the engine is below it)."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
 class Cli:
     """The Pulumi CLI as the Automation API runs it (a ``PulumiCommand``: ``version``, and ``run`` of one
     command line, its output streamed to the callbacks, a CommandError when it fails), each run a process
     held here so that ``interrupt`` can stop the one in flight as Ctrl-C does. On SIGINT the CLI cancels
     its update: the engine starts no further step, finishes those in flight and saves its checkpoint, then
-    exits non-zero; a second SIGINT would kill it at once (pulumi/pulumi pkg/backend cancellation scope,
-    ``NewScope``). ``Stack.cancel`` (`pulumi cancel`) is no way to stop it: on a self-managed backend it
-    only deletes the stack's lock files while the update goes on (pkg/backend/diy/backend.go,
-    ``CancelCurrentUpdate``)."""
+    exits non-zero; a second SIGINT makes it stop at once (pulumi/pulumi pkg/backend cancellation scope,
+    ``NewScope``; sdk/go/common/util/cancel). ``Stack.cancel`` (`pulumi cancel`) is no way to stop it: on a
+    self-managed backend it only deletes the stack's lock files while the update goes on
+    (pkg/backend/diy/backend.go, ``CancelCurrentUpdate``).
+
+    The CLI runs in a process group of its own, so that a terminal's Ctrl-C reaches gpufleet alone, which
+    forwards it (``_cancel``): one SIGINT for the first Ctrl-C, and gpufleet keeps reading the CLI's output
+    and waits for it to end (``CANCEL_WAIT_S``) before the KeyboardInterrupt goes on to the team session,
+    which only then releases the cluster's lease. Left in gpufleet's group, the CLI would get every Ctrl-C
+    as well, and gpufleet, leaving at once, would close the pipe the CLI writes to: Go programs die of
+    SIGPIPE on a write to a closed stdout, in the middle of creating resources."""
 
     def __init__(self, found):
         self.command, self.version = found.command, found.version
-        self._running: set[subprocess.Popen] = set()
+        self._running: dict[subprocess.Popen, int] = {}  # each run in flight, and the SIGINTs sent to it
         self._interrupted = False
         self._lock = threading.Lock()
 
@@ -146,35 +175,72 @@ class Cli:
                 raise create_command_error(CommandResult("", "error: interrupted before it started", 255))
             proc = subprocess.Popen([self.command, *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, encoding="utf-8",
-                                    errors="replace")
-            self._running.add(proc)
+                                    errors="replace", process_group=0)
+            self._running[proc] = 0
+            leases.CHILDREN.add(proc)  # a lease is kept while it runs
+        err: list[str] = []
+        out: list[str] = []
         try:
-            err: list[str] = []
             reader = threading.Thread(target=_lines, args=(proc.stderr, on_error, err), daemon=True)
             reader.start()
-            out: list[str] = []
-            _lines(proc.stdout, on_output, out)
-            reader.join()
-            code = proc.wait()
+            try:
+                _lines(proc.stdout, on_output, out)
+                reader.join()
+                code = proc.wait()
+            except KeyboardInterrupt:
+                self._cancel(proc, on_output, out)
+                raise  # only once the CLI has ended (or gpufleet stopped waiting for it)
         finally:
             with self._lock:
-                self._running.discard(proc)
+                self._running.pop(proc, None)
+            if proc.poll() is not None:
+                leases.CHILDREN.discard(proc)
         result = CommandResult(stdout="\n".join(out), stderr="\n".join(err), code=code)
         if code != 0:
             raise create_command_error(result)
         return result
+
+    def _signal(self, proc: subprocess.Popen) -> int:
+        """Send the run one SIGINT; how many it has had."""
+        with self._lock:
+            self._running[proc] = sent = self._running.get(proc, 0) + 1
+        try:
+            proc.send_signal(signal.SIGINT)
+        except (ProcessLookupError, OSError):
+            pass  # it ended meanwhile
+        return sent
+
+    def _cancel(self, proc: subprocess.Popen, on_output, out: list[str]) -> None:
+        """Ctrl-C reached gpufleet while ``proc`` runs: forward it (the first asks for a graceful cancel,
+        a later one, or ``CANCEL_WAIT_S`` gone by, for a stop at once), keep reading the CLI's output so that
+        it is never blocked nor cut off, and wait for it to exit. A Ctrl-C after the stop, or
+        ``STOP_WAIT_S`` gone by, ends the wait with the CLI still running (said; ``leases.CHILDREN`` keeps
+        the lease then)."""
+        threading.Thread(target=_lines, args=(proc.stdout, on_output, out), daemon=True).start()
+        sent = self._signal(proc)
+        _tell(CANCELLING if sent == 1 else STOPPING)
+        deadline = time.monotonic() + (CANCEL_WAIT_S if sent == 1 else STOP_WAIT_S)
+        while True:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                return
+            except (subprocess.TimeoutExpired, KeyboardInterrupt):
+                pass
+            if sent > 1:  # asked to stop at once already: wait no longer
+                _tell(LEFT.format(pid=proc.pid))
+                return
+            sent = self._signal(proc)
+            _tell(STOPPING)
+            deadline = time.monotonic() + STOP_WAIT_S
 
     def interrupt(self) -> None:
         """Ask every run in flight to stop, as Ctrl-C does (once: the CLI then cancels gracefully), and
         start no other."""
         with self._lock:
             self._interrupted = True
-            running = list(self._running)
+            running = [p for p, sent in self._running.items() if not sent]
         for proc in running:
-            try:
-                proc.send_signal(signal.SIGINT)
-            except (ProcessLookupError, OSError):
-                pass  # it ended meanwhile
+            self._signal(proc)
 
 
 def _lines(stream, callback, into: list[str]) -> None:

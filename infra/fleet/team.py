@@ -22,7 +22,7 @@ from gpufleet.clouds.team_store import open_store
 from gpufleet.errors import GpufleetError, InputError
 from gpufleet.state import caller, events, leases, pulumi_locks, team_config
 from gpufleet.state.registry import Registry
-from gpufleet.state.shared import SharedStore
+from gpufleet.state.shared import SharedStore, shown
 
 PROBE = "team.json"  # what `team init` writes to prove the store writable, and reads back
 
@@ -103,7 +103,9 @@ def session(cluster: str, command: str, *, wait: bool = True, on_wait: Callable 
     except BaseException as e:
         failure = e
     lost_while_running = held.lost
-    held.release()
+    held.release()  # after the runs in flight ended: a Ctrl-C waited for Pulumi's cancel (engine.automation)
+    if held.left and on_warning:
+        on_warning(held.left)
     if held.lost and (failure is None or lost_while_running and not isinstance(failure, leases.LeaseLost)):
         try:
             held.check()
@@ -114,8 +116,8 @@ def session(cluster: str, command: str, *, wait: bool = True, on_wait: Callable 
     event = {"who": me, "host": socket.gethostname(), "command": command, "cluster": cluster,
              "outcome": "ok" if code == 0 else f"failed: {getattr(failure, 'message', None) or type(failure).__name__}"[:300],
              "exit_code": code, "seconds": round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 1)}
-    if held.lost:
-        event["lease"] = held.lost_why
+    if held.lost or held.left:
+        event["lease"] = held.lost_why or held.left
     try:
         leases.bounded(leases.CLEANUP_S, lambda: events.record(store, {**event, **extra}))
     except Exception as e:  # noqa: BLE001 - cleanup: the command's own outcome stands
@@ -129,39 +131,50 @@ def session(cluster: str, command: str, *, wait: bool = True, on_wait: Callable 
 class Unlocked:
     lease: leases.Lease | None
     pulumi_locks: list[str]
+    not_a_lease: bool = False  # --force deleted a lease object that was no lease
 
 
 def unlock(cluster: str, *, force: bool = False, on_watch: Callable | None = None) -> Unlocked:
-    """Break ``cluster``'s lease (one seen unchanged for the expiry; a live one only with ``force``)
-    and the Pulumi locks it guarded: those written on its host while it was held
-    (``state.pulumi_locks``). Pulumi's other locks are kept and named (InputError) unless ``force``."""
+    """Break ``cluster``'s lease (one seen unchanged for the expiry and whose process does not run on this
+    host; a live one only with ``force``, which also deletes a lease object that is no lease) and the Pulumi
+    locks it guarded: those written on its host while it was held (``state.pulumi_locks``). Pulumi's other
+    locks are kept and named (InputError) unless ``force``; one whose process runs on this host is kept
+    even so."""
     store = current()
     if store is None:
         raise InputError("no team store: leases exist only in team mode", "gpufleet team init URL")
     locks = pulumi_locks.of_stack(store, cluster)
     if not force and locks and leases.read(store, cluster) is None:
         raise _kept(cluster, locks, None)  # no lease: nothing of gpufleet's to break, Pulumi's left as found
+    junk = force and leases.delete_not_a_lease(store, cluster)
     broken = leases.unlock(store, cluster, force=force, on_watch=on_watch)
     cleared, kept = [], []
     for lock in locks:
-        if force or (broken is not None and lock.during(broken.host, broken.started, broken.heartbeat)):
+        if lock.running():
+            kept.append(lock)
+        elif force or (broken is not None and lock.during(broken.host, broken.started, broken.heartbeat)):
             got = store.read(lock.key)
             if got is not None and store.delete(lock.key, got[1]):
                 cleared.append(lock.key)
         else:
             kept.append(lock)
-    if broken or cleared:
+    if broken or cleared or junk:
         events.record(store, {"who": who(), "host": socket.gethostname(), "command": "unlock" + (" --force" if force else ""),
                               "cluster": cluster, "outcome": "ok", "exit_code": 0,
-                              "broke": broken.holder if broken else None, "pulumi_locks": len(cleared)})
+                              "broke": broken.holder if broken else "(not a lease)" if junk else None,
+                              "pulumi_locks": len(cleared)})
     if kept:
         raise _kept(cluster, kept, broken)
-    return Unlocked(broken, cleared)
+    return Unlocked(broken, cleared, junk)
 
 
 def _kept(cluster: str, locks: list, broken: leases.Lease | None) -> InputError:
-    done = f"broke the lease of {cluster} held by {broken.holder}; " if broken else ""
+    done = f"broke the lease of {cluster} held by {shown(broken.holder)}; " if broken else ""
     whose = "not written by that lease's command" if broken else "and no gpufleet lease holds the cluster"
+    if all(lock.running() for lock in locks):
+        return InputError(f"{done}Pulumi's lock of {cluster} was kept: its process still runs on this host:\n  "
+                          + "\n  ".join(lock.words() for lock in locks),
+                          "wait for it to end (a cancelled update finishes the operations in flight first)")
     return InputError(f"{done}Pulumi's lock of {cluster} was kept, {whose}: it may be a live `pulumi up` "
                       f"(if no such process runs, `gpufleet unlock {cluster} --force` clears it):\n  "
                       + "\n  ".join(lock.words() for lock in locks))

@@ -298,6 +298,7 @@ def test_a_lost_lease_interrupts_the_pulumi_cli_as_ctrl_c_does(tmp_path, monkeyp
     exe.write_text(STAND_IN.format(python=sys.executable))
     exe.chmod(0o755)
     shared = tmp_path / "shared"
+    shared.mkdir()
     held = leases.acquire(DirectoryStore(f"file://{shared}"), "c1", "up", "x@ci", heartbeat_s=0.2, expires_s=2.0)
 
     def cut_once_updating() -> None:

@@ -375,3 +375,47 @@ def test_a_shared_directorys_objects_are_the_teams_to_read_and_no_one_elses(tmp_
     finally:
         os.umask(old)
     assert (tmp_path / "shared" / "slurm" / "c1" / "munge.key").stat().st_mode & 0o777 == 0o640
+
+
+def _lease(**fields) -> bytes:
+    import datetime as dt
+
+    now = dt.datetime.now(dt.timezone.utc)
+    return json.dumps({"cluster": "demo", "holder": "mallory@example.com", "host": "ws7", "pid": 4242, "command": "up",
+                       "started": now.isoformat(timespec="seconds"), "heartbeat": now.isoformat(timespec="microseconds"),
+                       "token": "t0", **fields}).encode()
+
+
+@pytest.mark.parametrize("junk", [b"not json", b'{"holder": 5}', _lease(heartbeat="yesterday"), _lease(pid="4242")],
+                         ids=["not-json", "no-lease", "no-time", "pid-text"])
+def test_a_lease_object_that_is_no_lease_is_named_and_unlock_force_deletes_it(junk, tmp_path, monkeypatch):
+    """A command meets a lease object that is not a lease: it names it and says `unlock --force` deletes it,
+    and that is what `unlock --force` does (it used to answer with the same hint, and leave the object)."""
+    from gpufleet.fleet import team
+
+    store = _team(tmp_path, monkeypatch)
+    store.create("leases/demo.json", junk)
+    for args in (["down", "demo", "--yes", "--no-wait"], ["unlock", "demo"]):
+        r = cli(*args)
+        assert r.exit_code == 1 and "is not a gpufleet lease" in r.output, r.output
+        assert "gpufleet unlock demo --force" in r.output and "Traceback" not in r.output
+    r = cli("unlock", "demo", "--force")
+    assert r.exit_code == 0 and "which was not a gpufleet lease" in r.output, r.output
+    assert store.read("leases/demo.json") is None
+    assert [(e["command"], e["broke"]) for e in team.log("demo")] == [("unlock --force", "(not a lease)")]
+
+
+def test_words_from_the_store_reach_the_terminal_without_escape_sequences(tmp_path, monkeypatch):
+    """A lease and an event written by someone who can write the store: their words are shown with every
+    control character (terminal escapes, a bidirectional override) and Rich's markup replaced by ?."""
+    from gpufleet.state import events
+
+    store = _team(tmp_path, monkeypatch)
+    evil = "\x1b]0;owned\x07mallory\x1b[2J[bold]@example.com"
+    store.create("leases/demo.json", _lease(holder=evil, host="ws7\x1b[31m", command="up\u202e"))
+    events.record(store, {"who": evil, "command": "up\u202e", "cluster": "demo", "outcome": "failed: \x1b[31mred"})
+    for args in (["down", "demo", "--yes", "--no-wait"], ["log"]):
+        r = cli(*args)
+        assert "mallory" in r.output and "\x1b" not in r.output and "\u202e" not in r.output, repr(r.output)
+        assert "[bold]" not in r.output
+    assert cli("down", "demo", "--yes", "--no-wait").exit_code == 4
