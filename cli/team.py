@@ -37,19 +37,21 @@ def init(
 ):
     from gpufleet.fleet import team
 
-    got = team.init(url, secrets_provider=secrets_provider)
+    got = team.init(url, secrets_provider=secrets_provider, prompt=options.passphrase_prompt())
     for w in got.warnings:
         output.warn(w)
     if STATE.json:
         output.emit_json({"url": got.url, "versioning": got.versioning, "secrets_provider": got.secrets_provider,
-                          "warnings": got.warnings, "carried": got.carried})
+                          "warnings": got.warnings, "carried": got.carried, "moved": got.moved})
         return
     output.console().print(f"Team store {got.url}: reachable and writable"
                            + ("" if got.versioning is None else f", versioning {'on' if got.versioning else 'off'}")
                            + ". Leases, the event log, the registry and Pulumi's state now live there; Pulumi's "
                            f"secrets are encrypted by {got.secrets_provider}."
                            + (f" Carried the {len(got.carried)} cluster(s) brought up alone on this machine into it: "
-                              f"{', '.join(got.carried)}." if got.carried else ""))
+                              f"{', '.join(got.carried)}." if got.carried else "")
+                           + (f" Their Pulumi state moved into the team's backend ({', '.join(got.moved)}); the copy "
+                              "it came from is left as it was, and gpufleet no longer uses it." if got.moved else ""))
 
 
 @app.command("show", help="The team store this user works in, if any.")

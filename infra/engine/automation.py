@@ -47,14 +47,20 @@ INSTALL_HINT = ("install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh 
 def backend_url() -> str:
     """``PULUMI_BACKEND_URL`` when set, else the team's store (``gpufleet team init``: Pulumi's
     self-managed backend under its ``pulumi/``), else a file backend under the user's data directory."""
+    return backend_for(team_config.url())[0]
+
+
+def backend_for(team: str | None) -> tuple[str, dict[str, str]]:
+    """The backend a member of the team whose store is ``team`` (None: alone) uses, and what the Pulumi
+    CLI needs for it (``team_env``)."""
     url = os.environ.get("PULUMI_BACKEND_URL")
+    own = team_store.pulumi_backend(team) if team else None
     if url:
-        return url
-    team = team_config.url()
-    if team:
-        return team_store.pulumi_backend(team)[0]
+        return url, own[1] if own and own[0] == url else {}
+    if own:
+        return own
     path = make_dir(pulumi_state_dir(), "XDG_DATA_HOME (or PULUMI_BACKEND_URL, for another backend)")
-    return "file://" + str(path)
+    return "file://" + str(path), {}
 
 
 def team_env(url: str) -> dict[str, str]:
@@ -421,6 +427,79 @@ def destroy(cluster: str, *, pulumi_command=None, progress: Progress | None = No
     except Exception as e:  # noqa: BLE001
         raise translate(e, progress) from None
     return progress
+
+
+def _workspace(url: str, cmd, env: dict[str, str], provider: str | None = None):
+    """A workspace of the gpufleet project on the backend ``url`` (no program: for the stack commands)."""
+    from pulumi import automation as auto
+
+    return auto.LocalWorkspace(
+        project_settings=auto.ProjectSettings(name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=url)),
+        secrets_provider=provider, env_vars={"PULUMI_SKIP_UPDATE_CHECK": "true", **env}, pulumi_command=cmd)
+
+
+def _resources(state) -> dict[str, str | None]:
+    """A stack's exported state (``Deployment``) as its resources: URN -> the cloud's id."""
+    return {r["urn"]: r.get("id") for r in (state.deployment or {}).get("resources") or []}
+
+
+@dataclass
+class Moved:
+    cluster: str
+    resources: int  # in the stack moved
+    created: bool  # the stack was made in the target now (False: it was there already, as moved before)
+
+
+def move_stack(cluster: str, source: str, target: str, *, target_env: dict[str, str], provider: str,
+               pulumi_command=None, prompt: Callable[[], str] | None = None) -> Moved | None:
+    """Move the cluster's stack from the backend ``source`` into ``target`` as Pulumi documents a change of
+    backend (pulumi.com/docs/iac/concepts/state-and-backends, "Migrating between state backends": `pulumi
+    stack export --show-secrets`, `pulumi stack init` on the new backend, `pulumi stack import`), through
+    the Automation API's ``export_stack``, ``create_stack`` (with the team's secrets ``provider``, which
+    encrypts the secrets again on import) and ``import_stack``; then the stack is exported from ``target``
+    and must hold the same resources (URN and id), else it is removed there again and the move fails.
+    ``source`` is left as it was (Pulumi's `stack migrate` does the same), a copy to fall back on that
+    gpufleet no longer uses. None when ``source`` has no such stack: there is nothing to move. A stack
+    ``target`` has already is taken as moved when it holds the same resources, refused otherwise."""
+    from pulumi import automation as auto
+
+    cmd = pulumi_command or find_pulumi()
+    asked = passphrase_env(source, prompt)  # the source's secrets are shown to be encrypted again
+    try:
+        try:
+            state = _workspace(source, cmd, asked).export_stack(cluster)
+        except auto.StackNotFoundError:
+            return None
+        env = {**target_env, **((asked or passphrase_env(target, prompt)) if provider == team_config.PASSPHRASE
+                                else {})}
+        there = _workspace(target, cmd, env, provider)
+        want = _resources(state)
+        try:
+            there.create_stack(cluster)
+        except auto.StackAlreadyExistsError:
+            if _resources(there.export_stack(cluster)) == want:
+                return Moved(cluster, len(want), created=False)
+            raise InputError(f"the team's Pulumi backend {target} already has a stack {cluster} holding other "
+                             "resources", "the team has a cluster of that name: take this machine's down first, "
+                             "or bring it up under another name") from None
+        try:
+            there.import_stack(cluster, state)
+            if _resources(there.export_stack(cluster)) != want:
+                raise DeployError(f"the Pulumi state of {cluster} imported into {target} does not hold the "
+                                  "resources exported", "run it again, or ask Pulumi (pulumi stack export)")
+        except BaseException:
+            with contextlib.suppress(Exception):  # the stack made now goes: the source holds the state
+                there.remove_stack(cluster, force=True)
+            raise
+    except Exception as e:  # noqa: BLE001 - every engine failure is translated
+        raise translate(e) from None
+    return Moved(cluster, len(want), created=True)
+
+
+def forget_stack(cluster: str, backend: str, *, env: dict[str, str], pulumi_command=None) -> None:
+    """Remove the cluster's stack from ``backend`` without touching its resources (`pulumi stack rm
+    --force`): what undoes a move whose record could not follow it (the source keeps them)."""
+    _workspace(backend, pulumi_command or find_pulumi(), env).remove_stack(cluster, force=True)
 
 
 @contextlib.contextmanager

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from gpufleet.clouds.team_store import open_store
+from gpufleet.engine import automation
 from gpufleet.errors import GpufleetError, InputError
 from gpufleet.state import caller, events, leases, pulumi_locks, team_config
 from gpufleet.state.registry import Registry
@@ -56,11 +57,21 @@ class Init:
     secrets_provider: str  # what encrypts the secrets in the team's Pulumi state
     warnings: list[str]
     carried: list[str]  # the clusters brought up alone, carried into the store
+    moved: dict[str, str]  # cluster -> the backend its Pulumi state was moved from (left there as it was)
 
 
-def init(url: str, *, secrets_provider: str = team_config.PASSPHRASE, now: dt.datetime | None = None) -> Init:
-    """Check the store (a write and a read back), carry the clusters brought up alone into it, and make
-    it this user's team store, its Pulumi state's secrets encrypted by ``secrets_provider``."""
+class NotCarried(GpufleetError):
+    """A cluster brought up alone whose Pulumi state could not be moved into the team's backend: `team
+    init` carries nothing then (its record in the store, with the state left behind, would make the next
+    `up` create every node again)."""
+
+
+def init(url: str, *, secrets_provider: str = team_config.PASSPHRASE, now: dt.datetime | None = None,
+         pulumi_command=None, prompt: Callable[[], str] | None = None) -> Init:
+    """Check the store (a write and a read back), carry the clusters brought up alone into it (their
+    Pulumi state moved into the team's backend first: ``engine.automation.move_stack``), and make it this
+    user's team store, its Pulumi state's secrets encrypted by ``secrets_provider``. A state that cannot
+    be moved stops it all (``NotCarried``): nothing is carried and the setting is not written."""
     secrets_provider = team_config.check_secrets_provider(secrets_provider)
     store = open_store(url)
     now = now or dt.datetime.now(dt.timezone.utc)
@@ -75,9 +86,52 @@ def init(url: str, *, secrets_provider: str = team_config.PASSPHRASE, now: dt.da
     warnings = [] if versioning is not False else [
         f"{store.url}: the bucket does not keep object versions: a lease or event deleted or overwritten by "
         "mistake cannot be recovered (turn versioning on for the bucket)"]
-    carried = Registry().share(store)
+    reg = Registry()
+    reg.refuse_taken(store)
+    backend, env = automation.backend_for(store.url)
+    moves = _move_states(reg, backend, env, secrets_provider, pulumi_command, prompt)
+    try:
+        carried = reg.share(store, {m.cluster: backend for m, _ in moves})
+    except BaseException:
+        left = set(reg.alone())  # not carried: its state goes back to being only where it was
+        _undo([(m, src) for m, src in moves if m.cluster in left], backend, env, pulumi_command)
+        raise
     team_config.write(store.url, who(), now.isoformat(timespec="seconds"), secrets_provider)
-    return Init(store.url, versioning, secrets_provider, warnings, carried)
+    return Init(store.url, versioning, secrets_provider, warnings, carried, {m.cluster: src for m, src in moves})
+
+
+def _move_states(reg: Registry, backend: str, env: dict[str, str], provider: str, pulumi_command,
+                 prompt) -> list[tuple]:
+    """The Pulumi state of each cluster brought up alone, moved into the team's ``backend`` where its record
+    names another; [(automation.Moved, the backend it came from)]. The first that fails undoes the others
+    and stops, named, with the ways out."""
+    records = [reg.get(name) for name in reg.alone()]
+    todo = [r for r in records if r.backend is not None and r.backend != backend]
+    moves: list[tuple] = []
+    for rec in todo:
+        try:
+            moved = automation.move_stack(rec.name, rec.backend, backend, target_env=env, provider=provider,
+                                          pulumi_command=pulumi_command, prompt=prompt)
+        except GpufleetError as e:
+            _undo(moves, backend, env, pulumi_command)
+            raise NotCarried(f"the Pulumi state of cluster {rec.name} ({team_config.redacted(rec.backend)}) could not be "
+                             f"moved into the team's backend {backend}: {e.message}",
+                             "nothing was carried and this machine is not in the team yet: "
+                             + (f"{e.hint}; then " if e.hint else "fix that, then ") + "run `gpufleet team init` "
+                             "again; or take the cluster down first (`gpufleet down " + rec.name + "`)",
+                             exit_code=e.exit_code) from None
+        if moved is not None:
+            moves.append((moved, rec.backend))
+    return moves
+
+
+def _undo(moves: list[tuple], backend: str, env: dict[str, str], pulumi_command) -> None:
+    """Remove from the team's backend the stacks moved there now (their state is still where it came
+    from); best effort: one that cannot be removed is a copy no record names."""
+    for moved, _ in moves:
+        if moved.created:
+            with contextlib.suppress(Exception):
+                automation.forget_stack(moved.cluster, backend, env=env, pulumi_command=pulumi_command)
 
 
 @contextlib.contextmanager
