@@ -114,6 +114,25 @@ def test_a_password_in_the_team_url_is_refused_and_never_printed_nor_stored(post
     assert r.exit_code == 2 and "s3cret-pw" not in r.output and "Traceback" not in r.output, r.output
 
 
+@pytest.mark.parametrize("query", ["password=s3cret-pw&sslmode=disable", "pass%77ord=s3cret-pw",
+                                   "sslmode=disable&sslpassword=s3cret-pw"])
+def test_a_password_in_the_urls_query_is_refused_and_never_printed_nor_stored(query, postgres, tmp_path, monkeypatch):
+    """libpq reads its parameters from the URL's query too (percent-decoded), a password among them: the
+    URL then opens the database (the session's real PostgreSQL, its role given that password) and would
+    carry it into the team setting, every record's backend and Pulumi's URL. Refused like a password in
+    the user-info, and never printed."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    url = f"{postgres}?{query}&table=t_pwq"
+    assert "s3cret-pw" in conninfo_to_dict(f"{postgres}?{query}").values()  # what libpq takes from it
+    r = cli("team", "init", url)
+    assert r.exit_code == 2 and "PGPASSWORD" in r.output and "the URL carries" in r.output, r.output
+    assert "s3cret-pw" not in r.output and not (tmp_path / "xdg" / "gpufleet" / "team.json").exists()
+    monkeypatch.setenv("GPUFLEET_TEAM", url)
+    r = cli("status", "--local")
+    assert r.exit_code == 2 and "s3cret-pw" not in r.output and "Traceback" not in r.output, r.output
+
+
 def test_the_team_setting_is_the_users_alone_and_one_with_a_password_is_never_printed(postgres, tmp_path):
     old = os.umask(0o022)
     try:
