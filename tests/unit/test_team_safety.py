@@ -197,6 +197,27 @@ def test_the_mount_options_that_keep_locks_on_one_machine_are_told_apart(line, r
     assert mount_of(point / "gpufleet", mounts).local_locks() == refused
 
 
+# what the kernel shows for file systems whose flock(2) holds on this machine alone (a FUSE file system
+# that does not implement it: linux fs/fuse/file.c; BeeGFS without tuneUseGlobalFileLocks), or of which
+# gpufleet knows nothing (SMB); and for local disks and CephFS, whose locks are fine
+FUSE_GCSFUSE = "301 25 0:70 / {point} rw,nosuid,nodev,relatime shared:80 - fuse.gcsfuse team-bucket rw,user_id=0,group_id=0"
+FUSE_SSHFS = "302 25 0:71 / {point} rw,nosuid,nodev,relatime shared:81 - fuse.sshfs alice@nas:/shared rw,user_id=0,group_id=0"
+BEEGFS = "303 25 0:72 / {point} rw,relatime shared:82 - beegfs beegfs_nodev rw,cfgFile=/etc/beegfs/beegfs-client.conf"
+CIFS = "304 25 0:73 / {point} rw,relatime shared:83 - cifs //nas/shared rw,vers=3.1.1,cache=strict,username=alice"
+CEPH = "305 25 0:74 / {point} rw,relatime shared:84 - ceph 10.0.0.9:6789:/ rw,name=team,acl"
+EXT4 = "306 25 8:3 / {point} rw,relatime shared:85 - ext4 /dev/sda3 rw"
+
+
+@pytest.mark.parametrize("line,refused", [
+    (FUSE_GCSFUSE, "a FUSE file system"), (FUSE_SSHFS, "a FUSE file system"), (BEEGFS, "tuneUseGlobalFileLocks"),
+    (CIFS, "does not know"), (CEPH, None), (EXT4, None), (NFS4.replace("{local_lock}", "none"), None),
+    (NFS3_NOLOCK, "with local_lock=all, nolock"),
+])
+def test_a_store_may_be_only_where_flock_is_known_to_hold_across_machines(line, refused):
+    m = mount_of(Path("/mnt/shared/gpufleet"), parse(line.replace("{point}", "/mnt/shared")))
+    assert (refused or "") in (m.refused() or "") and (m.refused() is None) == (refused is None)
+
+
 def _mountinfo(tmp_path, monkeypatch, line: str, point: Path) -> None:
     """This machine's mounts, and one more at ``point`` as ``line`` describes it."""
     crafted = tmp_path / "mountinfo"
@@ -204,11 +225,14 @@ def _mountinfo(tmp_path, monkeypatch, line: str, point: Path) -> None:
     monkeypatch.setattr(mounts, "MOUNTINFO", crafted)
 
 
-def test_team_init_refuses_a_shared_directory_whose_locks_stay_on_this_machine(tmp_path, monkeypatch):
+@pytest.mark.parametrize("line,said", [(NFS3_NOLOCK, "nolock"), (FUSE_GCSFUSE, "a FUSE file system"),
+                                       (BEEGFS, "tuneUseGlobalFileLocks"), (CIFS, "does not know")],
+                         ids=["nfs-nolock", "gcsfuse", "beegfs", "cifs"])
+def test_team_init_refuses_a_shared_directory_whose_locks_stay_on_this_machine(line, said, tmp_path, monkeypatch):
     (tmp_path / "shared" / "gpufleet").mkdir(parents=True)
-    _mountinfo(tmp_path, monkeypatch, NFS3_NOLOCK, tmp_path / "shared")
+    _mountinfo(tmp_path, monkeypatch, line, tmp_path / "shared")
     r = cli("team", "init", f"file://{tmp_path / 'shared' / 'gpufleet'}")
-    assert r.exit_code == 2 and "nolock" in r.output and f"mounted at {tmp_path / 'shared'}" in r.output, r.output
+    assert r.exit_code == 2 and said in r.output and f"mounted at {tmp_path / 'shared'}" in r.output, r.output
     assert "Traceback" not in r.output and not (tmp_path / "xdg" / "gpufleet" / "team.json").exists()
     assert list((tmp_path / "shared" / "gpufleet").iterdir()) == []  # nothing written there
 
