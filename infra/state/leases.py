@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass
 from typing import TypeVar
 
 from gpufleet.errors import GpufleetError, InputError
-from gpufleet.state.shared import SharedStore, shown
+from gpufleet.state.shared import SharedStore, StoreError, shown
 
 T = TypeVar("T")
 HEARTBEAT_S = 30.0
@@ -399,6 +399,7 @@ def acquire(store: SharedStore, cluster: str, command: str, holder: str, *, wait
     seen = _Seen(clock)
     told = None
     written_at = 0.0
+    refused = 0  # creates refused in a row while nothing could be read: a store that is not answering sense
     while True:
         cur = read(store, cluster)
         if cur is not None and cur[0].token == token:  # ours: the write landed (maybe its answer was lost)
@@ -408,7 +409,10 @@ def acquire(store: SharedStore, cluster: str, command: str, holder: str, *, wait
                      _stamp(now, "microseconds"), token)
         if cur is None:
             written_at = holder_clock()
-            store.create(key(cluster), _body(mine))
+            refused = 0 if store.create(key(cluster), _body(mine)) else refused + 1
+            if refused >= 5:
+                raise StoreError(f"the team store {store.url} refuses to create {key(cluster)} and shows none there",
+                                 "check the store (its bucket or container, its permissions) and run it again")
             continue  # read again: ours, or another writer's who got there first
         lease, version = cur
         unchanged = seen.unchanged_s(version)

@@ -667,6 +667,8 @@ class _Transport:
                 self.sent.append((request.method, request.url))
                 if self.refuse > 0:
                     self.refuse -= 1
+                    if not isinstance(self.status, int):  # a connection reset, a socket timeout
+                        raise self.status("the tests cut it")
                     r = requests.Response()
                     r.status_code, r.request, r.url = self.status, request, request.url
                     r.headers["Content-Type"] = "application/json"
@@ -692,12 +694,17 @@ def _gcs(url: str, status: int = 429):
 
 
 @pytest.mark.parametrize("store_url", ["gs"], indirect=True)
-@pytest.mark.parametrize("status", [429, 503])
+@pytest.mark.parametrize("status", [429, 503, "reset", "timeout"])
 def test_cloud_storage_backs_off_on_429_and_5xx_in_every_call(store_url, status, monkeypatch):
+    """Every call of the store is tried again after a 429 or a 5xx, and after a socket timeout or a TCP
+    disconnect, which Google's retry strategy lists with them (cloud.google.com/storage/docs/retry-strategy)."""
+    import requests
+
     from gpufleet.clouds.gcp import objects
     from gpufleet.errors import CloudUnreadable
 
     monkeypatch.setattr(objects, "BACKOFF_S", 0.001)
+    status = {"reset": requests.ConnectionError, "timeout": requests.ReadTimeout}.get(status, status)
     store, transport = _gcs(store_url, status)
     calls = [lambda: store.create("a", b"1"), lambda: store.read("a"), lambda: store.keys(""),
              lambda: store.replace("a", b"2", store.read("a")[1]), lambda: store.delete("a", store.read("a")[1])]

@@ -362,3 +362,23 @@ def test_a_release_finds_a_lease_another_took_and_says_it_was_lost(tmp_path):
     held.release()
     assert held.lost and leases.read(store, "demo")[0].holder == "bob@ci"
     bob.release()
+
+
+def test_a_store_that_refuses_every_create_and_shows_nothing_stops_acquire(tmp_path):
+    """A store that answers a create "it exists" and a read "nothing there" (a container gone, an answer
+    not understood) made acquire go round without end and without a pause: it stops, saying so."""
+    class Contrary(DirectoryStore):
+        def create(self, key, body):
+            return False
+
+    got: list = []
+
+    def take() -> None:
+        try:
+            leases.acquire(Contrary(f"file://{tmp_path}"), "c1", "up", "x@ci")
+        except Exception as e:  # noqa: BLE001 - what it said
+            got.append(e)
+    worker = threading.Thread(target=take, daemon=True)
+    worker.start()
+    worker.join(30)
+    assert not worker.is_alive() and "refuses to create leases/c1.json and shows none" in got[0].message

@@ -462,3 +462,26 @@ def test_words_from_the_store_reach_the_terminal_without_escape_sequences(tmp_pa
         assert "mallory" in r.output and "\x1b" not in r.output and "\u202e" not in r.output, repr(r.output)
         assert "[bold]" not in r.output
     assert cli("down", "demo", "--yes", "--no-wait").exit_code == 4
+
+
+@pytest.fixture(params=["azblob"])
+def azblob_url(request, tmp_path, monkeypatch):
+    """A container in Azurite (test_team's store of that kind)."""
+    return test_team._new_store(request, tmp_path, monkeypatch)
+
+
+def test_a_blob_container_that_does_not_exist_is_said_not_taken_for_a_lost_race(azblob_url):
+    """Blob storage answers 404 ContainerNotFound for a container that is not there and 404 BlobNotFound
+    for a blob that is not (learn.microsoft.com/rest/api/storageservices/blob-service-error-codes; Azurite
+    answers the same): only the second is a race lost. `team init` on a mistyped container used to say
+    "run it again", and a lease's acquire would go round create and read without end."""
+    from gpufleet.errors import InputError
+    from gpufleet.state import leases
+
+    missing = azblob_url.replace("/team-", "/mistyped-")
+    r = cli("team", "init", missing)
+    assert r.exit_code == 2 and "its container" in r.output and "does not exist" in r.output, r.output
+    assert "run it again" not in r.output and "Traceback" not in r.output
+    with pytest.raises(InputError, match="does not exist"):
+        leases.acquire(_open(missing), "c1", "up", "x@ci", wait=False)
+    assert _open(azblob_url).read("leases/c1.json") is None  # a blob that is not there: None, as before
