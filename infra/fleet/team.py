@@ -191,9 +191,10 @@ class Unlocked:
 def unlock(cluster: str, *, force: bool = False, on_watch: Callable | None = None) -> Unlocked:
     """Break ``cluster``'s lease (one seen unchanged for the expiry and whose process does not run on this
     host; a live one only with ``force``, which also deletes a lease object that is no lease) and the Pulumi
-    locks it guarded: those written on its host while it was held (``state.pulumi_locks``). Pulumi's other
-    locks are kept and named (InputError) unless ``force``; one whose process runs on this host is kept
-    even so."""
+    locks it guarded: those written on its host while it was held (``state.pulumi_locks``), unless it was
+    stopping (its holder had lost it and was waiting for Pulumi's cancel, which may still be running).
+    Pulumi's other locks are kept and named (InputError) unless ``force``; one whose process runs on this
+    host is kept even so."""
     store = current()
     if store is None:
         raise InputError("no team store: leases exist only in team mode", "gpufleet team init URL")
@@ -206,7 +207,8 @@ def unlock(cluster: str, *, force: bool = False, on_watch: Callable | None = Non
     for lock in locks:
         if lock.running():
             kept.append(lock)
-        elif force or (broken is not None and lock.during(broken.host, broken.started, broken.heartbeat)):
+        elif force or (broken is not None and not broken.stopping and
+                       lock.during(broken.host, broken.started, broken.heartbeat)):
             got = store.read(lock.key)
             if got is not None and store.delete(lock.key, got[1]):
                 cleared.append(lock.key)
@@ -224,7 +226,8 @@ def unlock(cluster: str, *, force: bool = False, on_watch: Callable | None = Non
 
 def _kept(cluster: str, locks: list, broken: leases.Lease | None) -> InputError:
     done = f"broke the lease of {cluster} held by {shown(broken.holder)}; " if broken else ""
-    whose = "not written by that lease's command" if broken else "and no gpufleet lease holds the cluster"
+    whose = ("as that lease's command was stopping, waiting for Pulumi to cancel" if broken and broken.stopping else
+             "not written by that lease's command" if broken else "and no gpufleet lease holds the cluster")
     if all(lock.running() for lock in locks):
         return InputError(f"{done}Pulumi's lock of {cluster} was kept: its process still runs on this host:\n  "
                           + "\n  ".join(lock.words() for lock in locks),

@@ -341,6 +341,7 @@ def test_up_and_down_refuse_a_cluster_whose_state_is_in_another_backend(stack, c
     naming this machine's file backend, while the team's backend is in its store. `up` would start an empty
     stack there and create all 28 resources again (the first ones orphaned, billing); `down` would destroy
     nothing. Both are refused before Pulumi is asked anything, and the way out works."""
+    from gpufleet.fleet.configure import reconfigure
     from gpufleet.state.shared import DirectoryStore
 
     fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
@@ -354,6 +355,8 @@ def test_up_and_down_refuse_a_cluster_whose_state_is_in_another_backend(stack, c
     assert f"PULUMI_BACKEND_URL={local}" in ei.value.hint
     with pytest.raises(InputError, match="Pulumi state is in"):
         fleet_down.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
+    with pytest.raises(InputError, match="Pulumi state is in"):  # `configure` reads its outputs from the stack
+        reconfigure(stack, cat, pulumi_command=fake)
     assert len(fake.calls) == asked and f"{url}/pulumi" not in fake.backends
     monkeypatch.setenv("PULUMI_BACKEND_URL", local)  # the way out, on the machine that has the state
     assert fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False).progress.ops == {}

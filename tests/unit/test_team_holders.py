@@ -382,3 +382,28 @@ def test_a_store_that_refuses_every_create_and_shows_nothing_stops_acquire(tmp_p
     worker.start()
     worker.join(30)
     assert not worker.is_alive() and "refuses to create leases/c1.json and shows none" in got[0].message
+
+
+def test_unlock_keeps_the_pulumi_lock_of_a_lease_that_was_stopping(tmp_path, monkeypatch):
+    """A lease last seen marked stopping (its holder had lost it and was waiting for Pulumi's cancel) breaks
+    like any other once unchanged for the expiry, but Pulumi's lock it guarded may belong to an update still
+    cancelling on that host: it is kept and shown (--force clears it)."""
+    import datetime as dt
+
+    store = DirectoryStore(f"file://{_team_store(tmp_path, monkeypatch)}")
+    monkeypatch.setattr(leases, "EXPIRES_S", 0.5)
+    monkeypatch.setattr(leases, "WAIT_POLL_S", 0.1)
+    now = dt.datetime.now(dt.timezone.utc)
+    store.create(leases.key("demo"), json.dumps({
+        "cluster": "demo", "holder": "alice@laptop", "host": "laptop", "pid": 4242, "command": "up",
+        "started": (now - dt.timedelta(minutes=5)).isoformat(timespec="seconds"),
+        "heartbeat": now.isoformat(timespec="microseconds"), "token": "t1",
+        "stopping": "its store did not confirm a heartbeat for 65 s"}).encode())
+    lock = "pulumi/.pulumi/locks/organization/gpufleet/demo/0b3b5c1e.json"
+    store.create(lock, json.dumps({"pid": 777, "username": "alice", "hostname": "laptop",
+                                   "timestamp": (now - dt.timedelta(minutes=4)).astimezone().isoformat()}).encode())
+    with pytest.raises(InputError, match="broke the lease of demo held by alice@laptop; Pulumi's lock of demo was "
+                                         "kept, as that lease's command was stopping"):
+        team.unlock("demo")
+    assert leases.read(store, "demo") is None and store.read(lock) is not None
+    assert team.unlock("demo", force=True).pulumi_locks == [lock]
