@@ -24,8 +24,10 @@ SECRETS_HELP = ("What encrypts the secrets in the team's Pulumi state: passphras
                 "keyRings/K/cryptoKeys/C, azurekeyvault://VAULT.vault.azure.net/keys/KEY, hashivault://KEY.")
 UNLOCK_HELP = ("Break a cluster's lease whose holder died and the Pulumi lock it guarded: the lease is watched "
                "until it has stayed unchanged for three heartbeats (about 95 s; a live holder renews it within 30 s, "
-               "and the lease is refused). A Pulumi lock that lease's command did not write is shown and kept. "
-               "--force breaks the lease and clears every Pulumi lock of the cluster at once, naming them.")
+               "and the lease is refused; on the holder's own host, a holder whose process runs is refused at once). "
+               "A Pulumi lock that lease's command did not write, or wrote while it was stopping, is shown and kept. "
+               "--force breaks the lease and clears every Pulumi lock of the cluster at once, naming them, except "
+               "one whose process still runs on this host.")
 LOG_HELP = "What happened to the team's clusters: who ran which command when, its outcome and launch price."
 
 
