@@ -41,7 +41,7 @@ def _held(cluster: str, command: str, no_wait: bool):
     from gpufleet.fleet import team
 
     def waiting(lease) -> None:
-        output.warn(f"cluster {cluster} is held by {lease.holder} ({lease.command} on {lease.host}, pid {lease.pid}); " +
+        output.warn(f"cluster {cluster} is held by {lease.words()}; " +
                     ("its last heartbeat looks old: watching whether it still beats (a clock here or there may be off)"
                      if no_wait else "waiting for it (--no-wait fails at once)"))
     return team.session(cluster, command, wait=not no_wait, on_wait=waiting, on_warning=output.warn)

@@ -24,8 +24,10 @@ SECRETS_HELP = ("What encrypts the secrets in the team's Pulumi state: passphras
                 "keyRings/K/cryptoKeys/C, azurekeyvault://VAULT.vault.azure.net/keys/KEY, hashivault://KEY.")
 UNLOCK_HELP = ("Break a cluster's lease whose holder died and the Pulumi lock it guarded: the lease is watched "
                "until it has stayed unchanged for three heartbeats (about 95 s; a live holder renews it within 30 s, "
-               "and the lease is refused). A Pulumi lock that lease's command did not write is shown and kept. "
-               "--force breaks the lease and clears every Pulumi lock of the cluster at once, naming them.")
+               "and the lease is refused; on the holder's own host, a holder whose process runs is refused at once). "
+               "A Pulumi lock that lease's command did not write, or wrote while it was stopping, is shown and kept. "
+               "--force breaks the lease and clears every Pulumi lock of the cluster at once, naming them, except "
+               "one whose process still runs on this host.")
 LOG_HELP = "What happened to the team's clusters: who ran which command when, its outcome and launch price."
 
 
@@ -37,19 +39,21 @@ def init(
 ):
     from gpufleet.fleet import team
 
-    got = team.init(url, secrets_provider=secrets_provider)
+    got = team.init(url, secrets_provider=secrets_provider, prompt=options.passphrase_prompt())
     for w in got.warnings:
         output.warn(w)
     if STATE.json:
         output.emit_json({"url": got.url, "versioning": got.versioning, "secrets_provider": got.secrets_provider,
-                          "warnings": got.warnings, "carried": got.carried})
+                          "warnings": got.warnings, "carried": got.carried, "moved": got.moved})
         return
     output.console().print(f"Team store {got.url}: reachable and writable"
                            + ("" if got.versioning is None else f", versioning {'on' if got.versioning else 'off'}")
                            + ". Leases, the event log, the registry and Pulumi's state now live there; Pulumi's "
                            f"secrets are encrypted by {got.secrets_provider}."
                            + (f" Carried the {len(got.carried)} cluster(s) brought up alone on this machine into it: "
-                              f"{', '.join(got.carried)}." if got.carried else ""))
+                              f"{', '.join(got.carried)}." if got.carried else "")
+                           + (f" Their Pulumi state moved into the team's backend ({', '.join(got.moved)}); the copy "
+                              "it came from is left as it was, and gpufleet no longer uses it." if got.moved else ""))
 
 
 @app.command("show", help="The team store this user works in, if any.")
@@ -75,19 +79,20 @@ def unlock(
     from gpufleet.fleet import team
 
     def watching(lease, seconds: float) -> None:
-        output.console(stderr=True).print(f"Watching the lease of {cluster} held by {lease.holder} ({lease.command} on "
-                                          f"{lease.host}, pid {lease.pid}) for {seconds:.0f} s: a live holder renews it.")
+        output.console(stderr=True).print(f"Watching the lease of {cluster} held by {lease.words()} for {seconds:.0f} s: "
+                                          "a live holder renews it.", markup=False)
     got = team.unlock(cluster, force=force, on_watch=watching)
     if STATE.json:
         output.emit_json({"cluster": cluster, "broke": got.lease.__dict__ if got.lease else None,
-                          "pulumi_locks": got.pulumi_locks})
+                          "not_a_lease": got.not_a_lease, "pulumi_locks": got.pulumi_locks})
         return
-    if got.lease is None and not got.pulumi_locks:
+    if got.not_a_lease:
+        output.console().print(f"Deleted the lease object of {cluster}, which was not a gpufleet lease.")
+    elif got.lease is None and not got.pulumi_locks:
         output.console().print(f"{cluster} has no lease and no Pulumi lock.")
         return
     if got.lease:
-        output.console().print(f"Broke the lease of {cluster} held by {got.lease.holder} ({got.lease.command} on "
-                               f"{got.lease.host}, pid {got.lease.pid}).")
+        output.console().print(f"Broke the lease of {cluster} held by {got.lease.words()}.", markup=False)
     if got.pulumi_locks:
         output.console().print(f"Cleared {len(got.pulumi_locks)} Pulumi lock(s) of {cluster}.")
 
@@ -100,17 +105,20 @@ def log(
     import datetime as dt
 
     from gpufleet.fleet import team
+    from gpufleet.state.shared import shown
 
     span = options.duration("--since", since)
     after = dt.datetime.now(dt.timezone.utc) - span if span else None
     skipped: dict[str, str] = {}
     rows = team.log(cluster, after, skipped)
     for key, why in skipped.items():
-        output.warn(f"{key} in the team's store is left out of the log: it {why}")
+        output.warn(f"{shown(key, 200)} in the team's store is left out of the log: it {shown(why, 300)}")
     if STATE.json:
         output.emit_json({"events": rows, "skipped": skipped})
         return
+    # every word of an event is the store's: sanitised (state.shared.shown)
     output.table("Team log" + (f": {cluster}" if cluster else ""), ["when", "who", "command", "cluster", "outcome", "$/h"],
-                 [[e["at"][:19].replace("T", " "), e.get("who", ""), e.get("command", ""), e.get("cluster", ""),
-                   e.get("outcome", ""), output.money(e["usd_per_hour"]) if e.get("usd_per_hour") is not None else ""]
+                 [[shown(e["at"][:19].replace("T", " ")), shown(e.get("who", "")), shown(e.get("command", "")),
+                   shown(e.get("cluster", "")), shown(e.get("outcome", ""), 300),
+                   output.money(e["usd_per_hour"]) if isinstance(e.get("usd_per_hour"), (int, float)) else ""]
                   for e in rows], wraps=("outcome",))

@@ -109,11 +109,13 @@ def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | No
 
 def publish(store, documents: dict[str, dict], archive: bytes, tree: str) -> None:
     """The tree (once per content) and each pool's document; the nodes' timers pick them up (and run Salt:
-    a command that lost the cluster's lease publishes nothing more)."""
+    a command that lost the cluster's lease publishes nothing more, checked before each document, since an
+    upload of the tree may take a while and another may hold the cluster by then)."""
     leases.ensure_held()
     if not store.exists(f"tree/{tree}.tar.gz"):
         store.put(f"tree/{tree}.tar.gz", archive)
     for pool, doc in documents.items():
+        leases.ensure_held()
         store.put(f"pools/{pool}/current.json", json.dumps(doc, sort_keys=True).encode())
 
 

@@ -23,6 +23,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -186,7 +187,7 @@ class SaltSsh:
         """
         if not host_ids or not states:
             return {}
-        leases.ensure_held()  # a command that lost the cluster's lease starts no further Salt run
+        leases.ensure_held()  # a command that lost the cluster's lease starts no further Salt run (and stops this one)
         cmd = [str(self.salt_ssh), "-c", str(self.dir), "--roster-file", str(self.dir / "roster"), "--out", "json",
                "--out-indent", "-1", "--no-color", "--max-procs", str(self.max_procs), "-L", ",".join(host_ids),
                "state.apply", ",".join(states)]
@@ -213,27 +214,43 @@ class SaltSsh:
             yield
 
     def _apply(self, cmd: list[str], host_ids: list[str], test: bool, on_host) -> dict[str, StateRun]:
+        """Run salt-ssh, in a process group of its own (it and the ssh it starts, one per host): the whole
+        group is ended when the run outlasts ``timeout``, or at once when the command loses the cluster's
+        lease (``leases.stopping``: another may hold the cluster now), which is then the run's outcome."""
         start = time.monotonic()
         lines: list[str] = []
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONWARNINGS": "ignore"},
-                                umask=SALT_SSH_UMASK)
-        err: list[str] = []
-        reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
-        reader.start()
-        timer = threading.Timer(self.timeout, proc.kill)
-        timer.start()
-        try:
-            for line in proc.stdout:
-                lines.append(line)
-                doc = _json_line(line)
-                if on_host and doc:
-                    for hid in doc:
-                        if hid in host_ids:
-                            on_host(parse_output(line, "", [hid], test, time.monotonic() - start)[hid])
-            proc.wait()
-        finally:
-            timer.cancel()
+        with leases.stopping(lambda: _end_group(proc)):
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONWARNINGS": "ignore"},
+                                    process_group=0, umask=SALT_SSH_UMASK)
+            leases.CHILDREN.add(proc)
+            err: list[str] = []
+            reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+            reader.start()
+            timer = threading.Timer(self.timeout, _end_group, (proc, True))
+            timer.start()
+            try:
+                if leases.lost():  # lost as it started, before the stop could reach it
+                    _end_group(proc)
+                for line in proc.stdout:
+                    lines.append(line)
+                    doc = _json_line(line)
+                    if on_host and doc:
+                        for hid in doc:
+                            if hid in host_ids:
+                                on_host(parse_output(line, "", [hid], test, time.monotonic() - start)[hid])
+                proc.wait()
+            finally:
+                timer.cancel()
+                if proc.poll() is None:  # left by an exception (Ctrl-C): not left running behind gpufleet
+                    _end_group(proc)
+                    try:
+                        proc.wait(5)
+                    except subprocess.TimeoutExpired:
+                        _end_group(proc, True)
+                        proc.wait()
+                leases.CHILDREN.discard(proc)
+        leases.ensure_held()  # stopped because the lease was lost: that is what happened
         reader.join(5)
         took = time.monotonic() - start
         if took >= self.timeout:
@@ -244,6 +261,14 @@ class SaltSsh:
     def clean(self, host_ids: list[str], states: list[str]) -> dict[str, StateRun]:
         """Apply each formula's ``clean`` state (undo what gpufleet installed)."""
         return self.apply(host_ids, [f"{s.split('.')[0]}.clean" for s in dict.fromkeys(states)])
+
+
+def _end_group(proc: subprocess.Popen, kill: bool = False) -> None:
+    """End salt-ssh and the ssh processes it started (its process group): SIGTERM, or SIGKILL."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass  # it has ended
 
 
 def _sls_name(host_id: str) -> str:

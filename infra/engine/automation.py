@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -46,14 +47,20 @@ INSTALL_HINT = ("install the Pulumi CLI: curl -fsSL https://get.pulumi.com | sh 
 def backend_url() -> str:
     """``PULUMI_BACKEND_URL`` when set, else the team's store (``gpufleet team init``: Pulumi's
     self-managed backend under its ``pulumi/``), else a file backend under the user's data directory."""
+    return backend_for(team_config.url())[0]
+
+
+def backend_for(team: str | None) -> tuple[str, dict[str, str]]:
+    """The backend a member of the team whose store is ``team`` (None: alone) uses, and what the Pulumi
+    CLI needs for it (``team_env``)."""
     url = os.environ.get("PULUMI_BACKEND_URL")
+    own = team_store.pulumi_backend(team) if team else None
     if url:
-        return url
-    team = team_config.url()
-    if team:
-        return team_store.pulumi_backend(team)[0]
+        return url, own[1] if own and own[0] == url else {}
+    if own:
+        return own
     path = make_dir(pulumi_state_dir(), "XDG_DATA_HOME (or PULUMI_BACKEND_URL, for another backend)")
-    return "file://" + str(path)
+    return "file://" + str(path), {}
 
 
 def team_env(url: str) -> dict[str, str]:
@@ -113,19 +120,47 @@ def find_pulumi():
         raise ToolMissing("the Pulumi CLI could not be started", INSTALL_HINT) from None
 
 
+# Ctrl-C during a Pulumi run: the first asks the CLI to cancel, and gpufleet waits for it (its lease kept)
+# at most this long before it asks the CLI to stop at once; then at most STOP_WAIT_S for the CLI to exit
+CANCEL_WAIT_S = 900.0
+STOP_WAIT_S = 30.0
+CANCELLING = ("cancelling: waiting for Pulumi to finish its in-flight operations and save its state "
+              "(Ctrl-C again stops it at once, which may leave what it was creating outside its state)")
+STOPPING = "stopping Pulumi at once: waiting for it to exit"
+LEFT = ("Pulumi is still running (pid {pid}): gpufleet stops waiting; the cluster's lease is left to expire and "
+        "Pulumi's lock stays until it exits")
+
+
+def _tell(line: str) -> None:
+    """One line for the person at the terminal while Ctrl-C is being handled (the CLI's output module is
+    out of reach here: the engine is below it)."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
 class Cli:
     """The Pulumi CLI as the Automation API runs it (a ``PulumiCommand``: ``version``, and ``run`` of one
     command line, its output streamed to the callbacks, a CommandError when it fails), each run a process
     held here so that ``interrupt`` can stop the one in flight as Ctrl-C does. On SIGINT the CLI cancels
     its update: the engine starts no further step, finishes those in flight and saves its checkpoint, then
-    exits non-zero; a second SIGINT would kill it at once (pulumi/pulumi pkg/backend cancellation scope,
-    ``NewScope``). ``Stack.cancel`` (`pulumi cancel`) is no way to stop it: on a self-managed backend it
-    only deletes the stack's lock files while the update goes on (pkg/backend/diy/backend.go,
-    ``CancelCurrentUpdate``)."""
+    exits non-zero; a second SIGINT makes it stop at once (pulumi/pulumi pkg/backend cancellation scope,
+    ``NewScope``; sdk/go/common/util/cancel). ``Stack.cancel`` (`pulumi cancel`) is no way to stop it: on a
+    self-managed backend it only deletes the stack's lock files while the update goes on
+    (pkg/backend/diy/backend.go, ``CancelCurrentUpdate``).
+
+    The CLI runs in a process group of its own, so that a terminal's Ctrl-C reaches gpufleet alone, which
+    forwards it (``_cancel``): one SIGINT for the first Ctrl-C, and gpufleet keeps reading the CLI's output
+    and waits for it to end (``CANCEL_WAIT_S``) before the KeyboardInterrupt goes on to the team session,
+    which only then releases the cluster's lease. Left in gpufleet's group, the CLI would get every Ctrl-C
+    as well, and gpufleet, leaving at once, would close the pipe the CLI writes to: Go programs die of
+    SIGPIPE on a write to a closed stdout, in the middle of creating resources."""
 
     def __init__(self, found):
         self.command, self.version = found.command, found.version
-        self._running: set[subprocess.Popen] = set()
+        self._running: dict[subprocess.Popen, int] = {}  # each run in flight, and the SIGINTs sent to it
         self._interrupted = False
         self._lock = threading.Lock()
 
@@ -146,35 +181,72 @@ class Cli:
                 raise create_command_error(CommandResult("", "error: interrupted before it started", 255))
             proc = subprocess.Popen([self.command, *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, encoding="utf-8",
-                                    errors="replace")
-            self._running.add(proc)
+                                    errors="replace", process_group=0)
+            self._running[proc] = 0
+            leases.CHILDREN.add(proc)  # a lease is kept while it runs
+        err: list[str] = []
+        out: list[str] = []
         try:
-            err: list[str] = []
             reader = threading.Thread(target=_lines, args=(proc.stderr, on_error, err), daemon=True)
             reader.start()
-            out: list[str] = []
-            _lines(proc.stdout, on_output, out)
-            reader.join()
-            code = proc.wait()
+            try:
+                _lines(proc.stdout, on_output, out)
+                reader.join()
+                code = proc.wait()
+            except KeyboardInterrupt:
+                self._cancel(proc, on_output, out)
+                raise  # only once the CLI has ended (or gpufleet stopped waiting for it)
         finally:
             with self._lock:
-                self._running.discard(proc)
+                self._running.pop(proc, None)
+            if proc.poll() is not None:
+                leases.CHILDREN.discard(proc)
         result = CommandResult(stdout="\n".join(out), stderr="\n".join(err), code=code)
         if code != 0:
             raise create_command_error(result)
         return result
+
+    def _signal(self, proc: subprocess.Popen) -> int:
+        """Send the run one SIGINT; how many it has had."""
+        with self._lock:
+            self._running[proc] = sent = self._running.get(proc, 0) + 1
+        try:
+            proc.send_signal(signal.SIGINT)
+        except (ProcessLookupError, OSError):
+            pass  # it ended meanwhile
+        return sent
+
+    def _cancel(self, proc: subprocess.Popen, on_output, out: list[str]) -> None:
+        """Ctrl-C reached gpufleet while ``proc`` runs: forward it (the first asks for a graceful cancel,
+        a later one, or ``CANCEL_WAIT_S`` gone by, for a stop at once), keep reading the CLI's output so that
+        it is never blocked nor cut off, and wait for it to exit. A Ctrl-C after the stop, or
+        ``STOP_WAIT_S`` gone by, ends the wait with the CLI still running (said; ``leases.CHILDREN`` keeps
+        the lease then)."""
+        threading.Thread(target=_lines, args=(proc.stdout, on_output, out), daemon=True).start()
+        sent = self._signal(proc)
+        _tell(CANCELLING if sent == 1 else STOPPING)
+        deadline = time.monotonic() + (CANCEL_WAIT_S if sent == 1 else STOP_WAIT_S)
+        while True:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                return
+            except (subprocess.TimeoutExpired, KeyboardInterrupt):
+                pass
+            if sent > 1:  # asked to stop at once already: wait no longer
+                _tell(LEFT.format(pid=proc.pid))
+                return
+            sent = self._signal(proc)
+            _tell(STOPPING)
+            deadline = time.monotonic() + STOP_WAIT_S
 
     def interrupt(self) -> None:
         """Ask every run in flight to stop, as Ctrl-C does (once: the CLI then cancels gracefully), and
         start no other."""
         with self._lock:
             self._interrupted = True
-            running = list(self._running)
+            running = [p for p, sent in self._running.items() if not sent]
         for proc in running:
-            try:
-                proc.send_signal(signal.SIGINT)
-            except (ProcessLookupError, OSError):
-                pass  # it ended meanwhile
+            self._signal(proc)
 
 
 def _lines(stream, callback, into: list[str]) -> None:
@@ -355,6 +427,79 @@ def destroy(cluster: str, *, pulumi_command=None, progress: Progress | None = No
     except Exception as e:  # noqa: BLE001
         raise translate(e, progress) from None
     return progress
+
+
+def _workspace(url: str, cmd, env: dict[str, str], provider: str | None = None):
+    """A workspace of the gpufleet project on the backend ``url`` (no program: for the stack commands)."""
+    from pulumi import automation as auto
+
+    return auto.LocalWorkspace(
+        project_settings=auto.ProjectSettings(name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=url)),
+        secrets_provider=provider, env_vars={"PULUMI_SKIP_UPDATE_CHECK": "true", **env}, pulumi_command=cmd)
+
+
+def _resources(state) -> dict[str, str | None]:
+    """A stack's exported state (``Deployment``) as its resources: URN -> the cloud's id."""
+    return {r["urn"]: r.get("id") for r in (state.deployment or {}).get("resources") or []}
+
+
+@dataclass
+class Moved:
+    cluster: str
+    resources: int  # in the stack moved
+    created: bool  # the stack was made in the target now (False: it was there already, as moved before)
+
+
+def move_stack(cluster: str, source: str, target: str, *, target_env: dict[str, str], provider: str,
+               pulumi_command=None, prompt: Callable[[], str] | None = None) -> Moved | None:
+    """Move the cluster's stack from the backend ``source`` into ``target`` as Pulumi documents a change of
+    backend (pulumi.com/docs/iac/concepts/state-and-backends, "Migrating between state backends": `pulumi
+    stack export --show-secrets`, `pulumi stack init` on the new backend, `pulumi stack import`), through
+    the Automation API's ``export_stack``, ``create_stack`` (with the team's secrets ``provider``, which
+    encrypts the secrets again on import) and ``import_stack``; then the stack is exported from ``target``
+    and must hold the same resources (URN and id), else it is removed there again and the move fails.
+    ``source`` is left as it was (Pulumi's `stack migrate` does the same), a copy to fall back on that
+    gpufleet no longer uses. None when ``source`` has no such stack: there is nothing to move. A stack
+    ``target`` has already is taken as moved when it holds the same resources, refused otherwise."""
+    from pulumi import automation as auto
+
+    cmd = pulumi_command or find_pulumi()
+    asked = passphrase_env(source, prompt)  # the source's secrets are shown to be encrypted again
+    try:
+        try:
+            state = _workspace(source, cmd, asked).export_stack(cluster)
+        except auto.StackNotFoundError:
+            return None
+        env = {**target_env, **((asked or passphrase_env(target, prompt)) if provider == team_config.PASSPHRASE
+                                else {})}
+        there = _workspace(target, cmd, env, provider)
+        want = _resources(state)
+        try:
+            there.create_stack(cluster)
+        except auto.StackAlreadyExistsError:
+            if _resources(there.export_stack(cluster)) == want:
+                return Moved(cluster, len(want), created=False)
+            raise InputError(f"the team's Pulumi backend {target} already has a stack {cluster} holding other "
+                             "resources", "the team has a cluster of that name: take this machine's down first, "
+                             "or bring it up under another name") from None
+        try:
+            there.import_stack(cluster, state)
+            if _resources(there.export_stack(cluster)) != want:
+                raise DeployError(f"the Pulumi state of {cluster} imported into {target} does not hold the "
+                                  "resources exported", "run it again, or ask Pulumi (pulumi stack export)")
+        except BaseException:
+            with contextlib.suppress(Exception):  # the stack made now goes: the source holds the state
+                there.remove_stack(cluster, force=True)
+            raise
+    except Exception as e:  # noqa: BLE001 - every engine failure is translated
+        raise translate(e) from None
+    return Moved(cluster, len(want), created=True)
+
+
+def forget_stack(cluster: str, backend: str, *, env: dict[str, str], pulumi_command=None) -> None:
+    """Remove the cluster's stack from ``backend`` without touching its resources (`pulumi stack rm
+    --force`): what undoes a move whose record could not follow it (the source keeps them)."""
+    _workspace(backend, pulumi_command or find_pulumi(), env).remove_stack(cluster, force=True)
 
 
 @contextlib.contextmanager

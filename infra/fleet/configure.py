@@ -33,6 +33,8 @@ def reconfigure(stack, cat, *, cluster: str | None = None, registry: Registry | 
     if outputs is not None:
         run.found["outputs"] = outputs
     used = kinds.used(stack)
+    if cloud_nodes in used and outputs is None:
+        cloud_nodes.require_backend(rec)  # its outputs are read from its stack, where the record says
     hosts = racks.configure(run) if racks in used else []
     nodes = cloud_nodes.configure(run, rec.nodes, backend=rec.backend) if cloud_nodes in used else []
     return hosts, nodes

@@ -52,6 +52,7 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
     run = Run(stack, None, name, reg, trust_new_hosts=trust_new_hosts, progress=on_host_progress,
               pulumi_command=pulumi_command, prompt=prompt, on_progress=on_progress, runner_factory=runner_factory)
     if rec.backend is not None:  # a Pulumi stack exists (or a failed `up` may have started one)
+        cloud_nodes.require_backend(rec)  # in the backend Pulumi will be asked
         run.pulumi_command = cloud_nodes.ready(sorted(used), pulumi_command)
     has_hosts = racks.recorded(rec)
     if has_hosts:

@@ -82,6 +82,8 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     if existing and existing.stack != stack.name:
         raise InputError(f"cluster {name!r} is already up from stack {existing.stack!r} ({existing.stack_file})",
                          "choose another name with --cluster")
+    if existing:
+        cloud_nodes.require_backend(existing)  # its state where this `up` will look for it
     # an update keeps the cluster's expiry; `down` and a new `up` start a new lease
     cl = cluster_for(stack, name, expires_at=parse_expiry(existing.expires_at) if existing else None)
     the_plan = plan(stack, cat, cluster=cl)

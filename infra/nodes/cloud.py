@@ -4,16 +4,19 @@ destroys the Pulumi stack and then deletes whatever the clouds still tag for the
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 
 from gpufleet.clouds import cloud, inventory, quotas
 from gpufleet.configure import cloudnodes, slurm
 from gpufleet.engine import automation
 from gpufleet.engine.program import build
-from gpufleet.errors import DeployError, GpufleetError, LeftoverError
+from gpufleet.errors import DeployError, GpufleetError, InputError, LeftoverError
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
+from gpufleet.state import team_config
 from gpufleet.state.registry import nodes_from_outputs
+from gpufleet.state.shared import shown
 from gpufleet.verify import bundle, expect
 from gpufleet.verify.report import NodeVerdict, apply_report
 
@@ -71,6 +74,27 @@ def who(run: Run) -> dict[str, str]:
             except GpufleetError:
                 continue
     return dict(found)
+
+
+def require_backend(record) -> None:
+    """Refuse an `up` or `down` of a cluster whose Pulumi state is in another backend than the one this
+    machine uses now (InputError, with the ways out). Pulumi would find no stack there and start an empty
+    one (the Automation API's create_or_select_stack): `up` would create every node again beside the first
+    ones, `down` would destroy nothing of what the state holds. So it goes for a cluster carried into a team
+    before its state (a gpufleet before `team init` moved it), one brought up with another
+    PULUMI_BACKEND_URL, or one brought up in a team by a member who is now alone."""
+    here = automation.backend_url()
+    if record.backend is None or record.backend == here:
+        return
+    theirs = shown(team_config.redacted(record.backend), 300)
+    raise InputError(f"cluster {record.name}'s Pulumi state is in {theirs}, not in the backend this machine uses "
+                     f"({team_config.redacted(here)}): Pulumi would start an empty stack there, `up` would create "
+                     "every node again beside those that state holds, and `down` would destroy none of them",
+                     f"run it where that state can be read, naming it: PULUMI_BACKEND_URL={shlex.quote(theirs)} "
+                     "gpufleet ...; "
+                     "a cluster brought up alone is moved into the team's backend by `gpufleet team init` on the "
+                     f"machine that holds its state; without its state, `gpufleet reap --cluster {record.name}` "
+                     "deletes what the clouds tag for it")
 
 
 def record_fields(stack) -> dict:

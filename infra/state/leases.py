@@ -14,8 +14,13 @@ monotonic clock; the heartbeat's time stamp, the holder's wall clock, is shown t
 decides. The holder, for its part, counts on a clock that keeps running while its machine sleeps: when
 no heartbeat of its own was confirmed for ``EXPIRES_S - HEARTBEAT_S`` (one heartbeat's time before a
 reader could take the lease over), it gives the lease up. Its command stops then (``ensure_held``,
-``stopping``): no further Pulumi or Salt run starts, the Pulumi run in flight is asked to cancel, and
-the command exits ``EXIT_HELD``.
+``stopping``): no further Pulumi or Salt run starts, the runs in flight are asked to stop (Pulumi cancels
+gracefully, which may take minutes), and the command exits ``EXIT_HELD``.
+
+A holder that gave its lease up is still changing the cluster until its runs have ended: it goes on
+beating, the lease marked ``stopping``, wherever the store takes its heartbeats again, so that no reader
+breaks it meanwhile; and a reader on the holder's own host never breaks a lease whose process still runs
+(``running_here``), nor clears a Pulumi lock whose process does (``state.pulumi_locks``).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from dataclasses import asdict, dataclass
 from typing import TypeVar
 
 from gpufleet.errors import GpufleetError, InputError
-from gpufleet.state.shared import SharedStore
+from gpufleet.state.shared import SharedStore, StoreError, shown
 
 T = TypeVar("T")
 HEARTBEAT_S = 30.0
@@ -57,6 +62,21 @@ def holder_clock() -> float:
     return time.clock_gettime(_SLEEP_COUNTING) if _SLEEP_COUNTING is not None else time.monotonic()
 
 
+def running_here(host: str, pid) -> bool:
+    """Whether process ``pid`` of ``host`` runs now, as far as this machine can tell: only on that host
+    (kill(2) with signal 0 checks that it exists, as Pulumi's own lock code does before it calls a lock
+    stale). Elsewhere: False (this machine cannot see it)."""
+    if host != socket.gethostname() or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: it exists
+        return True
+    return True
+
+
 @dataclass(frozen=True)
 class Lease:
     cluster: str
@@ -68,6 +88,7 @@ class Lease:
     heartbeat: str  # likewise, to the microsecond (a new content, so a new version, at each heartbeat, even where
     # the version is the content's digest); for people to read, never compared with another machine's clock
     token: str  # this holding's own id: a replaced lease is no longer ours
+    stopping: str | None = None  # its holder lost it and waits for its runs in flight to end: why
 
     def looks_stale(self, now: dt.datetime, expires_s: float) -> bool:
         """Whether its last heartbeat, by its holder's clock, is older than the expiry by this machine's:
@@ -75,8 +96,10 @@ class Lease:
         return (now - dt.datetime.fromisoformat(self.heartbeat)).total_seconds() > expires_s
 
     def words(self) -> str:
-        return (f"{self.holder} ({self.command} on {self.host}, pid {self.pid}, since {self.started[:19]}Z, "
-                f"last heartbeat {self.heartbeat[11:19]}Z by its clock)")
+        """Who holds it, for people (every word from the store, so sanitised: ``state.shared.shown``)."""
+        return (f"{shown(self.holder)} ({shown(self.command)} on {shown(self.host)}, pid {self.pid}, since "
+                f"{shown(self.started[:19])}Z, last heartbeat {shown(self.heartbeat[11:19])}Z by its clock"
+                + (f"; stopping: {shown(self.stopping, 200)}" if self.stopping else "") + ")")
 
 
 class LeaseHeld(GpufleetError):
@@ -105,12 +128,23 @@ _FIELDS = {f.name for f in dataclasses.fields(Lease)}
 
 
 def read_body(body: bytes) -> Lease | None:
-    """A lease from its object; None when it is not one."""
+    """A lease from its object; None when it is not one (a field of the wrong type, a time that is none)."""
     try:
         doc = json.loads(body)
-        return Lease(**{k: v for k, v in doc.items() if k in _FIELDS})  # a newer gpufleet's own fields: left out
+        lease = Lease(**{k: v for k, v in doc.items() if k in _FIELDS})  # a newer gpufleet's own fields: left out
+        texts = [lease.cluster, lease.holder, lease.host, lease.command, lease.started, lease.heartbeat, lease.token]
+        if not all(isinstance(t, str) for t in texts) or not isinstance(lease.pid, int) or \
+                not isinstance(lease.stopping, (str, type(None))):
+            return None
+        if dt.datetime.fromisoformat(lease.heartbeat).tzinfo is None:
+            return None
+        return lease
     except (ValueError, TypeError, AttributeError):
         return None
+
+
+class NotALease(GpufleetError):
+    """The cluster's lease object is not a lease (damaged, or not gpufleet's): `unlock --force` deletes it."""
 
 
 def read(store: SharedStore, cluster: str) -> tuple[Lease, str] | None:
@@ -119,8 +153,8 @@ def read(store: SharedStore, cluster: str) -> tuple[Lease, str] | None:
         return None
     lease = read_body(got[0])
     if lease is None:
-        raise GpufleetError(f"the lease of {cluster} in {store.url} is not a gpufleet lease",
-                            f"gpufleet unlock {cluster} --force replaces it")
+        raise NotALease(f"the lease of {cluster} in {store.url} ({key(cluster)}) is not a gpufleet lease",
+                        f"look at it; `gpufleet unlock {cluster} --force` deletes it")
     return lease, got[1]
 
 
@@ -156,6 +190,7 @@ class Held:
         self._heartbeat_s, self._clock, self._renewed_at = heartbeat_s, clock, renewed_at
         self._give_up_s = max(expires_s - heartbeat_s, expires_s / 2)
         self._trouble = ""  # why the last heartbeat was not confirmed
+        self.left: str | None = None  # why the lease was left in the store at release
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._on_lost: list[Callable[[], None]] = []
@@ -176,8 +211,11 @@ class Held:
                             "check the team's store, then run the command again")
 
     def _beat(self) -> None:
+        """Beat until released. A lease given up because its beats were not confirmed is still beaten,
+        marked ``stopping``: its command is still stopping its runs, and wherever a beat lands again no
+        reader breaks the lease meanwhile. One broken or taken is not beaten again."""
         every = self._heartbeat_s
-        while not self._stop.wait(every) and not self.lost:  # a lease given up is not kept alive
+        while not self._stop.wait(every):
             try:
                 taken = self._renew()
             except Exception as e:  # noqa: BLE001 - any failure (the store down, an answer not understood) is a missed beat: the watchdog decides
@@ -192,7 +230,7 @@ class Held:
     def _renew(self) -> str | None:
         """One heartbeat: the lease rewritten at the version held, then read back. None when it landed; why
         the lease is no longer ours when it was broken or taken; raises when the store did not confirm it."""
-        fresh = dataclasses.replace(self.lease, heartbeat=_stamp(_now(), "microseconds"))
+        fresh = dataclasses.replace(self.lease, heartbeat=_stamp(_now(), "microseconds"), stopping=self.lost_why)
         started = self._clock()  # the new version exists no earlier than this
         try:
             self.store.replace(key(fresh.cluster), _body(fresh), self.version)  # False or an error: the read tells
@@ -233,23 +271,45 @@ class Held:
                 pass
 
     def release(self) -> None:
-        """Stop beating and delete the lease if it is still ours (a conditional delete at the version held:
+        """Stop beating and delete the lease if it is still ours (a conditional delete at the version read:
         it removes no one else's). Never raises, and waits on no store longer than ``CLEANUP_S`` (one that
-        does not answer leaves the lease to expire). A lease found gone or changed counts as lost."""
+        does not answer leaves the lease to expire). A lease found gone or another's before the delete
+        counts as lost. While a run this process started is still changing the cluster (``CHILDREN``: it
+        did not end when asked), the lease is not deleted: it expires once this process stops beating."""
         self._stop.set()
         with _HOLDINGS_LOCK:
             _HOLDINGS.discard(self)  # its command is over: a loss stops nothing more
-        if not self.lost:
-            self._beats.join(timeout=CLEANUP_S)  # a heartbeat in flight lands first: its version is the one to delete
-        with self._lock:
-            version = self.version
+        self._beats.join(timeout=CLEANUP_S)  # a heartbeat in flight lands first
+        running = [p.pid for p in list(CHILDREN) if p.poll() is None]
+        if running:
+            self.left = (f"its lease was left in the store to expire: process {', '.join(map(str, running))} it "
+                         "started is still changing the cluster")
+            return
         try:
-            gone = bounded(CLEANUP_S, lambda: self.store.delete(key(self.lease.cluster), version))
+            ours = bounded(CLEANUP_S, self._delete)
         except Exception as e:  # noqa: BLE001 - cleanup: the command's own outcome stands; the lease expires by itself
             self._trouble = str(getattr(e, "message", None) or e)[:300]
             return
-        if not gone:
+        if not ours:
             self._lose("it was broken or taken by another while the command ran")
+
+    def _delete(self) -> bool:
+        """Delete the lease if it is still ours; False when it was not (broken, or another's). Read first,
+        and read again after a delete that says it found nothing at that version: a delete retried after
+        its answer was lost (Cloud Storage's 503 then 404, S3's 404 NoSuchKey) finds the lease gone by its
+        own hand, which is a release, not a loss; a heartbeat that landed unseen moved the version."""
+        k = key(self.lease.cluster)
+        got = self.store.read(k)
+        for _ in range(3):
+            cur = read_body(got[0]) if got is not None else None
+            if cur is None or cur.token != self.lease.token:
+                return False
+            if self.store.delete(k, got[1]):
+                return True
+            got = self.store.read(k)
+            if got is None:
+                return True  # ours was there at that version a moment ago: the delete landed
+        return False
 
 
 def bounded(seconds: float, call: Callable[[], T]) -> T:
@@ -276,6 +336,9 @@ def bounded(seconds: float, call: Callable[[], T]) -> T:
 # the leases this process holds, for the work that must stop when one is lost (`ensure_held`, `stopping`)
 _HOLDINGS: set[Held] = set()
 _HOLDINGS_LOCK = threading.Lock()
+# the processes this one started that change a cluster (the Pulumi CLI, salt-ssh: each a subprocess.Popen),
+# added as each starts and removed once it has ended: one that did not end when asked keeps the lease
+CHILDREN: set = set()
 
 
 def ensure_held() -> None:
@@ -285,6 +348,13 @@ def ensure_held() -> None:
         holdings = list(_HOLDINGS)
     for held in holdings:
         held.check()
+
+
+def lost() -> bool:
+    """Whether a lease this process holds was lost (what ``ensure_held`` raises for)."""
+    with _HOLDINGS_LOCK:
+        holdings = list(_HOLDINGS)
+    return any(held.lost for held in holdings)
 
 
 @contextlib.contextmanager
@@ -329,6 +399,7 @@ def acquire(store: SharedStore, cluster: str, command: str, holder: str, *, wait
     seen = _Seen(clock)
     told = None
     written_at = 0.0
+    refused = 0  # creates refused in a row while nothing could be read: a store that is not answering sense
     while True:
         cur = read(store, cluster)
         if cur is not None and cur[0].token == token:  # ours: the write landed (maybe its answer was lost)
@@ -338,15 +409,19 @@ def acquire(store: SharedStore, cluster: str, command: str, holder: str, *, wait
                      _stamp(now, "microseconds"), token)
         if cur is None:
             written_at = holder_clock()
-            store.create(key(cluster), _body(mine))
+            refused = 0 if store.create(key(cluster), _body(mine)) else refused + 1
+            if refused >= 5:
+                raise StoreError(f"the team store {store.url} refuses to create {key(cluster)} and shows none there",
+                                 "check the store (its bucket or container, its permissions) and run it again")
             continue  # read again: ours, or another writer's who got there first
         lease, version = cur
         unchanged = seen.unchanged_s(version)
-        if unchanged >= expires_s:
+        alive = running_here(lease.host, lease.pid)  # on this host, a holder whose process runs is live
+        if unchanged >= expires_s and not alive:
             written_at = holder_clock()
             store.replace(key(cluster), _body(mine), version)  # its holder stopped beating: take it over
             continue
-        if (not wait and (seen.moved or not lease.looks_stale(_now(), expires_s))) or clock() >= deadline:
+        if (not wait and (seen.moved or alive or not lease.looks_stale(_now(), expires_s))) or clock() >= deadline:
             raise LeaseHeld(f"cluster {cluster} is held by {lease.words()}",
                             "wait for it to finish (leave out --no-wait), or, if that process is gone, "
                             f"`gpufleet unlock {cluster}` (it breaks a lease that stays unchanged for "
@@ -354,7 +429,17 @@ def acquire(store: SharedStore, cluster: str, command: str, holder: str, *, wait
         if on_wait and told != lease.token:
             on_wait(lease)
             told = lease.token
-        sleep(max(0.0, min(WAIT_POLL_S, expires_s - unchanged, deadline - clock())))
+        sleep(max(0.0, min(WAIT_POLL_S, WAIT_POLL_S if alive else expires_s - unchanged, deadline - clock())))
+
+
+def delete_not_a_lease(store: SharedStore, cluster: str) -> bool:
+    """Delete the cluster's lease object if it is not a lease (`unlock --force`); whether one was deleted."""
+    while True:
+        got = store.read(key(cluster))
+        if got is None or read_body(got[0]) is not None:
+            return False
+        if store.delete(key(cluster), got[1]):
+            return True
 
 
 def unlock(store: SharedStore, cluster: str, *, force: bool = False, expires_s: float | None = None,
@@ -369,6 +454,10 @@ def unlock(store: SharedStore, cluster: str, *, force: bool = False, expires_s: 
         if cur is None:
             return None
         lease, version = cur
+        if not force and running_here(lease.host, lease.pid):
+            raise InputError(f"the lease of {cluster} is live: held by {lease.words()}, whose process still runs on "
+                             "this host", f"wait for it to finish, or stop process {lease.pid}; --force breaks the "
+                             "lease anyway (its command may still be changing the cluster)")
         unchanged = seen.unchanged_s(version)
         if seen.moved and not force:
             raise InputError(f"the lease of {cluster} is live: held by {lease.words()}, which renewed it while watched",

@@ -13,7 +13,16 @@ update is lost without a word:
   and without either (``noflock``) flock(2) fails with ENOSYS (lustre-release lustre/llite/file.c,
   ll_file_noflock); the client names ``flock`` or ``localflock`` in its options (llite_lib.c,
   ll_show_options).
-- GFS2, gfs2(5): ``localflocks``.
+- GFS2, gfs2(5), and OCFS2 (linux Documentation/filesystems/ocfs2.rst): ``localflocks``.
+- CephFS: the kernel client sends flock(2) to the metadata server (linux fs/ceph/locks.c, ceph_flock).
+
+Any other file system is refused unless it is a local disk's (``LOCAL``), where there is no other
+machine: FUSE file systems (gcsfuse, s3fs, sshfs, ...) take flock(2) on this machine alone unless the
+file system implements it (linux fs/fuse/file.c, fuse_file_flock: ``fc->no_flock``); BeeGFS clients
+keep it on this machine unless ``tuneUseGlobalFileLocks`` is set in the client's configuration, which the
+mount does not show (ThinkParQ/beegfs client_module/source/app/config/Config.c: false by default); for
+the rest (SMB, 9p, virtiofs, GPFS, ...) gpufleet does not know, and a store that loses updates is
+worse than one refused.
 """
 
 from __future__ import annotations
@@ -25,6 +34,10 @@ from pathlib import Path
 from gpufleet.errors import InputError
 
 MOUNTINFO = Path("/proc/self/mountinfo")  # proc(5): this process's mounts, with each one's options
+# file systems of one machine's own disks or memory: no other machine writes there
+LOCAL = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "jfs", "reiserfs", "bcachefs", "nilfs2",
+                   "tmpfs", "ramfs", "overlay", "vfat", "exfat", "ntfs3", "hfsplus"})
+SHARED = ("nfs", "lustre", "gfs2", "ocfs2", "ceph")  # network or cluster file systems whose flock reaches every client
 
 
 @dataclass(frozen=True)
@@ -34,16 +47,33 @@ class Mount:
     options: frozenset[str]  # the mount's and its file system's, as the kernel shows them
 
     def local_locks(self) -> str | None:
-        """Why flock(2) on this mount would hold only on this machine (the option that says so), or None."""
+        """On a file system whose flock(2) reaches every client (``SHARED``), the options of this mount
+        that keep it on this machine, or None."""
         if self.fstype.startswith("nfs"):
             found = self.options & {"nolock", "local_lock=all", "local_lock=flock"}
         elif self.fstype == "lustre":
             found = self.options & {"localflock", "noflock"} or ({"noflock"} if "flock" not in self.options else set())
-        elif self.fstype == "gfs2":
+        elif self.fstype in ("gfs2", "ocfs2"):
             found = self.options & {"localflocks"}
         else:
             return None
         return ", ".join(sorted(found)) or None
+
+    def refused(self) -> str | None:
+        """Why a team's store may not be on this mount (flock(2) there would not hold across machines, or
+        it is not known to), or None."""
+        if self.fstype in LOCAL:
+            return None
+        if self.fstype.startswith(SHARED):
+            found = self.local_locks()
+            return f"with {found}, its locks hold only on this machine" if found else None
+        if self.fstype.startswith("fuse"):
+            return ("a FUSE file system: flock(2) there holds only on this machine unless the file system "
+                    "implements it, which gcsfuse, s3fs and sshfs do not")
+        if self.fstype == "beegfs":
+            return ("BeeGFS keeps flock(2) on this machine unless tuneUseGlobalFileLocks is set in the client's "
+                    "configuration, which the mount does not show")
+        return "gpufleet does not know whether flock(2) there holds across machines"
 
 
 def _unescape(field: str) -> str:
@@ -83,9 +113,10 @@ def refuse_local_locks(folder: Path, url: str) -> None:
     except OSError:
         return
     mount = mount_of(folder.resolve(), parse(text))
-    why = mount.local_locks() if mount else None
+    why = mount.refused() if mount else None
     if why:
-        raise InputError(f"the team store {url} is on {mount.fstype} mounted at {mount.point} with {why}: its locks "
-                         "hold only on this machine, so two machines could write at once and lose an update",
-                         "mount it with locks the server keeps: on NFS without nolock and with local_lock=none (or "
-                         "posix), on Lustre with -o flock; or use a bucket or PostgreSQL for the team's store")
+        raise InputError(f"the team store {url} is on {mount.fstype} mounted at {mount.point}: {why}; two machines "
+                         "could write at once and lose an update",
+                         "put it on a file system whose locks the server keeps: NFS without nolock and with "
+                         "local_lock=none (or posix), Lustre with -o flock, GFS2, OCFS2, CephFS; or use a bucket or "
+                         "PostgreSQL for the team's store")

@@ -22,7 +22,7 @@ import re
 import urllib.parse
 
 from gpufleet.errors import InputError, SdkMissing
-from gpufleet.state import shared
+from gpufleet.state import shared, team_config
 from gpufleet.state.shared import StoreError
 
 TABLE = "gpufleet_team"
@@ -76,10 +76,7 @@ class PostgresStore:
 
     def _safe_url(self) -> str:
         """The URL without a password it may carry (never printed)."""
-        parts = urllib.parse.urlsplit(self.url)
-        if parts.password is None:
-            return self.url
-        return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
+        return team_config.redacted(self.url)
 
     def _sql(self, query: str, args: tuple = ()):
         try:

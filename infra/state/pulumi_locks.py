@@ -8,21 +8,22 @@ RFC 3339 with nanoseconds and the host's offset), pulumi/pulumi pkg/backend/diy/
 lock of the stack (``CancelCurrentUpdate``). gpufleet runs that CLI inside a lease, so a lock written on
 the lease's host while the lease was held (both times by that host's clock) is the lease's: it goes when
 the lease is broken. Any other (an `up` run by hand, another tool) is Pulumi's to keep: a stolen live lock
-is far worse than a kept stale one.
+is far worse than a kept stale one. So is one whose process still runs on this host, whatever the lease: a
+holder that lost its lease may still be waiting for its Pulumi run to finish cancelling (Pulumi's own diy
+backend checks the same before it calls a lock stale: kill(pid, 0) on the lock's host).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 from dataclasses import dataclass
 
-from gpufleet.state.shared import SharedStore
+from gpufleet.state import leases
+from gpufleet.state.shared import SharedStore, shown
 
 PREFIX = "pulumi/.pulumi/locks/"
 SLACK_S = 2.0  # the lease's times are whole seconds
-_SHOWN = re.compile(r"[^\w./@:+-]")  # what of a lock's words reaches the terminal: no control characters
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,12 @@ class Lock:
 
     def words(self) -> str:
         when = self.timestamp.isoformat(timespec="seconds") if self.timestamp else "an unreadable time"
-        return f"{_shown(self.key, 200)}: {_shown(self.username)}@{_shown(self.hostname)} (pid {self.pid}) at {when}"
+        return (f"{shown(self.key, 200)}: {shown(self.username)}@{shown(self.hostname)} (pid {self.pid}) at {when}"
+                + (", its process still running on this host" if self.running() else ""))
+
+    def running(self) -> bool:
+        """Its Pulumi process runs now, seen from its own host (``leases.running_here``)."""
+        return leases.running_here(self.hostname, self.pid)
 
     def during(self, host: str, started: str, heartbeat: str) -> bool:
         """Written on ``host`` between a lease's start and its last heartbeat (ISO 8601 times of that host)."""
@@ -43,11 +49,6 @@ class Lock:
             return False
         slack = dt.timedelta(seconds=SLACK_S)
         return dt.datetime.fromisoformat(started) - slack <= self.timestamp <= dt.datetime.fromisoformat(heartbeat) + slack
-
-
-def _shown(value: str, limit: int = 64) -> str:
-    """Words from the store as they may be printed (they are not ours: no escape sequences)."""
-    return _SHOWN.sub("?", value)[:limit] or "?"
 
 
 def parse(key: str, body: bytes) -> Lock:

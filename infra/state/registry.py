@@ -316,24 +316,34 @@ class Registry:
         with self._db() as db:
             return [r[0] for r in db.execute("SELECT name FROM clusters WHERE store IS NULL ORDER BY name")]
 
-    def share(self, store: SharedStore) -> list[str]:
-        """Carry every cluster brought up alone into the team's ``store`` (its record, nodes and hosts),
-        so that joining a team loses none. One whose name the store already has is refused, naming it,
-        before anything is written: the store's is another cluster, and neither may hide the other."""
-        names = self.alone()
-        taken = [n for n in names if store.read(shared_registry.key(n)) is not None]
+    def refuse_taken(self, store: SharedStore) -> None:
+        """Refuse (naming them) the clusters brought up alone whose name the team's ``store`` has: the
+        store's is another cluster, and neither may hide the other."""
+        taken = [n for n in self.alone() if store.read(shared_registry.key(n)) is not None]
         if taken:
             raise InputError(f"the team store {store.url} already has a cluster named {', '.join(taken)}, as "
                              "this machine has one brought up alone", "take this machine's down (or the team's) "
                              "before joining, or join another store: nothing was written")
+
+    def share(self, store: SharedStore, backends: dict[str, str] | None = None) -> list[str]:
+        """Carry every cluster brought up alone into the team's ``store`` (its record, nodes and hosts),
+        so that joining a team loses none; ``backends``: the Pulumi backend a cluster's state was moved
+        to, recorded in its place. Refused before anything is written when a name is taken
+        (``refuse_taken``)."""
+        self.refuse_taken(store)
+        names = self.alone()
         for name in names:
+            backend = (backends or {}).get(name)
             doc = {**self.get(name).to_dict(),
                    "hosts": {f"{pool}/{idx}": h for (pool, idx), h in self.hosts(name).items()}}
+            if backend:
+                doc["backend"] = backend
             if not shared_registry.add(store, doc):
                 raise InputError(f"the team store {store.url} got a cluster named {name} while this machine's "
                                  "was carried into it", "take one of them down, then run it again")
             with self._db(write=True) as db:
-                db.execute("UPDATE clusters SET store = ? WHERE name = ?", (store.url, name))
+                db.execute("UPDATE clusters SET store = ?, backend = coalesce(?, backend) WHERE name = ?",
+                           (store.url, backend, name))
         return names
 
     def _create(self) -> None:

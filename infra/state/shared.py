@@ -94,6 +94,15 @@ def refuse_oversize(url: str, key: str, size: int) -> None:
                         "store may be; it was not read")
 
 
+def shown(value, limit: int = 64) -> str:
+    """Text from a team's store (or a node) as it may be shown to a person: it is not ours, so no control
+    character, escape sequence or bidirectional override reaches the terminal (every character Python does
+    not call printable), nor Rich's markup (``[``, ``]``, ``\\``), each replaced by ``?``; at most ``limit``
+    characters. The one sanitiser for such text: leases, Pulumi's locks, the event log, a record's words."""
+    text = "".join(c if c.isprintable() and c not in "[]\\" else "?" for c in str(value))
+    return text[:limit]
+
+
 def json_object(url: str, key: str, body: bytes) -> dict:
     """An object's body as the JSON object gpufleet writes, or BadObject naming it."""
     try:

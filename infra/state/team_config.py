@@ -15,6 +15,10 @@ SCHEMES = ("file", "s3", "gs", "azblob", "postgres")
 BUCKETS = ("s3", "gs", "azblob")  # the schemes whose URL names a bucket (or a storage account) first
 PASSPHRASE = "passphrase"
 KMS_SCHEMES = ("awskms://", "gcpkms://", "azurekeyvault://", "hashivault://")
+# libpq takes its connection parameters from a URL's query too, percent-decoded (postgresql.org/docs/current/
+# libpq-connect.html#LIBPQ-CONNSTRING-URIS; psycopg's conninfo_to_dict gives {'password': ...} for
+# ?password=): those that are secrets (#LIBPQ-PARAMKEYWORDS: password, sslpassword). passfile names a file.
+QUERY_SECRETS = frozenset({"password", "sslpassword"})
 
 
 def url() -> str | None:
@@ -29,12 +33,25 @@ def url() -> str | None:
 
 
 def redacted(text: str) -> str:
-    """``text`` with the password its URL may carry as ``***`` (what an error may print)."""
+    """``text`` with the password its URL may carry, in its user-info or its query (``QUERY_SECRETS``), as
+    ``***`` (what an error may print)."""
     try:
-        password = urllib.parse.urlsplit(text).password
+        parts = urllib.parse.urlsplit(text)
+        password = parts.password
     except ValueError:
         return text.split("://", 1)[0] + "://..."
-    return text.replace(f":{password}@", ":***@", 1) if password else text
+    if password:
+        text = text.replace(f":{password}@", ":***@", 1)
+        parts = urllib.parse.urlsplit(text)
+    if not _query_secrets(parts.query):
+        return text
+    query = "&".join(f"{pair.partition('=')[0]}=***" if urllib.parse.unquote_plus(pair.partition("=")[0])
+                     in QUERY_SECRETS else pair for pair in parts.query.split("&"))
+    return urllib.parse.urlunsplit(parts._replace(query=query))
+
+
+def _query_secrets(query: str) -> list[str]:
+    return sorted({k for k, _ in urllib.parse.parse_qsl(query, keep_blank_values=True)} & QUERY_SECRETS)
 
 
 def check(text: str) -> str:
@@ -51,11 +68,15 @@ def check(text: str) -> str:
         password = parts.password
     except ValueError as e:
         raise InputError(f"{redacted(text)!r} is not a team store's URL ({e})") from None
-    if password is not None:
-        raise InputError(f"{redacted(text)!r}: the URL carries a password, which would be stored in the team setting "
+    secrets = _query_secrets(parts.query)
+    if password is not None or secrets:
+        where = f"its {' and '.join(secrets)} parameter" if secrets and password is None else "a password"
+        raise InputError(f"{redacted(text)!r}: the URL carries {where}, which would be stored in the team setting "
                          "and in every cluster's record in the store",
                          "give it to PostgreSQL's client instead: PGPASSWORD, or a line in ~/.pgpass "
-                         "(host:port:database:user:password, mode 0600); then write the URL without it, "
+                         "(host:port:database:user:password, mode 0600)"
+                         + ("; a client key's passphrase: keep the key unencrypted, mode 0600" if "sslpassword" in
+                            secrets else "") + "; then write the URL without it, "
                          f"e.g. {scheme}://{parts.username}@{parts.hostname}{parts.path}")
     if scheme in BUCKETS and not parts.netloc:
         raise InputError(f"{text!r} names no bucket", f"write {scheme}://bucket/prefix")

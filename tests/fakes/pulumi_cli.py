@@ -10,7 +10,13 @@ Automation API's LocalWorkspace issues, in the CLI's documented formats:
   newer than 3.205 (``--event-log tcp://...``), then stdout and the exit code;
 * ``stack select`` / ``stack init`` / ``stack rm``: the CLI's stderr texts that the
   Automation API matches ("no stack named 'x' found", "stack 'x' already exists");
-* ``stack output --json`` and ``stack history --json``: the JSON the CLI prints.
+* ``stack output --json`` and ``stack history --json``: the JSON the CLI prints;
+* ``stack export`` / ``stack import --file``: a deployment as ``apitype.UntypedDeployment`` (``version``,
+  ``deployment`` with its ``resources``, the root ``pulumi:pulumi:Stack`` holding the outputs), and the
+  import's refusal of a resource of another stack (pkg/cmd/pulumi/stack/stack_import.go).
+
+Each backend has stacks of its own, as Pulumi's do: the backend of a command is its project's
+(``backend.url`` in the ``Pulumi.yaml`` the Automation API writes into the workspace it runs the CLI in).
 
 It does not run the program: the resources it reports are those the same program
 registered under Pulumi's mock runtime (``gpufleet plan``), so their URNs, types and the
@@ -58,7 +64,8 @@ class FakePulumiCLI(PulumiCommand):
         self.command = "pulumi"
         self.version = VersionInfo.parse(version)
         self.plan = plan  # gpufleet.engine.plan.Plan: what the program registers, and its outputs
-        self.stacks: dict[str, FakeStack] = {}
+        self.backends: dict[str | None, dict[str, FakeStack]] = {}  # backend URL -> its stacks
+        self.backend: str | None = None  # the backend of the last command
         self.calls: list[list[str]] = []
         self.env: list[dict] = []
         self.fail_up: Failure | None = None
@@ -67,6 +74,11 @@ class FakePulumiCLI(PulumiCommand):
         self.survivors_on_destroy: int = 0  # resources that refuse to die
         self.on_up = None  # called as an `up` starts (tests: to hold it there while another command runs)
         self.interrupted = threading.Event()  # set by ``interrupt``, as SIGINT reaching the real CLI
+
+    @property
+    def stacks(self) -> dict[str, FakeStack]:
+        """The stacks of the backend the last command used."""
+        return self.backends.setdefault(self.backend, {})
 
     def interrupt(self) -> None:
         """What the CLI does on SIGINT (Ctrl-C) during an update: it cancels it (the engine starts no further
@@ -79,6 +91,7 @@ class FakePulumiCLI(PulumiCommand):
         args = [a for a in args if a != "--non-interactive"]
         self.calls.append(args)
         self.env.append(dict(additional_env))
+        self.backend = _backend_of(cwd)
         head = args[:2]
         if head == ["stack", "select"]:
             name = _flag(args, "--stack")
@@ -104,6 +117,13 @@ class FakePulumiCLI(PulumiCommand):
             return CommandResult(f"Stack '{name}' has been removed!\n", "", 0)
         if head == ["stack", "output"]:
             return CommandResult(json.dumps(self.stacks[_flag(args, "--stack")].outputs), "", 0)
+        if head == ["stack", "export"]:
+            name = _flag(args, "--stack")
+            if name not in self.stacks:
+                return self._err(f"error: no stack named '{name}' found\n")
+            return CommandResult(json.dumps(self._deployment(name)), "", 0)
+        if head == ["stack", "import"]:
+            return self._import(_flag(args, "--stack"), _flag(args, "--file"))
         if head == ["stack", "history"]:
             st = self.stacks[self._current(_flag(args, "--stack"))]
             return CommandResult(json.dumps(st.history[-1:]), "", 0)
@@ -114,6 +134,30 @@ class FakePulumiCLI(PulumiCommand):
         if args[0] == "config":
             return CommandResult("{}", "", 0)
         return self._err(f"error: fake pulumi does not know `{' '.join(args)}`\n")
+
+    def _deployment(self, name: str) -> dict:
+        st = self.stacks[name]
+        root = {"urn": f"urn:pulumi:{name}::gpufleet::pulumi:pulumi:Stack::gpufleet-{name}", "custom": False,
+                "type": "pulumi:pulumi:Stack", "outputs": st.outputs}
+        return {"version": 3, "deployment": {
+            "manifest": {"time": dt.datetime.now(dt.timezone.utc).isoformat(), "magic": "", "version": "v3.207.0"},
+            "secrets_providers": {"type": st.secrets_provider},
+            "resources": [root, *({"urn": u, "custom": True, "type": t, "id": _id(u), "parent": root["urn"]}
+                                  for u, t in st.resources)]}}
+
+    def _import(self, name: str, file: str) -> CommandResult:
+        if name not in self.stacks:
+            return self._err(f"error: no stack named '{name}' found\n")
+        with open(file, encoding="utf-8") as f:
+            doc = json.load(f)
+        resources = doc["deployment"]["resources"]
+        for r in resources:
+            if not r["urn"].startswith(f"urn:pulumi:{name}::"):
+                return self._err(f"error: resource '{r['urn']}' is from a different stack\n")
+        st = self.stacks[name]
+        st.resources = [(r["urn"], r["type"]) for r in resources if r["type"] != "pulumi:pulumi:Stack"]
+        st.outputs = next((r.get("outputs") or {} for r in resources if r["type"] == "pulumi:pulumi:Stack"), {})
+        return CommandResult("Import complete.\n", "", 0)
 
     # -- operations ---------------------------------------------------------------------------
     def _current(self, name: str | None) -> str:
@@ -243,6 +287,24 @@ def _flag(args, name):
         if a.startswith(name + "="):
             return a.split("=", 1)[1]
     return None
+
+
+def _backend_of(cwd: str | None) -> str | None:
+    """The backend a command runs against: its project's (``Pulumi.yaml`` in the workspace)."""
+    import yaml
+
+    path = os.path.join(cwd or "", "Pulumi.yaml")
+    if not cwd or not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return ((yaml.safe_load(f) or {}).get("backend") or {}).get("url")
+
+
+def _id(urn: str) -> str:
+    """The cloud's id of a resource the stand-in created (stable for its URN)."""
+    import hashlib
+
+    return "id-" + hashlib.sha256(urn.encode()).hexdigest()[:12]
 
 
 def _urn(stack: str, r) -> str:

@@ -201,9 +201,8 @@ def test_a_team_key_encrypts_new_stacks_and_needs_no_passphrase(stack, cat, fake
     assert Registry().get("aws-training").backend == f"file://{tmp_path / 'shared'}/pulumi"
     # alone again: a new stack is encrypted with the passphrase, which must then be given
     monkeypatch.setenv("GPUFLEET_TEAM", "")
-    fake.stacks.clear()
     with pytest.raises(InputError, match="need a passphrase"):
-        fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+        fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False, cluster="solo")
 
 
 @pytest.mark.parametrize("value", ["gcpkms://", "vault://key", "rot13"])
@@ -298,6 +297,7 @@ def test_a_lost_lease_interrupts_the_pulumi_cli_as_ctrl_c_does(tmp_path, monkeyp
     exe.write_text(STAND_IN.format(python=sys.executable))
     exe.chmod(0o755)
     shared = tmp_path / "shared"
+    shared.mkdir()
     held = leases.acquire(DirectoryStore(f"file://{shared}"), "c1", "up", "x@ci", heartbeat_s=0.2, expires_s=2.0)
 
     def cut_once_updating() -> None:
@@ -317,3 +317,108 @@ def test_a_lost_lease_interrupts_the_pulumi_cli_as_ctrl_c_does(tmp_path, monkeyp
     assert {"cancelled": True} in seen
     ups = [s for s in seen if "up" in s.get("args", [])]
     assert len(ups) == 1 and ups[0]["args"][0] == "--non-interactive" and ups[0]["automation"] == "true"
+
+
+# --- a cluster's Pulumi state and the backend: review of team mode, finding 3 ---------------------------
+
+def _team_store(tmp_path, monkeypatch=None) -> str:
+    from gpufleet.state.shared import DirectoryStore
+
+    (tmp_path / "shared").mkdir()
+    url = f"file://{tmp_path / 'shared'}"
+    if monkeypatch is not None:  # set up by another member already
+        DirectoryStore(url).create("team.json", b'{"by": "erin@example.com"}')
+        monkeypatch.setenv("GPUFLEET_TEAM", url)
+    return url
+
+
+def _resources(fake, backend, name="aws-training") -> set:
+    return set(fake.backends[backend][name].resources)
+
+
+def test_up_and_down_refuse_a_cluster_whose_state_is_in_another_backend(stack, cat, fake, tmp_path, monkeypatch):
+    """A cluster brought up alone and carried into a team as `team init` used to carry it: its record alone,
+    naming this machine's file backend, while the team's backend is in its store. `up` would start an empty
+    stack there and create all 28 resources again (the first ones orphaned, billing); `down` would destroy
+    nothing. Both are refused before Pulumi is asked anything, and the way out works."""
+    from gpufleet.fleet.configure import reconfigure
+    from gpufleet.state.shared import DirectoryStore
+
+    fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+    local = Registry().get("aws-training").backend
+    url = _team_store(tmp_path, monkeypatch)
+    Registry().share(DirectoryStore(url))  # the record carried, the state not
+    asked = len(fake.calls)
+    with pytest.raises(InputError) as ei:
+        fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+    assert f"Pulumi state is in {local}, not in the backend this machine uses ({url}/pulumi)" in ei.value.message
+    assert f"PULUMI_BACKEND_URL={local}" in ei.value.hint
+    with pytest.raises(InputError, match="Pulumi state is in"):
+        fleet_down.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
+    with pytest.raises(InputError, match="Pulumi state is in"):  # `configure` reads its outputs from the stack
+        reconfigure(stack, cat, pulumi_command=fake)
+    assert len(fake.calls) == asked and f"{url}/pulumi" not in fake.backends
+    monkeypatch.setenv("PULUMI_BACKEND_URL", local)  # the way out, on the machine that has the state
+    assert fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False).progress.ops == {}
+
+
+def test_team_init_moves_the_pulumi_state_of_the_clusters_it_carries(stack, cat, fake, tmp_path, monkeypatch):
+    """`team init` moves a carried cluster's stack into the team's backend (export, init, import, checked by
+    exporting it back): a later `up` is an update that creates nothing, and a teammate's `down` destroys it."""
+    from gpufleet.state.shared import DirectoryStore
+
+    n = len(fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False).plan.cloud_resources)
+    local = Registry().get("aws-training").backend
+    monkeypatch.setattr(automation, "find_pulumi", lambda: fake)
+    url = _team_store(tmp_path)
+    r = cli("--json", "team", "init", url)
+    assert r.exit_code == 0, r.output
+    team_backend = f"{url}/pulumi"
+    again = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+    assert again.progress.ops == {} and again.record.backend == team_backend  # nothing created twice
+    assert json.loads(r.stdout)["moved"] == {"aws-training": local}
+    assert len(_resources(fake, team_backend)) == n and _resources(fake, team_backend) == _resources(fake, local)
+    assert fake.backends[team_backend]["aws-training"].outputs == fake.backends[local]["aws-training"].outputs
+    assert json.loads(DirectoryStore(url).read("clusters/aws-training.json")[0])["backend"] == team_backend
+    monkeypatch.setenv("GPUFLEET_WHO", "bob@example.com")  # a teammate, whose machine never had the state
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "bobs-data"))
+    out = fleet_down.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
+    assert out.progress.ops == {"delete": n} and "aws-training" not in fake.backends[team_backend]
+
+
+def test_team_init_refuses_to_carry_a_cluster_whose_state_cannot_move(stack, cat, fake, tmp_path, monkeypatch):
+    """Without a Pulumi CLI the state cannot move: `team init` carries nothing, writes no setting, and says
+    which cluster, why, and the ways out."""
+    from gpufleet.errors import ToolMissing
+    from gpufleet.state import team_config
+    from gpufleet.state.shared import DirectoryStore
+
+    fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+
+    def no_cli():
+        raise ToolMissing("the Pulumi CLI is not installed", automation.INSTALL_HINT)
+    monkeypatch.setattr(automation, "find_pulumi", no_cli)
+    url = _team_store(tmp_path)
+    r = cli("team", "init", url)
+    assert r.exit_code == 2 and "the Pulumi state of cluster aws-training" in r.output, r.output
+    assert "get.pulumi.com" in r.output and "gpufleet down aws-training" in r.output and "Traceback" not in r.output
+    assert team_config.url() is None and DirectoryStore(url).read("clusters/aws-training.json") is None
+    assert Registry().alone() == ["aws-training"]
+
+
+def test_a_move_that_fails_halfway_undoes_the_stacks_it_moved(stack, cat, fake, tmp_path, monkeypatch):
+    fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False, cluster="a")
+    fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False, cluster="b")
+    imports = fake._import
+
+    def refuse_b(name, file):
+        if name == "b":
+            return fake._err("error: could not import deployment: 403 Forbidden\n")
+        return imports(name, file)
+    monkeypatch.setattr(fake, "_import", refuse_b)
+    monkeypatch.setattr(automation, "find_pulumi", lambda: fake)
+    url = _team_store(tmp_path)
+    r = cli("team", "init", url)
+    assert r.exit_code == 1 and "the Pulumi state of cluster b" in r.output and "403 Forbidden" in r.output, r.output
+    assert fake.backends[f"{url}/pulumi"] == {}  # a's copy removed again: no record names it
+    assert sorted(Registry().alone()) == ["a", "b"]

@@ -857,7 +857,7 @@ def test_cli_configure_publishes_waits_and_exits_3_naming_who_failed(aws, plans,
     boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=ref["name"])
     nodes = nodes_from_outputs(outputs)
     Registry().record(name="aws-training", stack="aws-training", stack_file=str(path), owner="o",
-                      expires_at="2099-01-01T00:00:00Z", backend="file:///nowhere", nodes=nodes, state="up")
+                      expires_at="2099-01-01T00:00:00Z", backend=automation.backend_url(), nodes=nodes, state="up")
     monkeypatch.setattr(automation, "outputs", lambda *a, **kw: outputs)  # the Pulumi CLI is not installed here
     cat = catalog.load(use_config=False)
     stack = stacks.load(path, cat)

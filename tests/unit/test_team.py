@@ -209,15 +209,19 @@ HOLDER = textwrap.dedent("""
 """)
 
 
-def test_a_killed_holders_lease_expires_and_unlock_breaks_only_an_expired_one(store_url):
+def test_a_killed_holders_lease_expires_and_unlock_breaks_only_an_expired_one(store_url, monkeypatch):
     store = team.open_store(store_url)
     holder = subprocess.Popen([sys.executable, "-c", AZURITE_TOKEN + HOLDER, store_url], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         watched = []
-        with pytest.raises(InputError, match="is live: held by bob@ci"):  # it beat while watched
-            leases.unlock(store, "c1", expires_s=2.0, on_watch=lambda lease, s: watched.append(lease.holder))
+        with monkeypatch.context() as elsewhere:  # a reader on another host, who cannot see the holder's process
+            elsewhere.setattr(leases, "running_here", lambda host, pid: False)
+            with pytest.raises(InputError, match="is live: held by bob@ci"):  # it beat while watched
+                leases.unlock(store, "c1", expires_s=2.0, on_watch=lambda lease, s: watched.append(lease.holder))
         assert watched == ["bob@ci"]
+        with pytest.raises(InputError, match="whose process still runs on this host"):  # on its host: said at once
+            leases.unlock(store, "c1", expires_s=2.0)
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=10)
         with pytest.raises(leases.LeaseHeld):  # its last heartbeat looks recent: held, said at once
@@ -552,6 +556,7 @@ def test_a_holder_whose_store_hangs_gives_its_lease_up_in_time(tmp_path, monkeyp
             return maybe_hang
 
     monkeypatch.setattr(leases, "CLEANUP_S", 1.0)
+    (tmp_path / "shared").mkdir()
     store = Hung(team.open_store(f"file://{tmp_path / 'shared'}"))
     held = leases.acquire(store, "c6", "up", "dave@ci", heartbeat_s=0.2, expires_s=2.0)
     stopped = threading.Event()
@@ -595,9 +600,11 @@ def test_unlock_clears_only_the_pulumi_lock_of_the_lease_it_broke(store_url, mon
     holder = subprocess.Popen([sys.executable, "-c", AZURITE_TOKEN + HOLDER, store_url], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
     stamp = dt.datetime.now().astimezone().isoformat()  # Go's time.Time in JSON: RFC 3339, local offset
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # the killed `up`'s Pulumi: a process of this host that has ended
     ours = "pulumi/.pulumi/locks/organization/gpufleet/c1/0b3b5c1e.json"
     theirs = "pulumi/.pulumi/locks/organization/gpufleet/c1/77aa01fe.json"
-    _pulumi_writes(store_url, store, ours, json.dumps({"pid": 99, "username": "bob", "hostname": socket.gethostname(),
+    _pulumi_writes(store_url, store, ours, json.dumps({"pid": gone.pid, "username": "bob", "hostname": socket.gethostname(),
                                                        "timestamp": stamp}).encode())
     _pulumi_writes(store_url, store, theirs, json.dumps({"pid": 7, "username": "erin", "hostname": "ws7",
                                                          "timestamp": stamp}).encode())
@@ -660,6 +667,8 @@ class _Transport:
                 self.sent.append((request.method, request.url))
                 if self.refuse > 0:
                     self.refuse -= 1
+                    if not isinstance(self.status, int):  # a connection reset, a socket timeout
+                        raise self.status("the tests cut it")
                     r = requests.Response()
                     r.status_code, r.request, r.url = self.status, request, request.url
                     r.headers["Content-Type"] = "application/json"
@@ -685,12 +694,17 @@ def _gcs(url: str, status: int = 429):
 
 
 @pytest.mark.parametrize("store_url", ["gs"], indirect=True)
-@pytest.mark.parametrize("status", [429, 503])
+@pytest.mark.parametrize("status", [429, 503, "reset", "timeout"])
 def test_cloud_storage_backs_off_on_429_and_5xx_in_every_call(store_url, status, monkeypatch):
+    """Every call of the store is tried again after a 429 or a 5xx, and after a socket timeout or a TCP
+    disconnect, which Google's retry strategy lists with them (cloud.google.com/storage/docs/retry-strategy)."""
+    import requests
+
     from gpufleet.clouds.gcp import objects
     from gpufleet.errors import CloudUnreadable
 
     monkeypatch.setattr(objects, "BACKOFF_S", 0.001)
+    status = {"reset": requests.ConnectionError, "timeout": requests.ReadTimeout}.get(status, status)
     store, transport = _gcs(store_url, status)
     calls = [lambda: store.create("a", b"1"), lambda: store.read("a"), lambda: store.keys(""),
              lambda: store.replace("a", b"2", store.read("a")[1]), lambda: store.delete("a", store.read("a")[1])]

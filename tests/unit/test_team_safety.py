@@ -114,6 +114,25 @@ def test_a_password_in_the_team_url_is_refused_and_never_printed_nor_stored(post
     assert r.exit_code == 2 and "s3cret-pw" not in r.output and "Traceback" not in r.output, r.output
 
 
+@pytest.mark.parametrize("query", ["password=s3cret-pw&sslmode=disable", "pass%77ord=s3cret-pw",
+                                   "sslmode=disable&sslpassword=s3cret-pw"])
+def test_a_password_in_the_urls_query_is_refused_and_never_printed_nor_stored(query, postgres, tmp_path, monkeypatch):
+    """libpq reads its parameters from the URL's query too (percent-decoded), a password among them: the
+    URL then opens the database (the session's real PostgreSQL, its role given that password) and would
+    carry it into the team setting, every record's backend and Pulumi's URL. Refused like a password in
+    the user-info, and never printed."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    url = f"{postgres}?{query}&table=t_pwq"
+    assert "s3cret-pw" in conninfo_to_dict(f"{postgres}?{query}").values()  # what libpq takes from it
+    r = cli("team", "init", url)
+    assert r.exit_code == 2 and "PGPASSWORD" in r.output and "the URL carries" in r.output, r.output
+    assert "s3cret-pw" not in r.output and not (tmp_path / "xdg" / "gpufleet" / "team.json").exists()
+    monkeypatch.setenv("GPUFLEET_TEAM", url)
+    r = cli("status", "--local")
+    assert r.exit_code == 2 and "s3cret-pw" not in r.output and "Traceback" not in r.output, r.output
+
+
 def test_the_team_setting_is_the_users_alone_and_one_with_a_password_is_never_printed(postgres, tmp_path):
     old = os.umask(0o022)
     try:
@@ -178,6 +197,27 @@ def test_the_mount_options_that_keep_locks_on_one_machine_are_told_apart(line, r
     assert mount_of(point / "gpufleet", mounts).local_locks() == refused
 
 
+# what the kernel shows for file systems whose flock(2) holds on this machine alone (a FUSE file system
+# that does not implement it: linux fs/fuse/file.c; BeeGFS without tuneUseGlobalFileLocks), or of which
+# gpufleet knows nothing (SMB); and for local disks and CephFS, whose locks are fine
+FUSE_GCSFUSE = "301 25 0:70 / {point} rw,nosuid,nodev,relatime shared:80 - fuse.gcsfuse team-bucket rw,user_id=0,group_id=0"
+FUSE_SSHFS = "302 25 0:71 / {point} rw,nosuid,nodev,relatime shared:81 - fuse.sshfs alice@nas:/shared rw,user_id=0,group_id=0"
+BEEGFS = "303 25 0:72 / {point} rw,relatime shared:82 - beegfs beegfs_nodev rw,cfgFile=/etc/beegfs/beegfs-client.conf"
+CIFS = "304 25 0:73 / {point} rw,relatime shared:83 - cifs //nas/shared rw,vers=3.1.1,cache=strict,username=alice"
+CEPH = "305 25 0:74 / {point} rw,relatime shared:84 - ceph 10.0.0.9:6789:/ rw,name=team,acl"
+EXT4 = "306 25 8:3 / {point} rw,relatime shared:85 - ext4 /dev/sda3 rw"
+
+
+@pytest.mark.parametrize("line,refused", [
+    (FUSE_GCSFUSE, "a FUSE file system"), (FUSE_SSHFS, "a FUSE file system"), (BEEGFS, "tuneUseGlobalFileLocks"),
+    (CIFS, "does not know"), (CEPH, None), (EXT4, None), (NFS4.replace("{local_lock}", "none"), None),
+    (NFS3_NOLOCK, "with local_lock=all, nolock"),
+])
+def test_a_store_may_be_only_where_flock_is_known_to_hold_across_machines(line, refused):
+    m = mount_of(Path("/mnt/shared/gpufleet"), parse(line.replace("{point}", "/mnt/shared")))
+    assert (refused or "") in (m.refused() or "") and (m.refused() is None) == (refused is None)
+
+
 def _mountinfo(tmp_path, monkeypatch, line: str, point: Path) -> None:
     """This machine's mounts, and one more at ``point`` as ``line`` describes it."""
     crafted = tmp_path / "mountinfo"
@@ -185,11 +225,14 @@ def _mountinfo(tmp_path, monkeypatch, line: str, point: Path) -> None:
     monkeypatch.setattr(mounts, "MOUNTINFO", crafted)
 
 
-def test_team_init_refuses_a_shared_directory_whose_locks_stay_on_this_machine(tmp_path, monkeypatch):
+@pytest.mark.parametrize("line,said", [(NFS3_NOLOCK, "nolock"), (FUSE_GCSFUSE, "a FUSE file system"),
+                                       (BEEGFS, "tuneUseGlobalFileLocks"), (CIFS, "does not know")],
+                         ids=["nfs-nolock", "gcsfuse", "beegfs", "cifs"])
+def test_team_init_refuses_a_shared_directory_whose_locks_stay_on_this_machine(line, said, tmp_path, monkeypatch):
     (tmp_path / "shared" / "gpufleet").mkdir(parents=True)
-    _mountinfo(tmp_path, monkeypatch, NFS3_NOLOCK, tmp_path / "shared")
+    _mountinfo(tmp_path, monkeypatch, line, tmp_path / "shared")
     r = cli("team", "init", f"file://{tmp_path / 'shared' / 'gpufleet'}")
-    assert r.exit_code == 2 and "nolock" in r.output and f"mounted at {tmp_path / 'shared'}" in r.output, r.output
+    assert r.exit_code == 2 and said in r.output and f"mounted at {tmp_path / 'shared'}" in r.output, r.output
     assert "Traceback" not in r.output and not (tmp_path / "xdg" / "gpufleet" / "team.json").exists()
     assert list((tmp_path / "shared" / "gpufleet").iterdir()) == []  # nothing written there
 
@@ -375,3 +418,70 @@ def test_a_shared_directorys_objects_are_the_teams_to_read_and_no_one_elses(tmp_
     finally:
         os.umask(old)
     assert (tmp_path / "shared" / "slurm" / "c1" / "munge.key").stat().st_mode & 0o777 == 0o640
+
+
+def _lease(**fields) -> bytes:
+    import datetime as dt
+
+    now = dt.datetime.now(dt.timezone.utc)
+    return json.dumps({"cluster": "demo", "holder": "mallory@example.com", "host": "ws7", "pid": 4242, "command": "up",
+                       "started": now.isoformat(timespec="seconds"), "heartbeat": now.isoformat(timespec="microseconds"),
+                       "token": "t0", **fields}).encode()
+
+
+@pytest.mark.parametrize("junk", [b"not json", b'{"holder": 5}', _lease(heartbeat="yesterday"), _lease(pid="4242")],
+                         ids=["not-json", "no-lease", "no-time", "pid-text"])
+def test_a_lease_object_that_is_no_lease_is_named_and_unlock_force_deletes_it(junk, tmp_path, monkeypatch):
+    """A command meets a lease object that is not a lease: it names it and says `unlock --force` deletes it,
+    and that is what `unlock --force` does (it used to answer with the same hint, and leave the object)."""
+    from gpufleet.fleet import team
+
+    store = _team(tmp_path, monkeypatch)
+    store.create("leases/demo.json", junk)
+    for args in (["down", "demo", "--yes", "--no-wait"], ["unlock", "demo"]):
+        r = cli(*args)
+        assert r.exit_code == 1 and "is not a gpufleet lease" in r.output, r.output
+        assert "gpufleet unlock demo --force" in r.output and "Traceback" not in r.output
+    r = cli("unlock", "demo", "--force")
+    assert r.exit_code == 0 and "which was not a gpufleet lease" in r.output, r.output
+    assert store.read("leases/demo.json") is None
+    assert [(e["command"], e["broke"]) for e in team.log("demo")] == [("unlock --force", "(not a lease)")]
+
+
+def test_words_from_the_store_reach_the_terminal_without_escape_sequences(tmp_path, monkeypatch):
+    """A lease and an event written by someone who can write the store: their words are shown with every
+    control character (terminal escapes, a bidirectional override) and Rich's markup replaced by ?."""
+    from gpufleet.state import events
+
+    store = _team(tmp_path, monkeypatch)
+    evil = "\x1b]0;owned\x07mallory\x1b[2J[bold]@example.com"
+    store.create("leases/demo.json", _lease(holder=evil, host="ws7\x1b[31m", command="up\u202e"))
+    events.record(store, {"who": evil, "command": "up\u202e", "cluster": "demo", "outcome": "failed: \x1b[31mred"})
+    for args in (["down", "demo", "--yes", "--no-wait"], ["log"]):
+        r = cli(*args)
+        assert "mallory" in r.output and "\x1b" not in r.output and "\u202e" not in r.output, repr(r.output)
+        assert "[bold]" not in r.output
+    assert cli("down", "demo", "--yes", "--no-wait").exit_code == 4
+
+
+@pytest.fixture(params=["azblob"])
+def azblob_url(request, tmp_path, monkeypatch):
+    """A container in Azurite (test_team's store of that kind)."""
+    return test_team._new_store(request, tmp_path, monkeypatch)
+
+
+def test_a_blob_container_that_does_not_exist_is_said_not_taken_for_a_lost_race(azblob_url):
+    """Blob storage answers 404 ContainerNotFound for a container that is not there and 404 BlobNotFound
+    for a blob that is not (learn.microsoft.com/rest/api/storageservices/blob-service-error-codes; Azurite
+    answers the same): only the second is a race lost. `team init` on a mistyped container used to say
+    "run it again", and a lease's acquire would go round create and read without end."""
+    from gpufleet.errors import InputError
+    from gpufleet.state import leases
+
+    missing = azblob_url.replace("/team-", "/mistyped-")
+    r = cli("team", "init", missing)
+    assert r.exit_code == 2 and "its container" in r.output and "does not exist" in r.output, r.output
+    assert "run it again" not in r.output and "Traceback" not in r.output
+    with pytest.raises(InputError, match="does not exist"):
+        leases.acquire(_open(missing), "c1", "up", "x@ci", wait=False)
+    assert _open(azblob_url).read("leases/c1.json") is None  # a blob that is not there: None, as before

@@ -108,6 +108,9 @@ class Store:
 # (learn.microsoft.com/rest/api/storageservices/specifying-conditional-headers-for-blob-service-operations,
 # .../blob-service-error-codes)
 LOST = {(412, "ConditionNotMet"), (409, "BlobAlreadyExists")}
+# a 404 that is no race: the container is not there (a mistyped URL, a container deleted), which no
+# reading again mends; only BlobNotFound means the blob is gone (the same page of error codes)
+NO_CONTAINER = "ContainerNotFound"
 
 
 class Shared(InBucket):
@@ -130,6 +133,7 @@ class Shared(InBucket):
         if r.status_code == 416:
             r = self.store._call("GET", self.store._blob(k), k, ok=(200, 404))
         if r.status_code == 404:
+            self._refuse_no_container(r)
             return None
         whole = r.headers.get("Content-Range", "").rpartition("/")[2]
         shared.refuse_oversize(self.url, key, int(whole) if whole.isdigit() else len(r.content))
@@ -142,9 +146,17 @@ class Shared(InBucket):
         r = self.store._call(method, self.store._blob(k), k, ok=(*ok, 404, 409, 412), body=body, headers=headers)
         if r.status_code in ok:
             return True
+        if r.status_code == 404:
+            self._refuse_no_container(r)
         if r.status_code == 404 or (r.status_code, r.headers.get("x-ms-error-code")) in LOST:
             return False  # gone, or changed since it was read
         raise CloudUnreadable.http("azure", r.status_code, r.text(), f"{self.store.base}/{k}")
+
+    def _refuse_no_container(self, r) -> None:
+        if r.headers.get("x-ms-error-code") == NO_CONTAINER:
+            raise InputError(f"the team store {self.url}: its container {self.store.base} does not exist",
+                             "check the URL (azblob://account/container/prefix), or create the container "
+                             "(az storage container create --auth-mode login)")
 
     def create(self, key: str, body: bytes) -> bool:
         return self._conditional("PUT", key, {"If-None-Match": "*"}, (201,), body)

@@ -26,7 +26,9 @@ PAGE = 1000
 # is briefly unable to; the answer it asks for is to try again after an exponential backoff with jitter
 # (cloud.google.com/storage/docs/retry-strategy; the object rate: cloud.google.com/storage/quotas). Every
 # call of a store is retried so (a conditional write too: its precondition makes a repeat harmless), each
-# wait drawn at random up to a ceiling that doubles ("full jitter"), at most ATTEMPTS tries.
+# wait drawn at random up to a ceiling that doubles ("full jitter"), at most ATTEMPTS tries. The same page
+# lists socket timeouts and TCP disconnects among the errors to retry: a connection reset or a timeout is
+# tried again too.
 RETRIED = frozenset({408, 429, 500, 502, 503, 504})
 ATTEMPTS = 6
 BACKOFF_S = 1.0  # the first wait's ceiling
@@ -60,6 +62,10 @@ class Store:
                 time.sleep(random.uniform(0, min(BACKOFF_MAX_S, BACKOFF_S * 2 ** (attempt - 1))))
             try:
                 r = self.session.request(method, url, timeout=60, **kw)
+            except (requests.ConnectionError, requests.Timeout) as e:  # a reset, a socket timeout: again
+                if attempt + 1 < ATTEMPTS:
+                    continue
+                raise CloudUnreadable("gcp", "unreachable", str(e)[:300], f"gs://{self.bucket}/{what}") from None
             except (requests.RequestException, TransportError) as e:
                 raise CloudUnreadable("gcp", "unreachable", str(e)[:300], f"gs://{self.bucket}/{what}") from None
             except RefreshError as e:
