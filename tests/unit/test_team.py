@@ -133,6 +133,7 @@ def _writers(url: str) -> int:
     return 20
 
 
+@pytest.mark.slow
 def test_twenty_concurrent_writers_lose_no_update(store_url):
     n = _writers(store_url)
     _open(store_url)  # the store exists before its users start, as `team init` leaves it
@@ -144,6 +145,7 @@ def test_twenty_concurrent_writers_lose_no_update(store_url):
     assert sum(retries) > 0  # they did collide, and the preconditions turned collisions into retries
 
 
+@pytest.mark.slow
 def test_of_s3_writers_racing_on_one_version_exactly_one_wins(aws, monkeypatch):
     """Twenty writers replace one object at the version they all read, at once: one lands, the
     others are refused, as S3 answers ("the first write operation to finish succeeds", the others
@@ -392,6 +394,7 @@ def _record_host(url: str, cache: str, i: int) -> None:
                                                 digest="d1")
 
 
+@pytest.mark.slow
 def test_twenty_concurrent_registry_writers_lose_no_update_and_every_machine_sees_them(store_url, tmp_path):
     from gpufleet.state.registry import Node, Registry
 
@@ -438,6 +441,7 @@ GCS_OFFLINE = textwrap.dedent("""
 CLI = "import sys\nfrom gpufleet.cli.app import main\nsys.argv = ['gpufleet', *sys.argv[1:]]\nmain()\n"
 
 
+@pytest.mark.slow
 def test_two_ups_of_one_cluster_one_holds_the_other_fails_or_waits(store_url, cat, aws, monkeypatch):
     """The real `up` twice on one cluster, in every store: while Alice's `up` is inside Pulumi, Bob's
     `gpufleet up --no-wait` (a process of its own) exits 4 naming her, having touched nothing; Bob's
