@@ -19,7 +19,7 @@ PINS := -c tests/constraints.txt
 # look like packages; the wheel test checks they ship. Quiet that during our own installs.
 QUIET_BUILD := PYTHONWARNINGS=ignore::UserWarning
 
-.PHONY: demo test lint bench calibrate clean salt sysdeps rack-down azurite
+.PHONY: demo test test-fast lint bench calibrate clean salt sysdeps rack-down azurite
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,11 +34,19 @@ demo: $(BIN)/python
 # Install gpufleet (editable) with its test dependencies at their tested versions, Salt, the test
 # rack's system tools, check the floor plan and the linter, and run the whole test suite: one
 # process per core; the end-to-end modules share the local rack, so they run in one of them
-# (xdist_group "rack") while the others take the unit tests and the installed-wheel test.
+# (xdist_group "rack") while the others take the unit tests and the installed-wheel test. The
+# slowest tests are listed at the end, so that a run shows where its time went.
 test: $(BIN)/python salt sysdeps azurite
 	$(QUIET_BUILD) $(BIN)/python -m pip install -q $(PINS) -e '.[test]'
 	$(MAKE) --no-print-directory lint
-	$(BIN)/python -m pytest -q -rs -n auto --dist loadgroup
+	$(BIN)/python -m pytest -q -rs -n auto --dist loadgroup --durations=20
+
+# The developers' loop: the same tests but those marked `slow` (the rack's end-to-end modules, the
+# wheel builds, failover's `up` runs, the team store's concurrent writers, the model fits), without
+# the lint and the pip run: gpufleet and its test dependencies are installed only when missing.
+test-fast: $(BIN)/python salt azurite
+	@$(BIN)/python -c "import gpufleet.cli.app, moto, xdist" 2>/dev/null || $(QUIET_BUILD) $(BIN)/python -m pip install -q $(PINS) -e '.[test]'
+	$(BIN)/python -m pytest -q -rs -n auto -m "not slow"
 
 # The import contracts (pyproject.toml [tool.importlinter]) and ruff. import-linter reads one
 # package tree, and gpufleet is two folders (infra/ and cli/): it reads a tree of links to them.

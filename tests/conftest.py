@@ -306,8 +306,10 @@ class IamMoto:
         return self._user(self.client("iam"), name, policy)
 
 
-@pytest.fixture
-def iam_moto():
+@pytest.fixture(scope="session")
+def _iam_moto_server():
+    """The tests' moto (fakes/aws.py: with the calls moto lacks) in a process of its own, where moto's
+    IAM enforcement takes effect (INITIAL_NO_AUTH_ACTION_COUNT), for the session; yields its URL."""
     import socket
     import subprocess
     import time
@@ -316,23 +318,38 @@ def iam_moto():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    # the tests' moto (fakes/aws.py: with the calls moto lacks) in a process of its own, where moto's
-    # setting takes effect
     proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "fakes" / "aws.py"), str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "INITIAL_NO_AUTH_ACTION_COUNT": "3"})
     url = f"http://127.0.0.1:{port}"
-    for _ in range(150):
+    deadline = time.monotonic() + 120
+    while True:
         try:
-            urllib.request.urlopen(url + "/moto-api/", timeout=1)
+            urllib.request.urlopen(url + "/moto-api/", timeout=5)
             break
         except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, "the IAM-enforcing moto did not start"
             time.sleep(0.1)
     try:
-        yield IamMoto(url)
+        yield url
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture
+def iam_moto(_iam_moto_server):
+    """A fresh IAM-enforcing moto for the test: the session's server emptied, its count of calls let
+    through unchecked set back to the three that make the admin (moto's own reset endpoints,
+    moto/moto_api/_internal/urls.py, 5.2), then the admin made. Starting a server per test cost
+    each test two CPU-seconds."""
+    import urllib.request
+
+    url = _iam_moto_server
+    for path, body in (("/moto-api/reset", b""), ("/moto-api/reset-auth", b"3")):  # the body read as a number:
+        urllib.request.urlopen(urllib.request.Request(url + path, data=body, method="POST",  # not as a form
+                                                      headers={"Content-Type": "application/json"}), timeout=60).read()
+    return IamMoto(url)
 
 
 AZURITE = ROOT / ".azurite" / "node_modules" / ".bin" / "azurite-blob"
@@ -363,14 +380,17 @@ def azurite(tmp_path_factory):
                              "--cert", cert, "--key", key, "--inMemoryPersistence", "--disableTelemetry", "--silent"],
                             cwd=tmp_path_factory.mktemp("azurite"), env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # node starting on a busy machine
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             break
         except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
-            time.sleep(0.2)
+            if proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            proc.kill()  # its stderr is read to its end next: a live emulator would block that read for ever
+            raise AssertionError(f"Azurite did not start: {proc.communicate()[1].decode()[-2000:]}") from None
     try:
         yield {"url": f"https://127.0.0.1:{port}", "account": account, "ca": cert}
     finally:

@@ -26,7 +26,12 @@ documented wire formats, what moto does not implement:
   ``InvalidClientTokenId`` / ``AuthFailure`` answer (HTTP 403, STS's ``ErrorResponse/Error``
   or EC2's ``Response/Errors/Error``); an EC2 action in ``extras.denied`` gets
   ``UnauthorizedOperation`` (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html,
-  https://docs.aws.amazon.com/STS/latest/APIReference/CommonErrors.html).
+  https://docs.aws.amazon.com/STS/latest/APIReference/CommonErrors.html);
+* atomic conditional writes: moto checks an S3 PUT's or DELETE's If-Match/If-None-Match and then
+  writes, without a lock, so two writers on one ETag could both succeed; S3 lets the first to
+  finish win and answers the others 412
+  (https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html). This layer
+  hands moto S3's writes one at a time.
 
 Tests set quota values on ``server.extras.quotas[(region, code)]``. Run standalone (the
 benchmark does, in its own process): ``python tests/fakes/aws.py PORT``.
@@ -53,6 +58,7 @@ class Extras:
     def __init__(self, app):
         self.app = app
         self.lock = threading.Lock()
+        self.s3_writes = threading.Lock()  # moto's check of a write's condition and the write, as one
         self.groups: dict[tuple[str, str], dict] = {}  # (region, name) -> group
         self.quotas: dict[tuple[str, str], float] = {}  # (region, quota code) -> value
         self.products: list[dict] = []  # Price List entries (product + terms)
@@ -80,6 +86,9 @@ class Extras:
         key, service = m.groups() if m else (None, None)
         if key in self.refused_keys:
             return _refused(start_response, service)
+        if service == "s3" and environ.get("REQUEST_METHOD") in ("PUT", "DELETE"):
+            with self.s3_writes:
+                return self.app(environ, start_response)
         if environ.get("REQUEST_METHOD") != "POST" or not (
                 target.startswith(("ServiceQuotasV20190624.", "AWSPriceListService.")) or
                 "/ec2/" in environ.get("HTTP_AUTHORIZATION", "")):

@@ -55,7 +55,8 @@ class RetailPricesFake(JsonServer):
         flt = query.get("$filter", "")
         self.filters.append(flt)
         primary_only = query.get("meterRegion") == "'primary'"
-        rows = [x for x in self.items if _match(flt, x) and (x["isPrimaryMeterRegion"] or not primary_only)]
+        parts = _parse(flt)
+        rows = [x for x in self.items if _match(parts, x) and (x["isPrimaryMeterRegion"] or not primary_only)]
         skip = int(query.get("$skip") or 0)
         page = rows[skip:skip + self.page_size]
         out = {"BillingCurrency": "USD", "CustomerEntityId": "Default", "CustomerEntityType": "Retail",
@@ -69,14 +70,23 @@ class RetailPricesFake(JsonServer):
         return 200, out, {}
 
 
-def _match(flt: str, x: dict) -> bool:
-    """``a eq 'v' and (b eq 'w' or b eq 'z')``: each and-part must hold; or-groups need one."""
-    if not flt:
-        return True
-    for part in re.split(r"\s+and\s+", flt.strip()):
+def _parse(flt: str) -> list[dict[str, set[str]]]:
+    """``a eq 'v' and (b eq 'w' or b eq 'z')`` as its and-parts, each the values a field may take
+    (one and-part names one field, as gpufleet's filters do). Parsed once a request: the catalog's
+    filter names every size and region, and re-reading it per item made a refresh take minutes."""
+    parts = []
+    for part in re.split(r"\s+and\s+", flt.strip()) if flt.strip() else []:
         alternatives = re.findall(r"(\w+) eq '([^']*)'", part)
         if not alternatives:
             raise ValueError(f"filter the fake does not know: {part}")
-        if not any((x.get("type") if k == "priceType" else x.get(k)) == v for k, v in alternatives):
-            return False
-    return True
+        wanted: dict[str, set[str]] = {}
+        for k, v in alternatives:
+            wanted.setdefault(k, set()).add(v)
+        parts.append(wanted)
+    return parts
+
+
+def _match(parts: list[dict[str, set[str]]], x: dict) -> bool:
+    """Each and-part holds: one of its fields has one of its values."""
+    return all(any((x.get("type") if k == "priceType" else x.get(k)) in vs for k, vs in wanted.items())
+               for wanted in parts)

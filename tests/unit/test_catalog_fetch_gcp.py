@@ -3,6 +3,7 @@
 throttling, a malformed page, and machine types priced as the sum of their parts."""
 
 import json
+import sys
 
 import pytest
 
@@ -143,21 +144,23 @@ def test_without_credentials_the_message_says_how(monkeypatch, tmp_path):
     assert "gcloud auth application-default login" in r.output and "Traceback" not in r.output
 
 
-def test_the_refresh_benchmark_parses_all_three_formats_at_a_small_scale(capsys):
+def test_the_refresh_benchmark_parses_all_three_formats_at_a_small_scale(monkeypatch):
     """tests/bench/bench_refresh.py at scale 1: every provider's payload parses, passes the
-    checks and merges (the full-size run is `make bench`)."""
+    checks and merges (the full-size run is `make bench`). What it computed decides, never how
+    long it took (issue 47: under load the run missed the benchmark's 10 s target, and this test
+    failed with it)."""
     import importlib.util
     from pathlib import Path
 
     path = Path(__file__).resolve().parents[1] / "bench" / "bench_refresh.py"
     spec = importlib.util.spec_from_file_location("bench_refresh", path)
     bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bench_refresh", bench)  # its dataclass looks its module up there
     spec.loader.exec_module(bench)
-    assert bench.main(1) == 0
-    out = capsys.readouterr().out
-    assert "written: True" in out and "PROBLEMS" not in out
-    for p in ("gcp", "azure", "aws"):
-        assert any(line.startswith(p) and int(line.split()[3].replace(",", "")) > 0 for line in out.splitlines()), out
+    got = bench.refresh_at(1)
+    assert got.problems == {"gcp": [], "azure": [], "aws": []} and got.written and got.ok
+    assert all(got.prices[p] > 0 for p in ("gcp", "azure", "aws")), got.prices
+    assert got.offers > 0
 
 
 def test_a_machine_familys_own_gpu_sku_is_taken_before_the_plain_one(billing, cat):

@@ -2,6 +2,7 @@
 documented refusals (tests/data/refusals/, each with its source) and registers what the same
 program registers under Pulumi's mocks for each attempt's placement; AWS itself is moto's HTTP
 server, where a refused attempt's stray instance is launched and must be gone afterwards.
+The `up` runs are marked slow (a few CPU-seconds each): `make test-fast` leaves them out.
 """
 
 import datetime as dt
@@ -126,6 +127,7 @@ def ups(fake) -> int:
     return sum(1 for c in fake.calls if c[0] == "up")
 
 
+@pytest.mark.slow
 def test_a_zone_out_of_capacity_moves_the_pool_to_the_next_zone_and_leaves_nothing_behind(cat, fake, tmp_path):
     from fakes.pulumi_cli import Failure
 
@@ -149,6 +151,7 @@ def test_a_zone_out_of_capacity_moves_the_pool_to_the_next_zone_and_leaves_nothi
     assert [a["outcome"] for a in Registry().attempts("aws-training")] == ["refused", "created"]
 
 
+@pytest.mark.slow
 def test_a_region_short_of_quota_is_skipped_and_never_tried(aws, cat, fake, tmp_path):
     path = with_failover(tmp_path, "{regions: [us-west-2]}")
     aws.extras.quotas[("us-east-1", P_VCPUS)] = 96.0  # two p4d need 192 vCPUs
@@ -162,6 +165,7 @@ def test_a_region_short_of_quota_is_skipped_and_never_tried(aws, cat, fake, tmp_
     assert Registry().get("aws-training").locations == [("aws", "us-west-2")]
 
 
+@pytest.mark.slow
 def test_when_every_region_is_short_nothing_is_tried_and_the_skips_are_the_answer(aws, cat, fake, tmp_path):
     path = with_failover(tmp_path, "{regions: [us-west-2]}")
     for region in ("us-east-1", "us-west-2"):
@@ -173,6 +177,7 @@ def test_when_every_region_is_short_nothing_is_tried_and_the_skips_are_the_answe
     assert ups(fake) == 0 and Registry().get("aws-training") is None  # nothing created, nothing to remove
 
 
+@pytest.mark.slow
 def test_a_permission_error_stops_failover_at_once(cat, fake, tmp_path):
     from fakes.pulumi_cli import Failure
 
@@ -185,6 +190,7 @@ def test_a_permission_error_stops_failover_at_once(cat, fake, tmp_path):
     assert ups(fake) == 1 and Registry().get("aws-training").state == "failed"
 
 
+@pytest.mark.slow
 def test_without_failover_a_refusal_stops_as_before(cat, fake, tmp_path):
     from fakes.pulumi_cli import Failure
 
@@ -196,6 +202,7 @@ def test_without_failover_a_refusal_stops_as_before(cat, fake, tmp_path):
     assert ups(fake) == 1
 
 
+@pytest.mark.slow
 def test_every_place_refused_is_exit_1_with_the_table_of_attempts(cat, fake, tmp_path):
     from fakes.pulumi_cli import Failure
 
@@ -212,6 +219,7 @@ def test_every_place_refused_is_exit_1_with_the_table_of_attempts(cat, fake, tmp
     assert ("aws", "us-west-2") in Registry().get("aws-training").locations  # `down` looks there too
 
 
+@pytest.mark.slow
 def test_up_json_carries_the_attempts(cat, fake, tmp_path):
     from fakes.pulumi_cli import Failure
 
@@ -223,6 +231,7 @@ def test_up_json_carries_the_attempts(cat, fake, tmp_path):
     assert [(a["zone"], a["outcome"]) for a in data["attempts"]] == [("us-east-1a", "refused"), ("us-east-1b", "created")]
 
 
+@pytest.mark.slow
 def test_max_attempts_bounds_the_runs(cat, fake, tmp_path):
     from fakes.pulumi_cli import Failure
 
@@ -235,6 +244,7 @@ def test_max_attempts_bounds_the_runs(cat, fake, tmp_path):
     assert [a["outcome"] for a in data["attempts"]] == ["refused", "refused"]
 
 
+@pytest.mark.slow
 def test_a_mixed_stack_fails_over_its_cloud_pool_and_leaves_the_rack_pool_alone(cat, fake, tmp_path):
     from fakes.pulumi_cli import Failure
 
@@ -342,6 +352,7 @@ def _reservation_of(plan) -> str | None:
         "capacityReservationId")
 
 
+@pytest.mark.slow
 def test_a_reservation_is_tried_first_and_holds_the_pool(cat, fake, tmp_path):
     """Without any failover block, a pool that holds a reservation launches into it first."""
     out = up(with_reservation(tmp_path, "[{id: cr-0123456789abcdef0, zone: us-east-1b}]"), cat, fake)
@@ -351,6 +362,7 @@ def test_a_reservation_is_tried_first_and_holds_the_pool(cat, fake, tmp_path):
     assert {n.zone for n in Registry().get("aws-training").nodes} == {"us-east-1b"}
 
 
+@pytest.mark.slow
 def test_a_short_reservation_falls_back_to_the_open_market_beside_it(cat, fake, tmp_path):
     """The reservation in us-east-1a is refused (ReservationCapacityExceeded): that rules out the
     reservation, not the zone, so the pool's own place in the same zone is tried next, without it."""

@@ -32,6 +32,7 @@ def test_calibration_error_within_target_and_reported_per_row():
     assert len({r.source for r in rows}) >= 10 and all(r.source in calibration.sources() for r in rows)
 
 
+@pytest.mark.slow
 def test_stored_parameters_are_the_fit_of_the_data_and_plausible():
     """fitted.json is what fit() produces from measurements.csv, not hand-tuned numbers; no parameter
     sits at a bound (the data did not have to push one past what its prior finds plausible)."""
@@ -47,6 +48,7 @@ def test_stored_parameters_are_the_fit_of_the_data_and_plausible():
     assert calibration.warnings(at_bound) == ["net_eff = 0.95 is at its bound (0.5..0.95)"]
 
 
+@pytest.mark.slow
 def test_fit_recovers_known_parameters():
     """Rows generated from known parameters are fitted back to them (the fitter works)."""
     rows = calibration.rows()

