@@ -28,6 +28,18 @@ class State:
 STATE = State()
 
 
+@functools.lru_cache(maxsize=4)
+def _width_said(said: str) -> int:
+    """The width COLUMNS says, 0 for none. A value that is no width (``abc``, ``-5``) is treated as unset,
+    with one warning: a typo in the environment must not stop a command (issue 47, item 7). Written to
+    stderr as it is: this runs while the consoles that warn() uses are being made."""
+    if said.strip().isdigit():
+        return int(said)
+    if said.strip() and not STATE.json:
+        sys.stderr.write(f"warning: COLUMNS={said!r} is not a number of columns: ignored\n")
+    return 0
+
+
 @functools.lru_cache(maxsize=2)
 def console(stderr: bool = False):
     import os
@@ -35,11 +47,14 @@ def console(stderr: bool = False):
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    columns = int(os.environ.get("COLUMNS", "0") or 0)
+    columns = _width_said(os.environ.get("COLUMNS", ""))
     # a pipe or a log with no width said: tables 200 wide, and sentences one line each (as git writes
     # them), so that a message is never split where grep or a test looks for it
     pipe = not columns and not stream.isatty()
-    con = Console(stderr=stderr, highlight=False, soft_wrap=pipe, width=columns or (200 if pipe else None))
+    # rich reads COLUMNS itself when given no width; it sees it only when it is a width
+    environ = {k: v for k, v in os.environ.items() if k != "COLUMNS" or columns}
+    con = Console(stderr=stderr, highlight=False, soft_wrap=pipe, width=columns or (200 if pipe else None),
+                  _environ=environ)
     con.on_broken_pipe = closed_pipe  # rich's own handler exits 1, which reads as a failure
     return con
 

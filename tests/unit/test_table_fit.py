@@ -55,3 +55,19 @@ def test_wide_shows_every_column_on_one_line_per_row(capsys, monkeypatch):
 def test_the_wide_flag_is_accepted_after_the_command():
     r = cli_at(100, "catalog", "gpus", "--wide")
     assert r.exit_code == 0, r.output
+
+
+# `COLUMNS=abc gpufleet compare resnet50` printed two tracebacks (issue 47, item 7): a width that is not
+# a positive whole number is treated as unset, with one warning, as the installed program runs
+@pytest.mark.parametrize("columns", ["abc", "-5", "80.5"])
+def test_an_unusable_columns_is_ignored_with_a_warning(columns):
+    import subprocess
+
+    from conftest import gpufleet_exe
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "COLUMNS": columns}
+    r = subprocess.run([gpufleet_exe(), "compare", "resnet50"], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    assert r.stderr.count(f"COLUMNS={columns!r}") == 1, r.stderr
+    assert "p5.48xlarge" in r.stdout  # the table as a pipe gets it
