@@ -117,7 +117,7 @@ def _buffered_stdout() -> None:
 
 
 def main() -> None:
-    from gpufleet.cli.output import closed_pipe
+    from gpufleet.cli.output import closed_pipe, interrupted
 
     _buffered_stdout()
     try:
@@ -128,5 +128,10 @@ def main() -> None:
     except BrokenPipeError:  # raised after the command, as its output is flushed
         try:
             closed_pipe()
+        except typer.Exit as e:
+            raise SystemExit(e.exit_code) from None
+    except KeyboardInterrupt:  # while typer makes the commands, before a command handles its own
+        try:
+            interrupted()
         except typer.Exit as e:
             raise SystemExit(e.exit_code) from None

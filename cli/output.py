@@ -124,8 +124,7 @@ def handle_errors(fn):
             error(e)
             raise typer.Exit(e.exit_code) from None
         except KeyboardInterrupt:
-            console(stderr=True).print("interrupted")
-            raise typer.Exit(130) from None
+            interrupted()
         except BrokenPipeError:
             closed_pipe()
         except (typer.Exit, typer.Abort, SystemExit):
@@ -168,6 +167,25 @@ def _needed_width(header: str, cells: list[str], wraps: bool) -> int:
 
 # what a shell reports for a command its reader stopped (`git log | head`): 128 + SIGPIPE
 EXIT_CLOSED_PIPE = 141
+# and for one stopped with Ctrl-C: 128 + SIGINT
+EXIT_INTERRUPTED = 130
+
+
+def interrupted():
+    """Ctrl-C: one word on stderr, no traceback, exit 130, soon. Python frees every object at exit,
+    collecting the cycles among them: seconds after a plan (its catalog and Pulumi's runtime) on a
+    busy machine, so what exists now is left to the system, which takes the memory back at once
+    (gc.freeze). A second Ctrl-C while the process winds down ends it at once, by the signal,
+    without the traceback Python would print from wherever it was then."""
+    import gc
+    import signal
+    import threading
+
+    gc.freeze()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    console(stderr=True).print("interrupted")
+    raise typer.Exit(EXIT_INTERRUPTED)
 
 
 def closed_pipe():
