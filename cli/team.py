@@ -101,7 +101,9 @@ def log(
     if STATE.json:
         output.emit_json({"events": rows})
         return
+    from gpufleet.cli.tables import person
+
     output.table("Team log" + (f": {cluster}" if cluster else ""), ["when", "who", "command", "cluster", "outcome", "$/h"],
-                 [[e["at"][:19].replace("T", " "), e.get("who", ""), e.get("command", ""), e.get("cluster", ""),
+                 [[e["at"][:16].replace("T", " "), person(e.get("who", "")), e.get("command", ""), e.get("cluster", ""),
                    e.get("outcome", ""), output.money(e["usd_per_hour"]) if e.get("usd_per_hour") is not None else ""]
-                  for e in rows], wraps=("outcome",))
+                  for e in rows], wraps=("outcome",), optional=("cluster", "$/h"))
