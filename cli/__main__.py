@@ -1,3 +1,3 @@
-from gpufleet.cli.app import main
+from gpufleet.cli import main
 
 main()

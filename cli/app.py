@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import re
 import sys
@@ -107,9 +108,22 @@ app.add_typer(budget_cmd.app, name="budget")
 app.add_typer(setup_cmd.app, name="setup")
 
 
-def main() -> None:
-    from gpufleet.cli.output import closed_pipe
+def _buffered_stdout() -> None:
+    """Under PYTHONUNBUFFERED (or ``python -u``) stdout's text layer sits on the raw file, and a write
+    into a pipe whose reader left returns short, which the text layer ignores (cpython gh-85393, open
+    as of 3.13): `gpufleet compare resnet50 --csv | head` ended 0 with the rest silently dropped. A
+    buffered layer between them writes everything or raises BrokenPipeError; flushing at each line
+    keeps what the variable asks for, output as it comes."""
+    raw = getattr(sys.stdout, "buffer", None)
+    if isinstance(raw, io.RawIOBase):
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(raw), encoding=sys.stdout.encoding,
+                                      errors=sys.stdout.errors, line_buffering=True, write_through=True)
 
+
+def main() -> None:
+    from gpufleet.cli.output import closed_pipe, interrupted
+
+    _buffered_stdout()
     try:
         try:
             app()
@@ -118,5 +132,10 @@ def main() -> None:
     except BrokenPipeError:  # raised after the command, as its output is flushed
         try:
             closed_pipe()
+        except typer.Exit as e:
+            raise SystemExit(e.exit_code) from None
+    except KeyboardInterrupt:  # while typer makes the commands, before a command handles its own
+        try:
+            interrupted()
         except typer.Exit as e:
             raise SystemExit(e.exit_code) from None

@@ -46,7 +46,7 @@ def render(rows: list, now) -> None:
                  [[s.budget.name, _covers(s.budget), output.money(s.budget.usd_per_month), output.money(s.spent),
                    output.money(s.left), ", ".join(s.clusters) or "-", s.budget.source] for s in rows],
                  justify={k: "right" for k in ("per month", "spent", "left")}, optional=("from", "clusters"),
-                 wraps=("clusters",), styles=["red" if s.over else None for s in rows])
+                 wraps=("covers", "clusters", "from"), styles=["red" if s.over else None for s in rows])
 
 
 def _covers(b) -> str:

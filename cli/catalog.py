@@ -85,8 +85,8 @@ def instances(
                          "show NAME` lists them). " + _age_line(cat)
                          + (f"; discounts applied: {cat.discounts}" if cat.discounts else ""),
                  justify={c: "right" for c in ("vCPU", "mem GiB", "net Gbps", "NVMe GB", "$/h", "spot $/h", "regions")},
-                 optional=("provider", "fabric", "regions", "vCPU", "mem GiB", "net Gbps", "NVMe GB", "price made of",
-                           "as of"))
+                 optional=("region", "spot $/h", "provider", "fabric", "regions", "vCPU", "mem GiB", "net Gbps",
+                           "NVMe GB", "price made of", "as of"))
 
 
 @app.command("regions", help="Where a GPU can be had: each region's cheapest offer per GPU-hour, on demand and spot; "
@@ -140,9 +140,12 @@ def workloads_cmd(
     if STATE.json:
         output.emit_json([w.__dict__ | {"train_flops": w.train_flops} for w in lib.values()])
         return
+    from rich.markup import escape  # sources cite as [hpe] [imagenet], which is not markup
+
     output.table("Workloads", ["workload", "family", "params", "train GFLOP/sample", "unit", "source"],
-                 [[w.name, w.family, f"{w.params / 1e6:,.1f}M", f"{w.train_flops / 1e9:,.2f}", w.unit, w.source]
-                  for w in lib.values()],
+                 [[w.name, w.family, f"{w.params / 1e6:,.1f}M", f"{w.train_flops / 1e9:,.2f}", w.unit, escape(w.source)]
+                  for w in lib.values()], justify={"params": "right", "train GFLOP/sample": "right"},
+                 optional=("family",), wraps=("source",),
                  caption="Also: llm:<size>[:<seq>] for any decoder LLM, e.g. llm:8b (6N FLOPs per token + attention).")
 
 
@@ -293,7 +296,7 @@ def refresh_cmd(
     else:
         rows = [[r.provider, r.status, r.rows, r.previous, r.message] for r in res.results]
         output.table("Catalog refresh", ["provider", "result", "prices", "before", "note"], rows,
-                     styles=[None if r.status == "updated" else "red" for r in res.results])
+                     styles=[None if r.status == "updated" else "red" for r in res.results], wraps=("note",))
         c = output.console()
         for r in res.results:
             for note in r.notes[:12]:

@@ -10,6 +10,7 @@ from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
 from gpufleet.cli.tables import (
     attempt_line,
+    place,
     render_attempts,
     render_cloud_nodes,
     render_hosts,
@@ -209,11 +210,12 @@ def _in_flight(pr) -> str:
 
 
 def _render_nodes(rec, progress) -> None:
-    rows = [[n.pool, n.provider, n.location + (f"/{n.zone}" if n.zone else ""), n.machine, n.node_id or "-",
+    rows = [[n.pool, n.provider, place(n.location, n.zone), n.machine, n.node_id or "-",
              n.private_ip or "-", n.ssh_endpoint or "", output.money(n.usd_per_hour) if n.usd_per_hour is not None else "-"]
             for n in rec.nodes]
     output.table(f"Cluster {rec.name} is up", ["pool", "provider", "where", "machine", "node", "private IP", "SSH",
-                                                "$/h"], rows, justify={"$/h": "right"})
+                                                "$/h"], rows, justify={"$/h": "right"},
+                 optional=("where", "private IP", "$/h", "provider", "SSH"))
     changes = (", ".join(f"{k} {v}" for k, v in sorted(progress.ops.items())) or "no changes") if progress \
         else "No cloud resources"
     took = f" in {progress.elapsed:.0f}s" if progress else ""

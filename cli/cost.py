@@ -56,21 +56,21 @@ def cost(
 
 
 def render(report) -> None:
+    # a cluster's total first, its lines under it: the cluster's name once, not on every line (a column
+    # of names as long as llm-pretrain-h100-2026-11-02 left no room for the figures at 80 columns)
     rows, styles = [], []
     for r in report.rows:
+        rows.append([r.cluster, "-" if r.predicted is None else output.money(r.predicted), output.money(r.billed),
+                     "-" if r.drift is None else f"{r.drift:+.0%}" + (" (estimated)" if r.estimated else "")])
+        styles.append("bold red" if r in report.drifted else "bold")
         for x in r.lines:
             d = x.difference
-            rows.append([r.cluster, x.line, "-" if x.predicted is None else output.money(x.predicted),
+            rows.append([f"  {x.line}", "-" if x.predicted is None else output.money(x.predicted),
                          output.money(x.billed), "-" if d is None else f"{'+' if d >= 0 else '-'}{output.money(abs(d))}"])
             styles.append(None)
-        rows.append([r.cluster, "total", "-" if r.predicted is None else output.money(r.predicted),
-                     output.money(r.billed), "-" if r.drift is None else f"{r.drift:+.0%}"
-                     + (" (estimated)" if r.estimated else ""),
-                     ])
-        styles.append("bold red" if r in report.drifted else "bold")
     if rows:
         output.table(f"Billed against predicted, {report.since.isoformat()} to {report.until - dt.timedelta(days=1):%Y-%m-%d}",
-                     ["cluster", "line", "predicted", "billed", "difference"], rows,
+                     ["cluster, then each line", "predicted", "billed", "difference"], rows,
                      justify={"predicted": "right", "billed": "right", "difference": "right"}, styles=styles)
     elif report.read:
         output.console().print("No clusters in the registry and nothing billed to gpufleet:cluster in the period "

@@ -51,7 +51,7 @@ def plan(
         output.table("Training containers to build (gpufleet records nothing until it is built)",
                      ["pool", "image", "base", "formulas baked"],
                      [[m.pool, m.name, m.args["CUDA_IMAGE"], ", ".join(m.states)] for m in boxes],
-                     wraps=("formulas baked",))
+                     wraps=("formulas baked",), optional=("formulas baked", "base"))
         for m in boxes:
             output.console().print(f"{m.pool}: {m.command()}")
         return
@@ -110,7 +110,8 @@ def build(
         return
     output.table("Golden images built (recorded; a pool boots one as image: gpufleet:<name>)",
                  ["pool", "cloud", "region", "name", "image"],
-                 [[m.pool, m.provider, m.region, m.name, m.id] for m in made], optional=("cloud",))
+                 [[m.pool, m.provider, m.region, m.name, m.id] for m in made], optional=("region", "cloud"),
+                 wraps=("image",))
 
 
 LIST_HELP = ("List the golden images the clouds hold, found by their gpufleet:image tag (label on GCP), with their "
@@ -133,7 +134,8 @@ def list_images(provider: options.Providers = None, region: options.Regions = No
         output.table("Golden images", ["name", "cloud", "region", "image", "GB", "created", "recorded here"],
                      [[i.name, i.provider, i.region, i.id, f"{i.size_gb:g}" if i.size_gb else "-", i.created_at or "-",
                        "yes" if (i.name, i.provider) in found.recorded else "no"] for i in found.images],
-                     optional=("created", "GB", "recorded here"), justify={"GB": "right"})
+                     optional=("region", "cloud", "recorded here", "created", "GB"), wraps=("image",),
+                     justify={"GB": "right"})
     exit_if_unread(found.unread, found.clouds)
 
 

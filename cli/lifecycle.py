@@ -9,7 +9,7 @@ import typer
 
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
-from gpufleet.cli.tables import age, render_findings, render_outcomes
+from gpufleet.cli.tables import age, person, render_findings, render_outcomes
 
 # The rule of every command that asks the clouds, said in each one's help.
 UNREAD_RULE = ("A cloud without credentials (or its SDK) is skipped with a warning; exit 1 when a cloud or region that "
@@ -117,7 +117,8 @@ def status(
                       _creators(r.created_by), "; ".join(r.notes)])
     output.table("Clusters", ["cluster", "state", "where", "nodes", "age", "expires", "$/h", "cost so far", "by",
                               "notes"],
-                 table, justify={"$/h": "right", "cost so far": "right"}, optional=("by",),
+                 table, justify={"$/h": "right", "cost so far": "right"}, wraps=("where", "notes"),
+                 optional=("expires", "nodes", "cost so far", "age", "by"),
                  styles=["red" if r.state in ("orphan", "leaking", "failed") else None for r in rows])
     _scheduler(rows)
     _held_images(report.images, now)
@@ -137,13 +138,13 @@ def _scheduler(rows: list) -> None:
     output.table("Slurm (from each controller)", ["cluster", "controller", "nodes", "jobs", "drained: reason"],
                  [[r.name, r.scheduler["controller"], counts(r.scheduler["nodes"]), counts(r.scheduler["jobs"]),
                    "; ".join(f"{n}: {why}" for n, why in r.scheduler["drained"].items()) or "-"] for r in viewed],
-                 wraps=("drained: reason",))
+                 wraps=("controller", "nodes", "jobs", "drained: reason"), optional=("controller",))
 
 
 def _creators(created_by: dict[str, str]) -> str:
     """Who brought a cluster up, once each: a principal's last path segment (an ARN's session or user
     name), which is the person where a path has one."""
-    return ", ".join(dict.fromkeys(v.rsplit("/", 1)[-1] for v in created_by.values())) or "-"
+    return ", ".join(dict.fromkeys(person(v) for v in created_by.values())) or "-"
 
 
 def _held_images(images: list, now) -> None:
@@ -154,7 +155,7 @@ def _held_images(images: list, now) -> None:
                                                                   "state"],
                  [[h.image.name, h.image.provider, h.image.region, f"{h.image.size_gb:g}" if h.image.size_gb else "-",
                    age(now, h.created), _expiry(now, h.expires), f"{h.state}: {h.detail}" if h.detail else h.state]
-                  for h in images], optional=("GB", "age"), wraps=("state",), justify={"GB": "right"},
+                  for h in images], optional=("region", "cloud", "age", "GB"), wraps=("state",), justify={"GB": "right"},
                  styles=["yellow" if h.state != "current" else None for h in images])
 
 
@@ -262,7 +263,7 @@ def _reaped_images(res, yes: bool) -> None:
                      "would delete" if r is None else ("deleted" if r.ok else f"failed: {r.message}")])
     output.table("Expired golden images" + ("" if yes else " (dry run: nothing deleted)"),
                  ["image", "cloud", "region", "id", "GB", "expires", "outcome"], rows,
-                 optional=("GB", "id"), wraps=("outcome",), justify={"GB": "right"})
+                 optional=("region", "cloud", "id", "GB"), wraps=("outcome",), justify={"GB": "right"})
     if not yes:
         output.console().print(f"{len(expired)} golden image(s) would be deleted with their snapshots. "
                                "Run again with --yes to delete them.")
@@ -292,13 +293,15 @@ def check(
             for p, who in clouds.identity.items()]
     rows += [[p, f"not checked: {why}", "-", "-"] for p, why in clouds.skipped.items()]
     rows += [[p, f"could not be read: {why}", "-", "-"] for p, why in clouds.failed.items()]
-    output.table("Credentials", ["cloud", "who", "account / project / subscription", "from"], rows)
+    output.table("Credentials", ["cloud", "who", "account / project / subscription", "from"], rows,
+                 wraps=("who", "account / project / subscription", "from"))
     if lines:
-        qrows = [[x.provider, x.region, x.quota, x.unit, f"{x.needed:g}", _num(x.limit), _num(x.used),
+        qrows = [[f"{x.provider}/{x.region}", f"{x.quota} ({x.unit})", f"{x.needed:g}", _num(x.limit), _num(x.used),
                   _num(x.available), {True: "ok", False: "SHORT", None: "unknown"}[x.ok], ", ".join(x.pools),
                   x.note] for x in lines]
-        output.table("Quotas", ["cloud", "region", "quota", "unit", "needed", "limit", "used", "available", "",
-                                "pools", "note"], qrows,
+        output.table("Quotas", ["where", "quota", "need", "limit", "used", "free", "", "pools", "note"], qrows,
+                     justify={k: "right" for k in ("need", "limit", "used", "free")},
+                     optional=("pools", "limit", "used"), wraps=("quota", "pools", "note"),
                      styles=["red" if x.ok is False else ("yellow" if x.ok is None else None) for x in lines])
     if short:
         raise short
@@ -349,7 +352,8 @@ def rebuild(
     rows = [[c.name, c.stack, c.owner, c.expires_at or "-", ", ".join(f"{p}/{r}" for p, r in c.locations) or "-",
              len(c.nodes), "kept (rack)" if c.name in res.kept_racks else ("Pulumi state" if c.backend else "tags")]
             for c in res.clusters]
-    output.table(f"Registry {res.path}", ["cluster", "stack", "owner", "expires", "where", "nodes", "from"], rows)
+    output.table(f"Registry {res.path}", ["cluster", "stack", "owner", "expires", "where", "nodes", "from"], rows,
+                 optional=("nodes", "from", "owner", "stack"), wraps=("where", "from"))
     output.console().print(f"{len(res.clusters)} cluster(s) written" + (f" (to the team store {res.store} too)"
                                                                        if res.store else "")
                            + (f"; the old file is {res.backup}" if res.backup else "") + "."

@@ -28,6 +28,18 @@ class State:
 STATE = State()
 
 
+@functools.lru_cache(maxsize=4)
+def _width_said(said: str) -> int:
+    """The width COLUMNS says, 0 for none. A value that is no width (``abc``, ``-5``) is treated as unset,
+    with one warning: a typo in the environment must not stop a command (issue 47, item 7). Written to
+    stderr as it is: this runs while the consoles that warn() uses are being made."""
+    if said.strip().isdigit():
+        return int(said)
+    if said.strip() and not STATE.json:
+        sys.stderr.write(f"warning: COLUMNS={said!r} is not a number of columns: ignored\n")
+    return 0
+
+
 @functools.lru_cache(maxsize=2)
 def console(stderr: bool = False):
     import os
@@ -35,11 +47,14 @@ def console(stderr: bool = False):
     from rich.console import Console
 
     stream = sys.stderr if stderr else sys.stdout
-    columns = int(os.environ.get("COLUMNS", "0") or 0)
+    columns = _width_said(os.environ.get("COLUMNS", ""))
     # a pipe or a log with no width said: tables 200 wide, and sentences one line each (as git writes
     # them), so that a message is never split where grep or a test looks for it
     pipe = not columns and not stream.isatty()
-    con = Console(stderr=stderr, highlight=False, soft_wrap=pipe, width=columns or (200 if pipe else None))
+    # rich reads COLUMNS itself when given no width; it sees it only when it is a width
+    environ = {k: v for k, v in os.environ.items() if k != "COLUMNS" or columns}
+    con = Console(stderr=stderr, highlight=False, soft_wrap=pipe, width=columns or (200 if pipe else None),
+                  _environ=environ)
     con.on_broken_pipe = closed_pipe  # rich's own handler exits 1, which reads as a failure
     return con
 
@@ -109,8 +124,7 @@ def handle_errors(fn):
             error(e)
             raise typer.Exit(e.exit_code) from None
         except KeyboardInterrupt:
-            console(stderr=True).print("interrupted")
-            raise typer.Exit(130) from None
+            interrupted()
         except BrokenPipeError:
             closed_pipe()
         except (typer.Exit, typer.Abort, SystemExit):
@@ -130,16 +144,19 @@ def handle_errors(fn):
 # rich draws "│ cell │": each column costs its text plus a space either side and one rule, the
 # table one rule more
 _COLUMN_FRAME = 3
+# the narrowest a free-text column gets when even its longest word does not fit: a path or an id in a
+# note then breaks across lines (a name in any other column never does)
+_WRAP_FLOOR = 12
 
 
 def _cell_width(text: str) -> int:
     from rich.cells import cell_len
 
     if "[" not in text:
-        return cell_len(text)
+        return max(cell_len(line) for line in text.split("\n"))
     from rich.text import Text
 
-    return Text.from_markup(text).cell_len
+    return max(cell_len(line) for line in Text.from_markup(text).plain.split("\n"))
 
 
 def _needed_width(header: str, cells: list[str], wraps: bool) -> int:
@@ -151,8 +168,60 @@ def _needed_width(header: str, cells: list[str], wraps: bool) -> int:
     return max(_cell_width(p) for p in parts)
 
 
+def _frame(widths) -> int:
+    """A table's width from its columns' text widths."""
+    widths = list(widths)
+    return sum(widths) + _COLUMN_FRAME * len(widths) + 1
+
+
+def _widths(shown: list[str], least: dict[str, int], natural: dict[str, int], wraps, room: int) -> dict[str, int]:
+    """Each column's text width, so that the table fits ``room``: every column that does not wrap as
+    wide as its widest cell; the free-text ones share what is left, each at least its longest word
+    (below that, down to _WRAP_FLOOR, only when nothing else fits), at most its widest cell. rich is
+    given these widths rather than left to share the room itself: its own sharing cut the last column
+    at the terminal's edge (`plan`'s bill, issue 47 item 12)."""
+    width = {c: least[c] for c in shown}
+    free = [c for c in shown if c in wraps]
+    spare = room - _frame(width.values())
+    if spare < 0:  # break the longest words of free text, the widest column first
+        for c in sorted(free, key=lambda c: -width[c]):
+            cut = min(-spare, max(0, width[c] - max(_WRAP_FLOOR, _cell_width(c))))
+            width[c] -= cut
+            spare += cut
+        return width
+    while spare > 0:  # then widen free text towards one line per cell, the most wanting first
+        wanting = [c for c in free if width[c] < natural[c]]
+        if not wanting:
+            break
+        share = max(1, spare // len(wanting))
+        for c in sorted(wanting, key=lambda c: width[c] - natural[c]):
+            give = min(share, natural[c] - width[c], spare)
+            width[c] += give
+            spare -= give
+    return width
+
+
 # what a shell reports for a command its reader stopped (`git log | head`): 128 + SIGPIPE
 EXIT_CLOSED_PIPE = 141
+# and for one stopped with Ctrl-C: 128 + SIGINT
+EXIT_INTERRUPTED = 130
+
+
+def interrupted():
+    """Ctrl-C: one word on stderr, no traceback, exit 130, soon. Python frees every object at exit,
+    collecting the cycles among them: seconds after a plan (its catalog and Pulumi's runtime) on a
+    busy machine, so what exists now is left to the system, which takes the memory back at once
+    (gc.freeze). A second Ctrl-C while the process winds down ends it at once, by the signal,
+    without the traceback Python would print from wherever it was then."""
+    import gc
+    import signal
+    import threading
+
+    gc.freeze()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    console(stderr=True).print("interrupted")
+    raise typer.Exit(EXIT_INTERRUPTED)
 
 
 def closed_pipe():
@@ -168,43 +237,46 @@ def closed_pipe():
 def table(title: str, columns: list[str], rows: list[list], caption: str | None = None,
           justify: dict[str, str] | None = None, styles: list[str | None] | None = None,
           optional: tuple[str, ...] = (), wraps: tuple[str, ...] = ()) -> None:
-    """Print a table that fits the console without cutting a cell: columns in ``wraps`` (free text)
+    """Print a table that fits the console without cutting a name: columns in ``wraps`` (free text)
     break at spaces, every other cell stays on one line whole. When the table is too wide, the
     ``optional`` columns are left out, the last named first, and the caption says which ones
-    ``--wide`` shows; with ``--wide`` (or when even the kept columns do not fit) the table is as
-    wide as its cells and the terminal folds the lines, which still cuts no name in half."""
+    ``--wide`` shows; then free text breaks its longest words. With ``--wide`` (or when even the kept
+    columns do not fit) the table is as wide as its cells and the terminal folds the lines, which
+    still cuts no name in half. Every table of every command goes through here (a test draws each
+    command's at 80 and 100 columns)."""
     from rich.table import Table
 
     texts = [[str(x) for x in r] for r in rows]
     wraps = () if STATE.wide else wraps  # --wide: one line per row
-    needed = {c: _needed_width(c, [r[i] for r in texts], c in wraps) for i, c in enumerate(columns)}
+    least = {c: _needed_width(c, [r[i] for r in texts], c in wraps) for i, c in enumerate(columns)}
+    natural = {c: _needed_width(c, [r[i] for r in texts], False) for i, c in enumerate(columns)}
     con = console()
     room = con.width
     shown = list(columns)
     if not STATE.wide:
         for c in reversed(optional):
-            if sum(needed[x] for x in shown) + _COLUMN_FRAME * len(shown) + 1 <= room:
+            if _frame(least[x] for x in shown) <= room:
                 break
             shown.remove(c)
     hidden = [c for c in columns if c not in shown]
     if hidden:
         note = f"not shown at {room} columns: {', '.join(hidden)} (--wide shows every column)"
         caption = f"{caption}\n{note}" if caption else note
-    width = sum(needed[x] for x in shown) + _COLUMN_FRAME * len(shown) + 1
+    width = _widths(shown, least, natural, wraps, room) if not STATE.wide else {c: natural[c] for c in shown}
     t = Table(title=title, caption=caption, caption_justify="left", header_style="bold")
     for c in shown:
-        wrap = c in wraps
-        t.add_column(c, justify=(justify or {}).get(c, "left"), no_wrap=not wrap, overflow="fold",
-                     min_width=needed[c])
+        t.add_column(c, justify=(justify or {}).get(c, "left"), no_wrap=c not in wraps, overflow="fold",
+                     width=width[c])
     keep = [columns.index(c) for c in shown]
     for i, r in enumerate(texts):
         t.add_row(*[r[k] for k in keep], style=(styles[i] if styles else None))
-    if not (STATE.wide or width > room):
+    drawn = _frame(width.values())
+    if drawn <= room:
         con.print(t)
         return
     # too wide even so: print at the table's own width rather than let rich squeeze names apart
     # (print's own width= cannot exceed the console's)
-    con.width = max(room, width)
+    con.width = drawn
     try:
         con.print(t, crop=False)
     finally:

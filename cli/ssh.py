@@ -62,7 +62,7 @@ def ssh_config(
         return
     output.table(f"{cfg.cluster}: ssh hosts ({cfg.path})", ["host", "route", "hostname"],
                  [[e.alias + (f" ({cfg.login_alias})" if e.alias == cfg.login else ""), e.route.route,
-                   e.options.get("HostName", "")] for e in cfg.entries], wraps=("route",))
+                   e.options.get("HostName", "")] for e in cfg.entries], wraps=("host", "route"))
     con = output.console()
     con.print("Add this line at the top of ~/.ssh/config (once):", soft_wrap=True)
     con.print(f"  {cfg.include_line()}", soft_wrap=True, markup=False)

@@ -25,7 +25,8 @@ def render_hosts(reports, title: str) -> None:
         note = escape(r.error or "; ".join(r.warnings))  # errors quote paths and [host]:port forms
         rows.append([r.target.id, f"{r.target.address}:{r.target.port}", r.state, what, salt, note])
         styles.append(None if r.ok else "red")
-    output.table(title, ["host", "address", "state", "system", "salt", "notes"], rows, styles=styles, wraps=("notes",))
+    output.table(title, ["host", "address", "state", "system", "salt", "notes"], rows, styles=styles,
+                 wraps=("system", "salt", "notes"), optional=("address",))
     for r in reports:
         for run in r.runs:
             for fail in run.failed:
@@ -46,7 +47,8 @@ def render_cloud_nodes(reports, title: str) -> None:
         note = escape(r.error or (f"{r.seconds:.0f}s" if r.seconds is not None else ""))
         rows.append([r.target.id, r.target.address or r.target.node_id, r.state, what, salt, note])
         styles.append(None if r.ok else "red")
-    output.table(title, ["host", "address", "state", "system", "salt", "notes"], rows, styles=styles, wraps=("notes",))
+    output.table(title, ["host", "address", "state", "system", "salt", "notes"], rows, styles=styles,
+                 wraps=("system", "salt", "notes"), optional=("address",))
     for r in reports:
         for fail in r.failed:
             output.console(stderr=True).print(f"[red]{r.target.id}[/red] {escape(fail['state'])}: "
@@ -65,21 +67,22 @@ def render_findings(title: str, findings) -> None:
              age(now, f.resource.created_at),
              output.money(f.resource.usd_per_hour) if f.resource.usd_per_hour is not None else "-"] for f in findings]
     output.table(title, ["where", "kind", "id", "cluster", "why", "detail", "age", "$/h"], rows, justify={"$/h": "right"},
-                 wraps=("why", "detail"))
+                 wraps=("why", "detail"), optional=("kind", "$/h", "where", "cluster", "age"))
 
 
 def render_outcomes(title: str, outcomes) -> None:
     rows = [[o.resource.where, o.resource.kind, o.resource.id, o.resource.cluster, o.status, o.message]
             for o in outcomes]
     output.table(title, ["where", "kind", "id", "cluster", "result", "message"], rows,
-                 styles=[None if o.ok else "red" for o in outcomes], wraps=("message",))
+                 styles=[None if o.ok else "red" for o in outcomes], wraps=("message",),
+                 optional=("kind", "where", "cluster"))
 
 
 def render_resources(title: str, resources: list[dict]) -> None:
     rows = [[f"{r['provider']}/{r['zone'] or r['region']}", r["kind"], r["id"], r.get("state") or "-",
              r.get("status") or "-", r.get("message") or ""] for r in resources]
     output.table(title, ["where", "kind", "id", "state", "deletion", "why"], rows, styles=["red"] * len(rows),
-                 wraps=("why",))
+                 wraps=("why",), optional=("kind", "where", "state"))
 
 
 def render_verdicts(verdicts, title: str, *, all_checks: bool = False) -> None:
@@ -94,7 +97,7 @@ def render_verdicts(verdicts, title: str, *, all_checks: bool = False) -> None:
         rows.append([v.node, v.address or "-", v.verdict, str(len(v.failures)), took, note])
         styles.append(None if v.ok else "red")
     output.table(title, ["node", "address", "verdict", "failures", "took", "notes"], rows, styles=styles,
-                 wraps=("notes",))
+                 wraps=("took", "notes"), optional=("address", "failures", "took"))
     label = {"pass": "pass", "warn": "WARN", "fail": "FAIL", "skip": "not checked"}
     for v in verdicts:
         if v.ok and not all_checks:
@@ -106,7 +109,7 @@ def render_verdicts(verdicts, title: str, *, all_checks: bool = False) -> None:
             styles.append({"fail": "red", "warn": "yellow", "skip": "dim"}.get(c["status"]))
         if rows:
             output.table(f"{v.node}: checks", ["check", "status", "measured", "expected", "code", "detail"], rows,
-                         styles=styles, wraps=("detail",))
+                         styles=styles, wraps=("status", "measured", "expected", "detail"), optional=("code",))
         for f in v.failures:
             output.console(stderr=True).print(f"[red]{v.node}[/red] {f['code']}: {escape(f.get('remedy') or '')}")
         if v.hint:
@@ -147,5 +150,15 @@ def render_attempts(attempts: list[dict]) -> None:
 
 
 def _place(a: dict) -> str:
-    z = a["zone"]
-    return a["region"] if z is None else z if z.startswith(a["region"]) else f"{a['region']}/{z}"
+    return place(a["region"], a["zone"])
+
+
+def place(region: str, zone: str | None) -> str:
+    """A zone where it names its region (us-west-2b), else both (eastus/1)."""
+    return region if zone is None else zone if zone.startswith(region) else f"{region}/{zone}"
+
+
+def person(principal: str) -> str:
+    """Who a principal is, for a table: its last path segment (an ARN's session or user name), which is
+    the person where a path has one (`--json` has it whole)."""
+    return principal.rsplit("/", 1)[-1]

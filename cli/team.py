@@ -116,9 +116,11 @@ def log(
     if STATE.json:
         output.emit_json({"events": rows, "skipped": skipped})
         return
+    from gpufleet.cli.tables import person
+
     # every word of an event is the store's: sanitised (state.shared.shown)
     output.table("Team log" + (f": {cluster}" if cluster else ""), ["when", "who", "command", "cluster", "outcome", "$/h"],
-                 [[shown(e["at"][:19].replace("T", " ")), shown(e.get("who", "")), shown(e.get("command", "")),
+                 [[shown(e["at"][:16].replace("T", " ")), shown(person(e.get("who", ""))), shown(e.get("command", "")),
                    shown(e.get("cluster", "")), shown(e.get("outcome", ""), 300),
                    output.money(e["usd_per_hour"]) if isinstance(e.get("usd_per_hour"), (int, float)) else ""]
-                  for e in rows], wraps=("outcome",))
+                  for e in rows], wraps=("outcome",), optional=("cluster", "$/h"))

@@ -9,10 +9,14 @@ are answered from the catalog. ``preview=False`` so that outputs are known and e
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
+import signal
+import threading
 from dataclasses import dataclass, field
 
+from gpufleet import processes
 from gpufleet.catalog.onprem import site_from_pool
 from gpufleet.clouds import by_pulumi_package, candidates, cloud
 from gpufleet.clouds.pools import resource_name
@@ -243,8 +247,6 @@ def _shard_input(lay: Layout, cluster: Cluster, cat) -> None:
 
 def _run_sharded(lay: Layout, cluster: Cluster, cat, shards: list[set[str]], progress):
     import multiprocessing as mp
-    import threading
-    from concurrent.futures import ProcessPoolExecutor
 
     # fork hands the shards their input without pickling it, but a forked child of a process that
     # has threads can block for ever on a lock one of them held (an earlier in-process plan leaves
@@ -255,10 +257,10 @@ def _run_sharded(lay: Layout, cluster: Cluster, cat, shards: list[set[str]], pro
     seen: set[tuple[str, str]] = set()
     outputs: dict = {}
     try:
-        with ProcessPoolExecutor(len(shards), mp_context=mp.get_context("fork" if forked else "spawn"),
-                                 initializer=None if forked else _shard_input,
-                                 initargs=() if forked else (lay, cluster, cat)) as ex:
-            for res, outs in ex.map(_shard_worker, shards):
+        with processes.interrupt_proof_pool(mp.get_context("fork" if forked else "spawn"), len(shards),
+                                            initializer=None if forked else _shard_input,
+                                            initargs=() if forked else (lay, cluster, cat)) as pool:
+            for res, outs in pool.imap(_shard_worker, shards):
                 for r in res:
                     if (r.type, r.name) not in seen:
                         seen.add((r.type, r.name))
@@ -273,6 +275,42 @@ def _run_sharded(lay: Layout, cluster: Cluster, cat, shards: list[set[str]], pro
     return resources, outputs
 
 
+class _Interrupted(Exception):
+    """What the mocks answer Pulumi once Ctrl-C was pressed: an ordinary failure its runtime ends on."""
+
+
+@contextlib.contextmanager
+def _interrupt_deferred():
+    """Ctrl-C while Pulumi's mock runtime runs the program. Pulumi catches even KeyboardInterrupt
+    from the program and waits for every outstanding call before raising it again (pulumi 3.272,
+    runtime/stack.py run_pulumi_func), and one raised inside its event loop leaves a call that
+    never ends: `plan` hung for ever, or printed asyncio's tracebacks (issue 47, item 3). So here
+    Ctrl-C only sets a flag (the yielded callable reads it): the mocks then refuse every further
+    resource and lookup with an ordinary error, the program fails at its next resource, and the
+    interrupt is raised here, outside the loop. A second Ctrl-C interrupts at once, as before."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield lambda: False  # a pool's worker (SIGINT ignored) or a caller with its own handler
+        return
+    pressed = threading.Event()
+
+    def on_sigint(signum, frame):
+        pressed.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield pressed.is_set
+    except Exception:
+        if pressed.is_set():
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pressed.is_set():
+        raise KeyboardInterrupt
+
+
 def _run_mocked(lay: Layout, cluster: Cluster, cat, progress, only: set[str] | None = None):
     # the program first: it loads each cloud's SDK through its loader, which names the extra to
     # install when Pulumi or the provider is missing (importing pulumi here first would not)
@@ -280,19 +318,20 @@ def _run_mocked(lay: Layout, cluster: Cluster, cat, progress, only: set[str] | N
     import pulumi
     from pulumi.runtime import mocks as pmocks
 
-    recorder = _Mocks(cat, progress)
-    monitor = _Monitor(recorder)
-    pmocks.set_mocks(recorder, project="gpufleet", stack=cluster.name, preview=False, monitor=monitor)
-    captured: dict = {}
-    root = pulumi.runtime.get_root_resource()
-    root.outputs.clear()
+    with _interrupt_deferred() as interrupted:
+        recorder = _Mocks(cat, progress, interrupted)
+        monitor = _Monitor(recorder)
+        pmocks.set_mocks(recorder, project="gpufleet", stack=cluster.name, preview=False, monitor=monitor)
+        captured: dict = {}
+        root = pulumi.runtime.get_root_resource()
+        root.outputs.clear()
 
-    @pulumi.runtime.test
-    def run():
-        program()
-        return pulumi.Output.from_input(dict(root.outputs)).apply(lambda v: captured.setdefault("outputs", v))
+        @pulumi.runtime.test
+        def run():
+            program()
+            return pulumi.Output.from_input(dict(root.outputs)).apply(lambda v: captured.setdefault("outputs", v))
 
-    run()
+        run()
     return recorder.resources, captured.get("outputs", {})
 
 
@@ -319,7 +358,7 @@ class _Mocks:
     """Answers resource registrations and lookups as the clouds would (each cloud's ``mocks``),
     from the catalog; it is also the ``ctx`` those get (``subnets``, ``memo``, ``host``)."""
 
-    def __new__(cls, cat, progress):
+    def __new__(cls, cat, progress, interrupted):
         from pulumi.runtime import Mocks
 
         class M(Mocks):
@@ -332,6 +371,8 @@ class _Mocks:
                 self.regions: dict[str, str] = {}  # provider name -> region
 
             def new_resource(self, args):
+                if interrupted():
+                    raise _Interrupted("interrupted")
                 typ, name, inputs = args.typ, args.name, dict(args.inputs)
                 parent = self.parents.get((typ, name))
                 pname = _name_from_urn(parent) if parent else None
@@ -362,6 +403,8 @@ class _Mocks:
                 return host_address(cidr, index) if cidr else None
 
             def call(self, args):
+                if interrupted():
+                    raise _Interrupted("interrupted")
                 c = _cloud_of(args.token)
                 answer = c.mocks().call(args.token, args.args, self.regions.get(_provider_name(args.provider), ""),
                                         cat) if c else None

@@ -24,15 +24,15 @@ from __future__ import annotations
 import csv
 import json
 import math
+import multiprocessing
 import statistics
 import sys
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from gpufleet import catalog
+from gpufleet import catalog, processes
 from gpufleet.perf import workloads
 from gpufleet.perf.model import FRAMEWORKS, NAMES, PRIORS, Params, Scenario, fitted_params, predict
 
@@ -192,8 +192,8 @@ def out_of_fold(rs: list[Row], by: str, start: Params | None = None, workers: in
     for r in rs:
         groups.setdefault(key(r), set()).add(r.id)
     jobs = [(rs, held, start) for held in groups.values()]
-    with ProcessPoolExecutor(max_workers=workers) as ex:
-        parts = list(ex.map(_fold, jobs))
+    with processes.interrupt_proof_pool(multiprocessing.get_context(), workers) as pool:  # Ctrl-C ends it (issue 47)
+        parts = pool.map(_fold, jobs)
     return {k: v for part in parts for k, v in part.items()}
 
 
