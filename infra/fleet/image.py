@@ -234,16 +234,19 @@ def build(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedel
 
 @dataclass
 class Listing:
-    """The golden images the clouds hold (found by tag), which the manifest records, and what
+    """The golden images the clouds hold (found by tag), the builds the manifest records, and what
     could not be read."""
 
     images: list = field(default_factory=list)  # clouds.base.FoundImage
-    recorded: set = field(default_factory=set)  # (name, provider) the manifest knows
+    recorded: set = field(default_factory=set)  # lowercased ids of the builds the manifest records
     clouds: object = None  # clouds.inventory.Clouds
     unread: dict = field(default_factory=dict)
 
+    def is_recorded(self, i) -> bool:
+        return i.id.lower() in self.recorded
+
     def to_dict(self) -> dict:
-        return {"images": [i.to_dict() | {"recorded": (i.name, i.provider) in self.recorded} for i in self.images],
+        return {"images": [i.to_dict() | {"recorded": self.is_recorded(i)} for i in self.images],
                 "unread": self.unread}
 
 
@@ -251,15 +254,24 @@ def listed(providers: list[str] | None = None, regions: list[str] | None = None)
     """Every golden image of the clouds that can be asked here (or of ``providers``), by tag."""
     clouds = inventory.open_clouds(providers, required=bool(providers), regions=regions)
     images, unread = held_images.held(clouds)
-    return Listing(images, {(e.name, e.provider) for e in Manifest().entries()}, clouds, clouds.unread(unread))
+    return Listing(images, {e.id.lower() for e in Manifest().entries()}, clouds, clouds.unread(unread))
 
 
-def delete(name: str, *, yes: bool, providers: list[str] | None = None, regions: list[str] | None = None):
-    """The images called ``name`` (a dry run unless ``yes``: nothing removed) and what became of
-    each, with the listing. InputError when no cloud asked holds one."""
+def delete(target: str, *, yes: bool, every: bool = False, providers: list[str] | None = None,
+           regions: list[str] | None = None):
+    """The builds ``target`` names (a dry run unless ``yes``: nothing removed), those of them kept,
+    what became of each removed, and the listing. ``target`` is one build's id, or an image's name: its builds but the one
+    pools boot (``held_images.booted``), kept unless ``every``. InputError when no cloud asked holds
+    one, or when what is asked is only a build pools boot."""
     found = listed(providers, regions)
-    mine = [i for i in found.images if i.name == name]
+    named = [i for i in found.images if target.lower() in (i.name.lower(), i.id.lower())]
+    if not named:
+        raise InputError(f"no golden image {target!r} in the clouds asked ({', '.join(found.clouds.open) or 'none'})",
+                         "`gpufleet image list` shows the images each cloud holds and each build's id")
+    kept = set() if every else held_images.booted(found.images, Manifest())
+    mine = [i for i in named if i.id.lower() not in kept]
     if not mine:
-        raise InputError(f"no golden image {name!r} in the clouds asked ({', '.join(found.clouds.open) or 'none'})",
-                         "`gpufleet image list` shows the images each cloud holds")
-    return mine, (held_images.remove(found.clouds, mine) if yes else []), found
+        booted = ", ".join(i.id for i in named)
+        raise InputError(f"{target} is what pools naming gpufleet:{named[0].name} boot ({booted}): kept",
+                         "add --all to delete it too (those pools then need `gpufleet image build` first)")
+    return mine, [i for i in named if i not in mine], (held_images.remove(found.clouds, mine) if yes else []), found

@@ -307,6 +307,48 @@ def test_rebuilding_the_same_tree_makes_an_image_of_its_own_which_the_pool_then_
         assert a.tree[:16] in (va.get("tags") or va["labels"]).values()
 
 
+def test_a_rebuild_supersedes_the_older_build_and_delete_keeps_the_build_pools_boot(fake_packer, aws, tmp_path,
+                                                                                     monkeypatch):
+    """Each build of a pool's tree is an AMI of its own under one gpufleet:image name (the stand-in Packer
+    makes them in moto as amazon-ebs does). Only the newest is current: the older is superseded, said by
+    `status`; `image delete NAME` removes the older builds and keeps the one the manifest boots, `--all`
+    that one too, and the manifest forgets only what was deleted."""
+    import datetime as dt
+
+    import boto3
+    import moto.ec2.models.amis as moto_amis
+
+    from gpufleet.state.images import Manifest
+
+    stamps = iter(["20261125093000", "20261125101500"])
+    monkeypatch.setattr(image, "build_stamp", lambda: next(stamps))
+    now = [dt.datetime(2026, 11, 25, 9, 30)]
+    monkeypatch.setattr(moto_amis, "utcnow", lambda: now[0])  # moto's clock: the second build 45 minutes later
+    ids = []
+    for at in (9, 10):
+        now[0] = dt.datetime(2026, 11, 25, at, 15)
+        r = cli("image", "build", str(EXAMPLES_DIR / "aws-training.yaml"), "--out", str(tmp_path / "imgs"))
+        assert r.exit_code == 0, r.output
+        ids.append(Manifest().entries()[0].id)
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    mine = ec2.describe_images(Owners=["self"], Filters=[{"Name": "tag-key", "Values": ["gpufleet:image"]}])["Images"]
+    assert sorted(i["ImageId"] for i in mine) == sorted(ids)
+    (name,) = {t["Value"] for i in mine for t in i["Tags"] if t["Key"] == "gpufleet:image"}  # one name, two builds
+    where = ("--provider", "aws", "--region", "us-east-1")
+    r = cli("--json", "status", *where)
+    assert r.exit_code == 0, r.output
+    assert {i["id"]: i["state"] for i in json.loads(r.stdout)["images"]} == {ids[0]: "superseded", ids[1]: "current"}
+    r = cli("image", "delete", name, "--yes", *where)
+    assert r.exit_code == 0 and f"deleted: aws us-east-1 {ids[0]}" in r.stdout and ids[1] in r.stdout, r.output
+    assert [i["ImageId"] for i in ec2.describe_images(Owners=["self"])["Images"]] == [ids[1]]
+    assert [e.id for e in Manifest().entries()] == [ids[1]]
+    r = cli("image", "delete", name, "--yes", *where)  # only the build pools boot is left: kept unless --all
+    assert r.exit_code == 2 and "--all" in r.output and ec2.describe_images(ImageIds=[ids[1]])["Images"], r.output
+    r = cli("image", "delete", ids[1], "--all", "--yes", *where)
+    assert r.exit_code == 0 and f"deleted: aws us-east-1 {ids[1]}" in r.stdout, r.output
+    assert not ec2.describe_images(Owners=["self"])["Images"] and Manifest().entries() == []
+
+
 def test_an_azure_build_makes_its_gallery_and_image_definition_first(fake_packer, azure, tmp_path, write, monkeypatch):
     """azure-arm 2.2.0 reads the gallery image definition it publishes into before it builds and stops
     without one (builder/azure/arm/builder.go, GalleryImagesClient.Get; the stand-in Packer asks the ARM
@@ -386,10 +428,10 @@ def test_image_list_and_delete_on_aws_take_the_snapshots_with_the_ami(aws, tmp_p
     assert r.exit_code == 0, r.output
     (found,) = json.loads(r.stdout)["images"]
     assert (found["id"], found["snapshots"], found["recorded"], found["size_gb"]) == (ami, [snap], True, float(size))
-    r = cli("image", "delete", "gpufleet-s-p-0123456789", "--provider", "aws", "--region", "us-east-1")
+    r = cli("image", "delete", "gpufleet-s-p-0123456789", "--all", "--provider", "aws", "--region", "us-east-1")
     assert r.exit_code == 0 and "would delete" in r.stdout
     assert ec2.describe_images(ImageIds=[ami])["Images"]  # a dry run
-    r = cli("image", "delete", "gpufleet-s-p-0123456789", "--yes", "--provider", "aws", "--region", "us-east-1")
+    r = cli("image", "delete", "gpufleet-s-p-0123456789", "--all", "--yes", "--provider", "aws", "--region", "us-east-1")
     assert r.exit_code == 0 and f"and its snapshots {snap}" in r.stdout, r.output
     assert not ec2.describe_images(Owners=["self"], Filters=[{"Name": "tag-key", "Values": ["gpufleet:image"]}])[
         "Images"]
@@ -415,7 +457,7 @@ def test_image_list_and_delete_on_gcp_and_azure(gcp, azure, tmp_path, monkeypatc
     assert got["gcp", "gpufleet-s-p-aaaaaaaaaa"]["id"].endswith("/global/images/gpufleet-s-p-aaaaaaaaaa")
     assert got["azure", "gpufleet-s-p-bbbbbbbbbb"]["id"] == version["id"]
     for name in ("gpufleet-s-p-aaaaaaaaaa", "gpufleet-s-p-bbbbbbbbbb"):
-        r = cli("image", "delete", name, "--yes", "--provider", "gcp", "--provider", "azure")
+        r = cli("image", "delete", name, "--all", "--yes", "--provider", "gcp", "--provider", "azure")
         assert r.exit_code == 0, r.output
     assert not gcp.has("images", "gpufleet-s-p-aaaaaaaaaa") and gcp.has("images", "ubuntu-custom")
     assert not azure.has(version["id"])
