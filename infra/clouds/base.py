@@ -432,6 +432,10 @@ class Cloud(Provider, Protocol):
     def image_artifacts(self, ids: list[str], variables: dict) -> list[tuple[str, str]]:
         """(region, what the cloud calls the image) of each artifact id a Packer build printed."""
 
+    def image_purchase_plan(self, variables: dict) -> dict | None:
+        """The purchase plan (name, publisher, product) every VM of a build of these variables must
+        name, its base image's (Azure: a Marketplace image sold with one); None where there is none."""
+
     def check_reservation(self, reservation) -> list[Problem]:
         """What is wrong with a reservation a pool names on this cloud (``spec.Reservation``; keys
         inside it): the id's form, its zone, what this cloud sells."""

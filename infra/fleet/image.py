@@ -225,8 +225,10 @@ def build(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedel
                                 + (f": {errors[-1][:400]}" if errors else ""),
                                 f"the lines above say where; to run it by hand: {m.command}")
         now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        for region, cloud_id in cloud(m.provider).image_artifacts(ids, variables):
-            image = BuiltImage(m.name, m.provider, region, cloud_id, stack.name, m.pool, m.tree, now)
+        c = cloud(m.provider)
+        for region, cloud_id in c.image_artifacts(ids, variables):
+            image = BuiltImage(m.name, m.provider, region, cloud_id, stack.name, m.pool, m.tree, now,
+                               c.image_purchase_plan(variables))
             manifest.record(image)
             made.append(image)
     return made

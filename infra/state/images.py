@@ -26,6 +26,7 @@ class BuiltImage:
     pool: str
     tree: str  # the state tree it holds (SHA-256)
     built_at: str
+    plan: dict | None = None  # the purchase plan its VMs must name (a build from an Azure Marketplace image sold with one)
 
     def to_dict(self) -> dict:
         return asdict(self)

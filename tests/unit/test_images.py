@@ -391,6 +391,43 @@ def test_an_azure_build_makes_its_gallery_and_image_definition_first(fake_packer
     assert r.exit_code == 1 and "azure-nd-nd-h100 is for Hyper-V V2" in r.output and "delete its versions" in r.output
 
 
+def test_a_golden_image_of_a_plan_image_is_deployed_with_its_plan_and_its_terms_checked(fake_packer, azure, tmp_path,
+                                                                                         write, cat):
+    """A gallery version built from a Marketplace image sold with a plan (RESF's Rocky) must be deployed with
+    that plan: packer-plugin-azure v2.2.0 builder/azure/arm/config.go ("Images created from the Marketplace
+    with `plan_info` **must** specify `plan_info` whenever the image is deployed"); ARM refuses a VM without it
+    (VMMarketplaceInvalidInput, Azure/azure-rest-api-specs#22133). The build records the plan, the scale set
+    of a pool booting gpufleet:<name> carries it as azure-mgmt-compute's Plan serialises it, and `check`
+    asks whether its terms are accepted."""
+    from azure.mgmt.compute.models import Plan, VirtualMachineScaleSet
+
+    from gpufleet.engine import plan as planner
+    from gpufleet.state.images import Manifest
+
+    rocky = {"name": "9-base", "publisher": "resf", "product": "rockylinux-x86_64"}
+    azure.marketplace_image("eastus", "resf", "rockylinux-x86_64", "9-base", ["9.6.20250531"], plan=rocky)
+    write("keys/example.pub", (EXAMPLES_DIR / "keys" / "example.pub").read_text())
+    text = (EXAMPLES_DIR / "azure-nd.yaml").read_text().replace("ubuntu-hpc-22.04", "rocky-9")
+    r = cli("image", "build", write("rocky.yaml", text), "--out", str(tmp_path / "imgs"))
+    assert r.exit_code == 0, r.output
+    (built,) = Manifest().entries()
+    assert built.plan == rocky
+    stack = write("boots.yaml", text.replace("image: rocky-9", f"image: gpufleet:{built.name}"))
+    p = planner.plan(stacks.load(stack, cat), cat, workers=1)
+    (vmss,) = [r for r in p.cloud_resources if r.type == "azure-native:compute:VirtualMachineScaleSet"]
+    assert vmss.inputs["virtualMachineProfile"]["storageProfile"]["imageReference"] == {"id": built.id}
+    body = VirtualMachineScaleSet(location="eastus", plan=Plan(**vmss.inputs["plan"])).as_dict()
+    assert body["plan"] == rocky, vmss.inputs.get("plan")
+    azure.usages["eastus"] = [
+        {"name": {"value": "cores", "localizedValue": "Total Regional vCPUs"}, "currentValue": 0, "limit": 1000},
+        {"name": {"value": "standardNDSH100v5Family", "localizedValue": "NDSH100v5 vCPUs"}, "currentValue": 0,
+         "limit": 1000}]
+    r = cli("check", stack)
+    assert r.exit_code == 1 and "Marketplace terms of resf:rockylinux-x86_64:9-base are not accepted" in r.output, r.output
+    azure.accepted.add("resf:rockylinux-x86_64:9-base")
+    assert cli("check", stack).exit_code == 0
+
+
 def test_image_build_without_packer_or_with_a_failing_build_says_so(tmp_path, monkeypatch, fake_packer):
     monkeypatch.setenv("FAKE_PACKER_FAIL", "1")
     r = cli("image", "build", str(EXAMPLES_DIR / "aws-training.yaml"), "--out", str(tmp_path / "imgs"))

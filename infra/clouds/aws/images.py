@@ -22,6 +22,10 @@ def destination(variables: dict) -> None:
     """Nothing to make first: amazon-ebs registers the AMI itself."""
 
 
+def purchase_plan(variables: dict) -> None:
+    """None: an AMI from a Marketplace AMI keeps its product code itself, nothing names it at launch."""
+
+
 def artifacts(ids: list[str], variables: dict) -> list[tuple[str, str]]:
     """(region, AMI id) of an amazon-ebs build's artifact id, ``us-east-1:ami-0123...`` (several
     regions comma-separated: packer-plugin-amazon's Artifact.Id)."""

@@ -36,6 +36,7 @@ from gpufleet.clouds.base import Capacity, FoundImage, QuotaLine
 from gpufleet.clouds.resources import Resource, delete_each, pick_regions, present_each
 from gpufleet.clouds.tags import TAG_PREFIX, gpufleet_tags
 from gpufleet.errors import CloudUnreadable, CredentialsError
+from gpufleet.state.images import PREFIX, Manifest
 
 ARM = "https://management.azure.com"
 # ARM type -> (kind, API version used to read and delete it by id)
@@ -108,6 +109,13 @@ def _claims(token: str) -> dict:
         return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
     except (IndexError, ValueError):
         return {}
+
+
+def _built_plan(image: str, region: str) -> dict | None:
+    """The purchase plan a golden image's build recorded (``gpufleet:<name>``, built for ``region``);
+    none for one not built here, which `plan` and `up` refuse on their own."""
+    built = Manifest().find(image[len(PREFIX):], "azure", region)
+    return built.plan if built else None
 
 
 class AzureApi:
@@ -351,9 +359,9 @@ class AzureApi:
         learn.microsoft.com/rest/api/marketplaceordering/marketplace-agreements/get)"""
         plans: dict[tuple, list[str]] = {}
         for n in needs:
-            plan = marketplace_plan(n.image)
+            plan = _built_plan(n.image, region) if (n.image or "").startswith(PREFIX) else marketplace_plan(n.image)
             if plan:
-                plans.setdefault(tuple(plan.values()), []).append(n.pool)
+                plans.setdefault((plan["name"], plan["publisher"], plan["product"]), []).append(n.pool)
         lines = []
         for (name, publisher, product), pools in plans.items():
             plan = {"name": name, "publisher": publisher, "product": product}

@@ -43,6 +43,15 @@ def gallery_version(build: str) -> str:
     return f"{int(build[:4])}.{int(build[4:8])}.{int(build[8:14])}"
 
 
+def purchase_plan(variables: dict) -> dict | None:
+    """The plan of the Marketplace image the build starts from (``plan_info``, checked against the
+    Marketplace by ``gallery.source_image`` before the build), which every VM of its versions must
+    name: packer-plugin-azure v2.2.0 builder/azure/arm/config.go, "Images created from the Marketplace
+    with `plan_info` **must** specify `plan_info` whenever the image is deployed"."""
+    return next(({"name": p["plan_name"], "publisher": p["plan_publisher"], "product": p["plan_product"]}
+                 for p in variables.get("plan_info") or []), None)
+
+
 def artifacts(ids: list[str], variables: dict) -> list[tuple[str, str]]:
     """(region, gallery image version id) of an azure-arm build published to a Compute Gallery
     (its artifact id is the version's resource id when no managed image is made)."""

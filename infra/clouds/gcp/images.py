@@ -40,6 +40,10 @@ def destination(variables: dict) -> None:
     """Nothing to make first: googlecompute creates the image (and its family) itself."""
 
 
+def purchase_plan(variables: dict) -> None:
+    """None: GCP sells no base image with a plan a VM must name."""
+
+
 def artifacts(ids: list[str], variables: dict) -> list[tuple[str, str]]:
     """(region, image path) of a googlecompute build: its artifact id is the image's name; images
     are global, so the pool's region (its zone's) stands for where it was built."""
