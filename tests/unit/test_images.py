@@ -5,6 +5,7 @@ can be had here (Debian's is 1.6.6, older than HCL2 plugins): `packer validate` 
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -485,8 +486,8 @@ def test_image_list_and_delete_on_gcp_and_azure(gcp, azure, tmp_path, monkeypatc
     gcp.add("images", "global", "gpufleet-s-p-aaaaaaaaaa", labels=labels(_tags("gpufleet-s-p-aaaaaaaaaa")),
             diskSizeGb="100")
     gcp.add("images", "global", "ubuntu-custom", labels={"team": "x"})
-    version = azure.add("gpufleet-images", "Microsoft.Compute/galleries/images/versions", "2026.1125.1", "eastus",
-                        tags=_tags("gpufleet-s-p-bbbbbbbbbb"))
+    version = azure.add("gpufleet-images", "Microsoft.Compute/galleries/gpufleet_eastus/images/d/versions",
+                        "2026.1125.1", "eastus", tags=_tags("gpufleet-s-p-bbbbbbbbbb"))
     r = cli("--json", "image", "list", "--provider", "gcp", "--provider", "azure")
     assert r.exit_code == 0, r.output
     got = {(i["provider"], i["name"]): i for i in json.loads(r.stdout)["images"]}
@@ -497,6 +498,25 @@ def test_image_list_and_delete_on_gcp_and_azure(gcp, azure, tmp_path, monkeypatc
         r = cli("image", "delete", name, "--all", "--yes", "--provider", "gcp", "--provider", "azure")
         assert r.exit_code == 0, r.output
     assert not gcp.has("images", "gpufleet-s-p-aaaaaaaaaa") and gcp.has("images", "ubuntu-custom")
+    assert not azure.has(version["id"])
+
+
+def test_an_azure_golden_image_is_deleted_under_its_gallery_api_version(azure, tmp_path, monkeypatch):
+    """Gallery types are versioned apart from VMs (azure-rest-api-specs GalleryRP: no 2024-07-01): ARM
+    refuses a gallery image version deleted under a VM api-version, and so does the fake, from
+    azure-mgmt-compute's and pulumi-azure-native's own lists (fakes/azure_versions.py)."""
+    import requests
+
+    from gpufleet.clouds.azure.api import AzureApi
+    from gpufleet.clouds.base import FoundImage
+
+    monkeypatch.setenv("GPUFLEET_IMAGES", str(tmp_path / "images.json"))
+    version = azure.add("gpufleet-images", "Microsoft.Compute/galleries/gpufleet_eastus/images/d/versions",
+                        "2026.1125.93000", "eastus", tags=_tags("gpufleet-s-p-bbbbbbbbbb"))
+    got = requests.get(f"{azure.url}{version['id']}", params={"api-version": "2024-07-01"},
+                       verify=os.environ["REQUESTS_CA_BUNDLE"])
+    assert got.status_code == 400 and got.json()["error"]["code"] == "NoRegisteredProviderFound"
+    AzureApi().delete_image(FoundImage("azure", "eastus", "gpufleet-s-p-bbbbbbbbbb", version["id"], {}))
     assert not azure.has(version["id"])
 
 

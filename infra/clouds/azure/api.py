@@ -27,6 +27,7 @@ from azure.core.exceptions import (
 from azure.core.rest import HttpRequest
 from azure.identity import CredentialUnavailableError, DefaultAzureCredential
 from azure.mgmt.compute import ComputeManagementClient
+from azure.mgmt.core.tools import parse_resource_id
 from azure.mgmt.resource.resources import ResourceManagementClient
 
 from gpufleet.clouds.azure import credentials
@@ -218,8 +219,13 @@ class AzureApi:
                            str(getattr(x, "created_time", "") or "") or None) for x in found]
 
     def delete_image(self, image: FoundImage) -> None:
+        """Delete a gallery image version through azure-mgmt-compute's own operation, under the
+        gallery api-version it is built for: gallery types are versioned apart from VMs (GalleryRP
+        in azure-rest-api-specs has no 2024-07-01), and ARM refuses a version a type does not have."""
         try:
-            self.rm.resources.begin_delete_by_id(image.id, api_version=VM_API, polling=False)
+            part = parse_resource_id(image.id)
+            self.compute.gallery_image_versions.begin_delete(part["resource_group"], part["name"], part["child_name_1"],
+                                                             part["child_name_2"], polling=False)
         except Exception as e:  # noqa: BLE001
             raise unreadable(e, f"azure image {image.id}") from None
 
