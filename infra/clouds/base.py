@@ -419,11 +419,12 @@ class Cloud(Provider, Protocol):
 
     image_template: str  # its Packer template under images/ (a golden image of a pool)
 
-    def image_vars(self, pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict,
-                   zones: tuple[str, ...], build: str) -> dict:
-        """The variables of ``image_template`` for a golden image of ``pool`` (``zones``: its
-        region's, as the catalog lists them; ``build``: this build's UTC second, YYYYMMDDhhmmss,
-        which makes the name the cloud gives it its own)."""
+    def image_vars(self, pool, *, name: str, tags: dict[str, str], builder_tags: dict[str, str], bundle: str,
+                   settings: dict, zones: tuple[str, ...], build: str) -> dict:
+        """The variables of ``image_template`` for a golden image of ``pool`` (``tags``: the image's;
+        ``builder_tags``: the builder's, with a ``gpufleet:cluster`` that `reap` finds it by;
+        ``zones``: its region's, as the catalog lists them; ``build``: this build's UTC second,
+        YYYYMMDDhhmmss, which makes the name the cloud gives it its own)."""
 
     def image_destination(self, variables: dict) -> None:
         """Make what a build of these variables publishes into, where the template's plugin needs it

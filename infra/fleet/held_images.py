@@ -20,6 +20,23 @@ from gpufleet.clouds.tags import TAG_PREFIX, format_expiry, parse_expiry, time_o
 from gpufleet.errors import CloudUnreadable, InputError
 from gpufleet.state.images import Manifest
 
+# A build's builder carries the image's tags and a cluster of its own, so that `reap` finds one a
+# Packer killed mid-build left running (clouds list what gpufleet made by gpufleet:cluster). No build
+# runs this long (the stand-in Packer's, like a real bake of drivers, CUDA and NCCL, takes under an
+# hour): a builder older than this is left over. By age, not an expires-at tag: azure-arm tags the
+# gallery version with the builder's tags, and a variable file may be built by hand long after its plan.
+BUILD_LIMIT = dt.timedelta(hours=6)
+
+
+def builder_tags(stack: str) -> dict[str, str]:
+    """What a builder adds to its image's tags: the cluster `reap` and `status` show it under."""
+    return {TAG_PREFIX + "cluster": f"image-build-{stack}"}
+
+
+def is_builder(tags: dict[str, str]) -> bool:
+    """A resource of a cluster that is an image build's builder: the only ones tagged with an image."""
+    return TAG_PREFIX + "image" in tags and TAG_PREFIX + "cluster" in tags
+
 
 @dataclass
 class Held:

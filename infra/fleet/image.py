@@ -107,6 +107,7 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelt
     templates = templates_dir()
     stamp = build_stamp()
     tags = {p.name: image_tags(stack, p, tree, expires) for p in pools}  # each cloud takes them, before any write
+    builder = {p.name: {**tags[p.name], **held_images.builder_tags(stack.name)} for p in pools}
     planned = []  # every pool's variables before anything is written: a pool that cannot be planned leaves no files
     for p in pools:
         c = cloud(p.provider)
@@ -116,8 +117,9 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelt
             settings = c.program_settings(plan=False)
         except Exception:  # noqa: BLE001 - no credentials here: the account's own values stay unset, and said
             settings = {}
-        variables = c.image_vars(p, name=tags[p.name]["gpufleet:image"], tags=tags[p.name], bundle=str(bundle.resolve()),
-                                 settings=settings, zones=cat.region_zones(p.provider, p.region), build=stamp)
+        variables = c.image_vars(p, name=tags[p.name]["gpufleet:image"], tags=tags[p.name], builder_tags=builder[p.name],
+                                 bundle=str(bundle.resolve()), settings=settings,
+                                 zones=cat.region_zones(p.provider, p.region), build=stamp)
         planned.append((p, c, bundle, spec, variables))
     made = []
     with writing_in(out):
@@ -132,13 +134,14 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelt
 
 
 def image_tags(stack, pool, tree: str, expires: dt.timedelta | None) -> dict[str, str]:
-    """The tags of the pool's image; InputError when its cloud would refuse one (GCP: a label over 63
-    characters, which the image's name, made of the stack's and the pool's, can be)."""
+    """The tags of the pool's image; InputError when its cloud would refuse one, or one of its
+    builder's (GCP: a label over 63 characters, which the image's name, made of the stack's and the
+    pool's, can be)."""
     tags = {"gpufleet:image": image_name(stack, pool, tree), "gpufleet:stack": stack.name, "gpufleet:pool": pool.name,
             "gpufleet:owner": stack.owner, "gpufleet:tree": tree[:16]}
     if expires is not None:
         tags["gpufleet:expires-at"] = format_expiry(expiry_from(dt.datetime.now(dt.timezone.utc), expires))
-    refused = cloud(pool.provider).tag_problems(tags)
+    refused = cloud(pool.provider).tag_problems({**tags, **held_images.builder_tags(stack.name)})
     if refused:
         raise InputError(f"pool {pool.name}'s image: {refused[0][1]}", "the image is named for the stack and the "
                          "pool: shorten their names")

@@ -74,7 +74,36 @@ def test_a_template_uploads_the_bake_bundle_runs_the_bake_mode_and_tags_what_it_
     src = _source(doc)
     tagged = {k: v for k, v in src.items() if k in ("tags", "snapshot_tags", "run_tags", "image_labels", "labels",
                                                      "azure_tags")}
-    assert tagged and set(tagged.values()) <= {"${var.tags}", "${var.labels}"}
+    assert tagged and set(tagged.values()) <= {"${var.tags}", "${var.labels}", "${var.builder_tags}",
+                                               "${var.builder_labels}"}
+
+
+# Where each plugin puts tags on the builder (amazon-ebs 1.3.3 run_tags, googlecompute 1.2.2 labels,
+# azure-arm 2.2.0 azure_tags: every resource it makes) and on the image it makes
+BUILDER_TAGS = {"aws": "run_tags", "gcp": "labels", "azure": "azure_tags"}
+IMAGE_TAGS = {"aws": ("tags", "snapshot_tags"), "gcp": ("image_labels",), "azure": ("azure_tags",)}
+
+
+@pytest.mark.parametrize("provider", CLOUDS)
+def test_a_builder_carries_a_cluster_tag_reap_finds_and_the_image_its_own_tags(provider, tmp_path, cat):
+    """The clouds' listings gpufleet reaps from ask for gpufleet:cluster: a builder a stopped build left is
+    found only with one. An AMI's and a GCP image's tags are their own (no cluster: `reap` judges images by
+    their expiry); azure-arm tags the builder and the version alike."""
+    from gpufleet.clouds.gcp.tags import tags as from_labels
+
+    stack = stacks.load(MIXED, cat)
+    (m,) = image.plan(stack, cat, tmp_path, pool={"aws": "aws-a100", "gcp": "gcp-l4", "azure": "azure-t4"}[provider])
+    variables = json.loads(Path(m.var_file).read_text())
+    src = _source(template(provider)[0])
+
+    def rendered(key):
+        values = variables[re.fullmatch(r"\$\{var\.(\w+)\}", src[key])[1]]
+        return from_labels(values) if provider == "gcp" else values
+
+    assert rendered(BUILDER_TAGS[provider])["gpufleet:cluster"] == f"image-build-{stack.name}"
+    for key in IMAGE_TAGS[provider]:
+        assert rendered(key)["gpufleet:image"] == m.name
+        assert ("gpufleet:cluster" in rendered(key)) == (provider == "azure")
 
 
 def _render(value, variables: dict):
@@ -348,6 +377,33 @@ def test_a_rebuild_supersedes_the_older_build_and_delete_keeps_the_build_pools_b
     r = cli("image", "delete", ids[1], "--all", "--yes", *where)
     assert r.exit_code == 0 and f"deleted: aws us-east-1 {ids[1]}" in r.stdout, r.output
     assert not ec2.describe_images(Owners=["self"])["Images"] and Manifest().entries() == []
+
+
+def test_the_builder_of_an_interrupted_build_is_found_and_reaped(fake_packer, aws, tmp_path, monkeypatch, cat):
+    """A Packer killed mid-build leaves its builder running (the stand-in launches it in moto tagged with the
+    template's run_tags, as amazon-ebs does). The builder carries a gpufleet:cluster tag, so `reap` finds it:
+    kept while a build may still run, reaped as an orphan once no build runs that long."""
+    import datetime as dt
+
+    import boto3
+
+    from gpufleet.fleet import reap
+
+    monkeypatch.setenv("FAKE_PACKER_KILLED", "1")
+    r = cli("image", "build", str(EXAMPLES_DIR / "aws-training.yaml"), "--out", str(tmp_path / "imgs"))
+    assert r.exit_code == 1, r.output
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    (builder,) = [i["InstanceId"] for x in ec2.describe_instances()["Reservations"] for i in x["Instances"]]
+    where = ("--provider", "aws", "--region", "us-east-1")
+    r = cli("--json", "reap", *where)
+    assert r.exit_code == 0, r.output
+    kept = json.loads(r.stdout)["kept"]
+    assert [f["id"] for f in kept] == [builder] and "image build" in kept[0]["detail"], r.stdout
+    later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=7)
+    done = reap.reap(cat, yes=True, providers=["aws"], regions=["us-east-1"], now=later)
+    assert [(f.resource.id, f.reason) for f in done.selection.reap] == [(builder, "orphan")]
+    (state,) = [i["State"]["Name"] for x in ec2.describe_instances()["Reservations"] for i in x["Instances"]]
+    assert state in ("shutting-down", "terminated")
 
 
 def test_an_azure_build_makes_its_gallery_and_image_definition_first(fake_packer, azure, tmp_path, write, monkeypatch):

@@ -18,9 +18,10 @@ def gallery_name(location: str) -> str:
     return f"gpufleet_{location}"
 
 
-def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict,
+def variables(pool, *, name: str, tags: dict[str, str], builder_tags: dict[str, str], bundle: str, settings: dict,
               zones: tuple[str, ...], build: str) -> dict:
-    """The template's variables for ``pool`` (``settings``: the subscription, when known here);
+    """The template's variables for ``pool`` (``settings``: the subscription, when known here; its
+    builder's tags are its image's: azure-arm has one set for both);
     the gallery image version is the build's UTC second (``gallery_version``)."""
     urn = image_urn(pool.image)
     publisher, offer, sku, _ = urn
@@ -31,7 +32,9 @@ def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: d
            "gallery_resource_group": GALLERY_GROUP, "gallery_name": gallery_name(pool.region),
            "gallery_image_name": resource_name(tags["gpufleet:stack"], tags["gpufleet:pool"], limit=80),
            "image_version": gallery_version(build),
-           "root_disk_gb": max(pool.root_disk_gb, 100), "bundle_dir": bundle, "tags": tags}
+           # azure-arm puts azure_tags on everything it makes, the builder's resources and the gallery version
+           # alike (packer-plugin-azure v2.2.0, step_publish_to_shared_image_gallery.go: Tags from ArmTags)
+           "root_disk_gb": max(pool.root_disk_gb, 100), "bundle_dir": bundle, "tags": builder_tags}
     if settings.get("subscription") and settings["subscription"] != PLAN_SUBSCRIPTION:
         out["subscription_id"] = settings["subscription"]
     return out

@@ -11,14 +11,15 @@ TEMPLATE = "gcp.pkr.hcl"
 BUILDER = "n2-standard-8"  # no GPU needed to install the packages
 
 
-def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict,
+def variables(pool, *, name: str, tags: dict[str, str], builder_tags: dict[str, str], bundle: str, settings: dict,
               zones: tuple[str, ...], build: str) -> dict:
     """The template's variables for ``pool`` (``settings``: the project, when known here)."""
     project, family = IMAGES[pool.image or DEFAULT_IMAGE]
     out = {"zone": builder_zone(pool, zones), "machine_type": BUILDER, "source_image_project_id": project,
            "source_image_family": family, "image_name": gcp_name(name, build),
            "image_family": gcp_name("gpufleet", tags["gpufleet:stack"], tags["gpufleet:pool"]),
-           "root_disk_gb": max(pool.root_disk_gb, 100), "bundle_dir": bundle, "labels": labels(tags)}
+           "root_disk_gb": max(pool.root_disk_gb, 100), "bundle_dir": bundle, "labels": labels(tags),
+           "builder_labels": labels(builder_tags)}
     if settings.get("project"):
         out["project_id"] = settings["project"]
     return out
