@@ -28,6 +28,7 @@ from pathlib import Path
 
 from gpufleet.catalog.images import DEFAULT_IMAGE, IMAGES
 from gpufleet.clouds import bootstrap, cloud, inventory
+from gpufleet.clouds.pools import pair_digest
 from gpufleet.clouds.tags import expiry_from, format_expiry
 from gpufleet.configure import bake, cloudnodes
 from gpufleet.errors import GpufleetError, InputError, ToolMissing
@@ -84,10 +85,11 @@ def write_bundle(folder: Path, archive: bytes, spec: dict) -> None:
 
 
 def image_name(stack, pool, tree: str) -> str:
-    """Named for the stack, the pool and the state tree it holds (a new tree, a new image): what a pool
-    boots as ``gpufleet:<name>``, the newest build of it. Each build's own name in the cloud adds its
+    """Named for the stack and the pool, ended by a digest of them with the state tree it holds (a new
+    tree, a new image; two pairs that read alike, two names): what a pool boots as
+    ``gpufleet:<name>``, the newest build of it. Each build's own name in the cloud adds its
     ``build_stamp``."""
-    return f"gpufleet-{stack.name}-{pool.name}-{tree[:10]}"
+    return f"gpufleet-{stack.name}-{pool.name}-{pair_digest(stack.name, pool.name, tree, size=10)}"
 
 
 def build_stamp() -> str:

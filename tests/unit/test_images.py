@@ -212,6 +212,40 @@ def test_a_gcp_builder_runs_in_a_zone_its_region_has_and_none_is_invented(cat, t
     assert e.value.exit_code == 2 and "set the pool's zone" in e.value.hint and not (tmp_path / "none").exists()
 
 
+def test_two_stack_and_pool_pairs_that_read_alike_get_names_of_their_own(cat, tmp_path):
+    """Stack and pool names hold "-": prod-eu's pool gpu and prod's pool eu-gpu joined by "-" read the
+    same. Each pair's image, Azure image definition and GCP family are its own."""
+    stack = stacks.load(MIXED, cat)
+    named = {}
+    for s, p in (("prod-eu", "gpu"), ("prod", "eu-gpu")):
+        pair = stack.model_copy(update={"name": s, "pools": [q.model_copy(update={"name": p}) for q in stack.pools
+                                                              if q.provider in ("gcp", "azure")]})
+        made = image.plan(pair, cat, tmp_path / s)
+        variables = {m.provider: json.loads(Path(m.var_file).read_text()) for m in made}
+        named[s] = (variables["azure"]["gallery_image_name"], variables["gcp"]["image_family"],
+                    *sorted(m.name for m in made))
+    for a, b in zip(named["prod-eu"], named["prod"]):
+        assert a != b, (a, b)
+
+
+def test_an_image_definition_of_another_stack_and_pool_takes_no_version(azure):
+    """A gallery image definition says whose it is (publisher gpufleet, offer the stack, SKU the pool):
+    one found under the name but of another pair is refused, with the reason, not published into."""
+    from gpufleet.clouds.azure import gallery
+    from gpufleet.errors import GpufleetError
+
+    azure.marketplace_image("eastus", "microsoft-dsvm", "ubuntu-hpc", "2204", ["22.04.2025110101"])
+    variables = {"location": "eastus", "gallery_resource_group": "gpufleet-images", "gallery_name": "gpufleet_eastus",
+                 "gallery_image_name": "prod-eu-gpu", "image_publisher": "microsoft-dsvm", "image_offer": "ubuntu-hpc",
+                 "image_sku": "2204", "plan_info": [],
+                 "tags": {"gpufleet:stack": "prod-eu", "gpufleet:pool": "gpu", "gpufleet:owner": "o@example.com"}}
+    gallery.ensure(variables)
+    other = {**variables, "tags": {**variables["tags"], "gpufleet:stack": "prod", "gpufleet:pool": "eu-gpu"}}
+    with pytest.raises(GpufleetError, match="is for stack prod-eu, pool gpu") as e:
+        gallery.ensure(other)
+    assert "prod-eu-gpu" in e.value.message and "stack prod, pool eu-gpu" in e.value.message
+
+
 def test_a_builder_logs_in_as_its_images_user_and_a_plan_image_carries_its_marketplace_plan(cat, tmp_path):
     """Rocky's AMIs let in `rocky`, Ubuntu's `ubuntu` (amazon-ebs has no user of its own: the SDK's
     communicator refuses an empty ssh_username); RESF's Rocky images on Azure are sold with a plan,
@@ -445,7 +479,8 @@ def test_an_azure_build_makes_its_gallery_and_image_definition_first(fake_packer
     assert r.exit_code == 0 and len(Manifest().entries()) == 2, r.output
     azure.marketplace_image("eastus", "microsoft-dsvm", "ubuntu-hpc", "2204", ["22.04.2026010101"], generation="V1")
     r = cli("image", "build", str(tmp_path / "nd.yaml"), "--out", str(tmp_path / "imgs"), "--pool", "nd-h100")
-    assert r.exit_code == 1 and "azure-nd-nd-h100 is for Hyper-V V2" in r.output and "delete its versions" in r.output
+    definition = json.loads((tmp_path / "imgs" / "nd-h100.azure.pkrvars.json").read_text())["gallery_image_name"]
+    assert r.exit_code == 1 and f"{definition} is for Hyper-V V2" in r.output and "delete its versions" in r.output
 
 
 def test_a_golden_image_of_a_plan_image_is_deployed_with_its_plan_and_its_terms_checked(fake_packer, azure, tmp_path,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpufleet.clouds.azure.credentials import PLAN_SUBSCRIPTION
 from gpufleet.clouds.azure.rules import image_plan, image_urn
-from gpufleet.clouds.pools import resource_name
+from gpufleet.clouds.pools import pair_name
 
 TEMPLATE = "azure.pkr.hcl"
 BUILDER = "Standard_D8s_v5"  # no GPU needed to install the packages
@@ -30,7 +30,7 @@ def variables(pool, *, name: str, tags: dict[str, str], builder_tags: dict[str, 
            "image_sku": sku, "plan_info": [{"plan_name": plan["name"], "plan_product": plan["product"],
                                             "plan_publisher": plan["publisher"]}] if plan else [],
            "gallery_resource_group": GALLERY_GROUP, "gallery_name": gallery_name(pool.region),
-           "gallery_image_name": resource_name(tags["gpufleet:stack"], tags["gpufleet:pool"], limit=80),
+           "gallery_image_name": pair_name(tags["gpufleet:stack"], tags["gpufleet:pool"], limit=80),
            "image_version": gallery_version(build),
            # azure-arm puts azure_tags on everything it makes, the builder's resources and the gallery version
            # alike (packer-plugin-azure v2.2.0, step_publish_to_shared_image_gallery.go: Tags from ArmTags)

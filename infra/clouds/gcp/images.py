@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from gpufleet.catalog.images import DEFAULT_IMAGE
-from gpufleet.clouds.gcp.rules import IMAGES, gcp_name
+from gpufleet.clouds.gcp.rules import IMAGES, NAME_LIMIT, gcp_name
 from gpufleet.clouds.gcp.tags import labels
+from gpufleet.clouds.pools import pair_name
 from gpufleet.errors import InputError
 
 TEMPLATE = "gcp.pkr.hcl"
@@ -17,7 +18,7 @@ def variables(pool, *, name: str, tags: dict[str, str], builder_tags: dict[str, 
     project, family = IMAGES[pool.image or DEFAULT_IMAGE]
     out = {"zone": builder_zone(pool, zones), "machine_type": BUILDER, "source_image_project_id": project,
            "source_image_family": family, "image_name": gcp_name(name, build),
-           "image_family": gcp_name("gpufleet", tags["gpufleet:stack"], tags["gpufleet:pool"]),
+           "image_family": pair_name("gpufleet", tags["gpufleet:stack"], tags["gpufleet:pool"], limit=NAME_LIMIT),
            "root_disk_gb": max(pool.root_disk_gb, 100), "bundle_dir": bundle, "labels": labels(tags),
            "builder_labels": labels(builder_tags)}
     if settings.get("project"):
