@@ -198,8 +198,9 @@ def _only(stack, pool: str, **update):
 
 
 def test_a_gcp_builder_runs_in_a_zone_its_region_has_and_none_is_invented(cat, tmp_path):
-    """A zone is not "<region>-a" everywhere: us-east1's are b, c and d, europe-west9 has only c
-    (the catalog's regions.csv, from GCP's zone list); a builder in a zone that does not exist never starts."""
+    """A zone is not "<region>-a" everywhere (us-east1's are b, c and d): the builder runs in a zone the
+    catalog lists for the region (regions.csv lists the zones its sources offered GPUs in, not every zone
+    of the region); a builder in a zone that does not exist never starts."""
     from gpufleet.errors import InputError
 
     stack = stacks.load(MIXED, cat)

@@ -27,8 +27,9 @@ def variables(pool, *, name: str, tags: dict[str, str], builder_tags: dict[str, 
 
 
 def builder_zone(pool, zones) -> str:
-    """Where the builder runs: the pool's zone, else the first of its region's (``zones``, the
-    catalog's). No letter is guessed: us-east1 has no zone a (its zones are b, c and d)."""
+    """Where the builder runs: the pool's zone, else the first the catalog lists for its region
+    (``zones``: those its sources offered GPUs in, a zone that exists). No letter is guessed: us-east1
+    has no zone a (its zones are b, c and d)."""
     if pool.zone:
         return pool.zone
     if not zones:
