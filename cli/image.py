@@ -133,22 +133,25 @@ def list_images(provider: options.Providers = None, region: options.Regions = No
     else:
         output.table("Golden images", ["name", "cloud", "region", "image", "GB", "created", "recorded here"],
                      [[i.name, i.provider, i.region, i.id, f"{i.size_gb:g}" if i.size_gb else "-", i.created_at or "-",
-                       "yes" if (i.name, i.provider) in found.recorded else "no"] for i in found.images],
+                       "yes" if found.is_recorded(i) else "no"] for i in found.images],
                      optional=("region", "cloud", "recorded here", "created", "GB"), wraps=("image",),
                      justify={"GB": "right"})
     exit_if_unread(found.unread, found.clouds)
 
 
-DELETE_HELP = ("Delete the golden image NAME on every cloud that holds it, with its snapshots (AWS keeps an AMI's "
-               "EBS snapshots, and bills them, after it is deregistered), and drop it from the image manifest. A dry "
-               "run unless --yes.")
+DELETE_HELP = ("Delete golden images with their snapshots (AWS keeps an AMI's EBS snapshots, and bills them, after "
+               "it is deregistered), and drop them from the image manifest. TARGET is one build's id (as `image list` "
+               "shows it), or an image's name: its older builds on every cloud that holds it, keeping the build pools "
+               "naming gpufleet:<name> boot (the manifest's; else the newest) unless --all. A dry run unless --yes.")
 
 
 @app.command("delete", help=DELETE_HELP)
 @output.handle_errors
 def delete(
-    name: Annotated[str, typer.Argument(help="The image's name (as `image list` shows it).", metavar="NAME")],
+    target: Annotated[str, typer.Argument(help="An image's name, or one build's id (as `image list` shows them).",
+                                          metavar="TARGET")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete (default: a dry run).")] = False,
+    every: Annotated[bool, typer.Option("--all", help="Also the build pools boot (they need a new build after).")] = False,
     provider: options.Providers = None,
     region: options.Regions = None,
 ):
@@ -156,11 +159,12 @@ def delete(
     from gpufleet.fleet import image
 
     with output.steps("Asking the clouds for golden images"):
-        images, removed, found = image.delete(name, yes=yes, providers=options.clouds(provider), regions=region)
+        images, kept, removed, found = image.delete(target, yes=yes, every=every, providers=options.clouds(provider),
+                                              regions=region)
     warn_unread(found.clouds, found.unread)
     failed = [r for r in removed if not r.ok]
     if STATE.json:
-        output.emit_json({"deleted": yes, "images": [i.to_dict() for i in images],
+        output.emit_json({"deleted": yes, "images": [i.to_dict() for i in images], "kept": [i.to_dict() for i in kept],
                           "outcomes": [r.to_dict() for r in removed]})
     else:
         for i in images:
@@ -168,5 +172,8 @@ def delete(
                 ("deleted" if r.ok else f"could not delete ({r.message})") for r in removed if r.image is i)
             output.console().print(f"{verb}: {i.provider} {i.region} {i.id}"
                                    + (f" and its snapshots {', '.join(i.snapshots)}" if i.snapshots else ""))
+        for i in kept:
+            output.console().print(f"kept (pools naming gpufleet:{i.name} boot it; --all deletes it too): "
+                                   f"{i.provider} {i.region} {i.id}")
     if failed:
         raise typer.Exit(1)

@@ -151,11 +151,13 @@ def _held_images(images: list, now) -> None:
     """The golden images the clouds hold: they bill for storage whether or not a cluster is up."""
     if not images:
         return
-    output.table("Golden images (storage billed until deleted)", ["image", "cloud", "region", "GB", "age", "expires",
-                                                                  "state"],
-                 [[h.image.name, h.image.provider, h.image.region, f"{h.image.size_gb:g}" if h.image.size_gb else "-",
-                   age(now, h.created), _expiry(now, h.expires), f"{h.state}: {h.detail}" if h.detail else h.state]
-                  for h in images], optional=("region", "cloud", "age", "GB"), wraps=("state",), justify={"GB": "right"},
+    output.table("Golden images (storage billed until deleted)", ["image", "cloud", "region", "id", "GB", "age",
+                                                                  "expires", "state"],
+                 [[h.image.name, h.image.provider, h.image.region, h.image.id,
+                   f"{h.image.size_gb:g}" if h.image.size_gb else "-", age(now, h.created), _expiry(now, h.expires),
+                   f"{h.state}: {h.detail}" if h.detail else h.state]
+                  for h in images], optional=("region", "cloud", "age", "GB", "id"), wraps=("state", "id"),
+                 justify={"GB": "right"},
                  styles=["yellow" if h.state != "current" else None for h in images])
 
 

@@ -52,7 +52,12 @@ variable "bundle_dir" {
 
 variable "tags" {
   type        = map(string)
-  description = "gpufleet:* tags on the builder, the image and its snapshots (the stack, pool, owner and state tree)"
+  description = "gpufleet:* tags on the image and its snapshots (the stack, pool, owner and state tree)"
+}
+
+variable "builder_tags" {
+  type        = map(string)
+  description = "The image's tags and a gpufleet:cluster on the builder, so `gpufleet reap` finds one a stopped build left"
 }
 
 source "amazon-ebs" "gpufleet" {
@@ -89,7 +94,7 @@ source "amazon-ebs" "gpufleet" {
 
   tags          = var.tags
   snapshot_tags = var.tags
-  run_tags      = var.tags
+  run_tags      = var.builder_tags
 }
 
 build {

@@ -75,7 +75,7 @@ variable "bundle_dir" {
 
 variable "tags" {
   type        = map(string)
-  description = "gpufleet:* tags on the builder and the image version"
+  description = "gpufleet:* tags on the builder's resources and the image version (azure-arm has one set), with a gpufleet:cluster `gpufleet reap` finds a stopped build's builder by"
 }
 
 source "azure-arm" "gpufleet" {

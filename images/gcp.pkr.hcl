@@ -61,7 +61,12 @@ variable "bundle_dir" {
 
 variable "labels" {
   type        = map(string)
-  description = "gpufleet-* labels on the builder and the image (labels allow no colons)"
+  description = "gpufleet-* labels on the image (labels allow no colons)"
+}
+
+variable "builder_labels" {
+  type        = map(string)
+  description = "The image's labels and a gpufleet-cluster on the builder, so `gpufleet reap` finds one a stopped build left"
 }
 
 source "googlecompute" "gpufleet" {
@@ -76,7 +81,7 @@ source "googlecompute" "gpufleet" {
   disk_size               = var.root_disk_gb
   disk_type               = "pd-balanced"
   image_labels            = var.labels
-  labels                  = var.labels
+  labels                  = var.builder_labels
   enable_vtpm                 = true
   enable_integrity_monitoring = true
 }

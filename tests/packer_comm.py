@@ -5,7 +5,9 @@ The builder is a private mount namespace with an empty tmpfs on ``/tmp`` (a fres
 ``/tmp``: the template's absolute paths are used as written); each SSH session is one
 ``sh -c COMMAND`` in it, as sshd runs an exec request through the user's shell. The uploads speak
 the scp protocol to OpenSSH's own sink (``scp -t``), record by record, as packer-plugin-sdk's SSH
-communicator does (sdk-internals/communicator/ssh/communicator.go at v0.6.9, commit 24d43aa:
+communicator does at the versions the pinned plugins build with (go.mod: amazon v1.3.3 and azure
+v2.2.0 use v0.5.4, commit 2750448; googlecompute v1.2.2 uses v0.6.1, commit d037325; the file
+sdk-internals/communicator/ssh/communicator.go is the same in both):
 ``scpUploadSession`` runs ``scp -vt DIR`` and sends one ``C`` record; ``scpUploadDirSession`` runs
 ``scp -rvt DST`` and sends the folder's entries, inside a ``D ... E`` pair of its own name unless
 the source ends in ``/``; ``scpUploadDirProtocol`` sends ``E`` without reading its answer).

@@ -444,11 +444,12 @@ class Cloud(Provider, Protocol):
     image_template: str  # its Packer template under images/ (a golden image of a pool)
     images_global: bool  # an image built anywhere boots in every region (else only where it was built)
 
-    def image_vars(self, pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict,
-                   zones: tuple[str, ...], build: str) -> dict:
-        """The variables of ``image_template`` for a golden image of ``pool`` (``zones``: its
-        region's, as the catalog lists them; ``build``: this build's UTC second, YYYYMMDDhhmmss,
-        which makes the name the cloud gives it its own)."""
+    def image_vars(self, pool, *, name: str, tags: dict[str, str], builder_tags: dict[str, str], bundle: str,
+                   settings: dict, zones: tuple[str, ...], build: str) -> dict:
+        """The variables of ``image_template`` for a golden image of ``pool`` (``tags``: the image's;
+        ``builder_tags``: the builder's, with a ``gpufleet:cluster`` that `reap` finds it by;
+        ``zones``: its region's, as the catalog lists them; ``build``: this build's UTC second,
+        YYYYMMDDhhmmss, which makes the name the cloud gives it its own)."""
 
     def image_destination(self, variables: dict) -> None:
         """Make what a build of these variables publishes into, where the template's plugin needs it
@@ -456,6 +457,10 @@ class Cloud(Provider, Protocol):
 
     def image_artifacts(self, ids: list[str], variables: dict) -> list[tuple[str, str]]:
         """(region, what the cloud calls the image) of each artifact id a Packer build printed."""
+
+    def image_purchase_plan(self, variables: dict) -> dict | None:
+        """The purchase plan (name, publisher, product) every VM of a build of these variables must
+        name, its base image's (Azure: a Marketplace image sold with one); None where there is none."""
 
     def check_reservation(self, reservation, instance) -> list[Problem]:
         """What is wrong with a reservation a pool names on this cloud (``spec.Reservation`` of

@@ -45,6 +45,17 @@ def resource_name(*parts: str, limit: int = 63) -> str:
     return name
 
 
+def pair_digest(*parts: str, size: int = 6) -> str:
+    """A digest of ``parts`` as given: stack and pool names hold "-", so ``prod-eu`` + ``gpu`` and
+    ``prod`` + ``eu-gpu`` joined by "-" read alike; with this digest their names differ."""
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:size]
+
+
+def pair_name(*parts: str, limit: int) -> str:
+    """A resource name of ``parts`` that no other parts give (``pair_digest`` ends it)."""
+    return resource_name(*parts, pair_digest(*parts), limit=limit)
+
+
 # --- what every cloud checks the same way, each with its own tables -------------------------
 
 AUTONAME_SUFFIX = 8  # Pulumi's auto-name: the logical name, "-" and 7 random characters

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from gpufleet.catalog.images import DEFAULT_IMAGE, IMAGES
 from gpufleet.clouds import bootstrap, cloud, inventory
+from gpufleet.clouds.pools import pair_digest
 from gpufleet.clouds.tags import expiry_from, format_expiry
 from gpufleet.configure import bake, cloudnodes
 from gpufleet.errors import GpufleetError, InputError, ToolMissing
@@ -84,10 +85,11 @@ def write_bundle(folder: Path, archive: bytes, spec: dict) -> None:
 
 
 def image_name(stack, pool, tree: str) -> str:
-    """Named for the stack, the pool and the state tree it holds (a new tree, a new image): what a pool
-    boots as ``gpufleet:<name>``, the newest build of it. Each build's own name in the cloud adds its
+    """Named for the stack and the pool, ended by a digest of them with the state tree it holds (a new
+    tree, a new image; two pairs that read alike, two names): what a pool boots as
+    ``gpufleet:<name>``, the newest build of it. Each build's own name in the cloud adds its
     ``build_stamp``."""
-    return f"gpufleet-{stack.name}-{pool.name}-{tree[:10]}"
+    return f"gpufleet-{stack.name}-{pool.name}-{pair_digest(stack.name, pool.name, tree, size=10)}"
 
 
 def build_stamp() -> str:
@@ -107,6 +109,7 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelt
     templates = templates_dir()
     stamp = build_stamp()
     tags = {p.name: image_tags(stack, p, tree, expires) for p in pools}  # each cloud takes them, before any write
+    builder = {p.name: {**tags[p.name], **held_images.builder_tags(stack.name)} for p in pools}
     planned = []  # every pool's variables before anything is written: a pool that cannot be planned leaves no files
     for p in pools:
         c = cloud(p.provider)
@@ -116,8 +119,9 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelt
             settings = c.program_settings(plan=False)
         except Exception:  # noqa: BLE001 - no credentials here: the account's own values stay unset, and said
             settings = {}
-        variables = c.image_vars(p, name=tags[p.name]["gpufleet:image"], tags=tags[p.name], bundle=str(bundle.resolve()),
-                                 settings=settings, zones=cat.region_zones(p.provider, p.region), build=stamp)
+        variables = c.image_vars(p, name=tags[p.name]["gpufleet:image"], tags=tags[p.name], builder_tags=builder[p.name],
+                                 bundle=str(bundle.resolve()), settings=settings,
+                                 zones=cat.region_zones(p.provider, p.region), build=stamp)
         planned.append((p, c, bundle, spec, variables))
     made = []
     with writing_in(out):
@@ -132,13 +136,14 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelt
 
 
 def image_tags(stack, pool, tree: str, expires: dt.timedelta | None) -> dict[str, str]:
-    """The tags of the pool's image; InputError when its cloud would refuse one (GCP: a label over 63
-    characters, which the image's name, made of the stack's and the pool's, can be)."""
+    """The tags of the pool's image; InputError when its cloud would refuse one, or one of its
+    builder's (GCP: a label over 63 characters, which the image's name, made of the stack's and the
+    pool's, can be)."""
     tags = {"gpufleet:image": image_name(stack, pool, tree), "gpufleet:stack": stack.name, "gpufleet:pool": pool.name,
             "gpufleet:owner": stack.owner, "gpufleet:tree": tree[:16]}
     if expires is not None:
         tags["gpufleet:expires-at"] = format_expiry(expiry_from(dt.datetime.now(dt.timezone.utc), expires))
-    refused = cloud(pool.provider).tag_problems(tags)
+    refused = cloud(pool.provider).tag_problems({**tags, **held_images.builder_tags(stack.name)})
     if refused:
         raise InputError(f"pool {pool.name}'s image: {refused[0][1]}", "the image is named for the stack and the "
                          "pool: shorten their names")
@@ -225,8 +230,10 @@ def build(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedel
                                 + (f": {errors[-1][:400]}" if errors else ""),
                                 f"the lines above say where; to run it by hand: {m.command}")
         now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        for region, cloud_id in cloud(m.provider).image_artifacts(ids, variables):
-            image = BuiltImage(m.name, m.provider, region, cloud_id, stack.name, m.pool, m.tree, now)
+        c = cloud(m.provider)
+        for region, cloud_id in c.image_artifacts(ids, variables):
+            image = BuiltImage(m.name, m.provider, region, cloud_id, stack.name, m.pool, m.tree, now,
+                               c.image_purchase_plan(variables))
             manifest.record(image)
             made.append(image)
     return made
@@ -234,16 +241,19 @@ def build(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedel
 
 @dataclass
 class Listing:
-    """The golden images the clouds hold (found by tag), which the manifest records, and what
+    """The golden images the clouds hold (found by tag), the builds the manifest records, and what
     could not be read."""
 
     images: list = field(default_factory=list)  # clouds.base.FoundImage
-    recorded: set = field(default_factory=set)  # (name, provider) the manifest knows
+    recorded: set = field(default_factory=set)  # lowercased ids of the builds the manifest records
     clouds: object = None  # clouds.inventory.Clouds
     unread: dict = field(default_factory=dict)
 
+    def is_recorded(self, i) -> bool:
+        return i.id.lower() in self.recorded
+
     def to_dict(self) -> dict:
-        return {"images": [i.to_dict() | {"recorded": (i.name, i.provider) in self.recorded} for i in self.images],
+        return {"images": [i.to_dict() | {"recorded": self.is_recorded(i)} for i in self.images],
                 "unread": self.unread}
 
 
@@ -251,15 +261,24 @@ def listed(providers: list[str] | None = None, regions: list[str] | None = None)
     """Every golden image of the clouds that can be asked here (or of ``providers``), by tag."""
     clouds = inventory.open_clouds(providers, required=bool(providers), regions=regions)
     images, unread = held_images.held(clouds)
-    return Listing(images, {(e.name, e.provider) for e in Manifest().entries()}, clouds, clouds.unread(unread))
+    return Listing(images, {e.id.lower() for e in Manifest().entries()}, clouds, clouds.unread(unread))
 
 
-def delete(name: str, *, yes: bool, providers: list[str] | None = None, regions: list[str] | None = None):
-    """The images called ``name`` (a dry run unless ``yes``: nothing removed) and what became of
-    each, with the listing. InputError when no cloud asked holds one."""
+def delete(target: str, *, yes: bool, every: bool = False, providers: list[str] | None = None,
+           regions: list[str] | None = None):
+    """The builds ``target`` names (a dry run unless ``yes``: nothing removed), those of them kept,
+    what became of each removed, and the listing. ``target`` is one build's id, or an image's name: its builds but the one
+    pools boot (``held_images.booted``), kept unless ``every``. InputError when no cloud asked holds
+    one, or when what is asked is only a build pools boot."""
     found = listed(providers, regions)
-    mine = [i for i in found.images if i.name == name]
+    named = [i for i in found.images if target.lower() in (i.name.lower(), i.id.lower())]
+    if not named:
+        raise InputError(f"no golden image {target!r} in the clouds asked ({', '.join(found.clouds.open) or 'none'})",
+                         "`gpufleet image list` shows the images each cloud holds and each build's id")
+    kept = set() if every else held_images.booted(found.images, Manifest())
+    mine = [i for i in named if i.id.lower() not in kept]
     if not mine:
-        raise InputError(f"no golden image {name!r} in the clouds asked ({', '.join(found.clouds.open) or 'none'})",
-                         "`gpufleet image list` shows the images each cloud holds")
-    return mine, (held_images.remove(found.clouds, mine) if yes else []), found
+        booted = ", ".join(i.id for i in named)
+        raise InputError(f"{target} is what pools naming gpufleet:{named[0].name} boot ({booted}): kept",
+                         "add --all to delete it too (those pools then need `gpufleet image build` first)")
+    return mine, [i for i in named if i not in mine], (held_images.remove(found.clouds, mine) if yes else []), found

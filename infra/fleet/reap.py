@@ -85,6 +85,17 @@ def select(resources: list[Resource], *, known: set[str], state_read: bool, now:
         if expires is not None and expires <= now:
             sel.reap.append(Finding(r, "expired", f"expired {_ago(now - expires)} ago ({format_expiry(expires)})"))
             continue
+        if held_images.is_builder(r.tags) and not clusters:  # no Pulumi state or registry knows an image build
+            own = r.age(now)  # its own: a stack's builds share their cluster, each builder is of its build
+            if own is not None and own >= held_images.BUILD_LIMIT:
+                sel.reap.append(Finding(r, "orphan", f"an image build's builder {_ago(own)} old: no build runs "
+                                        f"{_ago(held_images.BUILD_LIMIT)}, its Packer was stopped"))
+            else:
+                old = f"{_ago(own)} old" if own is not None else "of unknown age"
+                sel.kept.append(Finding(r, "kept", f"an image build's builder, {old}: kept for "
+                                        f"{_ago(held_images.BUILD_LIMIT)} while its build may run (or name its "
+                                        "cluster with --cluster)"))
+            continue
         if r.cluster in known:
             continue
         why = f"cluster {r.cluster!r} is in neither the registry nor the Pulumi state"

@@ -1,6 +1,7 @@
 """The manifest of golden images built (``gpufleet image build``): one JSON file in the data
-directory, an entry per image and place, so a pool naming ``image: gpufleet:<name>`` boots the
-image built for its cloud and region, and `plan` can say whether it holds the pool's state tree."""
+directory, an entry per image name and place (its newest build), so a pool naming ``image:
+gpufleet:<name>`` boots the build made for its cloud and region, and `plan` can say whether it holds
+the pool's state tree."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ class BuiltImage:
     pool: str
     tree: str  # the state tree it holds (SHA-256)
     built_at: str
+    plan: dict | None = None  # the purchase plan its VMs must name (a build from an Azure Marketplace image sold with one)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -44,20 +46,21 @@ class Manifest:
                                 "move it aside; `gpufleet image build` writes a new one") from None
 
     def record(self, image: BuiltImage) -> None:
-        """Add ``image`` (replacing one of the same name and place), written whole or not at all."""
-        kept = [e for e in self.entries() if (e.name, e.provider, e.region) != (image.name, image.provider, image.region)]
+        """Add ``image``, a new build (replacing the older build of the same name and place)."""
+        self._write([e for e in self.entries() if (e.name, e.provider, e.region) != (image.name, image.provider,
+                                                                                    image.region)] + [image])
+
+    def forget(self, provider: str, image_id: str) -> None:
+        """Drop the entry of the build ``image_id`` on ``provider`` (it was deleted); ids compared
+        without case, as ARM's are."""
+        if self.path.exists():
+            self._write([e for e in self.entries() if (e.provider, e.id.lower()) != (provider, image_id.lower())])
+
+    def _write(self, entries: list[BuiltImage]) -> None:
+        """The manifest, written whole or not at all."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"images": [e.to_dict() for e in [*kept, image]]}, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, self.path)
-
-    def forget(self, name: str, provider: str) -> None:
-        """Drop every entry of image ``name`` on ``provider`` (it was deleted)."""
-        if not self.path.exists():
-            return
-        kept = [e for e in self.entries() if (e.name, e.provider) != (name, provider)]
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"images": [e.to_dict() for e in kept]}, indent=1, sort_keys=True) + "\n")
+        tmp.write_text(json.dumps({"images": [e.to_dict() for e in entries]}, indent=1, sort_keys=True) + "\n")
         os.replace(tmp, self.path)
 
     def find(self, name: str, provider: str, region: str | None) -> BuiltImage | None:

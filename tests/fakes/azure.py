@@ -16,7 +16,8 @@ formats (https://learn.microsoft.com/rest/api/resources/):
   vmimage/offers/{o}/skus/{s}/versions`` (a JSON array of ``{name, location, id}``) and ``.../versions/
   {v}`` (``properties.hyperVGeneration``, ``osDiskImage.operatingSystem``, ``plan`` when it is sold
   with one), learn.microsoft.com/rest/api/compute/virtual-machine-images;
-* ``GET`` / ``DELETE`` of a resource by id (``?api-version=``): the resource, ``202 Accepted``
+* ``GET`` / ``DELETE`` of a resource by id (``?api-version=``, one the type is served under for a
+  Compute type, else ``400 NoRegisteredProviderFound``: ``azure_versions``): the resource, ``202 Accepted``
   with ``Azure-AsyncOperation`` / ``Location`` headers for a delete; ``404
   ResourceNotFound``; ``400 InUseSubnetCannotBeDeleted``-style conflicts while another
   resource still uses it (``uses``);
@@ -55,6 +56,7 @@ import re
 import time
 import uuid
 
+from fakes import azure_versions
 from fakes.jsonserver import JsonServer
 
 
@@ -137,8 +139,11 @@ class ArmFake(JsonServer):
 
     def add(self, group: str, rtype: str, name: str, location: str, tags: dict | None = None, *, sku=None,
             uses=()) -> dict:
+        """A resource ``{rtype}/{name}`` in ``group``; a child's ``rtype`` names its parents
+        (``Microsoft.Compute/galleries/G/images/D/versions``), its type is ARM's (``.../galleries/images/versions``)."""
         rid = f"/subscriptions/{self.subscription}/resourceGroups/{group}/providers/{rtype}/{name}"
-        item = {"id": rid, "name": name, "type": rtype, "location": location, "tags": tags or {},
+        ns, *segments = rid.split("/providers/", 1)[1].split("/")
+        item = {"id": rid, "name": name, "type": "/".join([ns, *segments[0::2]]), "location": location, "tags": tags or {},
                 "createdTime": "2026-11-22T06:00:00.0000000Z", "changedTime": "2026-11-22T06:00:00.0000000Z",
                 "provisioningState": "Succeeded", "_uses": [u.lower() for u in uses]}
         if sku:
@@ -294,6 +299,9 @@ class ArmFake(JsonServer):
         m = re.fullmatch(r"/resourcegroups/([^/]+)", rest)
         if m:
             return self._group(method, m.group(1), body)
+        refused = azure_versions.refusal(p, query.get("api-version"))  # a resource by id, of a Compute type
+        if refused:
+            return _err(400, "NoRegisteredProviderFound", refused)
         if method == "PUT":
             return self._put(lp, p, body)
         return self._resource(method, lp, p)

@@ -18,13 +18,24 @@ An AMI's id is derived from its name, so each build has its own. azure-arm first
 image definition it publishes into (``GalleryImagesClient.Get``, builder.go) and stops without it:
 so does this one, from the ARM endpoint in ``GPUFLEET_AZURE_ENDPOINT`` (the tests' ARM fake), when set.
 
-``FAKE_PACKER_FAIL=1`` makes the build fail as Packer reports it (a ``ui,error`` line, exit 1);
-``FAKE_PACKER_LOG`` names a file each call is appended to.
+With ``AWS_ENDPOINT_URL`` set (the tests' moto server), an amazon-ebs build does in EC2 what
+packer-plugin-amazon 1.3.3 does (builder/ebs: step_run_source_instance.go, step_create_ami.go,
+step_create_tags.go): it launches the builder tagged with the template's ``run_tags``, makes the AMI
+from it (CreateImage), tags the AMI with ``tags`` and its snapshots with ``snapshot_tags``, and
+terminates the builder; the name check asks EC2. The tags are read from the template itself
+(python-hcl2), each a ``${var.NAME}`` of the variable file. The builder boots any AMI moto holds:
+the base image's lookup (``source_ami_filter``) is not what this stands in for.
+
+``FAKE_PACKER_FAIL=1`` makes the build fail as Packer reports it (a ``ui,error`` line, exit 1, the
+builder terminated by Packer's cleanup); ``FAKE_PACKER_KILLED=1`` stops it as a killed Packer stops
+(exit 137 once the builder runs, nothing cleaned up); ``FAKE_PACKER_LOG`` names a file each call is
+appended to.
 """
 
 import hashlib
 import json
 import os
+import re
 import ssl
 import sys
 import time
@@ -62,7 +73,9 @@ def main(argv):
         name = variables["image_name"]
         refusal = (f"Error: AMI Name: '{name}' is used by an existing AMI: {_ami(name)}" if builder.startswith("amazon")
                    else f"Image {name} already exists in project {variables.get('project_id')}.")
-    if name in held:
+    ec2 = _ec2(variables) if builder.startswith("amazon") else None
+    if name in held or (ec2 and ec2.describe_images(Owners=["self"], Filters=[{"Name": "name", "Values": [name]}])[
+            "Images"]):
         line("", "ui", "error", refusal)
         return 1
     missing = builder.startswith("azure") and _no_gallery_image(variables)
@@ -70,12 +83,28 @@ def main(argv):
         line("", "ui", "error", missing)
         return 1
     line("", "ui", "say", f"==> {builder}: Creating temporary instance to build {name}...")
+    tags = _tags(argv[-1], variables) if ec2 else {}
+    instance = ec2 and ec2.run_instances(
+        ImageId=ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"], MinCount=1, MaxCount=1,
+        InstanceType=variables["instance_type"], TagSpecifications=[
+            {"ResourceType": "instance", "Tags": _pairs(tags["run_tags"])}])["Instances"][0]["InstanceId"]
+    if os.environ.get("FAKE_PACKER_KILLED"):
+        return 137
     line("", "ui", "message", f"    {builder}: Uploading {variables['bundle_dir']}/ => /tmp/gpufleet")
     line("", "ui", "message", f"    {builder}: baked 8 formula(s) of state tree abc: 412 changed in 950s")
     if os.environ.get("FAKE_PACKER_FAIL"):
         line("", "ui", "error", f"Build '{builder}' errored after 16 minutes: Script exited with non-zero exit status: 1")
+        if ec2:
+            ec2.terminate_instances(InstanceIds=[instance])
         return 1
-    if builder.startswith("amazon"):
+    if ec2:
+        ami = ec2.create_image(InstanceId=instance, Name=name)["ImageId"]
+        ec2.create_tags(Resources=[ami], Tags=_pairs(tags["tags"]))
+        snaps = [m["Ebs"]["SnapshotId"] for m in ec2.describe_images(ImageIds=[ami])["Images"][0]["BlockDeviceMappings"]]
+        ec2.create_tags(Resources=snaps, Tags=_pairs(tags["snapshot_tags"]))
+        ec2.terminate_instances(InstanceIds=[instance])
+        artifact = f"{variables['region']}:{ami}"
+    elif builder.startswith("amazon"):
         artifact = f"{variables['region']}:{_ami(name)}"
     elif builder.startswith("google"):
         artifact = variables["image_name"]
@@ -109,6 +138,35 @@ def _no_gallery_image(variables: dict) -> str | None:
         return (f"failed to get image \"{variables['gallery_image_name']}\" from image gallery "
                 f"\"{variables['gallery_name']}\" in resource group \"{variables['gallery_resource_group']}\": "
                 f"{e.read().decode()}")
+
+
+def _ec2(variables: dict):
+    """EC2 of the build's region at the tests' moto server, or None without one."""
+    if not os.environ.get("AWS_ENDPOINT_URL"):
+        return None
+    import boto3
+
+    return boto3.client("ec2", region_name=variables["region"])
+
+
+def _tags(template: str, variables: dict) -> dict[str, dict]:
+    """The amazon-ebs source's ``run_tags``, ``tags`` and ``snapshot_tags`` as the template sets them."""
+    import hcl2
+
+    with open(template) as f:
+        ((_, named),) = hcl2.load(f)["source"][0].items()
+    ((_, body),) = named.items()
+    out = {}
+    for key in ("run_tags", "tags", "snapshot_tags"):
+        m = re.fullmatch(r'"?\$\{var\.(\w+)\}"?', body[key])
+        if not m:
+            raise SystemExit(f"the stand-in reads {key} only as ${{var.NAME}}, not {body[key]}")
+        out[key] = variables[m[1]]
+    return out
+
+
+def _pairs(tags: dict) -> list[dict]:
+    return [{"Key": k, "Value": v} for k, v in tags.items()]
 
 
 def _ami(name: str) -> str:

@@ -5,6 +5,7 @@ can be had here (Debian's is 1.6.6, older than HCL2 plugins): `packer validate` 
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -73,7 +74,36 @@ def test_a_template_uploads_the_bake_bundle_runs_the_bake_mode_and_tags_what_it_
     src = _source(doc)
     tagged = {k: v for k, v in src.items() if k in ("tags", "snapshot_tags", "run_tags", "image_labels", "labels",
                                                      "azure_tags")}
-    assert tagged and set(tagged.values()) <= {"${var.tags}", "${var.labels}"}
+    assert tagged and set(tagged.values()) <= {"${var.tags}", "${var.labels}", "${var.builder_tags}",
+                                               "${var.builder_labels}"}
+
+
+# Where each plugin puts tags on the builder (amazon-ebs 1.3.3 run_tags, googlecompute 1.2.2 labels,
+# azure-arm 2.2.0 azure_tags: every resource it makes) and on the image it makes
+BUILDER_TAGS = {"aws": "run_tags", "gcp": "labels", "azure": "azure_tags"}
+IMAGE_TAGS = {"aws": ("tags", "snapshot_tags"), "gcp": ("image_labels",), "azure": ("azure_tags",)}
+
+
+@pytest.mark.parametrize("provider", CLOUDS)
+def test_a_builder_carries_a_cluster_tag_reap_finds_and_the_image_its_own_tags(provider, tmp_path, cat):
+    """The clouds' listings gpufleet reaps from ask for gpufleet:cluster: a builder a stopped build left is
+    found only with one. An AMI's and a GCP image's tags are their own (no cluster: `reap` judges images by
+    their expiry); azure-arm tags the builder and the version alike."""
+    from gpufleet.clouds.gcp.tags import tags as from_labels
+
+    stack = stacks.load(MIXED, cat)
+    (m,) = image.plan(stack, cat, tmp_path, pool={"aws": "aws-a100", "gcp": "gcp-l4", "azure": "azure-t4"}[provider])
+    variables = json.loads(Path(m.var_file).read_text())
+    src = _source(template(provider)[0])
+
+    def rendered(key):
+        values = variables[re.fullmatch(r"\$\{var\.(\w+)\}", src[key])[1]]
+        return from_labels(values) if provider == "gcp" else values
+
+    assert rendered(BUILDER_TAGS[provider])["gpufleet:cluster"] == f"image-build-{stack.name}"
+    for key in IMAGE_TAGS[provider]:
+        assert rendered(key)["gpufleet:image"] == m.name
+        assert ("gpufleet:cluster" in rendered(key)) == (provider == "azure")
 
 
 def _render(value, variables: dict):
@@ -168,8 +198,9 @@ def _only(stack, pool: str, **update):
 
 
 def test_a_gcp_builder_runs_in_a_zone_its_region_has_and_none_is_invented(cat, tmp_path):
-    """A zone is not "<region>-a" everywhere: us-east1's are b, c and d, europe-west9 has only c
-    (the catalog's regions.csv, from GCP's zone list); a builder in a zone that does not exist never starts."""
+    """A zone is not "<region>-a" everywhere (us-east1's are b, c and d): the builder runs in a zone the
+    catalog lists for the region (regions.csv lists the zones its sources offered GPUs in, not every zone
+    of the region); a builder in a zone that does not exist never starts."""
     from gpufleet.errors import InputError
 
     stack = stacks.load(MIXED, cat)
@@ -180,6 +211,40 @@ def test_a_gcp_builder_runs_in_a_zone_its_region_has_and_none_is_invented(cat, t
     with pytest.raises(InputError, match="the catalog lists no zone of us-east1") as e:
         image.plan(_only(stack, "gcp-l4", region="us-east1"), cat, tmp_path / "none")
     assert e.value.exit_code == 2 and "set the pool's zone" in e.value.hint and not (tmp_path / "none").exists()
+
+
+def test_two_stack_and_pool_pairs_that_read_alike_get_names_of_their_own(cat, tmp_path):
+    """Stack and pool names hold "-": prod-eu's pool gpu and prod's pool eu-gpu joined by "-" read the
+    same. Each pair's image, Azure image definition and GCP family are its own."""
+    stack = stacks.load(MIXED, cat)
+    named = {}
+    for s, p in (("prod-eu", "gpu"), ("prod", "eu-gpu")):
+        pair = stack.model_copy(update={"name": s, "pools": [q.model_copy(update={"name": p}) for q in stack.pools
+                                                              if q.provider in ("gcp", "azure")]})
+        made = image.plan(pair, cat, tmp_path / s)
+        variables = {m.provider: json.loads(Path(m.var_file).read_text()) for m in made}
+        named[s] = (variables["azure"]["gallery_image_name"], variables["gcp"]["image_family"],
+                    *sorted(m.name for m in made))
+    for a, b in zip(named["prod-eu"], named["prod"]):
+        assert a != b, (a, b)
+
+
+def test_an_image_definition_of_another_stack_and_pool_takes_no_version(azure):
+    """A gallery image definition says whose it is (publisher gpufleet, offer the stack, SKU the pool):
+    one found under the name but of another pair is refused, with the reason, not published into."""
+    from gpufleet.clouds.azure import gallery
+    from gpufleet.errors import GpufleetError
+
+    azure.marketplace_image("eastus", "microsoft-dsvm", "ubuntu-hpc", "2204", ["22.04.2025110101"])
+    variables = {"location": "eastus", "gallery_resource_group": "gpufleet-images", "gallery_name": "gpufleet_eastus",
+                 "gallery_image_name": "prod-eu-gpu", "image_publisher": "microsoft-dsvm", "image_offer": "ubuntu-hpc",
+                 "image_sku": "2204", "plan_info": [],
+                 "tags": {"gpufleet:stack": "prod-eu", "gpufleet:pool": "gpu", "gpufleet:owner": "o@example.com"}}
+    gallery.ensure(variables)
+    other = {**variables, "tags": {**variables["tags"], "gpufleet:stack": "prod", "gpufleet:pool": "eu-gpu"}}
+    with pytest.raises(GpufleetError, match="is for stack prod-eu, pool gpu") as e:
+        gallery.ensure(other)
+    assert "prod-eu-gpu" in e.value.message and "stack prod, pool eu-gpu" in e.value.message
 
 
 def test_a_builder_logs_in_as_its_images_user_and_a_plan_image_carries_its_marketplace_plan(cat, tmp_path):
@@ -307,6 +372,75 @@ def test_rebuilding_the_same_tree_makes_an_image_of_its_own_which_the_pool_then_
         assert a.tree[:16] in (va.get("tags") or va["labels"]).values()
 
 
+def test_a_rebuild_supersedes_the_older_build_and_delete_keeps_the_build_pools_boot(fake_packer, aws, tmp_path,
+                                                                                     monkeypatch):
+    """Each build of a pool's tree is an AMI of its own under one gpufleet:image name (the stand-in Packer
+    makes them in moto as amazon-ebs does). Only the newest is current: the older is superseded, said by
+    `status`; `image delete NAME` removes the older builds and keeps the one the manifest boots, `--all`
+    that one too, and the manifest forgets only what was deleted."""
+    import datetime as dt
+
+    import boto3
+    import moto.ec2.models.amis as moto_amis
+
+    from gpufleet.state.images import Manifest
+
+    stamps = iter(["20261125093000", "20261125101500"])
+    monkeypatch.setattr(image, "build_stamp", lambda: next(stamps))
+    now = [dt.datetime(2026, 11, 25, 9, 30)]
+    monkeypatch.setattr(moto_amis, "utcnow", lambda: now[0])  # moto's clock: the second build 45 minutes later
+    ids = []
+    for at in (9, 10):
+        now[0] = dt.datetime(2026, 11, 25, at, 15)
+        r = cli("image", "build", str(EXAMPLES_DIR / "aws-training.yaml"), "--out", str(tmp_path / "imgs"))
+        assert r.exit_code == 0, r.output
+        ids.append(Manifest().entries()[0].id)
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    mine = ec2.describe_images(Owners=["self"], Filters=[{"Name": "tag-key", "Values": ["gpufleet:image"]}])["Images"]
+    assert sorted(i["ImageId"] for i in mine) == sorted(ids)
+    (name,) = {t["Value"] for i in mine for t in i["Tags"] if t["Key"] == "gpufleet:image"}  # one name, two builds
+    where = ("--provider", "aws", "--region", "us-east-1")
+    r = cli("--json", "status", *where)
+    assert r.exit_code == 0, r.output
+    assert {i["id"]: i["state"] for i in json.loads(r.stdout)["images"]} == {ids[0]: "superseded", ids[1]: "current"}
+    r = cli("image", "delete", name, "--yes", *where)
+    assert r.exit_code == 0 and f"deleted: aws us-east-1 {ids[0]}" in r.stdout and ids[1] in r.stdout, r.output
+    assert [i["ImageId"] for i in ec2.describe_images(Owners=["self"])["Images"]] == [ids[1]]
+    assert [e.id for e in Manifest().entries()] == [ids[1]]
+    r = cli("image", "delete", name, "--yes", *where)  # only the build pools boot is left: kept unless --all
+    assert r.exit_code == 2 and "--all" in r.output and ec2.describe_images(ImageIds=[ids[1]])["Images"], r.output
+    r = cli("image", "delete", ids[1], "--all", "--yes", *where)
+    assert r.exit_code == 0 and f"deleted: aws us-east-1 {ids[1]}" in r.stdout, r.output
+    assert not ec2.describe_images(Owners=["self"])["Images"] and Manifest().entries() == []
+
+
+def test_the_builder_of_an_interrupted_build_is_found_and_reaped(fake_packer, aws, tmp_path, monkeypatch, cat):
+    """A Packer killed mid-build leaves its builder running (the stand-in launches it in moto tagged with the
+    template's run_tags, as amazon-ebs does). The builder carries a gpufleet:cluster tag, so `reap` finds it:
+    kept while a build may still run, reaped as an orphan once no build runs that long."""
+    import datetime as dt
+
+    import boto3
+
+    from gpufleet.fleet import reap
+
+    monkeypatch.setenv("FAKE_PACKER_KILLED", "1")
+    r = cli("image", "build", str(EXAMPLES_DIR / "aws-training.yaml"), "--out", str(tmp_path / "imgs"))
+    assert r.exit_code == 1, r.output
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    (builder,) = [i["InstanceId"] for x in ec2.describe_instances()["Reservations"] for i in x["Instances"]]
+    where = ("--provider", "aws", "--region", "us-east-1")
+    r = cli("--json", "reap", *where)
+    assert r.exit_code == 0, r.output
+    kept = json.loads(r.stdout)["kept"]
+    assert [f["id"] for f in kept] == [builder] and "image build" in kept[0]["detail"], r.stdout
+    later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(hours=7)
+    done = reap.reap(cat, yes=True, providers=["aws"], regions=["us-east-1"], now=later)
+    assert [(f.resource.id, f.reason) for f in done.selection.reap] == [(builder, "orphan")]
+    (state,) = [i["State"]["Name"] for x in ec2.describe_instances()["Reservations"] for i in x["Instances"]]
+    assert state in ("shutting-down", "terminated")
+
+
 def test_an_azure_build_makes_its_gallery_and_image_definition_first(fake_packer, azure, tmp_path, write, monkeypatch):
     """azure-arm 2.2.0 reads the gallery image definition it publishes into before it builds and stops
     without one (builder/azure/arm/builder.go, GalleryImagesClient.Get; the stand-in Packer asks the ARM
@@ -346,7 +480,45 @@ def test_an_azure_build_makes_its_gallery_and_image_definition_first(fake_packer
     assert r.exit_code == 0 and len(Manifest().entries()) == 2, r.output
     azure.marketplace_image("eastus", "microsoft-dsvm", "ubuntu-hpc", "2204", ["22.04.2026010101"], generation="V1")
     r = cli("image", "build", str(tmp_path / "nd.yaml"), "--out", str(tmp_path / "imgs"), "--pool", "nd-h100")
-    assert r.exit_code == 1 and "azure-nd-nd-h100 is for Hyper-V V2" in r.output and "delete its versions" in r.output
+    definition = json.loads((tmp_path / "imgs" / "nd-h100.azure.pkrvars.json").read_text())["gallery_image_name"]
+    assert r.exit_code == 1 and f"{definition} is for Hyper-V V2" in r.output and "delete its versions" in r.output
+
+
+def test_a_golden_image_of_a_plan_image_is_deployed_with_its_plan_and_its_terms_checked(fake_packer, azure, tmp_path,
+                                                                                         write, cat):
+    """A gallery version built from a Marketplace image sold with a plan (RESF's Rocky) must be deployed with
+    that plan: packer-plugin-azure v2.2.0 builder/azure/arm/config.go ("Images created from the Marketplace
+    with `plan_info` **must** specify `plan_info` whenever the image is deployed"); ARM refuses a VM without it
+    (VMMarketplaceInvalidInput, Azure/azure-rest-api-specs#22133). The build records the plan, the scale set
+    of a pool booting gpufleet:<name> carries it as azure-mgmt-compute's Plan serialises it, and `check`
+    asks whether its terms are accepted."""
+    from azure.mgmt.compute.models import Plan, VirtualMachineScaleSet
+
+    from gpufleet.engine import plan as planner
+    from gpufleet.state.images import Manifest
+
+    rocky = {"name": "9-base", "publisher": "resf", "product": "rockylinux-x86_64"}
+    azure.marketplace_image("eastus", "resf", "rockylinux-x86_64", "9-base", ["9.6.20250531"], plan=rocky)
+    write("keys/example.pub", (EXAMPLES_DIR / "keys" / "example.pub").read_text())
+    text = (EXAMPLES_DIR / "azure-nd.yaml").read_text().replace("ubuntu-hpc-22.04", "rocky-9")
+    r = cli("image", "build", write("rocky.yaml", text), "--out", str(tmp_path / "imgs"))
+    assert r.exit_code == 0, r.output
+    (built,) = Manifest().entries()
+    assert built.plan == rocky
+    stack = write("boots.yaml", text.replace("image: rocky-9", f"image: gpufleet:{built.name}"))
+    p = planner.plan(stacks.load(stack, cat), cat, workers=1)
+    (vmss,) = [r for r in p.cloud_resources if r.type == "azure-native:compute:VirtualMachineScaleSet"]
+    assert vmss.inputs["virtualMachineProfile"]["storageProfile"]["imageReference"] == {"id": built.id}
+    body = VirtualMachineScaleSet(location="eastus", plan=Plan(**vmss.inputs["plan"])).as_dict()
+    assert body["plan"] == rocky, vmss.inputs.get("plan")
+    azure.usages["eastus"] = [
+        {"name": {"value": "cores", "localizedValue": "Total Regional vCPUs"}, "currentValue": 0, "limit": 1000},
+        {"name": {"value": "standardNDSH100v5Family", "localizedValue": "NDSH100v5 vCPUs"}, "currentValue": 0,
+         "limit": 1000}]
+    r = cli("check", stack)
+    assert r.exit_code == 1 and "Marketplace terms of resf:rockylinux-x86_64:9-base are not accepted" in r.output, r.output
+    azure.accepted.add("resf:rockylinux-x86_64:9-base")
+    assert cli("check", stack).exit_code == 0
 
 
 def test_image_build_without_packer_or_with_a_failing_build_says_so(tmp_path, monkeypatch, fake_packer):
@@ -386,10 +558,10 @@ def test_image_list_and_delete_on_aws_take_the_snapshots_with_the_ami(aws, tmp_p
     assert r.exit_code == 0, r.output
     (found,) = json.loads(r.stdout)["images"]
     assert (found["id"], found["snapshots"], found["recorded"], found["size_gb"]) == (ami, [snap], True, float(size))
-    r = cli("image", "delete", "gpufleet-s-p-0123456789", "--provider", "aws", "--region", "us-east-1")
+    r = cli("image", "delete", "gpufleet-s-p-0123456789", "--all", "--provider", "aws", "--region", "us-east-1")
     assert r.exit_code == 0 and "would delete" in r.stdout
     assert ec2.describe_images(ImageIds=[ami])["Images"]  # a dry run
-    r = cli("image", "delete", "gpufleet-s-p-0123456789", "--yes", "--provider", "aws", "--region", "us-east-1")
+    r = cli("image", "delete", "gpufleet-s-p-0123456789", "--all", "--yes", "--provider", "aws", "--region", "us-east-1")
     assert r.exit_code == 0 and f"and its snapshots {snap}" in r.stdout, r.output
     assert not ec2.describe_images(Owners=["self"], Filters=[{"Name": "tag-key", "Values": ["gpufleet:image"]}])[
         "Images"]
@@ -406,8 +578,8 @@ def test_image_list_and_delete_on_gcp_and_azure(gcp, azure, tmp_path, monkeypatc
     gcp.add("images", "global", "gpufleet-s-p-aaaaaaaaaa", labels=labels(_tags("gpufleet-s-p-aaaaaaaaaa")),
             diskSizeGb="100")
     gcp.add("images", "global", "ubuntu-custom", labels={"team": "x"})
-    version = azure.add("gpufleet-images", "Microsoft.Compute/galleries/images/versions", "2026.1125.1", "eastus",
-                        tags=_tags("gpufleet-s-p-bbbbbbbbbb"))
+    version = azure.add("gpufleet-images", "Microsoft.Compute/galleries/gpufleet_eastus/images/d/versions",
+                        "2026.1125.1", "eastus", tags=_tags("gpufleet-s-p-bbbbbbbbbb"))
     r = cli("--json", "image", "list", "--provider", "gcp", "--provider", "azure")
     assert r.exit_code == 0, r.output
     got = {(i["provider"], i["name"]): i for i in json.loads(r.stdout)["images"]}
@@ -415,9 +587,28 @@ def test_image_list_and_delete_on_gcp_and_azure(gcp, azure, tmp_path, monkeypatc
     assert got["gcp", "gpufleet-s-p-aaaaaaaaaa"]["id"].endswith("/global/images/gpufleet-s-p-aaaaaaaaaa")
     assert got["azure", "gpufleet-s-p-bbbbbbbbbb"]["id"] == version["id"]
     for name in ("gpufleet-s-p-aaaaaaaaaa", "gpufleet-s-p-bbbbbbbbbb"):
-        r = cli("image", "delete", name, "--yes", "--provider", "gcp", "--provider", "azure")
+        r = cli("image", "delete", name, "--all", "--yes", "--provider", "gcp", "--provider", "azure")
         assert r.exit_code == 0, r.output
     assert not gcp.has("images", "gpufleet-s-p-aaaaaaaaaa") and gcp.has("images", "ubuntu-custom")
+    assert not azure.has(version["id"])
+
+
+def test_an_azure_golden_image_is_deleted_under_its_gallery_api_version(azure, tmp_path, monkeypatch):
+    """Gallery types are versioned apart from VMs (azure-rest-api-specs GalleryRP: no 2024-07-01): ARM
+    refuses a gallery image version deleted under a VM api-version, and so does the fake, from
+    azure-mgmt-compute's and pulumi-azure-native's own lists (fakes/azure_versions.py)."""
+    import requests
+
+    from gpufleet.clouds.azure.api import AzureApi
+    from gpufleet.clouds.base import FoundImage
+
+    monkeypatch.setenv("GPUFLEET_IMAGES", str(tmp_path / "images.json"))
+    version = azure.add("gpufleet-images", "Microsoft.Compute/galleries/gpufleet_eastus/images/d/versions",
+                        "2026.1125.93000", "eastus", tags=_tags("gpufleet-s-p-bbbbbbbbbb"))
+    got = requests.get(f"{azure.url}{version['id']}", params={"api-version": "2024-07-01"},
+                       verify=os.environ["REQUESTS_CA_BUNDLE"])
+    assert got.status_code == 400 and got.json()["error"]["code"] == "NoRegisteredProviderFound"
+    AzureApi().delete_image(FoundImage("azure", "eastus", "gpufleet-s-p-bbbbbbbbbb", version["id"], {}))
     assert not azure.has(version["id"])
 
 

@@ -91,7 +91,7 @@ def test_image_delete_needs_exactly_its_actions_and_names_a_snapshot_left_behind
     if missing:
         policy["Statement"][0]["Action"].remove(missing)
     as_deployer("imager", policy)
-    r = cli("image", "delete", "gpufleet-s-p-0123456789", "--yes", "--region", REGION, "--provider", "aws")
+    r = cli("image", "delete", "gpufleet-s-p-0123456789", "--all", "--yes", "--region", REGION, "--provider", "aws")
     if missing is None:
         assert r.exit_code == 0, r.output
         return

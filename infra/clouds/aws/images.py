@@ -9,17 +9,22 @@ TEMPLATE = "aws.pkr.hcl"
 BUILDER = "m6i.2xlarge"  # no GPU needed to install the packages; 8 vCPUs build the DKMS module quickly
 
 
-def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict,
+def variables(pool, *, name: str, tags: dict[str, str], builder_tags: dict[str, str], bundle: str, settings: dict,
               zones: tuple[str, ...], build: str) -> dict:
     """The template's variables for ``pool``, whose image is gpufleet's ``pool.image`` name."""
     owner, pattern = IMAGES[pool.image or DEFAULT_IMAGE]
     return {"region": pool.region, "instance_type": BUILDER, "source_ami_owner": owner, "source_ami_name": pattern,
             "ssh_username": LOGIN_USERS[pool.image or DEFAULT_IMAGE], "image_name": f"{name}-{build}",
-            "root_volume_gb": max(pool.root_disk_gb, 100), "bundle_dir": bundle, "tags": tags}
+            "root_volume_gb": max(pool.root_disk_gb, 100), "bundle_dir": bundle, "tags": tags,
+            "builder_tags": builder_tags}
 
 
 def destination(variables: dict) -> None:
     """Nothing to make first: amazon-ebs registers the AMI itself."""
+
+
+def purchase_plan(variables: dict) -> None:
+    """None: an AMI from a Marketplace AMI keeps its product code itself, nothing names it at launch."""
 
 
 def artifacts(ids: list[str], variables: dict) -> list[tuple[str, str]]:

@@ -39,6 +39,7 @@ class Azure:
     images_global = False
     image_vars = staticmethod(images.variables)
     image_artifacts = staticmethod(images.artifacts)
+    image_purchase_plan = staticmethod(images.purchase_plan)
     pool_fabric = staticmethod(rules.pool_fabric)
     region_subnets = staticmethod(rules.region_subnets)
     pool_subnets = staticmethod(rules.pool_subnets)

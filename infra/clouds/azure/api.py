@@ -27,6 +27,7 @@ from azure.core.exceptions import (
 from azure.core.rest import HttpRequest
 from azure.identity import CredentialUnavailableError, DefaultAzureCredential
 from azure.mgmt.compute import ComputeManagementClient
+from azure.mgmt.core.tools import parse_resource_id
 from azure.mgmt.resource.resources import ResourceManagementClient
 
 from gpufleet.clouds.azure import credentials
@@ -36,6 +37,7 @@ from gpufleet.clouds.base import Capacity, FoundImage, QuotaLine
 from gpufleet.clouds.resources import Resource, delete_each, pick_regions, present_each
 from gpufleet.clouds.tags import TAG_PREFIX, gpufleet_tags
 from gpufleet.errors import CloudUnreadable, CredentialsError
+from gpufleet.state.images import PREFIX, Manifest
 
 ARM = "https://management.azure.com"
 # ARM type -> (kind, API version used to read and delete it by id)
@@ -111,6 +113,13 @@ def _claims(token: str) -> dict:
         return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
     except (IndexError, ValueError):
         return {}
+
+
+def _built_plan(image: str, region: str) -> dict | None:
+    """The purchase plan a golden image's build recorded (``gpufleet:<name>``, built for ``region``);
+    none for one not built here, which `plan` and `up` refuse on their own."""
+    built = Manifest().find(image[len(PREFIX):], "azure", region)
+    return built.plan if built else None
 
 
 class AzureApi:
@@ -213,8 +222,13 @@ class AzureApi:
                            str(getattr(x, "created_time", "") or "") or None) for x in found]
 
     def delete_image(self, image: FoundImage) -> None:
+        """Delete a gallery image version through azure-mgmt-compute's own operation, under the
+        gallery api-version it is built for: gallery types are versioned apart from VMs (GalleryRP
+        in azure-rest-api-specs has no 2024-07-01), and ARM refuses a version a type does not have."""
         try:
-            self.rm.resources.begin_delete_by_id(image.id, api_version=VM_API, polling=False)
+            part = parse_resource_id(image.id)
+            self.compute.gallery_image_versions.begin_delete(part["resource_group"], part["name"], part["child_name_1"],
+                                                             part["child_name_2"], polling=False)
         except Exception as e:  # noqa: BLE001
             raise unreadable(e, f"azure image {image.id}") from None
 
@@ -365,9 +379,9 @@ class AzureApi:
         learn.microsoft.com/rest/api/marketplaceordering/marketplace-agreements/get)"""
         plans: dict[tuple, list[str]] = {}
         for n in needs:
-            plan = marketplace_plan(n.image)
+            plan = _built_plan(n.image, region) if (n.image or "").startswith(PREFIX) else marketplace_plan(n.image)
             if plan:
-                plans.setdefault(tuple(plan.values()), []).append(n.pool)
+                plans.setdefault((plan["name"], plan["publisher"], plan["product"]), []).append(n.pool)
         lines = []
         for (name, publisher, product), pools in plans.items():
             plan = {"name": name, "publisher": publisher, "product": product}

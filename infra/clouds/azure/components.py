@@ -43,7 +43,7 @@ import pulumi_azure_native as azn
 from gpufleet.clouds import bootstrap
 from gpufleet.clouds.azure import access
 from gpufleet.clouds.azure.nodes import ScaleSetNodes
-from gpufleet.clouds.azure.rules import HOST_PREFIX_LIMIT, SKUS, STORAGE, image_plan
+from gpufleet.clouds.azure.rules import HOST_PREFIX_LIMIT, SKUS, STORAGE
 from gpufleet.clouds.pools import StorageArgs, resource_name
 
 
@@ -212,6 +212,7 @@ class PoolArgs:
     subscription: str = ""  # where ScaleSetNodes reads the VMs
     storage_account: NodeStorage | None = None  # the nodes configure themselves from it
     capacity_reservation_group: str | None = None  # a group's resource id: the VMs take its reserved capacity
+    plan: dict | None = None  # the purchase plan the image is sold with (name, publisher, product): VMs must name it
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -282,7 +283,7 @@ class GpuNodePool(pulumi.ComponentResource):
             single_placement_group=not reserved, platform_fault_domain_count=1,
             proximity_placement_group={"id": ppg.id} if ppg else None, virtual_machine_profile=profile, zones=zones,
             identity=identity,
-            plan=image_plan(args.image) if isinstance(args.image, tuple) else None, tags=t, opts=child)
+            plan=args.plan, tags=t, opts=child)
 
         self.file_systems = []
         for i, st in enumerate(args.storage):

@@ -60,7 +60,8 @@ def ensure(variables: dict, api: AzureApi | None = None) -> str:
     except AzureError as e:
         raise GpufleetError(f"azure: could not make the image gallery {group}/{gallery}/{name}: {classify(e)[1][:300]}",
                             "the account needs Microsoft.Compute/galleries/* and resource group write access") from None
-    _fits(found, name, generation, plan)
+    _fits(found, name, (PUBLISHER, variables["tags"]["gpufleet:stack"], variables["tags"]["gpufleet:pool"]),
+          generation, plan)
     return found.id
 
 
@@ -98,8 +99,18 @@ def _generation(resource) -> str:
     return getattr(value, "value", value) or "V1"
 
 
-def _fits(found, name: str, generation: str, plan: dict | None) -> None:
-    """An existing definition takes this build's version only when it is of its generation and plan."""
+def _fits(found, name: str, identifier: tuple[str, str, str], generation: str, plan: dict | None) -> None:
+    """An existing definition takes this build's version only when it is its stack's and pool's (its
+    identifier: publisher, offer, SKU), of its generation and of its plan."""
+    i = found.identifier
+    had_id = (i.publisher, i.offer, i.sku) if i else None
+    if had_id != identifier:
+        whose = f"stack {had_id[1]}, pool {had_id[2]}" if had_id and had_id[0] == PUBLISHER else f"identifier {had_id}"
+        raise GpufleetError(f"azure: the gallery image definition {name} is for {whose}; this build is of stack "
+                            f"{identifier[1]}, pool {identifier[2]}: its versions would be the other's",
+                            "build with the stack's and pool's own definition (gpufleet image plan names it), or "
+                            f"delete {name}'s versions and it (az sig image-definition delete --gallery-image-definition "
+                            f"{name} ...) if it is no one's")
     had = found.purchase_plan
     had_plan = {"name": had.name, "publisher": had.publisher, "product": had.product} if had else None
     if _generation(found) != generation or had_plan != plan:

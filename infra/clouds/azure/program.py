@@ -6,7 +6,7 @@ import pulumi
 
 from gpufleet.clouds.azure import access
 from gpufleet.clouds.azure import components as mod
-from gpufleet.clouds.azure.rules import image_urn, is_image_id, scale_set_zone
+from gpufleet.clouds.azure.rules import image_urn, is_image_id, marketplace_plan, scale_set_zone
 from gpufleet.clouds.pools import StorageArgs, resource_name
 
 
@@ -36,6 +36,7 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
             resource_group_name=net.resource_group_name,
             subnet_id=p.pool.subnet or net.subnet_ids[p.name], nsg_id=net.nsg_id,
             image=p.pool.image if is_image_id(p.pool.image or "") else image_urn(p.pool.image),
+            plan=p.image.plan if p.image else marketplace_plan(p.pool.image),  # a golden image: its build's
             public_key=stack.access.public_key, tags=cluster.tags(p.name),
             storage_subnet_id=net.subnet_ids.get(f"{p.name}-lustre"), ssh_user=stack.access.user,
             spot=p.pool.spot, public_ip=p.pool.public_ip, root_disk_gb=p.pool.root_disk_gb,

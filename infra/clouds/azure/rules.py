@@ -97,8 +97,9 @@ def image_urn(image: str | None) -> tuple[str, str, str, str]:
 
 
 def marketplace_plan(image: str | None) -> dict | None:
-    """The purchase plan of a pool's image: none for an image of the subscription's own (by id) or
-    a golden image gpufleet built (``gpufleet:<name>``: its gallery version, by id once planned)."""
+    """The purchase plan of a pool's Marketplace image; none for an image of the subscription's own
+    (by id) or a golden image gpufleet built (``gpufleet:<name>``), whose plan is the one its build
+    recorded (``state.images.BuiltImage.plan``)."""
     if image and (is_image_id(image) or image.startswith("gpufleet:")):
         return None
     return image_plan(image_urn(image))

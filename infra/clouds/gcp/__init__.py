@@ -43,6 +43,7 @@ class Gcp:
     image_vars = staticmethod(images.variables)
     image_artifacts = staticmethod(images.artifacts)
     image_destination = staticmethod(images.destination)
+    image_purchase_plan = staticmethod(images.purchase_plan)
     pool_fabric = staticmethod(rules.pool_fabric)
     region_subnets = staticmethod(rules.region_subnets)
     pool_subnets = staticmethod(rules.pool_subnets)

@@ -3,30 +3,33 @@
 from __future__ import annotations
 
 from gpufleet.catalog.images import DEFAULT_IMAGE
-from gpufleet.clouds.gcp.rules import IMAGES, gcp_name
+from gpufleet.clouds.gcp.rules import IMAGES, NAME_LIMIT, gcp_name
 from gpufleet.clouds.gcp.tags import labels
+from gpufleet.clouds.pools import pair_name
 from gpufleet.errors import InputError
 
 TEMPLATE = "gcp.pkr.hcl"
 BUILDER = "n2-standard-8"  # no GPU needed to install the packages
 
 
-def variables(pool, *, name: str, tags: dict[str, str], bundle: str, settings: dict,
+def variables(pool, *, name: str, tags: dict[str, str], builder_tags: dict[str, str], bundle: str, settings: dict,
               zones: tuple[str, ...], build: str) -> dict:
     """The template's variables for ``pool`` (``settings``: the project, when known here)."""
     project, family = IMAGES[pool.image or DEFAULT_IMAGE]
     out = {"zone": builder_zone(pool, zones), "machine_type": BUILDER, "source_image_project_id": project,
            "source_image_family": family, "image_name": gcp_name(name, build),
-           "image_family": gcp_name("gpufleet", tags["gpufleet:stack"], tags["gpufleet:pool"]),
-           "root_disk_gb": max(pool.root_disk_gb, 100), "bundle_dir": bundle, "labels": labels(tags)}
+           "image_family": pair_name("gpufleet", tags["gpufleet:stack"], tags["gpufleet:pool"], limit=NAME_LIMIT),
+           "root_disk_gb": max(pool.root_disk_gb, 100), "bundle_dir": bundle, "labels": labels(tags),
+           "builder_labels": labels(builder_tags)}
     if settings.get("project"):
         out["project_id"] = settings["project"]
     return out
 
 
 def builder_zone(pool, zones) -> str:
-    """Where the builder runs: the pool's zone, else the first of its region's (``zones``, the
-    catalog's). No letter is guessed: us-east1 has no zone a (its zones are b, c and d)."""
+    """Where the builder runs: the pool's zone, else the first the catalog lists for its region
+    (``zones``: those its sources offered GPUs in, a zone that exists). No letter is guessed: us-east1
+    has no zone a (its zones are b, c and d)."""
     if pool.zone:
         return pool.zone
     if not zones:
@@ -38,6 +41,10 @@ def builder_zone(pool, zones) -> str:
 
 def destination(variables: dict) -> None:
     """Nothing to make first: googlecompute creates the image (and its family) itself."""
+
+
+def purchase_plan(variables: dict) -> None:
+    """None: GCP sells no base image with a plan a VM must name."""
 
 
 def artifacts(ids: list[str], variables: dict) -> list[tuple[str, str]]:
