@@ -108,7 +108,7 @@ def for_pool(stack, pool, cat, now: dt.datetime | None = None) -> Candidates:
         zones = _zones(cat, pool.provider, own_type.name, pool.region)
         own_zone = zones[0] if zones else None  # the one the cloud's module would pick: first by name
     own = _candidate(cat, pool, pool.provider, pool.region, own_zone, own_type.name, pool.spot, OWN)
-    held = _held(pool, cat, own_type, now or dt.datetime.now(dt.timezone.utc), out.dropped)
+    held = holds(pool, cat, now, out.dropped)
     unsold = _unsold(pool, own)  # an A4 pool's open market after its reservations: Google sells none on demand
     if unsold:
         out.dropped.append({"candidate": own.label(), "why": unsold})
@@ -165,9 +165,12 @@ def _unsold(pool, c: Candidate) -> str | None:
             f"not {consumption.WORDS[model]}")
 
 
-def _held(pool, cat, own_type, now: dt.datetime, dropped: list) -> list[Candidate]:
-    """The pool's reservations as places, priced as their clouds bill them; a Capacity Block
-    outside its window goes to ``dropped`` with why."""
+def holds(pool, cat, now: dt.datetime | None = None, dropped: list | None = None) -> list[Candidate]:
+    """The pool's reservations as places, priced as their clouds bill them (None: the catalog lacks
+    the rate); a Capacity Block outside its window goes to ``dropped`` with why."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    dropped = [] if dropped is None else dropped
+    own_type = spec.resolve_instance(pool, cat) if pool.reservations else None
     out = []
     for r in pool.reservations:
         it = r.instance_type or own_type.name
