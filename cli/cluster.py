@@ -134,8 +134,10 @@ def up(
         return
     for c in outcome.budgets:
         if c.exceeded:
+            unpriced = f" and {'; '.join(c.unpriced)} that the catalog cannot price" if c.unpriced else ""
             output.warn(f"over budget {c.standing.budget.name!r} (--over-budget): this cluster adds "
-                        f"{output.money(c.projected)}, {output.money(max(c.standing.left, 0))} was left this month")
+                        f"{output.money(c.projected)}{unpriced}, {output.money(max(c.standing.left, 0))} was left "
+                        "this month")
     if outcome.attempts:
         render_attempts(outcome.attempts)
     _render_nodes(rec, outcome.progress)

@@ -59,11 +59,17 @@ def render_budgets(checks: list) -> None:
         return
     rows = [[c.standing.budget.name, output.money(c.standing.budget.usd_per_month), output.money(c.standing.spent),
              output.money(c.standing.left), output.money(c.projected),
-             "EXCEEDS: `up` refuses it (--over-budget consents)" if c.exceeded else "fits"] for c in checks]
+             _verdict(c)] for c in checks]
     output.table("Budgets this month (spent: estimated from the registry)",
                  ["budget", "per month", "spent", "left", "this cluster", "verdict"], rows,
                  justify={k: "right" for k in ("per month", "spent", "left", "this cluster")}, wraps=("verdict",),
                  styles=["red" if c.exceeded else None for c in checks])
+
+
+def _verdict(check) -> str:
+    if check.unpriced:  # never taken for $0
+        return f"NOT PRICED ({'; '.join(check.unpriced)}): `up` refuses it (--over-budget consents)"
+    return "EXCEEDS: `up` refuses it (--over-budget consents)" if check.exceeded else "fits"
 
 
 def render(result) -> None:

@@ -157,6 +157,7 @@ class Need:
     spot: bool
     image: str | None = None  # the pool's image (a marketplace image may have terms to accept first)
     flex_start: bool = False  # GCP flex-start VMs (counted against the preemptible quota, as spot VMs are)
+    reservation: str | None = None  # the held reservation its nodes launch into (its cloud says what that charges)
 
 
 @dataclass(frozen=True)
@@ -292,6 +293,7 @@ class QuotaLine:
     used: float | None
     pools: list[str]
     note: str = ""
+    charged: bool = True  # False: what is needed draws on no quota (nodes in a held reservation), said in ``note``
 
     @property
     def available(self) -> float | None:
@@ -299,12 +301,15 @@ class QuotaLine:
 
     @property
     def ok(self) -> bool | None:
+        if not self.charged:
+            return True
         return None if self.available is None else self.needed <= self.available
 
     def to_dict(self) -> dict:
         return {"provider": self.provider, "region": self.region, "quota": self.quota, "code": self.code,
                 "unit": self.unit, "needed": self.needed, "limit": self.limit, "used": self.used,
-                "available": self.available, "ok": self.ok, "pools": self.pools, "note": self.note or None}
+                "available": self.available, "ok": self.ok, "pools": self.pools, "note": self.note or None,
+                "charged": self.charged}
 
 
 @dataclass(frozen=True)

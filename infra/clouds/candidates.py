@@ -13,7 +13,8 @@ its reserved resources, even when it's not being consumed"; Azure's capacity res
 the pay-as-you-go rate for the reserved capacity whether VMs use it or not). A Capacity Block
 outside its window is left out: EC2 refuses launches into one before its start ("Insufficient
 Capacity Error", ec2-fleet-launch-instances-capacity-blocks-walkthrough.html) and after its end it
-is gone.
+is gone. Whichever place a pool lands in, its reservations are billed: a budget counts them at
+every place (fleet.budgets), and the place in one adds nothing beyond it.
 
 What cannot work is left out before any attempt, and said: no price in the catalog, above the
 price cap, a zone that does not offer the type, what the cloud cannot do for the pool (its own
@@ -36,6 +37,10 @@ from gpufleet.state.images import Manifest
 OWN, ZONE, REGION, CLOUD, TYPE, ON_DEMAND = ("the stack's own", "another zone", "another region", "another cloud",
                                              "another instance type", "on-demand after spot")
 RESERVED = "a reservation it holds"
+# A type not sold on demand (GCP A4, A3 Ultra) is reserved through future reservations, calendar mode
+# included, which Google bills at a discount for the whole period ("Discounted" in the consumption table of
+# cloud.google.com/ai-hypercomputer/docs/consumption-models, read 2026-11): the catalog has only the list rate
+DISCOUNTED = "billed for its whole period, used or not, at a discount: priced at the on-demand list rate, an upper bound"
 
 
 @dataclass(frozen=True)
@@ -108,7 +113,7 @@ def for_pool(stack, pool, cat, now: dt.datetime | None = None) -> Candidates:
         zones = _zones(cat, pool.provider, own_type.name, pool.region)
         own_zone = zones[0] if zones else None  # the one the cloud's module would pick: first by name
     own = _candidate(cat, pool, pool.provider, pool.region, own_zone, own_type.name, pool.spot, OWN)
-    held = _held(pool, cat, own_type, now or dt.datetime.now(dt.timezone.utc), out.dropped)
+    held = holds(pool, cat, now, out.dropped)
     unsold = _unsold(pool, own)  # an A4 pool's open market after its reservations: Google sells none on demand
     if unsold:
         out.dropped.append({"candidate": own.label(), "why": unsold})
@@ -165,9 +170,12 @@ def _unsold(pool, c: Candidate) -> str | None:
             f"not {consumption.WORDS[model]}")
 
 
-def _held(pool, cat, own_type, now: dt.datetime, dropped: list) -> list[Candidate]:
-    """The pool's reservations as places, priced as their clouds bill them; a Capacity Block
-    outside its window goes to ``dropped`` with why."""
+def holds(pool, cat, now: dt.datetime | None = None, dropped: list | None = None) -> list[Candidate]:
+    """The pool's reservations as places, priced as their clouds bill them (None: the catalog lacks
+    the rate); a Capacity Block outside its window goes to ``dropped`` with why."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    dropped = [] if dropped is None else dropped
+    own_type = spec.resolve_instance(pool, cat) if pool.reservations else None
     out = []
     for r in pool.reservations:
         it = r.instance_type or own_type.name
@@ -183,7 +191,8 @@ def _held(pool, cat, own_type, now: dt.datetime, dropped: list) -> list[Candidat
                 continue
         else:
             c = replace(_candidate(cat, pool, r.provider, r.region, r.zone, it, False, RESERVED), reservation=r,
-                        billing="billed at the on-demand rate, used or not")
+                        billing="billed at the on-demand rate, used or not" if consumption.sold(r.provider, it, "ondemand")
+                        else DISCOUNTED)
         out.append(c)
     return out
 
@@ -208,7 +217,9 @@ def _candidate(cat, pool, prov, region, zone, instance, spot, why) -> Candidate:
 
 
 def _places(stack, pool, cat, own_type):
-    """Every (cloud, region, type, market) the failover block allows where the type is sold, zone unset."""
+    """Every (cloud, region, type, market) the failover block allows where the type is sold, zone unset:
+    the catalog has a price for it there in some market (one without a price in this market is a place
+    all the same, which ``_unfit`` drops with why, rather than one that is not there)."""
     f = pool.failover
     markets = [pool.spot] + ([False] if pool.spot and f.spot_fallback else [])
     same_gpu = [it for it in cat.instances.values() if (it.gpu, it.gpu_count) == (own_type.gpu, own_type.gpu_count)]
@@ -227,7 +238,7 @@ def _places(stack, pool, cat, own_type):
                 regions = named or sorted(cat.regions.get(prov, {}))
             for region in regions:
                 for t in types:
-                    if cat.offer(prov, region, t, "spot" if spot else "ondemand") is not None:  # else not sold there
+                    if any(cat.offer(prov, region, t, m) is not None for m in ("spot", "ondemand")):
                         yield _candidate(cat, pool, prov, region, None, t, spot, _why(pool, prov, region, t, spot,
                                                                                        own_type))
 

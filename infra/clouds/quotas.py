@@ -7,14 +7,15 @@ region, Azure in vCPUs per VM family and region). `up` and `check` refuse when a
 from __future__ import annotations
 
 from gpufleet import spec
-from gpufleet.clouds import cloud, inventory
+from gpufleet.clouds import candidates, cloud, inventory
 from gpufleet.clouds.base import Need, QuotaLine
 from gpufleet.errors import GpufleetError, QuotaError
 from gpufleet.providers import CLOUDS
 
 
 def needs(stack, cat, existing=None) -> list[Need]:
-    """What each cloud pool adds; nodes an earlier `up` of the same cluster runs already count as used."""
+    """What each cloud pool adds at the first place `up` tries (a pool holding reservations: the first
+    it can launch into now); nodes an earlier `up` of the same cluster runs already count as used."""
     have: dict[str, int] = {}
     for n in (existing.nodes if existing else []):
         have[n.pool] = have.get(n.pool, 0) + 1
@@ -23,7 +24,12 @@ def needs(stack, cat, existing=None) -> list[Need]:
         if p.provider not in CLOUDS:
             continue
         add = max(0, (p.nodes or 1) - have.get(p.name, 0))
-        if add:  # with the instance type a gpu/gpus_per_node pool resolves to
+        held = candidates.holds(p, cat)
+        if add and held:
+            h = held[0]
+            out.append(Need(p.name, h.provider, h.region, cat.instance(h.provider, h.instance_type), add, False,
+                            p.image, False, h.reservation.id))
+        elif add:  # with the instance type a gpu/gpus_per_node pool resolves to
             out.append(Need(p.name, p.provider, p.region, spec.resolve_instance(p, cat), add, p.spot, p.image,
                             p.flex_start is not None))
     return out

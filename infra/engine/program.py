@@ -48,6 +48,7 @@ class Layout:
     addresses: AddressPlan
     pools: list[PoolPlan]
     regions: list[tuple[str, str]] = field(default_factory=list)  # (provider, region) in file order
+    placed: bool = False  # failover placed the pools: one without a ``reservation`` runs on the open market
 
     def pools_in(self, provider: str, region: str) -> list[PoolPlan]:
         return [p for p in self.pools if p.pool.provider == provider and p.pool.region == region]
@@ -56,8 +57,9 @@ class Layout:
 def layout(stack, cat, reserved: dict | None = None) -> Layout:
     """Decide, before any Pulumi code runs, what each cloud pool becomes and costs. ``reserved``:
     pool name -> the ``clouds.candidates.Candidate`` of a reservation failover placed it at (the
-    pool launches into it, at the price its cloud bills for it)."""
-    reserved = reserved or {}
+    pool launches into it, at the price its cloud bills for it); given (if empty), the layout is of
+    failover's placement, where a pool without one runs on the open market."""
+    placed, reserved = reserved is not None, reserved or {}
     needs, regions = address_needs(stack)
     addresses = plan_addresses(stack.network.cidr, needs)
     cloud_pools = [p for p in stack.pools if p.provider in CLOUDS]
@@ -81,7 +83,7 @@ def layout(stack, cat, reserved: dict | None = None) -> Layout:
             extra_subnets=c.pool_subnets(p),
             zones=cat.offered_zones(p.provider, it.name, p.region) or cat.region_zones(p.provider, p.region),
             reservation=held.reservation if held else None, image=image))
-    return Layout(stack, addresses, plans, regions)
+    return Layout(stack, addresses, plans, regions, placed=placed)
 
 
 def _built_image(manifest: Manifest, pool) -> BuiltImage | None:

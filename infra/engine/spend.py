@@ -1,12 +1,17 @@
-"""Every line a cluster is billed for, predicted from its plan: the instances (or the reservation
-they run in), and what each cloud's ``spend`` reads off the program's resources (root volumes,
+"""Every line a cluster is billed for, predicted from its plan: the instances, every reservation its
+pools hold (billed whether their nodes run in it or not: a pool in one adds nothing beyond it), and
+what each cloud's ``spend`` reads off the program's resources (root volumes,
 shared file systems, NAT gateways, public addresses), priced from the catalog's rates
 (``catalog.rates``, each with its source and date), plus the traffic the stack says it moves
 (``data:``: the dataset read into each region, checkpoints copied to other regions, results
 downloaded; none said, none estimated, and the plan says so).
 
 Recurring lines are per hour; traffic is a total over the stack's TTL (``usd_once``). A line whose
-rate the catalog lacks is unpriced (``priced`` False), named, and counts nothing in the totals.
+rate the catalog lacks is unpriced (``priced`` False), named, and counts nothing in the totals (a
+budget check never takes an unpriced node line for $0: ``unpriced_nodes``). A flex-start pool's
+nodes are at the on-demand list rate, an upper bound: Google bills flex-start at Dynamic Workload
+Scheduler prices, "Discounted (up to 53%)" (cloud.google.com/ai-hypercomputer/docs/consumption-models,
+read 2026-11), which the catalog does not have.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from gpufleet.providers import CLOUDS
 LINES = ("instances", "reservation", "volumes", "file-system", "nat", "ipv4", "bastion", "transfer")
 NODE_LINES = LINES[:2]  # what a pool's nodes are billed as: the instances, or the reservation they run in
 NO_DATA = "the stack says nothing of the data it moves (`data:`): traffic is not estimated"
+FLEX_BOUND = ("flex-start: the on-demand list rate, an upper bound (Google bills flex-start at Dynamic Workload "
+              "Scheduler prices, discounted up to 53%; the catalog has none)")
 
 
 @dataclass
@@ -65,6 +72,11 @@ class Spend:
     @property
     def unpriced(self) -> list[CostLine]:
         return [x for x in self.lines if not x.priced]
+
+    @property
+    def unpriced_nodes(self) -> list[str]:
+        """The pools' nodes or reservations the catalog cannot price, each named with its pool."""
+        return [f"pool {x.pool}: {x.what}" for x in self.unpriced if x.line in NODE_LINES]
 
     def by_line(self) -> dict[str, dict[str, float]]:
         """Per line of the bill: $/h and $ over the TTL."""
@@ -112,24 +124,50 @@ def estimate(plan, stack, cat) -> Spend:
 
 
 def _instances(plan, stack, cat) -> list[CostLine]:
-    """A line per pool: its nodes at the catalog's price, or at what the reservation it is placed in
-    first costs (a Capacity Block's fee over its hours; the on-demand rate for the others)."""
+    """A line per pool for its nodes at their place's price, and one per reservation the pools hold
+    (each once), billed whether nodes run in it or not: a Capacity Block's fee over its hours, the
+    on-demand rate for the others. A pool whose nodes run in one of them has no line of its own."""
     pools = {p.name: p for p in stack.pools}
-    out = []
+    out, seen = [], set()
     for c in plan.pools:
-        first = (c.failover or {}).get("candidates", [{}])[0] if c.failover else {}
-        if first.get("why") == candidates.RESERVED:
-            out.append(CostLine("reservation", c.pool, c.provider, c.where, f"{c.nodes} x {c.machine} in "
-                                f"{first['reservation']}: {first['billing']}", first["price_per_hour"],
-                                source="the reservation's terms"))
+        pool = pools[c.pool]
+        held = candidates.holds(pool, cat) if c.provider in CLOUDS else []
+        inside = _runs_in(plan, c)
+        for h in held:
+            if (h.provider, h.reservation.id) not in seen:
+                seen.add((h.provider, h.reservation.id))
+                out.append(_reservation(c.pool, pool.nodes, h, used=h.reservation.id == inside))
+        if inside is not None:
             continue
-        price = cat.offer(c.provider, c.where, c.machine, "spot" if pools[c.pool].spot else "ondemand") \
+        price = cat.offer(c.provider, c.where, c.machine, "spot" if pool.spot else "ondemand") \
             if c.provider in CLOUDS else None
+        bound = FLEX_BOUND if pool.flex_start is not None else ""
         out.append(CostLine("instances", c.pool, c.provider, c.where, f"{c.nodes} x {c.machine}", c.usd_per_hour or 0.0,
                             source="; ".join(dict.fromkeys(x.source for x in price.parts)) if price else
                             ("site costs" if c.usd_per_hour is not None else ""),
-                            as_of=price.as_of if price else "", priced=c.usd_per_hour is not None, note=c.note))
+                            as_of=price.as_of if price else "", priced=c.usd_per_hour is not None,
+                            note="; ".join(x for x in (c.note, bound) if x)))
     return out
+
+
+def _runs_in(plan, c) -> str | None:
+    """The id of the reservation the pool's nodes run in: where failover placed it, else the first of
+    its places (`plan`'s view: the first `up` tries)."""
+    lay = plan.layout
+    if lay is not None and lay.placed:
+        mine = next((p for p in lay.pools if p.name == c.pool), None)
+        return getattr(getattr(mine, "reservation", None), "id", None)
+    first = (c.failover or {}).get("candidates") or [{}]
+    return first[0].get("reservation") if first[0].get("why") == candidates.RESERVED else None
+
+
+def _reservation(pool: str, nodes: int, h, *, used: bool) -> CostLine:
+    priced = h.price_per_hour is not None
+    note = "the pool runs in it" if used else "held, not used by the pool: billed all the same"
+    if not priced:
+        note += f"; no ondemand price for {h.instance_type} in {h.region} in the catalog"
+    return CostLine("reservation", pool, h.provider, h.region, f"{nodes} x {h.instance_type} in {h.reservation.id}: "
+                    f"{h.billing}", h.price_per_hour or 0.0, priced=priced, source="the reservation's terms", note=note)
 
 
 def _planned(plan) -> list[tuple[str, Planned]]:

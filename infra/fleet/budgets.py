@@ -10,6 +10,12 @@ over is held to the same budgets at each of its places (``drop_places``): a plac
 would exceed one is dropped before any attempt, with the numbers, and when a pool has none left the
 cluster is refused before anything is created. `up` checks again where the pools landed, before it
 configures anything.
+
+A reservation a pool holds is committed spend: it is billed whether the pool's nodes run in it or not
+(engine.spend), so every place of the pool counts it, and the place in it adds nothing beyond it;
+it is never dropped for a budget while a dearer open-market place is kept. A place, or a
+reservation, the catalog cannot price is never counted as $0: the check cannot show the budget
+holds, and refuses it (naming it) unless the caller consents.
 """
 
 from __future__ import annotations
@@ -77,17 +83,24 @@ class Check:
 
     standing: Standing
     projected: float
+    unpriced: tuple[str, ...] = ()  # the cluster's nodes or reservations without a price: ``projected`` lacks them
 
     @property
     def exceeded(self) -> bool:
-        return self.projected > self.standing.left
+        """Over what is left, or not shown to fit: an unpriced place is never counted as $0."""
+        return bool(self.unpriced) or self.projected > self.standing.left
 
     def to_dict(self) -> dict:
-        return {**self.standing.to_dict(), "projected_usd": round(self.projected, 2), "exceeded": self.exceeded}
+        return {**self.standing.to_dict(), "projected_usd": round(self.projected, 2), "exceeded": self.exceeded,
+                "unpriced": list(self.unpriced)}
 
 
 def worst(checks: list[Check]) -> Check:
-    return max(checks, key=lambda c: c.projected - c.standing.left)
+    return max(checks, key=lambda c: (bool(c.unpriced), c.projected - c.standing.left))
+
+
+def _unpriced(c: Check) -> str:
+    return f"{'; '.join(c.unpriced)} {'has' if len(c.unpriced) == 1 else 'have'} no price in the catalog"
 
 
 class OverBudget(GpufleetError):
@@ -99,14 +112,17 @@ class OverBudget(GpufleetError):
         self.checks = checks
         w = worst(checks)
         s = w.standing
-        super().__init__(f"cluster {cluster} would spend ${w.projected:,.2f} over its TTL{where}, but budget "
-                         f"{s.budget.name!r} has ${max(s.left, 0):,.2f} left this month (${s.spent:,.2f} of "
-                         f"${s.budget.usd_per_month:,.2f} spent)"
-                         + (f"; {len(checks) - 1} other budget(s) too" if len(checks) > 1 else ""),
+        left = f"budget {s.budget.name!r} has ${max(s.left, 0):,.2f} left this month (${s.spent:,.2f} of " \
+               f"${s.budget.usd_per_month:,.2f} spent)"
+        said = (f"cluster {cluster} cannot be held to its budgets{where}: {_unpriced(w)}, and an unpriced place "
+                f"is never counted as $0 (${w.projected:,.2f} over its TTL without it; {left})" if w.unpriced else
+                f"cluster {cluster} would spend ${w.projected:,.2f} over its TTL{where}, but {left}")
+        super().__init__(said + (f"; {len(checks) - 1} other budget(s) too" if len(checks) > 1 else ""),
                          f"its pools are up and nothing was configured: `gpufleet down {cluster}` stops them, "
                          f"`gpufleet configure {cluster}` goes on" if landed else
-                         "shorten the stack's ttl or its pools, raise the budget, or pass --over-budget to bring "
-                         "it up anyway (the event log records the consent)")
+                         ("quote its price under `prices:` in your config, let the pool go where the catalog "
+                          "prices it, " if w.unpriced else "shorten the stack's ttl or its pools, raise the budget, ")
+                         + "or pass --over-budget to bring it up anyway (the event log records the consent)")
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "budgets": [c.to_dict() for c in self.checks]}
@@ -193,8 +209,8 @@ def checks(name: str, stack, spend, creators: list[str], records: list[ClusterRe
     existing = next((r for r in records if r.name == name), None)
     others = [r for r in records if r.name != name] + ([existing] if existing else [])
     add = projected(spend, existing, now)
-    return [Check(s, add) for s in standings([b for b in budgets if b.covers(stack.name, stack.owner, creators)],
-                                              others, now)]
+    return [Check(s, add, tuple(spend.unpriced_nodes))
+            for s in standings([b for b in budgets if b.covers(stack.name, stack.owner, creators)], others, now)]
 
 
 def check(name: str, stack, spend, creators: list[str], records: list[ClusterRecord], budgets: list[Budget], *,
@@ -217,48 +233,67 @@ class Projection:
     usd_per_hour: float
     usd_once: float
     ttl_hours: float
+    unpriced_nodes: tuple[str, ...] = ()  # as engine.spend.Spend's
+    committed_per_hour: float = 0.0  # the reservations the pools hold, billed used or not
 
     @property
     def usd_for_ttl(self) -> float:
         return self.usd_per_hour * self.ttl_hours + self.usd_once
 
 
-def moved(spend, prices: dict[str, float | None]) -> Projection:
-    """``spend`` (engine.spend.Spend) with each pool of ``prices`` at that $/h for all its nodes (None:
-    no price, counted as nothing, as the plan counts an unpriced line)."""
-    kept = sum(x.usd_per_hour for x in spend.lines if not (x.pool in prices and x.line in NODE_LINES))
-    return Projection(kept + sum(p or 0.0 for p in prices.values()), spend.usd_once, spend.ttl_hours)
+def moved(spend, places: dict) -> Projection:
+    """``spend`` (engine.spend.Spend) with each pool of ``places`` (pool -> clouds.candidates.Candidate)
+    there: its nodes at the place's price, or nothing beyond the reservation where the place is one
+    (the reservations a pool holds are lines of ``spend`` whatever its place: billed used or not). A
+    place without a price is named in ``unpriced_nodes``, never counted as $0."""
+    kept = [x for x in spend.lines if not (x.pool in places and x.line == "instances")]
+    unpriced = [f"pool {x.pool}: {x.what}" for x in kept if not x.priced and x.line in NODE_LINES]
+    per_hour = sum(x.usd_per_hour for x in kept)
+    for pool, c in places.items():
+        if c.reservation is not None:
+            continue
+        if c.price_per_hour is None:
+            unpriced.append(f"pool {pool}: {c.label()}")
+        else:
+            per_hour += c.price_per_hour
+    return Projection(per_hour, spend.usd_once, spend.ttl_hours, tuple(unpriced),
+                      sum(x.usd_per_hour for x in kept if x.line == "reservation"))
 
 
 @dataclass
 class Dropped:
-    """A place a pool may not go: the cluster would exceed ``checks`` there."""
+    """A place a pool may not go: the cluster would exceed ``checks`` there, or could not be priced."""
 
     pool: str
     place: object  # clouds.candidates.Candidate
     checks: list[Check]
+    committed: float = 0.0  # $ over the TTL of the reservations the pools hold, in the figure
 
     @property
     def why(self) -> str:
         w = worst(self.checks)
+        if w.unpriced:
+            return f"not priced: {_unpriced(w)}, so budget {w.standing.budget.name!r} cannot be held to it here"
+        held = f" (${self.committed:,.2f} of it the reservation(s) it holds, billed used or not)" if self.committed \
+            else ""
         return (f"over budget {w.standing.budget.name!r}: the cluster would spend ${w.projected:,.2f} over its TTL "
-                f"here, ${max(w.standing.left, 0):,.2f} is left this month")
+                f"here{held}, ${max(w.standing.left, 0):,.2f} is left this month")
 
 
 def drop_places(name: str, stack, spend, creators: list[str], records: list[ClusterRecord], budgets: list[Budget],
                 plans: dict, now: dt.datetime | None = None) -> list[Dropped]:
     """Drop from each pool's places (``plans``: pool -> clouds.candidates.Candidates, in order) those
-    where the cluster would exceed a budget it falls under, the rest of the stack as planned; each
-    dropped place is returned."""
+    where the cluster would exceed a budget it falls under, or cannot be priced, the rest of the stack
+    as planned; each dropped place is returned."""
     now = now or dt.datetime.now(dt.timezone.utc)
     dropped = []
     for pool, cs in plans.items():
         kept = []
         for c in cs.ordered:
-            exceeded = [k for k in checks(name, stack, moved(spend, {pool: c.price_per_hour}), creators, records,
-                                          budgets, now) if k.exceeded]
+            there = moved(spend, {pool: c})
+            exceeded = [k for k in checks(name, stack, there, creators, records, budgets, now) if k.exceeded]
             if exceeded:
-                dropped.append(Dropped(pool, c, exceeded))
+                dropped.append(Dropped(pool, c, exceeded, there.committed_per_hour * there.ttl_hours))
             else:
                 kept.append(c)
         cs.ordered = kept
@@ -271,7 +306,7 @@ def require_places(name: str, plans: dict, dropped: list[Dropped]) -> None:
     for pool, cs in plans.items():
         mine = [d for d in dropped if d.pool == pool]
         if mine and not cs.ordered:
-            cheapest = min(mine, key=lambda d: worst(d.checks).projected)
+            cheapest = min(mine, key=lambda d: (bool(worst(d.checks).unpriced), worst(d.checks).projected))
             raise OverBudget(name, cheapest.checks, where=f" even at the cheapest of pool {pool}'s {len(mine)} "
                                                           f"place(s), {cheapest.place.label()}")
 

@@ -259,7 +259,7 @@ def _short(run: Run, apis: dict, pool, c: candidates.Candidate) -> str | None:
     if not run.check_quotas or c.provider not in CLOUDS:
         return None
     need = Need(pool.name, c.provider, c.region, run.cat.instance(c.provider, c.instance_type), pool.nodes, c.spot,
-                None, candidates.placed(pool, c).flex_start is not None)
+                None, candidates.placed(pool, c).flex_start is not None, getattr(c.reservation, "id", None))
     try:
         lines = apis[c.provider].quotas(c.region, [need])
     except GpufleetError:

@@ -117,7 +117,7 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     if places:  # each pool's places held to the budgets too; the check is for the first each has left
         if not over_budget:
             skipped += _within_budgets(name, stack, spend, creators, reg.list(), budget_list, places, skipped)
-        spend = budgets.moved(spend, {p: cs.ordered[0].price_per_hour for p, cs in places.items()})
+        spend = budgets.moved(spend, {p: cs.ordered[0] for p, cs in places.items()})
     checked = budgets.check(name, stack, spend, creators, reg.list(), budget_list, consent=over_budget)
     if not confirm(the_plan):
         raise Aborted("nothing was created", "run again and answer yes, or pass --yes")

@@ -146,3 +146,40 @@ def test_an_update_is_held_to_what_it_adds_over_the_hours_it_has_left(tmp_path, 
     (c,) = budgets.check("aws-training", stack, spend, [], reg.list(), [budgets.Budget("b", 1e9)], now=NOW)
     left = (dt.datetime(2026, 12, 31, tzinfo=dt.timezone.utc) - NOW).total_seconds() / 3600
     assert c.projected == pytest.approx((spend.usd_per_hour - 40.0) * left)
+
+
+# --- what a budget check does with what the catalog cannot price (hostile review of issue 49, item 3) ---
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFjtZCMk8DLg9Gw3q44fZDXDQHKWHrf7Wb55hmdcfA0A x"
+# The catalog has spot rows only for a4-highgpu-8g in us-east4 (SkyPilot's snapshot, 2025-06): no on-demand
+# price, which flex-start is priced from
+FLEX_A4 = ("{name: b, provider: gcp, region: us-east4, instance_type: a4-highgpu-8g, nodes: 2, "
+           "flex_start: {run_hours: 24}}")
+
+
+def _gcp_stack(write, pool: str) -> str:
+    return write("f.yaml", f"name: flex\nowner: o@example.com\nttl: 24h\naccess: {{public_key: '{KEY}'}}\n"
+                           f"pools:\n  - {pool}\n")
+
+
+def test_an_unpriced_place_is_never_counted_as_nothing_against_a_budget(gcp, cat, config, write, tmp_path,
+                                                                         monkeypatch):
+    """Before, 2 x a4-highgpu-8g on flex-start in us-east4 came to $1.24 for 24 h (its disks and NAT): the
+    instances had no price and counted $0, and `up` went ahead under a $500 budget. Now `plan` says the
+    budget cannot be held to it and `up` refuses (exit 5) before anything is created, naming the pool."""
+    config("budgets:\n  - {name: lab, usd_per_month: 500}\n")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "test-passphrase")
+    path = _gcp_stack(write, FLEX_A4)
+    (b,) = json.loads(cli("--json", "plan", path).stdout)["budgets"]
+    assert b["exceeded"] and b["unpriced"] == ["pool b: 2 x a4-highgpu-8g"], b
+    assert "NOT PRICED (pool b: 2 x a4-highgpu-8g)" in cli("plan", path).output
+    f = FakePulumiCLI(planner.plan(stacks.load(path, cat), cat, workers=1))
+    monkeypatch.setattr(automation, "find_pulumi", lambda: f)
+    r = cli("--json", "up", path, "--yes", "--no-configure")
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 5 and doc["error"] == "OverBudget", r.output
+    assert "pool b: 2 x a4-highgpu-8g has no price in the catalog" in doc["message"]
+    assert not any(c[0] == "up" for c in f.calls) and Registry().get("flex") is None
+    r = cli("--json", "up", path, "--yes", "--no-configure", "--over-budget")  # consent names it and goes on
+    assert r.exit_code == 0 and json.loads(r.stdout)["budgets"][0]["unpriced"] == ["pool b: 2 x a4-highgpu-8g"], r.output

@@ -107,6 +107,28 @@ def test_an_aws_member_account_refused_the_tag_list_still_reads_cost_explorer_an
     assert got.rows and any("only the management account may" in n for n in got.notes)
 
 
+
+def test_an_aws_iam_denial_of_the_tag_list_says_which_permission_is_missing_not_a_member_account():
+    """AccessDeniedException is IAM's generic refusal too (botocore 1.44's ce model declares only
+    LimitExceededException and InvalidNextTokenException for ListCostAllocationTags, so Stubber plays it as
+    the JSON protocol's error code). A caller without ce:ListCostAllocationTags gets IAM's wording ("User:
+    ... is not authorized to perform: ...", IAM User Guide, troubleshoot_access-denied.html, read 2026-11);
+    before, it was told it was an Organizations member account."""
+    ce = boto3.client("ce", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(ce)
+    stub.add_client_error("list_cost_allocation_tags", service_error_code="AccessDeniedException",
+                          service_message="User: arn:aws:iam::123456789012:user/ops is not authorized to perform: "
+                                          "ce:ListCostAllocationTags on resource: arn:aws:ce:us-east-1:123456789012:/"
+                                          "ListCostAllocationTags because no identity-based policy allows the "
+                                          "ce:ListCostAllocationTags action", http_status_code=400,
+                          expected_params={"TagKeys": ["gpufleet:cluster"]})
+    stub.add_response("get_cost_and_usage", payload("aws_get_cost_and_usage.page2.json"))
+    stub.activate()
+    got = aws_billing.billed(JUL1, dt.date(2026, 7, 4), None, {}, client=ce)
+    stub.assert_no_pending_responses()  # advisory: Cost Explorer was asked all the same
+    (said,) = [n for n in got.notes if "ListCostAllocationTags" in n]
+    assert "grant them ce:ListCostAllocationTags" in said and "member account" not in said and got.rows
+
 def test_the_aws_cli_documentations_own_answer_reads_as_cost_explorer_writes_it():
     """The verbatim example of aws-cli's docs: group keys are "<tag key>$<value>", an untagged cost "<key>$"."""
     doc = payload("aws_get_cost_and_usage.awscli_example.json")

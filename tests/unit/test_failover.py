@@ -470,6 +470,64 @@ def test_where_failover_landed_is_checked_again_before_anything_is_configured(ca
     assert rec.state == "up" and {n.zone for n in rec.nodes} == {"us-east-1b"}  # recorded: `down` finds it
 
 
+# A held reservation is committed spend: billed whether the pool uses it or not (AWS
+# capacity-reservations-pricing-billing.html: "charged at the equivalent On-Demand rate whether you run
+# instances in reserved capacity or not"; a Capacity Block is paid up front; GCP reservations-overview:
+# "you begin paying for the reserved resources immediately ... While a VM is consuming a reservation, it
+# does not incur separate charges"; read 2026-11). A budget counts it at every place; using it adds nothing.
+
+def test_a_held_reservation_counts_at_every_place_and_is_never_dropped_for_a_pricier_place(cat, fake, tmp_path):
+    """A spot pool holding an On-Demand Capacity Reservation (2 x p4d, $544.68 over the 12 h TTL, billed used
+    or not) under a $400 budget: before, the reservation was dropped over budget and the pool launched on
+    spot as well ($174.47 more, the reservation billed all the same). Now the reservation alone exceeds the
+    budget, so nothing is created."""
+    path = with_reservation(tmp_path, "[{id: cr-0123456789abcdef0, zone: us-east-1b}]")
+    path.write_text(path.read_text().replace("spot: false", "spot: true"))
+    with pytest.raises(budgets.OverBudget) as ei:
+        up(path, cat, fake, budget_list=[budgets.Budget("training", 400)])
+    assert not any(c[0] == "up" for c in fake.calls), "the spot place was bought"
+    assert "$544.68" in ei.value.message and "budget 'training' has $400.00 left" in ei.value.message
+    reserved, spot = ei.value.attempts
+    assert (reserved["reservation"], reserved["outcome"], spot["spot"], spot["outcome"]) == (
+        "cr-0123456789abcdef0", "skipped", True, "skipped")
+    assert "reservation(s) it holds, billed used or not" in spot["message"]
+
+
+GCP_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFjtZCMk8DLg9Gw3q44fZDXDQHKWHrf7Wb55hmdcfA0A x"
+
+
+def gcp_stack(tmp_path, pool: str, ttl: str = "24h") -> str:
+    path = tmp_path / "g.yaml"
+    path.write_text(f"name: g\nowner: o@example.com\nttl: {ttl}\naccess: {{public_key: '{GCP_KEY}'}}\npools:\n"
+                    f"  - {pool}\n")
+    return str(path)
+
+
+def test_a_spot_a4_pool_keeps_its_reservation_and_drops_the_spot_place_beyond_the_budget(cat, tmp_path):
+    """The review's case: a spot A4 pool in europe-west4 holding a reservation in us-central1-b (2 x
+    a4-highgpu-8g at the on-demand rate, $4,331.61 for the cluster over 24 h; spot $1,635.55 more). Before,
+    a $3,000 budget dropped the reservation and kept spot; a $5,000 one kept both."""
+    path = gcp_stack(tmp_path, "{name: b, provider: gcp, region: europe-west4, instance_type: a4-highgpu-8g, "
+                               "nodes: 2, spot: true, reservations: [{id: a4-calendar-block, region: us-central1, "
+                               "zone: us-central1-b}]}")
+    stack = stacks.load(path, cat)
+    spend = planner.plan(stack, cat, workers=1).spend
+
+    def drop(usd):
+        plans = failover.places(stack, cat)
+        return plans, budgets.drop_places("g", stack, spend, ["o@example.com"], [], [budgets.Budget("b", usd)], plans)
+
+    plans, dropped = drop(5000)
+    assert [c.reservation.id if c.reservation else None for c in plans["b"].ordered] == ["a4-calendar-block"]
+    (spot,) = dropped
+    assert spot.place.spot and "$5,967" in spot.why and "$4,330.37 of it the reservation(s) it holds" in spot.why
+    plans, dropped = drop(3000)
+    assert not plans["b"].ordered and len(dropped) == 2
+    with pytest.raises(budgets.OverBudget) as ei:
+        budgets.require_places("g", plans, dropped)
+    assert "would spend $4,331.61" in ei.value.message and "reservation a4-calendar-block" in ei.value.message
+
+
 def test_an_azure_infiniband_pool_holding_a_reservation_is_refused_with_the_reason(tmp_path):
     """InfiniBand joins the VMs of one placement group of a Uniform scale set (Flexible ones have none),
     and a capacity reservation refuses a scale set with singlePlacementGroup true or a proximity
@@ -600,3 +658,15 @@ def test_plan_json_shows_what_each_attempt_asks_its_cloud_for(cat, tmp_path):
     for c in aws["failover"]["candidates"]:
         (override,) = c["request"]["aws:ec2/fleet:Fleet"]["launchTemplateConfigs"][0]["overrides"]
         assert override["availabilityZone"] == c["zone"]
+
+
+def test_a_failover_region_without_a_price_for_the_pools_market_is_named_with_why(cat, tmp_path):
+    """Flex-start is priced from the on-demand rate, and the catalog has none for a4-highgpu-8g in us-east4
+    (spot only: it is sold there). Before, us-east4 vanished from the places without a word."""
+    path = gcp_stack(tmp_path, "{name: b, provider: gcp, region: us-central1, instance_type: a4-highgpu-8g, nodes: 2, "
+                               "flex_start: {run_hours: 24}, failover: {regions: [us-east4, europe-west4]}}")
+    stack = stacks.load(path, cat)
+    c = candidates.for_pool(stack, stack.pools[0], cat)
+    assert [x.region for x in c.ordered] == ["us-central1", "europe-west4"]
+    (east,) = [d for d in c.dropped if " us-east4" in d["candidate"]]
+    assert east["why"] == "no ondemand price for a4-highgpu-8g in us-east4 in the catalog"

@@ -178,3 +178,29 @@ def test_an_a4_pool_boots_from_hyperdisk_and_a_reserved_one_is_reservation_bound
     assert [c["reservation"] for c in places] == ["a4-calendar-block"]  # no open market on demand after it
     assert "not ondemand" not in json.dumps(p.pools[0].failover) and any(
         "not on demand" in d["why"] for d in p.pools[0].failover["dropped"])
+
+
+def test_a_pool_in_its_reservation_is_held_to_no_gpu_quota(gcp, cat, write, tmp_path):
+    """Google's consumption table (cloud.google.com/cluster-director/docs/choose-consumption-option and
+    ai-hypercomputer/docs/consumption-models, read 2026-11): future reservations in calendar mode, "No
+    quota is charged"; AI Hypercomputer future reservations, "Quota is automatically increased before
+    capacity is delivered". Before, a reserved A4 pool was held to NVIDIA_B200_GPUS: `check` exit 1 and
+    the failover preflight skipped its only place (NoPlaceLeft)."""
+    from gpufleet.fleet import failover
+    from gpufleet.nodes.run import Run
+    from gpufleet.state.registry import Registry
+
+    gcp.region_quotas["us-central1"] = [{"metric": "NVIDIA_B200_GPUS", "limit": 0, "usage": 0},
+                                        {"metric": "PREEMPTIBLE_NVIDIA_B200_GPUS", "limit": 0, "usage": 0}]
+    gcp.project_quotas.append({"metric": "GPUS_ALL_REGIONS", "limit": 0, "usage": 0})
+    path = write("r.yaml", stack_text(A4.replace("nodes: 2}", "nodes: 2, reservations: [{id: a4-calendar-block, "
+                                                             "zone: us-central1-b}]}")))
+    r = cli("--json", "check", path)
+    assert r.exit_code == 0, r.output
+    (line,) = json.loads(r.stdout)["quotas"]
+    assert (line["quota"], line["needed"], line["ok"]) == ("reservation a4-calendar-block", 16, True)
+    assert "no GPU quota is charged" in line["note"]
+    stack = stacks.load(path, cat)
+    plans = failover.places(stack, cat)
+    assert failover.preflight(Run(stack, cat, "flex", Registry(tmp_path / "r.db")), plans) == []
+    assert [c.reservation.id for c in plans["b"].ordered] == ["a4-calendar-block"]

@@ -180,3 +180,52 @@ def test_a_rates_table_that_is_not_one_is_refused_with_its_line(tmp_path, monkey
         rates.read(bad)
     for row in csv.DictReader(RATES.open()):  # the embedded table: every row complete
         assert row["unit"] in rates.UNITS and row["source"] and row["as_of"][:2] == "20", row
+
+
+# --- reservations and flex-start on the bill (hostile review of issue 49, items 2, 3 and 6) ---------
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFjtZCMk8DLg9Gw3q44fZDXDQHKWHrf7Wb55hmdcfA0A x"
+
+
+def _one_pool(tmp_path, pool: str, cat):
+    return _plan("one", cat, f"name: one\nowner: o@example.com\nttl: 24h\naccess: {{public_key: '{KEY}'}}\n"
+                             f"pools:\n  - {pool}\n", tmp_path)[0]
+
+
+def test_a_reservation_the_catalog_cannot_price_is_named_unpriced_rather_than_a_crash(cat, tmp_path):
+    """The catalog has no on-demand a4-highgpu-8g row in us-east4 (spot only): the reservation there is
+    billed at a rate it does not know. Before, `plan` crashed ("unsupported operand type(s) for +: 'int'
+    and 'NoneType'"); now the line is unpriced, named and counted in no total."""
+    p = _one_pool(tmp_path, "{name: b, provider: gcp, region: us-central1, instance_type: a4-highgpu-8g, nodes: 2, "
+                            "spot: true, reservations: [{id: r1, region: us-east4, zone: us-east4-b}]}", cat)
+    (held,) = [x for x in p.spend.lines if x.line == "reservation"]
+    assert not held.priced and held.usd_per_hour == 0 and "no ondemand price for a4-highgpu-8g in us-east4" in held.note
+    assert held.what in p.spend.to_dict()["unpriced"] and p.spend.unpriced_nodes == [f"pool b: {held.what}"]
+    # Google sells A4 reserved in future reservations only, billed at a discount: the list rate is a bound
+    assert "at a discount: priced at the on-demand list rate, an upper bound" in held.what
+
+
+def test_every_reservation_a_pool_holds_is_on_the_bill_whether_it_runs_there_or_not(cat, tmp_path):
+    """Two On-Demand Capacity Reservations of 2 x p4d: both are billed while they exist, used or not
+    (capacity-reservations-pricing-billing.html, read 2026-11), and the pool, running in the first, adds
+    nothing beyond them. Before, the bill had the first reservation only."""
+    p = _one_pool(tmp_path, "{name: t, provider: aws, region: us-east-1, instance_type: p4d.24xlarge, nodes: 2, "
+                            "reservations: [{id: cr-0aaaaaaaaaaaaaaaa, zone: us-east-1a}, "
+                            "{id: cr-0bbbbbbbbbbbbbbbb, zone: us-east-1b}]}", cat)
+    node = cat.offer("aws", "us-east-1", "p4d.24xlarge", "ondemand").usd_per_hour
+    held = [x for x in p.spend.lines if x.line == "reservation"]
+    assert [x.usd_per_hour for x in held] == [pytest.approx(2 * node)] * 2
+    assert not [x for x in p.spend.lines if x.line == "instances"]  # its nodes run in the first: billed as it
+    assert "the pool runs in it" in held[0].note and "not used by the pool" in held[1].note
+
+
+def test_a_flex_start_pool_is_priced_at_the_on_demand_rate_as_an_upper_bound_and_says_so(cat, tmp_path):
+    """Google bills flex-start VMs at Dynamic Workload Scheduler prices, "Discounted (up to 53%)" from
+    on demand (cloud.google.com/ai-hypercomputer/docs/consumption-models, read 2026-11); the catalog has
+    the on-demand list rate only, so the line is that rate and says it is at most what is billed."""
+    p = _one_pool(tmp_path, "{name: b, provider: gcp, region: us-central1, instance_type: a4-highgpu-8g, nodes: 2, "
+                            "flex_start: {run_hours: 24}}", cat)
+    (nodes,) = [x for x in p.spend.lines if x.line == "instances"]
+    node = cat.offer("gcp", "us-central1", "a4-highgpu-8g", "ondemand").usd_per_hour
+    assert nodes.usd_per_hour == pytest.approx(2 * node) and nodes.priced
+    assert "upper bound" in nodes.note and "Dynamic Workload Scheduler" in nodes.note

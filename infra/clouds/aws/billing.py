@@ -11,9 +11,11 @@ and single accounts that aren't members of an organization have access to the co
 manager", custom-tags.html, read 2026-11); a member account is refused with HTTP 400
 ``AccessDeniedException: Failed to list Cost Allocation Tags: Linked account doesn't have access to
 cost allocation tags.`` (as seen in hashicorp/terraform-provider-aws#37636 and
-aws/aws-parallelcluster-ui#242) even where the payer activated the tag, so a refused pre-check is
-said and Cost Explorer is asked anyway. Groups come as ``gpufleet:cluster$<name>``
-(an untagged cost as ``gpufleet:cluster$``, left out), pages follow NextPageToken (each request costs
+aws/aws-parallelcluster-ui#242) even where the payer activated the tag; IAM refuses a caller without
+ce:ListCostAllocationTags with the same code in its own words ("User: ... is not authorized to
+perform: ..."). Either refused pre-check is said, each as what it is, and Cost Explorer is asked
+anyway. Groups come as ``gpufleet:cluster$<name>`` (an untagged cost as ``gpufleet:cluster$``, left
+out), pages follow NextPageToken (each request costs
 $0.01), and days the service marks ``Estimated`` are said so. Usage types name the line: BoxUsage /
 SpotUsage are instances, EBS: volumes, NatGateway-Hours NAT, NatGateway-Bytes and DataTransfer-*
 traffic, PublicIPv4: addresses (docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-billing-usage-reports
@@ -38,6 +40,9 @@ from gpufleet.clouds.tags import TAG_PREFIX
 from gpufleet.errors import CloudUnreadable, CredentialsError
 
 TAG = TAG_PREFIX + "cluster"
+# How Cost Explorer words a member account's refusal; the code, AccessDeniedException, is IAM's generic
+# one too, and botocore's ce model (1.44) declares neither for ListCostAllocationTags
+MEMBER_ACCOUNT = "Linked account doesn't have access to cost allocation tags"
 REGION = "us-east-1"  # Cost Explorer's one endpoint: https://ce.us-east-1.amazonaws.com
 LAG = ("AWS updates its billing data up to three times a day and at least once every 24 hours; the last day's "
        "figures are estimates")
@@ -92,17 +97,22 @@ def billed(since, until, clusters: list[str] | None, settings: dict, *, client=N
 
 
 def _require_active_tag(ce) -> list[str]:
-    """The cluster tag must be an active cost allocation tag, or Cost Explorer cannot group by it. An
-    account refused the list (a member of an Organization) cannot tell: what it cannot tell is said."""
+    """The cluster tag must be an active cost allocation tag, or Cost Explorer cannot group by it. A
+    caller refused the list cannot tell: what it cannot tell, and why it was refused, is said."""
     try:
         tags = ce.list_cost_allocation_tags(TagKeys=[TAG]).get("CostAllocationTags", [])
     except ClientError as e:
-        if e.response.get("Error", {}).get("Code") != "AccessDeniedException":
+        error = e.response.get("Error", {})
+        if error.get("Code") != "AccessDeniedException":
             raise
-        return [f"this account may not read cost allocation tags (an AWS Organizations member account: only the "
-                f"management account may), so whether {TAG} is active is not known: if nothing is billed for a "
-                f"cluster, ask the management account to activate it (aws ce update-cost-allocation-tags-status "
-                f"--cost-allocation-tags-status TagKey={TAG},Status=Active)"]
+        unknown = f"so whether {TAG} is active is not known: if nothing is billed for a cluster, "
+        activate = f"aws ce update-cost-allocation-tags-status --cost-allocation-tags-status TagKey={TAG},Status=Active"
+        if MEMBER_ACCOUNT in (error.get("Message") or ""):
+            return [f"this account may not read cost allocation tags (an AWS Organizations member account: only the "
+                    f"management account may), {unknown}ask the management account to activate it ({activate})"]
+        # IAM's own refusal shares the code ("User: ... is not authorized to perform: ...")
+        return [f"these credentials may not list cost allocation tags ({error.get('Message') or 'AccessDenied'}), "
+                f"{unknown}grant them ce:ListCostAllocationTags to check, or activate the tag ({activate})"]
     status = tags[0]["Status"] if tags else None
     if status == "Active":
         return []

@@ -85,6 +85,15 @@ GPU_METRICS = {"T4": "NVIDIA_T4_GPUS", "V100": "NVIDIA_V100_GPUS", "P100": "NVID
                "L4": "NVIDIA_L4_GPUS", "A100-40GB": "NVIDIA_A100_GPUS", "A100-80GB": "NVIDIA_A100_80GB_GPUS",
                "H100": "NVIDIA_H100_GPUS", "H100-MEGA": "NVIDIA_H100_MEGA_GPUS", "H200": "NVIDIA_H200_GPUS",
                "B200": "NVIDIA_B200_GPUS"}
+# VMs launched into a reservation the team holds draw on the capacity it holds, not on a GPU quota: a future
+# reservation in calendar mode, "No quota is charged"; an AI Hypercomputer future reservation, "Quota is
+# automatically increased before capacity is delivered" (the consumption tables of cloud.google.com/
+# cluster-director/docs/choose-consumption-option and ai-hypercomputer/docs/consumption-models, read 2026-11);
+# VMs consuming a reservation use "the reserved resources ... instead of using the available resources in the
+# compute zone" (compute/docs/instances/reservations-consume, read 2026-11). A quota the cloud applies anyway
+# refuses the attempt, and failover reads that refusal
+HELD = ("its nodes launch into the reservation, which holds their capacity: no GPU quota is charged (future and "
+        "calendar-mode reservations charge none, per Google's consumption table)")
 
 
 def on_gce() -> bool:
@@ -503,13 +512,18 @@ class GcpApi:
 
     # --- quotas ----------------------------------------------------------------------------
     def quotas(self, region: str, needs) -> list:
-        """Regional GPU quotas (per model, PREEMPTIBLE_ for spot and flex-start) and the project-wide GPU count."""
+        """Regional GPU quotas (per model, PREEMPTIBLE_ for spot and flex-start) and the project-wide GPU
+        count; nodes in a held reservation are a line of their own that charges none (``HELD``)."""
+        lines = [QuotaLine("gcp", region, f"reservation {n.reservation}", "reservation", "GPUs",
+                           float(n.instance.gpu_count * n.nodes), None, None, [n.pool], HELD, charged=False)
+                 for n in needs if n.reservation]
         groups: dict[str, list] = {}
-        for n in needs:
+        for n in (n for n in needs if not n.reservation):
             base = GPU_METRICS.get(n.instance.gpu)
             if base:
                 groups.setdefault(("PREEMPTIBLE_" if n.spot or n.flex_start else "") + base, []).append(n)
-        lines = []
+        if not groups:
+            return lines
         try:
             reg = {q.metric: q for q in self.client("RegionsClient").get(project=self._project, region=region).quotas}
             proj = {q.metric: q for q in self.client("ProjectsClient").get(project=self._project).quotas}

@@ -176,8 +176,19 @@ def boot_disk_type(machine_type: str) -> str:
 
 def reservation_bound(machine_type: str) -> bool:
     """Whether a VM in a reservation is RESERVATION_BOUND: the machines Google sells reservation-bound and
-    not on demand, whose reservations are future reservations (compute/docs/instances/
-    about-reservation-bound-vms, read 2026-11), rather than STANDARD VMs consuming a reservation."""
+    not on demand (A4, A3 Ultra), whose reservations are future reservations (compute/docs/instances/
+    about-reservation-bound-vms on cloud.google.com: "A4X Max, A4X, A4, or A3 Ultra", read 2026-11), rather
+    than STANDARD VMs consuming a reservation.
+
+    A3 Mega, A3 High (8 GPUs) and A3 Edge stay STANDARD, though whether their calendar-mode reservations
+    want RESERVATION_BOUND is not known here: copies of the same page list them too (Google's sovereign-
+    cloud partner's documentation.s3ns.fr: "A4X Max, A4X, A4, A3 Ultra, A3 Mega, A3 High with 8 GPUs, A3
+    Edge, and H4D"; an earlier docs.cloud.google.com version: "A4, A3 Ultra, A3 Mega, or A3 High (8 GPUs)"
+    in calendar mode), google.com's does not, and a reservation names no mode that says which (the
+    Compute API's Reservation has no reservationMode: google-cloud-compute 1.57 gives it to
+    FutureReservation only). Google sells those machines on demand, and on-demand reservations of them
+    take STANDARD VMs; a calendar-mode reservation that refuses them stops `up` with Compute Engine's
+    own error."""
     return (consumption.sold("gcp", machine_type, "reservation-bound")
             and not consumption.sold("gcp", machine_type, "ondemand"))
 
