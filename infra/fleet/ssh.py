@@ -15,7 +15,10 @@ route checks its ids and places against their formats and shell-quotes its Proxy
 (``clouds.base.command_line``), and every value is checked again as it is written (``config_value``):
 no control character (a newline would add config lines), no whitespace or ``%`` outside the
 ProxyCommand's own tokens, local paths quoted. A value that fails is refused before anything is
-written, naming the node and the field.
+written, naming the node and the field. A record from the team's store names no file of this machine:
+the key and known_hosts file it names are dropped (a rack host is pinned by this machine's known_hosts
+file of its site, the key is the operator's own ssh config) and the stack file it names is read only
+when passed (``--stack``).
 """
 
 from __future__ import annotations
@@ -192,8 +195,10 @@ class Access:
                    [p.name for p in stack.pools if p.role in LOGIN_ROLES], racks)
 
     @classmethod
-    def of_record(cls, doc: dict, where: str) -> "Access":
-        """The registry's record (in team mode, the team's store's), each value checked."""
+    def of_record(cls, doc: dict, where: str, *, own: bool) -> "Access":
+        """The registry's record (in team mode, the team's store's), each value checked. ``own``: a
+        record this machine wrote alone; one from a store names no file of this machine (its key and
+        known_hosts file are dropped: the host's site file here and the operator's own keys are used)."""
         via = doc.get("via", "cloud")
         if via not in VIAS:
             raise UntrustedValue("access.via", via, "one of " + ", ".join(VIAS), where)
@@ -210,7 +215,8 @@ class Access:
             if not str(options.get("Port", "22")).isdigit():
                 raise UntrustedValue(f"racks.{host}.Port", options.get("Port"), "a TCP port", where)
             netnames.matching(options.get("User", "root"), LINUX_USER, f"racks.{host}.User", "a Linux user name", where)
-            racks[host] = {**options, "StrictHostKeyChecking": "yes"}  # a record may not turn host keys off
+            kept = {k: v for k, v in options.items() if own or k not in PATH_OPTIONS}
+            racks[host] = {**kept, "StrictHostKeyChecking": "yes"}  # a record may not turn host keys off
         return cls(via, user, doc.get("bastion_pool"), list(doc.get("pools", [])), list(doc.get("login_pools", [])),
                    racks)
 
@@ -226,16 +232,19 @@ def access_record(stack, cluster: str, nodes: list[Node]) -> dict:
 
 def _access(rec, cat, stack_file: str | Path | None, notes: list[str]) -> tuple[Access, object]:
     """(the access, the stack when read): ``stack_file`` when given, else the stack file `up` recorded
-    when it is here, else the registry's record of it."""
-    path = stack_file or rec.stack_file
-    if stack_file or (rec.stack_file and Path(rec.stack_file).exists()):
-        stack = stacks.load(path, cat)
+    when this machine recorded it and it is here, else the registry's record of it."""
+    own = rec.own_stack_file
+    if stack_file or (own and Path(own).exists()):
+        stack = stacks.load(stack_file or own, cat)
         return Access.of_stack(stack, rec.name, rec.nodes), stack
+    if rec.store is not None and rec.stack_file:
+        notes.append(rec.stack_hint("--stack FILE"))
     if rec.access:
-        notes.append(f"the stack file {rec.stack_file or '(none)'} is not here: its access and rack hosts are as "
-                     "`up` recorded them (`--stack FILE` reads a copy of the stack instead)")
-        return Access.of_record(rec.access, f"the registry's record of {rec.name}'s access"), None
-    notes.append(f"the stack file {rec.stack_file or '(none)'} is not here, and the registry recorded no access: the "
+        if own:
+            notes.append(f"the stack file {own} is not here: its access and rack hosts are as `up` recorded them "
+                         "(`--stack FILE` reads a copy of the stack instead)")
+        return Access.of_record(rec.access, f"the registry's record of {rec.name}'s access", own=rec.store is None), None
+    notes.append(f"the stack file {rec.stack_file or '(none)'} is not read, and the registry recorded no access: the "
                  f"cloud's own route and user {DEFAULT_USER} are assumed, rack hosts as the registry recorded them "
                  "(`--stack FILE` reads a copy of the stack)")
     return Access(), None
@@ -265,10 +274,10 @@ def config(name: str, *, registry: Registry | None = None, cat=None, path: Path 
         where = f"the registry's record of {rec.name} node {n.pool}-{n.idx}"
         netnames.host_name(alias(rec.name, n.pool, n.idx), "host alias (cluster-pool-index)", where)
         on_rack = n.provider not in CLOUDS
-        if on_rack and stack is None and f"{n.pool}-{n.idx}" in access.racks:
-            route = SshRoute("direct", dict(access.racks[f"{n.pool}-{n.idx}"]))
-        elif on_rack or via == "cloud":
+        if on_rack or via == "cloud":
             route = provider(n.provider).ssh_route(n, cluster=rec.name, stack=stack)
+            if on_rack and stack is None:  # the recorded route, over the site's known_hosts file of this machine
+                route.options.update(access.racks.get(f"{n.pool}-{n.idx}", {}))
         elif bastion and n.pool != bastion:
             route = SshRoute(f"through the bastion {alias(rec.name, bastion, 0)}",
                              {**_direct(n, where), "ProxyJump": alias(rec.name, bastion, 0)})

@@ -234,6 +234,9 @@ class ClusterRecord:
     created_by: dict[str, str] = field(default_factory=dict)  # provider -> who brought it up there
     predicted: dict = field(default_factory=dict)  # the bill `up` predicted, per line (engine.spend.Spend.summary)
     access: dict = field(default_factory=dict)  # what ssh and ssh-config need of the stack (fleet.ssh.access_record)
+    # the URL of the team store the record is shared in (None: brought up alone, written only by this machine):
+    # what a store holds is written by whoever can write the store, so it names no file of this machine
+    store: str | None = None
 
     @property
     def clouds(self) -> dict[str, list[str]]:
@@ -244,9 +247,26 @@ class ClusterRecord:
                 out[p].append(r)
         return out
 
+    @property
+    def own_stack_file(self) -> str | None:
+        """The stack file `up` recorded, when gpufleet may read it without being told to: a record this
+        machine wrote alone. A record from the team's store was written by whoever can write the store:
+        the path it names may be a file they put there (known_hosts and keys of their choosing), so it is
+        only a hint the operator passes on purpose (``stack_hint``)."""
+        if self.store is not None:
+            return None
+        return self.stack_file or None
+
+    def stack_hint(self, passing: str) -> str:
+        """Why a stack file a team store's record names is not read: ``passing``, how to pass it."""
+        return (f"cluster {self.name}'s record comes from the team store {self.store}, which names the stack file "
+                f"{self.stack_file or '(none)'!r}: gpufleet reads a stack file a store names only when you pass it "
+                f"({passing}), since whoever can write the store chose that path")
+
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
         d["nodes"] = [n.__dict__ for n in self.nodes]
+        del d["store"]  # where this machine found the record, not part of it
         return d
 
 
@@ -482,7 +502,7 @@ class Registry:
                 return None
             rec = ClusterRecord(*row[:10], locations=[tuple(x) for x in json.loads(row[10] or "[]")],
                                 created_by=json.loads(row[11] or "{}"), predicted=json.loads(row[12] or "{}"),
-                                access=json.loads(row[14] or "{}"))
+                                access=json.loads(row[14] or "{}"), store=row[13])
             rec.nodes = [Node(pool=r[1], idx=r[2], provider=r[3], location=r[4], zone=r[5], machine=r[6],
                               node_id=r[7], private_ip=r[8], ssh_endpoint=r[9], usd_per_hour=r[10], launched_at=r[11])
                          for r in db.execute("SELECT * FROM nodes WHERE cluster = ? ORDER BY pool, idx", (name,))]

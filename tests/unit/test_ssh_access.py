@@ -473,7 +473,8 @@ def test_from_another_folder_ssh_keeps_the_stacks_route_key_and_pinned_host_keys
 
 def test_a_teammates_machine_reads_the_access_from_the_teams_store(tmp_path, cat, monkeypatch):
     """The record travels with the cluster's object in the team's store; a record that would turn
-    host keys off is held to StrictHostKeyChecking yes, and an option it may not carry is refused."""
+    host keys off is held to StrictHostKeyChecking yes, the known_hosts file it names is this machine's
+    file of the host's site, and an option it may not carry is refused."""
     import json as _json
 
     from gpufleet.state.shared import DirectoryStore
@@ -489,8 +490,10 @@ def test_a_teammates_machine_reads_the_access_from_the_teams_store(tmp_path, cat
     theirs = Registry(tmp_path / "theirs.db", shared=store)  # another machine: the store's copy
     cfg = op.config("lab", registry=theirs, cat=cat)
     (rack0,) = [e for e in cfg.entries if e.alias == "lab-rack-0"]
+    # the known_hosts file Alice's machine recorded is no file of this one: the site's own file here pins the host
     assert rack0.options == {"HostName": "192.0.2.21", "Port": "2222", "User": "admin",
-                             "UserKnownHostsFile": "/home/alice/kh", "StrictHostKeyChecking": "yes"}
+                             "UserKnownHostsFile": os.path.join(os.environ["XDG_DATA_HOME"], "gpufleet", "known_hosts",
+                                                                "lab"), "StrictHostKeyChecking": "yes"}
     doc = _json.loads(store.read("clusters/lab.json")[0])
     doc["access"]["racks"]["rack-0"]["ProxyCommand"] = "touch X"
     store.replace("clusters/lab.json", _json.dumps(doc).encode(), store.read("clusters/lab.json")[1])
