@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import base64
 import gzip
+import io
 import json
 import re
+import tokenize
 from pathlib import Path
 
 USER_DATA_LIMIT = 16 * 1024
@@ -32,13 +34,26 @@ class BootstrapError(ValueError):
 
 def agent_source() -> bytes:
     """The agent as nodes get it: its module docstring (how the agent and `up` talk through the bucket,
-    for gpufleet's readers) cut to a line naming where it is, since every byte of user data counts
-    (AWS refuses more than 16 KB); the code is the same, byte for byte."""
+    for gpufleet's readers) cut to a line naming where it is, and its comments (why the code is as it
+    is, for the same readers) cut from their lines, since every byte of user data counts (AWS refuses
+    more than 16 KB). The code is the same, token for token, on the same lines: a traceback from a
+    node names the checkout's line numbers."""
     src = AGENT.read_text()
     assert src.startswith('"""'), "node_agent.py begins with its docstring"
     doc_end = src.index('"""', 3) + 3
     return ('"""gpufleet\'s node agent: what it does is in gpufleet/clouds/node_agent.py of the gpufleet package."""'
-            + src[doc_end:]).encode()
+            + without_comments(src[doc_end:])).encode()
+
+
+def without_comments(src: str) -> str:
+    """``src`` with each comment (as Python's tokenizer finds them: never a ``#`` inside a string) cut
+    from its line, every line kept."""
+    lines = src.splitlines(keepends=True)
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type == tokenize.COMMENT:
+            row, col = tok.start
+            lines[row - 1] = lines[row - 1][:col].rstrip() + "\n"
+    return "".join(lines)
 
 
 def agent_payload() -> str:
@@ -50,11 +65,12 @@ def agent_payload() -> str:
 
 def config(cloud: str, *, cluster: str, pool: str, bucket: str, region: str | None = None,
            account: str | None = None, identity: str | None = None, endpoint: str | None = None,
-           token_url: str | None = None, pip_args: list[str] | None = None) -> dict:
+           token_url: str | None = None, pip_args: list[str] | None = None, metadata: str = "root") -> dict:
     """The agent's configuration: where its pool's bucket is and how to reach it (``endpoint`` and
-    ``token_url`` replace the cloud's own only for tests and S3-compatible stores)."""
+    ``token_url`` replace the cloud's own only for tests and S3-compatible stores), and who on the node
+    may reach the cloud's metadata service (``metadata``: root, or all-users; spec.Access.metadata)."""
     cfg = {"cloud": cloud, "cluster": cluster, "pool": pool, "bucket": bucket, "region": region, "account": account,
-           "identity": identity, "endpoint": endpoint, "token_url": token_url, "log": LOG,
+           "identity": identity, "endpoint": endpoint, "token_url": token_url, "log": LOG, "metadata": metadata,
            "salt": {"version": SALT_VERSION, "venv": SALT_VENV, "pip_args": pip_args or []}}
     return {k: v for k, v in cfg.items() if v is not None}
 

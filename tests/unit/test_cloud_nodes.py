@@ -22,6 +22,13 @@ from conftest import ROOT
 CREDS = {"key": "AKIDEXAMPLE", "secret": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "token": "tok/en="}
 
 
+@pytest.fixture(autouse=True)
+def _metadata_rules_elsewhere(monkeypatch):
+    """The agent's metadata rules (tests/unit/test_metadata_guard.py applies them for real, in a network
+    namespace of its own) are not made on the machine running these tests: iptables is `true` here."""
+    monkeypatch.setattr(node_agent, "IPTABLES", ("true",))
+
+
 def _signed_alike(signer_class, service: str, region: str, method: str, url: str, body: bytes) -> None:
     """The agent's signature of a request is botocore's (``signer_class``), made at the same moment."""
     from botocore.awsrequest import AWSRequest
@@ -85,6 +92,17 @@ def test_a_signature_checking_s3_accepts_the_agents_status_put(iam_moto, monkeyp
         store.put("status/trainers/x.json", b"{}")
 
 
+def _code(src: bytes, comments: bool = False) -> list | set:
+    """Python's tokens of ``src`` but its blank lines and (unless ``comments``: then as a set) its comments:
+    (type, text, line)."""
+    import io
+    import tokenize
+
+    kept = [(t.type, t.string, t.start[0]) for t in tokenize.tokenize(io.BytesIO(src).readline)
+            if t.type != tokenize.NL and (comments or t.type != tokenize.COMMENT)]
+    return set(kept) if comments else kept
+
+
 @pytest.mark.parametrize("cloud,extra", [("aws", {"region": "us-east-1"}), ("gcp", {}),
                                          ("azure", {"account": "gfabc", "identity": "0000-client"})])
 def test_each_clouds_bootstrap_fits_carries_the_agent_and_no_secret(cloud, extra):
@@ -94,9 +112,11 @@ def test_each_clouds_bootstrap_fits_carries_the_agent_and_no_secret(cloud, extra
     payload = script.split("<<'GPUFLEET_AGENT'\n", 1)[1].split("\nGPUFLEET_AGENT", 1)[0]
     shipped_agent = gzip.decompress(base64.b85decode(payload))
     assert shipped_agent == bootstrap.agent_source()
-    # the code is the checkout's, byte for byte: only the module docstring is cut to a line
-    assert shipped_agent.split(b'"""', 2)[2] == bootstrap.AGENT.read_bytes().split(b'"""', 2)[2]
+    # the code is the checkout's, token for token on the same lines: only the module docstring is cut to a
+    # line, and the comments from theirs
+    assert _code(shipped_agent.split(b'"""', 2)[2]) == _code(bootstrap.AGENT.read_bytes().split(b'"""', 2)[2])
     assert len(shipped_agent.split(b'"""', 2)[1]) < 120
+    assert not _code(shipped_agent, comments=True) - set(_code(shipped_agent))  # not one comment shipped
     shipped = json.loads(script.split("<<'GPUFLEET_CONFIG'\n", 1)[1].split("\nGPUFLEET_CONFIG", 1)[0])
     assert shipped == cfg and shipped["salt"]["version"] == bootstrap.SALT_VERSION
     assert "systemctl enable gpufleet-node.timer" in script and "OnUnitInactiveSec=60" in script

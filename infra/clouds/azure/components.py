@@ -209,6 +209,7 @@ class PoolArgs:
     subscription: str = ""  # where ScaleSetNodes reads the VMs
     storage_account: NodeStorage | None = None  # the nodes configure themselves from it
     capacity_reservation_group: str | None = None  # a group's resource id: the VMs take its reserved capacity
+    metadata: str = "root"  # who on the node reaches IMDS and WireServer (spec Access.metadata: root or all-users)
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -263,7 +264,7 @@ class GpuNodePool(pulumi.ComponentResource):
             profile["os_profile"]["custom_data"] = pulumi.Output.all(st.account, ident.client_id).apply(
                 lambda v: base64.b64encode(bootstrap.render(bootstrap.config(
                     "azure", cluster=args.cluster, pool=args.pool, bucket=CONTAINER, account=v[0],
-                    identity=v[1])).encode()).decode())
+                    identity=v[1], metadata=args.metadata)).encode()).decode())
             self.bucket = {"cloud": "azure", "name": st.account, "container": CONTAINER}
         self.scale_set = azn.compute.VirtualMachineScaleSet(
             f"{name}-vmss", resource_group_name=args.resource_group_name, location=args.region,
