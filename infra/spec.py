@@ -137,11 +137,21 @@ def _address(v: str) -> str:
     return v
 
 
+def _ssh_path(v: str) -> str:
+    """A local path ssh and salt-ssh take as one word: salt-ssh (Salt 3008, client/ssh/shell.py) pastes
+    ``-o IdentityFile=PATH`` and ``-o UserKnownHostsFile=PATH`` into a line it splits as a shell would
+    (shlex), and ssh expands % tokens and ${VAR} in them, so whitespace, quotes, \\, % and $ cannot pass."""
+    if not v or re.search(r"[\s'\"\\%$]", v) or any(ord(c) < 32 or ord(c) == 127 for c in v):
+        raise HintedValueError(f"{v!r} is not a path ssh and salt-ssh can take as written (no spaces, quotes, "
+                               "\\, % or $)", "move or link the file to a plain path, e.g. ~/.ssh/rack_ed25519")
+    return v
+
+
 class Host(_Strict):
     address: Annotated[str, AfterValidator(_address)]
     port: int = Field(default=22, ge=1, le=65535, strict=True)
     user: str = "root"
-    key: str | None = None
+    key: Annotated[str, AfterValidator(_ssh_path)] | None = None
 
     @field_validator("user")
     @classmethod
@@ -415,7 +425,8 @@ class Pool(_Strict):
     salt: Salt = Salt()
     hosts: list[Host] = []
     subnet_manager: Literal["switch", "host"] | None = None  # InfiniBand racks: who runs the SM
-    known_hosts: str | None = None  # the site's known_hosts file (default: gpufleet's per-site file)
+    # the site's known_hosts file (default: gpufleet's per-site file)
+    known_hosts: Annotated[str, AfterValidator(_ssh_path)] | None = None
     site_costs: SiteCosts | None = None
     failover: Failover | None = None  # where else to try when the pool's place is refused
     role: Literal["compute", "controller"] = "compute"  # controller: the stack's Slurm controller (slurm:)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,10 +64,18 @@ def config_value(key: str, value: str, where: str) -> str:
             raise UntrustedValue(key, value, "free of % but its own tokens %h and %p", where)
         return value
     if key in PATH_OPTIONS:
-        if '"' in value or not value:
-            raise UntrustedValue(key, value, "a path without double quotes", where)
-        value = value.replace("%", "%%")
-        return f'"{value}"' if any(c.isspace() for c in value) else value
+        # OpenSSH 9.2 readconf.c splits the rest of every line with argv_split (misc.c), whichever host
+        # the line is for: a lone ' or " is `invalid quotes` for the whole file, a leading # a comment,
+        # a leading = the keyword's separator; within double quotes \\ and \" are its only escapes. It
+        # expands % tokens (%% is a %) and ${VAR} from the environment (no escape) in these paths.
+        if not value or "${" in value:
+            raise UntrustedValue(key, value, "a path, with no ${", where)
+        quoted = value.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+        return f'"{quoted}"'
+    if key == "Port":
+        if not (value.isdigit() and 0 < int(value) < 65536):  # readconf's a2port: "Bad port" ends the file
+            raise UntrustedValue(key, value, "a TCP port (1 to 65535)", where)
+        return value
     if not value or any(c.isspace() or c in "\"'%#\\" for c in value):
         raise UntrustedValue(key, value, "one word without quotes, % or #", where)
     return value
@@ -203,26 +212,36 @@ class Access:
         if via not in VIAS:
             raise UntrustedValue("access.via", via, "one of " + ", ".join(VIAS), where)
         user = netnames.matching(doc.get("user", DEFAULT_USER), LINUX_USER, "access.user", "a Linux user name", where)
-        names = [*doc.get("pools", []), *doc.get("login_pools", [])] + ([doc["bastion_pool"]] if doc.get(
-            "bastion_pool") else [])
-        for name in names:
+        pools, login_pools = _typed(doc, "pools", list, where), _typed(doc, "login_pools", list, where)
+        for name in [*pools, *login_pools] + ([doc["bastion_pool"]] if doc.get("bastion_pool") else []):
             netnames.label(name, "pool name", where)
         racks = {}
-        for host, options in (doc.get("racks") or {}).items():
-            if set(options) - RACK_OPTIONS:
-                raise UntrustedValue(f"racks.{host}", sorted(options), "of " + ", ".join(sorted(RACK_OPTIONS)), where)
+        for host, options in _typed(doc, "racks", dict, where).items():
+            if not isinstance(options, dict) or set(options) - RACK_OPTIONS:
+                raise UntrustedValue(f"racks.{host}", options, "options of " + ", ".join(sorted(RACK_OPTIONS)), where)
+            for k, v in options.items():
+                if not isinstance(v, str):  # a list would be written as Python's repr of it
+                    raise UntrustedValue(f"racks.{host}.{k}", v, "a text value", where)
             netnames.host(options.get("HostName"), f"racks.{host}.HostName", where)
-            if not str(options.get("Port", "22")).isdigit():
-                raise UntrustedValue(f"racks.{host}.Port", options.get("Port"), "a TCP port", where)
+            port = str(options.get("Port", "22"))
+            if not (port.isdigit() and 0 < int(port) < 65536):
+                raise UntrustedValue(f"racks.{host}.Port", options.get("Port"), "a TCP port (1 to 65535)", where)
             netnames.matching(options.get("User", "root"), LINUX_USER, f"racks.{host}.User", "a Linux user name", where)
             kept = {k: v for k, v in options.items() if own or k not in PATH_OPTIONS}
             racks[host] = {**kept, "StrictHostKeyChecking": "yes"}  # a record may not turn host keys off
-        return cls(via, user, doc.get("bastion_pool"), list(doc.get("pools", [])), list(doc.get("login_pools", [])),
-                   racks)
+        return cls(via, user, doc.get("bastion_pool"), list(pools), list(login_pools), racks)
 
     def to_dict(self) -> dict:
         return {"via": self.via, "user": self.user, "bastion_pool": self.bastion_pool, "pools": self.pools,
                 "login_pools": self.login_pools, "racks": self.racks}
+
+
+def _typed(doc: dict, key: str, kind: type, where: str):
+    """``doc[key]`` when it is a ``kind`` (an empty one when missing), else UntrustedValue."""
+    value = doc.get(key) or kind()
+    if not isinstance(value, kind):
+        raise UntrustedValue(f"access.{key}", value, f"a {kind.__name__}", where)
+    return value
 
 
 def access_record(stack, cluster: str, nodes: list[Node]) -> dict:
@@ -307,9 +326,27 @@ def check_tools(cfg: SshConfig, entries: list[Entry] | None = None, which=None) 
 
 
 def write(cfg: SshConfig) -> Path:
-    """The config written (owner-only, replaced whole) where ``cfg.path`` says."""
-    replace_atomically(cfg.path, lambda f: f.write(cfg.text()), "XDG_DATA_HOME", mode=0o600)
+    """The config written (owner-only, replaced whole) where ``cfg.path`` says, once the real ssh reads it."""
+    text = cfg.text()
+    check_with_ssh(text, cfg)
+    replace_atomically(cfg.path, lambda f: f.write(text), "XDG_DATA_HOME", mode=0o600)
     return cfg.path
+
+
+def check_with_ssh(text: str, cfg: SshConfig) -> None:
+    """``text`` as OpenSSH reads it (``ssh -G``: every line parsed, whichever host it is for) when ssh is
+    here: a file it refuses would break every host once Included from ~/.ssh/config, so it is never
+    installed (GpufleetError with ssh's own words)."""
+    ssh = shutil.which(SSH.command)
+    if ssh is None or not cfg.entries:
+        return
+    r = subprocess.run([ssh, "-G", "-F", "/dev/stdin", cfg.entries[0].alias], input=text, capture_output=True,
+                       text=True, timeout=60)
+    if r.returncode != 0:
+        said = "; ".join(line for line in r.stderr.splitlines() if line and "Pseudo-terminal" not in line)
+        raise GpufleetError(f"OpenSSH refuses the ssh config gpufleet made for {cfg.cluster}: {said}",
+                            f"nothing was written ({cfg.path} is as it was); the registry's record of "
+                            f"{cfg.cluster} holds a value gpufleet did not foresee: please report it")
 
 
 def ssh_config(name: str, *, registry: Registry | None = None, cat=None, path: Path | None = None,

@@ -127,7 +127,7 @@ def test_each_cloud_gets_its_documented_proxy_command_and_racks_go_directly(mixe
     # a rack host: its own address, port, user and key, checked against the site's known_hosts
     rack = hosts["mixed-fleet-rack-1"]
     assert rack == {"HostName": "192.0.2.22", "Port": "22", "User": "root",
-                    "UserKnownHostsFile": str(tmp_path / "xdg-data" / "gpufleet" / "known_hosts" / "lab"),
+                    "UserKnownHostsFile": f'"{tmp_path / "xdg-data" / "gpufleet" / "known_hosts" / "lab"}"',  # always quoted
                     "StrictHostKeyChecking": "yes"}
     assert cfg.include_line() == f"Include {cfg.path}"  # the test's data folder is outside HOME
 

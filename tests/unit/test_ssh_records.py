@@ -164,3 +164,100 @@ def test_down_verify_and_status_never_read_a_stack_file_the_store_names(tmp_path
     (row,) = json.loads(res.stdout)["clusters"]
     assert row["scheduler"] is None and any("not asked" in n and "gpufleet status" in n for n in row["notes"]), row
     assert str(planted) not in loaded, loaded
+
+
+# ---------------------------------------------------------------- values OpenSSH itself would refuse
+
+def _own_record(tmp_path, rack: dict) -> Registry:
+    """A registry this machine wrote alone (its paths are the operator's own) with two rack hosts."""
+    reg = Registry(tmp_path / "own.db")
+    nodes = [_rack_node("192.0.2.21", 22), Node(pool="rack", idx=1, provider="baremetal", location="lab",
+                                                machine="x", node_id="192.0.2.22", private_ip="192.0.2.22",
+                                                ssh_endpoint="192.0.2.22:22")]
+    reg.record(name="lab", stack="lab", stack_file="", owner="o", expires_at="2099-01-01T00:00:00Z", backend=None,
+               nodes=nodes, access={"via": "direct", "user": "ops", "pools": ["rack"], "login_pools": [], "racks": {
+                   "rack-0": {"HostName": "192.0.2.21", "Port": "22", "User": "admin", **rack},
+                   "rack-1": {"HostName": "192.0.2.22", "Port": "22", "User": "admin"}}})
+    return reg
+
+
+@pytest.mark.skipif(SSH is None, reason="the OpenSSH client is not installed")
+@pytest.mark.parametrize("path", ["/home/alice/bob's/key", "#k", "=/tmp/k", "/keys/back\\slash", '/keys/a "quoted" one',
+                                  "/keys/50%", "/keys/with space"])
+def test_a_path_ssh_parses_specially_is_written_so_ssh_reads_it_whole(tmp_path, path):
+    """Review F2: OpenSSH splits every line of an Included file, whichever host it is for (readconf.c,
+    argv_split): a ' opened a quote that never closed (`invalid quotes`: every host failed), a leading #
+    was a comment (`Missing argument`), a leading = was taken as the separator. Paths are now written in
+    double quotes with \\ and " escaped (and % as %%): the real ssh reads each one back whole, and the
+    other host still resolves."""
+    cfg = op.config("lab", registry=_own_record(tmp_path, {"IdentityFile": path}), path=tmp_path / "lab.conf")
+    op.write(cfg)
+    assert resolved(cfg.path, "lab-rack-0")["identityfile"] == path.replace("%", "%%")  # -G shows it unexpanded
+    assert resolved(cfg.path, "lab-rack-1")["hostname"] == "192.0.2.22"
+
+
+@pytest.mark.parametrize("field,value,says", [("Port", "0", "a TCP port"), ("Port", "65536", "a TCP port"),
+                                              ("IdentityFile", "${NOPE}/k", "no ${")])
+def test_a_recorded_value_ssh_would_refuse_is_refused_before_anything_is_written(tmp_path, field, value, says):
+    """Review F2: `Port 0` made ssh stop at the file (`Bad port '0'`, every host with it once Included); a
+    ${VAR} in a path is expanded by ssh from the environment at connection time, and has no escape."""
+    from gpufleet.errors import UntrustedValue
+
+    with pytest.raises(UntrustedValue, match="racks.rack-0" if field == "Port" else field) as e:
+        op.config("lab", registry=_own_record(tmp_path, {field: value}), path=tmp_path / "lab.conf")
+    assert says in str(e.value), str(e.value)
+    assert not (tmp_path / "lab.conf").exists()
+
+
+def test_a_stack_key_or_known_hosts_path_salt_ssh_would_split_is_refused_at_validate_time(tmp_path, cat):
+    """Review F2: `key: keys/ops'_ed25519` validated, then broke the ssh config (`invalid quotes`) and
+    salt-ssh, which pastes `-o IdentityFile=PATH` into a line it splits as a shell does (Salt 3008
+    salt/client/ssh/shell.py: _key_opts, _split_cmd's shlex.split), and passes it to ssh, which expands %
+    in it. The stack's key and known_hosts now take a path without whitespace, quotes, \\, % or $."""
+    from gpufleet.errors import SpecErrors
+    from gpufleet.fleet import stacks
+
+    for key, known in (("keys/ops'_ed25519", "kh"), ("keys/ops key", "kh"), ("keys/k", "kh%d"),
+                       ("keys/k", "$HOME/kh")):
+        (tmp_path / "lab.yaml").write_text(STACK.format(known_hosts=json.dumps(known), port=22, key=json.dumps(key)))
+        with pytest.raises(SpecErrors) as e:
+            stacks.load(tmp_path / "lab.yaml", cat)
+        said = str(e.value)
+        assert ("hosts[0].key" if key != "keys/k" else "known_hosts") in said and "lab.yaml:" in said, said
+
+
+@pytest.mark.skipif(SSH is None, reason="the OpenSSH client is not installed")
+def test_a_config_ssh_refuses_is_never_installed(tmp_path, monkeypatch):
+    """The written file is read by the real `ssh -G` before it replaces the old one: whatever it refuses
+    (a value no check here foresaw) is an error with ssh's own words, and the old file stays."""
+    from gpufleet.errors import GpufleetError
+
+    cfg = op.config("lab", registry=_own_record(tmp_path, {}), path=tmp_path / "lab.conf")
+    op.write(cfg)
+    before = cfg.path.read_text()
+    monkeypatch.setattr(op.SshConfig, "text", lambda self: before + "Host other\n    Port 0\n")
+    with pytest.raises(GpufleetError, match="Bad port '0'") as e:
+        op.write(cfg)
+    assert e.value.exit_code == 1 and cfg.path.read_text() == before
+
+
+@pytest.mark.parametrize("change", [
+    {"racks": {"rack-0": {"HostName": "192.0.2.21", "IdentityFile": ["a", "b"]}}},
+    {"racks": {"rack-0": {"HostName": "192.0.2.21", "Port": [22]}}},
+    {"racks": {"rack-0": "192.0.2.21"}},
+    {"racks": ["rack-0"]},
+    {"pools": "rack"},
+    {"user": ["ops"]},
+])
+def test_a_record_of_the_wrong_type_is_refused_not_written_as_pythons_repr(tmp_path, change):
+    """Review F7: a record's IdentityFile ["a", "b"] was accepted and written as "['a', 'b']"; each
+    value of the access record is now checked for its type too."""
+    from gpufleet.errors import UntrustedValue
+
+    reg = _own_record(tmp_path, {})
+    rec = reg.get("lab")
+    reg.record(name="lab", stack="lab", stack_file="", owner="o", expires_at="2099-01-01T00:00:00Z", backend=None,
+               nodes=rec.nodes, access={**rec.access, **change})
+    with pytest.raises(UntrustedValue):
+        op.config("lab", registry=reg, path=tmp_path / "lab.conf")
+    assert not (tmp_path / "lab.conf").exists()
