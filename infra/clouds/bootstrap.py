@@ -84,7 +84,8 @@ def render(cfg: dict, *, pre: str = "") -> str:
     script = f"""#!/bin/bash
 # gpufleet: this node configures itself from cluster {cfg['cluster']}'s bucket (pool {cfg['pool']})
 set -uo pipefail
-mkdir -p /etc/gpufleet /opt/gpufleet /var/lib/gpufleet /var/log/gpufleet
+mkdir -p /etc/gpufleet /opt/gpufleet /var/lib/gpufleet
+mkdir -p -m 0700 /var/log/gpufleet && chmod 0700 /var/log/gpufleet
 exec >>/var/log/gpufleet/bootstrap.log 2>&1
 {pre.strip()}
 cat > /etc/gpufleet/node.json <<'GPUFLEET_CONFIG'

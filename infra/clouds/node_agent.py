@@ -474,15 +474,18 @@ def ensure_salt(salt):
 
 def apply(salt_call, tree, pillar, states, test, work):
     """One salt-call run; (ok, changed, failed [(state id, comment)], seconds). The pillar (secrets
-    among it) is on disk for that run only: 0600 in 0700 folders, removed when salt-call is done."""
+    among it) is on disk for that run only: 0600 in 0700 folders, removed when salt-call is done with
+    Salt's cache, which holds the highstate rendered from it."""
     private_dir(work)
     private_dir(f"{work}/pillar")
     write_private(f"{work}/pillar/top.sls", "base:\n  '*': [gpufleet]\n")
     pillar_file = f"{work}/pillar/gpufleet.sls"
     write_private(pillar_file, json.dumps(pillar))
+    # Salt puts every path not under root_dir beneath it (salt/config: prepend_root_dir): root_dir is the
+    # work folder itself, so the cache is where forget_rendered clears it
     write_private(f"{work}/minion", json.dumps(
         {"file_client": "local", "file_roots": {"base": [tree]}, "pillar_roots": {"base": [f"{work}/pillar"]},
-         "root_dir": f"{work}/root", "cachedir": f"{work}/cache", "log_file": f"{work}/salt.log"}))
+         "root_dir": work, "cachedir": f"{work}/cache", "log_file": f"{work}/salt.log"}))
     cmd = [salt_call, "--local", "-c", work, "--out", "json", "--retcode-passthrough", "state.apply", ",".join(states)]
     if test:
         cmd.append("test=True")
@@ -493,7 +496,7 @@ def apply(salt_call, tree, pillar, states, test, work):
         r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "APT_CONFIG": apt_conf},
                            umask=SYSTEM_UMASK)
     finally:
-        os.remove(pillar_file)
+        forget_rendered(work)
     seconds = time.monotonic() - start
     try:
         ret = json.loads(r.stdout)["local"]
@@ -505,6 +508,28 @@ def apply(salt_call, tree, pillar, states, test, work):
               for sid, s in ret.items() if s.get("result") is False]
     changed = sum(1 for s in ret.values() if s.get("changes") and s.get("result") is not False)
     return not failed and r.returncode == 0, changed, failed, seconds
+
+
+def forget_rendered(work):
+    """What a Salt run leaves that holds the pillar's secrets: the pillar file and Salt's cache (its
+    rendered highstate, highstate.cache.p), and an older agent's root_dir, under which its cache was."""
+    try:
+        os.remove(f"{work}/pillar/gpufleet.sls")
+    except FileNotFoundError:
+        pass
+    for folder in (f"{work}/cache", f"{work}/root"):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def private_logs(log):
+    """The agent's log folder root's alone (0700) and the logs in it 0600, whatever cloud-init's or
+    systemd's umask made: they hold every failed state's comment."""
+    folder = os.path.dirname(log)
+    private_dir(folder)
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path) and not os.path.islink(path):
+            os.chmod(path, 0o600)
 
 
 def current_configuration(store, pool, wait_s, poll_s=15):
@@ -533,6 +558,9 @@ def run(cfg, force=False):
             except BlockingIOError:
                 print("another run of the agent is under way (the boot's or the timer's): this one stops", flush=True)
                 return 0
+            forget_rendered(f"{STATE_DIR}/salt")  # a run killed while Salt ran (SIGKILL, a reboot) left them
+            if cfg.get("log"):
+                private_logs(cfg["log"])
             rc = _run(cfg, force)
             report_scheduler(cfg)
             return rc

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from gpufleet.configure.pillar import gpu_of
 from gpufleet.errors import GpufleetError
-from gpufleet.paths import make_dir, salt_run_dir
+from gpufleet.paths import make_private_dir, salt_run_dir
 
 HEALTH_PROGRAM = "/usr/local/sbin/gpufleet-slurm-health"
 # the node checks a health check runs: what reads the node's state, none of the load tests (NCCL,
@@ -153,8 +153,8 @@ def munge_key(cluster: str, shared=None) -> bytes:
             held = (mine, "") if shared.create(key, mine) else shared.read(key)
         if held is not None:
             return held[0]
+    make_private_dir(path.parent)  # an older gpufleet's folder (its mode the umask's) included
     if not path.exists():
-        make_dir(path.parent)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(secrets.token_bytes(MUNGE_KEY_BYTES))
