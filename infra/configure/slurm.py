@@ -206,7 +206,8 @@ def pool_pillars(stack, cluster: str, cat, facts: list[tuple[str, str | None, di
                  bundle: bytes, key: bytes) -> dict[str, dict]:
     """Each cloud pool's ``slurm`` pillar (its nodes share one document), from what its nodes said of
     themselves (``facts``: (pool, the address the cloud gave it, the facts in its status)): its host
-    name, the address it reaches the cluster from, CPUs, memory and the GPUs it shows."""
+    name (each one node's: cloudnodes.slurm_members), CPUs, memory and the GPUs it shows; its address
+    is the cloud's, never what its status says."""
     pools = {p.name: p for p in stack.pools}
     # each pool's GPU model and fabric, as the catalog names its instance type
     kinds = {p.name: (gpu_of(p, cat)[0], cat.instance(p.provider, p.instance_type).fabric if p.instance_type else None)
@@ -215,7 +216,7 @@ def pool_pillars(stack, cluster: str, cat, facts: list[tuple[str, str | None, di
     for pool_name, address, f in facts:
         gpu, fabric = kinds[pool_name]
         found.setdefault(pool_name, []).append(node(
-            f["hostname"], f.get("address") or address, pools[pool_name], cpus=int(f["cpus"]),
+            f["hostname"], address, pools[pool_name], cpus=int(f["cpus"]),
             mem_gib=float(f["mem_gib"]), gpus=int(f.get("gpu_count") or 0), gpu=gpu, fabric=fabric))
     ctl = [n for p in stack.pools if p.role == "controller" for n in found.get(p.name, [])]
     if not ctl:

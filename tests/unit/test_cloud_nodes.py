@@ -409,10 +409,11 @@ class _Nodes:
     """Cloud nodes as their agents answer: each applies its pool's current document once per
     generation and writes a status with its facts; ``applied`` records (node, states, the slurm pillar)."""
 
-    def __init__(self, store, nodes):
+    def __init__(self, store, nodes, says: dict[str, dict] | None = None):
         import threading
 
         self.store, self.nodes, self.applied, self.probes = store, nodes, [], {}
+        self.says = says or {}  # node id -> facts it claims instead of its own
         self.done: dict[str, str] = {}
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -430,7 +431,7 @@ class _Nodes:
                 self.applied.append((n.node_id, doc["states"], doc["pillar"].get("slurm")))
                 self.probes[n.node_id] = doc.get("probe")
                 facts = {"hostname": f"ip-10-0-0-{i + 10}", "address": f"10.0.0.{i + 10}", "cpus": 48,
-                         "mem_gib": 186.5, "gpu_count": 0 if n.pool == "ctl" else 4}
+                         "mem_gib": 186.5, "gpu_count": 0 if n.pool == "ctl" else 4, **self.says.get(n.node_id, {})}
                 self.store.put(f"status/{n.pool}/{n.node_id}.json", json.dumps(
                     {"node_id": n.node_id, "pool": n.pool, "ok": True, "generation": doc["generation"],
                      "facts": facts}).encode())
@@ -491,6 +492,60 @@ def test_slurm_on_cloud_pools_is_rendered_from_what_the_nodes_say_in_a_second_ro
     finally:
         agents.stop.set()
         agents.thread.join()
+
+
+@pytest.mark.parametrize("says, listed, left_out", [
+    # i-g0 names itself as its neighbour i-g1 does: the name is neither's (first-wins would hand i-g1's jobs to
+    # whichever came first), and its address is the cloud's, whatever it says
+    ({"i-g0": {"hostname": "ip-10-0-0-12", "address": "10.0.0.10"}}, ["ip-10-0-0-10"], ["i-g0", "i-g1"]),
+    # a compute node claiming the controller's name: the controller keeps it
+    ({"i-g1": {"hostname": "IP-10-0-0-10"}}, ["ip-10-0-0-10", "ip-10-0-0-11"], ["i-g1"]),
+    # a node's address is the one the cloud gave it, not the one its status says
+    ({"i-g0": {"address": "10.6.6.6"}}, ["ip-10-0-0-10", "ip-10-0-0-11", "ip-10-0-0-12"], []),
+])
+def test_a_nodes_facts_cannot_take_another_nodes_name_or_address(tmp_path, monkeypatch, says, listed, left_out):
+    """Review F4: a node's status (vouched by its key) still spoke for others through its facts: its
+    host name became a NodeName whether or not another node had it (two NodeName=gpu-1 lines; slurmctld
+    keeps the first: "reconfiguration for node %s, ignoring!") and its own idea of its address the
+    NodeAddr. NodeAddr is now the address the cloud recorded for the node; a host name more than one
+    node claims is nobody's (but the controller's): those nodes are left out of slurm.conf, failed, and
+    said."""
+    from types import SimpleNamespace
+
+    from gpufleet import catalog
+    from gpufleet.configure import slurm
+    from gpufleet.fleet import stacks
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    cat = catalog.load(use_config=False)
+    (tmp_path / "sl.yaml").write_text(SLURM_STACK)
+    st = stacks.load(tmp_path / "sl.yaml", cat)
+    store = _Store()
+    ref = {"name": "b", "cloud": "aws", "region": "us-east-1"}
+    outputs = {"pools": {"ctl": {"bucket": ref}, "gpu": {"bucket": ref}}}
+    nodes = [SimpleNamespace(pool="ctl", idx=0, node_id="i-c", private_ip="10.0.0.10"),
+             *(SimpleNamespace(pool="gpu", idx=i, node_id=f"i-g{i}", private_ip=f"10.0.0.{11 + i}") for i in range(2))]
+    agents = _Nodes(store, nodes, says)
+    agents.thread.start()
+    try:
+        reports = cloudnodes.configure_pools(
+            st, cat, "sl", outputs, nodes, stores={"b": store}, timeout_s=20, poll_s=0.05,
+            scheduler=lambda facts, published: slurm.pool_pillars(st, "sl", cat, facts, expectations={}, bundle=b"PK",
+                                                                  key=b"k" * 32))
+    finally:
+        agents.stop.set()
+        agents.thread.join()
+    (conf,) = {pil["files"]["slurm.conf"] for _, _, pil in agents.applied if pil}
+    named = [dict(kv.split("=", 1) for kv in line.split()) for line in conf.splitlines()
+             if line.startswith(("NodeName=", "SlurmctldHost="))]
+    got = {d.get("NodeName") or d["SlurmctldHost"].split("(")[0]: d.get("NodeAddr") or d["SlurmctldHost"] for d in named}
+    assert sorted(got) == listed, conf
+    recorded = {f"ip-10-0-0-{10 + i}": n.private_ip for i, n in enumerate(nodes)}
+    assert got == {name: recorded[name] if name != "ip-10-0-0-10" else "ip-10-0-0-10(10.0.0.10)" for name in got}
+    by_id = {r.target.node_id: r for r in reports}
+    assert sorted(i for i, r in by_id.items() if r.state == "failed") == left_out
+    for i in left_out:
+        assert "left out of slurm.conf" in by_id[i].error, by_id[i].error
 
 
 def test_slurms_view_is_read_from_the_controllers_status():
