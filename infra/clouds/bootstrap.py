@@ -10,6 +10,7 @@ instance with user data", 2026), the tightest of the three: ``render`` checks it
 
 from __future__ import annotations
 
+import ast
 import base64
 import gzip
 import io
@@ -32,27 +33,35 @@ class BootstrapError(ValueError):
     """User data that a cloud would refuse, or that would carry a secret."""
 
 
+AGENT_DOC = "gpufleet's node agent: what it does is in gpufleet/clouds/node_agent.py of the gpufleet package."
+
+
 def agent_source() -> bytes:
-    """The agent as nodes get it: its module docstring (how the agent and `up` talk through the bucket,
-    for gpufleet's readers) cut to a line naming where it is, and its comments (why the code is as it
-    is, for the same readers) cut from their lines, since every byte of user data counts (AWS refuses
-    more than 16 KB). The code is the same, token for token, on the same lines: a traceback from a
-    node names the checkout's line numbers."""
-    src = AGENT.read_text()
-    assert src.startswith('"""'), "node_agent.py begins with its docstring"
-    doc_end = src.index('"""', 3) + 3
-    return ('"""gpufleet\'s node agent: what it does is in gpufleet/clouds/node_agent.py of the gpufleet package."""'
-            + without_comments(src[doc_end:])).encode()
+    """The agent as nodes get it: its comments and docstrings (why the code is as it is, and how the
+    agent and `up` talk through the bucket: for gpufleet's readers) cut, the module's to a line
+    naming where it is, since every byte of user data counts (AWS refuses more than 16 KB). The code
+    is the same, token for token, on the same lines: a traceback from a node names the checkout's
+    line numbers."""
+    return code_only(AGENT.read_text(), AGENT_DOC).encode()
 
 
-def without_comments(src: str) -> str:
+def code_only(src: str, module_doc: str) -> str:
     """``src`` with each comment (as Python's tokenizer finds them: never a ``#`` inside a string) cut
-    from its line, every line kept."""
+    from its line and each docstring emptied (the module's: ``module_doc``), every line kept."""
     lines = src.splitlines(keepends=True)
     for tok in tokenize.generate_tokens(io.StringIO(src).readline):
         if tok.type == tokenize.COMMENT:
             row, col = tok.start
             lines[row - 1] = lines[row - 1][:col].rstrip() + "\n"
+    tree = ast.parse(src)
+    docs = [node.body[0] for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and ast.get_docstring(node, clean=False) is not None]
+    for doc in sorted(docs, key=lambda d: d.lineno, reverse=True):
+        first, last = lines[doc.lineno - 1], lines[doc.end_lineno - 1]
+        text = module_doc if doc is tree.body[0] else ""
+        lines[doc.lineno - 1:doc.end_lineno] = [first[:doc.col_offset] + '"""' + text + "\n" * (
+            doc.end_lineno - doc.lineno) + '"""' + last[doc.end_col_offset:]]
     return "".join(lines)
 
 

@@ -269,11 +269,14 @@ def _access(rec, cat, stack_file: str | Path | None, notes: list[str]) -> tuple[
     return Access(), None
 
 
-def _direct(node: Node, where: str) -> dict[str, str]:
+def _direct(node: Node, cluster: str, where: str) -> dict[str, str]:
     """A cloud node's own address: the first node's SSH endpoint (its public address where the pool
-    has one), the others' private addresses (each checked: the registry may be the team's store)."""
+    has one), the others' private addresses (each checked: the registry may be the team's store); its
+    host key filed under its cloud's unique id, as on the cloud's own route (an address comes back
+    with the next cluster's VMs)."""
     host, port = netnames.endpoint(node.ssh_endpoint if node.idx == 0 else None, node.private_ip, where)
-    return {"HostName": host, "Port": port}
+    alias = provider(node.provider).host_key_alias(node, cluster=cluster)
+    return {"HostName": host, "Port": port, **({"HostKeyAlias": alias} if alias else {})}
 
 
 def config(name: str, *, registry: Registry | None = None, cat=None, path: Path | None = None,
@@ -299,9 +302,9 @@ def config(name: str, *, registry: Registry | None = None, cat=None, path: Path 
                 route.options.update(access.racks.get(f"{n.pool}-{n.idx}", {}))
         elif bastion and n.pool != bastion:
             route = SshRoute(f"through the bastion {alias(rec.name, bastion, 0)}",
-                             {**_direct(n, where), "ProxyJump": alias(rec.name, bastion, 0)})
+                             {**_direct(n, rec.name, where), "ProxyJump": alias(rec.name, bastion, 0)})
         else:
-            route = SshRoute("direct", _direct(n, where))
+            route = SshRoute("direct", _direct(n, rec.name, where))
         if not route.options.get("HostName"):
             notes.append(f"{alias(rec.name, n.pool, n.idx)}: no id or address recorded (did `up` finish?); left out")
             continue

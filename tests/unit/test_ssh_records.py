@@ -261,3 +261,26 @@ def test_a_record_of_the_wrong_type_is_refused_not_written_as_pythons_repr(tmp_p
     with pytest.raises(UntrustedValue):
         op.config("lab", registry=reg, path=tmp_path / "lab.conf")
     assert not (tmp_path / "lab.conf").exists()
+
+
+def test_an_azure_vms_unique_id_travels_through_the_store_in_a_record_older_gpufleet_reads(tmp_path, team):
+    """Review F3: the vmId `up` records (what an Azure VM's host key is filed under) reaches a teammate's
+    machine; each node in the store's object keeps the fields a gpufleet of before reads (it refuses a
+    node with a key it does not know), the ids beside them."""
+    from gpufleet.state.registry import Node as RegistryNode
+
+    vm = ("/subscriptions/0000/resourceGroups/gpufleet-c-eastus/providers/Microsoft.Compute/virtualMachineScaleSets/"
+          "c-nd/virtualMachines/0")
+    uid = "3f2b8a9e-4c1d-4e7a-9b0c-123456789abc"
+    node = RegistryNode(pool="nd", idx=0, provider="azure", location="eastus", machine="Standard_ND96isr_H100_v5",
+                        node_id=vm, private_ip="10.64.1.4", vm_uid=uid)
+    Registry(tmp_path / "a.db", shared=team).record(name="c", stack="c", stack_file="", owner="o",
+                                                    expires_at="2099-01-01T00:00:00Z", backend=None, nodes=[node])
+    doc = json.loads(team.read("clusters/c.json")[0])
+    assert doc["vm_uids"] == {"nd/0": uid}
+    assert set(doc["nodes"][0]) == {"pool", "idx", "provider", "location", "machine", "zone", "node_id", "private_ip",
+                                    "ssh_endpoint", "usd_per_hour", "launched_at"}  # as before vm_uid
+    (theirs,) = Registry(tmp_path / "b.db", shared=team).get("c").nodes
+    assert theirs.vm_uid == uid
+    cfg = op.config("c", registry=Registry(tmp_path / "b.db", shared=team), path=tmp_path / "c.conf")
+    assert cfg.entries[0].options["HostKeyAlias"] == uid

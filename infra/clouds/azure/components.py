@@ -290,10 +290,10 @@ class GpuNodePool(pulumi.ComponentResource):
         self.nodes = ScaleSetNodes(f"{name}-nodes", scale_set_id=self.scale_set.id, capacity=args.nodes,
                                    subscription=args.subscription, subnet_id=args.subnet_id, public=args.public_ip,
                                    opts=child)
-        self.node_ids, self.private_ips = self.nodes.node_ids, self.nodes.private_ips
+        self.node_ids, self.private_ips, self.vm_uids = self.nodes.node_ids, self.nodes.private_ips, self.nodes.vm_uids
         self.public_ips = self.nodes.public_ips if args.public_ip else None
         self.ssh_endpoint = (self.public_ips if args.public_ip else self.private_ips).apply(lambda ips: f"{ips[0]}:22")
-        self.register_outputs({"node_ids": self.node_ids, "private_ips": self.private_ips,
+        self.register_outputs({"node_ids": self.node_ids, "private_ips": self.private_ips, "vm_uids": self.vm_uids,
                                "host_names": self.nodes.host_names, "ssh_endpoint": self.ssh_endpoint,
                                "scale_set_id": self.scale_set.id,
                                **({"public_ips": self.public_ips} if self.public_ips is not None else {})})
