@@ -42,13 +42,13 @@ def verify(
 ):
     from gpufleet import catalog
     from gpufleet.fleet import stacks, team
-    from gpufleet.fleet.recorded import recorded
+    from gpufleet.fleet.recorded import recorded, stack_file_for
     from gpufleet.fleet.verify import verify as run_checks
 
     cat = catalog.load(STATE.config)
     reg = team.registry()
     if not Path(target).exists() and (reg.get(target) is not None or _names_a_cluster(target)):
-        cluster, target = target, recorded(reg, target).stack_file
+        cluster, target = target, stack_file_for(recorded(reg, target), f"gpufleet verify STACK --cluster {target}")
     st = stacks.load(target, cat)
     with output.steps("Verifying") as update:
         verdicts = run_checks(st, cat, cluster=cluster, registry=reg, node=node, level=level,

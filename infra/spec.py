@@ -137,11 +137,21 @@ def _address(v: str) -> str:
     return v
 
 
+def _ssh_path(v: str) -> str:
+    """A local path ssh and salt-ssh take as one word: salt-ssh (Salt 3008, client/ssh/shell.py) pastes
+    ``-o IdentityFile=PATH`` and ``-o UserKnownHostsFile=PATH`` into a line it splits as a shell would
+    (shlex), and ssh expands % tokens and ${VAR} in them, so whitespace, quotes, \\, % and $ cannot pass."""
+    if not v or re.search(r"[\s'\"\\%$]", v) or any(ord(c) < 32 or ord(c) == 127 for c in v):
+        raise HintedValueError(f"{v!r} is not a path ssh and salt-ssh can take as written (no spaces, quotes, "
+                               "\\, % or $)", "move or link the file to a plain path, e.g. ~/.ssh/rack_ed25519")
+    return v
+
+
 class Host(_Strict):
     address: Annotated[str, AfterValidator(_address)]
     port: int = Field(default=22, ge=1, le=65535, strict=True)
     user: str = "root"
-    key: str | None = None
+    key: Annotated[str, AfterValidator(_ssh_path)] | None = None
 
     @field_validator("user")
     @classmethod
@@ -185,6 +195,9 @@ def internet_wide(cidrs: list[str]) -> list[str]:
     return [str(n) for n in ipaddress.collapse_addresses(public) if n.prefixlen < 8]
 
 
+Metadata = Literal["root", "all-users"]
+
+
 class Access(_Strict):
     """Who may reach the nodes from outside the cluster, and how."""
 
@@ -199,6 +212,11 @@ class Access(_Strict):
     # addresses (a VPN, or ssh_cidrs with public_ip). Rack hosts are always reached directly.
     via: Literal["cloud", "bastion", "direct"] = "cloud"
     bastion_pool: str | None = None  # the pool whose first node is the jump host (via: bastion)
+    # who on a cloud node may ask the cloud's metadata service (IMDS, GCP's metadata server, Azure's IMDS
+    # and WireServer) for the node's identity: root (and what root starts), or all-users (job users too,
+    # for jobs that need the node's role; that role reads the pool's configuration, the munge key among
+    # it, so they can become root on the cluster). A pool's own `metadata` wins.
+    metadata: Metadata = "root"
 
     @model_validator(mode="after")
     def _internet(self):
@@ -404,10 +422,12 @@ class Pool(_Strict):
     # HttpPutResponseHopLimit, 1 to 64). Unset: 1, the node itself: a container on a bridge network
     # (one hop more) gets no IMDSv2 token, so not the node role's credentials. 2 lets containers in.
     imds_hop_limit: int | None = Field(default=None, ge=1, le=64, strict=True)
+    metadata: Metadata | None = None  # who reaches the metadata service on its nodes (default: access.metadata)
     salt: Salt = Salt()
     hosts: list[Host] = []
     subnet_manager: Literal["switch", "host"] | None = None  # InfiniBand racks: who runs the SM
-    known_hosts: str | None = None  # the site's known_hosts file (default: gpufleet's per-site file)
+    # the site's known_hosts file (default: gpufleet's per-site file)
+    known_hosts: Annotated[str, AfterValidator(_ssh_path)] | None = None
     site_costs: SiteCosts | None = None
     failover: Failover | None = None  # where else to try when the pool's place is refused
     role: Literal["compute", "controller"] = "compute"  # controller: the stack's Slurm controller (slurm:)
@@ -433,9 +453,9 @@ class Pool(_Strict):
                 raise HintedValueError("a baremetal pool takes no region, instance_type or spot",
                                        "describe the machines with gpu and gpus_per_node")
             if (self.vpc or self.subnet or self.reservations or self.public_ip or self.failover or self.flex_start
-                    or self.imds_hop_limit):
+                    or self.imds_hop_limit or self.metadata):
                 raise HintedValueError("a baremetal pool takes no vpc, subnet, reservations, public_ip, failover, "
-                                       "flex_start or imds_hop_limit",
+                                       "flex_start, imds_hop_limit or metadata",
                                        "those describe cloud pools; a rack's hosts are listed under hosts")
             if any(st.type == "nfs" and not st.server for st in self.storage):
                 raise HintedValueError("an nfs storage entry on a rack needs `server`", "e.g. server: nfs01.example.com")
@@ -522,6 +542,10 @@ class Stack(_Strict):
 
     # set by load(): where the stack came from
     source: str = Field(default="", exclude=True)
+
+    def metadata_of(self, pool) -> str:
+        """Who reaches the metadata service on ``pool``'s nodes: its own ``metadata``, else the stack's."""
+        return pool.metadata or self.access.metadata
 
     @model_validator(mode="before")
     @classmethod

@@ -5,7 +5,11 @@ the wheel's virtualenv, from a folder outside the source tree, so only the insta
    umask 022, and the pillars are gone once Salt is done;
 2. a node cannot speak for another: a status that claims another node is ignored;
 3. quoting: a registry record with a shell command in it is refused by `gpufleet ssh-config` (exit 1,
-   nothing written), and a sound one is shell-quoted as the real `ssh -G` reads it.
+   nothing written), and a sound one is shell-quoted as the real `ssh -G` reads it;
+4. trust: a record in the team's store cannot choose the known_hosts file or the key `gpufleet ssh-config`
+   writes (review F1): the real `ssh -G` reads this machine's known_hosts file of the host's site;
+5. the metadata service: the user data a pool's nodes get carries an agent whose rules let only root
+   reach the cloud's metadata addresses (TCP but DNS), by default (review O1).
 
 Usage: python wheel_security.py WORKDIR (prints "ok" and exits 0 when every check holds).
 """
@@ -137,12 +141,68 @@ def quoting(work: Path) -> None:
         assert "hostkeyalias i-0123456789abcdef0" in got
 
 
+def store_record_cannot_choose_keys(work: Path) -> None:
+    from gpufleet.state.shared import DirectoryStore
+
+    team = work / "team"
+    team.mkdir()
+    (team / "team.json").write_text('{"by": "t", "at": "2026-01-01T00:00:00+00:00"}')  # what `team init` writes
+    evil, victim_key = team / "evil_known_hosts", work / "victim_key"
+    evil.write_text("[127.0.0.1]:2299 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAttackersOwnHostKeyAttackersOwnHostKey0\n")
+    Registry(work / "attacker.db", shared=DirectoryStore(f"file://{team}")).record(
+        name="kh", stack="kh", stack_file=str(team / "lab.yaml"), owner="o", expires_at="2099-01-01T00:00:00Z",
+        backend=None, nodes=[Node(pool="rack", idx=0, provider="baremetal", location="lab", machine="x",
+                                  node_id="127.0.0.1", private_ip="127.0.0.1", ssh_endpoint="127.0.0.1:2299")],
+        access={"via": "direct", "user": "ops", "pools": ["rack"], "login_pools": [], "racks": {"rack-0": {
+            "HostName": "127.0.0.1", "Port": "2299", "User": "root", "IdentityFile": str(victim_key),
+            "UserKnownHostsFile": str(evil)}}})
+    env = {**os.environ, "GPUFLEET_TEAM": f"file://{team}", "GPUFLEET_REGISTRY": str(work / "victim.db"),
+           "XDG_DATA_HOME": str(work / "victim-data")}
+    out = work / "kh.config"
+    r = subprocess.run([str(Path(sys.executable).parent / "gpufleet"), "ssh-config", "kh", "--out", str(out)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ssh = shutil.which("ssh")
+    if ssh:
+        got = subprocess.run([ssh, "-G", "-F", str(out), "kh-rack-0"], capture_output=True, text=True,
+                             check=True).stdout
+        assert f"userknownhostsfile {work / 'victim-data' / 'gpufleet' / 'known_hosts' / 'lab'}\n" in got, got
+        assert str(evil) not in got and str(victim_key) not in got and "stricthostkeychecking true" in got, got
+    else:
+        assert str(evil) not in out.read_text() and str(victim_key) not in out.read_text()
+
+
+def metadata_closed_to_job_users() -> None:
+    import base64
+    import gzip
+
+    from gpufleet.clouds import bootstrap
+
+    for cloud, addresses in (("aws", ["169.254.169.254"]), ("gcp", ["169.254.169.254"]),
+                             ("azure", ["169.254.169.254", "168.63.129.16"])):
+        script = bootstrap.render(bootstrap.config(cloud, cluster="c", pool="p", bucket="b"))
+        cfg = json.loads(script.split("<<'GPUFLEET_CONFIG'\n", 1)[1].split("\nGPUFLEET_CONFIG", 1)[0])
+        assert cfg["metadata"] == "root", cfg
+        payload = script.split("<<'GPUFLEET_AGENT'\n", 1)[1].split("\nGPUFLEET_AGENT", 1)[0]
+        shipped = {}
+        exec(compile(gzip.decompress(base64.b85decode(payload)), "node_agent.py", "exec"), shipped)
+        chain, jumps = shipped["metadata_rules"](cloud)
+        assert jumps == [f"-d {a}/32 -p tcp -j GPUFLEET-METADATA" for a in addresses], jumps
+        assert chain == ["-A GPUFLEET-METADATA -p tcp -m tcp --dport 53 -j RETURN",
+                         "-A GPUFLEET-METADATA -m owner --uid-owner 0 -j RETURN",
+                         "-A GPUFLEET-METADATA -p tcp -j REJECT --reject-with icmp-port-unreachable"], chain
+        assert "--metadata" in shipped["METADATA_UNIT_TEXT"] and "Before=network-pre.target" in \
+            shipped["METADATA_UNIT_TEXT"]
+
+
 def main(work: Path) -> int:
     assert "site-packages" in gpufleet.__file__, f"not the installed wheel: {gpufleet.__file__}"
     assert stat.S_ISDIR(os.stat(work).st_mode)
     secrets_on_disk(work)
     forged_status_refused()
     quoting(work)
+    store_record_cannot_choose_keys(work)
+    metadata_closed_to_job_users()
     print("ok")
     return 0
 

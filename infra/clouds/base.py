@@ -377,6 +377,11 @@ class Provider(Protocol):
         cloud's private route (no port 22 open to the world), a rack host directly. ``stack``: the
         cluster's stack, or None when its file is gone."""
 
+    def host_key_alias(self, node, *, cluster: str) -> str | None:
+        """The name OpenSSH files the node's host key under (``HostKeyAlias``) on every route: an id its
+        provider never gives another machine (an address or a name comes back with the next cluster),
+        checked against its format; None where there is none (a rack host: its site's file, by address)."""
+
 
 @runtime_checkable
 class CloudApi(Protocol):

@@ -1,5 +1,5 @@
 """The user data that makes a cloud node configure itself: a short shell script carrying the
-node agent (``node_agent.py`` without its comments and docstrings, gzip + base85) and its configuration, no secrets.
+node agent (``node_agent.py`` with its comments and docstrings cut, gzip + base85) and its configuration, no secrets.
 
 It runs once from cloud-init (AWS ``user_data``, GCP ``startup-script``, Azure ``customData``):
 installs the agent, a systemd timer that runs it every minute (so a new generation uploaded
@@ -13,8 +13,10 @@ from __future__ import annotations
 import ast
 import base64
 import gzip
+import io
 import json
 import re
+import tokenize
 from pathlib import Path
 
 USER_DATA_LIMIT = 16 * 1024
@@ -31,23 +33,36 @@ class BootstrapError(ValueError):
     """User data that a cloud would refuse, or that would carry a secret."""
 
 
+AGENT_DOC = "gpufleet's node agent: what it does is in gpufleet/clouds/node_agent.py of the gpufleet package."
+
+
 def agent_source() -> bytes:
-    """The agent as nodes get it: its code without comments and docstrings (``ast.unparse`` of the
-    module, docstrings removed), under a one-line docstring naming where the commented source is,
-    since every byte of user data counts (AWS refuses more than 16 KB): the same program, a third
-    smaller before compression."""
-    tree = ast.parse(AGENT.read_text())
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and _docstring(body):
-            node.body = body[1:] or [ast.Pass()]
-    return ('"""gpufleet\'s node agent: what it does is in gpufleet/clouds/node_agent.py of the gpufleet package."""\n'
-            + ast.unparse(tree) + "\n").encode()
+    """The agent as nodes get it: its comments and docstrings (why the code is as it is, and how the
+    agent and `up` talk through the bucket: for gpufleet's readers) cut, the module's to a line
+    naming where it is, since every byte of user data counts (AWS refuses more than 16 KB). The code
+    is the same, token for token, on the same lines: a traceback from a node names the checkout's
+    line numbers."""
+    return code_only(AGENT.read_text(), AGENT_DOC).encode()
 
 
-def _docstring(body: list) -> bool:
-    return bool(body) and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-        and isinstance(body[0].value.value, str)
+def code_only(src: str, module_doc: str) -> str:
+    """``src`` with each comment (as Python's tokenizer finds them: never a ``#`` inside a string) cut
+    from its line and each docstring emptied (the module's: ``module_doc``), every line kept."""
+    lines = src.splitlines(keepends=True)
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type == tokenize.COMMENT:
+            row, col = tok.start
+            lines[row - 1] = lines[row - 1][:col].rstrip() + "\n"
+    tree = ast.parse(src)
+    docs = [node.body[0] for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+            and ast.get_docstring(node, clean=False) is not None]
+    for doc in sorted(docs, key=lambda d: d.lineno, reverse=True):
+        first, last = lines[doc.lineno - 1], lines[doc.end_lineno - 1]
+        text = module_doc if doc is tree.body[0] else ""
+        lines[doc.lineno - 1:doc.end_lineno] = [first[:doc.col_offset] + '"""' + text + "\n" * (
+            doc.end_lineno - doc.lineno) + '"""' + last[doc.end_col_offset:]]
+    return "".join(lines)
 
 
 def agent_payload() -> str:
@@ -59,11 +74,12 @@ def agent_payload() -> str:
 
 def config(cloud: str, *, cluster: str, pool: str, bucket: str, region: str | None = None,
            account: str | None = None, identity: str | None = None, endpoint: str | None = None,
-           token_url: str | None = None, pip_args: list[str] | None = None) -> dict:
+           token_url: str | None = None, pip_args: list[str] | None = None, metadata: str = "root") -> dict:
     """The agent's configuration: where its pool's bucket is and how to reach it (``endpoint`` and
-    ``token_url`` replace the cloud's own only for tests and S3-compatible stores)."""
+    ``token_url`` replace the cloud's own only for tests and S3-compatible stores), and who on the node
+    may reach the cloud's metadata service (``metadata``: root, or all-users; spec.Access.metadata)."""
     cfg = {"cloud": cloud, "cluster": cluster, "pool": pool, "bucket": bucket, "region": region, "account": account,
-           "identity": identity, "endpoint": endpoint, "token_url": token_url, "log": LOG,
+           "identity": identity, "endpoint": endpoint, "token_url": token_url, "log": LOG, "metadata": metadata,
            "salt": {"version": SALT_VERSION, "venv": SALT_VENV, "pip_args": pip_args or []}}
     return {k: v for k, v in cfg.items() if v is not None}
 
@@ -77,7 +93,8 @@ def render(cfg: dict, *, pre: str = "") -> str:
     script = f"""#!/bin/bash
 # gpufleet: this node configures itself from cluster {cfg['cluster']}'s bucket (pool {cfg['pool']})
 set -uo pipefail
-mkdir -p /etc/gpufleet /opt/gpufleet /var/lib/gpufleet /var/log/gpufleet
+mkdir -p /etc/gpufleet /opt/gpufleet /var/lib/gpufleet
+mkdir -p -m 0700 /var/log/gpufleet && chmod 0700 /var/log/gpufleet
 exec >>/var/log/gpufleet/bootstrap.log 2>&1
 {pre.strip()}
 cat > /etc/gpufleet/node.json <<'GPUFLEET_CONFIG'

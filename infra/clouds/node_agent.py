@@ -76,6 +76,34 @@ IMAGE = "/etc/gpufleet/image.json"
 # python as another user)
 AGENT_UMASK = 0o077
 SYSTEM_UMASK = 0o022
+# Only root reaches the cloud's metadata service (the node's config says "root", the default, or
+# "all-users"): its credentials read the pool's configuration in the bucket, the munge key among it, so
+# a job user who could ask for them would be root on the cluster. As AWS ParallelCluster's
+# `Imds: Secured: true` (the head node's IMDS for root and the cluster admin only, through iptables
+# owner rules) and the Azure Linux agent's OS.EnableFirewall (WireServer: DNS on TCP 53 open, uid 0
+# allowed, other new connections dropped). TCP only, and never port 53: the metadata address is GCP's DNS
+# resolver too (and its NTP server, over UDP), WireServer is Azure's, and systemd-resolved and chrony ask
+# them as their own users. Root's own children are not filtered (Docker's bridged containers: whoever
+# may start them is root already). The jumps come first in OUTPUT; the boot unit puts them back before
+# the network and any login or slurmd, and every run of the agent checks them.
+METADATA = {"aws": ("169.254.169.254",), "gcp": ("169.254.169.254",), "azure": ("169.254.169.254", "168.63.129.16")}
+METADATA_CHAIN = "GPUFLEET-METADATA"
+IPTABLES = ("iptables", "-w")
+SYSTEMD = "/run/systemd/system"  # there when systemd runs the node
+METADATA_UNIT = "/etc/systemd/system/gpufleet-metadata.service"
+METADATA_UNIT_TEXT = """[Unit]
+Description=gpufleet: only root reaches the cloud's metadata service
+DefaultDependencies=no
+After=local-fs.target
+Before=network-pre.target ssh.service sshd.service slurmd.service slurmctld.service
+Wants=network-pre.target
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/bin/python3 /opt/gpufleet/node_agent.py /etc/gpufleet/node.json --metadata
+[Install]
+WantedBy=multi-user.target
+"""
 
 
 class AgentError(Exception):
@@ -282,6 +310,83 @@ def node_id(cfg):
     return socket.gethostname()  # no metadata service answered: the host's name, said so in the status
 
 
+def metadata_rules(cloud):
+    """(the chain's rules, the OUTPUT rules sending each metadata address's TCP to it), as `iptables -S`
+    prints them."""
+    chain = [f"-A {METADATA_CHAIN} -p tcp -m tcp --dport 53 -j RETURN",
+             f"-A {METADATA_CHAIN} -m owner --uid-owner 0 -j RETURN",
+             f"-A {METADATA_CHAIN} -p tcp -j REJECT --reject-with icmp-port-unreachable"]
+    return chain, [f"-d {a}/32 -p tcp -j {METADATA_CHAIN}" for a in METADATA[cloud]]
+
+
+def iptables(*args):
+    return subprocess.run([*IPTABLES, *args], capture_output=True, text=True)
+
+
+def _must(r, what):
+    if r.returncode != 0:
+        raise AgentError(f"only root may reach the metadata service, but {what} failed: "
+                         f"{(r.stderr or r.stdout).strip()[-300:]}")
+
+
+def guard_metadata(cfg):
+    """The rules the node's config asks for (``metadata``: root, or all-users: none), made where missing
+    or changed; the chain is filled before any jump reaches it."""
+    chain, jumps = metadata_rules(cfg["cloud"])
+    if cfg.get("metadata", "root") == "all-users":
+        for jump in jumps:
+            while iptables("-C", "OUTPUT", *jump.split()).returncode == 0:
+                _must(iptables("-D", "OUTPUT", *jump.split()), "removing a rule")
+        if iptables("-S", METADATA_CHAIN).returncode == 0:
+            _must(iptables("-F", METADATA_CHAIN), "emptying the chain")
+            _must(iptables("-X", METADATA_CHAIN), "removing the chain")
+        return
+    ensure_iptables()
+    have = iptables("-S", METADATA_CHAIN)
+    if have.returncode != 0:
+        _must(iptables("-N", METADATA_CHAIN), f"creating the chain {METADATA_CHAIN}")
+    if have.stdout.splitlines()[1:] != chain:
+        _must(iptables("-F", METADATA_CHAIN), "emptying the chain")
+        for rule in chain:
+            _must(iptables(*rule.split()), rule)
+    for jump in reversed(jumps):
+        if iptables("-C", "OUTPUT", *jump.split()).returncode != 0:
+            _must(iptables("-I", "OUTPUT", "1", *jump.split()), jump)
+    install_unit(METADATA_UNIT, METADATA_UNIT_TEXT)
+
+
+def ensure_iptables():
+    """iptables from the distribution where the image has none (minimal Debian and EL images)."""
+    if shutil.which(IPTABLES[0]):
+        return
+    if shutil.which("apt-get"):
+        cmds = [["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "iptables"]]
+    else:
+        cmds = [["dnf", "install", "-y", "-q", "iptables-nft"]]
+    for cmd in cmds:
+        r = subprocess.run(cmd, capture_output=True, text=True, umask=SYSTEM_UMASK)
+        _must(r, " ".join(cmd))
+
+
+def install_unit(path, text):
+    """A systemd unit written and enabled where systemd runs the node, once."""
+    if not os.path.isdir(SYSTEMD) or _read(path) == text:
+        return
+    with open(path, "w") as f:
+        os.fchmod(f.fileno(), 0o644)
+        f.write(text)
+    for cmd in (["systemctl", "daemon-reload"], ["systemctl", "enable", os.path.basename(path)]):
+        subprocess.run(cmd, capture_output=True)
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
 def nouveau_bound():
     return os.path.isdir(NOUVEAU)
 
@@ -385,15 +490,18 @@ def ensure_salt(salt):
 
 def apply(salt_call, tree, pillar, states, test, work):
     """One salt-call run; (ok, changed, failed [(state id, comment)], seconds). The pillar (secrets
-    among it) is on disk for that run only: 0600 in 0700 folders, removed when salt-call is done."""
+    among it) is on disk for that run only: 0600 in 0700 folders, removed when salt-call is done with
+    Salt's cache, which holds the highstate rendered from it."""
     private_dir(work)
     private_dir(f"{work}/pillar")
     write_private(f"{work}/pillar/top.sls", "base:\n  '*': [gpufleet]\n")
     pillar_file = f"{work}/pillar/gpufleet.sls"
     write_private(pillar_file, json.dumps(pillar))
+    # Salt puts every path not under root_dir beneath it (salt/config: prepend_root_dir): root_dir is the
+    # work folder itself, so the cache is where forget_rendered clears it
     write_private(f"{work}/minion", json.dumps(
         {"file_client": "local", "file_roots": {"base": [tree]}, "pillar_roots": {"base": [f"{work}/pillar"]},
-         "root_dir": f"{work}/root", "cachedir": f"{work}/cache", "log_file": f"{work}/salt.log"}))
+         "root_dir": work, "cachedir": f"{work}/cache", "log_file": f"{work}/salt.log"}))
     cmd = [salt_call, "--local", "-c", work, "--out", "json", "--retcode-passthrough", "state.apply", ",".join(states)]
     if test:
         cmd.append("test=True")
@@ -404,7 +512,7 @@ def apply(salt_call, tree, pillar, states, test, work):
         r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "APT_CONFIG": apt_conf},
                            umask=SYSTEM_UMASK)
     finally:
-        os.remove(pillar_file)
+        forget_rendered(work)
     seconds = time.monotonic() - start
     try:
         ret = json.loads(r.stdout)["local"]
@@ -416,6 +524,28 @@ def apply(salt_call, tree, pillar, states, test, work):
               for sid, s in ret.items() if s.get("result") is False]
     changed = sum(1 for s in ret.values() if s.get("changes") and s.get("result") is not False)
     return not failed and r.returncode == 0, changed, failed, seconds
+
+
+def forget_rendered(work):
+    """What a Salt run leaves that holds the pillar's secrets: the pillar file and Salt's cache (its
+    rendered highstate, highstate.cache.p), and an older agent's root_dir, under which its cache was."""
+    try:
+        os.remove(f"{work}/pillar/gpufleet.sls")
+    except FileNotFoundError:
+        pass
+    for folder in (f"{work}/cache", f"{work}/root"):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def private_logs(log):
+    """The agent's log folder root's alone (0700) and the logs in it 0600, whatever cloud-init's or
+    systemd's umask made: they hold every failed state's comment."""
+    folder = os.path.dirname(log)
+    private_dir(folder)
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path) and not os.path.islink(path):
+            os.chmod(path, 0o600)
 
 
 def current_configuration(store, pool, wait_s, poll_s=15):
@@ -444,6 +574,9 @@ def run(cfg, force=False):
             except BlockingIOError:
                 print("another run of the agent is under way (the boot's or the timer's): this one stops", flush=True)
                 return 0
+            forget_rendered(f"{STATE_DIR}/salt")  # a run killed while Salt ran (SIGKILL, a reboot) left them
+            if cfg.get("log"):
+                private_logs(cfg["log"])
             rc = _run(cfg, force)
             report_scheduler(cfg)
             return rc
@@ -529,6 +662,7 @@ def _run(cfg, force):
     applied = _read_json(applied_file) or {}
     record = None  # what this run applied: recorded only once its status is written
     try:
+        guard_metadata(cfg)  # before the pool's configuration (its secrets) is read, every run
         current = current_configuration(store, pool, cfg.get("wait_s", 3600))
         status.update(generation=current["generation"], tree=current["tree"])
         again = not force and applied.get("generation") == current["generation"]
@@ -672,6 +806,13 @@ def verify_on_request(store, pool, nid, applied, applied_file):
 def main(argv):
     with open(argv[1] if len(argv) > 1 and not argv[1].startswith("-") else CONFIG) as f:
         cfg = json.load(f)
+    if "--metadata" in argv:  # the boot unit: only the rules
+        try:
+            guard_metadata(cfg)
+        except AgentError as e:
+            print(e, flush=True)
+            return 1
+        return 0
     return run(cfg, force="--force" in argv)
 
 

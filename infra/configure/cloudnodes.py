@@ -407,7 +407,7 @@ def configure_pools(stack, cat, cluster: str, outputs: dict, nodes: list, *, reg
         if len(facts) < len(targets):
             first = round_of(lambda n: document(n, checks=False), targets)
             facts = {node_key(r.target.node_id): r.facts for r in first if r.ok and slurm_ready(r.facts)}
-        ready = [t for t in targets if node_key(t.node_id) in facts]
+        ready, clashes = slurm_members(stack, [t for t in targets if node_key(t.node_id) in facts], facts)
         try:
             pillars = scheduler([(t.pool, _address(t), facts[node_key(t.node_id)]) for t in ready], published)
         except GpufleetError:  # no controller: what the first round did is all there is to record
@@ -416,10 +416,40 @@ def configure_pools(stack, cat, cluster: str, outputs: dict, nodes: list, *, reg
             raise
         second = {node_key(r.target.node_id): r for r in round_of(lambda n: document(n, pillars), ready)}
         by_node = {node_key(r.target.node_id): r for r in first}
-        reports = [second.get(node_key(t.node_id)) or by_node[node_key(t.node_id)] for t in targets]
+        reports = [second.get(node_key(t.node_id)) or by_node.get(node_key(t.node_id)) or NodeReport(t)
+                   for t in targets]
+        for r in reports:
+            if node_key(r.target.node_id) in clashes:
+                r.state, r.error = "failed", clashes[node_key(r.target.node_id)]
+                r.hint = "give each node a host name of its own (its image's or cloud-init's), then `gpufleet configure`"
     if registry is not None:
         record(registry, cluster, reports)
     return reports
+
+
+def slurm_members(stack, ready: list[NodeTarget], facts: dict[str, dict]) -> tuple[list[NodeTarget], dict[str, str]]:
+    """(the nodes Slurm may list, node key -> why one is left out): each at the address the cloud recorded
+    for it (a node without one is left out: what its status says is no node's word for its address),
+    each host name one node's. slurmctld
+    keeps the first NodeName line of a name and ignores the others ("reconfiguration for node %s,
+    ignoring!"), so a name two nodes' statuses claim would hand one node's jobs to the other: it is
+    nobody's, but the controller's (a compute node cannot take the controller's name). Host names
+    compare as DNS does, without case."""
+    controllers = {p.name for p in stack.pools if p.role == "controller"}
+    claims: dict[str, list[NodeTarget]] = {}
+    for t in ready:
+        claims.setdefault(facts[node_key(t.node_id)]["hostname"].lower(), []).append(t)
+    out = {node_key(t.node_id): f"{t.id}: the cloud recorded no address for it: left out of slurm.conf"
+           for t in ready if not t.address}
+    for name, who in claims.items():
+        if len(who) > 1:
+            keep = [t for t in who if t.pool in controllers][:1]
+            for t in who:
+                if t not in keep:
+                    others = ", ".join(o.id for o in who if o is not t)
+                    out[node_key(t.node_id)] = (f"{t.id}: its status says host name {name!r}, which {others} say(s) "
+                                                "too: left out of slurm.conf (a Slurm node name is one node's)")
+    return [t for t in ready if node_key(t.node_id) not in out], out
 
 
 def _address(t: NodeTarget) -> str | None:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from gpufleet.configure.pillar import gpu_of
 from gpufleet.errors import GpufleetError
-from gpufleet.paths import make_dir, salt_run_dir
+from gpufleet.paths import make_private_dir, salt_run_dir
 
 HEALTH_PROGRAM = "/usr/local/sbin/gpufleet-slurm-health"
 # the node checks a health check runs: what reads the node's state, none of the load tests (NCCL,
@@ -171,8 +171,8 @@ def munge_key(cluster: str, shared=None) -> bytes:
             held = (mine, "") if shared.create(key, mine) else shared.read(key)
         if held is not None:
             return held[0]
+    make_private_dir(path.parent)  # an older gpufleet's folder (its mode the umask's) included
     if not path.exists():
-        make_dir(path.parent)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(secrets.token_bytes(MUNGE_KEY_BYTES))
@@ -224,8 +224,8 @@ def pool_pillars(stack, cluster: str, cat, facts: list[tuple[str, str | None, di
                  bundle: bytes, key: bytes) -> dict[str, dict]:
     """Each cloud pool's ``slurm`` pillar (its nodes share one document), from what its nodes said of
     themselves (``facts``: (pool, the address the cloud gave it, the facts in its status)): its host
-    name, the address it reaches the cluster from, CPUs (and their sockets, cores and threads), memory
-    and the GPUs it shows."""
+    name (each one node's: cloudnodes.slurm_members), CPUs (and their sockets, cores and threads), memory
+    and the GPUs it shows; its address is the cloud's, never what its status says."""
     pools = {p.name: p for p in stack.pools}
     # each pool's GPU model and fabric, as the catalog names its instance type
     kinds = {p.name: (gpu_of(p, cat)[0], cat.instance(p.provider, p.instance_type).fabric if p.instance_type else None)
@@ -234,7 +234,7 @@ def pool_pillars(stack, cluster: str, cat, facts: list[tuple[str, str | None, di
     for pool_name, address, f in facts:
         gpu, fabric = kinds[pool_name]
         found.setdefault(pool_name, []).append(node(
-            f["hostname"], f.get("address") or address, pools[pool_name], cpus=int(f["cpus"]),
+            f["hostname"], address, pools[pool_name], cpus=int(f["cpus"]),
             mem_gib=float(f["mem_gib"]), gpus=int(f.get("gpu_count") or 0), gpu=gpu, fabric=fabric,
             topology=f.get("cpu_topology")))
     ctl = [n for p in stack.pools if p.role == "controller" for n in found.get(p.name, [])]

@@ -117,6 +117,8 @@ class Context:
                 "nodes": p.pool.nodes, "gpus_per_node": p.instance.gpu_count,
                 "usd_per_node_hour": p.usd_per_node_hour, "node_ids": comp.node_ids, "private_ips": comp.private_ips,
                 "public_ips": comp.public_ips, "ssh_endpoint": comp.ssh_endpoint,
+                # a VM's unique id where its node id is not one (Azure's vmId): its host key's name
+                "vm_uids": getattr(comp, "vm_uids", None),
                 "bucket": comp.bucket}  # where its nodes find their configuration (``clouds.bootstrap``)
 
 

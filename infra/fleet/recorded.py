@@ -18,3 +18,13 @@ def recorded(reg: Registry, name: str, *, otherwise: str = "`gpufleet up STACK` 
     hint = (f"did you mean {near!r}? " if near else "") + (
         f"`gpufleet status` lists the {len(known)} recorded; " if known else "no cluster is recorded as up; ") + otherwise
     raise InputError(f"no cluster {name!r} in the registry ({reg.path})", hint)
+
+
+
+def stack_file_for(rec: ClusterRecord, passing: str) -> str:
+    """The stack file to read for ``rec`` (``ClusterRecord.own_stack_file``), or InputError saying to pass
+    it (``passing``: how the command takes one)."""
+    if rec.own_stack_file is None:
+        raise InputError(rec.stack_hint(passing) if rec.store else f"cluster {rec.name} has no recorded stack file",
+                         f"pass the stack file: {passing}")
+    return rec.own_stack_file

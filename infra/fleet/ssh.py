@@ -15,7 +15,10 @@ route checks its ids and places against their formats and shell-quotes its Proxy
 (``clouds.base.command_line``), and every value is checked again as it is written (``config_value``):
 no control character (a newline would add config lines), no whitespace or ``%`` outside the
 ProxyCommand's own tokens, local paths quoted. A value that fails is refused before anything is
-written, naming the node and the field.
+written, naming the node and the field. A record from the team's store names no file of this machine:
+the key and known_hosts file it names are dropped (a rack host is pinned by this machine's known_hosts
+file of its site, the key is the operator's own ssh config) and the stack file it names is read only
+when passed (``--stack``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,10 +64,18 @@ def config_value(key: str, value: str, where: str) -> str:
             raise UntrustedValue(key, value, "free of % but its own tokens %h and %p", where)
         return value
     if key in PATH_OPTIONS:
-        if '"' in value or not value:
-            raise UntrustedValue(key, value, "a path without double quotes", where)
-        value = value.replace("%", "%%")
-        return f'"{value}"' if any(c.isspace() for c in value) else value
+        # OpenSSH 9.2 readconf.c splits the rest of every line with argv_split (misc.c), whichever host
+        # the line is for: a lone ' or " is `invalid quotes` for the whole file, a leading # a comment,
+        # a leading = the keyword's separator; within double quotes \\ and \" are its only escapes. It
+        # expands % tokens (%% is a %) and ${VAR} from the environment (no escape) in these paths.
+        if not value or "${" in value:
+            raise UntrustedValue(key, value, "a path, with no ${", where)
+        quoted = value.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+        return f'"{quoted}"'
+    if key == "Port":
+        if not (value.isdigit() and 0 < int(value) < 65536):  # readconf's a2port: "Bad port" ends the file
+            raise UntrustedValue(key, value, "a TCP port (1 to 65535)", where)
+        return value
     if not value or any(c.isspace() or c in "\"'%#\\" for c in value):
         raise UntrustedValue(key, value, "one word without quotes, % or #", where)
     return value
@@ -192,31 +204,44 @@ class Access:
                    [p.name for p in stack.pools if p.role in LOGIN_ROLES], racks)
 
     @classmethod
-    def of_record(cls, doc: dict, where: str) -> "Access":
-        """The registry's record (in team mode, the team's store's), each value checked."""
+    def of_record(cls, doc: dict, where: str, *, own: bool) -> "Access":
+        """The registry's record (in team mode, the team's store's), each value checked. ``own``: a
+        record this machine wrote alone; one from a store names no file of this machine (its key and
+        known_hosts file are dropped: the host's site file here and the operator's own keys are used)."""
         via = doc.get("via", "cloud")
         if via not in VIAS:
             raise UntrustedValue("access.via", via, "one of " + ", ".join(VIAS), where)
         user = netnames.matching(doc.get("user", DEFAULT_USER), LINUX_USER, "access.user", "a Linux user name", where)
-        names = [*doc.get("pools", []), *doc.get("login_pools", [])] + ([doc["bastion_pool"]] if doc.get(
-            "bastion_pool") else [])
-        for name in names:
+        pools, login_pools = _typed(doc, "pools", list, where), _typed(doc, "login_pools", list, where)
+        for name in [*pools, *login_pools] + ([doc["bastion_pool"]] if doc.get("bastion_pool") else []):
             netnames.label(name, "pool name", where)
         racks = {}
-        for host, options in (doc.get("racks") or {}).items():
-            if set(options) - RACK_OPTIONS:
-                raise UntrustedValue(f"racks.{host}", sorted(options), "of " + ", ".join(sorted(RACK_OPTIONS)), where)
+        for host, options in _typed(doc, "racks", dict, where).items():
+            if not isinstance(options, dict) or set(options) - RACK_OPTIONS:
+                raise UntrustedValue(f"racks.{host}", options, "options of " + ", ".join(sorted(RACK_OPTIONS)), where)
+            for k, v in options.items():
+                if not isinstance(v, str):  # a list would be written as Python's repr of it
+                    raise UntrustedValue(f"racks.{host}.{k}", v, "a text value", where)
             netnames.host(options.get("HostName"), f"racks.{host}.HostName", where)
-            if not str(options.get("Port", "22")).isdigit():
-                raise UntrustedValue(f"racks.{host}.Port", options.get("Port"), "a TCP port", where)
+            port = str(options.get("Port", "22"))
+            if not (port.isdigit() and 0 < int(port) < 65536):
+                raise UntrustedValue(f"racks.{host}.Port", options.get("Port"), "a TCP port (1 to 65535)", where)
             netnames.matching(options.get("User", "root"), LINUX_USER, f"racks.{host}.User", "a Linux user name", where)
-            racks[host] = {**options, "StrictHostKeyChecking": "yes"}  # a record may not turn host keys off
-        return cls(via, user, doc.get("bastion_pool"), list(doc.get("pools", [])), list(doc.get("login_pools", [])),
-                   racks)
+            kept = {k: v for k, v in options.items() if own or k not in PATH_OPTIONS}
+            racks[host] = {**kept, "StrictHostKeyChecking": "yes"}  # a record may not turn host keys off
+        return cls(via, user, doc.get("bastion_pool"), list(pools), list(login_pools), racks)
 
     def to_dict(self) -> dict:
         return {"via": self.via, "user": self.user, "bastion_pool": self.bastion_pool, "pools": self.pools,
                 "login_pools": self.login_pools, "racks": self.racks}
+
+
+def _typed(doc: dict, key: str, kind: type, where: str):
+    """``doc[key]`` when it is a ``kind`` (an empty one when missing), else UntrustedValue."""
+    value = doc.get(key) or kind()
+    if not isinstance(value, kind):
+        raise UntrustedValue(f"access.{key}", value, f"a {kind.__name__}", where)
+    return value
 
 
 def access_record(stack, cluster: str, nodes: list[Node]) -> dict:
@@ -226,26 +251,32 @@ def access_record(stack, cluster: str, nodes: list[Node]) -> dict:
 
 def _access(rec, cat, stack_file: str | Path | None, notes: list[str]) -> tuple[Access, object]:
     """(the access, the stack when read): ``stack_file`` when given, else the stack file `up` recorded
-    when it is here, else the registry's record of it."""
-    path = stack_file or rec.stack_file
-    if stack_file or (rec.stack_file and Path(rec.stack_file).exists()):
-        stack = stacks.load(path, cat)
+    when this machine recorded it and it is here, else the registry's record of it."""
+    own = rec.own_stack_file
+    if stack_file or (own and Path(own).exists()):
+        stack = stacks.load(stack_file or own, cat)
         return Access.of_stack(stack, rec.name, rec.nodes), stack
+    if rec.store is not None and rec.stack_file:
+        notes.append(rec.stack_hint("--stack FILE"))
     if rec.access:
-        notes.append(f"the stack file {rec.stack_file or '(none)'} is not here: its access and rack hosts are as "
-                     "`up` recorded them (`--stack FILE` reads a copy of the stack instead)")
-        return Access.of_record(rec.access, f"the registry's record of {rec.name}'s access"), None
-    notes.append(f"the stack file {rec.stack_file or '(none)'} is not here, and the registry recorded no access: the "
+        if own:
+            notes.append(f"the stack file {own} is not here: its access and rack hosts are as `up` recorded them "
+                         "(`--stack FILE` reads a copy of the stack instead)")
+        return Access.of_record(rec.access, f"the registry's record of {rec.name}'s access", own=rec.store is None), None
+    notes.append(f"the stack file {rec.stack_file or '(none)'} is not read, and the registry recorded no access: the "
                  f"cloud's own route and user {DEFAULT_USER} are assumed, rack hosts as the registry recorded them "
                  "(`--stack FILE` reads a copy of the stack)")
     return Access(), None
 
 
-def _direct(node: Node, where: str) -> dict[str, str]:
+def _direct(node: Node, cluster: str, where: str) -> dict[str, str]:
     """A cloud node's own address: the first node's SSH endpoint (its public address where the pool
-    has one), the others' private addresses (each checked: the registry may be the team's store)."""
+    has one), the others' private addresses (each checked: the registry may be the team's store); its
+    host key filed under its cloud's unique id, as on the cloud's own route (an address comes back
+    with the next cluster's VMs)."""
     host, port = netnames.endpoint(node.ssh_endpoint if node.idx == 0 else None, node.private_ip, where)
-    return {"HostName": host, "Port": port}
+    alias = provider(node.provider).host_key_alias(node, cluster=cluster)
+    return {"HostName": host, "Port": port, **({"HostKeyAlias": alias} if alias else {})}
 
 
 def config(name: str, *, registry: Registry | None = None, cat=None, path: Path | None = None,
@@ -265,15 +296,15 @@ def config(name: str, *, registry: Registry | None = None, cat=None, path: Path 
         where = f"the registry's record of {rec.name} node {n.pool}-{n.idx}"
         netnames.host_name(alias(rec.name, n.pool, n.idx), "host alias (cluster-pool-index)", where)
         on_rack = n.provider not in CLOUDS
-        if on_rack and stack is None and f"{n.pool}-{n.idx}" in access.racks:
-            route = SshRoute("direct", dict(access.racks[f"{n.pool}-{n.idx}"]))
-        elif on_rack or via == "cloud":
+        if on_rack or via == "cloud":
             route = provider(n.provider).ssh_route(n, cluster=rec.name, stack=stack)
+            if on_rack and stack is None:  # the recorded route, over the site's known_hosts file of this machine
+                route.options.update(access.racks.get(f"{n.pool}-{n.idx}", {}))
         elif bastion and n.pool != bastion:
             route = SshRoute(f"through the bastion {alias(rec.name, bastion, 0)}",
-                             {**_direct(n, where), "ProxyJump": alias(rec.name, bastion, 0)})
+                             {**_direct(n, rec.name, where), "ProxyJump": alias(rec.name, bastion, 0)})
         else:
-            route = SshRoute("direct", _direct(n, where))
+            route = SshRoute("direct", _direct(n, rec.name, where))
         if not route.options.get("HostName"):
             notes.append(f"{alias(rec.name, n.pool, n.idx)}: no id or address recorded (did `up` finish?); left out")
             continue
@@ -298,9 +329,27 @@ def check_tools(cfg: SshConfig, entries: list[Entry] | None = None, which=None) 
 
 
 def write(cfg: SshConfig) -> Path:
-    """The config written (owner-only, replaced whole) where ``cfg.path`` says."""
-    replace_atomically(cfg.path, lambda f: f.write(cfg.text()), "XDG_DATA_HOME", mode=0o600)
+    """The config written (owner-only, replaced whole) where ``cfg.path`` says, once the real ssh reads it."""
+    text = cfg.text()
+    check_with_ssh(text, cfg)
+    replace_atomically(cfg.path, lambda f: f.write(text), "XDG_DATA_HOME", mode=0o600)
     return cfg.path
+
+
+def check_with_ssh(text: str, cfg: SshConfig) -> None:
+    """``text`` as OpenSSH reads it (``ssh -G``: every line parsed, whichever host it is for) when ssh is
+    here: a file it refuses would break every host once Included from ~/.ssh/config, so it is never
+    installed (GpufleetError with ssh's own words)."""
+    ssh = shutil.which(SSH.command)
+    if ssh is None or not cfg.entries:
+        return
+    r = subprocess.run([ssh, "-G", "-F", "/dev/stdin", cfg.entries[0].alias], input=text, capture_output=True,
+                       text=True, timeout=60)
+    if r.returncode != 0:
+        said = "; ".join(line for line in r.stderr.splitlines() if line and "Pseudo-terminal" not in line)
+        raise GpufleetError(f"OpenSSH refuses the ssh config gpufleet made for {cfg.cluster}: {said}",
+                            f"nothing was written ({cfg.path} is as it was); the registry's record of "
+                            f"{cfg.cluster} holds a value gpufleet did not foresee: please report it")
 
 
 def ssh_config(name: str, *, registry: Registry | None = None, cat=None, path: Path | None = None,

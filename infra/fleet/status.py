@@ -178,7 +178,7 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
     ``only_mine``: only those the caller created (as each cloud asked knows them, and the OS user for
     racks); ``owner``: only those whose owner or creator names it."""
     reg = registry or team.registry()
-    records, name = _clusters(target, reg, cat)
+    records, name, given = _clusters(target, reg, cat)
     report = Report([], str(reg.path))
     resources: list[Resource] = []
     if not local:
@@ -212,7 +212,7 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
             row.notes.append(f"{len(bad)} node(s) unhealthy: " + "; ".join(bad[:5]) + ("; ..." if len(bad) > 5 else ""))
     by_name = {r.name: r for r in records}
     for row in report.rows:
-        row.scheduler = _scheduler(row, by_name.get(row.name), cat, local=local)
+        row.scheduler = _scheduler(row, by_name.get(row.name), cat, given=given, local=local)
     if name is not None and not report.rows:
         raise NotFound("cluster", name, [c.name for c in reg.list()], " in the registry or the clouds' tags",
                        listed_by="gpufleet status")
@@ -236,16 +236,30 @@ def _unasked(clouds: inventory.Clouds, local: bool) -> dict[str, str]:
             **{p: f"could not be read ({why})" for p, why in clouds.failed.items()}}
 
 
-def _scheduler(row: ClusterStatus, rec: ClusterRecord | None, cat, *, local: bool = False) -> dict | None:
+def _scheduler(row: ClusterStatus, rec: ClusterRecord | None, cat, *, given=None, local: bool = False) -> dict | None:
     """Slurm's view of a running cluster whose stack has it, from whichever kind of node holds its
-    controller; a stack file that is gone or no longer loads is said in the row."""
-    if rec is None or not rec.stack_file:
+    controller: the stack ``given`` (`status STACK`) or the file `up` recorded when this machine recorded
+    it alone (a team store's record names one only as a hint); a stack file that is gone or no longer
+    loads is said in the row."""
+    if rec is None:
+        return None
+    if given is not None and given.name == rec.stack:
+        return _asked(row, given, rec, local)
+    if rec.store is not None and rec.stack_file:
+        row.notes.append("the scheduler was not asked: the stack file the team store names is read only when passed "
+                         f"(gpufleet status {rec.stack_file!r})")
+        return None
+    if not rec.own_stack_file:
         return None
     try:
-        st = stack_of(rec.stack_file, cat)
+        st = stack_of(rec.own_stack_file, cat)
     except GpufleetError as e:
         row.notes.append(f"its stack file does not load ({e.message}): the scheduler was not asked")
         return None
+    return _asked(row, st, rec, local)
+
+
+def _asked(row: ClusterStatus, st, rec: ClusterRecord, local: bool) -> dict | None:
     if st is None or not st.slurm:
         return None
     view = next((v for k in nodes.used(st) if (v := k.scheduler(st, rec, local=local)) is not None), None)
@@ -254,12 +268,13 @@ def _scheduler(row: ClusterStatus, rec: ClusterRecord | None, cat, *, local: boo
     return view
 
 
-def _clusters(target: str | None, reg: Registry, cat) -> tuple[list[ClusterRecord], str | None]:
-    """Registry clusters for a stack file or cluster name (all without one), and the name asked for."""
+def _clusters(target: str | None, reg: Registry, cat) -> tuple[list[ClusterRecord], str | None, object]:
+    """Registry clusters for a stack file or cluster name (all without one), the name asked for, and
+    the stack when a stack file was given."""
     if target is None:
-        return reg.list(), None
+        return reg.list(), None, None
     st = stack_of(target, cat)
     if st is not None:
-        return [c for c in reg.list() if c.stack == st.name], st.name
+        return [c for c in reg.list() if c.stack == st.name], st.name, st
     rec = reg.get(target)
-    return ([rec] if rec else []), target
+    return ([rec] if rec else []), target, None

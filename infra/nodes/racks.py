@@ -122,10 +122,13 @@ def recorded(record) -> bool:
 
 
 def stack_of(record, stack, load):
-    """The stack that says how to reach the cluster's hosts: the one given, or its recorded file
-    (``load(path)``)."""
+    """The stack that says how to reach the cluster's hosts: the one given, or the file `up` recorded
+    (``load(path)``) when this machine recorded it alone (``ClusterRecord.own_stack_file``)."""
     if stack is not None:
         return stack
+    if record.store is not None:  # a store's record names a file of its writer's choosing: never read unasked
+        raise InputError(record.stack_hint("gpufleet down STACK"), "pass the stack file: gpufleet down STACK (it says "
+                         "how to reach the hosts)")
     if not record.stack_file or not Path(record.stack_file).exists():
         raise InputError(f"cluster {record.name} has rack hosts but its stack file {record.stack_file!r} is gone",
                          "pass the stack file: gpufleet down STACK (it says how to reach the hosts)")

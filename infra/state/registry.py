@@ -30,7 +30,7 @@ from gpufleet.providers import CLOUDS
 from gpufleet.state import leases, shared_registry
 from gpufleet.state.shared import SharedStore
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 BUSY_TIMEOUT = 60.0  # seconds a write waits for another process's write to finish
 
 # Migration n brings a registry of version n-1 to version n. Version 1 is the first schema
@@ -142,14 +142,20 @@ def _add_access(db) -> None:
     db.execute("ALTER TABLE clusters ADD COLUMN access TEXT")
 
 
+def _add_vm_uid(db) -> None:
+    """The id the cloud gives a VM alone and never another (Azure's vmId; a scale set VM's ARM id and
+    address come back with the next cluster of the name): what its SSH host key is filed under."""
+    db.execute("ALTER TABLE nodes ADD COLUMN vm_uid TEXT")
+
+
 MIGRATIONS = {1: _create, 2: _add_locations, 3: _add_attempts, 4: _add_created_by, 5: _add_predicted, 6: _add_store,
-              7: _add_access}
+              7: _add_access, 8: _add_vm_uid}
 # what each table must have once migrated: a file that lacks one is not a gpufleet registry
 COLUMNS = {"clusters": {"name", "stack", "stack_file", "owner", "created_at", "updated_at", "expires_at", "backend",
                         "state", "usd_per_hour", "locations", "created_by", "predicted", "store",
                         "access"},
            "nodes": {"cluster", "pool", "idx", "provider", "location", "zone", "machine", "node_id", "private_ip",
-                     "ssh_endpoint", "usd_per_hour", "launched_at"},
+                     "ssh_endpoint", "usd_per_hour", "launched_at", "vm_uid"},
            "host_status": {"cluster", "pool", "idx", "address", "state", "digest", "facts", "detail", "updated_at"},
            "attempts": {"cluster", "n", "pool", "provider", "region", "zone", "instance_type", "spot", "started_at",
                         "seconds", "outcome", "scope", "code", "message"}}
@@ -215,6 +221,7 @@ class Node:
     ssh_endpoint: str | None = None
     usd_per_hour: float | None = None
     launched_at: str | None = None
+    vm_uid: str | None = None  # where node_id is no unique VM's (an Azure scale set VM's): the cloud's unique id
 
 
 @dataclass
@@ -234,6 +241,9 @@ class ClusterRecord:
     created_by: dict[str, str] = field(default_factory=dict)  # provider -> who brought it up there
     predicted: dict = field(default_factory=dict)  # the bill `up` predicted, per line (engine.spend.Spend.summary)
     access: dict = field(default_factory=dict)  # what ssh and ssh-config need of the stack (fleet.ssh.access_record)
+    # the URL of the team store the record is shared in (None: brought up alone, written only by this machine):
+    # what a store holds is written by whoever can write the store, so it names no file of this machine
+    store: str | None = None
 
     @property
     def clouds(self) -> dict[str, list[str]]:
@@ -244,9 +254,31 @@ class ClusterRecord:
                 out[p].append(r)
         return out
 
+    @property
+    def own_stack_file(self) -> str | None:
+        """The stack file `up` recorded, when gpufleet may read it without being told to: a record this
+        machine wrote alone. A record from the team's store was written by whoever can write the store:
+        the path it names may be a file they put there (known_hosts and keys of their choosing), so it is
+        only a hint the operator passes on purpose (``stack_hint``)."""
+        if self.store is not None:
+            return None
+        return self.stack_file or None
+
+    def stack_hint(self, passing: str) -> str:
+        """Why a stack file a team store's record names is not read: ``passing``, how to pass it."""
+        return (f"cluster {self.name}'s record comes from the team store {self.store}, which names the stack file "
+                f"{self.stack_file or '(none)'!r}: gpufleet reads a stack file a store names only when you pass it "
+                f"({passing}), since whoever can write the store chose that path")
+
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
-        d["nodes"] = [n.__dict__ for n in self.nodes]
+        # each node as a gpufleet of before vm_uid reads it (a key it does not know would make the record
+        # unreadable there), the unique ids beside them
+        d["nodes"] = [{k: v for k, v in n.__dict__.items() if k != "vm_uid"} for n in self.nodes]
+        uids = {f"{n.pool}/{n.idx}": n.vm_uid for n in self.nodes if n.vm_uid}
+        if uids:
+            d["vm_uids"] = uids
+        del d["store"]  # where this machine found the record, not part of it
         return d
 
 
@@ -288,7 +320,12 @@ class Registry:
             db.executemany("DELETE FROM clusters WHERE name = ?", [(n,) for n in gone])
         for doc in docs:
             try:
+                uids = doc.get("vm_uids") or {}
+                if not isinstance(uids, dict):
+                    raise ValueError("vm_uids is not an object")
                 nodes = [Node(**n) for n in doc.get("nodes") or []]
+                for n in nodes:
+                    n.vm_uid = uids.get(f"{n.pool}/{n.idx}")
                 locations = [tuple(x) for x in doc.get("locations") or []]
                 hosts = [(where.rpartition("/")[0], int(where.rpartition("/")[2]), h)
                          for where, h in (doc.get("hosts") or {}).items()]
@@ -425,7 +462,7 @@ class Registry:
         for table, cols in COLUMNS.items():
             if legacy and table == "attempts":
                 continue  # a registry from before versions has no attempts table yet: migration 3 adds it
-            later = {"locations", "created_by", "predicted", "store", "access"}  # columns that migrations add
+            later = {"locations", "created_by", "predicted", "store", "access", "vm_uid"}  # columns migrations add
             missing = cols - _columns(db, table) - (later if legacy else set())
             if missing:
                 raise RegistryError(self.path, f"is not a gpufleet registry (table {table} lacks "
@@ -474,9 +511,10 @@ class Registry:
                         json.dumps(created_by, sort_keys=True) if created_by is not None else None,
                         json.dumps(predicted, sort_keys=True) if predicted is not None else None, store,
                         json.dumps(access, sort_keys=True) if access is not None else None))
-            db.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", [
+            db.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (name, n.pool, n.idx, n.provider, n.location, n.zone, n.machine, n.node_id, n.private_ip,
-                 n.ssh_endpoint, n.usd_per_hour, old.get((n.pool, n.idx), n.launched_at or now)) for n in nodes])
+                 n.ssh_endpoint, n.usd_per_hour, old.get((n.pool, n.idx), n.launched_at or now), n.vm_uid)
+                for n in nodes])
         return self.get(name)
 
     def set_state(self, name: str, state: str) -> None:
@@ -492,9 +530,10 @@ class Registry:
                 return None
             rec = ClusterRecord(*row[:10], locations=[tuple(x) for x in json.loads(row[10] or "[]")],
                                 created_by=json.loads(row[11] or "{}"), predicted=json.loads(row[12] or "{}"),
-                                access=json.loads(row[14] or "{}"))
+                                access=json.loads(row[14] or "{}"), store=row[13])
             rec.nodes = [Node(pool=r[1], idx=r[2], provider=r[3], location=r[4], zone=r[5], machine=r[6],
-                              node_id=r[7], private_ip=r[8], ssh_endpoint=r[9], usd_per_hour=r[10], launched_at=r[11])
+                              node_id=r[7], private_ip=r[8], ssh_endpoint=r[9], usd_per_hour=r[10], launched_at=r[11],
+                              vm_uid=r[12])
                          for r in db.execute("SELECT * FROM nodes WHERE cluster = ? ORDER BY pool, idx", (name,))]
         return rec
 
@@ -567,11 +606,12 @@ def nodes_from_outputs(outputs: dict) -> list[Node]:
     for pool, p in (outputs.get("pools") or {}).items():
         ids = p.get("node_ids") or []
         ips = p.get("private_ips") or []
+        uids = p.get("vm_uids") or []
         for i in range(int(p.get("nodes") or len(ids))):
             out.append(Node(pool=pool, idx=i, provider=p["provider"], location=p["region"], zone=p.get("zone"),
                             machine=p["instance_type"], node_id=ids[i] if i < len(ids) else None,
                             private_ip=ips[i] if i < len(ips) else None,
                             ssh_endpoint=p.get("ssh_endpoint") if i == 0 else None,
-                            usd_per_hour=p.get("usd_per_node_hour")))
+                            usd_per_hour=p.get("usd_per_node_hour"), vm_uid=uids[i] if i < len(uids) else None))
     return out
 

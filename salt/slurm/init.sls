@@ -140,6 +140,7 @@ slurm-database-user-cmd-run:
         GRANT ALL ON {{ slurm.accounting.database }}.* TO 'slurm'@'localhost';
     - unless: mysql --batch -N -e "SHOW GRANTS FOR 'slurm'@'localhost'" | grep -q '{{ slurm.accounting.database }}'
     - output_loglevel: quiet   # the statements carry the password
+    - hide_output: True        # nor does its output go into Salt's return (a failed state's, into the node's status)
     - require:
       - service: slurm-database-service-running
 

@@ -197,11 +197,17 @@ class ArmFake(JsonServer):
             self.capacity_groups[gid.lower()] = (g, rows, view)
         return g
 
+    @staticmethod
+    def vm_uid(vm: str) -> str:
+        """The GUID a scale set VM's ``properties.vmId`` holds here (made from its ARM id)."""
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, vm))
+
     def _scale_set_list(self, vmss: str, what: str, query, path):
         vms = self.scale_sets.get(vmss, [])
         if what == "virtualmachines":
             rows = [{"id": v["vm"], "instanceId": v["instance"], "name": v["vm"].rsplit("/", 3)[-3] + "_" + v["instance"],
-                     "properties": {"osProfile": {"computerName": v["name"]}, "provisioningState": "Succeeded"}}
+                     "properties": {"osProfile": {"computerName": v["name"]}, "provisioningState": "Succeeded",
+                                    "vmId": self.vm_uid(v["vm"])}}
                     for v in vms]
         elif what == "networkinterfaces":
             rows = [{"id": f"{v['vm']}/networkInterfaces/nic", "name": "nic", "properties": {

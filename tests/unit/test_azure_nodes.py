@@ -37,8 +37,9 @@ def test_outputs_once_every_vm_has_an_address(azure):
     azure.scale_set_vms(vmss, [("0", "h0", "10.64.1.4", None), ("1", "h1", "10.64.1.5", None)])
     props = {"scale_set_id": vmss, "capacity": 2, "subscription": azure.subscription, "public": False}
     out = nodes.read_nodes(props, wait_s=0)
-    assert out == {"node_ids": [f"{vmss}/virtualMachines/0", f"{vmss}/virtualMachines/1"], "host_names": ["h0", "h1"],
-                   "private_ips": ["10.64.1.4", "10.64.1.5"], "public_ips": None}
+    vms = [f"{vmss}/virtualMachines/0", f"{vmss}/virtualMachines/1"]
+    assert out == {"node_ids": vms, "host_names": ["h0", "h1"], "private_ips": ["10.64.1.4", "10.64.1.5"],
+                   "public_ips": None, "vm_uids": [azure.vm_uid(v) for v in vms]}  # ARM's properties.vmId
 
 
 def test_a_scale_set_short_of_addresses_is_an_error_naming_it(azure):

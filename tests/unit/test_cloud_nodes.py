@@ -23,6 +23,13 @@ from conftest import ROOT
 CREDS = {"key": "AKIDEXAMPLE", "secret": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "token": "tok/en="}
 
 
+@pytest.fixture(autouse=True)
+def _metadata_rules_elsewhere(monkeypatch):
+    """The agent's metadata rules (tests/unit/test_metadata_guard.py applies them for real, in a network
+    namespace of its own) are not made on the machine running these tests: iptables is `true` here."""
+    monkeypatch.setattr(node_agent, "IPTABLES", ("true",))
+
+
 def _signed_alike(signer_class, service: str, region: str, method: str, url: str, body: bytes) -> None:
     """The agent's signature of a request is botocore's (``signer_class``), made at the same moment."""
     from botocore.awsrequest import AWSRequest
@@ -86,6 +93,20 @@ def test_a_signature_checking_s3_accepts_the_agents_status_put(iam_moto, monkeyp
         store.put("status/trainers/x.json", b"{}")
 
 
+def _code(src: bytes) -> str:
+    """The code of ``src`` as Python reads it, each node with its lines and first column (where a docstring
+    ends differs), its docstrings emptied."""
+    import ast
+    import re
+
+    tree = ast.parse(src)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                ast.get_docstring(node, clean=False) is not None:
+            node.body[0].value.value = ""
+    return re.sub(r", end_col_offset=\d+", "", ast.dump(tree, include_attributes=True))
+
+
 @pytest.mark.parametrize("cloud,extra", [("aws", {"region": "us-east-1"}), ("gcp", {}),
                                          ("azure", {"account": "gfabc", "identity": "0000-client"})])
 def test_each_clouds_bootstrap_fits_carries_the_agent_and_no_secret(cloud, extra):
@@ -95,20 +116,12 @@ def test_each_clouds_bootstrap_fits_carries_the_agent_and_no_secret(cloud, extra
     payload = script.split("<<'GPUFLEET_AGENT'\n", 1)[1].split("\nGPUFLEET_AGENT", 1)[0]
     shipped_agent = gzip.decompress(base64.b85decode(payload))
     assert shipped_agent == bootstrap.agent_source()
-    # the program is the checkout's: the same syntax tree once docstrings are left out of both (comments
-    # never reach a tree), under a one-line docstring; and it parses as the oldest python3 of the
-    # supported images does (Rocky 9's 3.9)
-    def code(tree):
-        for node in ast.walk(tree):
-            body = node.body if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) else None
-            if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                    and isinstance(body[0].value.value, str):
-                node.body = body[1:] or [ast.Pass()]
-        return ast.dump(tree)
-
-    assert code(ast.parse(shipped_agent)) == code(ast.parse(bootstrap.AGENT.read_text()))
-    assert len(shipped_agent.split(b'"""', 2)[1]) < 120 and b"# " not in shipped_agent
-    ast.parse(shipped_agent, feature_version=(3, 9))
+    # the code is the checkout's, node for node on the same lines and columns: the docstrings are emptied (the
+    # module's cut to a line) and the comments cut from their lines
+    assert _code(shipped_agent) == _code(bootstrap.AGENT.read_bytes())
+    assert len(shipped_agent.split(b'"""', 2)[1].strip()) < 120
+    assert b"#" not in shipped_agent.replace(b'"#', b"").replace(b"'#", b"")  # not one comment shipped
+    ast.parse(shipped_agent, feature_version=(3, 9))  # as the oldest python3 of the images (Rocky 9's 3.9) reads it
     shipped = json.loads(script.split("<<'GPUFLEET_CONFIG'\n", 1)[1].split("\nGPUFLEET_CONFIG", 1)[0])
     assert shipped == cfg and shipped["salt"]["version"] == bootstrap.SALT_VERSION
     assert "systemctl enable gpufleet-node.timer" in script and "OnUnitInactiveSec=60" in script
@@ -402,10 +415,11 @@ class _Nodes:
     """Cloud nodes as their agents answer: each applies its pool's current document once per
     generation and writes a status with its facts; ``applied`` records (node, states, the slurm pillar)."""
 
-    def __init__(self, store, nodes):
+    def __init__(self, store, nodes, says: dict[str, dict] | None = None):
         import threading
 
         self.store, self.nodes, self.applied, self.probes = store, nodes, [], {}
+        self.says = says or {}  # node id -> facts it claims instead of its own
         self.done: dict[str, str] = {}
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -423,7 +437,8 @@ class _Nodes:
                 self.applied.append((n.node_id, doc["states"], doc["pillar"].get("slurm")))
                 self.probes[n.node_id] = doc.get("probe")
                 facts = {"hostname": f"ip-10-0-0-{i + 10}", "address": f"10.0.0.{i + 10}", "cpus": 48,
-                         "cpu_topology": [1, 24, 2], "mem_gib": 186.5, "gpu_count": 0 if n.pool == "ctl" else 4}
+                         "cpu_topology": [1, 24, 2], "mem_gib": 186.5, "gpu_count": 0 if n.pool == "ctl" else 4,
+                         **self.says.get(n.node_id, {})}
                 self.store.put(f"status/{n.pool}/{n.node_id}.json", json.dumps(
                     {"node_id": n.node_id, "pool": n.pool, "ok": True, "generation": doc["generation"],
                      "facts": facts}).encode())
@@ -485,6 +500,60 @@ def test_slurm_on_cloud_pools_is_rendered_from_what_the_nodes_say_in_a_second_ro
     finally:
         agents.stop.set()
         agents.thread.join()
+
+
+@pytest.mark.parametrize("says, listed, left_out", [
+    # i-g0 names itself as its neighbour i-g1 does: the name is neither's (first-wins would hand i-g1's jobs to
+    # whichever came first), and its address is the cloud's, whatever it says
+    ({"i-g0": {"hostname": "ip-10-0-0-12", "address": "10.0.0.10"}}, ["ip-10-0-0-10"], ["i-g0", "i-g1"]),
+    # a compute node claiming the controller's name: the controller keeps it
+    ({"i-g1": {"hostname": "IP-10-0-0-10"}}, ["ip-10-0-0-10", "ip-10-0-0-11"], ["i-g1"]),
+    # a node's address is the one the cloud gave it, not the one its status says
+    ({"i-g0": {"address": "10.6.6.6"}}, ["ip-10-0-0-10", "ip-10-0-0-11", "ip-10-0-0-12"], []),
+])
+def test_a_nodes_facts_cannot_take_another_nodes_name_or_address(tmp_path, monkeypatch, says, listed, left_out):
+    """Review F4: a node's status (vouched by its key) still spoke for others through its facts: its
+    host name became a NodeName whether or not another node had it (two NodeName=gpu-1 lines; slurmctld
+    keeps the first: "reconfiguration for node %s, ignoring!") and its own idea of its address the
+    NodeAddr. NodeAddr is now the address the cloud recorded for the node; a host name more than one
+    node claims is nobody's (but the controller's): those nodes are left out of slurm.conf, failed, and
+    said."""
+    from types import SimpleNamespace
+
+    from gpufleet import catalog
+    from gpufleet.configure import slurm
+    from gpufleet.fleet import stacks
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    cat = catalog.load(use_config=False)
+    (tmp_path / "sl.yaml").write_text(SLURM_STACK)
+    st = stacks.load(tmp_path / "sl.yaml", cat)
+    store = _Store()
+    ref = {"name": "b", "cloud": "aws", "region": "us-east-1"}
+    outputs = {"pools": {"ctl": {"bucket": ref}, "gpu": {"bucket": ref}}}
+    nodes = [SimpleNamespace(pool="ctl", idx=0, node_id="i-c", private_ip="10.0.0.10"),
+             *(SimpleNamespace(pool="gpu", idx=i, node_id=f"i-g{i}", private_ip=f"10.0.0.{11 + i}") for i in range(2))]
+    agents = _Nodes(store, nodes, says)
+    agents.thread.start()
+    try:
+        reports = cloudnodes.configure_pools(
+            st, cat, "sl", outputs, nodes, stores={"b": store}, timeout_s=20, poll_s=0.05,
+            scheduler=lambda facts, published: slurm.pool_pillars(st, "sl", cat, facts, expectations={}, bundle=b"PK",
+                                                                  key=b"k" * 32))
+    finally:
+        agents.stop.set()
+        agents.thread.join()
+    (conf,) = {pil["files"]["slurm.conf"] for _, _, pil in agents.applied if pil}
+    named = [dict(kv.split("=", 1) for kv in line.split()) for line in conf.splitlines()
+             if line.startswith(("NodeName=", "SlurmctldHost="))]
+    got = {d.get("NodeName") or d["SlurmctldHost"].split("(")[0]: d.get("NodeAddr") or d["SlurmctldHost"] for d in named}
+    assert sorted(got) == listed, conf
+    recorded = {f"ip-10-0-0-{10 + i}": n.private_ip for i, n in enumerate(nodes)}
+    assert got == {name: recorded[name] if name != "ip-10-0-0-10" else "ip-10-0-0-10(10.0.0.10)" for name in got}
+    by_id = {r.target.node_id: r for r in reports}
+    assert sorted(i for i, r in by_id.items() if r.state == "failed") == left_out
+    for i in left_out:
+        assert "left out of slurm.conf" in by_id[i].error, by_id[i].error
 
 
 def test_slurms_view_is_read_from_the_controllers_status():

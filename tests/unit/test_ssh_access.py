@@ -127,7 +127,7 @@ def test_each_cloud_gets_its_documented_proxy_command_and_racks_go_directly(mixe
     # a rack host: its own address, port, user and key, checked against the site's known_hosts
     rack = hosts["mixed-fleet-rack-1"]
     assert rack == {"HostName": "192.0.2.22", "Port": "22", "User": "root",
-                    "UserKnownHostsFile": str(tmp_path / "xdg-data" / "gpufleet" / "known_hosts" / "lab"),
+                    "UserKnownHostsFile": f'"{tmp_path / "xdg-data" / "gpufleet" / "known_hosts" / "lab"}"',  # always quoted
                     "StrictHostKeyChecking": "yes"}
     assert cfg.include_line() == f"Include {cfg.path}"  # the test's data folder is outside HOME
 
@@ -305,15 +305,16 @@ def test_a_bastion_pool_is_the_proxy_jump_of_every_other_cloud_node(tmp_path, pr
                        BASTION_POOL)
     monkeypatch.setenv("GPUFLEET_REGISTRY", str(tmp_path / "r.db"))
     reg = Registry(tmp_path / "r.db")
-    jump = Node(pool="jump", idx=0, provider="aws", location="us-west-2", machine="p4d.24xlarge", node_id="i-0jump",
-                private_ip="10.64.9.4", ssh_endpoint="198.51.100.77:22")
+    jump = Node(pool="jump", idx=0, provider="aws", location="us-west-2", machine="p4d.24xlarge",
+                node_id="i-0123456789abcdef0", private_ip="10.64.9.4", ssh_endpoint="198.51.100.77:22")
     _record(reg, "mixed-fleet", path, [jump] + predicted + _rack_nodes())
     cfg = op.ssh_config("mixed-fleet", registry=reg, cat=cat, which=lambda c: None if c in ALL[1:] else "/x")
     hosts = parse(cfg.path.read_text())
     assert hosts["mixed-fleet-jump-0 mixed-fleet-login"] == {"HostName": "198.51.100.77", "Port": "22",
-                                                             "User": "ubuntu"}
+                                                             "HostKeyAlias": "i-0123456789abcdef0", "User": "ubuntu"}
     gcp = next(n for n in predicted if (n.pool, n.idx) == ("gcp-l4", 3))
     assert hosts["mixed-fleet-gcp-l4-3"] == {"HostName": gcp.private_ip, "Port": "22",
+                                             "HostKeyAlias": f"compute.{gcp.node_id}",
                                              "ProxyJump": "mixed-fleet-jump-0", "User": "ubuntu"}
     assert "ProxyJump" not in hosts["mixed-fleet-rack-0"]  # racks: directly
     got = resolved(cfg.path, "mixed-fleet-gcp-l4-3")
@@ -329,7 +330,8 @@ def test_via_direct_goes_to_the_nodes_addresses_and_needs_no_cloud_tool(tmp_path
     cfg = op.ssh_config("mixed-fleet", registry=reg, cat=cat, which=lambda c: "/x" if c == "ssh" else None)
     for e in cfg.entries:
         n = next(n for n in predicted if (n.pool, n.idx) == (e.pool, e.idx))
-        assert e.options == {"HostName": n.private_ip, "Port": "22", "User": "ops"}
+        alias = {"aws": n.node_id, "gcp": f"compute.{n.node_id}", "azure": n.vm_uid}[n.provider]
+        assert e.options == {"HostName": n.private_ip, "Port": "22", "HostKeyAlias": alias, "User": "ops"}
 
 
 # ---------------------------------------------------------------- gpufleet ssh
@@ -473,7 +475,8 @@ def test_from_another_folder_ssh_keeps_the_stacks_route_key_and_pinned_host_keys
 
 def test_a_teammates_machine_reads_the_access_from_the_teams_store(tmp_path, cat, monkeypatch):
     """The record travels with the cluster's object in the team's store; a record that would turn
-    host keys off is held to StrictHostKeyChecking yes, and an option it may not carry is refused."""
+    host keys off is held to StrictHostKeyChecking yes, the known_hosts file it names is this machine's
+    file of the host's site, and an option it may not carry is refused."""
     import json as _json
 
     from gpufleet.state.shared import DirectoryStore
@@ -489,8 +492,10 @@ def test_a_teammates_machine_reads_the_access_from_the_teams_store(tmp_path, cat
     theirs = Registry(tmp_path / "theirs.db", shared=store)  # another machine: the store's copy
     cfg = op.config("lab", registry=theirs, cat=cat)
     (rack0,) = [e for e in cfg.entries if e.alias == "lab-rack-0"]
+    # the known_hosts file Alice's machine recorded is no file of this one: the site's own file here pins the host
     assert rack0.options == {"HostName": "192.0.2.21", "Port": "2222", "User": "admin",
-                             "UserKnownHostsFile": "/home/alice/kh", "StrictHostKeyChecking": "yes"}
+                             "UserKnownHostsFile": os.path.join(os.environ["XDG_DATA_HOME"], "gpufleet", "known_hosts",
+                                                                "lab"), "StrictHostKeyChecking": "yes"}
     doc = _json.loads(store.read("clusters/lab.json")[0])
     doc["access"]["racks"]["rack-0"]["ProxyCommand"] = "touch X"
     store.replace("clusters/lab.json", _json.dumps(doc).encode(), store.read("clusters/lab.json")[1])
@@ -513,3 +518,33 @@ def test_the_cli_takes_the_stack_from_stack(tmp_path, cat, monkeypatch):
                                                                                         "lab_ed25519")
     res = cli("--json", "ssh", "lab", "--stack", str(copy), "--", "true")
     assert res.exit_code == 0 and json.loads(res.stdout)["options"]["Port"] == "2200", res.output
+
+
+@needs_ssh
+@pytest.mark.parametrize("access", ["", "  ssh_cidrs: [198.51.100.0/24]\n  via: direct\n",
+                                    "  ssh_cidrs: [198.51.100.0/24]\n  via: bastion\n  bastion_pool: jump\n"])
+def test_every_cloud_vms_host_key_is_filed_under_its_own_unique_id_on_every_route(tmp_path, predicted, monkeypatch,
+                                                                                  cat, access):
+    """Review F3: Azure's host keys (every route), and AWS's and GCP's under via: direct or bastion, were
+    filed under the VM's private address, which the next cluster's VMs get again: its new key met the
+    old one ("REMOTE HOST IDENTIFICATION HAS CHANGED"), or a VM inherited another's trust. Each cloud VM's
+    key is now filed under the id its cloud never gives another VM, on every route, as the real ssh -G
+    reads the file: the EC2 instance id, compute.<instance id> as gcloud files it, and Azure's vmId
+    (the scale set VM's `vmId`, pulumi-azure-native 3.29 compute.get_virtual_machine_scale_set_vm:
+    "Azure VM unique ID"; IMDS compute.vmId on the VM)."""
+    path = _stack_file(tmp_path, access, BASTION_POOL if "bastion" in access else "")
+    monkeypatch.setenv("GPUFLEET_REGISTRY", str(tmp_path / "r.db"))
+    reg = Registry(tmp_path / "r.db")
+    jump = Node(pool="jump", idx=0, provider="aws", location="us-west-2", machine="p4d.24xlarge",
+                node_id="i-0123456789abcdef0", private_ip="10.64.9.4", ssh_endpoint="198.51.100.77:22")
+    nodes = ([jump] if "bastion" in access else []) + predicted
+    _record(reg, "mixed-fleet", path, nodes)
+    cfg = op.ssh_config("mixed-fleet", registry=reg, cat=cat, which=everything)
+    want = {"aws": lambda n: n.node_id, "gcp": lambda n: f"compute.{n.node_id}", "azure": lambda n: n.vm_uid}
+    aliases = []
+    for n in nodes:
+        got = resolved(cfg.path, f"mixed-fleet-{n.pool}-{n.idx}").get("hostkeyalias")
+        assert got and got == want[n.provider](n), (access, n.provider, n.pool, n.idx, got)
+        aliases.append(got)
+    assert len(set(aliases)) == len(aliases)
+    assert any(n.provider == "azure" for n in nodes) and all(n.vm_uid for n in nodes if n.provider == "azure")

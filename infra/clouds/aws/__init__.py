@@ -50,6 +50,7 @@ class Aws:
     region_subnets = staticmethod(rules.region_subnets)
     pool_subnets = staticmethod(rules.pool_subnets)
     ssh_route = staticmethod(access.ssh_route)  # its private route (clouds.<cloud>.access)
+    host_key_alias = staticmethod(access.host_key_alias)  # its VMs' unique ids, on every route
 
     def credentials(self) -> str:
         return load("credentials").check()

@@ -66,12 +66,19 @@ def proxy_command(region: str) -> str:
     return command_line("sh", "-c", inner)
 
 
+def host_key_alias(node, *, cluster: str) -> str | None:
+    """The name the node's host key is filed under: its instance id (unique: EC2 never reuses one)."""
+    where = f"the registry's record of {cluster} node {node.pool}-{node.idx}"
+    if node.node_id is None:
+        return None
+    return matching(node.node_id, INSTANCE_ID, "instance id", "an EC2 instance id (i-0123456789abcdef0)", where)
+
+
 def ssh_route(node, *, cluster: str, stack) -> SshRoute:
     """Session Manager to the node's instance (``node.node_id``: ``i-...``) in its region; the instance
-    id is also the alias its host key is filed under (unique: EC2 never reuses one)."""
+    id is also the alias its host key is filed under (``host_key_alias``)."""
     where = f"the registry's record of {cluster} node {node.pool}-{node.idx}"
-    if node.node_id is not None:
-        matching(node.node_id, INSTANCE_ID, "instance id", "an EC2 instance id (i-0123456789abcdef0)", where)
+    host_key_alias(node, cluster=cluster)
     matching(node.location, REGION, "region", "an AWS region (us-east-1)", where)
     return SshRoute("AWS Systems Manager Session Manager",
                     {"HostName": node.node_id, "Port": "22", "HostKeyAlias": node.node_id,

@@ -223,6 +223,7 @@ class PoolArgs:
     node_config: NodeConfig | None = None
     session_manager: bool = False  # the nodes are reached through Session Manager (clouds.aws.access)
     imds_hop_limit: int = 1  # the instance metadata service's hop limit (spec Pool.imds_hop_limit)
+    metadata: str = "root"  # who on the node reaches it (spec Access.metadata: root or all-users)
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -285,7 +286,7 @@ class GpuNodePool(pulumi.ComponentResource):
             user_data = pulumi.Output.all(nc.bucket, pulumi.Output.all(*mounts)).apply(
                 lambda v: base64.b64encode(bootstrap.render(
                     bootstrap.config("aws", cluster=args.cluster, pool=args.pool, bucket=v[0], region=nc.region,
-                                     endpoint=nc.endpoint),
+                                     endpoint=nc.endpoint, metadata=args.metadata),
                     pre=lustre_user_data([tuple(m) for m in v[1]]) if v[1] else "").encode()).decode())
 
         reservation = market = None

@@ -76,6 +76,18 @@ def tunnel_args(*, bastion: str, group: str, target: str, subscription: str | No
 # digits, - _ . ( ) ending in virtualMachines/<instance id>; a region is lowercase letters and digits
 VM_ID = re.compile(r"[A-Za-z0-9_.()/-]+/virtualMachines/[A-Za-z0-9_-]+", re.IGNORECASE)
 REGION = re.compile(r"[a-z0-9]+")
+# a VM's vmId ("Azure VM unique ID": pulumi-azure-native 3.29 compute.get_virtual_machine_scale_set_vm; IMDS
+# compute.vmId on the VM): a GUID
+VM_UID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+def host_key_alias(node, *, cluster: str) -> str | None:
+    """The name a VM's host key is filed under: its vmId, which Azure gives it alone (its ARM id,
+    .../virtualMachines/0, and its private address come back with the next cluster of the name);
+    None for a node recorded before gpufleet recorded it."""
+    where = f"the registry's record of {cluster} node {node.pool}-{node.idx}"
+    return netnames.matching(node.vm_uid, VM_UID, "vmId", "an Azure VM's unique id (a GUID)", where) if getattr(
+        node, "vm_uid", None) else None
 
 
 def proxy_command(*, bastion: str, group: str, target: str, subscription: str | None) -> str:
@@ -91,10 +103,12 @@ def ssh_route(node, *, cluster: str, stack) -> SshRoute:
     netnames.matching(node.location, REGION, "region", "an Azure region (eastus)", where)
     if node.private_ip:
         netnames.address(node.private_ip, "private address", where)
+    alias = host_key_alias(node, cluster=cluster)
     return SshRoute("Azure Bastion (native client tunnel)",
-                    {"HostName": node.private_ip or target, "Port": "22", "ProxyCommand": proxy_command(
-                        bastion=bastion_name(cluster, node.location), group=group_name(cluster, node.location),
-                        target=target, subscription=_part(target, "subscriptions"))},
+                    {"HostName": node.private_ip or target, "Port": "22", **({"HostKeyAlias": alias} if alias else {}),
+                     "ProxyCommand": proxy_command(
+                         bastion=bastion_name(cluster, node.location), group=group_name(cluster, node.location),
+                         target=target, subscription=_part(target, "subscriptions"))},
                     TOOLS, SOURCE)
 
 

@@ -178,7 +178,9 @@ class AzureApi:
 
     # --- a scale set's nodes ---------------------------------------------------------------------
     def scale_set_nodes(self, scale_set_id: str) -> list[dict]:
-        """The VMs of a Uniform scale set, by instance id: ARM id, host name, private and public IP.
+        """The VMs of a Uniform scale set, by instance id: ARM id, unique VM id (``properties.vmId``, "Azure VM
+        unique ID": the ARM id and address come back with the next scale set of the name), host name,
+        private and public IP.
 
         A scale set's VMs, and its NICs and public IPs (each pointing back at its VM / IP
         configuration), are lists of their own: Virtual Machine Scale Set VMs - List and Network
@@ -205,8 +207,8 @@ class AzureApi:
         for vm in sorted(vms, key=lambda v: int(v["instanceId"])):
             ip, pub = private.get(vm["id"].lower(), (None, None))
             name = ((vm.get("properties") or {}).get("osProfile") or {}).get("computerName")
-            out.append({"id": vm["id"], "instance_id": vm["instanceId"], "host_name": name,
-                        "private_ip": ip, "public_ip": pub})
+            out.append({"id": vm["id"], "instance_id": vm["instanceId"], "vm_uid": (vm.get("properties") or {}).get("vmId"),
+                        "host_name": name, "private_ip": ip, "public_ip": pub})
         return out
 
     # --- golden images (`gpufleet image list/delete`) ---------------------------------------------

@@ -213,6 +213,7 @@ class PoolArgs:
     storage_account: NodeStorage | None = None  # the nodes configure themselves from it
     capacity_reservation_group: str | None = None  # a group's resource id: the VMs take its reserved capacity
     plan: dict | None = None  # the purchase plan the image is sold with (name, publisher, product): VMs must name it
+    metadata: str = "root"  # who on the node reaches IMDS and WireServer (spec Access.metadata: root or all-users)
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -273,7 +274,7 @@ class GpuNodePool(pulumi.ComponentResource):
             profile["os_profile"]["custom_data"] = pulumi.Output.all(st.account, ident.client_id).apply(
                 lambda v: base64.b64encode(bootstrap.render(bootstrap.config(
                     "azure", cluster=args.cluster, pool=args.pool, bucket=CONTAINER, account=v[0],
-                    identity=v[1])).encode()).decode())
+                    identity=v[1], metadata=args.metadata)).encode()).decode())
             self.bucket = {"cloud": "azure", "name": st.account, "container": CONTAINER}
         self.scale_set = azn.compute.VirtualMachineScaleSet(
             f"{name}-vmss", resource_group_name=args.resource_group_name, location=args.region,
@@ -300,10 +301,10 @@ class GpuNodePool(pulumi.ComponentResource):
         self.nodes = ScaleSetNodes(f"{name}-nodes", scale_set_id=self.scale_set.id, capacity=args.nodes,
                                    subscription=args.subscription, subnet_id=args.subnet_id, public=args.public_ip,
                                    opts=child)
-        self.node_ids, self.private_ips = self.nodes.node_ids, self.nodes.private_ips
+        self.node_ids, self.private_ips, self.vm_uids = self.nodes.node_ids, self.nodes.private_ips, self.nodes.vm_uids
         self.public_ips = self.nodes.public_ips if args.public_ip else None
         self.ssh_endpoint = (self.public_ips if args.public_ip else self.private_ips).apply(lambda ips: f"{ips[0]}:22")
-        self.register_outputs({"node_ids": self.node_ids, "private_ips": self.private_ips,
+        self.register_outputs({"node_ids": self.node_ids, "private_ips": self.private_ips, "vm_uids": self.vm_uids,
                                "host_names": self.nodes.host_names, "ssh_endpoint": self.ssh_endpoint,
                                "scale_set_id": self.scale_set.id,
                                **({"public_ips": self.public_ips} if self.public_ips is not None else {})})

@@ -45,7 +45,10 @@ def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> N
         # a new Uniform scale set without overprovisioning numbers its VMs 0..N-1, and Azure hands a
         # fresh subnet's addresses out from .4 on (it keeps the first four)
         n = int(inputs["capacity"])
+        # and gives each VM a GUID of its own (vmId): made from its ARM id here, so a plan is the same each time
         state.update(node_ids=[f"{inputs['scale_set_id']}/virtualMachines/{i}" for i in range(n)],
+                     vm_uids=[str(uuid.uuid5(uuid.NAMESPACE_URL, f"{inputs['scale_set_id']}/virtualMachines/{i}"))
+                              for i in range(n)],
                      host_names=[f"predicted-{i}" for i in range(n)],
                      private_ips=[ctx.address(inputs.get("subnet_id"), i) for i in range(n)],
                      public_ips=[f"203.0.113.{i + 10}" for i in range(n)] if inputs.get("public") else None)

@@ -1,4 +1,4 @@
-"""A Uniform scale set's VMs as Pulumi outputs: their ARM ids, host names and addresses.
+"""A Uniform scale set's VMs as Pulumi outputs: their ARM ids, unique ids, host names and addresses.
 
 azure-native's ``VirtualMachineScaleSet`` outputs say nothing about its VMs, and no
 azure-native function lists a scale set's NICs. ``ScaleSetNodes`` is a Pulumi dynamic
@@ -19,7 +19,7 @@ from gpufleet.clouds.azure.sdk import load
 
 KIND = "azure-native:gpufleet:ScaleSetNodes"  # how `plan` routes it to the Azure mocks
 WAIT_S = 600  # a scale set's NICs can trail its "Succeeded" by a little; the VMs do not
-OUTPUTS = ("node_ids", "host_names", "private_ips", "public_ips")
+OUTPUTS = ("node_ids", "vm_uids", "host_names", "private_ips", "public_ips")
 
 
 def read_nodes(props: dict, *, wait_s: float = WAIT_S, api=None) -> dict:
@@ -36,7 +36,8 @@ def read_nodes(props: dict, *, wait_s: float = WAIT_S, api=None) -> dict:
         with_ip = sum(1 for n in nodes if n["private_ip"])
         raise Exception(f"{props['scale_set_id']}: {with_ip} of {props['capacity']} VMs have a private IP "
                         f"after {wait_s:.0f} s; see `az vmss list-instances`")
-    return {"node_ids": [n["id"] for n in nodes], "host_names": [n["host_name"] for n in nodes],
+    return {"node_ids": [n["id"] for n in nodes], "vm_uids": [n["vm_uid"] for n in nodes],
+            "host_names": [n["host_name"] for n in nodes],
             "private_ips": [n["private_ip"] for n in nodes],
             "public_ips": [n["public_ip"] for n in nodes] if props.get("public") else None}
 
@@ -60,9 +61,11 @@ class ScaleSetNodesProvider(ResourceProvider):
 
 
 class ScaleSetNodes(Resource):
-    """The VMs of one scale set (outputs: ``node_ids``, ``host_names``, ``private_ips``, ``public_ips``)."""
+    """The VMs of one scale set (outputs: ``node_ids``, ``vm_uids``, ``host_names``, ``private_ips``,
+    ``public_ips``)."""
 
     node_ids: pulumi.Output[list]
+    vm_uids: pulumi.Output[list]
     host_names: pulumi.Output[list]
     private_ips: pulumi.Output[list]
     public_ips: pulumi.Output[list | None]

@@ -43,6 +43,7 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
             infiniband=p.fabric is not None, storage=[StorageArgs.of(s) for s in p.pool.storage],
             zone=zone, subscription=ctx.settings["azure"]["subscription"],
             storage_account=shared["storage"],
-            capacity_reservation_group=p.reservation.id if p.reservation else None), opts=popts)
+            capacity_reservation_group=p.reservation.id if p.reservation else None,
+            metadata=stack.metadata_of(p.pool)), opts=popts)
         out[p.name] = ctx.export(p, region, zone, comp)
     return out

@@ -26,5 +26,8 @@ class Baremetal:
     def ssh_route(self, node, *, cluster: str, stack):
         return access.ssh_route(node, cluster=cluster, stack=stack)  # directly, with the site's known hosts
 
+    def host_key_alias(self, node, *, cluster: str) -> None:
+        return None  # a host's key is its site's known_hosts file's, by address and port
+
 
 PROVIDER = Baremetal()

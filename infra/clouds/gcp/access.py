@@ -65,6 +65,15 @@ def proxy_command(instance: str, zone: str, project: str | None) -> str:
                         *([f"--project={project}"] if project else []), f"--zone={zone}")
 
 
+def host_key_alias(node, *, cluster: str) -> str | None:
+    """The name the VM's host key is filed under: ``compute.<instance id>``, as gcloud files it."""
+    where = f"the registry's record of {cluster} node {node.pool}-{node.idx}"
+    if node.node_id is None:
+        return None
+    return "compute." + matching(node.node_id, INSTANCE_ID, "instance id", "a Compute Engine instance id (a number)",
+                                 where)
+
+
 def ssh_route(node, *, cluster: str, stack) -> SshRoute:
     where = f"the registry's record of {cluster} node {node.pool}-{node.idx}"
     name = matching(instance_name(cluster, node.pool, node.idx), VM_NAME, "VM name", "a Compute Engine name", where)
@@ -74,7 +83,7 @@ def ssh_route(node, *, cluster: str, stack) -> SshRoute:
         raise InputError(f"the project {project[:80]!r} (GOOGLE_CLOUD_PROJECT or the variables gcloud reads) is not a "
                          "Google Cloud project id", "set GOOGLE_CLOUD_PROJECT=my-project")
     options = {"HostName": name, "Port": "22", "ProxyCommand": proxy_command(name, zone, project)}
-    if node.node_id is not None:
-        options["HostKeyAlias"] = "compute." + matching(node.node_id, INSTANCE_ID, "instance id",
-                                                        "a Compute Engine instance id (a number)", where)
+    alias = host_key_alias(node, cluster=cluster)
+    if alias:
+        options["HostKeyAlias"] = alias
     return SshRoute("GCP IAP TCP forwarding", options, TOOLS, SOURCE)

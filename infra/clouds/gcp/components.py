@@ -189,6 +189,7 @@ class PoolArgs:
     project: str | None = None  # None: the credentials' own (as the provider's)
     reservation: str | None = None  # a specific reservation the VMs consume (name or projects/P/reservations/N)
     flex_start: tuple[int, int] | None = None  # (run, wait) seconds: DWS provisions the VMs (clouds.gcp.flexstart)
+    metadata: str = "root"  # who on the node reaches the metadata server (spec Access.metadata: root or all-users)
 
 
 def scheduling(spot: bool, bound: bool = False) -> dict:
@@ -275,7 +276,7 @@ class GpuNodePool(pulumi.ComponentResource):
                     opts=child)
             service_account = {"email": sa.email, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}
             metadata["startup-script"] = pulumi.Output.from_input(args.bucket).apply(lambda b: bootstrap.render(
-                bootstrap.config("gcp", cluster=args.cluster, pool=args.pool, bucket=b)))
+                bootstrap.config("gcp", cluster=args.cluster, pool=args.pool, bucket=b, metadata=args.metadata)))
             self.bucket = {"cloud": "gcp", "name": args.bucket}
 
         self.file_systems = []
