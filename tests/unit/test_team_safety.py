@@ -373,6 +373,34 @@ def test_the_boto3_floor_is_the_first_release_with_s3s_conditional_writes():
         assert str(boto3.specifier) == f">={CONDITIONAL_WRITES}", (extra, str(boto3.specifier))
 
 
+@pytest.mark.slow
+def test_the_floor_release_on_pypi_has_every_condition_and_the_one_before_it_lacks_one(tmp_path):
+    """The floor held against the real artifacts: botocore's wheels of the floor release and of the release
+    before it, downloaded from the package index, and the S3 model each carries read as the store reads
+    its own (the conditions CONDITIONS names)."""
+    import gzip
+    import subprocess
+    import sys
+    import zipfile
+
+    from gpufleet.clouds.aws.objects import CONDITIONAL_WRITES, CONDITIONS
+
+    major, minor, patch = map(int, CONDITIONAL_WRITES.split("."))
+    lacking = {}
+    for version in (CONDITIONAL_WRITES, f"{major}.{minor}.{patch - 1}"):
+        out = tmp_path / version
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary", ":all:",
+                        "-d", str(out), f"botocore=={version}"], check=True, timeout=600)
+        (wheel,) = out.glob("botocore-*.whl")
+        with zipfile.ZipFile(wheel) as z:
+            (name,) = [n for n in z.namelist() if n.startswith("botocore/data/s3/2006-03-01/service-2.json")]
+            raw = z.read(name)
+        model = json.loads(gzip.decompress(raw) if name.endswith(".gz") else raw)
+        lacking[version] = [f"{op} {member}" for op, members in CONDITIONS.items() for member in members
+                            if member not in model["shapes"][model["operations"][op]["input"]["shape"]]["members"]]
+    assert lacking[CONDITIONAL_WRITES] == [] and lacking[f"{major}.{minor}.{patch - 1}"], lacking
+
+
 def _s3_model_without(tmp_path, op: str, member: str):
     """A boto3 session whose S3 model is botocore's own less one parameter (as an older release's), found
     first on the loader's search path."""
