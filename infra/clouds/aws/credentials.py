@@ -6,10 +6,12 @@ configuration file that is a device or a pipe) is a CredentialsError (exit 2) sa
 to mend it, never botocore's own exception.
 """
 
+import functools
 import os
 from pathlib import Path
 
 import boto3
+import botocore.session
 from botocore.exceptions import BotoCoreError, ConfigParseError, PartialCredentialsError, ProfileNotFound
 
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
@@ -31,11 +33,24 @@ def session() -> boto3.session.Session:
         except FileNotFoundError:
             pass
     try:
-        s = boto3.session.Session()
+        core = botocore.session.get_session()
+        core.register_component("data_loader", _models())
+        s = boto3.session.Session(botocore_session=core)
+        # boto3 adds its own data folder to the loader's search path once per session: once is enough
+        paths = _models().search_paths
+        paths[:] = list(dict.fromkeys(paths))
         s.get_credentials()
     except BotoCoreError as e:
         raise _unusable(e) from None
     return s
+
+
+@functools.cache
+def _models():
+    """One loader of botocore's service models for the process: each session of its own would read and
+    parse the models again (EC2's alone takes a quarter of a second); the models do not depend on the
+    profile, the credentials or the endpoint, which each session still reads for itself."""
+    return botocore.session.get_session().get_component("data_loader")
 
 
 def _unusable(e: BotoCoreError) -> CredentialsError:
