@@ -77,6 +77,10 @@ def up(
     over_budget: Annotated[bool, typer.Option("--over-budget", help="Bring it up even when its projected spend for "
                                               "its TTL exceeds what a budget it falls under has left this month "
                                               "(otherwise exit 5).")] = False,
+    replace: Annotated[bool, typer.Option("--replace", help="Let this up replace running cloud nodes where a "
+                                          "change needs it (instance type, size, zone, market: what the cloud "
+                                          "cannot change in place). Without it an up under --yes that would is "
+                                          "refused (exit 2) naming them; at a terminal you are asked.")] = False,
 ):
     from gpufleet import catalog
     from gpufleet.cli.plan import render
@@ -89,8 +93,12 @@ def up(
     def confirm(p) -> bool:
         if not STATE.json:
             render(p)
+            for r in p.replacements:  # running nodes this up deletes and launches anew
+                output.warn(r.line())
+        replacing = sum(r.nodes for r in p.replacements)
         return options.confirm(f"Create these {len(p.cloud_resources)} resources for "
-                               f"{output.money(p.usd_per_hour)}/h?", yes)
+                               f"{output.money(p.usd_per_hour)}/h"
+                               + (f", replacing {replacing} running node(s)?" if replacing else "?"), yes)
 
     try:
         with _held(cluster or st.name, "up", no_wait) as logged, output.steps("Bringing up") as update:
@@ -100,6 +108,7 @@ def up(
                                check=check, wait_s=wait_timeout, verify=verify, failover=failover,
                                max_attempts=max_attempts, failover_budget_s=failover_budget,
                                on_attempt=_tell_attempt, over_budget=over_budget,
+                               replace_nodes=True if replace else (False if yes else None),
                                budget_list=budgets.configured(STATE.config),
                                on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
             failed = PartialFailure.of(outcome.configured) or (Unhealthy(outcome.verdicts) if not all(

@@ -441,6 +441,13 @@ class Cloud(Provider, Protocol):
     # {"disk": {disk type: $ per GB-month}, "fixed": {kind: $ per hour}}
     leftover_prices: Mapping[str, Mapping[str, float]]
 
+    # the Pulumi types (a dynamic resource's gpufleet_kind) holding a pool's nodes: replacing one replaces
+    # every running node of the pool, which `up` shows and asks before doing (fleet.up)
+    node_kinds: tuple[str, ...]
+    # inventory kinds of a pool whose replacement waits for them to be gone before the new nodes are asked
+    # for, where the cloud's own deletion returns while they still hold their capacity (fleet.up)
+    released_first: tuple[str, ...]
+
     image_template: str  # its Packer template under images/ (a golden image of a pool)
     images_global: bool  # an image built anywhere boots in every region (else only where it was built)
 

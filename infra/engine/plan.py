@@ -82,6 +82,9 @@ class Plan:
     warnings: list[str] = field(default_factory=list)  # what a reviewer must not miss (SSH open to the Internet)
     layout: Layout | None = field(default=None, repr=False)  # what the program was built from (`up` deploys the same)
     spend: Spend | None = None  # every line of the predicted bill (engine.spend)
+    # an update's: the pools whose running nodes it would replace (nodes.cloud.Replaced, from Pulumi's
+    # preview), which `up` shows before asking
+    replacements: list = field(default_factory=list)
 
     @property
     def cloud_resources(self) -> list[PlannedResource]:

@@ -321,8 +321,10 @@ class GpuNodePool(pulumi.ComponentResource):
         # (ModifyFleet) for any change but its tags, only `type` and a few capacity fields being ForceNew
         # (internal/service/ec2/ec2_fleet.go, resourceFleetUpdate), and EC2 modifies only fleets of type
         # maintain (API_ModifyFleet.html, read 2026-11). So a change of any input the request carries
-        # (a new launch template version above all) replaces the fleet, the old one deleted first: its
-        # instances, and the reservation or capacity they hold, are freed before the new launch.
+        # (its instance type, zone, size, market, reservation) replaces the fleet and every node of it,
+        # the old one deleted first; `up` shows that and asks first, and terminates the old nodes before
+        # the new fleet is asked for (fleet.up, nodes.cloud.release). A launch template change is none
+        # of these: the fleet names the template's default version, not a number (fleet_request).
         request = fleet_request(args, lt)
         fleet = aws.ec2.Fleet(f"{name}-fleet", **request, tags=t, opts=pulumi.ResourceOptions(
             parent=self, replace_on_changes=[k for k in request if k != "type"], delete_before_replace=True))
@@ -345,7 +347,8 @@ def fleet_request(args: PoolArgs, lt) -> dict:
     type instant", with SingleAvailabilityZone or SingleInstanceType;
     https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_OnDemandOptionsRequest.html and
     API_SpotOptionsRequest.html). Deleting an instant fleet terminates its instances
-    (API_DeleteFleets.html), so ``terminate_instances`` is set: pulumi-aws passes it to DeleteFleets."""
+    (API_DeleteFleets.html), so ``terminate_instances`` is set: pulumi-aws passes it to DeleteFleets.
+    ``lt``: the pool's launch template, named by id at its default version."""
     market = "spot" if args.spot else "on-demand"
     whole = {"min_target_capacity": args.nodes, "single_availability_zone": True, "single_instance_type": True}
     if args.capacity_block:
@@ -363,9 +366,12 @@ def fleet_request(args: PoolArgs, lt) -> dict:
             if args.reservation else {}
         options = {"on_demand_options": {**whole, "allocation_strategy": "lowest-price", **reserved}}
     return dict(type="instant", terminate_instances=True,
+                # "$Default" (FleetLaunchTemplateSpecificationRequest: "The launch template version number,
+                # $Latest, or $Default"), which update_default_version moves to each new version: a changed
+                # template (user data, root disk, AMI) leaves the running fleet as it is, and its running
+                # nodes keep the version they booted (they take configuration from the bucket)
                 launch_template_configs=[{
-                    "launch_template_specification": {"launch_template_id": lt.id,
-                                                      "version": lt.latest_version.apply(str)},
+                    "launch_template_specification": {"launch_template_id": lt.id, "version": "$Default"},
                     "overrides": [{"instance_type": args.instance_type, "availability_zone": args.zone}]}],
                 target_capacity_specification={"default_target_capacity_type": market,
                                                "total_target_capacity": args.nodes},
