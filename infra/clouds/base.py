@@ -464,10 +464,11 @@ class Cloud(Provider, Protocol):
     def image_artifacts(self, ids: list[str], variables: dict) -> list[tuple[str, str]]:
         """(region, what the cloud calls the image) of each artifact id a Packer build printed."""
 
-    def check_reservation(self, reservation, instance) -> list[Problem]:
+    def check_reservation(self, reservation, instance, pool) -> list[Problem]:
         """What is wrong with a reservation a pool names on this cloud (``spec.Reservation`` of
-        ``instance``, a ``catalog.InstanceType``, None where the catalog has no such type; keys inside
-        it): the id's form, its zone, what this cloud sells, what that type cannot take from one."""
+        ``instance``, a ``catalog.InstanceType``, None where the catalog has no such type, for
+        ``pool``, a ``spec.Pool``; keys inside it): the id's form, its zone, what this cloud sells and
+        reserves, what that type or the pool's other needs cannot take from one."""
 
     def tag_problems(self, tags: dict[str, str]) -> list[tuple[str, str]]:
         """(tag key, what is wrong) for each ``gpufleet:*`` tag this cloud would refuse as gpufleet

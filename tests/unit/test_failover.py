@@ -459,10 +459,9 @@ def test_where_failover_landed_is_checked_again_before_anything_is_configured(ca
 
 
 def test_an_azure_infiniband_pool_holding_a_reservation_is_refused_with_the_reason(tmp_path):
-    """InfiniBand joins the VMs of one placement group of a Uniform scale set (Flexible ones have none),
-    and a capacity reservation refuses a scale set with singlePlacementGroup true or a proximity
-    placement group (Microsoft Learn: "Orchestration modes for Virtual Machine Scale Sets", the capacity
-    reservation overview's limitations, read 2026-11): exit 2 before anything is created."""
+    """Azure reserves no ND-series capacity ("Support for other VM series isn't currently available:
+    ... ND-series", capacity reservation overview, ms.date 02/17/2026): exit 2 before anything is
+    created, with that reason (not the placement group InfiniBand would need)."""
     crg = ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Compute/"
            "capacityReservationGroups/h100")
     text = (EXAMPLES / "azure-nd.yaml").read_text().replace(
@@ -474,7 +473,8 @@ def test_an_azure_infiniband_pool_holding_a_reservation_is_refused_with_the_reas
     r = cli("--json", "plan", str(path))
     assert r.exit_code == 2 and "Traceback" not in r.output, r.output
     said = json.dumps(json.loads(r.stdout))
-    assert "pools[0].reservations[0]" in said and "single placement group" in said and "InfiniBand" in said
+    assert "pools[0].reservations[0]" in said and "Azure cannot reserve capacity for Standard_ND" in said
+    assert "ND-series is among the series it does not support" in said
 
 
 def _built(tmp_path, monkeypatch, provider: str, region: str, image_id: str) -> str:
@@ -563,7 +563,7 @@ def test_plan_json_shows_what_each_attempt_asks_its_cloud_for(cat, tmp_path):
            "capacityReservationGroups/h100")
     path = tmp_path / "z.yaml"
     path.write_text("name: z\nowner: o@example.com\naccess: {public_key: keys/example.pub}\npools:\n"
-                    "  - {name: z, provider: azure, region: eastus, instance_type: Standard_NC80adis_H100_v5, nodes: 2,\n"
+                    "  - {name: z, provider: azure, region: eastus, instance_type: Standard_NC96ads_A100_v4, nodes: 2,\n"
                     f"     reservations: [{{id: '{crg}', zone: '2'}}], failover: {{zones: any}}}}\n")
     (tmp_path / "keys").mkdir()
     (tmp_path / "keys" / "example.pub").write_text((EXAMPLES / "keys" / "example.pub").read_text())
