@@ -529,6 +529,34 @@ def test_a_gcp_image_is_global_so_every_region_of_gcp_keeps_it(cat, tmp_path, mo
     assert p.pools[0].image["id"] == "projects/p/global/images/gpufleet-s-p-0123456789"
 
 
+def test_a_golden_image_pool_moves_to_another_cloud_only_where_that_cloud_has_its_image(cat, tmp_path, monkeypatch):
+    """A golden image is one cloud's (an AMI, a GCP image, a gallery version): before, a pool failing over to
+    another cloud dropped it and booted that cloud's stock OS, and `plan` listed the place as fine. Now the
+    other cloud's places are dropped with why, unless the same image name is built there, which they boot."""
+    from gpufleet.state.images import BuiltImage, Manifest
+
+    from conftest import placed_plan
+
+    image = _built(tmp_path, monkeypatch, "aws", "us-east-1", "ami-0123456789abcdef0")
+    path = with_failover(tmp_path, "{providers: [gcp]}")
+    text = open(path).read().replace("image: ubuntu-22.04", f"image: {image}")
+    open(path, "w").write(text.replace("      - {type: local-nvme, mount: /scratch}\n", ""))  # A2 VMs have none
+    stack = stacks.load(path, cat)
+    c = candidates.for_pool(stack, stack.pools[0], cat)
+    assert {x.provider for x in c.ordered} == {"aws"}
+    gcp = [d for d in c.dropped if d["candidate"].startswith("gcp")]
+    assert gcp and all("no golden image gpufleet-s-p-0123456789 built for gcp" in d["why"] for d in gcp)
+
+    Manifest().record(BuiltImage("gpufleet-s-p-0123456789", "gcp", "us-central1",
+                                 "projects/p/global/images/gpufleet-s-p-0123456789", "s", "p", "0" * 64,
+                                 "2026-11-25T00:00:00Z"))
+    c = candidates.for_pool(stack, stack.pools[0], cat)
+    moved = [x for x in c.ordered if x.provider == "gcp"]
+    assert moved, c.dropped
+    p = placed_plan(stack, cat, {stack.pools[0].name: moved[0]})
+    assert p.pools[0].image["id"] == "projects/p/global/images/gpufleet-s-p-0123456789"  # not GCP's stock Ubuntu
+
+
 def test_moving_a_pool_to_another_zone_replaces_nothing_the_region_shares(cat, tmp_path):
     """Failover moves pools[0] from us-east-1a to us-east-1b while another pool keeps the region's
     network: every input of a network resource that differs between the two attempts' programs must
