@@ -81,6 +81,9 @@ def up(
                                           "change needs it (instance type, size, zone, market: what the cloud "
                                           "cannot change in place). Without it an up under --yes that would is "
                                           "refused (exit 2) naming them; at a terminal you are asked.")] = False,
+    refresh_image: Annotated[bool, typer.Option("--refresh-image", help="Look up again the image each image name "
+                                                "(ubuntu-22.04 ...) was pinned to at the first up: nodes launched "
+                                                "from now on boot the newest; running nodes keep theirs.")] = False,
 ):
     from gpufleet import catalog
     from gpufleet.cli.plan import render
@@ -109,6 +112,7 @@ def up(
                                max_attempts=max_attempts, failover_budget_s=failover_budget,
                                on_attempt=_tell_attempt, over_budget=over_budget,
                                replace_nodes=True if replace else (False if yes else None),
+                               refresh_images=refresh_image,
                                budget_list=budgets.configured(STATE.config),
                                on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
             failed = PartialFailure.of(outcome.configured) or (Unhealthy(outcome.verdicts) if not all(

@@ -74,7 +74,7 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
              verify: bool = True, failover: bool = True, max_attempts: int = fail.MAX_ATTEMPTS,
              failover_budget_s: float = fail.BUDGET_S, on_attempt=None,
              budget_list: list[budgets.Budget] | None = None, over_budget: bool = False,
-             replace_nodes: bool | None = None) -> UpOutcome:
+             replace_nodes: bool | None = None, refresh_images: bool = False) -> UpOutcome:
     """Create the cloud pools (Pulumi), record the cluster, then configure and verify every node.
 
     Before anything is created, each kind of node the stack uses is reached (``nodes.<kind>.reach``:
@@ -97,6 +97,8 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     show); ``replace_nodes`` True allows it, False refuses it (ReplacesRunningNodes, exit 2: ``--yes``
     without ``--replace``), None leaves it to ``confirm``. Their old nodes are then gone before the
     new ones are asked for (``nodes.cloud.release``: the capacity they hold is free for them).
+    ``refresh_images`` looks up again the images that image names were pinned to (said in the plan's
+    warnings): nodes launched from then on boot the newest; running ones keep theirs.
     """
     reg = registry or team.registry()
     name = cluster or stack.name
@@ -106,11 +108,15 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
                          "choose another name with --cluster")
     # an update keeps the cluster's expiry; `down` and a new `up` start a new lease
     cl = cluster_for(stack, name, expires_at=parse_expiry(existing.expires_at) if existing else None)
-    the_plan = plan(stack, cat, cluster=cl)
+    the_plan = plan(stack, cat, cluster=cl, refresh_images=refresh_images)
     run = Run(stack, cat, name, reg, trust_new_hosts=trust_new_hosts, force=reconfigure, progress=on_host_progress,
               pulumi_command=pulumi_command, prompt=prompt, on_progress=on_progress, cloud_api=cloud_api,
               stores=stores, wait_s=wait_s, check_quotas=check, runner_factory=runner_factory,
-              layout=the_plan.layout, existing=existing)
+              layout=the_plan.layout, existing=existing, refresh_images=refresh_images)
+    if refresh_images:
+        the_plan.warnings.append("--refresh-image: every image name a pool boots (ubuntu-22.04 ...) is looked up "
+                                 "again; nodes launched from now on boot the newest, running nodes keep theirs "
+                                 "(replace them on purpose to change theirs)")
     used = kinds.used(stack)
     places = fail.places(stack, cat) if failover and cloud_nodes in used else {}
     attempts: list[dict] = []  # this run's, as told

@@ -83,7 +83,8 @@ def record_fields(stack) -> dict:
 def create(run: Run, on_failure) -> list:
     """Pulumi's up of the program (``run.layout``); the nodes it made. ``on_failure()`` is called
     before a failure is raised, when some resources may exist."""
-    program = build(run.layout, run.found["cluster"], trust_new_hosts=run.trust_new_hosts)
+    program = build(run.layout, run.found["cluster"], trust_new_hosts=run.trust_new_hosts,
+                    refresh_images=run.refresh_images)
     progress = automation.Progress(total=run.found["resources"], on_change=run.on_progress)
     run.found["progress"] = progress
     try:
@@ -124,7 +125,7 @@ def replacements(run: Run, lay, cluster) -> list[Replaced]:
             running.setdefault(n.pool, []).append(n)
     if not running:
         return []
-    program = build(lay, cluster, trust_new_hosts=run.trust_new_hosts)
+    program = build(lay, cluster, trust_new_hosts=run.trust_new_hosts, refresh_images=run.refresh_images)
     steps = automation.preview(run.cluster, program, pulumi_command=run.pulumi_command, prompt=run.prompt,
                                backend=automation.backend_url())
     out: dict[str, Replaced] = {}

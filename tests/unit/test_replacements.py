@@ -44,7 +44,8 @@ def fake(cat, monkeypatch):
     real = cloud_nodes.build
 
     def build(lay, cluster, **kw):
-        cli_.plan = planner.plan(lay.stack, cat, cluster=cluster, workers=1, lay=lay)
+        cli_.plan = planner.plan(lay.stack, cat, cluster=cluster, workers=1, lay=lay,
+                                 refresh_images=kw.get("refresh_images", False))
         return real(lay, cluster, **kw)
 
     monkeypatch.setattr(cloud_nodes, "build", build)
@@ -116,6 +117,17 @@ def test_a_template_change_is_no_replacement_under_yes(cat, fake, tmp_path):
     up(EXAMPLES / "aws-training.yaml", cat, fake)
     up(edited(tmp_path, "    nodes: 2\n", "    nodes: 2\n    root_disk_gb: 400\n"), cat, fake, replace_nodes=False)
     assert ups(fake) == 2
+
+
+def test_refresh_image_looks_the_ami_up_again_says_so_and_replaces_no_running_node(cat, fake, tmp_path):
+    """`up --refresh-image` re-pins on purpose: the cluster's pin is replaced (a new lookup), the templates
+    change, the fleet does not (it names the template's default version), so no running node is."""
+    up(EXAMPLES / "aws-training.yaml", cat, fake)
+    r = cli("up", str(EXAMPLES / "aws-training.yaml"), "--yes", "--refresh-image", "--no-configure", "--no-check")
+    assert r.exit_code == 0, r.output  # under --yes without --replace: no running node is replaced
+    assert "--refresh-image: every image name a pool boots" in r.output
+    (pin,) = [x for x in fake.plan.resources if x.type == "aws:gpufleet:PinnedAmi"]
+    assert pin.inputs["refresh"] is True and ups(fake) == 2
 
 
 def test_an_up_replacing_running_nodes_is_shown_asked_and_refused_under_yes(cat, fake, tmp_path):

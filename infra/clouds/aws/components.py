@@ -4,7 +4,7 @@
 group, the key pair); ``ClusterBucket`` the stack's S3 bucket the nodes configure themselves
 from (one per stack, in its first AWS region); ``GpuNodePool`` is one pool (placement group,
 instance profile with the one bucket policy it needs, launch template with EFA interfaces and
-the bootstrap as user data on the AMI its cluster's first `up` found (``ami.PinnedAmi``), one
+the bootstrap as user data on the AMI its cluster's first `up` in the region found (``ami.PinnedAmi``), one
 instant EC2 Fleet for all its nodes, replaced rather than modified (``nodes.FleetNodes`` reads
 them back), optional FSx for Lustre): a pool's resources do not grow with its nodes. Loaded through ``aws.sdk`` by
 ``aws.program`` when a stack has AWS pools.
@@ -21,7 +21,6 @@ import pulumi_aws as aws
 
 from gpufleet.clouds import bootstrap
 from gpufleet.clouds.aws import access
-from gpufleet.clouds.aws.ami import PinnedAmi
 from gpufleet.clouds.aws.nodes import FleetNodes
 from gpufleet.clouds.aws.rules import STORAGE
 from gpufleet.clouds.pools import StorageArgs, first_zone, resource_name
@@ -206,7 +205,7 @@ class PoolArgs:
     efa_interfaces: int  # 0 unless the pool asks for EFA; the count comes from the catalog
     zone: pulumi.Input[str]
     subnet_cidr: str
-    image: str | tuple[str, str]  # an AMI id, or (owner, name pattern) of the newest, pinned at the first `up`
+    image: pulumi.Input[str]  # an AMI id: the pool's own, or its image name's pinned for the region (ami.PinnedAmi)
     vpc_id: pulumi.Input[str]
     security_group_id: pulumi.Input[str]
     route_table_id: pulumi.Input[str] | None
@@ -297,12 +296,8 @@ class GpuNodePool(pulumi.ComponentResource):
         # SubnetId makes EC2 Fleet ignore the template's NetworkInterfaces, EFA ones included
         # (aws/karpenter-provider-aws#3819, the EC2 Fleet team's answer). Spot or On-Demand is the
         # fleet's own choice (its target capacity type), not the template's market options.
-        image_id = args.image
-        if isinstance(image_id, tuple):  # looked up once for the cluster, then kept (clouds.aws.ami)
-            owner, pattern = image_id
-            image_id = PinnedAmi(f"{name}-ami", region=args.region, owner=owner, pattern=pattern, opts=child).image_id
         lt = aws.ec2.LaunchTemplate(
-            f"{name}-lt", image_id=image_id, instance_type=args.instance_type, key_name=args.key_name,
+            f"{name}-lt", image_id=args.image, instance_type=args.instance_type, key_name=args.key_name,
             iam_instance_profile={"arn": profile.arn},
             metadata_options={"http_endpoint": "enabled", "http_tokens": "required",
                               "http_put_response_hop_limit": args.imds_hop_limit, "instance_metadata_tags": "enabled"},
