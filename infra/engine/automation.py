@@ -335,14 +335,17 @@ def up(cluster: str, program, *, pulumi_command=None, progress: Progress | None 
 
 # the steps of a replacement (Pulumi's OpType): its create and delete halves and the logical step
 REPLACING = ("replace", "create-replacement", "delete-replaced")
+DELETING = "delete"  # a resource the program no longer registers (or registers under another name)
 
 
 @dataclass
 class Replacement:
-    """A resource an update would replace, and the inputs whose change makes it (the step's ``keys``)."""
+    """A resource an update would replace (``op`` "replace") or delete (``op`` "delete"), and the inputs
+    whose change makes it replaced (the steps' ``keys``)."""
 
     urn: str
     kind: str  # its type, or a dynamic resource's own ``gpufleet_kind`` (clouds.aws.nodes.FleetNodes)
+    op: str = "replace"
     keys: list[str] = field(default_factory=list)
 
     @property
@@ -352,8 +355,8 @@ class Replacement:
 
 def preview(cluster: str, program, *, pulumi_command=None, prompt: Callable[[], str] | None = None,
             backend: str | None = None) -> list[Replacement]:
-    """What an `up` of ``program`` would replace in the cluster's stack, from Pulumi's preview (the
-    engine's replace steps, streamed as events; Automation API ``Stack.preview``): nothing is changed."""
+    """What an `up` of ``program`` would replace or delete in the cluster's stack, from Pulumi's preview
+    (the engine's steps, streamed as events; Automation API ``Stack.preview``): nothing is changed."""
     found: dict[str, Replacement] = {}
 
     def on_event(event) -> None:
@@ -362,11 +365,11 @@ def preview(cluster: str, program, *, pulumi_command=None, prompt: Callable[[], 
             return
         md = pre.metadata
         op = md.op.value if hasattr(md.op, "value") else str(md.op)
-        if op not in REPLACING:
+        if op not in (*REPLACING, DELETING):
             return
         state = md.new or md.old
         kind = ((state.inputs or {}).get(READER_KIND) if state and md.type == DYNAMIC_TYPE else None) or md.type
-        r = found.setdefault(md.urn, Replacement(md.urn, kind))
+        r = found.setdefault(md.urn, Replacement(md.urn, kind, DELETING if op == DELETING else "replace"))
         r.keys = sorted(set(r.keys) | set(md.keys or []))
 
     try:

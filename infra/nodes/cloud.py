@@ -118,7 +118,9 @@ class Replaced:
 
 def replacements(run: Run, lay, cluster) -> list[Replaced]:
     """The pools whose running nodes an `up` of ``lay`` would replace, read off Pulumi's preview of that
-    program against the cluster's state (nothing is changed); none without a running cloud node."""
+    program against the cluster's state (nothing is changed): the resource holding them replaced, or
+    deleted while the pool stays in the stack (it lands elsewhere: another cloud's resources, failover's
+    first place); none without a running cloud node. A pool the stack no longer has is the user's to drop."""
     running: dict[str, list] = {}
     for n in run.existing.nodes if run.existing else []:
         if n.provider in CLOUDS:
@@ -128,14 +130,19 @@ def replacements(run: Run, lay, cluster) -> list[Replaced]:
     program = build(lay, cluster, trust_new_hosts=run.trust_new_hosts, refresh_images=run.refresh_images)
     steps = automation.preview(run.cluster, program, pulumi_command=run.pulumi_command, prompt=run.prompt,
                                backend=automation.backend_url())
+    kept = {p.name for p in run.stack.pools}
     out: dict[str, Replaced] = {}
     for step in steps:
         pool = pool_of(run.cluster, step.name, list(running))
         if pool is None or step.kind not in cloud(running[pool][0].provider).node_kinds:
             continue
+        if step.op == automation.DELETING and pool not in kept:
+            continue
         first = running[pool][0]
         r = out.setdefault(pool, Replaced(pool, first.provider, first.location, len(running[pool])))
-        r.why.append(f"{step.kind.rsplit(':', 1)[-1]} {step.name}: {', '.join(step.keys) or 'its inputs'} changed")
+        what = f"{step.kind.rsplit(':', 1)[-1]} {step.name}"
+        r.why.append(f"{what} is deleted (the pool lands elsewhere)" if step.op == automation.DELETING else
+                     f"{what}: {', '.join(step.keys) or 'its inputs'} changed")
     return list(out.values())
 
 

@@ -161,6 +161,38 @@ def test_cli_up_yes_refuses_a_replacement_and_replace_allows_it(cat, fake, tmp_p
     assert ups(fake) == 2
 
 
+def test_a_pool_landing_on_another_cloud_replaces_its_running_nodes_too(cat, fake, tmp_path, monkeypatch):
+    """Moved to another cloud (the stack edited, or failover's first place there), a pool's resources get
+    other types: Pulumi's preview deletes its fleet rather than replacing it. Its running nodes go all
+    the same, so it is shown and asked too; a pool the stack no longer has is the user's own doing."""
+    from gpufleet.nodes.run import Run
+
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "p")
+    up(EXAMPLES / "aws-training.yaml", cat, fake)
+    path = tmp_path / "moved.yaml"
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "example.pub").write_text((EXAMPLES / "keys" / "example.pub").read_text())
+    path.write_text("name: aws-training\nowner: o@example.com\naccess: {public_key: keys/example.pub}\npools:\n"
+                    "  - {name: trainers, provider: gcp, region: us-central1, instance_type: a2-highgpu-8g, nodes: 2}\n")
+    moved = stacks.load(path, cat)
+    run = Run(moved, cat, "aws-training", Registry(), pulumi_command=fake, existing=Registry().get("aws-training"))
+    lay = planner.plan(moved, cat, workers=1).layout
+    (r,) = cloud_nodes.replacements(run, lay, planner.cluster_for(moved, "aws-training"))
+    assert (r.pool, r.provider, r.nodes) == ("trainers", "aws", 2) and "is deleted" in r.line()
+    gone = stacks.load(write_stack(tmp_path, "  - {name: others, provider: gcp, region: us-central1, "
+                                             "instance_type: a2-highgpu-8g, nodes: 1}\n"), cat)
+    run.stack = gone
+    assert cloud_nodes.replacements(run, planner.plan(gone, cat, workers=1).layout,
+                                    planner.cluster_for(gone, "aws-training")) == []
+
+
+def write_stack(tmp_path, pools: str) -> str:
+    path = tmp_path / "other.yaml"
+    path.write_text("name: aws-training\nowner: o@example.com\naccess: {public_key: keys/example.pub}\npools:\n"
+                    + pools)
+    return str(path)
+
+
 def pool_instances(n: int, pool="trainers", protect=False) -> list[str]:
     """The pool's running instances as its instant fleet launched them (tagged for the cluster and pool)."""
     ec2 = boto3.client("ec2", region_name="us-east-1")
