@@ -137,7 +137,8 @@ def up(
                "elapsed_s": round(outcome.progress.elapsed, 1) if outcome.progress else 0,
                "hosts": [h.to_dict() for h in outcome.configured], "ok": failed is None,
                "verified": [v.to_dict() for v in outcome.verdicts], "attempts": outcome.attempts,
-               "budgets": [c.to_dict() for c in outcome.budgets]}
+               "budgets": [c.to_dict() for c in outcome.budgets],
+               "replaced": [r.to_dict() for r in outcome.plan.replacements]}  # running nodes it replaced (--replace)
         if failed:  # the error's fields next to the result, in one document
             doc.update({k: v for k, v in failed.to_dict().items() if k not in ("hosts", "nodes")})
         output.emit_json(doc)

@@ -7,6 +7,7 @@ run and must be terminated before the `up` that replaces them starts.
 """
 
 import datetime as dt
+import json
 
 import boto3
 import pytest
@@ -156,9 +157,11 @@ def test_cli_up_yes_refuses_a_replacement_and_replace_allows_it(cat, fake, tmp_p
     r = cli("up", bigger, "--yes", "--no-configure", "--no-check")
     assert r.exit_code == 2 and "replaces 2 running node(s) of pool trainers" in r.output and "--replace" in r.output
     assert ups(fake) == 1
-    r = cli("up", bigger, "--yes", "--replace", "--no-configure", "--no-check")
+    r = cli("--json", "up", bigger, "--yes", "--no-configure", "--no-check")
+    assert r.exit_code == 2 and json.loads(r.stdout)["replaces"][0]["pool"] == "trainers"
+    r = cli("--json", "up", bigger, "--yes", "--replace", "--no-configure", "--no-check")
     assert r.exit_code == 0, r.output
-    assert ups(fake) == 2
+    assert ups(fake) == 2 and json.loads(r.stdout)["replaced"][0]["nodes"] == 2
 
 
 def test_a_pool_landing_on_another_cloud_replaces_its_running_nodes_too(cat, fake, tmp_path, monkeypatch):
