@@ -78,6 +78,13 @@ def up(
     over_budget: Annotated[bool, typer.Option("--over-budget", help="Bring it up even when its projected spend for "
                                               "its TTL exceeds what a budget it falls under has left this month "
                                               "(otherwise exit 5).")] = False,
+    replace: Annotated[bool, typer.Option("--replace", help="Let this up replace running cloud nodes where a "
+                                          "change needs it (instance type, size, zone, market: what the cloud "
+                                          "cannot change in place). Without it an up under --yes that would is "
+                                          "refused (exit 2) naming them; at a terminal you are asked.")] = False,
+    refresh_image: Annotated[bool, typer.Option("--refresh-image", help="Look up again the image each image name "
+                                                "(ubuntu-22.04 ...) was pinned to at the first up: nodes launched "
+                                                "from now on boot the newest; running nodes keep theirs.")] = False,
 ):
     from gpufleet import catalog
     from gpufleet.cli.plan import render
@@ -90,8 +97,12 @@ def up(
     def confirm(p) -> bool:
         if not STATE.json:
             render(p)
+            for r in p.replacements:  # running nodes this up deletes and launches anew
+                output.warn(r.line())
+        replacing = sum(r.nodes for r in p.replacements)
         return options.confirm(f"Create these {len(p.cloud_resources)} resources for "
-                               f"{output.money(p.usd_per_hour)}/h?", yes)
+                               f"{output.money(p.usd_per_hour)}/h"
+                               + (f", replacing {replacing} running node(s)?" if replacing else "?"), yes)
 
     try:
         with _held(cluster or st.name, "up", no_wait) as logged, output.steps("Bringing up") as update:
@@ -101,6 +112,8 @@ def up(
                                check=check, wait_s=wait_timeout, verify=verify, failover=failover,
                                max_attempts=max_attempts, failover_budget_s=failover_budget,
                                on_attempt=_tell_attempt, over_budget=over_budget,
+                               replace_nodes=True if replace else (False if yes else None),
+                               refresh_images=refresh_image,
                                budget_list=budgets.configured(STATE.config),
                                on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
             failed = PartialFailure.of(outcome.configured) or (Unhealthy(outcome.verdicts) if not all(
@@ -125,7 +138,8 @@ def up(
                "elapsed_s": round(outcome.progress.elapsed, 1) if outcome.progress else 0,
                "hosts": [h.to_dict() for h in outcome.configured], "ok": failed is None,
                "verified": [v.to_dict() for v in outcome.verdicts], "attempts": outcome.attempts,
-               "budgets": [c.to_dict() for c in outcome.budgets]}
+               "budgets": [c.to_dict() for c in outcome.budgets],
+               "replaced": [r.to_dict() for r in outcome.plan.replacements]}  # running nodes it replaced (--replace)
         if failed:  # the error's fields next to the result, in one document
             doc.update({k: v for k, v in failed.to_dict().items() if k not in ("hosts", "nodes")})
         output.emit_json(doc)

@@ -451,6 +451,13 @@ class Cloud(Provider, Protocol):
     # {"disk": {disk type: $ per GB-month}, "fixed": {kind: $ per hour}}
     leftover_prices: Mapping[str, Mapping[str, float]]
 
+    # the Pulumi types (a dynamic resource's gpufleet_kind) holding a pool's nodes: replacing one replaces
+    # every running node of the pool, which `up` shows and asks before doing (fleet.up)
+    node_kinds: tuple[str, ...]
+    # inventory kinds of a pool whose replacement waits for them to be gone before the new nodes are asked
+    # for, where the cloud's own deletion returns while they still hold their capacity (fleet.up)
+    released_first: tuple[str, ...]
+
     image_template: str  # its Packer template under images/ (a golden image of a pool)
     images_global: bool  # an image built anywhere boots in every region (else only where it was built)
 
@@ -472,10 +479,11 @@ class Cloud(Provider, Protocol):
         """The purchase plan (name, publisher, product) every VM of a build of these variables must
         name, its base image's (Azure: a Marketplace image sold with one); None where there is none."""
 
-    def check_reservation(self, reservation, instance) -> list[Problem]:
+    def check_reservation(self, reservation, instance, pool) -> list[Problem]:
         """What is wrong with a reservation a pool names on this cloud (``spec.Reservation`` of
-        ``instance``, a ``catalog.InstanceType``, None where the catalog has no such type; keys inside
-        it): the id's form, its zone, what this cloud sells, what that type cannot take from one."""
+        ``instance``, a ``catalog.InstanceType``, None where the catalog has no such type, for
+        ``pool``, a ``spec.Pool``; keys inside it): the id's form, its zone, what this cloud sells and
+        reserves, what that type or the pool's other needs cannot take from one."""
 
     def tag_problems(self, tags: dict[str, str]) -> list[tuple[str, str]]:
         """(tag key, what is wrong) for each ``gpufleet:*`` tag this cloud would refuse as gpufleet

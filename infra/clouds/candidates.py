@@ -97,7 +97,8 @@ def placed(pool, c: Candidate):
     if pool.interconnect and pool.interconnect not in provider(c.provider).interconnects:
         update["interconnect"] = None  # another cloud's name for it: that cloud's default fabric for the type
     if c.provider != pool.provider:
-        update["image"] = None  # an image names one cloud's format; the other's default for the same OS
+        if golden.name_of(pool) is None:  # a golden image keeps its name: that cloud's build of it (_bootable)
+            update["image"] = None  # an image names one cloud's format; the other's default for the same OS
         update["flex_start"] = None  # GCP's own provisioning model: elsewhere the pool's nodes start as usual
     return pool.model_copy(update=update)
 
@@ -147,13 +148,14 @@ def for_pool(stack, pool, cat, now: dt.datetime | None = None) -> Candidates:
 def _bootable(pool, places: list[Candidate], dropped: list) -> list[Candidate]:
     """The places where the pool's golden image (``gpufleet:<name>``) boots; the others go to
     ``dropped`` with why (an AMI or an Azure gallery version is regional, a GCP image global). On
-    another cloud the pool boots that cloud's image of the same OS (``placed``)."""
+    another cloud that means the same image name built for that cloud: its stock OS would lack what
+    the image holds."""
     name = golden.name_of(pool)
     if name is None:
         return places
     manifest, out = Manifest(), []
     for c in places:
-        why = golden.missing(manifest, name, c.provider, c.region) if c.provider == pool.provider else None
+        why = golden.missing(manifest, name, c.provider, c.region)
         if why:
             dropped.append({"candidate": c.label(), "why": why})
         else:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from gpufleet.clouds import by_pulumi_package, cloud, team_store
 from gpufleet.clouds.base import Refusal, refusal_in, strip_color, unknown_refusal, worded_refusal
+from gpufleet.engine.plan import DYNAMIC_TYPE, READER_KIND
 from gpufleet.errors import (
     CapacityError,
     CredentialsError,
@@ -402,6 +403,54 @@ def up(cluster: str, program, *, pulumi_command=None, progress: Progress | None 
     except Exception as e:  # noqa: BLE001 - every engine failure is translated below
         raise translate(e, progress) from None
     return DeployResult(cluster, {k: v.value for k, v in res.outputs.items()}, progress, res.stdout)
+
+
+# the steps of a replacement (Pulumi's OpType): its create and delete halves and the logical step
+REPLACING = ("replace", "create-replacement", "delete-replaced")
+DELETING = "delete"  # a resource the program no longer registers (or registers under another name)
+
+
+@dataclass
+class Replacement:
+    """A resource an update would replace (``op`` "replace") or delete (``op`` "delete"), and the inputs
+    whose change makes it replaced (the steps' ``keys``)."""
+
+    urn: str
+    kind: str  # its type, or a dynamic resource's own ``gpufleet_kind`` (clouds.aws.nodes.FleetNodes)
+    op: str = "replace"
+    keys: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.urn.rsplit("::", 1)[-1]
+
+
+def preview(cluster: str, program, *, pulumi_command=None, prompt: Callable[[], str] | None = None,
+            backend: str | None = None) -> list[Replacement]:
+    """What an `up` of ``program`` would replace or delete in the cluster's stack, from Pulumi's preview
+    (the engine's steps, streamed as events; Automation API ``Stack.preview``): nothing is changed."""
+    found: dict[str, Replacement] = {}
+
+    def on_event(event) -> None:
+        pre = event.resource_pre_event
+        if pre is None:
+            return
+        md = pre.metadata
+        op = md.op.value if hasattr(md.op, "value") else str(md.op)
+        if op not in (*REPLACING, DELETING):
+            return
+        state = md.new or md.old
+        kind = ((state.inputs or {}).get(READER_KIND) if state and md.type == DYNAMIC_TYPE else None) or md.type
+        r = found.setdefault(md.urn, Replacement(md.urn, kind, DELETING if op == DELETING else "replace"))
+        r.keys = sorted(set(r.keys) | set(md.keys or []))
+
+    try:
+        cmd = pulumi_command or find_pulumi()
+        with _stopped_with_the_lease(cmd):
+            _stack(cluster, program, cmd, prompt, backend).preview(on_event=on_event, color="never")
+    except Exception as e:  # noqa: BLE001 - every engine failure is translated below
+        raise translate(e) from None
+    return list(found.values())
 
 
 def outputs(cluster: str, *, pulumi_command=None, prompt: Callable[[], str] | None = None,

@@ -86,6 +86,9 @@ class Plan:
     warnings: list[str] = field(default_factory=list)  # what a reviewer must not miss (SSH open to the Internet)
     layout: Layout | None = field(default=None, repr=False)  # what the program was built from (`up` deploys the same)
     spend: Spend | None = None  # every line of the predicted bill (engine.spend)
+    # an update's: the pools whose running nodes it would replace (nodes.cloud.Replaced, from Pulumi's
+    # preview), which `up` shows before asking
+    replacements: list = field(default_factory=list)
 
     @property
     def cloud_resources(self) -> list[PlannedResource]:
@@ -142,7 +145,7 @@ def cluster_for(stack, name: str | None = None, now: dt.datetime | None = None,
 
 
 def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: int | None = None,
-         lay: Layout | None = None, attempts: bool = False) -> Plan:
+         lay: Layout | None = None, attempts: bool = False, refresh_images: bool = False) -> Plan:
     """Run the program under mocks and return every resource it registers, with costs.
 
     A large stack is split by pools over ``workers`` processes (default: the CPUs this
@@ -150,26 +153,29 @@ def plan(stack, cat, *, cluster: Cluster | None = None, progress=None, workers: 
     the shards share are kept once. ``lay``: the layout to render (default: the stack's own;
     an attempt of failover has pools placed at reservations). ``attempts``: each failover place
     also carries the request its attempt sends (``attempt_request``, one more rendering per place:
-    `plan` shows them, `up` has no need).
+    `plan` shows them, `up` has no need). ``refresh_images``: the program as `up --refresh-image` runs it.
     """
     cluster = cluster or cluster_for(stack)
     lay = lay or layout(stack, cat)
     costs = pool_costs(lay, stack, cat)
     pools = {p.name: p for p in stack.pools}
+    jobs: list[tuple] = []  # (pool, place, where its request is shown)
     for c in costs:
         if pools[c.pool].failover is not None or pools[c.pool].reservations:
             places = candidates.for_pool(stack, pools[c.pool], cat)
             c.failover = places.to_dict()
-            for place, shown in zip(places.ordered if attempts else [], c.failover["candidates"]):
-                shown["request"] = attempt_request(stack, pools[c.pool], place, cat, cluster)
+            jobs += [(pools[c.pool], place, shown) for place, shown in
+                     zip(places.ordered if attempts else [], c.failover["candidates"])]
+    for (_, _, shown), request in zip(jobs, _attempt_requests(stack, cat, cluster, [j[:2] for j in jobs], workers)):
+        shown["request"] = request
     resources: list[PlannedResource] = []
     outputs: dict = {}
     if lay.pools:
         shards = _shards(lay, workers)
         if len(shards) == 1:
-            resources, outputs = _run_mocked(lay, cluster, cat, progress)
+            resources, outputs = _run_mocked(lay, cluster, cat, progress, refresh_images=refresh_images)
         else:
-            resources, outputs = _run_sharded(lay, cluster, cat, shards, progress)
+            resources, outputs = _run_sharded(lay, cluster, cat, shards, progress, refresh_images)
     warnings = []
     wide = internet_wide(stack.access.ssh_cidrs)
     if wide and lay.pools:
@@ -199,6 +205,43 @@ def attempt_request(stack, pool, place, cat, cluster: Cluster) -> dict:
     return out
 
 
+_ATTEMPTS: tuple | None = None  # what the attempts' workers render: set before forking, or by their initializer
+
+
+def _attempts_input(*args) -> None:
+    global _ATTEMPTS
+    _ATTEMPTS = args
+
+
+def _attempt_worker(i: int) -> dict:
+    stack, cat, cluster, jobs = _ATTEMPTS
+    pool, place = jobs[i]
+    return attempt_request(stack, pool, place, cat, cluster)
+
+
+def _attempt_requests(stack, cat, cluster: Cluster, jobs: list[tuple], workers: int | None) -> list[dict]:
+    """``attempt_request`` of each (pool, place), side by side in ``workers`` processes (default: the CPUs
+    this process may use), as the plan's shards are rendered (``_run_sharded``: fork while this process
+    has one thread, else spawn)."""
+    import multiprocessing as mp
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    n = min(_cpus() if workers is None else workers, len(jobs))
+    if n <= 1:
+        return [attempt_request(stack, pool, place, cat, cluster) for pool, place in jobs]
+    forked = threading.active_count() == 1
+    _attempts_input(stack, cat, cluster, jobs)
+    try:
+        with ProcessPoolExecutor(n, mp_context=mp.get_context("fork" if forked else "spawn"),
+                                 initializer=None if forked else _attempts_input,
+                                 initargs=() if forked else (stack, cat, cluster, jobs)) as ex:
+            return list(ex.map(_attempt_worker, range(len(jobs))))
+    finally:
+        global _ATTEMPTS
+        _ATTEMPTS = None
+
+
 def _input(inputs: dict, key: str):
     """An input by its dotted path (``virtualMachineProfile.priority``), or None."""
     value = inputs
@@ -215,11 +258,16 @@ READER_KIND = "gpufleet_kind"
 SHARD_MIN_NODES = 200  # below this, starting processes costs more than it saves
 
 
-def _shards(lay: Layout, workers: int | None) -> list[set[str]]:
+def _cpus() -> int:
+    """The CPUs this process may use."""
     import os
 
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def _shards(lay: Layout, workers: int | None) -> list[set[str]]:
     if workers is None:
-        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        workers = _cpus()
     total = sum(p.pool.nodes for p in lay.pools)
     n = max(1, min(workers, len(lay.pools), total // SHARD_MIN_NODES))
     if n == 1:
@@ -236,30 +284,30 @@ _SHARD_INPUT: tuple | None = None  # set before forking (children read it, nothi
 
 
 def _shard_worker(only: set[str]):
-    lay, cluster, cat = _SHARD_INPUT
-    return _run_mocked(lay, cluster, cat, None, only=only)
+    lay, cluster, cat, refresh_images = _SHARD_INPUT
+    return _run_mocked(lay, cluster, cat, None, only=only, refresh_images=refresh_images)
 
 
-def _shard_input(lay: Layout, cluster: Cluster, cat) -> None:
+def _shard_input(lay: Layout, cluster: Cluster, cat, refresh_images: bool = False) -> None:
     global _SHARD_INPUT
-    _SHARD_INPUT = (lay, cluster, cat)
+    _SHARD_INPUT = (lay, cluster, cat, refresh_images)
 
 
-def _run_sharded(lay: Layout, cluster: Cluster, cat, shards: list[set[str]], progress):
+def _run_sharded(lay: Layout, cluster: Cluster, cat, shards: list[set[str]], progress, refresh_images: bool = False):
     import multiprocessing as mp
 
     # fork hands the shards their input without pickling it, but a forked child of a process that
     # has threads can block for ever on a lock one of them held (an earlier in-process plan leaves
     # Pulumi's mock runtime's threads behind: a 10-pool plan after it hung): then spawn and send it
     forked = threading.active_count() == 1
-    _shard_input(lay, cluster, cat)
+    _shard_input(lay, cluster, cat, refresh_images)
     resources: list[PlannedResource] = []
     seen: set[tuple[str, str]] = set()
     outputs: dict = {}
     try:
         with processes.interrupt_proof_pool(mp.get_context("fork" if forked else "spawn"), len(shards),
                                             initializer=None if forked else _shard_input,
-                                            initargs=() if forked else (lay, cluster, cat)) as pool:
+                                            initargs=() if forked else (lay, cluster, cat, refresh_images)) as pool:
             for res, outs in pool.imap(_shard_worker, shards):
                 for r in res:
                     if (r.type, r.name) not in seen:
@@ -311,10 +359,11 @@ def _interrupt_deferred():
         raise KeyboardInterrupt
 
 
-def _run_mocked(lay: Layout, cluster: Cluster, cat, progress, only: set[str] | None = None):
+def _run_mocked(lay: Layout, cluster: Cluster, cat, progress, only: set[str] | None = None,
+                refresh_images: bool = False):
     # the program first: it loads each cloud's SDK through its loader, which names the extra to
     # install when Pulumi or the provider is missing (importing pulumi here first would not)
-    program = build(lay, cluster, plan=True, only=only)
+    program = build(lay, cluster, plan=True, only=only, refresh_images=refresh_images)
     import pulumi
     from pulumi.runtime import mocks as pmocks
 

@@ -109,6 +109,7 @@ class Context:
     cluster: Cluster
     addresses: AddressPlan
     settings: dict[str, dict]  # provider -> its program_settings
+    refresh_images: bool = False  # look up again what an image name pins (`up --refresh-image`)
 
     @staticmethod
     def export(p: PoolPlan, region: str, zone, comp) -> dict:
@@ -123,7 +124,7 @@ class Context:
 
 
 def build(lay: Layout, cluster: Cluster, *, plan: bool = False, only: set[str] | None = None,
-          trust_new_hosts: bool = False):
+          trust_new_hosts: bool = False, refresh_images: bool = False):
     """The inline Pulumi program for a stack's cloud pools and its rack hosts.
 
     ``plan``: under the mock runtime, with placeholder project/subscription settings.
@@ -131,10 +132,12 @@ def build(lay: Layout, cluster: Cluster, *, plan: bool = False, only: set[str] |
     rack hosts): `plan` runs shards of a large stack in parallel processes and merges what
     they register. Rack hosts are dynamic resources (``clouds.baremetal.rack``): the machines
     exist, "creating" one verifies and fact-gathers it through the same code as `up`.
+    ``refresh_images``: what a cloud pins of an image name is looked up again (``Context``).
     """
     used = list(dict.fromkeys(p for p, _ in lay.regions))
     settings = {p: cloud(p).program_settings(plan=plan) for p in used}
-    ctx = {p: Context(lay.stack, cluster.on(p), lay.addresses, settings) for p in used}  # each cloud's own creator
+    ctx = {p: Context(lay.stack, cluster.on(p), lay.addresses, settings, refresh_images)  # each cloud's own creator
+           for p in used}
     programs = {p: cloud(p).program() for p in used}  # loads each cloud's Pulumi SDK, or says which extra is missing
 
     def program():

@@ -107,7 +107,7 @@ def reserved_places(stack, pool, instance, cat) -> Iterable[Problem]:
                                "they default to the pool's only on the pool's own cloud"))
             continue
         it = cat.instances.get((r.provider, r.instance_type)) if r.instance_type else instance
-        out += [Problem(at + p.keys, p.message, p.hint) for p in provider(r.provider).check_reservation(r, it)]
+        out += [Problem(at + p.keys, p.message, p.hint) for p in provider(r.provider).check_reservation(r, it, pool)]
         regions = cat.regions.get(r.provider, {})
         if r.region not in regions:
             s = did_you_mean(r.region, regions)

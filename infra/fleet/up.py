@@ -18,6 +18,7 @@ from gpufleet.clouds.tags import format_expiry, parse_expiry
 from gpufleet.configure import cloudnodes
 from gpufleet.engine import automation
 from gpufleet.engine.plan import Plan, cluster_for, plan
+from gpufleet.engine.program import layout
 from gpufleet.errors import GpufleetError, InputError
 from gpufleet.fleet import budgets, ssh, team
 from gpufleet.fleet import failover as fail
@@ -30,6 +31,20 @@ from gpufleet.verify.report import record as record_verdicts
 
 class Aborted(GpufleetError):
     """The user declined at the confirmation prompt; nothing was changed."""
+
+
+class ReplacesRunningNodes(InputError):
+    """The `up` would replace running nodes and was not allowed to (``replace_nodes=False``: --yes without
+    --replace); nothing was changed. Exit code 2."""
+
+    def __init__(self, replaced: list):
+        self.replaced = replaced
+        super().__init__("this up " + "; ".join(r.line() for r in replaced),
+                         "run it at a terminal to be asked, or pass --replace with --yes to replace them; "
+                         "or undo the change that needs it")
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "replaces": [r.to_dict() for r in self.replaced]}
 
 
 @dataclass
@@ -58,7 +73,8 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
              cloud_api=None, wait_s: float = cloudnodes.WAIT_S, stores: dict | None = None,
              verify: bool = True, failover: bool = True, max_attempts: int = fail.MAX_ATTEMPTS,
              failover_budget_s: float = fail.BUDGET_S, on_attempt=None,
-             budget_list: list[budgets.Budget] | None = None, over_budget: bool = False) -> UpOutcome:
+             budget_list: list[budgets.Budget] | None = None, over_budget: bool = False,
+             replace_nodes: bool | None = None, refresh_images: bool = False) -> UpOutcome:
     """Create the cloud pools (Pulumi), record the cluster, then configure and verify every node.
 
     Before anything is created, each kind of node the stack uses is reached (``nodes.<kind>.reach``:
@@ -75,6 +91,14 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     ``UpOutcome.attempts``, told to ``on_attempt`` as it happens and recorded in the registry.
     Its places where the cluster would exceed a budget are skipped before any attempt
     (``budgets.drop_places``), and where it landed is checked again before anything is configured.
+
+    An update never replaces running cloud nodes unasked: Pulumi's preview of it says which pools'
+    nodes it would replace (``nodes.cloud.replacements``, in ``Plan.replacements`` for ``confirm`` to
+    show); ``replace_nodes`` True allows it, False refuses it (ReplacesRunningNodes, exit 2: ``--yes``
+    without ``--replace``), None leaves it to ``confirm``. Their old nodes are then gone before the
+    new ones are asked for (``nodes.cloud.release``: the capacity they hold is free for them).
+    ``refresh_images`` looks up again the images that image names were pinned to (said in the plan's
+    warnings): nodes launched from then on boot the newest; running ones keep theirs.
     """
     reg = registry or team.registry()
     name = cluster or stack.name
@@ -86,11 +110,15 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
         cloud_nodes.require_backend(existing)  # its state where this `up` will look for it
     # an update keeps the cluster's expiry; `down` and a new `up` start a new lease
     cl = cluster_for(stack, name, expires_at=parse_expiry(existing.expires_at) if existing else None)
-    the_plan = plan(stack, cat, cluster=cl)
+    the_plan = plan(stack, cat, cluster=cl, refresh_images=refresh_images)
     run = Run(stack, cat, name, reg, trust_new_hosts=trust_new_hosts, force=reconfigure, progress=on_host_progress,
               pulumi_command=pulumi_command, prompt=prompt, on_progress=on_progress, cloud_api=cloud_api,
               stores=stores, wait_s=wait_s, check_quotas=check, runner_factory=runner_factory,
-              layout=the_plan.layout, existing=existing)
+              layout=the_plan.layout, existing=existing, refresh_images=refresh_images)
+    if refresh_images:
+        the_plan.warnings.append("--refresh-image: every image name a pool boots (ubuntu-22.04 ...) is looked up "
+                                 "again; nodes launched from now on boot the newest, running nodes keep theirs "
+                                 "(replace them on purpose to change theirs)")
     used = kinds.used(stack)
     places = fail.places(stack, cat) if failover and cloud_nodes in used else {}
     attempts: list[dict] = []  # this run's, as told
@@ -119,6 +147,12 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
             skipped += _within_budgets(name, stack, spend, creators, reg.list(), budget_list, places, skipped)
         spend = budgets.moved(spend, {p: cs.ordered[0] for p, cs in places.items()})
     checked = budgets.check(name, stack, spend, creators, reg.list(), budget_list, consent=over_budget)
+    if existing and cloud_nodes in used:
+        first = {p: cs.ordered[0] for p, cs in places.items()}  # the first attempt: failover's first places
+        lay = layout(fail.placed(stack, first), cat, fail.reserved(first)) if places else the_plan.layout
+        the_plan.replacements = cloud_nodes.replacements(run, lay, cl)
+    if the_plan.replacements and replace_nodes is False:
+        raise ReplacesRunningNodes(the_plan.replacements)
     if not confirm(the_plan):
         raise Aborted("nothing was created", "run again and answer yes, or pass --yes")
 
@@ -136,6 +170,11 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
         for a in skipped:
             reg.add_attempt(name, a.to_dict())
             tell(a)
+        try:
+            cloud_nodes.release(run, the_plan.replacements)
+        except GpufleetError:
+            reg.record(**kept, state="failed")
+            raise
         if places:
             nodes, landed = _placed(run, reg, kept, record, places, max_attempts, failover_budget_s, tell, skipped)
         else:

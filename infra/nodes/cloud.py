@@ -8,6 +8,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from gpufleet.clouds import cloud, inventory, quotas
+from gpufleet.clouds.pools import resource_name
 from gpufleet.configure import cloudnodes, slurm
 from gpufleet.engine import automation
 from gpufleet.engine.program import build
@@ -106,7 +107,8 @@ def record_fields(stack) -> dict:
 def create(run: Run, on_failure) -> list:
     """Pulumi's up of the program (``run.layout``); the nodes it made. ``on_failure()`` is called
     before a failure is raised, when some resources may exist."""
-    program = build(run.layout, run.found["cluster"], trust_new_hosts=run.trust_new_hosts)
+    program = build(run.layout, run.found["cluster"], trust_new_hosts=run.trust_new_hosts,
+                    refresh_images=run.refresh_images)
     progress = automation.Progress(total=run.found["resources"], on_change=run.on_progress)
     run.found["progress"] = progress
     try:
@@ -117,6 +119,85 @@ def create(run: Run, on_failure) -> list:
         raise
     run.found["outputs"] = result.outputs
     return nodes_from_outputs(result.outputs)
+
+
+@dataclass
+class Replaced:
+    """A pool whose running nodes an `up` would replace, and why: the inputs of the resource holding
+    them (a base.Cloud ``node_kinds``) that its cloud cannot change in place."""
+
+    pool: str
+    provider: str
+    region: str  # where its running nodes are
+    nodes: int  # how many run there now (the registry's)
+    why: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        return f"replaces {self.nodes} running node(s) of pool {self.pool}: {'; '.join(self.why)}"
+
+    def to_dict(self) -> dict:
+        return {"pool": self.pool, "provider": self.provider, "region": self.region, "nodes": self.nodes,
+                "why": self.why, "message": self.line()}
+
+
+def replacements(run: Run, lay, cluster) -> list[Replaced]:
+    """The pools whose running nodes an `up` of ``lay`` would replace, read off Pulumi's preview of that
+    program against the cluster's state (nothing is changed): the resource holding them replaced, or
+    deleted while the pool stays in the stack (it lands elsewhere: another cloud's resources, failover's
+    first place); none without a running cloud node. A pool the stack no longer has is the user's to drop."""
+    running: dict[str, list] = {}
+    for n in run.existing.nodes if run.existing else []:
+        if n.provider in CLOUDS:
+            running.setdefault(n.pool, []).append(n)
+    if not running:
+        return []
+    program = build(lay, cluster, trust_new_hosts=run.trust_new_hosts, refresh_images=run.refresh_images)
+    steps = automation.preview(run.cluster, program, pulumi_command=run.pulumi_command, prompt=run.prompt,
+                               backend=automation.backend_url())
+    kept = {p.name for p in run.stack.pools}
+    out: dict[str, Replaced] = {}
+    for step in steps:
+        pool = pool_of(run.cluster, step.name, list(running))
+        if pool is None or step.kind not in cloud(running[pool][0].provider).node_kinds:
+            continue
+        if step.op == automation.DELETING and pool not in kept:
+            continue
+        first = running[pool][0]
+        r = out.setdefault(pool, Replaced(pool, first.provider, first.location, len(running[pool])))
+        what = f"{step.kind.rsplit(':', 1)[-1]} {step.name}"
+        r.why.append(f"{what} is deleted (the pool lands elsewhere)" if step.op == automation.DELETING else
+                     f"{what}: {', '.join(step.keys) or 'its inputs'} changed")
+    return list(out.values())
+
+
+def pool_of(cluster: str, name: str, pools: list[str]) -> str | None:
+    """The pool a resource of the program belongs to: each cloud's program names a pool's component
+    ``resource_name(cluster, pool)`` and its resources after it (the longest that fits wins)."""
+    fits = [p for p in pools if name.startswith(resource_name(cluster, p) + "-")]
+    return max(fits, key=lambda p: len(resource_name(cluster, p))) if fits else None
+
+
+def release(run: Run, replaced: list[Replaced]) -> None:
+    """Before the `up` that replaces them, the running nodes of each pool whose cloud's deletion returns
+    while they still hold their capacity (base.Cloud ``released_first``) are deleted and proven gone
+    (bounded by GPUFLEET_DELETE_WAIT, inventory.Retry), so that a reservation or Capacity Block sized to
+    the pool has room for the new nodes. LeftoverError, before Pulumi runs, when any is still there."""
+    for r in replaced:
+        kinds = cloud(r.provider).released_first
+        if not kinds:
+            continue
+        opened = open_apis([r.provider], {r.provider: [r.region]}, given=run.cloud_api)
+        api = inventory.Clouds(open={r.provider: opened[r.provider]}, regions={r.provider: [r.region]})
+        found, unread = inventory.collect(api, cluster=run.cluster)
+        mine = [x for x in found if x.pool == r.pool and x.kind in kinds]
+        outcomes = inventory.delete(mine, api) if mine else []
+        left = [o.resource for o in outcomes if not o.ok]
+        if left or unread:
+            err = leftover_error(run.cluster, left, unread, outcomes)
+            err.message = (f"the running nodes of pool {r.pool} are not all gone, so its new nodes were not asked "
+                           f"for (they would not find the capacity the old ones hold): {err.message}")
+            err.hint = "nothing was replaced yet; run `gpufleet up` again once they are terminated"
+            raise err
 
 
 def outputs(run: Run, backend: str | None) -> dict:

@@ -31,4 +31,5 @@ class Run:
     runner_factory: Callable | None = None  # the racks' salt-ssh runner (a stand-in in tests)
     layout: object = None  # engine.program.Layout, computed once by the plan
     existing: object = None  # state.registry.ClusterRecord of an update
+    refresh_images: bool = False  # the cloud kind's: look up again what image names pin (`up --refresh-image`)
     found: dict = field(default_factory=dict)  # kind -> what its ``reach`` found, for ``create``/``configure``

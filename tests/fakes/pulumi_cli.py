@@ -3,7 +3,7 @@
 It is a ``pulumi.automation.PulumiCommand`` whose ``run`` answers the commands the
 Automation API's LocalWorkspace issues, in the CLI's documented formats:
 
-* ``up`` / ``destroy``: engine events as JSON objects of the EngineEvent schema
+* ``up`` / ``preview`` / ``destroy``: engine events as JSON objects of the EngineEvent schema
   (``preludeEvent``, ``resourcePreEvent``, ``resOutputsEvent``, ``resOpFailedEvent``,
   ``diagnosticEvent``, ``summaryEvent``, ``cancelEvent``) streamed to the
   ``pulumirpc.Events/StreamEvents`` gRPC service that the Automation API opens for CLIs
@@ -20,8 +20,14 @@ Each backend has stacks of its own, as Pulumi's do: the backend of a command is 
 
 It does not run the program: the resources it reports are those the same program
 registered under Pulumi's mock runtime (``gpufleet plan``), so their URNs, types and the
-stack outputs are the program's own. Failures are scripted with the error texts the cloud
-APIs return (e.g. EC2's InsufficientInstanceCapacity), as the CLI prints them.
+stack outputs are the program's own. Each resource's step is the engine's decision from the
+program's own inputs and options against those the stack's state holds: ``create`` (not in the
+state), ``same`` (equal inputs), ``replace`` (a changed input its ``replaceOnChanges`` names,
+``delete-replaced`` first with ``deleteBeforeReplace``; a provider's own ForceNew is not run
+here), else ``update``; a step's ``keys`` are the inputs forcing its replacement and ``diffs``
+the changed ones (pulumi/pulumi pkg/resource/deploy/step_generator.go). Failures are scripted
+with the error texts the cloud APIs return (e.g. EC2's InsufficientInstanceCapacity), as the
+CLI prints them.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ class Failure:
 @dataclass
 class FakeStack:
     resources: list = field(default_factory=list)  # [(urn, type)]
+    inputs: dict = field(default_factory=dict)  # urn -> the inputs the state holds
     outputs: dict = field(default_factory=dict)
     history: list = field(default_factory=list)
     secrets_provider: str = "default"  # what `stack init --secrets-provider` named
@@ -129,6 +136,8 @@ class FakePulumiCLI(PulumiCommand):
             return CommandResult(json.dumps(st.history[-1:]), "", 0)
         if args[0] == "up":
             return self._up(args, on_output)
+        if args[0] == "preview":
+            return self._preview(args, on_output)
         if args[0] == "destroy":
             return self._destroy(args, on_output)
         if args[0] == "config":
@@ -183,17 +192,19 @@ class FakePulumiCLI(PulumiCommand):
             meta = {"op": "delete", "urn": urn, "type": typ, "provider": "", "old": {"type": typ, "urn": urn, "custom": True}}
             events += [{"resourcePreEvent": {"metadata": meta}}, {"resOutputsEvent": {"metadata": meta}}]
             st.resources.remove((urn, typ))
+            st.inputs.pop(urn, None)
             created.append((urn, typ, "delete"))
         for i, (urn, typ, r) in enumerate(resources):
             if fail and (typ == fail.at if fail.at else i == fail.after):
                 failed = (urn, typ)
                 break
-            op = "same" if urn in known else "create"
-            meta = {"op": op, "urn": urn, "type": typ, "provider": "",
-                    "new": {"type": typ, "urn": urn, "custom": True, "inputs": r.inputs, "outputs": r.inputs}}
-            events.append({"resourcePreEvent": {"metadata": meta}})
-            events.append({"resOutputsEvent": {"metadata": meta}})
+            steps = _steps(st, urn, typ, r)
+            for meta in steps:
+                events.append({"resourcePreEvent": {"metadata": meta}})
+                events.append({"resOutputsEvent": {"metadata": meta}})
+            op = "replace" if steps[-1]["op"] == "create-replacement" else steps[-1]["op"]
             created.append((urn, typ, op))
+            st.inputs[urn] = r.inputs
         for urn, typ, op in created:
             if urn not in known and op != "delete":
                 st.resources.append((urn, typ))
@@ -219,6 +230,34 @@ class FakePulumiCLI(PulumiCommand):
             return self._err(fail.stderr, code=fail.code, stdout=f"Updating ({name}):\n  error: {fail.message}\n")
         st.outputs = json.loads(json.dumps(self.plan.outputs))
         out = f"Updating ({name}):\nResources:\n    + {changes.get('create', 0)} created\n"
+        if on_output:
+            on_output(out)
+        return CommandResult(out, "", 0)
+
+    def _preview(self, args, on_output) -> CommandResult:
+        """What `up` would do, as its events say it, changing nothing."""
+        name = _flag(args, "--stack") or self._current(None)
+        st = self.stacks[name]
+        events = [{"preludeEvent": {"config": {}}}]
+        changes: dict[str, int] = {}
+        wanted = set()
+        for r in self.plan.cloud_resources:
+            urn = _urn(name, r)
+            wanted.add(urn)
+            steps = _steps(st, urn, r.type, r)
+            events += [{"resourcePreEvent": {"metadata": meta}} for meta in steps]
+            op = "replace" if steps[-1]["op"] == "create-replacement" else steps[-1]["op"]
+            changes[op] = changes.get(op, 0) + 1
+        for urn, typ in st.resources:
+            if urn not in wanted:
+                events.append({"resourcePreEvent": {"metadata": {"op": "delete", "urn": urn, "type": typ, "provider": "",
+                                                                 "old": {"type": typ, "urn": urn, "custom": True}}}})
+                changes["delete"] = changes.get("delete", 0) + 1
+        events.append({"summaryEvent": {"maybeCorrupt": False, "durationSeconds": 1, "resourceChanges": changes,
+                                        "PolicyPacks": {}}})
+        events.append({"cancelEvent": {}})
+        self._stream(args, events)
+        out = f"Previewing update ({name}):\nResources:\n" + "".join(f"    {n} to {op}\n" for op, n in changes.items())
         if on_output:
             on_output(out)
         return CommandResult(out, "", 0)
@@ -249,6 +288,7 @@ class FakePulumiCLI(PulumiCommand):
         events.append({"cancelEvent": {}})
         self._stream(args, events)
         st.resources = keep
+        st.inputs = {u: st.inputs[u] for u, _ in keep if u in st.inputs}
         st.history.append(_summary("destroy", start, "failed" if keep else "succeeded", changes))
         if keep:
             f = self.fail_destroy or Failure("deleting failed")
@@ -305,6 +345,28 @@ def _id(urn: str) -> str:
     import hashlib
 
     return "id-" + hashlib.sha256(urn.encode()).hexdigest()[:12]
+
+
+def _steps(st: FakeStack, urn: str, typ: str, r) -> list[dict]:
+    """The engine's steps for one registered resource against the state (see the module's docstring)."""
+    new = {"type": typ, "urn": urn, "custom": True, "inputs": r.inputs, "outputs": r.inputs}
+    meta = {"urn": urn, "type": typ, "provider": "", "new": new}
+    old = st.inputs.get(urn)
+    if urn not in {u for u, _ in st.resources}:
+        return [{**meta, "op": "create"}]
+    if old is None or old == r.inputs:
+        return [{**meta, "op": "same"}]
+    diffs = sorted(k for k in set(old) | set(r.inputs) if old.get(k) != r.inputs.get(k))
+    forced = r.options.get("replaceOnChanges") or []
+    keys = diffs if "*" in forced else [k for k in diffs if k in forced]
+    if not keys:
+        return [{**meta, "op": "update", "diffs": diffs}]
+    was = {"type": typ, "urn": urn, "custom": True, "inputs": old, "outputs": old}
+    steps = [{**meta, "op": "replace", "old": was, "keys": keys, "diffs": diffs},
+             {**meta, "op": "create-replacement", "old": was, "keys": keys, "diffs": diffs}]
+    if r.options.get("deleteBeforeReplace"):
+        steps.insert(0, {"urn": urn, "type": typ, "provider": "", "op": "delete-replaced", "old": was})
+    return steps
 
 
 def _urn(stack: str, r) -> str:

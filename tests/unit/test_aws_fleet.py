@@ -119,8 +119,8 @@ def test_an_instant_fleet_is_replaced_never_modified(cat):
 
 def test_a_pools_ami_is_pinned_in_the_stacks_state_not_looked_up_at_every_up(cat):
     """Before, the launch template's image was an ``aws.ec2.get_ami(most_recent=True)`` invoke, run at
-    every `up`: a newer Ubuntu AMI changed the template by itself (and so the fleet). The program now
-    takes it from a resource of the stack (``clouds.aws.ami.PinnedAmi``) whose lookup runs once."""
+    every `up`: a newer Ubuntu AMI changed the template by itself. The program now takes it from a
+    resource of the stack (``clouds.aws.ami.PinnedAmi``) whose lookup runs once."""
     from gpufleet.clouds.aws.rules import IMAGES
 
     from conftest import EXAMPLES
@@ -130,7 +130,28 @@ def test_a_pools_ami_is_pinned_in_the_stacks_state_not_looked_up_at_every_up(cat
     owner, pattern = IMAGES["ubuntu-22.04"]
     assert {k: pin.inputs[k] for k in ("region", "owner", "pattern")} == {"region": "us-east-1", "owner": owner,
                                                                            "pattern": pattern}
-    assert pin.name == "aws-training-trainers-ami"  # the pool's: a failed lookup is its attempt's
+
+
+POOL = "  - {name: %s, provider: aws, region: %s, instance_type: p4d.24xlarge, nodes: 1%s}\n"
+
+
+def test_one_pin_per_cluster_region_and_image_so_a_pool_added_later_boots_the_same_ami(cat, write):
+    """The pin was each pool's (``<pool>-ami``): a pool added to a running cluster looked its AMI up anew
+    and booted a newer one than its siblings. It is the cluster's, per region and image name, and named
+    after no pool: the pool added later finds it in the state, as its siblings left it."""
+    head = "name: c\nowner: o\npools:\n"
+    one = planner.plan(stacks.load(write("one.yaml", head + POOL % ("a", "us-east-1", "")), cat), cat, workers=1)
+    more = planner.plan(stacks.load(write("more.yaml", head + POOL % ("a", "us-east-1", "") + POOL % (
+        "b", "us-east-1", "") + POOL % ("c", "us-east-1", ", image: rocky-9") + POOL % ("d", "us-west-2", "")),
+        cat), cat, workers=1)
+
+    def pins(p):
+        return {r.name: r.inputs for r in p.resources if r.type == "aws:gpufleet:PinnedAmi"}
+
+    assert set(pins(more)) == {"c-us-east-1-ubuntu-22-04-ami", "c-us-east-1-rocky-9-ami", "c-us-west-2-ubuntu-22-04-ami"}
+    assert pins(one).items() <= pins(more).items()  # the same resource, the same inputs: kept, not looked up anew
+    images = {r.parent: r.inputs["imageId"] for r in more.cloud_resources if r.type == "aws:ec2/launchTemplate:LaunchTemplate"}
+    assert images["c-a"] == images["c-b"] != images["c-c"]
 
 
 def test_the_pinned_ami_is_the_newest_when_first_made_and_stays_when_a_newer_one_appears(aws):
@@ -164,3 +185,9 @@ def test_the_pinned_ami_is_the_newest_when_first_made_and_stays_when_a_newer_one
     assert provider.create(props).outs["image_id"] == newer  # what a lookup at every `up` would have taken
     moved = provider.diff(made.id, made.outs, {**props, "region": "us-west-2"})
     assert moved.changes and moved.replaces == ["region"]
+    # `up --refresh-image`: looked up again on purpose, once; the refresh it recorded is no reason the next time
+    again = provider.diff(made.id, made.outs, {**props, "refresh": True})
+    assert again.changes and again.replaces == ["refresh"]
+    refreshed = provider.create({**props, "refresh": True})
+    assert refreshed.outs["image_id"] == newer
+    assert not provider.diff(refreshed.id, refreshed.outs, {**props, "refresh": False}).changes

@@ -113,13 +113,27 @@ def test_azure_lists_capacity_reservation_groups_with_their_free_vms_of_the_size
     is its own row. Azure lets VMs beyond the reserved quantity in, without its SLA: said."""
     from gpufleet.clouds.azure.api import AzureApi
 
-    g = azure.capacity_group("rg", "h100", "eastus", [("1", "Standard_NC80adis_H100_v5", 4, 1, 3),
-                                                      ("2", "Standard_NC80adis_H100_v5", 2, 0, 0),
+    # sizes of a series Azure reserves (clouds.azure.reservable): NC_A100_v4
+    g = azure.capacity_group("rg", "a100", "eastus", [("1", "Standard_NC96ads_A100_v4", 4, 1, 3),
+                                                      ("2", "Standard_NC96ads_A100_v4", 2, 0, 0),
                                                       ("1", "Standard_NC24ads_A100_v4", 8, 0, 0)])
-    azure.capacity_group("rg", "other", "westus3", [("1", "Standard_NC80adis_H100_v5", 8, 0, 0)])
-    found = AzureApi().capacity("eastus", "Standard_NC80adis_H100_v5", 2, 24, None)
+    azure.capacity_group("rg", "other", "westus3", [("1", "Standard_NC96ads_A100_v4", 8, 0, 0)])
+    found = AzureApi().capacity("eastus", "Standard_NC96ads_A100_v4", 2, 24, None)
     assert [(f.id, f.zone, f.instances) for f in found] == [(g["id"], "1", 3), (g["id"], "2", 2)]
     assert all("beyond the reserved quantity" in f.note and "SLA" in f.note for f in found)
+
+
+def test_an_overallocated_azure_reservation_has_nothing_free_and_says_it(azure):
+    """Azure allocates VMs beyond a reservation's quantity ("Overallocating capacity reservation"): its
+    instance view then lists more VMs allocated than its capacity. What it still takes is none, never a
+    negative count, and the row says by how many it is overallocated."""
+    from gpufleet.clouds.azure.api import AzureApi
+
+    azure.capacity_group("rg", "a100", "eastus", [("1", "Standard_NC96ads_A100_v4", 2, 5, 5),
+                                                  ("2", "Standard_NC96ads_A100_v4", 4, 1, 1)])
+    found = {f.zone: f for f in AzureApi().capacity("eastus", "Standard_NC96ads_A100_v4", 2, 24, None)}
+    assert (found["1"].instances, found["2"].instances) == (0, 3)
+    assert "overallocated by 3 VM(s)" in found["1"].note and "overallocated" not in found["2"].note
 
 
 @pytest.mark.parametrize("hours, ok", [(24, True), (336, True), (504, True), (4368, True), (30, False),

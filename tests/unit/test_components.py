@@ -307,7 +307,7 @@ def test_an_azure_pool_at_its_reservation_group_puts_its_scale_set_in_it(cat, wr
     Orchestration to a capacity reservation group" and the capacity reservation overview's
     limitations, read 2026-11), in the zone its reservation holds (a zonal reservation serves VMs of
     its zone only, a regional one non-zonal VMs only: capacityReservations ``zones``, Compute REST)."""
-    p = reserved_plan(write, cat, "{name: z, provider: azure, region: eastus, instance_type: Standard_NC80adis_H100_v5, "
+    p = reserved_plan(write, cat, "{name: z, provider: azure, region: eastus, instance_type: Standard_NC96ads_A100_v4, "
                                   f"nodes: 2, reservations: [{{id: '{CRG}', zone: '2'}}]}}")
     vmss = _one(p, "azure-native:compute:VirtualMachineScaleSet").inputs
     assert vmss["virtualMachineProfile"]["capacityReservation"] == {"capacityReservationGroup": {"id": CRG}}
@@ -315,7 +315,7 @@ def test_an_azure_pool_at_its_reservation_group_puts_its_scale_set_in_it(cat, wr
     assert vmss["zones"] == ["2"]
     assert not _by_type(p, "azure-native:compute:ProximityPlacementGroup")
     regional = reserved_plan(write, cat, "{name: z, provider: azure, region: eastus, "
-                                         "instance_type: Standard_NC80adis_H100_v5, nodes: 2, "
+                                         "instance_type: Standard_NC96ads_A100_v4, nodes: 2, "
                                          f"reservations: [{{id: '{CRG}'}}]}}")
     assert "zones" not in _one(regional, "azure-native:compute:VirtualMachineScaleSet").inputs
 

@@ -77,7 +77,7 @@ pools:
         capacity_block: {starts_at: 2026-01-01T00:00:00Z, ends_at: 2099-01-01T00:00:00Z, upfront_usd: 50000}
   - {name: gres, provider: gcp, region: us-central1, instance_type: a3-highgpu-8g, nodes: 2,
      reservations: [{id: h100-reservation, zone: us-central1-a}]}
-  - {name: crg, provider: azure, region: eastus, instance_type: Standard_NC80adis_H100_v5, nodes: 2,
+  - {name: crg, provider: azure, region: eastus, instance_type: Standard_NC96ads_A100_v4, nodes: 2,
      reservations: [{id: "%s", zone: "1"}]}
 """ % ("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Compute/"
        "capacityReservationGroups/h100")

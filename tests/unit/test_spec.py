@@ -203,7 +203,7 @@ def test_lustre_tier(write):
 
 
 GCP = "  - {name: g, provider: gcp, region: us-central1, instance_type: a3-highgpu-8g, reservations: [%s]}\n"
-AZURE = "  - {name: z, provider: azure, region: eastus, instance_type: Standard_NC80adis_H100_v5, reservations: [%s]}\n"
+AZURE = "  - {name: z, provider: azure, region: eastus, instance_type: Standard_NC96ads_A100_v4, reservations: [%s]}\n"
 WITH_KEY = GOOD.replace("pools:\n", f"access: {{public_key: '{KEY}'}}\npools:\n")
 CRG = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Compute/" \
       "capacityReservationGroups/h100"
@@ -247,6 +247,42 @@ def test_good_reservations_on_every_cloud_and_their_defaults(write):
     aws, gcp, azure = (p.reservations[0] for p in st.pools)
     assert (aws.provider, aws.region, aws.instance_type) == ("aws", "us-east-1", "p4d.24xlarge")
     assert (gcp.provider, gcp.zone) == ("gcp", "us-central1-a") and azure.provider == "azure"
+
+
+AZURE_OF = "  - {name: z, provider: azure, region: eastus, instance_type: %s, reservations: [%s]%s}\n"
+
+
+@pytest.mark.parametrize("size, said", [
+    # ND (InfiniBand) and NCads H100 v5 sizes: "Support for other VM series isn't currently available"
+    ("Standard_NC80adis_H100_v5", "the NCads H100 v5-series is among the series it does not support"),
+    ("Standard_NC40ads_H100_v5", "the NCads H100 v5-series is among the series it does not support"),
+    ("Standard_ND96isr_H100_v5", "the ND-series is among the series it does not support"),
+])
+def test_an_azure_reservation_of_a_series_azure_does_not_reserve_is_refused_with_that_reason(write, size, said):
+    """Microsoft's capacity reservation overview (ms.date 02/17/2026) lists the GPU series it reserves and
+    those it does not; validate accepted any size but InfiniBand ones, and said of ND the wrong reason."""
+    _, errs = _errors(write, WITH_KEY + AZURE_OF % (size, f"{{id: {CRG}, zone: '1'}}", ""))
+    (e,) = errs
+    assert e.key == "pools[1].reservations[0]" and said in e.message and "capacity reservation overview" in e.message
+    assert "Standard_NC96ads_A100_v4" in e.hint and "without InfiniBand" not in e.hint
+
+
+def test_every_azure_gpu_size_of_the_catalog_is_in_the_reservable_table(cat):
+    from gpufleet.clouds.azure import reservable
+
+    assert [n for (p, n), it in cat.instances.items() if p == "azure" and reservable.series(n) is None] == []
+
+
+def test_an_azure_lustre_pool_cannot_take_a_regional_reservation(write):
+    """Azure Managed Lustre is zonal and puts the scale set in its zone, while "All VMs using the capacity
+    reservation group must be deployed without specifying a zone" when it has none (capacity reservation
+    overview, ms.date 02/17/2026): the pool got a zonal scale set against a regional reservation."""
+    lustre = ", storage: [{type: lustre, capacity_tib: 4, throughput_mbps_per_tib: 250}]"
+    _, errs = _errors(write, WITH_KEY + AZURE_OF % ("Standard_NC96ads_A100_v4", f"{{id: {CRG}}}", lustre))
+    (e,) = errs
+    assert e.key == "pools[1].reservations[0].zone" and "regional" in e.message and "zone: '1'" in e.hint
+    stacks.load(write("zonal.yaml", WITH_KEY + AZURE_OF % ("Standard_NC96ads_A100_v4", f"{{id: {CRG}, zone: '1'}}",
+                                                          lustre)))
 
 
 def test_the_old_capacity_reservation_key_names_its_successor(write):

@@ -34,6 +34,13 @@ class Aws:
                                 "standard": 0.05},
                        "fixed": {"nat-gateway": 0.045, "address": 0.005}}
 
+    node_kinds = ("aws:ec2/fleet:Fleet",)  # one instant fleet a pool (components.GpuNodePool)
+    # DeleteFleets returns while an instant fleet's instances shut down, and an instance holds its
+    # reservation's or Capacity Block's slot until it is terminated ("Launch instances using Capacity
+    # Blocks": "it takes several minutes to clean up your instance before you can launch another",
+    # docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html, read 2026-11)
+    released_first = ("instance",)
+
     check_pool = staticmethod(rules.check_pool)
     spend = staticmethod(spending.spend)
     check_reservation = staticmethod(rules.check_reservation)

@@ -1,14 +1,17 @@
-"""A pool's AMI, looked up once for the cluster and kept in its Pulumi stack's state.
+"""The AMI of a gpufleet image name, looked up once per cluster and region and kept in its Pulumi
+stack's state.
 
 A gpufleet image name (``ubuntu-22.04``) is an owner and a name pattern (``rules.IMAGES``); the
 newest AMI matching it changes whenever Canonical publishes one. Looked up at every `up` (an
-``aws.ec2.get_ami(most_recent=True)`` invoke), a later `up` would change the launch template by
-itself, and so the instant fleet, which is replaced, not modified (``components``). ``PinnedAmi``
-is a Pulumi dynamic resource whose creation looks the AMI up (DescribeImages, the newest
-CreationDate, as aws_ami's ``most_recent`` picks it) and whose state keeps it: the same owner,
-pattern and region read as no change, so every later `up` keeps the AMI of the first. A pool that
-names another image (or moves to another region) gets a new lookup. An AMI id (``ami-...``) or a
-golden image is used as it is, without this.
+``aws.ec2.get_ami(most_recent=True)`` invoke), a later `up` would change the launch templates by
+itself. ``PinnedAmi`` is a Pulumi dynamic resource whose creation looks the AMI up (DescribeImages,
+the newest CreationDate, as aws_ami's ``most_recent`` picks it) and whose state keeps it: the same
+owner, pattern and region read as no change, so every later `up` keeps the AMI of the first. There
+is one per (cluster, region, image name) (``program.build_region``): a pool added later boots the
+AMI the others boot. ``refresh`` (`up --refresh-image`) looks it up again on purpose: the templates
+then name the newest, for the nodes launched from then on (a fleet names its template's default
+version, so running nodes keep theirs). An AMI id (``ami-...``) or a golden image is used as it
+is, without this.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ class PinnedAmiProvider(ResourceProvider):
         return CreateResult(id_=ami, outs={**props, "image_id": ami})
 
     def diff(self, id_: str, olds: dict, news: dict) -> DiffResult:
-        changed = [k for k in LOOKUP if olds.get(k) != news.get(k)]
+        # asked to look again (``refresh``), or looked up by something else; a refresh recorded by an
+        # earlier `up` is no reason to look again
+        changed = [k for k in LOOKUP if olds.get(k) != news.get(k)] + (["refresh"] if news.get("refresh") else [])
         return DiffResult(changes=bool(changed), replaces=changed)
 
     def read(self, id_: str, props: dict) -> ReadResult:
@@ -48,7 +53,7 @@ class PinnedAmi(Resource):
 
     image_id: pulumi.Output[str]
 
-    def __init__(self, name: str, *, region: str, owner: str, pattern: str,
+    def __init__(self, name: str, *, region: str, owner: str, pattern: str, refresh: bool = False,
                  opts: pulumi.ResourceOptions | None = None):
         super().__init__(PinnedAmiProvider(), name, dict(gpufleet_kind=KIND, region=region, owner=owner,
-                                                         pattern=pattern, image_id=None), opts)
+                                                         pattern=pattern, refresh=refresh, image_id=None), opts)

@@ -4,7 +4,7 @@
 group, the key pair); ``ClusterBucket`` the stack's S3 bucket the nodes configure themselves
 from (one per stack, in its first AWS region); ``GpuNodePool`` is one pool (placement group,
 instance profile with the one bucket policy it needs, launch template with EFA interfaces and
-the bootstrap as user data on the AMI its cluster's first `up` found (``ami.PinnedAmi``), one
+the bootstrap as user data on the AMI its cluster's first `up` in the region found (``ami.PinnedAmi``), one
 instant EC2 Fleet for all its nodes, replaced rather than modified (``nodes.FleetNodes`` reads
 them back), optional FSx for Lustre): a pool's resources do not grow with its nodes. Loaded through ``aws.sdk`` by
 ``aws.program`` when a stack has AWS pools.
@@ -21,7 +21,6 @@ import pulumi_aws as aws
 
 from gpufleet.clouds import bootstrap
 from gpufleet.clouds.aws import access
-from gpufleet.clouds.aws.ami import PinnedAmi
 from gpufleet.clouds.aws.nodes import FleetNodes
 from gpufleet.clouds.aws.rules import STORAGE
 from gpufleet.clouds.pools import StorageArgs, first_zone, resource_name
@@ -206,7 +205,7 @@ class PoolArgs:
     efa_interfaces: int  # 0 unless the pool asks for EFA; the count comes from the catalog
     zone: pulumi.Input[str]
     subnet_cidr: str
-    image: str | tuple[str, str]  # an AMI id, or (owner, name pattern) of the newest, pinned at the first `up`
+    image: pulumi.Input[str]  # an AMI id: the pool's own, or its image name's pinned for the region (ami.PinnedAmi)
     vpc_id: pulumi.Input[str]
     security_group_id: pulumi.Input[str]
     route_table_id: pulumi.Input[str] | None
@@ -298,12 +297,8 @@ class GpuNodePool(pulumi.ComponentResource):
         # SubnetId makes EC2 Fleet ignore the template's NetworkInterfaces, EFA ones included
         # (aws/karpenter-provider-aws#3819, the EC2 Fleet team's answer). Spot or On-Demand is the
         # fleet's own choice (its target capacity type), not the template's market options.
-        image_id = args.image
-        if isinstance(image_id, tuple):  # looked up once for the cluster, then kept (clouds.aws.ami)
-            owner, pattern = image_id
-            image_id = PinnedAmi(f"{name}-ami", region=args.region, owner=owner, pattern=pattern, opts=child).image_id
         lt = aws.ec2.LaunchTemplate(
-            f"{name}-lt", image_id=image_id, instance_type=args.instance_type, key_name=args.key_name,
+            f"{name}-lt", image_id=args.image, instance_type=args.instance_type, key_name=args.key_name,
             iam_instance_profile={"arn": profile.arn},
             metadata_options={"http_endpoint": "enabled", "http_tokens": "required",
                               "http_put_response_hop_limit": args.imds_hop_limit, "instance_metadata_tags": "enabled"},
@@ -322,8 +317,10 @@ class GpuNodePool(pulumi.ComponentResource):
         # (ModifyFleet) for any change but its tags, only `type` and a few capacity fields being ForceNew
         # (internal/service/ec2/ec2_fleet.go, resourceFleetUpdate), and EC2 modifies only fleets of type
         # maintain (API_ModifyFleet.html, read 2026-11). So a change of any input the request carries
-        # (a new launch template version above all) replaces the fleet, the old one deleted first: its
-        # instances, and the reservation or capacity they hold, are freed before the new launch.
+        # (its instance type, zone, size, market, reservation) replaces the fleet and every node of it,
+        # the old one deleted first; `up` shows that and asks first, and terminates the old nodes before
+        # the new fleet is asked for (fleet.up, nodes.cloud.release). A launch template change is none
+        # of these: the fleet names the template's default version, not a number (fleet_request).
         request = fleet_request(args, lt)
         fleet = aws.ec2.Fleet(f"{name}-fleet", **request, tags=t, opts=pulumi.ResourceOptions(
             parent=self, replace_on_changes=[k for k in request if k != "type"], delete_before_replace=True))
@@ -346,7 +343,8 @@ def fleet_request(args: PoolArgs, lt) -> dict:
     type instant", with SingleAvailabilityZone or SingleInstanceType;
     https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_OnDemandOptionsRequest.html and
     API_SpotOptionsRequest.html). Deleting an instant fleet terminates its instances
-    (API_DeleteFleets.html), so ``terminate_instances`` is set: pulumi-aws passes it to DeleteFleets."""
+    (API_DeleteFleets.html), so ``terminate_instances`` is set: pulumi-aws passes it to DeleteFleets.
+    ``lt``: the pool's launch template, named by id at its default version."""
     market = "spot" if args.spot else "on-demand"
     whole = {"min_target_capacity": args.nodes, "single_availability_zone": True, "single_instance_type": True}
     if args.capacity_block:
@@ -364,9 +362,12 @@ def fleet_request(args: PoolArgs, lt) -> dict:
             if args.reservation else {}
         options = {"on_demand_options": {**whole, "allocation_strategy": "lowest-price", **reserved}}
     return dict(type="instant", terminate_instances=True,
+                # "$Default" (FleetLaunchTemplateSpecificationRequest: "The launch template version number,
+                # $Latest, or $Default"), which update_default_version moves to each new version: a changed
+                # template (user data, root disk, AMI) leaves the running fleet as it is, and its running
+                # nodes keep the version they booted (they take configuration from the bucket)
                 launch_template_configs=[{
-                    "launch_template_specification": {"launch_template_id": lt.id,
-                                                      "version": lt.latest_version.apply(str)},
+                    "launch_template_specification": {"launch_template_id": lt.id, "version": "$Default"},
                     "overrides": [{"instance_type": args.instance_type, "availability_zone": args.zone}]}],
                 target_capacity_specification={"default_target_capacity_type": market,
                                                "total_target_capacity": args.nodes},

@@ -4,6 +4,7 @@ from the catalog, and what the plan table shows of each resource type. No SDK.""
 from __future__ import annotations
 
 import hashlib
+import json
 
 ID_PREFIX = {"aws:ec2/vpc:Vpc": "vpc-", "aws:ec2/subnet:Subnet": "subnet-",
              "aws:ec2/securityGroup:SecurityGroup": "sg-", "aws:ec2/instance:Instance": "i-",
@@ -50,7 +51,11 @@ def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> N
     elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
         nis = inputs.get("networkInterfaces") or [{}]
         templates[rid] = nis[0].get("subnetId")
-        state["latestVersion"] = 1
+        # EC2 numbers a template's versions 1, 2, ...: every change of its data is a new latest version
+        # (pulumi-aws's latest_version output). The mocks cannot count across runs, so the number
+        # follows the data: another template reads as another version, the same one as the same
+        data = json.dumps({k: v for k, v in inputs.items() if k != "tags"}, sort_keys=True, default=str)
+        state["latestVersion"] = int(hashlib.sha1(data.encode()).hexdigest()[:6], 16) + 1
     elif typ == "aws:gpufleet:FleetNodes":  # clouds.aws.nodes: what DescribeFleets and DescribeInstances answer
         # EC2 hands a new subnet's addresses out from .4 on (it keeps the first four), one per instance
         n = int(inputs["nodes"])

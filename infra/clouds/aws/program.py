@@ -6,6 +6,7 @@ import pulumi
 
 from gpufleet.catalog.images import DEFAULT_IMAGE
 from gpufleet.clouds.aws import components as mod
+from gpufleet.clouds.aws.ami import PinnedAmi
 from gpufleet.clouds.aws.rules import IMAGES, is_ami
 from gpufleet.clouds.pools import StorageArgs, resource_name
 
@@ -28,13 +29,27 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
     if "bucket" not in shared:  # the stack's one bucket, in its first AWS region
         b = mod.ClusterBucket(resource_name(cluster.name, "aws"), cluster.name, cluster.tags(), opts=popts)
         shared["bucket"] = mod.NodeConfig(b.name, b.arn, region, ctx.settings["aws"].get("s3_endpoint"))
+    pins: dict[str, object] = {}  # image name -> its AMI, pinned once for the cluster in this region
+
+    def image(pool) -> object:
+        """The pool's own AMI (a golden image's too), or its image name's, pinned (clouds.aws.ami)."""
+        if pool.image and is_ami(pool.image):
+            return pool.image
+        name = pool.image or DEFAULT_IMAGE
+        if name not in pins:
+            owner, pattern = IMAGES[name]
+            pins[name] = PinnedAmi(resource_name(cluster.name, region, name, "ami"), region=region, owner=owner,
+                                   pattern=pattern, refresh=ctx.refresh_images,
+                                   opts=pulumi.ResourceOptions(parent=net)).image_id  # the region's
+        return pins[name]
+
     out = {}
     for p in pools:
         comp = mod.GpuNodePool(resource_name(cluster.name, p.name), mod.PoolArgs(
             cluster=cluster.name, pool=p.name, instance_type=p.instance.name, nodes=p.pool.nodes, region=region,
             session_manager=stack.access.via == "cloud",  # `gpufleet ssh` through Session Manager
             efa_interfaces=p.instance.efa_interfaces if p.fabric == "efa" else 0, zone=zones[p.name],
-            subnet_cidr=p.subnet_cidr, image=_image(p.pool.image), vpc_id=p.pool.vpc or net.vpc_id,
+            subnet_cidr=p.subnet_cidr, image=image(p.pool), vpc_id=p.pool.vpc or net.vpc_id,
             security_group_id=net.security_group_id,
             route_table_id=net.public_route_table_id if p.pool.public_ip else net.private_route_table_id,
             tags=cluster.tags(p.name), key_name=net.key_name, existing_subnet=p.pool.subnet,
@@ -46,7 +61,3 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
         out[p.name] = ctx.export(p, region, zones[p.name], comp)
     return out
 
-
-def _image(image: str | None) -> str | tuple[str, str]:
-    """The pool's own AMI (a golden image's too), or the owner and name pattern of a gpufleet image name."""
-    return image if image and is_ami(image) else IMAGES[image or DEFAULT_IMAGE]

@@ -77,7 +77,7 @@ def check_pool(stack, pool, instance) -> list[Problem]:
     return out
 
 
-def check_reservation(r, instance) -> list[Problem]:
+def check_reservation(r, instance, pool) -> list[Problem]:
     """An On-Demand Capacity Reservation or a Capacity Block (EC2 CreateCapacityReservation /
     PurchaseCapacityBlock: ``cr-`` + 17 hex digits, older ones 8), in one Availability Zone."""
     return reservation_problems(r, r"^cr-[0-9a-f]{8,17}$", "a capacity reservation id", "cr-0123456789abcdef0",

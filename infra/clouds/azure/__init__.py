@@ -28,6 +28,9 @@ class Azure:
     errors = PATTERNS
     leftover_prices: dict = {}  # managed disks are not priced here yet
 
+    node_kinds = ("azure-native:compute:VirtualMachineScaleSet",)  # one scale set a pool
+    released_first = ()  # azure-native waits for a scale set's deletion (and its VMs') to finish
+
     check_pool = staticmethod(rules.check_pool)
     spend = staticmethod(spending.spend)
     check_reservation = staticmethod(rules.check_reservation)

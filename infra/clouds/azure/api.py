@@ -261,13 +261,17 @@ class AzureApi:
                 used = {x["name"].lower(): x.get("utilizationInfo") or {} for x in
                         ((view.get("properties") or {}).get("instanceView") or {}).get("capacityReservations") or []}
                 free: dict[str | None, int] = {}
+                over: dict[str | None, int] = {}  # VMs allocated beyond a reservation's quantity: it has none free
                 for r in mine:
                     u = used.get(r["name"].lower(), {})
                     reserved = int(u.get("currentCapacity", r["sku"].get("capacity", 0)))
                     zone = ",".join(sorted(r.get("zones") or [])) or None
-                    free[zone] = free.get(zone, 0) + reserved - len(u.get("virtualMachinesAllocated") or [])
+                    allocated = len(u.get("virtualMachinesAllocated") or [])
+                    free[zone] = free.get(zone, 0) + max(0, reserved - allocated)
+                    over[zone] = over.get(zone, 0) + max(0, allocated - reserved)
                 out += [Capacity("azure", "capacity reservation group", g["id"], region, zone, instance_type, n, True,
-                                 note=OVERALLOCATION) for zone, n in sorted(free.items(), key=lambda z: z[0] or "")]
+                                 note=OVERALLOCATION + (f"; overallocated by {over[zone]} VM(s) now" if over[zone] else ""))
+                        for zone, n in sorted(free.items(), key=lambda z: z[0] or "")]
         except HttpResponseError as e:
             raise unreadable(e, f"azure {region} capacity reservations") from None
         return out

@@ -284,7 +284,11 @@ class GpuNodePool(pulumi.ComponentResource):
             single_placement_group=not reserved, platform_fault_domain_count=1,
             proximity_placement_group={"id": ppg.id} if ppg else None, virtual_machine_profile=profile, zones=zones,
             identity=identity,
-            plan=args.plan, tags=t, opts=child)
+            plan=args.plan, tags=t,
+            # "if singlePlacementGroup is false, it may not be modified to true" (azure-native 3.29.0): a pool
+            # leaving its reservation gets a new scale set of the same name, which `up` shows and asks first
+            opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["singlePlacementGroup"],
+                                        delete_before_replace=True))
 
         self.file_systems = []
         for i, st in enumerate(args.storage):

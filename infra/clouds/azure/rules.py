@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpufleet.catalog.images import DEFAULT_IMAGE
+from gpufleet.clouds.azure import reservable
 from gpufleet.clouds.pools import (
     NameRule,
     Sizes,
@@ -145,29 +146,41 @@ def pool_subnets(pool) -> list[tuple[str, int]]:
     return [(f"{pool.name}-lustre", 120)] if any(s.type == "lustre" for s in pool.storage) else []
 
 
-def check_reservation(r, instance) -> list[Problem]:
+def check_reservation(r, instance, pool) -> list[Problem]:
     """A capacity reservation group, by its resource id (the scale set's
     ``virtualMachineProfile.capacityReservation.capacityReservationGroup.id``). A group is regional
     and its reservations zonal or not, so no zone is required; the zone named is where the scale set
     goes (a zonal reservation serves VMs of its zone only, a regional one non-zonal VMs only:
-    capacityReservations ``zones``, Compute REST 2024-07-01).
+    capacityReservations ``zones``, Compute REST 2024-07-01; "All VMs using the capacity reservation
+    group must be deployed without specifying a zone", capacity reservation overview, ms.date
+    02/17/2026). So a pool with Azure Managed Lustre, which is zonal and puts the scale set in its
+    zone (``scale_set_zone``), cannot take a regional reservation.
 
-    No InfiniBand pool takes a reservation: InfiniBand joins the VMs of one placement group of a
-    Uniform scale set (Flexible ones have none: "Orchestration modes for Virtual Machine Scale Sets",
-    Infiniband "Yes, single placement group only"), while a capacity reservation refuses a scale set
-    with singlePlacementGroup true and a proximity placement group ("Associate a virtual machine
-    scale set with Uniform Orchestration to a capacity reservation group", and the limitations of the
-    capacity reservation overview; Microsoft Learn, read 2026-11). VMs naming the group one by one
-    would need an availability set for InfiniBand, which a reservation refuses as well (same
-    overview), so gpufleet refuses the pair rather than build nodes that cannot reach each other."""
+    Azure reserves only some GPU series (``reservable``): ND (InfiniBand) and NCads H100 v5 sizes
+    none at all. A size of a series it reserves that joins its VMs over InfiniBand would need the
+    single placement group a reserved scale set cannot have (singlePlacementGroup true is among the
+    overview's unsupported constraints, with proximity placement groups), so it is refused too."""
     out = reservation_problems(
         r, r"^/subscriptions/[0-9a-f-]{36}/resourceGroups/[^/]+/providers/Microsoft\.Compute/"
            r"capacityReservationGroups/[^/]+$", "a capacity reservation group id",
         "/subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.Compute/capacityReservationGroups/<name>",
         zone_example=None)
-    if instance is not None and pool_fabric(None, instance):
+    found = reservable.series(instance.name) if instance is not None and instance.gpu_count else None
+    suggest = "drop the reservation from this pool, or reserve a size of a series Azure reserves (NC_A100_v4: " \
+              "Standard_NC96ads_A100_v4)"
+    if instance is not None and instance.gpu_count and found is None:
+        out.append(Problem((), f"{instance.name} is of no GPU series Azure lists as reservable ({reservable.SOURCE})",
+                           suggest))
+    elif found and not found[1]:
+        out.append(Problem((), f"Azure cannot reserve capacity for {instance.name}: the {found[0]} is among the "
+                           f"series it does not support ({reservable.SOURCE})", suggest))
+    elif instance is not None and pool_fabric(None, instance):
         out.append(Problem((), f"{instance.name} joins its VMs over InfiniBand only inside a single placement group, "
                            "which a capacity reservation refuses (Azure wants singlePlacementGroup false and no "
-                           "proximity placement group for reserved VMs)",
-                           "drop the reservation from this pool, or reserve a size without InfiniBand (NC-series)"))
+                           "proximity placement group for reserved VMs)", suggest))
+    if not r.zone and any(s.type == "lustre" for s in pool.storage):
+        out.append(Problem(("zone",), "Azure Managed Lustre is zonal and puts the pool's scale set in its zone, "
+                           "while a reservation without a zone (regional) serves only VMs deployed without one",
+                           "name the zone of a zonal reservation in the group (zone: '1'), or drop the Lustre "
+                           "file system or the reservation from this pool"))
     return out

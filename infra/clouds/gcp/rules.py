@@ -88,7 +88,7 @@ NAME_RULES = {
 }
 
 
-def check_reservation(r, instance) -> list[Problem]:
+def check_reservation(r, instance, pool) -> list[Problem]:
     """A specific reservation: its name, or ``projects/P/reservations/N`` when another project
     shares it (ReservationAffinity ``values``, compute/docs/reference/rest/v1/instances), in one zone."""
     name = r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
