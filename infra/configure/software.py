@@ -102,7 +102,7 @@ class Problem:
 def check(*, driver: str, cuda: str, osfinger: str | None = None, gpu: str | None = None,
           open_modules: bool | None = None, frameworks: dict[str, str] | None = None) -> list[Problem]:
     """Every incompatibility between the chosen driver branch, CUDA, OS, GPU and frameworks."""
-    out: list[tuple[str, Problem]] = []
+    out: list[Problem] = []
     branch = int(str(driver).split(".")[0])
     if cuda not in CUDA_MIN_DRIVER:
         out.append(Problem("software.cuda", f"CUDA {cuda} is not a toolkit gpufleet knows",
