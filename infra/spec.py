@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpufleet import netnames
+from gpufleet.catalog.images import SLURM_IMAGE
 from gpufleet.config import SiteCosts
 from gpufleet.errors import InputError, SpecError, SpecErrors, did_you_mean
 from gpufleet.limits import MAX_EPOCHS, MAX_POOL_NODES, MAX_POOLS, MAX_TOKENS
@@ -596,6 +597,10 @@ class Stack(_Strict):
         if far:
             raise HintedValueError(f"slurm: pool {far[0]} may fail over to another region or cloud, whose nodes "
                                    "could not reach the controller", "keep its failover to zones (and instance_types)")
+        if self.slurm.cgroups:  # the default image's Slurm has no cgroup v2 (catalog.images.SLURM_IMAGE)
+            for p in self.pools:
+                if not p.on_rack and p.image is None:
+                    p.image = SLURM_IMAGE
         return self
 
 

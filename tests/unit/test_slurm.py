@@ -391,10 +391,53 @@ def test_ubuntu_2204s_slurm_21_08_is_refused_with_cgroups_naming_the_pool_and_a_
     path.write_text(STACK.replace("image: ubuntu-24.04", "image: ubuntu-22.04")
                     .replace("slurm: {health_check_interval: 120}", "slurm: {cgroups: false}"))
     stacks.load(path, cat)
-    # a pool on the default image is Ubuntu 22.04 too
-    path.write_text(STACK.replace("    image: ubuntu-24.04\n    nodes: 2\n", "    nodes: 2\n"))
-    with pytest.raises(SpecErrors, match="installs Slurm 21.08"):
+
+
+def test_a_slurm_stack_that_names_no_image_works_and_a_refusal_names_one_fix_for_every_pool(tmp_path):
+    """The review of issue 48: `slurm: {}` with no image was refused (the default image, Ubuntu 22.04, has
+    Slurm 21.08), and the hint's fix (ubuntu-24.04 on the compute pool) met a second refusal (slurmd 23.11
+    newer than the controller's slurmctld 21.08). A Slurm stack's cloud pools that name no image boot
+    ubuntu-24.04, the controller's with them; a stack without Slurm, or with cgroups off (which 22.04's
+    Slurm runs), keeps the default; a refusal names one fix for the controller and the compute pools."""
+    cat = catalog.load(use_config=False)
+    path = tmp_path / "plain.yaml"
+    plain = STACK.replace("slurm: {health_check_interval: 120}", "slurm: {}").replace("    image: ubuntu-24.04\n", "")
+    path.write_text(plain)
+    assert [p.image for p in stacks.load(path, cat).pools] == ["ubuntu-24.04"] * 3
+    p5 = "    instance_type: p5.48xlarge\n"
+    path.write_text(plain.replace(p5, p5 + "    image: ubuntu-24.04\n"))
+    stacks.load(path, cat)  # the review's second refusal: the compute pool on 24.04, the controller on the default
+    path.write_text(plain.replace("slurm: {}", "slurm: {cgroups: false}"))
+    assert [p.image for p in stacks.load(path, cat).pools] == [None] * 3  # Ubuntu 22.04 on every pool
+    path.write_text(plain.replace("slurm: {}\n", "").replace("    role: controller\n", ""))
+    assert [p.image for p in stacks.load(path, cat).pools] == [None] * 3
+    path.write_text(plain.replace("    role: controller\n", "    role: controller\n    image: ubuntu-22.04\n"))
+    with pytest.raises(SpecErrors) as e:
         stacks.load(path, cat)
+    errors = [x.to_dict() for x in e.value.errors]
+    assert {x["key"] for x in errors} == {"pools[1].image", "pools[2].image"}, errors
+    assert "slurmd 23.11 (Ubuntu-24.04) is newer than slurmctld 21.08 on ctl (Ubuntu-22.04)" in errors[0]["message"]
+    assert errors[0]["hint"].startswith("give the controller and every compute pool one OS whose Slurm is 22.05 or "
+                                        "newer: on a cloud leave image out of every pool"), errors[0]
+
+
+def test_where_the_slurm_default_image_has_no_lustre_client_the_one_image_that_fits_is_named(tmp_path):
+    """A Slurm stack's pools boot Ubuntu 24.04, for which gpufleet confirms no Azure Managed Lustre client
+    (salt/lib/packages.yaml): the formula would fail on the nodes after they and the file system were
+    made. `plan` refuses it, naming the image that has both Slurm's cgroup v2 and the client (rocky-9)."""
+    cat = catalog.load(use_config=False)
+    path = tmp_path / "amlfs.yaml"
+    lustre = "    storage: [{type: lustre, capacity_tib: 16, throughput_mbps_per_tib: 500, mount: /amlfs}]\n"
+    text = AZURE.replace("    image: ubuntu-24.04\n", "").replace("    nodes: 2\n", "    nodes: 2\n" + lustre)
+    path.write_text(text)
+    with pytest.raises(SpecErrors) as e:
+        stacks.load(path, cat)
+    (error,) = [x.to_dict() for x in e.value.errors]
+    assert error["key"] == "pools[1].image" and "no confirmed amlfs Lustre client for Ubuntu-24.04" in error["message"]
+    assert error["hint"] == ("name image: rocky-9 on every pool or set lustre_client: {package: ...} in the pool's "
+                             "salt pillar"), error
+    path.write_text(text.replace("    region: eastus\n", "    region: eastus\n    image: rocky-9\n"))
+    stacks.load(path, cat)
 
 
 def test_a_controller_older_than_its_nodes_or_nodes_too_far_behind_are_refused(tmp_path):
@@ -424,10 +467,14 @@ def test_a_controller_older_than_its_nodes_or_nodes_too_far_behind_are_refused(t
     ("Debian-12", "Rocky-9", None),  # 22.05 both
     ("Debian-12", "Ubuntu-24.04", "slurmd 23.11 (Ubuntu-24.04) is newer than slurmctld 22.05 on ctl-0 (Debian-12)"),
     ("Debian-12", "Ubuntu-22.04", "Ubuntu-22.04 installs Slurm 21.08, which has no cgroup v2 support"),
+    ("Debian-12", "Ubuntu-22.04/v2", "Ubuntu-22.04 installs Slurm 21.08, which has no cgroup v2 support"),
+    ("Debian-12", "Ubuntu-22.04/v1", None),  # booted with cgroup v1: 21.08's cgroup/v1 plugin runs there
 ])
 def test_a_racks_hosts_are_checked_for_their_slurm_before_any_state_runs(tmp_path, ctl, node, refused):
     """On a rack the OS is the hosts': a Debian 12 controller (22.05) with Ubuntu 24.04 nodes (23.11)
-    is refused before anything is installed, naming the host."""
+    is refused before anything is installed, naming the host. The review of issue 48: cgroups are judged
+    by the hierarchy a host mounts where its facts say (Slurm's autodetect picks v1 on a host booted with
+    systemd.unified_cgroup_hierarchy=0), by its OS where they do not."""
     from gpufleet.clouds.baremetal import hosts
     from gpufleet.clouds.baremetal.facts import Facts
     from gpufleet.configure import nodes as configuration
@@ -439,8 +486,10 @@ def test_a_racks_hosts_are_checked_for_their_slurm_before_any_state_runs(tmp_pat
     st = stacks.load(path, catalog.load(use_config=False))
 
     def facts(osfinger):
+        osfinger, _, cgroup = osfinger.partition("/")
         name, version = osfinger.split("-")
-        return Facts(os_id={"Ubuntu": "ubuntu", "Debian": "debian", "Rocky": "rocky"}[name], os_version=version)
+        return Facts(os_id={"Ubuntu": "ubuntu", "Debian": "debian", "Rocky": "rocky"}[name], os_version=version,
+                     cgroup=cgroup)
 
     reports = {t.id: hosts.HostReport(t, facts=facts(ctl if t.pool == "ctl" else node)) for t in hosts.rack_targets(st)}
     if refused is None:
