@@ -269,8 +269,9 @@ def test_slurm_comes_up_runs_jobs_drains_a_failing_node_and_goes(rack):
     assert rc == 0, [(h["host"], h.get("error")) for h in (doc or {}).get("hosts", [])] or err[-2000:]
     for i in range(1, 5):
         left = on_host(i, "ss -ltnH '( sport = :6817 or sport = :6818 or sport = :6819 or sport = :3306 )' | wc -l; "
-                          "ls /etc/slurm/slurm.conf /etc/slurm/slurmdbd.conf /etc/munge/munge.key "
-                          "/usr/local/sbin/gpufleet-slurm-health 2>/dev/null; dpkg -l slurmd slurmctld slurmdbd "
+                          "ls -d /etc/slurm/slurm.conf /etc/slurm/slurmdbd.conf /etc/munge/munge.key "
+                          "/usr/local/sbin/gpufleet-slurm-health /run/gpufleet-health 2>/dev/null; "
+                          "dpkg -l slurmd slurmctld slurmdbd "
                           "slurm-client slurm-wlm-basic-plugins munge libmunge2 mariadb-server 2>/dev/null | grep -c '^ii'")
         assert left.stdout.split() == ["0", "0"], (i, left.stdout, left.stderr)
     # the job history is data: MariaDB's purge keeps the accounting database

@@ -327,6 +327,8 @@ def test_accounting_gives_the_controller_slurmdbd_and_its_database_and_no_one_el
     clean = render(salt_call(), tmp_path / "acct-clean", {**OSES["Debian-12"], "host": "ctl0"},
                    {"gpufleet": {"live": False}, "slurm": pil["ctl-0"]}, ["slurm.clean"])
     assert _arg(clean["slurm-clean-database-pkg-purged"]["pkg"], "onlyif") == "test -f " + _arg(marker, "name")
+    # the health program's lock and record of stuck tools go too (where it keeps them when slurmd runs it bare)
+    assert _health_program().RUN_DIR in _arg(clean["slurm-clean-files-file-absent"]["file"], "names")
 
 
 def _arg(state: list, key: str):
