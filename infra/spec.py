@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpufleet import netnames
+from gpufleet.catalog.images import SLURM_IMAGE
 from gpufleet.config import SiteCosts
 from gpufleet.errors import InputError, SpecError, SpecErrors, did_you_mean
 from gpufleet.limits import MAX_EPOCHS, MAX_POOL_NODES, MAX_POOLS, MAX_TOKENS
@@ -315,6 +316,13 @@ class Software(_Strict):
         return {k: str(x) for k, x in (v or {}).items()} if isinstance(v, dict) else v
 
 
+# The shortest HealthCheckInterval: slurmd gives its HealthCheckProgram 60 s (max_wait in
+# run_script_health_check, src/slurmd/slurmd/slurmd.c, Slurm 22.05.8), and gpufleet's program keeps its run
+# inside 45 (salt/slurm/files/gpufleet-slurm-health, BUDGET_S); upstream's own HealthCheckTimeout (26.05,
+# commit 74979c20b5) must likewise be less than HealthCheckInterval
+HEALTH_CHECK_MIN_S = 60
+
+
 class Slurm(_Strict):
     """Slurm on the stack's nodes: slurmctld on the pool with ``role: controller`` (one node), slurmd
     with the GPUs as GRES on every other pool's nodes, one partition per pool (the first the default)."""
@@ -325,6 +333,16 @@ class Slurm(_Strict):
     health_check_interval: int = Field(default=300, ge=0, le=86_400)  # seconds between node checks; 0: none
     # job accounting (sacct, sreport): slurmdbd and MariaDB beside slurmctld on the controller
     accounting: bool = False
+
+    @field_validator("health_check_interval")
+    @classmethod
+    def _interval(cls, v: int) -> int:
+        if 0 < v < HEALTH_CHECK_MIN_S:
+            raise HintedValueError(
+                f"health_check_interval {v} is shorter than one check may take: slurmctld asks for the next "
+                f"without waiting for the last, whose run may take {HEALTH_CHECK_MIN_S} s (slurmd's limit)",
+                f"0 (no checks) or {HEALTH_CHECK_MIN_S} or more, e.g. 300 (the default)")
+        return v
 
 
 class Failover(_Strict):
@@ -603,6 +621,10 @@ class Stack(_Strict):
         if far:
             raise HintedValueError(f"slurm: pool {far[0]} may fail over to another region or cloud, whose nodes "
                                    "could not reach the controller", "keep its failover to zones (and instance_types)")
+        if self.slurm.cgroups:  # the default image's Slurm has no cgroup v2 (catalog.images.SLURM_IMAGE)
+            for p in self.pools:
+                if not p.on_rack and p.image is None:
+                    p.image = SLURM_IMAGE
         return self
 
 

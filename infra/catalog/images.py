@@ -13,6 +13,12 @@ IMAGES: dict[str, str] = {
     "rocky-9": "Rocky-9",
 }
 DEFAULT_IMAGE = "ubuntu-22.04"
+# The cloud pools of a Slurm stack that confines jobs with cgroups (its default) boot Ubuntu 24.04 unless
+# they name an image: 22.04's Slurm 21.08 has no cgroup v2 plugin (configure.software), so no Slurm stack
+# would run on the default. Every other stack keeps 22.04 for now: the clouds find an image by its name
+# (an AMI name pattern, an image family, a marketplace URN), so a new default would boot another OS on a
+# cluster already up at its next `up` (a replaced fleet, new scale set instances), unasked.
+SLURM_IMAGE = "ubuntu-24.04"
 
 
 def osfinger(name: str | None) -> str | None:

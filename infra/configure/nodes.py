@@ -53,8 +53,9 @@ def check_hosts(stack, reports: dict[str, HostReport]) -> None:
                              "'<your mirror> <suite> main'} in the pool's salt pillar"))
     if stack.slurm:
         reached = [(r.target.id, pools[r.target.pool].role, r.facts.osfinger) for r in reports.values() if r.facts]
+        v1 = {r.target.id for r in reports.values() if r.facts and r.facts.cgroup == "v1"}  # as the hosts mount it
         problems += [(host, prob.key, prob.message, prob.hint)
-                     for host, prob in software.slurm_check(reached, cgroups=stack.slurm.cgroups)]
+                     for host, prob in software.slurm_check(reached, cgroups=stack.slurm.cgroups, cgroup_v1=v1)]
     if problems:
         lines = [f"{host}: {key}: {msg}" + (f" ({hint})" if hint else "") for host, key, msg, hint in problems]
         raise InputError("the stack's software does not fit these hosts (nothing was changed):\n  " + "\n  ".join(lines),

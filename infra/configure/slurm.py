@@ -7,9 +7,10 @@ its CPUs (with its sockets, cores and threads as the node counts them: without t
 CPU for a socket of one core, and a hyper-thread for a core) and memory, its GPUs as GRES (an
 explicit ``gres.conf``: Debian's and Ubuntu's Slurm packages are built without NVML, which
 ``AutoDetect=nvml`` needs), and features from its pool (GPU model, fabric, pool). Each compute pool
-is a partition (the first the default), whose jobs get their CPUs' share of a node's memory unless
-they ask (``DefMemPerCPU``: under ``CR_Core_Memory`` without it, a job without ``--mem`` takes the
-whole node's memory, and one one-GPU job holds an 8-GPU node); ``topology.conf`` puts each pool's
+is a partition (the first the default), whose jobs get their share of a node unless they ask
+(``partition_defaults``): a GPU job its GPUs' share of the node's memory and CPUs, any other job its
+CPUs' share of the memory (under ``CR_Core_Memory`` a job without ``--mem`` would take the whole node's
+memory, and one one-GPU job hold an 8-GPU node); ``topology.conf`` puts each pool's
 nodes under a switch of their own (a rack pool's hosts share its switches, a cloud
 pool's nodes its placement group), so that a job lands on close nodes.
 
@@ -119,12 +120,8 @@ def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode]) -
     for n in nodes:
         members.setdefault(n.pool, []).append(n)
     for i, (pool, held) in enumerate(members.items()):
-        # slurm.conf(5), 22.05: DefMemPerCPU "The default value is 0 (unlimited)"; under CR_Core_Memory
-        # "Setting a value for DefMemPerCPU is strongly recommended". Per CPU (not DefMemPerGPU, which is
-        # exclusive with it and leaves a job without GPUs unlimited), the smallest share of the pool's nodes.
-        per_cpu = min(n.memory_mb // n.cpus for n in held)
         lines.append(f"PartitionName={pool} Nodes={','.join(n.name for n in held)} Default={'YES' if i == 0 else 'NO'} "
-                     f"DefMemPerCPU={max(1, per_cpu)} MaxTime=INFINITE State=UP")
+                     f"{partition_defaults(held)} MaxTime=INFINITE State=UP")
     gres_lines = [f"NodeName={n.name} Name=gpu Type={n.gpu_type} File={_gpu_files(n.gpus)}" for n in nodes if n.gpus]
     switches = [f"SwitchName={pool} Nodes={','.join(n.name for n in held)}" for pool, held in members.items()]
     switches.append(f"SwitchName=root Switches={','.join(members)}")
@@ -135,6 +132,34 @@ def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode]) -
                                else "# cgroups are off for this cluster (slurm: {cgroups: false})\n"),
         "topology.conf": head + "\n".join(switches) + "\n",
     }
+
+
+def partition_defaults(held: list[SlurmNode]) -> str:
+    """What a job of a pool's partition gets of a node when it does not say (``--mem``, ``--cpus-per-gpu``):
+    a job with GPUs their share of the node's memory and CPUs (``DefMemPerGPU``, ``DefCpuPerGPU``), any
+    other job its CPUs' share of the memory (``DefMemPerCPU``). Each the smallest share of the pool's
+    nodes, so that it fits on every one of them: on a pool of unlike nodes a job that wants the whole of a
+    larger one asks for it (``--mem=0``).
+
+    slurm.conf(5) 22.05: DefMemPerCPU "The default value is 0 (unlimited)", and under CR_Core_Memory
+    "Setting a value for DefMemPerCPU is strongly recommended". Alone it starved GPU jobs: a job's one
+    CPU's share of a p5.48xlarge is 1% of its memory, the job's cgroup limit (ConstrainRAMSpace), and an
+    8-GPU job got 2 CPUs. The manual calls DefMemPerCPU and DefMemPerGPU "mutually exclusive", but every
+    release gpufleet installs (21.08 to 23.11, and to 25.11) keeps them apart on a partition and takes the
+    GPU one for a job with GPUs: the partition's DefMemPerGPU and DefCPUPerGPU are its job_defaults_list,
+    DefMemPerCPU its def_mem_per_cpu (src/common/read_config.c, _parse_partitionname), and the select
+    plugin sets a GPU job's defaults from the list whatever def_mem_per_cpu is (cons_common/job_test.c
+    _set_gpu_defaults in 22.05.8, cons_tres/job_test.c in 23.11.4 and 25.11; upstream's only exclusion,
+    since 25.05, is of the cluster-wide DefMemPerGPU under a partition's DefMemPerCPU). Checked with Debian
+    12's slurmctld 22.05.8 on the test rack (tests/integration/test_slurm_rack.py)."""
+    out = [f"DefMemPerCPU={max(1, min(n.memory_mb // n.cpus for n in held))}"]
+    gpu_nodes = [n for n in held if n.gpus]
+    if gpu_nodes:
+        cpus = min(n.cpus // n.gpus for n in gpu_nodes)
+        if cpus:  # fewer CPUs than GPUs (a stand-in node): a job keeps Slurm's one CPU per task
+            out.append(f"DefCpuPerGPU={cpus}")
+        out.append(f"DefMemPerGPU={max(1, min(n.memory_mb // n.gpus for n in gpu_nodes))}")
+    return " ".join(out)
 
 
 def dbd_conf(cluster: str, controller: SlurmNode, password: str) -> str:

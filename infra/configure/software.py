@@ -22,6 +22,7 @@ Checked before any host is touched. Figures and their sources (read 2026-11-22):
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 # CUDA toolkit -> minimum Linux driver (major.minor of the GA driver)
@@ -81,9 +82,18 @@ SLURM_OF_OS = {"Debian-12": "22.05", "Ubuntu-22.04": "21.08", "Ubuntu-24.04": "2
 SLURM_RELEASES = ("20.11", "21.08", "22.05", "23.02", "23.11", "24.05", "24.11", "25.05", "25.11")
 # The first with a cgroup v2 plugin: src/plugins/cgroup/v2 is in slurm-22-05-0-1, not in slurm-21-08-5-1,
 # whose autodetect (src/common/cgroup.c) still picks "cgroup/v2" on a cgroup2 /sys/fs/cgroup and then fails
-# to load it. Every OS above mounts cgroup v2 only (unified hierarchy), so an older Slurm runs no job
-# with cgroups on.
+# to load it. Every OS above boots with cgroup v2 only (unified hierarchy), so an older Slurm runs no job
+# with cgroups on: the rule where only the OS is known (plan, from the image). A host booted with cgroup v1
+# (systemd.unified_cgroup_hierarchy=0) runs 21.08's cgroup/v1 plugin, which autodetect picks there: where
+# a host's mounts are known (a rack's facts), they decide.
 SLURM_FIRST_CGROUP_V2 = "22.05"
+# The one fix for a Slurm cluster whose daemons' OSes do not go together, said for the controller and the
+# compute pools alike (a fix of one side alone meets the release window on the other): one OS for all
+SAME_OS = ("give the controller and every compute pool the same OS: on a cloud leave image out of every pool "
+           "or name one image on all of them; on a rack, one OS on every host")
+CGROUP_OS = ("give the controller and every compute pool one OS whose Slurm is 22.05 or newer: on a cloud leave "
+             "image out of every pool (a Slurm stack's pools boot ubuntu-24.04, Slurm 23.11) or name ubuntu-24.04 "
+             "or rocky-9 on each; on a rack, Debian 12, Ubuntu 24.04 or EL 9 on every host")
 
 
 
@@ -102,7 +112,7 @@ class Problem:
 def check(*, driver: str, cuda: str, osfinger: str | None = None, gpu: str | None = None,
           open_modules: bool | None = None, frameworks: dict[str, str] | None = None) -> list[Problem]:
     """Every incompatibility between the chosen driver branch, CUDA, OS, GPU and frameworks."""
-    out: list[tuple[str, Problem]] = []
+    out: list[Problem] = []
     branch = int(str(driver).split(".")[0])
     if cuda not in CUDA_MIN_DRIVER:
         out.append(Problem("software.cuda", f"CUDA {cuda} is not a toolkit gpufleet knows",
@@ -236,29 +246,29 @@ def slurm_window(controller: str) -> int:
     return 3 if _v(controller) >= _v("24.11") else 2
 
 
-def slurm_check(hosts: list[tuple[str, str, str | None]], *, cgroups: bool) -> list[tuple[str, Problem]]:
+def slurm_check(hosts: list[tuple[str, str, str | None]], *, cgroups: bool,
+                cgroup_v1: Collection[str] = ()) -> list[tuple[str, Problem]]:
     """Whether the Slurm each host's OS installs can run this cluster (``hosts``: where, its role
     ``controller`` or ``compute``, its OS as Salt's osfinger, None when unknown): with cgroups, a
-    release that has cgroup v2; every slurmd no newer than slurmctld and at most ``slurm_window``
-    releases older (slurmd <= slurmctld: "Rolling upgrades are also possible if the slurmctld is
-    upgraded first", upgrades.html; slurmdbd runs beside slurmctld, so the same release). Hosts whose
-    OS gpufleet has no Slurm figure for are not judged. Each problem comes with the host it is about;
-    its key is ``os``: the host's OS is what to change."""
+    release that has cgroup v2, unless the host is seen to run cgroup v1 (``cgroup_v1``); every
+    slurmd no newer than slurmctld and at most ``slurm_window`` releases older (slurmd <= slurmctld:
+    "Rolling upgrades are also possible if the slurmctld is upgraded first", upgrades.html; slurmdbd
+    runs beside slurmctld, so the same release). Hosts whose OS gpufleet has no Slurm figure for are
+    not judged. Each problem comes with the host it is about; its key is ``os``: the host's OS is what
+    to change."""
     known = [(where, role, os_, SLURM_OF_OS[os_]) for where, role, os_ in hosts if os_ in SLURM_OF_OS]
     out: list[tuple[str, Problem]] = []
     if cgroups:
         for where, role, os_, ver in known:
-            if role == "compute" and _v(ver) < _v(SLURM_FIRST_CGROUP_V2):
+            if role == "compute" and _v(ver) < _v(SLURM_FIRST_CGROUP_V2) and where not in cgroup_v1:
                 out.append((where, Problem("os", f"{os_} installs Slurm {ver}, which has no cgroup v2 support, and "
-                                                 f"{os_} mounts cgroup v2 only: slurmd would start no job with cgroups on",
-                                           "use an OS whose Slurm is 22.05 or newer for the Slurm pools (image: "
-                                           "ubuntu-24.04 or rocky-9; Debian 12 on racks), or set slurm: {cgroups: false}")))
+                                                 f"{os_} boots with cgroup v2 only: slurmd would start no job with cgroups on",
+                                           f"{CGROUP_OS}; or set slurm: {{cgroups: false}}")))
     ctl = next(((where, os_, ver) for where, role, os_, ver in known if role == "controller"), None)
     if ctl is None:
         return out
     ctl_where, ctl_os, ctl_ver = ctl
-    hint = (f"give the compute pools an OS whose Slurm is {ctl_ver} or at most {slurm_window(ctl_ver)} releases "
-            "older, or the controller one whose Slurm is as new as theirs")
+    hint = CGROUP_OS if cgroups else SAME_OS
     for where, role, os_, ver in known:
         if role != "compute":
             continue

@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from gpufleet import catalog, spec
-from gpufleet.catalog.images import osfinger
+from gpufleet.catalog.images import IMAGES, osfinger
 from gpufleet.clouds import provider
 from gpufleet.clouds.tags import Cluster
-from gpufleet.configure import FORMULAS, software
+from gpufleet.configure import FORMULAS, packages, software
 from gpufleet.engine.addresses import address_needs, plan_addresses
 from gpufleet.errors import InputError, NotFound, did_you_mean
 from gpufleet.perf import workloads
@@ -27,7 +27,8 @@ def load(path: str | Path, cat=None, *, text: str | None = None) -> spec.Stack:
     """Load and fully validate a stack file. Raises SpecError/SpecErrors (exit code 2)."""
     return spec.load(path, cat if cat is not None else catalog.load(), text=text,
                      pool_checks=[interconnect, provider_rules, failover_places, reserved_places],
-                     stack_checks=[formulas, software_fits, workload_known, addresses_fit, bastion_pool, tags_fit])
+                     stack_checks=[formulas, software_fits, lustre_clients, workload_known, addresses_fit, bastion_pool,
+                                   tags_fit])
 
 
 def interconnect(stack, pool, instance, cat) -> Iterable[Problem]:
@@ -224,6 +225,31 @@ def software_fits(stack, cat) -> Iterable[Problem]:
         hosts = [(p.name, p.role, osfinger(p.image)) for p in stack.pools if not p.on_rack]
         for name, prob in software.slurm_check(hosts, cgroups=stack.slurm.cgroups):
             yield Problem(("pools", index[name], "image"), prob.message, prob.hint)
+
+
+def lustre_clients(stack, cat) -> Iterable[Problem]:
+    """A cloud pool with Lustre storage boots an OS its cloud's Lustre client is confirmed for (or names
+    the package in its pillar): the formula would fail on the node, after the file system and the nodes
+    were made. The hint names the images that have one (with Slurm's cgroups, those whose Slurm has
+    cgroup v2)."""
+    for i, pool in enumerate(stack.pools):
+        os_ = osfinger(pool.image)
+        if pool.on_rack or os_ is None or not any(s.type == "lustre" for s in pool.storage) \
+                or (pool.salt.pillar.get("lustre_client") or {}).get("package"):
+            continue
+        flavor = provider(pool.provider).lustre_flavor
+        why = packages.unconfirmed("lustre_client", flavor, os_)
+        if why is None:
+            continue
+        slurm_cgroups = stack.slurm is not None and stack.slurm.cgroups
+        fits = [name for name, os_of in IMAGES.items()
+                if packages.unconfirmed("lustre_client", flavor, os_of) is None
+                and not (slurm_cgroups and software.slurm_check([("", "compute", os_of)], cgroups=True))]
+        yield Problem(("pools", i, "image"), f"no confirmed {flavor} Lustre client for {os_} ({why}): its "
+                      "formula would fail on the nodes after they and the file system were made",
+                      (f"name image: {' or '.join(fits)}" + (" on every pool" if stack.slurm else "") if fits
+                       else "boot an image with a Lustre client") + " or set lustre_client: {package: ...} in "
+                      "the pool's salt pillar")
 
 
 def cloud_pools(stack, pool: str | None, *, without: str = "") -> list:

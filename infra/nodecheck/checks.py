@@ -81,10 +81,12 @@ class Node:
 def timeouts(node: Node) -> list[dict]:
     """The tools that did not answer in the time they had: whatever else was read, a node whose tools
     hang is not healthy (and its other checks may stand on nothing)."""
-    if not node.tools.late:
+    tools = node.tools
+    if not tools.late and not tools.hung:
         return []
-    return [result("health.timeout", "fail", ", ".join(f"{t} after {s:.0f} s" for t, s in node.tools.late.items()),
-                   "every tool answers", "GF-HEALTH-TIMEOUT")]
+    said = [f"{t} after {s:.0f} s" + (" and stuck after its kill" if t in tools.hung else "") for t, s in tools.late.items()]
+    said += [f"{t} stuck after its kill" for t in tools.hung if t not in tools.late]
+    return [result("health.timeout", "fail", ", ".join(said), "every tool answers", "GF-HEALTH-TIMEOUT")]
 
 
 def _gpu_tool(node: Node, check: str):

@@ -29,7 +29,8 @@ def run(expect: dict, level: str = "quick", tools: Tools | None = None, root: st
                  checks.dcgm, checks.nccl, checks.clocks, checks.copy_bandwidth):
         results += step(node)
     results += checks.storage(node, read_test=level == "full")
-    # first: a drain reason is cut at 200 characters, and the checks that stood on a hung tool follow it
+    # first: the checks that stood on a hung tool follow it, and Slurm's health check cuts its drain reason
+    # (at 200 characters, its own limit: slurmctld keeps a reason whole)
     results = checks.timeouts(node) + results
     return report(expect, level, results, time.monotonic() - started, node.tools.seconds)
 

@@ -5,7 +5,9 @@ A run may have a budget for the tools it reads from (slurmd's health check: slur
 after 60 s; the load tests, started and finished apart, are not part of it): each gets at most a third
 of it, or what is left, so that one that hangs leaves time to read the others, and a tool that did not
 answer in time is not asked again in the same run (a GPU that fell off the bus hangs every nvidia-smi
-call); ``late`` names them."""
+call); ``late`` names them. A tool that overran is killed and given ``KILL_WAIT_S`` to go, no more: one
+stuck in the driver (D state) outlives SIGKILL, and waiting for it (as ``subprocess.run`` does after its
+kill) would hold the whole run past slurmd's limit; it is left behind and ``hung`` names it."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 # where the verify_tools and cuda states put what they build or install (salt/verify_tools), and where
 # the AWS EFA installer puts fi_info (docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html)
 TOOL_DIRS = ("/opt/gpufleet/bin", "/usr/local/cuda/bin", "/opt/amazon/efa/bin", "/usr/sbin", "/sbin")
+KILL_WAIT_S = 1.0  # how long a killed tool is waited for before it is left behind as stuck
 
 
 @dataclass
@@ -45,6 +48,7 @@ class Tools:
         self.budget = budget  # seconds for all the tools run() runs; None: no limit but each tool's own
         self.deadline = time.monotonic() + budget if budget else None
         self.late: dict[str, float] = {}  # tool -> the seconds it was given and did not answer in
+        self.hung: dict[str, int] = {}  # tool -> the pid of one that did not end when killed
 
     def which(self, name: str) -> str | None:
         return shutil.which(name, path=self.path)
@@ -66,15 +70,18 @@ class Tools:
             return Ran(124, "", "not run: the time for the checks is spent", 0.0)
         start = time.monotonic()
         try:
-            p = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=timeout, env=self.env(),
-                               errors="replace")
-            ran = Ran(p.returncode, p.stdout, p.stderr, 0.0)
-        except subprocess.TimeoutExpired as e:
-            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-            ran = Ran(124, out, f"timed out after {timeout:.0f}s", 0.0)
-            self.late[argv[0]] = timeout
+            p = subprocess.Popen([exe, *argv[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=self.env(), errors="replace")
         except OSError as e:
             ran = Ran(126, "", str(e), 0.0)
+        else:
+            try:
+                out, err = p.communicate(timeout=timeout)
+                ran = Ran(p.returncode, out, err, 0.0)
+            except subprocess.TimeoutExpired as e:
+                ran = Ran(124, _text(e.stdout), f"timed out after {timeout:.0f}s", 0.0)
+                self.late[argv[0]] = timeout
+                self._kill(p, argv[0])
         ran.seconds = time.monotonic() - start
         if not self.background:
             self.seconds += ran.seconds
@@ -98,13 +105,29 @@ class Tools:
         try:
             out, err = p.communicate(timeout=max(0.01, min(left, wait if wait is not None else left)))
             rc = p.returncode
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as e:
             if time.monotonic() - p.started < timeout:
                 return None
-            p.kill()
-            out, err = p.communicate()
-            rc, err = 124, f"timed out after {timeout:.0f}s"
+            out, err, rc = _text(e.stdout), f"timed out after {timeout:.0f}s", 124
+            self._kill(p, os.path.basename(p.args[0]))
         seconds = time.monotonic() - p.started
         self.background -= 1
         self.seconds += seconds
         return Ran(rc, out, err, seconds)
+
+    def _kill(self, p: subprocess.Popen, tool: str) -> None:
+        """A tool that overran, killed, its pipes closed; left behind (and named in ``hung``) if it has
+        not gone in ``KILL_WAIT_S``: nothing waits for it."""
+        p.kill()
+        try:
+            p.wait(KILL_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.hung[tool] = p.pid
+        for pipe in (p.stdout, p.stderr):
+            if pipe:
+                pipe.close()
+
+
+def _text(captured) -> str:
+    """What a tool printed before it timed out (``TimeoutExpired`` holds it as bytes, or None)."""
+    return captured.decode(errors="replace") if isinstance(captured, bytes) else (captured or "")

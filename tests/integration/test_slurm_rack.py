@@ -3,27 +3,34 @@
 played by the stand-in tools, its device files in its own /dev), with cgroups on (each rack host has a
 cgroup tree of its own). `sinfo` lists them idle; every key of the rendered files is one Debian's own
 manual pages document; each node is told its sockets, cores and threads as `slurmd -C` counts them;
-jobs run in their cgroups; two one-GPU jobs run at once on the H100 node, each seeing its own GPU only;
-a host whose node checks fail (an XID 79) is drained by the health check with the fault as its reason
-and resumed once they pass; a hung nvidia-smi drains its node with GF-HEALTH-TIMEOUT before slurmd
-would kill the check; slurmdbd (with MariaDB on the controller) records the jobs for `sacct`, `status`
-shows the scheduler's view, and `down --clean` leaves nothing behind but the accounting database."""
+jobs run in their cgroups; two one-GPU jobs run at once on the H100 node, each seeing its own GPU only
+and given its GPU's share of the node (an 8-GPU job all of it); a host whose node checks fail (an XID 79)
+is drained by the health check with the fault as its reason and resumed once they pass; a hung
+nvidia-smi drains its node with GF-HEALTH-TIMEOUT naming it before slurmd would kill the check, and
+overlapping checks run one nvidia-smi, not a pile; slurmdbd (with MariaDB on the controller) records the
+jobs for `sacct`, `status` shows the scheduler's view, and `down --clean` leaves nothing behind but the
+accounting database."""
 
 import re
 import time
 
 import pytest
+import yaml
 
 from tests.conftest import ROOT
 from tests.integration import localrack
 from tests.integration.localrack import gpufleet, install_standins, on_host, remove_standins
 
-STACK = str(ROOT / "tests" / "integration" / "slurm-rack.yaml")
+STACK_FILE = ROOT / "tests" / "integration" / "slurm-rack.yaml"
+STACK = str(STACK_FILE)
+INTERVAL_S = yaml.safe_load(STACK_FILE.read_text())["slurm"]["health_check_interval"]
 CLUSTER = "e2e-slurm"
 COMPUTE = ("h2", "h3", "h4")  # the rack's hosts 2-4 (their UTS names): two L4 nodes, then the H100 node
 H100_HOST, H100_GPUS = 4, 8
 NVIDIA_MAJOR = 195  # the NVIDIA driver's character devices: /dev/nvidia0.. (minor = index), /dev/nvidiactl (255)
 SLURMD_KILLS_AFTER_S = 60  # slurmd.c run_script_health_check, max_wait (Slurm 22.05.8)
+# a node's state follows its checks within two of the stack's health check intervals and one check
+CHECKS_WITHIN_S = 2 * INTERVAL_S + SLURMD_KILLS_AFTER_S
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rack")]
 
@@ -101,10 +108,57 @@ sleep 300
 """
 
 
+def _mem_mb(mem: str) -> int:
+    """A TRES memory figure (``2750M``, ``21G``) in MiB: Slurm writes it in the largest unit that holds it
+    exactly."""
+    return round(float(mem[:-1]) * {"M": 1, "G": 1024, "T": 1024 ** 2}[mem[-1]])
+
+
+def _allocated(job: str) -> tuple[int, str, int]:
+    """What slurmctld allocated a job: (its memory in MiB, its CPUs, its GPUs), from its TRES (``TRES=`` in
+    22.05, ``AllocTRES=`` from 23.02; without AccountingStorageTRES=gres/gpu they hold no GPUs) and JOB_GRES."""
+    shown = on_host(1, f"scontrol show job -d {job}").stdout
+    tres = dict(kv.split("=", 1) for kv in re.search(r"\b(?:Alloc)?TRES=(\S+)", shown).group(1).split(","))
+    gres = re.search(r"JOB_GRES=gpu:\w+:(\d+)", shown)
+    return _mem_mb(tres["mem"]), tres["cpu"], int(gres.group(1)) if gres else 0
+
+
+def _per_gpu() -> tuple[dict, int]:
+    node = _fields(on_host(1, f"scontrol show node h{H100_HOST} -o").stdout)
+    return node, int(node["RealMemory"]) // H100_GPUS
+
+
+def _gpu_jobs_get_their_gpus_share(jobs: list[str]) -> None:
+    """A GPU job without --mem or --cpus-per-gpu gets its GPUs' share of the node (DefMemPerGPU and
+    DefCpuPerGPU, 1/8 of it per GPU here) -- not DefMemPerCPU's share of its one CPU, which cgroup.conf's
+    ConstrainRAMSpace makes its memory limit (on a p5.48xlarge 1% of the node: an 8-GPU job OOM-killed).
+    The stand-in node has 2 CPUs for its 8 GPUs: less than one CPU per GPU, so a job gets Slurm's one."""
+    node, per_gpu = _per_gpu()
+    for j in jobs:
+        got = _allocated(j)
+        assert got == (per_gpu, str(max(1, int(node["CPUTot"]) // H100_GPUS)), 1), (j, got, node)
+
+
+def _an_8_gpu_job_gets_the_whole_node() -> None:
+    node, per_gpu = _per_gpu()
+    whole = on_host(1, "sbatch --parsable -p h100 --gres=gpu:8 --wrap 'sleep 300'")
+    assert whole.returncode == 0, whole.stderr
+    job = whole.stdout.strip().split(";")[0]
+    try:
+        assert _until(lambda: on_host(1, f"squeue -h -j {job} -o %T").stdout.strip(), lambda s: s == "RUNNING") \
+            == "RUNNING", on_host(1, f"scontrol show job {job}").stdout
+        mem, _, gpus = _allocated(job)
+        assert (mem, gpus) == (per_gpu * H100_GPUS, H100_GPUS), (mem, gpus, node)  # the node's memory, less rounding
+    finally:
+        on_host(1, f"scancel {job}")
+    assert _until(_nodes, lambda n: n.get("h4") == "idle")["h4"] == "idle"
+
+
 def _two_one_gpu_jobs_at_once() -> None:
     """Two one-GPU jobs on the 8-GPU node run at once (without DefMemPerCPU the first took the node's
     memory and the second waited); each may open its own GPU's device file only (the driver is not
-    there: "No such device or address"), the other GPUs' are denied it ("Operation not permitted")."""
+    there: "No such device or address"), the other GPUs' are denied it ("Operation not permitted");
+    each got its GPU's share of the node, and an 8-GPU job gets the whole of it."""
     assert on_host(1, "cat > /tmp/gpu-probe.sh", stdin=GPU_PROBE).returncode == 0
     jobs = []
     for _ in range(2):
@@ -126,27 +180,50 @@ def _two_one_gpu_jobs_at_once() -> None:
         for idx, opened in seen.items():
             assert opened.pop(f"/dev/nvidia{idx}") == "No such device or address", (idx, opened)
             assert set(opened.values()) == {"Operation not permitted"}, (idx, opened)
+        _gpu_jobs_get_their_gpus_share(jobs)
     finally:
         on_host(1, f"scancel {' '.join(jobs)}")
     assert _until(_nodes, lambda n: n.get("h4") == "idle")["h4"] == "idle"
+    _an_8_gpu_job_gets_the_whole_node()
+
+
+def _overlapping_checks_run_one_nvidia_smi() -> None:
+    """slurmd starts a health check every interval whether the last ended or not (req.c, 22.05.8), and
+    runs over a hung nvidia-smi piled up, each with its own (four at once here before the lock). Two
+    checks started at once by hand, as slurmd starts them, beside slurmd's own: one runs, the other
+    finds it running and does nothing, and no more than one nvidia-smi is ever alive."""
+    started = on_host(H100_HOST, "for i in 1 2; do setsid sh -c \"env -i SLURMD_NODENAME=h4 "
+                                 "/usr/local/sbin/gpufleet-slurm-health >/tmp/health-$i.out 2>&1; "
+                                 "echo rc=\\$? >>/tmp/health-$i.out\" </dev/null >/dev/null 2>&1 & done")
+    assert started.returncode == 0, started.stderr
+    most = 0
+    for _ in range(20):
+        most = max(most, int(on_host(H100_HOST, "pgrep -f -c '[s]bin/nvidia-smi'").stdout.strip() or 0))
+        time.sleep(1)
+    said = _until(lambda: on_host(H100_HOST, "cat /tmp/health-1.out /tmp/health-2.out").stdout,
+                  lambda out: out.count("rc=") == 2, timeout=2 * SLURMD_KILLS_AFTER_S)
+    assert most == 1 and "another health check is running on this node" in said, (most, said)
 
 
 def _a_hung_gpu_drains_its_node() -> None:
     """nvidia-smi hangs (a GPU that fell off the bus): the health check drains the node with
-    GF-HEALTH-TIMEOUT, which it can only do if it finishes before slurmd kills it; once nvidia-smi
-    answers again the node is resumed."""
+    GF-HEALTH-TIMEOUT naming nvidia-smi, which it can only do if it finishes before slurmd kills it;
+    overlapping checks leave one nvidia-smi, not a pile; once nvidia-smi answers again the node is
+    resumed."""
     install_standins(H100_HOST, {"nvidia-smi.hang": ""}, "h100x8")
     hung = time.monotonic()
     try:
+        _overlapping_checks_run_one_nvidia_smi()
         shown = _until(lambda: on_host(1, f"scontrol show node h{H100_HOST} -o").stdout,
-                       lambda s: "GF-HEALTH-TIMEOUT" in s, timeout=3 * SLURMD_KILLS_AFTER_S)
+                       lambda s: "GF-HEALTH-TIMEOUT" in s, timeout=CHECKS_WITHIN_S)
         log = on_host(H100_HOST, "grep health_check /var/log/slurm/slurmd.log").stdout
-        assert "DRAIN" in shown and "Reason=gpufleet: GF-HEALTH-TIMEOUT health.timeout" in shown, (shown, log)
+        assert "DRAIN" in shown and "Reason=gpufleet: GF-HEALTH-TIMEOUT health.timeout (nvidia-smi after " in shown, \
+            (shown, log)
         assert "poll timeout" not in log and "killed" not in log, log  # slurmd never had to kill it
         print(f"a hung nvidia-smi drained h{H100_HOST} {time.monotonic() - hung:.0f} s after it hung")
     finally:
         install_standins(H100_HOST, {}, "h100x8")
-    assert _until(_nodes, lambda n: n.get("h4") == "idle")["h4"] == "idle"
+    assert _until(_nodes, lambda n: n.get("h4") == "idle", timeout=CHECKS_WITHIN_S)["h4"] == "idle"
 
 
 def test_slurm_comes_up_runs_jobs_drains_a_failing_node_and_goes(rack):
@@ -177,13 +254,14 @@ def test_slurm_comes_up_runs_jobs_drains_a_failing_node_and_goes(rack):
     xid = (ROOT / "tests" / "data" / "verify" / "journal-xid79.txt").read_text()
     install_standins(3, {"journal.txt": xid})  # host 3 (h3) now shows a GPU with a fatal XID
     try:
-        shown = _until(lambda: on_host(1, "scontrol show node h3 -o").stdout, lambda s: "Reason=gpufleet:" in s)
+        shown = _until(lambda: on_host(1, "scontrol show node h3 -o").stdout, lambda s: "Reason=gpufleet:" in s,
+                       timeout=CHECKS_WITHIN_S)
         assert "DRAIN" in shown and "Reason=gpufleet: GF-XID-FATAL health.xid" in shown, shown
         assert _nodes()["h2"] == "idle"
     finally:
         remove_standins(3)
     # its checks pass again (no GPU seen at configure time, none expected of it): resumed
-    assert _until(_nodes, lambda n: n.get("h3") == "idle")["h3"] == "idle"
+    assert _until(_nodes, lambda n: n.get("h3") == "idle", timeout=CHECKS_WITHIN_S)["h3"] == "idle"
 
     _a_hung_gpu_drains_its_node()
 
@@ -191,8 +269,9 @@ def test_slurm_comes_up_runs_jobs_drains_a_failing_node_and_goes(rack):
     assert rc == 0, [(h["host"], h.get("error")) for h in (doc or {}).get("hosts", [])] or err[-2000:]
     for i in range(1, 5):
         left = on_host(i, "ss -ltnH '( sport = :6817 or sport = :6818 or sport = :6819 or sport = :3306 )' | wc -l; "
-                          "ls /etc/slurm/slurm.conf /etc/slurm/slurmdbd.conf /etc/munge/munge.key "
-                          "/usr/local/sbin/gpufleet-slurm-health 2>/dev/null; dpkg -l slurmd slurmctld slurmdbd "
+                          "ls -d /etc/slurm/slurm.conf /etc/slurm/slurmdbd.conf /etc/munge/munge.key "
+                          "/usr/local/sbin/gpufleet-slurm-health /run/gpufleet-health 2>/dev/null; "
+                          "dpkg -l slurmd slurmctld slurmdbd "
                           "slurm-client slurm-wlm-basic-plugins munge libmunge2 mariadb-server 2>/dev/null | grep -c '^ii'")
         assert left.stdout.split() == ["0", "0"], (i, left.stdout, left.stderr)
     # the job history is data: MariaDB's purge keeps the accounting database

@@ -91,6 +91,19 @@ def test_sockets_cores_and_threads_from_lscpu():
     assert facts.parse_lscpu("") == []
 
 
+def test_the_cgroup_hierarchy_a_host_runs_as_slurm_reads_it():
+    """The review of issue 48: whether Slurm 21.08 (no cgroup v2 plugin) can confine jobs was judged by
+    the OS's name, while its autodetect reads /sys/fs/cgroup (src/common/cgroup.c, 21.08.5): cgroup v1
+    on the test rack's hosts (a tmpfs over this machine's own, whose systemd hierarchy is v1: the later
+    mount is on top), v2 on the lent H200 (Ubuntu 24.04, cgroup2)."""
+    assert facts.parse_cgroup((DATA / "mounts-cgroup-testrack.txt").read_text()) == "v1"
+    assert facts.parse_cgroup((DATA / "mounts-cgroup-h200-vm.txt").read_text()) == "v2"
+    hybrid = "tmpfs /sys/fs/cgroup tmpfs rw 0 0\ncgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n" \
+             "cgroup2 /sys/fs/cgroup/systemd cgroup2 rw 0 0\n"
+    assert facts.parse_cgroup(hybrid) == "v2" and facts.parse_cgroup("sysfs /sys sysfs rw 0 0\n") == ""
+    assert facts.parse_probe((DATA / "debian12-testrack.txt").read_text()).cgroup == "v1"
+
+
 def test_the_node_agent_counts_the_cpus_as_lscpu_does():
     """The cloud node agent (standard library only) reads sysfs; lscpu reads the same: one answer."""
     if shutil.which("lscpu") is None:

@@ -4,9 +4,13 @@ gres.conf(5) and topology.conf(5); the stack's slurm: block checked; the formula
 Salt on every supported OS."""
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -135,6 +139,31 @@ def test_a_node_is_its_sockets_cores_and_threads_and_a_job_gets_its_cpus_share_o
         assert any(per_cpu == int(n["RealMemory"]) // int(n["CPUs"]) for n in members)  # and no less than it can
 
 
+def test_a_gpu_job_gets_its_gpus_share_of_the_node_and_any_other_job_its_cpus_share(rendered):
+    """The review of issue 48: DefMemPerCPU alone gave a GPU job without --mem its one CPU's share of the
+    node (1% of a p5.48xlarge, its cgroup's limit: an 8-GPU training job OOM-killed). A GPU partition
+    also gives DefMemPerGPU and DefCpuPerGPU, each GPU's share of the node, so that a one-GPU job gets
+    1/8 of an 8-GPU node and an 8-GPU job all of it; a job without GPUs keeps its CPUs' share."""
+    st, files, _ = rendered
+    parts = {d["PartitionName"]: d for d in _conf(files["slurm.conf"]) if "PartitionName" in d}
+    nodes = {d["NodeName"]: d for d in _conf(files["slurm.conf"]) if "NodeName" in d}
+    for name, part in parts.items():
+        node = nodes[part["Nodes"].split(",")[0]]  # the pools' nodes are alike here
+        gpus = int(node["Gres"].rsplit(":", 1)[1])
+        assert int(part["DefMemPerGPU"]) == int(node["RealMemory"]) // gpus, (name, part)
+        assert int(part["DefCpuPerGPU"]) == int(node["CPUs"]) // gpus, (name, part)
+        assert int(part["DefMemPerCPU"]) == int(node["RealMemory"]) // int(node["CPUs"]), (name, part)
+    assert parts["h100"]["DefCpuPerGPU"] == "24"  # p5.48xlarge: 192 vCPUs for 8 GPUs
+    ctl = slurm.node("c", "10.0.0.5", st.pools[0], cpus=4, mem_gib=16, gpus=0, gpu=None)
+    plain = [slurm.node("cpu0", "10.0.0.6", st.pools[1], cpus=16, mem_gib=64, gpus=0, gpu=None),
+             slurm.node("small", "10.0.0.7", st.pools[2], cpus=2, mem_gib=16, gpus=8, gpu="T4")]
+    parts = {d["PartitionName"]: d for d in _conf(slurm.render(st, "train", ctl, plain)["slurm.conf"])
+             if "PartitionName" in d}
+    assert "DefMemPerGPU" not in parts["h100"] and "DefCpuPerGPU" not in parts["h100"]  # no GPUs: no GPU share
+    # fewer CPUs than GPUs: a share of less than one CPU is none, and a job keeps Slurm's one
+    assert "DefCpuPerGPU" not in parts["t4"] and int(parts["t4"]["DefMemPerGPU"]) == int(16 * 1024 * 0.95) // 8
+
+
 def test_cgroups_confine_jobs_unless_the_stack_says_hosts_share_a_kernel(rendered, tmp_path):
     _, files, cat = rendered
     assert "ConstrainDevices=yes" in files["cgroup.conf"]
@@ -169,6 +198,25 @@ def test_two_controllers_or_a_controller_without_slurm_are_refused(tmp_path, cha
     with pytest.raises(SpecErrors) as e:
         stacks.load(path, catalog.load(use_config=False))
     assert message in str(e.value)
+
+
+def test_a_health_check_interval_shorter_than_a_check_is_refused(tmp_path):
+    """The review of issue 48: an interval of 1-59 s was taken, and slurmctld asks for a check every
+    interval whether the last ended or not (the rack ran one every 10 s). An interval is 0 (none) or at
+    least the 60 s slurmd gives a check, which the program's own budget keeps inside."""
+    path = tmp_path / "fast.yaml"
+    path.write_text(STACK.replace("health_check_interval: 120", "health_check_interval: 10"))
+    with pytest.raises(SpecErrors) as e:
+        stacks.load(path, catalog.load(use_config=False))
+    (error,) = [x.to_dict() for x in e.value.errors]
+    assert error["key"] == "slurm.health_check_interval" and error["line"] == 5, error
+    assert "shorter than one check may take" in error["message"] and "60 or more" in error["hint"], error
+    from gpufleet.spec import HEALTH_CHECK_MIN_S
+
+    for ok in (0, HEALTH_CHECK_MIN_S):
+        path.write_text(STACK.replace("health_check_interval: 120", f"health_check_interval: {ok}"))
+        stacks.load(path, catalog.load(use_config=False))
+    assert _health_program().BUDGET_S < HEALTH_CHECK_MIN_S <= 60  # slurmd kills a check at 60 s
 
 
 def test_the_munge_key_is_made_once_per_cluster_and_kept_private(tmp_path, monkeypatch):
@@ -279,6 +327,8 @@ def test_accounting_gives_the_controller_slurmdbd_and_its_database_and_no_one_el
     clean = render(salt_call(), tmp_path / "acct-clean", {**OSES["Debian-12"], "host": "ctl0"},
                    {"gpufleet": {"live": False}, "slurm": pil["ctl-0"]}, ["slurm.clean"])
     assert _arg(clean["slurm-clean-database-pkg-purged"]["pkg"], "onlyif") == "test -f " + _arg(marker, "name")
+    # the health program's lock and record of stuck tools go too (where it keeps them when slurmd runs it bare)
+    assert _health_program().RUN_DIR in _arg(clean["slurm-clean-files-file-absent"]["file"], "names")
 
 
 def _arg(state: list, key: str):
@@ -343,10 +393,53 @@ def test_ubuntu_2204s_slurm_21_08_is_refused_with_cgroups_naming_the_pool_and_a_
     path.write_text(STACK.replace("image: ubuntu-24.04", "image: ubuntu-22.04")
                     .replace("slurm: {health_check_interval: 120}", "slurm: {cgroups: false}"))
     stacks.load(path, cat)
-    # a pool on the default image is Ubuntu 22.04 too
-    path.write_text(STACK.replace("    image: ubuntu-24.04\n    nodes: 2\n", "    nodes: 2\n"))
-    with pytest.raises(SpecErrors, match="installs Slurm 21.08"):
+
+
+def test_a_slurm_stack_that_names_no_image_works_and_a_refusal_names_one_fix_for_every_pool(tmp_path):
+    """The review of issue 48: `slurm: {}` with no image was refused (the default image, Ubuntu 22.04, has
+    Slurm 21.08), and the hint's fix (ubuntu-24.04 on the compute pool) met a second refusal (slurmd 23.11
+    newer than the controller's slurmctld 21.08). A Slurm stack's cloud pools that name no image boot
+    ubuntu-24.04, the controller's with them; a stack without Slurm, or with cgroups off (which 22.04's
+    Slurm runs), keeps the default; a refusal names one fix for the controller and the compute pools."""
+    cat = catalog.load(use_config=False)
+    path = tmp_path / "plain.yaml"
+    plain = STACK.replace("slurm: {health_check_interval: 120}", "slurm: {}").replace("    image: ubuntu-24.04\n", "")
+    path.write_text(plain)
+    assert [p.image for p in stacks.load(path, cat).pools] == ["ubuntu-24.04"] * 3
+    p5 = "    instance_type: p5.48xlarge\n"
+    path.write_text(plain.replace(p5, p5 + "    image: ubuntu-24.04\n"))
+    stacks.load(path, cat)  # the review's second refusal: the compute pool on 24.04, the controller on the default
+    path.write_text(plain.replace("slurm: {}", "slurm: {cgroups: false}"))
+    assert [p.image for p in stacks.load(path, cat).pools] == [None] * 3  # Ubuntu 22.04 on every pool
+    path.write_text(plain.replace("slurm: {}\n", "").replace("    role: controller\n", ""))
+    assert [p.image for p in stacks.load(path, cat).pools] == [None] * 3
+    path.write_text(plain.replace("    role: controller\n", "    role: controller\n    image: ubuntu-22.04\n"))
+    with pytest.raises(SpecErrors) as e:
         stacks.load(path, cat)
+    errors = [x.to_dict() for x in e.value.errors]
+    assert {x["key"] for x in errors} == {"pools[1].image", "pools[2].image"}, errors
+    assert "slurmd 23.11 (Ubuntu-24.04) is newer than slurmctld 21.08 on ctl (Ubuntu-22.04)" in errors[0]["message"]
+    assert errors[0]["hint"].startswith("give the controller and every compute pool one OS whose Slurm is 22.05 or "
+                                        "newer: on a cloud leave image out of every pool"), errors[0]
+
+
+def test_where_the_slurm_default_image_has_no_lustre_client_the_one_image_that_fits_is_named(tmp_path):
+    """A Slurm stack's pools boot Ubuntu 24.04, for which gpufleet confirms no Azure Managed Lustre client
+    (salt/lib/packages.yaml): the formula would fail on the nodes after they and the file system were
+    made. `plan` refuses it, naming the image that has both Slurm's cgroup v2 and the client (rocky-9)."""
+    cat = catalog.load(use_config=False)
+    path = tmp_path / "amlfs.yaml"
+    lustre = "    storage: [{type: lustre, capacity_tib: 16, throughput_mbps_per_tib: 500, mount: /amlfs}]\n"
+    text = AZURE.replace("    image: ubuntu-24.04\n", "").replace("    nodes: 2\n", "    nodes: 2\n" + lustre)
+    path.write_text(text)
+    with pytest.raises(SpecErrors) as e:
+        stacks.load(path, cat)
+    (error,) = [x.to_dict() for x in e.value.errors]
+    assert error["key"] == "pools[1].image" and "no confirmed amlfs Lustre client for Ubuntu-24.04" in error["message"]
+    assert error["hint"] == ("name image: rocky-9 on every pool or set lustre_client: {package: ...} in the pool's "
+                             "salt pillar"), error
+    path.write_text(text.replace("    region: eastus\n", "    region: eastus\n    image: rocky-9\n"))
+    stacks.load(path, cat)
 
 
 def test_a_controller_older_than_its_nodes_or_nodes_too_far_behind_are_refused(tmp_path):
@@ -376,10 +469,14 @@ def test_a_controller_older_than_its_nodes_or_nodes_too_far_behind_are_refused(t
     ("Debian-12", "Rocky-9", None),  # 22.05 both
     ("Debian-12", "Ubuntu-24.04", "slurmd 23.11 (Ubuntu-24.04) is newer than slurmctld 22.05 on ctl-0 (Debian-12)"),
     ("Debian-12", "Ubuntu-22.04", "Ubuntu-22.04 installs Slurm 21.08, which has no cgroup v2 support"),
+    ("Debian-12", "Ubuntu-22.04/v2", "Ubuntu-22.04 installs Slurm 21.08, which has no cgroup v2 support"),
+    ("Debian-12", "Ubuntu-22.04/v1", None),  # booted with cgroup v1: 21.08's cgroup/v1 plugin runs there
 ])
 def test_a_racks_hosts_are_checked_for_their_slurm_before_any_state_runs(tmp_path, ctl, node, refused):
     """On a rack the OS is the hosts': a Debian 12 controller (22.05) with Ubuntu 24.04 nodes (23.11)
-    is refused before anything is installed, naming the host."""
+    is refused before anything is installed, naming the host. The review of issue 48: cgroups are judged
+    by the hierarchy a host mounts where its facts say (Slurm's autodetect picks v1 on a host booted with
+    systemd.unified_cgroup_hierarchy=0), by its OS where they do not."""
     from gpufleet.clouds.baremetal import hosts
     from gpufleet.clouds.baremetal.facts import Facts
     from gpufleet.configure import nodes as configuration
@@ -391,8 +488,10 @@ def test_a_racks_hosts_are_checked_for_their_slurm_before_any_state_runs(tmp_pat
     st = stacks.load(path, catalog.load(use_config=False))
 
     def facts(osfinger):
+        osfinger, _, cgroup = osfinger.partition("/")
         name, version = osfinger.split("-")
-        return Facts(os_id={"Ubuntu": "ubuntu", "Debian": "debian", "Rocky": "rocky"}[name], os_version=version)
+        return Facts(os_id={"Ubuntu": "ubuntu", "Debian": "debian", "Rocky": "rocky"}[name], os_version=version,
+                     cgroup=cgroup)
 
     reports = {t.id: hosts.HostReport(t, facts=facts(ctl if t.pool == "ctl" else node)) for t in hosts.rack_targets(st)}
     if refused is None:
@@ -415,12 +514,10 @@ if sys.argv[1:3] == ["show", "node"]:
 """
 
 
-@pytest.mark.parametrize("stuck", ["nvidia-smi", "the checks"])
-def test_a_hung_gpu_drains_the_node_with_a_timeout_before_slurmd_would_kill_the_check(tmp_path, stuck):
-    """slurmd kills its HealthCheckProgram after 60 s, and a killed check drains nothing: a GPU that
-    fell off the bus (nvidia-smi hangs) kept taking jobs. The program keeps its whole run inside its
-    budget (45 s by default; 9 here) and drains with GF-HEALTH-TIMEOUT, whether a tool hangs or the
-    checks themselves never return (a tool stuck in the driver)."""
+def _health_node(tmp_path, checks_program: str | None = None) -> tuple[list[str], dict]:
+    """A node as the health program sees it: its settings (the rack's L4 pool's expectations, a GPU seen at
+    configure time), the verify bundle (or ``checks_program`` in its place), stand-in tools whose
+    nvidia-smi hangs and an scontrol that logs its calls. (The command, the bare environment slurmd gives.)"""
     from gpufleet.verify import bundle, expect
     from tests.verify_standin import standins
 
@@ -429,8 +526,8 @@ def test_a_hung_gpu_drains_the_node_with_a_timeout_before_slurmd_would_kill_the_
     rack.write_text((ROOT / "tests" / "integration" / "slurm-rack.yaml").read_text())
     st = stacks.load(rack, cat)
     checks = tmp_path / "verify.pyz"
-    if stuck == "the checks":
-        checks.write_text("import time\ntime.sleep(3600)\n")
+    if checks_program is not None:
+        checks.write_text(checks_program)
     else:
         checks.write_bytes(bundle.build()[0])
     bin_dir = standins(tmp_path, ROOT / "tests" / "data" / "verify" / "l4x1", {"nvidia-smi.hang": ""})
@@ -439,12 +536,133 @@ def test_a_hung_gpu_drains_the_node_with_a_timeout_before_slurmd_would_kill_the_
     settings = tmp_path / "health.json"
     settings.write_text(json.dumps({"expect": slurm.health_expectations(expect.for_pool(st, st.pools[1], cat)),
                                     "gpus_seen": 1, "bundle": str(checks)}))
+    command = [sys.executable, str(HEALTH), "--budget", "9", "--run-dir", str(tmp_path / "run"), str(settings)]
+    return command, {"PATH": str(bin_dir), "SLURMD_NODENAME": "h2", "SCONTROL_LOG": str(tmp_path / "scontrol.log")}
+
+
+def _scontrol_calls(tmp_path) -> list[list[str]]:
     log = tmp_path / "scontrol.log"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def _standin_smis(tmp_path) -> list[int]:
+    """The stand-in nvidia-smi processes of this test running now."""
+    me = str(tmp_path / "bin" / "nvidia-smi").encode()
+    pids = []
+    for d in Path("/proc").iterdir():
+        try:
+            if d.name.isdigit() and me in (d / "cmdline").read_bytes().split(b"\0") and \
+                    (d / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                pids.append(int(d.name))
+        except OSError:
+            continue
+    return pids
+
+
+@pytest.mark.parametrize("stuck", ["nvidia-smi", "the checks"])
+def test_a_hung_gpu_drains_the_node_with_a_timeout_before_slurmd_would_kill_the_check(tmp_path, stuck):
+    """slurmd kills its HealthCheckProgram after 60 s, and a killed check drains nothing: a GPU that
+    fell off the bus (nvidia-smi hangs) kept taking jobs. The program keeps its whole run inside its
+    budget (45 s by default; 9 here) and drains with GF-HEALTH-TIMEOUT, whether a tool hangs or the
+    checks themselves never return (a tool stuck in the driver); the reason names the tool."""
+    command, env = _health_node(tmp_path, "import time\ntime.sleep(3600)\n" if stuck == "the checks" else None)
     # as slurmd runs it: a bare environment but for the node's name, killed at 60 s
-    ran = subprocess.run([sys.executable, str(HEALTH), "--budget", "9", str(settings)], capture_output=True, text=True,
-                         env={"PATH": str(bin_dir), "SLURMD_NODENAME": "h2", "SCONTROL_LOG": str(log)}, timeout=60)
-    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    ran = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+    calls = _scontrol_calls(tmp_path)
     assert ran.returncode == 1 and calls[0] == ["show", "node", "h2", "-o"], (ran.stdout, ran.stderr)
     (drain,) = [c for c in calls if c[0] == "update"]
     assert drain[:3] == ["update", "NodeName=h2", "State=DRAIN"]
     assert drain[3].startswith("Reason=gpufleet: GF-HEALTH-TIMEOUT "), drain
+    if stuck == "nvidia-smi":  # the review of issue 48: the reason named no tool
+        assert "GF-HEALTH-TIMEOUT health.timeout (nvidia-smi after " in drain[3], drain
+    assert _standin_smis(tmp_path) == []  # nothing left running
+
+
+def test_a_health_check_that_finds_another_running_does_nothing(tmp_path):
+    """The review of issue 48: slurmctld asks for a check every interval and slurmd starts one without
+    waiting for the last (Slurm 22.05.8 controller.c, req.c), so runs over a hung nvidia-smi piled up,
+    each with its own stuck nvidia-smi, and an older run could resume a node a newer one drained. A run
+    that finds the node's lock held leaves at once, asks slurmctld nothing and starts no tool."""
+    command, env = _health_node(tmp_path)
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for _ in range(200):  # until the first run's nvidia-smi hangs
+            if _standin_smis(tmp_path) or first.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert len(_standin_smis(tmp_path)) == 1, first.communicate()
+        second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+        assert second.returncode == 0 and "another health check is running" in second.stdout, second
+        assert len(_standin_smis(tmp_path)) == 1 and first.poll() is None
+    finally:
+        out, err = first.communicate(timeout=60)
+    assert first.returncode == 1 and "GF-HEALTH-TIMEOUT health.timeout (nvidia-smi" in out, (out, err)
+    assert [c[0] for c in _scontrol_calls(tmp_path)] == ["show", "update"]  # the first run's alone
+
+
+ABANDONS = """import json, subprocess, sys
+with open(sys.argv[0] + ".runs", "a") as f:
+    f.write("ran\\n")
+subprocess.Popen(["nvidia-smi", "-q"])  # the checks gave up on it, and it did not end when killed
+print(json.dumps({"verdict": "fail", "failures": [{"check": "health.timeout", "code": "GF-HEALTH-TIMEOUT",
+                                                   "measured": "nvidia-smi after 3 s and stuck after its kill"}]}))
+"""
+
+
+def test_a_tool_stuck_after_its_kill_is_not_run_again_until_it_ends(tmp_path, monkeypatch):
+    """The review of issue 48: a GPU that fell off the bus leaves nvidia-smi in D state, which SIGKILL
+    does not end, and each check (HealthCheckNodeState=ANY checks a drained node too) left one more. The
+    program writes down a tool its checks left alive after the kill; until that process ends no run starts
+    the checks, and the node stays drained naming it; once it is gone the checks run again. (D state cannot
+    be made here: the kill of the checks' process group is made to miss, as it does a process in D state.)"""
+    command, env = _health_node(tmp_path, ABANDONS)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    health = _health_program()
+    killpg = os.killpg
+    monkeypatch.setattr(health.os, "killpg", lambda pgid, sig: None)
+    runs = tmp_path / "verify.pyz.runs"
+    try:
+        assert health.main(command[2:]) == 1
+        (smi,) = _standin_smis(tmp_path)
+        assert health.main(command[2:]) == 1 and runs.read_text() == "ran\n"  # not run again
+        drains = [c[3] for c in _scontrol_calls(tmp_path) if c[0] == "update"]
+        assert drains[-1] == f"Reason=gpufleet: GF-HEALTH-TIMEOUT nvidia-smi (pid {smi}) stuck since an earlier " \
+                             "check: not checked again until it ends", drains
+    finally:
+        for pid in _standin_smis(tmp_path):
+            os.kill(pid, signal.SIGKILL)
+    for _ in range(100):  # until it is gone (its parent, the checks, ended: init reaps it)
+        if not _standin_smis(tmp_path):
+            break
+        time.sleep(0.05)
+    monkeypatch.setattr(health.os, "killpg", killpg)  # the kill takes again: what these checks leave goes
+    health.main(command[2:])
+    assert runs.read_text() == "ran\nran\n" and _standin_smis(tmp_path) == []  # checked again
+
+
+def _health_program():
+    """The health program as a module (it is a script without .py)."""
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.SourceFileLoader("gpufleet_slurm_health", str(HEALTH))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("said, reason", [
+    ("Traceback (most recent call last):\n  File \"x\", line 1\nValueError: bad\r\n",
+     "gpufleet: the node checks did not run (ValueError: bad)"),
+    ("", "gpufleet: the node checks did not run (exit status 3)"),
+])
+def test_a_drain_reason_is_one_line(tmp_path, said, reason):
+    """The review of issue 48: the "did not run" reason carried a traceback's tail, newlines and all:
+    `scontrol show node -o` printed it over several lines, the program never read its own reason back and
+    drained again every run. A reason is one line (the error's last words, no control characters)."""
+    command, env = _health_node(tmp_path, f"import sys\nsys.stderr.write({said!r})\nsys.exit(3)\n")
+    ran = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+    (drain,) = [c for c in _scontrol_calls(tmp_path) if c[0] == "update"]
+    assert ran.returncode == 1 and drain[3] == f"Reason={reason}", (drain, ran.stderr)
+    assert _health_program().one_line("a\tb\x1b[31m\n" + "x" * 300) == ("a b [31m " + "x" * 300)[:200]

@@ -181,6 +181,25 @@ def parse_mounts(text: str) -> list[dict]:
     return out
 
 
+def parse_cgroup(text: str) -> str:
+    """Which cgroup hierarchy a host runs, from /proc/mounts, as Slurm's autodetect reads /sys/fs/cgroup
+    (``_autodetect_cgroup_version``, src/common/cgroup.c, 21.08.5; the same rule in 22.05 and 23.11):
+    ``v2`` a cgroup2 file system there, or a tmpfs whose ``systemd`` hierarchy is cgroup2 (with
+    ``unified``); ``v1`` a tmpfs whose ``systemd`` hierarchy is cgroup v1 (a host booted with
+    systemd.unified_cgroup_hierarchy=0); "" anything else. Of two mounts at one place the later is on top."""
+    top: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3:
+            top[parts[1]] = parts[2]
+    root = top.get("/sys/fs/cgroup")
+    if root == "cgroup2":
+        return "v2"
+    if root == "tmpfs":
+        return {"cgroup": "v1", "cgroup2": "v2"}.get(top.get("/sys/fs/cgroup/systemd", ""), "")
+    return ""
+
+
 def parse_ip_addr(text: str) -> list[dict]:
     """``ip -o -4 addr show``: interface and address/prefix, loopback left out."""
     out = []
@@ -209,6 +228,7 @@ class Facts:
     ib: list[dict] = field(default_factory=list)
     nvme: list[dict] = field(default_factory=list)
     mounts: list[dict] = field(default_factory=list)
+    cgroup: str = ""  # the cgroup hierarchy it runs: v1, v2, "" unknown (parse_cgroup)
     addresses: list[dict] = field(default_factory=list)
     machine_id: str = ""
     host_key: str = ""  # the SSH host key fingerprint it was reached with
@@ -257,6 +277,7 @@ def parse_probe(text: str) -> Facts:
         mem_gib=round(mem.get("MemTotal", 0) / 2**30, 1),
         gpus=gpus, driver=smi[0]["driver"] if smi else None, nvswitches=nvswitch_count(pci),
         ib=ib, nvme=parse_lsblk(sec.get("lsblk", "")), mounts=parse_mounts(sec.get("mounts", "")),
+        cgroup=parse_cgroup(sec.get("mounts", "")),
         addresses=parse_ip_addr(sec.get("ip-addr", "")), machine_id=sec.get("machine-id", "").strip(),
     )
 
