@@ -17,6 +17,7 @@ from gpufleet.cli.tables import (
     render_outcomes,
     render_resources,
     render_verdicts,
+    short_id,
 )
 from gpufleet.errors import GpufleetError, PartialFailure, Unhealthy
 
@@ -226,7 +227,7 @@ def _in_flight(pr) -> str:
 
 
 def _render_nodes(rec, progress) -> None:
-    rows = [[n.pool, n.provider, place(n.location, n.zone), n.machine, n.node_id or "-",
+    rows = [[n.pool, n.provider, place(n.location, n.zone), n.machine, short_id(n.node_id) if n.node_id else "-",
              n.private_ip or "-", n.ssh_endpoint or "", output.money(n.usd_per_hour) if n.usd_per_hour is not None else "-"]
             for n in rec.nodes]
     output.table(f"Cluster {rec.name} is up", ["pool", "provider", "where", "machine", "node", "private IP", "SSH",

@@ -7,6 +7,14 @@ import datetime as dt
 from gpufleet.cli import output
 
 
+def short_id(node_id: str) -> str:
+    """A node's id as a table shows it: an id that is a resource path (an Azure scale set VM's ARM id,
+    .../virtualMachineScaleSets/<set>/virtualMachines/<n>) by its last name and number, <set>/<n>;
+    `--json` keeps the whole id."""
+    parts = node_id.split("/")
+    return "/".join(parts[-3::2]) if len(parts) >= 4 else node_id
+
+
 def render_hosts(reports, title: str) -> None:
     """One row per host: what it is, what happened, and why not when it failed."""
     from rich.markup import escape  # rich is imported only when something is rendered

@@ -631,7 +631,10 @@ def test_a_golden_image_pool_moves_to_another_cloud_only_where_that_cloud_has_it
     c = candidates.for_pool(stack, stack.pools[0], cat)
     assert {x.provider for x in c.ordered} == {"aws"}
     gcp = [d for d in c.dropped if d["candidate"].startswith("gcp")]
-    assert gcp and all("no golden image gpufleet-s-p-0123456789 built for gcp" in d["why"] for d in gcp)
+    # each GCP place is dropped: for the image, or before that for want of a price there
+    assert gcp and all("no golden image gpufleet-s-p-0123456789 built for gcp" in d["why"]
+                       or d["why"].startswith("no ondemand price") for d in gcp)
+    assert any("no golden image" in d["why"] for d in gcp)
 
     Manifest().record(BuiltImage("gpufleet-s-p-0123456789", "gcp", "us-central1",
                                  "projects/p/global/images/gpufleet-s-p-0123456789", "s", "p", "0" * 64,

@@ -213,15 +213,20 @@ def _iso(hours: float) -> str:
     return (NOW + dt.timedelta(hours=hours)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+SUBSCRIPTION = "0f1e2d3c-4b5a-6978-8695-a4b3c2d1e0f9"
+
+
 def _nodes():
     from gpufleet.state.registry import Node
 
     return ([Node("aws-a100", 0, "aws", "us-west-2", "p4d.24xlarge", zone="us-west-2b", node_id="i-0a1b2c3d4e5f60718",
                   private_ip="10.20.1.37", usd_per_hour=21.96, launched_at=_iso(-30))]
             + [Node("gcp-l4", i, "gcp", "us-central1", "g2-standard-8", zone="us-central1-a",
-                    node_id=f"mixed-fleet-gcp-l4-{i}", private_ip=f"10.30.0.{12 + i}", usd_per_hour=0.85) for i in range(4)]
+                    node_id=f"471382946512345678{i}", private_ip=f"10.30.0.{12 + i}", usd_per_hour=0.85) for i in range(4)]
             + [Node("azure-t4", i, "azure", "eastus", "Standard_NC4as_T4_v3", zone="1",
-                    node_id=f"mixed-fleet-azure-t4-vmss_{i}", private_ip=f"10.40.0.{4 + i}", usd_per_hour=0.526)
+                    node_id=(f"/subscriptions/{SUBSCRIPTION}/resourceGroups/mixed-fleet/providers/Microsoft.Compute/"
+                             f"virtualMachineScaleSets/mixed-fleet-azure-t4/virtualMachines/{i}"),
+                    private_ip=f"10.40.0.{4 + i}", usd_per_hour=0.526)
                for i in range(2)]
             + [Node("rack", i, "baremetal", "lab", "4x A100-80GB", node_id=a, private_ip=a, ssh_endpoint=f"{a}:22")
                for i, a in enumerate(["192.0.2.21", "192.0.2.22"])])
@@ -567,6 +572,10 @@ def s_image_list(tmp_path, monkeypatch):
     return [["image", "list"]]
 
 
+def s_examples(tmp_path, monkeypatch):
+    return [["examples"]]
+
+
 def s_budget_list(tmp_path, monkeypatch):
     _registry_with_a_cluster(tmp_path, monkeypatch)
     _budgets(tmp_path, monkeypatch)
@@ -580,7 +589,7 @@ SCENARIOS = {"compare": s_compare, "calibrate": s_calibrate, "plan": s_plan, "up
              "catalog workloads": s_catalog_workloads, "catalog refresh": s_catalog_refresh,
              "catalog sources": s_catalog_sources, "registry rebuild": s_registry_rebuild,
              "capacity find": s_capacity_find, "image plan": s_image_plan, "image build": s_image_build,
-             "image list": s_image_list, "budget list": s_budget_list}
+             "image list": s_image_list, "budget list": s_budget_list, "examples": s_examples}
 
 
 def test_every_command_that_prints_a_table_is_drawn_below():
