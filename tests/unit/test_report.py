@@ -293,7 +293,8 @@ def test_without_matplotlib_the_report_names_the_extra(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_readme_says_how_to_get_a_report():
+def test_the_docs_say_how_to_get_a_report():
     readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Reports"):]
+    assert "(docs/reports.md)" in readme  # the README links the page that says it
+    section = (ROOT / "docs" / "reports.md").read_text()
     assert "gpufleet report" in section and "matplotlib" in section and "gpufleet[report]" in section
