@@ -235,9 +235,9 @@ def test_cli_up_and_down_json(fake, monkeypatch):
     data = json.loads(r.stdout)
     assert data["cluster"]["name"] == "aws-training" and len(data["cluster"]["nodes"]) == 2
     n = len(fake.plan.cloud_resources)
-    # the network, the pool (one fleet and its reader for its 2 nodes, its role with Session Manager's
-    # policy for `gpufleet ssh`), the bucket and its policy
-    assert data["changes"]["create"] == n == 28
+    # the network, the region's AMI pinned for the cluster, the pool (one fleet and its reader for its 2
+    # nodes, its role with Session Manager's policy for `gpufleet ssh`), the bucket and its policy
+    assert data["changes"]["create"] == n == 29
     r = _cli(["--json", "down", str(AWS_STACK), "--yes"], fake, monkeypatch)
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout) == {"cluster": "aws-training", "destroyed": True, "changes": {"delete": n},
