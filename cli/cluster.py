@@ -101,8 +101,10 @@ def up(
             for r in p.replacements:  # running nodes this up deletes and launches anew
                 output.warn(r.line())
         replacing = sum(r.nodes for r in p.replacements)
-        return options.confirm(f"Create these {len(p.cloud_resources)} resources for "
-                               f"{output.money(p.usd_per_hour)}/h"
+        # a stack of racks alone creates nothing in a cloud: it takes its hosts into the cluster
+        what = f"Create these {len(p.cloud_resources)} resources" if p.cloud_resources else \
+            f"Take these {sum(len(x.hosts) for x in st.pools if x.on_rack)} rack host(s) into the cluster"
+        return options.confirm(f"{what} for {output.money(p.usd_per_hour)}/h"
                                + (f", replacing {replacing} running node(s)?" if replacing else "?"), yes)
 
     try:

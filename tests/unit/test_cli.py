@@ -115,3 +115,24 @@ def test_installed_entry_point_and_light_imports():
 def test_usage_error_exit_code_2():
     r = run("compare", "resnet50", "--format", "yaml")
     assert r.exit_code == 2
+
+
+def test_up_of_racks_alone_asks_to_take_their_hosts_not_to_create_no_resources(monkeypatch, tmp_path):
+    """A stack of racks creates nothing in a cloud: its confirmation names the hosts it takes into the
+    cluster (it asked "Create these 0 resources?")."""
+    from gpufleet.cli import options
+    from gpufleet.engine import plan as planner
+    from gpufleet.errors import GpufleetError
+    from gpufleet.fleet import up
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    asked = []
+    monkeypatch.setattr(options, "confirm", lambda question, yes: asked.append(question) or False)
+
+    def bring_up(st, cat, *, confirm, **kw):
+        confirm(planner.plan(st, cat, cluster=planner.cluster_for(st)))
+        raise GpufleetError("stopped here by the test")
+
+    monkeypatch.setattr(up, "bring_up", bring_up)
+    run("up", str(ROOT / "stacks" / "examples" / "local-rack.yaml"))
+    assert len(asked) == 1 and asked[0].startswith("Take these 4 rack host(s) into the cluster for $"), asked
