@@ -347,6 +347,10 @@ def test_slurm_on_cloud_nodes_comes_up_through_the_bucket_and_runs_jobs(rack, mo
     role = boto3.client("iam", region_name="us-east-1").create_role(RoleName="e2e-slurm", AssumeRolePolicyDocument="{}")
     hosts = {2: ("ctl", pools["ctl"]["node_ids"][0]), 3: ("gpu", pools["gpu"]["node_ids"][0]),
              4: ("gpu", pools["gpu"]["node_ids"][1])}
+    # the addresses the cloud reports for its instances are the hosts' own, as in a real VPC: slurm.conf
+    # takes each node's address from the cloud's record, never from what the node says of itself
+    pools["ctl"]["private_ips"] = ["10.77.0.12"]
+    pools["gpu"]["private_ips"] = ["10.77.0.13", "10.77.0.14"]
     stop = threading.Event()
 
     def node(i: int, pool: str, node_id: str):

@@ -630,7 +630,8 @@ def test_status_shows_golden_images_and_reap_deletes_the_expired_ones_with_their
     ec2 = boto3.client("ec2", region_name="us-east-1")
     old, old_snap = _ami(ec2, "gpufleet-s-p-1111111111", **{"gpufleet:expires-at": "2026-01-01T00:00:00Z"})
     kept, kept_snap = _ami(ec2, "gpufleet-s-q-2222222222", **{"gpufleet:expires-at": "2099-01-01T00:00:00Z"})
-    bad, _ = _ami(ec2, "gpufleet-s-r-3333333333", **{"gpufleet:expires-at": "next tuesday"})
+    # a pool of its own: a later build of pool p would supersede the kept one once the clock passes a second
+    bad, _ = _ami(ec2, "gpufleet-s-r-3333333333", **{"gpufleet:expires-at": "next tuesday", "gpufleet:pool": "r"})
     where = ("--provider", "aws", "--region", "us-east-1")
 
     r = cli("--json", "status", *where)
