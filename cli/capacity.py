@@ -32,9 +32,9 @@ def find(
 ):
     import datetime as dt
 
-    from gpufleet import catalog
+    from gpufleet import catalog, stacks
     from gpufleet.errors import GpufleetError, InputError
-    from gpufleet.fleet import capacity, stacks
+    from gpufleet.fleet import capacity
 
     if start is not None:
         try:

@@ -87,9 +87,9 @@ def up(
                                                 "(ubuntu-22.04 ...) was pinned to at the first up: nodes launched "
                                                 "from now on boot the newest; running nodes keep theirs.")] = False,
 ):
-    from gpufleet import catalog
+    from gpufleet import catalog, stacks
     from gpufleet.cli.plan import render
-    from gpufleet.fleet import budgets, stacks
+    from gpufleet.fleet import budgets
     from gpufleet.fleet.up import bring_up
 
     cat = catalog.load(STATE.config)
@@ -191,8 +191,7 @@ def configure(
     wait_timeout: WaitTimeout = 1800,
     no_wait: NoWait = False,
 ):
-    from gpufleet import catalog
-    from gpufleet.fleet import stacks
+    from gpufleet import catalog, stacks
     from gpufleet.fleet.configure import reconfigure as apply_again
 
     cat = catalog.load(STATE.config)
@@ -256,7 +255,7 @@ def down(
 ):
     from gpufleet import catalog
     from gpufleet.fleet.down import tear_down
-    from gpufleet.fleet.stacks import stack_of
+    from gpufleet.stacks import stack_of
 
     stack_obj = stack_of(target, catalog.load(STATE.config))
     name = cluster or (stack_obj.name if stack_obj else target)

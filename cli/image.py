@@ -39,8 +39,8 @@ def plan(
 ):
     from pathlib import Path
 
-    from gpufleet import catalog
-    from gpufleet.fleet import container_image, image, stacks
+    from gpufleet import catalog, stacks
+    from gpufleet.fleet import container_image, image
 
     cat = catalog.load(STATE.config)
     if container:
@@ -94,8 +94,8 @@ def build(
 
     from rich.markup import escape
 
-    from gpufleet import catalog
-    from gpufleet.fleet import container_image, image, stacks
+    from gpufleet import catalog, stacks
+    from gpufleet.fleet import container_image, image
 
     cat = catalog.load(STATE.config)
     err = output.console(stderr=True)

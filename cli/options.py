@@ -158,7 +158,8 @@ def comparison(cat, *, workload: str | None, stack: str | None, epochs: float | 
             raise InputError(f"{name} must be positive and at most {most:g}, got {v:g}")
     only, left_out, stack_name = None, {}, None
     if stack:
-        from gpufleet.fleet import stackpools, stacks
+        from gpufleet import stacks
+        from gpufleet.stacks import pools as stackpools  # `pools` is this function's
 
         st = stacks.load(stack, cat)
         stack_name = st.name

@@ -19,9 +19,8 @@ def plan(
     stack: options.StackFile,
     cluster: Annotated[Optional[str], typer.Option("--cluster", help="Cluster name (default: the stack's name).")] = None,
 ):
-    from gpufleet import catalog
+    from gpufleet import catalog, stacks
     from gpufleet.engine import plan as planner
-    from gpufleet.fleet import stacks
 
     cat = catalog.load(STATE.config)
     st = stacks.load(stack, cat)
@@ -108,9 +107,9 @@ def render(result) -> None:
 def stack_bill(stack_file: str, cat):
     """The whole stack's predicted bill as `plan` places it (`compare --stack` and `report --stack` show it
     under their offers); None, and said, where the Pulumi SDK that renders its program is not installed."""
+    from gpufleet import stacks
     from gpufleet.engine import plan as planner
     from gpufleet.errors import SdkMissing
-    from gpufleet.fleet import stacks
 
     st = stacks.load(stack_file, cat)
     try:

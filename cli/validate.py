@@ -20,7 +20,7 @@ def validate(
     from gpufleet.engine.plan import pool_costs
     from gpufleet.engine.program import layout
     from gpufleet.errors import InputError
-    from gpufleet.fleet.stacks import load
+    from gpufleet.stacks import load
 
     cat = catalog.load(STATE.config)
     results, failed = [], []

@@ -40,10 +40,10 @@ def verify(
     all_checks: Annotated[bool, typer.Option("--all", help="Show every node's checks, not only those of the nodes "
                                              "that did not pass.")] = False,
 ):
-    from gpufleet import catalog
-    from gpufleet.fleet import stacks, team
-    from gpufleet.fleet.recorded import recorded, stack_file_for
+    from gpufleet import catalog, stacks
+    from gpufleet.fleet import team
     from gpufleet.fleet.verify import verify as run_checks
+    from gpufleet.state.recorded import recorded, stack_file_for
 
     cat = catalog.load(STATE.config)
     reg = team.registry()

@@ -8,7 +8,7 @@ Validation runs in phases and one run reports every problem it finds, each as
 3. catalog: GPU and instance-type names, real regions, the instance type offered in the
    region; then the checks the caller adds (``pool_checks``, ``stack_checks``): what each
    provider can do for a pool, whether the software fits, which lives above this module
-   (``fleet.stacks.load`` runs them all).
+   (``stacks.load`` runs them all).
 
 Phases 2 and 3 run on the parts that passed the first (each pool, each top-level key), even when
 others did not; a check that reads a part that failed is skipped, as its findings would follow
@@ -523,7 +523,7 @@ class Pool(_Strict):
         return self
 
     def _own_reservation(self, r: Reservation) -> None:
-        """A reservation's defaults are the pool's (``fleet.stacks`` checks one on another cloud)."""
+        """A reservation's defaults are the pool's (``stacks`` checks one on another cloud)."""
         r.provider = r.provider or self.provider
         if r.provider == self.provider:
             r.region = r.region or self.region
@@ -836,7 +836,7 @@ def resolve_instance(pool: Pool, cat):
 def load(path: str | Path, cat, *, text: str | None = None, pool_checks: Iterable[PoolCheck] = (),
          stack_checks: Iterable[StackCheck] = ()) -> Stack:
     """Load a stack file and validate it against the catalog and the given checks. Raises
-    SpecError/SpecErrors (exit code 2). ``fleet.stacks.load`` adds every provider's checks."""
+    SpecError/SpecErrors (exit code 2). ``stacks.load`` adds every provider's checks."""
     located = load_text(text, str(path)) if text is not None else load_file(path)
     try:
         stack, index, errs = validate_located(Stack, located), None, []

@@ -5,8 +5,8 @@ import json
 import subprocess
 from pathlib import Path
 
+from gpufleet import stacks
 from gpufleet.configure import pillar
-from gpufleet.fleet import stacks
 from tests.conftest import ROOT
 
 SALT = ROOT / "salt"

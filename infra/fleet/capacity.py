@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from gpufleet.clouds import candidates, inventory
 from gpufleet.errors import InputError
-from gpufleet.fleet.stacks import cloud_pools
+from gpufleet.stacks import cloud_pools
 
 # Capacity Blocks are sold in whole days up to 14 days, then in whole weeks up to 182 days
 # (DescribeCapacityBlockOfferings CapacityDurationHours, API reference, read 2026-11)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gpufleet import stacks
 from gpufleet.clouds import inventory
 from gpufleet.clouds.base import QuotaLine
 from gpufleet.clouds.quotas import check, needs, refuse_if_short
 from gpufleet.errors import QuotaError
-from gpufleet.fleet import stacks, team
+from gpufleet.fleet import team
 from gpufleet.providers import CLOUDS
 from gpufleet.state.registry import Registry
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from gpufleet import nodes as kinds
 from gpufleet.configure import cloudnodes
 from gpufleet.fleet import team
-from gpufleet.fleet.recorded import recorded
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes import racks
 from gpufleet.nodes.run import Run
+from gpufleet.state.recorded import recorded
 from gpufleet.state.registry import Registry
 
 

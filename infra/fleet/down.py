@@ -6,16 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gpufleet import catalog
+from gpufleet import catalog, stacks
 from gpufleet.configure import slurm
 from gpufleet.errors import PartialFailure
-from gpufleet.fleet import stacks, team
-from gpufleet.fleet.recorded import recorded
+from gpufleet.fleet import team
 from gpufleet.fleet.up import Aborted
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes import racks
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
+from gpufleet.state.recorded import recorded
 from gpufleet.state.registry import ClusterRecord, Registry
 
 

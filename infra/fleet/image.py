@@ -27,15 +27,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from gpufleet.catalog.images import DEFAULT_IMAGE, IMAGES
-from gpufleet.clouds import bootstrap, cloud, inventory
+from gpufleet.clouds import bootstrap, cloud, held_images, inventory
 from gpufleet.clouds.pools import pair_digest
 from gpufleet.clouds.tags import expiry_from, format_expiry
 from gpufleet.configure import bake, cloudnodes
 from gpufleet.errors import GpufleetError, InputError, ToolMissing
-from gpufleet.fleet import held_images
-from gpufleet.fleet.stacks import cloud_pools
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.paths import make_dir
+from gpufleet.stacks import cloud_pools
 from gpufleet.state.images import BuiltImage, Manifest
 
 AGENT_FILES = ("node_agent.py", "node_bake.py")

@@ -15,12 +15,12 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from gpufleet.clouds import inventory
+from gpufleet.clouds import held_images, inventory
 from gpufleet.clouds.resources import Resource, price
 from gpufleet.clouds.tags import format_expiry
 from gpufleet.engine import automation
 from gpufleet.errors import InputError
-from gpufleet.fleet import budgets, held_images, team
+from gpufleet.fleet import budgets, team
 from gpufleet.state.registry import Registry
 
 

@@ -30,14 +30,14 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufleet import netnames
+from gpufleet import netnames, stacks
 from gpufleet.clouds import provider
 from gpufleet.clouds.base import SshRoute, Tool
 from gpufleet.errors import EXIT_FAILED, GpufleetError, InputError, ToolMissing, UntrustedValue, did_you_mean
-from gpufleet.fleet import stacks, team
-from gpufleet.fleet.recorded import recorded
+from gpufleet.fleet import team
 from gpufleet.paths import replace_atomically, ssh_config_path
 from gpufleet.providers import CLOUDS
+from gpufleet.state.recorded import recorded
 from gpufleet.state.registry import Node, Registry
 
 SSH = Tool("ssh", "install the OpenSSH client (Debian/Ubuntu: apt install openssh-client; macOS and Windows 10+ "

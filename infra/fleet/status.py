@@ -13,13 +13,13 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from gpufleet import nodes
-from gpufleet.clouds import inventory
+from gpufleet.clouds import held_images, inventory
 from gpufleet.clouds.resources import Resource, price
 from gpufleet.clouds.tags import CREATED_BY, TAG_PREFIX, format_expiry, names, principal_key, time_or_none
 from gpufleet.errors import GpufleetError, NotFound
-from gpufleet.fleet import budgets, held_images, team
-from gpufleet.fleet.stacks import stack_of
+from gpufleet.fleet import budgets, team
 from gpufleet.providers import CLOUDS
+from gpufleet.stacks import stack_of
 from gpufleet.state import caller
 from gpufleet.state.registry import ClusterRecord, Registry
 

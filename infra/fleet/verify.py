@@ -11,10 +11,10 @@ from __future__ import annotations
 from gpufleet.configure import cloudnodes
 from gpufleet.errors import InputError, NotFound
 from gpufleet.fleet import team
-from gpufleet.fleet.recorded import recorded
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes import racks
 from gpufleet.nodes.run import Run
+from gpufleet.state.recorded import recorded
 from gpufleet.state.registry import Registry
 from gpufleet.verify import expect
 from gpufleet.verify.report import NodeVerdict, record

@@ -33,10 +33,10 @@ def timed(fn):
 
 
 def main() -> int:
-    from gpufleet import catalog
+    from gpufleet import catalog, stacks
     from gpufleet.engine import plan as planner
     from gpufleet.engine.program import layout
-    from gpufleet.fleet import failover, stacks
+    from gpufleet.fleet import failover
 
     cat = catalog.load(use_config=False)
     stack = stacks.load("bench.yaml", cat, text=stack_text())

@@ -79,10 +79,9 @@ def plan_seconds() -> tuple[float, float]:
     falls on both alike."""
     from bench_plan import stack_text
 
-    from gpufleet import catalog
+    from gpufleet import catalog, stacks
     from gpufleet.engine import plan as planner
     from gpufleet.engine import spend
-    from gpufleet.fleet import stacks
 
     cat = catalog.load(use_config=False)
     real = spend.estimate

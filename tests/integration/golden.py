@@ -69,10 +69,10 @@ def run(moto, tmp: Path) -> dict:
 
     import boto3
 
-    from gpufleet import catalog
+    from gpufleet import catalog, stacks
     from gpufleet.configure import cloudnodes
     from gpufleet.engine import plan as planner
-    from gpufleet.fleet import image, stacks
+    from gpufleet.fleet import image
 
     cat = catalog.load(use_config=False)
     path = tmp / "image-stack.yaml"

@@ -108,9 +108,8 @@ def _boot(i: int, user_data: str, env: dict) -> subprocess.CompletedProcess:
 def _aws_plan(rack, monkeypatch, text: str, data: str):
     """A stack of AWS pools as `up` meets it here: moto's endpoint and credentials, a data home of its
     own, the stack planned; (catalog, stack, plan)."""
-    from gpufleet import catalog
+    from gpufleet import catalog, stacks
     from gpufleet.engine import plan as planner
-    from gpufleet.fleet import stacks
 
     moto = rack["moto"]
     moto.reset()
@@ -234,10 +233,9 @@ def test_the_gcs_and_blob_bootstraps_configure_a_host(rack, gcp, azure, monkeypa
     """GCP's startup-script and Azure's customData, each run once on host 3 against a fake of its
     object store (fakes/objects.py) on the rack's bridge; `up`'s side publishes and waits through
     the SDKs' credentials (the gcp and azure fixtures)."""
-    from gpufleet import catalog
+    from gpufleet import catalog, stacks
     from gpufleet.clouds import bootstrap
     from gpufleet.configure import cloudnodes
-    from gpufleet.fleet import stacks
 
     from fakes.objects import BlobFake, GcsFake
 

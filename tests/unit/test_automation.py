@@ -11,11 +11,11 @@ import os
 import pytest
 from typer.testing import CliRunner
 
+from gpufleet import stacks
 from gpufleet.engine import automation
 from gpufleet.engine import plan as planner
 from gpufleet.errors import CapacityError, CredentialsError, DeployError, InputError, QuotaError, ToolMissing
 from gpufleet.fleet import down as fleet_down
-from gpufleet.fleet import stacks
 from gpufleet.fleet import up as fleet_up
 from gpufleet.state.registry import Registry
 

@@ -6,12 +6,12 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from gpufleet import stacks
 from gpufleet.clouds import cloud
 from gpufleet.clouds.aws.api import AwsApi
 from gpufleet.clouds.aws.nodes import read_nodes
 from gpufleet.clouds.base import refusal_in
 from gpufleet.engine import plan as planner
-from gpufleet.fleet import stacks
 
 REGION, ZONE = "us-east-1", "us-east-1a"
 

@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from gpufleet import catalog
+from gpufleet import catalog, stacks
 from gpufleet.errors import SpecError, SpecErrors
-from gpufleet.fleet import stacks
 from gpufleet.perf import workloads
 
 from conftest import cli

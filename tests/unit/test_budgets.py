@@ -7,9 +7,10 @@ import json
 
 import pytest
 
+from gpufleet import stacks
 from gpufleet.engine import automation
 from gpufleet.engine import plan as planner
-from gpufleet.fleet import budgets, stacks, team
+from gpufleet.fleet import budgets, team
 from gpufleet.state.registry import Node, Registry
 
 from conftest import ROOT, cli

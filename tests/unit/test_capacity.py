@@ -11,9 +11,10 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
+from gpufleet import stacks
 from gpufleet.clouds.aws.api import AwsApi
 from gpufleet.errors import InputError
-from gpufleet.fleet import capacity, stacks
+from gpufleet.fleet import capacity
 
 from conftest import cli
 

@@ -450,9 +450,8 @@ def test_slurm_on_cloud_pools_is_rendered_from_what_the_nodes_say_in_a_second_ro
     pool. Once the statuses say all that, a later configure is one round."""
     from types import SimpleNamespace
 
-    from gpufleet import catalog
+    from gpufleet import catalog, stacks
     from gpufleet.configure import slurm
-    from gpufleet.fleet import stacks
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     cat = catalog.load(use_config=False)
@@ -520,9 +519,8 @@ def test_a_nodes_facts_cannot_take_another_nodes_name_or_address(tmp_path, monke
     said."""
     from types import SimpleNamespace
 
-    from gpufleet import catalog
+    from gpufleet import catalog, stacks
     from gpufleet.configure import slurm
-    from gpufleet.fleet import stacks
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     cat = catalog.load(use_config=False)
@@ -606,9 +604,8 @@ def test_a_node_cannot_speak_for_another_the_controller_least_of_all(tmp_path, m
     ignored and said."""
     from types import SimpleNamespace
 
-    from gpufleet import catalog
+    from gpufleet import catalog, stacks
     from gpufleet.configure import slurm
-    from gpufleet.fleet import stacks
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     cat = catalog.load(use_config=False)
@@ -669,10 +666,9 @@ def test_facts_not_of_their_format_are_refused_before_slurm_or_the_registry(fact
 
 
 def test_without_its_controller_no_slurm_conf_is_published(tmp_path, monkeypatch):
-    from gpufleet import catalog
+    from gpufleet import catalog, stacks
     from gpufleet.configure import slurm
     from gpufleet.errors import GpufleetError, InputError
-    from gpufleet.fleet import stacks
 
     cat = catalog.load(use_config=False)
     (tmp_path / "sl.yaml").write_text(SLURM_STACK)
@@ -780,9 +776,8 @@ def test_blob_container_through_entra_tokens_and_the_managed_identity(blob, tmp_
 @pytest.fixture(scope="module")
 def plans():
     pytest.importorskip("pulumi")
-    from gpufleet import catalog
+    from gpufleet import catalog, stacks
     from gpufleet.engine import plan as planner
-    from gpufleet.fleet import stacks
 
     cat = catalog.load(use_config=False)
     return {n: planner.plan(stacks.load(ROOT / "stacks" / "examples" / f"{n}.yaml", cat), cat, workers=1)
@@ -910,9 +905,8 @@ def test_cli_configure_publishes_waits_and_exits_3_naming_who_failed(aws, plans,
     the statuses come back per node (one configured, one failed here, as nodes would write them)."""
     import boto3
 
-    from gpufleet import catalog
+    from gpufleet import catalog, stacks
     from gpufleet.engine import automation
-    from gpufleet.fleet import stacks
     from gpufleet.nodes.cloud import tree_extras as cloud_config
     from gpufleet.state.registry import Registry, nodes_from_outputs
 

@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
+from gpufleet import stacks
 from gpufleet.engine import plan as planner
-from gpufleet.fleet import stacks
 
 from conftest import EXAMPLES, ROOT
 from conftest import reserved_plan as placed_at_reservations
@@ -482,7 +482,7 @@ def test_a_sharded_plan_after_an_in_process_one_finishes(tmp_path):
     (Pulumi's mock runtime leaves its threads behind) a large plan is not forked into shards."""
     script = tmp_path / "two_plans.py"
     script.write_text(
-        "from gpufleet import catalog\nfrom gpufleet.engine import plan as planner\nfrom gpufleet.fleet import stacks\n"
+        "from gpufleet import catalog\nfrom gpufleet import stacks\nfrom gpufleet.engine import plan as planner\n"
         "cat = catalog.load(use_config=False)\n"
         "def stack(n, nodes):\n"
         "    pools = ''.join(f'  - {{name: p{i}, provider: aws, region: us-east-1, instance_type: g5.xlarge, '\n"

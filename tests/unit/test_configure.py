@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
+from gpufleet import stacks
 from gpufleet.clouds.baremetal import hosts
 from gpufleet.clouds.baremetal.facts import Facts
 from gpufleet.configure import nodes, pillar, saltrun, software
 from gpufleet.errors import InputError, SpecErrors
-from gpufleet.fleet import stacks
 from tests.conftest import EXAMPLES, ROOT, gpufleet_exe
 
 RACK = ROOT / "stacks" / "examples" / "local-rack.yaml"

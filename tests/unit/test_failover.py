@@ -11,11 +11,12 @@ import json
 import boto3
 import pytest
 
+from gpufleet import stacks
 from gpufleet.clouds import candidates
 from gpufleet.engine import automation
 from gpufleet.engine import plan as planner
 from gpufleet.errors import GpufleetError, SpecErrors
-from gpufleet.fleet import budgets, failover, stacks
+from gpufleet.fleet import budgets, failover
 from gpufleet.fleet import up as fleet_up
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.state.registry import Node, Registry

@@ -8,13 +8,13 @@ import json
 
 import pytest
 
+from gpufleet import stacks
 from gpufleet.clouds.base import refusal_in
 from gpufleet.clouds.gcp import flexstart, refusals
 from gpufleet.clouds.gcp.tags import describe, labels
 from gpufleet.clouds.tags import Cluster
 from gpufleet.engine import plan as planner
 from gpufleet.errors import SpecErrors
-from gpufleet.fleet import stacks
 
 from conftest import cli
 

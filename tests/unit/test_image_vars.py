@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet import stacks
 from gpufleet.catalog.images import IMAGES
-from gpufleet.fleet import image, stacks
+from gpufleet.fleet import image
 from gpufleet.providers import CLOUDS
 
 from conftest import ROOT

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet import stacks
 from gpufleet.clouds import cloud
 from gpufleet.configure import NODE_STATES, cloudnodes
-from gpufleet.fleet import image, stacks
+from gpufleet.fleet import image
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.providers import CLOUDS
 
@@ -659,8 +660,8 @@ def test_status_shows_golden_images_and_reap_deletes_the_expired_ones_with_their
 def test_a_newer_image_of_the_same_pool_supersedes_an_older_one_which_reap_leaves(tmp_path):
     import datetime as dt
 
+    from gpufleet.clouds import held_images
     from gpufleet.clouds.base import FoundImage
-    from gpufleet.fleet import held_images
 
     def found(name, pool, created, region="us-east-1"):
         return FoundImage("aws", region, name, f"ami-{name[-4:]}", {**_tags(name), "gpufleet:pool": pool}, created)

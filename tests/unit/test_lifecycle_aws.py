@@ -220,7 +220,7 @@ def test_status_mine_and_owner_find_clusters_by_who_brought_them_up(cat, fake, m
     me = boto3.client("sts", region_name="us-east-1").get_caller_identity()["Arn"]
     bob = "arn:aws:sts::123456789012:assumed-role/Admin/bob@example.com"
     monkeypatch.setenv("GPUFLEET_WHO", "carol@ws1")
-    from gpufleet.fleet import stacks
+    from gpufleet import stacks
 
     fleet_up.bring_up(stacks.load(AWS_STACK, cat), cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
     assert Registry().get("aws-training").created_by == {"aws": me}
@@ -251,7 +251,7 @@ def test_status_mine_and_owner_find_clusters_by_who_brought_them_up(cat, fake, m
 @pytest.fixture
 def fake(cat):
     pytest.importorskip("pulumi")
-    from gpufleet.fleet import stacks
+    from gpufleet import stacks
 
     from fakes.pulumi_cli import FakePulumiCLI
 
@@ -259,7 +259,7 @@ def fake(cat):
 
 
 def test_down_deletes_what_the_state_missed_and_reports_what_refuses_to_die(cat, fake):
-    from gpufleet.fleet import stacks
+    from gpufleet import stacks
 
     stack = stacks.load(AWS_STACK, cat)
     fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
@@ -286,7 +286,7 @@ def test_down_deletes_what_the_state_missed_and_reports_what_refuses_to_die(cat,
 
 
 def test_cli_down_exit_1_lists_the_survivors(cat, fake, monkeypatch):
-    from gpufleet.fleet import stacks
+    from gpufleet import stacks
 
     monkeypatch.setattr(automation, "find_pulumi", lambda: fake)
     fleet_up.bring_up(stacks.load(AWS_STACK, cat), cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
@@ -320,7 +320,7 @@ def test_check_shows_who_and_the_quota_against_use(aws, cat):
 
 
 def test_up_refuses_a_short_quota_before_creating_anything(aws, cat, fake):
-    from gpufleet.fleet import stacks
+    from gpufleet import stacks
 
     aws.extras.quotas[("us-east-1", "L-417A185B")] = 96.0
     with pytest.raises(QuotaError) as ei:

@@ -258,9 +258,9 @@ def test_azure_down_sweeps_by_tag_after_pulumi(azure, cat, monkeypatch):
     scale set, NIC and VNet an interrupted earlier `up` left are found by tag and deleted
     (NIC before VNet), the empty resource group last, and only then the registry forgets it."""
     pytest.importorskip("pulumi")
+    from gpufleet import stacks
     from gpufleet.engine import plan as planner
     from gpufleet.fleet import down as fleet_down
-    from gpufleet.fleet import stacks
     from gpufleet.fleet import up as fleet_up
 
     from fakes.pulumi_cli import FakePulumiCLI
@@ -309,8 +309,8 @@ def test_a_spot_node_without_a_spot_price_is_priced_on_demand_and_said_so(cat):
 def test_a_rocky_pool_on_azure_carries_its_marketplace_plan_and_checks_its_terms(azure, write, cat):
     """RESF's Rocky Linux is a Marketplace offer sold with a plan: the scale set must name it and the
     subscription must have accepted its terms, else ARM refuses the pool (issue 30, item 5)."""
+    from gpufleet import stacks
     from gpufleet.engine import plan as planner
-    from gpufleet.fleet import stacks
 
     text = (ROOT / "stacks" / "examples" / "azure-nd.yaml").read_text()
     assert "image: ubuntu-hpc-22.04" in text

@@ -164,8 +164,8 @@ def test_the_agent_does_not_read_the_pools_configuration_when_the_rules_fail(tmp
 def test_every_pool_says_who_reaches_the_metadata_service(cat, tmp_path):
     """The stack's `access.metadata` (root, the default, or all-users) and a pool's own `metadata`
     reach each pool's node configuration, in the user data `plan` renders."""
+    from gpufleet import stacks
     from gpufleet.engine import plan as planner
-    from gpufleet.fleet import stacks
 
     from conftest import ROOT
 

@@ -153,8 +153,8 @@ def test_every_slurm_state_that_carries_a_secret_keeps_it_out_of_its_comment_and
     state of the slurm formula that carries the munge key or the database password (its value, or a
     pillar path to it) hides it: a file's diff (show_changes: False), a command's output (hide_output,
     output_loglevel: quiet) and never in a command line, which is what a failed cmd.run's comment says."""
+    from gpufleet import stacks
     from gpufleet.configure import slurm
-    from gpufleet.fleet import stacks
     from tests.saltrender import OSES, render
     from tests.unit.test_slurm import STACK
 

@@ -25,12 +25,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpufleet import stacks
 from gpufleet.clouds.aws.rules import STORAGE as AWS_STORAGE
 from gpufleet.clouds.azure.rules import STORAGE as AZURE_STORAGE
 from gpufleet.clouds.gcp.rules import STORAGE as GCP_STORAGE
 from gpufleet.clouds.pools import AUTONAME_SUFFIX
 from gpufleet.engine import plan as planner
-from gpufleet.fleet import stacks
 
 from conftest import EXAMPLES, reserved_plan
 

@@ -13,8 +13,8 @@ import os
 
 import pytest
 
+from gpufleet import stacks
 from gpufleet.engine import plan as planner
-from gpufleet.fleet import stacks
 
 from conftest import EXAMPLES, ROOT
 

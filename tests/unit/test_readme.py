@@ -6,8 +6,7 @@ not in a reader's terminal."""
 import re
 import shutil
 
-from gpufleet import catalog, config
-from gpufleet.fleet import stacks
+from gpufleet import catalog, config, stacks
 
 from conftest import ROOT
 

@@ -11,12 +11,12 @@ import re
 
 import pytest
 
+from gpufleet import stacks
 from gpufleet.clouds import cloud
 from gpufleet.clouds.base import KINDS, SCOPES, RefusalRule, first_refusal, refusal_in
 from gpufleet.engine import automation
 from gpufleet.engine import plan as planner
 from gpufleet.errors import CapacityError, DeployError, ToolMissing
-from gpufleet.fleet import stacks
 from gpufleet.providers import CLOUDS
 
 from conftest import ROOT

@@ -12,11 +12,11 @@ import json
 import boto3
 import pytest
 
+from gpufleet import stacks
 from gpufleet.clouds import bootstrap
 from gpufleet.engine import automation
 from gpufleet.engine import plan as planner
 from gpufleet.errors import LeftoverError
-from gpufleet.fleet import stacks
 from gpufleet.fleet import up as fleet_up
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.state.registry import Registry

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet import catalog
+from gpufleet import catalog, stacks
 from gpufleet.clouds.baremetal import facts
 from gpufleet.configure import pillar, slurm
 from gpufleet.errors import SpecErrors
-from gpufleet.fleet import stacks
 from tests.conftest import salt_call
 from tests.saltrender import OSES, render
 

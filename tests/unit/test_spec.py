@@ -2,8 +2,8 @@
 
 import pytest
 
+from gpufleet import stacks
 from gpufleet.errors import EXIT_BAD_INPUT, SpecError, SpecErrors
-from gpufleet.fleet import stacks
 
 from conftest import EXAMPLES
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet import stacks
 from gpufleet.catalog import rates
 from gpufleet.clouds.base import Planned
 from gpufleet.engine import plan as planner
 from gpufleet.errors import CatalogError
-from gpufleet.fleet import stacks
 
 from conftest import ROOT, cli, cli_at
 

@@ -17,11 +17,11 @@ import textwrap
 
 import pytest
 
+from gpufleet import stacks
 from gpufleet.clouds.azure import access as azure_access
 from gpufleet.engine import plan as planner
 from gpufleet.errors import UntrustedValue
 from gpufleet.fleet import ssh as op
-from gpufleet.fleet import stacks
 from gpufleet.state.registry import Node, Registry, nodes_from_outputs
 
 from conftest import ROOT, cli

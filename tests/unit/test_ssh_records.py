@@ -139,7 +139,7 @@ def test_a_stack_file_the_store_names_is_read_only_when_passed(tmp_path, team, a
 def test_down_verify_and_status_never_read_a_stack_file_the_store_names(tmp_path, team, monkeypatch, cat):
     """Review F1: `down` (racks.stack_of), `verify CLUSTER` and `status` loaded the stack file a store's
     record named whenever it existed here; each now reads it only when passed, and says how."""
-    from gpufleet.fleet import stacks
+    from gpufleet import stacks
 
     from conftest import cli
 
@@ -214,8 +214,8 @@ def test_a_stack_key_or_known_hosts_path_salt_ssh_would_split_is_refused_at_vali
     salt-ssh, which pastes `-o IdentityFile=PATH` into a line it splits as a shell does (Salt 3008
     salt/client/ssh/shell.py: _key_opts, _split_cmd's shlex.split), and passes it to ssh, which expands %
     in it. The stack's key and known_hosts now take a path without whitespace, quotes, \\, % or $."""
+    from gpufleet import stacks
     from gpufleet.errors import SpecErrors
-    from gpufleet.fleet import stacks
 
     for key, known in (("keys/ops'_ed25519", "kh"), ("keys/ops key", "kh"), ("keys/k", "kh%d"),
                        ("keys/k", "$HOME/kh")):

@@ -383,7 +383,8 @@ def s_verify(tmp_path, monkeypatch):
 
 
 def s_status(tmp_path, monkeypatch):
-    from gpufleet.fleet import budgets, held_images
+    from gpufleet.clouds import held_images
+    from gpufleet.fleet import budgets
     from gpufleet.fleet import status as st
 
     reg, rec = _registry_with_a_cluster(tmp_path, monkeypatch)
@@ -411,8 +412,9 @@ def s_status(tmp_path, monkeypatch):
 
 
 def s_reap(tmp_path, monkeypatch):
+    from gpufleet.clouds import held_images
     from gpufleet.clouds.inventory import Outcome
-    from gpufleet.fleet import budgets, held_images, reap
+    from gpufleet.fleet import budgets, reap
 
     found = [_resource("instance", "i-0a1b2c3d4e5f60718", zone="us-west-2b", machine="p5.48xlarge", usd_per_hour=98.32,
                        name="llm-pretrain-h100-2026-11-02-trainers-0"),

@@ -448,9 +448,9 @@ def test_two_ups_of_one_cluster_one_holds_the_other_fails_or_waits(store_url, ca
     `up` without it waits, then runs as an update once hers is done; the log has each `up` once."""
     import threading
 
+    from gpufleet import stacks
     from gpufleet.engine import automation
     from gpufleet.engine import plan as planner
-    from gpufleet.fleet import stacks
     from gpufleet.fleet.up import bring_up
 
     from conftest import ROOT
@@ -565,9 +565,9 @@ def test_a_holder_whose_store_stops_answering_stops_its_command_and_exits_non_ze
     """The real `up`, inside Pulumi, when its store stops answering: it cannot renew its lease, so before
     another could take the lease over it asks Pulumi to cancel the update (as Ctrl-C does) and exits 4,
     saying it lost the lease."""
+    from gpufleet import stacks
     from gpufleet.engine import automation
     from gpufleet.engine import plan as planner
-    from gpufleet.fleet import stacks
 
     from conftest import ROOT
     from fakes.pulumi_cli import FakePulumiCLI

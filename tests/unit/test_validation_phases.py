@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
+from gpufleet import stacks
 from gpufleet.errors import SpecError, SpecErrors
-from gpufleet.fleet import stacks
 
 from conftest import cli
 

@@ -3,6 +3,11 @@ each provider can do for each pool (``clouds``), whether the software fits, the 
 
 Every command that reads a stack file goes through ``load``: nothing is created before the
 whole file is valid, and every problem is reported at once, as ``file:line: key: problem``.
+
+A package of its own, under the operations (``fleet``) and the node kinds: the checks ask the
+clouds, the Salt formulas (``configure``) and the address plan (``engine``), so it cannot sit
+with the stack model in ``spec``, below them. ``pools``: a stack's pools as the offers `compare`
+ranks.
 """
 
 from __future__ import annotations
