@@ -25,7 +25,7 @@ DATA = ROOT / "tests" / "data" / "refusals"
 
 # rows that read gpufleet's own words, for a failure the cloud reports without an error (no payload
 # to record): each is read in the test of the code that raises it (FLEX_START_NOT_PROVISIONED:
-# tests/unit/test_gcp_flex.py)
+# tests/unit/clouds/gcp/test_gcp_flex.py)
 OWN_WORDS = {"FLEX_START_NOT_PROVISIONED"}
 
 # (cloud, payload) -> (scope, kind, code); code "" where the text carries none (an SDK's own words)

@@ -2,7 +2,7 @@
 everything but the stack's resources themselves (Pulumi's AWS provider creates those and needs
 their create permissions besides). Each action is named as IAM names it for the boto3 call that
 needs it (docs.aws.amazon.com/service-authorization/latest/reference, 2026): ``api`` and
-``objects`` in this folder make the calls, and tests/unit/test_permissions.py runs the commands
+``objects`` in this folder make the calls, and tests/unit/clouds/aws/test_permissions.py runs the commands
 against a moto server that enforces IAM with exactly these policies, and with each action left out.
 """
 

@@ -10,7 +10,7 @@ import pytest
 from gpufleet.catalog.fetched import FetchError
 from gpufleet.clouds.gcp import prices as fetcher
 
-from conftest import cli
+from conftest import ROOT, cli
 from fakes.gcp import sku
 from fakes.price_lists import GCP_FAMILIES, GCP_GPUS, _factor, gcp_world
 
@@ -150,9 +150,8 @@ def test_the_refresh_benchmark_parses_all_three_formats_at_a_small_scale(monkeyp
     long it took (issue 47: under load the run missed the benchmark's 10 s target, and this test
     failed with it)."""
     import importlib.util
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "bench" / "bench_refresh.py"
+    path = ROOT / "tests" / "bench" / "bench_refresh.py"
     spec = importlib.util.spec_from_file_location("bench_refresh", path)
     bench = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "bench_refresh", bench)  # its dataclass looks its module up there

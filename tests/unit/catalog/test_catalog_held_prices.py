@@ -1,9 +1,10 @@
 """The embedded catalog against on-demand list prices it was not built from (tests/data/held-prices)."""
 
 import csv
-from pathlib import Path
 
-HELD = Path(__file__).resolve().parents[1] / "data" / "held-prices" / "list_prices.csv"
+from conftest import ROOT
+
+HELD = ROOT / "tests" / "data" / "held-prices" / "list_prices.csv"
 WITHIN = 0.10
 
 

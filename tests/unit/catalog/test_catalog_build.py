@@ -13,9 +13,10 @@ import pytest
 from gpufleet import catalog
 from gpufleet.catalog import build
 from gpufleet.catalog.store import USD_PER_GPU_HOUR
-from tests.conftest import cli
 
-FIXTURE = Path(__file__).parents[1] / "data" / "skypilot"
+from conftest import ROOT, cli
+
+FIXTURE = ROOT / "tests" / "data" / "skypilot"
 SHIPPED = Path(build.__file__).parent
 
 

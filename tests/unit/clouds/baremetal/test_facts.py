@@ -2,14 +2,15 @@
 
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from gpufleet.clouds import node_agent
 from gpufleet.clouds.baremetal import facts
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "facts"
+from conftest import ROOT
+
+DATA = ROOT / "tests" / "data" / "facts"
 
 
 def test_probe_of_a_test_rack_host():
