@@ -1,12 +1,13 @@
 """The README and the pages of docs/ hold together: every relative link reaches a file and, with an
 #anchor, a heading of it; every page is linked from the README; a heading is written once; a shell
-example pipes only into programs; the README's set-up is its two commands; and the exit codes the
-docs list are the ones the code has.
+example pipes only into programs; the README's set-up is its two commands; the exit codes the
+docs list are the ones the code has; and every module, test or folder of the code a page names is there.
 
 Anchors follow GitHub's rule (github-slugger, as GitHub renders a Markdown heading; read 2026-11):
 the heading's text lowercased, every character that is not a letter, digit, `_`, `-` or space
 dropped, spaces made `-`; a second heading with the same anchor gets `-1`, a third `-2`."""
 
+import functools
 import re
 import shutil
 from collections import Counter
@@ -58,6 +59,61 @@ def test_every_relative_link_reaches_a_file_and_a_heading(page):
         elif anchor and (dest.suffix != ".md" or anchor not in anchors(dest.read_text())):
             broken.append(f"{target}: no heading with that anchor in {dest.name}")
     assert not broken, f"{page_id(page)}: " + "; ".join(broken)
+
+
+# The project's own folders: a path that starts with one of them is read from the checkout's root.
+TOP = ("infra", "cli", "tests", "salt", "images", "stacks", "docs")
+# Every Markdown page of the project: the README, docs/, and the notes beside the code and data
+# (CAPACITY.md of each cloud, salt/README.md, the READMEs of tests/data/...).
+NOTES = [ROOT / "README.md", *sorted(p for top in TOP for p in (ROOT / top).rglob("*.md"))]
+PY_PATH = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w-]+\.py)\b")
+FOLDER = re.compile(r"`((?:%s)/[\w./-]*/)`" % "|".join(TOP))
+MODULE = re.compile(r"(?<![\w./-])gpufleet((?:\.\w+)+)")
+
+
+@functools.cache
+def project_files() -> tuple[str, ...]:
+    return tuple(p.relative_to(ROOT).as_posix() for top in TOP for p in (ROOT / top).rglob("*")
+                 if p.is_file() and "__pycache__" not in p.parts)
+
+
+def missing_module(dotted: str) -> str | None:
+    """Why ``gpufleet<dotted>`` names nothing, else None: its longest prefix that is a module of the
+    checkout (``gpufleet.cli`` is cli/, the rest infra/), and the next name defined in that module."""
+    parts = dotted.strip(".").split(".")
+    base, parts = (ROOT / "cli", parts[1:]) if parts[0] == "cli" else (ROOT / "infra", parts)
+    for i in range(len(parts), -1, -1):
+        here = base.joinpath(*parts[:i])
+        source = here / "__init__.py" if (here / "__init__.py").exists() else here.with_suffix(".py")
+        if i and not source.exists():
+            continue
+        if i == len(parts):
+            return None
+        name = parts[i]
+        defined = rf"^\s*(?:async\s+)?(?:def|class)\s+{name}\b|^{name}\s*[:=]|^(?:from|import)\s.*\b{name}\b"
+        if re.search(defined, source.read_text(), re.M):
+            return None
+        return f"gpufleet{dotted}: no module or name {name!r} in {source.relative_to(ROOT)}"
+    return None
+
+
+@pytest.mark.parametrize("page", NOTES, ids=page_id)
+def test_every_module_path_a_page_names_exists(page):
+    """A page that names a module, a test or a folder of the code (``infra/stacks/``, ``tests/unit/
+    catalog/test_catalog.py``, ``clouds/aws/bulk_prices.py``, ``gpufleet.stacks.pools``) names one
+    that is there: a module moved (issue 50: the stack loader out of fleet/, the tests under the
+    code's folders) leaves no page pointing at where it was. A path from one of the project's folders
+    is read from the root; a shorter one (``clouds/aws/bulk_prices.py``) is the end of a file's path."""
+    text, files = page.read_text(), project_files()
+    gone = []
+    for path in PY_PATH.findall(text):
+        there = (ROOT / path).is_file() if path.startswith(tuple(f"{top}/" for top in TOP)) else \
+            any(f == path or f.endswith("/" + path) for f in files)
+        if not there:
+            gone.append(f"{path}: no such file")
+    gone += [f"{folder}: no such folder" for folder in FOLDER.findall(text) if not (ROOT / folder).is_dir()]
+    gone += [why for dotted in MODULE.findall(text) if (why := missing_module(dotted))]
+    assert not gone, f"{page_id(page)}: " + "; ".join(gone)
 
 
 def test_every_page_of_docs_is_linked_from_the_readme():
