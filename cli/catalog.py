@@ -40,9 +40,9 @@ def gpus():
                                 "NAME`, --region or --json give every region's prices.")
 @output.handle_errors
 def instances(
-    provider: Annotated[Optional[str], typer.Option(help="aws, gcp, azure or baremetal.")] = None,
+    provider: Annotated[Optional[str], typer.Option("--provider", "-p", help="aws, gcp, azure or baremetal.")] = None,
     gpu: Annotated[Optional[str], typer.Option(help="Only this GPU type.")] = None,
-    region: Annotated[Optional[str], typer.Option(help="Only this region.")] = None,
+    region: Annotated[Optional[str], typer.Option("--region", "-r", help="Only this region.")] = None,
 ):
     from gpufleet import catalog
     from gpufleet.errors import NotFound
@@ -95,7 +95,7 @@ def instances(
 @output.handle_errors
 def regions(
     gpu: Annotated[Optional[str], typer.Option(help="Only offers of this GPU, e.g. H100.")] = None,
-    provider: Annotated[Optional[str], typer.Option(help="aws, gcp or azure.")] = None,
+    provider: Annotated[Optional[str], typer.Option("--provider", "-p", help="aws, gcp or azure.")] = None,
 ):
     from gpufleet import catalog
     from gpufleet.catalog import market

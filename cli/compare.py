@@ -31,26 +31,9 @@ class Fmt(str, Enum):
 
 
 @output.handle_errors
+@options.comparison_flags
 def compare(
-    workload: options.Workload = None,
-    stack: options.Stack = None,
-    epochs: options.Epochs = None,
-    tokens: options.Tokens = None,
-    gpu: options.Gpus = None,
-    min_gpus: options.MinGpus = None,
-    provider: options.AnyProvider = None,
-    region: options.AnyRegion = None,
-    spot: options.Spot = False,
-    max_price: options.MaxPrice = None,
-    nodes: options.Nodes = "1",
-    precision: options.Precision = "mixed",
-    framework: options.Framework = "pytorch",
-    batch_per_gpu: options.BatchPerGpu = None,
-    storage: options.Storage = None,
-    workload_file: options.WorkloadFile = None,
-    layout: options.Layout = None,
-    global_batch: options.GlobalBatch = None,
-    deadline: options.Deadline = None,
+    flags: options.ComparisonFlags,
     fmt: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
     csv_: Annotated[bool, typer.Option("--csv", help="Same as --format csv.")] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Same as --format markdown.")] = False,
@@ -68,19 +51,15 @@ def compare(
     if top < 0:
         raise InputError(f"--top {top}: give the number of rows to show, or 0 for all")
     cat = catalog.load(STATE.config)
-    asked = options.comparison(cat, workload=workload, stack=stack, epochs=epochs, tokens=tokens, gpu=gpu,
-                               min_gpus=min_gpus, provider=provider, region=region, spot=spot, max_price=max_price,
-                               nodes=nodes, precision=precision, batch_per_gpu=batch_per_gpu, storage=storage,
-                               workload_file=workload_file, framework=framework, layout=layout,
-                               global_batch=global_batch, deadline=deadline)
+    asked = options.comparison(cat, flags)
     report = cmp.compare(cat, asked.request)
     report.left_out = asked.left_out
     bill = None
     # the offers price instances; the stack as planned has every line of its bill
-    if stack and report.feasible and fmt in (Fmt.table, Fmt.json):
+    if flags.stack and report.feasible and fmt in (Fmt.table, Fmt.json):
         from gpufleet.cli.plan import stack_bill
 
-        bill = stack_bill(stack, cat)
+        bill = stack_bill(flags.stack, cat)
     _render(report, fmt, top, by_region, show_infeasible, bill)
     for pool, why in asked.left_out.items():
         output.warn(f"pool {pool} is left out of the comparison: {why}")
