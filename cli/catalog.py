@@ -8,6 +8,7 @@ import typer
 
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
+from gpufleet.errors import EXIT_FAILED
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None)
 
@@ -126,7 +127,7 @@ def regions(
                      optional=("on demand", "spot", "zones", "geo"))
     if not rows:
         output.warn(f"no region offers {g or 'a GPU'}" + (f" on {provider}" if provider else ""))
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
 @app.command("workloads", help="The workload library: parameters, FLOPs per sample, sources.")
@@ -243,7 +244,7 @@ def _refresh_rates(named: list[str] | None, asked: list[str]) -> None:
         else:
             c.print(f"Nothing was written; {res.path if res.path.exists() else 'the embedded rates'} stay.")
     if held:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
 @app.command("refresh", help="Rebuild the prices from the providers' own APIs: AWS Price List, spot history and "
@@ -317,7 +318,7 @@ def refresh_cmd(
         else:
             c.print(f"Nothing was fetched; {res.path if res.path.exists() else 'the embedded catalog'} stays.")
     if held:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
 @app.command("sources", help="Where each provider's prices come from now: the embedded catalog (and its age) or "

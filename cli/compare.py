@@ -10,6 +10,7 @@ import typer
 
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
+from gpufleet.errors import EXIT_FAILED
 
 HELP = """Rank every matching offer (cloud instance types and owned racks) for a workload:
 $/hour, predicted throughput, time and cost to train, $/PFLOP-hour, bottleneck and scaling
@@ -67,7 +68,7 @@ def compare(
         output.warn("no offer can run it as asked (see the foot of the table, or --show-infeasible)")
     # no answer, or a stack pool that cannot be compared: a comparison not done
     if not report.feasible or asked.left_out:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
 # every column; the table leaves out the optional ones (the last first) when the terminal is narrow

@@ -8,6 +8,7 @@ import typer
 
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
+from gpufleet.errors import EXIT_FAILED
 
 Out = Annotated[str, typer.Option("--out", "-o", help="Where to write the bundles and variable files.")]
 Container = Annotated[bool, typer.Option("--container", help="The pools' training container instead (images/Dockerfile: "
@@ -177,4 +178,4 @@ def delete(
             output.console().print(f"kept (pools naming gpufleet:{i.name} boot it; --all deletes it too): "
                                    f"{i.provider} {i.region} {i.id}")
     if failed:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)

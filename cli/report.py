@@ -10,6 +10,7 @@ import typer
 
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
+from gpufleet.errors import EXIT_FAILED
 
 STDOUT = "-"  # --out -: the page to stdout, as a file name "-" means to most programs
 
@@ -93,7 +94,7 @@ def report(
             (f"Wrote {_through(path, asked)}" + (f" and {len(written) - 1} chart file(s)" if len(written) > 1 else "")
              + "\n" if written else "") + data.recommendation, highlight=False, markup=False)
     if c.left_out:  # a stack pool that cannot be compared is a comparison not done (as in `compare`)
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
 def _write(pages: dict[Path, str], path: Path) -> list[Path]:
@@ -156,4 +157,4 @@ def _clusters(cat, path: Path, asked: Path, as_markdown: bool, local: bool) -> N
             (f"Wrote {_through(path, asked)}: " if written else "") + f"{len(data.clusters)} cluster(s), "
             f"${data.total:,.2f} so far{past}", highlight=False, markup=False)
     if data.unread:  # as `status`: what should have been read and was not
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)

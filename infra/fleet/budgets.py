@@ -29,14 +29,12 @@ from pydantic import ValidationError
 from gpufleet import config
 from gpufleet.clouds.tags import names, time_or_none
 from gpufleet.engine.spend import NODE_LINES
-from gpufleet.errors import GpufleetError, InputError
+from gpufleet.errors import EXIT_OVER_BUDGET, GpufleetError, InputError
 from gpufleet.fleet import team
 from gpufleet.paths import user_config
 from gpufleet.state import budgets as team_budgets
 from gpufleet.state.registry import ClusterRecord
 from gpufleet.state.shared import BadObject
-
-EXIT_OVER_BUDGET = 5
 
 
 @dataclass(frozen=True)
