@@ -24,8 +24,6 @@ from gpufleet.clouds.base import Planned, Usage
 from gpufleet.clouds.resources import HOURS_PER_MONTH
 from gpufleet.providers import CLOUDS
 
-LINES = bill_lines.PREDICTED
-NODE_LINES = bill_lines.NODES
 NO_DATA = "the stack says nothing of the data it moves (`data:`): traffic is not estimated"
 FLEX_BOUND = ("flex-start: the on-demand list rate, an upper bound (Google bills flex-start at Dynamic Workload "
               "Scheduler prices, discounted up to 53%; the catalog has none)")
@@ -33,7 +31,7 @@ FLEX_BOUND = ("flex-start: the on-demand list rate, an upper bound (Google bills
 
 @dataclass
 class CostLine:
-    line: str  # one of LINES
+    line: str  # one of bill_lines.PREDICTED
     pool: str  # "-": the cluster's shared parts
     provider: str
     region: str
@@ -76,7 +74,7 @@ class Spend:
     @property
     def unpriced_nodes(self) -> list[str]:
         """The pools' nodes or reservations the catalog cannot price, each named with its pool."""
-        return [f"pool {x.pool}: {x.what}" for x in self.unpriced if x.line in NODE_LINES]
+        return [f"pool {x.pool}: {x.what}" for x in self.unpriced if x.line in bill_lines.NODES]
 
     def by_line(self) -> dict[str, dict[str, float]]:
         """Per line of the bill: $/h and $ over the TTL."""
@@ -85,7 +83,7 @@ class Spend:
             d = out.setdefault(x.line, {"usd_per_hour": 0.0, "usd_for_ttl": 0.0})
             d["usd_per_hour"] += x.usd_per_hour
             d["usd_for_ttl"] += x.usd_per_hour * self.ttl_hours + x.usd_once
-        return {k: out[k] for k in LINES if k in out}
+        return {k: out[k] for k in bill_lines.PREDICTED if k in out}
 
     def summary(self) -> dict:
         """What the registry keeps of it: per line, $/h and $ once, and the TTL."""
@@ -119,7 +117,7 @@ def estimate(plan, stack, cat) -> Spend:
     else:
         for provider, region in regions:
             out.lines += [_priced(provider, u, cat) for u in traffic(stack.data, region)]
-    out.lines.sort(key=lambda x: (LINES.index(x.line), x.pool, x.provider, x.region))
+    out.lines.sort(key=lambda x: (bill_lines.PREDICTED.index(x.line), x.pool, x.provider, x.region))
     return out
 
 
