@@ -266,7 +266,7 @@ class CloudUnreadable(GpufleetError):
     be: it could not be reached, it refused the credentials, or it denied permission. Exit code 1:
     the operation could not do its job (missing credentials are CredentialsError, exit 2)."""
 
-    KINDS = {"unreachable": "could not be reached", "refused": "refused the credentials",
+    REASONS = {"unreachable": "could not be reached", "refused": "refused the credentials",
              "permission": "denied permission", "error": "failed"}
     HINTS = {"unreachable": "check the network, a proxy, or the endpoint override; then run it again",
              "refused": "the credentials are wrong or expired: log in again",
@@ -275,7 +275,7 @@ class CloudUnreadable(GpufleetError):
 
     def __init__(self, provider: str, kind: str, detail: str, where: str | None = None):
         self.provider, self.kind, self.where = provider, kind, where or provider
-        self.reason = f"{self.KINDS[kind]} ({detail})"  # what `unread` lists beside the place
+        self.reason = f"{self.REASONS[kind]} ({detail})"  # what `unread` lists beside the place
         super().__init__(f"{self.where}: {self.reason}", self.HINTS[kind])
 
     @classmethod

@@ -25,7 +25,7 @@ from gpufleet.spec import Problem  # what a provider cannot do for a pool, keys 
 
 # What a refusal rules out for the next attempt, from the narrowest to the whole run
 SCOPES = ("zone", "region", "provider", "stop")
-KINDS = ("capacity", "quota", "credentials", "permission", "argument", "price", "unknown")
+REFUSAL_KINDS = ("capacity", "quota", "credentials", "permission", "argument", "price", "unknown")  # what a refusal is
 # the scope of a failure recognised only by an SDK's own words (no cloud error code to look up)
 DEFAULT_SCOPE = {"capacity": "zone", "quota": "region", "credentials": "provider", "permission": "stop",
                  "argument": "stop", "price": "zone", "unknown": "stop"}
@@ -67,7 +67,7 @@ class RefusalRule:
     source: str
 
     def __post_init__(self):
-        if self.scope not in SCOPES or self.kind not in KINDS:
+        if self.scope not in SCOPES or self.kind not in REFUSAL_KINDS:
             raise ValueError(f"refusal rule {self.code}: scope {self.scope!r} / kind {self.kind!r} unknown")
 
     @classmethod
