@@ -2,6 +2,8 @@
 
 import sys
 
+from gpufleet.errors import EXIT_INTERRUPTED
+
 
 def main() -> None:
     """The `gpufleet` program. Loading the commands takes a moment; a Ctrl-C then ends it as quietly
@@ -10,5 +12,5 @@ def main() -> None:
         from gpufleet.cli.app import main as run
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
-        raise SystemExit(130) from None
+        raise SystemExit(EXIT_INTERRUPTED) from None
     run()

@@ -8,6 +8,7 @@ import typer
 
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
+from gpufleet.errors import EXIT_FAILED
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
                   help="Reserved GPU capacity: what the account holds and what the clouds sell, for a stack's pools.")
@@ -54,7 +55,7 @@ def find(
             output.warn(f"{where} could not be asked: {why}")
     if unread:
         if STATE.json:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_FAILED)
         if all(f"{a['provider']} {a['region']}" in f.unread for f in found for a in f.asked):  # none was asked
             raise GpufleetError("no place could be asked: nothing is known about the capacity there",
                                 "each is named above with why; `gpufleet check` shows each cloud's credentials")

@@ -8,6 +8,7 @@ import typer
 
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
+from gpufleet.errors import EXIT_FAILED
 
 app = typer.Typer(no_args_is_help=True, rich_markup_mode=None)
 
@@ -40,9 +41,9 @@ def gpus():
                                 "NAME`, --region or --json give every region's prices.")
 @output.handle_errors
 def instances(
-    provider: Annotated[Optional[str], typer.Option(help="aws, gcp, azure or baremetal.")] = None,
+    provider: Annotated[Optional[str], typer.Option("--provider", "-p", help="aws, gcp, azure or baremetal.")] = None,
     gpu: Annotated[Optional[str], typer.Option(help="Only this GPU type.")] = None,
-    region: Annotated[Optional[str], typer.Option(help="Only this region.")] = None,
+    region: Annotated[Optional[str], typer.Option("--region", "-r", help="Only this region.")] = None,
 ):
     from gpufleet import catalog
     from gpufleet.errors import NotFound
@@ -95,7 +96,7 @@ def instances(
 @output.handle_errors
 def regions(
     gpu: Annotated[Optional[str], typer.Option(help="Only offers of this GPU, e.g. H100.")] = None,
-    provider: Annotated[Optional[str], typer.Option(help="aws, gcp or azure.")] = None,
+    provider: Annotated[Optional[str], typer.Option("--provider", "-p", help="aws, gcp or azure.")] = None,
 ):
     from gpufleet import catalog
     from gpufleet.catalog import market
@@ -126,7 +127,7 @@ def regions(
                      optional=("on demand", "spot", "zones", "geo"))
     if not rows:
         output.warn(f"no region offers {g or 'a GPU'}" + (f" on {provider}" if provider else ""))
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
 @app.command("workloads", help="The workload library: parameters, FLOPs per sample, sources.")
@@ -243,7 +244,7 @@ def _refresh_rates(named: list[str] | None, asked: list[str]) -> None:
         else:
             c.print(f"Nothing was written; {res.path if res.path.exists() else 'the embedded rates'} stay.")
     if held:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
 @app.command("refresh", help="Rebuild the prices from the providers' own APIs: AWS Price List, spot history and "
@@ -317,7 +318,7 @@ def refresh_cmd(
         else:
             c.print(f"Nothing was fetched; {res.path if res.path.exists() else 'the embedded catalog'} stays.")
     if held:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
 @app.command("sources", help="Where each provider's prices come from now: the embedded catalog (and its age) or "

@@ -245,7 +245,7 @@ def _render_nodes(rec, progress) -> None:
 @output.handle_errors
 def down(
     target: Annotated[str, typer.Argument(help="Stack file or cluster name.", metavar="STACK|CLUSTER")],
-    cluster: Annotated[Optional[str], typer.Option("--cluster", help="Cluster name, when STACK was brought up under "
+    cluster: Annotated[Optional[str], typer.Option("--cluster", "-c", help="Cluster name, when STACK was brought up under "
                                                    "another name.")] = None,
     yes: options.Yes = False,
     clean: Annotated[bool, typer.Option("--clean", help="Also apply each formula's clean state on the rack hosts "

@@ -10,6 +10,7 @@ import typer
 
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
+from gpufleet.errors import EXIT_FAILED
 
 HELP = """Rank every matching offer (cloud instance types and owned racks) for a workload:
 $/hour, predicted throughput, time and cost to train, $/PFLOP-hour, bottleneck and scaling
@@ -31,26 +32,9 @@ class Fmt(str, Enum):
 
 
 @output.handle_errors
+@options.comparison_flags
 def compare(
-    workload: options.Workload = None,
-    stack: options.Stack = None,
-    epochs: options.Epochs = None,
-    tokens: options.Tokens = None,
-    gpu: options.Gpus = None,
-    min_gpus: options.MinGpus = None,
-    provider: options.AnyProvider = None,
-    region: options.AnyRegion = None,
-    spot: options.Spot = False,
-    max_price: options.MaxPrice = None,
-    nodes: options.Nodes = "1",
-    precision: options.Precision = "mixed",
-    framework: options.Framework = "pytorch",
-    batch_per_gpu: options.BatchPerGpu = None,
-    storage: options.Storage = None,
-    workload_file: options.WorkloadFile = None,
-    layout: options.Layout = None,
-    global_batch: options.GlobalBatch = None,
-    deadline: options.Deadline = None,
+    flags: options.ComparisonFlags,
     fmt: Annotated[Fmt, typer.Option("--format", help="Output format.")] = Fmt.table,
     csv_: Annotated[bool, typer.Option("--csv", help="Same as --format csv.")] = False,
     markdown: Annotated[bool, typer.Option("--markdown", help="Same as --format markdown.")] = False,
@@ -68,19 +52,15 @@ def compare(
     if top < 0:
         raise InputError(f"--top {top}: give the number of rows to show, or 0 for all")
     cat = catalog.load(STATE.config)
-    asked = options.comparison(cat, workload=workload, stack=stack, epochs=epochs, tokens=tokens, gpu=gpu,
-                               min_gpus=min_gpus, provider=provider, region=region, spot=spot, max_price=max_price,
-                               nodes=nodes, precision=precision, batch_per_gpu=batch_per_gpu, storage=storage,
-                               workload_file=workload_file, framework=framework, layout=layout,
-                               global_batch=global_batch, deadline=deadline)
+    asked = options.comparison(cat, flags)
     report = cmp.compare(cat, asked.request)
     report.left_out = asked.left_out
     bill = None
     # the offers price instances; the stack as planned has every line of its bill
-    if stack and report.feasible and fmt in (Fmt.table, Fmt.json):
+    if flags.stack and report.feasible and fmt in (Fmt.table, Fmt.json):
         from gpufleet.cli.plan import stack_bill
 
-        bill = stack_bill(stack, cat)
+        bill = stack_bill(flags.stack, cat)
     _render(report, fmt, top, by_region, show_infeasible, bill)
     for pool, why in asked.left_out.items():
         output.warn(f"pool {pool} is left out of the comparison: {why}")
@@ -88,7 +68,7 @@ def compare(
         output.warn("no offer can run it as asked (see the foot of the table, or --show-infeasible)")
     # no answer, or a stack pool that cannot be compared: a comparison not done
     if not report.feasible or asked.left_out:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
 # every column; the table leaves out the optional ones (the last first) when the terminal is narrow

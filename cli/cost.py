@@ -9,6 +9,7 @@ import typer
 
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
+from gpufleet.errors import EXIT_FAILED
 
 HELP = ("What the clouds billed each cluster (AWS Cost Explorer, the GCP billing export in BigQuery, Azure Cost "
         "Management, all by the gpufleet:cluster tag), per line of the bill, against what `up` predicted for the "
@@ -52,7 +53,7 @@ def cost(
     else:
         render(report)
     if report.failed or (not report.read and (report.skipped or report.rows)):
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
 def render(report) -> None:

@@ -8,7 +8,9 @@ import typer
 
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
+from gpufleet.errors import EXIT_FAILED
 
+Out = Annotated[str, typer.Option("--out", "-o", help="Where to write the bundles and variable files.")]
 Container = Annotated[bool, typer.Option("--container", help="The pools' training container instead (images/Dockerfile: "
                                          "NCCL and the frameworks on NVIDIA's CUDA base), built by Docker or Podman.")]
 CudaImage = Annotated[Optional[str], typer.Option("--cuda-image", help="With --container: the base image (default: "
@@ -30,7 +32,7 @@ PLAN_HELP = ("Write, for each cloud pool of STACK, what its golden image is buil
 def plan(
     stack: options.StackFile,
     pool: options.OnePool = None,
-    out: Annotated[str, typer.Option("--out", help="Where to write the bundles and variable files.")] = "build/images",
+    out: Out = "build/images",
     expires: Annotated[Optional[str], typer.Option("--expires", help="Tag the images to expire this long after now "
                                                    "(e.g. 30d): `gpufleet reap` then deletes them. Default: kept "
                                                    "until `image delete`.")] = None,
@@ -83,7 +85,7 @@ BUILD_HELP = ("Plan each cloud pool's golden image (as `image plan`), then run P
 def build(
     stack: options.StackFile,
     pool: options.OnePool = None,
-    out: Annotated[str, typer.Option("--out", help="Where to write the bundles and variable files.")] = "build/images",
+    out: Out = "build/images",
     expires: Annotated[Optional[str], typer.Option("--expires", help="Tag the images to expire this long after now "
                                                    "(e.g. 30d): `gpufleet reap` then deletes them. Default: kept "
                                                    "until `image delete`.")] = None,
@@ -176,4 +178,4 @@ def delete(
             output.console().print(f"kept (pools naming gpufleet:{i.name} boot it; --all deletes it too): "
                                    f"{i.provider} {i.region} {i.id}")
     if failed:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)

@@ -10,6 +10,7 @@ import typer
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
 from gpufleet.cli.tables import age, person, render_findings, render_outcomes
+from gpufleet.errors import EXIT_FAILED
 
 # The rule of every command that asks the clouds, said in each one's help.
 UNREAD_RULE = ("A cloud without credentials (or its SDK) is skipped with a warning; exit 1 when a cloud or region that "
@@ -46,7 +47,7 @@ def exit_if_unread(unread: dict[str, str], clouds) -> None:
     if not unread:
         return
     if STATE.json:
-        raise typer.Exit(1)  # the document already says what ("unread")
+        raise typer.Exit(EXIT_FAILED)  # the document already says what ("unread")
     from gpufleet.errors import GpufleetError
 
     if all(where in clouds.skipped for where in unread):
@@ -207,7 +208,7 @@ def reap(
     if STATE.json:
         output.emit_json(res.to_dict())
         if res.trouble:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_FAILED)
         return
     if res.unread and not found:
         exit_if_unread(res.unread, res.clouds)  # nothing read means nothing known: never "Nothing to reap"
@@ -234,7 +235,7 @@ def reap(
                 f"{output.money(sum(o.resource.usd_per_hour or 0 for o in outcomes if o.ok))}/h no longer billed.")
     exit_if_unread(res.unread, res.clouds)
     if res.trouble:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
 def _past_budget(past: list) -> None:
@@ -348,7 +349,7 @@ def rebuild(
     if STATE.json:
         output.emit_json(res.to_dict())
         if not res.written or res.unread:
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_FAILED)
         return
     rebuilding.refuse_unread(res)
     rows = [[c.name, c.stack, c.owner, c.expires_at or "-", ", ".join(f"{p}/{r}" for p, r in c.locations) or "-",

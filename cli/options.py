@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import inspect
 import sys
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass, field, fields
 from typing import Annotated, Optional
 
 import typer
@@ -13,7 +16,7 @@ Providers = Annotated[Optional[list[str]], typer.Option("--provider", "-p", help
                                                         "repeat for several.")]
 Regions = Annotated[Optional[list[str]], typer.Option("--region", "-r", help="Only this region (e.g. us-east-1, "
                                                       "us-central1, eastus); repeat for several. Default: all.")]
-Cluster = Annotated[Optional[str], typer.Option("--cluster", help="Cluster name (default: the stack's name).")]
+Cluster = Annotated[Optional[str], typer.Option("--cluster", "-c", help="Cluster name (default: the stack's name).")]
 StackFile = Annotated[str, typer.Argument(help="Stack file (YAML).", metavar="STACK")]
 OnePool = Annotated[Optional[str], typer.Option("--pool", help="Only this pool.")]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before changing anything.")]
@@ -77,8 +80,8 @@ Epochs = Annotated[Optional[float], typer.Option(help="Epochs to train (image/BE
 Tokens = Annotated[Optional[float], typer.Option(help="Tokens to train (LLM workloads), e.g. 1e12.")]
 Gpus = Annotated[Optional[list[str]], typer.Option("--gpu", help="GPU types to consider (repeat or comma-separate).")]
 MinGpus = Annotated[Optional[int], typer.Option("--min-gpus", help="At least this many GPUs in the cluster.")]
-AnyProvider = Annotated[Optional[list[str]], typer.Option("--provider", help="aws, gcp, azure, baremetal.")]
-AnyRegion = Annotated[Optional[list[str]], typer.Option("--region", help="Regions to consider; globs too: "
+AnyProvider = Annotated[Optional[list[str]], typer.Option("--provider", "-p", help="aws, gcp, azure, baremetal.")]
+AnyRegion = Annotated[Optional[list[str]], typer.Option("--region", "-r", help="Regions to consider; globs too: "
                                                         "'eu-*,europe-*'.")]
 Spot = Annotated[bool, typer.Option("--spot", help="Spot/preemptible prices only.")]
 MaxPrice = Annotated[Optional[float], typer.Option("--max-price", help="Max USD per hour for the cluster.")]
@@ -100,6 +103,56 @@ Storage = Annotated[Optional[str], typer.Option(help="nvme, network, lustre:<MB/
                                                 "if present.")]
 WorkloadFile = Annotated[Optional[str], typer.Option("--workload-file", help="YAML file with your own workloads.")]
 PRECISIONS = ("mixed", "fp32", "tf32", "fp16", "bf16", "fp8")
+
+
+@dataclass
+class ComparisonFlags:
+    """What to compare: the flags `compare` and `report` share, declared here once (a command takes
+    them all through ``comparison_flags``, so one cannot lack a flag the other has)."""
+
+    workload: Workload = None
+    stack: Stack = None
+    epochs: Epochs = None
+    tokens: Tokens = None
+    gpu: Gpus = None
+    min_gpus: MinGpus = None
+    provider: AnyProvider = None
+    region: AnyRegion = None
+    spot: Spot = False
+    max_price: MaxPrice = None
+    nodes: Nodes = "1"
+    precision: Precision = "mixed"
+    framework: Framework = "pytorch"
+    batch_per_gpu: BatchPerGpu = None
+    storage: Storage = None
+    workload_file: WorkloadFile = None
+    layout: Layout = None
+    global_batch: GlobalBatch = None
+    deadline: Deadline = None
+
+    def given(self) -> list[str]:
+        """The flags set to other than their defaults, as the command line names them."""
+        return [("WORKLOAD" if f.name == "workload" else "--" + f.name.replace("_", "-"))
+                for f in fields(self) if getattr(self, f.name) not in (f.default, [])]
+
+
+def comparison_flags(command):
+    """``command(flags: ComparisonFlags, **own)`` as typer sees a command taking every comparison flag
+    and then its own options: typer reads the signature, so the flags become parameters of it, and a
+    call gathers them back into one ``ComparisonFlags``."""
+    hints = typing.get_type_hints(ComparisonFlags, include_extras=True)
+    shared = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name])
+              for f in fields(ComparisonFlags)]
+    own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+           for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "flags"]
+
+    @functools.wraps(command)
+    def with_flags(**given):
+        flags = ComparisonFlags(**{p.name: given.pop(p.name) for p in shared})
+        return command(flags, **given)
+
+    with_flags.__signature__ = inspect.Signature(shared + own)
+    return with_flags
 
 
 def split(values: list[str] | None) -> list[str]:
@@ -130,14 +183,14 @@ class Comparison:
     constraints: list[str] = field(default_factory=list)
 
 
-def comparison(cat, *, workload: str | None, stack: str | None, epochs: float | None, tokens: float | None,
-               gpu: list[str] | None, min_gpus: int | None, provider: list[str] | None, region: list[str] | None,
-               spot: bool, max_price: float | None, nodes: str, precision: str, batch_per_gpu: int | None,
-               storage: str | None, workload_file: str | None, command: str = "compare",
-               framework: str = "pytorch", layout: str | None = None, global_batch: float | None = None,
-               deadline: str | None = None) -> Comparison:
+def comparison(cat, flags: ComparisonFlags, command: str = "compare") -> Comparison:
     """The flags of `compare` (and `report`) checked and made a ``compare.Request`` on ``cat``; a
     stack's racks with site costs become sites of ``cat``. Bad input raises (exit 2)."""
+    workload, stack, epochs, tokens = flags.workload, flags.stack, flags.epochs, flags.tokens
+    gpu, min_gpus, provider, region = flags.gpu, flags.min_gpus, flags.provider, flags.region
+    spot, max_price, nodes, precision, framework = flags.spot, flags.max_price, flags.nodes, flags.precision, flags.framework
+    batch_per_gpu, storage, workload_file = flags.batch_per_gpu, flags.storage, flags.workload_file
+    layout, global_batch, deadline = flags.layout, flags.global_batch, flags.deadline
     from gpufleet import compare as cmp
     from gpufleet.errors import InputError, NotFound, SpecError
     from gpufleet.limits import MAX_EPOCHS, MAX_TOKENS

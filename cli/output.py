@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import typer
 
+from gpufleet.errors import EXIT_CLOSED_PIPE, EXIT_FAILED, EXIT_INTERRUPTED
+
 
 @dataclass
 class State:
@@ -136,7 +138,7 @@ def handle_errors(fn):
                 traceback.print_exc()
             error(GpufleetError(f"internal error: {type(e).__name__}: {e}",
                                 "this is a bug in gpufleet: run the same command with -v and report what it prints"))
-            raise typer.Exit(1) from None
+            raise typer.Exit(EXIT_FAILED) from None
 
     return wrapper
 
@@ -199,12 +201,6 @@ def _widths(shown: list[str], least: dict[str, int], natural: dict[str, int], wr
             width[c] += give
             spare -= give
     return width
-
-
-# what a shell reports for a command its reader stopped (`git log | head`): 128 + SIGPIPE
-EXIT_CLOSED_PIPE = 141
-# and for one stopped with Ctrl-C: 128 + SIGINT
-EXIT_INTERRUPTED = 130
 
 
 def interrupted():

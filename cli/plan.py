@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Optional
-
-import typer
 
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
@@ -17,7 +14,7 @@ HELP = ("Show every resource `up` would create for a stack and its cost per hour
 @output.handle_errors
 def plan(
     stack: options.StackFile,
-    cluster: Annotated[Optional[str], typer.Option("--cluster", help="Cluster name (default: the stack's name).")] = None,
+    cluster: options.Cluster = None,
 ):
     from gpufleet import catalog, stacks
     from gpufleet.engine import plan as planner

@@ -10,6 +10,7 @@ import typer
 
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
+from gpufleet.errors import EXIT_FAILED
 
 STDOUT = "-"  # --out -: the page to stdout, as a file name "-" means to most programs
 
@@ -26,23 +27,9 @@ baremetal-rack.yaml (gpufleet examples --copy . writes it);  gpufleet report --c
 
 
 @output.handle_errors
+@options.comparison_flags
 def report(
-    workload: options.Workload = None,
-    stack: options.Stack = None,
-    epochs: options.Epochs = None,
-    tokens: options.Tokens = None,
-    gpu: options.Gpus = None,
-    min_gpus: options.MinGpus = None,
-    provider: options.AnyProvider = None,
-    region: options.AnyRegion = None,
-    spot: options.Spot = False,
-    max_price: options.MaxPrice = None,
-    nodes: options.Nodes = "1",
-    precision: options.Precision = "mixed",
-    framework: options.Framework = "pytorch",
-    batch_per_gpu: options.BatchPerGpu = None,
-    storage: options.Storage = None,
-    workload_file: options.WorkloadFile = None,
+    flags: options.ComparisonFlags,
     out: Annotated[Optional[str], typer.Option("--out", "-o", help="File to write (default report.html, or "
                                                "report.md with --markdown; charts go beside a Markdown file; "
                                                "- writes the HTML page to stdout).")] = None,
@@ -67,8 +54,7 @@ def report(
     charts.load()  # a missing extra is said before any work
     cat = catalog.load(STATE.config)
     if clusters:
-        given = [f for f, v in (("WORKLOAD", workload), ("--stack", stack), ("--epochs", epochs), ("--tokens", tokens),
-                                ("--gpu", gpu), ("--provider", provider), ("--region", region)) if v]
+        given = flags.given()
         if given:
             raise InputError(f"--clusters reports the running clusters; it takes no {', '.join(given)}",
                              "gpufleet report --clusters [--local] [--out FILE]")
@@ -79,10 +65,7 @@ def report(
     from gpufleet import compare as cmp
     from gpufleet.report import model, render
 
-    c = options.comparison(cat, workload=workload, stack=stack, epochs=epochs, tokens=tokens, gpu=gpu,
-                           min_gpus=min_gpus, provider=provider, region=region, spot=spot, max_price=max_price,
-                           nodes=nodes, precision=precision, batch_per_gpu=batch_per_gpu, storage=storage,
-                           workload_file=workload_file, command="report", framework=framework)
+    c = options.comparison(cat, flags, command="report")
     rep = cmp.compare(cat, c.request)
     rep.left_out = c.left_out
     for pool, why in c.left_out.items():
@@ -94,10 +77,10 @@ def report(
                             "widen the filters (--gpu, --provider, --region, --max-price, --nodes); "
                             "`gpufleet compare` lists what matches")
     bill = None
-    if stack:  # the offers price instances; the stack as planned has every line of its bill
+    if flags.stack:  # the offers price instances; the stack as planned has every line of its bill
         from gpufleet.cli.plan import stack_bill
 
-        bill = stack_bill(stack, cat)
+        bill = stack_bill(flags.stack, cat)
     data = model.build(cat, c.request, report=rep, constraints=c.constraints, stack=c.stack, spend=bill)
     written = _write(render.report_files(data, path, as_markdown), path)
     if rep.stale and output.once_a_day("catalog-age"):  # the report itself always says the age
@@ -111,7 +94,7 @@ def report(
             (f"Wrote {_through(path, asked)}" + (f" and {len(written) - 1} chart file(s)" if len(written) > 1 else "")
              + "\n" if written else "") + data.recommendation, highlight=False, markup=False)
     if c.left_out:  # a stack pool that cannot be compared is a comparison not done (as in `compare`)
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
 def _write(pages: dict[Path, str], path: Path) -> list[Path]:
@@ -174,4 +157,4 @@ def _clusters(cat, path: Path, asked: Path, as_markdown: bool, local: bool) -> N
             (f"Wrote {_through(path, asked)}: " if written else "") + f"{len(data.clusters)} cluster(s), "
             f"${data.total:,.2f} so far{past}", highlight=False, markup=False)
     if data.unread:  # as `status`: what should have been read and was not
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)

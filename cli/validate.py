@@ -8,6 +8,7 @@ import typer
 
 from gpufleet.cli import output
 from gpufleet.cli.output import STATE
+from gpufleet.errors import EXIT_BAD_INPUT
 
 HELP = "Validate stack files: shape, names, regions and capabilities against the catalog. Exit code 2 on bad input."
 
@@ -53,4 +54,4 @@ def validate(
         for e in failed:
             output.error(e)
     if failed:
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_BAD_INPUT)

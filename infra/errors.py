@@ -5,9 +5,16 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
+# Every exit code gpufleet's commands end with, declared here only (docs/cli.md explains each; the CLI
+# maps errors to them, and no module writes one as a number).
+EXIT_OK = 0  # the command did its job
+EXIT_FAILED = 1  # it could not
+EXIT_BAD_INPUT = 2  # bad input, nothing created
+EXIT_PARTIAL = 3  # some hosts or nodes failed while the others completed (a rerun retries them)
+EXIT_HELD = 4  # another command holds the cluster (--no-wait, or it was not released in time), or this one lost it
+EXIT_OVER_BUDGET = 5  # `up` of a cluster whose projected spend exceeds what a budget has left
+EXIT_INTERRUPTED = 130  # Ctrl-C: what a shell reports for a command stopped so, 128 + SIGINT
+EXIT_CLOSED_PIPE = 141  # the reader of stdout went away (`| head`): 128 + SIGPIPE, as for git or ls
 
 
 class GpufleetError(Exception):
@@ -191,7 +198,7 @@ class PartialFailure(GpufleetError):
 
     ``reports``: one per host, each with ``ok``, ``state``, ``hint``, ``target.id`` and ``to_dict()``."""
 
-    exit_code = 3
+    exit_code = EXIT_PARTIAL
 
     def __init__(self, reports: list, action: str = "configured"):
         bad = [r for r in reports if not r.ok]
@@ -259,7 +266,7 @@ class CloudUnreadable(GpufleetError):
     be: it could not be reached, it refused the credentials, or it denied permission. Exit code 1:
     the operation could not do its job (missing credentials are CredentialsError, exit 2)."""
 
-    KINDS = {"unreachable": "could not be reached", "refused": "refused the credentials",
+    REASONS = {"unreachable": "could not be reached", "refused": "refused the credentials",
              "permission": "denied permission", "error": "failed"}
     HINTS = {"unreachable": "check the network, a proxy, or the endpoint override; then run it again",
              "refused": "the credentials are wrong or expired: log in again",
@@ -268,7 +275,7 @@ class CloudUnreadable(GpufleetError):
 
     def __init__(self, provider: str, kind: str, detail: str, where: str | None = None):
         self.provider, self.kind, self.where = provider, kind, where or provider
-        self.reason = f"{self.KINDS[kind]} ({detail})"  # what `unread` lists beside the place
+        self.reason = f"{self.REASONS[kind]} ({detail})"  # what `unread` lists beside the place
         super().__init__(f"{self.where}: {self.reason}", self.HINTS[kind])
 
     @classmethod

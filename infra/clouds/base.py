@@ -20,11 +20,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from gpufleet.clouds import bill_lines
 from gpufleet.spec import Problem  # what a provider cannot do for a pool, keys relative to the pool
 
 # What a refusal rules out for the next attempt, from the narrowest to the whole run
 SCOPES = ("zone", "region", "provider", "stop")
-KINDS = ("capacity", "quota", "credentials", "permission", "argument", "price", "unknown")
+REFUSAL_KINDS = ("capacity", "quota", "credentials", "permission", "argument", "price", "unknown")  # what a refusal is
 # the scope of a failure recognised only by an SDK's own words (no cloud error code to look up)
 DEFAULT_SCOPE = {"capacity": "zone", "quota": "region", "credentials": "provider", "permission": "stop",
                  "argument": "stop", "price": "zone", "unknown": "stop"}
@@ -66,7 +67,7 @@ class RefusalRule:
     source: str
 
     def __post_init__(self):
-        if self.scope not in SCOPES or self.kind not in KINDS:
+        if self.scope not in SCOPES or self.kind not in REFUSAL_KINDS:
             raise ValueError(f"refusal rule {self.code}: scope {self.scope!r} / kind {self.kind!r} unknown")
 
     @classmethod
@@ -195,7 +196,7 @@ class Usage:
     reads these off the program's resources; ``engine.spend`` prices them."""
 
     pool: str  # the pool it serves; "-" for what the cluster shares (a region's network)
-    line: str  # the bill's line: volumes | file-system | nat | ipv4 | transfer
+    line: str  # the bill's line, one of bill_lines.PREDICTED: volumes, file-system, nat, ipv4, bastion, transfer
     item: str  # the rate's item, e.g. "ebs:gp3"
     unit: str  # one of RATE_UNITS, as the rate counts it
     region: str
@@ -205,6 +206,8 @@ class Usage:
     def __post_init__(self):
         if self.unit not in RATE_UNITS:
             raise ValueError(f"usage {self.item}: unit {self.unit!r} is not one of {RATE_UNITS}")
+        if self.line not in bill_lines.PREDICTED:
+            raise ValueError(f"usage {self.item}: line {self.line!r} is not one of {bill_lines.PREDICTED}")
 
 
 @dataclass(frozen=True)
@@ -228,12 +231,16 @@ class Billed:
 
     provider: str
     cluster: str
-    line: str  # a line of engine.spend.LINES, "network" where the bill keeps NAT and addresses together, or "other"
+    line: str  # one of bill_lines.BILLED
     usd: float | None  # in US dollars (None: another currency, and the bill gives no rate for it)
     through: str  # the last day (YYYY-MM-DD) the cloud's figures cover
     estimated: bool = False  # the cloud says the figure may still change
     currency: str = "USD"  # the currency the bill is in
     amount: float | None = None  # in ``currency``, when that is not USD
+
+    def __post_init__(self):
+        if self.line not in bill_lines.BILLED:
+            raise ValueError(f"{self.provider} bill line {self.line!r} is not one of {bill_lines.BILLED}")
 
 
 def merged(rows: list[Billed]) -> list[Billed]:

@@ -416,7 +416,7 @@ class Replacement:
     whose change makes it replaced (the steps' ``keys``)."""
 
     urn: str
-    kind: str  # its type, or a dynamic resource's own ``gpufleet_kind`` (clouds.aws.nodes.FleetNodes)
+    kind: str  # its type, or a dynamic resource's own ``gpufleet_kind`` (clouds.aws.pool_vms.FleetNodes)
     op: str = "replace"
     keys: list[str] = field(default_factory=list)
 

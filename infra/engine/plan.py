@@ -252,7 +252,7 @@ def _input(inputs: dict, key: str):
 
 # Pulumi's one type for every dynamic resource: a rack host (clouds.baremetal.rack.RackHost), or a
 # cloud's reader of what its resources' outputs leave out, which names itself in ``gpufleet_kind``
-# (a type of that cloud's package, so its mocks answer it: clouds.azure.nodes.ScaleSetNodes)
+# (a type of that cloud's package, so its mocks answer it: clouds.azure.pool_vms.ScaleSetNodes)
 DYNAMIC_TYPE = "pulumi-python:dynamic:Resource"
 READER_KIND = "gpufleet_kind"
 SHARD_MIN_NODES = 200  # below this, starting processes costs more than it saves
@@ -430,7 +430,7 @@ class _Mocks:
                     hashlib.sha1(f"{typ}/{name}".encode()).hexdigest()[:17]
                 state = dict(inputs)
                 custom = bool(getattr(args, "custom", True))
-                # a cloud's dynamic resource is shown as the kind it names (clouds.gcp.nodes.BulkInstances),
+                # a cloud's dynamic resource is shown as the kind it names (clouds.gcp.pool_vms.BulkInstances),
                 # without the pickled provider Pulumi passes it (code, not a setting anyone reviews)
                 shown = inputs.get(READER_KIND) or typ if typ == DYNAMIC_TYPE else typ
                 listed = {k: v for k, v in inputs.items() if k != "__provider"} if shown != typ else inputs

@@ -19,13 +19,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from gpufleet.catalog import rates
-from gpufleet.clouds import candidates, cloud
+from gpufleet.clouds import bill_lines, candidates, cloud
 from gpufleet.clouds.base import Planned, Usage
 from gpufleet.clouds.resources import HOURS_PER_MONTH
 from gpufleet.providers import CLOUDS
 
-LINES = ("instances", "reservation", "volumes", "file-system", "nat", "ipv4", "bastion", "transfer")
-NODE_LINES = LINES[:2]  # what a pool's nodes are billed as: the instances, or the reservation they run in
 NO_DATA = "the stack says nothing of the data it moves (`data:`): traffic is not estimated"
 FLEX_BOUND = ("flex-start: the on-demand list rate, an upper bound (Google bills flex-start at Dynamic Workload "
               "Scheduler prices, discounted up to 53%; the catalog has none)")
@@ -33,7 +31,7 @@ FLEX_BOUND = ("flex-start: the on-demand list rate, an upper bound (Google bills
 
 @dataclass
 class CostLine:
-    line: str  # one of LINES
+    line: str  # one of bill_lines.PREDICTED
     pool: str  # "-": the cluster's shared parts
     provider: str
     region: str
@@ -76,7 +74,7 @@ class Spend:
     @property
     def unpriced_nodes(self) -> list[str]:
         """The pools' nodes or reservations the catalog cannot price, each named with its pool."""
-        return [f"pool {x.pool}: {x.what}" for x in self.unpriced if x.line in NODE_LINES]
+        return [f"pool {x.pool}: {x.what}" for x in self.unpriced if x.line in bill_lines.NODES]
 
     def by_line(self) -> dict[str, dict[str, float]]:
         """Per line of the bill: $/h and $ over the TTL."""
@@ -85,7 +83,7 @@ class Spend:
             d = out.setdefault(x.line, {"usd_per_hour": 0.0, "usd_for_ttl": 0.0})
             d["usd_per_hour"] += x.usd_per_hour
             d["usd_for_ttl"] += x.usd_per_hour * self.ttl_hours + x.usd_once
-        return {k: out[k] for k in LINES if k in out}
+        return {k: out[k] for k in bill_lines.PREDICTED if k in out}
 
     def summary(self) -> dict:
         """What the registry keeps of it: per line, $/h and $ once, and the TTL."""
@@ -119,7 +117,7 @@ def estimate(plan, stack, cat) -> Spend:
     else:
         for provider, region in regions:
             out.lines += [_priced(provider, u, cat) for u in traffic(stack.data, region)]
-    out.lines.sort(key=lambda x: (LINES.index(x.line), x.pool, x.provider, x.region))
+    out.lines.sort(key=lambda x: (bill_lines.PREDICTED.index(x.line), x.pool, x.provider, x.region))
     return out
 
 
@@ -142,7 +140,7 @@ def _instances(plan, stack, cat) -> list[CostLine]:
         price = cat.offer(c.provider, c.where, c.machine, "spot" if pool.spot else "ondemand") \
             if c.provider in CLOUDS else None
         bound = FLEX_BOUND if pool.flex_start is not None else ""
-        out.append(CostLine("instances", c.pool, c.provider, c.where, f"{c.nodes} x {c.machine}", c.usd_per_hour or 0.0,
+        out.append(CostLine(bill_lines.INSTANCES, c.pool, c.provider, c.where, f"{c.nodes} x {c.machine}", c.usd_per_hour or 0.0,
                             source="; ".join(dict.fromkeys(x.source for x in price.parts)) if price else
                             ("site costs" if c.usd_per_hour is not None else ""),
                             as_of=price.as_of if price else "", priced=c.usd_per_hour is not None,
@@ -166,7 +164,7 @@ def _reservation(pool: str, nodes: int, h, *, used: bool) -> CostLine:
     note = "the pool runs in it" if used else "held, not used by the pool: billed all the same"
     if not priced:
         note += f"; no ondemand price for {h.instance_type} in {h.region} in the catalog"
-    return CostLine("reservation", pool, h.provider, h.region, f"{nodes} x {h.instance_type} in {h.reservation.id}: "
+    return CostLine(bill_lines.RESERVATION, pool, h.provider, h.region, f"{nodes} x {h.instance_type} in {h.reservation.id}: "
                     f"{h.billing}", h.price_per_hour or 0.0, priced=priced, source="the reservation's terms", note=note)
 
 
@@ -190,20 +188,20 @@ def traffic(data, region: str) -> list[Usage]:
     """What the stack's ``data:`` moves in and out of one region (GB, once over the TTL)."""
     out = []
     if data.dataset_gb and data.dataset_from == "other-region":
-        out.append(Usage("-", "transfer", "transfer:inter-region", "gb", region, data.dataset_gb,
+        out.append(Usage("-", bill_lines.TRANSFER, "transfer:inter-region", "gb", region, data.dataset_gb,
                          f"dataset, {data.dataset_gb:g} GB from another region"))
     if data.dataset_gb and data.dataset_from == "internet":  # free to come in, but through the NAT gateway
-        out.append(Usage("-", "transfer", "nat:data", "gb", region, data.dataset_gb,
+        out.append(Usage("-", bill_lines.TRANSFER, "nat:data", "gb", region, data.dataset_gb,
                          f"dataset, {data.dataset_gb:g} GB from the Internet through the NAT gateway"))
     copies = data.checkpoint_gb * data.checkpoints * data.checkpoint_copies
     if copies:
-        out.append(Usage("-", "transfer", "transfer:inter-region", "gb", region, copies,
+        out.append(Usage("-", bill_lines.TRANSFER, "transfer:inter-region", "gb", region, copies,
                          f"{data.checkpoints} checkpoint(s) of {data.checkpoint_gb:g} GB copied to "
                          f"{data.checkpoint_copies} other region(s)"))
     if data.egress_gb:
-        out.append(Usage("-", "transfer", "transfer:internet-out", "gb", region, data.egress_gb,
+        out.append(Usage("-", bill_lines.TRANSFER, "transfer:internet-out", "gb", region, data.egress_gb,
                          f"{data.egress_gb:g} GB downloaded out of the cloud"))
-        out.append(Usage("-", "transfer", "nat:data", "gb", region, data.egress_gb,
+        out.append(Usage("-", bill_lines.TRANSFER, "nat:data", "gb", region, data.egress_gb,
                          f"{data.egress_gb:g} GB out through the NAT gateway"))
     return out
 

@@ -27,16 +27,14 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from gpufleet import config
+from gpufleet.clouds import bill_lines
 from gpufleet.clouds.tags import names, time_or_none
-from gpufleet.engine.spend import NODE_LINES
-from gpufleet.errors import GpufleetError, InputError
+from gpufleet.errors import EXIT_OVER_BUDGET, GpufleetError, InputError
 from gpufleet.fleet import team
 from gpufleet.paths import user_config
 from gpufleet.state import budgets as team_budgets
 from gpufleet.state.registry import ClusterRecord
 from gpufleet.state.shared import BadObject
-
-EXIT_OVER_BUDGET = 5
 
 
 @dataclass(frozen=True)
@@ -246,8 +244,8 @@ def moved(spend, places: dict) -> Projection:
     there: its nodes at the place's price, or nothing beyond the reservation where the place is one
     (the reservations a pool holds are lines of ``spend`` whatever its place: billed used or not). A
     place without a price is named in ``unpriced_nodes``, never counted as $0."""
-    kept = [x for x in spend.lines if not (x.pool in places and x.line == "instances")]
-    unpriced = [f"pool {x.pool}: {x.what}" for x in kept if not x.priced and x.line in NODE_LINES]
+    kept = [x for x in spend.lines if not (x.pool in places and x.line == bill_lines.INSTANCES)]
+    unpriced = [f"pool {x.pool}: {x.what}" for x in kept if not x.priced and x.line in bill_lines.NODES]
     per_hour = sum(x.usd_per_hour for x in kept)
     for pool, c in places.items():
         if c.reservation is not None:
@@ -257,7 +255,7 @@ def moved(spend, places: dict) -> Projection:
         else:
             per_hour += c.price_per_hour
     return Projection(per_hour, spend.usd_once, spend.ttl_hours, tuple(unpriced),
-                      sum(x.usd_per_hour for x in kept if x.line == "reservation"))
+                      sum(x.usd_per_hour for x in kept if x.line == bill_lines.RESERVATION))
 
 
 @dataclass

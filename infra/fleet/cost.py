@@ -19,15 +19,13 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from gpufleet.clouds import cloud, inventory
+from gpufleet.clouds import bill_lines, cloud, inventory
 from gpufleet.clouds.base import Billed
 from gpufleet.clouds.tags import time_or_none
 from gpufleet.errors import CloudUnreadable, GpufleetError, InputError
 from gpufleet.fleet import team
 from gpufleet.providers import CLOUDS
 from gpufleet.state.registry import ClusterRecord, Registry
-
-NETWORK = ("nat", "ipv4")  # what a bill that keeps them together ("network") is compared with
 
 
 @dataclass
@@ -156,7 +154,7 @@ def _cluster(name: str, billed: list[Billed], rec: ClusterRecord | None, since: 
     providers = sorted({b.provider for b in billed} | set(rec.clouds if rec else ()))
     through = min((max(b.through for b in billed if b.provider == p) for p in {b.provider for b in billed}),
                   default=None)
-    merge = any(b.line == "network" for b in billed)  # a bill that keeps NAT and addresses together
+    merge = any(b.line == bill_lines.NETWORK for b in billed)  # a bill that keeps NAT and addresses together
     spent: dict[str, float] = {}
     row = ClusterCost(name, [], through, providers, any(b.estimated for b in billed))
     for b in billed:
@@ -165,7 +163,7 @@ def _cluster(name: str, billed: list[Billed], rec: ClusterRecord | None, since: 
             kept[b.currency] = kept.get(b.currency, 0.0) + (b.amount or 0.0)
         if b.usd is None:
             continue
-        key = "network" if merge and b.line in NETWORK else b.line
+        key = bill_lines.NETWORK if merge and b.line in bill_lines.NETWORK_PARTS else b.line
         spent[key] = spent.get(key, 0.0) + b.usd
     for currency, amount in sorted(row.converted.items()):
         row.notes.append(f"{amount:,.2f} {currency} billed, counted in US dollars at the bill's own rate")
@@ -193,13 +191,13 @@ def _predicted(rec: ClusterRecord, since: dt.date, through: str | None, now: dt.
               + dt.timedelta(days=1)) if through else now
     created = time_or_none(rec.created_at) or start
     hours = max(0.0, (end - max(start, created)).total_seconds() / 3600)
-    p = rec.predicted or {"usd_per_hour": {"instances": rec.usd_per_hour or 0.0}}
+    p = rec.predicted or {"usd_per_hour": {bill_lines.INSTANCES: rec.usd_per_hour or 0.0}}
     ttl = p.get("ttl_hours") or 0
     out: dict[str, float] = {}
     for line, usd in (p.get("usd_per_hour") or {}).items():
-        key = "network" if merge and line in NETWORK else line
+        key = bill_lines.NETWORK if merge and line in bill_lines.NETWORK_PARTS else line
         out[key] = out.get(key, 0.0) + usd * hours
     for line, usd in (p.get("usd_once") or {}).items():
-        key = "network" if merge and line in NETWORK else line
+        key = bill_lines.NETWORK if merge and line in bill_lines.NETWORK_PARTS else line
         out[key] = out.get(key, 0.0) + usd * (min(1.0, hours / ttl) if ttl else 0.0)
     return out

@@ -39,14 +39,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TypeVar
 
-from gpufleet.errors import GpufleetError, InputError
+from gpufleet.errors import EXIT_HELD, GpufleetError, InputError
 from gpufleet.state.shared import SharedStore, StoreError, shown
 
 T = TypeVar("T")
 HEARTBEAT_S = 30.0
 EXPIRES_S = 3 * HEARTBEAT_S + 5.0  # three missed heartbeats
 WAIT_POLL_S = 5.0
-EXIT_HELD = 4  # another command holds the cluster (--no-wait, or it was not released in time), or this one lost it
 RETRY_SHARE = 0.2  # after a heartbeat the store did not confirm, the next try comes after this share of the interval
 CLEANUP_S = 10.0  # the longest a command's end waits on its store (the lease's delete, the event)
 

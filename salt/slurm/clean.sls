@@ -1,6 +1,7 @@
-{#- Undo the slurm formula: its daemons stopped, its packages purged (their init links and conffiles
-    with them: the cluster's configuration must not outlive it), then its files, key, spool and the
-    health check removed. -#}
+{#- Undo the slurm formula, its parts in reverse: its daemons stopped (daemon, munge_service), the
+    database accounting installed (accounting), its packages purged (package: their init links and
+    conffiles with them: the cluster's configuration must not outlive it), then its files (health,
+    spool, config, munge_key) removed. -#}
 {%- from tpldir ~ "/map.jinja" import mapdata as slurm with context %}
 {#- The database server goes only where the formula installed it (its marker says so), and its
     data directory stays: job history is data (MariaDB's purge keeps its databases unless told). #}

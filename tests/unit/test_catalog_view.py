@@ -48,7 +48,7 @@ def test_a_plan_fits_the_terminal_and_cuts_no_name(path, columns):
 def test_a_plan_shows_a_pool_as_its_few_resources_with_short_types():
     out = cli_at(200, "plan", str(ROOT / "stacks/examples/gcp-a3.yaml")).stdout  # two T4 nodes
     rows = table_cells(out)
-    # the two T4 nodes are one row: their all-or-nothing request (clouds.gcp.nodes), not a row per VM
+    # the two T4 nodes are one row: their all-or-nothing request (clouds.gcp.pool_vms), not a row per VM
     assert any("gcp-a3-t4-eval-nodes" in r and any("n1-standard-8 x2" in cell for cell in r) for r in rows)
     assert not any("gcp-a3-t4-eval-0" in cell for r in rows for cell in r)
     # Pulumi's own short form (what `pulumi preview` prints): gcp:compute/network:Network -> gcp:compute:Network

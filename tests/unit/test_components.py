@@ -49,7 +49,7 @@ def _resource_class(typ: str):
 
 def _tags_of(r) -> tuple[str, dict] | None:
     """("labels" | "tags", what the resource carries) where it takes any: its SDK's parameters say
-    which; a GCP pool's VMs (clouds.gcp.nodes.BulkInstances) carry labels in their properties, and
+    which; a GCP pool's VMs (clouds.gcp.pool_vms.BulkInstances) carry labels in their properties, and
     the other dynamic kinds (readers) create nothing."""
     if r.type == "gcp:gpufleet:BulkInstances":
         return "labels", r.inputs["properties"]["labels"]
@@ -378,7 +378,7 @@ def test_a_gcp_pool_is_one_bulk_insert_per_compact_placement_policy(cat, write):
     """151 A3 nodes: two compact policies (GCP's limit is 150 VMs a policy), made by the one
     BulkInstances resource with its two bulkInserts of 150 and 1 VMs, each all or nothing; the
     pool is the same four resources as a 2-node pool's."""
-    from gpufleet.clouds.gcp import nodes
+    from gpufleet.clouds.gcp import pool_vms as nodes
 
     def pool(n):
         return _plan(write(f"big{n}.yaml", "name: big\nowner: o\npools:\n  - name: h\n    provider: gcp\n"

@@ -4,6 +4,7 @@ told apart); exit 1 when no cloud could be asked at all; exit 2 when a named clo
 credentials. A dry run that read nothing never says "Nothing to reap"."""
 
 import json
+import re
 import socket
 
 import pytest
@@ -120,3 +121,26 @@ pools:
     assert "Traceback" not in r.stderr and "2 of 2 host(s) not reached" in r.stderr
     r = cli("--json", "status", "--local")
     assert r.exit_code == 0 and json.loads(r.stdout)["clusters"] == []  # nothing was recorded
+
+
+# --- one table of exit codes ------------------------------------------------------------------
+
+# an exit code written as a number: Exit(1), SystemExit(130), exit_code = 3, exit_code=2, EXIT_X = 4
+LITERAL_EXIT = re.compile(r"(?:Exit\(\s*|\bexit_code\s*=\s*|\bEXIT_\w+\s*=\s*)(\d+)\b")
+
+
+def test_every_exit_code_is_named_in_the_one_table():
+    """The exit codes are declared in gpufleet.errors only; every other module (library and CLI) names
+    them, so a code cannot change in one place and not in another. The node-side check program
+    (nodecheck) has its own codes, which no user sees."""
+    from conftest import ROOT
+
+    literal = []
+    for path in [*(ROOT / "infra").rglob("*.py"), *(ROOT / "cli").rglob("*.py")]:
+        if "nodecheck" in path.parts or path == ROOT / "infra" / "errors.py":
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if LITERAL_EXIT.search(line):
+                literal.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
+    assert not literal, "exit codes written as numbers:\n" + "\n".join(literal)
+

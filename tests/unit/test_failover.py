@@ -36,10 +36,10 @@ def refusal(cloud: str, name: str) -> str:
 
 
 def short_fleet() -> str:
-    """How `up` fails when a pool's instant fleet came back empty: its reader (clouds.aws.nodes) raises
+    """How `up` fails when a pool's instant fleet came back empty: its reader (clouds.aws.pool_vms) raises
     EC2's error for the fleet (here the recorded InsufficientInstanceCapacity), and Pulumi's Python
     dynamic providers fail through gRPC, which words it "Exception calling application"."""
-    from gpufleet.clouds.aws.nodes import shortfall
+    from gpufleet.clouds.aws.pool_vms import shortfall
 
     said = refusal("aws", "insufficient_instance_capacity").split("InsufficientInstanceCapacity: ", 1)[1]
     error = {"code": "InsufficientInstanceCapacity", "message": said.splitlines()[0]}
@@ -386,7 +386,7 @@ def test_a_short_reservation_falls_back_to_the_open_market_beside_it(cat, fake, 
     from fakes.pulumi_cli import Failure
 
     said = refusal("aws", "reservation_capacity_exceeded").split("ReservationCapacityExceeded: ", 1)[1]
-    from gpufleet.clouds.aws.nodes import shortfall
+    from gpufleet.clouds.aws.pool_vms import shortfall
 
     error = {"code": "ReservationCapacityExceeded", "message": said.splitlines()[0]}
     fake.fail_ups = [Failure("error: Exception calling application: " + shortfall("fleet-0a1b", 0, 2, [error]),

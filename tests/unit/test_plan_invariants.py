@@ -160,7 +160,7 @@ def unknown_keys(value, typ, path: str) -> list[str]:
     return []  # scalars, and maps whose keys are the user's (tags, labels, metadata)
 
 
-BULK = "gcp:gpufleet:BulkInstances"  # a GCP pool's VMs (clouds.gcp.nodes): the Compute API's own types check them
+BULK = "gcp:gpufleet:BulkInstances"  # a GCP pool's VMs (clouds.gcp.pool_vms): the Compute API's own types check them
 
 
 def _names(p) -> list[tuple[str, str, str, object]]:
@@ -204,7 +204,7 @@ def test_every_bulk_insert_is_one_the_compute_api_takes(plans, name):
     from google.cloud import compute_v1
     from google.protobuf.json_format import ParseError
 
-    from gpufleet.clouds.gcp import nodes
+    from gpufleet.clouds.gcp import pool_vms as nodes
 
     for r in (r for r in plans[name].cloud_resources if r.type == BULK):
         for names, policy in nodes.groups(r.inputs["names"], r.inputs["policies"]):

@@ -13,7 +13,7 @@ import pytest
 
 from gpufleet import stacks
 from gpufleet.clouds import cloud
-from gpufleet.clouds.base import KINDS, SCOPES, RefusalRule, first_refusal, refusal_in
+from gpufleet.clouds.base import REFUSAL_KINDS, SCOPES, RefusalRule, first_refusal, refusal_in
 from gpufleet.engine import automation
 from gpufleet.engine import plan as planner
 from gpufleet.errors import CapacityError, DeployError, ToolMissing
@@ -131,7 +131,7 @@ def test_every_row_is_documented_and_read_first_by_a_recorded_payload(name):
     assert rules and all(isinstance(r, RefusalRule) for r in rules)
     texts = [_payload(p)[1] for p in _payloads(name)]
     for rule in rules:
-        assert rule.scope in SCOPES and rule.kind in KINDS
+        assert rule.scope in SCOPES and rule.kind in REFUSAL_KINDS
         assert rule.source.startswith("https://"), rule.code
         if rule.code in OWN_WORDS:
             continue

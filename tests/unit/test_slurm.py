@@ -665,3 +665,30 @@ def test_a_drain_reason_is_one_line(tmp_path, said, reason):
     (drain,) = [c for c in _scontrol_calls(tmp_path) if c[0] == "update"]
     assert ran.returncode == 1 and drain[3] == f"Reason={reason}", (drain, ran.stderr)
     assert _health_program().one_line("a\tb\x1b[31m\n" + "x" * 300) == ("a b [31m " + "x" * 300)[:200]
+
+
+def test_the_formula_is_one_part_per_file_and_each_part_renders_on_its_own(rendered, tmp_path):
+    """init.sls only includes the parts, in the order they apply (as nvidia_driver/), and a part
+    applied alone brings in what its requisites name (rendered on a controller with accounting, where
+    every part has states)."""
+    import yaml
+
+    text = re.sub(r"\{#.*?#\}", "", (ROOT / "salt" / "slurm" / "init.sls").read_text(), flags=re.S)  # Jinja comments
+    init = yaml.safe_load(text)
+    parts = [p.lstrip(".") for p in init.pop("include")]
+    assert not init and len(parts) >= 6, init
+    st, _, cat = rendered
+    path = tmp_path / "acct.yaml"
+    path.write_text(STACK.replace("slurm: {health_check_interval: 120}", "slurm: {accounting: true}"))
+    st = stacks.load(path, cat)
+    ctl = slurm.node("ctl0", "10.0.0.5", st.pools[0], cpus=4, mem_gib=16, gpus=0, gpu=None)
+    nodes = [slurm.node("n0", "10.0.0.6", st.pools[2], cpus=48, mem_gib=192, gpus=4, gpu="T4")]
+    pil = slurm.pillars(st, "train", ctl, nodes, {"ctl-0": ("controller", {}, 0), "t4-0": ("compute", {}, 4)},
+                        bundle=b"PK", key=b"k" * 32)
+    whole = render(salt_call(), tmp_path / "whole", {**OSES["Debian-12"], "host": "ctl0"},
+                   {"gpufleet": {"live": False}, "slurm": pil["ctl-0"]}, ["slurm"])
+    assert {s["__sls__"] for s in whole.values()} == {f"slurm.{p}" for p in parts} - {"slurm.health"}
+    for part in ("daemon", "accounting"):  # the parts with the most requisites
+        alone = render(salt_call(), tmp_path / part, {**OSES["Debian-12"], "host": "ctl0"},
+                       {"gpufleet": {"live": False}, "slurm": pil["ctl-0"]}, [f"slurm.{part}"])
+        assert "slurm-packages-pkg-installed" in alone and f"slurm.{part}" in {s["__sls__"] for s in alone.values()}

@@ -32,6 +32,7 @@ import re
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from gpufleet.clouds import bill_lines
 from gpufleet.clouds.aws import credentials
 from gpufleet.clouds.aws.api import unreadable
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
@@ -46,16 +47,16 @@ MEMBER_ACCOUNT = "Linked account doesn't have access to cost allocation tags"
 REGION = "us-east-1"  # Cost Explorer's one endpoint: https://ce.us-east-1.amazonaws.com
 LAG = ("AWS updates its billing data up to three times a day and at least once every 24 hours; the last day's "
        "figures are estimates")
-LINES = ((re.compile(r"(BoxUsage|SpotUsage|DedicatedUsage|HostUsage|UnusedBox|Reservation)"), "instances"),
-         (re.compile(r"EBS:"), "volumes"),
-         (re.compile(r"NatGateway-Hours"), "nat"),
-         (re.compile(r"PublicIPv4:"), "ipv4"),
-         (re.compile(r"(NatGateway-Bytes|DataTransfer|-AWS-(In|Out)-Bytes)"), "transfer"),
-         (re.compile(r"(FSx|Lustre)", re.I), "file-system"))
+LINES = ((re.compile(r"(BoxUsage|SpotUsage|DedicatedUsage|HostUsage|UnusedBox|Reservation)"), bill_lines.INSTANCES),
+         (re.compile(r"EBS:"), bill_lines.VOLUMES),
+         (re.compile(r"NatGateway-Hours"), bill_lines.NAT),
+         (re.compile(r"PublicIPv4:"), bill_lines.IPV4),
+         (re.compile(r"(NatGateway-Bytes|DataTransfer|-AWS-(In|Out)-Bytes)"), bill_lines.TRANSFER),
+         (re.compile(r"(FSx|Lustre)", re.I), bill_lines.FILE_SYSTEM))
 
 
 def line_of(usage_type: str) -> str:
-    return next((line for pattern, line in LINES if pattern.search(usage_type)), "other")
+    return next((line for pattern, line in LINES if pattern.search(usage_type)), bill_lines.OTHER)
 
 
 def billed(since, until, clusters: list[str] | None, settings: dict, *, client=None) -> BillRead:

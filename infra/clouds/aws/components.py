@@ -21,7 +21,7 @@ import pulumi_aws as aws
 
 from gpufleet.clouds import bootstrap
 from gpufleet.clouds.aws import access
-from gpufleet.clouds.aws.nodes import FleetNodes
+from gpufleet.clouds.aws.pool_vms import FleetNodes
 from gpufleet.clouds.aws.rules import STORAGE
 from gpufleet.clouds.pools import StorageArgs, first_zone, resource_name
 

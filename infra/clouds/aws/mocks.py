@@ -56,7 +56,7 @@ def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> N
         # follows the data: another template reads as another version, the same one as the same
         data = json.dumps({k: v for k, v in inputs.items() if k != "tags"}, sort_keys=True, default=str)
         state["latestVersion"] = int(hashlib.sha1(data.encode()).hexdigest()[:6], 16) + 1
-    elif typ == "aws:gpufleet:FleetNodes":  # clouds.aws.nodes: what DescribeFleets and DescribeInstances answer
+    elif typ == "aws:gpufleet:FleetNodes":  # clouds.aws.pool_vms: what DescribeFleets and DescribeInstances answer
         # EC2 hands a new subnet's addresses out from .4 on (it keeps the first four), one per instance
         n = int(inputs["nodes"])
         state.update(node_ids=["i-" + hashlib.sha1(f"{name}/{i}".encode()).hexdigest()[:17] for i in range(n)],

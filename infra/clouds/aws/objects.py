@@ -14,7 +14,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 from gpufleet.clouds.aws import credentials
 from gpufleet.clouds.aws.api import empty_bucket, unreadable
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
-from gpufleet.errors import CredentialsError, GpufleetError
+from gpufleet.errors import EXIT_BAD_INPUT, CredentialsError, GpufleetError
 from gpufleet.state.shared import InBucket, refuse_oversize
 
 PAGE = 1000  # ListObjectsV2's largest page
@@ -113,7 +113,7 @@ class Shared(InBucket):
         if lacking:  # every write would be refused by botocore itself ("Unknown parameter in input")
             raise GpufleetError(f"botocore {botocore.__version__} cannot write a team's store in S3: its S3 model has "
                                 f"no {', '.join(lacking)} (S3's conditional writes)",
-                                f"pip install 'boto3>={CONDITIONAL_WRITES}'", exit_code=2)
+                                f"pip install 'boto3>={CONDITIONAL_WRITES}'", exit_code=EXIT_BAD_INPUT)
 
     def _conditional(self, call, **kw) -> bool:
         try:

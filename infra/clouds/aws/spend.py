@@ -7,6 +7,7 @@ the NAT gateway's Elastic IP, and each node's own when the pool asks for one).
 
 from __future__ import annotations
 
+from gpufleet.clouds import bill_lines
 from gpufleet.clouds.base import Planned, Usage
 
 # gp3's baseline, included in its GB price (aws.amazon.com/ebs/pricing: "3,000 IOPS free and
@@ -24,11 +25,11 @@ def spend(resources: list[Planned]) -> list[Usage]:
         elif kind == "LustreFileSystem":
             out.append(_lustre(r))
         elif kind == "NatGateway":
-            out.append(Usage(r.pool, "nat", "nat-gateway", "hour", r.region, 1, "NAT gateway"))
+            out.append(Usage(r.pool, bill_lines.NAT, "nat-gateway", "hour", r.region, 1, "NAT gateway"))
         elif kind == "Eip":
-            out.append(Usage(r.pool, "ipv4", "ipv4", "hour", r.region, 1, "public IPv4 address (Elastic IP)"))
+            out.append(Usage(r.pool, bill_lines.IPV4, "ipv4", "hour", r.region, 1, "public IPv4 address (Elastic IP)"))
         elif kind == "FleetNodes" and r.inputs.get("public"):
-            out.append(Usage(r.pool, "ipv4", "ipv4", "hour", r.region, r.nodes,
+            out.append(Usage(r.pool, bill_lines.IPV4, "ipv4", "hour", r.region, r.nodes,
                              f"public IPv4 address x {r.nodes} node(s)"))
     return out
 
@@ -41,14 +42,14 @@ def _volumes(r: Planned) -> list[Usage]:
         if not size:
             continue
         n = r.nodes
-        out.append(Usage(r.pool, "volumes", f"ebs:{kind}", "gb-month", r.region, size * n,
+        out.append(Usage(r.pool, bill_lines.VOLUMES, f"ebs:{kind}", "gb-month", r.region, size * n,
                          f"{size:g} GB {kind} root volume x {n} node(s)"))
         iops, mbps = float(ebs.get("iops") or 0), float(ebs.get("throughput") or 0)
         if kind == "gp3" and iops > GP3_FREE_IOPS:
-            out.append(Usage(r.pool, "volumes", "ebs:gp3-iops", "iops-month", r.region, (iops - GP3_FREE_IOPS) * n,
+            out.append(Usage(r.pool, bill_lines.VOLUMES, "ebs:gp3-iops", "iops-month", r.region, (iops - GP3_FREE_IOPS) * n,
                              f"{iops - GP3_FREE_IOPS:g} gp3 IOPS above the free 3,000 x {n}"))
         if kind == "gp3" and mbps > GP3_FREE_MBPS:
-            out.append(Usage(r.pool, "volumes", "ebs:gp3-throughput", "mbps-month", r.region,
+            out.append(Usage(r.pool, bill_lines.VOLUMES, "ebs:gp3-throughput", "mbps-month", r.region,
                              (mbps - GP3_FREE_MBPS) * n, f"{mbps - GP3_FREE_MBPS:g} MB/s gp3 throughput above the "
                              f"free 125 x {n}"))
     return out
@@ -59,5 +60,5 @@ def _lustre(r: Planned) -> Usage:
     size = float(r.inputs.get("storageCapacity") or 0)
     tier = r.inputs.get("perUnitStorageThroughput")
     item = f"fsx-lustre:{deployment}" + (f":{int(tier)}" if tier and deployment.startswith("persistent") else "")
-    return Usage(r.pool, "file-system", item, "gb-month", r.region, size,
+    return Usage(r.pool, bill_lines.FILE_SYSTEM, item, "gb-month", r.region, size,
                  f"FSx for Lustre {deployment}, {size:g} GB" + (f" at {int(tier)} MB/s/TiB" if tier else ""))

@@ -27,6 +27,7 @@ from azure.core.rest import HttpRequest
 from azure.mgmt.costmanagement import CostManagementClient
 from azure.mgmt.costmanagement.models import QueryResult
 
+from gpufleet.clouds import bill_lines
 from gpufleet.clouds.azure.api import AzureApi, unreadable
 from gpufleet.clouds.base import Billed, BillRead, merged
 from gpufleet.clouds.tags import TAG_PREFIX
@@ -36,8 +37,14 @@ API_VERSION = "2025-03-01"
 LAG = "Azure Cost Management refreshes its data about every four hours: the last day may be incomplete"
 RETRY_AFTER = "x-ms-ratelimit-microsoft.costmanagement-qpu-retry-after"
 THROTTLED_TRIES = 5
-LINES = {"Virtual Machines": "instances", "Storage": "volumes", "Azure Managed Lustre": "file-system",
-         "Virtual Network": "network", "Bandwidth": "transfer"}
+# a meter category's line; "Virtual Network" has the NAT gateway and the public addresses together
+LINES = {"Virtual Machines": bill_lines.INSTANCES, "Storage": bill_lines.VOLUMES,
+         "Azure Managed Lustre": bill_lines.FILE_SYSTEM, "Virtual Network": bill_lines.NETWORK,
+         "Bandwidth": bill_lines.TRANSFER}
+
+
+def line_of(meter_category: str) -> str:
+    return LINES.get(meter_category, bill_lines.OTHER)
 
 
 def billed(since, until, clusters: list[str] | None, settings: dict, *, api: AzureApi | None = None,
@@ -73,7 +80,7 @@ def _add(rows: list, result) -> None:
         cluster = r[at["TagValue"]] if "TagValue" in at else None
         if not cluster:
             continue  # cost of resources without the tag
-        line = LINES.get(r[at["MeterCategory"]], "other")
+        line = line_of(r[at["MeterCategory"]])
         day = str(int(r[at["UsageDate"]])) if "UsageDate" in at else ""
         day = f"{day[:4]}-{day[4:6]}-{day[6:]}" if len(day) == 8 else day
         amount = float(r[at["Cost"]])

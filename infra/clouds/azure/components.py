@@ -42,7 +42,7 @@ import pulumi_azure_native as azn
 
 from gpufleet.clouds import bootstrap
 from gpufleet.clouds.azure import access
-from gpufleet.clouds.azure.nodes import ScaleSetNodes
+from gpufleet.clouds.azure.pool_vms import ScaleSetNodes
 from gpufleet.clouds.azure.rules import HOST_PREFIX_LIMIT, SKUS, STORAGE
 from gpufleet.clouds.pools import StorageArgs, resource_name
 

@@ -41,7 +41,7 @@ def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> N
         state["identity"] = {**inputs["identity"], "userAssignedIdentities": {i: {} for i in ids}}
     elif typ == "azure-native:network:Subnet":
         ctx.subnets[rid] = inputs.get("addressPrefix")
-    elif typ == "azure-native:gpufleet:ScaleSetNodes":  # clouds.azure.nodes: what ARM will list
+    elif typ == "azure-native:gpufleet:ScaleSetNodes":  # clouds.azure.pool_vms: what ARM will list
         # a new Uniform scale set without overprovisioning numbers its VMs 0..N-1, and Azure hands a
         # fresh subnet's addresses out from .4 on (it keeps the first four)
         n = int(inputs["capacity"])

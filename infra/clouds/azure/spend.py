@@ -7,6 +7,7 @@ IP addresses (per hour) and the Bastion `gpufleet ssh` goes through (per hour of
 
 from __future__ import annotations
 
+from gpufleet.clouds import bill_lines
 from gpufleet.clouds.base import Planned, Usage
 
 # Premium SSD tiers: (largest size in GiB, tier); a disk is billed at the smallest tier that holds it
@@ -24,17 +25,17 @@ def spend(resources: list[Planned]) -> list[Usage]:
         elif kind == "AmlFilesystem":
             tib = float(r.inputs.get("storageCapacityTiB") or 0)
             sku = ((r.inputs.get("sku") or {}).get("name") or "").lower().removeprefix("amlfs-")
-            out.append(Usage(r.pool, "file-system", f"amlfs:{sku}", "tib-hour", r.region, tib,
+            out.append(Usage(r.pool, bill_lines.FILE_SYSTEM, f"amlfs:{sku}", "tib-hour", r.region, tib,
                              f"Azure Managed Lustre {sku}, {tib:g} TiB"))
         elif kind == "NatGateway":
-            out.append(Usage(r.pool, "nat", "nat-gateway", "hour", r.region, 1, "NAT gateway"))
+            out.append(Usage(r.pool, bill_lines.NAT, "nat-gateway", "hour", r.region, 1, "NAT gateway"))
         elif kind == "BastionHost":  # billed by the hour whether or not anyone connects
             sku = ((r.inputs.get("sku") or {}).get("name") or "Standard").lower()
-            out.append(Usage(r.pool, "bastion", f"bastion:{sku}", "hour", r.region, 1, f"Azure Bastion {sku}"))
+            out.append(Usage(r.pool, bill_lines.BASTION, f"bastion:{sku}", "hour", r.region, 1, f"Azure Bastion {sku}"))
         elif kind == "PublicIPAddress":
-            out.append(Usage(r.pool, "ipv4", "ipv4", "hour", r.region, 1, "Standard public IPv4 address"))
+            out.append(Usage(r.pool, bill_lines.IPV4, "ipv4", "hour", r.region, 1, "Standard public IPv4 address"))
         elif kind == "ScaleSetNodes" and r.inputs.get("public"):
-            out.append(Usage(r.pool, "ipv4", "ipv4", "hour", r.region, r.nodes,
+            out.append(Usage(r.pool, bill_lines.IPV4, "ipv4", "hour", r.region, r.nodes,
                              f"Standard public IPv4 address x {r.nodes} VM(s)"))
     return out
 
@@ -48,5 +49,5 @@ def _os_disk(r: Planned) -> list[Usage]:
     if not gib or account not in DISK_KINDS:
         return []
     tier = next((t for size, t in PREMIUM_TIERS if gib <= size), PREMIUM_TIERS[-1][1])
-    return [Usage(r.pool, "volumes", f"disk:{DISK_KINDS[account]}:{tier}", "disk-month", r.region, n,
+    return [Usage(r.pool, bill_lines.VOLUMES, f"disk:{DISK_KINDS[account]}:{tier}", "disk-month", r.region, n,
                   f"{gib:g} GiB Premium SSD OS disk ({tier}) x {n} VM(s)")]

@@ -32,7 +32,7 @@ class Gcp:
     leftover_prices = {"disk": {"pd-standard": 0.04, "pd-balanced": 0.10, "pd-ssd": 0.17,
                                 "hyperdisk-balanced": 0.08}}
 
-    # a pool's VMs: one bulkInsert (clouds.gcp.nodes.KIND), or a flex-start pool's managed instance group
+    # a pool's VMs: one bulkInsert (clouds.gcp.pool_vms.KIND), or a flex-start pool's managed instance group
     node_kinds = ("gcp:gpufleet:BulkInstances", "gcp:compute/instanceGroupManager:InstanceGroupManager")
     released_first = ()  # its deletion of the VMs waits for Compute Engine's operations
 

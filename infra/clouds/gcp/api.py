@@ -37,8 +37,9 @@ from gpufleet.clouds.tags import TAG_PREFIX
 from gpufleet.errors import CloudUnreadable, CredentialsError
 
 LABEL = LABEL_PREFIX + "cluster"
-# (kind, client, aggregated?, filtered by label (else by description), scope of deletion)
-KINDS = [
+# what the inventory lists, and through which client: (resource kind, client, aggregated?, filtered by label
+# (else by description))
+INVENTORY_CLIENTS = [
     ("instance", "InstancesClient", True, True),
     ("disk", "DisksClient", True, True),
     ("address", "AddressesClient", True, True),
@@ -228,8 +229,8 @@ class GcpApi:
             except Exception as e:  # noqa: BLE001 - one kind unreadable: the others still count
                 return spec, [], unreadable(e).reason
 
-        with ThreadPoolExecutor(max_workers=min(self.workers, len(KINDS))) as pool:
-            for spec, found, problem in pool.map(one, KINDS):
+        with ThreadPoolExecutor(max_workers=min(self.workers, len(INVENTORY_CLIENTS))) as pool:
+            for spec, found, problem in pool.map(one, INVENTORY_CLIENTS):
                 if problem:
                     problems[f"gcp {spec[1]}"] = problem
                 out += [r for r in found if r.region in wanted or r.region == "global"]
@@ -396,7 +397,7 @@ class GcpApi:
         except gx.GoogleAPICallError as e:
             raise unreadable(e, f"gcp image {image.id}") from None
 
-    # --- a pool's VMs (clouds.gcp.nodes) --------------------------------------------------------
+    # --- a pool's VMs (clouds.gcp.pool_vms) --------------------------------------------------------
     def bulk_insert(self, zone: str, body: dict, timeout_s: float = 1800) -> None:
         """One ``instances.bulkInsert`` (``body``: the REST API's BulkInsertInstanceResource),
         waited for. A refusal is raised as Compute Engine states it: ``<code>: <message>`` of the

@@ -34,6 +34,7 @@ import requests
 from google.auth.exceptions import DefaultCredentialsError, RefreshError, TransportError
 from google.auth.transport.requests import AuthorizedSession
 
+from gpufleet.clouds import bill_lines
 from gpufleet.clouds.base import Billed, BillRead, merged
 from gpufleet.clouds.gcp.errors import CREDENTIAL_HINT
 from gpufleet.clouds.gcp.tags import LABEL_PREFIX
@@ -60,21 +61,21 @@ WHERE _PARTITIONTIME >= @partitions_from
 GROUP BY usage_day, cluster, service, sku, currency
 """
 # what a SKU is, by its service and its description's words (first match wins)
-LINES = ((re.compile(r"Filestore|Lustre", re.I), None, "file-system"),
-         (None, re.compile(r"NAT.*(Data Processing|Processed)", re.I), "transfer"),
-         (None, re.compile(r"Cloud NAT|NAT Gateway", re.I), "nat"),
-         (None, re.compile(r"External IP|Static Ip|IP address", re.I), "ipv4"),
-         (None, re.compile(r"Egress|Inter Region|Inter Zone|Data Transfer", re.I), "transfer"),
+LINES = ((re.compile(r"Filestore|Lustre", re.I), None, bill_lines.FILE_SYSTEM),
+         (None, re.compile(r"NAT.*(Data Processing|Processed)", re.I), bill_lines.TRANSFER),
+         (None, re.compile(r"Cloud NAT|NAT Gateway", re.I), bill_lines.NAT),
+         (None, re.compile(r"External IP|Static Ip|IP address", re.I), bill_lines.IPV4),
+         (None, re.compile(r"Egress|Inter Region|Inter Zone|Data Transfer", re.I), bill_lines.TRANSFER),
          (None, re.compile(r"PD Capacity|Hyperdisk|Storage PD|Balanced PD|SSD backed PD|Persistent Disk", re.I),
-          "volumes"),
-         (re.compile(r"^Compute Engine$"), None, "instances"))
+          bill_lines.VOLUMES),
+         (re.compile(r"^Compute Engine$"), None, bill_lines.INSTANCES))
 
 
 def line_of(service: str, sku: str) -> str:
     for svc, words, line in LINES:
         if (svc is None or svc.search(service)) and (words is None or words.search(sku)):
             return line
-    return "other"
+    return bill_lines.OTHER
 
 
 def billed(since, until, clusters: list[str] | None, settings: dict, *, session=None) -> BillRead:

@@ -34,7 +34,7 @@ import pulumi_gcp as gcp
 from gpufleet.clouds import bootstrap
 from gpufleet.clouds.gcp import access, flexstart
 from gpufleet.clouds.gcp.flexstart import FlexNodes
-from gpufleet.clouds.gcp.nodes import BulkInstances, placement_policy
+from gpufleet.clouds.gcp.pool_vms import BulkInstances, placement_policy
 from gpufleet.clouds.gcp.rules import (
     ACCELERATORS,
     LUSTRE_PORTS,
@@ -291,7 +291,7 @@ class GpuNodePool(pulumi.ComponentResource):
 
         if args.flex_start:
             self.nodes = _flex_start_nodes(name, args, metadata, service_account, child)
-        else:  # all the pool's VMs in one request (per placement policy), all of them or none (clouds.gcp.nodes)
+        else:  # all the pool's VMs in one request (per placement policy), all of them or none (clouds.gcp.pool_vms)
             self.nodes = BulkInstances(
                 f"{name}-nodes", project=args.project, region=args.region, zone=args.zone,
                 names=[gcp_name(args.cluster, args.pool, str(i)) for i in range(args.nodes)],

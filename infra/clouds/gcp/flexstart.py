@@ -25,7 +25,7 @@ import time
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
-from gpufleet.clouds.gcp.nodes import api_for, outputs
+from gpufleet.clouds.gcp.pool_vms import api_for, outputs
 
 KIND = "gcp:gpufleet:FlexNodes"  # how `plan` routes it to the GCP mocks
 NOT_PROVISIONED = "FLEX_START_NOT_PROVISIONED"

@@ -30,7 +30,7 @@ REQUEST = {
 def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> None:
     if typ == "gcp:compute/subnetwork:Subnetwork":
         ctx.subnets[rid] = inputs.get("ipCidrRange")
-    elif typ == "gcp:gpufleet:BulkInstances":  # clouds.gcp.nodes: what instances.list answers after bulkInsert
+    elif typ == "gcp:gpufleet:BulkInstances":  # clouds.gcp.pool_vms: what instances.list answers after bulkInsert
         names = inputs["names"]
         state.update(node_ids=[str(int(hashlib.sha1(n.encode()).hexdigest()[:15], 16)) for n in names],
                      private_ips=[ctx.address(inputs.get("subnet_id"), i) for i in range(len(names))],

@@ -1,4 +1,4 @@
-"""An AWS pool is one instant EC2 Fleet: its reader (clouds.aws.nodes) against EC2 as moto runs it
+"""An AWS pool is one instant EC2 Fleet: its reader (clouds.aws.pool_vms) against EC2 as moto runs it
 and as botocore's own Stubber checks a recorded DescribeFleets answer against the service model,
 and the pool's resources in the plan, which do not grow with its nodes."""
 
@@ -9,7 +9,7 @@ from botocore.stub import Stubber
 from gpufleet import stacks
 from gpufleet.clouds import cloud
 from gpufleet.clouds.aws.api import AwsApi
-from gpufleet.clouds.aws.nodes import read_nodes
+from gpufleet.clouds.aws.pool_vms import read_nodes
 from gpufleet.clouds.base import refusal_in
 from gpufleet.engine import plan as planner
 

@@ -1,9 +1,9 @@
-"""A Uniform scale set's VMs read back from ARM (clouds/azure/nodes.py): azure-mgmt-resource over
+"""A Uniform scale set's VMs read back from ARM (clouds/azure/pool_vms.py): azure-mgmt-resource over
 HTTPS to the ARM fake (fakes/azure.py), which replays the documented list formats and paging."""
 
 import pytest
 
-from gpufleet.clouds.azure import nodes
+from gpufleet.clouds.azure import pool_vms as nodes
 from gpufleet.clouds.azure.api import AzureApi
 
 pytest.importorskip("pulumi")

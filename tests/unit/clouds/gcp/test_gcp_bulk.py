@@ -1,11 +1,12 @@
-"""A GCP pool's VMs (clouds.gcp.nodes.BulkInstances) through google-cloud-compute's REST transport
+"""A GCP pool's VMs (clouds.gcp.pool_vms.BulkInstances) through google-cloud-compute's REST transport
 against the Compute fake's bulkInsert (fakes/gcp.py): every group or none, a refusal worded so that
 the refusal table classifies it, and the VMs read back in the order of their names."""
 
 import pytest
 
 from gpufleet.clouds.base import refusal_in
-from gpufleet.clouds.gcp import nodes, refusals
+from gpufleet.clouds.gcp import pool_vms as nodes
+from gpufleet.clouds.gcp import refusals
 from gpufleet.clouds.gcp.rules import MAX_COMPACT_VMS
 
 ZONE = "us-central1-a"

@@ -13,13 +13,12 @@ from __future__ import annotations
 import time
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from gpufleet.clouds.azure.sdk import load
+from gpufleet.clouds.pool_vms import PoolVms, PoolVmsProvider
 
 KIND = "azure-native:gpufleet:ScaleSetNodes"  # how `plan` routes it to the Azure mocks
 WAIT_S = 600  # a scale set's NICs can trail its "Succeeded" by a little; the VMs do not
-OUTPUTS = ("node_ids", "vm_uids", "host_names", "private_ips", "public_ips")
 
 
 def read_nodes(props: dict, *, wait_s: float = WAIT_S, api=None) -> dict:
@@ -42,37 +41,27 @@ def read_nodes(props: dict, *, wait_s: float = WAIT_S, api=None) -> dict:
             "public_ips": [n["public_ip"] for n in nodes] if props.get("public") else None}
 
 
-class ScaleSetNodesProvider(ResourceProvider):
-    def create(self, props: dict) -> CreateResult:
-        return CreateResult(id_=f"{props['scale_set_id']}#nodes", outs={**props, **read_nodes(props)})
+class ScaleSetNodesProvider(PoolVmsProvider):
+    SOURCE = "scale_set_id"
+    WATCHED = ("scale_set_id", "capacity", "public")
 
-    def read(self, id_: str, props: dict) -> ReadResult:
-        return ReadResult(id_, {**props, **read_nodes(props, wait_s=0)})
-
-    def diff(self, id_: str, olds: dict, news: dict) -> DiffResult:
-        changed = [k for k in ("scale_set_id", "capacity", "public") if olds.get(k) != news.get(k)]
-        return DiffResult(changes=bool(changed), replaces=[])
-
-    def update(self, id_: str, olds: dict, news: dict) -> UpdateResult:
-        return UpdateResult(outs={**news, **read_nodes(news)})
-
-    def delete(self, id_: str, props: dict) -> None:
-        return None  # reads only: the scale set's own deletion removes its VMs
+    def vms(self, props: dict, *, wait: bool) -> dict:
+        return read_nodes(props) if wait else read_nodes(props, wait_s=0)
 
 
-class ScaleSetNodes(Resource):
+class ScaleSetNodes(PoolVms):
     """The VMs of one scale set (outputs: ``node_ids``, ``vm_uids``, ``host_names``, ``private_ips``,
     ``public_ips``)."""
 
-    node_ids: pulumi.Output[list]
+    KIND = KIND
+    OUTPUTS = ("node_ids", "vm_uids", "host_names", "private_ips", "public_ips")
+
     vm_uids: pulumi.Output[list]
     host_names: pulumi.Output[list]
-    private_ips: pulumi.Output[list]
-    public_ips: pulumi.Output[list | None]
 
     def __init__(self, name: str, *, scale_set_id, capacity: int, subscription: str, subnet_id, public: bool,
                  opts: pulumi.ResourceOptions | None = None):
         # subnet_id: only `plan` reads it, to predict the addresses the VMs get
-        props = dict(gpufleet_kind=KIND, scale_set_id=scale_set_id, capacity=capacity, subscription=subscription,
-                     subnet_id=subnet_id, public=public, **{k: None for k in OUTPUTS})
-        super().__init__(ScaleSetNodesProvider(), name, props, opts)
+        super().__init__(ScaleSetNodesProvider(), name, dict(scale_set_id=scale_set_id, capacity=capacity,
+                                                             subscription=subscription, subnet_id=subnet_id,
+                                                             public=public), opts)

@@ -24,13 +24,13 @@ then the policies. The VMs carry the pool's labels and the policies its tags in 
 from __future__ import annotations
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
+from pulumi.dynamic import CreateResult, DiffResult
 
 from gpufleet.clouds.gcp.rules import MAX_COMPACT_VMS
 from gpufleet.clouds.gcp.sdk import load
+from gpufleet.clouds.pool_vms import PoolVms, PoolVmsProvider
 
 KIND = "gcp:gpufleet:BulkInstances"  # how `plan` routes it to the GCP mocks
-OUTPUTS = ("node_ids", "private_ips", "public_ips")
 
 
 def groups(names: list[str], policies: list[dict]) -> list[tuple[list[str], dict | None]]:
@@ -102,13 +102,16 @@ def api_for(props: dict):
     return load("api").GcpApi(project=props.get("project"))  # plan needs no google-cloud-compute: loaded here
 
 
-class BulkInstancesProvider(ResourceProvider):
+class BulkInstancesProvider(PoolVmsProvider):
+    """Makes the VMs as well as reading them: create makes them (all or none), a change makes new
+    ones, delete deletes them and their policies."""
+
+    def vms(self, props: dict, *, wait: bool) -> dict:
+        return read_nodes(props)  # bulkInsert has returned: the VMs are there, or the pool is not
+
     def create(self, props: dict) -> CreateResult:
         return CreateResult(id_=f"{props['zone']}/{props['names'][0]}#{len(props['names'])}",
                             outs={**props, **create_nodes(props)})
-
-    def read(self, id_: str, props: dict) -> ReadResult:
-        return ReadResult(id_, {**props, **read_nodes(props)})
 
     def diff(self, id_: str, olds: dict, news: dict) -> DiffResult:
         # any change is a new set of VMs (bulkInsert has no update); they keep their names, so the
@@ -117,14 +120,11 @@ class BulkInstancesProvider(ResourceProvider):
                    if olds.get(k) != news.get(k)]
         return DiffResult(changes=bool(changed), replaces=changed, delete_before_replace=True)
 
-    def update(self, id_: str, olds: dict, news: dict) -> UpdateResult:
-        return UpdateResult(outs={**news, **read_nodes(news)})
-
     def delete(self, id_: str, props: dict) -> None:
         _remove(api_for(props), props, props["names"], [p["name"] for p in props.get("policies") or []])
 
 
-class BulkInstances(Resource):
+class BulkInstances(PoolVms):
     """The VMs of one GCP pool (outputs: ``node_ids``, ``private_ips``, ``public_ips``).
 
     ``properties``: the REST API's InstanceProperties (camelCase JSON), the same for every VM;
@@ -132,13 +132,11 @@ class BulkInstances(Resource):
     ``MAX_COMPACT_VMS`` VMs, made with them.
     """
 
-    node_ids: pulumi.Output[list]
-    private_ips: pulumi.Output[list]
-    public_ips: pulumi.Output[list | None]
+    KIND = KIND
 
     def __init__(self, name: str, *, project: str | None, region: str, zone, names: list[str], properties: dict,
                  policies: list[dict], subnet_id, public: bool, opts: pulumi.ResourceOptions | None = None):
         # subnet_id: only `plan` reads it, to predict the addresses the VMs get
-        props = dict(gpufleet_kind=KIND, project=project, region=region, zone=zone, names=names, properties=properties,
-                     policies=policies, subnet_id=subnet_id, public=public, **{k: None for k in OUTPUTS})
-        super().__init__(BulkInstancesProvider(), name, props, opts)
+        super().__init__(BulkInstancesProvider(), name, dict(project=project, region=region, zone=zone, names=names,
+                                                             properties=properties, policies=policies,
+                                                             subnet_id=subnet_id, public=public), opts)

@@ -19,13 +19,12 @@ from __future__ import annotations
 import time
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, Resource, ResourceProvider, UpdateResult
 
 from gpufleet.clouds.aws.sdk import load
+from gpufleet.clouds.pool_vms import PoolVms, PoolVmsProvider
 
 KIND = "aws:gpufleet:FleetNodes"  # how `plan` routes it to the AWS mocks
 WAIT_S = 120  # DescribeFleets is eventually consistent for an instant fleet's instances
-OUTPUTS = ("node_ids", "private_ips", "public_ips")
 
 
 def shortfall(fleet_id: str, have: int, want: int, errors: list[dict]) -> str:
@@ -52,34 +51,21 @@ def read_nodes(props: dict, *, wait_s: float = WAIT_S, api=None) -> dict:
             "public_ips": [n["public_ip"] for n in nodes] if props.get("public") else None}
 
 
-class FleetNodesProvider(ResourceProvider):
-    def create(self, props: dict) -> CreateResult:
-        return CreateResult(id_=f"{props['fleet_id']}#nodes", outs={**props, **read_nodes(props)})
+class FleetNodesProvider(PoolVmsProvider):
+    SOURCE = "fleet_id"
+    WATCHED = ("fleet_id", "nodes", "public")
 
-    def read(self, id_: str, props: dict) -> ReadResult:
-        return ReadResult(id_, {**props, **read_nodes(props, wait_s=0)})
-
-    def diff(self, id_: str, olds: dict, news: dict) -> DiffResult:
-        changed = [k for k in ("fleet_id", "nodes", "public") if olds.get(k) != news.get(k)]
-        return DiffResult(changes=bool(changed), replaces=[])
-
-    def update(self, id_: str, olds: dict, news: dict) -> UpdateResult:
-        return UpdateResult(outs={**news, **read_nodes(news)})
-
-    def delete(self, id_: str, props: dict) -> None:
-        return None  # reads only: deleting the instant fleet terminates its instances
+    def vms(self, props: dict, *, wait: bool) -> dict:
+        return read_nodes(props) if wait else read_nodes(props, wait_s=0)
 
 
-class FleetNodes(Resource):
+class FleetNodes(PoolVms):
     """The instances of one instant EC2 Fleet (outputs: ``node_ids``, ``private_ips``, ``public_ips``)."""
 
-    node_ids: pulumi.Output[list]
-    private_ips: pulumi.Output[list]
-    public_ips: pulumi.Output[list | None]
+    KIND = KIND
 
     def __init__(self, name: str, *, fleet_id, region: str, nodes: int, subnet_id, public: bool,
                  opts: pulumi.ResourceOptions | None = None):
         # subnet_id: only `plan` reads it, to predict the addresses the instances get
-        props = dict(gpufleet_kind=KIND, fleet_id=fleet_id, region=region, nodes=nodes, subnet_id=subnet_id,
-                     public=public, **{k: None for k in OUTPUTS})
-        super().__init__(FleetNodesProvider(), name, props, opts)
+        super().__init__(FleetNodesProvider(), name, dict(fleet_id=fleet_id, region=region, nodes=nodes,
+                                                          subnet_id=subnet_id, public=public), opts)
