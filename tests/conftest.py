@@ -1,9 +1,17 @@
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
 import pytest
+
+# A run started in the background of a script (`make test &`, `nohup ... &`) inherits SIGINT ignored
+# (POSIX: an asynchronous list without job control), and so would every program the tests start,
+# ignored signals surviving exec: the Ctrl-C tests would then see commands that cannot be interrupted.
+# A person's terminal runs a command in the foreground with SIGINT at its default; so do the tests.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "stacks" / "examples").glob("*.yaml"))
