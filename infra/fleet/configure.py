@@ -17,7 +17,7 @@ from gpufleet.fleet import team
 from gpufleet.fleet.recorded import recorded
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes import racks
-from gpufleet.nodes.run import Run
+from gpufleet.nodes.run import Run, Seams
 from gpufleet.state.registry import Registry
 
 
@@ -28,13 +28,12 @@ def reconfigure(stack, cat, *, cluster: str | None = None, registry: Registry | 
     reg = registry or team.registry()
     name = cluster or stack.name
     rec = recorded(reg, name)
-    run = Run(stack, cat, name, reg, trust_new_hosts=trust_new_hosts, force=force, progress=progress,
-              pulumi_command=pulumi_command, prompt=prompt, stores=stores, wait_s=wait_s, runner_factory=runner_factory)
-    if outputs is not None:
-        run.found["outputs"] = outputs
+    run = Run(stack, cat, name, reg, Seams(pulumi_command, runner_factory, stores=stores, wait_s=wait_s),
+              trust_new_hosts=trust_new_hosts, force=force, progress=progress, prompt=prompt, record=rec,
+              backend=rec.backend, nodes=rec.nodes, outputs=outputs)
     used = kinds.used(stack)
     if cloud_nodes in used and outputs is None:
         cloud_nodes.require_backend(rec)  # its outputs are read from its stack, where the record says
     hosts = racks.configure(run) if racks in used else []
-    nodes = cloud_nodes.configure(run, rec.nodes, backend=rec.backend) if cloud_nodes in used else []
+    nodes = cloud_nodes.configure(run) if cloud_nodes in used else []
     return hosts, nodes

@@ -14,7 +14,7 @@ from gpufleet.fleet.recorded import recorded
 from gpufleet.fleet.up import Aborted
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes import racks
-from gpufleet.nodes.run import Run
+from gpufleet.nodes.run import Run, Seams
 from gpufleet.providers import CLOUDS
 from gpufleet.state.registry import ClusterRecord, Registry
 
@@ -49,22 +49,23 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
     rec = recorded(reg, name, otherwise=f"`gpufleet reap --cluster {name}` finds and removes what the clouds still "
                                         "tag for it")
     used = rec.clouds  # provider -> regions, from the stack and the recorded nodes
-    run = Run(stack, None, name, reg, trust_new_hosts=trust_new_hosts, progress=on_host_progress,
-              pulumi_command=pulumi_command, prompt=prompt, on_progress=on_progress, runner_factory=runner_factory)
+    run = Run(stack, None, name, reg, Seams(pulumi_command, runner_factory), trust_new_hosts=trust_new_hosts,
+              progress=on_host_progress, prompt=prompt, on_progress=on_progress, record=rec, backend=rec.backend,
+              clean=clean, on_sweep=on_sweep)
     if rec.backend is not None:  # a Pulumi stack exists (or a failed `up` may have started one)
         cloud_nodes.require_backend(rec)  # in the backend Pulumi will be asked
-        run.pulumi_command = cloud_nodes.ready(sorted(used), pulumi_command)
+        run.seams.pulumi_command = cloud_nodes.ready(sorted(used), pulumi_command)
     has_hosts = racks.recorded(rec)
     if has_hosts:
         run.stack = racks.stack_of(rec, stack, lambda path: stacks.load(path, catalog.load()))
     # refused credentials or an unreachable API stop here, before anything is destroyed
-    api = cloud_nodes.open_apis(sorted(used), used, given=cloud_api) if used else None
+    run.api = cloud_nodes.open_apis(sorted(used), used, given=cloud_api) if used else None
     if not confirm(rec):
         raise Aborted("nothing was destroyed", "run again and answer yes, or pass --yes")
-    cloud = cloud_nodes.drain(run, rec.backend, api, on_sweep=on_sweep)
+    cloud = cloud_nodes.drain(run)
     out = TearDown(rec, cloud.progress, swept=cloud.swept, left=cloud.left, unread=cloud.unread, emptied=cloud.emptied)
     if has_hosts:
-        out.hosts = racks.drain(run, rec, clean)
+        out.hosts = racks.drain(run).reports
     if cloud.done and all(r.ok for r in out.hosts):
         reg.remove(name)
         slurm.forget_munge_key(name, reg.shared)  # no secret of a cluster outlives it

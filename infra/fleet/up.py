@@ -15,7 +15,6 @@ from pathlib import Path
 
 from gpufleet import nodes as kinds
 from gpufleet.clouds.tags import format_expiry, parse_expiry
-from gpufleet.configure import cloudnodes
 from gpufleet.engine import automation
 from gpufleet.engine.plan import Plan, cluster_for, plan
 from gpufleet.engine.program import layout
@@ -24,7 +23,7 @@ from gpufleet.fleet import budgets, ssh, team
 from gpufleet.fleet import failover as fail
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes import racks
-from gpufleet.nodes.run import Run
+from gpufleet.nodes.run import Run, Seams
 from gpufleet.state.registry import ClusterRecord, Node, Registry
 from gpufleet.verify.report import record as record_verdicts
 
@@ -65,26 +64,49 @@ class UpOutcome:
         return self.hosts + self.nodes
 
 
-def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None = None,
-             registry: Registry | None = None, pulumi_command=None,
-             on_progress: Callable[[automation.Progress], None] | None = None,
-             prompt: Callable[[], str] | None = None, configure: bool = True, trust_new_hosts: bool = False,
-             reconfigure: bool = False, on_host_progress=None, runner_factory=None, check: bool = True,
-             cloud_api=None, wait_s: float = cloudnodes.WAIT_S, stores: dict | None = None,
-             verify: bool = True, failover: bool = True, max_attempts: int = fail.MAX_ATTEMPTS,
-             failover_budget_s: float = fail.BUDGET_S, on_attempt=None,
-             budget_list: list[budgets.Budget] | None = None, over_budget: bool = False,
-             replace_nodes: bool | None = None, refresh_images: bool = False) -> UpOutcome:
+@dataclass
+class UpOptions:
+    """How `up` goes (the CLI's flags); the defaults are `gpufleet up STACK`'s."""
+
+    cluster: str | None = None  # the cluster's name (the stack's by default)
+    registry: Registry | None = None  # the team's or this machine's by default
+    prompt: Callable[[], str] | None = None  # the Pulumi passphrase, asked when needed
+    configure: bool = True  # False: the cloud nodes wait for `gpufleet configure`
+    trust_new_hosts: bool = False
+    reconfigure: bool = False  # apply the states again on nodes already configured the same way
+    check: bool = True  # read the quotas before anything is created
+    verify: bool = True  # the nodes that configured run the quick verification
+    failover: bool = True  # False: each pool is tried at its own place only
+    max_attempts: int = fail.MAX_ATTEMPTS
+    failover_budget_s: float = fail.BUDGET_S
+    budget_list: list[budgets.Budget] | None = None  # the configured budgets by default
+    over_budget: bool = False  # the user consents to exceed a budget
+    replace_nodes: bool | None = None  # running nodes replaced: True allowed, False refused, None: ``confirm`` asks
+    refresh_images: bool = False  # look up again the images that image names were pinned to
+    seams: Seams = field(default_factory=Seams)  # the programs and stores tests put in place
+
+
+@dataclass
+class UpEvents:
+    """What `up` tells as it goes (each None: not told)."""
+
+    on_progress: Callable[[automation.Progress], None] | None = None  # Pulumi's progress
+    on_host_progress: Callable | None = None  # (phase, done, total, message) of the per-node work
+    on_attempt: Callable | None = None  # each failover attempt (fleet.failover.Attempt), as it happens
+
+
+def bring_up(stack, cat, options: UpOptions | None = None, *, confirm: Callable[[Plan], bool],
+             on_event: UpEvents | None = None) -> UpOutcome:
     """Create the cloud pools (Pulumi), record the cluster, then configure and verify every node.
 
-    Before anything is created, each kind of node the stack uses is reached (``nodes.<kind>.reach``:
+    Before anything is created, each kind of node the stack uses is reached (``NodeKind.reach``:
     credentials, the Pulumi CLI and quotas, ``check``; the rack hosts and their software). The
     cluster is recorded as ``creating`` before Pulumi starts, so `status`, `down` and `reap` know
     it even if this process dies. Configuration problems of single nodes do not undo anything:
-    each node's outcome is in ``UpOutcome.hosts`` / ``.nodes`` and in the registry; the caller
-    decides the exit code. ``configure=False`` leaves the cloud nodes waiting for `gpufleet
-    configure`. Every node that configured then runs the quick verification (``verify``), its
-    verdict in ``UpOutcome.verdicts`` and, when it fails, in the registry.
+    each node's outcome is in ``UpOutcome.configured`` and in the registry; the caller decides the
+    exit code. ``configure=False`` leaves the cloud nodes waiting for `gpufleet configure`. Every
+    node that configured then runs the quick verification (``verify``), its verdict in
+    ``UpOutcome.verdicts`` and, when it fails, in the registry.
 
     A pool with a ``failover`` block lands in the first of its places that holds it
     (``fleet.failover``; ``failover=False`` tries only its own); every attempt is in
@@ -100,8 +122,67 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     ``refresh_images`` looks up again the images that image names were pinned to (said in the plan's
     warnings): nodes launched from then on boot the newest; running ones keep theirs.
     """
-    reg = registry or team.registry()
-    name = cluster or stack.name
+    opts, events = options or UpOptions(), on_event or UpEvents()
+    run, the_plan = _prepared(stack, cat, opts, events)
+    reg, name, existing, used = run.registry, run.cluster, run.existing, kinds.used(stack)
+    places = fail.places(stack, cat) if opts.failover and cloud_nodes in used else {}
+    attempts: list[dict] = []  # this run's, as told
+
+    def tell(a) -> None:
+        attempts.append(a.to_dict())
+        if events.on_attempt:
+            events.on_attempt(a)
+
+    quota_lines, skipped = _reached(run, used, places)
+    # who brings it up, per provider; an update keeps the first creator, as it keeps the expiry
+    created_by = {p: who for kind in used for p, who in kind.who(run).items()}
+    created_by.update(existing.created_by if existing else {})
+    run.placed = replace(run.placed, created_by=created_by)
+    creators = list(created_by.values())
+    budget_list = budgets.configured() if opts.budget_list is None else opts.budget_list
+    spend = the_plan.spend
+    if places:  # each pool's places held to the budgets too; the check is for the first each has left
+        if not opts.over_budget:
+            skipped += _within_budgets(name, stack, spend, creators, reg.list(), budget_list, places, skipped)
+        spend = budgets.moved(spend, {p: cs.ordered[0] for p, cs in places.items()})
+    checked = budgets.check(name, stack, spend, creators, reg.list(), budget_list, consent=opts.over_budget)
+    if existing and cloud_nodes in used:
+        first = {p: cs.ordered[0] for p, cs in places.items()}  # the first attempt: failover's first places
+        lay = layout(fail.placed(stack, first), cat, fail.reserved(first)) if places else the_plan.layout
+        the_plan.replacements = cloud_nodes.replacements(run, lay, run.placed)
+    if the_plan.replacements and opts.replace_nodes is False:
+        raise ReplacesRunningNodes(the_plan.replacements)
+    if not confirm(the_plan):
+        raise Aborted("nothing was created", "run again and answer yes, or pass --yes")
+
+    # the stack file as a path from anywhere (ssh and ssh-config read it from other folders)
+    record = dict(name=name, stack=stack.name, stack_file=str(Path(stack.source).absolute()) if stack.source else "",
+                  owner=stack.owner, expires_at=format_expiry(run.placed.expires_at), backend=None, locations=[],
+                  created_by=created_by, predicted=the_plan.spend.summary())
+    landed = _created(run, the_plan, used, record, places, opts, tell, skipped)
+    rec = reg.record(**record, nodes=run.nodes, state="up", access=ssh.access_record(run.stack, name, run.nodes))
+    if places:  # where failover placed the pools, against the budgets as they stand now: before configuring
+        others = [r for r in reg.list() if r.name != name] + ([existing] if existing else [])
+        checked = budgets.check(name, run.stack, landed, creators, others, budget_list, consent=opts.over_budget,
+                                landed=True)
+    verdicts = []
+    if opts.configure:
+        run.configured = {k.NAME: k.configure(run) for k in used}
+        configured = [r for k in used for r in run.configured[k.NAME]]
+        if not any(k.CREATES for k in used) and not any(r.ok for r in configured):  # no host works: not up
+            reg.set_state(name, "failed")
+            rec = reg.get(name)
+        if opts.verify:
+            verdicts = [v for k in used for v in k.verify(run, "quick")]
+    record_verdicts(reg, name, verdicts)
+    return UpOutcome(the_plan, rec, run.deployed, (run.configured or {}).get(racks.NAME, []), quota_lines,
+                     (run.configured or {}).get(cloud_nodes.NAME, []), verdicts, attempts, checked)
+
+
+def _prepared(stack, cat, opts: UpOptions, events: UpEvents) -> tuple[Run, Plan]:
+    """The run of this `up` and its plan; InputError when the cluster's name is another stack's."""
+    reg = opts.registry or team.registry()
+    name = opts.cluster or stack.name
     existing = reg.get(name)
     if existing and existing.stack != stack.name:
         raise InputError(f"cluster {name!r} is already up from stack {existing.stack!r} ({existing.stack_file})",
@@ -110,63 +191,46 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
         cloud_nodes.require_backend(existing)  # its state where this `up` will look for it
     # an update keeps the cluster's expiry; `down` and a new `up` start a new lease
     cl = cluster_for(stack, name, expires_at=parse_expiry(existing.expires_at) if existing else None)
-    the_plan = plan(stack, cat, cluster=cl, refresh_images=refresh_images)
-    run = Run(stack, cat, name, reg, trust_new_hosts=trust_new_hosts, force=reconfigure, progress=on_host_progress,
-              pulumi_command=pulumi_command, prompt=prompt, on_progress=on_progress, cloud_api=cloud_api,
-              stores=stores, wait_s=wait_s, check_quotas=check, runner_factory=runner_factory,
-              layout=the_plan.layout, existing=existing, refresh_images=refresh_images)
-    if refresh_images:
+    the_plan = plan(stack, cat, cluster=cl, refresh_images=opts.refresh_images)
+    if opts.refresh_images:
         the_plan.warnings.append("--refresh-image: every image name a pool boots (ubuntu-22.04 ...) is looked up "
                                  "again; nodes launched from now on boot the newest, running nodes keep theirs "
                                  "(replace them on purpose to change theirs)")
-    used = kinds.used(stack)
-    places = fail.places(stack, cat) if failover and cloud_nodes in used else {}
-    attempts: list[dict] = []  # this run's, as told
+    run = Run(stack, cat, name, reg, opts.seams, trust_new_hosts=opts.trust_new_hosts, force=opts.reconfigure,
+              progress=events.on_host_progress, on_progress=events.on_progress, prompt=opts.prompt,
+              configuring=opts.configure, verifying=opts.verify, check_quotas=opts.check,
+              refresh_images=opts.refresh_images, layout=the_plan.layout, placed=cl,
+              resources=len(the_plan.cloud_resources), existing=existing,
+              prices={c.pool: c.usd_per_node_hour for c in the_plan.pools})
+    return run, the_plan
 
-    def tell(a) -> None:
-        attempts.append(a.to_dict())
-        if on_attempt:
-            on_attempt(a)
 
+def _reached(run: Run, used: list, places: dict) -> tuple[list, list]:
+    """Each kind reached before anything is created (a misfit is bad input, exit 2: nothing is created
+    or recorded): the quota lines read, and the failover places the preflight skipped."""
     quota_lines, skipped = [], []
+    run.elsewhere = set(places)
     if cloud_nodes in used:
-        quota_lines = cloud_nodes.reach(run, elsewhere=set(places))
-        if places and check:
+        quota_lines = cloud_nodes.reach(run).quotas
+        if places and run.check_quotas:
             skipped = fail.preflight(run, places)
         fail.require_places(places, skipped)
-    if configure and racks in used:
-        racks.reach(run)  # a misfit is bad input (exit 2): nothing is created or recorded
-    # who brings it up, per provider; an update keeps the first creator, as it keeps the expiry
-    created_by = {p: who for kind in used for p, who in kind.who(run).items()}
-    created_by.update(existing.created_by if existing else {})
-    cl = replace(cl, created_by=created_by)
-    creators, budget_list = list(created_by.values()), budgets.configured() if budget_list is None else budget_list
-    spend = the_plan.spend
-    if places:  # each pool's places held to the budgets too; the check is for the first each has left
-        if not over_budget:
-            skipped += _within_budgets(name, stack, spend, creators, reg.list(), budget_list, places, skipped)
-        spend = budgets.moved(spend, {p: cs.ordered[0] for p, cs in places.items()})
-    checked = budgets.check(name, stack, spend, creators, reg.list(), budget_list, consent=over_budget)
-    if existing and cloud_nodes in used:
-        first = {p: cs.ordered[0] for p, cs in places.items()}  # the first attempt: failover's first places
-        lay = layout(fail.placed(stack, first), cat, fail.reserved(first)) if places else the_plan.layout
-        the_plan.replacements = cloud_nodes.replacements(run, lay, cl)
-    if the_plan.replacements and replace_nodes is False:
-        raise ReplacesRunningNodes(the_plan.replacements)
-    if not confirm(the_plan):
-        raise Aborted("nothing was created", "run again and answer yes, or pass --yes")
+    if racks in used:
+        racks.reach(run)
+    return quota_lines, skipped
 
-    # the stack file as a path from anywhere (ssh and ssh-config read it from other folders)
-    record = dict(name=name, stack=stack.name, stack_file=str(Path(stack.source).absolute()) if stack.source else "",
-                  owner=stack.owner,
-                  expires_at=format_expiry(cl.expires_at), backend=None, locations=[], created_by=created_by,
-                  predicted=the_plan.spend.summary())
-    nodes: list[Node] = []
+
+def _created(run: Run, the_plan: Plan, used: list, record: dict, places: dict, opts: UpOptions, tell,
+             skipped: list):
+    """Each kind's nodes created (``run.nodes``), the cluster recorded as ``creating`` before Pulumi
+    starts; the bill predicted where failover placed the pools (None without failover)."""
+    reg, name, existing, landed = run.registry, run.cluster, run.existing, None
+    run.nodes = []
     if cloud_nodes in used:
-        record.update(cloud_nodes.record_fields(stack))
+        record.update(cloud_nodes.record_fields(run.stack))
         kept = dict(record, nodes=existing.nodes if existing else [])  # what `down` and `status` find if it fails
         reg.record(**kept, state="updating" if existing else "creating")
-        run.found.update(cluster=cl, resources=len(the_plan.cloud_resources), backend=record["backend"])
+        run.backend = record["backend"]
         for a in skipped:
             reg.add_attempt(name, a.to_dict())
             tell(a)
@@ -176,31 +240,14 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
             reg.record(**kept, state="failed")
             raise
         if places:
-            nodes, landed = _placed(run, reg, kept, record, places, max_attempts, failover_budget_s, tell, skipped)
+            run.nodes, landed = _placed(run, reg, kept, record, places, opts.max_attempts, opts.failover_budget_s,
+                                        tell, skipped)
         else:
-            nodes = cloud_nodes.create(run, on_failure=lambda: reg.record(**kept, state="failed"))
+            run.on_failure = lambda: reg.record(**kept, state="failed")
+            run.nodes = cloud_nodes.create(run)
     if racks in used:
-        nodes += racks.create(run, {c.pool: c.usd_per_node_hour for c in the_plan.pools})
-    rec = reg.record(**record, nodes=nodes, state="up", access=ssh.access_record(run.stack, name, nodes))
-    if places:  # where failover placed the pools, against the budgets as they stand now: before configuring
-        others = [r for r in reg.list() if r.name != name] + ([existing] if existing else [])
-        checked = budgets.check(name, run.stack, landed, creators, others, budget_list, consent=over_budget,
-                                landed=True)
-    cloud_reports, hosts, verdicts = [], [], []
-    if configure and cloud_nodes in used:
-        cloud_reports = cloud_nodes.configure(run, nodes, verify=verify)
-        if verify:
-            verdicts += cloud_nodes.configured_verdicts(cloud_reports)
-    if configure and racks in used:
-        hosts = racks.configure(run)
-        if not any(k.CREATES for k in used) and not any(h.ok for h in hosts):  # no host works: not up
-            reg.set_state(name, "failed")
-            rec = reg.get(name)
-        if verify:
-            verdicts += racks.verify_configured(run, hosts)
-    record_verdicts(reg, name, verdicts)
-    return UpOutcome(the_plan, rec, run.found.get("progress"), hosts, quota_lines, cloud_reports, verdicts,
-                     attempts, checked)
+        run.nodes += racks.create(run)
+    return landed
 
 
 def _within_budgets(name: str, stack, spend, creators: list[str], records: list, budget_list: list, places: dict,
@@ -231,6 +278,6 @@ def _placed(run: Run, reg: Registry, kept: dict, record: dict, places: dict, max
         reg.record(**dict(kept, locations=sorted(set(map(tuple, kept["locations"])) | tried)), state="failed")
         raise
     run.stack = placement.stack
-    placed = plan(run.stack, run.cat, cluster=run.found["cluster"], lay=run.layout)  # the bill where they landed
+    placed = plan(run.stack, run.cat, cluster=run.placed, lay=run.layout)  # the bill where they landed
     record.update(locations=cloud_nodes.record_fields(placement.stack)["locations"], predicted=placed.spend.summary())
     return placement.nodes, placed.spend

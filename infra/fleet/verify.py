@@ -14,7 +14,7 @@ from gpufleet.fleet import team
 from gpufleet.fleet.recorded import recorded
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes import racks
-from gpufleet.nodes.run import Run
+from gpufleet.nodes.run import Run, Seams
 from gpufleet.state.registry import Registry
 from gpufleet.verify import expect
 from gpufleet.verify.report import NodeVerdict, record
@@ -30,16 +30,12 @@ def verify(stack, cat, *, cluster: str | None = None, registry: Registry | None 
     reg = registry or team.registry()
     name = cluster or stack.name
     rec = recorded(reg, name)
-    run = Run(stack, cat, name, reg, trust_new_hosts=trust_new_hosts, progress=progress, pulumi_command=pulumi_command,
-              prompt=prompt, stores=stores, wait_s=wait_s)
-    if outputs is not None:
-        run.found["outputs"] = outputs
-    hosts, cloud = racks.targets(run, node), cloud_nodes.targets(run, rec, node)
+    run = Run(stack, cat, name, reg, Seams(pulumi_command, stores=stores, wait_s=wait_s), trust_new_hosts=trust_new_hosts,
+              progress=progress, prompt=prompt, record=rec, backend=rec.backend, outputs=outputs)
+    hosts, cloud = racks.targets(run, node), cloud_nodes.targets(run, node)
     if node and not hosts and not cloud:
         known = [t.id for t in racks.targets(run)] + [f"{n.pool}-{n.idx}" for n in rec.nodes]
         raise NotFound("node", node, known, f" in cluster {name!r}", listed_by=f"gpufleet status {name}")
-    verdicts = racks.verify(run, hosts, level)
-    if cloud:
-        verdicts += cloud_nodes.verify(run, rec, cloud, level)
+    verdicts = racks.verify(run, level, node) + cloud_nodes.verify(run, level, node)
     record(reg, name, verdicts)
     return verdicts

@@ -13,10 +13,11 @@ from gpufleet.configure import cloudnodes, slurm
 from gpufleet.engine import automation
 from gpufleet.engine.program import build
 from gpufleet.errors import DeployError, GpufleetError, InputError, LeftoverError
+from gpufleet.nodes.kind import Drained, Reached
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
 from gpufleet.state import team_config
-from gpufleet.state.registry import nodes_from_outputs
+from gpufleet.state.registry import Node, nodes_from_outputs
 from gpufleet.state.shared import shown
 from gpufleet.verify import bundle, expect
 from gpufleet.verify.report import NodeVerdict, apply_report
@@ -47,34 +48,33 @@ def open_apis(providers_used: list[str], regions: dict[str, list[str]], given=No
     return inventory.open_clouds(providers_used, required=True, regions=regions)
 
 
-def reach(run: Run, *, elsewhere: set[str] = frozenset()) -> list:
+def reach(run: Run) -> Reached:
     """Credentials, the Pulumi CLI and (``run.check_quotas``) the quotas: the quota lines read. The
-    pools in ``elsewhere`` may land in other places (capacity failover): their quotas are read
+    pools in ``run.elsewhere`` may land in other places (capacity failover): their quotas are read
     here but a short one does not stop `up` (the failover preflight skips that place)."""
     used = providers(run.stack)
-    run.pulumi_command = ready(used, run.pulumi_command)
+    run.seams.pulumi_command = ready(used, run.seams.pulumi_command)
     if not run.check_quotas:
-        return []
+        return Reached()
     regions = {p.provider: [p.region] for p in run.stack.pools if owns(p)}
-    opened = open_apis(used, regions, given=run.cloud_api)
-    run.found["identity"] = {p: opened.identity[p]["principal"] for p in used if p in opened.identity}
+    opened = open_apis(used, regions, given=run.seams.cloud_api)
+    run.identity = {p: opened.identity[p]["principal"] for p in used if p in opened.identity}
     lines, _ = quotas.check(quotas.needs(run.stack, run.cat, run.existing), opened)
-    quotas.refuse_if_short([x for x in lines if not set(x.pools) <= elsewhere])
-    return lines
+    quotas.refuse_if_short([x for x in lines if not set(x.pools) <= run.elsewhere])
+    return Reached(quotas=lines)
 
 
 def who(run: Run) -> dict[str, str]:
     """The caller on each cloud the stack uses (AWS: the STS caller ARN; GCP: the credentials'
     account; Azure: the signed-in principal), as ``reach`` read it with the quotas; without that
     check, asked now, and a cloud that cannot say is left out (its resources carry no creator)."""
-    found = run.found.setdefault("identity", {})
     for p in providers(run.stack):
-        if p not in found:
+        if p not in run.identity:
             try:
-                found[p] = inventory.api(p).identity()["principal"]
+                run.identity[p] = inventory.api(p).identity()["principal"]
             except GpufleetError:
                 continue
-    return dict(found)
+    return dict(run.identity)
 
 
 def require_backend(record) -> None:
@@ -104,20 +104,19 @@ def record_fields(stack) -> dict:
             "locations": sorted({(p.provider, p.region) for p in stack.pools if owns(p)})}
 
 
-def create(run: Run, on_failure) -> list:
-    """Pulumi's up of the program (``run.layout``); the nodes it made. ``on_failure()`` is called
-    before a failure is raised, when some resources may exist."""
-    program = build(run.layout, run.found["cluster"], trust_new_hosts=run.trust_new_hosts,
-                    refresh_images=run.refresh_images)
-    progress = automation.Progress(total=run.found["resources"], on_change=run.on_progress)
-    run.found["progress"] = progress
+def create(run: Run) -> list[Node]:
+    """Pulumi's up of the program (``run.layout`` for ``run.placed``); the nodes it made.
+    ``run.on_failure()`` is called before a failure is raised, when some resources may exist."""
+    program = build(run.layout, run.placed, trust_new_hosts=run.trust_new_hosts, refresh_images=run.refresh_images)
+    run.deployed = automation.Progress(total=run.resources, on_change=run.on_progress)
     try:
-        result = automation.up(run.cluster, program, pulumi_command=run.pulumi_command, progress=progress,
-                               prompt=run.prompt, backend=run.found["backend"])
+        result = automation.up(run.cluster, program, pulumi_command=run.seams.pulumi_command, progress=run.deployed,
+                               prompt=run.prompt, backend=run.backend)
     except GpufleetError:
-        on_failure()
+        if run.on_failure:
+            run.on_failure()
         raise
-    run.found["outputs"] = result.outputs
+    run.outputs = result.outputs
     return nodes_from_outputs(result.outputs)
 
 
@@ -152,7 +151,7 @@ def replacements(run: Run, lay, cluster) -> list[Replaced]:
     if not running:
         return []
     program = build(lay, cluster, trust_new_hosts=run.trust_new_hosts, refresh_images=run.refresh_images)
-    steps = automation.preview(run.cluster, program, pulumi_command=run.pulumi_command, prompt=run.prompt,
+    steps = automation.preview(run.cluster, program, pulumi_command=run.seams.pulumi_command, prompt=run.prompt,
                                backend=automation.backend_url())
     kept = {p.name for p in run.stack.pools}
     out: dict[str, Replaced] = {}
@@ -186,7 +185,7 @@ def release(run: Run, replaced: list[Replaced]) -> None:
         kinds = cloud(r.provider).released_first
         if not kinds:
             continue
-        opened = open_apis([r.provider], {r.provider: [r.region]}, given=run.cloud_api)
+        opened = open_apis([r.provider], {r.provider: [r.region]}, given=run.seams.cloud_api)
         api = inventory.Clouds(open={r.provider: opened[r.provider]}, regions={r.provider: [r.region]})
         found, unread = inventory.collect(api, cluster=run.cluster)
         mine = [x for x in found if x.pool == r.pool and x.kind in kinds]
@@ -200,22 +199,22 @@ def release(run: Run, replaced: list[Replaced]) -> None:
             raise err
 
 
-def outputs(run: Run, backend: str | None) -> dict:
-    """The cluster's Pulumi outputs: those of this run's `up`, or read from its stack."""
-    if "outputs" not in run.found:
-        run.found["outputs"] = automation.outputs(run.cluster, pulumi_command=run.pulumi_command, prompt=run.prompt,
-                                                  backend=backend)
-    return run.found["outputs"]
+def outputs(run: Run) -> dict:
+    """The cluster's Pulumi outputs: those of this run's `up`, or read from its stack (``run.backend``)."""
+    if run.outputs is None:
+        run.outputs = automation.outputs(run.cluster, pulumi_command=run.seams.pulumi_command, prompt=run.prompt,
+                                         backend=run.backend)
+    return run.outputs
 
 
-def configure(run: Run, nodes: list, *, backend: str | None = None, verify: bool = True) -> list:
-    """Publish each pool's configuration and wait for the nodes' statuses (``NodeReport``s);
-    unless ``verify`` is off, the nodes run the quick verification after applying."""
-    return cloudnodes.configure_pools(run.stack, run.cat, run.cluster, outputs(run, backend),
-                                      [n for n in nodes if n.provider in CLOUDS], registry=run.registry,
-                                      timeout_s=run.wait_s, progress=run.progress, stores=run.stores,
+def configure(run: Run) -> list:
+    """Publish each pool's configuration and wait for the statuses of ``run.nodes`` (``NodeReport``s);
+    unless ``run.verifying`` is off, the nodes run the quick verification after applying."""
+    return cloudnodes.configure_pools(run.stack, run.cat, run.cluster, outputs(run),
+                                      [n for n in run.nodes if owns(n)], registry=run.registry,
+                                      timeout_s=run.seams.wait_s, progress=run.progress, stores=run.seams.stores,
                                       force=run.force, scheduler=scheduler_pillars(run),
-                                      **tree_extras(run.stack, run.cat, verify=verify))
+                                      **tree_extras(run.stack, run.cat, verify=run.verifying))
 
 
 def scheduler_pillars(run: Run):
@@ -257,10 +256,11 @@ def configured_verdicts(reports: list) -> list[NodeVerdict]:
     return out
 
 
-def scheduler(stack, record, *, local: bool = False) -> dict | None:
+def scheduler(run: Run) -> dict | None:
     """Slurm's view when a cloud node is the controller: its agent puts what Slurm says in its status
-    (within a minute of a change), read here from the bucket the stack's outputs name. ``local``: the
-    clouds are not asked, so neither is this."""
+    (within a minute of a change), read here from the bucket the stack's outputs name. ``run.local``:
+    the clouds are not asked, so neither is this."""
+    stack, record, local = run.stack, run.record, run.local
     ctl = [p for p in stack.pools if p.role == "controller" and owns(p)]
     if not stack.slurm or not ctl or local or record is None or not record.backend:
         return None
@@ -276,20 +276,27 @@ def scheduler(stack, record, *, local: bool = False) -> dict | None:
     return view or {"controller": name, "error": "its agent has not said yet (it does within a minute)"}
 
 
-def targets(run: Run, record, node: str | None) -> list:
+def targets(run: Run, node: str | None) -> list:
     """The recorded cloud nodes of the stack's pools (``node``: only that one, by name or address)."""
     pools = {p.name for p in run.stack.pools}
-    return [n for n in record.nodes if n.provider in CLOUDS and n.pool in pools
+    return [n for n in run.record.nodes if owns(n) and n.pool in pools
             and node in (None, f"{n.pool}-{n.idx}", n.private_ip, n.node_id)]
 
 
-def verify(run: Run, record, nodes: list, level: str) -> list[NodeVerdict]:
-    """Ask the nodes through their bucket to run the checks at ``level``; their verdicts."""
+def verify(run: Run, level: str, node: str | None = None) -> list[NodeVerdict]:
+    """Ask the recorded nodes (``node``: only that one) through their bucket to run the checks at
+    ``level``; their verdicts. After `up`'s configuration, the verdicts they sent with it."""
+    if run.configured is not None:
+        return configured_verdicts(run.configured.get(NAME, []))
+    nodes = targets(run, node)
+    if not nodes:
+        return []
     pools = {p.name: p for p in run.stack.pools}
     exps = {p: expect.for_pool(run.stack, pools[p], run.cat) for p in {n.pool for n in nodes}}
-    answers = cloudnodes.verify_pools(outputs(run, record.backend), nodes, exps, level=level, timeout_s=run.wait_s,
-                                      progress=run.progress, stores=run.stores)
-    return [verdict(t, got, run.wait_s) for t, got in answers]
+    wait_s = run.seams.wait_s
+    answers = cloudnodes.verify_pools(outputs(run), nodes, exps, level=level, timeout_s=wait_s,
+                                      progress=run.progress, stores=run.seams.stores)
+    return [verdict(t, got, wait_s) for t, got in answers]
 
 
 def verdict(target, report: dict | None, wait_s: float) -> NodeVerdict:
@@ -303,42 +310,26 @@ def verdict(target, report: dict | None, wait_s: float) -> NodeVerdict:
     return v
 
 
-@dataclass
-class Drained:
-    """What the clouds' part of a teardown did: Pulumi's destroy, then the sweep by tag."""
-
-    progress: automation.Progress | None = None
-    emptied: int = 0  # objects deleted from the stack's buckets before the destroy
-    swept: list = field(default_factory=list)  # clouds.inventory.Outcome: what the tag sweep deleted
-    left: list = field(default_factory=list)  # clouds.resources.Resource still tagged after the sweep
-    unread: dict = field(default_factory=dict)  # "aws/us-west-2" -> why it could not be checked
-    error: DeployError | None = None  # Pulumi's destroy failed (and its retry after the sweep)
-
-    @property
-    def done(self) -> bool:
-        return self.error is None and not self.left and not self.unread
-
-
-def drain(run: Run, backend: str | None, api, on_sweep=None) -> Drained:
-    """Destroy the cluster's Pulumi stack (``backend``: None when there is none), then delete whatever
-    the clouds (``api``) still tag for it and ask again; destroy once more when the sweep removed
-    what blocked it. Nothing raises: what is left is in the result."""
+def drain(run: Run) -> Drained:
+    """Destroy the cluster's Pulumi stack (``run.backend``: None when there is none), then delete
+    whatever the clouds (``run.api``) still tag for it and ask again; destroy once more when the sweep
+    removed what blocked it. Nothing raises: what is left is in the result."""
     out = Drained()
-    if backend is not None:
+    if run.backend is not None:
         out.progress = automation.Progress(total=None, on_change=run.on_progress)
-        out.emptied = empty_buckets(run.cluster, run.pulumi_command, run.prompt, backend)
-        out.error = _destroy(run, backend, out.progress)
-    if api is not None:
-        out.swept, out.left, out.unread = sweep(run.cluster, api, on_progress=on_sweep)
+        out.emptied = empty_buckets(run.cluster, run.seams.pulumi_command, run.prompt, run.backend)
+        out.error = _destroy(run, out.progress)
+    if run.api is not None:
+        out.swept, out.left, out.unread = sweep(run.cluster, run.api, on_progress=run.on_sweep)
         if out.error is not None and not out.left and not out.unread:
-            out.error = _destroy(run, backend, out.progress)  # what blocked Pulumi may be gone now
+            out.error = _destroy(run, out.progress)  # what blocked Pulumi may be gone now
     return out
 
 
-def _destroy(run: Run, backend: str | None, progress) -> DeployError | None:
+def _destroy(run: Run, progress) -> DeployError | None:
     try:
-        automation.destroy(run.cluster, pulumi_command=run.pulumi_command, progress=progress, prompt=run.prompt,
-                           backend=backend)
+        automation.destroy(run.cluster, pulumi_command=run.seams.pulumi_command, progress=progress, prompt=run.prompt,
+                           backend=run.backend)
     except DeployError as e:
         return e
     return None

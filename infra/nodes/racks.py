@@ -11,6 +11,7 @@ from gpufleet.clouds.baremetal import hosts
 from gpufleet.configure import nodes as configuration
 from gpufleet.configure import pillar, saltrun
 from gpufleet.errors import AllHostsFailed, InputError
+from gpufleet.nodes.kind import Drained, Reached
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
 from gpufleet.state import caller
@@ -26,10 +27,13 @@ def owns(pool) -> bool:
     return pool.provider not in CLOUDS
 
 
-def reach(run: Run) -> None:
+def reach(run: Run) -> Reached:
     """Salt is installed, the hosts answer and their OS fits the stack's software (else exit 2):
-    all before anything is created or recorded. Their facts are kept for ``configure``."""
-    if run.runner_factory is None:
+    all before anything is created or recorded. Their facts are kept for ``configure`` (an `up` that
+    does not configure reaches no host)."""
+    if not run.configuring:
+        return Reached()
+    if run.seams.runner_factory is None:
         saltrun.find_salt_ssh()
         saltrun.states_dir()
     targets = hosts.rack_targets(run.stack)
@@ -37,7 +41,8 @@ def reach(run: Run) -> None:
     if not any(r.facts for r in gathered.values()):
         raise AllHostsFailed(list(gathered.values()), "reached")
     configuration.check_hosts(run.stack, gathered)
-    run.found["gathered"] = gathered
+    run.gathered = gathered
+    return Reached()
 
 
 def who(run: Run) -> dict[str, str]:
@@ -45,8 +50,8 @@ def who(run: Run) -> dict[str, str]:
     return {p.provider: caller.local() for p in run.stack.pools if owns(p)}
 
 
-def create(run: Run, prices: dict[str, float | None]) -> list[Node]:
-    """The hosts as registry nodes (``prices``: $ per node-hour by pool, from the plan)."""
+def create(run: Run) -> list[Node]:
+    """The hosts as registry nodes (``run.prices``: $ per node-hour by pool, from the plan)."""
     out = []
     for p in run.stack.pools:
         if not owns(p):
@@ -54,7 +59,7 @@ def create(run: Run, prices: dict[str, float | None]) -> list[Node]:
         for i, h in enumerate(p.hosts):
             out.append(Node(pool=p.name, idx=i, provider=p.provider, location=p.site, machine=f"{p.gpus_per_node}x {p.gpu}",
                             node_id=h.address, private_ip=h.address, ssh_endpoint=f"{h.address}:{h.port}",
-                            usd_per_hour=prices.get(p.name)))
+                            usd_per_hour=run.prices.get(p.name)))
     return out
 
 
@@ -65,17 +70,17 @@ def configure(run: Run) -> list:
         health = ({p.name: expect.for_pool(run.stack, p, run.cat) for p in run.stack.pools}, bundle.build()[0])
     return configuration.configure(run.stack, run.cluster, hosts.rack_targets(run.stack), registry=run.registry,
                                    trust_new=run.trust_new_hosts, force=run.force, progress=run.progress,
-                                   runner_factory=run.runner_factory, gathered=run.found.get("gathered"),
+                                   runner_factory=run.seams.runner_factory, gathered=run.gathered,
                                    health=health)
 
 
-def scheduler(stack, record=None, *, local: bool = False) -> dict | None:
+def scheduler(run: Run) -> dict | None:
     """Slurm's view of the cluster from its controller, when a rack host is the controller (asked
-    over SSH, ``local`` or not: the rack is this site's own)."""
-    if not stack.slurm:
+    over SSH, ``run.local`` or not: the rack is this site's own)."""
+    if not run.stack.slurm:
         return None
-    controllers = {p.name for p in stack.pools if p.role == "controller"}
-    ctl = [t for t in hosts.rack_targets(stack) if t.pool in controllers]
+    controllers = {p.name for p in run.stack.pools if p.role == "controller"}
+    ctl = [t for t in hosts.rack_targets(run.stack) if t.pool in controllers]
     return hosts.scheduler_view(ctl[0]) if ctl else None
 
 
@@ -84,8 +89,15 @@ def targets(run: Run, node: str | None = None) -> list:
     return [t for t in hosts.rack_targets(run.stack) if node in (None, t.id, t.address)]
 
 
-def verify(run: Run, chosen: list, level: str) -> list[NodeVerdict]:
-    """Run the checks at ``level`` on the hosts ``chosen`` over SSH."""
+def verify(run: Run, level: str, node: str | None = None) -> list[NodeVerdict]:
+    """Run the checks at ``level`` over SSH on the stack's hosts (``node``: only that one); after `up`'s
+    configuration, on the hosts that configured."""
+    if run.configured is not None:
+        return _verify(run, [r.target for r in run.configured.get(NAME, []) if r.ok], level)
+    return _verify(run, targets(run, node), level)
+
+
+def _verify(run: Run, chosen: list, level: str) -> list[NodeVerdict]:
     if not chosen:
         return []
     pools = {p.name: p for p in run.stack.pools}
@@ -93,14 +105,12 @@ def verify(run: Run, chosen: list, level: str) -> list[NodeVerdict]:
     return rack.verify_hosts(chosen, exps, level=level, trust_new=run.trust_new_hosts, progress=run.progress)
 
 
-def verify_configured(run: Run, reports: list) -> list[NodeVerdict]:
-    """The quick verification of the hosts that configured (``reports``: their HostReports)."""
-    return verify(run, [r.target for r in reports if r.ok], "quick")
-
-
-def drain(run: Run, record, clean: bool) -> list:
-    """Take the cluster's hosts not drained yet out of service (``clean``: undo the states too);
+def drain(run: Run) -> Drained:
+    """Take the cluster's hosts not drained yet out of service (``run.clean``: undo the states too);
     each host's outcome is recorded."""
+    if not recorded(run.record):
+        return Drained()
+    clean = run.clean
     done = {k for k, v in run.registry.hosts(run.cluster).items() if v["state"] == "drained"}
     todo = [t for t in hosts.rack_targets(run.stack) if (t.pool, t.idx) not in done]
     pools = {p.name: p for p in run.stack.pools}
@@ -108,12 +118,12 @@ def drain(run: Run, record, clean: bool) -> list:
     pillars = {t.id: pillar.build(run.stack, pools[t.pool], cluster=run.cluster) for t in todo} if clean else None
     reports = configuration.drain(run.cluster, todo, clean_states=clean_states, pillars=pillars,
                                   trust_new=run.trust_new_hosts, progress=run.progress,
-                                  runner_factory=run.runner_factory)
+                                  runner_factory=run.seams.runner_factory)
     run.registry.set_hosts(run.cluster, {
         (r.target.pool, r.target.idx): {"address": r.target.address, "state": r.state,
                                         "detail": r.error or ("drained and cleaned" if clean else "drained")}
         for r in reports})
-    return reports
+    return Drained(reports=reports)
 
 
 def recorded(record) -> bool:

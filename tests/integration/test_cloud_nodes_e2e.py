@@ -179,8 +179,9 @@ def test_cloud_nodes_configure_themselves_and_up_reports_each(rack, monkeypatch)
 
     try:
         threading.Thread(target=cloud_init, daemon=True).start()
-        out = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=FakePulumiCLI(plan), check=False,
-                                wait_s=WAIT_S)
+        out = fleet_up.bring_up(stack, cat, fleet_up.UpOptions(check=False,
+                                seams=fleet_up.Seams(pulumi_command=FakePulumiCLI(plan), wait_s=WAIT_S)),
+                                confirm=lambda p: True)
     finally:
         (etc2 / "modprobe.d").unlink()
         shutil.move(etc2 / "modprobe.d.saved", etc2 / "modprobe.d")
@@ -369,7 +370,8 @@ def test_slurm_on_cloud_nodes_comes_up_through_the_bucket_and_runs_jobs(rack, mo
         t.start()
     pulumi = FakePulumiCLI(plan)
     try:
-        out = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=pulumi, check=False, wait_s=WAIT_S)
+        out = fleet_up.bring_up(stack, cat, fleet_up.UpOptions(check=False,
+                                seams=fleet_up.Seams(pulumi_command=pulumi, wait_s=WAIT_S)), confirm=lambda p: True)
         _slurm_runs_jobs_and_status_shows_it(out, hosts, cat, pulumi, monkeypatch)
     finally:
         stop.set()

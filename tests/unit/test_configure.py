@@ -243,6 +243,6 @@ def test_up_checks_the_racks_os_before_recording_anything(cat, monkeypatch, tmp_
     reg = Registry(tmp_path / "r.db")
     asked = []
     with pytest.raises(InputError, match="Ubuntu-20.04 is not a supported OS"):
-        fleet_up.bring_up(st, cat, confirm=lambda p: asked.append(p) or True, registry=reg,
-                        runner_factory=lambda *a, **k: pytest.fail("no Salt may run"))
+        fleet_up.bring_up(st, cat, fleet_up.UpOptions(registry=reg, seams=fleet_up.Seams(runner_factory=lambda *a,
+                          **k: pytest.fail("no Salt may run"))), confirm=lambda p: asked.append(p) or True)
     assert reg.list() == [] and asked == []

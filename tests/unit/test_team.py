@@ -451,7 +451,7 @@ def test_two_ups_of_one_cluster_one_holds_the_other_fails_or_waits(store_url, ca
     from gpufleet.engine import automation
     from gpufleet.engine import plan as planner
     from gpufleet.fleet import stacks
-    from gpufleet.fleet.up import bring_up
+    from gpufleet.fleet.up import UpOptions, bring_up
 
     from conftest import ROOT
     from fakes.pulumi_cli import FakePulumiCLI
@@ -472,7 +472,7 @@ def test_two_ups_of_one_cluster_one_holds_the_other_fails_or_waits(store_url, ca
 
         asyncio.set_event_loop(asyncio.new_event_loop())  # the plan runs Pulumi's mock runtime, which needs one
         with team.session("aws-training", "up") as logged:
-            logged["usd_per_hour"] = bring_up(stack, cat, confirm=lambda p: True, configure=False).record.usd_per_hour
+            logged["usd_per_hour"] = bring_up(stack, cat, UpOptions(configure=False), confirm=lambda p: True).record.usd_per_hour
 
     monkeypatch.setenv("GPUFLEET_WHO", "alice@example.com")
     alice = threading.Thread(target=alices_up)
