@@ -12,7 +12,6 @@ stuck, which the timer retries by itself. Rack hosts: salt-ssh, as `up` does.
 from __future__ import annotations
 
 from gpufleet import nodes as kinds
-from gpufleet.configure import cloudnodes
 from gpufleet.fleet import team
 from gpufleet.fleet.recorded import recorded
 from gpufleet.nodes import cloud as cloud_nodes
@@ -22,7 +21,7 @@ from gpufleet.state.registry import Registry
 
 
 def reconfigure(stack, cat, *, cluster: str | None = None, registry: Registry | None = None, force: bool = False,
-                trust_new_hosts: bool = False, wait_s: float = cloudnodes.WAIT_S, progress=None, pulumi_command=None,
+                trust_new_hosts: bool = False, wait_s: float | None = None, progress=None, pulumi_command=None,
                 prompt=None, runner_factory=None, stores: dict | None = None, outputs: dict | None = None):
     """(rack host reports, cloud node reports) of applying the stack's states to the cluster again."""
     reg = registry or team.registry()
@@ -31,9 +30,5 @@ def reconfigure(stack, cat, *, cluster: str | None = None, registry: Registry | 
     run = Run(stack, cat, name, reg, Seams(pulumi_command, runner_factory, stores=stores, wait_s=wait_s),
               trust_new_hosts=trust_new_hosts, force=force, progress=progress, prompt=prompt, record=rec,
               backend=rec.backend, nodes=rec.nodes, outputs=outputs)
-    used = kinds.used(stack)
-    if cloud_nodes in used and outputs is None:
-        cloud_nodes.require_backend(rec)  # its outputs are read from its stack, where the record says
-    hosts = racks.configure(run) if racks in used else []
-    nodes = cloud_nodes.configure(run) if cloud_nodes in used else []
-    return hosts, nodes
+    reports = {k.NAME: k.configure(run) for k in kinds.used(stack)}
+    return reports.get(racks.NAME, []), reports.get(cloud_nodes.NAME, [])

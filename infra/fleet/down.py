@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpufleet import catalog
+from gpufleet import nodes as kinds
 from gpufleet.configure import slurm
 from gpufleet.errors import PartialFailure
 from gpufleet.fleet import stacks, team
@@ -14,8 +15,8 @@ from gpufleet.fleet.recorded import recorded
 from gpufleet.fleet.up import Aborted
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes import racks
+from gpufleet.nodes.kind import leftover_error
 from gpufleet.nodes.run import Run, Seams
-from gpufleet.providers import CLOUDS
 from gpufleet.state.registry import ClusterRecord, Registry
 
 
@@ -23,7 +24,7 @@ from gpufleet.state.registry import ClusterRecord, Registry
 class TearDown:
     record: ClusterRecord
     progress: object = None  # engine.automation.Progress of Pulumi's destroy
-    hosts: list = field(default_factory=list)  # configure.nodes.HostReport per drained rack host
+    hosts: list = field(default_factory=list)  # nodes.racks.salt.HostReport per drained rack host
     swept: list = field(default_factory=list)  # clouds.inventory.Outcome: what the tag sweep deleted
     left: list = field(default_factory=list)  # clouds.resources.Resource still tagged after the sweep
     unread: dict = field(default_factory=dict)  # "aws/us-west-2" -> why it could not be checked
@@ -62,25 +63,29 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
     run.api = cloud_nodes.open_apis(sorted(used), used, given=cloud_api) if used else None
     if not confirm(rec):
         raise Aborted("nothing was destroyed", "run again and answer yes, or pass --yes")
-    cloud = cloud_nodes.drain(run)
-    out = TearDown(rec, cloud.progress, swept=cloud.swept, left=cloud.left, unread=cloud.unread, emptied=cloud.emptied)
-    if has_hosts:
-        out.hosts = racks.drain(run).reports
-    if cloud.done and all(r.ok for r in out.hosts):
+    drained = {k: k.drain(run) for k in kinds.KINDS}
+    out = TearDown(rec, next((d.progress for d in drained.values() if d.progress), None),
+                   hosts=[r for d in drained.values() for r in d.reports],
+                   swept=[o for d in drained.values() for o in d.swept], left=[x for d in drained.values() for x in d.left],
+                   unread={w: why for d in drained.values() for w, why in d.unread.items()},
+                   emptied=sum(d.emptied for d in drained.values()))
+    error = next((d.error for d in drained.values() if d.error is not None), None)
+    gone = all(d.gone for d in drained.values())
+    if all(d.done for d in drained.values()):
         reg.remove(name)
         slurm.forget_munge_key(name, reg.shared)  # no secret of a cluster outlives it
         return out
     # what stays known: the clouds' part while anything is left, the rack hosts still to drain
     reg.record(name=rec.name, stack=rec.stack, stack_file=rec.stack_file, owner=rec.owner, expires_at=rec.expires_at,
-               backend=rec.backend if cloud.error else None,
-               nodes=[n for n in rec.nodes if n.provider not in CLOUDS or not cloud.done],
-               state="leaking" if not cloud.done else "draining",
-               locations=[] if cloud.done else sorted((p, r) for p, rs in used.items() for r in rs))
-    if cloud.error is not None:
+               backend=rec.backend if error else None,
+               # the machines that are not created stay until drained; the others while any is left
+               nodes=[n for n in rec.nodes if any(k.owns(n) and (not k.CREATES or not d.gone) for k, d in drained.items())],
+               state="leaking" if not gone else "draining",
+               locations=[] if gone else sorted((p, r) for p, rs in used.items() for r in rs))
+    if error is not None:
         if out.left:
-            cloud.error.hint = "; ".join(filter(None, [cloud.error.hint,
-                                                       f"{len(out.left)} tagged resource(s) are still there"]))
-        raise cloud.error
-    if not cloud.done:
-        raise cloud_nodes.leftover_error(name, out.left, out.unread, out.swept)
+            error.hint = "; ".join(filter(None, [error.hint, f"{len(out.left)} tagged resource(s) are still there"]))
+        raise error
+    if not gone:
+        raise leftover_error(name, out.left, out.unread, out.swept)
     raise PartialFailure.of(out.hosts, "drained")

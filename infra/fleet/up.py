@@ -20,9 +20,9 @@ from gpufleet.engine.plan import Plan, cluster_for, plan
 from gpufleet.engine.program import layout
 from gpufleet.errors import GpufleetError, InputError
 from gpufleet.fleet import budgets, ssh, team
-from gpufleet.fleet import failover as fail
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes import racks
+from gpufleet.nodes.cloud import failover as fail
 from gpufleet.nodes.run import Run, Seams
 from gpufleet.state.registry import ClusterRecord, Node, Registry
 from gpufleet.verify.report import record as record_verdicts
@@ -53,9 +53,9 @@ class UpOutcome:
     progress: automation.Progress | None
     hosts: list = field(default_factory=list)  # clouds.baremetal.hosts.HostReport, one per configured host
     quotas: list = field(default_factory=list)  # clouds.base.QuotaLine, checked before anything was created
-    nodes: list = field(default_factory=list)  # configure.cloudnodes.NodeReport, one per cloud node
+    nodes: list = field(default_factory=list)  # nodes.cloud.channel.NodeReport, one per cloud node
     verdicts: list = field(default_factory=list)  # verify.report.NodeVerdict, one per node verified
-    attempts: list = field(default_factory=list)  # fleet.failover.Attempt.to_dict(): where the pools were tried
+    attempts: list = field(default_factory=list)  # nodes.cloud.failover.Attempt.to_dict(): where the pools were tried
     budgets: list = field(default_factory=list)  # fleet.budgets.Check: each budget it falls under, before creating
 
     @property
@@ -92,7 +92,7 @@ class UpEvents:
 
     on_progress: Callable[[automation.Progress], None] | None = None  # Pulumi's progress
     on_host_progress: Callable | None = None  # (phase, done, total, message) of the per-node work
-    on_attempt: Callable | None = None  # each failover attempt (fleet.failover.Attempt), as it happens
+    on_attempt: Callable | None = None  # each failover attempt (nodes.cloud.failover.Attempt), as it happens
 
 
 def bring_up(stack, cat, options: UpOptions | None = None, *, confirm: Callable[[Plan], bool],
@@ -109,7 +109,7 @@ def bring_up(stack, cat, options: UpOptions | None = None, *, confirm: Callable[
     ``UpOutcome.verdicts`` and, when it fails, in the registry.
 
     A pool with a ``failover`` block lands in the first of its places that holds it
-    (``fleet.failover``; ``failover=False`` tries only its own); every attempt is in
+    (``nodes.cloud.failover``; ``failover=False`` tries only its own); every attempt is in
     ``UpOutcome.attempts``, told to ``on_attempt`` as it happens and recorded in the registry.
     Its places where the cluster would exceed a budget are skipped before any attempt
     (``budgets.drop_places``), and where it landed is checked again before anything is configured.

@@ -13,6 +13,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gpufleet.errors import GpufleetError, LeftoverError
 from gpufleet.nodes.run import Run
 from gpufleet.state.registry import Node
 from gpufleet.verify.report import NodeVerdict
@@ -45,6 +46,22 @@ class Drained:
     @property
     def done(self) -> bool:
         return self.gone and all(r.ok for r in self.reports)
+
+
+def leftover_error(cluster: str, left, unread, outcomes=()) -> GpufleetError:
+    """What is left, each with why its deletion failed (when it was tried)."""
+    why = {o.resource.key: o for o in outcomes}
+    parts = []
+    if left:
+        parts.append(f"{len(left)} resource(s) tagged gpufleet:cluster={cluster} are still there: "
+                     + ", ".join(f"{r.where} {r.label()}" for r in left[:8]) + (" ..." if len(left) > 8 else ""))
+    if unread:
+        parts.append("could not check " + ", ".join(f"{k} ({v})" for k, v in unread.items()))
+    return LeftoverError("; ".join(parts), f"the cluster stays in the registry; fix the cause and run "
+                         f"`gpufleet down {cluster}` again (it deletes only what is left)",
+                         resources=[{**r.to_dict(), "status": why[r.key].status if r.key in why else "not tried",
+                                     "message": why[r.key].message if r.key in why else None} for r in left],
+                         unread=unread)
 
 
 class NodeKind(Protocol):

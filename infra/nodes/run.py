@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gpufleet.configure import cloudnodes
 from gpufleet.state.registry import ClusterRecord, Node, Registry
 
 
@@ -18,7 +17,7 @@ class Seams:
     runner_factory: Callable | None = None  # the racks' salt-ssh runner
     cloud_api: object = None  # clouds.inventory.Clouds already open
     stores: dict | None = None  # the cluster's buckets, by pool
-    wait_s: float = cloudnodes.WAIT_S  # how long the cloud nodes are waited for
+    wait_s: float | None = None  # how long the cloud nodes are waited for (None: nodes.cloud.channel.WAIT_S)
 
 
 @dataclass

@@ -237,8 +237,8 @@ def test_the_gcs_and_blob_bootstraps_configure_a_host(rack, gcp, azure, monkeypa
     the SDKs' credentials (the gcp and azure fixtures)."""
     from gpufleet import catalog
     from gpufleet.clouds import bootstrap
-    from gpufleet.configure import cloudnodes
     from gpufleet.fleet import stacks
+    from gpufleet.nodes.cloud import channel as cloudnodes
 
     from fakes.objects import BlobFake, GcsFake
 

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from gpufleet.clouds import bootstrap, node_agent
-from gpufleet.configure import cloudnodes
+from gpufleet.nodes.cloud import channel as cloudnodes
 
 from conftest import ROOT
 

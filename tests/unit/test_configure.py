@@ -9,9 +9,10 @@ import pytest
 
 from gpufleet.clouds.baremetal import hosts
 from gpufleet.clouds.baremetal.facts import Facts
-from gpufleet.configure import nodes, pillar, saltrun, software
+from gpufleet.configure import pillar, saltrun, software
 from gpufleet.errors import InputError, SpecErrors
 from gpufleet.fleet import stacks
+from gpufleet.nodes.racks import salt as nodes
 from tests.conftest import EXAMPLES, ROOT, gpufleet_exe
 
 RACK = ROOT / "stacks" / "examples" / "local-rack.yaml"

@@ -15,9 +15,10 @@ from gpufleet.clouds import candidates
 from gpufleet.engine import automation
 from gpufleet.engine import plan as planner
 from gpufleet.errors import GpufleetError, SpecErrors
-from gpufleet.fleet import budgets, failover, stacks
+from gpufleet.fleet import budgets, stacks
 from gpufleet.fleet import up as fleet_up
 from gpufleet.nodes import cloud as cloud_nodes
+from gpufleet.nodes.cloud import failover
 from gpufleet.state.registry import Node, Registry
 
 from conftest import ROOT, cli

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from gpufleet.clouds import cloud
-from gpufleet.configure import NODE_STATES, cloudnodes
+from gpufleet.configure import NODE_STATES
 from gpufleet.fleet import image, stacks
 from gpufleet.nodes import cloud as cloud_nodes
+from gpufleet.nodes.cloud import channel as cloudnodes
 from gpufleet.providers import CLOUDS
 
 from conftest import ROOT, cli

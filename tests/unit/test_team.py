@@ -776,8 +776,8 @@ def test_cloud_storage_backs_off_on_429_and_5xx_in_every_call(store_url, status,
 def test_host_outcomes_are_one_write_of_the_clusters_document_per_command(store_url, tmp_path):
     """Every host's outcome rewrote clusters/<name>.json, which Cloud Storage allows about once a second:
     a command's outcomes go in one write."""
-    from gpufleet.configure.cloudnodes import NodeReport, NodeTarget
-    from gpufleet.configure.cloudnodes import record as record_configured
+    from gpufleet.nodes.cloud.channel import NodeReport, NodeTarget
+    from gpufleet.nodes.cloud.channel import record as record_configured
     from gpufleet.state.registry import Node, Registry
     from gpufleet.verify.report import NodeVerdict
     from gpufleet.verify.report import record as record_verified

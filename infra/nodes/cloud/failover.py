@@ -28,6 +28,7 @@ from gpufleet.clouds.base import Need
 from gpufleet.engine.program import layout
 from gpufleet.errors import GpufleetError, LeftoverError
 from gpufleet.nodes import cloud as cloud_nodes
+from gpufleet.nodes.kind import leftover_error
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
 
@@ -225,7 +226,7 @@ def clean(run: Run, stack, pool: str, current: dict[str, candidates.Candidate]) 
         found, unread = inventory.collect(api, cluster=run.cluster)
         mine = [r for r in found if r.pool == pool]
     if mine or unread:
-        raise cloud_nodes.leftover_error(run.cluster, mine, unread, outcomes)
+        raise leftover_error(run.cluster, mine, unread, outcomes)
     return sum(1 for o in outcomes if o.ok)
 
 

@@ -1,6 +1,6 @@
 """Rack hosts: machines that exist, reached over SSH. ``reach`` gathers their facts and checks the
 stack's software against them before anything is created; ``configure`` runs salt-ssh
-(``configure.nodes``), ``verify`` sends the checks over SSH (``verify.rack``), ``drain`` marks them
+(``nodes.racks.salt``), ``verify`` sends the checks over SSH (``nodes.racks.checks``), ``drain`` marks them
 out of service (and, when asked, undoes the states). Nothing is ever created or wiped."""
 
 from __future__ import annotations
@@ -8,15 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpufleet.clouds.baremetal import hosts
-from gpufleet.configure import nodes as configuration
 from gpufleet.configure import pillar, saltrun
 from gpufleet.errors import AllHostsFailed, InputError
 from gpufleet.nodes.kind import Drained, Reached
+from gpufleet.nodes.racks import checks as rack
+from gpufleet.nodes.racks import salt as configuration
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
 from gpufleet.state import caller
 from gpufleet.state.registry import Node
-from gpufleet.verify import bundle, expect, rack
+from gpufleet.verify import bundle, expect
 from gpufleet.verify.report import NodeVerdict
 
 NAME = "rack hosts"
@@ -128,7 +129,7 @@ def drain(run: Run) -> Drained:
 
 def recorded(record) -> bool:
     """Whether the cluster's record holds rack hosts (they need the stack file to be reached)."""
-    return any(n.provider not in CLOUDS for n in record.nodes)
+    return any(owns(n) for n in record.nodes)
 
 
 def stack_of(record, stack, load):

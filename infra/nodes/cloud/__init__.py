@@ -1,5 +1,5 @@
 """Cloud nodes: Pulumi creates them; they configure and verify themselves from the stack's bucket
-(``configure.cloudnodes``), `up` publishes what they apply and waits for what they report; `down`
+(``nodes.cloud.channel``), `up` publishes what they apply and waits for what they report; `down`
 destroys the Pulumi stack and then deletes whatever the clouds still tag for the cluster."""
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 
 from gpufleet.clouds import cloud, inventory, quotas
 from gpufleet.clouds.pools import resource_name
-from gpufleet.configure import cloudnodes, slurm
+from gpufleet.configure import slurm
 from gpufleet.engine import automation
 from gpufleet.engine.program import build
-from gpufleet.errors import DeployError, GpufleetError, InputError, LeftoverError
-from gpufleet.nodes.kind import Drained, Reached
+from gpufleet.errors import DeployError, GpufleetError, InputError
+from gpufleet.nodes.cloud import channel as cloudnodes
+from gpufleet.nodes.kind import Drained, Reached, leftover_error
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
 from gpufleet.state import team_config
@@ -210,9 +211,11 @@ def outputs(run: Run) -> dict:
 def configure(run: Run) -> list:
     """Publish each pool's configuration and wait for the statuses of ``run.nodes`` (``NodeReport``s);
     unless ``run.verifying`` is off, the nodes run the quick verification after applying."""
+    if run.outputs is None and run.record is not None:
+        require_backend(run.record)  # its outputs are read from its stack, where the record says
     return cloudnodes.configure_pools(run.stack, run.cat, run.cluster, outputs(run),
                                       [n for n in run.nodes if owns(n)], registry=run.registry,
-                                      timeout_s=run.seams.wait_s, progress=run.progress, stores=run.seams.stores,
+                                      timeout_s=wait_s(run), progress=run.progress, stores=run.seams.stores,
                                       force=run.force, scheduler=scheduler_pillars(run),
                                       **tree_extras(run.stack, run.cat, verify=run.verifying))
 
@@ -293,10 +296,14 @@ def verify(run: Run, level: str, node: str | None = None) -> list[NodeVerdict]:
         return []
     pools = {p.name: p for p in run.stack.pools}
     exps = {p: expect.for_pool(run.stack, pools[p], run.cat) for p in {n.pool for n in nodes}}
-    wait_s = run.seams.wait_s
-    answers = cloudnodes.verify_pools(outputs(run), nodes, exps, level=level, timeout_s=wait_s,
+    answers = cloudnodes.verify_pools(outputs(run), nodes, exps, level=level, timeout_s=wait_s(run),
                                       progress=run.progress, stores=run.seams.stores)
-    return [verdict(t, got, wait_s) for t, got in answers]
+    return [verdict(t, got, wait_s(run)) for t, got in answers]
+
+
+def wait_s(run: Run) -> float:
+    """How long the nodes are waited for: the run's, else the channel's default."""
+    return cloudnodes.WAIT_S if run.seams.wait_s is None else run.seams.wait_s
 
 
 def verdict(target, report: dict | None, wait_s: float) -> NodeVerdict:
@@ -361,19 +368,3 @@ def sweep(cluster: str, api, *, on_progress=None):
         outcomes = inventory.delete(found, api, on_progress=on_progress)
         found, unread = inventory.collect(api, cluster=cluster)
     return outcomes, found, unread
-
-
-def leftover_error(cluster: str, left, unread, outcomes=()) -> GpufleetError:
-    """What is left, each with why its deletion failed (when it was tried)."""
-    why = {o.resource.key: o for o in outcomes}
-    parts = []
-    if left:
-        parts.append(f"{len(left)} resource(s) tagged gpufleet:cluster={cluster} are still there: "
-                     + ", ".join(f"{r.where} {r.label()}" for r in left[:8]) + (" ..." if len(left) > 8 else ""))
-    if unread:
-        parts.append("could not check " + ", ".join(f"{k} ({v})" for k, v in unread.items()))
-    return LeftoverError("; ".join(parts), f"the cluster stays in the registry; fix the cause and run "
-                         f"`gpufleet down {cluster}` again (it deletes only what is left)",
-                         resources=[{**r.to_dict(), "status": why[r.key].status if r.key in why else "not tried",
-                                     "message": why[r.key].message if r.key in why else None} for r in left],
-                         unread=unread)
