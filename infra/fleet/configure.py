@@ -14,8 +14,6 @@ from __future__ import annotations
 from gpufleet import nodes as kinds
 from gpufleet.fleet import team
 from gpufleet.fleet.recorded import recorded
-from gpufleet.nodes import cloud as cloud_nodes
-from gpufleet.nodes import racks
 from gpufleet.nodes.run import Run, Seams
 from gpufleet.state.registry import Registry
 
@@ -23,12 +21,14 @@ from gpufleet.state.registry import Registry
 def reconfigure(stack, cat, *, cluster: str | None = None, registry: Registry | None = None, force: bool = False,
                 trust_new_hosts: bool = False, wait_s: float | None = None, progress=None, pulumi_command=None,
                 prompt=None, runner_factory=None, stores: dict | None = None, outputs: dict | None = None):
-    """(rack host reports, cloud node reports) of applying the stack's states to the cluster again."""
+    """(reports of the machines that exist, reports of the nodes `up` created: rack hosts, cloud nodes)
+    of applying the stack's states to the cluster again."""
     reg = registry or team.registry()
     name = cluster or stack.name
     rec = recorded(reg, name)
     run = Run(stack, cat, name, reg, Seams(pulumi_command, runner_factory, stores=stores, wait_s=wait_s),
               trust_new_hosts=trust_new_hosts, force=force, progress=progress, prompt=prompt, record=rec,
               backend=rec.backend, nodes=rec.nodes, outputs=outputs)
-    reports = {k.NAME: k.configure(run) for k in kinds.used(stack)}
-    return reports.get(racks.NAME, []), reports.get(cloud_nodes.NAME, [])
+    reports = {k: k.configure(run) for k in kinds.used(stack)}
+    return ([r for k, rs in reports.items() if not k.CREATES for r in rs],
+            [r for k, rs in reports.items() if k.CREATES for r in rs])

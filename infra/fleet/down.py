@@ -13,8 +13,6 @@ from gpufleet.errors import PartialFailure
 from gpufleet.fleet import stacks, team
 from gpufleet.fleet.recorded import recorded
 from gpufleet.fleet.up import Aborted
-from gpufleet.nodes import cloud as cloud_nodes
-from gpufleet.nodes import racks
 from gpufleet.nodes.kind import leftover_error
 from gpufleet.nodes.run import Run, Seams
 from gpufleet.state.registry import ClusterRecord, Registry
@@ -49,18 +47,12 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
     # the tags are the truth: what another machine's `up` or a lost registry left, reap finds
     rec = recorded(reg, name, otherwise=f"`gpufleet reap --cluster {name}` finds and removes what the clouds still "
                                         "tag for it")
-    used = rec.clouds  # provider -> regions, from the stack and the recorded nodes
-    run = Run(stack, None, name, reg, Seams(pulumi_command, runner_factory), trust_new_hosts=trust_new_hosts,
-              progress=on_host_progress, prompt=prompt, on_progress=on_progress, record=rec, backend=rec.backend,
-              clean=clean, on_sweep=on_sweep)
-    if rec.backend is not None:  # a Pulumi stack exists (or a failed `up` may have started one)
-        cloud_nodes.require_backend(rec)  # in the backend Pulumi will be asked
-        run.seams.pulumi_command = cloud_nodes.ready(sorted(used), pulumi_command)
-    has_hosts = racks.recorded(rec)
-    if has_hosts:
-        run.stack = racks.stack_of(rec, stack, lambda path: stacks.load(path, catalog.load()))
-    # refused credentials or an unreachable API stop here, before anything is destroyed
-    run.api = cloud_nodes.open_apis(sorted(used), used, given=cloud_api) if used else None
+    run = Run(stack, None, name, reg, Seams(pulumi_command, runner_factory, cloud_api), trust_new_hosts=trust_new_hosts,
+              progress=on_host_progress, prompt=prompt, on_progress=on_progress, tearing_down=True,
+              load_stack=lambda path: stacks.load(path, catalog.load()), record=rec, backend=rec.backend, clean=clean,
+              on_sweep=on_sweep)
+    for k in kinds.KINDS:  # what destroying and draining need, checked before anything is destroyed
+        k.reach(run)
     if not confirm(rec):
         raise Aborted("nothing was destroyed", "run again and answer yes, or pass --yes")
     drained = {k: k.drain(run) for k in kinds.KINDS}
@@ -81,7 +73,7 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
                # the machines that are not created stay until drained; the others while any is left
                nodes=[n for n in rec.nodes if any(k.owns(n) and (not k.CREATES or not d.gone) for k, d in drained.items())],
                state="leaking" if not gone else "draining",
-               locations=[] if gone else sorted((p, r) for p, rs in used.items() for r in rs))
+               locations=[] if gone else sorted((p, r) for p, rs in rec.clouds.items() for r in rs))
     if error is not None:
         if out.left:
             error.hint = "; ".join(filter(None, [error.hint, f"{len(out.left)} tagged resource(s) are still there"]))

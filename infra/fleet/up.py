@@ -17,14 +17,11 @@ from gpufleet import nodes as kinds
 from gpufleet.clouds.tags import format_expiry, parse_expiry
 from gpufleet.engine import automation
 from gpufleet.engine.plan import Plan, cluster_for, plan
-from gpufleet.engine.program import layout
 from gpufleet.errors import GpufleetError, InputError
 from gpufleet.fleet import budgets, ssh, team
-from gpufleet.nodes import cloud as cloud_nodes
-from gpufleet.nodes import racks
 from gpufleet.nodes.cloud import failover as fail
 from gpufleet.nodes.run import Run, Seams
-from gpufleet.state.registry import ClusterRecord, Node, Registry
+from gpufleet.state.registry import ClusterRecord, Registry
 from gpufleet.verify.report import record as record_verdicts
 
 
@@ -51,9 +48,9 @@ class UpOutcome:
     plan: Plan
     record: ClusterRecord
     progress: automation.Progress | None
-    hosts: list = field(default_factory=list)  # clouds.baremetal.hosts.HostReport, one per configured host
+    hosts: list = field(default_factory=list)  # one report per configured machine that exists (rack hosts)
     quotas: list = field(default_factory=list)  # clouds.base.QuotaLine, checked before anything was created
-    nodes: list = field(default_factory=list)  # nodes.cloud.channel.NodeReport, one per cloud node
+    nodes: list = field(default_factory=list)  # one report per configured node `up` created (cloud nodes)
     verdicts: list = field(default_factory=list)  # verify.report.NodeVerdict, one per node verified
     attempts: list = field(default_factory=list)  # nodes.cloud.failover.Attempt.to_dict(): where the pools were tried
     budgets: list = field(default_factory=list)  # fleet.budgets.Check: each budget it falls under, before creating
@@ -125,7 +122,6 @@ def bring_up(stack, cat, options: UpOptions | None = None, *, confirm: Callable[
     opts, events = options or UpOptions(), on_event or UpEvents()
     run, the_plan = _prepared(stack, cat, opts, events)
     reg, name, existing, used = run.registry, run.cluster, run.existing, kinds.used(stack)
-    places = fail.places(stack, cat) if opts.failover and cloud_nodes in used else {}
     attempts: list[dict] = []  # this run's, as told
 
     def tell(a) -> None:
@@ -133,7 +129,8 @@ def bring_up(stack, cat, options: UpOptions | None = None, *, confirm: Callable[
         if events.on_attempt:
             events.on_attempt(a)
 
-    quota_lines, skipped = _reached(run, used, places)
+    run.on_attempt = tell
+    quota_lines = [q for k in used for q in k.reach(run).quotas]  # a misfit stops here: nothing is created
     # who brings it up, per provider; an update keeps the first creator, as it keeps the expiry
     created_by = {p: who for kind in used for p, who in kind.who(run).items()}
     created_by.update(existing.created_by if existing else {})
@@ -141,42 +138,43 @@ def bring_up(stack, cat, options: UpOptions | None = None, *, confirm: Callable[
     creators = list(created_by.values())
     budget_list = budgets.configured() if opts.budget_list is None else opts.budget_list
     spend = the_plan.spend
-    if places:  # each pool's places held to the budgets too; the check is for the first each has left
+    if run.places:  # each pool's places held to the budgets too; the check is for the first each has left
         if not opts.over_budget:
-            skipped += _within_budgets(name, stack, spend, creators, reg.list(), budget_list, places, skipped)
-        spend = budgets.moved(spend, {p: cs.ordered[0] for p, cs in places.items()})
+            run.skipped += _within_budgets(name, stack, spend, creators, reg.list(), budget_list, run.places,
+                                           run.skipped)
+        spend = budgets.moved(spend, {p: cs.ordered[0] for p, cs in run.places.items()})
     checked = budgets.check(name, stack, spend, creators, reg.list(), budget_list, consent=opts.over_budget)
-    if existing and cloud_nodes in used:
-        first = {p: cs.ordered[0] for p, cs in places.items()}  # the first attempt: failover's first places
-        lay = layout(fail.placed(stack, first), cat, fail.reserved(first)) if places else the_plan.layout
-        the_plan.replacements = cloud_nodes.replacements(run, lay, run.placed)
+    the_plan.replacements = run.replacing = [r for k in used for r in k.replaced(run)]
     if the_plan.replacements and opts.replace_nodes is False:
         raise ReplacesRunningNodes(the_plan.replacements)
     if not confirm(the_plan):
         raise Aborted("nothing was created", "run again and answer yes, or pass --yes")
 
     # the stack file as a path from anywhere (ssh and ssh-config read it from other folders)
-    record = dict(name=name, stack=stack.name, stack_file=str(Path(stack.source).absolute()) if stack.source else "",
-                  owner=stack.owner, expires_at=format_expiry(run.placed.expires_at), backend=None, locations=[],
-                  created_by=created_by, predicted=the_plan.spend.summary())
-    landed = _created(run, the_plan, used, record, places, opts, tell, skipped)
-    rec = reg.record(**record, nodes=run.nodes, state="up", access=ssh.access_record(run.stack, name, run.nodes))
-    if places:  # where failover placed the pools, against the budgets as they stand now: before configuring
+    run.recording = dict(name=name, stack=stack.name, owner=stack.owner, backend=None, locations=[],
+                         stack_file=str(Path(stack.source).absolute()) if stack.source else "",
+                         expires_at=format_expiry(run.placed.expires_at), created_by=created_by,
+                         predicted=the_plan.spend.summary())
+    run.nodes = [n for k in used for n in k.create(run)]
+    rec = reg.record(**run.recording, nodes=run.nodes, state="up",
+                     access=ssh.access_record(run.stack, name, run.nodes))
+    if run.landed is not None:  # where failover placed the pools, against the budgets as they stand now
         others = [r for r in reg.list() if r.name != name] + ([existing] if existing else [])
-        checked = budgets.check(name, run.stack, landed, creators, others, budget_list, consent=opts.over_budget,
-                                landed=True)
-    verdicts = []
+        checked = budgets.check(name, run.stack, run.landed, creators, others, budget_list,
+                                consent=opts.over_budget, landed=True)
+    verdicts, configured = [], {}
     if opts.configure:
-        run.configured = {k.NAME: k.configure(run) for k in used}
-        configured = [r for k in used for r in run.configured[k.NAME]]
-        if not any(k.CREATES for k in used) and not any(r.ok for r in configured):  # no host works: not up
-            reg.set_state(name, "failed")
+        run.configured = configured = {k.NAME: k.configure(run) for k in used}
+        if not any(k.CREATES for k in used) and not any(r.ok for rs in configured.values() for r in rs):
+            reg.set_state(name, "failed")  # no host works: not up
             rec = reg.get(name)
         if opts.verify:
             verdicts = [v for k in used for v in k.verify(run, "quick")]
     record_verdicts(reg, name, verdicts)
-    return UpOutcome(the_plan, rec, run.deployed, (run.configured or {}).get(racks.NAME, []), quota_lines,
-                     (run.configured or {}).get(cloud_nodes.NAME, []), verdicts, attempts, checked)
+    # the reports of the machines that exist (rack hosts) apart from those of the nodes created
+    hosts = [r for k in used if not k.CREATES for r in configured.get(k.NAME, [])]
+    nodes = [r for k in used if k.CREATES for r in configured.get(k.NAME, [])]
+    return UpOutcome(the_plan, rec, run.deployed, hosts, quota_lines, nodes, verdicts, attempts, checked)
 
 
 def _prepared(stack, cat, opts: UpOptions, events: UpEvents) -> tuple[Run, Plan]:
@@ -187,8 +185,6 @@ def _prepared(stack, cat, opts: UpOptions, events: UpEvents) -> tuple[Run, Plan]
     if existing and existing.stack != stack.name:
         raise InputError(f"cluster {name!r} is already up from stack {existing.stack!r} ({existing.stack_file})",
                          "choose another name with --cluster")
-    if existing:
-        cloud_nodes.require_backend(existing)  # its state where this `up` will look for it
     # an update keeps the cluster's expiry; `down` and a new `up` start a new lease
     cl = cluster_for(stack, name, expires_at=parse_expiry(existing.expires_at) if existing else None)
     the_plan = plan(stack, cat, cluster=cl, refresh_images=opts.refresh_images)
@@ -199,55 +195,11 @@ def _prepared(stack, cat, opts: UpOptions, events: UpEvents) -> tuple[Run, Plan]
     run = Run(stack, cat, name, reg, opts.seams, trust_new_hosts=opts.trust_new_hosts, force=opts.reconfigure,
               progress=events.on_host_progress, on_progress=events.on_progress, prompt=opts.prompt,
               configuring=opts.configure, verifying=opts.verify, check_quotas=opts.check,
-              refresh_images=opts.refresh_images, layout=the_plan.layout, placed=cl,
+              refresh_images=opts.refresh_images, failover=opts.failover, max_attempts=opts.max_attempts,
+              failover_budget_s=opts.failover_budget_s, layout=the_plan.layout, placed=cl,
               resources=len(the_plan.cloud_resources), existing=existing,
               prices={c.pool: c.usd_per_node_hour for c in the_plan.pools})
     return run, the_plan
-
-
-def _reached(run: Run, used: list, places: dict) -> tuple[list, list]:
-    """Each kind reached before anything is created (a misfit is bad input, exit 2: nothing is created
-    or recorded): the quota lines read, and the failover places the preflight skipped."""
-    quota_lines, skipped = [], []
-    run.elsewhere = set(places)
-    if cloud_nodes in used:
-        quota_lines = cloud_nodes.reach(run).quotas
-        if places and run.check_quotas:
-            skipped = fail.preflight(run, places)
-        fail.require_places(places, skipped)
-    if racks in used:
-        racks.reach(run)
-    return quota_lines, skipped
-
-
-def _created(run: Run, the_plan: Plan, used: list, record: dict, places: dict, opts: UpOptions, tell,
-             skipped: list):
-    """Each kind's nodes created (``run.nodes``), the cluster recorded as ``creating`` before Pulumi
-    starts; the bill predicted where failover placed the pools (None without failover)."""
-    reg, name, existing, landed = run.registry, run.cluster, run.existing, None
-    run.nodes = []
-    if cloud_nodes in used:
-        record.update(cloud_nodes.record_fields(run.stack))
-        kept = dict(record, nodes=existing.nodes if existing else [])  # what `down` and `status` find if it fails
-        reg.record(**kept, state="updating" if existing else "creating")
-        run.backend = record["backend"]
-        for a in skipped:
-            reg.add_attempt(name, a.to_dict())
-            tell(a)
-        try:
-            cloud_nodes.release(run, the_plan.replacements)
-        except GpufleetError:
-            reg.record(**kept, state="failed")
-            raise
-        if places:
-            run.nodes, landed = _placed(run, reg, kept, record, places, opts.max_attempts, opts.failover_budget_s,
-                                        tell, skipped)
-        else:
-            run.on_failure = lambda: reg.record(**kept, state="failed")
-            run.nodes = cloud_nodes.create(run)
-    if racks in used:
-        run.nodes += racks.create(run)
-    return landed
 
 
 def _within_budgets(name: str, stack, spend, creators: list[str], records: list, budget_list: list, places: dict,
@@ -262,22 +214,3 @@ def _within_budgets(name: str, stack, spend, creators: list[str], records: list,
         e.attempts = [a.to_dict() for a in [*skipped, *told]]
         raise
     return told
-
-
-def _placed(run: Run, reg: Registry, kept: dict, record: dict, places: dict, max_attempts: int, budget_s: float,
-            on_attempt, skipped: list) -> tuple[list[Node], object]:
-    """The cloud pools created, each failover pool at the first place that held it, and the bill
-    predicted there (engine.spend.Spend); ``run.stack`` becomes the stack as placed, and ``record``
-    its locations."""
-    try:
-        placement = fail.place(run, places, max_attempts=max_attempts, budget_s=budget_s, on_attempt=on_attempt,
-                               record=lambda a: reg.add_attempt(run.cluster, a.to_dict()), skipped=skipped)
-    except GpufleetError as e:
-        # `down` and `reap` look wherever an attempt was made, not only where the stack said
-        tried = {(a["provider"], a["region"]) for a in getattr(e, "attempts", None) or [] if a["outcome"] != "skipped"}
-        reg.record(**dict(kept, locations=sorted(set(map(tuple, kept["locations"])) | tried)), state="failed")
-        raise
-    run.stack = placement.stack
-    placed = plan(run.stack, run.cat, cluster=run.placed, lay=run.layout)  # the bill where they landed
-    record.update(locations=cloud_nodes.record_fields(placement.stack)["locations"], predicted=placed.spend.summary())
-    return placement.nodes, placed.spend

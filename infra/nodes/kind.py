@@ -78,6 +78,9 @@ class NodeKind(Protocol):
     def who(self, run: Run) -> dict[str, str]:
         """Who brings the nodes up, per provider (recorded as the cluster's creator)."""
 
+    def replaced(self, run: Run) -> list:
+        """The running nodes an update (``run.existing``) would replace, shown before anything is asked."""
+
     def create(self, run: Run) -> list[Node]:
         """The kind's nodes, created when they must be, as registry nodes."""
 
@@ -95,7 +98,7 @@ class NodeKind(Protocol):
         """Slurm's view from the controller, when one of the kind's nodes is the controller."""
 
 
-VERBS = ("owns", "reach", "who", "create", "configure", "verify", "drain", "scheduler")
+VERBS = ("owns", "reach", "who", "replaced", "create", "configure", "verify", "drain", "scheduler")
 CONSTANTS = {"NAME": str, "CREATES": bool}
 
 

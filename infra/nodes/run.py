@@ -33,11 +33,22 @@ class Run:
     on_progress: Callable | None = None  # engine.automation.Progress of Pulumi's runs, as they change
     prompt: Callable[[], str] | None = None  # the Pulumi passphrase, asked when needed
     # what the operation asks of the kinds
+    tearing_down: bool = False  # `down`: ``reach`` checks what destroying and draining need
+    load_stack: Callable | None = None  # path -> spec.Stack (fleet's loader), for a stack file `up` recorded
     configuring: bool = True  # `up` configures the nodes (without it, the racks need not be reached)
     verifying: bool = True  # the nodes run the quick verification after applying
     check_quotas: bool = True
     refresh_images: bool = False  # look up again what image names pin (`up --refresh-image`)
+    failover: bool = True  # pools with a failover block land in the first of their places that holds them
+    max_attempts: int | None = None  # failover's limits (None: its defaults)
+    failover_budget_s: float | None = None
+    on_attempt: Callable | None = None  # each failover attempt (or skip), as it happens
+    places: dict = field(default_factory=dict)  # pool -> clouds.candidates.Candidates: where it may land
+    skipped: list = field(default_factory=list)  # the places ruled out before any attempt (failover.Attempt)
     elsewhere: set[str] = field(default_factory=set)  # pools that may land in other places (capacity failover)
+    replacing: list = field(default_factory=list)  # running nodes this `up` replaces (nodes.cloud.Replaced)
+    recording: dict = field(default_factory=dict)  # the cluster's record as `up` writes it (a kind adds its part)
+    landed: object = None  # engine.spend.Spend: the bill predicted where failover placed the pools
     layout: object = None  # engine.program.Layout, computed once by the plan
     placed: object = None  # engine.plan.Cluster: the cluster `up` deploys (its name, tags, expiry)
     resources: int | None = None  # how many cloud resources the plan creates (Pulumi's progress total)

@@ -11,9 +11,11 @@ from gpufleet.clouds import cloud, inventory, quotas
 from gpufleet.clouds.pools import resource_name
 from gpufleet.configure import slurm
 from gpufleet.engine import automation
-from gpufleet.engine.program import build
+from gpufleet.engine.plan import plan
+from gpufleet.engine.program import build, layout
 from gpufleet.errors import DeployError, GpufleetError, InputError
 from gpufleet.nodes.cloud import channel as cloudnodes
+from gpufleet.nodes.cloud import failover
 from gpufleet.nodes.kind import Drained, Reached, leftover_error
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
@@ -50,9 +52,36 @@ def open_apis(providers_used: list[str], regions: dict[str, list[str]], given=No
 
 
 def reach(run: Run) -> Reached:
-    """Credentials, the Pulumi CLI and (``run.check_quotas``) the quotas: the quota lines read. The
-    pools in ``run.elsewhere`` may land in other places (capacity failover): their quotas are read
-    here but a short one does not stop `up` (the failover preflight skips that place)."""
+    """An update's state in this backend, credentials, the Pulumi CLI and (``run.check_quotas``) the
+    quotas: the quota lines read. The pools with places elsewhere (capacity failover, ``run.places``)
+    have their quotas read here but a short one does not stop `up`: the failover preflight skips
+    that place (``run.skipped``); NoPlaceLeft when a pool has no place left. For `down`: ``reach_to_destroy``."""
+    if run.tearing_down:
+        return reach_to_destroy(run)
+    if run.existing:
+        require_backend(run.existing)  # its state where this `up` will look for it
+    run.places = failover.places(run.stack, run.cat) if run.failover else {}
+    run.elsewhere = set(run.places)
+    reached = _quotas(run)
+    if run.places and run.check_quotas:
+        run.skipped = failover.preflight(run, run.places)
+    failover.require_places(run.places, run.skipped)
+    return reached
+
+
+def reach_to_destroy(run: Run) -> Reached:
+    """A teardown's: when a Pulumi stack exists (or a failed `up` may have started one), its state in this
+    backend and the Pulumi CLI; the APIs of the clouds the record names open (``run.api``): refused
+    credentials or an unreachable API stop here, before anything is destroyed."""
+    used = run.record.clouds  # provider -> regions, from the stack and the recorded nodes
+    if run.record.backend is not None:
+        require_backend(run.record)
+        run.seams.pulumi_command = ready(sorted(used), run.seams.pulumi_command)
+    run.api = open_apis(sorted(used), used, given=run.seams.cloud_api) if used else None
+    return Reached()
+
+
+def _quotas(run: Run) -> Reached:
     used = providers(run.stack)
     run.seams.pulumi_command = ready(used, run.seams.pulumi_command)
     if not run.check_quotas:
@@ -106,6 +135,49 @@ def record_fields(stack) -> dict:
 
 
 def create(run: Run) -> list[Node]:
+    """The cloud pools created: the cluster recorded as ``creating`` (its backend and places added to
+    ``run.recording``) before Pulumi starts, so that `status`, `down` and `reap` know it even if this
+    process dies; the running nodes it replaces gone first (``release``); then each failover pool at
+    the first of its places that holds it (``run.stack`` becomes the stack as placed, ``run.landed``
+    the bill there), the others where the stack says."""
+    reg, record = run.registry, run.recording
+    record.update(record_fields(run.stack))
+    run.backend = record["backend"]
+    kept = dict(record, nodes=run.existing.nodes if run.existing else [])  # what `down` and `status` find if it fails
+    reg.record(**kept, state="updating" if run.existing else "creating")
+    for a in run.skipped:
+        reg.add_attempt(run.cluster, a.to_dict())
+        if run.on_attempt:
+            run.on_attempt(a)
+    try:
+        release(run, run.replacing)
+    except GpufleetError:
+        reg.record(**kept, state="failed")
+        raise
+    if run.places:
+        return _placed(run, kept)
+    run.on_failure = lambda: reg.record(**kept, state="failed")
+    return deploy(run)
+
+
+def _placed(run: Run, kept: dict) -> list[Node]:
+    limits = {k: v for k, v in (("max_attempts", run.max_attempts), ("budget_s", run.failover_budget_s)) if v is not None}
+    try:
+        placement = failover.place(run, run.places, on_attempt=run.on_attempt, skipped=run.skipped,
+                                   record=lambda a: run.registry.add_attempt(run.cluster, a.to_dict()), **limits)
+    except GpufleetError as e:
+        # `down` and `reap` look wherever an attempt was made, not only where the stack said
+        tried = {(a["provider"], a["region"]) for a in getattr(e, "attempts", None) or [] if a["outcome"] != "skipped"}
+        run.registry.record(**dict(kept, locations=sorted(set(map(tuple, kept["locations"])) | tried)), state="failed")
+        raise
+    run.stack = placement.stack
+    placed = plan(run.stack, run.cat, cluster=run.placed, lay=run.layout)  # the bill where they landed
+    run.recording.update(locations=record_fields(placement.stack)["locations"], predicted=placed.spend.summary())
+    run.landed = placed.spend
+    return placement.nodes
+
+
+def deploy(run: Run) -> list[Node]:
     """Pulumi's up of the program (``run.layout`` for ``run.placed``); the nodes it made.
     ``run.on_failure()`` is called before a failure is raised, when some resources may exist."""
     program = build(run.layout, run.placed, trust_new_hosts=run.trust_new_hosts, refresh_images=run.refresh_images)
@@ -138,6 +210,16 @@ class Replaced:
     def to_dict(self) -> dict:
         return {"pool": self.pool, "provider": self.provider, "region": self.region, "nodes": self.nodes,
                 "why": self.why, "message": self.line()}
+
+
+def replaced(run: Run) -> list:
+    """The running nodes an update would replace, for ``confirm`` to show: Pulumi's preview of the first
+    attempt (failover's first places, as the budgets left them) against the cluster's state."""
+    if not run.existing:
+        return []
+    first = {p: cs.ordered[0] for p, cs in run.places.items()}
+    lay = layout(failover.placed(run.stack, first), run.cat, failover.reserved(first)) if first else run.layout
+    return replacements(run, lay, run.placed)
 
 
 def replacements(run: Run, lay, cluster) -> list[Replaced]:

@@ -133,7 +133,7 @@ def place(run: Run, plans: dict[str, candidates.Candidates], *, max_attempts: in
         began, t0 = _now(), clock()
         runs += 1
         try:
-            nodes = cloud_nodes.create(run)
+            nodes = cloud_nodes.deploy(run)
         except GpufleetError as e:
             failure = e
         else:
@@ -212,7 +212,7 @@ def clean(run: Run, stack, pool: str, current: dict[str, candidates.Candidate]) 
     without = stack.model_copy(update={"pools": [p for p in stack.pools if p.name != pool]})
     run.layout = layout(without, run.cat, reserved({n: c for n, c in current.items() if n != pool}))
     try:
-        cloud_nodes.create(run)
+        cloud_nodes.deploy(run)
     except GpufleetError as e:
         raise LeftoverError(f"could not remove the refused attempt of pool {pool} at {where.label()}: {e.message}",
                             f"failover stopped so that nothing is left billing; run `gpufleet down {run.cluster}`") \

@@ -31,7 +31,11 @@ def owns(pool) -> bool:
 def reach(run: Run) -> Reached:
     """Salt is installed, the hosts answer and their OS fits the stack's software (else exit 2):
     all before anything is created or recorded. Their facts are kept for ``configure`` (an `up` that
-    does not configure reaches no host)."""
+    does not configure reaches no host). For `down`: the stack that says how to reach the hosts."""
+    if run.tearing_down:
+        if recorded(run.record):
+            run.stack = stack_of(run.record, run.stack, run.load_stack)
+        return Reached()
     if not run.configuring:
         return Reached()
     if run.seams.runner_factory is None:
@@ -49,6 +53,11 @@ def reach(run: Run) -> Reached:
 def who(run: Run) -> dict[str, str]:
     """Racks have no principal of their own: who brings them up is the OS user running gpufleet."""
     return {p.provider: caller.local() for p in run.stack.pools if owns(p)}
+
+
+def replaced(run: Run) -> list:
+    """Nothing: an update takes the hosts as they are."""
+    return []
 
 
 def create(run: Run) -> list[Node]:
