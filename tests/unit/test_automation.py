@@ -30,7 +30,7 @@ AWS_STACK = ROOT / "stacks" / "examples" / "aws-training.yaml"
 @pytest.fixture(autouse=True)
 def _env(tmp_path, monkeypatch, aws):
     """AWS is moto's server (`up` checks quotas first, `down` asks the cloud what is left). The cloud nodes
-    are not configured here (`configure=False`): tests/unit/test_cloud_nodes.py and the rack test do that."""
+    are not configured here (`configure=False`): tests/unit/nodes/cloud/ and the rack test do that."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
     monkeypatch.delenv("GPUFLEET_REGISTRY", raising=False)
