@@ -90,7 +90,8 @@ def up(
     from gpufleet import catalog, stacks
     from gpufleet.cli.plan import render
     from gpufleet.fleet import budgets
-    from gpufleet.fleet.up import bring_up
+    from gpufleet.fleet.up import UpEvents, UpOptions, bring_up
+    from gpufleet.nodes.run import Seams
 
     cat = catalog.load(STATE.config)
     st = stacks.load(stack, cat)
@@ -109,16 +110,16 @@ def up(
 
     try:
         with _held(cluster or st.name, "up", no_wait) as logged, output.steps("Bringing up") as update:
-            outcome = bring_up(st, cat, cluster=cluster, confirm=confirm, prompt=options.passphrase_prompt(),
-                               on_progress=lambda pr: update(pr.done, pr.total, _in_flight(pr)),
-                               configure=configure, trust_new_hosts=trust_new_hosts, reconfigure=reconfigure,
-                               check=check, wait_s=wait_timeout, verify=verify, failover=failover,
-                               max_attempts=max_attempts, failover_budget_s=failover_budget,
-                               on_attempt=_tell_attempt, over_budget=over_budget,
-                               replace_nodes=True if replace else (False if yes else None),
-                               refresh_images=refresh_image,
-                               budget_list=budgets.configured(STATE.config),
-                               on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
+            opts = UpOptions(cluster=cluster, prompt=options.passphrase_prompt(), configure=configure,
+                             trust_new_hosts=trust_new_hosts, reconfigure=reconfigure, check=check, verify=verify,
+                             failover=failover, max_attempts=max_attempts, failover_budget_s=failover_budget,
+                             budget_list=budgets.configured(STATE.config), over_budget=over_budget,
+                             replace_nodes=True if replace else (False if yes else None),
+                             refresh_images=refresh_image, seams=Seams(wait_s=wait_timeout))
+            events = UpEvents(on_progress=lambda pr: update(pr.done, pr.total, _in_flight(pr)),
+                              on_host_progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"),
+                              on_attempt=_tell_attempt)
+            outcome = bring_up(st, cat, options=opts, confirm=confirm, on_event=events)
             failed = PartialFailure.of(outcome.configured) or (Unhealthy(outcome.verdicts) if not all(
                 v.ok for v in outcome.verdicts) else None)
             logged.update(_logged(failed), usd_per_hour=outcome.record.usd_per_hour,

@@ -125,7 +125,7 @@ def render_verdicts(verdicts, title: str, *, all_checks: bool = False) -> None:
 
 
 def attempt_line(a: dict) -> str:
-    """One placement attempt as it happens (``fleet.failover.Attempt.to_dict()``)."""
+    """One placement attempt as it happens (``nodes.cloud.failover.Attempt.to_dict()``)."""
     held = a.get("reservation")
     where = " ".join([a["provider"], _place(a), a["instance_type"]] + (["spot"] if a["spot"] else [])
                      + ([f"in reservation {held}"] if held else []))

@@ -478,11 +478,11 @@ def reserved_plan(stack, cat):
 
 def placed_plan(stack, cat, places: dict, **kw):
     """The program of ``stack`` with its pools at ``places`` ({pool: clouds.candidates.Candidate}), as
-    `up`'s failover attempt deploys it (fleet.failover.place; engine.plan under Pulumi's mocks, ``kw``
+    `up`'s failover attempt deploys it (nodes.cloud.failover.place; engine.plan under Pulumi's mocks, ``kw``
     its other arguments)."""
     from gpufleet.engine import plan as planner
     from gpufleet.engine.program import layout
-    from gpufleet.fleet import failover
+    from gpufleet.nodes.cloud import failover
 
     moved = failover.placed(stack, places)
     return planner.plan(moved, cat, workers=1, lay=layout(moved, cat, failover.reserved(places)), **kw)

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import gpufleet
 from gpufleet.clouds import node_agent
-from gpufleet.configure import cloudnodes, saltrun
+from gpufleet.configure import saltrun
+from gpufleet.nodes.cloud import channel as cloudnodes
 from gpufleet.state.registry import Node, Registry
 
 RECORDER = """#!{python}

@@ -432,7 +432,7 @@ class CloudApi(Protocol):
 @runtime_checkable
 class ObjectStore(Protocol):
     """A stack's bucket: what `up` and `configure` publish for the nodes and read back from them
-    (``configure.cloudnodes``); keys are ``/``-separated paths."""
+    (``nodes.cloud.channel``); keys are ``/``-separated paths."""
 
     def put(self, key: str, body: bytes) -> None: ...
 

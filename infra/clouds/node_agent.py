@@ -44,7 +44,7 @@ import xml.etree.ElementTree as ET
 
 CONFIG = "/etc/gpufleet/node.json"
 STATE_DIR = "/var/lib/gpufleet"
-VERIFY_BUNDLE = "_gpufleet/verify.pyz"  # in the state tree (configure/cloudnodes.py puts it there)
+VERIFY_BUNDLE = "_gpufleet/verify.pyz"  # in the state tree (nodes/cloud/channel.py puts it there)
 AWS_IMDS = "http://169.254.169.254"
 GCP_METADATA = "http://metadata.google.internal/computeMetadata/v1"
 AZURE_IMDS = "http://169.254.169.254/metadata"

@@ -190,7 +190,7 @@ def attempt_request(stack, pool, place, cat, cluster: Cluster) -> dict:
     """What the pool's attempt at ``place`` asks its cloud for: ``{type: {input: value}}`` of the
     inputs its cloud's mocks name (``REQUEST``: zones, placement group, scale set mode, the
     reservation ...), read off the program that attempt deploys for the pool (rendered alone, at
-    the place, as ``fleet.failover.place`` does with the whole stack); an input the program leaves
+    the place, as ``nodes.cloud.failover.place`` does with the whole stack); an input the program leaves
     out is None."""
     moved = candidates.placed(pool, place)
     alone = stack.model_copy(update={"pools": [moved]})

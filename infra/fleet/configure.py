@@ -12,29 +12,23 @@ stuck, which the timer retries by itself. Rack hosts: salt-ssh, as `up` does.
 from __future__ import annotations
 
 from gpufleet import nodes as kinds
-from gpufleet.configure import cloudnodes
 from gpufleet.fleet import team
-from gpufleet.nodes import cloud as cloud_nodes
-from gpufleet.nodes import racks
-from gpufleet.nodes.run import Run
+from gpufleet.nodes.run import Run, Seams
 from gpufleet.state.recorded import recorded
 from gpufleet.state.registry import Registry
 
 
 def reconfigure(stack, cat, *, cluster: str | None = None, registry: Registry | None = None, force: bool = False,
-                trust_new_hosts: bool = False, wait_s: float = cloudnodes.WAIT_S, progress=None, pulumi_command=None,
+                trust_new_hosts: bool = False, wait_s: float | None = None, progress=None, pulumi_command=None,
                 prompt=None, runner_factory=None, stores: dict | None = None, outputs: dict | None = None):
-    """(rack host reports, cloud node reports) of applying the stack's states to the cluster again."""
+    """(reports of the machines that exist, reports of the nodes `up` created: rack hosts, cloud nodes)
+    of applying the stack's states to the cluster again."""
     reg = registry or team.registry()
     name = cluster or stack.name
     rec = recorded(reg, name)
-    run = Run(stack, cat, name, reg, trust_new_hosts=trust_new_hosts, force=force, progress=progress,
-              pulumi_command=pulumi_command, prompt=prompt, stores=stores, wait_s=wait_s, runner_factory=runner_factory)
-    if outputs is not None:
-        run.found["outputs"] = outputs
-    used = kinds.used(stack)
-    if cloud_nodes in used and outputs is None:
-        cloud_nodes.require_backend(rec)  # its outputs are read from its stack, where the record says
-    hosts = racks.configure(run) if racks in used else []
-    nodes = cloud_nodes.configure(run, rec.nodes, backend=rec.backend) if cloud_nodes in used else []
-    return hosts, nodes
+    run = Run(stack, cat, name, reg, Seams(pulumi_command, runner_factory, stores=stores, wait_s=wait_s),
+              trust_new_hosts=trust_new_hosts, force=force, progress=progress, prompt=prompt, record=rec,
+              backend=rec.backend, nodes=rec.nodes, outputs=outputs)
+    reports = {k: k.configure(run) for k in kinds.used(stack)}
+    return ([r for k, rs in reports.items() if not k.CREATES for r in rs],
+            [r for k, rs in reports.items() if k.CREATES for r in rs])

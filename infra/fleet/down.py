@@ -7,14 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpufleet import catalog, stacks
+from gpufleet import nodes as kinds
 from gpufleet.configure import slurm
 from gpufleet.errors import PartialFailure
 from gpufleet.fleet import team
 from gpufleet.fleet.up import Aborted
-from gpufleet.nodes import cloud as cloud_nodes
-from gpufleet.nodes import racks
-from gpufleet.nodes.run import Run
-from gpufleet.providers import CLOUDS
+from gpufleet.nodes.kind import leftover_error
+from gpufleet.nodes.run import Run, Seams
 from gpufleet.state.recorded import recorded
 from gpufleet.state.registry import ClusterRecord, Registry
 
@@ -23,7 +22,7 @@ from gpufleet.state.registry import ClusterRecord, Registry
 class TearDown:
     record: ClusterRecord
     progress: object = None  # engine.automation.Progress of Pulumi's destroy
-    hosts: list = field(default_factory=list)  # configure.nodes.HostReport per drained rack host
+    hosts: list = field(default_factory=list)  # nodes.racks.salt.HostReport per drained rack host
     swept: list = field(default_factory=list)  # clouds.inventory.Outcome: what the tag sweep deleted
     left: list = field(default_factory=list)  # clouds.resources.Resource still tagged after the sweep
     unread: dict = field(default_factory=dict)  # "aws/us-west-2" -> why it could not be checked
@@ -48,38 +47,37 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
     # the tags are the truth: what another machine's `up` or a lost registry left, reap finds
     rec = recorded(reg, name, otherwise=f"`gpufleet reap --cluster {name}` finds and removes what the clouds still "
                                         "tag for it")
-    used = rec.clouds  # provider -> regions, from the stack and the recorded nodes
-    run = Run(stack, None, name, reg, trust_new_hosts=trust_new_hosts, progress=on_host_progress,
-              pulumi_command=pulumi_command, prompt=prompt, on_progress=on_progress, runner_factory=runner_factory)
-    if rec.backend is not None:  # a Pulumi stack exists (or a failed `up` may have started one)
-        cloud_nodes.require_backend(rec)  # in the backend Pulumi will be asked
-        run.pulumi_command = cloud_nodes.ready(sorted(used), pulumi_command)
-    has_hosts = racks.recorded(rec)
-    if has_hosts:
-        run.stack = racks.stack_of(rec, stack, lambda path: stacks.load(path, catalog.load()))
-    # refused credentials or an unreachable API stop here, before anything is destroyed
-    api = cloud_nodes.open_apis(sorted(used), used, given=cloud_api) if used else None
+    run = Run(stack, None, name, reg, Seams(pulumi_command, runner_factory, cloud_api), trust_new_hosts=trust_new_hosts,
+              progress=on_host_progress, prompt=prompt, on_progress=on_progress, tearing_down=True,
+              load_stack=lambda path: stacks.load(path, catalog.load()), record=rec, backend=rec.backend, clean=clean,
+              on_sweep=on_sweep)
+    for k in kinds.KINDS:  # what destroying and draining need, checked before anything is destroyed
+        k.reach(run)
     if not confirm(rec):
         raise Aborted("nothing was destroyed", "run again and answer yes, or pass --yes")
-    cloud = cloud_nodes.drain(run, rec.backend, api, on_sweep=on_sweep)
-    out = TearDown(rec, cloud.progress, swept=cloud.swept, left=cloud.left, unread=cloud.unread, emptied=cloud.emptied)
-    if has_hosts:
-        out.hosts = racks.drain(run, rec, clean)
-    if cloud.done and all(r.ok for r in out.hosts):
+    drained = {k: k.drain(run) for k in kinds.KINDS}
+    out = TearDown(rec, next((d.progress for d in drained.values() if d.progress), None),
+                   hosts=[r for d in drained.values() for r in d.reports],
+                   swept=[o for d in drained.values() for o in d.swept], left=[x for d in drained.values() for x in d.left],
+                   unread={w: why for d in drained.values() for w, why in d.unread.items()},
+                   emptied=sum(d.emptied for d in drained.values()))
+    error = next((d.error for d in drained.values() if d.error is not None), None)
+    gone = all(d.gone for d in drained.values())
+    if all(d.done for d in drained.values()):
         reg.remove(name)
         slurm.forget_munge_key(name, reg.shared)  # no secret of a cluster outlives it
         return out
     # what stays known: the clouds' part while anything is left, the rack hosts still to drain
     reg.record(name=rec.name, stack=rec.stack, stack_file=rec.stack_file, owner=rec.owner, expires_at=rec.expires_at,
-               backend=rec.backend if cloud.error else None,
-               nodes=[n for n in rec.nodes if n.provider not in CLOUDS or not cloud.done],
-               state="leaking" if not cloud.done else "draining",
-               locations=[] if cloud.done else sorted((p, r) for p, rs in used.items() for r in rs))
-    if cloud.error is not None:
+               backend=rec.backend if error else None,
+               # the machines that are not created stay until drained; the others while any is left
+               nodes=[n for n in rec.nodes if any(k.owns(n) and (not k.CREATES or not d.gone) for k, d in drained.items())],
+               state="leaking" if not gone else "draining",
+               locations=[] if gone else sorted((p, r) for p, rs in rec.clouds.items() for r in rs))
+    if error is not None:
         if out.left:
-            cloud.error.hint = "; ".join(filter(None, [cloud.error.hint,
-                                                       f"{len(out.left)} tagged resource(s) are still there"]))
-        raise cloud.error
-    if not cloud.done:
-        raise cloud_nodes.leftover_error(name, out.left, out.unread, out.swept)
+            error.hint = "; ".join(filter(None, [error.hint, f"{len(out.left)} tagged resource(s) are still there"]))
+        raise error
+    if not gone:
+        raise leftover_error(name, out.left, out.unread, out.swept)
     raise PartialFailure.of(out.hosts, "drained")

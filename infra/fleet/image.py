@@ -30,9 +30,10 @@ from gpufleet.catalog.images import DEFAULT_IMAGE, IMAGES
 from gpufleet.clouds import bootstrap, cloud, held_images, inventory
 from gpufleet.clouds.pools import pair_digest
 from gpufleet.clouds.tags import expiry_from, format_expiry
-from gpufleet.configure import bake, cloudnodes
+from gpufleet.configure import bake
 from gpufleet.errors import GpufleetError, InputError, ToolMissing
 from gpufleet.nodes import cloud as cloud_nodes
+from gpufleet.nodes.cloud import channel as cloudnodes
 from gpufleet.paths import make_dir
 from gpufleet.stacks import cloud_pools
 from gpufleet.state.images import BuiltImage, Manifest

@@ -18,6 +18,7 @@ from gpufleet.clouds.resources import Resource, price
 from gpufleet.clouds.tags import CREATED_BY, TAG_PREFIX, format_expiry, names, principal_key, time_or_none
 from gpufleet.errors import GpufleetError, NotFound
 from gpufleet.fleet import budgets, team
+from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
 from gpufleet.stacks import stack_of
 from gpufleet.state import caller
@@ -262,7 +263,8 @@ def _scheduler(row: ClusterStatus, rec: ClusterRecord | None, cat, *, given=None
 def _asked(row: ClusterStatus, st, rec: ClusterRecord, local: bool) -> dict | None:
     if st is None or not st.slurm:
         return None
-    view = next((v for k in nodes.used(st) if (v := k.scheduler(st, rec, local=local)) is not None), None)
+    run = Run(st, None, rec.name, None, record=rec, local=local)
+    view = next((v for k in nodes.used(st) if (v := k.scheduler(run)) is not None), None)
     if view and view.get("error"):
         row.notes.append(f"Slurm's controller {view['controller']} could not be asked: {view['error']}")
     return view

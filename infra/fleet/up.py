@@ -15,17 +15,13 @@ from pathlib import Path
 
 from gpufleet import nodes as kinds
 from gpufleet.clouds.tags import format_expiry, parse_expiry
-from gpufleet.configure import cloudnodes
 from gpufleet.engine import automation
 from gpufleet.engine.plan import Plan, cluster_for, plan
-from gpufleet.engine.program import layout
 from gpufleet.errors import GpufleetError, InputError
 from gpufleet.fleet import budgets, ssh, team
-from gpufleet.fleet import failover as fail
-from gpufleet.nodes import cloud as cloud_nodes
-from gpufleet.nodes import racks
-from gpufleet.nodes.run import Run
-from gpufleet.state.registry import ClusterRecord, Node, Registry
+from gpufleet.nodes.cloud import failover as fail
+from gpufleet.nodes.run import Run, Seams
+from gpufleet.state.registry import ClusterRecord, Registry
 from gpufleet.verify.report import record as record_verdicts
 
 
@@ -52,11 +48,11 @@ class UpOutcome:
     plan: Plan
     record: ClusterRecord
     progress: automation.Progress | None
-    hosts: list = field(default_factory=list)  # clouds.baremetal.hosts.HostReport, one per configured host
+    hosts: list = field(default_factory=list)  # one report per configured machine that exists (rack hosts)
     quotas: list = field(default_factory=list)  # clouds.base.QuotaLine, checked before anything was created
-    nodes: list = field(default_factory=list)  # configure.cloudnodes.NodeReport, one per cloud node
+    nodes: list = field(default_factory=list)  # one report per configured node `up` created (cloud nodes)
     verdicts: list = field(default_factory=list)  # verify.report.NodeVerdict, one per node verified
-    attempts: list = field(default_factory=list)  # fleet.failover.Attempt.to_dict(): where the pools were tried
+    attempts: list = field(default_factory=list)  # nodes.cloud.failover.Attempt.to_dict(): where the pools were tried
     budgets: list = field(default_factory=list)  # fleet.budgets.Check: each budget it falls under, before creating
 
     @property
@@ -65,29 +61,52 @@ class UpOutcome:
         return self.hosts + self.nodes
 
 
-def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None = None,
-             registry: Registry | None = None, pulumi_command=None,
-             on_progress: Callable[[automation.Progress], None] | None = None,
-             prompt: Callable[[], str] | None = None, configure: bool = True, trust_new_hosts: bool = False,
-             reconfigure: bool = False, on_host_progress=None, runner_factory=None, check: bool = True,
-             cloud_api=None, wait_s: float = cloudnodes.WAIT_S, stores: dict | None = None,
-             verify: bool = True, failover: bool = True, max_attempts: int = fail.MAX_ATTEMPTS,
-             failover_budget_s: float = fail.BUDGET_S, on_attempt=None,
-             budget_list: list[budgets.Budget] | None = None, over_budget: bool = False,
-             replace_nodes: bool | None = None, refresh_images: bool = False) -> UpOutcome:
+@dataclass
+class UpOptions:
+    """How `up` goes (the CLI's flags); the defaults are `gpufleet up STACK`'s."""
+
+    cluster: str | None = None  # the cluster's name (the stack's by default)
+    registry: Registry | None = None  # the team's or this machine's by default
+    prompt: Callable[[], str] | None = None  # the Pulumi passphrase, asked when needed
+    configure: bool = True  # False: the cloud nodes wait for `gpufleet configure`
+    trust_new_hosts: bool = False
+    reconfigure: bool = False  # apply the states again on nodes already configured the same way
+    check: bool = True  # read the quotas before anything is created
+    verify: bool = True  # the nodes that configured run the quick verification
+    failover: bool = True  # False: each pool is tried at its own place only
+    max_attempts: int = fail.MAX_ATTEMPTS
+    failover_budget_s: float = fail.BUDGET_S
+    budget_list: list[budgets.Budget] | None = None  # the configured budgets by default
+    over_budget: bool = False  # the user consents to exceed a budget
+    replace_nodes: bool | None = None  # running nodes replaced: True allowed, False refused, None: ``confirm`` asks
+    refresh_images: bool = False  # look up again the images that image names were pinned to
+    seams: Seams = field(default_factory=Seams)  # the programs and stores tests put in place
+
+
+@dataclass
+class UpEvents:
+    """What `up` tells as it goes (each None: not told)."""
+
+    on_progress: Callable[[automation.Progress], None] | None = None  # Pulumi's progress
+    on_host_progress: Callable | None = None  # (phase, done, total, message) of the per-node work
+    on_attempt: Callable | None = None  # each failover attempt (nodes.cloud.failover.Attempt), as it happens
+
+
+def bring_up(stack, cat, options: UpOptions | None = None, *, confirm: Callable[[Plan], bool],
+             on_event: UpEvents | None = None) -> UpOutcome:
     """Create the cloud pools (Pulumi), record the cluster, then configure and verify every node.
 
-    Before anything is created, each kind of node the stack uses is reached (``nodes.<kind>.reach``:
+    Before anything is created, each kind of node the stack uses is reached (``NodeKind.reach``:
     credentials, the Pulumi CLI and quotas, ``check``; the rack hosts and their software). The
     cluster is recorded as ``creating`` before Pulumi starts, so `status`, `down` and `reap` know
     it even if this process dies. Configuration problems of single nodes do not undo anything:
-    each node's outcome is in ``UpOutcome.hosts`` / ``.nodes`` and in the registry; the caller
-    decides the exit code. ``configure=False`` leaves the cloud nodes waiting for `gpufleet
-    configure`. Every node that configured then runs the quick verification (``verify``), its
-    verdict in ``UpOutcome.verdicts`` and, when it fails, in the registry.
+    each node's outcome is in ``UpOutcome.configured`` and in the registry; the caller decides the
+    exit code. ``configure=False`` leaves the cloud nodes waiting for `gpufleet configure`. Every
+    node that configured then runs the quick verification (``verify``), its verdict in
+    ``UpOutcome.verdicts`` and, when it fails, in the registry.
 
     A pool with a ``failover`` block lands in the first of its places that holds it
-    (``fleet.failover``; ``failover=False`` tries only its own); every attempt is in
+    (``nodes.cloud.failover``; ``failover=False`` tries only its own); every attempt is in
     ``UpOutcome.attempts``, told to ``on_attempt`` as it happens and recorded in the registry.
     Its places where the cluster would exceed a budget are skipped before any attempt
     (``budgets.drop_places``), and where it landed is checked again before anything is configured.
@@ -100,107 +119,87 @@ def bring_up(stack, cat, *, confirm: Callable[[Plan], bool], cluster: str | None
     ``refresh_images`` looks up again the images that image names were pinned to (said in the plan's
     warnings): nodes launched from then on boot the newest; running ones keep theirs.
     """
-    reg = registry or team.registry()
-    name = cluster or stack.name
-    existing = reg.get(name)
-    if existing and existing.stack != stack.name:
-        raise InputError(f"cluster {name!r} is already up from stack {existing.stack!r} ({existing.stack_file})",
-                         "choose another name with --cluster")
-    if existing:
-        cloud_nodes.require_backend(existing)  # its state where this `up` will look for it
-    # an update keeps the cluster's expiry; `down` and a new `up` start a new lease
-    cl = cluster_for(stack, name, expires_at=parse_expiry(existing.expires_at) if existing else None)
-    the_plan = plan(stack, cat, cluster=cl, refresh_images=refresh_images)
-    run = Run(stack, cat, name, reg, trust_new_hosts=trust_new_hosts, force=reconfigure, progress=on_host_progress,
-              pulumi_command=pulumi_command, prompt=prompt, on_progress=on_progress, cloud_api=cloud_api,
-              stores=stores, wait_s=wait_s, check_quotas=check, runner_factory=runner_factory,
-              layout=the_plan.layout, existing=existing, refresh_images=refresh_images)
-    if refresh_images:
-        the_plan.warnings.append("--refresh-image: every image name a pool boots (ubuntu-22.04 ...) is looked up "
-                                 "again; nodes launched from now on boot the newest, running nodes keep theirs "
-                                 "(replace them on purpose to change theirs)")
-    used = kinds.used(stack)
-    places = fail.places(stack, cat) if failover and cloud_nodes in used else {}
+    opts, events = options or UpOptions(), on_event or UpEvents()
+    run, the_plan = _prepared(stack, cat, opts, events)
+    reg, name, existing, used = run.registry, run.cluster, run.existing, kinds.used(stack)
     attempts: list[dict] = []  # this run's, as told
 
     def tell(a) -> None:
         attempts.append(a.to_dict())
-        if on_attempt:
-            on_attempt(a)
+        if events.on_attempt:
+            events.on_attempt(a)
 
-    quota_lines, skipped = [], []
-    if cloud_nodes in used:
-        quota_lines = cloud_nodes.reach(run, elsewhere=set(places))
-        if places and check:
-            skipped = fail.preflight(run, places)
-        fail.require_places(places, skipped)
-    if configure and racks in used:
-        racks.reach(run)  # a misfit is bad input (exit 2): nothing is created or recorded
+    run.on_attempt = tell
+    quota_lines = [q for k in used for q in k.reach(run).quotas]  # a misfit stops here: nothing is created
     # who brings it up, per provider; an update keeps the first creator, as it keeps the expiry
     created_by = {p: who for kind in used for p, who in kind.who(run).items()}
     created_by.update(existing.created_by if existing else {})
-    cl = replace(cl, created_by=created_by)
-    creators, budget_list = list(created_by.values()), budgets.configured() if budget_list is None else budget_list
+    run.placed = replace(run.placed, created_by=created_by)
+    creators = list(created_by.values())
+    budget_list = budgets.configured() if opts.budget_list is None else opts.budget_list
     spend = the_plan.spend
-    if places:  # each pool's places held to the budgets too; the check is for the first each has left
-        if not over_budget:
-            skipped += _within_budgets(name, stack, spend, creators, reg.list(), budget_list, places, skipped)
-        spend = budgets.moved(spend, {p: cs.ordered[0] for p, cs in places.items()})
-    checked = budgets.check(name, stack, spend, creators, reg.list(), budget_list, consent=over_budget)
-    if existing and cloud_nodes in used:
-        first = {p: cs.ordered[0] for p, cs in places.items()}  # the first attempt: failover's first places
-        lay = layout(fail.placed(stack, first), cat, fail.reserved(first)) if places else the_plan.layout
-        the_plan.replacements = cloud_nodes.replacements(run, lay, cl)
-    if the_plan.replacements and replace_nodes is False:
+    if run.places:  # each pool's places held to the budgets too; the check is for the first each has left
+        if not opts.over_budget:
+            run.skipped += _within_budgets(name, stack, spend, creators, reg.list(), budget_list, run.places,
+                                           run.skipped)
+        spend = budgets.moved(spend, {p: cs.ordered[0] for p, cs in run.places.items()})
+    checked = budgets.check(name, stack, spend, creators, reg.list(), budget_list, consent=opts.over_budget)
+    the_plan.replacements = run.replacing = [r for k in used for r in k.replaced(run)]
+    if the_plan.replacements and opts.replace_nodes is False:
         raise ReplacesRunningNodes(the_plan.replacements)
     if not confirm(the_plan):
         raise Aborted("nothing was created", "run again and answer yes, or pass --yes")
 
     # the stack file as a path from anywhere (ssh and ssh-config read it from other folders)
-    record = dict(name=name, stack=stack.name, stack_file=str(Path(stack.source).absolute()) if stack.source else "",
-                  owner=stack.owner,
-                  expires_at=format_expiry(cl.expires_at), backend=None, locations=[], created_by=created_by,
-                  predicted=the_plan.spend.summary())
-    nodes: list[Node] = []
-    if cloud_nodes in used:
-        record.update(cloud_nodes.record_fields(stack))
-        kept = dict(record, nodes=existing.nodes if existing else [])  # what `down` and `status` find if it fails
-        reg.record(**kept, state="updating" if existing else "creating")
-        run.found.update(cluster=cl, resources=len(the_plan.cloud_resources), backend=record["backend"])
-        for a in skipped:
-            reg.add_attempt(name, a.to_dict())
-            tell(a)
-        try:
-            cloud_nodes.release(run, the_plan.replacements)
-        except GpufleetError:
-            reg.record(**kept, state="failed")
-            raise
-        if places:
-            nodes, landed = _placed(run, reg, kept, record, places, max_attempts, failover_budget_s, tell, skipped)
-        else:
-            nodes = cloud_nodes.create(run, on_failure=lambda: reg.record(**kept, state="failed"))
-    if racks in used:
-        nodes += racks.create(run, {c.pool: c.usd_per_node_hour for c in the_plan.pools})
-    rec = reg.record(**record, nodes=nodes, state="up", access=ssh.access_record(run.stack, name, nodes))
-    if places:  # where failover placed the pools, against the budgets as they stand now: before configuring
+    run.recording = dict(name=name, stack=stack.name, owner=stack.owner, backend=None, locations=[],
+                         stack_file=str(Path(stack.source).absolute()) if stack.source else "",
+                         expires_at=format_expiry(run.placed.expires_at), created_by=created_by,
+                         predicted=the_plan.spend.summary())
+    run.nodes = [n for k in used for n in k.create(run)]
+    rec = reg.record(**run.recording, nodes=run.nodes, state="up",
+                     access=ssh.access_record(run.stack, name, run.nodes))
+    if run.landed is not None:  # where failover placed the pools, against the budgets as they stand now
         others = [r for r in reg.list() if r.name != name] + ([existing] if existing else [])
-        checked = budgets.check(name, run.stack, landed, creators, others, budget_list, consent=over_budget,
-                                landed=True)
-    cloud_reports, hosts, verdicts = [], [], []
-    if configure and cloud_nodes in used:
-        cloud_reports = cloud_nodes.configure(run, nodes, verify=verify)
-        if verify:
-            verdicts += cloud_nodes.configured_verdicts(cloud_reports)
-    if configure and racks in used:
-        hosts = racks.configure(run)
-        if not any(k.CREATES for k in used) and not any(h.ok for h in hosts):  # no host works: not up
-            reg.set_state(name, "failed")
+        checked = budgets.check(name, run.stack, run.landed, creators, others, budget_list,
+                                consent=opts.over_budget, landed=True)
+    verdicts, configured = [], {}
+    if opts.configure:
+        run.configured = configured = {k.NAME: k.configure(run) for k in used}
+        if not any(k.CREATES for k in used) and not any(r.ok for rs in configured.values() for r in rs):
+            reg.set_state(name, "failed")  # no host works: not up
             rec = reg.get(name)
-        if verify:
-            verdicts += racks.verify_configured(run, hosts)
+        if opts.verify:
+            verdicts = [v for k in used for v in k.verify(run, "quick")]
     record_verdicts(reg, name, verdicts)
-    return UpOutcome(the_plan, rec, run.found.get("progress"), hosts, quota_lines, cloud_reports, verdicts,
-                     attempts, checked)
+    # the reports of the machines that exist (rack hosts) apart from those of the nodes created
+    hosts = [r for k in used if not k.CREATES for r in configured.get(k.NAME, [])]
+    nodes = [r for k in used if k.CREATES for r in configured.get(k.NAME, [])]
+    return UpOutcome(the_plan, rec, run.deployed, hosts, quota_lines, nodes, verdicts, attempts, checked)
+
+
+def _prepared(stack, cat, opts: UpOptions, events: UpEvents) -> tuple[Run, Plan]:
+    """The run of this `up` and its plan; InputError when the cluster's name is another stack's."""
+    reg = opts.registry or team.registry()
+    name = opts.cluster or stack.name
+    existing = reg.get(name)
+    if existing and existing.stack != stack.name:
+        raise InputError(f"cluster {name!r} is already up from stack {existing.stack!r} ({existing.stack_file})",
+                         "choose another name with --cluster")
+    # an update keeps the cluster's expiry; `down` and a new `up` start a new lease
+    cl = cluster_for(stack, name, expires_at=parse_expiry(existing.expires_at) if existing else None)
+    the_plan = plan(stack, cat, cluster=cl, refresh_images=opts.refresh_images)
+    if opts.refresh_images:
+        the_plan.warnings.append("--refresh-image: every image name a pool boots (ubuntu-22.04 ...) is looked up "
+                                 "again; nodes launched from now on boot the newest, running nodes keep theirs "
+                                 "(replace them on purpose to change theirs)")
+    run = Run(stack, cat, name, reg, opts.seams, trust_new_hosts=opts.trust_new_hosts, force=opts.reconfigure,
+              progress=events.on_host_progress, on_progress=events.on_progress, prompt=opts.prompt,
+              configuring=opts.configure, verifying=opts.verify, check_quotas=opts.check,
+              refresh_images=opts.refresh_images, failover=opts.failover, max_attempts=opts.max_attempts,
+              failover_budget_s=opts.failover_budget_s, layout=the_plan.layout, placed=cl,
+              resources=len(the_plan.cloud_resources), existing=existing,
+              prices={c.pool: c.usd_per_node_hour for c in the_plan.pools})
+    return run, the_plan
 
 
 def _within_budgets(name: str, stack, spend, creators: list[str], records: list, budget_list: list, places: dict,
@@ -215,22 +214,3 @@ def _within_budgets(name: str, stack, spend, creators: list[str], records: list,
         e.attempts = [a.to_dict() for a in [*skipped, *told]]
         raise
     return told
-
-
-def _placed(run: Run, reg: Registry, kept: dict, record: dict, places: dict, max_attempts: int, budget_s: float,
-            on_attempt, skipped: list) -> tuple[list[Node], object]:
-    """The cloud pools created, each failover pool at the first place that held it, and the bill
-    predicted there (engine.spend.Spend); ``run.stack`` becomes the stack as placed, and ``record``
-    its locations."""
-    try:
-        placement = fail.place(run, places, max_attempts=max_attempts, budget_s=budget_s, on_attempt=on_attempt,
-                               record=lambda a: reg.add_attempt(run.cluster, a.to_dict()), skipped=skipped)
-    except GpufleetError as e:
-        # `down` and `reap` look wherever an attempt was made, not only where the stack said
-        tried = {(a["provider"], a["region"]) for a in getattr(e, "attempts", None) or [] if a["outcome"] != "skipped"}
-        reg.record(**dict(kept, locations=sorted(set(map(tuple, kept["locations"])) | tried)), state="failed")
-        raise
-    run.stack = placement.stack
-    placed = plan(run.stack, run.cat, cluster=run.found["cluster"], lay=run.layout)  # the bill where they landed
-    record.update(locations=cloud_nodes.record_fields(placement.stack)["locations"], predicted=placed.spend.summary())
-    return placement.nodes, placed.spend

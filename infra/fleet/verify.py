@@ -8,12 +8,10 @@ verdict in their status. A node that fails is marked ``unhealthy`` in the regist
 
 from __future__ import annotations
 
-from gpufleet.configure import cloudnodes
+from gpufleet import nodes as kinds
 from gpufleet.errors import InputError, NotFound
 from gpufleet.fleet import team
-from gpufleet.nodes import cloud as cloud_nodes
-from gpufleet.nodes import racks
-from gpufleet.nodes.run import Run
+from gpufleet.nodes.run import Run, Seams
 from gpufleet.state.recorded import recorded
 from gpufleet.state.registry import Registry
 from gpufleet.verify import expect
@@ -21,7 +19,7 @@ from gpufleet.verify.report import NodeVerdict, record
 
 
 def verify(stack, cat, *, cluster: str | None = None, registry: Registry | None = None, node: str | None = None,
-           level: str = "quick", trust_new_hosts: bool = False, progress=None, wait_s: float = cloudnodes.WAIT_S,
+           level: str = "quick", trust_new_hosts: bool = False, progress=None, wait_s: float | None = None,
            stores: dict | None = None, outputs: dict | None = None, pulumi_command=None,
            prompt=None) -> list[NodeVerdict]:
     """Every node's verdict (``node``: only that one, by its name ``pool-idx`` or address)."""
@@ -30,16 +28,12 @@ def verify(stack, cat, *, cluster: str | None = None, registry: Registry | None 
     reg = registry or team.registry()
     name = cluster or stack.name
     rec = recorded(reg, name)
-    run = Run(stack, cat, name, reg, trust_new_hosts=trust_new_hosts, progress=progress, pulumi_command=pulumi_command,
-              prompt=prompt, stores=stores, wait_s=wait_s)
-    if outputs is not None:
-        run.found["outputs"] = outputs
-    hosts, cloud = racks.targets(run, node), cloud_nodes.targets(run, rec, node)
-    if node and not hosts and not cloud:
-        known = [t.id for t in racks.targets(run)] + [f"{n.pool}-{n.idx}" for n in rec.nodes]
+    run = Run(stack, cat, name, reg, Seams(pulumi_command, stores=stores, wait_s=wait_s), trust_new_hosts=trust_new_hosts,
+              progress=progress, prompt=prompt, record=rec, backend=rec.backend, outputs=outputs)
+    # a node no kind has is verified by none: nothing ran
+    verdicts = [v for k in kinds.used(stack) for v in k.verify(run, level, node)]
+    if node and not verdicts:
+        known = [f"{n.pool}-{n.idx}" for n in rec.nodes]
         raise NotFound("node", node, known, f" in cluster {name!r}", listed_by=f"gpufleet status {name}")
-    verdicts = racks.verify(run, hosts, level)
-    if cloud:
-        verdicts += cloud_nodes.verify(run, rec, cloud, level)
     record(reg, name, verdicts)
     return verdicts

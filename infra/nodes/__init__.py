@@ -1,18 +1,12 @@
 """Kinds of node: the machines a stack's pools become, each reached and configured its own way.
 
 ``racks`` (machines that exist, reached over SSH) and ``cloud`` (nodes Pulumi creates, which
-configure themselves from the stack's bucket) offer the same functions, so that `up`,
-`configure`, `verify` and `down` loop over the kinds a stack uses instead of branching on
-providers:
-
-- ``owns(pool)``: whether a pool is of this kind;
-- ``reach(run)``: before anything is created, what must be there (credentials, the Pulumi CLI
-  and quotas; the rack hosts, their facts and the software check): it raises to stop;
-- ``who(run)``: who brings them up, per provider (the clouds' principals, as ``reach`` learned them;
-  on racks the OS user), recorded as the cluster's creator;
-- ``create(run)``: the kind's nodes (Pulumi's up; racks exist already), as registry nodes;
-- ``configure(run)`` and ``verify(run, ...)``: Salt, then the checks, one report per node;
-- ``drain(run, record)``: take the nodes out of service (destroy and sweep; drain the hosts).
+configure themselves from the stack's bucket) conform to one protocol (``kind.NodeKind``: one
+signature per verb, each handed the operation's typed ``run.Run``), so that `up`, `configure`,
+`verify`, `down` and `status` loop over the kinds a stack uses instead of branching on them:
+``owns``, ``reach``, ``who``, ``create``, ``configure``, ``verify``, ``drain``, ``scheduler``.
+Each kind owns its whole pipeline (``cloud/``: the bucket channel and failover; ``racks/``:
+salt-ssh and the checks over SSH).
 
 A Slurm partition would be a third module here and one line in ``KINDS``.
 """

@@ -577,7 +577,7 @@ class Registry:
                                "detail": r[6], "updated_at": r[7]} for r in rows}
 
     def add_attempt(self, cluster: str, attempt: dict) -> None:
-        """Record one placement attempt (``fleet.failover.Attempt.to_dict()``), numbered after the last."""
+        """Record one placement attempt (``nodes.cloud.failover.Attempt.to_dict()``), numbered after the last."""
         keys = ("pool", "provider", "region", "zone", "instance_type", "spot", "started_at", "seconds", "outcome",
                 "scope", "code", "message")
         with self._db(write=True) as db:

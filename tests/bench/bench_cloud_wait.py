@@ -1,7 +1,7 @@
 """`up`'s wait for 1,000 cloud nodes: detection lag and requests, against moto's S3 server.
 
 1,000 status objects are written at random times over a minute (``--spread``), as nodes finish
-their configuration, while ``configure.cloudnodes.wait`` polls the status prefix every 5 s
+their configuration, while ``nodes.cloud.channel.wait`` polls the status prefix every 5 s
 (its default). Targets: completion is seen within 10 s of the last write, with at most one
 list request per poll per 1,000 nodes, and each status read once. Printed as measured in this
 run (the machines are shared: the lag is also given as a ratio to the poll interval).
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import boto3
 
-    from gpufleet.configure import cloudnodes
+    from gpufleet.nodes.cloud import channel as cloudnodes
 
     srv = Server().start()
     os.environ.update(AWS_ENDPOINT_URL=srv.url, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",

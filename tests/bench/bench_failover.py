@@ -36,7 +36,7 @@ def main() -> int:
     from gpufleet import catalog, stacks
     from gpufleet.engine import plan as planner
     from gpufleet.engine.program import layout
-    from gpufleet.fleet import failover
+    from gpufleet.nodes.cloud import failover
 
     cat = catalog.load(use_config=False)
     stack = stacks.load("bench.yaml", cat, text=stack_text())

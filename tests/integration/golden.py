@@ -70,9 +70,9 @@ def run(moto, tmp: Path) -> dict:
     import boto3
 
     from gpufleet import catalog, stacks
-    from gpufleet.configure import cloudnodes
     from gpufleet.engine import plan as planner
     from gpufleet.fleet import image
+    from gpufleet.nodes.cloud import channel as cloudnodes
 
     cat = catalog.load(use_config=False)
     path = tmp / "image-stack.yaml"

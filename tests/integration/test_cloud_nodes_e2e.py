@@ -178,8 +178,9 @@ def test_cloud_nodes_configure_themselves_and_up_reports_each(rack, monkeypatch)
 
     try:
         threading.Thread(target=cloud_init, daemon=True).start()
-        out = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=FakePulumiCLI(plan), check=False,
-                                wait_s=WAIT_S)
+        out = fleet_up.bring_up(stack, cat, fleet_up.UpOptions(check=False,
+                                seams=fleet_up.Seams(pulumi_command=FakePulumiCLI(plan), wait_s=WAIT_S)),
+                                confirm=lambda p: True)
     finally:
         (etc2 / "modprobe.d").unlink()
         shutil.move(etc2 / "modprobe.d.saved", etc2 / "modprobe.d")
@@ -235,7 +236,7 @@ def test_the_gcs_and_blob_bootstraps_configure_a_host(rack, gcp, azure, monkeypa
     the SDKs' credentials (the gcp and azure fixtures)."""
     from gpufleet import catalog, stacks
     from gpufleet.clouds import bootstrap
-    from gpufleet.configure import cloudnodes
+    from gpufleet.nodes.cloud import channel as cloudnodes
 
     from fakes.objects import BlobFake, GcsFake
 
@@ -367,7 +368,8 @@ def test_slurm_on_cloud_nodes_comes_up_through_the_bucket_and_runs_jobs(rack, mo
         t.start()
     pulumi = FakePulumiCLI(plan)
     try:
-        out = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=pulumi, check=False, wait_s=WAIT_S)
+        out = fleet_up.bring_up(stack, cat, fleet_up.UpOptions(check=False,
+                                seams=fleet_up.Seams(pulumi_command=pulumi, wait_s=WAIT_S)), confirm=lambda p: True)
         _slurm_runs_jobs_and_status_shows_it(out, hosts, cat, pulumi, monkeypatch)
     finally:
         stop.set()

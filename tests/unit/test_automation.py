@@ -30,7 +30,7 @@ AWS_STACK = ROOT / "stacks" / "examples" / "aws-training.yaml"
 @pytest.fixture(autouse=True)
 def _env(tmp_path, monkeypatch, aws):
     """AWS is moto's server (`up` checks quotas first, `down` asks the cloud what is left). The cloud nodes
-    are not configured here (`configure=False`): tests/unit/test_cloud_nodes.py and the rack test do that."""
+    are not configured here (`configure=False`): tests/unit/nodes/cloud/ and the rack test do that."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
     monkeypatch.delenv("GPUFLEET_REGISTRY", raising=False)
@@ -51,8 +51,9 @@ def fake(stack, cat):
 def test_up_records_nodes_and_progress_from_engine_events(stack, cat, fake, version):
     fake.version = fake.version.parse(version)
     seen = []
-    out = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False,
-                          on_progress=lambda pr: seen.append(pr.done))
+    out = fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False,
+                            seams=fleet_up.Seams(pulumi_command=fake)), confirm=lambda p: True,
+                            on_event=fleet_up.UpEvents(on_progress=lambda pr: seen.append(pr.done)))
     n = len(out.plan.cloud_resources)
     assert out.progress.done == n and out.progress.ops == {"create": n}
     assert out.progress.summary["resource_changes"] == {"create": n}
@@ -70,15 +71,18 @@ def test_up_records_nodes_and_progress_from_engine_events(stack, cat, fake, vers
 
 
 def test_second_up_changes_nothing_and_keeps_the_expiry(stack, cat, fake):
-    first = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
-    again = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+    first = fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False,
+                              seams=fleet_up.Seams(pulumi_command=fake)), confirm=lambda p: True)
+    again = fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False,
+                              seams=fleet_up.Seams(pulumi_command=fake)), confirm=lambda p: True)
     assert again.progress.ops == {} and again.record.expires_at == first.record.expires_at
     assert sum(1 for c in fake.calls if c[:2] == ["stack", "init"]) == 1
 
 
 def test_declined_confirmation_creates_nothing(stack, cat, fake):
     with pytest.raises(fleet_up.Aborted):
-        fleet_up.bring_up(stack, cat, confirm=lambda p: False, pulumi_command=fake, configure=False)
+        fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False, seams=fleet_up.Seams(pulumi_command=fake)),
+                          confirm=lambda p: False)
     assert not any(c[0] == "up" for c in fake.calls) and Registry().get("aws-training") is None
 
 
@@ -96,7 +100,8 @@ def test_declined_confirmation_creates_nothing(stack, cat, fake):
 def test_engine_failures_become_clear_errors_and_the_cluster_stays_known(stack, cat, fake, message, error, needle):
     fake.fail_up = Failure(message, after=5)
     with pytest.raises(error) as ei:
-        fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+        fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False, seams=fleet_up.Seams(pulumi_command=fake)),
+                          confirm=lambda p: True)
     assert needle in ei.value.hint
     if error is CredentialsError:
         assert ei.value.provider == "aws"
@@ -105,7 +110,8 @@ def test_engine_failures_become_clear_errors_and_the_cluster_stays_known(stack, 
 
 
 def test_down_removes_the_cluster_only_after_a_successful_destroy(stack, cat, fake):
-    fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+    fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False, seams=fleet_up.Seams(pulumi_command=fake)),
+                      confirm=lambda p: True)
     fake.survivors_on_destroy = 1
     fake.fail_destroy = Failure("deleting EC2 Security Group (sg-0123): DependencyViolation: resource sg-0123 "
                                 "has a dependent object")
@@ -122,7 +128,8 @@ def test_down_removes_the_cluster_only_after_a_successful_destroy(stack, cat, fa
 def test_failed_up_can_be_torn_down(stack, cat, fake):
     fake.fail_up = Failure("InsufficientInstanceCapacity: none left", after=3)
     with pytest.raises(CapacityError):
-        fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+        fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False, seams=fleet_up.Seams(pulumi_command=fake)),
+                          confirm=lambda p: True)
     out = fleet_down.tear_down("aws-training", confirm=lambda r: True, pulumi_command=fake)
     assert out.progress.ops == {"delete": 3}
 
@@ -140,14 +147,15 @@ def test_missing_credentials_name_the_provider(cat, monkeypatch, tmp_path):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(CredentialsError) as ei:
-        fleet_up.bring_up(stacks.load(AWS_STACK, cat), cat, confirm=lambda p: True, pulumi_command=object())
+        fleet_up.bring_up(stacks.load(AWS_STACK, cat), cat,
+                          fleet_up.UpOptions(seams=fleet_up.Seams(pulumi_command=object())), confirm=lambda p: True)
     assert ei.value.provider == "aws" and "aws configure" in ei.value.hint
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
     monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
     with pytest.raises(CredentialsError) as ei:
-        fleet_up.bring_up(stacks.load(ROOT / "stacks/examples/gcp-a3.yaml", cat), cat, confirm=lambda p: True,
-                        pulumi_command=object())
+        fleet_up.bring_up(stacks.load(ROOT / "stacks/examples/gcp-a3.yaml", cat), cat,
+                          fleet_up.UpOptions(seams=fleet_up.Seams(pulumi_command=object())), confirm=lambda p: True)
     assert ei.value.provider == "gcp" and "gcloud auth application-default login" in ei.value.hint
 
 
@@ -194,7 +202,8 @@ def test_a_team_key_encrypts_new_stacks_and_needs_no_passphrase(stack, cat, fake
     (tmp_path / "shared").mkdir()
     team.init(f"file://{tmp_path / 'shared'}", secrets_provider="awskms://alias/gpufleet-state?region=us-east-1")
     monkeypatch.delenv("PULUMI_CONFIG_PASSPHRASE")
-    fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+    fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False, seams=fleet_up.Seams(pulumi_command=fake)),
+                      confirm=lambda p: True)
     init = next(c for c in fake.calls if c[:2] == ["stack", "init"])
     assert init[init.index("--secrets-provider") + 1] == "awskms://alias/gpufleet-state?region=us-east-1"
     assert fake.stacks["aws-training"].secrets_provider.startswith("awskms://")
@@ -202,7 +211,8 @@ def test_a_team_key_encrypts_new_stacks_and_needs_no_passphrase(stack, cat, fake
     # alone again: a new stack is encrypted with the passphrase, which must then be given
     monkeypatch.setenv("GPUFLEET_TEAM", "")
     with pytest.raises(InputError, match="need a passphrase"):
-        fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False, cluster="solo")
+        fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False, cluster="solo",
+                          seams=fleet_up.Seams(pulumi_command=fake)), confirm=lambda p: True)
 
 
 @pytest.mark.parametrize("value", ["gcpkms://", "vault://key", "rot13"])
@@ -344,13 +354,15 @@ def test_up_and_down_refuse_a_cluster_whose_state_is_in_another_backend(stack, c
     from gpufleet.fleet.configure import reconfigure
     from gpufleet.state.shared import DirectoryStore
 
-    fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+    fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False, seams=fleet_up.Seams(pulumi_command=fake)),
+                      confirm=lambda p: True)
     local = Registry().get("aws-training").backend
     url = _team_store(tmp_path, monkeypatch)
     Registry().share(DirectoryStore(url))  # the record carried, the state not
     asked = len(fake.calls)
     with pytest.raises(InputError) as ei:
-        fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+        fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False, seams=fleet_up.Seams(pulumi_command=fake)),
+                          confirm=lambda p: True)
     assert f"Pulumi state is in {local}, not in the backend this machine uses ({url}/pulumi)" in ei.value.message
     assert f"PULUMI_BACKEND_URL={local}" in ei.value.hint
     with pytest.raises(InputError, match="Pulumi state is in"):
@@ -359,7 +371,8 @@ def test_up_and_down_refuse_a_cluster_whose_state_is_in_another_backend(stack, c
         reconfigure(stack, cat, pulumi_command=fake)
     assert len(fake.calls) == asked and f"{url}/pulumi" not in fake.backends
     monkeypatch.setenv("PULUMI_BACKEND_URL", local)  # the way out, on the machine that has the state
-    assert fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False).progress.ops == {}
+    assert fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False,
+                             seams=fleet_up.Seams(pulumi_command=fake)), confirm=lambda p: True).progress.ops == {}
 
 
 def test_team_init_moves_the_pulumi_state_of_the_clusters_it_carries(stack, cat, fake, tmp_path, monkeypatch):
@@ -367,14 +380,16 @@ def test_team_init_moves_the_pulumi_state_of_the_clusters_it_carries(stack, cat,
     exporting it back): a later `up` is an update that creates nothing, and a teammate's `down` destroys it."""
     from gpufleet.state.shared import DirectoryStore
 
-    n = len(fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False).plan.cloud_resources)
+    n = len(fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False,
+                              seams=fleet_up.Seams(pulumi_command=fake)), confirm=lambda p: True).plan.cloud_resources)
     local = Registry().get("aws-training").backend
     monkeypatch.setattr(automation, "find_pulumi", lambda: fake)
     url = _team_store(tmp_path)
     r = cli("--json", "team", "init", url)
     assert r.exit_code == 0, r.output
     team_backend = f"{url}/pulumi"
-    again = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+    again = fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False,
+                              seams=fleet_up.Seams(pulumi_command=fake)), confirm=lambda p: True)
     assert again.progress.ops == {} and again.record.backend == team_backend  # nothing created twice
     assert json.loads(r.stdout)["moved"] == {"aws-training": local}
     assert len(_resources(fake, team_backend)) == n and _resources(fake, team_backend) == _resources(fake, local)
@@ -393,7 +408,8 @@ def test_team_init_refuses_to_carry_a_cluster_whose_state_cannot_move(stack, cat
     from gpufleet.state import team_config
     from gpufleet.state.shared import DirectoryStore
 
-    fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+    fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False, seams=fleet_up.Seams(pulumi_command=fake)),
+                      confirm=lambda p: True)
 
     def no_cli():
         raise ToolMissing("the Pulumi CLI is not installed", automation.INSTALL_HINT)
@@ -407,8 +423,10 @@ def test_team_init_refuses_to_carry_a_cluster_whose_state_cannot_move(stack, cat
 
 
 def test_a_move_that_fails_halfway_undoes_the_stacks_it_moved(stack, cat, fake, tmp_path, monkeypatch):
-    fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False, cluster="a")
-    fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False, cluster="b")
+    fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False, cluster="a",
+                      seams=fleet_up.Seams(pulumi_command=fake)), confirm=lambda p: True)
+    fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False, cluster="b",
+                      seams=fleet_up.Seams(pulumi_command=fake)), confirm=lambda p: True)
     imports = fake._import
 
     def refuse_b(name, file):

@@ -10,8 +10,9 @@ import pytest
 from gpufleet import stacks
 from gpufleet.clouds.baremetal import hosts
 from gpufleet.clouds.baremetal.facts import Facts
-from gpufleet.configure import nodes, pillar, saltrun, software
+from gpufleet.configure import pillar, saltrun, software
 from gpufleet.errors import InputError, SpecErrors
+from gpufleet.nodes.racks import salt as nodes
 from tests.conftest import EXAMPLES, ROOT, gpufleet_exe
 
 RACK = ROOT / "stacks" / "examples" / "local-rack.yaml"
@@ -243,6 +244,6 @@ def test_up_checks_the_racks_os_before_recording_anything(cat, monkeypatch, tmp_
     reg = Registry(tmp_path / "r.db")
     asked = []
     with pytest.raises(InputError, match="Ubuntu-20.04 is not a supported OS"):
-        fleet_up.bring_up(st, cat, confirm=lambda p: asked.append(p) or True, registry=reg,
-                        runner_factory=lambda *a, **k: pytest.fail("no Salt may run"))
+        fleet_up.bring_up(st, cat, fleet_up.UpOptions(registry=reg, seams=fleet_up.Seams(runner_factory=lambda *a,
+                          **k: pytest.fail("no Salt may run"))), confirm=lambda p: asked.append(p) or True)
     assert reg.list() == [] and asked == []

@@ -16,9 +16,10 @@ from gpufleet.clouds import candidates
 from gpufleet.engine import automation
 from gpufleet.engine import plan as planner
 from gpufleet.errors import GpufleetError, SpecErrors
-from gpufleet.fleet import budgets, failover
+from gpufleet.fleet import budgets
 from gpufleet.fleet import up as fleet_up
 from gpufleet.nodes import cloud as cloud_nodes
+from gpufleet.nodes.cloud import failover
 from gpufleet.state.registry import Node, Registry
 
 from conftest import ROOT, cli
@@ -119,9 +120,10 @@ def live(region: str, ids) -> set:
     return out
 
 
-def up(path, cat, fake, **kw):
-    return fleet_up.bring_up(stacks.load(path, cat), cat, confirm=lambda p: True, pulumi_command=fake,
-                             configure=False, **kw)
+def up(path, cat, fake, on_attempt=None, **kw):
+    return fleet_up.bring_up(stacks.load(path, cat), cat,
+                             fleet_up.UpOptions(configure=False, seams=fleet_up.Seams(pulumi_command=fake), **kw),
+                             confirm=lambda p: True, on_event=fleet_up.UpEvents(on_attempt=on_attempt))
 
 
 def ups(fake) -> int:
@@ -253,7 +255,8 @@ def test_a_mixed_stack_fails_over_its_cloud_pool_and_leaves_the_rack_pool_alone(
     stack = stacks.load(path, cat)
     only_aws = stack.model_copy(update={"pools": [p for p in stack.pools if p.provider in ("aws", "baremetal")]})
     fake.fail_ups = [Failure(short_fleet(), at=FLEET), None, None]
-    out = fleet_up.bring_up(only_aws, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+    out = fleet_up.bring_up(only_aws, cat, fleet_up.UpOptions(configure=False,
+                            seams=fleet_up.Seams(pulumi_command=fake)), confirm=lambda p: True)
     assert [(a["region"], a["outcome"]) for a in out.attempts] == [("us-west-2", "refused"), ("us-east-1", "created")]
     rack = [n for n in out.record.nodes if n.pool == "rack"]
     assert [(n.node_id, n.location) for n in rack] == [("192.0.2.21", "lab"), ("192.0.2.22", "lab")]

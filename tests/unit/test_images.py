@@ -16,9 +16,10 @@ import pytest
 
 from gpufleet import stacks
 from gpufleet.clouds import cloud
-from gpufleet.configure import NODE_STATES, cloudnodes
+from gpufleet.configure import NODE_STATES
 from gpufleet.fleet import image
 from gpufleet.nodes import cloud as cloud_nodes
+from gpufleet.nodes.cloud import channel as cloudnodes
 from gpufleet.providers import CLOUDS
 
 from conftest import ROOT, cli

@@ -222,7 +222,8 @@ def test_status_mine_and_owner_find_clusters_by_who_brought_them_up(cat, fake, m
     monkeypatch.setenv("GPUFLEET_WHO", "carol@ws1")
     from gpufleet import stacks
 
-    fleet_up.bring_up(stacks.load(AWS_STACK, cat), cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+    fleet_up.bring_up(stacks.load(AWS_STACK, cat), cat, fleet_up.UpOptions(configure=False,
+                      seams=fleet_up.Seams(pulumi_command=fake)), confirm=lambda p: True)
     assert Registry().get("aws-training").created_by == {"aws": me}
     ec2 = boto3.client("ec2", region_name=REGION)
     ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="p4d.24xlarge",
@@ -262,7 +263,8 @@ def test_down_deletes_what_the_state_missed_and_reports_what_refuses_to_die(cat,
     from gpufleet import stacks
 
     stack = stacks.load(AWS_STACK, cat)
-    fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+    fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False, seams=fleet_up.Seams(pulumi_command=fake)),
+                      confirm=lambda p: True)
     # an earlier, interrupted `up` of the same cluster left these outside the Pulumi state;
     # one instance has termination protection on
     left = leak("aws-training", region="us-east-1", protect=True)
@@ -289,7 +291,8 @@ def test_cli_down_exit_1_lists_the_survivors(cat, fake, monkeypatch):
     from gpufleet import stacks
 
     monkeypatch.setattr(automation, "find_pulumi", lambda: fake)
-    fleet_up.bring_up(stacks.load(AWS_STACK, cat), cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+    fleet_up.bring_up(stacks.load(AWS_STACK, cat), cat, fleet_up.UpOptions(configure=False,
+                      seams=fleet_up.Seams(pulumi_command=fake)), confirm=lambda p: True)
     left = leak("aws-training", region="us-east-1", protect=True)
     r = cli("down", "aws-training", "--yes")
     assert r.exit_code == 1 and left["instances"][0] in r.output and "termination protection" in r.output
@@ -324,7 +327,8 @@ def test_up_refuses_a_short_quota_before_creating_anything(aws, cat, fake):
 
     aws.extras.quotas[("us-east-1", "L-417A185B")] = 96.0
     with pytest.raises(QuotaError) as ei:
-        fleet_up.bring_up(stacks.load(AWS_STACK, cat), cat, confirm=lambda p: True, pulumi_command=fake)
+        fleet_up.bring_up(stacks.load(AWS_STACK, cat), cat,
+                          fleet_up.UpOptions(seams=fleet_up.Seams(pulumi_command=fake)), confirm=lambda p: True)
     assert ei.value.quota == "Running On-Demand P instances" and "L-417A185B" in ei.value.hint
     assert not any(c[0] == "up" for c in fake.calls) and Registry().get("aws-training") is None
 

@@ -272,7 +272,8 @@ def test_azure_down_sweeps_by_tag_after_pulumi(azure, cat, monkeypatch):
         {"name": {"value": "cores", "localizedValue": "Total Regional vCPUs"}, "currentValue": 0, "limit": 1000},
         {"name": {"value": "standardNDSH100v5Family", "localizedValue": "Standard NDSH100v5 Family vCPUs"},
          "currentValue": 0, "limit": 384}]
-    up = fleet_up.bring_up(stack, cat, confirm=lambda p: True, pulumi_command=fake, configure=False)
+    up = fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False, seams=fleet_up.Seams(pulumi_command=fake)),
+                           confirm=lambda p: True)
     assert all(q.ok for q in up.quotas) and Registry().get("azure-nd").state == "up"
     rg, leaked = azure_leak(azure, "azure-nd")
     out = fleet_down.tear_down("azure-nd", confirm=lambda r: True, pulumi_command=fake)

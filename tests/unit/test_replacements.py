@@ -65,9 +65,11 @@ def edited(tmp_path, old: str, new: str) -> str:
     return str(path)
 
 
-def up(path, cat, fake, **kw):
+def up(path, cat, fake, on_attempt=None, **kw):
     return fleet_up.bring_up(stacks.load(path, cat), cat, confirm=kw.pop("confirm", lambda p: True),
-                             pulumi_command=fake, configure=False, check=False, **kw)
+                             options=fleet_up.UpOptions(configure=False, check=False,
+                                                        seams=fleet_up.Seams(pulumi_command=fake), **kw),
+                             on_event=fleet_up.UpEvents(on_attempt=on_attempt))
 
 
 def ups(fake) -> int:
@@ -168,7 +170,7 @@ def test_a_pool_landing_on_another_cloud_replaces_its_running_nodes_too(cat, fak
     """Moved to another cloud (the stack edited, or failover's first place there), a pool's resources get
     other types: Pulumi's preview deletes its fleet rather than replacing it. Its running nodes go all
     the same, so it is shown and asked too; a pool the stack no longer has is the user's own doing."""
-    from gpufleet.nodes.run import Run
+    from gpufleet.nodes.run import Run, Seams
 
     monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "p")
     up(EXAMPLES / "aws-training.yaml", cat, fake)
@@ -178,7 +180,7 @@ def test_a_pool_landing_on_another_cloud_replaces_its_running_nodes_too(cat, fak
     path.write_text("name: aws-training\nowner: o@example.com\naccess: {public_key: keys/example.pub}\npools:\n"
                     "  - {name: trainers, provider: gcp, region: us-central1, instance_type: a2-highgpu-8g, nodes: 2}\n")
     moved = stacks.load(path, cat)
-    run = Run(moved, cat, "aws-training", Registry(), pulumi_command=fake, existing=Registry().get("aws-training"))
+    run = Run(moved, cat, "aws-training", Registry(), Seams(pulumi_command=fake), existing=Registry().get("aws-training"))
     lay = planner.plan(moved, cat, workers=1).layout
     (r,) = cloud_nodes.replacements(run, lay, planner.cluster_for(moved, "aws-training"))
     assert (r.pool, r.provider, r.nodes) == ("trainers", "aws", 2) and "is deleted" in r.line()

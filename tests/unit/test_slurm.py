@@ -340,8 +340,8 @@ def test_the_cluster_is_one_configuration_and_without_its_controller_none_is_wri
     that cannot be reached stops it before any host is touched (exit 1, not bad input)."""
     from gpufleet.clouds.baremetal import hosts
     from gpufleet.clouds.baremetal.facts import Facts
-    from gpufleet.configure import nodes as configuration
     from gpufleet.errors import GpufleetError, InputError
+    from gpufleet.nodes.racks import salt as configuration
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     path = tmp_path / "s.yaml"
@@ -478,8 +478,8 @@ def test_a_racks_hosts_are_checked_for_their_slurm_before_any_state_runs(tmp_pat
     systemd.unified_cgroup_hierarchy=0), by its OS where they do not."""
     from gpufleet.clouds.baremetal import hosts
     from gpufleet.clouds.baremetal.facts import Facts
-    from gpufleet.configure import nodes as configuration
     from gpufleet.errors import InputError
+    from gpufleet.nodes.racks import salt as configuration
 
     path = tmp_path / "s.yaml"
     path.write_text((ROOT / "tests" / "integration" / "slurm-rack.yaml").read_text()

@@ -450,7 +450,8 @@ def _rack_up(tmp_path, cat, monkeypatch):
     (tmp_path / "proj" / "lab.yaml").write_text(RACK_STACK)
     monkeypatch.chdir(tmp_path / "proj")
     reg = Registry(tmp_path / "r.db")
-    fleet_up.bring_up(stacks.load("lab.yaml", cat), cat, confirm=lambda p: True, registry=reg, configure=False)
+    fleet_up.bring_up(stacks.load("lab.yaml", cat), cat, fleet_up.UpOptions(registry=reg, configure=False),
+                      confirm=lambda p: True)
     return reg
 
 

@@ -268,7 +268,7 @@ def _hosts():
 
 
 def _cloud_nodes():
-    from gpufleet.configure.cloudnodes import NodeReport, NodeTarget
+    from gpufleet.nodes.cloud.channel import NodeReport, NodeTarget
 
     return ([NodeReport(NodeTarget("gcp-l4", i, f"mixed-fleet-gcp-l4-{i}", f"10.30.0.{12 + i}"), "configured", 37,
                         seconds=412.0, facts={"os": "Ubuntu 22.04.4 LTS (jammy)", "gpu_count": 1}) for i in range(3)]

@@ -451,7 +451,7 @@ def test_two_ups_of_one_cluster_one_holds_the_other_fails_or_waits(store_url, ca
     from gpufleet import stacks
     from gpufleet.engine import automation
     from gpufleet.engine import plan as planner
-    from gpufleet.fleet.up import bring_up
+    from gpufleet.fleet.up import UpOptions, bring_up
 
     from conftest import ROOT
     from fakes.pulumi_cli import FakePulumiCLI
@@ -472,7 +472,7 @@ def test_two_ups_of_one_cluster_one_holds_the_other_fails_or_waits(store_url, ca
 
         asyncio.set_event_loop(asyncio.new_event_loop())  # the plan runs Pulumi's mock runtime, which needs one
         with team.session("aws-training", "up") as logged:
-            logged["usd_per_hour"] = bring_up(stack, cat, confirm=lambda p: True, configure=False).record.usd_per_hour
+            logged["usd_per_hour"] = bring_up(stack, cat, UpOptions(configure=False), confirm=lambda p: True).record.usd_per_hour
 
     monkeypatch.setenv("GPUFLEET_WHO", "alice@example.com")
     alice = threading.Thread(target=alices_up)
@@ -776,8 +776,8 @@ def test_cloud_storage_backs_off_on_429_and_5xx_in_every_call(store_url, status,
 def test_host_outcomes_are_one_write_of_the_clusters_document_per_command(store_url, tmp_path):
     """Every host's outcome rewrote clusters/<name>.json, which Cloud Storage allows about once a second:
     a command's outcomes go in one write."""
-    from gpufleet.configure.cloudnodes import NodeReport, NodeTarget
-    from gpufleet.configure.cloudnodes import record as record_configured
+    from gpufleet.nodes.cloud.channel import NodeReport, NodeTarget
+    from gpufleet.nodes.cloud.channel import record as record_configured
     from gpufleet.state.registry import Node, Registry
     from gpufleet.verify.report import NodeVerdict
     from gpufleet.verify.report import record as record_verified

@@ -285,7 +285,7 @@ def test_a_salt_run_in_flight_stops_when_the_lease_is_lost(tmp_path, monkeypatch
 def test_the_configuration_is_not_published_past_a_lost_lease(tmp_path):
     """`configure` uploads the state tree, then each pool's document: a lease lost meanwhile publishes
     no document (the nodes would run it while another holds the cluster)."""
-    from gpufleet.configure.cloudnodes import publish
+    from gpufleet.nodes.cloud.channel import publish
 
     (tmp_path / "shared").mkdir()
     held = leases.acquire(DirectoryStore(f"file://{tmp_path / 'shared'}"), "c1", "configure", "x@ci")

@@ -2,7 +2,7 @@
 
 Each host goes its own way: one that cannot be reached or whose host key changed is reported
 with its reason while the others complete. The Salt configuration of the hosts builds on this
-(``gpufleet.configure.nodes``); so does the Pulumi dynamic resource of a mixed stack (``rack``).
+(``gpufleet.nodes.racks.salt``); so does the Pulumi dynamic resource of a mixed stack (``rack``).
 """
 
 from __future__ import annotations

@@ -186,7 +186,7 @@ def test_a_pool_in_its_reservation_is_held_to_no_gpu_quota(gcp, cat, write, tmp_
     quota is charged"; AI Hypercomputer future reservations, "Quota is automatically increased before
     capacity is delivered". Before, a reserved A4 pool was held to NVIDIA_B200_GPUS: `check` exit 1 and
     the failover preflight skipped its only place (NoPlaceLeft)."""
-    from gpufleet.fleet import failover
+    from gpufleet.nodes.cloud import failover
     from gpufleet.nodes.run import Run
     from gpufleet.state.registry import Registry
 

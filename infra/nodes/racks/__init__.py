@@ -1,6 +1,6 @@
 """Rack hosts: machines that exist, reached over SSH. ``reach`` gathers their facts and checks the
 stack's software against them before anything is created; ``configure`` runs salt-ssh
-(``configure.nodes``), ``verify`` sends the checks over SSH (``verify.rack``), ``drain`` marks them
+(``nodes.racks.salt``), ``verify`` sends the checks over SSH (``nodes.racks.checks``), ``drain`` marks them
 out of service (and, when asked, undoes the states). Nothing is ever created or wiped."""
 
 from __future__ import annotations
@@ -8,14 +8,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpufleet.clouds.baremetal import hosts
-from gpufleet.configure import nodes as configuration
 from gpufleet.configure import pillar, saltrun
 from gpufleet.errors import AllHostsFailed, InputError
+from gpufleet.nodes.kind import Drained, Reached
+from gpufleet.nodes.racks import checks as rack
+from gpufleet.nodes.racks import salt as configuration
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
 from gpufleet.state import caller
 from gpufleet.state.registry import Node
-from gpufleet.verify import bundle, expect, rack
+from gpufleet.verify import bundle, expect
 from gpufleet.verify.report import NodeVerdict
 
 NAME = "rack hosts"
@@ -26,10 +28,17 @@ def owns(pool) -> bool:
     return pool.provider not in CLOUDS
 
 
-def reach(run: Run) -> None:
+def reach(run: Run) -> Reached:
     """Salt is installed, the hosts answer and their OS fits the stack's software (else exit 2):
-    all before anything is created or recorded. Their facts are kept for ``configure``."""
-    if run.runner_factory is None:
+    all before anything is created or recorded. Their facts are kept for ``configure`` (an `up` that
+    does not configure reaches no host). For `down`: the stack that says how to reach the hosts."""
+    if run.tearing_down:
+        if recorded(run.record):
+            run.stack = stack_of(run.record, run.stack, run.load_stack)
+        return Reached()
+    if not run.configuring:
+        return Reached()
+    if run.seams.runner_factory is None:
         saltrun.find_salt_ssh()
         saltrun.states_dir()
     targets = hosts.rack_targets(run.stack)
@@ -37,7 +46,8 @@ def reach(run: Run) -> None:
     if not any(r.facts for r in gathered.values()):
         raise AllHostsFailed(list(gathered.values()), "reached")
     configuration.check_hosts(run.stack, gathered)
-    run.found["gathered"] = gathered
+    run.gathered = gathered
+    return Reached()
 
 
 def who(run: Run) -> dict[str, str]:
@@ -45,8 +55,13 @@ def who(run: Run) -> dict[str, str]:
     return {p.provider: caller.local() for p in run.stack.pools if owns(p)}
 
 
-def create(run: Run, prices: dict[str, float | None]) -> list[Node]:
-    """The hosts as registry nodes (``prices``: $ per node-hour by pool, from the plan)."""
+def replaced(run: Run) -> list:
+    """Nothing: an update takes the hosts as they are."""
+    return []
+
+
+def create(run: Run) -> list[Node]:
+    """The hosts as registry nodes (``run.prices``: $ per node-hour by pool, from the plan)."""
     out = []
     for p in run.stack.pools:
         if not owns(p):
@@ -54,7 +69,7 @@ def create(run: Run, prices: dict[str, float | None]) -> list[Node]:
         for i, h in enumerate(p.hosts):
             out.append(Node(pool=p.name, idx=i, provider=p.provider, location=p.site, machine=f"{p.gpus_per_node}x {p.gpu}",
                             node_id=h.address, private_ip=h.address, ssh_endpoint=f"{h.address}:{h.port}",
-                            usd_per_hour=prices.get(p.name)))
+                            usd_per_hour=run.prices.get(p.name)))
     return out
 
 
@@ -65,17 +80,17 @@ def configure(run: Run) -> list:
         health = ({p.name: expect.for_pool(run.stack, p, run.cat) for p in run.stack.pools}, bundle.build()[0])
     return configuration.configure(run.stack, run.cluster, hosts.rack_targets(run.stack), registry=run.registry,
                                    trust_new=run.trust_new_hosts, force=run.force, progress=run.progress,
-                                   runner_factory=run.runner_factory, gathered=run.found.get("gathered"),
+                                   runner_factory=run.seams.runner_factory, gathered=run.gathered,
                                    health=health)
 
 
-def scheduler(stack, record=None, *, local: bool = False) -> dict | None:
+def scheduler(run: Run) -> dict | None:
     """Slurm's view of the cluster from its controller, when a rack host is the controller (asked
-    over SSH, ``local`` or not: the rack is this site's own)."""
-    if not stack.slurm:
+    over SSH, ``run.local`` or not: the rack is this site's own)."""
+    if not run.stack.slurm:
         return None
-    controllers = {p.name for p in stack.pools if p.role == "controller"}
-    ctl = [t for t in hosts.rack_targets(stack) if t.pool in controllers]
+    controllers = {p.name for p in run.stack.pools if p.role == "controller"}
+    ctl = [t for t in hosts.rack_targets(run.stack) if t.pool in controllers]
     return hosts.scheduler_view(ctl[0]) if ctl else None
 
 
@@ -84,8 +99,15 @@ def targets(run: Run, node: str | None = None) -> list:
     return [t for t in hosts.rack_targets(run.stack) if node in (None, t.id, t.address)]
 
 
-def verify(run: Run, chosen: list, level: str) -> list[NodeVerdict]:
-    """Run the checks at ``level`` on the hosts ``chosen`` over SSH."""
+def verify(run: Run, level: str, node: str | None = None) -> list[NodeVerdict]:
+    """Run the checks at ``level`` over SSH on the stack's hosts (``node``: only that one); after `up`'s
+    configuration, on the hosts that configured."""
+    if run.configured is not None:
+        return _verify(run, [r.target for r in run.configured.get(NAME, []) if r.ok], level)
+    return _verify(run, targets(run, node), level)
+
+
+def _verify(run: Run, chosen: list, level: str) -> list[NodeVerdict]:
     if not chosen:
         return []
     pools = {p.name: p for p in run.stack.pools}
@@ -93,14 +115,12 @@ def verify(run: Run, chosen: list, level: str) -> list[NodeVerdict]:
     return rack.verify_hosts(chosen, exps, level=level, trust_new=run.trust_new_hosts, progress=run.progress)
 
 
-def verify_configured(run: Run, reports: list) -> list[NodeVerdict]:
-    """The quick verification of the hosts that configured (``reports``: their HostReports)."""
-    return verify(run, [r.target for r in reports if r.ok], "quick")
-
-
-def drain(run: Run, record, clean: bool) -> list:
-    """Take the cluster's hosts not drained yet out of service (``clean``: undo the states too);
+def drain(run: Run) -> Drained:
+    """Take the cluster's hosts not drained yet out of service (``run.clean``: undo the states too);
     each host's outcome is recorded."""
+    if not recorded(run.record):
+        return Drained()
+    clean = run.clean
     done = {k for k, v in run.registry.hosts(run.cluster).items() if v["state"] == "drained"}
     todo = [t for t in hosts.rack_targets(run.stack) if (t.pool, t.idx) not in done]
     pools = {p.name: p for p in run.stack.pools}
@@ -108,17 +128,17 @@ def drain(run: Run, record, clean: bool) -> list:
     pillars = {t.id: pillar.build(run.stack, pools[t.pool], cluster=run.cluster) for t in todo} if clean else None
     reports = configuration.drain(run.cluster, todo, clean_states=clean_states, pillars=pillars,
                                   trust_new=run.trust_new_hosts, progress=run.progress,
-                                  runner_factory=run.runner_factory)
+                                  runner_factory=run.seams.runner_factory)
     run.registry.set_hosts(run.cluster, {
         (r.target.pool, r.target.idx): {"address": r.target.address, "state": r.state,
                                         "detail": r.error or ("drained and cleaned" if clean else "drained")}
         for r in reports})
-    return reports
+    return Drained(reports=reports)
 
 
 def recorded(record) -> bool:
     """Whether the cluster's record holds rack hosts (they need the stack file to be reached)."""
-    return any(n.provider not in CLOUDS for n in record.nodes)
+    return any(owns(n) for n in record.nodes)
 
 
 def stack_of(record, stack, load):

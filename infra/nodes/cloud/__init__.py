@@ -1,5 +1,5 @@
 """Cloud nodes: Pulumi creates them; they configure and verify themselves from the stack's bucket
-(``configure.cloudnodes``), `up` publishes what they apply and waits for what they report; `down`
+(``nodes.cloud.channel``), `up` publishes what they apply and waits for what they report; `down`
 destroys the Pulumi stack and then deletes whatever the clouds still tag for the cluster."""
 
 from __future__ import annotations
@@ -9,14 +9,18 @@ from dataclasses import dataclass, field
 
 from gpufleet.clouds import cloud, inventory, quotas
 from gpufleet.clouds.pools import resource_name
-from gpufleet.configure import cloudnodes, slurm
+from gpufleet.configure import slurm
 from gpufleet.engine import automation
-from gpufleet.engine.program import build
-from gpufleet.errors import DeployError, GpufleetError, InputError, LeftoverError
+from gpufleet.engine.plan import plan
+from gpufleet.engine.program import build, layout
+from gpufleet.errors import DeployError, GpufleetError, InputError
+from gpufleet.nodes.cloud import channel as cloudnodes
+from gpufleet.nodes.cloud import failover
+from gpufleet.nodes.kind import Drained, Reached, leftover_error
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
 from gpufleet.state import team_config
-from gpufleet.state.registry import nodes_from_outputs
+from gpufleet.state.registry import Node, nodes_from_outputs
 from gpufleet.state.shared import shown
 from gpufleet.verify import bundle, expect
 from gpufleet.verify.report import NodeVerdict, apply_report
@@ -47,34 +51,60 @@ def open_apis(providers_used: list[str], regions: dict[str, list[str]], given=No
     return inventory.open_clouds(providers_used, required=True, regions=regions)
 
 
-def reach(run: Run, *, elsewhere: set[str] = frozenset()) -> list:
-    """Credentials, the Pulumi CLI and (``run.check_quotas``) the quotas: the quota lines read. The
-    pools in ``elsewhere`` may land in other places (capacity failover): their quotas are read
-    here but a short one does not stop `up` (the failover preflight skips that place)."""
+def reach(run: Run) -> Reached:
+    """An update's state in this backend, credentials, the Pulumi CLI and (``run.check_quotas``) the
+    quotas: the quota lines read. The pools with places elsewhere (capacity failover, ``run.places``)
+    have their quotas read here but a short one does not stop `up`: the failover preflight skips
+    that place (``run.skipped``); NoPlaceLeft when a pool has no place left. For `down`: ``reach_to_destroy``."""
+    if run.tearing_down:
+        return reach_to_destroy(run)
+    if run.existing:
+        require_backend(run.existing)  # its state where this `up` will look for it
+    run.places = failover.places(run.stack, run.cat) if run.failover else {}
+    run.elsewhere = set(run.places)
+    reached = _quotas(run)
+    if run.places and run.check_quotas:
+        run.skipped = failover.preflight(run, run.places)
+    failover.require_places(run.places, run.skipped)
+    return reached
+
+
+def reach_to_destroy(run: Run) -> Reached:
+    """A teardown's: when a Pulumi stack exists (or a failed `up` may have started one), its state in this
+    backend and the Pulumi CLI; the APIs of the clouds the record names open (``run.api``): refused
+    credentials or an unreachable API stop here, before anything is destroyed."""
+    used = run.record.clouds  # provider -> regions, from the stack and the recorded nodes
+    if run.record.backend is not None:
+        require_backend(run.record)
+        run.seams.pulumi_command = ready(sorted(used), run.seams.pulumi_command)
+    run.api = open_apis(sorted(used), used, given=run.seams.cloud_api) if used else None
+    return Reached()
+
+
+def _quotas(run: Run) -> Reached:
     used = providers(run.stack)
-    run.pulumi_command = ready(used, run.pulumi_command)
+    run.seams.pulumi_command = ready(used, run.seams.pulumi_command)
     if not run.check_quotas:
-        return []
+        return Reached()
     regions = {p.provider: [p.region] for p in run.stack.pools if owns(p)}
-    opened = open_apis(used, regions, given=run.cloud_api)
-    run.found["identity"] = {p: opened.identity[p]["principal"] for p in used if p in opened.identity}
+    opened = open_apis(used, regions, given=run.seams.cloud_api)
+    run.identity = {p: opened.identity[p]["principal"] for p in used if p in opened.identity}
     lines, _ = quotas.check(quotas.needs(run.stack, run.cat, run.existing), opened)
-    quotas.refuse_if_short([x for x in lines if not set(x.pools) <= elsewhere])
-    return lines
+    quotas.refuse_if_short([x for x in lines if not set(x.pools) <= run.elsewhere])
+    return Reached(quotas=lines)
 
 
 def who(run: Run) -> dict[str, str]:
     """The caller on each cloud the stack uses (AWS: the STS caller ARN; GCP: the credentials'
     account; Azure: the signed-in principal), as ``reach`` read it with the quotas; without that
     check, asked now, and a cloud that cannot say is left out (its resources carry no creator)."""
-    found = run.found.setdefault("identity", {})
     for p in providers(run.stack):
-        if p not in found:
+        if p not in run.identity:
             try:
-                found[p] = inventory.api(p).identity()["principal"]
+                run.identity[p] = inventory.api(p).identity()["principal"]
             except GpufleetError:
                 continue
-    return dict(found)
+    return dict(run.identity)
 
 
 def require_backend(record) -> None:
@@ -104,20 +134,62 @@ def record_fields(stack) -> dict:
             "locations": sorted({(p.provider, p.region) for p in stack.pools if owns(p)})}
 
 
-def create(run: Run, on_failure) -> list:
-    """Pulumi's up of the program (``run.layout``); the nodes it made. ``on_failure()`` is called
-    before a failure is raised, when some resources may exist."""
-    program = build(run.layout, run.found["cluster"], trust_new_hosts=run.trust_new_hosts,
-                    refresh_images=run.refresh_images)
-    progress = automation.Progress(total=run.found["resources"], on_change=run.on_progress)
-    run.found["progress"] = progress
+def create(run: Run) -> list[Node]:
+    """The cloud pools created: the cluster recorded as ``creating`` (its backend and places added to
+    ``run.recording``) before Pulumi starts, so that `status`, `down` and `reap` know it even if this
+    process dies; the running nodes it replaces gone first (``release``); then each failover pool at
+    the first of its places that holds it (``run.stack`` becomes the stack as placed, ``run.landed``
+    the bill there), the others where the stack says."""
+    reg, record = run.registry, run.recording
+    record.update(record_fields(run.stack))
+    run.backend = record["backend"]
+    kept = dict(record, nodes=run.existing.nodes if run.existing else [])  # what `down` and `status` find if it fails
+    reg.record(**kept, state="updating" if run.existing else "creating")
+    for a in run.skipped:
+        reg.add_attempt(run.cluster, a.to_dict())
+        if run.on_attempt:
+            run.on_attempt(a)
     try:
-        result = automation.up(run.cluster, program, pulumi_command=run.pulumi_command, progress=progress,
-                               prompt=run.prompt, backend=run.found["backend"])
+        release(run, run.replacing)
     except GpufleetError:
-        on_failure()
+        reg.record(**kept, state="failed")
         raise
-    run.found["outputs"] = result.outputs
+    if run.places:
+        return _placed(run, kept)
+    run.on_failure = lambda: reg.record(**kept, state="failed")
+    return deploy(run)
+
+
+def _placed(run: Run, kept: dict) -> list[Node]:
+    limits = {k: v for k, v in (("max_attempts", run.max_attempts), ("budget_s", run.failover_budget_s)) if v is not None}
+    try:
+        placement = failover.place(run, run.places, on_attempt=run.on_attempt, skipped=run.skipped,
+                                   record=lambda a: run.registry.add_attempt(run.cluster, a.to_dict()), **limits)
+    except GpufleetError as e:
+        # `down` and `reap` look wherever an attempt was made, not only where the stack said
+        tried = {(a["provider"], a["region"]) for a in getattr(e, "attempts", None) or [] if a["outcome"] != "skipped"}
+        run.registry.record(**dict(kept, locations=sorted(set(map(tuple, kept["locations"])) | tried)), state="failed")
+        raise
+    run.stack = placement.stack
+    placed = plan(run.stack, run.cat, cluster=run.placed, lay=run.layout)  # the bill where they landed
+    run.recording.update(locations=record_fields(placement.stack)["locations"], predicted=placed.spend.summary())
+    run.landed = placed.spend
+    return placement.nodes
+
+
+def deploy(run: Run) -> list[Node]:
+    """Pulumi's up of the program (``run.layout`` for ``run.placed``); the nodes it made.
+    ``run.on_failure()`` is called before a failure is raised, when some resources may exist."""
+    program = build(run.layout, run.placed, trust_new_hosts=run.trust_new_hosts, refresh_images=run.refresh_images)
+    run.deployed = automation.Progress(total=run.resources, on_change=run.on_progress)
+    try:
+        result = automation.up(run.cluster, program, pulumi_command=run.seams.pulumi_command, progress=run.deployed,
+                               prompt=run.prompt, backend=run.backend)
+    except GpufleetError:
+        if run.on_failure:
+            run.on_failure()
+        raise
+    run.outputs = result.outputs
     return nodes_from_outputs(result.outputs)
 
 
@@ -140,6 +212,16 @@ class Replaced:
                 "why": self.why, "message": self.line()}
 
 
+def replaced(run: Run) -> list:
+    """The running nodes an update would replace, for ``confirm`` to show: Pulumi's preview of the first
+    attempt (failover's first places, as the budgets left them) against the cluster's state."""
+    if not run.existing:
+        return []
+    first = {p: cs.ordered[0] for p, cs in run.places.items()}
+    lay = layout(failover.placed(run.stack, first), run.cat, failover.reserved(first)) if first else run.layout
+    return replacements(run, lay, run.placed)
+
+
 def replacements(run: Run, lay, cluster) -> list[Replaced]:
     """The pools whose running nodes an `up` of ``lay`` would replace, read off Pulumi's preview of that
     program against the cluster's state (nothing is changed): the resource holding them replaced, or
@@ -152,7 +234,7 @@ def replacements(run: Run, lay, cluster) -> list[Replaced]:
     if not running:
         return []
     program = build(lay, cluster, trust_new_hosts=run.trust_new_hosts, refresh_images=run.refresh_images)
-    steps = automation.preview(run.cluster, program, pulumi_command=run.pulumi_command, prompt=run.prompt,
+    steps = automation.preview(run.cluster, program, pulumi_command=run.seams.pulumi_command, prompt=run.prompt,
                                backend=automation.backend_url())
     kept = {p.name for p in run.stack.pools}
     out: dict[str, Replaced] = {}
@@ -186,7 +268,7 @@ def release(run: Run, replaced: list[Replaced]) -> None:
         kinds = cloud(r.provider).released_first
         if not kinds:
             continue
-        opened = open_apis([r.provider], {r.provider: [r.region]}, given=run.cloud_api)
+        opened = open_apis([r.provider], {r.provider: [r.region]}, given=run.seams.cloud_api)
         api = inventory.Clouds(open={r.provider: opened[r.provider]}, regions={r.provider: [r.region]})
         found, unread = inventory.collect(api, cluster=run.cluster)
         mine = [x for x in found if x.pool == r.pool and x.kind in kinds]
@@ -200,22 +282,24 @@ def release(run: Run, replaced: list[Replaced]) -> None:
             raise err
 
 
-def outputs(run: Run, backend: str | None) -> dict:
-    """The cluster's Pulumi outputs: those of this run's `up`, or read from its stack."""
-    if "outputs" not in run.found:
-        run.found["outputs"] = automation.outputs(run.cluster, pulumi_command=run.pulumi_command, prompt=run.prompt,
-                                                  backend=backend)
-    return run.found["outputs"]
+def outputs(run: Run) -> dict:
+    """The cluster's Pulumi outputs: those of this run's `up`, or read from its stack (``run.backend``)."""
+    if run.outputs is None:
+        run.outputs = automation.outputs(run.cluster, pulumi_command=run.seams.pulumi_command, prompt=run.prompt,
+                                         backend=run.backend)
+    return run.outputs
 
 
-def configure(run: Run, nodes: list, *, backend: str | None = None, verify: bool = True) -> list:
-    """Publish each pool's configuration and wait for the nodes' statuses (``NodeReport``s);
-    unless ``verify`` is off, the nodes run the quick verification after applying."""
-    return cloudnodes.configure_pools(run.stack, run.cat, run.cluster, outputs(run, backend),
-                                      [n for n in nodes if n.provider in CLOUDS], registry=run.registry,
-                                      timeout_s=run.wait_s, progress=run.progress, stores=run.stores,
+def configure(run: Run) -> list:
+    """Publish each pool's configuration and wait for the statuses of ``run.nodes`` (``NodeReport``s);
+    unless ``run.verifying`` is off, the nodes run the quick verification after applying."""
+    if run.outputs is None and run.record is not None:
+        require_backend(run.record)  # its outputs are read from its stack, where the record says
+    return cloudnodes.configure_pools(run.stack, run.cat, run.cluster, outputs(run),
+                                      [n for n in run.nodes if owns(n)], registry=run.registry,
+                                      timeout_s=wait_s(run), progress=run.progress, stores=run.seams.stores,
                                       force=run.force, scheduler=scheduler_pillars(run),
-                                      **tree_extras(run.stack, run.cat, verify=verify))
+                                      **tree_extras(run.stack, run.cat, verify=run.verifying))
 
 
 def scheduler_pillars(run: Run):
@@ -257,10 +341,11 @@ def configured_verdicts(reports: list) -> list[NodeVerdict]:
     return out
 
 
-def scheduler(stack, record, *, local: bool = False) -> dict | None:
+def scheduler(run: Run) -> dict | None:
     """Slurm's view when a cloud node is the controller: its agent puts what Slurm says in its status
-    (within a minute of a change), read here from the bucket the stack's outputs name. ``local``: the
-    clouds are not asked, so neither is this."""
+    (within a minute of a change), read here from the bucket the stack's outputs name. ``run.local``:
+    the clouds are not asked, so neither is this."""
+    stack, record, local = run.stack, run.record, run.local
     ctl = [p for p in stack.pools if p.role == "controller" and owns(p)]
     if not stack.slurm or not ctl or local or record is None or not record.backend:
         return None
@@ -276,20 +361,31 @@ def scheduler(stack, record, *, local: bool = False) -> dict | None:
     return view or {"controller": name, "error": "its agent has not said yet (it does within a minute)"}
 
 
-def targets(run: Run, record, node: str | None) -> list:
+def targets(run: Run, node: str | None) -> list:
     """The recorded cloud nodes of the stack's pools (``node``: only that one, by name or address)."""
     pools = {p.name for p in run.stack.pools}
-    return [n for n in record.nodes if n.provider in CLOUDS and n.pool in pools
+    return [n for n in run.record.nodes if owns(n) and n.pool in pools
             and node in (None, f"{n.pool}-{n.idx}", n.private_ip, n.node_id)]
 
 
-def verify(run: Run, record, nodes: list, level: str) -> list[NodeVerdict]:
-    """Ask the nodes through their bucket to run the checks at ``level``; their verdicts."""
+def verify(run: Run, level: str, node: str | None = None) -> list[NodeVerdict]:
+    """Ask the recorded nodes (``node``: only that one) through their bucket to run the checks at
+    ``level``; their verdicts. After `up`'s configuration, the verdicts they sent with it."""
+    if run.configured is not None:
+        return configured_verdicts(run.configured.get(NAME, []))
+    nodes = targets(run, node)
+    if not nodes:
+        return []
     pools = {p.name: p for p in run.stack.pools}
     exps = {p: expect.for_pool(run.stack, pools[p], run.cat) for p in {n.pool for n in nodes}}
-    answers = cloudnodes.verify_pools(outputs(run, record.backend), nodes, exps, level=level, timeout_s=run.wait_s,
-                                      progress=run.progress, stores=run.stores)
-    return [verdict(t, got, run.wait_s) for t, got in answers]
+    answers = cloudnodes.verify_pools(outputs(run), nodes, exps, level=level, timeout_s=wait_s(run),
+                                      progress=run.progress, stores=run.seams.stores)
+    return [verdict(t, got, wait_s(run)) for t, got in answers]
+
+
+def wait_s(run: Run) -> float:
+    """How long the nodes are waited for: the run's, else the channel's default."""
+    return cloudnodes.WAIT_S if run.seams.wait_s is None else run.seams.wait_s
 
 
 def verdict(target, report: dict | None, wait_s: float) -> NodeVerdict:
@@ -303,42 +399,26 @@ def verdict(target, report: dict | None, wait_s: float) -> NodeVerdict:
     return v
 
 
-@dataclass
-class Drained:
-    """What the clouds' part of a teardown did: Pulumi's destroy, then the sweep by tag."""
-
-    progress: automation.Progress | None = None
-    emptied: int = 0  # objects deleted from the stack's buckets before the destroy
-    swept: list = field(default_factory=list)  # clouds.inventory.Outcome: what the tag sweep deleted
-    left: list = field(default_factory=list)  # clouds.resources.Resource still tagged after the sweep
-    unread: dict = field(default_factory=dict)  # "aws/us-west-2" -> why it could not be checked
-    error: DeployError | None = None  # Pulumi's destroy failed (and its retry after the sweep)
-
-    @property
-    def done(self) -> bool:
-        return self.error is None and not self.left and not self.unread
-
-
-def drain(run: Run, backend: str | None, api, on_sweep=None) -> Drained:
-    """Destroy the cluster's Pulumi stack (``backend``: None when there is none), then delete whatever
-    the clouds (``api``) still tag for it and ask again; destroy once more when the sweep removed
-    what blocked it. Nothing raises: what is left is in the result."""
+def drain(run: Run) -> Drained:
+    """Destroy the cluster's Pulumi stack (``run.backend``: None when there is none), then delete
+    whatever the clouds (``run.api``) still tag for it and ask again; destroy once more when the sweep
+    removed what blocked it. Nothing raises: what is left is in the result."""
     out = Drained()
-    if backend is not None:
+    if run.backend is not None:
         out.progress = automation.Progress(total=None, on_change=run.on_progress)
-        out.emptied = empty_buckets(run.cluster, run.pulumi_command, run.prompt, backend)
-        out.error = _destroy(run, backend, out.progress)
-    if api is not None:
-        out.swept, out.left, out.unread = sweep(run.cluster, api, on_progress=on_sweep)
+        out.emptied = empty_buckets(run.cluster, run.seams.pulumi_command, run.prompt, run.backend)
+        out.error = _destroy(run, out.progress)
+    if run.api is not None:
+        out.swept, out.left, out.unread = sweep(run.cluster, run.api, on_progress=run.on_sweep)
         if out.error is not None and not out.left and not out.unread:
-            out.error = _destroy(run, backend, out.progress)  # what blocked Pulumi may be gone now
+            out.error = _destroy(run, out.progress)  # what blocked Pulumi may be gone now
     return out
 
 
-def _destroy(run: Run, backend: str | None, progress) -> DeployError | None:
+def _destroy(run: Run, progress) -> DeployError | None:
     try:
-        automation.destroy(run.cluster, pulumi_command=run.pulumi_command, progress=progress, prompt=run.prompt,
-                           backend=backend)
+        automation.destroy(run.cluster, pulumi_command=run.seams.pulumi_command, progress=progress, prompt=run.prompt,
+                           backend=run.backend)
     except DeployError as e:
         return e
     return None
@@ -370,19 +450,3 @@ def sweep(cluster: str, api, *, on_progress=None):
         outcomes = inventory.delete(found, api, on_progress=on_progress)
         found, unread = inventory.collect(api, cluster=cluster)
     return outcomes, found, unread
-
-
-def leftover_error(cluster: str, left, unread, outcomes=()) -> GpufleetError:
-    """What is left, each with why its deletion failed (when it was tried)."""
-    why = {o.resource.key: o for o in outcomes}
-    parts = []
-    if left:
-        parts.append(f"{len(left)} resource(s) tagged gpufleet:cluster={cluster} are still there: "
-                     + ", ".join(f"{r.where} {r.label()}" for r in left[:8]) + (" ..." if len(left) > 8 else ""))
-    if unread:
-        parts.append("could not check " + ", ".join(f"{k} ({v})" for k, v in unread.items()))
-    return LeftoverError("; ".join(parts), f"the cluster stays in the registry; fix the cause and run "
-                         f"`gpufleet down {cluster}` again (it deletes only what is left)",
-                         resources=[{**r.to_dict(), "status": why[r.key].status if r.key in why else "not tried",
-                                     "message": why[r.key].message if r.key in why else None} for r in left],
-                         unread=unread)

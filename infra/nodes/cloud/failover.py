@@ -28,6 +28,7 @@ from gpufleet.clouds.base import Need
 from gpufleet.engine.program import layout
 from gpufleet.errors import GpufleetError, LeftoverError
 from gpufleet.nodes import cloud as cloud_nodes
+from gpufleet.nodes.kind import leftover_error
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
 
@@ -132,7 +133,7 @@ def place(run: Run, plans: dict[str, candidates.Candidates], *, max_attempts: in
         began, t0 = _now(), clock()
         runs += 1
         try:
-            nodes = cloud_nodes.create(run, on_failure=lambda: None)
+            nodes = cloud_nodes.deploy(run)
         except GpufleetError as e:
             failure = e
         else:
@@ -141,7 +142,7 @@ def place(run: Run, plans: dict[str, candidates.Candidates], *, max_attempts: in
             return Placement(stack, nodes, told[len(skipped):])
         refusal = getattr(failure, "refusal", None)
         scope = getattr(refusal, "scope", None)
-        pool = failed_pool(run.cluster, run.found.get("progress"), current)
+        pool = failed_pool(run.cluster, run.deployed, current)
         if pool is not None:
             tell(Attempt(pool, current[pool], "refused" if scope in SCOPES else "failed", began, clock() - t0, refusal))
         if pool is None or scope not in SCOPES:  # not a failover pool's, or nothing another place can fix
@@ -211,7 +212,7 @@ def clean(run: Run, stack, pool: str, current: dict[str, candidates.Candidate]) 
     without = stack.model_copy(update={"pools": [p for p in stack.pools if p.name != pool]})
     run.layout = layout(without, run.cat, reserved({n: c for n, c in current.items() if n != pool}))
     try:
-        cloud_nodes.create(run, on_failure=lambda: None)
+        cloud_nodes.deploy(run)
     except GpufleetError as e:
         raise LeftoverError(f"could not remove the refused attempt of pool {pool} at {where.label()}: {e.message}",
                             f"failover stopped so that nothing is left billing; run `gpufleet down {run.cluster}`") \
@@ -225,7 +226,7 @@ def clean(run: Run, stack, pool: str, current: dict[str, candidates.Candidate]) 
         found, unread = inventory.collect(api, cluster=run.cluster)
         mine = [r for r in found if r.pool == pool]
     if mine or unread:
-        raise cloud_nodes.leftover_error(run.cluster, mine, unread, outcomes)
+        raise leftover_error(run.cluster, mine, unread, outcomes)
     return sum(1 for o in outcomes if o.ok)
 
 
@@ -240,13 +241,13 @@ def _exhausted(pool: str, attempts: list[Attempt], why: str) -> NoPlaceLeft:
 def _apis(run: Run, regions: dict[str, list[str]]) -> dict:
     """provider -> its open API (those the caller gave, else opened with the user's credentials);
     a cloud that cannot be opened maps to why, as a string."""
-    given = run.cloud_api
+    given = run.seams.cloud_api
     out: dict = {}
     for p in regions:
         opened = given if given is not None else inventory.open_clouds([p], required=False, regions={p: regions[p]})
         out[p] = opened.api_or_why(p)
         if p in opened.identity:  # who a pool placed on this cloud is created by (``nodes.cloud.who``)
-            run.found.setdefault("identity", {})[p] = opened.identity[p]["principal"]
+            run.identity[p] = opened.identity[p]["principal"]
     return out
 
 
