@@ -291,20 +291,26 @@ def test_a_node_the_files_do_not_list_runs_no_slurmd_until_configure_lists_it(re
     assert any("n7 is not in this cluster's slurm.conf" in str(a) for a in note), note
 
 
-def test_accounting_gives_the_controller_slurmdbd_and_its_database_and_no_one_else_the_password(rendered, tmp_path):
-    """slurm: {accounting: true}: slurm.conf points at slurmdbd on the controller; slurmdbd.conf
-    (slurmdbd.conf(5): MySQL/MariaDB storage on the same host) and the database password, derived
-    from the cluster's key, go to the controller alone; the formula installs and starts MariaDB and
-    slurmdbd before slurmctld on every OS."""
-    st, _, cat = rendered
+def _accounting_pillars(rendered, tmp_path, cluster: str, key: bytes) -> dict:
+    """Each node's slurm pillar of the test stack with accounting on: a 4-CPU controller (ctl0,
+    10.0.0.5) and one 4-GPU T4 node (n0, 10.0.0.6)."""
+    _, _, cat = rendered
     path = tmp_path / "acct.yaml"
     path.write_text(STACK.replace("slurm: {health_check_interval: 120}", "slurm: {accounting: true}"))
     st = stacks.load(path, cat)
     ctl = slurm.node("ctl0", "10.0.0.5", st.pools[0], cpus=4, mem_gib=16, gpus=0, gpu=None)
     nodes = [slurm.node("n0", "10.0.0.6", st.pools[2], cpus=48, mem_gib=192, gpus=4, gpu="T4")]
+    return slurm.pillars(st, cluster, ctl, nodes, {"ctl-0": ("controller", {}, 0), "t4-0": ("compute", {}, 4)},
+                         bundle=b"PK", key=key)
+
+
+def test_accounting_gives_the_controller_slurmdbd_and_its_database_and_no_one_else_the_password(rendered, tmp_path):
+    """slurm: {accounting: true}: slurm.conf points at slurmdbd on the controller; slurmdbd.conf
+    (slurmdbd.conf(5): MySQL/MariaDB storage on the same host) and the database password, derived
+    from the cluster's key, go to the controller alone; the formula installs and starts MariaDB and
+    slurmdbd before slurmctld on every OS."""
     key = b"k" * 32
-    pil = slurm.pillars(st, "Train.1", ctl, nodes, {"ctl-0": ("controller", {}, 0), "t4-0": ("compute", {}, 4)},
-                        bundle=b"PK", key=key)
+    pil = _accounting_pillars(rendered, tmp_path, "Train.1", key)
     conf = {k: v for d in _conf(pil["t4-0"]["files"]["slurm.conf"]) for k, v in d.items() if len(d) == 1}
     assert conf["AccountingStorageType"] == "accounting_storage/slurmdbd" and conf["AccountingStorageHost"] == "10.0.0.5"
     acct = pil["ctl-0"]["accounting"]
@@ -677,14 +683,7 @@ def test_the_formula_is_one_part_per_file_and_each_part_renders_on_its_own(rende
     init = yaml.safe_load(text)
     parts = [p.lstrip(".") for p in init.pop("include")]
     assert not init and len(parts) >= 6, init
-    st, _, cat = rendered
-    path = tmp_path / "acct.yaml"
-    path.write_text(STACK.replace("slurm: {health_check_interval: 120}", "slurm: {accounting: true}"))
-    st = stacks.load(path, cat)
-    ctl = slurm.node("ctl0", "10.0.0.5", st.pools[0], cpus=4, mem_gib=16, gpus=0, gpu=None)
-    nodes = [slurm.node("n0", "10.0.0.6", st.pools[2], cpus=48, mem_gib=192, gpus=4, gpu="T4")]
-    pil = slurm.pillars(st, "train", ctl, nodes, {"ctl-0": ("controller", {}, 0), "t4-0": ("compute", {}, 4)},
-                        bundle=b"PK", key=b"k" * 32)
+    pil = _accounting_pillars(rendered, tmp_path, "train", b"k" * 32)
     whole = render(salt_call(), tmp_path / "whole", {**OSES["Debian-12"], "host": "ctl0"},
                    {"gpufleet": {"live": False}, "slurm": pil["ctl-0"]}, ["slurm"])
     assert {s["__sls__"] for s in whole.values()} == {f"slurm.{p}" for p in parts} - {"slurm.health"}
