@@ -12,8 +12,7 @@ from gpufleet.cli.tables import (
     attempt_line,
     place,
     render_attempts,
-    render_cloud_nodes,
-    render_hosts,
+    render_node_outcomes,
     render_outcomes,
     render_resources,
     render_verdicts,
@@ -128,7 +127,7 @@ def up(
                              if any(c.exceeded for c in outcome.budgets) else {}))
     except GpufleetError as e:
         if getattr(e, "reports", None) and not STATE.json:
-            render_hosts(e.reports, "Configuration")  # every host, and why each failed
+            render_node_outcomes(e.reports, "Configuration")  # every host, and why each failed
         if getattr(e, "attempts", None) and not STATE.json:
             render_attempts(e.attempts)
         raise
@@ -159,10 +158,8 @@ def up(
     if outcome.attempts:
         render_attempts(outcome.attempts)
     _render_nodes(rec, outcome.progress)
-    if outcome.hosts:
-        render_hosts(outcome.hosts, "Configuration")
-    if outcome.nodes:
-        render_cloud_nodes(outcome.nodes, "Cloud nodes")
+    if outcome.configured:
+        render_node_outcomes(outcome.configured, "Configuration")
     if outcome.verdicts:
         render_verdicts(outcome.verdicts, "Verification (quick)")
     if failed:
@@ -198,25 +195,23 @@ def configure(
     cat = catalog.load(STATE.config)
     st = stacks.load(stack, cat)
     with _held(cluster or st.name, "configure", no_wait) as logged, output.steps("Configuring") as update:
-        hosts, nodes = apply_again(st, cat, cluster=cluster, force=reconfigure, trust_new_hosts=trust_new_hosts,
-                                   wait_s=wait_timeout, prompt=options.passphrase_prompt(),
-                                   progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
-        failed = PartialFailure.of(hosts + nodes)
+        configured = apply_again(st, cat, cluster=cluster, force=reconfigure, trust_new_hosts=trust_new_hosts,
+                                 wait_s=wait_timeout, prompt=options.passphrase_prompt(),
+                                 progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
+        failed = PartialFailure.of(configured)
         logged.update(_logged(failed))
     if STATE.json:
-        doc = {"cluster": cluster or st.name, "hosts": [h.to_dict() for h in hosts + nodes], "ok": failed is None}
+        doc = {"cluster": cluster or st.name, "hosts": [h.to_dict() for h in configured], "ok": failed is None}
         if failed:
             doc.update({k: v for k, v in failed.to_dict().items() if k != "hosts"})
         output.emit_json(doc)
         if failed:
             raise typer.Exit(failed.exit_code)
         return
-    if hosts:
-        render_hosts(hosts, "Configuration")
-    if nodes:
-        render_cloud_nodes(nodes, "Cloud nodes")
-    changed = sum(h.changed for h in hosts + nodes)
-    output.console().print(f"{len(hosts) + len(nodes)} node(s), {changed} change(s).")
+    if configured:
+        render_node_outcomes(configured, "Configuration")
+    changed = sum(h.changed for h in configured)
+    output.console().print(f"{len(configured)} node(s), {changed} change(s).")
     if failed:
         raise failed
 
@@ -277,7 +272,7 @@ def down(
     except GpufleetError as e:
         if not STATE.json:
             if getattr(e, "reports", None):
-                render_hosts(e.reports, "Drain")
+                render_node_outcomes(e.reports, "Drain")
             if getattr(e, "resources", None) and isinstance(e.resources[0], dict):
                 render_resources("Still there after the teardown", e.resources)
         raise
@@ -288,7 +283,7 @@ def down(
                           "hosts": [h.to_dict() for h in hosts]})
         return
     if hosts:
-        render_hosts(hosts, "Drain")
+        render_node_outcomes(hosts, "Drain")
     if out.swept:
         render_outcomes("Left outside the Pulumi state, deleted by tag", out.swept)
     deleted = progress.ops.get("delete", 0) if progress else 0

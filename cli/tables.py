@@ -1,4 +1,4 @@
-"""Tables several commands print: rack hosts, cloud resources and what happened to them."""
+"""Tables several commands print: nodes, cloud resources and what happened to them."""
 
 from __future__ import annotations
 
@@ -15,54 +15,29 @@ def short_id(node_id: str) -> str:
     return "/".join(parts[-3::2]) if len(parts) >= 4 else node_id
 
 
-def render_hosts(reports, title: str) -> None:
-    """One row per host: what it is, what happened, and why not when it failed."""
+def render_node_outcomes(outcomes, title: str) -> None:
+    """One row per node of any kind (``nodes.outcome.NodeOutcome``): what it is, what happened, and
+    why not when it failed; the failed states of each after the table (and where to look on the node)."""
     from rich.markup import escape  # rich is imported only when something is rendered
 
     rows, styles = [], []
-    for r in reports:
-        f = r.facts
-        what = (f"{f.os_name.split()[0] if f.os_name else f.os_id} {f.os_version}, {len(f.gpus)} GPU" if f else "-")
-        salt = "-"
-        if r.runs:
-            real = [x for x in r.runs if not x.test]
-            test = [x for x in r.runs if x.test]
-            salt = ", ".join(filter(None, [
-                f"{sum(len(x.changed) for x in real)} changed of {sum(x.states for x in real)}" if real else "",
-                f"{sum(x.states for x in test)} rehearsed" if test else ""]))
-        note = escape(r.error or "; ".join(r.warnings))  # errors quote paths and [host]:port forms
-        rows.append([r.target.id, f"{r.target.address}:{r.target.port}", r.state, what, salt, note])
+    for r in outcomes:
+        what = f"{r.system}, {r.gpus} GPU" if r.system is not None else "-"
+        salt = ", ".join(filter(None, [
+            (f"{r.changed} changed" + (f" of {r.states}" if r.states is not None else "")) if r.applied else "",
+            f"{r.rehearsed} rehearsed" if r.rehearsed is not None else ""])) or "-"
+        # errors quote paths and [host]:port forms
+        note = escape(r.error or (f"{r.seconds:.0f}s" if r.seconds is not None else "; ".join(r.warnings)))
+        rows.append([r.target.id, r.address, r.state, what, salt, note])
         styles.append(None if r.ok else "red")
     output.table(title, ["host", "address", "state", "system", "salt", "notes"], rows, styles=styles,
                  wraps=("system", "salt", "notes"), optional=("address",))
-    for r in reports:
-        for run in r.runs:
-            for fail in run.failed:
-                output.console(stderr=True).print(f"[red]{r.target.id}[/red] {escape(fail['id'])}: "
-                                                  f"{escape(fail['comment'])}")
-
-
-def render_cloud_nodes(reports, title: str) -> None:
-    """One row per cloud node, in the rack hosts' columns; the failed states of each after it."""
-    from rich.markup import escape
-
-    rows, styles = [], []
-    for r in reports:
-        f = r.facts or {}
-        what = f"{(f.get('os') or '-').split(' (')[0]}, {f.get('gpu_count', 0)} GPU" if f else "-"
-        salt = "-" if r.state in ("timeout", "pending") else \
-            ", ".join(filter(None, [f"{r.changed} changed", f"{len(r.rehearsed)} rehearsed" if r.rehearsed else ""]))
-        note = escape(r.error or (f"{r.seconds:.0f}s" if r.seconds is not None else ""))
-        rows.append([r.target.id, r.target.address or r.target.node_id, r.state, what, salt, note])
-        styles.append(None if r.ok else "red")
-    output.table(title, ["host", "address", "state", "system", "salt", "notes"], rows, styles=styles,
-                 wraps=("system", "salt", "notes"), optional=("address",))
-    for r in reports:
+    for r in outcomes:
         for fail in r.failed:
             output.console(stderr=True).print(f"[red]{r.target.id}[/red] {escape(fail['state'])}: "
                                               f"{escape(fail['comment'])}")
-        if r.state in ("failed", "timeout") and r.hint:
-            output.console(stderr=True).print(f"[red]{r.target.id}[/red] {escape(r.hint)}")
+        if r.look:
+            output.console(stderr=True).print(f"[red]{r.target.id}[/red] {escape(r.look)}")
 
 
 def age(now, t) -> str:

@@ -21,8 +21,8 @@ from gpufleet.state.registry import Registry
 def reconfigure(stack, cat, *, cluster: str | None = None, registry: Registry | None = None, force: bool = False,
                 trust_new_hosts: bool = False, wait_s: float | None = None, progress=None, pulumi_command=None,
                 prompt=None, runner_factory=None, stores: dict | None = None, outputs: dict | None = None):
-    """(reports of the machines that exist, reports of the nodes `up` created: rack hosts, cloud nodes)
-    of applying the stack's states to the cluster again."""
+    """What applying the stack's states to the cluster again did to each node (``NodeOutcome``s): the
+    machines that exist (rack hosts) first, then the nodes `up` created (cloud nodes)."""
     reg = registry or team.registry()
     name = cluster or stack.name
     rec = recorded(reg, name)
@@ -30,5 +30,4 @@ def reconfigure(stack, cat, *, cluster: str | None = None, registry: Registry | 
               trust_new_hosts=trust_new_hosts, force=force, progress=progress, prompt=prompt, record=rec,
               backend=rec.backend, nodes=rec.nodes, outputs=outputs)
     reports = {k: k.configure(run) for k in kinds.used(stack)}
-    return ([r for k, rs in reports.items() if not k.CREATES for r in rs],
-            [r for k, rs in reports.items() if k.CREATES for r in rs])
+    return [r for k in kinds.listing_order(reports) for r in reports[k]]

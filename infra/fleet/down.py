@@ -22,7 +22,7 @@ from gpufleet.state.registry import ClusterRecord, Registry
 class TearDown:
     record: ClusterRecord
     progress: object = None  # engine.automation.Progress of Pulumi's destroy
-    hosts: list = field(default_factory=list)  # nodes.racks.salt.HostReport per drained rack host
+    hosts: list = field(default_factory=list)  # nodes.outcome.NodeOutcome per drained rack host
     swept: list = field(default_factory=list)  # clouds.inventory.Outcome: what the tag sweep deleted
     left: list = field(default_factory=list)  # clouds.resources.Resource still tagged after the sweep
     unread: dict = field(default_factory=dict)  # "aws/us-west-2" -> why it could not be checked

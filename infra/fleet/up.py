@@ -48,17 +48,12 @@ class UpOutcome:
     plan: Plan
     record: ClusterRecord
     progress: automation.Progress | None
-    hosts: list = field(default_factory=list)  # one report per configured machine that exists (rack hosts)
+    # every node's configuration (nodes.outcome.NodeOutcome), rack hosts and cloud nodes alike, kind by kind
+    configured: list = field(default_factory=list)
     quotas: list = field(default_factory=list)  # clouds.base.QuotaLine, checked before anything was created
-    nodes: list = field(default_factory=list)  # one report per configured node `up` created (cloud nodes)
     verdicts: list = field(default_factory=list)  # verify.report.NodeVerdict, one per node verified
     attempts: list = field(default_factory=list)  # nodes.cloud.failover.Attempt.to_dict(): where the pools were tried
     budgets: list = field(default_factory=list)  # fleet.budgets.Check: each budget it falls under, before creating
-
-    @property
-    def configured(self) -> list:
-        """Every node's configuration outcome, rack hosts and cloud nodes alike."""
-        return self.hosts + self.nodes
 
 
 @dataclass
@@ -171,10 +166,9 @@ def bring_up(stack, cat, options: UpOptions | None = None, *, confirm: Callable[
         if opts.verify:
             verdicts = [v for k in used for v in k.verify(run, "quick")]
     record_verdicts(reg, name, verdicts)
-    # the reports of the machines that exist (rack hosts) apart from those of the nodes created
-    hosts = [r for k in used if not k.CREATES for r in configured.get(k.NAME, [])]
-    nodes = [r for k in used if k.CREATES for r in configured.get(k.NAME, [])]
-    return UpOutcome(the_plan, rec, run.deployed, hosts, quota_lines, nodes, verdicts, attempts, checked)
+    return UpOutcome(the_plan, rec, run.deployed,
+                     [r for k in kinds.listing_order(used) for r in configured.get(k.NAME, [])],
+                     quota_lines, verdicts, attempts, checked)
 
 
 def _prepared(stack, cat, opts: UpOptions, events: UpEvents) -> tuple[Run, Plan]:

@@ -21,3 +21,9 @@ KINDS = (cloud, racks)  # in the order `up` takes them: the clouds' checks befor
 def used(stack) -> list:
     """The kinds whose pools the stack has, in ``KINDS`` order."""
     return [k for k in KINDS if any(k.owns(p) for p in stack.pools)]
+
+
+def listing_order(kinds) -> list:
+    """The kinds in the order their nodes' outcomes are listed (tables, `--json`): the machines that
+    exist (rack hosts) before the nodes created."""
+    return sorted(kinds, key=lambda k: k.CREATES)

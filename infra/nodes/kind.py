@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gpufleet.errors import GpufleetError, LeftoverError
+from gpufleet.nodes.outcome import NodeOutcome
 from gpufleet.nodes.run import Run
 from gpufleet.state.registry import Node
 from gpufleet.verify.report import NodeVerdict
@@ -30,7 +31,7 @@ class Reached:
 class Drained:
     """What a kind's part of a teardown did; ``done`` when nothing of it is left."""
 
-    reports: list = field(default_factory=list)  # one per node drained one by one (rack hosts)
+    reports: list[NodeOutcome] = field(default_factory=list)  # one per node drained one by one (rack hosts)
     progress: object = None  # engine.automation.Progress of Pulumi's destroy
     emptied: int = 0  # objects deleted from the stack's buckets before the destroy
     swept: list = field(default_factory=list)  # clouds.inventory.Outcome: what the tag sweep deleted
@@ -84,8 +85,8 @@ class NodeKind(Protocol):
     def create(self, run: Run) -> list[Node]:
         """The kind's nodes, created when they must be, as registry nodes."""
 
-    def configure(self, run: Run) -> list:
-        """Apply the stack's states on ``run.nodes`` of this kind: one report per node."""
+    def configure(self, run: Run) -> list[NodeOutcome]:
+        """Apply the stack's states on ``run.nodes`` of this kind: one outcome per node."""
 
     def verify(self, run: Run, level: str, node: str | None = None) -> list[NodeVerdict]:
         """The checks at ``level`` on the kind's nodes (``node``: only that one; none when it is not

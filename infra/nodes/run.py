@@ -62,7 +62,7 @@ class Run:
     clean: bool = False  # `down` undoes the states on the rack hosts too
     local: bool = False  # `status --local`: no cloud is asked
     nodes: list[Node] = field(default_factory=list)  # the cluster's nodes: created by this `up`, or recorded
-    configured: dict[str, list] | None = None  # kind NAME -> the reports of this `up`'s configuration
+    configured: dict[str, list] | None = None  # kind NAME -> the NodeOutcomes of this `up`'s configuration
     # what the kinds found on the way, for the steps after
     identity: dict[str, str] = field(default_factory=dict)  # provider -> the caller's principal there
     gathered: dict | None = None  # the rack hosts' facts (clouds.baremetal.hosts.gather)

@@ -184,7 +184,7 @@ def test_cloud_nodes_configure_themselves_and_up_reports_each(rack, monkeypatch)
     finally:
         (etc2 / "modprobe.d").unlink()
         shutil.move(etc2 / "modprobe.d.saved", etc2 / "modprobe.d")
-    by = {r.target.id: r for r in out.nodes}
+    by = {r.target.id: r for r in out.configured}
     logs = {i: on_host(i, "cat /var/log/gpufleet/bootstrap.log /var/log/gpufleet/node.log").stdout[-3000:]
             for i in (1, 2, 4)}
     assert by["gpu-0"].state == "configured", (by["gpu-0"].error, by["gpu-0"].failed, logs[1])
@@ -210,7 +210,7 @@ def test_cloud_nodes_configure_themselves_and_up_reports_each(rack, monkeypatch)
 
     # `configure` with nothing changed: host 1 is current and does nothing; its own timer agrees
     before = store.list_objects_v2(Bucket=bucket["name"], Prefix="status/gpu/")["Contents"]
-    _, nodes = reconfigure(stack, cat, outputs=plan.outputs, wait_s=5)
+    nodes = reconfigure(stack, cat, outputs=plan.outputs, wait_s=5)
     again = {r.target.id: r for r in nodes}
     assert again["gpu-0"].state == "current" and again["gpu-0"].changed == 0
     assert _boot(1, _user_data(plan, "gpu"), instance_env(gpu_ids[0])).returncode == 0
@@ -382,8 +382,8 @@ def _slurm_runs_jobs_and_status_shows_it(out, hosts, cat, pulumi, monkeypatch):
     from gpufleet.fleet import status
 
     logs = {i: on_host(i, "tail -30 /var/log/gpufleet/node.log").stdout for i in hosts}
-    assert {r.target.id: r.state for r in out.nodes} == {"ctl-0": "configured", "gpu-0": "configured",
-                                                         "gpu-1": "configured"}, ([r.error for r in out.nodes], logs)
+    assert {r.target.id: r.state for r in out.configured} == {"ctl-0": "configured", "gpu-0": "configured",
+                                                         "gpu-1": "configured"}, ([r.error for r in out.configured], logs)
     conf = on_host(3, "cat /etc/slurm/slurm.conf").stdout
     assert "SlurmctldHost=h2(10.77.0.12)" in conf and "NodeName=h3 NodeAddr=10.77.0.13" in conf, conf
     nodes = {}

@@ -255,27 +255,31 @@ def _hosts():
     from gpufleet.clouds.baremetal.facts import Facts
     from gpufleet.clouds.baremetal.hosts import HostReport, HostTarget
     from gpufleet.configure.saltrun import StateRun
+    from gpufleet.nodes.racks import outcome
 
     target = [HostTarget("rack", i, a, 22, "gpuadmin", None, "lab", Path("known_hosts"))
               for i, a in enumerate(["192.0.2.21", "192.0.2.22"])]
     facts = Facts(hostname="gpu-a21", os_id="ubuntu", os_version="22.04", os_name="Ubuntu 22.04.4 LTS",
                   gpus=[{"name": "NVIDIA A100-SXM4-80GB"}] * 4)
-    return [HostReport(target[0], "configured", facts, runs=[StateRun("rack-0", False, 148, ["nvidia_driver"] * 12)],
-                       warnings=["nvidia_driver: the running kernel 5.15.0-105 is not the newest installed "
-                                 "(5.15.0-112): reboot to load the driver built for it"]),
-            HostReport(target[1], "unreachable", error="ssh: connect to host 192.0.2.22 port 22: Connection timed out "
-                       "after 30s (3 attempts)", hint="is the host up and is port 22 open to this machine?")]
+    return [outcome(r) for r in [
+        HostReport(target[0], "configured", facts, runs=[StateRun("rack-0", False, 148, ["nvidia_driver"] * 12)],
+                   warnings=["nvidia_driver: the running kernel 5.15.0-105 is not the newest installed "
+                             "(5.15.0-112): reboot to load the driver built for it"]),
+        HostReport(target[1], "unreachable", error="ssh: connect to host 192.0.2.22 port 22: Connection timed out "
+                   "after 30s (3 attempts)", hint="is the host up and is port 22 open to this machine?")]]
 
 
 def _cloud_nodes():
+    from gpufleet.nodes.cloud import outcome
     from gpufleet.nodes.cloud.channel import NodeReport, NodeTarget
 
-    return ([NodeReport(NodeTarget("gcp-l4", i, f"mixed-fleet-gcp-l4-{i}", f"10.30.0.{12 + i}"), "configured", 37,
-                        seconds=412.0, facts={"os": "Ubuntu 22.04.4 LTS (jammy)", "gpu_count": 1}) for i in range(3)]
-            + [NodeReport(NodeTarget("azure-t4", 0, "mixed-fleet-azure-t4-vmss_0", None), "timeout",
-                          error="no status/mixed-fleet-azure-t4-vmss_0.json in the cluster's bucket after 1800s",
-                          hint="the node's boot log: az vmss get-boot-log-uris -g mixed-fleet-eastus-rg -n "
-                               "mixed-fleet-azure-t4-vmss --instance-id 0")])
+    return [outcome(r) for r in (
+        [NodeReport(NodeTarget("gcp-l4", i, f"mixed-fleet-gcp-l4-{i}", f"10.30.0.{12 + i}"), "configured", 37,
+                    seconds=412.0, facts={"os": "Ubuntu 22.04.4 LTS (jammy)", "gpu_count": 1}) for i in range(3)]
+        + [NodeReport(NodeTarget("azure-t4", 0, "mixed-fleet-azure-t4-vmss_0", None), "timeout",
+                      error="no status/mixed-fleet-azure-t4-vmss_0.json in the cluster's bucket after 1800s",
+                      hint="the node's boot log: az vmss get-boot-log-uris -g mixed-fleet-eastus-rg -n "
+                           "mixed-fleet-azure-t4-vmss --instance-id 0")])]
 
 
 def _verdicts():
@@ -345,8 +349,8 @@ def s_up(tmp_path, monkeypatch):
                 {"pool": "aws-a100", "provider": "aws", "region": "us-west-2", "zone": "us-west-2b",
                  "instance_type": "p4d.24xlarge", "spot": False, "reservation": None, "seconds": 212.0,
                  "outcome": "created", "scope": None, "code": None, "message": None}]
-    outcome = up.UpOutcome(plan=None, record=rec, progress=Progress(ops={"create": 61}), hosts=_hosts(),
-                           nodes=_cloud_nodes(), verdicts=_verdicts(), attempts=attempts)
+    outcome = up.UpOutcome(plan=None, record=rec, progress=Progress(ops={"create": 61}),
+                           configured=_hosts() + _cloud_nodes(), verdicts=_verdicts(), attempts=attempts)
     monkeypatch.setattr(up, "bring_up", lambda *a, **k: outcome)
     return [["up", _stack(tmp_path, "mixed.yaml"), "--yes"]]
 
@@ -370,7 +374,7 @@ def s_configure(tmp_path, monkeypatch):
     from gpufleet.fleet import configure
 
     _registry_with_a_cluster(tmp_path, monkeypatch)
-    monkeypatch.setattr(configure, "reconfigure", lambda *a, **k: (_hosts(), _cloud_nodes()))
+    monkeypatch.setattr(configure, "reconfigure", lambda *a, **k: _hosts() + _cloud_nodes())
     return [["configure", _stack(tmp_path, "mixed.yaml")]]
 
 

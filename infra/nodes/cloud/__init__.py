@@ -17,6 +17,7 @@ from gpufleet.errors import DeployError, GpufleetError, InputError
 from gpufleet.nodes.cloud import channel as cloudnodes
 from gpufleet.nodes.cloud import failover
 from gpufleet.nodes.kind import Drained, Reached, leftover_error
+from gpufleet.nodes.outcome import NodeOutcome
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
 from gpufleet.state import team_config
@@ -290,16 +291,28 @@ def outputs(run: Run) -> dict:
     return run.outputs
 
 
-def configure(run: Run) -> list:
-    """Publish each pool's configuration and wait for the statuses of ``run.nodes`` (``NodeReport``s);
-    unless ``run.verifying`` is off, the nodes run the quick verification after applying."""
+def configure(run: Run) -> list[NodeOutcome]:
+    """Publish each pool's configuration and wait for the statuses of ``run.nodes``; unless
+    ``run.verifying`` is off, the nodes run the quick verification after applying."""
     if run.outputs is None and run.record is not None:
         require_backend(run.record)  # its outputs are read from its stack, where the record says
-    return cloudnodes.configure_pools(run.stack, run.cat, run.cluster, outputs(run),
-                                      [n for n in run.nodes if owns(n)], registry=run.registry,
-                                      timeout_s=wait_s(run), progress=run.progress, stores=run.seams.stores,
-                                      force=run.force, scheduler=scheduler_pillars(run),
-                                      **tree_extras(run.stack, run.cat, verify=run.verifying))
+    reports = cloudnodes.configure_pools(run.stack, run.cat, run.cluster, outputs(run),
+                                         [n for n in run.nodes if owns(n)], registry=run.registry,
+                                         timeout_s=wait_s(run), progress=run.progress, stores=run.seams.stores,
+                                         force=run.force, scheduler=scheduler_pillars(run),
+                                         **tree_extras(run.stack, run.cat, verify=run.verifying))
+    return [outcome(r) for r in reports]
+
+
+def outcome(r: cloudnodes.NodeReport) -> NodeOutcome:
+    """A node's report in the shape every kind's takes; where to look when it failed is on the node."""
+    f, waited = r.facts or {}, r.state in ("timeout", "pending")
+    return NodeOutcome(r.target, NAME, r.state, r.ok, r.target.address or r.target.node_id,
+                       system=(f.get("os") or "-").split(" (")[0] if f else None, gpus=f.get("gpu_count", 0),
+                       facts=r.facts, applied=not waited, changed=r.changed, rehearsed=len(r.rehearsed) or None,
+                       failed=r.failed, seconds=r.seconds, error=r.error, hint=r.hint,
+                       look=r.hint if r.state in ("failed", "timeout") else None, warnings=r.warnings,
+                       verify=r.verify, detail=r.to_dict())
 
 
 def scheduler_pillars(run: Run):

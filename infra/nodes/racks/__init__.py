@@ -11,6 +11,7 @@ from gpufleet.clouds.baremetal import hosts
 from gpufleet.configure import pillar, saltrun
 from gpufleet.errors import AllHostsFailed, InputError
 from gpufleet.nodes.kind import Drained, Reached
+from gpufleet.nodes.outcome import NodeOutcome
 from gpufleet.nodes.racks import checks as rack
 from gpufleet.nodes.racks import salt as configuration
 from gpufleet.nodes.run import Run
@@ -44,7 +45,7 @@ def reach(run: Run) -> Reached:
     targets = hosts.rack_targets(run.stack)
     gathered = hosts.gather(targets, trust_new=run.trust_new_hosts, progress=run.progress)
     if not any(r.facts for r in gathered.values()):
-        raise AllHostsFailed(list(gathered.values()), "reached")
+        raise AllHostsFailed([outcome(r) for r in gathered.values()], "reached")
     configuration.check_hosts(run.stack, gathered)
     run.gathered = gathered
     return Reached()
@@ -73,15 +74,28 @@ def create(run: Run) -> list[Node]:
     return out
 
 
-def configure(run: Run) -> list:
-    """Apply the formulas on every host (``HostReport``s), with the facts ``reach`` gathered when it ran."""
+def configure(run: Run) -> list[NodeOutcome]:
+    """Apply the formulas on every host, with the facts ``reach`` gathered when it ran."""
     health = None
     if run.stack.slurm:  # the Slurm health check runs the verify checks with each pool's expectations
         health = ({p.name: expect.for_pool(run.stack, p, run.cat) for p in run.stack.pools}, bundle.build()[0])
-    return configuration.configure(run.stack, run.cluster, hosts.rack_targets(run.stack), registry=run.registry,
-                                   trust_new=run.trust_new_hosts, force=run.force, progress=run.progress,
-                                   runner_factory=run.seams.runner_factory, gathered=run.gathered,
-                                   health=health)
+    reports = configuration.configure(run.stack, run.cluster, hosts.rack_targets(run.stack), registry=run.registry,
+                                      trust_new=run.trust_new_hosts, force=run.force, progress=run.progress,
+                                      runner_factory=run.seams.runner_factory, gathered=run.gathered,
+                                      health=health)
+    return [outcome(r) for r in reports]
+
+
+def outcome(r: hosts.HostReport) -> NodeOutcome:
+    """A host's report in the shape every kind's takes: its Salt runs summed (in earnest and rehearsed)."""
+    f, real, test = r.facts, [x for x in r.runs if not x.test], [x for x in r.runs if x.test]
+    return NodeOutcome(r.target, NAME, r.state, r.ok, f"{r.target.address}:{r.target.port}",
+                       system=f"{f.os_name.split()[0] if f.os_name else f.os_id} {f.os_version}" if f else None,
+                       gpus=len(f.gpus) if f else 0, facts=f.to_dict() if f else None, applied=bool(real),
+                       changed=r.changed, states=sum(x.states for x in real),
+                       rehearsed=sum(x.states for x in test) if test else None,
+                       failed=[{"state": x["id"], "comment": x["comment"]} for run in r.runs for x in run.failed],
+                       error=r.error, hint=r.hint, warnings=r.warnings, detail=r.to_dict())
 
 
 def scheduler(run: Run) -> dict | None:
@@ -133,7 +147,7 @@ def drain(run: Run) -> Drained:
         (r.target.pool, r.target.idx): {"address": r.target.address, "state": r.state,
                                         "detail": r.error or ("drained and cleaned" if clean else "drained")}
         for r in reports})
-    return Drained(reports=reports)
+    return Drained(reports=[outcome(r) for r in reports])
 
 
 def recorded(record) -> bool:

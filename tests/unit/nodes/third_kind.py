@@ -8,6 +8,8 @@ from pathlib import Path
 
 from gpufleet.clouds.baremetal.hosts import HostReport, HostTarget
 from gpufleet.nodes.kind import Drained, Reached
+from gpufleet.nodes.outcome import NodeOutcome
+from gpufleet.nodes.racks import outcome
 from gpufleet.nodes.run import Run
 from gpufleet.state.registry import Node
 from gpufleet.verify.report import NodeVerdict
@@ -47,9 +49,9 @@ def create(run: Run) -> list[Node]:
             for t in _targets(run)]
 
 
-def configure(run: Run) -> list:
+def configure(run: Run) -> list[NodeOutcome]:
     CALLS.append("configure")
-    return [HostReport(t, "configured") for t in _targets(run)]
+    return [outcome(HostReport(t, "configured")) for t in _targets(run)]
 
 
 def verify(run: Run, level: str, node: str | None = None) -> list[NodeVerdict]:
@@ -60,8 +62,8 @@ def verify(run: Run, level: str, node: str | None = None) -> list[NodeVerdict]:
 def drain(run: Run) -> Drained:
     CALLS.append("drain")
     mine = [n for n in run.record.nodes if owns(n)]
-    return Drained(reports=[HostReport(HostTarget(n.pool, n.idx, n.private_ip, 22, "sim", None, n.location,
-                                                  Path("known_hosts")), "drained") for n in mine])
+    return Drained(reports=[outcome(HostReport(HostTarget(n.pool, n.idx, n.private_ip, 22, "sim", None, n.location,
+                                                          Path("known_hosts")), "drained")) for n in mine])
 
 
 def scheduler(run: Run) -> dict | None:
