@@ -188,7 +188,7 @@ def test_cloud_nodes_configure_themselves_and_up_reports_each(rack, monkeypatch)
     logs = {i: on_host(i, "cat /var/log/gpufleet/bootstrap.log /var/log/gpufleet/node.log").stdout[-3000:]
             for i in (1, 2, 4)}
     assert by["gpu-0"].state == "configured", (by["gpu-0"].error, by["gpu-0"].failed, logs[1])
-    assert by["gpu-0"].changed >= 5 and "nvidia_driver" in by["gpu-0"].rehearsed
+    assert by["gpu-0"].changed >= 5 and "nvidia_driver" in by["gpu-0"].detail["rehearsed"]
     assert by["gpu-0"].facts["os"].startswith("Debian") and by["gpu-0"].facts["gpu_count"] == 0
     assert by["gpu-1"].state == "failed", logs[2]
     assert any("node_base-config-nouveau" in f["state"] for f in by["gpu-1"].failed), by["gpu-1"].failed
