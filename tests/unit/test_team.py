@@ -581,8 +581,10 @@ def test_a_holder_whose_store_stops_answering_stops_its_command_and_exits_non_ze
     monkeypatch.setattr(automation, "find_pulumi", lambda: fake)
     monkeypatch.setenv("GPUFLEET_TEAM", url)
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "team-passphrase")
-    monkeypatch.setattr(leases, "HEARTBEAT_S", 0.3)
-    monkeypatch.setattr(leases, "EXPIRES_S", 3.0)
+    # a short expiry, yet long beside a heartbeat: rendering the plan holds the GIL for seconds on a loaded
+    # machine, and a 3 s expiry was once missed there before Pulumi's update had even begun
+    monkeypatch.setattr(leases, "HEARTBEAT_S", 0.5)
+    monkeypatch.setattr(leases, "EXPIRES_S", 10.0)
     inside = threading.Event()
     fake.on_up = lambda: (inside.set(), fake.interrupted.wait(20))
     threading.Thread(target=lambda: inside.wait(60) and cut(), daemon=True).start()
