@@ -39,7 +39,7 @@ demo: $(BIN)/python
 test: $(BIN)/python salt sysdeps azurite
 	$(QUIET_BUILD) $(BIN)/python -m pip install -q $(PINS) -e '.[test]'
 	$(MAKE) --no-print-directory lint
-	$(BIN)/python -m pytest -q -rs -n auto --dist loadgroup --durations=20
+	$(BIN)/python -m pytest -q -rfEs -n auto --dist loadgroup --durations=20
 
 # The developers' loop: the same tests but those marked `slow` (the rack's end-to-end modules, the
 # wheel builds, failover's `up` runs, the team store's concurrent writers, the model fits), without

@@ -88,6 +88,11 @@ def render(exe: Path, work: Path, grains: dict, pil: dict, sls: list[str]) -> di
         "grains": grains}))
     r = subprocess.run([str(exe), "--local", "-c", str(work), "--out=json", "state.show_sls", ",".join(sls)],
                        capture_output=True, text=True, timeout=300)
+    # salt-call prints nothing on stdout when it dies before its outputter (a traceback on stderr):
+    # say why, so that a CI log shows it
+    log = work / "minion.log"
+    why = f"salt-call exited {r.returncode}: {r.stderr[-2000:]}\n{log.read_text()[-2000:] if log.exists() else ''}"
+    assert r.stdout.strip(), f"render failed for {grains['osfinger']}: {why}"
     out = json.loads(r.stdout)["local"]
     assert isinstance(out, dict), f"render failed for {grains['osfinger']}: {out}"
     return out
