@@ -345,6 +345,26 @@ class Slurm(_Strict):
         return v
 
 
+# The shortest health.interval: each watch runs the node's passive checks (nvidia-smi and the fabric's
+# counters take seconds on an 8-GPU node); a shorter one would have the next start before the last ends
+HEALTH_WATCH_MIN_S = 15
+
+
+class Health(_Strict):
+    """How a pool's nodes are watched and repaired (README, "Health"): the gate a node passes before it
+    takes work, how often the node agent runs the passive checks, and what a fault leads to."""
+
+    # the checks a new node passes before it takes work: the quick node checks, or DCGM's diagnostic at
+    # level 1 to 3 after them (level 3 takes about half an hour on 8 GPUs: `dcgmi diag` documentation)
+    gate: Literal["quick", "dcgm1", "dcgm2", "dcgm3"] = "quick"
+    interval: int = Field(default=60, ge=HEALTH_WATCH_MIN_S, le=86_400, strict=True)  # seconds between watches
+    # replace: a new node through the pool's own request, once the faulty one is drained and its jobs
+    # ended; isolate: drained and named, left in place; none: the fault is reported only
+    on_fault: Literal["replace", "isolate", "none"] = "isolate"
+    max_replacements: int = Field(default=2, ge=0, le=1_000, strict=True)  # per pool per hour
+    replace_reserved: bool = False  # nodes on reservations or Capacity Blocks are isolated unless true
+
+
 class Failover(_Strict):
     """Where else a cloud pool may land when its own place is refused (no capacity, a short quota):
     each alternative is one whole place for the whole pool, tried in order (``clouds.candidates``)."""
@@ -449,6 +469,7 @@ class Pool(_Strict):
     site_costs: SiteCosts | None = None
     failover: Failover | None = None  # where else to try when the pool's place is refused
     role: Literal["compute", "controller"] = "compute"  # controller: the stack's Slurm controller (slurm:)
+    health: Health = Health()  # the boot gate, the watch and what a fault leads to
 
     @field_validator("name")
     @classmethod
@@ -480,6 +501,9 @@ class Pool(_Strict):
             if self.subnet_manager and self.interconnect not in ("infiniband-hdr", "infiniband-ndr"):
                 raise HintedValueError("subnet_manager applies to InfiniBand racks only",
                                        "drop it, or set interconnect: infiniband-hdr/ndr")
+            if self.health.on_fault == "replace":
+                raise HintedValueError("a rack's hosts cannot be replaced", "health: {on_fault: isolate}: a faulty "
+                                       "host is drained and named in `gpufleet status`")
             if not (self.gpu and self.gpus_per_node) and self.role != "controller":
                 raise HintedValueError("a baremetal pool needs `gpu` and `gpus_per_node`", "e.g. gpu: H100, gpus_per_node: 8")
             if self.nodes is None:

@@ -314,3 +314,20 @@ def test_a_zone_the_provider_does_not_offer_the_type_in_is_refused_after_a_refre
     e = next(e for e in errs if e.key == "pools[0].zone")
     assert "p4d.24xlarge is not offered in us-east-1a" in e.message and "us-east-1b, us-east-1c" in e.hint
     stacks.load(write("ok.yaml", GOOD.replace("region: us-east-1", "region: us-east-1\n    zone: us-east-1c")))
+
+
+def test_a_pools_health_block_defaults_and_its_limits(write):
+    pool = stacks.load(write("stack.yaml", GOOD)).pools[0]
+    assert (pool.health.gate, pool.health.interval, pool.health.on_fault, pool.health.max_replacements) == \
+        ("quick", 60, "isolate", 2)
+    _, errs = _errors(write, GOOD + "    health: {interval: 5, gate: dcgm4}\n")
+    assert sorted(e.key for e in errs) == ["pools[0].health.gate", "pools[0].health.interval"]
+    rack = """\
+name: rack
+owner: me
+pools:
+  - {name: r, provider: baremetal, site: dc1, gpu: H100, gpus_per_node: 8, hosts: [{address: 192.0.2.1}],
+     health: {on_fault: replace}}
+"""
+    _, errs = _errors(write, rack)
+    assert "cannot be replaced" in errs[0].problem and "isolate" in errs[0].hint
