@@ -17,8 +17,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -270,12 +272,7 @@ def state_stacks(url: str | None = None, pulumi_command=None) -> set[str] | None
     if url.startswith("file://"):
         return set(_state_files(url))
     try:
-        from pulumi import automation as auto
-
-        ws = auto.LocalWorkspace(
-            project_settings=auto.ProjectSettings(name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=url)),
-            env_vars={"PULUMI_SKIP_UPDATE_CHECK": "true", **team_env(url)},
-            pulumi_command=pulumi_command or find_pulumi())
+        ws = _workspace(url, pulumi_command or find_pulumi(), team_env(url))
         return {s.name.rsplit("/", 1)[-1] for s in ws.list_stacks()}
     except Exception:  # noqa: BLE001 - no CLI, no access: the caller says the state was not read
         return None
@@ -374,6 +371,16 @@ class DeployResult:
     stdout: str = ""
 
 
+def _scratch_workspace(make):
+    """``make(work_dir)``'s workspace, whose folder (Pulumi.yaml and the stack's settings, all it holds)
+    goes with it. Left to choose, LocalWorkspace makes one with tempfile.mkdtemp and never removes it
+    (pulumi/automation/_local_workspace.py, 3.x): every command would leave a folder in the temp dir."""
+    folder = tempfile.mkdtemp(prefix="gpufleet-pulumi-")
+    ws = make(folder)
+    weakref.finalize(ws, shutil.rmtree, folder, True)
+    return ws
+
+
 def _stack(cluster: str, program, pulumi_command, prompt, backend: str | None):
     """The cluster's stack in a LocalWorkspace on the backend, with the passphrase in place (``pulumi_command``:
     the CLI, ``find_pulumi()``'s or a stand-in)."""
@@ -382,13 +389,13 @@ def _stack(cluster: str, program, pulumi_command, prompt, backend: str | None):
     url = backend or backend_url()
     provider = secrets_provider(url)
     env = {**team_env(url), **(passphrase_env(url, prompt) if provider == team_config.PASSPHRASE else {})}
-    opts = auto.LocalWorkspaceOptions(
-        project_settings=auto.ProjectSettings(name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=url)),
-        secrets_provider=provider,
-        env_vars={"PULUMI_SKIP_UPDATE_CHECK": "true", **env},
-        pulumi_command=pulumi_command,
-    )
-    return auto.create_or_select_stack(stack_name=cluster, project_name=PROJECT, program=program, opts=opts)
+    ws = _scratch_workspace(lambda folder: auto.LocalWorkspace(
+        work_dir=folder, program=program, secrets_provider=provider, pulumi_command=pulumi_command,
+        # main: the inline program's folder, as create_or_select_stack sets it (_inline_source_stack_helper)
+        project_settings=auto.ProjectSettings(name=PROJECT, runtime="python", main=os.getcwd(),
+                                              backend=auto.ProjectBackend(url=url)),
+        env_vars={"PULUMI_SKIP_UPDATE_CHECK": "true", **env}))
+    return auto.Stack.create_or_select(cluster, ws)
 
 
 def up(cluster: str, program, *, pulumi_command=None, progress: Progress | None = None,
@@ -482,9 +489,9 @@ def _workspace(url: str, cmd, env: dict[str, str], provider: str | None = None):
     """A workspace of the gpufleet project on the backend ``url`` (no program: for the stack commands)."""
     from pulumi import automation as auto
 
-    return auto.LocalWorkspace(
-        project_settings=auto.ProjectSettings(name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=url)),
-        secrets_provider=provider, env_vars={"PULUMI_SKIP_UPDATE_CHECK": "true", **env}, pulumi_command=cmd)
+    return _scratch_workspace(lambda folder: auto.LocalWorkspace(
+        work_dir=folder, secrets_provider=provider, pulumi_command=cmd, env_vars={"PULUMI_SKIP_UPDATE_CHECK": "true", **env},
+        project_settings=auto.ProjectSettings(name=PROJECT, runtime="python", backend=auto.ProjectBackend(url=url))))
 
 
 def _resources(state) -> dict[str, str | None]:

@@ -440,3 +440,19 @@ def test_a_move_that_fails_halfway_undoes_the_stacks_it_moved(stack, cat, fake, 
     assert r.exit_code == 1 and "the Pulumi state of cluster b" in r.output and "403 Forbidden" in r.output, r.output
     assert fake.backends[f"{url}/pulumi"] == {}  # a's copy removed again: no record names it
     assert sorted(Registry().alone()) == ["a", "b"]
+
+
+def test_a_workspace_leaves_no_folder_behind(stack, cat, fake, tmp_path, monkeypatch):
+    # Pulumi's LocalWorkspace makes a folder for Pulumi.yaml when given none (tempfile.mkdtemp, prefix
+    # "automation-", pulumi/automation/_local_workspace.py, 3.x) and never removes it: one per command
+    import gc
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False, seams=fleet_up.Seams(pulumi_command=fake)),
+                      confirm=lambda p: True)
+    fleet_down.tear_down("aws-training", pulumi_command=fake, confirm=lambda *a: True)
+    gc.collect()
+    assert sorted(p.name for p in scratch.iterdir()) == []
