@@ -82,6 +82,11 @@ class JsonServer:
     def stop(self) -> None:
         self._server.shutdown()
         self._thread.join()
+        if getattr(self, "ca_file", None):  # the certificate's folder (clients may read ca_file until now)
+            import shutil
+            from pathlib import Path
+
+            shutil.rmtree(Path(self.ca_file).parent, ignore_errors=True)
 
     def dispatch(self, method, path, query, body, headers=None):
         with self.lock:
