@@ -194,9 +194,9 @@ class SdkMissing(GpufleetError):
 
 
 class PartialFailure(GpufleetError):
-    """Some hosts failed; the others completed. Exit code 3; a rerun retries the failed ones.
+    """Some nodes (rack hosts or cloud nodes) failed; the others completed. Exit code 3; a rerun retries the failed ones.
 
-    ``reports``: one per host, each with ``ok``, ``state``, ``hint``, ``target.id`` and ``to_dict()``."""
+    ``reports``: one per node, each with ``ok``, ``state``, ``hint``, ``target.id`` and ``to_dict()``."""
 
     exit_code = EXIT_PARTIAL
 
@@ -205,8 +205,8 @@ class PartialFailure(GpufleetError):
         hints = list(dict.fromkeys(r.hint for r in bad if r.hint))
         listed = "; ".join(f"{r.target.id} ({r.state})" for r in bad[:10])
         more = f"; and {len(bad) - 10} more" if len(bad) > 10 else ""
-        super().__init__(f"{len(bad)} of {len(reports)} host(s) not {action}: {listed}{more}",
-                         "; ".join(hints[:3] + ["then run the same command again: hosts already done are skipped"]))
+        super().__init__(f"{len(bad)} of {len(reports)} node(s) not {action}: {listed}{more}",
+                         "; ".join(hints[:3] + ["then run the same command again: nodes already done are skipped"]))
         self.reports = reports
 
     def to_dict(self) -> dict:
@@ -214,14 +214,14 @@ class PartialFailure(GpufleetError):
 
     @staticmethod
     def of(reports: list, action: str = "configured") -> "PartialFailure | None":
-        """None when every host is done; AllHostsFailed when none is; PartialFailure otherwise."""
+        """None when every node is done; AllHostsFailed when none is; PartialFailure otherwise."""
         if all(r.ok for r in reports):
             return None
         return (AllHostsFailed if not any(r.ok for r in reports) else PartialFailure)(reports, action)
 
 
 class AllHostsFailed(PartialFailure):
-    """Not one host could be done: the operation did nothing. Exit code 1."""
+    """Not one node could be done: the operation did nothing. Exit code 1."""
 
     exit_code = EXIT_FAILED
 

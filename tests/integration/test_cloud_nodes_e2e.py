@@ -195,7 +195,7 @@ def test_cloud_nodes_configure_themselves_and_up_reports_each(rack, monkeypatch)
     assert by["gpu-2"].state == "timeout" and "bootstrap.log" in by["gpu-2"].hint
     assert by["edge-0"].state == "failed" and "SHA-256" in by["edge-0"].error and "refused" in by["edge-0"].error
     failed = PartialFailure.of(out.configured)
-    assert failed.exit_code == 3 and "3 of 4 host(s) not configured" in str(failed)
+    assert failed.exit_code == 3 and "3 of 4 node(s) not configured" in str(failed)
     # then the node ran the quick verification from its tree: it has no GPU, so it is not proven
     # healthy ("incomplete", naming what it could not check), and `up` marks it unhealthy
     assert by["gpu-0"].verify["verdict"] == "incomplete" and "gpu.count" in by["gpu-0"].verify["unchecked"]

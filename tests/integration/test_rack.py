@@ -122,7 +122,7 @@ def test_faults_are_reported_per_host_and_a_rerun_picks_up(rack):
     try:
         rc, doc, err = gpufleet(rack, "up", "--no-verify", STACK, "--cluster", CLUSTER, "--yes", "--reconfigure")
         assert rc == 3, err[-2000:]
-        assert doc["error"] == "PartialFailure" and "3 of 4 host(s) not configured" in doc["message"]
+        assert doc["error"] == "PartialFailure" and "3 of 4 node(s) not configured" in doc["message"]
         hosts = by_host(doc)
         assert hosts["rack-0"]["state"] == "configured" and hosts["rack-0"]["changed"] == 0
         assert hosts["rack-1"]["state"] == "unreachable" and "cannot connect" in hosts["rack-1"]["error"]
@@ -155,7 +155,7 @@ def test_down_drains_every_host_and_cleans_only_when_asked(rack):
     subprocess.run(RACK + ["stop-sshd", "2"], check=True)
     try:
         rc, doc, err = gpufleet(rack, "down", STACK, "--cluster", CLUSTER, "--yes")
-        assert rc == 3 and "1 of 4 host(s) not drained" in doc["message"], err[-2000:]
+        assert rc == 3 and "1 of 4 node(s) not drained" in doc["message"], err[-2000:]
         assert by_host(doc)["rack-1"]["state"] == "unreachable"
     finally:
         subprocess.run(RACK + ["start-sshd", "2"], check=True)

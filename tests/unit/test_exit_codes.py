@@ -118,7 +118,7 @@ pools:
     r = subprocess.run([gpufleet_exe() or sys.executable, "up", stack, "--yes", "--trust-new-hosts"],
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 1, r.stderr
-    assert "Traceback" not in r.stderr and "2 of 2 host(s) not reached" in r.stderr
+    assert "Traceback" not in r.stderr and "2 of 2 node(s) not reached" in r.stderr
     r = cli("--json", "status", "--local")
     assert r.exit_code == 0 and json.loads(r.stdout)["clusters"] == []  # nothing was recorded
 

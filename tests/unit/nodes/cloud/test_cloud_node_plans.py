@@ -179,6 +179,6 @@ def test_cli_configure_publishes_waits_and_exits_3_naming_who_failed(aws, plans,
     doc = json.loads(r.stdout)
     states = {h["host"]: (h["state"], h["changed"]) for h in doc["hosts"]}
     assert states == {"trainers-0": ("configured", 3), "trainers-1": ("failed", 3)}
-    assert "1 of 2 host(s) not configured" in doc["message"] and "no space" in doc["hosts"][1]["error"]
+    assert "1 of 2 node(s) not configured" in doc["message"] and "no space" in doc["hosts"][1]["error"]
     assert json.loads(store.get("pools/trainers/current.json"))["generation"] == gen
     assert {k[1]: v["state"] for k, v in Registry().hosts("aws-training").items()} == {0: "configured", 1: "failed"}
