@@ -54,6 +54,33 @@ def cat():
     return catalog.load(use_config=False)
 
 
+@pytest.fixture
+def recording_pulumi(cat, monkeypatch):
+    """The Pulumi CLI stand-in (tests/fakes/pulumi_cli.py) for `up`s driven through the real program:
+    each `preview` and `up` registers what the program built for it does (``.plan``; ``.plans``,
+    every one in order), and automation finds it as it would find the CLI."""
+    pytest.importorskip("pulumi")
+    from gpufleet.engine import automation
+    from gpufleet.engine import plan as planner
+    from gpufleet.nodes import cloud as cloud_nodes
+
+    from fakes.pulumi_cli import FakePulumiCLI
+
+    cli_ = FakePulumiCLI()
+    cli_.plans = []
+    real = cloud_nodes.build
+
+    def build(lay, cluster, **kw):
+        cli_.plan = planner.plan(lay.stack, cat, cluster=cluster, workers=1, lay=lay,
+                                 refresh_images=kw.get("refresh_images", False))
+        cli_.plans.append(cli_.plan)
+        return real(lay, cluster, **kw)
+
+    monkeypatch.setattr(cloud_nodes, "build", build)
+    monkeypatch.setattr(automation, "find_pulumi", lambda: cli_)
+    return cli_
+
+
 def cli(*args):
     """``gpufleet ARGS`` in-process through typer's CliRunner (a fresh runner, --json off unless asked)."""
     from typer.testing import CliRunner

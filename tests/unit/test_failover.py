@@ -13,12 +13,10 @@ import pytest
 
 from gpufleet import stacks
 from gpufleet.clouds import candidates
-from gpufleet.engine import automation
 from gpufleet.engine import plan as planner
 from gpufleet.errors import GpufleetError, SpecErrors
 from gpufleet.fleet import budgets
 from gpufleet.fleet import up as fleet_up
-from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes.cloud import failover
 from gpufleet.state.registry import Node, Registry
 
@@ -66,24 +64,8 @@ def with_failover(tmp_path, block: str, source: str = "aws-training.yaml") -> st
 
 
 @pytest.fixture
-def fake(cat, monkeypatch):
-    """The Pulumi stand-in, registering for each `up` what the program built for that `up` does."""
-    pytest.importorskip("pulumi")
-    from fakes.pulumi_cli import FakePulumiCLI
-
-    cli_ = FakePulumiCLI()
-    real = cloud_nodes.build
-
-    def build(lay, cluster, **kw):
-        cli_.plan = planner.plan(lay.stack, cat, cluster=cluster, workers=1, lay=lay)
-        cli_.plans.append(cli_.plan)
-        return real(lay, cluster, **kw)
-
-    cli_.plans = []  # the program of each `up`, in order
-
-    monkeypatch.setattr(cloud_nodes, "build", build)
-    monkeypatch.setattr(automation, "find_pulumi", lambda: cli_)
-    return cli_
+def fake(recording_pulumi):
+    return recording_pulumi
 
 
 def stray_fleet(zone: str, cluster="aws-training", pool="trainers"):
