@@ -220,8 +220,8 @@ def _watch(cfg):
     drained = slurm_drain(reason)
     health = {"state": state, "faults": faults, "checked_at": utc_z(dt.datetime.now(dt.timezone.utc)),
               "interval": interval, "gate": gate, "notice": notice, "drained": drained, "notice_error": unread}
-    status = agent._read_json(f"{agent.STATE_DIR}/status.json") or {  # none yet: the watch's first word
-        "node_id": None, "cluster": cfg["cluster"], "pool": cfg["pool"], "ok": False, "generation": None}
+    # none yet (the first configuration is under way): the watch's word alone, with no "ok" (`up` waits on)
+    status = agent._read_json(f"{agent.STATE_DIR}/status.json") or {"cluster": cfg["cluster"], "pool": cfg["pool"]}
     if said_lately(status.get("health"), health, interval):
         return 0 if state == "ok" else 1
     try:

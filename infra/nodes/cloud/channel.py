@@ -323,6 +323,8 @@ def _read(store, key: str) -> dict | None:
 
 
 def _apply_status(r: NodeReport, status: dict, generation: str, unchanged: bool, key: str) -> None:
+    if "ok" not in status:
+        return  # the node's watch alone has spoken (clouds/node_watch.py): its configuration is still under way
     if status.get("generation") not in (generation, None):
         return  # an older generation's report: still pending on this one
     r.generation = status.get("generation")

@@ -104,6 +104,10 @@ def node(aws, tmp_path, monkeypatch):
     from tests.verify_standin import standins
 
     boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="gpufleet-w-1")
+    # the node's instance role, as EC2 gives it (the session named by the instance id): its status key is its own
+    role = boto3.client("iam", region_name="us-east-1").create_role(RoleName="w-nodes", AssumeRolePolicyDocument="{}")
+    creds = boto3.client("sts", region_name="us-east-1").assume_role(
+        RoleArn=role["Role"]["Arn"], RoleSessionName="i-0watch1")["Credentials"]
     state = tmp_path / "node-state"
     state.mkdir()
     monkeypatch.setattr(node_agent, "STATE_DIR", str(state))
@@ -123,6 +127,9 @@ def node(aws, tmp_path, monkeypatch):
     (bin_dir / "scontrol").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     monkeypatch.setenv("GPUFLEET_NODE_ID", "i-0watch1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", creds["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", creds["SecretAccessKey"])
+    monkeypatch.setenv("AWS_SESSION_TOKEN", creds["SessionToken"])
     cfg = bootstrap.config("aws", cluster="w", pool="gpu", bucket="gpufleet-w-1", region="us-east-1", endpoint=aws.url)
     # every cloud's node here writes to moto's S3 (the agent's own S3 client): what is under test is the notice
     for cloud in ("gcp", "azure"):
@@ -333,3 +340,19 @@ def test_the_boot_gate_keeps_the_node_drained_until_dcgm_passes_then_resumes_it(
     assert _health(n)["gate"] == {"level": "dcgm1", "passed": True} and _updates(n)[-1][2] == "State=RESUME"
     (n["captures"] / "dcgmi-diag-r1.json").unlink()  # watched without DCGM's diagnostic from now on
     assert _watch(n) == 0 and _health(n)["state"] == "ok"
+
+
+def test_up_waits_on_a_node_whose_watch_alone_has_spoken(node):
+    """The watch writes before the first configuration's status (a notice may come during it): `up`'s wait
+    takes that word for no report at all, not for a failed configuration."""
+    from gpufleet.nodes.cloud import channel as cloudnodes
+
+    n = node
+    (n["state"] / "applied.json").unlink()
+    _watch(n)
+    (key,) = [k for k, _ in _list(n)]
+    assert key.endswith(":i-0watch1.json")  # the node's own key
+    target = cloudnodes.NodeTarget("gpu", 0, "i-0watch1", None)
+    store = cloudnodes.cloud("aws").objects({"cloud": "aws", "name": "gpufleet-w-1", "region": "us-east-1"})
+    (r,) = cloudnodes.wait(store, [target], {"gpu": "g1"}, timeout_s=0.3, poll_s=0.1)
+    assert r.state == "timeout" and "no status on generation g1" in r.error and not r.warnings
