@@ -805,16 +805,15 @@ def put_status(store, pool, nid, status, health=None):
         write_private(f"{STATE_DIR}/status.json", json.dumps(status))
 
 
-def run_checks(tree, expect, level, request, timeout=3600, budget=None):
+def run_checks(tree, expect, level, request, timeout=3600):
     """The node-side checks of the tree's verify bundle; their report, tagged with the request (a
-    run that fails or overruns is an "error" report: the configuration's status stays as it is).
-    ``budget``: seconds the tools they read from may take together (the watch's)."""
+    run that fails or overruns is an "error" report: the configuration's status stays as it is)."""
     bundle = os.path.join(tree, VERIFY_BUNDLE)
     if not os.path.exists(bundle):
         return {"request": request, "verdict": "error", "ok": False, "error": f"no {VERIFY_BUNDLE} in the tree"}
     try:
-        r = subprocess.run([sys.executable, bundle, "--level", level, *(["--budget", f"{budget:g}"] if budget else [])],
-                           input=json.dumps(expect), capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run([sys.executable, bundle, "--level", level], input=json.dumps(expect),
+                           capture_output=True, text=True, timeout=timeout)
     except (subprocess.SubprocessError, OSError) as e:
         return {"request": request, "verdict": "error", "ok": False, "error": f"the checks did not finish: {e}"[:300]}
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]

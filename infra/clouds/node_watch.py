@@ -21,6 +21,7 @@ import email.utils
 import fcntl
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -38,6 +39,9 @@ MARK = "gpufleet:"  # a drain reason's prefix: what gpufleet drained (salt/slurm
 # drains only what they name ends: a notice never (the VM is going), the gate's by a passing gate alone
 KEPT = (f"{MARK} GF-SPOT-NOTICE", f"{MARK} GF-GATE")
 REASON_MAX = 200  # gpufleet-slurm-health's cut: `scontrol show node` stays readable
+HUNG = "watch-hung.json"  # under STATE_DIR: the tools an earlier watch's checks left stuck
+KILL_WAIT_S = 1.0  # how long a killed process group is given to go; what is left of it is stuck
+INTERPRETERS = ("python", "python3", "sh", "bash", "env")  # a script's name is its first argument
 
 
 def one_line(text, limit=REASON_MAX):
@@ -130,10 +134,93 @@ def fault(code, check, evidence):
     return {"code": code, "check": one_line(check, 80), "evidence": one_line(evidence)}
 
 
+def started(pid):
+    """A process's start time (``/proc/<pid>/stat`` field 22), None when it is gone or a zombie (dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def tool_name(pid):
+    """What a process runs: its program's name, or its script's when the program is an interpreter."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [os.path.basename(a.decode(errors="replace")) for a in f.read().split(b"\0") if a]
+    except OSError:
+        return f"pid {pid}"
+    names = [a for a in argv if not a.startswith("-")]
+    return one_line(next((n for n in names if n not in INTERPRETERS), names[0] if names else f"pid {pid}"), 40)
+
+
+def stuck(group):
+    """The processes of a process group still alive a moment after it was killed: stuck in the kernel (a GPU that
+    fell off the bus leaves nvidia-smi in the driver, where SIGKILL waits for it), as (pid, start time, name)."""
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except OSError:
+        pass
+    deadline = time.monotonic() + KILL_WAIT_S
+    while True:
+        left = []
+        for entry in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                alive = os.getpgid(int(entry)) == group and started(entry)
+            except OSError:
+                continue
+            if alive:
+                left.append({"pid": int(entry), "started": alive, "tool": tool_name(entry)})
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+def quick_checks(tree, expect, timeout, budget):
+    """(the quick checks' report, the tools they left stuck): the verify bundle in a process group of its own,
+    killed whole when it ends or overruns."""
+    cmd = [sys.executable, os.path.join(tree, agent.VERIFY_BUNDLE), "--level", "quick",
+           *(["--budget", f"{budget:g}"] if budget else [])]
+    try:
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    except OSError as e:
+        return {"verdict": "error", "error": f"the checks did not start: {e}"}, []
+    try:
+        out, err = p.communicate(json.dumps(expect), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        out, err = "", f"the checks did not finish in {timeout:.0f} s"
+    left = stuck(p.pid)
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    try:
+        return json.loads(lines[-1]), left
+    except (IndexError, ValueError):
+        return {"verdict": "error", "error": (err.strip() or f"exit {p.poll()}")[-300:]}, left
+
+
+def still_hung(record):
+    """The tools an earlier watch left stuck that are still there (the same pid, started at the same time)."""
+    hung = agent._read_json(record)
+    return [h for h in hung if isinstance(h, dict) and started(int(h.get("pid", 0))) == h.get("started")] \
+        if isinstance(hung, list) else []
+
+
 def watch_faults(tree, expect, timeout, budget):
     """The faults the quick checks find with ``expect``, as the status names them (a node without a GPU is not
-    judged on the checks it could not run: one rehearsing the GPU states)."""
-    report = agent.run_checks(tree, expect, "quick", "watch", timeout=timeout, budget=budget)
+    judged on the checks it could not run: one rehearsing the GPU states). While a tool an earlier watch left
+    stuck is there, the checks are not run again: each run would leave one more (gpufleet-slurm-health's rule)."""
+    record = f"{agent.STATE_DIR}/{HUNG}"
+    hung = still_hung(record)
+    if hung:
+        return [fault("GF-HEALTH-TIMEOUT", "health.timeout", ", ".join(f"{h['tool']} (pid {h['pid']})" for h in hung)
+                      + " stuck since an earlier watch: not checked again until it ends")]
+    report, left = quick_checks(tree, expect, timeout, budget)
+    if left:
+        agent.write_private(record, json.dumps(left))
+    elif os.path.exists(record):
+        os.unlink(record)
     if report.get("verdict") == "error":
         return [fault("GF-TOOL-FAILED", "health.checks", report.get("error"))]
     found = [fault(f.get("code") or "GF-FAIL", f.get("check"), f.get("measured")) for f in report.get("failures") or ()]

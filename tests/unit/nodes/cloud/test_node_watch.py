@@ -356,3 +356,56 @@ def test_up_waits_on_a_node_whose_watch_alone_has_spoken(node):
     store = cloudnodes.cloud("aws").objects({"cloud": "aws", "name": "gpufleet-w-1", "region": "us-east-1"})
     (r,) = cloudnodes.wait(store, [target], {"gpu": "g1"}, timeout_s=0.3, poll_s=0.1)
     assert r.state == "timeout" and "no status on generation g1" in r.error and not r.warnings
+
+
+ABANDONS = """import json, subprocess, sys
+with open(sys.argv[0] + ".runs", "a") as f:
+    f.write("ran\\n")
+subprocess.Popen(["nvidia-smi", "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # it outlived its kill
+print(json.dumps({"verdict": "fail", "failures": [{"check": "health.timeout", "code": "GF-HEALTH-TIMEOUT",
+                                                   "measured": "nvidia-smi after 3 s"}]}))
+"""
+
+
+def _standin_smis(n) -> list[int]:
+    me = str(n["bin"] / "nvidia-smi").encode()
+    found = []
+    for d in os.listdir("/proc"):
+        try:
+            if d.isdigit() and me in open(f"/proc/{d}/cmdline", "rb").read().split(b"\0") and \
+                    open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+                found.append(int(d))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_tool_stuck_after_its_kill_is_not_run_again_by_the_next_watch(node, monkeypatch):
+    """A GPU that fell off the bus leaves nvidia-smi in D state, which SIGKILL does not end: a watch a minute
+    would leave one more each run (issue 48 found it in Slurm's health check). The watch writes down what its
+    checks left alive after the kill, runs no check while it is there (the node stays faulty naming it), and
+    checks again once it is gone. (D state cannot be made here: the kill is made to miss.)"""
+    n = node
+    (n["captures"] / "nvidia-smi.hang").write_text("")
+    bundle = json.loads((n["state"] / "applied.json").read_text())["tree"] + "/" + node_agent.VERIFY_BUNDLE
+    with open(bundle, "w") as f:
+        f.write(ABANDONS)
+    killpg = os.killpg
+    monkeypatch.setattr(node_watch.os, "killpg", lambda group, sig: None)
+    try:
+        assert _watch(n) == 1
+        (smi,) = _standin_smis(n)
+        assert _watch(n) == 1 and open(bundle + ".runs").read() == "ran\n"  # not run again
+        h = _health(n)
+        assert h["faults"] == [{"code": "GF-HEALTH-TIMEOUT", "check": "health.timeout", "evidence":
+                                f"nvidia-smi (pid {smi}) stuck since an earlier watch: not checked again until it ends"}]
+    finally:
+        for pid in _standin_smis(n):
+            os.kill(pid, 9)
+    monkeypatch.setattr(node_watch.os, "killpg", killpg)
+    for _ in range(100):  # until it is gone
+        if not _standin_smis(n):
+            break
+        node_watch.time.sleep(0.05)
+    _watch(n)
+    assert open(bundle + ".runs").read() == "ran\nran\n" and _standin_smis(n) == []  # checked again, nothing left
