@@ -223,7 +223,9 @@ def watch_faults(tree, expect, timeout, budget):
         os.unlink(record)
     if report.get("verdict") == "error":
         return [fault("GF-TOOL-FAILED", "health.checks", report.get("error"))]
-    found = [fault(f.get("code") or "GF-FAIL", f.get("check"), f.get("measured")) for f in report.get("failures") or ()]
+    found = [fault(f.get("code") or "GF-FAIL", f.get("check"), ": ".join(str(f[k]) for k in ("measured", "detail")
+                                                                         if f.get(k)))
+             for f in report.get("failures") or ()]
     if report.get("verdict") == "incomplete" and agent.has_nvidia_gpu():
         found += [fault("GF-TOOL-FAILED", c, "not checked") for c in report.get("unchecked") or ()]
     return found
@@ -293,8 +295,9 @@ def _watch(cfg):
     gate = agent._read_json(f"{agent.STATE_DIR}/{GATE}") or {"level": settings.get("gate", "quick"), "passed": None}
     notice, unread = read_notice(cfg["cloud"])  # first: a notice gives 30 s (GCP, Azure) to 2 min (AWS)
     faults = []
-    # configured (the checks have their tools and bundle), and staying: a node with a notice is drained at once
-    if not notice and applied.get("ok") and applied.get("tree"):
+    # configured once (the checks have their tools; a later configuration that failed does not stop the watch),
+    # and staying: a node with a notice is drained at once
+    if not notice and applied.get("tree") and (applied.get("ok") or gate["passed"]):
         expect, level = dict(settings.get("expect") or {}), GATE_DCGM.get(gate["level"], 0)
         if not gate["passed"] and level:  # the gate's DCGM diagnostic (level 3: half an hour)
             faults = watch_faults(applied["tree"], {**expect, "dcgm_level": level}, 3600, None)

@@ -409,3 +409,15 @@ def test_a_tool_stuck_after_its_kill_is_not_run_again_by_the_next_watch(node, mo
         node_watch.time.sleep(0.05)
     _watch(n)
     assert open(bundle + ".runs").read() == "ran\nran\n" and _standin_smis(n) == []  # checked again, nothing left
+
+
+def test_a_later_configuration_that_failed_does_not_stop_the_watch(node):
+    """A node configured (and gated) once whose next generation failed is still watched: it was "ok" unchecked."""
+    n = node
+    applied = json.loads((n["state"] / "applied.json").read_text())
+    (n["state"] / "applied.json").write_text(json.dumps({**applied, "generation": "g2", "ok": False, "attempt": 1}))
+    (n["captures"] / "journal.txt").write_text((ROOT / "tests" / "data" / "verify" / "journal-xid79.txt").read_text())
+    assert _watch(n) == 1
+    h = _health(n)
+    assert h["state"] == "faulty" and h["faults"][0]["code"] == "GF-XID-FATAL"
+    assert h["faults"][0]["evidence"].startswith("XID 79: last: XID 79 on ")
