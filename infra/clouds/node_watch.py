@@ -39,6 +39,9 @@ MARK = "gpufleet:"  # a drain reason's prefix: what gpufleet drained (salt/slurm
 # drains only what they name ends: a notice never (the VM is going), the gate's by a passing gate alone
 KEPT = (f"{MARK} GF-SPOT-NOTICE", f"{MARK} GF-GATE")
 REASON_MAX = 200  # gpufleet-slurm-health's cut: `scontrol show node` stays readable
+# between two watches the notice alone is read this often: GCP and Azure give 30 s, AWS two minutes and asks that
+# its notice be checked every 5 s (its "Spot Instance interruption notices" page)
+NOTICE_POLL_S = 5
 HUNG = "watch-hung.json"  # under STATE_DIR: the tools an earlier watch's checks left stuck
 KILL_WAIT_S = 1.0  # how long a killed process group is given to go; what is left of it is stuck
 INTERPRETERS = ("python", "python3", "sh", "bash", "env")  # a script's name is its first argument
@@ -289,6 +292,7 @@ def watch(cfg):
 
 
 def _watch(cfg):
+    started = time.monotonic()
     settings = agent._read_json(f"{agent.STATE_DIR}/{HEALTH}") or {}
     interval = settings.get("interval", 60)
     applied = agent._read_json(f"{agent.STATE_DIR}/applied.json") or {}
@@ -306,6 +310,19 @@ def _watch(cfg):
         if not gate["passed"]:
             gate["passed"] = not faults
             agent.write_private(f"{agent.STATE_DIR}/{GATE}", json.dumps(gate))
+    rc = say(cfg, interval, gate, notice, unread, faults)
+    # until the next watch (the timer's, an interval after this one's start), the notice alone, every few seconds
+    while notice is None and time.monotonic() + 2 * NOTICE_POLL_S < started + interval:
+        time.sleep(NOTICE_POLL_S)
+        notice, _ = read_notice(cfg["cloud"])
+        if notice:
+            rc = say(cfg, interval, gate, notice, None, [])
+    return rc
+
+
+def say(cfg, interval, gate, notice, unread, faults):
+    """The verdict acted on (the Slurm node drained or resumed) and written into the status; the run's exit
+    status (0: ok)."""
     state, reason = verdict(notice, gate, faults)
     drained = slurm_drain(reason)
     health = {"state": state, "faults": faults, "checked_at": utc_z(dt.datetime.now(dt.timezone.utc)),

@@ -46,7 +46,7 @@ class Metadata:
     real one asks: an IMDSv2 session token (AWS), Metadata-Flavor: Google (GCP), Metadata: true (Azure)."""
 
     def __init__(self):
-        self.routes: dict[str, tuple[int, bytes]] = {}
+        self.routes: dict[str, tuple[int, bytes] | list[tuple[int, bytes]]] = {}
         meta = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -71,7 +71,10 @@ class Metadata:
                 for prefix, (header, value, refused) in wants.items():
                     if self.path.startswith(prefix) and self.headers.get(header) != value:
                         return self._answer(refused, b"")
-                self._answer(*meta.routes.get(self.path, (404, b"Not Found")))
+                said = meta.routes.get(self.path, (404, b"Not Found"))
+                if isinstance(said, list):  # answers in turn, the last repeated
+                    said = said.pop(0) if len(said) > 1 else said[0]
+                self._answer(*said)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
@@ -131,6 +134,8 @@ def node(aws, tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", creds["SecretAccessKey"])
     monkeypatch.setenv("AWS_SESSION_TOKEN", creds["SessionToken"])
     cfg = bootstrap.config("aws", cluster="w", pool="gpu", bucket="gpufleet-w-1", region="us-east-1", endpoint=aws.url)
+    # one watch, no reading of the notice between watches (its test below reads it so)
+    monkeypatch.setattr(node_watch, "NOTICE_POLL_S", 60)
     # every cloud's node here writes to moto's S3 (the agent's own S3 client): what is under test is the notice
     for cloud in ("gcp", "azure"):
         monkeypatch.setitem(node_agent.STORES, cloud, node_agent.S3)
@@ -421,3 +426,17 @@ def test_a_later_configuration_that_failed_does_not_stop_the_watch(node):
     h = _health(n)
     assert h["state"] == "faulty" and h["faults"][0]["code"] == "GF-XID-FATAL"
     assert h["faults"][0]["evidence"].startswith("XID 79: last: XID 79 on ")
+
+
+def test_between_watches_the_notice_is_read_every_few_seconds(node, monkeypatch):
+    """GCP and Azure give 30 s: a watch a minute would drain after the VM is gone. After its checks the watch
+    keeps reading the notice until the next watch is due; a notice then drains the node in the same run."""
+    n = node
+    monkeypatch.setattr(node_watch, "NOTICE_POLL_S", 0.05)
+    settings = json.loads((n["state"] / "health.json").read_text())
+    (n["state"] / "health.json").write_text(json.dumps({**settings, "interval": 30}))  # the next watch: in 30 s
+    n["meta"].routes[GCP_PREEMPTED] = [(200, b"FALSE"), (200, b"FALSE"), (200, b"TRUE")]
+    assert _watch(n, "gcp") == 1
+    h = _health(n)
+    assert h["state"] == "interrupted" and h["notice"] == {"cloud": "gcp", "kind": "preempted", "at": None}
+    assert _updates(n)[-1][3] == "Reason=gpufleet: GF-SPOT-NOTICE gcp preempted"
