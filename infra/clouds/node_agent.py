@@ -784,15 +784,17 @@ def _run(cfg, force):
 
 def put_status(store, pool, nid, status, health=None):
     """The node's status object, tried again after a throttle, a server error or no answer, and a
-    copy here (a later verification adds to it). Its ``health`` is the watch's alone (``health``): a run
-    that brings none keeps the one the copy holds, and one run writes at a time, so neither the watch nor
-    the configuration's run erases what the other wrote."""
+    copy here (a later verification adds to it). Its ``health`` is the watch's alone: a run that brings
+    none keeps the copy's; the watch's (``health``) goes into the copy as it is then (``status``: while
+    there is none). One writes at a time: neither the watch nor the configuration's run erases the other's."""
     private_dir(STATE_DIR)
     with open(f"{STATE_DIR}/status.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        health = health or (_read_json(f"{STATE_DIR}/status.json") or {}).get("health")
+        copy = _read_json(f"{STATE_DIR}/status.json") or {}
         if health:
-            status = {**status, "health": health}
+            status = {**(copy or status), "health": health}
+        elif copy.get("health"):
+            status = {**status, "health": copy["health"]}
         body = json.dumps(status).encode()
         for pause in (*RETRY_DELAYS, None):
             try:

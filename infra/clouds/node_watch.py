@@ -327,17 +327,19 @@ def say(cfg, interval, gate, notice, unread, faults):
     drained = slurm_drain(reason)
     health = {"state": state, "faults": faults, "checked_at": utc_z(dt.datetime.now(dt.timezone.utc)),
               "interval": interval, "gate": gate, "notice": notice, "drained": drained, "notice_error": unread}
-    # none yet (the first configuration is under way): the watch's word alone, with no "ok" (`up` waits on)
-    status = agent._read_json(f"{agent.STATE_DIR}/status.json") or {"cluster": cfg["cluster"], "pool": cfg["pool"]}
-    if said_lately(status.get("health"), health, interval):
+    said = (agent._read_json(f"{agent.STATE_DIR}/status.json") or {}).get("health")
+    if said_lately(said, health, interval):
         return 0 if state == "ok" else 1
     try:
         nid = agent.node_id(cfg)
-        agent.put_status(agent.STORES[cfg["cloud"]](cfg), cfg["pool"], nid, {**status, "node_id": nid}, health=health)
+        # into the status as it is; none yet (the first configuration is under way): the watch's word alone, with
+        # no "ok" (`up` waits on)
+        agent.put_status(agent.STORES[cfg["cloud"]](cfg), cfg["pool"], nid,
+                         {"node_id": nid, "cluster": cfg["cluster"], "pool": cfg["pool"]}, health=health)
     except (agent.AgentError, OSError) as e:
         print(f"the watch could not write its status ({e}): the next run writes it", flush=True)
         return 1
-    if state != (status.get("health") or {}).get("state"):
+    if state != (said or {}).get("state"):
         print(f"{health['checked_at']} health {state}" + (f": {reason}" if reason else "")
               + (f" ({unread})" if unread else ""), flush=True)
     return 0 if state == "ok" else 1

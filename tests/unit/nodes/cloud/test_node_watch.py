@@ -440,3 +440,23 @@ def test_between_watches_the_notice_is_read_every_few_seconds(node, monkeypatch)
     h = _health(n)
     assert h["state"] == "interrupted" and h["notice"] == {"cloud": "gcp", "kind": "preempted", "at": None}
     assert _updates(n)[-1][3] == "Reason=gpufleet: GF-SPOT-NOTICE gcp preempted"
+
+
+def test_the_watch_never_writes_back_an_older_status_than_the_configurations(node, monkeypatch):
+    """The configuration's run may write its status while a watch runs (their locks are their own): the watch puts
+    its health into the status as it is when it writes, not as it was when it began."""
+    n = node
+    store = node_agent.S3(n["cfg"])
+    node_agent.put_status(store, "gpu", "i-0watch1", {"node_id": "i-0watch1", "pool": "gpu", "ok": True, "generation": "g1"})
+    node_id = node_agent.node_id
+
+    def configured_meanwhile(cfg):  # the configuration's run writes generation g2 while the watch checks
+        node_agent.put_status(store, "gpu", "i-0watch1", {"node_id": "i-0watch1", "pool": "gpu", "ok": True,
+                                                          "generation": "g2"})
+        return node_id(cfg)
+
+    monkeypatch.setattr(node_agent, "node_id", configured_meanwhile)
+    assert _watch(n) == 0
+    (key,) = [k for k, _ in _list(n)]
+    written = json.loads(store.get(key))
+    assert written["generation"] == "g2" and written["health"]["state"] == "ok"
