@@ -105,6 +105,30 @@ ExecStart=/usr/bin/python3 /opt/gpufleet/node_agent.py /etc/gpufleet/node.json -
 WantedBy=multi-user.target
 """
 
+# the watch: node_watch.py, run by its timer every pool.health.interval seconds (systemd.timer(5): OnActiveSec from the
+# timer's start, at boot or when the agent (re)starts it, then OnUnitActiveSec from the last run's start; a run still
+# going is not started twice)
+WATCH = "_gpufleet/node_watch.py"  # in the state tree (nodes/cloud/channel.py puts it there)
+WATCH_HOME = "/opt/gpufleet/node_watch.py"
+WATCH_UNIT = "/etc/systemd/system/gpufleet-watch.service"
+WATCH_UNIT_TEXT = """[Unit]
+Description=gpufleet: watch this node's health and its cloud's notices
+After=network-online.target
+[Service]
+Type=oneshot
+ExecStart=/usr/bin/python3 /opt/gpufleet/node_watch.py /etc/gpufleet/node.json
+"""
+WATCH_TIMER = "/etc/systemd/system/gpufleet-watch.timer"
+WATCH_TIMER_TEXT = """[Unit]
+Description=gpufleet: watch this node every {interval} s
+[Timer]
+OnActiveSec=5
+OnUnitActiveSec={interval}
+AccuracySec=1
+[Install]
+WantedBy=timers.target
+"""
+
 
 class AgentError(Exception):
     """A step that failed: its message goes into the node's status."""
@@ -171,10 +195,13 @@ def sigv4_headers(method, url, region, service, creds, body=b"", now=None):
     return headers
 
 
-def aws_imds(path):
+def aws_imds(path, missing=False):
+    """An item of the instance metadata (IMDSv2); None for one that is not there when ``missing`` is allowed."""
     _, _, token = http("PUT", AWS_IMDS + "/latest/api/token", {"X-aws-ec2-metadata-token-ttl-seconds": "300"},
                        timeout=2)
     status, _, body = http("GET", AWS_IMDS + path, {"X-aws-ec2-metadata-token": token.decode()}, timeout=2)
+    if status == 404 and missing:
+        return None
     if status != 200:
         raise AgentError(f"instance metadata {path}: HTTP {status}")
     return body.decode()
@@ -368,14 +395,30 @@ def ensure_iptables():
         _must(r, " ".join(cmd))
 
 
-def install_unit(path, text):
-    """A systemd unit written and enabled where systemd runs the node, once."""
+def install_watch(tree, health):
+    """The watch (node_watch.py: it ships in the state tree, user data has no room for it) beside the agent, the
+    pool's health settings it runs by (it never waits on the bucket), and its timer at the pool's interval."""
+    interval = health.get("interval") if isinstance(health, dict) else None
+    if not isinstance(interval, int) or not 15 <= interval <= 86400:
+        return
+    write_private(f"{STATE_DIR}/health.json", json.dumps(health))
+    if not os.path.exists(f"{STATE_DIR}/gate.json"):  # not passed yet: Slurm's health check keeps the node drained
+        write_private(f"{STATE_DIR}/gate.json", json.dumps({"level": health.get("gate"), "passed": None}))
+    shutil.copyfile(os.path.join(tree, WATCH), WATCH_HOME)
+    install_unit(WATCH_UNIT, WATCH_UNIT_TEXT)
+    install_unit(WATCH_TIMER, WATCH_TIMER_TEXT.format(interval=interval), start=True)
+
+
+def install_unit(path, text, start=False):
+    """A systemd unit written and enabled where systemd runs the node, once (``start``: and (re)started,
+    a timer whose period changed)."""
     if not os.path.isdir(SYSTEMD) or _read(path) == text:
         return
     with open(path, "w") as f:
         os.fchmod(f.fileno(), 0o644)
         f.write(text)
-    for cmd in (["systemctl", "daemon-reload"], ["systemctl", "enable", os.path.basename(path)]):
+    unit = os.path.basename(path)
+    for cmd in (["systemctl", "daemon-reload"], ["systemctl", "enable", unit], *([["systemctl", "restart", unit]] * start)):
         subprocess.run(cmd, capture_output=True)
 
 
@@ -675,6 +718,7 @@ def _run(cfg, force):
         record = {"generation": current["generation"], "ok": False, "tree": None, "attempt": attempt,
                   "probe": current.get("probe")}
         tree = unpack(store.get(f"tree/{current['tree']}.tar.gz"), current["tree"])
+        install_watch(tree, current.get("health"))  # before Salt: a notice during the first configuration drains too
         salt_call = ensure_salt(cfg["salt"])
         gpu = has_nvidia_gpu()
         if gpu:
@@ -738,20 +782,29 @@ def _run(cfg, force):
     return 0 if status["ok"] else 1
 
 
-def put_status(store, pool, nid, status):
+def put_status(store, pool, nid, status, health=None):
     """The node's status object, tried again after a throttle, a server error or no answer, and a
-    copy here (a later verification adds to it)."""
-    body = json.dumps(status).encode()
-    for pause in (*RETRY_DELAYS, None):
-        try:
-            store.put(f"status/{pool}/{store.writer(nid)}.json", body)
-            break
-        except (Retryable, OSError):
-            if pause is None:
-                raise
-            time.sleep(pause)
+    copy here (a later verification adds to it). Its ``health`` is the watch's alone: a run that brings
+    none keeps the copy's; the watch's (``health``) goes into the copy as it is then (``status``: while
+    there is none). One writes at a time: neither the watch nor the configuration's run erases the other's."""
     private_dir(STATE_DIR)
-    write_private(f"{STATE_DIR}/status.json", json.dumps(status))
+    with open(f"{STATE_DIR}/status.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        copy = _read_json(f"{STATE_DIR}/status.json") or {}
+        if health:
+            status = {**(copy or status), "health": health}
+        elif copy.get("health"):
+            status = {**status, "health": copy["health"]}
+        body = json.dumps(status).encode()
+        for pause in (*RETRY_DELAYS, None):
+            try:
+                store.put(f"status/{pool}/{store.writer(nid)}.json", body)
+                break
+            except (Retryable, OSError):
+                if pause is None:
+                    raise
+                time.sleep(pause)
+        write_private(f"{STATE_DIR}/status.json", json.dumps(status))
 
 
 def run_checks(tree, expect, level, request, timeout=3600):

@@ -59,6 +59,10 @@ REMEDIES: dict[str, str] = {
     "GF-COPY-BW": "host<->device copy bandwidth is low: check PCIe link, NUMA/IOMMU settings and other jobs",
     "GF-MOUNT-MISSING": "a file system the stack asked for is not mounted: `gpufleet configure --force`, then "
                         "check the storage client's log",
+    "GF-SPOT-NOTICE": "the cloud announced it takes the VM back (spot eviction, preemption, rebalance): the node "
+                      "is drained; the pool's health.on_fault rules replace it once it is gone",
+    "GF-GATE": "the node has not passed its pool's boot gate (health.gate) yet: it takes no work until it does; "
+               "see its health faults in `gpufleet status`",
     "GF-STORAGE-SLOW": "read throughput from a mount is below what the stack asked for: check the file "
                        "system's capacity/throughput tier and the client's network",
 }

@@ -541,7 +541,8 @@ def _health_node(tmp_path, checks_program: str | None = None) -> tuple[list[str]
     settings = tmp_path / "health.json"
     settings.write_text(json.dumps({"expect": slurm.health_expectations(expect.for_pool(st, st.pools[1], cat)),
                                     "gpus_seen": 1, "bundle": str(checks)}))
-    command = [sys.executable, str(HEALTH), "--budget", "9", "--run-dir", str(tmp_path / "run"), str(settings)]
+    command = [sys.executable, str(HEALTH), "--budget", "9", "--run-dir", str(tmp_path / "run"),
+               "--gate", str(tmp_path / "gate.json"), str(settings)]
     return command, {"PATH": str(bin_dir), "SLURMD_NODENAME": "h2", "SCONTROL_LOG": str(tmp_path / "scontrol.log")}
 
 
@@ -691,3 +692,53 @@ def test_the_formula_is_one_part_per_file_and_each_part_renders_on_its_own(rende
         alone = render(salt_call(), tmp_path / part, {**OSES["Debian-12"], "host": "ctl0"},
                        {"gpufleet": {"live": False}, "slurm": pil["ctl-0"]}, [f"slurm.{part}"])
         assert "slurm-packages-pkg-installed" in alone and f"slurm.{part}" in {s["__sls__"] for s in alone.values()}
+
+
+DRAINED_SCONTROL = """#!/usr/bin/env python3
+import json, os, sys
+with open(os.environ["SCONTROL_LOG"], "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\\n")
+if sys.argv[1:3] == ["show", "node"]:
+    print(f"NodeName={sys.argv[3]} State=IDLE+DRAIN Partitions=gpu Reason={os.environ['DRAINED_FOR']} [root@2026-11-27T15:00]")
+"""
+PASSING = 'import json\nprint(json.dumps({"verdict": "pass", "ok": True, "failures": []}))\n'
+
+
+@pytest.mark.parametrize("drained_for, resumed", [
+    ("gpufleet: GF-XID-FATAL health.xid", True),
+    ("gpufleet: GF-SPOT-NOTICE aws instance-action at 2026-11-27T15:02:00Z", False),
+    ("gpufleet: GF-GATE dcgm2 not passed yet", False),
+    ("bad fan, ticket 42", False),
+])
+def test_passing_checks_resume_only_what_a_fault_drained(tmp_path, drained_for, resumed):
+    """Issue 51: the node's watch drains a node the cloud will take back (GF-SPOT-NOTICE) and one that has not
+    passed its boot gate (GF-GATE); passing health checks resumed every `gpufleet:` drain, so the next check
+    put a VM minutes from its end, or an ungated one, back to work. Those stay drained, as a person's does."""
+    command, env = _health_node(tmp_path, PASSING)
+    (tmp_path / "bin" / "scontrol").write_text(DRAINED_SCONTROL)
+    ran = subprocess.run(command, capture_output=True, text=True, env={**env, "DRAINED_FOR": drained_for}, timeout=60)
+    updates = [c for c in _scontrol_calls(tmp_path) if c[0] == "update"]
+    assert ran.returncode == 0 and updates == ([["update", "NodeName=h2", "State=RESUME"]] if resumed else []), ran
+
+
+@pytest.mark.parametrize("drained_for", [None, "gpufleet: GF-GATE dcgm2 not passed yet"])
+def test_a_node_that_has_not_passed_its_boot_gate_registers_drained(tmp_path, drained_for):
+    """Issue 51: slurmd runs its health check when it starts, before it registers (slurm.conf(5),
+    HealthCheckProgram): a cloud node whose watch has not passed its boot gate (the gate record the agent
+    writes when it installs the watch) is drained then, its checks passing or not, so it never shows IDLE;
+    drained for its gate already, it is left as it is."""
+    command, env = _health_node(tmp_path, PASSING)
+    (tmp_path / "gate.json").write_text(json.dumps({"level": "dcgm2", "passed": None}))
+    if drained_for:
+        (tmp_path / "bin" / "scontrol").write_text(DRAINED_SCONTROL)
+    ran = subprocess.run(command, capture_output=True, text=True, env={**env, "DRAINED_FOR": drained_for or ""},
+                         timeout=60)
+    updates = [c for c in _scontrol_calls(tmp_path) if c[0] == "update"]
+    assert ran.returncode == 1, ran
+    assert updates == ([] if drained_for else
+                       [["update", "NodeName=h2", "State=DRAIN", "Reason=gpufleet: GF-GATE dcgm2 not passed yet"]])
+    (tmp_path / "gate.json").write_text(json.dumps({"level": "dcgm2", "passed": True}))  # the watch passed it
+    (tmp_path / "scontrol.log").unlink(missing_ok=True)
+    ran = subprocess.run(command, capture_output=True, text=True, env={**env, "DRAINED_FOR": drained_for or ""},
+                         timeout=60)
+    assert ran.returncode == 0 and [c for c in _scontrol_calls(tmp_path) if c[0] == "update"] == []

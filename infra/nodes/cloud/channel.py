@@ -31,14 +31,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufleet import netnames
-from gpufleet.clouds import cloud
+from gpufleet.clouds import cloud, node_agent
 from gpufleet.clouds import scheduler as slurm_view
 from gpufleet.clouds.node_agent import safe_key
 from gpufleet.configure import NODE_STATES, saltrun
 from gpufleet.configure import pillar as pillarmod
 from gpufleet.configure.slurm import has_facts as slurm_ready
+from gpufleet.configure.slurm import health_expectations
 from gpufleet.errors import GpufleetError, UntrustedValue
 from gpufleet.state import leases
+from gpufleet.verify import expect
 
 READERS = 16  # status objects read at once
 WAIT_S = 1800  # default: a fresh GPU node takes 10-20 minutes for driver, CUDA and frameworks
@@ -46,6 +48,12 @@ POLL_S = 5.0
 
 
 VERIFY_BUNDLE = "_gpufleet/verify.pyz"  # where the node-side checks sit in the tree (the agent runs them)
+WATCH = node_agent.WATCH  # where the node's watch sits in the tree (the agent installs it beside itself)
+
+
+def watch_module() -> bytes:
+    """The node's watch (clouds/node_watch.py), as the tree carries it."""
+    return Path(node_agent.__file__).with_name("node_watch.py").read_bytes()
 
 
 def tree_archive(root: Path | None = None, extra: dict[str, bytes] | None = None) -> tuple[bytes, str]:
@@ -86,7 +94,8 @@ def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | No
     makes a new generation of the same configuration, so every node applies it again; ``verify``:
     the expectations of the quick verification each node runs after applying; ``scheduler``: the
     pool's ``slurm`` pillar, without which a stack's Slurm is left out: its files need every node's
-    facts, which the nodes report on applying the rest)."""
+    facts, which the nodes report on applying the rest). Its ``health``: what the node's watch runs by
+    (the pool's gate and interval, and the checks' expectations as Slurm's health check has them)."""
     gpu, count = pillarmod.gpu_of(pool, cat)
     pil = pillarmod.build(stack, pool, cluster=cluster, gpu=gpu, gpu_count=count)
     states = pil["gpufleet"]["states"]
@@ -96,7 +105,9 @@ def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | No
         pil["slurm"] = pillarmod.merge(scheduler, pil.get("slurm") or {})
     real, rehearse = pillarmod.split_for_host(states, has_gpu=False)
     doc = {"tree": tree, "states": states, "without_gpu": {"apply": real, "rehearse": rehearse}, "pillar": pil,
-           "node_states": [s for s in states if s in NODE_STATES]}  # all a node from a current image applies
+           "node_states": [s for s in states if s in NODE_STATES],  # all a node from a current image applies
+           "health": {"gate": pool.health.gate, "interval": pool.health.interval,
+                      "expect": health_expectations(expect.for_pool(stack, pool, cat))}}
     if forced:
         doc["forced"] = forced
     if verify:
@@ -312,6 +323,8 @@ def _read(store, key: str) -> dict | None:
 
 
 def _apply_status(r: NodeReport, status: dict, generation: str, unchanged: bool, key: str) -> None:
+    if "ok" not in status:
+        return  # the node's watch alone has spoken (clouds/node_watch.py): its configuration is still under way
     if status.get("generation") not in (generation, None):
         return  # an older generation's report: still pending on this one
     r.generation = status.get("generation")

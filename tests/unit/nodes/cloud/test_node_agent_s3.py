@@ -527,3 +527,58 @@ def test_a_node_from_an_image_holding_every_formula_runs_no_salt(bucket, monkeyp
         assert node_agent.run(b["cfg"]) == 0
     st = _status(b)
     assert st["ok"] and st["changed"] == 0 and st["image"]["current"] and not ran  # state.apply of nothing: never
+
+
+def test_a_node_installs_its_watch_at_its_pools_interval_before_salt_runs(bucket, monkeypatch, tmp_path):
+    """Issue 51: the pool's health settings reach the node through its pool's document, and the watch (it
+    ships in the state tree: user data has no room) is installed beside the agent with a timer at the pool's
+    interval, before Salt runs (a spot notice during the first configuration drains too)."""
+    b = bucket
+    root = tmp_path / "tree-watch"
+    for rel, text in TREE.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    archive, sha = cloudnodes.tree_archive(root, extra={cloudnodes.WATCH: cloudnodes.watch_module()})
+    doc = _document(b, ["hello"], tree=sha)
+    doc["health"] = {"gate": "dcgm1", "interval": 30, "expect": {"gpus": {"count": 0}}}
+    cloudnodes.publish(b["store"], {"gpu": doc}, archive, sha)
+    units, bin_dir = tmp_path / "systemd", tmp_path / "bin"
+    units.mkdir()
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'systemctl.log'}\n")
+    (bin_dir / "systemctl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setattr(node_agent, "SYSTEMD", str(units))
+    for name in ("WATCH_UNIT", "WATCH_TIMER", "METADATA_UNIT"):
+        monkeypatch.setattr(node_agent, name, str(units / os.path.basename(getattr(node_agent, name))))
+    monkeypatch.setattr(node_agent, "WATCH_HOME", str(tmp_path / "node_watch.py"))
+    seen = {}
+    monkeypatch.setattr(node_agent, "apply", lambda *a: seen.update(
+        watch=os.path.exists(node_agent.WATCH_HOME)) or (True, 0, [], 0.0))
+    with monkeypatch.context() as m:
+        _as_node(b, m)
+        assert node_agent.run(b["cfg"]) == 0
+    assert seen == {"watch": True}  # there before Salt ran
+    assert (tmp_path / "node_watch.py").read_bytes() == cloudnodes.watch_module()
+    assert json.loads((tmp_path / "node-state" / "health.json").read_text()) == doc["health"]
+    assert "OnUnitActiveSec=30\n" in (units / "gpufleet-watch.timer").read_text()
+    assert "node_watch.py /etc/gpufleet/node.json" in (units / "gpufleet-watch.service").read_text()
+    assert "restart gpufleet-watch.timer" in (tmp_path / "systemctl.log").read_text()
+
+
+def test_a_pools_document_carries_its_health_settings(tmp_path):
+    import shutil
+
+    from gpufleet import catalog, stacks
+
+    cat = catalog.load(use_config=False)
+    text = (ROOT / "stacks" / "examples" / "aws-training.yaml").read_text()
+    (path := tmp_path / "s.yaml").write_text(text.replace("  - name: trainers\n", "  - name: trainers\n"
+                                                          "    health: {gate: dcgm2, interval: 20}\n", 1))
+    shutil.copytree(ROOT / "stacks" / "examples" / "keys", tmp_path / "keys")
+    stack = stacks.load(path, cat)
+    pool = stack.pools[0]
+    doc = cloudnodes.pool_document(stack, pool, cluster="c", cat=cat, tree="0" * 64)
+    health = doc["health"]
+    assert (health["gate"], health["interval"]) == (pool.health.gate, pool.health.interval) == ("dcgm2", 20)
+    assert health["expect"]["fatal_xids"] and "nccl" not in health["expect"]  # the reads, none of the load tests

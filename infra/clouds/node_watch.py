@@ -1,0 +1,366 @@
+"""The watch a cloud node runs between its configurations (Python 3.9+, stdlib only, beside the node agent).
+
+Its timer (the agent installs it, at the pool's ``health.interval``) runs ``python3 node_watch.py [CONFIG]``: the
+quick node checks of the verify bundle (XIDs, ECC and row remaps, NVLink, InfiniBand, a GPU fallen off the bus;
+none of the load tests) and the cloud's notice that it takes the VM back (spot, preemption). The verdict goes
+into the node's status object as ``health`` (the controller's ``heal`` reads it):
+
+    {"state": "ok" | "faulty" | "interrupted" | "gating", "faults": [{"code", "check", "evidence"}],
+     "checked_at": ISO-8601 Z, "interval": s, "gate": {"level", "passed": true | false | null},
+     "notice": null | {"cloud", "kind", "at"}, "drained": bool, "notice_error": null | "why it was not read"}
+
+Where the node is a Slurm node it is drained at once, the fault codes (or GF-SPOT-NOTICE, GF-GATE) as the reason;
+a node a person drained is never resumed. Until it passes its boot gate (the quick checks, with ``dcgmi diag -r N``
+for dcgm1-3) the node is "gating" and stays drained. It ships in the state tree (user data has no room for it:
+AWS takes 16 KB) and the agent copies it beside itself; it runs under its own lock, so a configuration's run
+(Salt, minutes) never holds it up.
+"""
+
+import datetime as dt
+import email.utils
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+if __package__:  # in gpufleet's package (its tests)
+    from . import node_agent as agent
+else:  # on the node: beside the agent in /opt/gpufleet
+    import node_agent as agent
+
+HEALTH = "health.json"  # under STATE_DIR: the pool's health settings, as the last configuration's run read them
+GATE = "gate.json"  # under STATE_DIR: the boot gate's level and verdict; once passed, for the node's life
+GATE_DCGM = {"quick": 0, "dcgm1": 1, "dcgm2": 2, "dcgm3": 3}  # the gate's DCGM diagnostic level (spec.Health.gate)
+MARK = "gpufleet:"  # a drain reason's prefix: what gpufleet drained (salt/slurm/files/gpufleet-slurm-health's)
+# drains only what they name ends: a notice never (the VM is going), the gate's by a passing gate alone
+KEPT = (f"{MARK} GF-SPOT-NOTICE", f"{MARK} GF-GATE")
+REASON_MAX = 200  # gpufleet-slurm-health's cut: `scontrol show node` stays readable
+# between two watches the notice alone is read this often: GCP and Azure give 30 s, AWS two minutes and asks that
+# its notice be checked every 5 s (its "Spot Instance interruption notices" page)
+NOTICE_POLL_S = 5
+HUNG = "watch-hung.json"  # under STATE_DIR: the tools an earlier watch's checks left stuck
+KILL_WAIT_S = 1.0  # how long a killed process group is given to go; what is left of it is stuck
+INTERPRETERS = ("python", "python3", "sh", "bash", "env")  # a script's name is its first argument
+
+
+def one_line(text, limit=REASON_MAX):
+    """``text`` as one printable line (what a node says is shown, never run)."""
+    return " ".join("".join(c if c.isprintable() else " " for c in str(text)).split())[:limit]
+
+
+def utc_z(moment):
+    return moment.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def iso_z(text):
+    """``text`` when it is an ISO-8601 UTC time with a Z (what IMDS says), else ValueError."""
+    return utc_z(dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc))
+
+
+# Each cloud's notice, as its documentation gives it (read 2026-11-27):
+# AWS, "Spot Instance interruption notices" (docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-
+# notices.html): spot/instance-action, 404 until EC2 will act, then {"action": "terminate"|"stop"|"hibernate",
+# "time": "2017-09-18T08:22:00Z"}; "EC2 instance rebalance recommendations" (.../rebalance-recommendations.html):
+# events/recommendations/rebalance, 404 until then {"noticeTime": "2020-10-27T08:22:00Z"} (when it was made: EC2
+# says no time it acts).
+def aws_notice():
+    said = agent.aws_imds("/latest/meta-data/spot/instance-action", missing=True)
+    if said is not None:
+        doc = json.loads(said)
+        if doc.get("action") not in ("terminate", "stop", "hibernate"):
+            raise ValueError(f"spot/instance-action says {one_line(said, 80)!r}")
+        return {"cloud": "aws", "kind": "instance-action", "at": iso_z(doc.get("time"))}
+    said = agent.aws_imds("/latest/meta-data/events/recommendations/rebalance", missing=True)
+    if said is not None:
+        iso_z(json.loads(said).get("noticeTime"))
+        return {"cloud": "aws", "kind": "rebalance", "at": None}
+    return None
+
+
+# GCP, "Detect if a VM was preempted" (cloud.google.com/compute/docs/instances/create-use-preemptible): the metadata
+# server's instance/preempted says TRUE once Compute Engine preempts the VM (about 30 s before it stops), else FALSE.
+def gcp_notice():
+    status, _, body = agent.http("GET", agent.GCP_METADATA + "/instance/preempted", {"Metadata-Flavor": "Google"},
+                                 timeout=2)
+    said = body.decode(errors="replace").strip()
+    if status != 200 or said not in ("TRUE", "FALSE"):
+        raise agent.AgentError(f"instance/preempted: HTTP {status} {one_line(said, 80)!r}")
+    return {"cloud": "gcp", "kind": "preempted", "at": None} if said == "TRUE" else None
+
+
+# Azure, "Scheduled Events for Linux VMs" (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events):
+# GET /metadata/scheduledevents?api-version=2020-07-01 (Metadata: true): {"DocumentIncarnation": n, "Events":
+# [{"EventId", "EventType": "Freeze"|"Reboot"|"Redeploy"|"Preempt"|"Terminate", "ResourceType": "VirtualMachine",
+# "Resources": [VM names], "EventStatus": "Scheduled"|"Started", "NotBefore": "Mon, 19 Sep 2016 18:29:47 GMT" (empty
+# once started), ...}]}. Events reach every VM of an availability set or a scale set's placement group: one names
+# this VM only when its name (compute/name) is among its Resources. A Spot eviction is Preempt, at least 30 s ahead.
+AZURE_EVENTS_VERSION = "2020-07-01"
+
+
+def azure_notice():
+    status, _, body = agent.http("GET", agent.AZURE_IMDS + "/instance/compute/name?api-version=2021-02-01&format=text",
+                                 {"Metadata": "true"}, timeout=2)
+    name = body.decode(errors="replace").strip()
+    if status != 200 or not name:
+        raise agent.AgentError(f"instance/compute/name: HTTP {status}")
+    status, _, body = agent.http("GET", f"{agent.AZURE_IMDS}/scheduledevents?api-version={AZURE_EVENTS_VERSION}",
+                                 {"Metadata": "true"}, timeout=5)
+    if status != 200:
+        raise agent.AgentError(f"scheduledevents: HTTP {status} {one_line(body.decode(errors='replace'), 80)!r}")
+    events = json.loads(body)["Events"]
+    if not isinstance(events, list):
+        raise ValueError("scheduledevents: Events is not a list")
+    for ev in events:
+        if ev["EventType"] == "Preempt" and isinstance(ev["Resources"], list) and name in ev["Resources"]:
+            when = ev.get("NotBefore")
+            return {"cloud": "azure", "kind": "Preempt",
+                    "at": utc_z(email.utils.parsedate_to_datetime(when)) if when else None}
+    return None
+
+
+NOTICES = {"aws": aws_notice, "gcp": gcp_notice, "azure": azure_notice}
+
+
+def read_notice(cloud):
+    """(the cloud's notice or None, why it could not be read or None): a notice that cannot be read is no notice."""
+    try:
+        return NOTICES[cloud](), None
+    except (agent.AgentError, OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        return None, one_line(f"the cloud's notice could not be read: {e}")
+
+
+def fault(code, check, evidence):
+    return {"code": code, "check": one_line(check, 80), "evidence": one_line(evidence)}
+
+
+def started(pid):
+    """A process's start time (``/proc/<pid>/stat`` field 22), None when it is gone or a zombie (dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
+    return None if fields[0] in ("Z", "X") else fields[19]
+
+
+def tool_name(pid):
+    """What a process runs: its program's name, or its script's when the program is an interpreter."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [os.path.basename(a.decode(errors="replace")) for a in f.read().split(b"\0") if a]
+    except OSError:
+        return f"pid {pid}"
+    names = [a for a in argv if not a.startswith("-")]
+    return one_line(next((n for n in names if n not in INTERPRETERS), names[0] if names else f"pid {pid}"), 40)
+
+
+def stuck(group):
+    """The processes of a process group still alive a moment after it was killed: stuck in the kernel (a GPU that
+    fell off the bus leaves nvidia-smi in the driver, where SIGKILL waits for it), as (pid, start time, name)."""
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except OSError:
+        pass
+    deadline = time.monotonic() + KILL_WAIT_S
+    while True:
+        left = []
+        for entry in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                alive = os.getpgid(int(entry)) == group and started(entry)
+            except OSError:
+                continue
+            if alive:
+                left.append({"pid": int(entry), "started": alive, "tool": tool_name(entry)})
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+def quick_checks(tree, expect, timeout, budget):
+    """(the quick checks' report, the tools they left stuck): the verify bundle in a process group of its own,
+    killed whole when it ends or overruns."""
+    cmd = [sys.executable, os.path.join(tree, agent.VERIFY_BUNDLE), "--level", "quick",
+           *(["--budget", f"{budget:g}"] if budget else [])]
+    try:
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    except OSError as e:
+        return {"verdict": "error", "error": f"the checks did not start: {e}"}, []
+    try:
+        out, err = p.communicate(json.dumps(expect), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        out, err = "", f"the checks did not finish in {timeout:.0f} s"
+    left = stuck(p.pid)
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    try:
+        return json.loads(lines[-1]), left
+    except (IndexError, ValueError):
+        return {"verdict": "error", "error": (err.strip() or f"exit {p.poll()}")[-300:]}, left
+
+
+def still_hung(record):
+    """The tools an earlier watch left stuck that are still there (the same pid, started at the same time)."""
+    hung = agent._read_json(record)
+    return [h for h in hung if isinstance(h, dict) and started(int(h.get("pid", 0))) == h.get("started")] \
+        if isinstance(hung, list) else []
+
+
+def watch_faults(tree, expect, timeout, budget):
+    """The faults the quick checks find with ``expect``, as the status names them (a node without a GPU is not
+    judged on the checks it could not run: one rehearsing the GPU states). While a tool an earlier watch left
+    stuck is there, the checks are not run again: each run would leave one more (gpufleet-slurm-health's rule)."""
+    record = f"{agent.STATE_DIR}/{HUNG}"
+    hung = still_hung(record)
+    if hung:
+        return [fault("GF-HEALTH-TIMEOUT", "health.timeout", ", ".join(f"{h['tool']} (pid {h['pid']})" for h in hung)
+                      + " stuck since an earlier watch: not checked again until it ends")]
+    report, left = quick_checks(tree, expect, timeout, budget)
+    if left:
+        agent.write_private(record, json.dumps(left))
+    elif os.path.exists(record):
+        os.unlink(record)
+    if report.get("verdict") == "error":
+        return [fault("GF-TOOL-FAILED", "health.checks", report.get("error"))]
+    found = [fault(f.get("code") or "GF-FAIL", f.get("check"), ": ".join(str(f[k]) for k in ("measured", "detail")
+                                                                         if f.get(k)))
+             for f in report.get("failures") or ()]
+    if report.get("verdict") == "incomplete" and agent.has_nvidia_gpu():
+        found += [fault("GF-TOOL-FAILED", c, "not checked") for c in report.get("unchecked") or ()]
+    return found
+
+
+def scontrol(*args):
+    """What scontrol printed; None when it failed, is not here or did not answer."""
+    try:
+        r = subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout if r.returncode == 0 else None
+
+
+def slurm_drain(reason):
+    """This node in Slurm drained for ``reason``, or, for None, resumed when gpufleet drained it (for a fault or the
+    gate); a node a person drained is left as it is. True when it is drained for ``reason``. The node's Slurm name
+    is its short host name (facts(), gpufleet-slurm-health's); no Slurm here, or no controller answering: False."""
+    name = socket.gethostname().split(".")[0]
+    if not name or len(name) > 63 or not all(c.isalnum() or c in "-_" for c in name):
+        return False
+    shown = scontrol("show", "node", name, "-o")
+    if not shown or "State=" not in shown:
+        return False
+    head, _, now = shown.strip().partition(" Reason=")
+    state = dict(part.split("=", 1) for part in head.split() if "=" in part).get("State", "")
+    now = now.rsplit(" [", 1)[0].strip()  # less its " [user@time]"
+    if "DRAIN" in state and not now.startswith(MARK):
+        return False  # a person's
+    if reason:
+        return now == reason or scontrol("update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}") is not None
+    if "DRAIN" in state and not now.startswith(KEPT[0]):
+        scontrol("update", f"NodeName={name}", "State=RESUME")
+    return False
+
+
+def verdict(notice, gate, faults):
+    """(the node's health state, the reason its Slurm node is drained for, None: none)."""
+    if notice:
+        return "interrupted", one_line(f"{MARK} GF-SPOT-NOTICE {notice['cloud']} {notice['kind']}"
+                                       + (f" at {notice['at']}" if notice["at"] else ""))
+    codes = "; ".join(f"{f['code']} {f['check']}" for f in faults)
+    if not gate["passed"]:
+        return "gating", one_line(f"{MARK} GF-GATE {gate['level']} " + (codes or "not passed yet"))
+    return ("faulty", one_line(f"{MARK} {codes}")) if faults else ("ok", None)
+
+
+def watch(cfg):
+    """One run of the watch, under its own lock (a run that finds one under way stops)."""
+    umask = os.umask(agent.AGENT_UMASK)
+    try:
+        agent.private_dir(agent.STATE_DIR)
+        with open(f"{agent.STATE_DIR}/watch.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return 0
+            return _watch(cfg)
+    finally:
+        os.umask(umask)
+
+
+def _watch(cfg):
+    started = time.monotonic()
+    settings = agent._read_json(f"{agent.STATE_DIR}/{HEALTH}") or {}
+    interval = settings.get("interval", 60)
+    applied = agent._read_json(f"{agent.STATE_DIR}/applied.json") or {}
+    gate = agent._read_json(f"{agent.STATE_DIR}/{GATE}") or {"level": settings.get("gate", "quick"), "passed": None}
+    notice, unread = read_notice(cfg["cloud"])  # first: a notice gives 30 s (GCP, Azure) to 2 min (AWS)
+    faults = []
+    # configured once (the checks have their tools; a later configuration that failed does not stop the watch),
+    # and staying: a node with a notice is drained at once
+    if not notice and applied.get("tree") and (applied.get("ok") or gate["passed"]):
+        expect, level = dict(settings.get("expect") or {}), GATE_DCGM.get(gate["level"], 0)
+        if not gate["passed"] and level:  # the gate's DCGM diagnostic (level 3: half an hour)
+            faults = watch_faults(applied["tree"], {**expect, "dcgm_level": level}, 3600, None)
+        else:
+            faults = watch_faults(applied["tree"], expect, interval * 0.8, interval * 0.6)
+        if not gate["passed"]:
+            gate["passed"] = not faults
+            agent.write_private(f"{agent.STATE_DIR}/{GATE}", json.dumps(gate))
+    rc = say(cfg, interval, gate, notice, unread, faults)
+    # until the next watch (the timer's, an interval after this one's start), the notice alone, every few seconds
+    while notice is None and time.monotonic() + 2 * NOTICE_POLL_S < started + interval:
+        time.sleep(NOTICE_POLL_S)
+        notice, _ = read_notice(cfg["cloud"])
+        if notice:
+            rc = say(cfg, interval, gate, notice, None, [])
+    return rc
+
+
+def say(cfg, interval, gate, notice, unread, faults):
+    """The verdict acted on (the Slurm node drained or resumed) and written into the status; the run's exit
+    status (0: ok)."""
+    state, reason = verdict(notice, gate, faults)
+    drained = slurm_drain(reason)
+    health = {"state": state, "faults": faults, "checked_at": utc_z(dt.datetime.now(dt.timezone.utc)),
+              "interval": interval, "gate": gate, "notice": notice, "drained": drained, "notice_error": unread}
+    said = (agent._read_json(f"{agent.STATE_DIR}/status.json") or {}).get("health")
+    if said_lately(said, health, interval):
+        return 0 if state == "ok" else 1
+    try:
+        nid = agent.node_id(cfg)
+        # into the status as it is; none yet (the first configuration is under way): the watch's word alone, with
+        # no "ok" (`up` waits on)
+        agent.put_status(agent.STORES[cfg["cloud"]](cfg), cfg["pool"], nid,
+                         {"node_id": nid, "cluster": cfg["cluster"], "pool": cfg["pool"]}, health=health)
+    except (agent.AgentError, OSError) as e:
+        print(f"the watch could not write its status ({e}): the next run writes it", flush=True)
+        return 1
+    if state != (said or {}).get("state"):
+        print(f"{health['checked_at']} health {state}" + (f": {reason}" if reason else "")
+              + (f" ({unread})" if unread else ""), flush=True)
+    return 0 if state == "ok" else 1
+
+
+def said_lately(old, new, interval):
+    """The status says ``new`` already, written less than two intervals ago: a write per node per minute costs
+    (the reader takes a health older than three intervals as unknown)."""
+    try:
+        age = time.time() - dt.datetime.strptime(old["checked_at"], "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=dt.timezone.utc).timestamp()
+    except (TypeError, KeyError, ValueError):
+        return False
+    same = {k: v for k, v in old.items() if k != "checked_at"} == {k: v for k, v in new.items() if k != "checked_at"}
+    return same and 0 <= age < 2 * interval
+
+
+def main(argv):
+    with open(argv[1] if len(argv) > 1 else agent.CONFIG) as f:
+        return watch(json.load(f))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
