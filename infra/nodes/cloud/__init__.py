@@ -329,13 +329,13 @@ def scheduler_pillars(run: Run):
 
 
 def tree_extras(stack, cat, *, verify: bool = True) -> dict:
-    """What the cloud pools' configuration carries besides the states: the verify bundle and the
-    node's watch in the tree (so `gpufleet verify` can run it later, and each node watch itself) and,
-    unless ``verify`` is off, each pool's expectations for the quick verification its nodes run after
-    applying."""
+    """What the cloud pools' configuration carries besides the states (and the node's watch,
+    ``channel.tree_archive``'s own): the verify bundle in the tree (so `gpufleet verify` can run it
+    later) and, unless ``verify`` is off, each pool's expectations for the quick verification its
+    nodes run after applying."""
     data, _ = bundle.build()
     pools = {p.name: expect.for_pool(stack, p, cat) for p in stack.pools if owns(p)} if verify else None
-    return {"extra": {cloudnodes.VERIFY_BUNDLE: data, cloudnodes.WATCH: cloudnodes.watch_module()}, "verify": pools}
+    return {"extra": {cloudnodes.VERIFY_BUNDLE: data}, "verify": pools}
 
 
 def configured_verdicts(reports: list) -> list[NodeVerdict]:

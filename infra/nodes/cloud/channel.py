@@ -57,12 +57,13 @@ def watch_module() -> bytes:
 
 
 def tree_archive(root: Path | None = None, extra: dict[str, bytes] | None = None) -> tuple[bytes, str]:
-    """The Salt tree as a reproducible .tar.gz (sorted, no owners or times) and its SHA-256;
-    ``extra``: more files by their path in the tree (the verify bundle)."""
+    """The Salt tree as a reproducible .tar.gz (sorted, no owners or times) and its SHA-256, with the
+    node's watch, which every node installs from it; ``extra``: more files by their path in the tree
+    (the verify bundle)."""
     root = root or saltrun.states_dir()
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
-        for name, body in sorted((extra or {}).items()):
+        for name, body in sorted({WATCH: watch_module(), **(extra or {})}.items()):
             parts = name.split("/")[:-1]
             for i in range(len(parts)):
                 d = tarfile.TarInfo("/".join(parts[:i + 1]))

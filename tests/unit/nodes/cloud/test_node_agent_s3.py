@@ -538,7 +538,7 @@ def test_a_node_installs_its_watch_at_its_pools_interval_before_salt_runs(bucket
     for rel, text in TREE.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
-    archive, sha = cloudnodes.tree_archive(root, extra={cloudnodes.WATCH: cloudnodes.watch_module()})
+    archive, sha = cloudnodes.tree_archive(root)
     doc = _document(b, ["hello"], tree=sha)
     doc["health"] = {"gate": "dcgm1", "interval": 30, "expect": {"gpus": {"count": 0}}}
     cloudnodes.publish(b["store"], {"gpu": doc}, archive, sha)
