@@ -318,6 +318,16 @@ class AwsApi:
                                               "public_ip": x.get("PublicIpAddress")}
         return [found[i] for i in ids if i in found], errors
 
+    def replace_node(self, region: str, *, cluster: str, pool: str, node_id: str, release_first: bool = False) -> dict:
+        """One of the pool's nodes replaced through the pool's own request (``aws.replace``)."""
+        from gpufleet.clouds.aws import replace
+
+        try:
+            return replace.replace_node(self.client("ec2", region), cluster=cluster, pool=pool, node_id=node_id,
+                                        release_first=release_first)
+        except (ClientError, BotoCoreError) as e:
+            raise unreadable(e, f"aws {region} replacing {node_id}") from None
+
     # --- quotas ----------------------------------------------------------------------------
     def quotas(self, region: str, needs) -> list:
         """One line per EC2 vCPU quota the needs touch: limit (Service Quotas) and vCPUs in use."""

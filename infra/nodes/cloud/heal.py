@@ -1,0 +1,154 @@
+"""A cloud node's health, read from the status its agent keeps in the pool's bucket, and its repair.
+
+``health`` lists each bucket's ``status/`` once and reads the statuses (``channel``), each taken for the
+node its key names (``channel.vouched``): its ``health`` part as the node agent wrote it
+(``nodes.health.reported``). A bucket that cannot be read, a node without a status, a report that is
+missing, malformed or stale: ``unknown``, which `heal` never acts on.
+
+Out of service and jobs: with Slurm, as the controller's agent last put Slurm's view in its status
+(``clouds.scheduler.node_states``), trusted only while the controller's own report is fresh (the agent
+writes both on each run); a node is found there by the host name its facts give. Without Slurm,
+gpufleet runs no jobs and sees none: a faulty or interrupted node has marked itself failed (its agent
+does, the contract says), so it is out of service with no job gpufleet could wait for.
+
+A cloud node cannot be reached from here (it is private): its agent drains its Slurm node itself, so
+``drain`` is left to it; ``isolate`` leaves it drained and named; ``replace`` asks the node's cloud
+for a new node through the pool's own request, then terminates the old one (the cloud API's
+``replace_node``; a cloud without one is said, and its node stays isolated).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from gpufleet.clouds import cloud, inventory
+from gpufleet.clouds import scheduler as slurm_view
+from gpufleet.errors import CapacityError, GpufleetError, QuotaError, UntrustedValue
+from gpufleet.nodes import health as hl
+from gpufleet.nodes.cloud import channel
+from gpufleet.nodes.health import NodeHealth, Repaired
+from gpufleet.nodes.run import Run
+from gpufleet.state.registry import Node
+
+
+def read_statuses(run: Run, pools: dict, outputs) -> tuple[dict, dict[str, str]]:
+    """({(pool, node key): (object key, status)}, {pool: why its bucket could not be read})."""
+    found: dict = {}
+    buckets = channel.pool_buckets(outputs, pools)
+    served = {n for _, names in buckets.values() for n in names}
+    unread = dict.fromkeys(set(pools) - served, "the stack's outputs name no bucket for its pool")
+    for bucket, (ref, names) in buckets.items():
+        try:
+            store = (run.seams.stores or {}).get(bucket) or cloud(ref["cloud"]).objects(ref)
+            for key, status in channel.changed_statuses(store, {}):
+                owner = channel.vouched(key, status)
+                if owner is not None:
+                    found[owner] = (key, status)
+        except GpufleetError as e:
+            unread.update(dict.fromkeys(names, f"its bucket {bucket} could not be read: {e.message}"))
+    return found, unread
+
+
+def slurm_states(stack, statuses: dict, now: dt.datetime) -> dict[str, str] | None:
+    """Slurm's state of each node (by host name) as the controller's agent last put it; None when it
+    says nothing trustworthy (no controller status, an error, or a stale report)."""
+    ctl = {p.name for p in stack.pools if p.role == "controller"}
+    for (pool, _), (_, status) in statuses.items():
+        said = status.get("scheduler") if pool in ctl else None
+        if not isinstance(said, dict) or not isinstance(said.get("out"), str) or said["out"].startswith("error: "):
+            continue
+        try:
+            hl.reported(status, now)  # its agent is alive: it writes Slurm's view on the same run
+        except hl.Unreadable:
+            return None
+        return slurm_view.node_states(said["out"])
+    return None
+
+
+def _jobs(nh: NodeHealth, rep: dict, status: dict, key: str, slurm: bool, states: dict | None) -> None:
+    if not slurm:  # no scheduler: the node marked itself failed; gpufleet runs no job there to wait for
+        nh.drained, nh.jobs = rep["drained"] or rep["state"] in hl.BROKEN, "none"
+        return
+    if states is None:
+        nh.drained = True if rep["drained"] else None
+        return
+    try:
+        facts = channel.checked_facts(status.get("facts"), key) or {}
+    except UntrustedValue:
+        facts = {}
+    drained, nh.jobs = hl.from_slurm(states.get(str(facts.get("hostname") or "").lower()))
+    nh.drained = True if rep["drained"] else drained
+
+
+def health(run: Run, owns, outputs, name: str) -> list[NodeHealth]:
+    """Each recorded cloud node of the stack's pools, as its status says (``owns``, ``outputs``, ``name``:
+    the kind's)."""
+    pools = {p.name: p for p in run.stack.pools if owns(p)}
+    nodes = [n for n in run.record.nodes if owns(n) and n.pool in pools]
+    if not nodes:
+        return []
+    now = dt.datetime.now(dt.timezone.utc)
+    out = [NodeHealth(f"{n.pool}-{n.idx}", n.pool, name, hl.UNKNOWN, n.private_ip, n.node_id,
+                      reserved=bool(pools[n.pool].reservations)) for n in nodes]
+    try:
+        outs = outputs(run)
+    except GpufleetError as e:
+        for nh in out:
+            nh.why = f"the stack's outputs could not be read: {e.message}"
+        return out
+    statuses, unread = read_statuses(run, pools, outs)
+    states = slurm_states(run.stack, statuses, now) if run.stack.slurm else None
+    for n, nh in zip(nodes, out):
+        got = statuses.get((n.pool, channel.node_key(n.node_id))) if n.node_id else None
+        if n.pool in unread:
+            nh.why = unread[n.pool]
+            continue
+        if got is None:
+            nh.why = "it has no status in its pool's bucket"
+            continue
+        key, status = got
+        try:
+            rep = hl.reported(status, now)
+        except hl.Unreadable as e:
+            nh.why = f"{key}: {e}"
+            continue
+        nh.state, nh.faults, nh.checked_at, nh.notice = rep["state"], rep["faults"], rep["checked_at"], rep["notice"]
+        _jobs(nh, rep, status, key, bool(run.stack.slurm), states)
+    return out
+
+
+def repair(run: Run, node: NodeHealth, action: str) -> Repaired:
+    """Drain (left to its agent), isolate (left drained and named) or replace one cloud node."""
+    if action == "drain":
+        return Repaired(node.node, action, False, "its agent drains its Slurm node itself (a cloud node is not "
+                        "reached from here): waiting for its next watch")
+    if action == "isolate":
+        return Repaired(node.node, action, True, "left drained, named in `gpufleet status`")
+    return _replace(run, node)
+
+
+def _replace(run: Run, node: NodeHealth) -> Repaired:
+    (rec,) = [n for n in run.record.nodes if f"{n.pool}-{n.idx}" == node.node]
+    region = rec.location
+    try:
+        opened = inventory.open_clouds([rec.provider], required=True, regions={rec.provider: [region]}) \
+            if run.seams.cloud_api is None else run.seams.cloud_api
+        api = opened[rec.provider]
+    except GpufleetError as e:
+        return Repaired(node.node, "replace", False, f"{rec.provider} could not be opened: {e.message}")
+    ask = getattr(api, "replace_node", None)
+    if ask is None:
+        return Repaired(node.node, "replace", False, f"replacing a {rec.provider} node is not built yet: it stays "
+                        "drained (isolated)")
+    try:
+        got = ask(region, cluster=run.cluster, pool=rec.pool, node_id=rec.node_id, release_first=node.reserved)
+    except (CapacityError, QuotaError) as e:
+        return Repaired(node.node, "replace", False, e.message, refused=True)
+    except GpufleetError as e:
+        return Repaired(node.node, "replace", False, e.message)
+    new = Node(pool=rec.pool, idx=rec.idx, provider=rec.provider, location=rec.location, machine=rec.machine,
+               zone=got.get("zone") or rec.zone, node_id=got["id"], private_ip=got.get("private_ip"),
+               ssh_endpoint=f"{got['private_ip']}:22" if got.get("private_ip") else None,
+               usd_per_hour=rec.usd_per_hour)
+    return Repaired(node.node, "replace", True, f"{rec.node_id} terminated, {got['id']} asked for through the "
+                    f"pool's request (fleet {got.get('fleet_id')})", new=new)
