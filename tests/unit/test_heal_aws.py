@@ -1,0 +1,80 @@
+"""A cloud node replaced through the pool's own EC2 Fleet request, against moto's server (the real wire
+protocol): the pool is an instant fleet made as ``components.fleet_request`` makes it; `heal` asks the
+same request for one node, in the same zone and from the same launch template, then terminates the old
+node and records the new one."""
+
+import datetime as dt
+
+import boto3
+from test_heal import XID, Cluster, say, stack_text
+
+from gpufleet.clouds import inventory
+from gpufleet.clouds.aws.api import AwsApi
+
+REGION, ZONE = "us-east-1", "us-east-1b"
+
+
+def tags(pool="gpu"):
+    return [{"Key": "gpufleet:cluster", "Value": "hl"}, {"Key": "gpufleet:pool", "Value": pool},
+            {"Key": "gpufleet:stack", "Value": "hl"}, {"Key": "gpufleet:owner", "Value": "ops@example.com"},
+            {"Key": "gpufleet:expires-at", "Value": "2099-01-01T00:00:00Z"}]
+
+
+def pool_fleet(n: int, pool="gpu") -> tuple[str, list[str]]:
+    """The pool as `up` makes it: a launch template and one all-or-nothing instant fleet (the request
+    components.fleet_request builds, in EC2's own names), in a subnet of the pool's zone (moto places a
+    fleet's instances by the override's SubnetId: it leaves AvailabilityZone aside)."""
+    ec2 = boto3.client("ec2", region_name=REGION)
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{len(pool)}.0/24", AvailabilityZone=ZONE)["Subnet"]["SubnetId"]
+    lt = ec2.create_launch_template(LaunchTemplateName=f"hl-{pool}", LaunchTemplateData={
+        "ImageId": "ami-12c6146b", "InstanceType": "g6.12xlarge"})["LaunchTemplate"]["LaunchTemplateId"]
+    made = ec2.create_fleet(
+        Type="instant", LaunchTemplateConfigs=[{
+            "LaunchTemplateSpecification": {"LaunchTemplateId": lt, "Version": "$Default"},
+            "Overrides": [{"InstanceType": "g6.12xlarge", "AvailabilityZone": ZONE, "SubnetId": subnet}]}],
+        TargetCapacitySpecification={"TotalTargetCapacity": n, "DefaultTargetCapacityType": "on-demand"},
+        OnDemandOptions={"AllocationStrategy": "lowest-price", "MinTargetCapacity": n, "SingleAvailabilityZone": True,
+                         "SingleInstanceType": True},
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags(pool)}, {"ResourceType": "fleet", "Tags": tags(pool)}])
+    return made["FleetId"], [i for x in made["Instances"] for i in x["InstanceIds"]]
+
+
+def instance(iid: str) -> dict:
+    (got,) = [i for r in boto3.client("ec2", region_name=REGION).describe_instances(InstanceIds=[iid])["Reservations"]
+              for i in r["Instances"]]
+    return got
+
+
+def test_a_node_is_replaced_from_the_pools_own_request_and_the_old_one_terminated(aws):
+    fleet, ids = pool_fleet(2)
+    _, others = pool_fleet(1, pool="other")
+    new = AwsApi().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0])
+    made = instance(new["id"])
+    assert made["State"]["Name"] == "running" and made["InstanceType"] == "g6.12xlarge"
+    assert made["Placement"]["AvailabilityZone"] == new["zone"] == ZONE  # the pool's zone
+    assert {t["Key"]: t["Value"] for t in made["Tags"]}["gpufleet:pool"] == "gpu"
+    assert instance(ids[0])["State"]["Name"] in ("shutting-down", "terminated")
+    assert instance(ids[1])["State"]["Name"] == instance(others[0])["State"]["Name"] == "running"
+    found, _ = inventory.collect(inventory.open_clouds(["aws"], required=True, regions={"aws": [REGION]}), cluster="hl")
+    assert new["fleet_id"] in {r.id for r in found if r.kind == "fleet"}  # tagged: `down` and `reap` find it
+
+
+def test_heal_replaces_a_faulty_node_of_an_aws_pool_end_to_end(aws, tmp_path, cat):
+    fleet, ids = pool_fleet(2)
+    c = Cluster(tmp_path, cat, stack_text(nodes=2), api=None)
+    for n, iid in zip(c.nodes, ids):  # the registry as `up` recorded the fleet's instances
+        n.node_id = iid
+    c.reg.record(name="hl", stack="hl", stack_file=str(tmp_path / "hl.yaml"), owner="ops@example.com",
+                 expires_at="2099-01-01T00:00:00Z", backend=None, nodes=c.nodes)
+    c.api = inventory.open_clouds(["aws"], required=True, regions={"aws": [REGION]})["aws"]
+    say(c.bucket, ids[0], state="faulty", faults=[XID])
+    say(c.bucket, ids[1])
+    out = c.heal(dt.datetime.now(dt.timezone.utc))
+    assert [r.done for r in out.repaired] == [True], out.repaired
+    new = c.node_ids()[0]
+    assert new not in ids and c.node_ids()[1] == ids[1]
+    assert instance(new)["Placement"]["AvailabilityZone"] == ZONE
+    assert instance(ids[0])["State"]["Name"] in ("shutting-down", "terminated")
+    (e,) = [e for e in c.events() if e["action"] == "replace"]
+    assert e["code"] == "GF-XID-FATAL" and new in e["outcome"]
