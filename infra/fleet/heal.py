@@ -113,10 +113,10 @@ def state_key(cluster: str) -> str:
     return f"heal/{cluster}.json"
 
 
-def read_state(store: SharedStore, cluster: str) -> tuple[dict, str | None]:
+def read_state(store: SharedStore | None, cluster: str) -> tuple[dict, str | None]:
     """`heal`'s memory of the cluster ({"pools": {...}, "nodes": {...}}) and its version (None: none yet).
     One that is not ours is started again (it holds nothing a pass cannot learn again)."""
-    got = store.read(state_key(cluster))
+    got = store.read(state_key(cluster)) if store is not None else None
     if got is None:
         return {"pools": {}, "nodes": {}}, None
     try:
@@ -175,10 +175,10 @@ class Healed:
                 "unknown": len(self.unknown), "events": self.events}
 
 
-def recent_replacements(store: SharedStore, cluster: str, now: dt.datetime) -> dict[str, int]:
+def recent_replacements(store: SharedStore | None, cluster: str, now: dt.datetime) -> dict[str, int]:
     """pool -> the replacements the log has for it in the last hour."""
     out: dict[str, int] = {}
-    for e in events.read(store, cluster, now - WINDOW):
+    for e in events.read(store, cluster, now - WINDOW) if store is not None else []:
         if e.get("action") == "replace" and e.get("done") is True and isinstance(e.get("pool"), str):
             at = _time(e.get("at", "").replace("+00:00", "Z"))
             if at is None or now - at <= WINDOW:
@@ -208,7 +208,7 @@ def heal(stack, cat, *, cluster: str | None = None, registry: Registry | None = 
     name = cluster or stack.name
     rec = recorded(reg, name)
     shared = None if store is not None else team.current()
-    store = store or shared or team.log_store()
+    store = store or shared or team.log_store(create=not dry_run)  # a dry run makes no folder: None when none
     now = now or dt.datetime.now(dt.timezone.utc)
     run = Run(stack, cat, name, reg, seams or Seams(), trust_new_hosts=trust_new_hosts, record=rec,
               backend=rec.backend, outputs=outputs)
@@ -216,7 +216,7 @@ def heal(stack, cat, *, cluster: str | None = None, registry: Registry | None = 
         return _pass(run, store, now, dry_run)
 
 
-def _pass(run: Run, store: SharedStore, now: dt.datetime, dry_run: bool) -> Healed:
+def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) -> Healed:
     state, version = read_state(store, run.cluster)
     out = Healed(run.cluster, dry_run, replacements={p: int(v.get("replaced", 0)) for p, v in state["pools"].items()
                                                        if isinstance(v, dict)})
@@ -300,3 +300,19 @@ def _event(store: SharedStore, cluster: str, d: Decision, r, now: dt.datetime) -
                           "cluster": cluster, "outcome": outcome, "exit_code": 0, "action": d.action, "node": d.node,
                           "pool": d.pool, "code": d.code, "evidence": d.evidence, "why": d.why, "done": done,
                           "refused": bool(r is not None and r.refused)}, now=now)
+
+
+def summary(store: SharedStore | None, cluster: str) -> dict | None:
+    """What `status` shows of the last passes: per pool the replacements so far (and a refusal's retry
+    time), per node that faulted its health then, last fault and what was done; None when heal never ran."""
+    if store is None:
+        return None
+    state, version = read_state(store, cluster)
+    if version is None:
+        return None
+    pools = {p: v for p, v in state["pools"].items() if isinstance(v, dict)}
+    nodes = {n: {k: v.get(k) for k in ("health", "last_fault", "evidence", "done", "at")}
+             for n, v in sorted(state["nodes"].items()) if isinstance(v, dict)}
+    return {"replacements": sum(int(v.get("replaced", 0)) for v in pools.values()),
+            "pools": {p: {k: v.get(k) for k in ("replaced", "refusals", "retry_at")} for p, v in pools.items()},
+            "nodes": nodes}

@@ -200,6 +200,9 @@ def repair(run: Run, node: NodeHealth, action: str) -> Repaired:
     """Drain or isolate a host in Slurm (its reason: gpufleet's and the fault code); never replace it."""
     if action == "replace":
         return Repaired(node.node, action, False, "a rack host cannot be replaced: it stays drained and named")
+    if node.drained:  # Slurm has it drained already (its health program did, with the fault code)
+        return Repaired(node.node, action, True, "drained in Slurm already" + (", isolated: named in `gpufleet status`"
+                                                                             if action == "isolate" else ""))
     (target,) = [t for t in targets(run) if t.id == node.node]
     why = hosts.drain_in_slurm(target, f"gpufleet heal: {node.code or 'GF-UNKNOWN'}", trust_new=run.trust_new_hosts)
     if why:
