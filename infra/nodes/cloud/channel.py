@@ -297,13 +297,13 @@ def changed_statuses(store, seen: dict[str, str], stats: WaitStats | None = None
         stats.lists += pages
         stats.reads += len(changed)
     with ThreadPoolExecutor(max_workers=READERS) as ex:
-        bodies = list(ex.map(_read, [store] * len(changed), [k for k, _ in changed]))
+        bodies = list(ex.map(read_status, [store] * len(changed), [k for k, _ in changed]))
     for key, etag in changed:
         seen[key] = etag
     return [(key, b) for (key, _), b in zip(changed, bodies) if b is not None]
 
 
-def _read(store, key: str) -> dict | None:
+def read_status(store, key: str) -> dict | None:
     try:
         body = json.loads(store.get(key))
     except ValueError:
@@ -501,7 +501,7 @@ def scheduler_view(store, pool: str, controller: str) -> dict | None:
     None when no status has it yet."""
     listing, _ = store.list(f"status/{pool}/")
     for key, _ in listing:
-        status = _read(store, key) or {}
+        status = read_status(store, key) or {}
         said = status.get("scheduler") if vouched(key, status) else None
         if said and said["out"].startswith("error: "):
             return {"controller": controller, "error": said["out"][len("error: "):], "as_of": said.get("at")}

@@ -20,6 +20,8 @@ for a new node through the pool's own request, then terminates the old one (the 
 from __future__ import annotations
 
 import datetime as dt
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from gpufleet.clouds import cloud, inventory
 from gpufleet.clouds import scheduler as slurm_view
@@ -30,53 +32,79 @@ from gpufleet.nodes.health import NodeHealth, Repaired
 from gpufleet.nodes.run import Run
 from gpufleet.state.registry import Node
 
+BATCH = 256  # statuses read at once: what is held of their bodies at any time, however many nodes
 
-def read_statuses(run: Run, pools: dict, outputs) -> tuple[dict, dict[str, str]]:
-    """({(pool, node key): (object key, status)}, {pool: why its bucket could not be read})."""
+
+@dataclass
+class Said:
+    """What `heal` keeps of one status (its body is dropped once read: memory stays small per node)."""
+
+    key: str
+    report: dict | None  # nodes.health.reported's; None: unreadable (``why``)
+    why: str | None
+    hostname: str | None  # Slurm's name for it, from its checked facts
+    slurm: str | None = None  # a controller's: Slurm's answer its agent put in its status
+
+
+def said(key: str, status: dict, now: dt.datetime, controller: bool) -> Said:
+    try:
+        rep, why = hl.reported(status, now), None
+    except hl.Unreadable as e:
+        rep, why = None, f"{key}: {e}"
+    try:
+        host = (channel.checked_facts(status.get("facts"), key) or {}).get("hostname")
+    except UntrustedValue:
+        host = None
+    view = status.get("scheduler") if controller else None
+    out = view["out"] if isinstance(view, dict) and isinstance(view.get("out"), str) else None
+    return Said(key, rep, why, host.lower() if isinstance(host, str) else None, out)
+
+
+def read_statuses(run: Run, pools: dict, outputs, now: dt.datetime) -> tuple[dict, dict[str, str]]:
+    """({(pool, node key): Said}, {pool: why its bucket could not be read}): each bucket's ``status/``
+    listed once, its statuses read BATCH at a time, each kept for the node its key names (``channel.vouched``)."""
     found: dict = {}
     buckets = channel.pool_buckets(outputs, pools)
     served = {n for _, names in buckets.values() for n in names}
     unread = dict.fromkeys(set(pools) - served, "the stack's outputs name no bucket for its pool")
+    controllers = {p.name for p in pools.values() if p.role == "controller"}
     for bucket, (ref, names) in buckets.items():
         try:
             store = (run.seams.stores or {}).get(bucket) or cloud(ref["cloud"]).objects(ref)
-            for key, status in channel.changed_statuses(store, {}):
-                owner = channel.vouched(key, status)
-                if owner is not None:
-                    found[owner] = (key, status)
+            listing, _ = store.list("status/")
+            keys = [k for k, _ in listing if (channel.status_owner(k) or ("",))[0] in names]
+            with ThreadPoolExecutor(max_workers=channel.READERS) as ex:
+                for i in range(0, len(keys), BATCH):
+                    part = keys[i:i + BATCH]
+                    for key, status in zip(part, ex.map(channel.read_status, [store] * len(part), part)):
+                        owner = channel.vouched(key, status) if status is not None else None
+                        if owner is not None:
+                            found[owner] = said(key, status, now, owner[0] in controllers)
         except GpufleetError as e:
             unread.update(dict.fromkeys(names, f"its bucket {bucket} could not be read: {e.message}"))
     return found, unread
 
 
-def slurm_states(stack, statuses: dict, now: dt.datetime) -> dict[str, str] | None:
+def slurm_states(found: dict) -> dict[str, str] | None:
     """Slurm's state of each node (by host name) as the controller's agent last put it; None when it
-    says nothing trustworthy (no controller status, an error, or a stale report)."""
-    ctl = {p.name for p in stack.pools if p.role == "controller"}
-    for (pool, _), (_, status) in statuses.items():
-        said = status.get("scheduler") if pool in ctl else None
-        if not isinstance(said, dict) or not isinstance(said.get("out"), str) or said["out"].startswith("error: "):
+    says nothing trustworthy: no controller status, an error, or the controller's own report unreadable
+    or stale (its agent writes Slurm's view on the same run, and changes its time only when it changes)."""
+    for s in found.values():
+        if s.slurm is None or s.slurm.startswith("error: "):
             continue
-        try:
-            hl.reported(status, now)  # its agent is alive: it writes Slurm's view on the same run
-        except hl.Unreadable:
-            return None
-        return slurm_view.node_states(said["out"])
+        return slurm_view.node_states(s.slurm) if s.report is not None else None
     return None
 
 
-def _jobs(nh: NodeHealth, rep: dict, status: dict, key: str, slurm: bool, states: dict | None) -> None:
+def _jobs(nh: NodeHealth, s: Said, slurm: bool, states: dict | None) -> None:
+    rep = s.report
     if not slurm:  # no scheduler: the node marked itself failed; gpufleet runs no job there to wait for
         nh.drained, nh.jobs = rep["drained"] or rep["state"] in hl.BROKEN, "none"
         return
     if states is None:
         nh.drained = True if rep["drained"] else None
         return
-    try:
-        facts = channel.checked_facts(status.get("facts"), key) or {}
-    except UntrustedValue:
-        facts = {}
-    drained, nh.jobs = hl.from_slurm(states.get(str(facts.get("hostname") or "").lower()))
+    drained, nh.jobs = hl.from_slurm(states.get(s.hostname or ""))
     nh.drained = True if rep["drained"] else drained
 
 
@@ -96,24 +124,20 @@ def health(run: Run, owns, outputs, name: str) -> list[NodeHealth]:
         for nh in out:
             nh.why = f"the stack's outputs could not be read: {e.message}"
         return out
-    statuses, unread = read_statuses(run, pools, outs)
-    states = slurm_states(run.stack, statuses, now) if run.stack.slurm else None
+    found, unread = read_statuses(run, pools, outs, now)
+    states = slurm_states(found) if run.stack.slurm else None
     for n, nh in zip(nodes, out):
-        got = statuses.get((n.pool, channel.node_key(n.node_id))) if n.node_id else None
+        s = found.get((n.pool, channel.node_key(n.node_id))) if n.node_id else None
         if n.pool in unread:
             nh.why = unread[n.pool]
-            continue
-        if got is None:
+        elif s is None:
             nh.why = "it has no status in its pool's bucket"
-            continue
-        key, status = got
-        try:
-            rep = hl.reported(status, now)
-        except hl.Unreadable as e:
-            nh.why = f"{key}: {e}"
-            continue
-        nh.state, nh.faults, nh.checked_at, nh.notice = rep["state"], rep["faults"], rep["checked_at"], rep["notice"]
-        _jobs(nh, rep, status, key, bool(run.stack.slurm), states)
+        elif s.report is None:
+            nh.why = s.why
+        else:
+            rep = s.report
+            nh.state, nh.faults, nh.checked_at, nh.notice = rep["state"], rep["faults"], rep["checked_at"], rep["notice"]
+            _jobs(nh, s, bool(run.stack.slurm), states)
     return out
 
 
