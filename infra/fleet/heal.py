@@ -242,6 +242,10 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
             _event(store, run.cluster, d, r, now)
             out.events += 1
         _remember(state, h, d, r, now)
+    for name in {h.pool for h in out.nodes}:  # each pool's health as this pass saw it: O(pools), for `status`
+        seen = [h.state for h in out.nodes if h.pool == name]
+        state["pools"][name]["health"] = {s: seen.count(s) for s in sorted(set(seen))}
+        state["pools"][name]["checked_at"] = _stamp(now)
     if not dry_run:
         write_state(store, run.cluster, state, version)
     return out
@@ -314,5 +318,6 @@ def summary(store: SharedStore | None, cluster: str) -> dict | None:
     nodes = {n: {k: v.get(k) for k in ("health", "last_fault", "evidence", "done", "at")}
              for n, v in sorted(state["nodes"].items()) if isinstance(v, dict)}
     return {"replacements": sum(int(v.get("replaced", 0)) for v in pools.values()),
-            "pools": {p: {k: v.get(k) for k in ("replaced", "refusals", "retry_at")} for p, v in pools.items()},
+            "pools": {p: {k: v.get(k) for k in ("health", "checked_at", "replaced", "refusals", "retry_at")}
+                      for p, v in pools.items()},
             "nodes": nodes}

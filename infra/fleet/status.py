@@ -238,6 +238,10 @@ def _health_notes(row: ClusterStatus) -> None:
     fault, and the cluster's replacements."""
     if not row.health:
         return
+    for pool, v in sorted(row.health["pools"].items()):
+        if v.get("health"):
+            row.notes.append(f"pool {pool} at the last heal pass ({v.get('checked_at')}): "
+                             + ", ".join(f"{n} {s}" for s, n in v["health"].items()))
     out = [f"{n} {v.get('done') or 'faulty'} [{v.get('last_fault')}]" for n, v in row.health["nodes"].items()
            if v.get("health") in ("faulty", "interrupted") and v.get("done") != "replace"]
     if out:

@@ -65,6 +65,8 @@ def test_a_faulty_rack_host_is_isolated_named_in_status_and_logged(rack):
                                                    "evidence": "gpufleet: GF-XID-FATAL health.xid", "done": "isolate",
                                                    "at": status["health"]["nodes"]["rack-0"]["at"]}
     assert any("rack-0 isolate [GF-XID-FATAL]" in n for n in status["notes"])
+    assert status["health"]["pools"]["rack"]["health"] == {"faulty": 1, "ok": 1, "unknown": 1}  # each node's, counted
+    assert status["health"]["pools"]["ctl"]["health"] == {"ok": 1}
     log = json.loads(cli("--json", "log", "rk").output)["events"]
     assert {(e["action"], e["node"]) for e in log} == {("isolate", "rack-0"), ("skip", "rack-2")}
     again = cli("--json", "heal", "rk")  # idempotent: nothing new is done or said
