@@ -78,3 +78,40 @@ def test_heal_replaces_a_faulty_node_of_an_aws_pool_end_to_end(aws, tmp_path, ca
     assert instance(ids[0])["State"]["Name"] in ("shutting-down", "terminated")
     (e,) = [e for e in c.events() if e["action"] == "replace"]
     assert e["code"] == "GF-XID-FATAL" and new in e["outcome"]
+
+
+def test_the_request_for_one_node_is_the_pools_own_and_valid_in_botocores_model(aws):
+    """A spot pool in a placement group, read back from EC2 and asked again for one node: the same template
+    (at its default version), type, zone, subnet, group and spot options, all or nothing for one; checked
+    against botocore's own EC2 model (the request EC2 receives)."""
+    from botocore.validate import ParamValidator
+
+    from gpufleet.clouds.aws import replace
+
+    ec2 = boto3.client("ec2", region_name=REGION)
+    vpc = ec2.create_vpc(CidrBlock="10.1.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.1.1.0/24", AvailabilityZone=ZONE)["Subnet"]["SubnetId"]
+    ec2.create_placement_group(GroupName="hl-gpu", Strategy="cluster")
+    lt = ec2.create_launch_template(LaunchTemplateName="hl-spot", LaunchTemplateData={
+        "ImageId": "ami-12c6146b", "InstanceType": "p5.48xlarge"})["LaunchTemplate"]["LaunchTemplateId"]
+    made = ec2.create_fleet(
+        Type="instant", LaunchTemplateConfigs=[{
+            "LaunchTemplateSpecification": {"LaunchTemplateId": lt, "Version": "$Default"},
+            "Overrides": [{"InstanceType": "p5.48xlarge", "AvailabilityZone": ZONE, "SubnetId": subnet,
+                           "Placement": {"GroupName": "hl-gpu"}}]}],
+        TargetCapacitySpecification={"TotalTargetCapacity": 2, "DefaultTargetCapacityType": "spot"},
+        SpotOptions={"AllocationStrategy": "capacity-optimized", "InstanceInterruptionBehavior": "terminate",
+                     "MinTargetCapacity": 2, "SingleAvailabilityZone": True, "SingleInstanceType": True},
+        TagSpecifications=[{"ResourceType": "fleet", "Tags": tags()}])
+    (fleet,) = ec2.describe_fleets(FleetIds=[made["FleetId"]])["Fleets"]
+    req = replace.request_for_one(fleet, tags())
+    model = ec2.meta.service_model
+    report = ParamValidator().validate(req, model.operation_model("CreateFleet").input_shape)
+    assert not report.has_errors(), report.generate_report()
+    (config,) = req["LaunchTemplateConfigs"]
+    assert config["LaunchTemplateSpecification"] == {"LaunchTemplateId": lt, "Version": "$Default"}
+    assert config["Overrides"] == [{"InstanceType": "p5.48xlarge", "AvailabilityZone": ZONE, "SubnetId": subnet,
+                                    "Placement": {"GroupName": "hl-gpu"}}]
+    assert req["TargetCapacitySpecification"] == {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "spot"}
+    assert req["SpotOptions"]["MinTargetCapacity"] == 1 and req["SpotOptions"]["AllocationStrategy"] == "capacity-optimized"
+    assert "OnDemandOptions" not in req

@@ -23,12 +23,12 @@ from gpufleet.clouds.base import refusal_in
 from gpufleet.clouds.tags import TAG_PREFIX
 from gpufleet.errors import CapacityError, GpufleetError
 
-# the keys of a fleet's overrides that its request takes back as they were (FleetLaunchTemplateOverridesRequest)
-OVERRIDES = ("InstanceType", "AvailabilityZone", "SubnetId", "MaxPrice", "WeightedCapacity", "Priority")
-OPTION_KEYS = {"OnDemandOptions": ("AllocationStrategy", "CapacityReservationOptions", "SingleInstanceType",
-                                   "SingleAvailabilityZone"),
-               "SpotOptions": ("AllocationStrategy", "InstanceInterruptionBehavior", "SingleInstanceType",
-                               "SingleAvailabilityZone")}
+# What DescribeFleets gives of the pool's request that CreateFleet takes back as it is (botocore 1.44.8's EC2
+# model: FleetLaunchTemplateOverrides vs ...OverridesRequest; OnDemandOptions and SpotOptions have the same
+# members as their requests). Placement comes back as PlacementResponse (its GroupName only).
+OVERRIDES = ("InstanceType", "AvailabilityZone", "AvailabilityZoneId", "SubnetId", "MaxPrice", "WeightedCapacity",
+             "Priority", "ImageId")
+OPTIONS = ("OnDemandOptions", "SpotOptions", "ReservedCapacityOptions")
 
 
 class Refused(CapacityError):
@@ -63,20 +63,26 @@ def request_for_one(fleet: dict, instance_tags: list[dict]) -> dict:
         spec = c["LaunchTemplateSpecification"]
         configs.append({"LaunchTemplateSpecification": {"LaunchTemplateId": spec["LaunchTemplateId"],
                                                         "Version": "$Default"},  # as components.fleet_request
-                        "Overrides": [{k: o[k] for k in OVERRIDES if k in o} for o in c.get("Overrides") or []]})
+                        "Overrides": [_override(o) for o in c.get("Overrides") or []]})
     capacity = fleet["TargetCapacitySpecification"]
     req = {"Type": "instant", "LaunchTemplateConfigs": configs,
            "TargetCapacitySpecification": {"TotalTargetCapacity": 1,
                                            "DefaultTargetCapacityType": capacity["DefaultTargetCapacityType"]},
            "TagSpecifications": [{"ResourceType": "instance", "Tags": instance_tags},
                                  {"ResourceType": "fleet", "Tags": instance_tags}]}
-    for key, keep in OPTION_KEYS.items():
+    for key in OPTIONS:
         if fleet.get(key):
-            opts = {k: fleet[key][k] for k in keep if k in fleet[key]}
-            if fleet[key].get("MinTargetCapacity"):
-                opts["MinTargetCapacity"] = 1  # all or nothing, as the pool's
-            req[key] = opts
+            req[key] = dict(fleet[key])
+            if "MinTargetCapacity" in req[key]:
+                req[key]["MinTargetCapacity"] = 1  # all or nothing, as the pool's
     return req
+
+
+def _override(o: dict) -> dict:
+    out = {k: o[k] for k in OVERRIDES if k in o}
+    if (o.get("Placement") or {}).get("GroupName"):
+        out["Placement"] = {"GroupName": o["Placement"]["GroupName"]}
+    return out
 
 
 def _terminate(ec2, node_id: str, wait: bool) -> None:
