@@ -464,6 +464,9 @@ class Cloud(Provider, Protocol):
     # inventory kinds of a pool whose replacement waits for them to be gone before the new nodes are asked
     # for, where the cloud's own deletion returns while they still hold their capacity (fleet.up)
     released_first: tuple[str, ...]
+    # `heal` can replace one of a pool's nodes through the pool's own request (its API's ``replace_node``);
+    # where it cannot yet, a faulty node is isolated (left drained and named) instead
+    replaces_nodes: bool
 
     image_template: str  # its Packer template under images/ (a golden image of a pool)
     images_global: bool  # an image built anywhere boots in every region (else only where it was built)

@@ -89,7 +89,7 @@ def _held(h: NodeHealth, rules, replaced: int, retry_at, now) -> tuple[str, str]
     if rules.on_fault != "replace":
         return "isolate", "the pool's on_fault is isolate"
     if not h.replaceable:
-        return "isolate", "its kind cannot make a new node (a rack host): isolated and named"
+        return "isolate", "no new node can be made in its place (a rack host, or a cloud whose replacement is not built)"
     if h.reserved and not rules.replace_reserved:
         return "isolate", "on reserved capacity (replace_reserved is false): isolated, its slot kept"
     if h.jobs != "none":

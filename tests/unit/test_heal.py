@@ -274,6 +274,17 @@ def test_a_capacity_refusal_is_reported_and_asked_again_after_a_backoff_not_in_a
     assert c.node_ids() == ["i-gpu0", "i-gpu1", "i-gpu2"]  # nothing lost
 
 
+def test_a_cloud_whose_replacement_is_not_built_isolates_instead(tmp_path, cat, monkeypatch):
+    from gpufleet.clouds import cloud
+
+    monkeypatch.setattr(cloud("aws"), "replaces_nodes", False)  # as GCP's and Azure's say today
+    c = Cluster(tmp_path, cat, stack_text())
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    out = c.heal()
+    assert c.api.asked == [] and out.decisions[0].action == "isolate" and "not built" in out.decisions[0].why
+    assert not out.trouble
+
+
 def test_isolate_leaves_the_node_and_says_it_once(tmp_path, cat):
     c = Cluster(tmp_path, cat, stack_text("{on_fault: isolate}"))
     say(c.bucket, "i-gpu0", state="faulty", faults=[XID])

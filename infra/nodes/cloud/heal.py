@@ -14,7 +14,7 @@ does, the contract says), so it is out of service with no job gpufleet could wai
 A cloud node cannot be reached from here (it is private): its agent drains its Slurm node itself, so
 ``drain`` is left to it; ``isolate`` leaves it drained and named; ``replace`` asks the node's cloud
 for a new node through the pool's own request, then terminates the old one (the cloud API's
-``replace_node``; a cloud without one is said, and its node stays isolated).
+``replace_node``; a cloud that has none yet, ``base.Cloud.replaces_nodes`` false, has its nodes isolated).
 """
 
 from __future__ import annotations
@@ -117,7 +117,8 @@ def health(run: Run, owns, outputs, name: str) -> list[NodeHealth]:
         return []
     now = dt.datetime.now(dt.timezone.utc)
     out = [NodeHealth(f"{n.pool}-{n.idx}", n.pool, name, hl.UNKNOWN, n.private_ip, n.node_id,
-                      reserved=bool(pools[n.pool].reservations)) for n in nodes]
+                      reserved=bool(pools[n.pool].reservations), replaceable=cloud(n.provider).replaces_nodes)
+           for n in nodes]
     try:
         outs = outputs(run)
     except GpufleetError as e:
@@ -160,12 +161,8 @@ def _replace(run: Run, node: NodeHealth) -> Repaired:
         api = opened[rec.provider]
     except GpufleetError as e:
         return Repaired(node.node, "replace", False, f"{rec.provider} could not be opened: {e.message}")
-    ask = getattr(api, "replace_node", None)
-    if ask is None:
-        return Repaired(node.node, "replace", False, f"replacing a {rec.provider} node is not built yet: it stays "
-                        "drained (isolated)")
     try:
-        got = ask(region, cluster=run.cluster, pool=rec.pool, node_id=rec.node_id, release_first=node.reserved)
+        got = api.replace_node(region, cluster=run.cluster, pool=rec.pool, node_id=rec.node_id, release_first=node.reserved)
     except (CapacityError, QuotaError) as e:
         return Repaired(node.node, "replace", False, e.message, refused=True)
     except GpufleetError as e:
