@@ -108,9 +108,9 @@ class Cluster:
         ref = {"name": "b", "cloud": "aws", "region": "us-east-1"}
         self.outputs = {"pools": {p.name: {"bucket": ref} for p in self.stack.pools}}
 
-    def heal(self, now=NOW, dry_run=False):
+    def heal(self, now=NOW, dry_run=False, team=False):
         seams = Seams(cloud_api=inventory.Clouds(open={"aws": self.api}), stores={"b": self.bucket})
-        return healing.heal(self.stack, self.cat, registry=self.reg, store=self.log, seams=seams,
+        return healing.heal(self.stack, self.cat, registry=self.reg, store=None if team else self.log, seams=seams,
                             outputs=self.outputs, now=now, dry_run=dry_run)
 
     def events(self):
@@ -293,3 +293,26 @@ def test_isolate_leaves_the_node_and_says_it_once(tmp_path, cat):
     assert c.api.asked == [] and [e["node"] for e in c.events() if e["action"] == "isolate"] == ["gpu-0"]
     state, _ = healing.read_state(c.log, "hl")
     assert state["nodes"]["gpu-0"]["done"] == "isolate" and state["nodes"]["gpu-0"]["last_fault"] == "GF-XID-FATAL"
+
+
+def test_in_a_team_each_pass_holds_the_clusters_lease_and_a_held_cluster_is_left_alone(tmp_path, cat, monkeypatch):
+    """Two healers (or a heal and an `up`) never act on one cluster at once: a pass takes the cluster's lease
+    in the team's store and gives it back; one that finds it held does nothing (LeaseHeld: exit 4)."""
+    from gpufleet.state import leases
+
+    (tmp_path / "shared").mkdir()
+    team_store = DirectoryStore(f"file://{tmp_path / 'shared'}")
+    team_store.create("team.json", b"{}")
+    monkeypatch.setenv("GPUFLEET_TEAM", team_store.url)
+    c = Cluster(tmp_path, cat, stack_text())
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    other = leases.acquire(team_store, "hl", "up", "bob@example.com", wait=False)
+    try:
+        with pytest.raises(leases.LeaseHeld):
+            c.heal(team=True)
+        assert c.api.asked == [] and events.read(team_store, "hl") == []
+    finally:
+        other.release()
+    c.heal(team=True)
+    assert c.api.asked == ["i-gpu0"] and leases.read(team_store, "hl") is None  # given back
+    assert [e["node"] for e in events.read(team_store, "hl") if e["action"] == "replace"] == ["gpu-0"]
