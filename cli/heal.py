@@ -62,19 +62,22 @@ def heal(
     chosen = _targets(target, reg, cat)
     every = min((p.health.interval for st, _ in chosen for p in st.pools), default=60)
     while True:
-        results = []
+        results, failed = [], []
         for st, name in chosen:
             try:
                 results.append(one_pass(st, cat, cluster=name, registry=reg, dry_run=dry_run,
                                         trust_new_hosts=trust_new_hosts))
             except GpufleetError as e:
-                if not watch:
+                if target is not None and not watch:
                     raise
-                output.warn(f"{name}: this pass did nothing: {e.message}")  # the next one tries again
+                failed.append(e)  # one cluster held or unreadable: the others are healed all the same
+                output.warn(f"{name}: this pass did nothing: {e.message}")
         _show(results, dry_run)
         if not watch:
             break
         time.sleep(every)
+    if failed:
+        raise typer.Exit(failed[0].exit_code)
     if any(r.trouble or (r.nodes and len(r.unknown) == len(r.nodes)) for r in results):
         raise typer.Exit(EXIT_FAILED)
 

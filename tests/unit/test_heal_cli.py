@@ -71,6 +71,8 @@ def test_a_faulty_rack_host_is_isolated_named_in_status_and_logged(rack):
     assert {(e["action"], e["node"]) for e in log} == {("isolate", "rack-0"), ("skip", "rack-2")}
     again = cli("--json", "heal", "rk")  # idempotent: nothing new is done or said
     assert again.exit_code == 0 and len(json.loads(cli("--json", "log", "rk").output)["events"]) == 2
+    every = cli("--json", "heal")  # no name: every cluster recorded here with its stack file
+    assert every.exit_code == 0 and [c["cluster"] for c in json.loads(every.output)["clusters"]] == ["rk"]
     shown = cli("heal", "rk")  # for people: the nodes that need something, and why
     assert shown.exit_code == 0 and "rack-2" in shown.output and "connection refused" in shown.output
 
