@@ -115,7 +115,7 @@ def state_key(cluster: str) -> str:
 
 def read_state(store: SharedStore | None, cluster: str) -> tuple[dict, str | None]:
     """`heal`'s memory of the cluster ({"pools": {...}, "nodes": {...}}) and its version (None: none yet).
-    One that is not ours is started again (it holds nothing a pass cannot learn again)."""
+    Whoever can write the store can write it: what is not of its shape is dropped (a pass learns it again)."""
     got = store.read(state_key(cluster)) if store is not None else None
     if got is None:
         return {"pools": {}, "nodes": {}}, None
@@ -123,8 +123,21 @@ def read_state(store: SharedStore | None, cluster: str) -> tuple[dict, str | Non
         doc = json_object(store.url, state_key(cluster), got[0])
     except BadObject:
         return {"pools": {}, "nodes": {}}, got[1]
-    pools, nodes = doc.get("pools"), doc.get("nodes")
-    return {"pools": pools if isinstance(pools, dict) else {}, "nodes": nodes if isinstance(nodes, dict) else {}}, got[1]
+    return {part: {k: _kept(v) for k, v in doc[part].items() if isinstance(v, dict)}
+            if isinstance(doc.get(part), dict) else {} for part in ("pools", "nodes")}, got[1]
+
+
+def _kept(entry: dict) -> dict:
+    """One pool's or node's entry, its counts numbers and its words strings (anything else dropped)."""
+    out = {}
+    for k, v in entry.items():
+        if k in ("replaced", "refusals") and isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 10**9:
+            out[k] = v
+        elif k == "health" and isinstance(v, dict):  # a pool's: nodes per state
+            out[k] = {s: n for s, n in v.items() if isinstance(s, str) and isinstance(n, int)}
+        elif k not in ("replaced", "refusals") and isinstance(v, str):
+            out[k] = v[:300]
+    return out
 
 
 def write_state(store: SharedStore, cluster: str, state: dict, version: str | None) -> None:
@@ -218,14 +231,13 @@ def heal(stack, cat, *, cluster: str | None = None, registry: Registry | None = 
 
 def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) -> Healed:
     state, version = read_state(store, run.cluster)
-    out = Healed(run.cluster, dry_run, replacements={p: int(v.get("replaced", 0)) for p, v in state["pools"].items()
-                                                       if isinstance(v, dict)})
+    out = Healed(run.cluster, dry_run, replacements={p: v.get("replaced", 0) for p, v in state["pools"].items()})
     replaced = recent_replacements(store, run.cluster, now)
     rules = {p.name: p.health for p in run.stack.pools}
-    nodes_rec = [(k, h) for k in kinds.used(run.stack) for h in k.health(run)]
-    for k, h in nodes_rec:
+    read = [(kind, h) for kind in kinds.used(run.stack) for h in kind.health(run)]
+    for k, h in read:
         pool = state["pools"].setdefault(h.pool, {})
-        mine = state["nodes"].get(h.node) if isinstance(state["nodes"].get(h.node), dict) else {}
+        mine = state["nodes"].get(h.node, {})
         d = decide(h, rules[h.pool], replaced_last_hour=replaced.get(h.pool, 0), retry_at=_time(pool.get("retry_at")),
                    now=now, isolated=mine.get("done") == "isolate" and mine.get("code") == h.code)
         out.nodes.append(h)
@@ -262,12 +274,12 @@ def _after(run: Run, state: dict, h: NodeHealth, d: Decision, r, now: dt.datetim
         run.record = run.registry.record(name=rec.name, stack=rec.stack, stack_file=rec.stack_file, owner=rec.owner,
                                          expires_at=rec.expires_at, backend=rec.backend, nodes=nodes, state=rec.state)
         replaced[h.pool] = replaced.get(h.pool, 0) + 1
-        pool["replaced"] = int(pool.get("replaced", 0)) + 1
+        pool["replaced"] = pool.get("replaced", 0) + 1
         out.replacements[h.pool] = pool["replaced"]
         pool.pop("refusals", None)
         pool.pop("retry_at", None)
     elif r.refused:
-        pool["refusals"] = int(pool.get("refusals", 0)) + 1
+        pool["refusals"] = pool.get("refusals", 0) + 1
         pool["retry_at"] = _stamp(now + backoff(pool["refusals"]))
         pool["why"] = r.detail[:300]
 
@@ -276,7 +288,7 @@ def _news(mine: dict, d: Decision, r) -> bool:
     """Whether this pass's word on a node is new (an event each time something is done or changes)."""
     if d.action == "none":
         return False
-    if d.action in ("replace",) or (r is not None and r.refused):
+    if d.action == "replace" or (r is not None and r.refused):
         return True
     return (mine.get("action"), mine.get("code"), mine.get("why")) != (d.action, d.code, d.why)
 
@@ -314,10 +326,10 @@ def summary(store: SharedStore | None, cluster: str) -> dict | None:
     state, version = read_state(store, cluster)
     if version is None:
         return None
-    pools = {p: v for p, v in state["pools"].items() if isinstance(v, dict)}
+    pools = state["pools"]
     nodes = {n: {k: v.get(k) for k in ("health", "last_fault", "evidence", "done", "at")}
-             for n, v in sorted(state["nodes"].items()) if isinstance(v, dict)}
-    return {"replacements": sum(int(v.get("replaced", 0)) for v in pools.values()),
+             for n, v in sorted(state["nodes"].items())}
+    return {"replacements": sum(v.get("replaced", 0) for v in pools.values()),
             "pools": {p: {k: v.get(k) for k in ("health", "checked_at", "replaced", "refusals", "retry_at")}
                       for p, v in pools.items()},
             "nodes": nodes}

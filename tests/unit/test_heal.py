@@ -316,3 +316,17 @@ def test_in_a_team_each_pass_holds_the_clusters_lease_and_a_held_cluster_is_left
     c.heal(team=True)
     assert c.api.asked == ["i-gpu0"] and leases.read(team_store, "hl") is None  # given back
     assert [e["node"] for e in events.read(team_store, "hl") if e["action"] == "replace"] == ["gpu-0"]
+
+
+def test_heals_memory_written_wrong_by_someone_else_is_dropped_not_trusted(tmp_path, cat):
+    """Whoever can write the store can write heal's memory: junk in it is left aside, never a crash, and
+    never a reason to replace (a refusal's retry time that is not a time is no time: asked again)."""
+    c = Cluster(tmp_path, cat, stack_text())
+    c.log.create(healing.state_key("hl"), json.dumps({"pools": {"gpu": {"replaced": "lots", "refusals": True,
+                                                                        "retry_at": 5, "health": []}, "x": [1]},
+                                                      "nodes": {"gpu-0": "isolated", "gpu-1": {"done": 7}}}).encode())
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    out = c.heal()
+    assert [d.action for d in out.decisions][:1] == ["replace"] and c.api.asked == ["i-gpu0"]
+    state, _ = healing.read_state(c.log, "hl")
+    assert state["pools"]["gpu"]["replaced"] == 1 and "x" not in state["pools"]
