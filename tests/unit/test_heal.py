@@ -330,3 +330,24 @@ def test_heals_memory_written_wrong_by_someone_else_is_dropped_not_trusted(tmp_p
     assert [d.action for d in out.decisions][:1] == ["replace"] and c.api.asked == ["i-gpu0"]
     state, _ = healing.read_state(c.log, "hl")
     assert state["pools"]["gpu"]["replaced"] == 1 and "x" not in state["pools"]
+
+
+def test_a_spot_notice_reads_as_interrupted_and_what_is_not_a_notice_as_unknown():
+    from gpufleet.nodes import health as hl
+
+    now = dt.datetime(2026, 11, 27, 15, 0, 30, tzinfo=dt.timezone.utc)
+    body = {"health": {"state": "interrupted", "faults": [], "checked_at": "2026-11-27T15:00:00Z", "interval": 60,
+                       "gate": {"level": "quick", "passed": True}, "drained": True, "notice_error": None,
+                       "notice": {"cloud": "aws", "kind": "instance-action", "at": "2026-11-27T15:02:00Z"}}}
+    got = hl.reported(body, now)
+    assert got["state"] == "interrupted" and got["notice"]["kind"] == "instance-action" and got["drained"] is True
+    h = NodeHealth("gpu-0", "gpu", "cloud nodes", "interrupted", notice=got["notice"], drained=True, jobs="none")
+    assert h.code == "GF-SPOT-NOTICE" and h.evidence == "instance-action notice for 2026-11-27T15:02:00Z"
+    assert decided(h) == "replace"
+    for bad in ({"cloud": "oracle", "kind": "instance-action"}, {"cloud": "gcp", "kind": "reboot"},
+                {"cloud": "azure", "kind": "Preempt", "at": "soon"}):
+        with pytest.raises(hl.Unreadable):
+            hl.reported({"health": {**body["health"], "notice": bad}}, now)
+    # a check's name is shown only: any one line will do (the node side writes up to 80 characters)
+    faulty = {**body["health"], "state": "faulty", "faults": [{**XID, "check": "NVLink link 3 (GPU 2)"}]}
+    assert hl.reported({"health": faulty}, now)["faults"][0]["check"] == "NVLink link 3 (GPU 2)"
