@@ -98,3 +98,21 @@ def test_heal_exits_1_when_no_nodes_health_could_be_read(rack, monkeypatch):
     got = cli("--json", "heal", "rk")
     assert got.exit_code == 1 and rack == []
     assert cli("heal", "rk", "--once", "--watch").exit_code == 2
+
+
+def test_watch_runs_a_pass_every_interval_until_stopped(rack, monkeypatch):
+    from types import SimpleNamespace
+
+    from gpufleet.cli import heal
+
+    slept = []
+
+    def sleep(s):
+        slept.append(s)
+        if len(slept) == 2:
+            raise KeyboardInterrupt  # Ctrl-C
+
+    monkeypatch.setattr(heal, "time", SimpleNamespace(sleep=sleep))
+    got = cli("heal", "rk", "--watch")
+    assert slept == [60, 60] and got.exit_code == 130  # the pools' health.interval; 128 + SIGINT
+    assert got.output.count("rk: ") == 2  # a pass before each sleep, each said
