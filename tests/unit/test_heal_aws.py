@@ -115,3 +115,22 @@ def test_the_request_for_one_node_is_the_pools_own_and_valid_in_botocores_model(
     assert req["TargetCapacitySpecification"] == {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "spot"}
     assert req["SpotOptions"]["MinTargetCapacity"] == 1 and req["SpotOptions"]["AllocationStrategy"] == "capacity-optimized"
     assert "OnDemandOptions" not in req
+
+
+def test_an_instance_the_registry_names_but_the_pool_does_not_tag_is_never_terminated(aws):
+    """The registry may be a team's store, which anyone in the team can write: an instance id there that is not
+    tagged as the pool's node (another cluster's, or nobody's) is refused, nothing launched or terminated."""
+    import pytest
+
+    from gpufleet.errors import GpufleetError
+
+    _, ids = pool_fleet(1)
+    stranger = boto3.client("ec2", region_name=REGION).run_instances(
+        ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="m5.large")["Instances"][0]["InstanceId"]
+    with pytest.raises(GpufleetError, match="not tagged as a node of pool gpu"):
+        AwsApi().replace_node(REGION, cluster="hl", pool="gpu", node_id=stranger)
+    with pytest.raises(GpufleetError, match="not tagged as a node of pool other"):
+        AwsApi().replace_node(REGION, cluster="hl", pool="other", node_id=ids[0])
+    assert instance(stranger)["State"]["Name"] == instance(ids[0])["State"]["Name"] == "running"
+    fleets = boto3.client("ec2", region_name=REGION).describe_fleets()["Fleets"]
+    assert len(fleets) == 1  # nothing was asked for

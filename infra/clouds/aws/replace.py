@@ -95,8 +95,14 @@ def replace_node(ec2, *, cluster: str, pool: str, node_id: str, release_first: b
     """A new node for the pool from its own request, then ``node_id`` terminated: {"id", "private_ip",
     "zone", "fleet_id"}. Refused (nothing launched, the old node left as it was unless
     ``release_first``) when EC2 launches none."""
-    fleet = pool_fleet(ec2, cluster, pool, node_id)
     (old,) = [i for r in ec2.describe_instances(InstanceIds=[node_id])["Reservations"] for i in r["Instances"]]
+    said = {t["Key"]: t["Value"] for t in old.get("Tags") or []}
+    if (said.get(TAG_PREFIX + "cluster"), said.get(TAG_PREFIX + "pool")) != (cluster, pool):
+        # the registry (a team's store) names the node: nothing is terminated on its word alone
+        raise GpufleetError(f"aws: instance {node_id} is not tagged as a node of pool {pool} of cluster {cluster}: "
+                            "not replaced", "check the registry's record (`gpufleet registry rebuild` reads it again "
+                            "from the clouds' tags)")
+    fleet = pool_fleet(ec2, cluster, pool, node_id)
     tags = [t for t in old.get("Tags") or [] if not t["Key"].startswith("aws:")]
     if release_first:
         _terminate(ec2, node_id, wait=True)
