@@ -54,6 +54,9 @@ class Refusal:
                 "source": self.source}
 
 
+RETRIED_LATER = ("capacity", "quota", "price")  # refusals that time may lift (`heal` asks again after a backoff)
+
+
 @dataclass(frozen=True)
 class RefusalRule:
     """One row of a cloud's refusal table: the documented code, how it reads in Pulumi's output

@@ -19,7 +19,7 @@ from __future__ import annotations
 from botocore.exceptions import ClientError
 
 from gpufleet.clouds.aws import refusals
-from gpufleet.clouds.base import refusal_in
+from gpufleet.clouds.base import RETRIED_LATER, refusal_in
 from gpufleet.clouds.tags import TAG_PREFIX
 from gpufleet.errors import CapacityError, GpufleetError
 
@@ -116,8 +116,10 @@ def replace_node(ec2, *, cluster: str, pool: str, node_id: str, release_first: b
         errors = made.get("Errors") or [{}]
         said = f"{errors[0].get('ErrorCode', 'no error given')}: {errors[0].get('ErrorMessage', '')}".rstrip(": ")
         found = refusal_in(refusals.RULES, said)
-        raise Refused(f"aws: EC2 launched no replacement for {node_id} in pool {pool}: {said}",
-                      found.code if found else None)
+        message = f"aws: EC2 launched no replacement for {node_id} in pool {pool}: {said}"
+        if found is None or found.kind not in RETRIED_LATER:  # a wrong request: asking again would not help
+            raise GpufleetError(message, "the faulty node stays drained; the pool's request needs a look")
+        raise Refused(message, found.code)
     new = ec2.describe_instances(InstanceIds=ids[:1])["Reservations"][0]["Instances"][0]
     if not release_first:
         _terminate(ec2, node_id, wait=False)

@@ -170,6 +170,6 @@ def _replace(run: Run, node: NodeHealth) -> Repaired:
     new = Node(pool=rec.pool, idx=rec.idx, provider=rec.provider, location=rec.location, machine=rec.machine,
                zone=got.get("zone") or rec.zone, node_id=got["id"], private_ip=got.get("private_ip"),
                ssh_endpoint=f"{got['private_ip']}:22" if got.get("private_ip") else None,
-               usd_per_hour=rec.usd_per_hour)
+               usd_per_hour=rec.usd_per_hour, vm_uid=got.get("vm_uid"))
     return Repaired(node.node, "replace", True, f"{rec.node_id} terminated, {got['id']} asked for through the "
                     f"pool's request (fleet {got.get('fleet_id')})", new=new)

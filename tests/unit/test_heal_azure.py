@@ -1,0 +1,51 @@
+"""A faulty Azure node replaced through its pool's own scale set, against the ARM fake (tests/fakes/azure.py,
+answering Virtual Machine Scale Sets - Update and - Delete Instances as their REST reference documents them):
+one VM more from the scale set's model, then the faulty one deleted by its instance id; a refused scale-out
+leaves the scale set as it was."""
+
+import pytest
+
+from gpufleet.clouds.azure.api import AzureApi
+from gpufleet.errors import CapacityError, GpufleetError
+
+TAGS = {"gpufleet:cluster": "hl", "gpufleet:pool": "gpu", "gpufleet:stack": "hl", "gpufleet:owner": "ops@example.com",
+        "gpufleet:expires-at": "2099-01-01T00:00:00Z"}
+
+
+def scale_set(azure, n: int = 2, tags=TAGS) -> str:
+    azure.group("gpufleet-hl-eastus", "eastus", tags)
+    vmss = azure.add("gpufleet-hl-eastus", "Microsoft.Compute/virtualMachineScaleSets", "hl-gpu", "eastus", tags,
+                     sku={"name": "Standard_ND96isr_H100_v5", "tier": "Standard", "capacity": n})
+    azure.scale_set_vms(vmss["id"], [(str(i), f"hl-gpu{i:06d}", f"10.3.0.{10 + i}", None) for i in range(n)])
+    return vmss["id"]
+
+
+def vms(azure, vmss: str) -> list[str]:
+    return [v["instance"] for v in azure.scale_sets[vmss.lower()]]
+
+
+def test_a_vm_is_replaced_from_the_scale_sets_model_and_the_faulty_one_deleted(azure):
+    vmss = scale_set(azure)
+    got = AzureApi().replace_node("eastus", cluster="hl", pool="gpu", node_id=f"{vmss}/virtualMachines/0")
+    assert got["id"] == f"{vmss}/virtualMachines/2" and got["private_ip"] == "10.3.0.12" and got["vm_uid"]
+    assert vms(azure, vmss) == ["1", "2"]  # the pool as big as before, the faulty VM gone
+    calls = [(m, p.rsplit("/", 1)[-1]) for m, p in azure.calls if m in ("PATCH", "POST")]
+    assert calls == [("PATCH", "hl-gpu"), ("POST", "delete")]  # the new one first, then the old one
+
+
+def test_a_refused_scale_out_leaves_the_scale_set_as_it_was(azure):
+    vmss = scale_set(azure)
+    azure.faults[("PATCH", r"/virtualMachineScaleSets/hl-gpu$")] = [
+        (409, {"error": {"code": "ZonalAllocationFailed", "message": "Allocation failed. We do not have sufficient "
+                         "capacity for the requested VM size in this zone."}}, {})]
+    with pytest.raises(CapacityError) as ei:
+        AzureApi().replace_node("eastus", cluster="hl", pool="gpu", node_id=f"{vmss}/virtualMachines/0")
+    assert ei.value.code == "ZonalAllocationFailed"
+    assert vms(azure, vmss) == ["0", "1"]
+
+
+def test_a_vm_of_a_scale_set_not_tagged_for_the_pool_is_never_deleted(azure):
+    vmss = scale_set(azure, tags={**TAGS, "gpufleet:pool": "other"})
+    with pytest.raises(GpufleetError, match="not a VM of the scale set tagged for pool gpu"):
+        AzureApi().replace_node("eastus", cluster="hl", pool="gpu", node_id=f"{vmss}/virtualMachines/0")
+    assert vms(azure, vmss) == ["0", "1"] and not [c for c in azure.calls if c[0] in ("PATCH", "POST")]
