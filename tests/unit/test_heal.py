@@ -11,7 +11,7 @@ import json
 import pytest
 
 from gpufleet import stacks
-from gpufleet.clouds import inventory
+from gpufleet.clouds import inventory, node_agent
 from gpufleet.errors import CapacityError
 from gpufleet.fleet import heal as healing
 from gpufleet.nodes.health import NodeHealth
@@ -68,7 +68,7 @@ def say(bucket, node_id, pool="gpu", state="ok", *, faults=(), drained=False, ag
                           "gate": {"level": "quick", "passed": True}, "notice": None, "drained": drained}
     if scheduler is not None:
         body["scheduler"] = {"out": scheduler, "at": checked}
-    bucket.put(f"status/{pool}/{node_id}.json", json.dumps(body).encode())
+    bucket.put(f"status/{pool}/{node_agent.safe_key(node_id)}.json", json.dumps(body).encode())
 
 
 XID = {"code": "GF-XID-FATAL", "check": "health.xid", "evidence": "Xid 79 on GPU 00000000:3B:00.0: fell off the bus"}
@@ -76,8 +76,6 @@ XID = {"code": "GF-XID-FATAL", "check": "health.xid", "evidence": "Xid 79 on GPU
 
 class Api:
     """The cloud's API as the cloud kind asks it: what it was asked to replace; ``refuse``: no capacity."""
-
-    provider = "aws"
 
     def __init__(self, refuse: bool = False):
         self.asked, self.refuse = [], refuse
@@ -93,23 +91,24 @@ class Api:
 class Cluster:
     """A cluster `up` recorded (its stack, registry, bucket, log), healed pass by pass."""
 
-    def __init__(self, tmp_path, cat, text: str, api: Api | None = None):
+    def __init__(self, tmp_path, cat, text: str, api: Api | None = None, ids=lambda pool, i: f"i-{pool}{i}"):
         (tmp_path / "hl.yaml").write_text(text)
         self.stack, self.cat = stacks.load(tmp_path / "hl.yaml", cat), cat
         self.reg = Registry(tmp_path / "registry.db")
-        self.nodes = [Node(pool=p.name, idx=i, provider="aws", location="us-east-1", machine=p.instance_type,
-                           node_id=f"i-{p.name}{i}", private_ip=f"10.0.0.{10 + i}")
+        self.nodes = [Node(pool=p.name, idx=i, provider=p.provider, location=p.region, machine=p.instance_type,
+                           node_id=ids(p.name, i), private_ip=f"10.0.0.{10 + i}")
                       for p in self.stack.pools for i in range(p.nodes)]
         self.reg.record(name="hl", stack="hl", stack_file=str(tmp_path / "hl.yaml"), owner="ops@example.com",
                         expires_at="2099-01-01T00:00:00Z", backend=None, nodes=self.nodes)
         (tmp_path / "log").mkdir()
         self.log = DirectoryStore(f"file://{tmp_path}/log")
         self.bucket, self.api = Bucket(), api or Api()
-        ref = {"name": "b", "cloud": "aws", "region": "us-east-1"}
+        ref = {"name": "b", "cloud": self.stack.pools[0].provider, "region": self.stack.pools[0].region}
         self.outputs = {"pools": {p.name: {"bucket": ref} for p in self.stack.pools}}
 
     def heal(self, now=NOW, dry_run=False, team=False):
-        seams = Seams(cloud_api=inventory.Clouds(open={"aws": self.api}), stores={"b": self.bucket})
+        seams = Seams(cloud_api=inventory.Clouds(open={p.provider: self.api for p in self.stack.pools}),
+                      stores={"b": self.bucket})
         return healing.heal(self.stack, self.cat, registry=self.reg, store=None if team else self.log, seams=seams,
                             outputs=self.outputs, now=now, dry_run=dry_run)
 

@@ -3,8 +3,12 @@ answering Virtual Machine Scale Sets - Update and - Delete Instances as their RE
 one VM more from the scale set's model, then the faulty one deleted by its instance id; a refused scale-out
 leaves the scale set as it was."""
 
-import pytest
+import datetime as dt
 
+import pytest
+from test_heal import KEY, XID, Cluster, say
+
+from gpufleet.clouds import inventory
 from gpufleet.clouds.azure.api import AzureApi
 from gpufleet.errors import CapacityError, GpufleetError
 
@@ -49,3 +53,19 @@ def test_a_vm_of_a_scale_set_not_tagged_for_the_pool_is_never_deleted(azure):
     with pytest.raises(GpufleetError, match="not a VM of the scale set tagged for pool gpu"):
         AzureApi().replace_node("eastus", cluster="hl", pool="gpu", node_id=f"{vmss}/virtualMachines/0")
     assert vms(azure, vmss) == ["0", "1"] and not [c for c in azure.calls if c[0] in ("PATCH", "POST")]
+
+
+def test_heal_replaces_a_faulty_node_of_an_azure_pool_end_to_end(azure, tmp_path, cat):
+    vmss = scale_set(azure)
+    text = (f"name: hl\nowner: ops@example.com\naccess: {{public_key: '{KEY}'}}\npools:\n"
+            "  - {name: gpu, provider: azure, region: eastus, instance_type: Standard_ND96isr_H100_v5, nodes: 2, "
+            "health: {on_fault: replace}}\n")
+    c = Cluster(tmp_path, cat, text, ids=lambda pool, i: f"{vmss}/virtualMachines/{i}")
+    c.api = inventory.open_clouds(["azure"], required=True, regions={"azure": ["eastus"]})["azure"]
+    say(c.bucket, f"{vmss}/virtualMachines/0", state="faulty", faults=[XID])
+    say(c.bucket, f"{vmss}/virtualMachines/1")
+    out = c.heal(dt.datetime.now(dt.timezone.utc))
+    assert [r.done for r in out.repaired] == [True], out.repaired
+    assert c.node_ids() == [f"{vmss}/virtualMachines/2", f"{vmss}/virtualMachines/1"]
+    assert vms(azure, vmss) == ["1", "2"]
+    assert c.reg.get("hl").nodes[0].vm_uid  # the new VM's own unique id, as `up` records it
