@@ -134,3 +134,16 @@ def test_an_instance_the_registry_names_but_the_pool_does_not_tag_is_never_termi
     assert instance(stranger)["State"]["Name"] == instance(ids[0])["State"]["Name"] == "running"
     fleets = boto3.client("ec2", region_name=REGION).describe_fleets()["Fleets"]
     assert len(fleets) == 1  # nothing was asked for
+
+
+def test_on_reserved_capacity_the_old_node_is_terminated_before_the_new_one_is_asked_for(aws, monkeypatch):
+    """A Capacity Block or reservation sized to the pool frees a slot only once its instance is terminated."""
+    from gpufleet.clouds.aws import replace
+
+    _, ids = pool_fleet(2)
+    seen = []
+    real = replace.request_for_one
+    monkeypatch.setattr(replace, "request_for_one", lambda *a: (seen.append(instance(ids[0])["State"]["Name"]),
+                                                               real(*a))[1])
+    new = AwsApi().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], release_first=True)
+    assert seen == ["terminated"] and instance(new["id"])["State"]["Name"] == "running"

@@ -69,3 +69,13 @@ def test_heal_replaces_a_faulty_node_of_an_azure_pool_end_to_end(azure, tmp_path
     assert c.node_ids() == [f"{vmss}/virtualMachines/2", f"{vmss}/virtualMachines/1"]
     assert vms(azure, vmss) == ["1", "2"]
     assert c.reg.get("hl").nodes[0].vm_uid  # the new VM's own unique id, as `up` records it
+
+
+def test_on_reserved_capacity_the_faulty_vm_goes_first_and_the_capacity_is_asked_back(azure):
+    """A reservation sized to the pool has no slot for a VM more: the faulty one frees its slot first."""
+    vmss = scale_set(azure)
+    got = AzureApi().replace_node("eastus", cluster="hl", pool="gpu", node_id=f"{vmss}/virtualMachines/0",
+                                  release_first=True)
+    calls = [(m, p.rsplit("/", 1)[-1]) for m, p in azure.calls if m in ("PATCH", "POST")]
+    assert calls == [("POST", "delete"), ("PATCH", "hl-gpu")]
+    assert vms(azure, vmss) == ["1", "2"] and got["id"].endswith("/virtualMachines/2")
