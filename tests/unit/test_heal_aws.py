@@ -28,7 +28,8 @@ def pool_fleet(n: int, pool="gpu") -> tuple[str, list[str]]:
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{len(pool)}.0/24", AvailabilityZone=ZONE)["Subnet"]["SubnetId"]
     lt = ec2.create_launch_template(LaunchTemplateName=f"hl-{pool}", LaunchTemplateData={
-        "ImageId": "ami-12c6146b", "InstanceType": "g6.12xlarge"})["LaunchTemplate"]["LaunchTemplateId"]
+        "ImageId": "ami-12c6146b", "InstanceType": "g6.12xlarge",  # its nodes tagged by the template, as up's
+        "TagSpecifications": [{"ResourceType": "instance", "Tags": tags(pool)}]})["LaunchTemplate"]["LaunchTemplateId"]
     made = ec2.create_fleet(
         Type="instant", LaunchTemplateConfigs=[{
             "LaunchTemplateSpecification": {"LaunchTemplateId": lt, "Version": "$Default"},
@@ -36,7 +37,7 @@ def pool_fleet(n: int, pool="gpu") -> tuple[str, list[str]]:
         TargetCapacitySpecification={"TotalTargetCapacity": n, "DefaultTargetCapacityType": "on-demand"},
         OnDemandOptions={"AllocationStrategy": "lowest-price", "MinTargetCapacity": n, "SingleAvailabilityZone": True,
                          "SingleInstanceType": True},
-        TagSpecifications=[{"ResourceType": "instance", "Tags": tags(pool)}, {"ResourceType": "fleet", "Tags": tags(pool)}])
+        TagSpecifications=[{"ResourceType": "fleet", "Tags": tags(pool)}])
     return made["FleetId"], [i for x in made["Instances"] for i in x["InstanceIds"]]
 
 
@@ -104,7 +105,7 @@ def test_the_request_for_one_node_is_the_pools_own_and_valid_in_botocores_model(
                      "MinTargetCapacity": 2, "SingleAvailabilityZone": True, "SingleInstanceType": True},
         TagSpecifications=[{"ResourceType": "fleet", "Tags": tags()}])
     (fleet,) = ec2.describe_fleets(FleetIds=[made["FleetId"]])["Fleets"]
-    req = replace.request_for_one(fleet, tags())
+    req = replace.request_for_one(fleet)
     model = ec2.meta.service_model
     report = ParamValidator().validate(req, model.operation_model("CreateFleet").input_shape)
     assert not report.has_errors(), report.generate_report()
@@ -115,6 +116,7 @@ def test_the_request_for_one_node_is_the_pools_own_and_valid_in_botocores_model(
     assert req["TargetCapacitySpecification"] == {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "spot"}
     assert req["SpotOptions"]["MinTargetCapacity"] == 1 and req["SpotOptions"]["AllocationStrategy"] == "capacity-optimized"
     assert "OnDemandOptions" not in req
+    assert req["TagSpecifications"] == [{"ResourceType": "fleet", "Tags": fleet["Tags"]}]  # the pool's fleet's
 
 
 def test_an_instance_the_registry_names_but_the_pool_does_not_tag_is_never_terminated(aws):

@@ -56,8 +56,10 @@ def pool_fleet(ec2, cluster: str, pool: str, node_id: str) -> dict:
     return (holding or sorted(mine, key=lambda f: str(f.get("CreateTime"))))[0]
 
 
-def request_for_one(fleet: dict, instance_tags: list[dict]) -> dict:
-    """The pool's CreateFleet request, for one instance (``instance_tags``: the node's gpufleet tags)."""
+def request_for_one(fleet: dict) -> dict:
+    """The pool's CreateFleet request, for one instance. Its instance, volume and interface tags come from the
+    launch template, as the pool's own nodes' do (``components``: its tag_specifications); the new fleet carries
+    the pool's fleet's tags (the request names them: an instant fleet's tags are given at its creation)."""
     configs = []
     for c in fleet["LaunchTemplateConfigs"]:
         spec = c["LaunchTemplateSpecification"]
@@ -68,8 +70,8 @@ def request_for_one(fleet: dict, instance_tags: list[dict]) -> dict:
     req = {"Type": "instant", "LaunchTemplateConfigs": configs,
            "TargetCapacitySpecification": {"TotalTargetCapacity": 1,
                                            "DefaultTargetCapacityType": capacity["DefaultTargetCapacityType"]},
-           "TagSpecifications": [{"ResourceType": "instance", "Tags": instance_tags},
-                                 {"ResourceType": "fleet", "Tags": instance_tags}]}
+           "TagSpecifications": [{"ResourceType": "fleet", "Tags": [t for t in fleet.get("Tags") or []
+                                                                    if not t["Key"].startswith("aws:")]}]}
     for key in OPTIONS:
         if fleet.get(key):
             req[key] = dict(fleet[key])
@@ -103,10 +105,9 @@ def replace_node(ec2, *, cluster: str, pool: str, node_id: str, release_first: b
                             "not replaced", "check the registry's record (`gpufleet registry rebuild` reads it again "
                             "from the clouds' tags)")
     fleet = pool_fleet(ec2, cluster, pool, node_id)
-    tags = [t for t in old.get("Tags") or [] if not t["Key"].startswith("aws:")]
     if release_first:
         _terminate(ec2, node_id, wait=True)
-    made = ec2.create_fleet(**request_for_one(fleet, tags))
+    made = ec2.create_fleet(**request_for_one(fleet))
     ids = [i for x in made.get("Instances") or [] for i in x.get("InstanceIds") or []]
     if not ids:
         try:  # an instant fleet that launched nothing holds nothing; it is not left behind
