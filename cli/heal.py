@@ -89,6 +89,9 @@ def _show(results: list, dry_run: bool) -> None:
     from gpufleet.state.shared import shown
 
     for r in results:
+        if r.left:
+            output.warn(f"{r.cluster}: {r.left}")
+            continue
         done = {x.node: x for x in r.repaired}
         rows = [[d.node, h.state, d.code or "", d.action + ("" if d.node not in done else
                                                             " (done)" if done[d.node].done else " (not done)"),

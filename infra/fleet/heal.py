@@ -170,6 +170,7 @@ class Healed:
     repaired: list = field(default_factory=list)  # nodes.health.Repaired of each action asked for
     replacements: dict[str, int] = field(default_factory=dict)  # pool -> replaced in all (heal's count)
     events: int = 0
+    left: str | None = None  # why the pass left the cluster alone (an `up` or `down` is under way)
 
     @property
     def unknown(self) -> list[Decision]:
@@ -185,7 +186,7 @@ class Healed:
         return {"cluster": self.cluster, "dry_run": self.dry_run,
                 "nodes": [{**h.to_dict(), "decision": by[h.node].to_dict()} for h in self.nodes],
                 "repaired": [r.to_dict() for r in self.repaired], "replacements": self.replacements,
-                "unknown": len(self.unknown), "events": self.events}
+                "unknown": len(self.unknown), "events": self.events, "left_alone": self.left}
 
 
 def recent_replacements(store: SharedStore | None, cluster: str, now: dt.datetime) -> dict[str, int]:
@@ -220,6 +221,9 @@ def heal(stack, cat, *, cluster: str | None = None, registry: Registry | None = 
     reg = registry or team.registry()
     name = cluster or stack.name
     rec = recorded(reg, name)
+    if rec.state != "up":  # an `up` or `down` is changing it (alone there is no lease to say so), or it failed
+        return Healed(name, dry_run, left=f"the cluster is {rec.state}, not up: its nodes are not healed until an "
+                                          "`up` brings it up")
     shared = None if store is not None else team.current()
     store = store or shared or team.log_store(create=not dry_run)  # a dry run makes no folder: None when none
     now = now or dt.datetime.now(dt.timezone.utc)

@@ -350,3 +350,13 @@ def test_a_spot_notice_reads_as_interrupted_and_what_is_not_a_notice_as_unknown(
     # a check's name is shown only: any one line will do (the node side writes up to 80 characters)
     faulty = {**body["health"], "state": "faulty", "faults": [{**XID, "check": "NVLink link 3 (GPU 2)"}]}
     assert hl.reported({"health": faulty}, now)["faults"][0]["check"] == "NVLink link 3 (GPU 2)"
+
+
+@pytest.mark.parametrize("state", ["creating", "updating", "failed"])
+def test_a_cluster_an_up_is_changing_or_that_failed_is_left_alone(tmp_path, cat, state):
+    """Alone there is no lease: the registry's state says an `up` (or `down`) is at work, or left it failed."""
+    c = Cluster(tmp_path, cat, stack_text())
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    c.reg.set_state("hl", state)
+    out = c.heal()
+    assert out.left and state in out.left and c.api.asked == [] and c.log.keys("") == []
