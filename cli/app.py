@@ -19,6 +19,7 @@ from gpufleet.cli import cluster as cluster_cmd
 from gpufleet.cli import compare as compare_cmd
 from gpufleet.cli import cost as cost_cmd
 from gpufleet.cli import examples as examples_cmd
+from gpufleet.cli import heal as heal_cmd
 from gpufleet.cli import image as image_cmd
 from gpufleet.cli import lifecycle as lifecycle_cmd
 from gpufleet.cli import plan as plan_cmd
@@ -93,6 +94,7 @@ app.command("configure", help=cluster_cmd.CONFIGURE_HELP)(cluster_cmd.configure)
 app.command("verify", help=verify_cmd.HELP)(verify_cmd.verify)
 app.command("status", help=lifecycle_cmd.STATUS_HELP)(lifecycle_cmd.status)
 app.command("reap", help=lifecycle_cmd.REAP_HELP)(lifecycle_cmd.reap)
+app.command("heal", help=heal_cmd.HELP)(heal_cmd.heal)
 app.command("check", help=lifecycle_cmd.CHECK_HELP)(lifecycle_cmd.check)
 app.command("cost", help=cost_cmd.HELP)(cost_cmd.cost)
 app.command("ssh", help=ssh_cmd.SSH_HELP, cls=ssh_cmd.AfterDashDash)(ssh_cmd.ssh)

@@ -28,7 +28,8 @@ UNLOCK_HELP = ("Break a cluster's lease whose holder died and the Pulumi lock it
                "A Pulumi lock that lease's command did not write, or wrote while it was stopping, is shown and kept. "
                "--force breaks the lease and clears every Pulumi lock of the cluster at once, naming them, except "
                "one whose process still runs on this host.")
-LOG_HELP = "What happened to the team's clusters: who ran which command when, its outcome and launch price."
+LOG_HELP = ("What happened to the team's clusters: who ran which command when, its outcome and launch price; "
+            "alone, what `heal` did on this machine.")
 
 
 @app.command("init", help=INIT_HELP)

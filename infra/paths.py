@@ -42,6 +42,12 @@ def registry_path() -> Path:
     return Path(env) if env else data_dir() / "registry.db"
 
 
+def local_log_dir() -> Path:
+    """Without a team store, this machine's event log and `heal`'s memory (``state.events``), in the data
+    directory."""
+    return data_dir() / "log"
+
+
 def prices_path() -> Path:
     """The prices of the last `gpufleet catalog refresh`: ``$GPUFLEET_PRICES``, else in the data directory."""
     env = os.environ.get("GPUFLEET_PRICES")

@@ -54,6 +54,9 @@ class Refusal:
                 "source": self.source}
 
 
+RETRIED_LATER = ("capacity", "quota", "price")  # refusals that time may lift (`heal` asks again after a backoff)
+
+
 @dataclass(frozen=True)
 class RefusalRule:
     """One row of a cloud's refusal table: the documented code, how it reads in Pulumi's output
@@ -464,6 +467,9 @@ class Cloud(Provider, Protocol):
     # inventory kinds of a pool whose replacement waits for them to be gone before the new nodes are asked
     # for, where the cloud's own deletion returns while they still hold their capacity (fleet.up)
     released_first: tuple[str, ...]
+    # `heal` can replace one of a pool's nodes through the pool's own request (its API's ``replace_node``);
+    # where it cannot yet, a faulty node is isolated (left drained and named) instead
+    replaces_nodes: bool
 
     image_template: str  # its Packer template under images/ (a golden image of a pool)
     images_global: bool  # an image built anywhere boots in every region (else only where it was built)

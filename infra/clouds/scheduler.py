@@ -26,3 +26,32 @@ def parse(controller: str, text: str) -> dict:
             state = line.split()[-1].rstrip("*~#!%$@^-").lower()
             counts[state] = counts.get(state, 0) + 1
     return {"controller": controller, "nodes": nodes, "jobs": jobs, "drained": drained}
+
+
+def node_states(text: str) -> dict[str, str]:
+    """Each node's state in the probe's answer ({sinfo node name: state, flags stripped, lower case}),
+    for `heal`, which needs one node's state where `status` shows counts."""
+    section, out = "", {}
+    for line in text.splitlines():
+        if line in SECTIONS:
+            section = line
+        elif section == "nodes" and len(line.split()) == 2:
+            node, state = line.split()
+            out[node] = state.rstrip("*~#!%$@^-").lower()
+    return out
+
+
+# A host's own node as Slurm says it (run on the host: slurm.conf is on every node): its state and the
+# reason it was drained (``%E``, "none" when it has none)
+OWN_PROBE = "sinfo -h -N -n \"$(hostname -s)\" -o '%T|%E'"
+
+
+def own_state(text: str) -> tuple[str, str | None] | None:
+    """(state, reason) from OWN_PROBE's answer (flags stripped, lower case; reason None when Slurm
+    gives none); None when it names no node (the host is not one of Slurm's)."""
+    line = next((ln for ln in text.splitlines() if "|" in ln), None)
+    if line is None:
+        return None
+    state, reason = line.split("|", 1)
+    reason = reason.strip()
+    return state.strip().rstrip("*~#!%$@^-").lower(), None if reason.lower() in ("", "none") else reason

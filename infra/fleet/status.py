@@ -17,7 +17,7 @@ from gpufleet.clouds import held_images, inventory
 from gpufleet.clouds.resources import Resource, price
 from gpufleet.clouds.tags import CREATED_BY, TAG_PREFIX, format_expiry, names, principal_key, time_or_none
 from gpufleet.errors import GpufleetError, NotFound
-from gpufleet.fleet import budgets, team
+from gpufleet.fleet import budgets, heal, team
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
 from gpufleet.stacks import stack_of
@@ -43,6 +43,7 @@ class ClusterStatus:
     cost_by_provider: dict[str, float] = field(default_factory=dict)  # cost_so_far split by where it is billed
     created_by: dict[str, str] = field(default_factory=dict)  # provider -> who brought it up there
     scheduler: dict | None = None  # Slurm's view from the controller (nodes and jobs per state), when it runs
+    health: dict | None = None  # what `heal` last found and did (fleet.heal.summary), when it ran
 
     def to_dict(self) -> dict:
         return {"cluster": self.name, "state": self.state, "stack": self.stack, "owner": self.owner,
@@ -53,7 +54,7 @@ class ClusterStatus:
                 "usd_per_hour": round(self.usd_per_hour, 4), "cost_so_far_usd": round(self.cost_so_far, 2),
                 "cost_by_provider_usd": {p: round(c, 2) for p, c in self.cost_by_provider.items()},
                 "where": self.where, "notes": self.notes, "resources": [r.to_dict() for r in self.resources],
-                "scheduler": self.scheduler}
+                "scheduler": self.scheduler, "health": self.health}
 
 
 
@@ -211,6 +212,10 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
                if h["state"] == "unhealthy"]
         if bad:
             row.notes.append(f"{len(bad)} node(s) unhealthy: " + "; ".join(bad[:5]) + ("; ..." if len(bad) > 5 else ""))
+    log = team.log_store(create=False)
+    for row in report.rows:  # what the last `heal` passes found and did
+        row.health = heal.summary(log, row.name)
+        _health_notes(row)
     by_name = {r.name: r for r in records}
     for row in report.rows:
         row.scheduler = _scheduler(row, by_name.get(row.name), cat, given=given, local=local)
@@ -226,6 +231,24 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
     if owner:
         report.rows = owned_by(report.rows, owner)
     return report
+
+
+def _health_notes(row: ClusterStatus) -> None:
+    """The nodes `heal` left out of service (isolated, or waiting for a replacement), each named with its
+    fault, and the cluster's replacements."""
+    if not row.health:
+        return
+    for pool, v in sorted(row.health["pools"].items()):
+        if v.get("health"):
+            row.notes.append(f"pool {pool} at the last heal pass ({v.get('checked_at')}): "
+                             + ", ".join(f"{n} {s}" for s, n in v["health"].items()))
+    out = [f"{n} {v.get('done') or 'faulty'} [{v.get('last_fault')}]" for n, v in row.health["nodes"].items()
+           if v.get("health") in ("faulty", "interrupted") and v.get("done") != "replace"]
+    if out:
+        row.notes.append(f"{len(out)} node(s) out of service (heal): " + "; ".join(out[:5]) + ("; ..." if len(out) > 5
+                                                                                              else ""))
+    if row.health["replacements"]:
+        row.notes.append(f"{row.health['replacements']} node(s) replaced by heal")
 
 
 def _unasked(clouds: inventory.Clouds, local: bool) -> dict[str, str]:

@@ -18,12 +18,13 @@ import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from gpufleet import paths
 from gpufleet.clouds.team_store import open_store
 from gpufleet.engine import automation
 from gpufleet.errors import GpufleetError, InputError
 from gpufleet.state import caller, events, leases, pulumi_locks, team_config
 from gpufleet.state.registry import Registry
-from gpufleet.state.shared import SharedStore, shown
+from gpufleet.state.shared import DirectoryStore, SharedStore, shown
 
 PROBE = "team.json"  # what `team init` writes to prove the store writable, and reads back
 
@@ -237,9 +238,24 @@ def _kept(cluster: str, locks: list, broken: leases.Lease | None) -> InputError:
                       + "\n  ".join(lock.words() for lock in locks))
 
 
-def log(cluster: str | None = None, since: dt.datetime | None = None, skipped: dict[str, str] | None = None) -> list[dict]:
-    """The team's events (``state.events.read``; objects that are no event are named in ``skipped``)."""
+def log_store(create: bool = True) -> SharedStore | None:
+    """Where events are written: the team's store, or alone this machine's log folder (``paths.local_log_dir``,
+    where only `heal` writes: `up` and `down` log in team mode only); ``create`` off: None when that folder
+    is not there yet (a reader makes nothing)."""
     store = current()
+    if store is not None:
+        return store
+    folder = paths.local_log_dir().resolve()
+    if not create and not folder.is_dir():
+        return None
+    return DirectoryStore("file://" + str(paths.make_dir(folder)))
+
+
+def log(cluster: str | None = None, since: dt.datetime | None = None, skipped: dict[str, str] | None = None) -> list[dict]:
+    """The events (``state.events.read``; objects that are no event are named in ``skipped``): the team's,
+    or alone this machine's (`heal`'s actions)."""
+    store = log_store(create=False)
     if store is None:
-        raise InputError("no team store: the event log exists only in team mode", "gpufleet team init URL")
+        raise InputError("no team store: the event log exists only in team mode (alone, `heal` logs what it does "
+                         "here once it has run)", "gpufleet team init URL")
     return events.read(store, cluster, since, skipped)

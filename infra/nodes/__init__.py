@@ -4,7 +4,8 @@
 configure themselves from the stack's bucket) conform to one protocol (``kind.NodeKind``: one
 signature per verb, each handed the operation's typed ``run.Run``), so that `up`, `configure`,
 `verify`, `down` and `status` loop over the kinds a stack uses instead of branching on them:
-``owns``, ``reach``, ``who``, ``create``, ``configure``, ``verify``, ``drain``, ``scheduler``.
+``owns``, ``reach``, ``who``, ``create``, ``configure``, ``verify``, ``drain``, ``scheduler``,
+``health`` and ``repair`` (`heal`).
 Each kind owns its whole pipeline (``cloud/``: the bucket channel and failover; ``racks/``:
 salt-ssh and the checks over SSH).
 

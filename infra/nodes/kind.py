@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from gpufleet.errors import GpufleetError, LeftoverError
+from gpufleet.nodes.health import NodeHealth, Repaired
 from gpufleet.nodes.outcome import NodeOutcome
 from gpufleet.nodes.run import Run
 from gpufleet.state.registry import Node
@@ -98,8 +99,16 @@ class NodeKind(Protocol):
     def scheduler(self, run: Run) -> dict | None:
         """Slurm's view from the controller, when one of the kind's nodes is the controller."""
 
+    def health(self, run: Run) -> list[NodeHealth]:
+        """Each of the kind's nodes in ``run.record``, as its own watch last reported it (`heal`); what
+        could not be read is ``unknown`` with why, never unhealthy. Nothing raises for one node."""
 
-VERBS = ("owns", "reach", "who", "replaced", "create", "configure", "verify", "drain", "scheduler")
+    def repair(self, run: Run, node: NodeHealth, action: str) -> Repaired:
+        """Do ``action`` (drain | isolate | replace) for one of its nodes, as `heal` decided; a kind
+        that cannot (a rack host is never replaced) says so in the result."""
+
+
+VERBS = ("owns", "reach", "who", "replaced", "create", "configure", "verify", "drain", "scheduler", "health", "repair")
 CONSTANTS = {"NAME": str, "CREATES": bool}
 
 

@@ -222,6 +222,29 @@ class ArmFake(JsonServer):
                     for v in vms if v["public"]]
         return self._page(rows, query, path)
 
+    def _scale(self, lid: str, method: str, body: dict):
+        """Virtual Machine Scale Sets - Update of ``sku.capacity`` (PATCH: new VMs take the next instance ids,
+        a scale-in removes the highest) and - Delete Instances (POST .../delete: those VMs go, the capacity
+        with them), answered as done (200)."""
+        with self.lock:
+            item = self.items.get(lid)
+            if item is None:
+                return _err(404, "ResourceNotFound", "The Resource was not found.")
+            vms = self.scale_sets.setdefault(lid, [])
+            if method == "POST":
+                gone = set(body.get("instanceIds") or [])
+                vms[:] = [v for v in vms if v["instance"] not in gone]
+            else:
+                want = int(body["sku"]["capacity"])
+                while len(vms) < want:
+                    i = max([int(v["instance"]) for v in vms] + [-1]) + 1
+                    vms.append({"instance": str(i), "name": f"{item['name']}{i:06d}", "ip": f"10.3.0.{10 + i}",
+                                "public": None, "vm": f"{item['id']}/virtualMachines/{i}"})
+                vms.sort(key=lambda v: int(v["instance"]))
+                del vms[want:]
+            item["sku"] = {**item.get("sku", {}), "capacity": len(vms)}
+            return 200, {k: v for k, v in item.items() if not k.startswith("_")}, {}
+
     def has(self, rid: str) -> bool:
         with self.lock:
             return rid.lower() in self.items
@@ -277,6 +300,10 @@ class ArmFake(JsonServer):
             expanded = query.get("$expand", "").lower() == "instanceview"
             return 200, {**found[0], "properties": {**found[0]["properties"],
                                                     **({"instanceView": found[2]} if expanded else {})}}, {}
+        m = re.fullmatch(r"(/resourcegroups/[^/]+/providers/microsoft.compute/virtualmachinescalesets/[^/]+)(/delete)?",
+                         rest)
+        if m and (method, bool(m.group(2))) in (("PATCH", False), ("POST", True)):
+            return self._scale(sub.lower() + m.group(1), method, body)
         m = re.fullmatch(r"(/resourcegroups/[^/]+/providers/microsoft.compute/virtualmachinescalesets/[^/]+)/"
                          r"(virtualmachines|networkinterfaces|publicipaddresses)", rest)
         if m and method == "GET":

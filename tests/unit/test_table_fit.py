@@ -502,6 +502,27 @@ def s_log(tmp_path, monkeypatch):
     return [["log"]]
 
 
+def s_heal(tmp_path, monkeypatch):
+    from gpufleet.fleet import heal
+    from gpufleet.nodes.health import NodeHealth, Repaired
+    from gpufleet.spec import Health
+
+    xid = {"code": "GF-XID-FATAL", "check": "health.xid",
+           "evidence": "NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus."}
+    nodes = [NodeHealth("aws-h100-0", "aws-h100", "cloud nodes", "faulty", faults=[xid], drained=True, jobs="none"),
+             NodeHealth("aws-h100-1", "aws-h100", "cloud nodes", "unknown",
+                        why="its bucket gpufleet-llm-pretrain-h100-2026-11-02-7f3a could not be read: 503 Slow Down"),
+             NodeHealth("aws-h100-2", "aws-h100", "cloud nodes", "faulty", faults=[xid], drained=True, jobs="running")]
+    rules = Health(on_fault="replace")
+    done = heal.Healed("llm-pretrain-h100-2026-11-02", False, nodes,
+                       [heal.decide(n, rules, replaced_last_hour=0, retry_at=None, now=NOW) for n in nodes],
+                       [Repaired("aws-h100-0", "replace", True, "i-0a1b2c3d4e5f60718 terminated, i-0f9e8d7c6b5a49382 "
+                                 "asked for through the pool's request (fleet fleet-7e1c9a0b-5d3f-4a2e-9c8b)")],
+                       {"aws-h100": 1})
+    monkeypatch.setattr(heal, "heal", lambda *a, **k: done)
+    return [["heal", _stack(tmp_path, "aws-training.yaml")]]
+
+
 def s_catalog_gpus(tmp_path, monkeypatch):
     return [["catalog", "gpus"]]
 
@@ -590,7 +611,7 @@ def s_budget_list(tmp_path, monkeypatch):
 
 SCENARIOS = {"compare": s_compare, "calibrate": s_calibrate, "plan": s_plan, "up": s_up, "down": s_down,
              "configure": s_configure, "verify": s_verify, "status": s_status, "reap": s_reap, "check": s_check,
-             "cost": s_cost, "ssh-config": s_ssh_config, "log": s_log, "catalog gpus": s_catalog_gpus,
+             "cost": s_cost, "ssh-config": s_ssh_config, "log": s_log, "heal": s_heal, "catalog gpus": s_catalog_gpus,
              "catalog instances": s_catalog_instances, "catalog regions": s_catalog_regions,
              "catalog workloads": s_catalog_workloads, "catalog refresh": s_catalog_refresh,
              "catalog sources": s_catalog_sources, "registry rebuild": s_registry_rebuild,

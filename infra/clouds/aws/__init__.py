@@ -40,6 +40,7 @@ class Aws:
     # Blocks": "it takes several minutes to clean up your instance before you can launch another",
     # docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html, read 2026-11)
     released_first = ("instance",)
+    replaces_nodes = True  # AwsApi.replace_node: the pool's instant EC2 Fleet request, for one node
 
     check_pool = staticmethod(rules.check_pool)
     spend = staticmethod(spending.spend)

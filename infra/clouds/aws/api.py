@@ -14,7 +14,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, NoCredentialsError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from gpufleet.clouds.aws import credentials
+from gpufleet.clouds.aws import credentials, replace
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
 from gpufleet.clouds.base import Capacity, FoundImage, QuotaLine
 from gpufleet.clouds.resources import Resource, delete_each, pick_regions
@@ -317,6 +317,14 @@ class AwsApi:
                     found[x["InstanceId"]] = {"id": x["InstanceId"], "private_ip": x.get("PrivateIpAddress"),
                                               "public_ip": x.get("PublicIpAddress")}
         return [found[i] for i in ids if i in found], errors
+
+    def replace_node(self, region: str, *, cluster: str, pool: str, node_id: str, release_first: bool = False) -> dict:
+        """One of the pool's nodes replaced through the pool's own request (``aws.replace``)."""
+        try:
+            return replace.replace_node(self.client("ec2", region), cluster=cluster, pool=pool, node_id=node_id,
+                                        release_first=release_first)
+        except (ClientError, BotoCoreError) as e:
+            raise unreadable(e, f"aws {region} replacing {node_id}") from None
 
     # --- quotas ----------------------------------------------------------------------------
     def quotas(self, region: str, needs) -> list:

@@ -30,7 +30,7 @@ from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.core.tools import parse_resource_id
 from azure.mgmt.resource.resources import ResourceManagementClient
 
-from gpufleet.clouds.azure import credentials
+from gpufleet.clouds.azure import credentials, replace
 from gpufleet.clouds.azure.errors import CREDENTIAL_HINT
 from gpufleet.clouds.azure.rules import marketplace_plan, terms_command
 from gpufleet.clouds.base import Capacity, FoundImage, QuotaLine
@@ -177,6 +177,13 @@ class AzureApi:
         return rows
 
     # --- a scale set's nodes ---------------------------------------------------------------------
+    def replace_node(self, region: str, *, cluster: str, pool: str, node_id: str, release_first: bool = False) -> dict:
+        """One of the pool's VMs replaced through its scale set (``azure.replace``)."""
+        try:
+            return replace.replace_node(self, cluster=cluster, pool=pool, node_id=node_id, release_first=release_first)
+        except (HttpResponseError, ServiceRequestError, ServiceResponseError, ClientAuthenticationError) as e:
+            raise unreadable(e, f"azure replacing {node_id}") from None
+
     def scale_set_nodes(self, scale_set_id: str) -> list[dict]:
         """The VMs of a Uniform scale set, by instance id: ARM id, unique VM id (``properties.vmId``, "Azure VM
         unique ID": the ARM id and address come back with the next scale set of the name), host name,

@@ -139,6 +139,33 @@ def scheduler_view(target: HostTarget, *, trust_new: bool = False) -> dict:
     return scheduler.parse(target.id, answer.stdout)
 
 
+def slurm_states(targets: list[HostTarget], *, trust_new: bool = False, workers: int = 32) -> list:
+    """Each host's own node as Slurm says it (``scheduler.OWN_PROBE``): per target, (state, reason),
+    None when Slurm does not know the host, or the error (a str) when it could not be asked."""
+    outcomes = on_each_host(targets, lambda s: s.run(scheduler.OWN_PROBE, timeout=30), phase="health",
+                            trust_new=trust_new, workers=workers, progress=None)
+    out: list = []
+    for o in outcomes:
+        if not o.ok:
+            out.append(o.error.message)
+        elif o.value.rc != 0:
+            out.append(f"sinfo failed: {(o.value.stderr or o.value.stdout).strip()[-200:]}")
+        else:
+            out.append(scheduler.own_state(o.value.stdout))
+    return out
+
+
+def drain_in_slurm(target: HostTarget, reason: str, *, trust_new: bool = False) -> str | None:
+    """Drain the host's own Slurm node with ``reason`` (gpufleet's words and a checked fault code);
+    None when done, else why not."""
+    command = f"scontrol update nodename=\"$(hostname -s)\" state=drain reason={shlex.quote(reason)}"
+    (o,) = on_each_host([target], lambda s: s.run(command, timeout=30, sudo=True), phase="drain",
+                        trust_new=trust_new, workers=1, progress=None)
+    if not o.ok:
+        return o.error.message
+    return None if o.value.rc == 0 else f"scontrol failed: {(o.value.stderr or o.value.stdout).strip()[-200:]}"
+
+
 DRAIN_SCRIPT = r"""
 set -e
 mkdir -p /etc/gpufleet

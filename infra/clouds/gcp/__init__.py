@@ -35,6 +35,7 @@ class Gcp:
     # a pool's VMs: one bulkInsert (clouds.gcp.pool_vms.KIND), or a flex-start pool's managed instance group
     node_kinds = ("gcp:gpufleet:BulkInstances", "gcp:compute/instanceGroupManager:InstanceGroupManager")
     released_first = ()  # its deletion of the VMs waits for Compute Engine's operations
+    replaces_nodes = False  # not built yet: `heal` isolates a faulty node
 
     check_pool = staticmethod(rules.check_pool)
     spend = staticmethod(spending.spend)

@@ -16,6 +16,8 @@ from gpufleet.engine.program import build, layout
 from gpufleet.errors import DeployError, GpufleetError, InputError
 from gpufleet.nodes.cloud import channel as cloudnodes
 from gpufleet.nodes.cloud import failover
+from gpufleet.nodes.cloud import heal as healing
+from gpufleet.nodes.health import NodeHealth, Repaired
 from gpufleet.nodes.kind import Drained, Reached, leftover_error
 from gpufleet.nodes.outcome import NodeOutcome
 from gpufleet.nodes.run import Run
@@ -464,3 +466,13 @@ def sweep(cluster: str, api, *, on_progress=None):
         outcomes = inventory.delete(found, api, on_progress=on_progress)
         found, unread = inventory.collect(api, cluster=cluster)
     return outcomes, found, unread
+
+
+def health(run: Run) -> list[NodeHealth]:
+    """Each recorded cloud node of the stack's pools, as its agent's status says (``nodes.cloud.heal``)."""
+    return healing.health(run, owns, outputs, NAME)
+
+
+def repair(run: Run, node: NodeHealth, action: str) -> Repaired:
+    """Drain (its agent's job), isolate, or replace through the pool's own request (``nodes.cloud.heal``)."""
+    return healing.repair(run, node, action)

@@ -255,7 +255,7 @@ def wait(store, targets: list[NodeTarget], generations: dict[str, str], *, timeo
     done = 0
     while True:
         stats.polls += 1
-        for key, status in _changed_statuses(store, seen, stats):
+        for key, status in changed_statuses(store, seen, stats):
             r = _report_of(reports, key, status)
             if r is not None:
                 _apply_status(r, status, generations[r.target.pool], r.target.pool in unchanged, key)
@@ -299,7 +299,7 @@ def _report_of(reports: dict[str, NodeReport], key: str, status: dict) -> NodeRe
     return r
 
 
-def _changed_statuses(store, seen: dict[str, str], stats: WaitStats | None = None) -> list[tuple[str, dict]]:
+def changed_statuses(store, seen: dict[str, str], stats: WaitStats | None = None) -> list[tuple[str, dict]]:
     """(key, body) of the statuses that changed since the last poll (``seen``: key -> etag read): one
     listing of the prefix, then only those objects, read in parallel (a poll after many nodes
     finished reads many)."""
@@ -309,13 +309,13 @@ def _changed_statuses(store, seen: dict[str, str], stats: WaitStats | None = Non
         stats.lists += pages
         stats.reads += len(changed)
     with ThreadPoolExecutor(max_workers=READERS) as ex:
-        bodies = list(ex.map(_read, [store] * len(changed), [k for k, _ in changed]))
+        bodies = list(ex.map(read_status, [store] * len(changed), [k for k, _ in changed]))
     for key, etag in changed:
         seen[key] = etag
     return [(key, b) for (key, _), b in zip(changed, bodies) if b is not None]
 
 
-def _read(store, key: str) -> dict | None:
+def read_status(store, key: str) -> dict | None:
     try:
         body = json.loads(store.get(key))
     except ValueError:
@@ -386,7 +386,7 @@ def configure_pools(stack, cat, cluster: str, outputs: dict, nodes: list, *, reg
     """
     pools = {p.name: p for p in stack.pools}
     archive, tree = tree_archive(extra=extra)
-    buckets = _buckets(outputs, pools)
+    buckets = pool_buckets(outputs, pools)
     opened = {b: (stores or {}).get(b) or cloud(ref["cloud"]).objects(ref) for b, (ref, _) in buckets.items()}
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) if force else None
     targets = [NodeTarget(n.pool, n.idx, n.node_id, n.private_ip) for n in nodes if n.pool in pools and n.node_id]
@@ -488,7 +488,7 @@ def _known_facts(stores, targets: list[NodeTarget]) -> dict[str, dict]:
     wanted = {(t.pool, node_key(t.node_id)) for t in targets}
     out = {}
     for store in stores:
-        for key, status in _changed_statuses(store, {}):
+        for key, status in changed_statuses(store, {}):
             owner = vouched(key, status)
             if owner not in wanted:
                 continue
@@ -501,7 +501,7 @@ def _known_facts(stores, targets: list[NodeTarget]) -> dict[str, dict]:
     return out
 
 
-def _buckets(outputs: dict, pools) -> dict[str, tuple[dict, list[str]]]:
+def pool_buckets(outputs: dict, pools) -> dict[str, tuple[dict, list[str]]]:
     """bucket name -> (its reference, the pools it serves), from the program's outputs."""
     buckets: dict[str, tuple[dict, list[str]]] = {}
     for name, exp in (outputs.get("pools") or {}).items():
@@ -515,7 +515,7 @@ def scheduler_view(store, pool: str, controller: str) -> dict | None:
     None when no status has it yet."""
     listing, _ = store.list(f"status/{pool}/")
     for key, _ in listing:
-        status = _read(store, key) or {}
+        status = read_status(store, key) or {}
         said = status.get("scheduler") if vouched(key, status) else None
         if said and said["out"].startswith("error: "):
             return {"controller": controller, "error": said["out"][len("error: "):], "as_of": said.get("at")}
@@ -531,7 +531,7 @@ def verify_pools(outputs: dict, nodes: list, expectations: dict[str, dict], *, l
     level, the expectations) and collect each node's report from its status (None: no answer by
     the deadline). The bundle they run is the one in their current tree."""
     request = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{level}"
-    buckets = _buckets(outputs, expectations)
+    buckets = pool_buckets(outputs, expectations)
     answers: dict[str, dict] = {}
     targets = [NodeTarget(n.pool, n.idx, n.node_id, n.private_ip) for n in nodes if n.node_id]
     for bucket, (ref, names) in buckets.items():
@@ -542,7 +542,7 @@ def verify_pools(outputs: dict, nodes: list, expectations: dict[str, dict], *, l
         mine = [t for t in targets if t.pool in names]
         start, seen = clock(), {}
         while True:
-            for key, status in _changed_statuses(store, seen):
+            for key, status in changed_statuses(store, seen):
                 got = status.get("verify") or {}
                 owner = vouched(key, status)
                 if owner is not None and got.get("request") == request:

@@ -10,6 +10,8 @@ from pathlib import Path
 from gpufleet.clouds.baremetal import hosts
 from gpufleet.configure import pillar, saltrun
 from gpufleet.errors import AllHostsFailed, InputError
+from gpufleet.nodes import health as hl
+from gpufleet.nodes.health import NodeHealth, Repaired
 from gpufleet.nodes.kind import Drained, Reached
 from gpufleet.nodes.outcome import NodeOutcome
 from gpufleet.nodes.racks import checks as rack
@@ -167,3 +169,43 @@ def stack_of(record, stack, load):
         raise InputError(f"cluster {record.name} has rack hosts but its stack file {record.stack_file!r} is gone",
                          "pass the stack file: gpufleet down STACK (it says how to reach the hosts)")
     return load(record.stack_file)
+
+
+def health(run: Run) -> list[NodeHealth]:
+    """Each host as Slurm says it (asked on the host, over SSH): drained by the health program with a
+    GF-* fault code in its reason is faulty; a host that cannot be asked, or a rack without Slurm
+    (nothing there reports a fault), is unknown. Rack hosts are never replaced."""
+    if not recorded(run.record):
+        return []
+    chosen = targets(run)
+    out = [NodeHealth(t.id, t.pool, NAME, hl.UNKNOWN, t.address, t.address, replaceable=False) for t in chosen]
+    if not run.stack.slurm:
+        for nh in out:
+            nh.why = "no Slurm on this rack: a host's faults are read from Slurm's node state"
+        return out
+    for nh, said in zip(out, hosts.slurm_states(chosen, trust_new=run.trust_new_hosts)):
+        if said is None or isinstance(said, str):
+            nh.why = said or "Slurm does not know this host"
+            continue
+        state, reason = said
+        nh.drained, nh.jobs = hl.from_slurm(state)
+        code = next((w for w in (reason or "").split() if hl.CODE.match(w)), None)
+        nh.state = "faulty" if code else "ok"
+        if code:
+            nh.faults = [{"code": code, "check": "slurm.reason", "evidence": reason[:hl.EVIDENCE_MAX]}]
+    return out
+
+
+def repair(run: Run, node: NodeHealth, action: str) -> Repaired:
+    """Drain or isolate a host in Slurm (its reason: gpufleet's and the fault code); never replace it."""
+    if action == "replace":
+        return Repaired(node.node, action, False, "a rack host cannot be replaced: it stays drained and named")
+    if node.drained:  # Slurm has it drained already (its health program did, with the fault code)
+        return Repaired(node.node, action, True, "drained in Slurm already" + (", isolated: named in `gpufleet status`"
+                                                                             if action == "isolate" else ""))
+    (target,) = [t for t in targets(run) if t.id == node.node]
+    why = hosts.drain_in_slurm(target, f"gpufleet heal: {node.code or 'GF-UNKNOWN'}", trust_new=run.trust_new_hosts)
+    if why:
+        return Repaired(node.node, action, False, why)
+    return Repaired(node.node, action, True, "drained in Slurm" + (", isolated: named in `gpufleet status`"
+                                                                   if action == "isolate" else ""))

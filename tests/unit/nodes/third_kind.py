@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpufleet.clouds.baremetal.hosts import HostReport, HostTarget
+from gpufleet.nodes.health import NodeHealth, Repaired
 from gpufleet.nodes.kind import Drained, Reached
 from gpufleet.nodes.outcome import NodeOutcome
 from gpufleet.nodes.racks import outcome
@@ -69,3 +70,13 @@ def drain(run: Run) -> Drained:
 def scheduler(run: Run) -> dict | None:
     CALLS.append("scheduler")
     return None
+
+
+def health(run: Run) -> list[NodeHealth]:
+    CALLS.append("health")
+    return [NodeHealth(t.id, t.pool, NAME, "ok", t.address, t.address, replaceable=False) for t in _targets(run)]
+
+
+def repair(run: Run, node: NodeHealth, action: str) -> Repaired:
+    CALLS.append(f"repair {node.node} {action}")
+    return Repaired(node.node, action, action != "replace", "simulated")

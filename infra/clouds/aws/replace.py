@@ -1,0 +1,128 @@
+"""One node of a pool replaced through the pool's own request (`gpufleet heal`).
+
+A pool is one ``instant`` EC2 Fleet (``components.fleet_request``): one launch template at its default
+version, one instance type in one zone, all-or-nothing. Its replacement node is asked for with that
+same request, read back from the pool's fleet (DescribeFleets: ``LaunchTemplateConfigs``,
+``TargetCapacitySpecification``, ``OnDemandOptions`` / ``SpotOptions``), for one instance: the same
+template, type, zone (and placement group, through the template), market and reservation use. The new
+instant fleet and its instance carry the pool's tags, so `status`, `down` and `reap` find them as they
+find the pool's own (the cloud's tags are the truth). Sources: API_CreateFleet.html,
+API_FleetData.html, API_FleetLaunchTemplateConfigRequest.html, API_DeleteFleets.html (read 2026-11).
+
+Order: a new node first, then the old one terminated, so that a refusal leaves the pool as it was;
+on reserved capacity (a reservation or Capacity Block sized to the pool) the old node is terminated
+first (``release_first``), since its slot is what the new one needs (``nodes.cloud.release``).
+"""
+
+from __future__ import annotations
+
+from botocore.exceptions import ClientError
+
+from gpufleet.clouds.aws import refusals
+from gpufleet.clouds.base import RETRIED_LATER, refusal_in
+from gpufleet.clouds.tags import TAG_PREFIX
+from gpufleet.errors import CapacityError, GpufleetError
+
+# What DescribeFleets gives of the pool's request that CreateFleet takes back as it is (botocore 1.44.8's EC2
+# model: FleetLaunchTemplateOverrides vs ...OverridesRequest; OnDemandOptions and SpotOptions have the same
+# members as their requests). Placement comes back as PlacementResponse (its GroupName only).
+OVERRIDES = ("InstanceType", "AvailabilityZone", "AvailabilityZoneId", "SubnetId", "MaxPrice", "WeightedCapacity",
+             "Priority", "ImageId")
+OPTIONS = ("OnDemandOptions", "SpotOptions", "ReservedCapacityOptions")
+
+
+class Refused(CapacityError):
+    """EC2 launched no replacement: its refusal (capacity, quota, price) as EC2 worded it."""
+
+    def __init__(self, message: str, code: str | None):
+        self.code = code
+        super().__init__(message, "the faulty node stays drained; `gpufleet heal` asks again later (backoff)")
+
+
+def pool_fleet(ec2, cluster: str, pool: str, node_id: str) -> dict:
+    """The pool's instant fleet: the one holding ``node_id``, else the pool's first (a node replaced
+    before is in a fleet of its own, made from the same request)."""
+    mine = []
+    for page in ec2.get_paginator("describe_fleets").paginate():
+        for f in page.get("Fleets") or []:
+            tags = {t["Key"]: t["Value"] for t in f.get("Tags") or []}
+            if (tags.get(TAG_PREFIX + "cluster") == cluster and tags.get(TAG_PREFIX + "pool") == pool
+                    and not f.get("FleetState", "").startswith("deleted")):
+                mine.append(f)
+    if not mine:
+        raise GpufleetError(f"aws: no EC2 Fleet is tagged for pool {pool} of cluster {cluster}",
+                            "the pool's request is what a replacement is made from: run `gpufleet up` for the pool")
+    holding = [f for f in mine if any(node_id in (i.get("InstanceIds") or []) for i in f.get("Instances") or [])]
+    return (holding or sorted(mine, key=lambda f: str(f.get("CreateTime"))))[0]
+
+
+def request_for_one(fleet: dict) -> dict:
+    """The pool's CreateFleet request, for one instance. Its instance, volume and interface tags come from the
+    launch template, as the pool's own nodes' do (``components``: its tag_specifications); the new fleet carries
+    the pool's fleet's tags (the request names them: an instant fleet's tags are given at its creation)."""
+    configs = []
+    for c in fleet["LaunchTemplateConfigs"]:
+        spec = c["LaunchTemplateSpecification"]
+        configs.append({"LaunchTemplateSpecification": {"LaunchTemplateId": spec["LaunchTemplateId"],
+                                                        "Version": "$Default"},  # as components.fleet_request
+                        "Overrides": [_override(o) for o in c.get("Overrides") or []]})
+    capacity = fleet["TargetCapacitySpecification"]
+    req = {"Type": "instant", "LaunchTemplateConfigs": configs,
+           "TargetCapacitySpecification": {"TotalTargetCapacity": 1,
+                                           "DefaultTargetCapacityType": capacity["DefaultTargetCapacityType"]},
+           "TagSpecifications": [{"ResourceType": "fleet", "Tags": [t for t in fleet.get("Tags") or []
+                                                                    if not t["Key"].startswith("aws:")]}]}
+    for key in OPTIONS:
+        if fleet.get(key):
+            req[key] = dict(fleet[key])
+            if "MinTargetCapacity" in req[key]:
+                req[key]["MinTargetCapacity"] = 1  # all or nothing, as the pool's
+    return req
+
+
+def _override(o: dict) -> dict:
+    out = {k: o[k] for k in OVERRIDES if k in o}
+    if (o.get("Placement") or {}).get("GroupName"):
+        out["Placement"] = {"GroupName": o["Placement"]["GroupName"]}
+    return out
+
+
+def _terminate(ec2, node_id: str, wait: bool) -> None:
+    ec2.terminate_instances(InstanceIds=[node_id])
+    if wait:  # its reserved slot is free only once it is terminated
+        ec2.get_waiter("instance_terminated").wait(InstanceIds=[node_id], WaiterConfig={"Delay": 5, "MaxAttempts": 60})
+
+
+def replace_node(ec2, *, cluster: str, pool: str, node_id: str, release_first: bool = False) -> dict:
+    """A new node for the pool from its own request, then ``node_id`` terminated: {"id", "private_ip",
+    "zone", "fleet_id"}. Refused (nothing launched, the old node left as it was unless
+    ``release_first``) when EC2 launches none."""
+    (old,) = [i for r in ec2.describe_instances(InstanceIds=[node_id])["Reservations"] for i in r["Instances"]]
+    said = {t["Key"]: t["Value"] for t in old.get("Tags") or []}
+    if (said.get(TAG_PREFIX + "cluster"), said.get(TAG_PREFIX + "pool")) != (cluster, pool):
+        # the registry (a team's store) names the node: nothing is terminated on its word alone
+        raise GpufleetError(f"aws: instance {node_id} is not tagged as a node of pool {pool} of cluster {cluster}: "
+                            "not replaced", "check the registry's record (`gpufleet registry rebuild` reads it again "
+                            "from the clouds' tags)")
+    fleet = pool_fleet(ec2, cluster, pool, node_id)
+    if release_first:
+        _terminate(ec2, node_id, wait=True)
+    made = ec2.create_fleet(**request_for_one(fleet))
+    ids = [i for x in made.get("Instances") or [] for i in x.get("InstanceIds") or []]
+    if not ids:
+        try:  # an instant fleet that launched nothing holds nothing; it is not left behind
+            ec2.delete_fleets(FleetIds=[made["FleetId"]], TerminateInstances=True)
+        except ClientError:
+            pass  # tagged for the cluster: `down` and `reap` find it
+        errors = made.get("Errors") or [{}]
+        said = f"{errors[0].get('ErrorCode', 'no error given')}: {errors[0].get('ErrorMessage', '')}".rstrip(": ")
+        found = refusal_in(refusals.RULES, said)
+        message = f"aws: EC2 launched no replacement for {node_id} in pool {pool}: {said}"
+        if found is None or found.kind not in RETRIED_LATER:  # a wrong request: asking again would not help
+            raise GpufleetError(message, "the faulty node stays drained; the pool's request needs a look")
+        raise Refused(message, found.code)
+    new = ec2.describe_instances(InstanceIds=ids[:1])["Reservations"][0]["Instances"][0]
+    if not release_first:
+        _terminate(ec2, node_id, wait=False)
+    return {"id": new["InstanceId"], "private_ip": new.get("PrivateIpAddress"),
+            "zone": (new.get("Placement") or {}).get("AvailabilityZone"), "fleet_id": made["FleetId"]}

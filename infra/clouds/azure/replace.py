@@ -1,0 +1,98 @@
+"""One VM of a pool replaced through the pool's own scale set (`gpufleet heal`).
+
+A pool is one Uniform scale set (``components``): its model is the pool's request. A replacement is the
+scale set asked for one VM more (Virtual Machine Scale Sets - Update, ``sku.capacity``: the new VM is
+made from the scale set's model, in its zones), then the faulty VM deleted by its instance id (Virtual
+Machine Scale Sets - Delete Instances, which lowers the capacity by one again), so the scale set ends as
+big as the pool and Pulumi's state still holds (learn.microsoft.com/rest/api/compute/virtual-machine-scale-sets
+/update and /delete-instances, api-version 2024-07-01, read 2026-11). On reserved capacity (``release_first``)
+the faulty VM goes first and the capacity is asked back, since its reserved slot is what the new one needs.
+A refused scale-out is rolled back: any VM it left (a failed one) is deleted by its id, not by the scale
+set's scale-in policy, which could pick a healthy one.
+"""
+
+from __future__ import annotations
+
+import time
+
+from azure.core.exceptions import HttpResponseError
+from azure.core.rest import HttpRequest
+
+from gpufleet.clouds.azure import refusals
+from gpufleet.clouds.base import RETRIED_LATER, refusal_in
+from gpufleet.clouds.tags import TAG_PREFIX
+from gpufleet.errors import CapacityError, GpufleetError
+
+API = "2024-07-01"
+WAIT_S, POLL_S = 1800.0, 10.0  # a GPU VM's allocation and boot
+
+
+class Refused(CapacityError):
+    """Azure made no replacement: its refusal (allocation, SKU, quota) as ARM worded it."""
+
+    def __init__(self, message: str, code: str | None):
+        self.code = code
+        super().__init__(message, "the faulty node stays drained; `gpufleet heal` asks again later (backoff)")
+
+
+def _send(api, method: str, url: str, body: dict | None = None) -> None:
+    resp = api.rm.send_request(HttpRequest(method, f"{api.endpoint}{url}", params={"api-version": API}, json=body))
+    if resp.status_code >= 400:
+        raise HttpResponseError(response=resp)
+
+
+def _instances(api, scale_set: str) -> set[str]:
+    return {vm["instanceId"] for vm in api._pages(f"{scale_set}/virtualMachines", API)}
+
+
+def _settled(api, scale_set: str, wait_s: float, sleep) -> dict:
+    """The scale set once its last operation ended (provisioningState no longer Updating)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        got = api._get(scale_set, API)
+        if (got.get("properties") or {}).get("provisioningState") != "Updating" or time.monotonic() >= deadline:
+            return got
+        sleep(POLL_S)
+
+
+def _delete(api, scale_set: str, ids: list[str]) -> None:
+    _send(api, "POST", f"{scale_set}/delete", {"instanceIds": ids})
+
+
+def replace_node(api, *, cluster: str, pool: str, node_id: str, release_first: bool = False,
+                 wait_s: float = WAIT_S, sleep=time.sleep) -> dict:
+    """A new VM in the pool's scale set, then ``node_id`` (its ARM id) deleted: {"id", "private_ip", "zone",
+    "fleet_id", "vm_uid"}. Refused when the scale-out made none."""
+    scale_set, _, instance = node_id.rpartition("/virtualMachines/")
+    vmss = api._get(scale_set, API)
+    tags = vmss.get("tags") or {}
+    if (tags.get(TAG_PREFIX + "cluster"), tags.get(TAG_PREFIX + "pool")) != (cluster, pool) \
+            or instance not in _instances(api, scale_set):
+        raise GpufleetError(f"azure: {node_id} is not a VM of the scale set tagged for pool {pool} of cluster "
+                            f"{cluster}: not replaced", "check the registry's record (`gpufleet registry rebuild`)")
+    sku = vmss["sku"]
+    if release_first:
+        _delete(api, scale_set, [instance])
+        _settled(api, scale_set, wait_s, sleep)
+    before = _instances(api, scale_set)
+    want = int(sku["capacity"]) + (0 if release_first else 1)
+    try:
+        _send(api, "PATCH", scale_set, {"sku": {**sku, "capacity": want}})
+        failed = (_settled(api, scale_set, wait_s, sleep).get("properties") or {}).get("provisioningState") == "Failed"
+    except HttpResponseError as e:
+        failed = str(e)
+    made = sorted(_instances(api, scale_set) - before)
+    if failed or not made:
+        if made:
+            _delete(api, scale_set, made)  # what the refused scale-out left, by id
+        said = failed if isinstance(failed, str) else "the scale-out ended Failed"
+        found = refusal_in(refusals.RULES, said)
+        message = f"azure: no replacement for {node_id} in pool {pool}: {said[:300]}"
+        if found is None or found.kind not in RETRIED_LATER:  # not a shortage: asking again would not help
+            raise GpufleetError(message, "the faulty node stays drained; the scale set needs a look")
+        raise Refused(message, found.code)
+    if not release_first:
+        _delete(api, scale_set, [instance])
+    new = next(n for n in api.scale_set_nodes(scale_set) if n["instance_id"] == made[0])
+    return {"id": new["id"], "private_ip": new.get("private_ip"), "zone": (vmss.get("zones") or [None])[0],
+            "fleet_id": vmss.get("name"), "vm_uid": new.get("vm_uid")}

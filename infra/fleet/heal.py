@@ -1,0 +1,339 @@
+"""`gpufleet heal`: each node's health, as its kind reads it, turned into a drain, an isolation or a
+replacement under the pool's ``health`` rules, each action an event in the log.
+
+``decide`` is the whole judgement, pure (as `reap`'s ``select``): a node whose health is unknown (an
+unreadable status, a store or API error, a stale report) is never acted on; a faulty or interrupted node
+is drained first; it is replaced only when its pool says ``on_fault: replace``, once it is drained and
+its jobs have ended (jobs not known: not replaced), while the pool is under ``max_replacements`` in the
+last hour, not on reserved capacity unless ``replace_reserved``, and not within a capacity refusal's
+backoff; otherwise it is isolated (left drained and named). A kind that cannot make a node (a rack)
+isolates.
+
+What one pass leaves for the next is small and in the log's store (``heal/<cluster>.json``): per pool,
+the capacity refusals in a row and when to ask again; per node that faulted, its last fault and what was
+done, so an isolated node is named in `status` and an event is written once, not on every pass. The
+replacements of the last hour are counted from the event log. Cron-safe: each pass takes the cluster's
+lease in team mode and gives it back, so `up` and `down` are not kept waiting by a watch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import socket
+from dataclasses import dataclass, field
+
+from gpufleet import nodes as kinds
+from gpufleet.fleet import team
+from gpufleet.nodes import health as hl
+from gpufleet.nodes.health import NodeHealth
+from gpufleet.nodes.run import Run, Seams
+from gpufleet.state import events, leases
+from gpufleet.state.recorded import recorded
+from gpufleet.state.registry import Registry
+from gpufleet.state.shared import BadObject, SharedStore, json_object
+
+ACTIONS = ("drain", "isolate", "replace")  # what a kind is asked to do
+BACKOFF_S = 300  # the first wait after a capacity refusal; doubled for each refusal in a row
+BACKOFF_MAX_S = 6 * 3600
+WINDOW = dt.timedelta(hours=1)  # max_replacements is per pool per hour
+
+
+@dataclass
+class Decision:
+    node: str
+    pool: str
+    action: str  # none | skip | report | drain | isolate | replace | wait
+    why: str
+    code: str | None = None
+    evidence: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"node": self.node, "pool": self.pool, "action": self.action, "why": self.why, "code": self.code,
+                "evidence": self.evidence}
+
+
+def decide(h: NodeHealth, rules, *, replaced_last_hour: int, retry_at: dt.datetime | None, now: dt.datetime,
+           isolated: bool = False) -> Decision:
+    """What to do for one node under its pool's ``rules`` (spec.Health). ``replaced_last_hour``: the pool's
+    replacements in the last hour; ``retry_at``: when the pool may ask for capacity again (a refusal's
+    backoff); ``isolated``: it was isolated already (nothing more to do)."""
+    d = Decision(h.node, h.pool, "none", "healthy" if h.state == "ok" else h.state, h.code, h.evidence)
+    if h.state == hl.UNKNOWN:
+        d.action, d.why = "skip", f"health unknown ({h.why or 'not read'}): nothing is done on a guess"
+        return d
+    if h.state not in hl.BROKEN:
+        return d
+    if rules.on_fault == "none":
+        d.action, d.why = "report", "the pool's on_fault is none: reported only"
+        return d
+    if h.drained is not True:
+        d.action, d.why = "drain", "out of service first" + (" (its drain state is not known)" if h.drained is None else "")
+        return d
+    held = _held(h, rules, replaced_last_hour, retry_at, now)
+    if held is None:
+        d.action, d.why = "replace", "drained, no job left, under the pool's limits"
+    elif held[0] == "wait":
+        d.action, d.why = held
+    elif isolated:
+        d.action, d.why = "none", "isolated already"
+    else:
+        d.action, d.why = held
+    return d
+
+
+def _held(h: NodeHealth, rules, replaced: int, retry_at, now) -> tuple[str, str] | None:
+    """Why a drained broken node is not replaced now: ("isolate", why) for good, ("wait", why) for now;
+    None: replace it."""
+    if rules.on_fault != "replace":
+        return "isolate", "the pool's on_fault is isolate"
+    if not h.replaceable:
+        return "isolate", "no new node can be made in its place (a rack host, or a cloud whose replacement is not built)"
+    if h.reserved and not rules.replace_reserved:
+        return "isolate", "on reserved capacity (replace_reserved is false): isolated, its slot kept"
+    if h.jobs != "none":
+        return "wait", ("its jobs are still running" if h.jobs == "running" else
+                        "whether jobs run on it is not known: never replaced on a guess")
+    if replaced >= rules.max_replacements:
+        return "wait", f"the pool had {replaced} replacement(s) in the last hour (max_replacements {rules.max_replacements})"
+    if retry_at is not None and now < retry_at:
+        return "wait", f"the cloud refused capacity: asked again after {retry_at.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+    return None
+
+
+def backoff(refusals: int) -> dt.timedelta:
+    """How long a pool waits after ``refusals`` capacity refusals in a row (doubling, capped)."""
+    return dt.timedelta(seconds=min(BACKOFF_MAX_S, BACKOFF_S * 2 ** max(0, refusals - 1)))
+
+
+# --- what one pass leaves for the next --------------------------------------------------------
+
+def state_key(cluster: str) -> str:
+    return f"heal/{cluster}.json"
+
+
+def read_state(store: SharedStore | None, cluster: str) -> tuple[dict, str | None]:
+    """`heal`'s memory of the cluster ({"pools": {...}, "nodes": {...}}) and its version (None: none yet).
+    Whoever can write the store can write it: what is not of its shape is dropped (a pass learns it again)."""
+    got = store.read(state_key(cluster)) if store is not None else None
+    if got is None:
+        return {"pools": {}, "nodes": {}}, None
+    try:
+        doc = json_object(store.url, state_key(cluster), got[0])
+    except BadObject:
+        return {"pools": {}, "nodes": {}}, got[1]
+    return {part: {k: _kept(v) for k, v in doc[part].items() if isinstance(v, dict)}
+            if isinstance(doc.get(part), dict) else {} for part in ("pools", "nodes")}, got[1]
+
+
+def _kept(entry: dict) -> dict:
+    """One pool's or node's entry, its counts numbers and its words strings (anything else dropped)."""
+    out = {}
+    for k, v in entry.items():
+        if k in ("replaced", "refusals") and isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 10**9:
+            out[k] = v
+        elif k == "health" and isinstance(v, dict):  # a pool's: nodes per state
+            out[k] = {s: n for s, n in v.items() if isinstance(s, str) and isinstance(n, int)}
+        elif k not in ("replaced", "refusals") and isinstance(v, str):
+            out[k] = v[:300]
+    return out
+
+
+def write_state(store: SharedStore, cluster: str, state: dict, version: str | None) -> None:
+    body = json.dumps(state, sort_keys=True).encode()
+    if version is None:
+        store.create(state_key(cluster), body)
+    else:
+        store.replace(state_key(cluster), body, version)
+
+
+def _time(value) -> dt.datetime | None:
+    try:
+        return hl.parse_time(value)
+    except hl.Unreadable:
+        return None
+
+
+def _stamp(t: dt.datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- one pass ------------------------------------------------------------------------------------
+
+@dataclass
+class Healed:
+    cluster: str
+    dry_run: bool
+    nodes: list[NodeHealth] = field(default_factory=list)
+    decisions: list[Decision] = field(default_factory=list)
+    repaired: list = field(default_factory=list)  # nodes.health.Repaired of each action asked for
+    replacements: dict[str, int] = field(default_factory=dict)  # pool -> replaced in all (heal's count)
+    events: int = 0
+    left: str | None = None  # why the pass left the cluster alone (an `up` or `down` is under way)
+
+    @property
+    def unknown(self) -> list[Decision]:
+        return [d for d in self.decisions if d.action == "skip"]
+
+    @property
+    def trouble(self) -> bool:
+        """An action that did not happen for another reason than a capacity refusal (retried later)."""
+        return any(not r.done and not r.refused and r.action != "drain" for r in self.repaired)
+
+    def to_dict(self) -> dict:
+        by = {d.node: d for d in self.decisions}
+        return {"cluster": self.cluster, "dry_run": self.dry_run,
+                "nodes": [{**h.to_dict(), "decision": by[h.node].to_dict()} for h in self.nodes],
+                "repaired": [r.to_dict() for r in self.repaired], "replacements": self.replacements,
+                "unknown": len(self.unknown), "events": self.events, "left_alone": self.left}
+
+
+def recent_replacements(store: SharedStore | None, cluster: str, now: dt.datetime) -> dict[str, int]:
+    """pool -> the replacements the log has for it in the last hour."""
+    out: dict[str, int] = {}
+    for e in events.read(store, cluster, now - WINDOW) if store is not None else []:
+        if e.get("action") == "replace" and e.get("done") is True and isinstance(e.get("pool"), str):
+            at = _time(e.get("at", "").replace("+00:00", "Z"))
+            if at is None or now - at <= WINDOW:
+                out[e["pool"]] = out.get(e["pool"], 0) + 1
+    return out
+
+
+@contextlib.contextmanager
+def _lease(store: SharedStore, cluster: str, team_mode: bool):
+    """The cluster's lease for one pass, in team mode (two healers, or a heal and an `up`, never act at once)."""
+    if not team_mode:
+        yield
+        return
+    held = leases.acquire(store, cluster, "heal", team.who(), wait=False)
+    try:
+        yield
+    finally:
+        held.release()
+
+
+def heal(stack, cat, *, cluster: str | None = None, registry: Registry | None = None, dry_run: bool = False,
+         store: SharedStore | None = None, seams: Seams | None = None, outputs: dict | None = None,
+         now: dt.datetime | None = None, trust_new_hosts: bool = False) -> Healed:
+    """One pass over the cluster's nodes: read, decide, act (``dry_run``: decide only, nothing changed or
+    written), each action an event."""
+    reg = registry or team.registry()
+    name = cluster or stack.name
+    rec = recorded(reg, name)
+    if rec.state != "up":  # an `up` or `down` is changing it (alone there is no lease to say so), or it failed
+        return Healed(name, dry_run, left=f"the cluster is {rec.state}, not up: its nodes are not healed until an "
+                                          "`up` brings it up")
+    shared = None if store is not None else team.current()
+    store = store or shared or team.log_store(create=not dry_run)  # a dry run makes no folder: None when none
+    now = now or dt.datetime.now(dt.timezone.utc)
+    run = Run(stack, cat, name, reg, seams or Seams(), trust_new_hosts=trust_new_hosts, record=rec,
+              backend=rec.backend, outputs=outputs)
+    with _lease(store, name, shared is not None and not dry_run):
+        return _pass(run, store, now, dry_run)
+
+
+def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) -> Healed:
+    state, version = read_state(store, run.cluster)
+    out = Healed(run.cluster, dry_run, replacements={p: v.get("replaced", 0) for p, v in state["pools"].items()})
+    replaced = recent_replacements(store, run.cluster, now)
+    rules = {p.name: p.health for p in run.stack.pools}
+    read = [(kind, h) for kind in kinds.used(run.stack) for h in kind.health(run)]
+    for k, h in read:
+        pool = state["pools"].setdefault(h.pool, {})
+        mine = state["nodes"].get(h.node, {})
+        d = decide(h, rules[h.pool], replaced_last_hour=replaced.get(h.pool, 0), retry_at=_time(pool.get("retry_at")),
+                   now=now, isolated=mine.get("done") == "isolate" and mine.get("code") == h.code)
+        out.nodes.append(h)
+        out.decisions.append(d)
+        if dry_run:
+            continue
+        r = None
+        if d.action in ACTIONS:
+            leases.ensure_held()  # a pass that lost its lease does nothing more
+            r = k.repair(run, h, d.action)
+            out.repaired.append(r)
+            _after(run, state, h, d, r, now, replaced, out)
+        if _news(mine, d, r):
+            _event(store, run.cluster, d, r, now)
+            out.events += 1
+        _remember(state, h, d, r, now)
+    for name in {h.pool for h in out.nodes}:  # each pool's health as this pass saw it: O(pools), for `status`
+        seen = [h.state for h in out.nodes if h.pool == name]
+        state["pools"][name]["health"] = {s: seen.count(s) for s in sorted(set(seen))}
+        state["pools"][name]["checked_at"] = _stamp(now)
+    if not dry_run:
+        write_state(store, run.cluster, state, version)
+    return out
+
+
+def _after(run: Run, state: dict, h: NodeHealth, d: Decision, r, now: dt.datetime, replaced: dict, out: Healed) -> None:
+    """A replacement's consequences: the registry's node, the pool's counts, a refusal's backoff."""
+    pool = state["pools"][h.pool]
+    if d.action != "replace":
+        return
+    if r.done and r.new is not None:
+        nodes = [r.new if (n.pool, n.idx) == (r.new.pool, r.new.idx) else n for n in run.record.nodes]
+        rec = run.record
+        run.record = run.registry.record(name=rec.name, stack=rec.stack, stack_file=rec.stack_file, owner=rec.owner,
+                                         expires_at=rec.expires_at, backend=rec.backend, nodes=nodes, state=rec.state)
+        replaced[h.pool] = replaced.get(h.pool, 0) + 1
+        pool["replaced"] = pool.get("replaced", 0) + 1
+        out.replacements[h.pool] = pool["replaced"]
+        pool.pop("refusals", None)
+        pool.pop("retry_at", None)
+    elif r.refused:
+        pool["refusals"] = pool.get("refusals", 0) + 1
+        pool["retry_at"] = _stamp(now + backoff(pool["refusals"]))
+        pool["why"] = r.detail[:300]
+
+
+def _news(mine: dict, d: Decision, r) -> bool:
+    """Whether this pass's word on a node is new (an event each time something is done or changes)."""
+    if d.action == "none":
+        return False
+    if d.action == "replace" or (r is not None and r.refused):
+        return True
+    return (mine.get("action"), mine.get("code"), mine.get("why")) != (d.action, d.code, d.why)
+
+
+def _remember(state: dict, h: NodeHealth, d: Decision, r, now: dt.datetime) -> None:
+    mine = state["nodes"].setdefault(h.node, {})
+    if d.action == "replace" and r is not None and r.done:
+        state["nodes"][h.node] = {"last_fault": d.code, "evidence": d.evidence, "at": _stamp(now), "done": "replace"}
+        return
+    if h.state in hl.BROKEN:
+        mine.update(last_fault=d.code, evidence=d.evidence, at=_stamp(now))
+    if r is not None and r.done:
+        mine["done"] = d.action
+    mine.update(health=h.state, action=d.action, code=d.code, why=d.why)
+    if h.state == "ok" and not mine.get("last_fault"):
+        state["nodes"].pop(h.node, None)  # nothing to remember of a node that never faulted
+
+
+def _event(store: SharedStore, cluster: str, d: Decision, r, now: dt.datetime) -> None:
+    """One event in the log: the action, the node, the fault code and the evidence (``gpufleet log``)."""
+    done = r.done if r is not None else None
+    said = r.detail if r is not None else d.why
+    outcome = (f"{d.action} {d.node}" + (f" [{d.code}]" if d.code else "") + f": {said}")[:300]
+    events.record(store, {"who": team.who(), "host": socket.gethostname(), "command": f"heal {d.action}",
+                          "cluster": cluster, "outcome": outcome, "exit_code": 0, "action": d.action, "node": d.node,
+                          "pool": d.pool, "code": d.code, "evidence": d.evidence, "why": d.why, "done": done,
+                          "refused": bool(r is not None and r.refused)}, now=now)
+
+
+def summary(store: SharedStore | None, cluster: str) -> dict | None:
+    """What `status` shows of the last passes: per pool the replacements so far (and a refusal's retry
+    time), per node that faulted its health then, last fault and what was done; None when heal never ran."""
+    if store is None:
+        return None
+    state, version = read_state(store, cluster)
+    if version is None:
+        return None
+    pools = state["pools"]
+    nodes = {n: {k: v.get(k) for k in ("health", "last_fault", "evidence", "done", "at")}
+             for n, v in sorted(state["nodes"].items())}
+    return {"replacements": sum(v.get("replaced", 0) for v in pools.values()),
+            "pools": {p: {k: v.get(k) for k in ("health", "checked_at", "replaced", "refusals", "retry_at")}
+                      for p, v in pools.items()},
+            "nodes": nodes}

@@ -1,0 +1,362 @@
+"""`gpufleet heal`: what it decides for each node (``fleet.heal.decide``), and one pass over a cluster's
+cloud nodes whose statuses say their health as issue 51's contract shapes it (the node agent's side writes
+them; here they are written as that contract says), through the cloud kind, into the registry and the log.
+
+The cloud's API is a stand-in here (what it was asked, and a refusal when told); the real AWS request is
+tested against moto in test_heal_aws.py."""
+
+import datetime as dt
+import json
+
+import pytest
+
+from gpufleet import stacks
+from gpufleet.clouds import inventory, node_agent
+from gpufleet.errors import CapacityError
+from gpufleet.fleet import heal as healing
+from gpufleet.nodes.health import NodeHealth
+from gpufleet.nodes.run import Seams
+from gpufleet.spec import Health
+from gpufleet.state import events
+from gpufleet.state.registry import Node, Registry
+from gpufleet.state.shared import DirectoryStore, StoreError
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpufleetTestKeyOnlyNotARealKeyAAAAAAAAAAA t@example.com"
+NOW = dt.datetime(2026, 11, 27, 15, 0, tzinfo=dt.timezone.utc)
+
+
+def stack_text(health: str = "{on_fault: replace, max_replacements: 1}", slurm: bool = False, nodes: int = 3) -> str:
+    ctl = ("  - {name: ctl, provider: aws, region: us-east-1, instance_type: g4dn.xlarge, image: ubuntu-24.04, "
+           "role: controller, nodes: 1}\n") if slurm else ""
+    return (f"name: hl\nowner: ops@example.com\naccess: {{public_key: '{KEY}'}}\n" + ("slurm: {}\n" if slurm else "")
+            + "pools:\n" + ctl + "  - {name: gpu, provider: aws, region: us-east-1, instance_type: g6.12xlarge, "
+            f"image: ubuntu-24.04, nodes: {nodes}, health: {health}}}\n")
+
+
+class Bucket:
+    """An in-memory ObjectStore: the pool's bucket, where the node agents keep their statuses."""
+
+    def __init__(self):
+        self.objects, self.broken = {}, None
+
+    def put(self, key, body):
+        self.objects[key] = body
+
+    def get(self, key):
+        if self.broken:
+            raise self.broken
+        return self.objects[key]
+
+    def exists(self, key):
+        return key in self.objects
+
+    def list(self, prefix):
+        if self.broken:
+            raise self.broken
+        keys = sorted(k for k in self.objects if k.startswith(prefix))
+        return [(k, str(hash(self.objects[k]))) for k in keys], 1
+
+
+def say(bucket, node_id, pool="gpu", state="ok", *, faults=(), drained=False, age_s=0, interval=60, hostname=None,
+        scheduler=None, health=True):
+    """A node's status, its ``health`` as the contract between the node and this side shapes it."""
+    checked = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=age_s)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = {"node_id": node_id, "pool": pool, "ok": True, "generation": "g1",
+            "facts": {"hostname": hostname or f"ip-{node_id}", "address": "10.0.0.9"}}
+    if health:
+        body["health"] = {"state": state, "faults": list(faults), "checked_at": checked, "interval": interval,
+                          "gate": {"level": "quick", "passed": True}, "notice": None, "drained": drained}
+    if scheduler is not None:
+        body["scheduler"] = {"out": scheduler, "at": checked}
+    bucket.put(f"status/{pool}/{node_agent.safe_key(node_id)}.json", json.dumps(body).encode())
+
+
+XID = {"code": "GF-XID-FATAL", "check": "health.xid", "evidence": "Xid 79 on GPU 00000000:3B:00.0: fell off the bus"}
+
+
+class Api:
+    """The cloud's API as the cloud kind asks it: what it was asked to replace; ``refuse``: no capacity."""
+
+    def __init__(self, refuse: bool = False):
+        self.asked, self.refuse = [], refuse
+
+    def replace_node(self, region, *, cluster, pool, node_id, release_first=False):
+        self.asked.append(node_id)
+        if self.refuse:
+            raise CapacityError("aws: EC2 launched no replacement: InsufficientInstanceCapacity: none in us-east-1a")
+        return {"id": f"i-new{len(self.asked)}", "private_ip": f"10.0.1.{len(self.asked)}", "zone": "us-east-1a",
+                "fleet_id": "fleet-new"}
+
+
+class Cluster:
+    """A cluster `up` recorded (its stack, registry, bucket, log), healed pass by pass."""
+
+    def __init__(self, tmp_path, cat, text: str, api: Api | None = None, ids=lambda pool, i: f"i-{pool}{i}"):
+        (tmp_path / "hl.yaml").write_text(text)
+        self.stack, self.cat = stacks.load(tmp_path / "hl.yaml", cat), cat
+        self.reg = Registry(tmp_path / "registry.db")
+        self.nodes = [Node(pool=p.name, idx=i, provider=p.provider, location=p.region, machine=p.instance_type,
+                           node_id=ids(p.name, i), private_ip=f"10.0.0.{10 + i}")
+                      for p in self.stack.pools for i in range(p.nodes)]
+        self.reg.record(name="hl", stack="hl", stack_file=str(tmp_path / "hl.yaml"), owner="ops@example.com",
+                        expires_at="2099-01-01T00:00:00Z", backend=None, nodes=self.nodes)
+        (tmp_path / "log").mkdir()
+        self.log = DirectoryStore(f"file://{tmp_path}/log")
+        self.bucket, self.api = Bucket(), api or Api()
+        ref = {"name": "b", "cloud": self.stack.pools[0].provider, "region": self.stack.pools[0].region}
+        self.outputs = {"pools": {p.name: {"bucket": ref} for p in self.stack.pools}}
+
+    def heal(self, now=NOW, dry_run=False, team=False):
+        seams = Seams(cloud_api=inventory.Clouds(open={p.provider: self.api for p in self.stack.pools}),
+                      stores={"b": self.bucket})
+        return healing.heal(self.stack, self.cat, registry=self.reg, store=None if team else self.log, seams=seams,
+                            outputs=self.outputs, now=now, dry_run=dry_run)
+
+    def events(self):
+        return [e for e in events.read(self.log, "hl") if e.get("command", "").startswith("heal")]
+
+    def node_ids(self):
+        return [n.node_id for n in self.reg.get("hl").nodes]
+
+
+# --- the decision, pure ---------------------------------------------------------------------------
+
+def node(state="faulty", drained=True, jobs="none", reserved=False, replaceable=True):
+    return NodeHealth("gpu-0", "gpu", "cloud nodes", state, faults=[XID] if state == "faulty" else [],
+                      drained=drained, jobs=jobs, reserved=reserved, replaceable=replaceable, why="x")
+
+
+REPLACE = Health(on_fault="replace", max_replacements=2)
+
+
+def decided(h, rules=REPLACE, replaced=0, retry_at=None, isolated=False):
+    return healing.decide(h, rules, replaced_last_hour=replaced, retry_at=retry_at, now=NOW, isolated=isolated).action
+
+
+@pytest.mark.parametrize("on_fault", ["replace", "isolate", "none"])
+def test_an_unknown_node_is_never_drained_isolated_or_replaced(on_fault):
+    assert decided(node("unknown", drained=True, jobs="none"), Health(on_fault=on_fault)) == "skip"
+
+
+def test_a_faulty_node_is_drained_first_then_replaced_only_without_jobs():
+    assert decided(node(drained=False)) == "drain"
+    assert decided(node(drained=None)) == "drain"  # not known to be out of service: drained first
+    assert decided(node(jobs="running")) == "wait"  # never replaced under a running job
+    assert decided(node(jobs=None)) == "wait"  # jobs not known: never replaced on a guess
+    assert decided(node()) == "replace"
+    assert decided(node("interrupted")) == "replace"
+
+
+def test_the_pools_rules_hold_a_replacement():
+    assert decided(node(), replaced=2) == "wait"  # max_replacements per pool per hour
+    assert decided(node(), Health(on_fault="replace", max_replacements=0)) == "wait"
+    assert decided(node(reserved=True)) == "isolate"  # a reservation's slot is kept
+    assert decided(node(reserved=True), Health(on_fault="replace", replace_reserved=True)) == "replace"
+    assert decided(node(replaceable=False)) == "isolate"  # a rack host
+    assert decided(node(), Health(on_fault="isolate")) == "isolate"
+    assert decided(node(), Health(on_fault="isolate"), isolated=True) == "none"  # once
+    assert decided(node(), Health(on_fault="none")) == "report"
+    assert decided(node(), retry_at=NOW + dt.timedelta(minutes=5)) == "wait"  # a capacity refusal's backoff
+    assert decided(node(), retry_at=NOW - dt.timedelta(minutes=5)) == "replace"
+    assert decided(node("ok")) == decided(node("gating")) == "none"
+
+
+def test_the_backoff_doubles_and_is_capped():
+    waits = [healing.backoff(n).total_seconds() for n in range(1, 12)]
+    assert waits[:3] == [healing.BACKOFF_S, 2 * healing.BACKOFF_S, 4 * healing.BACKOFF_S]
+    assert max(waits) == healing.BACKOFF_MAX_S and waits == sorted(waits)
+
+
+# --- one pass over cloud nodes ----------------------------------------------------------------------
+
+def test_a_faulty_drained_node_is_replaced_through_its_kind_and_the_registry_names_the_new_one(tmp_path, cat):
+    c = Cluster(tmp_path, cat, stack_text())
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    say(c.bucket, "i-gpu1")
+    out = c.heal()
+    assert c.api.asked == ["i-gpu0"]
+    assert c.node_ids() == ["i-new1", "i-gpu1", "i-gpu2"]
+    (e,) = [e for e in c.events() if e["action"] == "replace"]
+    assert (e["node"], e["code"], e["done"]) == ("gpu-0", "GF-XID-FATAL", True) and "fell off the bus" in e["evidence"]
+    assert [d.action for d in out.decisions] == ["replace", "none", "skip"]  # gpu-2 has no status: unknown
+    assert out.replacements == {"gpu": 1}
+    again = c.heal(NOW + dt.timedelta(minutes=1))  # the new node has not reported yet: unknown, left alone
+    assert c.api.asked == ["i-gpu0"] and again.decisions[0].action == "skip"
+
+
+def test_max_replacements_holds_across_passes(tmp_path, cat):
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 1}"))
+    for i in range(3):
+        say(c.bucket, f"i-gpu{i}", state="faulty", faults=[XID])
+    c.heal()
+    c.heal(NOW + dt.timedelta(minutes=20))
+    assert len(c.api.asked) == 1  # one per hour
+    c.heal(NOW + dt.timedelta(minutes=61))
+    assert len(c.api.asked) == 2
+    held = [e for e in c.events() if e["action"] == "wait"]
+    assert held and "max_replacements 1" in held[0]["why"]
+
+
+@pytest.mark.parametrize("broken", ["store", "no health", "bad code", "stale", "two lines", "future"])
+def test_an_unreadable_status_or_a_store_error_never_drains_or_replaces(tmp_path, cat, broken):
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 5}"))
+    for i in range(3):
+        say(c.bucket, f"i-gpu{i}", state="faulty", faults=[XID])
+    bad = {"code": "GF-XID-FATAL; rm -rf /", "check": "health.xid", "evidence": "x"}
+    if broken == "store":
+        c.bucket.broken = StoreError("s3://b: 503 Slow Down")
+    elif broken == "no health":
+        say(c.bucket, "i-gpu0", health=False)
+    elif broken == "bad code":
+        say(c.bucket, "i-gpu0", state="faulty", faults=[bad])
+    elif broken == "stale":
+        say(c.bucket, "i-gpu0", state="faulty", faults=[XID], age_s=181)  # older than 3 x 60 s
+    elif broken == "two lines":
+        say(c.bucket, "i-gpu0", state="faulty", faults=[{**XID, "evidence": "a\nb"}])
+    else:
+        say(c.bucket, "i-gpu0", state="faulty", faults=[XID], age_s=-3600)
+    out = c.heal()
+    gone = ["i-gpu0", "i-gpu1", "i-gpu2"] if broken == "store" else ["i-gpu0"]
+    assert not set(c.api.asked) & set(gone)
+    assert all(d.action == "skip" for d in out.decisions if d.node in {f"gpu-{i[-1]}" for i in gone})
+    names = {f"gpu-{i[-1]}" for i in gone}
+    skips = [e for e in c.events() if e["action"] == "skip" and e["node"] in names]
+    assert {e["node"] for e in skips} == names
+    if broken == "store":
+        assert "503 Slow Down" in skips[0]["why"]
+    c.heal(NOW + dt.timedelta(minutes=1))  # a skip is said once, not on every pass
+    assert len([e for e in c.events() if e["action"] == "skip" and e["node"] in names]) == len(skips)
+    assert not set(c.api.asked) & set(gone)
+
+
+def test_a_replacement_waits_for_the_jobs_slurm_says_run_on_the_node(tmp_path, cat):
+    c = Cluster(tmp_path, cat, stack_text(slurm=True, nodes=1))
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], drained=True, hostname="gpu-a")
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="ctl-a",
+        scheduler="nodes\nctl-a idle\ngpu-a draining\njobs\nRUNNING\ndrained\ngpu-a|gpufleet: GF-XID-FATAL\n")
+    out = c.heal()
+    assert c.api.asked == [] and out.decisions[1].action == "wait" and "jobs are still running" in out.decisions[1].why
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="ctl-a", age_s=600,  # the controller's agent went quiet
+        scheduler="nodes\nctl-a idle\ngpu-a drained\njobs\ndrained\ngpu-a|gpufleet: GF-XID-FATAL\n")
+    c.heal(NOW + dt.timedelta(minutes=1))
+    assert c.api.asked == []  # a stale view of Slurm says nothing of the jobs
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="ctl-a",
+        scheduler="nodes\nctl-a idle\ngpu-a drained\njobs\ndrained\ngpu-a|gpufleet: GF-XID-FATAL\n")
+    c.heal(NOW + dt.timedelta(minutes=2))
+    assert c.api.asked == ["i-gpu0"]  # the job ended: replaced
+
+
+def test_a_dry_run_changes_nothing(tmp_path, cat):
+    c = Cluster(tmp_path, cat, stack_text())
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    out = c.heal(dry_run=True)
+    assert out.decisions[0].action == "replace"  # said, not done
+    assert c.api.asked == [] and c.node_ids() == ["i-gpu0", "i-gpu1", "i-gpu2"]
+    assert c.log.keys("") == []  # no event, no state
+
+
+def test_a_capacity_refusal_is_reported_and_asked_again_after_a_backoff_not_in_a_loop(tmp_path, cat):
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 10}"), api=Api(refuse=True))
+    for i in range(3):
+        say(c.bucket, f"i-gpu{i}", state="faulty", faults=[XID])
+    out = c.heal()
+    assert c.api.asked == ["i-gpu0"]  # one ask per pool: the others wait for the backoff
+    assert not out.trouble and [r.refused for r in out.repaired] == [True]
+    (refused,) = [e for e in c.events() if e["refused"]]
+    assert "InsufficientInstanceCapacity" in refused["outcome"]
+    c.heal(NOW + dt.timedelta(minutes=1))
+    assert len(c.api.asked) == 1
+    c.heal(NOW + healing.backoff(1) + dt.timedelta(seconds=1))
+    assert len(c.api.asked) == 2
+    state, _ = healing.read_state(c.log, "hl")
+    assert set(state["pools"]) == {"gpu"} and state["pools"]["gpu"]["refusals"] == 2  # O(pools)
+    assert c.node_ids() == ["i-gpu0", "i-gpu1", "i-gpu2"]  # nothing lost
+
+
+def test_a_cloud_whose_replacement_is_not_built_isolates_instead(tmp_path, cat, monkeypatch):
+    from gpufleet.clouds import cloud
+
+    monkeypatch.setattr(cloud("aws"), "replaces_nodes", False)  # as GCP's and Azure's say today
+    c = Cluster(tmp_path, cat, stack_text())
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    out = c.heal()
+    assert c.api.asked == [] and out.decisions[0].action == "isolate" and "not built" in out.decisions[0].why
+    assert not out.trouble
+
+
+def test_isolate_leaves_the_node_and_says_it_once(tmp_path, cat):
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: isolate}"))
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    c.heal()
+    c.heal(NOW + dt.timedelta(minutes=1))
+    assert c.api.asked == [] and [e["node"] for e in c.events() if e["action"] == "isolate"] == ["gpu-0"]
+    state, _ = healing.read_state(c.log, "hl")
+    assert state["nodes"]["gpu-0"]["done"] == "isolate" and state["nodes"]["gpu-0"]["last_fault"] == "GF-XID-FATAL"
+
+
+def test_in_a_team_each_pass_holds_the_clusters_lease_and_a_held_cluster_is_left_alone(tmp_path, cat, monkeypatch):
+    """Two healers (or a heal and an `up`) never act on one cluster at once: a pass takes the cluster's lease
+    in the team's store and gives it back; one that finds it held does nothing (LeaseHeld: exit 4)."""
+    from gpufleet.state import leases
+
+    (tmp_path / "shared").mkdir()
+    team_store = DirectoryStore(f"file://{tmp_path / 'shared'}")
+    team_store.create("team.json", b"{}")
+    monkeypatch.setenv("GPUFLEET_TEAM", team_store.url)
+    c = Cluster(tmp_path, cat, stack_text())
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    other = leases.acquire(team_store, "hl", "up", "bob@example.com", wait=False)
+    try:
+        with pytest.raises(leases.LeaseHeld):
+            c.heal(team=True)
+        assert c.api.asked == [] and events.read(team_store, "hl") == []
+    finally:
+        other.release()
+    c.heal(team=True)
+    assert c.api.asked == ["i-gpu0"] and leases.read(team_store, "hl") is None  # given back
+    assert [e["node"] for e in events.read(team_store, "hl") if e["action"] == "replace"] == ["gpu-0"]
+
+
+def test_heals_memory_written_wrong_by_someone_else_is_dropped_not_trusted(tmp_path, cat):
+    """Whoever can write the store can write heal's memory: junk in it is left aside, never a crash, and
+    never a reason to replace (a refusal's retry time that is not a time is no time: asked again)."""
+    c = Cluster(tmp_path, cat, stack_text())
+    c.log.create(healing.state_key("hl"), json.dumps({"pools": {"gpu": {"replaced": "lots", "refusals": True,
+                                                                        "retry_at": 5, "health": []}, "x": [1]},
+                                                      "nodes": {"gpu-0": "isolated", "gpu-1": {"done": 7}}}).encode())
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    out = c.heal()
+    assert [d.action for d in out.decisions][:1] == ["replace"] and c.api.asked == ["i-gpu0"]
+    state, _ = healing.read_state(c.log, "hl")
+    assert state["pools"]["gpu"]["replaced"] == 1 and "x" not in state["pools"]
+
+
+def test_a_spot_notice_reads_as_interrupted_and_what_is_not_a_notice_as_unknown():
+    from gpufleet.nodes import health as hl
+
+    now = dt.datetime(2026, 11, 27, 15, 0, 30, tzinfo=dt.timezone.utc)
+    body = {"health": {"state": "interrupted", "faults": [], "checked_at": "2026-11-27T15:00:00Z", "interval": 60,
+                       "gate": {"level": "quick", "passed": True}, "drained": True, "notice_error": None,
+                       "notice": {"cloud": "aws", "kind": "instance-action", "at": "2026-11-27T15:02:00Z"}}}
+    got = hl.reported(body, now)
+    assert got["state"] == "interrupted" and got["notice"]["kind"] == "instance-action" and got["drained"] is True
+    h = NodeHealth("gpu-0", "gpu", "cloud nodes", "interrupted", notice=got["notice"], drained=True, jobs="none")
+    assert h.code == "GF-SPOT-NOTICE" and h.evidence == "instance-action notice for 2026-11-27T15:02:00Z"
+    assert decided(h) == "replace"
+    for bad in ({"cloud": "oracle", "kind": "instance-action"}, {"cloud": "gcp", "kind": "reboot"},
+                {"cloud": "azure", "kind": "Preempt", "at": "soon"}):
+        with pytest.raises(hl.Unreadable):
+            hl.reported({"health": {**body["health"], "notice": bad}}, now)
+    # a check's name is shown only: any one line will do (the node side writes up to 80 characters)
+    faulty = {**body["health"], "state": "faulty", "faults": [{**XID, "check": "NVLink link 3 (GPU 2)"}]}
+    assert hl.reported({"health": faulty}, now)["faults"][0]["check"] == "NVLink link 3 (GPU 2)"
+
+
+@pytest.mark.parametrize("state", ["creating", "updating", "failed"])
+def test_a_cluster_an_up_is_changing_or_that_failed_is_left_alone(tmp_path, cat, state):
+    """Alone there is no lease: the registry's state says an `up` (or `down`) is at work, or left it failed."""
+    c = Cluster(tmp_path, cat, stack_text())
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    c.reg.set_state("hl", state)
+    out = c.heal()
+    assert out.left and state in out.left and c.api.asked == [] and c.log.keys("") == []

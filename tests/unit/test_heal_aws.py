@@ -1,0 +1,151 @@
+"""A cloud node replaced through the pool's own EC2 Fleet request, against moto's server (the real wire
+protocol): the pool is an instant fleet made as ``components.fleet_request`` makes it; `heal` asks the
+same request for one node, in the same zone and from the same launch template, then terminates the old
+node and records the new one."""
+
+import datetime as dt
+
+import boto3
+from test_heal import XID, Cluster, say, stack_text
+
+from gpufleet.clouds import inventory
+from gpufleet.clouds.aws.api import AwsApi
+
+REGION, ZONE = "us-east-1", "us-east-1b"
+
+
+def tags(pool="gpu"):
+    return [{"Key": "gpufleet:cluster", "Value": "hl"}, {"Key": "gpufleet:pool", "Value": pool},
+            {"Key": "gpufleet:stack", "Value": "hl"}, {"Key": "gpufleet:owner", "Value": "ops@example.com"},
+            {"Key": "gpufleet:expires-at", "Value": "2099-01-01T00:00:00Z"}]
+
+
+def pool_fleet(n: int, pool="gpu") -> tuple[str, list[str]]:
+    """The pool as `up` makes it: a launch template and one all-or-nothing instant fleet (the request
+    components.fleet_request builds, in EC2's own names), in a subnet of the pool's zone (moto places a
+    fleet's instances by the override's SubnetId: it leaves AvailabilityZone aside)."""
+    ec2 = boto3.client("ec2", region_name=REGION)
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{len(pool)}.0/24", AvailabilityZone=ZONE)["Subnet"]["SubnetId"]
+    lt = ec2.create_launch_template(LaunchTemplateName=f"hl-{pool}", LaunchTemplateData={
+        "ImageId": "ami-12c6146b", "InstanceType": "g6.12xlarge",  # its nodes tagged by the template, as up's
+        "TagSpecifications": [{"ResourceType": "instance", "Tags": tags(pool)}]})["LaunchTemplate"]["LaunchTemplateId"]
+    made = ec2.create_fleet(
+        Type="instant", LaunchTemplateConfigs=[{
+            "LaunchTemplateSpecification": {"LaunchTemplateId": lt, "Version": "$Default"},
+            "Overrides": [{"InstanceType": "g6.12xlarge", "AvailabilityZone": ZONE, "SubnetId": subnet}]}],
+        TargetCapacitySpecification={"TotalTargetCapacity": n, "DefaultTargetCapacityType": "on-demand"},
+        OnDemandOptions={"AllocationStrategy": "lowest-price", "MinTargetCapacity": n, "SingleAvailabilityZone": True,
+                         "SingleInstanceType": True},
+        TagSpecifications=[{"ResourceType": "fleet", "Tags": tags(pool)}])
+    return made["FleetId"], [i for x in made["Instances"] for i in x["InstanceIds"]]
+
+
+def instance(iid: str) -> dict:
+    (got,) = [i for r in boto3.client("ec2", region_name=REGION).describe_instances(InstanceIds=[iid])["Reservations"]
+              for i in r["Instances"]]
+    return got
+
+
+def test_a_node_is_replaced_from_the_pools_own_request_and_the_old_one_terminated(aws):
+    fleet, ids = pool_fleet(2)
+    _, others = pool_fleet(1, pool="other")
+    new = AwsApi().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0])
+    made = instance(new["id"])
+    assert made["State"]["Name"] == "running" and made["InstanceType"] == "g6.12xlarge"
+    assert made["Placement"]["AvailabilityZone"] == new["zone"] == ZONE  # the pool's zone
+    assert {t["Key"]: t["Value"] for t in made["Tags"]}["gpufleet:pool"] == "gpu"
+    assert instance(ids[0])["State"]["Name"] in ("shutting-down", "terminated")
+    assert instance(ids[1])["State"]["Name"] == instance(others[0])["State"]["Name"] == "running"
+    found, _ = inventory.collect(inventory.open_clouds(["aws"], required=True, regions={"aws": [REGION]}), cluster="hl")
+    assert new["fleet_id"] in {r.id for r in found if r.kind == "fleet"}  # tagged: `down` and `reap` find it
+
+
+def test_heal_replaces_a_faulty_node_of_an_aws_pool_end_to_end(aws, tmp_path, cat):
+    fleet, ids = pool_fleet(2)
+    c = Cluster(tmp_path, cat, stack_text(nodes=2), api=None)
+    for n, iid in zip(c.nodes, ids):  # the registry as `up` recorded the fleet's instances
+        n.node_id = iid
+    c.reg.record(name="hl", stack="hl", stack_file=str(tmp_path / "hl.yaml"), owner="ops@example.com",
+                 expires_at="2099-01-01T00:00:00Z", backend=None, nodes=c.nodes)
+    c.api = inventory.open_clouds(["aws"], required=True, regions={"aws": [REGION]})["aws"]
+    say(c.bucket, ids[0], state="faulty", faults=[XID])
+    say(c.bucket, ids[1])
+    out = c.heal(dt.datetime.now(dt.timezone.utc))
+    assert [r.done for r in out.repaired] == [True], out.repaired
+    new = c.node_ids()[0]
+    assert new not in ids and c.node_ids()[1] == ids[1]
+    assert instance(new)["Placement"]["AvailabilityZone"] == ZONE
+    assert instance(ids[0])["State"]["Name"] in ("shutting-down", "terminated")
+    (e,) = [e for e in c.events() if e["action"] == "replace"]
+    assert e["code"] == "GF-XID-FATAL" and new in e["outcome"]
+
+
+def test_the_request_for_one_node_is_the_pools_own_and_valid_in_botocores_model(aws):
+    """A spot pool in a placement group, read back from EC2 and asked again for one node: the same template
+    (at its default version), type, zone, subnet, group and spot options, all or nothing for one; checked
+    against botocore's own EC2 model (the request EC2 receives)."""
+    from botocore.validate import ParamValidator
+
+    from gpufleet.clouds.aws import replace
+
+    ec2 = boto3.client("ec2", region_name=REGION)
+    vpc = ec2.create_vpc(CidrBlock="10.1.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.1.1.0/24", AvailabilityZone=ZONE)["Subnet"]["SubnetId"]
+    ec2.create_placement_group(GroupName="hl-gpu", Strategy="cluster")
+    lt = ec2.create_launch_template(LaunchTemplateName="hl-spot", LaunchTemplateData={
+        "ImageId": "ami-12c6146b", "InstanceType": "p5.48xlarge"})["LaunchTemplate"]["LaunchTemplateId"]
+    made = ec2.create_fleet(
+        Type="instant", LaunchTemplateConfigs=[{
+            "LaunchTemplateSpecification": {"LaunchTemplateId": lt, "Version": "$Default"},
+            "Overrides": [{"InstanceType": "p5.48xlarge", "AvailabilityZone": ZONE, "SubnetId": subnet,
+                           "Placement": {"GroupName": "hl-gpu"}}]}],
+        TargetCapacitySpecification={"TotalTargetCapacity": 2, "DefaultTargetCapacityType": "spot"},
+        SpotOptions={"AllocationStrategy": "capacity-optimized", "InstanceInterruptionBehavior": "terminate",
+                     "MinTargetCapacity": 2, "SingleAvailabilityZone": True, "SingleInstanceType": True},
+        TagSpecifications=[{"ResourceType": "fleet", "Tags": tags()}])
+    (fleet,) = ec2.describe_fleets(FleetIds=[made["FleetId"]])["Fleets"]
+    req = replace.request_for_one(fleet)
+    model = ec2.meta.service_model
+    report = ParamValidator().validate(req, model.operation_model("CreateFleet").input_shape)
+    assert not report.has_errors(), report.generate_report()
+    (config,) = req["LaunchTemplateConfigs"]
+    assert config["LaunchTemplateSpecification"] == {"LaunchTemplateId": lt, "Version": "$Default"}
+    assert config["Overrides"] == [{"InstanceType": "p5.48xlarge", "AvailabilityZone": ZONE, "SubnetId": subnet,
+                                    "Placement": {"GroupName": "hl-gpu"}}]
+    assert req["TargetCapacitySpecification"] == {"TotalTargetCapacity": 1, "DefaultTargetCapacityType": "spot"}
+    assert req["SpotOptions"]["MinTargetCapacity"] == 1 and req["SpotOptions"]["AllocationStrategy"] == "capacity-optimized"
+    assert "OnDemandOptions" not in req
+    assert req["TagSpecifications"] == [{"ResourceType": "fleet", "Tags": fleet["Tags"]}]  # the pool's fleet's
+
+
+def test_an_instance_the_registry_names_but_the_pool_does_not_tag_is_never_terminated(aws):
+    """The registry may be a team's store, which anyone in the team can write: an instance id there that is not
+    tagged as the pool's node (another cluster's, or nobody's) is refused, nothing launched or terminated."""
+    import pytest
+
+    from gpufleet.errors import GpufleetError
+
+    _, ids = pool_fleet(1)
+    stranger = boto3.client("ec2", region_name=REGION).run_instances(
+        ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="m5.large")["Instances"][0]["InstanceId"]
+    with pytest.raises(GpufleetError, match="not tagged as a node of pool gpu"):
+        AwsApi().replace_node(REGION, cluster="hl", pool="gpu", node_id=stranger)
+    with pytest.raises(GpufleetError, match="not tagged as a node of pool other"):
+        AwsApi().replace_node(REGION, cluster="hl", pool="other", node_id=ids[0])
+    assert instance(stranger)["State"]["Name"] == instance(ids[0])["State"]["Name"] == "running"
+    fleets = boto3.client("ec2", region_name=REGION).describe_fleets()["Fleets"]
+    assert len(fleets) == 1  # nothing was asked for
+
+
+def test_on_reserved_capacity_the_old_node_is_terminated_before_the_new_one_is_asked_for(aws, monkeypatch):
+    """A Capacity Block or reservation sized to the pool frees a slot only once its instance is terminated."""
+    from gpufleet.clouds.aws import replace
+
+    _, ids = pool_fleet(2)
+    seen = []
+    real = replace.request_for_one
+    monkeypatch.setattr(replace, "request_for_one", lambda *a: (seen.append(instance(ids[0])["State"]["Name"]),
+                                                               real(*a))[1])
+    new = AwsApi().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], release_first=True)
+    assert seen == ["terminated"] and instance(new["id"])["State"]["Name"] == "running"

@@ -1,0 +1,81 @@
+"""A faulty Azure node replaced through its pool's own scale set, against the ARM fake (tests/fakes/azure.py,
+answering Virtual Machine Scale Sets - Update and - Delete Instances as their REST reference documents them):
+one VM more from the scale set's model, then the faulty one deleted by its instance id; a refused scale-out
+leaves the scale set as it was."""
+
+import datetime as dt
+
+import pytest
+from test_heal import KEY, XID, Cluster, say
+
+from gpufleet.clouds import inventory
+from gpufleet.clouds.azure.api import AzureApi
+from gpufleet.errors import CapacityError, GpufleetError
+
+TAGS = {"gpufleet:cluster": "hl", "gpufleet:pool": "gpu", "gpufleet:stack": "hl", "gpufleet:owner": "ops@example.com",
+        "gpufleet:expires-at": "2099-01-01T00:00:00Z"}
+
+
+def scale_set(azure, n: int = 2, tags=TAGS) -> str:
+    azure.group("gpufleet-hl-eastus", "eastus", tags)
+    vmss = azure.add("gpufleet-hl-eastus", "Microsoft.Compute/virtualMachineScaleSets", "hl-gpu", "eastus", tags,
+                     sku={"name": "Standard_ND96isr_H100_v5", "tier": "Standard", "capacity": n})
+    azure.scale_set_vms(vmss["id"], [(str(i), f"hl-gpu{i:06d}", f"10.3.0.{10 + i}", None) for i in range(n)])
+    return vmss["id"]
+
+
+def vms(azure, vmss: str) -> list[str]:
+    return [v["instance"] for v in azure.scale_sets[vmss.lower()]]
+
+
+def test_a_vm_is_replaced_from_the_scale_sets_model_and_the_faulty_one_deleted(azure):
+    vmss = scale_set(azure)
+    got = AzureApi().replace_node("eastus", cluster="hl", pool="gpu", node_id=f"{vmss}/virtualMachines/0")
+    assert got["id"] == f"{vmss}/virtualMachines/2" and got["private_ip"] == "10.3.0.12" and got["vm_uid"]
+    assert vms(azure, vmss) == ["1", "2"]  # the pool as big as before, the faulty VM gone
+    calls = [(m, p.rsplit("/", 1)[-1]) for m, p in azure.calls if m in ("PATCH", "POST")]
+    assert calls == [("PATCH", "hl-gpu"), ("POST", "delete")]  # the new one first, then the old one
+
+
+def test_a_refused_scale_out_leaves_the_scale_set_as_it_was(azure):
+    vmss = scale_set(azure)
+    azure.faults[("PATCH", r"/virtualMachineScaleSets/hl-gpu$")] = [
+        (409, {"error": {"code": "ZonalAllocationFailed", "message": "Allocation failed. We do not have sufficient "
+                         "capacity for the requested VM size in this zone."}}, {})]
+    with pytest.raises(CapacityError) as ei:
+        AzureApi().replace_node("eastus", cluster="hl", pool="gpu", node_id=f"{vmss}/virtualMachines/0")
+    assert ei.value.code == "ZonalAllocationFailed"
+    assert vms(azure, vmss) == ["0", "1"]
+
+
+def test_a_vm_of_a_scale_set_not_tagged_for_the_pool_is_never_deleted(azure):
+    vmss = scale_set(azure, tags={**TAGS, "gpufleet:pool": "other"})
+    with pytest.raises(GpufleetError, match="not a VM of the scale set tagged for pool gpu"):
+        AzureApi().replace_node("eastus", cluster="hl", pool="gpu", node_id=f"{vmss}/virtualMachines/0")
+    assert vms(azure, vmss) == ["0", "1"] and not [c for c in azure.calls if c[0] in ("PATCH", "POST")]
+
+
+def test_heal_replaces_a_faulty_node_of_an_azure_pool_end_to_end(azure, tmp_path, cat):
+    vmss = scale_set(azure)
+    text = (f"name: hl\nowner: ops@example.com\naccess: {{public_key: '{KEY}'}}\npools:\n"
+            "  - {name: gpu, provider: azure, region: eastus, instance_type: Standard_ND96isr_H100_v5, nodes: 2, "
+            "health: {on_fault: replace}}\n")
+    c = Cluster(tmp_path, cat, text, ids=lambda pool, i: f"{vmss}/virtualMachines/{i}")
+    c.api = inventory.open_clouds(["azure"], required=True, regions={"azure": ["eastus"]})["azure"]
+    say(c.bucket, f"{vmss}/virtualMachines/0", state="faulty", faults=[XID])
+    say(c.bucket, f"{vmss}/virtualMachines/1")
+    out = c.heal(dt.datetime.now(dt.timezone.utc))
+    assert [r.done for r in out.repaired] == [True], out.repaired
+    assert c.node_ids() == [f"{vmss}/virtualMachines/2", f"{vmss}/virtualMachines/1"]
+    assert vms(azure, vmss) == ["1", "2"]
+    assert c.reg.get("hl").nodes[0].vm_uid  # the new VM's own unique id, as `up` records it
+
+
+def test_on_reserved_capacity_the_faulty_vm_goes_first_and_the_capacity_is_asked_back(azure):
+    """A reservation sized to the pool has no slot for a VM more: the faulty one frees its slot first."""
+    vmss = scale_set(azure)
+    got = AzureApi().replace_node("eastus", cluster="hl", pool="gpu", node_id=f"{vmss}/virtualMachines/0",
+                                  release_first=True)
+    calls = [(m, p.rsplit("/", 1)[-1]) for m, p in azure.calls if m in ("PATCH", "POST")]
+    assert calls == [("POST", "delete"), ("PATCH", "hl-gpu")]
+    assert vms(azure, vmss) == ["1", "2"] and got["id"].endswith("/virtualMachines/2")
