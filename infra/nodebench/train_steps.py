@@ -121,6 +121,7 @@ def build_decoder(torch, nn, b: dict):
     angles = torch.outer(torch.arange(seq).float(), inv)
 
     def rope(x, cos, sin):
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # in the activations' bf16 under autocast
         x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
         return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 

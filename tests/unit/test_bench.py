@@ -2,6 +2,7 @@
 shapes on the CPU with --tiny, what CI runs), and the controller holds the model's prediction to the measurement.
 No assertion here is about a speed: only that the steps ran, were timed and were judged."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import pytest
 from gpufleet.fleet import bench
 from gpufleet.perf import measured
 
-from conftest import cli, gpufleet_exe
+from conftest import cli, gpufleet_exe, require
 
 # A real H200 SXM (PyTorch 2.11.0+cu130, CUDA 13.0, driver 580.159.04), 2026-11: ResNet-50 at 256 images in
 # bf16 channels-last and a BERT-large-shaped encoder at 128 tokens x 128 sequences, as its training-step
@@ -24,7 +25,9 @@ H200 = {"device": {"kind": "cuda", "name": "NVIDIA H200", "gpus": 1, "gpus_used"
 
 
 def test_bench_here_tiny_trains_three_models_on_the_cpu_and_says_so():
-    torch = pytest.importorskip("torch", reason="the test extra installs torch (tests/constraints.txt)")
+    require(importlib.util.find_spec("torch") is not None, "torch is not installed (the test extra brings it)")
+    import torch
+
     r = subprocess.run([gpufleet_exe(), "bench", "--here", "--tiny", "--json"], capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
