@@ -18,6 +18,7 @@ from importlib import resources
 
 from gpufleet.catalog import Catalog
 from gpufleet.errors import GpufleetError, InputError, ToolMissing
+from gpufleet.nodebench.train_steps import NO_TORCH
 from gpufleet.perf import llm_shapes, measured, workloads
 from gpufleet.perf.model import Scenario, error_band, predict
 from gpufleet.perf.workloads import Workload
@@ -35,7 +36,6 @@ TINY = {"cnn": {"width": 8, "blocks": [1, 1, 1, 1], "image": 32, "classes": 10, 
                     "batch": 2}}
 TINY_STEPS = {"warmup": 2, "steps": 3}
 TIMEOUT_S = 1800  # the whole run: compilation and three benchmarks take minutes on a GPU
-NO_TORCH = 3  # train_steps.py's exit when its Python has no torch
 
 
 @dataclass

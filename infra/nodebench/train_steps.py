@@ -256,7 +256,7 @@ def versions(torch, gpu: bool) -> dict:
     if gpu:
         try:
             v["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
-        except (AttributeError, RuntimeError):
+        except (AttributeError, RuntimeError, TypeError):
             pass
         smi = shutil.which("nvidia-smi")
         if smi:
