@@ -12,6 +12,7 @@ import typer
 from typer.core import TyperGroup
 
 from gpufleet import __version__
+from gpufleet.cli import bench as bench_cmd
 from gpufleet.cli import budget as budget_cmd
 from gpufleet.cli import capacity as capacity_cmd
 from gpufleet.cli import catalog as catalog_cmd
@@ -92,6 +93,7 @@ app.command("up", help=cluster_cmd.UP_HELP)(cluster_cmd.up)
 app.command("down", help=cluster_cmd.DOWN_HELP)(cluster_cmd.down)
 app.command("configure", help=cluster_cmd.CONFIGURE_HELP)(cluster_cmd.configure)
 app.command("verify", help=verify_cmd.HELP)(verify_cmd.verify)
+app.command("bench", help=bench_cmd.HELP)(bench_cmd.bench)
 app.command("status", help=lifecycle_cmd.STATUS_HELP)(lifecycle_cmd.status)
 app.command("reap", help=lifecycle_cmd.REAP_HELP)(lifecycle_cmd.reap)
 app.command("heal", help=heal_cmd.HELP)(heal_cmd.heal)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import fnmatch
 from dataclasses import dataclass, field
 
 from gpufleet.catalog import Catalog, Offer, age_in_days, consumption
 from gpufleet.errors import InputError
+from gpufleet.perf import measured
 from gpufleet.perf.llm import DEFAULT_GLOBAL_BATCH
 from gpufleet.perf.model import Scenario, error_band, predict
 from gpufleet.perf.workloads import Workload
@@ -45,6 +47,8 @@ class Request:
     deadline_h: float | None = None  # per instance type, the cheapest node count that trains it within this
     # stack pools: (provider, region, instance, nodes, spot, storage or None)
     only: list[tuple[str, str, str, int, bool, str | None]] | None = None
+    # the user's recorded measurements (perf.measured, `gpufleet bench --record`); None: those in their data folder
+    measured: list | None = None
 
 
 @dataclass
@@ -74,7 +78,7 @@ class Row:
     error_band: float = 0.0  # the model's typical relative error for such a prediction (out of fold)
     layout: str = "data parallel"  # how the model is split across the GPUs (LLMs: e.g. "tp8 pp4 dp16")
     runner_up: str = ""  # LLMs: the fastest other layout and how it compares
-    tags: list[str] = field(default_factory=list)  # cheapest, fastest, within-error
+    tags: list[str] = field(default_factory=list)  # cheapest, fastest, within-error, measured (perf.measured)
     rank: int | None = None  # by cost to train; an offer that cannot run it has none
 
     @property
@@ -199,6 +203,8 @@ def _selected(req: Request, offer: Offer, regions: set[str] | None) -> bool:
 
 
 def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
+    if req.measured is None:
+        req = dataclasses.replace(req, measured=measured.read())
     samples, label = samples_to_train(req)
     w = req.workload
     skipped: list[dict] = []
@@ -246,6 +252,7 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
         "that above the cheapest",
         "$/PFLOP-hour: cluster price per hour of one delivered PFLOP/s of training math",
     ]
+    assumptions += _measured_words(req, rows)
     if req.deadline_h is not None:
         assumptions.append(f"deadline {req.deadline_h / 24:g} days: per instance type, the node count of "
                            f"{', '.join(map(str, DEADLINE_NODES))} that trains it in time for the least")
@@ -277,13 +284,14 @@ def _row(req: Request, offer: Offer, nodes: int, pool_storage: str | None, sampl
     price = offer.usd_per_hour * nodes
     mbps, shared, storage_label = _storage_for(req, offer, pool_storage)
     key = (offer.gpu.name, it.gpu_count, nodes, it.network_gbps, it.vcpus, mbps, shared, it.memory_gib)
+    mine = measured.speed(req.measured or [], offer.gpu.name, w.family)
     pr = predictions.get(key)
     if pr is None:
         pr = predictions[key] = predict(Scenario(
             workload=w, gpu=offer.gpu, gpus_per_node=it.gpu_count, nodes=nodes, precision=req.precision,
             batch_per_gpu=req.batch_per_gpu, network_gbps=it.network_gbps, vcpus=it.vcpus, storage_mbps=mbps,
             storage_shared=shared, node_memory_gib=it.memory_gib, framework=req.framework, layout=req.layout,
-            global_batch_tokens=req.global_batch))
+            global_batch_tokens=req.global_batch, measured_speed=mine[0] if mine else 1.0))
     first_epoch = min(samples, w.dataset_samples or samples)
     hours = (first_epoch / pr.throughput_first_epoch + (samples - first_epoch) / pr.throughput) / 3600.0
     delivered_pflops = pr.throughput * w.train_flops / 1e15
@@ -297,7 +305,25 @@ def _row(req: Request, offer: Offer, nodes: int, pool_storage: str | None, sampl
         price_parts=[{"what": p.what, "usd_per_hour": p.usd_per_hour, "source": p.source, "as_of": p.as_of,
                       "quote": p.quote} for p in offer.parts],
         discount=offer.discount, price_as_of=offer.as_of, storage=storage_label,
-        error_band=error_band(w.family, total > 1), layout=pr.layout, runner_up=pr.runner_up)
+        error_band=error_band(w.family, total > 1), layout=pr.layout, runner_up=pr.runner_up,
+        tags=["measured"] if mine else [])
+
+
+def _measured_words(req: Request, rows: list[Row]) -> list[str]:
+    """What the user's own measurements changed: per GPU shown, the speed they give it against the model."""
+    out = []
+    for gpu in sorted({r.gpu for r in rows}):
+        mine = measured.speed(req.measured or [], gpu, req.workload.family)
+        if mine is None:
+            continue
+        factor, used = mine
+        last = max(used, key=lambda m: m.when)
+        where = ", ".join(filter(None, [last.instance, last.host, last.when[:10],
+                                        f"PyTorch {last.versions['torch']}" if last.versions.get("torch") else ""]))
+        out.append(f"measured: {gpu} predicted at {factor:.2f}x the model's speed for {req.workload.family} workloads, "
+                   f"from {len(used)} row(s) of your `gpufleet bench --record` (latest {last.workload}: {where}); "
+                   "rows tagged measured")
+    return out
 
 
 def _by_sold(unsold: list[Offer]) -> dict[tuple[str, str, str], list[str]]:

@@ -61,6 +61,13 @@ def rates_path() -> Path:
     return Path(env) if env else data_dir() / "catalog" / "rates.csv"
 
 
+def measured_path() -> Path:
+    """The user's own training-step measurements (`gpufleet bench --record`), a layer over the shipped
+    calibration as the refreshed prices are over the shipped ones: ``$GPUFLEET_MEASURED``, else in the data directory."""
+    env = os.environ.get("GPUFLEET_MEASURED")
+    return Path(env) if env else data_dir() / "calibration" / "measured.json"
+
+
 def images_path() -> Path:
     """The manifest of golden images built (``gpufleet image build``): ``$GPUFLEET_IMAGES``, else in the data directory."""
     env = os.environ.get("GPUFLEET_IMAGES")

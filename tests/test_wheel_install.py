@@ -92,6 +92,9 @@ def test_the_installed_wheel_runs_every_command_a_newcomer_tries(installed, tmp_
         assert r.returncode == 2 and f"pip install 'gpufleet[{extra or ''}" in r.stderr, (name, r.stderr)
     r = gpufleet("report", "resnet50", "--out", str(home / "r.html"))
     assert r.returncode == 2 and "gpufleet[report]" in r.stderr and not (home / "r.html").exists(), r.stderr
+    # the node-side benchmark ships in the wheel and runs; without the user's PyTorch it says so (issue 52)
+    r = gpufleet("bench", "--here", "--tiny")
+    assert r.returncode == 2 and "PyTorch is not installed" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
     _pip(venv, f"{wheel}[aws,gcp,azure,report]")
     for name, path in stacks.items():

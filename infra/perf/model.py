@@ -198,6 +198,9 @@ class Scenario:
     layout: str | None = None
     global_batch_tokens: float | None = None
     micro_batch: int | None = None
+    # this GPU's speed on this family as the user measured it, relative to the model (perf.measured, from
+    # `gpufleet bench --record`); 1: the shipped calibration alone
+    measured_speed: float = 1.0
 
 
 @dataclass
@@ -245,8 +248,9 @@ def _gpu_time_per_sample(s: Scenario, p: Params, prec: str, batch: int) -> tuple
 
 
 def _framework_speed(s: Scenario, p: Params) -> float:
-    """The speed of ``s``'s framework relative to PyTorch (``fw:<name>``)."""
-    return 1.0 if s.framework == "pytorch" else p.values[f"fw:{s.framework}"]
+    """The speed of ``s``'s framework relative to PyTorch (``fw:<name>``), times the GPU's own measured speed
+    relative to the model where the user recorded one."""
+    return (1.0 if s.framework == "pytorch" else p.values[f"fw:{s.framework}"]) * s.measured_speed
 
 
 def _intra_node_bytes_s(s: Scenario, p: Params) -> float:

@@ -2,8 +2,8 @@
 
 Built-ins live in ``data/workloads.yaml`` (with sources). Users add their own in a YAML
 file of the same shape (``--workload-file`` or ``~/.config/gpufleet/workloads.yaml``).
-A decoder LLM of any size is ``llm:<params>[:<seq>]`` (e.g. ``llm:8b``, ``llm:405b:4096``): a Llama-3-like
-model (grouped-query attention, SwiGLU, 128k vocabulary) at 8,192 tokens unless told.
+A decoder LLM of any size is ``llm:<params>[:<seq>]`` (e.g. ``llm:8b``, ``llm:405b:4096``): grouped-query
+attention and SwiGLU in the design of the published model nearest that size (``llm_shapes``) at 8,192 tokens unless told.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from gpufleet import yamlsrc
 from gpufleet.errors import InputError, NotFound, SpecError
 from gpufleet.paths import user_workloads_path
-from gpufleet.perf import architecture
+from gpufleet.perf import architecture, llm_shapes
 
 FAMILIES = ("cnn", "transformer", "llm", "dense")
 _UNITS = {"cnn": "img", "transformer": "seq", "llm": "tok", "dense": "sample"}
@@ -101,10 +101,12 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
             if s < 1:
                 raise SpecError(where, None, f"{name}.seq_len", f"{s}: the sequence length is at least 1 token")
             if not (L and dm):
-                L, dm = llm_shape(params)
+                sized = llm_shapes.shape(params)
+                L, dm = sized.layers, sized.d_model
+                d = {"heads": sized.heads, "kv_heads": sized.kv_heads, "ffn": sized.ffn, "vocab": sized.vocab, **d}
             fwd = 2.0 * params + 4.0 * L * dm * s
             acts = architecture.transformer_activations(L, dm, s, flash=True)
-            llm_fields = llm_attention(d, dm)
+            llm_fields = llm_attention(d, dm, name, where)
     except KeyError as e:
         raise SpecError(where, None, f"{name}.{e.args[0]}", f"required for family {fam}") from None
     except (TypeError, ValueError) as e:
@@ -128,32 +130,33 @@ def decoder(name: str, fields: dict, where: str) -> Workload:
     return _from_dict(name, {"family": "llm", **fields}, where)
 
 
-def llm_attention(d: dict, d_model: int) -> dict:
+def llm_attention(d: dict, d_model: int, name: str, where: str) -> dict:
     """Heads, KV heads, MLP width, gating and vocabulary of a decoder LLM: as given, else a
-    Llama-3-like model's (128-wide heads, 8 KV heads, SwiGLU at 3.5 d, 128,256 tokens; Llama 3
-    model card and config, 2024)."""
+    Llama-3-like model's (128-wide heads, up to 8 KV heads that divide them, SwiGLU at 3.5 d,
+    128,256 tokens; Llama 3 model card and config, 2024). Grouped-query attention shares each
+    key/value head among a whole number of query heads, and each head is a whole slice of the width."""
     heads = int(d.get("heads") or max(1, d_model // 128))
+    kv_heads = int(d.get("kv_heads") or max(k for k in range(1, min(heads, 8) + 1) if heads % k == 0))
+    if heads % kv_heads:
+        raise SpecError(where, None, f"{name}.kv_heads", f"{heads} heads are not a multiple of {kv_heads} key/value heads",
+                        "grouped-query attention shares each key/value head among a whole number of heads")
+    if d_model % heads:
+        raise SpecError(where, None, f"{name}.heads", f"a width of {d_model} does not split into {heads} heads",
+                        "d_model is heads x the head width (64 or 128 in published models)")
     gated = bool(d.get("gated", "ffn" not in d))
     ffn = int(d.get("ffn") or (round(3.5 * d_model / 256) * 256 if gated else 4 * d_model))
-    return {"heads": heads, "kv_heads": int(d.get("kv_heads") or min(heads, 8)), "ffn": ffn, "gated": gated,
-            "vocab": int(d.get("vocab") or 128256)}
-
-
-def llm_shape(params: float) -> tuple[int, int]:
-    """Layers and width for an LLM of ``params`` parameters at d_model/layers ~ 128."""
-    layers = max(2, round((params / (12 * 128 * 128)) ** (1 / 3)))
-    d_model = max(128, int(round((params / (12 * layers)) ** 0.5 / 128) * 128))
-    return layers, d_model
+    return {"heads": heads, "kv_heads": kv_heads, "ffn": ffn, "gated": gated, "vocab": int(d.get("vocab") or 128256)}
 
 
 LLM_SEQ = 8192  # llm:<size> trains at Llama 3's pre-training sequence (8,192 tokens, its paper), unless told
 
 
 def llm(params: float, seq_len: int = LLM_SEQ, name: str | None = None) -> Workload:
-    L, dm = llm_shape(params)
-    return _from_dict(name or f"llm:{params / 1e9:g}b", {"family": "llm", "params": params, "layers": L,
-                      "d_model": dm, "seq_len": seq_len,
-                      "source": "decoder LLM, 6N FLOPs per token + attention (Kaplan et al. 2020)"}, "<llm>")
+    sized = llm_shapes.shape(params)
+    return _from_dict(name or f"llm:{params / 1e9:g}b", {
+        "family": "llm", "params": params, "layers": sized.layers, "d_model": sized.d_model, "heads": sized.heads,
+        "kv_heads": sized.kv_heads, "ffn": sized.ffn, "gated": True, "vocab": sized.vocab, "seq_len": seq_len,
+        "source": f"decoder LLM shaped as {sized.reference}, 6N FLOPs per token + attention (Kaplan et al. 2020)"}, "<llm>")
 
 
 @functools.lru_cache(maxsize=1)

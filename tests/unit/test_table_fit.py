@@ -609,7 +609,22 @@ def s_budget_list(tmp_path, monkeypatch):
     return [["budget", "list"]]
 
 
-SCENARIOS = {"compare": s_compare, "calibrate": s_calibrate, "plan": s_plan, "up": s_up, "down": s_down,
+def s_bench(tmp_path, monkeypatch):
+    from gpufleet.fleet import bench
+
+    answer = {"device": {"kind": "cuda", "name": "NVIDIA H200", "gpus": 8, "gpus_used": 1},
+              "versions": {"torch": "2.11.0+cu130", "cuda": "13.0", "cudnn": "91900", "nccl": "2.28.9",
+                           "driver": "580.159.04"}, "when": "2026-11-27T08:00:00Z",
+              "results": [{"name": "resnet50", "batch": 256, "step_s": 0.0548, "samples_per_s": 4670.3,
+                           "peak_mem_gb": 11.8},
+                          {"name": "bert-large", "batch": 128, "step_s": 0.1137, "samples_per_s": 1126.1,
+                           "peak_mem_gb": 28.3},
+                          {"name": "llm:1b", "error": "OutOfMemoryError: CUDA out of memory. Tried to allocate 7.83 GiB"}]}
+    monkeypatch.setattr(bench, "run_here", lambda *a, **k: answer)
+    return [["bench", "--here"]]
+
+
+SCENARIOS = {"bench": s_bench, "compare": s_compare, "calibrate": s_calibrate, "plan": s_plan, "up": s_up, "down": s_down,
              "configure": s_configure, "verify": s_verify, "status": s_status, "reap": s_reap, "check": s_check,
              "cost": s_cost, "ssh-config": s_ssh_config, "log": s_log, "heal": s_heal, "catalog gpus": s_catalog_gpus,
              "catalog instances": s_catalog_instances, "catalog regions": s_catalog_regions,

@@ -1,0 +1,220 @@
+"""`gpufleet bench --here`: time standard training steps on this machine and hold the model's prediction to them.
+
+The node side is ``gpufleet/nodebench/train_steps.py`` (the standard library and torch only), run as a
+subprocess of the Python that has the user's PyTorch; this side writes its plan (shapes and batches of the
+workloads the model knows), and judges its answer: per benchmark the model's prediction for this GPU (what
+``compare`` predicts for one GPU of it), the error, MFU against the GPU's dense BF16 peak, and a flag
+where the error is beyond the model's stated error, with what it suggests.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+
+from gpufleet.catalog import Catalog
+from gpufleet.errors import GpufleetError, InputError, ToolMissing
+from gpufleet.nodebench.train_steps import NO_TORCH
+from gpufleet.perf import llm_shapes, measured, workloads
+from gpufleet.perf.model import Scenario, error_band, predict
+from gpufleet.perf.workloads import Workload
+
+# Batches per GPU on a GPU: NVIDIA's DeepLearningExamples ResNet-50 (256 a GPU, bf16) and BERT phase 1
+# (per-GPU 64 to 128 at 128 tokens); a decoder's micro-batch of 8,192 tokens, which leaves room on an 80 GB
+# GPU for a 1B Llama shape's 128k-token logits
+GPU_BATCH = {"cnn": 256, "encoder": 128}
+DECODER_TOKENS = 8192
+GPU_STEPS = {"warmup": 5, "steps": 20}
+# --tiny: toy shapes that train on a CPU in seconds (what CI runs); no prediction: no catalog GPU runs them
+TINY = {"cnn": {"width": 8, "blocks": [1, 1, 1, 1], "image": 32, "classes": 10, "batch": 4},
+        "encoder": {"layers": 2, "d_model": 64, "heads": 4, "ffn": 256, "vocab": 1000, "seq": 32, "batch": 4},
+        "decoder": {"layers": 2, "d_model": 64, "heads": 4, "kv_heads": 2, "ffn": 256, "vocab": 1000, "seq": 32,
+                    "batch": 2}}
+TINY_STEPS = {"warmup": 2, "steps": 3}
+TIMEOUT_S = 1800  # the whole run: compilation and three benchmarks take minutes on a GPU
+
+
+@dataclass
+class Judged:
+    """One benchmark: what the node measured and what the model says of it."""
+
+    name: str
+    workload: str
+    unit: str
+    measured: float | None  # samples (tokens for a decoder) per second per GPU
+    predicted: float | None = None
+    error: float | None = None  # predicted / measured - 1, as calibration scores the published rows
+    band: float | None = None  # the model's typical error for this family on one GPU
+    flagged: bool = False
+    suggests: str = ""
+    mfu: float | None = None
+    peak_mem_gb: float | None = None
+    step_s: float | None = None
+    batch: int | None = None
+    compiled: bool = False
+    note: str = ""  # why there is no prediction or no measurement
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class BenchReport:
+    device: dict
+    versions: dict
+    gpu: str | None  # the catalog's name for the GPU, None on a CPU or a GPU the catalog lacks
+    tiny: bool
+    rows: list[Judged] = field(default_factory=list)
+    when: str = ""
+
+    def to_dict(self) -> dict:
+        return {"device": self.device, "versions": self.versions, "gpu": self.gpu, "tiny": self.tiny, "when": self.when,
+                "benchmarks": [r.to_dict() for r in self.rows]}
+
+
+def _kind(w: Workload) -> str:
+    kinds = {"cnn": "cnn", "transformer": "encoder", "llm": "decoder"}
+    if w.family not in kinds or (w.family == "cnn" and w.name != "resnet50"):
+        raise InputError(f"bench runs resnet50, bert-large and llm:<size>[:<seq>], not {w.name!r}",
+                         "e.g. --workload resnet50,bert-large,llm:1b")
+    return kinds[w.family]
+
+
+def bench_workload(name: str) -> Workload:
+    """The workload a benchmark trains, as the node runs it: a decoder with the parameters its shape holds
+    (an ``llm:<size>`` is named by its nominal size; its MFU and prediction count the real weights)."""
+    w = workloads.get(name)
+    if w.family != "llm":
+        return w
+    tied = llm_shapes.nearest(w.params).tied
+    held = llm_shapes.parameters(w.layers, w.d_model, w.heads, w.kv_heads, w.ffn, w.vocab, tied)
+    return workloads.decoder(w.name, {"params": held, "layers": w.layers, "d_model": w.d_model, "heads": w.heads,
+                                      "kv_heads": w.kv_heads, "ffn": w.ffn, "gated": True, "vocab": w.vocab,
+                                      "seq_len": w.seq_len}, "<bench>")
+
+
+def plan(names: list[str], tiny: bool) -> dict:
+    """What the node runs: each workload's shape (toy ones with ``tiny``), batch and the steps to time."""
+    benchmarks = []
+    for name in names:
+        w = workloads.get(name)
+        kind = _kind(w)
+        if tiny:
+            shape = dict(TINY[kind])
+        elif kind == "cnn":
+            shape = {"width": 64, "blocks": [3, 4, 6, 3], "image": 224, "classes": 1000}
+        elif kind == "encoder":  # BERT-large: 16 heads of 64, a 4d GELU MLP, WordPiece's 30,522 tokens
+            shape = {"layers": w.layers, "d_model": w.d_model, "heads": w.d_model // 64, "ffn": 4 * w.d_model,
+                     "vocab": 30522, "seq": w.seq_len}
+        else:
+            shape = {"layers": w.layers, "d_model": w.d_model, "heads": w.heads, "kv_heads": w.kv_heads, "ffn": w.ffn,
+                     "vocab": w.vocab, "tied": llm_shapes.nearest(w.params).tied, "seq": w.seq_len}
+        shape.setdefault("batch", GPU_BATCH[kind] if kind != "decoder" else max(1, DECODER_TOKENS // w.seq_len))
+        benchmarks.append({"name": w.name, "kind": kind, **shape})
+    return {"device": "cpu" if tiny else "auto", "compile": not tiny, **(TINY_STEPS if tiny else GPU_STEPS),
+            "benchmarks": benchmarks}
+
+
+def script_path() -> str:
+    return str(resources.files("gpufleet.nodebench").joinpath("train_steps.py"))
+
+
+def run_here(the_plan: dict, python: str | None = None, timeout_s: float = TIMEOUT_S) -> dict:
+    """The node script's answer on this machine, its progress lines passed through to stderr."""
+    python = python or sys.executable
+    try:
+        done = subprocess.run([python, script_path(), "-"], input=json.dumps(the_plan), stdout=subprocess.PIPE,
+                              text=True, timeout=timeout_s)
+    except FileNotFoundError:
+        raise InputError(f"no Python at {python}", "--python names the interpreter that has PyTorch") from None
+    except subprocess.TimeoutExpired:
+        raise GpufleetError(f"the benchmark did not end within {timeout_s:.0f} s",
+                            "run fewer benchmarks (--workload) or look at what else uses the GPU (nvidia-smi)") from None
+    try:
+        answer = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
+    except ValueError:
+        answer = {}
+    if done.returncode == NO_TORCH:
+        raise ToolMissing(f"PyTorch is not installed in {answer.get('python') or python}: bench trains with the "
+                          "PyTorch you use (gpufleet does not bring one)",
+                          "install PyTorch for this machine's GPU (https://pytorch.org/get-started), or name the "
+                          "Python that has it with --python")
+    if done.returncode != 0 or "results" not in answer:
+        raise GpufleetError(f"the benchmark ended with exit {done.returncode} and no results",
+                            "its progress lines above say where it stopped")
+    return answer
+
+
+def catalog_gpu(cat: Catalog, device_name: str) -> str | None:
+    """The catalog's name for a GPU as PyTorch names it ("NVIDIA H100 80GB HBM3" -> H100), or None."""
+    words = device_name.removeprefix("NVIDIA").split()
+    for k in range(len(words), 0, -1):
+        for joined in ("-".join(words[:k]), " ".join(words[:k])):
+            if cat.has_gpu(joined):
+                return cat.gpu(joined).name
+    return None
+
+
+def _suggestion(error: float) -> str:
+    if error > 0:  # the model expected more than the node gave
+        return ("slower than predicted: clocks or power (nvidia-smi -q -d PERFORMANCE), another process on the GPU, "
+                "the versions; or the model overrates this family (issue 52)")
+    return "faster than predicted: --record it, and compare uses this GPU's measured speed"
+
+
+def judge(answer: dict, cat: Catalog, gpu_name: str | None, tiny: bool) -> BenchReport:
+    """The node's answer beside the model's prediction for one GPU of ``gpu_name`` at the same batch."""
+    device = answer.get("device", {})
+    gpu = cat.gpu(gpu_name) if gpu_name else None
+    report = BenchReport(device=device, versions=answer.get("versions", {}), gpu=gpu.name if gpu else None, tiny=tiny,
+                         when=answer.get("when", ""))
+    for r in answer["results"]:
+        w = bench_workload(r["name"])
+        row = Judged(name=r["name"], workload=w.name, unit=f"{w.unit}/s", measured=r.get("samples_per_s"),
+                     peak_mem_gb=r.get("peak_mem_gb"), step_s=r.get("step_s"), batch=r.get("batch"),
+                     compiled=bool(r.get("compiled")))
+        report.rows.append(row)
+        if row.measured is None:
+            row.note = r.get("error") or "no measurement"
+            continue
+        if r.get("compile_error"):
+            row.note = f"without torch.compile, which failed: {r['compile_error']}"
+        if gpu is None:
+            row.note = ("toy shapes on a CPU: nothing to predict" if tiny or device.get("kind") == "cpu" else
+                        f"the catalog has no GPU {device.get('name')!r}: --gpu names it")
+            continue
+        if "bf16" in gpu.tflops:
+            row.mfu = row.measured * w.train_flops / (gpu.tflops["bf16"] * 1e12)
+        s = _scenario(w, gpu, r)
+        pr = predict(s)
+        row.predicted = pr.per_gpu
+        row.error = row.predicted / row.measured - 1.0
+        row.band = error_band(w.family, False)
+        if abs(row.error) > row.band:
+            row.flagged, row.suggests = True, _suggestion(row.error)
+    return report
+
+
+def _scenario(w: Workload, gpu, r: dict) -> Scenario:
+    batch = int(r.get("batch") or 1)
+    if w.family == "llm":  # one GPU: its micro-batch is the whole step (fully sharded over one GPU: plain data parallel)
+        return Scenario(workload=w, gpu=gpu, precision="bf16", synthetic_data=True, layout="fsdp",
+                        global_batch_tokens=float(batch * w.seq_len), micro_batch=batch)
+    return Scenario(workload=w, gpu=gpu, precision="bf16", batch_per_gpu=batch, synthetic_data=True)
+
+
+def record(report: BenchReport, instance: str | None = None) -> dict:
+    """The rows that have a prediction kept in the user's measurements (``perf.measured``), with their provenance."""
+    rows = [measured.Measured(gpu=report.gpu, workload=r.workload, family=bench_workload(r.name).family, unit=r.unit,
+                              measured=r.measured, predicted=r.predicted, batch=r.batch or 1, when=report.when,
+                              instance=instance or "", host=socket.gethostname(),
+                              versions={k: str(v) for k, v in report.versions.items() if v is not None})
+            for r in report.rows if r.measured and r.predicted and report.gpu]
+    if not rows:
+        raise GpufleetError("nothing to record: no benchmark has both a measurement and a prediction",
+                            "record a GPU the catalog knows (--gpu names it), with the full shapes (not --tiny)")
+    return {"path": str(measured.add(rows)), "rows": len(rows)}

@@ -1,0 +1,326 @@
+"""Time training steps of standard models on this machine's first GPU (or its CPU) with its own PyTorch.
+
+Standalone: the standard library and torch only, run as ``python3 train_steps.py PLAN.json`` (``-`` reads
+the plan from stdin). The plan names the benchmarks with their shapes and batches:
+
+    {"device": "auto" | "cpu", "warmup": 3, "steps": 10, "compile": true,
+     "benchmarks": [{"name": "resnet50", "kind": "cnn", "batch": 256, "image": 224, "width": 64,
+                     "blocks": [3, 4, 6, 3], "classes": 1000},
+                    {"name": "bert-large", "kind": "encoder", "layers": 24, "d_model": 1024, "heads": 16,
+                     "ffn": 4096, "vocab": 30522, "seq": 128, "batch": 64, "masked": 20},
+                    {"name": "llm:1b:2048", "kind": "decoder", "layers": 16, "d_model": 2048, "heads": 32,
+                     "kv_heads": 8, "ffn": 8192, "vocab": 128256, "tied": true, "seq": 2048, "batch": 4}]}
+
+and the answer on stdout is one JSON object: the versions (PyTorch, CUDA, cuDNN, NCCL, driver), the
+device, and per benchmark the samples per second, the step time, the peak memory and how it ran. One
+line per benchmark goes to stderr as it runs. Synthetic data on the device; warm-up steps (and
+torch.compile's compilation) excluded; timed steps between two device synchronisations.
+
+How the models train, as practitioners do in 2026: ResNet-50 (He et al. 2015, v1.5: the stride on the 3x3
+convolution) in channels-last memory under bf16 autocast with SGD; BERT-large phase 1 (Devlin et al. 2018;
+NVIDIA DeepLearningExamples' recipe: post-LN encoder, the MLM loss over the masked positions only) and a
+Llama-style decoder (RMSNorm, rotary positions, grouped-query attention, SwiGLU) under bf16 autocast with
+scaled_dot_product_attention (flash kernels on the GPU) and fused AdamW; the decoder's blocks are compiled
+one by one with torch.compile where the GPU allows (torchtitan's per-block compile).
+Exit codes: 0 done (a benchmark that failed says so in its row), 3 no PyTorch here, 2 a bad plan.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import time
+
+NO_TORCH = 3
+BAD_PLAN = 2
+
+
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def build_cnn(torch, nn, b: dict):
+    """ResNet of bottleneck blocks: ``blocks`` per stage, ``width`` channels in the first."""
+
+    class Bottleneck(nn.Module):
+        def __init__(self, cin: int, mid: int, stride: int):
+            super().__init__()
+            cout = 4 * mid
+            self.body = nn.Sequential(
+                nn.Conv2d(cin, mid, 1, bias=False), nn.BatchNorm2d(mid), nn.ReLU(inplace=True),
+                nn.Conv2d(mid, mid, 3, stride, 1, bias=False), nn.BatchNorm2d(mid), nn.ReLU(inplace=True),
+                nn.Conv2d(mid, cout, 1, bias=False), nn.BatchNorm2d(cout))
+            self.skip = nn.Identity() if stride == 1 and cin == cout else nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            return torch.relu(self.body(x) + self.skip(x))
+
+    w = int(b.get("width", 64))
+    layers = [nn.Conv2d(3, w, 7, 2, 3, bias=False), nn.BatchNorm2d(w), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1)]
+    cin = w
+    for stage, count in enumerate(b.get("blocks", [3, 4, 6, 3])):
+        mid = w * 2 ** stage
+        for i in range(int(count)):
+            layers.append(Bottleneck(cin, mid, 2 if i == 0 and stage > 0 else 1))
+            cin = 4 * mid
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, int(b.get("classes", 1000)))]
+    return nn.Sequential(*layers)
+
+
+def build_encoder(torch, nn, b: dict):
+    """BERT: token, position and segment embeddings, post-LN layers (GELU MLP), the MLM head tied to the
+    token embeddings over the masked positions, and the next-sentence head."""
+    F = torch.nn.functional
+    d, heads, vocab, seq = int(b["d_model"]), int(b["heads"]), int(b["vocab"]), int(b["seq"])
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.up, self.down = nn.Linear(d, int(b["ffn"])), nn.Linear(int(b["ffn"]), d)
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+
+        def forward(self, x):
+            n, s, _ = x.shape
+            q, k, v = self.qkv(x).view(n, s, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+            a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(n, s, d)
+            x = self.ln1(x + self.out(a))
+            return self.ln2(x + self.down(F.gelu(self.up(x))))
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok, self.pos, self.seg = nn.Embedding(vocab, d), nn.Embedding(seq, d), nn.Embedding(2, d)
+            self.ln = nn.LayerNorm(d)
+            self.blocks = nn.ModuleList(Layer() for _ in range(int(b["layers"])))
+            self.head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.LayerNorm(d))
+            self.bias = nn.Parameter(torch.zeros(vocab))
+            self.nsp = nn.Linear(d, 2)
+
+        def forward(self, ids, masked):
+            pos = torch.arange(ids.shape[1], device=ids.device)
+            x = self.ln(self.tok(ids) + self.pos(pos) + self.seg(torch.zeros_like(ids)))
+            for blk in self.blocks:
+                x = blk(x)
+            mlm = self.head(x[:, masked]) @ self.tok.weight.t() + self.bias
+            return mlm, self.nsp(x[:, 0])
+
+    return Encoder()
+
+
+def build_decoder(torch, nn, b: dict):
+    """A Llama-style decoder: RMSNorm, rotary positions, grouped-query attention, SwiGLU."""
+    F = torch.nn.functional
+    d, heads, kv, seq = int(b["d_model"]), int(b["heads"]), int(b["kv_heads"]), int(b["seq"])
+    hd, ffn, vocab = d // heads, int(b["ffn"]), int(b["vocab"])
+    inv = 1.0 / (500000.0 ** (torch.arange(0, hd, 2).float() / hd))  # Llama 3's rope theta
+    angles = torch.outer(torch.arange(seq).float(), inv)
+
+    def rope(x, cos, sin):
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # in the activations' bf16 under autocast
+        x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.n2 = nn.RMSNorm(d), nn.RMSNorm(d)
+            self.q, self.kv, self.o = nn.Linear(d, d, bias=False), nn.Linear(d, 2 * kv * hd, bias=False), \
+                nn.Linear(d, d, bias=False)
+            self.gate_up, self.down = nn.Linear(d, 2 * ffn, bias=False), nn.Linear(ffn, d, bias=False)
+
+        def forward(self, x, cos, sin):
+            n, s, _ = x.shape
+            h = self.n1(x)
+            q = rope(self.q(h).view(n, s, heads, hd).transpose(1, 2), cos, sin)
+            k, v = self.kv(h).view(n, s, 2, kv, hd).permute(2, 0, 3, 1, 4)
+            k = rope(k, cos, sin)
+            if kv != heads:  # each key/value head serves heads // kv query heads
+                k, v = k.repeat_interleave(heads // kv, dim=1), v.repeat_interleave(heads // kv, dim=1)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(n, s, d)
+            x = x + self.o(a)
+            g, u = self.gate_up(self.n2(x)).chunk(2, dim=-1)
+            return x + self.down(F.silu(g) * u)
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = nn.Embedding(vocab, d)
+            self.blocks = nn.ModuleList(Block() for _ in range(int(b["layers"])))
+            self.norm = nn.RMSNorm(d)
+            self.out = nn.Linear(d, vocab, bias=False)
+            if b.get("tied"):
+                self.out.weight = self.tok.weight
+            self.register_buffer("cos", angles.cos(), persistent=False)
+            self.register_buffer("sin", angles.sin(), persistent=False)
+
+        def forward(self, ids):
+            x = self.tok(ids)
+            for blk in self.blocks:
+                x = blk(x, self.cos, self.sin)
+            return self.out(self.norm(x))
+
+    return Decoder()
+
+
+def step_fn(torch, kind: str, model, b: dict, dev, gpu: bool):
+    """One training step of ``model`` on synthetic data, and the samples it trains."""
+    F = torch.nn.functional
+    n = int(b["batch"])
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if gpu else torch.autocast("cpu", enabled=False)
+    if kind == "cnn":
+        image = int(b.get("image", 224))
+        x = torch.randn(n, 3, image, image, device=dev).to(memory_format=torch.channels_last)
+        y = torch.randint(0, int(b.get("classes", 1000)), (n,), device=dev)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+        def loss():
+            return F.cross_entropy(model(x), y)
+    elif kind == "encoder":
+        seq, vocab = int(b["seq"]), int(b["vocab"])
+        ids = torch.randint(0, vocab, (n, seq), device=dev)
+        masked = torch.arange(0, seq, max(1, seq // int(b.get("masked", max(1, seq * 15 // 100)))), device=dev)
+        labels = torch.randint(0, vocab, (n, masked.numel()), device=dev)
+        nsp = torch.randint(0, 2, (n,), device=dev)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=gpu)
+
+        def loss():
+            mlm, ns = model(ids, masked)
+            return F.cross_entropy(mlm.reshape(-1, vocab), labels.reshape(-1)) + F.cross_entropy(ns, nsp)
+    else:
+        seq, vocab = int(b["seq"]), int(b["vocab"])
+        ids = torch.randint(0, vocab, (n, seq + 1), device=dev)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=gpu)
+
+        def loss():
+            return F.cross_entropy(model(ids[:, :-1]).reshape(-1, vocab), ids[:, 1:].reshape(-1))
+
+    def step():
+        with autocast:
+            value = loss()
+        value.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+BUILDERS = {"cnn": build_cnn, "encoder": build_encoder, "decoder": build_decoder}
+
+
+def run_one(torch, b: dict, plan: dict, dev, gpu: bool) -> dict:
+    kind = b.get("kind")
+    if kind not in BUILDERS:
+        raise ValueError(f"benchmark {b.get('name')!r}: kind {kind!r} is not one of {', '.join(BUILDERS)}")
+    model = BUILDERS[kind](torch, torch.nn, b).to(dev)
+    if kind == "cnn":
+        model = model.to(memory_format=torch.channels_last)
+    compiled = False
+    if gpu and plan.get("compile", True) and kind == "decoder" and hasattr(torch, "compile"):
+        for blk in model.blocks:  # per block: one graph reused by every layer, compiled in seconds
+            blk.compile()
+        compiled = True
+    step = step_fn(torch, kind, model, b, dev, gpu)
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
+    if gpu:
+        torch.cuda.reset_peak_memory_stats()
+    began = time.perf_counter()
+    for _ in range(int(plan.get("warmup", 3))):
+        step()
+    sync()
+    warm = time.perf_counter() - began
+    steps = int(plan.get("steps", 10))
+    began = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync()
+    seconds = (time.perf_counter() - began) / steps
+    per_sample = int(b["seq"]) if kind == "decoder" else 1
+    row = {"name": b["name"], "kind": kind, "batch": int(b["batch"]), "steps": steps, "step_s": seconds,
+           "samples_per_s": int(b["batch"]) * per_sample / seconds, "unit": "tok" if kind == "decoder" else
+           ("seq" if kind == "encoder" else "img"), "warmup_s": warm, "compiled": compiled,
+           "params": sum(p.numel() for p in model.parameters()),
+           "precision": "bf16 autocast" if gpu else "fp32"}
+    if gpu:
+        row["peak_mem_gb"] = torch.cuda.max_memory_allocated() / 1e9
+    return row
+
+
+def versions(torch, gpu: bool) -> dict:
+    v = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+         "cudnn": torch.backends.cudnn.version() if gpu else None, "nccl": None, "driver": None}
+    if gpu:
+        try:
+            v["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        except (AttributeError, RuntimeError, TypeError):
+            pass
+        smi = shutil.which("nvidia-smi")
+        if smi:
+            try:
+                out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                                     text=True, timeout=30).stdout.split()
+                v["driver"] = out[0] if out else None
+            except (OSError, subprocess.SubprocessError):
+                pass
+    return v
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        say("usage: train_steps.py PLAN.json (or - for stdin)")
+        return BAD_PLAN
+    try:
+        text = sys.stdin.read() if argv[1] == "-" else open(argv[1], encoding="utf-8").read()
+        plan = json.loads(text)
+        benchmarks = plan["benchmarks"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        say(f"train_steps: the plan cannot be read: {e}")
+        return BAD_PLAN
+    try:
+        import torch
+    except ImportError as e:
+        print(json.dumps({"error": "no-torch", "python": sys.executable, "message": str(e)}))
+        return NO_TORCH
+    gpu = plan.get("device", "auto") != "cpu" and torch.cuda.is_available()
+    dev = torch.device("cuda:0" if gpu else "cpu")
+    if gpu:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        torch.backends.cudnn.benchmark = True
+    device = {"kind": "cuda" if gpu else "cpu", "gpus": torch.cuda.device_count() if gpu else 0, "gpus_used": 1 if gpu else 0,
+              "name": torch.cuda.get_device_name(0) if gpu else platform.processor() or platform.machine(),
+              "memory_gb": torch.cuda.get_device_properties(0).total_memory / 1e9 if gpu else None}
+    torch.manual_seed(0)
+    results = []
+    for i, b in enumerate(benchmarks, 1):
+        say(f"[{i}/{len(benchmarks)}] {b.get('name')}: batch {b.get('batch')} on {device['name']} ...")
+        try:
+            row = run_one(torch, b, plan, dev, gpu)
+        except Exception as e:  # out of memory, a compiler that fails here, a bad shape: said in the row
+            row = {"name": b.get("name"), "kind": b.get("kind"), "error": f"{type(e).__name__}: {str(e)[:400]}"}
+            say(f"[{i}/{len(benchmarks)}] {b.get('name')}: failed: {row['error']}")
+            if gpu and b.get("kind") == "decoder" and plan.get("compile", True):
+                say(f"[{i}/{len(benchmarks)}] {b.get('name')}: again without torch.compile ...")
+                torch.cuda.empty_cache()
+                try:
+                    row = {**run_one(torch, b, {**plan, "compile": False}, dev, gpu), "compile_error": row["error"]}
+                except Exception as again:
+                    row["error"] += f"; without torch.compile: {type(again).__name__}: {str(again)[:400]}"
+        if "error" not in row:
+            mem = f", peak {row['peak_mem_gb']:.1f} GB" if "peak_mem_gb" in row else ""
+            say(f"[{i}/{len(benchmarks)}] {b['name']}: {row['samples_per_s']:,.1f} {row['unit']}/s "
+                f"({row['step_s'] * 1e3:.1f} ms a step{mem})")
+        results.append(row)
+        if gpu:
+            torch.cuda.empty_cache()
+    print(json.dumps({"versions": versions(torch, gpu), "device": device, "results": results,
+                      "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,53 @@
+"""``llm:<size>`` describes a decoder that could exist (issue 52): grouped-query attention needs the
+heads to be a multiple of the key/value heads, the width a whole number of heads, and the shape
+close to the published models of that size (gpufleet.perf.llm_shapes.REFERENCES)."""
+
+import math
+
+import pytest
+
+from gpufleet.perf import llm_shapes, workloads
+
+
+def _sizes(lo: float, hi: float, per_decade: int = 24) -> list[str]:
+    """Sizes as a user writes them (``llm:<size>``), log-spaced from ``lo`` to ``hi`` parameters."""
+    n = round(math.log10(hi / lo) * per_decade)
+    rounded = (float(f"{lo * (hi / lo) ** (i / n) / 1e6:.3g}") for i in range(n + 1))
+    return [f"{m:f}".rstrip("0").rstrip(".") + "m" for m in rounded]
+
+
+@pytest.mark.parametrize("size", _sizes(1e8, 1e12))
+def test_every_size_from_100m_to_1t_is_a_decoder_that_can_exist(size):
+    w = workloads.get(f"llm:{size}")
+    head = w.d_model // w.heads
+    assert w.heads % w.kv_heads == 0, f"llm:{size}: {w.heads} heads over {w.kv_heads} KV heads"
+    assert head * w.heads == w.d_model and head in (64, 128), f"llm:{size}: width {w.d_model}, {w.heads} heads"
+    assert w.ffn % 256 == 0 and w.layers >= 2
+    # the parameters its shape holds are those of its size, as its reference's are of the reference's nominal size
+    held = llm_shapes.parameters(w.layers, w.d_model, w.heads, w.kv_heads, w.ffn, w.vocab, llm_shapes.nearest(w.params).tied)
+    assert 0.7 < held / w.params < 1.3, f"llm:{size}: its shape holds {held / 1e9:.3g}B parameters"
+
+
+def test_every_size_the_parser_accepts_keeps_heads_divisible_by_kv_heads():
+    for size in _sizes(1e6, 1e13, per_decade=6):
+        w = workloads.get(f"llm:{size}")
+        assert w.heads % w.kv_heads == 0 and w.d_model % w.heads == 0, (size, w.heads, w.kv_heads, w.d_model)
+
+
+@pytest.mark.parametrize("ref", llm_shapes.REFERENCES, ids=lambda r: r.name)
+def test_a_published_size_is_the_published_model(ref):
+    w = workloads.get(f"llm:{ref.nominal / 1e9:g}b")
+    assert (w.layers, w.d_model, w.heads, w.kv_heads, w.ffn, w.vocab) == (
+        ref.layers, ref.d_model, ref.heads, ref.kv_heads, ref.ffn, ref.vocab)
+
+
+def test_llm_1b_is_no_longer_17_heads_over_8():
+    w = workloads.get("llm:1b")
+    assert (w.heads, w.kv_heads) != (17, 8) and w.heads % w.kv_heads == 0
+
+
+def test_a_user_shape_whose_heads_do_not_divide_is_refused(tmp_path):
+    f = tmp_path / "w.yaml"
+    f.write_text("odd:\n  family: llm\n  params: 1e9\n  layers: 16\n  d_model: 2176\n  heads: 17\n  kv_heads: 8\n")
+    with pytest.raises(workloads.SpecError, match="17 heads are not a multiple of 8 key/value heads"):
+        workloads.load_user(f)
