@@ -25,9 +25,9 @@ def plan(
     with output.progress("Rendering the Pulumi program under mocks", total=None) as advance:
         result = planner.plan(st, cat, cluster=cl, progress=advance, attempts=True)
     if any(p.image for p in result.pools):  # is each golden image its pool's? (the tree `up` publishes)
-        from gpufleet.fleet import image
+        from gpufleet import nodes
 
-        _, tree = image.current_tree(st, cat)
+        _, tree = nodes.state_tree(st, cat)
         for p in (p for p in result.pools if p.image):
             p.image["current"] = p.image["tree"] == tree
             p.image["current_tree"] = tree

@@ -22,9 +22,10 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gpufleet import nodes
 from gpufleet.configure import bake
 from gpufleet.errors import GpufleetError, InputError, ToolMissing
-from gpufleet.fleet.image import current_tree, image_name, templates_dir, write_bundle, writing_in
+from gpufleet.fleet.image import image_name, templates_dir, write_bundle, writing_in
 from gpufleet.state.images import BuiltImage, Manifest
 
 # The CUDA toolkit version a stack names -> NVIDIA's base image tag of it (nvidia/cuda on Docker Hub
@@ -69,7 +70,7 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, base: str | None = N
     pools = [p for p in stack.pools if pool is None or p.name == pool]
     if not pools:
         raise InputError(f"no pool {pool!r} in stack {stack.name}", f"its pools: {', '.join(p.name for p in stack.pools)}")
-    archive, tree = current_tree(stack, cat)
+    archive, tree = nodes.state_tree(stack, cat)
     dockerfile = templates_dir() / "Dockerfile"
     made = []
     with writing_in(out):

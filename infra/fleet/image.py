@@ -26,14 +26,13 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from gpufleet import nodes
 from gpufleet.catalog.images import DEFAULT_IMAGE, IMAGES
 from gpufleet.clouds import bootstrap, cloud, held_images, inventory
 from gpufleet.clouds.pools import pair_digest
 from gpufleet.clouds.tags import expiry_from, format_expiry
 from gpufleet.configure import bake
 from gpufleet.errors import GpufleetError, InputError, ToolMissing
-from gpufleet.nodes import cloud as cloud_nodes
-from gpufleet.nodes.cloud import channel as cloudnodes
 from gpufleet.paths import make_dir
 from gpufleet.stacks import cloud_pools
 from gpufleet.state.images import BuiltImage, Manifest
@@ -70,11 +69,6 @@ def templates_dir() -> Path:
     raise ToolMissing("the image templates are not installed with gpufleet", "reinstall gpufleet")
 
 
-def current_tree(stack, cat) -> tuple[bytes, str]:
-    """The state tree archive `up` publishes for the stack's cloud pools, and its SHA-256."""
-    return cloudnodes.tree_archive(extra=cloud_nodes.tree_extras(stack, cat, verify=False)["extra"])
-
-
 def write_bundle(folder: Path, archive: bytes, spec: dict) -> None:
     """A bake bundle in ``folder``: the state tree archive, the bake spec, the node agent and its bake mode."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -105,7 +99,7 @@ def plan(stack, cat, out: Path, *, pool: str | None = None, expires: dt.timedelt
         if p.image and p.image not in IMAGES:
             raise InputError(f"pool {p.name} boots {p.image}: an image is baked from one of gpufleet's base images",
                              f"set its image to one of {', '.join(IMAGES)} (or leave it out) to plan its golden image")
-    archive, tree = current_tree(stack, cat)
+    archive, tree = nodes.state_tree(stack, cat)
     templates = templates_dir()
     stamp = build_stamp()
     tags = {p.name: image_tags(stack, p, tree, expires) for p in pools}  # each cloud takes them, before any write

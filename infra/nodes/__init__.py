@@ -15,6 +15,7 @@ A Slurm partition would be a third module here and one line in ``KINDS``.
 from __future__ import annotations
 
 from gpufleet.nodes import cloud, racks
+from gpufleet.nodes.cloud import state_tree as state_tree  # golden images bake what the self-configuring nodes apply
 
 KINDS = (cloud, racks)  # in the order `up` takes them: the clouds' checks before anyone is reached over SSH
 

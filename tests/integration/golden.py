@@ -69,7 +69,7 @@ def run(moto, tmp: Path) -> dict:
 
     import boto3
 
-    from gpufleet import catalog, stacks
+    from gpufleet import catalog, nodes, stacks
     from gpufleet.engine import plan as planner
     from gpufleet.fleet import image
     from gpufleet.nodes.cloud import channel as cloudnodes
@@ -110,7 +110,7 @@ def run(moto, tmp: Path) -> dict:
     assert on_host(BUILDER, "mkdir -p /etc/gpufleet && cp /var/tmp/builder-root/etc/gpufleet/image.json "
                             "/etc/gpufleet/image.json && rm -rf /tmp/gpufleet").returncode == 0
 
-    archive, tree = image.current_tree(stack, cat)
+    archive, tree = nodes.state_tree(stack, cat)
     assert tree == planned.tree  # the image holds the tree `up` publishes
     pool = stack.pools[0]
     doc = cloudnodes.pool_document(stack, pool, cluster="e2e-image", cat=cat, tree=tree)

@@ -330,6 +330,12 @@ def scheduler_pillars(run: Run):
         key=published or slurm.munge_key(run.cluster, run.registry.shared))
 
 
+def state_tree(stack, cat) -> tuple[bytes, str]:
+    """The state tree archive `up` publishes for the stack's cloud pools, and its SHA-256 (what a golden
+    image bakes: a node booting from it compares the two)."""
+    return cloudnodes.tree_archive(extra=tree_extras(stack, cat, verify=False)["extra"])
+
+
 def tree_extras(stack, cat, *, verify: bool = True) -> dict:
     """What the cloud pools' configuration carries besides the states (and the node's watch,
     ``channel.tree_archive``'s own): the verify bundle in the tree (so `gpufleet verify` can run it
