@@ -19,6 +19,7 @@ from gpufleet.cli.tables import (
     short_id,
 )
 from gpufleet.errors import GpufleetError, PartialFailure, Unhealthy
+from gpufleet.limits import FAILOVER_BUDGET_S, FAILOVER_MAX_ATTEMPTS
 
 UP_HELP = ("Bring a stack up: validate, plan and price it, check credentials, quotas and the Pulumi CLI, ask, then create "
            "the cloud pools with Pulumi, record the cluster, and configure every node with Salt: cloud nodes configure "
@@ -71,9 +72,9 @@ def up(
                                            "their other places when the cloud refuses one (--no-failover: only "
                                            "their own).")] = True,
     max_attempts: Annotated[int, typer.Option("--max-attempts", min=1, max=1000, help="Most Pulumi runs failover "
-                                              "makes, every pool's together.")] = 20,
+                                              "makes, every pool's together.")] = FAILOVER_MAX_ATTEMPTS,
     failover_budget: Annotated[float, typer.Option("--failover-budget", min=1, max=7 * 86400, metavar="SECONDS",
-                                                   help="No new failover attempt starts after this long.")] = 7200,
+                                                   help="No new failover attempt starts after this long.")] = FAILOVER_BUDGET_S,
     no_wait: NoWait = False,
     over_budget: Annotated[bool, typer.Option("--over-budget", help="Bring it up even when its projected spend for "
                                               "its TTL exceeds what a budget it falls under has left this month "

@@ -69,8 +69,8 @@ class UpOptions:
     check: bool = True  # read the quotas before anything is created
     verify: bool = True  # the nodes that configured run the quick verification
     failover: bool = True  # False: each pool is tried at its own place only
-    max_attempts: int = fail.MAX_ATTEMPTS
-    failover_budget_s: float = fail.BUDGET_S
+    max_attempts: int | None = None  # failover's limits (None: gpufleet.limits' FAILOVER_*)
+    failover_budget_s: float | None = None
     budget_list: list[budgets.Budget] | None = None  # the configured budgets by default
     over_budget: bool = False  # the user consents to exceed a budget
     replace_nodes: bool | None = None  # running nodes replaced: True allowed, False refused, None: ``confirm`` asks

@@ -27,13 +27,12 @@ from gpufleet.clouds import candidates, inventory
 from gpufleet.clouds.base import Need
 from gpufleet.engine.program import layout
 from gpufleet.errors import GpufleetError, LeftoverError
+from gpufleet.limits import FAILOVER_BUDGET_S, FAILOVER_MAX_ATTEMPTS
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes.kind import leftover_error
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
 
-MAX_ATTEMPTS = 20  # Pulumi runs per `up`, every pool's together
-BUDGET_S = 2 * 3600.0  # no new attempt starts after this long
 SCOPES = ("zone", "region", "provider")  # what a refusal may rule out; anything else stops failover
 
 
@@ -110,8 +109,8 @@ def skip(pool: str, c: candidates.Candidate, why: str) -> Attempt:
     return Attempt(pool, c, "skipped", _now(), note=why)
 
 
-def place(run: Run, plans: dict[str, candidates.Candidates], *, max_attempts: int = MAX_ATTEMPTS,
-          budget_s: float = BUDGET_S, on_attempt: Callable[[Attempt], None] | None = None,
+def place(run: Run, plans: dict[str, candidates.Candidates], *, max_attempts: int = FAILOVER_MAX_ATTEMPTS,
+          budget_s: float = FAILOVER_BUDGET_S, on_attempt: Callable[[Attempt], None] | None = None,
           record: Callable[[Attempt], None] | None = None, skipped: list[Attempt] = (),
           clock=time.monotonic) -> Placement:
     """Create the cloud pools, each failover pool at the first of its places that holds it
