@@ -51,11 +51,12 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
               progress=on_host_progress, prompt=prompt, on_progress=on_progress, tearing_down=True,
               load_stack=lambda path: stacks.load(path, catalog.load()), record=rec, backend=rec.backend, clean=clean,
               on_sweep=on_sweep)
-    for k in kinds.KINDS:  # what destroying and draining need, checked before anything is destroyed
+    involved = kinds.holding(rec)
+    for k in involved:  # what destroying and draining need, checked before anything is destroyed
         k.reach(run)
     if not confirm(rec):
         raise Aborted("nothing was destroyed", "run again and answer yes, or pass --yes")
-    drained = {k: k.drain(run) for k in kinds.KINDS}
+    drained = {k: k.drain(run) for k in involved}
     out = TearDown(rec, next((d.progress for d in drained.values() if d.progress), None),
                    hosts=[r for d in drained.values() for r in d.reports],
                    swept=[o for d in drained.values() for o in d.swept], left=[x for d in drained.values() for x in d.left],
@@ -71,7 +72,7 @@ def tear_down(name: str, *, confirm: Callable[[ClusterRecord], bool], registry: 
     reg.record(name=rec.name, stack=rec.stack, stack_file=rec.stack_file, owner=rec.owner, expires_at=rec.expires_at,
                backend=rec.backend if error else None,
                # the machines that are not created stay until drained; the others while any is left
-               nodes=[n for n in rec.nodes if any(k.owns(n) and (not k.CREATES or not d.gone) for k, d in drained.items())],
+               nodes=[n for n in rec.nodes if (k := kinds.owner(n)) in drained and (not k.CREATES or not drained[k].gone)],
                state="leaking" if not gone else "draining",
                locations=[] if gone else sorted((p, r) for p, rs in rec.clouds.items() for r in rs))
     if error is not None:

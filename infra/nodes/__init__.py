@@ -9,7 +9,9 @@ signature per verb, each handed the operation's typed ``run.Run``), so that `up`
 Each kind owns its whole pipeline (``cloud/``: the bucket channel and failover; ``racks/``:
 salt-ssh and the checks over SSH).
 
-A Slurm partition would be a third module here and one line in ``KINDS``.
+A pool (and a node of it) is of the first kind in ``KINDS`` that owns it, so that a kind more
+particular than another (a Slurm partition, simulated hosts) is one module here and one line in
+``KINDS``, before the kind whose pools it takes.
 """
 
 from __future__ import annotations
@@ -20,9 +22,22 @@ from gpufleet.nodes.cloud import state_tree as state_tree  # golden images bake 
 KINDS = (cloud, racks)  # in the order `up` takes them: the clouds' checks before anyone is reached over SSH
 
 
+def owner(item):
+    """The kind of a pool or of a recorded node: the first in ``KINDS`` that owns it (None: no kind does)."""
+    return next((k for k in KINDS if k.owns(item)), None)
+
+
 def used(stack) -> list:
     """The kinds whose pools the stack has, in ``KINDS`` order."""
-    return [k for k in KINDS if any(k.owns(p) for p in stack.pools)]
+    owners = {owner(p) for p in stack.pools}
+    return [k for k in KINDS if k in owners]
+
+
+def holding(record) -> list:
+    """The kinds a cluster's record involves, in ``KINDS`` order: those owning a recorded node, and every
+    kind that creates its machines (what it made may outlive the nodes recorded: `down` sweeps for it)."""
+    owners = {owner(n) for n in record.nodes}
+    return [k for k in KINDS if k in owners or k.CREATES]
 
 
 def listing_order(kinds) -> list:

@@ -1,12 +1,14 @@
 """The operations loop over ``nodes.KINDS`` and never name a kind: a kind they have never heard of
-(``third_kind``, one module) put in the list (one line) takes a stack's pools through `plan`, `up`,
-`verify`, `status` and `down`. It stands in for the racks here rather than beside them, because the
-rack kind owns every pool that is not on a cloud: a pool is of one kind."""
+(``third_kind``, one module) added to the list (one line, before the racks, whose bare-metal pools it
+takes: a pool is of the first kind that owns it) takes a stack's pools through `plan`, `up`, `verify`,
+`status` and `down`, and the racks, still in the list, are never asked anything."""
 
 import json
 
+import pytest
+
 from gpufleet import nodes
-from gpufleet.nodes import cloud, kind
+from gpufleet.nodes import cloud, kind, racks
 
 import third_kind
 from conftest import ROOT, cli
@@ -16,7 +18,9 @@ STACK = str(ROOT / "stacks" / "examples" / "local-rack.yaml")
 
 def test_a_kind_the_operations_never_heard_of_goes_through_plan_up_verify_status_and_down(monkeypatch):
     assert kind.conformance(third_kind) == []
-    monkeypatch.setattr(nodes, "KINDS", (cloud, third_kind))  # the one line
+    monkeypatch.setattr(nodes, "KINDS", (cloud, third_kind, racks))  # the one line
+    for verb in set(kind.VERBS) - {"owns"}:  # the racks own these pools too, but not first: never asked
+        monkeypatch.setattr(racks, verb, lambda *a, verb=verb, **k: pytest.fail(f"racks.{verb} was asked"))
     monkeypatch.setattr(third_kind, "CALLS", [])
 
     assert cli("plan", STACK).exit_code == 0
