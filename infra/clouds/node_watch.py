@@ -307,9 +307,10 @@ def scontrol(*args):
     return r.stdout, None
 
 
-def slurm_drain(reason):
+def slurm_drain(reason, kept=KEPT[:1]):
     """This node in Slurm drained for ``reason``, or, for None, resumed when gpufleet drained it (for a fault, the
-    gate or a maintenance notice that is gone); a node a person drained is left as it is. (True when it is drained
+    gate or a maintenance notice that is gone); a node a person drained is left as it is, and so is one drained
+    for a reason ``kept`` names. (True when it is drained
     for ``reason``, why a drain was not confirmed or None.) The node's Slurm name is its short host name (facts(),
     gpufleet-slurm-health's); no Slurm here: (False, None)."""
     name = socket.gethostname().split(".")[0]
@@ -328,7 +329,7 @@ def slurm_drain(reason):
             return True, None
         _, failed = scontrol("update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}")
         return failed is None, failed
-    if "DRAIN" in state and not now.startswith(KEPT[0]):
+    if "DRAIN" in state and not now.startswith(kept):
         scontrol("update", f"NodeName={name}", "State=RESUME")
     return False, None
 
@@ -371,6 +372,7 @@ class Run:
         last = (agent._read_json(f"{agent.STATE_DIR}/status.json") or {}).get("health") or {}
         self.faults = last.get("faults") if isinstance(last.get("faults"), list) else []  # until the checks say
         self.notice, self.unread, self.rc, self.said_at = None, None, 0, time.monotonic()
+        self.checking = True  # the checks run: the thread says the last word again while they last
         self.lock = threading.Lock()
         self.read = threading.Event()  # the notice was read once (or could not be)
         self.done = threading.Event()
@@ -380,17 +382,23 @@ class Run:
         while True:
             notice, unread = read_notice(self.cfg["cloud"], memo)
             with self.lock:
+                if unread:  # not read this time: the notice known stands (unread is not gone)
+                    notice = self.notice
                 changed = notice != self.notice
                 self.notice, self.unread = notice, unread
-                if changed or time.monotonic() - self.said_at >= self.interval / 2:
+                if changed or self.checking and time.monotonic() - self.said_at >= self.interval / 2:
                     self.say(fresh_s=0)
             self.read.set()
             if self.done.wait(NOTICE_POLL_S):
                 return
 
-    def checked(self, faults):
+    def checked(self, faults, gated):
+        """The checks' word; ``gated``: they were the boot gate's (it passes when they found nothing)."""
         with self.lock:
-            self.faults = faults
+            self.faults, self.checking = faults, False
+            if gated:
+                self.gate["passed"] = not faults
+                agent.write_private(f"{agent.STATE_DIR}/{GATE}", json.dumps(self.gate))
             self.say(fresh_s=self.interval / 2)
 
     def say(self, fresh_s):
@@ -408,7 +416,7 @@ def _watch(cfg):
     poller = threading.Thread(target=run.poll, daemon=True)
     poller.start()
     run.read.wait(NOTICE_POLL_S)  # a notice already there: the VM is going, nothing to check
-    faults = []
+    faults, gated = [], False
     # configured once (the checks have their tools; a later configuration that failed does not stop the watch)
     if not takes(run.notice) and applied.get("tree") and (applied.get("ok") or gate["passed"]):
         expect, level = dict(settings.get("expect") or {}), GATE_DCGM.get(gate["level"], 0)
@@ -416,10 +424,8 @@ def _watch(cfg):
             faults = watch_faults(applied["tree"], {**expect, "dcgm_level": level}, 3600, None)
         else:
             faults = watch_faults(applied["tree"], expect, interval * 0.8, interval * 0.6)
-        if not gate["passed"]:
-            gate["passed"] = not faults
-            agent.write_private(f"{agent.STATE_DIR}/{GATE}", json.dumps(gate))
-    run.checked(faults)
+        gated = not gate["passed"]
+    run.checked(faults, gated)
     # the notice is read until the next watch is due (the timer's, an interval after this one's start): the next run
     # must find this one's lock free
     while not takes(run.notice) and time.monotonic() + 2 * NOTICE_POLL_S < began + interval:
@@ -433,7 +439,8 @@ def say(cfg, interval, gate, notice, unread, faults, fresh_s):
     """The verdict acted on (the Slurm node drained or resumed) and written into the status, unless the status says
     it already, written less than ``fresh_s`` ago; the run's exit status (0: ok)."""
     state, reason = verdict(notice, gate, faults)
-    drained, failed = slurm_drain(reason)
+    # a maintenance notice's drain ends once the notice was read and is gone, not when it could not be read
+    drained, failed = slurm_drain(reason, KEPT[:1] if unread is None else KEPT[::2])
     health = {"state": state, "faults": faults, "checked_at": utc_z(dt.datetime.now(dt.timezone.utc)),
               "interval": interval, "gate": gate, "notice": notice, "drained": drained, "notice_error": unread,
               "drain_error": one_line(f"the drain ({reason}) was not confirmed: {failed}") if failed else None}

@@ -275,6 +275,16 @@ def test_a_maintenance_notice_that_is_gone_resumes_the_node(node):
     assert _health(n)["state"] == "ok" and _updates(n)[-1][2] == "State=RESUME"
 
 
+def test_a_maintenance_notice_that_cannot_be_read_is_not_taken_for_gone(node):
+    """A metadata server that fails once is no sign the maintenance was called off: the drain stays."""
+    n = node
+    n["meta"].routes.update({GCP_PREEMPTED: (200, b"FALSE"), GCP_MAINTENANCE: (200, b"TERMINATE_ON_HOST_MAINTENANCE")})
+    assert _watch(n, "gcp") == 1
+    n["meta"].routes[GCP_MAINTENANCE] = (503, b"")
+    _watch(n, "gcp")
+    assert [u[2] for u in _updates(n)] == ["State=DRAIN"] and _health(n)["notice_error"], _updates(n)
+
+
 def test_a_rebalance_recommendation_is_recorded_and_drains_nothing(node):
     """The review of issue 51 (8): a rebalance recommendation drained the node for good and heal replaced it from
     the same spot pool. AWS calls it a signal of elevated risk, best effort (the instance may run on): it is in the
