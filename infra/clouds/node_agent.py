@@ -113,6 +113,7 @@ WATCH_HOME = "/opt/gpufleet/node_watch.py"
 WATCH_UNIT = "/etc/systemd/system/gpufleet-watch.service"
 WATCH_UNIT_TEXT = """[Unit]
 Description=gpufleet: watch this node's health and its cloud's notices
+Wants=network-online.target
 After=network-online.target
 [Service]
 Type=oneshot

@@ -2,18 +2,22 @@
 
 Its timer (the agent installs it, at the pool's ``health.interval``) runs ``python3 node_watch.py [CONFIG]``: the
 quick node checks of the verify bundle (XIDs, ECC and row remaps, NVLink, InfiniBand, a GPU fallen off the bus;
-none of the load tests) and the cloud's notice that it takes the VM back (spot, preemption). The verdict goes
-into the node's status object as ``health`` (the controller's ``heal`` reads it):
+none of the load tests) and, on a thread of its own all along the run, the cloud's notices that it takes the VM
+away (spot, preemption, the maintenance a GPU VM does not live through) or that it is at risk (AWS's rebalance
+recommendation). The verdict goes into the node's status object as ``health`` (the controller's ``heal`` reads it),
+written once each run at least (and each half interval while long checks run):
 
     {"state": "ok" | "faulty" | "interrupted" | "gating", "faults": [{"code", "check", "evidence"}],
      "checked_at": ISO-8601 Z, "interval": s, "gate": {"level", "passed": true | false | null},
-     "notice": null | {"cloud", "kind", "at"}, "drained": bool, "notice_error": null | "why it was not read"}
+     "notice": null | {"cloud", "kind", "at"}, "drained": bool, "notice_error": null | "why it was not read",
+     "drain_error": null | "why a drain was not confirmed"}
 
-Where the node is a Slurm node it is drained at once, the fault codes (or GF-SPOT-NOTICE, GF-GATE) as the reason;
-a node a person drained is never resumed. Until it passes its boot gate (the quick checks, with ``dcgmi diag -r N``
-for dcgm1-3) the node is "gating" and stays drained. It ships in the state tree (user data has no room for it:
-AWS takes 16 KB) and the agent copies it beside itself; it runs under its own lock, so a configuration's run
-(Salt, minutes) never holds it up.
+Where the node is a Slurm node it is drained at once, the fault codes (or GF-SPOT-NOTICE, GF-MAINTENANCE-NOTICE,
+GF-GATE) as the reason; a node a person drained is never resumed. A rebalance recommendation is recorded, nothing
+more ("ok"). Until it passes its boot gate (the quick checks, with ``dcgmi diag -r N`` for dcgm1-3) the node is
+"gating" and stays drained. It ships in the state tree (user data has no room for it: AWS takes 16 KB) and the
+agent copies it beside itself; it runs under its own lock, so a configuration's run (Salt, minutes) never holds it
+up.
 """
 
 import datetime as dt
@@ -25,6 +29,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 if __package__:  # in gpufleet's package (its tests)
@@ -36,11 +41,12 @@ HEALTH = "health.json"  # under STATE_DIR: the pool's health settings, as the la
 GATE = "gate.json"  # under STATE_DIR: the boot gate's level and verdict; once passed, for the node's life
 GATE_DCGM = {"quick": 0, "dcgm1": 1, "dcgm2": 2, "dcgm3": 3}  # the gate's DCGM diagnostic level (spec.Health.gate)
 MARK = "gpufleet:"  # a drain reason's prefix: what gpufleet drained (salt/slurm/files/gpufleet-slurm-health's)
-# drains only what they name ends: a notice never (the VM is going), the gate's by a passing gate alone
-KEPT = (f"{MARK} GF-SPOT-NOTICE", f"{MARK} GF-GATE")
+# drains only the watch ends: a spot notice's never (the VM is going), the gate's by a passing gate alone, a
+# maintenance notice's once the notice is gone (the VM came back)
+KEPT = (f"{MARK} GF-SPOT-NOTICE", f"{MARK} GF-GATE", f"{MARK} GF-MAINTENANCE-NOTICE")
 REASON_MAX = 200  # gpufleet-slurm-health's cut: `scontrol show node` stays readable
-# between two watches the notice alone is read this often: GCP and Azure give 30 s, AWS two minutes and asks that
-# its notice be checked every 5 s (its "Spot Instance interruption notices" page)
+# the notice is read this often all along a run: GCP and Azure give 30 s, AWS two minutes and asks that its notice
+# be checked every 5 s (its "Spot Instance interruption notices" page)
 NOTICE_POLL_S = 5
 HUNG = "watch-hung.json"  # under STATE_DIR: the tools an earlier watch's checks left stuck
 KILL_WAIT_S = 1.0  # how long a killed process group is given to go; what is left of it is stuck
@@ -61,19 +67,39 @@ def iso_z(text):
     return utc_z(dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc))
 
 
-# Each cloud's notice, as its documentation gives it (read 2026-11-27):
+# Each cloud's notices, as its documentation gives them (read 2026-11-27). A notice that takes the VM away (TAKES: the
+# spot reclaim, and the maintenance a GPU VM cannot live through) drains the node and makes it "interrupted"; a
+# rebalance recommendation is a risk, recorded and acted on by nobody (RISK).
 # AWS, "Spot Instance interruption notices" (docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-instance-termination-
 # notices.html): spot/instance-action, 404 until EC2 will act, then {"action": "terminate"|"stop"|"hibernate",
-# "time": "2017-09-18T08:22:00Z"}; "EC2 instance rebalance recommendations" (.../rebalance-recommendations.html):
-# events/recommendations/rebalance, 404 until then {"noticeTime": "2020-10-27T08:22:00Z"} (when it was made: EC2
-# says no time it acts).
-def aws_notice():
+# "time": "2017-09-18T08:22:00Z"}. "EC2 instance rebalance recommendations" (.../rebalance-recommendations.html):
+# events/recommendations/rebalance, 404 until then {"noticeTime": "2020-10-27T08:22:00Z"}: "a signal that notifies you
+# when a Spot Instance is at elevated risk of interruption", sent "on a best effort basis"; the instance may run on,
+# and AWS's own answer (Capacity Rebalancing) launches into a pool that is not at risk: the node keeps its work and heal
+# does not replace it (an instance-action that follows drains it within NOTICE_POLL_S). "Scheduled events for your
+# instances" (.../monitoring-instances-status-check_sched.html, "Instance metadata"): events/maintenance/scheduled, a
+# JSON list of {"NotBefore": "21 Jan 2019 09:00:43 GMT", "Code": "system-reboot", "Description", "EventId",
+# "NotAfter", "State": "active"}; Code is one of instance-reboot | system-reboot | system-maintenance |
+# instance-retirement | instance-stop (API_InstanceStatusEvent); completed and canceled events are in .../history.
+AWS_EVENT_CODES = ("instance-reboot", "system-reboot", "system-maintenance", "instance-retirement", "instance-stop")
+AWS_EVENT_TIME = "%d %b %Y %H:%M:%S GMT"
+
+
+def aws_notice(memo):
     said = agent.aws_imds("/latest/meta-data/spot/instance-action", missing=True)
     if said is not None:
         doc = json.loads(said)
         if doc.get("action") not in ("terminate", "stop", "hibernate"):
             raise ValueError(f"spot/instance-action says {one_line(said, 80)!r}")
         return {"cloud": "aws", "kind": "instance-action", "at": iso_z(doc.get("time"))}
+    said = agent.aws_imds("/latest/meta-data/events/maintenance/scheduled", missing=True)
+    for ev in json.loads(said) if said is not None else ():
+        if ev["State"] != "active":
+            continue
+        if ev["Code"] not in AWS_EVENT_CODES:
+            raise ValueError(f"events/maintenance/scheduled: a Code {one_line(str(ev['Code']), 40)!r}")
+        at = dt.datetime.strptime(ev["NotBefore"], AWS_EVENT_TIME).replace(tzinfo=dt.timezone.utc)
+        return {"cloud": "aws", "kind": ev["Code"], "at": utc_z(at)}
     said = agent.aws_imds("/latest/meta-data/events/recommendations/rebalance", missing=True)
     if said is not None:
         iso_z(json.loads(said).get("noticeTime"))
@@ -83,13 +109,31 @@ def aws_notice():
 
 # GCP, "Detect if a VM was preempted" (cloud.google.com/compute/docs/instances/create-use-preemptible): the metadata
 # server's instance/preempted says TRUE once Compute Engine preempts the VM (about 30 s before it stops), else FALSE.
-def gcp_notice():
-    status, _, body = agent.http("GET", agent.GCP_METADATA + "/instance/preempted", {"Metadata-Flavor": "Google"},
-                                 timeout=2)
+# "Query metadata server for maintenance event notices" (cloud.google.com/compute/docs/metadata/getting-live-migration-
+# notice): instance/maintenance-event says NONE, MIGRATE_ON_HOST_MAINTENANCE (the VM live-migrates and stays) or
+# TERMINATE_ON_HOST_MAINTENANCE (the VM is stopped: a VM with a GPU cannot live-migrate, its onHostMaintenance is
+# TERMINATE); TensorFlow's failure handling reads it so (tensorflow/python/distribute/failure_handling/gce_util.py).
+GCP_MAINTENANCE = {"NONE": False, "MIGRATE_ON_HOST_MAINTENANCE": False, "TERMINATE_ON_HOST_MAINTENANCE": True}
+
+
+def gcp_metadata(item):
+    status, _, body = agent.http("GET", agent.GCP_METADATA + item, {"Metadata-Flavor": "Google"}, timeout=2)
     said = body.decode(errors="replace").strip()
-    if status != 200 or said not in ("TRUE", "FALSE"):
-        raise agent.AgentError(f"instance/preempted: HTTP {status} {one_line(said, 80)!r}")
-    return {"cloud": "gcp", "kind": "preempted", "at": None} if said == "TRUE" else None
+    if status != 200:
+        raise agent.AgentError(f"{item}: HTTP {status} {one_line(said, 80)!r}")
+    return said
+
+
+def gcp_notice(memo):
+    said = gcp_metadata("/instance/preempted")
+    if said not in ("TRUE", "FALSE"):
+        raise ValueError(f"instance/preempted: {one_line(said, 80)!r}")
+    if said == "TRUE":
+        return {"cloud": "gcp", "kind": "preempted", "at": None}
+    said = gcp_metadata("/instance/maintenance-event")
+    if said not in GCP_MAINTENANCE:
+        raise ValueError(f"instance/maintenance-event: {one_line(said, 80)!r}")
+    return {"cloud": "gcp", "kind": said, "at": None} if GCP_MAINTENANCE[said] else None
 
 
 # Azure, "Scheduled Events for Linux VMs" (learn.microsoft.com/azure/virtual-machines/linux/scheduled-events):
@@ -97,40 +141,56 @@ def gcp_notice():
 # [{"EventId", "EventType": "Freeze"|"Reboot"|"Redeploy"|"Preempt"|"Terminate", "ResourceType": "VirtualMachine",
 # "Resources": [VM names], "EventStatus": "Scheduled"|"Started", "NotBefore": "Mon, 19 Sep 2016 18:29:47 GMT" (empty
 # once started), ...}]}. Events reach every VM of an availability set or a scale set's placement group: one names
-# this VM only when its name (compute/name) is among its Resources. A Spot eviction is Preempt, at least 30 s ahead.
+# this VM only when its name (compute/name) is among its Resources. A Spot eviction is Preempt, at least 30 s ahead;
+# Terminate, Reboot and Redeploy take the VM away too (Freeze, a pause of seconds, does not). The first request "can
+# take up to two minutes" (Scheduled Events is enabled by it): it gets AZURE_FIRST_CALL_S, later ones a few seconds.
 AZURE_EVENTS_VERSION = "2020-07-01"
+AZURE_TAKES = ("Preempt", "Terminate", "Reboot", "Redeploy")
+AZURE_FIRST_CALL_S = 130
+AZURE_CALL_S = 5
 
 
-def azure_notice():
-    status, _, body = agent.http("GET", agent.AZURE_IMDS + "/instance/compute/name?api-version=2021-02-01&format=text",
-                                 {"Metadata": "true"}, timeout=2)
-    name = body.decode(errors="replace").strip()
-    if status != 200 or not name:
-        raise agent.AgentError(f"instance/compute/name: HTTP {status}")
+def azure_notice(memo):
+    if "name" not in memo:  # the VM's name does not change: read once a run
+        status, _, body = agent.http("GET", agent.AZURE_IMDS + "/instance/compute/name?api-version=2021-02-01"
+                                     "&format=text", {"Metadata": "true"}, timeout=2)
+        name = body.decode(errors="replace").strip()
+        if status != 200 or not name:
+            raise agent.AgentError(f"instance/compute/name: HTTP {status}")
+        memo["name"] = name
     status, _, body = agent.http("GET", f"{agent.AZURE_IMDS}/scheduledevents?api-version={AZURE_EVENTS_VERSION}",
-                                 {"Metadata": "true"}, timeout=5)
+                                 {"Metadata": "true"}, timeout=AZURE_CALL_S if memo.get("events") else AZURE_FIRST_CALL_S)
     if status != 200:
         raise agent.AgentError(f"scheduledevents: HTTP {status} {one_line(body.decode(errors='replace'), 80)!r}")
+    memo["events"] = True
     events = json.loads(body)["Events"]
     if not isinstance(events, list):
         raise ValueError("scheduledevents: Events is not a list")
-    for ev in events:
-        if ev["EventType"] == "Preempt" and isinstance(ev["Resources"], list) and name in ev["Resources"]:
-            when = ev.get("NotBefore")
-            return {"cloud": "azure", "kind": "Preempt",
-                    "at": utc_z(email.utils.parsedate_to_datetime(when)) if when else None}
+    mine = [ev for ev in events if ev["EventType"] in AZURE_TAKES and isinstance(ev["Resources"], list)
+            and memo["name"] in ev["Resources"]]
+    for ev in sorted(mine, key=lambda ev: ev["EventType"] != "Preempt"):  # a spot eviction first: it is the sooner
+        when = ev.get("NotBefore")
+        return {"cloud": "azure", "kind": ev["EventType"],
+                "at": utc_z(email.utils.parsedate_to_datetime(when)) if when else None}
     return None
 
 
 NOTICES = {"aws": aws_notice, "gcp": gcp_notice, "azure": azure_notice}
+SPOT = ("instance-action", "preempted", "Preempt")  # the spot reclaims: the VM does not come back
+RISK = ("rebalance",)  # a risk alone: recorded, the node kept
 
 
-def read_notice(cloud):
+def read_notice(cloud, memo=None):
     """(the cloud's notice or None, why it could not be read or None): a notice that cannot be read is no notice."""
     try:
-        return NOTICES[cloud](), None
+        return NOTICES[cloud]({} if memo is None else memo), None
     except (agent.AgentError, OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         return None, one_line(f"the cloud's notice could not be read: {e}")
+
+
+def takes(notice):
+    """The notice says the cloud takes the VM away (not a risk alone)."""
+    return bool(notice) and notice["kind"] not in RISK
 
 
 def fault(code, check, evidence):
@@ -235,40 +295,50 @@ def watch_faults(tree, expect, timeout, budget):
 
 
 def scontrol(*args):
-    """What scontrol printed; None when it failed, is not here or did not answer."""
+    """(what scontrol printed or None, why it failed or None); (None, None) where Slurm is not here."""
     try:
         r = subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return r.stdout if r.returncode == 0 else None
+    except FileNotFoundError:
+        return None, None
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, one_line(f"scontrol {args[0]}: {e}", 120)
+    if r.returncode != 0:
+        return None, one_line(f"scontrol {args[0]}: exit {r.returncode}: {r.stderr or r.stdout}", 120)
+    return r.stdout, None
 
 
-def slurm_drain(reason):
-    """This node in Slurm drained for ``reason``, or, for None, resumed when gpufleet drained it (for a fault or the
-    gate); a node a person drained is left as it is. True when it is drained for ``reason``. The node's Slurm name
-    is its short host name (facts(), gpufleet-slurm-health's); no Slurm here, or no controller answering: False."""
+def slurm_drain(reason, kept=KEPT[:1]):
+    """This node in Slurm drained for ``reason``, or, for None, resumed when gpufleet drained it (for a fault, the
+    gate or a maintenance notice that is gone); a node a person drained is left as it is, and so is one drained
+    for a reason ``kept`` names. (True when it is drained
+    for ``reason``, why a drain was not confirmed or None.) The node's Slurm name is its short host name (facts(),
+    gpufleet-slurm-health's); no Slurm here: (False, None)."""
     name = socket.gethostname().split(".")[0]
     if not name or len(name) > 63 or not all(c.isalnum() or c in "-_" for c in name):
-        return False
-    shown = scontrol("show", "node", name, "-o")
-    if not shown or "State=" not in shown:
-        return False
+        return False, None
+    shown, failed = scontrol("show", "node", name, "-o")
+    if shown is None or "State=" not in shown:
+        return False, (failed or "scontrol show node named no State") if reason and (failed or shown) else None
     head, _, now = shown.strip().partition(" Reason=")
     state = dict(part.split("=", 1) for part in head.split() if "=" in part).get("State", "")
     now = now.rsplit(" [", 1)[0].strip()  # less its " [user@time]"
     if "DRAIN" in state and not now.startswith(MARK):
-        return False  # a person's
+        return False, None  # a person's
     if reason:
-        return now == reason or scontrol("update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}") is not None
-    if "DRAIN" in state and not now.startswith(KEPT[0]):
+        if now == reason:
+            return True, None
+        _, failed = scontrol("update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}")
+        return failed is None, failed
+    if "DRAIN" in state and not now.startswith(kept):
         scontrol("update", f"NodeName={name}", "State=RESUME")
-    return False
+    return False, None
 
 
 def verdict(notice, gate, faults):
     """(the node's health state, the reason its Slurm node is drained for, None: none)."""
-    if notice:
-        return "interrupted", one_line(f"{MARK} GF-SPOT-NOTICE {notice['cloud']} {notice['kind']}"
+    if takes(notice):
+        code = "GF-SPOT-NOTICE" if notice["kind"] in SPOT else "GF-MAINTENANCE-NOTICE"
+        return "interrupted", one_line(f"{MARK} {code} {notice['cloud']} {notice['kind']}"
                                        + (f" at {notice['at']}" if notice["at"] else ""))
     codes = "; ".join(f"{f['code']} {f['check']}" for f in faults)
     if not gate["passed"]:
@@ -291,44 +361,91 @@ def watch(cfg):
         os.umask(umask)
 
 
+class Run:
+    """One run's word on the node: the checks' (the main thread) and the notice's (its own thread, every
+    NOTICE_POLL_S from the run's start to its end, the checks running or not: GCP and Azure give 30 s, a check may
+    take most of an interval and a dcgm2/3 gate an hour). Each says it under the run's lock; while the checks run, the
+    thread says the last word again each half interval (the reader takes a report three intervals old as unknown)."""
+
+    def __init__(self, cfg, interval, gate):
+        self.cfg, self.interval, self.gate = cfg, interval, gate
+        last = (agent._read_json(f"{agent.STATE_DIR}/status.json") or {}).get("health") or {}
+        self.faults = last.get("faults") if isinstance(last.get("faults"), list) else []  # until the checks say
+        self.notice, self.unread, self.rc, self.said_at = None, None, 0, time.monotonic()
+        self.checking = True  # the checks run: the thread says the last word again while they last
+        self.lock = threading.Lock()
+        self.read = threading.Event()  # the notice was read once (or could not be)
+        self.done = threading.Event()
+
+    def poll(self):
+        memo = {}
+        while True:
+            notice, unread = read_notice(self.cfg["cloud"], memo)
+            with self.lock:
+                if unread:  # not read this time: the notice known stands (unread is not gone)
+                    notice = self.notice
+                changed = notice != self.notice
+                self.notice, self.unread = notice, unread
+                if changed or self.checking and time.monotonic() - self.said_at >= self.interval / 2:
+                    self.say(fresh_s=0)
+            self.read.set()
+            if self.done.wait(NOTICE_POLL_S):
+                return
+
+    def checked(self, faults, gated):
+        """The checks' word; ``gated``: they were the boot gate's (it passes when they found nothing)."""
+        with self.lock:
+            self.faults, self.checking = faults, False
+            if gated:
+                self.gate["passed"] = not faults
+                agent.write_private(f"{agent.STATE_DIR}/{GATE}", json.dumps(self.gate))
+            self.say(fresh_s=self.interval / 2)
+
+    def say(self, fresh_s):
+        self.rc = say(self.cfg, self.interval, self.gate, self.notice, self.unread, self.faults, fresh_s)
+        self.said_at = time.monotonic()
+
+
 def _watch(cfg):
-    started = time.monotonic()
+    began = time.monotonic()
     settings = agent._read_json(f"{agent.STATE_DIR}/{HEALTH}") or {}
     interval = settings.get("interval", 60)
     applied = agent._read_json(f"{agent.STATE_DIR}/applied.json") or {}
     gate = agent._read_json(f"{agent.STATE_DIR}/{GATE}") or {"level": settings.get("gate", "quick"), "passed": None}
-    notice, unread = read_notice(cfg["cloud"])  # first: a notice gives 30 s (GCP, Azure) to 2 min (AWS)
-    faults = []
-    # configured once (the checks have their tools; a later configuration that failed does not stop the watch),
-    # and staying: a node with a notice is drained at once
-    if not notice and applied.get("tree") and (applied.get("ok") or gate["passed"]):
+    run = Run(cfg, interval, gate)
+    poller = threading.Thread(target=run.poll, daemon=True)
+    poller.start()
+    run.read.wait(NOTICE_POLL_S)  # a notice already there: the VM is going, nothing to check
+    faults, gated = [], False
+    # configured once (the checks have their tools; a later configuration that failed does not stop the watch)
+    if not takes(run.notice) and applied.get("tree") and (applied.get("ok") or gate["passed"]):
         expect, level = dict(settings.get("expect") or {}), GATE_DCGM.get(gate["level"], 0)
         if not gate["passed"] and level:  # the gate's DCGM diagnostic (level 3: half an hour)
             faults = watch_faults(applied["tree"], {**expect, "dcgm_level": level}, 3600, None)
         else:
             faults = watch_faults(applied["tree"], expect, interval * 0.8, interval * 0.6)
-        if not gate["passed"]:
-            gate["passed"] = not faults
-            agent.write_private(f"{agent.STATE_DIR}/{GATE}", json.dumps(gate))
-    rc = say(cfg, interval, gate, notice, unread, faults)
-    # until the next watch (the timer's, an interval after this one's start), the notice alone, every few seconds
-    while notice is None and time.monotonic() + 2 * NOTICE_POLL_S < started + interval:
-        time.sleep(NOTICE_POLL_S)
-        notice, _ = read_notice(cfg["cloud"])
-        if notice:
-            rc = say(cfg, interval, gate, notice, None, [])
-    return rc
+        gated = not gate["passed"]
+    run.checked(faults, gated)
+    # the notice is read until the next watch is due (the timer's, an interval after this one's start): the next run
+    # must find this one's lock free
+    while not takes(run.notice) and time.monotonic() + 2 * NOTICE_POLL_S < began + interval:
+        time.sleep(min(NOTICE_POLL_S, max(0.0, began + interval - 2 * NOTICE_POLL_S - time.monotonic())))
+    run.done.set()
+    with run.lock:  # a write of the notice's under way ends first
+        return run.rc
 
 
-def say(cfg, interval, gate, notice, unread, faults):
-    """The verdict acted on (the Slurm node drained or resumed) and written into the status; the run's exit
-    status (0: ok)."""
+def say(cfg, interval, gate, notice, unread, faults, fresh_s):
+    """The verdict acted on (the Slurm node drained or resumed) and written into the status, unless the status says
+    it already, written less than ``fresh_s`` ago; the run's exit status (0: ok)."""
     state, reason = verdict(notice, gate, faults)
-    drained = slurm_drain(reason)
+    # a maintenance notice's drain ends once the notice was read and is gone, not when it could not be read
+    drained, failed = slurm_drain(reason, KEPT[:1] if unread is None else KEPT[::2])
     health = {"state": state, "faults": faults, "checked_at": utc_z(dt.datetime.now(dt.timezone.utc)),
-              "interval": interval, "gate": gate, "notice": notice, "drained": drained, "notice_error": unread}
+              "interval": interval, "gate": gate, "notice": notice, "drained": drained, "notice_error": unread,
+              "drain_error": one_line(f"the drain ({reason}) was not confirmed: {failed}") if failed else None}
     said = (agent._read_json(f"{agent.STATE_DIR}/status.json") or {}).get("health")
-    if said_lately(said, health, interval):
+    if said_lately(said, health, fresh_s):
         return 0 if state == "ok" else 1
     try:
         nid = agent.node_id(cfg)
@@ -339,22 +456,23 @@ def say(cfg, interval, gate, notice, unread, faults):
     except (agent.AgentError, OSError) as e:
         print(f"the watch could not write its status ({e}): the next run writes it", flush=True)
         return 1
-    if state != (said or {}).get("state"):
+    if state != (said or {}).get("state") or failed:
         print(f"{health['checked_at']} health {state}" + (f": {reason}" if reason else "")
-              + (f" ({unread})" if unread else ""), flush=True)
+              + (f" ({unread})" if unread else "") + (f" ({health['drain_error']})" if failed else ""), flush=True)
     return 0 if state == "ok" else 1
 
 
-def said_lately(old, new, interval):
-    """The status says ``new`` already, written less than two intervals ago: a write per node per minute costs
-    (the reader takes a health older than three intervals as unknown)."""
+def said_lately(old, new, fresh_s):
+    """The status says ``new`` already, written less than ``fresh_s`` ago (a write per run at least: the reader takes
+    a report older than three intervals as unknown, and a run's write may come late, after its checks and the
+    store's retries)."""
     try:
         age = time.time() - dt.datetime.strptime(old["checked_at"], "%Y-%m-%dT%H:%M:%SZ").replace(
             tzinfo=dt.timezone.utc).timestamp()
     except (TypeError, KeyError, ValueError):
         return False
     same = {k: v for k, v in old.items() if k != "checked_at"} == {k: v for k, v in new.items() if k != "checked_at"}
-    return same and 0 <= age < 2 * interval
+    return same and 0 <= age < fresh_s
 
 
 def main(argv):

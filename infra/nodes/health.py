@@ -24,7 +24,13 @@ STALE_INTERVALS = 3  # a report older than this many of its intervals says nothi
 CODE = re.compile(r"^GF-[A-Z0-9-]{1,40}$")  # nodecheck's fault codes (GF-XID-FATAL ...)
 CHECK_MAX = 80  # a check's name (nodecheck's: health.xid, gpu.ecc ...): one line, shown only
 WHEN = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")  # ISO 8601, UTC, Z
-NOTICES = ("instance-action", "rebalance", "preempted", "Preempt")  # AWS IMDS (2), GCP metadata, Azure Scheduled Events
+# the notices a node's watch reads (clouds/node_watch.py, where each is sourced): the spot reclaims (AWS IMDS, GCP
+# metadata, Azure Scheduled Events), the maintenance that takes a GPU VM away (AWS scheduled events, GCP's host
+# maintenance, Azure's), and AWS's rebalance recommendation, a risk alone (the node says "ok" with it)
+SPOT_NOTICES = ("instance-action", "preempted", "Preempt")
+RISK_NOTICES = ("rebalance",)
+NOTICES = (*SPOT_NOTICES, *RISK_NOTICES, "instance-reboot", "system-reboot", "system-maintenance", "instance-retirement",
+           "instance-stop", "TERMINATE_ON_HOST_MAINTENANCE", "Terminate", "Reboot", "Redeploy")
 EVIDENCE_MAX = 200
 
 
@@ -49,7 +55,11 @@ class NodeHealth:
 
     @property
     def code(self) -> str | None:
-        return self.faults[0]["code"] if self.faults else ("GF-SPOT-NOTICE" if self.notice else None)
+        if self.faults:
+            return self.faults[0]["code"]
+        if not self.notice or self.notice["kind"] in RISK_NOTICES:
+            return None
+        return "GF-SPOT-NOTICE" if self.notice["kind"] in SPOT_NOTICES else "GF-MAINTENANCE-NOTICE"
 
     @property
     def evidence(self) -> str | None:

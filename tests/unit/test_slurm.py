@@ -742,3 +742,50 @@ def test_a_node_that_has_not_passed_its_boot_gate_registers_drained(tmp_path, dr
     ran = subprocess.run(command, capture_output=True, text=True, env={**env, "DRAINED_FOR": drained_for or ""},
                          timeout=60)
     assert ran.returncode == 0 and [c for c in _scontrol_calls(tmp_path) if c[0] == "update"] == []
+
+
+def test_the_boot_gate_never_overwrites_a_persons_drain(tmp_path):
+    """The review of issue 51 (9): a node a person drained before its gate passed got gpufleet's GF-GATE reason in
+    place of theirs, and the watch's passing gate then resumed it. Their drain, and its reason, stay."""
+    command, env = _health_node(tmp_path, PASSING)
+    (tmp_path / "gate.json").write_text(json.dumps({"level": "dcgm2", "passed": False}))
+    (tmp_path / "bin" / "scontrol").write_text(DRAINED_SCONTROL)
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=60,
+                         env={**env, "DRAINED_FOR": "swapping IB cable, do not resume"})
+    assert ran.returncode == 1 and [c for c in _scontrol_calls(tmp_path) if c[0] == "update"] == [], ran
+    assert "drained by a person already (swapping IB cable, do not resume)" in ran.stdout, ran
+
+
+# a controller that does not answer the first calls (slurmctld starting, a network blip); the calls it answered logged
+LATE_SCONTROL = """#!/usr/bin/env python3
+import json, os, sys
+count = os.environ["SCONTROL_LOG"] + ".calls"
+calls = int(open(count).read()) + 1 if os.path.exists(count) else 1
+open(count, "w").write(str(calls))
+if calls <= int(os.environ["UNANSWERED"]):
+    sys.stderr.write("slurm_load_node error: Unable to contact slurm controller (connect failure)\\n")
+    sys.exit(1)
+with open(os.environ["SCONTROL_LOG"], "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\\n")
+if sys.argv[1:3] == ["show", "node"]:
+    print(f"NodeName={sys.argv[3]} Arch=x86_64 State=IDLE Partitions=gpu")
+"""
+
+
+@pytest.mark.parametrize("unanswered", [2, 1000])
+def test_the_gates_drain_is_asked_again_and_a_failure_is_said(tmp_path, unanswered):
+    """The review of issue 51 (10): at slurmd's start the controller may not answer yet; the gate's drain failed
+    silently and the node registered IDLE. scontrol is asked again within the program's budget; a drain that never
+    took is said in its output (slurmd logs it), and the program still says the node is not in service."""
+    command, env = _health_node(tmp_path, PASSING)
+    (tmp_path / "gate.json").write_text(json.dumps({"level": "quick", "passed": None}))
+    (tmp_path / "bin" / "scontrol").write_text(LATE_SCONTROL)
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=60,
+                         env={**env, "UNANSWERED": str(unanswered)})
+    updates = [c for c in _scontrol_calls(tmp_path) if c[0] == "update"]
+    assert ran.returncode == 1, ran
+    if unanswered == 2:
+        assert updates == [["update", "NodeName=h2", "State=DRAIN", "Reason=gpufleet: GF-GATE quick not passed yet"]]
+    else:
+        assert updates == [] and "the drain was not confirmed, slurmctld did not answer scontrol" in ran.stdout, ran
+        assert int((tmp_path / "scontrol.log.calls").read_text()) > 1  # asked again, within the budget
