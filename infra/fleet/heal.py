@@ -90,6 +90,9 @@ def _held(h: NodeHealth, rules, replaced: int, retry_at, now) -> tuple[str, str]
         return "isolate", "the pool's on_fault is isolate"
     if not h.replaceable:
         return "isolate", "no new node can be made in its place (a rack host, or a cloud whose replacement is not built)"
+    if not h.vouched:
+        return "isolate", ("its status, which any node of its pool can write, is its only witness (Slurm does not "
+                           "say it is drained): isolated, never terminated on that word alone")
     if h.reserved and not rules.replace_reserved:
         return "isolate", "on reserved capacity (replace_reserved is false): isolated, its slot kept"
     if h.jobs != "none":

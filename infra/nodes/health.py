@@ -46,6 +46,9 @@ class NodeHealth:
     jobs: str | None = None  # "none" | "running"; None: not known (never replaced then)
     reserved: bool = False  # on a reservation or Capacity Block (kept unless the pool's replace_reserved)
     replaceable: bool = True  # its kind can make a new node in its place (racks: never)
+    # its fault may end in its termination: Slurm's view (the controller's) says it is drained, or only the
+    # node itself can write its status; False: any node of its pool could have written it (isolated instead)
+    vouched: bool = True
 
     @property
     def code(self) -> str | None:
@@ -99,17 +102,21 @@ def _notice(n) -> dict | None:
     return {"cloud": n["cloud"], "kind": n["kind"], "at": n.get("at")}
 
 
-def reported(status: dict, now: dt.datetime) -> dict:
+def reported(status: dict, now: dt.datetime, interval: int | None = None) -> dict:
     """The ``health`` part of a node's status, checked: {"state", "faults", "checked_at", "notice",
-    "drained"}. Unreadable (with why) when it is missing, malformed or stale: the node is then unknown."""
+    "drained"}. Unreadable (with why) when it is missing, malformed or stale: the node is then unknown.
+    ``interval``: the pool's health.interval (its spec), which judges staleness rather than the interval
+    the status claims (whoever forges a status could claim a day)."""
     h = status.get("health")
     if not isinstance(h, dict):
         raise Unreadable("its status has no health report (the watch has not run, or an older agent)")
     if h.get("state") not in STATES:
         raise Unreadable(f"health state {str(h.get('state'))[:30]!r} is none of {', '.join(STATES)}")
-    interval = h.get("interval")
-    if isinstance(interval, bool) or not isinstance(interval, int) or not HEALTH_WATCH_MIN_S <= interval <= 86_400:
+    interval_said = h.get("interval")
+    if isinstance(interval_said, bool) or not isinstance(interval_said, int) \
+            or not HEALTH_WATCH_MIN_S <= interval_said <= 86_400:
         raise Unreadable("its health interval is not a number of seconds")
+    interval = interval or interval_said
     checked = parse_time(h.get("checked_at"))
     age = (now - checked).total_seconds()
     if abs(age) > STALE_INTERVALS * interval:  # far in the future is no clock we can trust either

@@ -360,3 +360,70 @@ def test_a_cluster_an_up_is_changing_or_that_failed_is_left_alone(tmp_path, cat,
     c.reg.set_state("hl", state)
     out = c.heal()
     assert out.left and state in out.left and c.api.asked == [] and c.log.keys("") == []
+
+
+# --- review of issue 51: whose word terminates a node (findings 4, 5, 7) ---------------------------
+
+def _slurm_cluster(tmp_path, cat):
+    c = Cluster(tmp_path, cat, stack_text(slurm=True, nodes=1))
+    return c
+
+
+def test_a_node_is_replaced_only_when_slurm_itself_says_drained_never_on_its_own_drained_claim(tmp_path, cat):
+    """A node's own ``drained: true`` (any node of a GCP/Azure pool can write it) beside an idle Slurm view:
+    a job may have started since; only Slurm's DRAINED (no job left, none can start) lets it be replaced."""
+    c = _slurm_cluster(tmp_path, cat)
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], drained=True, hostname="gpu-a")
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="ctl-a", scheduler="nodes\nctl-a idle\ngpu-a idle\n")
+    out = c.heal()
+    assert c.api.asked == [] and out.decisions[1].action == "drain"
+
+
+def test_slurms_view_counts_only_while_its_own_time_is_fresh(tmp_path, cat):
+    """The controller's health report may be fresh while the Slurm view inside it is old (the watch re-uploads
+    it): the view's own ``at`` is what is judged, here ten minutes old (nodes.cloud.heal.SLURM_VIEW_MAX_AGE_S)."""
+    c = _slurm_cluster(tmp_path, cat)
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], drained=True, hostname="gpu-a")
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="ctl-a", scheduler="nodes\nctl-a idle\ngpu-a drained\n")
+    body = json.loads(c.bucket.objects["status/ctl/i-ctl0.json"])
+    old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=10)
+    body["scheduler"]["at"] = old.strftime("%Y-%m-%dT%H:%M:%SZ")
+    c.bucket.put("status/ctl/i-ctl0.json", json.dumps(body).encode())
+    out = c.heal()
+    assert c.api.asked == [] and out.decisions[1].action != "replace"
+
+
+def test_a_forged_long_interval_does_not_keep_a_report_fresh(tmp_path, cat):
+    """Staleness is judged by the pool's own health.interval (the spec), not by the interval a status claims."""
+    c = Cluster(tmp_path, cat, stack_text())
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], interval=86_400, age_s=3600)
+    out = c.heal()
+    assert c.api.asked == [] and out.decisions[0].action == "skip" and "stale" in out.decisions[0].why
+
+
+@pytest.mark.parametrize("provider", ["azure", "gcp"])
+def test_without_slurm_a_status_any_pool_member_can_write_never_terminates_a_node(tmp_path, cat, provider,
+                                                                                   monkeypatch):
+    """On GCP and Azure every node of a pool may write every status under status/<pool>/ (their bucket
+    policies): a status alone may isolate a node, never get it terminated."""
+    from gpufleet.clouds import cloud
+
+    monkeypatch.setattr(cloud(provider), "replaces_nodes", True)
+    c = Cluster(tmp_path, cat, stack_text().replace("provider: aws, region: us-east-1, instance_type: g6.12xlarge",
+                                                    {"azure": "provider: azure, region: eastus, instance_type: "
+                                                              "Standard_NC24ads_A100_v4",
+                                                     "gcp": "provider: gcp, region: us-central1, instance_type: "
+                                                            "a2-highgpu-1g"}[provider]))
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    out = c.heal()
+    assert c.api.asked == [] and out.decisions[0].action == "isolate"
+
+
+def test_slurm_node_names_are_matched_with_their_case(tmp_path, cat):
+    """An Azure Uniform scale set VM's computer name is prefix + base-36 instance id in upper case
+    ("nsgvmss00002D", learn.microsoft.com virtual-machine-scale-sets-instance-ids); Slurm keeps it as is."""
+    c = _slurm_cluster(tmp_path, cat)
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], drained=True, hostname="gfgpu00000A")
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="ctl-a", scheduler="nodes\nctl-a idle\ngfgpu00000A drained\n")
+    c.heal()
+    assert c.api.asked == ["i-gpu0"]

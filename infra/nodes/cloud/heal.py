@@ -5,11 +5,14 @@ node its key names (``channel.vouched``): its ``health`` part as the node agent 
 (``nodes.health.reported``). A bucket that cannot be read, a node without a status, a report that is
 missing, malformed or stale: ``unknown``, which `heal` never acts on.
 
-Out of service and jobs: with Slurm, as the controller's agent last put Slurm's view in its status
-(``clouds.scheduler.node_states``), trusted only while the controller's own report is fresh (the agent
-writes both on each run); a node is found there by the host name its facts give. Without Slurm,
-gpufleet runs no jobs and sees none: a faulty or interrupted node has marked itself failed (its agent
-does, the contract says), so it is out of service with no job gpufleet could wait for.
+Out of service and jobs: with Slurm, only as the controller's agent last put Slurm's view in its status
+(``clouds.scheduler.node_states``), trusted only while that view's own time is fresh
+(SLURM_VIEW_MAX_AGE_S); a node's own ``drained`` claim is never taken for it (a job may have started since
+the view, and on GCP and Azure any node of a pool can write its peers' statuses). A node is found there by
+the host name its facts give, in Slurm's case. Without Slurm, gpufleet runs no jobs and sees none: a
+faulty or interrupted node has marked itself failed (its agent does, the contract says), so it is out of
+service with no job gpufleet could wait for; its word may terminate it only where its bucket lets no
+other node write its status (``base.Cloud.own_status_only``), else it is isolated.
 
 A cloud node cannot be reached from here (it is private): its agent drains its Slurm node itself, so
 ``drain`` is left to it; ``isolate`` leaves it drained and named; ``replace`` asks the node's cloud
@@ -33,6 +36,9 @@ from gpufleet.nodes.run import Run
 from gpufleet.state.registry import Node
 
 BATCH = 256  # statuses read at once: what is held of their bodies at any time, however many nodes
+# How old Slurm's view in the controller's status may be and still say a node is drained: three of the
+# controller agent's runs (its timer, OnUnitInactiveSec=60, re-reads Slurm and re-stamps the view's ``at``)
+SLURM_VIEW_MAX_AGE_S = 180
 
 
 @dataclass
@@ -44,11 +50,12 @@ class Said:
     why: str | None
     hostname: str | None  # Slurm's name for it, from its checked facts
     slurm: str | None = None  # a controller's: Slurm's answer its agent put in its status
+    slurm_at: str | None = None  # when its agent last read that answer
 
 
-def said(key: str, status: dict, now: dt.datetime, controller: bool) -> Said:
+def said(key: str, status: dict, now: dt.datetime, controller: bool, interval: int | None = None) -> Said:
     try:
-        rep, why = hl.reported(status, now), None
+        rep, why = hl.reported(status, now, interval), None
     except hl.Unreadable as e:
         rep, why = None, f"{key}: {e}"
     try:
@@ -57,7 +64,8 @@ def said(key: str, status: dict, now: dt.datetime, controller: bool) -> Said:
         host = None
     view = status.get("scheduler") if controller else None
     out = view["out"] if isinstance(view, dict) and isinstance(view.get("out"), str) else None
-    return Said(key, rep, why, host.lower() if isinstance(host, str) else None, out)
+    # Slurm's NodeName is the host name as the VM says it, case kept (an Azure scale set VM's is upper case)
+    return Said(key, rep, why, host if isinstance(host, str) else None, out, view.get("at") if out else None)
 
 
 def read_statuses(run: Run, pools: dict, outputs, now: dt.datetime) -> tuple[dict, dict[str, str]]:
@@ -79,33 +87,37 @@ def read_statuses(run: Run, pools: dict, outputs, now: dt.datetime) -> tuple[dic
                     for key, status in zip(part, ex.map(channel.read_status, [store] * len(part), part)):
                         owner = channel.vouched(key, status) if status is not None else None
                         if owner is not None:
-                            found[owner] = said(key, status, now, owner[0] in controllers)
+                            found[owner] = said(key, status, now, owner[0] in controllers,
+                                                pools[owner[0]].health.interval)
         except GpufleetError as e:
             unread.update(dict.fromkeys(names, f"its bucket {bucket} could not be read: {e.message}"))
     return found, unread
 
 
-def slurm_states(found: dict) -> dict[str, str] | None:
+def slurm_states(found: dict, now: dt.datetime) -> dict[str, str] | None:
     """Slurm's state of each node (by host name) as the controller's agent last put it; None when it
-    says nothing trustworthy: no controller status, an error, or the controller's own report unreadable
-    or stale (its agent writes Slurm's view on the same run, and changes its time only when it changes)."""
+    says nothing trustworthy: no controller status, an error, or a view whose own time is not within
+    SLURM_VIEW_MAX_AGE_S of now (the controller's health report is re-uploaded by its watch with the
+    view it holds, so its freshness says nothing of the view's)."""
     for s in found.values():
         if s.slurm is None or s.slurm.startswith("error: "):
             continue
-        return slurm_view.node_states(s.slurm) if s.report is not None else None
+        try:
+            age = (now - hl.parse_time(s.slurm_at)).total_seconds()
+        except hl.Unreadable:
+            return None
+        return slurm_view.node_states(s.slurm) if abs(age) <= SLURM_VIEW_MAX_AGE_S else None
     return None
 
 
-def _jobs(nh: NodeHealth, s: Said, slurm: bool, states: dict | None) -> None:
+def _jobs(nh: NodeHealth, s: Said, slurm: bool, states: dict | None, own_status_only: bool) -> None:
     rep = s.report
     if not slurm:  # no scheduler: the node marked itself failed; gpufleet runs no job there to wait for
         nh.drained, nh.jobs = rep["drained"] or rep["state"] in hl.BROKEN, "none"
+        nh.vouched = own_status_only
         return
-    if states is None:
-        nh.drained = True if rep["drained"] else None
-        return
-    drained, nh.jobs = hl.from_slurm(states.get(s.hostname or ""))
-    nh.drained = True if rep["drained"] else drained
+    # Slurm's word only: drained (DRAIN, no job left) or draining (jobs run); not known without a fresh view
+    nh.drained, nh.jobs = hl.from_slurm((states or {}).get(s.hostname or ""))
 
 
 def health(run: Run, owns, outputs, name: str) -> list[NodeHealth]:
@@ -126,7 +138,7 @@ def health(run: Run, owns, outputs, name: str) -> list[NodeHealth]:
             nh.why = f"the stack's outputs could not be read: {e.message}"
         return out
     found, unread = read_statuses(run, pools, outs, now)
-    states = slurm_states(found) if run.stack.slurm else None
+    states = slurm_states(found, now) if run.stack.slurm else None
     for n, nh in zip(nodes, out):
         s = found.get((n.pool, channel.node_key(n.node_id))) if n.node_id else None
         if n.pool in unread:
@@ -138,7 +150,7 @@ def health(run: Run, owns, outputs, name: str) -> list[NodeHealth]:
         else:
             rep = s.report
             nh.state, nh.faults, nh.checked_at, nh.notice = rep["state"], rep["faults"], rep["checked_at"], rep["notice"]
-            _jobs(nh, s, bool(run.stack.slurm), states)
+            _jobs(nh, s, bool(run.stack.slurm), states, cloud(n.provider).own_status_only)
     return out
 
 
