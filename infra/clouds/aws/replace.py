@@ -39,21 +39,30 @@ class Refused(CapacityError):
         super().__init__(message, "the faulty node stays drained; `gpufleet heal` asks again later (backoff)")
 
 
-def pool_fleet(ec2, cluster: str, pool: str, node_id: str) -> dict:
-    """The pool's instant fleet: the one holding ``node_id``, else the pool's first (a node replaced
-    before is in a fleet of its own, made from the same request)."""
-    mine = []
-    for page in ec2.get_paginator("describe_fleets").paginate():
-        for f in page.get("Fleets") or []:
-            tags = {t["Key"]: t["Value"] for t in f.get("Tags") or []}
-            if (tags.get(TAG_PREFIX + "cluster") == cluster and tags.get(TAG_PREFIX + "pool") == pool
-                    and not f.get("FleetState", "").startswith("deleted")):
-                mine.append(f)
-    if not mine:
-        raise GpufleetError(f"aws: no EC2 Fleet is tagged for pool {pool} of cluster {cluster}",
-                            "the pool's request is what a replacement is made from: run `gpufleet up` for the pool")
-    holding = [f for f in mine if any(node_id in (i.get("InstanceIds") or []) for i in f.get("Instances") or [])]
-    return (holding or sorted(mine, key=lambda f: str(f.get("CreateTime"))))[0]
+# EC2 Fleet tags each instance it launches with its fleet's id (AWS's EC2 Fleet workshop, awslabs/ec2-spot-workshops
+# content/launching_ec2_spot_instances/ec2_fleet.md, read 2026-11); "aws:" tags cannot be set or removed by a user
+FLEET_TAG = "aws:ec2:fleet-id"
+
+
+def pool_fleet(ec2, cluster: str, pool: str, node: dict) -> dict:
+    """The pool's instant fleet: the one that launched ``node`` (an instance as DescribeInstances gives it; a node
+    replaced before is in a fleet of its own, made from the same request), named by its id. DescribeFleets leaves
+    out an instant fleet whose id the request does not name (botocore 1.44.8's EC2 model, DescribeFleets), so
+    the pool's fleets are never listed."""
+    said = {t["Key"]: t["Value"] for t in node.get("Tags") or []}
+    fleet_id = said.get(FLEET_TAG)
+    if not fleet_id:
+        raise GpufleetError(f"aws: instance {node['InstanceId']} carries no {FLEET_TAG} tag: its pool's EC2 Fleet "
+                            "is not known", "the pool's request is what a replacement is made from: run `gpufleet "
+                            "up` for the pool")
+    fleets = ec2.describe_fleets(FleetIds=[fleet_id]).get("Fleets") or []
+    for f in fleets:
+        tags = {t["Key"]: t["Value"] for t in f.get("Tags") or []}
+        if (tags.get(TAG_PREFIX + "cluster"), tags.get(TAG_PREFIX + "pool")) == (cluster, pool):
+            return f
+    raise GpufleetError(f"aws: EC2 Fleet {fleet_id} (of instance {node['InstanceId']}) is not tagged for pool {pool} "
+                        f"of cluster {cluster}", "the pool's request is what a replacement is made from: run "
+                        "`gpufleet up` for the pool")
 
 
 def request_for_one(fleet: dict) -> dict:
@@ -104,7 +113,7 @@ def replace_node(ec2, *, cluster: str, pool: str, node_id: str, release_first: b
         raise GpufleetError(f"aws: instance {node_id} is not tagged as a node of pool {pool} of cluster {cluster}: "
                             "not replaced", "check the registry's record (`gpufleet registry rebuild` reads it again "
                             "from the clouds' tags)")
-    fleet = pool_fleet(ec2, cluster, pool, node_id)
+    fleet = pool_fleet(ec2, cluster, pool, old)
     if release_first:
         _terminate(ec2, node_id, wait=True)
     made = ec2.create_fleet(**request_for_one(fleet))
