@@ -49,6 +49,8 @@ class NodeHealth:
     # its fault may end in its termination: Slurm's view (the controller's) says it is drained, or only the
     # node itself can write its status; False: any node of its pool could have written it (isolated instead)
     vouched: bool = True
+    launched: str | None = None  # heal's memory: a replacement launched this node's successor and did not finish
+    on_launch: object = field(default=None, repr=False)  # heal's: called with a new node's id the moment it exists
 
     @property
     def code(self) -> str | None:
@@ -153,7 +155,8 @@ class Repaired:
     detail: str
     refused: bool = False  # the cloud had no capacity (or quota) for a new node: asked again later
     new: object = None  # replace: the state.registry.Node in its place
+    launched: str | None = None  # replace: the id of the node this call launched (done or not), counted once
 
     def to_dict(self) -> dict:
         return {"node": self.node, "action": self.action, "done": self.done, "detail": self.detail,
-                "refused": self.refused, "new_node_id": getattr(self.new, "node_id", None)}
+                "refused": self.refused, "new_node_id": getattr(self.new, "node_id", None), "launched": self.launched}

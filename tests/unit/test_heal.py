@@ -80,10 +80,11 @@ class Api:
     def __init__(self, refuse: bool = False):
         self.asked, self.refuse = [], refuse
 
-    def replace_node(self, region, *, cluster, pool, node_id, release_first=False):
+    def replace_node(self, region, *, cluster, pool, node_id, release_first=False, launched=None, on_launch=None):
         self.asked.append(node_id)
         if self.refuse:
             raise CapacityError("aws: EC2 launched no replacement: InsufficientInstanceCapacity: none in us-east-1a")
+        on_launch(f"i-new{len(self.asked)}")  # as a cloud does, the moment the new node exists
         return {"id": f"i-new{len(self.asked)}", "private_ip": f"10.0.1.{len(self.asked)}", "zone": "us-east-1a",
                 "fleet_id": "fleet-new"}
 
@@ -427,3 +428,70 @@ def test_slurm_node_names_are_matched_with_their_case(tmp_path, cat):
     say(c.bucket, "i-ctl0", pool="ctl", hostname="ctl-a", scheduler="nodes\nctl-a idle\ngfgpu00000A drained\n")
     c.heal()
     assert c.api.asked == ["i-gpu0"]
+
+
+# --- review of issue 51, finding 3: a replacement that launched a node and then failed ------------------
+
+class Launches(Api):
+    """A cloud that launches the new node, says so (``on_launch``), then fails before the old one is terminated
+    (EC2's eventual consistency: the new id not yet visible; a termination refused), ``fail`` times."""
+
+    def __init__(self, fail: int):
+        super().__init__()
+        self.fail, self.launched, self.finished = fail, [], []
+
+    def replace_node(self, region, *, cluster, pool, node_id, release_first=False, launched=None, on_launch=None):
+        from gpufleet.errors import ReplacementUnfinished
+
+        self.asked.append(node_id)
+        if launched is None:
+            launched = f"i-new{len(self.launched) + 1}"
+            self.launched.append(launched)
+            if on_launch is not None:
+                on_launch(launched)
+        if self.fail:
+            self.fail -= 1
+            raise ReplacementUnfinished(f"aws: InvalidInstanceID.NotFound: {launched}", launched=launched)
+        self.finished.append(launched)
+        return {"id": launched, "private_ip": "10.0.1.9", "zone": "us-east-1a", "fleet_id": "fleet-new"}
+
+
+def test_a_replacement_that_launched_then_failed_is_finished_next_pass_never_launched_again(tmp_path, cat):
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 5}"), api=Launches(fail=2))
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    out = c.heal()
+    assert c.api.launched == ["i-new1"] and out.trouble
+    state, _ = healing.read_state(c.log, "hl")
+    assert state["nodes"]["gpu-0"]["launched"] == "i-new1"  # remembered, with the pool's count
+    c.heal(NOW + dt.timedelta(minutes=1))
+    c.heal(NOW + dt.timedelta(minutes=2))
+    assert c.api.launched == ["i-new1"] and c.api.finished == ["i-new1"]  # finished, never launched again
+    assert c.node_ids()[0] == "i-new1"
+    assert healing.recent_replacements(c.log, "hl", NOW + dt.timedelta(minutes=3)) == {"gpu": 1}  # counted once
+
+
+def test_a_launched_but_unfinished_replacement_counts_toward_max_replacements(tmp_path, cat):
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 1}"), api=Launches(fail=10))
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    say(c.bucket, "i-gpu1", state="faulty", faults=[XID])
+    c.heal()
+    c.heal(NOW + dt.timedelta(minutes=1))
+    assert c.api.launched == ["i-new1"]  # gpu-1 waits: the pool's one replacement this hour was launched
+
+
+def test_heals_memory_of_a_launch_is_written_before_the_cloud_is_asked_anything_more(tmp_path, cat):
+    """Even a pass that dies right after the launch (the process killed) leaves the launch in heal's memory."""
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 5}"), api=Launches(fail=0))
+    seen = []
+    real = c.api.replace_node
+
+    def and_look(*a, on_launch=None, **kw):
+        def look(new_id):
+            on_launch(new_id)
+            seen.append(healing.read_state(c.log, "hl")[0]["nodes"].get("gpu-0", {}).get("launched"))
+        return real(*a, on_launch=look, **kw)
+
+    c.api.replace_node = and_look
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    c.heal()
+    assert seen == ["i-new1"]

@@ -180,3 +180,29 @@ def test_on_reserved_capacity_the_old_node_is_terminated_before_the_new_one_is_a
                                                                real(*a))[1])
     new = AwsApi().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], release_first=True)
     assert seen == ["terminated"] and instance(new["id"])["State"]["Name"] == "running"
+
+
+def test_a_replacement_whose_termination_is_refused_is_finished_later_without_a_second_launch(aws, monkeypatch):
+    """Review of issue 51, finding 3: the new node is said (on_launch) before the old one's termination; that
+    refused, the replacement is unfinished (its new node named), and the next call finishes it, launching none."""
+    from botocore.exceptions import ClientError
+
+    from gpufleet.errors import ReplacementUnfinished
+
+    _, ids = pool_fleet(2)
+    real, calls = BaseClient._make_api_call, []
+
+    def refuse_once(self, op, params):
+        calls.append(op)
+        if op == "TerminateInstances" and calls.count(op) == 1:
+            raise ClientError({"Error": {"Code": "RequestLimitExceeded", "Message": "slow down"}}, op)
+        return real(self, op, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", refuse_once)
+    said = []
+    with pytest.raises(ReplacementUnfinished) as e:
+        AwsApi().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], on_launch=said.append)
+    assert said == [e.value.launched] and instance(ids[0])["State"]["Name"] == "running"
+    done = AwsApi().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], launched=said[0])
+    assert done["id"] == said[0] and calls.count("CreateFleet") == 1
+    assert instance(ids[0])["State"]["Name"] in ("shutting-down", "terminated")

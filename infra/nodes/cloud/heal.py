@@ -173,15 +173,23 @@ def _replace(run: Run, node: NodeHealth) -> Repaired:
         api = opened[rec.provider]
     except GpufleetError as e:
         return Repaired(node.node, "replace", False, f"{rec.provider} could not be opened: {e.message}")
-    try:
-        got = api.replace_node(region, cluster=run.cluster, pool=rec.pool, node_id=rec.node_id, release_first=node.reserved)
+    launched = []  # what this call launched: said to heal's memory at once (``on_launch``), before anything else
+
+    def on_launch(new_id: str) -> None:
+        launched.append(new_id)
+        if node.on_launch is not None:
+            node.on_launch(new_id)
+
+    try:  # ``launched``: a replacement an earlier pass launched is finished, nothing launched again
+        got = api.replace_node(region, cluster=run.cluster, pool=rec.pool, node_id=rec.node_id,
+                               release_first=node.reserved, launched=node.launched, on_launch=on_launch)
     except (CapacityError, QuotaError) as e:
         return Repaired(node.node, "replace", False, e.message, refused=True)
-    except GpufleetError as e:
-        return Repaired(node.node, "replace", False, e.message)
+    except GpufleetError as e:  # ReplacementUnfinished among them: what it launched is in heal's memory
+        return Repaired(node.node, "replace", False, e.message, launched=(launched or [None])[0])
     new = Node(pool=rec.pool, idx=rec.idx, provider=rec.provider, location=rec.location, machine=rec.machine,
                zone=got.get("zone") or rec.zone, node_id=got["id"], private_ip=got.get("private_ip"),
                ssh_endpoint=f"{got['private_ip']}:22" if got.get("private_ip") else None,
                usd_per_hour=rec.usd_per_hour, vm_uid=got.get("vm_uid"))
     return Repaired(node.node, "replace", True, f"{rec.node_id} terminated, {got['id']} asked for through the "
-                    f"pool's request (fleet {got.get('fleet_id')})", new=new)
+                    f"pool's request (fleet {got.get('fleet_id')})", new=new, launched=(launched or [None])[0])
