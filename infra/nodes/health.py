@@ -19,7 +19,8 @@ from gpufleet.spec import HEALTH_WATCH_MIN_S
 
 STATES = ("ok", "gating", "faulty", "interrupted")  # what a node may say; ``unknown`` is the reader's
 UNKNOWN = "unknown"
-BROKEN = ("faulty", "interrupted")  # a node that must leave service
+GONE = "gone"  # the reader's too: the cloud itself says the node's VM is terminated or deleted (a reclaimed spot VM)
+BROKEN = ("faulty", "interrupted", GONE)  # a node that must leave service
 STALE_INTERVALS = 3  # a report older than this many of its intervals says nothing any more
 CODE = re.compile(r"^GF-[A-Z0-9-]{1,40}$")  # nodecheck's fault codes (GF-XID-FATAL ...)
 CHECK_MAX = 80  # a check's name (nodecheck's: health.xid, gpu.ecc ...): one line, shown only
@@ -35,7 +36,7 @@ class NodeHealth:
     node: str  # pool-idx, as `status` names it
     pool: str
     kind: str  # the NAME of the kind that read it
-    state: str  # ok | gating | faulty | interrupted | unknown
+    state: str  # ok | gating | faulty | interrupted | gone | unknown
     address: str | None = None
     node_id: str | None = None
     why: str | None = None  # unknown: why it could not be read

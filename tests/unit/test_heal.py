@@ -77,8 +77,11 @@ XID = {"code": "GF-XID-FATAL", "check": "health.xid", "evidence": "Xid 79 on GPU
 class Api:
     """The cloud's API as the cloud kind asks it: what it was asked to replace; ``refuse``: no capacity."""
 
-    def __init__(self, refuse: bool = False):
-        self.asked, self.refuse = [], refuse
+    def __init__(self, refuse: bool = False, gone=()):
+        self.asked, self.refuse, self.gone = [], refuse, set(gone)
+
+    def gone_nodes(self, region, *, cluster, pool, node_ids):
+        return self.gone & set(node_ids)
 
     def replace_node(self, region, *, cluster, pool, node_id, release_first=False, launched=None, on_launch=None):
         self.asked.append(node_id)
@@ -495,3 +498,38 @@ def test_heals_memory_of_a_launch_is_written_before_the_cloud_is_asked_anything_
     say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
     c.heal()
     assert seen == ["i-new1"]
+
+
+# --- review of issue 51, finding 6: a node whose VM the cloud says is gone -------------------------------
+
+def test_a_node_whose_vm_the_cloud_says_is_gone_is_replaced_not_unknown_forever(tmp_path, cat):
+    """A reclaimed spot VM writes no more: its report goes stale (unknown), but the cloud's own answer (its API,
+    the VM's tags checked) says it is gone, and the pool's rules replace it."""
+    c = Cluster(tmp_path, cat, stack_text(), api=Api(gone={"i-gpu0"}))
+    say(c.bucket, "i-gpu0", state="interrupted", age_s=3600)  # its last word, long ago
+    say(c.bucket, "i-gpu1")
+    out = c.heal()
+    assert out.decisions[0].action == "replace" and out.nodes[0].state == "gone"
+    assert c.api.asked == ["i-gpu0"] and c.node_ids()[0] == "i-new1"
+    assert out.decisions[2].action == "skip"  # gpu-2: no status, and the cloud does not say it is gone
+
+
+def test_a_gone_node_refused_capacity_is_asked_again_after_the_backoff(tmp_path, cat):
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 10}"),
+                api=Api(refuse=True, gone={"i-gpu0"}))
+    c.heal()
+    c.heal(NOW + dt.timedelta(minutes=1))
+    assert c.api.asked == ["i-gpu0"]  # within the backoff: waits
+    c.heal(NOW + healing.backoff(1) + dt.timedelta(seconds=1))
+    assert c.api.asked == ["i-gpu0", "i-gpu0"]
+
+
+def test_a_cloud_that_cannot_say_leaves_the_node_unknown(tmp_path, cat):
+    class Broken(Api):
+        def gone_nodes(self, region, *, cluster, pool, node_ids):
+            from gpufleet.errors import GpufleetError
+            raise GpufleetError("aws: RequestLimitExceeded")
+
+    c = Cluster(tmp_path, cat, stack_text(), api=Broken())
+    out = c.heal()
+    assert c.api.asked == [] and {d.action for d in out.decisions} == {"skip"}

@@ -206,3 +206,16 @@ def test_a_replacement_whose_termination_is_refused_is_finished_later_without_a_
     done = AwsApi().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], launched=said[0])
     assert done["id"] == said[0] and calls.count("CreateFleet") == 1
     assert instance(ids[0])["State"]["Name"] in ("shutting-down", "terminated")
+
+
+def test_a_terminated_node_of_the_pool_is_said_gone_and_replaced_without_terminating_anything(aws, like_ec2):
+    """Review of issue 51, finding 6: a reclaimed spot instance is listed terminated with its tags; that is the
+    cloud's own answer (gone), and its replacement comes from the pool's fleet (its aws:ec2:fleet-id tag stays)."""
+    _, ids = pool_fleet(2)
+    _, others = pool_fleet(1, pool="other")
+    ec2 = boto3.client("ec2", region_name=REGION)
+    ec2.terminate_instances(InstanceIds=[ids[0], others[0]])
+    api = AwsApi()
+    assert api.gone_nodes(REGION, cluster="hl", pool="gpu", node_ids=[ids[0], ids[1], others[0]]) == {ids[0]}
+    new = api.replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0])
+    assert instance(new["id"])["State"]["Name"] == "running" and instance(ids[1])["State"]["Name"] == "running"

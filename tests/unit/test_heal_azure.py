@@ -127,3 +127,18 @@ def test_a_replacement_that_made_its_vm_then_failed_is_finished_without_a_second
                                   launched=said[0])
     assert got["id"] == said[0] and vms(azure, vmss) == ["1", "2"] and capacity(azure, vmss) == 2
     assert [m for m, p in azure.calls if m == "PATCH"] == ["PATCH"]  # one scale-out in all
+
+
+def test_an_evicted_vm_is_said_gone_and_one_vm_more_is_asked_nothing_deleted(azure):
+    """Review of issue 51, finding 6: an evicted spot VM (eviction policy Delete) is gone from its scale set, the
+    capacity lowered with it; the cloud's answer says it is gone, and its replacement is one VM more."""
+    vmss = scale_set(azure, n=3)
+    azure.scale_sets[vmss.lower()][:] = [v for v in azure.scale_sets[vmss.lower()] if v["instance"] != "0"]
+    azure.items[vmss.lower()]["sku"]["capacity"] = 2  # as the eviction leaves it
+    api = AzureApi()
+    ids = [f"{vmss}/virtualMachines/{i}" for i in range(3)]
+    assert api.gone_nodes("eastus", cluster="hl", pool="gpu", node_ids=ids) == {ids[0]}
+    assert api.gone_nodes("eastus", cluster="hl", pool="other", node_ids=ids) == set()  # not the pool's scale set
+    got = api.replace_node("eastus", cluster="hl", pool="gpu", node_id=ids[0])
+    assert got["id"] == f"{vmss}/virtualMachines/3" and vms(azure, vmss) == ["1", "2", "3"]
+    assert [m for m, _ in azure.calls if m == "POST"] == []  # nothing deleted

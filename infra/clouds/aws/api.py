@@ -318,6 +318,13 @@ class AwsApi:
                                               "public_ip": x.get("PublicIpAddress")}
         return [found[i] for i in ids if i in found], errors
 
+    def gone_nodes(self, region: str, *, cluster: str, pool: str, node_ids: list[str]) -> set[str]:
+        """Which of the pool's nodes EC2 says are terminated (``aws.replace``)."""
+        try:
+            return replace.gone_nodes(self.client("ec2", region), cluster=cluster, pool=pool, node_ids=node_ids)
+        except (ClientError, BotoCoreError) as e:
+            raise unreadable(e, f"aws {region} listing pool {pool}'s terminated nodes") from None
+
     def replace_node(self, region: str, *, cluster: str, pool: str, node_id: str, release_first: bool = False,
                      launched: str | None = None, on_launch=None) -> dict:
         """One of the pool's nodes replaced through the pool's own request (``aws.replace``)."""

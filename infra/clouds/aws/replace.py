@@ -139,6 +139,25 @@ def replace_node(ec2, *, cluster: str, pool: str, node_id: str, release_first: b
             "zone": (new.get("Placement") or {}).get("AvailabilityZone"), "fleet_id": said.get(FLEET_TAG)}
 
 
+def gone_nodes(ec2, *, cluster: str, pool: str, node_ids: list[str]) -> set[str]:
+    """Those of ``node_ids`` EC2 lists as shutting down or terminated with the pool's own tags (a reclaimed spot
+    instance, or one terminated before its replacement was refused). EC2 keeps a terminated instance listed for a
+    while ("about an hour", ec2 user guide, terminating-instances, read 2026-11); one it no longer lists is not
+    said gone (its absence could also be eventual consistency): it stays unknown."""
+    want = set(node_ids)
+    found = set()
+    pages = ec2.get_paginator("describe_instances").paginate(Filters=[
+        {"Name": f"tag:{TAG_PREFIX}cluster", "Values": [cluster]}, {"Name": f"tag:{TAG_PREFIX}pool", "Values": [pool]},
+        {"Name": "instance-state-name", "Values": ["shutting-down", "terminated"]}])
+    for page in pages:
+        for i in (i for r in page.get("Reservations") or [] for i in r["Instances"]):
+            said = {t["Key"]: t["Value"] for t in i.get("Tags") or []}
+            if i["InstanceId"] in want and (said.get(TAG_PREFIX + "cluster"), said.get(TAG_PREFIX + "pool")) == \
+                    (cluster, pool) and i["State"]["Name"] in ("shutting-down", "terminated"):
+                found.add(i["InstanceId"])
+    return found
+
+
 def _launch(ec2, cluster: str, pool: str, old: dict, release_first: bool) -> str:
     """One node launched from the pool's own request: its id; Refused (or GpufleetError) when EC2 launched none."""
     node_id = old["InstanceId"]

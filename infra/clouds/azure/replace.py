@@ -70,6 +70,22 @@ def _roll_back(api, scale_set: str, made: list[str], capacity: int) -> None:
         _send(api, "PATCH", scale_set, {"sku": {**sku, "capacity": capacity}})
 
 
+def gone_nodes(api, *, cluster: str, pool: str, node_ids: list[str]) -> set[str]:
+    """Those of ``node_ids`` (VM ARM ids) no longer in their scale set, the scale set tagged for the pool: an
+    evicted spot VM is deleted and the capacity lowered with it (eviction policy Delete, "the Spot VM will be
+    deleted and the corresponding capacity will be updated to reflect this": Azure SDK for .NET, EvictionPolicy.Delete,
+    read 2026-11)."""
+    found = set()
+    for scale_set in {n.rpartition("/virtualMachines/")[0] for n in node_ids}:
+        tags = api._get(scale_set, API).get("tags") or {}
+        if (tags.get(TAG_PREFIX + "cluster"), tags.get(TAG_PREFIX + "pool")) != (cluster, pool):
+            continue
+        there = _instances(api, scale_set)
+        found |= {n for n in node_ids if n.rpartition("/virtualMachines/")[0] == scale_set
+                  and n.rpartition("/virtualMachines/")[2] not in there}
+    return found
+
+
 def replace_node(api, *, cluster: str, pool: str, node_id: str, release_first: bool = False,
                  wait_s: float = WAIT_S, sleep=time.sleep, launched: str | None = None, on_launch=None) -> dict:
     """A new VM in the pool's scale set, then ``node_id`` (its ARM id) deleted: {"id", "private_ip", "zone",
@@ -79,14 +95,15 @@ def replace_node(api, *, cluster: str, pool: str, node_id: str, release_first: b
     scale_set, _, instance = node_id.rpartition("/virtualMachines/")
     vmss = api._get(scale_set, API)
     tags = vmss.get("tags") or {}
-    if (tags.get(TAG_PREFIX + "cluster"), tags.get(TAG_PREFIX + "pool")) != (cluster, pool) \
-            or (launched is None and instance not in _instances(api, scale_set)):  # finishing: it may be gone
+    if (tags.get(TAG_PREFIX + "cluster"), tags.get(TAG_PREFIX + "pool")) != (cluster, pool):
         raise GpufleetError(f"azure: {node_id} is not a VM of the scale set tagged for pool {pool} of cluster "
                             f"{cluster}: not replaced", "check the registry's record (`gpufleet registry rebuild`)")
+    # a VM no longer in its scale set is gone (an evicted spot VM: deleted, the capacity lowered with it): only
+    # a VM more is asked, nothing deleted
     sku = vmss["sku"]
     if launched is not None:
         return _finish(api, vmss, scale_set, instance, launched, release_first)
-    if release_first:
+    if release_first and instance in _instances(api, scale_set):
         _delete(api, scale_set, [instance])
         _settled(api, scale_set, wait_s, sleep)
     before = _instances(api, scale_set)

@@ -151,7 +151,35 @@ def health(run: Run, owns, outputs, name: str) -> list[NodeHealth]:
             rep = s.report
             nh.state, nh.faults, nh.checked_at, nh.notice = rep["state"], rep["faults"], rep["checked_at"], rep["notice"]
             _jobs(nh, s, bool(run.stack.slurm), states, cloud(n.provider).own_status_only)
+    _gone(run, [(n, nh) for n, nh in zip(nodes, out) if nh.state == hl.UNKNOWN and nh.replaceable and n.node_id])
     return out
+
+
+def _gone(run: Run, unknown: list) -> None:
+    """Of the nodes whose status says nothing, those whose VM the cloud itself says is gone (its API; the VM's
+    own tags or its tagged scale set checked: ``gone_nodes``) are ``gone``: no VM, no job, and the pool's rules
+    replace it (a reclaimed spot VM is not unknown forever). A cloud that cannot say leaves them unknown."""
+    asked: dict = {}
+    for n, nh in unknown:
+        asked.setdefault((n.provider, n.location, n.pool), []).append((n, nh))
+    for (provider, region, pool), group in asked.items():
+        try:
+            gone = _api(run, provider, region).gone_nodes(region, cluster=run.cluster, pool=pool,
+                                                          node_ids=[n.node_id for n, _ in group])
+        except GpufleetError:
+            continue
+        for n, nh in group:
+            if n.node_id in gone:
+                why = f"{provider} says its VM {n.node_id} is terminated or deleted"
+                nh.state, nh.why, nh.drained, nh.jobs = hl.GONE, why, True, "none"
+                nh.faults = [{"code": "GF-VM-GONE", "check": "cloud", "evidence": why[:hl.EVIDENCE_MAX]}]
+
+
+def _api(run: Run, provider: str, region: str):
+    """The node's cloud's API (a test's stand-in in ``seams.cloud_api``)."""
+    opened = inventory.open_clouds([provider], required=True, regions={provider: [region]}) \
+        if run.seams.cloud_api is None else run.seams.cloud_api
+    return opened[provider]
 
 
 def repair(run: Run, node: NodeHealth, action: str) -> Repaired:
