@@ -177,6 +177,10 @@ class Healed:
     replacements: dict[str, int] = field(default_factory=dict)  # pool -> replaced in all (heal's count)
     events: int = 0
     left: str | None = None  # why the pass left the cluster alone (an `up` or `down` is under way)
+    # with Slurm, after a replacement: the command that publishes slurm.conf with the new node's host name (slurmd
+    # on a host slurm.conf does not name exits: SchedMD/slurm slurmd.c, "Unable to determine this slurmd's
+    # NodeName"); heal does not run it yet
+    configure: str | None = None
 
     @property
     def unknown(self) -> list[Decision]:
@@ -192,7 +196,8 @@ class Healed:
         return {"cluster": self.cluster, "dry_run": self.dry_run,
                 "nodes": [{**h.to_dict(), "decision": by[h.node].to_dict()} for h in self.nodes],
                 "repaired": [r.to_dict() for r in self.repaired], "replacements": self.replacements,
-                "unknown": len(self.unknown), "events": self.events, "left_alone": self.left}
+                "unknown": len(self.unknown), "events": self.events, "left_alone": self.left,
+                "configure": self.configure}
 
 
 def recent_replacements(store: SharedStore | None, cluster: str, now: dt.datetime) -> dict[str, int]:
@@ -307,6 +312,9 @@ def _after(run: Run, state: dict, h: NodeHealth, d: Decision, r, now: dt.datetim
         out.replacements[h.pool] = pool["replaced"]
         pool.pop("refusals", None)
         pool.pop("retry_at", None)
+        if run.stack.slurm:
+            out.configure = f"gpufleet configure {rec.stack_file} --cluster {rec.name}"
+            r.detail = f"{r.detail}; it joins Slurm only once `gpufleet configure` publishes slurm.conf with it"
     elif r.refused:
         pool["refusals"] = pool.get("refusals", 0) + 1
         pool["retry_at"] = _stamp(now + backoff(pool["refusals"]))
