@@ -196,9 +196,7 @@ def _replace(run: Run, node: NodeHealth) -> Repaired:
     (rec,) = [n for n in run.record.nodes if f"{n.pool}-{n.idx}" == node.node]
     region = rec.location
     try:
-        opened = inventory.open_clouds([rec.provider], required=True, regions={rec.provider: [region]}) \
-            if run.seams.cloud_api is None else run.seams.cloud_api
-        api = opened[rec.provider]
+        api = _api(run, rec.provider, region)
     except GpufleetError as e:
         return Repaired(node.node, "replace", False, f"{rec.provider} could not be opened: {e.message}")
     launched = []  # what this call launched: said to heal's memory at once (``on_launch``), before anything else
@@ -220,4 +218,5 @@ def _replace(run: Run, node: NodeHealth) -> Repaired:
                ssh_endpoint=f"{got['private_ip']}:22" if got.get("private_ip") else None,
                usd_per_hour=rec.usd_per_hour, vm_uid=got.get("vm_uid"))
     return Repaired(node.node, "replace", True, f"{rec.node_id} terminated, {got['id']} asked for through the "
-                    f"pool's request (fleet {got.get('fleet_id')})", new=new, launched=(launched or [None])[0])
+                    f"pool's request (fleet {got.get('fleet_id')})", new=new,
+                    launched=None if node.launched else (launched or [got["id"]])[0])  # a finish was counted before
