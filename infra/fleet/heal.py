@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import shlex
 import socket
 from dataclasses import dataclass, field
 
@@ -313,7 +314,7 @@ def _after(run: Run, state: dict, h: NodeHealth, d: Decision, r, now: dt.datetim
         pool.pop("refusals", None)
         pool.pop("retry_at", None)
         if run.stack.slurm:
-            out.configure = f"gpufleet configure {rec.stack_file} --cluster {rec.name}"
+            out.configure = f"gpufleet configure {shlex.quote(rec.stack_file)} --cluster {rec.name}"
             r.detail = f"{r.detail}; it joins Slurm only once `gpufleet configure` publishes slurm.conf with it"
     elif r.refused:
         pool["refusals"] = pool.get("refusals", 0) + 1

@@ -548,3 +548,24 @@ def test_with_slurm_a_replacement_says_configure_must_run_for_the_new_node_to_jo
     assert out.to_dict()["configure"] == want
     (e,) = [e for e in c.events() if e["action"] == "replace"]
     assert "gpufleet configure" in e["outcome"] and "Slurm" in e["outcome"]
+
+
+def test_on_azure_a_node_a_person_drained_is_not_terminated_on_a_status_a_peer_could_write(tmp_path, cat):
+    """Slurm says drained, but for a person's reason, not gpufleet's own (its watch drains with "gpufleet: GF-..."):
+    on Azure a status any node of the pool can write is then the only witness of a fault: isolated, not replaced."""
+    text = stack_text(slurm=True, nodes=1).replace(
+        "provider: aws, region: us-east-1, instance_type: g6.12xlarge",
+        "provider: azure, region: eastus, instance_type: Standard_ND96isr_H100_v5").replace(
+        "provider: aws, region: us-east-1, instance_type: g4dn.xlarge", "provider: azure, region: eastus, "
+        "instance_type: Standard_NC24s_v3")
+    c = Cluster(tmp_path, cat, text)
+    c.api = Api()
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], hostname="gpu-a")
+    view = "nodes\nctl-a idle\ngpu-a drained\njobs\ndrained\ngpu-a|swapping IB cable, do not resume [alice]\n"
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="ctl-a", scheduler=view)
+    out = c.heal()
+    assert c.api.asked == [] and out.decisions[1].action == "isolate"
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="ctl-a", scheduler=view.replace(
+        "swapping IB cable, do not resume [alice]", "gpufleet: GF-XID-FATAL health.xid"))
+    c.heal(NOW + dt.timedelta(minutes=1))
+    assert c.api.asked == ["i-gpu0"]

@@ -69,7 +69,8 @@ def test_heal_replaces_a_faulty_node_of_an_azure_pool_end_to_end(azure, tmp_path
     say(c.bucket, f"{vmss}/virtualMachines/0", state="faulty", faults=[XID], hostname="hl-gpu000000")
     say(c.bucket, f"{vmss}/virtualMachines/1", hostname="hl-gpu000001")
     say(c.bucket, "ctl-0", pool="ctl", hostname="hl-ctl",
-        scheduler="nodes\nhl-ctl idle\nhl-gpu000000 drained\nhl-gpu000001 idle\n")
+        scheduler="nodes\nhl-ctl idle\nhl-gpu000000 drained\nhl-gpu000001 idle\njobs\ndrained\n"
+                  "hl-gpu000000|gpufleet: GF-XID-FATAL health.xid\n")
     out = c.heal(dt.datetime.now(dt.timezone.utc))
     assert [r.done for r in out.repaired] == [True], out.repaired
     assert c.node_ids() == ["ctl-0", f"{vmss}/virtualMachines/2", f"{vmss}/virtualMachines/1"]

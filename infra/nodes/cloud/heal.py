@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from gpufleet.clouds import cloud, inventory
 from gpufleet.clouds import scheduler as slurm_view
+from gpufleet.clouds.node_watch import MARK
 from gpufleet.errors import CapacityError, GpufleetError, QuotaError, UntrustedValue
 from gpufleet.nodes import health as hl
 from gpufleet.nodes.cloud import channel
@@ -94,8 +95,9 @@ def read_statuses(run: Run, pools: dict, outputs, now: dt.datetime) -> tuple[dic
     return found, unread
 
 
-def slurm_states(found: dict, now: dt.datetime) -> dict[str, str] | None:
-    """Slurm's state of each node (by host name) as the controller's agent last put it; None when it
+def slurm_states(found: dict, now: dt.datetime) -> tuple[dict[str, str], dict[str, str]] | None:
+    """Slurm's state of each node (by host name) and each drained node's reason, as the controller's agent last
+    put them; None when it
     says nothing trustworthy: no controller status, an error, or a view whose own time is not within
     SLURM_VIEW_MAX_AGE_S of now (the controller's health report is re-uploaded by its watch with the
     view it holds, so its freshness says nothing of the view's)."""
@@ -106,18 +108,23 @@ def slurm_states(found: dict, now: dt.datetime) -> dict[str, str] | None:
             age = (now - hl.parse_time(s.slurm_at)).total_seconds()
         except hl.Unreadable:
             return None
-        return slurm_view.node_states(s.slurm) if abs(age) <= SLURM_VIEW_MAX_AGE_S else None
+        fresh = abs(age) <= SLURM_VIEW_MAX_AGE_S
+        return (slurm_view.node_states(s.slurm), slurm_view.parse("", s.slurm)["drained"]) if fresh else None
     return None
 
 
-def _jobs(nh: NodeHealth, s: Said, slurm: bool, states: dict | None, own_status_only: bool) -> None:
+def _jobs(nh: NodeHealth, s: Said, slurm: bool, states: tuple | None, own_status_only: bool) -> None:
     rep = s.report
     if not slurm:  # no scheduler: the node marked itself failed; gpufleet runs no job there to wait for
         nh.drained, nh.jobs = rep["drained"] or rep["state"] in hl.BROKEN, "none"
         nh.vouched = own_status_only
         return
     # Slurm's word only: drained (DRAIN, no job left) or draining (jobs run); not known without a fresh view
-    nh.drained, nh.jobs = hl.from_slurm((states or {}).get(s.hostname or ""))
+    nodes, reasons = states or ({}, {})
+    nh.drained, nh.jobs = hl.from_slurm(nodes.get(s.hostname or ""))
+    # where a peer could have written its status, its fault is taken only if Slurm was drained for gpufleet's own
+    # reason (its watch drains with "gpufleet: GF-..."), not a person's
+    nh.vouched = own_status_only or (reasons.get(s.hostname or "") or "").startswith(MARK)
 
 
 def health(run: Run, owns, outputs, name: str) -> list[NodeHealth]:
