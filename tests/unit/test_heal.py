@@ -569,3 +569,15 @@ def test_on_azure_a_node_a_person_drained_is_not_terminated_on_a_status_a_peer_c
         "swapping IB cable, do not resume [alice]", "gpufleet: GF-XID-FATAL health.xid"))
     c.heal(NOW + dt.timedelta(minutes=1))
     assert c.api.asked == ["i-gpu0"]
+
+
+def test_status_names_a_gone_node_heal_left_out_of_service(tmp_path, cat):
+    """A gone node isolated by its pool's rules is named in `status` as a faulty one is."""
+    from gpufleet.fleet import status
+
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: isolate}"), api=Api(gone={"i-gpu0"}))
+    c.heal()
+    row = status.ClusterStatus("hl", "up", "hl", None, None, None, 3, None, 0.0, 0.0)
+    row.health = healing.summary(c.log, "hl")
+    status._health_notes(row)
+    assert any("gpu-0" in n and "GF-VM-GONE" in n for n in row.notes), row.notes
