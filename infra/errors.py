@@ -135,6 +135,16 @@ class CapacityError(GpufleetError):
     """The cloud has no capacity for what was asked (distinct from a quota limit)."""
 
 
+class ReplacementUnfinished(GpufleetError):
+    """A replacement launched a new node (``launched``: its id) and then failed (the new node not yet visible, the
+    old one's termination refused): `heal` remembers the new node and finishes it, never launches another."""
+
+    def __init__(self, message: str, *, launched: str, hint: str | None = None):
+        self.launched = launched
+        super().__init__(message, hint or f"{launched} was launched: `gpufleet heal` finishes this replacement on its "
+                         "next pass (it launches no other)")
+
+
 class QuotaError(GpufleetError):
     """An account quota is too small for what the stack needs (told apart from CapacityError:
     raising the quota fixes it, retrying does not). ``needed``/``available`` are None when

@@ -470,6 +470,9 @@ class Cloud(Provider, Protocol):
     # `heal` can replace one of a pool's nodes through the pool's own request (its API's ``replace_node``);
     # where it cannot yet, a faulty node is isolated (left drained and named) instead
     replaces_nodes: bool
+    # the pool's bucket lets a node write only its own status (AWS: the key is its ``aws:userid``); where
+    # any node of a pool may write every status of it (GCP, Azure), a status alone never terminates a node
+    own_status_only: bool
 
     image_template: str  # its Packer template under images/ (a golden image of a pool)
     images_global: bool  # an image built anywhere boots in every region (else only where it was built)

@@ -630,7 +630,8 @@ def run(cfg, force=False):
 
 def report_scheduler(cfg):
     """On Slurm's controller (its document names a ``probe``): what Slurm says of its nodes and jobs,
-    put in this node's status when it changed since the status said it (`gpufleet status` reads it)."""
+    put in this node's status on each run, stamped with when it was read (`gpufleet status` reads it;
+    `gpufleet heal` trusts it only while that stamp is fresh, so it is re-stamped even when unchanged)."""
     probe = (_read_json(f"{STATE_DIR}/applied.json") or {}).get("probe")  # the generation applied last
     status = _read_json(f"{STATE_DIR}/status.json")
     if not probe or not status:
@@ -639,9 +640,8 @@ def report_scheduler(cfg):
         store = STORES[cfg["cloud"]](cfg)
         r = subprocess.run(["sh", "-c", probe], capture_output=True, text=True, timeout=60)
         out = r.stdout if r.returncode == 0 else "error: " + (r.stderr or r.stdout).strip()[-300:]
-        if (status.get("scheduler") or {}).get("out") != out:
-            status["scheduler"] = {"out": out, "at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-            put_status(store, cfg["pool"], node_id(cfg), status)
+        status["scheduler"] = {"out": out, "at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        put_status(store, cfg["pool"], node_id(cfg), status)
     except (AgentError, OSError, ValueError, subprocess.SubprocessError) as e:
         print(f"Slurm's view was not reported: {e}", flush=True)
 

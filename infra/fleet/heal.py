@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import shlex
 import socket
 from dataclasses import dataclass, field
 
@@ -73,7 +74,8 @@ def decide(h: NodeHealth, rules, *, replaced_last_hour: int, retry_at: dt.dateti
         return d
     held = _held(h, rules, replaced_last_hour, retry_at, now)
     if held is None:
-        d.action, d.why = "replace", "drained, no job left, under the pool's limits"
+        d.action, d.why = "replace", ("drained, no job left, under the pool's limits" if not h.launched else
+                                      f"drained, no job left: finishing the replacement that launched {h.launched}")
     elif held[0] == "wait":
         d.action, d.why = held
     elif isolated:
@@ -90,11 +92,16 @@ def _held(h: NodeHealth, rules, replaced: int, retry_at, now) -> tuple[str, str]
         return "isolate", "the pool's on_fault is isolate"
     if not h.replaceable:
         return "isolate", "no new node can be made in its place (a rack host, or a cloud whose replacement is not built)"
+    if not h.vouched:
+        return "isolate", ("its status, which any node of its pool can write, is its only witness (Slurm does not "
+                           "say it is drained): isolated, never terminated on that word alone")
     if h.reserved and not rules.replace_reserved:
         return "isolate", "on reserved capacity (replace_reserved is false): isolated, its slot kept"
     if h.jobs != "none":
         return "wait", ("its jobs are still running" if h.jobs == "running" else
                         "whether jobs run on it is not known: never replaced on a guess")
+    if h.launched:  # its successor was launched (and counted) by an earlier pass: finished, nothing launched
+        return None
     if replaced >= rules.max_replacements:
         return "wait", f"the pool had {replaced} replacement(s) in the last hour (max_replacements {rules.max_replacements})"
     if retry_at is not None and now < retry_at:
@@ -171,6 +178,10 @@ class Healed:
     replacements: dict[str, int] = field(default_factory=dict)  # pool -> replaced in all (heal's count)
     events: int = 0
     left: str | None = None  # why the pass left the cluster alone (an `up` or `down` is under way)
+    # with Slurm, after a replacement: the command that publishes slurm.conf with the new node's host name (slurmd
+    # on a host slurm.conf does not name exits: SchedMD/slurm slurmd.c, "Unable to determine this slurmd's
+    # NodeName"); heal does not run it yet
+    configure: str | None = None
 
     @property
     def unknown(self) -> list[Decision]:
@@ -186,14 +197,18 @@ class Healed:
         return {"cluster": self.cluster, "dry_run": self.dry_run,
                 "nodes": [{**h.to_dict(), "decision": by[h.node].to_dict()} for h in self.nodes],
                 "repaired": [r.to_dict() for r in self.repaired], "replacements": self.replacements,
-                "unknown": len(self.unknown), "events": self.events, "left_alone": self.left}
+                "unknown": len(self.unknown), "events": self.events, "left_alone": self.left,
+                "configure": self.configure}
 
 
 def recent_replacements(store: SharedStore | None, cluster: str, now: dt.datetime) -> dict[str, int]:
     """pool -> the replacements the log has for it in the last hour."""
     out: dict[str, int] = {}
     for e in events.read(store, cluster, now - WINDOW) if store is not None else []:
-        if e.get("action") == "replace" and e.get("done") is True and isinstance(e.get("pool"), str):
+        # each launch counts once: the event of the pass that launched the node (done or not); one that only
+        # finished an earlier launch says launched None; an older event, without the key, counts when done
+        launch = isinstance(e.get("launched"), str) or ("launched" not in e and e.get("done") is True)
+        if e.get("action") == "replace" and launch and isinstance(e.get("pool"), str):
             at = _time(e.get("at", "").replace("+00:00", "Z"))
             if at is None or now - at <= WINDOW:
                 out[e["pool"]] = out.get(e["pool"], 0) + 1
@@ -235,6 +250,7 @@ def heal(stack, cat, *, cluster: str | None = None, registry: Registry | None = 
 
 def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) -> Healed:
     state, version = read_state(store, run.cluster)
+    saved = [version]  # the memory's version, as a launch's own write leaves it
     out = Healed(run.cluster, dry_run, replacements={p: v.get("replaced", 0) for p, v in state["pools"].items()})
     replaced = recent_replacements(store, run.cluster, now)
     rules = {p.name: p.health for p in run.stack.pools}
@@ -242,6 +258,7 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
     for k, h in read:
         pool = state["pools"].setdefault(h.pool, {})
         mine = state["nodes"].get(h.node, {})
+        h.launched = mine.get("launched")
         d = decide(h, rules[h.pool], replaced_last_hour=replaced.get(h.pool, 0), retry_at=_time(pool.get("retry_at")),
                    now=now, isolated=mine.get("done") == "isolate" and mine.get("code") == h.code)
         out.nodes.append(h)
@@ -251,6 +268,7 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
         r = None
         if d.action in ACTIONS:
             leases.ensure_held()  # a pass that lost its lease does nothing more
+            h.on_launch = _on_launch(store, run.cluster, state, h, saved)
             r = k.repair(run, h, d.action)
             out.repaired.append(r)
             _after(run, state, h, d, r, now, replaced, out)
@@ -263,8 +281,19 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
         state["pools"][name]["health"] = {s: seen.count(s) for s in sorted(set(seen))}
         state["pools"][name]["checked_at"] = _stamp(now)
     if not dry_run:
-        write_state(store, run.cluster, state, version)
+        write_state(store, run.cluster, state, saved[0])
     return out
+
+
+def _on_launch(store: SharedStore, cluster: str, state: dict, h: NodeHealth, saved: list):
+    """What a cloud calls the moment a replacement's new node exists: the node is in heal's memory (the store)
+    before the cloud is asked anything more, so a failure or a killed pass after it never launches another."""
+    def launched(new_id: str) -> None:
+        state["nodes"].setdefault(h.node, {})["launched"] = new_id[:300]
+        write_state(store, cluster, state, saved[0])
+        got = store.read(state_key(cluster))
+        saved[0] = got[1] if got is not None else saved[0]
+    return launched
 
 
 def _after(run: Run, state: dict, h: NodeHealth, d: Decision, r, now: dt.datetime, replaced: dict, out: Healed) -> None:
@@ -272,16 +301,21 @@ def _after(run: Run, state: dict, h: NodeHealth, d: Decision, r, now: dt.datetim
     pool = state["pools"][h.pool]
     if d.action != "replace":
         return
+    if r.launched and not r.done:  # launched, not finished: counted now (the next pass finishes it)
+        replaced[h.pool] = replaced.get(h.pool, 0) + 1
     if r.done and r.new is not None:
         nodes = [r.new if (n.pool, n.idx) == (r.new.pool, r.new.idx) else n for n in run.record.nodes]
         rec = run.record
         run.record = run.registry.record(name=rec.name, stack=rec.stack, stack_file=rec.stack_file, owner=rec.owner,
                                          expires_at=rec.expires_at, backend=rec.backend, nodes=nodes, state=rec.state)
-        replaced[h.pool] = replaced.get(h.pool, 0) + 1
+        replaced[h.pool] = replaced.get(h.pool, 0) + (1 if r.launched else 0)  # a finish was counted at its launch
         pool["replaced"] = pool.get("replaced", 0) + 1
         out.replacements[h.pool] = pool["replaced"]
         pool.pop("refusals", None)
         pool.pop("retry_at", None)
+        if run.stack.slurm:
+            out.configure = f"gpufleet configure {shlex.quote(rec.stack_file)} --cluster {rec.name}"
+            r.detail = f"{r.detail}; it joins Slurm only once `gpufleet configure` publishes slurm.conf with it"
     elif r.refused:
         pool["refusals"] = pool.get("refusals", 0) + 1
         pool["retry_at"] = _stamp(now + backoff(pool["refusals"]))
@@ -319,7 +353,8 @@ def _event(store: SharedStore, cluster: str, d: Decision, r, now: dt.datetime) -
     events.record(store, {"who": team.who(), "host": socket.gethostname(), "command": f"heal {d.action}",
                           "cluster": cluster, "outcome": outcome, "exit_code": 0, "action": d.action, "node": d.node,
                           "pool": d.pool, "code": d.code, "evidence": d.evidence, "why": d.why, "done": done,
-                          "refused": bool(r is not None and r.refused)}, now=now)
+                          "refused": bool(r is not None and r.refused),
+                          "launched": r.launched if r is not None else None}, now=now)
 
 
 def summary(store: SharedStore | None, cluster: str) -> dict | None:

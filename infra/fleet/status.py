@@ -18,6 +18,7 @@ from gpufleet.clouds.resources import Resource, price
 from gpufleet.clouds.tags import CREATED_BY, TAG_PREFIX, format_expiry, names, principal_key, time_or_none
 from gpufleet.errors import GpufleetError, NotFound
 from gpufleet.fleet import budgets, heal, team
+from gpufleet.nodes.health import BROKEN
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
 from gpufleet.stacks import stack_of
@@ -243,7 +244,7 @@ def _health_notes(row: ClusterStatus) -> None:
             row.notes.append(f"pool {pool} at the last heal pass ({v.get('checked_at')}): "
                              + ", ".join(f"{n} {s}" for s, n in v["health"].items()))
     out = [f"{n} {v.get('done') or 'faulty'} [{v.get('last_fault')}]" for n, v in row.health["nodes"].items()
-           if v.get("health") in ("faulty", "interrupted") and v.get("done") != "replace"]
+           if v.get("health") in BROKEN and v.get("done") != "replace"]
     if out:
         row.notes.append(f"{len(out)} node(s) out of service (heal): " + "; ".join(out[:5]) + ("; ..." if len(out) > 5
                                                                                               else ""))

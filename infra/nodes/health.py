@@ -19,7 +19,8 @@ from gpufleet.spec import HEALTH_WATCH_MIN_S
 
 STATES = ("ok", "gating", "faulty", "interrupted")  # what a node may say; ``unknown`` is the reader's
 UNKNOWN = "unknown"
-BROKEN = ("faulty", "interrupted")  # a node that must leave service
+GONE = "gone"  # the reader's too: the cloud itself says the node's VM is terminated or deleted (a reclaimed spot VM)
+BROKEN = ("faulty", "interrupted", GONE)  # a node that must leave service
 STALE_INTERVALS = 3  # a report older than this many of its intervals says nothing any more
 CODE = re.compile(r"^GF-[A-Z0-9-]{1,40}$")  # nodecheck's fault codes (GF-XID-FATAL ...)
 CHECK_MAX = 80  # a check's name (nodecheck's: health.xid, gpu.ecc ...): one line, shown only
@@ -41,7 +42,7 @@ class NodeHealth:
     node: str  # pool-idx, as `status` names it
     pool: str
     kind: str  # the NAME of the kind that read it
-    state: str  # ok | gating | faulty | interrupted | unknown
+    state: str  # ok | gating | faulty | interrupted | gone | unknown
     address: str | None = None
     node_id: str | None = None
     why: str | None = None  # unknown: why it could not be read
@@ -52,6 +53,11 @@ class NodeHealth:
     jobs: str | None = None  # "none" | "running"; None: not known (never replaced then)
     reserved: bool = False  # on a reservation or Capacity Block (kept unless the pool's replace_reserved)
     replaceable: bool = True  # its kind can make a new node in its place (racks: never)
+    # its fault may end in its termination: Slurm's view (the controller's) says it is drained, or only the
+    # node itself can write its status; False: any node of its pool could have written it (isolated instead)
+    vouched: bool = True
+    launched: str | None = None  # heal's memory: a replacement launched this node's successor and did not finish
+    on_launch: object = field(default=None, repr=False)  # heal's: called with a new node's id the moment it exists
 
     @property
     def code(self) -> str | None:
@@ -109,17 +115,21 @@ def _notice(n) -> dict | None:
     return {"cloud": n["cloud"], "kind": n["kind"], "at": n.get("at")}
 
 
-def reported(status: dict, now: dt.datetime) -> dict:
+def reported(status: dict, now: dt.datetime, interval: int | None = None) -> dict:
     """The ``health`` part of a node's status, checked: {"state", "faults", "checked_at", "notice",
-    "drained"}. Unreadable (with why) when it is missing, malformed or stale: the node is then unknown."""
+    "drained"}. Unreadable (with why) when it is missing, malformed or stale: the node is then unknown.
+    ``interval``: the pool's health.interval (its spec), which judges staleness rather than the interval
+    the status claims (whoever forges a status could claim a day)."""
     h = status.get("health")
     if not isinstance(h, dict):
         raise Unreadable("its status has no health report (the watch has not run, or an older agent)")
     if h.get("state") not in STATES:
         raise Unreadable(f"health state {str(h.get('state'))[:30]!r} is none of {', '.join(STATES)}")
-    interval = h.get("interval")
-    if isinstance(interval, bool) or not isinstance(interval, int) or not HEALTH_WATCH_MIN_S <= interval <= 86_400:
+    interval_said = h.get("interval")
+    if isinstance(interval_said, bool) or not isinstance(interval_said, int) \
+            or not HEALTH_WATCH_MIN_S <= interval_said <= 86_400:
         raise Unreadable("its health interval is not a number of seconds")
+    interval = interval or interval_said
     checked = parse_time(h.get("checked_at"))
     age = (now - checked).total_seconds()
     if abs(age) > STALE_INTERVALS * interval:  # far in the future is no clock we can trust either
@@ -156,7 +166,8 @@ class Repaired:
     detail: str
     refused: bool = False  # the cloud had no capacity (or quota) for a new node: asked again later
     new: object = None  # replace: the state.registry.Node in its place
+    launched: str | None = None  # replace: the id of the node this call launched (done or not), counted once
 
     def to_dict(self) -> dict:
         return {"node": self.node, "action": self.action, "done": self.done, "detail": self.detail,
-                "refused": self.refused, "new_node_id": getattr(self.new, "node_id", None)}
+                "refused": self.refused, "new_node_id": getattr(self.new, "node_id", None), "launched": self.launched}

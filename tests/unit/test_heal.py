@@ -77,13 +77,17 @@ XID = {"code": "GF-XID-FATAL", "check": "health.xid", "evidence": "Xid 79 on GPU
 class Api:
     """The cloud's API as the cloud kind asks it: what it was asked to replace; ``refuse``: no capacity."""
 
-    def __init__(self, refuse: bool = False):
-        self.asked, self.refuse = [], refuse
+    def __init__(self, refuse: bool = False, gone=()):
+        self.asked, self.refuse, self.gone = [], refuse, set(gone)
 
-    def replace_node(self, region, *, cluster, pool, node_id, release_first=False):
+    def gone_nodes(self, region, *, cluster, pool, node_ids):
+        return self.gone & set(node_ids)
+
+    def replace_node(self, region, *, cluster, pool, node_id, release_first=False, launched=None, on_launch=None):
         self.asked.append(node_id)
         if self.refuse:
             raise CapacityError("aws: EC2 launched no replacement: InsufficientInstanceCapacity: none in us-east-1a")
+        on_launch(f"i-new{len(self.asked)}")  # as a cloud does, the moment the new node exists
         return {"id": f"i-new{len(self.asked)}", "private_ip": f"10.0.1.{len(self.asked)}", "zone": "us-east-1a",
                 "fleet_id": "fleet-new"}
 
@@ -360,3 +364,220 @@ def test_a_cluster_an_up_is_changing_or_that_failed_is_left_alone(tmp_path, cat,
     c.reg.set_state("hl", state)
     out = c.heal()
     assert out.left and state in out.left and c.api.asked == [] and c.log.keys("") == []
+
+
+# --- review of issue 51: whose word terminates a node (findings 4, 5, 7) ---------------------------
+
+def _slurm_cluster(tmp_path, cat):
+    c = Cluster(tmp_path, cat, stack_text(slurm=True, nodes=1))
+    return c
+
+
+def test_a_node_is_replaced_only_when_slurm_itself_says_drained_never_on_its_own_drained_claim(tmp_path, cat):
+    """A node's own ``drained: true`` (any node of a GCP/Azure pool can write it) beside an idle Slurm view:
+    a job may have started since; only Slurm's DRAINED (no job left, none can start) lets it be replaced."""
+    c = _slurm_cluster(tmp_path, cat)
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], drained=True, hostname="gpu-a")
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="ctl-a", scheduler="nodes\nctl-a idle\ngpu-a idle\n")
+    out = c.heal()
+    assert c.api.asked == [] and out.decisions[1].action == "drain"
+
+
+def test_slurms_view_counts_only_while_its_own_time_is_fresh(tmp_path, cat):
+    """The controller's health report may be fresh while the Slurm view inside it is old (the watch re-uploads
+    it): the view's own ``at`` is what is judged, here ten minutes old (nodes.cloud.heal.SLURM_VIEW_MAX_AGE_S)."""
+    c = _slurm_cluster(tmp_path, cat)
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], drained=True, hostname="gpu-a")
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="ctl-a", scheduler="nodes\nctl-a idle\ngpu-a drained\n")
+    body = json.loads(c.bucket.objects["status/ctl/i-ctl0.json"])
+    old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=10)
+    body["scheduler"]["at"] = old.strftime("%Y-%m-%dT%H:%M:%SZ")
+    c.bucket.put("status/ctl/i-ctl0.json", json.dumps(body).encode())
+    out = c.heal()
+    assert c.api.asked == [] and out.decisions[1].action != "replace"
+
+
+def test_a_forged_long_interval_does_not_keep_a_report_fresh(tmp_path, cat):
+    """Staleness is judged by the pool's own health.interval (the spec), not by the interval a status claims."""
+    c = Cluster(tmp_path, cat, stack_text())
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], interval=86_400, age_s=3600)
+    out = c.heal()
+    assert c.api.asked == [] and out.decisions[0].action == "skip" and "stale" in out.decisions[0].why
+
+
+@pytest.mark.parametrize("provider", ["azure", "gcp"])
+def test_without_slurm_a_status_any_pool_member_can_write_never_terminates_a_node(tmp_path, cat, provider,
+                                                                                   monkeypatch):
+    """On GCP and Azure every node of a pool may write every status under status/<pool>/ (their bucket
+    policies): a status alone may isolate a node, never get it terminated."""
+    from gpufleet.clouds import cloud
+
+    monkeypatch.setattr(cloud(provider), "replaces_nodes", True)
+    c = Cluster(tmp_path, cat, stack_text().replace("provider: aws, region: us-east-1, instance_type: g6.12xlarge",
+                                                    {"azure": "provider: azure, region: eastus, instance_type: "
+                                                              "Standard_NC24ads_A100_v4",
+                                                     "gcp": "provider: gcp, region: us-central1, instance_type: "
+                                                            "a2-highgpu-1g"}[provider]))
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    out = c.heal()
+    assert c.api.asked == [] and out.decisions[0].action == "isolate"
+
+
+def test_slurm_node_names_are_matched_with_their_case(tmp_path, cat):
+    """An Azure Uniform scale set VM's computer name is prefix + base-36 instance id in upper case
+    ("nsgvmss00002D", learn.microsoft.com virtual-machine-scale-sets-instance-ids); Slurm keeps it as is."""
+    c = _slurm_cluster(tmp_path, cat)
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], drained=True, hostname="gfgpu00000A")
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="ctl-a", scheduler="nodes\nctl-a idle\ngfgpu00000A drained\n")
+    c.heal()
+    assert c.api.asked == ["i-gpu0"]
+
+
+# --- review of issue 51, finding 3: a replacement that launched a node and then failed ------------------
+
+class Launches(Api):
+    """A cloud that launches the new node, says so (``on_launch``), then fails before the old one is terminated
+    (EC2's eventual consistency: the new id not yet visible; a termination refused), ``fail`` times."""
+
+    def __init__(self, fail: int):
+        super().__init__()
+        self.fail, self.launched, self.finished = fail, [], []
+
+    def replace_node(self, region, *, cluster, pool, node_id, release_first=False, launched=None, on_launch=None):
+        from gpufleet.errors import ReplacementUnfinished
+
+        self.asked.append(node_id)
+        if launched is None:
+            launched = f"i-new{len(self.launched) + 1}"
+            self.launched.append(launched)
+            if on_launch is not None:
+                on_launch(launched)
+        if self.fail:
+            self.fail -= 1
+            raise ReplacementUnfinished(f"aws: InvalidInstanceID.NotFound: {launched}", launched=launched)
+        self.finished.append(launched)
+        return {"id": launched, "private_ip": "10.0.1.9", "zone": "us-east-1a", "fleet_id": "fleet-new"}
+
+
+def test_a_replacement_that_launched_then_failed_is_finished_next_pass_never_launched_again(tmp_path, cat):
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 5}"), api=Launches(fail=2))
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    out = c.heal()
+    assert c.api.launched == ["i-new1"] and out.trouble
+    state, _ = healing.read_state(c.log, "hl")
+    assert state["nodes"]["gpu-0"]["launched"] == "i-new1"  # remembered, with the pool's count
+    c.heal(NOW + dt.timedelta(minutes=1))
+    c.heal(NOW + dt.timedelta(minutes=2))
+    assert c.api.launched == ["i-new1"] and c.api.finished == ["i-new1"]  # finished, never launched again
+    assert c.node_ids()[0] == "i-new1"
+    assert healing.recent_replacements(c.log, "hl", NOW + dt.timedelta(minutes=3)) == {"gpu": 1}  # counted once
+
+
+def test_a_launched_but_unfinished_replacement_counts_toward_max_replacements(tmp_path, cat):
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 1}"), api=Launches(fail=10))
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    say(c.bucket, "i-gpu1", state="faulty", faults=[XID])
+    c.heal()
+    c.heal(NOW + dt.timedelta(minutes=1))
+    assert c.api.launched == ["i-new1"]  # gpu-1 waits: the pool's one replacement this hour was launched
+
+
+def test_heals_memory_of_a_launch_is_written_before_the_cloud_is_asked_anything_more(tmp_path, cat):
+    """Even a pass that dies right after the launch (the process killed) leaves the launch in heal's memory."""
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 5}"), api=Launches(fail=0))
+    seen = []
+    real = c.api.replace_node
+
+    def and_look(*a, on_launch=None, **kw):
+        def look(new_id):
+            on_launch(new_id)
+            seen.append(healing.read_state(c.log, "hl")[0]["nodes"].get("gpu-0", {}).get("launched"))
+        return real(*a, on_launch=look, **kw)
+
+    c.api.replace_node = and_look
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    c.heal()
+    assert seen == ["i-new1"]
+
+
+# --- review of issue 51, finding 6: a node whose VM the cloud says is gone -------------------------------
+
+def test_a_node_whose_vm_the_cloud_says_is_gone_is_replaced_not_unknown_forever(tmp_path, cat):
+    """A reclaimed spot VM writes no more: its report goes stale (unknown), but the cloud's own answer (its API,
+    the VM's tags checked) says it is gone, and the pool's rules replace it."""
+    c = Cluster(tmp_path, cat, stack_text(), api=Api(gone={"i-gpu0"}))
+    say(c.bucket, "i-gpu0", state="interrupted", age_s=3600)  # its last word, long ago
+    say(c.bucket, "i-gpu1")
+    out = c.heal()
+    assert out.decisions[0].action == "replace" and out.nodes[0].state == "gone"
+    assert c.api.asked == ["i-gpu0"] and c.node_ids()[0] == "i-new1"
+    assert out.decisions[2].action == "skip"  # gpu-2: no status, and the cloud does not say it is gone
+
+
+def test_a_gone_node_refused_capacity_is_asked_again_after_the_backoff(tmp_path, cat):
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 10}"),
+                api=Api(refuse=True, gone={"i-gpu0"}))
+    c.heal()
+    c.heal(NOW + dt.timedelta(minutes=1))
+    assert c.api.asked == ["i-gpu0"]  # within the backoff: waits
+    c.heal(NOW + healing.backoff(1) + dt.timedelta(seconds=1))
+    assert c.api.asked == ["i-gpu0", "i-gpu0"]
+
+
+def test_a_cloud_that_cannot_say_leaves_the_node_unknown(tmp_path, cat):
+    class Broken(Api):
+        def gone_nodes(self, region, *, cluster, pool, node_ids):
+            from gpufleet.errors import GpufleetError
+            raise GpufleetError("aws: RequestLimitExceeded")
+
+    c = Cluster(tmp_path, cat, stack_text(), api=Broken())
+    out = c.heal()
+    assert c.api.asked == [] and {d.action for d in out.decisions} == {"skip"}
+
+
+def test_with_slurm_a_replacement_says_configure_must_run_for_the_new_node_to_join(tmp_path, cat):
+    """Review of issue 51, finding 2: slurm.conf names each node by the host name its facts gave; a new VM has a
+    new one, and slurmd on a host slurm.conf does not name exits ("Unable to determine this slurmd's NodeName",
+    SchedMD/slurm slurmd.c, 23.11.4). Heal does not publish Slurm's files yet: it says the command that does."""
+    c = _slurm_cluster(tmp_path, cat)
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], hostname="gpu-a")
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="ctl-a", scheduler="nodes\nctl-a idle\ngpu-a drained\n")
+    out = c.heal()
+    assert c.api.asked == ["i-gpu0"]
+    want = f"gpufleet configure {tmp_path / 'hl.yaml'} --cluster hl"
+    assert out.to_dict()["configure"] == want
+    (e,) = [e for e in c.events() if e["action"] == "replace"]
+    assert "gpufleet configure" in e["outcome"] and "Slurm" in e["outcome"]
+
+
+def test_on_azure_a_node_a_person_drained_is_not_terminated_on_a_status_a_peer_could_write(tmp_path, cat):
+    """Slurm says drained, but for a person's reason, not gpufleet's own (its watch drains with "gpufleet: GF-..."):
+    on Azure a status any node of the pool can write is then the only witness of a fault: isolated, not replaced."""
+    text = stack_text(slurm=True, nodes=1).replace(
+        "provider: aws, region: us-east-1, instance_type: g6.12xlarge",
+        "provider: azure, region: eastus, instance_type: Standard_ND96isr_H100_v5").replace(
+        "provider: aws, region: us-east-1, instance_type: g4dn.xlarge", "provider: azure, region: eastus, "
+        "instance_type: Standard_NC24s_v3")
+    c = Cluster(tmp_path, cat, text)
+    c.api = Api()
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], hostname="gpu-a")
+    view = "nodes\nctl-a idle\ngpu-a drained\njobs\ndrained\ngpu-a|swapping IB cable, do not resume [alice]\n"
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="ctl-a", scheduler=view)
+    out = c.heal()
+    assert c.api.asked == [] and out.decisions[1].action == "isolate"
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="ctl-a", scheduler=view.replace(
+        "swapping IB cable, do not resume [alice]", "gpufleet: GF-XID-FATAL health.xid"))
+    c.heal(NOW + dt.timedelta(minutes=1))
+    assert c.api.asked == ["i-gpu0"]
+
+
+def test_status_names_a_gone_node_heal_left_out_of_service(tmp_path, cat):
+    """A gone node isolated by its pool's rules is named in `status` as a faulty one is."""
+    from gpufleet.fleet import status
+
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: isolate}"), api=Api(gone={"i-gpu0"}))
+    c.heal()
+    row = status.ClusterStatus("hl", "up", "hl", None, None, None, 3, None, 0.0, 0.0)
+    row.health = healing.summary(c.log, "hl")
+    status._health_notes(row)
+    assert any("gpu-0" in n and "GF-VM-GONE" in n for n in row.notes), row.notes

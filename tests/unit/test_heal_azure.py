@@ -57,18 +57,25 @@ def test_a_vm_of_a_scale_set_not_tagged_for_the_pool_is_never_deleted(azure):
 
 def test_heal_replaces_a_faulty_node_of_an_azure_pool_end_to_end(azure, tmp_path, cat):
     vmss = scale_set(azure)
-    text = (f"name: hl\nowner: ops@example.com\naccess: {{public_key: '{KEY}'}}\npools:\n"
+    # with Slurm: on Azure any node of a pool can write its peers' statuses, so a node is replaced only once
+    # the controller's Slurm view says it is drained (a status alone isolates it)
+    text = (f"name: hl\nowner: ops@example.com\naccess: {{public_key: '{KEY}'}}\nslurm: {{}}\npools:\n"
+            "  - {name: ctl, provider: azure, region: eastus, instance_type: Standard_NC24s_v3, role: controller, "
+            "nodes: 1}\n"
             "  - {name: gpu, provider: azure, region: eastus, instance_type: Standard_ND96isr_H100_v5, nodes: 2, "
             "health: {on_fault: replace}}\n")
-    c = Cluster(tmp_path, cat, text, ids=lambda pool, i: f"{vmss}/virtualMachines/{i}")
+    c = Cluster(tmp_path, cat, text, ids=lambda pool, i: f"{vmss}/virtualMachines/{i}" if pool == "gpu" else "ctl-0")
     c.api = inventory.open_clouds(["azure"], required=True, regions={"azure": ["eastus"]})["azure"]
-    say(c.bucket, f"{vmss}/virtualMachines/0", state="faulty", faults=[XID])
-    say(c.bucket, f"{vmss}/virtualMachines/1")
+    say(c.bucket, f"{vmss}/virtualMachines/0", state="faulty", faults=[XID], hostname="hl-gpu000000")
+    say(c.bucket, f"{vmss}/virtualMachines/1", hostname="hl-gpu000001")
+    say(c.bucket, "ctl-0", pool="ctl", hostname="hl-ctl",
+        scheduler="nodes\nhl-ctl idle\nhl-gpu000000 drained\nhl-gpu000001 idle\njobs\ndrained\n"
+                  "hl-gpu000000|gpufleet: GF-XID-FATAL health.xid\n")
     out = c.heal(dt.datetime.now(dt.timezone.utc))
     assert [r.done for r in out.repaired] == [True], out.repaired
-    assert c.node_ids() == [f"{vmss}/virtualMachines/2", f"{vmss}/virtualMachines/1"]
+    assert c.node_ids() == ["ctl-0", f"{vmss}/virtualMachines/2", f"{vmss}/virtualMachines/1"]
     assert vms(azure, vmss) == ["1", "2"]
-    assert c.reg.get("hl").nodes[0].vm_uid  # the new VM's own unique id, as `up` records it
+    assert c.reg.get("hl").nodes[1].vm_uid  # the new VM's own unique id, as `up` records it
 
 
 def test_on_reserved_capacity_the_faulty_vm_goes_first_and_the_capacity_is_asked_back(azure):
@@ -79,3 +86,60 @@ def test_on_reserved_capacity_the_faulty_vm_goes_first_and_the_capacity_is_asked
     calls = [(m, p.rsplit("/", 1)[-1]) for m, p in azure.calls if m in ("PATCH", "POST")]
     assert calls == [("POST", "delete"), ("PATCH", "hl-gpu")]
     assert vms(azure, vmss) == ["1", "2"] and got["id"].endswith("/virtualMachines/2")
+
+
+def capacity(azure, vmss: str) -> int:
+    return int(azure.items[vmss.lower()]["sku"]["capacity"])
+
+
+def test_a_scale_out_that_failed_without_a_vm_is_set_back_to_the_pools_size(azure, monkeypatch):
+    """Review of issue 51, finding 14: ARM took sku.capacity N+1, the operation ended Failed and made no VM: the
+    capacity is set back to N (else the next pass reads N+1 and asks N+2)."""
+    from gpufleet.clouds.azure import replace
+
+    vmss = scale_set(azure)
+    real = replace._settled
+
+    def failed_without_a_vm(api, scale_set_id, wait_s, sleep):
+        got = real(api, scale_set_id, wait_s, sleep)
+        azure.scale_sets[vmss.lower()][:] = [v for v in azure.scale_sets[vmss.lower()] if v["instance"] != "2"]
+        return {**got, "properties": {**(got.get("properties") or {}), "provisioningState": "Failed"}}
+
+    monkeypatch.setattr(replace, "_settled", failed_without_a_vm)
+    with pytest.raises(GpufleetError):
+        AzureApi().replace_node("eastus", cluster="hl", pool="gpu", node_id=f"{vmss}/virtualMachines/0")
+    assert vms(azure, vmss) == ["0", "1"] and capacity(azure, vmss) == 2
+
+
+def test_a_replacement_that_made_its_vm_then_failed_is_finished_without_a_second_scale_out(azure):
+    """Review of issue 51, finding 3 (Azure): the old VM's deletion refused after the scale-out; the new VM is said
+    (on_launch) first, and the next call finishes the replacement: capacity N+1 once, never N+2."""
+    from gpufleet.errors import ReplacementUnfinished
+
+    vmss = scale_set(azure)
+    azure.faults[("POST", r"/virtualMachineScaleSets/hl-gpu/delete$")] = [
+        (409, {"error": {"code": "OperationNotAllowed", "message": "another operation is in progress"}}, {})]
+    said = []
+    with pytest.raises(ReplacementUnfinished):
+        AzureApi().replace_node("eastus", cluster="hl", pool="gpu", node_id=f"{vmss}/virtualMachines/0",
+                                on_launch=said.append)
+    assert said == [f"{vmss}/virtualMachines/2"] and vms(azure, vmss) == ["0", "1", "2"]
+    got = AzureApi().replace_node("eastus", cluster="hl", pool="gpu", node_id=f"{vmss}/virtualMachines/0",
+                                  launched=said[0])
+    assert got["id"] == said[0] and vms(azure, vmss) == ["1", "2"] and capacity(azure, vmss) == 2
+    assert [m for m, p in azure.calls if m == "PATCH"] == ["PATCH"]  # one scale-out in all
+
+
+def test_an_evicted_vm_is_said_gone_and_one_vm_more_is_asked_nothing_deleted(azure):
+    """Review of issue 51, finding 6: an evicted spot VM (eviction policy Delete) is gone from its scale set, the
+    capacity lowered with it; the cloud's answer says it is gone, and its replacement is one VM more."""
+    vmss = scale_set(azure, n=3)
+    azure.scale_sets[vmss.lower()][:] = [v for v in azure.scale_sets[vmss.lower()] if v["instance"] != "0"]
+    azure.items[vmss.lower()]["sku"]["capacity"] = 2  # as the eviction leaves it
+    api = AzureApi()
+    ids = [f"{vmss}/virtualMachines/{i}" for i in range(3)]
+    assert api.gone_nodes("eastus", cluster="hl", pool="gpu", node_ids=ids) == {ids[0]}
+    assert api.gone_nodes("eastus", cluster="hl", pool="other", node_ids=ids) == set()  # not the pool's scale set
+    got = api.replace_node("eastus", cluster="hl", pool="gpu", node_id=ids[0])
+    assert got["id"] == f"{vmss}/virtualMachines/3" and vms(azure, vmss) == ["1", "2", "3"]
+    assert [m for m, _ in azure.calls if m == "POST"] == []  # nothing deleted

@@ -318,11 +318,19 @@ class AwsApi:
                                               "public_ip": x.get("PublicIpAddress")}
         return [found[i] for i in ids if i in found], errors
 
-    def replace_node(self, region: str, *, cluster: str, pool: str, node_id: str, release_first: bool = False) -> dict:
+    def gone_nodes(self, region: str, *, cluster: str, pool: str, node_ids: list[str]) -> set[str]:
+        """Which of the pool's nodes EC2 says are terminated (``aws.replace``)."""
+        try:
+            return replace.gone_nodes(self.client("ec2", region), cluster=cluster, pool=pool, node_ids=node_ids)
+        except (ClientError, BotoCoreError) as e:
+            raise unreadable(e, f"aws {region} listing pool {pool}'s terminated nodes") from None
+
+    def replace_node(self, region: str, *, cluster: str, pool: str, node_id: str, release_first: bool = False,
+                     launched: str | None = None, on_launch=None) -> dict:
         """One of the pool's nodes replaced through the pool's own request (``aws.replace``)."""
         try:
             return replace.replace_node(self.client("ec2", region), cluster=cluster, pool=pool, node_id=node_id,
-                                        release_first=release_first)
+                                        release_first=release_first, launched=launched, on_launch=on_launch)
         except (ClientError, BotoCoreError) as e:
             raise unreadable(e, f"aws {region} replacing {node_id}") from None
 

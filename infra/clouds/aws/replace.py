@@ -21,7 +21,7 @@ from botocore.exceptions import ClientError
 from gpufleet.clouds.aws import refusals
 from gpufleet.clouds.base import RETRIED_LATER, refusal_in
 from gpufleet.clouds.tags import TAG_PREFIX
-from gpufleet.errors import CapacityError, GpufleetError
+from gpufleet.errors import CapacityError, GpufleetError, ReplacementUnfinished
 
 # What DescribeFleets gives of the pool's request that CreateFleet takes back as it is (botocore 1.44.8's EC2
 # model: FleetLaunchTemplateOverrides vs ...OverridesRequest; OnDemandOptions and SpotOptions have the same
@@ -39,21 +39,30 @@ class Refused(CapacityError):
         super().__init__(message, "the faulty node stays drained; `gpufleet heal` asks again later (backoff)")
 
 
-def pool_fleet(ec2, cluster: str, pool: str, node_id: str) -> dict:
-    """The pool's instant fleet: the one holding ``node_id``, else the pool's first (a node replaced
-    before is in a fleet of its own, made from the same request)."""
-    mine = []
-    for page in ec2.get_paginator("describe_fleets").paginate():
-        for f in page.get("Fleets") or []:
-            tags = {t["Key"]: t["Value"] for t in f.get("Tags") or []}
-            if (tags.get(TAG_PREFIX + "cluster") == cluster and tags.get(TAG_PREFIX + "pool") == pool
-                    and not f.get("FleetState", "").startswith("deleted")):
-                mine.append(f)
-    if not mine:
-        raise GpufleetError(f"aws: no EC2 Fleet is tagged for pool {pool} of cluster {cluster}",
-                            "the pool's request is what a replacement is made from: run `gpufleet up` for the pool")
-    holding = [f for f in mine if any(node_id in (i.get("InstanceIds") or []) for i in f.get("Instances") or [])]
-    return (holding or sorted(mine, key=lambda f: str(f.get("CreateTime"))))[0]
+# EC2 Fleet tags each instance it launches with its fleet's id (AWS's EC2 Fleet workshop, awslabs/ec2-spot-workshops
+# content/launching_ec2_spot_instances/ec2_fleet.md, read 2026-11); "aws:" tags cannot be set or removed by a user
+FLEET_TAG = "aws:ec2:fleet-id"
+
+
+def pool_fleet(ec2, cluster: str, pool: str, node: dict) -> dict:
+    """The pool's instant fleet: the one that launched ``node`` (an instance as DescribeInstances gives it; a node
+    replaced before is in a fleet of its own, made from the same request), named by its id. DescribeFleets leaves
+    out an instant fleet whose id the request does not name (botocore 1.44.8's EC2 model, DescribeFleets), so
+    the pool's fleets are never listed."""
+    said = {t["Key"]: t["Value"] for t in node.get("Tags") or []}
+    fleet_id = said.get(FLEET_TAG)
+    if not fleet_id:
+        raise GpufleetError(f"aws: instance {node['InstanceId']} carries no {FLEET_TAG} tag: its pool's EC2 Fleet "
+                            "is not known", "the pool's request is what a replacement is made from: run `gpufleet "
+                            "up` for the pool")
+    fleets = ec2.describe_fleets(FleetIds=[fleet_id]).get("Fleets") or []
+    for f in fleets:
+        tags = {t["Key"]: t["Value"] for t in f.get("Tags") or []}
+        if (tags.get(TAG_PREFIX + "cluster"), tags.get(TAG_PREFIX + "pool")) == (cluster, pool):
+            return f
+    raise GpufleetError(f"aws: EC2 Fleet {fleet_id} (of instance {node['InstanceId']}) is not tagged for pool {pool} "
+                        f"of cluster {cluster}", "the pool's request is what a replacement is made from: run "
+                        "`gpufleet up` for the pool")
 
 
 def request_for_one(fleet: dict) -> dict:
@@ -93,18 +102,66 @@ def _terminate(ec2, node_id: str, wait: bool) -> None:
         ec2.get_waiter("instance_terminated").wait(InstanceIds=[node_id], WaiterConfig={"Delay": 5, "MaxAttempts": 60})
 
 
-def replace_node(ec2, *, cluster: str, pool: str, node_id: str, release_first: bool = False) -> dict:
-    """A new node for the pool from its own request, then ``node_id`` terminated: {"id", "private_ip",
-    "zone", "fleet_id"}. Refused (nothing launched, the old node left as it was unless
-    ``release_first``) when EC2 launches none."""
-    (old,) = [i for r in ec2.describe_instances(InstanceIds=[node_id])["Reservations"] for i in r["Instances"]]
-    said = {t["Key"]: t["Value"] for t in old.get("Tags") or []}
+def _pools_node(ec2, cluster: str, pool: str, node_id: str) -> dict:
+    """The instance ``node_id`` as EC2 describes it, if its own tags name the pool (the registry and heal's memory
+    are a team's store: nothing is terminated or taken for a node on their word alone)."""
+    (got,) = [i for r in ec2.describe_instances(InstanceIds=[node_id])["Reservations"] for i in r["Instances"]]
+    said = {t["Key"]: t["Value"] for t in got.get("Tags") or []}
     if (said.get(TAG_PREFIX + "cluster"), said.get(TAG_PREFIX + "pool")) != (cluster, pool):
-        # the registry (a team's store) names the node: nothing is terminated on its word alone
         raise GpufleetError(f"aws: instance {node_id} is not tagged as a node of pool {pool} of cluster {cluster}: "
                             "not replaced", "check the registry's record (`gpufleet registry rebuild` reads it again "
                             "from the clouds' tags)")
-    fleet = pool_fleet(ec2, cluster, pool, node_id)
+    return got
+
+
+def replace_node(ec2, *, cluster: str, pool: str, node_id: str, release_first: bool = False,
+                 launched: str | None = None, on_launch=None) -> dict:
+    """A new node for the pool from its own request, then ``node_id`` terminated: {"id", "private_ip",
+    "zone", "fleet_id"}. Refused (nothing launched, the old node left as it was unless
+    ``release_first``) when EC2 launches none. ``on_launch`` is called with the new node's id the moment
+    it exists, before anything else; a failure after it is ReplacementUnfinished, and a later call with
+    ``launched`` (that id) finishes the replacement without launching again."""
+    old = _pools_node(ec2, cluster, pool, node_id)
+    if launched is None:
+        launched = _launch(ec2, cluster, pool, old, release_first)
+        if on_launch is not None:
+            on_launch(launched)
+    try:  # EC2 is eventually consistent: a new id may not be found yet (docs.aws.amazon.com/ec2/latest/devguide/
+        # eventual-consistency, read 2026-11); the next pass finishes it
+        new = _pools_node(ec2, cluster, pool, launched)
+        if not release_first and old["State"]["Name"] not in ("shutting-down", "terminated"):
+            _terminate(ec2, node_id, wait=False)
+    except ClientError as e:
+        raise ReplacementUnfinished(f"aws: {launched} was launched for pool {pool} in place of {node_id}, then: "
+                                    f"{e}"[:400], launched=launched) from None
+    said = {t["Key"]: t["Value"] for t in new.get("Tags") or []}
+    return {"id": new["InstanceId"], "private_ip": new.get("PrivateIpAddress"),
+            "zone": (new.get("Placement") or {}).get("AvailabilityZone"), "fleet_id": said.get(FLEET_TAG)}
+
+
+def gone_nodes(ec2, *, cluster: str, pool: str, node_ids: list[str]) -> set[str]:
+    """Those of ``node_ids`` EC2 lists as shutting down or terminated with the pool's own tags (a reclaimed spot
+    instance, or one terminated before its replacement was refused). EC2 keeps a terminated instance listed for a
+    while ("about an hour", ec2 user guide, terminating-instances, read 2026-11); one it no longer lists is not
+    said gone (its absence could also be eventual consistency): it stays unknown."""
+    want = set(node_ids)
+    found = set()
+    pages = ec2.get_paginator("describe_instances").paginate(Filters=[
+        {"Name": f"tag:{TAG_PREFIX}cluster", "Values": [cluster]}, {"Name": f"tag:{TAG_PREFIX}pool", "Values": [pool]},
+        {"Name": "instance-state-name", "Values": ["shutting-down", "terminated"]}])
+    for page in pages:
+        for i in (i for r in page.get("Reservations") or [] for i in r["Instances"]):
+            said = {t["Key"]: t["Value"] for t in i.get("Tags") or []}
+            if i["InstanceId"] in want and (said.get(TAG_PREFIX + "cluster"), said.get(TAG_PREFIX + "pool")) == \
+                    (cluster, pool) and i["State"]["Name"] in ("shutting-down", "terminated"):
+                found.add(i["InstanceId"])
+    return found
+
+
+def _launch(ec2, cluster: str, pool: str, old: dict, release_first: bool) -> str:
+    """One node launched from the pool's own request: its id; Refused (or GpufleetError) when EC2 launched none."""
+    node_id = old["InstanceId"]
+    fleet = pool_fleet(ec2, cluster, pool, old)
     if release_first:
         _terminate(ec2, node_id, wait=True)
     made = ec2.create_fleet(**request_for_one(fleet))
@@ -121,8 +178,4 @@ def replace_node(ec2, *, cluster: str, pool: str, node_id: str, release_first: b
         if found is None or found.kind not in RETRIED_LATER:  # a wrong request: asking again would not help
             raise GpufleetError(message, "the faulty node stays drained; the pool's request needs a look")
         raise Refused(message, found.code)
-    new = ec2.describe_instances(InstanceIds=ids[:1])["Reservations"][0]["Instances"][0]
-    if not release_first:
-        _terminate(ec2, node_id, wait=False)
-    return {"id": new["InstanceId"], "private_ip": new.get("PrivateIpAddress"),
-            "zone": (new.get("Placement") or {}).get("AvailabilityZone"), "fleet_id": made["FleetId"]}
+    return ids[0]

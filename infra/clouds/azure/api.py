@@ -177,10 +177,19 @@ class AzureApi:
         return rows
 
     # --- a scale set's nodes ---------------------------------------------------------------------
-    def replace_node(self, region: str, *, cluster: str, pool: str, node_id: str, release_first: bool = False) -> dict:
+    def gone_nodes(self, region: str, *, cluster: str, pool: str, node_ids: list[str]) -> set[str]:
+        """Which of the pool's VMs their tagged scale set no longer holds (``azure.replace``)."""
+        try:
+            return replace.gone_nodes(self, cluster=cluster, pool=pool, node_ids=node_ids)
+        except (HttpResponseError, ServiceRequestError, ServiceResponseError, ClientAuthenticationError) as e:
+            raise unreadable(e, f"azure listing pool {pool}'s VMs") from None
+
+    def replace_node(self, region: str, *, cluster: str, pool: str, node_id: str, release_first: bool = False,
+                     launched: str | None = None, on_launch=None) -> dict:
         """One of the pool's VMs replaced through its scale set (``azure.replace``)."""
         try:
-            return replace.replace_node(self, cluster=cluster, pool=pool, node_id=node_id, release_first=release_first)
+            return replace.replace_node(self, cluster=cluster, pool=pool, node_id=node_id, release_first=release_first,
+                                        launched=launched, on_launch=on_launch)
         except (HttpResponseError, ServiceRequestError, ServiceResponseError, ClientAuthenticationError) as e:
             raise unreadable(e, f"azure replacing {node_id}") from None
 

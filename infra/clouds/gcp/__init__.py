@@ -36,6 +36,7 @@ class Gcp:
     node_kinds = ("gcp:gpufleet:BulkInstances", "gcp:compute/instanceGroupManager:InstanceGroupManager")
     released_first = ()  # its deletion of the VMs waits for Compute Engine's operations
     replaces_nodes = False  # not built yet: `heal` isolates a faulty node
+    own_status_only = False  # the pool's objectUser condition: any object under status/<pool>/ (components)
 
     check_pool = staticmethod(rules.check_pool)
     spend = staticmethod(spending.spend)

@@ -5,11 +5,14 @@ node its key names (``channel.vouched``): its ``health`` part as the node agent 
 (``nodes.health.reported``). A bucket that cannot be read, a node without a status, a report that is
 missing, malformed or stale: ``unknown``, which `heal` never acts on.
 
-Out of service and jobs: with Slurm, as the controller's agent last put Slurm's view in its status
-(``clouds.scheduler.node_states``), trusted only while the controller's own report is fresh (the agent
-writes both on each run); a node is found there by the host name its facts give. Without Slurm,
-gpufleet runs no jobs and sees none: a faulty or interrupted node has marked itself failed (its agent
-does, the contract says), so it is out of service with no job gpufleet could wait for.
+Out of service and jobs: with Slurm, only as the controller's agent last put Slurm's view in its status
+(``clouds.scheduler.node_states``), trusted only while that view's own time is fresh
+(SLURM_VIEW_MAX_AGE_S); a node's own ``drained`` claim is never taken for it (a job may have started since
+the view, and on GCP and Azure any node of a pool can write its peers' statuses). A node is found there by
+the host name its facts give, in Slurm's case. Without Slurm, gpufleet runs no jobs and sees none: a
+faulty or interrupted node has marked itself failed (its agent does, the contract says), so it is out of
+service with no job gpufleet could wait for; its word may terminate it only where its bucket lets no
+other node write its status (``base.Cloud.own_status_only``), else it is isolated.
 
 A cloud node cannot be reached from here (it is private): its agent drains its Slurm node itself, so
 ``drain`` is left to it; ``isolate`` leaves it drained and named; ``replace`` asks the node's cloud
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 
 from gpufleet.clouds import cloud, inventory
 from gpufleet.clouds import scheduler as slurm_view
+from gpufleet.clouds.node_watch import MARK
 from gpufleet.errors import CapacityError, GpufleetError, QuotaError, UntrustedValue
 from gpufleet.nodes import health as hl
 from gpufleet.nodes.cloud import channel
@@ -33,6 +37,9 @@ from gpufleet.nodes.run import Run
 from gpufleet.state.registry import Node
 
 BATCH = 256  # statuses read at once: what is held of their bodies at any time, however many nodes
+# How old Slurm's view in the controller's status may be and still say a node is drained: three of the
+# controller agent's runs (its timer, OnUnitInactiveSec=60, re-reads Slurm and re-stamps the view's ``at``)
+SLURM_VIEW_MAX_AGE_S = 180
 
 
 @dataclass
@@ -44,11 +51,12 @@ class Said:
     why: str | None
     hostname: str | None  # Slurm's name for it, from its checked facts
     slurm: str | None = None  # a controller's: Slurm's answer its agent put in its status
+    slurm_at: str | None = None  # when its agent last read that answer
 
 
-def said(key: str, status: dict, now: dt.datetime, controller: bool) -> Said:
+def said(key: str, status: dict, now: dt.datetime, controller: bool, interval: int | None = None) -> Said:
     try:
-        rep, why = hl.reported(status, now), None
+        rep, why = hl.reported(status, now, interval), None
     except hl.Unreadable as e:
         rep, why = None, f"{key}: {e}"
     try:
@@ -57,7 +65,8 @@ def said(key: str, status: dict, now: dt.datetime, controller: bool) -> Said:
         host = None
     view = status.get("scheduler") if controller else None
     out = view["out"] if isinstance(view, dict) and isinstance(view.get("out"), str) else None
-    return Said(key, rep, why, host.lower() if isinstance(host, str) else None, out)
+    # Slurm's NodeName is the host name as the VM says it, case kept (an Azure scale set VM's is upper case)
+    return Said(key, rep, why, host if isinstance(host, str) else None, out, view.get("at") if out else None)
 
 
 def read_statuses(run: Run, pools: dict, outputs, now: dt.datetime) -> tuple[dict, dict[str, str]]:
@@ -79,33 +88,43 @@ def read_statuses(run: Run, pools: dict, outputs, now: dt.datetime) -> tuple[dic
                     for key, status in zip(part, ex.map(channel.read_status, [store] * len(part), part)):
                         owner = channel.vouched(key, status) if status is not None else None
                         if owner is not None:
-                            found[owner] = said(key, status, now, owner[0] in controllers)
+                            found[owner] = said(key, status, now, owner[0] in controllers,
+                                                pools[owner[0]].health.interval)
         except GpufleetError as e:
             unread.update(dict.fromkeys(names, f"its bucket {bucket} could not be read: {e.message}"))
     return found, unread
 
 
-def slurm_states(found: dict) -> dict[str, str] | None:
-    """Slurm's state of each node (by host name) as the controller's agent last put it; None when it
-    says nothing trustworthy: no controller status, an error, or the controller's own report unreadable
-    or stale (its agent writes Slurm's view on the same run, and changes its time only when it changes)."""
+def slurm_states(found: dict, now: dt.datetime) -> tuple[dict[str, str], dict[str, str]] | None:
+    """Slurm's state of each node (by host name) and each drained node's reason, as the controller's agent last
+    put them; None when it
+    says nothing trustworthy: no controller status, an error, or a view whose own time is not within
+    SLURM_VIEW_MAX_AGE_S of now (the controller's health report is re-uploaded by its watch with the
+    view it holds, so its freshness says nothing of the view's)."""
     for s in found.values():
         if s.slurm is None or s.slurm.startswith("error: "):
             continue
-        return slurm_view.node_states(s.slurm) if s.report is not None else None
+        try:
+            age = (now - hl.parse_time(s.slurm_at)).total_seconds()
+        except hl.Unreadable:
+            return None
+        fresh = abs(age) <= SLURM_VIEW_MAX_AGE_S
+        return (slurm_view.node_states(s.slurm), slurm_view.parse("", s.slurm)["drained"]) if fresh else None
     return None
 
 
-def _jobs(nh: NodeHealth, s: Said, slurm: bool, states: dict | None) -> None:
+def _jobs(nh: NodeHealth, s: Said, slurm: bool, states: tuple | None, own_status_only: bool) -> None:
     rep = s.report
     if not slurm:  # no scheduler: the node marked itself failed; gpufleet runs no job there to wait for
         nh.drained, nh.jobs = rep["drained"] or rep["state"] in hl.BROKEN, "none"
+        nh.vouched = own_status_only
         return
-    if states is None:
-        nh.drained = True if rep["drained"] else None
-        return
-    drained, nh.jobs = hl.from_slurm(states.get(s.hostname or ""))
-    nh.drained = True if rep["drained"] else drained
+    # Slurm's word only: drained (DRAIN, no job left) or draining (jobs run); not known without a fresh view
+    nodes, reasons = states or ({}, {})
+    nh.drained, nh.jobs = hl.from_slurm(nodes.get(s.hostname or ""))
+    # where a peer could have written its status, its fault is taken only if Slurm was drained for gpufleet's own
+    # reason (its watch drains with "gpufleet: GF-..."), not a person's
+    nh.vouched = own_status_only or (reasons.get(s.hostname or "") or "").startswith(MARK)
 
 
 def health(run: Run, owns, outputs, name: str) -> list[NodeHealth]:
@@ -126,7 +145,7 @@ def health(run: Run, owns, outputs, name: str) -> list[NodeHealth]:
             nh.why = f"the stack's outputs could not be read: {e.message}"
         return out
     found, unread = read_statuses(run, pools, outs, now)
-    states = slurm_states(found) if run.stack.slurm else None
+    states = slurm_states(found, now) if run.stack.slurm else None
     for n, nh in zip(nodes, out):
         s = found.get((n.pool, channel.node_key(n.node_id))) if n.node_id else None
         if n.pool in unread:
@@ -138,8 +157,36 @@ def health(run: Run, owns, outputs, name: str) -> list[NodeHealth]:
         else:
             rep = s.report
             nh.state, nh.faults, nh.checked_at, nh.notice = rep["state"], rep["faults"], rep["checked_at"], rep["notice"]
-            _jobs(nh, s, bool(run.stack.slurm), states)
+            _jobs(nh, s, bool(run.stack.slurm), states, cloud(n.provider).own_status_only)
+    _gone(run, [(n, nh) for n, nh in zip(nodes, out) if nh.state == hl.UNKNOWN and nh.replaceable and n.node_id])
     return out
+
+
+def _gone(run: Run, unknown: list) -> None:
+    """Of the nodes whose status says nothing, those whose VM the cloud itself says is gone (its API; the VM's
+    own tags or its tagged scale set checked: ``gone_nodes``) are ``gone``: no VM, no job, and the pool's rules
+    replace it (a reclaimed spot VM is not unknown forever). A cloud that cannot say leaves them unknown."""
+    asked: dict = {}
+    for n, nh in unknown:
+        asked.setdefault((n.provider, n.location, n.pool), []).append((n, nh))
+    for (provider, region, pool), group in asked.items():
+        try:
+            gone = _api(run, provider, region).gone_nodes(region, cluster=run.cluster, pool=pool,
+                                                          node_ids=[n.node_id for n, _ in group])
+        except GpufleetError:
+            continue
+        for n, nh in group:
+            if n.node_id in gone:
+                why = f"{provider} says its VM {n.node_id} is terminated or deleted"
+                nh.state, nh.why, nh.drained, nh.jobs = hl.GONE, why, True, "none"
+                nh.faults = [{"code": "GF-VM-GONE", "check": "cloud", "evidence": why[:hl.EVIDENCE_MAX]}]
+
+
+def _api(run: Run, provider: str, region: str):
+    """The node's cloud's API (a test's stand-in in ``seams.cloud_api``)."""
+    opened = inventory.open_clouds([provider], required=True, regions={provider: [region]}) \
+        if run.seams.cloud_api is None else run.seams.cloud_api
+    return opened[provider]
 
 
 def repair(run: Run, node: NodeHealth, action: str) -> Repaired:
@@ -156,20 +203,27 @@ def _replace(run: Run, node: NodeHealth) -> Repaired:
     (rec,) = [n for n in run.record.nodes if f"{n.pool}-{n.idx}" == node.node]
     region = rec.location
     try:
-        opened = inventory.open_clouds([rec.provider], required=True, regions={rec.provider: [region]}) \
-            if run.seams.cloud_api is None else run.seams.cloud_api
-        api = opened[rec.provider]
+        api = _api(run, rec.provider, region)
     except GpufleetError as e:
         return Repaired(node.node, "replace", False, f"{rec.provider} could not be opened: {e.message}")
-    try:
-        got = api.replace_node(region, cluster=run.cluster, pool=rec.pool, node_id=rec.node_id, release_first=node.reserved)
+    launched = []  # what this call launched: said to heal's memory at once (``on_launch``), before anything else
+
+    def on_launch(new_id: str) -> None:
+        launched.append(new_id)
+        if node.on_launch is not None:
+            node.on_launch(new_id)
+
+    try:  # ``launched``: a replacement an earlier pass launched is finished, nothing launched again
+        got = api.replace_node(region, cluster=run.cluster, pool=rec.pool, node_id=rec.node_id,
+                               release_first=node.reserved, launched=node.launched, on_launch=on_launch)
     except (CapacityError, QuotaError) as e:
         return Repaired(node.node, "replace", False, e.message, refused=True)
-    except GpufleetError as e:
-        return Repaired(node.node, "replace", False, e.message)
+    except GpufleetError as e:  # ReplacementUnfinished among them: what it launched is in heal's memory
+        return Repaired(node.node, "replace", False, e.message, launched=(launched or [None])[0])
     new = Node(pool=rec.pool, idx=rec.idx, provider=rec.provider, location=rec.location, machine=rec.machine,
                zone=got.get("zone") or rec.zone, node_id=got["id"], private_ip=got.get("private_ip"),
                ssh_endpoint=f"{got['private_ip']}:22" if got.get("private_ip") else None,
                usd_per_hour=rec.usd_per_hour, vm_uid=got.get("vm_uid"))
     return Repaired(node.node, "replace", True, f"{rec.node_id} terminated, {got['id']} asked for through the "
-                    f"pool's request (fleet {got.get('fleet_id')})", new=new)
+                    f"pool's request (fleet {got.get('fleet_id')})", new=new,
+                    launched=None if node.launched else (launched or [got["id"]])[0])  # a finish was counted before

@@ -671,3 +671,20 @@ def test_the_watch_unit_waits_for_the_network_it_is_ordered_after():
     unit.read_string(node_agent.WATCH_UNIT_TEXT)
     assert "network-online.target" in unit["Unit"]["After"].split()
     assert "network-online.target" in unit["Unit"].get("Wants", "").split()
+
+
+def test_the_controllers_slurm_view_is_stamped_on_each_run_even_when_slurm_says_the_same(node):
+    """`heal` trusts Slurm's view only while its ``at`` is fresh (nodes.cloud.heal.SLURM_VIEW_MAX_AGE_S): the
+    controller's agent re-stamps it on each run, not only when the answer changed (review of issue 51, #4)."""
+    n = node
+    state = n["state"]
+    applied = json.loads((state / "applied.json").read_text())
+    (state / "applied.json").write_text(json.dumps({**applied, "probe": "printf 'nodes\\nn1 idle\\n'"}))
+    (state / "status.json").write_text(json.dumps({"node_id": "i-0watch1", "pool": "gpu", "ok": True,
+                                                   "scheduler": {"out": "nodes\nn1 idle\n",
+                                                                 "at": "2026-01-01T00:00:00Z"}}))
+    node_agent.report_scheduler(n["cfg"])
+    store = node_agent.S3(n["cfg"])
+    (key,) = [k for k, _ in _list(n)]
+    view = json.loads(store.get(key))["scheduler"]
+    assert view["out"] == "nodes\nn1 idle\n" and view["at"] > "2026-01-01T00:00:00Z"
