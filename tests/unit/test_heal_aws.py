@@ -6,7 +6,7 @@ node and records the new one."""
 import datetime as dt
 
 import boto3
-from test_heal import XID, Cluster, say, stack_text
+from test_heal import XID, Bucket, Cluster, say, stack_text
 
 from gpufleet.clouds import inventory
 from gpufleet.clouds.aws.api import AwsApi
@@ -149,3 +149,77 @@ def test_on_reserved_capacity_the_old_node_is_terminated_before_the_new_one_is_a
                                                                real(*a))[1])
     new = AwsApi().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], release_first=True)
     assert seen == ["terminated"] and instance(new["id"])["State"]["Name"] == "running"
+
+
+# --- the replacement as the lifecycle commands see it after heal -------------------------------
+
+def test_up_after_a_replacement_keeps_the_new_node_and_down_leaves_nothing(aws, tmp_path, cat, monkeypatch):
+    """heal replaces outside Pulumi's state (a one-node fleet of its own, the old instance terminated); the
+    next `up` gets Pulumi's recorded node list back, the terminated node in it. The registry keeps the new
+    node (with its own launch time, which `status` costs from), and `down` deletes the new fleet and node by
+    their tags: nothing tagged for the cluster is left."""
+    import pytest
+
+    from gpufleet import stacks
+    from gpufleet.engine import plan as planner
+    from gpufleet.fleet import down as fleet_down
+    from gpufleet.fleet import heal as healing
+    from gpufleet.fleet import status
+    from gpufleet.fleet import up as fleet_up
+    from gpufleet.nodes.run import Seams
+    from gpufleet.state.registry import Registry
+    from gpufleet.state.shared import DirectoryStore
+
+    from fakes.pulumi_cli import FakePulumiCLI
+
+    pytest.importorskip("pulumi")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("PULUMI_BACKEND_URL", "file://" + str(tmp_path / "state"))
+    monkeypatch.delenv("GPUFLEET_REGISTRY", raising=False)
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "test-passphrase")
+    (tmp_path / "hl.yaml").write_text(stack_text(nodes=2))
+    stack = stacks.load(tmp_path / "hl.yaml", cat)
+    fleet, ids = pool_fleet(2)
+    fake = FakePulumiCLI(planner.plan(stack, cat, workers=1))
+    pool = fake.plan.outputs["pools"]["gpu"]
+    pool["node_ids"], pool["private_ips"] = ids, [instance(i)["PrivateIpAddress"] for i in ids]  # Pulumi's state
+
+    def up():
+        return fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False, check=False,
+                                                                seams=fleet_up.Seams(pulumi_command=fake)),
+                                 confirm=lambda p: True).record
+
+    assert [n.node_id for n in up().nodes] == ids
+    reg = Registry()
+    with reg._db(write=True) as db:  # launched a week ago, as far as the registry knows
+        db.execute("UPDATE nodes SET launched_at = '2026-01-01T00:00:00Z'")
+    bucket = Bucket()
+    say(bucket, ids[0], state="faulty", faults=[XID])
+    say(bucket, ids[1])
+    (tmp_path / "log").mkdir()
+    api = inventory.open_clouds(["aws"], required=True, regions={"aws": [REGION]})
+    out = healing.heal(stack, cat, registry=reg, store=DirectoryStore(f"file://{tmp_path}/log"),
+                       seams=Seams(cloud_api=api, stores={"b": bucket}),
+                       outputs={"pools": {"gpu": {"bucket": {"name": "b", "cloud": "aws", "region": REGION}}}},
+                       now=dt.datetime.now(dt.timezone.utc))
+    (new,) = [r.new.node_id for r in out.repaired if r.done]
+
+    rec = up()  # Pulumi's state still lists ids[0]
+    assert [n.node_id for n in rec.nodes] == [new, ids[1]]
+    assert [n.node_id for n in Registry().get("hl").nodes] == [new, ids[1]]
+    launched = {n.node_id: n.launched_at for n in Registry().get("hl").nodes}
+    assert launched[ids[1]] == "2026-01-01T00:00:00Z" and launched[new] > "2026-11-01"  # the new node's own
+    at = time_of(launched[new])  # the moment the new node launched: only the old one's week is billed
+    (st,) = status.build([Registry().get("hl")], [], checked=set(), now=at)
+    hours = (at - time_of("2026-01-01T00:00:00Z")).total_seconds() / 3600
+    assert st.cost_so_far == pytest.approx(Registry().get("hl").nodes[1].usd_per_hour * hours)
+
+    fleet_down.tear_down("hl", confirm=lambda r: True, pulumi_command=fake, cloud_api=api)
+    assert Registry().get("hl") is None
+    left, _ = inventory.collect(api, cluster="hl")
+    assert left == []
+    assert {instance(i)["State"]["Name"] for i in [*ids, new]} <= {"shutting-down", "terminated"}
+
+
+def time_of(text: str) -> dt.datetime:
+    return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)

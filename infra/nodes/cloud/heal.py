@@ -172,4 +172,5 @@ def _replace(run: Run, node: NodeHealth) -> Repaired:
                ssh_endpoint=f"{got['private_ip']}:22" if got.get("private_ip") else None,
                usd_per_hour=rec.usd_per_hour, vm_uid=got.get("vm_uid"))
     return Repaired(node.node, "replace", True, f"{rec.node_id} terminated, {got['id']} asked for through the "
-                    f"pool's request (fleet {got.get('fleet_id')})", new=new)
+                    f"pool's request (fleet {got.get('fleet_id')})", new=new,
+                    fleet=got.get("fleet_id"))
