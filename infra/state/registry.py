@@ -307,6 +307,13 @@ def _live(replacements: list[Replacement], nodes: list[Node], used: list[Replace
         n.pool == r.pool and any(_is(n, x.node) for x in _chain(r, replacements)) for n in nodes)]
 
 
+def outlived(replacements: list[Replacement], nodes: list[Node]) -> list[Replacement]:
+    """The replacements ``nodes`` (Pulumi's new list) no longer hold: their pool was made anew since."""
+    done, used = applied(nodes, replacements)
+    live = _live(replacements, done, used)
+    return [r for r in replacements if r not in live]
+
+
 def _is(n: Node, new: Node) -> bool:
     return n.node_id == new.node_id and (n.vm_uid is None or new.vm_uid is None or n.vm_uid == new.vm_uid)
 
