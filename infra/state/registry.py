@@ -577,13 +577,14 @@ class Registry:
     def record(self, *, name: str, stack: str, stack_file: str, owner: str, expires_at: str, backend: str | None,
                nodes: list[Node], state: str = "up", locations: list | None = None,
                created_by: dict[str, str] | None = None, predicted: dict | None = None,
-               access: dict | None = None) -> ClusterRecord:
+               access: dict | None = None, replacements: list[Replacement] | None = None) -> ClusterRecord:
         """Insert or replace a cluster and its nodes in one transaction (all or nothing); ``created_by``,
-        ``predicted``, ``locations`` and ``access`` left out keep what is recorded."""
+        ``predicted``, ``locations``, ``access`` and ``replacements`` (`heal`'s, ``Replacement``) left out
+        keep what is recorded."""
         rec = self._record_local(name=name, stack=stack, stack_file=stack_file, owner=owner, expires_at=expires_at,
                                  backend=backend, nodes=nodes, state=state, locations=locations, created_by=created_by,
                                  predicted=predicted, store=self.shared.url if self.shared is not None else None,
-                                 access=access)
+                                 access=access, replacements=replacements)
         doc = rec.to_dict()
         self._push(name, lambda cur: {**doc, "hosts": (cur or {}).get("hosts", {})})
         return rec
