@@ -240,5 +240,25 @@ def test_an_up_that_makes_the_pool_anew_deletes_the_node_heal_made(aws, tmp_path
     assert {instance(i)["State"]["Name"] for i in [h.ids[1], *anew]} == {"running"}  # nothing else
 
 
+def test_a_node_heal_made_that_will_not_go_stops_the_up_and_the_next_up_deletes_it(aws, tmp_path, cat, monkeypatch):
+    """A node that refuses to go (termination protection) is named, the cluster is not recorded as up with a
+    node running outside every list, and the next `up` deletes it."""
+    from gpufleet.errors import LeftoverError
+
+    h = Healed(tmp_path, cat, monkeypatch)
+    ec2 = boto3.client("ec2", region_name=REGION)
+    ec2.modify_instance_attribute(InstanceId=h.new, DisableApiTermination={"Value": True})
+    _, anew = pool_fleet(2, template="hl-gpu-anew")
+    h.pool.update(node_ids=anew, private_ips=[instance(i)["PrivateIpAddress"] for i in anew])
+    with pytest.raises(LeftoverError) as ei:
+        h.up()
+    assert h.new in str(ei.value.resources) and "gpufleet up` again" in ei.value.hint
+    assert Registry().get("hl").state == "updating" and Registry().get("hl").replacements
+    ec2.modify_instance_attribute(InstanceId=h.new, DisableApiTermination={"Value": False})
+    rec = h.up()
+    assert rec.state == "up" and [n.node_id for n in rec.nodes] == anew and rec.replacements == []
+    assert instance(h.new)["State"]["Name"] in ("shutting-down", "terminated")
+
+
 def time_of(text: str) -> dt.datetime:
     return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)

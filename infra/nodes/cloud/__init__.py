@@ -191,6 +191,8 @@ def retire(run: Run, nodes: list[Node]) -> None:
     if left or unread:
         err = leftover_error(run.cluster, left, unread, outcomes)
         err.message = f"the nodes `heal` made for pools Pulumi has made anew are not all gone: {err.message}"
+        err.hint = ("the pools' new nodes are up but not recorded yet; run `gpufleet up` again once the cause is "
+                    "fixed (it deletes only these), or `gpufleet down`, which finds them by tag")
         raise err
 
 
