@@ -304,17 +304,16 @@ def _after(run: Run, state: dict, h: NodeHealth, d: Decision, r, now: dt.datetim
     if r.launched and not r.done:  # launched, not finished: counted now (the next pass finishes it)
         replaced[h.pool] = replaced.get(h.pool, 0) + 1
     if r.done and r.new is not None:
-        nodes = [r.new if (n.pool, n.idx) == (r.new.pool, r.new.idx) else n for n in run.record.nodes]
-        rec = run.record
-        run.record = run.registry.record(name=rec.name, stack=rec.stack, stack_file=rec.stack_file, owner=rec.owner,
-                                         expires_at=rec.expires_at, backend=rec.backend, nodes=nodes, state=rec.state)
+        (old,) = [n for n in run.record.nodes if (n.pool, n.idx) == (r.new.pool, r.new.idx)]
+        # outside Pulumi's state: the registry keeps the replacement, so the next `up` keeps the new node
+        run.record = run.registry.replace_node(run.cluster, old, r.new, r.fleet)
         replaced[h.pool] = replaced.get(h.pool, 0) + (1 if r.launched else 0)  # a finish was counted at its launch
         pool["replaced"] = pool.get("replaced", 0) + 1
         out.replacements[h.pool] = pool["replaced"]
         pool.pop("refusals", None)
         pool.pop("retry_at", None)
         if run.stack.slurm:
-            out.configure = f"gpufleet configure {shlex.quote(rec.stack_file)} --cluster {rec.name}"
+            out.configure = f"gpufleet configure {shlex.quote(run.record.stack_file or 'STACK')} --cluster {run.cluster}"
             r.detail = f"{r.detail}; it joins Slurm only once `gpufleet configure` publishes slurm.conf with it"
     elif r.refused:
         pool["refusals"] = pool.get("refusals", 0) + 1

@@ -91,12 +91,14 @@ def rebuild(cat, *, path: Path | None = None, providers: list[str] | None = None
             res = by_cluster.get(name, [])
             tags = _first_tags(res)
             pools = (outputs.get(name) or {}).get("pools")
+            known = old.get(name) if old is not None else None  # heal's replacements are in no tag nor state
             new.record(name=name, stack=tags.get(TAG_PREFIX + "stack") or name, stack_file="",
                        owner=tags.get(TAG_PREFIX + "owner", ""), expires_at=_expiry(res),
                        backend=automation.backend_url() if name in in_state else None,
                        nodes=nodes_from_outputs({"pools": pools}) if pools else nodes_of(res),
                        locations=sorted({(r.provider, r.region) for r in res if r.region != "global"}),
-                       created_by={r.provider: r.tags[CREATED_BY] for r in res if r.tags.get(CREATED_BY)})
+                       created_by={r.provider: r.tags[CREATED_BY] for r in res if r.tags.get(CREATED_BY)},
+                       replacements=known.replacements if known is not None else None)
         if old is not None:  # racks have no tags: what the old registry knew of them is all there is
             for rec in old.list():
                 if rec.name not in by_cluster and rec.nodes and all(n.provider not in CLOUDS for n in rec.nodes):

@@ -167,6 +167,7 @@ class Repaired:
     refused: bool = False  # the cloud had no capacity (or quota) for a new node: asked again later
     new: object = None  # replace: the state.registry.Node in its place
     launched: str | None = None  # replace: the id of the node this call launched (done or not), counted once
+    fleet: str | None = None  # replace: the request that made it (AWS: its own instant fleet; Azure: the scale set)
 
     def to_dict(self) -> dict:
         return {"node": self.node, "action": self.action, "done": self.done, "detail": self.detail,

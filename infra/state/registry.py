@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpufleet.errors import DiskFull, GpufleetError, InputError
@@ -30,7 +30,7 @@ from gpufleet.providers import CLOUDS
 from gpufleet.state import leases, shared_registry
 from gpufleet.state.shared import SharedStore
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 BUSY_TIMEOUT = 60.0  # seconds a write waits for another process's write to finish
 
 # Migration n brings a registry of version n-1 to version n. Version 1 is the first schema
@@ -148,8 +148,28 @@ def _add_vm_uid(db) -> None:
     db.execute("ALTER TABLE nodes ADD COLUMN vm_uid TEXT")
 
 
+def _add_replacements(db) -> None:
+    """The nodes `heal` replaced outside Pulumi's state (``Replacement``): Pulumi's node, by its id (and
+    unique id), and the node that stands in its place, with its own launch time and request."""
+    db.execute("""CREATE TABLE IF NOT EXISTS replacements (
+        cluster TEXT NOT NULL REFERENCES clusters(name) ON DELETE CASCADE,
+        pool TEXT NOT NULL,
+        old_id TEXT NOT NULL,             -- the replaced node's id, as Pulumi's state still has it
+        old_uid TEXT,                     -- its unique id where its id is not one (an Azure scale set VM)
+        node_id TEXT NOT NULL,            -- the node in its place
+        private_ip TEXT,
+        ssh_endpoint TEXT,
+        zone TEXT,
+        vm_uid TEXT,
+        launched_at TEXT NOT NULL,        -- the new node's own
+        fleet_id TEXT,                    -- the request that made it (AWS: its own instant fleet)
+        replaced_at TEXT NOT NULL,
+        PRIMARY KEY (cluster, old_id)
+    )""")
+
+
 MIGRATIONS = {1: _create, 2: _add_locations, 3: _add_attempts, 4: _add_created_by, 5: _add_predicted, 6: _add_store,
-              7: _add_access, 8: _add_vm_uid}
+              7: _add_access, 8: _add_vm_uid, 9: _add_replacements}
 # what each table must have once migrated: a file that lacks one is not a gpufleet registry
 COLUMNS = {"clusters": {"name", "stack", "stack_file", "owner", "created_at", "updated_at", "expires_at", "backend",
                         "state", "usd_per_hour", "locations", "created_by", "predicted", "store",
@@ -158,7 +178,10 @@ COLUMNS = {"clusters": {"name", "stack", "stack_file", "owner", "created_at", "u
                      "ssh_endpoint", "usd_per_hour", "launched_at", "vm_uid"},
            "host_status": {"cluster", "pool", "idx", "address", "state", "digest", "facts", "detail", "updated_at"},
            "attempts": {"cluster", "n", "pool", "provider", "region", "zone", "instance_type", "spot", "started_at",
-                        "seconds", "outcome", "scope", "code", "message"}}
+                        "seconds", "outcome", "scope", "code", "message"},
+           "replacements": {"cluster", "pool", "old_id", "old_uid", "node_id", "private_ip", "ssh_endpoint", "zone",
+                            "vm_uid", "launched_at", "fleet_id", "replaced_at"}}
+REPLACED_FIELDS = ("node_id", "private_ip", "ssh_endpoint", "zone", "vm_uid", "launched_at")  # what a new node brings
 
 HOST_FIELDS = {"address", "state", "digest", "facts", "detail", "updated_at"}  # a host's status, as set_host writes it
 
@@ -225,6 +248,86 @@ class Node:
 
 
 @dataclass
+class Replacement:
+    """A node `heal` replaced outside Pulumi's state: wherever Pulumi's node list still has the old node
+    (``old_id``, and ``old_uid`` where ids come back: an Azure scale set VM's), ``node`` stands in its place.
+    The registry's nodes are always Pulumi's with these applied (``applied``), so `up`, `status`, `down`,
+    `configure`, `verify` and `ssh-config` see the new node, never the terminated one."""
+
+    pool: str
+    old_id: str
+    old_uid: str | None
+    node: Node  # what the new node brings (REPLACED_FIELDS), its own launch time among them
+    fleet_id: str | None
+    replaced_at: str
+
+    def stands_for(self, n: Node) -> bool:
+        """Whether ``n`` (a node as Pulumi lists it) is the node this replaced."""
+        return (n.pool == self.pool and n.node_id == self.old_id
+                and (self.old_uid is None or n.vm_uid is None or n.vm_uid == self.old_uid))
+
+    def to_dict(self) -> dict:
+        return {"pool": self.pool, "old_id": self.old_id, "old_uid": self.old_uid, "fleet_id": self.fleet_id,
+                "replaced_at": self.replaced_at, "node": {k: getattr(self.node, k) for k in REPLACED_FIELDS}}
+
+    @classmethod
+    def of_dict(cls, d) -> "Replacement":
+        """One read from a team store (whoever can write it wrote it): ValueError unless of its shape."""
+        node = d.get("node") if isinstance(d, dict) else None
+        if not isinstance(node, dict) or set(node) != set(REPLACED_FIELDS):
+            raise ValueError(f"a replacement's node is not {{{', '.join(REPLACED_FIELDS)}}}")
+        required = [d.get("pool"), d.get("old_id"), d.get("replaced_at"), node["node_id"], node["launched_at"]]
+        optional = [d.get("old_uid"), d.get("fleet_id"), *node.values()]
+        if not all(isinstance(v, str) for v in required) or not all(v is None or isinstance(v, str) for v in optional):
+            raise ValueError("a replacement's fields are not strings")
+        return cls(d["pool"], d["old_id"], d.get("old_uid"), Node(d["pool"], 0, "", "", "", **node), d.get("fleet_id"),
+                   d["replaced_at"])
+
+
+def applied(nodes: list[Node], replacements: list[Replacement]) -> tuple[list[Node], list[Replacement]]:
+    """``nodes`` (Pulumi's list) with each replaced node's stand-in in its place, through every replacement
+    of a replacement (each followed once: a loop in a store's data ends); and the replacements used."""
+    out, used = [], []
+    for n in nodes:
+        todo = list(replacements)
+        while (r := next((r for r in todo if r.stands_for(n)), None)) is not None:
+            todo.remove(r)
+            used.append(r)
+            n = replace(n, **{k: getattr(r.node, k) for k in REPLACED_FIELDS})
+        out.append(n)
+    return out, used
+
+
+def _live(replacements: list[Replacement], nodes: list[Node], used: list[Replacement]) -> list[Replacement]:
+    """The replacements still about ``nodes``: those ``applied`` used on them (Pulumi's list), and those with
+    their stand-in, or a stand-in's since, among them (the list as recorded). The others are of nodes Pulumi
+    itself replaced since (an `up` that made the pool anew): forgotten, so an id that comes back (an Azure
+    scale set's instance ids start again at 0, with new unique ids) is never mapped to them."""
+    return [r for r in replacements if r in used or any(
+        n.pool == r.pool and any(_is(n, x.node) for x in _chain(r, replacements)) for n in nodes)]
+
+
+def outlived(replacements: list[Replacement], nodes: list[Node]) -> list[Replacement]:
+    """The replacements ``nodes`` (Pulumi's new list) no longer hold: their pool was made anew since."""
+    done, used = applied(nodes, replacements)
+    live = _live(replacements, done, used)
+    return [r for r in replacements if r not in live]
+
+
+def _is(n: Node, new: Node) -> bool:
+    return n.node_id == new.node_id and (n.vm_uid is None or new.vm_uid is None or n.vm_uid == new.vm_uid)
+
+
+def _chain(r: Replacement, replacements: list[Replacement]) -> list[Replacement]:
+    """``r`` and each replacement of the node in its place since, in order."""
+    out = [r]
+    while (r := next((x for x in replacements if x.pool == r.pool and x.old_id == r.node.node_id), None)) is not None \
+            and r not in out:
+        out.append(r)
+    return out
+
+
+@dataclass
 class ClusterRecord:
     name: str
     stack: str
@@ -244,6 +347,7 @@ class ClusterRecord:
     # the URL of the team store the record is shared in (None: brought up alone, written only by this machine):
     # what a store holds is written by whoever can write the store, so it names no file of this machine
     store: str | None = None
+    replacements: list[Replacement] = field(default_factory=list)  # what `heal` replaced outside Pulumi's state
 
     @property
     def clouds(self) -> dict[str, list[str]]:
@@ -279,6 +383,7 @@ class ClusterRecord:
         if uids:
             d["vm_uids"] = uids
         del d["store"]  # where this machine found the record, not part of it
+        d["replacements"] = [r.to_dict() for r in self.replacements]
         return d
 
 
@@ -324,6 +429,7 @@ class Registry:
                 if not isinstance(uids, dict):
                     raise ValueError("vm_uids is not an object")
                 nodes = [Node(**n) for n in doc.get("nodes") or []]
+                replacements = [Replacement.of_dict(r) for r in doc.get("replacements") or []]
                 for n in nodes:
                     n.vm_uid = uids.get(f"{n.pool}/{n.idx}")
                 locations = [tuple(x) for x in doc.get("locations") or []]
@@ -339,7 +445,7 @@ class Registry:
                                state=doc["state"], locations=locations,
                                created_at=doc.get("created_at"), created_by=doc.get("created_by"),
                                predicted=doc.get("predicted"), store=self.shared.url,
-                               access=doc.get("access"))
+                               access=doc.get("access"), replacements=replacements)
             for pool, idx, h in hosts:
                 self._set_host_local(doc["name"], pool, idx, **h)
 
@@ -460,8 +566,8 @@ class Registry:
     def _check_columns(self, db, legacy: bool = False) -> None:
         """Every table with the columns gpufleet writes (``legacy``: as before `locations` existed)."""
         for table, cols in COLUMNS.items():
-            if legacy and table == "attempts":
-                continue  # a registry from before versions has no attempts table yet: migration 3 adds it
+            if legacy and table in ("attempts", "replacements"):
+                continue  # a registry from before versions has neither table yet: migrations 3 and 9 add them
             later = {"locations", "created_by", "predicted", "store", "access", "vm_uid"}  # columns migrations add
             missing = cols - _columns(db, table) - (later if legacy else set())
             if missing:
@@ -471,13 +577,14 @@ class Registry:
     def record(self, *, name: str, stack: str, stack_file: str, owner: str, expires_at: str, backend: str | None,
                nodes: list[Node], state: str = "up", locations: list | None = None,
                created_by: dict[str, str] | None = None, predicted: dict | None = None,
-               access: dict | None = None) -> ClusterRecord:
+               access: dict | None = None, replacements: list[Replacement] | None = None) -> ClusterRecord:
         """Insert or replace a cluster and its nodes in one transaction (all or nothing); ``created_by``,
-        ``predicted``, ``locations`` and ``access`` left out keep what is recorded."""
+        ``predicted``, ``locations``, ``access`` and ``replacements`` (`heal`'s, ``Replacement``) left out
+        keep what is recorded."""
         rec = self._record_local(name=name, stack=stack, stack_file=stack_file, owner=owner, expires_at=expires_at,
                                  backend=backend, nodes=nodes, state=state, locations=locations, created_by=created_by,
                                  predicted=predicted, store=self.shared.url if self.shared is not None else None,
-                                 access=access)
+                                 access=access, replacements=replacements)
         doc = rec.to_dict()
         self._push(name, lambda cur: {**doc, "hosts": (cur or {}).get("hosts", {})})
         return rec
@@ -486,15 +593,21 @@ class Registry:
                       backend: str | None, nodes: list[Node], state: str = "up", locations: list | None = None,
                       created_at: str | None = None, created_by: dict[str, str] | None = None,
                       predicted: dict | None = None, store: str | None = None,
-                      access: dict | None = None) -> ClusterRecord:
+                      access: dict | None = None, replacements: list[Replacement] | None = None) -> ClusterRecord:
+        """``nodes`` as Pulumi lists them (or as recorded), recorded with the cluster's replacements applied
+        (``replacements``: the store's, in place of those recorded here); a node keeps its launch time while
+        it is the same node (its id), a new one has its own."""
         now = _now()
-        prices = [n.usd_per_hour for n in nodes]
-        total = None if any(p is None for p in prices) else sum(prices)
         with self._db(write=True) as db:
+            known = self._replacements(db, name) if replacements is None else replacements
+            nodes, used = applied(nodes, known)
+            replacements = _live(known, nodes, used)
+            prices = [n.usd_per_hour for n in nodes]
+            total = None if any(p is None for p in prices) else sum(prices)
             row = db.execute("SELECT created_at FROM clusters WHERE name = ?", (name,)).fetchone()
             created = row[0] if row else created_at or now
-            old = {(r[0], r[1]): r[2] for r in db.execute(
-                "SELECT pool, idx, launched_at FROM nodes WHERE cluster = ?", (name,))}
+            old = {(r[0], r[1], r[2]): r[3] for r in db.execute(
+                "SELECT pool, idx, node_id, launched_at FROM nodes WHERE cluster = ?", (name,))}
             db.execute("DELETE FROM nodes WHERE cluster = ?", (name,))
             # an upsert, not REPLACE: replacing the row would cascade to the hosts' status
             db.execute("INSERT INTO clusters VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(name) DO UPDATE SET "
@@ -513,9 +626,42 @@ class Registry:
                         json.dumps(access, sort_keys=True) if access is not None else None))
             db.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", [
                 (name, n.pool, n.idx, n.provider, n.location, n.zone, n.machine, n.node_id, n.private_ip,
-                 n.ssh_endpoint, n.usd_per_hour, old.get((n.pool, n.idx), n.launched_at or now), n.vm_uid)
+                 n.ssh_endpoint, n.usd_per_hour, old.get((n.pool, n.idx, n.node_id), n.launched_at or now), n.vm_uid)
                 for n in nodes])
+            db.execute("DELETE FROM replacements WHERE cluster = ?", (name,))
+            for r in replacements:
+                self._add_replacement(db, name, r)
         return self.get(name)
+
+    @staticmethod
+    def _add_replacement(db, cluster: str, r: Replacement) -> None:
+        db.execute("INSERT OR REPLACE INTO replacements VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                   (cluster, r.pool, r.old_id, r.old_uid, *(getattr(r.node, k) for k in REPLACED_FIELDS), r.fleet_id,
+                    r.replaced_at))
+
+    @staticmethod
+    def _replacements(db, cluster: str) -> list[Replacement]:
+        return [Replacement(r[0], r[1], r[2], Node(r[0], 0, "", "", "", **dict(zip(REPLACED_FIELDS, r[3:9]))), r[9], r[10])
+                for r in db.execute("SELECT pool, old_id, old_uid, node_id, private_ip, ssh_endpoint, zone, vm_uid, "
+                                    "launched_at, fleet_id, replaced_at FROM replacements WHERE cluster = ? "
+                                    "ORDER BY replaced_at, old_id", (cluster,))]
+
+    def replace_node(self, cluster: str, old: Node, new: Node, fleet_id: str | None = None) -> ClusterRecord:
+        """Record that ``new`` stands in ``old``'s place (`heal` replaced it outside Pulumi's state): the node
+        row becomes the new node, launched now unless ``new`` says when, and the replacement is kept, so the
+        next `up`, which gets Pulumi's list with ``old`` in it, records ``new`` again (``applied``)."""
+        now = _now()
+        r = Replacement(old.pool, old.node_id, old.vm_uid, replace(new, launched_at=new.launched_at or now), fleet_id,
+                        now)
+        with self._db(write=True) as db:
+            self._add_replacement(db, cluster, r)
+            db.execute(f"UPDATE nodes SET {', '.join(f'{k} = ?' for k in REPLACED_FIELDS)} WHERE cluster = ? AND "
+                       "pool = ? AND node_id = ?", (*(getattr(r.node, k) for k in REPLACED_FIELDS), cluster, old.pool,
+                                                    old.node_id))
+        rec = self.get(cluster)
+        doc = rec.to_dict()
+        self._push(cluster, lambda cur: cur and {**doc, "hosts": cur.get("hosts", {})})
+        return rec
 
     def set_state(self, name: str, state: str) -> None:
         now = _now()
@@ -530,7 +676,8 @@ class Registry:
                 return None
             rec = ClusterRecord(*row[:10], locations=[tuple(x) for x in json.loads(row[10] or "[]")],
                                 created_by=json.loads(row[11] or "{}"), predicted=json.loads(row[12] or "{}"),
-                                access=json.loads(row[14] or "{}"), store=row[13])
+                                access=json.loads(row[14] or "{}"), store=row[13],
+                                replacements=self._replacements(db, name))
             rec.nodes = [Node(pool=r[1], idx=r[2], provider=r[3], location=r[4], zone=r[5], machine=r[6],
                               node_id=r[7], private_ip=r[8], ssh_endpoint=r[9], usd_per_hour=r[10], launched_at=r[11],
                               vm_uid=r[12])

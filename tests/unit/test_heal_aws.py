@@ -8,10 +8,19 @@ import datetime as dt
 import boto3
 import pytest
 from botocore.client import BaseClient
-from test_heal import XID, Cluster, say, stack_text
+from test_heal import XID, Bucket, Cluster, say, stack_text
 
+from gpufleet import stacks
 from gpufleet.clouds import inventory
 from gpufleet.clouds.aws.api import AwsApi
+from gpufleet.engine import plan as planner
+from gpufleet.fleet import down as fleet_down
+from gpufleet.fleet import heal as healing
+from gpufleet.fleet import status
+from gpufleet.fleet import up as fleet_up
+from gpufleet.nodes.run import Seams
+from gpufleet.state.registry import Registry
+from gpufleet.state.shared import DirectoryStore
 
 REGION, ZONE = "us-east-1", "us-east-1b"
 
@@ -51,14 +60,14 @@ def tags(pool="gpu"):
             {"Key": "gpufleet:expires-at", "Value": "2099-01-01T00:00:00Z"}]
 
 
-def pool_fleet(n: int, pool="gpu") -> tuple[str, list[str]]:
+def pool_fleet(n: int, pool="gpu", template: str | None = None) -> tuple[str, list[str]]:
     """The pool as `up` makes it: a launch template and one all-or-nothing instant fleet (the request
     components.fleet_request builds, in EC2's own names), in a subnet of the pool's zone (moto places a
     fleet's instances by the override's SubnetId: it leaves AvailabilityZone aside)."""
     ec2 = boto3.client("ec2", region_name=REGION)
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
     subnet = ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{len(pool)}.0/24", AvailabilityZone=ZONE)["Subnet"]["SubnetId"]
-    lt = ec2.create_launch_template(LaunchTemplateName=f"hl-{pool}", LaunchTemplateData={
+    lt = ec2.create_launch_template(LaunchTemplateName=template or f"hl-{pool}", LaunchTemplateData={
         "ImageId": "ami-12c6146b", "InstanceType": "g6.12xlarge",  # its nodes tagged by the template, as up's
         "TagSpecifications": [{"ResourceType": "instance", "Tags": tags(pool)}]})["LaunchTemplate"]["LaunchTemplateId"]
     made = ec2.create_fleet(
@@ -219,3 +228,106 @@ def test_a_terminated_node_of_the_pool_is_said_gone_and_replaced_without_termina
     assert api.gone_nodes(REGION, cluster="hl", pool="gpu", node_ids=[ids[0], ids[1], others[0]]) == {ids[0]}
     new = api.replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0])
     assert instance(new["id"])["State"]["Name"] == "running" and instance(ids[1])["State"]["Name"] == "running"
+
+
+# --- the replacement as the lifecycle commands see it after heal -------------------------------
+
+class Healed:
+    """A pool `up` brought up (Pulumi's state, the fake CLI's, holding moto's instances), a week old as far as
+    the registry knows, whose first node `heal` replaced."""
+
+    def __init__(self, tmp_path, cat, monkeypatch):
+        pytest.importorskip("pulumi")
+        from fakes.pulumi_cli import FakePulumiCLI
+
+        for var, value in (("XDG_DATA_HOME", tmp_path / "data"), ("PULUMI_BACKEND_URL", f"file://{tmp_path / 'state'}"),
+                           ("PULUMI_CONFIG_PASSPHRASE", "test-passphrase")):
+            monkeypatch.setenv(var, str(value))
+        monkeypatch.delenv("GPUFLEET_REGISTRY", raising=False)
+        (tmp_path / "hl.yaml").write_text(stack_text(nodes=2))
+        self.stack, self.cat = stacks.load(tmp_path / "hl.yaml", cat), cat
+        _, self.ids = pool_fleet(2)
+        self.fake = FakePulumiCLI(planner.plan(self.stack, cat, workers=1))
+        self.pool = self.fake.plan.outputs["pools"]["gpu"]  # Pulumi's state of the pool
+        self.pool.update(node_ids=self.ids, private_ips=[instance(i)["PrivateIpAddress"] for i in self.ids])
+        assert [n.node_id for n in self.up().nodes] == self.ids
+        with Registry()._db(write=True) as db:  # launched a week ago, as far as the registry knows
+            db.execute("UPDATE nodes SET launched_at = '2026-01-01T00:00:00Z'")
+        bucket = Bucket()
+        say(bucket, self.ids[0], state="faulty", faults=[XID])
+        say(bucket, self.ids[1])
+        (tmp_path / "log").mkdir()
+        self.api = inventory.open_clouds(["aws"], required=True, regions={"aws": [REGION]})
+        out = healing.heal(self.stack, cat, registry=Registry(), store=DirectoryStore(f"file://{tmp_path}/log"),
+                           seams=Seams(cloud_api=self.api, stores={"b": bucket}),
+                           outputs={"pools": {"gpu": {"bucket": {"name": "b", "cloud": "aws", "region": REGION}}}},
+                           now=dt.datetime.now(dt.timezone.utc))
+        ((self.new, self.fleet),) = [(r.new.node_id, r.fleet) for r in out.repaired if r.done]
+
+    def up(self):
+        return fleet_up.bring_up(self.stack, self.cat, fleet_up.UpOptions(
+            configure=False, check=False, seams=fleet_up.Seams(pulumi_command=self.fake)), confirm=lambda p: True).record
+
+
+def test_up_after_a_replacement_keeps_the_new_node_and_down_leaves_nothing(aws, tmp_path, cat, monkeypatch):
+    """heal replaces outside Pulumi's state (a one-node fleet of its own, the old instance terminated); the
+    next `up` gets Pulumi's recorded node list back, the terminated node in it. The registry keeps the new
+    node (with its own launch time, which `status` costs from), and `down` deletes the new fleet and node by
+    their tags: nothing tagged for the cluster is left."""
+    h = Healed(tmp_path, cat, monkeypatch)
+    ids, new = h.ids, h.new
+    rec = h.up()  # Pulumi's state still lists ids[0]
+    assert [n.node_id for n in rec.nodes] == [new, ids[1]]
+    assert [n.node_id for n in Registry().get("hl").nodes] == [new, ids[1]]
+    launched = {n.node_id: n.launched_at for n in Registry().get("hl").nodes}
+    assert launched[ids[1]] == "2026-01-01T00:00:00Z" and launched[new] > "2026-11-01"  # the new node's own
+    at = time_of(launched[new])  # the moment the new node launched: only the old one's week is billed
+    (st,) = status.build([Registry().get("hl")], [], checked=set(), now=at)
+    hours = (at - time_of("2026-01-01T00:00:00Z")).total_seconds() / 3600
+    assert st.cost_so_far == pytest.approx(Registry().get("hl").nodes[1].usd_per_hour * hours)
+
+    fleet_down.tear_down("hl", confirm=lambda r: True, pulumi_command=h.fake, cloud_api=h.api)
+    assert Registry().get("hl") is None
+    left, _ = inventory.collect(h.api, cluster="hl")
+    assert left == []
+    assert {instance(i)["State"]["Name"] for i in [*ids, new]} <= {"shutting-down", "terminated"}
+
+
+def test_an_up_that_makes_the_pool_anew_deletes_the_node_heal_made(aws, tmp_path, cat, monkeypatch):
+    """Pulumi replaces the pool's fleet (new instances; it deletes its own old fleet): heal's node, in a
+    fleet of its own, is no node of the pool any more and would run on, billed, outside every list. `up`
+    deletes it and its fleet, by their ids among what is tagged for the pool."""
+    h = Healed(tmp_path, cat, monkeypatch)
+    h.up()
+    _, anew = pool_fleet(2, template="hl-gpu-anew")  # what Pulumi's new fleet launched
+    h.pool.update(node_ids=anew, private_ips=[instance(i)["PrivateIpAddress"] for i in anew])
+    rec = h.up()
+    assert [n.node_id for n in rec.nodes] == anew and rec.replacements == []
+    assert instance(h.new)["State"]["Name"] in ("shutting-down", "terminated")
+    ec2 = boto3.client("ec2", region_name=REGION)
+    assert not [f for f in ec2.describe_fleets(FleetIds=[h.fleet])["Fleets"] if not f["FleetState"].startswith("deleted")]
+    assert {instance(i)["State"]["Name"] for i in [h.ids[1], *anew]} == {"running"}  # nothing else
+
+
+def test_a_node_heal_made_that_will_not_go_stops_the_up_and_the_next_up_deletes_it(aws, tmp_path, cat, monkeypatch):
+    """A node that refuses to go (termination protection) is named, the cluster is not recorded as up with a
+    node running outside every list, and the next `up` deletes it."""
+    from gpufleet.errors import LeftoverError
+
+    h = Healed(tmp_path, cat, monkeypatch)
+    ec2 = boto3.client("ec2", region_name=REGION)
+    ec2.modify_instance_attribute(InstanceId=h.new, DisableApiTermination={"Value": True})
+    _, anew = pool_fleet(2, template="hl-gpu-anew")
+    h.pool.update(node_ids=anew, private_ips=[instance(i)["PrivateIpAddress"] for i in anew])
+    with pytest.raises(LeftoverError) as ei:
+        h.up()
+    assert h.new in str(ei.value.resources) and "gpufleet up` again" in ei.value.hint
+    assert Registry().get("hl").state == "updating" and Registry().get("hl").replacements
+    ec2.modify_instance_attribute(InstanceId=h.new, DisableApiTermination={"Value": False})
+    rec = h.up()
+    assert rec.state == "up" and [n.node_id for n in rec.nodes] == anew and rec.replacements == []
+    assert instance(h.new)["State"]["Name"] in ("shutting-down", "terminated")
+
+
+def time_of(text: str) -> dt.datetime:
+    return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)

@@ -143,3 +143,67 @@ def test_an_evicted_vm_is_said_gone_and_one_vm_more_is_asked_nothing_deleted(azu
     got = api.replace_node("eastus", cluster="hl", pool="gpu", node_id=ids[0])
     assert got["id"] == f"{vmss}/virtualMachines/3" and vms(azure, vmss) == ["1", "2", "3"]
     assert [m for m, _ in azure.calls if m == "POST"] == []  # nothing deleted
+
+
+def test_up_after_a_replacement_keeps_the_new_vm_until_pulumi_makes_the_pool_anew(azure, tmp_path, cat, monkeypatch):
+    """The replacement VM is in Pulumi's scale set, but Pulumi's node list still names the deleted one: the
+    next `up` keeps the new VM (its own unique id and launch time). Once Pulumi makes the scale set anew, its
+    VMs' instance ids start at 0 again with new unique ids: the replacement no longer applies to them."""
+    pytest.importorskip("pulumi")
+    from test_heal import Bucket
+
+    from gpufleet import stacks
+    from gpufleet.engine import plan as planner
+    from gpufleet.fleet import down as fleet_down
+    from gpufleet.fleet import heal as healing
+    from gpufleet.fleet import up as fleet_up
+    from gpufleet.nodes.run import Seams
+    from gpufleet.state.registry import Registry
+    from gpufleet.state.shared import DirectoryStore
+
+    from fakes.pulumi_cli import FakePulumiCLI
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("PULUMI_BACKEND_URL", "file://" + str(tmp_path / "state"))
+    monkeypatch.delenv("GPUFLEET_REGISTRY", raising=False)
+    monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "test-passphrase")
+    vmss = scale_set(azure)
+    (tmp_path / "hl.yaml").write_text(
+        f"name: hl\nowner: ops@example.com\naccess: {{public_key: '{KEY}'}}\npools:\n"
+        "  - {name: gpu, provider: azure, region: eastus, instance_type: Standard_ND96isr_H100_v5, nodes: 2, "
+        "health: {on_fault: replace}}\n")
+    stack = stacks.load(tmp_path / "hl.yaml", cat)
+    fake = FakePulumiCLI(planner.plan(stack, cat, workers=1))
+    ids = [f"{vmss}/virtualMachines/{i}" for i in range(2)]
+    pool = fake.plan.outputs["pools"]["gpu"]  # Pulumi's state: the scale set's VMs as it read them
+    pool.update(node_ids=ids, private_ips=["10.3.0.10", "10.3.0.11"], vm_uids=[azure.vm_uid(i) for i in ids])
+
+    def up():
+        return fleet_up.bring_up(stack, cat, fleet_up.UpOptions(configure=False, check=False,
+                                                                seams=fleet_up.Seams(pulumi_command=fake)),
+                                 confirm=lambda p: True).record
+
+    up()
+    bucket = Bucket()
+    say(bucket, ids[0], state="faulty", faults=[XID])
+    say(bucket, ids[1])
+    (tmp_path / "log").mkdir()
+    api = inventory.open_clouds(["azure"], required=True, regions={"azure": ["eastus"]})
+    out = healing.heal(stack, cat, registry=Registry(), store=DirectoryStore(f"file://{tmp_path}/log"),
+                       seams=Seams(cloud_api=api, stores={"b": bucket}),
+                       outputs={"pools": {"gpu": {"bucket": {"name": "b", "cloud": "azure", "region": "eastus"}}}},
+                       now=dt.datetime.now(dt.timezone.utc))
+    assert [r.done for r in out.repaired] == [True], out.repaired
+    new = f"{vmss}/virtualMachines/2"
+
+    rec = up()  # Pulumi's list still names VM 0
+    assert [(n.node_id, n.vm_uid) for n in rec.nodes] == [(new, azure.vm_uid(new)), (ids[1], azure.vm_uid(ids[1]))]
+    assert [(n.node_id, n.private_ip) for n in Registry().get("hl").nodes] == [(new, "10.3.0.12"), (ids[1], "10.3.0.11")]
+
+    pool.update(vm_uids=["made-anew-0", "made-anew-1"])  # the scale set made anew: ids 0 and 1 are new VMs
+    rec = up()
+    assert [(n.node_id, n.vm_uid) for n in rec.nodes] == [(ids[0], "made-anew-0"), (ids[1], "made-anew-1")]
+    assert rec.replacements == []
+
+    fleet_down.tear_down("hl", confirm=lambda r: True, pulumi_command=fake, cloud_api=api)
+    assert Registry().get("hl") is None and inventory.collect(api, cluster="hl") == ([], {})

@@ -426,6 +426,27 @@ def test_registry_rebuild_from_tags_and_the_pulumi_state_keeps_the_damaged_file(
     assert cli("status", "--local").exit_code == 0
 
 
+def test_registry_rebuild_keeps_the_nodes_heal_put_in_place_of_pulumis(tmp_path):
+    """Pulumi's state still names a node `heal` replaced (outside that state): a rebuild from a readable
+    registry keeps the replacement, so the new node stays and the terminated one does not come back."""
+    lost = leak("lost")
+    pools = {"trainers": {"provider": "aws", "region": REGION, "zone": f"{REGION}a", "instance_type": "p4d.24xlarge",
+                          "nodes": 2, "usd_per_node_hour": 21.96, "node_ids": lost["instances"],
+                          "private_ips": ["10.8.1.4", "10.8.1.5"]}}
+    _state_file(tmp_path, "lost", pools)
+    ec2 = boto3.client("ec2", region_name=REGION)
+    new = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="p4d.24xlarge",
+                            TagSpecifications=tagged("instance", "lost"))["Instances"][0]["InstanceId"]
+    ec2.terminate_instances(InstanceIds=[lost["instances"][0]])
+    from gpufleet.state.registry import nodes_from_outputs
+
+    rec = record("lost", nodes=nodes_from_outputs({"pools": pools}))
+    Registry().replace_node("lost", rec.nodes[0], Node("trainers", 0, "aws", REGION, "p4d.24xlarge", node_id=new))
+    r = cli("registry", "rebuild", "-r", REGION, "--yes")
+    assert r.exit_code == 0, r.output
+    assert [n.node_id for n in Registry().get("lost").nodes] == [new, lost["instances"][1]]
+
+
 def test_registry_rebuild_keeps_racks_and_asks_before_replacing_a_readable_registry(tmp_path):
     leak("cloudy")
     reg = Registry()

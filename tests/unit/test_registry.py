@@ -110,3 +110,51 @@ def test_parallel_processes_never_see_a_locked_database_nor_lose_a_row(tmp_path)
     assert names == {"shared"} | {f"w{w}-c{i}" for w in range(WORKERS) for i in range(0, ROUNDS, 2)}
     assert all(len(reg.get(n).nodes) == 3 for n in names - {"shared"})
     assert len(reg.hosts("shared")) == WORKERS * ROUNDS
+
+
+def _pulumis(reg, nodes):
+    """What `up` records: Pulumi's node list as its state has it."""
+    return reg.record(name="hl", stack="hl", stack_file="", owner="ops", expires_at="2099-01-01T00:00:00Z",
+                      backend=None, nodes=nodes)
+
+
+def test_a_replacement_outlives_pulumis_list_on_every_machine_of_a_team(tmp_path):
+    """`heal` replaced a node, then its stand-in, on one machine; another machine of the team (the store's copy)
+    records Pulumi's list, which names the first node still: it records the last stand-in, with its own launch
+    time; a replacement written into the store in another shape is not a record to use."""
+    import json
+
+    from gpufleet.state.shared import DirectoryStore
+
+    (tmp_path / "team").mkdir()
+    store = DirectoryStore(f"file://{tmp_path / 'team'}")
+    mine = Registry(tmp_path / "mine.db", shared=store)
+    pulumi = [Node("gpu", i, "aws", "us-east-1", "g6.12xlarge", node_id=f"i-{i}", launched_at="2026-01-01T00:00:00Z")
+              for i in range(2)]
+    _pulumis(mine, pulumi)
+    b = mine.replace_node("hl", pulumi[0], Node("gpu", 0, "aws", "us-east-1", "g6.12xlarge", node_id="i-b"), "fleet-b")
+    mine.replace_node("hl", b.nodes[0], Node("gpu", 0, "aws", "us-east-1", "g6.12xlarge", node_id="i-c",
+                                             launched_at="2026-11-27T15:00:00Z"), "fleet-c")
+    theirs = Registry(tmp_path / "theirs.db", shared=store)
+    rec = _pulumis(theirs, pulumi)
+    assert [(n.node_id, n.launched_at) for n in rec.nodes] == [("i-c", "2026-11-27T15:00:00Z"),
+                                                              ("i-1", "2026-01-01T00:00:00Z")]
+    assert [r.fleet_id for r in rec.replacements] == ["fleet-b", "fleet-c"]
+    assert [n.node_id for n in Registry(tmp_path / "mine.db", shared=store).get("hl").nodes] == ["i-c", "i-1"]
+
+    doc = json.loads(store.read("clusters/hl.json")[0])
+    doc["replacements"][0]["node"]["node_id"] = ["i-evil"]
+    store.replace("clusters/hl.json", json.dumps(doc).encode(), store.read("clusters/hl.json")[1])
+    third = Registry(tmp_path / "third.db", shared=store)
+    assert third.get("hl") is None and "replacement" in third.unreadable["clusters/hl.json"]
+
+
+def test_a_new_node_at_a_recorded_place_has_its_own_launch_time(tmp_path):
+    """An `up` that makes a pool's nodes anew (other ids at the same places): each is billed from its own launch."""
+    reg = Registry(tmp_path / "r.db")
+    _pulumis(reg, [Node("gpu", 0, "aws", "us-east-1", "g6.12xlarge", node_id="i-0", launched_at="2026-01-01T00:00:00Z")])
+    rec = _pulumis(reg, [Node("gpu", 0, "aws", "us-east-1", "g6.12xlarge", node_id="i-9")])
+    assert rec.nodes[0].launched_at > "2026-11"
+    rec = _pulumis(reg, [Node("gpu", 0, "aws", "us-east-1", "g6.12xlarge", node_id="i-9",
+                              launched_at="2030-01-01T00:00:00Z")])
+    assert rec.nodes[0].launched_at < "2030"  # the same node keeps the launch time recorded first

@@ -23,7 +23,7 @@ from gpufleet.nodes.outcome import NodeOutcome
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
 from gpufleet.state import team_config
-from gpufleet.state.registry import Node, nodes_from_outputs
+from gpufleet.state.registry import Node, nodes_from_outputs, outlived
 from gpufleet.state.shared import shown
 from gpufleet.verify import bundle, expect
 from gpufleet.verify.report import NodeVerdict, apply_report
@@ -158,9 +158,42 @@ def create(run: Run) -> list[Node]:
         reg.record(**kept, state="failed")
         raise
     if run.places:
-        return _placed(run, kept)
-    run.on_failure = lambda: reg.record(**kept, state="failed")
-    return deploy(run)
+        nodes = _placed(run, kept)
+    else:
+        run.on_failure = lambda: reg.record(**kept, state="failed")
+        nodes = deploy(run)
+    retire(run, nodes)
+    return nodes
+
+
+def retire(run: Run, nodes: list[Node]) -> None:
+    """The nodes `heal` put in the place of Pulumi's (outside its state: AWS's in a one-node fleet of their
+    own) whose pool Pulumi has since made anew (``nodes``, its new list, holds neither the node they replaced
+    nor them): deleted by their ids among what is tagged for their pool, as Pulumi deleted the pool's own old
+    nodes, so none runs on outside every list. LeftoverError when one is still there (the cluster stays
+    ``updating`` with them recorded: the next `up` tries again; `down` sweeps them by tag)."""
+    stale = outlived(run.existing.replacements if run.existing else [], nodes)
+    ids = {(r.pool, i) for r in stale for i in (r.node.node_id, r.fleet_id) if i}
+    regions: dict[str, list[str]] = {}
+    for n in run.existing.nodes if stale else []:
+        if owns(n) and n.pool in {r.pool for r in stale} and n.location not in regions.get(n.provider, []):
+            regions.setdefault(n.provider, []).append(n.location)
+    if not regions:
+        return
+    opened = open_apis(sorted(regions), regions, given=run.seams.cloud_api)
+    api = inventory.Clouds(open={p: opened[p] for p in regions}, regions=regions)
+    found, unread = inventory.collect(api, cluster=run.cluster)
+    outcomes = []
+    if any((x.pool, x.id) in ids for x in found):  # deleted, then asked again: what is still there is left
+        outcomes = inventory.delete([x for x in found if (x.pool, x.id) in ids], api)
+        found, unread = inventory.collect(api, cluster=run.cluster)
+    left = [x for x in found if (x.pool, x.id) in ids]
+    if left or unread:
+        err = leftover_error(run.cluster, left, unread, outcomes)
+        err.message = f"the nodes `heal` made for pools Pulumi has made anew are not all gone: {err.message}"
+        err.hint = ("the pools' new nodes are up but not recorded yet; run `gpufleet up` again once the cause is "
+                    "fixed (it deletes only these), or `gpufleet down`, which finds them by tag")
+        raise err
 
 
 def _placed(run: Run, kept: dict) -> list[Node]:

@@ -226,4 +226,5 @@ def _replace(run: Run, node: NodeHealth) -> Repaired:
                usd_per_hour=rec.usd_per_hour, vm_uid=got.get("vm_uid"))
     return Repaired(node.node, "replace", True, f"{rec.node_id} terminated, {got['id']} asked for through the "
                     f"pool's request (fleet {got.get('fleet_id')})", new=new,
-                    launched=None if node.launched else (launched or [got["id"]])[0])  # a finish was counted before
+                    launched=None if node.launched else (launched or [got["id"]])[0],  # a finish was counted before
+                    fleet=got.get("fleet_id"))
