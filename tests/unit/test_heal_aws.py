@@ -331,3 +331,13 @@ def test_a_node_heal_made_that_will_not_go_stops_the_up_and_the_next_up_deletes_
 
 def time_of(text: str) -> dt.datetime:
     return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
+
+
+def test_status_down_and_reap_see_the_instant_fleets_ec2_leaves_out_unasked(aws, like_ec2):
+    """Every pool is an instant fleet, which DescribeFleets lists only by id: the inventory (what `status`,
+    `down` and `reap` read) names them by the fleet-id tag of the cluster's instances."""
+    fleet, _ = pool_fleet(2)
+    api = inventory.open_clouds(["aws"], required=True, regions={"aws": [REGION]})
+    found, unread = inventory.collect(api, cluster="hl")
+    assert not unread
+    assert fleet in {x.id for x in found}

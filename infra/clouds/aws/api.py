@@ -547,15 +547,36 @@ def _vpcs(aws: AwsApi, region, f, cluster):
 
 
 def _fleets(aws: AwsApi, region, f, cluster):
-    """The pools' instant fleets. DescribeFleets filters by state and type, not by tag: the tag
-    filter is applied here (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeFleets.html)."""
+    """The pools' EC2 Fleets. DescribeFleets filters by state and type, not by tag: the tag filter is applied
+    here (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeFleets.html). Unasked, it leaves
+    out every `instant` fleet ("If a fleet is of type instant, you must specify the fleet ID in the request,
+    otherwise the fleet does not appear in the response", botocore 1.44.8's EC2 model), and every pool is
+    one: those are named by the ``aws:ec2:fleet-id`` tag EC2 Fleet puts on the instances it launches (AWS's
+    EC2 Fleet workshop, awslabs/ec2-spot-workshops), read off the cluster's instances, live or terminated."""
+    ec2 = aws.client("ec2", region)
     want = f[0]["Values"][0] if cluster else None
-    for x in _pages(aws.client("ec2", region), "describe_fleets", "Fleets"):
+    named = sorted({t["Value"] for rv in _pages(ec2, "describe_instances", "Reservations", Filters=f)
+                    for i in rv["Instances"] for t in i.get("Tags") or [] if t["Key"] == "aws:ec2:fleet-id"})
+    asked = [x for k in range(0, len(named), 100) for x in _named_fleets(ec2, named[k:k + 100])]
+    seen = set()
+    for x in [*asked, *_pages(ec2, "describe_fleets", "Fleets")]:
         t = {k["Key"]: k["Value"] for k in x.get("Tags") or []}
-        if x.get("FleetState", "").startswith("deleted") or TAG_PREFIX + "cluster" not in t:
+        if x["FleetId"] in seen or x.get("FleetState", "").startswith("deleted") or TAG_PREFIX + "cluster" not in t:
             continue
+        seen.add(x["FleetId"])
         if want is None or t[TAG_PREFIX + "cluster"] == want:
             yield x["FleetId"], x.get("Tags"), dict(state=x.get("FleetState"), created_at=x.get("CreateTime"))
+
+
+def _named_fleets(ec2, ids: list[str]) -> list[dict]:
+    """DescribeFleets of these ids; one EC2 no longer knows (a fleet of long-gone instances) is left out,
+    not the reason the others go unread."""
+    try:
+        return ec2.describe_fleets(FleetIds=ids)["Fleets"]
+    except ClientError as e:
+        if "NotFound" not in e.response.get("Error", {}).get("Code", ""):
+            raise
+    return [] if len(ids) == 1 else [x for i in ids for x in _named_fleets(ec2, [i])]
 
 
 def _file_systems(aws: AwsApi, region, f, cluster):
