@@ -61,7 +61,7 @@ def test_measured_beside_predicted_on_a_real_h200(cat):
     for row in report.rows:
         assert row.predicted > 0 and row.error == pytest.approx(row.predicted / row.measured - 1)
         assert row.flagged == (abs(row.error) > row.band) and (row.suggests != "") == row.flagged
-        w = bench.bench_workload(row.name)
+        w = measured.bench_workload(row.name)
         assert row.mfu == pytest.approx(row.measured * w.train_flops / 989.5e12)  # the H200's dense BF16 peak
     # issue 52: the model predicts ResNet-50 and BERT faster than they run; said as such
     resnet = report.rows[0]
@@ -124,3 +124,4 @@ def test_a_damaged_measurements_file_is_said_with_the_way_out(tmp_path, monkeypa
 def test_record_with_tiny_is_refused_before_running():
     r = cli("bench", "--here", "--tiny", "--record")
     assert r.exit_code == 2 and "--tiny's toy shapes have none" in r.output, r.output
+
