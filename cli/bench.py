@@ -1,26 +1,31 @@
-"""`gpufleet bench --here`."""
+"""`gpufleet bench --here` and `gpufleet bench STACK|CLUSTER`."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from gpufleet.cli import output
+from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
 from gpufleet.errors import EXIT_FAILED, InputError
 
-HELP = ("Time standard training steps on this machine with its own PyTorch (ResNet-50 in channels-last bf16, "
+HELP = ("Time standard training steps on this machine (--here) or on every node of a cluster (rack hosts over SSH, "
+        "all at once, each with its own Python and PyTorch) with the machine's own PyTorch (ResNet-50 in channels-last bf16, "
         "BERT-large phase 1, a decoder LLM of an llm:<size> shape with SDPA attention, fused AdamW and per-block "
         "torch.compile) on synthetic data, and show beside each the model's prediction for this GPU, the error and "
         "the MFU against the GPU's dense BF16 peak; an error beyond the model's stated one is flagged with what it "
         "suggests. --tiny runs toy shapes on the CPU in seconds. --record keeps the measurements in your "
         "calibration, and compare then uses them for that GPU. Exit 0 when every benchmark ran, 1 when one failed, "
-        "2 when there is no PyTorch.")
+        "2 when there is no PyTorch. On a cluster, the per-node spread is shown and a node well below its peers is "
+        "flagged.")
 
 
 @output.handle_errors
 def bench(
+    target: Annotated[Optional[str], typer.Argument(help="Stack file (YAML) or cluster name: bench its nodes.",
+                                                    metavar="[STACK|CLUSTER]")] = None,
     here: Annotated[bool, typer.Option("--here", help="Run on this machine (its first GPU, or its CPU with "
                                        "--tiny).")] = False,
     tiny: Annotated[bool, typer.Option("--tiny", help="Toy shapes on the CPU, in seconds (no prediction).")] = False,
@@ -29,18 +34,21 @@ def bench(
     gpu: Annotated[Optional[str], typer.Option("--gpu", help="The catalog's name of this GPU, where the name "
                                                "PyTorch reports is not one the catalog knows.")] = None,
     python: Annotated[Optional[str], typer.Option("--python", help="The Python with PyTorch to train with "
-                                                  "(default: the one running gpufleet).")] = None,
+                                                  "(default: the one running gpufleet; on a cluster's nodes, "
+                                                  "their python3).")] = None,
     record: Annotated[bool, typer.Option("--record", help="Keep the measurements in your calibration (a layer "
                                          "over the shipped fit that compare uses for this GPU).")] = False,
     instance: Annotated[Optional[str], typer.Option("--instance", help="The instance type this machine is, for "
                                                     "the record's provenance (e.g. p5en.48xlarge).")] = None,
+    cluster: options.Cluster = None,
+    trust_new_hosts: options.TrustNewHosts = False,
 ):
     from gpufleet import catalog
     from gpufleet.fleet import bench as run
 
-    if not here:
-        raise InputError("bench runs on the machine it is started on for now: --here",
-                         "run `gpufleet bench --here` on a node of the cluster (over `gpufleet ssh`)")
+    if here == (target is not None):
+        raise InputError("bench runs here (--here) or on a cluster's nodes (STACK|CLUSTER): one of the two",
+                         "gpufleet bench --here, or gpufleet bench my-cluster")
     names = [n.strip() for n in workload.split(",") if n.strip()]
     if not names:
         raise InputError("--workload names no benchmark", "e.g. --workload resnet50,llm:1b")
@@ -48,6 +56,10 @@ def bench(
         raise InputError("--record keeps measurements beside the model's predictions, and --tiny's toy shapes have none",
                          "record the full shapes on a GPU: gpufleet bench --here --record")
     cat = catalog.load(STATE.config)
+    if target is not None:
+        _bench_cluster(target, cluster, cat, names, tiny=tiny, python=python or "python3", record=record,
+                       instance=instance, trust_new_hosts=trust_new_hosts)
+        return
     the_plan = run.plan(names, tiny)
     if gpu:
         cat.gpu(gpu)  # an unknown name is bad input before anything runs
@@ -83,3 +95,49 @@ def _render(report, recorded) -> None:
                           + (f"; recorded in {recorded['path']}" if recorded else "")),
                  justify={"measured /GPU": "right", "predicted": "right", "error": "right", "MFU": "right"},
                  optional=("MFU", "peak GB"), wraps=("note",))
+
+
+def _bench_cluster(target: str, cluster, cat, names, *, tiny: bool, python: str, record: bool, instance, trust_new_hosts):
+    from gpufleet import stacks
+    from gpufleet.fleet import bench as run
+    from gpufleet.fleet import team
+    from gpufleet.state.recorded import recorded, stack_file_for
+
+    reg = team.registry()
+    if not Path(target).exists() and (reg.get(target) is not None or options.names_a_cluster(target)):
+        cluster, target = target, stack_file_for(recorded(reg, target), f"gpufleet bench STACK --cluster {target}")
+    st = stacks.load(target, cat)
+    with output.steps("Benchmarking") as update:
+        result = run.bench_cluster(st, cat, names, tiny=tiny, python=python, cluster=cluster, registry=reg,
+                                   trust_new_hosts=trust_new_hosts,
+                                   progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
+    recorded_rows = run.record_cluster(result, instance) if record else None
+    if STATE.json:
+        output.emit_json({**result.to_dict(), "recorded": recorded_rows})
+    else:
+        _render_cluster(result, recorded_rows)
+    if not result.nodes or any(n.report is None or any(r.measured is None for r in n.report.rows)
+                               for n in result.nodes):
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _render_cluster(result, recorded) -> None:
+    cells = []
+    for n in result.nodes:
+        if n.report is None:
+            cells.append([n.node, n.address, "", "failed", "", "", "", "", f"{n.error} ({n.hint})" if n.hint else n.error])
+            continue
+        for r in n.report.rows:
+            cells.append([n.node, n.address, r.name, f"{r.measured:,.1f}" if r.measured is not None else "failed", r.unit,
+                          f"{r.predicted:,.1f}" if r.predicted is not None else "",
+                          f"{r.error:+.0%}" if r.error is not None else "", "FLAG" if r.flagged else "",
+                          r.suggests or r.note])
+    output.table(f"Training steps on the nodes of {result.cluster}", ["node", "address", "benchmark", "measured /GPU",
+                 "unit", "predicted", "error", "", "note"], cells,
+                 caption="error = predicted / measured - 1, flagged beyond the model's typical error for the family "
+                         "or well below the node's peers" + (f"; recorded in {recorded['path']}" if recorded else ""),
+                 justify={"measured /GPU": "right", "predicted": "right", "error": "right"}, wraps=("note",))
+    output.table("Per-node spread", ["benchmark", "gpu", "nodes", "min", "median", "max", "spread", "slow nodes"],
+                 [[s["benchmark"], s["gpu"] or "", s["nodes"], f"{s['min']:,.1f}", f"{s['median']:,.1f}",
+                   f"{s['max']:,.1f}", f"{s['spread']:.0%}", ", ".join(s["slow"])] for s in result.spread],
+                 justify={c: "right" for c in ("nodes", "min", "median", "max", "spread")})

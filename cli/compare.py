@@ -8,9 +8,10 @@ from typing import Annotated
 
 import typer
 
+from gpufleet import paths
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
-from gpufleet.errors import EXIT_FAILED
+from gpufleet.errors import EXIT_FAILED, GpufleetError
 
 HELP = """Rank every matching offer (cloud instance types and owned racks) for a workload:
 $/hour, predicted throughput, time and cost to train, $/PFLOP-hour, bottleneck and scaling
@@ -224,11 +225,19 @@ def _scaling_curves(report, offers: int = 5) -> None:
 def calibrate(
     fit: Annotated[bool, typer.Option("--fit", help="Re-fit the parameters and the out-of-fold errors from the data "
                                       "(minutes; not saved: `python -m gpufleet.perf.calibration --write` saves).")] = False,
+    mine: Annotated[bool, typer.Option("--mine", help="The fit with and without your recorded measurements "
+                                       "(`gpufleet bench --record`), side by side (a refit: a minute).")] = False,
 ):
     from gpufleet.perf import calibration
     from gpufleet.perf.model import PRIORS, fitted_document, fitted_params
 
     rs = calibration.rows()
+    if mine:
+        if fit:
+            with output.progress("fitting the model to published measurements"):
+                base = calibration.fit(rs)[0]
+        _calibrate_mine(rs, base if fit else fitted_params())
+        return
     if fit:
         with output.progress("fitting the model to published measurements, then once per left-out group"):
             params, _ = calibration.fit(rs)
@@ -244,6 +253,7 @@ def calibrate(
     s["warnings"] = calibration.warnings(params)
     s["out_of_fold"] = {k: oof.get(f"median_by_{k}") for k in calibration.GROUPINGS} | {
         "per_group": oof.get("per_group") or {}}
+    s["worst_groups"] = calibration.worst_groups(rs, oof.get("per_row") or {})
     by_source = (oof.get("per_row") or {}).get("source") or {}
     for r in s["per_row"]:
         r["error_out_of_fold"] = by_source.get(r["id"])
@@ -268,6 +278,11 @@ def calibrate(
     for by, groups in o["per_group"].items():
         output.table(f"Out of fold, {by} left out", [by, "median |error|"],
                      [[g, f"{e:.1%}"] for g, e in groups.items()], justify={"median |error|": "right"})
+    output.table("Worst groups out of fold", ["left out", "group", "rows", "median |error|", "median error"],
+                 [[g["by"], g["group"], g["rows"], f"{g['median_abs_error']:.1%}", f"{g['median_error']:+.1%}"]
+                  for g in s["worst_groups"]],
+                 caption="each group predicted by a fit that did not see it; error above 0: predicted too fast",
+                 justify={c: "right" for c in ("rows", "median |error|", "median error")})
     output.table("Fitted parameters", ["parameter", "value", "prior", "bounds"],
                  [[n, f"{s['params'][n]:.4g}", f"{prior:g}", f"{lo:g}..{hi:g}"]
                   for n, (prior, _, (lo, hi)) in PRIORS.items()],
@@ -275,3 +290,38 @@ def calibrate(
                  justify={c: "right" for c in ("value", "prior", "bounds")})
     for w in s["warnings"]:
         output.warn(f"parameter {w}")
+
+
+def _calibrate_mine(rs, base) -> None:
+    """`calibrate --mine`: the user's rows predicted by ``base`` and by a fit with them among the published rows."""
+    from gpufleet import catalog
+    from gpufleet.perf import calibration, measured
+
+    recorded = measured.read()
+    if not recorded:
+        raise GpufleetError(f"no measurements recorded in {paths.measured_path()}",
+                            "record some on a GPU: gpufleet bench --here --record")
+    mine = calibration.mine_rows(recorded, catalog.load(STATE.config))
+    with output.progress(f"refitting the model with your {len(mine)} measurement(s) among the published rows"):
+        cmp = calibration.with_mine(rs, mine, base)
+    if STATE.json:
+        output.emit_json(cmp)
+        return
+    pub = cmp["published_median_abs_error"]
+    output.table("Your measurements: the shipped fit and one refitted with them",
+                 ["id", "gpu", "workload", "measured", "unit", "without yours", "error", "with yours", "error ",
+                  "recorded"],
+                 [[r["id"], r["gpu"], r["workload"], f"{r['measured']:,.1f}", r["unit"],
+                   f"{r['predicted_without']:,.1f}", f"{r['error_without']:+.1%}", f"{r['predicted_with']:,.1f}",
+                   f"{r['error_with']:+.1%}", r["notes"]] for r in cmp["rows"]],
+                 caption=f"published rows: median |error| {pub['without']:.1%} without yours, {pub['with']:.1%} with; "
+                         "your rows weigh as one source among the published ones; error = predicted / measured - 1",
+                 justify={c: "right" for c in ("measured", "without yours", "error", "with yours", "error ")},
+                 optional=("recorded", "unit"))
+    output.table("Fitted parameters, without and with your measurements", ["parameter", "without yours", "with yours",
+                 "change"],
+                 [[n, f"{v['without']:.4g}", f"{v['with']:.4g}", f"{v['with'] / v['without'] - 1:+.0%}"]
+                  for n, v in cmp["params"].items()],
+                 justify={c: "right" for c in ("without yours", "with yours", "change")})
+    for w in cmp["warnings"]:
+        output.warn(f"with your measurements, parameter {w}")

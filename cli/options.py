@@ -273,3 +273,9 @@ def comparison(cat, flags: ComparisonFlags, command: str = "compare") -> Compari
         ("layout", layout), ("global batch", f"{global_batch:g} tokens" if global_batch else None),
         ("deadline", deadline)) if v]
     return Comparison(req, left_out, stack_name, said)
+
+
+def names_a_cluster(target: str) -> bool:
+    """A STACK|CLUSTER argument that is a name, not a path: no folder and no YAML suffix (a cluster name cannot
+    have either)."""
+    return "/" not in target and not target.endswith((".yaml", ".yml"))

@@ -22,11 +22,6 @@ Level = Annotated[str, typer.Option("--level", help="quick (the checks `up` ends
                                     "and each mount's read throughput as well).")]
 
 
-def _names_a_cluster(target: str) -> bool:
-    """A name, not a path: no folder and no YAML suffix (a cluster name cannot have either)."""
-    return "/" not in target and not target.endswith((".yaml", ".yml"))
-
-
 @output.handle_errors
 def verify(
     target: Annotated[str, typer.Argument(help="Stack file (YAML) or cluster name.", metavar="STACK|CLUSTER")],
@@ -47,7 +42,7 @@ def verify(
 
     cat = catalog.load(STATE.config)
     reg = team.registry()
-    if not Path(target).exists() and (reg.get(target) is not None or _names_a_cluster(target)):
+    if not Path(target).exists() and (reg.get(target) is not None or options.names_a_cluster(target)):
         cluster, target = target, stack_file_for(recorded(reg, target), f"gpufleet verify STACK --cluster {target}")
     st = stacks.load(target, cat)
     with output.steps("Verifying") as update:

@@ -1,27 +1,35 @@
-"""`gpufleet bench --here`: time standard training steps on this machine and hold the model's prediction to them.
+"""`gpufleet bench`: time standard training steps on this machine (``--here``) or on a cluster's nodes, and hold
+the model's prediction to them.
 
 The node side is ``gpufleet/nodebench/train_steps.py`` (the standard library and torch only), run as a
 subprocess of the Python that has the user's PyTorch; this side writes its plan (shapes and batches of the
 workloads the model knows), and judges its answer: per benchmark the model's prediction for this GPU (what
 ``compare`` predicts for one GPU of it), the error, MFU against the GPU's dense BF16 peak, and a flag
-where the error is beyond the model's stated error, with what it suggests.
+where the error is beyond the model's stated error, with what it suggests. On a cluster every node runs the
+plan at once through its kind (``nodes``: rack hosts over SSH) and is judged against its pool's GPU; the
+per-node spread shows a node slower than its peers.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import statistics
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 
+from gpufleet import nodes as kinds
 from gpufleet.catalog import Catalog
 from gpufleet.errors import GpufleetError, InputError, ToolMissing
+from gpufleet.fleet import team
 from gpufleet.nodebench.train_steps import NO_TORCH
+from gpufleet.nodes.run import Run
 from gpufleet.perf import llm_shapes, measured, workloads
-from gpufleet.perf.model import Scenario, error_band, predict
+from gpufleet.perf.model import error_band, predict
 from gpufleet.perf.workloads import Workload
+from gpufleet.state.recorded import recorded
 
 # Batches per GPU on a GPU: NVIDIA's DeepLearningExamples ResNet-50 (256 a GPU, bf16) and BERT phase 1
 # (per-GPU 64 to 128 at 128 tokens); a decoder's micro-batch of 8,192 tokens, which leaves room on an 80 GB
@@ -82,19 +90,6 @@ def _kind(w: Workload) -> str:
         raise InputError(f"bench runs resnet50, bert-large and llm:<size>[:<seq>], not {w.name!r}",
                          "e.g. --workload resnet50,bert-large,llm:1b")
     return kinds[w.family]
-
-
-def bench_workload(name: str) -> Workload:
-    """The workload a benchmark trains, as the node runs it: a decoder with the parameters its shape holds
-    (an ``llm:<size>`` is named by its nominal size; its MFU and prediction count the real weights)."""
-    w = workloads.get(name)
-    if w.family != "llm":
-        return w
-    tied = llm_shapes.nearest(w.params).tied
-    held = llm_shapes.parameters(w.layers, w.d_model, w.heads, w.kv_heads, w.ffn, w.vocab, tied)
-    return workloads.decoder(w.name, {"params": held, "layers": w.layers, "d_model": w.d_model, "heads": w.heads,
-                                      "kv_heads": w.kv_heads, "ffn": w.ffn, "gated": True, "vocab": w.vocab,
-                                      "seq_len": w.seq_len}, "<bench>")
 
 
 def plan(names: list[str], tiny: bool) -> dict:
@@ -173,7 +168,7 @@ def judge(answer: dict, cat: Catalog, gpu_name: str | None, tiny: bool) -> Bench
     report = BenchReport(device=device, versions=answer.get("versions", {}), gpu=gpu.name if gpu else None, tiny=tiny,
                          when=answer.get("when", ""))
     for r in answer["results"]:
-        w = bench_workload(r["name"])
+        w = measured.bench_workload(r["name"])
         row = Judged(name=r["name"], workload=w.name, unit=f"{w.unit}/s", measured=r.get("samples_per_s"),
                      peak_mem_gb=r.get("peak_mem_gb"), step_s=r.get("step_s"), batch=r.get("batch"),
                      compiled=bool(r.get("compiled")))
@@ -189,8 +184,7 @@ def judge(answer: dict, cat: Catalog, gpu_name: str | None, tiny: bool) -> Bench
             continue
         if "bf16" in gpu.tflops:
             row.mfu = row.measured * w.train_flops / (gpu.tflops["bf16"] * 1e12)
-        s = _scenario(w, gpu, r)
-        pr = predict(s)
+        pr = predict(measured.scenario(w, gpu, int(r.get("batch") or 1)))
         row.predicted = pr.per_gpu
         row.error = row.predicted / row.measured - 1.0
         row.band = error_band(w.family, False)
@@ -199,22 +193,104 @@ def judge(answer: dict, cat: Catalog, gpu_name: str | None, tiny: bool) -> Bench
     return report
 
 
-def _scenario(w: Workload, gpu, r: dict) -> Scenario:
-    batch = int(r.get("batch") or 1)
-    if w.family == "llm":  # one GPU: its micro-batch is the whole step (fully sharded over one GPU: plain data parallel)
-        return Scenario(workload=w, gpu=gpu, precision="bf16", synthetic_data=True, layout="fsdp",
-                        global_batch_tokens=float(batch * w.seq_len), micro_batch=batch)
-    return Scenario(workload=w, gpu=gpu, precision="bf16", batch_per_gpu=batch, synthetic_data=True)
+def _rows(report: BenchReport, instance: str | None, host: str, cluster: str = "") -> list[measured.Measured]:
+    return [measured.Measured(gpu=report.gpu, workload=r.workload, family=measured.bench_workload(r.name).family,
+                              unit=r.unit, measured=r.measured, predicted=r.predicted, batch=r.batch or 1,
+                              when=report.when, instance=instance or "", host=host, cluster=cluster,
+                              versions={k: str(v) for k, v in report.versions.items() if v is not None})
+            for r in report.rows if r.measured and r.predicted and report.gpu]
 
 
 def record(report: BenchReport, instance: str | None = None) -> dict:
     """The rows that have a prediction kept in the user's measurements (``perf.measured``), with their provenance."""
-    rows = [measured.Measured(gpu=report.gpu, workload=r.workload, family=bench_workload(r.name).family, unit=r.unit,
-                              measured=r.measured, predicted=r.predicted, batch=r.batch or 1, when=report.when,
-                              instance=instance or "", host=socket.gethostname(),
-                              versions={k: str(v) for k, v in report.versions.items() if v is not None})
-            for r in report.rows if r.measured and r.predicted and report.gpu]
+    return _keep(_rows(report, instance, socket.gethostname()))
+
+
+def _keep(rows: list[measured.Measured]) -> dict:
     if not rows:
         raise GpufleetError("nothing to record: no benchmark has both a measurement and a prediction",
                             "record a GPU the catalog knows (--gpu names it), with the full shapes (not --tiny)")
     return {"path": str(measured.add(rows)), "rows": len(rows)}
+
+
+# Identical nodes (same GPUs, driver and software) run the same step within a few percent of each other; one
+# this far below the median of its peers has a cause of its own (clocks or power, a hot or shared GPU, a PCIe link
+# trained down)
+SLOW_NODE = 0.10
+
+
+@dataclass
+class NodeBench:
+    """One node of a cluster: its benchmarks judged against its pool's GPU, or why it has none."""
+
+    node: str
+    pool: str
+    address: str
+    report: BenchReport | None = None
+    error: str | None = None
+    hint: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"node": self.node, "pool": self.pool, "address": self.address, "error": self.error, "hint": self.hint,
+                **({"bench": self.report.to_dict()} if self.report else {})}
+
+
+@dataclass
+class ClusterBench:
+    cluster: str
+    tiny: bool
+    nodes: list[NodeBench] = field(default_factory=list)
+    spread: list[dict] = field(default_factory=list)  # per benchmark and GPU: min, median, max over the nodes
+
+    def to_dict(self) -> dict:
+        return {"cluster": self.cluster, "tiny": self.tiny, "nodes": [n.to_dict() for n in self.nodes],
+                "spread": self.spread}
+
+
+def bench_cluster(stack, cat: Catalog, names: list[str], *, tiny: bool, python: str, cluster: str | None = None,
+                  registry=None, trust_new_hosts: bool = False, progress=None) -> ClusterBench:
+    """Every node of the stack's cluster runs ``names`` (each kind its own way), judged against its pool's GPU."""
+    reg = registry or team.registry()
+    name = cluster or stack.name
+    rec = recorded(reg, name)
+    run = Run(stack, cat, name, reg, trust_new_hosts=trust_new_hosts, progress=progress, record=rec, backend=rec.backend)
+    the_plan = plan(names, tiny)
+    pools = {p.name: p for p in stack.pools}
+    out = ClusterBench(name, tiny)
+    for kind in kinds.used(stack):
+        for b in kind.bench(run, the_plan, python):
+            gpu = None if tiny else pools[b.pool].gpu
+            out.nodes.append(NodeBench(b.node, b.pool, b.address, judge(b.answer, cat, gpu, tiny) if b.answer else None,
+                                       b.error, b.hint))
+    out.spread = spread(out.nodes)
+    return out
+
+
+def spread(nodes: list[NodeBench]) -> list[dict]:
+    """Per benchmark and GPU, the nodes' measurements (min, median, max); a node more than ``SLOW_NODE`` below the
+    median of its peers is flagged in its row, with what it suggests."""
+    groups: dict[tuple[str, str | None], list[tuple[NodeBench, Judged]]] = {}
+    for n in nodes:
+        for r in (n.report.rows if n.report else []):
+            if r.measured:
+                groups.setdefault((r.name, n.report.gpu), []).append((n, r))
+    out = []
+    for (name, gpu), got in groups.items():
+        values = sorted(r.measured for _, r in got)
+        median = statistics.median(values)
+        slow = []
+        for n, r in got:
+            if len(got) > 1 and r.measured < median * (1 - SLOW_NODE):
+                slow.append(n.node)
+                r.flagged = True
+                r.suggests = (f"{1 - r.measured / median:.0%} below the median of the {len(got)} nodes: a slow node "
+                              "(clocks or power, another process on its GPU, a PCIe link trained down; "
+                              f"gpufleet verify --node {n.node})")
+        out.append({"benchmark": name, "gpu": gpu, "nodes": len(got), "min": values[0], "median": median,
+                    "max": values[-1], "spread": values[-1] / values[0] - 1, "slow": slow})
+    return out
+
+
+def record_cluster(result: ClusterBench, instance: str | None = None) -> dict:
+    """Every node's rows that have a prediction kept in the user's measurements, each with its cluster and node."""
+    return _keep([m for n in result.nodes if n.report for m in _rows(n.report, instance, n.node, result.cluster)])

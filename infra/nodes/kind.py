@@ -50,6 +50,18 @@ class Drained:
         return self.gone and all(r.ok for r in self.reports)
 
 
+@dataclass
+class Benched:
+    """One node's answer to `gpufleet bench` (the node script's JSON, ``gpufleet.nodebench``), or why there is none."""
+
+    node: str  # pool-idx
+    pool: str
+    address: str
+    answer: dict | None = None
+    error: str | None = None
+    hint: str | None = None
+
+
 def leftover_error(cluster: str, left, unread, outcomes=()) -> GpufleetError:
     """What is left, each with why its deletion failed (when it was tried)."""
     why = {o.resource.key: o for o in outcomes}
@@ -93,6 +105,10 @@ class NodeKind(Protocol):
         """The checks at ``level`` on the kind's nodes (``node``: only that one; none when it is not
         of this kind); after `up`'s configuration (``run.configured``), on the nodes that configured."""
 
+    def bench(self, run: Run, plan: dict, python: str) -> list[Benched]:
+        """Run the training-step benchmark ``plan`` (``fleet.bench.plan``) with ``python`` on each of the kind's
+        nodes of the stack: one answer per node, in order; a node that could not run it says why."""
+
     def drain(self, run: Run) -> Drained:
         """Take the kind's nodes of ``run.record`` out of service; nothing raises: what is left is said."""
 
@@ -108,7 +124,8 @@ class NodeKind(Protocol):
         that cannot (a rack host is never replaced) says so in the result."""
 
 
-VERBS = ("owns", "reach", "who", "replaced", "create", "configure", "verify", "drain", "scheduler", "health", "repair")
+VERBS = ("owns", "reach", "who", "replaced", "create", "configure", "verify", "bench", "drain", "scheduler", "health",
+         "repair")
 CONSTANTS = {"NAME": str, "CREATES": bool}
 
 

@@ -12,9 +12,12 @@ source and the framework it ran in; ``data/llm_runs.csv`` published LLM pre-trai
   toward each parameter's prior (``model.PRIORS``), minimised by a Nelder-Mead search in log
   space, deterministic from the priors;
 * reports generalisation (``out_of_fold``): every row predicted by a fit that did not see its
-  group, for three groupings: by source (grouped k-fold), leave one workload out, leave one GPU
-  out;
+  group, for five groupings: by source (grouped k-fold), leave one workload out, leave one GPU
+  out, leave one GPU generation (architecture) out, leave one model family out; and the groups
+  predicted worst (``worst_groups``);
 * warns of a parameter that ended at a bound (``warnings``);
+* refits with the user's own measurements (``gpufleet bench --record``, ``perf.measured``) among the published
+  rows, to show what they would change (``with_mine``);
 * writes the fit and its out-of-fold errors to ``data/fitted.json``
   (``python -m gpufleet.perf.calibration --write``).
 """
@@ -33,7 +36,7 @@ from importlib import resources
 from pathlib import Path
 
 from gpufleet import catalog, processes
-from gpufleet.perf import workloads
+from gpufleet.perf import measured, workloads
 from gpufleet.perf.model import FRAMEWORKS, NAMES, PRIORS, Params, Scenario, fitted_params, predict
 
 PRIOR_WEIGHT = 0.02  # against the mean |log error|: a parameter one prior-spread away costs 0.02
@@ -41,7 +44,12 @@ GROUPINGS: dict[str, Callable] = {
     "source": lambda r: r.source,
     "workload": lambda r: r.scenario.workload.name,
     "gpu": lambda r: r.scenario.gpu.name,
+    # issue 52: a new GPU generation, or a kind of network the fit never saw, is what a user predicts most
+    "generation": lambda r: r.scenario.gpu.arch,
+    "family": lambda r: r.scenario.workload.family,
 }
+WORST_GROUPS = 8  # how many of the worst-predicted groups `calibrate` shows
+WORST_MIN_ROWS = 3  # a group of fewer rows is a row or two, not a pattern the model misses
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,34 @@ def llm_rows(cat) -> list[Row]:
         )
         out.append(Row(r["id"], s, float(r["tokens_per_s_per_gpu"]) * gpus, "tok/s", r["source"], r["notes"]))
     return out
+
+
+MINE = "mine"  # the source of the user's own rows: weighted together as one source, as every source is
+
+
+def mine_rows(recorded: list[measured.Measured], cat) -> list[Row]:
+    """The user's recorded measurements as calibration rows: one GPU each, trained as the benchmark did."""
+    return [Row(f"{MINE}{i + 1}", measured.scenario(measured.bench_workload(m.workload), cat.gpu(m.gpu), m.batch),
+                m.measured, m.unit, MINE, f"{m.host} {m.instance} {m.when}".strip())
+            for i, m in enumerate(recorded)]
+
+
+def with_mine(rs: list[Row], mine: list[Row], base: Params) -> dict:
+    """The fit ``base`` (of the published rows ``rs``) beside one refitted from it with ``mine`` among them: each
+    of the user's rows and the published rows' median |error| under both, and the parameters side by side."""
+    refit, _ = fit(rs + mine, start=base)
+    return {
+        "rows": [{"id": r.id, "gpu": r.scenario.gpu.name, "workload": r.scenario.workload.name, "unit": r.unit,
+                  "notes": r.notes, "measured": r.measured,
+                  "predicted_without": predict(r.scenario, base, efficiency=False).throughput,
+                  "predicted_with": predict(r.scenario, refit, efficiency=False).throughput,
+                  "error_without": e0, "error_with": e1}
+                 for r, e0, e1 in zip(mine, errors(mine, base), errors(mine, refit))],
+        "published_median_abs_error": {"without": statistics.median(abs(e) for e in errors(rs, base)),
+                                       "with": statistics.median(abs(e) for e in errors(rs, refit))},
+        "params": {n: {"without": base.values[n], "with": refit.values[n]} for n in NAMES},
+        "warnings": warnings(refit),
+    }
 
 
 def errors(rs: list[Row], p: Params) -> list[float]:
@@ -211,6 +247,21 @@ def generalisation(rs: list[Row], start: Params | None = None) -> dict:
     return out
 
 
+def worst_groups(rs: list[Row], per_row: dict[str, dict[str, float]], n: int = WORST_GROUPS) -> list[dict]:
+    """The ``n`` groups (of ``WORST_MIN_ROWS`` rows or more) of every grouping in ``per_row`` (grouping -> row id ->
+    its out-of-fold error under that grouping) with the largest median |error|, each with its median signed error
+    (above 0: predicted too fast)."""
+    out = []
+    for by, errs in per_row.items():
+        groups: dict[str, list[float]] = {}
+        for r in rs:
+            if r.id in errs:
+                groups.setdefault(GROUPINGS[by](r), []).append(errs[r.id])
+        out += [{"by": by, "group": g, "rows": len(v), "median_abs_error": statistics.median(abs(e) for e in v),
+                 "median_error": statistics.median(v)} for g, v in groups.items() if len(v) >= WORST_MIN_ROWS]
+    return sorted(out, key=lambda d: (-d["median_abs_error"], d["by"], d["group"]))[:n]
+
+
 def params_to_json(p: Params, objective: float, rs: list[Row], gen: dict) -> str:
     r6 = lambda v: float(f"{v:.6g}")  # noqa: E731
     by_id = {r.id: r for r in rs}
@@ -263,9 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         gen = generalisation(rs, start=p)
         path = Path(__file__).parent / "data" / "fitted.json"
         path.write_text(params_to_json(p, obj, rs, gen))
-        print(f"wrote {path} (objective {obj:.4f}; out of fold by source "
-              f"{gen['source']['median_abs_error']:.1%}, workload {gen['workload']['median_abs_error']:.1%}, "
-              f"GPU {gen['gpu']['median_abs_error']:.1%})")
+        print(f"wrote {path} (objective {obj:.4f}; out of fold by " +
+              ", ".join(f"{by} {g['median_abs_error']:.1%}" for by, g in gen.items()) + ")")
         for w in warnings(p):
             print(f"warning: {w}")
         fitted_params.cache_clear()

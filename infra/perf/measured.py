@@ -17,6 +17,9 @@ from pathlib import Path
 
 from gpufleet.errors import EXIT_FAILED, GpufleetError
 from gpufleet.paths import measured_path, replace_atomically
+from gpufleet.perf import llm_shapes, workloads
+from gpufleet.perf.model import Scenario
+from gpufleet.perf.workloads import Workload
 from gpufleet.userfiles import TABLE_BYTES, read_text
 
 SCHEMA = 1
@@ -49,6 +52,7 @@ class Measured:
     instance: str = ""
     host: str = ""
     versions: dict = field(default_factory=dict)
+    cluster: str = ""  # the cluster `gpufleet bench CLUSTER` measured; empty for `bench --here`
 
     @property
     def ratio(self) -> float:
@@ -59,7 +63,8 @@ class Measured:
         m = cls(gpu=str(d["gpu"]), workload=str(d["workload"]), family=str(d["family"]), unit=str(d["unit"]),
                 measured=float(d["measured"]), predicted=float(d["predicted"]), batch=int(d["batch"]),
                 when=str(d["when"]), instance=str(d.get("instance") or ""), host=str(d.get("host") or ""),
-                versions={str(k): str(v) for k, v in (d.get("versions") or {}).items()})
+                versions={str(k): str(v) for k, v in (d.get("versions") or {}).items()},
+                cluster=str(d.get("cluster") or ""))
         lo, hi = RATIO_BOUNDS
         if not (m.measured > 0 and m.predicted > 0 and lo <= m.ratio <= hi):
             raise ValueError(f"{m.gpu} {m.workload}: measured {m.measured:g} against predicted {m.predicted:g}")
@@ -98,3 +103,24 @@ def speed(rows: list[Measured], gpu: str, family: str) -> tuple[float, list[Meas
     if not mine:
         return None
     return math.exp(sum(math.log(r.ratio) for r in mine) / len(mine)), mine
+
+
+def bench_workload(name: str) -> Workload:
+    """The workload a benchmark trains, as the node runs it: a decoder with the parameters its shape holds
+    (an ``llm:<size>`` is named by its nominal size; its MFU and prediction count the real weights)."""
+    w = workloads.get(name)
+    if w.family != "llm":
+        return w
+    tied = llm_shapes.nearest(w.params).tied
+    held = llm_shapes.parameters(w.layers, w.d_model, w.heads, w.kv_heads, w.ffn, w.vocab, tied)
+    return workloads.decoder(w.name, {"params": held, "layers": w.layers, "d_model": w.d_model, "heads": w.heads,
+                                      "kv_heads": w.kv_heads, "ffn": w.ffn, "gated": True, "vocab": w.vocab,
+                                      "seq_len": w.seq_len}, "<bench>")
+
+
+def scenario(w: Workload, gpu, batch: int) -> Scenario:
+    """One GPU training ``w`` as the node benchmark does: bf16, synthetic data, ``batch`` samples a step."""
+    if w.family == "llm":  # one GPU: its micro-batch is the whole step (fully sharded over one GPU: plain data parallel)
+        return Scenario(workload=w, gpu=gpu, precision="bf16", synthetic_data=True, layout="fsdp",
+                        global_batch_tokens=float(batch * w.seq_len), micro_batch=batch)
+    return Scenario(workload=w, gpu=gpu, precision="bf16", batch_per_gpu=batch, synthetic_data=True)

@@ -11,6 +11,7 @@ import pytest
 
 from gpufleet.fleet import bench
 from gpufleet.perf import measured
+from gpufleet.perf.model import PRIORS
 
 from conftest import cli, gpufleet_exe, require
 
@@ -61,7 +62,7 @@ def test_measured_beside_predicted_on_a_real_h200(cat):
     for row in report.rows:
         assert row.predicted > 0 and row.error == pytest.approx(row.predicted / row.measured - 1)
         assert row.flagged == (abs(row.error) > row.band) and (row.suggests != "") == row.flagged
-        w = bench.bench_workload(row.name)
+        w = measured.bench_workload(row.name)
         assert row.mfu == pytest.approx(row.measured * w.train_flops / 989.5e12)  # the H200's dense BF16 peak
     # issue 52: the model predicts ResNet-50 and BERT faster than they run; said as such
     resnet = report.rows[0]
@@ -124,3 +125,26 @@ def test_a_damaged_measurements_file_is_said_with_the_way_out(tmp_path, monkeypa
 def test_record_with_tiny_is_refused_before_running():
     r = cli("bench", "--here", "--tiny", "--record")
     assert r.exit_code == 2 and "--tiny's toy shapes have none" in r.output, r.output
+
+
+def test_calibrate_mine_shows_the_fit_with_and_without_the_recorded_rows(cat, tmp_path, monkeypatch):
+    """Issue 52: `calibrate --mine` refits with the user's rows among the published ones and shows both fits."""
+    monkeypatch.setenv("GPUFLEET_MEASURED", str(tmp_path / "measured.json"))
+    r = cli("calibrate", "--mine")
+    assert r.exit_code == 1 and "no measurements recorded" in r.output and "bench --here --record" in r.output
+    bench.record(bench.judge(H200, cat, "H200", tiny=False), instance="p5e.48xlarge")
+    kept = measured.read()
+    r = cli("--json", "calibrate", "--mine")
+    assert r.exit_code == 0, r.output
+    cmp = json.loads(r.stdout)
+    assert [(m["gpu"], m["workload"]) for m in cmp["rows"]] == [(k.gpu, k.workload) for k in kept]
+    for row, k in zip(cmp["rows"], kept):
+        # without: the shipped fit's prediction, the one bench recorded beside the measurement
+        assert row["predicted_without"] == pytest.approx(k.predicted, rel=1e-6) and row["measured"] == k.measured
+    # with them among the published rows, the fit moves toward them and keeps the published rows near where they were
+    assert sum(abs(m["error_with"]) for m in cmp["rows"]) < sum(abs(m["error_without"]) for m in cmp["rows"])
+    assert cmp["params"].keys() == set(PRIORS) and any(v["with"] != v["without"] for v in cmp["params"].values())
+    pub = cmp["published_median_abs_error"]
+    assert 0 < pub["without"] < 0.25 and 0 < pub["with"] < 0.25
+    r = cli("calibrate", "--mine")
+    assert r.exit_code == 0 and "without yours" in r.stdout and "p5e.48xlarge" in r.stdout

@@ -83,7 +83,14 @@ def test_calibrate_prints_per_row_errors():
     data = json.loads(r.stdout)
     assert r.exit_code == 0 and len(data["per_row"]) == data["rows"] and data["median_abs_error"] <= 0.25
     assert data["params"]["fw:tf1"] < 1.0 and "framework" in data["per_row"][0]
+    # issue 52: out of fold by GPU generation and by model family too, and the groups predicted worst
+    assert data["out_of_fold"]["generation"] > 0 and data["out_of_fold"]["family"] > 0
+    assert "pascal" in data["out_of_fold"]["per_group"]["generation"]
+    worst = data["worst_groups"]
+    assert len(worst) == 8 and {g["by"] for g in worst} <= {"source", "workload", "gpu", "generation", "family"}
+    assert worst == sorted(worst, key=lambda g: -g["median_abs_error"])
     r = run("calibrate")
+    assert "Worst groups out of fold" in r.stdout
     assert "median |error|" in r.stdout and "m01" in r.stdout
     # the fitted parameters with their priors and bounds, the framework speeds among them
     assert "Fitted parameters" in r.stdout and "fw:tf2" in r.stdout and "0.4..1.5" in r.stdout

@@ -18,7 +18,7 @@ from gpufleet.nodes.cloud import channel as cloudnodes
 from gpufleet.nodes.cloud import failover
 from gpufleet.nodes.cloud import heal as healing
 from gpufleet.nodes.health import NodeHealth, Repaired
-from gpufleet.nodes.kind import Drained, Reached, leftover_error
+from gpufleet.nodes.kind import Benched, Drained, Reached, leftover_error
 from gpufleet.nodes.outcome import NodeOutcome
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
@@ -436,6 +436,15 @@ def verify(run: Run, level: str, node: str | None = None) -> list[NodeVerdict]:
     answers = cloudnodes.verify_pools(outputs(run), nodes, exps, level=level, timeout_s=wait_s(run),
                                       progress=run.progress, stores=run.seams.stores)
     return [verdict(t, got, wait_s(run)) for t, got in answers]
+
+
+def bench(run: Run, plan: dict, python: str) -> list[Benched]:
+    """Not through the bucket yet (issue 52 asks for it): each recorded node says how to bench it by hand."""
+    nodes = targets(run, None) if run.record is not None else []
+    return [Benched(f"{n.pool}-{n.idx}", n.pool, n.private_ip or n.node_id,
+                    error="cloud nodes are not benchmarked through their bucket yet",
+                    hint=f"run it there: gpufleet ssh {run.cluster} {n.pool}-{n.idx} -- gpufleet bench --here")
+            for n in nodes]
 
 
 def wait_s(run: Run) -> float:

@@ -12,8 +12,9 @@ from gpufleet.configure import pillar, saltrun
 from gpufleet.errors import AllHostsFailed, InputError
 from gpufleet.nodes import health as hl
 from gpufleet.nodes.health import NodeHealth, Repaired
-from gpufleet.nodes.kind import Drained, Reached
+from gpufleet.nodes.kind import Benched, Drained, Reached
 from gpufleet.nodes.outcome import NodeOutcome
+from gpufleet.nodes.racks import bench as rack_bench
 from gpufleet.nodes.racks import checks as rack
 from gpufleet.nodes.racks import salt as configuration
 from gpufleet.nodes.run import Run
@@ -129,6 +130,14 @@ def _verify(run: Run, chosen: list, level: str) -> list[NodeVerdict]:
     pools = {p.name: p for p in run.stack.pools}
     exps = {t.id: expect.for_pool(run.stack, pools[t.pool], run.cat, node=t.id) for t in chosen}
     return rack.verify_hosts(chosen, exps, level=level, trust_new=run.trust_new_hosts, progress=run.progress)
+
+
+def bench(run: Run, plan: dict, python: str) -> list[Benched]:
+    """The benchmark ``plan`` over SSH on every host of the stack, with the host's ``python``."""
+    chosen = targets(run)
+    if not chosen:
+        return []
+    return rack_bench.bench_hosts(chosen, plan, python=python, trust_new=run.trust_new_hosts, progress=run.progress)
 
 
 def drain(run: Run) -> Drained:

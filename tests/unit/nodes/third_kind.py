@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gpufleet.clouds.baremetal.hosts import HostReport, HostTarget
 from gpufleet.nodes.health import NodeHealth, Repaired
-from gpufleet.nodes.kind import Drained, Reached
+from gpufleet.nodes.kind import Benched, Drained, Reached
 from gpufleet.nodes.outcome import NodeOutcome
 from gpufleet.nodes.racks import outcome
 from gpufleet.nodes.run import Run
@@ -58,6 +58,11 @@ def configure(run: Run) -> list[NodeOutcome]:
 def verify(run: Run, level: str, node: str | None = None) -> list[NodeVerdict]:
     CALLS.append(f"verify {level}")
     return [NodeVerdict(t.id, t.pool, t.address, "pass") for t in _targets(run, node)]
+
+
+def bench(run: Run, plan: dict, python: str) -> list[Benched]:
+    CALLS.append("bench")
+    return [Benched(t.id, t.pool, t.address, error="a simulated node trains nothing") for t in _targets(run, None)]
 
 
 def drain(run: Run) -> Drained:

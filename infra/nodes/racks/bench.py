@@ -1,0 +1,61 @@
+"""Running the training-step benchmark on rack hosts: the node script (``gpufleet/nodebench/train_steps.py``,
+the standard library and the host's own torch) goes over the SSH session's standard input, as the checks do
+(``nodes.racks.checks``), under the same known_hosts policy; the plan as an argument; the host's Python runs
+it, and its JSON answer comes back on standard output (its progress lines on standard error)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+from importlib import resources
+
+from gpufleet.clouds.baremetal import hosts
+from gpufleet.nodebench.train_steps import NO_TORCH
+from gpufleet.nodes.kind import Benched
+
+TIMEOUT_S = 1800  # compilation and three benchmarks take minutes on a GPU (fleet.bench.TIMEOUT_S on one machine)
+SCRIPT = """f=$(mktemp /tmp/gpufleet-bench.XXXXXX) || exit 4
+cat > "$f"
+echo {plan} | base64 -d | {python} "$f" -
+rc=$?; rm -f "$f"; exit $rc
+"""
+
+
+def node_script() -> bytes:
+    return resources.files("gpufleet.nodebench").joinpath("train_steps.py").read_bytes()
+
+
+def bench_hosts(targets: list[hosts.HostTarget], plan: dict, *, python: str, trust_new: bool = False,
+                workers: int = 32, progress=None) -> list[Benched]:
+    """One answer per target, in order: the benchmarks ran on every host at once (each on its own GPUs)."""
+    data = node_script()
+    script = SCRIPT.format(plan=shlex.quote(base64.b64encode(json.dumps(plan).encode()).decode()),
+                           python=shlex.quote(python))
+    outcomes = hosts.on_each_host(targets, lambda s: s.run(script, timeout=TIMEOUT_S, stdin=data), phase="bench",
+                                  trust_new=trust_new, workers=workers, progress=progress)
+    return [_answer(t, o, python) for t, o in zip(targets, outcomes)]
+
+
+def _answer(t: hosts.HostTarget, o, python: str) -> Benched:
+    out = Benched(t.id, t.pool, t.address)
+    if not o.ok:
+        out.error, out.hint = o.error.message, o.error.hint
+        return out
+    r = o.value
+    lines = r.stdout.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        answer = None
+    if r.rc == NO_TORCH:
+        out.error = f"no PyTorch in {python} on {t.address}: bench trains with the PyTorch the node has"
+        out.hint = ("install it with the frameworks formula (or by hand), or name the Python that has it with "
+                    "--python")
+    elif r.rc != 0 or not isinstance(answer, dict) or "results" not in answer:
+        tail = (r.stderr or r.stdout).strip()[-300:]
+        out.error = f"the benchmark exited {r.rc} on {t.address} with no results: {tail}"
+        out.hint = f"is {python} a Python 3 there? --python names the one that has PyTorch"
+    else:
+        out.answer = answer
+    return out

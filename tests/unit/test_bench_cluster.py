@@ -1,0 +1,120 @@
+"""`gpufleet bench CLUSTER` (issue 52): the node script goes over real SSH (OpenSSH's sshd on 127.0.0.1,
+tests/loopback_sshd.py) to each rack host, the host's Python trains the toy shapes with its own PyTorch, and the
+answers come back per node with the spread between nodes. No assertion here is about a speed."""
+
+import glob
+import importlib.util
+import json
+import sys
+from contextlib import ExitStack
+
+import pytest
+from test_bench import H200
+
+from gpufleet.fleet import bench
+from gpufleet.perf import measured
+from gpufleet.state.registry import Node, Registry
+
+import loopback_sshd
+from conftest import cli
+
+needs_sshd = pytest.mark.skipif(not loopback_sshd.USABLE, reason="needs the OpenSSH client and server, as root")
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="torch is not installed (the test extra brings it)")
+RACK = """name: lab
+owner: ops@example.com
+access: {{user: root, via: direct}}
+pools:
+  - name: rack
+    provider: baremetal
+    site: loop
+    gpu: A100-80GB
+    gpus_per_node: 1
+    known_hosts: known_hosts
+    hosts:
+{hosts}
+"""
+
+
+@pytest.fixture
+def rack(tmp_path, monkeypatch):
+    """Two rack hosts (two sshd on 127.0.0.1) of a cluster `lab` the registry records; the stack file's path."""
+    monkeypatch.setenv("GPUFLEET_REGISTRY", str(tmp_path / "registry.db"))
+    monkeypatch.setenv("GPUFLEET_MEASURED", str(tmp_path / "measured.json"))
+    authorized = loopback_sshd.keygen(tmp_path / "id_lab")
+    with ExitStack() as servers:
+        ports = [servers.enter_context(loopback_sshd.serve(tmp_path / f"sshd{i}", authorized))[0] for i in range(2)]
+        stack = tmp_path / "lab.yaml"
+        stack.write_text(RACK.format(hosts="\n".join(f"      - {{address: 127.0.0.1, port: {p}, user: root, key: id_lab}}"
+                                                     for p in ports)))
+        Registry(tmp_path / "registry.db").record(
+            name="lab", stack="lab", stack_file=str(stack), owner="o", expires_at="2099-01-01T00:00:00Z", backend=None,
+            nodes=[Node(pool="rack", idx=i, provider="baremetal", location="loop", machine="1x A100-80GB",
+                        node_id="127.0.0.1", private_ip="127.0.0.1", ssh_endpoint=f"127.0.0.1:{p}")
+                   for i, p in enumerate(ports)])
+        yield stack
+
+
+@needs_sshd
+@needs_torch
+def test_bench_of_a_rack_cluster_runs_on_every_host_over_ssh_with_its_python(rack):
+    import torch
+
+    left_before = set(glob.glob("/tmp/gpufleet-bench.*"))
+    # the hosts' Python is this one (it has torch); a host's own python3 is the default
+    r = cli("--json", "bench", "lab", "--tiny", "--python", sys.executable, "--trust-new-hosts",
+            "--workload", "resnet50,llm:1b")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["cluster"] == "lab" and [n["node"] for n in doc["nodes"]] == ["rack-0", "rack-1"]
+    for n in doc["nodes"]:
+        assert n["error"] is None and n["bench"]["versions"]["torch"] == torch.__version__
+        assert n["bench"]["device"]["kind"] == "cpu"
+        rows = {b["name"]: b for b in n["bench"]["benchmarks"]}
+        assert set(rows) == {"resnet50", "llm:1b"} and all(b["measured"] > 0 and b["step_s"] > 0
+                                                           for b in rows.values())
+    spread = {s["benchmark"]: s for s in doc["spread"]}
+    assert set(spread) == {"resnet50", "llm:1b"}
+    for name, s in spread.items():
+        got = sorted(b["measured"] for n in doc["nodes"] for b in n["bench"]["benchmarks"] if b["name"] == name)
+        assert s["nodes"] == 2 and (s["min"], s["max"]) == (got[0], got[-1])
+    # the hosts' keys were recorded in the stack's known_hosts; the node script left nothing behind
+    assert len((rack.parent / "known_hosts").read_text().splitlines()) == 2
+    assert set(glob.glob("/tmp/gpufleet-bench.*")) == left_before
+    # the table, by a second run that now knows the hosts' keys
+    r = cli("bench", str(rack), "--tiny", "--python", sys.executable, "--workload", "resnet50")
+    assert r.exit_code == 0 and "Per-node spread" in r.stdout and "rack-1" in r.stdout, r.output
+
+
+@needs_sshd
+def test_a_host_without_pytorch_says_so_and_bench_fails(rack):
+    r = cli("--json", "bench", "lab", "--tiny", "--python", "/usr/bin/python3", "--trust-new-hosts",
+            "--workload", "resnet50")
+    assert r.exit_code == 1, r.output
+    nodes = json.loads(r.stdout)["nodes"]
+    assert len(nodes) == 2 and all("no PyTorch in /usr/bin/python3" in n["error"] and "--python" in n["hint"]
+                                   for n in nodes)
+
+
+def test_a_slow_node_is_flagged_against_its_peers_and_every_node_is_recorded(cat, tmp_path, monkeypatch):
+    """The per-node spread and --record, with the answers three H200 nodes would give (one 30% slower)."""
+    monkeypatch.setenv("GPUFLEET_MEASURED", str(tmp_path / "measured.json"))
+
+    def node(i: int, slower: float) -> bench.NodeBench:
+        answer = {**H200, "results": [{**r, "samples_per_s": r["samples_per_s"] * slower} for r in H200["results"]]}
+        return bench.NodeBench(f"rack-{i}", "rack", f"192.0.2.{i + 1}", bench.judge(answer, cat, "H200", tiny=False))
+
+    result = bench.ClusterBench("lab", tiny=False, nodes=[node(0, 1.0), node(1, 0.98), node(2, 0.7)])
+    result.spread = bench.spread(result.nodes)
+    (rn50,) = [s for s in result.spread if s["benchmark"] == "resnet50"]
+    assert rn50["slow"] == ["rack-2"] and rn50["nodes"] == 3 and rn50["spread"] == pytest.approx(1 / 0.7 - 1)
+    slow = next(r for r in result.nodes[2].report.rows if r.name == "resnet50")
+    assert slow.flagged and "29% below the median of the 3 nodes" in slow.suggests  # 0.7 against 0.98
+    assert not any("below the median" in r.suggests for n in result.nodes[:2] for r in n.report.rows)
+    done = bench.record_cluster(result, instance="rack")
+    assert done["rows"] == 6
+    kept = measured.read()
+    assert {(m.cluster, m.host) for m in kept} == {("lab", f"rack-{i}") for i in range(3)}
+    # compare then predicts the H200 from the three nodes' measurements
+    r = cli("--json", "compare", "resnet50", "--gpu", "H200", "--top", "1")
+    assert any(a.startswith("measured: H200") for a in json.loads(r.stdout)["assumptions"]), r.output
