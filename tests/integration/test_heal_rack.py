@@ -11,7 +11,7 @@ kernel log with a fatal XID:
   once the fault is gone its gate passes and the watch resumes it;
 * a fatal XID on idle host 3 drains it within two watch intervals, GF-XID-FATAL as the reason;
 * host 4 running a job gets the fault: drained, and `heal --once --dry-run` waits while the job runs, then would
-  replace it once the job has ended (the replacement itself: tests/unit/test_heal_cloud.py against moto's EC2).
+  replace it once the job has ended (the replacement itself: tests/unit/test_heal_aws.py against moto's EC2, test_heal_azure.py).
 
 A rack host isolated by `heal` and named in `status`: test_slurm_rack.py.
 """
