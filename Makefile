@@ -89,6 +89,7 @@ bench: $(BIN)/python
 	$(BIN)/python tests/bench/bench_reap.py
 	$(BIN)/python tests/bench/bench_refresh.py
 	$(BIN)/python tests/bench/bench_rack.py
+	$(BIN)/python tests/bench/bench_heal_rack.py
 	$(BIN)/python tests/bench/bench_cloud_wait.py
 	$(BIN)/python tests/bench/bench_verify.py
 	$(BIN)/python tests/bench/bench_failover.py

@@ -78,10 +78,10 @@ STANDIN_HOME = "/opt/gpufleet-standin"
 STANDIN_TOOLS = ("nvidia-smi", "dcgmi", "nvbandwidth", "journalctl", "systemctl")
 
 
-def install_standins(i: int, changes: dict[str, str], captures: str = "l4x1") -> None:
+def install_standins(i: int, changes: dict[str, str], captures: str = "l4x1", tools=STANDIN_TOOLS) -> None:
     """The stand-in tools (tests/verify_standin.py) on host ``i``, replaying the captures of
     tests/data/verify/``captures`` (the 1x L4's unless told; ``changes``: capture file -> other text),
-    first on root's PATH (/usr/local/sbin)."""
+    first on root's PATH (/usr/local/sbin); ``tools``: which of them (all unless told)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         tar.add(ROOT / "tests" / "verify_standin.py", "standin.py")
@@ -90,7 +90,7 @@ def install_standins(i: int, changes: dict[str, str], captures: str = "l4x1") ->
             info = tarfile.TarInfo(f"captures/{name}")
             info.size = len(text.encode())
             tar.addfile(info, io.BytesIO(text.encode()))
-    links = " && ".join(f"ln -sf {STANDIN_HOME}/standin.py /usr/local/sbin/{t}" for t in STANDIN_TOOLS)
+    links = " && ".join(f"ln -sf {STANDIN_HOME}/standin.py /usr/local/sbin/{t}" for t in tools)
     r = on_host(i, f"rm -rf {STANDIN_HOME} && mkdir -p {STANDIN_HOME} && tar -x -C {STANDIN_HOME} && "
                    f"chmod +x {STANDIN_HOME}/standin.py && {links}", stdin=buf.getvalue())
     assert r.returncode == 0, r.stderr

@@ -11,6 +11,7 @@ state fails, a host that never runs its bootstrap, and a tree archive replaced i
 The GCS and Blob bootstraps run once on a host against fakes/objects.py.
 """
 
+import contextlib
 import http.server
 import json
 import os
@@ -81,8 +82,10 @@ def _serve(directory: Path):
     return srv
 
 
-@pytest.fixture(scope="module")
-def rack(tmp_path_factory):
+@contextlib.contextmanager
+def cloud_rack(tmp: Path):
+    """Four fresh hosts, the site's pip mirror and moto on the rack's bridge; the rack taken down after
+    (also what tests/bench/bench_heal_rack.py brings up)."""
     localrack.fresh_hosts("salt-call")
     wheels = _serve(_wheelhouse())
     for i in range(1, 5):  # the site's pip mirror, as a real site's image points at its own
@@ -92,10 +95,18 @@ def rack(tmp_path_factory):
     from fakes.aws import Server
 
     moto = Server(host=BRIDGE_IP).start()
-    yield {"moto": moto, "tmp": tmp_path_factory.mktemp("cloud-nodes")}
-    moto.stop()
-    wheels.shutdown()
-    localrack.down()
+    try:
+        yield {"moto": moto, "tmp": tmp}
+    finally:
+        moto.stop()
+        wheels.shutdown()
+        localrack.down()
+
+
+@pytest.fixture(scope="module")
+def rack(tmp_path_factory):
+    with cloud_rack(tmp_path_factory.mktemp("cloud-nodes")) as r:
+        yield r
 
 
 def _boot(i: int, user_data: str, env: dict) -> subprocess.CompletedProcess:

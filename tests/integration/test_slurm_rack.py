@@ -7,7 +7,8 @@ jobs run in their cgroups; two one-GPU jobs run at once on the H100 node, each s
 and given its GPU's share of the node (an 8-GPU job all of it); a host whose node checks fail (an XID 79)
 is drained by the health check with the fault as its reason and resumed once they pass; a hung
 nvidia-smi drains its node with GF-HEALTH-TIMEOUT naming it before slurmd would kill the check, and
-overlapping checks run one nvidia-smi, not a pile; slurmdbd (with MariaDB on the controller) records the
+overlapping checks run one nvidia-smi, not a pile; `heal` isolates the drained host (its pool's
+on_fault: isolate) and `status` names it (issue 51); slurmdbd (with MariaDB on the controller) records the
 jobs for `sacct`, `status` shows the scheduler's view, and `down --clean` leaves nothing behind but the
 accounting database."""
 
@@ -226,6 +227,27 @@ def _a_hung_gpu_drains_its_node() -> None:
     assert _until(_nodes, lambda n: n.get("h4") == "idle", timeout=CHECKS_WITHIN_S)["h4"] == "idle"
 
 
+def _heal_isolates_the_faulty_host_and_status_names_it(rack) -> None:
+    """Issue 51: host 3, drained by its health check for a fatal XID, is isolated by `gpufleet heal` (its pool's
+    on_fault: isolate; a rack host is never replaced) and named with its fault in `gpufleet status`; the healthy
+    hosts are left alone."""
+    rc, doc, err = gpufleet(rack, "heal", CLUSTER, "--once")  # by name: `up` named it (--cluster), not its stack
+    assert rc == 0, (doc, err[-2000:])
+    (healed,) = doc["clusters"]
+    by = {n["address"]: n for n in healed["nodes"]}
+    bad = by["10.77.0.13"]
+    assert bad["state"] == "faulty" and bad["decision"]["action"] == "isolate" and bad["decision"]["code"] == \
+        "GF-XID-FATAL", bad
+    assert [r["done"] for r in healed["repaired"] if r["node"] == bad["node"]] == [True], healed["repaired"]
+    assert {by[f"10.77.0.{10 + i}"]["decision"]["action"] for i in (2, 4)} == {"none"}, healed
+    rc, doc, err = gpufleet(rack, "status", CLUSTER, "--local")
+    assert rc == 0, err[-2000:]
+    (cl,) = doc["clusters"]
+    named = cl["health"]["nodes"].get(bad["node"]) or {}
+    assert named.get("done") == "isolate" and named.get("last_fault") == "GF-XID-FATAL", cl["health"]
+    assert any(f"{bad['node']} isolate [GF-XID-FATAL]" in n for n in cl["notes"]), cl["notes"]
+
+
 def test_slurm_comes_up_runs_jobs_drains_a_failing_node_and_goes(rack):
     _gpu_node()
     rc, doc, err = gpufleet(rack, "up", "--no-verify", STACK, "--cluster", CLUSTER, "--yes", "--trust-new-hosts")
@@ -258,6 +280,7 @@ def test_slurm_comes_up_runs_jobs_drains_a_failing_node_and_goes(rack):
                        timeout=CHECKS_WITHIN_S)
         assert "DRAIN" in shown and "Reason=gpufleet: GF-XID-FATAL health.xid" in shown, shown
         assert _nodes()["h2"] == "idle"
+        _heal_isolates_the_faulty_host_and_status_names_it(rack)
     finally:
         remove_standins(3)
     # its checks pass again (no GPU seen at configure time, none expected of it): resumed

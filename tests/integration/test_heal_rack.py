@@ -1,0 +1,294 @@
+"""Issue 51's loop on the local test rack: the boot gate, the node watch and `gpufleet heal` against real Slurm.
+
+Hosts 2 (the controller), 3 and 4 boot as an AWS stack's instances, as in test_cloud_nodes_e2e (moto's S3 the
+bucket, the node agent run every few seconds as its timer would, Debian's Slurm installed through the bucket).
+The rack's hosts run no systemd (each host's PID 1 is its sshd), so the watch's timer is played by a loop on each
+host that starts ``python3 /opt/gpufleet/node_watch.py`` every ``health.interval`` seconds, as systemd's
+OnUnitActiveSec would. A fault is replayed by the stand-in ``journalctl`` (tests/verify_standin.py) printing a
+kernel log with a fatal XID:
+
+* host 4 boots with the fault: its gate fails, and `sinfo`, polled across its registration, never shows it idle;
+  once the fault is gone its gate passes and the watch resumes it;
+* a fatal XID on idle host 3 drains it within two watch intervals, GF-XID-FATAL as the reason;
+* host 4 running a job gets the fault: drained, and `heal --once --dry-run` waits while the job runs, then would
+  replace it once the job has ended (the replacement itself: tests/unit/test_heal_aws.py against moto's EC2, test_heal_azure.py).
+
+A rack host isolated by `heal` and named in `status`: test_slurm_rack.py.
+"""
+
+import contextlib
+import json
+import os
+import threading
+import time
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.integration.golden import user_data as _user_data
+from tests.integration.localrack import install_standins, on_host, remove_standins
+from tests.integration.test_cloud_nodes_e2e import _aws_plan, _boot, rack  # noqa: F401 (rack: its fixture)
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rack")]
+
+INTERVAL_S = 20  # the pools' health.interval: the schema's shortest is 15; 20 leaves the checks' own time a margin
+WAIT_S = 240
+XID = (ROOT / "tests" / "data" / "verify" / "journal-xid79.txt").read_text()
+STACK = f"""\
+name: e2e-heal
+owner: ci@example.com
+ttl: 2h
+slurm: {{cgroups: false, health_check_interval: 60}}
+pools:
+  - name: ctl
+    provider: aws
+    region: us-east-1
+    instance_type: g6.xlarge
+    role: controller
+    nodes: 1
+    health: {{interval: {INTERVAL_S}}}
+    salt: {{states: [slurm], pillar: {{gpufleet: {{live: false}}}}}}
+  - name: gpu
+    provider: aws
+    region: us-east-1
+    instance_type: g6.xlarge
+    nodes: 2
+    health: {{interval: {INTERVAL_S}, on_fault: replace}}
+    salt: {{states: [node_base, slurm], pillar: {{gpufleet: {{live: false}}}}}}
+"""
+WATCH_LOOP = """\
+# the watch's timer (systemd.timer(5) OnUnitActiveSec={interval}): a run started every {interval} s
+while :; do
+  if [ -f /opt/gpufleet/node_watch.py ]; then
+    env {exports} python3 /opt/gpufleet/node_watch.py /etc/gpufleet/node.json >>/var/log/gpufleet/watch.log 2>&1 &
+  fi
+  sleep {interval}; wait
+done
+"""
+LOOP_PID = "/run/gpufleet-watch-loop.pid"
+
+
+def fault(i: int) -> None:
+    """Host ``i``'s kernel log shows a fatal XID (79: fell off the bus), as the stand-in journalctl prints it;
+    no other stand-in tool (the host has no GPU the configuration would set up)."""
+    install_standins(i, {"journal.txt": XID}, tools=("journalctl",))
+
+
+def start_watch(i: int, env: dict) -> None:
+    exports = " ".join(f"{k}={v}" for k, v in env.items())
+    loop = WATCH_LOOP.format(interval=INTERVAL_S, exports=exports)
+    wrote = on_host(i, "mkdir -p /var/log/gpufleet && cat > /run/gpufleet-watch-loop.sh", stdin=loop)
+    assert wrote.returncode == 0, wrote.stderr
+    started = on_host(i, f"setsid sh /run/gpufleet-watch-loop.sh </dev/null >/dev/null 2>&1 & echo $! > {LOOP_PID}")
+    assert started.returncode == 0, started.stderr
+
+
+def stop_watch(i: int) -> None:
+    on_host(i, f"test -f {LOOP_PID} && kill -- -$(cat {LOOP_PID}); rm -f {LOOP_PID}")
+
+
+def sinfo() -> dict[str, str]:
+    out = on_host(2, "sinfo -h -N -o '%N %t'").stdout
+    return dict(line.split() for line in out.splitlines() if len(line.split()) == 2)
+
+
+def until(what, ok, timeout: float, every: float = 1):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = what()
+        if ok(got) or time.monotonic() > deadline:
+            return got
+        time.sleep(every)
+
+
+def node_line(name: str) -> str:
+    return on_host(2, f"scontrol show node {name} -o").stdout
+
+
+def local_health(i: int) -> dict:
+    """The health the watch put into host ``i``'s status (its local copy of it)."""
+    try:
+        return json.loads(on_host(i, "cat /var/lib/gpufleet/status.json").stdout).get("health") or {}
+    except ValueError:
+        return {}
+
+
+class Sinfo(threading.Thread):
+    """`sinfo` on the controller every second: each node's states as seen, in order, each with when it was first
+    seen (time.monotonic())."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.seen: dict[str, list[tuple[float, str]]] = {}
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.wait(1):
+            at = time.monotonic()
+            for node, state in sinfo().items():
+                if not self.seen.get(node) or self.seen[node][-1][1] != state:
+                    self.seen.setdefault(node, []).append((at, state))
+
+    def until(self, node: str, moment: float) -> list[str]:
+        """The node's states seen before ``moment``."""
+        return [state for at, state in self.seen.get(node, []) if at < moment]
+
+
+@pytest.fixture(scope="module")
+def cluster(rack):  # noqa: F811 (rack: the imported fixture)
+    mp = pytest.MonkeyPatch()
+    try:
+        with heal_cluster(rack, mp) as c:
+            yield c
+    finally:
+        mp.undo()
+
+
+@contextlib.contextmanager
+def heal_cluster(rack, mp):  # noqa: F811 (rack: test_cloud_nodes_e2e.cloud_rack's)
+    """The stack up on hosts 2-4 with the node agent and the watch running on each, host 4 booted with a fatal
+    XID: {the Pulumi fake, the stack file, the sinfo poller, `up`'s environment} (also tests/bench/
+    bench_heal_rack.py's)."""
+    import boto3
+
+    from gpufleet.fleet import up as fleet_up
+
+    from fakes.pulumi_cli import FakePulumiCLI
+
+    cat, stack, plan = _aws_plan(rack, mp, STACK, "data-heal")
+    # what `up` ran with (moto's endpoint, the data home its registry is in): each test's own environment
+    # (tests/conftest.py) is another, and `heal` runs in the test
+    env = {k: v for k, v in os.environ.items() if k.startswith("AWS_") or k in ("XDG_DATA_HOME", "PULUMI_CONFIG_PASSPHRASE")}
+    pools = plan.outputs["pools"]
+    for name in {p["bucket"]["name"] for p in pools.values()}:
+        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=name)
+    role = boto3.client("iam", region_name="us-east-1").create_role(RoleName="e2e-heal", AssumeRolePolicyDocument="{}")
+    hosts = {2: ("ctl", pools["ctl"]["node_ids"][0]), 3: ("gpu", pools["gpu"]["node_ids"][0]),
+             4: ("gpu", pools["gpu"]["node_ids"][1])}
+    pools["ctl"]["private_ips"] = ["10.77.0.12"]
+    pools["gpu"]["private_ips"] = ["10.77.0.13", "10.77.0.14"]
+    stop = threading.Event()
+    fault(4)
+
+    def node(i: int, pool: str, node_id: str):
+        c = boto3.client("sts", region_name="us-east-1").assume_role(RoleArn=role["Role"]["Arn"],
+                                                                     RoleSessionName=node_id)["Credentials"]
+        env = {"AWS_ACCESS_KEY_ID": c["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": c["SecretAccessKey"],
+               "AWS_SESSION_TOKEN": c["SessionToken"], "GPUFLEET_NODE_ID": node_id}
+        start_watch(i, env)
+        _boot(i, _user_data(plan, pool), env)
+        exports = " ".join(f"{k}={v}" for k, v in env.items())
+        while not stop.wait(5):  # the agent's timer, shortened
+            on_host(i, f"env {exports} python3 /opt/gpufleet/node_agent.py >>/var/log/gpufleet/node.log 2>&1",
+                    timeout=900)
+
+    poller = Sinfo()
+    poller.start()
+    booting = [threading.Thread(target=node, args=(i, *h), daemon=True) for i, h in hosts.items()]
+    for t in booting:
+        t.start()
+    pulumi = FakePulumiCLI(plan)
+    try:
+        started = time.monotonic()
+        out = fleet_up.bring_up(stack, cat, fleet_up.UpOptions(check=False,
+                                seams=fleet_up.Seams(pulumi_command=pulumi, wait_s=WAIT_S)), confirm=lambda p: True)
+        print(f"e2e-heal up in {time.monotonic() - started:.0f} s")
+        logs = {i: on_host(i, "tail -30 /var/log/gpufleet/node.log").stdout for i in hosts}
+        assert {r.target.id: r.state for r in out.configured} == {"ctl-0": "configured", "gpu-0": "configured",
+                                                                  "gpu-1": "configured"}, logs
+        yield {"pulumi": pulumi, "stack_file": rack["tmp"] / "data-heal.yaml", "sinfo": poller, "env": env}
+    finally:
+        poller.stop.set()
+        stop.set()
+        for i in hosts:
+            stop_watch(i)
+        for t in booting:
+            t.join(timeout=900)
+
+
+def heal_dry_run(cluster, monkeypatch) -> dict:
+    """`gpufleet --json heal STACK --once --dry-run` (in this process: Pulumi is the fake that replays the plan);
+    node -> its decision."""
+    from typer.testing import CliRunner
+
+    from gpufleet.cli.app import app
+    from gpufleet.cli.output import STATE
+    from gpufleet.engine import automation
+
+    for k, v in cluster["env"].items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(automation, "find_pulumi", lambda: cluster["pulumi"])
+    try:
+        r = CliRunner().invoke(app, ["--json", "heal", str(cluster["stack_file"]), "--once", "--dry-run"])
+    finally:
+        STATE.json = False
+    assert r.exit_code in (0, 1), r.output
+    (cl,) = json.loads(r.stdout)["clusters"]
+    return {n["node"]: n["decision"] for n in cl["nodes"]}
+
+
+def test_a_node_failing_its_gate_never_shows_idle_and_is_resumed_once_it_passes(cluster):
+    # host 3 had no fault: its gate passed and its watch resumed it
+    assert until(sinfo, lambda n: n.get("h3") == "idle", timeout=6 * INTERVAL_S).get("h3") == "idle", \
+        (cluster["sinfo"].seen, on_host(3, "cat /var/lib/gpufleet/gate.json; tail /var/log/gpufleet/watch.log").stdout)
+    gate = until(lambda: on_host(4, "cat /var/lib/gpufleet/gate.json").stdout, lambda s: '"passed": false' in s,
+                 timeout=3 * INTERVAL_S)
+    assert '"passed": false' in gate, (gate, on_host(4, "tail -20 /var/log/gpufleet/watch.log").stdout)
+    shown = node_line("h4")
+    assert "DRAIN" in shown and "Reason=gpufleet: GF-GATE" in shown, shown
+    cleared = time.monotonic()
+    remove_standins(4)
+    resumed = until(sinfo, lambda n: n.get("h4") == "idle", timeout=4 * INTERVAL_S)
+    cluster["sinfo"].stop.set()
+    seen = cluster["sinfo"].seen
+    assert resumed.get("h4") == "idle", (seen, node_line("h4"), on_host(4, "tail /var/log/gpufleet/watch.log").stdout)
+    # across its registration and its failing gate, until the fault was gone, the controller never listed it idle
+    # (not even idle*, not responding); once resumed it may pass through idle* on its way to idle
+    before = cluster["sinfo"].until("h4", cleared)
+    assert before and not any(s.startswith("idle") for s in before), seen
+    print(f"h4 states until its gate passed: {before}; then {[s for at, s in seen['h4'] if at >= cleared]}, "
+          f"idle {time.monotonic() - cleared:.0f} s after the fault was gone")
+
+
+def test_a_fatal_xid_on_an_idle_node_drains_it_within_two_intervals(cluster):
+    assert until(sinfo, lambda n: n.get("h3") == "idle", timeout=3 * INTERVAL_S).get("h3") == "idle"
+    fault(3)
+    injected = time.monotonic()
+    try:
+        shown = until(lambda: node_line("h3"), lambda s: "GF-XID-FATAL" in s and "DRAIN" in s,
+                      timeout=4 * INTERVAL_S)
+        took = time.monotonic() - injected
+        assert "DRAIN" in shown and "Reason=gpufleet: GF-XID-FATAL" in shown, \
+            (shown, on_host(3, "tail -20 /var/log/gpufleet/watch.log").stdout)
+        # the watch saw it and says so in the node's status (Slurm's own health check runs every 60 s: it may
+        # drain the node too, with the same reason, but not within this bound on its own)
+        health = until(lambda: local_health(3), lambda h: h.get("state") == "faulty", timeout=INTERVAL_S)
+        assert health.get("drained") is True and "GF-XID-FATAL" in {f["code"] for f in health["faults"]}, health
+        print(f"fatal XID -> h3 drained in {took:.1f} s (watch interval {INTERVAL_S} s)")
+        assert took <= 2 * INTERVAL_S, (took, shown)  # the issue's bound: two intervals
+    finally:
+        remove_standins(3)
+    assert until(sinfo, lambda n: n.get("h3") == "idle", timeout=4 * INTERVAL_S).get("h3") == "idle"
+
+
+def test_a_node_running_a_job_is_drained_but_replaced_only_once_the_job_has_ended(cluster, monkeypatch):
+    assert until(sinfo, lambda n: n.get("h4") == "idle", timeout=3 * INTERVAL_S).get("h4") == "idle"
+    sub = on_host(2, "sbatch --parsable -w h4 --wrap 'sleep 900'")
+    assert sub.returncode == 0, sub.stderr
+    job = sub.stdout.strip().split(";")[0]
+    try:
+        assert until(lambda: on_host(2, f"squeue -h -j {job} -o %T").stdout.strip(), lambda s: s == "RUNNING",
+                     timeout=60) == "RUNNING"
+        fault(4)
+        shown = until(lambda: node_line("h4"), lambda s: "GF-XID-FATAL" in s, timeout=4 * INTERVAL_S)
+        assert "DRAIN" in shown and "Reason=gpufleet: GF-XID-FATAL" in shown, shown
+        assert on_host(2, f"squeue -h -j {job} -o %T").stdout.strip() == "RUNNING"  # a drain lets the job finish
+        # heal reads Slurm's view from the controller's status (its agent writes it on each run)
+        waiting = until(lambda: heal_dry_run(cluster, monkeypatch), lambda d: d["gpu-1"]["action"] == "wait", timeout=90, every=5)
+        assert waiting["gpu-1"]["action"] == "wait" and "still running" in waiting["gpu-1"]["why"], waiting
+        assert waiting["gpu-1"]["code"] == "GF-XID-FATAL" and waiting["gpu-0"]["action"] == "none", waiting
+    finally:
+        on_host(2, f"scancel {job}")
+    ended = until(lambda: heal_dry_run(cluster, monkeypatch), lambda d: d["gpu-1"]["action"] == "replace", timeout=90, every=5)
+    assert ended["gpu-1"]["action"] == "replace", ended
+    remove_standins(4)
