@@ -136,6 +136,51 @@ def _aws_plan(rack, monkeypatch, text: str, data: str):
     return cat, stack, planner.plan(stack, cat, workers=1)
 
 
+@contextlib.contextmanager
+def slurm_nodes(rack, monkeypatch, text: str, data: str, *, every_s: float = 3, before_boot=None):
+    """Hosts 2 (the controller), 3 and 4 booted as the instances of an AWS stack with pools `ctl` and `gpu`,
+    each running its agent every ``every_s`` seconds (the systemd timer's minute, shortened) with the
+    credentials of a role of its own; ``before_boot(i, env)`` first. Yields (catalog, stack, plan, hosts:
+    {host: (pool, instance id)}); the agents stop after."""
+    import boto3
+
+    cat, stack, plan = _aws_plan(rack, monkeypatch, text, data)
+    pools = plan.outputs["pools"]
+    for name in {p["bucket"]["name"] for p in pools.values()}:
+        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=name)
+    role = boto3.client("iam", region_name="us-east-1").create_role(RoleName=data, AssumeRolePolicyDocument="{}")
+    hosts = {2: ("ctl", pools["ctl"]["node_ids"][0]), 3: ("gpu", pools["gpu"]["node_ids"][0]),
+             4: ("gpu", pools["gpu"]["node_ids"][1])}
+    # the addresses the cloud reports for its instances are the hosts' own, as in a real VPC: slurm.conf
+    # takes each node's address from the cloud's record, never from what the node says of itself
+    pools["ctl"]["private_ips"] = ["10.77.0.12"]
+    pools["gpu"]["private_ips"] = ["10.77.0.13", "10.77.0.14"]
+    stop = threading.Event()
+
+    def node(i: int, pool: str, node_id: str):
+        c = boto3.client("sts", region_name="us-east-1").assume_role(RoleArn=role["Role"]["Arn"],
+                                                                     RoleSessionName=node_id)["Credentials"]
+        env = {"AWS_ACCESS_KEY_ID": c["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": c["SecretAccessKey"],
+               "AWS_SESSION_TOKEN": c["SessionToken"], "GPUFLEET_NODE_ID": node_id}
+        if before_boot:
+            before_boot(i, env)
+        _boot(i, _user_data(plan, pool), env)
+        exports = " ".join(f"{k}={v}" for k, v in env.items())
+        while not stop.wait(every_s):  # the timer: a new generation is picked up by the next run
+            on_host(i, f"env {exports} python3 /opt/gpufleet/node_agent.py >>/var/log/gpufleet/node.log 2>&1",
+                    timeout=900)
+
+    booting = [threading.Thread(target=node, args=(i, *h), daemon=True) for i, h in hosts.items()]
+    for t in booting:
+        t.start()
+    try:
+        yield cat, stack, plan, hosts
+    finally:
+        stop.set()
+        for t in booting:
+            t.join(timeout=900)
+
+
 def test_cloud_nodes_configure_themselves_and_up_reports_each(rack, monkeypatch):
     import boto3
 
@@ -344,48 +389,15 @@ def test_slurm_on_cloud_nodes_comes_up_through_the_bucket_and_runs_jobs(rack, mo
     report (their names, addresses, CPUs, memory), and publishes the files and the munge key
     through the bucket; then `sinfo` on the controller lists both compute nodes idle and
     `srun -N2 hostname` runs on both."""
-    import boto3
-
     from gpufleet.fleet import up as fleet_up
 
     from fakes.pulumi_cli import FakePulumiCLI
 
-    cat, stack, plan = _aws_plan(rack, monkeypatch, SLURM_STACK, "data-slurm")
-    pools = plan.outputs["pools"]
-    for name in {p["bucket"]["name"] for p in pools.values()}:
-        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=name)
-    role = boto3.client("iam", region_name="us-east-1").create_role(RoleName="e2e-slurm", AssumeRolePolicyDocument="{}")
-    hosts = {2: ("ctl", pools["ctl"]["node_ids"][0]), 3: ("gpu", pools["gpu"]["node_ids"][0]),
-             4: ("gpu", pools["gpu"]["node_ids"][1])}
-    # the addresses the cloud reports for its instances are the hosts' own, as in a real VPC: slurm.conf
-    # takes each node's address from the cloud's record, never from what the node says of itself
-    pools["ctl"]["private_ips"] = ["10.77.0.12"]
-    pools["gpu"]["private_ips"] = ["10.77.0.13", "10.77.0.14"]
-    stop = threading.Event()
-
-    def node(i: int, pool: str, node_id: str):
-        c = boto3.client("sts", region_name="us-east-1").assume_role(RoleArn=role["Role"]["Arn"],
-                                                                     RoleSessionName=node_id)["Credentials"]
-        env = {"AWS_ACCESS_KEY_ID": c["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": c["SecretAccessKey"],
-               "AWS_SESSION_TOKEN": c["SessionToken"], "GPUFLEET_NODE_ID": node_id}
-        _boot(i, _user_data(plan, pool), env)
-        exports = " ".join(f"{k}={v}" for k, v in env.items())
-        while not stop.wait(3):  # the timer: a new generation is picked up by the next run
-            on_host(i, f"env {exports} python3 /opt/gpufleet/node_agent.py >>/var/log/gpufleet/node.log 2>&1",
-                    timeout=900)
-
-    booting = [threading.Thread(target=node, args=(i, *h), daemon=True) for i, h in hosts.items()]
-    for t in booting:
-        t.start()
-    pulumi = FakePulumiCLI(plan)
-    try:
+    with slurm_nodes(rack, monkeypatch, SLURM_STACK, "data-slurm") as (cat, stack, plan, hosts):
+        pulumi = FakePulumiCLI(plan)
         out = fleet_up.bring_up(stack, cat, fleet_up.UpOptions(check=False,
                                 seams=fleet_up.Seams(pulumi_command=pulumi, wait_s=WAIT_S)), confirm=lambda p: True)
         _slurm_runs_jobs_and_status_shows_it(out, hosts, cat, pulumi, monkeypatch)
-    finally:
-        stop.set()
-        for t in booting:
-            t.join(timeout=900)
 
 
 def _slurm_runs_jobs_and_status_shows_it(out, hosts, cat, pulumi, monkeypatch):

@@ -25,9 +25,8 @@ import time
 import pytest
 
 from tests.conftest import ROOT
-from tests.integration.golden import user_data as _user_data
 from tests.integration.localrack import install_standins, on_host, remove_standins
-from tests.integration.test_cloud_nodes_e2e import _aws_plan, _boot, rack  # noqa: F401 (rack: its fixture)
+from tests.integration.test_cloud_nodes_e2e import rack, slurm_nodes  # noqa: F401 (rack: its fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rack")]
 
@@ -149,61 +148,34 @@ def heal_cluster(rack, mp):  # noqa: F811 (rack: test_cloud_nodes_e2e.cloud_rack
     """The stack up on hosts 2-4 with the node agent and the watch running on each, host 4 booted with a fatal
     XID: {the Pulumi fake, the stack file, the sinfo poller, `up`'s environment} (also tests/bench/
     bench_heal_rack.py's)."""
-    import boto3
-
     from gpufleet.fleet import up as fleet_up
 
     from fakes.pulumi_cli import FakePulumiCLI
 
-    cat, stack, plan = _aws_plan(rack, mp, STACK, "data-heal")
-    # what `up` ran with (moto's endpoint, the data home its registry is in): each test's own environment
-    # (tests/conftest.py) is another, and `heal` runs in the test
-    env = {k: v for k, v in os.environ.items() if k.startswith("AWS_") or k in ("XDG_DATA_HOME", "PULUMI_CONFIG_PASSPHRASE")}
-    pools = plan.outputs["pools"]
-    for name in {p["bucket"]["name"] for p in pools.values()}:
-        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=name)
-    role = boto3.client("iam", region_name="us-east-1").create_role(RoleName="e2e-heal", AssumeRolePolicyDocument="{}")
-    hosts = {2: ("ctl", pools["ctl"]["node_ids"][0]), 3: ("gpu", pools["gpu"]["node_ids"][0]),
-             4: ("gpu", pools["gpu"]["node_ids"][1])}
-    pools["ctl"]["private_ips"] = ["10.77.0.12"]
-    pools["gpu"]["private_ips"] = ["10.77.0.13", "10.77.0.14"]
-    stop = threading.Event()
     fault(4)
-
-    def node(i: int, pool: str, node_id: str):
-        c = boto3.client("sts", region_name="us-east-1").assume_role(RoleArn=role["Role"]["Arn"],
-                                                                     RoleSessionName=node_id)["Credentials"]
-        env = {"AWS_ACCESS_KEY_ID": c["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": c["SecretAccessKey"],
-               "AWS_SESSION_TOKEN": c["SessionToken"], "GPUFLEET_NODE_ID": node_id}
-        start_watch(i, env)
-        _boot(i, _user_data(plan, pool), env)
-        exports = " ".join(f"{k}={v}" for k, v in env.items())
-        while not stop.wait(5):  # the agent's timer, shortened
-            on_host(i, f"env {exports} python3 /opt/gpufleet/node_agent.py >>/var/log/gpufleet/node.log 2>&1",
-                    timeout=900)
-
     poller = Sinfo()
     poller.start()
-    booting = [threading.Thread(target=node, args=(i, *h), daemon=True) for i, h in hosts.items()]
-    for t in booting:
-        t.start()
-    pulumi = FakePulumiCLI(plan)
+    booted = []
     try:
-        started = time.monotonic()
-        out = fleet_up.bring_up(stack, cat, fleet_up.UpOptions(check=False,
-                                seams=fleet_up.Seams(pulumi_command=pulumi, wait_s=WAIT_S)), confirm=lambda p: True)
-        print(f"e2e-heal up in {time.monotonic() - started:.0f} s")
-        logs = {i: on_host(i, "tail -30 /var/log/gpufleet/node.log").stdout for i in hosts}
-        assert {r.target.id: r.state for r in out.configured} == {"ctl-0": "configured", "gpu-0": "configured",
-                                                                  "gpu-1": "configured"}, logs
-        yield {"pulumi": pulumi, "stack_file": rack["tmp"] / "data-heal.yaml", "sinfo": poller, "env": env}
+        with slurm_nodes(rack, mp, STACK, "data-heal", every_s=5,  # the agent's timer, shortened
+                         before_boot=lambda i, env: (booted.append(i), start_watch(i, env))) as (cat, stack, plan, hosts):
+            # what `up` ran with (moto's endpoint, the data home its registry is in): each test's own environment
+            # (tests/conftest.py) is another, and `heal` runs in the test
+            env = {k: v for k, v in os.environ.items()
+                   if k.startswith("AWS_") or k in ("XDG_DATA_HOME", "PULUMI_CONFIG_PASSPHRASE")}
+            pulumi = FakePulumiCLI(plan)
+            started = time.monotonic()
+            out = fleet_up.bring_up(stack, cat, fleet_up.UpOptions(check=False,
+                                    seams=fleet_up.Seams(pulumi_command=pulumi, wait_s=WAIT_S)), confirm=lambda p: True)
+            print(f"e2e-heal up in {time.monotonic() - started:.0f} s")
+            logs = {i: on_host(i, "tail -30 /var/log/gpufleet/node.log").stdout for i in hosts}
+            assert {r.target.id: r.state for r in out.configured} == {"ctl-0": "configured", "gpu-0": "configured",
+                                                                      "gpu-1": "configured"}, logs
+            yield {"pulumi": pulumi, "stack_file": rack["tmp"] / "data-heal.yaml", "sinfo": poller, "env": env}
     finally:
         poller.stop.set()
-        stop.set()
-        for i in hosts:
+        for i in booted:
             stop_watch(i)
-        for t in booting:
-            t.join(timeout=900)
 
 
 def heal_dry_run(cluster, monkeypatch) -> dict:
