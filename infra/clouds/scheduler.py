@@ -11,34 +11,44 @@ PROBE = ("echo nodes; sinfo -h -N -o '%N %T'; echo jobs; squeue -h -o '%T'; "
 SECTIONS = ("nodes", "jobs", "drained")
 
 
-def parse(controller: str, text: str) -> dict:
-    """The probe's answer: {"controller", "nodes": {state: count}, "jobs": {state: count}, "drained":
-    {node: reason}}. States lose sinfo's flags (``idle*``: not responding, ``drain~``: powered off)."""
-    section, nodes, jobs, drained = "", {}, {}, {}
+FLAGS = "*~#!%$@^-"  # sinfo's suffixes to a state (``idle*``: not responding, ``drain~``: powered off)
+
+
+def bare(state: str) -> str:
+    """A state without sinfo's flags, lower case."""
+    return state.rstrip(FLAGS).lower()
+
+
+def _sections(text: str):
+    """The probe's answer as (section, line), each line after its marker."""
+    section = ""
     for line in text.splitlines():
         if line in SECTIONS:
             section = line
-        elif section == "drained" and "|" in line:
+        else:
+            yield section, line
+
+
+def parse(controller: str, text: str) -> dict:
+    """The probe's answer: {"controller", "nodes": {state: count}, "jobs": {state: count}, "drained":
+    {node: reason}}. States lose sinfo's flags (``bare``)."""
+    nodes, jobs, drained = {}, {}, {}
+    for section, line in _sections(text):
+        if section == "drained" and "|" in line:
             node, reason = line.split("|", 1)
             drained[node] = reason
         elif line.strip() and section in ("nodes", "jobs"):
             counts = nodes if section == "nodes" else jobs
-            state = line.split()[-1].rstrip("*~#!%$@^-").lower()
+            state = bare(line.split()[-1])
             counts[state] = counts.get(state, 0) + 1
     return {"controller": controller, "nodes": nodes, "jobs": jobs, "drained": drained}
 
 
 def node_states(text: str) -> dict[str, str]:
-    """Each node's state in the probe's answer ({sinfo node name: state, flags stripped, lower case}),
-    for `heal`, which needs one node's state where `status` shows counts."""
-    section, out = "", {}
-    for line in text.splitlines():
-        if line in SECTIONS:
-            section = line
-        elif section == "nodes" and len(line.split()) == 2:
-            node, state = line.split()
-            out[node] = state.rstrip("*~#!%$@^-").lower()
-    return out
+    """Each node's state in the probe's answer ({sinfo node name: state, ``bare``}), for `heal`, which
+    needs one node's state where `status` shows counts."""
+    return {line.split()[0]: bare(line.split()[1]) for section, line in _sections(text)
+            if section == "nodes" and len(line.split()) == 2}
 
 
 # A host's own node as Slurm says it (run on the host: slurm.conf is on every node): its state and the
@@ -54,4 +64,4 @@ def own_state(text: str) -> tuple[str, str | None] | None:
         return None
     state, reason = line.split("|", 1)
     reason = reason.strip()
-    return state.strip().rstrip("*~#!%$@^-").lower(), None if reason.lower() in ("", "none") else reason
+    return bare(state.strip()), None if reason.lower() in ("", "none") else reason
