@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from gpufleet.errors import GpufleetError, InputError
+from gpufleet.errors import GpufleetError, InputError, ToolMissing
 
 
 def _xdg(var: str, default: str) -> Path:
@@ -181,3 +181,15 @@ def replace_atomically(path: Path, write: Callable[[TextIO], None], variable: st
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def states_dir() -> Path:
+    """The Salt state tree: ``$GPUFLEET_SALT_STATES``, the checkout's ``salt/``, or the wheel's copy."""
+    env = os.environ.get("GPUFLEET_SALT_STATES")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parent
+    for p in (here.parent / "salt", here / "states"):
+        if (p / "top.sls").exists():
+            return p
+    raise ToolMissing("the Salt states are not installed with gpufleet", "set GPUFLEET_SALT_STATES to a salt/ tree")

@@ -365,6 +365,41 @@ class Health(_Strict):
     replace_reserved: bool = False  # nodes on reservations or Capacity Blocks are isolated unless true
 
 
+# a Prometheus duration as its flags take it (--storage.tsdb.retention.time): a number and one unit
+# (prometheus.io/docs/prometheus/2.42/storage/, "Operational aspects", read 2026-11-27)
+PROM_DURATION = re.compile(r"^[1-9][0-9]{0,5}[hdwy]$")
+
+
+class Monitoring(_Strict):
+    """Prometheus and Alertmanager on the cluster (README, "Monitoring"): they scrape every node's
+    node_exporter and DCGM exporter and gpufleet's own metrics, and evaluate the shipped alert rules."""
+
+    prometheus: bool = False
+    # where they run: "controller" (Slurm's controller), or a pool's name (its first node)
+    host: str = "controller"
+    retention: str = "15d"  # how long series are kept; a number and h, d, w or y
+    disk_gb: int = Field(default=20, ge=1, le=65_536, strict=True)  # the most the series may take on disk
+    scrape_interval: int = Field(default=30, ge=5, le=600, strict=True)  # seconds
+    grafana: bool = False  # Grafana beside them, with gpufleet's dashboards provisioned
+    # a node at or above this price whose GPUs stay idle for an hour raises an alert
+    idle_alert_usd_per_hour: float = Field(default=10.0, ge=0)
+    alert_webhook: str | None = None  # where Alertmanager sends alerts (a webhook URL); None: shown only
+
+    @field_validator("retention")
+    @classmethod
+    def _retention(cls, v: str) -> str:
+        if not PROM_DURATION.match(v):
+            raise HintedValueError(f"retention {v!r} is not a duration Prometheus takes", "e.g. 15d, 12h, 8w or 1y")
+        return v
+
+    @field_validator("alert_webhook")
+    @classmethod
+    def _webhook(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^https?://[^\s'\"]+$", v):
+            raise HintedValueError(f"alert_webhook {v!r} is not an http(s) URL", "e.g. https://hooks.example.com/gpu")
+        return v
+
+
 class Failover(_Strict):
     """Where else a cloud pool may land when its own place is refused (no capacity, a short quota):
     each alternative is one whole place for the whole pool, tried in order (``clouds.candidates``)."""
@@ -580,6 +615,7 @@ class Stack(_Strict):
     software: Software = Software()
     data: Data | None = None  # what it moves (the traffic estimate); None: not said
     slurm: Slurm | None = None  # the scheduler on its pools; None: none
+    monitoring: Monitoring | None = None  # Prometheus on the cluster; None: exporters only
     pools: Annotated[list[Pool], Field(min_length=1, max_length=MAX_POOLS)]
 
     # set by load(): where the stack came from
@@ -689,6 +725,20 @@ def unique_hosts(stack: Stack, cat) -> Iterable[Problem]:
             where.setdefault(key, f"{p.name}[{i}]")
 
 
+def monitor_host(stack: Stack, cat) -> Iterable[Problem]:
+    """The monitor's host is Slurm's controller, which the stack has, or one of its pools."""
+    m = stack.monitoring
+    if m is None or not m.prometheus:
+        return
+    if m.host == "controller":
+        if stack.slurm is None:
+            yield Problem(("monitoring", "host"), "host controller is Slurm's controller, and the stack has no slurm:",
+                          f"name one of its pools, e.g. host: {stack.pools[0].name}")
+    elif m.host not in {p.name for p in stack.pools}:
+        yield Problem(("monitoring", "host"), f"{m.host!r} is not one of the stack's pools",
+                      "one of: controller, " + ", ".join(p.name for p in stack.pools))
+
+
 class _Unchecked(Exception):
     """A check read a part of the stack that failed the schema."""
 
@@ -738,7 +788,7 @@ def cross_checks(stack: Stack, located: Located, cat, *, pool_checks: Iterable[P
         _check_access(stack, located, err)
     except _Unchecked:
         pass
-    for prob in (x for check in (unique_pools, unique_hosts, *stack_checks) for x in _findings(check, stack, cat)):
+    for prob in (x for check in (unique_pools, unique_hosts, monitor_host, *stack_checks) for x in _findings(check, stack, cat)):
         err(prob.keys, prob.message, prob.hint)
     return errs
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from gpufleet.clouds.bootstrap import SALT_VERSION  # the one Salt: on cloud nodes, in salt-ssh's virtualenv
 from gpufleet.errors import ToolMissing
-from gpufleet.paths import make_private_dir, salt_run_dir, salt_venv_dir, write_private
+from gpufleet.paths import make_private_dir, salt_run_dir, salt_venv_dir, states_dir, write_private
 from gpufleet.state import leases
 
 SALT_SSH_UMASK = 0o077  # what salt-ssh writes here (cache, logs, the tarball with the pillar) is the operator's
@@ -40,18 +40,6 @@ SALT_SSH_UMASK = 0o077  # what salt-ssh writes here (cache, logs, the tarball wi
 
 def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
-
-
-def states_dir() -> Path:
-    """The Salt state tree: ``$GPUFLEET_SALT_STATES``, the checkout's ``salt/``, or the wheel's copy."""
-    env = os.environ.get("GPUFLEET_SALT_STATES")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve().parents[1]
-    for p in (here.parent / "salt", here / "states"):
-        if (p / "top.sls").exists():
-            return p
-    raise ToolMissing("the Salt states are not installed with gpufleet", "set GPUFLEET_SALT_STATES to a salt/ tree")
 
 
 def tree_hash(root: Path | None = None) -> str:

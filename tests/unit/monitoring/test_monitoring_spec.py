@@ -1,0 +1,47 @@
+"""The stack's ``monitoring:`` block: where Prometheus runs and for how long it keeps series, refused with
+its file, line and key when it names what the stack lacks; and the metric catalogue the rules and
+dashboards are checked against, read from the counters file the nodes' DCGM exporter is given."""
+
+import pytest
+
+from gpufleet import stacks
+from gpufleet.errors import SpecError, SpecErrors
+from gpufleet.monitoring import names
+
+POOLS = ("pools:\n"
+         "  - {name: gpu, provider: aws, region: us-east-1, instance_type: p4d.24xlarge}\n")
+
+
+def problems(write, text: str) -> list[SpecError]:
+    with pytest.raises((SpecError, SpecErrors)) as e:
+        stacks.load(write("stack.yaml", text))
+    return getattr(e.value, "errors", [e.value])
+
+
+@pytest.mark.parametrize("block,needle,hint", [
+    ("{prometheus: true}", "host controller is Slurm's controller", "host: gpu"),
+    ("{prometheus: true, host: gpus}", "'gpus' is not one of the stack's pools", "controller, gpu"),
+    ("{prometheus: true, host: gpu, retention: 15 days}", "is not a duration Prometheus takes", "15d"),
+    ("{prometheus: true, host: gpu, alert_webhook: 'hooks.example.com'}", "is not an http(s) URL", "https://"),
+    ("{prometheus: true, host: gpu, scrape_interval: 1}", "scrape_interval", None),
+])
+def test_a_monitor_the_stack_cannot_have_is_refused_with_its_line(write, block, needle, hint):
+    (e,) = problems(write, f"name: s\nowner: o\nmonitoring: {block}\n{POOLS}")
+    assert needle in e.problem + " " + str(e.key) and e.line == 3
+    assert hint is None or hint in (e.hint or "")
+
+
+def test_a_pool_may_host_the_monitor_and_the_defaults_hold(write):
+    s = stacks.load(write("stack.yaml", f"name: s\nowner: o\nmonitoring: {{prometheus: true, host: gpu}}\n{POOLS}"))
+    assert (s.monitoring.host, s.monitoring.retention, s.monitoring.grafana) == ("gpu", "15d", False)
+
+
+def test_the_catalogue_has_the_fields_the_alerts_need_and_dcgms_own_defaults():
+    got = {m.name: m for m in names.dcgm()}
+    # the error counters dcgm-exporter's defaults leave out (its etc/default-counters.csv comments them)
+    for field in ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+                  "DCGM_FI_DEV_THERMAL_VIOLATION", "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_GPU_UTIL"):
+        assert field in got
+    assert got["DCGM_FI_DEV_XID_ERRORS"].type == "gauge"  # the last XID's value, not a count
+    assert {m.type for m in names.catalogue().values()} <= {"gauge", "counter", "info"}
+    assert all(n.startswith(("DCGM_FI_", "gpufleet_", "node_", "up", "ALERTS")) for n in names.catalogue())
