@@ -10,8 +10,9 @@ AZURITE_VERSION := 3.37.0
 AZURITE := .azurite/node_modules/.bin/azurite-blob
 # what the local test rack (tests/rack/rack.py) needs from the system, the browser the report test
 # opens its HTML in (Debian's chromium, driven by Playwright without a browser download), and the
-# PostgreSQL server the team-store tests start a cluster of their own with
-SYSTEM_TOOLS := /usr/sbin/sshd /usr/sbin/debootstrap /usr/sbin/ip /usr/sbin/iptables /usr/bin/chromium /usr/bin/pg_createcluster
+# PostgreSQL server the team-store tests start a cluster of their own with, and promtool (Debian ships it in
+# prometheus) that checks the rendered Prometheus configs and runs the alert rules' unit tests
+SYSTEM_TOOLS := /usr/sbin/sshd /usr/sbin/debootstrap /usr/sbin/ip /usr/sbin/iptables /usr/bin/chromium /usr/bin/pg_createcluster /usr/bin/promtool
 # the versions the tests run against (pyproject keeps ranges for users; tests/unit/test_constraints.py
 # checks each pin is inside its range)
 PINS := -c tests/constraints.txt
@@ -78,7 +79,7 @@ sysdeps:
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" != 0 ]; then echo "note: missing$$missing; run 'sudo make sysdeps' for the rack tests"; exit 0; fi; \
 	export DEBIAN_FRONTEND=noninteractive; \
-	apt-get update -qq && apt-get install -y -qq --no-install-recommends openssh-server openssh-client debootstrap iproute2 iptables chromium fonts-dejavu-core postgresql >/dev/null
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends openssh-server openssh-client debootstrap iproute2 iptables chromium fonts-dejavu-core postgresql prometheus >/dev/null
 
 rack-down:
 	$(PYTHON) tests/rack/rack.py down
