@@ -97,6 +97,11 @@ def test_the_request_is_valid_in_google_cloud_computes_own_types(gcp):
     assert parsed.instance_properties.machine_type == "a3-highgpu-8g"
     assert list(parsed.instance_properties.resource_policies) == ["hl-gpu-compact-0"]
     assert parsed.instance_properties.scheduling.provisioning_model == "STANDARD"
+    # and what the fake answers, which the replacement reads, is in the same types' own fields
+    for (collection, _, _), item in list(gcp.items.items()):
+        kind = {"instances": compute_v1.Instance, "disks": compute_v1.Disk}.get(collection)
+        if kind is not None:
+            kind.from_json(json.dumps(item), ignore_unknown_fields=False)
 
 
 def test_a_capacity_refusal_is_a_capacity_error_and_nothing_is_deleted(gcp):

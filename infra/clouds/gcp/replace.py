@@ -99,7 +99,9 @@ def _model(vms: list[dict], cluster: str, pool: str, old: dict | None) -> dict:
 
 def properties(vm: dict, disk: dict, attached: dict, market: str | None) -> dict:
     """The pool's InstanceProperties (REST JSON) as ``vm`` and its boot ``disk`` (and the VM's AttachedDisk for it)
-    show them; ``market`` "spot" / "on-demand" overrides the pool's scheduling (None: the VM's own)."""
+    show them; ``market`` "spot" / "on-demand" overrides the pool's scheduling (None: the VM's own). The disk
+    type by name, as ``components`` asks it (AttachedDiskInitializeParams.disk_type, google-cloud-compute 1.57:
+    for an instance template "you specify the disk type without a URL")."""
     init = {"sourceImage": disk.get("sourceImage"), "diskSizeGb": disk.get("sizeGb"),
             "diskType": _last(disk.get("type")) or None, "labels": disk.get("labels")}
     sched = vm.get("scheduling") or {}

@@ -17,7 +17,9 @@ other node write its status (``base.Cloud.own_status_only``), else it is isolate
 A cloud node cannot be reached from here (it is private): its agent drains its Slurm node itself, so
 ``drain`` is left to it; ``isolate`` leaves it drained and named; ``replace`` asks the node's cloud
 for a new node through the pool's own request, then terminates the old one (the cloud API's
-``replace_node``; a cloud that has none yet, ``base.Cloud.replaces_nodes`` false, has its nodes isolated).
+``replace_node``; a cloud that has none yet, ``base.Cloud.replaces_nodes`` false, and a flex-start pool, whose
+VMs its group makes, have their nodes isolated). A spot pool's replacement asks spot first; refused, the pool's
+``failover.spot_fallback`` where the cloud's request can change market (``base.Cloud.market_per_node``).
 """
 
 from __future__ import annotations
