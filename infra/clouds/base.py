@@ -470,6 +470,9 @@ class Cloud(Provider, Protocol):
     # `heal` can replace one of a pool's nodes through the pool's own request (its API's ``replace_node``);
     # where it cannot yet, a faulty node is isolated (left drained and named) instead
     replaces_nodes: bool
+    # a replacement may be asked on another market than its pool's (a spot pool's spot_fallback: on-demand);
+    # where the pool's request fixes its nodes' market (Azure's Uniform scale set), it asks the pool's only
+    market_per_node: bool
     # the pool's bucket lets a node write only its own status (AWS: the key is its ``aws:userid``); where
     # any node of a pool may write every status of it (GCP, Azure), a status alone never terminates a node
     own_status_only: bool

@@ -91,7 +91,8 @@ def _held(h: NodeHealth, rules, replaced: int, retry_at, now) -> tuple[str, str]
     if rules.on_fault != "replace":
         return "isolate", "the pool's on_fault is isolate"
     if not h.replaceable:
-        return "isolate", "no new node can be made in its place (a rack host, or a cloud whose replacement is not built)"
+        return "isolate", ("no new node can be made in its place (a rack host, a flex-start pool's VM, which its "
+                           "group makes, or a cloud whose replacement is not built)")
     if not h.vouched:
         return "isolate", ("its status, which any node of its pool can write, is its only witness (Slurm does not "
                            "say it is drained): isolated, never terminated on that word alone")
@@ -353,7 +354,8 @@ def _event(store: SharedStore, cluster: str, d: Decision, r, now: dt.datetime) -
                           "cluster": cluster, "outcome": outcome, "exit_code": 0, "action": d.action, "node": d.node,
                           "pool": d.pool, "code": d.code, "evidence": d.evidence, "why": d.why, "done": done,
                           "refused": bool(r is not None and r.refused),
-                          "launched": r.launched if r is not None else None}, now=now)
+                          "launched": r.launched if r is not None else None,
+                          "market": r.market if r is not None else None}, now=now)
 
 
 def summary(store: SharedStore | None, cluster: str) -> dict | None:

@@ -168,7 +168,9 @@ class Repaired:
     new: object = None  # replace: the state.registry.Node in its place
     launched: str | None = None  # replace: the id of the node this call launched (done or not), counted once
     fleet: str | None = None  # replace: the request that made it (AWS: its own instant fleet; Azure: the scale set)
+    market: str | None = None  # replace: spot or on-demand, what was last asked (a spot pool's spot_fallback)
 
     def to_dict(self) -> dict:
         return {"node": self.node, "action": self.action, "done": self.done, "detail": self.detail,
-                "refused": self.refused, "new_node_id": getattr(self.new, "node_id", None), "launched": self.launched}
+                "refused": self.refused, "new_node_id": getattr(self.new, "node_id", None), "launched": self.launched,
+                "market": self.market}

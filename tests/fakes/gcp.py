@@ -19,9 +19,18 @@ google-cloud-compute's REST transport makes, in the documented formats
 * ``POST /compute/v1/projects/{p}/zones/{z}/instances/bulkInsert``
   (https://cloud.google.com/compute/docs/reference/rest/v1/instances/bulkInsert): the VMs named
   in ``perInstanceProperties``, each with ``instanceProperties``' labels, machine type and a
-  private address, or none when the zone holds fewer than ``minCount`` more (``zone_capacity``):
+  private address, or none when the zone holds fewer than ``minCount`` more (``zone_capacity``; for
+  ``scheduling.provisioningModel`` SPOT, ``spot_capacity`` too: a spot shortage is refused alike):
   then a ``DONE`` operation whose ``error.errors[]`` carries ``ZONE_RESOURCE_POOL_EXHAUSTED``
-  and ``httpErrorStatusCode`` 503, as Compute Engine reports a failed operation;
+  and ``httpErrorStatusCode`` 503, as Compute Engine reports a failed operation. Each VM is kept as
+  the Instance resource (https://cloud.google.com/compute/docs/reference/rest/v1/instances) holds
+  what InstanceProperties asked: ``machineType``, ``guestAccelerators[].acceleratorType`` and
+  ``resourcePolicies`` as URLs, ``scheduling``, ``tags``, ``metadata``, ``serviceAccounts``,
+  ``shieldedInstanceConfig``, ``reservationAffinity``, and its boot disk as an AttachedDisk
+  (``source``: the disk's URL, ``boot``, ``autoDelete``) beside a Disk resource
+  (https://cloud.google.com/compute/docs/reference/rest/v1/disks: ``sourceImage``, ``sizeGb``,
+  ``type`` as a URL, ``labels``, ``users``) named as the VM, as Compute Engine names a boot disk it
+  makes; deleting a VM deletes its ``autoDelete`` disks. Each request body (refused or not) is kept in ``bulk_bodies``;
 * ``POST /compute/v1/projects/{p}/regions/{r}/resourcePolicies``: a resource policy (409
   ``alreadyExists`` for a name taken), answered with a ``DONE`` operation;
 * a flex-start pool's managed instance group (``flex_group``): ``GET .../zones/{z}/
@@ -92,9 +101,11 @@ class ComputeFake(JsonServer):
         self.api_keys: set[str] = set()  # keys the Cloud Billing Catalog accepts
         self.sku_queries: list[dict] = []
         self.zone_capacity: dict[str, int] = {}  # zone -> how many more VMs bulkInsert may create there
+        self.spot_capacity: dict[str, int] = {}  # zone -> how many more SPOT VMs, within zone_capacity
         self.resize_requests: dict[tuple[str, str, str], dict] = {}  # (zone, group, name) -> the request
         self.groups: dict[tuple[str, str], list[str]] = {}  # (zone, group) -> its VMs' names
         self.user_email = "alice@example.com"  # whose user credentials tokeninfo names
+        self.bulk_bodies: list[dict] = []  # each bulkInsert's BulkInsertInstanceResource, as sent
 
     # --- what tests call ------------------------------------------------------------------
     def reset(self) -> None:
@@ -108,8 +119,10 @@ class ComputeFake(JsonServer):
             self.api_keys.clear()
             self.sku_queries.clear()
             self.zone_capacity.clear()
+            self.spot_capacity.clear()
             self.resize_requests.clear()
             self.groups.clear()
+            self.bulk_bodies.clear()
             self.faults.clear()
             self.calls.clear()
 
@@ -240,26 +253,53 @@ class ComputeFake(JsonServer):
               "operationType": "bulkInsert", "status": "DONE", "progress": 100,
               "zone": f"{API}/projects/{self.project}/zones/{zone}",
               "selfLink": f"{API}/projects/{self.project}/zones/{zone}/operations/op"}
+        spot = ((props.get("scheduling") or {}).get("provisioningModel")) == "SPOT"
         with self.lock:
+            self.bulk_bodies.append(body)
             room = self.zone_capacity.get(zone, 10**6)
+            if spot:
+                room = min(room, self.spot_capacity.get(zone, 10**6))
             if room < least:
                 op.update(httpErrorStatusCode=503, httpErrorMessage="SERVICE UNAVAILABLE", error={"errors": [{
                     "code": "ZONE_RESOURCE_POOL_EXHAUSTED",
                     "message": f"The zone 'projects/{self.project}/zones/{zone}' does not have enough resources "
                                "available to fulfill the request.  Try a different zone, or try again later."}]})
                 return 200, op, {}
-            self.zone_capacity[zone] = room - len(names)
+            self.zone_capacity[zone] = self.zone_capacity.get(zone, 10**6) - len(names)
+            if spot:
+                self.spot_capacity[zone] = self.spot_capacity.get(zone, 10**6) - len(names)
+        here = f"{API}/projects/{self.project}/zones/{zone}"
         for name in names:
             nics = [{"network": "global/networks/x", "subnetwork": n.get("subnetwork"), "nicType": n.get("nicType"),
                      "networkIP": f"10.0.{next(_ids) % 250}.{next(_ids) % 250 + 2}",
-                     **({"accessConfigs": [{"type": "ONE_TO_ONE_NAT", "natIP": "203.0.113.9"}]}
+                     **({"accessConfigs": [{**a, "natIP": "203.0.113.9"} for a in n["accessConfigs"]]}
                         if n.get("accessConfigs") else {})}
                     for n in props.get("networkInterfaces") or []]
+            disks = [self._boot_disk(zone, name, d) for d in props.get("disks") or [] if d.get("boot")]
+            kept = {k: props[k] for k in ("scheduling", "tags", "metadata", "serviceAccounts", "shieldedInstanceConfig",
+                                          "reservationAffinity") if k in props}
             self.add("instances", f"zones/{zone}", name, status="RUNNING", labels=props.get("labels") or {},
-                     machineType=f"zones/{zone}/machineTypes/{props.get('machineType')}", networkInterfaces=nics,
+                     machineType=f"{here}/machineTypes/{props.get('machineType')}", networkInterfaces=nics,
                      resourcePolicies=[f"{API}/projects/{self.project}/regions/{zone.rsplit('-', 1)[0]}/resourcePolicies/"
-                                       f"{p}" for p in props.get("resourcePolicies") or []])
+                                       f"{p}" for p in props.get("resourcePolicies") or []],
+                     guestAccelerators=[{"acceleratorType": f"{here}/acceleratorTypes/{a['acceleratorType']}",
+                                         "acceleratorCount": a["acceleratorCount"]}
+                                        for a in props.get("guestAccelerators") or []], disks=disks, **kept)
         return 200, op, {}
+
+    def _boot_disk(self, zone: str, vm: str, asked: dict) -> dict:
+        """The boot disk Compute Engine makes from an AttachedDisk's initializeParams, named as its VM; the
+        VM's AttachedDisk that names it."""
+        init = asked.get("initializeParams") or {}
+        image = init.get("sourceImage") or ""
+        disk = self.add("disks", f"zones/{zone}", vm, status="READY", sizeGb=str(init.get("diskSizeGb") or "10"),
+                        sourceImage=image if image.startswith("http") else f"{API}/{image}",
+                        type=f"{API}/projects/{self.project}/zones/{zone}/diskTypes/{init.get('diskType') or 'pd-standard'}",
+                        labels=init.get("labels") or {},
+                        users=[f"{API}/projects/{self.project}/zones/{zone}/instances/{vm}"])
+        return {"kind": "compute#attachedDisk", "type": "PERSISTENT", "mode": "READ_WRITE", "source": disk["selfLink"],
+                "deviceName": vm, "index": 0, "boot": True, "autoDelete": bool(asked.get("autoDelete")),
+                "diskSizeGb": disk["sizeGb"]}
 
     def _files(self, method, api, collection, fid, query):
         if fid is None:
@@ -350,6 +390,10 @@ class ComputeFake(JsonServer):
                                   f"The network resource 'projects/{self.project}/global/networks/{name}' is already "
                                   f"being used by 'projects/{self.project}/{users[0]}'")
             del self.items[key]
+            if collection == "instances":  # its disks marked autoDelete go with it
+                for d in item.get("disks") or []:
+                    if d.get("autoDelete"):
+                        self.items.pop(("disks", scope, d["source"].rsplit("/", 1)[-1]), None)
         op = {"kind": "compute#operation", "id": str(next(_ids)), "name": f"operation-{next(_ids)}",
               "operationType": "delete", "targetLink": item["selfLink"], "status": "DONE", "progress": 100,
               "selfLink": f"{API}/projects/{self.project}/{scope}/operations/op"}

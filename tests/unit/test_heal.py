@@ -83,7 +83,8 @@ class Api:
     def gone_nodes(self, region, *, cluster, pool, node_ids):
         return self.gone & set(node_ids)
 
-    def replace_node(self, region, *, cluster, pool, node_id, release_first=False, launched=None, on_launch=None):
+    def replace_node(self, region, *, cluster, pool, node_id, release_first=False, launched=None, on_launch=None,
+                     market=None):
         self.asked.append(node_id)
         if self.refuse:
             raise CapacityError("aws: EC2 launched no replacement: InsufficientInstanceCapacity: none in us-east-1a")
@@ -280,7 +281,7 @@ def test_a_capacity_refusal_is_reported_and_asked_again_after_a_backoff_not_in_a
 def test_a_cloud_whose_replacement_is_not_built_isolates_instead(tmp_path, cat, monkeypatch):
     from gpufleet.clouds import cloud
 
-    monkeypatch.setattr(cloud("aws"), "replaces_nodes", False)  # as GCP's and Azure's say today
+    monkeypatch.setattr(cloud("aws"), "replaces_nodes", False)  # as a cloud without replacement says
     c = Cluster(tmp_path, cat, stack_text())
     say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
     out = c.heal()
@@ -443,7 +444,8 @@ class Launches(Api):
         super().__init__()
         self.fail, self.launched, self.finished = fail, [], []
 
-    def replace_node(self, region, *, cluster, pool, node_id, release_first=False, launched=None, on_launch=None):
+    def replace_node(self, region, *, cluster, pool, node_id, release_first=False, launched=None, on_launch=None,
+                     market=None):
         from gpufleet.errors import ReplacementUnfinished
 
         self.asked.append(node_id)

@@ -8,6 +8,7 @@ import datetime as dt
 import boto3
 import pytest
 from botocore.client import BaseClient
+from botocore.validate import ParamValidator
 from test_heal import XID, Bucket, Cluster, say, stack_text
 
 from gpufleet import stacks
@@ -60,7 +61,7 @@ def tags(pool="gpu"):
             {"Key": "gpufleet:expires-at", "Value": "2099-01-01T00:00:00Z"}]
 
 
-def pool_fleet(n: int, pool="gpu", template: str | None = None) -> tuple[str, list[str]]:
+def pool_fleet(n: int, pool="gpu", template: str | None = None, spot: bool = False) -> tuple[str, list[str]]:
     """The pool as `up` makes it: a launch template and one all-or-nothing instant fleet (the request
     components.fleet_request builds, in EC2's own names), in a subnet of the pool's zone (moto places a
     fleet's instances by the override's SubnetId: it leaves AvailabilityZone aside)."""
@@ -74,9 +75,11 @@ def pool_fleet(n: int, pool="gpu", template: str | None = None) -> tuple[str, li
         Type="instant", LaunchTemplateConfigs=[{
             "LaunchTemplateSpecification": {"LaunchTemplateId": lt, "Version": "$Default"},
             "Overrides": [{"InstanceType": "g6.12xlarge", "AvailabilityZone": ZONE, "SubnetId": subnet}]}],
-        TargetCapacitySpecification={"TotalTargetCapacity": n, "DefaultTargetCapacityType": "on-demand"},
-        OnDemandOptions={"AllocationStrategy": "lowest-price", "MinTargetCapacity": n, "SingleAvailabilityZone": True,
-                         "SingleInstanceType": True},
+        TargetCapacitySpecification={"TotalTargetCapacity": n, "DefaultTargetCapacityType": "spot" if spot else "on-demand"},
+        **({"SpotOptions": {"AllocationStrategy": "capacity-optimized", "InstanceInterruptionBehavior": "terminate",
+                            "MinTargetCapacity": n, "SingleAvailabilityZone": True, "SingleInstanceType": True}} if spot
+           else {"OnDemandOptions": {"AllocationStrategy": "lowest-price", "MinTargetCapacity": n,
+                                     "SingleAvailabilityZone": True, "SingleInstanceType": True}}),
         TagSpecifications=[{"ResourceType": "fleet", "Tags": tags(pool)}])
     return made["FleetId"], [i for x in made["Instances"] for i in x["InstanceIds"]]
 
@@ -341,3 +344,57 @@ def test_status_down_and_reap_see_the_instant_fleets_ec2_leaves_out_unasked(aws,
     found, unread = inventory.collect(api, cluster="hl")
     assert not unread
     assert fleet in {x.id for x in found}
+
+
+# --- review of issue 51, finding 13: a spot pool's replacement and its spot_fallback -------------------
+
+def no_spot(monkeypatch) -> list[dict]:
+    """EC2 with no spot capacity: an instant CreateFleet for spot launches nothing and says why in ``Errors``
+    (API_CreateFleet.html, CreateFleetError: ErrorCode, ErrorMessage, Lifecycle; read 2026-11); on-demand is
+    answered by moto. Returns every CreateFleet request, as sent."""
+    real, asked, refused = BaseClient._make_api_call, [], "fleet-00000000-0000-4000-8000-000000000000"
+
+    def call(self, op, params):
+        if op == "DeleteFleets" and params.get("FleetIds") == [refused]:  # the empty fleet, deleted (DeleteFleets)
+            return {"SuccessfulFleetDeletions": [{"FleetId": refused, "CurrentFleetState": "deleted_terminating",
+                                                  "PreviousFleetState": "active"}], "UnsuccessfulFleetDeletions": []}
+        if op == "CreateFleet":
+            asked.append(params)
+            if params["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "spot":
+                return {"FleetId": refused, "Instances": [], "Errors": [{
+                    "Lifecycle": "spot", "ErrorCode": "InsufficientInstanceCapacity",
+                    "ErrorMessage": "We currently do not have sufficient g6.12xlarge capacity in the Availability "
+                                    "Zone you requested (us-east-1b)."}]}
+        return real(self, op, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", call)
+    return asked
+
+
+@pytest.mark.parametrize("fallback", [True, False])
+def test_a_spot_pool_asks_spot_first_then_its_spot_fallback(aws, tmp_path, cat, monkeypatch, fallback):
+    _, ids = pool_fleet(2, spot=True)
+    asked = no_spot(monkeypatch)
+    text = stack_text(nodes=2).replace("nodes: 2,", "nodes: 2, spot: true," +
+                                       (" failover: {spot_fallback: on-demand}," if fallback else ""))
+    c = Cluster(tmp_path, cat, text, ids=lambda pool, i: ids[i])
+    c.api = inventory.open_clouds(["aws"], required=True, regions={"aws": [REGION]})["aws"]
+    say(c.bucket, ids[0], state="faulty", faults=[XID])
+    say(c.bucket, ids[1])
+    out = c.heal(dt.datetime.now(dt.timezone.utc))
+    markets = [a["TargetCapacitySpecification"]["DefaultTargetCapacityType"] for a in asked]
+    (e,) = [e for e in c.events() if e["action"] == "replace"]
+    if not fallback:  # refused, reported, retried after a backoff: spot again
+        assert markets == ["spot"] and [(r.done, r.refused) for r in out.repaired] == [(False, True)]
+        assert instance(ids[0])["State"]["Name"] == "running" and e["market"] == "spot"
+        return
+    assert markets == ["spot", "on-demand"] and [r.done for r in out.repaired] == [True], out.repaired
+    report = ParamValidator().validate(asked[1], boto3.client("ec2", region_name=REGION).meta.service_model
+                                       .operation_model("CreateFleet").input_shape)
+    assert not report.has_errors(), report.generate_report()
+    assert "SpotOptions" not in asked[1] and asked[1]["OnDemandOptions"] == {
+        "AllocationStrategy": "lowest-price", "MinTargetCapacity": 1, "SingleAvailabilityZone": True,
+        "SingleInstanceType": True}
+    assert instance(c.node_ids()[0])["State"]["Name"] == "running"
+    assert instance(ids[0])["State"]["Name"] in ("shutting-down", "terminated")
+    assert e["market"] == "on-demand" and "spot_fallback" in e["outcome"] and "on on-demand" in e["outcome"]

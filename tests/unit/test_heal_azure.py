@@ -210,3 +210,33 @@ def test_up_after_a_replacement_keeps_the_new_vm_until_pulumi_makes_the_pool_ane
 
     fleet_down.tear_down("hl", confirm=lambda r: True, pulumi_command=fake, cloud_api=api)
     assert Registry().get("hl") is None and inventory.collect(api, cluster="hl") == ([], {})
+
+
+def test_a_spot_scale_set_asks_spot_only_and_says_its_spot_fallback_cannot_be_had(azure, tmp_path, cat):
+    """Review of issue 51, finding 13, on Azure: a pool is one Uniform scale set, whose VMs all take its model's
+    priority (Spot Priority Mix is for Flexible orchestration only: learn.microsoft.com/azure/virtual-machine-
+    scale-sets/spot-priority-mix, read 2026-11). A refused spot scale-out is reported and retried; the event
+    says the pool's spot_fallback cannot be asked there; no Regular VM is asked of the spot scale set."""
+    vmss = scale_set(azure)
+    azure.items[vmss.lower()]["properties"] = {"virtualMachineProfile": {"priority": "Spot", "evictionPolicy": "Delete"}}
+    with pytest.raises(GpufleetError, match="makes spot VMs only"):
+        AzureApi().replace_node("eastus", cluster="hl", pool="gpu", node_id=f"{vmss}/virtualMachines/0",
+                                market="on-demand")
+    assert not [m for m, _ in azure.calls if m in ("PATCH", "POST")]
+    azure.faults[("PATCH", r"/virtualMachineScaleSets/hl-gpu$")] = [
+        (409, {"error": {"code": "ZonalAllocationFailed", "message": "Allocation failed. We do not have sufficient "
+                         "capacity for the requested VM size in this zone."}}, {})]
+    text = (f"name: hl\nowner: ops@example.com\naccess: {{public_key: '{KEY}'}}\npools:\n"
+            "  - {name: gpu, provider: azure, region: eastus, instance_type: Standard_ND96isr_H100_v5, nodes: 2, "
+            "spot: true, failover: {spot_fallback: on-demand}, health: {on_fault: replace}}\n")
+    c = Cluster(tmp_path, cat, text, ids=lambda pool, i: f"{vmss}/virtualMachines/{i}")
+    c.api = inventory.open_clouds(["azure"], required=True, regions={"azure": ["eastus"]})["azure"]
+    azure.scale_sets[vmss.lower()][:] = [v for v in azure.scale_sets[vmss.lower()] if v["instance"] != "0"]  # evicted
+    azure.items[vmss.lower()]["sku"]["capacity"] = 1
+    say(c.bucket, f"{vmss}/virtualMachines/1", hostname="hl-gpu000001")
+    out = c.heal(dt.datetime.now(dt.timezone.utc))
+    assert [(r.done, r.refused) for r in out.repaired] == [(False, True)] and not out.trouble
+    (e,) = [e for e in c.events() if e["action"] == "replace"]
+    assert e["market"] == "spot" and "spot_fallback (on-demand) cannot be asked on azure" in e["outcome"]
+    assert "ZonalAllocationFailed" in out.repaired[0].detail
+    assert [m for m, _ in azure.calls if m == "PATCH"] == ["PATCH"]  # one scale-out, of the spot scale set

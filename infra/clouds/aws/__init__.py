@@ -41,6 +41,7 @@ class Aws:
     # docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-launch.html, read 2026-11)
     released_first = ("instance",)
     replaces_nodes = True  # AwsApi.replace_node: the pool's instant EC2 Fleet request, for one node
+    market_per_node = True  # CreateFleet's DefaultTargetCapacityType and its options, per request (aws.replace)
     own_status_only = True  # status/<pool>/${aws:userid}.json (components: the node role's policy)
 
     check_pool = staticmethod(rules.check_pool)

@@ -326,11 +326,12 @@ class AwsApi:
             raise unreadable(e, f"aws {region} listing pool {pool}'s terminated nodes") from None
 
     def replace_node(self, region: str, *, cluster: str, pool: str, node_id: str, release_first: bool = False,
-                     launched: str | None = None, on_launch=None) -> dict:
+                     launched: str | None = None, on_launch=None, market: str | None = None) -> dict:
         """One of the pool's nodes replaced through the pool's own request (``aws.replace``)."""
         try:
             return replace.replace_node(self.client("ec2", region), cluster=cluster, pool=pool, node_id=node_id,
-                                        release_first=release_first, launched=launched, on_launch=on_launch)
+                                        release_first=release_first, launched=launched, on_launch=on_launch,
+                                        market=market)
         except (ClientError, BotoCoreError) as e:
             raise unreadable(e, f"aws {region} replacing {node_id}") from None
 

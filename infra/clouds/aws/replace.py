@@ -29,6 +29,12 @@ from gpufleet.errors import CapacityError, GpufleetError, ReplacementUnfinished
 OVERRIDES = ("InstanceType", "AvailabilityZone", "AvailabilityZoneId", "SubnetId", "MaxPrice", "WeightedCapacity",
              "Priority", "ImageId")
 OPTIONS = ("OnDemandOptions", "SpotOptions", "ReservedCapacityOptions")
+# A replacement on the other market than its pool's (a spot pool's spot_fallback): the options the pool's own
+# request would have had on that market (``components.fleet_request``), for one node, all or nothing
+MARKET_OPTIONS = {"on-demand": ("OnDemandOptions", {"AllocationStrategy": "lowest-price"}),
+                  "spot": ("SpotOptions", {"AllocationStrategy": "capacity-optimized",
+                                           "InstanceInterruptionBehavior": "terminate"})}
+WHOLE_ONE = {"MinTargetCapacity": 1, "SingleAvailabilityZone": True, "SingleInstanceType": True}
 
 
 class Refused(CapacityError):
@@ -65,10 +71,12 @@ def pool_fleet(ec2, cluster: str, pool: str, node: dict) -> dict:
                         "`gpufleet up` for the pool")
 
 
-def request_for_one(fleet: dict) -> dict:
+def request_for_one(fleet: dict, market: str | None = None) -> dict:
     """The pool's CreateFleet request, for one instance. Its instance, volume and interface tags come from the
     launch template, as the pool's own nodes' do (``components``: its tag_specifications); the new fleet carries
-    the pool's fleet's tags (the request names them: an instant fleet's tags are given at its creation)."""
+    the pool's fleet's tags (the request names them: an instant fleet's tags are given at its creation).
+    ``market`` ("spot" / "on-demand"; None: the pool's own) sets DefaultTargetCapacityType and that market's
+    options in place of the pool's (FleetData's TargetCapacitySpecification, API_CreateFleet.html, read 2026-11)."""
     configs = []
     for c in fleet["LaunchTemplateConfigs"]:
         spec = c["LaunchTemplateSpecification"]
@@ -86,6 +94,12 @@ def request_for_one(fleet: dict) -> dict:
             req[key] = dict(fleet[key])
             if "MinTargetCapacity" in req[key]:
                 req[key]["MinTargetCapacity"] = 1  # all or nothing, as the pool's
+    if market is not None and market != capacity["DefaultTargetCapacityType"]:
+        key, options = MARKET_OPTIONS[market]
+        for other, _ in MARKET_OPTIONS.values():
+            req.pop(other, None)
+        req[key] = {**options, **WHOLE_ONE}
+        req["TargetCapacitySpecification"]["DefaultTargetCapacityType"] = market
     return req
 
 
@@ -115,15 +129,15 @@ def _pools_node(ec2, cluster: str, pool: str, node_id: str) -> dict:
 
 
 def replace_node(ec2, *, cluster: str, pool: str, node_id: str, release_first: bool = False,
-                 launched: str | None = None, on_launch=None) -> dict:
+                 launched: str | None = None, on_launch=None, market: str | None = None) -> dict:
     """A new node for the pool from its own request, then ``node_id`` terminated: {"id", "private_ip",
     "zone", "fleet_id"}. Refused (nothing launched, the old node left as it was unless
     ``release_first``) when EC2 launches none. ``on_launch`` is called with the new node's id the moment
     it exists, before anything else; a failure after it is ReplacementUnfinished, and a later call with
-    ``launched`` (that id) finishes the replacement without launching again."""
+    ``launched`` (that id) finishes the replacement without launching again. ``market``: ``request_for_one``'s."""
     old = _pools_node(ec2, cluster, pool, node_id)
     if launched is None:
-        launched = _launch(ec2, cluster, pool, old, release_first)
+        launched = _launch(ec2, cluster, pool, old, release_first, market)
         if on_launch is not None:
             on_launch(launched)
     try:  # EC2 is eventually consistent: a new id may not be found yet (docs.aws.amazon.com/ec2/latest/devguide/
@@ -158,13 +172,13 @@ def gone_nodes(ec2, *, cluster: str, pool: str, node_ids: list[str]) -> set[str]
     return found
 
 
-def _launch(ec2, cluster: str, pool: str, old: dict, release_first: bool) -> str:
+def _launch(ec2, cluster: str, pool: str, old: dict, release_first: bool, market: str | None = None) -> str:
     """One node launched from the pool's own request: its id; Refused (or GpufleetError) when EC2 launched none."""
     node_id = old["InstanceId"]
     fleet = pool_fleet(ec2, cluster, pool, old)
     if release_first:
         _terminate(ec2, node_id, wait=True)
-    made = ec2.create_fleet(**request_for_one(fleet))
+    made = ec2.create_fleet(**request_for_one(fleet, market))
     ids = [i for x in made.get("Instances") or [] for i in x.get("InstanceIds") or []]
     if not ids:
         try:  # an instant fleet that launched nothing holds nothing; it is not left behind

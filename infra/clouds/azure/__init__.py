@@ -31,6 +31,7 @@ class Azure:
     node_kinds = ("azure-native:compute:VirtualMachineScaleSet",)  # one scale set a pool
     released_first = ()  # azure-native waits for a scale set's deletion (and its VMs') to finish
     replaces_nodes = True  # AzureApi.replace_node: one VM more from the scale set's model, then the faulty one deleted
+    market_per_node = False  # a Uniform scale set's VMs all take its model's priority (azure.replace)
     own_status_only = False  # the pool's role condition: any blob under status/<pool>/ (components)
 
     check_pool = staticmethod(rules.check_pool)

@@ -185,11 +185,11 @@ class AzureApi:
             raise unreadable(e, f"azure listing pool {pool}'s VMs") from None
 
     def replace_node(self, region: str, *, cluster: str, pool: str, node_id: str, release_first: bool = False,
-                     launched: str | None = None, on_launch=None) -> dict:
+                     launched: str | None = None, on_launch=None, market: str | None = None) -> dict:
         """One of the pool's VMs replaced through its scale set (``azure.replace``)."""
         try:
             return replace.replace_node(self, cluster=cluster, pool=pool, node_id=node_id, release_first=release_first,
-                                        launched=launched, on_launch=on_launch)
+                                        launched=launched, on_launch=on_launch, market=market)
         except (HttpResponseError, ServiceRequestError, ServiceResponseError, ClientAuthenticationError) as e:
             raise unreadable(e, f"azure replacing {node_id}") from None
 

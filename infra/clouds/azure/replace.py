@@ -86,18 +86,31 @@ def gone_nodes(api, *, cluster: str, pool: str, node_ids: list[str]) -> set[str]
     return found
 
 
+def _market(vmss: dict) -> str:
+    """The market of a scale set's VMs: its model's priority (Spot; Regular or unset: on demand)."""
+    profile = (vmss.get("properties") or {}).get("virtualMachineProfile") or {}
+    return "spot" if profile.get("priority") == "Spot" else "on-demand"
+
+
 def replace_node(api, *, cluster: str, pool: str, node_id: str, release_first: bool = False,
-                 wait_s: float = WAIT_S, sleep=time.sleep, launched: str | None = None, on_launch=None) -> dict:
+                 wait_s: float = WAIT_S, sleep=time.sleep, launched: str | None = None, on_launch=None,
+                 market: str | None = None) -> dict:
     """A new VM in the pool's scale set, then ``node_id`` (its ARM id) deleted: {"id", "private_ip", "zone",
     "fleet_id", "vm_uid"}. Refused when the scale-out made none. ``on_launch`` is called with the new VM's ARM id
     the moment it exists; a failure after it is ReplacementUnfinished, and a later call with ``launched`` (that
-    id) finishes the replacement (the VM checked to be the scale set's) without scaling out again."""
+    id) finishes the replacement (the VM checked to be the scale set's) without scaling out again. ``market``
+    other than the scale set's own is refused, nothing asked: a Uniform scale set makes every VM from its model,
+    of its priority (mixing Spot and Regular VMs, Spot Priority Mix, is for Flexible orchestration only:
+    learn.microsoft.com/azure/virtual-machine-scale-sets/spot-priority-mix, read 2026-11)."""
     scale_set, _, instance = node_id.rpartition("/virtualMachines/")
     vmss = api._get(scale_set, API)
     tags = vmss.get("tags") or {}
     if (tags.get(TAG_PREFIX + "cluster"), tags.get(TAG_PREFIX + "pool")) != (cluster, pool):
         raise GpufleetError(f"azure: {node_id} is not a VM of the scale set tagged for pool {pool} of cluster "
                             f"{cluster}: not replaced", "check the registry's record (`gpufleet registry rebuild`)")
+    if market is not None and market != _market(vmss):
+        raise GpufleetError(f"azure: scale set {vmss.get('name')} makes {_market(vmss)} VMs only: no {market} "
+                            f"replacement for {node_id}", "a Uniform scale set's VMs all take its model's priority")
     # a VM no longer in its scale set is gone (an evicted spot VM: deleted, the capacity lowered with it): only
     # a VM more is asked, nothing deleted
     sku = vmss["sku"]

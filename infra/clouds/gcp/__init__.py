@@ -35,7 +35,8 @@ class Gcp:
     # a pool's VMs: one bulkInsert (clouds.gcp.pool_vms.KIND), or a flex-start pool's managed instance group
     node_kinds = ("gcp:gpufleet:BulkInstances", "gcp:compute/instanceGroupManager:InstanceGroupManager")
     released_first = ()  # its deletion of the VMs waits for Compute Engine's operations
-    replaces_nodes = False  # not built yet: `heal` isolates a faulty node
+    replaces_nodes = True  # GcpApi.replace_node: the pool's bulkInsert request, for one VM (clouds.gcp.replace)
+    market_per_node = True  # each VM's own scheduling.provisioningModel (gcp.replace)
     own_status_only = False  # the pool's objectUser condition: any object under status/<pool>/ (components)
 
     check_pool = staticmethod(rules.check_pool)

@@ -29,6 +29,7 @@ from google.cloud import compute_v1
 
 from gpufleet.clouds.base import Capacity, FoundImage, QuotaLine
 from gpufleet.clouds.gcp import credentials as local_credentials
+from gpufleet.clouds.gcp import replace
 from gpufleet.clouds.gcp.errors import CREDENTIAL_HINT
 from gpufleet.clouds.gcp.rules import ACCELERATORS
 from gpufleet.clouds.gcp.tags import LABEL_PREFIX, tags, tags_of
@@ -37,6 +38,8 @@ from gpufleet.clouds.tags import TAG_PREFIX
 from gpufleet.errors import CloudUnreadable, CredentialsError
 
 LABEL = LABEL_PREFIX + "cluster"
+# what a Compute call raises when it was not answered as asked (refused, not reached, credentials)
+CALL_ERRORS = (gx.GoogleAPICallError, gx.RetryError, TransportError, RefreshError, requests.RequestException)
 # what the inventory lists, and through which client: (resource kind, client, aggregated?, filtered by label
 # (else by description))
 INVENTORY_CLIENTS = [
@@ -464,6 +467,40 @@ class GcpApi:
                 out.append({"name": x.name, "id": str(x.id), "private_ip": nic.network_i_p if nic else None,
                             "public_ip": nat or None})
         return out
+
+    # --- a pool's nodes replaced, added, removed (`gpufleet heal`: clouds.gcp.replace) ------------
+    def gone_nodes(self, region: str, *, cluster: str, pool: str, node_ids: list[str]) -> set[str]:
+        """Which of the pool's VMs the region no longer holds (``gcp.replace``)."""
+        try:
+            return replace.gone_nodes(self, region, cluster=cluster, pool=pool, node_ids=node_ids)
+        except CALL_ERRORS as e:
+            raise unreadable(e, f"gcp {region} listing pool {pool}'s VMs") from None
+
+    def replace_node(self, region: str, *, cluster: str, pool: str, node_id: str, release_first: bool = False,
+                     launched: str | None = None, on_launch=None, market: str | None = None) -> dict:
+        """One of the pool's VMs replaced through the pool's own request (``gcp.replace``)."""
+        try:
+            return replace.replace_node(self, region, cluster=cluster, pool=pool, node_id=node_id,
+                                        release_first=release_first, launched=launched, on_launch=on_launch,
+                                        market=market)
+        except CALL_ERRORS as e:
+            raise unreadable(e, f"gcp {region} replacing {node_id}") from None
+
+    def add_nodes(self, region: str, *, cluster: str, pool: str, count: int, market: str | None = None,
+                  on_launch=None) -> list[dict]:
+        """``count`` VMs more for the pool, from its own request (``gcp.replace``)."""
+        try:
+            return replace.add_nodes(self, region, cluster=cluster, pool=pool, count=count, market=market,
+                                     on_launch=on_launch)
+        except CALL_ERRORS as e:
+            raise unreadable(e, f"gcp {region} adding {count} node(s) to pool {pool}") from None
+
+    def remove_nodes(self, region: str, *, cluster: str, pool: str, node_ids: list[str]) -> None:
+        """Exactly these VMs of the pool deleted, their labels checked first (``gcp.replace``)."""
+        try:
+            replace.remove_nodes(self, region, cluster=cluster, pool=pool, node_ids=node_ids)
+        except CALL_ERRORS as e:
+            raise unreadable(e, f"gcp {region} removing node(s) of pool {pool}") from None
 
     def delete_instances(self, zone: str, names: list[str]) -> None:
         """Delete the VMs ``names`` of ``zone`` and wait for each; one already gone is fine."""

@@ -47,6 +47,7 @@ from gpufleet.clouds.gcp.rules import (
     compact_placement,
     gcp_name,
     reservation_bound,
+    scheduling,
 )
 from gpufleet.clouds.gcp.tags import describe
 from gpufleet.clouds.pools import StorageArgs, first_zone, resource_name
@@ -190,20 +191,6 @@ class PoolArgs:
     reservation: str | None = None  # a specific reservation the VMs consume (name or projects/P/reservations/N)
     flex_start: tuple[int, int] | None = None  # (run, wait) seconds: DWS provisions the VMs (clouds.gcp.flexstart)
     metadata: str = "root"  # who on the node reaches the metadata server (spec Access.metadata: root or all-users)
-
-
-def scheduling(spot: bool, bound: bool = False) -> dict:
-    """GPU VMs cannot live-migrate: TERMINATE on host maintenance; spot VMs are deleted on preemption;
-    a reservation-bound VM (``bound``) lives as long as its reservation and is deleted when it ends
-    (the REST API's Scheduling: provisioningModel SPOT, STANDARD or RESERVATION_BOUND, as
-    google-cloud-compute 1.57's Scheduling.ProvisioningModel names them)."""
-    if spot:
-        return {"onHostMaintenance": "TERMINATE", "automaticRestart": False, "preemptible": True,
-                "provisioningModel": "SPOT", "instanceTerminationAction": "DELETE"}
-    if bound:
-        return {"onHostMaintenance": "TERMINATE", "automaticRestart": True, "provisioningModel": "RESERVATION_BOUND",
-                "instanceTerminationAction": "DELETE"}
-    return {"onHostMaintenance": "TERMINATE", "automaticRestart": True, "provisioningModel": "STANDARD"}
 
 
 def instance_properties(args: PoolArgs, nics: list, metadata: dict, service_account: dict | None) -> dict:

@@ -193,6 +193,20 @@ def reservation_bound(machine_type: str) -> bool:
             and not consumption.sold("gcp", machine_type, "ondemand"))
 
 
+def scheduling(spot: bool, bound: bool = False) -> dict:
+    """GPU VMs cannot live-migrate: TERMINATE on host maintenance; spot VMs are deleted on preemption;
+    a reservation-bound VM (``bound``) lives as long as its reservation and is deleted when it ends
+    (the REST API's Scheduling: provisioningModel SPOT, STANDARD or RESERVATION_BOUND, as
+    google-cloud-compute 1.57's Scheduling.ProvisioningModel names them)."""
+    if spot:
+        return {"onHostMaintenance": "TERMINATE", "automaticRestart": False, "preemptible": True,
+                "provisioningModel": "SPOT", "instanceTerminationAction": "DELETE"}
+    if bound:
+        return {"onHostMaintenance": "TERMINATE", "automaticRestart": True, "provisioningModel": "RESERVATION_BOUND",
+                "instanceTerminationAction": "DELETE"}
+    return {"onHostMaintenance": "TERMINATE", "automaticRestart": True, "provisioningModel": "STANDARD"}
+
+
 # "Flex-start VMs support all accelerator-optimized machine types (except A4X and G4)" (About
 # Flex-start VMs, compute/docs/instances/about-flex-start-vms, read 2026-11): A4, A3, A2 and G2
 FLEX_START_SERIES = ("a4", "a3", "a2", "g2")

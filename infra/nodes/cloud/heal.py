@@ -17,7 +17,9 @@ other node write its status (``base.Cloud.own_status_only``), else it is isolate
 A cloud node cannot be reached from here (it is private): its agent drains its Slurm node itself, so
 ``drain`` is left to it; ``isolate`` leaves it drained and named; ``replace`` asks the node's cloud
 for a new node through the pool's own request, then terminates the old one (the cloud API's
-``replace_node``; a cloud that has none yet, ``base.Cloud.replaces_nodes`` false, has its nodes isolated).
+``replace_node``; a cloud that has none yet, ``base.Cloud.replaces_nodes`` false, and a flex-start pool, whose
+VMs its group makes, have their nodes isolated). A spot pool's replacement asks spot first; refused, the pool's
+``failover.spot_fallback`` where the cloud's request can change market (``base.Cloud.market_per_node``).
 """
 
 from __future__ import annotations
@@ -136,7 +138,10 @@ def health(run: Run, owns, outputs, name: str) -> list[NodeHealth]:
         return []
     now = dt.datetime.now(dt.timezone.utc)
     out = [NodeHealth(f"{n.pool}-{n.idx}", n.pool, name, hl.UNKNOWN, n.private_ip, n.node_id,
-                      reserved=bool(pools[n.pool].reservations), replaceable=cloud(n.provider).replaces_nodes)
+                      reserved=bool(pools[n.pool].reservations),
+                      # a flex-start pool's VMs are its managed instance group's (clouds.gcp.flexstart), not made by
+                      # the request a replacement asks again
+                      replaceable=cloud(n.provider).replaces_nodes and not pools[n.pool].flex_start)
            for n in nodes]
     try:
         outs = outputs(run)
@@ -213,18 +218,33 @@ def _replace(run: Run, node: NodeHealth) -> Repaired:
         if node.on_launch is not None:
             node.on_launch(new_id)
 
+    spec = next(p for p in run.stack.pools if p.name == rec.pool)
+    market = None if node.launched else "spot" if spec.spot else "on-demand"  # a finish asks no market
+    fallback = spec.failover.spot_fallback if spec.spot and spec.failover and not node.launched else None
+    said = ""  # how the market came to be, when it is not the pool's own
     try:  # ``launched``: a replacement an earlier pass launched is finished, nothing launched again
-        got = api.replace_node(region, cluster=run.cluster, pool=rec.pool, node_id=rec.node_id,
-                               release_first=node.reserved, launched=node.launched, on_launch=on_launch)
+        try:
+            got = api.replace_node(region, cluster=run.cluster, pool=rec.pool, node_id=rec.node_id,
+                                   release_first=node.reserved, launched=node.launched, on_launch=on_launch)
+        except (CapacityError, QuotaError) as e:  # spot first; refused, the pool's spot_fallback where it has one
+            if fallback is None or not cloud(rec.provider).market_per_node:
+                said = "" if fallback is None else (f"the pool's spot_fallback ({fallback}) cannot be asked on "
+                                                    f"{rec.provider}: its request makes {market} nodes only; ")
+                raise
+            said, market = f" (the pool's spot_fallback: spot was refused: {e.message})", fallback
+            got = api.replace_node(region, cluster=run.cluster, pool=rec.pool, node_id=rec.node_id,
+                                   release_first=node.reserved, on_launch=on_launch, market=fallback)
     except (CapacityError, QuotaError) as e:
-        return Repaired(node.node, "replace", False, e.message, refused=True)
+        why = f"spot was refused, then {fallback}: {e.message}" if market == fallback else said + e.message
+        return Repaired(node.node, "replace", False, why[:400], refused=True, market=market)
     except GpufleetError as e:  # ReplacementUnfinished among them: what it launched is in heal's memory
         return Repaired(node.node, "replace", False, e.message, launched=(launched or [None])[0])
     new = Node(pool=rec.pool, idx=rec.idx, provider=rec.provider, location=rec.location, machine=rec.machine,
                zone=got.get("zone") or rec.zone, node_id=got["id"], private_ip=got.get("private_ip"),
                ssh_endpoint=f"{got['private_ip']}:22" if got.get("private_ip") else None,
                usd_per_hour=rec.usd_per_hour, vm_uid=got.get("vm_uid"))
-    return Repaired(node.node, "replace", True, f"{rec.node_id} terminated, {got['id']} asked for through the "
-                    f"pool's request (fleet {got.get('fleet_id')})", new=new,
+    detail = f"{rec.node_id} terminated, {got['id']} asked for through the pool's request (fleet {got.get('fleet_id')})"
+    return Repaired(node.node, "replace", True, (detail + (f", on {market}{said}" if market else ""))[:400], new=new,
+                    market=market,
                     launched=None if node.launched else (launched or [got["id"]])[0],  # a finish was counted before
                     fleet=got.get("fleet_id"))
