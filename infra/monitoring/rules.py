@@ -125,7 +125,7 @@ def rules(stack) -> list[Rule]:
         Rule("GpusIdleOnExpensivePool",
              f"count by (cluster, pool, node) (DCGM_FI_DEV_GPU_UTIL < {IDLE_UTIL_PCT}) * on(node) group_left() "
              f"(gpufleet_node_price_usd_per_hour / gpufleet_node_gpus) and on(node) "
-             f"gpufleet_node_price_usd_per_hour >= {idle_usd:g}", "warning",
+             f"gpufleet_node_price_usd_per_hour >= {idle_usd!r}", "warning",
              f"{{{{ $labels.node }}}}: GPUs idle for {IDLE_FOR} on pool {{{{ $labels.pool }}}}, "
              f"{{{{ $value | printf \"%.2f\" }}}} $/h spent on them", IDLE_FOR),
         Rule("BudgetPast80Percent",
