@@ -50,7 +50,7 @@ NODE = (
 
 # the monitor host's file (the cluster's money and its scheduler), written by its collector
 CLUSTER = (
-    _gf("gpufleet_cluster_spend_usd", "gauge", "What the cluster has cost so far (US$, estimated from its prices).",
+    _gf("gpufleet_cluster_spend_usd", "gauge", "What the cluster has cost this month, UTC (US$, estimated from its prices).",
         source="gpufleet cluster collector"),
     _gf("gpufleet_cluster_budget_usd", "gauge", "The budget the cluster falls under (US$ a month); absent: none.",
         ("budget",), source="gpufleet cluster collector"),
