@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import yaml
 
+from gpufleet.monitoring import collector
 from gpufleet.nodecheck.faults import FATAL_XIDS
 from gpufleet.spec import Monitoring
 
@@ -37,8 +38,6 @@ NODE_DOWN_FOR = "2m"  # a target that failed its scrapes this long
 # gating after GATE_STUCK_FOR is stuck
 GATE_STUCK_FOR = "1h"
 STALE_INTERVALS = 3  # a textfile older than this many of its writer's intervals is stale (the watch's own rule)
-# the cluster collector's timer period (salt/monitoring/collector.sls is given it through the pillar)
-COLLECTOR_INTERVAL_S = 60
 NODE_FILE = "gpufleet.prom"  # the node's own textfile (node watch)
 CLUSTER_FILE = "gpufleet_cluster.prom"  # the monitor host's (cluster collector)
 
@@ -63,7 +62,7 @@ def _any_value(metric: str, values) -> str:
 def _stale(stack) -> str:
     """Each writer's file older than STALE_INTERVALS of its runs: a cloud pool's watch runs every
     ``health.interval`` (pools sharing an interval share a matcher), the cluster collector every
-    COLLECTOR_INTERVAL_S; a file that could not be read at all is stale too."""
+    collector.INTERVAL_S; a file that could not be read at all is stale too."""
     by_interval: dict[int, list[str]] = {}
     for p in stack.pools:
         if not p.on_rack:
@@ -73,7 +72,7 @@ def _stale(stack) -> str:
                         limit=STALE_INTERVALS * interval)
              for interval, pools in sorted(by_interval.items())]
     parts.append(age.format(file=CLUSTER_FILE.replace(".", "\\\\."), more="",
-                            limit=STALE_INTERVALS * COLLECTOR_INTERVAL_S))
+                            limit=STALE_INTERVALS * collector.INTERVAL_S))
     parts.append("node_textfile_scrape_error == 1")
     return " or ".join(f"({p})" for p in parts)
 
