@@ -59,14 +59,24 @@ def _any_value(metric: str, values) -> str:
     return " or ".join(f"{metric} == {v}" for v in values)
 
 
+def written_every(stack, pool) -> int | None:
+    """How often a node of ``pool`` writes its metrics file (seconds): a cloud node's watch every ``health.interval``;
+    a rack host's Slurm health check every ``slurm.health_check_interval`` (compute hosts only); None: no writer."""
+    if not pool.on_rack:
+        return pool.health.interval
+    if stack.slurm and stack.slurm.health_check_interval and pool.role == "compute":
+        return stack.slurm.health_check_interval
+    return None
+
+
 def _stale(stack) -> str:
-    """Each writer's file older than STALE_INTERVALS of its runs: a cloud pool's watch runs every
-    ``health.interval`` (pools sharing an interval share a matcher), the cluster collector every
-    collector.INTERVAL_S; a file that could not be read at all is stale too."""
+    """Each writer's file older than STALE_INTERVALS of its runs (pools written as often share a matcher), the
+    cluster collector's every collector.INTERVAL_S; a file that could not be read at all is stale too."""
     by_interval: dict[int, list[str]] = {}
     for p in stack.pools:
-        if not p.on_rack:
-            by_interval.setdefault(p.health.interval, []).append(p.name)
+        every = written_every(stack, p)
+        if every:
+            by_interval.setdefault(every, []).append(p.name)
     age = 'time() - node_textfile_mtime_seconds{{file=~".*/{file}"{more}}} > {limit}'
     parts = [age.format(file=NODE_FILE.replace(".", "\\\\."), more=f', pool=~"{"|".join(sorted(pools))}"',
                         limit=STALE_INTERVALS * interval)

@@ -28,6 +28,16 @@ pools:
   - {name: cheap, provider: aws, region: us-east-1, instance_type: g4dn.xlarge, health: {interval: 300}}
 """
 
+# a rack with Slurm: its compute hosts' health check writes their metrics every 120 s, the controller none
+RACK = """name: lab
+owner: ops
+monitoring: {prometheus: true}
+slurm: {health_check_interval: 120}
+pools:
+  - {name: ctl, provider: baremetal, site: lab, role: controller, hosts: [{address: 10.0.9.1}]}
+  - {name: rack, provider: baremetal, site: lab, gpu: L4, gpus_per_node: 1, hosts: [{address: 10.0.9.2}, {address: 10.0.9.3}]}
+"""
+
 
 def promtool() -> str:
     exe = shutil.which("promtool")
@@ -41,6 +51,7 @@ def rule_list(text: str) -> list[dict]:
 
 def test_every_rule_fires_and_stays_quiet_as_its_promtool_cases_say(write, tmp_path):
     (tmp_path / "gpufleet.yml").write_text(render_rules(stacks.load(write("watched.yaml", STACK))))
+    (tmp_path / "gpufleet-rack.yml").write_text(render_rules(stacks.load(write("lab.yaml", RACK))))
     cases = sorted(CASES.glob("*.test.yml"))
     for case in cases:
         shutil.copy(case, tmp_path / case.name)
