@@ -15,9 +15,10 @@ written once each run at least (and each half interval while long checks run):
 Where the node is a Slurm node it is drained at once, the fault codes (or GF-SPOT-NOTICE, GF-MAINTENANCE-NOTICE,
 GF-GATE) as the reason; a node a person drained is never resumed. A rebalance recommendation is recorded, nothing
 more ("ok"). Until it passes its boot gate (the quick checks, with ``dcgmi diag -r N`` for dcgm1-3) the node is
-"gating" and stays drained. It ships in the state tree (user data has no room for it: AWS takes 16 KB) and the
-agent copies it beside itself; it runs under its own lock, so a configuration's run (Salt, minutes) never holds it
-up.
+"gating" and stays drained. Each verdict is also written for Prometheus (``gpufleet.prom`` in node_exporter's textfile
+directory: what the node is and costs, as its pool's document says, its health and last fault). It ships in the state
+tree (user data has no room for it: AWS takes 16 KB) and the agent copies it beside itself; it runs under its own
+lock, so a configuration's run (Salt, minutes) never holds it up.
 """
 
 import datetime as dt
@@ -51,6 +52,15 @@ NOTICE_POLL_S = 5
 HUNG = "watch-hung.json"  # under STATE_DIR: the tools an earlier watch's checks left stuck
 KILL_WAIT_S = 1.0  # how long a killed process group is given to go; what is left of it is stuck
 INTERPRETERS = ("python", "python3", "sh", "bash", "env")  # a script's name is its first argument
+# gpufleet's own metrics (README, "Monitoring"), for node_exporter's textfile collector: it reads every *.prom file of
+# the directory its --collector.textfile.directory names, in the text exposition format, without timestamps; a file is
+# written whole, a temporary one renamed over it in the same directory (node_exporter's README, "Textfile Collector",
+# and collector/textfile.go at v1.5.0, read 2026-11-27). Names as gpufleet.monitoring.names.NODE; node_exporter (user
+# prometheus on Debian) must read it. A node without that directory (no monitoring formula) gets no file.
+TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
+TEXTFILE = "gpufleet.prom"
+STATES = ("ok", "gating", "faulty", "interrupted")  # gpufleet_node_health's, one-hot
+LAST_FAULT = "last-fault.json"  # under STATE_DIR: the last fault the watch saw, kept once the node is ok again
 
 
 def one_line(text, limit=REASON_MAX):
@@ -334,6 +344,53 @@ def slurm_drain(reason, kept=KEPT[:1]):
     return False, None
 
 
+def label(value):
+    """A label value as the exposition format quotes it (backslash, double quote and line feed escaped)."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def exposition(node, health, last):
+    """The node's metrics file: what it is and costs (``node``: its pool document's ``health.node``), its health
+    state and its last fault (``last``: {"code", "check", "at"} or None). A figure the node was not given (a price
+    the plan did not have) is left out, never written as 0."""
+    families = []
+
+    def family(name, samples):
+        if samples:
+            families.append(f"# TYPE {name} gauge\n" + "".join(f"{name}{s}\n" for s in samples))
+
+    node = node if isinstance(node, dict) else {}
+    info = {k: node.get(k) for k in ("instance_type", "provider", "gpu_model") if node.get(k)}
+    family("gpufleet_node_info", ["{" + ",".join(f'{k}="{label(v)}"' for k, v in info.items()) + "} 1"] if info else [])
+    for name, key in (("gpufleet_node_price_usd_per_hour", "usd_per_hour"), ("gpufleet_node_gpus", "gpus")):
+        value = node.get(key)
+        family(name, [f" {float(value)!r}"] if isinstance(value, (int, float)) and not isinstance(value, bool) else [])
+    family("gpufleet_node_health", [f'{{state="{s}"}} {int(s == health["state"])}' for s in STATES])
+    if last:
+        family("gpufleet_node_last_fault_info", [f'{{code="{label(last["code"])}",check="{label(last["check"])}"}} 1'])
+        family("gpufleet_node_last_fault_timestamp_seconds", [f" {float(last['at'])!r}"])
+    return "".join(families)
+
+
+def write_metrics(node, health):
+    """The node's metrics file for node_exporter, each time the watch says its verdict (its age tells a watch that
+    stopped); the last fault recorded when a new one shows."""
+    if not os.path.isdir(TEXTFILE_DIR):
+        return
+    record = f"{agent.STATE_DIR}/{LAST_FAULT}"
+    last = agent._read_json(record)
+    if health["faults"] and (not isinstance(last, dict) or last.get("code") != health["faults"][0]["code"]):
+        first = health["faults"][0]
+        last = {"code": first["code"], "check": first["check"], "at": round(time.time())}
+        agent.write_private(record, json.dumps(last))
+    path = os.path.join(TEXTFILE_DIR, TEXTFILE)
+    fd = os.open(f"{path}.{os.getpid()}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(fd, 0o644)  # the watch's umask is 077: node_exporter reads it as another user
+        f.write(exposition(node, health, last if isinstance(last, dict) else None))
+    os.replace(f"{path}.{os.getpid()}", path)
+
+
 def verdict(notice, gate, faults):
     """(the node's health state, the reason its Slurm node is drained for, None: none)."""
     if takes(notice):
@@ -367,8 +424,8 @@ class Run:
     take most of an interval and a dcgm2/3 gate an hour). Each says it under the run's lock; while the checks run, the
     thread says the last word again each half interval (the reader takes a report three intervals old as unknown)."""
 
-    def __init__(self, cfg, interval, gate):
-        self.cfg, self.interval, self.gate = cfg, interval, gate
+    def __init__(self, cfg, interval, gate, node=None):
+        self.cfg, self.interval, self.gate, self.node = cfg, interval, gate, node
         last = (agent._read_json(f"{agent.STATE_DIR}/status.json") or {}).get("health") or {}
         self.faults = last.get("faults") if isinstance(last.get("faults"), list) else []  # until the checks say
         self.notice, self.unread, self.rc, self.said_at = None, None, 0, time.monotonic()
@@ -402,7 +459,7 @@ class Run:
             self.say(fresh_s=self.interval / 2)
 
     def say(self, fresh_s):
-        self.rc = say(self.cfg, self.interval, self.gate, self.notice, self.unread, self.faults, fresh_s)
+        self.rc = say(self.cfg, self.interval, self.gate, self.notice, self.unread, self.faults, fresh_s, self.node)
         self.said_at = time.monotonic()
 
 
@@ -412,7 +469,7 @@ def _watch(cfg):
     interval = settings.get("interval", 60)
     applied = agent._read_json(f"{agent.STATE_DIR}/applied.json") or {}
     gate = agent._read_json(f"{agent.STATE_DIR}/{GATE}") or {"level": settings.get("gate", "quick"), "passed": None}
-    run = Run(cfg, interval, gate)
+    run = Run(cfg, interval, gate, settings.get("node"))
     poller = threading.Thread(target=run.poll, daemon=True)
     poller.start()
     run.read.wait(NOTICE_POLL_S)  # a notice already there: the VM is going, nothing to check
@@ -435,15 +492,20 @@ def _watch(cfg):
         return run.rc
 
 
-def say(cfg, interval, gate, notice, unread, faults, fresh_s):
-    """The verdict acted on (the Slurm node drained or resumed) and written into the status, unless the status says
-    it already, written less than ``fresh_s`` ago; the run's exit status (0: ok)."""
+def say(cfg, interval, gate, notice, unread, faults, fresh_s, node=None):
+    """The verdict acted on (the Slurm node drained or resumed), written into the node's metrics file (``node``: what
+    the node is and costs) and into the status, unless the status says it already, written less than ``fresh_s`` ago;
+    the run's exit status (0: ok)."""
     state, reason = verdict(notice, gate, faults)
     # a maintenance notice's drain ends once the notice was read and is gone, not when it could not be read
     drained, failed = slurm_drain(reason, KEPT[:1] if unread is None else KEPT[::2])
     health = {"state": state, "faults": faults, "checked_at": utc_z(dt.datetime.now(dt.timezone.utc)),
               "interval": interval, "gate": gate, "notice": notice, "drained": drained, "notice_error": unread,
               "drain_error": one_line(f"the drain ({reason}) was not confirmed: {failed}") if failed else None}
+    try:
+        write_metrics(node, health)
+    except OSError as e:  # the status still says the verdict; the file's age makes its alert
+        print(f"the watch could not write its metrics ({e})", flush=True)
     said = (agent._read_json(f"{agent.STATE_DIR}/status.json") or {}).get("health")
     if said_lately(said, health, fresh_s):
         return 0 if state == "ok" else 1

@@ -50,7 +50,7 @@ NODE = (
 
 # the monitor host's file (the cluster's money and its scheduler), written by its collector
 CLUSTER = (
-    _gf("gpufleet_cluster_spend_usd", "gauge", "What the cluster has cost so far (US$, estimated from its prices).",
+    _gf("gpufleet_cluster_spend_usd", "gauge", "What the cluster has cost this month, UTC (US$, estimated from its prices).",
         source="gpufleet cluster collector"),
     _gf("gpufleet_cluster_budget_usd", "gauge", "The budget the cluster falls under (US$ a month); absent: none.",
         ("budget",), source="gpufleet cluster collector"),
@@ -73,6 +73,11 @@ EXPORTER = (
     Metric("node_memory_MemAvailable_bytes", "gauge", "Memory available.", (), _NE),
     Metric("node_load1", "gauge", "1-minute load average.", (), _NE),
     Metric("node_boot_time_seconds", "gauge", "When the node booted.", (), _NE),
+    # the infiniband collector's, per port (collector/infiniband_linux.go at node_exporter v1.5.0, read 2026-11-27)
+    Metric("node_infiniband_port_errors_received_total", "counter",
+           "Packets containing an error that were received on this port.", ("device", "port"), _NE),
+    Metric("node_infiniband_link_downed_total", "counter",
+           "Times the link failed to recover from an error state and went down.", ("device", "port"), _NE),
 )
 
 

@@ -5,18 +5,15 @@ memory size, TDP, PCIe generation and NVLink; the thresholds of ``health.csv`` (
 bandwidth, copy bandwidth, InfiniBand rate) with their source. From the stack: the driver
 branch and CUDA version (when the pool's formulas install them), the fabric, the mounts.
 
-Fatal XIDs: azurehpc-health-checks' list (customTests/azure_gpu_xid.nhc @0e0a1ac: 48 56 57 58 62
-63 64 65 68 69 73 74 79 80 81 92 119 120) plus 95, 109 and 140, which NVIDIA's XID catalog
-(docs.nvidia.com/deploy/xid-errors; NVSentinel's xiderrorsmapping.csv) resolves by resetting
-the GPU. Any other XID (13, 31, 43, 94: application faults or a contained ECC error) warns.
+Fatal XIDs: ``nodecheck.faults.FATAL_XIDS`` (the alert rules use the same list); any other XID warns.
 """
 
 from __future__ import annotations
 
 from gpufleet import catalog
 from gpufleet.clouds import provider
+from gpufleet.nodecheck.faults import FATAL_XIDS
 
-FATAL_XIDS = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 95, 109, 119, 120, 140)
 LEVELS = ("quick", "full")
 IB_RATE = {"infiniband-ndr": 400, "infiniband-hdr": 200}  # Gb/s per port (4x NDR / 4x HDR)
 # GPUDirect-TCPX on GCP a3-highgpu: the NCCL plugin the fabric state installs and the receive

@@ -1,5 +1,6 @@
 {#- gpufleet's node checks as slurmd's HealthCheckProgram (role compute): the checks' bundle, this
-    node's expectations, and the program that drains the node when they fail. -#}
+    node's expectations, and the program that drains the node when they fail (and, where no node watch does,
+    writes its health for Prometheus: what the node is comes from the gpufleet pillar). -#}
 {%- from tpldir ~ "/map.jinja" import mapdata as slurm, configured, role with context %}
 {%- if configured and role == "compute" %}
 
@@ -21,7 +22,10 @@ slurm-health-expect-file-serialize:
     - name: {{ slurm.health_dir }}/health.json
     - serializer: json
     - dataset: {{ {"expect": slurm.health.expect, "gpus_seen": slurm.health.gpus_seen,
-                   "bundle": slurm.health_dir ~ "/verify.pyz"} | json }}
+                   "bundle": slurm.health_dir ~ "/verify.pyz",
+                   "node": {"provider": salt["pillar.get"]("gpufleet:provider"),
+                            "gpu_model": salt["pillar.get"]("gpufleet:gpu:model"),
+                            "gpus": salt["pillar.get"]("gpufleet:gpu:count")}} | json }}
     - require:
       - file: slurm-health-dir-file-directory
 

@@ -519,10 +519,12 @@ if sys.argv[1:3] == ["show", "node"]:
 """
 
 
-def _health_node(tmp_path, checks_program: str | None = None) -> tuple[list[str], dict]:
+def _health_node(tmp_path, checks_program: str | None = None,
+                 changes: dict | None = None) -> tuple[list[str], dict]:
     """A node as the health program sees it: its settings (the rack's L4 pool's expectations, a GPU seen at
     configure time), the verify bundle (or ``checks_program`` in its place), stand-in tools whose
-    nvidia-smi hangs and an scontrol that logs its calls. (The command, the bare environment slurmd gives.)"""
+    nvidia-smi hangs (or whose captures ``changes`` changes) and an scontrol that logs its calls. (The command,
+    the bare environment slurmd gives.)"""
     from gpufleet.verify import bundle, expect
     from tests.verify_standin import standins
 
@@ -535,7 +537,8 @@ def _health_node(tmp_path, checks_program: str | None = None) -> tuple[list[str]
         checks.write_text(checks_program)
     else:
         checks.write_bytes(bundle.build()[0])
-    bin_dir = standins(tmp_path, ROOT / "tests" / "data" / "verify" / "l4x1", {"nvidia-smi.hang": ""})
+    bin_dir = standins(tmp_path, ROOT / "tests" / "data" / "verify" / "l4x1",
+                       {"nvidia-smi.hang": ""} if changes is None else changes)
     (bin_dir / "scontrol").write_text(SCONTROL)
     (bin_dir / "scontrol").chmod(0o755)
     settings = tmp_path / "health.json"
@@ -645,6 +648,52 @@ def test_a_tool_stuck_after_its_kill_is_not_run_again_until_it_ends(tmp_path, mo
     monkeypatch.setattr(health.os, "killpg", killpg)  # the kill takes again: what these checks leave goes
     health.main(command[2:])
     assert runs.read_text() == "ran\nran\n" and _standin_smis(tmp_path) == []  # checked again
+
+
+def test_a_rack_hosts_health_check_writes_its_health_for_node_exporter(tmp_path, rendered):
+    """No node watch on a rack host: each run of its health check writes gpufleet.prom into node_exporter's textfile
+    directory (what the node is, from the gpufleet pillar through the formula's settings; its health; its last fault,
+    kept once it is ok again), parsed back as node_exporter parses it."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gpufleet.monitoring import names
+
+    command, env = _health_node(tmp_path, changes={
+        "journal.txt": (ROOT / "tests" / "data" / "verify" / "journal-xid79.txt").read_text()})
+    st, _, _ = rendered  # the formula's settings as real Salt renders them for an L4 rack host
+    pools = {p.name: p for p in st.pools}
+    ctl = slurm.node("ctl0", "10.0.0.5", pools["ctl"], cpus=4, mem_gib=16, gpus=0, gpu=None)
+    nodes = [slurm.node("n0", "10.0.0.6", pools["t4"], cpus=48, mem_gib=192, gpus=4, gpu="T4")]
+    (host,) = slurm.pillars(st, "train", ctl, nodes, {"n0": ("compute", {"gpus": {"count": 1}}, 1)}, bundle=b"PK",
+                            key=b"k" * 32).values()
+    states = render(salt_call(), tmp_path / "salt", {**OSES["Debian-12"], "host": "n0"},
+                    {"gpufleet": {"live": False, "provider": "baremetal", "gpu": {"model": "L4", "count": 1}},
+                     "slurm": host}, ["slurm.health"])
+    (node,) = [a["dataset"]["node"] for a in states["slurm-health-expect-file-serialize"]["file"] if "dataset" in a]
+    assert node == {"provider": "baremetal", "gpu_model": "L4", "gpus": 1}
+    settings = Path(command[-1])
+    (out := tmp_path / "node-exporter").mkdir()
+    settings.write_text(json.dumps({**json.loads(settings.read_text()), "node": node, "textfile_dir": str(out)}))
+
+    def said() -> dict:
+        got = {}
+        for fam in text_string_to_metric_families((out / "gpufleet.prom").read_text()):
+            assert names.catalogue()[fam.name] in names.NODE
+            got.update({(s.name, tuple(sorted(s.labels.items()))): s.value for s in fam.samples})
+        return got
+
+    ran = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+    assert ran.returncode == 1 and "GF-XID-FATAL" in ran.stdout, (ran.stdout, ran.stderr)
+    got = said()
+    assert got[("gpufleet_node_info", (("gpu_model", "L4"), ("provider", "baremetal")))] == 1
+    assert got[("gpufleet_node_gpus", ())] == 1 and got[("gpufleet_node_health", (("state", "faulty"),))] == 1
+    assert got[("gpufleet_node_last_fault_info", (("check", "health.xid"), ("code", "GF-XID-FATAL")))] == 1
+    assert (out / "gpufleet.prom").stat().st_mode & 0o777 == 0o644
+    (tmp_path / "captures" / "journal.txt").write_text("")  # the GPU reset
+    ran = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+    got = said()
+    assert ran.returncode == 0 and got[("gpufleet_node_health", (("state", "ok"),))] == 1
+    assert ("gpufleet_node_last_fault_timestamp_seconds", ()) in got
 
 
 def _health_program():

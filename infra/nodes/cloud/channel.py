@@ -90,13 +90,15 @@ def tree_archive(root: Path | None = None, extra: dict[str, bytes] | None = None
 
 
 def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | None = None,
-                  verify: dict | None = None, scheduler: dict | None = None) -> dict:
+                  verify: dict | None = None, scheduler: dict | None = None,
+                  usd_per_node_hour: float | None = None) -> dict:
     """A pool's ``current.json``: what its nodes apply, and its generation (``forced``: a stamp that
     makes a new generation of the same configuration, so every node applies it again; ``verify``:
     the expectations of the quick verification each node runs after applying; ``scheduler``: the
     pool's ``slurm`` pillar, without which a stack's Slurm is left out: its files need every node's
     facts, which the nodes report on applying the rest). Its ``health``: what the node's watch runs by
-    (the pool's gate and interval, and the checks' expectations as Slurm's health check has them)."""
+    (the pool's gate and interval, and the checks' expectations as Slurm's health check has them) and what
+    its metrics say the node is (``node``: instance type, cloud, GPUs, ``usd_per_node_hour`` from the plan)."""
     gpu, count = pillarmod.gpu_of(pool, cat)
     pil = pillarmod.build(stack, pool, cluster=cluster, gpu=gpu, gpu_count=count)
     states = pil["gpufleet"]["states"]
@@ -108,7 +110,9 @@ def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | No
     doc = {"tree": tree, "states": states, "without_gpu": {"apply": real, "rehearse": rehearse}, "pillar": pil,
            "node_states": [s for s in states if s in NODE_STATES],  # all a node from a current image applies
            "health": {"gate": pool.health.gate, "interval": pool.health.interval,
-                      "expect": health_expectations(expect.for_pool(stack, pool, cat))}}
+                      "expect": health_expectations(expect.for_pool(stack, pool, cat)),
+                      "node": {"instance_type": pool.instance_type, "provider": pool.provider, "gpu_model": gpu,
+                               "gpus": count, "usd_per_hour": usd_per_node_hour}}}
     if forced:
         doc["forced"] = forced
     if verify:
@@ -405,10 +409,12 @@ def configure_pools(stack, cat, cluster: str, outputs: dict, nodes: list, *, reg
         with ThreadPoolExecutor(max_workers=max(1, len(buckets))) as ex:
             return [r for part in ex.map(one, list(buckets)) for r in part]
 
+    prices = {n.pool: n.usd_per_hour for n in nodes if getattr(n, "usd_per_hour", None) is not None}  # the plan's
+
     def document(name: str, scheduler_pillars: dict | None = None, checks: bool = True) -> dict:
         return pool_document(stack, pools[name], cluster=cluster, cat=cat, tree=tree, forced=stamp,
                              verify=(verify or {}).get(name) if checks else None,
-                             scheduler=(scheduler_pillars or {}).get(name))
+                             scheduler=(scheduler_pillars or {}).get(name), usd_per_node_hour=prices.get(name))
 
     if not buckets:
         return []

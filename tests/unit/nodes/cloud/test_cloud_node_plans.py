@@ -166,8 +166,9 @@ def test_cli_configure_publishes_waits_and_exits_3_naming_who_failed(aws, plans,
     stack = stacks.load(path, cat)
     cfg = cloud_config(stack, cat)  # what `configure` adds: the verify bundle and each pool's expectations
     _, tree = cloudnodes.tree_archive(extra=cfg["extra"])
+    assert nodes[0].usd_per_hour  # the plan's price, which the document gives the node's metrics
     gen = cloudnodes.pool_document(stack, stack.pools[0], cluster="aws-training", cat=cat, tree=tree,
-                                   verify=cfg["verify"]["trainers"])["generation"]
+                                   verify=cfg["verify"]["trainers"], usd_per_node_hour=nodes[0].usd_per_hour)["generation"]
     store = cloudnodes.cloud("aws").objects(ref)
     for n, ok in zip(nodes, (True, False)):
         store.put(f"status/trainers/AROA:{n.node_id}.json", json.dumps({

@@ -119,6 +119,7 @@ def node(aws, tmp_path, monkeypatch):
     state = tmp_path / "node-state"
     state.mkdir()
     monkeypatch.setattr(node_agent, "STATE_DIR", str(state))
+    monkeypatch.setattr(node_watch, "TEXTFILE_DIR", str(tmp_path / "node-exporter"))  # not made: no metrics file
     tree = tmp_path / "tree"
     (tree / "_gpufleet").mkdir(parents=True)
     (tree / node_agent.VERIFY_BUNDLE).write_bytes(bundle.build()[0])
@@ -404,6 +405,7 @@ ON_THE_NODE = textwrap.dedent("""\
     import node_agent
     node_agent.STATE_DIR, node_agent.AWS_IMDS = sys.argv[3], sys.argv[4]
     import node_watch
+    node_watch.TEXTFILE_DIR = sys.argv[3] + "/node-exporter"  # none: this machine's node_exporter is left alone
     sys.exit(node_watch.main(["node_watch.py", sys.argv[2]]))
     """)
 
@@ -688,3 +690,57 @@ def test_the_controllers_slurm_view_is_stamped_on_each_run_even_when_slurm_says_
     (key,) = [k for k, _ in _list(n)]
     view = json.loads(store.get(key))["scheduler"]
     assert view["out"] == "nodes\nn1 idle\n" and view["at"] > "2026-01-01T00:00:00Z"
+
+
+def metrics_file(path) -> dict:
+    """The node's metrics file as node_exporter's parser reads it (prometheus_client's, the same text format):
+    {(name, labels): value}, each family's name and type checked against the catalogue first."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from gpufleet.monitoring import names
+
+    got = {}
+    for fam in text_string_to_metric_families(path.read_text()):
+        want = names.catalogue()[fam.name]
+        assert want in names.NODE and fam.type == {"info": "gauge"}.get(want.type, want.type)
+        for s in fam.samples:
+            assert set(s.labels) <= set(want.labels) and s.timestamp is None
+            got[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return got
+
+
+def test_each_watch_writes_what_the_node_is_costs_and_says_for_node_exporter(node, tmp_path):
+    """From the pool's document (its price from the plan) through the agent's health settings to the textfile: the
+    node's price, GPUs and health one-hot, its last fault kept once it is ok again, readable by node_exporter's user."""
+    from gpufleet import catalog, stacks
+    from gpufleet.nodes.cloud import channel
+
+    n, out = node, tmp_path / "node-exporter"
+    out.mkdir()
+    stack = stacks.load(ROOT / "stacks" / "examples" / "aws-training.yaml")
+    doc = channel.pool_document(stack, stack.pools[0], cluster="w", cat=catalog.load(use_config=False), tree="0" * 64,
+                                usd_per_node_hour=32.7726)
+    settings = json.loads((n["state"] / "health.json").read_text())
+    (n["state"] / "health.json").write_text(json.dumps({**settings, "node": doc["health"]["node"]}))
+    (n["captures"] / "journal.txt").write_text((ROOT / "tests" / "data" / "verify" / "journal-xid79.txt").read_text())
+    assert _watch(n) == 1
+    said = metrics_file(out / "gpufleet.prom")
+    assert said[("gpufleet_node_info", (("gpu_model", "A100-40GB"), ("instance_type", "p4d.24xlarge"),
+                                        ("provider", "aws")))] == 1
+    assert said[("gpufleet_node_price_usd_per_hour", ())] == 32.7726 and said[("gpufleet_node_gpus", ())] == 8
+    assert {dict(k[1])["state"]: v for k, v in said.items() if k[0] == "gpufleet_node_health"} == \
+        {"ok": 0, "gating": 0, "faulty": 1, "interrupted": 0}
+    (fault,) = [k for k in said if k[0] == "gpufleet_node_last_fault_info"]
+    assert dict(fault[1]) == {"code": "GF-XID-FATAL", "check": "health.xid"}
+    when = said[("gpufleet_node_last_fault_timestamp_seconds", ())]
+    assert abs(when - time.time()) < 600
+    assert (out / "gpufleet.prom").stat().st_mode & 0o777 == 0o644 and os.listdir(out) == ["gpufleet.prom"]
+    (n["captures"] / "journal.txt").write_text("")  # the GPU reset: ok again, the fault remembered
+    assert _watch(n) == 0
+    said = metrics_file(out / "gpufleet.prom")
+    assert said[("gpufleet_node_health", (("state", "ok"),))] == 1
+    assert said[("gpufleet_node_last_fault_timestamp_seconds", ())] == when
+
+
+def test_a_node_without_node_exporters_directory_gets_no_metrics_file(node, tmp_path):
+    assert _watch(node) == 0 and not (tmp_path / "node-exporter").exists()
