@@ -688,3 +688,20 @@ def test_the_controllers_slurm_view_is_stamped_on_each_run_even_when_slurm_says_
     (key,) = [k for k, _ in _list(n)]
     view = json.loads(store.get(key))["scheduler"]
     assert view["out"] == "nodes\nn1 idle\n" and view["at"] > "2026-01-01T00:00:00Z"
+
+
+def test_a_dcgm_health_failure_drains_the_node_with_dcgms_system_as_the_code(node):
+    """DCGM's health watches (issue 51): the watch's checks read `dcgmi health -c -j` (the stand-in replays DCGM's
+    layout, tests/data/verify/dcgmi-health/): a memory failure drains the node, GF-DCGM-MEMORY with DCGM's message as
+    the evidence; the first run on a host engine without watches sets them and judges nothing."""
+    n = node
+    fail = ROOT / "tests" / "data" / "verify" / "dcgmi-health" / "dcgmi-health-memory-fail.json"
+    (n["captures"] / "dcgmi-health.json").write_text(fail.read_text())
+    assert _watch(n) == 0 and _health(n)["state"] == "ok"  # the watches were not set: set now
+    assert (n["captures"] / "dcgmi-health.log").read_text() == "-s a\n"
+    assert _watch(n) == 1
+    h = _health(n)
+    assert h["state"] == "faulty" and h["drained"] is True
+    assert [(f["code"], f["check"]) for f in h["faults"]] == [("GF-DCGM-MEMORY", "dcgm.health:memory")]
+    assert h["faults"][0]["evidence"] == "GPU 0: Detected 2 volatile double-bit ECC error(s) in GPU 0."
+    assert _updates(n)[-1][3] == "Reason=gpufleet: GF-DCGM-MEMORY dcgm.health:memory"
