@@ -26,6 +26,7 @@ TOOLS = ("nvidia-smi", "dcgmi", "all_reduce_perf", "nvbandwidth", "ibstat", "fi_
 CAPTURES = {
     ("nvidia-smi", "-q"): "nvidia-smi-q.txt",
     ("nvidia-smi", "--query-gpu"): "query.csv",
+    ("nvidia-smi", "--query-compute-apps"): "compute-apps.csv",
     ("nvidia-smi", "nvlink", "-s"): "nvlink-s.txt",
     ("nvidia-smi", "nvlink", "-e"): "nvlink-e.txt",
     ("dcgmi", "diag"): "dcgmi-diag-r{level}.json",

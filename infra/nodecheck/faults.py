@@ -78,6 +78,8 @@ REMEDIES: dict[str, str] = {
                       "is drained; the pool's health.on_fault rules replace it once it is gone",
     "GF-GATE": "the node has not passed its pool's boot gate (health.gate) yet: it takes no work until it does; "
                "see its health faults in `gpufleet status`",
+    "GF-ACTIVE": "the node failed its active checks (health.active_every: DCGM's diagnostic at level 2, the single-node "
+                 "all-reduce, run while it was idle): it stays drained until they pass (tried again each hour)",
     "GF-STORAGE-SLOW": "read throughput from a mount is below what the stack asked for: check the file "
                        "system's capacity/throughput tier and the client's network",
 }
