@@ -15,9 +15,10 @@ written once each run at least (and each half interval while long checks run):
 Where the node is a Slurm node it is drained at once, the fault codes (or GF-SPOT-NOTICE, GF-MAINTENANCE-NOTICE,
 GF-GATE) as the reason; a node a person drained is never resumed. A rebalance recommendation is recorded, nothing
 more ("ok"). Until it passes its boot gate (the quick checks, with ``dcgmi diag -r N`` for dcgm1-3) the node is
-"gating" and stays drained. It ships in the state tree (user data has no room for it: AWS takes 16 KB) and the
-agent copies it beside itself; it runs under its own lock, so a configuration's run (Salt, minutes) never holds it
-up.
+"gating" and stays drained. Every ``health.active_every`` seconds, on an idle node only, it runs the active checks
+(DCGM's diagnostic at level 2, the single-node all-reduce; see ACTIVE). It ships in the state tree (user data has no
+room for it: AWS takes 16 KB) and the agent copies it beside itself; it runs under its own lock, so a
+configuration's run (Salt, minutes) never holds it up.
 """
 
 import contextlib
