@@ -363,6 +363,17 @@ class Health(_Strict):
     on_fault: Literal["replace", "isolate", "none"] = "isolate"
     max_replacements: int = Field(default=2, ge=0, le=1_000, strict=True)  # per pool per hour
     replace_reserved: bool = False  # nodes on reservations or Capacity Blocks are isolated unless true
+    # seconds between a node's active checks (DCGM's diagnostic at level 2 and the single-node NCCL all-reduce),
+    # run only while the node is idle (README, "Health"); 0: never
+    active_every: int = Field(default=86_400, ge=0, le=30 * 86_400, strict=True)
+
+    @model_validator(mode="after")
+    def _active_after_the_watch(self):
+        if 0 < self.active_every < self.interval:
+            raise HintedValueError(f"health.active_every {self.active_every} is shorter than health.interval "
+                                   f"{self.interval}: the active checks run from the watch",
+                                   f"0 (never) or {self.interval} or more, e.g. 86400 (a day, the default)")
+        return self
 
 
 # a Prometheus duration as its flags take it (--storage.tsdb.retention.time): a number and one unit

@@ -8,6 +8,9 @@ files of tests/data/verify/ (see the README there for what they are). A capture 
 fails as the tool would with nothing to report; ``systemctl`` answers only ``is-active
 nvidia-fabricmanager`` and hands everything else to the real one. A file ``<tool>.hang`` among the
 captures makes that tool hang without a word, as nvidia-smi does on a GPU that fell off the bus.
+``dcgmi health`` plays DCGM's host engine: ``-c`` before a ``-s`` prints what dcgmi prints then (exit 253: its
+DCGM_ST_GENERIC_ERROR, -3, as main returns it), ``-s`` remembers that the watches are set (a file
+``.dcgmi-health-set``, which ``dcgmi-health.restart`` among the captures removes, as a host engine restart does).
 """
 
 import os
@@ -23,6 +26,7 @@ TOOLS = ("nvidia-smi", "dcgmi", "all_reduce_perf", "nvbandwidth", "ibstat", "fi_
 CAPTURES = {
     ("nvidia-smi", "-q"): "nvidia-smi-q.txt",
     ("nvidia-smi", "--query-gpu"): "query.csv",
+    ("nvidia-smi", "--query-compute-apps"): "compute-apps.csv",
     ("nvidia-smi", "nvlink", "-s"): "nvlink-s.txt",
     ("nvidia-smi", "nvlink", "-e"): "nvlink-e.txt",
     ("dcgmi", "diag"): "dcgmi-diag-r{level}.json",
@@ -51,6 +55,31 @@ def standins(tmp_path: Path, captures: Path, changes: dict | None = None, tools=
     return bin_dir
 
 
+def dcgmi_health(here, args):
+    """`dcgmi health -s FLAGS` / `-c [-j]` as NVIDIA/DCGM v4.6.0's dcgmi/Health.cpp answers them."""
+    watched = os.path.join(here, ".dcgmi-health-set")
+    if os.path.exists(os.path.join(here, "dcgmi-health.restart")):
+        os.unlink(os.path.join(here, "dcgmi-health.restart"))
+        if os.path.exists(watched):
+            os.unlink(watched)
+    if args[:1] == ["-s"]:
+        with open(os.path.join(here, "dcgmi-health.log"), "a") as f:
+            f.write(" ".join(args) + "\n")
+        open(watched, "w").close()
+        print("Health monitor systems set successfully.")
+        return 0
+    if args[:1] == ["-c"] and not os.path.exists(watched):
+        print("Error: Health watches not enabled. Please enable watches. ")
+        return 253
+    path = os.path.join(here, "dcgmi-health.json")
+    if args[:1] != ["-c"] or not os.path.exists(path):
+        print("Error: unable to establish a connection to the specified host: localhost")
+        return 253
+    with open(path) as f:
+        sys.stdout.write(f.read())
+    return 0
+
+
 def main(argv):
     tool = os.path.basename(argv[0])
     here = os.environ.get("GPUFLEET_STANDIN_DIR") or os.path.join(os.path.dirname(os.path.realpath(argv[0])), "captures")
@@ -65,6 +94,8 @@ def main(argv):
             if os.path.exists(real):
                 os.execv(real, [real, *argv[1:]])
         return 1
+    if tool == "dcgmi" and argv[1:2] == ["health"]:
+        return dcgmi_health(here, argv[2:])
     args = [a.split("=")[0] for a in argv[1:]]
     level = argv[argv.index("-r") + 1] if "-r" in argv else "1"
     for key in sorted((k for k in CAPTURES if k[0] == tool), key=len, reverse=True):

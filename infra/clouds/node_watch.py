@@ -15,12 +15,14 @@ written once each run at least (and each half interval while long checks run):
 Where the node is a Slurm node it is drained at once, the fault codes (or GF-SPOT-NOTICE, GF-MAINTENANCE-NOTICE,
 GF-GATE) as the reason; a node a person drained is never resumed. A rebalance recommendation is recorded, nothing
 more ("ok"). Until it passes its boot gate (the quick checks, with ``dcgmi diag -r N`` for dcgm1-3) the node is
-"gating" and stays drained. Each verdict is also written for Prometheus (``gpufleet.prom`` in node_exporter's textfile
-directory: what the node is and costs, as its pool's document says, its health and last fault). It ships in the state
-tree (user data has no room for it: AWS takes 16 KB) and the agent copies it beside itself; it runs under its own
-lock, so a configuration's run (Salt, minutes) never holds it up.
+"gating" and stays drained. Every ``health.active_every`` seconds, on an idle node only, it runs the active checks
+(DCGM's diagnostic at level 2, the single-node all-reduce; see ACTIVE). Each verdict is also written for Prometheus
+(``gpufleet.prom`` in node_exporter's textfile directory: what the node is and costs, as its pool's document says,
+its health and last fault). It ships in the state tree (user data has no room for it: AWS takes 16 KB) and the agent
+copies it beside itself; it runs under its own lock, so a configuration's run (Salt, minutes) never holds it up.
 """
 
+import contextlib
 import datetime as dt
 import email.utils
 import fcntl
@@ -43,13 +45,26 @@ GATE = "gate.json"  # under STATE_DIR: the boot gate's level and verdict; once p
 GATE_DCGM = {"quick": 0, "dcgm1": 1, "dcgm2": 2, "dcgm3": 3}  # the gate's DCGM diagnostic level (spec.Health.gate)
 MARK = "gpufleet:"  # a drain reason's prefix: what gpufleet drained (salt/slurm/files/gpufleet-slurm-health's)
 # drains only the watch ends: a spot notice's never (the VM is going), the gate's by a passing gate alone, a
-# maintenance notice's once the notice is gone (the VM came back)
-KEPT = (f"{MARK} GF-SPOT-NOTICE", f"{MARK} GF-GATE", f"{MARK} GF-MAINTENANCE-NOTICE")
+# maintenance notice's once the notice is gone (the VM came back), the active checks' by their passing run
+KEPT = (f"{MARK} GF-SPOT-NOTICE", f"{MARK} GF-GATE", f"{MARK} GF-MAINTENANCE-NOTICE", f"{MARK} GF-ACTIVE")
 REASON_MAX = 200  # gpufleet-slurm-health's cut: `scontrol show node` stays readable
 # the notice is read this often all along a run: GCP and Azure give 30 s, AWS two minutes and asks that its notice
 # be checked every 5 s (its "Spot Instance interruption notices" page)
 NOTICE_POLL_S = 5
 HUNG = "watch-hung.json"  # under STATE_DIR: the tools an earlier watch's checks left stuck
+# The active checks (health.active_every; the expectations they add come in health.json's active_expect: DCGM's
+# diagnostic at level 2, the single-node all-reduce) load the GPUs, so they run only on an idle node, from the watch
+# (it has the node's Slurm view and runs as root on the node). Where Slurm runs, "idle" is Slurm's word, held by a
+# reservation of this node made for the run: without flags, slurmctld refuses one whose nodes run a job, at once
+# ("Requested nodes are busy", ESLURM_NODES_BUSY: _job_overlap in src/slurmctld/reservation.c, SchedMD/slurm
+# 22.05.8, read 2026-11-27), and keeps new jobs off the node while it stands; MAINT is not used: it lets a
+# reservation overlap another (_resv_overlap returns early for it), and the node may be reserved for someone.
+# Without Slurm, no work is known where nvidia-smi lists no compute process on the node's GPUs.
+ACTIVE = "active.json"  # under STATE_DIR: {"at": when the active checks last ran or were due, "faults", "skipped"}
+ACTIVE_S = 1800  # their run: DCGM level 2 (600 s at most: nodecheck.checks.dcgm) and the all-reduce (600 s)
+ACTIVE_RETRY_S = 3600  # failed ones run again after this (the node drained for them: no job on it)
+ACTIVE_MARK = KEPT[3]  # the drain reason's start for their faults (a passing health check leaves it)
+RESERVATION = "gpufleet-active-{node}"
 KILL_WAIT_S = 1.0  # how long a killed process group is given to go; what is left of it is stuck
 INTERPRETERS = ("python", "python3", "sh", "bash", "env")  # a script's name is its first argument
 # gpufleet's own metrics (README, "Monitoring"), for node_exporter's textfile collector: it reads every *.prom file of
@@ -317,21 +332,32 @@ def scontrol(*args):
     return r.stdout, None
 
 
+def slurm_name():
+    """This node's Slurm name: its short host name (facts(), gpufleet-slurm-health's); None where it is not one."""
+    name = socket.gethostname().split(".")[0]
+    return name if name and len(name) <= 63 and all(c.isalnum() or c in "-_" for c in name) else None
+
+
+def node_state(shown):
+    """(State, Reason less its " [user@time]") of a ``scontrol show node -o`` line."""
+    head, _, reason = shown.strip().partition(" Reason=")
+    state = dict(part.split("=", 1) for part in head.split() if "=" in part).get("State", "")
+    return state, reason.rsplit(" [", 1)[0].strip()
+
+
 def slurm_drain(reason, kept=KEPT[:1]):
     """This node in Slurm drained for ``reason``, or, for None, resumed when gpufleet drained it (for a fault, the
     gate or a maintenance notice that is gone); a node a person drained is left as it is, and so is one drained
     for a reason ``kept`` names. (True when it is drained
     for ``reason``, why a drain was not confirmed or None.) The node's Slurm name is its short host name (facts(),
     gpufleet-slurm-health's); no Slurm here: (False, None)."""
-    name = socket.gethostname().split(".")[0]
-    if not name or len(name) > 63 or not all(c.isalnum() or c in "-_" for c in name):
+    name = slurm_name()
+    if name is None:
         return False, None
     shown, failed = scontrol("show", "node", name, "-o")
     if shown is None or "State=" not in shown:
         return False, (failed or "scontrol show node named no State") if reason and (failed or shown) else None
-    head, _, now = shown.strip().partition(" Reason=")
-    state = dict(part.split("=", 1) for part in head.split() if "=" in part).get("State", "")
-    now = now.rsplit(" [", 1)[0].strip()  # less its " [user@time]"
+    state, now = node_state(shown)
     if "DRAIN" in state and not now.startswith(MARK):
         return False, None  # a person's
     if reason:
@@ -400,6 +426,8 @@ def verdict(notice, gate, faults):
     codes = "; ".join(f"{f['code']} {f['check']}" for f in faults)
     if not gate["passed"]:
         return "gating", one_line(f"{MARK} GF-GATE {gate['level']} " + (codes or "not passed yet"))
+    if any(f["check"].startswith("active.") for f in faults):  # only a passing active check ends it
+        return "faulty", one_line(f"{ACTIVE_MARK} {codes}")
     return ("faulty", one_line(f"{MARK} {codes}")) if faults else ("ok", None)
 
 
@@ -482,6 +510,8 @@ def _watch(cfg):
         else:
             faults = watch_faults(applied["tree"], expect, interval * 0.8, interval * 0.6)
         gated = not gate["passed"]
+        if gate["passed"]:
+            faults += active_checks(applied["tree"], settings, faults, lambda: takes(run.notice))
     run.checked(faults, gated)
     # the notice is read until the next watch is due (the timer's, an interval after this one's start): the next run
     # must find this one's lock free
@@ -490,6 +520,81 @@ def _watch(cfg):
     run.done.set()
     with run.lock:  # a write of the notice's under way ends first
         return run.rc
+
+
+def active_checks(tree, settings, passive, noticed):
+    """The faults the active checks found and that stand (until they pass), running them when they are due, the
+    node passed its passive checks, and it is idle (``idle``); what kept them from running is in ACTIVE."""
+    every, record = settings.get("active_every") or 0, f"{agent.STATE_DIR}/{ACTIVE}"
+    if not every:
+        return []
+    last = agent._read_json(record)
+    if not isinstance(last, dict) or not isinstance(last.get("at"), (int, float)):
+        # first seen (the node just passed its gate, checked as closely): the first run comes a period from now
+        agent.write_private(record, json.dumps({"at": time.time(), "faults": []}))
+        return []
+    standing = [f for f in last.get("faults") or () if isinstance(f, dict)]
+    if passive or noticed() or time.time() < last["at"] + (ACTIVE_RETRY_S if standing else every):
+        return standing
+    expect = {**(settings.get("expect") or {}), **(settings.get("active_expect") or {})}
+    with idle() as busy:
+        if busy:
+            agent.write_private(record, json.dumps({**last, "skipped": one_line(busy)}))
+            return standing
+        found = [{**f, "check": one_line(f"active.{f['check']}", 80)} for f in watch_faults(tree, expect, ACTIVE_S, None)]
+    agent.write_private(record, json.dumps({"at": time.time(), "faults": found}))
+    return found
+
+
+@contextlib.contextmanager
+def idle():
+    """``with idle() as busy``: None while the node is held idle for the active checks, else why it is not. Where
+    Slurm runs, a reservation of this node, made for the checks' run and deleted after it (it ends by itself
+    should the watch die); without Slurm, the node's own word (no compute process on its GPUs)."""
+    name = slurm_name()
+    shown, failed = scontrol("show", "node", name, "-o") if name else (None, None)
+    if shown is None and failed is None:  # no Slurm here
+        yield no_compute_process()
+        return
+    if failed or "State=" not in shown:
+        yield failed or "scontrol show node named no State"
+        return
+    state, reason = node_state(shown)
+    # IDLE, or drained by gpufleet (its failed active checks run again) with no job on it
+    flags = set(state.split("+")[1:])
+    if state.split("+")[0] != "IDLE" or flags - {"DRAIN"} or "DRAIN" in flags and not reason.startswith(MARK):
+        yield f"Slurm says {state}"
+        return
+    held = RESERVATION.format(node=name)
+    scontrol("delete", f"ReservationName={held}")  # an earlier run's, should one be left
+    _, failed = scontrol(*reservation(name))
+    if failed:
+        yield failed
+        return
+    try:
+        yield None
+    finally:
+        scontrol("delete", f"ReservationName={held}")
+
+
+def reservation(name):
+    """scontrol's arguments for the reservation that holds node ``name`` for its active checks (no flags: see
+    RESERVATION's comment); it ends by itself a few minutes after the checks' longest run."""
+    return ("create", "reservation", f"ReservationName={RESERVATION.format(node=name)}", f"Nodes={name}",
+            "StartTime=now", f"Duration={ACTIVE_S // 60 + 5}", "Users=root")
+
+
+def no_compute_process():
+    """None when nvidia-smi lists no compute process on the node's GPUs, else why the node is not known idle."""
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"], capture_output=True,
+                           text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as e:
+        return one_line(f"no work known: nvidia-smi: {e}", 120)
+    if r.returncode != 0:
+        return one_line(f"no work known: nvidia-smi exit {r.returncode}: {r.stderr or r.stdout}", 120)
+    pids = r.stdout.split()
+    return f"{len(pids)} compute process(es) on the GPUs" if pids else None
 
 
 def say(cfg, interval, gate, notice, unread, faults, fresh_s, node=None):

@@ -224,6 +224,16 @@ def health_expectations(expect: dict) -> dict:
     return out
 
 
+# the active checks (README, "Health"): DCGM's diagnostic at this level (about two minutes a GPU: `dcgmi diag`
+# documentation) and the single-node all-reduce, run by the node's watch only while the node is idle
+ACTIVE_DCGM_LEVEL = 2
+
+
+def active_expectations(expect: dict) -> dict:
+    """What a node's active checks add to its health expectations: the load tests the health check leaves out."""
+    return {"dcgm_level": ACTIVE_DCGM_LEVEL, **({"nccl": expect["nccl"]} if expect.get("nccl") else {})}
+
+
 def pillars(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode], hosts: dict[str, tuple[str, dict | None, int]],
             *, bundle: bytes, key: bytes) -> dict[str, dict]:
     """The ``slurm`` pillar of each host (``hosts``: id -> its role, its pool's verify expectations and

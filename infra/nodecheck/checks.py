@@ -378,6 +378,41 @@ def dcgm(node: Node) -> list[dict]:
                    "GF-DCGM-FAIL" if failed else "GF-DCGM-WARN")]
 
 
+# `dcgmi health` (NVIDIA/DCGM v4.6.0, dcgmi/CommandLineParser.cpp and Health.cpp, read 2026-11-27): `-s a` sets
+# every watch (PCIe, memory, InfoROM, thermal and power, NVLink, NvSwitch, driver, ConnectX) on the default group of
+# all GPUs; the host engine keeps them after dcgmi disconnects (SetPersistAfterDisconnect) until it restarts; `-c`
+# before any is set prints "Error: Health watches not enabled", and the memory, NVLink, PCIe, thermal and ConnectX
+# watches need 60 s of samples before their first answer. So they are set once, when `-c` says they are not (a
+# fresh or restarted host engine), and that run judges nothing.
+DCGM_HEALTH_S = 10  # `-c` reads what the host engine sampled: no GPU work, an answer in well under a second
+DCGM_NOT_WATCHING = "Health watches not enabled"
+
+
+def dcgm_health(node: Node) -> list[dict]:
+    """DCGM's health watches: each system DCGM finds failing fails (GF-DCGM-<SYSTEM>, DCGM's message as the
+    evidence), one warning warns. No DCGM: not checked; dcgmi failing or silent (no host engine, a restart): not
+    checked either, never a failure (it says nothing of the GPUs)."""
+    if not node.gpus_expected():
+        return [skip("dcgm.health", "no GPU expected on this node")]
+    ran = node.tools.run(["dcgmi", "health", "-c", "-j"], timeout=DCGM_HEALTH_S, judged=False)
+    if ran is None:
+        return [skip("dcgm.health", "DCGM (dcgmi) is not installed")]
+    said = parsers.dcgm_health(ran.out) if ran.ok else {}
+    if DCGM_NOT_WATCHING in ran.out:
+        set_ = node.tools.run(["dcgmi", "health", "-s", "a"], timeout=DCGM_HEALTH_S, judged=False)
+        return [skip("dcgm.health", "DCGM's health watches were not set: set now, read from the next run on"
+                     if set_ is not None and set_.ok else f"DCGM's health watches could not be set: {set_ and set_.why()}")]
+    if not said or said["overall"] is None:
+        return [skip("dcgm.health", f"dcgmi health gave no report: {ran.why()}")]
+    res = []
+    for status in ("fail", "warn"):
+        for inc in (i for i in said["incidents"] if i["status"] == status):
+            where = f"{inc['group']} {inc['entity']}"
+            res.append(result(f"dcgm.health:{inc['system'].lower()}", status, f"{where}: {inc['message']}", "Healthy",
+                              f"GF-DCGM-{inc['system']}", gpu=inc["entity"] if inc["group"] == "GPU" else None))
+    return res or [result("dcgm.health", "pass", "Healthy", "Healthy")]
+
+
 def nccl(node: Node) -> list[dict]:
     """Single-node all-reduce across the node's GPUs, with clocks and power sampled meanwhile."""
     spec = node.expect.get("nccl") or {}

@@ -56,6 +56,21 @@ REMEDIES: dict[str, str] = {
     "GF-TCPX-MISSING": "a GPUDirect-TCPX component is missing: rerun `gpufleet configure --force` (fabric state)",
     "GF-DCGM-FAIL": "a DCGM diagnostic failed: see its message; drain the node and reset the GPU",
     "GF-DCGM-WARN": "a DCGM diagnostic warned: see its message",
+    # DCGM's health watches (`dcgmi health -c`): one code per system DCGM watches
+    "GF-DCGM-MEMORY": "DCGM's memory watch: ECC errors or row remapping (see its message): drain the node, reset the "
+                      "GPU; a remapping failure is an RMA",
+    "GF-DCGM-PCIE": "DCGM's PCIe watch: replays over its limit: reseat the GPU or check the riser and link",
+    "GF-DCGM-NVLINK": "DCGM's NVLink watch: link errors or a link down: reset the GPUs; if it recurs, a hardware ticket",
+    "GF-DCGM-NVSWITCH": "DCGM's NvSwitch watch: check nvidia-fabricmanager's log and the switch; reboot the node",
+    "GF-DCGM-THERMAL": "DCGM's thermal watch: the GPU slowed down for heat: check cooling and fans",
+    "GF-DCGM-POWER": "DCGM's power watch: power capping or a power-brake event: check the power supply and limit",
+    "GF-DCGM-INFOROM": "DCGM's InfoROM watch: the InfoROM is corrupt: open a hardware ticket",
+    "GF-DCGM-DRIVER": "DCGM's driver watch: the driver reports an error: check `dmesg`, reinstall or reboot",
+    "GF-DCGM-SM": "DCGM's SM watch: see its message; drain the node and reset the GPU",
+    "GF-DCGM-CONNECTX": "DCGM's ConnectX watch: the NIC reports errors: check the cable and the HCA",
+    "GF-DCGM-PMU": "DCGM's PMU watch: see its message",
+    "GF-DCGM-MCU": "DCGM's MCU watch: see its message",
+    "GF-DCGM-OTHER": "DCGM's health watches report a system gpufleet does not name: see its message",
     "GF-NCCL-ERROR": "the NCCL all-reduce did not complete: check the fabric manager, NVLink and the driver",
     "GF-NCCL-WRONG": "the all-reduce produced wrong values: a GPU or link corrupts data; drain the node",
     "GF-NCCL-BUSBW": "NCCL all-reduce bandwidth is below the threshold: check NVLink, the fabric manager, "
@@ -69,6 +84,8 @@ REMEDIES: dict[str, str] = {
                       "is drained; the pool's health.on_fault rules replace it once it is gone",
     "GF-GATE": "the node has not passed its pool's boot gate (health.gate) yet: it takes no work until it does; "
                "see its health faults in `gpufleet status`",
+    "GF-ACTIVE": "the node failed its active checks (health.active_every: DCGM's diagnostic at level 2, the single-node "
+                 "all-reduce, run while it was idle): it stays drained until they pass (tried again each hour)",
     "GF-STORAGE-SLOW": "read throughput from a mount is below what the stack asked for: check the file "
                        "system's capacity/throughput tier and the client's network",
 }

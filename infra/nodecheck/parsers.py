@@ -158,6 +158,40 @@ def dcgm_diag(text: str) -> list[dict]:
     return out
 
 
+# DCGM's health watches (NVIDIA/DCGM v4.6.0, dcgmi/Health.cpp, read 2026-11-27; the layout is the same since
+# v2.4.7): the systems' names as HelperSystemToString prints them. NvSwitch incidents have no name there (its
+# default case prints "Internal error"); they come under the entity group "Switch".
+DCGM_SYSTEMS = {"PCIe system": "PCIE", "NVLINK system": "NVLINK", "PMU system": "PMU", "MCU system": "MCU",
+                "Memory system": "MEMORY", "SM system": "SM", "InfoROM system": "INFOROM",
+                "Thermal system": "THERMAL", "Power system": "POWER", "Driver": "DRIVER",
+                "ConnectX system": "CONNECTX"}
+DCGM_HEALTH_WORDS = {"Healthy": "pass", "Warning": "warn", "Failure": "fail"}  # else "Internal error"
+
+
+def dcgm_health(text: str) -> dict:
+    """``dcgmi health -c -j``: {"overall": pass|warn|fail|None, "incidents": [{group, entity, system, status,
+    message}]}; ``system`` is DCGM_SYSTEMS' short name ("NVSWITCH" for a switch's, "OTHER" for a name it does
+    not know), ``status`` None where DCGM said "Internal error". {} when it printed no report (an error line:
+    no host engine, the watches not set)."""
+    try:
+        body = json.loads(text[text.index("{"):])["body"]
+        overall = body["Overall Health"]["value"]
+    except (ValueError, KeyError, TypeError):
+        return {}
+    incidents = []
+    for group, entities in body.items():
+        if group == "Overall Health" or not isinstance(entities, dict):
+            continue
+        for entity, node in (entities.get("children") or {}).items():
+            errors = ((node.get("children") or {}).get("Errors") or {}).get("children") or {}
+            for name, said in errors.items():
+                system = DCGM_SYSTEMS.get(name) or ("NVSWITCH" if group == "Switch" else "OTHER")
+                incidents.append({"group": group, "entity": entity, "system": system,
+                                  "status": DCGM_HEALTH_WORDS.get(said.get("value")),
+                                  "message": " ".join(said.get("overflow") or ())})
+    return {"overall": DCGM_HEALTH_WORDS.get(overall), "incidents": incidents}
+
+
 def _find(doc, key):
     if isinstance(doc, dict):
         if key in doc:

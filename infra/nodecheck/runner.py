@@ -26,7 +26,7 @@ def run(expect: dict, level: str = "quick", tools: Tools | None = None, root: st
     node = checks.Node(expect, tools or Tools(), root)
     results: list[dict] = []
     for step in (checks.gpu_inventory, checks.gpu_software, checks.gpu_memory, checks.xid, checks.links,
-                 checks.dcgm, checks.nccl, checks.clocks, checks.copy_bandwidth):
+                 checks.dcgm_health, checks.dcgm, checks.nccl, checks.clocks, checks.copy_bandwidth):
         results += step(node)
     results += checks.storage(node, read_test=level == "full")
     # first: the checks that stood on a hung tool follow it, and Slurm's health check cuts its drain reason

@@ -56,8 +56,10 @@ class Tools:
     def env(self) -> dict:
         return {**os.environ, "PATH": self.path, "LC_ALL": "C"}
 
-    def run(self, argv: list[str], timeout: float = 60) -> Ran | None:
-        """None when the tool is not installed (the check is then "not checked")."""
+    def run(self, argv: list[str], timeout: float = 60, judged: bool = True) -> Ran | None:
+        """None when the tool is not installed (the check is then "not checked"). ``judged=False``: a tool whose
+        silence says nothing of the node (``dcgmi`` waits on DCGM's host engine, not on a GPU): one that overran is
+        killed but named in neither ``late`` nor ``hung``, so no check fails for it."""
         exe = self.which(argv[0])
         if exe is None:
             return None
@@ -80,8 +82,9 @@ class Tools:
                 ran = Ran(p.returncode, out, err, 0.0)
             except subprocess.TimeoutExpired as e:
                 ran = Ran(124, _text(e.stdout), f"timed out after {timeout:.0f}s", 0.0)
-                self.late[argv[0]] = timeout
-                self._kill(p, argv[0])
+                if judged:
+                    self.late[argv[0]] = timeout
+                self._kill(p, argv[0], judged)
         ran.seconds = time.monotonic() - start
         if not self.background:
             self.seconds += ran.seconds
@@ -115,14 +118,15 @@ class Tools:
         self.seconds += seconds
         return Ran(rc, out, err, seconds)
 
-    def _kill(self, p: subprocess.Popen, tool: str) -> None:
+    def _kill(self, p: subprocess.Popen, tool: str, judged: bool = True) -> None:
         """A tool that overran, killed, its pipes closed; left behind (and named in ``hung``) if it has
         not gone in ``KILL_WAIT_S``: nothing waits for it."""
         p.kill()
         try:
             p.wait(KILL_WAIT_S)
         except subprocess.TimeoutExpired:
-            self.hung[tool] = p.pid
+            if judged:
+                self.hung[tool] = p.pid
         for pipe in (p.stdout, p.stderr):
             if pipe:
                 pipe.close()

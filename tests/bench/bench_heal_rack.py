@@ -9,7 +9,8 @@ one interval plus the checks' own time, the issue's bound being two intervals. F
 the machine is shared and noisy.
 
 Drained -> replacement-ready is a cloud's figure (a new VM boots and configures): a rack host is never replaced,
-so it is not measured here (tests/bench/bench_heal.py times `heal --once` itself).
+so it is not measured here (tests/bench/bench_heal_replace.py times it for an AWS pool in emulation,
+tests/bench/bench_heal.py `heal --once` over 1,000 nodes).
 
 Run (root, see tests/rack/rack.py): python tests/bench/bench_heal_rack.py
 """

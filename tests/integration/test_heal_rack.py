@@ -11,7 +11,11 @@ kernel log with a fatal XID:
   once the fault is gone its gate passes and the watch resumes it;
 * a fatal XID on idle host 3 drains it within two watch intervals, GF-XID-FATAL as the reason;
 * host 4 running a job gets the fault: drained, and `heal --once --dry-run` waits while the job runs, then would
-  replace it once the job has ended (the replacement itself: tests/unit/test_heal_aws.py against moto's EC2, test_heal_azure.py).
+  replace it once the job has ended (the replacement itself: tests/unit/test_heal_aws.py against moto's EC2, test_heal_azure.py);
+* DCGM's health watches (the stand-in dcgmi replaying a memory failure) drain idle host 3 with GF-DCGM-MEMORY;
+* the active checks (DCGM level 2, the stand-in replaying a failing diagnostic) never run while host 3 runs a job
+  (real Slurm refuses the reservation that would hold it), and once the job has ended run inside that reservation
+  and drain the node, GF-ACTIVE with the fault code; the reservation is gone after them.
 
 A rack host isolated by `heal` and named in `status`: test_slurm_rack.py.
 """
@@ -264,3 +268,74 @@ def test_a_node_running_a_job_is_drained_but_replaced_only_once_the_job_has_ende
     ended = until(lambda: heal_dry_run(cluster, monkeypatch), lambda d: d["gpu-1"]["action"] == "replace", timeout=90, every=5)
     assert ended["gpu-1"]["action"] == "replace", ended
     remove_standins(4)
+
+
+DCGM_HEALTH_FAIL = (ROOT / "tests" / "data" / "verify" / "dcgmi-health" / "dcgmi-health-memory-fail.json").read_text()
+DIAG_FAIL = (ROOT / "tests" / "data" / "verify" / "dcgmi-diag-r1-fail.json").read_text()
+
+
+def test_a_dcgm_health_failure_on_an_idle_node_drains_it_within_two_intervals(cluster):
+    assert until(sinfo, lambda n: n.get("h3") == "idle", timeout=3 * INTERVAL_S).get("h3") == "idle"
+    # DCGM's host engine with its watches set (an earlier run set them) reporting a double-bit ECC error
+    install_standins(3, {"dcgmi-health.json": DCGM_HEALTH_FAIL, ".dcgmi-health-set": ""}, tools=("dcgmi",))
+    injected = time.monotonic()
+    try:
+        shown = until(lambda: node_line("h3"), lambda s: "GF-DCGM-MEMORY" in s, timeout=3 * INTERVAL_S)
+        took = time.monotonic() - injected
+        assert "DRAIN" in shown and "Reason=gpufleet: GF-DCGM-MEMORY dcgm.health:memory" in shown, \
+            (shown, on_host(3, "tail -20 /var/log/gpufleet/watch.log").stdout)
+        print(f"DCGM memory failure -> h3 drained in {took:.1f} s (watch interval {INTERVAL_S} s)")
+        assert took <= 2 * INTERVAL_S, (took, shown)
+    finally:
+        remove_standins(3)
+    assert until(sinfo, lambda n: n.get("h3") == "idle", timeout=4 * INTERVAL_S).get("h3") == "idle"
+
+
+def active_record(i: int) -> dict:
+    try:
+        return json.loads(on_host(i, "cat /var/lib/gpufleet/active.json").stdout)
+    except ValueError:
+        return {}
+
+
+def due(i: int, faults=()) -> None:
+    """Host ``i``'s active checks due now (their last run a day ago, the pool's health.active_every)."""
+    wrote = on_host(i, "cat > /var/lib/gpufleet/active.json", stdin=json.dumps({"at": 0, "faults": list(faults)}))
+    assert wrote.returncode == 0, wrote.stderr
+
+
+def test_the_active_checks_never_run_under_a_job_and_run_in_a_reservation_once_it_ended(cluster):
+    from gpufleet.clouds import node_watch
+
+    assert until(sinfo, lambda n: n.get("h3") == "idle", timeout=3 * INTERVAL_S).get("h3") == "idle"
+    install_standins(3, {"dcgmi-diag-r2.json": DIAG_FAIL}, tools=("dcgmi",))
+    sub = on_host(2, "sbatch --parsable -w h3 --wrap 'sleep 900'")
+    assert sub.returncode == 0, sub.stderr
+    job = sub.stdout.strip().split(";")[0]
+    try:
+        assert until(lambda: on_host(2, f"squeue -h -j {job} -o %T").stdout.strip(), lambda s: s == "RUNNING",
+                     timeout=60) == "RUNNING"
+        # what the watch relies on: real slurmctld refuses, at once, the reservation of a node that runs a job
+        asked = time.monotonic()
+        refused = on_host(2, "scontrol " + " ".join(node_watch.reservation("h3")))
+        assert refused.returncode != 0 and "Requested nodes are busy" in refused.stderr, refused
+        assert time.monotonic() - asked < 10
+        due(3)
+        skipped = until(lambda: active_record(3), lambda r: "skipped" in r, timeout=2 * INTERVAL_S)
+        assert "skipped" in skipped and skipped["faults"] == [], \
+            (skipped, on_host(3, "tail -20 /var/log/gpufleet/watch.log").stdout)
+        assert "DRAIN" not in node_line("h3") and on_host(2, f"squeue -h -j {job} -o %T").stdout.strip() == "RUNNING"
+    finally:
+        on_host(2, f"scancel {job}")
+    ended = time.monotonic()
+    try:
+        shown = until(lambda: node_line("h3"), lambda s: "GF-ACTIVE" in s, timeout=3 * INTERVAL_S)
+        assert "DRAIN" in shown and "Reason=gpufleet: GF-ACTIVE GF-DCGM-FAIL active.dcgm.diag" in shown, \
+            (shown, active_record(3), on_host(3, "tail -20 /var/log/gpufleet/watch.log").stdout)
+        print(f"job ended -> active checks ran and drained h3 in {time.monotonic() - ended:.1f} s")
+        assert "No reservations" in on_host(2, "scontrol show reservation").stdout  # deleted after the run
+    finally:
+        remove_standins(3)
+        due(3, active_record(3).get("faults") or ())  # run again now: the diagnostic passes (not checked, no GPU)
+    resumed = until(sinfo, lambda n: n.get("h3") == "idle", timeout=3 * INTERVAL_S)
+    assert resumed.get("h3") == "idle", (node_line("h3"), active_record(3))

@@ -757,6 +757,8 @@ PASSING = 'import json\nprint(json.dumps({"verdict": "pass", "ok": True, "failur
     ("gpufleet: GF-XID-FATAL health.xid", True),
     ("gpufleet: GF-SPOT-NOTICE aws instance-action at 2026-11-27T15:02:00Z", False),
     ("gpufleet: GF-GATE dcgm2 not passed yet", False),
+    # the watch's active checks (DCGM level 2) failed: the quick checks passing says nothing of them
+    ("gpufleet: GF-ACTIVE GF-DCGM-FAIL active.dcgm.diag", False),
     ("bad fan, ticket 42", False),
 ])
 def test_passing_checks_resume_only_what_a_fault_drained(tmp_path, drained_for, resumed):

@@ -331,3 +331,12 @@ pools:
 """
     _, errs = _errors(write, rack)
     assert "cannot be replaced" in errs[0].problem and "isolate" in errs[0].hint
+
+
+def test_the_active_checks_period_defaults_to_a_day_and_is_not_shorter_than_the_watch(write):
+    pool = stacks.load(write("stack.yaml", GOOD)).pools[0]
+    assert pool.health.active_every == 86_400
+    assert stacks.load(write("off.yaml", GOOD + "    health: {active_every: 0}\n")).pools[0].health.active_every == 0
+    _, errs = _errors(write, GOOD + "    health: {interval: 120, active_every: 60}\n")
+    (e,) = errs
+    assert e.key == "pools[0].health" and "shorter than health.interval 120" in e.message and "86400" in e.hint

@@ -36,8 +36,8 @@ from gpufleet.clouds import scheduler as slurm_view
 from gpufleet.clouds.node_agent import safe_key
 from gpufleet.configure import NODE_STATES, saltrun
 from gpufleet.configure import pillar as pillarmod
+from gpufleet.configure.slurm import active_expectations, health_expectations
 from gpufleet.configure.slurm import has_facts as slurm_ready
-from gpufleet.configure.slurm import health_expectations
 from gpufleet.errors import GpufleetError, UntrustedValue
 from gpufleet.state import leases
 from gpufleet.verify import expect
@@ -97,8 +97,9 @@ def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | No
     the expectations of the quick verification each node runs after applying; ``scheduler``: the
     pool's ``slurm`` pillar, without which a stack's Slurm is left out: its files need every node's
     facts, which the nodes report on applying the rest). Its ``health``: what the node's watch runs by
-    (the pool's gate and interval, and the checks' expectations as Slurm's health check has them) and what
-    its metrics say the node is (``node``: instance type, cloud, GPUs, ``usd_per_node_hour`` from the plan)."""
+    (the pool's gate and interval, and the checks' expectations as Slurm's health check has them; how often the
+    active checks run and what they add: DCGM's diagnostic, the all-reduce) and what its metrics say the node is
+    (``node``: instance type, cloud, GPUs, ``usd_per_node_hour`` from the plan)."""
     gpu, count = pillarmod.gpu_of(pool, cat)
     pil = pillarmod.build(stack, pool, cluster=cluster, gpu=gpu, gpu_count=count)
     states = pil["gpufleet"]["states"]
@@ -107,10 +108,11 @@ def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | No
     else:
         pil["slurm"] = pillarmod.merge(scheduler, pil.get("slurm") or {})
     real, rehearse = pillarmod.split_for_host(states, has_gpu=False)
+    full = expect.for_pool(stack, pool, cat)
     doc = {"tree": tree, "states": states, "without_gpu": {"apply": real, "rehearse": rehearse}, "pillar": pil,
            "node_states": [s for s in states if s in NODE_STATES],  # all a node from a current image applies
-           "health": {"gate": pool.health.gate, "interval": pool.health.interval,
-                      "expect": health_expectations(expect.for_pool(stack, pool, cat)),
+           "health": {"gate": pool.health.gate, "interval": pool.health.interval, "active_every": pool.health.active_every,
+                      "expect": health_expectations(full), "active_expect": active_expectations(full),
                       "node": {"instance_type": pool.instance_type, "provider": pool.provider, "gpu_model": gpu,
                                "gpus": count, "usd_per_hour": usd_per_node_hour}}}
     if forced:

@@ -582,3 +582,6 @@ def test_a_pools_document_carries_its_health_settings(tmp_path):
     health = doc["health"]
     assert (health["gate"], health["interval"]) == (pool.health.gate, pool.health.interval) == ("dcgm2", 20)
     assert health["expect"]["fatal_xids"] and "nccl" not in health["expect"]  # the reads, none of the load tests
+    # the active checks' period and what they add for the watch: DCGM level 2 and the 8-GPU all-reduce (p4d.24xlarge)
+    assert health["active_every"] == 86_400 and health["active_expect"]["dcgm_level"] == 2
+    assert health["active_expect"]["nccl"]["min_busbw_gbs"] > 0

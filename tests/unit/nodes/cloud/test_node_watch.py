@@ -39,6 +39,10 @@ elif sys.argv[1] == "update":
     elif args["State"] == "RESUME":
         node = {{"state": "IDLE", "reason": ""}}
     json.dump(node, open(state, "w"))
+elif sys.argv[1:3] == ["create", "reservation"] and (node.get("job") or node["state"].startswith(("ALLOCATED", "MIXED"))):
+    # slurmctld's answer to a reservation of a node that runs a job (src/slurmctld/reservation.c, _job_overlap)
+    print("Error creating the reservation: Requested nodes are busy", file=sys.stderr)
+    sys.exit(1)
 """
 
 
@@ -744,3 +748,98 @@ def test_each_watch_writes_what_the_node_is_costs_and_says_for_node_exporter(nod
 
 def test_a_node_without_node_exporters_directory_gets_no_metrics_file(node, tmp_path):
     assert _watch(node) == 0 and not (tmp_path / "node-exporter").exists()
+
+
+def test_a_dcgm_health_failure_drains_the_node_with_dcgms_system_as_the_code(node):
+    """DCGM's health watches (issue 51): the watch's checks read `dcgmi health -c -j` (the stand-in replays DCGM's
+    layout, tests/data/verify/dcgmi-health/): a memory failure drains the node, GF-DCGM-MEMORY with DCGM's message as
+    the evidence; the first run on a host engine without watches sets them and judges nothing."""
+    n = node
+    fail = ROOT / "tests" / "data" / "verify" / "dcgmi-health" / "dcgmi-health-memory-fail.json"
+    (n["captures"] / "dcgmi-health.json").write_text(fail.read_text())
+    assert _watch(n) == 0 and _health(n)["state"] == "ok"  # the watches were not set: set now
+    assert (n["captures"] / "dcgmi-health.log").read_text() == "-s a\n"
+    assert _watch(n) == 1
+    h = _health(n)
+    assert h["state"] == "faulty" and h["drained"] is True
+    assert [(f["code"], f["check"]) for f in h["faults"]] == [("GF-DCGM-MEMORY", "dcgm.health:memory")]
+    assert h["faults"][0]["evidence"] == "GPU 0: Detected 2 volatile double-bit ECC error(s) in GPU 0."
+    assert _updates(n)[-1][3] == "Reason=gpufleet: GF-DCGM-MEMORY dcgm.health:memory"
+
+
+DIAG_FAIL = (ROOT / "tests" / "data" / "verify" / "dcgmi-diag-r1-fail.json").read_text()
+
+
+def _active(n, every=3600, due=True):
+    """The pool's active checks every ``every`` s, last run a period ago (``due``) or just now."""
+    settings = json.loads((n["state"] / "health.json").read_text())
+    (n["state"] / "health.json").write_text(json.dumps({**settings, "active_every": every,
+                                                        "active_expect": {"dcgm_level": 2}}))
+    (n["state"] / "active.json").write_text(json.dumps({"at": time.time() - (every + 1 if due else 0), "faults": []}))
+
+
+def _calls(n) -> list[list[str]]:
+    log = n["bin"] / "scontrol.log"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_the_active_checks_run_on_an_idle_node_inside_a_reservation_and_drain_it_when_they_fail(node):
+    """Issue 51: DCGM level 2 on an idle node, on its schedule, through a Slurm reservation of the node made for the
+    run and deleted after it; a failure drains the node (GF-ACTIVE, the fault code); a passing health check does not
+    end that drain, only a passing active run does (tried again an hour later)."""
+    n = node
+    _active(n)
+    (n["captures"] / "dcgmi-diag-r2.json").write_text(DIAG_FAIL)
+    assert _watch(n) == 1
+    hostname = node_watch.socket.gethostname().split(".")[0]
+    held = f"ReservationName=gpufleet-active-{hostname}"
+    calls = [c for c in _calls(n) if c[0] != "show"]
+    assert calls[1] == ["create", "reservation", held, f"Nodes={hostname}", "StartTime=now", "Duration=35", "Users=root"]
+    assert calls[2] == ["delete", held]  # deleted once the checks ran, before the drain
+    assert calls[3] == ["update", f"NodeName={hostname}", "State=DRAIN",
+                        "Reason=gpufleet: GF-ACTIVE GF-DCGM-FAIL active.dcgm.diag"]
+    h = _health(n)
+    assert h["state"] == "faulty" and [(f["code"], f["check"]) for f in h["faults"]] == [("GF-DCGM-FAIL", "active.dcgm.diag")]
+    # the next watches: the passive checks pass, the active failure stands (not due again for an hour)
+    (n["captures"] / "dcgmi-diag-r2.json").write_text((n["captures"] / "dcgmi-diag-r1.json").read_text())
+    assert _watch(n) == 1 and _health(n)["state"] == "faulty" and len(_updates(n)) == 1
+    # an hour later it runs again on the node it drained (no job on it), passes, and the node is resumed
+    record = json.loads((n["state"] / "active.json").read_text())
+    (n["state"] / "active.json").write_text(json.dumps({**record, "at": record["at"] - node_watch.ACTIVE_RETRY_S}))
+    assert _watch(n) == 0 and _health(n)["state"] == "ok" and _updates(n)[-1][2] == "State=RESUME"
+
+
+@pytest.mark.parametrize("slurm, why", [
+    ({"state": "ALLOCATED", "reason": ""}, "Slurm says ALLOCATED"),
+    # idle when asked, a job started before the reservation: Slurm refuses it (its nodes are busy)
+    ({"state": "IDLE", "reason": "", "job": True}, "Requested nodes are busy"),
+])
+def test_the_active_checks_never_run_under_a_job(node, slurm, why):
+    """A node running a job: nothing runs, nothing is drained, and why is kept; not due, or off (0): not even
+    asked."""
+    n = node
+    _active(n)
+    (n["captures"] / "dcgmi-diag-r2.json").write_text(DIAG_FAIL)
+    (n["bin"] / "slurm-node.json").write_text(json.dumps(slurm))
+    assert _watch(n) == 0 and _health(n)["state"] == "ok" and _updates(n) == []
+    assert why in json.loads((n["state"] / "active.json").read_text())["skipped"]
+    for every, due in ((3600, False), (0, True)):
+        (n["bin"] / "scontrol.log").unlink()
+        (n["bin"] / "slurm-node.json").write_text(json.dumps({"state": "IDLE", "reason": ""}))
+        _active(n, every, due)
+        assert _watch(n) == 0 and not [c for c in _calls(n) if c[0] == "create"]
+
+
+@pytest.mark.parametrize("apps, ran", [("", True), ("4242\n", False)])
+def test_without_slurm_the_active_checks_run_only_where_no_gpu_process_is_known(node, monkeypatch, apps, ran):
+    n = node
+    monkeypatch.setattr(node_watch, "scontrol", lambda *args: (None, None))  # no scontrol here (FileNotFoundError)
+    _active(n)
+    (n["captures"] / "dcgmi-diag-r2.json").write_text(DIAG_FAIL)
+    (n["captures"] / "compute-apps.csv").write_text(apps)
+    assert _watch(n) == (1 if ran else 0)
+    record = json.loads((n["state"] / "active.json").read_text())
+    if ran:
+        assert _health(n)["state"] == "faulty" and [f["code"] for f in record["faults"]] == ["GF-DCGM-FAIL"]
+    else:
+        assert _health(n)["state"] == "ok" and record["skipped"] == "1 compute process(es) on the GPUs"
