@@ -118,9 +118,12 @@ def bench_workload(name: str) -> Workload:
                                       "seq_len": w.seq_len}, "<bench>")
 
 
-def scenario(w: Workload, gpu, batch: int) -> Scenario:
-    """One GPU training ``w`` as the node benchmark does: bf16, synthetic data, ``batch`` samples a step."""
-    if w.family == "llm":  # one GPU: its micro-batch is the whole step (fully sharded over one GPU: plain data parallel)
-        return Scenario(workload=w, gpu=gpu, precision="bf16", synthetic_data=True, layout="fsdp",
-                        global_batch_tokens=float(batch * w.seq_len), micro_batch=batch)
-    return Scenario(workload=w, gpu=gpu, precision="bf16", batch_per_gpu=batch, synthetic_data=True)
+def scenario(w: Workload, gpu, batch: int, gpus_per_node: int = 1, nodes: int = 1) -> Scenario:
+    """``gpus_per_node`` GPUs on each of ``nodes`` training ``w`` as the node benchmark does: bf16, synthetic data,
+    ``batch`` samples a step on each GPU (a decoder fully sharded over them all: its micro-batch is a GPU's step)."""
+    if w.family == "llm":
+        return Scenario(workload=w, gpu=gpu, gpus_per_node=gpus_per_node, nodes=nodes, precision="bf16",
+                        synthetic_data=True, layout="fsdp", micro_batch=batch,
+                        global_batch_tokens=float(batch * w.seq_len * gpus_per_node * nodes))
+    return Scenario(workload=w, gpu=gpu, gpus_per_node=gpus_per_node, nodes=nodes, precision="bf16", batch_per_gpu=batch,
+                    synthetic_data=True)

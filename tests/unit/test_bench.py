@@ -148,3 +148,38 @@ def test_calibrate_mine_shows_the_fit_with_and_without_the_recorded_rows(cat, tm
     assert 0 < pub["without"] < 0.25 and 0 < pub["with"] < 0.25
     r = cli("calibrate", "--mine")
     assert r.exit_code == 0 and "without yours" in r.stdout and "p5e.48xlarge" in r.stdout
+
+
+def test_bench_here_tiny_on_two_processes_trains_fsdp2_under_torchrun_and_every_rank_reports():
+    """`--gpus 2` on the CPU: torchrun starts two gloo processes that train the toy models, the decoder sharded by
+    FSDP2 and the CNN replicated by DDP (FSDP2 cannot shard its channels-last weights)."""
+    require(importlib.util.find_spec("torch") is not None, "torch is not installed (the test extra brings it)")
+    r = subprocess.run([gpufleet_exe(), "bench", "--here", "--tiny", "--gpus", "2", "--json", "--workload",
+                        "resnet50,llm:1b"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    assert doc["device"]["world_size"] == 2 and doc["device"]["nodes"] == 1 and doc["device"]["backend"] == "gloo"
+    rows = {b["name"]: b for b in doc["benchmarks"]}
+    assert set(rows) == {"resnet50", "llm:1b"}
+    for b in rows.values():
+        assert b["sharding"] == ("ddp" if b["name"] == "resnet50" else "fsdp2") and b["measured"] > 0, b
+        assert sorted(x["rank"] for x in b["ranks"]) == [0, 1] and all(x["samples_per_s"] > 0 for x in b["ranks"])
+        # per GPU (here: per process) at the pace of the slowest rank, and the spread between the ranks
+        slowest = min(x["samples_per_s"] for x in b["ranks"])
+        assert b["measured"] == pytest.approx(slowest) and b["rank_spread"] >= 0
+    # one progress line per benchmark (rank 0 speaks), the JSON alone on stdout
+    assert len([line for line in r.stderr.splitlines() if line.startswith("[") and "/s (" in line]) == 2, r.stderr
+
+
+def test_bench_on_several_processes_without_torchrun_says_so_and_exits_2(tmp_path):
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    r = cli("bench", "--here", "--tiny", "--gpus", "2", "--python", str(bare / "bin" / "python"))
+    assert r.exit_code == 2 and "torchrun" in r.output and "--python" in r.output, r.output
+    assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("gpus", ["0", "two", "all"])
+def test_gpus_is_a_count_or_all_and_tiny_wants_a_count(gpus):
+    r = cli("bench", "--here", "--tiny", "--gpus", gpus)
+    assert r.exit_code == 2 and "--gpus takes" in r.output, r.output

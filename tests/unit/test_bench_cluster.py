@@ -118,3 +118,34 @@ def test_a_slow_node_is_flagged_against_its_peers_and_every_node_is_recorded(cat
     # compare then predicts the H200 from the three nodes' measurements
     r = cli("--json", "compare", "resnet50", "--gpu", "H200", "--top", "1")
     assert any(a.startswith("measured: H200") for a in json.loads(r.stdout)["assumptions"]), r.output
+
+
+@needs_sshd
+@needs_torch
+def test_bench_across_two_rack_hosts_is_one_torchrun_job_that_every_rank_reports(rack):
+    """`--nodes 2`: torchrun on each host over SSH, its c10d rendezvous on the first host's address; one job of
+    world size 2 (a gloo process a host on the CPU) whose ranks all report."""
+    port = loopback_sshd._free_port()
+    r = cli("--json", "bench", "lab", "--tiny", "--nodes", "2", "--gpus", "1", "--port", str(port), "--python",
+            sys.executable, "--trust-new-hosts", "--workload", "llm:1b")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    job = doc["job"]
+    assert job["device"]["world_size"] == 2 and job["device"]["nodes"] == 2 and job["device"]["backend"] == "gloo"
+    (row,) = job["benchmarks"]
+    assert row["name"] == "llm:1b" and row["sharding"] == "fsdp2" and row["measured"] > 0
+    assert sorted(x["rank"] for x in row["ranks"]) == [0, 1]
+    # both hosts joined and ran their part; none failed
+    assert [n["node"] for n in doc["nodes"]] == ["rack-0", "rack-1"] and all(n["error"] is None for n in doc["nodes"])
+
+
+@needs_sshd
+def test_a_job_over_hosts_without_torchrun_says_so_and_fails(rack):
+    r = cli("--json", "bench", "lab", "--tiny", "--nodes", "2", "--python", "/usr/bin/python3", "--trust-new-hosts",
+            "--workload", "resnet50")
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.stdout)
+    assert doc["job"] is None and len(doc["nodes"]) == 2
+    assert all("no PyTorch with torchrun (torch.distributed.run) in /usr/bin/python3" in n["error"] for n in doc["nodes"])
+    r = cli("bench", "lab", "--tiny", "--nodes", "3", "--trust-new-hosts")
+    assert r.exit_code == 2 and "--nodes 3: the cluster has 2 rack host(s)" in r.output, r.output
