@@ -39,7 +39,8 @@ def bench(
                                                   "(default: the one running gpufleet; on a cluster's nodes, "
                                                   "their python3).")] = None,
     record: Annotated[bool, typer.Option("--record", help="Keep the measurements in your calibration (a layer "
-                                         "over the shipped fit that compare uses for this GPU).")] = False,
+                                         "over the shipped fit that compare uses for this GPU; --tiny rows are "
+                                         "kept marked tiny and never used).")] = False,
     instance: Annotated[Optional[str], typer.Option("--instance", help="The instance type this machine is, for "
                                                     "the record's provenance (e.g. p5en.48xlarge).")] = None,
     gpus: Annotated[Optional[str], typer.Option("--gpus", help="Run under torchrun on this many GPUs of each node, "
@@ -62,9 +63,6 @@ def bench(
     names = [n.strip() for n in workload.split(",") if n.strip()]
     if not names:
         raise InputError("--workload names no benchmark", "e.g. --workload resnet50,llm:1b")
-    if record and tiny:
-        raise InputError("--record keeps measurements beside the model's predictions, and --tiny's toy shapes have none",
-                         "record the full shapes on a GPU: gpufleet bench --here --record")
     if nodes is not None and here:
         raise InputError("--nodes runs one job over a cluster's nodes, not --here", "gpufleet bench my-cluster --nodes 2")
     launch = _launch(gpus, nodes, port, tiny)
@@ -103,6 +101,12 @@ def _launch(gpus: str | None, nodes: int | None, port: int, tiny: bool) -> Launc
                   job=f"gpufleet-bench-{uuid.uuid4().hex[:12]}")
 
 
+def _recorded_words(recorded: dict | None) -> str:
+    if not recorded:
+        return ""
+    return f"; recorded in {recorded['path']}" + (" (tiny rows: kept, never used)" if recorded["tiny"] else "")
+
+
 def _render(report, recorded) -> None:
     v, d = report.versions, report.device
     cells = []
@@ -124,7 +128,7 @@ def _render(report, recorded) -> None:
                              else "")
                           + "; error = "
                           "predicted / measured - 1, flagged beyond the model's typical error for the family"
-                          + (f"; recorded in {recorded['path']}" if recorded else "")),
+                          + _recorded_words(recorded)),
                  justify={"measured /GPU": "right", "predicted": "right", "error": "right", "MFU": "right"},
                  optional=("MFU", "peak GB", "ranks"), wraps=("note",))
 
@@ -174,7 +178,7 @@ def _render_cluster(result, recorded) -> None:
     output.table(f"Training steps on the nodes of {result.cluster}", ["node", "address", "benchmark", "measured /GPU",
                  "unit", "predicted", "error", "", "note"], cells,
                  caption="error = predicted / measured - 1, flagged beyond the model's typical error for the family "
-                         "or well below the node's peers" + (f"; recorded in {recorded['path']}" if recorded else ""),
+                         "or well below the node's peers" + _recorded_words(recorded),
                  justify={"measured /GPU": "right", "predicted": "right", "error": "right"}, wraps=("note",))
     output.table("Per-node spread", ["benchmark", "gpu", "nodes", "min", "median", "max", "spread", "slow nodes"],
                  [[s["benchmark"], s["gpu"] or "", s["nodes"], f"{s['min']:,.1f}", f"{s['median']:,.1f}",

@@ -298,8 +298,10 @@ def _calibrate_mine(rs, base) -> None:
     from gpufleet.perf import calibration, measured
 
     recorded = measured.read()
-    if not recorded:
-        raise GpufleetError(f"no measurements recorded in {paths.measured_path()}",
+    tiny = sum(1 for r in recorded if not r.used)
+    if tiny == len(recorded):
+        raise GpufleetError(f"no measurements recorded in {paths.measured_path()}"
+                            + (f" but {tiny} tiny row(s), not used (toy shapes say nothing of a GPU)" if tiny else ""),
                             "record some on a GPU: gpufleet bench --here --record")
     mine = calibration.mine_rows(recorded, catalog.load(STATE.config))
     with output.progress(f"refitting the model with your {len(mine)} measurement(s) among the published rows"):

@@ -310,8 +310,10 @@ def _row(req: Request, offer: Offer, nodes: int, pool_storage: str | None, sampl
 
 
 def _measured_words(req: Request, rows: list[Row]) -> list[str]:
-    """What the user's own measurements changed: per GPU shown, the speed they give it against the model."""
-    out = []
+    """The measured layer (what it holds, where from), then what it changed: per GPU shown, the speed its rows give
+    it against the model."""
+    held = measured.layer(req.measured or [])
+    out = [held] if held else []
     for gpu in sorted({r.gpu for r in rows}):
         mine = measured.speed(req.measured or [], gpu, req.workload.family)
         if mine is None:

@@ -18,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 
@@ -183,7 +184,7 @@ def judge(answer: dict, cat: Catalog, gpu_name: str | None, tiny: bool) -> Bench
     device = answer.get("device", {})
     gpu = cat.gpu(gpu_name) if gpu_name else None
     report = BenchReport(device=device, versions=answer.get("versions", {}), gpu=gpu.name if gpu else None, tiny=tiny,
-                         when=answer.get("when", ""))
+                         when=answer.get("when") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     for r in answer["results"]:
         w = measured.bench_workload(r["name"])
         row = Judged(name=r["name"], workload=w.name, unit=f"{w.unit}/s", measured=r.get("samples_per_s"),
@@ -213,23 +214,26 @@ def judge(answer: dict, cat: Catalog, gpu_name: str | None, tiny: bool) -> Bench
 
 
 def _rows(report: BenchReport, instance: str | None, host: str, cluster: str = "") -> list[measured.Measured]:
-    return [measured.Measured(gpu=report.gpu, workload=r.workload, family=measured.bench_workload(r.name).family,
-                              unit=r.unit, measured=r.measured, predicted=r.predicted, batch=r.batch or 1,
-                              when=report.when, instance=instance or "", host=host, cluster=cluster,
-                              versions={k: str(v) for k, v in report.versions.items() if v is not None})
-            for r in report.rows if r.measured and r.predicted and report.gpu]
+    """The rows worth keeping: a measurement beside its prediction, or (``--tiny``) a toy measurement, marked so."""
+    world, nodes = int(report.device.get("world_size") or 1), int(report.device.get("nodes") or 1)
+    return [measured.Measured(gpu=report.gpu or "", workload=r.workload, family=measured.bench_workload(r.name).family,
+                              unit=r.unit, measured=r.measured, predicted=None if report.tiny else r.predicted,
+                              batch=r.batch or 1, when=report.when, instance=instance or "", host=host, cluster=cluster,
+                              versions={k: str(v) for k, v in report.versions.items() if v is not None},
+                              tiny=report.tiny, gpus=world, nodes=nodes)
+            for r in report.rows if r.measured and (report.tiny or (r.predicted and report.gpu))]
 
 
 def record(report: BenchReport, instance: str | None = None) -> dict:
-    """The rows that have a prediction kept in the user's measurements (``perf.measured``), with their provenance."""
+    """The rows kept in the user's measurements (``perf.measured``), with their provenance."""
     return _keep(_rows(report, instance, socket.gethostname()))
 
 
 def _keep(rows: list[measured.Measured]) -> dict:
     if not rows:
         raise GpufleetError("nothing to record: no benchmark has both a measurement and a prediction",
-                            "record a GPU the catalog knows (--gpu names it), with the full shapes (not --tiny)")
-    return {"path": str(measured.add(rows)), "rows": len(rows)}
+                            "record a GPU the catalog knows (--gpu names it)")
+    return {"path": str(measured.add(rows)), "rows": len(rows), "tiny": sum(1 for r in rows if r.tiny)}
 
 
 # Identical nodes (same GPUs, driver and software) run the same step within a few percent of each other; one
@@ -327,5 +331,8 @@ def spread(nodes: list[NodeBench]) -> list[dict]:
 
 
 def record_cluster(result: ClusterBench, instance: str | None = None) -> dict:
-    """Every node's rows that have a prediction kept in the user's measurements, each with its cluster and node."""
+    """Every node's rows kept in the user's measurements, each with its cluster and node (a job over several nodes:
+    its rows once, from its first node)."""
+    if result.job is not None:
+        return _keep(_rows(result.job, instance, result.nodes[0].node, result.cluster))
     return _keep([m for n in result.nodes if n.report for m in _rows(n.report, instance, n.node, result.cluster)])

@@ -149,3 +149,25 @@ def test_a_job_over_hosts_without_torchrun_says_so_and_fails(rack):
     assert all("no PyTorch with torchrun (torch.distributed.run) in /usr/bin/python3" in n["error"] for n in doc["nodes"])
     r = cli("bench", "lab", "--tiny", "--nodes", "3", "--trust-new-hosts")
     assert r.exit_code == 2 and "--nodes 3: the cluster has 2 rack host(s)" in r.output, r.output
+
+
+@needs_sshd
+@needs_torch
+def test_bench_of_a_rack_cluster_records_its_tiny_rows_and_compare_names_the_measured_layer(rack):
+    """Issue 52's "bench of a rack cluster runs over SSH on the test hosts (tiny shapes) and records its rows;
+    compare then shows the measured layer", end to end through the CLI."""
+    r = cli("--json", "bench", "lab", "--tiny", "--record", "--python", sys.executable, "--trust-new-hosts",
+            "--workload", "resnet50,llm:1b")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["recorded"]["rows"] == 4
+    kept = measured.read()
+    assert {(m.cluster, m.host, m.workload) for m in kept} == {("lab", f"rack-{i}", w) for i in range(2)
+                                                               for w in ("resnet50", "llm:1b")}
+    assert all(m.tiny and m.predicted is None and m.versions["torch"] for m in kept)
+    day = kept[0].when[:10]
+    r = cli("--json", "compare", "resnet50", "--gpu", "A100-80GB", "--top", "1")
+    said = [a for a in json.loads(r.stdout)["assumptions"] if a.startswith("measured:")]
+    assert said == [f"measured: 4 rows from cluster lab on {day}, tiny: not used"], said
+    # and the table says it too
+    r = cli("compare", "resnet50", "--gpu", "A100-80GB", "--top", "1")
+    assert "4 rows from cluster lab" in r.stdout and "tiny: not used" in r.stdout, r.stdout
