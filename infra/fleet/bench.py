@@ -32,6 +32,7 @@ from gpufleet.nodes.run import Run
 from gpufleet.perf import llm_shapes, measured, workloads
 from gpufleet.perf.model import error_band, predict
 from gpufleet.perf.workloads import Workload
+from gpufleet.state import measurements
 from gpufleet.state.recorded import recorded
 
 # Batches per GPU on a GPU: NVIDIA's DeepLearningExamples ResNet-50 (256 a GPU, bf16) and BERT phase 1
@@ -230,10 +231,26 @@ def record(report: BenchReport, instance: str | None = None) -> dict:
 
 
 def _keep(rows: list[measured.Measured]) -> dict:
+    """``rows`` kept in the team's store in team mode (every user's compare reads them there), else in the user's
+    measurements file."""
     if not rows:
         raise GpufleetError("nothing to record: no benchmark has both a measurement and a prediction",
                             "record a GPU the catalog knows (--gpu names it)")
-    return {"path": str(measured.add(rows)), "rows": len(rows), "tiny": sum(1 for r in rows if r.tiny)}
+    store = team.current()
+    if store is None:
+        where = str(measured.add(rows))
+    else:
+        for r in rows:
+            measured.Measured.from_dict(asdict(r))  # what is written reads back, as measured.add checks
+        where = f"{store.url}/{measurements.share(store, rows)}"
+    return {"path": where, "rows": len(rows), "tiny": sum(1 for r in rows if r.tiny)}
+
+
+def recorded_rows(skipped: dict[str, str] | None = None) -> list[measured.Measured]:
+    """The measured layer as this user sees it: their own file's rows, and in team mode the team's (an object of
+    the store that is no recording is left out, its key and why in ``skipped``)."""
+    store = team.current()
+    return measured.read() + (measurements.read(store, skipped) if store is not None else [])
 
 
 # Identical nodes (same GPUs, driver and software) run the same step within a few percent of each other; one
