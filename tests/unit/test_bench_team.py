@@ -80,3 +80,18 @@ def test_a_row_from_the_store_that_is_not_of_the_format_is_left_out_and_named(te
     assert said and "from 1 row(s)" in said[0], said
     r = cli("compare", "bert-large", "--gpu", "H200", "--top", "1")
     assert r.exit_code == 0 and bad in r.stderr and "\x1b" not in r.stderr, r.stderr
+
+
+def test_compare_answers_when_the_team_store_cannot_be_reached_and_says_so(tmp_path, monkeypatch):
+    require(importlib.util.find_spec("psycopg") is not None, "psycopg is not installed (pip install 'gpufleet[postgres]')")
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("GPUFLEET_TEAM", f"postgres://postgres@127.0.0.1:{port}/postgres")
+    monkeypatch.setenv("GPUFLEET_MEASURED", str(tmp_path / "mine.json"))
+    r = cli("--json", "compare", "resnet50", "--gpu", "H200", "--top", "1")
+    assert r.exit_code == 0, r.output
+    (why,) = json.loads(r.stdout)["measured_left_out"].values()
+    assert "could not be read" in why and "cannot be reached" in why, why
