@@ -127,7 +127,7 @@ def test_bench_across_two_rack_hosts_is_one_torchrun_job_that_every_rank_reports
     world size 2 (a gloo process a host on the CPU) whose ranks all report."""
     port = loopback_sshd._free_port()
     r = cli("--json", "bench", "lab", "--tiny", "--nodes", "2", "--gpus", "1", "--port", str(port), "--python",
-            sys.executable, "--trust-new-hosts", "--workload", "llm:1b")
+            sys.executable, "--trust-new-hosts", "--workload", "llm:1b", "--record")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     job = doc["job"]
@@ -137,6 +137,9 @@ def test_bench_across_two_rack_hosts_is_one_torchrun_job_that_every_rank_reports
     assert sorted(x["rank"] for x in row["ranks"]) == [0, 1]
     # both hosts joined and ran their part; none failed
     assert [n["node"] for n in doc["nodes"]] == ["rack-0", "rack-1"] and all(n["error"] is None for n in doc["nodes"])
+    # the job's row is recorded once, with its world size and nodes
+    (kept,) = measured.read()
+    assert (kept.cluster, kept.host, kept.gpus, kept.nodes, kept.tiny) == ("lab", "rack-0", 2, 2, True)
 
 
 @needs_sshd
