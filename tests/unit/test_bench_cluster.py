@@ -174,3 +174,19 @@ def test_bench_of_a_rack_cluster_records_its_tiny_rows_and_compare_names_the_mea
     # and the table says it too
     r = cli("compare", "resnet50", "--gpu", "A100-80GB", "--top", "1")
     assert "4 rows from cluster lab" in r.stdout and "tiny: not used" in r.stdout, r.stdout
+
+
+@needs_sshd
+@needs_torch
+def test_bench_of_a_rack_cluster_on_all_of_each_hosts_gpus_runs_torchrun_on_each(rack):
+    """`--gpus 2` without --nodes: each host its own torchrun job (here two gloo processes), judged per node."""
+    r = cli("--json", "bench", "lab", "--tiny", "--gpus", "2", "--python", sys.executable, "--trust-new-hosts",
+            "--workload", "llm:1b")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["job"] is None and len(doc["nodes"]) == 2
+    for n in doc["nodes"]:
+        assert n["bench"]["device"]["world_size"] == 2 and n["bench"]["device"]["nodes"] == 1
+        (row,) = n["bench"]["benchmarks"]
+        assert sorted(x["rank"] for x in row["ranks"]) == [0, 1] and row["sharding"] == "fsdp2"
+    assert doc["spread"][0]["nodes"] == 2
