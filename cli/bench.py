@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,6 +11,7 @@ import typer
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
 from gpufleet.errors import EXIT_FAILED, InputError
+from gpufleet.nodebench.launch import ALL, RDZV_PORT, Launch
 
 HELP = ("Time standard training steps on this machine (--here) or on every node of a cluster (rack hosts over SSH, "
         "all at once, each with its own Python and PyTorch) with the machine's own PyTorch (ResNet-50 in channels-last bf16, "
@@ -37,9 +39,18 @@ def bench(
                                                   "(default: the one running gpufleet; on a cluster's nodes, "
                                                   "their python3).")] = None,
     record: Annotated[bool, typer.Option("--record", help="Keep the measurements in your calibration (a layer "
-                                         "over the shipped fit that compare uses for this GPU).")] = False,
+                                         "over the shipped fit that compare uses for this GPU; --tiny rows are "
+                                         "kept marked tiny and never used).")] = False,
     instance: Annotated[Optional[str], typer.Option("--instance", help="The instance type this machine is, for "
                                                     "the record's provenance (e.g. p5en.48xlarge).")] = None,
+    gpus: Annotated[Optional[str], typer.Option("--gpus", help="Run under torchrun on this many GPUs of each node, "
+                                                "or all (FSDP2 for the transformers, DDP for the CNN; NCCL; with "
+                                                "--tiny: this many gloo processes on the CPU).")] = None,
+    nodes: Annotated[Optional[int], typer.Option("--nodes", help="One torchrun job over the cluster's first N "
+                                                 "nodes (its c10d rendezvous on the first node's address).",
+                                                 min=1)] = None,
+    port: Annotated[int, typer.Option("--port", help="The rendezvous port on the first node (--nodes).",
+                                      min=1, max=65535)] = RDZV_PORT,
     cluster: options.Cluster = None,
     trust_new_hosts: options.TrustNewHosts = False,
 ):
@@ -52,18 +63,18 @@ def bench(
     names = [n.strip() for n in workload.split(",") if n.strip()]
     if not names:
         raise InputError("--workload names no benchmark", "e.g. --workload resnet50,llm:1b")
-    if record and tiny:
-        raise InputError("--record keeps measurements beside the model's predictions, and --tiny's toy shapes have none",
-                         "record the full shapes on a GPU: gpufleet bench --here --record")
+    if nodes is not None and here:
+        raise InputError("--nodes runs one job over a cluster's nodes, not --here", "gpufleet bench my-cluster --nodes 2")
+    launch = _launch(gpus, nodes, port, tiny)
     cat = catalog.load(STATE.config)
     if target is not None:
         _bench_cluster(target, cluster, cat, names, tiny=tiny, python=python or "python3", record=record,
-                       instance=instance, trust_new_hosts=trust_new_hosts)
+                       instance=instance, trust_new_hosts=trust_new_hosts, launch=launch)
         return
     the_plan = run.plan(names, tiny)
     if gpu:
         cat.gpu(gpu)  # an unknown name is bad input before anything runs
-    answer = run.run_here(the_plan, python)
+    answer = run.run_here(the_plan, python, launch=launch)
     name = gpu or (None if tiny else run.catalog_gpu(cat, answer.get("device", {}).get("name", "")))
     report = run.judge(answer, cat, name, tiny)
     recorded = run.record(report, instance) if record else None
@@ -75,6 +86,27 @@ def bench(
         raise typer.Exit(EXIT_FAILED)
 
 
+def _launch(gpus: str | None, nodes: int | None, port: int, tiny: bool) -> Launch | None:
+    """How each node starts the benchmark: alone (neither flag), or under torchrun."""
+    if gpus is None and nodes is None:
+        return None
+    procs = (gpus or (ALL if not tiny else "1")).strip().lower()
+    if procs == "all" and not tiny:
+        procs = ALL
+    elif not procs.isdigit() or int(procs) < 1:
+        raise InputError(f"--gpus takes a number of GPUs (1 or more) or all, not {gpus!r}"
+                         + (" (with --tiny: a number of processes on the CPU)" if tiny else ""),
+                         "e.g. --gpus 8, or --gpus all" if not tiny else "e.g. --tiny --gpus 2")
+    return Launch(procs=str(int(procs)) if procs != ALL else ALL, nodes=nodes or 1, port=port,
+                  job=f"gpufleet-bench-{uuid.uuid4().hex[:12]}")
+
+
+def _recorded_words(recorded: dict | None) -> str:
+    if not recorded:
+        return ""
+    return f"; recorded in {recorded['path']}" + (" (tiny rows: kept, never used)" if recorded["tiny"] else "")
+
+
 def _render(report, recorded) -> None:
     v, d = report.versions, report.device
     cells = []
@@ -84,20 +116,25 @@ def _render(report, recorded) -> None:
                       f"{r.error:+.0%}" if r.error is not None else "",
                       "FLAG" if r.flagged else "", f"{r.mfu:.0%}" if r.mfu is not None else "",
                       f"{r.peak_mem_gb:.1f}" if r.peak_mem_gb is not None else "",
+                      f"{r.rank_spread:.0%} ({r.sharding})" if r.rank_spread is not None else "",
                       r.suggests or r.note])
     output.table(f"Training steps on {d.get('name')} ({report.gpu or 'not in the catalog' if d.get('kind') != 'cpu' else 'CPU'})",
-                 ["benchmark", "measured /GPU", "unit", "predicted", "error", "", "MFU", "peak GB", "note"], cells,
+                 ["benchmark", "measured /GPU", "unit", "predicted", "error", "", "MFU", "peak GB", "ranks", "note"], cells,
                  caption=(f"PyTorch {v.get('torch')}, CUDA {v.get('cuda')}, cuDNN {v.get('cudnn')}, NCCL {v.get('nccl')}, "
                           f"driver {v.get('driver')}; "
                           + (f"{d.get('gpus_used')} of {d.get('gpus')} GPUs used" if d.get("gpus") else "on the CPU")
+                          + (f"; {d['world_size']} ranks on {d.get('nodes')} node(s) ({d.get('backend')}), a GPU's "
+                             "rate at the slowest rank's pace, ranks = their spread" if (d.get("world_size") or 1) > 1
+                             else "")
                           + "; error = "
                           "predicted / measured - 1, flagged beyond the model's typical error for the family"
-                          + (f"; recorded in {recorded['path']}" if recorded else "")),
+                          + _recorded_words(recorded)),
                  justify={"measured /GPU": "right", "predicted": "right", "error": "right", "MFU": "right"},
-                 optional=("MFU", "peak GB"), wraps=("note",))
+                 optional=("MFU", "peak GB", "ranks"), wraps=("note",))
 
 
-def _bench_cluster(target: str, cluster, cat, names, *, tiny: bool, python: str, record: bool, instance, trust_new_hosts):
+def _bench_cluster(target: str, cluster, cat, names, *, tiny: bool, python: str, record: bool, instance, trust_new_hosts,
+                   launch):
     from gpufleet import stacks
     from gpufleet.fleet import bench as run
     from gpufleet.fleet import team
@@ -109,19 +146,25 @@ def _bench_cluster(target: str, cluster, cat, names, *, tiny: bool, python: str,
     st = stacks.load(target, cat)
     with output.steps("Benchmarking") as update:
         result = run.bench_cluster(st, cat, names, tiny=tiny, python=python, cluster=cluster, registry=reg,
-                                   trust_new_hosts=trust_new_hosts,
+                                   trust_new_hosts=trust_new_hosts, launch=launch,
                                    progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
     recorded_rows = run.record_cluster(result, instance) if record else None
     if STATE.json:
         output.emit_json({**result.to_dict(), "recorded": recorded_rows})
     else:
         _render_cluster(result, recorded_rows)
-    if not result.nodes or any(n.report is None or any(r.measured is None for r in n.report.rows)
-                               for n in result.nodes):
+    if result.failed:
         raise typer.Exit(EXIT_FAILED)
 
 
 def _render_cluster(result, recorded) -> None:
+    if result.job is not None or any(n.report is None and n.error is None for n in result.nodes):
+        if result.job is not None:
+            _render(result.job, recorded)
+        output.table(f"The job's nodes ({result.cluster})", ["node", "address", "ran its part"],
+                     [[n.node, n.address, "yes" if n.error is None else f"no: {n.error}"] for n in result.nodes],
+                     wraps=("ran its part",))
+        return
     cells = []
     for n in result.nodes:
         if n.report is None:
@@ -135,7 +178,7 @@ def _render_cluster(result, recorded) -> None:
     output.table(f"Training steps on the nodes of {result.cluster}", ["node", "address", "benchmark", "measured /GPU",
                  "unit", "predicted", "error", "", "note"], cells,
                  caption="error = predicted / measured - 1, flagged beyond the model's typical error for the family "
-                         "or well below the node's peers" + (f"; recorded in {recorded['path']}" if recorded else ""),
+                         "or well below the node's peers" + _recorded_words(recorded),
                  justify={"measured /GPU": "right", "predicted": "right", "error": "right"}, wraps=("note",))
     output.table("Per-node spread", ["benchmark", "gpu", "nodes", "min", "median", "max", "spread", "slow nodes"],
                  [[s["benchmark"], s["gpu"] or "", s["nodes"], f"{s['min']:,.1f}", f"{s['median']:,.1f}",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from enum import Enum
 from typing import Annotated
@@ -54,8 +55,9 @@ def compare(
         raise InputError(f"--top {top}: give the number of rows to show, or 0 for all")
     cat = catalog.load(STATE.config)
     asked = options.comparison(cat, flags)
-    report = cmp.compare(cat, asked.request)
-    report.left_out = asked.left_out
+    left_out: dict[str, str] = {}
+    report = cmp.compare(cat, dataclasses.replace(asked.request, measured=_measured_layer(left_out)))
+    report.left_out, report.measured_left_out = asked.left_out, left_out
     bill = None
     # the offers price instances; the stack as planned has every line of its bill
     if flags.stack and report.feasible and fmt in (Fmt.table, Fmt.json):
@@ -292,14 +294,29 @@ def calibrate(
         output.warn(f"parameter {w}")
 
 
+def _measured_layer(skipped: dict[str, str] | None = None) -> list:
+    """The user's and (team mode) the team's measured rows; an object of the store that is none is named (a
+    warning, and in ``skipped``)."""
+    from gpufleet.fleet.bench import recorded_rows
+    from gpufleet.state.shared import shown
+
+    skipped = {} if skipped is None else skipped
+    rows = recorded_rows(skipped)
+    for key, why in skipped.items():  # a store's words: not ours, shown as shared.shown makes them safe to show
+        output.warn(f"the team store's {shown(key, 200)} is left out of the measured layer: {shown(why, 300)}")
+    return rows
+
+
 def _calibrate_mine(rs, base) -> None:
     """`calibrate --mine`: the user's rows predicted by ``base`` and by a fit with them among the published rows."""
     from gpufleet import catalog
-    from gpufleet.perf import calibration, measured
+    from gpufleet.perf import calibration
 
-    recorded = measured.read()
-    if not recorded:
-        raise GpufleetError(f"no measurements recorded in {paths.measured_path()}",
+    recorded = _measured_layer()
+    tiny = sum(1 for r in recorded if not r.used)
+    if tiny == len(recorded):
+        raise GpufleetError(f"no measurements recorded in {paths.measured_path()}"
+                            + (f" but {tiny} tiny row(s), not used (toy shapes say nothing of a GPU)" if tiny else ""),
                             "record some on a GPU: gpufleet bench --here --record")
     mine = calibration.mine_rows(recorded, catalog.load(STATE.config))
     with output.progress(f"refitting the model with your {len(mine)} measurement(s) among the published rows"):

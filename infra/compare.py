@@ -111,6 +111,8 @@ class Report:
     spot_as_of: str | None = None  # the spot snapshot's date, when spot offers are shown (dated apart from list prices)
     spot_age_days: int | None = None
     more_nodes: dict | None = None  # the answer needs more nodes than asked: the cheapest that would do
+    # objects of the team's store left out of the measured layer (not of its format): key -> why
+    measured_left_out: dict = field(default_factory=dict)
 
     @property
     def feasible(self) -> list[Row]:
@@ -129,7 +131,8 @@ class Report:
                 "catalog_stale": self.stale, "catalog_max_age_days": self.max_age_days,
                 "spot_as_of": self.spot_as_of, "spot_age_days": self.spot_age_days,
                 "offers": [r.to_dict() for r in self.feasible], "infeasible": [r.to_dict() for r in self.infeasible],
-                "more_nodes": self.more_nodes, "skipped": self.skipped, "left_out": self.left_out}
+                "more_nodes": self.more_nodes, "skipped": self.skipped, "left_out": self.left_out,
+                "measured_left_out": self.measured_left_out}
 
 
 def _storage_for(req: Request, offer: Offer, pool_storage: str | None = None) -> tuple[float, bool, str]:
@@ -310,8 +313,10 @@ def _row(req: Request, offer: Offer, nodes: int, pool_storage: str | None, sampl
 
 
 def _measured_words(req: Request, rows: list[Row]) -> list[str]:
-    """What the user's own measurements changed: per GPU shown, the speed they give it against the model."""
-    out = []
+    """The measured layer (what it holds, where from), then what it changed: per GPU shown, the speed its rows give
+    it against the model."""
+    held = measured.layer(req.measured or [])
+    out = [held] if held else []
     for gpu in sorted({r.gpu for r in rows}):
         mine = measured.speed(req.measured or [], gpu, req.workload.family)
         if mine is None:

@@ -17,6 +17,8 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 
@@ -24,12 +26,15 @@ from gpufleet import nodes as kinds
 from gpufleet.catalog import Catalog
 from gpufleet.errors import GpufleetError, InputError, ToolMissing
 from gpufleet.fleet import team
+from gpufleet.nodebench.launch import TORCHRUN, Launch
 from gpufleet.nodebench.train_steps import NO_TORCH
 from gpufleet.nodes.run import Run
 from gpufleet.perf import llm_shapes, measured, workloads
 from gpufleet.perf.model import error_band, predict
 from gpufleet.perf.workloads import Workload
+from gpufleet.state import measurements
 from gpufleet.state.recorded import recorded
+from gpufleet.state.shared import StoreError
 
 # Batches per GPU on a GPU: NVIDIA's DeepLearningExamples ResNet-50 (256 a GPU, bf16) and BERT phase 1
 # (per-GPU 64 to 128 at 128 tokens); a decoder's micro-batch of 8,192 tokens, which leaves room on an 80 GB
@@ -65,6 +70,9 @@ class Judged:
     batch: int | None = None
     compiled: bool = False
     note: str = ""  # why there is no prediction or no measurement
+    sharding: str | None = None  # under torchrun: fsdp2 (transformers) or ddp (the CNN)
+    ranks: list[dict] | None = None  # under torchrun: each rank's rate (rank, node, host, samples_per_s, step_s)
+    rank_spread: float | None = None  # the fastest rank's rate over the slowest's, minus 1
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -118,12 +126,24 @@ def script_path() -> str:
     return str(resources.files("gpufleet.nodebench").joinpath("train_steps.py"))
 
 
-def run_here(the_plan: dict, python: str | None = None, timeout_s: float = TIMEOUT_S) -> dict:
-    """The node script's answer on this machine, its progress lines passed through to stderr."""
+def run_here(the_plan: dict, python: str | None = None, timeout_s: float = TIMEOUT_S, launch: Launch | None = None
+             ) -> dict:
+    """The node script's answer on this machine (``launch``: under torchrun), its progress lines passed through to
+    stderr."""
     python = python or sys.executable
     try:
-        done = subprocess.run([python, script_path(), "-"], input=json.dumps(the_plan), stdout=subprocess.PIPE,
-                              text=True, timeout=timeout_s)
+        if launch and subprocess.run([python, "-c", f"import {TORCHRUN}"], capture_output=True,
+                                     timeout=120).returncode != 0:
+            raise ToolMissing(f"{python} has no PyTorch with torchrun ({TORCHRUN}): --gpus runs the step "
+                              "under torchrun, with the PyTorch you use (gpufleet does not bring one)",
+                              "install PyTorch for this machine's GPU (https://pytorch.org/get-started), or name the "
+                              "Python that has it with --python")
+        with tempfile.TemporaryDirectory(prefix="gpufleet-bench.") as folder:
+            plan_file = f"{folder}/plan.json"
+            with open(plan_file, "w", encoding="utf-8") as f:
+                json.dump(the_plan, f)
+            done = subprocess.run([python, *(launch.args() if launch else []), script_path(), plan_file],
+                                  stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, timeout=timeout_s)
     except FileNotFoundError:
         raise InputError(f"no Python at {python}", "--python names the interpreter that has PyTorch") from None
     except subprocess.TimeoutExpired:
@@ -166,12 +186,13 @@ def judge(answer: dict, cat: Catalog, gpu_name: str | None, tiny: bool) -> Bench
     device = answer.get("device", {})
     gpu = cat.gpu(gpu_name) if gpu_name else None
     report = BenchReport(device=device, versions=answer.get("versions", {}), gpu=gpu.name if gpu else None, tiny=tiny,
-                         when=answer.get("when", ""))
+                         when=answer.get("when") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     for r in answer["results"]:
         w = measured.bench_workload(r["name"])
         row = Judged(name=r["name"], workload=w.name, unit=f"{w.unit}/s", measured=r.get("samples_per_s"),
                      peak_mem_gb=r.get("peak_mem_gb"), step_s=r.get("step_s"), batch=r.get("batch"),
-                     compiled=bool(r.get("compiled")))
+                     compiled=bool(r.get("compiled")), sharding=r.get("sharding"), ranks=r.get("ranks"),
+                     rank_spread=r.get("rank_spread"))
         report.rows.append(row)
         if row.measured is None:
             row.note = r.get("error") or "no measurement"
@@ -184,33 +205,59 @@ def judge(answer: dict, cat: Catalog, gpu_name: str | None, tiny: bool) -> Bench
             continue
         if "bf16" in gpu.tflops:
             row.mfu = row.measured * w.train_flops / (gpu.tflops["bf16"] * 1e12)
-        pr = predict(measured.scenario(w, gpu, int(r.get("batch") or 1)))
+        world, nodes = int(device.get("world_size") or 1), int(device.get("nodes") or 1)
+        pr = predict(measured.scenario(w, gpu, int(r.get("batch") or 1), gpus_per_node=world // nodes, nodes=nodes))
         row.predicted = pr.per_gpu
         row.error = row.predicted / row.measured - 1.0
-        row.band = error_band(w.family, False)
+        row.band = error_band(w.family, world > 1)
         if abs(row.error) > row.band:
             row.flagged, row.suggests = True, _suggestion(row.error)
     return report
 
 
 def _rows(report: BenchReport, instance: str | None, host: str, cluster: str = "") -> list[measured.Measured]:
-    return [measured.Measured(gpu=report.gpu, workload=r.workload, family=measured.bench_workload(r.name).family,
-                              unit=r.unit, measured=r.measured, predicted=r.predicted, batch=r.batch or 1,
-                              when=report.when, instance=instance or "", host=host, cluster=cluster,
-                              versions={k: str(v) for k, v in report.versions.items() if v is not None})
-            for r in report.rows if r.measured and r.predicted and report.gpu]
+    """The rows worth keeping: a measurement beside its prediction, or (``--tiny``) a toy measurement, marked so."""
+    world, nodes = int(report.device.get("world_size") or 1), int(report.device.get("nodes") or 1)
+    return [measured.Measured(gpu=report.gpu or "", workload=r.workload, family=measured.bench_workload(r.name).family,
+                              unit=r.unit, measured=r.measured, predicted=None if report.tiny else r.predicted,
+                              batch=r.batch or 1, when=report.when, instance=instance or "", host=host, cluster=cluster,
+                              versions={k: str(v) for k, v in report.versions.items() if v is not None},
+                              tiny=report.tiny, gpus=world, nodes=nodes)
+            for r in report.rows if r.measured and (report.tiny or (r.predicted and report.gpu))]
 
 
 def record(report: BenchReport, instance: str | None = None) -> dict:
-    """The rows that have a prediction kept in the user's measurements (``perf.measured``), with their provenance."""
+    """The rows kept in the user's measurements (``perf.measured``), with their provenance."""
     return _keep(_rows(report, instance, socket.gethostname()))
 
 
 def _keep(rows: list[measured.Measured]) -> dict:
+    """``rows`` kept in the team's store in team mode (every user's compare reads them there), else in the user's
+    measurements file."""
     if not rows:
         raise GpufleetError("nothing to record: no benchmark has both a measurement and a prediction",
-                            "record a GPU the catalog knows (--gpu names it), with the full shapes (not --tiny)")
-    return {"path": str(measured.add(rows)), "rows": len(rows)}
+                            "record a GPU the catalog knows (--gpu names it)")
+    store = team.current()
+    if store is None:
+        where = str(measured.add(rows))
+    else:
+        for r in rows:
+            measured.Measured.from_dict(asdict(r))  # what is written reads back, as measured.add checks
+        where = f"{store.url}/{measurements.share(store, rows)}"
+    return {"path": where, "rows": len(rows), "tiny": sum(1 for r in rows if r.tiny)}
+
+
+def recorded_rows(skipped: dict[str, str] | None = None) -> list[measured.Measured]:
+    """The measured layer as this user sees it: their own file's rows, and in team mode the team's (an object of
+    the store that is no recording is left out, its key and why in ``skipped``)."""
+    try:
+        store = team.current()
+        shared = measurements.read(store, skipped) if store is not None else []
+    except StoreError as e:  # compare still answers from the shipped fit and the user's own rows, and says why
+        if skipped is not None:
+            skipped["the team store"] = f"the team's measured rows could not be read: {e.message}"
+        shared = []
+    return measured.read() + shared
 
 
 # Identical nodes (same GPUs, driver and software) run the same step within a few percent of each other; one
@@ -241,15 +288,25 @@ class ClusterBench:
     tiny: bool
     nodes: list[NodeBench] = field(default_factory=list)
     spread: list[dict] = field(default_factory=list)  # per benchmark and GPU: min, median, max over the nodes
+    job: BenchReport | None = None  # --nodes N: the one torchrun job over N nodes (each node: whether it ran its part)
+
+    @property
+    def failed(self) -> bool:
+        if self.job is not None:
+            return any(n.error for n in self.nodes) or any(r.measured is None for r in self.job.rows)
+        return not self.nodes or any(n.report is None or any(r.measured is None for r in n.report.rows)
+                                     for n in self.nodes)
 
     def to_dict(self) -> dict:
         return {"cluster": self.cluster, "tiny": self.tiny, "nodes": [n.to_dict() for n in self.nodes],
-                "spread": self.spread}
+                "spread": self.spread, "job": self.job.to_dict() if self.job else None}
 
 
 def bench_cluster(stack, cat: Catalog, names: list[str], *, tiny: bool, python: str, cluster: str | None = None,
-                  registry=None, trust_new_hosts: bool = False, progress=None) -> ClusterBench:
-    """Every node of the stack's cluster runs ``names`` (each kind its own way), judged against its pool's GPU."""
+                  registry=None, trust_new_hosts: bool = False, progress=None, launch: Launch | None = None
+                  ) -> ClusterBench:
+    """Every node of the stack's cluster runs ``names`` (each kind its own way, alone or under torchrun), judged
+    against its pool's GPU; with ``launch.nodes`` > 1, one job over that many nodes, judged once."""
     reg = registry or team.registry()
     name = cluster or stack.name
     rec = recorded(reg, name)
@@ -257,12 +314,18 @@ def bench_cluster(stack, cat: Catalog, names: list[str], *, tiny: bool, python: 
     the_plan = plan(names, tiny)
     pools = {p.name: p for p in stack.pools}
     out = ClusterBench(name, tiny)
+    one_job = launch is not None and launch.nodes > 1
     for kind in kinds.used(stack):
-        for b in kind.bench(run, the_plan, python):
+        for b in kind.bench(run, the_plan, python, launch):
             gpu = None if tiny else pools[b.pool].gpu
+            if one_job:  # every node prints the job's whole answer: judged once
+                if b.answer and out.job is None:
+                    out.job = judge(b.answer, cat, gpu, tiny)
+                out.nodes.append(NodeBench(b.node, b.pool, b.address, None, b.error, b.hint))
+                continue
             out.nodes.append(NodeBench(b.node, b.pool, b.address, judge(b.answer, cat, gpu, tiny) if b.answer else None,
                                        b.error, b.hint))
-    out.spread = spread(out.nodes)
+    out.spread = [] if one_job else spread(out.nodes)
     return out
 
 
@@ -292,5 +355,8 @@ def spread(nodes: list[NodeBench]) -> list[dict]:
 
 
 def record_cluster(result: ClusterBench, instance: str | None = None) -> dict:
-    """Every node's rows that have a prediction kept in the user's measurements, each with its cluster and node."""
+    """Every node's rows kept in the user's measurements, each with its cluster and node (a job over several nodes:
+    its rows once, from its first node)."""
+    if result.job is not None:
+        return _keep(_rows(result.job, instance, result.nodes[0].node, result.cluster))
     return _keep([m for n in result.nodes if n.report for m in _rows(n.report, instance, n.node, result.cluster)])

@@ -22,12 +22,21 @@ NVIDIA DeepLearningExamples' recipe: post-LN encoder, the MLM loss over the mask
 Llama-style decoder (RMSNorm, rotary positions, grouped-query attention, SwiGLU) under bf16 autocast with
 scaled_dot_product_attention (flash kernels on the GPU) and fused AdamW; the decoder's blocks are compiled
 one by one with torch.compile where the GPU allows (torchtitan's per-block compile).
-Exit codes: 0 done (a benchmark that failed says so in its row), 3 no PyTorch here, 2 a bad plan.
+
+Under torchrun (its environment: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK) every process
+trains its own batch on its own GPU (NCCL; gloo on the CPU) with the model sharded by FSDP2, as torchtitan
+does: ``fully_shard`` on each block, then on the whole model, with bf16 parameters and fp32 gradient reduction
+(``MixedPrecisionPolicy``) on a GPU (torch 2.13's torch.distributed.fsdp, read 2026-11). Each rank times its
+own steps; the ranks' rows are gathered and the first process of each node prints the whole job's answer,
+per benchmark the slowest rank's rate per GPU (the ranks step together) and every rank's.
+Exit codes: 0 done (a benchmark that failed says so in its row), 3 no PyTorch here, 2 a bad plan; under
+torchrun a failing benchmark ends the job (its peers would wait for it in a collective).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -36,10 +45,25 @@ import time
 
 NO_TORCH = 3
 BAD_PLAN = 2
+# torchrun's environment for each process it starts (torch/distributed/run.py, torch 2.13)
+TORCHRUN_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")
 
 
-def say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+class Dist:
+    """This process's place in a torchrun job; ``world == 1`` alone."""
+
+    def __init__(self, env: dict):
+        self.on = all(k in env for k in TORCHRUN_ENV)
+        self.rank, self.local_rank, self.world, self.local_world, self.node = (
+            (int(env[k]) for k in TORCHRUN_ENV) if self.on else (0, 0, 1, 1, 0))
+        self.nodes = self.world // self.local_world if self.on else 1
+        self.speaks = self.rank == 0  # progress lines: one process
+        self.answers = self.local_rank == 0  # the answer: one process a node, whatever node rank 0 is on
+
+
+def say(line: str, dist: Dist | None = None) -> None:
+    if dist is None or dist.speaks:
+        print(line, file=sys.stderr, flush=True)
 
 
 def build_cnn(torch, nn, b: dict):
@@ -167,11 +191,13 @@ def build_decoder(torch, nn, b: dict):
     return Decoder()
 
 
-def step_fn(torch, kind: str, model, b: dict, dev, gpu: bool):
-    """One training step of ``model`` on synthetic data, and the samples it trains."""
+def step_fn(torch, kind: str, model, b: dict, dev, gpu: bool, sharded: bool = False):
+    """One training step of ``model`` on synthetic data, and the samples it trains (``sharded``: FSDP2 computes
+    in its bf16 parameters, without autocast)."""
     F = torch.nn.functional
     n = int(b["batch"])
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if gpu else torch.autocast("cpu", enabled=False)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if gpu and not sharded else \
+        torch.autocast(dev.type, enabled=False)
     if kind == "cnn":
         image = int(b.get("image", 224))
         x = torch.randn(n, 3, image, image, device=dev).to(memory_format=torch.channels_last)
@@ -212,7 +238,26 @@ def step_fn(torch, kind: str, model, b: dict, dev, gpu: bool):
 BUILDERS = {"cnn": build_cnn, "encoder": build_encoder, "decoder": build_decoder}
 
 
-def run_one(torch, b: dict, plan: dict, dev, gpu: bool) -> dict:
+def distribute(torch, kind: str, model, gpu: bool, dev):
+    """The model as its job trains it: a transformer sharded by FSDP2 as torchtitan does (each block, then the
+    root; bf16 parameters and fp32 reduction on a GPU, the parameters' own fp32 on the CPU); the CNN replicated
+    by DDP under autocast as NVIDIA's DeepLearningExamples train ResNet-50, since FSDP2 cannot shard its
+    channels-last weights (torch 2.13: "FSDP does not support non-contiguous parameters yet"). Its name, and the
+    model."""
+    if kind == "cnn":
+        from torch.nn.parallel import DistributedDataParallel
+
+        return "ddp", DistributedDataParallel(model, device_ids=[dev] if gpu else None)
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if gpu else MixedPrecisionPolicy()
+    for blk in model.blocks:
+        fully_shard(blk, mp_policy=mp)
+    return "fsdp2", fully_shard(model, mp_policy=mp)
+
+
+def run_one(torch, b: dict, plan: dict, dev, gpu: bool, dist: Dist | None = None) -> dict:
+    dist = dist or Dist({})
     kind = b.get("kind")
     if kind not in BUILDERS:
         raise ValueError(f"benchmark {b.get('name')!r}: kind {kind!r} is not one of {', '.join(BUILDERS)}")
@@ -224,7 +269,10 @@ def run_one(torch, b: dict, plan: dict, dev, gpu: bool) -> dict:
         for blk in model.blocks:  # per block: one graph reused by every layer, compiled in seconds
             blk.compile()
         compiled = True
-    step = step_fn(torch, kind, model, b, dev, gpu)
+    sharding = None
+    if dist.on:
+        sharding, model = distribute(torch, kind, model, gpu, dev)
+    step = step_fn(torch, kind, model, b, dev, gpu, sharded=sharding == "fsdp2")
     sync = torch.cuda.synchronize if gpu else (lambda: None)
     if gpu:
         torch.cuda.reset_peak_memory_stats()
@@ -244,10 +292,29 @@ def run_one(torch, b: dict, plan: dict, dev, gpu: bool) -> dict:
            "samples_per_s": int(b["batch"]) * per_sample / seconds, "unit": "tok" if kind == "decoder" else
            ("seq" if kind == "encoder" else "img"), "warmup_s": warm, "compiled": compiled,
            "params": sum(p.numel() for p in model.parameters()),
-           "precision": "bf16 autocast" if gpu else "fp32"}
+           "precision": ("bf16 params" if sharding == "fsdp2" else "bf16 autocast") if gpu else "fp32"}
     if gpu:
         row["peak_mem_gb"] = torch.cuda.max_memory_allocated() / 1e9
+    if sharding:
+        if sharding == "fsdp2":
+            row["params"] *= dist.world  # each rank holds its shard
+        row["sharding"] = sharding
+        _gather(torch, row, dist)
     return row
+
+
+def _gather(torch, row: dict, dist: Dist) -> None:
+    """Every rank's rate in ``row``; the job's rate per GPU is the slowest rank's (they step together)."""
+    mine = {"rank": dist.rank, "node": dist.node, "host": platform.node(), "step_s": row["step_s"],
+            "samples_per_s": row["samples_per_s"], "peak_mem_gb": row.get("peak_mem_gb")}
+    ranks = [None] * dist.world
+    torch.distributed.all_gather_object(ranks, mine)
+    rates = [r["samples_per_s"] for r in ranks]
+    slowest = min(ranks, key=lambda r: r["samples_per_s"])
+    row.update({"ranks": ranks, "samples_per_s": slowest["samples_per_s"],
+                "step_s": slowest["step_s"], "rank_spread": max(rates) / min(rates) - 1})
+    if "peak_mem_gb" in row:
+        row["peak_mem_gb"] = max(r["peak_mem_gb"] for r in ranks)
 
 
 def versions(torch, gpu: bool) -> dict:
@@ -285,19 +352,39 @@ def main(argv: list[str]) -> int:
     except ImportError as e:
         print(json.dumps({"error": "no-torch", "python": sys.executable, "message": str(e)}))
         return NO_TORCH
+    dist = Dist(os.environ)
     gpu = plan.get("device", "auto") != "cpu" and torch.cuda.is_available()
-    dev = torch.device("cuda:0" if gpu else "cpu")
+    dev = torch.device(f"cuda:{dist.local_rank}" if gpu else "cpu")
+    if dist.on:
+        if gpu:
+            torch.cuda.set_device(dev)
+        torch.distributed.init_process_group("nccl" if gpu else "gloo", device_id=dev if gpu else None)
     if gpu:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
         torch.backends.cudnn.benchmark = True
-    device = {"kind": "cuda" if gpu else "cpu", "gpus": torch.cuda.device_count() if gpu else 0, "gpus_used": 1 if gpu else 0,
-              "name": torch.cuda.get_device_name(0) if gpu else platform.processor() or platform.machine(),
-              "memory_gb": torch.cuda.get_device_properties(0).total_memory / 1e9 if gpu else None}
+    device = {"kind": "cuda" if gpu else "cpu", "gpus": torch.cuda.device_count() if gpu else 0,
+              "gpus_used": dist.world if gpu else 0,
+              "name": torch.cuda.get_device_name(dev) if gpu else platform.processor() or platform.machine(),
+              "memory_gb": torch.cuda.get_device_properties(dev).total_memory / 1e9 if gpu else None,
+              "world_size": dist.world, "nodes": dist.nodes, "backend": ("nccl" if gpu else "gloo") if dist.on else None}
     torch.manual_seed(0)
+    done = _run_all(torch, plan, benchmarks, dev, gpu, dist, device)
+    if dist.on:  # together (gloo aborts a process whose peer left the group first); on a failure torchrun ends all
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
+    return done
+
+
+def _run_all(torch, plan: dict, benchmarks: list, dev, gpu: bool, dist: Dist, device: dict) -> int:
     results = []
     for i, b in enumerate(benchmarks, 1):
-        say(f"[{i}/{len(benchmarks)}] {b.get('name')}: batch {b.get('batch')} on {device['name']} ...")
+        on = f"{dist.world} processes of " if dist.on else ""
+        say(f"[{i}/{len(benchmarks)}] {b.get('name')}: batch {b.get('batch')} on {on}{device['name']} ...", dist)
+        if dist.on:  # a failure ends the job: its peers would wait for this rank in a collective
+            results.append(run_one(torch, b, plan, dev, gpu, dist))
+            _said(results[-1], i, len(benchmarks), dist)
+            continue
         try:
             row = run_one(torch, b, plan, dev, gpu)
         except Exception as e:  # out of memory, a compiler that fails here, a bad shape: said in the row
@@ -311,15 +398,21 @@ def main(argv: list[str]) -> int:
                 except Exception as again:
                     row["error"] += f"; without torch.compile: {type(again).__name__}: {str(again)[:400]}"
         if "error" not in row:
-            mem = f", peak {row['peak_mem_gb']:.1f} GB" if "peak_mem_gb" in row else ""
-            say(f"[{i}/{len(benchmarks)}] {b['name']}: {row['samples_per_s']:,.1f} {row['unit']}/s "
-                f"({row['step_s'] * 1e3:.1f} ms a step{mem})")
+            _said(row, i, len(benchmarks), dist)
         results.append(row)
         if gpu:
             torch.cuda.empty_cache()
-    print(json.dumps({"versions": versions(torch, gpu), "device": device, "results": results,
-                      "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+    if dist.answers:
+        print(json.dumps({"versions": versions(torch, gpu), "device": device, "results": results,
+                          "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}), flush=True)
     return 0
+
+
+def _said(row: dict, i: int, total: int, dist: Dist) -> None:
+    mem = f", peak {row['peak_mem_gb']:.1f} GB" if "peak_mem_gb" in row else ""
+    ranks = f", {row['rank_spread']:.0%} between {dist.world} ranks" if "rank_spread" in row else ""
+    say(f"[{i}/{total}] {row['name']}: {row['samples_per_s']:,.1f} {row['unit']}/s "
+        f"({row['step_s'] * 1e3:.1f} ms a step{mem}{ranks})", dist)
 
 
 if __name__ == "__main__":

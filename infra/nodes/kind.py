@@ -105,9 +105,11 @@ class NodeKind(Protocol):
         """The checks at ``level`` on the kind's nodes (``node``: only that one; none when it is not
         of this kind); after `up`'s configuration (``run.configured``), on the nodes that configured."""
 
-    def bench(self, run: Run, plan: dict, python: str) -> list[Benched]:
+    def bench(self, run: Run, plan: dict, python: str, launch=None) -> list[Benched]:
         """Run the training-step benchmark ``plan`` (``fleet.bench.plan``) with ``python`` on each of the kind's
-        nodes of the stack: one answer per node, in order; a node that could not run it says why."""
+        nodes of the stack, alone or under torchrun (``launch``: ``nodebench.launch.Launch``; a job of
+        ``launch.nodes`` nodes runs on the first that many): one answer per node, in order; a node that could not
+        run it says why."""
 
     def drain(self, run: Run) -> Drained:
         """Take the kind's nodes of ``run.record`` out of service; nothing raises: what is left is said."""

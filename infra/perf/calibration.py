@@ -115,10 +115,12 @@ MINE = "mine"  # the source of the user's own rows: weighted together as one sou
 
 
 def mine_rows(recorded: list[measured.Measured], cat) -> list[Row]:
-    """The user's recorded measurements as calibration rows: one GPU each, trained as the benchmark did."""
-    return [Row(f"{MINE}{i + 1}", measured.scenario(measured.bench_workload(m.workload), cat.gpu(m.gpu), m.batch),
-                m.measured, m.unit, MINE, f"{m.host} {m.instance} {m.when}".strip())
-            for i, m in enumerate(recorded)]
+    """The user's recorded measurements as calibration rows, trained as the benchmark did (on its GPUs and nodes);
+    tiny rows are none of them."""
+    return [Row(f"{MINE}{i + 1}", measured.scenario(measured.bench_workload(m.workload), cat.gpu(m.gpu), m.batch,
+                                                    gpus_per_node=max(1, m.gpus // m.nodes), nodes=m.nodes),
+                m.measured * m.gpus, m.unit, MINE, f"{m.host} {m.instance} {m.when}".strip())
+            for i, m in enumerate(r for r in recorded if r.used)]
 
 
 def with_mine(rs: list[Row], mine: list[Row], base: Params) -> dict:

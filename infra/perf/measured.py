@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -39,36 +40,87 @@ class MeasuredDamaged(GpufleetError):
                          "`gpufleet bench --here --record`")
 
 
+# A row's words: rows come from the user's file or from the team store (anyone of the team writes there) and are
+# shown in a terminal, a report and compare's assumptions: short and printable, checked before use
+WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._:+@()/-]{0,119}")
+WHEN = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")  # ISO 8601 UTC, as the node script writes it
+UNITS = ("img/s", "seq/s", "tok/s")
+MAX_VERSIONS = 16
+
+
 @dataclass(frozen=True)
 class Measured:
-    gpu: str  # the catalog's name
+    gpu: str  # the catalog's name; empty for a tiny row (the CPU)
     workload: str
     family: str
     unit: str
     measured: float  # per GPU
-    predicted: float  # the model's prediction when it was measured
+    predicted: float | None  # the model's prediction when it was measured; None for a tiny row
     batch: int
     when: str  # ISO 8601 UTC
     instance: str = ""
     host: str = ""
     versions: dict = field(default_factory=dict)
     cluster: str = ""  # the cluster `gpufleet bench CLUSTER` measured; empty for `bench --here`
+    # toy shapes (`bench --tiny`): kept with their provenance, shown, never used by the fit or by compare
+    tiny: bool = False
+    gpus: int = 1  # the job's world size (`--gpus`, `--nodes`) and its nodes: what the prediction was for
+    nodes: int = 1
 
     @property
     def ratio(self) -> float:
         return self.measured / self.predicted
 
+    @property
+    def used(self) -> bool:
+        """Whether the row speaks for its GPU: a real measurement beside a prediction, not toy shapes."""
+        return not self.tiny
+
     @classmethod
     def from_dict(cls, d: dict) -> "Measured":
-        m = cls(gpu=str(d["gpu"]), workload=str(d["workload"]), family=str(d["family"]), unit=str(d["unit"]),
-                measured=float(d["measured"]), predicted=float(d["predicted"]), batch=int(d["batch"]),
-                when=str(d["when"]), instance=str(d.get("instance") or ""), host=str(d.get("host") or ""),
-                versions={str(k): str(v) for k, v in (d.get("versions") or {}).items()},
-                cluster=str(d.get("cluster") or ""))
+        """A row checked against its format (a store's rows are anyone's): ValueError says what is wrong."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a row is an object, not {type(d).__name__}")
+        tiny = d.get("tiny", False)
+        if not isinstance(tiny, bool):
+            raise ValueError(f"tiny: {tiny!r} is not true or false")
+        versions = d.get("versions") or {}
+        if not isinstance(versions, dict) or len(versions) > MAX_VERSIONS:
+            raise ValueError("versions: not an object of at most 16 names")
+        m = cls(gpu=_text(d, "gpu", required=not tiny), workload=_text(d, "workload"), family=_text(d, "family"),
+                unit=_text(d, "unit"), measured=_number(d, "measured"),
+                predicted=None if tiny else _number(d, "predicted"), batch=int(_number(d, "batch")),
+                when=_text(d, "when", pattern=WHEN), instance=_text(d, "instance", required=False),
+                host=_text(d, "host", required=False),
+                versions={_text({"name": k}, "name"): _text(versions, k) for k in versions},
+                cluster=_text(d, "cluster", required=False), tiny=tiny,
+                gpus=int(_number(d, "gpus", 1)), nodes=int(_number(d, "nodes", 1)))
+        if m.unit not in UNITS:
+            raise ValueError(f"unit: {m.unit!r} is not one of {', '.join(UNITS)}")
+        if m.tiny:
+            if not m.measured > 0:
+                raise ValueError(f"{m.workload}: measured {m.measured:g}")
+            return m
         lo, hi = RATIO_BOUNDS
         if not (m.measured > 0 and m.predicted > 0 and lo <= m.ratio <= hi):
             raise ValueError(f"{m.gpu} {m.workload}: measured {m.measured:g} against predicted {m.predicted:g}")
         return m
+
+
+def _text(d: dict, key: str, *, required: bool = True, pattern: re.Pattern = WORD) -> str:
+    v = d.get(key)
+    if v in (None, "") and not required:
+        return ""
+    if not isinstance(v, str) or not pattern.fullmatch(v):
+        raise ValueError(f"{key}: {str(v)[:40]!r} is not {'a date (YYYY-MM-DDTHH:MM:SSZ)' if pattern is WHEN else 'a name'}")
+    return v
+
+
+def _number(d: dict, key: str, default: float | None = None) -> float:
+    v = d.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise ValueError(f"{key}: {str(v)[:40]!r} is not a number")
+    return float(v)
 
 
 def read(path: Path | None = None) -> list[Measured]:
@@ -98,11 +150,27 @@ def add(rows: list[Measured], path: Path | None = None) -> Path:
 
 
 def speed(rows: list[Measured], gpu: str, family: str) -> tuple[float, list[Measured]] | None:
-    """(the factor a GPU's time is divided by, the rows it comes from) for ``gpu`` on ``family``, or None."""
-    mine = [r for r in rows if r.gpu == gpu and r.family == family]
+    """(the factor a GPU's time is divided by, the rows it comes from) for ``gpu`` on ``family``, or None; tiny rows
+    never count."""
+    mine = [r for r in rows if r.used and r.gpu == gpu and r.family == family]
     if not mine:
         return None
     return math.exp(sum(math.log(r.ratio) for r in mine) / len(mine)), mine
+
+
+def layer(rows: list[Measured]) -> str | None:
+    """The measured layer in words, for compare's assumptions: what it holds and where from, per cluster (or host)
+    and day; tiny rows are said to be unused. None when nothing was recorded."""
+    if not rows:
+        return None
+    groups: dict[tuple[str, str, bool], int] = {}
+    for r in rows:
+        where = f"cluster {r.cluster}" if r.cluster else f"host {r.host or 'unknown'}"
+        key = (where, r.when[:10], r.tiny)
+        groups[key] = groups.get(key, 0) + 1
+    return "measured: " + "; ".join(
+        f"{n} row{'s' if n > 1 else ''} from {where} on {day}" + (", tiny: not used" if tiny else "")
+        for (where, day, tiny), n in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])))
 
 
 def bench_workload(name: str) -> Workload:
@@ -118,9 +186,12 @@ def bench_workload(name: str) -> Workload:
                                       "seq_len": w.seq_len}, "<bench>")
 
 
-def scenario(w: Workload, gpu, batch: int) -> Scenario:
-    """One GPU training ``w`` as the node benchmark does: bf16, synthetic data, ``batch`` samples a step."""
-    if w.family == "llm":  # one GPU: its micro-batch is the whole step (fully sharded over one GPU: plain data parallel)
-        return Scenario(workload=w, gpu=gpu, precision="bf16", synthetic_data=True, layout="fsdp",
-                        global_batch_tokens=float(batch * w.seq_len), micro_batch=batch)
-    return Scenario(workload=w, gpu=gpu, precision="bf16", batch_per_gpu=batch, synthetic_data=True)
+def scenario(w: Workload, gpu, batch: int, gpus_per_node: int = 1, nodes: int = 1) -> Scenario:
+    """``gpus_per_node`` GPUs on each of ``nodes`` training ``w`` as the node benchmark does: bf16, synthetic data,
+    ``batch`` samples a step on each GPU (a decoder fully sharded over them all: its micro-batch is a GPU's step)."""
+    if w.family == "llm":
+        return Scenario(workload=w, gpu=gpu, gpus_per_node=gpus_per_node, nodes=nodes, precision="bf16",
+                        synthetic_data=True, layout="fsdp", micro_batch=batch,
+                        global_batch_tokens=float(batch * w.seq_len * gpus_per_node * nodes))
+    return Scenario(workload=w, gpu=gpu, gpus_per_node=gpus_per_node, nodes=nodes, precision="bf16", batch_per_gpu=batch,
+                    synthetic_data=True)

@@ -111,7 +111,9 @@ def test_recorded_rows_are_the_measured_layer_compare_uses_and_says_so(cat, tmp_
     assert row["throughput"] == pytest.approx(was["throughput"] * kept.ratio, rel=0.05) and kept.ratio < 1
     # another GPU keeps the shipped calibration
     h100 = json.loads(cli("--json", "compare", "bert-large", "--gpu", "H100", "--top", "1").stdout)
-    assert not any(a.startswith("measured:") for a in h100["assumptions"])
+    assert not any(a.startswith("measured: H100") for a in h100["assumptions"]) and "measured" not in h100["offers"][0]["tags"]
+    # the layer itself is named whichever GPU is asked for: what it holds and where from
+    assert f"measured: 2 rows from host {kept.host} on {kept.when[:10]}" in h100["assumptions"], h100["assumptions"]
 
 
 def test_a_damaged_measurements_file_is_said_with_the_way_out(tmp_path, monkeypatch):
@@ -122,9 +124,24 @@ def test_a_damaged_measurements_file_is_said_with_the_way_out(tmp_path, monkeypa
     assert r.exit_code == 1 and "your recorded measurements cannot be read" in r.output and "Traceback" not in r.output
 
 
-def test_record_with_tiny_is_refused_before_running():
-    r = cli("bench", "--here", "--tiny", "--record")
-    assert r.exit_code == 2 and "--tiny's toy shapes have none" in r.output, r.output
+def test_tiny_rows_are_recorded_marked_tiny_and_never_change_a_prediction(tmp_path, monkeypatch):
+    """`--tiny --record` keeps the toy rows with their provenance, marked tiny: compare names them and does not use
+    them, and calibrate --mine has nothing to refit with."""
+    require(importlib.util.find_spec("torch") is not None, "torch is not installed (the test extra brings it)")
+    monkeypatch.setenv("GPUFLEET_MEASURED", str(tmp_path / "measured.json"))
+    before = json.loads(cli("--json", "compare", "resnet50", "--gpu", "H200", "--top", "1").stdout)
+    r = cli("--json", "bench", "--here", "--tiny", "--record", "--workload", "resnet50", "--instance", "laptop")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["recorded"]["rows"] == 1
+    (kept,) = measured.read()
+    assert kept.tiny and kept.predicted is None and kept.gpu == "" and kept.measured > 0 and kept.instance == "laptop"
+    after = json.loads(cli("--json", "compare", "resnet50", "--gpu", "H200", "--top", "1").stdout)
+    said = [a for a in after["assumptions"] if a.startswith("measured:")]
+    assert said == [f"measured: 1 row from host {kept.host} on {kept.when[:10]}, tiny: not used"], said
+    assert after["offers"][0]["throughput"] == before["offers"][0]["throughput"]
+    assert "measured" not in after["offers"][0]["tags"]
+    r = cli("calibrate", "--mine")
+    assert r.exit_code == 1 and "1 tiny row(s), not used" in r.output, r.output
 
 
 def test_calibrate_mine_shows_the_fit_with_and_without_the_recorded_rows(cat, tmp_path, monkeypatch):
@@ -148,3 +165,38 @@ def test_calibrate_mine_shows_the_fit_with_and_without_the_recorded_rows(cat, tm
     assert 0 < pub["without"] < 0.25 and 0 < pub["with"] < 0.25
     r = cli("calibrate", "--mine")
     assert r.exit_code == 0 and "without yours" in r.stdout and "p5e.48xlarge" in r.stdout
+
+
+def test_bench_here_tiny_on_two_processes_trains_fsdp2_under_torchrun_and_every_rank_reports():
+    """`--gpus 2` on the CPU: torchrun starts two gloo processes that train the toy models, the decoder sharded by
+    FSDP2 and the CNN replicated by DDP (FSDP2 cannot shard its channels-last weights)."""
+    require(importlib.util.find_spec("torch") is not None, "torch is not installed (the test extra brings it)")
+    r = subprocess.run([gpufleet_exe(), "bench", "--here", "--tiny", "--gpus", "2", "--json", "--workload",
+                        "resnet50,llm:1b"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    assert doc["device"]["world_size"] == 2 and doc["device"]["nodes"] == 1 and doc["device"]["backend"] == "gloo"
+    rows = {b["name"]: b for b in doc["benchmarks"]}
+    assert set(rows) == {"resnet50", "llm:1b"}
+    for b in rows.values():
+        assert b["sharding"] == ("ddp" if b["name"] == "resnet50" else "fsdp2") and b["measured"] > 0, b
+        assert sorted(x["rank"] for x in b["ranks"]) == [0, 1] and all(x["samples_per_s"] > 0 for x in b["ranks"])
+        # per GPU (here: per process) at the pace of the slowest rank, and the spread between the ranks
+        slowest = min(x["samples_per_s"] for x in b["ranks"])
+        assert b["measured"] == pytest.approx(slowest) and b["rank_spread"] >= 0
+    # one progress line per benchmark (rank 0 speaks), the JSON alone on stdout
+    assert len([line for line in r.stderr.splitlines() if line.startswith("[") and "/s (" in line]) == 2, r.stderr
+
+
+def test_bench_on_several_processes_without_torchrun_says_so_and_exits_2(tmp_path):
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    r = cli("bench", "--here", "--tiny", "--gpus", "2", "--python", str(bare / "bin" / "python"))
+    assert r.exit_code == 2 and "torchrun" in r.output and "--python" in r.output, r.output
+    assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("gpus", ["0", "two", "all"])
+def test_gpus_is_a_count_or_all_and_tiny_wants_a_count(gpus):
+    r = cli("bench", "--here", "--tiny", "--gpus", gpus)
+    assert r.exit_code == 2 and "--gpus takes" in r.output, r.output

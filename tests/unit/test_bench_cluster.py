@@ -118,3 +118,75 @@ def test_a_slow_node_is_flagged_against_its_peers_and_every_node_is_recorded(cat
     # compare then predicts the H200 from the three nodes' measurements
     r = cli("--json", "compare", "resnet50", "--gpu", "H200", "--top", "1")
     assert any(a.startswith("measured: H200") for a in json.loads(r.stdout)["assumptions"]), r.output
+
+
+@needs_sshd
+@needs_torch
+def test_bench_across_two_rack_hosts_is_one_torchrun_job_that_every_rank_reports(rack):
+    """`--nodes 2`: torchrun on each host over SSH, its c10d rendezvous on the first host's address; one job of
+    world size 2 (a gloo process a host on the CPU) whose ranks all report."""
+    port = loopback_sshd._free_port()
+    r = cli("--json", "bench", "lab", "--tiny", "--nodes", "2", "--gpus", "1", "--port", str(port), "--python",
+            sys.executable, "--trust-new-hosts", "--workload", "llm:1b", "--record")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    job = doc["job"]
+    assert job["device"]["world_size"] == 2 and job["device"]["nodes"] == 2 and job["device"]["backend"] == "gloo"
+    (row,) = job["benchmarks"]
+    assert row["name"] == "llm:1b" and row["sharding"] == "fsdp2" and row["measured"] > 0
+    assert sorted(x["rank"] for x in row["ranks"]) == [0, 1]
+    # both hosts joined and ran their part; none failed
+    assert [n["node"] for n in doc["nodes"]] == ["rack-0", "rack-1"] and all(n["error"] is None for n in doc["nodes"])
+    # the job's row is recorded once, with its world size and nodes
+    (kept,) = measured.read()
+    assert (kept.cluster, kept.host, kept.gpus, kept.nodes, kept.tiny) == ("lab", "rack-0", 2, 2, True)
+
+
+@needs_sshd
+def test_a_job_over_hosts_without_torchrun_says_so_and_fails(rack):
+    r = cli("--json", "bench", "lab", "--tiny", "--nodes", "2", "--python", "/usr/bin/python3", "--trust-new-hosts",
+            "--workload", "resnet50")
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.stdout)
+    assert doc["job"] is None and len(doc["nodes"]) == 2
+    assert all("no PyTorch with torchrun (torch.distributed.run) in /usr/bin/python3" in n["error"] for n in doc["nodes"])
+    r = cli("bench", "lab", "--tiny", "--nodes", "3", "--trust-new-hosts")
+    assert r.exit_code == 2 and "--nodes 3: the cluster has 2 rack host(s)" in r.output, r.output
+
+
+@needs_sshd
+@needs_torch
+def test_bench_of_a_rack_cluster_records_its_tiny_rows_and_compare_names_the_measured_layer(rack):
+    """Issue 52's "bench of a rack cluster runs over SSH on the test hosts (tiny shapes) and records its rows;
+    compare then shows the measured layer", end to end through the CLI."""
+    r = cli("--json", "bench", "lab", "--tiny", "--record", "--python", sys.executable, "--trust-new-hosts",
+            "--workload", "resnet50,llm:1b")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["recorded"]["rows"] == 4
+    kept = measured.read()
+    assert {(m.cluster, m.host, m.workload) for m in kept} == {("lab", f"rack-{i}", w) for i in range(2)
+                                                               for w in ("resnet50", "llm:1b")}
+    assert all(m.tiny and m.predicted is None and m.versions["torch"] for m in kept)
+    day = kept[0].when[:10]
+    r = cli("--json", "compare", "resnet50", "--gpu", "A100-80GB", "--top", "1")
+    said = [a for a in json.loads(r.stdout)["assumptions"] if a.startswith("measured:")]
+    assert said == [f"measured: 4 rows from cluster lab on {day}, tiny: not used"], said
+    # and the table says it too
+    r = cli("compare", "resnet50", "--gpu", "A100-80GB", "--top", "1")
+    assert "4 rows from cluster lab" in r.stdout and "tiny: not used" in r.stdout, r.stdout
+
+
+@needs_sshd
+@needs_torch
+def test_bench_of_a_rack_cluster_on_all_of_each_hosts_gpus_runs_torchrun_on_each(rack):
+    """`--gpus 2` without --nodes: each host its own torchrun job (here two gloo processes), judged per node."""
+    r = cli("--json", "bench", "lab", "--tiny", "--gpus", "2", "--python", sys.executable, "--trust-new-hosts",
+            "--workload", "llm:1b")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["job"] is None and len(doc["nodes"]) == 2
+    for n in doc["nodes"]:
+        assert n["bench"]["device"]["world_size"] == 2 and n["bench"]["device"]["nodes"] == 1
+        (row,) = n["bench"]["benchmarks"]
+        assert sorted(x["rank"] for x in row["ranks"]) == [0, 1] and row["sharding"] == "fsdp2"
+    assert doc["spread"][0]["nodes"] == 2

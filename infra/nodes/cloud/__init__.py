@@ -438,7 +438,7 @@ def verify(run: Run, level: str, node: str | None = None) -> list[NodeVerdict]:
     return [verdict(t, got, wait_s(run)) for t, got in answers]
 
 
-def bench(run: Run, plan: dict, python: str) -> list[Benched]:
+def bench(run: Run, plan: dict, python: str, launch=None) -> list[Benched]:
     """Not through the bucket yet (issue 52 asks for it): each recorded node says how to bench it by hand."""
     nodes = targets(run, None) if run.record is not None else []
     return [Benched(f"{n.pool}-{n.idx}", n.pool, n.private_ip or n.node_id,

@@ -132,12 +132,19 @@ def _verify(run: Run, chosen: list, level: str) -> list[NodeVerdict]:
     return rack.verify_hosts(chosen, exps, level=level, trust_new=run.trust_new_hosts, progress=run.progress)
 
 
-def bench(run: Run, plan: dict, python: str) -> list[Benched]:
-    """The benchmark ``plan`` over SSH on every host of the stack, with the host's ``python``."""
+def bench(run: Run, plan: dict, python: str, launch=None) -> list[Benched]:
+    """The benchmark ``plan`` over SSH on every host of the stack (a job of ``launch.nodes``: the first that many),
+    with the host's ``python``."""
     chosen = targets(run)
+    if launch and launch.nodes > 1:
+        if len(chosen) < launch.nodes:
+            raise InputError(f"--nodes {launch.nodes}: the cluster has {len(chosen)} rack host(s)",
+                             f"--nodes {len(chosen)} or fewer")
+        chosen = chosen[:launch.nodes]
     if not chosen:
         return []
-    return rack_bench.bench_hosts(chosen, plan, python=python, trust_new=run.trust_new_hosts, progress=run.progress)
+    return rack_bench.bench_hosts(chosen, plan, python=python, trust_new=run.trust_new_hosts, progress=run.progress,
+                                  launch=launch)
 
 
 def drain(run: Run) -> Drained:

@@ -11,14 +11,20 @@ import shlex
 from importlib import resources
 
 from gpufleet.clouds.baremetal import hosts
+from gpufleet.nodebench.launch import TORCHRUN, Launch
 from gpufleet.nodebench.train_steps import NO_TORCH
 from gpufleet.nodes.kind import Benched
 
 TIMEOUT_S = 1800  # compilation and three benchmarks take minutes on a GPU (fleet.bench.TIMEOUT_S on one machine)
-SCRIPT = """f=$(mktemp /tmp/gpufleet-bench.XXXXXX) || exit 4
-cat > "$f"
-echo {plan} | base64 -d | {python} "$f" -
-rc=$?; rm -f "$f"; exit $rc
+# the script and its plan in a folder of their own, gone after the run; under torchrun, first whether the host's
+# Python has it (exit 3, as the node script says it has no PyTorch) rather than a traceback from the launcher
+SCRIPT = """d=$(mktemp -d /tmp/gpufleet-bench.XXXXXX) || exit 4
+cat > "$d/train_steps.py"
+echo {plan} | base64 -d > "$d/plan.json"
+{probe}{python} {launch} "$d/train_steps.py" "$d/plan.json"
+rc=$?; rm -rf "$d"; exit $rc
+"""
+PROBE = """{python} -c 'import {module}' >/dev/null 2>&1 || {{ rm -rf "$d"; exit {no_torch}; }}
 """
 
 
@@ -27,17 +33,24 @@ def node_script() -> bytes:
 
 
 def bench_hosts(targets: list[hosts.HostTarget], plan: dict, *, python: str, trust_new: bool = False,
-                workers: int = 32, progress=None) -> list[Benched]:
-    """One answer per target, in order: the benchmarks ran on every host at once (each on its own GPUs)."""
+                workers: int = 32, progress=None, launch: Launch | None = None) -> list[Benched]:
+    """One answer per target, in order: the benchmarks ran on every host at once (each on its own GPUs), alone or
+    under torchrun (``launch``); a job of several nodes has its rendezvous at the first target's address."""
     data = node_script()
-    script = SCRIPT.format(plan=shlex.quote(base64.b64encode(json.dumps(plan).encode()).decode()),
-                           python=shlex.quote(python))
-    outcomes = hosts.on_each_host(targets, lambda s: s.run(script, timeout=TIMEOUT_S, stdin=data), phase="bench",
-                                  trust_new=trust_new, workers=workers, progress=progress)
-    return [_answer(t, o, python) for t, o in zip(targets, outcomes)]
+    encoded = shlex.quote(base64.b64encode(json.dumps(plan).encode()).decode())
+    probe = PROBE.format(python=shlex.quote(python), module=TORCHRUN, no_torch=NO_TORCH) if launch else ""
+    scripts = {}
+    for i, t in enumerate(targets):
+        args = launch.args(first=targets[0].address, address=t.address, index=i) if launch else []
+        scripts[(t.address, t.port)] = SCRIPT.format(plan=encoded, python=shlex.quote(python), probe=probe,
+                                                     launch=" ".join(shlex.quote(a) for a in args))
+    outcomes = hosts.on_each_host(
+        targets, lambda s: s.run(scripts[(s.target.address, s.target.port)], timeout=TIMEOUT_S, stdin=data),
+        phase="bench", trust_new=trust_new, workers=workers, progress=progress)
+    return [_answer(t, o, python, launch) for t, o in zip(targets, outcomes)]
 
 
-def _answer(t: hosts.HostTarget, o, python: str) -> Benched:
+def _answer(t: hosts.HostTarget, o, python: str, launch: Launch | None) -> Benched:
     out = Benched(t.id, t.pool, t.address)
     if not o.ok:
         out.error, out.hint = o.error.message, o.error.hint
@@ -49,7 +62,8 @@ def _answer(t: hosts.HostTarget, o, python: str) -> Benched:
     except ValueError:
         answer = None
     if r.rc == NO_TORCH:
-        out.error = f"no PyTorch in {python} on {t.address}: bench trains with the PyTorch the node has"
+        out.error = (f"no PyTorch{' with torchrun (' + TORCHRUN + ')' if launch else ''} in {python} on {t.address}: "
+                     "bench trains with the PyTorch the node has")
         out.hint = ("install it with the frameworks formula (or by hand), or name the Python that has it with "
                     "--python")
     elif r.rc != 0 or not isinstance(answer, dict) or "results" not in answer:

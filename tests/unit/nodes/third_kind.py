@@ -60,7 +60,7 @@ def verify(run: Run, level: str, node: str | None = None) -> list[NodeVerdict]:
     return [NodeVerdict(t.id, t.pool, t.address, "pass") for t in _targets(run, node)]
 
 
-def bench(run: Run, plan: dict, python: str) -> list[Benched]:
+def bench(run: Run, plan: dict, python: str, launch=None) -> list[Benched]:
     CALLS.append("bench")
     return [Benched(t.id, t.pool, t.address, error="a simulated node trains nothing") for t in _targets(run, None)]
 
