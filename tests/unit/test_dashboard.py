@@ -231,3 +231,35 @@ def test_status_of_a_cluster_without_a_monitor_has_none(tmp_path, monkeypatch):
     _cluster(tmp_path, monkeypatch, 2222, monitoring="")
     (row,) = json.loads(cli("--json", "status", "lab", "--local").stdout)["clusters"]
     assert row["monitor"] is None
+
+
+# --- the registry's record of the monitor ----------------------------------------------------------------
+
+def test_up_records_the_monitor_so_the_tunnel_needs_no_stack_file(tmp_path, monkeypatch):
+    """`up` records what ssh needs of the stack (fleet.ssh.access_record), the monitor's pool now among it: from
+    another machine or with the stack file gone, `dashboard` still finds the monitor host."""
+    from gpufleet import catalog, stacks
+    from gpufleet.fleet import ssh
+
+    stack = _cluster(tmp_path, monkeypatch, 2222, monitoring="monitoring: {prometheus: true, host: rack, grafana: true}\n")
+    reg = Registry(tmp_path / "registry.db")
+    rec = reg.get("lab")
+    access = ssh.access_record(stacks.load(stack, catalog.load(use_config=False)), "lab", rec.nodes)
+    assert access["monitor"] == {"pool": "rack", "grafana": True}
+    reg.record(name="lab", stack="lab", stack_file=str(tmp_path / "gone.yaml"), owner="o",
+               expires_at="2099-01-01T00:00:00Z", backend=None, nodes=rec.nodes, access=access)
+    doc = json.loads(cli("--json", "dashboard", "lab").stdout)
+    assert doc["service"] == "grafana" and doc["monitor"]["address"] == MONITOR_ADDRESS
+
+
+@pytest.mark.parametrize("monitor", [{"pool": "rack; touch /tmp/x"}, {"pool": "rack", "grafana": "yes"}, ["rack"]])
+def test_a_hostile_record_of_the_monitor_is_refused(tmp_path, monkeypatch, monitor):
+    """The record may come from the team's store, written by whoever can write it."""
+    _cluster(tmp_path, monkeypatch, 2222)
+    reg = Registry(tmp_path / "registry.db")
+    rec = reg.get("lab")
+    reg.record(name="lab", stack="lab", stack_file=str(tmp_path / "gone.yaml"), owner="o",
+               expires_at="2099-01-01T00:00:00Z", backend=None, nodes=rec.nodes,
+               access={"via": "direct", "user": "root", "pools": ["rack"], "monitor": monitor})
+    r = cli("dashboard", "lab")
+    assert r.exit_code != 0 and "access.monitor" in r.output and "Traceback" not in r.output, r.output
