@@ -133,6 +133,17 @@ def test_every_query_parses_and_names_only_catalogued_metrics(built):
             "node_infiniband_port_data_received_bytes_total"} <= seen
 
 
+def test_every_variable_query_reads_a_catalogued_metric(built):
+    """A query variable's ``label_values(METRIC, LABEL)`` is Grafana's, not PromQL: its metric is checked alone."""
+    import re
+
+    for uid, d in built.items():
+        for v in d["templating"]["list"]:
+            if v["type"] == "query":
+                metric, label = re.fullmatch(r"label_values\((\w+), (\w+)\)", v["query"]).groups()
+                assert names.known(metric) and label in names.TARGET_LABELS, (uid, v["query"])
+
+
 def test_series_are_joined_on_node_never_instance_or_hostname(built):
     for uid, d in built.items():
         for expr in _exprs(d):
