@@ -24,6 +24,8 @@ EXTRA = "dashboards"
 TAGS = ["gpufleet"]
 REFRESH = "1m"
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}  # the variable every panel reads through
+# units are Grafana's ids (packages/grafana-data/src/valueFormats/categories.ts, read 2026-11-27): mbytes is
+# mebibytes (DCGM's framebuffer is in MiB), rotmhz MHz, percentunit a 0-1 share, currencyUSD dollars
 BUSY_UTIL_PERCENT = 5  # a GPU under this utilisation is idle (the idle-cost panels)
 DRAINED = 'state=~"drain.*"'  # Slurm's drain, drained and draining states (sinfo %T), the collector's label
 
@@ -132,7 +134,7 @@ def node(g: SimpleNamespace):
     return (_board(g, "gpufleet-node", "gpufleet / node", [var])
             .with_row(g.dashboard.Row("GPUs"))
             .with_panel(P.series("GPU utilisation", [(f"DCGM_FI_DEV_GPU_UTIL{{{n}}}", gpu)], "percent", w=8))
-            .with_panel(P.series("GPU memory used", [(f"DCGM_FI_DEV_FB_USED{{{n}}}", gpu)], "decmbytes", w=8))
+            .with_panel(P.series("GPU memory used", [(f"DCGM_FI_DEV_FB_USED{{{n}}}", gpu)], "mbytes", w=8))  # MiB
             .with_panel(P.series("Power", [(f"DCGM_FI_DEV_POWER_USAGE{{{n}}}", gpu)], "watt", w=8))
             .with_panel(P.series("SM and memory clocks", [(f"DCGM_FI_DEV_SM_CLOCK{{{n}}}", "SM {{gpu}}"),
                                                           (f"DCGM_FI_DEV_MEM_CLOCK{{{n}}}", "memory {{gpu}}")],
