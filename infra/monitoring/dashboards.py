@@ -36,11 +36,12 @@ def sdk() -> SimpleNamespace:
         from grafana_foundation_sdk.builders import dashboard, prometheus, stat, table, timeseries
         from grafana_foundation_sdk.cog.encoder import JSONEncoder
         from grafana_foundation_sdk.models.dashboard import DataSourceRef, VariableRefresh, VariableSort
+        from grafana_foundation_sdk.models.prometheus import PromQueryFormat
     except ImportError:
         raise ExtraMissing("gpufleet's Grafana dashboards", "grafana-foundation-sdk", EXTRA) from None
     return SimpleNamespace(dashboard=dashboard, prometheus=prometheus, stat=stat, table=table, timeseries=timeseries,
                            JSONEncoder=JSONEncoder, DataSourceRef=DataSourceRef, VariableRefresh=VariableRefresh,
-                           VariableSort=VariableSort)
+                           VariableSort=VariableSort, PromQueryFormat=PromQueryFormat)
 
 
 class _Panels:
@@ -54,11 +55,7 @@ class _Panels:
         q = self.g.prometheus.Dataquery().expr(expr).datasource(self.ds)
         if legend:
             q = q.legend_format(legend)
-        return q.instant().format(self._format("table")) if table else q.range()
-
-    def _format(self, name: str):
-        from grafana_foundation_sdk.models.prometheus import PromQueryFormat  # beside the builders: sdk() loaded it
-        return PromQueryFormat(name)
+        return q.instant().format(self.g.PromQueryFormat.TABLE) if table else q.range()
 
     def stat(self, title: str, expr: str, unit: str, *, w: int = 4, desc: str = ""):
         p = self.g.stat.Panel().title(title).unit(unit).span(w).height(4).datasource(self.ds)
