@@ -19,6 +19,7 @@ from gpufleet.cli import catalog as catalog_cmd
 from gpufleet.cli import cluster as cluster_cmd
 from gpufleet.cli import compare as compare_cmd
 from gpufleet.cli import cost as cost_cmd
+from gpufleet.cli import dashboard as dashboard_cmd
 from gpufleet.cli import examples as examples_cmd
 from gpufleet.cli import heal as heal_cmd
 from gpufleet.cli import image as image_cmd
@@ -110,6 +111,7 @@ app.add_typer(image_cmd.app, name="image")
 app.add_typer(team_cmd.app, name="team")
 app.add_typer(budget_cmd.app, name="budget")
 app.add_typer(setup_cmd.app, name="setup")
+app.add_typer(dashboard_cmd.app, name="dashboard")
 
 
 def _buffered_stdout() -> None:

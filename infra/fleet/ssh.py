@@ -110,6 +110,7 @@ class SshConfig:
     login: str | None  # the alias `<cluster>-login` also names
     path: Path
     notes: list[str] = field(default_factory=list)
+    monitor: dict | None = None  # the monitor host's pool and whether it runs Grafana (Access.monitor)
 
     @property
     def login_alias(self) -> str:
@@ -187,6 +188,8 @@ class Access:
     pools: list[str] = field(default_factory=list)  # in the stack's order
     login_pools: list[str] = field(default_factory=list)
     racks: dict[str, dict[str, str]] = field(default_factory=dict)  # "pool-index" -> the rack host's route
+    # where Prometheus runs (`gpufleet dashboard`): {"pool": the pool whose first node it is, "grafana": bool}
+    monitor: dict | None = None
 
     @classmethod
     def of_stack(cls, stack, cluster: str, nodes: list[Node]) -> "Access":
@@ -201,7 +204,7 @@ class Access:
                         options[k] = str(Path(options[k]).expanduser().absolute())
                 racks[f"{n.pool}-{n.idx}"] = options
         return cls(a.via, a.user, a.bastion_pool, [p.name for p in stack.pools],
-                   [p.name for p in stack.pools if p.role in LOGIN_ROLES], racks)
+                   [p.name for p in stack.pools if p.role in LOGIN_ROLES], racks, _monitor(stack))
 
     @classmethod
     def of_record(cls, doc: dict, where: str, *, own: bool) -> "Access":
@@ -229,11 +232,26 @@ class Access:
             netnames.matching(options.get("User", "root"), LINUX_USER, f"racks.{host}.User", "a Linux user name", where)
             kept = {k: v for k, v in options.items() if own or k not in PATH_OPTIONS}
             racks[host] = {**kept, "StrictHostKeyChecking": "yes"}  # a record may not turn host keys off
-        return cls(via, user, doc.get("bastion_pool"), list(pools), list(login_pools), racks)
+        monitor = _typed(doc, "monitor", dict, where) or None
+        if monitor is not None:
+            netnames.label(monitor.get("pool"), "access.monitor.pool", where)
+            if not isinstance(monitor.get("grafana", False), bool):
+                raise UntrustedValue("access.monitor.grafana", monitor.get("grafana"), "true or false", where)
+            monitor = {"pool": monitor["pool"], "grafana": monitor.get("grafana", False)}
+        return cls(via, user, doc.get("bastion_pool"), list(pools), list(login_pools), racks, monitor)
 
     def to_dict(self) -> dict:
         return {"via": self.via, "user": self.user, "bastion_pool": self.bastion_pool, "pools": self.pools,
-                "login_pools": self.login_pools, "racks": self.racks}
+                "login_pools": self.login_pools, "racks": self.racks, **({"monitor": self.monitor} if self.monitor else {})}
+
+
+def _monitor(stack) -> dict | None:
+    """Where the stack's Prometheus runs: the first node of its controller pool or of the pool it names."""
+    m = stack.monitoring
+    if m is None or not m.prometheus:
+        return None
+    pool = next((p.name for p in stack.pools if p.role == "controller"), None) if m.host == "controller" else m.host
+    return {"pool": pool, "grafana": m.grafana} if pool else None
 
 
 def _typed(doc: dict, key: str, kind: type, where: str):
@@ -267,6 +285,11 @@ def _access(rec, cat, stack_file: str | Path | None, notes: list[str]) -> tuple[
                  f"cloud's own route and user {DEFAULT_USER} are assumed, rack hosts as the registry recorded them "
                  "(`--stack FILE` reads a copy of the stack)")
     return Access(), None
+
+
+def access_of(name: str, *, registry: Registry, cat=None, stack_file: str | Path | None = None) -> Access:
+    """What ssh needs of cluster ``name``'s stack (as ``config`` reads it), without building its config."""
+    return _access(recorded(registry, name), cat, stack_file, [])[0]
 
 
 def _direct(node: Node, cluster: str, where: str) -> dict[str, str]:
@@ -315,7 +338,7 @@ def config(name: str, *, registry: Registry | None = None, cat=None, path: Path 
         notes.append(f"the bastion pool {bastion} has no recorded node: the nodes behind it cannot be reached")
     login = next((e.alias for e in entries if e.pool in access.login_pools and e.idx == 0), None) or (
         entries[0].alias if entries else None)
-    cfg = SshConfig(rec.name, via, entries, login, path or ssh_config_path(rec.name), notes)
+    cfg = SshConfig(rec.name, via, entries, login, path or ssh_config_path(rec.name), notes, access.monitor)
     cfg.text()  # every value checked as it will be written: refused here, before anything is written
     return cfg
 

@@ -17,7 +17,7 @@ from gpufleet.clouds import held_images, inventory
 from gpufleet.clouds.resources import Resource, price
 from gpufleet.clouds.tags import CREATED_BY, TAG_PREFIX, format_expiry, names, principal_key, time_or_none
 from gpufleet.errors import GpufleetError, NotFound
-from gpufleet.fleet import budgets, heal, team
+from gpufleet.fleet import budgets, dashboard, heal, team
 from gpufleet.nodes.health import BROKEN
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
@@ -45,6 +45,7 @@ class ClusterStatus:
     created_by: dict[str, str] = field(default_factory=dict)  # provider -> who brought it up there
     scheduler: dict | None = None  # Slurm's view from the controller (nodes and jobs per state), when it runs
     health: dict | None = None  # what `heal` last found and did (fleet.heal.summary), when it ran
+    monitor: dict | None = None  # its monitor host's address and whether Prometheus answers (fleet.dashboard.probe)
 
     def to_dict(self) -> dict:
         return {"cluster": self.name, "state": self.state, "stack": self.stack, "owner": self.owner,
@@ -55,7 +56,7 @@ class ClusterStatus:
                 "usd_per_hour": round(self.usd_per_hour, 4), "cost_so_far_usd": round(self.cost_so_far, 2),
                 "cost_by_provider_usd": {p: round(c, 2) for p, c in self.cost_by_provider.items()},
                 "where": self.where, "notes": self.notes, "resources": [r.to_dict() for r in self.resources],
-                "scheduler": self.scheduler, "health": self.health}
+                "scheduler": self.scheduler, "health": self.health, "monitor": self.monitor}
 
 
 
@@ -220,6 +221,7 @@ def run(target: str | None, cat, *, providers: list[str] | None = None, regions:
     by_name = {r.name: r for r in records}
     for row in report.rows:
         row.scheduler = _scheduler(row, by_name.get(row.name), cat, given=given, local=local)
+        _monitor(row, by_name.get(row.name), reg, cat, stack_file=target if given is not None else None, local=local)
     if name is not None and not report.rows:
         raise NotFound("cluster", name, [c.name for c in reg.list()], " in the registry or the clouds' tags",
                        listed_by="gpufleet status")
@@ -250,6 +252,16 @@ def _health_notes(row: ClusterStatus) -> None:
                                                                                               else ""))
     if row.health["replacements"]:
         row.notes.append(f"{row.health['replacements']} node(s) replaced by heal")
+
+
+def _monitor(row: ClusterStatus, rec: ClusterRecord | None, reg: Registry, cat, *, stack_file, local: bool) -> None:
+    """The monitor host of a cluster with nodes whose stack runs Prometheus: its address and whether
+    Prometheus answers through the cluster's ssh route (not asked with --local), in the row and its notes."""
+    if rec is None or not rec.nodes or rec.state in ("down", "reaped"):
+        return
+    row.monitor = dashboard.probe(rec.name, registry=reg, cat=cat, stack_file=stack_file, ask=not local)
+    if row.monitor:
+        row.notes.append(f"monitor {row.monitor['address'] or '?'}: Prometheus {row.monitor['prometheus']}")
 
 
 def _unasked(clouds: inventory.Clouds, local: bool) -> dict[str, str]:

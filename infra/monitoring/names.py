@@ -73,11 +73,14 @@ EXPORTER = (
     Metric("node_memory_MemAvailable_bytes", "gauge", "Memory available.", (), _NE),
     Metric("node_load1", "gauge", "1-minute load average.", (), _NE),
     Metric("node_boot_time_seconds", "gauge", "When the node booted.", (), _NE),
-    # the infiniband collector's, per port (collector/infiniband_linux.go at node_exporter v1.5.0, read 2026-11-27)
-    Metric("node_infiniband_port_errors_received_total", "counter",
-           "Packets containing an error that were received on this port.", ("device", "port"), _NE),
-    Metric("node_infiniband_link_downed_total", "counter",
-           "Times the link failed to recover from an error state and went down.", ("device", "port"), _NE),
+    # its infiniband collector (collector/infiniband_linux.go at node_exporter v1.5.0, the descriptions map; labels
+    # device and port), for the IB alert and the node dashboard's InfiniBand panels (read 2026-11-27)
+    *(Metric(f"node_infiniband_{n}", "counter", h, ("device", "port"), _NE) for n, h in (
+        ("port_data_received_bytes_total", "Data octets received on all links."),
+        ("port_data_transmitted_bytes_total", "Data octets transmitted on all links."),
+        ("port_errors_received_total", "Packets containing an error received on the port."),
+        ("link_downed_total", "Times the link failed to recover from an error state and went down."),
+        ("symbol_error_total", "Minor link errors detected on one or more physical lanes."))),
 )
 
 

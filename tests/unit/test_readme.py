@@ -1,6 +1,6 @@
 """The README's own examples load, and those of its pages in docs/: every ```yaml block is a stack
 file (it has `pools:`), a user config (`discounts`, `prices`, `sites`, `budgets`) or a stack's
-`data:` block, and each is read the way gpufleet reads one. An example that goes stale fails here,
+`data:` or `monitoring:` block, and each is read the way gpufleet reads one. An example that goes stale fails here,
 not in a reader's terminal."""
 
 import re
@@ -43,6 +43,11 @@ def test_every_yaml_block_of_the_docs_loads(tmp_path, monkeypatch):
             shutil.copy(ROOT / "stacks/examples/keys/example.pub", tmp_path / "keys")
             path.write_text((ROOT / "stacks/examples/aws-training.yaml").read_text() + "\n" + block)
             assert stacks.load(path, catalog.load(use_config=False)).data.dataset_gb > 0
+        elif block.startswith("monitoring:"):  # the same, for a stack's monitoring: block
+            (tmp_path / "keys").mkdir(exist_ok=True)
+            shutil.copy(ROOT / "stacks/examples/keys/example.pub", tmp_path / "keys")
+            path.write_text((ROOT / "stacks/examples/aws-training.yaml").read_text() + "\n" + block)
+            assert stacks.load(path, catalog.load(use_config=False)).monitoring.prometheus
         else:
             cat = catalog.load(path)  # the config applied: quotes, discounts, sites, budgets
             assert cat.prices and (cat.discounts or cat.sites or config.load(path).budgets)
