@@ -516,6 +516,9 @@ class Pool(_Strict):
     role: Literal["compute", "controller"] = "compute"  # controller: the stack's Slurm controller (slurm:)
     health: Health = Health()  # the boot gate, the watch and what a fault leads to
     _size: Size | None = PrivateAttr(default=None)  # an elastic pool's bounds (``nodes`` is then its min)
+    # an elastic pool's nodes as the registry has them (`scale` changed them outside Pulumi's state), set by an
+    # update's `up` for the clouds whose program must say the pool's size as it is (``running``)
+    _running: int | None = PrivateAttr(default=None)
 
     @field_validator("name")
     @classmethod
@@ -536,6 +539,21 @@ class Pool(_Strict):
     def bounds(self) -> tuple[int, int]:
         """The fewest and the most nodes the pool may have (a fixed pool's: ``nodes`` both)."""
         return (self._size.min, self._size.max) if self._size is not None else (self.nodes or 0, self.nodes or 0)
+
+    @property
+    def running(self) -> int:
+        """How many nodes the pool has now: what the registry recorded of an elastic pool (within its bounds), else
+        ``nodes``. An Azure scale set's update is a whole PUT whose ``sku.capacity`` must be this, or the scale set
+        is set back to min, by VMs its scale-in policy picks (``ignore_changes`` would send the capacity Pulumi's
+        state holds: pulumi.com/docs/iac/concepts/options/ignorechanges, "will receive the stale values from the
+        state and may reset the live configuration", read 2026-11)."""
+        if self._size is None or self._running is None:
+            return self.nodes or 0
+        return min(max(self._running, self._size.min), self._size.max)
+
+    def recorded_as(self, nodes: int) -> None:
+        """The registry's count of the pool's nodes (``running``)."""
+        self._running = nodes
 
     @model_validator(mode="after")
     def _shape(self):

@@ -216,12 +216,13 @@ def recent_replacements(store: SharedStore | None, cluster: str, now: dt.datetim
 
 
 @contextlib.contextmanager
-def _lease(store: SharedStore, cluster: str, team_mode: bool):
-    """The cluster's lease for one pass, in team mode (two healers, or a heal and an `up`, never act at once)."""
+def lease(store: SharedStore, cluster: str, team_mode: bool, command: str = "heal"):
+    """The cluster's lease for one pass (or one `scale`), in team mode (two healers, or a heal and an `up`, never
+    act at once)."""
     if not team_mode:
         yield
         return
-    held = leases.acquire(store, cluster, "heal", team.who(), wait=False)
+    held = leases.acquire(store, cluster, command, team.who(), wait=False)
     try:
         yield
     finally:
@@ -244,7 +245,7 @@ def heal(stack, cat, *, cluster: str | None = None, registry: Registry | None = 
     now = now or dt.datetime.now(dt.timezone.utc)
     run = Run(stack, cat, name, reg, seams or Seams(), trust_new_hosts=trust_new_hosts, record=rec,
               backend=rec.backend, outputs=outputs)
-    with _lease(store, name, shared is not None and not dry_run):
+    with lease(store, name, shared is not None and not dry_run):
         return _pass(run, store, now, dry_run)
 
 

@@ -30,9 +30,9 @@ WAIT_S, POLL_S = 1800.0, 10.0  # a GPU VM's allocation and boot
 class Refused(CapacityError):
     """Azure made no replacement: its refusal (allocation, SKU, quota) as ARM worded it."""
 
-    def __init__(self, message: str, code: str | None):
+    def __init__(self, message: str, code: str | None, hint: str | None = None):
         self.code = code
-        super().__init__(message, "the faulty node stays drained; `gpufleet heal` asks again later (backoff)")
+        super().__init__(message, hint or "the faulty node stays drained; `gpufleet heal` asks again later (backoff)")
 
 
 def _send(api, method: str, url: str, body: dict | None = None) -> None:
