@@ -543,10 +543,11 @@ class Pool(_Strict):
     @property
     def running(self) -> int:
         """How many nodes the pool has now: what the registry recorded of an elastic pool (within its bounds), else
-        ``nodes``. An Azure scale set's update is a whole PUT whose ``sku.capacity`` must be this, or the scale set
-        is set back to min, by VMs its scale-in policy picks (``ignore_changes`` would send the capacity Pulumi's
-        state holds: pulumi.com/docs/iac/concepts/options/ignorechanges, "will receive the stale values from the
-        state and may reset the live configuration", read 2026-11)."""
+        ``nodes``. An Azure scale set's update is a whole PUT (azure-native updates with PUT unless a resource is
+        listed for PATCH: pulumi/pulumi-azure-native#3961, #4) whose ``sku.capacity`` must be this, or the scale set
+        is set back to min by VMs its scale-in policy picks; ``ignore_changes`` would send the capacity Pulumi's
+        state holds (pulumi.com/docs/iac/concepts/options/ignorechanges: providers that take whole objects "will
+        receive the stale values from the state and may reset the live configuration", read 2026-11)."""
         if self._size is None or self._running is None:
             return self.nodes or 0
         return min(max(self._running, self._size.min), self._size.max)
