@@ -229,3 +229,31 @@ def test_up_after_scale_keeps_the_added_nodes_drops_the_removed_one_and_down_lea
     fleet_down.tear_down("hl", confirm=lambda r: True, pulumi_command=fake, cloud_api=api)
     left, _ = inventory.collect(api, cluster="hl")
     assert left == [] and Registry().get("hl") is None
+
+
+def test_the_cli_scales_says_it_in_json_and_refuses_a_size_out_of_bounds_with_exit_2(aws, tmp_path, cat):
+    import json
+
+    from gpufleet.state.registry import Registry
+
+    from conftest import cli
+
+    _, ids = pool_fleet(2)
+    (tmp_path / "hl.yaml").write_text(stack_text(nodes=ELASTIC))
+    c = Cluster(tmp_path, cat, stack_text(nodes=ELASTIC), ids=lambda pool, i: ids[i])
+    nodes = c.reg.get("hl").nodes
+    Registry().record(name="hl", stack="hl", stack_file=str(tmp_path / "hl.yaml"), owner="ops@example.com",
+                      expires_at="2099-01-01T00:00:00Z", backend=None, nodes=nodes)
+    got = cli("scale", "hl", "gpu", "7")
+    assert got.exit_code == EXIT_BAD_INPUT and "2 to 4" in got.output and "Traceback" not in got.output
+    got = cli("--json", "scale", "hl", "gpu", "3", "--dry-run")
+    assert got.exit_code == 0, got.output
+    doc = json.loads(got.output)
+    assert (doc["dry_run"], doc["before"], doc["after"], doc["added"]) == (True, 2, 2, [])
+    got = cli("--json", "scale", "hl", "gpu", "3")
+    assert got.exit_code == 0, got.output
+    doc = json.loads(got.output)
+    assert (doc["before"], doc["after"], len(doc["added"])) == (2, 3, 1)
+    assert len(Registry().get("hl").nodes) == 3
+    got = cli("--json", "log", "hl")
+    assert "scale add" in got.output

@@ -2,7 +2,7 @@
 
 More VMs: the scale set's ``sku.capacity`` raised by ``count`` (Virtual Machine Scale Sets - Update: the new VMs
 are made from its model, in its zones), all or nothing: a scale-out that failed or made fewer is rolled back by
-the ids of the VMs it made and its capacity set back (``replace._roll_back``), never left to the scale-in
+the ids of the VMs it made and its capacity set back (``replace.roll_back``), never left to the scale-in
 policy, which could pick a healthy VM. Fewer VMs: exactly the VMs named, each checked to be the tagged scale
 set's, deleted by instance id (Virtual Machine Scale Sets - Delete Instances, which lowers the capacity with
 them). learn.microsoft.com/rest/api/compute/virtual-machine-scale-sets/update and /delete-instances, api-version
@@ -48,20 +48,20 @@ def add_nodes(api, *, cluster: str, pool: str, region: str, count: int, market: 
                             "scale the pool as it is")
     vmss = pool_scale_set(api, cluster, pool, region)
     scale_set, sku = vmss["id"], vmss["sku"]
-    before = replace._instances(api, scale_set)
+    before = replace.instances(api, scale_set)
     want = int(sku["capacity"]) + count
     try:
-        replace._send(api, "PATCH", scale_set, {"sku": {**sku, "capacity": want}})
-        failed = (replace._settled(api, scale_set, wait_s, sleep).get("properties") or {}).get("provisioningState") \
+        replace.send(api, "PATCH", scale_set, {"sku": {**sku, "capacity": want}})
+        failed = (replace.settled(api, scale_set, wait_s, sleep).get("properties") or {}).get("provisioningState") \
             == "Failed"
     except HttpResponseError as e:
         failed = str(e)
-    made = sorted(replace._instances(api, scale_set) - before, key=int)
+    made = sorted(replace.instances(api, scale_set) - before, key=int)
     for m in made:
         if on_launch is not None:
             on_launch(f"{scale_set}/virtualMachines/{m}")
     if failed or len(made) < count:
-        replace._roll_back(api, scale_set, made, want - count)
+        replace.roll_back(api, scale_set, made, want - count)
         said = failed if isinstance(failed, str) else f"the scale-out made {len(made)} of {count} VM(s)"
         found = refusal_in(refusals.RULES, said)
         message = f"azure: no {count} more VM(s) for pool {pool}" + (" (those made deleted again)" if made else "") + \
@@ -87,9 +87,9 @@ def remove_nodes(api, *, cluster: str, pool: str, node_ids: list[str]) -> None:
         if (tags.get(TAG_PREFIX + "cluster"), tags.get(TAG_PREFIX + "pool")) != (cluster, pool):
             raise GpufleetError(f"azure: {scale_set} is not the scale set tagged for pool {pool} of cluster {cluster}: "
                                 "nothing removed", "check the registry's record (`gpufleet registry rebuild`)")
-        missing = sorted(set(instances) - replace._instances(api, scale_set))
+        missing = sorted(set(instances) - replace.instances(api, scale_set))
         if missing:
             raise GpufleetError(f"azure: the scale set of pool {pool} holds no VM {', '.join(missing)}: nothing removed",
                                 "check the registry's record (`gpufleet registry rebuild`)")
     for scale_set, instances in by_set.items():
-        replace._delete(api, scale_set, instances)
+        replace.delete_instances(api, scale_set, instances)
