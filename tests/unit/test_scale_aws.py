@@ -257,3 +257,41 @@ def test_the_cli_scales_says_it_in_json_and_refuses_a_size_out_of_bounds_with_ex
     assert len(Registry().get("hl").nodes) == 3
     got = cli("--json", "log", "hl")
     assert "scale add" in got.output
+
+
+def _h(i, state="ok", drained=None, jobs=None):
+    from gpufleet.nodes.health import NodeHealth
+
+    return NodeHealth(f"gpu-{i}", "gpu", "cloud nodes", state, node_id=f"i-{i}", drained=drained, jobs=jobs)
+
+
+def test_with_slurm_only_nodes_slurm_shows_drained_without_jobs_are_removed():
+    nodes = [_h(0, drained=False, jobs="none"), _h(1, drained=True, jobs="running"), _h(2, drained=False, jobs="running"),
+             _h(3), _h(4, drained=True, jobs="none"), _h(5, "faulty", drained=False, jobs="none")]
+    chosen, held = scaling.choose(nodes, 3, slurm=True)
+    assert [h.node for h in chosen] == ["gpu-4"]  # drained and idle: the only one that may go
+    why = {h.node: w for h, w in held}
+    assert "drain it in Slurm first" in why["gpu-0"] and "runs jobs" in why["gpu-1"] and "runs jobs" in why["gpu-2"]
+    assert "not known" in why["gpu-3"] and "drain it in Slurm first" in why["gpu-5"]
+
+
+def test_without_slurm_broken_nodes_go_first_then_the_newest():
+    nodes = [_h(0), _h(1, "faulty"), _h(2), _h(3, "unknown")]
+    chosen, _ = scaling.choose(nodes, 2, slurm=False)
+    assert [h.node for h in chosen] == ["gpu-1", "gpu-3"]
+
+
+def test_scale_down_with_slurm_removes_the_drained_node_and_names_the_busy_ones(aws, tmp_path, cat):
+    p = Pool(tmp_path, cat, slurm=True)
+    added = p.scale(4).added
+    hosts = {i: f"ip-{i}" for i in [*p.ids, added[0], added[1]]}
+    for i, host in hosts.items():
+        say(p.bucket, i, hostname=host)
+    view = "nodes\nhl-ctl idle\n" + "".join(f"{hosts[i]} {s}\n" for i, s in zip(
+        [*p.ids, *added], ["allocated", "drained", "idle", "draining"])) + "jobs\ndrained\n"
+    say(p.bucket, "i-ctl", pool="ctl", hostname="hl-ctl", scheduler=view)
+    out = p.scale(2)
+    assert out.removed == [p.ids[1]] and out.short  # one could go: the pool is 3, not 2
+    assert any("runs jobs" in k for k in out.kept) and any("drain it in Slurm first" in k for k in out.kept)
+    assert instance(p.ids[1])["State"]["Name"] in ("shutting-down", "terminated")
+    assert {instance(i)["State"]["Name"] for i in [p.ids[0], *added]} == {"running"}
