@@ -175,6 +175,7 @@ def _add_resizes(db) -> None:
         cluster TEXT NOT NULL REFERENCES clusters(name) ON DELETE CASCADE,
         pool TEXT NOT NULL,
         node_id TEXT NOT NULL,            -- the node added, or removed
+        idx INTEGER NOT NULL,             -- an added node's place in its pool (its name: pool-idx)
         change TEXT NOT NULL CHECK (change IN ('added', 'removed')),
         private_ip TEXT,
         ssh_endpoint TEXT,
@@ -200,7 +201,7 @@ COLUMNS = {"clusters": {"name", "stack", "stack_file", "owner", "created_at", "u
                         "seconds", "outcome", "scope", "code", "message"},
            "replacements": {"cluster", "pool", "old_id", "old_uid", "node_id", "private_ip", "ssh_endpoint", "zone",
                             "vm_uid", "launched_at", "fleet_id", "replaced_at"},
-           "resizes": {"cluster", "pool", "node_id", "change", "private_ip", "ssh_endpoint", "zone", "vm_uid",
+           "resizes": {"cluster", "pool", "node_id", "idx", "change", "private_ip", "ssh_endpoint", "zone", "vm_uid",
                        "launched_at", "fleet_id", "at"}}
 REPLACED_FIELDS = ("node_id", "private_ip", "ssh_endpoint", "zone", "vm_uid", "launched_at")  # what a new node brings
 
@@ -347,7 +348,7 @@ class Resize:
     at: str
 
     def to_dict(self) -> dict:
-        return {"pool": self.pool, "change": self.change, "fleet_id": self.fleet_id, "at": self.at,
+        return {"pool": self.pool, "change": self.change, "fleet_id": self.fleet_id, "at": self.at, "idx": self.node.idx,
                 "node": {k: getattr(self.node, k) for k in REPLACED_FIELDS}}
 
     @classmethod
@@ -362,7 +363,10 @@ class Resize:
         optional = [d.get("fleet_id"), *node.values()]
         if not all(isinstance(v, str) for v in required) or not all(v is None or isinstance(v, str) for v in optional):
             raise ValueError("a resize's fields are not strings")
-        return cls(d["pool"], d["change"], Node(d["pool"], 0, "", "", "", **node), d.get("fleet_id"), d["at"])
+        idx = d.get("idx")
+        if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < 10**6:
+            raise ValueError("a resize's idx is not a node's place in its pool")
+        return cls(d["pool"], d["change"], Node(d["pool"], idx, "", "", "", **node), d.get("fleet_id"), d["at"])
 
 
 def resized(nodes: list[Node], resizes: list[Resize]) -> list[Node]:
@@ -375,8 +379,8 @@ def resized(nodes: list[Node], resizes: list[Resize]) -> list[Node]:
         pool = [n for n in out if n.pool == r.pool]
         if not pool or any(_is(n, r.node) for n in pool):
             continue  # a pool the stack no longer has, or a node the list has already
-        first = pool[0]
-        out.append(replace(first, idx=max(n.idx for n in pool) + 1, ssh_endpoint=None,
+        first, taken = pool[0], {n.idx for n in pool}
+        out.append(replace(first, idx=r.node.idx if r.node.idx not in taken else max(taken) + 1, ssh_endpoint=None,
                            **{k: getattr(r.node, k) for k in REPLACED_FIELDS if k != "ssh_endpoint"}))
     gone = {(r.pool, r.node.node_id) for r in resizes if r.change == "removed"}
     return [n for n in out if (n.pool, n.node_id) not in gone]
@@ -716,16 +720,17 @@ class Registry:
 
     @staticmethod
     def _add_resize(db, cluster: str, r: Resize) -> None:
-        db.execute("INSERT OR REPLACE INTO resizes VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                   (cluster, r.pool, r.node.node_id, r.change, r.node.private_ip, r.node.ssh_endpoint, r.node.zone,
+        db.execute("INSERT OR REPLACE INTO resizes VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                   (cluster, r.pool, r.node.node_id, r.node.idx, r.change, r.node.private_ip, r.node.ssh_endpoint, r.node.zone,
                     r.node.vm_uid, r.node.launched_at, r.fleet_id, r.at))
 
     @staticmethod
     def _resizes(db, cluster: str) -> list[Resize]:
-        return [Resize(r[0], r[2], Node(r[0], 0, "", "", "", node_id=r[1], private_ip=r[3], ssh_endpoint=r[4], zone=r[5],
-                                        vm_uid=r[6], launched_at=r[7]), r[8], r[9])
+        return [Resize(r[0], r[2], Node(r[0], r[10], "", "", "", node_id=r[1], private_ip=r[3], ssh_endpoint=r[4],
+                                        zone=r[5], vm_uid=r[6], launched_at=r[7]), r[8], r[9])
                 for r in db.execute("SELECT pool, node_id, change, private_ip, ssh_endpoint, zone, vm_uid, launched_at, "
-                                    "fleet_id, at FROM resizes WHERE cluster = ? ORDER BY at, node_id", (cluster,))]
+                                    "fleet_id, at, idx FROM resizes WHERE cluster = ? ORDER BY at, idx, node_id",
+                                    (cluster,))]
 
     def resize(self, cluster: str, *, added: list[tuple[Node, str | None]] = (), removed: list[Node] = ()) -> ClusterRecord:
         """Record nodes `scale` added to a pool (each with the request that made it) and removed from it, outside
@@ -734,7 +739,8 @@ class Registry:
         now = _now()
         with self._db(write=True) as db:
             rows = [Resize(n.pool, "added", replace(n, launched_at=n.launched_at or now), fleet, now) for n, fleet in added]
-            rows += [Resize(n.pool, "removed", Node(n.pool, 0, "", "", "", node_id=n.node_id), None, now) for n in removed]
+            rows += [Resize(n.pool, "removed", Node(n.pool, n.idx, "", "", "", node_id=n.node_id), None, now)
+                     for n in removed]
             for r in rows:
                 self._add_resize(db, cluster, r)
             for n in removed:
