@@ -26,7 +26,6 @@ from gpufleet import nodes as kinds
 from gpufleet.clouds import inventory
 from gpufleet.errors import CapacityError, GpufleetError, InputError, QuotaError
 from gpufleet.fleet import team
-from gpufleet.fleet.heal import lease
 from gpufleet.nodes import health as hl
 from gpufleet.nodes.health import NodeHealth
 from gpufleet.nodes.run import Run, Seams
@@ -48,6 +47,7 @@ class Scaled:
     would: list[str] = field(default_factory=list)  # what is done (or, with --dry-run, would be), in words
     kept: list[str] = field(default_factory=list)  # nodes not removed, each with why
     refused: str | None = None  # the cloud's refusal of more nodes: nothing changed
+    failed: str | None = None  # `heal`'s: why a change it asked for failed (nothing recorded)
     events: int = 0
 
     @property
@@ -63,7 +63,7 @@ class Scaled:
         return {"cluster": self.cluster, "pool": self.pool, "before": self.before, "wanted": self.wanted,
                 "after": self.after if not self.dry_run else self.before, "dry_run": self.dry_run, "added": self.added,
                 "removed": self.removed, "would": self.would, "kept": self.kept, "refused": self.refused,
-                "events": self.events}
+                "failed": self.failed, "events": self.events}
 
 
 def bounds(pool, count: int) -> None:
@@ -124,13 +124,13 @@ def scale(stack, cat, *, pool: str, count: int, cluster: str | None = None, regi
     shared = None if store is not None else team.current()
     store = store or shared or team.log_store(create=not dry_run)
     run = Run(stack, cat, name, reg, seams or Seams(), record=rec, backend=rec.backend, outputs=outputs)
-    with lease(store, name, shared is not None and not dry_run, command="scale"):
+    with team.held(store, name, shared is not None and not dry_run, "scale"):
         rec = recorded(reg, name)  # as it is now that the lease is held
         run.record = rec
         mine = [n for n in rec.nodes if n.pool == pool]
         out = Scaled(name, pool, len(mine), count, dry_run)
         if count > len(mine):
-            _grow(run, spec_pool, mine, count - len(mine), out, store, now)
+            grow(run, spec_pool, mine, count - len(mine), out, store, now)
         elif count < len(mine):
             _shrink(run, spec_pool, mine, len(mine) - count, out, store, now)
         return out
@@ -151,7 +151,9 @@ def _where(spec_pool, mine: list[Node]) -> tuple[str, str]:
     return (mine[0].provider, mine[0].location) if mine else (spec_pool.provider, spec_pool.region)
 
 
-def _grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, now) -> None:
+def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, now) -> None:
+    """``more`` nodes for the pool (``mine``: its recorded nodes), recorded, each an event; a refusal in
+    ``out.refused`` (nothing changed); another failure raised (nothing recorded)."""
     provider, region = _where(spec_pool, mine)
     out.would.append(f"add {more} node(s) to pool {spec_pool.name} through its own request ({provider} {region})")
     if out.dry_run:
@@ -163,13 +165,13 @@ def _grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, 
         got = api.add_nodes(region, cluster=run.cluster, pool=spec_pool.name, count=more, on_launch=launched.append)
     except (CapacityError, QuotaError) as e:
         out.refused = e.message
-        _event(store, run.cluster, spec_pool.name, "add", f"refused: {e.message}", done=False, refused=True, now=now)
+        event(store, run.cluster, spec_pool.name, "add", f"refused: {e.message}", done=False, refused=True, now=now)
         out.events += 1
         return
     except GpufleetError as e:
         said = f"{e.message}" + (f" (launched first: {', '.join(launched)}; tagged for the cluster, `gpufleet "
                                  "registry rebuild` records them)" if launched else "")
-        _event(store, run.cluster, spec_pool.name, "add", f"failed: {said}", done=False, now=now)
+        event(store, run.cluster, spec_pool.name, "add", f"failed: {said}", done=False, now=now)
         raise GpufleetError(f"scale: {said}"[:600], e.hint) from None
     first = mine[0] if mine else None
     top = max((n.idx for n in mine), default=-1)
@@ -182,7 +184,7 @@ def _grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, 
     run.record = run.registry.resize(run.cluster, added=added)
     for n, fleet in added:
         out.added.append(n.node_id)
-        _event(store, run.cluster, spec_pool.name, "add", f"{spec_pool.name}-{n.idx} ({n.node_id}) added through the "
+        event(store, run.cluster, spec_pool.name, "add", f"{spec_pool.name}-{n.idx} ({n.node_id}) added through the "
                f"pool's request (fleet {fleet})", done=True, node=f"{spec_pool.name}-{n.idx}", now=now)
         out.events += 1
 
@@ -194,6 +196,12 @@ def _shrink(run: Run, spec_pool, mine: list[Node], fewer: int, out: Scaled, stor
     if not chosen:
         out.would.append(f"remove none of pool {spec_pool.name}'s nodes: none may go now")
         return
+    remove(run, spec_pool, mine, chosen, out, store, now)
+
+
+def remove(run: Run, spec_pool, mine: list[Node], chosen: list[NodeHealth], out: Scaled, store, now) -> None:
+    """``chosen`` of the pool's nodes terminated by id (their tags checked by the cloud), the registry told, each
+    an event; a failure raised with nothing recorded."""
     out.would.append(f"remove {', '.join(h.node for h in chosen)} from pool {spec_pool.name} (by id, tags checked)")
     if out.dry_run:
         return
@@ -205,18 +213,18 @@ def _shrink(run: Run, spec_pool, mine: list[Node], fewer: int, out: Scaled, stor
     try:
         api.remove_nodes(region, cluster=run.cluster, pool=spec_pool.name, node_ids=[n.node_id for n in going])
     except GpufleetError as e:
-        _event(store, run.cluster, spec_pool.name, "remove", f"failed: {e.message}", done=False, now=now)
+        event(store, run.cluster, spec_pool.name, "remove", f"failed: {e.message}", done=False, now=now)
         raise
     run.record = run.registry.resize(run.cluster, removed=going)
     for n in going:
         out.removed.append(n.node_id)
-        _event(store, run.cluster, spec_pool.name, "remove", f"{spec_pool.name}-{n.idx} ({n.node_id}) terminated",
+        event(store, run.cluster, spec_pool.name, "remove", f"{spec_pool.name}-{n.idx} ({n.node_id}) terminated",
                done=True, node=f"{spec_pool.name}-{n.idx}", now=now)
         out.events += 1
 
 
-def _event(store: SharedStore, cluster: str, pool: str, action: str, said: str, *, done: bool, refused: bool = False,
-           node: str | None = None, now: dt.datetime | None = None) -> None:
+def event(store: SharedStore, cluster: str, pool: str, action: str, said: str, *, done: bool, refused: bool = False,
+          node: str | None = None, now: dt.datetime | None = None) -> None:
     """One event in the log (``gpufleet log``): a node added or removed, or a refusal."""
     events.record(store, {"who": team.who(), "host": socket.gethostname(), "command": f"scale {action}",
                           "cluster": cluster, "outcome": f"scale {action} {pool}: {said}"[:300], "exit_code": 0,
