@@ -295,3 +295,17 @@ def test_scale_down_with_slurm_removes_the_drained_node_and_names_the_busy_ones(
     assert any("runs jobs" in k for k in out.kept) and any("drain it in Slurm first" in k for k in out.kept)
     assert instance(p.ids[1])["State"]["Name"] in ("shutting-down", "terminated")
     assert {instance(i)["State"]["Name"] for i in [p.ids[0], *added]} == {"running"}
+
+
+def test_a_cloud_whose_api_cannot_resize_a_pool_says_so_and_changes_nothing(tmp_path, cat):
+    """On this branch GCP's API has no add_nodes (its half is another's): a clear error, exit non-zero."""
+    from gpufleet.clouds.gcp.api import GcpApi
+
+    text = (stack_text(nodes=ELASTIC).replace("provider: aws, region: us-east-1, instance_type: g6.12xlarge",
+                                                "provider: gcp, region: us-central1, instance_type: g2-standard-4"))
+    c = Cluster(tmp_path, cat, text)
+    api = GcpApi(credentials=object(), project="p")
+    with pytest.raises(GpufleetError, match="cannot add nodes to a pool") as ei:
+        scaling.scale(c.stack, cat, pool="gpu", count=3, registry=c.reg, store=c.log,
+                      seams=Seams(cloud_api=inventory.Clouds(open={"gcp": api})), outputs=c.outputs)
+    assert ei.value.exit_code != 0 and len(c.reg.get("hl").nodes) == 2
