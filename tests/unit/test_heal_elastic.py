@@ -144,3 +144,32 @@ def test_bad_delays_are_refused(tmp_path, cat, bad):
 
     with pytest.raises(SpecErrors):
         Cluster(tmp_path, cat, stack_text(health=bad, nodes="{min: 1, max: 3}"))
+
+
+def test_in_a_team_scale_holds_the_clusters_lease_and_a_held_cluster_is_not_scaled(tmp_path, cat, monkeypatch):
+    """`scale` takes the cluster's lease as a heal pass does: one that finds it held changes nothing (exit 4)."""
+    from gpufleet.clouds import inventory
+    from gpufleet.fleet import scale as scaling
+    from gpufleet.nodes.run import Seams
+    from gpufleet.state import leases
+    from gpufleet.state.shared import DirectoryStore
+
+    (tmp_path / "shared").mkdir()
+    team_store = DirectoryStore(f"file://{tmp_path / 'shared'}")
+    team_store.create("team.json", b"{}")
+    monkeypatch.setenv("GPUFLEET_TEAM", team_store.url)
+    c = cluster(tmp_path, cat)
+
+    def scale():
+        return scaling.scale(c.stack, cat, pool="gpu", count=2, registry=c.reg,
+                             seams=Seams(cloud_api=inventory.Clouds(open={"aws": c.api})), outputs=c.outputs)
+
+    other = leases.acquire(team_store, "hl", "up", "bob@example.com", wait=False)
+    try:
+        with pytest.raises(leases.LeaseHeld) as ei:
+            scale()
+        assert ei.value.exit_code == 4 and c.api.added == [] and events.read(team_store, "hl") == []
+    finally:
+        other.release()
+    assert scale().added == ["i-more0"] and leases.read(team_store, "hl") is None  # given back
+    assert [e["action"] for e in events.read(team_store, "hl")] == ["scale-add"]
