@@ -239,8 +239,9 @@ def test_the_cli_scales_says_it_in_json_and_refuses_a_size_out_of_bounds_with_ex
     from conftest import cli
 
     _, ids = pool_fleet(2)
-    (tmp_path / "hl.yaml").write_text(stack_text(nodes=ELASTIC))
-    c = Cluster(tmp_path, cat, stack_text(nodes=ELASTIC), ids=lambda pool, i: ids[i])
+    text = stack_text(nodes=ELASTIC).replace("access: {", "access: {via: direct, ")  # ssh-config without plugins
+    (tmp_path / "hl.yaml").write_text(text)
+    c = Cluster(tmp_path, cat, text, ids=lambda pool, i: ids[i])
     nodes = c.reg.get("hl").nodes
     Registry().record(name="hl", stack="hl", stack_file=str(tmp_path / "hl.yaml"), owner="ops@example.com",
                       expires_at="2099-01-01T00:00:00Z", backend=None, nodes=nodes)
@@ -257,6 +258,11 @@ def test_the_cli_scales_says_it_in_json_and_refuses_a_size_out_of_bounds_with_ex
     assert len(Registry().get("hl").nodes) == 3
     got = cli("--json", "log", "hl")
     assert "scale add" in got.output
+    new_ip = instance(doc["added"][0])["PrivateIpAddress"]
+    got = cli("ssh-config", "hl")  # the added node is reached as the pool's others are
+    assert got.exit_code == 0 and "hl-gpu-2" in got.output and new_ip in got.output, got.output
+    got = cli("--json", "status", "hl", "--local")
+    assert got.exit_code == 0 and json.loads(got.output)["clusters"][0]["nodes_recorded"] == 3, got.output
 
 
 def _h(i, state="ok", drained=None, jobs=None):
