@@ -386,6 +386,21 @@ def resized(nodes: list[Node], resizes: list[Resize]) -> list[Node]:
     return [n for n in out if (n.pool, n.node_id) not in gone]
 
 
+def outgrown(resizes: list[Resize], nodes: list[Node], had: list[Node], replacements: list[Replacement]) -> list[Resize]:
+    """The resizes of pools Pulumi has made anew since: of their pool, ``nodes`` (Pulumi's new list) holds none of
+    the nodes ``had`` (the pool as recorded) nor any a replacement stood in for. Its added nodes are no nodes of the
+    pool any more (an Azure scale set made anew numbers its VMs from 0 again, with new unique ids): forgotten, and
+    `up` deletes them (``nodes.cloud.retire``)."""
+    anew = set()
+    for pool in {r.pool for r in resizes}:
+        now = [n for n in nodes if n.pool == pool]
+        before = [n for n in had if n.pool == pool] + [Node(pool, 0, "", "", "", node_id=r.old_id, vm_uid=r.old_uid)
+                                                       for r in replacements if r.pool == pool]
+        if now and before and not any(_is(n, b) for n in now for b in before):
+            anew.add(pool)
+    return [r for r in resizes if r.pool in anew]
+
+
 def _is(n: Node, new: Node) -> bool:
     return n.node_id == new.node_id and (n.vm_uid is None or new.vm_uid is None or n.vm_uid == new.vm_uid)
 
@@ -679,6 +694,9 @@ class Registry:
         with self._db(write=True) as db:
             known = self._replacements(db, name) if replacements is None else replacements
             resizes = self._resizes(db, name) if resizes is None else resizes
+            had = [Node(r[0], 0, "", "", "", node_id=r[1], vm_uid=r[2]) for r in db.execute(
+                "SELECT pool, node_id, vm_uid FROM nodes WHERE cluster = ?", (name,))]
+            resizes = [r for r in resizes if r not in outgrown(resizes, nodes, had, known)]
             # added first (heal may have replaced an added node since), removed last (by the id it had when removed)
             nodes = resized(nodes, [r for r in resizes if r.change == "added"])
             nodes, used = applied(nodes, known)

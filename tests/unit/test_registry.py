@@ -190,3 +190,21 @@ def test_a_resize_outlives_pulumis_list_on_every_machine_of_a_team(tmp_path):
     store.replace("clusters/hl.json", json.dumps(doc).encode(), store.read("clusters/hl.json")[1])
     third = Registry(tmp_path / "third.db", shared=store)
     assert third.get("hl") is None and "resize" in third.unreadable["clusters/hl.json"]
+
+
+def test_an_added_vm_is_forgotten_once_its_scale_set_is_made_anew(tmp_path):
+    """An Azure scale set made anew numbers its VMs from 0 again with new unique ids: a VM `scale` added to the old
+    one is no node of the pool (nor a ghost among the new ones)."""
+    reg = Registry(tmp_path / "r.db")
+    vm = "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachineScaleSets/hl-gpu/virtualMachines/"
+    old = [Node("gpu", i, "azure", "eastus", "Standard_ND96isr_H100_v5", node_id=f"{vm}{i}", vm_uid=f"old-{i}")
+           for i in range(2)]
+    _pulumis(reg, old)
+    reg.resize("hl", added=[(Node("gpu", 2, "azure", "eastus", "Standard_ND96isr_H100_v5", node_id=f"{vm}2",
+                                  vm_uid="old-2"), "hl-gpu")])
+    assert [n.node_id for n in _pulumis(reg, old).nodes] == [f"{vm}0", f"{vm}1", f"{vm}2"]  # an update keeps it
+    anew = [Node("gpu", i, "azure", "eastus", "Standard_ND96isr_H100_v5", node_id=f"{vm}{i}", vm_uid=f"new-{i}")
+            for i in range(2)]
+    rec = _pulumis(reg, anew)
+    assert [(n.node_id, n.vm_uid) for n in rec.nodes] == [(f"{vm}0", "new-0"), (f"{vm}1", "new-1")]
+    assert rec.resizes == []

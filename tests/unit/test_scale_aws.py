@@ -315,3 +315,44 @@ def test_a_cloud_whose_api_cannot_resize_a_pool_says_so_and_changes_nothing(tmp_
         scaling.scale(c.stack, cat, pool="gpu", count=3, registry=c.reg, store=c.log,
                       seams=Seams(cloud_api=inventory.Clouds(open={"gcp": api})), outputs=c.outputs)
     assert ei.value.exit_code != 0 and len(c.reg.get("hl").nodes) == 2
+
+
+def test_an_up_that_makes_the_pool_anew_deletes_the_nodes_scale_added(aws, tmp_path, cat, monkeypatch):
+    """Pulumi replaces the pool's fleet (new instances): the nodes `scale` added, in fleets of their own, are no
+    nodes of the pool any more and would run on, billed, outside every list. `up` deletes them and their fleets by
+    their ids among what is tagged for the pool, and forgets them."""
+    pytest.importorskip("pulumi")
+    from gpufleet import stacks
+    from gpufleet.engine import plan as planner
+    from gpufleet.fleet import up as fleet_up
+    from gpufleet.state.registry import Registry
+    from gpufleet.state.shared import DirectoryStore
+
+    from fakes.pulumi_cli import FakePulumiCLI
+
+    for var, value in (("XDG_DATA_HOME", tmp_path / "data"), ("PULUMI_BACKEND_URL", f"file://{tmp_path / 'state'}"),
+                       ("PULUMI_CONFIG_PASSPHRASE", "test-passphrase")):
+        monkeypatch.setenv(var, str(value))
+    monkeypatch.delenv("GPUFLEET_REGISTRY", raising=False)
+    (tmp_path / "hl.yaml").write_text(stack_text(nodes=ELASTIC))
+    stack = stacks.load(tmp_path / "hl.yaml", cat)
+    _, ids = pool_fleet(2)
+    fake = FakePulumiCLI(planner.plan(stack, cat, workers=1))
+    pool = fake.plan.outputs["pools"]["gpu"]
+    pool.update(node_ids=ids, private_ips=[instance(i)["PrivateIpAddress"] for i in ids])
+
+    def up():
+        return fleet_up.bring_up(stacks.load(tmp_path / "hl.yaml", cat), cat, fleet_up.UpOptions(
+            configure=False, check=False, seams=fleet_up.Seams(pulumi_command=fake)), confirm=lambda p: True).record
+
+    up()
+    (tmp_path / "log").mkdir()
+    api = inventory.open_clouds(["aws"], required=True, regions={"aws": [REGION]})
+    added = scaling.scale(stack, cat, pool="gpu", count=3, registry=Registry(), seams=Seams(cloud_api=api),
+                          store=DirectoryStore(f"file://{tmp_path}/log")).added
+    _, anew = pool_fleet(2, template="hl-gpu-anew")  # what Pulumi's new fleet launched
+    pool.update(node_ids=anew, private_ips=[instance(i)["PrivateIpAddress"] for i in anew])
+    rec = up()
+    assert [n.node_id for n in rec.nodes] == anew and rec.resizes == []
+    assert instance(added[0])["State"]["Name"] in ("shutting-down", "terminated")
+    assert {instance(i)["State"]["Name"] for i in anew} == {"running"}
