@@ -168,10 +168,11 @@ def create(run: Run) -> list[Node]:
 
 def retire(run: Run, nodes: list[Node]) -> None:
     """The nodes `heal` put in the place of Pulumi's (outside its state: AWS's in a one-node fleet of their
-    own), and those `scale` added (``outgrown``), whose pool Pulumi has since made anew (``nodes``, its new list, holds neither the node they replaced
-    nor them): deleted by their ids among what is tagged for their pool, as Pulumi deleted the pool's own old
-    nodes, so none runs on outside every list. LeftoverError when one is still there (the cluster stays
-    ``updating`` with them recorded: the next `up` tries again; `down` sweeps them by tag)."""
+    own), and those `scale` added (``outgrown``), whose pool Pulumi has since made anew (``nodes``, its new list,
+    holds none of them nor the nodes they replaced): deleted by their ids among what is tagged for their pool, as
+    Pulumi deleted the pool's own old nodes, so none runs on outside every list. LeftoverError when one is still
+    there (the cluster stays ``updating`` with them recorded: the next `up` tries again; `down` sweeps them by
+    tag)."""
     stale = outlived(run.existing.replacements if run.existing else [], nodes)
     ids = {(r.pool, i) for r in stale for i in (r.node.node_id, r.fleet_id) if i}
     # and the nodes `scale` added to pools Pulumi has made anew (their own fleets on AWS)
