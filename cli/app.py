@@ -26,6 +26,7 @@ from gpufleet.cli import image as image_cmd
 from gpufleet.cli import lifecycle as lifecycle_cmd
 from gpufleet.cli import plan as plan_cmd
 from gpufleet.cli import report as report_cmd
+from gpufleet.cli import scale as scale_cmd
 from gpufleet.cli import setup as setup_cmd
 from gpufleet.cli import ssh as ssh_cmd
 from gpufleet.cli import team as team_cmd
@@ -98,6 +99,7 @@ app.command("bench", help=bench_cmd.HELP)(bench_cmd.bench)
 app.command("status", help=lifecycle_cmd.STATUS_HELP)(lifecycle_cmd.status)
 app.command("reap", help=lifecycle_cmd.REAP_HELP)(lifecycle_cmd.reap)
 app.command("heal", help=heal_cmd.HELP)(heal_cmd.heal)
+app.command("scale", help=scale_cmd.HELP)(scale_cmd.scale)
 app.command("check", help=lifecycle_cmd.CHECK_HELP)(lifecycle_cmd.check)
 app.command("cost", help=cost_cmd.HELP)(cost_cmd.cost)
 app.command("ssh", help=ssh_cmd.SSH_HELP, cls=ssh_cmd.AfterDashDash)(ssh_cmd.ssh)

@@ -100,8 +100,13 @@ def _show(results: list, dry_run: bool) -> None:
         title = f"Heal {r.cluster}" + (" (dry run: nothing done)" if dry_run else "")
         if rows:
             output.table(title, ["node", "health", "fault", "action", "why"], rows, wraps=("why",))
+        for x in r.scaled:  # an elastic pool sized from Slurm's view (fleet.scale.Scaled)
+            for line in [*x.would, *(f"kept {k}" for k in x.kept)]:
+                output.console().print(f"{r.cluster}/{x.pool}: {'would ' if dry_run else ''}{line}")
+            if x.refused or x.failed:
+                output.warn(f"{r.cluster}/{x.pool}: {x.refused or x.failed}")
         if r.configure:
-            output.warn(f"{r.cluster}: a replaced node joins Slurm only once slurm.conf names it: run `{r.configure}`")
+            output.warn(f"{r.cluster}: a new node joins Slurm only once slurm.conf names it: run `{r.configure}`")
         healthy = sum(1 for d in r.decisions if d.action == "none")
         output.console().print(f"{r.cluster}: {healthy} of {len(r.nodes)} node(s) need nothing; "
                                f"{len(r.unknown)} unknown; replacements so far: {sum(r.replacements.values())}.")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from gpufleet import netnames
 from gpufleet.catalog.images import SLURM_IMAGE
@@ -366,6 +366,10 @@ class Health(_Strict):
     # seconds between a node's active checks (DCGM's diagnostic at level 2 and the single-node NCCL all-reduce),
     # run only while the node is idle (README, "Health"); 0: never
     active_every: int = Field(default=86_400, ge=0, le=30 * 86_400, strict=True)
+    # an elastic pool (nodes: {min, max}) with Slurm: `heal` adds a node when jobs of its partition have waited
+    # for resources this long, and removes a node idle this long (down to min)
+    scale_up_after: int = Field(default=300, ge=HEALTH_WATCH_MIN_S, le=86_400, strict=True)  # seconds
+    scale_down_after: int = Field(default=1800, ge=HEALTH_WATCH_MIN_S, le=7 * 86_400, strict=True)  # seconds
 
     @model_validator(mode="after")
     def _active_after_the_watch(self):
@@ -375,6 +379,45 @@ class Health(_Strict):
                                    f"0 (never) or {self.interval} or more, e.g. 86400 (a day, the default)")
         return self
 
+
+class Size(_Strict):
+    """An elastic pool's bounds (``nodes: {min, max}``): `up` brings up ``min`` nodes, `gpufleet scale` (and
+    `heal` with Slurm) keeps the pool anywhere between the two."""
+
+    min: int = Field(ge=0, le=MAX_POOL_NODES, strict=True)
+    max: int = Field(ge=1, le=MAX_POOL_NODES, strict=True)
+
+
+def _nodes(v):
+    """``nodes:`` as written: an integer (a fixed pool), or ``{min, max}`` (an elastic one), checked here so
+    that a problem is named at the key's own line (a union's errors would name each branch)."""
+    if isinstance(v, dict):
+        extra = sorted(set(v) - {"min", "max"}, key=str)
+        if extra or set(v) != {"min", "max"}:
+            raise HintedValueError(f"nodes takes min and max ({'unknown: ' + ', '.join(map(str, extra)) if extra else 'both'})",
+                                   "e.g. nodes: {min: 1, max: 8}, or an integer for a fixed pool")
+        for k in ("min", "max"):
+            if not isinstance(v[k], int) or isinstance(v[k], bool):
+                raise HintedValueError(f"nodes.{k} {v[k]!r} is not a valid integer", "e.g. nodes: {min: 1, max: 8}")
+        if not 0 <= v["min"] <= v["max"] or not 1 <= v["max"] <= MAX_POOL_NODES:
+            raise HintedValueError(f"nodes {{min: {v['min']}, max: {v['max']}}} is out of range: 0 <= min <= max, "
+                                   f"1 <= max <= {MAX_POOL_NODES}", "e.g. nodes: {min: 1, max: 8}")
+        if v["min"] == 0:
+            # a pool's later nodes come from its own request, which gpufleet finds through a node it made (AWS: the
+            # instance's aws:ec2:fleet-id tag; Azure: the scale set, whose outputs name a first VM): not built for a
+            # pool of none yet
+            raise HintedValueError("nodes.min 0 (a pool that starts empty) is not supported yet: a pool's added "
+                                   "nodes come from its own request, found through a node of it",
+                                   f"nodes: {{min: 1, max: {v['max']}}}")
+        return Size(min=v["min"], max=v["max"])
+    if v is None or isinstance(v, Size):
+        return v
+    if not isinstance(v, int) or isinstance(v, bool):  # `true` is not 1
+        raise HintedValueError(f"{v!r}: input should be a valid integer", "e.g. nodes: 2, or nodes: {min: 1, max: 8}")
+    if not 1 <= v <= MAX_POOL_NODES:
+        raise HintedValueError(f"nodes {v}: input should be greater than or equal to 1 and less than or equal to "
+                               f"{MAX_POOL_NODES}", "e.g. nodes: 2, or nodes: {min: 1, max: 8} for an elastic pool")
+    return v
 
 # a Prometheus duration as its flags take it (--storage.tsdb.retention.time): a number and one unit
 # (prometheus.io/docs/prometheus/2.42/storage/, "Operational aspects", read 2026-11-27)
@@ -491,7 +534,8 @@ class Pool(_Strict):
     instance_type: str | None = None
     gpu: str | None = None
     gpus_per_node: int | None = Field(default=None, gt=0, le=64, strict=True)
-    nodes: int | None = Field(default=None, ge=1, le=MAX_POOL_NODES, strict=True)  # `true` is not 1
+    # an integer (fixed; `true` is not 1), or {min, max} (elastic: ``size``), which ``_shape`` turns into min
+    nodes: Annotated[int | Size | None, BeforeValidator(_nodes)] = None
     spot: bool = False
     interconnect: Interconnect | None = None
     storage: list[Storage] = []
@@ -516,6 +560,10 @@ class Pool(_Strict):
     failover: Failover | None = None  # where else to try when the pool's place is refused
     role: Literal["compute", "controller"] = "compute"  # controller: the stack's Slurm controller (slurm:)
     health: Health = Health()  # the boot gate, the watch and what a fault leads to
+    _size: Size | None = PrivateAttr(default=None)  # an elastic pool's bounds (``nodes`` is then its min)
+    # an elastic pool's nodes as the registry has them (`scale` changed them outside Pulumi's state), set by an
+    # update's `up` for the clouds whose program must say the pool's size as it is (``running``)
+    _running: int | None = PrivateAttr(default=None)
 
     @field_validator("name")
     @classmethod
@@ -527,8 +575,36 @@ class Pool(_Strict):
         """Machines that exist (a site's racks), not nodes created through a cloud's API."""
         return self.provider not in CLOUDS
 
+    @property
+    def size(self) -> Size | None:
+        """An elastic pool's bounds (None: a fixed pool of ``nodes``)."""
+        return self._size
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        """The fewest and the most nodes the pool may have (a fixed pool's: ``nodes`` both)."""
+        return (self._size.min, self._size.max) if self._size is not None else (self.nodes or 0, self.nodes or 0)
+
+    @property
+    def running(self) -> int:
+        """How many nodes the pool has now: what the registry recorded of an elastic pool (within its bounds), else
+        ``nodes``. An Azure scale set's update is a whole PUT (azure-native updates with PUT unless a resource is
+        listed for PATCH: pulumi/pulumi-azure-native#3961, #4) whose ``sku.capacity`` must be this, or the scale set
+        is set back to min by VMs its scale-in policy picks; ``ignore_changes`` would send the capacity Pulumi's
+        state holds (pulumi.com/docs/iac/concepts/options/ignorechanges: providers that take whole objects "will
+        receive the stale values from the state and may reset the live configuration", read 2026-11)."""
+        if self._size is None or self._running is None:
+            return self.nodes or 0
+        return min(max(self._running, self._size.min), self._size.max)
+
+    def recorded_as(self, nodes: int) -> None:
+        """The registry's count of the pool's nodes (``running``)."""
+        self._running = nodes
+
     @model_validator(mode="after")
     def _shape(self):
+        if isinstance(self.nodes, Size):
+            self._elastic(self.nodes)
         if self.on_rack:
             if not self.site:
                 raise HintedValueError("a baremetal pool needs `site`", "name the rack, e.g. site: dc1")
@@ -591,6 +667,15 @@ class Pool(_Strict):
             if self.flex_start and self.reservations:
                 raise HintedValueError("flex-start VMs consume no reservation", "drop flex_start or reservations")
         return self
+
+    def _elastic(self, size: Size) -> None:
+        """``nodes: {min, max}``: the pool is planned, priced and brought up at ``min``."""
+        if self.on_rack:
+            raise HintedValueError("a rack's size is its hosts: nodes: {min, max} is for cloud pools",
+                                   "list the hosts and drop `nodes`")
+        if self.role == "controller":
+            raise HintedValueError("the Slurm controller is one node: it is not elastic", "nodes: 1")
+        self._size, self.nodes = size, size.min
 
     def _own_reservation(self, r: Reservation) -> None:
         """A reservation's defaults are the pool's (``stacks`` checks one on another cloud)."""

@@ -5,9 +5,15 @@ its status), and its answer read back as nodes and jobs per state and the draine
 from __future__ import annotations
 
 # each node's state (sinfo's long names: idle, mixed, allocated, drained, down ...), each job's
-# (squeue: PENDING, RUNNING ...) and each drained node's reason, one per line, after a marker
-PROBE = ("echo nodes; sinfo -h -N -o '%N %T'; echo jobs; squeue -h -o '%T'; "
+# (squeue: PENDING, RUNNING ..., its partition, the nodes it asks, why it waits) and each drained node's reason, one
+# per line, after a marker. squeue's %T state, %P partition, %D node count, %r reason (squeue(1), Slurm 21.08-23.11;
+# the reason last: it may hold spaces)
+PROBE = ("echo nodes; sinfo -h -N -o '%N %T'; echo jobs; squeue -h -o '%T %P %D %r'; "
          "echo drained; sinfo -h -R -o '%n|%E'")
+# why a pending job waits when more nodes in its partition would start it: Slurm's job_state_reason_string
+# (src/common/job_state_reason.c): WAIT_RESOURCES "Resources", WAIT_PART_NODE_LIMIT "PartitionNodeLimit" (it asks more
+# nodes than the partition has)
+WAITS_FOR_NODES = ("Resources", "PartitionNodeLimit")
 SECTIONS = ("nodes", "jobs", "drained")
 
 
@@ -39,7 +45,7 @@ def parse(controller: str, text: str) -> dict:
             drained[node] = reason
         elif line.strip() and section in ("nodes", "jobs"):
             counts = nodes if section == "nodes" else jobs
-            state = bare(line.split()[-1])
+            state = bare(line.split()[-1] if section == "nodes" else line.split()[0])
             counts[state] = counts.get(state, 0) + 1
     return {"controller": controller, "nodes": nodes, "jobs": jobs, "drained": drained}
 
@@ -49,6 +55,20 @@ def node_states(text: str) -> dict[str, str]:
     needs one node's state where `status` shows counts."""
     return {line.split()[0]: bare(line.split()[1]) for section, line in _sections(text)
             if section == "nodes" and len(line.split()) == 2}
+
+
+def waiting(text: str) -> dict[str, int]:
+    """partition -> the nodes its pending jobs ask for, of the jobs that wait for nodes (``WAITS_FOR_NODES``); a
+    line of an older probe (the state alone) or one that is not of the shape says nothing."""
+    out: dict[str, int] = {}
+    for section, line in _sections(text):
+        parts = line.split(None, 3)
+        if section != "jobs" or len(parts) != 4 or parts[0] != "PENDING" or parts[3] not in WAITS_FOR_NODES:
+            continue
+        count = parts[2].split("-")[0]  # a range (min-max) asks at least its min
+        if count.isdigit():
+            out[parts[1]] = out.get(parts[1], 0) + int(count)
+    return out
 
 
 # A host's own node as Slurm says it (run on the host: slurm.conf is on every node): its state and the

@@ -122,7 +122,8 @@ def pool_costs(lay: Layout, stack, cat) -> list[PoolCost]:
     out = []
     for p in lay.pools:
         out.append(PoolCost(p.name, p.pool.provider, p.pool.region, p.instance.name, p.pool.nodes,
-                            p.pool.nodes * p.instance.gpu_count, p.usd_per_node_hour, p.usd_per_hour, p.price_note,
+                            p.pool.nodes * p.instance.gpu_count, p.usd_per_node_hour, p.usd_per_hour,
+                            "; ".join(x for x in (_elastic_note(p.pool, p.usd_per_node_hour), p.price_note) if x),
                             image=p.image.to_dict() if p.image else None))
     for p in stack.pools:
         if not p.on_rack:
@@ -135,6 +136,15 @@ def pool_costs(lay: Layout, stack, cat) -> list[PoolCost]:
                             None if price is None else price * p.nodes, note))
     order = {p.name: i for i, p in enumerate(stack.pools)}
     return sorted(out, key=lambda c: order[c.pool])
+
+
+def _elastic_note(pool, per_node: float | None) -> str:
+    """What the plan says of an elastic pool: priced at its min (what `up` brings up), and at most what."""
+    if pool.size is None:
+        return ""
+    most = f", up to ${per_node * pool.size.max:,.2f}/h at max" if per_node is not None else ""
+    return (f"elastic {pool.size.min}-{pool.size.max}: priced at its min, what `up` brings up{most} (`gpufleet "
+            "scale`; the budget check counts max)")
 
 
 def cluster_for(stack, name: str | None = None, now: dt.datetime | None = None,

@@ -199,14 +199,41 @@ def projected(spend, existing: ClusterRecord | None, now: dt.datetime) -> float:
     return max(0.0, (spend.usd_per_hour - per_hour(existing)) * left)
 
 
+def instances_per_hour(spend) -> dict[str, float]:
+    """pool -> what its nodes cost an hour in ``spend`` (engine.spend.Spend's INSTANCES lines, or a Projection's)."""
+    if isinstance(spend, Projection):
+        return dict(spend.instances)
+    out: dict[str, float] = {}
+    for x in spend.lines:
+        if x.line == bill_lines.INSTANCES:
+            out[x.pool] = out.get(x.pool, 0.0) + x.usd_per_hour
+    return out
+
+
+def headroom_per_hour(stack, spend) -> float:
+    """What the cluster may cost an hour beyond ``spend`` (planned at each elastic pool's min) once every elastic
+    pool is at its max. `up`'s check is the last that can refuse: `gpufleet scale` and `heal` grow a pool inside
+    the bounds the stack gave, without another check, so the spend `up` consents to is the spend at max."""
+    per_pool = instances_per_hour(spend)
+    out = 0.0
+    for p in stack.pools:
+        if p.size is not None and p.nodes and p.name in per_pool:
+            out += per_pool[p.name] / p.nodes * (p.size.max - p.nodes)
+    return out
+
+
 def checks(name: str, stack, spend, creators: list[str], records: list[ClusterRecord], budgets: list[Budget],
            now: dt.datetime | None = None) -> list[Check]:
     """Every budget the cluster falls under, against what it would add (``spend``: engine.spend.Spend
-    or a Projection)."""
+    or a Projection), each elastic pool counted at its max (``headroom_per_hour``)."""
     now = now or dt.datetime.now(dt.timezone.utc)
     existing = next((r for r in records if r.name == name), None)
     others = [r for r in records if r.name != name] + ([existing] if existing else [])
+    more = headroom_per_hour(stack, spend)
     add = projected(spend, existing, now)
+    if more:
+        left = spend.ttl_hours if existing is None else _hours(now, time_or_none(existing.expires_at) or now)
+        add += more * left
     return [Check(s, add, tuple(spend.unpriced_nodes))
             for s in standings([b for b in budgets if b.covers(stack.name, stack.owner, creators)], others, now)]
 
@@ -233,6 +260,7 @@ class Projection:
     ttl_hours: float
     unpriced_nodes: tuple[str, ...] = ()  # as engine.spend.Spend's
     committed_per_hour: float = 0.0  # the reservations the pools hold, billed used or not
+    instances: tuple[tuple[str, float], ...] = ()  # (pool, $/h of its nodes) at these places
 
     @property
     def usd_for_ttl(self) -> float:
@@ -247,6 +275,7 @@ def moved(spend, places: dict) -> Projection:
     kept = [x for x in spend.lines if not (x.pool in places and x.line == bill_lines.INSTANCES)]
     unpriced = [f"pool {x.pool}: {x.what}" for x in kept if not x.priced and x.line in bill_lines.NODES]
     per_hour = sum(x.usd_per_hour for x in kept)
+    nodes = {p: v for p, v in instances_per_hour(spend).items() if p not in places}
     for pool, c in places.items():
         if c.reservation is not None:
             continue
@@ -254,8 +283,9 @@ def moved(spend, places: dict) -> Projection:
             unpriced.append(f"pool {pool}: {c.label()}")
         else:
             per_hour += c.price_per_hour
+            nodes[pool] = c.price_per_hour
     return Projection(per_hour, spend.usd_once, spend.ttl_hours, tuple(unpriced),
-                      sum(x.usd_per_hour for x in kept if x.line == bill_lines.RESERVATION))
+                      sum(x.usd_per_hour for x in kept if x.line == bill_lines.RESERVATION), tuple(sorted(nodes.items())))
 
 
 @dataclass

@@ -18,7 +18,6 @@ lease in team mode and gives it back, so `up` and `down` are not kept waiting by
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import shlex
@@ -26,6 +25,8 @@ import socket
 from dataclasses import dataclass, field
 
 from gpufleet import nodes as kinds
+from gpufleet.errors import GpufleetError
+from gpufleet.fleet import scale as scaling
 from gpufleet.fleet import team
 from gpufleet.nodes import health as hl
 from gpufleet.nodes.health import NodeHealth
@@ -183,6 +184,7 @@ class Healed:
     # on a host slurm.conf does not name exits: SchedMD/slurm slurmd.c, "Unable to determine this slurmd's
     # NodeName"); heal does not run it yet
     configure: str | None = None
+    scaled: list = field(default_factory=list)  # fleet.scale.Scaled of each elastic pool this pass resized (or would)
 
     @property
     def unknown(self) -> list[Decision]:
@@ -191,7 +193,8 @@ class Healed:
     @property
     def trouble(self) -> bool:
         """An action that did not happen for another reason than a capacity refusal (retried later)."""
-        return any(not r.done and not r.refused and r.action != "drain" for r in self.repaired)
+        return any(not r.done and not r.refused and r.action != "drain" for r in self.repaired) or \
+            any(x.failed for x in self.scaled)
 
     def to_dict(self) -> dict:
         by = {d.node: d for d in self.decisions}
@@ -199,7 +202,7 @@ class Healed:
                 "nodes": [{**h.to_dict(), "decision": by[h.node].to_dict()} for h in self.nodes],
                 "repaired": [r.to_dict() for r in self.repaired], "replacements": self.replacements,
                 "unknown": len(self.unknown), "events": self.events, "left_alone": self.left,
-                "configure": self.configure}
+                "configure": self.configure, "scaled": [x.to_dict() for x in self.scaled]}
 
 
 def recent_replacements(store: SharedStore | None, cluster: str, now: dt.datetime) -> dict[str, int]:
@@ -214,19 +217,6 @@ def recent_replacements(store: SharedStore | None, cluster: str, now: dt.datetim
             if at is None or now - at <= WINDOW:
                 out[e["pool"]] = out.get(e["pool"], 0) + 1
     return out
-
-
-@contextlib.contextmanager
-def _lease(store: SharedStore, cluster: str, team_mode: bool):
-    """The cluster's lease for one pass, in team mode (two healers, or a heal and an `up`, never act at once)."""
-    if not team_mode:
-        yield
-        return
-    held = leases.acquire(store, cluster, "heal", team.who(), wait=False)
-    try:
-        yield
-    finally:
-        held.release()
 
 
 def heal(stack, cat, *, cluster: str | None = None, registry: Registry | None = None, dry_run: bool = False,
@@ -245,7 +235,7 @@ def heal(stack, cat, *, cluster: str | None = None, registry: Registry | None = 
     now = now or dt.datetime.now(dt.timezone.utc)
     run = Run(stack, cat, name, reg, seams or Seams(), trust_new_hosts=trust_new_hosts, record=rec,
               backend=rec.backend, outputs=outputs)
-    with _lease(store, name, shared is not None and not dry_run):
+    with team.held(store, name, shared is not None and not dry_run, "heal"):
         return _pass(run, store, now, dry_run)
 
 
@@ -277,6 +267,9 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
             _event(store, run.cluster, d, r, now)
             out.events += 1
         _remember(state, h, d, r, now)
+    for p in run.stack.pools if run.stack.slurm else []:
+        if p.size is not None:
+            _elastic(run, p, [h for h in out.nodes if h.pool == p.name], state, out, store, now)
     for name in {h.pool for h in out.nodes}:  # each pool's health as this pass saw it: O(pools), for `status`
         seen = [h.state for h in out.nodes if h.pool == name]
         state["pools"][name]["health"] = {s: seen.count(s) for s in sorted(set(seen))}
@@ -284,6 +277,67 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
     if not dry_run:
         write_state(store, run.cluster, state, saved[0])
     return out
+
+
+def _elastic(run: Run, p, health: list[NodeHealth], state: dict, out: Healed, store, now: dt.datetime) -> None:
+    """An elastic pool with Slurm, as Slurm's fresh view shows it (none: nothing is done, nothing timed): one node
+    more per node its partition's jobs wait for (``scheduler.waiting``), once they have waited
+    ``health.scale_up_after`` (timed from the first pass that saw them), up to max, and only while every node of the
+    pool is in Slurm's view (a node added last time joins once `configure` publishes slurm.conf: asking again before
+    would add nodes for the same jobs); a refusal is backed off as a replacement's is. Nodes Slurm shows drained
+    with no job for ``health.scale_down_after`` are removed, down to min; an idle node is only named (a cloud node is
+    drained by its own agent, not from here). What one pass remembers is in the pool's entry of heal's memory."""
+    waiting = None if run.slurm_waiting is None else run.slurm_waiting.get(p.name, 0)
+    if waiting is None:
+        return
+    pool = state["pools"].setdefault(p.name, {})
+    mine = [n for n in run.record.nodes if n.pool == p.name]
+    sized = scaling.Scaled(run.cluster, p.name, len(mine), len(mine), out.dry_run)
+    since = _time(pool.get("waiting_since")) or now
+    if waiting:
+        pool["waiting_since"] = _stamp(since)
+    else:
+        pool.pop("waiting_since", None)
+    free = {h.node: h for h in health if h.state == "ok" and h.drained is True and h.jobs == "none"}
+    known = {k.removeprefix("free:"): v for k, v in pool.items() if k.startswith("free:")}
+    for k in [k for k in pool if k.startswith("free:")]:
+        del pool[k]
+    pool.update({f"free:{n}": known.get(n, _stamp(now)) for n in free})
+    retry = _time(pool.get("retry_at"))
+    if waiting and len(mine) < p.size.max and (now - since).total_seconds() >= p.health.scale_up_after:
+        if any(h.jobs is None for h in health):
+            sized.kept.append("jobs wait, but a node of the pool is not in Slurm's view yet (run `gpufleet configure`)")
+        elif retry is not None and now < retry:
+            sized.kept.append(f"jobs wait; the cloud refused capacity: asked again after {_stamp(retry)}")
+        else:
+            sized.wanted = len(mine) + min(p.size.max - len(mine), waiting)
+            try:
+                scaling.grow(run, p, mine, sized.wanted - len(mine), sized, store, now)
+            except GpufleetError as e:  # nothing recorded (scale says why in the log): the rest of the pass goes on
+                sized.failed = e.message
+            if sized.refused:
+                pool["refusals"] = pool.get("refusals", 0) + 1
+                pool["retry_at"] = _stamp(now + backoff(pool["refusals"]))
+            elif sized.added:
+                pool["waiting_since"] = _stamp(now)  # the next scale-up waits for the delay again
+                pool.pop("refusals", None)
+                pool.pop("retry_at", None)
+                out.configure = f"gpufleet configure {shlex.quote(run.record.stack_file or 'STACK')} --cluster {run.cluster}"
+    elif not waiting and len(mine) > p.size.min:
+        long_free = [h for n, h in free.items()
+                     if (now - (_time(pool[f"free:{n}"]) or now)).total_seconds() >= p.health.scale_down_after]
+        chosen = long_free[:len(mine) - p.size.min]
+        if chosen:
+            sized.wanted = len(mine) - len(chosen)
+            try:
+                scaling.remove(run, p, mine, chosen, sized, store, now)
+            except GpufleetError as e:
+                sized.failed = e.message
+        sized.kept += [f"{h.node}: idle; drain it in Slurm to let heal remove it" for h in health
+                       if h.drained is False and h.jobs == "none"]
+    if sized.would or sized.kept or sized.failed:
+        out.scaled.append(sized)
+        out.events += sized.events
 
 
 def _on_launch(store: SharedStore, cluster: str, state: dict, h: NodeHealth, saved: list):

@@ -98,7 +98,8 @@ def rebuild(cat, *, path: Path | None = None, providers: list[str] | None = None
                        nodes=nodes_from_outputs({"pools": pools}) if pools else nodes_of(res),
                        locations=sorted({(r.provider, r.region) for r in res if r.region != "global"}),
                        created_by={r.provider: r.tags[CREATED_BY] for r in res if r.tags.get(CREATED_BY)},
-                       replacements=known.replacements if known is not None else None)
+                       replacements=known.replacements if known is not None else None,
+                       resizes=known.resizes if known is not None else None)
         if old is not None:  # racks have no tags: what the old registry knew of them is all there is
             for rec in old.list():
                 if rec.name not in by_cluster and rec.nodes and all(n.provider not in CLOUDS for n in rec.nodes):

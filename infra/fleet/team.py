@@ -259,3 +259,17 @@ def log(cluster: str | None = None, since: dt.datetime | None = None, skipped: d
         raise InputError("no team store: the event log exists only in team mode (alone, `heal` logs what it does "
                          "here once it has run)", "gpufleet team init URL")
     return events.read(store, cluster, since, skipped)
+
+
+@contextlib.contextmanager
+def held(store: SharedStore, cluster: str, team_mode: bool, command: str):
+    """The cluster's lease for one pass of ``command`` (`heal`, `scale`), in team mode, taken without waiting (two
+    healers, or a heal and an `up`, never act at once) and given back after."""
+    if not team_mode:
+        yield
+        return
+    lease = leases.acquire(store, cluster, command, who(), wait=False)
+    try:
+        yield
+    finally:
+        lease.release()

@@ -180,6 +180,9 @@ def _prepared(stack, cat, opts: UpOptions, events: UpEvents) -> tuple[Run, Plan]
     if existing and existing.stack != stack.name:
         raise InputError(f"cluster {name!r} is already up from stack {existing.stack!r} ({existing.stack_file})",
                          "choose another name with --cluster")
+    for p in stack.pools if existing else []:  # an elastic pool's size as `scale` left it (spec.Pool.running)
+        if p.size is not None:
+            p.recorded_as(sum(1 for n in existing.nodes if n.pool == p.name))
     # an update keeps the cluster's expiry; `down` and a new `up` start a new lease
     cl = cluster_for(stack, name, expires_at=parse_expiry(existing.expires_at) if existing else None)
     the_plan = plan(stack, cat, cluster=cl, refresh_images=opts.refresh_images)

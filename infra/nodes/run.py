@@ -68,3 +68,6 @@ class Run:
     gathered: dict | None = None  # the rack hosts' facts (clouds.baremetal.hosts.gather)
     deployed: object = None  # engine.automation.Progress of the last Pulumi `up`
     outputs: dict | None = None  # the cluster's Pulumi outputs
+    # `heal`: partition -> the nodes its pending jobs wait for, from Slurm's fresh view as a kind read it (None: no
+    # fresh view), for the elastic pools
+    slurm_waiting: dict[str, int] | None = None

@@ -30,7 +30,7 @@ from gpufleet.providers import CLOUDS
 from gpufleet.state import leases, shared_registry
 from gpufleet.state.shared import SharedStore
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 BUSY_TIMEOUT = 60.0  # seconds a write waits for another process's write to finish
 
 # Migration n brings a registry of version n-1 to version n. Version 1 is the first schema
@@ -168,8 +168,28 @@ def _add_replacements(db) -> None:
     )""")
 
 
+def _add_resizes(db) -> None:
+    """The nodes `gpufleet scale` (or `heal` for an elastic pool) added to a pool or removed from it outside
+    Pulumi's state (``Resize``), so that the next `up`, which gets Pulumi's list back, keeps the pool's size."""
+    db.execute("""CREATE TABLE IF NOT EXISTS resizes (
+        cluster TEXT NOT NULL REFERENCES clusters(name) ON DELETE CASCADE,
+        pool TEXT NOT NULL,
+        node_id TEXT NOT NULL,            -- the node added, or removed
+        idx INTEGER NOT NULL,             -- an added node's place in its pool (its name: pool-idx)
+        change TEXT NOT NULL CHECK (change IN ('added', 'removed')),
+        private_ip TEXT,
+        ssh_endpoint TEXT,
+        zone TEXT,
+        vm_uid TEXT,
+        launched_at TEXT,                 -- an added node's own
+        fleet_id TEXT,                    -- the request that made it (AWS: its own instant fleet)
+        at TEXT NOT NULL,
+        PRIMARY KEY (cluster, pool, node_id)
+    )""")
+
+
 MIGRATIONS = {1: _create, 2: _add_locations, 3: _add_attempts, 4: _add_created_by, 5: _add_predicted, 6: _add_store,
-              7: _add_access, 8: _add_vm_uid, 9: _add_replacements}
+              7: _add_access, 8: _add_vm_uid, 9: _add_replacements, 10: _add_resizes}
 # what each table must have once migrated: a file that lacks one is not a gpufleet registry
 COLUMNS = {"clusters": {"name", "stack", "stack_file", "owner", "created_at", "updated_at", "expires_at", "backend",
                         "state", "usd_per_hour", "locations", "created_by", "predicted", "store",
@@ -180,7 +200,9 @@ COLUMNS = {"clusters": {"name", "stack", "stack_file", "owner", "created_at", "u
            "attempts": {"cluster", "n", "pool", "provider", "region", "zone", "instance_type", "spot", "started_at",
                         "seconds", "outcome", "scope", "code", "message"},
            "replacements": {"cluster", "pool", "old_id", "old_uid", "node_id", "private_ip", "ssh_endpoint", "zone",
-                            "vm_uid", "launched_at", "fleet_id", "replaced_at"}}
+                            "vm_uid", "launched_at", "fleet_id", "replaced_at"},
+           "resizes": {"cluster", "pool", "node_id", "idx", "change", "private_ip", "ssh_endpoint", "zone", "vm_uid",
+                       "launched_at", "fleet_id", "at"}}
 REPLACED_FIELDS = ("node_id", "private_ip", "ssh_endpoint", "zone", "vm_uid", "launched_at")  # what a new node brings
 
 HOST_FIELDS = {"address", "state", "digest", "facts", "detail", "updated_at"}  # a host's status, as set_host writes it
@@ -314,6 +336,71 @@ def outlived(replacements: list[Replacement], nodes: list[Node]) -> list[Replace
     return [r for r in replacements if r not in live]
 
 
+@dataclass
+class Resize:
+    """A node added to an elastic pool (``change`` "added": ``node`` is it, with its idx in the pool) or removed
+    from it ("removed": ``node.node_id`` names it) outside Pulumi's state, by `gpufleet scale` or `heal`."""
+
+    pool: str
+    change: str  # added | removed
+    node: Node
+    fleet_id: str | None
+    at: str
+
+    def to_dict(self) -> dict:
+        return {"pool": self.pool, "change": self.change, "fleet_id": self.fleet_id, "at": self.at, "idx": self.node.idx,
+                "node": {k: getattr(self.node, k) for k in REPLACED_FIELDS}}
+
+    @classmethod
+    def of_dict(cls, d) -> "Resize":
+        """One read from a team store (whoever can write it wrote it): ValueError unless of its shape."""
+        node = d.get("node") if isinstance(d, dict) else None
+        if not isinstance(node, dict) or set(node) != set(REPLACED_FIELDS):
+            raise ValueError(f"a resize's node is not {{{', '.join(REPLACED_FIELDS)}}}")
+        if d.get("change") not in ("added", "removed"):
+            raise ValueError("a resize's change is not added or removed")
+        required = [d.get("pool"), d.get("at"), node["node_id"]]
+        optional = [d.get("fleet_id"), *node.values()]
+        if not all(isinstance(v, str) for v in required) or not all(v is None or isinstance(v, str) for v in optional):
+            raise ValueError("a resize's fields are not strings")
+        idx = d.get("idx")
+        if not isinstance(idx, int) or isinstance(idx, bool) or not 0 <= idx < 10**6:
+            raise ValueError("a resize's idx is not a node's place in its pool")
+        return cls(d["pool"], d["change"], Node(d["pool"], idx, "", "", "", **node), d.get("fleet_id"), d["at"])
+
+
+def resized(nodes: list[Node], resizes: list[Resize]) -> list[Node]:
+    """``nodes`` (Pulumi's list, or the list as recorded) with each added node that is not in it yet after its
+    pool's last (the pool's first node lends it what the addition does not say: cloud, region, machine, price),
+    and without each removed node. Applied again to its own result it changes nothing (a store's record is
+    recorded again as it is)."""
+    out = list(nodes)
+    for r in (r for r in resizes if r.change == "added"):
+        pool = [n for n in out if n.pool == r.pool]
+        if not pool or any(_is(n, r.node) for n in pool):
+            continue  # a pool the stack no longer has, or a node the list has already
+        first, taken = pool[0], {n.idx for n in pool}
+        out.append(replace(first, idx=r.node.idx if r.node.idx not in taken else max(taken) + 1, ssh_endpoint=None,
+                           **{k: getattr(r.node, k) for k in REPLACED_FIELDS if k != "ssh_endpoint"}))
+    gone = {(r.pool, r.node.node_id) for r in resizes if r.change == "removed"}
+    return [n for n in out if (n.pool, n.node_id) not in gone]
+
+
+def outgrown(resizes: list[Resize], nodes: list[Node], had: list[Node], replacements: list[Replacement]) -> list[Resize]:
+    """The resizes of pools Pulumi has made anew since: of their pool, ``nodes`` (Pulumi's new list) holds none of
+    the nodes ``had`` (the pool as recorded) nor any a replacement stood in for. Its added nodes are no nodes of the
+    pool any more (an Azure scale set made anew numbers its VMs from 0 again, with new unique ids): forgotten, and
+    `up` deletes them (``nodes.cloud.retire``)."""
+    anew = set()
+    for pool in {r.pool for r in resizes}:
+        now = [n for n in nodes if n.pool == pool]
+        before = [n for n in had if n.pool == pool] + [Node(pool, 0, "", "", "", node_id=r.old_id, vm_uid=r.old_uid)
+                                                       for r in replacements if r.pool == pool]
+        if now and before and not any(_is(n, b) for n in now for b in before):
+            anew.add(pool)
+    return [r for r in resizes if r.pool in anew]
+
+
 def _is(n: Node, new: Node) -> bool:
     return n.node_id == new.node_id and (n.vm_uid is None or new.vm_uid is None or n.vm_uid == new.vm_uid)
 
@@ -348,6 +435,7 @@ class ClusterRecord:
     # what a store holds is written by whoever can write the store, so it names no file of this machine
     store: str | None = None
     replacements: list[Replacement] = field(default_factory=list)  # what `heal` replaced outside Pulumi's state
+    resizes: list[Resize] = field(default_factory=list)  # what `scale` added and removed outside Pulumi's state
 
     @property
     def clouds(self) -> dict[str, list[str]]:
@@ -384,6 +472,7 @@ class ClusterRecord:
             d["vm_uids"] = uids
         del d["store"]  # where this machine found the record, not part of it
         d["replacements"] = [r.to_dict() for r in self.replacements]
+        d["resizes"] = [r.to_dict() for r in self.resizes]
         return d
 
 
@@ -430,6 +519,7 @@ class Registry:
                     raise ValueError("vm_uids is not an object")
                 nodes = [Node(**n) for n in doc.get("nodes") or []]
                 replacements = [Replacement.of_dict(r) for r in doc.get("replacements") or []]
+                resizes = [Resize.of_dict(r) for r in doc.get("resizes") or []]
                 for n in nodes:
                     n.vm_uid = uids.get(f"{n.pool}/{n.idx}")
                 locations = [tuple(x) for x in doc.get("locations") or []]
@@ -445,7 +535,7 @@ class Registry:
                                state=doc["state"], locations=locations,
                                created_at=doc.get("created_at"), created_by=doc.get("created_by"),
                                predicted=doc.get("predicted"), store=self.shared.url,
-                               access=doc.get("access"), replacements=replacements)
+                               access=doc.get("access"), replacements=replacements, resizes=resizes)
             for pool, idx, h in hosts:
                 self._set_host_local(doc["name"], pool, idx, **h)
 
@@ -566,7 +656,7 @@ class Registry:
     def _check_columns(self, db, legacy: bool = False) -> None:
         """Every table with the columns gpufleet writes (``legacy``: as before `locations` existed)."""
         for table, cols in COLUMNS.items():
-            if legacy and table in ("attempts", "replacements"):
+            if legacy and table in ("attempts", "replacements", "resizes"):
                 continue  # a registry from before versions has neither table yet: migrations 3 and 9 add them
             later = {"locations", "created_by", "predicted", "store", "access", "vm_uid"}  # columns migrations add
             missing = cols - _columns(db, table) - (later if legacy else set())
@@ -577,14 +667,15 @@ class Registry:
     def record(self, *, name: str, stack: str, stack_file: str, owner: str, expires_at: str, backend: str | None,
                nodes: list[Node], state: str = "up", locations: list | None = None,
                created_by: dict[str, str] | None = None, predicted: dict | None = None,
-               access: dict | None = None, replacements: list[Replacement] | None = None) -> ClusterRecord:
+               access: dict | None = None, replacements: list[Replacement] | None = None,
+               resizes: list[Resize] | None = None) -> ClusterRecord:
         """Insert or replace a cluster and its nodes in one transaction (all or nothing); ``created_by``,
-        ``predicted``, ``locations``, ``access`` and ``replacements`` (`heal`'s, ``Replacement``) left out
-        keep what is recorded."""
+        ``predicted``, ``locations``, ``access``, ``replacements`` (`heal`'s, ``Replacement``) and ``resizes``
+        (`scale`'s, ``Resize``) left out keep what is recorded."""
         rec = self._record_local(name=name, stack=stack, stack_file=stack_file, owner=owner, expires_at=expires_at,
                                  backend=backend, nodes=nodes, state=state, locations=locations, created_by=created_by,
                                  predicted=predicted, store=self.shared.url if self.shared is not None else None,
-                                 access=access, replacements=replacements)
+                                 access=access, replacements=replacements, resizes=resizes)
         doc = rec.to_dict()
         self._push(name, lambda cur: {**doc, "hosts": (cur or {}).get("hosts", {})})
         return rec
@@ -593,15 +684,24 @@ class Registry:
                       backend: str | None, nodes: list[Node], state: str = "up", locations: list | None = None,
                       created_at: str | None = None, created_by: dict[str, str] | None = None,
                       predicted: dict | None = None, store: str | None = None,
-                      access: dict | None = None, replacements: list[Replacement] | None = None) -> ClusterRecord:
-        """``nodes`` as Pulumi lists them (or as recorded), recorded with the cluster's replacements applied
-        (``replacements``: the store's, in place of those recorded here); a node keeps its launch time while
-        it is the same node (its id), a new one has its own."""
+                      access: dict | None = None, replacements: list[Replacement] | None = None,
+                      resizes: list[Resize] | None = None) -> ClusterRecord:
+        """``nodes`` as Pulumi lists them (or as recorded), recorded with the cluster's resizes and replacements
+        applied (``replacements``, ``resizes``: the store's, in place of those recorded here): the nodes `scale`
+        added, each replaced node's stand-in in its place, without the nodes `scale` removed. A node keeps its
+        launch time while it is the same node (its id), a new one has its own."""
         now = _now()
         with self._db(write=True) as db:
             known = self._replacements(db, name) if replacements is None else replacements
+            resizes = self._resizes(db, name) if resizes is None else resizes
+            had = [Node(r[0], 0, "", "", "", node_id=r[1], vm_uid=r[2]) for r in db.execute(
+                "SELECT pool, node_id, vm_uid FROM nodes WHERE cluster = ?", (name,))]
+            resizes = [r for r in resizes if r not in outgrown(resizes, nodes, had, known)]
+            # added first (heal may have replaced an added node since), removed last (by the id it had when removed)
+            nodes = resized(nodes, [r for r in resizes if r.change == "added"])
             nodes, used = applied(nodes, known)
             replacements = _live(known, nodes, used)
+            nodes = resized(nodes, [r for r in resizes if r.change == "removed"])
             prices = [n.usd_per_hour for n in nodes]
             total = None if any(p is None for p in prices) else sum(prices)
             row = db.execute("SELECT created_at FROM clusters WHERE name = ?", (name,)).fetchone()
@@ -631,7 +731,50 @@ class Registry:
             db.execute("DELETE FROM replacements WHERE cluster = ?", (name,))
             for r in replacements:
                 self._add_replacement(db, name, r)
+            db.execute("DELETE FROM resizes WHERE cluster = ?", (name,))
+            for x in resizes:
+                self._add_resize(db, name, x)
         return self.get(name)
+
+    @staticmethod
+    def _add_resize(db, cluster: str, r: Resize) -> None:
+        db.execute("INSERT OR REPLACE INTO resizes VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                   (cluster, r.pool, r.node.node_id, r.node.idx, r.change, r.node.private_ip, r.node.ssh_endpoint, r.node.zone,
+                    r.node.vm_uid, r.node.launched_at, r.fleet_id, r.at))
+
+    @staticmethod
+    def _resizes(db, cluster: str) -> list[Resize]:
+        return [Resize(r[0], r[2], Node(r[0], r[10], "", "", "", node_id=r[1], private_ip=r[3], ssh_endpoint=r[4],
+                                        zone=r[5], vm_uid=r[6], launched_at=r[7]), r[8], r[9])
+                for r in db.execute("SELECT pool, node_id, change, private_ip, ssh_endpoint, zone, vm_uid, launched_at, "
+                                    "fleet_id, at, idx FROM resizes WHERE cluster = ? ORDER BY at, idx, node_id",
+                                    (cluster,))]
+
+    def resize(self, cluster: str, *, added: list[tuple[Node, str | None]] = (), removed: list[Node] = ()) -> ClusterRecord:
+        """Record nodes `scale` added to a pool (each with the request that made it) and removed from it, outside
+        Pulumi's state: the node rows change at once, and the resizes are kept so that the next `up`, which gets
+        Pulumi's list back, records the pool as it is (``resized``)."""
+        now = _now()
+        with self._db(write=True) as db:
+            rows = [Resize(n.pool, "added", replace(n, launched_at=n.launched_at or now), fleet, now) for n, fleet in added]
+            rows += [Resize(n.pool, "removed", Node(n.pool, n.idx, "", "", "", node_id=n.node_id), None, now)
+                     for n in removed]
+            for r in rows:
+                self._add_resize(db, cluster, r)
+            for n in removed:
+                db.execute("DELETE FROM nodes WHERE cluster = ? AND pool = ? AND node_id = ?", (cluster, n.pool, n.node_id))
+            for r in rows[:len(added)]:
+                n = r.node
+                db.execute("INSERT INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                           (cluster, n.pool, n.idx, n.provider, n.location, n.zone, n.machine, n.node_id, n.private_ip,
+                            n.ssh_endpoint, n.usd_per_hour, n.launched_at, n.vm_uid))
+            prices = [r[0] for r in db.execute("SELECT usd_per_hour FROM nodes WHERE cluster = ?", (cluster,))]
+            db.execute("UPDATE clusters SET usd_per_hour = ? WHERE name = ?",
+                       (None if any(p is None for p in prices) else sum(prices), cluster))
+        rec = self.get(cluster)
+        doc = rec.to_dict()
+        self._push(cluster, lambda cur: cur and {**doc, "hosts": cur.get("hosts", {})})
+        return rec
 
     @staticmethod
     def _add_replacement(db, cluster: str, r: Replacement) -> None:
@@ -677,7 +820,7 @@ class Registry:
             rec = ClusterRecord(*row[:10], locations=[tuple(x) for x in json.loads(row[10] or "[]")],
                                 created_by=json.loads(row[11] or "{}"), predicted=json.loads(row[12] or "{}"),
                                 access=json.loads(row[14] or "{}"), store=row[13],
-                                replacements=self._replacements(db, name))
+                                replacements=self._replacements(db, name), resizes=self._resizes(db, name))
             rec.nodes = [Node(pool=r[1], idx=r[2], provider=r[3], location=r[4], zone=r[5], machine=r[6],
                               node_id=r[7], private_ip=r[8], ssh_endpoint=r[9], usd_per_hour=r[10], launched_at=r[11],
                               vm_uid=r[12])

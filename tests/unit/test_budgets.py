@@ -4,6 +4,7 @@ consented, `status` shows them, `reap` lists clusters past theirs and reaps noth
 
 import datetime as dt
 import json
+import shutil
 
 import pytest
 
@@ -184,3 +185,21 @@ def test_an_unpriced_place_is_never_counted_as_nothing_against_a_budget(gcp, cat
     assert not any(c[0] == "up" for c in f.calls) and Registry().get("flex") is None
     r = cli("--json", "up", path, "--yes", "--no-configure", "--over-budget")  # consent names it and goes on
     assert r.exit_code == 0 and json.loads(r.stdout)["budgets"][0]["unpriced"] == ["pool b: 2 x a4-highgpu-8g"], r.output
+
+
+def test_up_holds_an_elastic_pool_to_the_budget_at_its_max_and_plan_prices_its_min(cat, tmp_path):
+    """`gpufleet scale` and heal grow an elastic pool without another check: `up`'s is the last that can refuse,
+    so it counts the pool at max; the plan (what `up` brings up) stays at min and says so."""
+    text = AWS_STACK.read_text()
+    assert "nodes: 2" in text
+    fixed = stacks.load(AWS_STACK, cat)
+    shutil.copytree(AWS_STACK.parent / "keys", tmp_path / "keys")  # the key it names, relative to it
+    (tmp_path / "e.yaml").write_text(text.replace("nodes: 2", "nodes: {min: 2, max: 5}", 1))
+    elastic = stacks.load(tmp_path / "e.yaml", cat)
+    planned = planner.plan(elastic, cat, workers=1)
+    assert planned.spend.usd_per_hour == pytest.approx(planner.plan(fixed, cat, workers=1).spend.usd_per_hour)
+    (pool,) = [p for p in planned.pools if p.pool == elastic.pools[0].name]
+    assert pool.nodes == 2 and "elastic 2-5" in pool.note and "at its min" in pool.note
+    (c,) = budgets.checks("new", elastic, planned.spend, [], [], [budgets.Budget("b", 1e9)], now=NOW)
+    per_node = budgets.instances_per_hour(planned.spend)[elastic.pools[0].name] / 2
+    assert c.projected == pytest.approx(planned.spend.usd_for_ttl + 3 * per_node * planned.spend.ttl_hours)

@@ -98,14 +98,14 @@ def test_a_scale_out_that_failed_without_a_vm_is_set_back_to_the_pools_size(azur
     from gpufleet.clouds.azure import replace
 
     vmss = scale_set(azure)
-    real = replace._settled
+    real = replace.settled
 
     def failed_without_a_vm(api, scale_set_id, wait_s, sleep):
         got = real(api, scale_set_id, wait_s, sleep)
         azure.scale_sets[vmss.lower()][:] = [v for v in azure.scale_sets[vmss.lower()] if v["instance"] != "2"]
         return {**got, "properties": {**(got.get("properties") or {}), "provisioningState": "Failed"}}
 
-    monkeypatch.setattr(replace, "_settled", failed_without_a_vm)
+    monkeypatch.setattr(replace, "settled", failed_without_a_vm)
     with pytest.raises(GpufleetError):
         AzureApi().replace_node("eastus", cluster="hl", pool="gpu", node_id=f"{vmss}/virtualMachines/0")
     assert vms(azure, vmss) == ["0", "1"] and capacity(azure, vmss) == 2

@@ -158,3 +158,53 @@ def test_a_new_node_at_a_recorded_place_has_its_own_launch_time(tmp_path):
     rec = _pulumis(reg, [Node("gpu", 0, "aws", "us-east-1", "g6.12xlarge", node_id="i-9",
                               launched_at="2030-01-01T00:00:00Z")])
     assert rec.nodes[0].launched_at < "2030"  # the same node keeps the launch time recorded first
+
+
+def test_a_resize_outlives_pulumis_list_on_every_machine_of_a_team(tmp_path):
+    """`scale` added a node and removed one on one machine; another machine of the team records Pulumi's list,
+    which names the removed node and not the added one: it records the pool as `scale` left it, the added node at
+    its own place (name); a resize written into the store in another shape is not a record to use."""
+    import json
+
+    from gpufleet.state.shared import DirectoryStore
+
+    (tmp_path / "team").mkdir()
+    store = DirectoryStore(f"file://{tmp_path / 'team'}")
+    mine = Registry(tmp_path / "mine.db", shared=store)
+    pulumi = [Node("gpu", i, "aws", "us-east-1", "g6.12xlarge", node_id=f"i-{i}", usd_per_hour=2.0) for i in range(2)]
+    _pulumis(mine, pulumi)
+    more = [(Node("gpu", i, "aws", "us-east-1", "g6.12xlarge", node_id=f"i-new{i}", private_ip=f"10.0.0.{i}",
+                  usd_per_hour=2.0), "fleet-new") for i in (2, 3)]
+    mine.resize("hl", added=more)
+    rec = mine.resize("hl", removed=[pulumi[0]])
+    assert [(n.idx, n.node_id) for n in rec.nodes] == [(1, "i-1"), (2, "i-new2"), (3, "i-new3")]
+    assert rec.usd_per_hour == 6.0
+    theirs = Registry(tmp_path / "theirs.db", shared=store)
+    for reg in (theirs, mine):
+        rec = _pulumis(reg, pulumi)  # an `up` from there, then from here
+        assert [(n.idx, n.node_id, n.private_ip) for n in rec.nodes] == [
+            (1, "i-1", None), (2, "i-new2", "10.0.0.2"), (3, "i-new3", "10.0.0.3")]
+
+    doc = json.loads(store.read("clusters/hl.json")[0])
+    doc["resizes"][0]["idx"] = "2; DROP"
+    store.replace("clusters/hl.json", json.dumps(doc).encode(), store.read("clusters/hl.json")[1])
+    third = Registry(tmp_path / "third.db", shared=store)
+    assert third.get("hl") is None and "resize" in third.unreadable["clusters/hl.json"]
+
+
+def test_an_added_vm_is_forgotten_once_its_scale_set_is_made_anew(tmp_path):
+    """An Azure scale set made anew numbers its VMs from 0 again with new unique ids: a VM `scale` added to the old
+    one is no node of the pool (nor a ghost among the new ones)."""
+    reg = Registry(tmp_path / "r.db")
+    vm = "/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachineScaleSets/hl-gpu/virtualMachines/"
+    old = [Node("gpu", i, "azure", "eastus", "Standard_ND96isr_H100_v5", node_id=f"{vm}{i}", vm_uid=f"old-{i}")
+           for i in range(2)]
+    _pulumis(reg, old)
+    reg.resize("hl", added=[(Node("gpu", 2, "azure", "eastus", "Standard_ND96isr_H100_v5", node_id=f"{vm}2",
+                                  vm_uid="old-2"), "hl-gpu")])
+    assert [n.node_id for n in _pulumis(reg, old).nodes] == [f"{vm}0", f"{vm}1", f"{vm}2"]  # an update keeps it
+    anew = [Node("gpu", i, "azure", "eastus", "Standard_ND96isr_H100_v5", node_id=f"{vm}{i}", vm_uid=f"new-{i}")
+            for i in range(2)]
+    rec = _pulumis(reg, anew)
+    assert [(n.node_id, n.vm_uid) for n in rec.nodes] == [(f"{vm}0", "new-0"), (f"{vm}1", "new-1")]
+    assert rec.resizes == []

@@ -340,3 +340,37 @@ def test_the_active_checks_period_defaults_to_a_day_and_is_not_shorter_than_the_
     _, errs = _errors(write, GOOD + "    health: {interval: 120, active_every: 60}\n")
     (e,) = errs
     assert e.key == "pools[0].health" and "shorter than health.interval 120" in e.message and "86400" in e.hint
+
+
+# --- elastic pools: nodes: {min, max} (issue 51, step 5) ------------------------------------------
+
+def test_an_elastic_pool_is_planned_at_its_min_and_keeps_its_bounds(write, cat):
+    st = stacks.load(write("stack.yaml", GOOD.replace("nodes: 2", "nodes: {min: 2, max: 6}")), cat)
+    (p,) = st.pools
+    assert (p.nodes, p.bounds, (p.size.min, p.size.max)) == (2, (2, 6), (2, 6))
+    assert p.model_copy(update={"image": "x"}).bounds == (2, 6)  # failover and the program copy pools
+    fixed = stacks.load(write("fixed.yaml", GOOD), cat).pools[0]
+    assert (fixed.nodes, fixed.size, fixed.bounds) == (2, None, (2, 2))
+
+
+@pytest.mark.parametrize("nodes, says", [
+    ("{min: 3, max: 2}", "0 <= min <= max"),
+    ("{min: 1, max: 0}", "0 <= min <= max"),
+    ("{min: 1, max: 100000}", "1 <= max <= 10000"),
+    ("{min: 1, most: 2}", "unknown: most"),
+    ("{min: 1}", "takes min and max"),
+    ("{min: one, max: 2}", "nodes.min 'one' is not a valid integer"),
+    ("{min: 1, max: true}", "nodes.max True is not a valid integer"),
+    ("{min: 0, max: 4}", "not supported yet"),
+])
+def test_a_bad_size_is_named_at_its_line_with_a_hint(write, nodes, says):
+    path, errs = _errors(write, GOOD.replace("nodes: 2", f"nodes: {nodes}"))
+    (e,) = errs
+    assert (e.key, e.line) == ("pools[0].nodes", 9) and says in e.problem and e.hint, e.message
+
+
+def test_a_controller_is_never_elastic(write):
+    text = GOOD.replace("nodes: 2", "nodes: {min: 1, max: 3}\n    role: controller") + (
+        "  - {name: gpu, provider: aws, region: us-east-1, instance_type: p4d.24xlarge}\nslurm: {}\n")
+    _, errs = _errors(write, text)
+    assert any("controller is one node" in e.problem and e.line == 5 for e in errs), [e.message for e in errs]

@@ -14,7 +14,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, NoCredentialsError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from gpufleet.clouds.aws import credentials, replace
+from gpufleet.clouds.aws import credentials, replace, resize
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT
 from gpufleet.clouds.base import Capacity, FoundImage, QuotaLine
 from gpufleet.clouds.resources import Resource, delete_each, pick_regions
@@ -334,6 +334,22 @@ class AwsApi:
                                         market=market)
         except (ClientError, BotoCoreError) as e:
             raise unreadable(e, f"aws {region} replacing {node_id}") from None
+
+    def add_nodes(self, region: str, *, cluster: str, pool: str, count: int, market: str | None = None,
+                  on_launch=None) -> list[dict]:
+        """``count`` more nodes for the pool through its own request (``aws.resize``)."""
+        try:
+            return resize.add_nodes(self.client("ec2", region), cluster=cluster, pool=pool, count=count, market=market,
+                                    on_launch=on_launch)
+        except (ClientError, BotoCoreError) as e:
+            raise unreadable(e, f"aws {region} adding {count} node(s) to pool {pool}") from None
+
+    def remove_nodes(self, region: str, *, cluster: str, pool: str, node_ids: list[str]) -> None:
+        """Exactly these nodes of the pool terminated, their tags checked first (``aws.resize``)."""
+        try:
+            resize.remove_nodes(self.client("ec2", region), cluster=cluster, pool=pool, node_ids=node_ids)
+        except (ClientError, BotoCoreError) as e:
+            raise unreadable(e, f"aws {region} removing {', '.join(node_ids)} from pool {pool}") from None
 
     # --- quotas ----------------------------------------------------------------------------
     def quotas(self, region: str, needs) -> list:

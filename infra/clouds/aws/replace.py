@@ -40,9 +40,9 @@ WHOLE_ONE = {"MinTargetCapacity": 1, "SingleAvailabilityZone": True, "SingleInst
 class Refused(CapacityError):
     """EC2 launched no replacement: its refusal (capacity, quota, price) as EC2 worded it."""
 
-    def __init__(self, message: str, code: str | None):
+    def __init__(self, message: str, code: str | None, hint: str | None = None):
         self.code = code
-        super().__init__(message, "the faulty node stays drained; `gpufleet heal` asks again later (backoff)")
+        super().__init__(message, hint or "the faulty node stays drained; `gpufleet heal` asks again later (backoff)")
 
 
 # EC2 Fleet tags each instance it launches with its fleet's id (AWS's EC2 Fleet workshop, awslabs/ec2-spot-workshops
@@ -116,7 +116,7 @@ def _terminate(ec2, node_id: str, wait: bool) -> None:
         ec2.get_waiter("instance_terminated").wait(InstanceIds=[node_id], WaiterConfig={"Delay": 5, "MaxAttempts": 60})
 
 
-def _pools_node(ec2, cluster: str, pool: str, node_id: str) -> dict:
+def pools_node(ec2, cluster: str, pool: str, node_id: str) -> dict:
     """The instance ``node_id`` as EC2 describes it, if its own tags name the pool (the registry and heal's memory
     are a team's store: nothing is terminated or taken for a node on their word alone)."""
     (got,) = [i for r in ec2.describe_instances(InstanceIds=[node_id])["Reservations"] for i in r["Instances"]]
@@ -135,14 +135,14 @@ def replace_node(ec2, *, cluster: str, pool: str, node_id: str, release_first: b
     ``release_first``) when EC2 launches none. ``on_launch`` is called with the new node's id the moment
     it exists, before anything else; a failure after it is ReplacementUnfinished, and a later call with
     ``launched`` (that id) finishes the replacement without launching again. ``market``: ``request_for_one``'s."""
-    old = _pools_node(ec2, cluster, pool, node_id)
+    old = pools_node(ec2, cluster, pool, node_id)
     if launched is None:
         launched = _launch(ec2, cluster, pool, old, release_first, market)
         if on_launch is not None:
             on_launch(launched)
     try:  # EC2 is eventually consistent: a new id may not be found yet (docs.aws.amazon.com/ec2/latest/devguide/
         # eventual-consistency, read 2026-11); the next pass finishes it
-        new = _pools_node(ec2, cluster, pool, launched)
+        new = pools_node(ec2, cluster, pool, launched)
         if not release_first and old["State"]["Name"] not in ("shutting-down", "terminated"):
             _terminate(ec2, node_id, wait=False)
     except ClientError as e:
@@ -181,15 +181,23 @@ def _launch(ec2, cluster: str, pool: str, old: dict, release_first: bool, market
     made = ec2.create_fleet(**request_for_one(fleet, market))
     ids = [i for x in made.get("Instances") or [] for i in x.get("InstanceIds") or []]
     if not ids:
-        try:  # an instant fleet that launched nothing holds nothing; it is not left behind
-            ec2.delete_fleets(FleetIds=[made["FleetId"]], TerminateInstances=True)
-        except ClientError:
-            pass  # tagged for the cluster: `down` and `reap` find it
-        errors = made.get("Errors") or [{}]
-        said = f"{errors[0].get('ErrorCode', 'no error given')}: {errors[0].get('ErrorMessage', '')}".rstrip(": ")
-        found = refusal_in(refusals.RULES, said)
-        message = f"aws: EC2 launched no replacement for {node_id} in pool {pool}: {said}"
-        if found is None or found.kind not in RETRIED_LATER:  # a wrong request: asking again would not help
-            raise GpufleetError(message, "the faulty node stays drained; the pool's request needs a look")
-        raise Refused(message, found.code)
+        refused(ec2, made, f"a replacement for {node_id} in pool {pool}", ids)
     return ids[0]
+
+
+def refused(ec2, made: dict, what: str, ids: list[str], hint: str | None = None) -> None:
+    """An instant fleet ``made`` that launched too few (``ids``): deleted with what it launched (it holds nothing
+    then, and is not left behind), and EC2's refusal raised: Refused where asking later may help, else
+    GpufleetError."""
+    try:
+        ec2.delete_fleets(FleetIds=[made["FleetId"]], TerminateInstances=True)
+    except ClientError:
+        pass  # tagged for the cluster: `down` and `reap` find it
+    errors = made.get("Errors") or [{}]
+    said = f"{errors[0].get('ErrorCode', 'no error given')}: {errors[0].get('ErrorMessage', '')}".rstrip(": ")
+    found = refusal_in(refusals.RULES, said)
+    message = f"aws: EC2 did not launch {what}" + (f" ({len(ids)} launched, terminated again)" if ids else "") + \
+        f": {said}"
+    if found is None or found.kind not in RETRIED_LATER:  # a wrong request: asking again would not help
+        raise GpufleetError(message, "the pool is left as it was; its request needs a look")
+    raise Refused(message, found.code, hint)

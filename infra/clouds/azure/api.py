@@ -30,7 +30,7 @@ from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.core.tools import parse_resource_id
 from azure.mgmt.resource.resources import ResourceManagementClient
 
-from gpufleet.clouds.azure import credentials, replace
+from gpufleet.clouds.azure import credentials, replace, resize
 from gpufleet.clouds.azure.errors import CREDENTIAL_HINT
 from gpufleet.clouds.azure.rules import marketplace_plan, terms_command
 from gpufleet.clouds.base import Capacity, FoundImage, QuotaLine
@@ -192,6 +192,22 @@ class AzureApi:
                                         launched=launched, on_launch=on_launch, market=market)
         except (HttpResponseError, ServiceRequestError, ServiceResponseError, ClientAuthenticationError) as e:
             raise unreadable(e, f"azure replacing {node_id}") from None
+
+    def add_nodes(self, region: str, *, cluster: str, pool: str, count: int, market: str | None = None,
+                  on_launch=None) -> list[dict]:
+        """``count`` more VMs in the pool's scale set (``azure.resize``)."""
+        try:
+            return resize.add_nodes(self, cluster=cluster, pool=pool, region=region, count=count, market=market,
+                                    on_launch=on_launch)
+        except (HttpResponseError, ServiceRequestError, ServiceResponseError, ClientAuthenticationError) as e:
+            raise unreadable(e, f"azure adding {count} VM(s) to pool {pool}") from None
+
+    def remove_nodes(self, region: str, *, cluster: str, pool: str, node_ids: list[str]) -> None:
+        """Exactly these VMs of the pool's scale set deleted (``azure.resize``)."""
+        try:
+            resize.remove_nodes(self, cluster=cluster, pool=pool, node_ids=node_ids)
+        except (HttpResponseError, ServiceRequestError, ServiceResponseError, ClientAuthenticationError) as e:
+            raise unreadable(e, f"azure removing {len(node_ids)} VM(s) from pool {pool}") from None
 
     def scale_set_nodes(self, scale_set_id: str) -> list[dict]:
         """The VMs of a Uniform scale set, by instance id: ARM id, unique VM id (``properties.vmId``, "Azure VM

@@ -32,7 +32,7 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
     for p in pools:
         zone = scale_set_zone(p.pool, p.zones)
         comp = mod.GpuNodePool(resource_name(cluster.name, p.name), mod.PoolArgs(
-            cluster=cluster.name, pool=p.name, sku=p.instance.name, nodes=p.pool.nodes, region=region,
+            cluster=cluster.name, pool=p.name, sku=p.instance.name, nodes=p.pool.running, region=region,
             resource_group_name=net.resource_group_name,
             subnet_id=p.pool.subnet or net.subnet_ids[p.name], nsg_id=net.nsg_id,
             image=p.pool.image if is_image_id(p.pool.image or "") else image_urn(p.pool.image),

@@ -30,22 +30,22 @@ WAIT_S, POLL_S = 1800.0, 10.0  # a GPU VM's allocation and boot
 class Refused(CapacityError):
     """Azure made no replacement: its refusal (allocation, SKU, quota) as ARM worded it."""
 
-    def __init__(self, message: str, code: str | None):
+    def __init__(self, message: str, code: str | None, hint: str | None = None):
         self.code = code
-        super().__init__(message, "the faulty node stays drained; `gpufleet heal` asks again later (backoff)")
+        super().__init__(message, hint or "the faulty node stays drained; `gpufleet heal` asks again later (backoff)")
 
 
-def _send(api, method: str, url: str, body: dict | None = None) -> None:
+def send(api, method: str, url: str, body: dict | None = None) -> None:
     resp = api.rm.send_request(HttpRequest(method, f"{api.endpoint}{url}", params={"api-version": API}, json=body))
     if resp.status_code >= 400:
         raise HttpResponseError(response=resp)
 
 
-def _instances(api, scale_set: str) -> set[str]:
+def instances(api, scale_set: str) -> set[str]:
     return {vm["instanceId"] for vm in api._pages(f"{scale_set}/virtualMachines", API)}
 
 
-def _settled(api, scale_set: str, wait_s: float, sleep) -> dict:
+def settled(api, scale_set: str, wait_s: float, sleep) -> dict:
     """The scale set once its last operation ended (provisioningState no longer Updating)."""
     deadline = time.monotonic() + wait_s
     while True:
@@ -55,19 +55,19 @@ def _settled(api, scale_set: str, wait_s: float, sleep) -> dict:
         sleep(POLL_S)
 
 
-def _delete(api, scale_set: str, ids: list[str]) -> None:
-    _send(api, "POST", f"{scale_set}/delete", {"instanceIds": ids})
+def delete_instances(api, scale_set: str, ids: list[str]) -> None:
+    send(api, "POST", f"{scale_set}/delete", {"instanceIds": ids})
 
 
-def _roll_back(api, scale_set: str, made: list[str], capacity: int) -> None:
+def roll_back(api, scale_set: str, made: list[str], capacity: int) -> None:
     """A scale-out that failed or did not end undone: the VMs it made deleted by id, then ``sku.capacity`` set back
     to ``capacity`` where it is still above it (one that failed without a VM leaves N+1, and the next pass would ask
     N+2). Only when the scale set holds no more VMs than that, so the scale-in policy has none to pick."""
     if made:
-        _delete(api, scale_set, made)
+        delete_instances(api, scale_set, made)
     sku = api._get(scale_set, API).get("sku") or {}
-    if int(sku.get("capacity", capacity)) > capacity and len(_instances(api, scale_set)) <= capacity:
-        _send(api, "PATCH", scale_set, {"sku": {**sku, "capacity": capacity}})
+    if int(sku.get("capacity", capacity)) > capacity and len(instances(api, scale_set)) <= capacity:
+        send(api, "PATCH", scale_set, {"sku": {**sku, "capacity": capacity}})
 
 
 def gone_nodes(api, *, cluster: str, pool: str, node_ids: list[str]) -> set[str]:
@@ -80,7 +80,7 @@ def gone_nodes(api, *, cluster: str, pool: str, node_ids: list[str]) -> set[str]
         tags = api._get(scale_set, API).get("tags") or {}
         if (tags.get(TAG_PREFIX + "cluster"), tags.get(TAG_PREFIX + "pool")) != (cluster, pool):
             continue
-        there = _instances(api, scale_set)
+        there = instances(api, scale_set)
         found |= {n for n in node_ids if n.rpartition("/virtualMachines/")[0] == scale_set
                   and n.rpartition("/virtualMachines/")[2] not in there}
     return found
@@ -116,19 +116,19 @@ def replace_node(api, *, cluster: str, pool: str, node_id: str, release_first: b
     sku = vmss["sku"]
     if launched is not None:
         return _finish(api, vmss, scale_set, instance, launched, release_first)
-    if release_first and instance in _instances(api, scale_set):
-        _delete(api, scale_set, [instance])
-        _settled(api, scale_set, wait_s, sleep)
-    before = _instances(api, scale_set)
+    if release_first and instance in instances(api, scale_set):
+        delete_instances(api, scale_set, [instance])
+        settled(api, scale_set, wait_s, sleep)
+    before = instances(api, scale_set)
     want = int(sku["capacity"]) + (0 if release_first else 1)
     try:
-        _send(api, "PATCH", scale_set, {"sku": {**sku, "capacity": want}})
-        failed = (_settled(api, scale_set, wait_s, sleep).get("properties") or {}).get("provisioningState") == "Failed"
+        send(api, "PATCH", scale_set, {"sku": {**sku, "capacity": want}})
+        failed = (settled(api, scale_set, wait_s, sleep).get("properties") or {}).get("provisioningState") == "Failed"
     except HttpResponseError as e:
         failed = str(e)
-    made = sorted(_instances(api, scale_set) - before)
+    made = sorted(instances(api, scale_set) - before)
     if failed or not made:
-        _roll_back(api, scale_set, made, want - 1)  # what the refused scale-out left, by id, and its capacity
+        roll_back(api, scale_set, made, want - 1)  # what the refused scale-out left, by id, and its capacity
         said = failed if isinstance(failed, str) else "the scale-out ended Failed"
         found = refusal_in(refusals.RULES, said)
         message = f"azure: no replacement for {node_id} in pool {pool}: {said[:300]}"
@@ -146,12 +146,12 @@ def _finish(api, vmss: dict, scale_set: str, instance: str, launched: str, relea
     here is ReplacementUnfinished (the next pass finishes it, nothing scaled out again)."""
     owner, _, new_instance = launched.rpartition("/virtualMachines/")
     try:
-        there = _instances(api, scale_set)
+        there = instances(api, scale_set)
         if owner.lower() != scale_set.lower() or new_instance not in there:
             raise GpufleetError(f"azure: {launched} is no VM of the pool's scale set {vmss.get('name')}",
                                 "heal's memory named it: check `gpufleet status` and the scale set")
         if not release_first and instance in there:
-            _delete(api, scale_set, [instance])
+            delete_instances(api, scale_set, [instance])
         new = [n for n in api.scale_set_nodes(scale_set) if n["instance_id"] == new_instance]
         if not new:
             raise GpufleetError(f"azure: {launched} is not listed by its scale set yet")

@@ -23,7 +23,7 @@ from gpufleet.nodes.outcome import NodeOutcome
 from gpufleet.nodes.run import Run
 from gpufleet.providers import CLOUDS
 from gpufleet.state import team_config
-from gpufleet.state.registry import Node, nodes_from_outputs, outlived
+from gpufleet.state.registry import Node, nodes_from_outputs, outgrown, outlived
 from gpufleet.state.shared import shown
 from gpufleet.verify import bundle, expect
 from gpufleet.verify.report import NodeVerdict, apply_report
@@ -168,15 +168,20 @@ def create(run: Run) -> list[Node]:
 
 def retire(run: Run, nodes: list[Node]) -> None:
     """The nodes `heal` put in the place of Pulumi's (outside its state: AWS's in a one-node fleet of their
-    own) whose pool Pulumi has since made anew (``nodes``, its new list, holds neither the node they replaced
-    nor them): deleted by their ids among what is tagged for their pool, as Pulumi deleted the pool's own old
-    nodes, so none runs on outside every list. LeftoverError when one is still there (the cluster stays
-    ``updating`` with them recorded: the next `up` tries again; `down` sweeps them by tag)."""
+    own), and those `scale` added (``outgrown``), whose pool Pulumi has since made anew (``nodes``, its new list,
+    holds none of them nor the nodes they replaced): deleted by their ids among what is tagged for their pool, as
+    Pulumi deleted the pool's own old nodes, so none runs on outside every list. LeftoverError when one is still
+    there (the cluster stays ``updating`` with them recorded: the next `up` tries again; `down` sweeps them by
+    tag)."""
     stale = outlived(run.existing.replacements if run.existing else [], nodes)
     ids = {(r.pool, i) for r in stale for i in (r.node.node_id, r.fleet_id) if i}
+    # and the nodes `scale` added to pools Pulumi has made anew (their own fleets on AWS)
+    grown = outgrown(run.existing.resizes, nodes, run.existing.nodes, run.existing.replacements) if run.existing else []
+    ids |= {(r.pool, i) for r in grown if r.change == "added" for i in (r.node.node_id, r.fleet_id) if i}
+    pools = {r.pool for r in stale} | {r.pool for r in grown if r.change == "added"}
     regions: dict[str, list[str]] = {}
-    for n in run.existing.nodes if stale else []:
-        if owns(n) and n.pool in {r.pool for r in stale} and n.location not in regions.get(n.provider, []):
+    for n in run.existing.nodes if pools else []:
+        if owns(n) and n.pool in pools and n.location not in regions.get(n.provider, []):
             regions.setdefault(n.provider, []).append(n.location)
     if not regions:
         return

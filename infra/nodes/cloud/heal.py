@@ -97,10 +97,10 @@ def read_statuses(run: Run, pools: dict, outputs, now: dt.datetime) -> tuple[dic
     return found, unread
 
 
-def slurm_states(found: dict, now: dt.datetime) -> tuple[dict[str, str], dict[str, str]] | None:
-    """Slurm's state of each node (by host name) and each drained node's reason, as the controller's agent last
-    put them; None when it
-    says nothing trustworthy: no controller status, an error, or a view whose own time is not within
+def slurm_states(found: dict, now: dt.datetime) -> tuple[dict[str, str], dict[str, str], dict[str, int]] | None:
+    """Slurm's state of each node (by host name), each drained node's reason and the nodes each partition's pending
+    jobs wait for (``scheduler.waiting``), as the controller's agent last put them; None when it says nothing
+    trustworthy: no controller status, an error, or a view whose own time is not within
     SLURM_VIEW_MAX_AGE_S of now (the controller's health report is re-uploaded by its watch with the
     view it holds, so its freshness says nothing of the view's)."""
     for s in found.values():
@@ -111,7 +111,8 @@ def slurm_states(found: dict, now: dt.datetime) -> tuple[dict[str, str], dict[st
         except hl.Unreadable:
             return None
         fresh = abs(age) <= SLURM_VIEW_MAX_AGE_S
-        return (slurm_view.node_states(s.slurm), slurm_view.parse("", s.slurm)["drained"]) if fresh else None
+        return (slurm_view.node_states(s.slurm), slurm_view.parse("", s.slurm)["drained"],
+                slurm_view.waiting(s.slurm)) if fresh else None
     return None
 
 
@@ -122,7 +123,7 @@ def _jobs(nh: NodeHealth, s: Said, slurm: bool, states: tuple | None, own_status
         nh.vouched = own_status_only
         return
     # Slurm's word only: drained (DRAIN, no job left) or draining (jobs run); not known without a fresh view
-    nodes, reasons = states or ({}, {})
+    nodes, reasons, _ = states or ({}, {}, {})
     nh.drained, nh.jobs = hl.from_slurm(nodes.get(s.hostname or ""))
     # where a peer could have written its status, its fault is taken only if Slurm was drained for gpufleet's own
     # reason (its watch drains with "gpufleet: GF-..."), not a person's
@@ -151,6 +152,7 @@ def health(run: Run, owns, outputs, name: str) -> list[NodeHealth]:
         return out
     found, unread = read_statuses(run, pools, outs, now)
     states = slurm_states(found, now) if run.stack.slurm else None
+    run.slurm_waiting = states[2] if states is not None else None
     for n, nh in zip(nodes, out):
         s = found.get((n.pool, channel.node_key(n.node_id))) if n.node_id else None
         if n.pool in unread:

@@ -1,0 +1,175 @@
+"""`heal` sizing an elastic pool (nodes: {min, max}) with Slurm, from the controller's fresh Slurm view: more nodes
+once jobs of the pool's partition have waited for nodes longer than health.scale_up_after, bounded by max and by
+the nodes Slurm has not seen yet; fewer once nodes have been drained with no job longer than
+health.scale_down_after, down to min; refusals backed off, never asked in a loop. The cloud's API is a stand-in
+here (what it was asked); the real requests are tested against moto and the ARM fake (test_scale_*)."""
+
+import datetime as dt
+
+import pytest
+from test_heal import Api, Cluster, say, stack_text
+
+from gpufleet.clouds import scheduler
+from gpufleet.errors import CapacityError
+from gpufleet.state import events
+
+T0 = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+RULES = "{scale_up_after: 300, scale_down_after: 1800}"
+
+
+class Elastic(Api):
+    """The stand-in also adds and removes nodes, as add_nodes / remove_nodes do (the contract's shapes)."""
+
+    def __init__(self, refuse=False):
+        super().__init__(refuse=refuse)
+        self.added, self.removed = [], []
+
+    def add_nodes(self, region, *, cluster, pool, count, market=None, on_launch=None):
+        if self.refuse:
+            raise CapacityError("aws: EC2 did not launch 1 more node(s): InsufficientInstanceCapacity")
+        got = []
+        for _ in range(count):
+            i = f"i-more{len(self.added)}"
+            self.added.append(i)
+            on_launch(i)
+            got.append({"id": i, "private_ip": f"10.0.2.{len(self.added)}", "zone": "us-east-1a", "vm_uid": None,
+                        "fleet_id": "fleet-more"})
+        return got
+
+    def remove_nodes(self, region, *, cluster, pool, node_ids):
+        self.removed += node_ids
+
+
+def cluster(tmp_path, cat, refuse=False):
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 3}"), api=Elastic(refuse))
+    return c
+
+
+def view(c, now, gpu="idle", jobs="", extra=(), age_s=0):
+    """Every node's status, and the controller's with Slurm's view read ``age_s`` ago (on the real clock, which
+    heal judges its freshness by)."""
+    hosts = {"i-gpu0": gpu, **dict(extra)}
+    for i in hosts:
+        say(c.bucket, i, hostname=f"h-{i}")
+    lines = "".join(f"h-{i} {s}\n" for i, s in hosts.items())
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="h-ctl", scheduler=f"nodes\nh-ctl idle\n{lines}jobs\n{jobs}drained\n",
+        age_s=age_s)
+
+
+def test_the_probe_says_which_partitions_jobs_wait_for_nodes():
+    text = ("nodes\nh1 idle\njobs\nRUNNING gpu 1 None\nPENDING gpu 2 Resources\nPENDING gpu 1 Priority\n"
+            "PENDING other 4-6 PartitionNodeLimit\nPENDING gpu 1 Dependency\nPENDING\ndrained\n")
+    assert scheduler.waiting(text) == {"gpu": 2, "other": 4}
+    assert scheduler.parse("c", text)["jobs"] == {"running": 1, "pending": 5}  # the counts `status` shows, as before
+    assert scheduler.waiting("nodes\njobs\nPENDING\nRUNNING\n") == {}  # an older probe's answer says nothing
+
+
+def test_jobs_waiting_longer_than_scale_up_after_add_nodes_once_up_to_max(tmp_path, cat):
+    c = cluster(tmp_path, cat)
+    view(c, T0, gpu="allocated", jobs="PENDING gpu 4 Resources\n")
+    first = c.heal(T0)  # the wait starts now: nothing yet
+    assert c.api.added == [] and not first.scaled
+    dry = c.heal(T0 + dt.timedelta(seconds=301), dry_run=True)
+    assert c.api.added == [] and any("add 2 node(s)" in w for x in dry.scaled for w in x.would)
+    out = c.heal(T0 + dt.timedelta(seconds=301))
+    assert c.api.added == ["i-more0", "i-more1"]  # 4 nodes asked, the pool's max is 3
+    assert [n.node_id for n in c.reg.get("hl").nodes if n.pool == "gpu"] == ["i-gpu0", "i-more0", "i-more1"]
+    assert out.configure and "gpufleet configure" in out.configure
+    assert [e["action"] for e in events.read(c.log, "hl") if e["command"].startswith("scale")] == ["scale-add"] * 2
+    # the new nodes are not in Slurm's view yet: the jobs still wait, but nothing more is asked (and max is reached)
+    again = c.heal(T0 + dt.timedelta(seconds=900))
+    assert c.api.added == ["i-more0", "i-more1"] and not again.trouble
+
+
+def test_a_scale_up_waits_for_the_nodes_it_added_to_join_slurm(tmp_path, cat):
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 5}"), api=Elastic())
+    view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
+    c.heal(T0)
+    c.heal(T0 + dt.timedelta(seconds=301))
+    assert c.api.added == ["i-more0"]
+    view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")  # i-more0 not in Slurm's view
+    out = c.heal(T0 + dt.timedelta(seconds=700))
+    assert c.api.added == ["i-more0"] and any("not in Slurm's view" in k for x in out.scaled for k in x.kept)
+    view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n", extra={"i-more0": "allocated"})
+    c.heal(T0 + dt.timedelta(seconds=1100))  # joined, and the jobs waited again longer than the delay
+    assert c.api.added == ["i-more0", "i-more1"]
+
+
+def test_a_refusal_is_backed_off_never_asked_in_a_loop(tmp_path, cat):
+    c = cluster(tmp_path, cat, refuse=True)
+    calls = []
+    real = c.api.add_nodes
+    c.api.add_nodes = lambda *a, **k: calls.append(1) or real(*a, **k)
+    view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
+    c.heal(T0)
+    out = c.heal(T0 + dt.timedelta(seconds=301))
+    assert len(calls) == 1 and out.scaled[0].refused and not out.trouble
+    assert [n.node_id for n in c.reg.get("hl").nodes if n.pool == "gpu"] == ["i-gpu0"]
+    c.heal(T0 + dt.timedelta(seconds=400))  # within the backoff (300 s): not asked
+    assert len(calls) == 1
+    (e,) = [e for e in events.read(c.log, "hl") if e["command"].startswith("scale")]
+    assert e["refused"] is True
+
+
+def test_nodes_drained_without_jobs_longer_than_scale_down_after_are_removed_down_to_min(tmp_path, cat):
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 4}"), api=Elastic())
+    c.api.add_nodes("us-east-1", cluster="hl", pool="gpu", count=3, on_launch=lambda i: None)
+    from gpufleet.state.registry import Node
+
+    c.reg.resize("hl", added=[(Node("gpu", 1 + k, "aws", "us-east-1", "g6.12xlarge", node_id=f"i-more{k}"), None)
+                              for k in range(3)])
+    states = {"i-more0": "drained", "i-more1": "drained", "i-more2": "allocated"}
+    view(c, T0, gpu="drained", extra=states)
+    c.heal(T0)  # drained, no job: timed from now
+    assert c.api.removed == []
+    view(c, T0, gpu="idle", extra=states)
+    out = c.heal(T0 + dt.timedelta(seconds=1801))
+    assert c.api.removed == ["i-more0", "i-more1"]  # never i-more2 (its jobs run); i-gpu0 idle, not drained: named
+    assert any(k.startswith("gpu-0: idle") for x in out.scaled for k in x.kept)
+    assert [n.node_id for n in c.reg.get("hl").nodes if n.pool == "gpu"] == ["i-gpu0", "i-more2"]
+
+
+def test_no_fresh_slurm_view_means_nothing_is_sized(tmp_path, cat):
+    c = cluster(tmp_path, cat)
+    view(c, T0, gpu="allocated", jobs="PENDING gpu 4 Resources\n")
+    c.heal(T0)
+    view(c, T0, gpu="allocated", jobs="PENDING gpu 4 Resources\n", age_s=600)  # older than heal trusts (180 s)
+    out = c.heal(T0 + dt.timedelta(seconds=900))
+    assert c.api.added == [] and not out.scaled
+
+
+@pytest.mark.parametrize("bad", ["{scale_up_after: 5}", "{scale_down_after: true}"])
+def test_bad_delays_are_refused(tmp_path, cat, bad):
+    from gpufleet.errors import SpecErrors
+
+    with pytest.raises(SpecErrors):
+        Cluster(tmp_path, cat, stack_text(health=bad, nodes="{min: 1, max: 3}"))
+
+
+def test_in_a_team_scale_holds_the_clusters_lease_and_a_held_cluster_is_not_scaled(tmp_path, cat, monkeypatch):
+    """`scale` takes the cluster's lease as a heal pass does: one that finds it held changes nothing (exit 4)."""
+    from gpufleet.clouds import inventory
+    from gpufleet.fleet import scale as scaling
+    from gpufleet.nodes.run import Seams
+    from gpufleet.state import leases
+    from gpufleet.state.shared import DirectoryStore
+
+    (tmp_path / "shared").mkdir()
+    team_store = DirectoryStore(f"file://{tmp_path / 'shared'}")
+    team_store.create("team.json", b"{}")
+    monkeypatch.setenv("GPUFLEET_TEAM", team_store.url)
+    c = cluster(tmp_path, cat)
+
+    def scale():
+        return scaling.scale(c.stack, cat, pool="gpu", count=2, registry=c.reg,
+                             seams=Seams(cloud_api=inventory.Clouds(open={"aws": c.api})), outputs=c.outputs)
+
+    other = leases.acquire(team_store, "hl", "up", "bob@example.com", wait=False)
+    try:
+        with pytest.raises(leases.LeaseHeld) as ei:
+            scale()
+        assert ei.value.exit_code == 4 and c.api.added == [] and events.read(team_store, "hl") == []
+    finally:
+        other.release()
+    assert scale().added == ["i-more0"] and leases.read(team_store, "hl") is None  # given back
+    assert [e["action"] for e in events.read(team_store, "hl")] == ["scale-add"]
