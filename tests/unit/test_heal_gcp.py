@@ -343,3 +343,37 @@ def test_up_heal_up_down_keeps_the_new_vm_and_leaves_nothing(gcp, tmp_path, cat,
 
     fleet_down.tear_down("hl", confirm=lambda r: True, pulumi_command=fake, cloud_api=clouds)
     assert Registry().get("hl") is None and inventory.collect(clouds, cluster="hl") == ([], {})
+
+
+def test_gpufleet_scale_grows_and_shrinks_a_gcp_pool_through_its_own_request(gcp, tmp_path, cat):
+    """`gpufleet scale` on GCP (issue 51, step 5): the added VMs come from the pool's own InstanceProperties in its
+    zone and are recorded after the pool's nodes; shrinking deletes only the newest (no Slurm: none is broken)."""
+    from gpufleet.fleet import scale as scaling
+    from gpufleet.nodes.run import Seams
+
+    props, ids = pool(2)
+    _, others = pool(1, name="other")
+    c = Cluster(tmp_path, cat, gcp_stack().replace("nodes: 2", "nodes: {min: 2, max: 4}"),
+                ids=lambda p, i: ids[i])
+
+    def scale(n):
+        return scaling.scale(c.stack, cat, pool="gpu", count=n, registry=c.reg, store=c.log,
+                             seams=Seams(cloud_api=inventory.open_clouds(["gcp"], required=True,
+                                                                         regions={"gcp": [REGION]})),
+                             outputs=c.outputs)
+
+    before = len(gcp.bulk_bodies)
+    out = scale(4)
+    assert (out.before, out.after, len(out.added)) == (2, 4, 2)
+    asked = gcp.bulk_bodies[before:]
+    own = pool_vms.request(props["names"], props["properties"], props["policies"][0])["instanceProperties"]
+    for body in asked:
+        body["instanceProperties"]["disks"][0]["initializeParams"].pop("sourceImage")
+    own["disks"][0]["initializeParams"].pop("sourceImage")
+    assert all(b["instanceProperties"] == own for b in asked)
+    now = vms(gcp)
+    assert all(i in now and now[i]["zone"].endswith(ZONE) for i in out.added)
+    assert [n.node_id for n in c.reg.get("hl").nodes] == [*ids, *out.added]
+    out = scale(2)
+    assert out.after == 2 and set(vms(gcp)) == {*ids, *others}
+    assert [n.node_id for n in c.reg.get("hl").nodes] == ids

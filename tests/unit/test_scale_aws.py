@@ -303,20 +303,6 @@ def test_scale_down_with_slurm_removes_the_drained_node_and_names_the_busy_ones(
     assert {instance(i)["State"]["Name"] for i in [p.ids[0], *added]} == {"running"}
 
 
-def test_a_cloud_whose_api_cannot_resize_a_pool_says_so_and_changes_nothing(tmp_path, cat):
-    """On this branch GCP's API has no add_nodes (its half is another's): a clear error, exit non-zero."""
-    from gpufleet.clouds.gcp.api import GcpApi
-
-    text = (stack_text(nodes=ELASTIC).replace("provider: aws, region: us-east-1, instance_type: g6.12xlarge",
-                                                "provider: gcp, region: us-central1, instance_type: g2-standard-4"))
-    c = Cluster(tmp_path, cat, text)
-    api = GcpApi(credentials=object(), project="p")
-    with pytest.raises(GpufleetError, match="cannot add nodes to a pool") as ei:
-        scaling.scale(c.stack, cat, pool="gpu", count=3, registry=c.reg, store=c.log,
-                      seams=Seams(cloud_api=inventory.Clouds(open={"gcp": api})), outputs=c.outputs)
-    assert ei.value.exit_code != 0 and len(c.reg.get("hl").nodes) == 2
-
-
 def test_an_up_that_makes_the_pool_anew_deletes_the_nodes_scale_added(aws, tmp_path, cat, monkeypatch):
     """Pulumi replaces the pool's fleet (new instances): the nodes `scale` added, in fleets of their own, are no
     nodes of the pool any more and would run on, billed, outside every list. `up` deletes them and their fleets by
