@@ -100,8 +100,6 @@ def _show(results: list, dry_run: bool) -> None:
         title = f"Heal {r.cluster}" + (" (dry run: nothing done)" if dry_run else "")
         if rows:
             output.table(title, ["node", "health", "fault", "action", "why"], rows, wraps=("why",))
-        if r.configure:
-            output.warn(f"{r.cluster}: a replaced node joins Slurm only once slurm.conf names it: run `{r.configure}`")
         healthy = sum(1 for d in r.decisions if d.action == "none")
         output.console().print(f"{r.cluster}: {healthy} of {len(r.nodes)} node(s) need nothing; "
                                f"{len(r.unknown)} unknown; replacements so far: {sum(r.replacements.values())}.")

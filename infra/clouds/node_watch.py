@@ -311,9 +311,10 @@ def slurm_drain(reason, kept=KEPT[:1]):
     """This node in Slurm drained for ``reason``, or, for None, resumed when gpufleet drained it (for a fault, the
     gate or a maintenance notice that is gone); a node a person drained is left as it is, and so is one drained
     for a reason ``kept`` names. (True when it is drained
-    for ``reason``, why a drain was not confirmed or None.) The node's Slurm name is its short host name (facts(),
-    gpufleet-slurm-health's); no Slurm here: (False, None)."""
-    name = socket.gethostname().split(".")[0]
+    for ``reason``, why a drain was not confirmed or None.) The node's Slurm name is its slot where it has one (the
+    agent's SLURM_NAME: slurmd runs as it), else its short host name (facts(), gpufleet-slurm-health's); no Slurm
+    here: (False, None)."""
+    name = (agent._read(f"{agent.STATE_DIR}/{agent.SLURM_NAME}") or socket.gethostname()).strip().split(".")[0]
     if not name or len(name) > 63 or not all(c.isalnum() or c in "-_" for c in name):
         return False, None
     shown, failed = scontrol("show", "node", name, "-o")

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import shlex
 import socket
 from dataclasses import dataclass, field
 
@@ -178,10 +177,6 @@ class Healed:
     replacements: dict[str, int] = field(default_factory=dict)  # pool -> replaced in all (heal's count)
     events: int = 0
     left: str | None = None  # why the pass left the cluster alone (an `up` or `down` is under way)
-    # with Slurm, after a replacement: the command that publishes slurm.conf with the new node's host name (slurmd
-    # on a host slurm.conf does not name exits: SchedMD/slurm slurmd.c, "Unable to determine this slurmd's
-    # NodeName"); heal does not run it yet
-    configure: str | None = None
 
     @property
     def unknown(self) -> list[Decision]:
@@ -197,8 +192,7 @@ class Healed:
         return {"cluster": self.cluster, "dry_run": self.dry_run,
                 "nodes": [{**h.to_dict(), "decision": by[h.node].to_dict()} for h in self.nodes],
                 "repaired": [r.to_dict() for r in self.repaired], "replacements": self.replacements,
-                "unknown": len(self.unknown), "events": self.events, "left_alone": self.left,
-                "configure": self.configure}
+                "unknown": len(self.unknown), "events": self.events, "left_alone": self.left}
 
 
 def recent_replacements(store: SharedStore | None, cluster: str, now: dt.datetime) -> dict[str, int]:
@@ -312,9 +306,6 @@ def _after(run: Run, state: dict, h: NodeHealth, d: Decision, r, now: dt.datetim
         out.replacements[h.pool] = pool["replaced"]
         pool.pop("refusals", None)
         pool.pop("retry_at", None)
-        if run.stack.slurm:
-            out.configure = f"gpufleet configure {shlex.quote(run.record.stack_file or 'STACK')} --cluster {run.cluster}"
-            r.detail = f"{r.detail}; it joins Slurm only once `gpufleet configure` publishes slurm.conf with it"
     elif r.refused:
         pool["refusals"] = pool.get("refusals", 0) + 1
         pool["retry_at"] = _stamp(now + backoff(pool["refusals"]))
