@@ -59,13 +59,16 @@ DBD_DATABASE = "slurm_acct_db"  # slurmdbd.conf(5)'s default StorageLoc
 # unknown to the peers of a multi-node job). Until it registers, a CLOUD node is "powered down" (idle~), which the
 # scheduler may still pick (node_scheduler.c puts powered-down nodes last, not out): the node drains its slot before
 # slurmd starts (salt/slurm/daemon.sls, gpufleet-slurm-health --before-slurmd), so it registers drained.
+# PrivateData=cloud: 22.05 hides a powered-down CLOUD node from sinfo and scontrol, root's included (node_mgr.c
+# _is_cloud_hidden), so neither the node's gate nor the controller could find its slot to drain it; 23.02 shows them by
+# default and ignores the word (NEWS 23.02.0rc1 "PrivateData=cloud is no longer needed"; read_config.c, 23.11.4)
 SLOT_STATE = "CLOUD"
-SLOT_PARAMETERS = "SlurmctldParameters=cloud_reg_addrs"
+SLOT_PARAMETERS = ("SlurmctldParameters=cloud_reg_addrs", "PrivateData=cloud")
 
 
 @dataclass
 class SlurmNode:
-    name: str  # the host name slurmd reports (its NodeName)
+    name: str  # its NodeName: a rack host's host name, a cloud compute node's slot (SLOT_STATE)
     address: str
     pool: str
     cpus: int
@@ -124,7 +127,7 @@ def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode]) -
         "TopologyPlugin=topology/tree",
     ]
     if any(n.cloud for n in nodes):
-        lines.append(SLOT_PARAMETERS)
+        lines += SLOT_PARAMETERS
     if cfg.accounting:  # slurmdbd beside slurmctld, on its default port (6819)
         lines += ["AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={controller.address}"]
     if cfg.health_check_interval:
