@@ -323,7 +323,10 @@ def slurm_drain(reason, kept=KEPT[:1]):
     head, _, now = shown.strip().partition(" Reason=")
     state = dict(part.split("=", 1) for part in head.split() if "=" in part).get("State", "")
     now = now.rsplit(" [", 1)[0].strip()  # less its " [user@time]"
-    if "DRAIN" in state and not now.startswith(MARK):
+    # a person's drain has a reason (scontrol refuses a drain without one: src/scontrol/update_node.c, 22.05.8); one
+    # without is Slurm's loss of gpufleet's (a CLOUD node drained while powered down shows none once it registers, seen
+    # with 22.05.8 on the test rack), and is taken for gpufleet's
+    if "DRAIN" in state and now and not now.startswith(MARK):
         return False, None  # a person's
     if reason:
         if now == reason:

@@ -865,3 +865,26 @@ def test_before_slurmd_the_gate_alone_is_held_and_said_in_the_exit_status(tmp_pa
     assert ran.returncode == rc, ran
     assert updates == ([["update", "NodeName=h2", "State=DRAIN", "Reason=gpufleet: GF-GATE quick not passed yet"]]
                        if drained else []), ran
+
+
+LOST_REASON_SCONTROL = """#!/usr/bin/env python3
+import json, os, sys
+with open(os.environ["SCONTROL_LOG"], "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\\n")
+if sys.argv[1:3] == ["show", "node"]:
+    print(f"NodeName={sys.argv[3]} Arch=x86_64 State=IDLE+CLOUD+DRAIN ThreadsPerCore=1 Partitions=gpu")
+"""
+
+
+def test_a_drain_whose_reason_slurm_lost_is_gpufleets_and_the_gate_drains_it_again(tmp_path):
+    """Seen on the test rack (Slurm 22.05.8): a CLOUD slot drained while powered down showed State=IDLE+CLOUD+DRAIN and
+    no Reason once its node registered; the gate took that for a person's drain and left it, and the watch never
+    resumed it. A person's drain always has a reason (scontrol refuses one without): none is gpufleet's, drained again
+    with the gate's reason."""
+    command, env = _health_node(tmp_path, PASSING)
+    (tmp_path / "gate.json").write_text(json.dumps({"level": "quick", "passed": None}))
+    (tmp_path / "bin" / "scontrol").write_text(LOST_REASON_SCONTROL)
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    updates = [c for c in _scontrol_calls(tmp_path) if c[0] == "update"]
+    assert ran.returncode == 1 and "drained by a person" not in ran.stdout, ran
+    assert updates == [["update", "NodeName=h2", "State=DRAIN", "Reason=gpufleet: GF-GATE quick not passed yet"]]

@@ -206,6 +206,16 @@ def test_a_node_a_person_drained_is_never_resumed(node):
     assert _health(n)["state"] == "ok" and _updates(n) == []
 
 
+def test_a_drain_whose_reason_slurm_lost_is_resumed_once_the_node_is_healthy(node):
+    """Seen on the test rack (Slurm 22.05.8): a CLOUD slot drained while powered down showed IDLE+CLOUD+DRAIN and no
+    Reason once its node registered, and the watch took it for a person's drain: the node stayed drained for good. A
+    person's drain has a reason (scontrol refuses one without); one without is gpufleet's, resumed when healthy."""
+    n = node
+    (n["bin"] / "slurm-node.json").write_text(json.dumps({"state": "IDLE+CLOUD+DRAIN", "reason": ""}))
+    assert _watch(n) == 0
+    assert _health(n)["state"] == "ok" and [u[2] for u in _updates(n)] == ["State=RESUME"]
+
+
 def test_without_slurm_a_faulty_node_says_so_in_its_status_alone(node):
     n = node
     (n["bin"] / "scontrol").unlink()
