@@ -108,6 +108,7 @@ WantedBy=multi-user.target
 # the watch: node_watch.py, run by its timer every pool.health.interval seconds (systemd.timer(5): OnActiveSec from the
 # timer's start, at boot or when the agent (re)starts it, then OnUnitActiveSec from the last run's start; a run still
 # going is not started twice)
+SLURM_NAME = "slurm_name"  # under STATE_DIR: this node's Slurm name, its slot (own_slot), for the watch
 WATCH = "_gpufleet/node_watch.py"  # in the state tree (nodes/cloud/channel.py puts it there)
 WATCH_HOME = "/opt/gpufleet/node_watch.py"
 WATCH_UNIT = "/etc/systemd/system/gpufleet-watch.service"
@@ -605,6 +606,20 @@ def current_configuration(store, pool, wait_s, poll_s=15):
             time.sleep(poll_s)
 
 
+def own_slot(store, pool, nid):
+    """This node's Slurm name: the slot `up` or `heal` keeps under its own id (nodes/cloud/channel.py
+    assign_slots), None until there is one; a slot naming another node or no valid name is refused."""
+    try:
+        said = json.loads(store.get(f"pools/{pool}/slots/{safe_key(nid).lower()}.json"))
+    except NotThere:
+        return None
+    name = said.get("slurm_name") if isinstance(said, dict) else None
+    if safe_key(str(said.get("node_id") if isinstance(said, dict) else "")).lower() != safe_key(nid).lower() or \
+            not isinstance(name, str) or not 0 < len(name) <= 63 or not all(c.isalnum() or c in "-_" for c in name):
+        raise AgentError(f"the slot kept for this node ({str(said)[:120]}) is not its own valid Slurm name: refused")
+    return name
+
+
 def run(cfg, force=False):
     """One run of the agent. The boot's run and the timer's (and, on GCP, the startup script that
     runs again at every boot) never overlap: a run that finds another under way stops. What it
@@ -709,7 +724,13 @@ def _run(cfg, force):
         guard_metadata(cfg)  # before the pool's configuration (its secrets) is read, every run
         current = current_configuration(store, pool, cfg.get("wait_s", 3600))
         status.update(generation=current["generation"], tree=current["tree"])
-        again = not force and applied.get("generation") == current["generation"]
+        pillar = current["pillar"]
+        slot = own_slot(store, pool, nid) if "slurm" in pillar else None
+        if slot:  # slurmd starts as this slot (salt/slurm/daemon.sls), and the watch drains it by this name
+            pillar = {**pillar, "slurm": {**pillar["slurm"], "self": slot}}
+            write_private(f"{STATE_DIR}/{SLURM_NAME}", slot)
+        # a slot given after this generation was applied (a replacement's, by `heal`) is applied too
+        again = not force and applied.get("generation") == current["generation"] and applied.get("slot") == slot
         if again and applied.get("ok"):
             return verify_on_request(store, pool, nid, applied, applied_file)  # nothing to apply
         if again and time.time() < applied.get("next_try", 0):
@@ -717,7 +738,7 @@ def _run(cfg, force):
         attempt = applied.get("attempt", 0) + 1 if again else 1
         status.update(attempt=attempt, attempts=ATTEMPTS)
         record = {"generation": current["generation"], "ok": False, "tree": None, "attempt": attempt,
-                  "probe": current.get("probe")}
+                  "probe": current.get("probe"), "slot": slot}
         tree = unpack(store.get(f"tree/{current['tree']}.tar.gz"), current["tree"])
         install_watch(tree, current.get("health"))  # before Salt: a notice during the first configuration drains too
         salt_call = ensure_salt(cfg["salt"])
@@ -737,9 +758,9 @@ def _run(cfg, force):
             rehearse = [s for s in rehearse if s.split(".")[0] in keep]
         ok, changed, failed = True, 0, []  # nothing to apply (a current image holding every formula): no Salt run,
         if states:  # whose state.apply of nothing would be the whole highstate
-            ok, changed, failed, _ = apply(salt_call, tree, current["pillar"], states, False, f"{STATE_DIR}/salt")
+            ok, changed, failed, _ = apply(salt_call, tree, pillar, states, False, f"{STATE_DIR}/salt")
         if rehearse:
-            ok2, _, failed2, _ = apply(salt_call, tree, current["pillar"], rehearse, True, f"{STATE_DIR}/salt")
+            ok2, _, failed2, _ = apply(salt_call, tree, pillar, rehearse, True, f"{STATE_DIR}/salt")
             ok, failed = ok and ok2, failed + failed2
         status.update(ok=ok, changed=changed, failed=[{"state": s, "comment": c} for s, c in failed],
                       rehearsed=rehearse)

@@ -333,8 +333,9 @@ def scontrol(*args):
 
 
 def slurm_name():
-    """This node's Slurm name: its short host name (facts(), gpufleet-slurm-health's); None where it is not one."""
-    name = socket.gethostname().split(".")[0]
+    """This node's Slurm name: its slot where it has one (the agent's SLURM_NAME: slurmd runs as it), else its short
+    host name (facts(), gpufleet-slurm-health's); None where it is not one."""
+    name = (agent._read(f"{agent.STATE_DIR}/{agent.SLURM_NAME}") or socket.gethostname()).strip().split(".")[0]
     return name if name and len(name) <= 63 and all(c.isalnum() or c in "-_" for c in name) else None
 
 
@@ -349,8 +350,8 @@ def slurm_drain(reason, kept=KEPT[:1]):
     """This node in Slurm drained for ``reason``, or, for None, resumed when gpufleet drained it (for a fault, the
     gate or a maintenance notice that is gone); a node a person drained is left as it is, and so is one drained
     for a reason ``kept`` names. (True when it is drained
-    for ``reason``, why a drain was not confirmed or None.) The node's Slurm name is its short host name (facts(),
-    gpufleet-slurm-health's); no Slurm here: (False, None)."""
+    for ``reason``, why a drain was not confirmed or None.) The node's Slurm name is slurm_name(); no Slurm here:
+    (False, None)."""
     name = slurm_name()
     if name is None:
         return False, None
@@ -358,7 +359,10 @@ def slurm_drain(reason, kept=KEPT[:1]):
     if shown is None or "State=" not in shown:
         return False, (failed or "scontrol show node named no State") if reason and (failed or shown) else None
     state, now = node_state(shown)
-    if "DRAIN" in state and not now.startswith(MARK):
+    # a person's drain has a reason (scontrol refuses a drain without one: src/scontrol/update_node.c, 22.05.8); one
+    # without is Slurm's loss of gpufleet's (a CLOUD node drained while powered down shows none once it registers, seen
+    # with 22.05.8 on the test rack), and is taken for gpufleet's
+    if "DRAIN" in state and now and not now.startswith(MARK):
         return False, None  # a person's
     if reason:
         if now == reason:
@@ -562,7 +566,7 @@ def idle():
     state, reason = node_state(shown)
     # IDLE, or drained by gpufleet (its failed active checks run again) with no job on it
     flags = set(state.split("+")[1:])
-    if state.split("+")[0] != "IDLE" or flags - {"DRAIN"} or "DRAIN" in flags and not reason.startswith(MARK):
+    if state.split("+")[0] != "IDLE" or flags - {"DRAIN"} or "DRAIN" in flags and reason and not reason.startswith(MARK):
         yield f"Slurm says {state}"
         return
     held = RESERVATION.format(node=name)

@@ -42,11 +42,33 @@ HEALTH_SKIPS = ("nccl", "copy", "dcgm_level", "dcgm_level_full")
 MEMORY_KEPT = 0.05  # of a node's memory, left to the OS and slurmd (RealMemory is what jobs may take)
 MUNGE_KEY_BYTES = 1024  # as `mungekey` makes them (munge 0.5.13+)
 DBD_DATABASE = "slurm_acct_db"  # slurmdbd.conf(5)'s default StorageLoc
+# A cloud pool's compute node is a slot of the pool, named ``<pool>-<idx>`` (heal's replacement keeps the idx), not
+# its host name: a replacement has a new host name and address, and slurmd on a host slurm.conf does not name exits
+# ("Unable to determine this slurmd's NodeName", src/slurmd/slurmd/slurmd.c, 22.05.8 and 23.11.4), so the new node
+# starts slurmd with ``-N <its slot>`` (a name given there is used as is: slurmd.c 22.05.8 `_read_config`, "node_name
+# may already be set from a command line parameter") and registers from wherever it is. State=CLOUD is Slurm's way for
+# a node whose address is not known when slurm.conf is written: with SlurmctldParameters=cloud_reg_addrs (21.08 and
+# 22.05; defunct in 23.11, where it is how every cloud node registers: NEWS 23.11.0rc1 "Remove cloud_reg_addrs and make
+# it default behavior", and read_config.c only logs an error for it) slurmctld takes NodeAddr and NodeHostName from the
+# registration (src/slurmctld/node_mgr.c validate_node_specs, 22.05.8), keeps them across a restart
+# (load_all_node_state recovers them for CLOUD nodes only), and gives jobs the cloud nodes' addresses
+# (node_scheduler.c set_job_alias_list: SLURM_NODE_ALIASES), where a plain node's peers would resolve it to the old
+# address their slurm.conf says. Read 2026-11-27 at tags slurm-22-05-8-1 and slurm-23-11-4-1. Weighed and left:
+# dynamic nodes (`slurmd -Z`: 22.05 leaves them out of slurm.conf's partitions and topology, which gpufleet builds per
+# pool) and a plain node whose NodeAddr the new node sets with `scontrol update` (lost on a slurmctld restart, and
+# unknown to the peers of a multi-node job). Until it registers, a CLOUD node is "powered down" (idle~), which the
+# scheduler may still pick (node_scheduler.c puts powered-down nodes last, not out): the node drains its slot before
+# slurmd starts (salt/slurm/daemon.sls, gpufleet-slurm-health --before-slurmd), so it registers drained.
+# PrivateData=cloud: 22.05 hides a powered-down CLOUD node from sinfo and scontrol, root's included (node_mgr.c
+# _is_cloud_hidden), so neither the node's gate nor the controller could find its slot to drain it; 23.02 shows them by
+# default and ignores the word (NEWS 23.02.0rc1 "PrivateData=cloud is no longer needed"; read_config.c, 23.11.4)
+SLOT_STATE = "CLOUD"
+SLOT_PARAMETERS = ("SlurmctldParameters=cloud_reg_addrs", "PrivateData=cloud")
 
 
 @dataclass
 class SlurmNode:
-    name: str  # the host name slurmd reports (its NodeName)
+    name: str  # its NodeName: a rack host's host name, a cloud compute node's slot (SLOT_STATE)
     address: str
     pool: str
     cpus: int
@@ -55,6 +77,7 @@ class SlurmNode:
     gpu_type: str = ""  # GRES type: the GPU model, lower case (h100, a100, t4)
     features: list[str] = field(default_factory=list)
     topology: tuple[int, int, int] | None = None  # (sockets, cores per socket, threads per core)
+    cloud: bool = False  # a cloud pool's slot (SLOT_STATE): its NodeAddr is the address it registers from
 
 
 def gres_type(gpu: str | None) -> str:
@@ -63,7 +86,7 @@ def gres_type(gpu: str | None) -> str:
 
 
 def node(name: str, address: str, pool, *, cpus: int, mem_gib: float, gpus: int, gpu: str | None,
-         fabric: str | None = None, topology=None) -> SlurmNode:
+         fabric: str | None = None, topology=None, cloud: bool = False) -> SlurmNode:
     """A node of ``pool`` as Slurm is told of it (``gpus``: how many it has, from its facts or type;
     ``fabric``: its interconnect, the pool's unless given, as the catalog names a cloud type's;
     ``topology``: its [sockets, cores per socket, threads per core] as its facts count them, kept only
@@ -73,7 +96,7 @@ def node(name: str, address: str, pool, *, cpus: int, mem_gib: float, gpus: int,
     shape = tuple(topology or ())
     fits = len(shape) == 3 and all(type(x) is int and x > 0 for x in shape) and math.prod(shape) == cpus
     return SlurmNode(name, address, pool.name, max(1, cpus), max(1, math.floor(mem_gib * 1024 * (1 - MEMORY_KEPT))),
-                     gpus, gres_type(gpu) if gpus else "", list(dict.fromkeys(features)), shape if fits else None)
+                     gpus, gres_type(gpu) if gpus else "", list(dict.fromkeys(features)), shape if fits else None, cloud)
 
 
 def _gpu_files(n: int) -> str:
@@ -103,6 +126,8 @@ def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode]) -
         "JobAcctGatherType=" + ("jobacct_gather/cgroup" if cgroups else "jobacct_gather/linux"),
         "TopologyPlugin=topology/tree",
     ]
+    if any(n.cloud for n in nodes):
+        lines += SLOT_PARAMETERS
     if cfg.accounting:  # slurmdbd beside slurmctld, on its default port (6819)
         lines += ["AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={controller.address}"]
     if cfg.health_check_interval:
@@ -115,7 +140,7 @@ def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode]) -
         shape = (f" Sockets={n.topology[0]} CoresPerSocket={n.topology[1]} ThreadsPerCore={n.topology[2]}"
                  if n.topology else "")
         lines.append(f"NodeName={n.name} NodeAddr={n.address} CPUs={n.cpus}{shape} RealMemory={n.memory_mb}{gres}"
-                     f"{feats} State=UNKNOWN")
+                     f"{feats} State={SLOT_STATE if n.cloud else 'UNKNOWN'}")
     members: dict[str, list[SlurmNode]] = {}  # each pool's nodes, pools in the order their nodes come
     for n in nodes:
         members.setdefault(n.pool, []).append(n)
@@ -255,23 +280,26 @@ def pillars(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode], 
             for hid, (role, expect, gpus_seen) in hosts.items()}
 
 
-def pool_pillars(stack, cluster: str, cat, facts: list[tuple[str, str | None, dict]], *, expectations: dict[str, dict],
-                 bundle: bytes, key: bytes) -> dict[str, dict]:
+def pool_pillars(stack, cluster: str, cat, facts: list[tuple[str, str | None, dict, str]], *,
+                 expectations: dict[str, dict], bundle: bytes, key: bytes) -> dict[str, dict]:
     """Each cloud pool's ``slurm`` pillar (its nodes share one document), from what its nodes said of
-    themselves (``facts``: (pool, the address the cloud gave it, the facts in its status)): its host
-    name (each one node's: cloudnodes.slurm_members), CPUs (and their sockets, cores and threads), memory
-    and the GPUs it shows; its address is the cloud's, never what its status says."""
+    themselves (``facts``: (pool, the address the cloud gave it, the facts in its status, its slot
+    ``<pool>-<idx>``)): the controller by its host name (slurmctld must find itself in SlurmctldHost; each
+    one node's: cloudnodes.slurm_members), a compute node by its slot (SLOT_STATE); CPUs (and their
+    sockets, cores and threads), memory and the GPUs it shows; its address is the cloud's, never what its
+    status says."""
     pools = {p.name: p for p in stack.pools}
     # each pool's GPU model and fabric, as the catalog names its instance type
     kinds = {p.name: (gpu_of(p, cat)[0], cat.instance(p.provider, p.instance_type).fabric if p.instance_type else None)
              for p in stack.pools}
     found: dict[str, list[SlurmNode]] = {}
-    for pool_name, address, f in facts:
+    for pool_name, address, f, slot in facts:
         gpu, fabric = kinds[pool_name]
+        compute = pools[pool_name].role == "compute"
         found.setdefault(pool_name, []).append(node(
-            f["hostname"], address, pools[pool_name], cpus=int(f["cpus"]),
+            slot if compute else f["hostname"], address, pools[pool_name], cpus=int(f["cpus"]),
             mem_gib=float(f["mem_gib"]), gpus=int(f.get("gpu_count") or 0), gpu=gpu, fabric=fabric,
-            topology=f.get("cpu_topology")))
+            topology=f.get("cpu_topology"), cloud=compute))
     ctl = [n for p in stack.pools if p.role == "controller" for n in found.get(p.name, [])]
     if not ctl:
         raise GpufleetError("the Slurm controller's node did not configure: no slurm.conf can be written",

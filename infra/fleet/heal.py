@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import shlex
 import socket
 from dataclasses import dataclass, field
 
@@ -180,9 +179,8 @@ class Healed:
     replacements: dict[str, int] = field(default_factory=dict)  # pool -> replaced in all (heal's count)
     events: int = 0
     left: str | None = None  # why the pass left the cluster alone (an `up` or `down` is under way)
-    # with Slurm, after a replacement: the command that publishes slurm.conf with the new node's host name (slurmd
-    # on a host slurm.conf does not name exits: SchedMD/slurm slurmd.c, "Unable to determine this slurmd's
-    # NodeName"); heal does not run it yet
+    # with Slurm, after `heal` added nodes to an elastic pool: the command that publishes slurm.conf naming their slots
+    # (a replacement takes its predecessor's slot, which slurm.conf names already; an added node's is new)
     configure: str | None = None
     scaled: list = field(default_factory=list)  # fleet.scale.Scaled of each elastic pool this pass resized (or would)
 
@@ -367,9 +365,6 @@ def _after(run: Run, state: dict, h: NodeHealth, d: Decision, r, now: dt.datetim
         out.replacements[h.pool] = pool["replaced"]
         pool.pop("refusals", None)
         pool.pop("retry_at", None)
-        if run.stack.slurm:
-            out.configure = f"gpufleet configure {shlex.quote(run.record.stack_file or 'STACK')} --cluster {run.cluster}"
-            r.detail = f"{r.detail}; it joins Slurm only once `gpufleet configure` publishes slurm.conf with it"
     elif r.refused:
         pool["refusals"] = pool.get("refusals", 0) + 1
         pool["retry_at"] = _stamp(now + backoff(pool["refusals"]))

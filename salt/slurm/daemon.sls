@@ -1,11 +1,11 @@
 {#- The role's daemon (slurmctld or slurmd), restarted when the cluster's files or key change; a node
     the files do not list yet gets a note instead: slurmctld would refuse its slurmd. -#}
-{%- from tpldir ~ "/map.jinja" import mapdata as slurm, configured, listed, accounting, role with context %}
+{%- from tpldir ~ "/map.jinja" import mapdata as slurm, configured, listed, accounting, role, name with context %}
 {%- if configured and slurm.start and not listed %}
 
 slurm-daemon-not-listed-test-show_notification:
   test.show_notification:
-    - text: "{{ grains['host'] }} is not in this cluster's slurm.conf yet: `gpufleet configure` adds it"
+    - text: "{{ name }} is not in this cluster's slurm.conf yet: `gpufleet configure` adds it"
 {%- elif configured and slurm.start %}
 include:
   - .config
@@ -15,6 +15,34 @@ include:
   - .accounting
 {%- endif %}
 
+{%- if role == "compute" and slurm.get("self") %}
+
+# a cloud node's slurmd runs as its slot, whatever its host name (slurmd -N): SLURMD_OPTIONS is read by Debian 12's
+# slurmd.service (EnvironmentFile=-/etc/default/slurmd) and /etc/init.d/slurmd (slurmd 22.05.8-4+deb12u3), and by
+# upstream's unit EPEL ships (etc/slurmd.service.in, /etc/sysconfig/slurmd; slurm-22-05-8-1, slurm-23-11-4-1)
+slurm-daemon-options-file-managed:
+  file.managed:
+    - name: {{ slurm.daemon_options_file }}
+    - contents: SLURMD_OPTIONS="-N {{ slurm.self }}"
+    - mode: "0644"
+
+# its boot gate before slurmd first registers: drained unless the gate passed (its watch resumes it then), even
+# where slurmd runs no health program (health_check_interval 0); a drain slurmctld did not confirm fails this
+# state, so no slurmd starts (the agent's next run tries again)
+slurm-daemon-gate-cmd-run:
+  cmd.run:
+    - name: {{ slurm.health_program }} --before-slurmd
+    - env:
+      - SLURMD_NODENAME: {{ slurm.self }}
+    - unless: pgrep -x slurmd
+    - retry:
+        attempts: 6
+        interval: 10
+    - require:
+      - file: slurm-health-program-file-managed
+      - service: slurm-munge-service-running
+{%- endif %}
+
 slurm-daemon-service-running:
   service.running:
     - name: {{ slurm.services[role] }}
@@ -22,6 +50,9 @@ slurm-daemon-service-running:
     - require:
       - service: slurm-munge-service-running
       - file: slurm-spool-dirs-file-directory
+{%- if role == "compute" and slurm.get("self") %}
+      - cmd: slurm-daemon-gate-cmd-run
+{%- endif %}
 {%- if accounting %}
       - cmd: slurm-dbd-cluster-cmd-run
 {%- endif %}
@@ -30,4 +61,27 @@ slurm-daemon-service-running:
       - file: slurm-config-{{ name | replace(".", "_") }}-file-managed
 {%- endfor %}
       - file: slurm-munge-key-file-managed
+{%- if role == "compute" and slurm.get("self") %}
+      - file: slurm-daemon-options-file-managed
+{%- endif %}
+{%- if role == "controller" %}
+
+# a cloud slot that never registered is "powered down" (State=CLOUD, gpufleet.configure.slurm SLOT_STATE), which the
+# scheduler still picks (src/slurmctld/node_scheduler.c, 22.05.8: powered-down nodes are weighted last, not left
+# out); with no ResumeProgram nothing would boot it, and the job would start on whatever registers: drained for its
+# gate until it registers and its own gate passes (its watch resumes it)
+slurm-daemon-slots-gate-cmd-run:
+  cmd.run:
+    - name: |
+        shown=$(scontrol show node -o) || exit 1
+        printf '%s\n' "$shown" | awk '$0 ~ / State=[^ ]*POWERED_DOWN/ && $0 !~ / State=[^ ]*DRAIN/ {sub("NodeName=", "", $1); print $1}' |
+        while read -r n; do
+          scontrol update NodeName="$n" State=DRAIN Reason="gpufleet: GF-GATE not registered yet" || exit 1
+        done
+    - retry:   # slurmctld takes a moment to answer after it starts
+        attempts: 15
+        interval: 2
+    - require:
+      - service: slurm-daemon-service-running
+{%- endif %}
 {%- endif %}

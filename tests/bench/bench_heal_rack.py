@@ -39,14 +39,14 @@ def once() -> tuple[float, float]:
     """(fault -> drained, fault gone -> idle) on host 3, in seconds."""
     fault(3)
     t = time.monotonic()
-    shown = until(lambda: node_line("h3"), lambda s: "GF-XID-FATAL" in s and "DRAIN" in s, timeout=6 * INTERVAL_S,
+    shown = until(lambda: node_line("gpu-0"), lambda s: "GF-XID-FATAL" in s and "DRAIN" in s, timeout=6 * INTERVAL_S,
                   every=0.5)
     drained = time.monotonic() - t
     remove_standins(3)
     t = time.monotonic()
-    back = until(sinfo, lambda n: n.get("h3") == "idle", timeout=6 * INTERVAL_S, every=0.5)
-    if "GF-XID-FATAL" not in shown or back.get("h3") != "idle":
-        raise SystemExit(f"h3 was not drained and resumed: {shown!r} {back!r}")
+    back = until(sinfo, lambda n: n.get("gpu-0") == "idle", timeout=6 * INTERVAL_S, every=0.5)
+    if "GF-XID-FATAL" not in shown or back.get("gpu-0") != "idle":
+        raise SystemExit(f"gpu-0 (h3) was not drained and resumed: {shown!r} {back!r}")
     return drained, time.monotonic() - t
 
 
@@ -56,7 +56,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp, cloud_rack(Path(tmp)) as rack, heal_cluster(rack, mp):
             print(f"rack up, stack up: {time.monotonic() - started:.0f} s")
-            until(sinfo, lambda n: n.get("h3") == "idle", timeout=6 * INTERVAL_S)
+            until(sinfo, lambda n: n.get("gpu-0") == "idle", timeout=6 * INTERVAL_S)
             runs = [once() for _ in range(RUNS)]
     finally:
         mp.undo()

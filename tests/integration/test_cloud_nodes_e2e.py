@@ -109,6 +109,34 @@ def rack(tmp_path_factory):
         yield r
 
 
+GATE_INTERVAL_S = 15  # the watch's interval where a test needs only its boot gate passed: the schema's shortest
+WATCH_LOOP = """\
+# the watch's timer (systemd.timer(5) OnUnitActiveSec={interval}): a run started every {interval} s
+while :; do
+  if [ -f /opt/gpufleet/node_watch.py ]; then
+    env {exports} python3 /opt/gpufleet/node_watch.py /etc/gpufleet/node.json >>/var/log/gpufleet/watch.log 2>&1 &
+  fi
+  sleep {interval}; wait
+done
+"""
+LOOP_PID = "/run/gpufleet-watch-loop.pid"
+
+
+def start_watch(i: int, env: dict, interval: int) -> None:
+    """Host ``i``'s watch, every ``interval`` s: the rack's hosts run no systemd (each host's PID 1 is its sshd), so
+    its timer is played by a loop that starts ``python3 /opt/gpufleet/node_watch.py`` as OnUnitActiveSec would."""
+    exports = " ".join(f"{k}={v}" for k, v in env.items())
+    loop = WATCH_LOOP.format(interval=interval, exports=exports)
+    wrote = on_host(i, "mkdir -p /var/log/gpufleet && cat > /run/gpufleet-watch-loop.sh", stdin=loop)
+    assert wrote.returncode == 0, wrote.stderr
+    started = on_host(i, f"setsid sh /run/gpufleet-watch-loop.sh </dev/null >/dev/null 2>&1 & echo $! > {LOOP_PID}")
+    assert started.returncode == 0, started.stderr
+
+
+def stop_watch(i: int) -> None:
+    on_host(i, f"test -f {LOOP_PID} && kill -- -$(cat {LOOP_PID}); rm -f {LOOP_PID}")
+
+
 def _boot(i: int, user_data: str, env: dict) -> subprocess.CompletedProcess:
     """What cloud-init does with user data: run it as root, here with the credentials and the
     instance id the instance metadata service would give."""
@@ -141,7 +169,8 @@ def slurm_nodes(rack, monkeypatch, text: str, data: str, *, every_s: float = 3, 
     """Hosts 2 (the controller), 3 and 4 booted as the instances of an AWS stack with pools `ctl` and `gpu`,
     each running its agent every ``every_s`` seconds (the systemd timer's minute, shortened) with the
     credentials of a role of its own; ``before_boot(i, env)`` first. Yields (catalog, stack, plan, hosts:
-    {host: (pool, instance id)}); the agents stop after."""
+    {host: (pool, instance id)}, boot: boot(i, pool, instance id) boots one more host as a new instance of the
+    pool, as a replacement boots); the agents stop after."""
     import boto3
 
     cat, stack, plan = _aws_plan(rack, monkeypatch, text, data)
@@ -173,8 +202,13 @@ def slurm_nodes(rack, monkeypatch, text: str, data: str, *, every_s: float = 3, 
     booting = [threading.Thread(target=node, args=(i, *h), daemon=True) for i, h in hosts.items()]
     for t in booting:
         t.start()
+
+    def boot(i: int, pool: str, node_id: str) -> None:
+        booting.append(threading.Thread(target=node, args=(i, pool, node_id), daemon=True))
+        booting[-1].start()
+
     try:
-        yield cat, stack, plan, hosts
+        yield cat, stack, plan, hosts, boot
     finally:
         stop.set()
         for t in booting:
@@ -372,12 +406,14 @@ pools:
     instance_type: g6.xlarge
     role: controller
     nodes: 1
+    health: {interval: 15}
     salt: {states: [slurm], pillar: {gpufleet: {live: false}}}
   - name: gpu
     provider: aws
     region: us-east-1
     instance_type: g6.xlarge
     nodes: 2
+    health: {interval: 15}  # GATE_INTERVAL_S
     salt: {states: [node_base, slurm], pillar: {gpufleet: {live: false}}}
 """
 
@@ -393,11 +429,20 @@ def test_slurm_on_cloud_nodes_comes_up_through_the_bucket_and_runs_jobs(rack, mo
 
     from fakes.pulumi_cli import FakePulumiCLI
 
-    with slurm_nodes(rack, monkeypatch, SLURM_STACK, "data-slurm") as (cat, stack, plan, hosts):
-        pulumi = FakePulumiCLI(plan)
-        out = fleet_up.bring_up(stack, cat, fleet_up.UpOptions(check=False,
-                                seams=fleet_up.Seams(pulumi_command=pulumi, wait_s=WAIT_S)), confirm=lambda p: True)
-        _slurm_runs_jobs_and_status_shows_it(out, hosts, cat, pulumi, monkeypatch)
+    booted = []
+    try:
+        # each node's watch, as its systemd timer runs it: it passes the node's boot gate and resumes it (the node
+        # registers drained for its gate: health_check_interval 0 here, so the formula holds it before slurmd starts)
+        with slurm_nodes(rack, monkeypatch, SLURM_STACK, "data-slurm",
+                         before_boot=lambda i, env: (booted.append(i), start_watch(i, env, GATE_INTERVAL_S))) as (
+                cat, stack, plan, hosts, _):
+            pulumi = FakePulumiCLI(plan)
+            out = fleet_up.bring_up(stack, cat, fleet_up.UpOptions(check=False,
+                                    seams=fleet_up.Seams(pulumi_command=pulumi, wait_s=WAIT_S)), confirm=lambda p: True)
+            _slurm_runs_jobs_and_status_shows_it(out, hosts, cat, pulumi, monkeypatch)
+    finally:
+        for i in booted:
+            stop_watch(i)
 
 
 def _slurm_runs_jobs_and_status_shows_it(out, hosts, cat, pulumi, monkeypatch):
@@ -408,14 +453,16 @@ def _slurm_runs_jobs_and_status_shows_it(out, hosts, cat, pulumi, monkeypatch):
     assert {r.target.id: r.state for r in out.configured} == {"ctl-0": "configured", "gpu-0": "configured",
                                                          "gpu-1": "configured"}, ([r.error for r in out.configured], logs)
     conf = on_host(3, "cat /etc/slurm/slurm.conf").stdout
-    assert "SlurmctldHost=h2(10.77.0.12)" in conf and "NodeName=h3 NodeAddr=10.77.0.13" in conf, conf
+    # a compute node is its pool's slot (configure.slurm.SLOT_STATE), at the address the cloud recorded for it
+    assert "SlurmctldHost=h2(10.77.0.12)" in conf and "NodeName=gpu-0 NodeAddr=10.77.0.13" in conf, conf
     nodes = {}
     for _ in range(45):
         nodes = dict(line.split() for line in on_host(2, "sinfo -h -N -o '%N %t'").stdout.splitlines() if line.strip())
-        if nodes == {"h3": "idle", "h4": "idle"}:
+        if nodes == {"gpu-0": "idle", "gpu-1": "idle"}:
             break
         time.sleep(2)
-    assert nodes == {"h3": "idle", "h4": "idle"}, (nodes, on_host(2, "tail -20 /var/log/slurm/slurmctld.log").stdout)
+    assert nodes == {"gpu-0": "idle", "gpu-1": "idle"}, (nodes, on_host(2, "tail -20 /var/log/slurm/slurmctld.log").stdout)
+    # one job step over both: each slurmd reaches the other at the address it registered from (State=CLOUD)
     ran = on_host(2, "srun -N2 hostname", timeout=120)
     assert ran.returncode == 0 and sorted(ran.stdout.split()) == ["h3", "h4"], ran.stdout + ran.stderr
     # the key came through the bucket: the same on every node, readable by munge alone

@@ -16,6 +16,10 @@ kernel log with a fatal XID:
 * the active checks (DCGM level 2, the stand-in replaying a failing diagnostic) never run while host 3 runs a job
   (real Slurm refuses the reservation that would hold it), and once the job has ended run inside that reservation
   and drain the node, GF-ACTIVE with the fault code; the reservation is gone after them.
+* host 1, never in the cluster, boots as host 4's replacement and joins Slurm as its slot, drained until its gate
+  passes, with no `configure`.
+
+In Slurm a compute node is its pool's slot (gpufleet.configure.slurm SLOT_STATE): host 3 is gpu-0, host 4 gpu-1.
 
 A rack host isolated by `heal` and named in `status`: test_slurm_rack.py.
 """
@@ -29,8 +33,9 @@ import time
 import pytest
 
 from tests.conftest import ROOT
+from tests.integration import test_cloud_nodes_e2e as e2e
 from tests.integration.localrack import install_standins, on_host, remove_standins
-from tests.integration.test_cloud_nodes_e2e import rack, slurm_nodes  # noqa: F401 (rack: its fixture)
+from tests.integration.test_cloud_nodes_e2e import rack, slurm_nodes, stop_watch  # noqa: F401 (rack: its fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rack")]
 
@@ -59,16 +64,6 @@ pools:
     health: {{interval: {INTERVAL_S}, on_fault: replace}}
     salt: {{states: [node_base, slurm], pillar: {{gpufleet: {{live: false}}}}}}
 """
-WATCH_LOOP = """\
-# the watch's timer (systemd.timer(5) OnUnitActiveSec={interval}): a run started every {interval} s
-while :; do
-  if [ -f /opt/gpufleet/node_watch.py ]; then
-    env {exports} python3 /opt/gpufleet/node_watch.py /etc/gpufleet/node.json >>/var/log/gpufleet/watch.log 2>&1 &
-  fi
-  sleep {interval}; wait
-done
-"""
-LOOP_PID = "/run/gpufleet-watch-loop.pid"
 
 
 def fault(i: int) -> None:
@@ -78,16 +73,7 @@ def fault(i: int) -> None:
 
 
 def start_watch(i: int, env: dict) -> None:
-    exports = " ".join(f"{k}={v}" for k, v in env.items())
-    loop = WATCH_LOOP.format(interval=INTERVAL_S, exports=exports)
-    wrote = on_host(i, "mkdir -p /var/log/gpufleet && cat > /run/gpufleet-watch-loop.sh", stdin=loop)
-    assert wrote.returncode == 0, wrote.stderr
-    started = on_host(i, f"setsid sh /run/gpufleet-watch-loop.sh </dev/null >/dev/null 2>&1 & echo $! > {LOOP_PID}")
-    assert started.returncode == 0, started.stderr
-
-
-def stop_watch(i: int) -> None:
-    on_host(i, f"test -f {LOOP_PID} && kill -- -$(cat {LOOP_PID}); rm -f {LOOP_PID}")
+    e2e.start_watch(i, env, INTERVAL_S)
 
 
 def sinfo() -> dict[str, str]:
@@ -162,7 +148,8 @@ def heal_cluster(rack, mp):  # noqa: F811 (rack: test_cloud_nodes_e2e.cloud_rack
     booted = []
     try:
         with slurm_nodes(rack, mp, STACK, "data-heal", every_s=5,  # the agent's timer, shortened
-                         before_boot=lambda i, env: (booted.append(i), start_watch(i, env))) as (cat, stack, plan, hosts):
+                         before_boot=lambda i, env: (booted.append(i), start_watch(i, env))) as (
+                cat, stack, plan, hosts, boot):
             # what `up` ran with (moto's endpoint, the data home its registry is in): each test's own environment
             # (tests/conftest.py) is another, and `heal` runs in the test
             env = {k: v for k, v in os.environ.items()
@@ -172,10 +159,13 @@ def heal_cluster(rack, mp):  # noqa: F811 (rack: test_cloud_nodes_e2e.cloud_rack
             out = fleet_up.bring_up(stack, cat, fleet_up.UpOptions(check=False,
                                     seams=fleet_up.Seams(pulumi_command=pulumi, wait_s=WAIT_S)), confirm=lambda p: True)
             print(f"e2e-heal up in {time.monotonic() - started:.0f} s")
-            logs = {i: on_host(i, "tail -30 /var/log/gpufleet/node.log").stdout for i in hosts}
+            logs = {i: on_host(i, "tail -30 /var/log/gpufleet/node.log; ps -eo pid,etimes,args | grep -E "
+                                  "'salt-call|slurm-health|scontrol|slurmd' | grep -v grep; "
+                                  "tail -5 /var/log/slurm/slurmd.log").stdout for i in hosts}
             assert {r.target.id: r.state for r in out.configured} == {"ctl-0": "configured", "gpu-0": "configured",
                                                                       "gpu-1": "configured"}, logs
-            yield {"pulumi": pulumi, "stack_file": rack["tmp"] / "data-heal.yaml", "sinfo": poller, "env": env}
+            yield {"pulumi": pulumi, "stack_file": rack["tmp"] / "data-heal.yaml", "sinfo": poller, "env": env,
+                   "plan": plan, "boot": lambda i, pool, node_id: (booted.append(i), boot(i, pool, node_id))}
     finally:
         poller.stop.set()
         for i in booted:
@@ -205,33 +195,33 @@ def heal_dry_run(cluster, monkeypatch) -> dict:
 
 def test_a_node_failing_its_gate_never_shows_idle_and_is_resumed_once_it_passes(cluster):
     # host 3 had no fault: its gate passed and its watch resumed it
-    assert until(sinfo, lambda n: n.get("h3") == "idle", timeout=6 * INTERVAL_S).get("h3") == "idle", \
+    assert until(sinfo, lambda n: n.get("gpu-0") == "idle", timeout=6 * INTERVAL_S).get("gpu-0") == "idle", \
         (cluster["sinfo"].seen, on_host(3, "cat /var/lib/gpufleet/gate.json; tail /var/log/gpufleet/watch.log").stdout)
     gate = until(lambda: on_host(4, "cat /var/lib/gpufleet/gate.json").stdout, lambda s: '"passed": false' in s,
                  timeout=3 * INTERVAL_S)
     assert '"passed": false' in gate, (gate, on_host(4, "tail -20 /var/log/gpufleet/watch.log").stdout)
-    shown = node_line("h4")
+    shown = node_line("gpu-1")
     assert "DRAIN" in shown and "Reason=gpufleet: GF-GATE" in shown, shown
     cleared = time.monotonic()
     remove_standins(4)
-    resumed = until(sinfo, lambda n: n.get("h4") == "idle", timeout=4 * INTERVAL_S)
+    resumed = until(sinfo, lambda n: n.get("gpu-1") == "idle", timeout=4 * INTERVAL_S)
     cluster["sinfo"].stop.set()
     seen = cluster["sinfo"].seen
-    assert resumed.get("h4") == "idle", (seen, node_line("h4"), on_host(4, "tail /var/log/gpufleet/watch.log").stdout)
+    assert resumed.get("gpu-1") == "idle", (seen, node_line("gpu-1"), on_host(4, "tail /var/log/gpufleet/watch.log").stdout)
     # across its registration and its failing gate, until the fault was gone, the controller never listed it idle
     # (not even idle*, not responding); once resumed it may pass through idle* on its way to idle
-    before = cluster["sinfo"].until("h4", cleared)
+    before = cluster["sinfo"].until("gpu-1", cleared)
     assert before and not any(s.startswith("idle") for s in before), seen
-    print(f"h4 states until its gate passed: {before}; then {[s for at, s in seen['h4'] if at >= cleared]}, "
+    print(f"h4 states until its gate passed: {before}; then {[s for at, s in seen['gpu-1'] if at >= cleared]}, "
           f"idle {time.monotonic() - cleared:.0f} s after the fault was gone")
 
 
 def test_a_fatal_xid_on_an_idle_node_drains_it_within_two_intervals(cluster):
-    assert until(sinfo, lambda n: n.get("h3") == "idle", timeout=3 * INTERVAL_S).get("h3") == "idle"
+    assert until(sinfo, lambda n: n.get("gpu-0") == "idle", timeout=3 * INTERVAL_S).get("gpu-0") == "idle"
     fault(3)
     injected = time.monotonic()
     try:
-        shown = until(lambda: node_line("h3"), lambda s: "GF-XID-FATAL" in s and "DRAIN" in s,
+        shown = until(lambda: node_line("gpu-0"), lambda s: "GF-XID-FATAL" in s and "DRAIN" in s,
                       timeout=4 * INTERVAL_S)
         took = time.monotonic() - injected
         assert "DRAIN" in shown and "Reason=gpufleet: GF-XID-FATAL" in shown, \
@@ -244,19 +234,19 @@ def test_a_fatal_xid_on_an_idle_node_drains_it_within_two_intervals(cluster):
         assert took <= 2 * INTERVAL_S, (took, shown)  # the issue's bound: two intervals
     finally:
         remove_standins(3)
-    assert until(sinfo, lambda n: n.get("h3") == "idle", timeout=4 * INTERVAL_S).get("h3") == "idle"
+    assert until(sinfo, lambda n: n.get("gpu-0") == "idle", timeout=4 * INTERVAL_S).get("gpu-0") == "idle"
 
 
 def test_a_node_running_a_job_is_drained_but_replaced_only_once_the_job_has_ended(cluster, monkeypatch):
-    assert until(sinfo, lambda n: n.get("h4") == "idle", timeout=3 * INTERVAL_S).get("h4") == "idle"
-    sub = on_host(2, "sbatch --parsable -w h4 --wrap 'sleep 900'")
+    assert until(sinfo, lambda n: n.get("gpu-1") == "idle", timeout=3 * INTERVAL_S).get("gpu-1") == "idle"
+    sub = on_host(2, "sbatch --parsable -w gpu-1 --wrap 'sleep 900'")
     assert sub.returncode == 0, sub.stderr
     job = sub.stdout.strip().split(";")[0]
     try:
         assert until(lambda: on_host(2, f"squeue -h -j {job} -o %T").stdout.strip(), lambda s: s == "RUNNING",
                      timeout=60) == "RUNNING"
         fault(4)
-        shown = until(lambda: node_line("h4"), lambda s: "GF-XID-FATAL" in s, timeout=4 * INTERVAL_S)
+        shown = until(lambda: node_line("gpu-1"), lambda s: "GF-XID-FATAL" in s, timeout=4 * INTERVAL_S)
         assert "DRAIN" in shown and "Reason=gpufleet: GF-XID-FATAL" in shown, shown
         assert on_host(2, f"squeue -h -j {job} -o %T").stdout.strip() == "RUNNING"  # a drain lets the job finish
         # heal reads Slurm's view from the controller's status (its agent writes it on each run)
@@ -339,3 +329,55 @@ def test_the_active_checks_never_run_under_a_job_and_run_in_a_reservation_once_i
         due(3, active_record(3).get("faults") or ())  # run again now: the diagnostic passes (not checked, no GPU)
     resumed = until(sinfo, lambda n: n.get("h3") == "idle", timeout=3 * INTERVAL_S)
     assert resumed.get("h3") == "idle", (node_line("h3"), active_record(3))
+def test_a_replacement_joins_slurm_as_its_slot_drained_until_its_gate_passes_with_no_configure(cluster, monkeypatch):
+    """Review of issue 51, finding 2: slurm.conf named each node by its host name, and a replacement (a new VM with a
+    new host name) could not start slurmd ("Unable to determine this slurmd's NodeName") until someone ran `gpufleet
+    configure`. Host 4 (slot gpu-1) gets a fatal XID and is drained, then its VM is gone; host 1, never in the cluster
+    when slurm.conf was written (host name h1, address 10.77.0.11), boots through the real agent as the new instance
+    with a fault of its own. heal keeps the slot gpu-1 under the new instance's id (channel.assign_slots, what
+    nodes/cloud/heal.py calls once the cloud made it; the call itself against moto's EC2: tests/unit/test_heal.py):
+    it registers as gpu-1 from its own address, drained for its gate, never idle, then idle once the fault is gone.
+    slurm.conf is the one `up` wrote: no configure ran."""
+    from gpufleet.clouds import cloud
+    from gpufleet.nodes.cloud import channel
+
+    conf = on_host(2, "sha256sum /etc/slurm/slurm.conf").stdout
+    assert "h1" not in on_host(2, "cat /etc/slurm/slurm.conf").stdout
+    fault(4)
+    shown = until(lambda: node_line("gpu-1"), lambda s: "GF-XID-FATAL" in s and "DRAIN" in s, timeout=4 * INTERVAL_S)
+    assert "Reason=gpufleet: GF-XID-FATAL" in shown, shown
+    stop_watch(4)  # the faulty VM is terminated: its watch and its slurmd are gone with it
+    assert on_host(4, "/etc/init.d/slurmd stop").returncode == 0
+    for k, v in cluster["env"].items():  # the operator's credentials, as heal has them
+        monkeypatch.setenv(k, v)
+    new_id = "i-0replacement1"
+    channel.assign_slots(cloud("aws").objects(cluster["plan"].outputs["pools"]["gpu"]["bucket"]),
+                         [channel.NodeTarget("gpu", 1, new_id, "10.77.0.11")])
+    poller = Sinfo()
+    poller.start()
+    fault(1)
+    cluster["boot"](1, "gpu", new_id)
+    try:
+        took = until(lambda: node_line("gpu-1"), lambda s: "NodeAddr=10.77.0.11" in s, timeout=600, every=3)
+        assert "NodeAddr=10.77.0.11" in took, (took, on_host(1, "tail -30 /var/log/gpufleet/node.log").stdout)
+        gate = until(lambda: on_host(1, "cat /var/lib/gpufleet/gate.json").stdout, lambda s: '"passed": false' in s,
+                     timeout=3 * INTERVAL_S)
+        assert '"passed": false' in gate, (gate, on_host(1, "tail -20 /var/log/gpufleet/watch.log").stdout)
+        shown = node_line("gpu-1")
+        assert "DRAIN" in shown and "Reason=gpufleet: GF-GATE" in shown and "NodeHostName=h1" in shown, shown
+        cleared = time.monotonic()
+        remove_standins(1)
+        resumed = until(sinfo, lambda n: n.get("gpu-1") == "idle", timeout=4 * INTERVAL_S)
+        poller.stop.set()
+        assert resumed.get("gpu-1") == "idle", (poller.seen, node_line("gpu-1"),
+                                                on_host(1, "tail /var/log/gpufleet/watch.log").stdout)
+        before = poller.until("gpu-1", cleared)
+        assert before and not any(s.startswith("idle") for s in before), poller.seen
+        ran = on_host(2, "srun -w gpu-1 hostname", timeout=120)
+        assert ran.returncode == 0 and ran.stdout.split() == ["h1"], ran.stdout + ran.stderr
+        assert on_host(2, "sha256sum /etc/slurm/slurm.conf").stdout == conf  # no configure ran
+        print(f"gpu-1 (h1) states until its gate passed: {before}; idle {time.monotonic() - cleared:.0f} s after")
+    finally:
+        poller.stop.set()
+        remove_standins(1)
+        remove_standins(4)

@@ -537,19 +537,32 @@ def test_a_cloud_that_cannot_say_leaves_the_node_unknown(tmp_path, cat):
     assert c.api.asked == [] and {d.action for d in out.decisions} == {"skip"}
 
 
-def test_with_slurm_a_replacement_says_configure_must_run_for_the_new_node_to_join(tmp_path, cat):
-    """Review of issue 51, finding 2: slurm.conf names each node by the host name its facts gave; a new VM has a
-    new one, and slurmd on a host slurm.conf does not name exits ("Unable to determine this slurmd's NodeName",
-    SchedMD/slurm slurmd.c, 23.11.4). Heal does not publish Slurm's files yet: it says the command that does."""
+def test_with_slurm_a_replacement_takes_its_predecessors_slot_and_joins_without_configure(tmp_path, cat):
+    """Review of issue 51, finding 2: slurm.conf named each node by its host name; a new VM has a new one, and slurmd
+    on a host slurm.conf does not name exits ("Unable to determine this slurmd's NodeName", SchedMD/slurm slurmd.c,
+    22.05.8 and 23.11.4), so a replacement joined only after `gpufleet configure`. A compute node is now its pool's
+    slot (gpu-0: configure.slurm.SLOT_STATE): heal keeps the slot under the new node's own id in the pool's bucket,
+    where its agent reads it (and only its own), and Slurm is read by slot name."""
+    from gpufleet.clouds import node_agent
+
     c = _slurm_cluster(tmp_path, cat)
-    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], hostname="gpu-a")
-    say(c.bucket, "i-ctl0", pool="ctl", hostname="ctl-a", scheduler="nodes\nctl-a idle\ngpu-a drained\n")
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], hostname="ip-10-0-0-9")
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="ctl-a", scheduler="nodes\nctl-a idle\ngpu-0 drained\n")
     out = c.heal()
     assert c.api.asked == ["i-gpu0"]
-    want = f"gpufleet configure {tmp_path / 'hl.yaml'} --cluster hl"
-    assert out.to_dict()["configure"] == want
+    (d,) = [d for d in out.decisions if d.node == "gpu-0"]
+    assert d.action == "replace", d
+    # the new node's agent finds its slot under its own id; another node's id finds none
+    class AgentsView:  # the bucket as the agent's store answers: NotThere for a missing object
+        def get(self, key):
+            if key not in c.bucket.objects:
+                raise node_agent.NotThere(f"{key}: HTTP 404")
+            return c.bucket.objects[key]
+
+    assert node_agent.own_slot(AgentsView(), "gpu", "i-new1") == "gpu-0"
+    assert node_agent.own_slot(AgentsView(), "gpu", "i-gpu0") is None
     (e,) = [e for e in c.events() if e["action"] == "replace"]
-    assert "gpufleet configure" in e["outcome"] and "Slurm" in e["outcome"]
+    assert "joins Slurm as gpu-0" in e["outcome"] and "gpufleet configure" not in e["outcome"], e["outcome"]
 
 
 def test_on_azure_a_node_a_person_drained_is_not_terminated_on_a_status_a_peer_could_write(tmp_path, cat):

@@ -840,3 +840,102 @@ def test_the_gates_drain_is_asked_again_and_a_failure_is_said(tmp_path, unanswer
     else:
         assert updates == [] and "the drain was not confirmed, slurmctld did not answer scontrol" in ran.stdout, ran
         assert int((tmp_path / "scontrol.log.calls").read_text()) > 1  # asked again, within the budget
+
+
+def test_a_cloud_pools_compute_nodes_are_its_slots_and_register_from_where_they_are(rendered):
+    """Issue 51 (review finding 2): slurm.conf named a cloud node by its host name, and a replacement (a new VM, a
+    new host name) could not start slurmd until `gpufleet configure` ran. A compute node of a cloud pool is now its
+    slot, ``<pool>-<idx>`` (what heal's replacement keeps), declared State=CLOUD with cloud_reg_addrs so that
+    slurmctld takes its address from its registration (node_mgr.c validate_node_specs, 22.05.8); the controller keeps
+    its host name (slurmctld finds itself in SlurmctldHost by it). A rack's hosts are as they were."""
+    st, _, cat = rendered
+    cpu = {"cpus": 4, "mem_gib": 16, "gpu_count": 0}
+    facts = [("ctl", "10.0.0.5", {**cpu, "hostname": "ip-10-0-0-5"}, "ctl-0"),
+             *((("t4", f"10.0.1.{i}", {**cpu, "hostname": f"ip-10-0-1-{i}", "gpu_count": 4}, f"t4-{i}")) for i in range(2))]
+    (pil, *_) = slurm.pool_pillars(st, "train", cat, facts, expectations={}, bundle=b"PK", key=b"k" * 32).values()
+    conf = _conf(pil["files"]["slurm.conf"])
+    named = {d["NodeName"]: d for d in conf if "NodeName" in d}
+    assert sorted(named) == ["t4-0", "t4-1"] and named["t4-1"]["NodeAddr"] == "10.0.1.1", named
+    assert {d["State"] for d in named.values()} == {"CLOUD"}
+    assert {"SlurmctldParameters": "cloud_reg_addrs"} in conf
+    assert {"PrivateData": "cloud"} in conf  # else 22.05 hides a slot that has not registered, from root too
+    assert {"SlurmctldHost": "ip-10-0-0-5(10.0.0.5)"} in conf
+    assert pil["nodes"] == ["ip-10-0-0-5", "t4-0", "t4-1"]
+    # a rack's hosts (slurm.pillars from their facts, configure/slurm.py's other caller): host names, no cloud state
+    _, text, _ = rendered
+    assert "cloud_reg_addrs" not in text and "State=CLOUD" not in text
+
+
+def test_a_cloud_node_starts_slurmd_as_its_slot_drained_by_its_gate_first(rendered, tmp_path):
+    """A replacement's host name is in no slurm.conf: with its slot (its agent puts ``self`` in the pillar) it is
+    listed, slurmd runs as the slot (-N, through the package's SLURMD_OPTIONS), and the gate drains it before slurmd
+    starts, whatever health_check_interval says (0: slurmd runs no health program at all)."""
+    st, _, _ = rendered
+    ctl = slurm.node("ctl0", "10.0.0.5", st.pools[0], cpus=4, mem_gib=16, gpus=0, gpu=None)
+    nodes = [slurm.node("t4-1", "10.0.0.6", st.pools[2], cpus=48, mem_gib=192, gpus=4, gpu="T4", cloud=True)]
+    (host,) = slurm.pillars(st, "train", ctl, nodes, {"t4": ("compute", {}, 4)}, bundle=b"PK", key=b"k" * 32).values()
+    pil = {"gpufleet": {"live": False}, "slurm": {**host, "self": "t4-1"}}
+    for os_, options in (("Debian-12", "/etc/default/slurmd"), ("Rocky-9", "/etc/sysconfig/slurmd")):
+        states = render(salt_call(), tmp_path / os_, {**OSES[os_], "host": "ip-10-9-9-9"}, pil, ["slurm"])
+        assert "slurm-daemon-not-listed-test-show_notification" not in states, os_
+        written = states["slurm-daemon-options-file-managed"]["file"]
+        assert _arg(written, "name") == options and _arg(written, "contents") == 'SLURMD_OPTIONS="-N t4-1"', written
+        gate = states["slurm-daemon-gate-cmd-run"]["cmd"]
+        assert _arg(gate, "name") == f"{slurm.HEALTH_PROGRAM} --before-slurmd", gate
+        assert _arg(gate, "env") == [{"SLURMD_NODENAME": "t4-1"}], gate
+        needs = _arg(states["slurm-daemon-service-running"]["service"], "require")
+        watches = _arg(states["slurm-daemon-service-running"]["service"], "watch")
+        assert {"cmd": "slurm-daemon-gate-cmd-run"} in needs and {"file": "slurm-daemon-options-file-managed"} in watches
+    # the controller drains a slot that never registered (powered down, which the scheduler still picks) for its gate
+    (ctl_pillar, _) = slurm.pillars(st, "train", ctl, nodes, {"ctl0": ("controller", {}, 0), "t4": ("compute", {}, 4)},
+                                    bundle=b"PK", key=b"k" * 32).values()
+    states = render(salt_call(), tmp_path / "ctl", {**OSES["Debian-12"], "host": "ctl0"},
+                    {"gpufleet": {"live": False}, "slurm": ctl_pillar}, ["slurm"])
+    drain = states["slurm-daemon-slots-gate-cmd-run"]["cmd"]
+    assert "POWERED_DOWN" in _arg(drain, "name") and "GF-GATE not registered yet" in _arg(drain, "name"), drain
+    assert {"service": "slurm-daemon-service-running"} in _arg(drain, "require")
+
+
+@pytest.mark.parametrize("gate, unanswered, rc, drained", [
+    ({"level": "quick", "passed": None}, 0, 0, True),  # not passed yet: drained, confirmed, slurmd may start
+    ({"level": "quick", "passed": None}, 1000, 1, False),  # slurmctld never confirmed: no slurmd (the state fails)
+    ({"level": "quick", "passed": True}, 0, 0, False),  # passed: nothing to hold
+    (None, 0, 0, False),  # no gate (a rack host): slurmd's own health check judges it
+])
+def test_before_slurmd_the_gate_alone_is_held_and_said_in_the_exit_status(tmp_path, gate, unanswered, rc, drained):
+    """note2 (issue 51): with health_check_interval 0 slurmd runs no health program, so nothing drained a node that
+    had not passed its gate before it registered IDLE. The formula runs ``--before-slurmd`` first: the gate's drain,
+    and an exit status that says whether slurmctld holds it."""
+    command, env = _health_node(tmp_path, PASSING)
+    if gate is not None:
+        (tmp_path / "gate.json").write_text(json.dumps(gate))
+    (tmp_path / "bin" / "scontrol").write_text(LATE_SCONTROL)
+    ran = subprocess.run([*command[:-1], "--before-slurmd", command[-1]], capture_output=True, text=True, timeout=60,
+                         env={**env, "UNANSWERED": str(unanswered)})
+    updates = [c for c in _scontrol_calls(tmp_path) if c[0] == "update"]
+    assert ran.returncode == rc, ran
+    assert updates == ([["update", "NodeName=h2", "State=DRAIN", "Reason=gpufleet: GF-GATE quick not passed yet"]]
+                       if drained else []), ran
+
+
+LOST_REASON_SCONTROL = """#!/usr/bin/env python3
+import json, os, sys
+with open(os.environ["SCONTROL_LOG"], "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\\n")
+if sys.argv[1:3] == ["show", "node"]:
+    print(f"NodeName={sys.argv[3]} Arch=x86_64 State=IDLE+CLOUD+DRAIN ThreadsPerCore=1 Partitions=gpu")
+"""
+
+
+def test_a_drain_whose_reason_slurm_lost_is_gpufleets_and_the_gate_drains_it_again(tmp_path):
+    """Seen on the test rack (Slurm 22.05.8): a CLOUD slot drained while powered down showed State=IDLE+CLOUD+DRAIN and
+    no Reason once its node registered; the gate took that for a person's drain and left it, and the watch never
+    resumed it. A person's drain always has a reason (scontrol refuses one without): none is gpufleet's, drained again
+    with the gate's reason."""
+    command, env = _health_node(tmp_path, PASSING)
+    (tmp_path / "gate.json").write_text(json.dumps({"level": "quick", "passed": None}))
+    (tmp_path / "bin" / "scontrol").write_text(LOST_REASON_SCONTROL)
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+    updates = [c for c in _scontrol_calls(tmp_path) if c[0] == "update"]
+    assert ran.returncode == 1 and "drained by a person" not in ran.stdout, ran
+    assert updates == [["update", "NodeName=h2", "State=DRAIN", "Reason=gpufleet: GF-GATE quick not passed yet"]]

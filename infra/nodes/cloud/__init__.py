@@ -528,4 +528,4 @@ def health(run: Run) -> list[NodeHealth]:
 
 def repair(run: Run, node: NodeHealth, action: str) -> Repaired:
     """Drain (its agent's job), isolate, or replace through the pool's own request (``nodes.cloud.heal``)."""
-    return healing.repair(run, node, action)
+    return healing.repair(run, node, action, outputs)

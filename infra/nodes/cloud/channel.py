@@ -125,6 +125,22 @@ def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | No
     return doc
 
 
+def slot_key(pool: str, node_id: str) -> str:
+    """Where a node's Slurm slot is kept in its pool's bucket: under ``pools/`` (what only `up`, `configure`
+    and `heal` write; a node reads it), named by the node's own id as the agent keys its status."""
+    return f"pools/{pool}/slots/{node_key(node_id)}.json"
+
+
+def assign_slots(store, targets: list[NodeTarget]) -> None:
+    """Each node's Slurm name, its slot ``<pool>-<idx>`` (configure.slurm.SLOT_STATE), where its agent reads it:
+    a node takes the slot kept under its own instance id, which `up` and `heal` read from the cloud, never from a
+    node. Written again unchanged costs nothing: a node re-applies only when its slot changes."""
+    for t in targets:
+        leases.ensure_held()
+        store.put(slot_key(t.pool, t.node_id),
+                  json.dumps({"node_id": t.node_id, "slurm_name": t.id}, sort_keys=True).encode())
+
+
 def publish(store, documents: dict[str, dict], archive: bytes, tree: str) -> None:
     """The tree (once per content) and each pool's document; the nodes' timers pick them up (and run Salt:
     a command that lost the cluster's lease publishes nothing more, checked before each document, since an
@@ -192,8 +208,8 @@ class WaitStats:
 
 
 Progress = Callable[[str, int, int, str], None]  # (phase, done, total, message), as for rack hosts
-# ([(pool, address, facts)], the munge key the nodes hold already) -> each pool's slurm pillar
-Scheduler = Callable[[list[tuple[str, "str | None", dict]], "bytes | None"], dict[str, dict]]
+# ([(pool, address, facts, slot)], the munge key the nodes hold already) -> each pool's slurm pillar
+Scheduler = Callable[[list[tuple[str, "str | None", dict, str]], "bytes | None"], dict[str, dict]]
 
 
 def node_key(node_id) -> str:
@@ -431,11 +447,14 @@ def configure_pools(stack, cat, cluster: str, outputs: dict, nodes: list, *, reg
             facts = {node_key(r.target.node_id): r.facts for r in first if r.ok and slurm_ready(r.facts)}
         ready, clashes = slurm_members(stack, [t for t in targets if node_key(t.node_id) in facts], facts)
         try:
-            pillars = scheduler([(t.pool, _address(t), facts[node_key(t.node_id)]) for t in ready], published)
+            pillars = scheduler([(t.pool, _address(t), facts[node_key(t.node_id)], t.id) for t in ready], published)
         except GpufleetError:  # no controller: what the first round did is all there is to record
             if registry is not None:
                 record(registry, cluster, first)
             raise
+        compute = {p.name for p in stack.pools if p.role == "compute"}
+        for bucket, (_, names) in buckets.items():  # each node's slot before the documents that start its slurmd
+            assign_slots(opened[bucket], [t for t in ready if t.pool in names and t.pool in compute])
         second = {node_key(r.target.node_id): r for r in round_of(lambda n: document(n, pillars), ready)}
         by_node = {node_key(r.target.node_id): r for r in first}
         reports = [second.get(node_key(t.node_id)) or by_node.get(node_key(t.node_id)) or NodeReport(t)

@@ -124,10 +124,13 @@ def _jobs(nh: NodeHealth, s: Said, slurm: bool, states: tuple | None, own_status
         return
     # Slurm's word only: drained (DRAIN, no job left) or draining (jobs run); not known without a fresh view
     nodes, reasons, _ = states or ({}, {}, {})
-    nh.drained, nh.jobs = hl.from_slurm(nodes.get(s.hostname or ""))
+    # a compute node is its slot in Slurm (configure.slurm.SLOT_STATE); the controller, and a node of a cluster
+    # configured before slots, its host name
+    name = nh.node if nh.node in nodes else (s.hostname or "")
+    nh.drained, nh.jobs = hl.from_slurm(nodes.get(name))
     # where a peer could have written its status, its fault is taken only if Slurm was drained for gpufleet's own
     # reason (its watch drains with "gpufleet: GF-..."), not a person's
-    nh.vouched = own_status_only or (reasons.get(s.hostname or "") or "").startswith(MARK)
+    nh.vouched = own_status_only or (reasons.get(name) or "").startswith(MARK)
 
 
 def health(run: Run, owns, outputs, name: str) -> list[NodeHealth]:
@@ -196,17 +199,18 @@ def _api(run: Run, provider: str, region: str):
     return opened[provider]
 
 
-def repair(run: Run, node: NodeHealth, action: str) -> Repaired:
-    """Drain (left to its agent), isolate (left drained and named) or replace one cloud node."""
+def repair(run: Run, node: NodeHealth, action: str, outputs=None) -> Repaired:
+    """Drain (left to its agent), isolate (left drained and named) or replace one cloud node (``outputs``: the
+    kind's, where the pool's bucket is named: the new node's Slurm slot is kept there)."""
     if action == "drain":
         return Repaired(node.node, action, False, "its agent drains its Slurm node itself (a cloud node is not "
                         "reached from here): waiting for its next watch")
     if action == "isolate":
         return Repaired(node.node, action, True, "left drained, named in `gpufleet status`")
-    return _replace(run, node)
+    return _replace(run, node, outputs)
 
 
-def _replace(run: Run, node: NodeHealth) -> Repaired:
+def _replace(run: Run, node: NodeHealth, outputs=None) -> Repaired:
     (rec,) = [n for n in run.record.nodes if f"{n.pool}-{n.idx}" == node.node]
     region = rec.location
     try:
@@ -245,8 +249,27 @@ def _replace(run: Run, node: NodeHealth) -> Repaired:
                zone=got.get("zone") or rec.zone, node_id=got["id"], private_ip=got.get("private_ip"),
                ssh_endpoint=f"{got['private_ip']}:22" if got.get("private_ip") else None,
                usd_per_hour=rec.usd_per_hour, vm_uid=got.get("vm_uid"))
+    joins = _give_slot(run, new, outputs) if run.stack.slurm and outputs is not None else ""
     detail = f"{rec.node_id} terminated, {got['id']} asked for through the pool's request (fleet {got.get('fleet_id')})"
-    return Repaired(node.node, "replace", True, (detail + (f", on {market}{said}" if market else ""))[:400], new=new,
-                    market=market,
+    return Repaired(node.node, "replace", True, (detail + (f", on {market}{said}" if market else "") + joins)[:400],
+                    new=new, market=market,
                     launched=None if node.launched else (launched or [got["id"]])[0],  # a finish was counted before
                     fleet=got.get("fleet_id"))
+
+
+def _give_slot(run: Run, new: Node, outputs) -> str:
+    """The new node's Slurm slot, its predecessor's ``<pool>-<idx>``, kept under its id in its pool's bucket
+    (``channel.assign_slots``): its agent starts slurmd as that slot, which slurm.conf names already, so it joins
+    Slurm with no `configure` (it registers drained; its passing gate resumes it). What to tell of it."""
+    pools = {p.name: p for p in run.stack.pools}
+    if pools[new.pool].role != "compute":
+        return "; a controller's replacement joins Slurm once `gpufleet configure` names it in slurm.conf"
+    try:
+        ref, _ = next(v for v in channel.pool_buckets(outputs(run), pools).values() if new.pool in v[1])
+        store = (run.seams.stores or {}).get(ref["name"]) or cloud(ref["cloud"]).objects(ref)
+        channel.assign_slots(store, [channel.NodeTarget(new.pool, new.idx, new.node_id, new.private_ip)])
+    except (GpufleetError, StopIteration) as e:
+        why = e.message if isinstance(e, GpufleetError) else "the stack's outputs name no bucket for its pool"
+        return (f"; its Slurm slot {new.pool}-{new.idx} could not be kept for it ({why}): it joins Slurm once "
+                "`gpufleet configure` runs")
+    return f"; it joins Slurm as {new.pool}-{new.idx} (drained until its gate passes)"

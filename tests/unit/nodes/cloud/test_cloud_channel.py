@@ -151,10 +151,15 @@ def test_slurm_on_cloud_pools_is_rendered_from_what_the_nodes_say_in_a_second_ro
         conf = pillars["i-g0"]["files"]["slurm.conf"]
         assert len({p["files"]["slurm.conf"] for p in pillars.values()}) == 1
         assert "SlurmctldHost=ip-10-0-0-10(10.0.0.10)" in conf
-        assert ("NodeName=ip-10-0-0-11 NodeAddr=10.0.0.11 CPUs=48 Sockets=1 CoresPerSocket=24 ThreadsPerCore=2 "
+        # a compute node is its slot (configure.slurm.SLOT_STATE), at the address the cloud recorded for it
+        assert ("NodeName=gpu-0 NodeAddr=10.0.0.11 CPUs=48 Sockets=1 CoresPerSocket=24 ThreadsPerCore=2 "
                 "RealMemory=181427 Gres=gpu:l4:4") in conf
         assert pillars["i-c"]["role"] == "controller" and pillars["i-g1"]["role"] == "compute"
-        assert pillars["i-g1"]["nodes"] == ["ip-10-0-0-10", "ip-10-0-0-11", "ip-10-0-0-12"]
+        assert pillars["i-g1"]["nodes"] == ["gpu-0", "gpu-1", "ip-10-0-0-10"]
+        # each compute node's slot is kept under its own id, where its agent reads it; the controller has none
+        slots = {k: json.loads(v) for k, v in store.objects.items() if "/slots/" in k}
+        assert slots == {"pools/gpu/slots/i-g0.json": {"node_id": "i-g0", "slurm_name": "gpu-0"},
+                         "pools/gpu/slots/i-g1.json": {"node_id": "i-g1", "slurm_name": "gpu-1"}}
         # the controller's agent is asked for Slurm's view; the compute nodes' are not
         assert "sinfo" in agents.probes["i-c"] and agents.probes["i-g0"] is None
 
@@ -172,9 +177,9 @@ def test_slurm_on_cloud_pools_is_rendered_from_what_the_nodes_say_in_a_second_ro
     # whichever came first), and its address is the cloud's, whatever it says
     ({"i-g0": {"hostname": "ip-10-0-0-12", "address": "10.0.0.10"}}, ["ip-10-0-0-10"], ["i-g0", "i-g1"]),
     # a compute node claiming the controller's name: the controller keeps it
-    ({"i-g1": {"hostname": "IP-10-0-0-10"}}, ["ip-10-0-0-10", "ip-10-0-0-11"], ["i-g1"]),
+    ({"i-g1": {"hostname": "IP-10-0-0-10"}}, ["gpu-0", "ip-10-0-0-10"], ["i-g1"]),
     # a node's address is the one the cloud gave it, not the one its status says
-    ({"i-g0": {"address": "10.6.6.6"}}, ["ip-10-0-0-10", "ip-10-0-0-11", "ip-10-0-0-12"], []),
+    ({"i-g0": {"address": "10.6.6.6"}}, ["gpu-0", "gpu-1", "ip-10-0-0-10"], []),
 ])
 def test_a_nodes_facts_cannot_take_another_nodes_name_or_address(tmp_path, monkeypatch, says, listed, left_out):
     """Review F4: a node's status (vouched by its key) still spoke for others through its facts: its
@@ -212,7 +217,7 @@ def test_a_nodes_facts_cannot_take_another_nodes_name_or_address(tmp_path, monke
              if line.startswith(("NodeName=", "SlurmctldHost="))]
     got = {d.get("NodeName") or d["SlurmctldHost"].split("(")[0]: d.get("NodeAddr") or d["SlurmctldHost"] for d in named}
     assert sorted(got) == listed, conf
-    recorded = {f"ip-10-0-0-{10 + i}": n.private_ip for i, n in enumerate(nodes)}
+    recorded = {"ip-10-0-0-10" if n.pool == "ctl" else f"gpu-{n.idx}": n.private_ip for n in nodes}
     assert got == {name: recorded[name] if name != "ip-10-0-0-10" else "ip-10-0-0-10(10.0.0.10)" for name in got}
     by_id = {r.target.node_id: r for r in reports}
     assert sorted(i for i, r in by_id.items() if r.state == "failed") == left_out
@@ -341,7 +346,8 @@ def test_without_its_controller_no_slurm_conf_is_published(tmp_path, monkeypatch
     st = stacks.load(tmp_path / "sl.yaml", cat)
     facts = {"hostname": "n", "cpus": 4, "mem_gib": 16, "gpu_count": 4}
     with pytest.raises(GpufleetError) as e:
-        slurm.pool_pillars(st, "sl", cat, [("gpu", "10.0.0.11", facts)], expectations={}, bundle=b"", key=b"k")
+        slurm.pool_pillars(st, "sl", cat, [("gpu", "10.0.0.11", facts, "gpu-0")], expectations={}, bundle=b"",
+                           key=b"k")
     assert "controller's node did not configure" in e.value.message and not isinstance(e.value, InputError)
 
 

@@ -585,3 +585,40 @@ def test_a_pools_document_carries_its_health_settings(tmp_path):
     # the active checks' period and what they add for the watch: DCGM level 2 and the 8-GPU all-reduce (p4d.24xlarge)
     assert health["active_every"] == 86_400 and health["active_expect"]["dcgm_level"] == 2
     assert health["active_expect"]["nccl"]["min_busbw_gbs"] > 0
+
+
+def test_a_node_takes_the_slurm_slot_kept_under_its_own_id_and_applies_again_when_it_is_given(
+        bucket, monkeypatch, tmp_path):
+    """Issue 51 (review finding 2): a replacement joins Slurm as its predecessor's slot, with no `configure`. `heal`
+    keeps the slot under the new node's id in the pool's bucket (channel.assign_slots, against moto's S3 here); the
+    node's agent, which had applied the pool's generation without it (no slurmd: slurm.conf does not name its host),
+    applies it again as that slot (the pillar's ``slurm.self``: slurmd -N) and leaves the name for its watch. A slot
+    kept under its id that names another node is refused, not taken."""
+    b = bucket
+    venv = tmp_path / "salt-venv"
+    (venv / "bin").mkdir(parents=True)
+    record = tmp_path / "salt-call.json"
+    (venv / "bin" / "salt-call").write_text(RECORDING_SALT_CALL.format(python=sys.executable, record=str(record)))
+    (venv / "bin" / "salt-call").chmod(0o755)
+    cfg = {**b["cfg"], "salt": {**b["cfg"]["salt"], "venv": str(venv)}}
+    doc = _document(b, ["hello"])
+    doc["pillar"]["slurm"] = {"role": "compute", "nodes": ["gpu-0", "gpu-1"]}
+    cloudnodes.publish(b["store"], {"gpu": doc}, b["archive"], b["sha"])
+
+    def run() -> dict:
+        record.unlink(missing_ok=True)
+        with monkeypatch.context() as m:
+            _as_node(b, m)
+            node_agent.run(cfg)
+        return json.loads(json.loads(record.read_text())["pillar"])["slurm"] if record.exists() else None
+
+    assert "self" not in run()  # no slot yet: Salt starts no slurmd (not listed)
+    assert run() is None  # the timer's next run: nothing new, nothing applied
+    cloudnodes.assign_slots(b["store"], [cloudnodes.NodeTarget("gpu", 1, "i-0node1", "10.0.0.12")])
+    assert run()["self"] == "gpu-1"
+    assert open(f"{node_agent.STATE_DIR}/{node_agent.SLURM_NAME}").read() == "gpu-1"
+    assert run() is None
+    # a slot under this node's id that names another node (a bucket written wrongly): refused, the run fails
+    b["store"].put(cloudnodes.slot_key("gpu", "i-0node1"), json.dumps({"node_id": "i-0other", "slurm_name": "gpu-0"}))
+    assert run() is None
+    assert "not its own valid Slurm name: refused" in json.dumps(_status(b)["failed"])

@@ -192,11 +192,33 @@ def test_a_fatal_xid_makes_the_node_faulty_and_drains_it_then_a_clean_watch_resu
     assert _health(n)["state"] == "ok" and _updates(n)[-1][2] == "State=RESUME"
 
 
+def test_a_node_with_a_slurm_slot_is_drained_by_its_slot_not_its_host_name(node):
+    """Issue 51 (review finding 2): a cloud compute node's Slurm name is its slot (slurmd -N gpu-1: a replacement's
+    host name is in no slurm.conf), which its agent leaves in SLURM_NAME; the watch drains that node, not one named
+    after the host."""
+    n = node
+    with open(f"{node_watch.agent.STATE_DIR}/{node_watch.agent.SLURM_NAME}", "w") as f:
+        f.write("gpu-1")
+    (n["captures"] / "journal.txt").write_text((ROOT / "tests" / "data" / "verify" / "journal-xid79.txt").read_text())
+    assert _watch(n) == 1
+    assert _updates(n) == [["update", "NodeName=gpu-1", "State=DRAIN", "Reason=gpufleet: GF-XID-FATAL health.xid"]]
+
+
 def test_a_node_a_person_drained_is_never_resumed(node):
     n = node
     (n["bin"] / "slurm-node.json").write_text(json.dumps({"state": "IDLE+DRAIN", "reason": "bad fan, ticket 42"}))
     assert _watch(n) == 0
     assert _health(n)["state"] == "ok" and _updates(n) == []
+
+
+def test_a_drain_whose_reason_slurm_lost_is_resumed_once_the_node_is_healthy(node):
+    """Seen on the test rack (Slurm 22.05.8): a CLOUD slot drained while powered down showed IDLE+CLOUD+DRAIN and no
+    Reason once its node registered, and the watch took it for a person's drain: the node stayed drained for good. A
+    person's drain has a reason (scontrol refuses one without); one without is gpufleet's, resumed when healthy."""
+    n = node
+    (n["bin"] / "slurm-node.json").write_text(json.dumps({"state": "IDLE+CLOUD+DRAIN", "reason": ""}))
+    assert _watch(n) == 0
+    assert _health(n)["state"] == "ok" and [u[2] for u in _updates(n)] == ["State=RESUME"]
 
 
 def test_without_slurm_a_faulty_node_says_so_in_its_status_alone(node):
