@@ -106,7 +106,8 @@ def _show(results: list, dry_run: bool) -> None:
             if x.refused or x.failed:
                 output.warn(f"{r.cluster}/{x.pool}: {x.refused or x.failed}")
         if r.configure:
-            output.warn(f"{r.cluster}: a node added to an elastic pool joins Slurm only once slurm.conf names its slot: run `{r.configure}`")
+            output.warn(f"{r.cluster}: a node added to an elastic pool joins Slurm once slurm.conf names its slot: "
+                        f"run `{r.configure}`")
         healthy = sum(1 for d in r.decisions if d.action == "none")
         output.console().print(f"{r.cluster}: {healthy} of {len(r.nodes)} node(s) need nothing; "
                                f"{len(r.unknown)} unknown; replacements so far: {sum(r.replacements.values())}.")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shlex
 import socket
 from dataclasses import dataclass, field
 
