@@ -5,17 +5,11 @@ dashboards are checked against, read from the counters file the nodes' DCGM expo
 import pytest
 
 from gpufleet import stacks
-from gpufleet.errors import SpecError, SpecErrors
 from gpufleet.monitoring import names
+from tests.unit.test_bad_input import problems
 
 POOLS = ("pools:\n"
          "  - {name: gpu, provider: aws, region: us-east-1, instance_type: p4d.24xlarge}\n")
-
-
-def problems(write, text: str) -> list[SpecError]:
-    with pytest.raises((SpecError, SpecErrors)) as e:
-        stacks.load(write("stack.yaml", text))
-    return getattr(e.value, "errors", [e.value])
 
 
 @pytest.mark.parametrize("block,needle,hint", [
