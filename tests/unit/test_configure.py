@@ -106,7 +106,10 @@ def test_pillar_of_the_local_rack(cat):
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
-def test_every_example_builds_a_pillar(path, cat):
+def test_every_example_builds_a_pillar(path, cat, monkeypatch):
+    # a monitor's pillar names the project and subscription its discovery lists the cluster's nodes in
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "example-project")
+    monkeypatch.setenv("ARM_SUBSCRIPTION_ID", "00000000-0000-0000-0000-000000000001")
     st = stacks.load(path, cat)
     for pool in st.pools:
         gpu, count = pillar.gpu_of(pool, cat)
