@@ -184,7 +184,7 @@ class SaltSsh:
         with self._locked(host_ids):
             try:  # each host's pillar is on disk while salt-ssh runs for it, and no longer
                 for h in host_ids:
-                    write_private(self._pillar(h), json.dumps(self.hosts[h].pillar, indent=2, sort_keys=True))
+                    write_private(self._pillar(h), pillar_sls(self.hosts[h].pillar))
                 return self._apply(cmd, host_ids, test, on_host)
             finally:
                 for h in host_ids:
@@ -257,6 +257,13 @@ def _end_group(proc: subprocess.Popen, kill: bool = False) -> None:
         os.killpg(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
         pass  # it has ended
+
+
+def pillar_sls(pillar: dict) -> str:
+    """A pillar file Salt reads as JSON alone: without the shebang its default renderer (jinja|yaml)
+    runs Jinja over the values first, and a Prometheus rule's ``{{ $labels.node }}`` breaks the whole
+    pillar ("Pillar render error"; Salt's renderers documentation, "Shebang": ``#!json``)."""
+    return "#!json\n" + json.dumps(pillar, indent=2, sort_keys=True)
 
 
 def _sls_name(host_id: str) -> str:
