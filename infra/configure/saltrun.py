@@ -135,6 +135,7 @@ class SaltSsh:
         d = self.dir
         make_private_dir(d)
         make_private_dir(d / "pillar")
+        self._key(d / "pki" / "ssh" / "salt-ssh.rsa")
         master = {
             "root_dir": str(d), "cachedir": str(d / "cache"), "pki_dir": str(d / "pki"),
             "log_file": str(d / "salt-ssh.log"), "log_level_logfile": "warning",
@@ -162,6 +163,23 @@ class SaltSsh:
         write_private(d / "roster", json.dumps(roster, indent=2))
         top = {"base": {h.id: [_sls_name(h.id)] for h in self.hosts.values()}}
         write_private(d / "pillar" / "top.sls", json.dumps(top, indent=2))
+
+    @staticmethod
+    def _key(path: Path) -> None:
+        """salt-ssh's own key, made once here: every salt-ssh run makes it when it finds none (salt/client/
+        ssh/__init__.py SSH.__init__ -> shell.gen_key, Salt 3008.3), and of two runs started at once on a
+        fresh cluster (groups of hosts with different formulas) the second's ssh-keygen asks "Overwrite
+        (y/n)?" on stdout, in front of its host's result, which is then lost. Same command as Salt's."""
+        if path.is_file():
+            return
+        make_private_dir(path.parent.parent)
+        make_private_dir(path.parent)
+        try:
+            subprocess.run(["ssh-keygen", "-P", "", "-f", str(path), "-t", "rsa", "-q"], check=True,
+                           stdin=subprocess.DEVNULL, capture_output=True, umask=0o077)
+        except FileNotFoundError:
+            raise ToolMissing("ssh-keygen is not installed (salt-ssh needs OpenSSH's client tools)",
+                              "install openssh-client") from None
 
     def _pillar(self, host_id: str) -> Path:
         return self.dir / "pillar" / f"{_sls_name(host_id)}.sls"
