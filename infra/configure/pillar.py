@@ -31,27 +31,16 @@ def formulas(stack, pool) -> list[str]:
     """The formulas a pool's nodes get: the pool's ``salt.states``, or every one that applies; and
     Prometheus with Alertmanager on the monitor pool (``stack.monitoring``)."""
     out = _node_formulas(stack, pool)
-    if monitor_pool(stack) is pool:
+    if stack.monitor_pool() is pool:
         out.append(SERVER)
     return out
-
-
-def monitor_pool(stack):
-    """The pool whose node runs Prometheus (``monitoring: {prometheus: true, host: ...}``): Slurm's
-    controller's, or the one named; None without one."""
-    m = stack.monitoring
-    if m is None or not m.prometheus:
-        return None
-    if m.host == "controller":
-        return next((p for p in stack.pools if p.role == "controller"), None)
-    return next((p for p in stack.pools if p.name == m.host), None)
 
 
 def monitor_pillar(stack, cluster: str) -> dict:
     """The monitor host's ``monitoring:server`` pillar: prometheus.yml scraping every pool whose nodes
     run the exporters, alertmanager.yml, the rules, retention by time and by the stack's disk size, and
     the address to listen on (a rack pool's first host's; a cloud node's own private address)."""
-    m, pool = stack.monitoring, monitor_pool(stack)
+    m, pool = stack.monitoring, stack.monitor_pool()
     scraped = [p for p in stack.pools if "monitoring" in _node_formulas(stack, p)]
     return {"listen_address": pool.hosts[0].address if pool.hosts else "",
             "retention": m.retention, "retention_size": f"{m.disk_gb}GB",

@@ -42,7 +42,7 @@ def test_every_example_monitor_renders_files_the_programs_accept(cat, accounts, 
     monitored = []
     for f in EXAMPLES:
         st = stacks.load(f, cat)
-        if pillar.monitor_pool(st) is None:
+        if st.monitor_pool() is None:
             continue
         monitored.append(f.stem)
         srv = pillar.monitor_pillar(st, "c1")
