@@ -717,6 +717,16 @@ class Stack(_Strict):
     # set by load(): where the stack came from
     source: str = Field(default="", exclude=True)
 
+    def monitor_pool(self) -> Pool | None:
+        """The pool whose first node runs Prometheus (``monitoring: {prometheus: true, host: ...}``): Slurm's
+        controller's, or the one named; None without one."""
+        m = self.monitoring
+        if m is None or not m.prometheus:
+            return None
+        if m.host == "controller":
+            return next((p for p in self.pools if p.role == "controller"), None)
+        return next((p for p in self.pools if p.name == m.host), None)
+
     def metadata_of(self, pool) -> str:
         """Who reaches the metadata service on ``pool``'s nodes: its own ``metadata``, else the stack's."""
         return pool.metadata or self.access.metadata

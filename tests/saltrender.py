@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 from gpufleet import stacks
-from gpufleet.configure import pillar
+from gpufleet.configure import pillar, saltrun
 from tests.conftest import ROOT
 
 SALT = ROOT / "salt"
@@ -81,7 +81,7 @@ def render(exe: Path, work: Path, grains: dict, pil: dict, sls: list[str]) -> di
     work.mkdir(parents=True, exist_ok=True)
     (work / "pillar").mkdir(exist_ok=True)
     (work / "pillar" / "top.sls").write_text("base:\n  '*': [gpufleet]\n")
-    (work / "pillar" / "gpufleet.sls").write_text(json.dumps(pil))
+    (work / "pillar" / "gpufleet.sls").write_text(saltrun.pillar_sls(pil))  # as gpufleet writes it
     (work / "minion").write_text(json.dumps({
         "file_client": "local", "file_roots": {"base": [str(SALT)]}, "pillar_roots": {"base": [str(work / "pillar")]},
         "root_dir": str(work / "root"), "cachedir": str(work / "cache"), "log_file": str(work / "minion.log"),

@@ -387,6 +387,12 @@ class Provider(Protocol):
         cloud's private route (no port 22 open to the world), a rack host directly. ``stack``: the
         cluster's stack, or None when its file is gone."""
 
+    def scrape_discovery(self, cluster: str, pools: list, port: int) -> tuple[dict, list]:
+        """How Prometheus on the monitor host finds ``pools``' nodes of ``cluster`` on ``port``: a scrape
+        config's target part (``static_configs``, ``ec2_sd_configs`` ...) and the relabelling that gives
+        each target the labels ``pool`` and ``node`` (``gpufleet.monitoring``), acting on its own meta
+        labels only (one job holds every provider's targets)."""
+
     def host_key_alias(self, node, *, cluster: str) -> str | None:
         """The name OpenSSH files the node's host key under (``HostKeyAlias``) on every route: an id its
         provider never gives another machine (an address or a name comes back with the next cluster),

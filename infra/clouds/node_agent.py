@@ -533,6 +533,13 @@ def ensure_salt(salt):
     return exe
 
 
+def pillar_sls(pillar):
+    """The pillar as a file Salt reads as JSON alone (``#!json``): its default renderer would run Jinja
+    over the values first, and a Prometheus rule's ``{{ $labels.node }}`` breaks the whole pillar
+    (configure.saltrun.pillar_sls, the same for salt-ssh)."""
+    return "#!json\n" + json.dumps(pillar)
+
+
 def apply(salt_call, tree, pillar, states, test, work):
     """One salt-call run; (ok, changed, failed [(state id, comment)], seconds). The pillar (secrets
     among it) is on disk for that run only: 0600 in 0700 folders, removed when salt-call is done with
@@ -541,7 +548,7 @@ def apply(salt_call, tree, pillar, states, test, work):
     private_dir(f"{work}/pillar")
     write_private(f"{work}/pillar/top.sls", "base:\n  '*': [gpufleet]\n")
     pillar_file = f"{work}/pillar/gpufleet.sls"
-    write_private(pillar_file, json.dumps(pillar))
+    write_private(pillar_file, pillar_sls(pillar))
     # Salt puts every path not under root_dir beneath it (salt/config: prepend_root_dir): root_dir is the
     # work folder itself, so the cache is where forget_rendered clears it
     write_private(f"{work}/minion", json.dumps(

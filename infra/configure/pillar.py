@@ -14,13 +14,42 @@ import json
 
 from gpufleet.clouds import provider
 from gpufleet.configure import FORMULAS, GPU_STATES, software
+from gpufleet.monitoring import scrape
+
+try:  # the stack's alert rules, where this build has them (gpufleet.monitoring.rules); else none are shipped
+    from gpufleet.monitoring.rules import render_rules
+except ImportError:  # pragma: no cover - until the rules module is part of the build
+    render_rules = None
+
+SERVER = "monitoring.server"  # Prometheus and Alertmanager, on the monitor pool's nodes
 
 FABRIC = {"efa": "efa", "infiniband-hdr": "infiniband", "infiniband-ndr": "infiniband", "gpudirect-tcpx": "tcpx",
           "roce": "roce", "10gbe": "ethernet", "25gbe": "ethernet", "100gbe": "ethernet", None: "ethernet"}
 
 
 def formulas(stack, pool) -> list[str]:
-    """The formulas a pool's nodes get: the pool's ``salt.states``, or every one that applies."""
+    """The formulas a pool's nodes get: the pool's ``salt.states``, or every one that applies; and
+    Prometheus with Alertmanager on the monitor pool (``stack.monitoring``)."""
+    out = _node_formulas(stack, pool)
+    if stack.monitor_pool() is pool:
+        out.append(SERVER)
+    return out
+
+
+def monitor_pillar(stack, cluster: str) -> dict:
+    """The monitor host's ``monitoring:server`` pillar: prometheus.yml scraping every pool whose nodes
+    run the exporters, alertmanager.yml, the rules, retention by time and by the stack's disk size, and
+    the address to listen on (a rack pool's first host's; a cloud node's own private address)."""
+    m, pool = stack.monitoring, stack.monitor_pool()
+    scraped = [p for p in stack.pools if "monitoring" in _node_formulas(stack, p)]
+    return {"listen_address": pool.hosts[0].address if pool.hosts else "",
+            "retention": m.retention, "retention_size": f"{m.disk_gb}GB",
+            "prometheus_yml": scrape.render_prometheus(stack, cluster=cluster, pools=scraped),
+            "alertmanager_yml": scrape.render_alertmanager(stack),
+            "rules": render_rules(stack) if render_rules else ""}
+
+
+def _node_formulas(stack, pool) -> list[str]:
     if pool.salt.states is not None:
         return [f for f in FORMULAS if f in pool.salt.states]
     if pool.role == "controller":  # Slurm's controller: no GPU, none of the GPU node's software
@@ -79,12 +108,13 @@ def gpu_of(pool, cat=None) -> tuple[str | None, int | None]:
 
 
 def build(stack, pool, *, cluster: str, gpu: str | None = None, gpu_count: int | None = None, has_gpu: bool = True,
-          nvswitches: int = 0, subnet_manager_host: bool = False) -> dict:
-    """The pillar for one node of ``pool`` (``has_gpu``/``nvswitches`` from its facts when known)."""
+          nvswitches: int = 0, subnet_manager_host: bool = False, index: int = 0) -> dict:
+    """The pillar for one node of ``pool`` (``has_gpu``/``nvswitches`` from its facts when known;
+    ``index``: the node's in its pool where known, a rack host's: the monitor is its pool's first)."""
     sw = stack.software
     gpu = gpu or pool.gpu
     count = gpu_count or pool.gpus_per_node or 0
-    states = formulas(stack, pool)
+    states = [s for s in formulas(stack, pool) if s != SERVER or index == 0]
     kind = FABRIC[pool.interconnect]
     fm = nvswitches > 0 or bool(gpu and count >= 8 and gpu.upper().startswith(software.NVSWITCH_GPUS))
     fabric: dict = {"kind": kind}
@@ -110,6 +140,8 @@ def build(stack, pool, *, cluster: str, gpu: str | None = None, gpu_count: int |
                                 for name, ver in sorted(sw.frameworks.items())}},
         "monitoring": {"node_exporter": sw.monitoring, "dcgm": sw.monitoring, "cuda_major": sw.cuda.split(".")[0]},
     }
+    if SERVER in states:
+        pillar["monitoring"]["server"] = monitor_pillar(stack, cluster)
     return merge(pillar, pool.salt.pillar)
 
 

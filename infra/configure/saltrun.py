@@ -135,6 +135,7 @@ class SaltSsh:
         d = self.dir
         make_private_dir(d)
         make_private_dir(d / "pillar")
+        self._key(d / "pki" / "ssh" / "salt-ssh.rsa")
         master = {
             "root_dir": str(d), "cachedir": str(d / "cache"), "pki_dir": str(d / "pki"),
             "log_file": str(d / "salt-ssh.log"), "log_level_logfile": "warning",
@@ -163,6 +164,23 @@ class SaltSsh:
         top = {"base": {h.id: [_sls_name(h.id)] for h in self.hosts.values()}}
         write_private(d / "pillar" / "top.sls", json.dumps(top, indent=2))
 
+    @staticmethod
+    def _key(path: Path) -> None:
+        """salt-ssh's own key, made once here: every salt-ssh run makes it when it finds none (salt/client/
+        ssh/__init__.py SSH.__init__ -> shell.gen_key, Salt 3008.3), and of two runs started at once on a
+        fresh cluster (groups of hosts with different formulas) the second's ssh-keygen asks "Overwrite
+        (y/n)?" on stdout, in front of its host's result, which is then lost. Same command as Salt's."""
+        if path.is_file():
+            return
+        make_private_dir(path.parent.parent)
+        make_private_dir(path.parent)
+        try:
+            subprocess.run(["ssh-keygen", "-P", "", "-f", str(path), "-t", "rsa", "-q"], check=True,
+                           stdin=subprocess.DEVNULL, capture_output=True, umask=0o077)
+        except FileNotFoundError:
+            raise ToolMissing("ssh-keygen is not installed (salt-ssh needs OpenSSH's client tools)",
+                              "install openssh-client") from None
+
     def _pillar(self, host_id: str) -> Path:
         return self.dir / "pillar" / f"{_sls_name(host_id)}.sls"
 
@@ -184,7 +202,7 @@ class SaltSsh:
         with self._locked(host_ids):
             try:  # each host's pillar is on disk while salt-ssh runs for it, and no longer
                 for h in host_ids:
-                    write_private(self._pillar(h), json.dumps(self.hosts[h].pillar, indent=2, sort_keys=True))
+                    write_private(self._pillar(h), pillar_sls(self.hosts[h].pillar))
                 return self._apply(cmd, host_ids, test, on_host)
             finally:
                 for h in host_ids:
@@ -257,6 +275,13 @@ def _end_group(proc: subprocess.Popen, kill: bool = False) -> None:
         os.killpg(proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
     except (ProcessLookupError, PermissionError):
         pass  # it has ended
+
+
+def pillar_sls(pillar: dict) -> str:
+    """A pillar file Salt reads as JSON alone: without the shebang its default renderer (jinja|yaml)
+    runs Jinja over the values first, and a Prometheus rule's ``{{ $labels.node }}`` breaks the whole
+    pillar ("Pillar render error"; Salt's renderers documentation, "Shebang": ``#!json``)."""
+    return "#!json\n" + json.dumps(pillar, indent=2, sort_keys=True)
 
 
 def _sls_name(host_id: str) -> str:

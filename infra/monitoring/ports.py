@@ -1,5 +1,6 @@
-"""The monitoring stack's ports (node_exporter, DCGM exporter, Prometheus, Alertmanager, Grafana), declared
-once in the formula's defaults (salt/monitoring/parameters/defaults.yaml, ``ports``) and read from there."""
+"""The monitoring formula's defaults (salt/monitoring/parameters/defaults.yaml), read once: its ``ports``
+(node_exporter, DCGM exporter, Prometheus, Alertmanager, Grafana), declared there once, and the paths the
+monitor host uses."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ DEFAULTS = "monitoring/parameters/defaults.yaml"  # under the Salt state tree
 
 
 @cache
+def parameters() -> dict:
+    return yaml.safe_load((states_dir() / DEFAULTS).read_text())
+
+
 def ports() -> dict[str, int]:
-    with open(states_dir() / DEFAULTS) as f:
-        return dict(yaml.safe_load(f)["ports"])
+    """node_exporter, dcgm_exporter, prometheus, alertmanager, grafana -> port."""
+    return dict(parameters()["ports"])

@@ -106,7 +106,10 @@ def test_pillar_of_the_local_rack(cat):
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
-def test_every_example_builds_a_pillar(path, cat):
+def test_every_example_builds_a_pillar(path, cat, monkeypatch):
+    # a monitor's pillar names the project and subscription its discovery lists the cluster's nodes in
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "example-project")
+    monkeypatch.setenv("ARM_SUBSCRIPTION_ID", "00000000-0000-0000-0000-000000000001")
     st = stacks.load(path, cat)
     for pool in st.pools:
         gpu, count = pillar.gpu_of(pool, cat)
@@ -247,3 +250,20 @@ def test_up_checks_the_racks_os_before_recording_anything(cat, monkeypatch, tmp_
         fleet_up.bring_up(st, cat, fleet_up.UpOptions(registry=reg, seams=fleet_up.Seams(runner_factory=lambda *a,
                           **k: pytest.fail("no Salt may run"))), confirm=lambda p: asked.append(p) or True)
     assert reg.list() == [] and asked == []
+
+
+def test_salt_ssh_key_exists_before_runs_that_go_at_once(tmp_path, monkeypatch):
+    """Issue 53 (the monitor host): groups of hosts with different formulas run as concurrent salt-ssh
+    processes on one configuration. Each made salt-ssh's own key when it found none (salt/client/ssh
+    __init__.py, SSH.__init__: gen_key), so on a fresh cluster the second's ssh-keygen asked "Overwrite
+    (y/n)?" on its stdout, in front of its host's JSON, and that host came back "no result from
+    salt-ssh" (the monitoring rack test's host 1). The key is made once, before any run."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    host = saltrun.RosterHost("rack-0", "192.0.2.1", 22, "root", None, str(tmp_path / "kh"), {})
+    runner = saltrun.SaltSsh("c1", [host], salt_ssh=tmp_path / "salt-ssh", states=tmp_path)
+    key = runner.dir / "pki" / "ssh" / "salt-ssh.rsa"
+    assert key.is_file() and key.with_suffix(".rsa.pub").is_file()
+    assert oct(key.stat().st_mode & 0o777) == "0o600" and oct(key.parent.stat().st_mode & 0o777) == "0o700"
+    made = key.read_bytes()
+    saltrun.SaltSsh("c1", [host], salt_ssh=tmp_path / "salt-ssh", states=tmp_path)
+    assert key.read_bytes() == made  # kept: the hosts it was deployed to still take it

@@ -443,3 +443,20 @@ def test_another_route_creates_none_of_the_clouds_pieces_and_the_world_needs_con
     p = _route_plan(tmp_path, via="direct", cidr="0.0.0.0/0", consent="true")
     found = ssh_open_to_the_world(p)
     assert len(found) == 3 and any("sg-ssh" in f for f in found) and any(f.endswith("/ssh-0") for f in found), found
+
+
+DISCOVERY_POLICY = "gpufleet-prometheus-discovery"  # the monitor pool's role (clouds.aws.monitoring)
+
+
+def test_only_the_monitor_pools_role_may_list_instances_for_prometheus(plans):
+    """mixed.yaml puts Prometheus on its AWS pool, whose EC2 discovery calls DescribeInstances: that role,
+    and no other of any example, gets an inline policy with that one action on "*" (DescribeInstances has
+    no resource-level permissions: "Actions, resources, and condition keys for Amazon EC2", Service
+    Authorization Reference, read 2026-11-27)."""
+    found = {name: [r for r in _by_type(p, "aws:iam/rolePolicy:RolePolicy") if r.inputs["name"] == DISCOVERY_POLICY]
+             for name, p in plans.items()}
+    assert {n for n, rs in found.items() if rs} == {"mixed"}, found
+    (r,) = found["mixed"]
+    doc = json.loads(r.inputs["policy"])
+    assert doc["Statement"] == [{"Sid": "PrometheusEc2Discovery", "Effect": "Allow",
+                                 "Action": ["ec2:DescribeInstances"], "Resource": "*"}]

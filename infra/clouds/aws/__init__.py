@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from gpufleet.clouds.aws import access, images, mocks, rules, tag_rules
+from gpufleet.clouds.aws import access, images, mocks, monitoring, rules, tag_rules
 from gpufleet.clouds.aws import spend as spending
 from gpufleet.clouds.aws.errors import CREDENTIAL_HINT, PATTERNS
 from gpufleet.clouds.aws.sdk import load
@@ -45,6 +45,7 @@ class Aws:
     own_status_only = True  # status/<pool>/${aws:userid}.json (components: the node role's policy)
 
     check_pool = staticmethod(rules.check_pool)
+    scrape_discovery = staticmethod(monitoring.scrape_discovery)  # Prometheus finds the nodes
     spend = staticmethod(spending.spend)
     check_reservation = staticmethod(rules.check_reservation)
     tag_problems = staticmethod(tag_rules.tag_problems)

@@ -20,7 +20,7 @@ import pulumi
 import pulumi_aws as aws
 
 from gpufleet.clouds import bootstrap
-from gpufleet.clouds.aws import access
+from gpufleet.clouds.aws import access, monitoring
 from gpufleet.clouds.aws.pool_vms import FleetNodes
 from gpufleet.clouds.aws.rules import STORAGE
 from gpufleet.clouds.pools import StorageArgs, first_zone, resource_name
@@ -223,6 +223,7 @@ class PoolArgs:
     session_manager: bool = False  # the nodes are reached through Session Manager (clouds.aws.access)
     imds_hop_limit: int = 1  # the instance metadata service's hop limit (spec Pool.imds_hop_limit)
     metadata: str = "root"  # who on the node reaches it (spec Access.metadata: root or all-users)
+    monitor: bool = False  # its first node runs Prometheus, which lists the cluster's instances (spec monitor_pool)
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -257,6 +258,9 @@ class GpuNodePool(pulumi.ComponentResource):
         if args.session_manager:  # what SSM Agent needs to take Session Manager sessions, and nothing more
             aws.iam.RolePolicy(f"{name}-ssm", role=role.id, name="gpufleet-session-manager",
                                policy=json.dumps(access.NODE_POLICY), opts=child)
+        if args.monitor:  # Prometheus's EC2 discovery: this one action, and nothing more (clouds.aws.monitoring)
+            aws.iam.RolePolicy(f"{name}-discovery", role=role.id, name="gpufleet-prometheus-discovery",
+                               policy=json.dumps(monitoring.discovery_policy()), opts=child)
         nc = args.node_config
         if nc:
             aws.iam.RolePolicy(f"{name}-bucket", role=role.id, name="gpufleet-configuration",

@@ -57,6 +57,7 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
             capacity_block=bool(p.reservation and p.reservation.capacity_block),
             public_ip=p.pool.public_ip, root_disk_gb=p.pool.root_disk_gb,
             imds_hop_limit=p.pool.imds_hop_limit or mod.IMDS_HOP_LIMIT, metadata=stack.metadata_of(p.pool),
+            monitor=stack.monitor_pool() is p.pool,
             storage=[StorageArgs.of(s) for s in p.pool.storage], node_config=shared["bucket"]), opts=popts)
         out[p.name] = ctx.export(p, region, zones[p.name], comp)
     return out

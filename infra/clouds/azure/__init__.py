@@ -9,7 +9,7 @@ Modules that import an SDK or Pulumi are loaded through ``sdk``.
 
 from __future__ import annotations
 
-from gpufleet.clouds.azure import access, images, mocks, rules, tag_rules
+from gpufleet.clouds.azure import access, images, mocks, monitoring, rules, tag_rules
 from gpufleet.clouds.azure import credentials as creds
 from gpufleet.clouds.azure import spend as spending
 from gpufleet.clouds.azure.errors import CREDENTIAL_HINT, PATTERNS
@@ -35,6 +35,7 @@ class Azure:
     own_status_only = False  # the pool's role condition: any blob under status/<pool>/ (components)
 
     check_pool = staticmethod(rules.check_pool)
+    scrape_discovery = staticmethod(monitoring.scrape_discovery)  # Prometheus finds the nodes
     spend = staticmethod(spending.spend)
     check_reservation = staticmethod(rules.check_reservation)
     tag_problems = staticmethod(tag_rules.tag_problems)

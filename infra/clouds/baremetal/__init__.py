@@ -7,7 +7,7 @@ gpufleet reaches them through ``hosts``."""
 
 from __future__ import annotations
 
-from gpufleet.clouds.baremetal import access
+from gpufleet.clouds.baremetal import access, monitoring
 from gpufleet.spec import Problem
 
 
@@ -19,6 +19,8 @@ class Baremetal:
     # the fabrics a rack may have; none needs a particular machine type
     interconnects = {"infiniband-hdr": None, "infiniband-ndr": None, "roce": None,
                      "10gbe": None, "25gbe": None, "100gbe": None}
+
+    scrape_discovery = staticmethod(monitoring.scrape_discovery)  # the hosts the stack lists
 
     def check_pool(self, stack, pool, instance) -> list[Problem]:
         return []  # the stack model checks a rack pool's shape; its hosts are checked when reached

@@ -10,7 +10,7 @@ Modules that import an SDK or Pulumi are loaded through ``sdk``.
 
 from __future__ import annotations
 
-from gpufleet.clouds.gcp import access, images, mocks, rules, tag_rules
+from gpufleet.clouds.gcp import access, images, mocks, monitoring, rules, tag_rules
 from gpufleet.clouds.gcp import credentials as creds
 from gpufleet.clouds.gcp import spend as spending
 from gpufleet.clouds.gcp.errors import CREDENTIAL_HINT, PATTERNS
@@ -40,6 +40,7 @@ class Gcp:
     own_status_only = False  # the pool's objectUser condition: any object under status/<pool>/ (components)
 
     check_pool = staticmethod(rules.check_pool)
+    scrape_discovery = staticmethod(monitoring.scrape_discovery)  # Prometheus finds the nodes
     spend = staticmethod(spending.spend)
     check_reservation = staticmethod(rules.check_reservation)
     tag_problems = staticmethod(tag_rules.tag_problems)

@@ -87,7 +87,7 @@ def configure(stack, cluster: str, targets: list[HostTarget], *, registry=None, 
         has_gpu = bool(r.facts.gpus)
         sm_host = pool.subnet_manager == "host" and t.idx == 0
         pil = pillarmod.build(stack, pool, cluster=cluster, gpu=pool.gpu, has_gpu=has_gpu,
-                              nvswitches=r.facts.nvswitches, subnet_manager_host=sm_host)
+                              nvswitches=r.facts.nvswitches, subnet_manager_host=sm_host, index=t.idx)
         if t.id in scheduler:
             pil["slurm"] = pillarmod.merge(scheduler[t.id], pil.get("slurm") or {})
         states = pil["gpufleet"]["states"]

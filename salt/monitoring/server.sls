@@ -1,0 +1,120 @@
+{#- Prometheus and Alertmanager on the monitor host (README, "The monitor host"): the distribution's
+    packages, the files gpufleet rendered for the cluster (gpufleet.monitoring.scrape: prometheus.yml,
+    alertmanager.yml; the stack's alert rules), each checked by the program's own checker before it
+    lands (Salt's check_cmd: a broken file never replaces a working one), both daemons listening on the
+    cluster-side address only (Alertmanager on loopback too, where Prometheus sends to it), restarted
+    when a file changes. server_clean.sls (through clean.sls) undoes it. -#}
+{%- from tpldir ~ "/map.jinja" import mapdata as mon with context %}
+{%- set srv = mon.server %}
+{%- set pkgs = mon.get("server_packages") or {} %}
+{%- if not pkgs.get("prometheus") %}
+
+monitoring-server-unsupported-test-fail_without_changes:
+  test.fail_without_changes:
+    - name: "monitoring.server: no Prometheus package gpufleet has checked for {{ grains.get('osfinger', grains.get('os_family')) }}; put the monitor on a Debian 12 or Ubuntu 22.04/24.04 host (monitoring: {host: ...})"
+{%- else %}
+{#- the cluster-side address: the pillar's (a rack host's own), else the host's first private IPv4 address #}
+{%- set listen = srv.listen_address or (salt["network.ip_addrs"]() | first) %}
+{%- set conf = srv.conf_dir %}
+
+monitoring-server-packages-pkg-installed:
+  pkg.installed:
+    - pkgs: {{ ([pkgs.prometheus, pkgs.alertmanager] + ([pkgs.promtool] if pkgs.get("promtool") else [])) | json }}
+
+monitoring-server-marker-file-managed:
+  file.managed:
+    - name: {{ srv.marker }}
+    - makedirs: True
+    - contents: "monitoring.server installed Prometheus and Alertmanager here (clean removes them)"
+
+monitoring-server-rules-dir-file-directory:
+  file.directory:
+    - name: {{ conf }}/rules
+    - mode: "0755"
+    - require:
+      - pkg: monitoring-server-packages-pkg-installed
+{%- if srv.rules %}
+
+monitoring-server-rules-file-managed:
+  file.managed:
+    - name: {{ conf }}/rules/gpufleet.yml
+    - contents_pillar: monitoring:server:rules
+    - mode: "0644"
+    - check_cmd: promtool check rules
+    - require:
+      - file: monitoring-server-rules-dir-file-directory
+{%- else %}
+
+monitoring-server-rules-file-absent:
+  file.absent:
+    - name: {{ conf }}/rules/gpufleet.yml
+{%- endif %}
+
+monitoring-server-prometheus-config-file-managed:
+  file.managed:
+    - name: {{ conf }}/prometheus.yml
+    - contents_pillar: monitoring:server:prometheus_yml
+    - mode: "0644"
+    - check_cmd: promtool check config
+    - require:
+      - pkg: monitoring-server-packages-pkg-installed
+{%- if srv.rules %}
+      - file: monitoring-server-rules-file-managed
+{%- endif %}
+
+monitoring-server-alertmanager-config-file-managed:
+  file.managed:
+    - name: {{ conf }}/alertmanager.yml
+    - contents_pillar: monitoring:server:alertmanager_yml
+    - mode: "0640"
+    - group: prometheus  # a webhook URL may carry a token: not for every local user
+    - check_cmd: amtool check-config
+    - require:
+      - pkg: monitoring-server-packages-pkg-installed
+
+{#- the daemons' flags (prometheus 2.42 and alertmanager 0.25 --help): retention by time and size, the
+    address each listens on; Alertmanager's gossip port (--cluster.listen-address, 0.0.0.0:9094 by
+    default) is off: one Alertmanager, no peers #}
+monitoring-server-prometheus-args-file-managed:
+  file.managed:
+    - name: {{ mon.server_env.prometheus }}
+    - mode: "0644"
+    - contents: |
+        # managed by gpufleet (monitoring.server)
+        ARGS="--config.file={{ conf }}/prometheus.yml --web.listen-address={{ listen }}:{{ mon.ports.prometheus }} --storage.tsdb.retention.time={{ srv.retention }} --storage.tsdb.retention.size={{ srv.retention_size }}"
+    - require:
+      - pkg: monitoring-server-packages-pkg-installed
+
+monitoring-server-alertmanager-args-file-managed:
+  file.managed:
+    - name: {{ mon.server_env.alertmanager }}
+    - mode: "0644"
+    - contents: |
+        # managed by gpufleet (monitoring.server)
+        ARGS="--config.file={{ conf }}/alertmanager.yml --web.listen-address=127.0.0.1:{{ mon.ports.alertmanager }} --web.listen-address={{ listen }}:{{ mon.ports.alertmanager }} --cluster.listen-address="
+    - require:
+      - pkg: monitoring-server-packages-pkg-installed
+
+monitoring-server-alertmanager-service-running:
+  service.running:
+    - name: {{ mon.server_services.alertmanager }}
+    - enable: True
+    - watch:
+      - pkg: monitoring-server-packages-pkg-installed
+      - file: monitoring-server-alertmanager-config-file-managed
+      - file: monitoring-server-alertmanager-args-file-managed
+
+monitoring-server-prometheus-service-running:
+  service.running:
+    - name: {{ mon.server_services.prometheus }}
+    - enable: True
+    - require:
+      - service: monitoring-server-alertmanager-service-running
+    - watch:
+      - pkg: monitoring-server-packages-pkg-installed
+      - file: monitoring-server-prometheus-config-file-managed
+      - file: monitoring-server-prometheus-args-file-managed
+{%- if srv.rules %}
+      - file: monitoring-server-rules-file-managed
+{%- endif %}
+{%- endif %}

@@ -1,0 +1,39 @@
+{#- Undo monitoring.server where it ran (its marker says so): the daemons stopped, the packages purged
+    (their configuration files with them: the cluster's targets must not outlive it), gpufleet's rules
+    and the marker removed. The series Prometheus kept are data: the package's purge decides. -#}
+{%- from tpldir ~ "/map.jinja" import mapdata as mon with context %}
+{%- set srv = mon.server %}
+{%- set pkgs = mon.get("server_packages") or {} %}
+{%- if pkgs.get("prometheus") %}
+{%- set daemons = [mon.server_services.prometheus, mon.server_services.alertmanager] %}
+
+monitoring-server_clean-services-service-dead:
+  service.dead:
+    - names: {{ daemons | json }}
+    - enable: False
+    - onlyif:
+      - test -f {{ srv.marker }}
+      - test -d /run/systemd/system
+
+# a host without a running systemd (a container, the test rack): the packages' init scripts, which
+# their removal scripts do not run there
+monitoring-server_clean-initscripts-cmd-run:
+  cmd.run:
+    - name: for s in {{ daemons | join(" ") }}; do [ ! -x "/etc/init.d/$s" ] || "/etc/init.d/$s" stop; done
+    - onlyif: test -f {{ srv.marker }}
+    - unless: test -d /run/systemd/system
+
+monitoring-server_clean-packages-pkg-purged:
+  pkg.purged:
+    - pkgs: {{ ([pkgs.prometheus, pkgs.alertmanager] + ([pkgs.promtool] if pkgs.get("promtool") else [])) | json }}
+    - onlyif: test -f {{ srv.marker }}
+    - require:
+      - service: monitoring-server_clean-services-service-dead
+      - cmd: monitoring-server_clean-initscripts-cmd-run
+
+monitoring-server_clean-files-file-absent:
+  file.absent:
+    - names: {{ [srv.conf_dir ~ "/rules/gpufleet.yml", srv.marker] | json }}
+    - require:
+      - pkg: monitoring-server_clean-packages-pkg-purged
+{%- endif %}

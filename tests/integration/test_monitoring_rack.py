@@ -1,0 +1,167 @@
+"""Prometheus on the local test rack, end to end (issue 53): `gpufleet up` applies the monitoring formula
+with Debian's own prometheus, prometheus-alertmanager and prometheus-node-exporter (host 1 the monitor,
+every host a node); each host's DCGM exporter is played by tests/dcgm_exporter_standin.py on :9400 (no
+GPU here). Through Prometheus's and Alertmanager's HTTP APIs: every host's node and dcgm targets are up
+with their cluster, pool and node labels; a node's gpufleet.prom (written here, as the node agent writes
+it: tmp file then rename in the textfile directory) appears with the pool's price from the plan; an XID 79
+on one GPU fires the stack's alert in Alertmanager; Prometheus and Alertmanager listen on the monitor's
+cluster address only; `down --clean` removes them."""
+
+import io
+import json
+import tarfile
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from gpufleet import catalog, stacks
+from gpufleet.catalog.onprem import site_from_pool
+from gpufleet.monitoring import scrape
+from tests.conftest import ROOT
+from tests.integration import localrack
+from tests.integration.localrack import gpufleet, on_host
+
+STACK_FILE = ROOT / "tests" / "integration" / "monitoring-rack.yaml"
+CLUSTER = "e2e-mon"
+MONITOR = "10.77.0.11"
+STANDIN = "/opt/gpufleet-dcgm-standin"
+# host -> (pool, node): the stack's pools in order, each host its pool's next index
+NODES = {1: ("mon", "mon-0"), 2: ("l4", "l4-0"), 3: ("l4", "l4-1"), 4: ("h100", "h100-0")}
+GPUS = {"mon": ("NVIDIA L4", 1), "l4": ("NVIDIA L4", 1), "h100": ("NVIDIA H100 80GB HBM3", 8)}
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rack")]
+
+
+@pytest.fixture(scope="module")
+def rack(tmp_path_factory):
+    yield from localrack.rack_module(tmp_path_factory)
+
+
+def _get(port: int, path: str, **query):
+    """A JSON answer of the monitor host's Prometheus or Alertmanager, straight (no proxy: the rack's bridge)."""
+    url = f"http://{MONITOR}:{port}{path}" + ("?" + urllib.parse.urlencode(query) if query else "")
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=10) as r:
+        return json.load(r)
+
+
+def _until(what, ok, timeout: float = 120):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got = what()
+        except OSError as e:  # not listening yet
+            got = e
+        if (not isinstance(got, OSError) and ok(got)) or time.monotonic() > deadline:
+            return got
+        time.sleep(2)
+
+
+def _standin_state(pool: str, **gpu_values) -> str:
+    model, gpus = GPUS[pool]
+    return json.dumps({"model": model, "gpus": gpus, "values": {"DCGM_FI_DEV_GPU_TEMP": 41},
+                       "gpu_values": gpu_values})
+
+
+def _start_standin(i: int) -> None:
+    """The DCGM exporter stand-in on host ``i``, serving the counters file gpufleet gives the exporter."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(ROOT / "tests" / "dcgm_exporter_standin.py", "standin.py")
+        tar.add(ROOT / "salt" / "monitoring" / "files" / "gpufleet-counters.csv", "counters.csv")
+        body = _standin_state(NODES[i][0]).encode()
+        info = tarfile.TarInfo("state.json")
+        info.size = len(body)
+        tar.addfile(info, io.BytesIO(body))
+    r = on_host(i, f"rm -rf {STANDIN} && mkdir -p {STANDIN} && tar -x -C {STANDIN} && "
+                   f"(setsid nohup python3 {STANDIN}/standin.py --counters {STANDIN}/counters.csv "
+                   f"--state {STANDIN}/state.json --port {scrape.ports()['dcgm_exporter']} "
+                   f"</dev/null >{STANDIN}/log 2>&1 &)", stdin=buf.getvalue())
+    assert r.returncode == 0, r.stderr
+
+
+def _inject(i: int, **gpu_values) -> None:
+    r = on_host(i, f"cat > {STANDIN}/state.json.tmp && mv {STANDIN}/state.json.tmp {STANDIN}/state.json",
+                stdin=_standin_state(NODES[i][0], **gpu_values))
+    assert r.returncode == 0, r.stderr
+
+
+def _write_textfile(i: int, price: float) -> None:
+    """The node's gpufleet.prom as the contract between the node agent and node_exporter has it (the
+    agent's writer is another part of issue 53): in the textfile directory, through a tmp file and a
+    rename, no timestamps, a final newline."""
+    d = scrape.parameters()["textfile_dir"]
+    text = ("# HELP gpufleet_node_price_usd_per_hour What the node costs an hour (US$), from the plan.\n"
+            "# TYPE gpufleet_node_price_usd_per_hour gauge\n"
+            f"gpufleet_node_price_usd_per_hour {price!r}\n")
+    r = on_host(i, f"cat > {d}/gpufleet.prom.$$ && mv {d}/gpufleet.prom.$$ {d}/gpufleet.prom", stdin=text)
+    assert r.returncode == 0, r.stderr
+
+
+def _targets() -> list[dict]:
+    return _get(scrape.ports()["prometheus"], "/api/v1/targets")["data"]["activeTargets"]
+
+
+def _query(q: str) -> list[dict]:
+    return _get(scrape.ports()["prometheus"], "/api/v1/query", query=q)["data"]["result"]
+
+
+def _alerts() -> list[dict]:
+    return _get(scrape.ports()["alertmanager"], "/api/v2/alerts", filter='alertname="GpuXidFatal"')
+
+
+def test_prometheus_scrapes_every_node_alerts_an_xid_and_goes_with_clean(rack):
+    cat = catalog.load(use_config=False)
+    st = stacks.load(STACK_FILE, cat)
+    price = {p.name: site_from_pool(p, cat, str(STACK_FILE)).usd_per_node_hour() for p in st.pools}
+    for i in NODES:
+        _start_standin(i)
+    rc, doc, err = gpufleet(rack, "up", "--no-verify", str(STACK_FILE), "--cluster", CLUSTER, "--yes",
+                            "--trust-new-hosts")
+    assert rc == 0, [h for h in (doc or {}).get("hosts", []) if h.get("error")] or err[-3000:]
+    assert {h["state"] for h in doc["hosts"]} == {"configured"}, doc["hosts"]
+    for i, (pool, _) in NODES.items():
+        _write_textfile(i, price[pool])
+
+    # every host's node_exporter and DCGM exporter, up, with gpufleet's labels
+    want = {(job, f"10.77.0.{10 + i}:{scrape.ports()[port]}", pool, node, CLUSTER)
+            for i, (pool, node) in NODES.items() for job, port in scrape.JOBS.items()}
+
+    def seen(targets):
+        return {(t["labels"]["job"], t["labels"]["instance"], t["labels"].get("pool"), t["labels"].get("node"),
+                 t["labels"].get("cluster")) for t in targets if t["health"] == "up"}
+
+    targets = _until(_targets, lambda t: seen(t) == want)
+    assert not isinstance(targets, OSError) and seen(targets) == want, targets
+
+    # the DCGM exporter's series with its own labels; the textfile's price with the pool's
+    temps = _until(lambda: _query("DCGM_FI_DEV_GPU_TEMP"), lambda r: len(r) == 1 + 1 + 1 + 8)
+    assert {(r["metric"]["node"], r["metric"]["modelName"]) for r in temps} >= {("h100-0", "NVIDIA H100 80GB HBM3")}
+    prices = _until(lambda: _query("gpufleet_node_price_usd_per_hour"), lambda r: len(r) == len(NODES))
+    assert {(r["metric"]["pool"], r["metric"]["node"], round(float(r["value"][1]), 6)) for r in prices} == \
+        {(pool, node, round(price[pool], 6)) for pool, node in NODES.values()}, prices
+
+    # an XID 79 on h100-0's GPU 5 fires the stack's rule, which reaches Alertmanager
+    _inject(4, **{"5": {"DCGM_FI_DEV_XID_ERRORS": 79}})
+    alerts = _until(_alerts, lambda a: any(x["labels"].get("node") == "h100-0" for x in a), timeout=90)
+    fired = [x for x in alerts if x["labels"].get("node") == "h100-0"]
+    assert fired and fired[0]["labels"]["gpu"] == "5" and fired[0]["labels"]["pool"] == "h100" and \
+        fired[0]["status"]["state"] == "active", alerts
+    assert not any(x["labels"].get("node") != "h100-0" for x in alerts), alerts
+
+    # the monitor's daemons listen on its cluster address (Alertmanager on loopback too) and nowhere else
+    listening = on_host(1, "ss -ltnH '( sport = :9090 or sport = :9093 or sport = :9094 )'").stdout
+    local = sorted(line.split()[3] for line in listening.splitlines() if line.strip())
+    assert local == sorted([f"{MONITOR}:9090", f"{MONITOR}:9093", "127.0.0.1:9093"]), listening
+
+    rc, doc, err = gpufleet(rack, "down", str(STACK_FILE), "--cluster", CLUSTER, "--yes", "--clean")
+    assert rc == 0, [(h["host"], h.get("error")) for h in (doc or {}).get("hosts", [])] or err[-2000:]
+    for i in NODES:
+        on_host(i, f"pkill -f {STANDIN}/standin.py")
+        left = on_host(i, "ss -ltnH '( sport = :9090 or sport = :9093 or sport = :9100 )' | wc -l; "
+                          "ls -d /etc/prometheus/rules/gpufleet.yml /etc/gpufleet/monitoring-server "
+                          "/etc/default/prometheus-node-exporter 2>/dev/null; "
+                          "dpkg -l prometheus prometheus-alertmanager prometheus-node-exporter 2>/dev/null | grep -c '^ii'")
+        assert left.stdout.split() == ["0", "0"], (i, left.stdout, left.stderr)

@@ -1,0 +1,103 @@
+"""The monitor host's files (gpufleet.monitoring.scrape through the pillar): every example stack that
+asks for Prometheus gets a prometheus.yml that Prometheus's own checker accepts (promtool 2.42,
+Debian's `prometheus`) and an alertmanager.yml amtool accepts where it is installed; every node of the
+scraped pools is a target of both exporters with the labels cluster, pool and node; Prometheus goes on
+the monitor pool's first node only, listening on its address."""
+
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from gpufleet import catalog, stacks
+from gpufleet.configure import pillar
+from gpufleet.monitoring import scrape
+from tests.conftest import ROOT, require
+
+EXAMPLES = sorted((ROOT / "stacks" / "examples").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return catalog.load(use_config=False)
+
+
+@pytest.fixture
+def accounts(monkeypatch):
+    """The project and subscription a GCP or Azure node's discovery lists its cluster's machines in."""
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "example-project")
+    monkeypatch.setenv("ARM_SUBSCRIPTION_ID", "00000000-0000-0000-0000-000000000001")
+
+
+def _checked(tool: str, kind: list[str], text: str, tmp_path, name: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    r = subprocess.run([tool, *kind, str(path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, (name, r.stdout + r.stderr, text)
+
+
+def test_every_example_monitor_renders_files_the_programs_accept(cat, accounts, tmp_path):
+    require(shutil.which("promtool") is not None, "promtool is not installed (Debian's prometheus: `make sysdeps`)")
+    monitored = []
+    for f in EXAMPLES:
+        st = stacks.load(f, cat)
+        if st.monitor_pool() is None:
+            continue
+        monitored.append(f.stem)
+        srv = pillar.monitor_pillar(st, "c1")
+        _checked("promtool", ["check", "config"], srv["prometheus_yml"], tmp_path, f"{f.stem}-prometheus.yml")
+        if shutil.which("amtool"):
+            _checked("amtool", ["check-config"], srv["alertmanager_yml"], tmp_path, f"{f.stem}-alertmanager.yml")
+    assert {"baremetal-rack", "mixed"} <= set(monitored), monitored
+
+
+def _targets(prom: str, job: str) -> dict[str, dict]:
+    (cfg,) = [c for c in yaml.safe_load(prom)["scrape_configs"] if c["job_name"] == job]
+    return {t: g["labels"] for g in cfg.get("static_configs", []) for t in g["targets"]}
+
+
+def test_every_rack_host_is_a_target_of_both_exporters_with_its_labels(cat):
+    st = stacks.load(ROOT / "stacks" / "examples" / "baremetal-rack.yaml", cat)
+    prom = pillar.monitor_pillar(st, "rk")["prometheus_yml"]
+    ports = scrape.ports()
+    for job, port in (("node", ports["node_exporter"]), ("dcgm", ports["dcgm_exporter"])):
+        got = _targets(prom, job)
+        assert got == {f"10.10.0.{10 + i}:{port}": {"pool": "h100-rack", "node": f"h100-rack-{i - 1}"} for i in range(1, 5)}
+    (cfg,) = [c for c in yaml.safe_load(prom)["scrape_configs"] if c["job_name"] == "node"]
+    assert {"target_label": "cluster", "replacement": "rk"} in cfg["relabel_configs"]
+    assert yaml.safe_load(prom)["global"]["scrape_interval"] == "30s"
+
+
+def test_cloud_nodes_are_discovered_by_the_clusters_tags(cat, accounts):
+    st = stacks.load(ROOT / "stacks" / "examples" / "mixed.yaml", cat)
+    (node,) = [c for c in yaml.safe_load(pillar.monitor_pillar(st, "c1")["prometheus_yml"])["scrape_configs"]
+               if c["job_name"] == "node"]
+    (ec2,) = node["ec2_sd_configs"]
+    assert {"name": "tag:gpufleet:cluster", "values": ["c1"]} in ec2["filters"] and ec2["port"] == 9100
+    assert {g["zone"] for g in node["gce_sd_configs"]} == set(cat.region_zones("gcp", "us-central1"))
+    assert all('labels.gpufleet-cluster="c1"' in g["filter"] for g in node["gce_sd_configs"])
+    (az,) = node["azure_sd_configs"]
+    assert az["resource_group"] == "gpufleet-c1-eastus" and az["authentication_method"] == "ManagedIdentity"
+    assert {r.get("target_label") for r in node["relabel_configs"]} >= {"cluster", "pool", "node"}
+
+
+def test_prometheus_goes_on_the_monitor_pools_first_node_listening_on_its_address(cat):
+    st = stacks.load(ROOT / "stacks" / "examples" / "baremetal-rack.yaml", cat)
+    pool = st.pools[0]
+    first = pillar.build(st, pool, cluster="rk", index=0)
+    other = pillar.build(st, pool, cluster="rk", index=1)
+    assert "monitoring.server" in first["gpufleet"]["states"] and "monitoring.server" not in other["gpufleet"]["states"]
+    srv = first["monitoring"]["server"]
+    assert (srv["listen_address"], srv["retention"], srv["retention_size"]) == ("10.10.0.11", "30d", "100GB")
+    assert "server" not in other["monitoring"]
+
+
+def test_a_webhook_is_alertmanagers_receiver(write, cat):
+    st = stacks.load(write("s.yaml", "name: s\nowner: o\nmonitoring: {prometheus: true, host: r, alert_webhook: "
+                                     "'https://hooks.example.com/gpu'}\npools:\n  - {name: r, provider: baremetal, "
+                                     "site: lab, gpu: L4, gpus_per_node: 1, hosts: [{address: 192.0.2.1}]}\n"), cat)
+    am = yaml.safe_load(scrape.render_alertmanager(st))
+    assert am["receivers"] == [{"name": "gpufleet", "webhook_configs": [
+        {"url": "https://hooks.example.com/gpu", "send_resolved": True}]}]
+    assert am["route"]["receiver"] == "gpufleet"

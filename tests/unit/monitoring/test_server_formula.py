@@ -1,0 +1,82 @@
+"""The monitoring formula as real Salt renders it (salt-call --local, grains of each OS): the monitor
+host's Prometheus and Alertmanager (monitoring.server) from the pillar gpufleet builds, each file checked
+by its program before it lands and the daemons listening on the host's cluster address; a host of an OS
+without a checked package refused with a message; clean undoing it where its marker is; the nodes'
+node_exporter reading the textfile directory and the DCGM exporter given gpufleet's counters file."""
+
+import json
+
+import pytest
+
+from gpufleet import catalog, stacks
+from gpufleet.configure import pillar
+from gpufleet.monitoring import scrape
+from tests.conftest import ROOT, salt_call
+from tests.saltrender import OSES, render
+
+SLS = ["monitoring.server", "monitoring.node_exporter", "monitoring.dcgm", "monitoring.clean"]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    cat = catalog.load(use_config=False)
+    st = stacks.load(ROOT / "stacks" / "examples" / "baremetal-rack.yaml", cat)
+    pil = pillar.build(st, st.pools[0], cluster="rk", index=0)
+    base = tmp_path_factory.mktemp("salt")
+    exe = salt_call()
+    return {os_: render(exe, base / os_, OSES[os_], pil, SLS) for os_ in ("Debian-12", "Ubuntu-24.04", "Rocky-9")}
+
+
+def _arg(state: dict, key: str):
+    mod = next(k for k in state if not k.startswith("__"))
+    return next((x[key] for x in state[mod] if isinstance(x, dict) and key in x), None)
+
+
+def test_each_file_is_checked_by_its_program_before_it_lands(rendered):
+    s = rendered["Debian-12"]
+    prom = s["monitoring-server-prometheus-config-file-managed"]
+    assert (_arg(prom, "name"), _arg(prom, "check_cmd"), _arg(prom, "contents_pillar")) == (
+        "/etc/prometheus/prometheus.yml", "promtool check config", "monitoring:server:prometheus_yml")
+    am = s["monitoring-server-alertmanager-config-file-managed"]
+    assert (_arg(am, "check_cmd"), _arg(am, "mode")) == ("amtool check-config", "0640")
+    assert _arg(s["monitoring-server-packages-pkg-installed"], "pkgs") == ["prometheus", "prometheus-alertmanager"]
+    # no rules in the pillar (none shipped by this build): none left behind either
+    assert "monitoring-server-rules-file-absent" in s or "monitoring-server-rules-file-managed" in s
+
+
+def test_the_daemons_listen_on_the_cluster_address_and_restart_on_a_change(rendered):
+    s = rendered["Ubuntu-24.04"]
+    ports = scrape.ports()
+    args = _arg(s["monitoring-server-prometheus-args-file-managed"], "contents")
+    assert (f"--web.listen-address=10.10.0.11:{ports['prometheus']}" in args and
+            "--storage.tsdb.retention.time=30d" in args and "--storage.tsdb.retention.size=100GB" in args), args
+    am = _arg(s["monitoring-server-alertmanager-args-file-managed"], "contents")
+    assert f"--web.listen-address=10.10.0.11:{ports['alertmanager']}" in am and "--cluster.listen-address=" in am, am
+    watched = json.dumps(_arg(s["monitoring-server-prometheus-service-running"], "watch"))
+    assert "monitoring-server-prometheus-config-file-managed" in watched and "prometheus-args" in watched
+
+
+def test_an_os_without_a_checked_package_is_refused_with_the_way_out(rendered):
+    s = rendered["Rocky-9"]
+    (fail,) = [k for k in s if k.startswith("monitoring-server-")]
+    assert fail == "monitoring-server-unsupported-test-fail_without_changes"
+    assert "Debian 12 or Ubuntu" in json.dumps(s[fail])
+
+
+def test_clean_undoes_the_server_where_it_ran(rendered):
+    s = rendered["Debian-12"]
+    purged = s["monitoring-server_clean-packages-pkg-purged"]
+    assert _arg(purged, "onlyif") == "test -f /etc/gpufleet/monitoring-server"
+    assert _arg(purged, "pkgs") == ["prometheus", "prometheus-alertmanager"]
+
+
+def test_node_exporter_reads_the_textfile_directory_and_dcgm_gets_the_counters_file(rendered):
+    s = rendered["Debian-12"]
+    args = _arg(s["monitoring-node_exporter-args-file-managed"], "contents")
+    assert 'ARGS="--collector.textfile.directory=/var/lib/prometheus/node-exporter' in args
+    assert _arg(s["monitoring-node_exporter-textfile-dir-file-directory"], "name") == "/var/lib/prometheus/node-exporter"
+    unit = _arg(s["monitoring-dcgm-exporter-unit-file-managed"], "contents")
+    csv = "/etc/dcgm-exporter/gpufleet-counters.csv"
+    assert f"-v {csv}:{csv}:ro " in unit and unit.split("ExecStart=")[1].split("\n")[0].endswith(f" -f {csv}"), unit
+    assert _arg(s["monitoring-dcgm-exporter-counters-file-managed"], "source") == \
+        "salt://monitoring/files/gpufleet-counters.csv"
