@@ -219,7 +219,9 @@ def test_plan_of_a_mixed_stack_registers_the_rack_hosts(cat):
     assert not any(r.type == "pulumi-python:dynamic:Resource" for r in p.cloud_resources)
     rack_pool = next(x for x in st.pools if x.provider == "baremetal")
     assert sorted(r.name for r in racks) == [f"{st.name}-{rack_pool.name}-{i}" for i in range(len(rack_pool.hosts))]
-    assert racks[0].inputs["address"] == rack_pool.hosts[0].address and racks[0].inputs["site"] == rack_pool.site
+    # Pulumi's mock runtime registers resources concurrently: the list's order is not the hosts'
+    first = next(r for r in racks if r.name == f"{st.name}-{rack_pool.name}-0")
+    assert first.inputs["address"] == rack_pool.hosts[0].address and first.inputs["site"] == rack_pool.site
 
 
 def test_up_of_a_rack_without_salt_stops_before_anything(tmp_path):
