@@ -19,6 +19,7 @@ import json
 from types import SimpleNamespace
 
 from gpufleet.errors import ExtraMissing
+from gpufleet.monitoring import names
 
 EXTRA = "dashboards"
 TAGS = ["gpufleet"]
@@ -128,6 +129,7 @@ def node(g: SimpleNamespace):
            .refresh(g.VariableRefresh.ON_TIME_RANGE_CHANGED).sort(g.VariableSort.ALPHABETICAL_ASC))
     gpu = "GPU {{gpu}}"
     rate = "[$__rate_interval]"
+    ns = names.VIOLATION_NS_PER_S  # the violation counters count nanoseconds
     return (_board(g, "gpufleet-node", "gpufleet / node", [var])
             .with_row(g.dashboard.Row("GPUs"))
             .with_panel(P.series("GPU utilisation", [(f"DCGM_FI_DEV_GPU_UTIL{{{n}}}", gpu)], "percent", w=8))
@@ -139,8 +141,8 @@ def node(g: SimpleNamespace):
             .with_panel(P.series("Temperature", [(f"DCGM_FI_DEV_GPU_TEMP{{{n}}}", gpu),
                                                  (f"DCGM_FI_DEV_MEMORY_TEMP{{{n}}}", "memory {{gpu}}")], "celsius", w=8))
             .with_panel(P.series("Throttled (power, thermal)",
-                                 [(f"rate(DCGM_FI_DEV_POWER_VIOLATION{{{n}}}{rate}) / 1e6", "power {{gpu}}"),
-                                  (f"rate(DCGM_FI_DEV_THERMAL_VIOLATION{{{n}}}{rate}) / 1e6", "thermal {{gpu}}")],
+                                 [(f"rate(DCGM_FI_DEV_POWER_VIOLATION{{{n}}}{rate}) / {ns:g}", "power {{gpu}}"),
+                                  (f"rate(DCGM_FI_DEV_THERMAL_VIOLATION{{{n}}}{rate}) / {ns:g}", "thermal {{gpu}}")],
                                  "percentunit", w=8, desc="share of the time the GPU's clocks were held down"))
             .with_row(g.dashboard.Row("Errors"))
             .with_panel(P.series("Last XID", [(f"DCGM_FI_DEV_XID_ERRORS{{{n}}}", gpu)], "none", w=8,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import yaml
 
-from gpufleet.monitoring import collector
+from gpufleet.monitoring import collector, names
 from gpufleet.nodecheck.faults import FATAL_XIDS
 from gpufleet.spec import Monitoring
 
@@ -24,8 +24,8 @@ FELL_OFF_BUS_XID = 79
 # does throttle is GpuThermalThrottled's
 GPU_HOT_C = 85
 GPU_HOT_FOR = "5m"
-# DCGM_FI_DEV_THERMAL_VIOLATION counts microseconds the GPU was held back for heat (dcgm-exporter's counters
-# file): rate/1e6 is the share of time throttled; above THROTTLED_SHARE for THROTTLED_FOR is a cooling fault
+# DCGM_FI_DEV_THERMAL_VIOLATION counts nanoseconds the GPU was held back for heat (names.VIOLATION_NS_PER_S):
+# its rate over that is the share of time throttled; above THROTTLED_SHARE for THROTTLED_FOR is a cooling fault
 THROTTLED_SHARE = 0.1
 THROTTLED_FOR = "10m"
 # a GPU below IDLE_UTIL_PCT busy for a whole hour is idle (issue 53: "GPUs idle for an hour")
@@ -118,7 +118,8 @@ def rules(stack) -> list[Rule]:
         Rule("GpuHot", f"DCGM_FI_DEV_GPU_TEMP > {GPU_HOT_C}", "warning",
              f"{{{{ $labels.node }}}}: GPU {{{{ $labels.gpu }}}} at {{{{ $value }}}} C, over {GPU_HOT_C} C for "
              f"{GPU_HOT_FOR}", GPU_HOT_FOR),
-        Rule("GpuThermalThrottled", f"rate(DCGM_FI_DEV_THERMAL_VIOLATION[5m]) / 1e6 > {THROTTLED_SHARE}", "warning",
+        Rule("GpuThermalThrottled",
+             f"rate(DCGM_FI_DEV_THERMAL_VIOLATION[5m]) / {names.VIOLATION_NS_PER_S:g} > {THROTTLED_SHARE}", "warning",
              "{{ $labels.node }}: GPU {{ $labels.gpu }} held back for heat {{ $value | humanizePercentage }} of "
              "the time", THROTTLED_FOR),
         Rule("NodeDown", 'up{node!=""} == 0', "critical",
