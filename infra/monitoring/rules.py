@@ -95,9 +95,13 @@ def rules(stack) -> list[Rule]:
         # file): the alert holds while the last XID is a fatal one
         Rule("GpuXidFatal", _any_value("DCGM_FI_DEV_XID_ERRORS", fatal), "critical",
              "{{ $labels.node }}: fatal XID {{ $value }} on GPU {{ $labels.gpu }} (reset the GPU or reboot)"),
+        # fewer GPUs report than the node has; when none reports, count() says nothing, so a node with GPUs and
+        # no GPU series while its DCGM exporter answers is its own term (a down exporter is NodeDown's)
         Rule("GpuFellOffBus",
              f"DCGM_FI_DEV_XID_ERRORS == {FELL_OFF_BUS_XID} or (count by (cluster, pool, node) "
-             "(DCGM_FI_DEV_GPU_TEMP) < on(node) group_left() gpufleet_node_gpus)", "critical",
+             "(DCGM_FI_DEV_GPU_TEMP) < on(node) group_left() gpufleet_node_gpus) or ((sum without (job, instance) "
+             '(gpufleet_node_gpus > 0) unless on(node) DCGM_FI_DEV_GPU_TEMP) and on(node) up{job="dcgm"} == 1)',
+             "critical",
              "{{ $labels.node }}: a GPU fell off the bus (XID 79, or fewer GPUs report than the node has)"),
         Rule("GpuEccUncorrectable", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL > 0", "critical",
              "{{ $labels.node }}: {{ $value }} uncorrectable ECC errors on GPU {{ $labels.gpu }} since the driver "
