@@ -142,11 +142,15 @@ def rules(stack) -> list[Rule]:
              f"gpufleet_node_price_usd_per_hour >= {idle_usd!r}", "warning",
              f"{{{{ $labels.node }}}}: GPUs idle for {IDLE_FOR} on pool {{{{ $labels.pool }}}}, "
              f"{{{{ $value | printf \"%.2f\" }}}} $/h spent on them", IDLE_FOR),
+        # this cluster's spend alone: a budget may cover other clusters (fleet/budgets.py standings() sums them from
+        # the registry), which the monitor host cannot read, so the summary says whose share it is; a budget of 0
+        # has no share to say (x/0 is +Inf)
         Rule("BudgetPast80Percent",
-             f"gpufleet_cluster_spend_usd / ignoring(budget) group_right() gpufleet_cluster_budget_usd > "
+             f"gpufleet_cluster_spend_usd / ignoring(budget) group_right() (gpufleet_cluster_budget_usd > 0) > "
              f"{BUDGET_SHARE:g}", "warning",
-             "{{ $labels.node }}: cluster {{ $labels.cluster }} has spent {{ $value | humanizePercentage }} of "
-             "budget {{ $labels.budget }} this month"),
+             "cluster {{ $labels.cluster }} alone has spent {{ $value | humanizePercentage }} of budget "
+             "{{ $labels.budget }} this month (other clusters under it not counted: `gpufleet budget` has the whole; "
+             "from {{ $labels.node }})"),
         Rule("GpufleetMetricsStale", _stale(stack), "warning",
              "{{ $labels.node }}: gpufleet's metrics file is stale or unreadable ({{ $labels.file }})"),
     ]
