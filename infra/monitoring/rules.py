@@ -19,6 +19,12 @@ from gpufleet.spec import Monitoring
 
 # XID 79, "GPU has fallen off the bus" (docs.nvidia.com/deploy/xid-errors, read 2026-11-27): its own alert
 FELL_OFF_BUS_XID = 79
+# DCGM_FI_DEV_XID_ERRORS is the value of the GPU's last XID (a gauge, dcgm-exporter's counters file), so a later XID
+# hides a fatal one; DCGM_EXP_XID_ERRORS_COUNT{xid} counts each XID seen in the exporter's window (5 minutes by
+# default, --xid-count-window-size; dcgm-exporter 4.2.3-4.1.3 internal/pkg/collector/xid_collector.go and
+# expcollector.go, pkg/cmd/app.go; read 2026-11-27). The alert holds FATAL_XID_HOLD after the fault was counted,
+# long enough to be seen; the node's watch keeps it drained until it is reset (NodeDrainedByWatch)
+FATAL_XID_HOLD = "1h"
 # a GPU this hot for GPU_HOT_FOR is worth a look before it throttles: our threshold, a few degrees under the
 # slowdown temperature data-center GPUs report (`nvidia-smi -q -d TEMPERATURE`, "GPU Slowdown Temp"); that it
 # does throttle is GpuThermalThrottled's
@@ -55,8 +61,14 @@ class Rule:
                 "annotations": {"summary": self.summary}}
 
 
-def _any_value(metric: str, values) -> str:
-    return " or ".join(f"{metric} == {v}" for v in values)
+def _fatal_xid(fatal) -> str:
+    """A GPU with a fatal XID in the last FATAL_XID_HOLD, labelled ``xid``: from the exporter's per-XID count (the
+    XIDs of its window, dcgm-exporter's own window label dropped), else from the last-XID gauge, which a later
+    harmless XID overwrites (each fatal value given its ``xid`` label, so that both say the same series)."""
+    count = (f'max without (window_size_in_ms) (max_over_time(DCGM_EXP_XID_ERRORS_COUNT{{xid=~"{"|".join(map(str, fatal))}"}}'
+             f"[{FATAL_XID_HOLD}])) > 0")
+    last = [f'label_replace(DCGM_FI_DEV_XID_ERRORS == {x}, "xid", "{x}", "", "")' for x in fatal]
+    return " or ".join([count, *last])
 
 
 def written_every(stack, pool) -> int | None:
@@ -91,10 +103,8 @@ def rules(stack) -> list[Rule]:
     idle_usd = (stack.monitoring or Monitoring()).idle_alert_usd_per_hour
     fatal = [x for x in FATAL_XIDS if x != FELL_OFF_BUS_XID]
     return [
-        # DCGM_FI_DEV_XID_ERRORS is the value of the GPU's last XID, a gauge, not a count (dcgm-exporter's counters
-        # file): the alert holds while the last XID is a fatal one
-        Rule("GpuXidFatal", _any_value("DCGM_FI_DEV_XID_ERRORS", fatal), "critical",
-             "{{ $labels.node }}: fatal XID {{ $value }} on GPU {{ $labels.gpu }} (reset the GPU or reboot)"),
+        Rule("GpuXidFatal", _fatal_xid(fatal), "critical",
+             "{{ $labels.node }}: fatal XID {{ $labels.xid }} on GPU {{ $labels.gpu }} (reset the GPU or reboot)"),
         # fewer GPUs report than the node has; when none reports, count() says nothing, so a node with GPUs and
         # no GPU series while its DCGM exporter answers is its own term (a down exporter is NodeDown's)
         Rule("GpuFellOffBus",
