@@ -104,6 +104,10 @@ def test_export_writes_the_monitor_hosts_grafana_tree_under_out(tmp_path):
         p.lstrip("/") for p in provisioning.grafana_files("http://127.0.0.1:9090"))
     ds = yaml.safe_load((tmp_path / "out" / provisioning.DATASOURCES.lstrip("/")).read_text())["datasources"][0]
     assert ds["url"] == f"http://127.0.0.1:{ports.ports()['prometheus']}"
+    # not the default data source: a team's Grafana that already provisions one refuses to start on a second
+    # (Grafana's provisioning, pkg/services/provisioning/datasources/config_reader.go validateDefaultUniqueness:
+    # "Only one datasource per organization can be marked as default"; read by rev53, 2026-11-27)
+    assert ds["isDefault"] is False
     fleet = json.loads((tmp_path / "out" / provisioning.DASHBOARDS_DIR.lstrip("/") / "gpufleet-fleet.json").read_text())
     assert fleet["uid"] == "gpufleet-fleet" and fleet["panels"]
 
