@@ -225,6 +225,18 @@ def test_status_shows_the_monitors_address_and_that_it_answers(lab, prometheus):
 
 
 @needs_sshd
+def test_status_probes_through_the_tunnel_not_a_proxy_from_the_environment(lab, prometheus, monkeypatch):
+    """urllib's default opener takes http_proxy from the environment (CPython's ProxyHandler; 127.0.0.1 is not in
+    no_proxy by default): a proxy that does not answer must not make a ready Prometheus "unknown"."""
+    for var in ("http_proxy", "HTTP_PROXY"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9")  # discard: nothing listens
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    (row,) = json.loads(cli("--json", "status", "lab").stdout)["clusters"]
+    assert row["monitor"]["prometheus"] == "ready", row
+
+
+@needs_sshd
 def test_status_says_unknown_when_prometheus_does_not_answer(lab):
     """Nothing listens at the monitor's Prometheus port: ssh's forward cannot connect, the GET fails."""
     (row,) = json.loads(cli("--json", "status", "lab").stdout)["clusters"]
