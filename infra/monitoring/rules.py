@@ -83,19 +83,31 @@ def written_every(stack, pool) -> int | None:
 
 def _stale(stack) -> str:
     """Each writer's file older than STALE_INTERVALS of its runs (pools written as often share a matcher), the
-    cluster collector's every collector.INTERVAL_S; a file that could not be read at all is stale too."""
+    cluster collector's every collector.INTERVAL_S; a file that is not there at all (node_exporter exports the mtime
+    only of files it read: collector/textfile.go at v1.5.0): a node of a writing pool whose node_exporter answers
+    without it, or no collector file in the cluster; and a textfile node_exporter could not read (its error says
+    not which: gpufleet's or another writer's in the same directory). The age compares the node's clock (the
+    file's mtime) with Prometheus's: clocks more than a few intervals apart hide or invent staleness (README)."""
     by_interval: dict[int, list[str]] = {}
     for p in stack.pools:
         every = written_every(stack, p)
         if every:
             by_interval.setdefault(every, []).append(p.name)
-    age = 'time() - node_textfile_mtime_seconds{{file=~".*/{file}"{more}}} > {limit}'
-    parts = [age.format(file=NODE_FILE.replace(".", "\\\\."), more=f', pool=~"{"|".join(sorted(pools))}"',
-                        limit=STALE_INTERVALS * interval)
+    node_file, cluster_file = ('file=~".*/' + f.replace(".", "\\\\.") + '"' for f in (NODE_FILE, CLUSTER_FILE))
+    age = "time() - node_textfile_mtime_seconds{{{file}{more}}} > {limit}"
+    parts = [age.format(file=node_file, more=f', pool=~"{"|".join(sorted(pools))}"', limit=STALE_INTERVALS * interval)
              for interval, pools in sorted(by_interval.items())]
-    parts.append(age.format(file=CLUSTER_FILE.replace(".", "\\\\."), more="",
-                            limit=STALE_INTERVALS * collector.INTERVAL_S))
-    parts.append("node_textfile_scrape_error == 1")
+    parts.append(age.format(file=cluster_file, more="", limit=STALE_INTERVALS * collector.INTERVAL_S))
+    # missing on a node up longer than its writer's stale limit (a node just booted has not written it yet)
+    missing = ('label_replace(max by (cluster, pool, node) (up{{job="node", pool=~"{pools}"}}) == 1 unless on(node) '
+               'node_textfile_mtime_seconds{{{file}}} and on(node) time() - node_boot_time_seconds > {limit}, "file", '
+               '"{name} (missing)", "", "")')
+    parts += [missing.format(pools="|".join(sorted(pools)), file=node_file, limit=STALE_INTERVALS * interval,
+                             name=NODE_FILE) for interval, pools in sorted(by_interval.items())]
+    parts.append(f'label_replace(absent(node_textfile_mtime_seconds{{cluster="{stack.name}", {cluster_file}}}), "file", '
+                 f'"{CLUSTER_FILE} (missing on the monitor host)", "", "")')
+    parts.append('label_replace(node_textfile_scrape_error == 1, "file", "a textfile (node_exporter could not read one: '
+                 "gpufleet's or another writer's)\", \"\", \"\")")
     return " or ".join(f"({p})" for p in parts)
 
 
@@ -162,7 +174,7 @@ def rules(stack) -> list[Rule]:
              "{{ $labels.budget }} this month (other clusters under it not counted: `gpufleet budget` has the whole; "
              "from {{ $labels.node }})"),
         Rule("GpufleetMetricsStale", _stale(stack), "warning",
-             "{{ $labels.node }}: gpufleet's metrics file is stale or unreadable ({{ $labels.file }})"),
+             "{{ $labels.node }}: metrics file stale, missing or unreadable: {{ $labels.file }}"),
     ]
 
 
