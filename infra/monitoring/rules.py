@@ -157,13 +157,16 @@ def rules(stack) -> list[Rule]:
         Rule("NodeGateStuck", 'gpufleet_node_health{state="gating"} == 1', "warning",
              f"{{{{ $labels.node }}}}: still in its boot gate after {GATE_STUCK_FOR} (drained until it passes)",
              GATE_STUCK_FOR),
-        # the value: what the idle GPUs cost an hour (the node's price shared over its GPUs)
+        # each GPU idle over the whole hour (its busiest sample under the line, and a series an hour old), not a
+        # count of GPUs idle at each instant held for an hour (GPUs taking turns would be counted); the value: what
+        # the idle GPUs cost an hour (the node's price shared over its GPUs)
         Rule("GpusIdleOnExpensivePool",
-             f"count by (cluster, pool, node) (DCGM_FI_DEV_GPU_UTIL < {IDLE_UTIL_PCT}) * on(node) group_left() "
+             f"count by (cluster, pool, node) ((max_over_time(DCGM_FI_DEV_GPU_UTIL[{IDLE_FOR}]) < {IDLE_UTIL_PCT}) and "
+             f"DCGM_FI_DEV_GPU_UTIL offset {IDLE_FOR}) * on(node) group_left() "
              f"(gpufleet_node_price_usd_per_hour / gpufleet_node_gpus) and on(node) "
              f"gpufleet_node_price_usd_per_hour >= {idle_usd!r}", "warning",
              f"{{{{ $labels.node }}}}: GPUs idle for {IDLE_FOR} on pool {{{{ $labels.pool }}}}, "
-             f"{{{{ $value | printf \"%.2f\" }}}} $/h spent on them", IDLE_FOR),
+             f"{{{{ $value | printf \"%.2f\" }}}} $/h spent on them"),
         # this cluster's spend alone: a budget may cover other clusters (fleet/budgets.py standings() sums them from
         # the registry), which the monitor host cannot read, so the summary says whose share it is; a budget of 0
         # has no share to say (x/0 is +Inf)
