@@ -116,6 +116,16 @@ def test_the_collector_state_installs_the_program_its_settings_and_a_timer(tmp_p
     clean = render(salt_call(), tmp_path / "clean", OSES[osfinger], pil, ["monitoring.collector_clean"])
     assert "/var/lib/prometheus/node-exporter/gpufleet_cluster.prom" in arg(
         "monitoring-collector-clean-files-file-absent", "file", "names", clean)
+    # a run killed between open and rename leaves its temporary file (FILE.<pid>): the clean takes those too, and
+    # only those (Salt 3008's file.tidied: `matches` are regular expressions on the file's name)
+    import re
+
+    tidied = "monitoring-collector-clean-leftovers-file-tidied"
+    assert arg(tidied, "file", "name", clean) == "/var/lib/prometheus/node-exporter"
+    (pattern,) = arg(tidied, "file", "matches", clean)
+    assert [n for n in ("gpufleet_cluster.prom.4242", "gpufleet_cluster.prom", "gpufleet.prom.17", "other.prom.1")
+            if re.fullmatch(pattern, n)] == ["gpufleet_cluster.prom.4242"]
+    assert arg(tidied, "file", "rmdirs", clean) is False
 
 
 def stand_in_with_flag(bin_dir, name, flag, without, extra):
