@@ -100,7 +100,7 @@ def fleet(g: SimpleNamespace):
             .with_panel(P.stat("$/h of idle GPUs", f"sum({idle_cost}) or vector(0)", "currencyUSD",
                                desc="each idle GPU's share of its node's price"))
             .with_panel(P.stat("$ so far", "sum(gpufleet_cluster_spend_usd)", "currencyUSD",
-                               desc="the cluster's spend since up, estimated from its prices"))
+                               desc=names.catalogue()["gpufleet_cluster_spend_usd"].help))  # this month's
             .with_panel(P.stat("Drained nodes", f"count(gpufleet_slurm_node_state_info{{{DRAINED}}}) or vector(0)",
                                "none"))
             .with_panel(P.series("GPUs busy by pool",

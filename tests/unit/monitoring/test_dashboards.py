@@ -214,3 +214,11 @@ def test_the_throttle_panel_shows_the_share_of_time_from_dcgms_nanoseconds(built
     ran = subprocess.run([exe, "test", "rules", "throttle.test.yml"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=60)
     assert len(exprs) == 2 and ran.returncode == 0, ran.stdout + ran.stderr
+
+
+def test_the_spend_panel_says_what_the_collector_counts(built):
+    """The collector counts this calendar month (UTC), not since the cluster came up (gpufleet-cluster-metrics,
+    spent_this_month): the panel's description is the metric's own, as the catalogue declares it."""
+    (panel,) = [p for p in _panels(built["gpufleet-fleet"])
+                if [t["expr"] for t in p.get("targets", [])] == ["sum(gpufleet_cluster_spend_usd)"]]
+    assert panel["description"] == names.catalogue()["gpufleet_cluster_spend_usd"].help
