@@ -239,7 +239,10 @@ def probe(name: str, *, registry: Registry | None = None, cat=None, stack_file: 
     except GpufleetError as e:
         return {**out, "prometheus": f"unknown ({e.message})"}
     try:
-        with urllib.request.urlopen(f"{opened.t.url.rstrip('/')}{READY_PATH}", timeout=PROBE_TIMEOUT_S) as r:
+        # no proxy: the tunnel's local end is the way (the default opener would take http_proxy from the
+        # environment, and 127.0.0.1 is not in no_proxy unless a person puts it there)
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with direct.open(f"{opened.t.url.rstrip('/')}{READY_PATH}", timeout=PROBE_TIMEOUT_S) as r:
             out["prometheus"] = "ready" if r.status == 200 else f"not ready (HTTP {r.status})"
     except urllib.error.HTTPError as e:
         out["prometheus"] = f"not ready (HTTP {e.code})"

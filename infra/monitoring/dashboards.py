@@ -19,6 +19,7 @@ import json
 from types import SimpleNamespace
 
 from gpufleet.errors import ExtraMissing
+from gpufleet.monitoring import names
 
 EXTRA = "dashboards"
 TAGS = ["gpufleet"]
@@ -99,7 +100,7 @@ def fleet(g: SimpleNamespace):
             .with_panel(P.stat("$/h of idle GPUs", f"sum({idle_cost}) or vector(0)", "currencyUSD",
                                desc="each idle GPU's share of its node's price"))
             .with_panel(P.stat("$ so far", "sum(gpufleet_cluster_spend_usd)", "currencyUSD",
-                               desc="the cluster's spend since up, estimated from its prices"))
+                               desc=names.catalogue()["gpufleet_cluster_spend_usd"].help))  # this month's
             .with_panel(P.stat("Drained nodes", f"count(gpufleet_slurm_node_state_info{{{DRAINED}}}) or vector(0)",
                                "none"))
             .with_panel(P.series("GPUs busy by pool",
@@ -128,6 +129,7 @@ def node(g: SimpleNamespace):
            .refresh(g.VariableRefresh.ON_TIME_RANGE_CHANGED).sort(g.VariableSort.ALPHABETICAL_ASC))
     gpu = "GPU {{gpu}}"
     rate = "[$__rate_interval]"
+    ns = names.VIOLATION_NS_PER_S  # the violation counters count nanoseconds
     return (_board(g, "gpufleet-node", "gpufleet / node", [var])
             .with_row(g.dashboard.Row("GPUs"))
             .with_panel(P.series("GPU utilisation", [(f"DCGM_FI_DEV_GPU_UTIL{{{n}}}", gpu)], "percent", w=8))
@@ -139,8 +141,8 @@ def node(g: SimpleNamespace):
             .with_panel(P.series("Temperature", [(f"DCGM_FI_DEV_GPU_TEMP{{{n}}}", gpu),
                                                  (f"DCGM_FI_DEV_MEMORY_TEMP{{{n}}}", "memory {{gpu}}")], "celsius", w=8))
             .with_panel(P.series("Throttled (power, thermal)",
-                                 [(f"rate(DCGM_FI_DEV_POWER_VIOLATION{{{n}}}{rate}) / 1e6", "power {{gpu}}"),
-                                  (f"rate(DCGM_FI_DEV_THERMAL_VIOLATION{{{n}}}{rate}) / 1e6", "thermal {{gpu}}")],
+                                 [(f"rate(DCGM_FI_DEV_POWER_VIOLATION{{{n}}}{rate}) / {ns:g}", "power {{gpu}}"),
+                                  (f"rate(DCGM_FI_DEV_THERMAL_VIOLATION{{{n}}}{rate}) / {ns:g}", "thermal {{gpu}}")],
                                  "percentunit", w=8, desc="share of the time the GPU's clocks were held down"))
             .with_row(g.dashboard.Row("Errors"))
             .with_panel(P.series("Last XID", [(f"DCGM_FI_DEV_XID_ERRORS{{{n}}}", gpu)], "none", w=8,

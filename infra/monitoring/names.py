@@ -20,6 +20,14 @@ COUNTERS = "monitoring/files/gpufleet-counters.csv"  # under the Salt state tree
 # 4.x on a bare host, NVIDIA/dcgm-exporter README and test fixtures, read 2026-11-27)
 DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION")
 TARGET_LABELS = ("cluster", "pool", "node")  # on every node target (package docstring)
+# the exporter's own fields' labels besides those: DCGM_EXP_XID_ERRORS_COUNT's xid and window (dcgm-exporter
+# 4.2.3-4.1.3 internal/pkg/collector/xid_collector.go, expcollector.go and const.go; read 2026-11-27)
+DCGM_EXP_LABELS = {"DCGM_EXP_XID_ERRORS_COUNT": ("xid", "window_size_in_ms")}
+# DCGM's power and thermal violation counters count NANOseconds the clocks were held down (DCGM v4.2.3
+# dcgmlib/dcgm_fields.h: "Power Violation time in ns", "Thermal Violation time in ns"; nvml.h
+# nvmlViolationTime_t.violationTime "in Nanoseconds"; dcgm-exporter's own help said "us" until its e61056b,
+# 2025-12-04; read 2026-11-27): rate(...) / VIOLATION_NS_PER_S is the share of the time held back
+VIOLATION_NS_PER_S = 1e9
 
 
 @dataclass(frozen=True)
@@ -93,7 +101,7 @@ def dcgm() -> tuple[Metric, ...]:
             if not row or row[0].lstrip().startswith("#"):
                 continue
             field, type_, help_ = (c.strip() for c in (row[0], row[1], ",".join(row[2:])))
-            out.append(Metric(field, type_, help_, DCGM_LABELS, "DCGM exporter"))
+            out.append(Metric(field, type_, help_, DCGM_LABELS + DCGM_EXP_LABELS.get(field, ()), "DCGM exporter"))
     return tuple(out)
 
 

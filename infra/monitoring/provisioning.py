@@ -30,16 +30,20 @@ PROMETHEUS_URL = re.compile(r"https?://(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::
 FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,62}")
 
 
-def grafana_files(prometheus_url: str, folder: str = FOLDER) -> dict[str, str]:
+def grafana_files(prometheus_url: str, folder: str = FOLDER, *, default: bool = False) -> dict[str, str]:
     """{absolute path on the Grafana host: its text}: the data source reading ``prometheus_url``, the
-    provider of the ``folder`` of dashboards, and each dashboard."""
+    provider of the ``folder`` of dashboards, and each dashboard. The data source is Grafana's default only when
+    asked (``default``: a Grafana whose only data source it is): Grafana refuses to start when two provisioned
+    data sources of an organisation are default (pkg/services/provisioning/datasources/config_reader.go,
+    validateDefaultUniqueness), and a team's own Grafana often provisions one; the dashboards read their
+    ``${datasource}`` variable either way."""
     if not PROMETHEUS_URL.fullmatch(prometheus_url):
         raise InputError(f"{prometheus_url!r} is not a Prometheus URL gpufleet writes into Grafana's provisioning",
                          "http(s)://HOST:PORT, e.g. http://10.0.0.5:9090")
     if not FOLDER_NAME.fullmatch(folder):
         raise InputError(f"{folder!r} is not a Grafana folder name gpufleet writes", "letters, digits, space, . _ -")
     datasource = {"name": "Prometheus (gpufleet)", "uid": DATASOURCE_UID, "type": "prometheus", "access": "proxy",
-                  "url": prometheus_url, "isDefault": True, "editable": False}
+                  "url": prometheus_url, "isDefault": default, "editable": False}
     provider = {"name": "gpufleet", "orgId": 1, "folder": folder, "type": "file", "disableDeletion": True,
                 "allowUiUpdates": False, "updateIntervalSeconds": 60, "options": {"path": DASHBOARDS_DIR}}
     files = {DATASOURCES: _yaml({"apiVersion": 1, "datasources": [datasource]}),

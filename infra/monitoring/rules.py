@@ -13,19 +13,25 @@ from dataclasses import dataclass
 
 import yaml
 
-from gpufleet.monitoring import collector
+from gpufleet.monitoring import collector, names
 from gpufleet.nodecheck.faults import FATAL_XIDS
 from gpufleet.spec import Monitoring
 
 # XID 79, "GPU has fallen off the bus" (docs.nvidia.com/deploy/xid-errors, read 2026-11-27): its own alert
 FELL_OFF_BUS_XID = 79
+# DCGM_FI_DEV_XID_ERRORS is the value of the GPU's last XID (a gauge, dcgm-exporter's counters file), so a later XID
+# hides a fatal one; DCGM_EXP_XID_ERRORS_COUNT{xid} counts each XID seen in the exporter's window (5 minutes by
+# default, --xid-count-window-size; dcgm-exporter 4.2.3-4.1.3 internal/pkg/collector/xid_collector.go and
+# expcollector.go, pkg/cmd/app.go; read 2026-11-27). The alert holds FATAL_XID_HOLD after the fault was counted,
+# long enough to be seen; the node's watch keeps it drained until it is reset (NodeDrainedByWatch)
+FATAL_XID_HOLD = "1h"
 # a GPU this hot for GPU_HOT_FOR is worth a look before it throttles: our threshold, a few degrees under the
 # slowdown temperature data-center GPUs report (`nvidia-smi -q -d TEMPERATURE`, "GPU Slowdown Temp"); that it
 # does throttle is GpuThermalThrottled's
 GPU_HOT_C = 85
 GPU_HOT_FOR = "5m"
-# DCGM_FI_DEV_THERMAL_VIOLATION counts microseconds the GPU was held back for heat (dcgm-exporter's counters
-# file): rate/1e6 is the share of time throttled; above THROTTLED_SHARE for THROTTLED_FOR is a cooling fault
+# DCGM_FI_DEV_THERMAL_VIOLATION counts nanoseconds the GPU was held back for heat (names.VIOLATION_NS_PER_S):
+# its rate over that is the share of time throttled; above THROTTLED_SHARE for THROTTLED_FOR is a cooling fault
 THROTTLED_SHARE = 0.1
 THROTTLED_FOR = "10m"
 # a GPU below IDLE_UTIL_PCT busy for a whole hour is idle (issue 53: "GPUs idle for an hour")
@@ -55,8 +61,14 @@ class Rule:
                 "annotations": {"summary": self.summary}}
 
 
-def _any_value(metric: str, values) -> str:
-    return " or ".join(f"{metric} == {v}" for v in values)
+def _fatal_xid(fatal) -> str:
+    """A GPU with a fatal XID in the last FATAL_XID_HOLD, labelled ``xid``: from the exporter's per-XID count (the
+    XIDs of its window, dcgm-exporter's own window label dropped), else from the last-XID gauge, which a later
+    harmless XID overwrites (each fatal value given its ``xid`` label, so that both say the same series)."""
+    count = (f'max without (window_size_in_ms) (max_over_time(DCGM_EXP_XID_ERRORS_COUNT{{xid=~"{"|".join(map(str, fatal))}"}}'
+             f"[{FATAL_XID_HOLD}])) > 0")
+    last = [f'label_replace(DCGM_FI_DEV_XID_ERRORS == {x}, "xid", "{x}", "", "")' for x in fatal]
+    return " or ".join([count, *last])
 
 
 def written_every(stack, pool) -> int | None:
@@ -71,19 +83,31 @@ def written_every(stack, pool) -> int | None:
 
 def _stale(stack) -> str:
     """Each writer's file older than STALE_INTERVALS of its runs (pools written as often share a matcher), the
-    cluster collector's every collector.INTERVAL_S; a file that could not be read at all is stale too."""
+    cluster collector's every collector.INTERVAL_S; a file that is not there at all (node_exporter exports the mtime
+    only of files it read: collector/textfile.go at v1.5.0): a node of a writing pool whose node_exporter answers
+    without it, or no collector file in the cluster; and a textfile node_exporter could not read (its error says
+    not which: gpufleet's or another writer's in the same directory). The age compares the node's clock (the
+    file's mtime) with Prometheus's: clocks more than a few intervals apart hide or invent staleness (README)."""
     by_interval: dict[int, list[str]] = {}
     for p in stack.pools:
         every = written_every(stack, p)
         if every:
             by_interval.setdefault(every, []).append(p.name)
-    age = 'time() - node_textfile_mtime_seconds{{file=~".*/{file}"{more}}} > {limit}'
-    parts = [age.format(file=NODE_FILE.replace(".", "\\\\."), more=f', pool=~"{"|".join(sorted(pools))}"',
-                        limit=STALE_INTERVALS * interval)
+    node_file, cluster_file = ('file=~".*/' + f.replace(".", "\\\\.") + '"' for f in (NODE_FILE, CLUSTER_FILE))
+    age = "time() - node_textfile_mtime_seconds{{{file}{more}}} > {limit}"
+    parts = [age.format(file=node_file, more=f', pool=~"{"|".join(sorted(pools))}"', limit=STALE_INTERVALS * interval)
              for interval, pools in sorted(by_interval.items())]
-    parts.append(age.format(file=CLUSTER_FILE.replace(".", "\\\\."), more="",
-                            limit=STALE_INTERVALS * collector.INTERVAL_S))
-    parts.append("node_textfile_scrape_error == 1")
+    parts.append(age.format(file=cluster_file, more="", limit=STALE_INTERVALS * collector.INTERVAL_S))
+    # missing on a node up longer than its writer's stale limit (a node just booted has not written it yet)
+    missing = ('label_replace(max by (cluster, pool, node) (up{{job="node", pool=~"{pools}"}}) == 1 unless on(node) '
+               'node_textfile_mtime_seconds{{{file}}} and on(node) time() - node_boot_time_seconds > {limit}, "file", '
+               '"{name} (missing)", "", "")')
+    parts += [missing.format(pools="|".join(sorted(pools)), file=node_file, limit=STALE_INTERVALS * interval,
+                             name=NODE_FILE) for interval, pools in sorted(by_interval.items())]
+    parts.append(f'label_replace(absent(node_textfile_mtime_seconds{{cluster="{stack.name}", {cluster_file}}}), "file", '
+                 f'"{CLUSTER_FILE} (missing on the monitor host)", "", "")')
+    parts.append('label_replace(node_textfile_scrape_error == 1, "file", "a textfile (node_exporter could not read one: '
+                 "gpufleet's or another writer's)\", \"\", \"\")")
     return " or ".join(f"({p})" for p in parts)
 
 
@@ -91,13 +115,15 @@ def rules(stack) -> list[Rule]:
     idle_usd = (stack.monitoring or Monitoring()).idle_alert_usd_per_hour
     fatal = [x for x in FATAL_XIDS if x != FELL_OFF_BUS_XID]
     return [
-        # DCGM_FI_DEV_XID_ERRORS is the value of the GPU's last XID, a gauge, not a count (dcgm-exporter's counters
-        # file): the alert holds while the last XID is a fatal one
-        Rule("GpuXidFatal", _any_value("DCGM_FI_DEV_XID_ERRORS", fatal), "critical",
-             "{{ $labels.node }}: fatal XID {{ $value }} on GPU {{ $labels.gpu }} (reset the GPU or reboot)"),
+        Rule("GpuXidFatal", _fatal_xid(fatal), "critical",
+             "{{ $labels.node }}: fatal XID {{ $labels.xid }} on GPU {{ $labels.gpu }} (reset the GPU or reboot)"),
+        # fewer GPUs report than the node has; when none reports, count() says nothing, so a node with GPUs and
+        # no GPU series while its DCGM exporter answers is its own term (a down exporter is NodeDown's)
         Rule("GpuFellOffBus",
              f"DCGM_FI_DEV_XID_ERRORS == {FELL_OFF_BUS_XID} or (count by (cluster, pool, node) "
-             "(DCGM_FI_DEV_GPU_TEMP) < on(node) group_left() gpufleet_node_gpus)", "critical",
+             "(DCGM_FI_DEV_GPU_TEMP) < on(node) group_left() gpufleet_node_gpus) or ((sum without (job, instance) "
+             '(gpufleet_node_gpus > 0) unless on(node) DCGM_FI_DEV_GPU_TEMP) and on(node) up{job="dcgm"} == 1)',
+             "critical",
              "{{ $labels.node }}: a GPU fell off the bus (XID 79, or fewer GPUs report than the node has)"),
         Rule("GpuEccUncorrectable", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL > 0", "critical",
              "{{ $labels.node }}: {{ $value }} uncorrectable ECC errors on GPU {{ $labels.gpu }} since the driver "
@@ -118,7 +144,8 @@ def rules(stack) -> list[Rule]:
         Rule("GpuHot", f"DCGM_FI_DEV_GPU_TEMP > {GPU_HOT_C}", "warning",
              f"{{{{ $labels.node }}}}: GPU {{{{ $labels.gpu }}}} at {{{{ $value }}}} C, over {GPU_HOT_C} C for "
              f"{GPU_HOT_FOR}", GPU_HOT_FOR),
-        Rule("GpuThermalThrottled", f"rate(DCGM_FI_DEV_THERMAL_VIOLATION[5m]) / 1e6 > {THROTTLED_SHARE}", "warning",
+        Rule("GpuThermalThrottled",
+             f"rate(DCGM_FI_DEV_THERMAL_VIOLATION[5m]) / {names.VIOLATION_NS_PER_S:g} > {THROTTLED_SHARE}", "warning",
              "{{ $labels.node }}: GPU {{ $labels.gpu }} held back for heat {{ $value | humanizePercentage }} of "
              "the time", THROTTLED_FOR),
         Rule("NodeDown", 'up{node!=""} == 0', "critical",
@@ -130,20 +157,27 @@ def rules(stack) -> list[Rule]:
         Rule("NodeGateStuck", 'gpufleet_node_health{state="gating"} == 1', "warning",
              f"{{{{ $labels.node }}}}: still in its boot gate after {GATE_STUCK_FOR} (drained until it passes)",
              GATE_STUCK_FOR),
-        # the value: what the idle GPUs cost an hour (the node's price shared over its GPUs)
+        # each GPU idle over the whole hour (its busiest sample under the line, and a series an hour old), not a
+        # count of GPUs idle at each instant held for an hour (GPUs taking turns would be counted); the value: what
+        # the idle GPUs cost an hour (the node's price shared over its GPUs)
         Rule("GpusIdleOnExpensivePool",
-             f"count by (cluster, pool, node) (DCGM_FI_DEV_GPU_UTIL < {IDLE_UTIL_PCT}) * on(node) group_left() "
+             f"count by (cluster, pool, node) ((max_over_time(DCGM_FI_DEV_GPU_UTIL[{IDLE_FOR}]) < {IDLE_UTIL_PCT}) and "
+             f"DCGM_FI_DEV_GPU_UTIL offset {IDLE_FOR}) * on(node) group_left() "
              f"(gpufleet_node_price_usd_per_hour / gpufleet_node_gpus) and on(node) "
              f"gpufleet_node_price_usd_per_hour >= {idle_usd!r}", "warning",
              f"{{{{ $labels.node }}}}: GPUs idle for {IDLE_FOR} on pool {{{{ $labels.pool }}}}, "
-             f"{{{{ $value | printf \"%.2f\" }}}} $/h spent on them", IDLE_FOR),
+             f"{{{{ $value | printf \"%.2f\" }}}} $/h spent on them"),
+        # this cluster's spend alone: a budget may cover other clusters (fleet/budgets.py standings() sums them from
+        # the registry), which the monitor host cannot read, so the summary says whose share it is; a budget of 0
+        # has no share to say (x/0 is +Inf)
         Rule("BudgetPast80Percent",
-             f"gpufleet_cluster_spend_usd / ignoring(budget) group_right() gpufleet_cluster_budget_usd > "
+             f"gpufleet_cluster_spend_usd / ignoring(budget) group_right() (gpufleet_cluster_budget_usd > 0) > "
              f"{BUDGET_SHARE:g}", "warning",
-             "{{ $labels.node }}: cluster {{ $labels.cluster }} has spent {{ $value | humanizePercentage }} of "
-             "budget {{ $labels.budget }} this month"),
+             "cluster {{ $labels.cluster }} alone has spent {{ $value | humanizePercentage }} of budget "
+             "{{ $labels.budget }} this month (other clusters under it not counted: `gpufleet budget` has the whole; "
+             "from {{ $labels.node }})"),
         Rule("GpufleetMetricsStale", _stale(stack), "warning",
-             "{{ $labels.node }}: gpufleet's metrics file is stale or unreadable ({{ $labels.file }})"),
+             "{{ $labels.node }}: metrics file stale, missing or unreadable: {{ $labels.file }}"),
     ]
 
 

@@ -10,10 +10,12 @@ remapping failure or too many retired pages is an RMA), the Fabric Manager user 
 from __future__ import annotations
 
 # XIDs that take a GPU out of service until it is reset (a node check fails, an alert fires): azurehpc-health-checks'
-# list (customTests/azure_gpu_xid.nhc @0e0a1ac: 48 56 57 58 62 63 64 65 68 69 73 74 79 80 81 92 119 120) plus 95, 109
-# and 140, which NVIDIA's XID catalog (docs.nvidia.com/deploy/xid-errors; NVSentinel's xiderrorsmapping.csv) resolves
-# by resetting the GPU. Any other XID (13, 31, 43, 94: application faults or a contained ECC error) is not fatal.
-FATAL_XIDS = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 95, 109, 119, 120, 140)
+# list (customTests/azure_gpu_xid.nhc @0e0a1ac: 48 56 57 58 62 63 64 65 68 69 73 74 79 80 81 92 119 120) less 92, plus
+# 95, 109 and 140, which NVIDIA's XID catalog (docs.nvidia.com/deploy/xid-errors; NVSentinel's xiderrorsmapping.csv)
+# resolves by resetting the GPU. Any other XID (13, 31, 43, 94: application faults or a contained ECC error) is not
+# fatal, nor 92, "High single-bit ECC error rate": the GPU corrects single-bit errors, and the catalog
+# (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, its Resolution Bucket columns) asks no reset for it.
+FATAL_XIDS = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 95, 109, 119, 120, 140)
 
 REMEDIES: dict[str, str] = {
     "GF-TOOL-FAILED": "the tool itself failed; run it by hand on the node to see why",

@@ -19,3 +19,14 @@ monitoring-collector-clean-files-file-absent:
       - {{ mon.textfile_dir }}/gpufleet_cluster.prom
     - require:
       - service: monitoring-collector-clean-timer-service-dead
+
+{# a run killed between writing and renaming leaves its temporary file (gpufleet_cluster.prom.<pid>; node_exporter
+    reads only *.prom, so it is harmless until now). Salt's file.tidied: `matches` are regular expressions on the
+    file's name; age 0 takes any (salt/states/file.py, Salt 3008, read 2026-11-27) #}
+monitoring-collector-clean-leftovers-file-tidied:
+  file.tidied:
+    - name: {{ mon.textfile_dir }}
+    - matches:
+      - '^gpufleet_cluster\.prom\.[0-9]+$'
+    - rmdirs: False
+    - onlyif: test -d {{ mon.textfile_dir }}

@@ -104,6 +104,10 @@ def test_export_writes_the_monitor_hosts_grafana_tree_under_out(tmp_path):
         p.lstrip("/") for p in provisioning.grafana_files("http://127.0.0.1:9090"))
     ds = yaml.safe_load((tmp_path / "out" / provisioning.DATASOURCES.lstrip("/")).read_text())["datasources"][0]
     assert ds["url"] == f"http://127.0.0.1:{ports.ports()['prometheus']}"
+    # not the default data source: a team's Grafana that already provisions one refuses to start on a second
+    # (Grafana's provisioning, pkg/services/provisioning/datasources/config_reader.go validateDefaultUniqueness:
+    # "Only one datasource per organization can be marked as default"; read by rev53, 2026-11-27)
+    assert ds["isDefault"] is False
     fleet = json.loads((tmp_path / "out" / provisioning.DASHBOARDS_DIR.lstrip("/") / "gpufleet-fleet.json").read_text())
     assert fleet["uid"] == "gpufleet-fleet" and fleet["panels"]
 
@@ -218,6 +222,18 @@ def test_status_shows_the_monitors_address_and_that_it_answers(lab, prometheus):
     assert row["monitor"] == {"address": MONITOR_ADDRESS, "host": "lab-rack-0", "prometheus": "ready"}
     r = cli("status", "lab")
     assert f"monitor {MONITOR_ADDRESS}: Prometheus ready" in " ".join(r.stdout.split()), r.stdout
+
+
+@needs_sshd
+def test_status_probes_through_the_tunnel_not_a_proxy_from_the_environment(lab, prometheus, monkeypatch):
+    """urllib's default opener takes http_proxy from the environment (CPython's ProxyHandler; 127.0.0.1 is not in
+    no_proxy by default): a proxy that does not answer must not make a ready Prometheus "unknown"."""
+    for var in ("http_proxy", "HTTP_PROXY"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9")  # discard: nothing listens
+    monkeypatch.delenv("no_proxy", raising=False)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    (row,) = json.loads(cli("--json", "status", "lab").stdout)["clusters"]
+    assert row["monitor"]["prometheus"] == "ready", row
 
 
 @needs_sshd

@@ -18,8 +18,8 @@ from tests.saltrender import OSES, render
 from conftest import ROOT, salt_call
 
 PROGRAM = ROOT / "salt" / "monitoring" / "files" / "gpufleet-cluster-metrics"
-# `sinfo -h -N -o '%N|%T|%E'` (sinfo(1), Slurm 22.05: -N one line per node and partition, %T the extended state with
-# its flags, %E the reason or "none"); `squeue -h -a -o '%T|%r'` (squeue(1): %T the job state, %r why it waits)
+# `sinfo -h -a -N -o '%N|%T|%E'` (sinfo(1), Slurm 22.05: -N one line per node and partition, %T the extended state with
+# its flags, %E the reason or "none"); `squeue -h -a -r -o '%T|%r'` (squeue(1): %T the job state, %r why it waits)
 SINFO = ("gpu-0|idle|none\ngpu-1|drained|gpufleet: GF-XID-FATAL health.xid\ngpu-1|drained|gpufleet: GF-XID-FATAL "
          "health.xid\ngpu-2|mixed|none\ngpu-3|down*|Not responding\n")
 SQUEUE = "RUNNING|None\nPENDING|Resources\nPENDING|Resources\nPENDING|Priority\n"
@@ -116,3 +116,48 @@ def test_the_collector_state_installs_the_program_its_settings_and_a_timer(tmp_p
     clean = render(salt_call(), tmp_path / "clean", OSES[osfinger], pil, ["monitoring.collector_clean"])
     assert "/var/lib/prometheus/node-exporter/gpufleet_cluster.prom" in arg(
         "monitoring-collector-clean-files-file-absent", "file", "names", clean)
+    # a run killed between open and rename leaves its temporary file (FILE.<pid>): the clean takes those too, and
+    # only those (Salt 3008's file.tidied: `matches` are regular expressions on the file's name)
+    import re
+
+    tidied = "monitoring-collector-clean-leftovers-file-tidied"
+    assert arg(tidied, "file", "name", clean) == "/var/lib/prometheus/node-exporter"
+    (pattern,) = arg(tidied, "file", "matches", clean)
+    assert [n for n in ("gpufleet_cluster.prom.4242", "gpufleet_cluster.prom", "gpufleet.prom.17", "other.prom.1")
+            if re.fullmatch(pattern, n)] == ["gpufleet_cluster.prom.4242"]
+    assert arg(tidied, "file", "rmdirs", clean) is False
+
+
+def stand_in_with_flag(bin_dir, name, flag, without, extra):
+    """A Slurm command that prints ``without``, and ``extra`` after it only when called with ``flag``."""
+    (bin_dir / name).write_text(f"#!/bin/sh\ncat <<'EOF'\n{without}EOF\nfor a in \"$@\"; do [ \"$a\" = {flag} ] && "
+                                f"cat <<'EOF'\n{extra}EOF\ndone\nexit 0\n")
+    (bin_dir / name).chmod(0o755)
+
+
+def test_job_arrays_count_each_pending_task_and_hidden_partitions_nodes_count(tmp_path):
+    """squeue(1) -r/--array: "Without this option … pending job array elements will be combined on one line"; sinfo(1)
+    -a/--all: without it, nodes only in hidden partitions are left out (Slurm 22.05 man pages, read 2026-11-27). The
+    stand-ins print a 3-task pending array as one line unless -r, and a hidden partition's node only with -a."""
+    stand_in_with_flag(tmp_path, "squeue", "-r", "RUNNING|None\nPENDING|Resources\n",
+                       "PENDING|Resources\nPENDING|Resources\n")
+    stand_in_with_flag(tmp_path, "sinfo", "-a", "gpu-0|idle|none\n", "gpu-9|drained|hidden one\n")
+    ran, got = collect(tmp_path, SETTINGS, f"{tmp_path}:/usr/bin:/bin")
+    assert ran.returncode == 0, ran.stderr
+    assert of(got, "gpufleet_slurm_jobs_pending") == {(("reason", "Resources"),): 3}
+    assert of(got, "gpufleet_slurm_nodes") == {(("state", "idle"),): 1, (("state", "drained"),): 1}
+
+
+def test_bytes_slurm_passes_through_neither_kill_the_run_nor_split_a_record(tmp_path):
+    """A drain reason set from a Latin-1 terminal (not UTF-8) and one holding U+2028, which str.splitlines() takes
+    for a line break: the file is still written, one record per node, every label value on one line."""
+    (tmp_path / "sinfo").write_bytes(b"#!/bin/sh\nprintf 'gpu-0|drained|caf\\351 fan\\ngpu-1|drained|a\\342\\200\\250line "
+                                     b"sep\\ngpu-2|drained|tab\\tand\\rcr\\n'\n")
+    (tmp_path / "sinfo").chmod(0o755)
+    stand_in(tmp_path, "squeue", SQUEUE)
+    ran, got = collect(tmp_path, SETTINGS, f"{tmp_path}:/usr/bin:/bin")
+    assert ran.returncode == 0, ran.stderr
+    info = {dict(k)["slurm_node"]: dict(k)["reason"] for k in of(got, "gpufleet_slurm_node_state_info")}
+    assert set(info) == {"gpu-0", "gpu-1", "gpu-2"}
+    assert info["gpu-0"] == "caf\ufffd fan" and info["gpu-1"] == "a line sep" and info["gpu-2"] == "tab and cr"
+    assert of(got, "gpufleet_slurm_nodes") == {(("state", "drained"),): 3}

@@ -186,3 +186,39 @@ def test_the_extra_takes_grafana_11_6_not_the_newest_epochs_10_1():
     spec = Requirement(extra[0]).specifier
     assert not spec.contains("1769699998!10.1.0") and spec.contains("1769699379!11.6.0")
     assert version("grafana-foundation-sdk").endswith("!11.6.0")
+
+
+def test_the_throttle_panel_shows_the_share_of_time_from_dcgms_nanoseconds(built, tmp_path):
+    """DCGM's violation counters count nanoseconds (DCGM v4.2.3 dcgmlib/dcgm_fields.h: "Power Violation time in
+    ns", "Thermal Violation time in ns"; NVML nvml.h violationTime "in Nanoseconds"; read 2026-11-27): a GPU held
+    back 30 % of the time (18 s a minute) reads 0.3 on the panel, evaluated by Prometheus's own promtool."""
+    import shutil
+    import subprocess
+
+    import yaml
+
+    from conftest import require
+
+    exe = shutil.which("promtool")
+    require(exe is not None, "promtool is missing (Debian's prometheus package: `make sysdeps`)")
+    (panel,) = [p for p in _panels(built["gpufleet-node"]) if p["title"].startswith("Throttled")]
+    labels = 'cluster="watched",pool="gpu",node="gpu-0",gpu="0"'
+    exprs = [interpolated(t["expr"]).replace("[1m]", "[5m]") for t in panel["targets"]]
+    case = {"rule_files": [], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [{"series": f"{m}{{{labels}}}", "values": "0+18000000000x10"}
+                         for m in ("DCGM_FI_DEV_POWER_VIOLATION", "DCGM_FI_DEV_THERMAL_VIOLATION")],
+        "promql_expr_test": [{"expr": e, "eval_time": "10m", "exp_samples": [{"labels": f"{{{labels}}}", "value": 0.3}]}
+                             for e in exprs]}]}
+    (tmp_path / "throttle.test.yml").write_text(yaml.safe_dump(case))
+    ran = subprocess.run([exe, "test", "rules", "throttle.test.yml"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60)
+    assert len(exprs) == 2 and ran.returncode == 0, ran.stdout + ran.stderr
+
+
+def test_the_spend_panel_says_what_the_collector_counts(built):
+    """The collector counts this calendar month (UTC), not since the cluster came up (gpufleet-cluster-metrics,
+    spent_this_month): the panel's description is the metric's own, as the catalogue declares it."""
+    (panel,) = [p for p in _panels(built["gpufleet-fleet"])
+                if [t["expr"] for t in p.get("targets", [])] == ["sum(gpufleet_cluster_spend_usd)"]]
+    assert panel["description"] == names.catalogue()["gpufleet_cluster_spend_usd"].help

@@ -38,4 +38,7 @@ def test_the_catalogue_has_the_fields_the_alerts_need_and_dcgms_own_defaults():
         assert field in got
     assert got["DCGM_FI_DEV_XID_ERRORS"].type == "gauge"  # the last XID's value, not a count
     assert {m.type for m in names.catalogue().values()} <= {"gauge", "counter", "info"}
-    assert all(n.startswith(("DCGM_FI_", "gpufleet_", "node_", "up", "ALERTS")) for n in names.catalogue())
+    # DCGM's fields, and the exporter's own per-XID count (DCGM_EXP_, dcgm-exporter internal/pkg/counters/const.go)
+    assert all(n.startswith(("DCGM_FI_", "gpufleet_", "node_", "up", "ALERTS")) or n == "DCGM_EXP_XID_ERRORS_COUNT"
+               for n in names.catalogue())
+    assert got["DCGM_EXP_XID_ERRORS_COUNT"].labels[-2:] == ("xid", "window_size_in_ms")

@@ -24,7 +24,7 @@ def test_the_files_grafana_reads_and_where():
                           "/var/lib/grafana/dashboards/gpufleet/gpufleet-slurm.json"}
     (ds,) = yaml.safe_load(files[provisioning.DATASOURCES])["datasources"]
     assert ds == {"name": "Prometheus (gpufleet)", "uid": "gpufleet-prometheus", "type": "prometheus",
-                  "access": "proxy", "url": "http://10.0.0.5:9090", "isDefault": True, "editable": False}
+                  "access": "proxy", "url": "http://10.0.0.5:9090", "isDefault": False, "editable": False}
     (prov,) = yaml.safe_load(files[provisioning.PROVIDERS])["providers"]
     assert prov["type"] == "file" and prov["options"]["path"] == provisioning.DASHBOARDS_DIR
     assert prov["folder"] == "gpufleet" and prov["allowUiUpdates"] is False
@@ -39,6 +39,12 @@ def test_a_prometheus_url_that_is_not_one_is_refused(url):
     """The URL lands in YAML Grafana expands $VARS in (provisioning docs, "Use environment variables")."""
     with pytest.raises(InputError, match="Prometheus"):
         provisioning.grafana_files(url)
+
+
+def test_the_data_source_is_the_default_only_when_asked():
+    """The monitor host's own Grafana, whose only data source it is, may ask; an export never does."""
+    ds = yaml.safe_load(provisioning.grafana_files("http://10.0.0.5:9090", default=True)[provisioning.DATASOURCES])
+    assert ds["datasources"][0]["isDefault"] is True
 
 
 def test_the_folder_name_is_the_stacks_when_given():
