@@ -1,8 +1,7 @@
 """Review rev51 (session 3): failing evidence for findings on the GCP replacement (not product code)."""
 
-from test_heal_gcp import REGION, api, pool, vms  # noqa: F401 - the Compute fake's fixture comes from conftest
-
 import pytest
+from test_heal_gcp import REGION, api, pool, vms  # noqa: F401 - the Compute fake's fixture comes from conftest
 
 pytest.importorskip("pulumi")
 
