@@ -47,8 +47,11 @@ def test_a_spot_pools_launch_template_can_launch_its_on_demand_fallback(cat, wri
     runner#4561 and #4585, its on-demand failover; aws/karpenter-provider-aws#5850, a CreateFleet error)."""
     from test_components import _one, _plan
 
-    path = write("s.yaml", "name: s\nowner: o\npools:\n  - {name: a, provider: aws, region: us-east-1, "
-                           "instance_type: p5.48xlarge, nodes: 2, spot: true, failover: {spot_fallback: on-demand}}\n")
+    path = write(
+        "s.yaml",
+        "name: s\nowner: o\npools:\n  - {name: a, provider: aws, region: us-east-1, "
+        "instance_type: p5.48xlarge, nodes: 2, spot: true, failover: {spot_fallback: on-demand}}\n",
+    )
     lt = _one(_plan(path, cat), "aws:ec2/launchTemplate:LaunchTemplate").inputs
     assert "spot-instances-request" not in {s["resourceType"] for s in lt["tagSpecifications"]}
 
@@ -62,3 +65,25 @@ def test_the_replacement_of_a_fallback_vm_asks_spot_first_again(gcp):
     assert vms(gcp)[fallback["id"]]["scheduling"]["provisioningModel"] == "STANDARD"
     again = api().replace_node(REGION, cluster="hl", pool="gpu", node_id=fallback["id"])  # heal's first ask
     assert vms(gcp)[again["id"]]["scheduling"]["provisioningModel"] == "SPOT"
+
+
+def test_a_delete_that_outlasts_its_wait_is_a_gpufleet_error(gcp, monkeypatch):
+    """release_first waits DELETE_WAIT_S for the old VM's deletion; google-api-core's operation.result(timeout)
+    raises concurrent.futures.TimeoutError when it runs out (api_core/future/polling.py: RetryError turned into
+    TimeoutError), which is none of GcpApi.CALL_ERRORS: it leaves heal's pass as a traceback, its state unwritten."""
+    import concurrent.futures
+
+    from gpufleet.errors import GpufleetError
+
+    _, ids = pool(1)
+    gcp_api = api()
+    client = gcp_api.client("InstancesClient")
+
+    class Slow:
+        def result(self, timeout=None):
+            raise concurrent.futures.TimeoutError(f"Operation did not complete within the designated timeout {timeout}")
+
+    monkeypatch.setattr(type(client), "delete", lambda self, **kw: Slow())
+    monkeypatch.setattr(gcp_api, "client", lambda name: client if name == "InstancesClient" else api().client(name))
+    with pytest.raises(GpufleetError):
+        gcp_api.replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], release_first=True)
