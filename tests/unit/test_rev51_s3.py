@@ -39,23 +39,6 @@ def test_a_reserved_one_node_pool_whose_create_was_refused_is_asked_again(gcp):
     assert got["id"] in vms(gcp)
 
 
-def test_a_spot_pools_launch_template_can_launch_its_on_demand_fallback(cat, write):
-    """heal's spot_fallback asks CreateFleet for on-demand through the spot pool's own launch template
-    (aws.replace.request_for_one: "$Default" of the same template). EC2 refuses an on-demand launch from a template
-    that tags spot-instances-request: "InvalidParameterValue: You cannot specify tags for Spot instances requests if
-    there are no Spot instances requests being created by the request." (github-aws-runners/terraform-aws-github-
-    runner#4561 and #4585, its on-demand failover; aws/karpenter-provider-aws#5850, a CreateFleet error)."""
-    from test_components import _one, _plan
-
-    path = write(
-        "s.yaml",
-        "name: s\nowner: o\npools:\n  - {name: a, provider: aws, region: us-east-1, "
-        "instance_type: p5.48xlarge, nodes: 2, spot: true, failover: {spot_fallback: on-demand}}\n",
-    )
-    lt = _one(_plan(path, cat), "aws:ec2/launchTemplate:LaunchTemplate").inputs
-    assert "spot-instances-request" not in {s["resourceType"] for s in lt["tagSpecifications"]}
-
-
 def test_the_replacement_of_a_fallback_vm_asks_spot_first_again(gcp):
     """heal asks the pool's own request first (market None), spot for a spot pool; on GCP that request is read from
     the VM being replaced, so a VM the spot_fallback made on-demand is replaced on-demand, spot never asked again

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from gpufleet.clouds import cloud, inventory
 from gpufleet.clouds import scheduler as slurm_view
 from gpufleet.clouds.node_watch import MARK
-from gpufleet.errors import CapacityError, GpufleetError, QuotaError, UntrustedValue
+from gpufleet.errors import CapacityError, GpufleetError, QuotaError, ReplacementUnfinished, UntrustedValue
 from gpufleet.nodes import health as hl
 from gpufleet.nodes.cloud import channel
 from gpufleet.nodes.health import NodeHealth, Repaired
@@ -234,8 +234,15 @@ def _replace(run: Run, node: NodeHealth) -> Repaired:
                                                     f"{rec.provider}: its request makes {market} nodes only; ")
                 raise
             said, market = f" (the pool's spot_fallback: spot was refused: {e.message})", fallback
-            got = api.replace_node(region, cluster=run.cluster, pool=rec.pool, node_id=rec.node_id,
-                                   release_first=node.reserved, on_launch=on_launch, market=fallback)
+            try:
+                got = api.replace_node(region, cluster=run.cluster, pool=rec.pool, node_id=rec.node_id,
+                                       release_first=node.reserved, on_launch=on_launch, market=fallback)
+            except (CapacityError, QuotaError, ReplacementUnfinished):
+                raise
+            except GpufleetError as fault:  # spot was refused, its fallback wrong: both asked again after a backoff,
+                # never every pass
+                return Repaired(node.node, "replace", False, f"spot was refused, then {fallback} failed: "
+                                f"{fault.message}"[:400], refused=True, market=market)
     except (CapacityError, QuotaError) as e:
         why = f"spot was refused, then {fallback}: {e.message}" if market == fallback else said + e.message
         return Repaired(node.node, "replace", False, why[:400], refused=True, market=market)
