@@ -377,3 +377,96 @@ def test_gpufleet_scale_grows_and_shrinks_a_gcp_pool_through_its_own_request(gcp
     out = scale(2)
     assert out.after == 2 and set(vms(gcp)) == {*ids, *others}
     assert [n.node_id for n in c.reg.get("hl").nodes] == ids
+
+
+def test_the_replacement_of_a_vm_the_spot_fallback_made_asks_spot_first_again(gcp, tmp_path, cat):
+    """A spot pool's node that its spot_fallback put on on-demand is replaced on the pool's own market (spot) first,
+    not on the market of the VM it replaces: the pool does not drift to on-demand slot by slot."""
+    _, ids = pool(2, spot=True)
+    c = healed_cluster(gcp, tmp_path, cat, ids, spot=True, fallback=True, slurm=True)
+
+    def faulty(node_id):  # the node says a fatal Xid and the controller's Slurm view has it drained by its watch
+        say(c.bucket, node_id, state="faulty", faults=[XID], hostname="hl-gpu-0")
+        say(c.bucket, ids[1], hostname="hl-gpu-1")
+        say(c.bucket, "ctl-0", pool="ctl", hostname="hl-ctl",
+            scheduler="nodes\nhl-ctl idle\nhl-gpu-0 drained\nhl-gpu-1 idle\njobs\ndrained\n"
+                      "hl-gpu-0|gpufleet: GF-XID-FATAL health.xid\n")
+
+    faulty(ids[0])
+    gcp.spot_capacity[ZONE] = 0
+    now = dt.datetime.now(dt.timezone.utc)
+    assert [r.done for r in c.heal(now).repaired] == [True]
+    fallback = c.node_ids()[1]
+    assert vms(gcp)[fallback]["scheduling"]["provisioningModel"] == "STANDARD"
+    gcp.spot_capacity.clear()
+    faulty(fallback)
+    before = len(gcp.bulk_bodies)
+    assert [r.done for r in c.heal(now + dt.timedelta(minutes=1)).repaired] == [True]
+    asked = [b["instanceProperties"]["scheduling"]["provisioningModel"] for b in gcp.bulk_bodies[before:]]
+    assert asked == ["SPOT"] and vms(gcp)[c.node_ids()[1]]["scheduling"]["provisioningModel"] == "SPOT"
+
+
+class Deletion:
+    """An instances.delete operation as google-api-core's ExtendedOperation answers ``result``: raising what its
+    wait met (``error``), the VM left as it was."""
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+    def result(self, timeout=None):
+        raise self.error
+
+
+def failing_delete(monkeypatch, error: Exception):
+    """Every instances.delete of the GcpApi this returns answers ``error`` from its operation's result."""
+    gcp_api = api()
+    client = gcp_api.client("InstancesClient")
+    monkeypatch.setattr(type(client), "delete", lambda self, **kw: Deletion(error))
+    monkeypatch.setattr(gcp_api, "client", lambda name: client if name == "InstancesClient" else api().client(name))
+    return gcp_api
+
+
+def test_a_delete_that_outlasts_its_wait_is_a_gpufleet_error(gcp, monkeypatch):
+    """release_first waits DELETE_WAIT_S for the old VM's deletion; google-api-core's operation.result(timeout)
+    raises concurrent.futures.TimeoutError when it runs out (api_core/future/polling.py: RetryError turned into
+    TimeoutError): a GpufleetError heal reports, not a traceback that leaves its pass unwritten."""
+    import concurrent.futures
+
+    _, ids = pool(1)
+    gcp_api = failing_delete(monkeypatch, concurrent.futures.TimeoutError("Operation did not complete within the "
+                                                                          "designated timeout 900"))
+    with pytest.raises(GpufleetError, match="not deleted within 900 s"):
+        gcp_api.replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], release_first=True)
+    with pytest.raises(GpufleetError):
+        gcp_api.remove_nodes(REGION, cluster="hl", pool="gpu", node_ids=ids)
+    assert len(gcp.bulk_bodies) == 1  # nothing made while the old VM's slot is not free
+
+
+def test_an_old_vm_whose_deletion_fails_afterwards_keeps_the_replacement_unfinished(gcp, monkeypatch):
+    """The old VM's delete operation is awaited: one that fails in the operation (deletionProtection set by a
+    person) is ReplacementUnfinished, so heal keeps the old VM recorded and finishes later, never says it went."""
+    from google.api_core import exceptions as gx
+
+    _, ids = pool(2)
+    gcp_api = failing_delete(monkeypatch, gx.BadRequest("Resource cannot be deleted: deletionProtection is set"))
+    with pytest.raises(ReplacementUnfinished, match="deletionProtection") as ei:
+        gcp_api.replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0])
+    assert ids[0] in vms(gcp) and ei.value.launched in vms(gcp)
+
+
+def test_a_launched_successor_that_vanished_is_forgotten_and_the_node_replaced_anew(gcp, tmp_path, cat):
+    """heal's memory names a successor the region no longer holds (a spot successor preempted before the finish):
+    not an error every pass; forgotten (its launch was counted), and a later pass asks again."""
+    from gpufleet.fleet.heal import state_key, write_state
+
+    _, ids = pool(2)
+    c = healed_cluster(gcp, tmp_path, cat, ids)
+    say(c.bucket, ids[1])
+    api().remove_nodes(REGION, cluster="hl", pool="gpu", node_ids=[ids[0]])
+    write_state(c.log, "hl", {"pools": {}, "nodes": {"gpu-0": {"launched": "4242424242"}}}, None)
+    now = dt.datetime.now(dt.timezone.utc)
+    first = c.heal(now)
+    assert [(r.done, r.forgotten) for r in first.repaired] == [(False, True)], first.repaired
+    assert "launched" not in json.loads(c.log.read(state_key("hl"))[0])["nodes"]["gpu-0"]
+    second = c.heal(now + dt.timedelta(minutes=1))
+    assert [r.done for r in second.repaired] == [True] and c.node_ids()[0] in vms(gcp)

@@ -37,36 +37,3 @@ def test_a_reserved_one_node_pool_whose_create_was_refused_is_asked_again(gcp):
     gcp.zone_capacity.pop("us-central1-a")
     got = api().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], release_first=True)
     assert got["id"] in vms(gcp)
-
-
-def test_the_replacement_of_a_fallback_vm_asks_spot_first_again(gcp):
-    """heal asks the pool's own request first (market None), spot for a spot pool; on GCP that request is read from
-    the VM being replaced, so a VM the spot_fallback made on-demand is replaced on-demand, spot never asked again
-    (AWS asks its pool's fleet request: spot)."""
-    _, ids = pool(2, spot=True)
-    fallback = api().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], market="on-demand")
-    assert vms(gcp)[fallback["id"]]["scheduling"]["provisioningModel"] == "STANDARD"
-    again = api().replace_node(REGION, cluster="hl", pool="gpu", node_id=fallback["id"])  # heal's first ask
-    assert vms(gcp)[again["id"]]["scheduling"]["provisioningModel"] == "SPOT"
-
-
-def test_a_delete_that_outlasts_its_wait_is_a_gpufleet_error(gcp, monkeypatch):
-    """release_first waits DELETE_WAIT_S for the old VM's deletion; google-api-core's operation.result(timeout)
-    raises concurrent.futures.TimeoutError when it runs out (api_core/future/polling.py: RetryError turned into
-    TimeoutError), which is none of GcpApi.CALL_ERRORS: it leaves heal's pass as a traceback, its state unwritten."""
-    import concurrent.futures
-
-    from gpufleet.errors import GpufleetError
-
-    _, ids = pool(1)
-    gcp_api = api()
-    client = gcp_api.client("InstancesClient")
-
-    class Slow:
-        def result(self, timeout=None):
-            raise concurrent.futures.TimeoutError(f"Operation did not complete within the designated timeout {timeout}")
-
-    monkeypatch.setattr(type(client), "delete", lambda self, **kw: Slow())
-    monkeypatch.setattr(gcp_api, "client", lambda name: client if name == "InstancesClient" else api().client(name))
-    with pytest.raises(GpufleetError):
-        gcp_api.replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], release_first=True)

@@ -21,6 +21,7 @@ its slot is what the new one needs. A flex-start pool's VMs are its managed inst
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import secrets
 
@@ -32,10 +33,13 @@ from gpufleet.clouds.gcp import pool_vms, refusals
 from gpufleet.clouds.gcp.rules import gcp_name, scheduling
 from gpufleet.clouds.gcp.tags import labels
 from gpufleet.clouds.tags import TAG_PREFIX
-from gpufleet.errors import CapacityError, GpufleetError, ReplacementUnfinished
+from gpufleet.errors import CapacityError, GpufleetError, ReplacementUnfinished, SuccessorGone
 
 # what of a VM's Scheduling is the pool's request (``rules.scheduling`` sets these)
 SCHEDULING = ("onHostMaintenance", "automaticRestart", "preemptible", "provisioningModel", "instanceTerminationAction")
+# google-api-core's PollingFuture.result turns its RetryError into concurrent.futures.TimeoutError when the wait
+# runs out (api_core/future/polling.py, google-api-core as installed, read 2026-11)
+WAIT_RAN_OUT = concurrent.futures.TimeoutError
 DELETE_WAIT_S = 900  # a GPU VM's deletion, when its slot is what the new one needs
 MIG_METADATA = "created-by"  # set on a managed instance group's VMs (compute/docs/instance-groups, read 2026-11)
 
@@ -169,10 +173,11 @@ def _named(api, zone: str, name: str) -> dict:
     return json.loads(compute_v1.Instance.to_json(vm))
 
 
-def _delete(api, vm: dict, wait: bool) -> None:
+def _delete(api, vm: dict) -> None:
+    """Delete ``vm`` and wait for its operation: a deletion that fails (deletionProtection, an error in the
+    operation) or outlasts DELETE_WAIT_S raises (google-api-core's ExtendedOperation.result)."""
     op = api.client("InstancesClient").delete(project=api.project, zone=_last(vm["zone"]), instance=vm["name"])
-    if wait:
-        op.result(timeout=DELETE_WAIT_S)
+    op.result(timeout=DELETE_WAIT_S)
 
 
 def node(vm: dict) -> dict:
@@ -192,13 +197,22 @@ def replace_node(api, region: str, *, cluster: str, pool: str, node_id: str, rel
     old = _pools_vm(vms, cluster, pool, node_id)
     name = successor(cluster, pool, node_id)
     made = next((v for v in vms if v["name"] == name and _is_pools(v, cluster, pool)), None)
-    if launched is not None and (made is None or launched not in (made["id"], made["name"])):
+    if launched is not None and made is None:
+        raise SuccessorGone(f"gcp: {launched}, launched for pool {pool} in place of {node_id}, is no longer in "
+                            f"{region} (preempted or deleted): forgotten", "`gpufleet heal` asks for a new node "
+                            "again, within the pool's max_replacements")
+    if launched is not None and launched not in (made["id"], made["name"]):
         raise GpufleetError(f"gcp: {launched}, which heal's memory names as the new VM of pool {pool} in place of "
                             f"{node_id}, is not the pool's VM {name}", "check `gpufleet status` and the pool's VMs")
     if made is None:
         zone, props = request_from(api, _model(vms, cluster, pool, old), market)
         if release_first and old is not None:
-            _delete(api, old, wait=True)
+            try:
+                _delete(api, old)
+            except WAIT_RAN_OUT:
+                raise GpufleetError(f"gcp: {old['name']} of pool {pool} was not deleted within {DELETE_WAIT_S} s, "
+                                    "so its slot is not free for the new VM: nothing made", "`gpufleet heal` asks "
+                                    "again on its next pass") from None
             old = None
         _insert(api, zone, [name], props, pool)
         try:
@@ -208,10 +222,10 @@ def replace_node(api, region: str, *, cluster: str, pool: str, node_id: str, rel
                                         launched=name) from None
         if on_launch is not None:
             on_launch(made["id"])
-    try:
+    try:  # awaited: an old VM whose deletion fails afterwards would run on, named by no registry row
         if old is not None:
-            _delete(api, old, wait=False)
-    except gx.GoogleAPICallError as e:
+            _delete(api, old)
+    except (gx.GoogleAPICallError, WAIT_RAN_OUT) as e:
         raise ReplacementUnfinished(f"gcp: {made['name']} was made for pool {pool} in place of {node_id}, then: "
                                     f"{e}"[:400], launched=made["id"]) from None
     return node(made)
@@ -250,4 +264,8 @@ def remove_nodes(api, region: str, *, cluster: str, pool: str, node_ids: list[st
     ops = [api.client("InstancesClient").delete(project=api.project, zone=_last(vm["zone"]), instance=vm["name"])
            for vm in found]
     for op in ops:
-        op.result(timeout=DELETE_WAIT_S)
+        try:
+            op.result(timeout=DELETE_WAIT_S)
+        except WAIT_RAN_OUT:
+            raise GpufleetError(f"gcp: a VM of pool {pool} was not deleted within {DELETE_WAIT_S} s",
+                                "`gpufleet status` shows whether it went; ask again") from None
