@@ -840,3 +840,14 @@ def test_the_gates_drain_is_asked_again_and_a_failure_is_said(tmp_path, unanswer
     else:
         assert updates == [] and "the drain was not confirmed, slurmctld did not answer scontrol" in ran.stdout, ran
         assert int((tmp_path / "scontrol.log.calls").read_text()) > 1  # asked again, within the budget
+
+
+def test_the_health_program_reads_a_drain_reason_that_is_not_utf8(tmp_path, monkeypatch):
+    """slurmctld keeps a reason as the operator's bytes (a Latin-1 terminal's "réparation"): the health program
+    reads the node's state and reason with what cannot be decoded replaced, not a UnicodeDecodeError (a ValueError
+    none of its handlers catch) that stops the check."""
+    (tmp_path / "scontrol").write_text("#!/bin/sh\nprintf 'NodeName=n1 State=IDLE+DRAIN Reason=r\\351paration\\n'\n")
+    (tmp_path / "scontrol").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    state, reason = _health_program().node_state("n1", 20)
+    assert "DRAIN" in state and reason == "r\ufffdparation"
