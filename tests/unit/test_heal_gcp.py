@@ -470,3 +470,56 @@ def test_a_launched_successor_that_vanished_is_forgotten_and_the_node_replaced_a
     assert "launched" not in json.loads(c.log.read(state_key("hl"))[0])["nodes"]["gpu-0"]
     second = c.heal(now + dt.timedelta(minutes=1))
     assert [r.done for r in second.repaired] == [True] and c.node_ids()[0] in vms(gcp)
+
+
+# --- a pool with no VM left: its request as `up` kept it in the pool's stack output ------------------------------
+
+def kept(props: dict) -> dict:
+    """The request `up` keeps in the pool's stack output (components: pool_vms.kept_request of its BulkInstances)."""
+    return pool_vms.kept_request(props["zone"], props["properties"], props.get("policies") or [])
+
+
+def test_a_preempted_one_node_spot_pool_is_replaced_from_its_kept_request(gcp):
+    """A spot pool of one VM, preempted (instanceTerminationAction DELETE: the VM is gone): no VM is left to read the
+    request from; the one `up` kept is asked, on spot."""
+    props, ids = pool(1, spot=True)
+    api().remove_nodes(REGION, cluster="hl", pool="gpu", node_ids=ids)  # as the preemption leaves it
+    assert api().gone_nodes(REGION, cluster="hl", pool="gpu", node_ids=ids) == set(ids)
+    got = api().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], request=kept(props))
+    assert vms(gcp)[got["id"]]["scheduling"]["provisioningModel"] == "SPOT"
+
+
+def test_every_vm_of_a_spot_pool_preempted_at_once_is_replaced_in_its_compact_policy(gcp):
+    """GCP reclaims a zone's spot capacity together: a pool whose VMs all went is asked again from its kept
+    request, in its own compact placement policy."""
+    props, ids = pool(2, spot=True)
+    api().remove_nodes(REGION, cluster="hl", pool="gpu", node_ids=ids)
+    with pytest.raises(GpufleetError, match="has no VM left to read its request from, and its stack keeps none"):
+        api().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0])  # a stack `up` made before: said so
+    got = api().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], request=kept(props))
+    assert [p.rsplit("/", 1)[-1] for p in vms(gcp)[got["id"]]["resourcePolicies"]] == [props["policies"][0]["name"]]
+
+
+def test_a_reserved_one_node_pool_whose_create_was_refused_is_asked_again(gcp):
+    """release_first (a reserved pool): the old VM is deleted first; the bulkInsert refused, the next pass asks the
+    kept request again, though the pool has no VM left."""
+    props, ids = pool(1)
+    gcp.zone_capacity[ZONE] = 0
+    with pytest.raises(CapacityError):
+        api().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], release_first=True, request=kept(props))
+    assert vms(gcp) == {}  # the old VM went first, nothing was made
+    gcp.zone_capacity.pop(ZONE)
+    got = api().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], release_first=True,
+                             request=kept(props))
+    assert got["id"] in vms(gcp)
+
+
+def test_heal_replaces_a_pool_with_no_vm_left_from_its_stack_output(gcp, tmp_path, cat):
+    """heal passes the request the pool's stack output keeps (engine.program's export, ``request``)."""
+    props, ids = pool(2, spot=True)
+    c = healed_cluster(gcp, tmp_path, cat, ids, spot=True)
+    c.outputs["pools"]["gpu"]["request"] = kept(props)
+    api().remove_nodes(REGION, cluster="hl", pool="gpu", node_ids=ids)  # every spot VM reclaimed
+    out = c.heal(dt.datetime.now(dt.timezone.utc))
+    assert [r.done for r in out.repaired] == [True, True], out.repaired
+    assert sorted(c.node_ids()) == sorted(vms(gcp)) and not set(ids) & set(vms(gcp))

@@ -481,12 +481,13 @@ class GcpApi:
             raise unreadable(e, f"gcp {region} listing pool {pool}'s VMs") from None
 
     def replace_node(self, region: str, *, cluster: str, pool: str, node_id: str, release_first: bool = False,
-                     launched: str | None = None, on_launch=None, market: str | None = None) -> dict:
+                     launched: str | None = None, on_launch=None, market: str | None = None,
+                     request: dict | None = None) -> dict:
         """One of the pool's VMs replaced through the pool's own request (``gcp.replace``)."""
         try:
             return replace.replace_node(self, region, cluster=cluster, pool=pool, node_id=node_id,
                                         release_first=release_first, launched=launched, on_launch=on_launch,
-                                        market=market)
+                                        market=market, request=request)
         except CALL_ERRORS as e:
             raise unreadable(e, f"gcp {region} replacing {node_id}") from None
 

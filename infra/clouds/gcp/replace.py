@@ -1,9 +1,10 @@
 """A GCP pool's nodes replaced, added or removed through the pool's own request (`gpufleet heal`).
 
 A pool's VMs are made by one all-or-nothing ``instances.bulkInsert`` of the pool's InstanceProperties
-(``components.instance_properties``, ``pool_vms``); nothing keeps that request afterwards (a
+(``components.instance_properties``, ``pool_vms``); Compute Engine keeps no such request (a
 BulkInsertInstanceResource "is not persisted anywhere", and pulumi-gcp has no template for it). So it is read
-back from a VM of the pool, the faulty one or, where that is gone, a peer: the keys ``instance_properties``
+back from a VM of the pool, the faulty one or, where that is gone, a peer, and where no VM of the pool is left,
+taken from the pool's stack output, where `up` kept it (``pool_vms.kept_request``): the keys ``instance_properties``
 sets, in InstanceProperties' own forms (google-cloud-compute 1.57's InstanceProperties: ``machine_type`` "only
 accepts a machine type name ... a full or partial URL ... will result in an INTERNAL_ERROR";
 ``resource_policies`` "names, not URLs"; the boot disk's ``initializeParams`` from its Disk: ``sourceImage``,
@@ -89,16 +90,31 @@ def _pools_vm(vms: list[dict], cluster: str, pool: str, node_id: str) -> dict | 
     return None
 
 
-def _model(vms: list[dict], cluster: str, pool: str, old: dict | None) -> dict:
-    """The VM the pool's request is read from: the old one, else a running peer."""
+def _model(vms: list[dict], cluster: str, pool: str, old: dict | None) -> dict | None:
+    """The VM the pool's request is read from: the old one, else a running peer; None: no VM of the pool is left."""
     if old is not None:
         return old
     peers = sorted((v for v in vms if _is_pools(v, cluster, pool)), key=lambda v: (v.get("status") != "RUNNING",
                                                                                     v["name"]))
-    if not peers:
-        raise GpufleetError(f"gcp: pool {pool} of cluster {cluster} has no VM left to read its request from",
-                            "run `gpufleet up` for the pool: it makes the pool's VMs anew")
-    return peers[0]
+    return peers[0] if peers else None
+
+
+def pool_request(api, vms: list[dict], cluster: str, pool: str, old: dict | None, market: str | None,
+                 kept: dict | None) -> tuple[str, dict]:
+    """(the pool's zone, its InstanceProperties): read from a VM of the pool, else from the request `up` kept
+    (``kept``: ``pool_vms.kept_request``, from the pool's stack output) when none is left (a one-VM spot pool
+    preempted, every spot VM of a zone reclaimed at once, a release_first delete whose create was refused)."""
+    model = _model(vms, cluster, pool, old)
+    if model is not None:
+        return request_from(api, model, market)
+    if not isinstance(kept, dict) or not isinstance(kept.get("zone"), str) or not isinstance(kept.get("properties"),
+                                                                                          dict):
+        raise GpufleetError(f"gcp: pool {pool} of cluster {cluster} has no VM left to read its request from, and its "
+                            "stack keeps none", "run `gpufleet up` for the pool: it makes the pool's VMs anew")
+    props = dict(kept["properties"])
+    if market is not None:
+        props["scheduling"] = scheduling(market == "spot")
+    return kept["zone"], props
 
 
 def properties(vm: dict, disk: dict, attached: dict, market: str | None) -> dict:
@@ -187,12 +203,14 @@ def node(vm: dict) -> dict:
 
 
 def replace_node(api, region: str, *, cluster: str, pool: str, node_id: str, release_first: bool = False,
-                 launched: str | None = None, on_launch=None, market: str | None = None) -> dict:
+                 launched: str | None = None, on_launch=None, market: str | None = None,
+                 request: dict | None = None) -> dict:
     """A new VM for the pool from its own request, then ``node_id`` (its numeric id) deleted: {"id",
     "private_ip", "zone", "fleet_id", "vm_uid"}. Refused (nothing made, the old VM left as it was unless
     ``release_first``) when Compute Engine makes none. A VM no longer in the region (a preempted spot VM,
     deleted) is gone: only a VM more is asked. ``on_launch`` is called with the new VM's id the moment it
-    exists; a failure after it is ReplacementUnfinished, and a later call (``launched`` or not) finishes it."""
+    exists; a failure after it is ReplacementUnfinished, and a later call (``launched`` or not) finishes it.
+    ``request``: the pool's request as `up` kept it, asked when no VM of the pool is left (``pool_request``)."""
     vms = region_vms(api, region)
     old = _pools_vm(vms, cluster, pool, node_id)
     name = successor(cluster, pool, node_id)
@@ -205,7 +223,7 @@ def replace_node(api, region: str, *, cluster: str, pool: str, node_id: str, rel
         raise GpufleetError(f"gcp: {launched}, which heal's memory names as the new VM of pool {pool} in place of "
                             f"{node_id}, is not the pool's VM {name}", "check `gpufleet status` and the pool's VMs")
     if made is None:
-        zone, props = request_from(api, _model(vms, cluster, pool, old), market)
+        zone, props = pool_request(api, vms, cluster, pool, old, market, request)
         if release_first and old is not None:
             try:
                 _delete(api, old)
@@ -245,7 +263,7 @@ def add_nodes(api, region: str, *, cluster: str, pool: str, count: int, market: 
     """``count`` VMs more for the pool, from its own request, all or none (one bulkInsert); each new VM's id
     said to ``on_launch`` once they exist."""
     vms = region_vms(api, region)
-    zone, props = request_from(api, _model(vms, cluster, pool, None), market)
+    zone, props = pool_request(api, vms, cluster, pool, None, market, None)
     batch = secrets.token_hex(3)  # one bulkInsert's VMs: new names, never a VM of the pool's own
     names = [gcp_name(cluster, pool, f"a{batch}", str(i)) for i in range(count)]
     _insert(api, zone, names, props, pool)

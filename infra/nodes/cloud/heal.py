@@ -227,11 +227,15 @@ def _replace(run: Run, node: NodeHealth) -> Repaired:
     first = "spot" if market == "spot" else None
     fallback = spec.failover.spot_fallback if spec.spot and spec.failover and not node.launched else None
     said = ""  # how the market came to be, when it is not the pool's own
+    # the pool's request as `up` kept it in its stack output, where its cloud keeps none (GCP): asked when no VM of
+    # the pool is left to read it from
+    kept = ((run.outputs or {}).get("pools") or {}).get(rec.pool, {}).get("request")
+    extra = {"request": kept} if kept else {}
     try:  # ``launched``: a replacement an earlier pass launched is finished, nothing launched again
         try:
             got = api.replace_node(region, cluster=run.cluster, pool=rec.pool, node_id=rec.node_id,
                                    release_first=node.reserved, launched=node.launched, on_launch=on_launch,
-                                   market=first)
+                                   market=first, **extra)
         except (CapacityError, QuotaError) as e:  # spot first; refused, the pool's spot_fallback where it has one
             if fallback is None or not cloud(rec.provider).market_per_node:
                 said = "" if fallback is None else (f"the pool's spot_fallback ({fallback}) cannot be asked on "
@@ -240,7 +244,7 @@ def _replace(run: Run, node: NodeHealth) -> Repaired:
             said, market = f" (the pool's spot_fallback: spot was refused: {e.message})", fallback
             try:
                 got = api.replace_node(region, cluster=run.cluster, pool=rec.pool, node_id=rec.node_id,
-                                       release_first=node.reserved, on_launch=on_launch, market=fallback)
+                                       release_first=node.reserved, on_launch=on_launch, market=fallback, **extra)
             except (CapacityError, QuotaError, ReplacementUnfinished):
                 raise
             except GpufleetError as fault:  # spot was refused, its fallback wrong: both asked again after a backoff,
