@@ -145,6 +145,11 @@ class ReplacementUnfinished(GpufleetError):
                          "next pass (it launches no other)")
 
 
+class SuccessorGone(GpufleetError):
+    """The node an earlier pass launched in a faulty one's place is no longer there (a spot VM preempted before the
+    replacement finished): `heal` forgets it (its launch was counted) and asks again within max_replacements."""
+
+
 class QuotaError(GpufleetError):
     """An account quota is too small for what the stack needs (told apart from CapacityError:
     raising the quota fixes it, retrying does not). ``needed``/``available`` are None when

@@ -322,7 +322,8 @@ def watch_faults(tree, expect, timeout, budget):
 def scontrol(*args):
     """(what scontrol printed or None, why it failed or None); (None, None) where Slurm is not here."""
     try:
-        r = subprocess.run(["scontrol", *args], capture_output=True, text=True, timeout=20)
+        # a reason is kept as the operator typed its bytes (not always UTF-8): decoded with replacement, never fatal
+        r = subprocess.run(["scontrol", *args], capture_output=True, encoding="utf-8", errors="replace", timeout=20)
     except FileNotFoundError:
         return None, None
     except (OSError, subprocess.SubprocessError) as e:

@@ -120,7 +120,10 @@ class Context:
                 "public_ips": comp.public_ips, "ssh_endpoint": comp.ssh_endpoint,
                 # a VM's unique id where its node id is not one (Azure's vmId): its host key's name
                 "vm_uids": getattr(comp, "vm_uids", None),
-                "bucket": comp.bucket}  # where its nodes find their configuration (``clouds.bootstrap``)
+                "bucket": comp.bucket,  # where its nodes find their configuration (``clouds.bootstrap``)
+                # the pool's request where the cloud keeps none (GCP's bulkInsert): heal asks it again when no VM of
+                # the pool is left to read it from
+                "request": getattr(comp, "request", None)}
 
 
 def build(lay: Layout, cluster: Cluster, *, plan: bool = False, only: set[str] | None = None,

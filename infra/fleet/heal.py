@@ -390,6 +390,8 @@ def _remember(state: dict, h: NodeHealth, d: Decision, r, now: dt.datetime) -> N
         mine.update(last_fault=d.code, evidence=d.evidence, at=_stamp(now))
     if r is not None and r.done:
         mine["done"] = d.action
+    if r is not None and r.forgotten:  # its launched successor is gone: the next pass replaces the node anew
+        mine.pop("launched", None)
     mine.update(health=h.state, action=d.action, code=d.code, why=d.why)
     if h.state == "ok" and not mine.get("last_fault"):
         state["nodes"].pop(h.node, None)  # nothing to remember of a node that never faulted

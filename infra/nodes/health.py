@@ -169,6 +169,7 @@ class Repaired:
     launched: str | None = None  # replace: the id of the node this call launched (done or not), counted once
     fleet: str | None = None  # replace: the request that made it (AWS: its own instant fleet; Azure: the scale set)
     market: str | None = None  # replace: spot or on-demand, what was last asked (a spot pool's spot_fallback)
+    forgotten: bool = False  # replace: the node an earlier pass launched is gone; heal's memory drops it
 
     def to_dict(self) -> dict:
         return {"node": self.node, "action": self.action, "done": self.done, "detail": self.detail,

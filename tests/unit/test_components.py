@@ -244,6 +244,18 @@ def test_aws_spot(cat, write):
     assert fleet["spotOptions"]["minTargetCapacity"] == 2 and "onDemandOptions" not in fleet
 
 
+def test_a_spot_pools_launch_template_can_launch_its_on_demand_fallback(cat, write):
+    """heal's spot_fallback asks CreateFleet for on-demand through the spot pool's own launch template
+    (aws.replace.request_for_one). A template tag specification for a resource the launch does not make fails the
+    launch (botocore 1.44.8's EC2 model, LaunchTemplateTagSpecificationRequest.ResourceType); EC2 says "You cannot
+    specify tags for Spot instances requests if there are no Spot instances requests being created by the request"
+    (github-aws-runners/terraform-aws-github-runner#4561, aws/karpenter-provider-aws#5850)."""
+    path = write("s.yaml", "name: s\nowner: o\npools:\n  - {name: a, provider: aws, region: us-east-1, "
+                           "instance_type: p5.48xlarge, nodes: 2, spot: true, failover: {spot_fallback: on-demand}}\n")
+    lt = _one(_plan(path, cat), "aws:ec2/launchTemplate:LaunchTemplate").inputs
+    assert {s["resourceType"] for s in lt["tagSpecifications"]} == {"instance", "volume", "network-interface"}
+
+
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFjtZCMk8DLg9Gw3q44fZDXDQHKWHrf7Wb55hmdcfA0A test"
 CRG = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.Compute/" \
       "capacityReservationGroups/h100"

@@ -398,3 +398,40 @@ def test_a_spot_pool_asks_spot_first_then_its_spot_fallback(aws, tmp_path, cat, 
     assert instance(c.node_ids()[0])["State"]["Name"] == "running"
     assert instance(ids[0])["State"]["Name"] in ("shutting-down", "terminated")
     assert e["market"] == "on-demand" and "spot_fallback" in e["outcome"] and "on on-demand" in e["outcome"]
+
+
+def test_a_spot_fallback_that_ec2_refuses_outright_is_backed_off_not_asked_every_pass(aws, tmp_path, cat, monkeypatch):
+    """Spot refused, then the on-demand fallback refused for a reason that is no capacity (EC2's
+    InvalidParameterValue, a "stop" refusal): the pool waits its backoff, like a capacity refusal; the next pass
+    asks nothing (the issue: "a capacity refusal is ... retried with backoff, never loops")."""
+    _, ids = pool_fleet(2, spot=True)
+    asked = no_spot(monkeypatch)
+    spot_only, refused = BaseClient._make_api_call, "fleet-00000000-0000-4000-8000-000000000001"
+
+    def call(self, op, params):
+        if op == "DeleteFleets" and params.get("FleetIds") == [refused]:
+            return {"SuccessfulFleetDeletions": [{"FleetId": refused, "CurrentFleetState": "deleted_terminating",
+                                                  "PreviousFleetState": "active"}], "UnsuccessfulFleetDeletions": []}
+        if op == "CreateFleet" and params["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "on-demand":
+            asked.append(params)
+            return {"FleetId": refused, "Instances": [], "Errors": [{
+                "Lifecycle": "on-demand", "ErrorCode": "InvalidParameterValue",
+                "ErrorMessage": "You cannot specify tags for Spot instances requests if there are no Spot instances "
+                                "requests being created by the request."}]}
+        return spot_only(self, op, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", call)
+    text = stack_text(nodes=2).replace("nodes: 2,", "nodes: 2, spot: true, failover: {spot_fallback: on-demand},")
+    c = Cluster(tmp_path, cat, text, ids=lambda pool, i: ids[i])
+    c.api = inventory.open_clouds(["aws"], required=True, regions={"aws": [REGION]})["aws"]
+    say(c.bucket, ids[0], state="faulty", faults=[XID])
+    say(c.bucket, ids[1])
+    now = dt.datetime.now(dt.timezone.utc)
+    out = c.heal(now)
+    assert [(r.done, r.refused) for r in out.repaired] == [(False, True)], out.repaired
+    assert "InvalidParameterValue" in out.repaired[0].detail
+    markets = [a["TargetCapacitySpecification"]["DefaultTargetCapacityType"] for a in asked]
+    assert markets == ["spot", "on-demand"]
+    again = c.heal(now + dt.timedelta(seconds=1))
+    assert not again.repaired and len(asked) == 2
+    assert instance(ids[0])["State"]["Name"] == "running"

@@ -377,3 +377,149 @@ def test_gpufleet_scale_grows_and_shrinks_a_gcp_pool_through_its_own_request(gcp
     out = scale(2)
     assert out.after == 2 and set(vms(gcp)) == {*ids, *others}
     assert [n.node_id for n in c.reg.get("hl").nodes] == ids
+
+
+def test_the_replacement_of_a_vm_the_spot_fallback_made_asks_spot_first_again(gcp, tmp_path, cat):
+    """A spot pool's node that its spot_fallback put on on-demand is replaced on the pool's own market (spot) first,
+    not on the market of the VM it replaces: the pool does not drift to on-demand slot by slot."""
+    _, ids = pool(2, spot=True)
+    c = healed_cluster(gcp, tmp_path, cat, ids, spot=True, fallback=True, slurm=True)
+
+    def faulty(node_id):  # the node says a fatal Xid and the controller's Slurm view has it drained by its watch
+        say(c.bucket, node_id, state="faulty", faults=[XID], hostname="hl-gpu-0")
+        say(c.bucket, ids[1], hostname="hl-gpu-1")
+        say(c.bucket, "ctl-0", pool="ctl", hostname="hl-ctl",
+            scheduler="nodes\nhl-ctl idle\nhl-gpu-0 drained\nhl-gpu-1 idle\njobs\ndrained\n"
+                      "hl-gpu-0|gpufleet: GF-XID-FATAL health.xid\n")
+
+    faulty(ids[0])
+    gcp.spot_capacity[ZONE] = 0
+    now = dt.datetime.now(dt.timezone.utc)
+    assert [r.done for r in c.heal(now).repaired] == [True]
+    fallback = c.node_ids()[1]
+    assert vms(gcp)[fallback]["scheduling"]["provisioningModel"] == "STANDARD"
+    gcp.spot_capacity.clear()
+    faulty(fallback)
+    before = len(gcp.bulk_bodies)
+    assert [r.done for r in c.heal(now + dt.timedelta(minutes=1)).repaired] == [True]
+    asked = [b["instanceProperties"]["scheduling"]["provisioningModel"] for b in gcp.bulk_bodies[before:]]
+    assert asked == ["SPOT"] and vms(gcp)[c.node_ids()[1]]["scheduling"]["provisioningModel"] == "SPOT"
+
+
+class Deletion:
+    """An instances.delete operation as google-api-core's ExtendedOperation answers ``result``: raising what its
+    wait met (``error``), the VM left as it was."""
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+    def result(self, timeout=None):
+        raise self.error
+
+
+def failing_delete(monkeypatch, error: Exception):
+    """Every instances.delete of the GcpApi this returns answers ``error`` from its operation's result."""
+    gcp_api = api()
+    client = gcp_api.client("InstancesClient")
+    monkeypatch.setattr(type(client), "delete", lambda self, **kw: Deletion(error))
+    monkeypatch.setattr(gcp_api, "client", lambda name: client if name == "InstancesClient" else api().client(name))
+    return gcp_api
+
+
+def test_a_delete_that_outlasts_its_wait_is_a_gpufleet_error(gcp, monkeypatch):
+    """release_first waits DELETE_WAIT_S for the old VM's deletion; google-api-core's operation.result(timeout)
+    raises concurrent.futures.TimeoutError when it runs out (api_core/future/polling.py: RetryError turned into
+    TimeoutError): a GpufleetError heal reports, not a traceback that leaves its pass unwritten."""
+    import concurrent.futures
+
+    _, ids = pool(1)
+    gcp_api = failing_delete(monkeypatch, concurrent.futures.TimeoutError("Operation did not complete within the "
+                                                                          "designated timeout 900"))
+    with pytest.raises(GpufleetError, match="not deleted within 900 s"):
+        gcp_api.replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], release_first=True)
+    with pytest.raises(GpufleetError):
+        gcp_api.remove_nodes(REGION, cluster="hl", pool="gpu", node_ids=ids)
+    assert len(gcp.bulk_bodies) == 1  # nothing made while the old VM's slot is not free
+
+
+def test_an_old_vm_whose_deletion_fails_afterwards_keeps_the_replacement_unfinished(gcp, monkeypatch):
+    """The old VM's delete operation is awaited: one that fails in the operation (deletionProtection set by a
+    person) is ReplacementUnfinished, so heal keeps the old VM recorded and finishes later, never says it went."""
+    from google.api_core import exceptions as gx
+
+    _, ids = pool(2)
+    gcp_api = failing_delete(monkeypatch, gx.BadRequest("Resource cannot be deleted: deletionProtection is set"))
+    with pytest.raises(ReplacementUnfinished, match="deletionProtection") as ei:
+        gcp_api.replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0])
+    assert ids[0] in vms(gcp) and ei.value.launched in vms(gcp)
+
+
+def test_a_launched_successor_that_vanished_is_forgotten_and_the_node_replaced_anew(gcp, tmp_path, cat):
+    """heal's memory names a successor the region no longer holds (a spot successor preempted before the finish):
+    not an error every pass; forgotten (its launch was counted), and a later pass asks again."""
+    from gpufleet.fleet.heal import state_key, write_state
+
+    _, ids = pool(2)
+    c = healed_cluster(gcp, tmp_path, cat, ids)
+    say(c.bucket, ids[1])
+    api().remove_nodes(REGION, cluster="hl", pool="gpu", node_ids=[ids[0]])
+    write_state(c.log, "hl", {"pools": {}, "nodes": {"gpu-0": {"launched": "4242424242"}}}, None)
+    now = dt.datetime.now(dt.timezone.utc)
+    first = c.heal(now)
+    assert [(r.done, r.forgotten) for r in first.repaired] == [(False, True)], first.repaired
+    assert "launched" not in json.loads(c.log.read(state_key("hl"))[0])["nodes"]["gpu-0"]
+    second = c.heal(now + dt.timedelta(minutes=1))
+    assert [r.done for r in second.repaired] == [True] and c.node_ids()[0] in vms(gcp)
+
+
+# --- a pool with no VM left: its request as `up` kept it in the pool's stack output ------------------------------
+
+def kept(props: dict) -> dict:
+    """The request `up` keeps in the pool's stack output (components: pool_vms.kept_request of its BulkInstances)."""
+    return pool_vms.kept_request(props["zone"], props["properties"], props.get("policies") or [])
+
+
+def test_a_preempted_one_node_spot_pool_is_replaced_from_its_kept_request(gcp):
+    """A spot pool of one VM, preempted (instanceTerminationAction DELETE: the VM is gone): no VM is left to read the
+    request from; the one `up` kept is asked, on spot."""
+    props, ids = pool(1, spot=True)
+    api().remove_nodes(REGION, cluster="hl", pool="gpu", node_ids=ids)  # as the preemption leaves it
+    assert api().gone_nodes(REGION, cluster="hl", pool="gpu", node_ids=ids) == set(ids)
+    got = api().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], request=kept(props))
+    assert vms(gcp)[got["id"]]["scheduling"]["provisioningModel"] == "SPOT"
+
+
+def test_every_vm_of_a_spot_pool_preempted_at_once_is_replaced_in_its_compact_policy(gcp):
+    """GCP reclaims a zone's spot capacity together: a pool whose VMs all went is asked again from its kept
+    request, in its own compact placement policy."""
+    props, ids = pool(2, spot=True)
+    api().remove_nodes(REGION, cluster="hl", pool="gpu", node_ids=ids)
+    with pytest.raises(GpufleetError, match="has no VM left to read its request from, and its stack keeps none"):
+        api().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0])  # a stack `up` made before: said so
+    got = api().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], request=kept(props))
+    assert [p.rsplit("/", 1)[-1] for p in vms(gcp)[got["id"]]["resourcePolicies"]] == [props["policies"][0]["name"]]
+
+
+def test_a_reserved_one_node_pool_whose_create_was_refused_is_asked_again(gcp):
+    """release_first (a reserved pool): the old VM is deleted first; the bulkInsert refused, the next pass asks the
+    kept request again, though the pool has no VM left."""
+    props, ids = pool(1)
+    gcp.zone_capacity[ZONE] = 0
+    with pytest.raises(CapacityError):
+        api().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], release_first=True, request=kept(props))
+    assert vms(gcp) == {}  # the old VM went first, nothing was made
+    gcp.zone_capacity.pop(ZONE)
+    got = api().replace_node(REGION, cluster="hl", pool="gpu", node_id=ids[0], release_first=True,
+                             request=kept(props))
+    assert got["id"] in vms(gcp)
+
+
+def test_heal_replaces_a_pool_with_no_vm_left_from_its_stack_output(gcp, tmp_path, cat):
+    """heal passes the request the pool's stack output keeps (engine.program's export, ``request``)."""
+    props, ids = pool(2, spot=True)
+    c = healed_cluster(gcp, tmp_path, cat, ids, spot=True)
+    c.outputs["pools"]["gpu"]["request"] = kept(props)
+    api().remove_nodes(REGION, cluster="hl", pool="gpu", node_ids=ids)  # every spot VM reclaimed
+    out = c.heal(dt.datetime.now(dt.timezone.utc))
+    assert [r.done for r in out.repaired] == [True, True], out.repaired
+    assert sorted(c.node_ids()) == sorted(vms(gcp)) and not set(ids) & set(vms(gcp))

@@ -939,3 +939,14 @@ def test_a_drain_whose_reason_slurm_lost_is_gpufleets_and_the_gate_drains_it_aga
     updates = [c for c in _scontrol_calls(tmp_path) if c[0] == "update"]
     assert ran.returncode == 1 and "drained by a person" not in ran.stdout, ran
     assert updates == [["update", "NodeName=h2", "State=DRAIN", "Reason=gpufleet: GF-GATE quick not passed yet"]]
+
+
+def test_the_health_program_reads_a_drain_reason_that_is_not_utf8(tmp_path, monkeypatch):
+    """slurmctld keeps a reason as the operator's bytes (a Latin-1 terminal's "réparation"): the health program
+    reads the node's state and reason with what cannot be decoded replaced, not a UnicodeDecodeError (a ValueError
+    none of its handlers catch) that stops the check."""
+    (tmp_path / "scontrol").write_text("#!/bin/sh\nprintf 'NodeName=n1 State=IDLE+DRAIN Reason=r\\351paration\\n'\n")
+    (tmp_path / "scontrol").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    state, reason = _health_program().node_state("n1", 20)
+    assert "DRAIN" in state and reason == "r\ufffdparation"

@@ -213,6 +213,7 @@ class PoolArgs:
     key_name: pulumi.Input[str] | None = None
     existing_subnet: str | None = None
     spot: bool = False
+    on_demand_fallback: bool = False  # a spot pool whose failover.spot_fallback launches on-demand from its template
     reservation: str | None = None  # cr-...: an On-Demand Capacity Reservation or a Capacity Block to launch into
     capacity_block: bool = False  # the reservation is a Capacity Block for ML
     region: str = ""
@@ -314,7 +315,14 @@ class GpuNodePool(pulumi.ComponentResource):
             user_data=user_data,
             tag_specifications=[{"resource_type": kind, "tags": t}
                                 for kind in ("instance", "volume", "network-interface")]
-            + ([{"resource_type": "spot-instances-request", "tags": t}] if args.spot else []),
+            # a template that tags spot-instances-request cannot launch on-demand ("If the instance does not
+            # include the resource type that you specify, the instance launch fails": botocore 1.44.8's EC2 model,
+            # LaunchTemplateTagSpecificationRequest.ResourceType; EC2 says "You cannot specify tags for Spot
+            # instances requests if there are no Spot instances requests being created by the request",
+            # github-aws-runners/terraform-aws-github-runner#4561, read 2026-11): a pool with a spot_fallback
+            # leaves it out, its instances, volumes and interfaces keep their tags
+            + ([{"resource_type": "spot-instances-request", "tags": t}]
+               if args.spot and not args.on_demand_fallback else []),
             update_default_version=True, tags=t, opts=child)
 
         # An instant fleet is never modified: terraform-provider-aws updates an aws_ec2_fleet in place

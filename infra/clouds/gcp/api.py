@@ -12,6 +12,7 @@ endpoint, or the tests' server).
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime as dt
 import json
 import os
@@ -39,7 +40,10 @@ from gpufleet.errors import CloudUnreadable, CredentialsError
 
 LABEL = LABEL_PREFIX + "cluster"
 # what a Compute call raises when it was not answered as asked (refused, not reached, credentials)
-CALL_ERRORS = (gx.GoogleAPICallError, gx.RetryError, TransportError, RefreshError, requests.RequestException)
+# (an operation's wait that runs out: google-api-core's PollingFuture.result raises concurrent.futures.TimeoutError,
+# api_core/future/polling.py, read 2026-11)
+CALL_ERRORS = (gx.GoogleAPICallError, gx.RetryError, TransportError, RefreshError, requests.RequestException,
+               concurrent.futures.TimeoutError)
 # what the inventory lists, and through which client: (resource kind, client, aggregated?, filtered by label
 # (else by description))
 INVENTORY_CLIENTS = [
@@ -134,7 +138,7 @@ def unreadable(e, where: str = "gcp") -> CloudUnreadable:
     """Why GCP could not be read: not reached, credentials refused (401, a token that does not
     refresh), permission denied (403), or another answer."""
     if isinstance(e, (TransportError, requests.ConnectionError, requests.Timeout, gx.RetryError, gx.DeadlineExceeded,
-                      gx.ServiceUnavailable)):
+                      gx.ServiceUnavailable, concurrent.futures.TimeoutError)):
         kind = "unreachable"
     elif isinstance(e, (RefreshError, gx.Unauthenticated, gx.Unauthorized)):
         kind = "refused"
@@ -477,12 +481,13 @@ class GcpApi:
             raise unreadable(e, f"gcp {region} listing pool {pool}'s VMs") from None
 
     def replace_node(self, region: str, *, cluster: str, pool: str, node_id: str, release_first: bool = False,
-                     launched: str | None = None, on_launch=None, market: str | None = None) -> dict:
+                     launched: str | None = None, on_launch=None, market: str | None = None,
+                     request: dict | None = None) -> dict:
         """One of the pool's VMs replaced through the pool's own request (``gcp.replace``)."""
         try:
             return replace.replace_node(self, region, cluster=cluster, pool=pool, node_id=node_id,
                                         release_first=release_first, launched=launched, on_launch=on_launch,
-                                        market=market)
+                                        market=market, request=request)
         except CALL_ERRORS as e:
             raise unreadable(e, f"gcp {region} replacing {node_id}") from None
 

@@ -34,7 +34,7 @@ import pulumi_gcp as gcp
 from gpufleet.clouds import bootstrap
 from gpufleet.clouds.gcp import access, flexstart
 from gpufleet.clouds.gcp.flexstart import FlexNodes
-from gpufleet.clouds.gcp.pool_vms import BulkInstances, placement_policy
+from gpufleet.clouds.gcp.pool_vms import BulkInstances, kept_request, placement_policy
 from gpufleet.clouds.gcp.rules import (
     ACCELERATORS,
     LUSTRE_PORTS,
@@ -276,15 +276,17 @@ class GpuNodePool(pulumi.ComponentResource):
                     tier="ZONAL", file_shares={"name": "data", "capacity_gb": STORAGE.nfs(st)},
                     networks=[{"network": args.network_id, "modes": ["MODE_IPV4"]}], labels=args.labels, opts=child))
 
+        self.request = None  # the pool's own request, kept for heal (pool_vms.kept_request); none for flex-start
         if args.flex_start:
             self.nodes = _flex_start_nodes(name, args, metadata, service_account, child)
         else:  # all the pool's VMs in one request (per placement policy), all of them or none (clouds.gcp.pool_vms)
+            properties = instance_properties(args, nics, metadata, service_account)
             self.nodes = BulkInstances(
                 f"{name}-nodes", project=args.project, region=args.region, zone=args.zone,
                 names=[gcp_name(args.cluster, args.pool, str(i)) for i in range(args.nodes)],
-                properties=instance_properties(args, nics, metadata, service_account),
-                policies=policies, subnet_id=args.subnet_id, public=args.public_ip,
+                properties=properties, policies=policies, subnet_id=args.subnet_id, public=args.public_ip,
                 opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True))
+            self.request = kept_request(args.zone, properties, policies)
         self.node_ids, self.private_ips = self.nodes.node_ids, self.nodes.private_ips
         self.public_ips = self.nodes.public_ips if args.public_ip else None
         ips = self.public_ips if args.public_ip else self.private_ips

@@ -54,6 +54,14 @@ def request(names: list[str], properties: dict, policy: dict | None) -> dict:
             "perInstanceProperties": {n: {} for n in names}}
 
 
+def kept_request(zone, properties: dict, policies: list[dict]) -> dict:
+    """The pool's request as `up` asked it, for one VM more (its first compact policy): what a replacement asks
+    when no VM of the pool is left to read it from (``gcp.replace``). A BulkInsertInstanceResource "is not
+    persisted anywhere" by Compute Engine, so the pool's stack output keeps it (``engine.program`` export)."""
+    return {"zone": zone, "properties": {**properties, **({"resourcePolicies": [policies[0]["name"]]} if policies
+                                                           else {})}}
+
+
 def create_nodes(props: dict, api=None) -> dict:
     """Every group's VMs, or none: a refused group's error, after the earlier groups' VMs and
     every policy made for them are deleted."""

@@ -1,9 +1,10 @@
 """A GCP pool's nodes replaced, added or removed through the pool's own request (`gpufleet heal`).
 
 A pool's VMs are made by one all-or-nothing ``instances.bulkInsert`` of the pool's InstanceProperties
-(``components.instance_properties``, ``pool_vms``); nothing keeps that request afterwards (a
+(``components.instance_properties``, ``pool_vms``); Compute Engine keeps no such request (a
 BulkInsertInstanceResource "is not persisted anywhere", and pulumi-gcp has no template for it). So it is read
-back from a VM of the pool, the faulty one or, where that is gone, a peer: the keys ``instance_properties``
+back from a VM of the pool, the faulty one or, where that is gone, a peer, and where no VM of the pool is left,
+taken from the pool's stack output, where `up` kept it (``pool_vms.kept_request``): the keys ``instance_properties``
 sets, in InstanceProperties' own forms (google-cloud-compute 1.57's InstanceProperties: ``machine_type`` "only
 accepts a machine type name ... a full or partial URL ... will result in an INTERNAL_ERROR";
 ``resource_policies`` "names, not URLs"; the boot disk's ``initializeParams`` from its Disk: ``sourceImage``,
@@ -21,6 +22,7 @@ its slot is what the new one needs. A flex-start pool's VMs are its managed inst
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import secrets
 
@@ -32,10 +34,13 @@ from gpufleet.clouds.gcp import pool_vms, refusals
 from gpufleet.clouds.gcp.rules import gcp_name, scheduling
 from gpufleet.clouds.gcp.tags import labels
 from gpufleet.clouds.tags import TAG_PREFIX
-from gpufleet.errors import CapacityError, GpufleetError, ReplacementUnfinished
+from gpufleet.errors import CapacityError, GpufleetError, ReplacementUnfinished, SuccessorGone
 
 # what of a VM's Scheduling is the pool's request (``rules.scheduling`` sets these)
 SCHEDULING = ("onHostMaintenance", "automaticRestart", "preemptible", "provisioningModel", "instanceTerminationAction")
+# google-api-core's PollingFuture.result turns its RetryError into concurrent.futures.TimeoutError when the wait
+# runs out (api_core/future/polling.py, google-api-core as installed, read 2026-11)
+WAIT_RAN_OUT = concurrent.futures.TimeoutError
 DELETE_WAIT_S = 900  # a GPU VM's deletion, when its slot is what the new one needs
 MIG_METADATA = "created-by"  # set on a managed instance group's VMs (compute/docs/instance-groups, read 2026-11)
 
@@ -85,16 +90,31 @@ def _pools_vm(vms: list[dict], cluster: str, pool: str, node_id: str) -> dict | 
     return None
 
 
-def _model(vms: list[dict], cluster: str, pool: str, old: dict | None) -> dict:
-    """The VM the pool's request is read from: the old one, else a running peer."""
+def _model(vms: list[dict], cluster: str, pool: str, old: dict | None) -> dict | None:
+    """The VM the pool's request is read from: the old one, else a running peer; None: no VM of the pool is left."""
     if old is not None:
         return old
     peers = sorted((v for v in vms if _is_pools(v, cluster, pool)), key=lambda v: (v.get("status") != "RUNNING",
                                                                                     v["name"]))
-    if not peers:
-        raise GpufleetError(f"gcp: pool {pool} of cluster {cluster} has no VM left to read its request from",
-                            "run `gpufleet up` for the pool: it makes the pool's VMs anew")
-    return peers[0]
+    return peers[0] if peers else None
+
+
+def pool_request(api, vms: list[dict], cluster: str, pool: str, old: dict | None, market: str | None,
+                 kept: dict | None) -> tuple[str, dict]:
+    """(the pool's zone, its InstanceProperties): read from a VM of the pool, else from the request `up` kept
+    (``kept``: ``pool_vms.kept_request``, from the pool's stack output) when none is left (a one-VM spot pool
+    preempted, every spot VM of a zone reclaimed at once, a release_first delete whose create was refused)."""
+    model = _model(vms, cluster, pool, old)
+    if model is not None:
+        return request_from(api, model, market)
+    if not isinstance(kept, dict) or not isinstance(kept.get("zone"), str) or not isinstance(kept.get("properties"),
+                                                                                          dict):
+        raise GpufleetError(f"gcp: pool {pool} of cluster {cluster} has no VM left to read its request from, and its "
+                            "stack keeps none", "run `gpufleet up` for the pool: it makes the pool's VMs anew")
+    props = dict(kept["properties"])
+    if market is not None:
+        props["scheduling"] = scheduling(market == "spot")
+    return kept["zone"], props
 
 
 def properties(vm: dict, disk: dict, attached: dict, market: str | None) -> dict:
@@ -169,10 +189,11 @@ def _named(api, zone: str, name: str) -> dict:
     return json.loads(compute_v1.Instance.to_json(vm))
 
 
-def _delete(api, vm: dict, wait: bool) -> None:
+def _delete(api, vm: dict) -> None:
+    """Delete ``vm`` and wait for its operation: a deletion that fails (deletionProtection, an error in the
+    operation) or outlasts DELETE_WAIT_S raises (google-api-core's ExtendedOperation.result)."""
     op = api.client("InstancesClient").delete(project=api.project, zone=_last(vm["zone"]), instance=vm["name"])
-    if wait:
-        op.result(timeout=DELETE_WAIT_S)
+    op.result(timeout=DELETE_WAIT_S)
 
 
 def node(vm: dict) -> dict:
@@ -182,23 +203,34 @@ def node(vm: dict) -> dict:
 
 
 def replace_node(api, region: str, *, cluster: str, pool: str, node_id: str, release_first: bool = False,
-                 launched: str | None = None, on_launch=None, market: str | None = None) -> dict:
+                 launched: str | None = None, on_launch=None, market: str | None = None,
+                 request: dict | None = None) -> dict:
     """A new VM for the pool from its own request, then ``node_id`` (its numeric id) deleted: {"id",
     "private_ip", "zone", "fleet_id", "vm_uid"}. Refused (nothing made, the old VM left as it was unless
     ``release_first``) when Compute Engine makes none. A VM no longer in the region (a preempted spot VM,
     deleted) is gone: only a VM more is asked. ``on_launch`` is called with the new VM's id the moment it
-    exists; a failure after it is ReplacementUnfinished, and a later call (``launched`` or not) finishes it."""
+    exists; a failure after it is ReplacementUnfinished, and a later call (``launched`` or not) finishes it.
+    ``request``: the pool's request as `up` kept it, asked when no VM of the pool is left (``pool_request``)."""
     vms = region_vms(api, region)
     old = _pools_vm(vms, cluster, pool, node_id)
     name = successor(cluster, pool, node_id)
     made = next((v for v in vms if v["name"] == name and _is_pools(v, cluster, pool)), None)
-    if launched is not None and (made is None or launched not in (made["id"], made["name"])):
+    if launched is not None and made is None:
+        raise SuccessorGone(f"gcp: {launched}, launched for pool {pool} in place of {node_id}, is no longer in "
+                            f"{region} (preempted or deleted): forgotten", "`gpufleet heal` asks for a new node "
+                            "again, within the pool's max_replacements")
+    if launched is not None and launched not in (made["id"], made["name"]):
         raise GpufleetError(f"gcp: {launched}, which heal's memory names as the new VM of pool {pool} in place of "
                             f"{node_id}, is not the pool's VM {name}", "check `gpufleet status` and the pool's VMs")
     if made is None:
-        zone, props = request_from(api, _model(vms, cluster, pool, old), market)
+        zone, props = pool_request(api, vms, cluster, pool, old, market, request)
         if release_first and old is not None:
-            _delete(api, old, wait=True)
+            try:
+                _delete(api, old)
+            except WAIT_RAN_OUT:
+                raise GpufleetError(f"gcp: {old['name']} of pool {pool} was not deleted within {DELETE_WAIT_S} s, "
+                                    "so its slot is not free for the new VM: nothing made", "`gpufleet heal` asks "
+                                    "again on its next pass") from None
             old = None
         _insert(api, zone, [name], props, pool)
         try:
@@ -208,10 +240,10 @@ def replace_node(api, region: str, *, cluster: str, pool: str, node_id: str, rel
                                         launched=name) from None
         if on_launch is not None:
             on_launch(made["id"])
-    try:
+    try:  # awaited: an old VM whose deletion fails afterwards would run on, named by no registry row
         if old is not None:
-            _delete(api, old, wait=False)
-    except gx.GoogleAPICallError as e:
+            _delete(api, old)
+    except (gx.GoogleAPICallError, WAIT_RAN_OUT) as e:
         raise ReplacementUnfinished(f"gcp: {made['name']} was made for pool {pool} in place of {node_id}, then: "
                                     f"{e}"[:400], launched=made["id"]) from None
     return node(made)
@@ -231,7 +263,7 @@ def add_nodes(api, region: str, *, cluster: str, pool: str, count: int, market: 
     """``count`` VMs more for the pool, from its own request, all or none (one bulkInsert); each new VM's id
     said to ``on_launch`` once they exist."""
     vms = region_vms(api, region)
-    zone, props = request_from(api, _model(vms, cluster, pool, None), market)
+    zone, props = pool_request(api, vms, cluster, pool, None, market, None)
     batch = secrets.token_hex(3)  # one bulkInsert's VMs: new names, never a VM of the pool's own
     names = [gcp_name(cluster, pool, f"a{batch}", str(i)) for i in range(count)]
     _insert(api, zone, names, props, pool)
@@ -250,4 +282,8 @@ def remove_nodes(api, region: str, *, cluster: str, pool: str, node_ids: list[st
     ops = [api.client("InstancesClient").delete(project=api.project, zone=_last(vm["zone"]), instance=vm["name"])
            for vm in found]
     for op in ops:
-        op.result(timeout=DELETE_WAIT_S)
+        try:
+            op.result(timeout=DELETE_WAIT_S)
+        except WAIT_RAN_OUT:
+            raise GpufleetError(f"gcp: a VM of pool {pool} was not deleted within {DELETE_WAIT_S} s",
+                                "`gpufleet status` shows whether it went; ask again") from None

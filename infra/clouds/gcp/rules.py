@@ -49,9 +49,13 @@ PSA_PREFIX = 20
 LUSTRE_PORTS = ["988"]
 
 # Compact placement (a COLLOCATED group placement policy): the machine series that support it,
-# and how many VMs one policy holds. cloud.google.com/compute/docs/instances/use-compact-placement-
+# and how many VMs gpufleet puts under one policy. cloud.google.com/compute/docs/instances/use-compact-placement-
 # policies and .../ai-infrastructure placement docs (2026): A2, A3 (High, Mega, Ultra, Edge), A4,
-# A4X, G2, G4, C2, C2D, N2, N2D; not N1 (nor E2, T2D, M1-M3), and at most 150 VMs a policy.
+# A4X, G2, G4, C2, C2D, N2, N2D; not N1 (nor E2, T2D, M1-M3). Google's limit is 1,500 instances a policy
+# when no maxDistance is set, as gpufleet sets none (150 only at maxDistance 2; the older define-instance-
+# placement page said 150 a policy): docs.cloud.google.com/compute/docs/instances/placement-policies-overview,
+# its table of max distance values, read 2026-11. 150 a policy keeps the pools' layout as `up` made them and
+# leaves room for the VM a replacement makes in its old VM's policy before deleting the old one (gcp.replace).
 COMPACT_SERIES = ("a2", "a3", "a4", "a4x", "g2", "g4", "c2", "c2d", "n2", "n2d")
 MAX_COMPACT_VMS = 150
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from gpufleet.clouds import cloud, inventory
 from gpufleet.clouds import scheduler as slurm_view
 from gpufleet.clouds.node_watch import MARK
-from gpufleet.errors import CapacityError, GpufleetError, QuotaError, UntrustedValue
+from gpufleet.errors import CapacityError, GpufleetError, QuotaError, ReplacementUnfinished, SuccessorGone, UntrustedValue
 from gpufleet.nodes import health as hl
 from gpufleet.nodes.cloud import channel
 from gpufleet.nodes.health import NodeHealth, Repaired
@@ -226,23 +226,40 @@ def _replace(run: Run, node: NodeHealth, outputs=None) -> Repaired:
 
     spec = next(p for p in run.stack.pools if p.name == rec.pool)
     market = None if node.launched else "spot" if spec.spot else "on-demand"  # a finish asks no market
+    # the first ask: a spot pool's own market, whatever the VM it replaces was (one its spot_fallback made on-demand
+    # is replaced on spot first again); another pool's own request as it is (a reservation-bound one keeps its model)
+    first = "spot" if market == "spot" else None
     fallback = spec.failover.spot_fallback if spec.spot and spec.failover and not node.launched else None
     said = ""  # how the market came to be, when it is not the pool's own
+    # the pool's request as `up` kept it in its stack output, where its cloud keeps none (GCP): asked when no VM of
+    # the pool is left to read it from
+    kept = ((run.outputs or {}).get("pools") or {}).get(rec.pool, {}).get("request")
+    extra = {"request": kept} if kept else {}
     try:  # ``launched``: a replacement an earlier pass launched is finished, nothing launched again
         try:
             got = api.replace_node(region, cluster=run.cluster, pool=rec.pool, node_id=rec.node_id,
-                                   release_first=node.reserved, launched=node.launched, on_launch=on_launch)
+                                   release_first=node.reserved, launched=node.launched, on_launch=on_launch,
+                                   market=first, **extra)
         except (CapacityError, QuotaError) as e:  # spot first; refused, the pool's spot_fallback where it has one
             if fallback is None or not cloud(rec.provider).market_per_node:
                 said = "" if fallback is None else (f"the pool's spot_fallback ({fallback}) cannot be asked on "
                                                     f"{rec.provider}: its request makes {market} nodes only; ")
                 raise
             said, market = f" (the pool's spot_fallback: spot was refused: {e.message})", fallback
-            got = api.replace_node(region, cluster=run.cluster, pool=rec.pool, node_id=rec.node_id,
-                                   release_first=node.reserved, on_launch=on_launch, market=fallback)
+            try:
+                got = api.replace_node(region, cluster=run.cluster, pool=rec.pool, node_id=rec.node_id,
+                                       release_first=node.reserved, on_launch=on_launch, market=fallback, **extra)
+            except (CapacityError, QuotaError, ReplacementUnfinished):
+                raise
+            except GpufleetError as fault:  # spot was refused, its fallback wrong: both asked again after a backoff,
+                # never every pass
+                return Repaired(node.node, "replace", False, f"spot was refused, then {fallback} failed: "
+                                f"{fault.message}"[:400], refused=True, market=market)
     except (CapacityError, QuotaError) as e:
         why = f"spot was refused, then {fallback}: {e.message}" if market == fallback else said + e.message
         return Repaired(node.node, "replace", False, why[:400], refused=True, market=market)
+    except SuccessorGone as e:  # its launch was counted: heal's memory forgets it, a later pass asks anew
+        return Repaired(node.node, "replace", False, e.message, forgotten=True)
     except GpufleetError as e:  # ReplacementUnfinished among them: what it launched is in heal's memory
         return Repaired(node.node, "replace", False, e.message, launched=(launched or [None])[0])
     new = Node(pool=rec.pool, idx=rec.idx, provider=rec.provider, location=rec.location, machine=rec.machine,

@@ -204,3 +204,16 @@ def test_a_pool_in_its_reservation_is_held_to_no_gpu_quota(gcp, cat, write, tmp_
     plans = failover.places(stack, cat)
     assert failover.preflight(Run(stack, cat, "flex", Registry(tmp_path / "r.db")), plans) == []
     assert [c.reservation.id for c in plans["b"].ordered] == ["a4-calendar-block"]
+
+
+def test_a_bulk_pool_keeps_its_request_in_its_stack_output_and_a_flex_start_pool_none(cat, write):
+    """Compute Engine keeps no bulkInsert request: the pool's stack output does (``request``), the BulkInstances'
+    own InstanceProperties in its first compact policy, for heal to ask again when no VM of the pool is left."""
+    bulk = A3.replace(", flex_start: {run_hours: 24, wait_minutes: 90}", "")
+    p = planner.plan(stacks.load(write("b.yaml", stack_text(bulk)), cat), cat, workers=1)
+    (nodes,) = _of(p, "gcp:gpufleet:BulkInstances")
+    kept = p.outputs["pools"]["h"]["request"]
+    assert kept["zone"] == ZONE and kept["properties"] == {**nodes.inputs["properties"],
+                                                           "resourcePolicies": [nodes.inputs["policies"][0]["name"]]}
+    flex = planner.plan(stacks.load(write("f.yaml", stack_text(A3)), cat), cat, workers=1)
+    assert flex.outputs["pools"]["h"]["request"] is None

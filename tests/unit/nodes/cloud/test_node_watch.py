@@ -865,3 +865,13 @@ def test_without_slurm_the_active_checks_run_only_where_no_gpu_process_is_known(
         assert _health(n)["state"] == "faulty" and [f["code"] for f in record["faults"]] == ["GF-DCGM-FAIL"]
     else:
         assert _health(n)["state"] == "ok" and record["skipped"] == "1 compute process(es) on the GPUs"
+
+
+def test_a_drain_reason_that_is_not_utf8_is_read_not_fatal(tmp_path, monkeypatch):
+    """slurmctld keeps a reason as the operator's bytes (a Latin-1 terminal's "réparation"): scontrol's answer is
+    read with what cannot be decoded replaced, not a UnicodeDecodeError that ends the watch before its verdict."""
+    (tmp_path / "scontrol").write_text("#!/bin/sh\nprintf 'NodeName=n1 State=IDLE+DRAIN Reason=r\\351paration\\n'\n")
+    (tmp_path / "scontrol").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    out, why = node_watch.scontrol("show", "node", "n1", "-o")
+    assert why is None and "Reason=r\ufffdparation" in out
