@@ -15,11 +15,7 @@ import json
 from gpufleet.clouds import provider
 from gpufleet.configure import FORMULAS, GPU_STATES, software
 from gpufleet.monitoring import scrape
-
-try:  # the stack's alert rules, where this build has them (gpufleet.monitoring.rules); else none are shipped
-    from gpufleet.monitoring.rules import render_rules
-except ImportError:  # pragma: no cover - until the rules module is part of the build
-    render_rules = None
+from gpufleet.monitoring.rules import render_rules
 
 SERVER = "monitoring.server"  # Prometheus and Alertmanager, on the monitor pool's nodes
 
@@ -46,7 +42,7 @@ def monitor_pillar(stack, cluster: str) -> dict:
             "retention": m.retention, "retention_size": f"{m.disk_gb}GB",
             "prometheus_yml": scrape.render_prometheus(stack, cluster=cluster, pools=scraped),
             "alertmanager_yml": scrape.render_alertmanager(stack),
-            "rules": render_rules(stack) if render_rules else ""}
+            "rules": render_rules(stack)}
 
 
 def _node_formulas(stack, pool) -> list[str]:
@@ -108,9 +104,10 @@ def gpu_of(pool, cat=None) -> tuple[str | None, int | None]:
 
 
 def build(stack, pool, *, cluster: str, gpu: str | None = None, gpu_count: int | None = None, has_gpu: bool = True,
-          nvswitches: int = 0, subnet_manager_host: bool = False, index: int = 0) -> dict:
+          nvswitches: int = 0, subnet_manager_host: bool = False, index: int = 0, collector: dict | None = None) -> dict:
     """The pillar for one node of ``pool`` (``has_gpu``/``nvswitches`` from its facts when known;
-    ``index``: the node's in its pool where known, a rack host's: the monitor is its pool's first)."""
+    ``index``: the node's in its pool where known, a rack host's: the monitor is its pool's first;
+    ``collector``: the monitor's cluster collector settings, monitoring.collector.settings, from the operation)."""
     sw = stack.software
     gpu = gpu or pool.gpu
     count = gpu_count or pool.gpus_per_node or 0
@@ -142,6 +139,8 @@ def build(stack, pool, *, cluster: str, gpu: str | None = None, gpu_count: int |
     }
     if SERVER in states:
         pillar["monitoring"]["server"] = monitor_pillar(stack, cluster)
+        if collector is not None:
+            pillar["monitoring"]["collector"] = collector
     return merge(pillar, pool.salt.pillar)
 
 

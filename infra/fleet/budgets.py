@@ -31,6 +31,7 @@ from gpufleet.clouds import bill_lines
 from gpufleet.clouds.tags import names, time_or_none
 from gpufleet.errors import EXIT_OVER_BUDGET, GpufleetError, InputError
 from gpufleet.fleet import team
+from gpufleet.monitoring import collector
 from gpufleet.paths import user_config
 from gpufleet.state import budgets as team_budgets
 from gpufleet.state.registry import ClusterRecord
@@ -169,6 +170,17 @@ def per_hour(rec: ClusterRecord) -> float:
     """What a cluster costs an hour: its predicted bill's every line, else its nodes' launch prices."""
     p = rec.predicted or {}
     return sum(p.get("usd_per_hour", {}).values()) if p.get("usd_per_hour") else (rec.usd_per_hour or 0.0)
+
+
+def monitor_settings(rec: ClusterRecord, stack, budget_list: list[Budget], creators: list[str]) -> dict | None:
+    """The monitor host's cluster collector settings (monitoring.collector.settings: the cluster's $/h, since when,
+    the budgets it falls under), where the stack runs Prometheus; None where it does not."""
+    m = stack.monitoring
+    if m is None or not m.prometheus:
+        return None
+    covering = [(b.name, b.usd_per_month) for b in budget_list if b.covers(stack.name, stack.owner, creators)]
+    return collector.settings(rec.name, usd_per_hour=per_hour(rec) or None, since=rec.created_at,
+                              budgets=covering, slurm=stack.slurm is not None)
 
 
 def spent_this_month(rec: ClusterRecord, now: dt.datetime) -> float:

@@ -12,7 +12,7 @@ stuck, which the timer retries by itself. Rack hosts: salt-ssh, as `up` does.
 from __future__ import annotations
 
 from gpufleet import nodes as kinds
-from gpufleet.fleet import team
+from gpufleet.fleet import budgets, team
 from gpufleet.nodes.run import Run, Seams
 from gpufleet.state.recorded import recorded
 from gpufleet.state.registry import Registry
@@ -29,5 +29,6 @@ def reconfigure(stack, cat, *, cluster: str | None = None, registry: Registry | 
     run = Run(stack, cat, name, reg, Seams(pulumi_command, runner_factory, stores=stores, wait_s=wait_s),
               trust_new_hosts=trust_new_hosts, force=force, progress=progress, prompt=prompt, record=rec,
               backend=rec.backend, nodes=rec.nodes, outputs=outputs)
+    run.monitor = budgets.monitor_settings(rec, stack, budgets.configured(), list(rec.created_by.values()))
     reports = {k: k.configure(run) for k in kinds.used(stack)}
     return [r for k in kinds.listing_order(reports) for r in reports[k]]

@@ -154,6 +154,7 @@ def bring_up(stack, cat, options: UpOptions | None = None, *, confirm: Callable[
     rec = reg.record(**run.recording, nodes=run.nodes, state="up",
                      access=ssh.access_record(run.stack, name, run.nodes))
     run.nodes = rec.nodes  # Pulumi's with the nodes `heal` replaced outside its state in their place
+    run.monitor = budgets.monitor_settings(rec, stack, budget_list, creators)
     if run.landed is not None:  # where failover placed the pools, against the budgets as they stand now
         others = [r for r in reg.list() if r.name != name] + ([existing] if existing else [])
         checked = budgets.check(name, run.stack, run.landed, creators, others, budget_list,

@@ -38,6 +38,9 @@ class Run:
     configuring: bool = True  # `up` configures the nodes (without it, the racks need not be reached)
     verifying: bool = True  # the nodes run the quick verification after applying
     check_quotas: bool = True
+    # the monitor host's cluster collector settings (monitoring.collector.settings), from the operation that knows
+    # the cluster's price and budgets; None: the stack runs no Prometheus
+    monitor: dict | None = None
     refresh_images: bool = False  # look up again what image names pin (`up --refresh-image`)
     failover: bool = True  # pools with a failover block land in the first of their places that holds them
     max_attempts: int | None = None  # failover's limits (None: its defaults)

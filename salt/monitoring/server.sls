@@ -13,6 +13,9 @@ monitoring-server-unsupported-test-fail_without_changes:
   test.fail_without_changes:
     - name: "monitoring.server: no Prometheus package gpufleet has checked for {{ grains.get('osfinger', grains.get('os_family')) }}; put the monitor on a Debian 12 or Ubuntu 22.04/24.04 host (monitoring: {host: ...})"
 {%- else %}
+include:
+  - monitoring.collector   # the cluster's spend, budgets and Slurm, for node_exporter's textfile collector
+
 {#- the cluster-side address: the pillar's (a rack host's own), else the host's first private IPv4 address #}
 {%- set listen = srv.listen_address or (salt["network.ip_addrs"]() | first) %}
 {%- set conf = srv.conf_dir %}

@@ -5,6 +5,8 @@
 {%- set srv = mon.server %}
 {%- set pkgs = mon.get("server_packages") or {} %}
 {%- if pkgs.get("prometheus") %}
+include:
+  - monitoring.collector_clean
 {%- set daemons = [mon.server_services.prometheus, mon.server_services.alertmanager] %}
 
 monitoring-server_clean-services-service-dead:

@@ -203,3 +203,19 @@ def test_up_holds_an_elastic_pool_to_the_budget_at_its_max_and_plan_prices_its_m
     (c,) = budgets.checks("new", elastic, planned.spend, [], [], [budgets.Budget("b", 1e9)], now=NOW)
     per_node = budgets.instances_per_hour(planned.spend)[elastic.pools[0].name] / 2
     assert c.projected == pytest.approx(planned.spend.usd_for_ttl + 3 * per_node * planned.spend.ttl_hours)
+
+
+def test_the_monitor_is_told_the_clusters_price_start_and_the_budgets_it_falls_under(tmp_path, write):
+    """What `up` and `configure` put in the monitor's pillar for its collector (monitoring.collector): the
+    cluster's $/h (its predicted bill), its start, only the budgets that cover it; nothing without Prometheus."""
+    reg = Registry(tmp_path / "r.db")
+    _record(reg, "c1", created="2026-11-20T00:00:00Z", per_hour=7.5)
+    text = ("name: s\nowner: ops@example.com\nmonitoring: {prometheus: true, host: gpu}\npools:\n"
+            "  - {name: gpu, provider: aws, region: us-east-1, instance_type: p4d.24xlarge}\n")
+    st = stacks.load(write("s.yaml", text))
+    mine, other = budgets.Budget("lab", 5000.0, stack="s"), budgets.Budget("llm", 900.0, stack="llm")
+    got = budgets.monitor_settings(reg.get("c1"), st, [mine, other], [])
+    assert got["settings"] == {"cluster": "c1", "usd_per_hour": 7.5, "since": "2026-11-20T00:00:00Z", "slurm": False,
+                               "budgets": [{"name": "lab", "usd_per_month": 5000.0}]}
+    plain = stacks.load(write("p.yaml", text.replace("monitoring: {prometheus: true, host: gpu}\n", "")))
+    assert budgets.monitor_settings(reg.get("c1"), plain, [mine], []) is None

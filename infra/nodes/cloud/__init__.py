@@ -339,7 +339,7 @@ def configure(run: Run) -> list[NodeOutcome]:
     reports = cloudnodes.configure_pools(run.stack, run.cat, run.cluster, outputs(run),
                                          [n for n in run.nodes if owns(n)], registry=run.registry,
                                          timeout_s=wait_s(run), progress=run.progress, stores=run.seams.stores,
-                                         force=run.force, scheduler=scheduler_pillars(run),
+                                         force=run.force, scheduler=scheduler_pillars(run), collector=run.monitor,
                                          **tree_extras(run.stack, run.cat, verify=run.verifying))
     return [outcome(r) for r in reports]
 

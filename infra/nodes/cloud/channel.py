@@ -91,7 +91,7 @@ def tree_archive(root: Path | None = None, extra: dict[str, bytes] | None = None
 
 def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | None = None,
                   verify: dict | None = None, scheduler: dict | None = None,
-                  usd_per_node_hour: float | None = None) -> dict:
+                  usd_per_node_hour: float | None = None, collector: dict | None = None) -> dict:
     """A pool's ``current.json``: what its nodes apply, and its generation (``forced``: a stamp that
     makes a new generation of the same configuration, so every node applies it again; ``verify``:
     the expectations of the quick verification each node runs after applying; ``scheduler``: the
@@ -101,7 +101,7 @@ def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | No
     active checks run and what they add: DCGM's diagnostic, the all-reduce) and what its metrics say the node is
     (``node``: instance type, cloud, GPUs, ``usd_per_node_hour`` from the plan)."""
     gpu, count = pillarmod.gpu_of(pool, cat)
-    pil = pillarmod.build(stack, pool, cluster=cluster, gpu=gpu, gpu_count=count)
+    pil = pillarmod.build(stack, pool, cluster=cluster, gpu=gpu, gpu_count=count, collector=collector)
     states = pil["gpufleet"]["states"]
     if scheduler is None:
         states = [s for s in states if s != "slurm"]
@@ -392,7 +392,7 @@ def configure_pools(stack, cat, cluster: str, outputs: dict, nodes: list, *, reg
                     timeout_s: float = WAIT_S, poll_s: float = POLL_S, progress: Progress | None = None,
                     stores: dict | None = None, stats: WaitStats | None = None, force: bool = False,
                     verify: dict[str, dict] | None = None, extra: dict[str, bytes] | None = None,
-                    scheduler: Scheduler | None = None) -> list[NodeReport]:
+                    scheduler: Scheduler | None = None, collector: dict | None = None) -> list[NodeReport]:
     """Publish each cloud pool's configuration to its stack bucket and wait for its nodes.
 
     ``outputs``: the Pulumi program's (``pools.<pool>.bucket`` names each pool's bucket);
@@ -432,7 +432,8 @@ def configure_pools(stack, cat, cluster: str, outputs: dict, nodes: list, *, reg
     def document(name: str, scheduler_pillars: dict | None = None, checks: bool = True) -> dict:
         return pool_document(stack, pools[name], cluster=cluster, cat=cat, tree=tree, forced=stamp,
                              verify=(verify or {}).get(name) if checks else None,
-                             scheduler=(scheduler_pillars or {}).get(name), usd_per_node_hour=prices.get(name))
+                             scheduler=(scheduler_pillars or {}).get(name), usd_per_node_hour=prices.get(name),
+                             collector=collector)
 
     if not buckets:
         return []

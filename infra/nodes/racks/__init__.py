@@ -85,7 +85,7 @@ def configure(run: Run) -> list[NodeOutcome]:
     reports = configuration.configure(run.stack, run.cluster, hosts.rack_targets(run.stack), registry=run.registry,
                                       trust_new=run.trust_new_hosts, force=run.force, progress=run.progress,
                                       runner_factory=run.seams.runner_factory, gathered=run.gathered,
-                                      health=health)
+                                      health=health, collector=run.monitor)
     return [outcome(r) for r in reports]
 
 

@@ -65,7 +65,7 @@ def check_hosts(stack, reports: dict[str, HostReport]) -> None:
 def configure(stack, cluster: str, targets: list[HostTarget], *, registry=None, trust_new: bool = False,
               force: bool = False, workers: int = 32, progress: Progress | None = None,
               runner_factory=None, gathered: dict[str, HostReport] | None = None,
-              health: tuple[dict[str, dict], bytes] | None = None) -> list[HostReport]:
+              health: tuple[dict[str, dict], bytes] | None = None, collector: dict | None = None) -> list[HostReport]:
     """Gather facts (unless ``gathered`` and checked already), check, apply the formulas (GPU ones
     rehearsed on GPU-less hosts), record each host. ``health``: each pool's verify expectations and
     the checks' bundle, for the Slurm health check of a stack with ``slurm:``."""
@@ -87,7 +87,8 @@ def configure(stack, cluster: str, targets: list[HostTarget], *, registry=None, 
         has_gpu = bool(r.facts.gpus)
         sm_host = pool.subnet_manager == "host" and t.idx == 0
         pil = pillarmod.build(stack, pool, cluster=cluster, gpu=pool.gpu, has_gpu=has_gpu,
-                              nvswitches=r.facts.nvswitches, subnet_manager_host=sm_host, index=t.idx)
+                              nvswitches=r.facts.nvswitches, subnet_manager_host=sm_host, index=t.idx,
+                              collector=collector)
         if t.id in scheduler:
             pil["slurm"] = pillarmod.merge(scheduler[t.id], pil.get("slurm") or {})
         states = pil["gpufleet"]["states"]

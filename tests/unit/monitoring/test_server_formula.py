@@ -14,6 +14,9 @@ from gpufleet.monitoring import scrape
 from tests.conftest import ROOT, salt_call
 from tests.saltrender import OSES, render
 
+# what `up` and `configure` give the monitor (fleet.budgets.monitor_settings)
+COLLECTOR = {"interval": 60, "settings": {"cluster": "rk", "usd_per_hour": 12.5, "since": "2026-11-27T08:00:00Z",
+                                          "slurm": False, "budgets": [{"name": "lab", "usd_per_month": 5000.0}]}}
 SLS = ["monitoring.server", "monitoring.node_exporter", "monitoring.dcgm", "monitoring.clean"]
 
 
@@ -21,7 +24,7 @@ SLS = ["monitoring.server", "monitoring.node_exporter", "monitoring.dcgm", "moni
 def rendered(tmp_path_factory):
     cat = catalog.load(use_config=False)
     st = stacks.load(ROOT / "stacks" / "examples" / "baremetal-rack.yaml", cat)
-    pil = pillar.build(st, st.pools[0], cluster="rk", index=0)
+    pil = pillar.build(st, st.pools[0], cluster="rk", index=0, collector=COLLECTOR)
     base = tmp_path_factory.mktemp("salt")
     exe = salt_call()
     return {os_: render(exe, base / os_, OSES[os_], pil, SLS) for os_ in ("Debian-12", "Ubuntu-24.04", "Rocky-9")}
@@ -80,3 +83,13 @@ def test_node_exporter_reads_the_textfile_directory_and_dcgm_gets_the_counters_f
     assert f"-v {csv}:{csv}:ro " in unit and unit.split("ExecStart=")[1].split("\n")[0].endswith(f" -f {csv}"), unit
     assert _arg(s["monitoring-dcgm-exporter-counters-file-managed"], "source") == \
         "salt://monitoring/files/gpufleet-counters.csv"
+
+
+def test_the_monitor_runs_the_cluster_collector_with_the_settings_the_operation_gave(rendered):
+    """The cluster's spend, budgets and Slurm reach node_exporter only if monitoring.server installs the collector
+    with the settings `up`/`configure` put in the pillar (review of issue 53: nothing installed it)."""
+    s = rendered["Debian-12"]
+    written = s["monitoring-collector-settings-file-serialize"]
+    assert _arg(written, "dataset") == COLLECTOR["settings"]
+    assert "OnUnitActiveSec=60" in _arg(s["monitoring-collector-timer-file-managed"], "contents")
+    assert "monitoring-collector-clean-files-file-absent" in s  # monitoring.clean takes it away again
