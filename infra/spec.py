@@ -839,7 +839,7 @@ def monitor_host(stack: Stack, cat) -> Iterable[Problem]:
     if m.host == "controller":
         if stack.slurm is None:
             yield Problem(("monitoring", "host"), "host controller is Slurm's controller, and the stack has no slurm:",
-                          f"name one of its pools, e.g. host: {stack.pools[0].name}")
+                          "name one of its pools, e.g. host: " + (stack.pools[0].name if stack.pools else "gpu"))
     elif m.host not in {p.name for p in stack.pools}:
         yield Problem(("monitoring", "host"), f"{m.host!r} is not one of the stack's pools",
                       "one of: controller, " + ", ".join(p.name for p in stack.pools))

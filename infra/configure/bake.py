@@ -16,7 +16,7 @@ CONTAINER_STATES = ("nccl", "frameworks")  # a container has no driver, kernel s
 def spec(stack, pool, cat, *, tree: str, base_image: str | None, container: bool = False) -> dict:
     """The bake spec of ``pool``'s image (``container``: its training container's)."""
     gpu, count = pillarmod.gpu_of(pool, cat)
-    pil = pillarmod.build(stack, pool, cluster=stack.name, gpu=gpu, gpu_count=count)
+    pil = pillarmod.build(stack, pool, cluster=stack.name, gpu=gpu, gpu_count=count, index=None)
     states = [s for s in pil["gpufleet"]["states"] if s not in NODE_STATES]
     if container:
         states = [s for s in states if s in CONTAINER_STATES]

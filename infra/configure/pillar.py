@@ -104,9 +104,10 @@ def gpu_of(pool, cat=None) -> tuple[str | None, int | None]:
 
 
 def build(stack, pool, *, cluster: str, gpu: str | None = None, gpu_count: int | None = None, has_gpu: bool = True,
-          nvswitches: int = 0, subnet_manager_host: bool = False, index: int = 0, collector: dict | None = None) -> dict:
+          nvswitches: int = 0, subnet_manager_host: bool = False, index: int | None = 0, collector: dict | None = None) -> dict:
     """The pillar for one node of ``pool`` (``has_gpu``/``nvswitches`` from its facts when known;
-    ``index``: the node's in its pool where known, a rack host's: the monitor is its pool's first;
+    ``index``: the node's in its pool where known, a rack host's: the monitor is its pool's first; None: no one
+    node, a golden image, which carries no monitor (what it serves is the cluster's, rendered when it is configured);
     ``collector``: the monitor's cluster collector settings, monitoring.collector.settings, from the operation)."""
     sw = stack.software
     gpu = gpu or pool.gpu

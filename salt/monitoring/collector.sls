@@ -46,10 +46,13 @@ monitoring-collector-timer-file-managed:
         WantedBy=timers.target
 {%- if live %}
 
+{#- a host without a running systemd (a container, the test rack) has no timers: the program and its settings are
+    there, run by hand or by the host's own scheduler #}
 monitoring-collector-timer-service-running:
   service.running:
     - name: {{ c.unit }}.timer
     - enable: True
+    - onlyif: test -d /run/systemd/system
     - watch:
       - file: monitoring-collector-service-file-managed
       - file: monitoring-collector-timer-file-managed

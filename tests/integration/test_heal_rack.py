@@ -265,12 +265,12 @@ DIAG_FAIL = (ROOT / "tests" / "data" / "verify" / "dcgmi-diag-r1-fail.json").rea
 
 
 def test_a_dcgm_health_failure_on_an_idle_node_drains_it_within_two_intervals(cluster):
-    assert until(sinfo, lambda n: n.get("h3") == "idle", timeout=3 * INTERVAL_S).get("h3") == "idle"
+    assert until(sinfo, lambda n: n.get("gpu-0") == "idle", timeout=3 * INTERVAL_S).get("gpu-0") == "idle"
     # DCGM's host engine with its watches set (an earlier run set them) reporting a double-bit ECC error
     install_standins(3, {"dcgmi-health.json": DCGM_HEALTH_FAIL, ".dcgmi-health-set": ""}, tools=("dcgmi",))
     injected = time.monotonic()
     try:
-        shown = until(lambda: node_line("h3"), lambda s: "GF-DCGM-MEMORY" in s, timeout=3 * INTERVAL_S)
+        shown = until(lambda: node_line("gpu-0"), lambda s: "GF-DCGM-MEMORY" in s, timeout=3 * INTERVAL_S)
         took = time.monotonic() - injected
         assert "DRAIN" in shown and "Reason=gpufleet: GF-DCGM-MEMORY dcgm.health:memory" in shown, \
             (shown, on_host(3, "tail -20 /var/log/gpufleet/watch.log").stdout)
@@ -278,7 +278,7 @@ def test_a_dcgm_health_failure_on_an_idle_node_drains_it_within_two_intervals(cl
         assert took <= 2 * INTERVAL_S, (took, shown)
     finally:
         remove_standins(3)
-    assert until(sinfo, lambda n: n.get("h3") == "idle", timeout=4 * INTERVAL_S).get("h3") == "idle"
+    assert until(sinfo, lambda n: n.get("gpu-0") == "idle", timeout=4 * INTERVAL_S).get("gpu-0") == "idle"
 
 
 def active_record(i: int) -> dict:
@@ -297,9 +297,9 @@ def due(i: int, faults=()) -> None:
 def test_the_active_checks_never_run_under_a_job_and_run_in_a_reservation_once_it_ended(cluster):
     from gpufleet.clouds import node_watch
 
-    assert until(sinfo, lambda n: n.get("h3") == "idle", timeout=3 * INTERVAL_S).get("h3") == "idle"
+    assert until(sinfo, lambda n: n.get("gpu-0") == "idle", timeout=3 * INTERVAL_S).get("gpu-0") == "idle"
     install_standins(3, {"dcgmi-diag-r2.json": DIAG_FAIL}, tools=("dcgmi",))
-    sub = on_host(2, "sbatch --parsable -w h3 --wrap 'sleep 900'")
+    sub = on_host(2, "sbatch --parsable -w gpu-0 --wrap 'sleep 900'")
     assert sub.returncode == 0, sub.stderr
     job = sub.stdout.strip().split(";")[0]
     try:
@@ -307,19 +307,19 @@ def test_the_active_checks_never_run_under_a_job_and_run_in_a_reservation_once_i
                      timeout=60) == "RUNNING"
         # what the watch relies on: real slurmctld refuses, at once, the reservation of a node that runs a job
         asked = time.monotonic()
-        refused = on_host(2, "scontrol " + " ".join(node_watch.reservation("h3")))
+        refused = on_host(2, "scontrol " + " ".join(node_watch.reservation("gpu-0")))
         assert refused.returncode != 0 and "Requested nodes are busy" in refused.stderr, refused
         assert time.monotonic() - asked < 10
         due(3)
         skipped = until(lambda: active_record(3), lambda r: "skipped" in r, timeout=2 * INTERVAL_S)
         assert "skipped" in skipped and skipped["faults"] == [], \
             (skipped, on_host(3, "tail -20 /var/log/gpufleet/watch.log").stdout)
-        assert "DRAIN" not in node_line("h3") and on_host(2, f"squeue -h -j {job} -o %T").stdout.strip() == "RUNNING"
+        assert "DRAIN" not in node_line("gpu-0") and on_host(2, f"squeue -h -j {job} -o %T").stdout.strip() == "RUNNING"
     finally:
         on_host(2, f"scancel {job}")
     ended = time.monotonic()
     try:
-        shown = until(lambda: node_line("h3"), lambda s: "GF-ACTIVE" in s, timeout=3 * INTERVAL_S)
+        shown = until(lambda: node_line("gpu-0"), lambda s: "GF-ACTIVE" in s, timeout=3 * INTERVAL_S)
         assert "DRAIN" in shown and "Reason=gpufleet: GF-ACTIVE GF-DCGM-FAIL active.dcgm.diag" in shown, \
             (shown, active_record(3), on_host(3, "tail -20 /var/log/gpufleet/watch.log").stdout)
         print(f"job ended -> active checks ran and drained h3 in {time.monotonic() - ended:.1f} s")
@@ -327,8 +327,8 @@ def test_the_active_checks_never_run_under_a_job_and_run_in_a_reservation_once_i
     finally:
         remove_standins(3)
         due(3, active_record(3).get("faults") or ())  # run again now: the diagnostic passes (not checked, no GPU)
-    resumed = until(sinfo, lambda n: n.get("h3") == "idle", timeout=3 * INTERVAL_S)
-    assert resumed.get("h3") == "idle", (node_line("h3"), active_record(3))
+    resumed = until(sinfo, lambda n: n.get("gpu-0") == "idle", timeout=3 * INTERVAL_S)
+    assert resumed.get("gpu-0") == "idle", (node_line("gpu-0"), active_record(3))
 def test_a_replacement_joins_slurm_as_its_slot_drained_until_its_gate_passes_with_no_configure(cluster, monkeypatch):
     """Review of issue 51, finding 2: slurm.conf named each node by its host name, and a replacement (a new VM with a
     new host name) could not start slurmd ("Unable to determine this slurmd's NodeName") until someone ran `gpufleet

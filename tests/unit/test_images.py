@@ -16,7 +16,7 @@ import pytest
 
 from gpufleet import stacks
 from gpufleet.clouds import cloud
-from gpufleet.configure import NODE_STATES
+from gpufleet.configure import NODE_STATES, pillar
 from gpufleet.fleet import image
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes.cloud import channel as cloudnodes
@@ -170,7 +170,7 @@ def test_the_container_build_file_passes_hadolint_and_runs_the_bake_mode():
     assert "python3 /tmp/gpufleet/node_bake.py /tmp/gpufleet/bake.json" in (IMAGES / "Dockerfile").read_text()
 
 
-def test_image_plan_writes_each_pools_variables_and_the_bundle_its_nodes_recognise(cat, tmp_path):
+def test_image_plan_writes_each_pools_variables_and_the_bundle_its_nodes_recognise(cat, tmp_path, monkeypatch):
     stack = stacks.load(MIXED, cat)
     made = image.plan(stack, cat, tmp_path)
     assert {m.provider for m in made} == set(CLOUDS)
@@ -186,8 +186,14 @@ def test_image_plan_writes_each_pools_variables_and_the_bundle_its_nodes_recogni
         # the tree the image bakes is the one `up` publishes: a node from it is its pool's
         assert spec["tree"] == tree == hashlib.sha256((bundle / "tree.tar.gz").read_bytes()).hexdigest() == m.tree
         pool = next(p for p in stack.pools if p.name == m.pool)
-        doc = cloudnodes.pool_document(stack, pool, cluster="any", cat=cat, tree=tree)
-        assert spec["states"] == [s for s in doc["states"] if s not in NODE_STATES] and not set(spec["states"]) & set(
+        with monkeypatch.context() as env:  # the monitor pool's document renders Prometheus's discovery, which names
+            # the subscription and the project `up` has
+            env.setenv("ARM_SUBSCRIPTION_ID", "00000000-0000-0000-0000-000000000000")
+            env.setenv("GOOGLE_CLOUD_PROJECT", "gpufleet-test")
+            doc = cloudnodes.pool_document(stack, pool, cluster="any", cat=cat, tree=tree)
+        # an image carries no monitor: what the monitor host serves is the cluster's (pillar.SERVER, at configure)
+        assert spec["states"] == [s for s in doc["states"] if s not in (*NODE_STATES, pillar.SERVER)] and not set(
+            spec["states"]) & set(
             doc["node_states"])
         assert (bundle / "node_agent.py").read_text() == (ROOT / "infra/clouds/node_agent.py").read_text()
         assert variables["bundle_dir"] == str(bundle.resolve())
