@@ -373,6 +373,12 @@ def main(argv: list[str]) -> int:
     if dist.on:  # together (gloo aborts a process whose peer left the group first); on a failure torchrun ends all
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
+        # leave at once: a worker thread torch left joinable aborts the interpreter's teardown ("terminate called
+        # without an active exception", exit -6, seen with torch 2.13 on 2 gloo ranks under load), after the result
+        # was printed: torchrun would then call a finished run failed
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(done)
     return done
 
 
