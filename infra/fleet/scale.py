@@ -151,9 +151,10 @@ def _where(spec_pool, mine: list[Node]) -> tuple[str, str]:
     return (mine[0].provider, mine[0].location) if mine else (spec_pool.provider, spec_pool.region)
 
 
-def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, now) -> None:
+def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, now, on_launch=None) -> None:
     """``more`` nodes for the pool (``mine``: its recorded nodes), recorded, each an event; a refusal in
-    ``out.refused`` (nothing changed); another failure raised (nothing recorded)."""
+    ``out.refused`` (nothing changed); another failure raised (nothing recorded). ``on_launch`` is told each node
+    the moment the cloud made it, before anything else can fail (heal keeps it in its memory)."""
     provider, region = _where(spec_pool, mine)
     out.would.append(f"add {more} node(s) to pool {spec_pool.name} through its own request ({provider} {region})")
     if out.dry_run:
@@ -161,8 +162,13 @@ def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, n
     api = _api(run, provider, region)
     leases.ensure_held()
     launched: list[str] = []
+
+    def launch(node_id: str) -> None:
+        launched.append(node_id)
+        if on_launch is not None:
+            on_launch(node_id)
     try:
-        got = api.add_nodes(region, cluster=run.cluster, pool=spec_pool.name, count=more, on_launch=launched.append)
+        got = api.add_nodes(region, cluster=run.cluster, pool=spec_pool.name, count=more, on_launch=launch)
     except (CapacityError, QuotaError) as e:
         out.refused = e.message
         event(store, run.cluster, spec_pool.name, "add", f"refused: {e.message}", done=False, refused=True, now=now)

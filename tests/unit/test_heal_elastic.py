@@ -173,3 +173,25 @@ def test_in_a_team_scale_holds_the_clusters_lease_and_a_held_cluster_is_not_scal
         other.release()
     assert scale().added == ["i-more0"] and leases.read(team_store, "hl") is None  # given back
     assert [e["action"] for e in events.read(team_store, "hl")] == ["scale-add"]
+
+
+def test_a_scale_up_that_failed_after_the_cloud_launched_never_launches_again_nor_past_max(tmp_path, cat):
+    """The cloud made the nodes, then add_nodes (EC2 not describing them yet, eventual consistency) or the registry's
+    write failed: heal's memory holds the launched ids from on_launch, counts them against max, backs the pool off,
+    and later passes only report them (`gpufleet registry rebuild` records them), never launch again."""
+    from gpufleet.errors import GpufleetError
+
+    class LaunchesThenFails(Elastic):
+        def add_nodes(self, region, *, cluster, pool, count, market=None, on_launch=None):
+            for _ in range(count):
+                self.added.append(f"i-more{len(self.added)}")
+                on_launch(self.added[-1])
+            raise GpufleetError("aws: i-more was launched for pool gpu but EC2 does not describe it yet")
+
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 2}"), api=LaunchesThenFails())
+    outs = []
+    for s in (0, 301, 361, 421, 481, 4000):  # `heal --watch` at the pool's interval, then past any backoff
+        view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
+        outs.append(c.heal(T0 + dt.timedelta(seconds=s)))
+    assert c.api.added == ["i-more0"]
+    assert any("i-more0" in k and "registry rebuild" in k for x in outs[-1].scaled for k in x.kept)
