@@ -25,6 +25,7 @@ import socket
 from dataclasses import dataclass, field
 
 from gpufleet import nodes as kinds
+from gpufleet.clouds.node_watch import MARK, RELEASE
 from gpufleet.errors import GpufleetError
 from gpufleet.fleet import scale as scaling
 from gpufleet.fleet import team
@@ -307,7 +308,10 @@ def _elastic(run: Run, p, health: list[NodeHealth], state: dict, out: Healed, st
         pool["waiting_since"] = _stamp(since)
     else:
         pool.pop("waiting_since", None)
-    free = {h.node: h for h in health if h.state == "ok" and h.drained is True and h.jobs == "none"}
+    drained = [h for h in health if h.state == "ok" and h.drained is True and h.jobs == "none"]
+    # only gpufleet's drains (node_watch.MARK, RELEASE the one README gives a person): a person's other drain
+    # (a node kept to look at) is never removed
+    free = {h.node: h for h in drained if (h.drain_reason or "").startswith(MARK)}
     known = {k.removeprefix("free:"): v for k, v in pool.items() if k.startswith("free:")}
     for k in [k for k in pool if k.startswith("free:")]:
         del pool[k]
@@ -346,8 +350,10 @@ def _elastic(run: Run, p, health: list[NodeHealth], state: dict, out: Healed, st
                 scaling.remove(run, p, mine, chosen, sized, store, now)
             except GpufleetError as e:
                 sized.failed = e.message
-        sized.kept += [f"{h.node}: idle; drain it in Slurm to let heal remove it" for h in health
-                       if h.drained is False and h.jobs == "none"]
+        sized.kept += [f"{h.node}: idle; drain it in Slurm with Reason='{RELEASE}' to let heal remove it"
+                       for h in health if h.drained is False and h.jobs == "none"]
+        sized.kept += [f"{h.node}: drained by a person ({h.drain_reason or 'no reason'}), kept" for h in drained
+                       if h.node not in free]
     if sized.would or sized.kept or sized.failed:
         out.scaled.append(sized)
         out.events += sized.events

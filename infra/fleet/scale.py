@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from gpufleet import nodes as kinds
 from gpufleet.clouds import inventory
+from gpufleet.clouds.node_watch import RELEASE
 from gpufleet.errors import CapacityError, GpufleetError, InputError, QuotaError
 from gpufleet.fleet import team
 from gpufleet.nodes import health as hl
@@ -98,7 +99,8 @@ def choose(health: list[NodeHealth], count: int, slurm: bool) -> tuple[list[Node
         elif h.jobs is None:
             why = f"whether it runs jobs is not known ({h.why or 'Slurm says nothing fresh of it'})"
         else:
-            why = "idle, not drained: drain it in Slurm first (scontrol update NodeName=... State=DRAIN Reason=scale)"
+            why = ("idle, not drained: drain it in Slurm first (scontrol update NodeName=... State=DRAIN "
+                   f"Reason='{RELEASE}')")
         held.append((h, why))
     return chosen, held
 

@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 from test_heal import Api, Cluster, say, stack_text
 
-from gpufleet.clouds import scheduler
+from gpufleet.clouds import node_watch, scheduler
 from gpufleet.errors import CapacityError
 from gpufleet.state import events
 
@@ -45,15 +45,16 @@ def cluster(tmp_path, cat, refuse=False):
     return c
 
 
-def view(c, now, gpu="idle", jobs="", extra=(), age_s=0):
+def view(c, now, gpu="idle", jobs="", extra=(), age_s=0, reasons=()):
     """Every node's status, and the controller's with Slurm's view read ``age_s`` ago (on the real clock, which
-    heal judges its freshness by)."""
+    heal judges its freshness by); ``reasons``: drained nodes' reasons (`sinfo -h -R -o '%n|%E'`, scheduler.PROBE)."""
     hosts = {"i-gpu0": gpu, **dict(extra)}
     for i in hosts:
         say(c.bucket, i, hostname=f"h-{i}")
     lines = "".join(f"h-{i} {s}\n" for i, s in hosts.items())
-    say(c.bucket, "i-ctl0", pool="ctl", hostname="h-ctl", scheduler=f"nodes\nh-ctl idle\n{lines}jobs\n{jobs}drained\n",
-        age_s=age_s)
+    why = "".join(f"h-{i}|{r}\n" for i, r in dict(reasons).items())
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="h-ctl",
+        scheduler=f"nodes\nh-ctl idle\n{lines}jobs\n{jobs}drained\n{why}", age_s=age_s)
 
 
 def test_the_probe_says_which_partitions_jobs_wait_for_nodes():
@@ -119,10 +120,11 @@ def test_nodes_drained_without_jobs_longer_than_scale_down_after_are_removed_dow
     c.reg.resize("hl", added=[(Node("gpu", 1 + k, "aws", "us-east-1", "g6.12xlarge", node_id=f"i-more{k}"), None)
                               for k in range(3)])
     states = {"i-more0": "drained", "i-more1": "drained", "i-more2": "allocated"}
-    view(c, T0, gpu="drained", extra=states)
+    given_back = {"i-more0": node_watch.RELEASE, "i-more1": node_watch.RELEASE, "i-gpu0": node_watch.RELEASE}
+    view(c, T0, gpu="drained", extra=states, reasons=given_back)
     c.heal(T0)  # drained, no job: timed from now
     assert c.api.removed == []
-    view(c, T0, gpu="idle", extra=states)
+    view(c, T0, gpu="idle", extra=states, reasons=given_back)
     out = c.heal(T0 + dt.timedelta(seconds=1801))
     assert c.api.removed == ["i-more0", "i-more1"]  # never i-more2 (its jobs run); i-gpu0 idle, not drained: named
     assert any(k.startswith("gpu-0: idle") for x in out.scaled for k in x.kept)
@@ -195,3 +197,24 @@ def test_a_scale_up_that_failed_after_the_cloud_launched_never_launches_again_no
         outs.append(c.heal(T0 + dt.timedelta(seconds=s)))
     assert c.api.added == ["i-more0"]
     assert any("i-more0" in k and "registry rebuild" in k for x in outs[-1].scaled for k in x.kept)
+
+
+def test_heal_scales_down_only_nodes_drained_for_gpufleet_never_a_persons_drain(tmp_path, cat):
+    """README: "a node a person drained is never resumed"; heal's scale-down removes a drained idle node only when
+    Slurm's drain reason is gpufleet's (`gpufleet: ...`, the README's `gpufleet: release` to give a node back); a
+    node a person drained to look at it (here: ECC retirements) is kept, and named."""
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 4}"), api=Elastic())
+    c.api.add_nodes("us-east-1", cluster="hl", pool="gpu", count=2, on_launch=lambda i: None)
+    from gpufleet.state.registry import Node
+
+    c.reg.resize("hl", added=[(Node("gpu", 1 + k, "aws", "us-east-1", "g6.12xlarge", node_id=f"i-more{k}"), None)
+                              for k in range(2)])
+    states = {"i-more0": "drained", "i-more1": "drained"}
+    reasons = {"i-more0": "ECC page retirements under investigation, do not touch [alice@2026-11-27T10:00:00]",
+               "i-more1": node_watch.RELEASE}
+    view(c, T0, gpu="allocated", extra=states, reasons=reasons)
+    c.heal(T0)
+    view(c, T0, gpu="allocated", extra=states, reasons=reasons)
+    out = c.heal(T0 + dt.timedelta(seconds=1801))
+    assert c.api.removed == ["i-more1"]
+    assert any(k.startswith("gpu-1: drained by a person") for x in out.scaled for k in x.kept)
