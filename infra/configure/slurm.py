@@ -66,6 +66,21 @@ SLOT_STATE = "CLOUD"
 SLOT_PARAMETERS = ("SlurmctldParameters=cloud_reg_addrs", "PrivateData=cloud")
 
 
+# slurm.conf(5) 22.05.8: TreeWidth's maximum
+TREE_WIDTH_MAX = 65533
+
+
+def _tree_width(stack, nodes: list[SlurmNode]) -> int:
+    """Every node the cluster may have (an elastic pool's max, the controller), so that slurmctld talks to each node
+    itself: SchedMD/slurm doc/html/elastic_computing.shtml (slurm-22-05-8-1) "Since the slurmd daemons are not aware
+    of the network addresses of other nodes in the cloud, ... configure TreeWidth to a number at least as large as
+    the maximum node count"; a slurmd forwards by its own slurm.conf's NodeAddr (src/common/forward.c, 22.05.8),
+    which a replaced slot's registration does not change, and the default width is 50 (16 from 23.11)."""
+    most = {p.name: p.size.max for p in stack.pools if p.size is not None}
+    count = sum(most.values()) + sum(1 for n in nodes if n.pool not in most)
+    return min(TREE_WIDTH_MAX, max(count, len(nodes)) + 1)
+
+
 @dataclass
 class SlurmNode:
     name: str  # its NodeName: a rack host's host name, a cloud compute node's slot (SLOT_STATE)
@@ -127,7 +142,7 @@ def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode]) -
         "TopologyPlugin=topology/tree",
     ]
     if any(n.cloud for n in nodes):
-        lines += SLOT_PARAMETERS
+        lines += [*SLOT_PARAMETERS, f"TreeWidth={_tree_width(stack, nodes)}"]
     if cfg.accounting:  # slurmdbd beside slurmctld, on its default port (6819)
         lines += ["AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={controller.address}"]
     if cfg.health_check_interval:

@@ -950,3 +950,19 @@ def test_the_health_program_reads_a_drain_reason_that_is_not_utf8(tmp_path, monk
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     state, reason = _health_program().node_state("n1", 20)
     assert "DRAIN" in state and reason == "r\ufffdparation"
+
+
+def test_slurm_conf_with_cloud_slots_sets_treewidth_to_at_least_the_node_count_up_to_every_pools_max(rendered):
+    """SchedMD/slurm doc/html/elastic_computing.shtml (slurm-22-05-8-1): "Since the slurmd daemons are not aware of
+    the network addresses of other nodes in the cloud, ... configure TreeWidth to a number at least as large as the
+    maximum node count": a slurmd forwards by its own slurm.conf's NodeAddr (src/common/forward.c, 22.05.8), which is a
+    replaced slot's old address; the default width is 50 (src/common/read_config.h, 22.05.8), 16 in 23.11. A rack's
+    slurm.conf (no slot) keeps Slurm's default."""
+    st, text, _ = rendered
+    ctl = slurm.node("ctl0", "10.0.0.5", st.pools[0], cpus=4, mem_gib=16, gpus=0, gpu=None)
+    nodes = [slurm.node(f"t4-{i}", f"10.1.0.{i}", st.pools[2], cpus=48, mem_gib=192, gpus=4, gpu="T4", cloud=True)
+             for i in range(60)]
+    conf = _conf(slurm.render(st, "train", ctl, nodes)["slurm.conf"])
+    (width,) = [int(d["TreeWidth"]) for d in conf if "TreeWidth" in d]
+    assert width >= len(nodes) + 1
+    assert "TreeWidth" not in text
