@@ -49,7 +49,8 @@ DBD_DATABASE = "slurm_acct_db"  # slurmdbd.conf(5)'s default StorageLoc
 # may already be set from a command line parameter") and registers from wherever it is. State=CLOUD is Slurm's way for
 # a node whose address is not known when slurm.conf is written: with SlurmctldParameters=cloud_reg_addrs (21.08 and
 # 22.05; defunct in 23.11, where it is how every cloud node registers: NEWS 23.11.0rc1 "Remove cloud_reg_addrs and make
-# it default behavior", and read_config.c only logs an error for it) slurmctld takes NodeAddr and NodeHostName from the
+# it default behavior", and read_config.c logs an error for it from every client command, so the slurm formula leaves
+# it out where the node's OS installs 23.11: salt/slurm/parameters/osfinger/) slurmctld takes NodeAddr and NodeHostName from the
 # registration (src/slurmctld/node_mgr.c validate_node_specs, 22.05.8), keeps them across a restart
 # (load_all_node_state recovers them for CLOUD nodes only), and gives jobs the cloud nodes' addresses
 # (node_scheduler.c set_job_alias_list: SLURM_NODE_ALIASES), where a plain node's peers would resolve it to the old

@@ -966,3 +966,27 @@ def test_slurm_conf_with_cloud_slots_sets_treewidth_to_at_least_the_node_count_u
     (width,) = [int(d["TreeWidth"]) for d in conf if "TreeWidth" in d]
     assert width >= len(nodes) + 1
     assert "TreeWidth" not in text
+
+
+def test_cloud_reg_addrs_is_written_only_where_the_nodes_slurm_is_older_than_23_11(rendered, tmp_path):
+    """SchedMD/slurm slurm-23-11-4-1 src/common/read_config.c _validate_and_set_defaults (run by every client:
+    sinfo, squeue, sbatch, srun): `error("The SlurmctldParameters option \\"cloud_reg_addrs\\" is defunct, please
+    remove it from slurm.conf.")` (NEWS 23.11.0rc1: its behaviour is the default). The Slurm each OS installs is
+    software.SLURM_OF_OS's; real Salt renders the formula per OS: the line stays on 21.08/22.05, is gone on 23.11."""
+    from gpufleet.configure import software
+
+    st, _, _ = rendered
+    ctl = slurm.node("ctl0", "10.0.0.5", st.pools[0], cpus=4, mem_gib=16, gpus=0, gpu=None)
+    nodes = [slurm.node("t4-1", "10.0.0.6", st.pools[2], cpus=48, mem_gib=192, gpus=4, gpu="T4", cloud=True)]
+    (host,) = slurm.pillars(st, "train", ctl, nodes, {"t4": ("compute", {}, 4)}, bundle=b"PK", key=b"k" * 32).values()
+    pil = {"gpufleet": {"live": False}, "slurm": {**host, "self": "t4-1"}}
+    assert "SlurmctldParameters=cloud_reg_addrs\n" in host["files"]["slurm.conf"]
+    for os_, grains in OSES.items():
+        states = render(salt_call(), tmp_path / os_, {**grains, "host": "ip-10-0-0-6"}, pil, ["slurm"])
+        managed = states["slurm-config-slurm_conf-file-managed"]["file"]
+        text = next((d["contents"] for d in managed if isinstance(d, dict) and "contents" in d),
+                    host["files"]["slurm.conf"])
+        old = software._v(software.SLURM_OF_OS[os_]) < software._v("23.11")
+        assert ("cloud_reg_addrs" in text) == old, os_
+        assert text.replace("SlurmctldParameters=cloud_reg_addrs\n", "") == \
+            host["files"]["slurm.conf"].replace("SlurmctldParameters=cloud_reg_addrs\n", ""), os_
