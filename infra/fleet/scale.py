@@ -22,6 +22,7 @@ import datetime as dt
 import socket
 from dataclasses import dataclass, field
 
+from gpufleet import clouds
 from gpufleet import nodes as kinds
 from gpufleet.clouds import inventory
 from gpufleet.clouds.node_watch import RELEASE
@@ -153,6 +154,13 @@ def _where(spec_pool, mine: list[Node]) -> tuple[str, str]:
     return (mine[0].provider, mine[0].location) if mine else (spec_pool.provider, spec_pool.region)
 
 
+def _market(spec_pool, provider: str) -> str | None:
+    """The market a spot pool's new nodes are asked on: its own, never the one of the node whose request is copied
+    (on AWS/GCP a node heal refilled from the spot_fallback carries an on-demand request). None: the pool's own
+    request as it is (an on-demand pool's, or one whose request fixes its market: base.Cloud.market_per_node)."""
+    return "spot" if spec_pool.spot and clouds.cloud(provider).market_per_node else None
+
+
 def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, now, on_launch=None) -> None:
     """``more`` nodes for the pool (``mine``: its recorded nodes), recorded, each an event; a refusal in
     ``out.refused`` (nothing changed); another failure raised (nothing recorded). ``on_launch`` is told each node
@@ -170,7 +178,8 @@ def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, n
         if on_launch is not None:
             on_launch(node_id)
     try:
-        got = api.add_nodes(region, cluster=run.cluster, pool=spec_pool.name, count=more, on_launch=launch)
+        got = api.add_nodes(region, cluster=run.cluster, pool=spec_pool.name, count=more, market=_market(spec_pool, provider),
+                            on_launch=launch)
     except (CapacityError, QuotaError) as e:
         out.refused = e.message
         event(store, run.cluster, spec_pool.name, "add", f"refused: {e.message}", done=False, refused=True, now=now)
