@@ -332,6 +332,8 @@ def _elastic(run: Run, p, health: list[NodeHealth], state: dict, out: Healed, st
                              on_launch=_on_grow(store, run.cluster, state, pool, saved))
             except GpufleetError as e:  # what was launched is in heal's memory (above): the rest of the pass goes on
                 sized.failed = e.message
+            if sized.refused:  # nothing launched is left (a cloud's all or nothing): nothing to record
+                pool.pop("unrecorded", None)
             if sized.refused or sized.failed:
                 pool["refusals"] = pool.get("refusals", 0) + 1
                 pool["retry_at"] = _stamp(now + backoff(pool["refusals"]))

@@ -218,3 +218,20 @@ def test_heal_scales_down_only_nodes_drained_for_gpufleet_never_a_persons_drain(
     out = c.heal(T0 + dt.timedelta(seconds=1801))
     assert c.api.removed == ["i-more1"]
     assert any(k.startswith("gpu-1: drained by a person") for x in out.scaled for k in x.kept)
+
+
+def test_a_refusal_after_a_partial_launch_leaves_nothing_unrecorded_and_is_asked_again_after_its_backoff(tmp_path, cat):
+    """AWS add_nodes' all-or-nothing: a partial launch is terminated (DeleteFleets) and refused: nothing is left, so
+    heal's memory keeps no launched id of it and the pool is asked again once the backoff has passed."""
+    class PartlyThenRefuses(Elastic):
+        def add_nodes(self, region, *, cluster, pool, count, market=None, on_launch=None):
+            self.added.append(f"i-part{len(self.added)}")
+            on_launch(self.added[-1])
+            raise CapacityError("aws: EC2 launched 1 of 2 node(s): InsufficientInstanceCapacity (terminated)")
+
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 3}"), api=PartlyThenRefuses())
+    for s in (0, 301, 4000):
+        view(c, T0, gpu="allocated", jobs="PENDING gpu 2 Resources\n")
+        out = c.heal(T0 + dt.timedelta(seconds=s))
+    assert c.api.added == ["i-part0", "i-part1"]
+    assert not any("not recorded" in k for x in out.scaled for k in x.kept)
