@@ -44,6 +44,9 @@ HEALTH = "health.json"  # under STATE_DIR: the pool's health settings, as the la
 GATE = "gate.json"  # under STATE_DIR: the boot gate's level and verdict; once passed, for the node's life
 GATE_DCGM = {"quick": 0, "dcgm1": 1, "dcgm2": 2, "dcgm3": 3}  # the gate's DCGM diagnostic level (spec.Health.gate)
 MARK = "gpufleet:"  # a drain reason's prefix: what gpufleet drained (salt/slurm/files/gpufleet-slurm-health's)
+# the drain reason README (health) tells a person to give an idle node of an elastic pool back with: heal's scale-down
+# removes only nodes drained for a reason starting with MARK, never a person's other drains
+RELEASE = f"{MARK} release"
 # drains only the watch ends: a spot notice's never (the VM is going), the gate's by a passing gate alone, a
 # maintenance notice's once the notice is gone (the VM came back), the active checks' by their passing run
 KEPT = (f"{MARK} GF-SPOT-NOTICE", f"{MARK} GF-GATE", f"{MARK} GF-MAINTENANCE-NOTICE", f"{MARK} GF-ACTIVE")

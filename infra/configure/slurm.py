@@ -49,7 +49,8 @@ DBD_DATABASE = "slurm_acct_db"  # slurmdbd.conf(5)'s default StorageLoc
 # may already be set from a command line parameter") and registers from wherever it is. State=CLOUD is Slurm's way for
 # a node whose address is not known when slurm.conf is written: with SlurmctldParameters=cloud_reg_addrs (21.08 and
 # 22.05; defunct in 23.11, where it is how every cloud node registers: NEWS 23.11.0rc1 "Remove cloud_reg_addrs and make
-# it default behavior", and read_config.c only logs an error for it) slurmctld takes NodeAddr and NodeHostName from the
+# it default behavior", and read_config.c logs an error for it from every client command, so the slurm formula leaves
+# it out where the node's OS installs 23.11: salt/slurm/parameters/osfinger/) slurmctld takes NodeAddr and NodeHostName from the
 # registration (src/slurmctld/node_mgr.c validate_node_specs, 22.05.8), keeps them across a restart
 # (load_all_node_state recovers them for CLOUD nodes only), and gives jobs the cloud nodes' addresses
 # (node_scheduler.c set_job_alias_list: SLURM_NODE_ALIASES), where a plain node's peers would resolve it to the old
@@ -64,6 +65,21 @@ DBD_DATABASE = "slurm_acct_db"  # slurmdbd.conf(5)'s default StorageLoc
 # default and ignores the word (NEWS 23.02.0rc1 "PrivateData=cloud is no longer needed"; read_config.c, 23.11.4)
 SLOT_STATE = "CLOUD"
 SLOT_PARAMETERS = ("SlurmctldParameters=cloud_reg_addrs", "PrivateData=cloud")
+
+
+# slurm.conf(5) 22.05.8: TreeWidth's maximum
+TREE_WIDTH_MAX = 65533
+
+
+def _tree_width(stack, nodes: list[SlurmNode]) -> int:
+    """Every node the cluster may have (an elastic pool's max, the controller), so that slurmctld talks to each node
+    itself: SchedMD/slurm doc/html/elastic_computing.shtml (slurm-22-05-8-1) "Since the slurmd daemons are not aware
+    of the network addresses of other nodes in the cloud, ... configure TreeWidth to a number at least as large as
+    the maximum node count"; a slurmd forwards by its own slurm.conf's NodeAddr (src/common/forward.c, 22.05.8),
+    which a replaced slot's registration does not change, and the default width is 50 (16 from 23.11)."""
+    most = {p.name: p.size.max for p in stack.pools if p.size is not None}
+    count = sum(most.values()) + sum(1 for n in nodes if n.pool not in most)
+    return min(TREE_WIDTH_MAX, max(count, len(nodes)) + 1)
 
 
 @dataclass
@@ -127,7 +143,7 @@ def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode]) -
         "TopologyPlugin=topology/tree",
     ]
     if any(n.cloud for n in nodes):
-        lines += SLOT_PARAMETERS
+        lines += [*SLOT_PARAMETERS, f"TreeWidth={_tree_width(stack, nodes)}"]
     if cfg.accounting:  # slurmdbd beside slurmctld, on its default port (6819)
         lines += ["AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={controller.address}"]
     if cfg.health_check_interval:

@@ -25,6 +25,7 @@ import socket
 from dataclasses import dataclass, field
 
 from gpufleet import nodes as kinds
+from gpufleet.clouds.node_watch import MARK, RELEASE
 from gpufleet.errors import GpufleetError
 from gpufleet.fleet import scale as scaling
 from gpufleet.fleet import team
@@ -144,6 +145,8 @@ def _kept(entry: dict) -> dict:
             out[k] = v
         elif k == "health" and isinstance(v, dict):  # a pool's: nodes per state
             out[k] = {s: n for s, n in v.items() if isinstance(s, str) and isinstance(n, int)}
+        elif k == "unrecorded" and isinstance(v, list):  # a pool's: ids a scale-up launched, not yet in the registry
+            out[k] = [i[:300] for i in v if isinstance(i, str)]
         elif k not in ("replaced", "refusals") and isinstance(v, str):
             out[k] = v[:300]
     return out
@@ -268,7 +271,7 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
         _remember(state, h, d, r, now)
     for p in run.stack.pools if run.stack.slurm else []:
         if p.size is not None:
-            _elastic(run, p, [h for h in out.nodes if h.pool == p.name], state, out, store, now)
+            _elastic(run, p, [h for h in out.nodes if h.pool == p.name], state, out, store, now, saved)
     for name in {h.pool for h in out.nodes}:  # each pool's health as this pass saw it: O(pools), for `status`
         seen = [h.state for h in out.nodes if h.pool == name]
         state["pools"][name]["health"] = {s: seen.count(s) for s in sorted(set(seen))}
@@ -278,43 +281,60 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
     return out
 
 
-def _elastic(run: Run, p, health: list[NodeHealth], state: dict, out: Healed, store, now: dt.datetime) -> None:
+def _elastic(run: Run, p, health: list[NodeHealth], state: dict, out: Healed, store, now: dt.datetime,
+             saved: list) -> None:
     """An elastic pool with Slurm, as Slurm's fresh view shows it (none: nothing is done, nothing timed): one node
     more per node its partition's jobs wait for (``scheduler.waiting``), once they have waited
     ``health.scale_up_after`` (timed from the first pass that saw them), up to max, and only while every node of the
     pool is in Slurm's view (a node added last time joins once `configure` publishes slurm.conf: asking again before
     would add nodes for the same jobs); a refusal is backed off as a replacement's is. Nodes Slurm shows drained
     with no job for ``health.scale_down_after`` are removed, down to min; an idle node is only named (a cloud node is
-    drained by its own agent, not from here). What one pass remembers is in the pool's entry of heal's memory."""
+    drained by its own agent, not from here). What one pass remembers is in the pool's entry of heal's memory; a node
+    the cloud launched is written there at once (``unrecorded``, until the registry has it): it counts against max,
+    and while one is unrecorded heal only names it, never launches again (a failure after a launch is not a refusal:
+    asking again would pay for the same nodes twice)."""
     waiting = None if run.slurm_waiting is None else run.slurm_waiting.get(p.name, 0)
     if waiting is None:
         return
     pool = state["pools"].setdefault(p.name, {})
     mine = [n for n in run.record.nodes if n.pool == p.name]
     sized = scaling.Scaled(run.cluster, p.name, len(mine), len(mine), out.dry_run)
+    unrecorded = [i for i in pool.get("unrecorded", []) if i not in {n.node_id for n in mine}]
+    pool["unrecorded"] = unrecorded
+    if not unrecorded:
+        pool.pop("unrecorded")
     since = _time(pool.get("waiting_since")) or now
     if waiting:
         pool["waiting_since"] = _stamp(since)
     else:
         pool.pop("waiting_since", None)
-    free = {h.node: h for h in health if h.state == "ok" and h.drained is True and h.jobs == "none"}
+    drained = [h for h in health if h.state == "ok" and h.drained is True and h.jobs == "none"]
+    # only gpufleet's drains (node_watch.MARK, RELEASE the one README gives a person): a person's other drain
+    # (a node kept to look at) is never removed
+    free = {h.node: h for h in drained if (h.drain_reason or "").startswith(MARK)}
     known = {k.removeprefix("free:"): v for k, v in pool.items() if k.startswith("free:")}
     for k in [k for k in pool if k.startswith("free:")]:
         del pool[k]
     pool.update({f"free:{n}": known.get(n, _stamp(now)) for n in free})
     retry = _time(pool.get("retry_at"))
-    if waiting and len(mine) < p.size.max and (now - since).total_seconds() >= p.health.scale_up_after:
+    if unrecorded:
+        sized.kept.append(f"launched but not recorded: {', '.join(unrecorded)}; `gpufleet registry rebuild` "
+                          "records them (heal adds no node to the pool before)")
+    elif waiting and len(mine) < p.size.max and (now - since).total_seconds() >= p.health.scale_up_after:
         if any(h.jobs is None for h in health):
             sized.kept.append("jobs wait, but a node of the pool is not in Slurm's view yet (run `gpufleet configure`)")
         elif retry is not None and now < retry:
-            sized.kept.append(f"jobs wait; the cloud refused capacity: asked again after {_stamp(retry)}")
+            sized.kept.append(f"jobs wait; the last scale-up was refused or failed: asked again after {_stamp(retry)}")
         else:
             sized.wanted = len(mine) + min(p.size.max - len(mine), waiting)
             try:
-                scaling.grow(run, p, mine, sized.wanted - len(mine), sized, store, now)
-            except GpufleetError as e:  # nothing recorded (scale says why in the log): the rest of the pass goes on
+                scaling.grow(run, p, mine, sized.wanted - len(mine), sized, store, now,
+                             on_launch=_on_grow(store, run.cluster, state, pool, saved))
+            except GpufleetError as e:  # what was launched is in heal's memory (above): the rest of the pass goes on
                 sized.failed = e.message
-            if sized.refused:
+            if sized.refused:  # nothing launched is left (a cloud's all or nothing): nothing to record
+                pool.pop("unrecorded", None)
+            if sized.refused or sized.failed:
                 pool["refusals"] = pool.get("refusals", 0) + 1
                 pool["retry_at"] = _stamp(now + backoff(pool["refusals"]))
             elif sized.added:
@@ -332,11 +352,28 @@ def _elastic(run: Run, p, health: list[NodeHealth], state: dict, out: Healed, st
                 scaling.remove(run, p, mine, chosen, sized, store, now)
             except GpufleetError as e:
                 sized.failed = e.message
-        sized.kept += [f"{h.node}: idle; drain it in Slurm to let heal remove it" for h in health
-                       if h.drained is False and h.jobs == "none"]
+        sized.kept += [f"{h.node}: idle; drain it in Slurm with Reason='{RELEASE}' to let heal remove it"
+                       for h in health if h.drained is False and h.jobs == "none"]
+        sized.kept += [f"{h.node}: drained by a person ({h.drain_reason or 'no reason'}), kept" for h in drained
+                       if h.node not in free]
     if sized.would or sized.kept or sized.failed:
         out.scaled.append(sized)
         out.events += sized.events
+
+
+def _on_grow(store: SharedStore, cluster: str, state: dict, pool: dict, saved: list):
+    """What a cloud calls the moment a scale-up's node exists: written to heal's memory at once, as _on_launch does."""
+    def launched(new_id: str) -> None:
+        pool.setdefault("unrecorded", []).append(new_id[:300])
+        _save(store, cluster, state, saved)
+    return launched
+
+
+def _save(store: SharedStore, cluster: str, state: dict, saved: list) -> None:
+    """heal's memory written now, mid-pass; ``saved`` keeps the version the pass's own last write left."""
+    write_state(store, cluster, state, saved[0])
+    got = store.read(state_key(cluster))
+    saved[0] = got[1] if got is not None else saved[0]
 
 
 def _on_launch(store: SharedStore, cluster: str, state: dict, h: NodeHealth, saved: list):
@@ -344,9 +381,7 @@ def _on_launch(store: SharedStore, cluster: str, state: dict, h: NodeHealth, sav
     before the cloud is asked anything more, so a failure or a killed pass after it never launches another."""
     def launched(new_id: str) -> None:
         state["nodes"].setdefault(h.node, {})["launched"] = new_id[:300]
-        write_state(store, cluster, state, saved[0])
-        got = store.read(state_key(cluster))
-        saved[0] = got[1] if got is not None else saved[0]
+        _save(store, cluster, state, saved)
     return launched
 
 

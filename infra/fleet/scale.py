@@ -22,8 +22,10 @@ import datetime as dt
 import socket
 from dataclasses import dataclass, field
 
+from gpufleet import clouds
 from gpufleet import nodes as kinds
 from gpufleet.clouds import inventory
+from gpufleet.clouds.node_watch import RELEASE
 from gpufleet.errors import CapacityError, GpufleetError, InputError, QuotaError
 from gpufleet.fleet import team
 from gpufleet.nodes import health as hl
@@ -98,7 +100,8 @@ def choose(health: list[NodeHealth], count: int, slurm: bool) -> tuple[list[Node
         elif h.jobs is None:
             why = f"whether it runs jobs is not known ({h.why or 'Slurm says nothing fresh of it'})"
         else:
-            why = "idle, not drained: drain it in Slurm first (scontrol update NodeName=... State=DRAIN Reason=scale)"
+            why = ("idle, not drained: drain it in Slurm first (scontrol update NodeName=... State=DRAIN "
+                   f"Reason='{RELEASE}')")
         held.append((h, why))
     return chosen, held
 
@@ -151,9 +154,17 @@ def _where(spec_pool, mine: list[Node]) -> tuple[str, str]:
     return (mine[0].provider, mine[0].location) if mine else (spec_pool.provider, spec_pool.region)
 
 
-def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, now) -> None:
+def _market(spec_pool, provider: str) -> str | None:
+    """The market a spot pool's new nodes are asked on: its own, never the one of the node whose request is copied
+    (on AWS/GCP a node heal refilled from the spot_fallback carries an on-demand request). None: the pool's own
+    request as it is (an on-demand pool's, or one whose request fixes its market: base.Cloud.market_per_node)."""
+    return "spot" if spec_pool.spot and clouds.cloud(provider).market_per_node else None
+
+
+def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, now, on_launch=None) -> None:
     """``more`` nodes for the pool (``mine``: its recorded nodes), recorded, each an event; a refusal in
-    ``out.refused`` (nothing changed); another failure raised (nothing recorded)."""
+    ``out.refused`` (nothing changed); another failure raised (nothing recorded). ``on_launch`` is told each node
+    the moment the cloud made it, before anything else can fail (heal keeps it in its memory)."""
     provider, region = _where(spec_pool, mine)
     out.would.append(f"add {more} node(s) to pool {spec_pool.name} through its own request ({provider} {region})")
     if out.dry_run:
@@ -161,8 +172,14 @@ def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, n
     api = _api(run, provider, region)
     leases.ensure_held()
     launched: list[str] = []
+
+    def launch(node_id: str) -> None:
+        launched.append(node_id)
+        if on_launch is not None:
+            on_launch(node_id)
     try:
-        got = api.add_nodes(region, cluster=run.cluster, pool=spec_pool.name, count=more, on_launch=launched.append)
+        got = api.add_nodes(region, cluster=run.cluster, pool=spec_pool.name, count=more, market=_market(spec_pool, provider),
+                            on_launch=launch)
     except (CapacityError, QuotaError) as e:
         out.refused = e.message
         event(store, run.cluster, spec_pool.name, "add", f"refused: {e.message}", done=False, refused=True, now=now)

@@ -51,6 +51,7 @@ class NodeHealth:
     notice: dict | None = None  # {"kind", "at"}: the cloud said it takes the VM
     drained: bool | None = None  # out of service (Slurm: drained or draining); None: not known
     jobs: str | None = None  # "none" | "running"; None: not known (never replaced then)
+    drain_reason: str | None = None  # Slurm's reason for its drain (the controller's view), when it has one
     reserved: bool = False  # on a reservation or Capacity Block (kept unless the pool's replace_reserved)
     replaceable: bool = True  # its kind can make a new node in its place (racks: never)
     # its fault may end in its termination: Slurm's view (the controller's) says it is drained, or only the

@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 from test_heal import Api, Cluster, say, stack_text
 
-from gpufleet.clouds import scheduler
+from gpufleet.clouds import node_watch, scheduler
 from gpufleet.errors import CapacityError
 from gpufleet.state import events
 
@@ -45,15 +45,16 @@ def cluster(tmp_path, cat, refuse=False):
     return c
 
 
-def view(c, now, gpu="idle", jobs="", extra=(), age_s=0):
+def view(c, now, gpu="idle", jobs="", extra=(), age_s=0, reasons=()):
     """Every node's status, and the controller's with Slurm's view read ``age_s`` ago (on the real clock, which
-    heal judges its freshness by)."""
+    heal judges its freshness by); ``reasons``: drained nodes' reasons (`sinfo -h -R -o '%n|%E'`, scheduler.PROBE)."""
     hosts = {"i-gpu0": gpu, **dict(extra)}
     for i in hosts:
         say(c.bucket, i, hostname=f"h-{i}")
     lines = "".join(f"h-{i} {s}\n" for i, s in hosts.items())
-    say(c.bucket, "i-ctl0", pool="ctl", hostname="h-ctl", scheduler=f"nodes\nh-ctl idle\n{lines}jobs\n{jobs}drained\n",
-        age_s=age_s)
+    why = "".join(f"h-{i}|{r}\n" for i, r in dict(reasons).items())
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="h-ctl",
+        scheduler=f"nodes\nh-ctl idle\n{lines}jobs\n{jobs}drained\n{why}", age_s=age_s)
 
 
 def test_the_probe_says_which_partitions_jobs_wait_for_nodes():
@@ -119,10 +120,11 @@ def test_nodes_drained_without_jobs_longer_than_scale_down_after_are_removed_dow
     c.reg.resize("hl", added=[(Node("gpu", 1 + k, "aws", "us-east-1", "g6.12xlarge", node_id=f"i-more{k}"), None)
                               for k in range(3)])
     states = {"i-more0": "drained", "i-more1": "drained", "i-more2": "allocated"}
-    view(c, T0, gpu="drained", extra=states)
+    given_back = {"i-more0": node_watch.RELEASE, "i-more1": node_watch.RELEASE, "i-gpu0": node_watch.RELEASE}
+    view(c, T0, gpu="drained", extra=states, reasons=given_back)
     c.heal(T0)  # drained, no job: timed from now
     assert c.api.removed == []
-    view(c, T0, gpu="idle", extra=states)
+    view(c, T0, gpu="idle", extra=states, reasons=given_back)
     out = c.heal(T0 + dt.timedelta(seconds=1801))
     assert c.api.removed == ["i-more0", "i-more1"]  # never i-more2 (its jobs run); i-gpu0 idle, not drained: named
     assert any(k.startswith("gpu-0: idle") for x in out.scaled for k in x.kept)
@@ -173,3 +175,63 @@ def test_in_a_team_scale_holds_the_clusters_lease_and_a_held_cluster_is_not_scal
         other.release()
     assert scale().added == ["i-more0"] and leases.read(team_store, "hl") is None  # given back
     assert [e["action"] for e in events.read(team_store, "hl")] == ["scale-add"]
+
+
+def test_a_scale_up_that_failed_after_the_cloud_launched_never_launches_again_nor_past_max(tmp_path, cat):
+    """The cloud made the nodes, then add_nodes (EC2 not describing them yet, eventual consistency) or the registry's
+    write failed: heal's memory holds the launched ids from on_launch, counts them against max, backs the pool off,
+    and later passes only report them (`gpufleet registry rebuild` records them), never launch again."""
+    from gpufleet.errors import GpufleetError
+
+    class LaunchesThenFails(Elastic):
+        def add_nodes(self, region, *, cluster, pool, count, market=None, on_launch=None):
+            for _ in range(count):
+                self.added.append(f"i-more{len(self.added)}")
+                on_launch(self.added[-1])
+            raise GpufleetError("aws: i-more was launched for pool gpu but EC2 does not describe it yet")
+
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 2}"), api=LaunchesThenFails())
+    outs = []
+    for s in (0, 301, 361, 421, 481, 4000):  # `heal --watch` at the pool's interval, then past any backoff
+        view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
+        outs.append(c.heal(T0 + dt.timedelta(seconds=s)))
+    assert c.api.added == ["i-more0"]
+    assert any("i-more0" in k and "registry rebuild" in k for x in outs[-1].scaled for k in x.kept)
+
+
+def test_heal_scales_down_only_nodes_drained_for_gpufleet_never_a_persons_drain(tmp_path, cat):
+    """README: "a node a person drained is never resumed"; heal's scale-down removes a drained idle node only when
+    Slurm's drain reason is gpufleet's (`gpufleet: ...`, the README's `gpufleet: release` to give a node back); a
+    node a person drained to look at it (here: ECC retirements) is kept, and named."""
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 4}"), api=Elastic())
+    c.api.add_nodes("us-east-1", cluster="hl", pool="gpu", count=2, on_launch=lambda i: None)
+    from gpufleet.state.registry import Node
+
+    c.reg.resize("hl", added=[(Node("gpu", 1 + k, "aws", "us-east-1", "g6.12xlarge", node_id=f"i-more{k}"), None)
+                              for k in range(2)])
+    states = {"i-more0": "drained", "i-more1": "drained"}
+    reasons = {"i-more0": "ECC page retirements under investigation, do not touch [alice@2026-11-27T10:00:00]",
+               "i-more1": node_watch.RELEASE}
+    view(c, T0, gpu="allocated", extra=states, reasons=reasons)
+    c.heal(T0)
+    view(c, T0, gpu="allocated", extra=states, reasons=reasons)
+    out = c.heal(T0 + dt.timedelta(seconds=1801))
+    assert c.api.removed == ["i-more1"]
+    assert any(k.startswith("gpu-1: drained by a person") for x in out.scaled for k in x.kept)
+
+
+def test_a_refusal_after_a_partial_launch_leaves_nothing_unrecorded_and_is_asked_again_after_its_backoff(tmp_path, cat):
+    """AWS add_nodes' all-or-nothing: a partial launch is terminated (DeleteFleets) and refused: nothing is left, so
+    heal's memory keeps no launched id of it and the pool is asked again once the backoff has passed."""
+    class PartlyThenRefuses(Elastic):
+        def add_nodes(self, region, *, cluster, pool, count, market=None, on_launch=None):
+            self.added.append(f"i-part{len(self.added)}")
+            on_launch(self.added[-1])
+            raise CapacityError("aws: EC2 launched 1 of 2 node(s): InsufficientInstanceCapacity (terminated)")
+
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 3}"), api=PartlyThenRefuses())
+    for s in (0, 301, 4000):
+        view(c, T0, gpu="allocated", jobs="PENDING gpu 2 Resources\n")
+        out = c.heal(T0 + dt.timedelta(seconds=s))
+    assert c.api.added == ["i-part0", "i-part1"]
+    assert not any("not recorded" in k for x in out.scaled for k in x.kept)

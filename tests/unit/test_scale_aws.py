@@ -342,3 +342,26 @@ def test_an_up_that_makes_the_pool_anew_deletes_the_nodes_scale_added(aws, tmp_p
     assert [n.node_id for n in rec.nodes] == anew and rec.resizes == []
     assert instance(added[0])["State"]["Name"] in ("shutting-down", "terminated")
     assert {instance(i)["State"]["Name"] for i in anew} == {"running"}
+
+
+def test_a_spot_pools_scale_up_asks_spot_even_when_its_nodes_came_from_the_on_demand_fallback(aws, tmp_path, cat):
+    """aws/resize.py add_nodes copies the fleet of whichever pool node it meets first (describe order), market
+    included: a spot pool heal refilled from its spot_fallback (replace.request_for_one(fleet, "on-demand"), an
+    instant fleet of its own) would grow on on-demand, spot never asked (botocore 1.44.8 CreateFleet:
+    DefaultTargetCapacityType decides the market). Scale asks the pool's own market, as its spec says."""
+    from gpufleet.clouds.aws import replace
+
+    ec2 = boto3.client("ec2", region_name=REGION)
+    fleet_id, spot_nodes = pool_fleet(2, spot=True)
+    (fleet,) = ec2.describe_fleets(FleetIds=[fleet_id])["Fleets"]
+    fallback = [ec2.create_fleet(**replace.request_for_one(fleet, "on-demand"))["Instances"][0]["InstanceIds"][0]
+                for _ in spot_nodes]  # heal's spot_fallback replacements of both reclaimed spot nodes
+    ec2.terminate_instances(InstanceIds=spot_nodes)
+    ids = dict(enumerate(fallback))
+    c = Cluster(tmp_path, cat, stack_text(nodes=ELASTIC).replace("nodes: {min", "spot: true, nodes: {min"),
+                ids=lambda pool, i: ids[i] if pool == "gpu" else "i-ctl")
+    api = inventory.open_clouds(["aws"], required=True, regions={"aws": [REGION]})
+    out = scaling.scale(c.stack, c.cat, pool="gpu", count=3, registry=c.reg, store=c.log, dry_run=False,
+                        seams=Seams(cloud_api=api, stores={"b": Bucket()}), outputs=c.outputs)
+    (added,) = out.added
+    assert instance(added).get("InstanceLifecycle") == "spot", "a spot pool grew on on-demand, copied from a fallback"

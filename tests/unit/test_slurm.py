@@ -950,3 +950,43 @@ def test_the_health_program_reads_a_drain_reason_that_is_not_utf8(tmp_path, monk
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     state, reason = _health_program().node_state("n1", 20)
     assert "DRAIN" in state and reason == "r\ufffdparation"
+
+
+def test_slurm_conf_with_cloud_slots_sets_treewidth_to_at_least_the_node_count_up_to_every_pools_max(rendered):
+    """SchedMD/slurm doc/html/elastic_computing.shtml (slurm-22-05-8-1): "Since the slurmd daemons are not aware of
+    the network addresses of other nodes in the cloud, ... configure TreeWidth to a number at least as large as the
+    maximum node count": a slurmd forwards by its own slurm.conf's NodeAddr (src/common/forward.c, 22.05.8), which is a
+    replaced slot's old address; the default width is 50 (src/common/read_config.h, 22.05.8), 16 in 23.11. A rack's
+    slurm.conf (no slot) keeps Slurm's default."""
+    st, text, _ = rendered
+    ctl = slurm.node("ctl0", "10.0.0.5", st.pools[0], cpus=4, mem_gib=16, gpus=0, gpu=None)
+    nodes = [slurm.node(f"t4-{i}", f"10.1.0.{i}", st.pools[2], cpus=48, mem_gib=192, gpus=4, gpu="T4", cloud=True)
+             for i in range(60)]
+    conf = _conf(slurm.render(st, "train", ctl, nodes)["slurm.conf"])
+    (width,) = [int(d["TreeWidth"]) for d in conf if "TreeWidth" in d]
+    assert width >= len(nodes) + 1
+    assert "TreeWidth" not in text
+
+
+def test_cloud_reg_addrs_is_written_only_where_the_nodes_slurm_is_older_than_23_11(rendered, tmp_path):
+    """SchedMD/slurm slurm-23-11-4-1 src/common/read_config.c _validate_and_set_defaults (run by every client:
+    sinfo, squeue, sbatch, srun): `error("The SlurmctldParameters option \\"cloud_reg_addrs\\" is defunct, please
+    remove it from slurm.conf.")` (NEWS 23.11.0rc1: its behaviour is the default). The Slurm each OS installs is
+    software.SLURM_OF_OS's; real Salt renders the formula per OS: the line stays on 21.08/22.05, is gone on 23.11."""
+    from gpufleet.configure import software
+
+    st, _, _ = rendered
+    ctl = slurm.node("ctl0", "10.0.0.5", st.pools[0], cpus=4, mem_gib=16, gpus=0, gpu=None)
+    nodes = [slurm.node("t4-1", "10.0.0.6", st.pools[2], cpus=48, mem_gib=192, gpus=4, gpu="T4", cloud=True)]
+    (host,) = slurm.pillars(st, "train", ctl, nodes, {"t4": ("compute", {}, 4)}, bundle=b"PK", key=b"k" * 32).values()
+    pil = {"gpufleet": {"live": False}, "slurm": {**host, "self": "t4-1"}}
+    assert "SlurmctldParameters=cloud_reg_addrs\n" in host["files"]["slurm.conf"]
+    for os_, grains in OSES.items():
+        states = render(salt_call(), tmp_path / os_, {**grains, "host": "ip-10-0-0-6"}, pil, ["slurm"])
+        managed = states["slurm-config-slurm_conf-file-managed"]["file"]
+        text = next((d["contents"] for d in managed if isinstance(d, dict) and "contents" in d),
+                    host["files"]["slurm.conf"])
+        old = software._v(software.SLURM_OF_OS[os_]) < software._v("23.11")
+        assert ("cloud_reg_addrs" in text) == old, os_
+        assert text.replace("SlurmctldParameters=cloud_reg_addrs\n", "") == \
+            host["files"]["slurm.conf"].replace("SlurmctldParameters=cloud_reg_addrs\n", ""), os_

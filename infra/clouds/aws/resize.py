@@ -20,6 +20,7 @@ from gpufleet.clouds.tags import TAG_PREFIX
 from gpufleet.errors import GpufleetError
 
 MARKETS = {"spot": ("spot", "SpotOptions"), "on-demand": ("on-demand", "OnDemandOptions")}
+SPOT_ALLOCATION_DEFAULT = "lowest-price"  # EC2's own when a spot request names none
 ALL_OR_NONE = ("SingleAvailabilityZone", "SingleInstanceType")  # what MinTargetCapacity needs one of
 SEEN_TRIES, SEEN_WAIT_S = 6, 5.0  # a new instance may not be described at once (EC2's eventual consistency)
 
@@ -51,6 +52,9 @@ def request_for(fleet: dict, count: int, market: str | None = None) -> dict:
         req[options]["MinTargetCapacity"] = count
         if options == "SpotOptions":
             req[options]["SingleAvailabilityZone"] = req[options].get("SingleAvailabilityZone", True)
+            # said outright, as EC2 takes it when left out (botocore 1.44.8's EC2 model, SpotOptionsRequest
+            # AllocationStrategy: "Default: lowest-price"); moto's CreateFleet reads it unconditionally
+            req[options].setdefault("AllocationStrategy", SPOT_ALLOCATION_DEFAULT)
         return req
     for key in replace.OPTIONS:
         if "MinTargetCapacity" in req.get(key, {}):

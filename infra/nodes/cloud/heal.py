@@ -130,7 +130,8 @@ def _jobs(nh: NodeHealth, s: Said, slurm: bool, states: tuple | None, own_status
     nh.drained, nh.jobs = hl.from_slurm(nodes.get(name))
     # where a peer could have written its status, its fault is taken only if Slurm was drained for gpufleet's own
     # reason (its watch drains with "gpufleet: GF-..."), not a person's
-    nh.vouched = own_status_only or (reasons.get(name) or "").startswith(MARK)
+    nh.drain_reason = reasons.get(name)
+    nh.vouched = own_status_only or (nh.drain_reason or "").startswith(MARK)
 
 
 def health(run: Run, owns, outputs, name: str) -> list[NodeHealth]:
