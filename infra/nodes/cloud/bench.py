@@ -129,14 +129,18 @@ def benched(t: NodeTarget, got: dict | None, python: str, timeout_s: float, serv
 def checked_answer(answer, plan: dict, source: str) -> dict:
     """The node script's answer (``train_steps.py``: versions, device, results, when), refused (UntrustedValue) unless
     each field is of its format: the benchmarks the plan named, numbers that are finite and not negative, names and
-    versions of the characters they are made of. Only the fields bench reads are kept."""
+    versions of the characters they are made of, one row for each benchmark asked for. Only the fields bench reads are
+    kept."""
     if not isinstance(answer, dict):
         raise UntrustedValue("answer", answer, "an object", source)
     names = [b["name"] for b in plan["benchmarks"]]
     results = answer.get("results")
-    if not isinstance(results, list) or len(results) > len(names):
-        raise UntrustedValue("results", results, f"a list of at most {len(names)} rows", source)
+    if not isinstance(results, list) or len(results) != len(names):  # one row per benchmark, a failed one's too
+        raise UntrustedValue("results", results, f"a list of {len(names)} rows, one per benchmark asked for", source)
     rows = [_row(r, names, source) for r in results]
+    if [r["name"] for r in rows] != names:
+        raise UntrustedValue("benchmarks", [r["name"] for r in rows], f"the plan's, in its order ({', '.join(names)})",
+                             source)
     device = answer.get("device")
     if not isinstance(device, dict):
         raise UntrustedValue("device", device, "an object", source)

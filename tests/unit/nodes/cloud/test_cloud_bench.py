@@ -123,12 +123,13 @@ def test_a_node_that_never_answers_times_out_named_and_the_run_exits_1(cluster):
     ({"name": "resnet50", "samples_per_s": "fast"}, "samples_per_s 'fast' is not a finite number"),
     ({"name": "resnet50", "samples_per_s": float("nan")}, "samples_per_s 'nan' is not a finite number"),
     ({"name": "resnet50; touch /tmp/x", "samples_per_s": 1.0}, "is not one of the plan's (resnet50)"),
+    (None, "results '[]' is not a list of 1 rows, one per benchmark asked for"),  # nothing measured is no answer
 ])
 def test_an_answer_not_of_the_node_scripts_format_is_refused_with_what_is_wrong(cluster, tmp_path, said, refused):
     """What the node's Python printed (a node that is not what it was: here a stand-in for its Python) reaches
     neither the table nor the calibration unless each field is of its format."""
     fake = tmp_path / "python"
-    answer = {"versions": {"torch": "2.9.0"}, "device": {"kind": "cpu", "name": "x86_64"}, "results": [said],
+    answer = {"versions": {"torch": "2.9.0"}, "device": {"kind": "cpu", "name": "x86_64"}, "results": [said] if said else [],
               "when": "2026-11-27T12:00:00Z"}
     fake.write_text(f"#!{sys.executable}\nprint({json.dumps(json.dumps(answer))})\n")
     fake.chmod(0o755)
@@ -158,3 +159,43 @@ def test_one_job_over_several_cloud_nodes_is_refused_before_anything_is_asked(cl
     assert r.exit_code == 2 and "cloud nodes are benchmarked each on its own" in r.output, r.output
     with pytest.raises(node_watch.agent.NotThere):
         store.get("pools/gpu/bench.json")
+
+
+@needs_torch
+def test_gpus_runs_the_step_under_the_nodes_own_torchrun(cluster):
+    """--gpus 2 with --tiny: the node's watch runs the script under `python -m torch.distributed.run` (2 gloo
+    processes on the CPU), and the row gives the world size and each rank's rate."""
+    with Timer(cluster):
+        r = cli("--json", "bench", "wb", "--tiny", "--workload", "resnet50", "--gpus", "2", "--wait-timeout", "300",
+                "--python", sys.executable)
+    assert r.exit_code == 0, r.output
+    (n,) = _doc(r)["nodes"]
+    assert n["bench"]["device"]["world_size"] == 2
+    (row,) = n["bench"]["benchmarks"]
+    assert row["sharding"] == "ddp" and sorted(x["rank"] for x in row["ranks"]) == [0, 1]
+
+
+def test_a_status_another_writer_puts_under_the_nodes_name_is_not_its_answer(cluster):
+    """A status object speaks for the node its key names (on AWS, the one key the node's role may write): another
+    writer's object whose body names this node answers nothing for it."""
+    store = node_watch.agent.S3(cluster["cfg"])
+
+    def forge():
+        while True:
+            try:
+                request = json.loads(store.get("pools/gpu/bench.json"))["request"]
+                break
+            except node_watch.agent.NotThere:
+                threading.Event().wait(0.05)
+        answer = {"versions": {}, "device": {"kind": "cpu"}, "results": [], "when": "2026-11-27T12:00:00Z"}
+        store.put("status/gpu/AROAOTHER:i-0other.json", json.dumps({
+            "node_id": "i-0watch1", "pool": "gpu", "bench": {"request": request, "state": "answered",
+                                                             "answer": answer}}).encode())
+
+    forger = threading.Thread(target=forge, daemon=True)
+    forger.start()
+    r = cli("--json", "bench", "wb", "--tiny", "--wait-timeout", "8")
+    forger.join(timeout=30)
+    assert r.exit_code == 1, r.output
+    (n,) = _doc(r)["nodes"]
+    assert "bench" not in n and "gpu-0 gave no answer after 8 s" in n["error"]
