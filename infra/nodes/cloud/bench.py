@@ -33,6 +33,8 @@ REQUEST = "pools/{pool}/bench.json"  # node_watch.BENCH_REQUEST
 RUN_S = 1800  # the node's run of the script at most (node_watch.ACTIVE_S: the Slurm reservation's span)
 PICKUP_S = 180  # a node's watch runs every health.interval (60 s by default) and may be busy with its checks
 FINAL = ("answered", "failed", "skipped")
+# the frameworks formula's environment of a stack's software.frameworks entry (salt/frameworks: root and one venv a name)
+FRAMEWORKS_PYTHON = "/opt/gpufleet/envs/pytorch/bin/python"
 SAID = 400  # what of a node's own words (an error, a name) is shown, made printable (``shown``)
 
 WHEN = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
@@ -72,7 +74,7 @@ def bench_pools(outputs: dict, nodes: list, plan: dict, python: str, launch: Lau
                     said[owner] = got
         finished = sum(_state(said.get(_key(t))) in FINAL for t in asked)
         for t in asked:
-            word = {None: "no answer yet"}.get(_state(said.get(_key(t))), _state(said.get(_key(t))))
+            word = _state(said.get(_key(t))) or "no answer yet"
             if progress and words.get(t.id) != word:
                 progress("bench", finished, len(asked), f"{t.id}: {word}")
             words[t.id] = word
@@ -110,7 +112,8 @@ def benched(t: NodeTarget, got: dict | None, python: str, timeout_s: float, serv
         out.hint = "a node is benchmarked idle only (no job, no fault): run it again once its work is done"
     elif state == "failed" and got.get("rc") == NO_TORCH:
         out.error = f"no PyTorch in {python} on {t.id}: bench trains with the PyTorch the node has"
-        out.hint = "install it with the frameworks formula (or by hand), or name the Python that has it with --python"
+        out.hint = (f"name the Python that has it with --python: the frameworks formula's is {FRAMEWORKS_PYTHON} "
+                    "where the stack's software.frameworks names pytorch")
     elif state == "failed":
         out.error = f"the benchmark gave no results on {t.id}: {error}"
         out.hint = f"is {python} a Python 3 there? --python names the one that has PyTorch"

@@ -199,3 +199,15 @@ def test_a_status_another_writer_puts_under_the_nodes_name_is_not_its_answer(clu
     assert r.exit_code == 1, r.output
     (n,) = _doc(r)["nodes"]
     assert "bench" not in n and "gpu-0 gave no answer after 8 s" in n["error"]
+
+
+def test_a_node_whose_python_has_no_pytorch_says_so_and_where_the_frameworks_formula_puts_it(cluster, tmp_path):
+    fake = tmp_path / "python3"  # the node script's own answer where `import torch` fails (exit 3)
+    fake.write_text(f"#!{sys.executable}\nimport sys\nprint('{{\"error\": \"no-torch\"}}')\nsys.exit(3)\n")
+    fake.chmod(0o755)
+    with Timer(cluster):
+        r = cli("--json", "bench", "wb", "--tiny", "--wait-timeout", "240", "--python", str(fake))
+    assert r.exit_code == 1, r.output
+    (n,) = _doc(r)["nodes"]
+    assert n["error"] == f"no PyTorch in {fake} on gpu-0: bench trains with the PyTorch the node has"
+    assert "/opt/gpufleet/envs/pytorch/bin/python" in n["hint"]
