@@ -14,7 +14,8 @@ from gpufleet.errors import EXIT_FAILED, InputError
 from gpufleet.nodebench.launch import ALL, RDZV_PORT, Launch
 
 HELP = ("Time standard training steps on this machine (--here) or on every node of a cluster (rack hosts over SSH, "
-        "all at once, each with its own Python and PyTorch) with the machine's own PyTorch (ResNet-50 in channels-last bf16, "
+        "cloud nodes through their bucket, idle ones only; all at once, each with its own Python and PyTorch) with "
+        "the machine's own PyTorch (ResNet-50 in channels-last bf16, "
         "BERT-large phase 1, a decoder LLM of an llm:<size> shape with SDPA attention, fused AdamW and per-block "
         "torch.compile) on synthetic data, and show beside each the model's prediction for this GPU, the error and "
         "the MFU against the GPU's dense BF16 peak; an error beyond the model's stated one is flagged with what it "
@@ -53,6 +54,9 @@ def bench(
                                       min=1, max=65535)] = RDZV_PORT,
     cluster: options.Cluster = None,
     trust_new_hosts: options.TrustNewHosts = False,
+    wait_timeout: Annotated[Optional[float], typer.Option("--wait-timeout", min=0, max=86400, help="Seconds to wait "
+                                                          "for the cloud nodes' answers (default: 33 minutes, a "
+                                                          "node's longest run and its watch's next round).")] = None,
 ):
     from gpufleet import catalog
     from gpufleet.fleet import bench as run
@@ -69,7 +73,7 @@ def bench(
     cat = catalog.load(STATE.config)
     if target is not None:
         _bench_cluster(target, cluster, cat, names, tiny=tiny, python=python or "python3", record=record,
-                       instance=instance, trust_new_hosts=trust_new_hosts, launch=launch)
+                       instance=instance, trust_new_hosts=trust_new_hosts, launch=launch, wait_s=wait_timeout)
         return
     the_plan = run.plan(names, tiny)
     if gpu:
@@ -134,7 +138,7 @@ def _render(report, recorded) -> None:
 
 
 def _bench_cluster(target: str, cluster, cat, names, *, tiny: bool, python: str, record: bool, instance, trust_new_hosts,
-                   launch):
+                   launch, wait_s=None):
     from gpufleet import stacks
     from gpufleet.fleet import bench as run
     from gpufleet.fleet import team
@@ -146,7 +150,7 @@ def _bench_cluster(target: str, cluster, cat, names, *, tiny: bool, python: str,
     st = stacks.load(target, cat)
     with output.steps("Benchmarking") as update:
         result = run.bench_cluster(st, cat, names, tiny=tiny, python=python, cluster=cluster, registry=reg,
-                                   trust_new_hosts=trust_new_hosts, launch=launch,
+                                   trust_new_hosts=trust_new_hosts, launch=launch, wait_s=wait_s,
                                    progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
     recorded_rows = run.record_cluster(result, instance) if record else None
     if STATE.json:

@@ -32,6 +32,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -79,6 +80,11 @@ TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 TEXTFILE = "gpufleet.prom"
 STATES = ("ok", "gating", "faulty", "interrupted")  # gpufleet_node_health's, one-hot
 LAST_FAULT = "last-fault.json"  # under STATE_DIR: the last fault the watch saw, kept once the node is ok again
+# `gpufleet bench CLUSTER` (nodes/cloud/bench.py): its request in the pool's prefix (the operator's to write, the node's
+# to read), answered once (BENCH_DONE, under STATE_DIR: the last request answered) into the node's status as "bench"
+BENCH_REQUEST = "pools/{pool}/bench.json"
+BENCH_DONE = "bench.json"
+NO_TORCH = 3  # train_steps.py's exit where its Python has no torch (gpufleet/nodebench/train_steps.py)
 
 
 def one_line(text, limit=REASON_MAX):
@@ -521,6 +527,12 @@ def _watch(cfg):
         if gate["passed"]:
             faults += active_checks(applied["tree"], settings, faults, lambda: takes(run.notice))
     run.checked(faults, gated)
+    if not takes(run.notice) and applied.get("tree") and gate["passed"]:
+        with run.lock:  # the health is said again each half interval while the benchmark runs
+            run.checking = True
+        bench_on_request(cfg, one_line(f"its health checks found {len(faults)} fault(s)") if faults else None)
+        with run.lock:
+            run.checking = False
     # the notice is read until the next watch is due (the timer's, an interval after this one's start): the next run
     # must find this one's lock free
     while not takes(run.notice) and time.monotonic() + 2 * NOTICE_POLL_S < began + interval:
@@ -603,6 +615,88 @@ def no_compute_process():
         return one_line(f"no work known: nvidia-smi exit {r.returncode}: {r.stderr or r.stdout}", 120)
     pids = r.stdout.split()
     return f"{len(pids)} compute process(es) on the GPUs" if pids else None
+
+
+def bench_on_request(cfg, refused=None):
+    """The benchmark `gpufleet bench CLUSTER` asked for (BENCH_REQUEST: its id, the node script and its plan, the Python
+    and torchrun's arguments, until when it is waited for), once per request while it is waited for, on an idle node
+    only: under a Slurm reservation of the node (``idle``, as for the active checks; a node with a job is skipped and
+    says so), never on a node whose checks found faults (``refused``). Its word goes into the node's status:
+    "running", then the answer (or why there is none)."""
+    store, nid, pool = agent.STORES[cfg["cloud"]](cfg), agent.node_id(cfg), cfg["pool"]
+    try:
+        req = json.loads(store.get(BENCH_REQUEST.format(pool=pool)))
+    except agent.NotThere:
+        return
+    except (agent.AgentError, OSError, ValueError) as e:  # the next run asks again
+        print(f"the bench request could not be read ({e})", flush=True)
+        return
+    done = agent._read_json(f"{agent.STATE_DIR}/{BENCH_DONE}") or {}
+    if not isinstance(req, dict) or not isinstance(req.get("request"), str) or req["request"] == done.get("request"):
+        return
+    if isinstance(req.get("until"), (int, float)) and time.time() > req["until"]:  # nobody waits for it any more
+        agent.write_private(f"{agent.STATE_DIR}/{BENCH_DONE}", json.dumps({"request": req["request"]}))
+        return
+
+    def tell(**word):
+        status = agent._read_json(f"{agent.STATE_DIR}/status.json") or {"node_id": nid, "cluster": cfg["cluster"],
+                                                                          "pool": pool}
+        agent.put_status(store, pool, nid, {**status, "bench": {"request": req["request"], **word}})
+
+    try:
+        if refused:
+            word = {"state": "skipped", "error": refused}
+        else:
+            tell(state="running")
+            with idle() as busy:
+                word = {"state": "skipped", "error": busy} if busy else run_bench(req)
+        tell(**word)
+    except (agent.AgentError, OSError) as e:  # not recorded as answered: the next run tries again
+        print(f"the bench answer could not be written ({e})", flush=True)
+        return
+    agent.write_private(f"{agent.STATE_DIR}/{BENCH_DONE}", json.dumps({"request": req["request"]}))
+    print(f"bench {req['request']}: {word['state']}" + (f" ({word['error']})" if word.get("error") else ""), flush=True)
+
+
+def run_bench(req):
+    """The node script of ``req`` run on its plan with its Python (under torchrun where it names its arguments), in a
+    folder of its own gone after the run; its answer, or why there is none. A run past its time is killed whole (its
+    process group: torchrun's workers with it)."""
+    python, args, probe = req.get("python"), req.get("args") or [], req.get("probe")
+    if not isinstance(python, str) or not isinstance(args, list) or not all(isinstance(a, str) for a in args) \
+            or not isinstance(req.get("script"), str) or not isinstance(req.get("plan"), dict):
+        return {"state": "failed", "error": "the request is not of its format: not run"}
+    timeout = min(float(req.get("timeout_s") or ACTIVE_S), ACTIVE_S)  # within the reservation's span
+    with tempfile.TemporaryDirectory(prefix="gpufleet-bench.") as folder:  # 0700: root's alone
+        script, plan = os.path.join(folder, "train_steps.py"), os.path.join(folder, "plan.json")
+        agent.write_private(script, req["script"])
+        agent.write_private(plan, json.dumps(req["plan"]))
+        try:
+            if probe and subprocess.run([python, "-c", f"import {probe}"], capture_output=True,
+                                        timeout=120).returncode != 0:
+                return {"state": "failed", "rc": NO_TORCH, "error": f"no PyTorch with torchrun ({probe}) in {python}"}
+            proc = subprocess.Popen([python, *args, script, plan], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
+        except (OSError, subprocess.SubprocessError) as e:
+            return {"state": "failed", "error": one_line(f"{python} could not be run: {e}", 300)}
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return {"state": "failed", "error": f"the benchmark did not end within {timeout:.0f} s: killed"}
+    lines = out.strip().splitlines()
+    try:
+        answer = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        answer = None
+    if proc.returncode == NO_TORCH:
+        return {"state": "failed", "rc": NO_TORCH, "error": f"no PyTorch in {python}"}
+    if proc.returncode != 0 or not isinstance(answer, dict) or "results" not in answer:
+        return {"state": "failed", "rc": proc.returncode,
+                "error": one_line(f"exit {proc.returncode} with no results: {(err or out).strip()[-300:]}", 400)}
+    return {"state": "answered", "rc": 0, "answer": answer}
 
 
 def say(cfg, interval, gate, notice, unread, faults, fresh_s, node=None):

@@ -6,8 +6,8 @@ subprocess of the Python that has the user's PyTorch; this side writes its plan 
 workloads the model knows), and judges its answer: per benchmark the model's prediction for this GPU (what
 ``compare`` predicts for one GPU of it), the error, MFU against the GPU's dense BF16 peak, and a flag
 where the error is beyond the model's stated error, with what it suggests. On a cluster every node runs the
-plan at once through its kind (``nodes``: rack hosts over SSH) and is judged against its pool's GPU; the
-per-node spread shows a node slower than its peers.
+plan at once through its kind (``nodes``: rack hosts over SSH, cloud nodes through their bucket) and is judged
+against its pool's GPU; the per-node spread shows a node slower than its peers.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from gpufleet.errors import GpufleetError, InputError, ToolMissing
 from gpufleet.fleet import team
 from gpufleet.nodebench.launch import TORCHRUN, Launch
 from gpufleet.nodebench.train_steps import NO_TORCH
-from gpufleet.nodes.run import Run
+from gpufleet.nodes.run import Run, Seams
 from gpufleet.perf import llm_shapes, measured, workloads
 from gpufleet.perf.model import error_band, predict
 from gpufleet.perf.workloads import Workload
@@ -303,14 +303,16 @@ class ClusterBench:
 
 
 def bench_cluster(stack, cat: Catalog, names: list[str], *, tiny: bool, python: str, cluster: str | None = None,
-                  registry=None, trust_new_hosts: bool = False, progress=None, launch: Launch | None = None
-                  ) -> ClusterBench:
+                  registry=None, trust_new_hosts: bool = False, progress=None, launch: Launch | None = None,
+                  wait_s: float | None = None) -> ClusterBench:
     """Every node of the stack's cluster runs ``names`` (each kind its own way, alone or under torchrun), judged
-    against its pool's GPU; with ``launch.nodes`` > 1, one job over that many nodes, judged once."""
+    against its pool's GPU; with ``launch.nodes`` > 1, one job over that many nodes, judged once. ``wait_s``: how long
+    the cloud nodes' answers are waited for (None: their run's longest and a watch interval)."""
     reg = registry or team.registry()
     name = cluster or stack.name
     rec = recorded(reg, name)
-    run = Run(stack, cat, name, reg, trust_new_hosts=trust_new_hosts, progress=progress, record=rec, backend=rec.backend)
+    run = Run(stack, cat, name, reg, seams=Seams(wait_s=wait_s), trust_new_hosts=trust_new_hosts, progress=progress,
+              record=rec, backend=rec.backend)
     the_plan = plan(names, tiny)
     pools = {p.name: p for p in stack.pools}
     out = ClusterBench(name, tiny)

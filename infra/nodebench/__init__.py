@@ -6,3 +6,10 @@ host over SSH and run there as it is run here (``gpufleet bench --here``). The c
 plan (which models, their shapes and batches) and reads its JSON answer; predictions, MFU and
 the catalog stay on the controller's side (``gpufleet.fleet.bench``).
 """
+
+from importlib import resources
+
+
+def source() -> bytes:
+    """The node script as it is sent to a node (over SSH to a rack host, in the bench request to a cloud node)."""
+    return resources.files(__name__).joinpath("train_steps.py").read_bytes()

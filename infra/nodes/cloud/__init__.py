@@ -14,6 +14,7 @@ from gpufleet.engine import automation
 from gpufleet.engine.plan import plan
 from gpufleet.engine.program import build, layout
 from gpufleet.errors import DeployError, GpufleetError, InputError
+from gpufleet.nodes.cloud import bench as cloudbench
 from gpufleet.nodes.cloud import channel as cloudnodes
 from gpufleet.nodes.cloud import failover
 from gpufleet.nodes.cloud import heal as healing
@@ -444,12 +445,19 @@ def verify(run: Run, level: str, node: str | None = None) -> list[NodeVerdict]:
 
 
 def bench(run: Run, plan: dict, python: str, launch=None) -> list[Benched]:
-    """Not through the bucket yet (issue 52 asks for it): each recorded node says how to bench it by hand."""
+    """The benchmark ``plan`` on every recorded node through its pool's bucket (``nodes.cloud.bench``), each node alone
+    or under its own torchrun (``launch.procs``); not one job over several nodes (``launch.nodes`` > 1: InputError)."""
     nodes = targets(run, None) if run.record is not None else []
-    return [Benched(f"{n.pool}-{n.idx}", n.pool, n.private_ip or n.node_id,
-                    error="cloud nodes are not benchmarked through their bucket yet",
-                    hint=f"run it there: gpufleet ssh {run.cluster} {n.pool}-{n.idx} -- gpufleet bench --here")
-            for n in nodes]
+    if not nodes:
+        return []
+    if launch and launch.nodes > 1:
+        raise InputError(f"--nodes {launch.nodes}: one torchrun job over several nodes runs on rack hosts, over SSH; "
+                         "cloud nodes are benchmarked each on its own, through their bucket",
+                         "leave --nodes out (--gpus all runs the step on all of each node's GPUs)")
+    require_backend(run.record)  # its outputs (the buckets) are read from its stack, where the record says
+    wait = cloudbench.RUN_S + cloudbench.PICKUP_S if run.seams.wait_s is None else run.seams.wait_s
+    return cloudbench.bench_pools(outputs(run), nodes, plan, python, launch, timeout_s=wait, progress=run.progress,
+                                  stores=run.seams.stores)
 
 
 def wait_s(run: Run) -> float:

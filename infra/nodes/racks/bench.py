@@ -8,9 +8,9 @@ from __future__ import annotations
 import base64
 import json
 import shlex
-from importlib import resources
 
 from gpufleet.clouds.baremetal import hosts
+from gpufleet.nodebench import source
 from gpufleet.nodebench.launch import TORCHRUN, Launch
 from gpufleet.nodebench.train_steps import NO_TORCH
 from gpufleet.nodes.kind import Benched
@@ -28,15 +28,11 @@ PROBE = """{python} -c 'import {module}' >/dev/null 2>&1 || {{ rm -rf "$d"; exit
 """
 
 
-def node_script() -> bytes:
-    return resources.files("gpufleet.nodebench").joinpath("train_steps.py").read_bytes()
-
-
 def bench_hosts(targets: list[hosts.HostTarget], plan: dict, *, python: str, trust_new: bool = False,
                 workers: int = 32, progress=None, launch: Launch | None = None) -> list[Benched]:
     """One answer per target, in order: the benchmarks ran on every host at once (each on its own GPUs), alone or
     under torchrun (``launch``); a job of several nodes has its rendezvous at the first target's address."""
-    data = node_script()
+    data = source()
     encoded = shlex.quote(base64.b64encode(json.dumps(plan).encode()).decode())
     probe = PROBE.format(python=shlex.quote(python), module=TORCHRUN, no_torch=NO_TORCH) if launch else ""
     scripts = {}

@@ -1,0 +1,213 @@
+"""`gpufleet bench CLUSTER` on a cloud cluster (issue 52): the request goes into the pool's prefix of the stack's bucket
+(moto's S3), the node's real watch (clouds/node_watch.py, the node fixture of test_node_watch: its own instance role's
+credentials, stand-in tools and scontrol) runs the node script with this machine's PyTorch on toy shapes and puts its
+answer in its own status, and the CLI judges it as it judges a rack host's. No assertion here is about a speed."""
+
+import importlib.util
+import json
+import shutil
+import sys
+import threading
+
+import pytest
+from test_node_watch import node  # noqa: F401 (the fixture: a configured node, its bucket, its Slurm)
+
+from gpufleet.clouds import node_watch
+from gpufleet.engine import automation
+from gpufleet.state.registry import Node, Registry
+
+from conftest import ROOT, cli, table_cells
+
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="torch is not installed (the test extra brings it)")
+STACK = """name: wb
+owner: ml@example.com
+access:
+  public_key: example.pub
+  ssh_cidrs: [203.0.113.0/24]
+pools:
+  - name: gpu
+    provider: aws
+    region: us-east-1
+    zone: us-east-1a
+    instance_type: g6.xlarge
+    nodes: 1
+"""
+OUTPUTS = {"pools": {"gpu": {"bucket": {"name": "gpufleet-w-1", "cloud": "aws", "region": "us-east-1"}}}}
+
+
+@pytest.fixture
+def cluster(node, tmp_path, monkeypatch):  # noqa: F811 (the fixture imported above)
+    """Cluster `wb` as the registry records it (its one node: the watch's, i-0watch1), its stack's outputs naming the
+    node's bucket (the Pulumi CLI is not installed here); the node's watch and where `--record` keeps rows."""
+    monkeypatch.setenv("GPUFLEET_REGISTRY", str(tmp_path / "registry.db"))
+    monkeypatch.setenv("GPUFLEET_MEASURED", str(tmp_path / "measured.json"))
+    shutil.copy(ROOT / "stacks" / "examples" / "keys" / "example.pub", tmp_path / "example.pub")
+    (tmp_path / "wb.yaml").write_text(STACK)
+    Registry(tmp_path / "registry.db").record(
+        name="wb", stack="wb", stack_file=str(tmp_path / "wb.yaml"), owner="o", expires_at="2099-01-01T00:00:00Z",
+        backend=automation.backend_url(), state="up",
+        nodes=[Node(pool="gpu", idx=0, provider="aws", location="us-east-1", machine="g6.xlarge", node_id="i-0watch1",
+                    private_ip="10.0.0.5")])
+    monkeypatch.setattr(automation, "outputs", lambda *a, **kw: OUTPUTS)
+    assert node_watch.watch(node["cfg"]) == 0  # its first watch: the status the answers go into
+    return node
+
+
+class Timer:
+    """The node's watch timer: a watch run after another until stopped (a run answers a bench request it finds)."""
+
+    def __init__(self, n):
+        self.stop, self.runs = threading.Event(), 0
+        self.thread = threading.Thread(target=self._loop, args=(n["cfg"],), daemon=True)
+
+    def _loop(self, cfg):
+        while not self.stop.is_set():
+            node_watch.watch(cfg)
+            self.runs += 1
+            self.stop.wait(0.2)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(timeout=120)
+
+
+def _doc(r) -> dict:
+    """The CLI's --json document (the watch, in this process, prints its own lines before it)."""
+    lines = r.stdout.splitlines()
+    return json.loads("\n".join(lines[next(i for i, line in enumerate(lines) if line.startswith("{")):]))
+
+
+def _bench(*args):
+    return cli("bench", "wb", "--tiny", "--workload", "resnet50,llm:1b", "--wait-timeout", "240", *args)
+
+
+@needs_torch
+def test_a_cloud_node_answers_the_bench_request_through_its_bucket_and_the_rows_are_judged_and_recorded(cluster):
+    from gpufleet.perf import measured
+
+    store = node_watch.agent.S3(cluster["cfg"])
+    with Timer(cluster):
+        r = _bench("--python", sys.executable, "--record")
+    assert r.exit_code == 0, r.output
+    rows = [c for c in table_cells(r.output) if c[0] == "gpu-0"]
+    assert [c[2] for c in rows] == ["resnet50", "llm:1b"] and all(c[1] == "10.0.0.5" for c in rows)
+    assert all(float(c[3].replace(",", "")) > 0 and c[4] in ("img/s", "tok/s") for c in rows)
+    kept = measured.read()
+    assert {(m.workload, m.cluster, m.host, m.tiny) for m in kept} == {("resnet50", "wb", "gpu-0", True),
+                                                                       ("llm:1b", "wb", "gpu-0", True)}
+    # the request: in the pool's prefix (the node reads it, only the operator writes it), the node script in it
+    req = json.loads(store.get("pools/gpu/bench.json"))
+    assert req["python"] == sys.executable and req["args"] == [] and "def run_one" in req["script"]
+    assert [b["name"] for b in req["plan"]["benchmarks"]] == ["resnet50", "llm:1b"]
+    # answered once: the node's next watch runs nothing more for it
+    assert json.loads((cluster["state"] / node_watch.BENCH_DONE).read_text()) == {"request": req["request"]}
+
+
+def test_a_node_that_never_answers_times_out_named_and_the_run_exits_1(cluster):
+    r = cli("--json", "bench", "wb", "--tiny", "--wait-timeout", "1")
+    assert r.exit_code == 1, r.output
+    (n,) = _doc(r)["nodes"]
+    assert n["node"] == "gpu-0" and "gpu-0 gave no answer after 1 s" in n["error"] and "gpufleet-watch" in n["hint"]
+    # the node's watch, coming round after nobody waits any more, runs nothing of it
+    assert node_watch.watch(cluster["cfg"]) == 0
+    status = json.loads((cluster["state"] / "status.json").read_text())
+    assert "bench" not in status and (cluster["state"] / node_watch.BENCH_DONE).exists()
+
+
+@pytest.mark.parametrize("said, refused", [
+    ({"name": "resnet50", "samples_per_s": "fast"}, "samples_per_s 'fast' is not a finite number"),
+    ({"name": "resnet50", "samples_per_s": float("nan")}, "samples_per_s 'nan' is not a finite number"),
+    ({"name": "resnet50; touch x", "samples_per_s": 1.0}, "is not one of the plan's (resnet50)"),
+    (None, "results '[]' is not a list of 1 rows, one per benchmark asked for"),  # nothing measured is no answer
+])
+def test_an_answer_not_of_the_node_scripts_format_is_refused_with_what_is_wrong(cluster, tmp_path, said, refused):
+    """What the node's Python printed (a node that is not what it was: here a stand-in for its Python) reaches
+    neither the table nor the calibration unless each field is of its format."""
+    fake = tmp_path / "python"
+    answer = {"versions": {"torch": "2.9.0"}, "device": {"kind": "cpu", "name": "x86_64"}, "results": [said] if said else [],
+              "when": "2026-11-27T12:00:00Z"}
+    fake.write_text(f"#!{sys.executable}\nprint({json.dumps(json.dumps(answer))})\n")
+    fake.chmod(0o755)
+    with Timer(cluster):
+        r = cli("--json", "bench", "wb", "--tiny", "--workload", "resnet50", "--wait-timeout", "240", "--python",
+                str(fake))
+    assert r.exit_code == 1, r.output
+    (n,) = _doc(r)["nodes"]
+    assert "bench" not in n and refused in n["error"] and "the bench answer in gpu-0's status" in n["error"]
+    assert "--python" in n["hint"]
+
+
+def test_a_node_busy_with_a_slurm_job_is_not_benchmarked_and_says_so(cluster):
+    (cluster["bin"] / "slurm-node.json").write_text(json.dumps({"state": "ALLOCATED", "reason": ""}))
+    with Timer(cluster):
+        r = cli("--json", "bench", "wb", "--tiny", "--wait-timeout", "240")
+    assert r.exit_code == 1, r.output
+    (n,) = _doc(r)["nodes"]
+    assert n["error"] == "gpu-0 was not benchmarked: Slurm says ALLOCATED" and "idle" in n["hint"]
+    log = (cluster["bin"] / "scontrol.log").read_text()
+    assert "reservation" not in log  # nothing held, nothing run
+
+
+def test_one_job_over_several_cloud_nodes_is_refused_before_anything_is_asked(cluster):
+    store = node_watch.agent.S3(cluster["cfg"])
+    r = cli("bench", "wb", "--tiny", "--nodes", "2")
+    assert r.exit_code == 2 and "cloud nodes are benchmarked each on its own" in r.output, r.output
+    with pytest.raises(node_watch.agent.NotThere):
+        store.get("pools/gpu/bench.json")
+
+
+@needs_torch
+def test_gpus_runs_the_step_under_the_nodes_own_torchrun(cluster):
+    """--gpus 2 with --tiny: the node's watch runs the script under `python -m torch.distributed.run` (2 gloo
+    processes on the CPU), and the row gives the world size and each rank's rate."""
+    with Timer(cluster):
+        r = cli("--json", "bench", "wb", "--tiny", "--workload", "resnet50", "--gpus", "2", "--wait-timeout", "300",
+                "--python", sys.executable)
+    assert r.exit_code == 0, r.output
+    (n,) = _doc(r)["nodes"]
+    assert n["bench"]["device"]["world_size"] == 2
+    (row,) = n["bench"]["benchmarks"]
+    assert row["sharding"] == "ddp" and sorted(x["rank"] for x in row["ranks"]) == [0, 1]
+
+
+def test_a_status_another_writer_puts_under_the_nodes_name_is_not_its_answer(cluster):
+    """A status object speaks for the node its key names (on AWS, the one key the node's role may write): another
+    writer's object whose body names this node answers nothing for it."""
+    store = node_watch.agent.S3(cluster["cfg"])
+
+    def forge():
+        while True:
+            try:
+                request = json.loads(store.get("pools/gpu/bench.json"))["request"]
+                break
+            except node_watch.agent.NotThere:
+                threading.Event().wait(0.05)
+        answer = {"versions": {}, "device": {"kind": "cpu"}, "results": [], "when": "2026-11-27T12:00:00Z"}
+        store.put("status/gpu/AROAOTHER:i-0other.json", json.dumps({
+            "node_id": "i-0watch1", "pool": "gpu", "bench": {"request": request, "state": "answered",
+                                                             "answer": answer}}).encode())
+
+    forger = threading.Thread(target=forge, daemon=True)
+    forger.start()
+    r = cli("--json", "bench", "wb", "--tiny", "--wait-timeout", "8")
+    forger.join(timeout=30)
+    assert r.exit_code == 1, r.output
+    (n,) = _doc(r)["nodes"]
+    assert "bench" not in n and "gpu-0 gave no answer after 8 s" in n["error"]
+
+
+def test_a_node_whose_python_has_no_pytorch_says_so_and_where_the_frameworks_formula_puts_it(cluster, tmp_path):
+    fake = tmp_path / "python3"  # the node script's own answer where `import torch` fails (exit 3)
+    fake.write_text(f"#!{sys.executable}\nimport sys\nprint('{{\"error\": \"no-torch\"}}')\nsys.exit(3)\n")
+    fake.chmod(0o755)
+    with Timer(cluster):
+        r = cli("--json", "bench", "wb", "--tiny", "--wait-timeout", "240", "--python", str(fake))
+    assert r.exit_code == 1, r.output
+    (n,) = _doc(r)["nodes"]
+    assert n["error"] == f"no PyTorch in {fake} on gpu-0: bench trains with the PyTorch the node has"
+    assert "/opt/gpufleet/envs/pytorch/bin/python" in n["hint"]
