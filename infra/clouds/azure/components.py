@@ -56,6 +56,7 @@ class NetworkArgs:
     ssh_cidrs: list[str]
     tags: dict[str, str]
     bastion_cidr: str | None = None  # the AzureBastionSubnet: a Bastion for `gpufleet ssh` (clouds.azure.access)
+    monitor_ports: list[int] = field(default_factory=list)  # the monitor's (Prometheus...), where it is in this region
 
 
 class ClusterNetwork(pulumi.ComponentResource):
@@ -71,6 +72,17 @@ class ClusterNetwork(pulumi.ComponentResource):
                   "protocol": "Tcp", "source_address_prefix": cidr, "source_port_range": "*",
                   "destination_address_prefix": "*", "destination_port_range": "22"}
                  for i, cidr in enumerate(args.ssh_cidrs)]
+        if args.monitor_ports:
+            # the NSG's default AllowVnetInBound (65000) admits the VirtualNetwork tag: every peered VNet and network
+            # behind a gateway too; the monitor's ports answer the cluster's own address space only (learn.microsoft.com
+            # /azure/virtual-network/network-security-groups-overview, "Default security rules", read 2026-11-27)
+            ports = [str(p) for p in args.monitor_ports]
+            rules += [{"name": "monitor-from-cluster", "priority": 3000, "direction": "Inbound", "access": "Allow",
+                       "protocol": "Tcp", "source_address_prefix": args.cidr, "source_port_range": "*",
+                       "destination_address_prefix": "*", "destination_port_ranges": ports},
+                      {"name": "monitor-deny-others", "priority": 3001, "direction": "Inbound", "access": "Deny",
+                       "protocol": "*", "source_address_prefix": "*", "source_port_range": "*",
+                       "destination_address_prefix": "*", "destination_port_ranges": ports}]
         rules.append({"name": "deny-internet-in", "priority": 4000, "direction": "Inbound", "access": "Deny",
                       "protocol": "*", "source_address_prefix": "Internet", "source_port_range": "*",
                       "destination_address_prefix": "*", "destination_port_range": "*"})
