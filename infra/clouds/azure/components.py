@@ -41,7 +41,7 @@ import pulumi
 import pulumi_azure_native as azn
 
 from gpufleet.clouds import bootstrap
-from gpufleet.clouds.azure import access
+from gpufleet.clouds.azure import access, monitoring
 from gpufleet.clouds.azure.pool_vms import ScaleSetNodes
 from gpufleet.clouds.azure.rules import HOST_PREFIX_LIMIT, SKUS, STORAGE
 from gpufleet.clouds.pools import StorageArgs, resource_name
@@ -226,6 +226,7 @@ class PoolArgs:
     capacity_reservation_group: str | None = None  # a group's resource id: the VMs take its reserved capacity
     plan: dict | None = None  # the purchase plan the image is sold with (name, publisher, product): VMs must name it
     metadata: str = "root"  # who on the node reaches IMDS and WireServer (spec Access.metadata: root or all-users)
+    monitor: bool = False  # its node runs Prometheus, and lists the pools' scale sets for it (spec monitor_pool)
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -282,6 +283,18 @@ class GpuNodePool(pulumi.ComponentResource):
                 f"{name}-data", scope=st.container_id, principal_id=ident.principal_id,
                 principal_type="ServicePrincipal", role_definition_id=st.node_role_id,
                 condition=node_condition(args.pool), condition_version="2.0", opts=child)
+            if args.monitor:  # the listing's one action (clouds.azure.monitoring), on its region's group only
+                group = pulumi.Output.concat("/subscriptions/", args.subscription, "/resourceGroups/",
+                                             args.resource_group_name)
+                guid = str(uuid.uuid5(_ROLE_IDS, f"{args.subscription}/{args.cluster}/{args.pool}/discovery"))
+                listing = azn.authorization.RoleDefinition(
+                    f"{name}-discovery-role", role_definition_id=guid, scope=group, assignable_scopes=[group],
+                    role_name=f"gpufleet monitor {args.cluster} {args.pool}",
+                    description="gpufleet's monitor: list the network interfaces of the cluster's scale sets",
+                    permissions=[{"actions": list(monitoring.DISCOVERY_ACTIONS), "data_actions": []}], opts=child)
+                azn.authorization.RoleAssignment(
+                    f"{name}-discovery", scope=group, principal_id=ident.principal_id, principal_type="ServicePrincipal",
+                    role_definition_id=listing.id.apply(lambda _: role_id(args.subscription, guid)), opts=child)
             identity = {"type": "UserAssigned", "user_assigned_identities": [ident.id]}
             profile["os_profile"]["custom_data"] = pulumi.Output.all(st.account, ident.client_id).apply(
                 lambda v: base64.b64encode(bootstrap.render(bootstrap.config(

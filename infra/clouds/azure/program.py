@@ -45,6 +45,7 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
             zone=zone, subscription=ctx.settings["azure"]["subscription"],
             storage_account=shared["storage"],
             capacity_reservation_group=p.reservation.id if p.reservation else None,
-            metadata=stack.metadata_of(p.pool)), opts=popts)
+            metadata=stack.metadata_of(p.pool),
+            monitor=stack.monitor_pool() is p.pool), opts=popts)
         out[p.name] = ctx.export(p, region, zone, comp)
     return out

@@ -16,6 +16,8 @@ A pool on a network the stack names (``vpc:``) is on the team's network and its 
 """
 
 import ipaddress
+import json
+import re
 
 import pytest
 
@@ -122,3 +124,30 @@ def test_the_monitors_ports_answer_the_clusters_network_only(plan):
         assert admits(cloud, p, INSIDE, port), (cloud, port)
         for addr in OUTSIDE:
             assert not admits(cloud, p, addr, port), (cloud, addr, port)
+
+
+def test_the_monitors_identity_may_list_the_clusters_nodes_and_nothing_more(plan):
+    """Root on the monitor's node lists the cluster's nodes with the node's identity (clouds/node_targets.py): its
+    pool's identity, and no other, gets exactly the listing's named actions, on every cloud."""
+    from gpufleet.clouds.aws import monitoring as aws
+    from gpufleet.clouds.azure import monitoring as azure
+    from gpufleet.clouds.gcp import monitoring as gcp
+
+    cloud, p = plan
+    if cloud == "aws":
+        (r,) = [r for r in _by_type(p, "aws:iam/rolePolicy:RolePolicy") if r.inputs["name"] == "gpufleet-prometheus-discovery"]
+        assert json.loads(r.inputs["policy"])["Statement"][0]["Action"] == list(aws.DISCOVERY_ACTIONS)
+        assert r.parent.endswith("m-mon")
+    elif cloud == "gcp":
+        (role,) = _by_type(p, "gcp:projects/iAMCustomRole:IAMCustomRole")
+        assert role.inputs["permissions"] == list(gcp.DISCOVERY_PERMISSIONS) == ["compute.instances.list"]
+        (member,) = _by_type(p, "gcp:projects/iAMMember:IAMMember")
+        (sa,) = _by_type(p, "gcp:serviceaccount/account:Account")
+        assert member.parent == sa.parent == role.parent and member.inputs["member"].startswith("serviceAccount:")
+        assert re.fullmatch(r"[a-zA-Z0-9_.]{3,64}", role.inputs["roleId"])  # IAM's custom role id format
+    else:
+        (role,) = [r for r in _by_type(p, "azure-native:authorization:RoleDefinition") if "discovery" in r.name]
+        (perm,) = role.inputs["permissions"]
+        assert perm["actions"] == list(azure.DISCOVERY_ACTIONS) and not perm.get("dataActions")
+        (grant,) = [r for r in _by_type(p, "azure-native:authorization:RoleAssignment") if r.name.endswith("-discovery")]
+        assert grant.inputs["scope"] == role.inputs["scope"] and "/resourceGroups/" in grant.inputs["scope"]
