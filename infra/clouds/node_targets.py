@@ -93,7 +93,7 @@ def gcp_nodes(cfg, d):
     """Every running instance labelled with the cluster, in every zone (instances.aggregatedList, page by page), with
     the token of the VM's service account from the metadata server."""
     g = d["gcp"]
-    base = (g.get("endpoint") or "https://compute.googleapis.com").rstrip("/")
+    base = (cfg.get("compute_endpoint") or "https://compute.googleapis.com").rstrip("/")  # the node's config: tests
     headers = agent.GCS(cfg).headers()
     out, page = [], None
     while True:
@@ -120,10 +120,10 @@ def azure_nodes(cfg, d):
     """Every VM of the pools' scale sets with its primary private address: each scale set's network interfaces
     (one call a scale set, page by page), with the token of the monitor's managed identity."""
     a = d["azure"]
-    base = (a.get("endpoint") or ARM).rstrip("/")
+    base = (cfg.get("arm_endpoint") or ARM).rstrip("/")  # the node's config: tests
     query = {"api-version": "2018-02-01", "resource": ARM + "/"}
     query.update({"client_id": cfg["identity"]} if cfg.get("identity") else {})
-    status, _, body = agent.http("GET", (a.get("token_url") or agent.AZURE_IMDS + "/identity/oauth2/token") + "?" +
+    status, _, body = agent.http("GET", (cfg.get("token_url") or agent.AZURE_IMDS + "/identity/oauth2/token") + "?" +
                                  urllib.parse.urlencode(query), {"Metadata": "true"}, timeout=5)
     agent.check(status, "token of the managed identity", body)
     headers = {"Authorization": "Bearer " + json.loads(body)["access_token"]}

@@ -22,13 +22,16 @@ from gpufleet.monitoring import scrape
 from gpufleet.nodes.cloud import channel
 from tests.conftest import require
 
-STACK = """name: c1
+TEMPLATE = """name: c1
 owner: o
-monitoring: {prometheus: true, host: mon}
+{head}monitoring: {{prometheus: true, host: mon}}
 pools:
-  - {name: mon, provider: aws, region: us-east-1, instance_type: g5.xlarge, nodes: 1}
-  - {name: gpu, provider: aws, region: us-east-1, instance_type: p4d.24xlarge, nodes: 2}
+  - {{name: mon, {mon}, nodes: 1}}
+  - {{name: gpu, {gpu}, nodes: 2}}
 """
+STACK = TEMPLATE.format(head="", mon="provider: aws, region: us-east-1, instance_type: g5.xlarge",
+                        gpu="provider: aws, region: us-east-1, instance_type: p4d.24xlarge")
+KEY = 'access: {public_key: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFjtZCMk8DLg9Gw3q44fZDXDQHKWHrf7Wb55hmdcfA0A x"}\n'
 
 
 @pytest.fixture(scope="module")
@@ -177,3 +180,127 @@ def test_the_files_are_prometheus_users_to_read_under_the_agents_umask(tmp_path)
     assert stat.S_IMODE((tmp_path / "t").stat().st_mode) == 0o755
     assert stat.S_IMODE((tmp_path / "t" / "9100.json").stat().st_mode) == 0o644
     assert [p.name for p in (tmp_path / "t").iterdir()] == ["9100.json"]  # no temporary file left
+
+
+class _Fake:
+    """An HTTP server answering GETs from ``routes`` (path -> (status, JSON body)), keeping what it was asked."""
+
+    def __init__(self, routes: dict):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.asked: list[tuple[str, dict]] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server's name)
+                fake.asked.append((self.path, dict(self.headers)))
+                path = self.path.split("?")[0]
+                status, body = routes.get(path, (404, {"error": "no such path"}))
+                if callable(body):
+                    body = body(self.path)
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _vm(name: str, pool: str, ip: str, status: str = "RUNNING", cluster: str = "c1") -> dict:
+    return {"name": name, "status": status, "labels": {"gpufleet-cluster": cluster, "gpufleet-pool": pool},
+            "networkInterfaces": [{"networkIP": ip, "name": "nic0"}]}
+
+
+def test_gcp_nodes_are_listed_across_zones_and_pages_with_the_vms_token(tmp_path, write, cat, monkeypatch):
+    """instances.aggregatedList in its own format (checked by google-cloud-compute's types, unknown fields refused):
+    the running instances of the cluster's pools, every page; the token is the metadata server's."""
+    from google.cloud import compute_v1
+
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "proj-1")
+    stack = stacks.load(write("g.yaml", TEMPLATE.format(
+        head="", mon="provider: gcp, region: us-central1, instance_type: g2-standard-4",
+        gpu="provider: gcp, region: us-central1, instance_type: a2-highgpu-1g")), cat)
+    pages = [{"kind": "compute#instanceAggregatedList", "nextPageToken": "p2", "items": {
+                 "zones/us-central1-a": {"instances": [_vm("c1-gpu-0", "gpu", "10.64.0.2"),
+                                                       _vm("c1-gpu-9", "gpu", "10.64.0.9", status="TERMINATED")]},
+                 "zones/us-central1-b": {"warning": {"code": "NO_RESULTS_ON_PAGE", "message": "none"}}}},
+             {"kind": "compute#instanceAggregatedList", "items": {
+                 "zones/us-central1-c": {"instances": [_vm("c1-mon-0", "mon", "10.64.1.2"),
+                                                       _vm("c1-gpu-1", "gpu", "169.254.169.254")]}}}]
+    for page in pages:
+        compute_v1.InstanceAggregatedList.from_json(json.dumps(page), ignore_unknown_fields=False)
+    fake = _Fake({"/token": (200, {"access_token": "ya29.t", "expires_in": 3599, "token_type": "Bearer"}),
+                  "/compute/v1/projects/proj-1/aggregated/instances":
+                      (200, lambda path: pages[1] if "pageToken=p2" in path else pages[0])})
+    try:
+        d = _discovery(stack, cat)
+        cfg = {"cloud": "gcp", "bucket": "b", "token_url": fake.url + "/token", "compute_endpoint": fake.url}
+        assert node_targets.run(cfg, d, out_dir=str(tmp_path)) == 0
+    finally:
+        fake.close()
+    got = json.loads((tmp_path / "9100.json").read_text())
+    assert [(g["labels"]["pool"], g["labels"]["node"], g["targets"]) for g in got] == [
+        ("gpu", "c1-gpu-0", ["10.64.0.2:9100"]), ("mon", "c1-mon-0", ["10.64.1.2:9100"])]
+    listed = [(p, h) for p, h in fake.asked if "/aggregated/" in p]
+    assert len(listed) == 2 and all(h.get("Authorization") == "Bearer ya29.t" for _, h in listed)
+    assert "labels.gpufleet-cluster+%3D+%22c1%22" in listed[0][0]
+
+
+def test_azure_nodes_are_each_scale_sets_interfaces_with_the_identitys_token(tmp_path, write, cat, monkeypatch):
+    """Each pool's scale set's network interfaces ("Network Interfaces - List Virtual Machine Scale Set Network
+    Interfaces", api-version 2018-10-01: value[].properties.virtualMachine.id, ipConfigurations[].properties
+    .privateIPAddress and primary), following nextLink; the token is the managed identity's, for ARM."""
+    monkeypatch.setenv("ARM_SUBSCRIPTION_ID", "00000000-0000-0000-0000-000000000001")
+    stack = stacks.load(write("z.yaml", TEMPLATE.format(
+        head=KEY, mon="provider: azure, region: eastus, instance_type: Standard_NC4as_T4_v3",
+        gpu="provider: azure, region: eastus, instance_type: Standard_NC24ads_A100_v4")), cat)
+    d = _discovery(stack, cat)
+    sets = {s["pool"]: s for s in d["azure"]["scale_sets"]}
+    base = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/{group}/providers/Microsoft.Compute/" \
+           "virtualMachineScaleSets/{name}"
+
+    def nic(s, idx, ip):
+        vm = base.format(**s) + f"/virtualMachines/{idx}"
+        return {"name": "nic0", "id": vm + "/networkInterfaces/nic0", "properties": {
+            "virtualMachine": {"id": vm}, "primary": True, "ipConfigurations": [
+                {"name": "ip0", "properties": {"privateIPAddress": "10.64.9.9", "primary": False}},
+                {"name": "ip1", "properties": {"privateIPAddress": ip, "primary": True}}]}}
+
+    gpu_path = base.format(**sets["gpu"]) + "/networkInterfaces"
+
+    def gpu_pages(path: str) -> dict:  # two pages, the first naming the second as ARM does (nextLink)
+        if "skiptoken=2" in path:
+            return {"value": [nic(sets["gpu"], 3, "10.64.0.7")]}
+        return {"value": [nic(sets["gpu"], 0, "10.64.0.4")],
+                "nextLink": f"{fake.url}{gpu_path}?api-version=2018-10-01&$skiptoken=2"}
+
+    routes = {"/token": (200, {"access_token": "eyJ.t", "token_type": "Bearer"}),
+              base.format(**sets["mon"]) + "/networkInterfaces": (200, {"value": [nic(sets["mon"], 0, "10.64.1.4")]}),
+              gpu_path: (200, gpu_pages)}
+    fake = _Fake(routes)
+    try:
+        cfg = {"cloud": "azure", "bucket": "b", "identity": "client-1", "token_url": fake.url + "/token",
+               "arm_endpoint": fake.url}
+        assert node_targets.run(cfg, d, out_dir=str(tmp_path)) == 0
+    finally:
+        fake.close()
+    got = json.loads((tmp_path / "9400.json").read_text())
+    assert [(g["labels"]["pool"], g["labels"]["node"], g["targets"]) for g in got] == [
+        ("gpu", f"{sets['gpu']['name']}_0", ["10.64.0.4:9400"]), ("gpu", f"{sets['gpu']['name']}_3", ["10.64.0.7:9400"]),
+        ("mon", f"{sets['mon']['name']}_0", ["10.64.1.4:9400"])]
+    (token,) = [p for p, _ in fake.asked if p.startswith("/token")]
+    assert "client_id=client-1" in token and "resource=https%3A%2F%2Fmanagement.azure.com%2F" in token
+    assert all(h.get("Authorization") == "Bearer eyJ.t" for p, h in fake.asked if "networkInterfaces" in p)
+    assert all("api-version=2018-10-01" in p for p, _ in fake.asked if "networkInterfaces" in p)
