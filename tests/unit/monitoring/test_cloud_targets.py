@@ -304,3 +304,18 @@ def test_azure_nodes_are_each_scale_sets_interfaces_with_the_identitys_token(tmp
     assert "client_id=client-1" in token and "resource=https%3A%2F%2Fmanagement.azure.com%2F" in token
     assert all(h.get("Authorization") == "Bearer eyJ.t" for p, h in fake.asked if "networkInterfaces" in p)
     assert all("api-version=2018-10-01" in p for p, _ in fake.asked if "networkInterfaces" in p)
+
+
+def test_the_tree_carries_the_lister_and_only_the_monitors_document_names_a_discovery(stack, cat):
+    import io
+    import tarfile
+
+    from gpufleet.clouds import node_agent
+
+    archive, _ = channel.tree_archive()
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:  # what the agent copies beside itself on the monitor
+        assert tar.extractfile(node_agent.TARGETS).read() == channel.targets_module()
+    gpu = next(p for p in stack.pools if p.name == "gpu")
+    assert "discovery" not in channel.pool_document(stack, gpu, cluster="c1", cat=cat, tree="0" * 64)
+    assert _discovery(stack, cat) == {"cluster": "c1", "pools": ["gpu", "mon"], "ports": [9100, 9400],
+                                      "aws": {"regions": ["us-east-1"]}}
