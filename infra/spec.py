@@ -843,6 +843,15 @@ def monitor_host(stack: Stack, cat) -> Iterable[Problem]:
     elif m.host not in {p.name for p in stack.pools}:
         yield Problem(("monitoring", "host"), f"{m.host!r} is not one of the stack's pools",
                       "one of: controller, " + ", ".join(p.name for p in stack.pools))
+    else:
+        # a cloud pool's nodes all apply the one document of their pool (a rack's first host alone gets the server):
+        # several nodes would each run a Prometheus scraping and alerting alone, and which one is "first" changes as
+        # heal replaces nodes; so the monitor's cloud pool is one node (Slurm's controller is one already)
+        pool = stack.monitor_pool()
+        if not pool.on_rack and pool.bounds[1] > 1:
+            yield Problem(("monitoring", "host"), f"pool {pool.name} may have more than one node "
+                          f"(up to {pool.bounds[1]}), and each would run a Prometheus of its own",
+                          "give the monitor a pool of its own with nodes: 1 (a small instance type), or host: controller")
 
 
 class _Unchecked(Exception):

@@ -393,6 +393,10 @@ class Provider(Protocol):
         each target the labels ``pool`` and ``node`` (``gpufleet.monitoring``), acting on its own meta
         labels only (one job holds every provider's targets)."""
 
+    def monitor_discovery(self, cluster: str, monitor, pools: list) -> dict:
+        """What root on a node of the ``monitor`` pool of this cloud needs to list ``pools``' running nodes with its own
+        identity (clouds/node_targets.py, the cloud's lister); a rack's hosts are written out (``scrape_discovery``)."""
+
     def host_key_alias(self, node, *, cluster: str) -> str | None:
         """The name OpenSSH files the node's host key under (``HostKeyAlias``) on every route: an id its
         provider never gives another machine (an address or a name comes back with the next cluster),

@@ -112,6 +112,9 @@ SLURM_NAME = "slurm_name"  # under STATE_DIR: this node's Slurm name, its slot (
 WATCH = "_gpufleet/node_watch.py"  # in the state tree (nodes/cloud/channel.py puts it there)
 WATCH_HOME = "/opt/gpufleet/node_watch.py"
 WATCH_UNIT = "/etc/systemd/system/gpufleet-watch.service"
+# the monitor's node lists the cluster's nodes for Prometheus each run (node_targets.py, from the tree, beside the agent)
+TARGETS = "_gpufleet/node_targets.py"
+TARGETS_HOME = "/opt/gpufleet/node_targets.py"
 WATCH_UNIT_TEXT = """[Unit]
 Description=gpufleet: watch this node's health and its cloud's notices
 Wants=network-online.target
@@ -645,6 +648,7 @@ def run(cfg, force=False):
                 private_logs(cfg["log"])
             rc = _run(cfg, force)
             report_scheduler(cfg)
+            list_targets(cfg)
             return rc
     finally:
         os.umask(umask)
@@ -666,6 +670,21 @@ def report_scheduler(cfg):
         put_status(store, cfg["pool"], node_id(cfg), status)
     except (AgentError, OSError, ValueError, subprocess.SubprocessError) as e:
         print(f"Slurm's view was not reported: {e}", flush=True)
+
+
+def list_targets(cfg):
+    """On the monitor's node (its pool's document has a ``discovery``): the cluster's running nodes, listed with this
+    node's identity (root's alone) and written for Prometheus by node_targets.py."""
+    d = (_read_json(f"{STATE_DIR}/applied.json") or {}).get("discovery")
+    if not d or not os.path.exists(TARGETS_HOME):
+        return
+    try:
+        r = subprocess.run([sys.executable, TARGETS_HOME], input=json.dumps({"cfg": cfg, "discovery": d}),
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            print(f"scrape targets: {(r.stdout + r.stderr).strip()[-300:]}", flush=True)
+    except (OSError, subprocess.SubprocessError) as e:
+        print(f"scrape targets were not listed: {e}", flush=True)
 
 
 def _read_json(path):
@@ -745,9 +764,11 @@ def _run(cfg, force):
         attempt = applied.get("attempt", 0) + 1 if again else 1
         status.update(attempt=attempt, attempts=ATTEMPTS)
         record = {"generation": current["generation"], "ok": False, "tree": None, "attempt": attempt,
-                  "probe": current.get("probe"), "slot": slot}
+                  "probe": current.get("probe"), "slot": slot, "discovery": current.get("discovery")}
         tree = unpack(store.get(f"tree/{current['tree']}.tar.gz"), current["tree"])
         install_watch(tree, current.get("health"))  # before Salt: a notice during the first configuration drains too
+        if current.get("discovery"):
+            shutil.copyfile(os.path.join(tree, TARGETS), TARGETS_HOME)
         salt_call = ensure_salt(cfg["salt"])
         gpu = has_nvidia_gpu()
         if gpu:

@@ -41,6 +41,7 @@ def monitor_pillar(stack, cluster: str) -> dict:
     return {"listen_address": pool.hosts[0].address if pool.hosts else "",
             "retention": m.retention, "retention_size": f"{m.disk_gb}GB",
             "prometheus_yml": scrape.render_prometheus(stack, cluster=cluster, pools=scraped),
+            "discovery": scrape.discovery(cluster, pool, scraped),
             "alertmanager_yml": scrape.render_alertmanager(stack),
             "rules": render_rules(stack)}
 

@@ -16,6 +16,7 @@ from gpufleet.clouds import cloud, golden
 from gpufleet.clouds.tags import Cluster
 from gpufleet.engine.addresses import AddressPlan, address_needs, plan_addresses
 from gpufleet.errors import InputError
+from gpufleet.monitoring.ports import monitor_ports
 from gpufleet.providers import CLOUDS
 from gpufleet.state.images import BuiltImage, Manifest
 
@@ -110,6 +111,8 @@ class Context:
     addresses: AddressPlan
     settings: dict[str, dict]  # provider -> its program_settings
     refresh_images: bool = False  # look up again what an image name pins (`up --refresh-image`)
+    # the monitor host's own ports (Prometheus, Alertmanager, Grafana): its region's rules admit the cluster's network
+    monitor_ports: list[int] = field(default_factory=monitor_ports)
 
     @staticmethod
     def export(p: PoolPlan, region: str, zone, comp) -> dict:

@@ -18,6 +18,14 @@ def parameters() -> dict:
     return yaml.safe_load((states_dir() / DEFAULTS).read_text())
 
 
+MONITOR = ("prometheus", "alertmanager", "grafana")  # what the monitor host serves (the nodes: the exporters)
+
+
+def monitor_ports() -> list[int]:
+    """The monitor host's own ports, which answer inside the cluster's network only (each cloud's rules)."""
+    return [ports()[name] for name in MONITOR]
+
+
 def ports() -> dict[str, int]:
     """node_exporter, dcgm_exporter, prometheus, alertmanager, grafana -> port."""
     return dict(parameters()["ports"])

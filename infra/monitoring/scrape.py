@@ -3,9 +3,10 @@ installs them from the pillar; tests check them with ``promtool check config``).
 
 Prometheus scrapes two jobs, ``node`` (node_exporter, which carries gpufleet's own textfile metrics)
 and ``dcgm`` (NVIDIA's DCGM exporter), on every node of the pools given. Each provider says how its
-nodes are found (``Provider.scrape_discovery``): a rack's hosts are written out, a cloud's are
-discovered by the cluster's tags, so nodes that heal replaced or `up` added appear without a hand
-edit. Every target gets the labels ``cluster``, ``pool`` and ``node`` (the join rule, package doc).
+nodes are found (``Provider.scrape_discovery``): a rack's hosts are written out, a cloud's are listed
+by root on the monitor's node and read from files (``discovery``, clouds/node_targets.py), so nodes
+that heal replaced or `up` added appear without a hand edit. Every target gets the labels ``cluster``,
+``pool`` and ``node`` (the join rule, package doc).
 File format: Prometheus 2.42's configuration and Alertmanager 0.25's (prometheus.io/docs/prometheus/
 2.42/configuration/configuration/, prometheus.io/docs/alerting/0.25/configuration/, read 2026-11-27).
 """
@@ -38,11 +39,22 @@ def scrape_config(job: str, cluster: str, pools: list) -> dict:
         by_provider.setdefault(p.provider, []).append(p)
     for name, group in sorted(by_provider.items()):
         targets, more = provider(name).scrape_discovery(cluster, group, port)
-        for key, items in targets.items():
-            out.setdefault(key, []).extend(items)
+        for key, items in targets.items():  # the clouds' nodes share one file_sd file: named once
+            out.setdefault(key, []).extend(i for i in items if i not in out[key])
         relabel += more
     out["relabel_configs"] = relabel
     return out
+
+
+def discovery(cluster: str, monitor, pools: list) -> dict | None:
+    """What root on a cloud monitor's node lists and writes for Prometheus (clouds/node_targets.py; the pool document
+    carries it): the nodes of ``pools`` on the monitor's own cloud, whose identity lists no other cloud's, on both
+    exporters' ports. None for a monitor on a rack, whose targets are written out."""
+    mine = [p for p in pools if p.provider == monitor.provider]
+    if monitor.on_rack or not mine:
+        return None
+    return {"cluster": cluster, "pools": sorted(p.name for p in mine), "ports": [ports()[JOBS[j]] for j in JOBS],
+            monitor.provider: provider(monitor.provider).monitor_discovery(cluster, monitor, mine)}
 
 
 def render_prometheus(stack, *, cluster: str, pools: list) -> str:

@@ -35,7 +35,8 @@ monitoring-server_clean-packages-pkg-purged:
 
 monitoring-server_clean-files-file-absent:
   file.absent:
-    - names: {{ [srv.conf_dir ~ "/rules/gpufleet.yml", srv.marker] | json }}
+    {#- gpufleet-targets: the cloud nodes root listed for Prometheus (clouds/node_targets.py DIR) #}
+    - names: {{ [srv.conf_dir ~ "/rules/gpufleet.yml", srv.conf_dir ~ "/gpufleet-targets", srv.marker] | json }}
     - require:
       - pkg: monitoring-server_clean-packages-pkg-purged
 {%- endif %}

@@ -45,7 +45,8 @@ class Aws:
     own_status_only = True  # status/<pool>/${aws:userid}.json (components: the node role's policy)
 
     check_pool = staticmethod(rules.check_pool)
-    scrape_discovery = staticmethod(monitoring.scrape_discovery)  # Prometheus finds the nodes
+    scrape_discovery = staticmethod(monitoring.scrape_discovery)  # the files root writes on the monitor
+    monitor_discovery = staticmethod(monitoring.monitor_discovery)  # what it lists them with
     spend = staticmethod(spending.spend)
     check_reservation = staticmethod(rules.check_reservation)
     tag_problems = staticmethod(tag_rules.tag_problems)

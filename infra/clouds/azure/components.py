@@ -41,7 +41,7 @@ import pulumi
 import pulumi_azure_native as azn
 
 from gpufleet.clouds import bootstrap
-from gpufleet.clouds.azure import access
+from gpufleet.clouds.azure import access, monitoring
 from gpufleet.clouds.azure.pool_vms import ScaleSetNodes
 from gpufleet.clouds.azure.rules import HOST_PREFIX_LIMIT, SKUS, STORAGE
 from gpufleet.clouds.pools import StorageArgs, resource_name
@@ -56,6 +56,7 @@ class NetworkArgs:
     ssh_cidrs: list[str]
     tags: dict[str, str]
     bastion_cidr: str | None = None  # the AzureBastionSubnet: a Bastion for `gpufleet ssh` (clouds.azure.access)
+    monitor_ports: list[int] = field(default_factory=list)  # the monitor's (Prometheus...), where it is in this region
 
 
 class ClusterNetwork(pulumi.ComponentResource):
@@ -71,6 +72,17 @@ class ClusterNetwork(pulumi.ComponentResource):
                   "protocol": "Tcp", "source_address_prefix": cidr, "source_port_range": "*",
                   "destination_address_prefix": "*", "destination_port_range": "22"}
                  for i, cidr in enumerate(args.ssh_cidrs)]
+        if args.monitor_ports:
+            # the NSG's default AllowVnetInBound (65000) admits the VirtualNetwork tag: every peered VNet and network
+            # behind a gateway too; the monitor's ports answer the cluster's own address space only (learn.microsoft.com
+            # /azure/virtual-network/network-security-groups-overview, "Default security rules", read 2026-11-27)
+            ports = [str(p) for p in args.monitor_ports]
+            rules += [{"name": "monitor-from-cluster", "priority": 3000, "direction": "Inbound", "access": "Allow",
+                       "protocol": "Tcp", "source_address_prefix": args.cidr, "source_port_range": "*",
+                       "destination_address_prefix": "*", "destination_port_ranges": ports},
+                      {"name": "monitor-deny-others", "priority": 3001, "direction": "Inbound", "access": "Deny",
+                       "protocol": "*", "source_address_prefix": "*", "source_port_range": "*",
+                       "destination_address_prefix": "*", "destination_port_ranges": ports}]
         rules.append({"name": "deny-internet-in", "priority": 4000, "direction": "Inbound", "access": "Deny",
                       "protocol": "*", "source_address_prefix": "Internet", "source_port_range": "*",
                       "destination_address_prefix": "*", "destination_port_range": "*"})
@@ -214,6 +226,7 @@ class PoolArgs:
     capacity_reservation_group: str | None = None  # a group's resource id: the VMs take its reserved capacity
     plan: dict | None = None  # the purchase plan the image is sold with (name, publisher, product): VMs must name it
     metadata: str = "root"  # who on the node reaches IMDS and WireServer (spec Access.metadata: root or all-users)
+    monitor: bool = False  # its node runs Prometheus, and lists the pools' scale sets for it (spec monitor_pool)
 
 
 class GpuNodePool(pulumi.ComponentResource):
@@ -270,6 +283,18 @@ class GpuNodePool(pulumi.ComponentResource):
                 f"{name}-data", scope=st.container_id, principal_id=ident.principal_id,
                 principal_type="ServicePrincipal", role_definition_id=st.node_role_id,
                 condition=node_condition(args.pool), condition_version="2.0", opts=child)
+            if args.monitor:  # the listing's one action (clouds.azure.monitoring), on its region's group only
+                group = pulumi.Output.concat("/subscriptions/", args.subscription, "/resourceGroups/",
+                                             args.resource_group_name)
+                guid = str(uuid.uuid5(_ROLE_IDS, f"{args.subscription}/{args.cluster}/{args.pool}/discovery"))
+                listing = azn.authorization.RoleDefinition(
+                    f"{name}-discovery-role", role_definition_id=guid, scope=group, assignable_scopes=[group],
+                    role_name=f"gpufleet monitor {args.cluster} {args.pool}",
+                    description="gpufleet's monitor: list the network interfaces of the cluster's scale sets",
+                    permissions=[{"actions": list(monitoring.DISCOVERY_ACTIONS), "data_actions": []}], opts=child)
+                azn.authorization.RoleAssignment(
+                    f"{name}-discovery", scope=group, principal_id=ident.principal_id, principal_type="ServicePrincipal",
+                    role_definition_id=listing.id.apply(lambda _: role_id(args.subscription, guid)), opts=child)
             identity = {"type": "UserAssigned", "user_assigned_identities": [ident.id]}
             profile["os_profile"]["custom_data"] = pulumi.Output.all(st.account, ident.client_id).apply(
                 lambda v: base64.b64encode(bootstrap.render(bootstrap.config(

@@ -21,6 +21,7 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
     net = mod.ClusterNetwork(resource_name(cluster.name, region), mod.NetworkArgs(
         cluster=cluster.name, region=region, cidr=stack.network.cidr, subnets=subnets,
         ssh_cidrs=stack.access.ssh_cidrs, tags=cluster.tags(),
+        monitor_ports=ctx.monitor_ports if any(stack.monitor_pool() is p.pool for p in pools) else [],
         bastion_cidr=ctx.addresses.get("azure", region, access.SUBNET) if stack.access.via == "cloud" else None),
         opts=popts)
     if "storage" not in shared:  # the stack's one storage account, in its first Azure region
@@ -44,6 +45,7 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
             zone=zone, subscription=ctx.settings["azure"]["subscription"],
             storage_account=shared["storage"],
             capacity_reservation_group=p.reservation.id if p.reservation else None,
-            metadata=stack.metadata_of(p.pool)), opts=popts)
+            metadata=stack.metadata_of(p.pool),
+            monitor=stack.monitor_pool() is p.pool), opts=popts)
         out[p.name] = ctx.export(p, region, zone, comp)
     return out

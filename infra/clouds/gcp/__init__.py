@@ -40,7 +40,8 @@ class Gcp:
     own_status_only = False  # the pool's objectUser condition: any object under status/<pool>/ (components)
 
     check_pool = staticmethod(rules.check_pool)
-    scrape_discovery = staticmethod(monitoring.scrape_discovery)  # Prometheus finds the nodes
+    scrape_discovery = staticmethod(monitoring.scrape_discovery)  # the files root writes on the monitor
+    monitor_discovery = staticmethod(monitoring.monitor_discovery)  # what it lists them with
     spend = staticmethod(spending.spend)
     check_reservation = staticmethod(rules.check_reservation)
     tag_problems = staticmethod(tag_rules.tag_problems)

@@ -32,7 +32,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from gpufleet.clouds import bootstrap
-from gpufleet.clouds.gcp import access, flexstart
+from gpufleet.clouds.gcp import access, flexstart, monitoring
 from gpufleet.clouds.gcp.flexstart import FlexNodes
 from gpufleet.clouds.gcp.pool_vms import BulkInstances, kept_request, placement_policy
 from gpufleet.clouds.gcp.rules import (
@@ -191,6 +191,7 @@ class PoolArgs:
     reservation: str | None = None  # a specific reservation the VMs consume (name or projects/P/reservations/N)
     flex_start: tuple[int, int] | None = None  # (run, wait) seconds: DWS provisions the VMs (clouds.gcp.flexstart)
     metadata: str = "root"  # who on the node reaches the metadata server (spec Access.metadata: root or all-users)
+    monitor: bool = False  # its node runs Prometheus, and lists the cluster's instances for it (spec monitor_pool)
 
 
 def instance_properties(args: PoolArgs, nics: list, metadata: dict, service_account: dict | None) -> dict:
@@ -261,6 +262,16 @@ class GpuNodePool(pulumi.ComponentResource):
                     condition=pulumi.Output.from_input(args.bucket).apply(lambda b, r=role: {
                         "title": f"gpufleet pool {args.pool}"[:100], "expression": bucket_access(b, args.pool)[r]}),
                     opts=child)
+            if args.monitor:  # the listing's one permission (clouds.gcp.monitoring), in a role of its own
+                role = gcp.projects.IAMCustomRole(
+                    f"{name}-discovery", project=args.project,
+                    # named by the account's unique id: a role id stays taken up to 37 days after its role is deleted
+                    # (pulumi-gcp IAMCustomRole, "soft-delete", read 2026-11-27), and a cluster may come up again sooner
+                    role_id=sa.unique_id.apply(lambda u: f"gpufleet_list_{u}"),
+                    title=f"gpufleet {args.cluster}/{args.pool}: list the cluster's instances"[:100],
+                    permissions=list(monitoring.DISCOVERY_PERMISSIONS), opts=child)
+                gcp.projects.IAMMember(f"{name}-discovery-member", project=args.project, role=role.name, member=member,
+                                       opts=child)
             service_account = {"email": sa.email, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}
             metadata["startup-script"] = pulumi.Output.from_input(args.bucket).apply(lambda b: bootstrap.render(
                 bootstrap.config("gcp", cluster=args.cluster, pool=args.pool, bucket=b, metadata=args.metadata)))

@@ -46,6 +46,7 @@ def resource(typ: str, name: str, inputs: dict, rid: str, state: dict, ctx) -> N
                                   f"{state['name']}?uniqueId={int(rid[:15], 16)}"
     elif typ == "gcp:serviceaccount/account:Account":
         state["email"] = f"{inputs['accountId']}@{inputs.get('project') or 'gpufleet-plan'}.iam.gserviceaccount.com"
+        state["uniqueId"] = str(int(rid[:15], 16))  # IAM's: 21 digits, new with each account made
     elif typ == "gcp:compute/globalAddress:GlobalAddress" and not inputs.get("address"):
         # GCP picks a free range of the prefix length in the VPC: any one outside the stack's blocks
         state["address"] = PSA_PLACEHOLDER

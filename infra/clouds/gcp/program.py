@@ -62,6 +62,7 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
             storage=[StorageArgs.of(s) for s in p.pool.storage], project=ctx.settings["gcp"]["project"],
             reservation=p.reservation.id if p.reservation else None,
             flex_start=(round(p.pool.flex_start.run_hours * 3600), p.pool.flex_start.wait_minutes * 60)
-            if p.pool.flex_start else None, metadata=stack.metadata_of(p.pool)), opts=popts)
+            if p.pool.flex_start else None, metadata=stack.metadata_of(p.pool),
+            monitor=stack.monitor_pool() is p.pool), opts=popts)
         out[p.name] = ctx.export(p, region, zone, comp)
     return out

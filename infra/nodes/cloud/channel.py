@@ -56,6 +56,11 @@ def watch_module() -> bytes:
     return Path(node_agent.__file__).with_name("node_watch.py").read_bytes()
 
 
+def targets_module() -> bytes:
+    """The monitor's lister of scrape targets (clouds/node_targets.py), as the tree carries it."""
+    return Path(node_agent.__file__).with_name("node_targets.py").read_bytes()
+
+
 def tree_archive(root: Path | None = None, extra: dict[str, bytes] | None = None) -> tuple[bytes, str]:
     """The Salt tree as a reproducible .tar.gz (sorted, no owners or times) and its SHA-256, with the
     node's watch, which every node installs from it; ``extra``: more files by their path in the tree
@@ -63,7 +68,7 @@ def tree_archive(root: Path | None = None, extra: dict[str, bytes] | None = None
     root = root or saltrun.states_dir()
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
-        for name, body in sorted({WATCH: watch_module(), **(extra or {})}.items()):
+        for name, body in sorted({WATCH: watch_module(), node_agent.TARGETS: targets_module(), **(extra or {})}.items()):
             parts = name.split("/")[:-1]
             for i in range(len(parts)):
                 d = tarfile.TarInfo("/".join(parts[:i + 1]))
@@ -115,6 +120,9 @@ def pool_document(stack, pool, *, cluster: str, cat, tree: str, forced: str | No
                       "expect": health_expectations(full), "active_expect": active_expectations(full),
                       "node": {"instance_type": pool.instance_type, "provider": pool.provider, "gpu_model": gpu,
                                "gpus": count, "usd_per_hour": usd_per_node_hour}}}
+    server = pil["monitoring"].get("server") or {}
+    if server.get("discovery"):  # the monitor's agent lists the cluster's nodes for Prometheus (clouds/node_targets.py)
+        doc["discovery"] = server["discovery"]
     if forced:
         doc["forced"] = forced
     if verify:

@@ -25,6 +25,16 @@ def test_a_monitor_the_stack_cannot_have_is_refused_with_its_line(write, block, 
     assert hint is None or hint in (e.hint or "")
 
 
+@pytest.mark.parametrize("nodes", ["2", "{min: 1, max: 3}"])
+def test_a_cloud_monitor_pool_that_may_have_several_nodes_is_refused(write, nodes):
+    """Every node of a cloud pool applies its pool's formulas (one document for the pool): a monitor pool of several
+    nodes would run a Prometheus on each, each scraping and alerting alone."""
+    pools = POOLS.replace("p4d.24xlarge}", f"p4d.24xlarge, nodes: {nodes}}}")
+    (e,) = problems(write, f"name: s\nowner: o\nmonitoring: {{prometheus: true, host: gpu}}\n{pools}")
+    assert (e.line, str(e.key)) == (3, "monitoring.host") and "more than one node" in e.problem
+    assert "nodes: 1" in e.hint
+
+
 def test_a_pool_may_host_the_monitor_and_the_defaults_hold(write):
     s = stacks.load(write("stack.yaml", f"name: s\nowner: o\nmonitoring: {{prometheus: true, host: gpu}}\n{POOLS}"))
     assert (s.monitoring.host, s.monitoring.retention, s.monitoring.grafana) == ("gpu", "15d", False)

@@ -69,17 +69,19 @@ def test_every_rack_host_is_a_target_of_both_exporters_with_its_labels(cat):
     assert yaml.safe_load(prom)["global"]["scrape_interval"] == "30s"
 
 
-def test_cloud_nodes_are_discovered_by_the_clusters_tags(cat, accounts):
+def test_cloud_nodes_are_read_from_the_files_root_writes_on_the_monitor(cat, accounts):
+    """Prometheus asks no cloud (it could not: the metadata service is root's alone): every cloud pool's targets come
+    from the file root writes on the monitor's node (clouds/node_targets.py), which lists the monitor's own cloud's
+    pools with its identity; the rack's hosts are written out."""
     st = stacks.load(ROOT / "stacks" / "examples" / "mixed.yaml", cat)
-    (node,) = [c for c in yaml.safe_load(pillar.monitor_pillar(st, "c1")["prometheus_yml"])["scrape_configs"]
-               if c["job_name"] == "node"]
-    (ec2,) = node["ec2_sd_configs"]
-    assert {"name": "tag:gpufleet:cluster", "values": ["c1"]} in ec2["filters"] and ec2["port"] == 9100
-    assert {g["zone"] for g in node["gce_sd_configs"]} == set(cat.region_zones("gcp", "us-central1"))
-    assert all('labels.gpufleet-cluster="c1"' in g["filter"] for g in node["gce_sd_configs"])
-    (az,) = node["azure_sd_configs"]
-    assert az["resource_group"] == "gpufleet-c1-eastus" and az["authentication_method"] == "ManagedIdentity"
-    assert {r.get("target_label") for r in node["relabel_configs"]} >= {"cluster", "pool", "node"}
+    srv = pillar.monitor_pillar(st, "c1")
+    (node,) = [c for c in yaml.safe_load(srv["prometheus_yml"])["scrape_configs"] if c["job_name"] == "node"]
+    assert node["file_sd_configs"] == [{"files": ["/etc/prometheus/gpufleet-targets/9100.json"]}]
+    assert not {"ec2_sd_configs", "gce_sd_configs", "azure_sd_configs"} & set(node)
+    assert {g["labels"]["pool"] for g in node["static_configs"]} == {"rack"}
+    assert srv["discovery"] == {"cluster": "c1", "pools": ["aws-a100"], "ports": [9100, 9400],
+                                "aws": {"regions": ["us-west-2"]}}
+    assert {r.get("target_label") for r in node["relabel_configs"]} == {"cluster"}
 
 
 def test_prometheus_goes_on_the_monitor_pools_first_node_listening_on_its_address(cat):
