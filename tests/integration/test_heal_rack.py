@@ -298,10 +298,6 @@ def due(i: int, faults=()) -> None:
     assert wrote.returncode == 0, wrote.stderr
 
 
-# A known defect, open: since compute nodes are Slurm slots (gpu-0, not h3), the active checks no longer drain the node
-# once its job ended (the refusal under the job still holds); seen in CI and alone on the rack at the stop of
-# 2026-11-27. strict: the day it passes, this mark must go.
-@pytest.mark.xfail(strict=True, reason="active checks do not drain a slot-named node after its job ended (open)")
 def test_the_active_checks_never_run_under_a_job_and_run_in_a_reservation_once_it_ended(cluster):
     from gpufleet.clouds import node_watch
 
