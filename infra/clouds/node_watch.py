@@ -69,6 +69,11 @@ ACTIVE_S = 1800  # their run: DCGM level 2 (600 s at most: nodecheck.checks.dcgm
 ACTIVE_RETRY_S = 3600  # failed ones run again after this (the node drained for them: no job on it)
 ACTIVE_MARK = KEPT[3]  # the drain reason's start for their faults (a passing health check leaves it)
 RESERVATION = "gpufleet-active-{node}"
+# State flags that say what kind of node it is, not what it is doing: a cloud slot (State=CLOUD in slurm.conf,
+# gpufleet.configure.slurm SLOT_STATE) is IDLE+CLOUD when idle and IDLE+CLOUD+DRAIN when drained (scontrol show node,
+# Slurm 22.05.8 on the test rack, 2026-11-27); any other flag (COMPLETING, NOT_RESPONDING, MAINT, RESERVED, POWER...,
+# REBOOT...) keeps the active checks off
+KIND_FLAGS = frozenset({"CLOUD"})
 KILL_WAIT_S = 1.0  # how long a killed process group is given to go; what is left of it is stuck
 INTERPRETERS = ("python", "python3", "sh", "bash", "env")  # a script's name is its first argument
 # gpufleet's own metrics (README, "Monitoring"), for node_exporter's textfile collector: it reads every *.prom file of
@@ -581,7 +586,7 @@ def idle():
         return
     state, reason = node_state(shown)
     # IDLE, or drained by gpufleet (its failed active checks run again) with no job on it
-    flags = set(state.split("+")[1:])
+    flags = set(state.split("+")[1:]) - KIND_FLAGS
     if state.split("+")[0] != "IDLE" or flags - {"DRAIN"} or "DRAIN" in flags and reason and not reason.startswith(MARK):
         yield f"Slurm says {state}"
         return

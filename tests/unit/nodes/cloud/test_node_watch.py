@@ -34,10 +34,11 @@ if sys.argv[1:3] == ["show", "node"]:
           + (f" Reason={{node['reason']}} [root@2026-11-27T15:00:00]" if node["reason"] else ""))
 elif sys.argv[1] == "update":
     args = dict(a.split("=", 1) for a in sys.argv[2:])
+    kept = [f for f in node["state"].split("+")[1:] if f != "DRAIN"]  # a cloud slot stays CLOUD, drained or not
     if args["State"] == "DRAIN":
-        node = {{"state": "IDLE+DRAIN", "reason": args["Reason"]}}
+        node = {{"state": "+".join(["IDLE", *kept, "DRAIN"]), "reason": args["Reason"]}}
     elif args["State"] == "RESUME":
-        node = {{"state": "IDLE", "reason": ""}}
+        node = {{"state": "+".join(["IDLE", *kept]), "reason": ""}}
     json.dump(node, open(state, "w"))
 elif sys.argv[1:3] == ["create", "reservation"] and (node.get("job") or node["state"].startswith(("ALLOCATED", "MIXED"))):
     # slurmctld's answer to a reservation of a node that runs a job (src/slurmctld/reservation.c, _job_overlap)
@@ -831,8 +832,35 @@ def test_the_active_checks_run_on_an_idle_node_inside_a_reservation_and_drain_it
     assert _watch(n) == 0 and _health(n)["state"] == "ok" and _updates(n)[-1][2] == "State=RESUME"
 
 
+def test_the_active_checks_run_on_an_idle_cloud_slot_and_drain_it_by_its_slot(node):
+    """Issue 51, found on the test rack: a cloud compute node is its pool's slot (State=CLOUD in slurm.conf,
+    gpufleet.configure.slurm SLOT_STATE), which Slurm 22.05.8 shows idle as State=IDLE+CLOUD and drained as
+    IDLE+CLOUD+DRAIN (scontrol show node, seen on the rack 2026-11-27). The watch took CLOUD for a state that keeps
+    the checks off ("Slurm says IDLE+CLOUD"): they never ran once the node's job had ended. CLOUD says what kind of
+    node it is, not what it is doing: the checks run in the slot's reservation, drain it, and a passing run resumes it."""
+    n = node
+    with open(f"{node_watch.agent.STATE_DIR}/{node_watch.agent.SLURM_NAME}", "w") as f:
+        f.write("gpu-0")
+    (n["bin"] / "slurm-node.json").write_text(json.dumps({"state": "IDLE+CLOUD", "reason": ""}))
+    _active(n)
+    (n["captures"] / "dcgmi-diag-r2.json").write_text(DIAG_FAIL)
+    assert _watch(n) == 1, json.loads((n["state"] / "active.json").read_text())
+    calls = [c for c in _calls(n) if c[0] != "show"]
+    assert calls[1][:4] == ["create", "reservation", "ReservationName=gpufleet-active-gpu-0", "Nodes=gpu-0"]
+    assert calls[2] == ["delete", "ReservationName=gpufleet-active-gpu-0"]
+    assert calls[3] == ["update", "NodeName=gpu-0", "State=DRAIN", "Reason=gpufleet: GF-ACTIVE GF-DCGM-FAIL active.dcgm.diag"]
+    assert json.loads((n["bin"] / "slurm-node.json").read_text())["state"] == "IDLE+CLOUD+DRAIN"
+    # run again on the slot it drained (IDLE+CLOUD+DRAIN, no job), it passes and the slot is resumed
+    (n["captures"] / "dcgmi-diag-r2.json").write_text((n["captures"] / "dcgmi-diag-r1.json").read_text())
+    record = json.loads((n["state"] / "active.json").read_text())
+    (n["state"] / "active.json").write_text(json.dumps({**record, "at": record["at"] - node_watch.ACTIVE_RETRY_S}))
+    assert _watch(n) == 0 and _health(n)["state"] == "ok" and _updates(n)[-1] == ["update", "NodeName=gpu-0", "State=RESUME"]
+    assert json.loads((n["bin"] / "slurm-node.json").read_text())["state"] == "IDLE+CLOUD"
+
+
 @pytest.mark.parametrize("slurm, why", [
     ({"state": "ALLOCATED", "reason": ""}, "Slurm says ALLOCATED"),
+    ({"state": "ALLOCATED+CLOUD", "reason": ""}, "Slurm says ALLOCATED+CLOUD"),  # a cloud slot running a job
     # idle when asked, a job started before the reservation: Slurm refuses it (its nodes are busy)
     ({"state": "IDLE", "reason": "", "job": True}, "Requested nodes are busy"),
 ])
