@@ -183,8 +183,8 @@ class Healed:
     replacements: dict[str, int] = field(default_factory=dict)  # pool -> replaced in all (heal's count)
     events: int = 0
     left: str | None = None  # why the pass left the cluster alone (an `up` or `down` is under way)
-    # with Slurm, after `heal` added nodes to an elastic pool: the command that publishes slurm.conf naming their slots
-    # (a replacement takes its predecessor's slot, which slurm.conf names already; an added node's is new)
+    # with Slurm, after `heal` added nodes to an elastic pool whose slots could not be kept for them (each joins as a
+    # slot slurm.conf declares up to the pool's max otherwise): the command that gives them one
     configure: str | None = None
     scaled: list = field(default_factory=list)  # fleet.scale.Scaled of each elastic pool this pass resized (or would)
 
@@ -322,7 +322,8 @@ def _elastic(run: Run, p, health: list[NodeHealth], state: dict, out: Healed, st
                           "records them (heal adds no node to the pool before)")
     elif waiting and len(mine) < p.size.max and (now - since).total_seconds() >= p.health.scale_up_after:
         if any(h.jobs is None for h in health):
-            sized.kept.append("jobs wait, but a node of the pool is not in Slurm's view yet (run `gpufleet configure`)")
+            sized.kept.append("jobs wait, but a node of the pool is not in Slurm's view yet (a new node joins as its "
+                              "slot once its agent has configured it)")
         elif retry is not None and now < retry:
             sized.kept.append(f"jobs wait; the last scale-up was refused or failed: asked again after {_stamp(retry)}")
         else:
@@ -341,6 +342,7 @@ def _elastic(run: Run, p, health: list[NodeHealth], state: dict, out: Healed, st
                 pool["waiting_since"] = _stamp(now)  # the next scale-up waits for the delay again
                 pool.pop("refusals", None)
                 pool.pop("retry_at", None)
+            if sized.unjoined:  # each added node joins as its slot; one whose slot could not be kept needs this
                 out.configure = f"gpufleet configure {shlex.quote(run.record.stack_file or 'STACK')} --cluster {run.cluster}"
     elif not waiting and len(mine) > p.size.min:
         long_free = [h for n, h in free.items()

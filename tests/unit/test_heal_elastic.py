@@ -75,7 +75,10 @@ def test_jobs_waiting_longer_than_scale_up_after_add_nodes_once_up_to_max(tmp_pa
     out = c.heal(T0 + dt.timedelta(seconds=301))
     assert c.api.added == ["i-more0", "i-more1"]  # 4 nodes asked, the pool's max is 3
     assert [n.node_id for n in c.reg.get("hl").nodes if n.pool == "gpu"] == ["i-gpu0", "i-more0", "i-more1"]
-    assert out.configure and "gpufleet configure" in out.configure
+    # each added node joins Slurm as a slot slurm.conf declares up to max (configure.slurm): no `configure` asked
+    assert out.configure is None
+    assert sorted(k for k in c.bucket.objects if "/slots/" in k) == ["pools/gpu/slots/i-more0.json",
+                                                                     "pools/gpu/slots/i-more1.json"]
     assert [e["action"] for e in events.read(c.log, "hl") if e["command"].startswith("scale")] == ["scale-add"] * 2
     # the new nodes are not in Slurm's view yet: the jobs still wait, but nothing more is asked (and max is reached)
     again = c.heal(T0 + dt.timedelta(seconds=900))
@@ -235,3 +238,34 @@ def test_a_refusal_after_a_partial_launch_leaves_nothing_unrecorded_and_is_asked
         out = c.heal(T0 + dt.timedelta(seconds=s))
     assert c.api.added == ["i-part0", "i-part1"]
     assert not any("not recorded" in k for x in out.scaled for k in x.kept)
+
+
+def test_a_node_heal_adds_to_an_elastic_pool_gets_its_slurm_slot_in_the_pools_bucket(tmp_path, cat):
+    """Review rev51b, finding 2 (the reviewer's test): heal's scale-up wrote no slot for the node it added, so its agent
+    started no slurmd and the pool was stuck with a paid node that never worked until a person ran `configure`. It
+    gets the lowest free slot (gpu-1) as a replacement gets its predecessor's, where its agent reads it."""
+    import json
+
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 3}"), api=Elastic())
+    view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
+    c.heal(T0)
+    view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
+    out = c.heal(T0 + dt.timedelta(seconds=301))
+    assert c.api.added == ["i-more0"] and out.configure is None
+    slot = json.loads(c.bucket.objects.get("pools/gpu/slots/i-more0.json", b"null"))
+    assert slot == {"node_id": "i-more0", "slurm_name": "gpu-1"}, f"no Slurm slot for the added node: {slot}"
+    (e,) = [e for e in events.read(c.log, "hl") if e["action"] == "scale-add"]
+    assert "joins Slurm as gpu-1" in e["outcome"], e["outcome"]
+
+
+def test_jobs_slurm_says_wait_for_unavailable_slots_ask_for_nodes():
+    """Once slurm.conf declares an elastic pool's slots up to max (drained until a node registers as one), a job that
+    asks more nodes than the pool's working ones no longer waits with PartitionNodeLimit but with "ReqNodeNotAvail,
+    UnavailableNodes:<slots>" (SchedMD/slurm slurm-22-05-8-1 src/slurmctld/node_scheduler.c _pick_best_nodes:
+    runnable on the partition's nodes, not on the available ones -> ESLURM_NODE_NOT_AVAIL, state_desc as written
+    there; squeue's %r prints the state_desc, src/squeue/print.c _print_job_reason): such a job waits for nodes. One
+    held by a reservation or maintenance does not."""
+    text = ("nodes\ngpu-0 allocated\njobs\nPENDING gpu 2 ReqNodeNotAvail, UnavailableNodes:gpu-[1-2]\n"
+            "PENDING gpu 1 ReqNodeNotAvail, Reserved for maintenance\nPENDING gpu 3 ReqNodeNotAvail, May be reserved "
+            "for other job\ndrained\n")
+    assert scheduler.waiting(text) == {"gpu": 2}

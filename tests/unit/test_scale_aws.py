@@ -365,3 +365,55 @@ def test_a_spot_pools_scale_up_asks_spot_even_when_its_nodes_came_from_the_on_de
                         seams=Seams(cloud_api=api, stores={"b": Bucket()}), outputs=c.outputs)
     (added,) = out.added
     assert instance(added).get("InstanceLifecycle") == "spot", "a spot pool grew on on-demand, copied from a fallback"
+
+
+def _slot(store, node_id):
+    """The slot a node's agent finds under its own id (node_agent.own_slot, as the agent reads the bucket), None: none."""
+    import json
+
+    from gpufleet.clouds import node_agent
+
+    class AgentsView:  # NotThere for a missing object, as the agent's own S3 client says it
+        def get(self, key):
+            if not store.exists(key):
+                raise node_agent.NotThere(f"{key}: HTTP 404")
+            return store.get(key)
+
+    got = node_agent.own_slot(AgentsView(), "gpu", node_id)
+    assert got is None or json.loads(store.get(f"pools/gpu/slots/{node_id}.json"))["node_id"] == node_id
+    return got
+
+
+def test_with_slurm_an_added_node_takes_a_free_slot_and_a_removed_nodes_slot_is_the_next_ones(aws, tmp_path, cat):
+    """Review rev51b, finding 2: `scale` (and heal's scale-up, which calls the same grow) wrote no Slurm slot for the
+    node it added, so its agent started no slurmd (salt/slurm/map.jinja `listed`) and it never joined Slurm until a
+    person ran `configure`. Each added node now gets its slot in the pool's bucket (here S3 on moto's server, the
+    store `up` writes slots to), the lowest one no node holds, so that a pool stays within the slots slurm.conf
+    declares up to max (configure.slurm): a removed node's slot is the next added node's, and the registry keeps
+    that index for the next `up` (registry.resized)."""
+    import boto3
+
+    from gpufleet.clouds.aws.objects import Store
+    from gpufleet.state.registry import resized
+
+    boto3.client("s3", region_name=REGION).create_bucket(Bucket="hl-nodes")
+    p = Pool(tmp_path, cat, slurm=True)
+    ref = {"name": "hl-nodes", "cloud": "aws", "region": REGION}
+    p.c.outputs = {"pools": {pool.name: {"bucket": ref} for pool in p.c.stack.pools}}
+    p.bucket = Store(ref)  # the statuses below are written where the operation reads them (no seam names it)
+    (first,) = p.scale(3).added
+    assert _slot(p.bucket, first) == "gpu-2"
+    hosts = {i: f"gpu-{k}" for k, i in enumerate([*p.ids, first])}
+    for i in hosts:
+        say(p.bucket, i, hostname=f"ip-{i}")
+    view = ("nodes\nhl-ctl idle\ngpu-0 drained\ngpu-1 allocated\ngpu-2 allocated\njobs\nRUNNING gpu 2 None\n"
+            "drained\ngpu-0|gpufleet: release\n")
+    say(p.bucket, "i-ctl", pool="ctl", hostname="hl-ctl", scheduler=view)
+    assert p.scale(2).removed == [p.ids[0]]
+    (second,) = p.scale(3).added
+    assert _slot(p.bucket, second) == "gpu-0", "the removed node's slot was not the next added node's"
+    rec = p.c.reg.get("hl")
+    assert sorted((n.idx, n.node_id) for n in rec.nodes if n.pool == "gpu") == [(0, second), (1, p.ids[1]), (2, first)]
+    # the next `up` gets Pulumi's list back (the pool's two first nodes): the resizes leave each node at its slot
+    again = resized([n for n in p.c.nodes if n.pool == "gpu"], rec.resizes)
+    assert sorted((n.idx, n.node_id) for n in again) == [(0, second), (1, p.ids[1]), (2, first)]

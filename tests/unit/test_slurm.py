@@ -990,3 +990,36 @@ def test_cloud_reg_addrs_is_written_only_where_the_nodes_slurm_is_older_than_23_
         assert ("cloud_reg_addrs" in text) == old, os_
         assert text.replace("SlurmctldParameters=cloud_reg_addrs\n", "") == \
             host["files"]["slurm.conf"].replace("SlurmctldParameters=cloud_reg_addrs\n", ""), os_
+
+
+def test_an_elastic_pools_slurm_conf_declares_every_slot_up_to_its_max(tmp_path):
+    """Issue 51 step 5 (review rev51b, finding 2): slurm.conf named only the slots of the nodes `configure` met, so a
+    node `scale` or `heal` added later (its slot ``<pool>-<idx>``) was in no slurm.conf, its slurmd never started
+    (salt/slurm/map.jinja `listed`) and it joined Slurm only after a person ran `configure`. Every slot up to the
+    pool's max is declared State=CLOUD, shaped as the pool's nodes, without a NodeAddr (its registration gives it),
+    in the pool's partition, GRES and switch; the pillar lists them, so the agent of a node that takes one starts
+    slurmd."""
+    cat = catalog.load(use_config=False)
+    (tmp_path / "train.yaml").write_text(STACK.replace("instance_type: g4dn.12xlarge\n    image: ubuntu-24.04\n"
+                                                       "    nodes: 1", "instance_type: g4dn.12xlarge\n    image: "
+                                                       "ubuntu-24.04\n    nodes: {min: 1, max: 3}"))
+    st = stacks.load(tmp_path / "train.yaml", cat)
+    assert next(p for p in st.pools if p.name == "t4").size.max == 3
+    cpu = {"cpus": 48, "mem_gib": 192, "gpu_count": 4, "cpu_topology": [2, 12, 2]}
+    facts = [("ctl", "10.0.0.5", {"cpus": 4, "mem_gib": 16, "hostname": "ip-10-0-0-5"}, "ctl-0"),
+             ("t4", "10.0.1.7", {**cpu, "hostname": "ip-10-0-1-7"}, "t4-1")]  # gpu-0 was removed: slot 1 alone held
+    (pil, *_) = slurm.pool_pillars(st, "train", cat, facts, expectations={}, bundle=b"PK", key=b"k" * 32).values()
+    conf = _conf(pil["files"]["slurm.conf"])
+    named = {d["NodeName"]: d for d in conf if "NodeName" in d}
+    assert sorted(named) == ["t4-0", "t4-1", "t4-2"], named
+    assert named["t4-1"]["NodeAddr"] == "10.0.1.7" and "NodeAddr" not in named["t4-0"] and "NodeAddr" not in named["t4-2"]
+    shape = ("CPUs", "Sockets", "CoresPerSocket", "ThreadsPerCore", "RealMemory", "Gres", "Feature", "State")
+    assert {k: named["t4-2"][k] for k in shape} == {k: named["t4-1"][k] for k in shape}
+    assert named["t4-0"]["State"] == "CLOUD"
+    (part,) = [d for d in conf if d.get("PartitionName") == "t4"]
+    assert part["Nodes"].split(",") == ["t4-1", "t4-0", "t4-2"]
+    gres = {d["NodeName"] for d in _conf(pil["files"]["gres.conf"]) if "NodeName" in d}
+    assert gres == {"t4-0", "t4-1", "t4-2"}
+    (switch,) = [d for d in _conf(pil["files"]["topology.conf"]) if d.get("SwitchName") == "t4"]
+    assert set(switch["Nodes"].split(",")) == {"t4-0", "t4-1", "t4-2"}
+    assert pil["nodes"] == ["ip-10-0-0-5", "t4-0", "t4-1", "t4-2"]  # a node that takes t4-2 starts its slurmd

@@ -267,7 +267,7 @@ def _replace(run: Run, node: NodeHealth, outputs=None) -> Repaired:
                zone=got.get("zone") or rec.zone, node_id=got["id"], private_ip=got.get("private_ip"),
                ssh_endpoint=f"{got['private_ip']}:22" if got.get("private_ip") else None,
                usd_per_hour=rec.usd_per_hour, vm_uid=got.get("vm_uid"))
-    joins = _give_slot(run, new, outputs) if run.stack.slurm and outputs is not None else ""
+    joins = give_slot(run, new, outputs)[1] if run.stack.slurm and outputs is not None else ""
     detail = f"{rec.node_id} terminated, {got['id']} asked for through the pool's request (fleet {got.get('fleet_id')})"
     return Repaired(node.node, "replace", True, (detail + (f", on {market}{said}" if market else "") + joins)[:400],
                     new=new, market=market,
@@ -275,19 +275,21 @@ def _replace(run: Run, node: NodeHealth, outputs=None) -> Repaired:
                     fleet=got.get("fleet_id"))
 
 
-def _give_slot(run: Run, new: Node, outputs) -> str:
-    """The new node's Slurm slot, its predecessor's ``<pool>-<idx>``, kept under its id in its pool's bucket
-    (``channel.assign_slots``): its agent starts slurmd as that slot, which slurm.conf names already, so it joins
-    Slurm with no `configure` (it registers drained; its passing gate resumes it). What to tell of it."""
+def give_slot(run: Run, new: Node, outputs) -> tuple[bool, str]:
+    """The new node's Slurm slot, ``<pool>-<idx>`` (a replacement's is its predecessor's; an added node's one of its
+    elastic pool's free slots, which slurm.conf declares up to max: configure.slurm), kept under its id in its pool's
+    bucket (``channel.assign_slots``): its agent starts slurmd as that slot, which slurm.conf names already, so it
+    joins Slurm with no `configure` (it registers drained; its passing gate resumes it). (Whether it joins so, what to
+    tell of it.)"""
     pools = {p.name: p for p in run.stack.pools}
     if pools[new.pool].role != "compute":
-        return "; a controller's replacement joins Slurm once `gpufleet configure` names it in slurm.conf"
+        return False, "; a controller's replacement joins Slurm once `gpufleet configure` names it in slurm.conf"
     try:
         ref, _ = next(v for v in channel.pool_buckets(outputs(run), pools).values() if new.pool in v[1])
         store = (run.seams.stores or {}).get(ref["name"]) or cloud(ref["cloud"]).objects(ref)
         channel.assign_slots(store, [channel.NodeTarget(new.pool, new.idx, new.node_id, new.private_ip)])
     except (GpufleetError, StopIteration) as e:
         why = e.message if isinstance(e, GpufleetError) else "the stack's outputs name no bucket for its pool"
-        return (f"; its Slurm slot {new.pool}-{new.idx} could not be kept for it ({why}): it joins Slurm once "
-                "`gpufleet configure` runs")
-    return f"; it joins Slurm as {new.pool}-{new.idx} (drained until its gate passes)"
+        return False, (f"; its Slurm slot {new.pool}-{new.idx} could not be kept for it ({why}): it joins Slurm "
+                       "once `gpufleet configure` runs")
+    return True, f"; it joins Slurm as {new.pool}-{new.idx} (drained until its gate passes)"
