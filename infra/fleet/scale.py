@@ -89,7 +89,7 @@ def choose(health: list[NodeHealth], count: int, slurm: bool) -> tuple[list[Node
     if slurm:
         free = [h for h in health if h.drained is True and h.jobs == "none"]
     else:
-        free = sorted(health, key=lambda h: (h.state not in hl.BROKEN, -_idx(h)))
+        free = sorted(health, key=lambda h: (h.state not in hl.BROKEN, -slot_index(h)))
     chosen = free[:count]
     held = []
     for h in health:
@@ -108,7 +108,8 @@ def choose(health: list[NodeHealth], count: int, slurm: bool) -> tuple[list[Node
     return chosen, held
 
 
-def _idx(h: NodeHealth) -> int:
+def slot_index(h: NodeHealth) -> int:
+    """A node's index in its pool (``<pool>-<idx>``), 0 when its name has none."""
     return int(h.node.rpartition("-")[2]) if h.node.rpartition("-")[2].isdigit() else 0
 
 

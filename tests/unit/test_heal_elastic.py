@@ -269,3 +269,97 @@ def test_jobs_slurm_says_wait_for_unavailable_slots_ask_for_nodes():
             "PENDING gpu 1 ReqNodeNotAvail, Reserved for maintenance\nPENDING gpu 3 ReqNodeNotAvail, May be reserved "
             "for other job\ndrained\n")
     assert scheduler.waiting(text) == {"gpu": 2}
+
+
+def _grown(tmp_path, cat, extra=2):
+    """A pool {min 1, max 4} that grew to 1 + ``extra`` nodes (gpu-1 ... are i-more0 ...)."""
+    from gpufleet.state.registry import Node
+
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 4}"), api=Elastic())
+    c.api.add_nodes("us-east-1", cluster="hl", pool="gpu", count=extra, on_launch=lambda i: None)
+    c.reg.resize("hl", added=[(Node("gpu", 1 + k, "aws", "us-east-1", "g6.12xlarge", node_id=f"i-more{k}"), None)
+                              for k in range(extra)])
+    return c
+
+
+def _given_back(c) -> dict:
+    import json
+
+    return {json.loads(v)["slurm_name"]: json.loads(v).get("release") is True
+            for k, v in c.bucket.objects.items() if k.startswith("pools/gpu/slots/")}
+
+
+def test_heal_gives_an_idle_elastic_pool_back_down_to_min_then_removes_what_slurm_shows_drained(tmp_path, cat):
+    """Review rev51b, finding 6 (the reviewer's test, "three idle nodes of a {min: 1} pool were paid for a day"): an
+    idle node was only named, nothing drained it (Slurm's power saving is off: slurm.conf sets no SuspendTime,
+    INFINITE when unset, src/common/read_config.c, 22.05.8). heal now gives a node idle for scale_down_after back
+    through its slot (its agent's watch drains it for GF-SCALE-DOWN), never below min and the newest slots first, and
+    removes it on a later pass whose fresh view shows it drained with no job; each step an event."""
+    c = _grown(tmp_path, cat)
+    idle = {"i-more0": "idle", "i-more1": "idle"}
+    view(c, T0, gpu="idle", extra=idle)
+    c.heal(T0)  # idle from now
+    view(c, T0, gpu="idle", extra=idle)
+    c.heal(T0 + dt.timedelta(seconds=1000))
+    assert _given_back(c) == {} and c.api.removed == []
+    view(c, T0, gpu="idle", extra=idle)
+    out = c.heal(T0 + dt.timedelta(seconds=1801))
+    assert _given_back(c) == {"gpu-1": True, "gpu-2": True}, "no idle node was given back"  # gpu-0 kept: min 1
+    assert c.api.removed == [] and any("gpu-0: idle since" in k for x in out.scaled for k in x.kept)
+    # their watches drained them; the next pass's fresh view shows them drained with no job: removed
+    drained = {"i-more0": "drained", "i-more1": "drained"}
+    why = dict.fromkeys(drained, node_watch.SCALE_DOWN)
+    view(c, T0, gpu="idle", extra=drained, reasons=why)
+    c.heal(T0 + dt.timedelta(seconds=1900))
+    assert c.api.removed == ["i-more0", "i-more1"]
+    assert [n.node_id for n in c.reg.get("hl").nodes if n.pool == "gpu"] == ["i-gpu0"]
+    said = [(e["action"], e["node"], e["done"]) for e in events.read(c.log, "hl") if e["command"].startswith("scale")]
+    assert sorted(said) == [("scale-drain", "gpu-1", True), ("scale-drain", "gpu-2", True),
+                            ("scale-remove", "gpu-1", True), ("scale-remove", "gpu-2", True)]  # (the log's order: by time)
+    view(c, T0, gpu="idle")
+    c.heal(T0 + dt.timedelta(seconds=9000))  # at min: the last node is never given back
+    assert _given_back(c) == {"gpu-1": True, "gpu-2": True} and c.api.removed == ["i-more0", "i-more1"]
+
+
+def test_a_node_with_a_job_is_never_given_back_and_one_given_back_is_removed_only_once_its_job_ended(tmp_path, cat):
+    c = _grown(tmp_path, cat)
+    for s in (0, 1801):
+        view(c, T0, gpu="allocated", extra={"i-more0": "mixed", "i-more1": "idle"})
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert _given_back(c) == {"gpu-2": True}  # gpu-0 and gpu-1 run jobs
+    # a job started on gpu-2 before its watch drained it: draining, not removed
+    view(c, T0, gpu="allocated", extra={"i-more0": "mixed", "i-more1": "draining"},
+         reasons={"i-more1": node_watch.SCALE_DOWN})
+    c.heal(T0 + dt.timedelta(seconds=1900))
+    assert c.api.removed == []
+    view(c, T0, gpu="allocated", extra={"i-more0": "mixed", "i-more1": "drained"},
+         reasons={"i-more1": node_watch.SCALE_DOWN})
+    c.heal(T0 + dt.timedelta(seconds=2500))
+    assert c.api.removed == ["i-more1"]
+
+
+def test_jobs_that_come_take_back_the_nodes_given_back_before_anything_is_launched(tmp_path, cat):
+    c = _grown(tmp_path, cat)
+    for s in (0, 1801):
+        view(c, T0, gpu="idle", extra={"i-more0": "idle", "i-more1": "idle"})
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert _given_back(c) == {"gpu-1": True, "gpu-2": True}
+    why = {"i-more0": node_watch.SCALE_DOWN, "i-more1": node_watch.SCALE_DOWN}
+    view(c, T0, gpu="allocated", extra={"i-more0": "drained", "i-more1": "drained"}, reasons=why,
+         jobs="PENDING gpu 2 Resources\n")
+    out = c.heal(T0 + dt.timedelta(seconds=1900))
+    assert _given_back(c) == {"gpu-1": False, "gpu-2": False} and c.api.removed == []
+    assert c.api.added == ["i-more0", "i-more1"]  # the pool's own two (_grown): nothing launched for these jobs
+    assert any("taken back first" in k for x in out.scaled for k in x.kept)
+    assert [e["action"] for e in events.read(c.log, "hl") if e["command"].startswith("scale")][-2:] == ["scale-resume"] * 2
+
+
+def test_without_a_fresh_slurm_view_nothing_is_given_back_or_removed(tmp_path, cat):
+    c = _grown(tmp_path, cat)
+    view(c, T0, gpu="idle", extra={"i-more0": "idle", "i-more1": "idle"})
+    c.heal(T0)
+    for s in (1801, 4000):  # Slurm's view older than heal trusts (180 s): unknown
+        view(c, T0, gpu="idle", extra={"i-more0": "drained", "i-more1": "idle"}, age_s=600,
+             reasons={"i-more0": node_watch.SCALE_DOWN})
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert _given_back(c) == {} and c.api.removed == []

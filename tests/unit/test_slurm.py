@@ -757,6 +757,10 @@ PASSING = 'import json\nprint(json.dumps({"verdict": "pass", "ok": True, "failur
     ("gpufleet: GF-XID-FATAL health.xid", True),
     ("gpufleet: GF-SPOT-NOTICE aws instance-action at 2026-11-27T15:02:00Z", False),
     ("gpufleet: GF-GATE dcgm2 not passed yet", False),
+    # an idle node of an elastic pool given back, by heal's scale-down (its watch drained it) or by a person, for heal
+    # to remove (review rev51b, finding 6): resumed by the next passing check, it would take jobs and never go
+    ("gpufleet: GF-SCALE-DOWN", False),
+    ("gpufleet: release", False),
     # the watch's active checks (DCGM level 2) failed: the quick checks passing says nothing of them
     ("gpufleet: GF-ACTIVE GF-DCGM-FAIL active.dcgm.diag", False),
     ("bad fan, ticket 42", False),
@@ -793,6 +797,20 @@ def test_a_node_that_has_not_passed_its_boot_gate_registers_drained(tmp_path, dr
     ran = subprocess.run(command, capture_output=True, text=True, env={**env, "DRAINED_FOR": drained_for or ""},
                          timeout=60)
     assert ran.returncode == 0 and [c for c in _scontrol_calls(tmp_path) if c[0] == "update"] == []
+
+
+def test_a_new_node_on_a_slot_given_back_is_drained_for_its_own_gate(tmp_path):
+    """A slot whose node heal removed stays drained for GF-SCALE-DOWN in slurmctld; the next node that takes it is
+    drained for its own gate before slurmd starts (the reason given back ends there), so that its passing gate
+    resumes it and heal does not take it for a node given back."""
+    command, env = _health_node(tmp_path, PASSING)
+    (tmp_path / "gate.json").write_text(json.dumps({"level": "quick", "passed": None}))
+    (tmp_path / "bin" / "scontrol").write_text(DRAINED_SCONTROL)
+    ran = subprocess.run(command, capture_output=True, text=True, env={**env, "DRAINED_FOR": "gpufleet: GF-SCALE-DOWN"},
+                         timeout=60)
+    assert ran.returncode == 1
+    assert [c for c in _scontrol_calls(tmp_path) if c[0] == "update"] == [
+        ["update", "NodeName=h2", "State=DRAIN", "Reason=gpufleet: GF-GATE quick not passed yet"]]
 
 
 def test_the_boot_gate_never_overwrites_a_persons_drain(tmp_path):

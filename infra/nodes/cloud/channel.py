@@ -141,6 +141,14 @@ def assign_slots(store, targets: list[NodeTarget]) -> None:
                   json.dumps({"node_id": t.node_id, "slurm_name": t.id}, sort_keys=True).encode())
 
 
+def release_slot(store, target: NodeTarget, on: bool) -> None:
+    """`heal`'s word to an idle node of an elastic pool, in its slot (``on``: give yourself back; off: stay): its agent
+    reads the slot each run (node_agent.slot_said) and its watch drains it for node_watch.SCALE_DOWN, or resumes it."""
+    leases.ensure_held()
+    said = {"node_id": target.node_id, "slurm_name": target.id, **({"release": True} if on else {})}
+    store.put(slot_key(target.pool, target.node_id), json.dumps(said, sort_keys=True).encode())
+
+
 def publish(store, documents: dict[str, dict], archive: bytes, tree: str) -> None:
     """The tree (once per content) and each pool's document; the nodes' timers pick them up (and run Salt:
     a command that lost the cluster's lease publishes nothing more, checked before each document, since an

@@ -208,7 +208,28 @@ def repair(run: Run, node: NodeHealth, action: str, outputs=None) -> Repaired:
                         "reached from here): waiting for its next watch")
     if action == "isolate":
         return Repaired(node.node, action, True, "left drained, named in `gpufleet status`")
+    if action in ("release", "keep"):
+        return _give_back(run, node, outputs, action == "release")
     return _replace(run, node, outputs)
+
+
+def _give_back(run: Run, node: NodeHealth, outputs, on: bool) -> Repaired:
+    """An idle node of an elastic pool given back (``on``) or taken back, through its slot in its pool's bucket
+    (``channel.release_slot``): its agent reads it each run and its watch drains it for node_watch.SCALE_DOWN (a job
+    on it ends first), or resumes it. The same route as a fault's drain: the node's own agent (it is not reached
+    from here)."""
+    action = "release" if on else "keep"
+    (rec,) = [n for n in run.record.nodes if f"{n.pool}-{n.idx}" == node.node]
+    pools = {p.name: p for p in run.stack.pools}
+    try:
+        ref, _ = next(v for v in channel.pool_buckets(outputs(run), pools).values() if rec.pool in v[1])
+        store = (run.seams.stores or {}).get(ref["name"]) or cloud(ref["cloud"]).objects(ref)
+        channel.release_slot(store, channel.NodeTarget(rec.pool, rec.idx, rec.node_id, rec.private_ip), on)
+    except (GpufleetError, StopIteration) as e:
+        why = e.message if isinstance(e, GpufleetError) else "the stack's outputs name no bucket for its pool"
+        return Repaired(node.node, action, False, f"its slot could not be written: {why}")
+    return Repaired(node.node, action, True, "given back: its agent drains it in Slurm for GF-SCALE-DOWN" if on else
+                    "taken back: its agent resumes it in Slurm")
 
 
 def _replace(run: Run, node: NodeHealth, outputs=None) -> Repaired:
