@@ -247,9 +247,10 @@ def remove(run: Run, spec_pool, mine: list[Node], chosen: list[NodeHealth], out:
         event(store, run.cluster, spec_pool.name, "remove", f"failed: {e.message}", done=False, now=now)
         raise
     run.record = run.registry.resize(run.cluster, removed=going)
+    left = cloud_nodes.forget_slots(run, going) if run.stack.slurm else ""  # their slots: free for the next nodes
     for n in going:
         out.removed.append(n.node_id)
-        event(store, run.cluster, spec_pool.name, "remove", f"{spec_pool.name}-{n.idx} ({n.node_id}) terminated",
+        event(store, run.cluster, spec_pool.name, "remove", f"{spec_pool.name}-{n.idx} ({n.node_id}) terminated{left}",
                done=True, node=f"{spec_pool.name}-{n.idx}", now=now)
         out.events += 1
 

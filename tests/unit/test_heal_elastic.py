@@ -11,6 +11,7 @@ from test_heal import Api, Cluster, say, stack_text
 
 from gpufleet.clouds import node_watch, scheduler
 from gpufleet.errors import CapacityError
+from gpufleet.nodes.cloud import channel
 from gpufleet.state import events
 
 T0 = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
@@ -279,14 +280,17 @@ def _grown(tmp_path, cat, extra=2):
     c.api.add_nodes("us-east-1", cluster="hl", pool="gpu", count=extra, on_launch=lambda i: None)
     c.reg.resize("hl", added=[(Node("gpu", 1 + k, "aws", "us-east-1", "g6.12xlarge", node_id=f"i-more{k}"), None)
                               for k in range(extra)])
+    channel.assign_slots(c.bucket, [channel.NodeTarget("gpu", n.idx, n.node_id, None) for n in c.reg.get("hl").nodes
+                                    if n.pool == "gpu"])  # each node's slot, as `up` and `scale` keep them
     return c
 
 
-def _given_back(c) -> dict:
+def _given_back(c) -> list[str]:
+    """The nodes whose slot says heal gives them back (their agent's watch drains them)."""
     import json
 
-    return {json.loads(v)["slurm_name"]: json.loads(v).get("release") is True
-            for k, v in c.bucket.objects.items() if k.startswith("pools/gpu/slots/")}
+    return sorted(json.loads(v)["slurm_name"] for k, v in c.bucket.objects.items()
+                  if k.startswith("pools/gpu/slots/") and json.loads(v).get("release") is True)
 
 
 def test_heal_gives_an_idle_elastic_pool_back_down_to_min_then_removes_what_slurm_shows_drained(tmp_path, cat):
@@ -301,10 +305,10 @@ def test_heal_gives_an_idle_elastic_pool_back_down_to_min_then_removes_what_slur
     c.heal(T0)  # idle from now
     view(c, T0, gpu="idle", extra=idle)
     c.heal(T0 + dt.timedelta(seconds=1000))
-    assert _given_back(c) == {} and c.api.removed == []
+    assert _given_back(c) == [] and c.api.removed == []
     view(c, T0, gpu="idle", extra=idle)
     out = c.heal(T0 + dt.timedelta(seconds=1801))
-    assert _given_back(c) == {"gpu-1": True, "gpu-2": True}, "no idle node was given back"  # gpu-0 kept: min 1
+    assert _given_back(c) == ["gpu-1", "gpu-2"], "no idle node was given back"  # gpu-0 kept: min 1
     assert c.api.removed == [] and any("gpu-0: idle since" in k for x in out.scaled for k in x.kept)
     # their watches drained them; the next pass's fresh view shows them drained with no job: removed
     drained = {"i-more0": "drained", "i-more1": "drained"}
@@ -318,7 +322,8 @@ def test_heal_gives_an_idle_elastic_pool_back_down_to_min_then_removes_what_slur
                             ("scale-remove", "gpu-1", True), ("scale-remove", "gpu-2", True)]  # (the log's order: by time)
     view(c, T0, gpu="idle")
     c.heal(T0 + dt.timedelta(seconds=9000))  # at min: the last node is never given back
-    assert _given_back(c) == {"gpu-1": True, "gpu-2": True} and c.api.removed == ["i-more0", "i-more1"]
+    assert _given_back(c) == [] and c.api.removed == ["i-more0", "i-more1"]
+    assert sorted(k for k in c.bucket.objects if "/slots/" in k) == ["pools/gpu/slots/i-gpu0.json"]
 
 
 def test_a_node_with_a_job_is_never_given_back_and_one_given_back_is_removed_only_once_its_job_ended(tmp_path, cat):
@@ -326,7 +331,7 @@ def test_a_node_with_a_job_is_never_given_back_and_one_given_back_is_removed_onl
     for s in (0, 1801):
         view(c, T0, gpu="allocated", extra={"i-more0": "mixed", "i-more1": "idle"})
         c.heal(T0 + dt.timedelta(seconds=s))
-    assert _given_back(c) == {"gpu-2": True}  # gpu-0 and gpu-1 run jobs
+    assert _given_back(c) == ["gpu-2"]  # gpu-0 and gpu-1 run jobs
     # a job started on gpu-2 before its watch drained it: draining, not removed
     view(c, T0, gpu="allocated", extra={"i-more0": "mixed", "i-more1": "draining"},
          reasons={"i-more1": node_watch.SCALE_DOWN})
@@ -343,12 +348,12 @@ def test_jobs_that_come_take_back_the_nodes_given_back_before_anything_is_launch
     for s in (0, 1801):
         view(c, T0, gpu="idle", extra={"i-more0": "idle", "i-more1": "idle"})
         c.heal(T0 + dt.timedelta(seconds=s))
-    assert _given_back(c) == {"gpu-1": True, "gpu-2": True}
+    assert _given_back(c) == ["gpu-1", "gpu-2"]
     why = {"i-more0": node_watch.SCALE_DOWN, "i-more1": node_watch.SCALE_DOWN}
     view(c, T0, gpu="allocated", extra={"i-more0": "drained", "i-more1": "drained"}, reasons=why,
          jobs="PENDING gpu 2 Resources\n")
     out = c.heal(T0 + dt.timedelta(seconds=1900))
-    assert _given_back(c) == {"gpu-1": False, "gpu-2": False} and c.api.removed == []
+    assert _given_back(c) == [] and c.api.removed == []
     assert c.api.added == ["i-more0", "i-more1"]  # the pool's own two (_grown): nothing launched for these jobs
     assert any("taken back first" in k for x in out.scaled for k in x.kept)
     assert [e["action"] for e in events.read(c.log, "hl") if e["command"].startswith("scale")][-2:] == ["scale-resume"] * 2
@@ -362,4 +367,4 @@ def test_without_a_fresh_slurm_view_nothing_is_given_back_or_removed(tmp_path, c
         view(c, T0, gpu="idle", extra={"i-more0": "drained", "i-more1": "idle"}, age_s=600,
              reasons={"i-more0": node_watch.SCALE_DOWN})
         c.heal(T0 + dt.timedelta(seconds=s))
-    assert _given_back(c) == {} and c.api.removed == []
+    assert _given_back(c) == [] and c.api.removed == []

@@ -897,7 +897,11 @@ def test_a_cloud_node_starts_slurmd_as_its_slot_drained_by_its_gate_first(render
         states = render(salt_call(), tmp_path / os_, {**OSES[os_], "host": "ip-10-9-9-9"}, pil, ["slurm"])
         assert "slurm-daemon-not-listed-test-show_notification" not in states, os_
         written = states["slurm-daemon-options-file-managed"]["file"]
-        assert _arg(written, "name") == options and _arg(written, "contents") == 'SLURMD_OPTIONS="-N t4-1"', written
+        # the file is gpufleet's, replaced whole (review rev51b, finding 10: an operator's own SLURMD_OPTIONS there
+        # went without a word): its first line says so, as README does
+        assert _arg(written, "name") == options and _arg(written, "contents").splitlines() == [
+            "# gpufleet: slurmd runs as this node's Slurm slot; this file is gpufleet's, replaced whole on each run",
+            'SLURMD_OPTIONS="-N t4-1"'], written
         gate = states["slurm-daemon-gate-cmd-run"]["cmd"]
         assert _arg(gate, "name") == f"{slurm.HEALTH_PROGRAM} --before-slurmd", gate
         assert _arg(gate, "env") == [{"SLURMD_NODENAME": "t4-1"}], gate

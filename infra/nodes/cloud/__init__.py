@@ -532,6 +532,11 @@ def give_slot(run: Run, new: Node) -> tuple[bool, str]:
     return healing.give_slot(run, new, outputs)
 
 
+def forget_slots(run: Run, gone: list[Node]) -> str:
+    """The Slurm slots of nodes `scale` or `heal` removed deleted (``nodes.cloud.heal.forget_slots``): what to tell."""
+    return healing.forget_slots(run, gone, outputs)
+
+
 def repair(run: Run, node: NodeHealth, action: str) -> Repaired:
     """Drain (its agent's job), isolate, or replace through the pool's own request (``nodes.cloud.heal``)."""
     return healing.repair(run, node, action, outputs)

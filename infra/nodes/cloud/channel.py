@@ -141,6 +141,14 @@ def assign_slots(store, targets: list[NodeTarget]) -> None:
                   json.dumps({"node_id": t.node_id, "slurm_name": t.id}, sort_keys=True).encode())
 
 
+def forget_slots(store, pool: str, node_ids: list[str]) -> None:
+    """The slots kept for nodes that are gone (removed, replaced): what is kept stays O(pools), and a VM that comes
+    later with the same id (an Azure scale set made anew numbers its VMs from 0 again) finds no slot of another's."""
+    for node_id in node_ids:
+        leases.ensure_held()
+        store.remove(slot_key(pool, node_id))
+
+
 def release_slot(store, target: NodeTarget, on: bool) -> None:
     """`heal`'s word to an idle node of an elastic pool, in its slot (``on``: give yourself back; off: stay): its agent
     reads the slot each run (node_agent.slot_said) and its watch drains it for node_watch.SCALE_DOWN, or resumes it."""
