@@ -342,6 +342,20 @@ def node_id(cfg):
     return socket.gethostname()  # no metadata service answered: the host's name, said so in the status
 
 
+def own_vm_uid(cfg):
+    """This VM's own unique id where its node id may come again: Azure's vmId (its Instance Metadata Service,
+    /metadata/instance/compute/vmId, api-version 2021-02-01: learn.microsoft.com/azure/virtual-machines/
+    instance-metadata-service, 2026-11-27); None elsewhere (AWS and GCP ids are never reused) or unanswered."""
+    if cfg["cloud"] != "azure":
+        return None
+    try:
+        status, _, body = http("GET", AZURE_IMDS + "/instance/compute/vmId?api-version=2021-02-01&format=text",
+                               {"Metadata": "true"}, timeout=2)
+    except OSError:
+        return None
+    return body.decode().strip() or None if status == 200 else None
+
+
 def metadata_rules(cloud):
     """(the chain's rules, the OUTPUT rules sending each metadata address's TCP to it), as `iptables -S`
     prints them."""
@@ -631,13 +645,16 @@ def own_slot(store, pool, nid):
     return (slot_said(store, pool, nid) or {}).get("slurm_name")
 
 
-def slot_said(store, pool, nid):
-    """This node's slot document ({"node_id", "slurm_name", "release": true while `heal` gives it back}), checked;
-    None until there is one."""
+def slot_said(store, pool, nid, vm_uid=None):
+    """This node's slot document ({"node_id", "slurm_name", "vm_uid" where ids come again, "release": true while
+    `heal` gives it back}), checked; None until there is one, and None for one made for another VM of the same id
+    (``vm_uid``: this VM's own unique id, own_vm_uid: an Azure scale set made anew numbers its VMs from 0 again)."""
     try:
         said = json.loads(store.get(f"pools/{pool}/slots/{safe_key(nid).lower()}.json"))
     except NotThere:
         return None
+    if isinstance(said, dict) and vm_uid and said.get("vm_uid") and str(said["vm_uid"]).lower() != vm_uid.lower():
+        return None  # an earlier VM's: this one's is written by `up` (configure) or `heal`
     name = said.get("slurm_name") if isinstance(said, dict) else None
     if safe_key(str(said.get("node_id") if isinstance(said, dict) else "")).lower() != safe_key(nid).lower() or \
             not isinstance(name, str) or not 0 < len(name) <= 63 or not all(c.isalnum() or c in "-_" for c in name):
@@ -750,7 +767,7 @@ def _run(cfg, force):
         current = current_configuration(store, pool, cfg.get("wait_s", 3600))
         status.update(generation=current["generation"], tree=current["tree"])
         pillar = current["pillar"]
-        said = slot_said(store, pool, nid) if "slurm" in pillar else None
+        said = slot_said(store, pool, nid, own_vm_uid(cfg)) if "slurm" in pillar else None
         slot = (said or {}).get("slurm_name")
         if slot:  # slurmd starts as this slot (salt/slurm/daemon.sls), and the watch drains it by this name
             pillar = {**pillar, "slurm": {**pillar["slurm"], "self": slot}}

@@ -222,7 +222,7 @@ def _give_back(run: Run, node: NodeHealth, outputs, on: bool) -> Repaired:
     (rec,) = [n for n in run.record.nodes if f"{n.pool}-{n.idx}" == node.node]
     try:
         channel.release_slot(pool_store(run, rec.pool, outputs),
-                             channel.NodeTarget(rec.pool, rec.idx, rec.node_id, rec.private_ip), on)
+                             channel.NodeTarget(rec.pool, rec.idx, rec.node_id, rec.private_ip, vm_uid=rec.vm_uid), on)
     except GpufleetError as e:
         return Repaired(node.node, action, False, f"its slot could not be written: {e.message}")
     return Repaired(node.node, action, True, "given back: its agent drains it in Slurm for GF-SCALE-DOWN" if on else
@@ -325,7 +325,7 @@ def give_slot(run: Run, new: Node, outputs) -> tuple[bool, str]:
         return False, "; a controller's replacement joins Slurm once `gpufleet configure` names it in slurm.conf"
     try:
         channel.assign_slots(pool_store(run, new.pool, outputs),
-                             [channel.NodeTarget(new.pool, new.idx, new.node_id, new.private_ip)])
+                             [channel.NodeTarget(new.pool, new.idx, new.node_id, new.private_ip, vm_uid=new.vm_uid)])
     except GpufleetError as e:
         return False, (f"; its Slurm slot {new.pool}-{new.idx} could not be kept for it ({e.message}): it joins Slurm "
                        "once `gpufleet configure` runs")
