@@ -456,6 +456,9 @@ class ObjectStore(Protocol):
     def list(self, prefix: str) -> tuple[list[tuple[str, str]], int]:
         """(key, etag) of every object under ``prefix``, and the number of list requests made."""
 
+    def remove(self, key: str) -> None:
+        """The object ``key`` deleted (one that is not there: nothing to do)."""
+
     def delete_all(self) -> int:
         """Empty the bucket (every version); the number of objects deleted."""
 

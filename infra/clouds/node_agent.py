@@ -109,6 +109,9 @@ WantedBy=multi-user.target
 # timer's start, at boot or when the agent (re)starts it, then OnUnitActiveSec from the last run's start; a run still
 # going is not started twice)
 SLURM_NAME = "slurm_name"  # under STATE_DIR: this node's Slurm name, its slot (own_slot), for the watch
+# under STATE_DIR, there while `heal` gives this idle node of an elastic pool back (its slot says "release"): the watch
+# drains it in Slurm for node_watch.SCALE_DOWN, and resumes it once heal takes the word back
+RELEASED = "released"
 WATCH = "_gpufleet/node_watch.py"  # in the state tree (nodes/cloud/channel.py puts it there)
 WATCH_HOME = "/opt/gpufleet/node_watch.py"
 WATCH_UNIT = "/etc/systemd/system/gpufleet-watch.service"
@@ -340,6 +343,20 @@ def node_id(cfg):
     except OSError:
         pass
     return socket.gethostname()  # no metadata service answered: the host's name, said so in the status
+
+
+def own_vm_uid(cfg):
+    """This VM's own unique id where its node id may come again: Azure's vmId (its Instance Metadata Service,
+    /metadata/instance/compute/vmId, api-version 2021-02-01: learn.microsoft.com/azure/virtual-machines/
+    instance-metadata-service, 2026-11-27); None elsewhere (AWS and GCP ids are never reused) or unanswered."""
+    if cfg["cloud"] != "azure":
+        return None
+    try:
+        status, _, body = http("GET", AZURE_IMDS + "/instance/compute/vmId?api-version=2021-02-01&format=text",
+                               {"Metadata": "true"}, timeout=2)
+    except OSError:
+        return None
+    return body.decode().strip() or None if status == 200 else None
 
 
 def metadata_rules(cloud):
@@ -603,6 +620,15 @@ def private_logs(log):
             os.chmod(path, 0o600)
 
 
+def released(on):
+    """The watch told whether `heal` gives this node back (RELEASED there or not)."""
+    path = f"{STATE_DIR}/{RELEASED}"
+    if on:
+        write_private(path, "release")
+    elif os.path.exists(path):
+        os.unlink(path)
+
+
 def current_configuration(store, pool, wait_s, poll_s=15):
     """The pool's ``current.json``, once `up` has published it (the node may boot before that)."""
     deadline = time.monotonic() + wait_s
@@ -619,15 +645,24 @@ def current_configuration(store, pool, wait_s, poll_s=15):
 def own_slot(store, pool, nid):
     """This node's Slurm name: the slot `up` or `heal` keeps under its own id (nodes/cloud/channel.py
     assign_slots), None until there is one; a slot naming another node or no valid name is refused."""
+    return (slot_said(store, pool, nid) or {}).get("slurm_name")
+
+
+def slot_said(store, pool, nid, vm_uid=None):
+    """This node's slot document ({"node_id", "slurm_name", "vm_uid" where ids come again, "release": true while
+    `heal` gives it back}), checked; None until there is one, and None for one made for another VM of the same id
+    (``vm_uid``: this VM's own unique id, own_vm_uid: an Azure scale set made anew numbers its VMs from 0 again)."""
     try:
         said = json.loads(store.get(f"pools/{pool}/slots/{safe_key(nid).lower()}.json"))
     except NotThere:
         return None
+    if isinstance(said, dict) and vm_uid and said.get("vm_uid") and str(said["vm_uid"]).lower() != vm_uid.lower():
+        return None  # an earlier VM's: this one's is written by `up` (configure) or `heal`
     name = said.get("slurm_name") if isinstance(said, dict) else None
     if safe_key(str(said.get("node_id") if isinstance(said, dict) else "")).lower() != safe_key(nid).lower() or \
             not isinstance(name, str) or not 0 < len(name) <= 63 or not all(c.isalnum() or c in "-_" for c in name):
         raise AgentError(f"the slot kept for this node ({str(said)[:120]}) is not its own valid Slurm name: refused")
-    return name
+    return said
 
 
 def run(cfg, force=False):
@@ -751,10 +786,12 @@ def _run(cfg, force):
         current = current_configuration(store, pool, cfg.get("wait_s", 3600))
         status.update(generation=current["generation"], tree=current["tree"])
         pillar = current["pillar"]
-        slot = own_slot(store, pool, nid) if "slurm" in pillar else None
+        said = slot_said(store, pool, nid, own_vm_uid(cfg)) if "slurm" in pillar else None
+        slot = (said or {}).get("slurm_name")
         if slot:  # slurmd starts as this slot (salt/slurm/daemon.sls), and the watch drains it by this name
             pillar = {**pillar, "slurm": {**pillar["slurm"], "self": slot}}
             write_private(f"{STATE_DIR}/{SLURM_NAME}", slot)
+        released(bool(slot) and said.get("release") is True)
         # a slot given after this generation was applied (a replacement's, by `heal`) is applied too
         again = not force and applied.get("generation") == current["generation"] and applied.get("slot") == slot
         if again and applied.get("ok"):

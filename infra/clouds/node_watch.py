@@ -48,6 +48,9 @@ MARK = "gpufleet:"  # a drain reason's prefix: what gpufleet drained (salt/slurm
 # the drain reason README (health) tells a person to give an idle node of an elastic pool back with: heal's scale-down
 # removes only nodes drained for a reason starting with MARK, never a person's other drains
 RELEASE = f"{MARK} release"
+# the drain reason of an idle node of an elastic pool `heal` gives back (its slot says "release": node_agent.RELEASED):
+# drained by this watch, removed by heal once Slurm shows it drained with no job, resumed if heal takes the word back
+SCALE_DOWN = f"{MARK} GF-SCALE-DOWN"
 # drains only the watch ends: a spot notice's never (the VM is going), the gate's by a passing gate alone, a
 # maintenance notice's once the notice is gone (the VM came back), the active checks' by their passing run
 KEPT = (f"{MARK} GF-SPOT-NOTICE", f"{MARK} GF-GATE", f"{MARK} GF-MAINTENANCE-NOTICE", f"{MARK} GF-ACTIVE")
@@ -709,8 +712,11 @@ def say(cfg, interval, gate, notice, unread, faults, fresh_s, node=None):
     the node is and costs) and into the status, unless the status says it already, written less than ``fresh_s`` ago;
     the run's exit status (0: ok)."""
     state, reason = verdict(notice, gate, faults)
-    # a maintenance notice's drain ends once the notice was read and is gone, not when it could not be read
-    drained, failed = slurm_drain(reason, KEPT[:1] if unread is None else KEPT[::2])
+    if reason is None and os.path.exists(f"{agent.STATE_DIR}/{agent.RELEASED}"):
+        reason = SCALE_DOWN  # healthy, and given back by heal: drained (a job on it ends first) for its removal
+    # a maintenance notice's drain ends once the notice was read and is gone, not when it could not be read; a
+    # person's `gpufleet: release` is never ended here (heal removes the node)
+    drained, failed = slurm_drain(reason, (KEPT[:1] if unread is None else KEPT[::2]) + (RELEASE,))
     health = {"state": state, "faults": faults, "checked_at": utc_z(dt.datetime.now(dt.timezone.utc)),
               "interval": interval, "gate": gate, "notice": notice, "drained": drained, "notice_error": unread,
               "drain_error": one_line(f"the drain ({reason}) was not confirmed: {failed}") if failed else None}

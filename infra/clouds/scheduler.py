@@ -12,8 +12,12 @@ PROBE = ("echo nodes; sinfo -h -N -o '%N %T'; echo jobs; squeue -h -o '%T %P %D 
          "echo drained; sinfo -h -R -o '%n|%E'")
 # why a pending job waits when more nodes in its partition would start it: Slurm's job_state_reason_string
 # (src/common/job_state_reason.c): WAIT_RESOURCES "Resources", WAIT_PART_NODE_LIMIT "PartitionNodeLimit" (it asks more
-# nodes than the partition has)
+# nodes than the partition has), and WAIT_NODE_NOT_AVAIL with the state_desc squeue's %r prints instead (it asks more
+# than the partition's available nodes: an elastic pool's slots no node holds yet, drained; src/slurmctld/
+# node_scheduler.c _pick_best_nodes and its "ReqNodeNotAvail, UnavailableNodes:%s", slurm-22-05-8-1, read 2026-11-27),
+# not its "Reserved for maintenance" or "May be reserved for other job"
 WAITS_FOR_NODES = ("Resources", "PartitionNodeLimit")
+WAITS_FOR_SLOTS = "ReqNodeNotAvail, UnavailableNodes:"
 SECTIONS = ("nodes", "jobs", "drained")
 
 
@@ -63,7 +67,8 @@ def waiting(text: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for section, line in _sections(text):
         parts = line.split(None, 3)
-        if section != "jobs" or len(parts) != 4 or parts[0] != "PENDING" or parts[3] not in WAITS_FOR_NODES:
+        if section != "jobs" or len(parts) != 4 or parts[0] != "PENDING" or \
+                not (parts[3] in WAITS_FOR_NODES or parts[3].startswith(WAITS_FOR_SLOTS)):
             continue
         count = parts[2].split("-")[0]  # a range (min-max) asks at least its min
         if count.isdigit():

@@ -29,7 +29,7 @@ import math
 import os
 import re
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpufleet.configure.pillar import gpu_of
 from gpufleet.errors import GpufleetError
@@ -155,7 +155,8 @@ def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode]) -
         feats = f" Feature={','.join(n.features)}" if n.features else ""
         shape = (f" Sockets={n.topology[0]} CoresPerSocket={n.topology[1]} ThreadsPerCore={n.topology[2]}"
                  if n.topology else "")
-        lines.append(f"NodeName={n.name} NodeAddr={n.address} CPUs={n.cpus}{shape} RealMemory={n.memory_mb}{gres}"
+        addr = f" NodeAddr={n.address}" if n.address else ""  # a slot no node holds yet: its registration says it
+        lines.append(f"NodeName={n.name}{addr} CPUs={n.cpus}{shape} RealMemory={n.memory_mb}{gres}"
                      f"{feats} State={SLOT_STATE if n.cloud else 'UNKNOWN'}")
     members: dict[str, list[SlurmNode]] = {}  # each pool's nodes, pools in the order their nodes come
     for n in nodes:
@@ -321,10 +322,27 @@ def pool_pillars(stack, cluster: str, cat, facts: list[tuple[str, str | None, di
         raise GpufleetError("the Slurm controller's node did not configure: no slurm.conf can be written",
                             "see its status in `gpufleet status` and /var/log/gpufleet/node.log on it, then run "
                             "`gpufleet configure`")
-    compute = [n for p in stack.pools if p.role == "compute" for n in found.get(p.name, [])]
+    compute = [n for p in stack.pools if p.role == "compute" for n in found.get(p.name, []) + _free_slots(p, found)]
     per_pool = {name: (pools[name].role, expectations.get(name), max(n.gpus for n in members))
                 for name, members in found.items()}
     return pillars(stack, cluster, ctl[0], compute, per_pool, bundle=bundle, key=key)
+
+
+def _free_slots(pool, found: dict[str, list[SlurmNode]]) -> list[SlurmNode]:
+    """An elastic pool's slots no node holds now, up to its max (``<pool>-<idx>``, idx below max), each shaped as a
+    node of the pool (one instance type): a node `scale` or `heal` adds later takes one (``channel.assign_slots``)
+    and joins Slurm with no `configure`. Without an address: slurm.conf(5) 22.05.8 NodeAddr "By default, the NodeAddr
+    will be identical in value to NodeHostname", and a CLOUD node's is set by its registration (cloud_reg_addrs, see
+    SLOT_STATE), as SchedMD/slurm doc/html/elastic_computing.shtml declares its State=CLOUD nodes (slurm-22-05-8-1,
+    read 2026-11-27). Until a node registers as one, a slot is powered down, and the controller's state drains it
+    (salt/slurm/daemon.sls, "GF-GATE not registered yet"): never scheduled. A pool with no node to lend its shape
+    declares none (`configure` does once one has joined)."""
+    held = found.get(pool.name) or []
+    if pool.size is None or pool.role != "compute" or not held:
+        return []
+    like, taken = held[0], {n.name for n in held}
+    return [replace(like, name=f"{pool.name}-{i}", address="") for i in range(pool.size.max)
+            if f"{pool.name}-{i}" not in taken]
 
 
 def has_facts(f: dict | None) -> bool:

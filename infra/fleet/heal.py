@@ -25,7 +25,7 @@ import socket
 from dataclasses import dataclass, field
 
 from gpufleet import nodes as kinds
-from gpufleet.clouds.node_watch import MARK, RELEASE
+from gpufleet.clouds.node_watch import MARK, SCALE_DOWN
 from gpufleet.errors import GpufleetError
 from gpufleet.fleet import scale as scaling
 from gpufleet.fleet import team
@@ -183,8 +183,8 @@ class Healed:
     replacements: dict[str, int] = field(default_factory=dict)  # pool -> replaced in all (heal's count)
     events: int = 0
     left: str | None = None  # why the pass left the cluster alone (an `up` or `down` is under way)
-    # with Slurm, after `heal` added nodes to an elastic pool: the command that publishes slurm.conf naming their slots
-    # (a replacement takes its predecessor's slot, which slurm.conf names already; an added node's is new)
+    # with Slurm, after `heal` added nodes to an elastic pool whose slots could not be kept for them (each joins as a
+    # slot slurm.conf declares up to the pool's max otherwise): the command that gives them one
     configure: str | None = None
     scaled: list = field(default_factory=list)  # fleet.scale.Scaled of each elastic pool this pass resized (or would)
 
@@ -271,7 +271,8 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
         _remember(state, h, d, r, now)
     for p in run.stack.pools if run.stack.slurm else []:
         if p.size is not None:
-            _elastic(run, p, [h for h in out.nodes if h.pool == p.name], state, out, store, now, saved)
+            _elastic(run, p, [h for h in out.nodes if h.pool == p.name], {h.node: k for k, h in read}, state, out,
+                     store, now, saved)
     for name in {h.pool for h in out.nodes}:  # each pool's health as this pass saw it: O(pools), for `status`
         seen = [h.state for h in out.nodes if h.pool == name]
         state["pools"][name]["health"] = {s: seen.count(s) for s in sorted(set(seen))}
@@ -281,18 +282,21 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
     return out
 
 
-def _elastic(run: Run, p, health: list[NodeHealth], state: dict, out: Healed, store, now: dt.datetime,
+def _elastic(run: Run, p, health: list[NodeHealth], kinds_of: dict, state: dict, out: Healed, store, now: dt.datetime,
              saved: list) -> None:
     """An elastic pool with Slurm, as Slurm's fresh view shows it (none: nothing is done, nothing timed): one node
     more per node its partition's jobs wait for (``scheduler.waiting``), once they have waited
     ``health.scale_up_after`` (timed from the first pass that saw them), up to max, and only while every node of the
-    pool is in Slurm's view (a node added last time joins once `configure` publishes slurm.conf: asking again before
-    would add nodes for the same jobs); a refusal is backed off as a replacement's is. Nodes Slurm shows drained
-    with no job for ``health.scale_down_after`` are removed, down to min; an idle node is only named (a cloud node is
-    drained by its own agent, not from here). What one pass remembers is in the pool's entry of heal's memory; a node
-    the cloud launched is written there at once (``unrecorded``, until the registry has it): it counts against max,
-    and while one is unrecorded heal only names it, never launches again (a failure after a launch is not a refusal:
-    asking again would pay for the same nodes twice)."""
+    pool is in Slurm's view (a node added last time joins as its slot once its agent has configured it: asking again
+    before would add nodes for the same jobs); a refusal is backed off as a replacement's is. With no job waiting, a
+    node Slurm shows idle (no job, not drained) for ``health.scale_down_after`` is given back, down to min: its kind
+    (``kinds_of``: node -> kind) has it drained for node_watch.SCALE_DOWN (a cloud node by its own agent, through its
+    slot), and a later pass whose fresh view shows it drained with no job removes it; jobs that come first take it
+    back. A node drained for gpufleet's other reasons (a person's `gpufleet: release`) is removed once drained with no
+    job for ``scale_down_after``; a person's other drain never. What one pass remembers is in the pool's entry of
+    heal's memory; a node the cloud launched is written there at once (``unrecorded``, until the registry has it): it
+    counts against max, and while one is unrecorded heal only names it, never launches again (a failure after a launch
+    is not a refusal: asking again would pay for the same nodes twice)."""
     waiting = None if run.slurm_waiting is None else run.slurm_waiting.get(p.name, 0)
     if waiting is None:
         return
@@ -312,17 +316,31 @@ def _elastic(run: Run, p, health: list[NodeHealth], state: dict, out: Healed, st
     # only gpufleet's drains (node_watch.MARK, RELEASE the one README gives a person): a person's other drain
     # (a node kept to look at) is never removed
     free = {h.node: h for h in drained if (h.drain_reason or "").startswith(MARK)}
-    known = {k.removeprefix("free:"): v for k, v in pool.items() if k.startswith("free:")}
-    for k in [k for k in pool if k.startswith("free:")]:
+    idle = {h.node: h for h in health if h.state == "ok" and h.drained is False and h.jobs == "none"}
+    names = {f"{n.pool}-{n.idx}" for n in mine}
+    given = {k.removeprefix("given:"): v for k, v in pool.items() if k.startswith("given:") and
+             k.removeprefix("given:") in names}  # the nodes this pool gave back, not removed yet
+    timed = {part: {k.removeprefix(f"{part}:"): v for k, v in pool.items() if k.startswith(f"{part}:")}
+             for part in ("free", "idle")}
+    for k in [k for k in pool if k.startswith(("free:", "idle:", "given:"))]:
         del pool[k]
-    pool.update({f"free:{n}": known.get(n, _stamp(now)) for n in free})
+    pool.update({f"free:{n}": timed["free"].get(n, _stamp(now)) for n in free})
+    pool.update({f"idle:{n}": timed["idle"].get(n, _stamp(now)) for n in idle if n not in given})
+    pool.update({f"given:{n}": at for n, at in given.items()})
     retry = _time(pool.get("retry_at"))
     if unrecorded:
         sized.kept.append(f"launched but not recorded: {', '.join(unrecorded)}; `gpufleet registry rebuild` "
                           "records them (heal adds no node to the pool before)")
+    elif waiting and given:  # the nodes given back serve the jobs first: taken back, nothing launched this pass
+        for n in sorted(given):
+            h = next((h for h in health if h.node == n), None)
+            if h is not None and _give_back(run, p, h, kinds_of[n], "keep", sized, store, now):
+                pool.pop(f"given:{n}", None)
+        sized.kept.append(f"jobs wait: {', '.join(sorted(given))} given back, taken back first")
     elif waiting and len(mine) < p.size.max and (now - since).total_seconds() >= p.health.scale_up_after:
         if any(h.jobs is None for h in health):
-            sized.kept.append("jobs wait, but a node of the pool is not in Slurm's view yet (run `gpufleet configure`)")
+            sized.kept.append("jobs wait, but a node of the pool is not in Slurm's view yet (a new node joins as its "
+                              "slot once its agent has configured it)")
         elif retry is not None and now < retry:
             sized.kept.append(f"jobs wait; the last scale-up was refused or failed: asked again after {_stamp(retry)}")
         else:
@@ -341,24 +359,68 @@ def _elastic(run: Run, p, health: list[NodeHealth], state: dict, out: Healed, st
                 pool["waiting_since"] = _stamp(now)  # the next scale-up waits for the delay again
                 pool.pop("refusals", None)
                 pool.pop("retry_at", None)
+            if sized.unjoined:  # each added node joins as its slot; one whose slot could not be kept needs this
                 out.configure = f"gpufleet configure {shlex.quote(run.record.stack_file or 'STACK')} --cluster {run.cluster}"
-    elif not waiting and len(mine) > p.size.min:
-        long_free = [h for n, h in free.items()
-                     if (now - (_time(pool[f"free:{n}"]) or now)).total_seconds() >= p.health.scale_down_after]
-        chosen = long_free[:len(mine) - p.size.min]
-        if chosen:
-            sized.wanted = len(mine) - len(chosen)
-            try:
-                scaling.remove(run, p, mine, chosen, sized, store, now)
-            except GpufleetError as e:
-                sized.failed = e.message
-        sized.kept += [f"{h.node}: idle; drain it in Slurm with Reason='{RELEASE}' to let heal remove it"
-                       for h in health if h.drained is False and h.jobs == "none"]
+    elif not waiting:
+        _shrink(run, p, mine, health, kinds_of, pool, free, idle, given, sized, store, now)
         sized.kept += [f"{h.node}: drained by a person ({h.drain_reason or 'no reason'}), kept" for h in drained
                        if h.node not in free]
     if sized.would or sized.kept or sized.failed:
         out.scaled.append(sized)
         out.events += sized.events
+
+
+def _shrink(run: Run, p, mine: list, health: list[NodeHealth], kinds_of: dict, pool: dict, free: dict, idle: dict,
+            given: dict, sized, store, now: dt.datetime) -> None:
+    """No job waits: the nodes given back that Slurm shows drained with no job (and those a person gave back, drained
+    for ``scale_down_after``) removed, then idle nodes given back, down to min counting those still going."""
+    def waited(part: str, n: str) -> bool:
+        return (now - (_time(pool.get(f"{part}:{n}")) or now)).total_seconds() >= p.health.scale_down_after
+
+    room = len(mine) - p.size.min
+    ready = [h for n, h in free.items() if (h.drain_reason or "").startswith(SCALE_DOWN) or waited("free", n)]
+    chosen = ready[:max(0, room)]
+    if chosen:
+        sized.wanted = len(mine) - len(chosen)
+        try:
+            scaling.remove(run, p, mine, chosen, sized, store, now)
+        except GpufleetError as e:
+            sized.failed = e.message
+    gone = [h.node for h in chosen] if sized.removed else []
+    for n in gone:
+        pool.pop(f"given:{n}", None)
+        pool.pop(f"free:{n}", None)
+    going = [k for k in pool if k.startswith("given:")]  # given back, not removed yet: each goes in its turn
+    room -= len(gone) + len(going)
+    for n in [n for n in given if n in idle]:  # given back, idle again (its slot rewritten since, by `configure`)
+        _give_back(run, p, idle[n], kinds_of[n], "release", sized, store, now)
+    long_idle = sorted((h for n, h in idle.items() if n not in given and waited("idle", n)), key=scaling.slot_index,
+                       reverse=True)  # the newest slots go first
+    for h in long_idle[:max(0, room)]:
+        if _give_back(run, p, h, kinds_of[h.node], "release", sized, store, now):
+            pool[f"given:{h.node}"] = _stamp(now)
+            pool.pop(f"idle:{h.node}", None)
+    sized.kept += [f"{h.node}: idle since {pool[f'idle:{h.node}']}" + (
+        "; given back once idle for health.scale_down_after" if len(mine) > p.size.min else "; the pool is at min")
+        for h in idle.values() if f"idle:{h.node}" in pool]
+
+
+def _give_back(run: Run, p, h: NodeHealth, kind, action: str, sized, store, now: dt.datetime) -> bool:
+    """One idle node given back (``release``: drained for SCALE_DOWN, then removed) or taken back (``keep``) through
+    its kind, as a fault's drain goes; an event either way. Whether it was done (a dry run: said, not done)."""
+    words = ("give back" if action == "release" else "take back") + f" {h.node} (idle: Slurm shows no job on it)"
+    sized.would.append(words)
+    if sized.dry_run:
+        return False
+    r = kind.repair(run, h, action)
+    scaling.event(store, run.cluster, p.name, "drain" if action == "release" else "resume",
+                  f"{h.node}: {r.detail}" + (f" [{SCALE_DOWN}]" if action == "release" else ""), done=r.done,
+                  node=h.node, now=now)
+    sized.events += 1
+    if not r.done:
+        sized.kept.append(f"{h.node}: not given back: {r.detail}" if action == "release" else
+                          f"{h.node}: not taken back: {r.detail}")
+    return r.done
 
 
 def _on_grow(store: SharedStore, cluster: str, state: dict, pool: dict, saved: list):

@@ -28,6 +28,7 @@ from gpufleet.clouds import inventory
 from gpufleet.clouds.node_watch import RELEASE
 from gpufleet.errors import CapacityError, GpufleetError, InputError, QuotaError
 from gpufleet.fleet import team
+from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes import health as hl
 from gpufleet.nodes.health import NodeHealth
 from gpufleet.nodes.run import Run, Seams
@@ -50,6 +51,7 @@ class Scaled:
     kept: list[str] = field(default_factory=list)  # nodes not removed, each with why
     refused: str | None = None  # the cloud's refusal of more nodes: nothing changed
     failed: str | None = None  # `heal`'s: why a change it asked for failed (nothing recorded)
+    unjoined: list[str] = field(default_factory=list)  # added nodes whose Slurm slot could not be kept: `configure`
     events: int = 0
 
     @property
@@ -65,7 +67,7 @@ class Scaled:
         return {"cluster": self.cluster, "pool": self.pool, "before": self.before, "wanted": self.wanted,
                 "after": self.after if not self.dry_run else self.before, "dry_run": self.dry_run, "added": self.added,
                 "removed": self.removed, "would": self.would, "kept": self.kept, "refused": self.refused,
-                "failed": self.failed, "events": self.events}
+                "failed": self.failed, "unjoined": self.unjoined, "events": self.events}
 
 
 def bounds(pool, count: int) -> None:
@@ -87,7 +89,7 @@ def choose(health: list[NodeHealth], count: int, slurm: bool) -> tuple[list[Node
     if slurm:
         free = [h for h in health if h.drained is True and h.jobs == "none"]
     else:
-        free = sorted(health, key=lambda h: (h.state not in hl.BROKEN, -_idx(h)))
+        free = sorted(health, key=lambda h: (h.state not in hl.BROKEN, -slot_index(h)))
     chosen = free[:count]
     held = []
     for h in health:
@@ -106,7 +108,8 @@ def choose(health: list[NodeHealth], count: int, slurm: bool) -> tuple[list[Node
     return chosen, held
 
 
-def _idx(h: NodeHealth) -> int:
+def slot_index(h: NodeHealth) -> int:
+    """A node's index in its pool (``<pool>-<idx>``), 0 when its name has none."""
     return int(h.node.rpartition("-")[2]) if h.node.rpartition("-")[2].isdigit() else 0
 
 
@@ -191,19 +194,30 @@ def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, n
         event(store, run.cluster, spec_pool.name, "add", f"failed: {said}", done=False, now=now)
         raise GpufleetError(f"scale: {said}"[:600], e.hint) from None
     first = mine[0] if mine else None
-    top = max((n.idx for n in mine), default=-1)
     added = []
-    for i, g in enumerate(got):
-        added.append((Node(pool=spec_pool.name, idx=top + 1 + i, provider=provider, location=region,
+    for idx, g in zip(free_slots(mine, len(got)), got):
+        added.append((Node(pool=spec_pool.name, idx=idx, provider=provider, location=region,
                            machine=first.machine if first else spec_pool.instance_type or "", zone=g.get("zone"),
                            node_id=g["id"], private_ip=g.get("private_ip"), ssh_endpoint=None,
                            usd_per_hour=first.usd_per_hour if first else None, vm_uid=g.get("vm_uid")), g.get("fleet_id")))
     run.record = run.registry.resize(run.cluster, added=added)
     for n, fleet in added:
         out.added.append(n.node_id)
+        # with Slurm, its slot (declared in slurm.conf up to the pool's max), kept where its agent reads it, as a
+        # replacement's is: it joins Slurm with no `configure`. An elastic pool is a cloud pool (spec refuses racks)
+        joined, joins = cloud_nodes.give_slot(run, n) if run.stack.slurm else (True, "")
+        if not joined:
+            out.unjoined.append(f"{spec_pool.name}-{n.idx}")
         event(store, run.cluster, spec_pool.name, "add", f"{spec_pool.name}-{n.idx} ({n.node_id}) added through the "
-               f"pool's request (fleet {fleet})", done=True, node=f"{spec_pool.name}-{n.idx}", now=now)
+               f"pool's request (fleet {fleet}){joins}", done=True, node=f"{spec_pool.name}-{n.idx}", now=now)
         out.events += 1
+
+
+def free_slots(mine: list[Node], count: int) -> list[int]:
+    """The ``count`` lowest indexes no node of the pool (``mine``) holds: a removed node's slot is the next added
+    node's, so that an elastic pool's nodes stay within the slots slurm.conf declares (0 to max - 1)."""
+    taken = {n.idx for n in mine}
+    return [i for i in range(len(taken) + count) if i not in taken][:count]
 
 
 def _shrink(run: Run, spec_pool, mine: list[Node], fewer: int, out: Scaled, store, now) -> None:
@@ -233,9 +247,10 @@ def remove(run: Run, spec_pool, mine: list[Node], chosen: list[NodeHealth], out:
         event(store, run.cluster, spec_pool.name, "remove", f"failed: {e.message}", done=False, now=now)
         raise
     run.record = run.registry.resize(run.cluster, removed=going)
+    left = cloud_nodes.forget_slots(run, going) if run.stack.slurm else ""  # their slots: free for the next nodes
     for n in going:
         out.removed.append(n.node_id)
-        event(store, run.cluster, spec_pool.name, "remove", f"{spec_pool.name}-{n.idx} ({n.node_id}) terminated",
+        event(store, run.cluster, spec_pool.name, "remove", f"{spec_pool.name}-{n.idx} ({n.node_id}) terminated{left}",
                done=True, node=f"{spec_pool.name}-{n.idx}", now=now)
         out.events += 1
 

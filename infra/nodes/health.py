@@ -162,7 +162,7 @@ class Repaired:
     """What a kind did for one node that `heal` asked it to drain, isolate or replace."""
 
     node: str
-    action: str  # drain | isolate | replace
+    action: str  # drain | isolate | replace; an elastic pool's idle node given back (release) or taken back (keep)
     done: bool  # it happened (or already was so); False: not done, ``detail`` says why
     detail: str
     refused: bool = False  # the cloud had no capacity (or quota) for a new node: asked again later

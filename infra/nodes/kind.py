@@ -122,8 +122,9 @@ class NodeKind(Protocol):
         could not be read is ``unknown`` with why, never unhealthy. Nothing raises for one node."""
 
     def repair(self, run: Run, node: NodeHealth, action: str) -> Repaired:
-        """Do ``action`` (drain | isolate | replace) for one of its nodes, as `heal` decided; a kind
-        that cannot (a rack host is never replaced) says so in the result."""
+        """Do ``action`` (drain | isolate | replace; release | keep: an elastic pool's idle node given back to be
+        removed, or taken back) for one of its nodes, as `heal` decided; a kind that cannot (a rack host is never
+        replaced) says so in the result."""
 
 
 VERBS = ("owns", "reach", "who", "replaced", "create", "configure", "verify", "bench", "drain", "scheduler", "health",

@@ -375,14 +375,15 @@ def resized(nodes: list[Node], resizes: list[Resize]) -> list[Node]:
     and without each removed node. Applied again to its own result it changes nothing (a store's record is
     recorded again as it is)."""
     out = list(nodes)
+    gone = {(r.pool, r.node.node_id) for r in resizes if r.change == "removed"}
     for r in (r for r in resizes if r.change == "added"):
         pool = [n for n in out if n.pool == r.pool]
         if not pool or any(_is(n, r.node) for n in pool):
             continue  # a pool the stack no longer has, or a node the list has already
-        first, taken = pool[0], {n.idx for n in pool}
+        # a removed node's index is free: an added node may hold it again (its Slurm slot, fleet.scale.free_slots)
+        first, taken = pool[0], {n.idx for n in pool if (n.pool, n.node_id) not in gone}
         out.append(replace(first, idx=r.node.idx if r.node.idx not in taken else max(taken) + 1, ssh_endpoint=None,
                            **{k: getattr(r.node, k) for k in REPLACED_FIELDS if k != "ssh_endpoint"}))
-    gone = {(r.pool, r.node.node_id) for r in resizes if r.change == "removed"}
     return [n for n in out if (n.pool, n.node_id) not in gone]
 
 

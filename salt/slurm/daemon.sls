@@ -19,11 +19,15 @@ include:
 
 # a cloud node's slurmd runs as its slot, whatever its host name (slurmd -N): SLURMD_OPTIONS is read by Debian 12's
 # slurmd.service (EnvironmentFile=-/etc/default/slurmd) and /etc/init.d/slurmd (slurmd 22.05.8-4+deb12u3), and by
-# upstream's unit EPEL ships (etc/slurmd.service.in, /etc/sysconfig/slurmd; slurm-22-05-8-1, slurm-23-11-4-1)
+# upstream's unit EPEL ships (etc/slurmd.service.in, /etc/sysconfig/slurmd; slurm-22-05-8-1, slurm-23-11-4-1). The
+# file is gpufleet's on a cloud compute node, replaced whole (README, "Slurm"): its first line says so to whoever opens
+# it (systemd's EnvironmentFile and the init script's shell both skip a # line)
 slurm-daemon-options-file-managed:
   file.managed:
     - name: {{ slurm.daemon_options_file }}
-    - contents: SLURMD_OPTIONS="-N {{ slurm.self }}"
+    - contents: |
+        # gpufleet: slurmd runs as this node's Slurm slot; this file is gpufleet's, replaced whole on each run
+        SLURMD_OPTIONS="-N {{ slurm.self }}"
     - mode: "0644"
 
 # its boot gate before slurmd first registers: drained unless the gate passed (its watch resumes it then), even

@@ -60,7 +60,7 @@ pools:
     provider: aws
     region: us-east-1
     instance_type: g6.xlarge
-    nodes: 2
+    nodes: {{min: 2, max: 3}}
     health: {{interval: {INTERVAL_S}, on_fault: replace}}
     salt: {{states: [node_base, slurm], pillar: {{gpufleet: {{live: false}}}}}}
 """
@@ -220,6 +220,19 @@ def test_a_node_failing_its_gate_never_shows_idle_and_is_resumed_once_it_passes(
     assert registered and not any(s.startswith("idle") for s in registered), seen
     print(f"h4 states until its gate passed: {before}; then {[s for at, s in seen['gpu-1'] if at >= cleared]}, "
           f"idle {time.monotonic() - cleared:.0f} s after the fault was gone")
+
+
+def test_a_slot_declared_up_to_max_that_no_node_holds_is_never_idle(cluster):
+    """Review rev51b, finding 2: slurm.conf declares an elastic pool's every slot up to max (gpu-2 here, held by no
+    node), so that a node `scale` or `heal` adds joins with no `configure`. With the real slurmctld (Debian 12, Slurm
+    22.05.8), once `up` has configured the controller, the slot is listed (PrivateData=cloud) and drained for its gate
+    (the controller's state, salt/slurm/daemon.sls): never idle, so no job is sent to a node that does not exist."""
+    shown = until(sinfo, lambda n: n.get("gpu-2", "").startswith("drain"), timeout=3 * INTERVAL_S)
+    line = node_line("gpu-2")
+    assert shown.get("gpu-2", "").startswith("drain"), (shown, line)
+    assert "POWERED_DOWN" in line and "DRAIN" in line, line
+    assert "Reason=gpufleet: GF-GATE not registered yet" in line, line
+    print(f"gpu-2 (declared, no node): sinfo {shown.get('gpu-2')}; {line.strip()}")
 
 
 def test_a_fatal_xid_on_an_idle_node_drains_it_within_two_intervals(cluster):

@@ -50,6 +50,9 @@ class Bucket:
     def exists(self, key):
         return key in self.objects
 
+    def remove(self, key):
+        self.objects.pop(key, None)
+
     def list(self, prefix):
         if self.broken:
             raise self.broken
@@ -563,6 +566,21 @@ def test_with_slurm_a_replacement_takes_its_predecessors_slot_and_joins_without_
     assert node_agent.own_slot(AgentsView(), "gpu", "i-gpu0") is None
     (e,) = [e for e in c.events() if e["action"] == "replace"]
     assert "joins Slurm as gpu-0" in e["outcome"] and "gpufleet configure" not in e["outcome"], e["outcome"]
+
+
+def test_a_replaced_nodes_slot_is_deleted_and_only_the_new_ones_kept(tmp_path, cat):
+    """Review rev51b, finding 10: a replaced (or removed) node's slot file stayed, one more per replacement (not
+    O(pools)), and on Azure, where a scale set made anew numbers its VMs from 0 again, a new VM could read another's
+    stale slot."""
+    from gpufleet.nodes.cloud import channel
+
+    c = _slurm_cluster(tmp_path, cat)
+    channel.assign_slots(c.bucket, [channel.NodeTarget("gpu", i, f"i-gpu{i}", None) for i in range(3)])  # as `up`
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], hostname="ip-10-0-0-9")
+    say(c.bucket, "i-ctl0", pool="ctl", hostname="ctl-a", scheduler="nodes\nctl-a idle\ngpu-0 drained\n")
+    c.heal()
+    assert sorted(k for k in c.bucket.objects if "/slots/" in k) == [
+        "pools/gpu/slots/i-gpu1.json", "pools/gpu/slots/i-gpu2.json", "pools/gpu/slots/i-new1.json"]
 
 
 def test_on_azure_a_node_a_person_drained_is_not_terminated_on_a_status_a_peer_could_write(tmp_path, cat):

@@ -11,6 +11,7 @@ from test_heal import Api, Cluster, say, stack_text
 
 from gpufleet.clouds import node_watch, scheduler
 from gpufleet.errors import CapacityError
+from gpufleet.nodes.cloud import channel
 from gpufleet.state import events
 
 T0 = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
@@ -75,7 +76,10 @@ def test_jobs_waiting_longer_than_scale_up_after_add_nodes_once_up_to_max(tmp_pa
     out = c.heal(T0 + dt.timedelta(seconds=301))
     assert c.api.added == ["i-more0", "i-more1"]  # 4 nodes asked, the pool's max is 3
     assert [n.node_id for n in c.reg.get("hl").nodes if n.pool == "gpu"] == ["i-gpu0", "i-more0", "i-more1"]
-    assert out.configure and "gpufleet configure" in out.configure
+    # each added node joins Slurm as a slot slurm.conf declares up to max (configure.slurm): no `configure` asked
+    assert out.configure is None
+    assert sorted(k for k in c.bucket.objects if "/slots/" in k) == ["pools/gpu/slots/i-more0.json",
+                                                                     "pools/gpu/slots/i-more1.json"]
     assert [e["action"] for e in events.read(c.log, "hl") if e["command"].startswith("scale")] == ["scale-add"] * 2
     # the new nodes are not in Slurm's view yet: the jobs still wait, but nothing more is asked (and max is reached)
     again = c.heal(T0 + dt.timedelta(seconds=900))
@@ -235,3 +239,132 @@ def test_a_refusal_after_a_partial_launch_leaves_nothing_unrecorded_and_is_asked
         out = c.heal(T0 + dt.timedelta(seconds=s))
     assert c.api.added == ["i-part0", "i-part1"]
     assert not any("not recorded" in k for x in out.scaled for k in x.kept)
+
+
+def test_a_node_heal_adds_to_an_elastic_pool_gets_its_slurm_slot_in_the_pools_bucket(tmp_path, cat):
+    """Review rev51b, finding 2 (the reviewer's test): heal's scale-up wrote no slot for the node it added, so its agent
+    started no slurmd and the pool was stuck with a paid node that never worked until a person ran `configure`. It
+    gets the lowest free slot (gpu-1) as a replacement gets its predecessor's, where its agent reads it."""
+    import json
+
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 3}"), api=Elastic())
+    view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
+    c.heal(T0)
+    view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
+    out = c.heal(T0 + dt.timedelta(seconds=301))
+    assert c.api.added == ["i-more0"] and out.configure is None
+    slot = json.loads(c.bucket.objects.get("pools/gpu/slots/i-more0.json", b"null"))
+    assert slot == {"node_id": "i-more0", "slurm_name": "gpu-1"}, f"no Slurm slot for the added node: {slot}"
+    (e,) = [e for e in events.read(c.log, "hl") if e["action"] == "scale-add"]
+    assert "joins Slurm as gpu-1" in e["outcome"], e["outcome"]
+
+
+def test_jobs_slurm_says_wait_for_unavailable_slots_ask_for_nodes():
+    """Once slurm.conf declares an elastic pool's slots up to max (drained until a node registers as one), a job that
+    asks more nodes than the pool's working ones no longer waits with PartitionNodeLimit but with "ReqNodeNotAvail,
+    UnavailableNodes:<slots>" (SchedMD/slurm slurm-22-05-8-1 src/slurmctld/node_scheduler.c _pick_best_nodes:
+    runnable on the partition's nodes, not on the available ones -> ESLURM_NODE_NOT_AVAIL, state_desc as written
+    there; squeue's %r prints the state_desc, src/squeue/print.c _print_job_reason): such a job waits for nodes. One
+    held by a reservation or maintenance does not."""
+    text = ("nodes\ngpu-0 allocated\njobs\nPENDING gpu 2 ReqNodeNotAvail, UnavailableNodes:gpu-[1-2]\n"
+            "PENDING gpu 1 ReqNodeNotAvail, Reserved for maintenance\nPENDING gpu 3 ReqNodeNotAvail, May be reserved "
+            "for other job\ndrained\n")
+    assert scheduler.waiting(text) == {"gpu": 2}
+
+
+def _grown(tmp_path, cat, extra=2):
+    """A pool {min 1, max 4} that grew to 1 + ``extra`` nodes (gpu-1 ... are i-more0 ...)."""
+    from gpufleet.state.registry import Node
+
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 4}"), api=Elastic())
+    c.api.add_nodes("us-east-1", cluster="hl", pool="gpu", count=extra, on_launch=lambda i: None)
+    c.reg.resize("hl", added=[(Node("gpu", 1 + k, "aws", "us-east-1", "g6.12xlarge", node_id=f"i-more{k}"), None)
+                              for k in range(extra)])
+    channel.assign_slots(c.bucket, [channel.NodeTarget("gpu", n.idx, n.node_id, None) for n in c.reg.get("hl").nodes
+                                    if n.pool == "gpu"])  # each node's slot, as `up` and `scale` keep them
+    return c
+
+
+def _given_back(c) -> list[str]:
+    """The nodes whose slot says heal gives them back (their agent's watch drains them)."""
+    import json
+
+    return sorted(json.loads(v)["slurm_name"] for k, v in c.bucket.objects.items()
+                  if k.startswith("pools/gpu/slots/") and json.loads(v).get("release") is True)
+
+
+def test_heal_gives_an_idle_elastic_pool_back_down_to_min_then_removes_what_slurm_shows_drained(tmp_path, cat):
+    """Review rev51b, finding 6 (the reviewer's test, "three idle nodes of a {min: 1} pool were paid for a day"): an
+    idle node was only named, nothing drained it (Slurm's power saving is off: slurm.conf sets no SuspendTime,
+    INFINITE when unset, src/common/read_config.c, 22.05.8). heal now gives a node idle for scale_down_after back
+    through its slot (its agent's watch drains it for GF-SCALE-DOWN), never below min and the newest slots first, and
+    removes it on a later pass whose fresh view shows it drained with no job; each step an event."""
+    c = _grown(tmp_path, cat)
+    idle = {"i-more0": "idle", "i-more1": "idle"}
+    view(c, T0, gpu="idle", extra=idle)
+    c.heal(T0)  # idle from now
+    view(c, T0, gpu="idle", extra=idle)
+    c.heal(T0 + dt.timedelta(seconds=1000))
+    assert _given_back(c) == [] and c.api.removed == []
+    view(c, T0, gpu="idle", extra=idle)
+    out = c.heal(T0 + dt.timedelta(seconds=1801))
+    assert _given_back(c) == ["gpu-1", "gpu-2"], "no idle node was given back"  # gpu-0 kept: min 1
+    assert c.api.removed == [] and any("gpu-0: idle since" in k for x in out.scaled for k in x.kept)
+    # their watches drained them; the next pass's fresh view shows them drained with no job: removed
+    drained = {"i-more0": "drained", "i-more1": "drained"}
+    why = dict.fromkeys(drained, node_watch.SCALE_DOWN)
+    view(c, T0, gpu="idle", extra=drained, reasons=why)
+    c.heal(T0 + dt.timedelta(seconds=1900))
+    assert c.api.removed == ["i-more0", "i-more1"]
+    assert [n.node_id for n in c.reg.get("hl").nodes if n.pool == "gpu"] == ["i-gpu0"]
+    said = [(e["action"], e["node"], e["done"]) for e in events.read(c.log, "hl") if e["command"].startswith("scale")]
+    assert sorted(said) == [("scale-drain", "gpu-1", True), ("scale-drain", "gpu-2", True),
+                            ("scale-remove", "gpu-1", True), ("scale-remove", "gpu-2", True)]  # (the log's order: by time)
+    view(c, T0, gpu="idle")
+    c.heal(T0 + dt.timedelta(seconds=9000))  # at min: the last node is never given back
+    assert _given_back(c) == [] and c.api.removed == ["i-more0", "i-more1"]
+    assert sorted(k for k in c.bucket.objects if "/slots/" in k) == ["pools/gpu/slots/i-gpu0.json"]
+
+
+def test_a_node_with_a_job_is_never_given_back_and_one_given_back_is_removed_only_once_its_job_ended(tmp_path, cat):
+    c = _grown(tmp_path, cat)
+    for s in (0, 1801):
+        view(c, T0, gpu="allocated", extra={"i-more0": "mixed", "i-more1": "idle"})
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert _given_back(c) == ["gpu-2"]  # gpu-0 and gpu-1 run jobs
+    # a job started on gpu-2 before its watch drained it: draining, not removed
+    view(c, T0, gpu="allocated", extra={"i-more0": "mixed", "i-more1": "draining"},
+         reasons={"i-more1": node_watch.SCALE_DOWN})
+    c.heal(T0 + dt.timedelta(seconds=1900))
+    assert c.api.removed == []
+    view(c, T0, gpu="allocated", extra={"i-more0": "mixed", "i-more1": "drained"},
+         reasons={"i-more1": node_watch.SCALE_DOWN})
+    c.heal(T0 + dt.timedelta(seconds=2500))
+    assert c.api.removed == ["i-more1"]
+
+
+def test_jobs_that_come_take_back_the_nodes_given_back_before_anything_is_launched(tmp_path, cat):
+    c = _grown(tmp_path, cat)
+    for s in (0, 1801):
+        view(c, T0, gpu="idle", extra={"i-more0": "idle", "i-more1": "idle"})
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert _given_back(c) == ["gpu-1", "gpu-2"]
+    why = {"i-more0": node_watch.SCALE_DOWN, "i-more1": node_watch.SCALE_DOWN}
+    view(c, T0, gpu="allocated", extra={"i-more0": "drained", "i-more1": "drained"}, reasons=why,
+         jobs="PENDING gpu 2 Resources\n")
+    out = c.heal(T0 + dt.timedelta(seconds=1900))
+    assert _given_back(c) == [] and c.api.removed == []
+    assert c.api.added == ["i-more0", "i-more1"]  # the pool's own two (_grown): nothing launched for these jobs
+    assert any("taken back first" in k for x in out.scaled for k in x.kept)
+    assert [e["action"] for e in events.read(c.log, "hl") if e["command"].startswith("scale")][-2:] == ["scale-resume"] * 2
+
+
+def test_without_a_fresh_slurm_view_nothing_is_given_back_or_removed(tmp_path, cat):
+    c = _grown(tmp_path, cat)
+    view(c, T0, gpu="idle", extra={"i-more0": "idle", "i-more1": "idle"})
+    c.heal(T0)
+    for s in (1801, 4000):  # Slurm's view older than heal trusts (180 s): unknown
+        view(c, T0, gpu="idle", extra={"i-more0": "drained", "i-more1": "idle"}, age_s=600,
+             reasons={"i-more0": node_watch.SCALE_DOWN})
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert _given_back(c) == [] and c.api.removed == []

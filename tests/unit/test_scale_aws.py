@@ -365,3 +365,91 @@ def test_a_spot_pools_scale_up_asks_spot_even_when_its_nodes_came_from_the_on_de
                         seams=Seams(cloud_api=api, stores={"b": Bucket()}), outputs=c.outputs)
     (added,) = out.added
     assert instance(added).get("InstanceLifecycle") == "spot", "a spot pool grew on on-demand, copied from a fallback"
+
+
+def _slot(store, node_id):
+    """The slot a node's agent finds under its own id (node_agent.own_slot, as the agent reads the bucket), None: none."""
+    import json
+
+    from gpufleet.clouds import node_agent
+
+    class AgentsView:  # NotThere for a missing object, as the agent's own S3 client says it
+        def get(self, key):
+            if not store.exists(key):
+                raise node_agent.NotThere(f"{key}: HTTP 404")
+            return store.get(key)
+
+    got = node_agent.own_slot(AgentsView(), "gpu", node_id)
+    assert got is None or json.loads(store.get(f"pools/gpu/slots/{node_id}.json"))["node_id"] == node_id
+    return got
+
+
+def test_with_slurm_an_added_node_takes_a_free_slot_and_a_removed_nodes_slot_is_the_next_ones(aws, tmp_path, cat):
+    """Review rev51b, finding 2: `scale` (and heal's scale-up, which calls the same grow) wrote no Slurm slot for the
+    node it added, so its agent started no slurmd (salt/slurm/map.jinja `listed`) and it never joined Slurm until a
+    person ran `configure`. Each added node now gets its slot in the pool's bucket (here S3 on moto's server, the
+    store `up` writes slots to), the lowest one no node holds, so that a pool stays within the slots slurm.conf
+    declares up to max (configure.slurm): a removed node's slot is the next added node's, and the registry keeps
+    that index for the next `up` (registry.resized)."""
+    import boto3
+
+    from gpufleet.clouds.aws.objects import Store
+    from gpufleet.state.registry import resized
+
+    boto3.client("s3", region_name=REGION).create_bucket(Bucket="hl-nodes")
+    p = Pool(tmp_path, cat, slurm=True)
+    ref = {"name": "hl-nodes", "cloud": "aws", "region": REGION}
+    p.c.outputs = {"pools": {pool.name: {"bucket": ref} for pool in p.c.stack.pools}}
+    p.bucket = Store(ref)  # the statuses below are written where the operation reads them (no seam names it)
+    from gpufleet.nodes.cloud import channel
+
+    channel.assign_slots(p.bucket, [channel.NodeTarget("gpu", k, i, None) for k, i in enumerate(p.ids)])  # as `up`
+    (first,) = p.scale(3).added
+    assert _slot(p.bucket, first) == "gpu-2"
+    hosts = {i: f"gpu-{k}" for k, i in enumerate([*p.ids, first])}
+    for i in hosts:
+        say(p.bucket, i, hostname=f"ip-{i}")
+    view = ("nodes\nhl-ctl idle\ngpu-0 drained\ngpu-1 allocated\ngpu-2 allocated\njobs\nRUNNING gpu 2 None\n"
+            "drained\ngpu-0|gpufleet: release\n")
+    say(p.bucket, "i-ctl", pool="ctl", hostname="hl-ctl", scheduler=view)
+    assert p.scale(2).removed == [p.ids[0]]
+    assert _slot(p.bucket, p.ids[0]) is None  # the removed node's slot is deleted (rev51b finding 10)
+    (second,) = p.scale(3).added
+    assert _slot(p.bucket, second) == "gpu-0", "the removed node's slot was not the next added node's"
+    rec = p.c.reg.get("hl")
+    assert sorted((n.idx, n.node_id) for n in rec.nodes if n.pool == "gpu") == [(0, second), (1, p.ids[1]), (2, first)]
+    # the next `up` gets Pulumi's list back (the pool's two first nodes): the resizes leave each node at its slot
+    again = resized([n for n in p.c.nodes if n.pool == "gpu"], rec.resizes)
+    assert sorted((n.idx, n.node_id) for n in again) == [(0, second), (1, p.ids[1]), (2, first)]
+    # one slot per node that is: what is kept stays O(pools), not O(nodes ever made)
+    assert sorted(k for k, _ in p.bucket.list("pools/gpu/slots/")[0]) == sorted(
+        f"pools/gpu/slots/{i}.json" for i in (second, p.ids[1], first))
+
+
+def test_a_partial_launch_whose_fleet_ec2_would_not_delete_is_said_not_taken_for_a_refusal(aws, tmp_path, cat,
+                                                                                           monkeypatch):
+    """Review rev51b, finding 10: after a partial launch, a DeleteFleets EC2 refused was swallowed and the refusal
+    said "terminated again": the launched node ran on, unrecorded, until `reap`, and heal (which forgets what a
+    refusal launched) could launch again. The failure now names the nodes still running (not a refusal)."""
+    from botocore.exceptions import ClientError
+
+    p = Pool(tmp_path, cat)
+    real = BaseClient._make_api_call
+
+    def partly_and_kept(self, op, params):
+        if op == "CreateFleet":
+            got = real(self, op, {**params, "TargetCapacitySpecification": {
+                **params["TargetCapacitySpecification"], "TotalTargetCapacity": 1}})
+            got["Errors"] = [{"ErrorCode": "InsufficientInstanceCapacity", "ErrorMessage": "not enough g6.12xlarge"}]
+            return got
+        if op == "DeleteFleets":
+            raise ClientError({"Error": {"Code": "UnauthorizedOperation", "Message": "not allowed"}}, op)
+        return real(self, op, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", partly_and_kept)
+    with pytest.raises(GpufleetError) as e:
+        p.scale(4)
+    assert "could not be deleted" in e.value.message and "UnauthorizedOperation" in e.value.message
+    assert "still run" in e.value.message and "terminated again" not in e.value.message
+    (ev,) = p.events()
+    assert ev["refused"] is False and "could not be deleted" in ev["outcome"]

@@ -757,6 +757,10 @@ PASSING = 'import json\nprint(json.dumps({"verdict": "pass", "ok": True, "failur
     ("gpufleet: GF-XID-FATAL health.xid", True),
     ("gpufleet: GF-SPOT-NOTICE aws instance-action at 2026-11-27T15:02:00Z", False),
     ("gpufleet: GF-GATE dcgm2 not passed yet", False),
+    # an idle node of an elastic pool given back, by heal's scale-down (its watch drained it) or by a person, for heal
+    # to remove (review rev51b, finding 6): resumed by the next passing check, it would take jobs and never go
+    ("gpufleet: GF-SCALE-DOWN", False),
+    ("gpufleet: release", False),
     # the watch's active checks (DCGM level 2) failed: the quick checks passing says nothing of them
     ("gpufleet: GF-ACTIVE GF-DCGM-FAIL active.dcgm.diag", False),
     ("bad fan, ticket 42", False),
@@ -793,6 +797,20 @@ def test_a_node_that_has_not_passed_its_boot_gate_registers_drained(tmp_path, dr
     ran = subprocess.run(command, capture_output=True, text=True, env={**env, "DRAINED_FOR": drained_for or ""},
                          timeout=60)
     assert ran.returncode == 0 and [c for c in _scontrol_calls(tmp_path) if c[0] == "update"] == []
+
+
+def test_a_new_node_on_a_slot_given_back_is_drained_for_its_own_gate(tmp_path):
+    """A slot whose node heal removed stays drained for GF-SCALE-DOWN in slurmctld; the next node that takes it is
+    drained for its own gate before slurmd starts (the reason given back ends there), so that its passing gate
+    resumes it and heal does not take it for a node given back."""
+    command, env = _health_node(tmp_path, PASSING)
+    (tmp_path / "gate.json").write_text(json.dumps({"level": "quick", "passed": None}))
+    (tmp_path / "bin" / "scontrol").write_text(DRAINED_SCONTROL)
+    ran = subprocess.run(command, capture_output=True, text=True, env={**env, "DRAINED_FOR": "gpufleet: GF-SCALE-DOWN"},
+                         timeout=60)
+    assert ran.returncode == 1
+    assert [c for c in _scontrol_calls(tmp_path) if c[0] == "update"] == [
+        ["update", "NodeName=h2", "State=DRAIN", "Reason=gpufleet: GF-GATE quick not passed yet"]]
 
 
 def test_the_boot_gate_never_overwrites_a_persons_drain(tmp_path):
@@ -879,7 +897,11 @@ def test_a_cloud_node_starts_slurmd_as_its_slot_drained_by_its_gate_first(render
         states = render(salt_call(), tmp_path / os_, {**OSES[os_], "host": "ip-10-9-9-9"}, pil, ["slurm"])
         assert "slurm-daemon-not-listed-test-show_notification" not in states, os_
         written = states["slurm-daemon-options-file-managed"]["file"]
-        assert _arg(written, "name") == options and _arg(written, "contents") == 'SLURMD_OPTIONS="-N t4-1"', written
+        # the file is gpufleet's, replaced whole (review rev51b, finding 10: an operator's own SLURMD_OPTIONS there
+        # went without a word): its first line says so, as README does
+        assert _arg(written, "name") == options and _arg(written, "contents").splitlines() == [
+            "# gpufleet: slurmd runs as this node's Slurm slot; this file is gpufleet's, replaced whole on each run",
+            'SLURMD_OPTIONS="-N t4-1"'], written
         gate = states["slurm-daemon-gate-cmd-run"]["cmd"]
         assert _arg(gate, "name") == f"{slurm.HEALTH_PROGRAM} --before-slurmd", gate
         assert _arg(gate, "env") == [{"SLURMD_NODENAME": "t4-1"}], gate
@@ -990,3 +1012,36 @@ def test_cloud_reg_addrs_is_written_only_where_the_nodes_slurm_is_older_than_23_
         assert ("cloud_reg_addrs" in text) == old, os_
         assert text.replace("SlurmctldParameters=cloud_reg_addrs\n", "") == \
             host["files"]["slurm.conf"].replace("SlurmctldParameters=cloud_reg_addrs\n", ""), os_
+
+
+def test_an_elastic_pools_slurm_conf_declares_every_slot_up_to_its_max(tmp_path):
+    """Issue 51 step 5 (review rev51b, finding 2): slurm.conf named only the slots of the nodes `configure` met, so a
+    node `scale` or `heal` added later (its slot ``<pool>-<idx>``) was in no slurm.conf, its slurmd never started
+    (salt/slurm/map.jinja `listed`) and it joined Slurm only after a person ran `configure`. Every slot up to the
+    pool's max is declared State=CLOUD, shaped as the pool's nodes, without a NodeAddr (its registration gives it),
+    in the pool's partition, GRES and switch; the pillar lists them, so the agent of a node that takes one starts
+    slurmd."""
+    cat = catalog.load(use_config=False)
+    (tmp_path / "train.yaml").write_text(STACK.replace("instance_type: g4dn.12xlarge\n    image: ubuntu-24.04\n"
+                                                       "    nodes: 1", "instance_type: g4dn.12xlarge\n    image: "
+                                                       "ubuntu-24.04\n    nodes: {min: 1, max: 3}"))
+    st = stacks.load(tmp_path / "train.yaml", cat)
+    assert next(p for p in st.pools if p.name == "t4").size.max == 3
+    cpu = {"cpus": 48, "mem_gib": 192, "gpu_count": 4, "cpu_topology": [2, 12, 2]}
+    facts = [("ctl", "10.0.0.5", {"cpus": 4, "mem_gib": 16, "hostname": "ip-10-0-0-5"}, "ctl-0"),
+             ("t4", "10.0.1.7", {**cpu, "hostname": "ip-10-0-1-7"}, "t4-1")]  # gpu-0 was removed: slot 1 alone held
+    (pil, *_) = slurm.pool_pillars(st, "train", cat, facts, expectations={}, bundle=b"PK", key=b"k" * 32).values()
+    conf = _conf(pil["files"]["slurm.conf"])
+    named = {d["NodeName"]: d for d in conf if "NodeName" in d}
+    assert sorted(named) == ["t4-0", "t4-1", "t4-2"], named
+    assert named["t4-1"]["NodeAddr"] == "10.0.1.7" and "NodeAddr" not in named["t4-0"] and "NodeAddr" not in named["t4-2"]
+    shape = ("CPUs", "Sockets", "CoresPerSocket", "ThreadsPerCore", "RealMemory", "Gres", "Feature", "State")
+    assert {k: named["t4-2"][k] for k in shape} == {k: named["t4-1"][k] for k in shape}
+    assert named["t4-0"]["State"] == "CLOUD"
+    (part,) = [d for d in conf if d.get("PartitionName") == "t4"]
+    assert part["Nodes"].split(",") == ["t4-1", "t4-0", "t4-2"]
+    gres = {d["NodeName"] for d in _conf(pil["files"]["gres.conf"]) if "NodeName" in d}
+    assert gres == {"t4-0", "t4-1", "t4-2"}
+    (switch,) = [d for d in _conf(pil["files"]["topology.conf"]) if d.get("SwitchName") == "t4"]
+    assert set(switch["Nodes"].split(",")) == {"t4-0", "t4-1", "t4-2"}
+    assert pil["nodes"] == ["ip-10-0-0-5", "t4-0", "t4-1", "t4-2"]  # a node that takes t4-2 starts its slurmd

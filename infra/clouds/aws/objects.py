@@ -74,6 +74,13 @@ class Store:
         except (BotoCoreError, ClientError) as e:
             raise self._fail(e, prefix) from None
 
+    def remove(self, key: str) -> None:
+        # DeleteObject answers 204 whether the key was there or not (S3 API reference, DeleteObject; 2026-11-27)
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=key)
+        except (BotoCoreError, ClientError) as e:
+            raise self._fail(e, key) from None
+
     def delete_all(self) -> int:
         try:
             return empty_bucket(self.client, self.bucket)

@@ -188,14 +188,28 @@ def _launch(ec2, cluster: str, pool: str, old: dict, release_first: bool, market
 def refused(ec2, made: dict, what: str, ids: list[str], hint: str | None = None) -> None:
     """An instant fleet ``made`` that launched too few (``ids``): deleted with what it launched (it holds nothing
     then, and is not left behind), and EC2's refusal raised: Refused where asking later may help, else
-    GpufleetError."""
+    GpufleetError. A deletion EC2 refused leaves what was launched running: said, and never a Refused (which says
+    nothing was left: `heal` keeps the ids it was told of and launches nothing more for the pool until they are
+    recorded)."""
+    kept = None  # why the fleet and its instances are still there
     try:
-        ec2.delete_fleets(FleetIds=[made["FleetId"]], TerminateInstances=True)
-    except ClientError:
-        pass  # tagged for the cluster: `down` and `reap` find it
+        # DeleteFleets reports a fleet it could not delete in UnsuccessfulFleetDeletions rather than as an error
+        # (botocore 1.44.8's EC2 model, DeleteFleetsResult; read 2026-11-27)
+        gone = ec2.delete_fleets(FleetIds=[made["FleetId"]], TerminateInstances=True)
+        failed = (gone.get("UnsuccessfulFleetDeletions") or [{}])[0].get("Error") if \
+            gone.get("UnsuccessfulFleetDeletions") else None
+        kept = f"{failed.get('Code', 'no code')}: {failed.get('Message', '')}".rstrip(": ") if failed is not None else None
+    except ClientError as e:
+        kept = f"{e.response.get('Error', {}).get('Code', 'error')}: {e.response.get('Error', {}).get('Message', '')}"
     errors = made.get("Errors") or [{}]
     said = f"{errors[0].get('ErrorCode', 'no error given')}: {errors[0].get('ErrorMessage', '')}".rstrip(": ")
     found = refusal_in(refusals.RULES, said)
+    if kept is not None:
+        raise GpufleetError(
+            f"aws: EC2 did not launch {what}: {said}; the {len(ids)} it launched ({', '.join(ids) or 'none'}) and their "
+            f"fleet {made['FleetId']} could not be deleted (DeleteFleets: {kept}): they still run"[:600],
+            "they are tagged for the cluster: `gpufleet registry rebuild` records them, `gpufleet reap` or "
+            "`gpufleet down` deletes them")
     message = f"aws: EC2 did not launch {what}" + (f" ({len(ids)} launched, terminated again)" if ids else "") + \
         f": {said}"
     if found is None or found.kind not in RETRIED_LATER:  # a wrong request: asking again would not help

@@ -96,6 +96,11 @@ class Store:
             if not marker:
                 return out, pages
 
+    def remove(self, key: str) -> None:
+        # Delete Blob: 202 Accepted, 404 BlobNotFound when there is none (learn.microsoft.com/rest/api/
+        # storageservices/delete-blob, 2026-11-27)
+        self._call("DELETE", self._blob(key), key, ok=(202, 404))
+
     def delete_all(self) -> int:
         keys, _ = self.list("")
         for key, _etag in keys:

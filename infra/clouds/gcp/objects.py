@@ -100,6 +100,11 @@ class Store:
             if not token:
                 return out, pages
 
+    def remove(self, key: str) -> None:
+        # JSON API objects.delete: 204, or 404 when there is no such object (cloud.google.com/storage/docs/json_api/
+        # v1/objects/delete, 2026-11-27)
+        self._call("DELETE", self._object(key), key, ok=(200, 204, 404))
+
     def delete_all(self) -> int:
         keys, _ = self.list("")
         for key, _etag in keys:

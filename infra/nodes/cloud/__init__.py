@@ -534,6 +534,17 @@ def health(run: Run) -> list[NodeHealth]:
     return healing.health(run, owns, outputs, NAME)
 
 
+def give_slot(run: Run, new: Node) -> tuple[bool, str]:
+    """A node `scale` or `heal` added to an elastic pool joins Slurm as its slot (``nodes.cloud.heal.give_slot``):
+    (whether it does, what to tell of it)."""
+    return healing.give_slot(run, new, outputs)
+
+
+def forget_slots(run: Run, gone: list[Node]) -> str:
+    """The Slurm slots of nodes `scale` or `heal` removed deleted (``nodes.cloud.heal.forget_slots``): what to tell."""
+    return healing.forget_slots(run, gone, outputs)
+
+
 def repair(run: Run, node: NodeHealth, action: str) -> Repaired:
     """Drain (its agent's job), isolate, or replace through the pool's own request (``nodes.cloud.heal``)."""
     return healing.repair(run, node, action, outputs)

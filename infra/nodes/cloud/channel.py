@@ -145,8 +145,30 @@ def assign_slots(store, targets: list[NodeTarget]) -> None:
     node. Written again unchanged costs nothing: a node re-applies only when its slot changes."""
     for t in targets:
         leases.ensure_held()
-        store.put(slot_key(t.pool, t.node_id),
-                  json.dumps({"node_id": t.node_id, "slurm_name": t.id}, sort_keys=True).encode())
+        store.put(slot_key(t.pool, t.node_id), json.dumps(_slot(t), sort_keys=True).encode())
+
+
+def _slot(t: NodeTarget, release: bool = False) -> dict:
+    """A node's slot document: its id, its Slurm name, and its VM's unique id where its id may come again (an Azure
+    scale set made anew numbers its VMs from 0 again: the agent takes no slot made for another VM, node_agent
+    slot_said), and heal's word to give it back."""
+    return {"node_id": t.node_id, "slurm_name": t.id, **({"vm_uid": t.vm_uid} if t.vm_uid else {}),
+            **({"release": True} if release else {})}
+
+
+def forget_slots(store, pool: str, node_ids: list[str]) -> None:
+    """The slots kept for nodes that are gone (removed, replaced): what is kept stays O(pools), and a VM that comes
+    later with the same id (an Azure scale set made anew numbers its VMs from 0 again) finds no slot of another's."""
+    for node_id in node_ids:
+        leases.ensure_held()
+        store.remove(slot_key(pool, node_id))
+
+
+def release_slot(store, target: NodeTarget, on: bool) -> None:
+    """`heal`'s word to an idle node of an elastic pool, in its slot (``on``: give yourself back; off: stay): its agent
+    reads the slot each run (node_agent.slot_said) and its watch drains it for node_watch.SCALE_DOWN, or resumes it."""
+    leases.ensure_held()
+    store.put(slot_key(target.pool, target.node_id), json.dumps(_slot(target, on), sort_keys=True).encode())
 
 
 def publish(store, documents: dict[str, dict], archive: bytes, tree: str) -> None:
@@ -170,6 +192,7 @@ class NodeTarget:
     node_id: str
     address: str | None
     port: int = 22
+    vm_uid: str | None = None  # the VM's own unique id where its id may come again (Azure's vmId): in its slot
 
     @property
     def id(self) -> str:
@@ -419,7 +442,8 @@ def configure_pools(stack, cat, cluster: str, outputs: dict, nodes: list, *, reg
     buckets = pool_buckets(outputs, pools)
     opened = {b: (stores or {}).get(b) or cloud(ref["cloud"]).objects(ref) for b, (ref, _) in buckets.items()}
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()) if force else None
-    targets = [NodeTarget(n.pool, n.idx, n.node_id, n.private_ip) for n in nodes if n.pool in pools and n.node_id]
+    targets = [NodeTarget(n.pool, n.idx, n.node_id, n.private_ip, vm_uid=getattr(n, "vm_uid", None)) for n in nodes
+               if n.pool in pools and n.node_id]
 
     def round_of(document, wanted: list[NodeTarget]) -> list[NodeReport]:
         def one(bucket: str) -> list[NodeReport]:

@@ -208,7 +208,25 @@ def repair(run: Run, node: NodeHealth, action: str, outputs=None) -> Repaired:
                         "reached from here): waiting for its next watch")
     if action == "isolate":
         return Repaired(node.node, action, True, "left drained, named in `gpufleet status`")
+    if action in ("release", "keep"):
+        return _give_back(run, node, outputs, action == "release")
     return _replace(run, node, outputs)
+
+
+def _give_back(run: Run, node: NodeHealth, outputs, on: bool) -> Repaired:
+    """An idle node of an elastic pool given back (``on``) or taken back, through its slot in its pool's bucket
+    (``channel.release_slot``): its agent reads it each run and its watch drains it for node_watch.SCALE_DOWN (a job
+    on it ends first), or resumes it. The same route as a fault's drain: the node's own agent (it is not reached
+    from here)."""
+    action = "release" if on else "keep"
+    (rec,) = [n for n in run.record.nodes if f"{n.pool}-{n.idx}" == node.node]
+    try:
+        channel.release_slot(pool_store(run, rec.pool, outputs),
+                             channel.NodeTarget(rec.pool, rec.idx, rec.node_id, rec.private_ip, vm_uid=rec.vm_uid), on)
+    except GpufleetError as e:
+        return Repaired(node.node, action, False, f"its slot could not be written: {e.message}")
+    return Repaired(node.node, action, True, "given back: its agent drains it in Slurm for GF-SCALE-DOWN" if on else
+                    "taken back: its agent resumes it in Slurm")
 
 
 def _replace(run: Run, node: NodeHealth, outputs=None) -> Repaired:
@@ -267,7 +285,9 @@ def _replace(run: Run, node: NodeHealth, outputs=None) -> Repaired:
                zone=got.get("zone") or rec.zone, node_id=got["id"], private_ip=got.get("private_ip"),
                ssh_endpoint=f"{got['private_ip']}:22" if got.get("private_ip") else None,
                usd_per_hour=rec.usd_per_hour, vm_uid=got.get("vm_uid"))
-    joins = _give_slot(run, new, outputs) if run.stack.slurm and outputs is not None else ""
+    joins = give_slot(run, new, outputs)[1] if run.stack.slurm and outputs is not None else ""
+    if run.stack.slurm and outputs is not None:  # the old node's slot: its VM is gone
+        joins += forget_slots(run, [rec], outputs)
     detail = f"{rec.node_id} terminated, {got['id']} asked for through the pool's request (fleet {got.get('fleet_id')})"
     return Repaired(node.node, "replace", True, (detail + (f", on {market}{said}" if market else "") + joins)[:400],
                     new=new, market=market,
@@ -275,19 +295,38 @@ def _replace(run: Run, node: NodeHealth, outputs=None) -> Repaired:
                     fleet=got.get("fleet_id"))
 
 
-def _give_slot(run: Run, new: Node, outputs) -> str:
-    """The new node's Slurm slot, its predecessor's ``<pool>-<idx>``, kept under its id in its pool's bucket
-    (``channel.assign_slots``): its agent starts slurmd as that slot, which slurm.conf names already, so it joins
-    Slurm with no `configure` (it registers drained; its passing gate resumes it). What to tell of it."""
+def pool_store(run: Run, pool: str, outputs):
+    """The bucket of ``pool`` (a test's stand-in in ``seams.stores``), where its nodes' slots are kept."""
     pools = {p.name: p for p in run.stack.pools}
-    if pools[new.pool].role != "compute":
-        return "; a controller's replacement joins Slurm once `gpufleet configure` names it in slurm.conf"
+    ref = next((v[0] for v in channel.pool_buckets(outputs(run), pools).values() if pool in v[1]), None)
+    if ref is None:
+        raise GpufleetError(f"the stack's outputs name no bucket for pool {pool}")
+    return (run.seams.stores or {}).get(ref["name"]) or cloud(ref["cloud"]).objects(ref)
+
+
+def forget_slots(run: Run, gone: list[Node], outputs) -> str:
+    """The Slurm slots kept for nodes that are gone (``channel.forget_slots``); what to tell when they could not be
+    deleted (they name ids no VM has; the next removal or replacement tries its own)."""
     try:
-        ref, _ = next(v for v in channel.pool_buckets(outputs(run), pools).values() if new.pool in v[1])
-        store = (run.seams.stores or {}).get(ref["name"]) or cloud(ref["cloud"]).objects(ref)
-        channel.assign_slots(store, [channel.NodeTarget(new.pool, new.idx, new.node_id, new.private_ip)])
-    except (GpufleetError, StopIteration) as e:
-        why = e.message if isinstance(e, GpufleetError) else "the stack's outputs name no bucket for its pool"
-        return (f"; its Slurm slot {new.pool}-{new.idx} could not be kept for it ({why}): it joins Slurm once "
-                "`gpufleet configure` runs")
-    return f"; it joins Slurm as {new.pool}-{new.idx} (drained until its gate passes)"
+        for pool in sorted({n.pool for n in gone}):
+            channel.forget_slots(pool_store(run, pool, outputs), pool, [n.node_id for n in gone if n.pool == pool])
+    except GpufleetError as e:
+        return f"; the slot of {', '.join(n.node_id for n in gone)} is still kept ({e.message})"
+    return ""
+
+
+def give_slot(run: Run, new: Node, outputs) -> tuple[bool, str]:
+    """The new node's Slurm slot, ``<pool>-<idx>`` (a replacement's is its predecessor's; an added node's one of its
+    elastic pool's free slots, which slurm.conf declares up to max: configure.slurm), kept under its id in its pool's
+    bucket (``channel.assign_slots``): its agent starts slurmd as that slot, which slurm.conf names already, so it
+    joins Slurm with no `configure` (it registers drained; its passing gate resumes it). (Whether it joins so, what to
+    tell of it.)"""
+    if next(p for p in run.stack.pools if p.name == new.pool).role != "compute":
+        return False, "; a controller's replacement joins Slurm once `gpufleet configure` names it in slurm.conf"
+    try:
+        channel.assign_slots(pool_store(run, new.pool, outputs),
+                             [channel.NodeTarget(new.pool, new.idx, new.node_id, new.private_ip, vm_uid=new.vm_uid)])
+    except GpufleetError as e:
+        return False, (f"; its Slurm slot {new.pool}-{new.idx} could not be kept for it ({e.message}): it joins Slurm "
+                       "once `gpufleet configure` runs")
+    return True, f"; it joins Slurm as {new.pool}-{new.idx} (drained until its gate passes)"

@@ -216,6 +216,8 @@ def repair(run: Run, node: NodeHealth, action: str) -> Repaired:
     """Drain or isolate a host in Slurm (its reason: gpufleet's and the fault code); never replace it."""
     if action == "replace":
         return Repaired(node.node, action, False, "a rack host cannot be replaced: it stays drained and named")
+    if action in ("release", "keep"):  # an elastic pool's scale-down: a rack's pools are fixed (spec)
+        return Repaired(node.node, action, False, "a rack host is never given back: a rack's pool has a fixed size")
     if node.drained:  # Slurm has it drained already (its health program did, with the fault code)
         return Repaired(node.node, action, True, "drained in Slurm already" + (", isolated: named in `gpufleet status`"
                                                                              if action == "isolate" else ""))

@@ -36,6 +36,31 @@ def _round_trip(store, cfg, tmp_path, monkeypatch):
     assert store.delete_all() == 3 and store.list("")[0] == []  # `down` empties it: tree, document, status
 
 
+def _forgets_a_gone_nodes_slot(store):
+    """Review rev51b, finding 10: the slot of a node that is gone is deleted (state O(pools); a VM that comes later with
+    the same id, as an Azure scale set made anew numbers its VMs from 0 again, finds no stale slot); deleting one that
+    is not there is no error."""
+    node = "node/with/slashes/0"
+    cloudnodes.assign_slots(store, [cloudnodes.NodeTarget("gpu", 3, node, "10.0.0.9")])
+    assert store.exists(cloudnodes.slot_key("gpu", node))
+    cloudnodes.forget_slots(store, "gpu", [node, "never-had-one"])
+    assert not store.exists(cloudnodes.slot_key("gpu", node))
+    assert [k for k, _ in store.list("pools/gpu/slots/")[0]] == []
+
+
+def _takes_no_slot_made_for_another_vm(store, agents_store):
+    """Review rev51b, finding 10: an Azure scale set made anew numbers its VMs from 0 again, so a new VM has the id
+    of one before it, and read that VM's slot (two VMs may register as one slot) until `up` wrote its own. A slot
+    says the VM's unique id (Azure's vmId) where the registry knows it, and the agent (its own Blob client) takes
+    none made for another VM."""
+    node = "node/with/slashes/0"
+    cloudnodes.assign_slots(store, [cloudnodes.NodeTarget("gpu", 3, node, "10.0.0.9", vm_uid="1111-old")])
+    assert node_agent.slot_said(agents_store, "gpu", node, "2222-new") is None
+    assert node_agent.own_slot(agents_store, "gpu", node) == "gpu-3"  # where its own vmId is not known: as before
+    assert node_agent.slot_said(agents_store, "gpu", node, "1111-OLD")["slurm_name"] == "gpu-3"
+    cloudnodes.forget_slots(store, "gpu", [node])
+
+
 def test_gcs_bucket_through_the_json_api_and_the_metadata_token(gcs, tmp_path, monkeypatch):
     store = cloudnodes.cloud("gcp").objects({"cloud": "gcp", "name": "gpufleet-t-0123abcd"})
     cfg = bootstrap.config("gcp", cluster="t", pool="gpu", bucket="gpufleet-t-0123abcd", endpoint=gcs.url,
@@ -59,6 +84,7 @@ def test_gcs_bucket_in_the_real_fake_gcs_server(fake_gcs_server, gcs, tmp_path, 
     cfg = bootstrap.config("gcp", cluster="t", pool="gpu", bucket=bucket, endpoint=fake_gcs_server,
                            token_url=gcs.url + "/computeMetadata/v1/instance/service-accounts/default/token")
     _round_trip(store, cfg, tmp_path, monkeypatch)
+    _forgets_a_gone_nodes_slot(store)
 
 
 def test_blob_container_in_azurite(azurite, blob, tmp_path, monkeypatch):
@@ -88,6 +114,8 @@ def test_blob_container_in_azurite(azurite, blob, tmp_path, monkeypatch):
                            identity="11111111-0000-0000-0000-000000000000", endpoint=f"{url}/{account}",
                            token_url=blob.url + "/metadata/identity/oauth2/token")
     _round_trip(store, cfg, tmp_path, monkeypatch)
+    _forgets_a_gone_nodes_slot(store)
+    _takes_no_slot_made_for_another_vm(store, node_agent.STORES["azure"](cfg))
 
 
 def test_blob_container_through_entra_tokens_and_the_managed_identity(blob, tmp_path, monkeypatch):

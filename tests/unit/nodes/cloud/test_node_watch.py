@@ -903,3 +903,41 @@ def test_a_drain_reason_that_is_not_utf8_is_read_not_fatal(tmp_path, monkeypatch
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     out, why = node_watch.scontrol("show", "node", "n1", "-o")
     assert why is None and "Reason=r\ufffdparation" in out
+
+
+def test_a_node_heal_gives_back_is_drained_for_scale_down_and_resumed_when_heal_takes_it_back(node, aws):
+    """Review rev51b, finding 6: nothing drained an idle node of an elastic pool, so it never shrank by itself. heal
+    gives an idle node back through its slot in the pool's bucket (channel.release_slot, as gpufleet writes it; here
+    moto's S3, read with the agent's own SigV4 client); the agent's run reads the slot (node_agent.slot_said) and
+    leaves the word for the watch, which drains the node for GF-SCALE-DOWN (heal removes it once Slurm shows it
+    drained with no job) and resumes it once heal takes the word back (jobs came)."""
+    from gpufleet.clouds.aws.objects import Store
+    from gpufleet.nodes.cloud import channel
+
+    n = node
+    mine = channel.NodeTarget("gpu", 1, "i-0watch1", "10.0.0.9")
+    bucket = Store({"name": "gpufleet-w-1", "region": "us-east-1"})
+
+    def agent_run():  # what the agent's run does with the slot (node_agent._run)
+        said = node_agent.slot_said(node_agent.S3(n["cfg"]), "gpu", "i-0watch1")
+        node_agent.released(said.get("release") is True)
+        (n["state"] / node_agent.SLURM_NAME).write_text(said["slurm_name"])
+
+    channel.release_slot(bucket, mine, True)
+    agent_run()
+    assert _watch(n) == 0 and _health(n)["state"] == "ok"
+    assert _updates(n) == [["update", "NodeName=gpu-1", "State=DRAIN", "Reason=gpufleet: GF-SCALE-DOWN"]]
+    assert _watch(n) == 0 and len(_updates(n)) == 1  # drained for it already
+    channel.release_slot(bucket, mine, False)
+    agent_run()
+    assert _watch(n) == 0 and _updates(n)[-1] == ["update", "NodeName=gpu-1", "State=RESUME"]
+
+
+def test_a_node_a_person_gave_back_stays_drained_for_heal(node):
+    """README (health): a person gives an idle node of an elastic pool back with `Reason='gpufleet: release'`, which
+    heal removes; a healthy node's watch resumed every `gpufleet:` drain but a spot notice's, so the node went back to
+    work within one interval and heal never removed it."""
+    n = node
+    (n["bin"] / "slurm-node.json").write_text(json.dumps({"state": "IDLE+DRAIN", "reason": node_watch.RELEASE}))
+    assert _watch(n) == 0
+    assert _health(n)["state"] == "ok" and _updates(n) == []
