@@ -1,0 +1,173 @@
+"""Hostile review rev53b of issue 53's monitor host (monitoring.server, its collector and clean, and the files
+gpufleet renders for it), checked against Debian 12's own packages (prometheus 2.42.0+ds-5+deb12u1,
+prometheus-alertmanager 0.25.0-1+b4, prometheus-node-exporter 1.5.0-1+b6: their units, /etc/default files and
+maintainer scripts), Alertmanager's source (prometheus/alertmanager tags v0.23.0 and v0.25.0), Salt 3008's state
+modules and Debian's promtool 2.42. Each test fails on the code it was written against; the review report says what
+was run to see each defect. Read 2026-11-27."""
+
+import ipaddress
+import re
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from gpufleet import stacks
+from gpufleet.configure import pillar
+from gpufleet.errors import GpufleetError
+from tests.conftest import salt_call
+from tests.saltrender import OSES, render
+
+COLLECTOR = {"interval": 60, "settings": {"cluster": "lab", "usd_per_hour": 12.5, "since": "2026-11-27T08:00:00Z",
+                                          "slurm": True, "budgets": [{"name": "lab", "usd_per_month": 5000.0}]}}
+SERVER = ["monitoring.server"]
+
+# Slurm's controller is the default monitor host (spec.Monitoring.host = "controller"); a webhook that carries a token
+RACK = """name: lab
+owner: ops
+monitoring: {prometheus: true, alert_webhook: "https://hooks.example.com/services/T000/B000/SECRETTOKEN"}
+slurm: {health_check_interval: 120}
+pools:
+  - {name: ctl, provider: baremetal, site: lab, role: controller, hosts: [{address: 10.0.9.1}]}
+  - {name: rack, provider: baremetal, site: lab, gpu: L4, gpus_per_node: 1, hosts: [{address: 10.0.9.2}, {address: 10.0.9.3}]}
+"""
+
+# a cloud monitor: its listen address is found on the host (pillar listen_address ""); the cluster's network is
+# the stack's network.cidr (spec.Network, default 10.64.0.0/16)
+CLOUD = """name: trainers
+owner: ops
+monitoring: {prometheus: true, host: gpu}
+pools:
+  - {name: gpu, provider: aws, region: us-east-1, instance_type: p4d.24xlarge}
+"""
+
+
+def _arg(state: dict, key: str):
+    mod = next(k for k in state if not k.startswith("__"))
+    return next((x[key] for x in state[mod] if isinstance(x, dict) and key in x), None)
+
+
+def _args(states: dict, sid: str) -> str:
+    """The ARGS="..." of a daemon's /etc/default file as monitoring.server writes it."""
+    text = _arg(states[sid], "contents")
+    return re.search(r'ARGS="([^"]*)"', text).group(1)
+
+
+@pytest.fixture(scope="module")
+def rack(tmp_path_factory):
+    path = tmp_path_factory.mktemp("stack") / "lab.yaml"
+    path.write_text(RACK)
+    st = stacks.load(path)
+    return st, pillar.build(st, st.monitor_pool(), cluster="lab", index=0, collector=COLLECTOR)
+
+
+@pytest.fixture(scope="module")
+def rendered(rack, tmp_path_factory):
+    base, exe = tmp_path_factory.mktemp("salt"), salt_call()
+    return {os_: render(exe, base / os_, OSES[os_], rack[1], SERVER) for os_ in ("Ubuntu-22.04", "Debian-12")}
+
+
+# --- 1. Ubuntu 22.04 (gpufleet's default image, catalog/images.py DEFAULT_IMAGE) ships Alertmanager 0.23, whose
+# --web.listen-address is a kingpin String flag (cmd/alertmanager/main.go:197 at v0.23.0; the same at v0.24.0,
+# repeatable only from v0.25.0 through exporter-toolkit's webflag). Debian 11's 0.21.0 (same flag, same kingpin
+# 2.2.6) run with two of them: "error: flag 'web.listen-address' cannot be repeated", exit 1.
+def test_alertmanager_args_parse_on_ubuntu_22_04(rendered):
+    args = _args(rendered["Ubuntu-22.04"], "monitoring-server-alertmanager-args-file-managed")
+    assert args.count("--web.listen-address") <= 1, args
+
+
+# --- 2. Alertmanager 0.25's webhook `url` is a plain URL, not a SecretURL (config/notifiers.go:476 at v0.25.0), and
+# GET /api/v2/status returns the whole configuration: the real 0.25.0-1+b4 binary served
+# "url: https://hooks.example.com/services/T000/B000/SECRETTOKEN123" to an unauthenticated GET. Listening on the
+# cluster address hands the webhook's token to every job and user of the cluster; Prometheus needs only loopback.
+def test_alertmanager_holding_a_webhook_listens_on_loopback_only(rendered):
+    args = _args(rendered["Debian-12"], "monitoring-server-alertmanager-args-file-managed")
+    listens = re.findall(r"--web\.listen-address=(\S+)", args)
+    assert listens and all(a.rsplit(":", 1)[0] in ("127.0.0.1", "[::1]", "localhost") for a in listens), listens
+
+
+# --- 3. The default monitor host is Slurm's controller, and the cluster collector writes gpufleet_cluster.prom
+# (spend, budgets, Slurm) there; but prometheus.yml scrapes only pools that get the `monitoring` formula, which a
+# controller never does (pillar._node_formulas), and no state puts node_exporter on it. The cluster's metrics never
+# reach Prometheus: BudgetPast80Percent never fires, the Slurm dashboard is empty, GpufleetMetricsStale fires forever
+# (its absent(... gpufleet_cluster.prom) branch). tests/monitoring/rules/rack.test.yml feeds
+# up{pool="ctl",job="node"}, a series this prometheus.yml cannot produce.
+def test_the_controller_monitor_is_scraped_and_runs_node_exporter(rack):
+    st, _ = rack
+    cfg = yaml.safe_load(pillar.monitor_pillar(st, "lab")["prometheus_yml"])
+    (node,) = [c for c in cfg["scrape_configs"] if c["job_name"] == "node"]
+    targets = [t for g in node.get("static_configs", []) for t in g["targets"]]
+    assert "10.0.9.1:9100" in targets, targets
+    formulas = pillar.formulas(st, st.monitor_pool())
+    assert {"monitoring", "monitoring.node_exporter"} & set(formulas), formulas
+
+
+# --- 4. The rules name the *stack* (absent(node_textfile_mtime_seconds{cluster="<stack.name>", ...})) while
+# Prometheus labels every target with the *cluster* (scrape.scrape_config, `up --cluster NAME`): a cluster not named
+# after its stack has GpufleetMetricsStale firing for ever, with a fresh collector file. Real promtool 2.42.
+def test_stale_alert_quiet_for_a_cluster_named_otherwise(rack, tmp_path):
+    exe = shutil.which("promtool")
+    if exe is None:
+        pytest.skip("promtool is missing (Debian's prometheus package)")
+    st, _ = rack
+    (tmp_path / "rules.yml").write_text(pillar.monitor_pillar(st, "lab-2")["rules"])
+    mtime = 'node_textfile_mtime_seconds{{cluster="lab-2",pool="{p}",node="{n}",file="/var/lib/prometheus/node-exporter/{f}"}}'
+    case = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m",
+        "input_series": [
+            {"series": mtime.format(p="rack", n="rack-0", f="gpufleet.prom"), "values": "0+60x10"},
+            {"series": mtime.format(p="rack", n="rack-1", f="gpufleet.prom"), "values": "0+60x10"},
+            {"series": mtime.format(p="ctl", n="ctl-0", f="gpufleet_cluster.prom"), "values": "0+60x10"}],
+        "alert_rule_test": [{"eval_time": "6m", "alertname": "GpufleetMetricsStale", "exp_alerts": []}]}]}
+    (tmp_path / "case.test.yml").write_text(yaml.safe_dump(case))
+    ran = subprocess.run([exe, "test", "rules", "case.test.yml"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+
+
+# --- 5. `monitoring.grafana: true` is accepted (spec.Monitoring), README says it brings "Grafana (:3000) beside
+# them with gpufleet's dashboards provisioned", and `gpufleet dashboard CLUSTER` then tunnels to :3000; but no
+# state installs Grafana or its provisioning (grep -rn grafana salt/: only the port). Either refuse the key or apply it.
+def test_grafana_true_is_applied_or_refused(write, tmp_path):
+    path = write("graf.yaml", RACK.replace("monitoring: {prometheus: true,", "monitoring: {prometheus: true, grafana: true,"))
+    try:
+        st = stacks.load(path)
+    except GpufleetError:
+        return  # refused with a message: fine
+    pil = pillar.build(st, st.monitor_pool(), cluster="lab", index=0, collector=COLLECTOR)
+    states = render(salt_call(), tmp_path / "salt", OSES["Debian-12"], pil, SERVER)
+    assert any("grafana" in sid for sid in states), sorted(states)
+
+
+# --- 6. Installing Debian's packages starts the daemons at once with the packages' defaults (postinst:
+# deb-systemd-invoke start; ARGS="" in /etc/default/prometheus and /etc/default/prometheus-alertmanager): Prometheus
+# on 0.0.0.0:9090, Alertmanager on 0.0.0.0:9093 and its gossip on 0.0.0.0:9094. gpufleet's ARGS land after
+# pkg.installed, and a failed check_cmd (the watch requisite fails, no restart) leaves them so for good.
+# Salt's apt install keeps an existing conffile (--force-confold), so the ARGS can be in place first.
+def test_daemons_never_start_on_the_packages_defaults(rendered):
+    s = rendered["Debian-12"]
+    pkg = s["monitoring-server-packages-pkg-installed"]
+    required = str(_arg(pkg, "require") or "")
+    for sid in ("monitoring-server-prometheus-args-file-managed", "monitoring-server-alertmanager-args-file-managed"):
+        assert sid in required or _order(s[sid]) < _order(pkg), (sid, _order(s[sid]), _order(pkg))
+
+
+def _order(state: dict) -> int:
+    return state.get("__run_num__", _arg(state, "order") or 10**9)
+
+
+# --- 7. Without a pillar address, the formula listens on the *first* of all the host's IPv4 addresses
+# (salt.utils.network._ip_addrs: sorted numerically, every interface: docker0 172.17.0.1 where the DCGM exporter's
+# Docker runs, IPoIB, GPUDirect-TCPX NICs in 172.16.0.0/12), not on the cluster's network: with network.cidr
+# 192.168.0.0/16 Prometheus binds the Docker bridge and `gpufleet dashboard`'s tunnel to its private address fails.
+def test_a_cloud_monitor_listens_inside_the_cluster_network_or_refuses(write, tmp_path):
+    st = stacks.load(write("trainers.yaml", CLOUD))
+    pil = pillar.build(st, st.monitor_pool(), cluster="trainers", index=0, collector=COLLECTOR)
+    states = render(salt_call(), tmp_path / "salt", OSES["Debian-12"], pil, SERVER)
+    if "monitoring-server-prometheus-args-file-managed" not in states:
+        assert any("fail" in sid for sid in states), sorted(states)
+        return
+    args = _args(states, "monitoring-server-prometheus-args-file-managed")
+    addr = re.search(r"--web\.listen-address=(\S+):\d+", args).group(1)
+    assert ipaddress.ip_address(addr) in ipaddress.ip_network(st.network.cidr), (addr, st.network.cidr)
