@@ -171,3 +171,40 @@ def test_a_cloud_monitor_listens_inside_the_cluster_network_or_refuses(write, tm
     args = _args(states, "monitoring-server-prometheus-args-file-managed")
     addr = re.search(r"--web\.listen-address=(\S+):\d+", args).group(1)
     assert ipaddress.ip_address(addr) in ipaddress.ip_network(st.network.cidr), (addr, st.network.cidr)
+
+
+# --- 8. Salt's apt install takes the packages' Recommends (salt/modules/aptpkg.py: --no-install-recommends only with
+# install_recommends: False). prometheus Recommends prometheus-node-exporter, which Recommends
+# prometheus-node-exporter-collectors (then smartmontools, nvme-cli, ipmitool, openipmi, moreutils): `apt-get install
+# -s prometheus-node-exporter` on Debian 12 installs 21 packages, 1 without Recommends. On a controller monitor this
+# puts node_exporter on 0.0.0.0:9100 (ARGS="") with collectors' timers and smartd, none of which clean removes.
+def test_the_server_installs_no_recommends(rendered):
+    pkg = rendered["Debian-12"]["monitoring-server-packages-pkg-installed"]
+    assert _arg(pkg, "install_recommends") is False, pkg
+
+
+# --- 9. clean purges the packages and removes rules/gpufleet.yml, but leaves the rules/ folder monitoring.server made
+# (so dpkg's purge cannot remove /etc/prometheus either: it is not empty then).
+def test_clean_removes_the_rules_folder_it_made(rack, tmp_path):
+    states = render(salt_call(), tmp_path / "salt", OSES["Debian-12"], rack[1], ["monitoring.clean"])
+    names = str(_arg(states["monitoring-server_clean-files-file-absent"], "names"))
+    assert "/etc/prometheus/rules'" in names or "/etc/prometheus/rules\"" in names, names
+
+
+# --- 10. A changed collector .service (its program, settings or textfile path) is never loaded by systemd: the only
+# service state is the timer's, and Salt's systemd module daemon-reloads only when *that* unit's file changed
+# (salt/modules/systemd_service.py _check_for_unit_changes -> _unit_file_changed(name), Salt 3008).
+def test_a_changed_collector_unit_is_reloaded(rendered):
+    s = rendered["Debian-12"]
+    reloads = [sid for sid, st in s.items()
+               if "systemctl_reload" in str(st) or "daemon-reload" in str(st) or "daemon_reload" in str(st)]
+    assert any("monitoring-collector-service-file-managed" in str(s[sid]) for sid in reloads), reloads
+
+
+# --- 11. disk_gb is Prometheus's --storage.tsdb.retention.size, but nothing holds it to the monitor's disk: a cloud
+# monitor pool boots a 200 GB root disk (spec.Pool.root_disk_gb) and disk_gb: 5000 is accepted, so Prometheus fills
+# the root filesystem (and the OS with it) before retention deletes anything.
+def test_disk_gb_larger_than_the_monitors_disk_is_refused(write):
+    path = write("big.yaml", CLOUD.replace("host: gpu}", "host: gpu, disk_gb: 5000}"))
+    with pytest.raises(GpufleetError):
+        stacks.load(path)
