@@ -223,3 +223,18 @@ def test_an_ipv6_rack_monitor_listens_on_a_bracketed_address(write, tmp_path):
         for addr in re.findall(r"--web\.listen-address=(\S+)", _args(states, sid)):
             host = addr.rsplit(":", 1)[0]
             assert ":" not in host or (host.startswith("[") and host.endswith("]")), (sid, addr)
+
+
+# --- 13. `dashboard export STACK` names the folder after the stack ("gpufleet <stack>"), as if several clusters could
+# sit in one team Grafana; but every export writes the same paths, the same provider name, the same data source name
+# and uid ("Prometheus (gpufleet)", gpufleet-prometheus) and the same dashboard uids. Grafana's provisioning matches
+# a data source by name (grafana.com/docs/grafana/latest/administration/provisioning/#data-sources): the second
+# cluster's export repoints the first's dashboards at the second's Prometheus, and duplicate dashboard uids across
+# providers are refused.
+def test_two_clusters_exports_can_share_one_grafana():
+    pytest.importorskip("grafana_foundation_sdk")
+    from gpufleet.monitoring import provisioning
+
+    a = provisioning.grafana_files("http://10.0.0.5:9090", "gpufleet lab")
+    b = provisioning.grafana_files("http://10.1.0.5:9090", "gpufleet prod")
+    assert not set(a) & set(b), sorted(set(a) & set(b))
