@@ -1,8 +1,8 @@
 {#- Prometheus and Alertmanager on the monitor host (README, "The monitor host"): the distribution's
     packages, the files gpufleet rendered for the cluster (gpufleet.monitoring.scrape: prometheus.yml,
     alertmanager.yml; the stack's alert rules), each checked by the program's own checker before it
-    lands (Salt's check_cmd: a broken file never replaces a working one), both daemons listening on the
-    cluster-side address only (Alertmanager on loopback too, where Prometheus sends to it), restarted
+    lands (Salt's check_cmd: a broken file never replaces a working one), Prometheus listening on the
+    cluster-side address only, Alertmanager on loopback only (where Prometheus sends to it), restarted
     when a file changes. server_clean.sls (through clean.sls) undoes it. -#}
 {%- from tpldir ~ "/map.jinja" import mapdata as mon with context %}
 {%- set srv = mon.server %}
@@ -77,7 +77,17 @@ monitoring-server-alertmanager-config-file-managed:
 
 {#- the daemons' flags (prometheus 2.42 and alertmanager 0.25 --help): retention by time and size, the
     address each listens on; Alertmanager's gossip port (--cluster.listen-address, 0.0.0.0:9094 by
-    default) is off: one Alertmanager, no peers #}
+    default) is off: one Alertmanager, no peers.
+    Alertmanager listens on loopback only: its GET /api/v2/status serves the whole configuration, the
+    webhook URL and any token in it included (a webhook's `url` is a plain URL, not a SecretURL that
+    marshals as <secret>: config/notifiers.go at v0.25.0), unauthenticated; Prometheus, its only client,
+    sends to 127.0.0.1 (gpufleet.monitoring.scrape). One --web.listen-address is also all that the
+    Alertmanagers of our OSes parse: it is a kingpin String flag, not repeatable, in 0.23
+    (cmd/alertmanager/main.go:197 at v0.23.0; Ubuntu 22.04 jammy-updates ships 0.23.0-4ubuntu0.3), and
+    repeatable from 0.25 (exporter-toolkit's webflag; Debian 12 0.25.0-1+b4, Ubuntu 24.04 noble-updates
+    0.26.0+ds-1ubuntu0.3); --config.file and --cluster.listen-address= (empty: HA off) are the same in
+    all three (packages.ubuntu.com jammy-updates and noble-updates, prometheus/alertmanager tags v0.23.0
+    and v0.26.0, read 2026-11-27), so the flags need no per-release override #}
 monitoring-server-prometheus-args-file-managed:
   file.managed:
     - name: {{ mon.server_env.prometheus }}
@@ -94,7 +104,7 @@ monitoring-server-alertmanager-args-file-managed:
     - mode: "0644"
     - contents: |
         # managed by gpufleet (monitoring.server)
-        ARGS="--config.file={{ conf }}/alertmanager.yml --web.listen-address=127.0.0.1:{{ mon.ports.alertmanager }} --web.listen-address={{ listen }}:{{ mon.ports.alertmanager }} --cluster.listen-address="
+        ARGS="--config.file={{ conf }}/alertmanager.yml --web.listen-address=127.0.0.1:{{ mon.ports.alertmanager }} --cluster.listen-address="
     - require:
       - pkg: monitoring-server-packages-pkg-installed
 

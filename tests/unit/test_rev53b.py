@@ -68,25 +68,6 @@ def rendered(rack, tmp_path_factory):
     return {os_: render(exe, base / os_, OSES[os_], rack[1], SERVER) for os_ in ("Ubuntu-22.04", "Debian-12")}
 
 
-# --- 1. Ubuntu 22.04 (gpufleet's default image, catalog/images.py DEFAULT_IMAGE) ships Alertmanager 0.23, whose
-# --web.listen-address is a kingpin String flag (cmd/alertmanager/main.go:197 at v0.23.0; the same at v0.24.0,
-# repeatable only from v0.25.0 through exporter-toolkit's webflag). Debian 11's 0.21.0 (same flag, same kingpin
-# 2.2.6) run with two of them: "error: flag 'web.listen-address' cannot be repeated", exit 1.
-def test_alertmanager_args_parse_on_ubuntu_22_04(rendered):
-    args = _args(rendered["Ubuntu-22.04"], "monitoring-server-alertmanager-args-file-managed")
-    assert args.count("--web.listen-address") <= 1, args
-
-
-# --- 2. Alertmanager 0.25's webhook `url` is a plain URL, not a SecretURL (config/notifiers.go:476 at v0.25.0), and
-# GET /api/v2/status returns the whole configuration: the real 0.25.0-1+b4 binary served
-# "url: https://hooks.example.com/services/T000/B000/SECRETTOKEN123" to an unauthenticated GET. Listening on the
-# cluster address hands the webhook's token to every job and user of the cluster; Prometheus needs only loopback.
-def test_alertmanager_holding_a_webhook_listens_on_loopback_only(rendered):
-    args = _args(rendered["Debian-12"], "monitoring-server-alertmanager-args-file-managed")
-    listens = re.findall(r"--web\.listen-address=(\S+)", args)
-    assert listens and all(a.rsplit(":", 1)[0] in ("127.0.0.1", "[::1]", "localhost") for a in listens), listens
-
-
 # --- 3. The default monitor host is Slurm's controller, and the cluster collector writes gpufleet_cluster.prom
 # (spend, budgets, Slurm) there; but prometheus.yml scrapes only pools that get the `monitoring` formula, which a
 # controller never does (pillar._node_formulas), and no state puts node_exporter on it. The cluster's metrics never

@@ -1,10 +1,12 @@
 """The monitoring formula as real Salt renders it (salt-call --local, grains of each OS): the monitor
 host's Prometheus and Alertmanager (monitoring.server) from the pillar gpufleet builds, each file checked
-by its program before it lands and the daemons listening on the host's cluster address; a host of an OS
+by its program before it lands, Prometheus listening on the host's cluster address and Alertmanager on loopback
+only; a host of an OS
 without a checked package refused with a message; clean undoing it where its marker is; the nodes'
 node_exporter reading the textfile directory and the DCGM exporter given gpufleet's counters file."""
 
 import json
+import re
 
 import pytest
 
@@ -27,7 +29,8 @@ def rendered(tmp_path_factory):
     pil = pillar.build(st, st.pools[0], cluster="rk", index=0, collector=COLLECTOR)
     base = tmp_path_factory.mktemp("salt")
     exe = salt_call()
-    return {os_: render(exe, base / os_, OSES[os_], pil, SLS) for os_ in ("Debian-12", "Ubuntu-24.04", "Rocky-9")}
+    oses = ("Debian-12", "Ubuntu-22.04", "Ubuntu-24.04", "Rocky-9")
+    return {os_: render(exe, base / os_, OSES[os_], pil, SLS) for os_ in oses}
 
 
 def _arg(state: dict, key: str):
@@ -54,7 +57,7 @@ def test_the_daemons_listen_on_the_cluster_address_and_restart_on_a_change(rende
     assert (f"--web.listen-address=10.10.0.11:{ports['prometheus']}" in args and
             "--storage.tsdb.retention.time=30d" in args and "--storage.tsdb.retention.size=100GB" in args), args
     am = _arg(s["monitoring-server-alertmanager-args-file-managed"], "contents")
-    assert f"--web.listen-address=10.10.0.11:{ports['alertmanager']}" in am and "--cluster.listen-address=" in am, am
+    assert f"--web.listen-address=127.0.0.1:{ports['alertmanager']}" in am and "--cluster.listen-address=" in am, am
     watched = json.dumps(_arg(s["monitoring-server-prometheus-service-running"], "watch"))
     assert "monitoring-server-prometheus-config-file-managed" in watched and "prometheus-args" in watched
 
@@ -93,3 +96,34 @@ def test_the_monitor_runs_the_cluster_collector_with_the_settings_the_operation_
     assert _arg(written, "dataset") == COLLECTOR["settings"]
     assert "OnUnitActiveSec=60" in _arg(s["monitoring-collector-timer-file-managed"], "contents")
     assert "monitoring-collector-clean-files-file-absent" in s  # monitoring.clean takes it away again
+
+
+def _args(states: dict, sid: str) -> str:
+    """The ARGS="..." of a daemon's /etc/default file as monitoring.server writes it."""
+    return re.search(r'ARGS="([^"]*)"', _arg(states[sid], "contents")).group(1)
+
+
+# each OS's Alertmanager and the flags its cmd/alertmanager/main.go declares (prometheus/alertmanager tags v0.23.0,
+# v0.25.0, v0.26.0; packages.ubuntu.com jammy-updates 0.23.0-4ubuntu0.3, noble-updates 0.26.0+ds-1ubuntu0.3; Debian 12
+# 0.25.0-1+b4; read 2026-11-27): whether --web.listen-address may be given more than once (a kingpin String in 0.23)
+AM_LISTEN_REPEATABLE = {"Ubuntu-22.04": False, "Debian-12": True, "Ubuntu-24.04": True}
+AM_FLAGS = {"--config.file", "--web.listen-address", "--cluster.listen-address"}
+
+
+@pytest.mark.parametrize("os_", sorted(AM_LISTEN_REPEATABLE))
+def test_alertmanagers_flags_parse_on_each_oss_release(rendered, os_):
+    """Ubuntu 22.04 (the default image) ships Alertmanager 0.23, which refuses a second --web.listen-address
+    ("flag 'web.listen-address' cannot be repeated", exit 1: the unit restart-loops and the apply fails; rev53b)."""
+    args = _args(rendered[os_], "monitoring-server-alertmanager-args-file-managed").split()
+    flags = [a.split("=", 1)[0] for a in args]
+    assert set(flags) <= AM_FLAGS, flags
+    assert AM_LISTEN_REPEATABLE[os_] or flags.count("--web.listen-address") == 1, args
+
+
+def test_alertmanager_holding_a_webhook_listens_on_loopback_only(rendered):
+    """Alertmanager's GET /api/v2/status serves its whole configuration unauthenticated, the webhook URL and its token
+    included (a webhook's url is no SecretURL in 0.25; the real 0.25.0-1+b4 served it, rev53b): on the cluster
+    address every job and user of the cluster could read the token."""
+    for os_ in AM_LISTEN_REPEATABLE:
+        args = _args(rendered[os_], "monitoring-server-alertmanager-args-file-managed")
+        assert re.findall(r"--web\.listen-address=(\S+)", args) == [f"127.0.0.1:{scrape.ports()['alertmanager']}"], args
