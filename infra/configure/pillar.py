@@ -47,7 +47,7 @@ def monitor_pillar(stack, cluster: str) -> dict:
             "retention": m.retention, "retention_size": f"{m.disk_gb}GB",
             "prometheus_yml": scrape.render_prometheus(stack, cluster=cluster, pools=scraped, monitor=pool),
             "alertmanager_yml": scrape.render_alertmanager(stack),
-            "rules": render_rules(stack)}
+            "rules": render_rules(stack, cluster)}
 
 
 def _node_formulas(stack, pool) -> list[str]:
