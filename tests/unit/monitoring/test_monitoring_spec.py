@@ -18,6 +18,8 @@ POOLS = ("pools:\n"
     ("{prometheus: true, host: gpu, retention: 15 days}", "is not a duration Prometheus takes", "15d"),
     ("{prometheus: true, host: gpu, alert_webhook: 'hooks.example.com'}", "is not an http(s) URL", "https://"),
     ("{prometheus: true, host: gpu, scrape_interval: 1}", "scrape_interval", None),
+    # no state installs Grafana: accepted, it was dropped and `dashboard` tunnelled to a closed port (rev53b #5)
+    ("{prometheus: true, host: gpu, grafana: true}", "no state installs Grafana", "gpufleet dashboard export"),
 ])
 def test_a_monitor_the_stack_cannot_have_is_refused_with_its_line(write, block, needle, hint):
     (e,) = problems(write, f"name: s\nowner: o\nmonitoring: {block}\n{POOLS}")
