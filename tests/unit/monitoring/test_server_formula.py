@@ -127,3 +127,15 @@ def test_alertmanager_holding_a_webhook_listens_on_loopback_only(rendered):
     for os_ in AM_LISTEN_REPEATABLE:
         args = _args(rendered[os_], "monitoring-server-alertmanager-args-file-managed")
         assert re.findall(r"--web\.listen-address=(\S+)", args) == [f"127.0.0.1:{scrape.ports()['alertmanager']}"], args
+
+
+def test_an_ipv6_rack_monitor_listens_on_a_bracketed_address(write, tmp_path):
+    """A rack host may be addressed by IPv6 (spec._address); written bare, `--web.listen-address=fd00::11:9090`
+    makes Prometheus 2.42 refuse to start ("too many colons in address"), which promtool does not check (rev53b #6)."""
+    st = stacks.load(write("v6.yaml", "name: v6\nowner: o\nmonitoring: {prometheus: true, host: r}\npools:\n"
+                                      "  - {name: r, provider: baremetal, site: lab, gpu: L4, gpus_per_node: 1, "
+                                      "hosts: [{address: 'fd00::11'}, {address: 'fd00::12'}]}\n"))
+    s = render(salt_call(), tmp_path / "salt", OSES["Debian-12"], pillar.build(st, st.pools[0], cluster="v6", index=0),
+               ["monitoring.server"])
+    args = _args(s, "monitoring-server-prometheus-args-file-managed")
+    assert re.findall(r"--web\.listen-address=(\S+)", args) == [f"[fd00::11]:{scrape.ports()['prometheus']}"], args
