@@ -23,9 +23,17 @@ include:
 {%- set listen_host = "[" ~ listen ~ "]" if ":" in listen else listen %}
 {%- set conf = srv.conf_dir %}
 
+{#- the daemons' flags first: the packages' postinst starts both at once (deb-systemd-invoke start) with
+    /etc/default's ARGS, which ship empty: Prometheus on 0.0.0.0:9090, Alertmanager on 0.0.0.0:9093 with its
+    gossip on 0.0.0.0:9094 (prometheus 2.42.0+ds-5+deb12u1, prometheus-alertmanager 0.25.0-1+b4), and so they
+    would stay whenever a check_cmd below fails (no restart). Salt's apt install keeps a conffile already
+    there (--force-confold --force-confdef, salt/modules/aptpkg.py, Salt 3008). #}
 monitoring-server-packages-pkg-installed:
   pkg.installed:
     - pkgs: {{ ([pkgs.prometheus, pkgs.alertmanager] + ([pkgs.promtool] if pkgs.get("promtool") else [])) | json }}
+    - require:
+      - file: monitoring-server-prometheus-args-file-managed
+      - file: monitoring-server-alertmanager-args-file-managed
 
 monitoring-server-marker-file-managed:
   file.managed:
@@ -98,8 +106,6 @@ monitoring-server-prometheus-args-file-managed:
     - contents: |
         # managed by gpufleet (monitoring.server)
         ARGS="--config.file={{ conf }}/prometheus.yml --web.listen-address={{ listen_host }}:{{ mon.ports.prometheus }} --storage.tsdb.retention.time={{ srv.retention }} --storage.tsdb.retention.size={{ srv.retention_size }}"
-    - require:
-      - pkg: monitoring-server-packages-pkg-installed
 
 monitoring-server-alertmanager-args-file-managed:
   file.managed:
@@ -108,8 +114,6 @@ monitoring-server-alertmanager-args-file-managed:
     - contents: |
         # managed by gpufleet (monitoring.server)
         ARGS="--config.file={{ conf }}/alertmanager.yml --web.listen-address=127.0.0.1:{{ mon.ports.alertmanager }} --cluster.listen-address="
-    - require:
-      - pkg: monitoring-server-packages-pkg-installed
 
 monitoring-server-alertmanager-service-running:
   service.running:

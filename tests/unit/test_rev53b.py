@@ -65,23 +65,6 @@ def rendered(rack, tmp_path_factory):
     return {os_: render(exe, base / os_, OSES[os_], rack[1], SERVER) for os_ in ("Ubuntu-22.04", "Debian-12")}
 
 
-# --- 6. Installing Debian's packages starts the daemons at once with the packages' defaults (postinst:
-# deb-systemd-invoke start; ARGS="" in /etc/default/prometheus and /etc/default/prometheus-alertmanager): Prometheus
-# on 0.0.0.0:9090, Alertmanager on 0.0.0.0:9093 and its gossip on 0.0.0.0:9094. gpufleet's ARGS land after
-# pkg.installed, and a failed check_cmd (the watch requisite fails, no restart) leaves them so for good.
-# Salt's apt install keeps an existing conffile (--force-confold), so the ARGS can be in place first.
-def test_daemons_never_start_on_the_packages_defaults(rendered):
-    s = rendered["Debian-12"]
-    pkg = s["monitoring-server-packages-pkg-installed"]
-    required = str(_arg(pkg, "require") or "")
-    for sid in ("monitoring-server-prometheus-args-file-managed", "monitoring-server-alertmanager-args-file-managed"):
-        assert sid in required or _order(s[sid]) < _order(pkg), (sid, _order(s[sid]), _order(pkg))
-
-
-def _order(state: dict) -> int:
-    return state.get("__run_num__", _arg(state, "order") or 10**9)
-
-
 # --- 7. Without a pillar address, the formula listens on the *first* of all the host's IPv4 addresses
 # (salt.utils.network._ip_addrs: sorted numerically, every interface: docker0 172.17.0.1 where the DCGM exporter's
 # Docker runs, IPoIB, GPUDirect-TCPX NICs in 172.16.0.0/12), not on the cluster's network: with network.cidr

@@ -139,3 +139,13 @@ def test_an_ipv6_rack_monitor_listens_on_a_bracketed_address(write, tmp_path):
                ["monitoring.server"])
     args = _args(s, "monitoring-server-prometheus-args-file-managed")
     assert re.findall(r"--web\.listen-address=(\S+)", args) == [f"[fd00::11]:{scrape.ports()['prometheus']}"], args
+
+
+def test_the_daemons_flags_land_before_the_packages_start_them(rendered):
+    """The packages' postinst starts both daemons at once on /etc/default's shipped ARGS="" (every interface,
+    Alertmanager's gossip port too), and a failed check_cmd later means no restart: gpufleet's ARGS are written
+    first, and apt keeps them (rev53b #7)."""
+    s = rendered["Debian-12"]
+    required = json.dumps(_arg(s["monitoring-server-packages-pkg-installed"], "require"))
+    for sid in ("monitoring-server-prometheus-args-file-managed", "monitoring-server-alertmanager-args-file-managed"):
+        assert sid in required and "pkg" not in json.dumps(_arg(s[sid], "require")), (sid, required)
