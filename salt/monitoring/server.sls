@@ -7,17 +7,26 @@
 {%- from tpldir ~ "/map.jinja" import mapdata as mon with context %}
 {%- set srv = mon.server %}
 {%- set pkgs = mon.get("server_packages") or {} %}
+{#- the cluster-side address: the pillar's (a rack host's own), else the host's IPv4 address inside the cluster's
+    network (network.cidr), not merely its first one: salt.utils.network._ip_addrs sorts every interface's,
+    docker0 (the DCGM exporter's Docker), IPoIB and GPUDirect-TCPX NICs included, so the first may be outside
+    the cluster's network and change with the interfaces up (Salt 3008.3 modules/network.py ip_addrs(cidr=)) #}
+{%- set found = [] if srv.listen_address else salt["network.ip_addrs"](cidr=srv.cluster_cidr) %}
+{%- set listen = srv.listen_address or (found[0] if found else "") %}
 {%- if not pkgs.get("prometheus") %}
 
 monitoring-server-unsupported-test-fail_without_changes:
   test.fail_without_changes:
     - name: "monitoring.server: no Prometheus package gpufleet has checked for {{ grains.get('osfinger', grains.get('os_family')) }}; put the monitor on a Debian 12 or Ubuntu 22.04/24.04 host (monitoring: {host: ...})"
+{%- elif not listen %}
+
+monitoring-server-no-cluster-address-test-fail_without_changes:
+  test.fail_without_changes:
+    - name: "monitoring.server: this host has no IPv4 address in the cluster's network {{ srv.cluster_cidr }}, where Prometheus must listen; put the monitor on a node of the cluster's network (monitoring: {host: ...})"
 {%- else %}
 include:
   - monitoring.collector   # the cluster's spend, budgets and Slurm, for node_exporter's textfile collector
 
-{#- the cluster-side address: the pillar's (a rack host's own), else the host's first private IPv4 address #}
-{%- set listen = srv.listen_address or (salt["network.ip_addrs"]() | first) %}
 {#- host:port as Go's net.SplitHostPort takes it: an IPv6 address in brackets (Prometheus 2.42 refuses
     --web.listen-address=fd00::11:9090, "too many colons in address") #}
 {%- set listen_host = "[" ~ listen ~ "]" if ":" in listen else listen %}

@@ -5,8 +5,10 @@ only; a host of an OS
 without a checked package refused with a message; clean undoing it where its marker is; the nodes'
 node_exporter reading the textfile directory and the DCGM exporter given gpufleet's counters file."""
 
+import ipaddress
 import json
 import re
+import subprocess
 
 import pytest
 
@@ -149,3 +151,44 @@ def test_the_daemons_flags_land_before_the_packages_start_them(rendered):
     required = json.dumps(_arg(s["monitoring-server-packages-pkg-installed"], "require"))
     for sid in ("monitoring-server-prometheus-args-file-managed", "monitoring-server-alertmanager-args-file-managed"):
         assert sid in required and "pkg" not in json.dumps(_arg(s[sid], "require")), (sid, required)
+
+
+def _host_ipv4() -> list[str]:
+    """This machine's global IPv4 addresses (what Salt's network.ip_addrs sees when the formula renders here)."""
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show", "scope", "global"], capture_output=True, text=True,
+                         timeout=30).stdout
+    return sorted({line.split()[3].split("/")[0] for line in out.splitlines()}, key=ipaddress.ip_address)
+
+
+@pytest.fixture(scope="module")
+def cloud_monitor(tmp_path_factory):
+    path = tmp_path_factory.mktemp("stack") / "trainers.yaml"
+    path.write_text("name: trainers\nowner: ops\nmonitoring: {prometheus: true, host: gpu}\npools:\n"
+                    "  - {name: gpu, provider: aws, region: us-east-1, instance_type: p4d.24xlarge}\n")
+    st = stacks.load(path)
+    return st, pillar.build(st, st.monitor_pool(), cluster="trainers", index=0)
+
+
+def test_a_cloud_monitor_listens_on_its_address_inside_the_cluster_network(cloud_monitor, tmp_path):
+    """Not the host's first address (Salt sorts every interface's: docker0, IPoIB, GPUDirect NICs), which may be
+    outside the cluster's network and change between applies (rev53b #8): the one inside network.cidr."""
+    st, pil = cloud_monitor
+    assert pil["monitoring"]["server"]["cluster_cidr"] == st.network.cidr
+    addrs = _host_ipv4()
+    if len(addrs) < 2:
+        pytest.skip("this machine has fewer than two global IPv4 addresses to choose between")
+    pil = pillar.merge(pil, {"monitoring": {"server": {"cluster_cidr": f"{addrs[-1]}/32"}}})  # the last, not the first
+    s = render(salt_call(), tmp_path / "salt", OSES["Debian-12"], pil, ["monitoring.server"])
+    args = _args(s, "monitoring-server-prometheus-args-file-managed")
+    assert re.findall(r"--web\.listen-address=(\S+)", args) == [f"{addrs[-1]}:{scrape.ports()['prometheus']}"], args
+
+
+def test_a_cloud_monitor_without_an_address_in_the_cluster_network_fails_with_a_message(cloud_monitor, tmp_path):
+    outside = "203.0.113.0/24"  # TEST-NET-3 (RFC 5737)
+    if any(ipaddress.ip_address(a) in ipaddress.ip_network(outside) for a in _host_ipv4()):
+        pytest.skip(f"this machine has an address in {outside}")
+    pil = pillar.merge(cloud_monitor[1], {"monitoring": {"server": {"cluster_cidr": outside}}})
+    s = render(salt_call(), tmp_path / "salt", OSES["Debian-12"], pil, ["monitoring.server"])
+    (fail,) = [k for k in s if k.startswith("monitoring-server-")]
+    assert fail == "monitoring-server-no-cluster-address-test-fail_without_changes"
+    assert f"no IPv4 address in the cluster's network {outside}" in json.dumps(s[fail])
