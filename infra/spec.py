@@ -857,6 +857,26 @@ def monitor_host(stack: Stack, cat) -> Iterable[Problem]:
                       "one of: controller, " + ", ".join(p.name for p in stack.pools))
 
 
+# the most of a cloud monitor's root disk Prometheus's series may take (monitoring.disk_gb, its
+# --storage.tsdb.retention.size): the rest is the OS's, the GPU node's software (driver, CUDA, frameworks, the DCGM
+# exporter's image) and the room the TSDB needs past its limit while compaction writes a block before the oldest goes
+MONITOR_DISK_SHARE = 0.5
+
+
+def monitor_disk(stack: Stack, cat) -> Iterable[Problem]:
+    """A cloud monitor's series fit its root disk (``Pool.root_disk_gb``): Prometheus deletes by size only past
+    ``disk_gb``, so a larger limit fills the root file system, and the OS with it. A rack host's disk is not known."""
+    m, pool = stack.monitoring, stack.monitor_pool()
+    if pool is None or pool.on_rack:
+        return
+    most = int(pool.root_disk_gb * MONITOR_DISK_SHARE)
+    if m.disk_gb > most:
+        yield Problem(("monitoring", "disk_gb"), f"disk_gb {m.disk_gb} does not fit the monitor's root disk: pool "
+                      f"{pool.name} boots {pool.root_disk_gb} GB, and Prometheus may take at most "
+                      f"{MONITOR_DISK_SHARE:.0%} of it", f"disk_gb: {most} or less, or a larger root_disk_gb on pool "
+                      f"{pool.name} (at least {-(-m.disk_gb // MONITOR_DISK_SHARE):.0f})")
+
+
 class _Unchecked(Exception):
     """A check read a part of the stack that failed the schema."""
 
@@ -906,7 +926,7 @@ def cross_checks(stack: Stack, located: Located, cat, *, pool_checks: Iterable[P
         _check_access(stack, located, err)
     except _Unchecked:
         pass
-    for prob in (x for check in (unique_pools, unique_hosts, monitor_host, *stack_checks) for x in _findings(check, stack, cat)):
+    for prob in (x for check in (unique_pools, unique_hosts, monitor_host, monitor_disk, *stack_checks) for x in _findings(check, stack, cat)):
         err(prob.keys, prob.message, prob.hint)
     return errs
 

@@ -20,11 +20,20 @@ POOLS = ("pools:\n"
     ("{prometheus: true, host: gpu, scrape_interval: 1}", "scrape_interval", None),
     # no state installs Grafana: accepted, it was dropped and `dashboard` tunnelled to a closed port (rev53b #5)
     ("{prometheus: true, host: gpu, grafana: true}", "no state installs Grafana", "gpufleet dashboard export"),
+    # Prometheus would fill the 200 GB root disk before deleting by size, and the OS with it (rev53b #9)
+    ("{prometheus: true, host: gpu, disk_gb: 5000}", "does not fit the monitor's root disk", "disk_gb: 100 or less"),
+    ("{prometheus: true, host: gpu, disk_gb: 101}", "pool gpu boots 200 GB", "root_disk_gb on pool gpu (at least 202)"),
 ])
 def test_a_monitor_the_stack_cannot_have_is_refused_with_its_line(write, block, needle, hint):
     (e,) = problems(write, f"name: s\nowner: o\nmonitoring: {block}\n{POOLS}")
     assert needle in e.problem + " " + str(e.key) and e.line == 3
     assert hint is None or hint in (e.hint or "")
+
+
+def test_a_monitor_may_keep_half_its_root_disk_of_series(write):
+    s = stacks.load(write("stack.yaml", f"name: s\nowner: o\nmonitoring: {{prometheus: true, host: gpu, disk_gb: 100}}"
+                                        f"\n{POOLS}"))
+    assert s.monitoring.disk_gb == 100
 
 
 def test_a_pool_may_host_the_monitor_and_the_defaults_hold(write):
