@@ -926,7 +926,8 @@ def cross_checks(stack: Stack, located: Located, cat, *, pool_checks: Iterable[P
         _check_access(stack, located, err)
     except _Unchecked:
         pass
-    for prob in (x for check in (unique_pools, unique_hosts, monitor_host, monitor_disk, *stack_checks) for x in _findings(check, stack, cat)):
+    checks = (unique_pools, unique_hosts, monitor_host, monitor_disk, *stack_checks)
+    for prob in (x for check in checks for x in _findings(check, stack, cat)):
         err(prob.keys, prob.message, prob.hint)
     return errs
 
