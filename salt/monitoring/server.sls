@@ -40,6 +40,10 @@ include:
 monitoring-server-packages-pkg-installed:
   pkg.installed:
     - pkgs: {{ ([pkgs.prometheus, pkgs.alertmanager] + ([pkgs.promtool] if pkgs.get("promtool") else [])) | json }}
+    # not their Recommends: prometheus recommends prometheus-node-exporter, which recommends the collectors
+    # (smartmontools, nvme-cli, ipmitool, openipmi, moreutils and their timers): 21 packages on Debian 12, which clean
+    # would leave; Salt's apt passes --no-install-recommends only when told (modules/aptpkg.py, Salt 3008.3)
+    - install_recommends: False
     - require:
       - file: monitoring-server-prometheus-args-file-managed
       - file: monitoring-server-alertmanager-args-file-managed

@@ -63,16 +63,6 @@ def rendered(rack, tmp_path_factory):
     return {os_: render(exe, base / os_, OSES[os_], rack[1], SERVER) for os_ in ("Ubuntu-22.04", "Debian-12")}
 
 
-# --- 8. Salt's apt install takes the packages' Recommends (salt/modules/aptpkg.py: --no-install-recommends only with
-# install_recommends: False). prometheus Recommends prometheus-node-exporter, which Recommends
-# prometheus-node-exporter-collectors (then smartmontools, nvme-cli, ipmitool, openipmi, moreutils): `apt-get install
-# -s prometheus-node-exporter` on Debian 12 installs 21 packages, 1 without Recommends. On a controller monitor this
-# puts node_exporter on 0.0.0.0:9100 (ARGS="") with collectors' timers and smartd, none of which clean removes.
-def test_the_server_installs_no_recommends(rendered):
-    pkg = rendered["Debian-12"]["monitoring-server-packages-pkg-installed"]
-    assert _arg(pkg, "install_recommends") is False, pkg
-
-
 # --- 9. clean purges the packages and removes rules/gpufleet.yml, but leaves the rules/ folder monitoring.server made
 # (so dpkg's purge cannot remove /etc/prometheus either: it is not empty then).
 def test_clean_removes_the_rules_folder_it_made(rack, tmp_path):

@@ -192,3 +192,13 @@ def test_a_cloud_monitor_without_an_address_in_the_cluster_network_fails_with_a_
     (fail,) = [k for k in s if k.startswith("monitoring-server-")]
     assert fail == "monitoring-server-no-cluster-address-test-fail_without_changes"
     assert f"no IPv4 address in the cluster's network {outside}" in json.dumps(s[fail])
+
+
+@pytest.mark.parametrize("os_", ["Debian-12", "Ubuntu-22.04"])
+def test_the_packages_come_without_their_recommends(rendered, os_):
+    """Salt's apt install takes Recommends unless told (modules/aptpkg.py): prometheus pulled
+    prometheus-node-exporter and, through its collectors, smartd, ipmitool, openipmi and more, which clean left
+    behind (rev53b #10)."""
+    s = rendered[os_]
+    for sid in ("monitoring-server-packages-pkg-installed", "monitoring-node_exporter-package-pkg-installed"):
+        assert _arg(s[sid], "install_recommends") is False, (sid, s[sid])
