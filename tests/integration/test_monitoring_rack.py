@@ -168,7 +168,7 @@ def test_prometheus_scrapes_every_node_alerts_an_xid_and_goes_with_clean(rack):
     for i in NODES:
         on_host(i, f"pkill -f {STANDIN}/standin.py")
         left = on_host(i, "ss -ltnH '( sport = :9090 or sport = :9093 or sport = :9100 )' | wc -l; "
-                          "ls -d /etc/prometheus/rules/gpufleet.yml /etc/gpufleet/monitoring-server "
+                          "ls -d /etc/prometheus /etc/gpufleet/monitoring-server "
                           "/etc/default/prometheus-node-exporter 2>/dev/null; "
                           "dpkg -l prometheus prometheus-alertmanager prometheus-node-exporter 2>/dev/null | grep -c '^ii'")
         assert left.stdout.split() == ["0", "0"], (i, left.stdout, left.stderr)

@@ -63,14 +63,6 @@ def rendered(rack, tmp_path_factory):
     return {os_: render(exe, base / os_, OSES[os_], rack[1], SERVER) for os_ in ("Ubuntu-22.04", "Debian-12")}
 
 
-# --- 9. clean purges the packages and removes rules/gpufleet.yml, but leaves the rules/ folder monitoring.server made
-# (so dpkg's purge cannot remove /etc/prometheus either: it is not empty then).
-def test_clean_removes_the_rules_folder_it_made(rack, tmp_path):
-    states = render(salt_call(), tmp_path / "salt", OSES["Debian-12"], rack[1], ["monitoring.clean"])
-    names = str(_arg(states["monitoring-server_clean-files-file-absent"], "names"))
-    assert "/etc/prometheus/rules'" in names or "/etc/prometheus/rules\"" in names, names
-
-
 # --- 10. A changed collector .service (its program, settings or textfile path) is never loaded by systemd: the only
 # service state is the timer's, and Salt's systemd module daemon-reloads only when *that* unit's file changed
 # (salt/modules/systemd_service.py _check_for_unit_changes -> _unit_file_changed(name), Salt 3008).

@@ -202,3 +202,14 @@ def test_the_packages_come_without_their_recommends(rendered, os_):
     s = rendered[os_]
     for sid in ("monitoring-server-packages-pkg-installed", "monitoring-node_exporter-package-pkg-installed"):
         assert _arg(s[sid], "install_recommends") is False, (sid, s[sid])
+
+
+def test_clean_removes_the_rules_folder_it_made_and_the_emptied_config_folder(rendered):
+    """monitoring.server makes /etc/prometheus/rules; clean left it, and so /etc/prometheus, which dpkg's purge
+    cannot remove while something is in it (rev53b #11)."""
+    s = rendered["Debian-12"]
+    assert _arg(s["monitoring-server_clean-files-file-absent"], "names") == [
+        "/etc/prometheus/rules", "/etc/gpufleet/monitoring-server"]
+    rmdir = s["monitoring-server_clean-conf-dir-cmd-run"]
+    assert _arg(rmdir, "name") == "rmdir /etc/prometheus" and "ls -A /etc/prometheus" in _arg(rmdir, "onlyif")
+    assert "monitoring-server_clean-files-file-absent" in json.dumps(_arg(rmdir, "require"))
