@@ -63,16 +63,6 @@ def rendered(rack, tmp_path_factory):
     return {os_: render(exe, base / os_, OSES[os_], rack[1], SERVER) for os_ in ("Ubuntu-22.04", "Debian-12")}
 
 
-# --- 10. A changed collector .service (its program, settings or textfile path) is never loaded by systemd: the only
-# service state is the timer's, and Salt's systemd module daemon-reloads only when *that* unit's file changed
-# (salt/modules/systemd_service.py _check_for_unit_changes -> _unit_file_changed(name), Salt 3008).
-def test_a_changed_collector_unit_is_reloaded(rendered):
-    s = rendered["Debian-12"]
-    reloads = [sid for sid, st in s.items()
-               if "systemctl_reload" in str(st) or "daemon-reload" in str(st) or "daemon_reload" in str(st)]
-    assert any("monitoring-collector-service-file-managed" in str(s[sid]) for sid in reloads), reloads
-
-
 # --- 13. `dashboard export STACK` names the folder after the stack ("gpufleet <stack>"), as if several clusters could
 # sit in one team Grafana; but every export writes the same paths, the same provider name, the same data source name
 # and uid ("Prometheus (gpufleet)", gpufleet-prometheus) and the same dashboard uids. Grafana's provisioning matches

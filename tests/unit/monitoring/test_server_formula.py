@@ -213,3 +213,15 @@ def test_clean_removes_the_rules_folder_it_made_and_the_emptied_config_folder(re
     rmdir = s["monitoring-server_clean-conf-dir-cmd-run"]
     assert _arg(rmdir, "name") == "rmdir /etc/prometheus" and "ls -A /etc/prometheus" in _arg(rmdir, "onlyif")
     assert "monitoring-server_clean-files-file-absent" in json.dumps(_arg(rmdir, "require"))
+
+
+def test_a_changed_collector_unit_is_loaded_by_systemd(rendered):
+    """Only the timer had a service state, and Salt daemon-reloads only when that unit's own file changed: a new
+    ExecStart in the .service ran the old one until the next reboot (rev53b #12)."""
+    s = rendered["Debian-12"]
+    reload = s["monitoring-collector-units-cmd-run"]
+    assert _arg(reload, "name") == "systemctl daemon-reload"
+    assert {"monitoring-collector-service-file-managed", "monitoring-collector-timer-file-managed"} <= {
+        x["file"] for x in _arg(reload, "onchanges")}
+    assert "monitoring-collector-units-cmd-run" in json.dumps(_arg(s["monitoring-collector-timer-service-running"],
+                                                                   "require"))
