@@ -118,7 +118,7 @@ def test_export_of_a_stack_names_the_folder_after_it_and_a_bad_stack_creates_not
     stack.write_text(RACK.format(monitoring=WITH_MONITOR, port=22))
     r = cli("dashboard", "export", str(stack), "--out", str(tmp_path / "out"))
     assert r.exit_code == 0, r.output
-    prov = yaml.safe_load((tmp_path / "out" / provisioning.PROVIDERS.lstrip("/")).read_text())["providers"][0]
+    prov = yaml.safe_load((tmp_path / "out" / provisioning.scope("lab").providers.lstrip("/")).read_text())["providers"][0]
     assert prov["folder"] == "gpufleet lab"
     stack.write_text(RACK.format(monitoring="monitoring: {prometheus: true, host: nowhere}\n", port=22))
     r = cli("dashboard", "export", str(stack), "--out", str(tmp_path / "bad"))
