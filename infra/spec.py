@@ -434,7 +434,9 @@ class Monitoring(_Strict):
     retention: str = "15d"  # how long series are kept; a number and h, d, w or y
     disk_gb: int = Field(default=20, ge=1, le=65_536, strict=True)  # the most the series may take on disk
     scrape_interval: int = Field(default=30, ge=5, le=600, strict=True)  # seconds
-    grafana: bool = False  # Grafana beside them, with gpufleet's dashboards provisioned
+    # Grafana beside them, with gpufleet's dashboards provisioned: refused until a state installs and provisions it
+    # (none does yet: a tunnel to a closed port is all `true` would give)
+    grafana: bool = False
     # a node at or above this price whose GPUs stay idle for an hour raises an alert
     idle_alert_usd_per_hour: float = Field(default=10.0, ge=0)
     alert_webhook: str | None = None  # where Alertmanager sends alerts (a webhook URL); None: shown only
@@ -444,6 +446,16 @@ class Monitoring(_Strict):
     def _retention(cls, v: str) -> str:
         if not PROM_DURATION.match(v):
             raise HintedValueError(f"retention {v!r} is not a duration Prometheus takes", "e.g. 15d, 12h, 8w or 1y")
+        return v
+
+    @field_validator("grafana")
+    @classmethod
+    def _grafana(cls, v: bool) -> bool:
+        if v:
+            raise HintedValueError("grafana: true is not applied yet: no state installs Grafana on the monitor host",
+                                   "leave it out; `gpufleet dashboard export` writes the dashboards and their "
+                                   "provisioning for your own Grafana, `gpufleet dashboard CLUSTER --prometheus` opens "
+                                   "Prometheus")
         return v
 
     @field_validator("alert_webhook")
@@ -854,6 +866,26 @@ def monitor_host(stack: Stack, cat) -> Iterable[Problem]:
                           "give the monitor a pool of its own with nodes: 1 (a small instance type), or host: controller")
 
 
+# the most of a cloud monitor's root disk Prometheus's series may take (monitoring.disk_gb, its
+# --storage.tsdb.retention.size): the rest is the OS's, the GPU node's software (driver, CUDA, frameworks, the DCGM
+# exporter's image) and the room the TSDB needs past its limit while compaction writes a block before the oldest goes
+MONITOR_DISK_SHARE = 0.5
+
+
+def monitor_disk(stack: Stack, cat) -> Iterable[Problem]:
+    """A cloud monitor's series fit its root disk (``Pool.root_disk_gb``): Prometheus deletes by size only past
+    ``disk_gb``, so a larger limit fills the root file system, and the OS with it. A rack host's disk is not known."""
+    m, pool = stack.monitoring, stack.monitor_pool()
+    if pool is None or pool.on_rack:
+        return
+    most = int(pool.root_disk_gb * MONITOR_DISK_SHARE)
+    if m.disk_gb > most:
+        yield Problem(("monitoring", "disk_gb"), f"disk_gb {m.disk_gb} does not fit the monitor's root disk: pool "
+                      f"{pool.name} boots {pool.root_disk_gb} GB, and Prometheus may take at most "
+                      f"{MONITOR_DISK_SHARE:.0%} of it", f"disk_gb: {most} or less, or a larger root_disk_gb on pool "
+                      f"{pool.name} (at least {-(-m.disk_gb // MONITOR_DISK_SHARE):.0f})")
+
+
 class _Unchecked(Exception):
     """A check read a part of the stack that failed the schema."""
 
@@ -903,7 +935,8 @@ def cross_checks(stack: Stack, located: Located, cat, *, pool_checks: Iterable[P
         _check_access(stack, located, err)
     except _Unchecked:
         pass
-    for prob in (x for check in (unique_pools, unique_hosts, monitor_host, *stack_checks) for x in _findings(check, stack, cat)):
+    checks = (unique_pools, unique_hosts, monitor_host, monitor_disk, *stack_checks)
+    for prob in (x for check in checks for x in _findings(check, stack, cat)):
         err(prob.keys, prob.message, prob.hint)
     return errs
 

@@ -18,6 +18,9 @@ from gpufleet.monitoring import scrape
 from gpufleet.monitoring.rules import render_rules
 
 SERVER = "monitoring.server"  # Prometheus and Alertmanager, on the monitor pool's nodes
+# node_exporter alone: on a monitor pool whose nodes run no exporters of their own (Slurm's controller), it serves
+# the cluster collector's file (spend, budgets, Slurm) to Prometheus
+NODE_EXPORTER = "monitoring.node_exporter"
 
 FABRIC = {"efa": "efa", "infiniband-hdr": "infiniband", "infiniband-ndr": "infiniband", "gpudirect-tcpx": "tcpx",
           "roce": "roce", "10gbe": "ethernet", "25gbe": "ethernet", "100gbe": "ethernet", None: "ethernet"}
@@ -28,6 +31,8 @@ def formulas(stack, pool) -> list[str]:
     Prometheus with Alertmanager on the monitor pool (``stack.monitoring``)."""
     out = _node_formulas(stack, pool)
     if stack.monitor_pool() is pool:
+        if "monitoring" not in out:
+            out.append(NODE_EXPORTER)
         out.append(SERVER)
     return out
 
@@ -35,15 +40,15 @@ def formulas(stack, pool) -> list[str]:
 def monitor_pillar(stack, cluster: str) -> dict:
     """The monitor host's ``monitoring:server`` pillar: prometheus.yml scraping every pool whose nodes
     run the exporters, alertmanager.yml, the rules, retention by time and by the stack's disk size, and
-    the address to listen on (a rack pool's first host's; a cloud node's own private address)."""
+    the address to listen on (a rack pool's first host's; a cloud node's own address in the cluster's network)."""
     m, pool = stack.monitoring, stack.monitor_pool()
     scraped = [p for p in stack.pools if "monitoring" in _node_formulas(stack, p)]
-    return {"listen_address": pool.hosts[0].address if pool.hosts else "",
+    return {"listen_address": pool.hosts[0].address if pool.hosts else "", "cluster_cidr": stack.network.cidr,
             "retention": m.retention, "retention_size": f"{m.disk_gb}GB",
-            "prometheus_yml": scrape.render_prometheus(stack, cluster=cluster, pools=scraped),
+            "prometheus_yml": scrape.render_prometheus(stack, cluster=cluster, pools=scraped, monitor=pool),
             "discovery": scrape.discovery(cluster, pool, scraped),
             "alertmanager_yml": scrape.render_alertmanager(stack),
-            "rules": render_rules(stack)}
+            "rules": render_rules(stack, cluster)}
 
 
 def _node_formulas(stack, pool) -> list[str]:

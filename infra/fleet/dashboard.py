@@ -36,15 +36,14 @@ LOCAL = "127.0.0.1"
 
 def export(out: Path, *, stack_file: str | Path | None = None, cat=None,
            prometheus_url: str | None = None) -> list[Path]:
-    """The Grafana files the monitor host gets, as the same tree under ``out`` (``out/etc/grafana/...``,
-    ``out/var/lib/grafana/dashboards/gpufleet/*.json``); with a stack, its dashboards' folder is named after
-    it. ``prometheus_url``: the data source's (default: Prometheus's port on this machine, where
+    """The Grafana files for a team's own Grafana, as the tree Grafana reads under ``out`` (``out/etc/grafana/...``,
+    ``out/var/lib/grafana/dashboards/gpufleet/*.json``); with a stack, under its own names (folder, files, data
+    source, uids: provisioning.scope), so several clusters' exports share one Grafana. ``prometheus_url``: the data
+    source's (default: Prometheus's port on this machine, where
     `gpufleet dashboard CLUSTER --prometheus --port 9090` forwards it). Nothing is written before every file is
     made (a bad stack or URL: exit 2, nothing created)."""
-    folder = provisioning.FOLDER
-    if stack_file is not None:
-        folder = f"{provisioning.FOLDER} {stacks.load(stack_file, cat).name}"
-    files = provisioning.grafana_files(prometheus_url or f"http://{LOCAL}:{ports.ports()['prometheus']}", folder)
+    stack = stacks.load(stack_file, cat).name if stack_file is not None else None
+    files = provisioning.grafana_files(prometheus_url or f"http://{LOCAL}:{ports.ports()['prometheus']}", stack)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file, not a folder", "name a folder (it is made when missing)")
     written = []

@@ -1,5 +1,5 @@
 """The alert rules Prometheus evaluates for a stack (README, "Alerts"): one YAML text of rule groups,
-``render_rules(stack)``, its thresholds from the stack (``monitoring:``, each pool's health interval).
+``render_rules(stack, cluster)``, its thresholds from the stack (``monitoring:``, each pool's health interval).
 
 Every rule joins ``on(node)`` (the package's docstring), names only metrics of ``names.catalogue()`` and
 says, in its ``summary``, the node and the fault. Its ``severity``: ``critical`` a node that cannot do its
@@ -81,13 +81,15 @@ def written_every(stack, pool) -> int | None:
     return None
 
 
-def _stale(stack) -> str:
+def _stale(stack, cluster: str) -> str:
     """Each writer's file older than STALE_INTERVALS of its runs (pools written as often share a matcher), the
     cluster collector's every collector.INTERVAL_S; a file that is not there at all (node_exporter exports the mtime
     only of files it read: collector/textfile.go at v1.5.0): a node of a writing pool whose node_exporter answers
     without it, or no collector file in the cluster; and a textfile node_exporter could not read (its error says
-    not which: gpufleet's or another writer's in the same directory). The age compares the node's clock (the
-    file's mtime) with Prometheus's: clocks more than a few intervals apart hide or invent staleness (README)."""
+    not which: gpufleet's or another writer's in the same directory). ``cluster``: the name Prometheus labels every
+    target with (scrape.scrape_config), which `up --cluster NAME` may make another than the stack's. The age
+    compares the node's clock (the file's mtime) with Prometheus's: clocks more than a few intervals apart hide or
+    invent staleness (README)."""
     by_interval: dict[int, list[str]] = {}
     for p in stack.pools:
         every = written_every(stack, p)
@@ -104,14 +106,14 @@ def _stale(stack) -> str:
                '"{name} (missing)", "", "")')
     parts += [missing.format(pools="|".join(sorted(pools)), file=node_file, limit=STALE_INTERVALS * interval,
                              name=NODE_FILE) for interval, pools in sorted(by_interval.items())]
-    parts.append(f'label_replace(absent(node_textfile_mtime_seconds{{cluster="{stack.name}", {cluster_file}}}), "file", '
+    parts.append(f'label_replace(absent(node_textfile_mtime_seconds{{cluster="{cluster}", {cluster_file}}}), "file", '
                  f'"{CLUSTER_FILE} (missing on the monitor host)", "", "")')
     parts.append('label_replace(node_textfile_scrape_error == 1, "file", "a textfile (node_exporter could not read one: '
                  "gpufleet's or another writer's)\", \"\", \"\")")
     return " or ".join(f"({p})" for p in parts)
 
 
-def rules(stack) -> list[Rule]:
+def rules(stack, cluster: str) -> list[Rule]:
     idle_usd = (stack.monitoring or Monitoring()).idle_alert_usd_per_hour
     fatal = [x for x in FATAL_XIDS if x != FELL_OFF_BUS_XID]
     return [
@@ -176,12 +178,12 @@ def rules(stack) -> list[Rule]:
              "cluster {{ $labels.cluster }} alone has spent {{ $value | humanizePercentage }} of budget "
              "{{ $labels.budget }} this month (other clusters under it not counted: `gpufleet budget` has the whole; "
              "from {{ $labels.node }})"),
-        Rule("GpufleetMetricsStale", _stale(stack), "warning",
+        Rule("GpufleetMetricsStale", _stale(stack, cluster), "warning",
              "{{ $labels.node }}: metrics file stale, missing or unreadable: {{ $labels.file }}"),
     ]
 
 
-def render_rules(stack) -> str:
-    """The stack's alert rules as Prometheus's rule file (one group) takes them."""
-    doc = {"groups": [{"name": "gpufleet", "rules": [r.to_dict() for r in rules(stack)]}]}
+def render_rules(stack, cluster: str) -> str:
+    """The stack's alert rules for its cluster ``cluster`` as Prometheus's rule file (one group) takes them."""
+    doc = {"groups": [{"name": "gpufleet", "rules": [r.to_dict() for r in rules(stack, cluster)]}]}
     return yaml.safe_dump(doc, sort_keys=False, width=1_000, allow_unicode=True)

@@ -57,16 +57,20 @@ def discovery(cluster: str, monitor, pools: list) -> dict | None:
             monitor.provider: provider(monitor.provider).monitor_discovery(cluster, monitor, mine)}
 
 
-def render_prometheus(stack, *, cluster: str, pools: list) -> str:
-    """prometheus.yml: the stack's interval, its rules, the local Alertmanager, ``pools``' nodes."""
+def render_prometheus(stack, *, cluster: str, pools: list, monitor=None) -> str:
+    """prometheus.yml: the stack's interval, its rules, the local Alertmanager, ``pools``' nodes; and the
+    ``monitor`` pool's in the node job whatever its role: its node_exporter serves the cluster collector's
+    file (spend, budgets, Slurm), also where its nodes run no exporters of their own (Slurm's controller)."""
     m = stack.monitoring
+    jobs = {"node": pools + ([monitor] if monitor is not None and monitor.name not in {p.name for p in pools} else []),
+            "dcgm": pools}
     every = f"{m.scrape_interval}s"
     doc = {
         "global": {"scrape_interval": every, "evaluation_interval": every,
                    "scrape_timeout": f"{min(SCRAPE_TIMEOUT_S, m.scrape_interval)}s"},
         "rule_files": [rule_files()],
         "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{ports()['alertmanager']}"]}]}]},
-        "scrape_configs": [scrape_config(job, cluster, pools) for job in JOBS] if pools else [],
+        "scrape_configs": [scrape_config(job, cluster, jobs[job]) for job in JOBS if jobs[job]],
     }
     return HEADER + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
 

@@ -46,6 +46,17 @@ monitoring-collector-timer-file-managed:
         WantedBy=timers.target
 {%- if live %}
 
+{#- systemd loads a changed unit file only on daemon-reload, and Salt's service state reloads only when its own
+    unit's file changed (modules/systemd_service.py _check_for_unit_changes(name), Salt 3008.3): a changed .service
+    (its program, settings or textfile path) would run its old ExecStart until the next reboot #}
+monitoring-collector-units-cmd-run:
+  cmd.run:
+    - name: systemctl daemon-reload
+    - onlyif: test -d /run/systemd/system
+    - onchanges:
+      - file: monitoring-collector-service-file-managed
+      - file: monitoring-collector-timer-file-managed
+
 {#- a host without a running systemd (a container, the test rack) has no timers: the program and its settings are
     there, run by hand or by the host's own scheduler #}
 monitoring-collector-timer-service-running:
@@ -59,4 +70,5 @@ monitoring-collector-timer-service-running:
     - require:
       - file: monitoring-collector-program-file-managed
       - file: monitoring-collector-settings-file-serialize
+      - cmd: monitoring-collector-units-cmd-run
 {%- endif %}

@@ -13,6 +13,10 @@ monitoring-node_exporter-package-pkg-installed:
 {%- if grains.get("os_family") == "RedHat" %}
     - require:
       - sls: nvidia_driver.repo
+{%- else %}
+    # not its Recommends (prometheus-node-exporter-collectors, then smartmontools, nvme-cli, ipmitool, openipmi,
+    # moreutils: 21 packages on Debian 12 instead of 1), which clean would leave (monitoring.server says more)
+    - install_recommends: False
 {%- endif %}
 
 monitoring-node_exporter-textfile-dir-file-directory:

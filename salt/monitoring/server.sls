@@ -1,28 +1,52 @@
 {#- Prometheus and Alertmanager on the monitor host (README, "The monitor host"): the distribution's
     packages, the files gpufleet rendered for the cluster (gpufleet.monitoring.scrape: prometheus.yml,
     alertmanager.yml; the stack's alert rules), each checked by the program's own checker before it
-    lands (Salt's check_cmd: a broken file never replaces a working one), both daemons listening on the
-    cluster-side address only (Alertmanager on loopback too, where Prometheus sends to it), restarted
+    lands (Salt's check_cmd: a broken file never replaces a working one), Prometheus listening on the
+    cluster-side address only, Alertmanager on loopback only (where Prometheus sends to it), restarted
     when a file changes. server_clean.sls (through clean.sls) undoes it. -#}
 {%- from tpldir ~ "/map.jinja" import mapdata as mon with context %}
 {%- set srv = mon.server %}
 {%- set pkgs = mon.get("server_packages") or {} %}
+{#- the cluster-side address: the pillar's (a rack host's own), else the host's IPv4 address inside the cluster's
+    network (network.cidr), not merely its first one: salt.utils.network._ip_addrs sorts every interface's,
+    docker0 (the DCGM exporter's Docker), IPoIB and GPUDirect-TCPX NICs included, so the first may be outside
+    the cluster's network and change with the interfaces up (Salt 3008.3 modules/network.py ip_addrs(cidr=)) #}
+{%- set found = [] if srv.listen_address else salt["network.ip_addrs"](cidr=srv.cluster_cidr) %}
+{%- set listen = srv.listen_address or (found[0] if found else "") %}
 {%- if not pkgs.get("prometheus") %}
 
 monitoring-server-unsupported-test-fail_without_changes:
   test.fail_without_changes:
     - name: "monitoring.server: no Prometheus package gpufleet has checked for {{ grains.get('osfinger', grains.get('os_family')) }}; put the monitor on a Debian 12 or Ubuntu 22.04/24.04 host (monitoring: {host: ...})"
+{%- elif not listen %}
+
+monitoring-server-no-cluster-address-test-fail_without_changes:
+  test.fail_without_changes:
+    - name: "monitoring.server: this host has no IPv4 address in the cluster's network {{ srv.cluster_cidr }}, where Prometheus must listen; put the monitor on a node of the cluster's network (monitoring: {host: ...})"
 {%- else %}
 include:
   - monitoring.collector   # the cluster's spend, budgets and Slurm, for node_exporter's textfile collector
 
-{#- the cluster-side address: the pillar's (a rack host's own), else the host's first private IPv4 address #}
-{%- set listen = srv.listen_address or (salt["network.ip_addrs"]() | first) %}
+{#- host:port as Go's net.SplitHostPort takes it: an IPv6 address in brackets (Prometheus 2.42 refuses
+    --web.listen-address=fd00::11:9090, "too many colons in address") #}
+{%- set listen_host = "[" ~ listen ~ "]" if ":" in listen else listen %}
 {%- set conf = srv.conf_dir %}
 
+{#- the daemons' flags first: the packages' postinst starts both at once (deb-systemd-invoke start) with
+    /etc/default's ARGS, which ship empty: Prometheus on 0.0.0.0:9090, Alertmanager on 0.0.0.0:9093 with its
+    gossip on 0.0.0.0:9094 (prometheus 2.42.0+ds-5+deb12u1, prometheus-alertmanager 0.25.0-1+b4), and so they
+    would stay whenever a check_cmd below fails (no restart). Salt's apt install keeps a conffile already
+    there (--force-confold --force-confdef, salt/modules/aptpkg.py, Salt 3008). #}
 monitoring-server-packages-pkg-installed:
   pkg.installed:
     - pkgs: {{ ([pkgs.prometheus, pkgs.alertmanager] + ([pkgs.promtool] if pkgs.get("promtool") else [])) | json }}
+    # not their Recommends: prometheus recommends prometheus-node-exporter, which recommends the collectors
+    # (smartmontools, nvme-cli, ipmitool, openipmi, moreutils and their timers): 21 packages on Debian 12, which clean
+    # would leave; Salt's apt passes --no-install-recommends only when told (modules/aptpkg.py, Salt 3008.3)
+    - install_recommends: False
+    - require:
+      - file: monitoring-server-prometheus-args-file-managed
+      - file: monitoring-server-alertmanager-args-file-managed
 
 monitoring-server-marker-file-managed:
   file.managed:
@@ -77,16 +101,24 @@ monitoring-server-alertmanager-config-file-managed:
 
 {#- the daemons' flags (prometheus 2.42 and alertmanager 0.25 --help): retention by time and size, the
     address each listens on; Alertmanager's gossip port (--cluster.listen-address, 0.0.0.0:9094 by
-    default) is off: one Alertmanager, no peers #}
+    default) is off: one Alertmanager, no peers.
+    Alertmanager listens on loopback only: its GET /api/v2/status serves the whole configuration, the
+    webhook URL and any token in it included (a webhook's `url` is a plain URL, not a SecretURL that
+    marshals as <secret>: config/notifiers.go at v0.25.0), unauthenticated; Prometheus, its only client,
+    sends to 127.0.0.1 (gpufleet.monitoring.scrape). One --web.listen-address is also all that the
+    Alertmanagers of our OSes parse: it is a kingpin String flag, not repeatable, in 0.23
+    (cmd/alertmanager/main.go:197 at v0.23.0; Ubuntu 22.04 jammy-updates ships 0.23.0-4ubuntu0.3), and
+    repeatable from 0.25 (exporter-toolkit's webflag; Debian 12 0.25.0-1+b4, Ubuntu 24.04 noble-updates
+    0.26.0+ds-1ubuntu0.3); --config.file and --cluster.listen-address= (empty: HA off) are the same in
+    all three (packages.ubuntu.com jammy-updates and noble-updates, prometheus/alertmanager tags v0.23.0
+    and v0.26.0, read 2026-11-27), so the flags need no per-release override #}
 monitoring-server-prometheus-args-file-managed:
   file.managed:
     - name: {{ mon.server_env.prometheus }}
     - mode: "0644"
     - contents: |
         # managed by gpufleet (monitoring.server)
-        ARGS="--config.file={{ conf }}/prometheus.yml --web.listen-address={{ listen }}:{{ mon.ports.prometheus }} --storage.tsdb.retention.time={{ srv.retention }} --storage.tsdb.retention.size={{ srv.retention_size }}"
-    - require:
-      - pkg: monitoring-server-packages-pkg-installed
+        ARGS="--config.file={{ conf }}/prometheus.yml --web.listen-address={{ listen_host }}:{{ mon.ports.prometheus }} --storage.tsdb.retention.time={{ srv.retention }} --storage.tsdb.retention.size={{ srv.retention_size }}"
 
 monitoring-server-alertmanager-args-file-managed:
   file.managed:
@@ -94,9 +126,7 @@ monitoring-server-alertmanager-args-file-managed:
     - mode: "0644"
     - contents: |
         # managed by gpufleet (monitoring.server)
-        ARGS="--config.file={{ conf }}/alertmanager.yml --web.listen-address=127.0.0.1:{{ mon.ports.alertmanager }} --web.listen-address={{ listen }}:{{ mon.ports.alertmanager }} --cluster.listen-address="
-    - require:
-      - pkg: monitoring-server-packages-pkg-installed
+        ARGS="--config.file={{ conf }}/alertmanager.yml --web.listen-address=127.0.0.1:{{ mon.ports.alertmanager }} --cluster.listen-address="
 
 monitoring-server-alertmanager-service-running:
   service.running:

@@ -1,6 +1,6 @@
 {#- Undo monitoring.server where it ran (its marker says so): the daemons stopped, the packages purged
     (their configuration files with them: the cluster's targets must not outlive it), gpufleet's rules
-    and the marker removed. The series Prometheus kept are data: the package's purge decides. -#}
+    folder, /etc/prometheus once empty, and the marker removed. The series Prometheus kept are data: the package's purge decides. -#}
 {%- from tpldir ~ "/map.jinja" import mapdata as mon with context %}
 {%- set srv = mon.server %}
 {%- set pkgs = mon.get("server_packages") or {} %}
@@ -33,10 +33,19 @@ monitoring-server_clean-packages-pkg-purged:
       - service: monitoring-server_clean-services-service-dead
       - cmd: monitoring-server_clean-initscripts-cmd-run
 
+{#- the rules folder is monitoring.server's own (no package ships it): while it is there, dpkg's purge above
+    cannot remove /etc/prometheus either, so that goes after it where nothing else is left in it #}
 monitoring-server_clean-files-file-absent:
   file.absent:
     {#- gpufleet-targets: the cloud nodes root listed for Prometheus (clouds/node_targets.py DIR) #}
-    - names: {{ [srv.conf_dir ~ "/rules/gpufleet.yml", srv.conf_dir ~ "/gpufleet-targets", srv.marker] | json }}
+    - names: {{ [srv.conf_dir ~ "/rules", srv.conf_dir ~ "/gpufleet-targets", srv.marker] | json }}
     - require:
       - pkg: monitoring-server_clean-packages-pkg-purged
+
+monitoring-server_clean-conf-dir-cmd-run:
+  cmd.run:
+    - name: rmdir {{ srv.conf_dir }}
+    - onlyif: test -d {{ srv.conf_dir }} && test -z "$(ls -A {{ srv.conf_dir }})"
+    - require:
+      - file: monitoring-server_clean-files-file-absent
 {%- endif %}

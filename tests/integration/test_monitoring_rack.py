@@ -4,8 +4,8 @@ every host a node); each host's DCGM exporter is played by tests/dcgm_exporter_s
 GPU here). Through Prometheus's and Alertmanager's HTTP APIs: every host's node and dcgm targets are up
 with their cluster, pool and node labels; a node's gpufleet.prom (written here, as the node agent writes
 it: tmp file then rename in the textfile directory) appears with the pool's price from the plan; an XID 79
-on one GPU fires the stack's alert in Alertmanager; Prometheus and Alertmanager listen on the monitor's
-cluster address only; `down --clean` removes them."""
+on one GPU fires the stack's alert in Alertmanager (read on the monitor host: it listens on loopback only);
+Prometheus listens on the monitor's cluster address only; `down --clean` removes them."""
 
 import io
 import json
@@ -109,7 +109,14 @@ def _query(q: str) -> list[dict]:
 
 
 def _alerts() -> list[dict]:
-    return _get(scrape.ports()["alertmanager"], "/api/v2/alerts", filter='alertname="GpuXidFatal"')
+    """Alertmanager's GpuXidFatal alerts, asked on the monitor host itself (it listens on 127.0.0.1 only)."""
+    url = f"http://127.0.0.1:{scrape.ports()['alertmanager']}/api/v2/alerts?" + urllib.parse.urlencode(
+        {"filter": 'alertname="GpuXidFatal"'})
+    r = on_host(1, "python3 -c 'import sys, urllib.request; "
+                   "sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' " + f"'{url}'")
+    if r.returncode != 0:
+        raise OSError(r.stderr)  # not listening yet
+    return json.loads(r.stdout)
 
 
 def test_prometheus_scrapes_every_node_alerts_an_xid_and_goes_with_clean(rack):
@@ -151,17 +158,17 @@ def test_prometheus_scrapes_every_node_alerts_an_xid_and_goes_with_clean(rack):
         fired[0]["status"]["state"] == "active", alerts
     assert not any(x["labels"].get("node") != "h100-0" for x in alerts), alerts
 
-    # the monitor's daemons listen on its cluster address (Alertmanager on loopback too) and nowhere else
+    # Prometheus listens on the monitor's cluster address, Alertmanager on loopback, and nowhere else
     listening = on_host(1, "ss -ltnH '( sport = :9090 or sport = :9093 or sport = :9094 )'").stdout
     local = sorted(line.split()[3] for line in listening.splitlines() if line.strip())
-    assert local == sorted([f"{MONITOR}:9090", f"{MONITOR}:9093", "127.0.0.1:9093"]), listening
+    assert local == sorted([f"{MONITOR}:9090", "127.0.0.1:9093"]), listening
 
     rc, doc, err = gpufleet(rack, "down", str(STACK_FILE), "--cluster", CLUSTER, "--yes", "--clean")
     assert rc == 0, [(h["host"], h.get("error")) for h in (doc or {}).get("hosts", [])] or err[-2000:]
     for i in NODES:
         on_host(i, f"pkill -f {STANDIN}/standin.py")
         left = on_host(i, "ss -ltnH '( sport = :9090 or sport = :9093 or sport = :9100 )' | wc -l; "
-                          "ls -d /etc/prometheus/rules/gpufleet.yml /etc/gpufleet/monitoring-server "
+                          "ls -d /etc/prometheus /etc/gpufleet/monitoring-server "
                           "/etc/default/prometheus-node-exporter 2>/dev/null; "
                           "dpkg -l prometheus prometheus-alertmanager prometheus-node-exporter 2>/dev/null | grep -c '^ii'")
         assert left.stdout.split() == ["0", "0"], (i, left.stdout, left.stderr)

@@ -118,7 +118,7 @@ def test_export_of_a_stack_names_the_folder_after_it_and_a_bad_stack_creates_not
     stack.write_text(RACK.format(monitoring=WITH_MONITOR, port=22))
     r = cli("dashboard", "export", str(stack), "--out", str(tmp_path / "out"))
     assert r.exit_code == 0, r.output
-    prov = yaml.safe_load((tmp_path / "out" / provisioning.PROVIDERS.lstrip("/")).read_text())["providers"][0]
+    prov = yaml.safe_load((tmp_path / "out" / provisioning.scope("lab").providers.lstrip("/")).read_text())["providers"][0]
     assert prov["folder"] == "gpufleet lab"
     stack.write_text(RACK.format(monitoring="monitoring: {prometheus: true, host: nowhere}\n", port=22))
     r = cli("dashboard", "export", str(stack), "--out", str(tmp_path / "bad"))
@@ -204,8 +204,14 @@ def test_json_says_the_tunnel_without_opening_it(tmp_path, monkeypatch):
     assert doc["monitor"] == {"host": "lab-rack-0", "address": MONITOR_ADDRESS, "route": "direct", "grafana": False}
 
 
-def test_grafana_is_the_default_where_the_stack_runs_it(tmp_path, monkeypatch):
-    _cluster(tmp_path, monkeypatch, 2222, monitoring="monitoring: {prometheus: true, host: rack, grafana: true}\n")
+def test_grafana_is_the_default_where_the_record_says_the_monitor_runs_it(tmp_path, monkeypatch):
+    """The stack refuses `grafana: true` until a state installs Grafana (rev53b #5); a record may still say so."""
+    _cluster(tmp_path, monkeypatch, 2222)
+    reg = Registry(tmp_path / "registry.db")
+    rec = reg.get("lab")
+    reg.record(name="lab", stack="lab", stack_file=str(tmp_path / "gone.yaml"), owner="o",
+               expires_at="2099-01-01T00:00:00Z", backend=None, nodes=rec.nodes,
+               access={"via": "direct", "user": "root", "pools": ["rack"], "monitor": {"pool": "rack", "grafana": True}})
     doc = json.loads(cli("--json", "dashboard", "lab").stdout)
     assert doc["service"] == "grafana" and doc["argv"][-2].endswith(f":{MONITOR_ADDRESS}:{ports.ports()['grafana']}")
     doc = json.loads(cli("--json", "dashboard", "lab", "--prometheus").stdout)
@@ -257,15 +263,15 @@ def test_up_records_the_monitor_so_the_tunnel_needs_no_stack_file(tmp_path, monk
     from gpufleet import catalog, stacks
     from gpufleet.fleet import ssh
 
-    stack = _cluster(tmp_path, monkeypatch, 2222, monitoring="monitoring: {prometheus: true, host: rack, grafana: true}\n")
+    stack = _cluster(tmp_path, monkeypatch, 2222)
     reg = Registry(tmp_path / "registry.db")
     rec = reg.get("lab")
     access = ssh.access_record(stacks.load(stack, catalog.load(use_config=False)), "lab", rec.nodes)
-    assert access["monitor"] == {"pool": "rack", "grafana": True}
+    assert access["monitor"] == {"pool": "rack", "grafana": False}
     reg.record(name="lab", stack="lab", stack_file=str(tmp_path / "gone.yaml"), owner="o",
                expires_at="2099-01-01T00:00:00Z", backend=None, nodes=rec.nodes, access=access)
     doc = json.loads(cli("--json", "dashboard", "lab").stdout)
-    assert doc["service"] == "grafana" and doc["monitor"]["address"] == MONITOR_ADDRESS
+    assert doc["service"] == "prometheus" and doc["monitor"]["address"] == MONITOR_ADDRESS
 
 
 @pytest.mark.parametrize("monitor", [{"pool": "rack; touch x"}, {"pool": "rack", "grafana": "yes"}, ["rack"]])

@@ -18,6 +18,11 @@ POOLS = ("pools:\n"
     ("{prometheus: true, host: gpu, retention: 15 days}", "is not a duration Prometheus takes", "15d"),
     ("{prometheus: true, host: gpu, alert_webhook: 'hooks.example.com'}", "is not an http(s) URL", "https://"),
     ("{prometheus: true, host: gpu, scrape_interval: 1}", "scrape_interval", None),
+    # no state installs Grafana: accepted, it was dropped and `dashboard` tunnelled to a closed port (rev53b #5)
+    ("{prometheus: true, host: gpu, grafana: true}", "no state installs Grafana", "gpufleet dashboard export"),
+    # Prometheus would fill the 200 GB root disk before deleting by size, and the OS with it (rev53b #9)
+    ("{prometheus: true, host: gpu, disk_gb: 5000}", "does not fit the monitor's root disk", "disk_gb: 100 or less"),
+    ("{prometheus: true, host: gpu, disk_gb: 101}", "pool gpu boots 200 GB", "root_disk_gb on pool gpu (at least 202)"),
 ])
 def test_a_monitor_the_stack_cannot_have_is_refused_with_its_line(write, block, needle, hint):
     (e,) = problems(write, f"name: s\nowner: o\nmonitoring: {block}\n{POOLS}")
@@ -33,6 +38,12 @@ def test_a_cloud_monitor_pool_that_may_have_several_nodes_is_refused(write, node
     (e,) = problems(write, f"name: s\nowner: o\nmonitoring: {{prometheus: true, host: gpu}}\n{pools}")
     assert (e.line, str(e.key)) == (3, "monitoring.host") and "more than one node" in e.problem
     assert "nodes: 1" in e.hint
+
+
+def test_a_monitor_may_keep_half_its_root_disk_of_series(write):
+    s = stacks.load(write("stack.yaml", f"name: s\nowner: o\nmonitoring: {{prometheus: true, host: gpu, disk_gb: 100}}"
+                                        f"\n{POOLS}"))
+    assert s.monitoring.disk_gb == 100
 
 
 def test_a_pool_may_host_the_monitor_and_the_defaults_hold(write):

@@ -103,3 +103,37 @@ def test_a_webhook_is_alertmanagers_receiver(write, cat):
     assert am["receivers"] == [{"name": "gpufleet", "webhook_configs": [
         {"url": "https://hooks.example.com/gpu", "send_resolved": True}]}]
     assert am["route"]["receiver"] == "gpufleet"
+
+
+# Slurm's controller, the default monitor host (spec.Monitoring.host), runs none of the GPU nodes' exporters
+CONTROLLER_MONITOR = """name: lab
+owner: ops
+monitoring: {prometheus: true}
+slurm: {health_check_interval: 120}
+pools:
+  - {name: ctl, provider: baremetal, site: lab, role: controller, hosts: [{address: 10.0.9.1}]}
+  - {name: rack, provider: baremetal, site: lab, gpu: L4, gpus_per_node: 1, hosts: [{address: 10.0.9.2}, {address: 10.0.9.3}]}
+"""
+
+
+def test_a_controller_monitor_runs_node_exporter_and_is_in_the_node_job(write, cat, tmp_path):
+    """The cluster collector writes gpufleet_cluster.prom (spend, budgets, Slurm) on the monitor host: unscraped on
+    Slurm's controller, BudgetPast80Percent never fired and GpufleetMetricsStale fired for ever (rev53b #3). Its
+    node_exporter joins the node job (not the DCGM one: no GPU), and the file reaches a real Prometheus config."""
+    st = stacks.load(write("lab.yaml", CONTROLLER_MONITOR), cat)
+    ctl = st.monitor_pool()
+    assert "monitoring.node_exporter" in pillar.formulas(st, ctl)
+    assert pillar.formulas(st, ctl).index("monitoring.node_exporter") < pillar.formulas(st, ctl).index("monitoring.server")
+    prom = pillar.monitor_pillar(st, "lab")["prometheus_yml"]
+    node_exporter = scrape.ports()["node_exporter"]
+    assert _targets(prom, "node") == {f"10.0.9.{i}:{node_exporter}": {"pool": p, "node": n} for i, p, n in
+                                      ((1, "ctl", "ctl-0"), (2, "rack", "rack-0"), (3, "rack", "rack-1"))}
+    assert set(_targets(prom, "dcgm")) == {f"10.0.9.{i}:{scrape.ports()['dcgm_exporter']}" for i in (2, 3)}
+    if shutil.which("promtool"):
+        _checked("promtool", ["check", "config"], prom, tmp_path, "prometheus.yml")
+
+
+def test_a_gpu_pool_monitor_is_scraped_once(cat):
+    st = stacks.load(ROOT / "stacks" / "examples" / "baremetal-rack.yaml", cat)
+    assert pillar.formulas(st, st.monitor_pool()).count("monitoring.node_exporter") == 0
+    assert len(_targets(pillar.monitor_pillar(st, "rk")["prometheus_yml"], "node")) == 4
