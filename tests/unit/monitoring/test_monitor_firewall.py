@@ -44,7 +44,7 @@ def plan(request, tmp_path_factory):
     cat = catalog.load(use_config=False)
     path = tmp_path_factory.mktemp("mon") / "stack.yaml"
     path.write_text(f"name: m\nowner: o\naccess: {{public_key: \"{KEY}\", ssh_cidrs: [198.51.100.0/24]}}\n"
-                    f"monitoring: {{prometheus: true, host: mon, grafana: true}}\n"
+                    f"monitoring: {{prometheus: true, host: mon}}\n"
                     f"pools:\n  - {{name: mon, nodes: 1, {POOL[request.param][1:]}\n")
     return request.param, planner.plan(stacks.load(path, cat), cat, workers=1)
 

@@ -209,7 +209,7 @@ def test_clean_removes_the_rules_folder_it_made_and_the_emptied_config_folder(re
     cannot remove while something is in it (rev53b #11)."""
     s = rendered["Debian-12"]
     assert _arg(s["monitoring-server_clean-files-file-absent"], "names") == [
-        "/etc/prometheus/rules", "/etc/gpufleet/monitoring-server"]
+        "/etc/prometheus/rules", "/etc/prometheus/gpufleet-targets", "/etc/gpufleet/monitoring-server"]
     rmdir = s["monitoring-server_clean-conf-dir-cmd-run"]
     assert _arg(rmdir, "name") == "rmdir /etc/prometheus" and "ls -A /etc/prometheus" in _arg(rmdir, "onlyif")
     assert "monitoring-server_clean-files-file-absent" in json.dumps(_arg(rmdir, "require"))
