@@ -59,8 +59,11 @@ def refuse_unsafe_sizes(stack, existing, cluster: str) -> None:
 
 def _made_by_up(existing, pool: str) -> int:
     """How many nodes the pool's own request (Pulumi's) holds: its recorded nodes less those `scale` or `heal`
-    added, plus its own that they removed since."""
+    added (and the nodes `heal` put in their place), plus its own that they removed since."""
     added = {r.node.node_id for r in existing.resizes if r.pool == pool and r.change == "added"}
+    for r in existing.replacements:  # in the order they were made: a replacement's replacement follows
+        if r.pool == pool and r.old_id in added:
+            added.add(r.node.node_id)
     kept = sum(1 for n in existing.nodes if n.pool == pool and n.node_id not in added)
     removed = sum(1 for r in existing.resizes if r.pool == pool and r.change == "removed" and r.node.node_id not in added)
     return kept + removed

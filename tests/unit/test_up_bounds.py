@@ -108,3 +108,18 @@ def test_an_up_that_would_make_an_aws_pool_anew_or_leave_it_over_its_max_is_refu
     running = {i["InstanceId"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]
                if i["State"]["Name"] == "running"}
     assert running == {*ids, *added}
+
+
+def test_the_size_ups_request_made_does_not_count_the_nodes_scale_added_nor_their_replacements():
+    """The pool's request made 2 (min); `scale` added i-a and i-b, `heal` replaced i-a by i-c and i-c by i-d, and
+    one of up's nodes was removed: up's request holds 2 still, whatever the record's list of 3 says."""
+    from types import SimpleNamespace as NS
+
+    from gpufleet.fleet import bounds
+
+    node = lambda i: NS(pool="gpu", node_id=i)  # noqa: E731
+    record = NS(nodes=[node("i-1"), node("i-b"), node("i-d")],
+                resizes=[NS(pool="gpu", change="added", node=node("i-a")), NS(pool="gpu", change="added", node=node("i-b")),
+                         NS(pool="gpu", change="removed", node=node("i-0"))],
+                replacements=[NS(pool="gpu", old_id="i-a", node=node("i-c")), NS(pool="gpu", old_id="i-c", node=node("i-d"))])
+    assert bounds._made_by_up(record, "gpu") == 2
