@@ -1,8 +1,9 @@
-{#- slurmd's Prolog (role compute): the job's nodes' Slurm names in /etc/hosts, at the addresses Slurm has for them
-    (files/gpufleet-slurm-prolog says why and how). slurm.conf names it only where compute nodes are cloud slots
-    (gpufleet.configure.slurm PROLOG_PROGRAM); on a rack's hosts it lies unused. -#}
-{%- from tpldir ~ "/map.jinja" import mapdata as slurm, configured, role with context %}
-{%- if configured and role == "compute" %}
+{#- The Slurm node names' program (files/gpufleet-slurm-prolog says why and how): on a compute node slurmd's Prolog,
+    the job's nodes' names in /etc/hosts at the addresses Slurm has for them (slurm.conf names it only where compute
+    nodes are cloud slots: gpufleet.configure.slurm PROLOG_PROGRAM; on a rack's hosts it lies unused); on the
+    controller, which is in no job, the node agent runs it with --all on each run. -#}
+{%- from tpldir ~ "/map.jinja" import mapdata as slurm, configured with context %}
+{%- if configured %}
 
 slurm-prolog-program-file-managed:
   file.managed:

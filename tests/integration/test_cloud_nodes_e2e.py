@@ -477,6 +477,14 @@ def _slurm_runs_jobs_and_status_shows_it(out, hosts, cat, pulumi, monkeypatch):
     assert ran.returncode == 0 and sorted(line.split() for line in ran.stdout.splitlines()) == [
         ["0:", "10.77.0.13", "gpu-0"], ["0:", "10.77.0.14", "gpu-1"],
         ["1:", "10.77.0.13", "gpu-0"], ["1:", "10.77.0.14", "gpu-1"]], ran.stdout + ran.stderr
+    # and on the controller, in no job: its agent writes every node's name on each run (clouds/node_agent.py)
+    seen = ""
+    for _ in range(30):
+        seen = on_host(2, "getent hosts gpu-0 gpu-1").stdout
+        if len(seen.splitlines()) == 2:
+            break
+        time.sleep(2)
+    assert sorted(line.split() for line in seen.splitlines()) == [["10.77.0.13", "gpu-0"], ["10.77.0.14", "gpu-1"]], seen
     # the key came through the bucket: the same on every node, readable by munge alone
     keys = {on_host(i, "stat -c '%U %a' /etc/munge/munge.key; sha256sum < /etc/munge/munge.key").stdout for i in hosts}
     assert len(keys) == 1 and next(iter(keys)).startswith("munge 400"), keys

@@ -736,7 +736,7 @@ def test_the_formula_is_one_part_per_file_and_each_part_renders_on_its_own(rende
     pil = _accounting_pillars(rendered, tmp_path, "train", b"k" * 32)
     whole = render(salt_call(), tmp_path / "whole", {**OSES["Debian-12"], "host": "ctl0"},
                    {"gpufleet": {"live": False}, "slurm": pil["ctl-0"]}, ["slurm"])
-    assert {s["__sls__"] for s in whole.values()} == {f"slurm.{p}" for p in parts} - {"slurm.health", "slurm.prolog"}
+    assert {s["__sls__"] for s in whole.values()} == {f"slurm.{p}" for p in parts} - {"slurm.health"}
     for part in ("daemon", "accounting"):  # the parts with the most requisites
         alone = render(salt_call(), tmp_path / part, {**OSES["Debian-12"], "host": "ctl0"},
                        {"gpufleet": {"live": False}, "slurm": pil["ctl-0"]}, [f"slurm.{part}"])
@@ -1020,6 +1020,12 @@ def test_where_compute_nodes_are_slots_every_node_of_a_job_resolves_its_slot_nam
         assert {"file": "slurm-prolog-program-file-managed"} in needs, needs
     clean = render(salt_call(), tmp_path / "clean", {**OSES["Debian-12"], "host": "ip-10-9-9-9"}, pil, ["slurm.clean"])
     assert slurm.PROLOG_PROGRAM in _arg(clean["slurm-clean-files-file-absent"]["file"], "names")
+    # the controller is in no job: its node agent runs the program itself (clouds/node_agent.py SLURM_NAMES)
+    (ctl_pillar, _) = slurm.pillars(st, "train", ctl, nodes, {"ctl0": ("controller", {}, 0), "t4": ("compute", {}, 4)},
+                                    bundle=b"PK", key=b"k" * 32).values()
+    states = render(salt_call(), tmp_path / "ctl", {**OSES["Debian-12"], "host": "ctl0"},
+                    {"gpufleet": {"live": False}, "slurm": ctl_pillar}, ["slurm"])
+    assert _arg(states["slurm-prolog-program-file-managed"]["file"], "name") == slurm.PROLOG_PROGRAM
 
 
 HOSTS_BEFORE = """127.0.0.1 localhost
