@@ -489,6 +489,10 @@ class Cloud(Provider, Protocol):
     # the pool's bucket lets a node write only its own status (AWS: the key is its ``aws:userid``); where
     # any node of a pool may write every status of it (GCP, Azure), a status alone never terminates a node
     own_status_only: bool
+    # how `up` applies a pool's size: True where it sends the pool's whole capacity (an Azure scale set's sku.capacity
+    # in a whole PUT), so a capacity below the VMs it has lets the cloud delete VMs of its own choosing; False where the
+    # pool's request carries its min (an instant EC2 Fleet, a GCP bulkInsert), so a new min makes the pool anew (fleet.bounds)
+    up_sets_capacity: bool
 
     image_template: str  # its Packer template under images/ (a golden image of a pool)
     images_global: bool  # an image built anywhere boots in every region (else only where it was built)

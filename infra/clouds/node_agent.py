@@ -112,6 +112,10 @@ SLURM_NAME = "slurm_name"  # under STATE_DIR: this node's Slurm name, its slot (
 # under STATE_DIR, there while `heal` gives this idle node of an elastic pool back (its slot says "release"): the watch
 # drains it in Slurm for node_watch.SCALE_DOWN, and resumes it once heal takes the word back
 RELEASED = "released"
+# the controller, in no job, keeps every Slurm node's name in its /etc/hosts at the address slurmctld has for it now
+# (a slot `gpu-0` is in no DNS; the program the slurm formula installs: configure.slurm PROLOG_PROGRAM), run on each of
+# its agent's runs, so that `ssh gpu-0` works there and a moved slot is put right within one timer period
+SLURM_NAMES = "/usr/local/sbin/gpufleet-slurm-prolog"
 WATCH = "_gpufleet/node_watch.py"  # in the state tree (nodes/cloud/channel.py puts it there)
 WATCH_HOME = "/opt/gpufleet/node_watch.py"
 WATCH_UNIT = "/etc/systemd/system/gpufleet-watch.service"
@@ -692,7 +696,8 @@ def run(cfg, force=False):
 def report_scheduler(cfg):
     """On Slurm's controller (its document names a ``probe``): what Slurm says of its nodes and jobs,
     put in this node's status on each run, stamped with when it was read (`gpufleet status` reads it;
-    `gpufleet heal` trusts it only while that stamp is fresh, so it is re-stamped even when unchanged)."""
+    `gpufleet heal` trusts it only while that stamp is fresh, so it is re-stamped even when unchanged); then Slurm's node
+    names in /etc/hosts (SLURM_NAMES)."""
     probe = (_read_json(f"{STATE_DIR}/applied.json") or {}).get("probe")  # the generation applied last
     status = _read_json(f"{STATE_DIR}/status.json")
     if not probe or not status:
@@ -705,6 +710,11 @@ def report_scheduler(cfg):
         put_status(store, cfg["pool"], node_id(cfg), status)
     except (AgentError, OSError, ValueError, subprocess.SubprocessError) as e:
         print(f"Slurm's view was not reported: {e}", flush=True)
+    if os.access(SLURM_NAMES, os.X_OK):
+        try:
+            subprocess.run([SLURM_NAMES, "--all"], capture_output=True, timeout=60, check=False)
+        except (OSError, subprocess.SubprocessError) as e:
+            print(f"Slurm's node names were not written to /etc/hosts: {e}", flush=True)
 
 
 def list_targets(cfg):

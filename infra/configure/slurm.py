@@ -36,6 +36,11 @@ from gpufleet.errors import GpufleetError
 from gpufleet.paths import make_private_dir, salt_run_dir
 
 HEALTH_PROGRAM = "/usr/local/sbin/gpufleet-slurm-health"
+# slurmd's Prolog where compute nodes are slots: the job's nodes' slot names in /etc/hosts, at the addresses Slurm has
+# for them (no DNS knows `gpu-0`: a job's `MASTER_ADDR=$(scontrol show hostnames ...)` and `ssh gpu-0` need it), at
+# allocation on every node of the job, before its script (PrologFlags=Alloc, slurm.conf(5) 22.05.8); why this way and
+# where the addresses come from: salt/slurm/files/gpufleet-slurm-prolog
+PROLOG_PROGRAM = "/usr/local/sbin/gpufleet-slurm-prolog"
 # the node checks a health check runs: what reads the node's state, none of the load tests (NCCL,
 # copy bandwidth, DCGM diagnostics) that would compete with the jobs it runs beside
 HEALTH_SKIPS = ("nccl", "copy", "dcgm_level", "dcgm_level_full")
@@ -143,7 +148,8 @@ def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode]) -
         "TopologyPlugin=topology/tree",
     ]
     if any(n.cloud for n in nodes):
-        lines += [*SLOT_PARAMETERS, f"TreeWidth={_tree_width(stack, nodes)}"]
+        lines += [*SLOT_PARAMETERS, f"TreeWidth={_tree_width(stack, nodes)}", f"Prolog={PROLOG_PROGRAM}",
+                  "PrologFlags=Alloc"]
     if cfg.accounting:  # slurmdbd beside slurmctld, on its default port (6819)
         lines += ["AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={controller.address}"]
     if cfg.health_check_interval:

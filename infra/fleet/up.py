@@ -18,7 +18,7 @@ from gpufleet.clouds.tags import format_expiry, parse_expiry
 from gpufleet.engine import automation
 from gpufleet.engine.plan import Plan, cluster_for, plan
 from gpufleet.errors import GpufleetError, InputError
-from gpufleet.fleet import budgets, ssh, team
+from gpufleet.fleet import bounds, budgets, ssh, team
 from gpufleet.nodes.cloud import failover as fail
 from gpufleet.nodes.run import Run, Seams
 from gpufleet.state.registry import ClusterRecord, Registry
@@ -184,6 +184,8 @@ def _prepared(stack, cat, opts: UpOptions, events: UpEvents) -> tuple[Run, Plan]
     for p in stack.pools if existing else []:  # an elastic pool's size as `scale` left it (spec.Pool.running)
         if p.size is not None:
             p.recorded_as(sum(1 for n in existing.nodes if n.pool == p.name))
+    if existing:
+        bounds.refuse_unsafe_sizes(stack, existing, name)  # a lower max, a pool made fixed, a new min: `scale` first
     # an update keeps the cluster's expiry; `down` and a new `up` start a new lease
     cl = cluster_for(stack, name, expires_at=parse_expiry(existing.expires_at) if existing else None)
     the_plan = plan(stack, cat, cluster=cl, refresh_images=opts.refresh_images)

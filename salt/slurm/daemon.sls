@@ -56,6 +56,7 @@ slurm-daemon-service-running:
       - file: slurm-spool-dirs-file-directory
 {%- if role == "compute" and slurm.get("self") %}
       - cmd: slurm-daemon-gate-cmd-run
+      - file: slurm-prolog-program-file-managed   # slurm.conf names it: a job before it would drain the node
 {%- endif %}
 {%- if accounting %}
       - cmd: slurm-dbd-cluster-cmd-run

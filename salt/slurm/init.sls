@@ -7,6 +7,7 @@ include:
   - .config
   - .spool
   - .health
+  - .prolog
   - .munge_service
   - .accounting
   - .daemon

@@ -462,9 +462,29 @@ def _slurm_runs_jobs_and_status_shows_it(out, hosts, cat, pulumi, monkeypatch):
             break
         time.sleep(2)
     assert nodes == {"gpu-0": "idle", "gpu-1": "idle"}, (nodes, on_host(2, "tail -20 /var/log/slurm/slurmctld.log").stdout)
+    # an address gpu-0 had before (its slot moved) in h4's hosts file, where the Slurm prolog keeps them: see below
+    stale = on_host(4, "printf '%s\\n' '# BEGIN gpufleet: Slurm node names (the Slurm prolog keeps these lines; edits "
+                       "here are lost)' '10.77.0.99 gpu-0' '# END gpufleet: Slurm node names' >> /etc/hosts")
+    assert stale.returncode == 0, stale.stderr
     # one job step over both: each slurmd reaches the other at the address it registered from (State=CLOUD)
     ran = on_host(2, "srun -N2 hostname", timeout=120)
     assert ran.returncode == 0 and sorted(ran.stdout.split()) == ["h3", "h4"], ran.stdout + ran.stderr
+    # review rev51b finding 4: the slots' names resolve on every node of a job, at the address Slurm has, before it
+    # runs (configure.slurm PROLOG_PROGRAM): the usual multi-node recipe's MASTER_ADDR. h4's stale line (gpu-0 was
+    # elsewhere before: its slot moved) was put right by the jobs' prolog
+    ran = on_host(2, "srun -N2 -w gpu-0,gpu-1 -l sh -c "
+                     "'getent hosts $(scontrol show hostnames $SLURM_JOB_NODELIST | head -n1) gpu-1'", timeout=120)
+    assert ran.returncode == 0 and sorted(line.split() for line in ran.stdout.splitlines()) == [
+        ["0:", "10.77.0.13", "gpu-0"], ["0:", "10.77.0.14", "gpu-1"],
+        ["1:", "10.77.0.13", "gpu-0"], ["1:", "10.77.0.14", "gpu-1"]], ran.stdout + ran.stderr
+    # and on the controller, in no job: its agent writes every node's name on each run (clouds/node_agent.py)
+    seen = ""
+    for _ in range(30):
+        seen = on_host(2, "getent hosts gpu-0 gpu-1").stdout
+        if len(seen.splitlines()) == 2:
+            break
+        time.sleep(2)
+    assert sorted(line.split() for line in seen.splitlines()) == [["10.77.0.13", "gpu-0"], ["10.77.0.14", "gpu-1"]], seen
     # the key came through the bucket: the same on every node, readable by munge alone
     keys = {on_host(i, "stat -c '%U %a' /etc/munge/munge.key; sha256sum < /etc/munge/munge.key").stdout for i in hosts}
     assert len(keys) == 1 and next(iter(keys)).startswith("munge 400"), keys

@@ -1045,3 +1045,107 @@ def test_an_elastic_pools_slurm_conf_declares_every_slot_up_to_its_max(tmp_path)
     (switch,) = [d for d in _conf(pil["files"]["topology.conf"]) if d.get("SwitchName") == "t4"]
     assert set(switch["Nodes"].split(",")) == {"t4-0", "t4-1", "t4-2"}
     assert pil["nodes"] == ["ip-10-0-0-5", "t4-0", "t4-1", "t4-2"]  # a node that takes t4-2 starts its slurmd
+
+
+PROLOG = ROOT / "salt" / "slurm" / "files" / "gpufleet-slurm-prolog"
+
+
+def test_where_compute_nodes_are_slots_every_node_of_a_job_resolves_its_slot_names_before_the_job_starts(
+        rendered, tmp_path):
+    """Review rev51b finding 4: a cloud node's NodeName is its slot (``gpu-0``), which no DNS and no hosts file
+    knows, so a job's ``MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n1)`` (torchrun, NeMo)
+    and ``ssh gpu-0`` failed. slurm.conf now runs the prolog at allocation on every node of the job (slurm.conf(5)
+    22.05.8: Prolog, PrologFlags=Alloc "executed at job allocation"), which real Salt installs on each compute node
+    before slurmd starts; a rack's slurm.conf (host names, which resolve) has none."""
+    st, text, _ = rendered
+    ctl = slurm.node("ctl0", "10.0.0.5", st.pools[0], cpus=4, mem_gib=16, gpus=0, gpu=None)
+    nodes = [slurm.node(f"t4-{i}", f"10.1.0.{i}", st.pools[2], cpus=48, mem_gib=192, gpus=4, gpu="T4", cloud=True)
+             for i in range(2)]
+    conf = _conf(slurm.render(st, "train", ctl, nodes)["slurm.conf"])
+    assert {"Prolog": slurm.PROLOG_PROGRAM} in conf and {"PrologFlags": "Alloc"} in conf, conf
+    assert "Prolog" not in text
+    (host,) = slurm.pillars(st, "train", ctl, nodes, {"t4": ("compute", {}, 4)}, bundle=b"PK", key=b"k" * 32).values()
+    pil = {"gpufleet": {"live": False}, "slurm": {**host, "self": "t4-1"}}
+    for os_ in ("Debian-12", "Rocky-9"):
+        states = render(salt_call(), tmp_path / os_, {**OSES[os_], "host": "ip-10-9-9-9"}, pil, ["slurm"])
+        program = states["slurm-prolog-program-file-managed"]["file"]
+        assert _arg(program, "name") == slurm.PROLOG_PROGRAM and _arg(program, "mode") == "0755", program
+        assert _arg(program, "source") == "salt://slurm/files/gpufleet-slurm-prolog"
+        needs = _arg(states["slurm-daemon-service-running"]["service"], "require")
+        assert {"file": "slurm-prolog-program-file-managed"} in needs, needs
+    clean = render(salt_call(), tmp_path / "clean", {**OSES["Debian-12"], "host": "ip-10-9-9-9"}, pil, ["slurm.clean"])
+    assert slurm.PROLOG_PROGRAM in _arg(clean["slurm-clean-files-file-absent"]["file"], "names")
+    # the controller is in no job: its node agent runs the program itself (clouds/node_agent.py SLURM_NAMES)
+    (ctl_pillar, _) = slurm.pillars(st, "train", ctl, nodes, {"ctl0": ("controller", {}, 0), "t4": ("compute", {}, 4)},
+                                    bundle=b"PK", key=b"k" * 32).values()
+    states = render(salt_call(), tmp_path / "ctl", {**OSES["Debian-12"], "host": "ctl0"},
+                    {"gpufleet": {"live": False}, "slurm": ctl_pillar}, ["slurm"])
+    assert _arg(states["slurm-prolog-program-file-managed"]["file"], "name") == slurm.PROLOG_PROGRAM
+
+
+HOSTS_BEFORE = """127.0.0.1 localhost
+10.77.0.14 h4
+# BEGIN gpufleet: Slurm node names (the Slurm prolog keeps these lines; edits here are lost)
+10.0.0.9 gpu-0
+10.0.0.7 gpu-5
+10.0.0.8 t4-3
+# END gpufleet: Slurm node names
+"""
+
+
+def _prolog(tmp_path, env: dict) -> tuple[subprocess.CompletedProcess, str]:
+    """The real prolog as slurmd runs it (as a program, with only the environment it is given), on a hosts file."""
+    hosts = tmp_path / "hosts"
+    if not hosts.exists():
+        hosts.write_text(HOSTS_BEFORE)
+    ran = subprocess.run([sys.executable, str(PROLOG), "--hosts", str(hosts)], capture_output=True, text=True,
+                         timeout=60, env={"PATH": os.environ["PATH"], **env})
+    return ran, hosts.read_text()
+
+
+def test_the_prolog_writes_the_jobs_nodes_from_slurms_aliases_and_leaves_out_what_is_not_a_name_or_an_address(tmp_path):
+    """SLURM_NODE_ALIASES as Slurm 22.05.8 writes it (src/slurmctld/node_scheduler.c set_job_alias_list:
+    ``name:[addr]:hostname``, comma-separated). gpu-0 moved to a replacement (10.0.0.9 -> 10.0.0.21): its line follows
+    it; 10.0.0.7, gpu-5's old address, is gpu-1's now: gpu-5's stale line goes; another job's t4-3 stays. What is not a
+    host name label or an address (a newline, a shell word, a name) never reaches the file."""
+    ran, hosts = _prolog(tmp_path, {
+        "SLURM_NODE_ALIASES": "gpu-0:[10.0.0.21]:ip-10-0-0-21,gpu-1:[10.0.0.7]:ip-10-0-0-7,gpu-2:[fd00::5]:vm2,"
+                              "gpu-3:[10.0.0.8\n6.6.6.6 evil]:x,gpu;4:[10.0.0.30]:y,gpu-6:[gpu-6]:gpu-6",
+        "SLURM_JOB_NODELIST": "gpu-[0-6]"})
+    assert ran.returncode == 0, ran
+    assert hosts.splitlines() == [
+        "127.0.0.1 localhost", "10.77.0.14 h4",
+        "# BEGIN gpufleet: Slurm node names (the Slurm prolog keeps these lines; edits here are lost)",
+        "10.0.0.8 t4-3", "10.0.0.21 gpu-0", "10.0.0.7 gpu-1", "fd00::5 gpu-2",
+        "# END gpufleet: Slurm node names"], hosts
+    assert "evil" in ran.stderr and "gpu;4" in ran.stderr and "gpu-6" in ran.stderr, ran.stderr
+    # the same job's prolog again changes nothing; a file with no block gets one at its end
+    assert _prolog(tmp_path, {"SLURM_NODE_ALIASES": "gpu-0:[10.0.0.21]:a,gpu-1:[10.0.0.7]:b,gpu-2:[fd00::5]:c"})[1] \
+        == hosts
+    (tmp_path / "hosts").write_text("127.0.0.1 localhost\n")
+    assert _prolog(tmp_path, {"SLURM_NODE_ALIASES": "gpu-0:10.0.0.3:vm0"})[1].splitlines()[1:] == [
+        "# BEGIN gpufleet: Slurm node names (the Slurm prolog keeps these lines; edits here are lost)",
+        "10.0.0.3 gpu-0", "# END gpufleet: Slurm node names"]  # a pre-21.08 controller's form, no brackets
+
+
+SHOW_NODES = """#!/bin/sh
+echo "$@" >> "$SCONTROL_LOG"
+echo "NodeName=gpu-0 Arch=x86_64 CoresPerSocket=1 NodeAddr=10.0.0.21 NodeHostName=ip-10-0-0-21 State=IDLE+CLOUD"
+echo "NodeName=gpu-1 Arch=x86_64 CoresPerSocket=1 NodeAddr=\\$(reboot) NodeHostName=x State=IDLE+CLOUD"
+"""
+
+
+def test_without_aliases_slurm_23_11_the_prolog_asks_slurmctld_for_the_jobs_nodes_addresses(tmp_path):
+    """Slurm 23.11 gives a prolog no SLURM_NODE_ALIASES (NEWS 23.11.0rc1 "Remove SLURM_NODE_ALIASES env variable";
+    its prep_script_slurmd.c sets SLURM_JOB_NODELIST): the job's nodes' NodeAddr from `scontrol show node -o`, each
+    checked; a node list that is not a Slurm hostlist is not passed on."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "scontrol").write_text(SHOW_NODES)
+    (tmp_path / "bin" / "scontrol").chmod(0o755)
+    env = {"PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}", "SCONTROL_LOG": str(tmp_path / "calls")}
+    ran, hosts = _prolog(tmp_path, {**env, "SLURM_JOB_NODELIST": "gpu-[0-1]"})
+    assert ran.returncode == 0 and (tmp_path / "calls").read_text() == "show node -o gpu-[0-1]\n", ran
+    assert "10.0.0.21 gpu-0" in hosts.splitlines() and "10.0.0.9 gpu-0" not in hosts and "reboot" not in hosts
+    assert "gpu-1" in ran.stderr
+    ran, _ = _prolog(tmp_path, {**env, "SLURM_JOB_NODELIST": "gpu-0;reboot"})
+    assert ran.returncode == 0 and (tmp_path / "calls").read_text().count("show node") == 1, ran

@@ -43,6 +43,7 @@ class Aws:
     replaces_nodes = True  # AwsApi.replace_node: the pool's instant EC2 Fleet request, for one node
     market_per_node = True  # CreateFleet's DefaultTargetCapacityType and its options, per request (aws.replace)
     own_status_only = True  # status/<pool>/${aws:userid}.json (components: the node role's policy)
+    up_sets_capacity = False  # aws.components: the fleet's request says min; any change of it replaces the fleet
 
     check_pool = staticmethod(rules.check_pool)
     scrape_discovery = staticmethod(monitoring.scrape_discovery)  # the files root writes on the monitor

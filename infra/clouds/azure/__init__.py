@@ -33,6 +33,7 @@ class Azure:
     replaces_nodes = True  # AzureApi.replace_node: one VM more from the scale set's model, then the faulty one deleted
     market_per_node = False  # a Uniform scale set's VMs all take its model's priority (azure.replace)
     own_status_only = False  # the pool's role condition: any blob under status/<pool>/ (components)
+    up_sets_capacity = True  # azure.program: sku.capacity is the pool's recorded size, in a whole PUT
 
     check_pool = staticmethod(rules.check_pool)
     scrape_discovery = staticmethod(monitoring.scrape_discovery)  # the files root writes on the monitor

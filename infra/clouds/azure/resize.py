@@ -6,8 +6,10 @@ the ids of the VMs it made and its capacity set back (``replace.roll_back``), ne
 policy, which could pick a healthy VM. Fewer VMs: exactly the VMs named, each checked to be the tagged scale
 set's, deleted by instance id (Virtual Machine Scale Sets - Delete Instances, which lowers the capacity with
 them). learn.microsoft.com/rest/api/compute/virtual-machine-scale-sets/update and /delete-instances, api-version
-2024-07-01, read 2026-11. The next `up` leaves the capacity as it is: an elastic pool's scale set has
-``ignore_changes`` on ``sku.capacity`` (``components``).
+2024-07-01, read 2026-11. The next `up` asks for the capacity these left: its program sends the pool's recorded size
+(``spec.Pool.running``) as ``sku.capacity`` in the scale set's whole PUT (no ``ignore_changes``: a whole PUT would
+send Pulumi's stale capacity), and `up` refuses an edit of the bounds under the recorded size, which would let
+Azure's scale-in policy pick the VMs to delete (``fleet.bounds``).
 """
 
 from __future__ import annotations

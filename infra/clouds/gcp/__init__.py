@@ -38,6 +38,7 @@ class Gcp:
     replaces_nodes = True  # GcpApi.replace_node: the pool's bulkInsert request, for one VM (clouds.gcp.replace)
     market_per_node = True  # each VM's own scheduling.provisioningModel (gcp.replace)
     own_status_only = False  # the pool's objectUser condition: any object under status/<pool>/ (components)
+    up_sets_capacity = False  # gcp.program: the pool's bulkInsert asks for min; a change of it makes the VMs anew
 
     check_pool = staticmethod(rules.check_pool)
     scrape_discovery = staticmethod(monitoring.scrape_discovery)  # the files root writes on the monitor

@@ -719,6 +719,43 @@ def test_the_controllers_slurm_view_is_stamped_on_each_run_even_when_slurm_says_
     assert view["out"] == "nodes\nn1 idle\n" and view["at"] > "2026-01-01T00:00:00Z"
 
 
+def test_the_controllers_agent_keeps_every_slurm_nodes_name_in_its_hosts_file_on_each_run(node, tmp_path, monkeypatch):
+    """Review rev51b finding 4: the controller is in no job, so the Slurm prolog never writes its /etc/hosts, and
+    `ssh gpu-0` failed there. On each run its agent runs the slurm formula's program with --all: every node slurmctld
+    knows at its NodeAddr now (a powered-down slot, where no node registered yet, left out), the block made anew; a
+    compute node (no probe) does not."""
+    from gpufleet.configure import slurm
+
+    assert node_agent.SLURM_NAMES == slurm.PROLOG_PROGRAM  # where the formula installs it
+    n = node
+    hosts, tools = tmp_path / "hosts", tmp_path / "names-bin"
+    tools.mkdir()
+    hosts.write_text("127.0.0.1 localhost\n# BEGIN gpufleet: Slurm node names (the Slurm prolog keeps these lines; "
+                     "edits here are lost)\n10.0.0.9 gpu-0\n10.0.0.8 gpu-7\n# END gpufleet: Slurm node names\n")
+    (tools / "scontrol").write_text(
+        "#!/bin/sh\n[ \"$*\" = 'show node -o' ] || exit 1\n"
+        "echo 'NodeName=gpu-0 NodeAddr=10.0.0.21 NodeHostName=ip-10-0-0-21 State=IDLE+CLOUD'\n"
+        "echo 'NodeName=gpu-1 NodeAddr=10.0.0.22 NodeHostName=ip-10-0-0-22 State=ALLOCATED+CLOUD'\n"
+        "echo 'NodeName=gpu-2 NodeAddr=10.0.0.5 NodeHostName=gpu-2 State=IDLE+CLOUD+DRAIN+POWERED_DOWN'\n")
+    program = tools / "gpufleet-slurm-prolog"  # the real program on a hosts file of the test's
+    program.write_text(f"#!/bin/sh\nPATH={tools}:$PATH exec {sys.executable} "
+                       f"{ROOT / 'salt' / 'slurm' / 'files' / 'gpufleet-slurm-prolog'} --hosts {hosts} \"$@\"\n")
+    for f in (program, tools / "scontrol"):
+        f.chmod(0o755)
+    monkeypatch.setattr(node_agent, "SLURM_NAMES", str(program))
+    state = n["state"]
+    (state / "status.json").write_text(json.dumps({"node_id": "i-0watch1", "pool": "gpu", "ok": True}))
+    before = hosts.read_text()
+    node_agent.report_scheduler(n["cfg"])  # a compute node: no probe in what it applied
+    assert hosts.read_text() == before
+    applied = json.loads((state / "applied.json").read_text())
+    (state / "applied.json").write_text(json.dumps({**applied, "probe": "printf 'nodes\\n'"}))
+    node_agent.report_scheduler(n["cfg"])
+    assert hosts.read_text().splitlines()[1:] == [
+        "# BEGIN gpufleet: Slurm node names (the Slurm prolog keeps these lines; edits here are lost)",
+        "10.0.0.21 gpu-0", "10.0.0.22 gpu-1", "# END gpufleet: Slurm node names"]
+
+
 def metrics_file(path) -> dict:
     """The node's metrics file as node_exporter's parser reads it (prometheus_client's, the same text format):
     {(name, labels): value}, each family's name and type checked against the catalogue first."""
