@@ -17,6 +17,7 @@ mirrors. Needs root, iproute2, debootstrap and openssh-server.
     python3 tests/rack/rack.py rekey 3             # fault: host 3 gets new host keys
     python3 tests/rack/rack.py reset 1             # fresh root file system for host 1
     python3 tests/rack/rack.py down                # remove everything but the debootstrap cache
+    GPUFLEET_RACK_ID=1 python3 tests/rack/rack.py up   # a second rack beside it (10.77.1.11-14; see layout)
 
 The hosts share the machine's kernel: gpufleet's test stack tells the Salt states not to
 apply kernel-wide settings (sysctl, hugepages) live, and no init system runs in them.
@@ -25,6 +26,7 @@ apply kernel-wide settings (sysctl, hugepages) live, and no init system runs in 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 SUITE = "bookworm"
 MIRROR = os.environ.get("GPUFLEET_RACK_MIRROR", "http://deb.debian.org/debian")
@@ -41,10 +44,42 @@ MIRROR = os.environ.get("GPUFLEET_RACK_MIRROR", "http://deb.debian.org/debian")
 PACKAGES = ["openssh-server", "python3", "python3-venv", "iproute2", "procps", "kmod", "ca-certificates",
             "util-linux"]
 CACHE = Path(os.environ.get("GPUFLEET_RACK_CACHE", "/var/cache/gpufleet-rack"))
-STATE = Path(os.environ.get("GPUFLEET_RACK_DIR", "/var/tmp/gpufleet-rack"))
-BRIDGE = "gfrack0"
-SUBNET = "10.77.0"
-PREFIX = "gfrack-h"
+RACKS = 16  # how many racks one machine may hold side by side (ids 0-15)
+
+
+class Layout(NamedTuple):
+    """What one rack owns on this machine, nothing shared with another rack but the debootstrap cache."""
+
+    state: Path  # its hosts' root file systems, its ssh key
+    bridge: str
+    subnet: str  # the first three octets: the bridge is .1, host i is .(10 + i)
+    prefix: str  # its hosts' network namespaces: PREFIX + i
+    veth: str  # this machine's end of host i's link: VETH + i
+    cgroup: str  # host i's cgroups: CGROUP_NAME + i
+
+
+def layout(rack_id: int) -> Layout:
+    """Rack ``rack_id``'s names: rack 0 those the rack always had; rack N its own bridge, subnet 10.77.N,
+    namespaces, links, cgroups and state folder (GPUFLEET_RACK_DIR with N appended), so that two test
+    workers drive a rack each at once."""
+    if not 0 <= rack_id < RACKS:
+        raise SystemExit(f"rack: GPUFLEET_RACK_ID={rack_id}: a rack id is 0 to {RACKS - 1}")
+    state = Path(os.environ.get("GPUFLEET_RACK_DIR", "/var/tmp/gpufleet-rack"))
+    if rack_id == 0:
+        return Layout(state, "gfrack0", "10.77.0", "gfrack-h", "gfr", "gpufleet-rack-h")
+    n = str(rack_id)  # a link name is at most 15 characters (IFNAMSIZ): "gfr15-4" is 7
+    return Layout(state.with_name(state.name + n), f"gfrack{n}", f"10.77.{n}", f"gfrack{n}-h", f"gfr{n}-",
+                  f"gpufleet-rack{n}-h")
+
+
+def rack_id_from_env() -> int:
+    raw = os.environ.get("GPUFLEET_RACK_ID", "0")
+    if not raw.isdigit():
+        raise SystemExit(f"rack: GPUFLEET_RACK_ID={raw!r}: a rack id is a number, 0 to {RACKS - 1}")
+    return int(raw)
+
+
+STATE, BRIDGE, SUBNET, PREFIX, VETH, CGROUP_NAME = layout(rack_id_from_env())
 
 
 def sh(*cmd: str, check: bool = True, quiet: bool = False, **kw) -> subprocess.CompletedProcess:
@@ -71,6 +106,14 @@ def base_root() -> Path:
     if (root / ".complete").exists():
         return root
     CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:  # two racks coming up at once build it once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / ".complete").exists():
+            build_base(root)
+    return root
+
+
+def build_base(root: Path) -> None:
     tmp = CACHE / f".{root.name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"rack: debootstrap {SUITE} into {root} (once; cached)", file=sys.stderr)
@@ -86,7 +129,6 @@ def base_root() -> Path:
         "MaxStartups 64:30:128\nMaxSessions 64\n")
     (tmp / ".complete").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     tmp.rename(root)
-    return root
 
 
 def host_dir(i: int) -> Path:
@@ -168,9 +210,9 @@ def create_host(i: int, base: Path, pub: str) -> None:
         sh("chroot", str(root), "ssh-keygen", "-A")
     if sh("ip", "netns", "pids", ns, check=False, quiet=True).returncode != 0:
         sh("ip", "netns", "add", ns)
-    if sh("ip", "link", "show", f"gfr{i}", check=False, quiet=True).returncode != 0:
-        sh("ip", "link", "add", f"gfr{i}", "type", "veth", "peer", "name", "eth0", "netns", ns)
-        sh("ip", "link", "set", f"gfr{i}", "master", BRIDGE, "up")
+    if sh("ip", "link", "show", f"{VETH}{i}", check=False, quiet=True).returncode != 0:
+        sh("ip", "link", "add", f"{VETH}{i}", "type", "veth", "peer", "name", "eth0", "netns", ns)
+        sh("ip", "link", "set", f"{VETH}{i}", "master", BRIDGE, "up")
         sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{address(i)}/24", "dev", "eth0")
         sh("ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "up")
         sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
@@ -224,7 +266,7 @@ def host_cgroups(i: int) -> list[tuple[str, str, Path]]:
     out = []
     for sub, opts, path in hierarchies():
         parent = Path(CGROUP, sub) / path.lstrip("/")
-        d = parent / f"gpufleet-rack-h{i}"
+        d = parent / f"{CGROUP_NAME}{i}"
         d.mkdir(exist_ok=True)
         for knob in ("cpuset.cpus", "cpuset.mems"):
             if (d / knob).exists() and not (d / knob).read_text().strip() and opts != "cgroup2":
@@ -323,7 +365,7 @@ def remove_host(i: int) -> None:
         if mounted(target):
             sh("umount", "-R" if sub in ("sys", "dev") else "-l", str(target), check=False)
     remove_cgroups(i)
-    sh("ip", "link", "del", f"gfr{i}", check=False, quiet=True)
+    sh("ip", "link", "del", f"{VETH}{i}", check=False, quiet=True)
     sh("ip", "netns", "del", f"{PREFIX}{i}", check=False, quiet=True)
     shutil.rmtree(d, ignore_errors=True)
 
