@@ -119,8 +119,7 @@ def fresh_hosts(salt_tool: str) -> list[dict]:
         require(shutil.which(tool) is not None or Path(f"/usr/sbin/{tool}").exists(), f"{tool} is not installed")
     require((ROOT / ".salt-venv" / "bin" / salt_tool).exists(), "Salt's virtualenv .salt-venv is missing")
     up = active().run("up", "--hosts", str(HOSTS), timeout=1200)
-    for i in range(1, HOSTS + 1):
-        active().run("reset", str(i))
+    active().run("reset", *(str(i) for i in range(1, HOSTS + 1)))
     return json.loads(up.stdout)
 
 

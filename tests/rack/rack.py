@@ -15,7 +15,7 @@ mirrors. Needs root, iproute2, debootstrap and openssh-server.
     python3 tests/rack/rack.py stop-sshd 2         # fault: host 2 refuses connections
     python3 tests/rack/rack.py start-sshd 2
     python3 tests/rack/rack.py rekey 3             # fault: host 3 gets new host keys
-    python3 tests/rack/rack.py reset 1             # fresh root file system for host 1
+    python3 tests/rack/rack.py reset 1 2           # fresh root file systems for hosts 1 and 2
     python3 tests/rack/rack.py down                # remove everything but the debootstrap cache
     GPUFLEET_RACK_ID=1 python3 tests/rack/rack.py up   # a second rack beside it (10.77.1.11-14; see layout)
 
@@ -222,14 +222,15 @@ def create_host(i: int, base: Path, pub: str) -> None:
 
 def sshd_pid(i: int) -> int | None:
     """The host's first process as this machine sees it (``unshare``, whose child is the host's PID 1,
-    its sshd), while it runs."""
+    its sshd), while it runs. A zombie has stopped: killed, it waits for this machine's PID 1 to reap it,
+    which may take seconds."""
     pidfile = host_dir(i) / "init.pid"
     try:
         pid = int(pidfile.read_text().strip())
-        os.kill(pid, 0)
-        return pid
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except (OSError, ValueError):
         return None
+    return None if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X") else pid
 
 
 # what a host's /dev holds (name, type, major, minor, mode), as a container runtime gives one
@@ -355,11 +356,19 @@ def kill_inside(root: Path) -> None:
             continue
 
 
-def remove_host(i: int) -> None:
+def remove_hosts(hosts: list[int]) -> None:
+    """Hosts ``hosts`` gone: every one stopped first, then each taken apart (its cgroups go once this
+    machine's PID 1 has reaped its processes: the hosts' reaping overlaps)."""
+    for i in hosts:
+        stop_sshd(i)
+        kill_inside(host_dir(i) / "root")
+    for i in hosts:
+        take_apart(i)
+
+
+def take_apart(i: int) -> None:
     d = host_dir(i)
     root = d / "root"
-    stop_sshd(i)
-    kill_inside(root)
     for sub in ("run", "sys", "dev", "proc", ""):
         target = root / sub if sub else root
         if mounted(target):
@@ -387,16 +396,16 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--hosts", type=int, default=4)
     sub.add_parser("status")
     sub.add_parser("down")
-    for c in ("stop-sshd", "start-sshd", "rekey", "reset"):
+    for c in ("stop-sshd", "start-sshd", "rekey"):
         sub.add_parser(c).add_argument("host", type=int)
+    sub.add_parser("reset").add_argument("host", type=int, nargs="+")
     args = ap.parse_args(argv)
     need_root()
     if args.cmd == "up":
         base = base_root()
         pub = (rack_key().with_suffix(".pub")).read_text()
         network()
-        for i in range(args.hosts + 1, count() + 1):
-            remove_host(i)
+        remove_hosts(list(range(args.hosts + 1, count() + 1)))
         for i in range(1, args.hosts + 1):
             create_host(i, base, pub)
         print(json.dumps(hosts_json(args.hosts), indent=2))
@@ -414,11 +423,11 @@ def main(argv: list[str] | None = None) -> int:
         sh("chroot", str(root), "ssh-keygen", "-A")
         start_sshd(args.host)
     elif args.cmd == "reset":
-        remove_host(args.host)
-        create_host(args.host, base_root(), rack_key().with_suffix(".pub").read_text())
+        remove_hosts(args.host)
+        for i in args.host:
+            create_host(i, base_root(), rack_key().with_suffix(".pub").read_text())
     elif args.cmd == "down":
-        for i in range(1, count() + 1):
-            remove_host(i)
+        remove_hosts(list(range(1, count() + 1)))
         sh("ip", "link", "del", BRIDGE, check=False, quiet=True)
         if shutil.which("iptables"):
             sh("iptables", "-t", "nat", "-D", "POSTROUTING", "-s", f"{SUBNET}.0/24", "!", "-o", BRIDGE, "-j",
