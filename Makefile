@@ -34,9 +34,10 @@ demo: $(BIN)/python
 
 # Install gpufleet (editable) with its test dependencies at their tested versions, Salt, the test
 # rack's system tools, check the floor plan and the linter, and run the whole test suite: one
-# process per core; the end-to-end modules share the local rack, so they run in one of them
-# (xdist_group "rack") while the others take the unit tests and the installed-wheel test. The
-# slowest tests are listed at the end, so that a run shows where its time went.
+# process per core; the end-to-end modules run on two local racks side by side (tests/rack/rack.py,
+# GPUFLEET_RACK_ID 0 and 1), each rack's modules one after the other in one process (xdist_group
+# "rack0", "rack1": see tests/integration/localrack.py), while the unit tests and the installed-wheel
+# test fill the rest. The slowest tests are listed at the end, so that a run shows where its time went.
 test: $(BIN)/python salt sysdeps azurite
 	$(QUIET_BUILD) $(BIN)/python -m pip install -q $(PINS) -e '.[test]'
 	$(MAKE) --no-print-directory lint
@@ -83,6 +84,7 @@ sysdeps:
 
 rack-down:
 	$(PYTHON) tests/rack/rack.py down
+	GPUFLEET_RACK_ID=1 $(PYTHON) tests/rack/rack.py down
 
 bench: $(BIN)/python
 	$(BIN)/python tests/bench/bench_cli.py
