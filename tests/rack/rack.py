@@ -45,6 +45,7 @@ PACKAGES = ["openssh-server", "python3", "python3-venv", "iproute2", "procps", "
             "util-linux"]
 CACHE = Path(os.environ.get("GPUFLEET_RACK_CACHE", "/var/cache/gpufleet-rack"))
 RACKS = 16  # how many racks one machine may hold side by side (ids 0-15)
+HOST_TMPFS = "4g"  # the most a host's own files may take (its Slurm, MariaDB, jax: under 0.5 GB)
 
 
 class Layout(NamedTuple):
@@ -172,6 +173,9 @@ def create_host(i: int, base: Path, pub: str) -> None:
     d = host_dir(i)
     root = d / "root"
     ns = f"{PREFIX}{i}"
+    d.mkdir(parents=True, exist_ok=True)
+    if not mounted(d):  # what a host writes stays in memory: dpkg's fsyncs cost nothing, and its removal is an unmount
+        sh("mount", "-t", "tmpfs", "-o", f"mode=755,size={HOST_TMPFS}", f"{PREFIX}{i}", str(d))
     for sub in ("upper", "work", "root"):
         (d / sub).mkdir(parents=True, exist_ok=True)
     if not mounted(root):
@@ -376,6 +380,8 @@ def take_apart(i: int) -> None:
     remove_cgroups(i)
     sh("ip", "link", "del", f"{VETH}{i}", check=False, quiet=True)
     sh("ip", "netns", "del", f"{PREFIX}{i}", check=False, quiet=True)
+    if mounted(d):
+        sh("umount", "-l", str(d), check=False)  # its memory is freed once the overlay above it has gone
     shutil.rmtree(d, ignore_errors=True)
 
 
