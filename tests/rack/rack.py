@@ -173,8 +173,8 @@ def create_host(i: int, base: Path, pub: str) -> None:
     d = host_dir(i)
     root = d / "root"
     ns = f"{PREFIX}{i}"
-    d.mkdir(parents=True, exist_ok=True)
-    if not mounted(d):  # what a host writes stays in memory: dpkg's fsyncs cost nothing, and its removal is an unmount
+    if not d.exists():  # what a host writes stays in memory: dpkg's fsyncs cost nothing, and its removal is an unmount
+        d.mkdir(parents=True)  # (a host that is there already keeps its files where they are)
         sh("mount", "-t", "tmpfs", "-o", f"mode=755,size={HOST_TMPFS}", f"{PREFIX}{i}", str(d))
     for sub in ("upper", "work", "root"):
         (d / sub).mkdir(parents=True, exist_ok=True)
