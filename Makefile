@@ -33,14 +33,17 @@ demo: $(BIN)/python
 	$(BIN)/gpufleet compare llm-7b --tokens 1e11 --gpu H100,A100-80GB,A100-40GB --nodes 1,2,4 --top 12
 
 # Install gpufleet (editable) with its test dependencies at their tested versions, Salt, the test
-# rack's system tools, check the floor plan and the linter, and run the whole test suite: one
-# process per core; the end-to-end modules share the local rack, so they run in one of them
-# (xdist_group "rack") while the others take the unit tests and the installed-wheel test. The
-# slowest tests are listed at the end, so that a run shows where its time went.
+# rack's system tools, check the floor plan and the linter, and run the whole test suite: the
+# end-to-end modules run on two local racks side by side (tests/rack/rack.py, GPUFLEET_RACK_ID 0 and
+# 1), each rack's modules one after the other in one process (xdist_group "rack0", "rack1": see
+# tests/integration/localrack.py), while the unit tests and the installed-wheel test fill the rest.
+# One process per core and one more: a rack's process waits on its hosts most of the time (on 2
+# cores, the two racks' hosts and processes keep about one core busy). The slowest tests are listed
+# at the end, so that a run shows where its time went.
 test: $(BIN)/python salt sysdeps azurite
 	$(QUIET_BUILD) $(BIN)/python -m pip install -q $(PINS) -e '.[test]'
 	$(MAKE) --no-print-directory lint
-	$(BIN)/python -m pytest -q -rfEs -n auto --dist loadgroup --durations=20
+	$(BIN)/python -m pytest -q -rfEs -n $$(($$(nproc) + 1)) --dist loadgroup --durations=20
 
 # The developers' loop: the same tests but those marked `slow` (the rack's end-to-end modules, the
 # wheel builds, failover's `up` runs, the team store's concurrent writers, the model fits), without
@@ -83,6 +86,7 @@ sysdeps:
 
 rack-down:
 	$(PYTHON) tests/rack/rack.py down
+	GPUFLEET_RACK_ID=1 $(PYTHON) tests/rack/rack.py down
 
 bench: $(BIN)/python
 	$(BIN)/python tests/bench/bench_cli.py

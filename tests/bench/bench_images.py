@@ -21,18 +21,19 @@ TARGET = 5.0
 
 def main() -> int:
     from tests.integration import golden, localrack
-    from tests.integration.localrack import STATE
-    from tests.integration.test_cloud_nodes_e2e import BRIDGE_IP, _serve, _wheelhouse
+    from tests.integration.localrack import active
+    from tests.integration.test_cloud_nodes_e2e import _serve, _wheelhouse
 
     from fakes.aws import Server
 
     localrack.fresh_hosts("salt-call")
     wheels = _serve(_wheelhouse())
+    bridge = active().gateway  # GPUFLEET_RACK_ID's rack (0 unless told)
     for i in range(1, localrack.HOSTS + 1):
-        (STATE / f"h{i}" / "root" / "etc" / "pip.conf").write_text(
-            f"[global]\nno-index = true\nfind-links = http://{BRIDGE_IP}:{wheels.server_address[1]}/\n"
-            f"trusted-host = {BRIDGE_IP}\n")
-    moto = Server(host=BRIDGE_IP).start()
+        (active().etc(i) / "pip.conf").write_text(
+            f"[global]\nno-index = true\nfind-links = http://{bridge}:{wheels.server_address[1]}/\n"
+            f"trusted-host = {bridge}\n")
+    moto = Server(host=bridge).start()
     import os
 
     for k, v in {"AWS_ENDPOINT_URL": moto.url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",

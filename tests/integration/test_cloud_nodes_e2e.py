@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -26,14 +27,12 @@ import pytest
 from tests.conftest import ROOT
 from tests.integration import localrack
 from tests.integration.golden import user_data as _user_data
-from tests.integration.localrack import STATE, on_host
+from tests.integration.localrack import active, on_host
 
 CACHE = Path(os.environ.get("GPUFLEET_RACK_CACHE", "/var/cache/gpufleet-rack"))
-BRIDGE_IP = "10.77.0.1"
 WAIT_S = 240  # the host that never runs its bootstrap is reported after this
 
-# one rack for both modules: they run in one xdist worker, one after the other (Makefile `test`)
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rack")]
+pytestmark = [pytest.mark.slow, localrack.group(0)]
 
 STACK = """\
 name: e2e-cloud
@@ -65,36 +64,45 @@ pools:
 def _wheelhouse() -> Path:
     """Salt's wheels for the hosts' Python (Debian 12's 3.11, this machine's too), built once."""
     d = CACHE / "wheels-salt-3008.3"
-    if not (d / ".complete").exists():
-        d.mkdir(parents=True, exist_ok=True)
-        r = subprocess.run([str(ROOT / ".salt-venv" / "bin" / "python"), "-m", "pip", "wheel", "-q", "-w", str(d),
+    if not (d / ".complete").exists():  # built aside and moved in whole: the other rack's module may want it too
+        tmp = Path(tempfile.mkdtemp(prefix=".wheels-", dir=CACHE))
+        r = subprocess.run([str(ROOT / ".salt-venv" / "bin" / "python"), "-m", "pip", "wheel", "-q", "-w", str(tmp),
                             "salt==3008.3"], capture_output=True, text=True, timeout=1200)
         assert r.returncode == 0, r.stderr[-2000:]
-        (d / ".complete").write_text("ok\n")
+        (tmp / ".complete").write_text("ok\n")
+        tmp.chmod(0o755)
+        try:
+            tmp.rename(d)
+        except OSError:  # the other one was first
+            shutil.rmtree(tmp)
     return d
 
 
 def _serve(directory: Path):
     handler = lambda *a, **kw: http.server.SimpleHTTPRequestHandler(*a, directory=str(directory), **kw)  # noqa: E731
     handler.log_message = lambda *a: None
-    srv = http.server.ThreadingHTTPServer((BRIDGE_IP, 0), handler)
+    srv = http.server.ThreadingHTTPServer((active().gateway, 0), handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv
 
 
 @contextlib.contextmanager
-def cloud_rack(tmp: Path):
-    """Four fresh hosts, the site's pip mirror and moto on the rack's bridge; the rack taken down after
-    (also what tests/bench/bench_heal_rack.py brings up)."""
+def cloud_rack(tmp: Path, rack_id: int | None = None):
+    """Four fresh hosts of rack ``rack_id`` (the process's active one unless told), the site's pip mirror
+    and moto on the rack's bridge; the rack taken down after (also what tests/bench/bench_heal_rack.py
+    brings up)."""
+    if rack_id is not None:
+        localrack.use(rack_id)
     localrack.fresh_hosts("salt-call")
+    bridge = active().gateway
     wheels = _serve(_wheelhouse())
     for i in range(1, 5):  # the site's pip mirror, as a real site's image points at its own
-        (STATE / f"h{i}" / "root" / "etc" / "pip.conf").write_text(
-            f"[global]\nno-index = true\nfind-links = http://{BRIDGE_IP}:{wheels.server_address[1]}/\n"
-            f"trusted-host = {BRIDGE_IP}\n")
+        (active().etc(i) / "pip.conf").write_text(
+            f"[global]\nno-index = true\nfind-links = http://{bridge}:{wheels.server_address[1]}/\n"
+            f"trusted-host = {bridge}\n")
     from fakes.aws import Server
 
-    moto = Server(host=BRIDGE_IP).start()
+    moto = Server(host=bridge).start()
     try:
         yield {"moto": moto, "tmp": tmp}
     finally:
@@ -104,8 +112,8 @@ def cloud_rack(tmp: Path):
 
 
 @pytest.fixture(scope="module")
-def rack(tmp_path_factory):
-    with cloud_rack(tmp_path_factory.mktemp("cloud-nodes")) as r:
+def rack(request, tmp_path_factory):
+    with cloud_rack(tmp_path_factory.mktemp("cloud-nodes"), localrack.rack_of(request)) as r:
         yield r
 
 
@@ -182,8 +190,8 @@ def slurm_nodes(rack, monkeypatch, text: str, data: str, *, every_s: float = 3, 
              4: ("gpu", pools["gpu"]["node_ids"][1])}
     # the addresses the cloud reports for its instances are the hosts' own, as in a real VPC: slurm.conf
     # takes each node's address from the cloud's record, never from what the node says of itself
-    pools["ctl"]["private_ips"] = ["10.77.0.12"]
-    pools["gpu"]["private_ips"] = ["10.77.0.13", "10.77.0.14"]
+    pools["ctl"]["private_ips"] = [active().address(2)]
+    pools["gpu"]["private_ips"] = [active().address(3), active().address(4)]
     stop = threading.Event()
 
     def node(i: int, pool: str, node_id: str):
@@ -241,7 +249,7 @@ def test_cloud_nodes_configure_themselves_and_up_reports_each(rack, monkeypatch)
 
     gpu_ids, edge_id = pools["gpu"]["node_ids"], pools["edge"]["node_ids"][0]
     # host 2's state fails: its modprobe.d is a file, so the nouveau blacklist cannot be written
-    etc2 = STATE / "h2" / "root" / "etc"
+    etc2 = active().etc(2)
     shutil.move(etc2 / "modprobe.d", etc2 / "modprobe.d.saved")
     (etc2 / "modprobe.d").write_text("not a directory\n")
     store = boto3.client("s3", region_name="us-east-1")
@@ -335,7 +343,7 @@ def test_the_gcs_and_blob_bootstraps_configure_a_host(rack, gcp, azure, monkeypa
     path.write_text(GCS_AZURE_STACK)
     stack = stacks.load(path, cat)
     archive, tree = cloudnodes.tree_archive()
-    gcs, blob = GcsFake(host=BRIDGE_IP).start(), BlobFake(host=BRIDGE_IP).start()
+    gcs, blob = GcsFake(host=active().gateway).start(), BlobFake(host=active().gateway).start()
     monkeypatch.setenv("GPUFLEET_GCS_ENDPOINT", gcs.url)
     monkeypatch.setenv("GPUFLEET_AZURE_BLOB_ENDPOINT", blob.url + "/{account}")
     try:
@@ -454,7 +462,8 @@ def _slurm_runs_jobs_and_status_shows_it(out, hosts, cat, pulumi, monkeypatch):
                                                          "gpu-1": "configured"}, ([r.error for r in out.configured], logs)
     conf = on_host(3, "cat /etc/slurm/slurm.conf").stdout
     # a compute node is its pool's slot (configure.slurm.SLOT_STATE), at the address the cloud recorded for it
-    assert "SlurmctldHost=h2(10.77.0.12)" in conf and "NodeName=gpu-0 NodeAddr=10.77.0.13" in conf, conf
+    assert f"SlurmctldHost=h2({active().address(2)})" in conf and \
+        f"NodeName=gpu-0 NodeAddr={active().address(3)}" in conf, conf
     nodes = {}
     for _ in range(45):
         nodes = dict(line.split() for line in on_host(2, "sinfo -h -N -o '%N %t'").stdout.splitlines() if line.strip())
@@ -472,11 +481,11 @@ def _slurm_runs_jobs_and_status_shows_it(out, hosts, cat, pulumi, monkeypatch):
     # review rev51b finding 4: the slots' names resolve on every node of a job, at the address Slurm has, before it
     # runs (configure.slurm PROLOG_PROGRAM): the usual multi-node recipe's MASTER_ADDR. h4's stale line (gpu-0 was
     # elsewhere before: its slot moved) was put right by the jobs' prolog
+    h3, h4 = localrack.active().address(3), localrack.active().address(4)
     ran = on_host(2, "srun -N2 -w gpu-0,gpu-1 -l sh -c "
                      "'getent hosts $(scontrol show hostnames $SLURM_JOB_NODELIST | head -n1) gpu-1'", timeout=120)
     assert ran.returncode == 0 and sorted(line.split() for line in ran.stdout.splitlines()) == [
-        ["0:", "10.77.0.13", "gpu-0"], ["0:", "10.77.0.14", "gpu-1"],
-        ["1:", "10.77.0.13", "gpu-0"], ["1:", "10.77.0.14", "gpu-1"]], ran.stdout + ran.stderr
+        ["0:", h3, "gpu-0"], ["0:", h4, "gpu-1"], ["1:", h3, "gpu-0"], ["1:", h4, "gpu-1"]], ran.stdout + ran.stderr
     # and on the controller, in no job: its agent writes every node's name on each run (clouds/node_agent.py)
     seen = ""
     for _ in range(30):
@@ -484,7 +493,7 @@ def _slurm_runs_jobs_and_status_shows_it(out, hosts, cat, pulumi, monkeypatch):
         if len(seen.splitlines()) == 2:
             break
         time.sleep(2)
-    assert sorted(line.split() for line in seen.splitlines()) == [["10.77.0.13", "gpu-0"], ["10.77.0.14", "gpu-1"]], seen
+    assert sorted(line.split() for line in seen.splitlines()) == [[h3, "gpu-0"], [h4, "gpu-1"]], seen
     # the key came through the bucket: the same on every node, readable by munge alone
     keys = {on_host(i, "stat -c '%U %a' /etc/munge/munge.key; sha256sum < /etc/munge/munge.key").stdout for i in hosts}
     assert len(keys) == 1 and next(iter(keys)).startswith("munge 400"), keys

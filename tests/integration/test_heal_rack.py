@@ -33,11 +33,12 @@ import time
 import pytest
 
 from tests.conftest import ROOT
+from tests.integration import localrack
 from tests.integration import test_cloud_nodes_e2e as e2e
-from tests.integration.localrack import install_standins, on_host, remove_standins
+from tests.integration.localrack import active, install_standins, on_host, remove_standins
 from tests.integration.test_cloud_nodes_e2e import rack, slurm_nodes, stop_watch  # noqa: F401 (rack: its fixture)
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rack")]
+pytestmark = [pytest.mark.slow, localrack.group(1)]
 
 INTERVAL_S = 20  # the pools' health.interval: the schema's shortest is 15; 20 leaves the checks' own time a margin
 WAIT_S = 240
@@ -355,7 +356,7 @@ def test_a_replacement_joins_slurm_as_its_slot_drained_until_its_gate_passes_wit
     """Review of issue 51, finding 2: slurm.conf named each node by its host name, and a replacement (a new VM with a
     new host name) could not start slurmd ("Unable to determine this slurmd's NodeName") until someone ran `gpufleet
     configure`. Host 4 (slot gpu-1) gets a fatal XID and is drained, then its VM is gone; host 1, never in the cluster
-    when slurm.conf was written (host name h1, address 10.77.0.11), boots through the real agent as the new instance
+    when slurm.conf was written (host name h1, its own address), boots through the real agent as the new instance
     with a fault of its own. heal keeps the slot gpu-1 under the new instance's id (channel.assign_slots, what
     nodes/cloud/heal.py calls once the cloud made it; the call itself against moto's EC2: tests/unit/test_heal.py):
     it registers as gpu-1 from its own address, drained for its gate, never idle, then idle once the fault is gone.
@@ -374,14 +375,15 @@ def test_a_replacement_joins_slurm_as_its_slot_drained_until_its_gate_passes_wit
         monkeypatch.setenv(k, v)
     new_id = "i-0replacement1"
     channel.assign_slots(cloud("aws").objects(cluster["plan"].outputs["pools"]["gpu"]["bucket"]),
-                         [channel.NodeTarget("gpu", 1, new_id, "10.77.0.11")])
+                         [channel.NodeTarget("gpu", 1, new_id, active().address(1))])
     poller = Sinfo()
     poller.start()
     fault(1)
     cluster["boot"](1, "gpu", new_id)
     try:
-        took = until(lambda: node_line("gpu-1"), lambda s: "NodeAddr=10.77.0.11" in s, timeout=600, every=3)
-        assert "NodeAddr=10.77.0.11" in took, (took, on_host(1, "tail -30 /var/log/gpufleet/node.log").stdout)
+        took = until(lambda: node_line("gpu-1"), lambda s: f"NodeAddr={active().address(1)}" in s, timeout=600,
+                     every=3)
+        assert f"NodeAddr={active().address(1)}" in took, (took, on_host(1, "tail -30 /var/log/gpufleet/node.log").stdout)
         gate = until(lambda: on_host(1, "cat /var/lib/gpufleet/gate.json").stdout, lambda s: '"passed": false' in s,
                      timeout=3 * INTERVAL_S)
         assert '"passed": false' in gate, (gate, on_host(1, "tail -20 /var/log/gpufleet/watch.log").stdout)

@@ -21,27 +21,27 @@ from gpufleet.catalog.onprem import site_from_pool
 from gpufleet.monitoring import scrape
 from tests.conftest import ROOT
 from tests.integration import localrack
-from tests.integration.localrack import gpufleet, on_host
+from tests.integration.localrack import active, gpufleet, on_host
 
 STACK_FILE = ROOT / "tests" / "integration" / "monitoring-rack.yaml"
 CLUSTER = "e2e-mon"
-MONITOR = "10.77.0.11"
+MONITOR = 1  # the monitor host
 STANDIN = "/opt/gpufleet-dcgm-standin"
 # host -> (pool, node): the stack's pools in order, each host its pool's next index
 NODES = {1: ("mon", "mon-0"), 2: ("l4", "l4-0"), 3: ("l4", "l4-1"), 4: ("h100", "h100-0")}
 GPUS = {"mon": ("NVIDIA L4", 1), "l4": ("NVIDIA L4", 1), "h100": ("NVIDIA H100 80GB HBM3", 8)}
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rack")]
+pytestmark = [pytest.mark.slow, localrack.group(1)]
 
 
 @pytest.fixture(scope="module")
-def rack(tmp_path_factory):
-    yield from localrack.rack_module(tmp_path_factory)
+def rack(request, tmp_path_factory):
+    yield from localrack.rack_module(request, tmp_path_factory, STACK_FILE)
 
 
 def _get(port: int, path: str, **query):
     """A JSON answer of the monitor host's Prometheus or Alertmanager, straight (no proxy: the rack's bridge)."""
-    url = f"http://{MONITOR}:{port}{path}" + ("?" + urllib.parse.urlencode(query) if query else "")
+    url = f"http://{active().address(MONITOR)}:{port}{path}" + ("?" + urllib.parse.urlencode(query) if query else "")
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(url, timeout=10) as r:
         return json.load(r)
@@ -125,7 +125,7 @@ def test_prometheus_scrapes_every_node_alerts_an_xid_and_goes_with_clean(rack):
     price = {p.name: site_from_pool(p, cat, str(STACK_FILE)).usd_per_node_hour() for p in st.pools}
     for i in NODES:
         _start_standin(i)
-    rc, doc, err = gpufleet(rack, "up", "--no-verify", str(STACK_FILE), "--cluster", CLUSTER, "--yes",
+    rc, doc, err = gpufleet(rack, "up", "--no-verify", rack["stack"], "--cluster", CLUSTER, "--yes",
                             "--trust-new-hosts")
     assert rc == 0, [h for h in (doc or {}).get("hosts", []) if h.get("error")] or err[-3000:]
     assert {h["state"] for h in doc["hosts"]} == {"configured"}, doc["hosts"]
@@ -133,7 +133,7 @@ def test_prometheus_scrapes_every_node_alerts_an_xid_and_goes_with_clean(rack):
         _write_textfile(i, price[pool])
 
     # every host's node_exporter and DCGM exporter, up, with gpufleet's labels
-    want = {(job, f"10.77.0.{10 + i}:{scrape.ports()[port]}", pool, node, CLUSTER)
+    want = {(job, f"{active().address(i)}:{scrape.ports()[port]}", pool, node, CLUSTER)
             for i, (pool, node) in NODES.items() for job, port in scrape.JOBS.items()}
 
     def seen(targets):
@@ -161,9 +161,10 @@ def test_prometheus_scrapes_every_node_alerts_an_xid_and_goes_with_clean(rack):
     # Prometheus listens on the monitor's cluster address, Alertmanager on loopback, and nowhere else
     listening = on_host(1, "ss -ltnH '( sport = :9090 or sport = :9093 or sport = :9094 )'").stdout
     local = sorted(line.split()[3] for line in listening.splitlines() if line.strip())
-    assert local == sorted([f"{MONITOR}:9090", "127.0.0.1:9093"]), listening
+    monitor = active().address(MONITOR)
+    assert local == sorted([f"{monitor}:9090", "127.0.0.1:9093"]), listening
 
-    rc, doc, err = gpufleet(rack, "down", str(STACK_FILE), "--cluster", CLUSTER, "--yes", "--clean")
+    rc, doc, err = gpufleet(rack, "down", rack["stack"], "--cluster", CLUSTER, "--yes", "--clean")
     assert rc == 0, [(h["host"], h.get("error")) for h in (doc or {}).get("hosts", [])] or err[-2000:]
     for i in NODES:
         on_host(i, f"pkill -f {STANDIN}/standin.py")

@@ -13,18 +13,17 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.integration import localrack
-from tests.integration.localrack import KEY, RACK, STATE, gpufleet, install_standins, on_host, remove_standins
+from tests.integration.localrack import active, gpufleet, install_standins, on_host, remove_standins
 
-STACK = str(ROOT / "stacks" / "examples" / "local-rack.yaml")
+STACK = ROOT / "stacks" / "examples" / "local-rack.yaml"
 CLUSTER = "e2e-rack"
 
-# one rack for both modules: they run in one xdist worker, one after the other (Makefile `test`)
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rack")]
+pytestmark = [pytest.mark.slow, localrack.group(1)]
 
 
 @pytest.fixture(scope="module")
-def rack(tmp_path_factory):
-    yield from localrack.rack_module(tmp_path_factory)
+def rack(request, tmp_path_factory):
+    yield from localrack.rack_module(request, tmp_path_factory, STACK)
 
 
 def by_host(doc) -> dict:
@@ -38,7 +37,7 @@ def registry_hosts(rack) -> dict:
 
 
 def test_up_configures_the_rack_and_a_second_run_changes_nothing(rack):
-    rc, doc, err = gpufleet(rack, "up", "--no-verify", STACK, "--cluster", CLUSTER, "--yes", "--trust-new-hosts")
+    rc, doc, err = gpufleet(rack, "up", "--no-verify", rack["stack"], "--cluster", CLUSTER, "--yes", "--trust-new-hosts")
     assert rc == 0, err[-3000:]
     hosts = by_host(doc)
     assert sorted(hosts) == ["rack-0", "rack-1", "rack-2", "rack-3"]
@@ -54,7 +53,7 @@ def test_up_configures_the_rack_and_a_second_run_changes_nothing(rack):
     for i in range(1, 5):
         check = on_host(i, "cat /etc/sysctl.d/90-gpufleet.conf /etc/security/limits.d/90-gpufleet-memlock.conf && "
                            "dpkg -s chrony iperf3 nfs-common prometheus-node-exporter >/dev/null && "
-                           "grep -E '^10.77.0.1:/srv/rack[[:space:]]+/shared[[:space:]]+nfs' /etc/fstab && "
+                           f"grep -E '^{active().gateway}:/srv/rack[[:space:]]+/shared[[:space:]]+nfs' /etc/fstab && "
                            "/opt/gpufleet/envs/jax/bin/python -c 'import jax; print(\"jax\", jax.__version__)' && "
                            "test ! -e /etc/apt/sources.list.d/gpufleet-cuda.list")
         assert check.returncode == 0, check.stderr
@@ -63,13 +62,13 @@ def test_up_configures_the_rack_and_a_second_run_changes_nothing(rack):
     again = registry_hosts(rack)
     assert {v["state"] for v in again.values()} == {"configured"} and all(v["digest"] for v in again.values())
 
-    rc, doc, err = gpufleet(rack, "up", "--no-verify", STACK, "--cluster", CLUSTER, "--yes", "--reconfigure")
+    rc, doc, err = gpufleet(rack, "up", "--no-verify", rack["stack"], "--cluster", CLUSTER, "--yes", "--reconfigure")
     assert rc == 0, err[-3000:]
     for h in by_host(doc).values():
         assert h["state"] == "configured" and h["changed"] == 0, h
         assert all(r["ok"] and not r["changed"] for r in h["runs"] if not r["test"])
 
-    rc, doc, err = gpufleet(rack, "up", "--no-verify", STACK, "--cluster", CLUSTER, "--yes")
+    rc, doc, err = gpufleet(rack, "up", "--no-verify", rack["stack"], "--cluster", CLUSTER, "--yes")
     assert rc == 0 and {h["state"] for h in doc["hosts"]} == {"skipped"}
 
 
@@ -78,7 +77,7 @@ def test_verify_proves_each_host_or_says_why_not(rack):
     log, host 3 without the tools, host 4 too (asked for alone, it is not proven either)."""
     # `up` ends with the quick verification (the hosts are configured already: nothing else to do);
     # none has a GPU's tools, so none is proven healthy
-    rc, doc, err = gpufleet(rack, "up", STACK, "--cluster", CLUSTER, "--yes")
+    rc, doc, err = gpufleet(rack, "up", rack["stack"], "--cluster", CLUSTER, "--yes")
     assert rc == 1 and doc["ok"] is False, err[-3000:]
     assert {h["state"] for h in doc["hosts"]} == {"skipped"}
     assert {v["node"]: v["verdict"] for v in doc["verified"]} == {f"rack-{i}": "incomplete" for i in range(4)}
@@ -87,7 +86,7 @@ def test_verify_proves_each_host_or_says_why_not(rack):
     try:  # (installed after `up`: the stand-ins would make the facts show a GPU, and `up` configure for one)
         install_standins(1, {})
         install_standins(2, {"journal.txt": xid})
-        rc, doc, err = gpufleet(rack, "verify", STACK, "--cluster", CLUSTER)
+        rc, doc, err = gpufleet(rack, "verify", rack["stack"], "--cluster", CLUSTER)
         assert rc == 1, err[-3000:]
         nodes = {n["node"]: n for n in doc["nodes"]}
         assert nodes["rack-0"]["verdict"] == "pass" and nodes["rack-0"]["failures"] == []
@@ -102,10 +101,10 @@ def test_verify_proves_each_host_or_says_why_not(rack):
         assert rc == 0 and any("3 node(s) unhealthy: rack-1 (failed: GF-XID-FATAL); rack-2 (not proven" in n
                                for n in doc["clusters"][0]["notes"]), doc
         # the healthy one alone: exit 0; the one with the XID, once its log is clean again, is healthy again
-        rc, doc, err = gpufleet(rack, "verify", STACK, "--cluster", CLUSTER, "--node", "rack-0")
+        rc, doc, err = gpufleet(rack, "verify", rack["stack"], "--cluster", CLUSTER, "--node", "rack-0")
         assert rc == 0 and [n["node"] for n in doc["nodes"]] == ["rack-0"], err[-2000:]
         install_standins(2, {})
-        rc, doc, err = gpufleet(rack, "verify", "--node", "10.77.0.12", CLUSTER)
+        rc, doc, err = gpufleet(rack, "verify", "--node", active().address(2), CLUSTER)
         assert rc == 0, err[-2000:]
         assert registry_hosts(rack)[("rack", 1)]["state"] == "configured"
     finally:
@@ -114,13 +113,13 @@ def test_verify_proves_each_host_or_says_why_not(rack):
 
 
 def test_faults_are_reported_per_host_and_a_rerun_picks_up(rack):
-    root4 = STATE / "h4" / "root" / "etc"
-    subprocess.run(RACK + ["stop-sshd", "2"], check=True)
-    subprocess.run(RACK + ["rekey", "3"], check=True)
+    root4 = active().etc(4)
+    active().run("stop-sshd", "2")
+    active().run("rekey", "3")
     shutil.move(root4 / "modprobe.d", root4 / "modprobe.d.saved")  # a move across the overlay's layers
     (root4 / "modprobe.d").write_text("not a directory\n")
     try:
-        rc, doc, err = gpufleet(rack, "up", "--no-verify", STACK, "--cluster", CLUSTER, "--yes", "--reconfigure")
+        rc, doc, err = gpufleet(rack, "up", "--no-verify", rack["stack"], "--cluster", CLUSTER, "--yes", "--reconfigure")
         assert rc == 3, err[-2000:]
         assert doc["error"] == "PartialFailure" and "3 of 4 node(s) not configured" in doc["message"]
         hosts = by_host(doc)
@@ -138,32 +137,32 @@ def test_faults_are_reported_per_host_and_a_rerun_picks_up(rack):
                                                               3: "failed"}
         assert rec[("rack", 1)]["digest"] is not None or rec[("rack", 1)]["facts"] is None
     finally:
-        subprocess.run(RACK + ["start-sshd", "2"], check=True)
+        active().run("start-sshd", "2")
         (root4 / "modprobe.d").unlink()
         shutil.move(root4 / "modprobe.d.saved", root4 / "modprobe.d")
 
     # the changed key must be cleared by a person, as the hint says; then the rerun does the rest
     kh = rack["data"] / "gpufleet" / "known_hosts" / "local"
-    subprocess.run(["ssh-keygen", "-R", "10.77.0.13", "-f", str(kh)], check=True, capture_output=True)
-    rc, doc, err = gpufleet(rack, "up", "--no-verify", STACK, "--cluster", CLUSTER, "--yes", "--trust-new-hosts")
+    subprocess.run(["ssh-keygen", "-R", active().address(3), "-f", str(kh)], check=True, capture_output=True)
+    rc, doc, err = gpufleet(rack, "up", "--no-verify", rack["stack"], "--cluster", CLUSTER, "--yes", "--trust-new-hosts")
     assert rc == 0, err[-2000:]
     states = {h["host"]: h["state"] for h in doc["hosts"]}
     assert states == {"rack-0": "skipped", "rack-1": "configured", "rack-2": "configured", "rack-3": "configured"}
 
 
 def test_down_drains_every_host_and_cleans_only_when_asked(rack):
-    subprocess.run(RACK + ["stop-sshd", "2"], check=True)
+    active().run("stop-sshd", "2")
     try:
-        rc, doc, err = gpufleet(rack, "down", STACK, "--cluster", CLUSTER, "--yes")
+        rc, doc, err = gpufleet(rack, "down", rack["stack"], "--cluster", CLUSTER, "--yes")
         assert rc == 3 and "1 of 4 node(s) not drained" in doc["message"], err[-2000:]
         assert by_host(doc)["rack-1"]["state"] == "unreachable"
     finally:
-        subprocess.run(RACK + ["start-sshd", "2"], check=True)
+        active().run("start-sshd", "2")
     assert on_host(1, "grep -q cluster=e2e-rack /etc/gpufleet/drained").returncode == 0
     # the cluster stays known until every host is drained
     assert registry_hosts(rack)[("rack", 0)]["state"] == "drained"
 
-    rc, doc, err = gpufleet(rack, "down", STACK, "--cluster", CLUSTER, "--yes", "--clean")
+    rc, doc, err = gpufleet(rack, "down", rack["stack"], "--cluster", CLUSTER, "--yes", "--clean")
     assert rc == 0, err[-2000:]
     assert [h["host"] for h in doc["hosts"]] == ["rack-1"]  # the others were drained already
     cleaned = on_host(2, "test -e /etc/sysctl.d/90-gpufleet.conf; echo sysctl=$?; test -e /opt/gpufleet/envs; "
@@ -181,16 +180,16 @@ def test_rack_hosts_as_pulumi_dynamic_resources(rack):
     pytest.importorskip("pulumi")
     from gpufleet.clouds.baremetal.rack import RackHostProvider
 
-    props = {"cluster": "dyn", "pool": "rack", "idx": 0, "address": "10.77.0.11", "port": 22, "user": "root",
-             "key": str(KEY), "site": "local", "known_hosts": str(rack["data"] / "dyn_known_hosts"),
+    props = {"cluster": "dyn", "pool": "rack", "idx": 0, "address": active().address(1), "port": 22, "user": "root",
+             "key": str(active().key), "site": "local", "known_hosts": str(rack["data"] / "dyn_known_hosts"),
              "trust_new": False, "facts": None}
     prov = RackHostProvider()
     with pytest.raises(Exception, match="not in .*dyn_known_hosts"):
         prov.create(props)  # unknown host key and no trust on first use: refused
     created = prov.create({**props, "trust_new": True})
-    assert created.id == "local/10.77.0.11:22"
+    assert created.id == f"local/{active().address(1)}:22"
     assert created.outs["facts"]["osfinger"] == "Debian-12" and created.outs["facts"]["hostname"] == "h1"
-    assert prov.diff(created.id, created.outs, {**created.outs, "address": "10.77.0.12"}).replaces == ["address"]
+    assert prov.diff(created.id, created.outs, {**created.outs, "address": active().address(2)}).replaces == ["address"]
     assert not prov.diff(created.id, created.outs, dict(created.outs)).changes
     prov.delete(created.id, created.outs)
     assert on_host(1, "grep -q cluster=dyn /etc/gpufleet/drained").returncode == 0

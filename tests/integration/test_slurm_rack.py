@@ -20,10 +20,9 @@ import yaml
 
 from tests.conftest import ROOT
 from tests.integration import localrack
-from tests.integration.localrack import gpufleet, install_standins, on_host, remove_standins
+from tests.integration.localrack import active, gpufleet, install_standins, on_host, remove_standins
 
 STACK_FILE = ROOT / "tests" / "integration" / "slurm-rack.yaml"
-STACK = str(STACK_FILE)
 INTERVAL_S = yaml.safe_load(STACK_FILE.read_text())["slurm"]["health_check_interval"]
 CLUSTER = "e2e-slurm"
 COMPUTE = ("h2", "h3", "h4")  # the rack's hosts 2-4 (their UTS names): two L4 nodes, then the H100 node
@@ -33,12 +32,12 @@ SLURMD_KILLS_AFTER_S = 60  # slurmd.c run_script_health_check, max_wait (Slurm 2
 # a node's state follows its checks within two of the stack's health check intervals and one check
 CHECKS_WITHIN_S = 2 * INTERVAL_S + SLURMD_KILLS_AFTER_S
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rack")]
+pytestmark = [pytest.mark.slow, localrack.group(0)]
 
 
 @pytest.fixture(scope="module")
-def rack(tmp_path_factory):
-    yield from localrack.rack_module(tmp_path_factory)
+def rack(request, tmp_path_factory):
+    yield from localrack.rack_module(request, tmp_path_factory, STACK_FILE)
 
 
 def _nodes() -> dict[str, str]:
@@ -235,11 +234,11 @@ def _heal_isolates_the_faulty_host_and_status_names_it(rack) -> None:
     assert rc == 0, (doc, err[-2000:])
     (healed,) = doc["clusters"]
     by = {n["address"]: n for n in healed["nodes"]}
-    bad = by["10.77.0.13"]
+    bad = by[active().address(3)]
     assert bad["state"] == "faulty" and bad["decision"]["action"] == "isolate" and bad["decision"]["code"] == \
         "GF-XID-FATAL", bad
     assert [r["done"] for r in healed["repaired"] if r["node"] == bad["node"]] == [True], healed["repaired"]
-    assert {by[f"10.77.0.{10 + i}"]["decision"]["action"] for i in (2, 4)} == {"none"}, healed
+    assert {by[active().address(i)]["decision"]["action"] for i in (2, 4)} == {"none"}, healed
     rc, doc, err = gpufleet(rack, "status", CLUSTER, "--local")
     assert rc == 0, err[-2000:]
     (cl,) = doc["clusters"]
@@ -250,7 +249,7 @@ def _heal_isolates_the_faulty_host_and_status_names_it(rack) -> None:
 
 def test_slurm_comes_up_runs_jobs_drains_a_failing_node_and_goes(rack):
     _gpu_node()
-    rc, doc, err = gpufleet(rack, "up", "--no-verify", STACK, "--cluster", CLUSTER, "--yes", "--trust-new-hosts")
+    rc, doc, err = gpufleet(rack, "up", "--no-verify", rack["stack"], "--cluster", CLUSTER, "--yes", "--trust-new-hosts")
     assert rc == 0, [(h["host"], h.get("error")) for h in (doc or {}).get("hosts", [])] or err[-3000:]
     assert {h["state"] for h in doc["hosts"]} == {"configured"}, doc["hosts"]
     nodes = _until(_nodes, lambda n: n == {h: "idle" for h in COMPUTE})
@@ -288,7 +287,7 @@ def test_slurm_comes_up_runs_jobs_drains_a_failing_node_and_goes(rack):
 
     _a_hung_gpu_drains_its_node()
 
-    rc, doc, err = gpufleet(rack, "down", STACK, "--cluster", CLUSTER, "--yes", "--clean")
+    rc, doc, err = gpufleet(rack, "down", rack["stack"], "--cluster", CLUSTER, "--yes", "--clean")
     assert rc == 0, [(h["host"], h.get("error")) for h in (doc or {}).get("hosts", [])] or err[-2000:]
     for i in range(1, 5):
         left = on_host(i, "ss -ltnH '( sport = :6817 or sport = :6818 or sport = :6819 or sport = :3306 )' | wc -l; "

@@ -15,8 +15,9 @@ mirrors. Needs root, iproute2, debootstrap and openssh-server.
     python3 tests/rack/rack.py stop-sshd 2         # fault: host 2 refuses connections
     python3 tests/rack/rack.py start-sshd 2
     python3 tests/rack/rack.py rekey 3             # fault: host 3 gets new host keys
-    python3 tests/rack/rack.py reset 1             # fresh root file system for host 1
+    python3 tests/rack/rack.py reset 1 2           # fresh root file systems for hosts 1 and 2
     python3 tests/rack/rack.py down                # remove everything but the debootstrap cache
+    GPUFLEET_RACK_ID=1 python3 tests/rack/rack.py up   # a second rack beside it (10.77.1.11-14; see layout)
 
 The hosts share the machine's kernel: gpufleet's test stack tells the Salt states not to
 apply kernel-wide settings (sysctl, hugepages) live, and no init system runs in them.
@@ -25,6 +26,7 @@ apply kernel-wide settings (sysctl, hugepages) live, and no init system runs in 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -34,6 +36,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 SUITE = "bookworm"
 MIRROR = os.environ.get("GPUFLEET_RACK_MIRROR", "http://deb.debian.org/debian")
@@ -41,10 +44,43 @@ MIRROR = os.environ.get("GPUFLEET_RACK_MIRROR", "http://deb.debian.org/debian")
 PACKAGES = ["openssh-server", "python3", "python3-venv", "iproute2", "procps", "kmod", "ca-certificates",
             "util-linux"]
 CACHE = Path(os.environ.get("GPUFLEET_RACK_CACHE", "/var/cache/gpufleet-rack"))
-STATE = Path(os.environ.get("GPUFLEET_RACK_DIR", "/var/tmp/gpufleet-rack"))
-BRIDGE = "gfrack0"
-SUBNET = "10.77.0"
-PREFIX = "gfrack-h"
+RACKS = 16  # how many racks one machine may hold side by side (ids 0-15)
+HOST_TMPFS = "4g"  # the most a host's own files may take (its Slurm, MariaDB, jax: under 0.5 GB)
+
+
+class Layout(NamedTuple):
+    """What one rack owns on this machine, nothing shared with another rack but the debootstrap cache."""
+
+    state: Path  # its hosts' root file systems, its ssh key
+    bridge: str
+    subnet: str  # the first three octets: the bridge is .1, host i is .(10 + i)
+    prefix: str  # its hosts' network namespaces: PREFIX + i
+    veth: str  # this machine's end of host i's link: VETH + i
+    cgroup: str  # host i's cgroups: CGROUP_NAME + i
+
+
+def layout(rack_id: int) -> Layout:
+    """Rack ``rack_id``'s names: rack 0 those the rack always had; rack N its own bridge, subnet 10.77.N,
+    namespaces, links, cgroups and state folder (GPUFLEET_RACK_DIR with N appended), so that two test
+    workers drive a rack each at once."""
+    if not 0 <= rack_id < RACKS:
+        raise SystemExit(f"rack: GPUFLEET_RACK_ID={rack_id}: a rack id is 0 to {RACKS - 1}")
+    state = Path(os.environ.get("GPUFLEET_RACK_DIR", "/var/tmp/gpufleet-rack"))
+    if rack_id == 0:
+        return Layout(state, "gfrack0", "10.77.0", "gfrack-h", "gfr", "gpufleet-rack-h")
+    n = str(rack_id)  # a link name is at most 15 characters (IFNAMSIZ): "gfr15-4" is 7
+    return Layout(state.with_name(state.name + n), f"gfrack{n}", f"10.77.{n}", f"gfrack{n}-h", f"gfr{n}-",
+                  f"gpufleet-rack{n}-h")
+
+
+def rack_id_from_env() -> int:
+    raw = os.environ.get("GPUFLEET_RACK_ID", "0")
+    if not raw.isdigit():
+        raise SystemExit(f"rack: GPUFLEET_RACK_ID={raw!r}: a rack id is a number, 0 to {RACKS - 1}")
+    return int(raw)
+
+
+STATE, BRIDGE, SUBNET, PREFIX, VETH, CGROUP_NAME = layout(rack_id_from_env())
 
 
 def sh(*cmd: str, check: bool = True, quiet: bool = False, **kw) -> subprocess.CompletedProcess:
@@ -71,6 +107,14 @@ def base_root() -> Path:
     if (root / ".complete").exists():
         return root
     CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:  # two racks coming up at once build it once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / ".complete").exists():
+            build_base(root)
+    return root
+
+
+def build_base(root: Path) -> None:
     tmp = CACHE / f".{root.name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"rack: debootstrap {SUITE} into {root} (once; cached)", file=sys.stderr)
@@ -86,7 +130,6 @@ def base_root() -> Path:
         "MaxStartups 64:30:128\nMaxSessions 64\n")
     (tmp / ".complete").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     tmp.rename(root)
-    return root
 
 
 def host_dir(i: int) -> Path:
@@ -130,6 +173,9 @@ def create_host(i: int, base: Path, pub: str) -> None:
     d = host_dir(i)
     root = d / "root"
     ns = f"{PREFIX}{i}"
+    if not d.exists():  # what a host writes stays in memory: dpkg's fsyncs cost nothing, and its removal is an unmount
+        d.mkdir(parents=True)  # (a host that is there already keeps its files where they are)
+        sh("mount", "-t", "tmpfs", "-o", f"mode=755,size={HOST_TMPFS}", f"{PREFIX}{i}", str(d))
     for sub in ("upper", "work", "root"):
         (d / sub).mkdir(parents=True, exist_ok=True)
     if not mounted(root):
@@ -168,9 +214,9 @@ def create_host(i: int, base: Path, pub: str) -> None:
         sh("chroot", str(root), "ssh-keygen", "-A")
     if sh("ip", "netns", "pids", ns, check=False, quiet=True).returncode != 0:
         sh("ip", "netns", "add", ns)
-    if sh("ip", "link", "show", f"gfr{i}", check=False, quiet=True).returncode != 0:
-        sh("ip", "link", "add", f"gfr{i}", "type", "veth", "peer", "name", "eth0", "netns", ns)
-        sh("ip", "link", "set", f"gfr{i}", "master", BRIDGE, "up")
+    if sh("ip", "link", "show", f"{VETH}{i}", check=False, quiet=True).returncode != 0:
+        sh("ip", "link", "add", f"{VETH}{i}", "type", "veth", "peer", "name", "eth0", "netns", ns)
+        sh("ip", "link", "set", f"{VETH}{i}", "master", BRIDGE, "up")
         sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{address(i)}/24", "dev", "eth0")
         sh("ip", "netns", "exec", ns, "ip", "link", "set", "eth0", "up")
         sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
@@ -180,14 +226,15 @@ def create_host(i: int, base: Path, pub: str) -> None:
 
 def sshd_pid(i: int) -> int | None:
     """The host's first process as this machine sees it (``unshare``, whose child is the host's PID 1,
-    its sshd), while it runs."""
+    its sshd), while it runs. A zombie has stopped: killed, it waits for this machine's PID 1 to reap it,
+    which may take seconds."""
     pidfile = host_dir(i) / "init.pid"
     try:
         pid = int(pidfile.read_text().strip())
-        os.kill(pid, 0)
-        return pid
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except (OSError, ValueError):
         return None
+    return None if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X") else pid
 
 
 # what a host's /dev holds (name, type, major, minor, mode), as a container runtime gives one
@@ -224,7 +271,7 @@ def host_cgroups(i: int) -> list[tuple[str, str, Path]]:
     out = []
     for sub, opts, path in hierarchies():
         parent = Path(CGROUP, sub) / path.lstrip("/")
-        d = parent / f"gpufleet-rack-h{i}"
+        d = parent / f"{CGROUP_NAME}{i}"
         d.mkdir(exist_ok=True)
         for knob in ("cpuset.cpus", "cpuset.mems"):
             if (d / knob).exists() and not (d / knob).read_text().strip() and opts != "cgroup2":
@@ -313,18 +360,28 @@ def kill_inside(root: Path) -> None:
             continue
 
 
-def remove_host(i: int) -> None:
+def remove_hosts(hosts: list[int]) -> None:
+    """Hosts ``hosts`` gone: every one stopped first, then each taken apart (its cgroups go once this
+    machine's PID 1 has reaped its processes: the hosts' reaping overlaps)."""
+    for i in hosts:
+        stop_sshd(i)
+        kill_inside(host_dir(i) / "root")
+    for i in hosts:
+        take_apart(i)
+
+
+def take_apart(i: int) -> None:
     d = host_dir(i)
     root = d / "root"
-    stop_sshd(i)
-    kill_inside(root)
     for sub in ("run", "sys", "dev", "proc", ""):
         target = root / sub if sub else root
         if mounted(target):
             sh("umount", "-R" if sub in ("sys", "dev") else "-l", str(target), check=False)
     remove_cgroups(i)
-    sh("ip", "link", "del", f"gfr{i}", check=False, quiet=True)
+    sh("ip", "link", "del", f"{VETH}{i}", check=False, quiet=True)
     sh("ip", "netns", "del", f"{PREFIX}{i}", check=False, quiet=True)
+    if mounted(d):
+        sh("umount", "-l", str(d), check=False)  # its memory is freed once the overlay above it has gone
     shutil.rmtree(d, ignore_errors=True)
 
 
@@ -345,16 +402,16 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--hosts", type=int, default=4)
     sub.add_parser("status")
     sub.add_parser("down")
-    for c in ("stop-sshd", "start-sshd", "rekey", "reset"):
+    for c in ("stop-sshd", "start-sshd", "rekey"):
         sub.add_parser(c).add_argument("host", type=int)
+    sub.add_parser("reset").add_argument("host", type=int, nargs="+")
     args = ap.parse_args(argv)
     need_root()
     if args.cmd == "up":
         base = base_root()
         pub = (rack_key().with_suffix(".pub")).read_text()
         network()
-        for i in range(args.hosts + 1, count() + 1):
-            remove_host(i)
+        remove_hosts(list(range(args.hosts + 1, count() + 1)))
         for i in range(1, args.hosts + 1):
             create_host(i, base, pub)
         print(json.dumps(hosts_json(args.hosts), indent=2))
@@ -372,11 +429,11 @@ def main(argv: list[str] | None = None) -> int:
         sh("chroot", str(root), "ssh-keygen", "-A")
         start_sshd(args.host)
     elif args.cmd == "reset":
-        remove_host(args.host)
-        create_host(args.host, base_root(), rack_key().with_suffix(".pub").read_text())
+        remove_hosts(args.host)
+        for i in args.host:
+            create_host(i, base_root(), rack_key().with_suffix(".pub").read_text())
     elif args.cmd == "down":
-        for i in range(1, count() + 1):
-            remove_host(i)
+        remove_hosts(list(range(1, count() + 1)))
         sh("ip", "link", "del", BRIDGE, check=False, quiet=True)
         if shutil.which("iptables"):
             sh("iptables", "-t", "nat", "-D", "POSTROUTING", "-s", f"{SUBNET}.0/24", "!", "-o", BRIDGE, "-j",

@@ -520,10 +520,11 @@ if sys.argv[1:3] == ["show", "node"]:
 
 
 def _health_node(tmp_path, checks_program: str | None = None,
-                 changes: dict | None = None) -> tuple[list[str], dict]:
+                 changes: dict | None = None, budget: int = 9) -> tuple[list[str], dict]:
     """A node as the health program sees it: its settings (the rack's L4 pool's expectations, a GPU seen at
     configure time), the verify bundle (or ``checks_program`` in its place), stand-in tools whose
-    nvidia-smi hangs (or whose captures ``changes`` changes) and an scontrol that logs its calls. (The command,
+    nvidia-smi hangs (or whose captures ``changes`` changes) and an scontrol that logs its calls; the program
+    given ``budget`` seconds (9: a test that waits for the budget to run out waits little). (The command,
     the bare environment slurmd gives.)"""
     from gpufleet.verify import bundle, expect
     from tests.verify_standin import standins
@@ -544,7 +545,7 @@ def _health_node(tmp_path, checks_program: str | None = None,
     settings = tmp_path / "health.json"
     settings.write_text(json.dumps({"expect": slurm.health_expectations(expect.for_pool(st, st.pools[1], cat)),
                                     "gpus_seen": 1, "bundle": str(checks)}))
-    command = [sys.executable, str(HEALTH), "--budget", "9", "--run-dir", str(tmp_path / "run"),
+    command = [sys.executable, str(HEALTH), "--budget", str(budget), "--run-dir", str(tmp_path / "run"),
                "--gate", str(tmp_path / "gate.json"), str(settings)]
     return command, {"PATH": str(bin_dir), "SLURMD_NODENAME": "h2", "SCONTROL_LOG": str(tmp_path / "scontrol.log")}
 
@@ -612,7 +613,8 @@ def test_a_health_check_that_finds_another_running_does_nothing(tmp_path):
 ABANDONS = """import json, subprocess, sys
 with open(sys.argv[0] + ".runs", "a") as f:
     f.write("ran\\n")
-subprocess.Popen(["nvidia-smi", "-q"])  # the checks gave up on it, and it did not end when killed
+# the checks gave up on it, and it did not end when killed (its output was the checks' own, as a tool's is)
+subprocess.Popen(["nvidia-smi", "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 print(json.dumps({"verdict": "fail", "failures": [{"check": "health.timeout", "code": "GF-HEALTH-TIMEOUT",
                                                    "measured": "nvidia-smi after 3 s and stuck after its kill"}]}))
 """
@@ -624,7 +626,9 @@ def test_a_tool_stuck_after_its_kill_is_not_run_again_until_it_ends(tmp_path, mo
     program writes down a tool its checks left alive after the kill; until that process ends no run starts
     the checks, and the node stays drained naming it; once it is gone the checks run again. (D state cannot
     be made here: the kill of the checks' process group is made to miss, as it does a process in D state.)"""
-    command, env = _health_node(tmp_path, ABANDONS)
+    # the program's own budget (45 s): nothing here waits for it, and on a loaded machine each scontrol call
+    # and the checks get the time they have on a node (a ninth of 9 s was too little for a Python start)
+    command, env = _health_node(tmp_path, ABANDONS, budget=45)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     health = _health_program()
@@ -641,10 +645,10 @@ def test_a_tool_stuck_after_its_kill_is_not_run_again_until_it_ends(tmp_path, mo
     finally:
         for pid in _standin_smis(tmp_path):
             os.kill(pid, signal.SIGKILL)
-    for _ in range(100):  # until it is gone (its parent, the checks, ended: init reaps it)
-        if not _standin_smis(tmp_path):
-            break
+    deadline = time.monotonic() + 120  # until it is gone (its parent, the checks, ended: init reaps it), however
+    while _standin_smis(tmp_path) and time.monotonic() < deadline:  # long a killed process waits for the CPU
         time.sleep(0.05)
+    assert _standin_smis(tmp_path) == []
     monkeypatch.setattr(health.os, "killpg", killpg)  # the kill takes again: what these checks leave goes
     health.main(command[2:])
     assert runs.read_text() == "ran\nran\n" and _standin_smis(tmp_path) == []  # checked again
