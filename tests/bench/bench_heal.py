@@ -49,7 +49,8 @@ class Api:
     def gone_nodes(self, region, *, cluster, pool, node_ids):
         return set()  # every VM still there
 
-    def replace_node(self, region, *, cluster, pool, node_id, release_first=False, launched=None, on_launch=None):
+    def replace_node(self, region, *, cluster, pool, node_id, release_first=False, launched=None, on_launch=None,
+                     market=None):
         on_launch(f"{node_id}-new")  # as a cloud does: heal's memory has the new node before anything more
         return {"id": f"{node_id}-new", "private_ip": "10.1.0.1", "zone": "us-east-1a", "fleet_id": "fleet-b"}
 
