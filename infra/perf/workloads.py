@@ -75,7 +75,7 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
     if fam not in FAMILIES:
         raise SpecError(where, None, f"{name}.family", f"{fam!r} is not one of {', '.join(FAMILIES)}")
     wino = 0.0
-    widths: tuple = ()
+    gemm: tuple = ()  # a CNN's layers' (share of the FLOPs, GEMM width); dense nets' `widths` are their layers'
     llm_fields: dict = {}
     try:
         if fam == "cnn":
@@ -83,7 +83,7 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
             if d.get("arch"):  # layer shapes: FLOPs and activations both follow from them
                 shape = architecture.cnn(d["arch"])
                 fwd, acts, wino = 2.0 * shape.macs, shape.activations, shape.winograd_macs / shape.macs
-                widths = shape.gemm_widths
+                gemm = shape.gemm_widths
             else:
                 fwd = 2.0 * float(d["gmacs_fwd"]) * 1e9
                 acts = float(d["gmacs_fwd"]) * 1e9 * CNN_ACTIVATIONS_PER_MAC
@@ -124,7 +124,7 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
         unit=d.get("unit", _UNITS[fam]), decode=(fam == "cnn"),
         source=str(d.get("source", where)),
         layers=int(d.get("layers", 0) or 0), d_model=int(d.get("d_model", 0) or 0),
-        seq_len=int(d.get("seq_len", 0) or 0), activations=acts, winograd_share=wino, gemm_widths=widths,
+        seq_len=int(d.get("seq_len", 0) or 0), activations=acts, winograd_share=wino, gemm_widths=gemm,
     )
 
 
