@@ -29,6 +29,9 @@ class Shape:
     macs: float  # forward multiply-accumulates per sample
     activations: float  # forward activation elements per sample (layer outputs)
     winograd_macs: float = 0.0  # of the MACs, those in stride-1 3x3 convolutions (see the model)
+    # per layer, (its share of the MACs, its GEMM width): a convolution is an implicit GEMM whose narrow side
+    # is min(output channels, input channels x kernel); narrow GEMMs run below peak (the model's conv_width)
+    gemm_widths: tuple[tuple[float, int], ...] = ()
 
 
 class _Net:
@@ -36,12 +39,14 @@ class _Net:
         self.macs = 0.0
         self.acts = 0.0
         self.wino = 0.0
+        self.layers: list[tuple[float, int]] = []  # (MACs, GEMM width)
 
     def conv(self, cin: int, cout: int, kh: int, hw: tuple[int, int] | int, kw: int | None = None,
              stride: int = 1) -> int:
         h, w = (hw, hw) if isinstance(hw, int) else hw
         macs = cout * h * w * cin * kh * (kw or kh)
         self.macs += macs
+        self.layers.append((macs, min(cout, cin * kh * (kw or kh))))
         if kh == 3 and (kw or kh) == 3 and stride == 1:
             self.wino += macs
         self.acts += cout * h * w
@@ -52,6 +57,7 @@ class _Net:
 
     def fc(self, cin: int, cout: int) -> int:
         self.macs += cin * cout
+        self.layers.append((cin * cout, min(cin, cout)))
         self.acts += cout
         return cout
 
@@ -182,7 +188,7 @@ NAMES = tuple(_CNNS)
 def cnn(name: str) -> Shape:
     n = _Net()
     _CNNS[name](n)
-    return Shape(n.macs, n.acts, n.wino)
+    return Shape(n.macs, n.acts, n.wino, tuple((m / n.macs, w) for m, w in n.layers))
 
 
 def transformer_activations(layers: int, d_model: int, seq_len: int, flash: bool = False) -> float:

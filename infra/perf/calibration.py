@@ -28,6 +28,7 @@ import csv
 import json
 import math
 import multiprocessing
+import os
 import statistics
 import sys
 from collections.abc import Callable
@@ -223,13 +224,14 @@ def _fold(args) -> dict[str, float]:
     return {r.id: predict(r.scenario, p, efficiency=False).throughput / r.measured - 1.0 for r in rs if r.id in held}
 
 
-def out_of_fold(rs: list[Row], by: str, start: Params | None = None, workers: int = 2) -> dict[str, float]:
+def out_of_fold(rs: list[Row], by: str, start: Params | None = None, workers: int | None = None) -> dict[str, float]:
     """Per row, its signed error predicted by a fit without its group (``by``: source, workload, gpu)."""
     key = GROUPINGS[by]
     groups: dict[str, set[str]] = {}
     for r in rs:
         groups.setdefault(key(r), set()).add(r.id)
     jobs = [(rs, held, start) for held in groups.values()]
+    workers = workers or len(os.sched_getaffinity(0))  # one fold per CPU this process may run on
     with processes.interrupt_proof_pool(multiprocessing.get_context(), workers) as pool:  # Ctrl-C ends it (issue 47)
         parts = pool.map(_fold, jobs)
     return {k: v for part in parts for k, v in part.items()}

@@ -8,7 +8,9 @@ A training step on ``n = gpus_per_node x nodes`` GPUs is:
   with ``t_math = train_FLOPs / (peak(precision) * u)``
   (``u``: achievable fraction of peak, one value per tensor-core generation, Volta/Turing,
   Ampere/Ada, Hopper/Blackwell, and for plain FP32 units one for Kepler and one for Pascal and
-  later) and ``t_mem`` the bytes a sample
+  later; a CNN's FLOPs are weighted per layer by ``1 + conv_width / w``, ``w`` the narrow side of the
+  layer's implicit GEMM, so many narrow convolutions run further below peak than a few wide ones)
+  and ``t_mem`` the bytes a sample
   moves through GPU memory over its bandwidth: its activations (elements from the
   architecture, ``perf.architecture``, times ``act_passes``: the reads and writes of forward,
   batch norm/activation and backward, one value for CNNs and one for transformers) plus its
@@ -97,6 +99,11 @@ PRIORS: dict[str, tuple[float, float, tuple[float, float]]] = {
     # speed-up of stride-1 3x3 convolutions on FP32 units (Winograd F(2x2,3x3): at most 2.25x fewer
     # multiplications, Lavin & Gray 2016; less in practice: the transforms cost memory traffic)
     "winograd": (1.6, 0.3, (1.0, 2.25)),
+    # a convolution is an implicit GEMM (cuDNN); one whose narrow side (output channels, or input channels x
+    # kernel) is w runs at 1 / (1 + conv_width / w) of a wide one's speed: its tiles (64-128 wide) are part
+    # empty and its K loop short, so GoogLeNet's and Inception's many 16-96-channel layers run far below peak
+    # where VGG's 64-512-channel ones do not (issue 52); the same loss as tp_width's for a narrowed LLM GEMM
+    "conv_width": (32.0, 0.8, (4.0, 512.0)),
     # memory passes per activation element: a CNN's count is its conv/pool outputs only, each also
     # read and written by batch norm and ReLU forward and backward (~15-25 passes); a transformer's
     # (Korthikanti) already counts every stored intermediate, written once and read back (~2-4)
@@ -236,6 +243,8 @@ def _gpu_time_per_sample(s: Scenario, p: Params, prec: str, batch: int) -> tuple
     flops = w.train_flops
     if not tensor:  # cuDNN's Winograd 3x3 convolutions on FP32 units: fewer multiplications
         flops *= 1.0 - w.winograd_share + w.winograd_share / p.winograd
+    if w.gemm_widths:  # many narrow layers run further below peak than a few wide ones of the same FLOPs
+        flops *= sum(share * (1.0 + p.conv_width / width) for share, width in w.gemm_widths)
     t_math = flops * extra / (g.tflops[prec] * 1e12 * p.u(g.arch, tensor))
     elem = 4.0 if prec in ("fp32", "tf32") else 2.0
     passes = p.values["act_passes:cnn" if w.family in ("cnn", "dense") else "act_passes:transformer"]

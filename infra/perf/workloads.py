@@ -42,6 +42,7 @@ class Workload:
     source: str
     activations: float = 0.0  # forward activation elements per sample (per token for llm)
     winograd_share: float = 0.0  # of the FLOPs, those in stride-1 3x3 convolutions
+    gemm_widths: tuple[tuple[float, int], ...] = ()  # CNNs with layer shapes: (share of the FLOPs, GEMM width)
     layers: int = 0
     d_model: int = 0
     seq_len: int = 0
@@ -74,6 +75,7 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
     if fam not in FAMILIES:
         raise SpecError(where, None, f"{name}.family", f"{fam!r} is not one of {', '.join(FAMILIES)}")
     wino = 0.0
+    gemm: tuple = ()  # a CNN's layers' (share of the FLOPs, GEMM width); dense nets' `widths` are their layers'
     llm_fields: dict = {}
     try:
         if fam == "cnn":
@@ -81,6 +83,7 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
             if d.get("arch"):  # layer shapes: FLOPs and activations both follow from them
                 shape = architecture.cnn(d["arch"])
                 fwd, acts, wino = 2.0 * shape.macs, shape.activations, shape.winograd_macs / shape.macs
+                gemm = shape.gemm_widths
             else:
                 fwd = 2.0 * float(d["gmacs_fwd"]) * 1e9
                 acts = float(d["gmacs_fwd"]) * 1e9 * CNN_ACTIVATIONS_PER_MAC
@@ -121,7 +124,7 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
         unit=d.get("unit", _UNITS[fam]), decode=(fam == "cnn"),
         source=str(d.get("source", where)),
         layers=int(d.get("layers", 0) or 0), d_model=int(d.get("d_model", 0) or 0),
-        seq_len=int(d.get("seq_len", 0) or 0), activations=acts, winograd_share=wino,
+        seq_len=int(d.get("seq_len", 0) or 0), activations=acts, winograd_share=wino, gemm_widths=gemm,
     )
 
 

@@ -6,8 +6,8 @@ from importlib import resources
 
 import pytest
 
-from gpufleet.perf import architecture, calibration, workloads
-from gpufleet.perf.model import NAMES, Params, Scenario, error_band, fitted_params, predict, resolve_precision
+from gpufleet.perf import architecture, calibration, model, workloads
+from gpufleet.perf.model import NAMES, PRIORS, Params, Scenario, error_band, fitted_params, predict, resolve_precision
 
 
 def test_calibration_error_within_target_and_reported_per_row():
@@ -290,3 +290,20 @@ def test_sequence_binning_is_why_bert_phase_2_runs_near_peak(cat):
     one = dict(wl="bert-large-512", synthetic_data=True)
     assert (predict(_s(cat, sequence_binning=True, **one)).throughput
             == pytest.approx(predict(_s(cat, **one)).throughput / fill, rel=1e-9))
+
+
+def test_many_narrow_convolutions_run_further_below_peak_than_a_few_wide_ones(cat):
+    """Issue 52: a CNN's speed follows its layers' shapes, not only its FLOPs. Inception-v3's 95 layers (many of
+    32-192 channels) spend more math time per FLOP than VGG-16's 16 (64-512 channels), by their GEMM widths."""
+    p = fitted_params()
+
+    def math_s_per_flop(name: str) -> float:
+        s = _s(cat, name, "A100-80GB", precision="bf16", batch_per_gpu=64)  # tensor cores: no Winograd term
+        return model._gpu_time_per_sample(s, p, "bf16", 64)[1] / s.workload.train_flops
+
+    def narrow(name: str) -> float:
+        return sum(share * (1 + p.conv_width / width) for share, width in architecture.cnn(name).gemm_widths)
+
+    ratio = math_s_per_flop("inception3") / math_s_per_flop("vgg16")
+    assert ratio > 1.05 and ratio == pytest.approx(narrow("inception3") / narrow("vgg16"), rel=1e-9)
+    assert PRIORS["conv_width"][2][0] <= p.conv_width <= PRIORS["conv_width"][2][1]
