@@ -16,7 +16,11 @@ PROBE = ("echo nodes; sinfo -h -N -o '%N %T'; echo jobs; squeue -h -o '%T %P %D 
 # than the partition's available nodes: an elastic pool's slots no node holds yet, drained; src/slurmctld/
 # node_scheduler.c _pick_best_nodes and its "ReqNodeNotAvail, UnavailableNodes:%s", slurm-22-05-8-1, read 2026-11-27),
 # not its "Reserved for maintenance" or "May be reserved for other job"
-WAITS_FOR_NODES = ("Resources", "PartitionNodeLimit")
+# and a job asking more nodes than the partition has up (its unheld slots drained): as its partition's first job it
+# waits with this state_desc (slurm-22-05-8-1 src/slurmctld/job_scheduler.c:1727-1738, slurm-23-11-4-1 :1751; squeue's
+# %r prints it; review rev51d, seen with the real slurmctld 22.05.8, 2026-11-27)
+WAITS_FOR_NODES = ("Resources", "PartitionNodeLimit",
+                   "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions")
 WAITS_FOR_SLOTS = "ReqNodeNotAvail, UnavailableNodes:"
 SECTIONS = ("nodes", "jobs", "drained")
 

@@ -368,3 +368,17 @@ def test_without_a_fresh_slurm_view_nothing_is_given_back_or_removed(tmp_path, c
              reasons={"i-more0": node_watch.SCALE_DOWN})
         c.heal(T0 + dt.timedelta(seconds=s))
     assert _given_back(c) == [] and c.api.removed == []
+
+
+def test_a_job_asking_more_nodes_than_the_pool_has_registered_makes_the_pool_grow(tmp_path, cat):
+    """Review rev51d finding 1: with the unheld slots drained, a job asking more nodes than the pool's registered ones
+    waits, as its partition's first job, with the state_desc "Nodes required for job are DOWN, DRAINED or reserved for
+    jobs in higher priority partitions" (slurm-22-05-8-1 src/slurmctld/job_scheduler.c:1727-1738; slurm-23-11-4-1
+    job_scheduler.c:1751; squeue's %r prints it; seen with the real slurmctld 22.05.8 by the reviewer, 2026-11-27):
+    heal took it for no wait for nodes, and a pool at min never grew for one multi-node job."""
+    c = cluster(tmp_path, cat)  # {min 1, max 3} at 1 node
+    wait = "PENDING gpu 2 Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions\n"
+    for s in (0, 400, 4000):
+        view(c, T0, gpu="idle", jobs=wait)
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert c.api.added != [], "a 2-node job waited an hour on a {min 1, max 3} pool of 1 node: nothing was added"
