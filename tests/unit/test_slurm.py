@@ -780,6 +780,24 @@ def test_passing_checks_resume_only_what_a_fault_drained(tmp_path, drained_for, 
     assert ran.returncode == 0 and updates == ([["update", "NodeName=h2", "State=RESUME"]] if resumed else []), ran
 
 
+@pytest.mark.parametrize("given_back", ["gpufleet: GF-SCALE-DOWN", "gpufleet: release"])
+def test_a_node_given_back_keeps_that_drain_through_a_failing_then_passing_check(tmp_path, given_back):
+    """Review rev51d finding 4: a failing check drained a node given back with its own fault's reason over
+    GF-SCALE-DOWN (Slurm keeps one reason a node: scontrol update Reason= replaces it, src/scontrol/update_node.c,
+    22.05.8); once the fault passed, that reason was resumed and the node took jobs while heal was giving it back.
+    Its failing check now leaves the given-back reason as it is (exit 1: slurmd still hears the node is unhealthy)."""
+    failing = ('import json\nprint(json.dumps({"verdict": "fail", "failures": [{"check": "health.ecc", '
+               '"code": "GF-ECC-UNCORRECTABLE"}]}))\n')
+    command, env = _health_node(tmp_path, failing)
+    (tmp_path / "bin" / "scontrol").write_text(DRAINED_SCONTROL)
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=60, env={**env, "DRAINED_FOR": given_back})
+    assert ran.returncode == 1 and [c for c in _scontrol_calls(tmp_path) if c[0] == "update"] == [], ran
+    (tmp_path / "verify.pyz").write_text(PASSING)  # the fault passed; slurmctld still holds the given-back reason
+    (tmp_path / "scontrol.log").unlink(missing_ok=True)
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=60, env={**env, "DRAINED_FOR": given_back})
+    assert ran.returncode == 0 and [c for c in _scontrol_calls(tmp_path) if c[0] == "update"] == [], ran
+
+
 @pytest.mark.parametrize("drained_for", [None, "gpufleet: GF-GATE dcgm2 not passed yet"])
 def test_a_node_that_has_not_passed_its_boot_gate_registers_drained(tmp_path, drained_for):
     """Issue 51: slurmd runs its health check when it starts, before it registers (slurm.conf(5),
