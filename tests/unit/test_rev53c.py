@@ -150,3 +150,60 @@ def test_the_lister_leaves_no_part_file_when_it_cannot_write(tmp_path, monkeypat
         node_targets.write([("gpu", "i-0bbb", "10.64.0.3")], [9100], str(out))
     assert (out / "9100.json").read_text() == before
     assert sorted(os.listdir(out)) == ["9100.json"]
+
+
+def _ec2_page(instances, token=None) -> bytes:
+    """DescribeInstances' answer in the shape botocore 1.44.8's ec2 model gives (DescribeInstancesResult: reservationSet
+    > item > instancesSet > item, each with instanceId, privateIpAddress and tagSet; nextToken beside reservationSet)."""
+    items = "".join(f"<item><instanceId>{i}</instanceId><privateIpAddress>{a}</privateIpAddress><tagSet><item>"
+                    f"<key>gpufleet:pool</key><value>gpu</value></item></tagSet></item>" for i, a in instances)
+    nxt = f"<nextToken>{token}</nextToken>" if token else ""
+    return (f'<DescribeInstancesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r</requestId>'
+            f"<reservationSet><item><reservationId>r-1</reservationId><instancesSet>{items}</instancesSet></item>"
+            f"</reservationSet>{nxt}</DescribeInstancesResponse>").encode()
+
+
+def test_ec2_pages_are_followed_with_the_token_ec2_gave(monkeypatch, tmp_path):
+    """Checked and found right (a guard: moto's three instances never page): NextToken goes back as sent, the query
+    keeps MaxResults with the filters (allowed: MaxResults excludes only InstanceIds, botocore 1.44.8 ec2 model)."""
+    import urllib.parse
+
+    asked = []
+    token = "eyJ2IjoiMiJ9/a+b="  # a token's characters that need encoding
+
+    def http(method, url, headers=None, body=None, timeout=30):
+        q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))
+        asked.append(q)
+        if "NextToken" not in q:
+            return 200, {}, _ec2_page([("i-0aaa", "10.64.0.2")], token)
+        return 200, {}, _ec2_page([("i-0bbb", "10.64.0.3")])
+
+    monkeypatch.setattr(node_agent, "http", http)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    d = {"cluster": "c1", "pools": ["gpu"], "ports": [9100], "aws": {"regions": ["us-east-1"]}}
+    assert node_targets.run({"cloud": "aws", "bucket": "b", "region": "us-east-1"}, d, out_dir=str(tmp_path)) == 0
+    assert [q.get("NextToken") for q in asked] == [None, token] and all(q["MaxResults"] == "1000" for q in asked)
+    got = json.loads((tmp_path / "9100.json").read_text())
+    assert [g["targets"] for g in got] == [["10.64.0.2:9100"], ["10.64.0.3:9100"]]
+
+
+def test_the_describe_instances_query_is_signed_as_botocores_signer_signs_it():
+    """Checked and found right (a guard): the agent's SigV4 over the lister's query (filters, a value with a space, a
+    NextToken with / + =) gives botocore 1.44.8's SigV4Auth signature for service ec2."""
+    import datetime as dt
+    import urllib.parse
+
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    q = [("Action", "DescribeInstances"), ("Version", node_targets.EC2_VERSION), ("MaxResults", "1000"),
+         ("Filter.1.Name", "tag:gpufleet:cluster"), ("Filter.1.Value.1", "c1 x"), ("NextToken", "eyJ2/a+b=")]
+    url = "https://ec2.us-east-1.amazonaws.com/?" + urllib.parse.urlencode(q, quote_via=urllib.parse.quote)
+    empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"  # SHA-256 of no body
+    req = AWSRequest(method="GET", url=url, headers={"x-amz-content-sha256": empty})
+    SigV4Auth(Credentials("AKID", "s", "T"), "ec2", "us-east-1").add_auth(req)
+    now = dt.datetime.strptime(req.headers["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.timezone.utc)
+    ours = node_agent.sigv4_headers("GET", url, "us-east-1", "ec2", {"key": "AKID", "secret": "s", "token": "T"}, now=now)
+    assert ours["authorization"] == req.headers["Authorization"]
