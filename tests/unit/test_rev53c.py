@@ -207,3 +207,22 @@ def test_the_describe_instances_query_is_signed_as_botocores_signer_signs_it():
     now = dt.datetime.strptime(req.headers["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.timezone.utc)
     ours = node_agent.sigv4_headers("GET", url, "us-east-1", "ec2", {"key": "AKID", "secret": "s", "token": "T"}, now=now)
     assert ours["authorization"] == req.headers["Authorization"]
+
+
+@pytest.mark.parametrize("cidr", ["198.18.0.0/16", "240.10.0.0/16"])
+def test_a_node_inside_the_stacks_own_network_is_a_target(write, cat, monkeypatch, cidr):
+    """The spec takes any network.cidr Python calls private (spec.Network: ``is_private``), and GCP takes these for
+    subnets ("Valid IPv4 ranges": 198.18.0.0/15 benchmarking, 240.0.0.0/4 reserved; cloud.google.com/vpc/docs/
+    subnets#valid-ranges, read 2026-11-27); node_targets.checked keeps only its fixed PRIVATE blocks (RFC 1918, 6598,
+    4193), so every node of such a cluster is left out and the monitor scrapes nothing (and says it nowhere: see the
+    test above). The addresses to keep are the cluster's own network's."""
+    import ipaddress
+
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "p1")
+    path = write("s.yaml", f"name: c1\nowner: o\nnetwork: {{cidr: {cidr}}}\nmonitoring: {{prometheus: true, host: mon}}\n"
+                           "pools:\n  - {name: mon, provider: gcp, region: us-central1, instance_type: g2-standard-4, "
+                           "nodes: 1}\n")
+    stack = stacks.load(path, cat)  # accepted
+    inside = str(ipaddress.ip_network(stack.network.cidr)[7])
+    good, bad = node_targets.checked([("mon", "mon-0", inside)], {"mon"})
+    assert good == [("mon", "mon-0", inside)], bad
