@@ -64,7 +64,8 @@ def aws_nodes(cfg, d):
     store = agent.S3(cfg)  # its credentials: the role's, from IMDSv2 (root only), or the environment's
     out = []
     for region in d["aws"]["regions"]:
-        endpoint = (cfg.get("endpoint") or f"https://ec2.{region}.amazonaws.com").rstrip("/")
+        # EC2's own endpoint, never the store's (cfg "endpoint" is S3's): bootstrap.config's ec2_endpoint
+        endpoint = (cfg.get("ec2_endpoint") or f"https://ec2.{region}.amazonaws.com").rstrip("/")
         token = None
         while True:
             query = [("Action", "DescribeInstances"), ("Version", EC2_VERSION), ("MaxResults", "1000"),

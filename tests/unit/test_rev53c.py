@@ -76,31 +76,6 @@ def test_every_scraped_pool_is_listed_where_the_monitor_reaches_it_or_the_stack_
         f"pool gpu is scraped from files the monitor never fills with it: discovery={json.dumps(pil['discovery'])}")
 
 
-EMPTY_EC2 = (b'<?xml version="1.0" encoding="UTF-8"?><DescribeInstancesResponse '
-             b'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r</requestId><reservationSet/>'
-             b'</DescribeInstancesResponse>')
-
-
-def test_the_ec2_listing_goes_to_ec2_not_to_the_stacks_s3_endpoint(monkeypatch, tmp_path):
-    """`up` puts AWS_ENDPOINT_URL_S3 (boto3's S3-only endpoint: an S3 interface endpoint of a private VPC, say) into
-    the node's config as ``endpoint`` (aws/__init__.py program_settings); node_targets.aws_nodes sends DescribeInstances
-    there, and signs it for "ec2": S3 answers no EC2 action, so the monitor never has a target."""
-    asked = []
-
-    def http(method, url, headers=None, body=None, timeout=30):
-        asked.append(url)
-        return 200, {}, EMPTY_EC2
-
-    monkeypatch.setattr(node_agent, "http", http)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
-    cfg = {"cloud": "aws", "bucket": "b", "region": "us-east-1",
-           "endpoint": "https://bucket.vpce-0a1b2c3d4e5f60718-abcdefgh.s3.us-east-1.vpce.amazonaws.com"}
-    d = {"cluster": "c1", "pools": ["gpu"], "ports": [9100], "aws": {"regions": ["us-east-1"]}}
-    assert node_targets.run(cfg, d, out_dir=str(tmp_path)) == 0
-    assert asked and all(u.startswith("https://ec2.us-east-1.amazonaws.com/") for u in asked), asked
-
-
 def test_nodes_left_out_of_the_targets_are_said_somewhere(tmp_path, monkeypatch, capsys):
     """node_targets prints each node it leaves out (a public address, a name outside its format) and exits 0; the
     agent (list_targets) shows the lister's output only when it exits non-zero, so what the module's docstring

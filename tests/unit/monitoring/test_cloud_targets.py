@@ -69,7 +69,7 @@ def test_the_monitor_lists_the_clusters_running_nodes_with_its_one_action(iam_mo
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", creds["aws_secret_access_key"])
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     d = _discovery(stack, cat)
-    cfg = {"cloud": "aws", "bucket": "b", "region": "us-east-1", "endpoint": iam_moto.url}
+    cfg = {"cloud": "aws", "bucket": "b", "region": "us-east-1", "ec2_endpoint": iam_moto.url}
     assert node_targets.run(cfg, d, out_dir=str(tmp_path)) == 0
     got = json.loads((tmp_path / "9100.json").read_text())
     addresses = {i["InstanceId"]: i["PrivateIpAddress"] for r in ec2.describe_instances(InstanceIds=mine)["Reservations"]
@@ -87,9 +87,49 @@ def test_a_listing_refused_leaves_the_last_targets(iam_moto, stack, cat, monkeyp
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", creds["aws_access_key_id"])
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", creds["aws_secret_access_key"])
     (tmp_path / "9100.json").write_text('[{"targets": ["10.64.0.5:9100"], "labels": {"pool": "gpu", "node": "i-1"}}]')
-    cfg = {"cloud": "aws", "bucket": "b", "region": "us-east-1", "endpoint": iam_moto.url}
+    cfg = {"cloud": "aws", "bucket": "b", "region": "us-east-1", "ec2_endpoint": iam_moto.url}
     assert node_targets.run(cfg, _discovery(stack, cat), out_dir=str(tmp_path)) == 1
     assert "10.64.0.5:9100" in (tmp_path / "9100.json").read_text()
+
+
+EMPTY_EC2 = (b'<?xml version="1.0" encoding="UTF-8"?><DescribeInstancesResponse '
+             b'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r</requestId><reservationSet/>'
+             b'</DescribeInstancesResponse>')
+
+
+def test_the_ec2_listing_goes_to_ec2_not_to_the_stacks_s3_endpoint(monkeypatch, tmp_path):
+    """The node's ``endpoint`` is its store's (AWS_ENDPOINT_URL_S3: an S3 interface endpoint of a private VPC, say),
+    which answers no EC2 action; DescribeInstances goes to EC2's own endpoint (rev53c finding 3)."""
+    from gpufleet.clouds import node_agent
+
+    asked = []
+
+    def http(method, url, headers=None, body=None, timeout=30):
+        asked.append(url)
+        return 200, {}, EMPTY_EC2
+
+    monkeypatch.setattr(node_agent, "http", http)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    cfg = {"cloud": "aws", "bucket": "b", "region": "us-east-1",
+           "endpoint": "https://bucket.vpce-0a1b2c3d4e5f60718-abcdefgh.s3.us-east-1.vpce.amazonaws.com"}
+    d = {"cluster": "c1", "pools": ["gpu"], "ports": [9100], "aws": {"regions": ["us-east-1"]}}
+    assert node_targets.run(cfg, d, out_dir=str(tmp_path)) == 0
+    assert asked and all(u.startswith("https://ec2.us-east-1.amazonaws.com/") for u in asked), asked
+
+
+def test_the_nodes_ec2_endpoint_is_ec2s_variable_not_s3s(monkeypatch):
+    """`up` hands the nodes AWS_ENDPOINT_URL_EC2 (or the general AWS_ENDPOINT_URL) as EC2's endpoint, never the S3 one
+    (boto3's "Service-specific endpoints")."""
+    from gpufleet.clouds import provider
+
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_EC2", raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "https://s3.example")
+    assert provider("aws").program_settings(plan=True)["ec2_endpoint"] is None
+    monkeypatch.setenv("AWS_ENDPOINT_URL_EC2", "https://ec2.example")
+    assert provider("aws").program_settings(plan=True) == {"s3_endpoint": "https://s3.example",
+                                                           "ec2_endpoint": "https://ec2.example"}
 
 
 @pytest.mark.parametrize("pool,node,address", [
