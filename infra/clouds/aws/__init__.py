@@ -55,6 +55,8 @@ class Aws:
     # an AMI is regional: another region boots it only once copied there (CopyImage; "Copy an Amazon
     # EC2 AMI", docs.aws.amazon.com/AWSEC2/latest/UserGuide/CopyingAMIs.html, read 2026-11)
     images_global = False
+    # a VPC is regional, and gpufleet makes no peering or transit gateway between its regions' VPCs
+    network_global = False
     image_vars = staticmethod(images.variables)
     image_artifacts = staticmethod(images.artifacts)
     image_destination = staticmethod(images.destination)
