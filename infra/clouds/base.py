@@ -496,6 +496,9 @@ class Cloud(Provider, Protocol):
 
     image_template: str  # its Packer template under images/ (a golden image of a pool)
     images_global: bool  # an image built anywhere boots in every region (else only where it was built)
+    # the cluster's network spans every region of the cloud (a node reaches another region's nodes at their private
+    # addresses); else each region's network is its own, and gpufleet joins none of them (the monitor reaches its own)
+    network_global: bool
 
     def image_vars(self, pool, *, name: str, tags: dict[str, str], builder_tags: dict[str, str], bundle: str,
                    settings: dict, zones: tuple[str, ...], build: str) -> dict:

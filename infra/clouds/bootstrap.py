@@ -74,12 +74,15 @@ def agent_payload() -> str:
 
 def config(cloud: str, *, cluster: str, pool: str, bucket: str, region: str | None = None,
            account: str | None = None, identity: str | None = None, endpoint: str | None = None,
-           token_url: str | None = None, pip_args: list[str] | None = None, metadata: str = "root") -> dict:
+           token_url: str | None = None, pip_args: list[str] | None = None, metadata: str = "root",
+           ec2_endpoint: str | None = None) -> dict:
     """The agent's configuration: where its pool's bucket is and how to reach it (``endpoint`` and
-    ``token_url`` replace the cloud's own only for tests and S3-compatible stores), and who on the node
+    ``token_url`` replace the cloud's own only for tests and S3-compatible stores; ``ec2_endpoint``
+    EC2's, which the monitor's lister asks, for tests and private endpoints), and who on the node
     may reach the cloud's metadata service (``metadata``: root, or all-users; spec.Access.metadata)."""
     cfg = {"cloud": cloud, "cluster": cluster, "pool": pool, "bucket": bucket, "region": region, "account": account,
-           "identity": identity, "endpoint": endpoint, "token_url": token_url, "log": LOG, "metadata": metadata,
+           "identity": identity, "endpoint": endpoint, "ec2_endpoint": ec2_endpoint, "token_url": token_url,
+           "log": LOG, "metadata": metadata,
            "salt": {"version": SALT_VERSION, "venv": SALT_VENV, "pip_args": pip_args or []}}
     return {k: v for k, v in cfg.items() if v is not None}
 

@@ -726,8 +726,9 @@ def list_targets(cfg):
     try:
         r = subprocess.run([sys.executable, TARGETS_HOME], input=json.dumps({"cfg": cfg, "discovery": d}),
                            capture_output=True, text=True, timeout=120)
-        if r.returncode != 0:
-            print(f"scrape targets: {(r.stdout + r.stderr).strip()[-300:]}", flush=True)
+        # a failure, or the nodes it left out (a bad address, a name outside its format): its last 2000 characters
+        if r.stdout or r.stderr:
+            print(f"scrape targets: {(r.stdout + r.stderr).strip()[-2000:]}", flush=True)
     except (OSError, subprocess.SubprocessError) as e:
         print(f"scrape targets were not listed: {e}", flush=True)
 

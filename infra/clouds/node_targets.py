@@ -10,14 +10,14 @@ identity and a few named read actions (each cloud's ``monitoring.DISCOVERY_*``),
 2026-11-27: a JSON list of ``{"targets": ["host:port"], "labels": {...}}``, re-read when the file changes). A node heal
 replaced or `scale` added is there within a minute, without an edit.
 
-What a cloud answers is checked before it is written (an address that is no private IP, a name or a pool outside its
-format is left out, and said); each file is replaced whole (a temporary file renamed over it). A listing that fails
-leaves the last file as it was, and the run exits 1: an empty file would drop every target, and with them every
-"node down" alert.
+What a cloud answers is checked before it is written (an address neither private nor in the cluster's network, a name
+or a pool outside its format is left out, and said: the agent logs what this prints); each file is replaced whole (a
+temporary file renamed over it). A listing or a write that fails leaves the last file as it was, and the run exits 1:
+an empty file would drop every target, and with them every "node down" alert.
 
 ``python3 node_targets.py`` reads ``{"cfg": <the node's config>, "discovery": <its pool document's discovery>}`` on
-stdin; ``discovery``: ``{"cluster", "pools": [names], "ports": [ports], <cloud>: {...}}`` (gpufleet.monitoring.scrape
-.discovery).
+stdin; ``discovery``: ``{"cluster", "pools": [names], "ports": [ports], "networks": [cidrs], "port_pools": {port:
+[names]} (optional), <cloud>: {...}}`` (gpufleet.monitoring.scrape.discovery).
 """
 
 import ipaddress
@@ -64,7 +64,8 @@ def aws_nodes(cfg, d):
     store = agent.S3(cfg)  # its credentials: the role's, from IMDSv2 (root only), or the environment's
     out = []
     for region in d["aws"]["regions"]:
-        endpoint = (cfg.get("endpoint") or f"https://ec2.{region}.amazonaws.com").rstrip("/")
+        # EC2's own endpoint, never the store's (cfg "endpoint" is S3's): bootstrap.config's ec2_endpoint
+        endpoint = (cfg.get("ec2_endpoint") or f"https://ec2.{region}.amazonaws.com").rstrip("/")
         token = None
         while True:
             query = [("Action", "DescribeInstances"), ("Version", EC2_VERSION), ("MaxResults", "1000"),
@@ -148,8 +149,10 @@ def azure_nodes(cfg, d):
 LISTERS = {"aws": aws_nodes, "gcp": gcp_nodes, "azure": azure_nodes}
 
 
-def checked(found, pools):
-    """(targets, what was left out and why): a pool of the discovery, a node name in its format, a private IP."""
+def checked(found, pools, networks=()):
+    """(targets, what was left out and why): a pool of the discovery, a node name in its format, a private IP or one
+    inside the cluster's own ``networks`` (network.cidr may be any block the spec takes: 198.18.0.0/15 ...)."""
+    blocks = PRIVATE + tuple(ipaddress.ip_network(n) for n in networks)
     good, bad = set(), []
     for pool, node, address in found:
         try:
@@ -157,40 +160,53 @@ def checked(found, pools):
         except ValueError:
             ip = None
         if pool not in pools or not isinstance(node, str) or not NODE.fullmatch(node) or ip is None or \
-                not any(ip in net for net in PRIVATE if net.version == ip.version):
+                not any(ip in net for net in blocks if net.version == ip.version):
             bad.append(f"{str(node)[:80]!r} of pool {str(pool)[:80]!r} at {str(address)[:80]!r}")
             continue
         good.add((pool, node, str(ip)))
     return sorted(good), bad
 
 
-def write(targets, ports, out_dir=DIR):
-    """One file a port (an exporter's), each replaced whole; readable by Prometheus's user (no secret in it)."""
+def write(targets, ports, out_dir=DIR, port_pools=None):
+    """One file a port (an exporter's), each replaced whole; readable by Prometheus's user (no secret in it).
+    ``port_pools``: {port: pools} for a port only some pools' nodes serve (the monitor's own runs no DCGM exporter)."""
     os.makedirs(out_dir, exist_ok=True)
     os.chmod(out_dir, 0o755)  # whatever the umask (the agent's is 0077): Prometheus's user reads it
     for port in ports:
+        only = (port_pools or {}).get(str(port))
         doc = [{"targets": [f"[{a}]:{port}" if ":" in a else f"{a}:{port}"], "labels": {"pool": p, "node": n}}
-               for p, n, a in targets]
+               for p, n, a in targets if only is None or p in only]
         path = os.path.join(out_dir, f"{int(port)}.json")
         part = f"{path}.{os.getpid()}"
-        fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "w") as f:
-            os.fchmod(fd, 0o644)
-            json.dump(doc, f, indent=1, sort_keys=True)
-        os.replace(part, path)
+        try:
+            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "w") as f:
+                os.fchmod(fd, 0o644)
+                json.dump(doc, f, indent=1, sort_keys=True)
+            os.replace(part, path)
+        except BaseException:  # the last good file stays; no part file is left beside it, run after run
+            if os.path.lexists(part):
+                os.unlink(part)
+            raise
 
 
 def run(cfg, d, out_dir=DIR):
+    """List, check and write; what was left out is printed (the agent logs it), and a listing or a write that failed
+    leaves the last files and exits 1."""
     try:
         found = LISTERS[cfg["cloud"]](cfg, d)
     except (agent.AgentError, OSError, ValueError, KeyError, ET.ParseError) as e:
         print(f"the cluster's nodes were not listed ({e}): the scrape targets stay as they were", flush=True)
         return 1
-    targets, bad = checked(found, set(d["pools"]))
+    targets, bad = checked(found, set(d["pools"]), d.get("networks", ()))
     for b in bad:
-        print(f"left out of the scrape targets: {b} (not a node of the cluster's pools with a private address)",
-              flush=True)
-    write(targets, d["ports"], out_dir)
+        print(f"left out of the scrape targets: {b} (not a node of the cluster's pools with an address in its "
+              "network)", flush=True)
+    try:
+        write(targets, d["ports"], out_dir, d.get("port_pools"))
+    except OSError as e:
+        print(f"the scrape targets were not written to {out_dir} ({e}): they stay as they were", flush=True)
+        return 1
     return 0
 
 

@@ -37,16 +37,21 @@ def formulas(stack, pool) -> list[str]:
     return out
 
 
+def scraped_pools(stack) -> list:
+    """The pools whose nodes run the exporters, which the monitor scrapes."""
+    return [p for p in stack.pools if "monitoring" in _node_formulas(stack, p)]
+
+
 def monitor_pillar(stack, cluster: str) -> dict:
     """The monitor host's ``monitoring:server`` pillar: prometheus.yml scraping every pool whose nodes
     run the exporters, alertmanager.yml, the rules, retention by time and by the stack's disk size, and
     the address to listen on (a rack pool's first host's; a cloud node's own address in the cluster's network)."""
     m, pool = stack.monitoring, stack.monitor_pool()
-    scraped = [p for p in stack.pools if "monitoring" in _node_formulas(stack, p)]
+    scraped = scraped_pools(stack)
     return {"listen_address": pool.hosts[0].address if pool.hosts else "", "cluster_cidr": stack.network.cidr,
             "retention": m.retention, "retention_size": f"{m.disk_gb}GB",
             "prometheus_yml": scrape.render_prometheus(stack, cluster=cluster, pools=scraped, monitor=pool),
-            "discovery": scrape.discovery(cluster, pool, scraped),
+            "discovery": scrape.discovery(cluster, pool, scraped, [stack.network.cidr]),
             "alertmanager_yml": scrape.render_alertmanager(stack),
             "rules": render_rules(stack, cluster)}
 

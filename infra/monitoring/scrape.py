@@ -46,15 +46,57 @@ def scrape_config(job: str, cluster: str, pools: list) -> dict:
     return out
 
 
-def discovery(cluster: str, monitor, pools: list) -> dict | None:
+def _places(pool) -> list[tuple[str, str]]:
+    """Every (cloud, region) a cloud pool's nodes may run in: its own place and its failover's."""
+    f = pool.failover
+    clouds = [pool.provider, *(f.providers if f else ())]
+    return [(pool.provider, r) for r in (pool.region, *(f.regions if f else ())) if r] + \
+        [(c, "") for c in clouds[1:]]
+
+
+def unreached(monitor, pools: list) -> list[tuple[object, str]]:
+    """(pool, why) for each cloud pool of ``pools`` whose nodes the monitor cannot list and reach: Prometheus would
+    wait on a file_sd file that never names them (no series, so no "node down"), or scrape addresses that never
+    answer (every node "down"). A monitor lists its own cloud's nodes with its own identity, and reaches them where
+    its network does: the whole cloud where the cloud's network is global, else its own region. A rack's hosts are
+    written out (``scrape_discovery``): reaching them is the rack's own."""
+    out = []
+    for p in pools:
+        if p.on_rack or p is monitor:
+            continue
+        if monitor.on_rack:
+            out.append((p, f"the monitor ({monitor.name}) is on a rack, which lists no cloud's nodes"))
+            continue
+        for cloud, region in _places(p):
+            if cloud != monitor.provider:
+                out.append((p, f"its nodes may run on {cloud}, and the monitor ({monitor.name}, on {monitor.provider}) "
+                               "lists only its own cloud's nodes"))
+                break
+            if not provider(cloud).network_global and region != monitor.region:
+                out.append((p, f"its nodes may run in {cloud} {region}, whose network the monitor ({monitor.name}, in "
+                               f"{monitor.region}) does not reach"))
+                break
+    return out
+
+
+def discovery(cluster: str, monitor, pools: list, networks: list[str]) -> dict | None:
     """What root on a cloud monitor's node lists and writes for Prometheus (clouds/node_targets.py; the pool document
-    carries it): the nodes of ``pools`` on the monitor's own cloud, whose identity lists no other cloud's, on both
-    exporters' ports. None for a monitor on a rack, whose targets are written out."""
-    mine = [p for p in pools if p.provider == monitor.provider]
-    if monitor.on_rack or not mine:
+    carries it): the nodes of ``pools`` it reaches (``unreached``; the stack refuses the others) on both exporters'
+    ports, and its own pool's on node_exporter's (render_prometheus scrapes it whatever its role); addresses private
+    or inside the cluster's ``networks`` (network.cidr, which may be any block the spec takes). None for a monitor on
+    a rack, whose targets are written out."""
+    if monitor.on_rack:
         return None
-    return {"cluster": cluster, "pools": sorted(p.name for p in mine), "ports": [ports()[JOBS[j]] for j in JOBS],
-            monitor.provider: provider(monitor.provider).monitor_discovery(cluster, monitor, mine)}
+    gone = {id(p) for p, _ in unreached(monitor, pools)}
+    mine = [p for p in pools if not p.on_rack and id(p) not in gone]
+    listed = mine + ([monitor] if monitor.name not in {p.name for p in mine} else [])
+    names = sorted(p.name for p in listed)
+    d = {"cluster": cluster, "pools": names, "ports": [ports()[JOBS[j]] for j in JOBS], "networks": list(networks),
+         monitor.provider: provider(monitor.provider).monitor_discovery(cluster, monitor, listed)}
+    exporters = sorted(p.name for p in mine)
+    if exporters != names:  # the monitor itself runs no DCGM exporter: its node is no dcgm target
+        d["port_pools"] = {str(ports()[JOBS["dcgm"]]): exporters}
+    return d
 
 
 def render_prometheus(stack, *, cluster: str, pools: list, monitor=None) -> str:

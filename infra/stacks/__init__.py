@@ -21,8 +21,10 @@ from gpufleet.catalog.images import IMAGES, osfinger
 from gpufleet.clouds import provider
 from gpufleet.clouds.tags import Cluster
 from gpufleet.configure import FORMULAS, packages, software
+from gpufleet.configure.pillar import scraped_pools
 from gpufleet.engine.addresses import address_needs, plan_addresses
 from gpufleet.errors import InputError, NotFound, did_you_mean
+from gpufleet.monitoring.scrape import unreached
 from gpufleet.perf import workloads
 from gpufleet.providers import PROVIDERS
 from gpufleet.spec import Problem
@@ -33,7 +35,7 @@ def load(path: str | Path, cat=None, *, text: str | None = None) -> spec.Stack:
     return spec.load(path, cat if cat is not None else catalog.load(), text=text,
                      pool_checks=[interconnect, provider_rules, failover_places, reserved_places],
                      stack_checks=[formulas, software_fits, lustre_clients, workload_known, addresses_fit, bastion_pool,
-                                   tags_fit])
+                                   tags_fit, monitor_reaches])
 
 
 def interconnect(stack, pool, instance, cat) -> Iterable[Problem]:
@@ -168,6 +170,18 @@ def bastion_pool(stack, cat) -> Iterable[Problem]:
                         + ("a rack is reached directly" if pool.on_rack else "its nodes have no public address"),
                         "give a cloud pool public_ip: true (its SSH is open only to access.ssh_cidrs)")]
     return []
+
+
+def monitor_reaches(stack, cat) -> Iterable[Problem]:
+    """The monitor lists and reaches every pool it scrapes (monitoring.scrape.unreached): a pool it does not would be
+    waited on in a file nobody fills, or scraped where no node answers, and alert on nothing."""
+    mon = stack.monitor_pool()
+    if mon is None:
+        return
+    for pool, why in unreached(mon, scraped_pools(stack)):
+        yield Problem(("monitoring", "host"), f"pool {pool.name} is scraped, and the monitor cannot list and reach "
+                      f"its nodes: {why}", "put the monitor on the pools' cloud and region (host: a pool of its own "
+                      f"there), or give pool {pool.name} salt.states without monitoring")
 
 
 def tags_fit(stack, cat) -> Iterable[Problem]:

@@ -59,6 +59,16 @@ pools:
 
 
 # a pool of each cloud placed at a reservation it holds (what failover's first attempt deploys)
+# a cloud monitor (no example has one: mixed.yaml's pools span clouds, which one monitor cannot reach)
+MONITORED_STACK = f"""name: watched
+owner: o
+access: {{public_key: "{KEY}"}}
+monitoring: {{prometheus: true, host: mon}}
+pools:
+  - {{name: mon, provider: aws, region: us-east-1, instance_type: g5.xlarge, nodes: 1}}
+  - {{name: gpu, provider: aws, region: us-east-1, instance_type: p4d.24xlarge, nodes: 2}}
+"""
+
 RESERVED_STACK = """\
 name: reserved
 owner: ops@example.com
@@ -113,6 +123,9 @@ def plans(tmp_path_factory):
     path = tmp_path_factory.mktemp("flex") / "flex.yaml"
     path.write_text(FLEX_STACK)
     out["flex-start"] = planner.plan(stacks.load(path, cat), cat, workers=1)
+    path = tmp_path_factory.mktemp("monitored") / "watched.yaml"
+    path.write_text(MONITORED_STACK)
+    out["aws-monitor"] = planner.plan(stacks.load(path, cat), cat, workers=1)
     return out
 
 
@@ -449,14 +462,14 @@ DISCOVERY_POLICY = "gpufleet-prometheus-discovery"  # the monitor pool's role (c
 
 
 def test_only_the_monitor_pools_role_may_list_instances_for_prometheus(plans):
-    """mixed.yaml puts Prometheus on its AWS pool, whose EC2 discovery calls DescribeInstances: that role,
-    and no other of any example, gets an inline policy with that one action on "*" (DescribeInstances has
+    """MONITORED_STACK puts Prometheus on its AWS pool, whose EC2 discovery calls DescribeInstances: that role,
+    and no other of any plan, gets an inline policy with that one action on "*" (DescribeInstances has
     no resource-level permissions: "Actions, resources, and condition keys for Amazon EC2", Service
     Authorization Reference, read 2026-11-27)."""
     found = {name: [r for r in _by_type(p, "aws:iam/rolePolicy:RolePolicy") if r.inputs["name"] == DISCOVERY_POLICY]
              for name, p in plans.items()}
-    assert {n for n, rs in found.items() if rs} == {"mixed"}, found
-    (r,) = found["mixed"]
+    assert {n for n, rs in found.items() if rs} == {"aws-monitor"}, found
+    (r,) = found["aws-monitor"]
     doc = json.loads(r.inputs["policy"])
     assert doc["Statement"] == [{"Sid": "PrometheusEc2Discovery", "Effect": "Allow",
                                  "Action": ["ec2:DescribeInstances"], "Resource": "*"}]

@@ -55,6 +55,8 @@ class Aws:
     # an AMI is regional: another region boots it only once copied there (CopyImage; "Copy an Amazon
     # EC2 AMI", docs.aws.amazon.com/AWSEC2/latest/UserGuide/CopyingAMIs.html, read 2026-11)
     images_global = False
+    # a VPC is regional, and gpufleet makes no peering or transit gateway between its regions' VPCs
+    network_global = False
     image_vars = staticmethod(images.variables)
     image_artifacts = staticmethod(images.artifacts)
     image_destination = staticmethod(images.destination)
@@ -70,9 +72,13 @@ class Aws:
 
     def program_settings(self, *, plan: bool) -> dict:
         # an S3-compatible endpoint (boto3's own variables) goes into the nodes' bootstrap too, so
-        # nodes and `up` read the same store (and `plan` shows it); real AWS needs neither
-        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-        return {"s3_endpoint": endpoint}
+        # nodes and `up` read the same store (and `plan` shows it); real AWS needs neither. EC2's is
+        # its own: AWS_ENDPOINT_URL_S3 names S3's alone ("Service-specific endpoints",
+        # docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html, read 2026-11-27), and the
+        # monitor's lister (clouds/node_targets.py) asks EC2
+        general = os.environ.get("AWS_ENDPOINT_URL")
+        return {"s3_endpoint": os.environ.get("AWS_ENDPOINT_URL_S3") or general,
+                "ec2_endpoint": os.environ.get("AWS_ENDPOINT_URL_EC2") or general}
 
     def program(self):
         return load("program")

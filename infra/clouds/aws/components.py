@@ -188,12 +188,13 @@ def bucket_policy(bucket_arn: str, pool: str) -> str:
 @dataclass
 class NodeConfig:
     """Where a pool's nodes find their configuration: the stack's bucket (name, ARN, region) and,
-    for an S3-compatible store, its endpoint."""
+    for an S3-compatible store, its endpoint; EC2's endpoint where it is not AWS's own (the monitor's lister)."""
 
     bucket: pulumi.Input[str]
     bucket_arn: pulumi.Input[str]
     region: str
     endpoint: str | None = None
+    ec2_endpoint: str | None = None
 
 
 @dataclass
@@ -290,7 +291,8 @@ class GpuNodePool(pulumi.ComponentResource):
             user_data = pulumi.Output.all(nc.bucket, pulumi.Output.all(*mounts)).apply(
                 lambda v: base64.b64encode(bootstrap.render(
                     bootstrap.config("aws", cluster=args.cluster, pool=args.pool, bucket=v[0], region=nc.region,
-                                     endpoint=nc.endpoint, metadata=args.metadata),
+                                     endpoint=nc.endpoint, ec2_endpoint=nc.ec2_endpoint,
+                                     metadata=args.metadata),
                     pre=lustre_user_data([tuple(m) for m in v[1]]) if v[1] else "").encode()).decode())
 
         reservation = market = None

@@ -26,5 +26,6 @@ def scrape_discovery(cluster: str, pools: list, port: int) -> tuple[dict, list]:
 
 
 def monitor_discovery(cluster: str, monitor, pools: list) -> dict:
-    """What node_targets.aws_nodes lists: every region the pools may be in (failover's too)."""
-    return {"regions": sorted({r for p in pools for r in (p.region, *(p.failover.regions if p.failover else ())) if r})}
+    """What node_targets.aws_nodes lists: the monitor's own region, the one whose VPC it reaches (the stack refuses
+    a scraped pool that may run elsewhere: monitoring.scrape.unreached)."""
+    return {"regions": [monitor.region]}

@@ -28,7 +28,8 @@ def build_region(ctx, index: int, region: str, pools: list, shared: dict) -> dic
         existing_vpc=existing), opts=popts)
     if "bucket" not in shared:  # the stack's one bucket, in its first AWS region
         b = mod.ClusterBucket(resource_name(cluster.name, "aws"), cluster.name, cluster.tags(), opts=popts)
-        shared["bucket"] = mod.NodeConfig(b.name, b.arn, region, ctx.settings["aws"].get("s3_endpoint"))
+        shared["bucket"] = mod.NodeConfig(b.name, b.arn, region, ctx.settings["aws"].get("s3_endpoint"),
+                                          ctx.settings["aws"].get("ec2_endpoint"))
     pins: dict[str, object] = {}  # image name -> its AMI, pinned once for the cluster in this region
 
     def image(pool) -> object:

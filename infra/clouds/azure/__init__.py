@@ -46,6 +46,8 @@ class Azure:
     # Azure Compute Gallery", learn.microsoft.com/azure/virtual-machines/shared-image-galleries, read
     # 2026-11), and images/azure.pkr.hcl replicates it to the build's location only
     images_global = False
+    # a VNet is regional, and gpufleet peers none of its regions' VNets
+    network_global = False
     image_vars = staticmethod(images.variables)
     image_artifacts = staticmethod(images.artifacts)
     image_purchase_plan = staticmethod(images.purchase_plan)

@@ -166,7 +166,10 @@ class ClusterStorage(pulumi.ComponentResource):
         guid = str(uuid.uuid5(_ROLE_IDS, f"{subscription}/{cluster}/{region}"))
         role = azn.authorization.RoleDefinition(
             f"{name}-node-role", role_definition_id=guid,
-            role_name=f"gpufleet node {cluster} {region}", scope=group, assignable_scopes=[group],
+            # a custom role's name is unique in the whole directory ("Custom role properties", learn.microsoft.com/
+            # azure/role-based-access-control/custom-roles, read 2026-11-27): the guid (of the subscription among the
+            # rest) tells one subscription's cluster from another's of the same name
+            role_name=f"gpufleet node {cluster} {region} {guid}", scope=group, assignable_scopes=[group],
             description="gpufleet cloud nodes: read the Salt trees and their pool's configuration, write their "
                         "statuses (blob data actions only)",
             permissions=[{"actions": [], "data_actions": list(NODE_DATA_ACTIONS)}], opts=child)
@@ -289,7 +292,7 @@ class GpuNodePool(pulumi.ComponentResource):
                 guid = str(uuid.uuid5(_ROLE_IDS, f"{args.subscription}/{args.cluster}/{args.pool}/discovery"))
                 listing = azn.authorization.RoleDefinition(
                     f"{name}-discovery-role", role_definition_id=guid, scope=group, assignable_scopes=[group],
-                    role_name=f"gpufleet monitor {args.cluster} {args.pool}",
+                    role_name=f"gpufleet monitor {args.cluster} {args.pool} {guid}",  # unique in the directory
                     description="gpufleet's monitor: list the network interfaces of the cluster's scale sets",
                     permissions=[{"actions": list(monitoring.DISCOVERY_ACTIONS), "data_actions": []}], opts=child)
                 azn.authorization.RoleAssignment(

@@ -50,6 +50,9 @@ class Gcp:
     # a Compute Engine image is a global resource, usable in every region and zone ("Images",
     # cloud.google.com/compute/docs/images, read 2026-11)
     images_global = True
+    # a VPC network is global: its subnets in every region route to each other ("VPC networks",
+    # cloud.google.com/vpc/docs/vpc, read 2026-11-27)
+    network_global = True
     image_vars = staticmethod(images.variables)
     image_artifacts = staticmethod(images.artifacts)
     image_destination = staticmethod(images.destination)

@@ -5,6 +5,7 @@ against moto's EC2 with IAM enforced (the monitor's policy alone, signed by the 
 Prometheus 2.42 run on loopback, whose /api/v1/targets must list every node with its labels."""
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -69,7 +70,7 @@ def test_the_monitor_lists_the_clusters_running_nodes_with_its_one_action(iam_mo
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", creds["aws_secret_access_key"])
     monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
     d = _discovery(stack, cat)
-    cfg = {"cloud": "aws", "bucket": "b", "region": "us-east-1", "endpoint": iam_moto.url}
+    cfg = {"cloud": "aws", "bucket": "b", "region": "us-east-1", "ec2_endpoint": iam_moto.url}
     assert node_targets.run(cfg, d, out_dir=str(tmp_path)) == 0
     got = json.loads((tmp_path / "9100.json").read_text())
     addresses = {i["InstanceId"]: i["PrivateIpAddress"] for r in ec2.describe_instances(InstanceIds=mine)["Reservations"]
@@ -87,9 +88,49 @@ def test_a_listing_refused_leaves_the_last_targets(iam_moto, stack, cat, monkeyp
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", creds["aws_access_key_id"])
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", creds["aws_secret_access_key"])
     (tmp_path / "9100.json").write_text('[{"targets": ["10.64.0.5:9100"], "labels": {"pool": "gpu", "node": "i-1"}}]')
-    cfg = {"cloud": "aws", "bucket": "b", "region": "us-east-1", "endpoint": iam_moto.url}
+    cfg = {"cloud": "aws", "bucket": "b", "region": "us-east-1", "ec2_endpoint": iam_moto.url}
     assert node_targets.run(cfg, _discovery(stack, cat), out_dir=str(tmp_path)) == 1
     assert "10.64.0.5:9100" in (tmp_path / "9100.json").read_text()
+
+
+EMPTY_EC2 = (b'<?xml version="1.0" encoding="UTF-8"?><DescribeInstancesResponse '
+             b'xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r</requestId><reservationSet/>'
+             b'</DescribeInstancesResponse>')
+
+
+def test_the_ec2_listing_goes_to_ec2_not_to_the_stacks_s3_endpoint(monkeypatch, tmp_path):
+    """The node's ``endpoint`` is its store's (AWS_ENDPOINT_URL_S3: an S3 interface endpoint of a private VPC, say),
+    which answers no EC2 action; DescribeInstances goes to EC2's own endpoint (rev53c finding 3)."""
+    from gpufleet.clouds import node_agent
+
+    asked = []
+
+    def http(method, url, headers=None, body=None, timeout=30):
+        asked.append(url)
+        return 200, {}, EMPTY_EC2
+
+    monkeypatch.setattr(node_agent, "http", http)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    cfg = {"cloud": "aws", "bucket": "b", "region": "us-east-1",
+           "endpoint": "https://bucket.vpce-0a1b2c3d4e5f60718-abcdefgh.s3.us-east-1.vpce.amazonaws.com"}
+    d = {"cluster": "c1", "pools": ["gpu"], "ports": [9100], "aws": {"regions": ["us-east-1"]}}
+    assert node_targets.run(cfg, d, out_dir=str(tmp_path)) == 0
+    assert asked and all(u.startswith("https://ec2.us-east-1.amazonaws.com/") for u in asked), asked
+
+
+def test_the_nodes_ec2_endpoint_is_ec2s_variable_not_s3s(monkeypatch):
+    """`up` hands the nodes AWS_ENDPOINT_URL_EC2 (or the general AWS_ENDPOINT_URL) as EC2's endpoint, never the S3 one
+    (boto3's "Service-specific endpoints")."""
+    from gpufleet.clouds import provider
+
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_EC2", raising=False)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "https://s3.example")
+    assert provider("aws").program_settings(plan=True)["ec2_endpoint"] is None
+    monkeypatch.setenv("AWS_ENDPOINT_URL_EC2", "https://ec2.example")
+    assert provider("aws").program_settings(plan=True) == {"s3_endpoint": "https://s3.example",
+                                                           "ec2_endpoint": "https://ec2.example"}
 
 
 @pytest.mark.parametrize("pool,node,address", [
@@ -318,4 +359,57 @@ def test_the_tree_carries_the_lister_and_only_the_monitors_document_names_a_disc
     gpu = next(p for p in stack.pools if p.name == "gpu")
     assert "discovery" not in channel.pool_document(stack, gpu, cluster="c1", cat=cat, tree="0" * 64)
     assert _discovery(stack, cat) == {"cluster": "c1", "pools": ["gpu", "mon"], "ports": [9100, 9400],
-                                      "aws": {"regions": ["us-east-1"]}}
+                                      "networks": ["10.64.0.0/16"], "aws": {"regions": ["us-east-1"]}}
+
+
+@pytest.mark.parametrize("cidr", ["198.18.0.0/16", "240.10.0.0/16"])
+def test_a_node_inside_the_stacks_own_network_is_a_target(write, cat, monkeypatch, cidr):
+    """The spec takes any network.cidr Python calls private (spec.Network), and GCP takes these for subnets ("Valid
+    IPv4 ranges": 198.18.0.0/15, 240.0.0.0/4; cloud.google.com/vpc/docs/subnets#valid-ranges, read 2026-11-27): the
+    discovery carries the cluster's network, and the lister keeps its addresses (rev53c finding 5); a public
+    address outside it is still left out."""
+    import ipaddress
+
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "p1")
+    path = write("s.yaml", f"name: c1\nowner: o\nnetwork: {{cidr: {cidr}}}\nmonitoring: {{prometheus: true, host: mon}}\n"
+                           "pools:\n  - {name: mon, provider: gcp, region: us-central1, instance_type: g2-standard-4, "
+                           "nodes: 1}\n")
+    st = stacks.load(path, cat)
+    d = pillar.monitor_pillar(st, "c1")["discovery"]
+    inside = str(ipaddress.ip_network(st.network.cidr)[7])
+    good, bad = node_targets.checked([("mon", "mon-0", inside), ("mon", "mon-1", "203.0.113.9")], set(d["pools"]),
+                                     d["networks"])
+    assert good == [("mon", "mon-0", inside)] and len(bad) == 1, bad
+
+
+def test_nodes_left_out_of_the_targets_are_in_the_agents_log(tmp_path, monkeypatch, capsys):
+    """The lister prints each node it leaves out and exits 0 (the rest are written); the agent logs what it printed,
+    not only on a failure: else a node never scraped (a bad address, a spoofed name) has no line anywhere saying why
+    (rev53c finding 6)."""
+    from gpufleet.clouds import node_agent
+
+    stand_in = tmp_path / "node_targets.py"
+    stand_in.write_text("print(\"left out of the scrape targets: 'i-0abc' of pool 'gpu' at '203.0.113.9'\")\n")
+    monkeypatch.setattr(node_agent, "STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(node_agent, "TARGETS_HOME", str(stand_in))
+    d = {"cluster": "c1", "pools": ["gpu"], "ports": [9100], "aws": {"regions": ["us-east-1"]}}
+    (tmp_path / "applied.json").write_text(json.dumps({"generation": "g1", "ok": True, "discovery": d}))
+    node_agent.list_targets({"cloud": "aws", "bucket": "b", "region": "us-east-1"})
+    assert "203.0.113.9" in capsys.readouterr().out
+
+
+def test_a_failed_write_keeps_the_last_file_and_leaves_no_part_file(tmp_path, monkeypatch, capsys):
+    """A write that fails midway (a full disk) keeps the last good file, leaves no ``<port>.json.<pid>`` beside it (a
+    new one each failing run), and run() says so and exits 1 instead of a traceback (rev53c finding 7)."""
+    out = tmp_path / "t"
+    node_targets.write([("gpu", "i-0aaa", "10.64.0.2")], [9100], str(out))
+    before = (out / "9100.json").read_text()
+    monkeypatch.setattr(node_targets.json, "dump", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
+    with pytest.raises(OSError):
+        node_targets.write([("gpu", "i-0bbb", "10.64.0.3")], [9100], str(out))
+    assert (out / "9100.json").read_text() == before
+    assert sorted(os.listdir(out)) == ["9100.json"]
+    monkeypatch.setattr(node_targets, "LISTERS", {"aws": lambda cfg, d: [("gpu", "i-0bbb", "10.64.0.3")]})
+    d = {"cluster": "c1", "pools": ["gpu"], "ports": [9100], "aws": {"regions": ["us-east-1"]}}
+    assert node_targets.run({"cloud": "aws"}, d, out_dir=str(out)) == 1
+    assert "disk full" in capsys.readouterr().out and sorted(os.listdir(out)) == ["9100.json"]

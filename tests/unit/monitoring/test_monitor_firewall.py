@@ -151,3 +151,28 @@ def test_the_monitors_identity_may_list_the_clusters_nodes_and_nothing_more(plan
         assert perm["actions"] == list(azure.DISCOVERY_ACTIONS) and not perm.get("dataActions")
         (grant,) = [r for r in _by_type(p, "azure-native:authorization:RoleAssignment") if r.name.endswith("-discovery")]
         assert grant.inputs["scope"] == role.inputs["scope"] and "/resourceGroups/" in grant.inputs["scope"]
+
+
+def test_the_azure_role_names_are_unique_in_the_tenant(write, monkeypatch):
+    """Two subscriptions of one tenant (dev and prod) each bring up a cluster "train" with a monitor pool "mon": a
+    custom role's roleName "must be unique at the scope of the Microsoft Entra directory" ("Custom role properties",
+    learn.microsoft.com/azure/role-based-access-control/custom-roles, read 2026-11-27), else the second `up` fails
+    with RoleDefinitionWithSameNameExists. The monitor's role and the region's node role differ by subscription
+    (rev53c finding 4)."""
+    from gpufleet import catalog
+    from gpufleet.clouds.azure import credentials as az_creds
+
+    cat = catalog.load(use_config=False)
+    path = write("s.yaml", "name: train\nowner: o\naccess: {public_key: \"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFjtZCMk8DLg"
+                           "9Gw3q44fZDXDQHKWHrf7Wb55hmdcfA0A x\"}\nmonitoring: {prometheus: true, host: mon}\npools:\n"
+                           "  - {name: mon, provider: azure, region: eastus, instance_type: Standard_NC4as_T4_v3, "
+                           "nodes: 1}\n")
+    names = []
+    for sub in ("11111111-1111-1111-1111-111111111111", "22222222-2222-2222-2222-222222222222"):
+        monkeypatch.setattr(az_creds, "PLAN_SUBSCRIPTION", sub)
+        p = planner.plan(stacks.load(path, cat), cat, workers=1)
+        roles = _by_type(p, "azure-native:authorization:RoleDefinition")
+        assert {r.inputs["roleName"].split()[1] for r in roles} == {"monitor", "node"}
+        assert all(sub in r.inputs["scope"] for r in roles)  # the plan really is the subscription's
+        names += [r.inputs["roleName"] for r in roles]
+    assert len(set(names)) == 4, names

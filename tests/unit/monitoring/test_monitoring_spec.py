@@ -63,3 +63,43 @@ def test_the_catalogue_has_the_fields_the_alerts_need_and_dcgms_own_defaults():
     assert all(n.startswith(("DCGM_FI_", "gpufleet_", "node_", "up", "ALERTS")) or n == "DCGM_EXP_XID_ERRORS_COUNT"
                for n in names.catalogue())
     assert got["DCGM_EXP_XID_ERRORS_COUNT"].labels[-2:] == ("xid", "window_size_in_ms")
+
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFjtZCMk8DLg9Gw3q44fZDXDQHKWHrf7Wb55hmdcfA0A x"
+RACK_MON = "{name: mon, provider: baremetal, site: lab, gpu: L4, gpus_per_node: 1, hosts: [{address: 10.0.9.1}]}"
+AWS_MON = "{name: mon, provider: aws, region: us-east-1, instance_type: g5.xlarge, nodes: 1}"
+AZ_MON = "{name: mon, provider: azure, region: eastus, instance_type: Standard_NC4as_T4_v3, nodes: 1}"
+GCP_MON = "{name: mon, provider: gcp, region: us-central1, instance_type: g2-standard-4, nodes: 1}"
+
+
+@pytest.mark.parametrize("mon,gpu,why", [
+    (AWS_MON, "{name: gpu, provider: gcp, region: us-central1, instance_type: g2-standard-4, nodes: 2}",
+     "may run on gcp, and the monitor (mon, on aws) lists only its own cloud's nodes"),
+    (RACK_MON, "{name: gpu, provider: aws, region: us-east-1, instance_type: p4d.24xlarge, nodes: 2}",
+     "is on a rack, which lists no cloud's nodes"),
+    (AWS_MON, "{name: gpu, provider: aws, region: us-west-2, instance_type: p4d.24xlarge, nodes: 2}",
+     "may run in aws us-west-2, whose network the monitor (mon, in us-east-1) does not reach"),
+    (AZ_MON, "{name: gpu, provider: azure, region: westus2, instance_type: Standard_NC4as_T4_v3, nodes: 2}",
+     "may run in azure westus2, whose network the monitor (mon, in eastus) does not reach"),
+    (AWS_MON, "{name: gpu, provider: aws, region: us-east-1, instance_type: p4d.24xlarge, nodes: 2, "
+              "failover: {regions: [us-west-2]}}", "may run in aws us-west-2"),
+], ids=["aws-monitor-gcp-pool", "rack-monitor-aws-pool", "aws-other-region", "azure-other-region",
+        "aws-failover-region"])
+def test_a_scraped_pool_the_monitor_cannot_list_and_reach_is_refused_at_monitoring_host(write, mon, gpu, why):
+    """rev53c findings 1 and 2: prometheus.yml would wait on file_sd files nobody fills with the pool (Prometheus 2.42
+    file_sd: a target in no file does not exist, so no series, no ``up == 0``, no "node down"), or scrape another
+    region's private addresses (a VPC/VNet is regional; gpufleet joins none), every node "down"."""
+    (e,) = problems(write, f"name: s\nowner: o\naccess: {{public_key: \"{KEY}\"}}\nmonitoring: {{prometheus: true, "
+                           f"host: mon}}\npools:\n  - {mon}\n  - {gpu}\n")
+    assert (e.line, str(e.key)) == (4, "monitoring.host") and "pool gpu is scraped" in e.problem, e
+    assert why in e.problem and "put the monitor on the pools' cloud and region" in e.hint
+
+
+def test_a_gcp_monitor_reaches_another_regions_pool_of_its_global_network(write):
+    """A GCP VPC network is global (its regions' subnets route to each other): no refusal there; a rack pool's hosts
+    are written out, whatever the monitor's cloud."""
+    st = stacks.load(write("s.yaml", "name: s\nowner: o\nmonitoring: {prometheus: true, host: mon}\npools:\n"
+                                     f"  - {GCP_MON}\n  - {{name: gpu, provider: gcp, region: europe-west4, "
+                                     "instance_type: g2-standard-4, nodes: 2}\n"
+                                     f"  - {RACK_MON.replace('mon', 'rack')}\n"))
+    assert st.monitor_pool().name == "mon"

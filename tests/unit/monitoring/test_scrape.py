@@ -4,6 +4,7 @@ Debian's `prometheus`) and an alertmanager.yml amtool accepts where it is instal
 scraped pools is a target of both exporters with the labels cluster, pool and node; Prometheus goes on
 the monitor pool's first node only, listening on its address."""
 
+import json
 import shutil
 import subprocess
 
@@ -49,7 +50,7 @@ def test_every_example_monitor_renders_files_the_programs_accept(cat, accounts, 
         _checked("promtool", ["check", "config"], srv["prometheus_yml"], tmp_path, f"{f.stem}-prometheus.yml")
         if shutil.which("amtool"):
             _checked("amtool", ["check-config"], srv["alertmanager_yml"], tmp_path, f"{f.stem}-alertmanager.yml")
-    assert {"baremetal-rack", "mixed"} <= set(monitored), monitored
+    assert "baremetal-rack" in monitored, monitored
 
 
 def _targets(prom: str, job: str) -> dict[str, dict]:
@@ -69,19 +70,60 @@ def test_every_rack_host_is_a_target_of_both_exporters_with_its_labels(cat):
     assert yaml.safe_load(prom)["global"]["scrape_interval"] == "30s"
 
 
-def test_cloud_nodes_are_read_from_the_files_root_writes_on_the_monitor(cat, accounts):
+CLOUD_AND_RACK = """name: c1
+owner: o
+monitoring: {prometheus: true, host: mon}
+pools:
+  - {name: mon, provider: aws, region: us-west-2, instance_type: g5.xlarge, nodes: 1}
+  - {name: gpu, provider: aws, region: us-west-2, instance_type: p4d.24xlarge, nodes: 2}
+  - {name: rack, provider: baremetal, site: lab, gpu: L4, gpus_per_node: 1, hosts: [{address: 192.0.2.21}]}
+"""
+
+
+def test_cloud_nodes_are_read_from_the_files_root_writes_on_the_monitor(write, cat, accounts):
     """Prometheus asks no cloud (it could not: the metadata service is root's alone): every cloud pool's targets come
-    from the file root writes on the monitor's node (clouds/node_targets.py), which lists the monitor's own cloud's
+    from the file root writes on the monitor's node (clouds/node_targets.py), which lists the monitor's own region's
     pools with its identity; the rack's hosts are written out."""
-    st = stacks.load(ROOT / "stacks" / "examples" / "mixed.yaml", cat)
+    st = stacks.load(write("c1.yaml", CLOUD_AND_RACK), cat)
     srv = pillar.monitor_pillar(st, "c1")
     (node,) = [c for c in yaml.safe_load(srv["prometheus_yml"])["scrape_configs"] if c["job_name"] == "node"]
     assert node["file_sd_configs"] == [{"files": ["/etc/prometheus/gpufleet-targets/9100.json"]}]
     assert not {"ec2_sd_configs", "gce_sd_configs", "azure_sd_configs"} & set(node)
     assert {g["labels"]["pool"] for g in node["static_configs"]} == {"rack"}
-    assert srv["discovery"] == {"cluster": "c1", "pools": ["aws-a100"], "ports": [9100, 9400],
-                                "aws": {"regions": ["us-west-2"]}}
+    assert srv["discovery"] == {"cluster": "c1", "pools": ["gpu", "mon"], "ports": [9100, 9400],
+                                "networks": ["10.64.0.0/16"], "aws": {"regions": ["us-west-2"]}}
     assert {r.get("target_label") for r in node["relabel_configs"]} == {"cluster"}
+
+
+CLOUD_CONTROLLER_MONITOR = """name: c1
+owner: o
+monitoring: {prometheus: true}
+slurm: {health_check_interval: 120}
+pools:
+  - {name: ctl, provider: aws, region: us-east-1, instance_type: g4dn.12xlarge, role: controller, nodes: 1}
+  - {name: gpu, provider: aws, region: us-east-1, instance_type: p4d.24xlarge, nodes: 2}
+"""
+
+
+def test_a_cloud_controller_monitors_own_node_is_listed_for_node_exporter_only(write, cat, tmp_path):
+    """render_prometheus puts the monitor's own pool in the node job (its node_exporter serves the cluster
+    collector's file) whatever its role; a cloud monitor's targets come from the files root writes, so its own node
+    must be listed too (or the job waits on it for ever), and in node_exporter's file alone: Slurm's controller runs
+    no DCGM exporter (rev53c, after merge b13552f)."""
+    from gpufleet.clouds import node_targets
+
+    st = stacks.load(write("c1.yaml", CLOUD_CONTROLLER_MONITOR), cat)
+    srv = pillar.monitor_pillar(st, "c1")
+    node_port, dcgm_port = scrape.ports()["node_exporter"], scrape.ports()["dcgm_exporter"]
+    (node,) = [c for c in yaml.safe_load(srv["prometheus_yml"])["scrape_configs"] if c["job_name"] == "node"]
+    assert node["file_sd_configs"] == [{"files": [f"{node_targets.DIR}/{node_port}.json"]}]
+    d = srv["discovery"]
+    assert d["pools"] == ["ctl", "gpu"] and d["port_pools"] == {str(dcgm_port): ["gpu"]}
+    node_targets.write([("ctl", "i-0c", "10.64.0.4"), ("gpu", "i-0g", "10.64.0.5")], d["ports"], str(tmp_path),
+                       d.get("port_pools"))
+    listed = {port: [g["labels"]["node"] for g in json.loads((tmp_path / f"{port}.json").read_text())]
+              for port in (node_port, dcgm_port)}
+    assert listed == {node_port: ["i-0c", "i-0g"], dcgm_port: ["i-0g"]}
 
 
 def test_prometheus_goes_on_the_monitor_pools_first_node_listening_on_its_address(cat):
