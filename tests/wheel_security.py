@@ -175,7 +175,7 @@ def store_record_cannot_choose_keys(work: Path) -> None:
 
 def metadata_closed_to_job_users() -> None:
     import base64
-    import gzip
+    import lzma
 
     from gpufleet.clouds import bootstrap
 
@@ -186,7 +186,7 @@ def metadata_closed_to_job_users() -> None:
         assert cfg["metadata"] == "root", cfg
         payload = script.split("<<'GPUFLEET_AGENT'\n", 1)[1].split("\nGPUFLEET_AGENT", 1)[0]
         shipped = {}
-        exec(compile(gzip.decompress(base64.b85decode(payload)), "node_agent.py", "exec"), shipped)
+        exec(compile(lzma.decompress(base64.b85decode(payload)), "node_agent.py", "exec"), shipped)
         chain, jumps = shipped["metadata_rules"](cloud)
         assert jumps == [f"-d {a}/32 -p tcp -j GPUFLEET-METADATA" for a in addresses], jumps
         assert chain == ["-A GPUFLEET-METADATA -p tcp -m tcp --dport 53 -j RETURN",

@@ -1,5 +1,5 @@
 """The user data that makes a cloud node configure itself: a short shell script carrying the
-node agent (``node_agent.py`` with its comments and docstrings cut, gzip + base85) and its configuration, no secrets.
+node agent (``node_agent.py`` with its comments and docstrings cut, xz + base85) and its configuration, no secrets.
 
 It runs once from cloud-init (AWS ``user_data``, GCP ``startup-script``, Azure ``customData``):
 installs the agent, a systemd timer that runs it every minute (so a new generation uploaded
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import ast
 import base64
-import gzip
 import io
 import json
+import lzma
 import re
 import tokenize
 from pathlib import Path
@@ -66,10 +66,12 @@ def code_only(src: str, module_doc: str) -> str:
 
 
 def agent_payload() -> str:
-    """The agent's source, gzip-compressed (mtime 0: the same source gives the same user data) in
-    base85 (RFC 1924's alphabet: no quote or backslash; 6% shorter than base64), which the node's
-    python3 decodes."""
-    return base64.b85encode(gzip.compress(agent_source(), compresslevel=9, mtime=0)).decode()
+    """The agent's source, xz-compressed (the same source gives the same user data) in base85 (RFC 1924's
+    alphabet: no quote or backslash; 6% shorter than base64), which the node's python3 decodes (its lzma module is
+    in the standard library of the python3 of Debian, Ubuntu and EL). xz, not gzip: 482 bytes less of the 16 KB
+    AWS allows, measured 2026-11-27 on this agent (gzip -9 10,581 bytes, xz -9e 10,196)."""
+    return base64.b85encode(lzma.compress(agent_source(), format=lzma.FORMAT_XZ,
+                                          preset=9 | lzma.PRESET_EXTREME)).decode()
 
 
 def config(cloud: str, *, cluster: str, pool: str, bucket: str, region: str | None = None,
@@ -103,7 +105,7 @@ exec >>/var/log/gpufleet/bootstrap.log 2>&1
 cat > /etc/gpufleet/node.json <<'GPUFLEET_CONFIG'
 {json.dumps(cfg, sort_keys=True)}
 GPUFLEET_CONFIG
-python3 -c 'import base64, gzip, sys; sys.stdout.buffer.write(gzip.decompress(base64.b85decode(sys.stdin.read().strip())))' \
+python3 -c 'import base64, lzma, sys; sys.stdout.buffer.write(lzma.decompress(base64.b85decode(sys.stdin.read().strip())))' \
   > /opt/gpufleet/node_agent.py <<'GPUFLEET_AGENT'
 {agent_payload()}
 GPUFLEET_AGENT

@@ -3,8 +3,8 @@ limit."""
 
 import ast
 import base64
-import gzip
 import json
+import lzma
 
 import pytest
 
@@ -32,7 +32,7 @@ def test_each_clouds_bootstrap_fits_carries_the_agent_and_no_secret(cloud, extra
     script = bootstrap.render(cfg, pre="echo mounting\n" * 40)
     assert len(script.encode()) <= bootstrap.USER_DATA_LIMIT
     payload = script.split("<<'GPUFLEET_AGENT'\n", 1)[1].split("\nGPUFLEET_AGENT", 1)[0]
-    shipped_agent = gzip.decompress(base64.b85decode(payload))
+    shipped_agent = lzma.decompress(base64.b85decode(payload))
     assert shipped_agent == bootstrap.agent_source()
     # the code is the checkout's, node for node on the same lines and columns: the docstrings are emptied (the
     # module's cut to a line) and the comments cut from their lines

@@ -2,8 +2,8 @@
 the agent and its bucket in every node's boot script, and `gpufleet configure` of such a cluster."""
 
 import base64
-import gzip
 import json
+import lzma
 
 import pytest
 
@@ -131,7 +131,7 @@ def test_every_node_of_a_stack_gets_the_agent_its_bucket_and_no_secret(plans, na
         assert len(script.encode()) <= bootstrap.USER_DATA_LIMIT
         payload = script.split("<<'GPUFLEET_AGENT'\n", 1)[1].split("\nGPUFLEET_AGENT", 1)[0]
         # the agent shipped is this checkout's, byte for byte (its hash, not just its name)
-        assert node_agent.hashlib.sha256(gzip.decompress(base64.b85decode(payload))).hexdigest() == \
+        assert node_agent.hashlib.sha256(lzma.decompress(base64.b85decode(payload))).hexdigest() == \
             node_agent.hashlib.sha256(bootstrap.agent_source()).hexdigest()
         cfg = json.loads(script.split("<<'GPUFLEET_CONFIG'\n", 1)[1].split("\nGPUFLEET_CONFIG", 1)[0])
         assert cfg["cluster"] == name and (cfg["bucket"] in buckets or cfg.get("account") in buckets)
