@@ -15,6 +15,7 @@ import time
 import pytest
 from test_heal import Cluster, say, stack_text
 from test_heal_elastic import RULES, T0, Elastic
+from test_slurm import rendered  # noqa: F401, F811 (the fixture)
 
 from gpufleet.clouds import node_watch
 from gpufleet.clouds.aws import resize
@@ -227,3 +228,64 @@ def test_a_launched_id_that_no_longer_exists_does_not_freeze_the_pools_growth_fo
         view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
         c.heal(T0 + dt.timedelta(days=days))
     assert len(c.api.added) > 1, "a week later the pool has still not grown for the jobs that wait"
+
+
+# --- 5. MISLEADS: the defunct line is dropped per node, so a mixed cluster Slurm allows has two slurm.conf -------------
+
+
+def test_a_controller_and_its_nodes_that_slurm_check_allows_write_the_same_slurm_conf(rendered, tmp_path):  # noqa: F811
+    """Fix of rev51b #9 drops `SlurmctldParameters=cloud_reg_addrs` on each host by its own OS (salt/slurm/config.sls,
+    parameters/osfinger/Ubuntu-24.04.yaml). software.slurm_check allows a controller on Ubuntu 24.04 (Slurm 23.11.4,
+    packages.ubuntu.com noble slurm-wlm 23.11.4-1.2ubuntu5) with compute nodes on Debian 12 (22.05.8, two releases
+    older). slurmctld 23.11.4 compares each registering slurmd's hash of slurm.conf, computed line by line
+    (src/common/parse_config.c _compute_hash_val), with its own and logs for every node
+    `error("Node %s appears to have a different slurm.conf than the slurmctld. This could cause issues ...")`
+    (src/slurmctld/proc_req.c:2797-2806, slurm-23-11-4-1). The parameter is slurmctld's alone: whether to write it is
+    the controller's Slurm's question, answered once at render, the same file everywhere. Real Salt renders both."""
+    from test_slurm import OSES, render, salt_call
+
+    from gpufleet.configure import slurm, software
+
+    assert not software.slurm_check([("ctl", "controller", "Ubuntu-24.04"), ("n1", "compute", "Debian-12")],
+                                    cgroups=True)
+    st, _, _ = rendered
+    ctl = slurm.node("ctl0", "10.0.0.5", st.pools[0], cpus=4, mem_gib=16, gpus=0, gpu=None)
+    nodes = [slurm.node("t4-1", "10.0.0.6", st.pools[2], cpus=48, mem_gib=192, gpus=4, gpu="T4", cloud=True)]
+    (host,) = slurm.pillars(st, "train", ctl, nodes, {"t4": ("compute", {}, 4)}, bundle=b"PK", key=b"k" * 32).values()
+    pil = {"gpufleet": {"live": False}, "slurm": {**host, "self": "t4-1"}}
+    written = {}
+    for os_ in ("Ubuntu-24.04", "Debian-12"):
+        states = render(salt_call(), tmp_path / os_, {**OSES[os_], "host": "ip-10-0-0-6"}, pil, ["slurm"])
+        managed = states["slurm-config-slurm_conf-file-managed"]["file"]
+        written[os_] = next((d["contents"] for d in managed if isinstance(d, dict) and "contents" in d),
+                            host["files"]["slurm.conf"])
+    assert written["Ubuntu-24.04"] == written["Debian-12"], "the controller's slurm.conf and its nodes' differ"
+
+
+# --- 6. BREAKS: a spot pool's scale-up never asks its spot_fallback ----------------------------------------------------
+
+
+def test_a_spot_pools_scale_up_asks_its_spot_fallback_when_spot_is_refused(tmp_path, cat):
+    """Issue 51 step 4: "the replacement follows the pool's rules (spot first, then the spot_fallback)"; heal's
+    replacement does (nodes/cloud/heal.py:229-251), and rev51b #7's fix asked the same of growth ("take the market from
+    the pool's spec (spot first, then its spot_fallback on refusal)"). fleet/scale.py grow asks spot alone
+    (``_market``): when spot capacity is short, exactly when the fallback is for, the pool never grows; heal backs off
+    and asks spot again, forever, while the jobs wait."""
+    from test_heal_elastic import view
+
+    from gpufleet.errors import CapacityError
+
+    class SpotShort(Elastic):
+        def add_nodes(self, region, *, cluster, pool, count, market=None, on_launch=None):
+            self.markets = [*getattr(self, "markets", []), market]
+            if market == "spot":
+                raise CapacityError("aws: EC2 did not launch 1 more node(s): InsufficientInstanceCapacity")
+            return super().add_nodes(region, cluster=cluster, pool=pool, count=count, on_launch=on_launch)
+
+    text = stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 3}").replace(
+        "nodes: {min: 1, max: 3}", "nodes: {min: 1, max: 3}, spot: true, failover: {spot_fallback: on-demand}")
+    c = Cluster(tmp_path, cat, text, api=SpotShort())
+    for s in (0, 301, 4000, 20000):
+        view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert c.api.added, f"asked {c.api.markets}: the pool never grew on its spot_fallback"
