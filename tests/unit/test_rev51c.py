@@ -211,9 +211,9 @@ def test_a_launched_id_that_no_longer_exists_does_not_freeze_the_pools_growth_fo
     class LaunchesThenFails(Elastic):
         fail = True
 
-        def add_nodes(self, region, *, cluster, pool, count, market=None, on_launch=None):
+        def add_nodes(self, region, *, count, market=None, on_launch=None, **where):
             if not self.fail:
-                return super().add_nodes(region, cluster=cluster, pool=pool, count=count, on_launch=on_launch)
+                return super().add_nodes(region, count=count, on_launch=on_launch, **where)
             self.added.append("i-gone0")
             on_launch("i-gone0")
             raise GpufleetError("aws: i-gone0 was launched for pool gpu but EC2 does not describe it yet")
@@ -276,11 +276,11 @@ def test_a_spot_pools_scale_up_asks_its_spot_fallback_when_spot_is_refused(tmp_p
     from gpufleet.errors import CapacityError
 
     class SpotShort(Elastic):
-        def add_nodes(self, region, *, cluster, pool, count, market=None, on_launch=None):
+        def add_nodes(self, region, *, count, market=None, on_launch=None, **where):
             self.markets = [*getattr(self, "markets", []), market]
             if market == "spot":
                 raise CapacityError("aws: EC2 did not launch 1 more node(s): InsufficientInstanceCapacity")
-            return super().add_nodes(region, cluster=cluster, pool=pool, count=count, on_launch=on_launch)
+            return super().add_nodes(region, count=count, on_launch=on_launch, **where)
 
     text = stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 3}").replace(
         "nodes: {min: 1, max: 3}", "nodes: {min: 1, max: 3}, spot: true, failover: {spot_fallback: on-demand}")
@@ -289,3 +289,28 @@ def test_a_spot_pools_scale_up_asks_its_spot_fallback_when_spot_is_refused(tmp_p
         view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
         c.heal(T0 + dt.timedelta(seconds=s))
     assert c.api.added, f"asked {c.api.markets}: the pool never grew on its spot_fallback"
+
+
+# --- 7. MISLEADS: the node judges the operator's `until` by its own clock, and says nothing when it drops a request -----
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "nodes", "cloud"))
+from test_cloud_bench import cluster  # noqa: E402, F401 (the fixture: cluster wb, its node's watch and bucket)
+from test_node_watch import node  # noqa: E402, F401
+
+
+def test_a_node_whose_clock_is_ahead_of_the_operators_says_why_it_did_not_run_the_request(cluster):  # noqa: F811
+    """bench_pools writes `until: time.time() + timeout_s` by the operator's clock; node_watch.bench_on_request drops the
+    request when its own clock is past it, marking it answered and writing no word into the status (REVIEW.md, Time:
+    "two machines' wall clocks compared"). An operator's laptop 45 minutes behind (or a node's clock ahead) waits
+    its 33 minutes and is told "gave no answer ... see journalctl" for a node that saw the request at once."""
+    import json
+
+    store = node_watch.agent.S3(cluster["cfg"])
+    operator_now = time.time() - 45 * 60
+    store.put("pools/gpu/bench.json", json.dumps({
+        "request": "20261127T120000Z-skew0001", "plan": {"benchmarks": [{"name": "resnet50"}]}, "python": sys.executable,
+        "args": [], "probe": None, "script": "print('{}')", "timeout_s": 1800, "until": operator_now + 1980}).encode())
+    node_watch.watch(cluster["cfg"])
+    status = json.loads((cluster["state"] / "status.json").read_text())  # the copy of what the node put in the bucket
+    assert (status.get("bench") or {}).get("request") == "20261127T120000Z-skew0001", (
+        "the node dropped the request without a word in its status")
