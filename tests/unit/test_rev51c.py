@@ -135,8 +135,8 @@ def test_the_benchmark_as_root_keeps_no_cache_in_a_folder_a_job_user_can_make_fi
     under it (triton_cache_dir); codecache.write writes a generated module only `if not os.path.exists(path)` and
     then imports it (PyCodeCache.load). The watch's unit (node_agent.WATCH_UNIT_TEXT) has no PrivateTmp and sets no
     TMPDIR: root's cache is torchinductor_root in the node's shared temp folder, which any job user can create before
-    the benchmark and fill with modules at the keys the same (public) script computes: root then imports them. The child the watch starts must
-    get a cache of its own (in its private folder, or a root-owned one)."""
+    the benchmark and fill with modules at the keys the same (public) script computes: root then imports them. The
+    child the watch starts must get a cache of its own (in its private folder, or a root-owned one)."""
     script = ("import json\n"
               "from torch._inductor.runtime.cache_dir_utils import cache_dir, triton_cache_dir\n"
               "print(json.dumps({'results': [], 'cache': cache_dir(), 'triton': triton_cache_dir(0)}))\n")
