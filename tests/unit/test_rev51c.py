@@ -1,0 +1,316 @@
+"""Hostile review rev51c (session 4) of merges 492089b (fixes of rev51b 1, 3, 5, 7, 9) and 9c65598 (`gpufleet bench
+CLUSTER` on cloud nodes through the bucket). Each test fails on the code as merged; none changes product code. Report:
+briefs/reviews/rev51c.md (outside the repository)."""
+
+import base64
+import datetime as dt
+import importlib.util
+import os
+import pickle
+import socket
+import sys
+import threading
+import time
+
+import pytest
+from test_heal import Cluster, say, stack_text
+from test_heal_elastic import RULES, T0, Elastic
+from test_slurm import rendered  # noqa: F401, F811 (the fixture)
+
+from gpufleet.clouds import node_watch
+from gpufleet.clouds.aws import resize
+from gpufleet.nodebench.launch import TORCHRUN, Launch
+from gpufleet.state.registry import Node
+
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
+
+
+# --- 1. SECURITY: the watch runs torchrun as root; its rendezvous store listens on every interface and unpickles ------
+
+
+def _listening_ports(pid: int) -> set[int]:
+    """The TCP ports process ``pid`` listens on (its socket inodes matched in /proc/net/tcp and tcp6)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                parts = line.split()
+                if parts[3] == "0A" and parts[9] in inodes:  # LISTEN
+                    ports.add(int(parts[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def _launchers(folder_prefix: str) -> list[int]:
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if TORCHRUN.encode() in argv and any(folder_prefix.encode() in a for a in argv):
+            out.append(int(pid))
+    return out
+
+
+def _own_address() -> str | None:
+    """This machine's address on its network (not loopback): where another machine of the cluster reaches it."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("10.255.255.255", 1))
+            address = s.getsockname()[0]
+        except OSError:
+            return None
+    return None if address.startswith("127.") else address
+
+
+class _Planted:
+    """What a peer puts in the store: unpickling it runs code (here: writes a marker)."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (exec, (f"open({self.marker!r}, 'w').write('ran as uid %d' % __import__('os').getuid())",))
+
+
+@needs_torch
+def test_a_network_peer_cannot_run_code_in_the_benchmark_the_watch_runs_as_root(tmp_path):
+    """node_watch.run_bench runs `python -m torch.distributed.run --standalone` (Launch.args for --gpus) as root.
+    torchrun --standalone (torch 2.13, torch/distributed/run.py: rdzv_endpoint localhost:0, c10d backend) starts a
+    TCPStore that listens on every interface (`ss -ltnp`: `*:<port>` for pt_elastic), with no authentication; its
+    agent reads the rendezvous state from the store every monitor interval while the workers run
+    (elastic/agent/server/api.py _invoke_run -> num_nodes_waiting -> dynamic_rendezvous.py sync: pickle.loads).
+    A job user on any other node of the cluster (jobs run there meanwhile) connects, lists the keys (TCPStore.list_keys)
+    and replaces `torch.rendezvous.<id>`: their code runs as root on the benched node. Run here for real with this
+    machine's torch; the peer connects through this machine's network address, not loopback."""
+    import torch.distributed as tdist
+
+    address = _own_address()
+    if address is None:
+        pytest.skip("no network address besides loopback")
+    marker = tmp_path / "peer-code-ran"
+    script = ("import json, os, time\n"
+              f"end = time.time() + 90\n"
+              f"while time.time() < end and not os.path.exists({str(marker)!r}):\n"
+              "    time.sleep(0.5)\n"
+              "print(json.dumps({'results': []}))\n")
+    req = {"request": "r1", "python": sys.executable, "args": Launch("1", 1, 29500, "rev51c").args(),
+           "probe": TORCHRUN, "script": script, "plan": {"benchmarks": []}, "timeout_s": 150}
+    got = {}
+    runner = threading.Thread(target=lambda: got.update(node_watch.run_bench(req)), daemon=True)
+    runner.start()
+    planted = []
+    deadline = time.time() + 120
+    while time.time() < deadline and runner.is_alive() and not planted:
+        for pid in _launchers("gpufleet-bench."):
+            for port in _listening_ports(pid):
+                try:
+                    store = tdist.TCPStore(address, port, is_master=False, timeout=dt.timedelta(seconds=3))
+                    keys = store.list_keys()
+                except Exception:  # noqa: BLE001 (not the store, or not yet)
+                    continue
+                for key in (k for k in keys if k.startswith("torch.rendezvous.") and "/" not in k[17:]):
+                    store.set(key, base64.b64encode(pickle.dumps(_Planted(str(marker)))).decode())
+                    planted.append((port, key))
+        time.sleep(0.5)
+    runner.join(200)
+    assert not marker.exists(), (f"a peer on the network ran code in the benchmark's launcher "
+                                 f"({marker.read_text()}; store at {address}:{planted[0][0]}, key {planted[0][1]})")
+
+
+@needs_torch
+def test_the_benchmark_as_root_keeps_no_cache_in_a_folder_a_job_user_can_make_first(tmp_path):
+    """The decoder benchmark compiles with torch.compile on a GPU (train_steps.py run_one). Inductor's cache is
+    TORCHINDUCTOR_CACHE_DIR or `tempfile.gettempdir()/torchinductor_<user>` (torch 2.13
+    torch/_inductor/runtime/cache_dir_utils.py default_cache_dir; os.makedirs(exist_ok=True), no owner check), Triton's
+    under it (triton_cache_dir); codecache.write writes a generated module only `if not os.path.exists(path)` and
+    then imports it (PyCodeCache.load). The watch's unit (node_agent.WATCH_UNIT_TEXT) has no PrivateTmp and sets no
+    TMPDIR: root's cache is torchinductor_root in the node's shared temp folder, which any job user can create before
+    the benchmark and fill with modules at the keys the same (public) script computes: root then imports them. The
+    child the watch starts must get a cache of its own (in its private folder, or a root-owned one)."""
+    script = ("import json\n"
+              "from torch._inductor.runtime.cache_dir_utils import cache_dir, triton_cache_dir\n"
+              "print(json.dumps({'results': [], 'cache': cache_dir(), 'triton': triton_cache_dir(0)}))\n")
+    req = {"request": "r2", "python": sys.executable, "args": [], "probe": None, "script": script,
+           "plan": {"benchmarks": []}, "timeout_s": 120}
+    word = node_watch.run_bench(req)
+    assert word["state"] == "answered", word
+    import getpass
+    import tempfile
+    shared = os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
+    assert not word["answer"]["cache"].startswith(shared), (
+        f"root's torch.compile cache is {word['answer']['cache']}, a path in the shared temp folder that a job user "
+        "can create first")
+
+
+# --- 2. BREAKS: heal reads drain reasons by host name (%n) where Slurm's nodes are slots (%N) --------------------------
+
+
+def test_heal_removes_a_cloud_slot_drained_for_gpufleet_as_real_sinfo_names_it(tmp_path, cat):
+    """scheduler.PROBE lists nodes with `sinfo -h -N -o '%N %T'` (NodeName: a cloud node's slot, gpu-1) and reasons
+    with `sinfo -h -R -o '%n|%E'`: %n is the node's HOST name (SchedMD/slurm slurm-22-05-8-1 src/sinfo/print.c
+    _print_node_hostnames: sinfo_data->hostnames), which for a CLOUD slot is what its slurmd registered with
+    (cloud_reg_addrs: ip-10-0-0-9), not the slot. Run here with Debian 12's slurmctld 22.05.8-4+deb12u3 and
+    NodeName=gpu-0 NodeHostname=ip-10-0-0-9 State=CLOUD, both drained `Reason='gpufleet: release'`:
+    `sinfo -h -R -o '%n|%E'` -> `ip-10-0-0-9|gpufleet: release`; `-o '%N|%E'` -> `gpu-0|gpufleet: release`.
+    nodes/cloud/heal.py _jobs looks the reason up by the slot: None, so (fix of rev51b #5) no cloud node is ever
+    removed by scale-down, and on GCP/Azure (own_status_only False) no faulty node is ever vouched (replaced)."""
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 4}"), api=Elastic())
+    c.reg.resize("hl", added=[(Node("gpu", 1, "aws", "us-east-1", "g6.12xlarge", node_id="i-more0"), None)])
+    for i in ("i-gpu0", "i-more0"):
+        say(c.bucket, i, hostname=f"h-{i}")
+    # as the real controller answers the probe: slots in the node list, host names in the reason list
+    answer = ("nodes\nh-ctl idle\ngpu-0 allocated\ngpu-1 drained\njobs\n"
+              f"drained\nh-i-more0|{node_watch.RELEASE}\n")
+    for s in (0, 1801):
+        say(c.bucket, "i-ctl0", pool="ctl", hostname="h-ctl", scheduler=answer)
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert c.api.removed == ["i-more0"], "the node drained `gpufleet: release` was never removed"
+
+
+# --- 3. MONEY: AWS spot scale-up asks lowest-price (the strategy AWS says has the highest interruption risk) ----------
+
+
+def test_a_spot_pools_scale_up_keeps_the_pools_allocation_strategy():
+    """components.py:368 makes the pool's spot fleet `capacity-optimized` (replace.MARKET_OPTIONS too). Fix 7 passes
+    market="spot" for every spot pool's growth, and resize.request_for then rebuilds SpotOptions from the
+    ALL_OR_NONE keys alone and sets AllocationStrategy `lowest-price`: botocore 1.44.8's EC2 model, SpotOptionsRequest
+    AllocationStrategy: "lowest-price (not recommended) We don't recommend the lowest-price allocation strategy
+    because it has the highest risk of interruption"."""
+    fleet = {"LaunchTemplateConfigs": [{"LaunchTemplateSpecification": {"LaunchTemplateId": "lt-1", "Version": "1"},
+                                        "Overrides": [{"InstanceType": "p5.48xlarge", "SubnetId": "subnet-1"}]}],
+             "TargetCapacitySpecification": {"TotalTargetCapacity": 2, "DefaultTargetCapacityType": "spot"},
+             "SpotOptions": {"AllocationStrategy": "capacity-optimized", "InstanceInterruptionBehavior": "terminate",
+                             "MinTargetCapacity": 2, "SingleAvailabilityZone": True, "SingleInstanceType": True},
+             "Tags": []}
+    req = resize.request_for(fleet, 3, "spot")
+    assert req["SpotOptions"]["AllocationStrategy"] == "capacity-optimized", req["SpotOptions"]
+
+
+# --- 4. BREAKS: an unrecorded id whose instance is gone blocks the pool's scale-up forever -----------------------------
+
+
+def test_a_launched_id_that_no_longer_exists_does_not_freeze_the_pools_growth_forever(tmp_path, cat):
+    """fleet/heal.py _elastic: ``unrecorded`` ids leave heal's memory only when the registry has them; while one is
+    there heal never scales the pool up, and tells the user to run `gpufleet registry rebuild`. An id whose instance
+    is gone (terminated by EC2, a spot reclaim, `reap`, a person) is never recorded by a rebuild: the pool never
+    grows again, whatever waits, with no expiry and no look at the cloud."""
+    from test_heal_elastic import view
+
+    from gpufleet.errors import GpufleetError
+
+    class LaunchesThenFails(Elastic):
+        fail = True
+
+        def add_nodes(self, region, *, count, market=None, on_launch=None, **where):
+            if not self.fail:
+                return super().add_nodes(region, count=count, on_launch=on_launch, **where)
+            self.added.append("i-gone0")
+            on_launch("i-gone0")
+            raise GpufleetError("aws: i-gone0 was launched for pool gpu but EC2 does not describe it yet")
+
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 3}"), api=LaunchesThenFails())
+    for s in (0, 301):
+        view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert c.api.added == ["i-gone0"]
+    c.api.fail = False  # i-gone0 never came up (terminated); `registry rebuild` finds nothing to record
+    for days in (1, 2, 7):
+        view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
+        c.heal(T0 + dt.timedelta(days=days))
+    assert len(c.api.added) > 1, "a week later the pool has still not grown for the jobs that wait"
+
+
+# --- 5. MISLEADS: the defunct line is dropped per node, so a mixed cluster Slurm allows has two slurm.conf -------------
+
+
+def test_a_controller_and_its_nodes_that_slurm_check_allows_write_the_same_slurm_conf(rendered, tmp_path):  # noqa: F811
+    """Fix of rev51b #9 drops `SlurmctldParameters=cloud_reg_addrs` on each host by its own OS (salt/slurm/config.sls,
+    parameters/osfinger/Ubuntu-24.04.yaml). software.slurm_check allows a controller on Ubuntu 24.04 (Slurm 23.11.4,
+    packages.ubuntu.com noble slurm-wlm 23.11.4-1.2ubuntu5) with compute nodes on Debian 12 (22.05.8, two releases
+    older). slurmctld 23.11.4 compares each registering slurmd's hash of slurm.conf, computed line by line
+    (src/common/parse_config.c _compute_hash_val), with its own and logs for every node
+    `error("Node %s appears to have a different slurm.conf than the slurmctld. This could cause issues ...")`
+    (src/slurmctld/proc_req.c:2797-2806, slurm-23-11-4-1). The parameter is slurmctld's alone: whether to write it is
+    the controller's Slurm's question, answered once at render, the same file everywhere. Real Salt renders both."""
+    from test_slurm import OSES, render, salt_call
+
+    from gpufleet.configure import slurm, software
+
+    assert not software.slurm_check([("ctl", "controller", "Ubuntu-24.04"), ("n1", "compute", "Debian-12")],
+                                    cgroups=True)
+    st, _, _ = rendered
+    ctl = slurm.node("ctl0", "10.0.0.5", st.pools[0], cpus=4, mem_gib=16, gpus=0, gpu=None)
+    nodes = [slurm.node("t4-1", "10.0.0.6", st.pools[2], cpus=48, mem_gib=192, gpus=4, gpu="T4", cloud=True)]
+    (host,) = slurm.pillars(st, "train", ctl, nodes, {"t4": ("compute", {}, 4)}, bundle=b"PK", key=b"k" * 32).values()
+    pil = {"gpufleet": {"live": False}, "slurm": {**host, "self": "t4-1"}}
+    written = {}
+    for os_ in ("Ubuntu-24.04", "Debian-12"):
+        states = render(salt_call(), tmp_path / os_, {**OSES[os_], "host": "ip-10-0-0-6"}, pil, ["slurm"])
+        managed = states["slurm-config-slurm_conf-file-managed"]["file"]
+        written[os_] = next((d["contents"] for d in managed if isinstance(d, dict) and "contents" in d),
+                            host["files"]["slurm.conf"])
+    assert written["Ubuntu-24.04"] == written["Debian-12"], "the controller's slurm.conf and its nodes' differ"
+
+
+# --- 6. BREAKS: a spot pool's scale-up never asks its spot_fallback ----------------------------------------------------
+
+
+def test_a_spot_pools_scale_up_asks_its_spot_fallback_when_spot_is_refused(tmp_path, cat):
+    """Issue 51 step 4: "the replacement follows the pool's rules (spot first, then the spot_fallback)"; heal's
+    replacement does (nodes/cloud/heal.py:229-251), and rev51b #7's fix asked the same of growth ("take the market from
+    the pool's spec (spot first, then its spot_fallback on refusal)"). fleet/scale.py grow asks spot alone
+    (``_market``): when spot capacity is short, exactly when the fallback is for, the pool never grows; heal backs off
+    and asks spot again, forever, while the jobs wait."""
+    from test_heal_elastic import view
+
+    from gpufleet.errors import CapacityError
+
+    class SpotShort(Elastic):
+        def add_nodes(self, region, *, count, market=None, on_launch=None, **where):
+            self.markets = [*getattr(self, "markets", []), market]
+            if market == "spot":
+                raise CapacityError("aws: EC2 did not launch 1 more node(s): InsufficientInstanceCapacity")
+            return super().add_nodes(region, count=count, on_launch=on_launch, **where)
+
+    text = stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 3}").replace(
+        "nodes: {min: 1, max: 3}", "nodes: {min: 1, max: 3}, spot: true, failover: {spot_fallback: on-demand}")
+    c = Cluster(tmp_path, cat, text, api=SpotShort())
+    for s in (0, 301, 4000, 20000):
+        view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert c.api.added, f"asked {c.api.markets}: the pool never grew on its spot_fallback"
+
+
+# --- 7. MISLEADS: the node judges the operator's `until` by its own clock, and says nothing when it drops a request -----
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "nodes", "cloud"))
+from test_cloud_bench import cluster  # noqa: E402, F401 (the fixture: cluster wb, its node's watch and bucket)
+from test_node_watch import node  # noqa: E402, F401
+
+
+def test_a_node_whose_clock_is_ahead_of_the_operators_says_why_it_did_not_run_the_request(cluster):  # noqa: F811
+    """bench_pools writes `until: time.time() + timeout_s` by the operator's clock; node_watch.bench_on_request drops the
+    request when its own clock is past it, marking it answered and writing no word into the status (REVIEW.md, Time:
+    "two machines' wall clocks compared"). An operator's laptop 45 minutes behind (or a node's clock ahead) waits
+    its 33 minutes and is told "gave no answer ... see journalctl" for a node that saw the request at once."""
+    import json
+
+    store = node_watch.agent.S3(cluster["cfg"])
+    operator_now = time.time() - 45 * 60
+    store.put("pools/gpu/bench.json", json.dumps({
+        "request": "20261127T120000Z-skew0001", "plan": {"benchmarks": [{"name": "resnet50"}]}, "python": sys.executable,
+        "args": [], "probe": None, "script": "print('{}')", "timeout_s": 1800, "until": operator_now + 1980}).encode())
+    node_watch.watch(cluster["cfg"])
+    status = json.loads((cluster["state"] / "status.json").read_text())  # the copy of what the node put in the bucket
+    assert (status.get("bench") or {}).get("request") == "20261127T120000Z-skew0001", (
+        "the node dropped the request without a word in its status")
