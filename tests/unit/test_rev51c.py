@@ -2,155 +2,18 @@
 CLUSTER` on cloud nodes through the bucket). Each test fails on the code as merged; none changes product code. Report:
 briefs/reviews/rev51c.md (outside the repository)."""
 
-import base64
 import datetime as dt
-import importlib.util
 import os
-import pickle
-import socket
 import sys
-import threading
 import time
 
-import pytest
 from test_heal import Cluster, say, stack_text
 from test_heal_elastic import RULES, T0, Elastic
 from test_slurm import rendered  # noqa: F401, F811 (the fixture)
 
 from gpufleet.clouds import node_watch
 from gpufleet.clouds.aws import resize
-from gpufleet.nodebench.launch import TORCHRUN, Launch
 from gpufleet.state.registry import Node
-
-needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
-
-
-# --- 1. SECURITY: the watch runs torchrun as root; its rendezvous store listens on every interface and unpickles ------
-
-
-def _listening_ports(pid: int) -> set[int]:
-    """The TCP ports process ``pid`` listens on (its socket inodes matched in /proc/net/tcp and tcp6)."""
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            for line in f.readlines()[1:]:
-                parts = line.split()
-                if parts[3] == "0A" and parts[9] in inodes:  # LISTEN
-                    ports.add(int(parts[1].rsplit(":", 1)[1], 16))
-    return ports
-
-
-def _launchers(folder_prefix: str) -> list[int]:
-    out = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if TORCHRUN.encode() in argv and any(folder_prefix.encode() in a for a in argv):
-            out.append(int(pid))
-    return out
-
-
-def _own_address() -> str | None:
-    """This machine's address on its network (not loopback): where another machine of the cluster reaches it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.connect(("10.255.255.255", 1))
-            address = s.getsockname()[0]
-        except OSError:
-            return None
-    return None if address.startswith("127.") else address
-
-
-class _Planted:
-    """What a peer puts in the store: unpickling it runs code (here: writes a marker)."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (exec, (f"open({self.marker!r}, 'w').write('ran as uid %d' % __import__('os').getuid())",))
-
-
-@needs_torch
-def test_a_network_peer_cannot_run_code_in_the_benchmark_the_watch_runs_as_root(tmp_path):
-    """node_watch.run_bench runs `python -m torch.distributed.run --standalone` (Launch.args for --gpus) as root.
-    torchrun --standalone (torch 2.13, torch/distributed/run.py: rdzv_endpoint localhost:0, c10d backend) starts a
-    TCPStore that listens on every interface (`ss -ltnp`: `*:<port>` for pt_elastic), with no authentication; its
-    agent reads the rendezvous state from the store every monitor interval while the workers run
-    (elastic/agent/server/api.py _invoke_run -> num_nodes_waiting -> dynamic_rendezvous.py sync: pickle.loads).
-    A job user on any other node of the cluster (jobs run there meanwhile) connects, lists the keys (TCPStore.list_keys)
-    and replaces `torch.rendezvous.<id>`: their code runs as root on the benched node. Run here for real with this
-    machine's torch; the peer connects through this machine's network address, not loopback."""
-    import torch.distributed as tdist
-
-    address = _own_address()
-    if address is None:
-        pytest.skip("no network address besides loopback")
-    marker = tmp_path / "peer-code-ran"
-    script = ("import json, os, time\n"
-              f"end = time.time() + 90\n"
-              f"while time.time() < end and not os.path.exists({str(marker)!r}):\n"
-              "    time.sleep(0.5)\n"
-              "print(json.dumps({'results': []}))\n")
-    req = {"request": "r1", "python": sys.executable, "args": Launch("1", 1, 29500, "rev51c").args(),
-           "probe": TORCHRUN, "script": script, "plan": {"benchmarks": []}, "timeout_s": 150}
-    got = {}
-    runner = threading.Thread(target=lambda: got.update(node_watch.run_bench(req)), daemon=True)
-    runner.start()
-    planted = []
-    deadline = time.time() + 120
-    while time.time() < deadline and runner.is_alive() and not planted:
-        for pid in _launchers("gpufleet-bench."):
-            for port in _listening_ports(pid):
-                try:
-                    store = tdist.TCPStore(address, port, is_master=False, timeout=dt.timedelta(seconds=3))
-                    keys = store.list_keys()
-                except Exception:  # noqa: BLE001 (not the store, or not yet)
-                    continue
-                for key in (k for k in keys if k.startswith("torch.rendezvous.") and "/" not in k[17:]):
-                    store.set(key, base64.b64encode(pickle.dumps(_Planted(str(marker)))).decode())
-                    planted.append((port, key))
-        time.sleep(0.5)
-    runner.join(200)
-    assert not marker.exists(), (f"a peer on the network ran code in the benchmark's launcher "
-                                 f"({marker.read_text()}; store at {address}:{planted[0][0]}, key {planted[0][1]})")
-
-
-@needs_torch
-def test_the_benchmark_as_root_keeps_no_cache_in_a_folder_a_job_user_can_make_first(tmp_path):
-    """The decoder benchmark compiles with torch.compile on a GPU (train_steps.py run_one). Inductor's cache is
-    TORCHINDUCTOR_CACHE_DIR or `tempfile.gettempdir()/torchinductor_<user>` (torch 2.13
-    torch/_inductor/runtime/cache_dir_utils.py default_cache_dir; os.makedirs(exist_ok=True), no owner check), Triton's
-    under it (triton_cache_dir); codecache.write writes a generated module only `if not os.path.exists(path)` and
-    then imports it (PyCodeCache.load). The watch's unit (node_agent.WATCH_UNIT_TEXT) has no PrivateTmp and sets no
-    TMPDIR: root's cache is torchinductor_root in the node's shared temp folder, which any job user can create before
-    the benchmark and fill with modules at the keys the same (public) script computes: root then imports them. The
-    child the watch starts must get a cache of its own (in its private folder, or a root-owned one)."""
-    script = ("import json\n"
-              "from torch._inductor.runtime.cache_dir_utils import cache_dir, triton_cache_dir\n"
-              "print(json.dumps({'results': [], 'cache': cache_dir(), 'triton': triton_cache_dir(0)}))\n")
-    req = {"request": "r2", "python": sys.executable, "args": [], "probe": None, "script": script,
-           "plan": {"benchmarks": []}, "timeout_s": 120}
-    word = node_watch.run_bench(req)
-    assert word["state"] == "answered", word
-    import getpass
-    import tempfile
-    shared = os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
-    assert not word["answer"]["cache"].startswith(shared), (
-        f"root's torch.compile cache is {word['answer']['cache']}, a path in the shared temp folder that a job user "
-        "can create first")
-
 
 # --- 2. BREAKS: heal reads drain reasons by host name (%n) where Slurm's nodes are slots (%N) --------------------------
 
