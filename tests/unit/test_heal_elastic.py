@@ -48,7 +48,8 @@ def cluster(tmp_path, cat, refuse=False):
 
 def view(c, now, gpu="idle", jobs="", extra=(), age_s=0, reasons=()):
     """Every node's status, and the controller's with Slurm's view read ``age_s`` ago (on the real clock, which
-    heal judges its freshness by); ``reasons``: drained nodes' reasons (`sinfo -h -R -o '%n|%E'`, scheduler.PROBE)."""
+    heal judges its freshness by); ``reasons``: drained nodes' reasons (`sinfo -h -N -R -o '%N|%E'`,
+    scheduler.PROBE: by NodeName, here the host name of a node configured before slots)."""
     hosts = {"i-gpu0": gpu, **dict(extra)}
     for i in hosts:
         say(c.bucket, i, hostname=f"h-{i}")
@@ -368,3 +369,28 @@ def test_without_a_fresh_slurm_view_nothing_is_given_back_or_removed(tmp_path, c
              reasons={"i-more0": node_watch.SCALE_DOWN})
         c.heal(T0 + dt.timedelta(seconds=s))
     assert _given_back(c) == [] and c.api.removed == []
+
+
+def _reason_line_key(slot: str, host: str) -> str:
+    """The name a drained node's reason line starts with, as scheduler.PROBE's `sinfo -R` format asks it: %N is the
+    NodeName (a cloud slot), %n its host name (slurm-22-05-8-1 src/sinfo/print.c _print_node_hostnames; run with
+    slurmctld 22.05.8 by review rev51c: `-o '%n|%E'` -> `ip-10-0-0-9|...`, `-o '%N|%E'` -> `gpu-0|...`)."""
+    fmt = scheduler.PROBE.rsplit("-o '", 1)[1].split("|", 1)[0]
+    return {"%N": slot, "%n": host}[fmt]
+
+
+def test_a_cloud_slot_drained_for_gpufleet_is_removed_its_reason_read_by_slot_as_the_probe_asks_slurm(tmp_path, cat):
+    """Nodes are listed by NodeName (a cloud node's slot, gpu-1): the reasons must be too, or a slot drained
+    `gpufleet: release` has no reason (never removed) and a GCP/Azure node's fault is never vouched."""
+    from gpufleet.state.registry import Node
+
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 4}"), api=Elastic())
+    c.reg.resize("hl", added=[(Node("gpu", 1, "aws", "us-east-1", "g6.12xlarge", node_id="i-more0"), None)])
+    for i in ("i-gpu0", "i-more0"):
+        say(c.bucket, i, hostname=f"h-{i}")
+    answer = ("nodes\nh-ctl idle\ngpu-0 allocated\ngpu-1 drained\njobs\n"
+              f"drained\n{_reason_line_key('gpu-1', 'h-i-more0')}|{node_watch.RELEASE}\n")
+    for s in (0, 1801):
+        say(c.bucket, "i-ctl0", pool="ctl", hostname="h-ctl", scheduler=answer)
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert c.api.removed == ["i-more0"], "the node drained `gpufleet: release` was never removed"

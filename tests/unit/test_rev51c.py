@@ -7,38 +7,12 @@ import os
 import sys
 import time
 
-from test_heal import Cluster, say, stack_text
+from test_heal import Cluster, stack_text
 from test_heal_elastic import RULES, T0, Elastic
 from test_slurm import rendered  # noqa: F401, F811 (the fixture)
 
 from gpufleet.clouds import node_watch
 from gpufleet.clouds.aws import resize
-from gpufleet.state.registry import Node
-
-# --- 2. BREAKS: heal reads drain reasons by host name (%n) where Slurm's nodes are slots (%N) --------------------------
-
-
-def test_heal_removes_a_cloud_slot_drained_for_gpufleet_as_real_sinfo_names_it(tmp_path, cat):
-    """scheduler.PROBE lists nodes with `sinfo -h -N -o '%N %T'` (NodeName: a cloud node's slot, gpu-1) and reasons
-    with `sinfo -h -R -o '%n|%E'`: %n is the node's HOST name (SchedMD/slurm slurm-22-05-8-1 src/sinfo/print.c
-    _print_node_hostnames: sinfo_data->hostnames), which for a CLOUD slot is what its slurmd registered with
-    (cloud_reg_addrs: ip-10-0-0-9), not the slot. Run here with Debian 12's slurmctld 22.05.8-4+deb12u3 and
-    NodeName=gpu-0 NodeHostname=ip-10-0-0-9 State=CLOUD, both drained `Reason='gpufleet: release'`:
-    `sinfo -h -R -o '%n|%E'` -> `ip-10-0-0-9|gpufleet: release`; `-o '%N|%E'` -> `gpu-0|gpufleet: release`.
-    nodes/cloud/heal.py _jobs looks the reason up by the slot: None, so (fix of rev51b #5) no cloud node is ever
-    removed by scale-down, and on GCP/Azure (own_status_only False) no faulty node is ever vouched (replaced)."""
-    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 4}"), api=Elastic())
-    c.reg.resize("hl", added=[(Node("gpu", 1, "aws", "us-east-1", "g6.12xlarge", node_id="i-more0"), None)])
-    for i in ("i-gpu0", "i-more0"):
-        say(c.bucket, i, hostname=f"h-{i}")
-    # as the real controller answers the probe: slots in the node list, host names in the reason list
-    answer = ("nodes\nh-ctl idle\ngpu-0 allocated\ngpu-1 drained\njobs\n"
-              f"drained\nh-i-more0|{node_watch.RELEASE}\n")
-    for s in (0, 1801):
-        say(c.bucket, "i-ctl0", pool="ctl", hostname="h-ctl", scheduler=answer)
-        c.heal(T0 + dt.timedelta(seconds=s))
-    assert c.api.removed == ["i-more0"], "the node drained `gpufleet: release` was never removed"
-
 
 # --- 3. MONEY: AWS spot scale-up asks lowest-price (the strategy AWS says has the highest interruption risk) ----------
 
