@@ -12,26 +12,6 @@ from test_heal_elastic import RULES, T0, Elastic
 from test_slurm import rendered  # noqa: F401, F811 (the fixture)
 
 from gpufleet.clouds import node_watch
-from gpufleet.clouds.aws import resize
-
-# --- 3. MONEY: AWS spot scale-up asks lowest-price (the strategy AWS says has the highest interruption risk) ----------
-
-
-def test_a_spot_pools_scale_up_keeps_the_pools_allocation_strategy():
-    """components.py:368 makes the pool's spot fleet `capacity-optimized` (replace.MARKET_OPTIONS too). Fix 7 passes
-    market="spot" for every spot pool's growth, and resize.request_for then rebuilds SpotOptions from the
-    ALL_OR_NONE keys alone and sets AllocationStrategy `lowest-price`: botocore 1.44.8's EC2 model, SpotOptionsRequest
-    AllocationStrategy: "lowest-price (not recommended) We don't recommend the lowest-price allocation strategy
-    because it has the highest risk of interruption"."""
-    fleet = {"LaunchTemplateConfigs": [{"LaunchTemplateSpecification": {"LaunchTemplateId": "lt-1", "Version": "1"},
-                                        "Overrides": [{"InstanceType": "p5.48xlarge", "SubnetId": "subnet-1"}]}],
-             "TargetCapacitySpecification": {"TotalTargetCapacity": 2, "DefaultTargetCapacityType": "spot"},
-             "SpotOptions": {"AllocationStrategy": "capacity-optimized", "InstanceInterruptionBehavior": "terminate",
-                             "MinTargetCapacity": 2, "SingleAvailabilityZone": True, "SingleInstanceType": True},
-             "Tags": []}
-    req = resize.request_for(fleet, 3, "spot")
-    assert req["SpotOptions"]["AllocationStrategy"] == "capacity-optimized", req["SpotOptions"]
-
 
 # --- 4. BREAKS: an unrecorded id whose instance is gone blocks the pool's scale-up forever -----------------------------
 
