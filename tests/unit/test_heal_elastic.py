@@ -394,3 +394,26 @@ def test_a_cloud_slot_drained_for_gpufleet_is_removed_its_reason_read_by_slot_as
         say(c.bucket, "i-ctl0", pool="ctl", hostname="h-ctl", scheduler=answer)
         c.heal(T0 + dt.timedelta(seconds=s))
     assert c.api.removed == ["i-more0"], "the node drained `gpufleet: release` was never removed"
+
+
+def test_a_spot_pools_scale_up_grows_on_its_spot_fallback_when_spot_is_refused(tmp_path, cat):
+    """Issue 51 step 4: "the replacement follows the pool's rules (spot first, then the spot_fallback)"; heal's
+    replacement does (nodes/cloud/heal.py:229-251), and rev51b #7's fix asked the same of growth ("take the market from
+    the pool's spec (spot first, then its spot_fallback on refusal)"). fleet/scale.py grow asks spot alone
+    (``_market``): when spot capacity is short, exactly when the fallback is for, the pool never grows; heal backs off
+    and asks spot again, forever, while the jobs wait."""
+    class SpotShort(Elastic):
+        def add_nodes(self, region, *, count, market=None, on_launch=None, **where):
+            self.markets = [*getattr(self, "markets", []), market]
+            if market == "spot":
+                raise CapacityError("aws: EC2 did not launch 1 more node(s): InsufficientInstanceCapacity")
+            return super().add_nodes(region, count=count, on_launch=on_launch, **where)
+
+    text = stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 3}").replace(
+        "nodes: {min: 1, max: 3}", "nodes: {min: 1, max: 3}, spot: true, failover: {spot_fallback: on-demand}")
+    c = Cluster(tmp_path, cat, text, api=SpotShort())
+    for s in (0, 301, 4000, 20000):
+        view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert c.api.added, f"asked {c.api.markets}: the pool never grew on its spot_fallback"
+    assert c.api.markets[:2] == ["spot", "on-demand"]  # spot first, its fallback on refusal
