@@ -92,6 +92,9 @@ LAST_FAULT = "last-fault.json"  # under STATE_DIR: the last fault the watch saw,
 # to read), answered once (BENCH_DONE, under STATE_DIR: the last request answered) into the node's status as "bench"
 BENCH_REQUEST = "pools/{pool}/bench.json"
 BENCH_DONE = "bench.json"
+# under STATE_DIR: the request this node first saw, and when by its own clock: a request is waited for ``wait_s`` from
+# when it was written, timed here from its first sight (the operator's clock is never compared with the node's)
+BENCH_SEEN = "bench-seen.json"
 NO_TORCH = 3  # train_steps.py's exit where its Python has no torch (gpufleet/nodebench/train_steps.py)
 
 
@@ -627,10 +630,10 @@ def no_compute_process():
 
 def bench_on_request(cfg, refused=None):
     """The benchmark `gpufleet bench CLUSTER` asked for (BENCH_REQUEST: its id, the node script and its plan, the Python
-    and torchrun's arguments, until when it is waited for), once per request while it is waited for, on an idle node
-    only: under a Slurm reservation of the node (``idle``, as for the active checks; a node with a job is skipped and
-    says so), never on a node whose checks found faults (``refused``). Its word goes into the node's status:
-    "running", then the answer (or why there is none)."""
+    and torchrun's arguments, how long it is waited for), once per request while it is waited for (BENCH_SEEN: by
+    this node's clock), on an idle node only: under a Slurm reservation of the node (``idle``, as for the active
+    checks; a node with a job is skipped and says so), never on a node whose checks found faults (``refused``). Its
+    word goes into the node's status: "running", then the answer (or why there is none: "skipped", expired too)."""
     store, nid, pool = agent.STORES[cfg["cloud"]](cfg), agent.node_id(cfg), cfg["pool"]
     try:
         req = json.loads(store.get(BENCH_REQUEST.format(pool=pool)))
@@ -642,9 +645,12 @@ def bench_on_request(cfg, refused=None):
     done = agent._read_json(f"{agent.STATE_DIR}/{BENCH_DONE}") or {}
     if not isinstance(req, dict) or not isinstance(req.get("request"), str) or req["request"] == done.get("request"):
         return
-    if isinstance(req.get("until"), (int, float)) and time.time() > req["until"]:  # nobody waits for it any more
-        agent.write_private(f"{agent.STATE_DIR}/{BENCH_DONE}", json.dumps({"request": req["request"]}))
-        return
+    seen = agent._read_json(f"{agent.STATE_DIR}/{BENCH_SEEN}") or {}
+    if seen.get("request") != req["request"] or not isinstance(seen.get("at"), (int, float)):
+        seen = {"request": req["request"], "at": time.time()}
+        agent.write_private(f"{agent.STATE_DIR}/{BENCH_SEEN}", json.dumps(seen))
+    wait_s = req.get("wait_s")
+    waited = time.time() - seen["at"]
 
     def tell(**word):
         status = agent._read_json(f"{agent.STATE_DIR}/status.json") or {"node_id": nid, "cluster": cfg["cluster"],
@@ -652,7 +658,9 @@ def bench_on_request(cfg, refused=None):
         agent.put_status(store, pool, nid, {**status, "bench": {"request": req["request"], **word}})
 
     try:
-        if refused:
+        if isinstance(wait_s, (int, float)) and waited > wait_s:  # nobody waits for it any more: said, not run
+            word = {"state": "skipped", "error": f"expired: first seen {waited:.0f} s ago, waited for {wait_s:.0f} s"}
+        elif refused:
             word = {"state": "skipped", "error": refused}
         else:
             tell(state="running")

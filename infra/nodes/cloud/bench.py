@@ -53,7 +53,9 @@ def bench_pools(outputs: dict, nodes: list, plan: dict, python: str, launch: Lau
     request = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:8]}"
     body = json.dumps({"request": request, "plan": plan, "python": python, "args": launch.args() if launch else [],
                        "probe": TORCHRUN if launch else None, "script": source().decode(), "timeout_s": RUN_S,
-                       "until": time.time() + timeout_s}).encode()  # a node that sees it later runs nothing
+                       # how long it is waited for, timed by the node from its first sight of the request: a
+                       # duration, not a time of this machine's clock the node's would be compared with
+                       "wait_s": timeout_s}).encode()
     targets = [NodeTarget(n.pool, n.idx, n.node_id, n.private_ip) for n in nodes if n.node_id]
     buckets = pool_buckets(outputs, {t.pool for t in targets})
     opened = {b: (stores or {}).get(b) or cloud(ref["cloud"]).objects(ref) for b, (ref, _) in buckets.items()}

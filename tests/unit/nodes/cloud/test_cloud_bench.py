@@ -377,3 +377,34 @@ def test_the_benchmarks_compile_caches_are_in_its_private_folder_not_the_shared_
     folder = os.path.dirname(os.path.dirname(word["answer"]["cache"]))  # the run's own folder (gone after it)
     assert os.path.basename(folder).startswith("gpufleet-bench.") and word["answer"]["triton"].startswith(folder)
     assert word["answer"]["uid"] != 0 or os.geteuid() != 0, "the watch (root) ran the benchmark as root"
+
+
+# --- the bench request's time, by the node's own clock only (hostile review rev51c finding 8) ---
+
+
+def _ask(cluster, python: str, request: str, wait_s: float, **extra):
+    store = node_watch.agent.S3(cluster["cfg"])
+    store.put("pools/gpu/bench.json", json.dumps({
+        "request": request, "plan": {"benchmarks": [{"name": "resnet50"}]}, "python": python, "args": [],
+        "probe": None, "script": "print('{}')", "timeout_s": 1800, "wait_s": wait_s, **extra}).encode())
+    node_watch.watch(cluster["cfg"])
+    return (json.loads((cluster["state"] / "status.json").read_text()).get("bench") or {})
+
+
+def test_a_node_whose_clock_is_ahead_of_the_operators_still_runs_the_request_it_sees_in_time(cluster, node_py):
+    """The operator's laptop 45 minutes behind the node (or the node's clock ahead): a request stamped with the
+    operator's time (an older CLI's `until`) was dropped by the node's clock, silently, and the operator waited 33
+    minutes for "gave no answer". The request says how long it is waited for; the node times that itself."""
+    said = _ask(cluster, node_py["plain"], "20261127T120000Z-skew0001", 1980, until=time.time() - 45 * 60 + 1980)
+    assert said.get("request") == "20261127T120000Z-skew0001", "the node dropped the request without a word"
+    assert "expired" not in str(said.get("error"))
+
+
+def test_a_request_the_node_first_saw_longer_ago_than_it_is_waited_for_is_skipped_and_says_so(cluster, node_py):
+    """A request the node could not finish (its answer could not be written) and sees again after the operator
+    stopped waiting: not run, and its status says why at once (the CLI's progress shows a skipped node's word)."""
+    seen = cluster["state"] / node_watch.BENCH_SEEN
+    seen.write_text(json.dumps({"request": "20261127T120000Z-late0001", "at": time.time() - 4000}))
+    said = _ask(cluster, node_py["plain"], "20261127T120000Z-late0001", 1980)
+    assert said.get("state") == "skipped" and said["error"].startswith("expired: first seen"), said
+    assert json.loads((cluster["state"] / node_watch.BENCH_DONE).read_text())["request"] == "20261127T120000Z-late0001"
