@@ -142,7 +142,7 @@ def scale(stack, cat, *, pool: str, count: int, cluster: str | None = None, regi
         return out
 
 
-def _api(run: Run, provider: str, region: str):
+def pool_api(run: Run, provider: str, region: str):
     """The pool's cloud API (a test's stand-in in ``seams.cloud_api``), which must resize pools."""
     opened = inventory.open_clouds([provider], required=True, regions={provider: [region]}) \
         if run.seams.cloud_api is None else run.seams.cloud_api
@@ -180,7 +180,7 @@ def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, n
     out.would.append(f"add {more} node(s) to pool {spec_pool.name} through its own request ({provider} {region})")
     if out.dry_run:
         return
-    api = _api(run, provider, region)
+    api = pool_api(run, provider, region)
     leases.ensure_held()
     launched: list[str] = []
 
@@ -256,7 +256,7 @@ def remove(run: Run, spec_pool, mine: list[Node], chosen: list[NodeHealth], out:
     by_id = {n.node_id: n for n in mine}
     going = [by_id[h.node_id] for h in chosen if h.node_id in by_id]
     provider, region = _where(spec_pool, mine)
-    api = _api(run, provider, region)
+    api = pool_api(run, provider, region)
     leases.ensure_held()
     try:
         api.remove_nodes(region, cluster=run.cluster, pool=spec_pool.name, node_ids=[n.node_id for n in going])
