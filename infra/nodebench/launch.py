@@ -44,11 +44,7 @@ class Launch:
         script and its arguments."""
         head = ["-m", TORCHRUN, "--nproc-per-node", self.procs]
         if self.nodes == 1:
-            # not --standalone: its c10d rendezvous keeps its state in the agent's TCPStore, which listens on every
-            # interface unauthenticated, and the agent unpickles that state every monitor interval
-            # (elastic/rendezvous/dynamic_rendezvous.py sync, torch 2.13); the static rendezvous reads nothing back
-            # (static_tcp_rendezvous.py num_nodes_waiting is 0), its workers meet at loopback
-            return [*head, "--rdzv-backend", "static", "--master-addr", "127.0.0.1", "--master-port", str(self.port)]
+            return [*head, "--standalone"]
         host = f"[{first}]" if ":" in first else first  # an IPv6 address in brackets before its port
         return [*head, "--nnodes", str(self.nodes), "--rdzv-backend", "c10d", "--rdzv-endpoint",
                 f"{host}:{self.port}", "--rdzv-id", self.job, "--local-addr", address,
