@@ -14,6 +14,7 @@ and reachable on a port; the bucket starts each node within a watch interval of 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -21,7 +22,7 @@ import time
 import uuid
 
 from gpufleet.clouds import cloud
-from gpufleet.errors import UntrustedValue
+from gpufleet.errors import GpufleetError, UntrustedValue
 from gpufleet.nodebench import source
 from gpufleet.nodebench.launch import TORCHRUN, Launch
 from gpufleet.nodebench.train_steps import NO_TORCH
@@ -83,6 +84,10 @@ def bench_pools(outputs: dict, nodes: list, plan: dict, python: str, launch: Lau
         if finished == len(asked) or clock() - start >= timeout_s:
             break
         sleep(poll_s)
+    for b, (_, names) in buckets.items():  # withdrawn once nobody waits: a node that sees it later runs nothing
+        for pool in names:
+            with contextlib.suppress(GpufleetError):
+                opened[b].remove(REQUEST.format(pool=pool))
     return [benched(t, said.get(_key(t)), python, timeout_s, t.pool in served, plan) for t in targets]
 
 
