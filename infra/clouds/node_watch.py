@@ -92,6 +92,9 @@ LAST_FAULT = "last-fault.json"  # under STATE_DIR: the last fault the watch saw,
 # to read), answered once (BENCH_DONE, under STATE_DIR: the last request answered) into the node's status as "bench"
 BENCH_REQUEST = "pools/{pool}/bench.json"
 BENCH_DONE = "bench.json"
+# under STATE_DIR: the request this node first saw, and when by its own clock: a request is waited for ``wait_s`` from
+# when it was written, timed here from its first sight (the operator's clock is never compared with the node's)
+BENCH_SEEN = "bench-seen.json"
 NO_TORCH = 3  # train_steps.py's exit where its Python has no torch (gpufleet/nodebench/train_steps.py)
 
 
@@ -627,10 +630,10 @@ def no_compute_process():
 
 def bench_on_request(cfg, refused=None):
     """The benchmark `gpufleet bench CLUSTER` asked for (BENCH_REQUEST: its id, the node script and its plan, the Python
-    and torchrun's arguments, until when it is waited for), once per request while it is waited for, on an idle node
-    only: under a Slurm reservation of the node (``idle``, as for the active checks; a node with a job is skipped and
-    says so), never on a node whose checks found faults (``refused``). Its word goes into the node's status:
-    "running", then the answer (or why there is none)."""
+    and torchrun's arguments, how long it is waited for), once per request while it is waited for (BENCH_SEEN: by
+    this node's clock), on an idle node only: under a Slurm reservation of the node (``idle``, as for the active
+    checks; a node with a job is skipped and says so), never on a node whose checks found faults (``refused``). Its
+    word goes into the node's status: "running", then the answer (or why there is none: "skipped", expired too)."""
     store, nid, pool = agent.STORES[cfg["cloud"]](cfg), agent.node_id(cfg), cfg["pool"]
     try:
         req = json.loads(store.get(BENCH_REQUEST.format(pool=pool)))
@@ -642,9 +645,12 @@ def bench_on_request(cfg, refused=None):
     done = agent._read_json(f"{agent.STATE_DIR}/{BENCH_DONE}") or {}
     if not isinstance(req, dict) or not isinstance(req.get("request"), str) or req["request"] == done.get("request"):
         return
-    if isinstance(req.get("until"), (int, float)) and time.time() > req["until"]:  # nobody waits for it any more
-        agent.write_private(f"{agent.STATE_DIR}/{BENCH_DONE}", json.dumps({"request": req["request"]}))
-        return
+    seen = agent._read_json(f"{agent.STATE_DIR}/{BENCH_SEEN}") or {}
+    if seen.get("request") != req["request"] or not isinstance(seen.get("at"), (int, float)):
+        seen = {"request": req["request"], "at": time.time()}
+        agent.write_private(f"{agent.STATE_DIR}/{BENCH_SEEN}", json.dumps(seen))
+    wait_s = req.get("wait_s")
+    waited = time.time() - seen["at"]
 
     def tell(**word):
         status = agent._read_json(f"{agent.STATE_DIR}/status.json") or {"node_id": nid, "cluster": cfg["cluster"],
@@ -652,7 +658,9 @@ def bench_on_request(cfg, refused=None):
         agent.put_status(store, pool, nid, {**status, "bench": {"request": req["request"], **word}})
 
     try:
-        if refused:
+        if isinstance(wait_s, (int, float)) and waited > wait_s:  # nobody waits for it any more: said, not run
+            word = {"state": "skipped", "error": f"expired: first seen {waited:.0f} s ago, waited for {wait_s:.0f} s"}
+        elif refused:
             word = {"state": "skipped", "error": refused}
         else:
             tell(state="running")
@@ -666,6 +674,41 @@ def bench_on_request(cfg, refused=None):
     print(f"bench {req['request']}: {word['state']}" + (f" ({word['error']})" if word.get("error") else ""), flush=True)
 
 
+# Who runs the benchmark when the watch is root: never root. torchrun's store listens on every interface with no
+# authentication (torch 2.13 TCPStore: the server binds the wildcard address whatever --master-addr says; seen with
+# /proc/net/tcp6 `::` here, 2026-11-27), and a job user can plant modules in a torch.compile cache in the shared
+# temp folder (torch/_inductor/runtime/cache_dir_utils.py default_cache_dir: gettempdir()/torchinductor_<user>, no
+# owner check). `nobody` has no supplementary groups: the NVIDIA driver makes /dev/nvidia* 0666 by default
+# (NVreg_DeviceFileMode, nvidia-modprobe), so it reaches the GPUs; a node whose device nodes are not world-usable
+# says so in the benchmark's own error.
+BENCH_USER = "nobody"
+# where the child keeps what it writes, all inside its private folder (torch 2.13 read 2026-11-27: inductor's
+# cache_dir_utils TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR; torch.hub and cpp_extension under XDG_CACHE_HOME;
+# tempfile under TMPDIR; CUDA's JIT cache and Triton's ~/.triton under HOME), in a sub-folder whose name no import
+# can take for a package (the script's own folder is first on sys.path: a `triton` folder there hides Triton)
+BENCH_HOME = {"HOME": "run-home", "TMPDIR": "run-home/tmp", "XDG_CACHE_HOME": "run-home/.cache",
+              "TORCHINDUCTOR_CACHE_DIR": "run-home/torchinductor", "TRITON_CACHE_DIR": "run-home/triton-cache"}
+BENCH_ENV_KEPT = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES")  # the rest of the watch's environment stays root's
+
+
+def bench_identity(folder, files):
+    """subprocess's arguments that run the benchmark in ``folder`` (0700, its ``files`` in it) as BENCH_USER, with
+    its caches and temporary files there: the folder and files become BENCH_USER's. As itself when the watch is
+    not root (it is already unprivileged)."""
+    env = {k: os.environ[k] for k in BENCH_ENV_KEPT if k in os.environ}
+    for name, sub in BENCH_HOME.items():
+        env[name] = os.path.join(folder, sub)
+        os.makedirs(env[name], mode=0o700, exist_ok=True)
+    if os.geteuid() != 0:
+        return {"env": env}
+    import pwd  # the node's account database (not on every platform the CLI imports this module on)
+
+    user = pwd.getpwnam(BENCH_USER)
+    for path in (folder, *files, *(env[name] for name in BENCH_HOME)):
+        os.chown(path, user.pw_uid, user.pw_gid)
+    return {"env": env, "user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+
+
 def run_bench(req):
     """The node script of ``req`` run on its plan with its Python (under torchrun where it names its arguments), in a
     folder of its own gone after the run; its answer, or why there is none. A run past its time is killed whole (its
@@ -675,17 +718,18 @@ def run_bench(req):
             or not isinstance(req.get("script"), str) or not isinstance(req.get("plan"), dict):
         return {"state": "failed", "error": "the request is not of its format: not run"}
     timeout = min(float(req.get("timeout_s") or ACTIVE_S), ACTIVE_S)  # within the reservation's span
-    with tempfile.TemporaryDirectory(prefix="gpufleet-bench.") as folder:  # 0700: root's alone
+    with tempfile.TemporaryDirectory(prefix="gpufleet-bench.") as folder:  # 0700: the benchmark's alone
         script, plan = os.path.join(folder, "train_steps.py"), os.path.join(folder, "plan.json")
         agent.write_private(script, req["script"])
         agent.write_private(plan, json.dumps(req["plan"]))
         try:
-            if probe and subprocess.run([python, "-c", f"import {probe}"], capture_output=True,
-                                        timeout=120).returncode != 0:
+            who = bench_identity(folder, (script, plan))
+            if probe and subprocess.run([python, "-c", f"import {probe}"], capture_output=True, timeout=120,
+                                        cwd=folder, **who).returncode != 0:
                 return {"state": "failed", "rc": NO_TORCH, "error": f"no PyTorch with torchrun ({probe}) in {python}"}
             proc = subprocess.Popen([python, *args, script, plan], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
-        except (OSError, subprocess.SubprocessError) as e:
+                                    stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=folder, **who)
+        except (OSError, KeyError, subprocess.SubprocessError) as e:  # KeyError: no BENCH_USER on the node
             return {"state": "failed", "error": one_line(f"{python} could not be run: {e}", 300)}
         try:
             out, err = proc.communicate(timeout=timeout)

@@ -7,9 +7,11 @@ from __future__ import annotations
 # each node's state (sinfo's long names: idle, mixed, allocated, drained, down ...), each job's
 # (squeue: PENDING, RUNNING ..., its partition, the nodes it asks, why it waits) and each drained node's reason, one
 # per line, after a marker. squeue's %T state, %P partition, %D node count, %r reason (squeue(1), Slurm 21.08-23.11;
-# the reason last: it may hold spaces)
+# the reason last: it may hold spaces). Nodes and reasons both by NodeName (%N, one line per node with -N): %n is the
+# node's HOST name (slurm-22-05-8-1 src/sinfo/print.c _print_node_hostnames), which for a cloud slot is what its
+# slurmd registered with, not the slot (sinfo 22.05.8 run by rev51c, 2026-11-27)
 PROBE = ("echo nodes; sinfo -h -N -o '%N %T'; echo jobs; squeue -h -o '%T %P %D %r'; "
-         "echo drained; sinfo -h -R -o '%n|%E'")
+         "echo drained; sinfo -h -N -R -o '%N|%E'")
 # why a pending job waits when more nodes in its partition would start it: Slurm's job_state_reason_string
 # (src/common/job_state_reason.c): WAIT_RESOURCES "Resources", WAIT_PART_NODE_LIMIT "PartitionNodeLimit" (it asks more
 # nodes than the partition has), and WAIT_NODE_NOT_AVAIL with the state_desc squeue's %r prints instead (it asks more

@@ -31,6 +31,8 @@ import re
 import secrets
 from dataclasses import dataclass, field, replace
 
+from gpufleet.catalog import images
+from gpufleet.configure import software
 from gpufleet.configure.pillar import gpu_of
 from gpufleet.errors import GpufleetError
 from gpufleet.paths import make_private_dir, salt_run_dir
@@ -54,10 +56,11 @@ DBD_DATABASE = "slurm_acct_db"  # slurmdbd.conf(5)'s default StorageLoc
 # may already be set from a command line parameter") and registers from wherever it is. State=CLOUD is Slurm's way for
 # a node whose address is not known when slurm.conf is written: with SlurmctldParameters=cloud_reg_addrs (21.08 and
 # 22.05; defunct in 23.11, where it is how every cloud node registers: NEWS 23.11.0rc1 "Remove cloud_reg_addrs and make
-# it default behavior", and read_config.c logs an error for it from every client command, so the slurm formula leaves
-# it out where the node's OS installs 23.11: salt/slurm/parameters/osfinger/) slurmctld takes NodeAddr and NodeHostName from the
-# registration (src/slurmctld/node_mgr.c validate_node_specs, 22.05.8), keeps them across a restart
-# (load_all_node_state recovers them for CLOUD nodes only), and gives jobs the cloud nodes' addresses
+# it default behavior", and read_config.c logs an error for it from every client command, so it is written only where
+# the controller's OS installs an older Slurm: one file for the whole cluster, as slurmctld 23.11 compares each
+# slurmd's hash of it, src/slurmctld/proc_req.c; a 22.05 slurmd reads a file without it silently) slurmctld takes
+# NodeAddr and NodeHostName from the registration (src/slurmctld/node_mgr.c validate_node_specs, 22.05.8), keeps them
+# across a restart (load_all_node_state recovers them for CLOUD nodes only), and gives jobs the cloud nodes' addresses
 # (node_scheduler.c set_job_alias_list: SLURM_NODE_ALIASES), where a plain node's peers would resolve it to the old
 # address their slurm.conf says. Read 2026-11-27 at tags slurm-22-05-8-1 and slurm-23-11-4-1. Weighed and left:
 # dynamic nodes (`slurmd -Z`: 22.05 leaves them out of slurm.conf's partitions and topology, which gpufleet builds per
@@ -69,7 +72,9 @@ DBD_DATABASE = "slurm_acct_db"  # slurmdbd.conf(5)'s default StorageLoc
 # _is_cloud_hidden), so neither the node's gate nor the controller could find its slot to drain it; 23.02 shows them by
 # default and ignores the word (NEWS 23.02.0rc1 "PrivateData=cloud is no longer needed"; read_config.c, 23.11.4)
 SLOT_STATE = "CLOUD"
-SLOT_PARAMETERS = ("SlurmctldParameters=cloud_reg_addrs", "PrivateData=cloud")
+CLOUD_REG_ADDRS = "SlurmctldParameters=cloud_reg_addrs"
+CLOUD_REG_ADDRS_DEFUNCT = "23.11"  # the first Slurm that refuses it (above)
+SLOT_PARAMETERS = (CLOUD_REG_ADDRS, "PrivateData=cloud")
 
 
 # slurm.conf(5) 22.05.8: TreeWidth's maximum
@@ -124,8 +129,9 @@ def _gpu_files(n: int) -> str:
     return "/dev/nvidia0" if n == 1 else f"/dev/nvidia[0-{n - 1}]"
 
 
-def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode]) -> dict[str, str]:
-    """The four files, by name."""
+def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode], controller_os: str | None = None
+           ) -> dict[str, str]:
+    """The four files, by name (``controller_os``: the controller's OS as Salt names it, osfinger; None unknown)."""
     cfg = stack.slurm
     head = f"# gpufleet: Slurm of cluster {cluster} (stack {stack.name}); written by `gpufleet configure`, replaced by it\n"
     cgroups = cfg.cgroups
@@ -148,7 +154,9 @@ def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode]) -
         "TopologyPlugin=topology/tree",
     ]
     if any(n.cloud for n in nodes):
-        lines += [*SLOT_PARAMETERS, f"TreeWidth={_tree_width(stack, nodes)}", f"Prolog={PROLOG_PROGRAM}",
+        defunct = software.installs_slurm_since(controller_os, CLOUD_REG_ADDRS_DEFUNCT)
+        lines += [*(p for p in SLOT_PARAMETERS if not (defunct and p == CLOUD_REG_ADDRS)),
+                  f"TreeWidth={_tree_width(stack, nodes)}", f"Prolog={PROLOG_PROGRAM}",
                   "PrologFlags=Alloc"]
     if cfg.accounting:  # slurmdbd beside slurmctld, on its default port (6819)
         lines += ["AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={controller.address}"]
@@ -283,10 +291,11 @@ def active_expectations(expect: dict) -> dict:
 
 
 def pillars(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode], hosts: dict[str, tuple[str, dict | None, int]],
-            *, bundle: bytes, key: bytes) -> dict[str, dict]:
+            *, bundle: bytes, key: bytes, controller_os: str | None = None) -> dict[str, dict]:
     """The ``slurm`` pillar of each host (``hosts``: id -> its role, its pool's verify expectations and
-    the GPUs its facts show): the cluster's files rendered once, the same for all of them."""
-    files = render(stack, cluster, controller, nodes)
+    the GPUs its facts show): the cluster's files rendered once (``controller_os``: see ``render``), the same for
+    all of them."""
+    files = render(stack, cluster, controller, nodes, controller_os)
     encoded = base64.b64encode(bundle).decode()
     listed = sorted({controller.name, *(n.name for n in nodes)})  # a node not among them starts no daemon
     accounting = None
@@ -331,7 +340,9 @@ def pool_pillars(stack, cluster: str, cat, facts: list[tuple[str, str | None, di
     compute = [n for p in stack.pools if p.role == "compute" for n in found.get(p.name, []) + _free_slots(p, found)]
     per_pool = {name: (pools[name].role, expectations.get(name), max(n.gpus for n in members))
                 for name, members in found.items()}
-    return pillars(stack, cluster, ctl[0], compute, per_pool, bundle=bundle, key=key)
+    ctl_pool = next(p for p in stack.pools if p.role == "controller")
+    return pillars(stack, cluster, ctl[0], compute, per_pool, bundle=bundle, key=key,
+                   controller_os=images.osfinger(ctl_pool.image))
 
 
 def _free_slots(pool, found: dict[str, list[SlurmNode]]) -> list[SlurmNode]:

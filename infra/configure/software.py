@@ -101,6 +101,12 @@ def _v(s: str) -> tuple[int, ...]:
     return tuple(int(p) for p in str(s).split(".") if p.isdigit())
 
 
+def installs_slurm_since(osfinger: str | None, release: str) -> bool:
+    """Whether the Slurm ``osfinger``'s OS installs (SLURM_OF_OS) is ``release`` or newer; False where unknown."""
+    ver = SLURM_OF_OS.get(osfinger or "")
+    return ver is not None and _v(ver) >= _v(release)
+
+
 @dataclass
 class Problem:
     key: str  # the stack key the problem is about (software.cuda, ...)

@@ -41,6 +41,11 @@ ACTIONS = ("drain", "isolate", "replace")  # what a kind is asked to do
 BACKOFF_S = 300  # the first wait after a capacity refusal; doubled for each refusal in a row
 BACKOFF_MAX_S = 6 * 3600
 WINDOW = dt.timedelta(hours=1)  # max_replacements is per pool per hour
+# how long a scale-up's launched but unrecorded node holds its pool's growth when its cloud never says it is gone: EC2
+# lists a terminated instance "about an hour" (terminating-instances, read 2026-11), after which its id is neither
+# alive nor gone to the API (aws/replace.py gone_nodes); a living one is recorded by `gpufleet registry rebuild` long
+# before, and one forgotten still carries the cluster's tags (`gpufleet reap` and rebuild find it)
+UNRECORDED_MAX = dt.timedelta(hours=3)
 
 
 @dataclass
@@ -304,9 +309,11 @@ def _elastic(run: Run, p, health: list[NodeHealth], kinds_of: dict, state: dict,
     mine = [n for n in run.record.nodes if n.pool == p.name]
     sized = scaling.Scaled(run.cluster, p.name, len(mine), len(mine), out.dry_run)
     unrecorded = [i for i in pool.get("unrecorded", []) if i not in {n.node_id for n in mine}]
+    unrecorded = _not_gone(run, p, unrecorded, pool, sized, now)
     pool["unrecorded"] = unrecorded
     if not unrecorded:
         pool.pop("unrecorded")
+        pool.pop("unrecorded_since", None)
     since = _time(pool.get("waiting_since")) or now
     if waiting:
         pool["waiting_since"] = _stamp(since)
@@ -347,11 +354,12 @@ def _elastic(run: Run, p, health: list[NodeHealth], kinds_of: dict, state: dict,
             sized.wanted = len(mine) + min(p.size.max - len(mine), waiting)
             try:
                 scaling.grow(run, p, mine, sized.wanted - len(mine), sized, store, now,
-                             on_launch=_on_grow(store, run.cluster, state, pool, saved))
+                             on_launch=_on_grow(store, run.cluster, state, pool, saved, now))
             except GpufleetError as e:  # what was launched is in heal's memory (above): the rest of the pass goes on
                 sized.failed = e.message
             if sized.refused:  # nothing launched is left (a cloud's all or nothing): nothing to record
                 pool.pop("unrecorded", None)
+                pool.pop("unrecorded_since", None)
             if sized.refused or sized.failed:
                 pool["refusals"] = pool.get("refusals", 0) + 1
                 pool["retry_at"] = _stamp(now + backoff(pool["refusals"]))
@@ -423,10 +431,36 @@ def _give_back(run: Run, p, h: NodeHealth, kind, action: str, sized, store, now:
     return r.done
 
 
-def _on_grow(store: SharedStore, cluster: str, state: dict, pool: dict, saved: list):
-    """What a cloud calls the moment a scale-up's node exists: written to heal's memory at once, as _on_launch does."""
+def _not_gone(run: Run, p, unrecorded: list[str], pool: dict, sized, now: dt.datetime) -> list[str]:
+    """Of a pool's launched but unrecorded ids, those that may still live: the ones its cloud says are terminated
+    (``gone_nodes``, as a node whose status says nothing is judged) leave heal's memory, and all of them once they
+    have been there UNRECORDED_MAX (the cloud lists a terminated VM for a while only); each said in ``sized.kept``."""
+    if not unrecorded:
+        return unrecorded
+    try:
+        gone = scaling.pool_api(run, p.provider, p.region).gone_nodes(p.region, cluster=run.cluster, pool=p.name,
+                                                                  node_ids=unrecorded)
+    except GpufleetError:
+        gone = set()
+    if gone:
+        sized.kept.append(f"launched but gone before it was recorded: {', '.join(sorted(gone))} ({p.provider} says "
+                          "terminated): forgotten")
+    left = [i for i in unrecorded if i not in gone]
+    since = _time(pool.get("unrecorded_since"))
+    if left and since is not None and now - since >= UNRECORDED_MAX:
+        sized.kept.append(f"launched but not recorded for {UNRECORDED_MAX}: {', '.join(left)}: forgotten, the pool "
+                          "may grow again (one still running carries the cluster's tags: `gpufleet registry rebuild` "
+                          "records it, `gpufleet reap` finds it)")
+        return []
+    return left
+
+
+def _on_grow(store: SharedStore, cluster: str, state: dict, pool: dict, saved: list, now: dt.datetime):
+    """What a cloud calls the moment a scale-up's node exists: written to heal's memory at once, as _on_launch does
+    (since when: UNRECORDED_MAX)."""
     def launched(new_id: str) -> None:
         pool.setdefault("unrecorded", []).append(new_id[:300])
+        pool.setdefault("unrecorded_since", _stamp(now))
         _save(store, cluster, state, saved)
     return launched
 

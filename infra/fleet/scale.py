@@ -142,7 +142,7 @@ def scale(stack, cat, *, pool: str, count: int, cluster: str | None = None, regi
         return out
 
 
-def _api(run: Run, provider: str, region: str):
+def pool_api(run: Run, provider: str, region: str):
     """The pool's cloud API (a test's stand-in in ``seams.cloud_api``), which must resize pools."""
     opened = inventory.open_clouds([provider], required=True, regions={provider: [region]}) \
         if run.seams.cloud_api is None else run.seams.cloud_api
@@ -164,6 +164,14 @@ def _market(spec_pool, provider: str) -> str | None:
     return "spot" if spec_pool.spot and clouds.cloud(provider).market_per_node else None
 
 
+def _fallback(spec_pool, provider: str) -> str | None:
+    """The market a spot pool's growth asks when spot is refused: its spot_fallback (issue 51 step 4, as heal's
+    replacement does, nodes/cloud/heal.py _replace), where the cloud's request can take another market."""
+    if _market(spec_pool, provider) != "spot" or not spec_pool.failover:
+        return None
+    return spec_pool.failover.spot_fallback
+
+
 def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, now, on_launch=None) -> None:
     """``more`` nodes for the pool (``mine``: its recorded nodes), recorded, each an event; a refusal in
     ``out.refused`` (nothing changed); another failure raised (nothing recorded). ``on_launch`` is told each node
@@ -172,7 +180,7 @@ def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, n
     out.would.append(f"add {more} node(s) to pool {spec_pool.name} through its own request ({provider} {region})")
     if out.dry_run:
         return
-    api = _api(run, provider, region)
+    api = pool_api(run, provider, region)
     leases.ensure_held()
     launched: list[str] = []
 
@@ -180,12 +188,21 @@ def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, n
         launched.append(node_id)
         if on_launch is not None:
             on_launch(node_id)
+    said = ""  # how the market came to be, when it is not the pool's own
     try:
-        got = api.add_nodes(region, cluster=run.cluster, pool=spec_pool.name, count=more, market=_market(spec_pool, provider),
-                            on_launch=launch)
+        try:
+            got = api.add_nodes(region, cluster=run.cluster, pool=spec_pool.name, count=more,
+                                market=_market(spec_pool, provider), on_launch=launch)
+        except (CapacityError, QuotaError) as e:  # nothing launched is left: the spot_fallback, where there is one
+            fallback = _fallback(spec_pool, provider)
+            if fallback is None:
+                raise
+            said = f" on the pool's spot_fallback ({fallback}: spot was refused: {e.message})"
+            got = api.add_nodes(region, cluster=run.cluster, pool=spec_pool.name, count=more, market=fallback,
+                                on_launch=launch)
     except (CapacityError, QuotaError) as e:
-        out.refused = e.message
-        event(store, run.cluster, spec_pool.name, "add", f"refused: {e.message}", done=False, refused=True, now=now)
+        out.refused = (f"spot was refused, then {_fallback(spec_pool, provider)}: " if said else "") + e.message
+        event(store, run.cluster, spec_pool.name, "add", f"refused: {out.refused}", done=False, refused=True, now=now)
         out.events += 1
         return
     except GpufleetError as e:
@@ -209,7 +226,7 @@ def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, n
         if not joined:
             out.unjoined.append(f"{spec_pool.name}-{n.idx}")
         event(store, run.cluster, spec_pool.name, "add", f"{spec_pool.name}-{n.idx} ({n.node_id}) added through the "
-               f"pool's request (fleet {fleet}){joins}", done=True, node=f"{spec_pool.name}-{n.idx}", now=now)
+               f"pool's request (fleet {fleet}){said}{joins}", done=True, node=f"{spec_pool.name}-{n.idx}", now=now)
         out.events += 1
 
 
@@ -239,7 +256,7 @@ def remove(run: Run, spec_pool, mine: list[Node], chosen: list[NodeHealth], out:
     by_id = {n.node_id: n for n in mine}
     going = [by_id[h.node_id] for h in chosen if h.node_id in by_id]
     provider, region = _where(spec_pool, mine)
-    api = _api(run, provider, region)
+    api = pool_api(run, provider, region)
     leases.ensure_held()
     try:
         api.remove_nodes(region, cluster=run.cluster, pool=spec_pool.name, node_ids=[n.node_id for n in going])

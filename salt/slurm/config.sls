@@ -8,18 +8,11 @@ slurm-config-dir-file-directory:
     - mode: "0755"
 
 {%- for name in slurm.files | sort %}
-{%- set lines = slurm.files[name].split("\n") %}
-{%- set kept = lines | reject("in", slurm.defunct) | list %}
 
 slurm-config-{{ name | replace(".", "_") }}-file-managed:
   file.managed:
     - name: {{ slurm.conf_dir }}/{{ name }}
-{%- if kept | length < lines | length %}
-    {#- the cluster's file less the lines this node's Slurm refuses (parameters' defunct) #}
-    - contents: {{ kept | join("\n") | tojson }}
-{%- else %}
     - contents_pillar: "slurm:files:{{ name }}"
-{%- endif %}
     - mode: "0644"
     - require:
       - file: slurm-config-dir-file-directory

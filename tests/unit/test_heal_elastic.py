@@ -48,7 +48,8 @@ def cluster(tmp_path, cat, refuse=False):
 
 def view(c, now, gpu="idle", jobs="", extra=(), age_s=0, reasons=()):
     """Every node's status, and the controller's with Slurm's view read ``age_s`` ago (on the real clock, which
-    heal judges its freshness by); ``reasons``: drained nodes' reasons (`sinfo -h -R -o '%n|%E'`, scheduler.PROBE)."""
+    heal judges its freshness by); ``reasons``: drained nodes' reasons (`sinfo -h -N -R -o '%N|%E'`,
+    scheduler.PROBE: by NodeName, here the host name of a node configured before slots)."""
     hosts = {"i-gpu0": gpu, **dict(extra)}
     for i in hosts:
         say(c.bucket, i, hostname=f"h-{i}")
@@ -382,3 +383,103 @@ def test_a_job_asking_more_nodes_than_the_pool_has_registered_makes_the_pool_gro
         view(c, T0, gpu="idle", jobs=wait)
         c.heal(T0 + dt.timedelta(seconds=s))
     assert c.api.added != [], "a 2-node job waited an hour on a {min 1, max 3} pool of 1 node: nothing was added"
+
+
+def _reason_line_key(slot: str, host: str) -> str:
+    """The name a drained node's reason line starts with, as scheduler.PROBE's `sinfo -R` format asks it: %N is the
+    NodeName (a cloud slot), %n its host name (slurm-22-05-8-1 src/sinfo/print.c _print_node_hostnames; run with
+    slurmctld 22.05.8 by review rev51c: `-o '%n|%E'` -> `ip-10-0-0-9|...`, `-o '%N|%E'` -> `gpu-0|...`)."""
+    fmt = scheduler.PROBE.rsplit("-o '", 1)[1].split("|", 1)[0]
+    return {"%N": slot, "%n": host}[fmt]
+
+
+def test_a_cloud_slot_drained_for_gpufleet_is_removed_its_reason_read_by_slot_as_the_probe_asks_slurm(tmp_path, cat):
+    """Nodes are listed by NodeName (a cloud node's slot, gpu-1): the reasons must be too, or a slot drained
+    `gpufleet: release` has no reason (never removed) and a GCP/Azure node's fault is never vouched."""
+    from gpufleet.state.registry import Node
+
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 4}"), api=Elastic())
+    c.reg.resize("hl", added=[(Node("gpu", 1, "aws", "us-east-1", "g6.12xlarge", node_id="i-more0"), None)])
+    for i in ("i-gpu0", "i-more0"):
+        say(c.bucket, i, hostname=f"h-{i}")
+    answer = ("nodes\nh-ctl idle\ngpu-0 allocated\ngpu-1 drained\njobs\n"
+              f"drained\n{_reason_line_key('gpu-1', 'h-i-more0')}|{node_watch.RELEASE}\n")
+    for s in (0, 1801):
+        say(c.bucket, "i-ctl0", pool="ctl", hostname="h-ctl", scheduler=answer)
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert c.api.removed == ["i-more0"], "the node drained `gpufleet: release` was never removed"
+
+
+def test_a_spot_pools_scale_up_grows_on_its_spot_fallback_when_spot_is_refused(tmp_path, cat):
+    """Issue 51 step 4: "the replacement follows the pool's rules (spot first, then the spot_fallback)"; heal's
+    replacement does (nodes/cloud/heal.py:229-251), and rev51b #7's fix asked the same of growth ("take the market from
+    the pool's spec (spot first, then its spot_fallback on refusal)"). fleet/scale.py grow asks spot alone
+    (``_market``): when spot capacity is short, exactly when the fallback is for, the pool never grows; heal backs off
+    and asks spot again, forever, while the jobs wait."""
+    class SpotShort(Elastic):
+        def add_nodes(self, region, *, count, market=None, on_launch=None, **where):
+            self.markets = [*getattr(self, "markets", []), market]
+            if market == "spot":
+                raise CapacityError("aws: EC2 did not launch 1 more node(s): InsufficientInstanceCapacity")
+            return super().add_nodes(region, count=count, on_launch=on_launch, **where)
+
+    text = stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 3}").replace(
+        "nodes: {min: 1, max: 3}", "nodes: {min: 1, max: 3}, spot: true, failover: {spot_fallback: on-demand}")
+    c = Cluster(tmp_path, cat, text, api=SpotShort())
+    for s in (0, 301, 4000, 20000):
+        view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert c.api.added, f"asked {c.api.markets}: the pool never grew on its spot_fallback"
+    assert c.api.markets[:2] == ["spot", "on-demand"]  # spot first, its fallback on refusal
+
+
+def test_a_launched_id_never_recorded_leaves_heals_memory_when_gone_or_after_a_bound_and_the_pool_grows_again(
+        tmp_path, cat):
+    """fleet/heal.py _elastic: ``unrecorded`` ids leave heal's memory only when the registry has them; while one is
+    there heal never scales the pool up, and tells the user to run `gpufleet registry rebuild`. An id whose instance
+    is gone (terminated by EC2, a spot reclaim, `reap`, a person) is never recorded by a rebuild: the pool never
+    grows again, whatever waits, with no expiry and no look at the cloud."""
+    from gpufleet.errors import GpufleetError
+
+    class LaunchesThenFails(Elastic):
+        fail = True
+
+        def add_nodes(self, region, *, count, market=None, on_launch=None, **where):
+            if not self.fail:
+                return super().add_nodes(region, count=count, on_launch=on_launch, **where)
+            self.added.append("i-gone0")
+            on_launch("i-gone0")
+            raise GpufleetError("aws: i-gone0 was launched for pool gpu but EC2 does not describe it yet")
+
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 3}"), api=LaunchesThenFails())
+    for s in (0, 301):
+        view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert c.api.added == ["i-gone0"]
+    c.api.fail = False  # i-gone0 never came up (terminated); `registry rebuild` finds nothing to record
+    for days in (1, 2, 7):
+        view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
+        c.heal(T0 + dt.timedelta(days=days))
+    assert len(c.api.added) > 1, "a week later the pool has still not grown for the jobs that wait"
+
+
+def test_a_launched_id_the_cloud_says_is_terminated_leaves_heals_memory_at_the_next_pass(tmp_path, cat):
+    from gpufleet.errors import GpufleetError
+
+    class LaunchesThenFails(Elastic):
+        def add_nodes(self, region, *, count, market=None, on_launch=None, **where):
+            if "i-gone0" in self.added:
+                return super().add_nodes(region, count=count, on_launch=on_launch, **where)
+            self.added.append("i-gone0")
+            on_launch("i-gone0")
+            raise GpufleetError("aws: i-gone0 was launched for pool gpu but EC2 does not describe it yet")
+
+    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 3}"), api=LaunchesThenFails())
+    for s in (0, 301):
+        view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
+        c.heal(T0 + dt.timedelta(seconds=s))
+    c.api.gone = {"i-gone0"}  # EC2 lists it terminated (aws/replace.py gone_nodes)
+    view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
+    out = c.heal(T0 + dt.timedelta(seconds=301 + 3600))  # after the refusal's backoff, well within UNRECORDED_MAX
+    assert len(c.api.added) == 2, c.api.added
+    assert any("gone before it was recorded: i-gone0" in k for x in out.scaled for k in x.kept), out.scaled

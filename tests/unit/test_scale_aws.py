@@ -453,3 +453,24 @@ def test_a_partial_launch_whose_fleet_ec2_would_not_delete_is_said_not_taken_for
     assert "still run" in e.value.message and "terminated again" not in e.value.message
     (ev,) = p.events()
     assert ev["refused"] is False and "could not be deleted" in ev["outcome"]
+
+
+def test_a_spot_pools_scale_up_keeps_the_pools_allocation_strategy_not_ec2s_lowest_price():
+    """Review rev51c #4: a spot pool's growth asks market "spot" (fleet/scale.py); its request keeps the pool's own
+    SpotOptions (capacity-optimized, components.py), all or nothing, not EC2's default lowest-price ("not recommended
+    ... the highest risk of interruption": botocore 1.44.8's EC2 model, SpotOptionsRequest AllocationStrategy)."""
+    from gpufleet.clouds.aws import replace, resize
+
+    fleet = {"LaunchTemplateConfigs": [{"LaunchTemplateSpecification": {"LaunchTemplateId": "lt-1", "Version": "1"},
+                                        "Overrides": [{"InstanceType": "p5.48xlarge", "SubnetId": "subnet-1"}]}],
+             "TargetCapacitySpecification": {"TotalTargetCapacity": 2, "DefaultTargetCapacityType": "spot"},
+             "SpotOptions": {"AllocationStrategy": "capacity-optimized", "InstanceInterruptionBehavior": "terminate",
+                             "MinTargetCapacity": 2, "SingleAvailabilityZone": True, "SingleInstanceType": True},
+             "Tags": []}
+    req = resize.request_for(fleet, 3, "spot")
+    assert req["SpotOptions"] == {**fleet["SpotOptions"], "MinTargetCapacity": 3}
+    assert req["TargetCapacitySpecification"]["TotalTargetCapacity"] == 3
+    # on the other market (a spot_fallback): that market's options, the replacement's table, all or nothing
+    od = resize.request_for(fleet, 3, "on-demand")
+    assert "SpotOptions" not in od and od["OnDemandOptions"]["MinTargetCapacity"] == 3
+    assert od["OnDemandOptions"]["AllocationStrategy"] == replace.MARKET_OPTIONS["on-demand"][1]["AllocationStrategy"]

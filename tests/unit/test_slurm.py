@@ -897,7 +897,9 @@ def test_a_cloud_pools_compute_nodes_are_its_slots_and_register_from_where_they_
     named = {d["NodeName"]: d for d in conf if "NodeName" in d}
     assert sorted(named) == ["t4-0", "t4-1"] and named["t4-1"]["NodeAddr"] == "10.0.1.1", named
     assert {d["State"] for d in named.values()} == {"CLOUD"}
-    assert {"SlurmctldParameters": "cloud_reg_addrs"} in conf
+    # the controller's image is Ubuntu 24.04 (Slurm 23.11): registration gives the address by default there, and
+    # the defunct line is left out (a 21.08/22.05 controller's file has it: test_cloud_reg_addrs_is_decided_by...)
+    assert {"SlurmctldParameters": "cloud_reg_addrs"} not in conf
     assert {"PrivateData": "cloud"} in conf  # else 22.05 hides a slot that has not registered, from root too
     assert {"SlurmctldHost": "ip-10-0-0-5(10.0.0.5)"} in conf
     assert pil["nodes"] == ["ip-10-0-0-5", "t4-0", "t4-1"]
@@ -1012,28 +1014,31 @@ def test_slurm_conf_with_cloud_slots_sets_treewidth_to_at_least_the_node_count_u
     assert "TreeWidth" not in text
 
 
-def test_cloud_reg_addrs_is_written_only_where_the_nodes_slurm_is_older_than_23_11(rendered, tmp_path):
+def test_cloud_reg_addrs_is_decided_by_the_controllers_slurm_and_every_host_writes_the_same_slurm_conf(rendered,
+                                                                                                       tmp_path):
     """SchedMD/slurm slurm-23-11-4-1 src/common/read_config.c _validate_and_set_defaults (run by every client:
     sinfo, squeue, sbatch, srun): `error("The SlurmctldParameters option \\"cloud_reg_addrs\\" is defunct, please
-    remove it from slurm.conf.")` (NEWS 23.11.0rc1: its behaviour is the default). The Slurm each OS installs is
-    software.SLURM_OF_OS's; real Salt renders the formula per OS: the line stays on 21.08/22.05, is gone on 23.11."""
+    remove it from slurm.conf.")` (NEWS 23.11.0rc1: its behaviour is the default). It is slurmctld's parameter, and
+    slurmctld 23.11 logs `Node %s appears to have a different slurm.conf than the slurmctld` for each slurmd whose
+    file's hash differs (src/slurmctld/proc_req.c, slurm-23-11-4-1; review rev51c #7): written by the controller's
+    Slurm (software.SLURM_OF_OS), once, and real Salt writes that one file on every OS software.slurm_check allows
+    beside it (a 23.11 controller with 22.05 nodes)."""
     from gpufleet.configure import software
 
+    assert not software.slurm_check([("ctl", "controller", "Ubuntu-24.04"), ("n1", "compute", "Debian-12")],
+                                    cgroups=True)
     st, _, _ = rendered
     ctl = slurm.node("ctl0", "10.0.0.5", st.pools[0], cpus=4, mem_gib=16, gpus=0, gpu=None)
     nodes = [slurm.node("t4-1", "10.0.0.6", st.pools[2], cpus=48, mem_gib=192, gpus=4, gpu="T4", cloud=True)]
-    (host,) = slurm.pillars(st, "train", ctl, nodes, {"t4": ("compute", {}, 4)}, bundle=b"PK", key=b"k" * 32).values()
+    for ctl_os, written in (("Debian-12", True), ("Ubuntu-22.04", True), ("Ubuntu-24.04", False), (None, True)):
+        (host,) = slurm.pillars(st, "train", ctl, nodes, {"t4": ("compute", {}, 4)}, bundle=b"PK", key=b"k" * 32,
+                                controller_os=ctl_os).values()
+        assert ("SlurmctldParameters=cloud_reg_addrs\n" in host["files"]["slurm.conf"]) == written, ctl_os
     pil = {"gpufleet": {"live": False}, "slurm": {**host, "self": "t4-1"}}
-    assert "SlurmctldParameters=cloud_reg_addrs\n" in host["files"]["slurm.conf"]
-    for os_, grains in OSES.items():
-        states = render(salt_call(), tmp_path / os_, {**grains, "host": "ip-10-0-0-6"}, pil, ["slurm"])
+    for os_ in ("Ubuntu-24.04", "Debian-12"):
+        states = render(salt_call(), tmp_path / os_, {**OSES[os_], "host": "ip-10-0-0-6"}, pil, ["slurm"])
         managed = states["slurm-config-slurm_conf-file-managed"]["file"]
-        text = next((d["contents"] for d in managed if isinstance(d, dict) and "contents" in d),
-                    host["files"]["slurm.conf"])
-        old = software._v(software.SLURM_OF_OS[os_]) < software._v("23.11")
-        assert ("cloud_reg_addrs" in text) == old, os_
-        assert text.replace("SlurmctldParameters=cloud_reg_addrs\n", "") == \
-            host["files"]["slurm.conf"].replace("SlurmctldParameters=cloud_reg_addrs\n", ""), os_
+        assert {"contents_pillar": "slurm:files:slurm.conf"} in managed, os_  # the cluster's file as it is
 
 
 def test_an_elastic_pools_slurm_conf_declares_every_slot_up_to_its_max(tmp_path):

@@ -19,8 +19,6 @@ from gpufleet.clouds.aws import replace
 from gpufleet.clouds.tags import TAG_PREFIX
 from gpufleet.errors import GpufleetError
 
-MARKETS = {"spot": ("spot", "SpotOptions"), "on-demand": ("on-demand", "OnDemandOptions")}
-SPOT_ALLOCATION_DEFAULT = "lowest-price"  # EC2's own when a spot request names none
 ALL_OR_NONE = ("SingleAvailabilityZone", "SingleInstanceType")  # what MinTargetCapacity needs one of
 SEEN_TRIES, SEEN_WAIT_S = 6, 5.0  # a new instance may not be described at once (EC2's eventual consistency)
 
@@ -41,24 +39,19 @@ def a_pool_node(ec2, cluster: str, pool: str) -> dict:
 
 def request_for(fleet: dict, count: int, market: str | None = None) -> dict:
     """The pool's CreateFleet request for ``count`` instances, all or nothing; ``market`` ("spot", "on-demand")
-    in place of the pool's own."""
-    req = replace.request_for_one(fleet)
-    req["TargetCapacitySpecification"]["TotalTargetCapacity"] = count
-    if market is not None:
-        capacity_type, options = MARKETS[market]
-        req["TargetCapacitySpecification"]["DefaultTargetCapacityType"] = capacity_type
-        had = {k: v for o in replace.OPTIONS if o in req for k, v in req.pop(o).items() if k in ALL_OR_NONE}
-        req[options] = {**had} or {"SingleInstanceType": True}
-        req[options]["MinTargetCapacity"] = count
-        if options == "SpotOptions":
-            req[options]["SingleAvailabilityZone"] = req[options].get("SingleAvailabilityZone", True)
-            # said outright, as EC2 takes it when left out (botocore 1.44.8's EC2 model, SpotOptionsRequest
-            # AllocationStrategy: "Default: lowest-price"); moto's CreateFleet reads it unconditionally
-            req[options].setdefault("AllocationStrategy", SPOT_ALLOCATION_DEFAULT)
-        return req
-    for key in replace.OPTIONS:
-        if "MinTargetCapacity" in req.get(key, {}):
-            req[key]["MinTargetCapacity"] = count  # all or nothing, as the pool's
+    in place of the pool's own. The market's options are the replacement's (``replace.request_for_one``): the
+    pool's own (its AllocationStrategy: capacity-optimized for a spot pool, components.py) when the market is
+    its own, else ``replace.MARKET_OPTIONS``' (never EC2's spot default lowest-price: "not recommended ... the
+    highest risk of interruption", botocore 1.44.8's EC2 model, SpotOptionsRequest AllocationStrategy)."""
+    req = replace.request_for_one(fleet, market)
+    capacity = req["TargetCapacitySpecification"]
+    capacity["TotalTargetCapacity"] = count
+    if capacity["DefaultTargetCapacityType"] not in replace.MARKET_OPTIONS:
+        return req  # a Capacity Block takes no market options (components.py: its fleet names none)
+    options = req.setdefault(replace.MARKET_OPTIONS[capacity["DefaultTargetCapacityType"]][0], {})
+    options["MinTargetCapacity"] = count
+    if not any(k in options for k in ALL_OR_NONE):
+        options["SingleInstanceType"] = True
     return req
 
 

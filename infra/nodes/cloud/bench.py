@@ -14,6 +14,7 @@ and reachable on a port; the bucket starts each node within a watch interval of 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -21,7 +22,7 @@ import time
 import uuid
 
 from gpufleet.clouds import cloud
-from gpufleet.errors import UntrustedValue
+from gpufleet.errors import GpufleetError, UntrustedValue
 from gpufleet.nodebench import source
 from gpufleet.nodebench.launch import TORCHRUN, Launch
 from gpufleet.nodebench.train_steps import NO_TORCH
@@ -53,7 +54,9 @@ def bench_pools(outputs: dict, nodes: list, plan: dict, python: str, launch: Lau
     request = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:8]}"
     body = json.dumps({"request": request, "plan": plan, "python": python, "args": launch.args() if launch else [],
                        "probe": TORCHRUN if launch else None, "script": source().decode(), "timeout_s": RUN_S,
-                       "until": time.time() + timeout_s}).encode()  # a node that sees it later runs nothing
+                       # how long it is waited for, timed by the node from its first sight of the request: a
+                       # duration, not a time of this machine's clock the node's would be compared with
+                       "wait_s": timeout_s}).encode()
     targets = [NodeTarget(n.pool, n.idx, n.node_id, n.private_ip) for n in nodes if n.node_id]
     buckets = pool_buckets(outputs, {t.pool for t in targets})
     opened = {b: (stores or {}).get(b) or cloud(ref["cloud"]).objects(ref) for b, (ref, _) in buckets.items()}
@@ -81,6 +84,10 @@ def bench_pools(outputs: dict, nodes: list, plan: dict, python: str, launch: Lau
         if finished == len(asked) or clock() - start >= timeout_s:
             break
         sleep(poll_s)
+    for b, (_, names) in buckets.items():  # withdrawn once nobody waits: a node that sees it later runs nothing
+        for pool in names:
+            with contextlib.suppress(GpufleetError):
+                opened[b].remove(REQUEST.format(pool=pool))
     return [benched(t, said.get(_key(t)), python, timeout_s, t.pool in served, plan) for t in targets]
 
 

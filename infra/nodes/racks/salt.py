@@ -164,8 +164,9 @@ def _slurm_pillars(stack, cluster: str, reports: dict[str, HostReport], pools: d
     compute = [as_node[r.target.id] for r in reached if pools[r.target.pool].role == "compute"]
     hosts_of = {r.target.id: (pools[r.target.pool].role, expectations.get(r.target.pool), len(r.facts.gpus))
                 for r in reached}
+    ctl_os = next(r.facts.osfinger for r in reached if pools[r.target.pool].role == "controller")
     return slurm.pillars(stack, cluster, ctl[0], compute, hosts_of, bundle=bundle,
-                         key=slurm.munge_key(cluster, shared))
+                         key=slurm.munge_key(cluster, shared), controller_os=ctl_os)
 
 
 def drain(cluster: str, targets: list[HostTarget], *, clean_states: dict[str, list[str]] | None = None,
