@@ -21,6 +21,10 @@ from conftest import cli
 needs_sshd = pytest.mark.skipif(not loopback_sshd.USABLE, reason="needs the OpenSSH client and server, as root")
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                  reason="torch is not installed (the test extra brings it)")
+# the hosts are loopback sshd servers on this machine, and each test counts the /tmp/gpufleet-bench.* folders its runs
+# leave: the module's tests run one at a time (one xdist worker), not beside each other
+pytestmark = pytest.mark.xdist_group("bench-over-ssh")
+
 RACK = """name: lab
 owner: ops@example.com
 access: {{user: root, via: direct}}

@@ -30,6 +30,9 @@ from conftest import ROOT, cli
 
 needs_sshd = pytest.mark.skipif(not loopback_sshd.USABLE, reason="needs the OpenSSH client and server, as root")
 MONITOR_ADDRESS = "127.53.0.1"
+# one Prometheus stand-in at that address answers some tests and must not answer another's "no answer": the module's
+# tests run one at a time (one xdist worker)
+pytestmark = pytest.mark.xdist_group("monitor-address")
 RACK = """name: lab
 owner: ops@example.com
 access: {{user: root, via: direct}}

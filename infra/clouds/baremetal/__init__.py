@@ -21,7 +21,8 @@ class Baremetal:
                      "10gbe": None, "25gbe": None, "100gbe": None}
 
     scrape_discovery = staticmethod(monitoring.scrape_discovery)  # the hosts the stack lists
-    monitor_discovery = None  # a rack's hosts are written out: nothing to list
+    def monitor_discovery(self, cluster: str, monitor, pools: list) -> dict:
+        return {}  # a rack's hosts are written out (scrape_discovery): nothing for a node to list
 
     def check_pool(self, stack, pool, instance) -> list[Problem]:
         return []  # the stack model checks a rack pool's shape; its hosts are checked when reached

@@ -335,7 +335,7 @@ def test_a_network_peer_cannot_run_code_in_the_benchmark_and_it_runs_as_no_root(
     planted, seen = [], set()
     deadline = time.time() + 120
     while time.time() < deadline and runner.is_alive() and not planted:
-        for pid in _launchers("gpufleet-bench."):
+        for pid in _launchers("gpufleet-cloud-bench."):
             seen.add(pid)
             for port in _listening_ports(pid):
                 try:
@@ -379,7 +379,7 @@ def test_the_benchmarks_compile_caches_are_in_its_private_folder_not_the_shared_
         f"root's torch.compile cache is {word['answer']['cache']}, a path in the shared temp folder that a job user "
         "can create first")
     folder = os.path.dirname(os.path.dirname(word["answer"]["cache"]))  # the run's own folder (gone after it)
-    assert os.path.basename(folder).startswith("gpufleet-bench.") and word["answer"]["triton"].startswith(folder)
+    assert os.path.basename(folder).startswith("gpufleet-cloud-bench.") and word["answer"]["triton"].startswith(folder)
     assert word["answer"]["uid"] != 0 or os.geteuid() != 0, "the watch (root) ran the benchmark as root"
 
 
