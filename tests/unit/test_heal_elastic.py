@@ -10,7 +10,7 @@ import pytest
 from test_heal import Api, Cluster, say, stack_text
 
 from gpufleet.clouds import node_watch, scheduler
-from gpufleet.errors import CapacityError
+from gpufleet.errors import CapacityError, GpufleetError
 from gpufleet.nodes.cloud import channel
 from gpufleet.state import events
 
@@ -433,30 +433,30 @@ def test_a_spot_pools_scale_up_grows_on_its_spot_fallback_when_spot_is_refused(t
     assert c.api.markets[:2] == ["spot", "on-demand"]  # spot first, its fallback on refusal
 
 
+class LaunchesThenFails(Elastic):
+    """A scale-up whose first launch, i-gone0, fails after the cloud made it (EC2 does not describe it yet), before
+    anything records it; later launches go as the pool's cloud's do."""
+
+    def add_nodes(self, region, *, count, market=None, on_launch=None, **where):
+        if "i-gone0" in self.added:
+            return super().add_nodes(region, count=count, on_launch=on_launch, **where)
+        self.added.append("i-gone0")
+        on_launch("i-gone0")
+        raise GpufleetError("aws: i-gone0 was launched for pool gpu but EC2 does not describe it yet")
+
+
 def test_a_launched_id_never_recorded_leaves_heals_memory_when_gone_or_after_a_bound_and_the_pool_grows_again(
         tmp_path, cat):
     """fleet/heal.py _elastic: ``unrecorded`` ids leave heal's memory only when the registry has them; while one is
     there heal never scales the pool up, and tells the user to run `gpufleet registry rebuild`. An id whose instance
     is gone (terminated by EC2, a spot reclaim, `reap`, a person) is never recorded by a rebuild: the pool never
     grows again, whatever waits, with no expiry and no look at the cloud."""
-    from gpufleet.errors import GpufleetError
-
-    class LaunchesThenFails(Elastic):
-        fail = True
-
-        def add_nodes(self, region, *, count, market=None, on_launch=None, **where):
-            if not self.fail:
-                return super().add_nodes(region, count=count, on_launch=on_launch, **where)
-            self.added.append("i-gone0")
-            on_launch("i-gone0")
-            raise GpufleetError("aws: i-gone0 was launched for pool gpu but EC2 does not describe it yet")
-
     c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 3}"), api=LaunchesThenFails())
     for s in (0, 301):
         view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
         c.heal(T0 + dt.timedelta(seconds=s))
     assert c.api.added == ["i-gone0"]
-    c.api.fail = False  # i-gone0 never came up (terminated); `registry rebuild` finds nothing to record
+    # i-gone0 never came up (terminated); `registry rebuild` finds nothing to record
     for days in (1, 2, 7):
         view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")
         c.heal(T0 + dt.timedelta(days=days))
@@ -464,16 +464,6 @@ def test_a_launched_id_never_recorded_leaves_heals_memory_when_gone_or_after_a_b
 
 
 def test_a_launched_id_the_cloud_says_is_terminated_leaves_heals_memory_at_the_next_pass(tmp_path, cat):
-    from gpufleet.errors import GpufleetError
-
-    class LaunchesThenFails(Elastic):
-        def add_nodes(self, region, *, count, market=None, on_launch=None, **where):
-            if "i-gone0" in self.added:
-                return super().add_nodes(region, count=count, on_launch=on_launch, **where)
-            self.added.append("i-gone0")
-            on_launch("i-gone0")
-            raise GpufleetError("aws: i-gone0 was launched for pool gpu but EC2 does not describe it yet")
-
     c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 3}"), api=LaunchesThenFails())
     for s in (0, 301):
         view(c, T0, gpu="allocated", jobs="PENDING gpu 1 Resources\n")

@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 import yaml
+from test_alert_rules import RACK
 
 from gpufleet import catalog, stacks
 from gpufleet.configure import pillar
@@ -148,14 +149,7 @@ def test_a_webhook_is_alertmanagers_receiver(write, cat):
 
 
 # Slurm's controller, the default monitor host (spec.Monitoring.host), runs none of the GPU nodes' exporters
-CONTROLLER_MONITOR = """name: lab
-owner: ops
-monitoring: {prometheus: true}
-slurm: {health_check_interval: 120}
-pools:
-  - {name: ctl, provider: baremetal, site: lab, role: controller, hosts: [{address: 10.0.9.1}]}
-  - {name: rack, provider: baremetal, site: lab, gpu: L4, gpus_per_node: 1, hosts: [{address: 10.0.9.2}, {address: 10.0.9.3}]}
-"""
+CONTROLLER_MONITOR = RACK  # test_alert_rules' rack: its monitor is Slurm's controller (the default host)
 
 
 def test_a_controller_monitor_runs_node_exporter_and_is_in_the_node_job(write, cat, tmp_path):
