@@ -59,9 +59,9 @@ def open_(
         return
     opened = dashboard.start(t)
     name = "Grafana" if t.service == "grafana" else "Prometheus"
-    output.console().print(f"{name} of {cluster} ({t.monitor.entry.alias}, {t.monitor.address}): {t.url}  "
-                           "(Ctrl-C closes it)", soft_wrap=True, markup=False)
-    dashboard.hold(opened)
+    dashboard.hold(opened, lambda: output.console().print(
+        f"{name} of {cluster} ({t.monitor.entry.alias}, {t.monitor.address}): {t.url}  (Ctrl-C closes it)",
+        soft_wrap=True, markup=False))
 
 
 @app.command("export", help=EXPORT_HELP)

@@ -198,10 +198,13 @@ def start(t: Tunnel, timeout: float = OPEN_TIMEOUT_S) -> Open:
         time.sleep(0.1)
 
 
-def hold(opened: Open) -> None:
-    """Until Ctrl-C (the tunnel closed, and that is the end the person asked for) or ssh ends by itself
-    (TunnelFailed: the connection dropped)."""
+def hold(opened: Open, tell=None) -> None:
+    """``tell()`` (the URL said), then until Ctrl-C (the tunnel closed, and that is the end the person asked for) or
+    ssh ends by itself (TunnelFailed: the connection dropped). The URL is said inside the wait for Ctrl-C: a person (or
+    a test, on a loaded machine) may press it the moment the URL shows, before a wait begun after it."""
     try:
+        if tell is not None:
+            tell()
         opened.proc.wait()
     except KeyboardInterrupt:
         opened.close()
