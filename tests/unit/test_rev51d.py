@@ -1,0 +1,53 @@
+"""Hostile review rev51d (session 4) of merges a9779a0 (elastic51), bc8ca6d (hosts51) and 4276deb (active51): each test
+fails on main as merged and names what the real Slurm does (SchedMD/slurm slurm-22-05-8-1 / slurm-23-11-4-1, read
+2026-11-27). No product code is changed here."""
+
+import datetime as dt
+import json
+import subprocess
+
+from test_heal_elastic import T0, _given_back, _grown, view
+from test_slurm import DRAINED_SCONTROL, _health_node, _scontrol_calls
+
+from gpufleet.clouds import node_watch
+
+FAILING = ('import json\nprint(json.dumps({"verdict": "fail", "failures": [{"check": "health.ecc", '
+           '"code": "GF-ECC-UNCORRECTABLE"}]}))\n')
+PASSING = 'import json\nprint(json.dumps({"verdict": "pass", "ok": True, "failures": []}))\n'
+
+
+def test_a_job_that_asks_for_a_drained_node_by_name_neither_grows_the_pool_nor_keeps_it_at_its_size(tmp_path, cat):
+    """Finding 1 (money). clouds/scheduler.py counts every "ReqNodeNotAvail, UnavailableNodes:" job as waiting for
+    nodes. Real (slurm-22-05-8-1 src/slurmctld/node_scheduler.c:2580-2605): that desc is ESLURM_NODE_NOT_AVAIL, and
+    with a job's required nodes (`sbatch -w gpu-0`, req_node_bitmap) it names exactly the required nodes that are down
+    or drained. A job held for a node a person drained (or one being given back) waits for THAT node: a new node
+    never serves it. heal launches one anyway, and since `_shrink` runs only when nothing waits, the idle nodes are
+    never given back while that one job pends (days)."""
+    c = _grown(tmp_path, cat)  # {min 1, max 4} at 3: gpu-0 drained by a person, gpu-1 and gpu-2 idle
+    job = "PENDING gpu 1 ReqNodeNotAvail, UnavailableNodes:gpu-0\n"
+    for s in (0, 400, 2000, 4000, 90000):
+        view(c, T0, gpu="drained", extra={"i-more0": "idle", "i-more1": "idle"}, jobs=job,
+             reasons={"i-gpu0": "swapping a cable"})
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert c.api.added == ["i-more0", "i-more1"], f"heal launched {c.api.added[2:]} for a job that asks for gpu-0 alone"
+    assert _given_back(c) != [], "two idle nodes were kept a day for a job no new node can serve"
+
+
+def test_a_node_given_back_keeps_its_scale_down_drain_through_a_failing_then_passing_health_check(tmp_path):
+    """Finding 2 (two drain reasons): the health program (salt/slurm/files/gpufleet-slurm-health check()) drains a
+    failing node with its own reason over any gpufleet reason, GF-SCALE-DOWN included; once the fault passes, that
+    reason is not GIVEN_BACK and the node is RESUMED: idle, open to jobs, until the watch's next interval drains it
+    again (DRAINING under a job: heal's removal waits for that job; or heal's view from before the resume removes it).
+    Slurm keeps one reason a node (scontrol update Reason= replaces it: src/scontrol/update_node.c, 22.05.8)."""
+    command, env = _health_node(tmp_path, FAILING)
+    (tmp_path / "bin" / "scontrol").write_text(DRAINED_SCONTROL)
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=60,
+                         env={**env, "DRAINED_FOR": node_watch.SCALE_DOWN})
+    drains = [c[3].removeprefix("Reason=") for c in _scontrol_calls(tmp_path) if c[0] == "update"]
+    now = drains[-1] if drains else node_watch.SCALE_DOWN  # what slurmctld holds after this run
+    (tmp_path / "verify.pyz").write_text(PASSING)  # the fault passed
+    (tmp_path / "scontrol.log").unlink(missing_ok=True)
+    ran = subprocess.run(command, capture_output=True, text=True, timeout=60, env={**env, "DRAINED_FOR": now})
+    updates = [c for c in _scontrol_calls(tmp_path) if c[0] == "update"]
+    assert ["update", "NodeName=h2", "State=RESUME"] not in updates, \
+        f"a node given back (GF-SCALE-DOWN) was drained as {now!r} by a failing check, then resumed: {ran.stdout}"
