@@ -3,7 +3,6 @@ fails on main as merged and names what the real Slurm does (SchedMD/slurm slurm-
 2026-11-27). No product code is changed here."""
 
 import datetime as dt
-import json
 import subprocess
 
 from test_heal_elastic import T0, _given_back, _grown, view
