@@ -50,3 +50,27 @@ def test_a_node_given_back_keeps_its_scale_down_drain_through_a_failing_then_pas
     updates = [c for c in _scontrol_calls(tmp_path) if c[0] == "update"]
     assert ["update", "NodeName=h2", "State=RESUME"] not in updates, \
         f"a node given back (GF-SCALE-DOWN) was drained as {now!r} by a failing check, then resumed: {ran.stdout}"
+
+
+# squeue -h -o '%T %P %D %r' (scheduler.PROBE) as Debian 12's slurmctld 22.05.8 printed it, run here on loopback
+# (auth/none; slurm.conf: NodeName=gpu-[0-2] State=CLOUD, cloud_reg_addrs, no SuspendTime), 2026-11-27: a slurmd
+# registered as gpu-1 (idle), gpu-0 and gpu-2 never registered and drained "gpufleet: GF-GATE not registered yet"
+# (salt/slurm/daemon.sls), then `sbatch -N2 --wrap true`; the reason held for minutes, backfill passes included.
+REAL_WAIT = "PENDING gpu 2 Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions\n"
+
+
+def test_a_job_that_asks_more_nodes_than_the_pool_has_registered_makes_the_pool_grow(tmp_path, cat):
+    """Finding 3 (breaks issue 51 step 5): with slots declared up to max and the unheld ones drained, a job asking
+    more nodes than the pool's registered nodes waits, as the first job of its partition, with WAIT_RESOURCES and the
+    state_desc "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions"
+    (slurm-22-05-8-1 src/slurmctld/job_scheduler.c:1727-1738, min_nodes > the partition's available nodes; the same
+    at slurm-23-11-4-1 job_scheduler.c:1751); squeue's %r prints the state_desc. "ReqNodeNotAvail, UnavailableNodes:"
+    (what scheduler.WAITS_FOR_SLOTS matches) is only the submit-time desc of the jobs behind it. scheduler.waiting()
+    matches neither "Resources" nor the slots' prefix: a pool at min never grows for one multi-node job."""
+    from test_heal_elastic import cluster
+
+    c = cluster(tmp_path, cat)  # {min 1, max 3} at 1 node
+    for s in (0, 400, 4000):
+        view(c, T0, gpu="idle", jobs=REAL_WAIT)
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert c.api.added != [], "a 2-node job waited an hour on a {min 1, max 3} pool of 1 node: nothing was added"
