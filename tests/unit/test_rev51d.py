@@ -74,3 +74,98 @@ def test_a_job_that_asks_more_nodes_than_the_pool_has_registered_makes_the_pool_
         view(c, T0, gpu="idle", jobs=REAL_WAIT)
         c.heal(T0 + dt.timedelta(seconds=s))
     assert c.api.added != [], "a 2-node job waited an hour on a {min 1, max 3} pool of 1 node: nothing was added"
+
+
+CTLD_HEADER = """ClusterName=rev51d
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort={port}
+SlurmdPort={dport}
+AuthType=auth/none
+CredType=cred/none
+SlurmUser={user}
+StateSaveLocation={d}/state
+SlurmdSpoolDir={d}/spool
+SlurmctldPidFile={d}/ctld.pid
+SlurmctldLogFile={d}/ctld.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SwitchType=switch/none
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+"""
+
+
+def test_a_slot_no_node_holds_is_never_schedulable_from_the_moment_slurmctld_reads_slurm_conf(tmp_path):
+    """Finding 4 (jobs hang): configure/slurm.py _free_slots declares the unheld slots State=CLOUD, and only the
+    controller's Salt state (salt/slurm/daemon.sls, after slurmctld runs, on each Salt apply) drains them. Debian 12's
+    slurmctld 22.05.8, run here (2026-11-27): a never-registered CLOUD slot is IDLE+CLOUD+POWERED_DOWN ("idle~"), and
+    with power saving off (no SuspendTime) it IS scheduled: `sbatch -N1 -w gpu-0` -> "sched: Allocate JobId=9
+    NodeList=gpu-0", the job CONFIGURING and the node ALLOCATED+CLOUD+POWERED_DOWN+NOT_RESPONDING for as long as we
+    watched (minutes): ResumeTimeout is enforced only for POWERING_UP nodes or by the power-save thread
+    (src/slurmctld/node_mgr.c check_reboot_nodes, power_save.c:556, slurm-22-05-8-1), neither here. So any job that
+    slurmctld starts between a (re)configure that adds slots (a higher max) and that Salt state, or after a person's
+    usual `scontrol update NodeName=gpu-[0-7] State=RESUME`, hangs on a slot no VM holds. slurm.conf itself can keep
+    them out (DownNodes=<slots> State=DRAIN|FUTURE Reason=..., slurm.conf(5) 22.05.8), atomically with the slots."""
+    import getpass
+    import shutil
+    import socket
+    import time
+
+    from test_slurm import STACK, _conf
+
+    from gpufleet import catalog, stacks
+    from gpufleet.configure import slurm
+
+    if not shutil.which("slurmctld"):
+        import pytest
+
+        pytest.skip("no slurmctld here (Debian 12: apt install slurmctld)")
+    cat = catalog.load(use_config=False)
+    (tmp_path / "train.yaml").write_text(STACK.replace("instance_type: g4dn.12xlarge\n    image: ubuntu-24.04\n"
+                                                       "    nodes: 1", "instance_type: g4dn.12xlarge\n    image: "
+                                                       "ubuntu-24.04\n    nodes: {min: 1, max: 3}"))
+    st = stacks.load(tmp_path / "train.yaml", cat)
+    cpu = {"cpus": 48, "mem_gib": 192, "gpu_count": 4, "cpu_topology": [2, 12, 2]}
+    facts = [("ctl", "10.0.0.5", {"cpus": 4, "mem_gib": 16, "hostname": "ip-10-0-0-5"}, "ctl-0"),
+             ("t4", "10.0.1.7", {**cpu, "hostname": "ip-10-0-1-7"}, "t4-0")]
+    (pil, *_) = slurm.pool_pillars(st, "train", cat, facts, expectations={}, bundle=b"PK", key=b"k" * 32).values()
+    text = pil["files"]["slurm.conf"]
+    free = [d["NodeName"] for d in _conf(text) if d.get("NodeName") in ("t4-1", "t4-2")]
+    assert free == ["t4-1", "t4-2"]
+    # slurm.conf's node, DownNodes, t4 partition and slot parameter lines as written, less what this bare slurmctld
+    # cannot load (GRES needs gres.conf; the switch, topology.conf)
+    keep = [" ".join(w for w in line.split() if not w.startswith(("Gres=", "Feature="))) for line in text.splitlines()
+            if line.startswith(("NodeName=t4-", "DownNodes=", "PartitionName=t4 ", "PrivateData=",
+                                "SlurmctldParameters="))]
+    ports = []
+    for _ in range(2):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        ports.append(s.getsockname()[1])
+        s.close()
+    (tmp_path / "state").mkdir()
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(CTLD_HEADER.format(port=ports[0], dport=ports[1], user=getpass.getuser(), d=tmp_path)
+                    + "\n".join(keep) + "\n")
+    env = {"SLURM_CONF": str(conf), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    ctld = subprocess.Popen(["slurmctld", "-D", "-c", "-f", str(conf)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        shown = ""
+        while time.monotonic() < deadline:
+            got = subprocess.run(["scontrol", "show", "node", "-o"], env=env, capture_output=True, text=True)
+            if got.returncode == 0 and "NodeName=t4-2" in got.stdout:
+                shown = got.stdout
+                break
+            time.sleep(0.5)
+        states = {f.split("=", 1)[1]: line.split("State=", 1)[1].split()[0]
+                  for line in shown.splitlines() for f in line.split()[:1]}
+        assert set(states) >= set(free), (got.stdout, got.stderr, (tmp_path / "ctld.log").read_text()[-2000:])
+        open_ = {n: states[n] for n in free if not {"DRAIN", "FUTURE", "DOWN"} & set(states[n].split("+"))}
+        assert open_ == {}, f"slots no node holds are schedulable as slurmctld reads slurm.conf: {open_}"
+    finally:
+        ctld.terminate()
+        ctld.wait(timeout=30)
