@@ -16,7 +16,7 @@ PASSING = 'import json\nprint(json.dumps({"verdict": "pass", "ok": True, "failur
 
 
 def test_a_job_that_asks_for_a_drained_node_by_name_neither_grows_the_pool_nor_keeps_it_at_its_size(tmp_path, cat):
-    """Finding 1 (money). clouds/scheduler.py counts every "ReqNodeNotAvail, UnavailableNodes:" job as waiting for
+    """Finding 2 (money). clouds/scheduler.py counts every "ReqNodeNotAvail, UnavailableNodes:" job as waiting for
     nodes. Real (slurm-22-05-8-1 src/slurmctld/node_scheduler.c:2580-2605): that desc is ESLURM_NODE_NOT_AVAIL, and
     with a job's required nodes (`sbatch -w gpu-0`, req_node_bitmap) it names exactly the required nodes that are down
     or drained. A job held for a node a person drained (or one being given back) waits for THAT node: a new node
@@ -33,7 +33,7 @@ def test_a_job_that_asks_for_a_drained_node_by_name_neither_grows_the_pool_nor_k
 
 
 def test_a_node_given_back_keeps_its_scale_down_drain_through_a_failing_then_passing_health_check(tmp_path):
-    """Finding 2 (two drain reasons): the health program (salt/slurm/files/gpufleet-slurm-health check()) drains a
+    """Finding 4 (two drain reasons): the health program (salt/slurm/files/gpufleet-slurm-health check()) drains a
     failing node with its own reason over any gpufleet reason, GF-SCALE-DOWN included; once the fault passes, that
     reason is not GIVEN_BACK and the node is RESUMED: idle, open to jobs, until the watch's next interval drains it
     again (DRAINING under a job: heal's removal waits for that job; or heal's view from before the resume removes it).
@@ -60,7 +60,7 @@ REAL_WAIT = "PENDING gpu 2 Nodes required for job are DOWN, DRAINED or reserved 
 
 
 def test_a_job_that_asks_more_nodes_than_the_pool_has_registered_makes_the_pool_grow(tmp_path, cat):
-    """Finding 3 (breaks issue 51 step 5): with slots declared up to max and the unheld ones drained, a job asking
+    """Finding 1 (breaks issue 51 step 5): with slots declared up to max and the unheld ones drained, a job asking
     more nodes than the pool's registered nodes waits, as the first job of its partition, with WAIT_RESOURCES and the
     state_desc "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions"
     (slurm-22-05-8-1 src/slurmctld/job_scheduler.c:1727-1738, min_nodes > the partition's available nodes; the same
@@ -98,7 +98,7 @@ SelectTypeParameters=CR_Core
 
 
 def test_a_slot_no_node_holds_is_never_schedulable_from_the_moment_slurmctld_reads_slurm_conf(tmp_path):
-    """Finding 4 (jobs hang): configure/slurm.py _free_slots declares the unheld slots State=CLOUD, and only the
+    """Finding 3 (jobs hang): configure/slurm.py _free_slots declares the unheld slots State=CLOUD, and only the
     controller's Salt state (salt/slurm/daemon.sls, after slurmctld runs, on each Salt apply) drains them. Debian 12's
     slurmctld 22.05.8, run here (2026-11-27): a never-registered CLOUD slot is IDLE+CLOUD+POWERED_DOWN ("idle~"), and
     with power saving off (no SuspendTime) it IS scheduled: `sbatch -N1 -w gpu-0` -> "sched: Allocate JobId=9
