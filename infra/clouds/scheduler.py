@@ -4,6 +4,9 @@ its status), and its answer read back as nodes and jobs per state and the draine
 
 from __future__ import annotations
 
+import re
+from collections.abc import Collection
+
 # each node's state (sinfo's long names: idle, mixed, allocated, drained, down ...), each job's
 # (squeue: PENDING, RUNNING ..., its partition, the nodes it asks, why it waits) and each drained node's reason, one
 # per line, after a marker. squeue's %T state, %P partition, %D node count, %r reason (squeue(1), Slurm 21.08-23.11;
@@ -17,7 +20,9 @@ PROBE = ("echo nodes; sinfo -h -N -o '%N %T'; echo jobs; squeue -h -o '%T %P %D 
 # nodes than the partition has), and WAIT_NODE_NOT_AVAIL with the state_desc squeue's %r prints instead (it asks more
 # than the partition's available nodes: an elastic pool's slots no node holds yet, drained; src/slurmctld/
 # node_scheduler.c _pick_best_nodes and its "ReqNodeNotAvail, UnavailableNodes:%s", slurm-22-05-8-1, read 2026-11-27),
-# not its "Reserved for maintenance" or "May be reserved for other job"
+# not its "Reserved for maintenance" or "May be reserved for other job". That list is the partition's unavailable
+# nodes, or with the job's required nodes (`sbatch -w`) only those (node_scheduler.c:2580-2605): the job waits for
+# more nodes only where it names a slot no node holds (review rev51d, finding 2: not a node a person drained)
 # and a job asking more nodes than the partition has up (its unheld slots drained): as its partition's first job it
 # waits with this state_desc (slurm-22-05-8-1 src/slurmctld/job_scheduler.c:1727-1738, slurm-23-11-4-1 :1751; squeue's
 # %r prints it; review rev51d, seen with the real slurmctld 22.05.8, 2026-11-27)
@@ -67,19 +72,40 @@ def node_states(text: str) -> dict[str, str]:
             if section == "nodes" and len(line.split()) == 2}
 
 
-def waiting(text: str) -> dict[str, int]:
-    """partition -> the nodes its pending jobs ask for, of the jobs that wait for nodes (``WAITS_FOR_NODES``); a
-    line of an older probe (the state alone) or one that is not of the shape says nothing."""
+def waiting(text: str, free_slots: Collection[str]) -> dict[str, int]:
+    """partition -> the nodes its pending jobs ask for, of the jobs that wait for nodes (``WAITS_FOR_NODES``, or
+    ``WAITS_FOR_SLOTS`` naming one of ``free_slots``: the elastic pools' slots no node holds); a line of an older
+    probe (the state alone) or one that is not of the shape says nothing."""
     out: dict[str, int] = {}
     for section, line in _sections(text):
         parts = line.split(None, 3)
-        if section != "jobs" or len(parts) != 4 or parts[0] != "PENDING" or \
-                not (parts[3] in WAITS_FOR_NODES or parts[3].startswith(WAITS_FOR_SLOTS)):
+        if section != "jobs" or len(parts) != 4 or parts[0] != "PENDING":
             continue
+        slots = parts[3].startswith(WAITS_FOR_SLOTS) and \
+            not free_slots.isdisjoint(hostnames(parts[3].removeprefix(WAITS_FOR_SLOTS)))
         count = parts[2].split("-")[0]  # a range (min-max) asks at least its min
-        if count.isdigit():
+        if (parts[3] in WAITS_FOR_NODES or slots) and count.isdigit():
             out[parts[1]] = out.get(parts[1], 0) + int(count)
     return out
+
+
+_RANGE = re.compile(r"(\d+)(?:-(\d+))?")
+
+
+def hostnames(hostlist: str) -> set[str]:
+    """The names a Slurm host list writes (``gpu-[0,3-4],t4-1``: bitmap2node_name's form, one bracket a name,
+    src/common/hostlist.c, slurm-22-05-8-1); a part not of that form is taken as written."""
+    out: set[str] = set()
+    for part in re.findall(r"[^,\[]*(?:\[[^\]]*\])?[^,]*", hostlist.strip()):
+        head, bracket, rest = part.partition("[")
+        ranges, _, tail = rest.partition("]")
+        if not bracket:
+            out.add(part)
+            continue
+        for m in _RANGE.finditer(ranges):
+            lo, hi = m.group(1), m.group(2) or m.group(1)
+            out.update(f"{head}{i:0{len(lo)}d}{tail}" for i in range(int(lo), int(hi) + 1))
+    return out - {""}
 
 
 # A host's own node as Slurm says it (run on the host: slurm.conf is on every node): its state and the

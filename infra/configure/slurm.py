@@ -40,8 +40,9 @@ from gpufleet.paths import make_private_dir, salt_run_dir
 HEALTH_PROGRAM = "/usr/local/sbin/gpufleet-slurm-health"
 # slurmd's Prolog where compute nodes are slots: the job's nodes' slot names in /etc/hosts, at the addresses Slurm has
 # for them (no DNS knows `gpu-0`: a job's `MASTER_ADDR=$(scontrol show hostnames ...)` and `ssh gpu-0` need it), at
-# allocation on every node of the job, before its script (PrologFlags=Alloc, slurm.conf(5) 22.05.8); why this way and
-# where the addresses come from: salt/slurm/files/gpufleet-slurm-prolog
+# allocation on every node of the job, before its script (PrologFlags=Alloc; DeferBatch, or the batch script starts
+# once the FIRST node's prolog is done: slurm.conf(5) at slurm-22-05-8-1 and slurm-23-11-4-1, the same words in both,
+# review rev51d finding 5); why this way and where the addresses come from: salt/slurm/files/gpufleet-slurm-prolog
 PROLOG_PROGRAM = "/usr/local/sbin/gpufleet-slurm-prolog"
 # the node checks a health check runs: what reads the node's state, none of the load tests (NCCL,
 # copy bandwidth, DCGM diagnostics) that would compete with the jobs it runs beside
@@ -157,7 +158,7 @@ def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode], c
         defunct = software.installs_slurm_since(controller_os, CLOUD_REG_ADDRS_DEFUNCT)
         lines += [*(p for p in SLOT_PARAMETERS if not (defunct and p == CLOUD_REG_ADDRS)),
                   f"TreeWidth={_tree_width(stack, nodes)}", f"Prolog={PROLOG_PROGRAM}",
-                  "PrologFlags=Alloc"]
+                  "PrologFlags=Alloc,DeferBatch"]
     if cfg.accounting:  # slurmdbd beside slurmctld, on its default port (6819)
         lines += ["AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={controller.address}"]
     if cfg.health_check_interval:

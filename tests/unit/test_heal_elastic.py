@@ -62,9 +62,9 @@ def view(c, now, gpu="idle", jobs="", extra=(), age_s=0, reasons=()):
 def test_the_probe_says_which_partitions_jobs_wait_for_nodes():
     text = ("nodes\nh1 idle\njobs\nRUNNING gpu 1 None\nPENDING gpu 2 Resources\nPENDING gpu 1 Priority\n"
             "PENDING other 4-6 PartitionNodeLimit\nPENDING gpu 1 Dependency\nPENDING\ndrained\n")
-    assert scheduler.waiting(text) == {"gpu": 2, "other": 4}
+    assert scheduler.waiting(text, set()) == {"gpu": 2, "other": 4}
     assert scheduler.parse("c", text)["jobs"] == {"running": 1, "pending": 5}  # the counts `status` shows, as before
-    assert scheduler.waiting("nodes\njobs\nPENDING\nRUNNING\n") == {}  # an older probe's answer says nothing
+    assert scheduler.waiting("nodes\njobs\nPENDING\nRUNNING\n", set()) == {}  # an older probe's answer says nothing
 
 
 def test_jobs_waiting_longer_than_scale_up_after_add_nodes_once_up_to_max(tmp_path, cat):
@@ -270,7 +270,12 @@ def test_jobs_slurm_says_wait_for_unavailable_slots_ask_for_nodes():
     text = ("nodes\ngpu-0 allocated\njobs\nPENDING gpu 2 ReqNodeNotAvail, UnavailableNodes:gpu-[1-2]\n"
             "PENDING gpu 1 ReqNodeNotAvail, Reserved for maintenance\nPENDING gpu 3 ReqNodeNotAvail, May be reserved "
             "for other job\ndrained\n")
-    assert scheduler.waiting(text) == {"gpu": 2}
+    assert scheduler.waiting(text, {"gpu-1", "gpu-2"}) == {"gpu": 2}
+    # the list names the slots no node holds: not a held node a person drained (`sbatch -w gpu-0`, review rev51d
+    # finding 2); a partition's list with both (no -w: all its unavailable nodes) still waits for a slot
+    held = "nodes\njobs\nPENDING gpu 1 ReqNodeNotAvail, UnavailableNodes:gpu-0\n"
+    assert scheduler.waiting(held, {"gpu-1", "gpu-2"}) == {}
+    assert scheduler.waiting(held.replace(":gpu-0", ":gpu-[0,2]"), {"gpu-1", "gpu-2"}) == {"gpu": 1}
 
 
 def _grown(tmp_path, cat, extra=2):
@@ -383,6 +388,22 @@ def test_a_job_asking_more_nodes_than_the_pool_has_registered_makes_the_pool_gro
         view(c, T0, gpu="idle", jobs=wait)
         c.heal(T0 + dt.timedelta(seconds=s))
     assert c.api.added != [], "a 2-node job waited an hour on a {min 1, max 3} pool of 1 node: nothing was added"
+
+
+def test_a_job_that_asks_for_a_drained_node_by_name_neither_grows_the_pool_nor_keeps_it_at_its_size(tmp_path, cat):
+    """Review rev51d finding 2 (the reviewer's test): "ReqNodeNotAvail, UnavailableNodes:<list>" names the
+    partition's unavailable nodes, and with the job's required nodes (`sbatch -w gpu-0`, req_node_bitmap) only those
+    (slurm-22-05-8-1 src/slurmctld/node_scheduler.c:2580-2605). A job held for a node a person drained waits for THAT
+    node: a new node never serves it. heal launched one anyway, and since `_shrink` runs only when nothing waits, the
+    idle nodes were never given back while that one job pended (days)."""
+    c = _grown(tmp_path, cat)  # {min 1, max 4} at 3: gpu-0 drained by a person, gpu-1 and gpu-2 idle; gpu-3 unheld
+    job = "PENDING gpu 1 ReqNodeNotAvail, UnavailableNodes:gpu-0\n"
+    for s in (0, 400, 2000, 4000, 90000):
+        view(c, T0, gpu="drained", extra={"i-more0": "idle", "i-more1": "idle"}, jobs=job,
+             reasons={"i-gpu0": "swapping a cable"})
+        c.heal(T0 + dt.timedelta(seconds=s))
+    assert c.api.added == ["i-more0", "i-more1"], f"heal launched {c.api.added[2:]} for a job that asks for gpu-0 alone"
+    assert _given_back(c) != [], "two idle nodes were kept a day for a job no new node can serve"
 
 
 def _reason_line_key(slot: str, host: str) -> str:

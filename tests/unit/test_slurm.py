@@ -3,6 +3,7 @@ pool kind (8x H100 with EFA, 8x A100 with InfiniBand, 4x T4), checked against sl
 gres.conf(5) and topology.conf(5); the stack's slurm: block checked; the formula rendered by real
 Salt on every supported OS."""
 
+import contextlib
 import json
 import os
 import re
@@ -1089,7 +1090,7 @@ def test_where_compute_nodes_are_slots_every_node_of_a_job_resolves_its_slot_nam
     nodes = [slurm.node(f"t4-{i}", f"10.1.0.{i}", st.pools[2], cpus=48, mem_gib=192, gpus=4, gpu="T4", cloud=True)
              for i in range(2)]
     conf = _conf(slurm.render(st, "train", ctl, nodes)["slurm.conf"])
-    assert {"Prolog": slurm.PROLOG_PROGRAM} in conf and {"PrologFlags": "Alloc"} in conf, conf
+    assert {"Prolog": slurm.PROLOG_PROGRAM} in conf and {"PrologFlags": "Alloc,DeferBatch"} in conf, conf
     assert "Prolog" not in text
     (host,) = slurm.pillars(st, "train", ctl, nodes, {"t4": ("compute", {}, 4)}, bundle=b"PK", key=b"k" * 32).values()
     pil = {"gpufleet": {"live": False}, "slurm": {**host, "self": "t4-1"}}
@@ -1176,3 +1177,120 @@ def test_without_aliases_slurm_23_11_the_prolog_asks_slurmctld_for_the_jobs_node
     assert "gpu-1" in ran.stderr
     ran, _ = _prolog(tmp_path, {**env, "SLURM_JOB_NODELIST": "gpu-0;reboot"})
     assert ran.returncode == 0 and (tmp_path / "calls").read_text().count("show node") == 1, ran
+
+
+# a bare slurmctld (Debian 12's 22.05.8, `apt install slurmctld`) on loopback ports, no munge, beside slurm.conf's lines
+# gpufleet writes for an elastic pool's nodes (review rev51d)
+CTLD_HEADER = """ClusterName=unit
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort={port}
+SlurmdPort={dport}
+AuthType=auth/none
+CredType=cred/none
+SlurmUser={user}
+StateSaveLocation={d}/state
+SlurmdSpoolDir={d}/spool
+SlurmctldPidFile={d}/ctld.pid
+SlurmctldLogFile={d}/ctld.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SwitchType=switch/none
+MpiDefault=none
+JobAcctGatherType=jobacct_gather/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+"""
+
+
+def _elastic_conf(tmp_path) -> tuple[str, list[str]]:
+    """slurm.conf as `configure` writes it for a {min 1, max 3} pool of one node (t4-0), and its slots no node holds."""
+    cat = catalog.load(use_config=False)
+    (tmp_path / "train.yaml").write_text(STACK.replace("instance_type: g4dn.12xlarge\n    image: ubuntu-24.04\n"
+                                                       "    nodes: 1", "instance_type: g4dn.12xlarge\n    image: "
+                                                       "ubuntu-24.04\n    nodes: {min: 1, max: 3}"))
+    st = stacks.load(tmp_path / "train.yaml", cat)
+    cpu = {"cpus": 48, "mem_gib": 192, "gpu_count": 4, "cpu_topology": [2, 12, 2]}
+    facts_ = [("ctl", "10.0.0.5", {"cpus": 4, "mem_gib": 16, "hostname": "ip-10-0-0-5"}, "ctl-0"),
+              ("t4", "10.0.1.7", {**cpu, "hostname": "ip-10-0-1-7"}, "t4-0")]
+    (pil, *_) = slurm.pool_pillars(st, "train", cat, facts_, expectations={}, bundle=b"PK", key=b"k" * 32).values()
+    text = pil["files"]["slurm.conf"]
+    free = [d["NodeName"] for d in _conf(text) if d.get("NodeName") in ("t4-1", "t4-2")]
+    assert free == ["t4-1", "t4-2"]
+    return text, free
+
+
+@contextlib.contextmanager
+def _real_slurmctld(tmp_path, text: str, kept: tuple[str, ...]):
+    """The real slurmctld run on ``text``'s lines that start with ``kept`` (less Gres=/Feature=: a bare controller
+    has no gres.conf), until ``scontrol ping`` answers; yields scontrol's environment. Skipped with none here."""
+    import getpass
+    import shutil
+    import socket
+
+    if not shutil.which("slurmctld"):
+        pytest.skip("no slurmctld here (Debian 12: apt install slurmctld)")
+    keep = [" ".join(w for w in line.split() if not w.startswith(("Gres=", "Feature="))) for line in text.splitlines()
+            if line.startswith(kept)]
+    ports = []
+    for _ in range(2):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        ports.append(s.getsockname()[1])
+        s.close()
+    (tmp_path / "state").mkdir()
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(CTLD_HEADER.format(port=ports[0], dport=ports[1], user=getpass.getuser(), d=tmp_path)
+                    + "\n".join(keep) + "\n")
+    env = {"SLURM_CONF": str(conf), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+    ctld = subprocess.Popen(["slurmctld", "-D", "-c", "-f", str(conf)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if subprocess.run(["scontrol", "ping"], env=env, capture_output=True, text=True).returncode == 0:
+                break
+            time.sleep(0.5)
+        else:
+            log = tmp_path / "ctld.log"
+            pytest.fail(f"slurmctld did not answer: {log.read_text()[-2000:] if log.exists() else ''}")
+        yield env
+    finally:
+        ctld.terminate()
+        ctld.wait(timeout=30)
+
+
+def test_the_batch_script_waits_for_the_prolog_on_every_node_of_the_job(tmp_path):
+    """Review rev51d finding 5: with PrologFlags=Alloc alone "slurmctld will launch the batch step as soon as the first
+    node in the job allocation completes the prolog" (slurm.conf(5), DeferBatch, the same words at slurm-22-05-8-1 and
+    slurm-23-11-4-1): a script that reaches its peers without srun (mpirun over ssh, `ssh gpu-1`) could meet a node
+    whose /etc/hosts had no slot names yet. DeferBatch "wait[s] until the prolog completes on all allocated nodes"
+    (parsed by src/common/read_config.c prolog_str2flags in both; src/slurmctld/agent.c holds the launch). The real
+    slurmctld 22.05.8 reads slurm.conf's PrologFlags as written."""
+    text, _ = _elastic_conf(tmp_path)
+    with _real_slurmctld(tmp_path, text, ("NodeName=t4-", "PartitionName=t4 ", "PrologFlags=")) as env:
+        shown = subprocess.run(["scontrol", "show", "config"], env=env, capture_output=True, text=True).stdout
+    flags = next(line.split("=", 1)[1].strip() for line in shown.splitlines() if line.startswith("PrologFlags "))
+    assert set(flags.split(",")) == {"Alloc", "DeferBatch"}, flags
+
+
+@pytest.mark.xfail(strict=True, reason="review rev51d finding 3, not fixed: slurm.conf declares the unheld slots "
+                   "State=CLOUD and only the controller's Salt state (salt/slurm/daemon.sls) drains them later")
+def test_a_slot_no_node_holds_is_never_schedulable_from_the_moment_slurmctld_reads_slurm_conf(tmp_path):
+    """Review rev51d finding 3 (the reviewer's test): configure/slurm.py _free_slots declares the unheld slots
+    State=CLOUD, and only the controller's Salt state (salt/slurm/daemon.sls, after slurmctld runs, on each Salt apply)
+    drains them. Debian 12's slurmctld 22.05.8 (reviewer, 2026-11-27): a never-registered CLOUD slot is
+    IDLE+CLOUD+POWERED_DOWN ("idle~"), and with power saving off (no SuspendTime) it IS scheduled: `sbatch -N1 -w
+    gpu-0` -> "sched: Allocate JobId=9 NodeList=gpu-0", the job CONFIGURING on ALLOCATED+CLOUD+POWERED_DOWN+
+    NOT_RESPONDING for as long as watched: ResumeTimeout is enforced only for POWERING_UP nodes or by the power-save
+    thread (src/slurmctld/node_mgr.c check_reboot_nodes, power_save.c:556, slurm-22-05-8-1). So a job slurmctld starts
+    between a (re)configure that adds slots and that Salt state, or after a person's `scontrol update NodeName=gpu-[0-7]
+    State=RESUME`, hangs on a slot no VM holds."""
+    text, free = _elastic_conf(tmp_path)
+    with _real_slurmctld(tmp_path, text, ("NodeName=t4-", "DownNodes=", "PartitionName=t4 ", "PrivateData=",
+                                          "SlurmctldParameters=")) as env:
+        shown = subprocess.run(["scontrol", "show", "node", "-o"], env=env, capture_output=True, text=True).stdout
+    states = {line.split()[0].split("=", 1)[1]: line.split("State=", 1)[1].split()[0] for line in shown.splitlines()
+              if line.startswith("NodeName=")}
+    assert set(states) >= set(free), shown
+    open_ = {n: states[n] for n in free if not {"DRAIN", "FUTURE", "DOWN"} & set(states[n].split("+"))}
+    assert open_ == {}, f"slots no node holds are schedulable as slurmctld reads slurm.conf: {open_}"

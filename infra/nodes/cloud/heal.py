@@ -97,9 +97,11 @@ def read_statuses(run: Run, pools: dict, outputs, now: dt.datetime) -> tuple[dic
     return found, unread
 
 
-def slurm_states(found: dict, now: dt.datetime) -> tuple[dict[str, str], dict[str, str], dict[str, int]] | None:
+def slurm_states(found: dict, now: dt.datetime, free_slots: set[str]) -> tuple[dict[str, str], dict[str, str],
+                                                                               dict[str, int]] | None:
     """Slurm's state of each node (by host name), each drained node's reason and the nodes each partition's pending
-    jobs wait for (``scheduler.waiting``), as the controller's agent last put them; None when it says nothing
+    jobs wait for (``scheduler.waiting``, ``free_slots`` the slots no node holds), as the controller's agent last put
+    them; None when it says nothing
     trustworthy: no controller status, an error, or a view whose own time is not within
     SLURM_VIEW_MAX_AGE_S of now (the controller's health report is re-uploaded by its watch with the
     view it holds, so its freshness says nothing of the view's)."""
@@ -112,8 +114,16 @@ def slurm_states(found: dict, now: dt.datetime) -> tuple[dict[str, str], dict[st
             return None
         fresh = abs(age) <= SLURM_VIEW_MAX_AGE_S
         return (slurm_view.node_states(s.slurm), slurm_view.parse("", s.slurm)["drained"],
-                slurm_view.waiting(s.slurm)) if fresh else None
+                slurm_view.waiting(s.slurm, free_slots)) if fresh else None
     return None
+
+
+def _unheld_slots(run: Run) -> set[str]:
+    """The elastic pools' slots no recorded node holds (``<pool>-<idx>``, idx below max: configure.slurm
+    _free_slots declares them)."""
+    held = {f"{n.pool}-{n.idx}" for n in run.record.nodes}
+    return {f"{p.name}-{i}" for p in run.stack.pools if p.size is not None and p.role == "compute"
+            for i in range(p.size.max)} - held
 
 
 def _jobs(nh: NodeHealth, s: Said, slurm: bool, states: tuple | None, own_status_only: bool) -> None:
@@ -155,7 +165,7 @@ def health(run: Run, owns, outputs, name: str) -> list[NodeHealth]:
             nh.why = f"the stack's outputs could not be read: {e.message}"
         return out
     found, unread = read_statuses(run, pools, outs, now)
-    states = slurm_states(found, now) if run.stack.slurm else None
+    states = slurm_states(found, now, _unheld_slots(run)) if run.stack.slurm else None
     run.slurm_waiting = states[2] if states is not None else None
     for n, nh in zip(nodes, out):
         s = found.get((n.pool, channel.node_key(n.node_id))) if n.node_id else None
