@@ -2,8 +2,8 @@
     packages, the files gpufleet rendered for the cluster (gpufleet.monitoring.scrape: prometheus.yml,
     alertmanager.yml; the stack's alert rules), each checked by the program's own checker before it
     lands (Salt's check_cmd: a broken file never replaces a working one), Prometheus listening on the
-    cluster-side address only, Alertmanager on loopback only (where Prometheus sends to it), restarted
-    when a file changes. server_clean.sls (through clean.sls) undoes it. -#}
+    cluster-side address only, Alertmanager on loopback only (where Prometheus sends to it), reloaded
+    when a file changes, restarted when their flags do. server_clean.sls (through clean.sls) undoes it. -#}
 {%- from tpldir ~ "/map.jinja" import mapdata as mon with context %}
 {%- set srv = mon.server %}
 {%- set pkgs = mon.get("server_packages") or {} %}
@@ -128,13 +128,39 @@ monitoring-server-alertmanager-args-file-managed:
         # managed by gpufleet (monitoring.server)
         ARGS="--config.file={{ conf }}/alertmanager.yml --web.listen-address=127.0.0.1:{{ mon.ports.alertmanager }} --cluster.listen-address="
 
+{#- a changed configuration or rule file is reloaded (SIGHUP), not restarted: a restart replays Prometheus's WAL
+    (minutes on a large TSDB) and resets every pending `for:` (an idle hour starts over at each apply), and
+    Alertmanager's in-memory alert groups. Both re-read their files on SIGHUP, which the Debian units send on
+    reload (`ExecReload=/bin/kill -HUP $MAINPID`, prometheus 2.42.0+ds-5+deb12u1, prometheus-alertmanager
+    0.25.0-1+b4) and so do their init scripts (init-d-script's do_reload_sigusr1 sends signal 1); Salt reloads
+    instead of restarting when told `reload: True` (states/service.py mod_watch, Salt 3008.3). The flags ($ARGS)
+    are read only at start, so they and a new package restart, in the states after these: a reload first, never
+    a SIGHUP straight after a start (a Go program killed by a SIGHUP before it listens for one). #}
+monitoring-server-alertmanager-reload-service-running:
+  service.running:
+    - name: {{ mon.server_services.alertmanager }}
+    - reload: True
+    - watch:
+      - file: monitoring-server-alertmanager-config-file-managed
+
+monitoring-server-prometheus-reload-service-running:
+  service.running:
+    - name: {{ mon.server_services.prometheus }}
+    - reload: True
+    - watch:
+      - file: monitoring-server-prometheus-config-file-managed
+{%- if srv.rules %}
+      - file: monitoring-server-rules-file-managed
+{%- endif %}
+
 monitoring-server-alertmanager-service-running:
   service.running:
     - name: {{ mon.server_services.alertmanager }}
     - enable: True
+    - require:
+      - service: monitoring-server-alertmanager-reload-service-running
     - watch:
       - pkg: monitoring-server-packages-pkg-installed
-      - file: monitoring-server-alertmanager-config-file-managed
       - file: monitoring-server-alertmanager-args-file-managed
 
 monitoring-server-prometheus-service-running:
@@ -143,11 +169,8 @@ monitoring-server-prometheus-service-running:
     - enable: True
     - require:
       - service: monitoring-server-alertmanager-service-running
+      - service: monitoring-server-prometheus-reload-service-running
     - watch:
       - pkg: monitoring-server-packages-pkg-installed
-      - file: monitoring-server-prometheus-config-file-managed
       - file: monitoring-server-prometheus-args-file-managed
-{%- if srv.rules %}
-      - file: monitoring-server-rules-file-managed
-{%- endif %}
 {%- endif %}

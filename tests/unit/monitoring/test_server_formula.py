@@ -61,7 +61,7 @@ def test_the_daemons_listen_on_the_cluster_address_and_restart_on_a_change(rende
     am = _arg(s["monitoring-server-alertmanager-args-file-managed"], "contents")
     assert f"--web.listen-address=127.0.0.1:{ports['alertmanager']}" in am and "--cluster.listen-address=" in am, am
     watched = json.dumps(_arg(s["monitoring-server-prometheus-service-running"], "watch"))
-    assert "monitoring-server-prometheus-config-file-managed" in watched and "prometheus-args" in watched
+    assert "monitoring-server-prometheus-args-file-managed" in watched  # a config change reloads (test below)
 
 
 def test_an_os_without_a_checked_package_is_refused_with_the_way_out(rendered):
@@ -225,3 +225,39 @@ def test_a_changed_collector_unit_is_loaded_by_systemd(rendered):
         x["file"] for x in _arg(reload, "onchanges")}
     assert "monitoring-collector-units-cmd-run" in json.dumps(_arg(s["monitoring-collector-timer-service-running"],
                                                                    "require"))
+
+
+# what changes which daemon: a file it reads at a reload (SIGHUP) or one read only at its start (the unit's $ARGS)
+RELOADED_BY = {"prometheus": {"monitoring-server-prometheus-config-file-managed", "monitoring-server-rules-file-managed"},
+               "alertmanager": {"monitoring-server-alertmanager-config-file-managed"}}
+RESTARTED_BY = {"prometheus": {"monitoring-server-packages-pkg-installed", "monitoring-server-prometheus-args-file-managed"},
+                "alertmanager": {"monitoring-server-packages-pkg-installed",
+                                 "monitoring-server-alertmanager-args-file-managed"}}
+
+
+def _watchers(states: dict, service: str) -> dict[str, tuple[bool, set[str]]]:
+    """Each service state of ``service``'s daemon -> (whether it reloads, the ids whose changes it acts on)."""
+    name = f"prometheus{'-alertmanager' if service == 'alertmanager' else ''}"
+    out = {}
+    for sid, st in states.items():
+        if "service" in st and _arg(st, "name") == name:
+            out[sid] = (bool(_arg(st, "reload")), {next(iter(w.values())) for w in _arg(st, "watch") or []})
+    return out
+
+
+@pytest.mark.parametrize("service", ["prometheus", "alertmanager"])
+def test_a_config_or_rules_change_reloads_the_daemon_and_only_its_flags_restart_it(tmp_path, service):
+    """Salt's service.running restarts on a watched change unless told `reload: True` (states/service.py mod_watch,
+    Salt 3008.3). A restart of Prometheus replays its WAL (minutes on a large TSDB) and resets every pending `for:`,
+    so GpusIdleOnExpensivePool's hour starts over at each apply; Alertmanager loses its in-memory groups. Both
+    reload on SIGHUP, which their Debian 12 units send (`ExecReload=/bin/kill -HUP $MAINPID`, prometheus
+    2.42.0+ds-5+deb12u1, prometheus-alertmanager 0.25.0-1+b4) and their init scripts too (init-d-script's
+    do_reload_sigusr1: signal 1); only the flags (read at start) and a new package need a restart (rev53b #14)."""
+    st = stacks.load(ROOT / "stacks" / "examples" / "baremetal-rack.yaml", catalog.load(use_config=False))
+    pil = pillar.build(st, st.pools[0], cluster="rk", index=0, collector=COLLECTOR)
+    pil = pillar.merge(pil, {"monitoring": {"server": {"rules": "groups: []\n"}}})  # a rules file to watch
+    s = render(salt_call(), tmp_path / "salt", OSES["Debian-12"], pil, ["monitoring.server"])
+    watchers = _watchers(s, service)
+    reloads = set().union(*[w for r, w in watchers.values() if r])
+    restarts = set().union(*[w for r, w in watchers.values() if not r])
+    assert reloads == RELOADED_BY[service] and restarts == RESTARTED_BY[service], watchers
