@@ -18,6 +18,16 @@ POOLS = ("pools:\n"
     ("{prometheus: true, host: gpu, retention: 15 days}", "is not a duration Prometheus takes", "15d"),
     ("{prometheus: true, host: gpu, alert_webhook: 'hooks.example.com'}", "is not an http(s) URL", "https://"),
     ("{prometheus: true, host: gpu, scrape_interval: 1}", "scrape_interval", None),
+    # chat services' webhooks reject Alertmanager's webhook JSON (rev53b #14): Teams takes a card, Discord a content
+    ("{prometheus: true, host: gpu, alert_webhook: 'https://contoso.webhook.office.com/webhookb2/a@b/IncomingWebhook/c/d'}",
+     "Microsoft Teams", "prometheus-msteams"),
+    ("{prometheus: true, host: gpu, alert_webhook: "
+     "'https://prod-12.westus.logic.azure.com:443/workflows/abc/triggers/manual/paths/invoke?api-version=2016-06-01'}",
+     "Microsoft Teams", "prometheus-msteams"),
+    ("{prometheus: true, host: gpu, alert_webhook: 'https://discord.com/api/webhooks/123/abc'}", "Discord",
+     "relay"),
+    ("{prometheus: true, host: gpu, alert_webhook: 'https://hooks.slack.com/triggers/T1/2/abc'}",
+     "not a Slack incoming webhook", "https://hooks.slack.com/services/"),
     # no state installs Grafana: accepted, it was dropped and `dashboard` tunnelled to a closed port (rev53b #5)
     ("{prometheus: true, host: gpu, grafana: true}", "no state installs Grafana", "gpufleet dashboard export"),
     # Prometheus would fill the 200 GB root disk before deleting by size, and the OS with it (rev53b #9)
