@@ -14,7 +14,7 @@ import json
 
 from gpufleet.clouds import provider
 from gpufleet.configure import FORMULAS, GPU_STATES, software
-from gpufleet.monitoring import scrape
+from gpufleet.monitoring import ports, scrape
 from gpufleet.monitoring.rules import render_rules
 
 SERVER = "monitoring.server"  # Prometheus and Alertmanager, on the monitor pool's nodes
@@ -49,7 +49,7 @@ def monitor_pillar(stack, cluster: str) -> dict:
     m, pool = stack.monitoring, stack.monitor_pool()
     scraped = scraped_pools(stack)
     return {"listen_address": pool.hosts[0].address if pool.hosts else "", "cluster_cidr": stack.network.cidr,
-            "retention": m.retention, "retention_size": f"{m.disk_gb}GB",
+            "retention": m.retention, "retention_size": f"{m.disk_gb}GB", "external_url": ports.local_url("prometheus"),
             "prometheus_yml": scrape.render_prometheus(stack, cluster=cluster, pools=scraped, monitor=pool),
             "discovery": scrape.discovery(cluster, pool, scraped, [stack.network.cidr]),
             "alertmanager_yml": scrape.render_alertmanager(stack),

@@ -23,13 +23,13 @@ from gpufleet import netnames, stacks
 from gpufleet.errors import EXIT_FAILED, GpufleetError, InputError
 from gpufleet.fleet import ssh, team
 from gpufleet.monitoring import ports, provisioning
+from gpufleet.monitoring.ports import LOCAL
 from gpufleet.state.recorded import recorded
 from gpufleet.state.registry import Registry
 
 OPEN_TIMEOUT_S = 30  # ssh's connection (a cloud route starts a session first), then the forward's port listening
 PROBE_TIMEOUT_S = 5  # status's GET /-/ready through the tunnel
 READY_PATH = "/-/ready"  # Prometheus's readiness endpoint (prometheus.io/docs/prometheus/latest/management_api)
-LOCAL = "127.0.0.1"
 
 
 # --- export ---------------------------------------------------------------------------------------------
@@ -43,7 +43,7 @@ def export(out: Path, *, stack_file: str | Path | None = None, cat=None,
     `gpufleet dashboard CLUSTER --prometheus --port 9090` forwards it). Nothing is written before every file is
     made (a bad stack or URL: exit 2, nothing created)."""
     stack = stacks.load(stack_file, cat).name if stack_file is not None else None
-    files = provisioning.grafana_files(prometheus_url or f"http://{LOCAL}:{ports.ports()['prometheus']}", stack)
+    files = provisioning.grafana_files(prometheus_url or ports.local_url("prometheus").rstrip("/"), stack)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file, not a folder", "name a folder (it is made when missing)")
     written = []

@@ -100,7 +100,9 @@ monitoring-server-alertmanager-config-file-managed:
       - pkg: monitoring-server-packages-pkg-installed
 
 {#- the daemons' flags (prometheus 2.42 and alertmanager 0.25 --help): retention by time and size, the
-    address each listens on; Alertmanager's gossip port (--cluster.listen-address, 0.0.0.0:9094 by
+    address each listens on, and the URL Prometheus's links name (an alert's generatorURL, which a receiver shows:
+    derived from the host's name and port if omitted, a dead link outside the cluster; the pillar's is where
+    `gpufleet dashboard CLUSTER --prometheus --port 9090` serves it on the reader's machine); Alertmanager's gossip port (--cluster.listen-address, 0.0.0.0:9094 by
     default) is off: one Alertmanager, no peers.
     Alertmanager listens on loopback only: its GET /api/v2/status serves the whole configuration, the
     webhook URL and any token in it included (a webhook's `url` is a plain URL, not a SecretURL that
@@ -118,7 +120,7 @@ monitoring-server-prometheus-args-file-managed:
     - mode: "0644"
     - contents: |
         # managed by gpufleet (monitoring.server)
-        ARGS="--config.file={{ conf }}/prometheus.yml --web.listen-address={{ listen_host }}:{{ mon.ports.prometheus }} --storage.tsdb.retention.time={{ srv.retention }} --storage.tsdb.retention.size={{ srv.retention_size }}"
+        ARGS="--config.file={{ conf }}/prometheus.yml --web.listen-address={{ listen_host }}:{{ mon.ports.prometheus }} --storage.tsdb.retention.time={{ srv.retention }} --storage.tsdb.retention.size={{ srv.retention_size }}{{ " --web.external-url=" ~ srv.external_url if srv.external_url else "" }}"
 
 monitoring-server-alertmanager-args-file-managed:
   file.managed:

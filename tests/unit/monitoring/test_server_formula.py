@@ -261,3 +261,19 @@ def test_a_config_or_rules_change_reloads_the_daemon_and_only_its_flags_restart_
     reloads = set().union(*[w for r, w in watchers.values() if r])
     restarts = set().union(*[w for r, w in watchers.values() if not r])
     assert reloads == RELOADED_BY[service] and restarts == RESTARTED_BY[service], watchers
+
+
+def test_prometheus_links_name_the_url_gpufleet_dashboard_serves(rendered):
+    """Without --web.external-url, Prometheus derives its URL from the host's name and listen port (prometheus 2.42
+    --help: "If omitted, relevant URL components will be derived automatically"), so an alert's generatorURL, the
+    link a receiver shows, named the monitor's hostname: a dead link outside the cluster (rev53b #14). It names what
+    `gpufleet dashboard CLUSTER --prometheus --port 9090` serves on the reader's machine, where export's data source
+    points too."""
+    from gpufleet.fleet import dashboard
+
+    want = f"http://127.0.0.1:{scrape.ports()['prometheus']}/"
+    for os_ in AM_LISTEN_REPEATABLE:
+        args = _args(rendered[os_], "monitoring-server-prometheus-args-file-managed")
+        assert re.findall(r"--web\.external-url=(\S+)", args) == [want], args
+    tunnel = dashboard.Tunnel(None, "prometheus", scrape.ports()["prometheus"], scrape.ports()["prometheus"], [])
+    assert tunnel.url == want
