@@ -130,21 +130,14 @@ monitoring-server-alertmanager-args-file-managed:
         # managed by gpufleet (monitoring.server)
         ARGS="--config.file={{ conf }}/alertmanager.yml --web.listen-address=127.0.0.1:{{ mon.ports.alertmanager }} --cluster.listen-address="
 
-{#- a changed configuration or rule file is reloaded (SIGHUP), not restarted: a restart replays Prometheus's WAL
-    (minutes on a large TSDB) and resets every pending `for:` (an idle hour starts over at each apply), and
-    Alertmanager's in-memory alert groups. Both re-read their files on SIGHUP, which the Debian units send on
-    reload (`ExecReload=/bin/kill -HUP $MAINPID`, prometheus 2.42.0+ds-5+deb12u1, prometheus-alertmanager
-    0.25.0-1+b4) and so do their init scripts (init-d-script's do_reload_sigusr1 sends signal 1); Salt reloads
-    instead of restarting when told `reload: True` (states/service.py mod_watch, Salt 3008.3). The flags ($ARGS)
-    are read only at start, so they and a new package restart, in the states after these: a reload first, never
-    a SIGHUP straight after a start (a Go program killed by a SIGHUP before it listens for one). #}
-monitoring-server-alertmanager-reload-service-running:
-  service.running:
-    - name: {{ mon.server_services.alertmanager }}
-    - reload: True
-    - watch:
-      - file: monitoring-server-alertmanager-config-file-managed
-
+{#- a changed configuration or rule file is reloaded, not restarted: a restart replays Prometheus's WAL (minutes on
+    a large TSDB) and resets every pending `for:` (an idle hour starts over at each apply), and Alertmanager's
+    in-memory alert groups. Prometheus re-reads its files on SIGHUP, which its Debian unit sends on reload
+    (`ExecReload=/bin/kill -HUP $MAINPID`, prometheus 2.42.0+ds-5+deb12u1) and so does its init script
+    (init-d-script's do_reload_sigusr1: signal 1); Salt reloads instead of restarting when told `reload: True`
+    (states/service.py mod_watch, Salt 3008.3). The flags ($ARGS) are read only at start, so they and a new package
+    restart, in the state after this one: a reload first, never a SIGHUP straight after a start (a Go program
+    killed by a SIGHUP that comes before it listens for one). #}
 monitoring-server-prometheus-reload-service-running:
   service.running:
     - name: {{ mon.server_services.prometheus }}
@@ -159,11 +152,28 @@ monitoring-server-alertmanager-service-running:
   service.running:
     - name: {{ mon.server_services.alertmanager }}
     - enable: True
-    - require:
-      - service: monitoring-server-alertmanager-reload-service-running
     - watch:
       - pkg: monitoring-server-packages-pkg-installed
       - file: monitoring-server-alertmanager-args-file-managed
+
+{#- Alertmanager reloads through its own POST /-/reload (on loopback, where it listens; it answers 500 with the
+    error where the file does not load; prometheus.io/docs/alerting/0.25/configuration: "sending a SIGHUP to the
+    process or sending an HTTP POST request to the /-/reload endpoint"): its Debian init script's reload signals
+    nothing (start-stop-daemon --name prometheus-alertmanager, where the kernel keeps 15 characters of a process's
+    name: no process matches, exit 1; prometheus-alertmanager 0.25.0-1+b4 with sysvinit-utils 3.06-4, seen on the
+    test rack). After the state that starts or restarts it, retried while it comes up. #}
+monitoring-server-alertmanager-reload-cmd-run:
+  cmd.run:
+    - name: >-
+        python3 -c 'import urllib.request as u; u.build_opener(u.ProxyHandler({})).open(u.Request(
+        "http://127.0.0.1:{{ mon.ports.alertmanager }}/-/reload", method="POST"), timeout=10)'
+    - onchanges:
+      - file: monitoring-server-alertmanager-config-file-managed
+    - require:
+      - service: monitoring-server-alertmanager-service-running
+    - retry:
+        attempts: 15
+        interval: 2
 
 monitoring-server-prometheus-service-running:
   service.running:

@@ -227,40 +227,53 @@ def test_a_changed_collector_unit_is_loaded_by_systemd(rendered):
                                                                    "require"))
 
 
-# what changes which daemon: a file it reads at a reload (SIGHUP) or one read only at its start (the unit's $ARGS)
-RELOADED_BY = {"prometheus": {"monitoring-server-prometheus-config-file-managed", "monitoring-server-rules-file-managed"},
-               "alertmanager": {"monitoring-server-alertmanager-config-file-managed"}}
+# what changes which daemon: a file it reads at a reload or one read only at its start (the unit's $ARGS), a package
+RELOADED_BY = {"monitoring-server-prometheus-config-file-managed", "monitoring-server-rules-file-managed"}
 RESTARTED_BY = {"prometheus": {"monitoring-server-packages-pkg-installed", "monitoring-server-prometheus-args-file-managed"},
                 "alertmanager": {"monitoring-server-packages-pkg-installed",
                                  "monitoring-server-alertmanager-args-file-managed"}}
 
 
-def _watchers(states: dict, service: str) -> dict[str, tuple[bool, set[str]]]:
-    """Each service state of ``service``'s daemon -> (whether it reloads, the ids whose changes it acts on)."""
-    name = f"prometheus{'-alertmanager' if service == 'alertmanager' else ''}"
-    out = {}
-    for sid, st in states.items():
-        if "service" in st and _arg(st, "name") == name:
-            out[sid] = (bool(_arg(st, "reload")), {next(iter(w.values())) for w in _arg(st, "watch") or []})
-    return out
+def _watchers(states: dict, name: str) -> dict[str, tuple[bool, set[str]]]:
+    """Each service state of the daemon ``name`` -> (whether it reloads, the ids whose changes it acts on)."""
+    return {sid: (bool(_arg(st, "reload")), {next(iter(w.values())) for w in _arg(st, "watch") or []})
+            for sid, st in states.items() if "service" in st and _arg(st, "name") == name}
 
 
-@pytest.mark.parametrize("service", ["prometheus", "alertmanager"])
-def test_a_config_or_rules_change_reloads_the_daemon_and_only_its_flags_restart_it(tmp_path, service):
-    """Salt's service.running restarts on a watched change unless told `reload: True` (states/service.py mod_watch,
-    Salt 3008.3). A restart of Prometheus replays its WAL (minutes on a large TSDB) and resets every pending `for:`,
-    so GpusIdleOnExpensivePool's hour starts over at each apply; Alertmanager loses its in-memory groups. Both
-    reload on SIGHUP, which their Debian 12 units send (`ExecReload=/bin/kill -HUP $MAINPID`, prometheus
-    2.42.0+ds-5+deb12u1, prometheus-alertmanager 0.25.0-1+b4) and their init scripts too (init-d-script's
-    do_reload_sigusr1: signal 1); only the flags (read at start) and a new package need a restart (rev53b #14)."""
+@pytest.fixture(scope="module")
+def with_rules(tmp_path_factory):
     st = stacks.load(ROOT / "stacks" / "examples" / "baremetal-rack.yaml", catalog.load(use_config=False))
     pil = pillar.build(st, st.pools[0], cluster="rk", index=0, collector=COLLECTOR)
     pil = pillar.merge(pil, {"monitoring": {"server": {"rules": "groups: []\n"}}})  # a rules file to watch
-    s = render(salt_call(), tmp_path / "salt", OSES["Debian-12"], pil, ["monitoring.server"])
-    watchers = _watchers(s, service)
+    return render(salt_call(), tmp_path_factory.mktemp("salt"), OSES["Debian-12"], pil, ["monitoring.server"])
+
+
+def test_a_config_or_rules_change_reloads_prometheus_and_only_its_flags_restart_it(with_rules):
+    """Salt's service.running restarts on a watched change unless told `reload: True` (states/service.py mod_watch,
+    Salt 3008.3). A restart of Prometheus replays its WAL (minutes on a large TSDB) and resets every pending `for:`,
+    so GpusIdleOnExpensivePool's hour started over at each apply. Prometheus reloads on SIGHUP, which its Debian 12
+    unit sends (`ExecReload=/bin/kill -HUP $MAINPID`, prometheus 2.42.0+ds-5+deb12u1) and its init script too
+    (init-d-script's do_reload_sigusr1: signal 1); only its flags (read at start) and a new package need a restart
+    (rev53b #14)."""
+    watchers = _watchers(with_rules, "prometheus")
     reloads = set().union(*[w for r, w in watchers.values() if r])
     restarts = set().union(*[w for r, w in watchers.values() if not r])
-    assert reloads == RELOADED_BY[service] and restarts == RESTARTED_BY[service], watchers
+    assert reloads == RELOADED_BY and restarts == RESTARTED_BY["prometheus"], watchers
+
+
+def test_an_alertmanager_config_change_reloads_it_through_its_api(with_rules):
+    """Alertmanager kept its alert groups in memory only: a restart at each apply dropped them. It reloads on POST
+    /-/reload (its 0.25 configuration docs), which works where its Debian init script's reload signals nothing
+    (start-stop-daemon --name matched against the kernel's 15-character process name; seen on the test rack);
+    its flags and package still restart it (rev53b #14)."""
+    watchers = _watchers(with_rules, "prometheus-alertmanager")
+    assert {sid: w for sid, (r, w) in watchers.items() if not r} == {
+        "monitoring-server-alertmanager-service-running": RESTARTED_BY["alertmanager"]}, watchers
+    assert not any(r for r, _ in watchers.values())
+    reload = with_rules["monitoring-server-alertmanager-reload-cmd-run"]
+    assert _arg(reload, "onchanges") == [{"file": "monitoring-server-alertmanager-config-file-managed"}]
+    assert f"http://127.0.0.1:{scrape.ports()['alertmanager']}/-/reload" in _arg(reload, "name")
+    assert {"service": "monitoring-server-alertmanager-service-running"} in _arg(reload, "require")
 
 
 def test_prometheus_links_name_the_url_gpufleet_dashboard_serves(rendered):
