@@ -474,8 +474,8 @@ class Monitoring(_Strict):
     retention: str = "15d"  # how long series are kept; a number and h, d, w or y
     disk_gb: int = Field(default=20, ge=1, le=65_536, strict=True)  # the most the series may take on disk
     scrape_interval: int = Field(default=30, ge=5, le=600, strict=True)  # seconds
-    # Grafana beside them, with gpufleet's dashboards provisioned: refused until a state installs and provisions it
-    # (none does yet: a tunnel to a closed port is all `true` would give)
+    # Grafana beside them (monitoring.grafana: Grafana's own apt repository), listening on the monitor's loopback, with
+    # gpufleet's dashboards and the monitor's Prometheus provisioned; `gpufleet dashboard CLUSTER` opens it
     grafana: bool = False
     # a node at or above this price whose GPUs stay idle for an hour raises an alert
     idle_alert_usd_per_hour: float = Field(default=10.0, ge=0)
@@ -488,16 +488,6 @@ class Monitoring(_Strict):
     def _retention(cls, v: str) -> str:
         if not PROM_DURATION.match(v):
             raise HintedValueError(f"retention {v!r} is not a duration Prometheus takes", "e.g. 15d, 12h, 8w or 1y")
-        return v
-
-    @field_validator("grafana")
-    @classmethod
-    def _grafana(cls, v: bool) -> bool:
-        if v:
-            raise HintedValueError("grafana: true is not applied yet: no state installs Grafana on the monitor host",
-                                   "leave it out; `gpufleet dashboard export` writes the dashboards and their "
-                                   "provisioning for your own Grafana, `gpufleet dashboard CLUSTER --prometheus` opens "
-                                   "Prometheus")
         return v
 
     @field_validator("alert_webhook")

@@ -3,8 +3,9 @@ team's own Grafana, and a tunnel to the cluster's own Grafana (or Prometheus) on
 
 The tunnel goes the way `gpufleet ssh` goes (``fleet.ssh``: AWS Session Manager, GCP IAP, Azure Bastion, a
 bastion pool, or directly): ``ssh -N -L 127.0.0.1:<free port>:<monitor address>:<port> <monitor host>``.
-Prometheus and Grafana listen on the monitor's cluster-side address only (the formula's ``listen_address``),
-so the far end of the forward is that address as seen from the monitor itself, never a port open outside.
+Prometheus listens on the monitor's cluster-side address only (the formula's ``listen_address``), Grafana on the
+monitor's loopback only, so the far end of the forward is that address as seen from the monitor itself, never a
+port open outside.
 """
 
 from __future__ import annotations
@@ -135,7 +136,9 @@ def tunnel(name: str, *, prometheus: bool = False, port: int | None = None, regi
     needed = [m.entry] + [e for e in m.cfg.entries if e.alias == m.entry.options.get("ProxyJump")]
     ssh.check_tools(m.cfg, needed, which=which)
     ssh.write(m.cfg)
-    far = f"[{m.address}]" if ":" in m.address else m.address
+    # Prometheus listens on the monitor's cluster address, Grafana on its loopback (monitoring.grafana): the far end
+    # of the forward is resolved on the monitor itself
+    far = LOCAL if service == "grafana" else f"[{m.address}]" if ":" in m.address else m.address
     remote = remote_port or ports.ports()[service]
     local = port or free_port()
     argv = ["ssh", "-F", str(m.cfg.path), "-N", "-o", "ExitOnForwardFailure=yes", "-o", "BatchMode=yes",

@@ -7,12 +7,7 @@
 {%- from tpldir ~ "/map.jinja" import mapdata as mon with context %}
 {%- set srv = mon.server %}
 {%- set pkgs = mon.get("server_packages") or {} %}
-{#- the cluster-side address: the pillar's (a rack host's own), else the host's IPv4 address inside the cluster's
-    network (network.cidr), not merely its first one: salt.utils.network._ip_addrs sorts every interface's,
-    docker0 (the DCGM exporter's Docker), IPoIB and GPUDirect-TCPX NICs included, so the first may be outside
-    the cluster's network and change with the interfaces up (Salt 3008.3 modules/network.py ip_addrs(cidr=)) #}
-{%- set found = [] if srv.listen_address else salt["network.ip_addrs"](cidr=srv.cluster_cidr) %}
-{%- set listen = srv.listen_address or (found[0] if found else "") %}
+{%- from tpldir ~ "/server.jinja" import listen, listen_host with context %}
 {%- if not pkgs.get("prometheus") %}
 
 monitoring-server-unsupported-test-fail_without_changes:
@@ -26,10 +21,9 @@ monitoring-server-no-cluster-address-test-fail_without_changes:
 {%- else %}
 include:
   - monitoring.collector   # the cluster's spend, budgets and Slurm, for node_exporter's textfile collector
-
-{#- host:port as Go's net.SplitHostPort takes it: an IPv6 address in brackets (Prometheus 2.42 refuses
-    --web.listen-address=fd00::11:9090, "too many colons in address") #}
-{%- set listen_host = "[" ~ listen ~ "]" if ":" in listen else listen %}
+{%- if srv.grafana_files %}
+  - monitoring.grafana     # Grafana beside them (monitoring.grafana: true)
+{%- endif %}
 {%- set conf = srv.conf_dir %}
 
 {#- the daemons' flags first: the packages' postinst starts both at once (deb-systemd-invoke start) with

@@ -21,7 +21,7 @@ import yaml
 
 from gpufleet import catalog, stacks
 from gpufleet.catalog.onprem import site_from_pool
-from gpufleet.monitoring import scrape
+from gpufleet.monitoring import dashboards, provisioning, scrape
 from gpufleet.monitoring.ports import local_url
 from tests.conftest import ROOT
 from tests.integration import localrack
@@ -215,3 +215,49 @@ def test_prometheus_scrapes_every_node_alerts_an_xid_and_goes_with_clean(rack):
                           "/etc/default/prometheus-node-exporter 2>/dev/null; "
                           "dpkg -l prometheus prometheus-alertmanager prometheus-node-exporter 2>/dev/null | grep -c '^ii'")
         assert left.stdout.split() == ["0", "0"], (i, left.stdout, left.stderr)
+
+
+GRAFANA_REPO = ("apt.grafana.com", 443)  # monitoring.grafana's apt repository (salt/monitoring/parameters/defaults.yaml)
+
+
+def _grafana_api(path: str, auth: bool = True) -> tuple[int, object]:
+    """(status, JSON) of the monitor's Grafana (on its loopback), as its admin (the password in its 0600 file)."""
+    script = ("import base64, json, sys, urllib.error, urllib.request\n"
+              "r = urllib.request.Request('http://127.0.0.1:%d' + sys.argv[1])\n"
+              "if sys.argv[2] == '1':\n"
+              "    pw = open('/etc/grafana/gpufleet/admin-password').read().strip()\n"
+              "    r.add_header('Authorization', 'Basic ' + base64.b64encode(('admin:' + pw).encode()).decode())\n"
+              "try:\n    res = urllib.request.urlopen(r, timeout=10); print(res.status); print(res.read().decode())\n"
+              "except urllib.error.HTTPError as e:\n    print(e.code); print('null')\n") % scrape.ports()["grafana"]
+    r = on_host(MONITOR, f"python3 - '{path}' {int(auth)}", stdin=script)
+    if r.returncode != 0:
+        raise OSError(r.stderr)
+    status, body = r.stdout.split("\n", 1)
+    return int(status), json.loads(body)
+
+
+def test_grafana_on_the_monitor_serves_the_dashboards_to_its_admin_only(rack):
+    """monitoring.grafana applied for real: Grafana from its apt repository, its data source (the monitor's
+    Prometheus) healthy, gpufleet's dashboards provisioned, nothing for an anonymous visitor. Grafana's packages come
+    only from apt.grafana.com, so this runs where the monitor host reaches it."""
+    probe = on_host(MONITOR, "python3 -c 'import socket, sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), "
+                             f"timeout=5)' {GRAFANA_REPO[0]} {GRAFANA_REPO[1]}")
+    if probe.returncode != 0:
+        pytest.skip(f"blocked here: Grafana's packages come from {GRAFANA_REPO[0]}, which the test rack's monitor "
+                    "host cannot reach; monitoring.grafana is checked by rendering it with real Salt "
+                    "(tests/unit/monitoring/test_grafana_formula.py), not applied")
+    path = Path(rack["stack"])
+    path.write_text(path.read_text().replace("host: mon,", "host: mon, grafana: true,"))
+    rc, doc, err = gpufleet(rack, "up", "--no-verify", rack["stack"], "--cluster", "e2e-grafana", "--yes",
+                            "--trust-new-hosts")
+    assert rc == 0, [h for h in (doc or {}).get("hosts", []) if h.get("error")] or err[-3000:]
+    try:
+        health = _until(lambda: _grafana_api("/api/health", auth=False), lambda r: r[0] == 200)
+        assert not isinstance(health, OSError) and health[0] == 200, health
+        uid = provisioning.scope(yaml.safe_load(path.read_text())["name"]).datasource_uid
+        assert _until(lambda: _grafana_api(f"/api/datasources/uid/{uid}/health"), lambda r: r[0] == 200)[0] == 200
+        status, found = _grafana_api("/api/search?type=dash-db")
+        assert status == 200 and {d["uid"].rsplit("-", 1)[0] for d in found} >= set(dashboards.build()), found
+        assert _grafana_api("/api/search", auth=False)[0] == 401
+    finally:
+        gpufleet(rack, "down", rack["stack"], "--cluster", "e2e-grafana", "--yes", "--clean")

@@ -28,8 +28,6 @@ POOLS = ("pools:\n"
      "relay"),
     ("{prometheus: true, host: gpu, alert_webhook: 'https://hooks.slack.com/triggers/T1/2/abc'}",
      "not a Slack incoming webhook", "https://hooks.slack.com/services/"),
-    # no state installs Grafana: accepted, it was dropped and `dashboard` tunnelled to a closed port (rev53b #5)
-    ("{prometheus: true, host: gpu, grafana: true}", "no state installs Grafana", "gpufleet dashboard export"),
     # Prometheus would fill the 200 GB root disk before deleting by size, and the OS with it (rev53b #9)
     ("{prometheus: true, host: gpu, disk_gb: 5000}", "does not fit the monitor's root disk", "disk_gb: 100 or less"),
     ("{prometheus: true, host: gpu, disk_gb: 101}", "pool gpu boots 200 GB", "root_disk_gb on pool gpu (at least 202)"),
@@ -54,6 +52,14 @@ def test_a_monitor_may_keep_half_its_root_disk_of_series(write):
     s = stacks.load(write("stack.yaml", f"name: s\nowner: o\nmonitoring: {{prometheus: true, host: gpu, disk_gb: 100}}"
                                         f"\n{POOLS}"))
     assert s.monitoring.disk_gb == 100
+
+
+def test_grafana_is_accepted_now_that_a_state_applies_it(write):
+    """Refused while no state installed Grafana (rev53b #5); monitoring.grafana applies it now
+    (test_grafana_formula)."""
+    s = stacks.load(write("stack.yaml", f"name: s\nowner: o\nmonitoring: {{prometheus: true, host: gpu, grafana: true}}"
+                                        f"\n{POOLS}"))
+    assert s.monitoring.grafana is True
 
 
 def test_a_pool_may_host_the_monitor_and_the_defaults_hold(write):
