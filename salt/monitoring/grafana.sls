@@ -68,23 +68,43 @@ monitoring-grafana-package-pkg-installed:
 
 {#- the admin's password and the key Grafana signs and encrypts with (its default is a constant every install
     shares: conf/defaults.ini, [security] secret_key), made once on the host before Grafana's first start (its
-    package does not start it: the admin is created then, with this password); read through grafana.ini's
-    $__file{} ("Variable expansion", grafana.com/docs/grafana/latest/setup-grafana/configure-grafana/: the file's
-    whitespace trimmed) by Grafana's user only: 0600 in a 0700 folder #}
+    package does not start it, packaging/deb/control/postinst: the admin is created then, with this password);
+    read through grafana.ini's $__file{} ("Variable expansion", grafana.com/docs/grafana/latest/setup-grafana/
+    configure-grafana/: the file's whitespace trimmed) by Grafana's user only: 0600 in a 0700 folder, outside
+    /etc/grafana, which the package's postinst makes root:grafana 0755 and its files 0640 on every upgrade #}
+monitoring-grafana-secrets-dir-file-directory:
+  file.directory:
+    - name: {{ g.secrets_dir }}
+    - user: {{ g.user }}
+    - group: {{ g.user }}
+    - mode: "0700"
+    - makedirs: True
+    - require:
+      - pkg: monitoring-grafana-package-pkg-installed
+
 monitoring-grafana-secrets-cmd-run:
   cmd.run:
     - name: |
         set -e
         umask 077
-        install -d -m 0700 -o {{ g.user }} -g {{ g.user }} {{ g.secrets_dir }}
         for f in admin-password secret-key; do
           [ -s "{{ g.secrets_dir }}/$f" ] || python3 -c 'import secrets; print(secrets.token_urlsafe(24))' > "{{ g.secrets_dir }}/$f"
-          chown {{ g.user }}:{{ g.user }} "{{ g.secrets_dir }}/$f"
-          chmod 0600 "{{ g.secrets_dir }}/$f"
         done
     - unless: test -s {{ g.secrets_dir }}/admin-password -a -s {{ g.secrets_dir }}/secret-key
     - require:
-      - pkg: monitoring-grafana-package-pkg-installed
+      - file: monitoring-grafana-secrets-dir-file-directory
+
+monitoring-grafana-secrets-file-managed:
+  file.managed:
+    - names:
+      - {{ g.secrets_dir }}/admin-password
+      - {{ g.secrets_dir }}/secret-key
+    - replace: False  # their owner and mode only
+    - user: {{ g.user }}
+    - group: {{ g.user }}
+    - mode: "0600"
+    - require:
+      - cmd: monitoring-grafana-secrets-cmd-run
 
 {#- keys of conf/defaults.ini (grafana/grafana), each overriding its default there #}
 monitoring-grafana-ini-file-managed:
@@ -115,7 +135,7 @@ monitoring-grafana-ini-file-managed:
         check_for_updates = false
         check_for_plugin_updates = false
     - require:
-      - cmd: monitoring-grafana-secrets-cmd-run
+      - file: monitoring-grafana-secrets-file-managed
 
 {#- the data source, provider and dashboards; the data source names the monitor's Prometheus at the address it
     listens on (monitoring.server) in place of the pillar's placeholder #}

@@ -50,8 +50,8 @@ monitoring-server_clean-conf-dir-cmd-run:
       - file: monitoring-server_clean-files-file-absent
 
 {#- Grafana, where monitoring.grafana installed it (its marker): stopped, purged, and what it and gpufleet left: its
-    apt source and key, /etc/grafana (grafana.ini, the provisioning, the secrets) and /var/lib/grafana (its database,
-    the dashboards) #}
+    apt source and key, /etc/grafana (grafana.ini, the provisioning), /var/lib/grafana (its database, the dashboards)
+    and the secrets #}
 {%- set g = mon.grafana %}
 
 monitoring-server_clean-grafana-service-dead:
@@ -78,7 +78,7 @@ monitoring-server_clean-grafana-pkg-purged:
 
 monitoring-server_clean-grafana-files-file-absent:
   file.absent:
-    - names: {{ [g.repo_file, g.keyring, g.ini.rsplit("/", 1)[0], "/var/lib/grafana", g.marker] | json }}
+    - names: {{ [g.repo_file, g.keyring, g.ini.rsplit("/", 1)[0], "/var/lib/grafana", g.secrets_dir, g.marker] | json }}
     - onlyif: test -f {{ g.marker }}
     - require:
       - pkg: monitoring-server_clean-grafana-pkg-purged

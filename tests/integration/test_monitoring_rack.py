@@ -225,7 +225,7 @@ def _grafana_api(path: str, auth: bool = True) -> tuple[int, object]:
     script = ("import base64, json, sys, urllib.error, urllib.request\n"
               "r = urllib.request.Request('http://127.0.0.1:%d' + sys.argv[1])\n"
               "if sys.argv[2] == '1':\n"
-              "    pw = open('/etc/grafana/gpufleet/admin-password').read().strip()\n"
+              "    pw = open('/etc/gpufleet/grafana/admin-password').read().strip()\n"
               "    r.add_header('Authorization', 'Basic ' + base64.b64encode(('admin:' + pw).encode()).decode())\n"
               "try:\n    res = urllib.request.urlopen(r, timeout=10); print(res.status); print(res.read().decode())\n"
               "except urllib.error.HTTPError as e:\n    print(e.code); print('null')\n") % scrape.ports()["grafana"]

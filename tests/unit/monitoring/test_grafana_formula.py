@@ -126,11 +126,18 @@ def test_grafana_listens_on_loopback_with_anonymous_access_off_and_secrets_from_
     assert (ini["server"]["http_addr"], ini["server"]["http_port"]) == ("127.0.0.1", str(scrape.ports()["grafana"]))
     assert ini["auth.anonymous"]["enabled"] == "false" and ini["users"]["allow_sign_up"] == "false"
     # Grafana's default secret_key is a constant every install shares (conf/defaults.ini): each monitor makes its own
-    assert ini["security"]["admin_password"] == "$__file{/etc/grafana/gpufleet/admin-password}"
-    assert ini["security"]["secret_key"] == "$__file{/etc/grafana/gpufleet/secret-key}"
-    secrets = _arg(states["monitoring-grafana-secrets-cmd-run"], "name")
-    assert "umask 077" in secrets and "install -d -m 0700 -o grafana -g grafana /etc/grafana/gpufleet" in secrets
-    assert "chmod 0600" in secrets and "secrets.token_urlsafe" in secrets
+    # outside /etc/grafana, whose files the package's postinst makes 0640 and folders 0755 at each upgrade
+    assert ini["security"]["admin_password"] == "$__file{/etc/gpufleet/grafana/admin-password}"
+    assert ini["security"]["secret_key"] == "$__file{/etc/gpufleet/grafana/secret-key}"
+    folder = states["monitoring-grafana-secrets-dir-file-directory"]
+    assert (_arg(folder, "name"), _arg(folder, "user"), _arg(folder, "mode")) == ("/etc/gpufleet/grafana", "grafana",
+                                                                                 "0700")
+    made = _arg(states["monitoring-grafana-secrets-cmd-run"], "name")
+    assert "umask 077" in made and "secrets.token_urlsafe" in made
+    held = states["monitoring-grafana-secrets-file-managed"]
+    assert (_arg(held, "user"), _arg(held, "mode"), _arg(held, "replace")) == ("grafana", "0600", False)
+    assert [list(n)[0] if isinstance(n, dict) else n for n in _arg(held, "names")] == [
+        "/etc/gpufleet/grafana/admin-password", "/etc/gpufleet/grafana/secret-key"]
     watched = {next(iter(w.values())) for w in _arg(states["monitoring-grafana-service-running"], "watch")}
     assert {"monitoring-grafana-ini-file-managed", "monitoring-grafana-package-pkg-installed"} <= watched
 
@@ -157,7 +164,7 @@ def test_clean_removes_grafana_where_it_ran(states):
     assert _arg(purged, "onlyif") == "test -f /etc/gpufleet/monitoring-grafana" and _arg(purged, "pkgs") == ["grafana"]
     gone = _arg(states["monitoring-server_clean-grafana-files-file-absent"], "names")
     assert {"/etc/apt/sources.list.d/gpufleet-grafana.list", "/etc/apt/keyrings/grafana.asc", "/etc/grafana",
-            "/var/lib/grafana", "/etc/gpufleet/monitoring-grafana"} <= set(gone)
+            "/var/lib/grafana", "/etc/gpufleet/grafana", "/etc/gpufleet/monitoring-grafana"} <= set(gone)
 
 
 def test_no_grafana_is_rendered_where_the_stack_asks_for_none(tmp_path):
