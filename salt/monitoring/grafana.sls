@@ -106,7 +106,9 @@ monitoring-grafana-secrets-file-managed:
     - require:
       - cmd: monitoring-grafana-secrets-cmd-run
 
-{#- keys of conf/defaults.ini (grafana/grafana), each overriding its default there #}
+{#- keys of conf/defaults.ini (grafana/grafana), each overriding its default there; the provisioning folder named
+    here too, as a unit of the package's may pass none (packaging/deb/systemd/grafana-server.service, a stored
+    version: no cfg:default.paths.provisioning), where Grafana reads conf/provisioning under its home #}
 monitoring-grafana-ini-file-managed:
   file.managed:
     - name: {{ g.ini }}
@@ -114,6 +116,9 @@ monitoring-grafana-ini-file-managed:
     - group: {{ g.user }}
     - contents: |
         # managed by gpufleet (monitoring.grafana)
+        [paths]
+        provisioning = {{ g.provisioning_dir }}
+
         [server]
         http_addr = 127.0.0.1
         http_port = {{ mon.ports.grafana }}

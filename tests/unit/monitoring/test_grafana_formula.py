@@ -33,7 +33,7 @@ GRAFANA_KEY = "B53AE77BADB630A683046005963FA27710458545"  # apt.grafana.com/gpg.
 
 # the keys of grafana.ini gpufleet may write: each a key of Grafana's conf/defaults.ini in its section
 # (grafana/grafana conf/defaults.ini, main, read 2026-11-28)
-INI_KEYS = {"server": {"http_addr", "http_port"},
+INI_KEYS = {"paths": {"provisioning"}, "server": {"http_addr", "http_port"},
             "security": {"admin_user", "admin_password", "secret_key", "disable_gravatar"},
             "auth.anonymous": {"enabled"}, "users": {"allow_sign_up"},
             "analytics": {"reporting_enabled", "check_for_updates", "check_for_plugin_updates"}}
@@ -124,6 +124,7 @@ def test_grafana_listens_on_loopback_with_anonymous_access_off_and_secrets_from_
     written = {s: set(ini[s]) for s in ini.sections()}
     assert all(written[s] <= INI_KEYS.get(s, set()) for s in written), written
     assert (ini["server"]["http_addr"], ini["server"]["http_port"]) == ("127.0.0.1", str(scrape.ports()["grafana"]))
+    assert ini["paths"]["provisioning"] == provisioning.PROVISIONING  # where the formula writes the files
     assert ini["auth.anonymous"]["enabled"] == "false" and ini["users"]["allow_sign_up"] == "false"
     # Grafana's default secret_key is a constant every install shares (conf/defaults.ini): each monitor makes its own
     # outside /etc/grafana, whose files the package's postinst makes 0640 and folders 0755 at each upgrade
