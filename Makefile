@@ -12,7 +12,7 @@ AZURITE := .azurite/node_modules/.bin/azurite-blob
 # opens its HTML in (Debian's chromium, driven by Playwright without a browser download), and the
 # PostgreSQL server the team-store tests start a cluster of their own with, and promtool (Debian ships it in
 # prometheus) that checks the rendered Prometheus configs and runs the alert rules' unit tests
-SYSTEM_TOOLS := /usr/sbin/sshd /usr/sbin/debootstrap /usr/sbin/ip /usr/sbin/iptables /usr/bin/chromium /usr/bin/pg_createcluster /usr/bin/promtool
+SYSTEM_TOOLS := /usr/sbin/sshd /usr/sbin/debootstrap /usr/sbin/ip /usr/sbin/iptables /usr/bin/chromium /usr/bin/pg_createcluster /usr/bin/promtool /usr/bin/amtool
 # the versions the tests run against (pyproject keeps ranges for users; tests/unit/test_constraints.py
 # checks each pin is inside its range)
 PINS := -c tests/constraints.txt
@@ -75,14 +75,15 @@ $(SALT_VENV)/bin/salt-ssh:
 	$(SALT_VENV)/bin/python -m pip install -q salt==$(SALT_VERSION)
 
 # openssh-server, debootstrap, iproute2 and iptables for the test rack, chromium for the report's
-# browser test, postgresql for the team store in a database (root only; without root those tests
+# browser test, postgresql for the team store in a database, prometheus and prometheus-alertmanager for
+# promtool and amtool (root only; without root those tests
 # skip, and under CI=true they fail)
 sysdeps:
 	@missing=""; for t in $(SYSTEM_TOOLS); do [ -x $$t ] || missing="$$missing $$t"; done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" != 0 ]; then echo "note: missing$$missing; run 'sudo make sysdeps' for the rack tests"; exit 0; fi; \
 	export DEBIAN_FRONTEND=noninteractive; \
-	apt-get update -qq && apt-get install -y -qq --no-install-recommends openssh-server openssh-client debootstrap iproute2 iptables chromium fonts-dejavu-core postgresql prometheus >/dev/null
+	apt-get update -qq && apt-get install -y -qq --no-install-recommends openssh-server openssh-client debootstrap iproute2 iptables chromium fonts-dejavu-core postgresql prometheus prometheus-alertmanager >/dev/null
 
 rack-down:
 	$(PYTHON) tests/rack/rack.py down

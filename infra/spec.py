@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
@@ -419,6 +420,45 @@ def _nodes(v):
                                f"{MAX_POOL_NODES}", "e.g. nodes: 2, or nodes: {min: 1, max: 8} for an elastic pool")
     return v
 
+# a Slack incoming webhook (api.slack.com/messaging/webhooks, read 2026-11-28: hooks.slack.com/services/..., and
+# GovSlack's hooks.slack-gov.com): it takes a message (`text`, blocks or attachments), which Alertmanager's own Slack
+# notifier sends (gpufleet.monitoring.scrape.render_alertmanager), not Alertmanager's webhook JSON
+SLACK_INCOMING_WEBHOOK = re.compile(r"^https://hooks\.slack(-gov)?\.com/services/[^\s'\"]+$")
+SLACK_HOSTS = ("hooks.slack.com", "hooks.slack-gov.com")
+# chat services whose webhooks reject Alertmanager's webhook JSON and for which the monitor's Alertmanager has no
+# receiver: host suffix -> (service, what its webhook takes). Teams' incoming webhooks and Workflows take a card
+# (learn.microsoft.com/microsoftteams/platform/webhooks-and-connectors/how-to/add-incoming-webhook, read 2026-11-28);
+# msteams_configs came with Alertmanager 0.26, after Debian 12's 0.25 and Ubuntu 22.04's 0.23 (their amtool refuses
+# it). Discord's execute-webhook takes content, embeds or files (discord.com/developers/docs/resources/webhook);
+# discord_configs came with 0.25, after Ubuntu 22.04's 0.23.
+CHAT_WEBHOOKS = {
+    ".webhook.office.com": ("Microsoft Teams", "a card"),
+    "outlook.office.com": ("Microsoft Teams", "a card"),
+    ".logic.azure.com": ("Microsoft Teams (a Workflows webhook)", "a card"),
+    ".api.powerplatform.com": ("Microsoft Teams (a Workflows webhook)", "a card"),
+    "discord.com": ("Discord", "content or embeds"),
+    "discordapp.com": ("Discord", "content or embeds"),
+}
+
+
+def chat_webhook_refusal(url: str) -> HintedValueError | None:
+    """Why ``url`` cannot be Alertmanager's receiver (a chat service that rejects its webhook JSON), or None."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host in SLACK_HOSTS and not SLACK_INCOMING_WEBHOOK.match(url):
+        return HintedValueError(f"alert_webhook {url!r} is not a Slack incoming webhook (Alertmanager's Slack "
+                                "notifier posts a message, which a Workflow Builder webhook does not take)",
+                                "an incoming webhook URL, https://hooks.slack.com/services/...")
+    for suffix, (service, takes) in CHAT_WEBHOOKS.items():
+        if host == suffix.lstrip(".") or host.endswith(suffix):
+            return HintedValueError(
+                f"alert_webhook {url!r} is a {service} webhook, which takes {takes} and rejects Alertmanager's "
+                "webhook JSON; the monitor's Alertmanager (0.25 on Debian 12, 0.23 on Ubuntu 22.04) has no receiver "
+                "for it, so no alert would arrive",
+                "point it at a relay that turns Alertmanager's webhook into the service's message (e.g. "
+                "prometheus-msteams for Teams), or use a Slack incoming webhook (https://hooks.slack.com/services/...)")
+    return None
+
+
 # a Prometheus duration as its flags take it (--storage.tsdb.retention.time): a number and one unit
 # (prometheus.io/docs/prometheus/2.42/storage/, "Operational aspects", read 2026-11-27)
 PROM_DURATION = re.compile(r"^[1-9][0-9]{0,5}[hdwy]$")
@@ -434,12 +474,14 @@ class Monitoring(_Strict):
     retention: str = "15d"  # how long series are kept; a number and h, d, w or y
     disk_gb: int = Field(default=20, ge=1, le=65_536, strict=True)  # the most the series may take on disk
     scrape_interval: int = Field(default=30, ge=5, le=600, strict=True)  # seconds
-    # Grafana beside them, with gpufleet's dashboards provisioned: refused until a state installs and provisions it
-    # (none does yet: a tunnel to a closed port is all `true` would give)
+    # Grafana beside them (monitoring.grafana: Grafana's own apt repository), listening on the monitor's loopback, with
+    # gpufleet's dashboards and the monitor's Prometheus provisioned; `gpufleet dashboard CLUSTER` opens it
     grafana: bool = False
     # a node at or above this price whose GPUs stay idle for an hour raises an alert
     idle_alert_usd_per_hour: float = Field(default=10.0, ge=0)
-    alert_webhook: str | None = None  # where Alertmanager sends alerts (a webhook URL); None: shown only
+    # where Alertmanager sends alerts: a URL taking its webhook JSON, or a Slack incoming webhook (sent Slack's message);
+    # None: shown only
+    alert_webhook: str | None = None
 
     @field_validator("retention")
     @classmethod
@@ -448,22 +490,19 @@ class Monitoring(_Strict):
             raise HintedValueError(f"retention {v!r} is not a duration Prometheus takes", "e.g. 15d, 12h, 8w or 1y")
         return v
 
-    @field_validator("grafana")
-    @classmethod
-    def _grafana(cls, v: bool) -> bool:
-        if v:
-            raise HintedValueError("grafana: true is not applied yet: no state installs Grafana on the monitor host",
-                                   "leave it out; `gpufleet dashboard export` writes the dashboards and their "
-                                   "provisioning for your own Grafana, `gpufleet dashboard CLUSTER --prometheus` opens "
-                                   "Prometheus")
-        return v
-
     @field_validator("alert_webhook")
     @classmethod
     def _webhook(cls, v: str | None) -> str | None:
         if v is not None and not re.match(r"^https?://[^\s'\"]+$", v):
             raise HintedValueError(f"alert_webhook {v!r} is not an http(s) URL", "e.g. https://hooks.example.com/gpu")
+        if v is not None and (refused := chat_webhook_refusal(v)):
+            raise refused
         return v
+
+    @property
+    def alert_to_slack(self) -> bool:
+        """Whether ``alert_webhook`` is a Slack incoming webhook (sent Slack's message, not the webhook JSON)."""
+        return bool(self.alert_webhook and SLACK_INCOMING_WEBHOOK.match(self.alert_webhook))
 
 
 class Failover(_Strict):

@@ -14,7 +14,7 @@ import json
 
 from gpufleet.clouds import provider
 from gpufleet.configure import FORMULAS, GPU_STATES, software
-from gpufleet.monitoring import scrape
+from gpufleet.monitoring import ports, provisioning, scrape
 from gpufleet.monitoring.rules import render_rules
 
 SERVER = "monitoring.server"  # Prometheus and Alertmanager, on the monitor pool's nodes
@@ -44,16 +44,19 @@ def scraped_pools(stack) -> list:
 
 def monitor_pillar(stack, cluster: str) -> dict:
     """The monitor host's ``monitoring:server`` pillar: prometheus.yml scraping every pool whose nodes
-    run the exporters, alertmanager.yml, the rules, retention by time and by the stack's disk size, and
-    the address to listen on (a rack pool's first host's; a cloud node's own address in the cluster's network)."""
+    run the exporters, alertmanager.yml, the rules, retention by time and by the stack's disk size, Grafana's files
+    where the stack asks for it, and the address to listen on (a rack pool's first host's; a cloud node's own
+    address in the cluster's network)."""
     m, pool = stack.monitoring, stack.monitor_pool()
     scraped = scraped_pools(stack)
     return {"listen_address": pool.hosts[0].address if pool.hosts else "", "cluster_cidr": stack.network.cidr,
-            "retention": m.retention, "retention_size": f"{m.disk_gb}GB",
+            "retention": m.retention, "retention_size": f"{m.disk_gb}GB", "external_url": ports.local_url("prometheus"),
             "prometheus_yml": scrape.render_prometheus(stack, cluster=cluster, pools=scraped, monitor=pool),
             "discovery": scrape.discovery(cluster, pool, scraped, [stack.network.cidr]),
             "alertmanager_yml": scrape.render_alertmanager(stack),
-            "rules": render_rules(stack, cluster)}
+            "rules": render_rules(stack, cluster),
+            # Grafana beside them (monitoring.grafana): its provisioning, dashboards and data source
+            "grafana_files": provisioning.monitor_files(stack.name) if m.grafana else {}}
 
 
 def _node_formulas(stack, pool) -> list[str]:

@@ -3,8 +3,9 @@ team's own Grafana, and a tunnel to the cluster's own Grafana (or Prometheus) on
 
 The tunnel goes the way `gpufleet ssh` goes (``fleet.ssh``: AWS Session Manager, GCP IAP, Azure Bastion, a
 bastion pool, or directly): ``ssh -N -L 127.0.0.1:<free port>:<monitor address>:<port> <monitor host>``.
-Prometheus and Grafana listen on the monitor's cluster-side address only (the formula's ``listen_address``),
-so the far end of the forward is that address as seen from the monitor itself, never a port open outside.
+Prometheus listens on the monitor's cluster-side address only (the formula's ``listen_address``), Grafana on the
+monitor's loopback only, so the far end of the forward is that address as seen from the monitor itself, never a
+port open outside.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ from gpufleet import netnames, stacks
 from gpufleet.errors import EXIT_FAILED, GpufleetError, InputError
 from gpufleet.fleet import ssh, team
 from gpufleet.monitoring import ports, provisioning
+from gpufleet.monitoring.ports import LOCAL
 from gpufleet.state.recorded import recorded
 from gpufleet.state.registry import Registry
 
 OPEN_TIMEOUT_S = 30  # ssh's connection (a cloud route starts a session first), then the forward's port listening
 PROBE_TIMEOUT_S = 5  # status's GET /-/ready through the tunnel
 READY_PATH = "/-/ready"  # Prometheus's readiness endpoint (prometheus.io/docs/prometheus/latest/management_api)
-LOCAL = "127.0.0.1"
 
 
 # --- export ---------------------------------------------------------------------------------------------
@@ -43,7 +44,7 @@ def export(out: Path, *, stack_file: str | Path | None = None, cat=None,
     `gpufleet dashboard CLUSTER --prometheus --port 9090` forwards it). Nothing is written before every file is
     made (a bad stack or URL: exit 2, nothing created)."""
     stack = stacks.load(stack_file, cat).name if stack_file is not None else None
-    files = provisioning.grafana_files(prometheus_url or f"http://{LOCAL}:{ports.ports()['prometheus']}", stack)
+    files = provisioning.grafana_files(prometheus_url or ports.local_url("prometheus").rstrip("/"), stack)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file, not a folder", "name a folder (it is made when missing)")
     written = []
@@ -135,7 +136,9 @@ def tunnel(name: str, *, prometheus: bool = False, port: int | None = None, regi
     needed = [m.entry] + [e for e in m.cfg.entries if e.alias == m.entry.options.get("ProxyJump")]
     ssh.check_tools(m.cfg, needed, which=which)
     ssh.write(m.cfg)
-    far = f"[{m.address}]" if ":" in m.address else m.address
+    # Prometheus listens on the monitor's cluster address, Grafana on its loopback (monitoring.grafana): the far end
+    # of the forward is resolved on the monitor itself
+    far = LOCAL if service == "grafana" else f"[{m.address}]" if ":" in m.address else m.address
     remote = remote_port or ports.ports()[service]
     local = port or free_port()
     argv = ["ssh", "-F", str(m.cfg.path), "-N", "-o", "ExitOnForwardFailure=yes", "-o", "BatchMode=yes",

@@ -18,6 +18,7 @@ def parameters() -> dict:
     return yaml.safe_load((states_dir() / DEFAULTS).read_text())
 
 
+LOCAL = "127.0.0.1"  # where `gpufleet dashboard` serves the monitor's pages on the reader's machine
 MONITOR = ("prometheus", "alertmanager", "grafana")  # what the monitor host serves (the nodes: the exporters)
 
 
@@ -29,3 +30,8 @@ def monitor_ports() -> list[int]:
 def ports() -> dict[str, int]:
     """node_exporter, dcgm_exporter, prometheus, alertmanager, grafana -> port."""
     return dict(parameters()["ports"])
+
+
+def local_url(service: str) -> str:
+    """``service``'s page where `gpufleet dashboard CLUSTER --port <its port>` forwards it on the reader's machine."""
+    return f"http://{LOCAL}:{ports()[service]}/"

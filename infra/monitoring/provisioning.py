@@ -1,8 +1,8 @@
 """What Grafana is given to show gpufleet's dashboards: its Prometheus data source, a dashboards provider
 and the dashboards' JSON, as files at the paths Grafana reads.
 
-`gpufleet dashboard export` writes them under a folder for a team's own Grafana (the monitor host runs no
-Grafana yet: the stack refuses ``monitoring.grafana: true``). Paths and keys: Grafana's provisioning docs
+`gpufleet dashboard export` writes them under a folder for a team's own Grafana; the monitor host's own Grafana
+(``monitoring.grafana: true``) gets them from its formula (``monitor_files``). Paths and keys: Grafana's provisioning docs
 (grafana.com/docs/grafana/latest/administration/provisioning, read 2026-11-27): the Debian and RPM packages
 read ``/etc/grafana/provisioning/{datasources,dashboards}/*.yaml``; a ``file`` provider loads every JSON of
 its ``options.path``.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import yaml
 
 from gpufleet.errors import InputError
-from gpufleet.monitoring import dashboards
+from gpufleet.monitoring import dashboards, ports
 
 PROVISIONING = "/etc/grafana/provisioning"
 FOLDER = "gpufleet"
@@ -96,6 +96,14 @@ def grafana_files(prometheus_url: str, stack: str | None = None, *, default: boo
         d = _scoped(built, sc)
         files[f"{sc.dashboards_dir}/{d['uid']}.json"] = dashboards.encode(d)
     return files
+
+
+def monitor_files(stack: str) -> dict[str, str]:
+    """The files of the monitor host's own Grafana, whose only data source is the monitor's Prometheus (so the
+    default): that Prometheus listens on the host's cluster address, which a cloud node learns only when it applies,
+    so the data source names the formula's placeholder (salt/monitoring/parameters/defaults.yaml,
+    grafana.prometheus_placeholder) and monitoring.grafana writes the address in."""
+    return grafana_files(ports.parameters()["grafana"]["prometheus_placeholder"], stack, default=True)
 
 
 def _scoped(dashboard: dict, sc: Scope) -> dict:

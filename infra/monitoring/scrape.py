@@ -119,10 +119,15 @@ def render_prometheus(stack, *, cluster: str, pools: list, monitor=None) -> str:
 
 def render_alertmanager(stack) -> str:
     """alertmanager.yml: one receiver, the stack's webhook (resolved alerts too), or none (alerts are
-    shown in Alertmanager and Prometheus only)."""
+    shown in Alertmanager and Prometheus only). A Slack incoming webhook gets Alertmanager's Slack notifier, which
+    posts the message Slack takes; its api_url is a secret Alertmanager does not serve back (slack_config,
+    prometheus.io/docs/alerting/0.25/configuration/#slack_config, read 2026-11-28; in 0.23 too)."""
+    m = stack.monitoring
     receiver: dict = {"name": "gpufleet"}
-    if stack.monitoring.alert_webhook:
-        receiver["webhook_configs"] = [{"url": stack.monitoring.alert_webhook, "send_resolved": True}]
+    if m.alert_to_slack:
+        receiver["slack_configs"] = [{"api_url": m.alert_webhook, "send_resolved": True}]
+    elif m.alert_webhook:
+        receiver["webhook_configs"] = [{"url": m.alert_webhook, "send_resolved": True}]
     doc = {"route": {"receiver": "gpufleet", "group_by": ["alertname", "cluster", "pool", "node"],
                      "group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"},
            "receivers": [receiver]}

@@ -2,17 +2,12 @@
     packages, the files gpufleet rendered for the cluster (gpufleet.monitoring.scrape: prometheus.yml,
     alertmanager.yml; the stack's alert rules), each checked by the program's own checker before it
     lands (Salt's check_cmd: a broken file never replaces a working one), Prometheus listening on the
-    cluster-side address only, Alertmanager on loopback only (where Prometheus sends to it), restarted
-    when a file changes. server_clean.sls (through clean.sls) undoes it. -#}
+    cluster-side address only, Alertmanager on loopback only (where Prometheus sends to it), reloaded
+    when a file changes, restarted when their flags do. server_clean.sls (through clean.sls) undoes it. -#}
 {%- from tpldir ~ "/map.jinja" import mapdata as mon with context %}
 {%- set srv = mon.server %}
 {%- set pkgs = mon.get("server_packages") or {} %}
-{#- the cluster-side address: the pillar's (a rack host's own), else the host's IPv4 address inside the cluster's
-    network (network.cidr), not merely its first one: salt.utils.network._ip_addrs sorts every interface's,
-    docker0 (the DCGM exporter's Docker), IPoIB and GPUDirect-TCPX NICs included, so the first may be outside
-    the cluster's network and change with the interfaces up (Salt 3008.3 modules/network.py ip_addrs(cidr=)) #}
-{%- set found = [] if srv.listen_address else salt["network.ip_addrs"](cidr=srv.cluster_cidr) %}
-{%- set listen = srv.listen_address or (found[0] if found else "") %}
+{%- from tpldir ~ "/server.jinja" import listen, listen_host with context %}
 {%- if not pkgs.get("prometheus") %}
 
 monitoring-server-unsupported-test-fail_without_changes:
@@ -26,10 +21,9 @@ monitoring-server-no-cluster-address-test-fail_without_changes:
 {%- else %}
 include:
   - monitoring.collector   # the cluster's spend, budgets and Slurm, for node_exporter's textfile collector
-
-{#- host:port as Go's net.SplitHostPort takes it: an IPv6 address in brackets (Prometheus 2.42 refuses
-    --web.listen-address=fd00::11:9090, "too many colons in address") #}
-{%- set listen_host = "[" ~ listen ~ "]" if ":" in listen else listen %}
+{%- if srv.grafana_files %}
+  - monitoring.grafana     # Grafana beside them (monitoring.grafana: true)
+{%- endif %}
 {%- set conf = srv.conf_dir %}
 
 {#- the daemons' flags first: the packages' postinst starts both at once (deb-systemd-invoke start) with
@@ -100,7 +94,9 @@ monitoring-server-alertmanager-config-file-managed:
       - pkg: monitoring-server-packages-pkg-installed
 
 {#- the daemons' flags (prometheus 2.42 and alertmanager 0.25 --help): retention by time and size, the
-    address each listens on; Alertmanager's gossip port (--cluster.listen-address, 0.0.0.0:9094 by
+    address each listens on, and the URL Prometheus's links name (an alert's generatorURL, which a receiver shows:
+    derived from the host's name and port if omitted, a dead link outside the cluster; the pillar's is where
+    `gpufleet dashboard CLUSTER --prometheus --port 9090` serves it on the reader's machine); Alertmanager's gossip port (--cluster.listen-address, 0.0.0.0:9094 by
     default) is off: one Alertmanager, no peers.
     Alertmanager listens on loopback only: its GET /api/v2/status serves the whole configuration, the
     webhook URL and any token in it included (a webhook's `url` is a plain URL, not a SecretURL that
@@ -118,7 +114,7 @@ monitoring-server-prometheus-args-file-managed:
     - mode: "0644"
     - contents: |
         # managed by gpufleet (monitoring.server)
-        ARGS="--config.file={{ conf }}/prometheus.yml --web.listen-address={{ listen_host }}:{{ mon.ports.prometheus }} --storage.tsdb.retention.time={{ srv.retention }} --storage.tsdb.retention.size={{ srv.retention_size }}"
+        ARGS="--config.file={{ conf }}/prometheus.yml --web.listen-address={{ listen_host }}:{{ mon.ports.prometheus }} --storage.tsdb.retention.time={{ srv.retention }} --storage.tsdb.retention.size={{ srv.retention_size }}{{ " --web.external-url=" ~ srv.external_url if srv.external_url else "" }}"
 
 monitoring-server-alertmanager-args-file-managed:
   file.managed:
@@ -128,14 +124,50 @@ monitoring-server-alertmanager-args-file-managed:
         # managed by gpufleet (monitoring.server)
         ARGS="--config.file={{ conf }}/alertmanager.yml --web.listen-address=127.0.0.1:{{ mon.ports.alertmanager }} --cluster.listen-address="
 
+{#- a changed configuration or rule file is reloaded, not restarted: a restart replays Prometheus's WAL (minutes on
+    a large TSDB) and resets every pending `for:` (an idle hour starts over at each apply), and Alertmanager's
+    in-memory alert groups. Prometheus re-reads its files on SIGHUP, which its Debian unit sends on reload
+    (`ExecReload=/bin/kill -HUP $MAINPID`, prometheus 2.42.0+ds-5+deb12u1) and so does its init script
+    (init-d-script's do_reload_sigusr1: signal 1); Salt reloads instead of restarting when told `reload: True`
+    (states/service.py mod_watch, Salt 3008.3). The flags ($ARGS) are read only at start, so they and a new package
+    restart, in the state after this one: a reload first, never a SIGHUP straight after a start (a Go program
+    killed by a SIGHUP that comes before it listens for one). #}
+monitoring-server-prometheus-reload-service-running:
+  service.running:
+    - name: {{ mon.server_services.prometheus }}
+    - reload: True
+    - watch:
+      - file: monitoring-server-prometheus-config-file-managed
+{%- if srv.rules %}
+      - file: monitoring-server-rules-file-managed
+{%- endif %}
+
 monitoring-server-alertmanager-service-running:
   service.running:
     - name: {{ mon.server_services.alertmanager }}
     - enable: True
     - watch:
       - pkg: monitoring-server-packages-pkg-installed
-      - file: monitoring-server-alertmanager-config-file-managed
       - file: monitoring-server-alertmanager-args-file-managed
+
+{#- Alertmanager reloads through its own POST /-/reload (on loopback, where it listens; it answers 500 with the
+    error where the file does not load; prometheus.io/docs/alerting/0.25/configuration: "sending a SIGHUP to the
+    process or sending an HTTP POST request to the /-/reload endpoint"): its Debian init script's reload signals
+    nothing (start-stop-daemon --name prometheus-alertmanager, where the kernel keeps 15 characters of a process's
+    name: no process matches, exit 1; prometheus-alertmanager 0.25.0-1+b4 with sysvinit-utils 3.06-4, seen on the
+    test rack). After the state that starts or restarts it, retried while it comes up. #}
+monitoring-server-alertmanager-reload-cmd-run:
+  cmd.run:
+    - name: >-
+        python3 -c 'import urllib.request as u; u.build_opener(u.ProxyHandler({})).open(u.Request(
+        "http://127.0.0.1:{{ mon.ports.alertmanager }}/-/reload", method="POST"), timeout=10)'
+    - onchanges:
+      - file: monitoring-server-alertmanager-config-file-managed
+    - require:
+      - service: monitoring-server-alertmanager-service-running
+    - retry:
+        attempts: 15
+        interval: 2
 
 monitoring-server-prometheus-service-running:
   service.running:
@@ -143,11 +175,8 @@ monitoring-server-prometheus-service-running:
     - enable: True
     - require:
       - service: monitoring-server-alertmanager-service-running
+      - service: monitoring-server-prometheus-reload-service-running
     - watch:
       - pkg: monitoring-server-packages-pkg-installed
-      - file: monitoring-server-prometheus-config-file-managed
       - file: monitoring-server-prometheus-args-file-managed
-{%- if srv.rules %}
-      - file: monitoring-server-rules-file-managed
-{%- endif %}
 {%- endif %}

@@ -48,4 +48,38 @@ monitoring-server_clean-conf-dir-cmd-run:
     - onlyif: test -d {{ srv.conf_dir }} && test -z "$(ls -A {{ srv.conf_dir }})"
     - require:
       - file: monitoring-server_clean-files-file-absent
+
+{#- Grafana, where monitoring.grafana installed it (its marker): stopped, purged, and what it and gpufleet left: its
+    apt source and key, /etc/grafana (grafana.ini, the provisioning), /var/lib/grafana (its database, the dashboards)
+    and the secrets #}
+{%- set g = mon.grafana %}
+
+monitoring-server_clean-grafana-service-dead:
+  service.dead:
+    - name: {{ g.service }}
+    - enable: False
+    - onlyif:
+      - test -f {{ g.marker }}
+      - test -d /run/systemd/system
+
+monitoring-server_clean-grafana-initscript-cmd-run:
+  cmd.run:
+    - name: /etc/init.d/{{ g.service }} stop
+    - onlyif: test -f {{ g.marker }} && test -x /etc/init.d/{{ g.service }}
+    - unless: test -d /run/systemd/system
+
+monitoring-server_clean-grafana-pkg-purged:
+  pkg.purged:
+    - pkgs: [{{ g.package }}]
+    - onlyif: test -f {{ g.marker }}
+    - require:
+      - service: monitoring-server_clean-grafana-service-dead
+      - cmd: monitoring-server_clean-grafana-initscript-cmd-run
+
+monitoring-server_clean-grafana-files-file-absent:
+  file.absent:
+    - names: {{ [g.repo_file, g.keyring, g.ini.rsplit("/", 1)[0], "/var/lib/grafana", g.secrets_dir, g.marker] | json }}
+    - onlyif: test -f {{ g.marker }}
+    - require:
+      - pkg: monitoring-server_clean-grafana-pkg-purged
 {%- endif %}

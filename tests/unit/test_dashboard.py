@@ -208,7 +208,8 @@ def test_json_says_the_tunnel_without_opening_it(tmp_path, monkeypatch):
 
 
 def test_grafana_is_the_default_where_the_record_says_the_monitor_runs_it(tmp_path, monkeypatch):
-    """The stack refuses `grafana: true` until a state installs Grafana (rev53b #5); a record may still say so."""
+    """The monitor's Grafana listens on its loopback only (monitoring.grafana: anonymous access off, but a login page
+    is no place for the whole cluster network): the forward's far end is 127.0.0.1 as the monitor sees it."""
     _cluster(tmp_path, monkeypatch, 2222)
     reg = Registry(tmp_path / "registry.db")
     rec = reg.get("lab")
@@ -216,7 +217,7 @@ def test_grafana_is_the_default_where_the_record_says_the_monitor_runs_it(tmp_pa
                expires_at="2099-01-01T00:00:00Z", backend=None, nodes=rec.nodes,
                access={"via": "direct", "user": "root", "pools": ["rack"], "monitor": {"pool": "rack", "grafana": True}})
     doc = json.loads(cli("--json", "dashboard", "lab").stdout)
-    assert doc["service"] == "grafana" and doc["argv"][-2].endswith(f":{MONITOR_ADDRESS}:{ports.ports()['grafana']}")
+    assert doc["service"] == "grafana" and doc["argv"][-2].endswith(f":127.0.0.1:{ports.ports()['grafana']}")
     doc = json.loads(cli("--json", "dashboard", "lab", "--prometheus").stdout)
     assert doc["service"] == "prometheus" and doc["argv"][-2].endswith(":9090")
 

@@ -18,8 +18,16 @@ POOLS = ("pools:\n"
     ("{prometheus: true, host: gpu, retention: 15 days}", "is not a duration Prometheus takes", "15d"),
     ("{prometheus: true, host: gpu, alert_webhook: 'hooks.example.com'}", "is not an http(s) URL", "https://"),
     ("{prometheus: true, host: gpu, scrape_interval: 1}", "scrape_interval", None),
-    # no state installs Grafana: accepted, it was dropped and `dashboard` tunnelled to a closed port (rev53b #5)
-    ("{prometheus: true, host: gpu, grafana: true}", "no state installs Grafana", "gpufleet dashboard export"),
+    # chat services' webhooks reject Alertmanager's webhook JSON (rev53b #14): Teams takes a card, Discord a content
+    ("{prometheus: true, host: gpu, alert_webhook: 'https://contoso.webhook.office.com/webhookb2/a@b/IncomingWebhook/c/d'}",
+     "Microsoft Teams", "prometheus-msteams"),
+    ("{prometheus: true, host: gpu, alert_webhook: "
+     "'https://prod-12.westus.logic.azure.com:443/workflows/abc/triggers/manual/paths/invoke?api-version=2016-06-01'}",
+     "Microsoft Teams", "prometheus-msteams"),
+    ("{prometheus: true, host: gpu, alert_webhook: 'https://discord.com/api/webhooks/123/abc'}", "Discord",
+     "relay"),
+    ("{prometheus: true, host: gpu, alert_webhook: 'https://hooks.slack.com/triggers/T1/2/abc'}",
+     "not a Slack incoming webhook", "https://hooks.slack.com/services/"),
     # Prometheus would fill the 200 GB root disk before deleting by size, and the OS with it (rev53b #9)
     ("{prometheus: true, host: gpu, disk_gb: 5000}", "does not fit the monitor's root disk", "disk_gb: 100 or less"),
     ("{prometheus: true, host: gpu, disk_gb: 101}", "pool gpu boots 200 GB", "root_disk_gb on pool gpu (at least 202)"),
@@ -44,6 +52,14 @@ def test_a_monitor_may_keep_half_its_root_disk_of_series(write):
     s = stacks.load(write("stack.yaml", f"name: s\nowner: o\nmonitoring: {{prometheus: true, host: gpu, disk_gb: 100}}"
                                         f"\n{POOLS}"))
     assert s.monitoring.disk_gb == 100
+
+
+def test_grafana_is_accepted_now_that_a_state_applies_it(write):
+    """Refused while no state installed Grafana (rev53b #5); monitoring.grafana applies it now
+    (test_grafana_formula)."""
+    s = stacks.load(write("stack.yaml", f"name: s\nowner: o\nmonitoring: {{prometheus: true, host: gpu, grafana: true}}"
+                                        f"\n{POOLS}"))
+    assert s.monitoring.grafana is True
 
 
 def test_a_pool_may_host_the_monitor_and_the_defaults_hold(write):

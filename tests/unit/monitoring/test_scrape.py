@@ -148,6 +148,40 @@ def test_a_webhook_is_alertmanagers_receiver(write, cat):
     assert am["route"]["receiver"] == "gpufleet"
 
 
+SLACK = "https://hooks.slack.com/services/T0000/B0000/XXXXXXXX"  # the shape of api.slack.com/messaging/webhooks' URL
+
+
+def _amtool() -> str:
+    exe = shutil.which("amtool")
+    require(exe is not None, "amtool is not installed (Debian's prometheus-alertmanager: `make sysdeps`)")
+    return exe
+
+
+def test_a_slack_incoming_webhook_gets_alertmanagers_slack_receiver(write, cat, tmp_path):
+    """A Slack incoming webhook takes a message (`text`, blocks or attachments; no_text otherwise:
+    api.slack.com/messaging/webhooks, read 2026-11-28), not Alertmanager's webhook JSON, so alerts sent there as a
+    webhook were never seen (rev53b #14). Alertmanager's own Slack notifier sends that message (slack_config,
+    prometheus.io/docs/alerting/0.25/configuration/#slack_config): the stack's URL becomes its api_url, a secret
+    Alertmanager does not serve back. Checked by the real amtool (Debian 12's prometheus-alertmanager 0.25)."""
+    st = stacks.load(write("s.yaml", "name: s\nowner: o\nmonitoring: {prometheus: true, host: r, alert_webhook: "
+                                     f"'{SLACK}'}}\npools:\n  - {{name: r, provider: baremetal, "
+                                     "site: lab, gpu: L4, gpus_per_node: 1, hosts: [{address: 192.0.2.1}]}\n"), cat)
+    text = scrape.render_alertmanager(st)
+    assert yaml.safe_load(text)["receivers"] == [{"name": "gpufleet", "slack_configs": [
+        {"api_url": SLACK, "send_resolved": True}]}]
+    _checked(_amtool(), ["check-config"], text, tmp_path, "alertmanager.yml")
+
+
+def test_the_monitors_alertmanager_has_no_teams_receiver(tmp_path):
+    """Why a Teams URL is refused rather than given a receiver: msteams_configs came with Alertmanager 0.26; Debian
+    12's 0.25 (and Ubuntu 22.04's 0.23) refuse it, so a config naming it would never land (check_cmd)."""
+    path = tmp_path / "am.yml"
+    path.write_text("route: {receiver: t}\nreceivers:\n  - name: t\n    msteams_configs:\n"
+                    "      - webhook_url: https://contoso.webhook.office.com/webhookb2/a\n")
+    r = subprocess.run([_amtool(), "check-config", str(path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "msteams_configs" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
 # Slurm's controller, the default monitor host (spec.Monitoring.host), runs none of the GPU nodes' exporters
 CONTROLLER_MONITOR = RACK  # test_alert_rules' rack: its monitor is Slurm's controller (the default host)
 

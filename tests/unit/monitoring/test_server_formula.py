@@ -61,7 +61,7 @@ def test_the_daemons_listen_on_the_cluster_address_and_restart_on_a_change(rende
     am = _arg(s["monitoring-server-alertmanager-args-file-managed"], "contents")
     assert f"--web.listen-address=127.0.0.1:{ports['alertmanager']}" in am and "--cluster.listen-address=" in am, am
     watched = json.dumps(_arg(s["monitoring-server-prometheus-service-running"], "watch"))
-    assert "monitoring-server-prometheus-config-file-managed" in watched and "prometheus-args" in watched
+    assert "monitoring-server-prometheus-args-file-managed" in watched  # a config change reloads (test below)
 
 
 def test_an_os_without_a_checked_package_is_refused_with_the_way_out(rendered):
@@ -225,3 +225,68 @@ def test_a_changed_collector_unit_is_loaded_by_systemd(rendered):
         x["file"] for x in _arg(reload, "onchanges")}
     assert "monitoring-collector-units-cmd-run" in json.dumps(_arg(s["monitoring-collector-timer-service-running"],
                                                                    "require"))
+
+
+# what changes which daemon: a file it reads at a reload or one read only at its start (the unit's $ARGS), a package
+RELOADED_BY = {"monitoring-server-prometheus-config-file-managed", "monitoring-server-rules-file-managed"}
+RESTARTED_BY = {"prometheus": {"monitoring-server-packages-pkg-installed", "monitoring-server-prometheus-args-file-managed"},
+                "alertmanager": {"monitoring-server-packages-pkg-installed",
+                                 "monitoring-server-alertmanager-args-file-managed"}}
+
+
+def _watchers(states: dict, name: str) -> dict[str, tuple[bool, set[str]]]:
+    """Each service state of the daemon ``name`` -> (whether it reloads, the ids whose changes it acts on)."""
+    return {sid: (bool(_arg(st, "reload")), {next(iter(w.values())) for w in _arg(st, "watch") or []})
+            for sid, st in states.items() if "service" in st and _arg(st, "name") == name}
+
+
+@pytest.fixture(scope="module")
+def with_rules(tmp_path_factory):
+    st = stacks.load(ROOT / "stacks" / "examples" / "baremetal-rack.yaml", catalog.load(use_config=False))
+    pil = pillar.build(st, st.pools[0], cluster="rk", index=0, collector=COLLECTOR)
+    pil = pillar.merge(pil, {"monitoring": {"server": {"rules": "groups: []\n"}}})  # a rules file to watch
+    return render(salt_call(), tmp_path_factory.mktemp("salt"), OSES["Debian-12"], pil, ["monitoring.server"])
+
+
+def test_a_config_or_rules_change_reloads_prometheus_and_only_its_flags_restart_it(with_rules):
+    """Salt's service.running restarts on a watched change unless told `reload: True` (states/service.py mod_watch,
+    Salt 3008.3). A restart of Prometheus replays its WAL (minutes on a large TSDB) and resets every pending `for:`,
+    so GpusIdleOnExpensivePool's hour started over at each apply. Prometheus reloads on SIGHUP, which its Debian 12
+    unit sends (`ExecReload=/bin/kill -HUP $MAINPID`, prometheus 2.42.0+ds-5+deb12u1) and its init script too
+    (init-d-script's do_reload_sigusr1: signal 1); only its flags (read at start) and a new package need a restart
+    (rev53b #14)."""
+    watchers = _watchers(with_rules, "prometheus")
+    reloads = set().union(*[w for r, w in watchers.values() if r])
+    restarts = set().union(*[w for r, w in watchers.values() if not r])
+    assert reloads == RELOADED_BY and restarts == RESTARTED_BY["prometheus"], watchers
+
+
+def test_an_alertmanager_config_change_reloads_it_through_its_api(with_rules):
+    """Alertmanager kept its alert groups in memory only: a restart at each apply dropped them. It reloads on POST
+    /-/reload (its 0.25 configuration docs), which works where its Debian init script's reload signals nothing
+    (start-stop-daemon --name matched against the kernel's 15-character process name; seen on the test rack);
+    its flags and package still restart it (rev53b #14)."""
+    watchers = _watchers(with_rules, "prometheus-alertmanager")
+    assert {sid: w for sid, (r, w) in watchers.items() if not r} == {
+        "monitoring-server-alertmanager-service-running": RESTARTED_BY["alertmanager"]}, watchers
+    assert not any(r for r, _ in watchers.values())
+    reload = with_rules["monitoring-server-alertmanager-reload-cmd-run"]
+    assert _arg(reload, "onchanges") == [{"file": "monitoring-server-alertmanager-config-file-managed"}]
+    assert f"http://127.0.0.1:{scrape.ports()['alertmanager']}/-/reload" in _arg(reload, "name")
+    assert {"service": "monitoring-server-alertmanager-service-running"} in _arg(reload, "require")
+
+
+def test_prometheus_links_name_the_url_gpufleet_dashboard_serves(rendered):
+    """Without --web.external-url, Prometheus derives its URL from the host's name and listen port (prometheus 2.42
+    --help: "If omitted, relevant URL components will be derived automatically"), so an alert's generatorURL, the
+    link a receiver shows, named the monitor's hostname: a dead link outside the cluster (rev53b #14). It names what
+    `gpufleet dashboard CLUSTER --prometheus --port 9090` serves on the reader's machine, where export's data source
+    points too."""
+    from gpufleet.fleet import dashboard
+
+    want = f"http://127.0.0.1:{scrape.ports()['prometheus']}/"
+    for os_ in AM_LISTEN_REPEATABLE:
+        args = _args(rendered[os_], "monitoring-server-prometheus-args-file-managed")
+        assert re.findall(r"--web\.external-url=(\S+)", args) == [want], args
+    tunnel = dashboard.Tunnel(None, "prometheus", scrape.ports()["prometheus"], scrape.ports()["prometheus"], [])
+    assert tunnel.url == want
