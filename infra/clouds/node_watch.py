@@ -51,6 +51,9 @@ RELEASE = f"{MARK} release"
 # the drain reason of an idle node of an elastic pool `heal` gives back (its slot says "release": node_agent.RELEASED):
 # drained by this watch, removed by heal once Slurm shows it drained with no job, resumed if heal takes the word back
 SCALE_DOWN = f"{MARK} GF-SCALE-DOWN"
+# the drain reasons of a node on its way out (heal gives it back, or a person did): it runs no active check nor
+# benchmark, and heal removes it, never replaces it
+GIVEN_BACK = (SCALE_DOWN, RELEASE)
 # drains only the watch ends: a spot notice's never (the VM is going), the gate's by a passing gate alone, a
 # maintenance notice's once the notice is gone (the VM came back), the active checks' by their passing run
 KEPT = (f"{MARK} GF-SPOT-NOTICE", f"{MARK} GF-GATE", f"{MARK} GF-MAINTENANCE-NOTICE", f"{MARK} GF-ACTIVE")
@@ -582,6 +585,9 @@ def idle():
     """``with idle() as busy``: None while the node is held idle for the active checks, else why it is not. Where
     Slurm runs, a reservation of this node, made for the checks' run and deleted after it (it ends by itself
     should the watch die); without Slurm, the node's own word (no compute process on its GPUs)."""
+    if given_back():  # its drain may be a fault's since (Slurm keeps one reason): heal's word is on the node
+        yield "given back: heal removes it"
+        return
     name = slurm_name()
     shown, failed = scontrol("show", "node", name, "-o") if name else (None, None)
     if shown is None and failed is None:  # no Slurm here
@@ -591,10 +597,13 @@ def idle():
         yield failed or "scontrol show node named no State"
         return
     state, reason = node_state(shown)
-    # IDLE, or drained by gpufleet (its failed active checks run again) with no job on it
+    # IDLE, or drained by gpufleet (its failed active checks run again) with no job on it; never a node given back
     flags = set(state.split("+")[1:]) - KIND_FLAGS
     if state.split("+")[0] != "IDLE" or flags - {"DRAIN"} or "DRAIN" in flags and reason and not reason.startswith(MARK):
         yield f"Slurm says {state}"
+        return
+    if "DRAIN" in flags and reason.startswith(GIVEN_BACK):
+        yield f"given back ({reason}): heal removes it"
         return
     held = RESERVATION.format(node=name)
     scontrol("delete", f"ReservationName={held}")  # an earlier run's, should one be left
@@ -606,6 +615,11 @@ def idle():
         yield None
     finally:
         scontrol("delete", f"ReservationName={held}")
+
+
+def given_back():
+    """Whether heal gives this node back: its slot says so, passed on by the agent (node_agent.released)."""
+    return os.path.exists(f"{agent.STATE_DIR}/{agent.RELEASED}")
 
 
 def reservation(name):
@@ -757,7 +771,7 @@ def say(cfg, interval, gate, notice, unread, faults, fresh_s, node=None):
     the node is and costs) and into the status, unless the status says it already, written less than ``fresh_s`` ago;
     the run's exit status (0: ok)."""
     state, reason = verdict(notice, gate, faults)
-    if reason is None and os.path.exists(f"{agent.STATE_DIR}/{agent.RELEASED}"):
+    if reason is None and given_back():
         reason = SCALE_DOWN  # healthy, and given back by heal: drained (a job on it ends first) for its removal
     # a maintenance notice's drain ends once the notice was read and is gone, not when it could not be read; a
     # person's `gpufleet: release` is never ended here (heal removes the node)

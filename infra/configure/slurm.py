@@ -44,6 +44,9 @@ HEALTH_PROGRAM = "/usr/local/sbin/gpufleet-slurm-health"
 # once the FIRST node's prolog is done: slurm.conf(5) at slurm-22-05-8-1 and slurm-23-11-4-1, the same words in both,
 # review rev51d finding 5); why this way and where the addresses come from: salt/slurm/files/gpufleet-slurm-prolog
 PROLOG_PROGRAM = "/usr/local/sbin/gpufleet-slurm-prolog"
+# slurmctld's PrologSlurmctld where compute nodes are slots: a job given a slot no node holds is requeued and the slot
+# drained (slurm.conf cannot declare a CLOUD node drained; review rev51d finding 3): salt/slurm/files/gpufleet-slurm-slots
+SLOTS_PROGRAM = "/usr/local/sbin/gpufleet-slurm-slots"
 # the node checks a health check runs: what reads the node's state, none of the load tests (NCCL,
 # copy bandwidth, DCGM diagnostics) that would compete with the jobs it runs beside
 HEALTH_SKIPS = ("nccl", "copy", "dcgm_level", "dcgm_level_full")
@@ -68,7 +71,8 @@ DBD_DATABASE = "slurm_acct_db"  # slurmdbd.conf(5)'s default StorageLoc
 # pool) and a plain node whose NodeAddr the new node sets with `scontrol update` (lost on a slurmctld restart, and
 # unknown to the peers of a multi-node job). Until it registers, a CLOUD node is "powered down" (idle~), which the
 # scheduler may still pick (node_scheduler.c puts powered-down nodes last, not out): the node drains its slot before
-# slurmd starts (salt/slurm/daemon.sls, gpufleet-slurm-health --before-slurmd), so it registers drained.
+# slurmd starts (salt/slurm/daemon.sls, gpufleet-slurm-health --before-slurmd), so it registers drained; the
+# controller drains the slots no node holds, and a job slurmctld gives one before is requeued (SLOTS_PROGRAM).
 # PrivateData=cloud: 22.05 hides a powered-down CLOUD node from sinfo and scontrol, root's included (node_mgr.c
 # _is_cloud_hidden), so neither the node's gate nor the controller could find its slot to drain it; 23.02 shows them by
 # default and ignores the word (NEWS 23.02.0rc1 "PrivateData=cloud is no longer needed"; read_config.c, 23.11.4)
@@ -158,7 +162,7 @@ def render(stack, cluster: str, controller: SlurmNode, nodes: list[SlurmNode], c
         defunct = software.installs_slurm_since(controller_os, CLOUD_REG_ADDRS_DEFUNCT)
         lines += [*(p for p in SLOT_PARAMETERS if not (defunct and p == CLOUD_REG_ADDRS)),
                   f"TreeWidth={_tree_width(stack, nodes)}", f"Prolog={PROLOG_PROGRAM}",
-                  "PrologFlags=Alloc,DeferBatch"]
+                  "PrologFlags=Alloc,DeferBatch", f"PrologSlurmctld={SLOTS_PROGRAM}"]
     if cfg.accounting:  # slurmdbd beside slurmctld, on its default port (6819)
         lines += ["AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={controller.address}"]
     if cfg.health_check_interval:
@@ -353,8 +357,9 @@ def _free_slots(pool, found: dict[str, list[SlurmNode]]) -> list[SlurmNode]:
     will be identical in value to NodeHostname", and a CLOUD node's is set by its registration (cloud_reg_addrs, see
     SLOT_STATE), as SchedMD/slurm doc/html/elastic_computing.shtml declares its State=CLOUD nodes (slurm-22-05-8-1,
     read 2026-11-27). Until a node registers as one, a slot is powered down, and the controller's state drains it
-    (salt/slurm/daemon.sls, "GF-GATE not registered yet"): never scheduled. A pool with no node to lend its shape
-    declares none (`configure` does once one has joined)."""
+    (salt/slurm/daemon.sls, "GF-GATE not registered yet"); a job slurmctld gives it before is requeued and the slot
+    drained (SLOTS_PROGRAM, PrologSlurmctld: slurm.conf cannot declare a CLOUD node drained). A pool with no node to
+    lend its shape declares none (`configure` does once one has joined)."""
     held = found.get(pool.name) or []
     if pool.size is None or pool.role != "compute" or not held:
         return []

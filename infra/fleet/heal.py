@@ -25,7 +25,7 @@ import socket
 from dataclasses import dataclass, field
 
 from gpufleet import nodes as kinds
-from gpufleet.clouds.node_watch import MARK, SCALE_DOWN
+from gpufleet.clouds.node_watch import GIVEN_BACK, MARK, SCALE_DOWN
 from gpufleet.errors import GpufleetError
 from gpufleet.fleet import scale as scaling
 from gpufleet.fleet import team
@@ -63,10 +63,12 @@ class Decision:
 
 
 def decide(h: NodeHealth, rules, *, replaced_last_hour: int, retry_at: dt.datetime | None, now: dt.datetime,
-           isolated: bool = False) -> Decision:
+           isolated: bool = False, given_back: bool = False) -> Decision:
     """What to do for one node under its pool's ``rules`` (spec.Health). ``replaced_last_hour``: the pool's
     replacements in the last hour; ``retry_at``: when the pool may ask for capacity again (a refusal's
-    backoff); ``isolated``: it was isolated already (nothing more to do)."""
+    backoff); ``isolated``: it was isolated already (nothing more to do); ``given_back``: the node is on its way out
+    of an elastic pool (given_back()): drained if it is not, then removed by the pool's sizing, never replaced nor
+    isolated (a VM launched for a node being given back; one kept drained and paid for)."""
     d = Decision(h.node, h.pool, "none", "healthy" if h.state == "ok" else h.state, h.code, h.evidence)
     if h.state == hl.UNKNOWN:
         d.action, d.why = "skip", f"health unknown ({h.why or 'not read'}): nothing is done on a guess"
@@ -79,6 +81,9 @@ def decide(h: NodeHealth, rules, *, replaced_last_hour: int, retry_at: dt.dateti
     if h.drained is not True:
         d.action, d.why = "drain", "out of service first" + (" (its drain state is not known)" if h.drained is None else "")
         return d
+    if given_back:
+        d.action, d.why = "none", "given back: removed once Slurm shows it drained with no job, never replaced"
+        return d
     held = _held(h, rules, replaced_last_hour, retry_at, now)
     if held is None:
         d.action, d.why = "replace", ("drained, no job left, under the pool's limits" if not h.launched else
@@ -90,6 +95,13 @@ def decide(h: NodeHealth, rules, *, replaced_last_hour: int, retry_at: dt.dateti
     else:
         d.action, d.why = held
     return d
+
+
+def given_back(pool: dict, h: NodeHealth) -> bool:
+    """Whether a node of an elastic pool is on its way out: heal gave it back (its memory of the pool, ``pool``, says
+    so: the node's fault may have replaced its GF-SCALE-DOWN drain since, as Slurm keeps one reason a node) or Slurm's
+    drain reason says so (a person's `gpufleet: release`, which the node's watch and health program keep)."""
+    return f"given:{h.node}" in pool or (h.drain_reason or "").startswith(GIVEN_BACK)
 
 
 def _held(h: NodeHealth, rules, replaced: int, retry_at, now) -> tuple[str, str] | None:
@@ -258,7 +270,8 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
         mine = state["nodes"].get(h.node, {})
         h.launched = mine.get("launched")
         d = decide(h, rules[h.pool], replaced_last_hour=replaced.get(h.pool, 0), retry_at=_time(pool.get("retry_at")),
-                   now=now, isolated=mine.get("done") == "isolate" and mine.get("code") == h.code)
+                   now=now, isolated=mine.get("done") == "isolate" and mine.get("code") == h.code,
+                   given_back=given_back(pool, h))
         out.nodes.append(h)
         out.decisions.append(d)
         if dry_run:
@@ -319,14 +332,17 @@ def _elastic(run: Run, p, health: list[NodeHealth], kinds_of: dict, state: dict,
         pool["waiting_since"] = _stamp(since)
     else:
         pool.pop("waiting_since", None)
-    drained = [h for h in health if h.state == "ok" and h.drained is True and h.jobs == "none"]
-    # only gpufleet's drains (node_watch.MARK, RELEASE the one README gives a person): a person's other drain
-    # (a node kept to look at) is never removed
-    free = {h.node: h for h in drained if (h.drain_reason or "").startswith(MARK)}
-    idle = {h.node: h for h in health if h.state == "ok" and h.drained is False and h.jobs == "none"}
     names = {f"{n.pool}-{n.idx}" for n in mine}
     given = {k.removeprefix("given:"): v for k, v in pool.items() if k.startswith("given:") and
              k.removeprefix("given:") in names}  # the nodes this pool gave back, not removed yet
+    # a node given back that reported a fault since is removed as the others are (decide never replaces it)
+    drained = [h for h in health if (h.state == "ok" or h.state in hl.BROKEN and given_back(pool, h))
+               and h.drained is True and h.jobs == "none"]
+    # only gpufleet's drains (node_watch.MARK, RELEASE the one README gives a person): a person's other drain
+    # (a node kept to look at) is never removed
+    free = {h.node: h for h in drained if (h.drain_reason or "").startswith(MARK) or h.node in given}
+    idle = {h.node: h for h in health if h.state == "ok" and h.drained is False and h.jobs == "none"}
+    back = [n for n in given if any(h.node == n and h.state == "ok" for h in health)]  # a broken one is not taken back
     timed = {part: {k.removeprefix(f"{part}:"): v for k, v in pool.items() if k.startswith(f"{part}:")}
              for part in ("free", "idle")}
     for k in [k for k in pool if k.startswith(("free:", "idle:", "given:"))]:
@@ -338,12 +354,12 @@ def _elastic(run: Run, p, health: list[NodeHealth], kinds_of: dict, state: dict,
     if unrecorded:
         sized.kept.append(f"launched but not recorded: {', '.join(unrecorded)}; `gpufleet registry rebuild` "
                           "records them (heal adds no node to the pool before)")
-    elif waiting and given:  # the nodes given back serve the jobs first: taken back, nothing launched this pass
-        for n in sorted(given):
+    elif waiting and back:  # the nodes given back serve the jobs first: taken back, nothing launched this pass
+        for n in sorted(back):
             h = next((h for h in health if h.node == n), None)
             if h is not None and _give_back(run, p, h, kinds_of[n], "keep", sized, store, now):
                 pool.pop(f"given:{n}", None)
-        sized.kept.append(f"jobs wait: {', '.join(sorted(given))} given back, taken back first")
+        sized.kept.append(f"jobs wait: {', '.join(sorted(back))} given back, taken back first")
     elif waiting and len(mine) < p.size.max and (now - since).total_seconds() >= p.health.scale_up_after:
         if any(h.jobs is None for h in health):
             sized.kept.append("jobs wait, but a node of the pool is not in Slurm's view yet (a new node joins as its "
@@ -386,7 +402,8 @@ def _shrink(run: Run, p, mine: list, health: list[NodeHealth], kinds_of: dict, p
         return (now - (_time(pool.get(f"{part}:{n}")) or now)).total_seconds() >= p.health.scale_down_after
 
     room = len(mine) - p.size.min
-    ready = [h for n, h in free.items() if (h.drain_reason or "").startswith(SCALE_DOWN) or waited("free", n)]
+    ready = [h for n, h in free.items() if (h.drain_reason or "").startswith(SCALE_DOWN) or n in given
+             or waited("free", n)]
     chosen = ready[:max(0, room)]
     if chosen:
         sized.wanted = len(mine) - len(chosen)

@@ -58,7 +58,7 @@ slurm-clean-files-file-absent:
   file.absent:
     - names: {{ ([slurm.conf_dir ~ "/slurm.conf", slurm.conf_dir ~ "/gres.conf", slurm.conf_dir ~ "/cgroup.conf",
                   slurm.conf_dir ~ "/topology.conf", slurm.conf_dir ~ "/slurmdbd.conf", slurm.munge_key_file,
-                  slurm.health_program, slurm.prolog_program, slurm.health_dir, slurm.health_run_dir, marker] + slurm.spool_dirs) | json }}
+                  slurm.health_program, slurm.prolog_program, slurm.slots_program, slurm.health_dir, slurm.health_run_dir, marker] + slurm.spool_dirs) | json }}
     - require:
       - pkg: slurm-clean-packages-pkg-purged
       - pkg: slurm-clean-database-pkg-purged

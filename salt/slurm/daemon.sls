@@ -57,6 +57,8 @@ slurm-daemon-service-running:
 {%- if role == "compute" and slurm.get("self") %}
       - cmd: slurm-daemon-gate-cmd-run
       - file: slurm-prolog-program-file-managed   # slurm.conf names it: a job before it would drain the node
+{%- elif role == "controller" %}
+      - file: slurm-slots-program-file-managed   # slurm.conf names it (PrologSlurmctld where nodes are slots)
 {%- endif %}
 {%- if accounting %}
       - cmd: slurm-dbd-cluster-cmd-run
@@ -71,22 +73,18 @@ slurm-daemon-service-running:
 {%- endif %}
 {%- if role == "controller" %}
 
-# a cloud slot that never registered is "powered down" (State=CLOUD, gpufleet.configure.slurm SLOT_STATE), which the
-# scheduler still picks (src/slurmctld/node_scheduler.c, 22.05.8: powered-down nodes are weighted last, not left
-# out); with no ResumeProgram nothing would boot it, and the job would start on whatever registers: drained for its
-# gate until it registers and its own gate passes (its watch resumes it)
+# a cloud slot no node holds (State=CLOUD, gpufleet.configure.slurm SLOT_STATE) is schedulable: "powered down"
+# (src/slurmctld/node_scheduler.c, 22.05.8: weighted last, not left out), or plain IDLE+CLOUD once slurmctld restarted;
+# drained for its gate until a node registers as it and its own gate passes (its watch resumes it). A job slurmctld
+# gives one before is requeued by the same program (PrologSlurmctld): files/gpufleet-slurm-slots says why and how
 slurm-daemon-slots-gate-cmd-run:
   cmd.run:
-    - name: |
-        shown=$(scontrol show node -o) || exit 1
-        printf '%s\n' "$shown" | awk '$0 ~ / State=[^ ]*POWERED_DOWN/ && $0 !~ / State=[^ ]*DRAIN/ {sub("NodeName=", "", $1); print $1}' |
-        while read -r n; do
-          scontrol update NodeName="$n" State=DRAIN Reason="gpufleet: GF-GATE not registered yet" || exit 1
-        done
+    - name: {{ slurm.slots_program }} --drain
     - retry:   # slurmctld takes a moment to answer after it starts
         attempts: 15
         interval: 2
     - require:
       - service: slurm-daemon-service-running
+      - file: slurm-slots-program-file-managed
 {%- endif %}
 {%- endif %}

@@ -7,7 +7,7 @@ here (what it was asked); the real requests are tested against moto and the ARM 
 import datetime as dt
 
 import pytest
-from test_heal import Api, Cluster, say, stack_text
+from test_heal import XID, Api, Cluster, say, stack_text
 
 from gpufleet.clouds import node_watch, scheduler
 from gpufleet.errors import CapacityError, GpufleetError
@@ -278,11 +278,11 @@ def test_jobs_slurm_says_wait_for_unavailable_slots_ask_for_nodes():
     assert scheduler.waiting(held.replace(":gpu-0", ":gpu-[0,2]"), {"gpu-1", "gpu-2"}) == {"gpu": 1}
 
 
-def _grown(tmp_path, cat, extra=2):
+def _grown(tmp_path, cat, extra=2, rules=RULES):
     """A pool {min 1, max 4} that grew to 1 + ``extra`` nodes (gpu-1 ... are i-more0 ...)."""
     from gpufleet.state.registry import Node
 
-    c = Cluster(tmp_path, cat, stack_text(health=RULES, slurm=True, nodes="{min: 1, max: 4}"), api=Elastic())
+    c = Cluster(tmp_path, cat, stack_text(health=rules, slurm=True, nodes="{min: 1, max: 4}"), api=Elastic())
     c.api.add_nodes("us-east-1", cluster="hl", pool="gpu", count=extra, on_launch=lambda i: None)
     c.reg.resize("hl", added=[(Node("gpu", 1 + k, "aws", "us-east-1", "g6.12xlarge", node_id=f"i-more{k}"), None)
                               for k in range(extra)])
@@ -363,6 +363,33 @@ def test_jobs_that_come_take_back_the_nodes_given_back_before_anything_is_launch
     assert c.api.added == ["i-more0", "i-more1"]  # the pool's own two (_grown): nothing launched for these jobs
     assert any("taken back first" in k for x in out.scaled for k in x.kept)
     assert [e["action"] for e in events.read(c.log, "hl") if e["command"].startswith("scale")][-2:] == ["scale-resume"] * 2
+
+
+@pytest.mark.parametrize("on_fault", ["replace", "isolate"])
+@pytest.mark.parametrize("by", ["heal", "a person"])
+def test_a_node_given_back_that_reports_a_fault_is_removed_never_replaced(tmp_path, cat, by, on_fault):
+    """Noted by reviews rev51c 9 and rev51d 5: a node on its way out (heal gave it back: its slot says release and
+    heal's memory keeps it; or a person drained it `gpufleet: release`) that then reports a fault went down heal's
+    replace path: drained, no job, faulty -> a new VM launched for a node being given back, and the pool kept its size.
+    It is removed as a given-back node is, never replaced. Its fault's drain may have replaced GF-SCALE-DOWN (Slurm
+    keeps one reason a node: the watch drains for the fault), so heal's memory says it was given back; a person's
+    `gpufleet: release` stays (the watch and the health program keep it). Nor is it isolated (kept drained, paid for)."""
+    c = _grown(tmp_path, cat, rules=RULES.replace("}", f", on_fault: {on_fault}}}"))
+    if by == "heal":
+        for s in (0, 1801):
+            view(c, T0, gpu="allocated", extra={"i-more0": "mixed", "i-more1": "idle"})
+            c.heal(T0 + dt.timedelta(seconds=s))
+        assert _given_back(c) == ["gpu-2"]
+        why = "gpufleet: GF-XID-FATAL health.xid"  # its fault's drain replaced GF-SCALE-DOWN
+    else:
+        why = node_watch.RELEASE
+    for s in (1900, 1900 + 1801):
+        view(c, T0, gpu="allocated", extra={"i-more0": "mixed", "i-more1": "drained"}, reasons={"i-more1": why})
+        say(c.bucket, "i-more1", state="faulty", faults=[XID], drained=True, hostname="h-i-more1")
+        out = c.heal(T0 + dt.timedelta(seconds=s))
+        assert c.api.asked == [], f"heal replaced gpu-2, given back by {by}: {[d.why for d in out.decisions]}"
+    assert c.api.removed == ["i-more1"]
+    assert [n.node_id for n in c.reg.get("hl").nodes if n.pool == "gpu"] == ["i-gpu0", "i-more0"]
 
 
 def test_without_a_fresh_slurm_view_nothing_is_given_back_or_removed(tmp_path, cat):

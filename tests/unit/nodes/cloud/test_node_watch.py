@@ -917,6 +917,28 @@ def test_the_active_checks_never_run_under_a_job(node, slurm, why):
         assert _watch(n) == 0 and not [c for c in _calls(n) if c[0] == "create"]
 
 
+@pytest.mark.parametrize("drained, released", [
+    (node_watch.SCALE_DOWN, False),  # heal gave it back, its watch drained it
+    (node_watch.RELEASE, False),  # a person gave it back (README, health)
+    ("gpufleet: GF-ACTIVE GF-DCGM-FAIL active.dcgm.diag", True),  # given back, drained for a fault since
+])
+def test_a_node_given_back_runs_no_active_check(node, drained, released):
+    """Noted by reviews rev51c 9 and rev51d 5: idle() took IDLE+DRAIN with any `gpufleet:` reason for idle (its failed
+    active checks run again), so the checks (DCGM level 2 and the all-reduce, 30 minutes of the GPUs) started, inside
+    a reservation of the node, on a node heal was about to remove: its removal waited, or the checks were cut by it.
+    A node given back (drained for it, or its slot says release: node_agent.RELEASED) is never held for them."""
+    n = node
+    _active(n, every=3600)
+    record = json.loads((n["state"] / "active.json").read_text())
+    (n["state"] / "active.json").write_text(json.dumps({**record, "at": record["at"] - node_watch.ACTIVE_RETRY_S}))
+    (n["captures"] / "dcgmi-diag-r2.json").write_text(DIAG_FAIL)
+    (n["bin"] / "slurm-node.json").write_text(json.dumps({"state": "IDLE+DRAIN", "reason": drained}))
+    node_agent.released(released)
+    _watch(n)
+    assert not [c for c in _calls(n) if c[0] == "create"], "the active checks were held on a node given back"
+    assert "given back" in json.loads((n["state"] / "active.json").read_text())["skipped"]
+
+
 @pytest.mark.parametrize("apps, ran", [("", True), ("4242\n", False)])
 def test_without_slurm_the_active_checks_run_only_where_no_gpu_process_is_known(node, monkeypatch, apps, ran):
     n = node
