@@ -41,7 +41,7 @@ def test_an_aws_scheduled_reboot_a_week_away_does_not_drain_the_node_for_that_we
     current time" (docs.aws.amazon.com/AWSEC2/latest/APIReference/API_InstanceStatusEvent.html;
     .../UserGuide/reschedule-event.html, read 2026-11-28); a system-reboot is even cleared by a user's own reboot
     (API_InstanceMaintenanceOptions rebootMigration). The watch drains the node the moment the event is listed and
-    calls it "interrupted" (node_watch.py aws_notice, :141-147; verdict :458): a GPU node sits drained and idle for
+    calls it "interrupted" (node_watch.py aws_notice, :140-147; verdict, :445-449): a GPU node sits drained and idle for
     the whole week (on_fault isolate, the default, or a reserved node), or heal terminates it at once (replace)."""
     n = watched
     when = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=7)
