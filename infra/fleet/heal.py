@@ -242,7 +242,7 @@ def heal(stack, cat, *, cluster: str | None = None, registry: Registry | None = 
     now = now or dt.datetime.now(dt.timezone.utc)
     run = Run(stack, cat, name, reg, seams or Seams(), trust_new_hosts=trust_new_hosts, record=rec,
               backend=rec.backend, outputs=outputs)
-    with team.held(store, name, shared is not None and not dry_run, "heal"):
+    with team.held(store, name, shared is not None, "heal", dry_run):
         return _pass(run, store, now, dry_run)
 
 

@@ -130,7 +130,7 @@ def scale(stack, cat, *, pool: str, count: int, cluster: str | None = None, regi
     shared = None if store is not None else team.current()
     store = store or shared or team.log_store(create=not dry_run)
     run = Run(stack, cat, name, reg, seams or Seams(), record=rec, backend=rec.backend, outputs=outputs)
-    with team.held(store, name, shared is not None and not dry_run, "scale"):
+    with team.held(store, name, shared is not None, "scale", dry_run):
         rec = recorded(reg, name)  # as it is now that the lease is held
         run.record = rec
         mine = [n for n in rec.nodes if n.pool == pool]

@@ -325,6 +325,45 @@ def test_in_a_team_each_pass_holds_the_clusters_lease_and_a_held_cluster_is_left
     assert [e["node"] for e in events.read(team_store, "hl") if e["action"] == "replace"] == ["gpu-0"]
 
 
+class SecondHealer(Api):
+    """A cloud whose launch takes a while (EC2 Fleet's instant request, a GCP bulkInsert's operation): while the
+    first pass waits on it, a second `heal` starts (cron's `heal --once` beside a `heal --watch`, or two crons)."""
+
+    def __init__(self):
+        super().__init__()
+        self.cluster, self.inner = None, None
+
+    def replace_node(self, region, *, cluster, pool, node_id, **kw):
+        if self.inner is None and self.cluster is not None:
+            self.inner = "running"
+            try:  # a second healer that finds the cluster held may stop with an error: its own, not the first's
+                self.inner = self.cluster.heal()
+            except Exception as e:  # noqa: BLE001
+                self.inner = e
+        return super().replace_node(region, cluster=cluster, pool=pool, node_id=node_id, **kw)
+
+
+def test_two_heal_passes_alone_never_both_replace_one_node(tmp_path, cat):
+    """Review rev51e finding 1. README (Health): "Run it from cron (`--once` ...) or with `--watch`", and the issue:
+    "cron-safe and idempotent like `reap` ... (leases make two healers safe)". Alone (no team store) no lease is
+    taken: two passes at once each read no launch, each count 0 of max_replacements 1, and each launched a node for
+    the same faulty one. Each pass now holds this machine's lock of the cluster (leases.held_here); the second finds
+    it held and does nothing, as a held lease in team mode (LeaseHeld, exit 4)."""
+    from gpufleet.state import leases
+
+    api = SecondHealer()
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 1}"), api=api)
+    api.cluster = c
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    c.heal()
+    assert api.asked.count("i-gpu0") == 1, (f"two heal passes at once each replaced gpu-0: asked {api.asked}, "
+                                             "with max_replacements 1")
+    assert isinstance(api.inner, leases.LeaseHeld) and api.inner.exit_code == 4, api.inner
+    assert "held on this machine by `heal` (pid" in api.inner.message
+    assert [e["node"] for e in c.events() if e["action"] == "replace"] == ["gpu-0"]  # the second wrote nothing
+    assert c.heal(dry_run=True).decisions  # the lock was given back; a dry run takes none
+
+
 def test_heals_memory_written_wrong_by_someone_else_is_dropped_not_trusted(tmp_path, cat):
     """Whoever can write the store can write heal's memory: junk in it is left aside, never a crash, and
     never a reason to replace (a refusal's retry time that is not a time is no time: asked again)."""

@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).parent / "nodes" / "cloud"))  # test_node_
 
 import pytest  # noqa: E402
 import test_node_watch  # noqa: E402
-from test_heal import XID, Api, Cluster, say, stack_text  # noqa: E402
+from test_heal import XID, Cluster, say, stack_text  # noqa: E402
 from test_node_watch import AWS_SCHEDULED, GCP_MAINTENANCE, GCP_PREEMPTED, _health, _updates, _watch  # noqa: E402
 
 from gpufleet.clouds import node_agent, node_watch  # noqa: E402
@@ -89,41 +89,6 @@ def test_a_spot_notice_drains_the_node_while_a_slow_status_write_is_under_way(wa
     assert drained_while_held == [True], ("the preempted VM's drain waited for a status write to the bucket: "
                                           "Run.lock is held across put_status's retries")
     assert _health(n)["state"] == "interrupted"
-
-
-# --- (b) two healers -------------------------------------------------------------------------------------------
-
-class SecondHealer(Api):
-    """A cloud whose launch takes a while (EC2 Fleet's instant request, a GCP bulkInsert's operation): while the
-    first pass waits on it, a second `heal` starts (cron's `heal --once` beside a `heal --watch`, or two crons)."""
-
-    def __init__(self):
-        super().__init__()
-        self.cluster, self.inner = None, None
-
-    def replace_node(self, region, *, cluster, pool, node_id, **kw):
-        if self.inner is None and self.cluster is not None:
-            self.inner = "running"
-            try:  # a second healer that finds the cluster held may stop with an error: its own, not the first's
-                self.inner = self.cluster.heal()
-            except Exception as e:  # noqa: BLE001
-                self.inner = e
-        return super().replace_node(region, cluster=cluster, pool=pool, node_id=node_id, **kw)
-
-
-def test_two_heal_passes_alone_never_both_replace_one_node(tmp_path, cat):
-    """README (Health): "Run it from cron (`--once` ...: one pass under the cluster's lease in team mode) or with
-    `--watch`", and the issue: "cron-safe and idempotent like `reap` ... (leases make two healers safe)". Alone (no
-    team store) team.held takes nothing (fleet/team.py:268-270) and heal's memory is written with the version's
-    precondition but its False ignored (fleet/heal.py write_state): two passes at once each read no launch, each
-    count 0 of max_replacements 1, and each launch a node for the same faulty one (one of them paid and leaked)."""
-    api = SecondHealer()
-    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 1}"), api=api)
-    api.cluster = c
-    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
-    c.heal()
-    assert api.asked.count("i-gpu0") == 1, (f"two heal passes at once each replaced gpu-0: asked {api.asked}, "
-                                             "with max_replacements 1")
 
 
 # --- (c) the boot gate and the fault lists -------------------------------------------------------------------
