@@ -269,6 +269,10 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
         h.launched = mine.get("launched")
         d = decide(h, rules[h.pool], replaced_last_hour=replaced.get(h.pool, 0), retry_at=_time(pool.get("retry_at")),
                    now=now, isolated=mine.get("done") == "isolate" and mine.get("code") == h.code)
+        if d.action == "none" and _back(mine, h):
+            d = Decision(h.node, h.pool, "resume", f"back in service after {mine['last_fault']}"
+                         + (f" ({mine['evidence']})" if mine.get("evidence") else ""), mine["last_fault"],
+                         f"its watch found it healthy at {h.checked_at or 'its last look'}, and it is not drained")
         out.nodes.append(h)
         out.decisions.append(d)
         if dry_run:
@@ -353,7 +357,8 @@ def _elastic(run: Run, p, health: list[NodeHealth], kinds_of: dict, state: dict,
     elif waiting and given:  # the nodes given back serve the jobs first: taken back, nothing launched this pass
         for n in sorted(given):
             h = next((h for h in health if h.node == n), None)
-            if h is not None and _give_back(run, p, h, kinds_of[n], "keep", sized, store, now):
+            if h is not None and _give_back(run, p, h, kinds_of[n], "keep", sized, store, now,
+                                            f"{waiting} node(s) wanted by jobs of partition {p.name} (Slurm's view)"):
                 pool.pop(f"given:{n}", None)
         sized.kept.append(f"jobs wait: {', '.join(sorted(given))} given back, taken back first")
     elif waiting and len(mine) < p.size.max and (now - since).total_seconds() >= p.health.scale_up_after:
@@ -366,7 +371,9 @@ def _elastic(run: Run, p, health: list[NodeHealth], kinds_of: dict, state: dict,
             sized.wanted = len(mine) + min(p.size.max - len(mine), waiting)
             try:
                 scaling.grow(run, p, mine, sized.wanted - len(mine), sized, store, now,
-                             on_launch=_on_grow(store, run.cluster, state, pool, saved, now, p.name, unkept))
+                             on_launch=_on_grow(store, run.cluster, state, pool, saved, now, p.name, unkept),
+                             evidence=f"{waiting} node(s) wanted by jobs of partition {p.name} waiting since "
+                                      f"{_stamp(since)} (Slurm's view)")
             except GpufleetError as e:  # what was launched is in heal's memory (above): the rest of the pass goes on
                 sized.failed = e.message
             _stop_if_unkept(run.cluster, unkept)
@@ -403,8 +410,10 @@ def _shrink(run: Run, p, mine: list, health: list[NodeHealth], kinds_of: dict, p
     chosen = ready[:max(0, room)]
     if chosen:
         sized.wanted = len(mine) - len(chosen)
+        why = {h.node: f"drained ({h.drain_reason}) with no job in Slurm's view since {pool.get(f'free:{h.node}')}"
+               for h in chosen}
         try:
-            scaling.remove(run, p, mine, chosen, sized, store, now)
+            scaling.remove(run, p, mine, chosen, sized, store, now, evidence=why)
         except GpufleetError as e:
             sized.failed = e.message
     gone = [h.node for h in chosen] if sized.removed else []
@@ -414,7 +423,8 @@ def _shrink(run: Run, p, mine: list, health: list[NodeHealth], kinds_of: dict, p
     going = [k for k in pool if k.startswith("given:")]  # given back, not removed yet: each goes in its turn
     room -= len(gone) + len(going)
     for n in [n for n in given if n in idle]:  # given back, idle again (its slot rewritten since, by `configure`)
-        _give_back(run, p, idle[n], kinds_of[n], "release", sized, store, now)
+        _give_back(run, p, idle[n], kinds_of[n], "release", sized, store, now,
+                   f"given back at {given[n]}, idle again in Slurm's view")
     # a node on reserved capacity is never given back unless replace_reserved, as a faulty one is never released
     # (README, "What never happens"): a Capacity Block is paid up front and an ODCR is billed whether an instance uses
     # it or not ("Capacity Reservation pricing and billing", EC2 User Guide, read 2026-11-28), so giving it back saves
@@ -423,7 +433,8 @@ def _shrink(run: Run, p, mine: list, health: list[NodeHealth], kinds_of: dict, p
     long_idle = sorted((h for n, h in idle.items() if n not in given and n not in kept_reserved and waited("idle", n)),
                        key=scaling.slot_index, reverse=True)  # the newest slots go first
     for h in long_idle[:max(0, room)]:
-        if _give_back(run, p, h, kinds_of[h.node], "release", sized, store, now):
+        if _give_back(run, p, h, kinds_of[h.node], "release", sized, store, now,
+                      f"idle (no job, not drained) in Slurm's view since {pool.get(f'idle:{h.node}')}"):
             pool[f"given:{h.node}"] = _stamp(now)
             pool.pop(f"idle:{h.node}", None)
     sized.kept += [f"{h.node}: idle since {pool[f'idle:{h.node}']}" + (
@@ -432,9 +443,10 @@ def _shrink(run: Run, p, mine: list, health: list[NodeHealth], kinds_of: dict, p
         for h in idle.values() if f"idle:{h.node}" in pool]
 
 
-def _give_back(run: Run, p, h: NodeHealth, kind, action: str, sized, store, now: dt.datetime) -> bool:
+def _give_back(run: Run, p, h: NodeHealth, kind, action: str, sized, store, now: dt.datetime, evidence: str) -> bool:
     """One idle node given back (``release``: drained for SCALE_DOWN, then removed) or taken back (``keep``) through
-    its kind, as a fault's drain goes; an event either way. Whether it was done (a dry run: said, not done)."""
+    its kind, as a fault's drain goes; an event either way, with ``evidence`` (why). Whether it was done (a dry run:
+    said, not done)."""
     words = ("give back" if action == "release" else "take back") + f" {h.node} (idle: Slurm shows no job on it)"
     sized.would.append(words)
     if sized.dry_run:
@@ -442,7 +454,7 @@ def _give_back(run: Run, p, h: NodeHealth, kind, action: str, sized, store, now:
     r = kind.repair(run, h, action)
     scaling.event(store, run.cluster, p.name, "drain" if action == "release" else "resume",
                   f"{h.node}: {r.detail}" + (f" [{SCALE_DOWN}]" if action == "release" else ""), done=r.done,
-                  node=h.node, now=now)
+                  node=h.node, now=now, evidence=evidence)
     sized.events += 1
     if not r.done:
         sized.kept.append(f"{h.node}: not given back: {r.detail}" if action == "release" else
@@ -546,6 +558,14 @@ def _after(run: Run, state: dict, h: NodeHealth, d: Decision, r, now: dt.datetim
         pool["why"] = r.detail[:300]
 
 
+def _back(mine: dict, h: NodeHealth) -> bool:
+    """Whether a node heal's memory has out of service for a fault (not replaced: a new node then) is back: it reads
+    healthy and not drained (its watch resumed it, or a person did) and no "resume" was said since the fault (issue 51
+    step 6: resume is an event with the fault code and the evidence)."""
+    return (h.state == "ok" and h.drained is False and bool(mine.get("last_fault")) and "resumed" not in mine
+            and mine.get("done") != "replace")
+
+
 def _news(mine: dict, d: Decision, r) -> bool:
     """Whether this pass's word on a node is new (an event each time something is done or changes)."""
     if d.action == "none":
@@ -562,6 +582,10 @@ def _remember(state: dict, h: NodeHealth, d: Decision, r, now: dt.datetime) -> N
         return
     if h.state in hl.BROKEN:
         mine.update(last_fault=d.code, evidence=d.evidence, at=_stamp(now))
+        mine.pop("resumed", None)
+    if d.action == "resume":  # said once; its isolation is over (the same fault again is news)
+        mine["resumed"] = _stamp(now)
+        mine.pop("done", None)
     if r is not None and r.done:
         mine["done"] = d.action
     if r is not None and r.forgotten:  # its launched successor is gone: the next pass replaces the node anew

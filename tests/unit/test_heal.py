@@ -454,6 +454,42 @@ def test_a_stale_heal_pass_never_writes_its_memory_over_the_pass_that_took_the_l
         f"a stale pass wrote heal's memory over the newer holder's: {kept}")
 
 
+def test_a_node_back_in_service_after_a_fault_is_one_resume_event_in_the_log(tmp_path, cat):
+    """Review rev51e finding 9. Issue 51 step 6: "Every action (drain, replace, isolate, resume, scale) is an event in
+    `gpufleet log` with the fault code and the evidence". A node isolated for a fault whose watch later finds it
+    healthy (a transient fault, a GPU reset, a maintenance notice gone) is resumed by its watch; heal decided "none"
+    for it and wrote nothing: the log's last word on it stayed "isolate" for good. Now one "resume" event, with the
+    old code; and the same fault later is isolated (and said) again."""
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: isolate}"))
+    later = iter(NOW + dt.timedelta(minutes=k) for k in range(10))  # each pass a minute on: the log's order is by time
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], drained=True)
+    c.heal(next(later))
+    say(c.bucket, "i-gpu0", drained=True)  # healthy, still drained: not back yet
+    c.heal(next(later))
+    say(c.bucket, "i-gpu0")  # its watch resumed it: healthy, not drained
+    out = c.heal(next(later))
+    c.heal(next(later))  # said once
+    mine = [(e["action"], e.get("code")) for e in c.events() if e.get("node") == "gpu-0"]
+    assert mine == [("isolate", "GF-XID-FATAL"), ("resume", "GF-XID-FATAL")], (
+        f"the log's word on gpu-0, back in service: {mine}")
+    (back,) = [e for e in c.events() if e["action"] == "resume"]
+    assert "its watch found it healthy at" in back["evidence"] and "fell off the bus" in back["why"]
+    assert [d.action for d in out.decisions if d.node == "gpu-0"] == ["resume"]
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], drained=True)  # the same fault again
+    c.heal(next(later))
+    assert [e["action"] for e in c.events() if e.get("node") == "gpu-0"] == ["isolate", "resume", "isolate"]
+
+
+def test_a_replaced_node_is_no_resume(tmp_path, cat):
+    """The node in a replaced one's place is a new node, not one back from its fault: no "resume" for it."""
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 2}"))
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], drained=True)
+    c.heal()
+    say(c.bucket, "i-new1")
+    c.heal()
+    assert [e["action"] for e in c.events() if e.get("node") == "gpu-0"] == ["replace"]
+
+
 def test_heals_memory_written_wrong_by_someone_else_is_dropped_not_trusted(tmp_path, cat):
     """Whoever can write the store can write heal's memory: junk in it is left aside, never a crash, and
     never a reason to replace (a refusal's retry time that is not a time is no time: asked again)."""

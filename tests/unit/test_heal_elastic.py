@@ -366,6 +366,33 @@ def test_heal_does_not_give_back_idle_nodes_of_a_pool_on_reserved_capacity(tmp_p
                for k in kept), kept
 
 
+def test_every_scale_event_carries_its_code_and_evidence(tmp_path, cat):
+    """Review rev51e finding 9: issue 51 step 6 wants every action, scale included, an event "with the fault code and
+    the evidence"; scale events said why in their text alone. Now GF-SCALE-UP (nodes added or taken back for jobs) or
+    GF-SCALE-DOWN (given back, removed) and what led to it: the jobs waiting, the node idle or drained since when."""
+    c = cluster(tmp_path, cat)
+    view(c, T0, gpu="allocated", jobs="PENDING gpu 4 Resources\n")
+    c.heal(T0)
+    c.heal(T0 + dt.timedelta(seconds=301))
+    (tmp_path / "down").mkdir()
+    c2 = _grown(tmp_path / "down", cat)  # another cluster, grown, whose jobs have ended
+    idle = {"i-more0": "idle", "i-more1": "idle"}
+    for later in (0, 1801):
+        view(c2, T0, gpu="idle", extra=idle)
+        c2.heal(T0 + dt.timedelta(seconds=later))
+    drained = {"i-more0": "drained", "i-more1": "drained"}
+    view(c2, T0, gpu="idle", extra=drained, reasons=dict.fromkeys(drained, node_watch.SCALE_DOWN))
+    c2.heal(T0 + dt.timedelta(seconds=1900))
+    said = [(e["action"], e.get("code"), e.get("evidence")) for log in (c.log, c2.log)
+            for e in events.read(log, "hl") if e["command"].startswith("scale")]
+    adds = [x for x in said if x[0] == "scale-add"]
+    assert adds and all(code == "GF-SCALE-UP" and "waiting since" in (ev or "") for _, code, ev in adds), said
+    downs = [x for x in said if x[0] in ("scale-drain", "scale-remove")]
+    assert len(downs) == 4 and all(code == "GF-SCALE-DOWN" for _, code, _ in downs), said
+    assert all("idle (no job, not drained) in Slurm's view since" in ev for a, _, ev in downs if a == "scale-drain")
+    assert all("with no job in Slurm's view since" in ev for a, _, ev in downs if a == "scale-remove")
+
+
 def test_a_node_with_a_job_is_never_given_back_and_one_given_back_is_removed_only_once_its_job_ended(tmp_path, cat):
     c = _grown(tmp_path, cat)
     for s in (0, 1801):
