@@ -236,8 +236,8 @@ def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, n
 
 
 def _asked(spec_pool, count: int) -> str:
-    """A person's `gpufleet scale`, as a scale event's evidence."""
-    return f"asked by `gpufleet scale` ({team.who()}): pool {spec_pool.name} to {count} node(s)"
+    """A person's `gpufleet scale`, as a scale event's evidence (the event names who)."""
+    return f"asked by `gpufleet scale`: pool {spec_pool.name} to {count} node(s)"
 
 
 def free_slots(mine: list[Node], count: int) -> list[int]:

@@ -440,7 +440,11 @@ def held_here(folder: Path, cluster: str, command: str):
     (clouds/node_agent.py run). Another process holding it: LeaseHeld (exit 4, as a lease held), nothing done. The
     kernel lets it go when the process ends, killed or not: nothing is left to break by hand."""
     path = folder / f"{cluster}.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as e:
+        raise GpufleetError(f"cannot open {path} to hold cluster {cluster}: {e.strerror}",
+                            "set XDG_DATA_HOME to a folder of yours") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -449,6 +453,9 @@ def held_here(folder: Path, cluster: str, command: str):
             raise LeaseHeld(f"cluster {cluster} is held on this machine by {holder} ({path})",
                             "wait for it to finish: one pass at a time (cron's `--once` beside a `--watch` skips "
                             "its turn)") from None
+        except OSError as e:  # a file system without flock(2) (NFS mounted nolock answers ENOLCK)
+            raise GpufleetError(f"cannot lock {path} to hold cluster {cluster}: {e.strerror}",
+                                "set XDG_DATA_HOME to a folder on a local disk") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"`{command}` (pid {os.getpid()}, since {_stamp(_now())})".encode(), 0)
         yield

@@ -56,7 +56,8 @@ def test_scale_up_launches_from_the_pools_own_request_and_records_the_new_nodes(
     assert {r.change for r in rec.resizes} == {"added"} and len(rec.resizes) == 2
     assert [e["action"] for e in p.events()] == ["scale-add", "scale-add"]
     # each with its code and evidence, as heal's (review rev51e finding 9)
-    assert {(e["code"], e["evidence"].split(" (")[0]) for e in p.events()} == {("GF-SCALE-UP", "asked by `gpufleet scale`")}
+    assert {(e["code"], e["evidence"]) for e in p.events()} == {("GF-SCALE-UP", "asked by `gpufleet scale`: pool gpu to 4 "
+                                                                "node(s)")}
     assert {instance(i)["State"]["Name"] for i in p.ids} == {"running"}
 
 
