@@ -16,7 +16,8 @@ HELP = ("Repair the nodes a health watch found faulty, under each pool's `health
         "(through the pool's own request) only a drained node whose jobs ended, at most max_replacements per pool "
         "per hour, never on reserved capacity unless replace_reserved; otherwise isolate (left drained and named in "
         "`status`). A node whose health cannot be read is never touched. Every action is an event in `gpufleet log`. "
-        "Cron-safe: one pass (--once, the default) under the cluster's lease in team mode. Exit 0 when the pass did "
+        "Cron-safe: one pass (--once, the default) under the cluster's lease in team mode, alone under this machine's "
+        "lock of it. Exit 0 when the pass did "
         "its job, 1 when an action failed or no node's health could be read, 4 when another command holds the "
         "cluster.")
 

@@ -48,6 +48,12 @@ def local_log_dir() -> Path:
     return data_dir() / "log"
 
 
+def local_lock_dir() -> Path:
+    """Without a team store, this machine's locks of its clusters (one `heal` or `scale` pass at a time), in the
+    data directory."""
+    return data_dir() / "locks"
+
+
 def prices_path() -> Path:
     """The prices of the last `gpufleet catalog refresh`: ``$GPUFLEET_PRICES``, else in the data directory."""
     env = os.environ.get("GPUFLEET_PRICES")

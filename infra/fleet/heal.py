@@ -13,7 +13,8 @@ What one pass leaves for the next is small and in the log's store (``heal/<clust
 the capacity refusals in a row and when to ask again; per node that faulted, its last fault and what was
 done, so an isolated node is named in `status` and an event is written once, not on every pass. The
 replacements of the last hour are counted from the event log. Cron-safe: each pass takes the cluster's
-lease in team mode and gives it back, so `up` and `down` are not kept waiting by a watch.
+lease in team mode (alone, this machine's lock of it) and gives it back, so `up` and `down` are not kept waiting by a
+watch. A pass never writes that memory over another's: a write whose precondition loses stops the pass (fencing).
 """
 
 from __future__ import annotations
@@ -169,12 +170,20 @@ def _kept(entry: dict) -> dict:
     return out
 
 
-def write_state(store: SharedStore, cluster: str, state: dict, version: str | None) -> None:
+def write_state(store: SharedStore, cluster: str, state: dict, version: str | None) -> str:
+    """heal's memory written at ``version`` (None: none there yet); its new version. Another writer's memory is never
+    written over (REVIEW.md, Time: a holder that lost the cluster must not go on): when the store's precondition
+    loses, or the object read back is not this write (another landed after it), the pass that took the cluster after
+    this one holds it now, and this pass stops (LeaseLost, exit 4) with nothing more written."""
     body = json.dumps(state, sort_keys=True).encode()
-    if version is None:
-        store.create(state_key(cluster), body)
-    else:
+    landed = store.create(state_key(cluster), body) if version is None else \
         store.replace(state_key(cluster), body, version)
+    got = store.read(state_key(cluster)) if landed else None
+    if got is None or got[0] != body:
+        raise leases.LeaseLost(f"cluster {cluster}: heal's memory ({store.url}/{state_key(cluster)}) changed under this "
+                               "pass: another pass holds the cluster now; this one stopped, writing nothing over it",
+                               f"`gpufleet log {cluster}` says what each pass did; the next pass goes on from there")
+    return got[1]
 
 
 def _time(value) -> dt.datetime | None:
@@ -254,13 +263,14 @@ def heal(stack, cat, *, cluster: str | None = None, registry: Registry | None = 
     now = now or dt.datetime.now(dt.timezone.utc)
     run = Run(stack, cat, name, reg, seams or Seams(), trust_new_hosts=trust_new_hosts, record=rec,
               backend=rec.backend, outputs=outputs)
-    with team.held(store, name, shared is not None and not dry_run, "heal"):
+    with team.held(store, name, shared is not None, "heal", dry_run):
         return _pass(run, store, now, dry_run)
 
 
 def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) -> Healed:
     state, version = read_state(store, run.cluster)
     saved = [version]  # the memory's version, as a launch's own write leaves it
+    unkept: list[str] = []  # launches heal's memory could not keep: the pass stops, naming them
     out = Healed(run.cluster, dry_run, replacements={p: v.get("replaced", 0) for p, v in state["pools"].items()})
     replaced = recent_replacements(store, run.cluster, now)
     rules = {p.name: p.health for p in run.stack.pools}
@@ -272,6 +282,10 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
         d = decide(h, rules[h.pool], replaced_last_hour=replaced.get(h.pool, 0), retry_at=_time(pool.get("retry_at")),
                    now=now, isolated=mine.get("done") == "isolate" and mine.get("code") == h.code,
                    given_back=given_back(pool, h))
+        if d.action == "none" and _back(mine, h):
+            d = Decision(h.node, h.pool, "resume", f"back in service after {mine['last_fault']}"
+                         + (f" ({mine['evidence']})" if mine.get("evidence") else ""), mine["last_fault"],
+                         f"its watch found it healthy at {h.checked_at or 'its last look'}, and it is not drained")
         out.nodes.append(h)
         out.decisions.append(d)
         if dry_run:
@@ -279,29 +293,31 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
         r = None
         if d.action in ACTIONS:
             leases.ensure_held()  # a pass that lost its lease does nothing more
-            h.on_launch = _on_launch(store, run.cluster, state, h, saved)
+            h.on_launch = _on_launch(store, run.cluster, state, h, saved, unkept)
             r = k.repair(run, h, d.action)
             out.repaired.append(r)
             _after(run, state, h, d, r, now, replaced, out)
         if _news(mine, d, r):
             _event(store, run.cluster, d, r, now)
             out.events += 1
+        _stop_if_unkept(run.cluster, unkept)
         _remember(state, h, d, r, now)
     for p in run.stack.pools if run.stack.slurm else []:
         if p.size is not None:
             _elastic(run, p, [h for h in out.nodes if h.pool == p.name], {h.node: k for k, h in read}, state, out,
-                     store, now, saved)
+                     store, now, saved, unkept)
     for name in {h.pool for h in out.nodes}:  # each pool's health as this pass saw it: O(pools), for `status`
         seen = [h.state for h in out.nodes if h.pool == name]
         state["pools"][name]["health"] = {s: seen.count(s) for s in sorted(set(seen))}
         state["pools"][name]["checked_at"] = _stamp(now)
     if not dry_run:
+        leases.ensure_held()  # a pass whose lease was given up writes nothing over its new holder's
         write_state(store, run.cluster, state, saved[0])
     return out
 
 
 def _elastic(run: Run, p, health: list[NodeHealth], kinds_of: dict, state: dict, out: Healed, store, now: dt.datetime,
-             saved: list) -> None:
+             saved: list, unkept: list) -> None:
     """An elastic pool with Slurm, as Slurm's fresh view shows it (none: nothing is done, nothing timed): one node
     more per node its partition's jobs wait for (``scheduler.waiting``), once they have waited
     ``health.scale_up_after`` (timed from the first pass that saw them), up to max, and only while every node of the
@@ -357,7 +373,8 @@ def _elastic(run: Run, p, health: list[NodeHealth], kinds_of: dict, state: dict,
     elif waiting and back:  # the nodes given back serve the jobs first: taken back, nothing launched this pass
         for n in sorted(back):
             h = next((h for h in health if h.node == n), None)
-            if h is not None and _give_back(run, p, h, kinds_of[n], "keep", sized, store, now):
+            if h is not None and _give_back(run, p, h, kinds_of[n], "keep", sized, store, now,
+                                            f"{waiting} node(s) wanted by jobs of partition {p.name} (Slurm's view)"):
                 pool.pop(f"given:{n}", None)
         sized.kept.append(f"jobs wait: {', '.join(sorted(back))} given back, taken back first")
     elif waiting and len(mine) < p.size.max and (now - since).total_seconds() >= p.health.scale_up_after:
@@ -370,9 +387,12 @@ def _elastic(run: Run, p, health: list[NodeHealth], kinds_of: dict, state: dict,
             sized.wanted = len(mine) + min(p.size.max - len(mine), waiting)
             try:
                 scaling.grow(run, p, mine, sized.wanted - len(mine), sized, store, now,
-                             on_launch=_on_grow(store, run.cluster, state, pool, saved, now))
+                             on_launch=_on_grow(store, run.cluster, state, pool, saved, now, p.name, unkept),
+                             evidence=f"{waiting} node(s) wanted by jobs of partition {p.name} waiting since "
+                                      f"{_stamp(since)} (Slurm's view)")
             except GpufleetError as e:  # what was launched is in heal's memory (above): the rest of the pass goes on
                 sized.failed = e.message
+            _stop_if_unkept(run.cluster, unkept)
             if sized.refused:  # nothing launched is left (a cloud's all or nothing): nothing to record
                 pool.pop("unrecorded", None)
                 pool.pop("unrecorded_since", None)
@@ -407,8 +427,10 @@ def _shrink(run: Run, p, mine: list, health: list[NodeHealth], kinds_of: dict, p
     chosen = ready[:max(0, room)]
     if chosen:
         sized.wanted = len(mine) - len(chosen)
+        why = {h.node: f"drained ({h.drain_reason}) with no job in Slurm's view since {pool.get(f'free:{h.node}')}"
+               for h in chosen}
         try:
-            scaling.remove(run, p, mine, chosen, sized, store, now)
+            scaling.remove(run, p, mine, chosen, sized, store, now, evidence=why)
         except GpufleetError as e:
             sized.failed = e.message
     gone = [h.node for h in chosen] if sized.removed else []
@@ -418,21 +440,30 @@ def _shrink(run: Run, p, mine: list, health: list[NodeHealth], kinds_of: dict, p
     going = [k for k in pool if k.startswith("given:")]  # given back, not removed yet: each goes in its turn
     room -= len(gone) + len(going)
     for n in [n for n in given if n in idle]:  # given back, idle again (its slot rewritten since, by `configure`)
-        _give_back(run, p, idle[n], kinds_of[n], "release", sized, store, now)
-    long_idle = sorted((h for n, h in idle.items() if n not in given and waited("idle", n)), key=scaling.slot_index,
-                       reverse=True)  # the newest slots go first
+        _give_back(run, p, idle[n], kinds_of[n], "release", sized, store, now,
+                   f"given back at {given[n]}, idle again in Slurm's view")
+    # a node on reserved capacity is never given back unless replace_reserved, as a faulty one is never released
+    # (README, "What never happens"): a Capacity Block is paid up front and an ODCR is billed whether an instance uses
+    # it or not ("Capacity Reservation pricing and billing", EC2 User Guide, read 2026-11-28), so giving it back saves
+    # nothing and throws away a gated node the next burst must launch and gate again
+    kept_reserved = {n for n, h in idle.items() if h.reserved and not p.health.replace_reserved}
+    long_idle = sorted((h for n, h in idle.items() if n not in given and n not in kept_reserved and waited("idle", n)),
+                       key=scaling.slot_index, reverse=True)  # the newest slots go first
     for h in long_idle[:max(0, room)]:
-        if _give_back(run, p, h, kinds_of[h.node], "release", sized, store, now):
+        if _give_back(run, p, h, kinds_of[h.node], "release", sized, store, now,
+                      f"idle (no job, not drained) in Slurm's view since {pool.get(f'idle:{h.node}')}"):
             pool[f"given:{h.node}"] = _stamp(now)
             pool.pop(f"idle:{h.node}", None)
     sized.kept += [f"{h.node}: idle since {pool[f'idle:{h.node}']}" + (
+        "; on reserved capacity (replace_reserved is false): never given back" if h.node in kept_reserved else
         "; given back once idle for health.scale_down_after" if len(mine) > p.size.min else "; the pool is at min")
         for h in idle.values() if f"idle:{h.node}" in pool]
 
 
-def _give_back(run: Run, p, h: NodeHealth, kind, action: str, sized, store, now: dt.datetime) -> bool:
+def _give_back(run: Run, p, h: NodeHealth, kind, action: str, sized, store, now: dt.datetime, evidence: str) -> bool:
     """One idle node given back (``release``: drained for SCALE_DOWN, then removed) or taken back (``keep``) through
-    its kind, as a fault's drain goes; an event either way. Whether it was done (a dry run: said, not done)."""
+    its kind, as a fault's drain goes; an event either way, with ``evidence`` (why). Whether it was done (a dry run:
+    said, not done)."""
     words = ("give back" if action == "release" else "take back") + f" {h.node} (idle: Slurm shows no job on it)"
     sized.would.append(words)
     if sized.dry_run:
@@ -440,7 +471,7 @@ def _give_back(run: Run, p, h: NodeHealth, kind, action: str, sized, store, now:
     r = kind.repair(run, h, action)
     scaling.event(store, run.cluster, p.name, "drain" if action == "release" else "resume",
                   f"{h.node}: {r.detail}" + (f" [{SCALE_DOWN}]" if action == "release" else ""), done=r.done,
-                  node=h.node, now=now)
+                  node=h.node, now=now, evidence=evidence)
     sized.events += 1
     if not r.done:
         sized.kept.append(f"{h.node}: not given back: {r.detail}" if action == "release" else
@@ -472,29 +503,53 @@ def _not_gone(run: Run, p, unrecorded: list[str], pool: dict, sized, now: dt.dat
     return left
 
 
-def _on_grow(store: SharedStore, cluster: str, state: dict, pool: dict, saved: list, now: dt.datetime):
+def _on_grow(store: SharedStore, cluster: str, state: dict, pool: dict, saved: list, now: dt.datetime, name: str,
+             unkept: list):
     """What a cloud calls the moment a scale-up's node exists: written to heal's memory at once, as _on_launch does
     (since when: UNRECORDED_MAX)."""
     def launched(new_id: str) -> None:
         pool.setdefault("unrecorded", []).append(new_id[:300])
         pool.setdefault("unrecorded_since", _stamp(now))
-        _save(store, cluster, state, saved)
+        _kept_or_said(store, cluster, state, saved, new_id, f"added to pool {name}", unkept)
     return launched
 
 
 def _save(store: SharedStore, cluster: str, state: dict, saved: list) -> None:
-    """heal's memory written now, mid-pass; ``saved`` keeps the version the pass's own last write left."""
-    write_state(store, cluster, state, saved[0])
-    got = store.read(state_key(cluster))
-    saved[0] = got[1] if got is not None else saved[0]
+    """heal's memory written now, mid-pass; ``saved`` keeps the version the pass's own last write left (never
+    another writer's: write_state raises when its write lost)."""
+    saved[0] = write_state(store, cluster, state, saved[0])
 
 
-def _on_launch(store: SharedStore, cluster: str, state: dict, h: NodeHealth, saved: list):
+def _kept_or_said(store: SharedStore, cluster: str, state: dict, saved: list, new_id: str, what: str,
+                  unkept: list) -> None:
+    """A launch written to heal's memory at once; one that could not be (the memory changed under this pass) is
+    added to ``unkept`` (``what`` it was launched for) for the pass's error, then the error raised, so its cloud
+    goes no further (the old node is not terminated)."""
+    try:
+        _save(store, cluster, state, saved)
+    except GpufleetError:
+        unkept.append(f"{new_id} ({what})")
+        raise
+
+
+def _stop_if_unkept(cluster: str, unkept: list) -> None:
+    """A pass that launched a node its memory could not keep stops here, naming it (the event written before keeps it
+    in `gpufleet log` too): it is paid for, and no pass knows it (the one that holds the cluster now may launch
+    again)."""
+    if unkept:
+        raise leases.LeaseLost(
+            f"cluster {cluster}: heal's memory changed under this pass (another pass holds the cluster now): "
+            f"launched and not kept in it: {', '.join(unkept)}; this pass stopped",
+            f"each carries the cluster's tags: `gpufleet registry rebuild` records it, `gpufleet reap` finds it; if "
+            f"another pass launched for the same node since (`gpufleet log {cluster}`), terminate one")
+
+
+def _on_launch(store: SharedStore, cluster: str, state: dict, h: NodeHealth, saved: list, unkept: list):
     """What a cloud calls the moment a replacement's new node exists: the node is in heal's memory (the store)
     before the cloud is asked anything more, so a failure or a killed pass after it never launches another."""
     def launched(new_id: str) -> None:
         state["nodes"].setdefault(h.node, {})["launched"] = new_id[:300]
-        _save(store, cluster, state, saved)
+        _kept_or_said(store, cluster, state, saved, new_id, f"in place of {h.node}", unkept)
     return launched
 
 
@@ -520,6 +575,14 @@ def _after(run: Run, state: dict, h: NodeHealth, d: Decision, r, now: dt.datetim
         pool["why"] = r.detail[:300]
 
 
+def _back(mine: dict, h: NodeHealth) -> bool:
+    """Whether a node heal's memory has out of service for a fault (not replaced: a new node then) is back: it reads
+    healthy and not drained (its watch resumed it, or a person did) and no "resume" was said since the fault (issue 51
+    step 6: resume is an event with the fault code and the evidence)."""
+    return (h.state == "ok" and h.drained is False and bool(mine.get("last_fault")) and "resumed" not in mine
+            and mine.get("done") != "replace")
+
+
 def _news(mine: dict, d: Decision, r) -> bool:
     """Whether this pass's word on a node is new (an event each time something is done or changes)."""
     if d.action == "none":
@@ -536,6 +599,10 @@ def _remember(state: dict, h: NodeHealth, d: Decision, r, now: dt.datetime) -> N
         return
     if h.state in hl.BROKEN:
         mine.update(last_fault=d.code, evidence=d.evidence, at=_stamp(now))
+        mine.pop("resumed", None)
+    if d.action == "resume":  # said once; its isolation is over (the same fault again is news)
+        mine["resumed"] = _stamp(now)
+        mine.pop("done", None)
     if r is not None and r.done:
         mine["done"] = d.action
     if r is not None and r.forgotten:  # its launched successor is gone: the next pass replaces the node anew

@@ -130,7 +130,7 @@ def scale(stack, cat, *, pool: str, count: int, cluster: str | None = None, regi
     shared = None if store is not None else team.current()
     store = store or shared or team.log_store(create=not dry_run)
     run = Run(stack, cat, name, reg, seams or Seams(), record=rec, backend=rec.backend, outputs=outputs)
-    with team.held(store, name, shared is not None and not dry_run, "scale"):
+    with team.held(store, name, shared is not None, "scale", dry_run):
         rec = recorded(reg, name)  # as it is now that the lease is held
         run.record = rec
         mine = [n for n in rec.nodes if n.pool == pool]
@@ -172,11 +172,14 @@ def _fallback(spec_pool, provider: str) -> str | None:
     return spec_pool.failover.spot_fallback
 
 
-def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, now, on_launch=None) -> None:
-    """``more`` nodes for the pool (``mine``: its recorded nodes), recorded, each an event; a refusal in
-    ``out.refused`` (nothing changed); another failure raised (nothing recorded). ``on_launch`` is told each node
-    the moment the cloud made it, before anything else can fail (heal keeps it in its memory)."""
+def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, now, on_launch=None,
+         evidence: str | None = None) -> None:
+    """``more`` nodes for the pool (``mine``: its recorded nodes), recorded, each an event (``evidence``: why they
+    were asked, a person's `scale` when None); a refusal in ``out.refused`` (nothing changed); another failure raised
+    (nothing recorded). ``on_launch`` is told each node the moment the cloud made it, before anything else can fail
+    (heal keeps it in its memory)."""
     provider, region = _where(spec_pool, mine)
+    evidence = evidence or _asked(spec_pool, len(mine) + more)
     out.would.append(f"add {more} node(s) to pool {spec_pool.name} through its own request ({provider} {region})")
     if out.dry_run:
         return
@@ -202,13 +205,14 @@ def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, n
                                 on_launch=launch)
     except (CapacityError, QuotaError) as e:
         out.refused = (f"spot was refused, then {_fallback(spec_pool, provider)}: " if said else "") + e.message
-        event(store, run.cluster, spec_pool.name, "add", f"refused: {out.refused}", done=False, refused=True, now=now)
+        event(store, run.cluster, spec_pool.name, "add", f"refused: {out.refused}", done=False, refused=True, now=now,
+              evidence=evidence)
         out.events += 1
         return
     except GpufleetError as e:
         said = f"{e.message}" + (f" (launched first: {', '.join(launched)}; tagged for the cluster, `gpufleet "
                                  "registry rebuild` records them)" if launched else "")
-        event(store, run.cluster, spec_pool.name, "add", f"failed: {said}", done=False, now=now)
+        event(store, run.cluster, spec_pool.name, "add", f"failed: {said}", done=False, now=now, evidence=evidence)
         raise GpufleetError(f"scale: {said}"[:600], e.hint) from None
     first = mine[0] if mine else None
     added = []
@@ -226,8 +230,14 @@ def grow(run: Run, spec_pool, mine: list[Node], more: int, out: Scaled, store, n
         if not joined:
             out.unjoined.append(f"{spec_pool.name}-{n.idx}")
         event(store, run.cluster, spec_pool.name, "add", f"{spec_pool.name}-{n.idx} ({n.node_id}) added through the "
-               f"pool's request (fleet {fleet}){said}{joins}", done=True, node=f"{spec_pool.name}-{n.idx}", now=now)
+               f"pool's request (fleet {fleet}){said}{joins}", done=True, node=f"{spec_pool.name}-{n.idx}", now=now,
+              evidence=evidence)
         out.events += 1
+
+
+def _asked(spec_pool, count: int) -> str:
+    """A person's `gpufleet scale`, as a scale event's evidence (the event names who)."""
+    return f"asked by `gpufleet scale`: pool {spec_pool.name} to {count} node(s)"
 
 
 def free_slots(mine: list[Node], count: int) -> list[int]:
@@ -247,36 +257,48 @@ def _shrink(run: Run, spec_pool, mine: list[Node], fewer: int, out: Scaled, stor
     remove(run, spec_pool, mine, chosen, out, store, now)
 
 
-def remove(run: Run, spec_pool, mine: list[Node], chosen: list[NodeHealth], out: Scaled, store, now) -> None:
+def remove(run: Run, spec_pool, mine: list[Node], chosen: list[NodeHealth], out: Scaled, store, now,
+           evidence: dict[str, str] | None = None) -> None:
     """``chosen`` of the pool's nodes terminated by id (their tags checked by the cloud), the registry told, each
-    an event; a failure raised with nothing recorded."""
+    an event (``evidence``: node -> why it went, a person's `scale` when not named); a failure raised with nothing
+    recorded."""
     out.would.append(f"remove {', '.join(h.node for h in chosen)} from pool {spec_pool.name} (by id, tags checked)")
     if out.dry_run:
         return
     by_id = {n.node_id: n for n in mine}
     going = [by_id[h.node_id] for h in chosen if h.node_id in by_id]
+    why = {f"{n.pool}-{n.idx}": (evidence or {}).get(f"{n.pool}-{n.idx}") or _asked(spec_pool, len(mine) - len(going))
+           for n in going}
     provider, region = _where(spec_pool, mine)
     api = pool_api(run, provider, region)
     leases.ensure_held()
     try:
         api.remove_nodes(region, cluster=run.cluster, pool=spec_pool.name, node_ids=[n.node_id for n in going])
     except GpufleetError as e:
-        event(store, run.cluster, spec_pool.name, "remove", f"failed: {e.message}", done=False, now=now)
+        event(store, run.cluster, spec_pool.name, "remove", f"failed: {e.message}", done=False, now=now,
+              evidence="; ".join(f"{n}: {w}" for n, w in why.items()))
         raise
     run.record = run.registry.resize(run.cluster, removed=going)
     left = cloud_nodes.forget_slots(run, going) if run.stack.slurm else ""  # their slots: free for the next nodes
     for n in going:
         out.removed.append(n.node_id)
         event(store, run.cluster, spec_pool.name, "remove", f"{spec_pool.name}-{n.idx} ({n.node_id}) terminated{left}",
-               done=True, node=f"{spec_pool.name}-{n.idx}", now=now)
+              done=True, node=f"{spec_pool.name}-{n.idx}", now=now, evidence=why[f"{spec_pool.name}-{n.idx}"])
         out.events += 1
 
 
+# each scale event's code, as a fault's is (issue 51 step 6: every action an event "with the fault code and the
+# evidence"): nodes added or taken back for jobs, nodes given back or removed
+CODES = {"add": "GF-SCALE-UP", "resume": "GF-SCALE-UP", "drain": "GF-SCALE-DOWN", "remove": "GF-SCALE-DOWN"}
+
+
 def event(store: SharedStore, cluster: str, pool: str, action: str, said: str, *, done: bool, refused: bool = False,
-          node: str | None = None, now: dt.datetime | None = None) -> None:
-    """One event in the log (``gpufleet log``): a node added or removed, or a refusal."""
+          node: str | None = None, now: dt.datetime | None = None, evidence: str | None = None) -> None:
+    """One event in the log (``gpufleet log``): a node added or removed, or a refusal, with its code and what
+    led to it (``evidence``: the jobs waiting, the node idle since when, the person's `gpufleet scale`)."""
     events.record(store, {"who": team.who(), "host": socket.gethostname(), "command": f"scale {action}",
                           "cluster": cluster, "outcome": f"scale {action} {pool}: {said}"[:300], "exit_code": 0,
-                          "action": f"scale-{action}", "pool": pool, "node": node, "done": done, "refused": refused},
+                          "action": f"scale-{action}", "pool": pool, "node": node, "done": done, "refused": refused,
+                          "code": CODES[action], "evidence": (evidence or "")[:300] or None},
                   now=now)
 

@@ -262,11 +262,16 @@ def log(cluster: str | None = None, since: dt.datetime | None = None, skipped: d
 
 
 @contextlib.contextmanager
-def held(store: SharedStore, cluster: str, team_mode: bool, command: str):
-    """The cluster's lease for one pass of ``command`` (`heal`, `scale`), in team mode, taken without waiting (two
-    healers, or a heal and an `up`, never act at once) and given back after."""
-    if not team_mode:
+def held(store: SharedStore, cluster: str, team_mode: bool, command: str, dry_run: bool = False):
+    """The cluster's hold for one pass of ``command`` (`heal`, `scale`), taken without waiting (two healers, or a
+    heal and an `up`, never act at once) and given back after: in team mode its lease; alone this machine's lock of
+    it (``leases.held_here``: cron's `heal --once` beside a `heal --watch`). A dry run changes nothing: none taken."""
+    if dry_run:
         yield
+        return
+    if not team_mode:
+        with leases.held_here(paths.make_dir(paths.local_lock_dir()), cluster, command):
+            yield
         return
     lease = leases.acquire(store, cluster, command, who(), wait=False)
     try:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import fcntl
 import json
 import os
 import socket
@@ -37,6 +38,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import TypeVar
 
 from gpufleet.errors import EXIT_HELD, GpufleetError, InputError
@@ -429,6 +431,36 @@ def acquire(store: SharedStore, cluster: str, command: str, holder: str, *, wait
             on_wait(lease)
             told = lease.token
         sleep(max(0.0, min(WAIT_POLL_S, WAIT_POLL_S if alive else expires_s - unchanged, deadline - clock())))
+
+
+@contextlib.contextmanager
+def held_here(folder: Path, cluster: str, command: str):
+    """Alone (no team store, so no lease), this machine's hold of the cluster for one pass of ``command``: an
+    exclusive flock(2) of ``<folder>/<cluster>.lock``, taken without waiting, as the node agent's run takes its own
+    (clouds/node_agent.py run). Another process holding it: LeaseHeld (exit 4, as a lease held), nothing done. The
+    kernel lets it go when the process ends, killed or not: nothing is left to break by hand."""
+    path = folder / f"{cluster}.lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as e:
+        raise GpufleetError(f"cannot open {path} to hold cluster {cluster}: {e.strerror}",
+                            "set XDG_DATA_HOME to a folder of yours") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = shown(os.pread(fd, 300, 0).decode(errors="replace").strip() or "another process")
+            raise LeaseHeld(f"cluster {cluster} is held on this machine by {holder} ({path})",
+                            "wait for it to finish: one pass at a time (cron's `--once` beside a `--watch` skips "
+                            "its turn)") from None
+        except OSError as e:  # a file system without flock(2) (NFS mounted nolock answers ENOLCK)
+            raise GpufleetError(f"cannot lock {path} to hold cluster {cluster}: {e.strerror}",
+                                "set XDG_DATA_HOME to a folder on a local disk") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"`{command}` (pid {os.getpid()}, since {_stamp(_now())})".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def delete_not_a_lease(store: SharedStore, cluster: str) -> bool:

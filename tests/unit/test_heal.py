@@ -325,6 +325,171 @@ def test_in_a_team_each_pass_holds_the_clusters_lease_and_a_held_cluster_is_left
     assert [e["node"] for e in events.read(team_store, "hl") if e["action"] == "replace"] == ["gpu-0"]
 
 
+class SecondHealer(Api):
+    """A cloud whose launch takes a while (EC2 Fleet's instant request, a GCP bulkInsert's operation): while the
+    first pass waits on it, a second `heal` starts (cron's `heal --once` beside a `heal --watch`, or two crons)."""
+
+    def __init__(self):
+        super().__init__()
+        self.cluster, self.inner = None, None
+
+    def replace_node(self, region, *, cluster, pool, node_id, **kw):
+        if self.inner is None and self.cluster is not None:
+            self.inner = "running"
+            try:  # a second healer that finds the cluster held may stop with an error: its own, not the first's
+                self.inner = self.cluster.heal()
+            except Exception as e:  # noqa: BLE001
+                self.inner = e
+        return super().replace_node(region, cluster=cluster, pool=pool, node_id=node_id, **kw)
+
+
+def test_two_heal_passes_alone_never_both_replace_one_node(tmp_path, cat):
+    """Review rev51e finding 1. README (Health): "Run it from cron (`--once` ...) or with `--watch`", and the issue:
+    "cron-safe and idempotent like `reap` ... (leases make two healers safe)". Alone (no team store) no lease is
+    taken: two passes at once each read no launch, each count 0 of max_replacements 1, and each launched a node for
+    the same faulty one. Each pass now holds this machine's lock of the cluster (leases.held_here); the second finds
+    it held and does nothing, as a held lease in team mode (LeaseHeld, exit 4)."""
+    from gpufleet.state import leases
+
+    api = SecondHealer()
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 1}"), api=api)
+    api.cluster = c
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    c.heal()
+    assert api.asked.count("i-gpu0") == 1, (f"two heal passes at once each replaced gpu-0: asked {api.asked}, "
+                                             "with max_replacements 1")
+    assert isinstance(api.inner, leases.LeaseHeld) and api.inner.exit_code == 4, api.inner
+    assert "held on this machine by `heal` (pid" in api.inner.message
+    assert [e["node"] for e in c.events() if e["action"] == "replace"] == ["gpu-0"]  # the second wrote nothing
+    assert c.heal(dry_run=True).decisions  # the lock was given back; a dry run takes none
+
+
+class Overtaken(Api):
+    """A cloud whose launch returns after another pass took the cluster and wrote heal's memory (its own launch for
+    gpu-1): this pass's lease was given up while its store did not confirm its beats (leases: a holder gives up one
+    heartbeat before a reader may take over)."""
+
+    def __init__(self, log):
+        super().__init__()
+        self.log = log
+
+    def replace_node(self, region, *, cluster, pool, node_id, **kw):
+        theirs, version = healing.read_state(self.log, cluster)
+        theirs["nodes"]["gpu-1"] = {"launched": "i-launched-by-b"}
+        healing.write_state(self.log, cluster, theirs, version)
+        return super().replace_node(region, cluster=cluster, pool=pool, node_id=node_id, **kw)
+
+
+def test_a_launch_heals_memory_cannot_keep_stops_the_pass_naming_it_and_writes_over_nothing(tmp_path, cat):
+    """Review rev51e finding 2 (fencing): the launch's own write loses the store's precondition. The newer holder's
+    memory stays whole, the cloud goes no further (the old node is not terminated: the stand-in's on_launch raised
+    before it returned), and the pass stops with an error that names the launch (exit 4), which the log keeps too."""
+    from gpufleet.state import leases
+
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 2}"))
+    c.api = Overtaken(c.log)
+    healing.write_state(c.log, "hl", {"pools": {}, "nodes": {}}, None)  # an earlier pass's memory
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    with pytest.raises(leases.LeaseLost) as ei:
+        c.heal()
+    assert ei.value.exit_code == 4 and "launched and not kept in it: i-new1 (in place of gpu-0)" in ei.value.message
+    assert healing.read_state(c.log, "hl")[0]["nodes"] == {"gpu-1": {"launched": "i-launched-by-b"}}
+    (said,) = [e for e in c.events() if e["action"] == "replace"]
+    assert said["launched"] == "i-new1" and said["done"] is False
+    assert [n.node_id for n in c.reg.get("hl").nodes][0] == "i-gpu0"  # not recorded as replaced
+
+
+def test_a_pass_that_lost_its_lease_writes_no_memory_at_its_end(tmp_path, cat, monkeypatch):
+    """Review rev51e finding 2: the end-of-pass write came after no `ensure_held`: a pass whose lease was given up
+    mid-pass wrote its memory whole at the end. Here the lease is lost while the replacement runs, after the launch
+    was kept: the launch stays in heal's memory, the pass's end writes nothing more and stops (LeaseLost)."""
+    from gpufleet.state import leases
+
+    (tmp_path / "shared").mkdir()
+    team_store = DirectoryStore(f"file://{tmp_path / 'shared'}")
+    team_store.create("team.json", b"{}")
+    monkeypatch.setenv("GPUFLEET_TEAM", team_store.url)
+
+    class LosesTheLease(Api):
+        def replace_node(self, region, **kw):
+            got = super().replace_node(region, **kw)
+            for held in list(leases._HOLDINGS):
+                held._lose("the tests broke it")
+            return got
+
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 2}"), api=LosesTheLease())
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID])
+    with pytest.raises(leases.LeaseLost, match="the tests broke it"):
+        c.heal(team=True)
+    kept = healing.read_state(team_store, "hl")[0]["nodes"]["gpu-0"]
+    assert kept == {"launched": "i-new1"}, f"the pass's end wrote its memory after its lease was lost: {kept}"
+
+
+def test_a_stale_heal_pass_never_writes_its_memory_over_the_pass_that_took_the_lease_after_it(tmp_path):
+    """Review rev51e finding 2 (fencing, REVIEW.md, Time: "a holder that learns it lost its lease and goes on"). Pass
+    A launched a node while its store did not confirm its beats; its lease was given up and taken by pass B, which
+    wrote heal's memory (its own launch: `launched`). A's launch then returns: _on_launch -> _save -> write_state's
+    replace at A's version loses (DirectoryStore/S3 If-Match: False); the False was dropped and _save read the object
+    back and ADOPTED B's version as its own, so A's next write (the end of its pass) replaced B's memory whole: B's
+    launch was forgotten and the next pass launched again."""
+    from gpufleet.state import leases
+
+    (tmp_path / "log").mkdir()
+    store = DirectoryStore(f"file://{tmp_path}/log")
+    healing.write_state(store, "hl", {"pools": {}, "nodes": {}}, None)
+    _, read_by_a = store.read(healing.state_key("hl"))
+    b, version = healing.read_state(store, "hl")  # B, the lease's new holder, launches for gpu-0
+    b["nodes"]["gpu-0"] = {"launched": "i-launched-by-b"}
+    healing.write_state(store, "hl", b, version)
+    a, saved = {"pools": {}, "nodes": {"gpu-1": {"launched": "i-launched-by-a"}}}, [read_by_a]
+    with pytest.raises(leases.LeaseLost, match="changed under this pass"):
+        healing._save(store, "hl", a, saved)  # A's launch returns (its on_launch)
+    assert saved == [read_by_a]  # B's version never adopted
+    with pytest.raises(leases.LeaseLost):
+        healing.write_state(store, "hl", a, saved[0])  # A's pass ends
+    with pytest.raises(leases.LeaseLost):
+        healing.write_state(store, "hl", a, None)  # nor created over it
+    kept = healing.read_state(store, "hl")[0]["nodes"]
+    assert kept.get("gpu-0", {}).get("launched") == "i-launched-by-b", (
+        f"a stale pass wrote heal's memory over the newer holder's: {kept}")
+
+
+def test_a_node_back_in_service_after_a_fault_is_one_resume_event_in_the_log(tmp_path, cat):
+    """Review rev51e finding 9. Issue 51 step 6: "Every action (drain, replace, isolate, resume, scale) is an event in
+    `gpufleet log` with the fault code and the evidence". A node isolated for a fault whose watch later finds it
+    healthy (a transient fault, a GPU reset, a maintenance notice gone) is resumed by its watch; heal decided "none"
+    for it and wrote nothing: the log's last word on it stayed "isolate" for good. Now one "resume" event, with the
+    old code; and the same fault later is isolated (and said) again."""
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: isolate}"))
+    later = iter(NOW + dt.timedelta(minutes=k) for k in range(10))  # each pass a minute on: the log's order is by time
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], drained=True)
+    c.heal(next(later))
+    say(c.bucket, "i-gpu0", drained=True)  # healthy, still drained: not back yet
+    c.heal(next(later))
+    say(c.bucket, "i-gpu0")  # its watch resumed it: healthy, not drained
+    out = c.heal(next(later))
+    c.heal(next(later))  # said once
+    mine = [(e["action"], e.get("code")) for e in c.events() if e.get("node") == "gpu-0"]
+    assert mine == [("isolate", "GF-XID-FATAL"), ("resume", "GF-XID-FATAL")], (
+        f"the log's word on gpu-0, back in service: {mine}")
+    (back,) = [e for e in c.events() if e["action"] == "resume"]
+    assert "its watch found it healthy at" in back["evidence"] and "fell off the bus" in back["why"]
+    assert [d.action for d in out.decisions if d.node == "gpu-0"] == ["resume"]
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], drained=True)  # the same fault again
+    c.heal(next(later))
+    assert [e["action"] for e in c.events() if e.get("node") == "gpu-0"] == ["isolate", "resume", "isolate"]
+
+
+def test_a_replaced_node_is_no_resume(tmp_path, cat):
+    """The node in a replaced one's place is a new node, not one back from its fault: no "resume" for it."""
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 2}"))
+    say(c.bucket, "i-gpu0", state="faulty", faults=[XID], drained=True)
+    c.heal()
+    say(c.bucket, "i-new1")
+    c.heal()
+    assert [e["action"] for e in c.events() if e.get("node") == "gpu-0"] == ["replace"]
+
+
 def test_heals_memory_written_wrong_by_someone_else_is_dropped_not_trusted(tmp_path, cat):
     """Whoever can write the store can write heal's memory: junk in it is left aside, never a crash, and
     never a reason to replace (a refusal's retry time that is not a time is no time: asked again)."""

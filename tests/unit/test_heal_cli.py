@@ -92,6 +92,22 @@ def test_a_dry_run_asks_nothing_of_the_hosts_and_writes_nothing(rack, monkeypatc
     assert json.loads(cli("--json", "status", "rk").output)["clusters"][0]["health"] is None
 
 
+def test_a_pass_alone_that_finds_the_cluster_held_here_does_nothing_and_exits_4(rack, monkeypatch):
+    """Without a team store, one pass at a time on this machine (review rev51e finding 1): a pass that finds another
+    holding the cluster's lock does nothing, says so and exits 4, as a pass that finds the lease held in team mode."""
+    from gpufleet import paths
+    from gpufleet.state import leases
+
+    monkeypatch.setitem(ANSWERS, "rack-1", "mixed|gpufleet: GF-ECC-DBE gpu.ecc\n")
+    with leases.held_here(paths.make_dir(paths.local_lock_dir()), "rk", "heal"):  # a `heal --watch` mid-pass
+        got = cli("heal", "rk")
+        every = cli("heal")  # every cluster: this one skipped, said, the exit still 4
+    assert got.exit_code == 4 and "cluster rk is held on this machine by `heal`" in got.output, got.output
+    assert every.exit_code == 4 and "rk: this pass did nothing" in every.output, every.output
+    assert rack == [] and json.loads(cli("--json", "log", "rk").output)["events"] == []  # nothing drained or logged
+    assert cli("--json", "heal", "rk").exit_code == 0 and rack == [("rack-1", "gpufleet heal: GF-ECC-DBE")]
+
+
 def test_heal_exits_1_when_no_nodes_health_could_be_read(rack, monkeypatch):
     for k in ANSWERS:
         monkeypatch.setitem(ANSWERS, k, "ssh: connection timed out")

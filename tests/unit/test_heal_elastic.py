@@ -332,6 +332,67 @@ def test_heal_gives_an_idle_elastic_pool_back_down_to_min_then_removes_what_slur
     assert sorted(k for k in c.bucket.objects if "/slots/" in k) == ["pools/gpu/slots/i-gpu0.json"]
 
 
+@pytest.mark.parametrize("replace_reserved", [False, True])
+def test_heal_does_not_give_back_idle_nodes_of_a_pool_on_reserved_capacity(tmp_path, cat, replace_reserved):
+    """Review rev51e finding 8. Issue 51 step 3 and README (Health, "What never happens"): "a node on a reservation or
+    Capacity Block is isolated, not released, unless `replace_reserved: true`". heal's scale-down looked at no
+    reservation: an elastic pool on an On-Demand Capacity Reservation or a Capacity Block had its idle nodes given
+    back and terminated after scale_down_after. That saves nothing (a Capacity Block is paid up front, an ODCR is
+    billed whether an instance uses it or not: "Capacity Reservation pricing and billing" in the EC2 User Guide, read
+    2026-11-28) and throws away a gated node (a dcgm3 gate is half an hour) that the next burst must launch and gate
+    again. With replace_reserved: true the pool is given back as any other."""
+    from gpufleet.state.registry import Node
+
+    rules = RULES.replace("}", f", replace_reserved: {str(replace_reserved).lower()}}}")
+    text = stack_text(health=rules, slurm=True, nodes="{min: 1, max: 4}").replace(
+        "nodes: {min: 1, max: 4}", "nodes: {min: 1, max: 4}, reservations: [{id: cr-0123456789abcdef0, zone: us-east-1a}]")
+    c = Cluster(tmp_path, cat, text, api=Elastic())
+    c.api.add_nodes("us-east-1", cluster="hl", pool="gpu", count=2, on_launch=lambda i: None)
+    c.reg.resize("hl", added=[(Node("gpu", 1 + k, "aws", "us-east-1", "g6.12xlarge", node_id=f"i-more{k}"), None)
+                              for k in range(2)])
+    channel.assign_slots(c.bucket, [channel.NodeTarget("gpu", n.idx, n.node_id, None) for n in c.reg.get("hl").nodes
+                                    if n.pool == "gpu"])
+    idle = {"i-more0": "idle", "i-more1": "idle"}
+    for later in (0, 1000, 1801, 3700):
+        view(c, T0, gpu="idle", extra=idle)
+        out = c.heal(T0 + dt.timedelta(seconds=later))
+    given = _given_back(c)
+    if replace_reserved:
+        assert given == ["gpu-1", "gpu-2"]
+        return
+    assert given == [], f"heal gave back {given} of a pool on reserved capacity (reservations: [cr-...])"
+    kept = [k for x in out.scaled for k in x.kept]
+    assert any(k.startswith("gpu-1: idle since") and "on reserved capacity (replace_reserved is false)" in k
+               for k in kept), kept
+
+
+def test_every_scale_event_carries_its_code_and_evidence(tmp_path, cat):
+    """Review rev51e finding 9: issue 51 step 6 wants every action, scale included, an event "with the fault code and
+    the evidence"; scale events said why in their text alone. Now GF-SCALE-UP (nodes added or taken back for jobs) or
+    GF-SCALE-DOWN (given back, removed) and what led to it: the jobs waiting, the node idle or drained since when."""
+    c = cluster(tmp_path, cat)
+    view(c, T0, gpu="allocated", jobs="PENDING gpu 4 Resources\n")
+    c.heal(T0)
+    c.heal(T0 + dt.timedelta(seconds=301))
+    (tmp_path / "down").mkdir()
+    c2 = _grown(tmp_path / "down", cat)  # another cluster, grown, whose jobs have ended
+    idle = {"i-more0": "idle", "i-more1": "idle"}
+    for later in (0, 1801):
+        view(c2, T0, gpu="idle", extra=idle)
+        c2.heal(T0 + dt.timedelta(seconds=later))
+    drained = {"i-more0": "drained", "i-more1": "drained"}
+    view(c2, T0, gpu="idle", extra=drained, reasons=dict.fromkeys(drained, node_watch.SCALE_DOWN))
+    c2.heal(T0 + dt.timedelta(seconds=1900))
+    said = [(e["action"], e.get("code"), e.get("evidence")) for log in (c.log, c2.log)
+            for e in events.read(log, "hl") if e["command"].startswith("scale")]
+    adds = [x for x in said if x[0] == "scale-add"]
+    assert adds and all(code == "GF-SCALE-UP" and "waiting since" in (ev or "") for _, code, ev in adds), said
+    downs = [x for x in said if x[0] in ("scale-drain", "scale-remove")]
+    assert len(downs) == 4 and all(code == "GF-SCALE-DOWN" for _, code, _ in downs), said
+    assert all("idle (no job, not drained) in Slurm's view since" in ev for a, _, ev in downs if a == "scale-drain")
+    assert all("with no job in Slurm's view since" in ev for a, _, ev in downs if a == "scale-remove")
+
+
 def test_a_node_with_a_job_is_never_given_back_and_one_given_back_is_removed_only_once_its_job_ended(tmp_path, cat):
     c = _grown(tmp_path, cat)
     for s in (0, 1801):

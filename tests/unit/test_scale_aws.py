@@ -55,6 +55,9 @@ def test_scale_up_launches_from_the_pools_own_request_and_records_the_new_nodes(
     assert [(n.idx, n.private_ip is not None) for n in rec.nodes] == [(0, True), (1, True), (2, True), (3, True)]
     assert {r.change for r in rec.resizes} == {"added"} and len(rec.resizes) == 2
     assert [e["action"] for e in p.events()] == ["scale-add", "scale-add"]
+    # each with its code and evidence, as heal's (review rev51e finding 9)
+    assert {(e["code"], e["evidence"]) for e in p.events()} == {("GF-SCALE-UP", "asked by `gpufleet scale`: pool gpu to 4 "
+                                                                "node(s)")}
     assert {instance(i)["State"]["Name"] for i in p.ids} == {"running"}
 
 
@@ -90,7 +93,8 @@ def test_scale_down_without_slurm_removes_a_broken_node_first_and_only_it(aws, t
     assert instance(p.ids[1])["State"]["Name"] in ("shutting-down", "terminated")
     assert {instance(i)["State"]["Name"] for i in [p.ids[0], *out.added]} == {"running"}
     assert p.ids_now() == [p.ids[0], *out.added]
-    assert [e["action"] for e in p.events()][-1] == "scale-remove"
+    assert [(e["action"], e["code"]) for e in p.events()][-1] == ("scale-remove", "GF-SCALE-DOWN")
+    assert p.events()[-1]["evidence"].endswith("pool gpu to 3 node(s)")
 
 
 def test_a_refusal_is_reported_and_the_registry_and_the_pool_are_unchanged(aws, tmp_path, cat, monkeypatch):
