@@ -6,9 +6,10 @@ apply, and the detail says which). A tool that is missing never makes a check pa
 
 Thresholds arrive in the expectations (``gpufleet.verify.expect``, from the catalog); the
 judgement rules and their sources are here:
-- fatal XIDs: azurehpc-health-checks' list (customTests/azure_gpu_xid.nhc @0e0a1ac) plus XIDs 95,
-  109 and 140, which NVIDIA's XID catalog resolves by resetting the GPU; 94 (contained ECC
-  error: restart the application) and the application XIDs (13, 31, 43, 45) only warn.
+- fatal XIDs: azurehpc-health-checks' list (customTests/azure_gpu_xid.nhc @0e0a1ac) plus XIDs 46, 95,
+  109 and 140, which NVIDIA resolves by resetting the GPU, and an XID 154 (the driver's recovery
+  action) whose action is not None (faults.RECOVERY_XID); 94 (contained ECC error: restart the
+  application) and the application XIDs (13, 31, 43, 45) only warn.
 - memory: a pending row remap or page retirement, a remapping failure, SRAM uncorrectable
   errors fail (NVIDIA "GPU Memory Error Management"; azure_gpu_ecc.nhc); retired pages at or
   over the expected limit (62 on V100-class boards, as azure_gpu_ecc.nhc) fail.
@@ -25,7 +26,7 @@ import os
 import shutil
 
 from . import parsers
-from .faults import remedy
+from .faults import RECOVERY_XID, remedy
 from .tools import Tools
 
 NCCL_SAMPLE_S = 2.0  # clocks/power sampled this often while the all-reduce runs
@@ -239,10 +240,14 @@ def xid(node: Node) -> list[dict]:
     found = parsers.xids(ran.out)
     fatal = set(node.expect.get("fatal_xids") or ())
     bad = [x for x in found if x["xid"] in fatal]
+    actions = {x["pci"]: (x, parsers.recovery_action(x["text"])) for x in found if x["xid"] == RECOVERY_XID}
+    bad += [x for x, action in actions.values() if action and action[0] != 0]  # the driver asks for a reset or more
     seen = sorted({x["xid"] for x in found})
     if bad:
         first = bad[-1]
-        return [result("health.xid", "fail", f"XID {', '.join(map(str, seen))}", "no fatal XID since boot",
+        action = actions.get(first["pci"], (None, None))[1] if first["xid"] == RECOVERY_XID else None
+        return [result("health.xid", "fail", f"XID {', '.join(map(str, seen))}"
+                       + (f" (recovery action: {action[1]})" if action else ""), "no fatal XID since boot",
                        "GF-XID-FATAL", detail=f"last: XID {first['xid']} on {first['pci']}: {first['text']} ({source})")]
     if found:
         return [result("health.xid", "warn", f"XID {', '.join(map(str, seen))}", "no fatal XID since boot", "GF-XID",

@@ -177,6 +177,44 @@ def test_a_warning_is_not_a_failure(tmp_path):
     assert rc == 0 and by_check(rep)["health.xid"]["status"] == "warn" and by_check(rep)["health.xid"]["code"] == "GF-XID"
 
 
+XID_154 = ("2026-11-27T15:00:00+0000 node-0 kernel: NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from "
+           "0x0 (None) to 0x1 (GPU Reset Required)\n")
+XID_154_NONE = ("2026-11-27T15:20:00+0000 node-0 kernel: NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed "
+                "from 0x1 (GPU Reset Required) to 0x0 (None)\n")
+
+
+def _xid_of(tmp_path, lines: str) -> dict:
+    from gpufleet.nodecheck import checks, faults
+    from gpufleet.nodecheck.tools import Tools
+
+    journal = (DATA / "l4x1" / "journal.txt").read_text() + lines
+    bin_dir = standins(tmp_path / "tools", DATA / "l4x1", {"journal.txt": journal})
+    expect_ = {"gpus": {"count": 1}, "fatal_xids": list(faults.FATAL_XIDS)}
+    (res,) = checks.xid(checks.Node(expect_, Tools((str(bin_dir),)), "/"))
+    return res
+
+
+def test_the_drivers_own_xid_154_gpu_reset_required_fails_the_node(tmp_path):
+    """(review rev51e, 6) XID 154 is the driver's verdict on what a GPU needs: NVIDIA's XID catalog has a column "Xid
+    154 linkage" (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, read 2026-11-28) and NVML's recovery
+    actions are None / GPU Reset / Node Reboot / Drain P2P / Drain and Reset ("Error Recovery and Response Flags");
+    the line is the driver's as printed on 580/595 (forums.developer.nvidia.com t/364958). It used to only warn."""
+    res = _xid_of(tmp_path, XID_154)
+    assert res["status"] == "fail" and res["code"] == "GF-XID-FATAL", f"XID 154 only {res['status']}s ({res['measured']})"
+    assert "GPU Reset Required" in res["measured"]  # the action is the evidence
+    # the GPU's last word decides: reset, the driver says None again, and the XID only warns
+    back = _xid_of(tmp_path / "reset", XID_154 + XID_154_NONE)
+    assert back["status"] == "warn" and back["code"] == "GF-XID"
+
+
+def test_xid_46_gpu_stopped_processing_is_fatal(tmp_path):
+    """NVIDIA Health Validation rates XID 46 CRITICAL, "drain: reset_gpu" (docs.nvidia.com/health-validation/reference/
+    checks/xid.md, read 2026-11-28)."""
+    res = _xid_of(tmp_path, "2026-11-27T15:00:00+0000 node-0 kernel: NVRM: Xid (PCI:0000:01:00): 46, pid=1, "
+                            "GPU stopped processing\n")
+    assert res["status"] == "fail" and res["code"] == "GF-XID-FATAL"
+
+
 def test_a_missing_tool_is_not_checked_and_never_passes(tmp_path):
     # no nvidia-smi, no nccl-tests: those checks say "not checked"; the node is not proven healthy
     bin_dir = standins(tmp_path, H100, tools=("dcgmi", "ibstat", "journalctl", "systemctl"))
