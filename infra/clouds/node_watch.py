@@ -59,6 +59,9 @@ REASON_MAX = 200  # gpufleet-slurm-health's cut: `scontrol show node` stays read
 # be checked every 5 s (its "Spot Instance interruption notices" page)
 NOTICE_POLL_S = 5
 HUNG = "watch-hung.json"  # under STATE_DIR: the tools an earlier watch's checks left stuck
+# under STATE_DIR: the InfiniBand port counters the last checks read; the next judge their growth (a link that went
+# down between two runs fails: nodecheck.checks._ib_counters)
+IB_COUNTERS = "ib-counters.json"
 # The active checks (health.active_every; the expectations they add come in health.json's active_expect: DCGM's
 # diagnostic at level 2, the single-node all-reduce) load the GPUs, so they run only on an idle node, from the watch
 # (it has the node's Slurm view and runs as root on the node). Where Slurm runs, "idle" is Slurm's word, held by a
@@ -324,7 +327,12 @@ def watch_faults(tree, expect, timeout, budget):
     if hung:
         return [fault("GF-HEALTH-TIMEOUT", "health.timeout", ", ".join(f"{h['tool']} (pid {h['pid']})" for h in hung)
                       + " stuck since an earlier watch: not checked again until it ends")]
-    report, left = quick_checks(tree, expect, timeout, budget)
+    counters = f"{agent.STATE_DIR}/{IB_COUNTERS}"
+    last = agent._read_json(counters)
+    report, left = quick_checks(tree, {**expect, "ib_counters": last} if isinstance(last, dict) else expect, timeout,
+                                budget)
+    if isinstance(report.get("ib_counters"), dict):
+        agent.write_private(counters, json.dumps(report["ib_counters"]))
     if left:
         agent.write_private(record, json.dumps(left))
     elif os.path.exists(record):

@@ -63,6 +63,11 @@ REMEDIES: dict[str, str] = {
                         "hardware ticket",
     "GF-IB-PORT-DOWN": "an InfiniBand port is not Active: check the cable, the switch port and the subnet manager",
     "GF-IB-RATE": "an InfiniBand port runs below the fabric's rate: check the cable and the switch port's speed",
+    "GF-IB-FLAP": "an InfiniBand port went down and came back (its link_downed counter grew): check the cable, "
+                  "the transceiver and the switch port (`ibstat`, the switch's log); a port that keeps flapping is a "
+                  "hardware ticket",
+    "GF-IB-ERRORS": "an InfiniBand port counts symbol errors or link recoveries: watch them; a count that keeps "
+                    "growing is a cable or transceiver to replace",
     "GF-IB-MISSING": "fewer InfiniBand ports than the fabric promises: check the HCA driver (`ibstat`, `lspci`)",
     "GF-EFA-MISSING": "fewer EFA devices than the instance type has: check the EFA driver and the launch's "
                       "network interfaces (`fi_info -p efa`)",

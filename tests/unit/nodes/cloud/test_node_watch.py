@@ -978,3 +978,37 @@ def test_a_node_a_person_gave_back_stays_drained_for_heal(node):
     (n["bin"] / "slurm-node.json").write_text(json.dumps({"state": "IDLE+DRAIN", "reason": node_watch.RELEASE}))
     assert _watch(n) == 0
     assert _health(n)["state"] == "ok" and _updates(n) == []
+
+
+IB_CHECKS = """import json, os, sys
+expect = json.load(sys.stdin)
+here = os.path.dirname(os.path.abspath(sys.argv[0]))
+with open(os.path.join(here, "given.jsonl"), "a") as f:
+    f.write(json.dumps(expect.get("ib_counters")) + "\\n")
+downed = int(open(os.path.join(here, "link_downed")).read())
+print(json.dumps({"verdict": "pass", "ok": True, "failures": [], "unchecked": [], "checks": [],
+                  "ib_counters": {"mlx5_0:1": {"link_downed": downed}}}))
+"""
+
+
+def test_the_watch_keeps_the_ib_counters_its_checks_read_for_the_next_run(node):
+    """(review rev51e, 7) A flap is a link_downed that grew between two runs (nodecheck.checks._ib_counters): the watch
+    keeps the counters its checks read (its state, IB_COUNTERS) and gives them to the next run's checks; the first run
+    has none (judged since the driver loaded). The checks here are a stand-in that says what it was given."""
+    n = node
+    tree = json.loads((n["state"] / "applied.json").read_text())["tree"]
+    bundle_path = os.path.join(tree, node_agent.VERIFY_BUNDLE)
+    with open(bundle_path, "w") as f:
+        f.write(IB_CHECKS)
+    here = os.path.dirname(bundle_path)
+    with open(os.path.join(here, "link_downed"), "w") as f:
+        f.write("3")
+    _watch(n)
+    with open(os.path.join(here, "link_downed"), "w") as f:
+        f.write("4")
+    _watch(n)
+    with open(os.path.join(here, "given.jsonl")) as f:
+        given = [json.loads(line) for line in f]
+    assert given == [None, {"mlx5_0:1": {"link_downed": 3}}]
+    kept = json.loads((n["state"] / node_watch.IB_COUNTERS).read_text())
+    assert kept == {"mlx5_0:1": {"link_downed": 4}} and oct((n["state"] / node_watch.IB_COUNTERS).stat().st_mode)[-3:] == "600"
