@@ -7,7 +7,7 @@ away (spot, preemption, the maintenance a GPU VM does not live through) or that 
 recommendation). The verdict goes into the node's status object as ``health`` (the controller's ``heal`` reads it),
 written once each run at least (and each half interval while long checks run):
 
-    {"state": "ok" | "faulty" | "interrupted" | "gating", "faults": [{"code", "check", "evidence"}],
+    {"state": "ok" | "faulty" | "interrupted" | "maintenance" | "gating", "faults": [{"code", "check", "evidence"}],
      "checked_at": ISO-8601 Z, "interval": s, "gate": {"level", "passed": true | false | null},
      "notice": null | {"cloud", "kind", "at"}, "drained": bool, "notice_error": null | "why it was not read",
      "drain_error": null | "why a drain was not confirmed"}
@@ -89,7 +89,7 @@ INTERPRETERS = ("python", "python3", "sh", "bash", "env")  # a script's name is 
 # prometheus on Debian) must read it. A node without that directory (no monitoring formula) gets no file.
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 TEXTFILE = "gpufleet.prom"
-STATES = ("ok", "gating", "faulty", "interrupted")  # gpufleet_node_health's, one-hot
+STATES = ("ok", "gating", "faulty", "interrupted", "maintenance")  # gpufleet_node_health's, one-hot
 LAST_FAULT = "last-fault.json"  # under STATE_DIR: the last fault the watch saw, kept once the node is ok again
 # `gpufleet bench CLUSTER` (nodes/cloud/bench.py): its request in the pool's prefix (the operator's to write, the node's
 # to read), answered once (BENCH_DONE, under STATE_DIR: the last request answered) into the node's status as "bench"
@@ -226,6 +226,22 @@ def azure_notice(memo):
 NOTICES = {"aws": aws_notice, "gcp": gcp_notice, "azure": azure_notice}
 SPOT = ("instance-action", "preempted", "Preempt")  # the spot reclaims: the VM does not come back
 RISK = ("rebalance",)  # a risk alone: recorded, the node kept
+# The notices whose VM comes back by itself (the same instance, after minutes): AWS's instance-reboot, system-reboot
+# ("Rebooting events include a scheduled start and end time", DescribeInstanceStatus) and system-maintenance (network
+# or power maintenance, the instance stays: "Scheduled events for your instances"); Azure's Reboot ("The Virtual
+# Machine is scheduled for reboot (non-persistent memory is lost)") and Redeploy (moved to another host, the same VM:
+# Scheduled Events for Linux VMs, EventType, read 2026-11-28). The node is drained for them and says "maintenance", a
+# state heal does not replace (nodes.health: not broken); the watch resumes it once the notice is gone. The others
+# (spot reclaims, instance-retirement, instance-stop, Azure Terminate, GCP's TERMINATE_ON_HOST_MAINTENANCE) take the
+# VM for good: "interrupted".
+COMES_BACK = ("instance-reboot", "system-reboot", "system-maintenance", "Reboot", "Redeploy")
+# A notice with a start time acts only this long before it; until then it is recorded as a risk (the node "ok", its
+# notice in the status), as a rebalance is. AWS schedules instance events days or weeks ahead (NotBefore, "the earliest
+# scheduled start time", API_InstanceStatusEvent), and an event moved earlier must still start "at least 60 minutes
+# from the current time" (.../UserGuide/reschedule-event.html, read 2026-11-28): an hour's lead always sees it, and
+# draining a node a week ahead would keep it idle for that week. Azure's Reboot and Redeploy come 15 minutes ahead,
+# spot notices 30 s to 2 minutes ahead, and a notice without a time (GCP's, a started Azure event) acts at once.
+MAINTENANCE_LEAD_S = 3600
 
 
 def read_notice(cloud, memo=None):
@@ -237,8 +253,14 @@ def read_notice(cloud, memo=None):
 
 
 def takes(notice):
-    """The notice says the cloud takes the VM away (not a risk alone)."""
-    return bool(notice) and notice["kind"] not in RISK
+    """The notice says the cloud takes the VM away, now or within MAINTENANCE_LEAD_S (not a risk alone, nor an event
+    further ahead)."""
+    if not notice or notice["kind"] in RISK:
+        return False
+    if not notice.get("at"):
+        return True
+    at = dt.datetime.strptime(notice["at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
+    return (at - dt.datetime.now(dt.timezone.utc)).total_seconds() <= MAINTENANCE_LEAD_S
 
 
 def fault(code, check, evidence):
@@ -457,8 +479,9 @@ def verdict(notice, gate, faults):
     """(the node's health state, the reason its Slurm node is drained for, None: none)."""
     if takes(notice):
         code = "GF-SPOT-NOTICE" if notice["kind"] in SPOT else "GF-MAINTENANCE-NOTICE"
-        return "interrupted", one_line(f"{MARK} {code} {notice['cloud']} {notice['kind']}"
-                                       + (f" at {notice['at']}" if notice["at"] else ""))
+        state = "maintenance" if notice["kind"] in COMES_BACK else "interrupted"
+        return state, one_line(f"{MARK} {code} {notice['cloud']} {notice['kind']}"
+                               + (f" at {notice['at']}" if notice["at"] else ""))
     codes = "; ".join(f"{f['code']} {f['check']}" for f in faults)
     if not gate["passed"]:
         return "gating", one_line(f"{MARK} GF-GATE {gate['level']} " + (codes or "not passed yet"))

