@@ -508,16 +508,24 @@ def watch(cfg):
 class Run:
     """One run's word on the node: the checks' (the main thread) and the notice's (its own thread, every
     NOTICE_POLL_S from the run's start to its end, the checks running or not: GCP and Azure give 30 s, a check may
-    take most of an interval and a dcgm2/3 gate an hour). Each says it under the run's lock; while the checks run, the
-    thread says the last word again each half interval (the reader takes a report three intervals old as unknown)."""
+    take most of an interval and a dcgm2/3 gate an hour). A notice that takes the VM drains the node from the notice's
+    thread at once, outside any lock: never behind a status write, which retries for minutes against a slow or
+    throttled bucket (node_agent.RETRY_DELAYS) and waits on the agent's own write (status.lock). The status is written
+    under the run's lock, by the checks' thread or by a writer thread of its own for the notice's word (the last word
+    wins); while the checks run, the writer says the last word again each half interval (the reader takes a report
+    three intervals old as unknown)."""
 
     def __init__(self, cfg, interval, gate, node=None):
         self.cfg, self.interval, self.gate, self.node = cfg, interval, gate, node
         last = (agent._read_json(f"{agent.STATE_DIR}/status.json") or {}).get("health") or {}
         self.faults = last.get("faults") if isinstance(last.get("faults"), list) else []  # until the checks say
         self.notice, self.unread, self.rc, self.said_at = None, None, 0, time.monotonic()
-        self.checking = True  # the checks run: the thread says the last word again while they last
-        self.lock = threading.Lock()
+        self.acting = False  # the notice known takes the VM now (takes())
+        self.checking = True  # the checks run: the writer says the last word again while they last
+        self.lock = threading.Lock()  # held while the status is written
+        self.mu = threading.Lock()  # held a moment, for the word itself: never across a write or a program
+        self.pending = False  # the notice's word is not written yet
+        self.wake = threading.Event()  # the writer has something to do (or the run ends)
         self.read = threading.Event()  # the notice was read once (or could not be)
         self.done = threading.Event()
 
@@ -525,28 +533,50 @@ class Run:
         memo = {}
         while True:
             notice, unread = read_notice(self.cfg["cloud"], memo)
-            with self.lock:
+            with self.mu:
                 if unread:  # not read this time: the notice known stands (unread is not gone)
                     notice = self.notice
-                changed = notice != self.notice
-                self.notice, self.unread = notice, unread
-                if changed or self.checking and time.monotonic() - self.said_at >= self.interval / 2:
-                    self.say(fresh_s=0)
+                acting = takes(notice)
+                changed = notice != self.notice or acting != self.acting
+                self.notice, self.unread, self.acting = notice, unread, acting
+                due = self.checking and time.monotonic() - self.said_at >= self.interval / 2
+            if changed and acting:  # the VM is going: drained now, whatever the status's write is doing
+                slurm_drain(verdict(notice, self.gate, [])[1])
+            if changed or due:
+                with self.mu:
+                    self.pending = True
+                self.wake.set()
             self.read.set()
             if self.done.wait(NOTICE_POLL_S):
+                return
+
+    def writer(self):
+        """Writes the notice's word when the notice's thread has one (the last one wins), until the run ends."""
+        while True:
+            self.wake.wait()
+            self.wake.clear()
+            with self.mu:
+                pending, self.pending = self.pending, False
+            if pending:
+                with self.lock:
+                    self.say(fresh_s=0)
+            if self.done.is_set():
                 return
 
     def checked(self, faults, gated):
         """The checks' word; ``gated``: they were the boot gate's (it passes when they found nothing)."""
         with self.lock:
-            self.faults, self.checking = faults, False
+            with self.mu:
+                self.faults, self.checking = faults, False
             if gated:
                 self.gate["passed"] = not faults
                 agent.write_private(f"{agent.STATE_DIR}/{GATE}", json.dumps(self.gate))
             self.say(fresh_s=self.interval / 2)
 
     def say(self, fresh_s):
-        self.rc = say(self.cfg, self.interval, self.gate, self.notice, self.unread, self.faults, fresh_s, self.node)
+        with self.mu:
+            notice, unread, faults = self.notice, self.unread, self.faults
+        self.rc = say(self.cfg, self.interval, self.gate, notice, unread, faults, fresh_s, self.node)
         self.said_at = time.monotonic()
 
 
@@ -559,6 +589,8 @@ def _watch(cfg):
     run = Run(cfg, interval, gate, settings.get("node"))
     poller = threading.Thread(target=run.poll, daemon=True)
     poller.start()
+    writer = threading.Thread(target=run.writer, daemon=True)
+    writer.start()
     run.read.wait(NOTICE_POLL_S)  # a notice already there: the VM is going, nothing to check
     faults, gated = [], False
     # configured once (the checks have their tools; a later configuration that failed does not stop the watch)
@@ -573,18 +605,19 @@ def _watch(cfg):
             faults += active_checks(applied["tree"], settings, faults, lambda: takes(run.notice))
     run.checked(faults, gated)
     if not takes(run.notice) and applied.get("tree") and gate["passed"]:
-        with run.lock:  # the health is said again each half interval while the benchmark runs
+        with run.mu:  # the health is said again each half interval while the benchmark runs
             run.checking = True
         bench_on_request(cfg, one_line(f"its health checks found {len(faults)} fault(s)") if faults else None)
-        with run.lock:
+        with run.mu:
             run.checking = False
     # the notice is read until the next watch is due (the timer's, an interval after this one's start): the next run
     # must find this one's lock free
     while not takes(run.notice) and time.monotonic() + 2 * NOTICE_POLL_S < began + interval:
         time.sleep(min(NOTICE_POLL_S, max(0.0, began + interval - 2 * NOTICE_POLL_S - time.monotonic())))
     run.done.set()
-    with run.lock:  # a write of the notice's under way ends first
-        return run.rc
+    run.wake.set()
+    writer.join()  # the notice's word under way (or waiting) is written first
+    return run.rc
 
 
 def requiring_dcgm(expect, level):

@@ -6,9 +6,7 @@ each cloud's documented format, a stand-in scontrol, moto's S3 for the status. T
 `heal` over test_heal's cluster (a stand-in cloud API, the real registry and log store)."""
 
 import datetime as dt
-import json
 import sys
-import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "nodes" / "cloud"))  # test_node_watch's rig lives there
@@ -16,9 +14,6 @@ sys.path.insert(0, str(Path(__file__).parent / "nodes" / "cloud"))  # test_node_
 import pytest  # noqa: E402
 import test_node_watch  # noqa: E402
 from test_heal import XID, Api, Cluster, say, stack_text  # noqa: E402
-from test_node_watch import GCP_MAINTENANCE, GCP_PREEMPTED, _health, _watch  # noqa: E402
-
-from gpufleet.clouds import node_agent, node_watch  # noqa: E402
 
 from agent_kit import metadata_rules_elsewhere  # noqa: E402,F401 (an autouse fixture)
 
@@ -29,39 +24,6 @@ node = test_node_watch.node  # its fixture, requested by name in `watched`
 def watched(request):
     """test_node_watch's configured GPU node (its `node` fixture)."""
     return request.getfixturevalue("node")
-
-
-def test_a_spot_notice_drains_the_node_while_a_slow_status_write_is_under_way(watched, monkeypatch):
-    """GCP gives a preempted VM 30 s (instance/preempted, cloud.google.com/compute/docs/instances/preemptible); the
-    watch reads the notice every NOTICE_POLL_S on its own thread, but acts on it under Run.lock, which the checks'
-    say() holds across the status write: put_status retries 429/5xx/no answer after 1+2+4+8+16 s, each try up to 30 s
-    (node_agent.RETRY_DELAYS, http timeout), so a throttled or slow bucket (Cloud Storage's one write a second per
-    object) holds the spot drain for minutes, past the VM's end. Here the status write is held until the drain is
-    seen (10 s at most): the drain must not wait for it."""
-    n = watched
-    monkeypatch.setattr(node_watch, "NOTICE_POLL_S", 0.05)
-    n["meta"].routes.update({GCP_PREEMPTED: (200, b"FALSE"), GCP_MAINTENANCE: (200, b"NONE")})
-    drained_while_held = []
-    real = node_agent.put_status
-    slurm = n["bin"] / "slurm-node.json"
-
-    def slow(*a, **k):
-        if not drained_while_held:  # the first write (the checks' verdict): the notice comes while it is slow
-            n["meta"].routes[GCP_PREEMPTED] = (200, b"TRUE")
-            seen = threading.Event()
-            for _ in range(200):
-                if slurm.exists() and "DRAIN" in json.loads(slurm.read_text())["state"]:
-                    seen.set()
-                    break
-                seen.wait(0.05)
-            drained_while_held.append(seen.is_set())
-        return real(*a, **k)
-
-    monkeypatch.setattr(node_agent, "put_status", slow)
-    _watch(n, "gcp")
-    assert drained_while_held == [True], ("the preempted VM's drain waited for a status write to the bucket: "
-                                          "Run.lock is held across put_status's retries")
-    assert _health(n)["state"] == "interrupted"
 
 
 # --- (b) two healers -------------------------------------------------------------------------------------------

@@ -1106,3 +1106,37 @@ def test_a_retirement_within_the_lead_time_is_interrupted_and_the_notice_lists_a
     assert node_watch.verdict({"cloud": "aws", "kind": "instance-retirement", "at": soon}, gate, [])[0] == "interrupted"
     assert node_watch.verdict({"cloud": "aws", "kind": "instance-retirement", "at": later}, gate, []) == ("ok", None)
     assert node_watch.COMES_BACK == hl.REBOOT_NOTICES and set(node_watch.COMES_BACK) <= set(hl.NOTICES)
+
+
+def test_a_spot_notice_drains_the_node_while_a_slow_status_write_is_under_way(node, monkeypatch):
+    """(review rev51e, 4) GCP gives a preempted VM 30 s (instance/preempted,
+    cloud.google.com/compute/docs/instances/preemptible); the watch reads the notice every NOTICE_POLL_S on its own
+    thread, but acts on it under Run.lock, which the checks' say() holds across the status write: put_status retries
+    429/5xx/no answer after 1+2+4+8+16 s, each try up to 30 s (node_agent.RETRY_DELAYS, http timeout), so a
+    throttled or slow bucket (Cloud Storage's one write a second per object) holds the spot drain for minutes, past
+    the VM's end. Here the status write is held until the drain is seen (10 s at most): the drain must not wait for
+    it."""
+    n = node
+    monkeypatch.setattr(node_watch, "NOTICE_POLL_S", 0.05)
+    n["meta"].routes.update({GCP_PREEMPTED: (200, b"FALSE"), GCP_MAINTENANCE: (200, b"NONE")})
+    drained_while_held = []
+    real = node_agent.put_status
+    slurm = n["bin"] / "slurm-node.json"
+
+    def slow(*a, **k):
+        if not drained_while_held:  # the first write (the checks' verdict): the notice comes while it is slow
+            n["meta"].routes[GCP_PREEMPTED] = (200, b"TRUE")
+            seen = threading.Event()
+            for _ in range(200):
+                if slurm.exists() and "DRAIN" in json.loads(slurm.read_text())["state"]:
+                    seen.set()
+                    break
+                seen.wait(0.05)
+            drained_while_held.append(seen.is_set())
+        return real(*a, **k)
+
+    monkeypatch.setattr(node_agent, "put_status", slow)
+    _watch(n, "gcp")
+    assert drained_while_held == [True], ("the preempted VM's drain waited for a status write to the bucket: "
+                                          "Run.lock is held across put_status's retries")
+    assert _health(n)["state"] == "interrupted"
