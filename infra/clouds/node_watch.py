@@ -7,7 +7,7 @@ away (spot, preemption, the maintenance a GPU VM does not live through) or that 
 recommendation). The verdict goes into the node's status object as ``health`` (the controller's ``heal`` reads it),
 written once each run at least (and each half interval while long checks run):
 
-    {"state": "ok" | "faulty" | "interrupted" | "gating", "faults": [{"code", "check", "evidence"}],
+    {"state": "ok" | "faulty" | "interrupted" | "maintenance" | "gating", "faults": [{"code", "check", "evidence"}],
      "checked_at": ISO-8601 Z, "interval": s, "gate": {"level", "passed": true | false | null},
      "notice": null | {"cloud", "kind", "at"}, "drained": bool, "notice_error": null | "why it was not read",
      "drain_error": null | "why a drain was not confirmed"}
@@ -62,6 +62,9 @@ REASON_MAX = 200  # gpufleet-slurm-health's cut: `scontrol show node` stays read
 # be checked every 5 s (its "Spot Instance interruption notices" page)
 NOTICE_POLL_S = 5
 HUNG = "watch-hung.json"  # under STATE_DIR: the tools an earlier watch's checks left stuck
+# under STATE_DIR: the InfiniBand port counters the last checks read; the next judge their growth (a link that went
+# down between two runs fails: nodecheck.checks._ib_counters)
+IB_COUNTERS = "ib-counters.json"
 # The active checks (health.active_every; the expectations they add come in health.json's active_expect: DCGM's
 # diagnostic at level 2, the single-node all-reduce) load the GPUs, so they run only on an idle node, from the watch
 # (it has the node's Slurm view and runs as root on the node). Where Slurm runs, "idle" is Slurm's word, held by a
@@ -89,7 +92,7 @@ INTERPRETERS = ("python", "python3", "sh", "bash", "env")  # a script's name is 
 # prometheus on Debian) must read it. A node without that directory (no monitoring formula) gets no file.
 TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 TEXTFILE = "gpufleet.prom"
-STATES = ("ok", "gating", "faulty", "interrupted")  # gpufleet_node_health's, one-hot
+STATES = ("ok", "gating", "faulty", "interrupted", "maintenance")  # gpufleet_node_health's, one-hot
 LAST_FAULT = "last-fault.json"  # under STATE_DIR: the last fault the watch saw, kept once the node is ok again
 # `gpufleet bench CLUSTER` (nodes/cloud/bench.py): its request in the pool's prefix (the operator's to write, the node's
 # to read), answered once (BENCH_DONE, under STATE_DIR: the last request answered) into the node's status as "bench"
@@ -226,6 +229,22 @@ def azure_notice(memo):
 NOTICES = {"aws": aws_notice, "gcp": gcp_notice, "azure": azure_notice}
 SPOT = ("instance-action", "preempted", "Preempt")  # the spot reclaims: the VM does not come back
 RISK = ("rebalance",)  # a risk alone: recorded, the node kept
+# The notices whose VM comes back by itself (the same instance, after minutes): AWS's instance-reboot, system-reboot
+# ("Rebooting events include a scheduled start and end time", DescribeInstanceStatus) and system-maintenance (network
+# or power maintenance, the instance stays: "Scheduled events for your instances"); Azure's Reboot ("The Virtual
+# Machine is scheduled for reboot (non-persistent memory is lost)") and Redeploy (moved to another host, the same VM:
+# Scheduled Events for Linux VMs, EventType, read 2026-11-28). The node is drained for them and says "maintenance", a
+# state heal does not replace (nodes.health: not broken); the watch resumes it once the notice is gone. The others
+# (spot reclaims, instance-retirement, instance-stop, Azure Terminate, GCP's TERMINATE_ON_HOST_MAINTENANCE) take the
+# VM for good: "interrupted".
+COMES_BACK = ("instance-reboot", "system-reboot", "system-maintenance", "Reboot", "Redeploy")
+# A notice with a start time acts only this long before it; until then it is recorded as a risk (the node "ok", its
+# notice in the status), as a rebalance is. AWS schedules instance events days or weeks ahead (NotBefore, "the earliest
+# scheduled start time", API_InstanceStatusEvent), and an event moved earlier must still start "at least 60 minutes
+# from the current time" (.../UserGuide/reschedule-event.html, read 2026-11-28): an hour's lead always sees it, and
+# draining a node a week ahead would keep it idle for that week. Azure's Reboot and Redeploy come 15 minutes ahead,
+# spot notices 30 s to 2 minutes ahead, and a notice without a time (GCP's, a started Azure event) acts at once.
+MAINTENANCE_LEAD_S = 3600
 
 
 def read_notice(cloud, memo=None):
@@ -237,8 +256,14 @@ def read_notice(cloud, memo=None):
 
 
 def takes(notice):
-    """The notice says the cloud takes the VM away (not a risk alone)."""
-    return bool(notice) and notice["kind"] not in RISK
+    """The notice says the cloud takes the VM away, now or within MAINTENANCE_LEAD_S (not a risk alone, nor an event
+    further ahead)."""
+    if not notice or notice["kind"] in RISK:
+        return False
+    if not notice.get("at"):
+        return True
+    at = dt.datetime.strptime(notice["at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc)
+    return (at - dt.datetime.now(dt.timezone.utc)).total_seconds() <= MAINTENANCE_LEAD_S
 
 
 def fault(code, check, evidence):
@@ -327,7 +352,12 @@ def watch_faults(tree, expect, timeout, budget):
     if hung:
         return [fault("GF-HEALTH-TIMEOUT", "health.timeout", ", ".join(f"{h['tool']} (pid {h['pid']})" for h in hung)
                       + " stuck since an earlier watch: not checked again until it ends")]
-    report, left = quick_checks(tree, expect, timeout, budget)
+    counters = f"{agent.STATE_DIR}/{IB_COUNTERS}"
+    last = agent._read_json(counters)
+    report, left = quick_checks(tree, {**expect, "ib_counters": last} if isinstance(last, dict) else expect, timeout,
+                                budget)
+    if isinstance(report.get("ib_counters"), dict):
+        agent.write_private(counters, json.dumps(report["ib_counters"]))
     if left:
         agent.write_private(record, json.dumps(left))
     elif os.path.exists(record):
@@ -337,7 +367,10 @@ def watch_faults(tree, expect, timeout, budget):
     found = [fault(f.get("code") or "GF-FAIL", f.get("check"), ": ".join(str(f[k]) for k in ("measured", "detail")
                                                                          if f.get(k)))
              for f in report.get("failures") or ()]
-    if report.get("verdict") == "incomplete" and agent.has_nvidia_gpu():
+    # a node with GPUs (on its PCI bus, or counted by the checks themselves) is judged on what it could not check
+    counted = any(c.get("check") == "gpu.count" and c.get("status") == "pass" for c in report.get("checks") or ()
+                  if isinstance(c, dict))
+    if report.get("verdict") == "incomplete" and (counted or agent.has_nvidia_gpu()):
         found += [fault("GF-TOOL-FAILED", c, "not checked") for c in report.get("unchecked") or ()]
     return found
 
@@ -449,8 +482,9 @@ def verdict(notice, gate, faults):
     """(the node's health state, the reason its Slurm node is drained for, None: none)."""
     if takes(notice):
         code = "GF-SPOT-NOTICE" if notice["kind"] in SPOT else "GF-MAINTENANCE-NOTICE"
-        return "interrupted", one_line(f"{MARK} {code} {notice['cloud']} {notice['kind']}"
-                                       + (f" at {notice['at']}" if notice["at"] else ""))
+        state = "maintenance" if notice["kind"] in COMES_BACK else "interrupted"
+        return state, one_line(f"{MARK} {code} {notice['cloud']} {notice['kind']}"
+                               + (f" at {notice['at']}" if notice["at"] else ""))
     codes = "; ".join(f"{f['code']} {f['check']}" for f in faults)
     if not gate["passed"]:
         return "gating", one_line(f"{MARK} GF-GATE {gate['level']} " + (codes or "not passed yet"))
@@ -477,16 +511,24 @@ def watch(cfg):
 class Run:
     """One run's word on the node: the checks' (the main thread) and the notice's (its own thread, every
     NOTICE_POLL_S from the run's start to its end, the checks running or not: GCP and Azure give 30 s, a check may
-    take most of an interval and a dcgm2/3 gate an hour). Each says it under the run's lock; while the checks run, the
-    thread says the last word again each half interval (the reader takes a report three intervals old as unknown)."""
+    take most of an interval and a dcgm2/3 gate an hour). A notice that takes the VM drains the node from the notice's
+    thread at once, outside any lock: never behind a status write, which retries for minutes against a slow or
+    throttled bucket (node_agent.RETRY_DELAYS) and waits on the agent's own write (status.lock). The status is written
+    under the run's lock, by the checks' thread or by a writer thread of its own for the notice's word (the last word
+    wins); while the checks run, the writer says the last word again each half interval (the reader takes a report
+    three intervals old as unknown)."""
 
     def __init__(self, cfg, interval, gate, node=None):
         self.cfg, self.interval, self.gate, self.node = cfg, interval, gate, node
         last = (agent._read_json(f"{agent.STATE_DIR}/status.json") or {}).get("health") or {}
         self.faults = last.get("faults") if isinstance(last.get("faults"), list) else []  # until the checks say
         self.notice, self.unread, self.rc, self.said_at = None, None, 0, time.monotonic()
-        self.checking = True  # the checks run: the thread says the last word again while they last
-        self.lock = threading.Lock()
+        self.acting = False  # the notice known takes the VM now (takes())
+        self.checking = True  # the checks run: the writer says the last word again while they last
+        self.lock = threading.Lock()  # held while the status is written
+        self.mu = threading.Lock()  # held a moment, for the word itself: never across a write or a program
+        self.pending = False  # the notice's word is not written yet
+        self.wake = threading.Event()  # the writer has something to do (or the run ends)
         self.read = threading.Event()  # the notice was read once (or could not be)
         self.done = threading.Event()
 
@@ -494,28 +536,50 @@ class Run:
         memo = {}
         while True:
             notice, unread = read_notice(self.cfg["cloud"], memo)
-            with self.lock:
+            with self.mu:
                 if unread:  # not read this time: the notice known stands (unread is not gone)
                     notice = self.notice
-                changed = notice != self.notice
-                self.notice, self.unread = notice, unread
-                if changed or self.checking and time.monotonic() - self.said_at >= self.interval / 2:
-                    self.say(fresh_s=0)
+                acting = takes(notice)
+                changed = notice != self.notice or acting != self.acting
+                self.notice, self.unread, self.acting = notice, unread, acting
+                due = self.checking and time.monotonic() - self.said_at >= self.interval / 2
+            if changed and acting:  # the VM is going: drained now, whatever the status's write is doing
+                slurm_drain(verdict(notice, self.gate, [])[1])
+            if changed or due:
+                with self.mu:
+                    self.pending = True
+                self.wake.set()
             self.read.set()
             if self.done.wait(NOTICE_POLL_S):
+                return
+
+    def writer(self):
+        """Writes the notice's word when the notice's thread has one (the last one wins), until the run ends."""
+        while True:
+            self.wake.wait()
+            self.wake.clear()
+            with self.mu:
+                pending, self.pending = self.pending, False
+            if pending:
+                with self.lock:
+                    self.say(fresh_s=0)
+            if self.done.is_set():
                 return
 
     def checked(self, faults, gated):
         """The checks' word; ``gated``: they were the boot gate's (it passes when they found nothing)."""
         with self.lock:
-            self.faults, self.checking = faults, False
+            with self.mu:
+                self.faults, self.checking = faults, False
             if gated:
                 self.gate["passed"] = not faults
                 agent.write_private(f"{agent.STATE_DIR}/{GATE}", json.dumps(self.gate))
             self.say(fresh_s=self.interval / 2)
 
     def say(self, fresh_s):
-        self.rc = say(self.cfg, self.interval, self.gate, self.notice, self.unread, self.faults, fresh_s, self.node)
+        with self.mu:
+            notice, unread, faults = self.notice, self.unread, self.faults
+        self.rc = say(self.cfg, self.interval, self.gate, notice, unread, faults, fresh_s, self.node)
         self.said_at = time.monotonic()
 
 
@@ -528,13 +592,15 @@ def _watch(cfg):
     run = Run(cfg, interval, gate, settings.get("node"))
     poller = threading.Thread(target=run.poll, daemon=True)
     poller.start()
+    writer = threading.Thread(target=run.writer, daemon=True)
+    writer.start()
     run.read.wait(NOTICE_POLL_S)  # a notice already there: the VM is going, nothing to check
     faults, gated = [], False
     # configured once (the checks have their tools; a later configuration that failed does not stop the watch)
     if not takes(run.notice) and applied.get("tree") and (applied.get("ok") or gate["passed"]):
         expect, level = dict(settings.get("expect") or {}), GATE_DCGM.get(gate["level"], 0)
         if not gate["passed"] and level:  # the gate's DCGM diagnostic (level 3: half an hour)
-            faults = watch_faults(applied["tree"], {**expect, "dcgm_level": level}, 3600, None)
+            faults = watch_faults(applied["tree"], requiring_dcgm(expect, level), 3600, None)
         else:
             faults = watch_faults(applied["tree"], expect, interval * 0.8, interval * 0.6)
         gated = not gate["passed"]
@@ -542,18 +608,26 @@ def _watch(cfg):
             faults += active_checks(applied["tree"], settings, faults, lambda: takes(run.notice))
     run.checked(faults, gated)
     if not takes(run.notice) and applied.get("tree") and gate["passed"]:
-        with run.lock:  # the health is said again each half interval while the benchmark runs
+        with run.mu:  # the health is said again each half interval while the benchmark runs
             run.checking = True
         bench_on_request(cfg, one_line(f"its health checks found {len(faults)} fault(s)") if faults else None)
-        with run.lock:
+        with run.mu:
             run.checking = False
     # the notice is read until the next watch is due (the timer's, an interval after this one's start): the next run
     # must find this one's lock free
     while not takes(run.notice) and time.monotonic() + 2 * NOTICE_POLL_S < began + interval:
         time.sleep(min(NOTICE_POLL_S, max(0.0, began + interval - 2 * NOTICE_POLL_S - time.monotonic())))
     run.done.set()
-    with run.lock:  # a write of the notice's under way ends first
-        return run.rc
+    run.wake.set()
+    writer.join()  # the notice's word under way (or waiting) is written first
+    return run.rc
+
+
+def requiring_dcgm(expect, level):
+    """``expect`` with DCGM's diagnostic at ``level``, which the node must run: a gate or an active check that names it
+    never passes without it (no dcgmi is "not checked", GF-TOOL-FAILED, and the node stays drained)."""
+    required = [r for r in expect.get("required") or () if r != "dcgm.diag"]
+    return {**expect, "dcgm_level": level, "required": [*required, "dcgm.diag"]}
 
 
 def active_checks(tree, settings, passive, noticed):
@@ -571,6 +645,8 @@ def active_checks(tree, settings, passive, noticed):
     if passive or noticed() or time.time() < last["at"] + (ACTIVE_RETRY_S if standing else every):
         return standing
     expect = {**(settings.get("expect") or {}), **(settings.get("active_expect") or {})}
+    if expect.get("dcgm_level"):
+        expect = requiring_dcgm(expect, expect["dcgm_level"])
     with idle() as busy:
         if busy:
             agent.write_private(record, json.dumps({**last, "skipped": one_line(busy)}))

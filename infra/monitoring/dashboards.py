@@ -112,7 +112,7 @@ def fleet(g: SimpleNamespace):
                                  "currencyUSD"))
             .with_row(g.dashboard.Row("Health"))
             .with_panel(P.series("Nodes by health state", [("sum by (state) (gpufleet_node_health)", "{{state}}")],
-                                 "none", desc="the node watch's verdict: ok, gating, faulty, interrupted"))
+                                 "none", desc="the node watch's verdict: ok, gating, faulty, interrupted, maintenance"))
             .with_panel(P.table("Nodes not healthy, and their last fault",
                                 'gpufleet_node_health{state!="ok"} == 1',
                                 desc="gpufleet_node_last_fault_info on the node dashboard says which check"))

@@ -49,7 +49,7 @@ NODE = (
         ("instance_type", "provider", "gpu_model")),
     _gf("gpufleet_node_price_usd_per_hour", "gauge", "What the node costs an hour (US$), from the plan."),
     _gf("gpufleet_node_gpus", "gauge", "GPUs the node has."),
-    _gf("gpufleet_node_health", "gauge", "1 for the node's health state (ok, gating, faulty, interrupted), else 0.",
+    _gf("gpufleet_node_health", "gauge", "1 for the node's health state (ok, gating, faulty, interrupted, maintenance), else 0.",
         ("state",)),
     _gf("gpufleet_node_last_fault_info", "info", "The node's last fault: its code (GF-...) and the check.",
         ("code", "check")),

@@ -6,9 +6,10 @@ apply, and the detail says which). A tool that is missing never makes a check pa
 
 Thresholds arrive in the expectations (``gpufleet.verify.expect``, from the catalog); the
 judgement rules and their sources are here:
-- fatal XIDs: azurehpc-health-checks' list (customTests/azure_gpu_xid.nhc @0e0a1ac) plus XIDs 95,
-  109 and 140, which NVIDIA's XID catalog resolves by resetting the GPU; 94 (contained ECC
-  error: restart the application) and the application XIDs (13, 31, 43, 45) only warn.
+- fatal XIDs: azurehpc-health-checks' list (customTests/azure_gpu_xid.nhc @0e0a1ac) plus XIDs 46, 95,
+  109 and 140, which NVIDIA resolves by resetting the GPU, and an XID 154 (the driver's recovery
+  action) whose action is not None (faults.RECOVERY_XID); 94 (contained ECC error: restart the
+  application) and the application XIDs (13, 31, 43, 45) only warn.
 - memory: a pending row remap or page retirement, a remapping failure, SRAM uncorrectable
   errors fail (NVIDIA "GPU Memory Error Management"; azure_gpu_ecc.nhc); retired pages at or
   over the expected limit (62 on V100-class boards, as azure_gpu_ecc.nhc) fail.
@@ -22,10 +23,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 from . import parsers
-from .faults import remedy
+from .faults import RECOVERY_XID, remedy
 from .tools import Tools
 
 NCCL_SAMPLE_S = 2.0  # clocks/power sampled this often while the all-reduce runs
@@ -54,6 +56,7 @@ class Node:
         self._smi = None
         self.samples: list[dict] = []  # nvidia-smi queries taken under load
         self.nccl = None  # the all-reduce's Ran, once run
+        self.ib_counters: dict[str, dict[str, int]] = {}  # "<ca>:<port>": the IB counters read (_ib_counters)
 
     def read(self, path: str) -> str | None:
         try:
@@ -239,10 +242,14 @@ def xid(node: Node) -> list[dict]:
     found = parsers.xids(ran.out)
     fatal = set(node.expect.get("fatal_xids") or ())
     bad = [x for x in found if x["xid"] in fatal]
+    actions = {x["pci"]: (x, parsers.recovery_action(x["text"])) for x in found if x["xid"] == RECOVERY_XID}
+    bad += [x for x, action in actions.values() if action and action[0] != 0]  # the driver asks for a reset or more
     seen = sorted({x["xid"] for x in found})
     if bad:
         first = bad[-1]
-        return [result("health.xid", "fail", f"XID {', '.join(map(str, seen))}", "no fatal XID since boot",
+        action = actions.get(first["pci"], (None, None))[1] if first["xid"] == RECOVERY_XID else None
+        return [result("health.xid", "fail", f"XID {', '.join(map(str, seen))}"
+                       + (f" (recovery action: {action[1]})" if action else ""), "no fatal XID since boot",
                        "GF-XID-FATAL", detail=f"last: XID {first['xid']} on {first['pci']}: {first['text']} ({source})")]
     if found:
         return [result("health.xid", "warn", f"XID {', '.join(map(str, seen))}", "no fatal XID since boot", "GF-XID",
@@ -326,6 +333,7 @@ def _fabric(node: Node) -> list[dict]:
         if ib.get("rate_gbps"):
             res.append(result("links.ib_rate", "fail" if slow else "pass", "; ".join(slow) or f"{ib['rate_gbps']} Gb/s",
                               f"{ib['rate_gbps']} Gb/s", "GF-IB-RATE"))
+        res += _ib_counters(node, ports)
     efa = node.expect.get("efa")
     if efa:
         ran = node.tools.run(["fi_info", "-p", "efa"], timeout=30)
@@ -343,6 +351,48 @@ def _fabric(node: Node) -> list[dict]:
         res.append(result("links.tcpx", "fail" if missing else "pass", "; ".join(missing) or "all present",
                           "plugin and receive-datapath daemon", "GF-TCPX-MISSING"))
     return res
+
+
+# The kernel's per-port InfiniBand counters, /sys/class/infiniband/<ca>/ports/<port>/counters/<name> (Linux
+# Documentation/ABI/stable/sysfs-class-infiniband, read 2026-11-28; node_exporter's collector/infiniband_linux.go reads
+# the same files): link_downed, "Number of times the link failed to recover from an error state and went down" (a
+# flap: it fails); link_error_recovery, "Number of times the link successfully completed the link error recovery
+# process", and symbol_error, "Total number of minor link errors detected on one or more physical lanes" (they
+# warn). They count since the driver loaded; a port is judged on their growth since the last reading its caller kept
+# (expect["ib_counters"], the node's watch and slurmd's health program keep the report's "ib_counters"), since the
+# driver loaded where there is none, or where a counter went back (a reboot or a driver reload reset it).
+IB_FLAP_COUNTERS = ("link_downed",)
+IB_ERROR_COUNTERS = ("link_error_recovery", "symbol_error")
+_IB_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def _ib_counters(node: Node, ports: list[tuple[str, dict]]) -> list[dict]:
+    before = node.expect.get("ib_counters") if isinstance(node.expect.get("ib_counters"), dict) else {}
+    grew: dict[str, list[str]] = {"flap": [], "errors": []}
+    for ca, p in ports:
+        if not _IB_NAME.match(ca) or not str(p.get("port", "")).isdigit() or ca in (".", ".."):
+            continue  # a name from a tool's output is never a path of its own
+        key = f"{ca}:{p['port']}"
+        now = {}
+        for name in IB_FLAP_COUNTERS + IB_ERROR_COUNTERS:
+            text = node.read(f"/sys/class/infiniband/{ca}/ports/{p['port']}/counters/{name}")
+            if text is not None and text.strip().isdigit():
+                now[name] = int(text.strip())
+        if not now:
+            continue
+        node.ib_counters[key] = now
+        was = before.get(key) if isinstance(before.get(key), dict) else {}
+        for name, value in now.items():
+            last = was.get(name) if isinstance(was.get(name), int) and was.get(name) <= value else 0
+            if value > last:
+                grew["flap" if name in IB_FLAP_COUNTERS else "errors"].append(f"{key} {name} +{value - last}")
+    if not node.ib_counters:
+        return [skip("links.ib_flaps", "the ports' counters (/sys/class/infiniband) could not be read")]
+    since = "since the last check" if before else "since the driver loaded"
+    return [result("links.ib_flaps", "fail" if grew["flap"] else "pass", "; ".join(grew["flap"]) or "none",
+                   f"no link_downed {since}", "GF-IB-FLAP"),
+            result("links.ib_errors", "warn" if grew["errors"] else "pass", "; ".join(grew["errors"]) or "none",
+                   f"no symbol errors or link recoveries {since}", "GF-IB-ERRORS")]
 
 
 def _processes(root: str) -> set[str]:

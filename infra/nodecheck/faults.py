@@ -15,7 +15,18 @@ from __future__ import annotations
 # resolves by resetting the GPU. Any other XID (13, 31, 43, 94: application faults or a contained ECC error) is not
 # fatal, nor 92, "High single-bit ECC error rate": the GPU corrects single-bit errors, and the catalog
 # (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, its Resolution Bucket columns) asks no reset for it.
-FATAL_XIDS = (48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 95, 109, 119, 120, 140)
+# 46 ("GPU stopped processing") added: NVIDIA Health Validation's xid checks (docs.nvidia.com/health-validation/
+# reference/checks/xid.md, read 2026-11-28) rate it CRITICAL, "drain: reset_gpu". The Blackwell NVLink5 XIDs (144-150)
+# are not listed whole: the catalog resolves them per sub-code (some need no reset), and where one does need a reset the
+# driver says so in the XID 154 that follows it (the catalog's "Xid 154 linkage" column): see RECOVERY_XID.
+FATAL_XIDS = (46, 48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 95, 109, 119, 120, 140)
+# XID 154 is the driver's own verdict on what a GPU needs: "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action
+# changed from 0x0 (None) to 0x1 (GPU Reset Required)" (drivers 580.126.09 / 595.58.03, forums.developer.nvidia.com
+# t/364958; the XID catalog, docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, its "Xid 154 linkage"
+# column, read 2026-11-28). Its action is NVML's nvmlDeviceGpuRecoveryAction_t: 0 None, 1 GPU reset, 2 node reboot,
+# 3 drain P2P, 4 drain and reset (cuda-bindings' nvml.DeviceGpuRecoveryAction; NVIDIA "Error Recovery and Response
+# Flags"). The GPU's last 154 decides: any action but None is fatal, 0x0 (back to None after a reset) is not.
+RECOVERY_XID = 154
 
 REMEDIES: dict[str, str] = {
     "GF-TOOL-FAILED": "the tool itself failed; run it by hand on the node to see why",
@@ -52,6 +63,11 @@ REMEDIES: dict[str, str] = {
                         "hardware ticket",
     "GF-IB-PORT-DOWN": "an InfiniBand port is not Active: check the cable, the switch port and the subnet manager",
     "GF-IB-RATE": "an InfiniBand port runs below the fabric's rate: check the cable and the switch port's speed",
+    "GF-IB-FLAP": "an InfiniBand port went down and came back (its link_downed counter grew): check the cable, "
+                  "the transceiver and the switch port (`ibstat`, the switch's log); a port that keeps flapping is a "
+                  "hardware ticket",
+    "GF-IB-ERRORS": "an InfiniBand port counts symbol errors or link recoveries: watch them; a count that keeps "
+                    "growing is a cable or transceiver to replace",
     "GF-IB-MISSING": "fewer InfiniBand ports than the fabric promises: check the HCA driver (`ibstat`, `lspci`)",
     "GF-EFA-MISSING": "fewer EFA devices than the instance type has: check the EFA driver and the launch's "
                       "network interfaces (`fi_info -p efa`)",

@@ -123,6 +123,16 @@ def xids(text: str) -> list[dict]:
     return out
 
 
+_RECOVERY = re.compile(r"recovery action changed from .*? to (0x[0-9A-Fa-f]+)\s*(?:\(([^)]*)\))?")
+
+
+def recovery_action(text: str) -> tuple[int, str] | None:
+    """XID 154's new recovery action, ``(code, its name)``, from ``GPU recovery action changed from 0x0 (None) to
+    0x1 (GPU Reset Required)``; None when the text says none."""
+    m = _RECOVERY.search(text)
+    return (int(m.group(1), 16), (m.group(2) or m.group(1)).strip()) if m else None
+
+
 # --- DCGM -------------------------------------------------------------------------------------
 
 def dcgm_diag(text: str) -> list[dict]:

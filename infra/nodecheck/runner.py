@@ -32,7 +32,10 @@ def run(expect: dict, level: str = "quick", tools: Tools | None = None, root: st
     # first: the checks that stood on a hung tool follow it, and Slurm's health check cuts its drain reason
     # (at 200 characters, its own limit: slurmctld keeps a reason whole)
     results = checks.timeouts(node) + results
-    return report(expect, level, results, time.monotonic() - started, node.tools.seconds)
+    out = report(expect, level, results, time.monotonic() - started, node.tools.seconds)
+    if node.ib_counters:  # its caller keeps them: the next run judges their growth (checks._ib_counters)
+        out["ib_counters"] = node.ib_counters
+    return out
 
 
 def report(expect: dict, level: str, results: list[dict], seconds: float, tool_seconds: float) -> dict:

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from gpufleet.providers import CLOUDS
 from gpufleet.spec import HEALTH_WATCH_MIN_S
 
-STATES = ("ok", "gating", "faulty", "interrupted")  # what a node may say; ``unknown`` is the reader's
+# what a node may say; ``unknown`` is the reader's. "maintenance": drained for a notice whose VM comes back by itself
+# (a scheduled reboot: node_watch.COMES_BACK), resumed by its watch once the notice is gone; not broken, never replaced
+STATES = ("ok", "gating", "faulty", "interrupted", "maintenance")
 UNKNOWN = "unknown"
 GONE = "gone"  # the reader's too: the cloud itself says the node's VM is terminated or deleted (a reclaimed spot VM)
 BROKEN = ("faulty", "interrupted", GONE)  # a node that must leave service
@@ -30,8 +32,9 @@ WHEN = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")  # ISO 
 # maintenance, Azure's), and AWS's rebalance recommendation, a risk alone (the node says "ok" with it)
 SPOT_NOTICES = ("instance-action", "preempted", "Preempt")
 RISK_NOTICES = ("rebalance",)
-NOTICES = (*SPOT_NOTICES, *RISK_NOTICES, "instance-reboot", "system-reboot", "system-maintenance", "instance-retirement",
-           "instance-stop", "TERMINATE_ON_HOST_MAINTENANCE", "Terminate", "Reboot", "Redeploy")
+REBOOT_NOTICES = ("instance-reboot", "system-reboot", "system-maintenance", "Reboot", "Redeploy")  # the VM comes back
+NOTICES = (*SPOT_NOTICES, *RISK_NOTICES, *REBOOT_NOTICES, "instance-retirement", "instance-stop",
+           "TERMINATE_ON_HOST_MAINTENANCE", "Terminate")
 EVIDENCE_MAX = 200
 
 
@@ -42,7 +45,7 @@ class NodeHealth:
     node: str  # pool-idx, as `status` names it
     pool: str
     kind: str  # the NAME of the kind that read it
-    state: str  # ok | gating | faulty | interrupted | gone | unknown
+    state: str  # ok | gating | faulty | interrupted | maintenance | gone | unknown
     address: str | None = None
     node_id: str | None = None
     why: str | None = None  # unknown: why it could not be read
@@ -141,8 +144,12 @@ def reported(status: dict, now: dt.datetime, interval: int | None = None) -> dic
         raise Unreadable("its faults are not a list")
     if not isinstance(h.get("drained", False), bool):
         raise Unreadable("its drained flag is not true or false")
-    return {"state": h["state"], "faults": [_fault(f) for f in faults], "checked_at": h["checked_at"],
-            "notice": _notice(h.get("notice")), "drained": h.get("drained", False)}
+    notice = _notice(h.get("notice"))
+    state = h["state"]
+    if state == "interrupted" and notice and notice["kind"] in REBOOT_NOTICES:
+        state = "maintenance"  # a watch from before "maintenance" said so: its VM comes back all the same
+    return {"state": state, "faults": [_fault(f) for f in faults], "checked_at": h["checked_at"],
+            "notice": notice, "drained": h.get("drained", False)}
 
 
 # Slurm's node states (sinfo %T, flags stripped: clouds.scheduler.parse) -> (out of service, jobs on it).

@@ -35,7 +35,7 @@ def load(path: str | Path, cat=None, *, text: str | None = None) -> spec.Stack:
     return spec.load(path, cat if cat is not None else catalog.load(), text=text,
                      pool_checks=[interconnect, provider_rules, failover_places, reserved_places],
                      stack_checks=[formulas, software_fits, lustre_clients, workload_known, addresses_fit, bastion_pool,
-                                   tags_fit, monitor_reaches])
+                                   tags_fit, monitor_reaches, gate_has_dcgm])
 
 
 def interconnect(stack, pool, instance, cat) -> Iterable[Problem]:
@@ -143,6 +143,21 @@ def formulas(stack, cat) -> Iterable[Problem]:
                 s = did_you_mean(name, FORMULAS)
                 yield Problem(("pools", i, "salt", "states", j), f"unknown Salt formula {name!r}",
                               f"did you mean {s!r}?" if s else f"formulas: {', '.join(FORMULAS)}")
+
+
+def gate_has_dcgm(stack, cat) -> Iterable[Problem]:
+    """A pool whose boot gate runs DCGM's diagnostic (``health.gate: dcgm1-3``) installs DCGM: the monitoring formula
+    does (salt/monitoring). Without it the gate could never pass (its watch requires the diagnostic it names)."""
+    for i, pool in enumerate(stack.pools):
+        if not pool.health.gate.startswith("dcgm"):
+            continue
+        states = pool.salt.states
+        if not stack.software.monitoring or (states is not None and "monitoring" not in states):
+            why = "software.monitoring is false" if not stack.software.monitoring else \
+                f"pool {pool.name}'s salt.states has no monitoring"
+            yield Problem(("pools", i, "health", "gate"), f"gate {pool.health.gate} runs `dcgmi diag`, and no DCGM is "
+                          f"installed on pool {pool.name}'s nodes ({why})",
+                          "gate: quick, or install DCGM (software.monitoring: true, monitoring among salt.states)")
 
 
 def addresses_fit(stack, cat) -> Iterable[Problem]:

@@ -779,3 +779,23 @@ def test_status_names_a_gone_node_heal_left_out_of_service(tmp_path, cat):
     row.health = healing.summary(c.log, "hl")
     status._health_notes(row)
     assert any("gpu-0" in n and "GF-VM-GONE" in n for n in row.notes), row.notes
+
+
+def test_heal_does_not_terminate_a_node_whose_notice_is_a_reboot_it_comes_back_from(tmp_path, cat):
+    """(review rev51e, 3) AWS's system-reboot / instance-reboot and Azure's Reboot take the VM away for minutes and
+    give the same VM back ("Scheduled Reboot ... Rebooting events include a scheduled start and end time", EC2
+    DescribeInstanceStatus; Azure Scheduled Events: Reboot "The Virtual Machine is scheduled for reboot
+    (non-persistent memory is lost)", learn.microsoft.com/azure/virtual-machines/linux/scheduled-events, read
+    2026-11-28); the watch itself resumes the node once the notice is gone (node_watch KEPT[2]). But the watch says
+    "interrupted" for every notice that takes the VM (verdict: takes()), health.BROKEN holds "interrupted", and heal
+    (on_fault: replace) terminates the VM and launches another: a new VM, a new gate, a max_replacements slot and a
+    capacity ask, for a reboot."""
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 5}"))
+    say(c.bucket, "i-gpu0", drained=True)
+    body = json.loads(c.bucket.objects["status/gpu/" + node_agent.safe_key("i-gpu0") + ".json"])
+    body["health"].update(state="interrupted", notice={"cloud": "aws", "kind": "system-reboot",
+                                                       "at": "2026-11-28T03:00:00Z"})
+    c.bucket.put("status/gpu/" + node_agent.safe_key("i-gpu0") + ".json", json.dumps(body).encode())
+    c.heal()
+    assert c.api.asked == [], f"heal replaced {c.api.asked} for a system-reboot notice: the VM comes back by itself"
+    assert [e["action"] for e in c.events() if e.get("node") == "gpu-0"] == []  # nothing done: it comes back

@@ -728,6 +728,24 @@ def test_a_drain_reason_is_one_line(tmp_path, said, reason):
     assert _health_program().one_line("a\tb\x1b[31m\n" + "x" * 300) == ("a b [31m " + "x" * 300)[:200]
 
 
+def test_the_health_program_keeps_the_ib_counters_its_checks_read_for_the_next_run(tmp_path):
+    """(review rev51e, 7) An InfiniBand flap is a link_downed that grew between two runs (nodecheck.checks.
+    _ib_counters): the health program keeps what its checks read in its run folder (gone with a reboot, as the
+    kernel's counters are) and gives it to the next run's checks. The checks here are a stand-in saying what they
+    were given."""
+    given = tmp_path / "given.jsonl"
+    program = ("import json, sys\nexpect = json.load(open(sys.argv[sys.argv.index('--expect') + 1]))\n"
+               f"open({str(given)!r}, 'a').write(json.dumps(expect.get('ib_counters')) + '\\n')\n"
+               "n = sum(1 for _ in open(" + repr(str(given)) + "))\n"
+               "print(json.dumps({'verdict': 'pass', 'ok': True, 'failures': [], 'checks': [],"
+               " 'ib_counters': {'mlx5_0:1': {'link_downed': n}}}))\n")
+    command, env = _health_node(tmp_path, program)
+    for _ in range(2):
+        ran = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert [json.loads(line) for line in given.read_text().splitlines()] == [None, {"mlx5_0:1": {"link_downed": 1}}]
+
+
 def test_the_formula_is_one_part_per_file_and_each_part_renders_on_its_own(rendered, tmp_path):
     """init.sls only includes the parts, in the order they apply (as nvidia_driver/), and a part
     applied alone brings in what its requisites name (rendered on a controller with accounting, where

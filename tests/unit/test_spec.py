@@ -333,6 +333,18 @@ pools:
     assert "cannot be replaced" in errs[0].problem and "isolate" in errs[0].hint
 
 
+def test_a_dcgm_gate_needs_dcgm_on_the_pools_nodes(write):
+    """(review rev51e, 5) gate dcgm1-3 runs `dcgmi diag -r N`, and DCGM comes with the monitoring formula alone
+    (salt/monitoring): without it the gate could never pass (the watch requires the diagnostic), so validate says so."""
+    assert stacks.load(write("ok.yaml", GOOD + "    health: {gate: dcgm2}\n")).pools[0].health.gate == "dcgm2"
+    _, errs = _errors(write, GOOD + "    health: {gate: dcgm2}\nsoftware: {monitoring: false}\n")
+    (e,) = errs
+    assert e.key == "pools[0].health.gate" and "software.monitoring is false" in e.message and "gate: quick" in e.hint
+    _, errs = _errors(write, GOOD + "    health: {gate: dcgm1}\n    salt: {states: [nvidia_driver, cuda]}\n")
+    assert [e.key for e in errs] == ["pools[0].health.gate"] and "salt.states has no monitoring" in errs[0].message
+    stacks.load(write("quick.yaml", GOOD + "    health: {gate: quick}\nsoftware: {monitoring: false}\n"))
+
+
 def test_the_active_checks_period_defaults_to_a_day_and_is_not_shorter_than_the_watch(write):
     pool = stacks.load(write("stack.yaml", GOOD)).pools[0]
     assert pool.health.active_every == 86_400

@@ -177,6 +177,95 @@ def test_a_warning_is_not_a_failure(tmp_path):
     assert rc == 0 and by_check(rep)["health.xid"]["status"] == "warn" and by_check(rep)["health.xid"]["code"] == "GF-XID"
 
 
+XID_154 = ("2026-11-27T15:00:00+0000 node-0 kernel: NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from "
+           "0x0 (None) to 0x1 (GPU Reset Required)\n")
+XID_154_NONE = ("2026-11-27T15:20:00+0000 node-0 kernel: NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed "
+                "from 0x1 (GPU Reset Required) to 0x0 (None)\n")
+
+
+def _xid_of(tmp_path, lines: str) -> dict:
+    from gpufleet.nodecheck import checks, faults
+    from gpufleet.nodecheck.tools import Tools
+
+    journal = (DATA / "l4x1" / "journal.txt").read_text() + lines
+    bin_dir = standins(tmp_path / "tools", DATA / "l4x1", {"journal.txt": journal})
+    expect_ = {"gpus": {"count": 1}, "fatal_xids": list(faults.FATAL_XIDS)}
+    (res,) = checks.xid(checks.Node(expect_, Tools((str(bin_dir),)), "/"))
+    return res
+
+
+def test_the_drivers_own_xid_154_gpu_reset_required_fails_the_node(tmp_path):
+    """(review rev51e, 6) XID 154 is the driver's verdict on what a GPU needs: NVIDIA's XID catalog has a column "Xid
+    154 linkage" (docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, read 2026-11-28) and NVML's recovery
+    actions are None / GPU Reset / Node Reboot / Drain P2P / Drain and Reset ("Error Recovery and Response Flags");
+    the line is the driver's as printed on 580/595 (forums.developer.nvidia.com t/364958). It used to only warn."""
+    res = _xid_of(tmp_path, XID_154)
+    assert res["status"] == "fail" and res["code"] == "GF-XID-FATAL", f"XID 154 only {res['status']}s ({res['measured']})"
+    assert "GPU Reset Required" in res["measured"]  # the action is the evidence
+    # the GPU's last word decides: reset, the driver says None again, and the XID only warns
+    back = _xid_of(tmp_path / "reset", XID_154 + XID_154_NONE)
+    assert back["status"] == "warn" and back["code"] == "GF-XID"
+
+
+def test_xid_46_gpu_stopped_processing_is_fatal(tmp_path):
+    """NVIDIA Health Validation rates XID 46 CRITICAL, "drain: reset_gpu" (docs.nvidia.com/health-validation/reference/
+    checks/xid.md, read 2026-11-28)."""
+    res = _xid_of(tmp_path, "2026-11-27T15:00:00+0000 node-0 kernel: NVRM: Xid (PCI:0000:01:00): 46, pid=1, "
+                            "GPU stopped processing\n")
+    assert res["status"] == "fail" and res["code"] == "GF-XID-FATAL"
+
+
+def _ib_node(tmp_path, downed: dict, symbol_errors: dict | None = None):
+    """The h100x8 stand-ins (8 IB ports, all Active) and a /sys with each port's counters."""
+    bin_dir = tmp_path / "tools" / "bin"
+    if not bin_dir.exists():
+        standins(tmp_path / "tools", H100)
+    sysroot = tmp_path / "root"
+    for ca in ("mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7"):
+        counters = sysroot / "sys" / "class" / "infiniband" / ca / "ports" / "1" / "counters"
+        counters.mkdir(parents=True, exist_ok=True)
+        (counters / "link_downed").write_text(f"{downed.get(ca, 0)}\n")
+        (counters / "link_error_recovery").write_text("0\n")
+        (counters / "symbol_error").write_text(f"{(symbol_errors or {}).get(ca, 0)}\n")
+    return bin_dir, sysroot
+
+
+def test_an_infiniband_port_that_keeps_going_down_fails_the_links_check(tmp_path):
+    from gpufleet.nodecheck import checks
+    from gpufleet.nodecheck.tools import Tools
+
+    """(review rev51e, 7) Issue 51 step 2 watches "NVLink and IB link state and error counters" and names "an NVLink or
+    InfiniBand link that flaps" among the faults. The IB check read ibstat's State and Rate alone: a port that went
+    down and came back between two watches is "Active" at the moment and passes. The kernel counts it:
+    /sys/class/infiniband/<ca>/ports/<n>/counters/link_downed, "Number of times the link failed to recover from an
+    error state and went down" (Linux Documentation/ABI/stable/sysfs-class-infiniband; read by node_exporter's
+    collector/infiniband_linux.go as node_infiniband_link_downed_total). Here mlx5_2 port 1 went down 12 times since
+    boot and every port is Active now: nothing says so."""
+    bin_dir, sysroot = _ib_node(tmp_path, {"mlx5_2": 12})
+    expect_ = {"gpus": {"count": 8}, "ib": {"ports": 8, "rate_gbps": 400}}
+    node = checks.Node(expect_, Tools((str(bin_dir),)), str(sysroot))
+    found = checks.links(node)
+    ib = {r["check"]: r["status"] for r in found if r["check"].startswith("links.ib")}
+    assert any(r["status"] == "fail" for r in found if r["check"].startswith("links.ib")), (
+        f"an IB port that went down 12 times since boot passes: {ib}")
+    assert ib["links.ib_flaps"] == "fail" and node.ib_counters["mlx5_2:1"]["link_downed"] == 12
+    # judged on growth: the next run, given what this one read, passes while nothing grew; it fails again when
+    # the port goes down once more, and warns on symbol errors
+    node = checks.Node({**expect_, "ib_counters": node.ib_counters}, Tools((str(bin_dir),)), str(sysroot))
+    assert {r["check"]: r["status"] for r in checks.links(node)}["links.ib_flaps"] == "pass"
+    _ib_node(tmp_path, {"mlx5_2": 13}, symbol_errors={"mlx5_5": 40})
+    again = {r["check"]: r for r in checks.links(
+        checks.Node({**expect_, "ib_counters": node.ib_counters}, Tools((str(bin_dir),)), str(sysroot)))}
+    assert again["links.ib_flaps"]["status"] == "fail" and again["links.ib_flaps"]["code"] == "GF-IB-FLAP"
+    assert again["links.ib_flaps"]["measured"] == "mlx5_2:1 link_downed +1"
+    assert again["links.ib_errors"]["status"] == "warn" and "mlx5_5:1 symbol_error +40" in again["links.ib_errors"]["measured"]
+    # a counter that went back (a reboot, a driver reload) counts from 0
+    _ib_node(tmp_path, {"mlx5_2": 1})
+    reset = {r["check"]: r["status"] for r in checks.links(
+        checks.Node({**expect_, "ib_counters": node.ib_counters}, Tools((str(bin_dir),)), str(sysroot)))}
+    assert reset["links.ib_flaps"] == "fail"
+
+
 def test_a_missing_tool_is_not_checked_and_never_passes(tmp_path):
     # no nvidia-smi, no nccl-tests: those checks say "not checked"; the node is not proven healthy
     bin_dir = standins(tmp_path, H100, tools=("dcgmi", "ibstat", "journalctl", "systemctl"))

@@ -2,6 +2,7 @@
 cloud's spot/preemption notice replayed by a metadata server speaking its documented format, Slurm drained
 through a stand-in scontrol, the verdict in the status object in moto's S3 (the agent's real SigV4 path)."""
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -276,16 +277,22 @@ NOTICES = {
 }
 
 
+COMES_BACK = ("aws system-reboot", "azure Redeploy", "azure Reboot")  # the same VM returns (node_watch.COMES_BACK)
+
+
 @pytest.mark.parametrize("case", list(NOTICES))
 def test_each_clouds_notice_drains_the_node_and_marks_it_interrupted_within_one_run(node, case):
     """The review of issue 51 (12): GCP's host maintenance (a GPU VM is terminated, it cannot live-migrate), AWS's
-    scheduled events and Azure's Terminate/Reboot/Redeploy take GPU VMs away as a spot reclaim does: they drain."""
+    scheduled events and Azure's Terminate/Reboot/Redeploy take GPU VMs away as a spot reclaim does: they drain.
+    (review rev51e, 3) Those whose VM comes back by itself (a scheduled reboot, a redeploy) say "maintenance", which
+    heal does not replace; the others "interrupted"."""
     n = node
     cloud, routes, notice, reason = NOTICES[case]
     n["meta"].routes.update(routes)
     assert _watch(n, cloud) == 1
     h = _health(n)
-    assert h["state"] == "interrupted" and h["notice"] == notice and h["drained"] is True and h["faults"] == []
+    assert h["state"] == ("maintenance" if case in COMES_BACK else "interrupted") and h["notice"] == notice
+    assert h["drained"] is True and h["faults"] == []
     (drain,) = _updates(n)
     assert drain[2:] == ["State=DRAIN", f"Reason={reason}"]
     # the checks pass, but a notice is never ended by the watch nor by Slurm's health check
@@ -343,7 +350,8 @@ def test_heal_reads_each_notice_the_watch_writes(node):
         _watch(n, cloud)
         (key,) = [k for k, _ in _list(n)]
         rep = hl.reported(json.loads(node_agent.S3(n["cfg"]).get(key)), dt.datetime.now(dt.timezone.utc))
-        assert rep["notice"] == _health(n)["notice"] and (rep["state"] in hl.BROKEN) == (case != "rebalance"), case
+        assert rep["notice"] == _health(n)["notice"], case
+        assert (rep["state"] in hl.BROKEN) == (case != "rebalance" and case not in COMES_BACK), case
         # the code heal's events name: the watch's drain reason's
         code = hl.NodeHealth("gpu-0", "gpu", "cloud", rep["state"], notice=rep["notice"]).code
         assert code == (None if case == "rebalance" else NOTICES[case][3].split()[1]), case
@@ -793,7 +801,7 @@ def test_each_watch_writes_what_the_node_is_costs_and_says_for_node_exporter(nod
                                         ("provider", "aws")))] == 1
     assert said[("gpufleet_node_price_usd_per_hour", ())] == 32.7726 and said[("gpufleet_node_gpus", ())] == 8
     assert {dict(k[1])["state"]: v for k, v in said.items() if k[0] == "gpufleet_node_health"} == \
-        {"ok": 0, "gating": 0, "faulty": 1, "interrupted": 0}
+        {"ok": 0, "gating": 0, "faulty": 1, "interrupted": 0, "maintenance": 0}
     (fault,) = [k for k in said if k[0] == "gpufleet_node_last_fault_info"]
     assert dict(fault[1]) == {"code": "GF-XID-FATAL", "check": "health.xid"}
     when = said[("gpufleet_node_last_fault_timestamp_seconds", ())]
@@ -867,6 +875,25 @@ def test_the_active_checks_run_on_an_idle_node_inside_a_reservation_and_drain_it
     record = json.loads((n["state"] / "active.json").read_text())
     (n["state"] / "active.json").write_text(json.dumps({**record, "at": record["at"] - node_watch.ACTIVE_RETRY_S}))
     assert _watch(n) == 0 and _health(n)["state"] == "ok" and _updates(n)[-1][2] == "State=RESUME"
+
+
+def test_the_active_checks_dcgm_level_2_is_never_passed_without_dcgmi(node):
+    """(review rev51e, 5) The active checks name DCGM's diagnostic at level 2 (where the pool installs DCGM:
+    configure.slurm.active_expectations); a node without dcgmi does not pass them: "not checked", and drained."""
+    n = node
+    _active(n)
+    (n["bin"] / "dcgmi").unlink()
+    assert _watch(n) == 1
+    h = _health(n)
+    assert h["state"] == "faulty" and ("GF-TOOL-FAILED", "active.dcgm.diag") in [(f["code"], f["check"]) for f in h["faults"]]
+    assert _updates(n)[-1][3].startswith("Reason=gpufleet: GF-ACTIVE GF-TOOL-FAILED active.dcgm.diag")
+
+
+def test_the_active_checks_ask_dcgm_only_where_the_pool_installs_it():
+    from gpufleet.configure.slurm import active_expectations
+
+    assert active_expectations({"dcgm_level": 1, "nccl": {"bytes": "8G"}}) == {"dcgm_level": 2, "nccl": {"bytes": "8G"}}
+    assert active_expectations({"nccl": {"bytes": "8G"}}) == {"nccl": {"bytes": "8G"}}  # no DCGM: the all-reduce alone
 
 
 def test_the_active_checks_run_on_an_idle_cloud_slot_and_drain_it_by_its_slot(node):
@@ -1000,3 +1027,138 @@ def test_a_node_a_person_gave_back_stays_drained_for_heal(node):
     (n["bin"] / "slurm-node.json").write_text(json.dumps({"state": "IDLE+DRAIN", "reason": node_watch.RELEASE}))
     assert _watch(n) == 0
     assert _health(n)["state"] == "ok" and _updates(n) == []
+
+
+IB_CHECKS = """import json, os, sys
+expect = json.load(sys.stdin)
+here = os.path.dirname(os.path.abspath(sys.argv[0]))
+with open(os.path.join(here, "given.jsonl"), "a") as f:
+    f.write(json.dumps(expect.get("ib_counters")) + "\\n")
+downed = int(open(os.path.join(here, "link_downed")).read())
+print(json.dumps({"verdict": "pass", "ok": True, "failures": [], "unchecked": [], "checks": [],
+                  "ib_counters": {"mlx5_0:1": {"link_downed": downed}}}))
+"""
+
+
+def test_the_watch_keeps_the_ib_counters_its_checks_read_for_the_next_run(node):
+    """(review rev51e, 7) A flap is a link_downed that grew between two runs (nodecheck.checks._ib_counters): the watch
+    keeps the counters its checks read (its state, IB_COUNTERS) and gives them to the next run's checks; the first run
+    has none (judged since the driver loaded). The checks here are a stand-in that says what it was given."""
+    n = node
+    tree = json.loads((n["state"] / "applied.json").read_text())["tree"]
+    bundle_path = os.path.join(tree, node_agent.VERIFY_BUNDLE)
+    with open(bundle_path, "w") as f:
+        f.write(IB_CHECKS)
+    here = os.path.dirname(bundle_path)
+    with open(os.path.join(here, "link_downed"), "w") as f:
+        f.write("3")
+    _watch(n)
+    with open(os.path.join(here, "link_downed"), "w") as f:
+        f.write("4")
+    _watch(n)
+    with open(os.path.join(here, "given.jsonl")) as f:
+        given = [json.loads(line) for line in f]
+    assert given == [None, {"mlx5_0:1": {"link_downed": 3}}]
+    kept = json.loads((n["state"] / node_watch.IB_COUNTERS).read_text())
+    assert kept == {"mlx5_0:1": {"link_downed": 4}} and oct((n["state"] / node_watch.IB_COUNTERS).stat().st_mode)[-3:] == "600"
+
+
+def test_a_dcgm2_gate_does_not_pass_on_a_node_without_dcgmi(node):
+    """(review rev51e, 5) health.gate dcgm2 promises `dcgmi diag -r 2` before work (issue 51 step 1; spec.Health.gate).
+    Where dcgmi is not installed (software.monitoring off, or an image without DCGM: salt/monitoring installs it), checks.dcgm
+    says "skip" (nodecheck/checks.py:365-366), which is not a failure and, dcgm.diag never being in the
+    expectations' `required` (verify/expect.py REQUIRED_GPU), not "incomplete" either: the gate PASSES without the
+    diagnostic it names, and the node is resumed into Slurm."""
+    n = node
+    (n["bin"] / "dcgmi").unlink()
+    (n["state"] / "gate.json").write_text(json.dumps({"level": "dcgm2", "passed": None}))
+    (n["bin"] / "slurm-node.json").write_text(json.dumps({"state": "IDLE+DRAIN",
+                                                           "reason": "gpufleet: GF-GATE dcgm2 not passed yet"}))
+    _watch(n)
+    h = _health(n)
+    assert h["gate"]["passed"] is not True, (f"the dcgm2 gate passed on a node without dcgmi (health {h['state']}, "
+                                             f"Slurm: {_updates(n)[-1][2:] if _updates(n) else 'untouched'})")
+    assert h["state"] == "gating" and ("GF-TOOL-FAILED", "dcgm.diag") in [(f["code"], f["check"]) for f in h["faults"]]
+    assert [u[2] for u in _updates(n)] == ["State=DRAIN"]  # still drained for its gate, now saying why
+
+
+def test_an_aws_scheduled_reboot_a_week_away_does_not_drain_the_node_for_that_week(node):
+    """(review rev51e, 3) AWS schedules instance events days ahead: NotBefore is "the earliest scheduled start time",
+    an event with a NotBeforeDeadline can be moved up to that deadline, and a reschedule must start "at least 60
+    minutes from the current time" (docs.aws.amazon.com/AWSEC2/latest/APIReference/API_InstanceStatusEvent.html;
+    .../UserGuide/reschedule-event.html, read 2026-11-28); a system-reboot is even cleared by a user's own reboot
+    (API_InstanceMaintenanceOptions rebootMigration). The watch drains the node the moment the event is listed and
+    calls it "interrupted" (node_watch.py aws_notice, :140-147; verdict, :445-449): a GPU node sits drained and idle
+    for the whole week (on_fault isolate, the default, or a reserved node), or heal terminates it at once (replace)."""
+    n = node
+    when = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=7)
+    # the shape of IMDS events/maintenance/scheduled ("Scheduled events for your instances", Instance metadata)
+    n["meta"].routes[AWS_SCHEDULED] = (200, json.dumps([{
+        "NotBefore": when.strftime("%d %b %Y %H:%M:%S GMT"), "Code": "system-reboot", "Description": "scheduled reboot",
+        "EventId": "instance-event-0d59937288b749b32", "State": "active",
+        "NotAfter": (when + dt.timedelta(minutes=17)).strftime("%d %b %Y %H:%M:%S GMT")}]).encode())
+    _watch(n)
+    h = _health(n)
+    drains = [u for u in _updates(n) if "State=DRAIN" in u]
+    assert not drains and h["state"] != "interrupted", (
+        f"a reboot AWS scheduled for {when:%Y-%m-%d} drained the node today ({drains}) and made it {h['state']!r}: "
+        "idle for a week, or replaced by heal for a reboot")
+    assert h["state"] == "ok" and h["notice"]["kind"] == "system-reboot"  # recorded, as a risk
+    # within the lead time (an hour before NotBefore) it drains, and the node says "maintenance": its VM comes back
+    soon = dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=30)
+    n["meta"].routes[AWS_SCHEDULED] = (200, json.dumps([{
+        "NotBefore": soon.strftime("%d %b %Y %H:%M:%S GMT"), "Code": "system-reboot", "Description": "scheduled reboot",
+        "EventId": "instance-event-0d59937288b749b32", "State": "active",
+        "NotAfter": (soon + dt.timedelta(minutes=17)).strftime("%d %b %Y %H:%M:%S GMT")}]).encode())
+    assert _watch(n) == 1
+    assert _health(n)["state"] == "maintenance" and _updates(n)[-1][2] == "State=DRAIN"
+    # back from its reboot: the event is in the history, none is scheduled; the watch resumes the node
+    n["meta"].routes[AWS_SCHEDULED] = (200, b"[]")
+    assert _watch(n) == 0 and _health(n)["state"] == "ok" and _updates(n)[-1][2] == "State=RESUME"
+
+
+def test_a_retirement_within_the_lead_time_is_interrupted_and_the_notice_lists_agree():
+    """instance-retirement takes the VM for good: within MAINTENANCE_LEAD_S it is "interrupted" (heal replaces it);
+    the watch (stdlib only, on the node) and the controller's reader keep the same list of VMs that come back."""
+    from gpufleet.nodes import health as hl
+
+    soon = node_watch.utc_z(dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=20))
+    later = node_watch.utc_z(dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=10))
+    gate = {"level": "quick", "passed": True}
+    assert node_watch.verdict({"cloud": "aws", "kind": "instance-retirement", "at": soon}, gate, [])[0] == "interrupted"
+    assert node_watch.verdict({"cloud": "aws", "kind": "instance-retirement", "at": later}, gate, []) == ("ok", None)
+    assert node_watch.COMES_BACK == hl.REBOOT_NOTICES and set(node_watch.COMES_BACK) <= set(hl.NOTICES)
+
+
+def test_a_spot_notice_drains_the_node_while_a_slow_status_write_is_under_way(node, monkeypatch):
+    """(review rev51e, 4) GCP gives a preempted VM 30 s (instance/preempted,
+    cloud.google.com/compute/docs/instances/preemptible); the watch reads the notice every NOTICE_POLL_S on its own
+    thread, but acts on it under Run.lock, which the checks' say() holds across the status write: put_status retries
+    429/5xx/no answer after 1+2+4+8+16 s, each try up to 30 s (node_agent.RETRY_DELAYS, http timeout), so a
+    throttled or slow bucket (Cloud Storage's one write a second per object) holds the spot drain for minutes, past
+    the VM's end. Here the status write is held until the drain is seen (10 s at most): the drain must not wait for
+    it."""
+    n = node
+    monkeypatch.setattr(node_watch, "NOTICE_POLL_S", 0.05)
+    n["meta"].routes.update({GCP_PREEMPTED: (200, b"FALSE"), GCP_MAINTENANCE: (200, b"NONE")})
+    drained_while_held = []
+    real = node_agent.put_status
+    slurm = n["bin"] / "slurm-node.json"
+
+    def slow(*a, **k):
+        if not drained_while_held:  # the first write (the checks' verdict): the notice comes while it is slow
+            n["meta"].routes[GCP_PREEMPTED] = (200, b"TRUE")
+            seen = threading.Event()
+            for _ in range(200):
+                if slurm.exists() and "DRAIN" in json.loads(slurm.read_text())["state"]:
+                    seen.set()
+                    break
+                seen.wait(0.05)
+            drained_while_held.append(seen.is_set())
+        return real(*a, **k)
+
+    monkeypatch.setattr(node_agent, "put_status", slow)
+    _watch(n, "gcp")
+    assert drained_while_held == [True], ("the preempted VM's drain waited for a status write to the bucket: "
+                                          "Run.lock is held across put_status's retries")
+    assert _health(n)["state"] == "interrupted"
