@@ -614,3 +614,39 @@ def test_status_names_a_gone_node_heal_left_out_of_service(tmp_path, cat):
     row.health = healing.summary(c.log, "hl")
     status._health_notes(row)
     assert any("gpu-0" in n and "GF-VM-GONE" in n for n in row.notes), row.notes
+
+
+def test_statuses_are_read_a_few_at_a_time_and_nothing_of_them_is_kept_beyond_the_node_health(tmp_path, cat,
+                                                                                                monkeypatch):
+    """Memory flat in nodes (issue 51): a status document, and the report made of it, live only while the node is
+    judged; a pass over many nodes never holds more of them at once than the reads it keeps ahead (AHEAD), however
+    many nodes (here 30 nodes, 4 ahead: before, a batch of 256 documents was read at once and every node's report was
+    kept until the last status was read)."""
+    import weakref
+
+    from gpufleet.nodes.cloud import channel
+    from gpufleet.nodes.cloud import heal as cloud_heal
+
+    monkeypatch.setattr(cloud_heal, "AHEAD", 4)
+    c = Cluster(tmp_path, cat, stack_text(nodes=30))
+    for i in range(30):
+        say(c.bucket, f"i-gpu{i}", state="faulty" if i == 7 else "ok", faults=[XID] if i == 7 else ())
+    held = {"documents": [], "reports": []}
+    most = dict.fromkeys(held, 0)
+
+    class Document(dict):  # a status as read, which a weak reference can follow
+        pass
+
+    def alive(what: str, got):
+        held[what].append(weakref.ref(got))
+        most[what] = max(most[what], sum(1 for r in held[what] if r() is not None))
+        return got
+
+    read, said = channel.read_status, cloud_heal.said
+    monkeypatch.setattr(channel, "read_status", lambda store, key: alive("documents", Document(read(store, key))))
+    monkeypatch.setattr(cloud_heal, "said", lambda *a, **kw: alive("reports", said(*a, **kw)))
+    out = c.heal(dry_run=True)
+    assert len(held["documents"]) == len(held["reports"]) == 30  # every status read and judged
+    assert [d.action for d in out.decisions].count("none") == 29 and out.nodes[7].state == "faulty"
+    # the reads under way and the one judged; of it, its report alone, dropped once its node's health has what it says
+    assert most["documents"] <= cloud_heal.AHEAD + 1 and most["reports"] == 1, most
