@@ -22,6 +22,7 @@ import datetime as dt
 import json
 import shlex
 import socket
+from collections import Counter
 from dataclasses import dataclass, field
 
 from gpufleet import nodes as kinds
@@ -48,7 +49,7 @@ WINDOW = dt.timedelta(hours=1)  # max_replacements is per pool per hour
 UNRECORDED_MAX = dt.timedelta(hours=3)
 
 
-@dataclass
+@dataclass(slots=True)  # one per node in a pass: no dict each
 class Decision:
     node: str
     pool: str
@@ -253,7 +254,9 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
     replaced = recent_replacements(store, run.cluster, now)
     rules = {p.name: p.health for p in run.stack.pools}
     read = [(kind, h) for kind in kinds.used(run.stack) for h in kind.health(run)]
+    seen: dict[str, Counter] = {}  # pool -> its nodes per health state, as this pass saw them: O(pools), for `status`
     for k, h in read:
+        seen.setdefault(h.pool, Counter())[h.state] += 1
         pool = state["pools"].setdefault(h.pool, {})
         mine = state["nodes"].get(h.node, {})
         h.launched = mine.get("launched")
@@ -278,9 +281,8 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
         if p.size is not None:
             _elastic(run, p, [h for h in out.nodes if h.pool == p.name], {h.node: k for k, h in read}, state, out,
                      store, now, saved)
-    for name in {h.pool for h in out.nodes}:  # each pool's health as this pass saw it: O(pools), for `status`
-        seen = [h.state for h in out.nodes if h.pool == name]
-        state["pools"][name]["health"] = {s: seen.count(s) for s in sorted(set(seen))}
+    for name, states in seen.items():
+        state["pools"][name]["health"] = dict(sorted(states.items()))
         state["pools"][name]["checked_at"] = _stamp(now)
     if not dry_run:
         write_state(store, run.cluster, state, saved[0])

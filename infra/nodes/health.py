@@ -35,7 +35,7 @@ NOTICES = (*SPOT_NOTICES, *RISK_NOTICES, "instance-reboot", "system-reboot", "sy
 EVIDENCE_MAX = 200
 
 
-@dataclass
+@dataclass(slots=True)  # one per node in a pass: no dict each
 class NodeHealth:
     """One node, as its kind read it for `heal`."""
 
@@ -141,7 +141,8 @@ def reported(status: dict, now: dt.datetime, interval: int | None = None) -> dic
         raise Unreadable("its faults are not a list")
     if not isinstance(h.get("drained", False), bool):
         raise Unreadable("its drained flag is not true or false")
-    return {"state": h["state"], "faults": [_fault(f) for f in faults], "checked_at": h["checked_at"],
+    # the state as STATES' own string: a status document's copy is not kept for each node
+    return {"state": STATES[STATES.index(h["state"])], "faults": [_fault(f) for f in faults], "checked_at": h["checked_at"],
             "notice": _notice(h.get("notice")), "drained": h.get("drained", False)}
 
 

@@ -624,6 +624,7 @@ def test_statuses_are_read_a_few_at_a_time_and_nothing_of_them_is_kept_beyond_th
     kept until the last status was read)."""
     import weakref
 
+    from gpufleet.nodes import health as hl
     from gpufleet.nodes.cloud import channel
     from gpufleet.nodes.cloud import heal as cloud_heal
 
@@ -650,3 +651,6 @@ def test_statuses_are_read_a_few_at_a_time_and_nothing_of_them_is_kept_beyond_th
     assert [d.action for d in out.decisions].count("none") == 29 and out.nodes[7].state == "faulty"
     # the reads under way and the one judged; of it, its report alone, dropped once its node's health has what it says
     assert most["documents"] <= cloud_heal.AHEAD + 1 and most["reports"] == 1, most
+    # what is kept of a node is small: its health has no dict, and its state is the one shared string, not the document's
+    assert not hasattr(out.nodes[0], "__dict__") and not hasattr(out.decisions[0], "__dict__")
+    assert all(h.state is hl.STATES[0] for h in out.nodes if h.state == "ok")
