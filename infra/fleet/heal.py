@@ -243,6 +243,7 @@ def heal(stack, cat, *, cluster: str | None = None, registry: Registry | None = 
     now = now or dt.datetime.now(dt.timezone.utc)
     run = Run(stack, cat, name, reg, seams or Seams(), trust_new_hosts=trust_new_hosts, record=rec,
               backend=rec.backend, outputs=outputs)
+    del rec  # run.record from here, which each replacement's record takes the place of: this one is not kept beside
     with team.held(store, name, shared is not None and not dry_run, "heal"):
         return _pass(run, store, now, dry_run)
 
@@ -253,9 +254,9 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
     out = Healed(run.cluster, dry_run, replacements={p: v.get("replaced", 0) for p, v in state["pools"].items()})
     replaced = recent_replacements(store, run.cluster, now)
     rules = {p.name: p.health for p in run.stack.pools}
-    read = [(kind, h) for kind in kinds.used(run.stack) for h in kind.health(run)]
+    read = [(kind, kind.health(run)) for kind in kinds.used(run.stack)]  # every node's health before any action
     seen: dict[str, Counter] = {}  # pool -> its nodes per health state, as this pass saw them: O(pools), for `status`
-    for k, h in read:
+    for k, h in ((k, h) for k, healths in read for h in healths):
         seen.setdefault(h.pool, Counter())[h.state] += 1
         pool = state["pools"].setdefault(h.pool, {})
         mine = state["nodes"].get(h.node, {})
@@ -279,8 +280,8 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
         _remember(state, h, d, r, now)
     for p in run.stack.pools if run.stack.slurm else []:
         if p.size is not None:
-            _elastic(run, p, [h for h in out.nodes if h.pool == p.name], {h.node: k for k, h in read}, state, out,
-                     store, now, saved)
+            _elastic(run, p, [h for h in out.nodes if h.pool == p.name],
+                     {h.node: k for k, healths in read for h in healths}, state, out, store, now, saved)
     for name, states in seen.items():
         state["pools"][name]["health"] = dict(sorted(states.items()))
         state["pools"][name]["checked_at"] = _stamp(now)

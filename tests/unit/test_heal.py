@@ -654,3 +654,26 @@ def test_statuses_are_read_a_few_at_a_time_and_nothing_of_them_is_kept_beyond_th
     # what is kept of a node is small: its health has no dict, and its state is the one shared string, not the document's
     assert not hasattr(out.nodes[0], "__dict__") and not hasattr(out.decisions[0], "__dict__")
     assert all(h.state is hl.STATES[0] for h in out.nodes if h.state == "ok")
+
+
+def test_a_pass_keeps_no_record_of_the_cluster_beside_the_one_its_last_replacement_left(tmp_path, cat, monkeypatch):
+    """The registry's record is per node (inherently: the cluster's nodes); a pass that replaces nodes gets a new one
+    from each replacement and keeps only that one, with the one the next replacement makes (before: the record as the
+    pass began was kept to the end beside them, three records of every node at once)."""
+    import weakref
+
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 3}"))
+    for i in range(3):
+        say(c.bucket, f"i-gpu{i}", state="faulty", faults=[XID])
+    records, most, get = [], [0], Registry.get
+
+    def tracked(self, name):
+        got = get(self, name)
+        records.append(weakref.ref(got))
+        most[0] = max(most[0], sum(1 for r in records if r() is not None))
+        return got
+
+    monkeypatch.setattr(Registry, "get", tracked)
+    c.heal()
+    assert c.api.asked == ["i-gpu0", "i-gpu1", "i-gpu2"] and len(records) >= 4  # the pass's own, one per replacement
+    assert most[0] == 2, f"{most[0]} records of the cluster held at once"
