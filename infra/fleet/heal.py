@@ -183,6 +183,8 @@ def _stamp(t: dt.datetime) -> str:
 class Healed:
     cluster: str
     dry_run: bool
+    # every node's health and decision: the pass's report (`heal --json` prints each node); with the registry's record
+    # (run.record), what a pass holds per node: a status document is dropped once its node is judged (nodes.cloud.heal)
     nodes: list[NodeHealth] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
     repaired: list = field(default_factory=list)  # nodes.health.Repaired of each action asked for
