@@ -50,7 +50,7 @@ SLURM_VIEW_MAX_AGE_S = 180
 
 @dataclass
 class Said:
-    """What `heal` keeps of one status (its body is dropped once read: memory stays small per node)."""
+    """What `heal` takes of one status to judge its node (the body is dropped once read; this, once judged)."""
 
     key: str
     report: dict | None  # nodes.health.reported's; None: unreadable (``why``)
