@@ -23,6 +23,7 @@ import datetime as dt
 import json
 import shlex
 import socket
+from collections import Counter
 from dataclasses import dataclass, field
 
 from gpufleet import nodes as kinds
@@ -49,7 +50,7 @@ WINDOW = dt.timedelta(hours=1)  # max_replacements is per pool per hour
 UNRECORDED_MAX = dt.timedelta(hours=3)
 
 
-@dataclass
+@dataclass(slots=True)  # one per node in a pass: no dict each
 class Decision:
     node: str
     pool: str
@@ -203,6 +204,8 @@ def _stamp(t: dt.datetime) -> str:
 class Healed:
     cluster: str
     dry_run: bool
+    # every node's health and decision: the pass's report (`heal --json` prints each node); with the registry's record
+    # (run.record), what a pass holds per node: a status document is dropped once its node is judged (nodes.cloud.heal)
     nodes: list[NodeHealth] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
     repaired: list = field(default_factory=list)  # nodes.health.Repaired of each action asked for
@@ -263,6 +266,7 @@ def heal(stack, cat, *, cluster: str | None = None, registry: Registry | None = 
     now = now or dt.datetime.now(dt.timezone.utc)
     run = Run(stack, cat, name, reg, seams or Seams(), trust_new_hosts=trust_new_hosts, record=rec,
               backend=rec.backend, outputs=outputs)
+    del rec  # run.record from here, which each replacement's record takes the place of: this one is not kept beside
     with team.held(store, name, shared is not None, "heal", dry_run):
         return _pass(run, store, now, dry_run)
 
@@ -274,8 +278,10 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
     out = Healed(run.cluster, dry_run, replacements={p: v.get("replaced", 0) for p, v in state["pools"].items()})
     replaced = recent_replacements(store, run.cluster, now)
     rules = {p.name: p.health for p in run.stack.pools}
-    read = [(kind, h) for kind in kinds.used(run.stack) for h in kind.health(run)]
-    for k, h in read:
+    read = [(kind, kind.health(run)) for kind in kinds.used(run.stack)]  # every node's health before any action
+    seen: dict[str, Counter] = {}  # pool -> its nodes per health state, as this pass saw them: O(pools), for `status`
+    for k, h in ((k, h) for k, healths in read for h in healths):
+        seen.setdefault(h.pool, Counter())[h.state] += 1
         pool = state["pools"].setdefault(h.pool, {})
         mine = state["nodes"].get(h.node, {})
         h.launched = mine.get("launched")
@@ -304,11 +310,10 @@ def _pass(run: Run, store: SharedStore | None, now: dt.datetime, dry_run: bool) 
         _remember(state, h, d, r, now)
     for p in run.stack.pools if run.stack.slurm else []:
         if p.size is not None:
-            _elastic(run, p, [h for h in out.nodes if h.pool == p.name], {h.node: k for k, h in read}, state, out,
-                     store, now, saved, unkept)
-    for name in {h.pool for h in out.nodes}:  # each pool's health as this pass saw it: O(pools), for `status`
-        seen = [h.state for h in out.nodes if h.pool == name]
-        state["pools"][name]["health"] = {s: seen.count(s) for s in sorted(set(seen))}
+            _elastic(run, p, [h for h in out.nodes if h.pool == p.name],
+                     {h.node: k for k, healths in read for h in healths}, state, out, store, now, saved, unkept)
+    for name, states in seen.items():
+        state["pools"][name]["health"] = dict(sorted(states.items()))
         state["pools"][name]["checked_at"] = _stamp(now)
     if not dry_run:
         leases.ensure_held()  # a pass whose lease was given up writes nothing over its new holder's

@@ -38,7 +38,7 @@ NOTICES = (*SPOT_NOTICES, *RISK_NOTICES, *REBOOT_NOTICES, "instance-retirement",
 EVIDENCE_MAX = 200
 
 
-@dataclass
+@dataclass(slots=True)  # one per node in a pass: no dict each
 class NodeHealth:
     """One node, as its kind read it for `heal`."""
 
@@ -148,8 +148,9 @@ def reported(status: dict, now: dt.datetime, interval: int | None = None) -> dic
     state = h["state"]
     if state == "interrupted" and notice and notice["kind"] in REBOOT_NOTICES:
         state = "maintenance"  # a watch from before "maintenance" said so: its VM comes back all the same
-    return {"state": state, "faults": [_fault(f) for f in faults], "checked_at": h["checked_at"],
-            "notice": notice, "drained": h.get("drained", False)}
+    # the state as STATES' own string: a status document's copy is not kept for each node
+    return {"state": STATES[STATES.index(state)], "faults": [_fault(f) for f in faults],
+            "checked_at": h["checked_at"], "notice": notice, "drained": h.get("drained", False)}
 
 
 # Slurm's node states (sinfo %T, flags stripped: clouds.scheduler.parse) -> (out of service, jobs on it).

@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 import sqlite3
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from gpufleet.errors import DiskFull, GpufleetError, InputError
@@ -253,7 +253,7 @@ def _free(folder: Path) -> int:
         return FULL_BELOW  # not known: not said to be full
 
 
-@dataclass
+@dataclass(slots=True)  # a record holds one per node: no dict each
 class Node:
     pool: str
     idx: int
@@ -467,7 +467,7 @@ class ClusterRecord:
         d = dict(self.__dict__)
         # each node as a gpufleet of before vm_uid reads it (a key it does not know would make the record
         # unreadable there), the unique ids beside them
-        d["nodes"] = [{k: v for k, v in n.__dict__.items() if k != "vm_uid"} for n in self.nodes]
+        d["nodes"] = [{f.name: getattr(n, f.name) for f in fields(n) if f.name != "vm_uid"} for n in self.nodes]
         uids = {f"{n.pool}/{n.idx}": n.vm_uid for n in self.nodes if n.vm_uid}
         if uids:
             d["vm_uids"] = uids
@@ -773,8 +773,8 @@ class Registry:
             db.execute("UPDATE clusters SET usd_per_hour = ? WHERE name = ?",
                        (None if any(p is None for p in prices) else sum(prices), cluster))
         rec = self.get(cluster)
-        doc = rec.to_dict()
-        self._push(cluster, lambda cur: cur and {**doc, "hosts": cur.get("hosts", {})})
+        # the record's document made only for a team store's copy (a record of many nodes is not copied for nothing)
+        self._push(cluster, lambda cur: cur and {**rec.to_dict(), "hosts": cur.get("hosts", {})})
         return rec
 
     @staticmethod
@@ -803,8 +803,8 @@ class Registry:
                        "pool = ? AND node_id = ?", (*(getattr(r.node, k) for k in REPLACED_FIELDS), cluster, old.pool,
                                                     old.node_id))
         rec = self.get(cluster)
-        doc = rec.to_dict()
-        self._push(cluster, lambda cur: cur and {**doc, "hosts": cur.get("hosts", {})})
+        # the record's document made only for a team store's copy (a record of many nodes is not copied for nothing)
+        self._push(cluster, lambda cur: cur and {**rec.to_dict(), "hosts": cur.get("hosts", {})})
         return rec
 
     def set_state(self, name: str, state: str) -> None:
@@ -822,9 +822,11 @@ class Registry:
                                 created_by=json.loads(row[11] or "{}"), predicted=json.loads(row[12] or "{}"),
                                 access=json.loads(row[14] or "{}"), store=row[13],
                                 replacements=self._replacements(db, name), resizes=self._resizes(db, name))
-            rec.nodes = [Node(pool=r[1], idx=r[2], provider=r[3], location=r[4], zone=r[5], machine=r[6],
-                              node_id=r[7], private_ip=r[8], ssh_endpoint=r[9], usd_per_hour=r[10], launched_at=r[11],
-                              vm_uid=r[12])
+            same: dict = {}  # the pool, provider, region, zone and type a pool's nodes share: one string each, not one a node
+            rec.nodes = [Node(pool=same.setdefault(r[1], r[1]), idx=r[2], provider=same.setdefault(r[3], r[3]),
+                              location=same.setdefault(r[4], r[4]), zone=same.setdefault(r[5], r[5]),
+                              machine=same.setdefault(r[6], r[6]), node_id=r[7], private_ip=r[8], ssh_endpoint=r[9],
+                              usd_per_hour=r[10], launched_at=r[11], vm_uid=r[12])
                          for r in db.execute("SELECT * FROM nodes WHERE cluster = ? ORDER BY pool, idx", (name,))]
         return rec
 

@@ -799,3 +799,66 @@ def test_heal_does_not_terminate_a_node_whose_notice_is_a_reboot_it_comes_back_f
     c.heal()
     assert c.api.asked == [], f"heal replaced {c.api.asked} for a system-reboot notice: the VM comes back by itself"
     assert [e["action"] for e in c.events() if e.get("node") == "gpu-0"] == []  # nothing done: it comes back
+
+
+def test_statuses_are_read_a_few_at_a_time_and_nothing_of_them_is_kept_beyond_the_node_health(tmp_path, cat,
+                                                                                                monkeypatch):
+    """Memory flat in nodes (issue 51): a status document, and the report made of it, live only while the node is
+    judged; a pass over many nodes never holds more of them at once than the reads it keeps ahead (AHEAD), however
+    many nodes (here 30 nodes, 4 ahead: before, a batch of 256 documents was read at once and every node's report was
+    kept until the last status was read)."""
+    import weakref
+
+    from gpufleet.nodes import health as hl
+    from gpufleet.nodes.cloud import channel
+    from gpufleet.nodes.cloud import heal as cloud_heal
+
+    monkeypatch.setattr(cloud_heal, "AHEAD", 4)
+    c = Cluster(tmp_path, cat, stack_text(nodes=30))
+    for i in range(30):
+        say(c.bucket, f"i-gpu{i}", state="faulty" if i == 7 else "ok", faults=[XID] if i == 7 else ())
+    held = {"documents": [], "reports": []}
+    most = dict.fromkeys(held, 0)
+
+    class Document(dict):  # a status as read, which a weak reference can follow
+        pass
+
+    def alive(what: str, got):
+        held[what].append(weakref.ref(got))
+        most[what] = max(most[what], sum(1 for r in held[what] if r() is not None))
+        return got
+
+    read, said = channel.read_status, cloud_heal.said
+    monkeypatch.setattr(channel, "read_status", lambda store, key: alive("documents", Document(read(store, key))))
+    monkeypatch.setattr(cloud_heal, "said", lambda *a, **kw: alive("reports", said(*a, **kw)))
+    out = c.heal(dry_run=True)
+    assert len(held["documents"]) == len(held["reports"]) == 30  # every status read and judged
+    assert [d.action for d in out.decisions].count("none") == 29 and out.nodes[7].state == "faulty"
+    # the reads under way and the one judged; of it, its report alone, dropped once its node's health has what it says
+    assert most["documents"] <= cloud_heal.AHEAD + 1 and most["reports"] == 1, most
+    # what is kept of a node is small: its health has no dict, and its state is the one shared string, not the document's
+    assert not hasattr(out.nodes[0], "__dict__") and not hasattr(out.decisions[0], "__dict__")
+    assert all(h.state is hl.STATES[0] for h in out.nodes if h.state == "ok")
+
+
+def test_a_pass_keeps_no_record_of_the_cluster_beside_the_one_its_last_replacement_left(tmp_path, cat, monkeypatch):
+    """The registry's record is per node (inherently: the cluster's nodes); a pass that replaces nodes gets a new one
+    from each replacement and keeps only that one, with the one the next replacement makes (before: the record as the
+    pass began was kept to the end beside them, three records of every node at once)."""
+    import weakref
+
+    c = Cluster(tmp_path, cat, stack_text("{on_fault: replace, max_replacements: 3}"))
+    for i in range(3):
+        say(c.bucket, f"i-gpu{i}", state="faulty", faults=[XID])
+    records, most, get = [], [0], Registry.get
+
+    def tracked(self, name):
+        got = get(self, name)
+        records.append(weakref.ref(got))
+        most[0] = max(most[0], sum(1 for r in records if r() is not None))
+        return got
+
+    monkeypatch.setattr(Registry, "get", tracked)
+    c.heal()
+    assert c.api.asked == ["i-gpu0", "i-gpu1", "i-gpu2"] and len(records) >= 4  # the pass's own, one per replacement
+    assert most[0] == 2, f"{most[0]} records of the cluster held at once"

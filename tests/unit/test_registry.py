@@ -208,3 +208,21 @@ def test_an_added_vm_is_forgotten_once_its_scale_set_is_made_anew(tmp_path):
     rec = _pulumis(reg, anew)
     assert [(n.node_id, n.vm_uid) for n in rec.nodes] == [(f"{vm}0", "new-0"), (f"{vm}1", "new-1")]
     assert rec.resizes == []
+
+
+def test_a_records_nodes_share_their_pools_words_and_carry_no_dict_each(tmp_path):
+    """A record of many nodes (heal reads one each pass: issue 51's 1,000) costs per node its own values only: the
+    pool, provider, region, zone and type its pool's nodes have in common are one string each, and a node is no dict."""
+    reg = Registry(tmp_path / "r.db")
+    reg.record(name="big", stack="big", stack_file=None, owner="o", expires_at="2099-01-01T00:00:00Z", backend=None,
+               nodes=[Node(pool="gpu", idx=i, provider="aws", location="us-east-1", machine="g6.12xlarge",
+                           zone="us-east-1a", node_id=f"i-{i}", private_ip=f"10.0.0.{i + 1}") for i in range(3)])
+    a, b, c = reg.get("big").nodes
+    assert [n.node_id for n in (a, b, c)] == ["i-0", "i-1", "i-2"] and b.machine == "g6.12xlarge"
+    assert all(x is y for x, y in [(a.pool, c.pool), (a.provider, c.provider), (a.location, c.location),
+                                   (a.zone, c.zone), (a.machine, c.machine)])
+    assert not hasattr(a, "__dict__")
+    assert reg.get("big").to_dict()["nodes"][0] == {  # its document as before: every field but vm_uid, in order
+        "pool": "gpu", "idx": 0, "provider": "aws", "location": "us-east-1", "machine": "g6.12xlarge",
+        "zone": "us-east-1a", "node_id": "i-0", "private_ip": "10.0.0.1", "ssh_endpoint": None, "usd_per_hour": None,
+        "launched_at": a.launched_at}

@@ -292,6 +292,42 @@ def test_every_store_refuses_an_object_over_the_cap_unread_and_named(store_url, 
     assert store.read("events/small.json")[0] == b'{"at": "2026-01-01"}'
 
 
+def test_a_directory_store_asks_a_file_for_its_size_not_the_cap_and_reads_a_grown_one_whole(tmp_path, monkeypatch):
+    """A read of a directory store (a heal pass makes a dozen of its log's) asks the file for its size and a byte:
+    asked for the 64 MiB cap, Python's buffered read allocates all of it before it reads (64 MiB for each read of a
+    small object, tests/bench/bench_heal.py's real pass). An object that grew since its size was taken is still read
+    whole, up to the cap, as before."""
+    store = DirectoryStore(f"file://{tmp_path}")
+    assert store.create("heal/x.json", b'{"pools": {}}') and store.create("heal/grows.json", b'{"a": 1}')
+    asked, real_open = [], open
+
+    class Spy:  # the file read() is asked of, passed through
+        def __init__(self, path, mode):
+            self.path, self.f = path, real_open(path, mode)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def fileno(self):
+            return self.f.fileno()
+
+        def read(self, n=-1):
+            asked.append(n)
+            if Path(self.path).name == "grows.json" and len(asked) == 1:
+                with real_open(self.path, "ab") as more:  # a writer appends after the size was taken
+                    more.write(b" " * 10)
+            return self.f.read(n)
+
+    monkeypatch.setattr(shared, "open", Spy, raising=False)
+    assert store.read("heal/x.json")[0] == b'{"pools": {}}'
+    assert asked == [len(b'{"pools": {}}') + 1], asked
+    asked.clear()
+    assert store.read("heal/grows.json")[0] == b'{"a": 1}' + b" " * 10  # whole, as before
+
+
 def _team(tmp_path, monkeypatch) -> DirectoryStore:
     (tmp_path / "shared").mkdir()
     store = DirectoryStore(f"file://{tmp_path / 'shared'}")

@@ -25,6 +25,8 @@ VMs its group makes, have their nodes isolated). A spot pool's replacement asks 
 from __future__ import annotations
 
 import datetime as dt
+from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -38,7 +40,9 @@ from gpufleet.nodes.health import NodeHealth, Repaired
 from gpufleet.nodes.run import Run
 from gpufleet.state.registry import Node
 
-BATCH = 256  # statuses read at once: what is held of their bodies at any time, however many nodes
+# statuses asked for ahead of the one judged: what is held of their bodies at any time, however many nodes, and
+# enough to keep channel.READERS readers busy (a window, not batches: no reader waits for a batch's slowest)
+AHEAD = 4 * channel.READERS
 # How old Slurm's view in the controller's status may be and still say a node is drained: three of the
 # controller agent's runs (its timer, OnUnitInactiveSec=60, re-reads Slurm and re-stamps the view's ``at``)
 SLURM_VIEW_MAX_AGE_S = 180
@@ -46,7 +50,7 @@ SLURM_VIEW_MAX_AGE_S = 180
 
 @dataclass
 class Said:
-    """What `heal` keeps of one status (its body is dropped once read: memory stays small per node)."""
+    """What `heal` takes of one status to judge its node (the body is dropped once read; this, once judged)."""
 
     key: str
     report: dict | None  # nodes.health.reported's; None: unreadable (``why``)
@@ -71,41 +75,49 @@ def said(key: str, status: dict, now: dt.datetime, controller: bool, interval: i
     return Said(key, rep, why, host if isinstance(host, str) else None, out, view.get("at") if out else None)
 
 
-def read_statuses(run: Run, pools: dict, outputs, now: dt.datetime) -> tuple[dict, dict[str, str]]:
-    """({(pool, node key): Said}, {pool: why its bucket could not be read}): each bucket's ``status/``
-    listed once, its statuses read BATCH at a time, each kept for the node its key names (``channel.vouched``)."""
-    found: dict = {}
-    buckets = channel.pool_buckets(outputs, pools)
-    served = {n for _, names in buckets.values() for n in names}
-    unread = dict.fromkeys(set(pools) - served, "the stack's outputs name no bucket for its pool")
-    controllers = {p.name for p in pools.values() if p.role == "controller"}
-    for bucket, (ref, names) in buckets.items():
-        try:
-            store = (run.seams.stores or {}).get(bucket) or cloud(ref["cloud"]).objects(ref)
-            listing, _ = store.list("status/")
-            keys = [k for k, _ in listing if (channel.status_owner(k) or ("",))[0] in names]
-            with ThreadPoolExecutor(max_workers=channel.READERS) as ex:
-                for i in range(0, len(keys), BATCH):
-                    part = keys[i:i + BATCH]
-                    for key, status in zip(part, ex.map(channel.read_status, [store] * len(part), part)):
-                        owner = channel.vouched(key, status) if status is not None else None
-                        if owner is not None:
-                            found[owner] = said(key, status, now, owner[0] in controllers,
-                                                pools[owner[0]].health.interval)
-        except GpufleetError as e:
-            unread.update(dict.fromkeys(names, f"its bucket {bucket} could not be read: {e.message}"))
-    return found, unread
+def status_keys(store, names) -> dict[str, dict]:
+    """pool -> {node key: the key of the node's status in ``store``} for the pools ``names`` (a tuple of keys, in the
+    listing's order, where several name one node: the last its body vouches for is taken). Ids only: what `heal`
+    holds per node until it reads the node's status."""
+    listing, _ = store.list("status/")
+    keys: dict[str, dict] = {name: {} for name in names}
+    for key, _etag in listing:
+        owner = channel.status_owner(key)
+        if owner is not None and owner[0] in keys:
+            had = keys[owner[0]].get(owner[1])
+            keys[owner[0]][owner[1]] = key if had is None else (*_each(had), key)
+    return keys
 
 
-def slurm_states(found: dict, now: dt.datetime, free_slots: set[str]) -> tuple[dict[str, str], dict[str, str],
+def _each(keys) -> tuple:
+    return (keys,) if isinstance(keys, str) else keys
+
+
+def _read(ex, store, wanted) -> Iterator[tuple[tuple, dict | None]]:
+    """((tag, key), its status or None) for each (tag, key) of the iterable ``wanted``, in its order, read by ``ex``'s
+    threads AHEAD at most at once: those and the one the caller judges are all that is held of the bodies."""
+    ahead: deque = deque()
+    for tagged in wanted:
+        if len(ahead) == AHEAD:
+            yield _result(ahead.popleft())
+        ahead.append((tagged, ex.submit(channel.read_status, store, tagged[1])))
+    while ahead:
+        yield _result(ahead.popleft())
+
+
+def _result(reading: tuple) -> tuple[tuple, dict | None]:
+    return reading[0], reading[1].result()  # the future dropped with it: its body is the caller's alone
+
+
+def slurm_states(views: dict, now: dt.datetime, free_slots: set[str]) -> tuple[dict[str, str], dict[str, str],
                                                                                dict[str, int]] | None:
     """Slurm's state of each node (by host name), each drained node's reason and the nodes each partition's pending
     jobs wait for (``scheduler.waiting``, ``free_slots`` the slots no node holds), as the controller's agent last put
-    them; None when it says nothing
+    them in its status (``views``: each controller status's Said, in the listing's order); None when it says nothing
     trustworthy: no controller status, an error, or a view whose own time is not within
     SLURM_VIEW_MAX_AGE_S of now (the controller's health report is re-uploaded by its watch with the
     view it holds, so its freshness says nothing of the view's)."""
-    for s in found.values():
+    for s in views.values():
         if s.slurm is None or s.slurm.startswith("error: "):
             continue
         try:
@@ -146,39 +158,72 @@ def _jobs(nh: NodeHealth, s: Said, slurm: bool, states: tuple | None, own_status
 
 def health(run: Run, owns, outputs, name: str) -> list[NodeHealth]:
     """Each recorded cloud node of the stack's pools, as its status says (``owns``, ``outputs``, ``name``:
-    the kind's)."""
+    the kind's). Each bucket's ``status/`` is listed once (``status_keys``: ids only); the controllers' statuses are
+    read first (Slurm's view is in them), then each node's in the registry's order, AHEAD at most at once: of a status
+    only its node's NodeHealth is kept, so memory grows with the nodes by that and the keys alone."""
     pools = {p.name: p for p in run.stack.pools if owns(p)}
     nodes = [n for n in run.record.nodes if owns(n) and n.pool in pools]
     if not nodes:
         return []
     now = dt.datetime.now(dt.timezone.utc)
-    out = [NodeHealth(f"{n.pool}-{n.idx}", n.pool, name, hl.UNKNOWN, n.private_ip, n.node_id,
-                      reserved=bool(pools[n.pool].reservations),
-                      # a flex-start pool's VMs are its managed instance group's (clouds.gcp.flexstart), not made by
-                      # the request a replacement asks again
-                      replaceable=cloud(n.provider).replaces_nodes and not pools[n.pool].flex_start)
-           for n in nodes]
+
+    def blank(n: Node, why: str | None) -> NodeHealth:
+        return NodeHealth(f"{n.pool}-{n.idx}", n.pool, name, hl.UNKNOWN, n.private_ip, n.node_id, why=why,
+                          reserved=bool(pools[n.pool].reservations),
+                          # a flex-start pool's VMs are its managed instance group's (clouds.gcp.flexstart), not made
+                          # by the request a replacement asks again
+                          replaceable=cloud(n.provider).replaces_nodes and not pools[n.pool].flex_start)
+
     try:
         outs = outputs(run)
     except GpufleetError as e:
-        for nh in out:
-            nh.why = f"the stack's outputs could not be read: {e.message}"
-        return out
-    found, unread = read_statuses(run, pools, outs, now)
-    states = slurm_states(found, now, _unheld_slots(run)) if run.stack.slurm else None
-    run.slurm_waiting = states[2] if states is not None else None
-    for n, nh in zip(nodes, out):
-        s = found.get((n.pool, channel.node_key(n.node_id))) if n.node_id else None
-        if n.pool in unread:
-            nh.why = unread[n.pool]
-        elif s is None:
-            nh.why = "it has no status in its pool's bucket"
-        elif s.report is None:
-            nh.why = s.why
-        else:
+        return [blank(n, f"the stack's outputs could not be read: {e.message}") for n in nodes]
+    out: list = [None] * len(nodes)  # each node's once its status is read; the others' below
+    buckets = channel.pool_buckets(outs, pools)
+    served = {n for _, names in buckets.values() for n in names}
+    unread = dict.fromkeys(set(pools) - served, "the stack's outputs name no bucket for its pool")
+    controllers = {p.name for p in pools.values() if p.role == "controller"}
+    listed, views = [], {}  # views: each controller's status (every one its pool's bucket lists), by its owner
+
+    def judged(i: int, s: Said) -> None:
+        n = nodes[i]
+        out[i] = nh = blank(n, s.why)
+        if s.report is not None:
             rep = s.report
             nh.state, nh.faults, nh.checked_at, nh.notice = rep["state"], rep["faults"], rep["checked_at"], rep["notice"]
             _jobs(nh, s, bool(run.stack.slurm), states, cloud(n.provider).own_status_only)
+
+    with ThreadPoolExecutor(max_workers=channel.READERS) as ex:
+        for bucket, (ref, names) in buckets.items():
+            try:
+                store = (run.seams.stores or {}).get(bucket) or cloud(ref["cloud"]).objects(ref)
+                keys = status_keys(store, names)
+                ctl = (((pool, node), key) for pool in names if pool in controllers
+                       for node, each in keys[pool].items() for key in _each(each))
+                for (owner, key), status in _read(ex, store, ctl):
+                    if status is not None and channel.vouched(key, status) is not None:
+                        views[owner] = said(key, status, now, True, pools[owner[0]].health.interval)
+                listed.append((bucket, names, store, keys))
+            except GpufleetError as e:
+                unread.update(dict.fromkeys(names, f"its bucket {bucket} could not be read: {e.message}"))
+        states = slurm_states(views, now, _unheld_slots(run)) if run.stack.slurm else None
+        run.slurm_waiting = states[2] if states is not None else None
+        for bucket, names, store, keys in listed:
+            wanted = ((i, key) for i, n in enumerate(nodes) if n.pool in names and n.pool not in controllers
+                      and n.node_id for key in _each(keys[n.pool].get(channel.node_key(n.node_id), ())))
+            try:
+                for (i, key), status in _read(ex, store, wanted):
+                    if status is not None and channel.vouched(key, status) is not None:
+                        judged(i, said(key, status, now, False, pools[nodes[i].pool].health.interval))
+            except GpufleetError as e:
+                unread.update(dict.fromkeys(names, f"its bucket {bucket} could not be read: {e.message}"))
+    for i, n in enumerate(nodes):
+        if n.pool in unread:
+            out[i] = blank(n, unread[n.pool])
+        elif n.pool in controllers and n.node_id and (n.pool, channel.node_key(n.node_id)) in views:
+            judged(i, views[(n.pool, channel.node_key(n.node_id))])
+        elif out[i] is None:
+            out[i] = blank(n, "it has no status in its pool's bucket")
     _gone(run, [(n, nh) for n, nh in zip(nodes, out) if nh.state == hl.UNKNOWN and nh.replaceable and n.node_id])
     return out
 
