@@ -44,9 +44,10 @@ def bench(
                                          "kept marked tiny and never used).")] = False,
     instance: Annotated[Optional[str], typer.Option("--instance", help="The instance type this machine is, for "
                                                     "the record's provenance (e.g. p5en.48xlarge).")] = None,
-    gpus: Annotated[Optional[str], typer.Option("--gpus", help="Run under torchrun on this many GPUs of each node, "
-                                                "or all (FSDP2 for the transformers, DDP for the CNN; NCCL; with "
-                                                "--tiny: this many gloo processes on the CPU).")] = None,
+    gpus: Annotated[Optional[str], typer.Option("--gpus", help="Run on this many GPUs of each node, or all, one "
+                                                "process each (FSDP2 for the transformers, DDP for the CNN; NCCL; "
+                                                "with --tiny: this many gloo processes on the CPU); they meet through "
+                                                "a private file, nothing listens beyond loopback.")] = None,
     nodes: Annotated[Optional[int], typer.Option("--nodes", help="One torchrun job over the cluster's first N "
                                                  "nodes (its c10d rendezvous on the first node's address).",
                                                  min=1)] = None,

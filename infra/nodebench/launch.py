@@ -1,12 +1,18 @@
-"""How a node starts ``train_steps.py``: alone on one GPU, or under torchrun on all (or N) of its GPUs and with
-the other nodes of a job.
+"""How a node starts ``train_steps.py``: alone on one GPU, on all (or N) of its GPUs, or under torchrun with the other
+nodes of a job.
 
 The controller's side (the standard library only, like the node script): ``gpufleet bench --here`` runs the
-command itself, ``gpufleet bench CLUSTER`` sends it to each rack host over SSH. torchrun is the node's own:
-``python -m torch.distributed.run`` of the Python that has PyTorch. Across nodes its rendezvous is c10d (a
-TCP store hosted by the first node's agent at the first node's address); the node's own address is given
-(``--local-addr``), so the workers' MASTER_ADDR is an address the peers reach, not a host name they may not
-resolve. Flags as torch 2.13's torch/distributed/run.py and elastic/rendezvous/c10d_rendezvous_backend.py
+command itself, ``gpufleet bench CLUSTER`` sends it to each rack host over SSH and to each cloud node in its request.
+On one node the script starts its processes itself (the plan's ``procs``; train_steps.spawn): their process group
+meets through a file in a private folder and nothing listens beyond loopback. torchrun --standalone is not used: its
+TCPStore listens on every interface with no authentication and its agent unpickles the rendezvous state it reads
+there (torch 2.13 elastic/rendezvous/dynamic_rendezvous.py:444), so any host of the network ran code in the
+benchmark (hostile review rev51c #1).
+
+Across nodes torchrun is the node's own (``python -m torch.distributed.run`` of the Python that has PyTorch). Its
+rendezvous is c10d (a TCP store hosted by the first node's agent at the first node's address); the node's own
+address is given (``--local-addr``), so the workers' MASTER_ADDR is an address the peers reach, not a host name they
+may not resolve. Flags as torch 2.13's torch/distributed/run.py and elastic/rendezvous/c10d_rendezvous_backend.py
 define them (read 2026-11-27).
 """
 
@@ -39,13 +45,16 @@ class Launch:
     def from_dict(cls, d: dict) -> "Launch":
         return cls(str(d["procs"]), int(d["nodes"]), int(d["port"]), str(d["job"]))
 
+    def plan(self, the_plan: dict) -> dict:
+        """The plan a node runs: on one node with the count of processes the script starts itself."""
+        return {**the_plan, "procs": self.procs} if self.nodes == 1 else the_plan
+
     def args(self, first: str = "", address: str = "", index: int = 0) -> list[str]:
-        """torchrun's module and flags for the node at ``index`` of the job (``address``: its own), before the
-        script and its arguments."""
-        head = ["-m", TORCHRUN, "--nproc-per-node", self.procs]
+        """What goes before the script and its arguments for the node at ``index`` of the job (``address``: its own):
+        nothing on one node (the script starts its processes: ``plan``), else torchrun's module and flags."""
         if self.nodes == 1:
-            return [*head, "--standalone"]
+            return []
         host = f"[{first}]" if ":" in first else first  # an IPv6 address in brackets before its port
-        return [*head, "--nnodes", str(self.nodes), "--rdzv-backend", "c10d", "--rdzv-endpoint",
-                f"{host}:{self.port}", "--rdzv-id", self.job, "--local-addr", address,
+        return ["-m", TORCHRUN, "--nproc-per-node", self.procs, "--nnodes", str(self.nodes), "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", f"{host}:{self.port}", "--rdzv-id", self.job, "--local-addr", address,
                 "--rdzv-conf", f"is_host={'true' if index == 0 else 'false'},join_timeout={RDZV_JOIN_S}"]

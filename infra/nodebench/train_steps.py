@@ -23,6 +23,14 @@ Llama-style decoder (RMSNorm, rotary positions, grouped-query attention, SwiGLU)
 scaled_dot_product_attention (flash kernels on the GPU) and fused AdamW; the decoder's blocks are compiled
 one by one with torch.compile where the GPU allows (torchtitan's per-block compile).
 
+On one node with ``"procs": N`` (or ``"gpu"``: one a visible GPU) in the plan, the script starts its N processes
+itself, each with torchrun's environment, and their process group meets through a file (``init_method`` file://,
+a FileStore) in a 0700 folder of its own; gloo's and NCCL's bootstrap sockets are on the loopback interface
+(GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME): nothing listens on the node's network. torchrun --standalone would open a
+TCPStore on every interface, unauthenticated, whose rendezvous state its agent unpickles (torch 2.13
+elastic/rendezvous/dynamic_rendezvous.py _BackendRendezvousStateHolder.sync: any host of the network ran code in
+the benchmark; hostile review rev51c #1). Across nodes torchrun starts them.
+
 Under torchrun (its environment: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK) every process
 trains its own batch on its own GPU (NCCL; gloo on the CPU) with the model sharded by FSDP2, as torchtitan
 does: ``fully_shard`` on each block, then on the whole model, with bf16 parameters and fp32 gradient reduction
@@ -39,14 +47,19 @@ import json
 import os
 import platform
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 NO_TORCH = 3
 BAD_PLAN = 2
 # torchrun's environment for each process it starts (torch/distributed/run.py, torch 2.13)
 TORCHRUN_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+# a process this script started on one node (``spawn``): the file its process group meets through
+LOCAL_STORE = "GPUFLEET_BENCH_STORE"
 
 
 class Dist:
@@ -354,11 +367,22 @@ def main(argv: list[str]) -> int:
         return NO_TORCH
     dist = Dist(os.environ)
     gpu = plan.get("device", "auto") != "cpu" and torch.cuda.is_available()
+    if not dist.on and plan.get("procs") is not None:
+        try:
+            n = local_procs(torch, plan, gpu)
+        except ValueError as e:
+            say(f"train_steps: {e}")
+            return BAD_PLAN
+        return spawn(plan, n)
+    if LOCAL_STORE in os.environ:
+        _with_parent()
     dev = torch.device(f"cuda:{dist.local_rank}" if gpu else "cpu")
     if dist.on:
         if gpu:
             torch.cuda.set_device(dev)
-        torch.distributed.init_process_group("nccl" if gpu else "gloo", device_id=dev if gpu else None)
+        meet = {"init_method": f"file://{os.environ[LOCAL_STORE]}", "rank": dist.rank, "world_size": dist.world} \
+            if LOCAL_STORE in os.environ else {}  # else torchrun's env://
+        torch.distributed.init_process_group("nccl" if gpu else "gloo", device_id=dev if gpu else None, **meet)
     if gpu:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -380,6 +404,69 @@ def main(argv: list[str]) -> int:
         sys.stderr.flush()
         os._exit(done)
     return done
+
+
+def local_procs(torch, plan: dict, gpu: bool) -> int:
+    """How many processes the plan's ``procs`` asks for on this node: a count, or ``gpu`` (one a visible GPU, as
+    torchrun's --nproc-per-node gpu)."""
+    procs = str(plan["procs"])
+    if procs == "gpu":
+        if not gpu:
+            raise ValueError("procs 'gpu' (one process a GPU) on a machine where PyTorch sees no GPU")
+        return torch.cuda.device_count()
+    if not procs.isdigit() or int(procs) < 1:
+        raise ValueError(f"procs is a count of processes or 'gpu', not {procs!r}")
+    return int(procs)
+
+
+def loopback() -> str:
+    """The loopback interface's name (lo on Linux, lo0 on macOS)."""
+    names = [name for _, name in socket.if_nameindex()]
+    return next((n for n in names if n == "lo" or n.startswith("lo") and n[2:].isdigit()), "lo")
+
+
+def _with_parent() -> None:
+    """In a process ``spawn`` started: end with the script that started it (Linux's PR_SET_PDEATHSIG), so that a run killed
+    at its time (bench's timeout, the watch's) leaves no process behind on the GPUs."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG (linux/prctl.h)
+    except (OSError, AttributeError):  # not Linux
+        pass
+
+
+def spawn(plan: dict, n: int) -> int:
+    """Run the plan on ``n`` processes of this node, started here with torchrun's environment, whose process group
+    meets through a FileStore in a 0700 folder of this run (tempfile.mkdtemp) and whose gloo/NCCL bootstrap sockets
+    are on loopback (GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME: github.com/pytorch/pytorch ProcessGroupGloo.cpp,
+    docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html, read 2026-11-28). The first process's answer is
+    this run's; as under torchrun, one that fails ends the others and the run (its exit code)."""
+    folder = tempfile.mkdtemp(prefix="gpufleet-bench-job.")
+    try:
+        plan_file = os.path.join(folder, "plan.json")
+        with open(plan_file, "w", encoding="utf-8") as f:
+            json.dump({k: v for k, v in plan.items() if k != "procs"}, f)
+        lo = loopback()
+        env = {**os.environ, LOCAL_STORE: os.path.join(folder, "store"), "GLOO_SOCKET_IFNAME": lo,
+               "NCCL_SOCKET_IFNAME": lo, "WORLD_SIZE": str(n), "LOCAL_WORLD_SIZE": str(n), "GROUP_RANK": "0"}
+        procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), plan_file], stdin=subprocess.DEVNULL,
+                                  env={**env, "RANK": str(i), "LOCAL_RANK": str(i)})
+                 for i in range(n)]
+        try:
+            while True:
+                codes = [p.poll() for p in procs]
+                failed = next((c for c in codes if c), None)
+                if failed is not None or all(c == 0 for c in codes):
+                    return failed if failed is not None else 0
+                time.sleep(0.2)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _run_all(torch, plan: dict, benchmarks: list, dev, gpu: bool, dist: Dist, device: dict) -> int:
