@@ -9,11 +9,17 @@ TCPStore listens on every interface with no authentication and its agent unpickl
 there (torch 2.13 elastic/rendezvous/dynamic_rendezvous.py:444), so any host of the network ran code in the
 benchmark (hostile review rev51c #1).
 
-Across nodes torchrun is the node's own (``python -m torch.distributed.run`` of the Python that has PyTorch). Its
-rendezvous is c10d (a TCP store hosted by the first node's agent at the first node's address); the node's own
-address is given (``--local-addr``), so the workers' MASTER_ADDR is an address the peers reach, not a host name they
-may not resolve. Flags as torch 2.13's torch/distributed/run.py and elastic/rendezvous/c10d_rendezvous_backend.py
-define them (read 2026-11-27).
+Across nodes torchrun is the node's own (``python -m torch.distributed.run`` of the Python that has PyTorch), with
+its static rendezvous: a TCPStore hosted by the first node's agent at the first node's address and port, each node
+given its rank. The store has no authentication (torch 2.13, nor any release before) and listens on every interface:
+TCPStore binds the wildcard address unless handed a bound socket (master_listen_fd), which torchrun's rendezvous
+never passes, and binding the cluster's own address would still admit the cluster's hosts. So a job over several
+nodes trusts every host of the cluster's network for its duration: such a host can read and change the store (forge
+or stop the run). What it no longer gets is a pickle read: the static rendezvous keeps no pickled state
+(elastic/agent/server/api.py exchanges the ranks as JSON), and the script gathers its rows as JSON, not with
+all_gather_object (pickle). The node's own address is given (``--local-addr``) so that the workers reach each other
+by address, not by a host name the peers may not resolve. Flags as torch 2.13's torch/distributed/run.py and
+elastic/rendezvous/static_tcp_rendezvous.py define them (read 2026-11-28).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ RDZV_PORT = 29500  # torchrun's default port; --port moves it where it is taken
 # how long a node's agent waits for the others to join: they start within seconds of each other over SSH, and a
 # node that cannot start (no PyTorch) should not hold its peers for torchrun's default 600 s
 RDZV_JOIN_S = 120
-ALL = "gpu"  # torchrun's --nproc-per-node for one process per visible GPU
+ALL = "gpu"  # one process per visible GPU: the plan's procs on one node, torchrun's --nproc-per-node across nodes
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,6 @@ class Launch:
         if self.nodes == 1:
             return []
         host = f"[{first}]" if ":" in first else first  # an IPv6 address in brackets before its port
-        return ["-m", TORCHRUN, "--nproc-per-node", self.procs, "--nnodes", str(self.nodes), "--rdzv-backend", "c10d",
-                "--rdzv-endpoint", f"{host}:{self.port}", "--rdzv-id", self.job, "--local-addr", address,
-                "--rdzv-conf", f"is_host={'true' if index == 0 else 'false'},join_timeout={RDZV_JOIN_S}"]
+        return ["-m", TORCHRUN, "--nproc-per-node", self.procs, "--nnodes", str(self.nodes), "--rdzv-backend",
+                "static", "--rdzv-endpoint", f"{host}:{self.port}", "--node-rank", str(index), "--rdzv-id", self.job,
+                "--local-addr", address, "--rdzv-conf", f"timeout={RDZV_JOIN_S}"]

@@ -36,7 +36,8 @@ trains its own batch on its own GPU (NCCL; gloo on the CPU) with the model shard
 does: ``fully_shard`` on each block, then on the whole model, with bf16 parameters and fp32 gradient reduction
 (``MixedPrecisionPolicy``) on a GPU (torch 2.13's torch.distributed.fsdp, read 2026-11). Each rank times its
 own steps; the ranks' rows are gathered and the first process of each node prints the whole job's answer,
-per benchmark the slowest rank's rate per GPU (the ranks step together) and every rank's.
+per benchmark the slowest rank's rate per GPU (the ranks step together) and every rank's; the rows travel as
+JSON, never pickled (``all_gather_object`` unpickles what its peers send: torch's own warning on it).
 Exit codes: 0 done (a benchmark that failed says so in its row), 3 no PyTorch here, 2 a bad plan; under
 torchrun a failing benchmark ends the job (its peers would wait for it in a collective).
 """
@@ -312,16 +313,30 @@ def run_one(torch, b: dict, plan: dict, dev, gpu: bool, dist: Dist | None = None
         if sharding == "fsdp2":
             row["params"] *= dist.world  # each rank holds its shard
         row["sharding"] = sharding
-        _gather(torch, row, dist)
+        _gather(torch, row, dist, dev)
     return row
 
 
-def _gather(torch, row: dict, dist: Dist) -> None:
+def gather_json(torch, mine: dict, world: int, dev) -> list:
+    """Every rank's ``mine``, as JSON in byte tensors (lengths first, then each rank's bytes padded to the longest):
+    torch.distributed.all_gather_object would unpickle what a peer sends ("known to be insecure ... will execute
+    arbitrary code during unpickling", its docstring in torch 2.13 distributed_c10d.py)."""
+    data = torch.tensor(list(json.dumps(mine).encode()), dtype=torch.uint8, device=dev)
+    sizes = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(world)]
+    torch.distributed.all_gather(sizes, torch.tensor([data.numel()], dtype=torch.int64, device=dev))
+    longest = max(int(n.item()) for n in sizes)
+    padded = torch.zeros(longest, dtype=torch.uint8, device=dev)
+    padded[:data.numel()] = data
+    got = [torch.zeros(longest, dtype=torch.uint8, device=dev) for _ in range(world)]
+    torch.distributed.all_gather(got, padded)
+    return [json.loads(bytes(g[:int(n.item())].tolist()).decode()) for g, n in zip(got, sizes)]
+
+
+def _gather(torch, row: dict, dist: Dist, dev) -> None:
     """Every rank's rate in ``row``; the job's rate per GPU is the slowest rank's (they step together)."""
     mine = {"rank": dist.rank, "node": dist.node, "host": platform.node(), "step_s": row["step_s"],
             "samples_per_s": row["samples_per_s"], "peak_mem_gb": row.get("peak_mem_gb")}
-    ranks = [None] * dist.world
-    torch.distributed.all_gather_object(ranks, mine)
+    ranks = gather_json(torch, mine, dist.world, dev)
     rates = [r["samples_per_s"] for r in ranks]
     slowest = min(ranks, key=lambda r: r["samples_per_s"])
     row.update({"ranks": ranks, "samples_per_s": slowest["samples_per_s"],
