@@ -18,6 +18,8 @@ from network_peer import beyond_loopback, free_port, listeners, own_address, pla
 from gpufleet.fleet import bench
 from gpufleet.nodebench.launch import Launch
 
+from conftest import gpufleet_exe
+
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                  reason="torch is not installed (the test extra brings it)")
 SETTLE_S = 10  # how long the job runs on once the peer planted its pickles: each would be read within 0.1 s
@@ -65,6 +67,38 @@ def test_a_job_over_several_nodes_runs_no_code_a_network_peer_plants_in_its_stor
     assert not os.path.exists(marker), (
         f"a peer on the network ran code in the job ({open(marker).read()}; keys planted: {sorted(planted)})")
     assert planted, f"the store was not reached through {address}: nothing was tried ({outs[0][1][-2000:]})"
+
+
+def network_interface() -> str | None:
+    """The name of an interface of this machine besides loopback (the one its network address is on)."""
+    address = own_address()
+    shown = subprocess.run(["ip", "-o", "-4", "addr"], capture_output=True, text=True, timeout=30).stdout
+    return next((f.split()[1] for f in shown.splitlines() if address and f" {address}/" in f), None)
+
+
+@needs_torch
+def test_bench_here_on_two_processes_listens_on_loopback_only_whatever_the_environment_names(tmp_path):
+    """`bench --here --gpus 2` (the node script starts its two processes): gloo binds the interface GLOO_SOCKET_IFNAME
+    names (torch 2.13, run here: 192.0.2.x with eth0), else the address this machine's host name resolves to, a
+    network address on most nodes (here it resolves to loopback, which would hide the question). The environment a
+    user or a node image sets for their own jobs names the network interface: the benchmark's processes still
+    listen on loopback only (train_steps.spawn sets its own), watched with `ss -ltnp` while they train."""
+    nic = network_interface()
+    if nic is None:
+        pytest.skip("no network interface besides loopback")
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": nic, "NCCL_SOCKET_IFNAME": nic, "TMPDIR": str(tmp_path)}
+    run = subprocess.Popen([gpufleet_exe(), "bench", "--here", "--tiny", "--gpus", "2", "--json", "--workload",
+                            "llm:1b"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    heard = set()
+    deadline = time.time() + 300
+    while run.poll() is None and time.time() < deadline:
+        heard |= listeners(run_processes(str(tmp_path)))
+        time.sleep(0.2)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err[-3000:]
+    assert json.loads(out)["device"]["world_size"] == 2
+    assert not beyond_loopback(heard), f"the benchmark listened beyond loopback: {sorted(beyond_loopback(heard))}"
+    assert heard, "none of the benchmark's processes was seen listening (its gloo sockets): nothing was looked at"
 
 
 # a process in the job's group that is not the benchmark's (one that took a rank through the unauthenticated store):
