@@ -61,6 +61,7 @@ BAD_PLAN = 2
 TORCHRUN_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")
 # a process this script started on one node (``spawn``): the file its process group meets through
 LOCAL_STORE = "GPUFLEET_BENCH_STORE"
+LAUNCHER = "GPUFLEET_BENCH_LAUNCHER"  # and the process id of the script that started it
 
 
 class Dist:
@@ -365,6 +366,8 @@ def versions(torch, gpu: bool) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    if LOCAL_STORE in os.environ:  # first: a launcher killed while this one still imports torch leaves it behind too
+        _with_parent(int(os.environ[LAUNCHER]))
     if len(argv) != 2:
         say("usage: train_steps.py PLAN.json (or - for stdin)")
         return BAD_PLAN
@@ -389,8 +392,6 @@ def main(argv: list[str]) -> int:
             say(f"train_steps: {e}")
             return BAD_PLAN
         return spawn(plan, n)
-    if LOCAL_STORE in os.environ:
-        _with_parent()
     dev = torch.device(f"cuda:{dist.local_rank}" if gpu else "cpu")
     if dist.on:
         if gpu:
@@ -440,15 +441,18 @@ def loopback() -> str:
     return next((n for n in names if n == "lo" or n.startswith("lo") and n[2:].isdigit()), "lo")
 
 
-def _with_parent() -> None:
-    """In a process ``spawn`` started: end with the script that started it (Linux's PR_SET_PDEATHSIG), so that a run killed
-    at its time (bench's timeout, the watch's) leaves no process behind on the GPUs."""
+def _with_parent(launcher: int) -> None:
+    """In a process ``spawn`` started: end with ``launcher``, the script that started it (Linux's PR_SET_PDEATHSIG), so
+    that a run killed at its time (bench's timeout, the watch's) leaves no process behind on the GPUs; at once where
+    it is gone already (killed before this process asked)."""
     import ctypes
 
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG (linux/prctl.h)
     except (OSError, AttributeError):  # not Linux
         pass
+    if os.getppid() != launcher:
+        os._exit(1)
 
 
 def spawn(plan: dict, n: int) -> int:
@@ -464,7 +468,8 @@ def spawn(plan: dict, n: int) -> int:
             json.dump({k: v for k, v in plan.items() if k != "procs"}, f)
         lo = loopback()
         env = {**os.environ, LOCAL_STORE: os.path.join(folder, "store"), "GLOO_SOCKET_IFNAME": lo,
-               "NCCL_SOCKET_IFNAME": lo, "WORLD_SIZE": str(n), "LOCAL_WORLD_SIZE": str(n), "GROUP_RANK": "0"}
+               "NCCL_SOCKET_IFNAME": lo, LAUNCHER: str(os.getpid()), "WORLD_SIZE": str(n),
+               "LOCAL_WORLD_SIZE": str(n), "GROUP_RANK": "0"}
         procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), plan_file], stdin=subprocess.DEVNULL,
                                   env={**env, "RANK": str(i), "LOCAL_RANK": str(i)})
                  for i in range(n)]

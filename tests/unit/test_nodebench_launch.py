@@ -147,3 +147,29 @@ def test_the_ranks_rows_are_read_as_json_so_a_rank_that_is_not_ours_runs_no_code
     assert not os.path.exists(marker), f"a rank's pickle ran in the benchmark ({open(marker).read()})"
     # the first rank got it and refused it (the other's exit is its own: gloo may abort it once its peer left)
     assert ranks[0].returncode == 0 and outs[0][0].strip(), (outs[0], outs[1][1][-2000:])
+
+
+@needs_torch
+def test_the_processes_the_script_starts_end_when_it_is_killed(tmp_path):
+    """`bench --here` kills the script at its time (subprocess.run's timeout: SIGKILL to that one process), and a rack
+    host's session may end the same way: the processes it started on the GPUs end with it (PR_SET_PDEATHSIG), not
+    train on, unseen, holding the GPUs."""
+    (tmp_path / "plan.json").write_text(json.dumps(Launch("2").plan(tiny_plan(100000))))
+    script = subprocess.Popen([sys.executable, bench.script_path(), str(tmp_path / "plan.json")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "TMPDIR": str(tmp_path)})
+    workers: set[int] = set()
+    deadline = time.time() + 120
+    while len(workers) < 2 and time.time() < deadline:  # the two workers (their plan is in the script's own folder)
+        workers = run_processes(str(tmp_path)) - {script.pid}
+        time.sleep(0.2)
+    assert len(workers) == 2, f"the script did not start its two processes ({workers})"
+    script.kill()
+    script.wait()
+    deadline = time.time() + 60
+    while run_processes(str(tmp_path)) and time.time() < deadline:
+        time.sleep(0.2)
+    left = run_processes(str(tmp_path))
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"the script's processes {sorted(left)} trained on after it was killed"
