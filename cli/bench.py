@@ -44,11 +44,16 @@ def bench(
                                          "kept marked tiny and never used).")] = False,
     instance: Annotated[Optional[str], typer.Option("--instance", help="The instance type this machine is, for "
                                                     "the record's provenance (e.g. p5en.48xlarge).")] = None,
-    gpus: Annotated[Optional[str], typer.Option("--gpus", help="Run under torchrun on this many GPUs of each node, "
-                                                "or all (FSDP2 for the transformers, DDP for the CNN; NCCL; with "
-                                                "--tiny: this many gloo processes on the CPU).")] = None,
+    gpus: Annotated[Optional[str], typer.Option("--gpus", help="Run on this many GPUs of each node, or all, one "
+                                                "process each (FSDP2 for the transformers, DDP for the CNN; NCCL; "
+                                                "with --tiny: this many gloo processes on the CPU); they meet through "
+                                                "a private file, nothing listens beyond loopback.")] = None,
     nodes: Annotated[Optional[int], typer.Option("--nodes", help="One torchrun job over the cluster's first N "
-                                                 "nodes (its c10d rendezvous on the first node's address).",
+                                                 "nodes (its static rendezvous on the first node's address). "
+                                                 "torchrun's store has no authentication and listens on every "
+                                                 "interface: for the run, every host of the cluster's network can "
+                                                 "read or change it (forge or stop the run; nothing it writes is "
+                                                 "unpickled). Use it where you trust that network.",
                                                  min=1)] = None,
     port: Annotated[int, typer.Option("--port", help="The rendezvous port on the first node (--nodes).",
                                       min=1, max=65535)] = RDZV_PORT,

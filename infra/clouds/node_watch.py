@@ -764,13 +764,13 @@ def bench_on_request(cfg, refused=None):
     print(f"bench {req['request']}: {word['state']}" + (f" ({word['error']})" if word.get("error") else ""), flush=True)
 
 
-# Who runs the benchmark when the watch is root: never root. torchrun's store listens on every interface with no
-# authentication (torch 2.13 TCPStore: the server binds the wildcard address whatever --master-addr says; seen with
-# /proc/net/tcp6 `::` here, 2026-11-27), and a job user can plant modules in a torch.compile cache in the shared
-# temp folder (torch/_inductor/runtime/cache_dir_utils.py default_cache_dir: gettempdir()/torchinductor_<user>, no
-# owner check). `nobody` has no supplementary groups: the NVIDIA driver makes /dev/nvidia* 0666 by default
-# (NVreg_DeviceFileMode, nvidia-modprobe), so it reaches the GPUs; a node whose device nodes are not world-usable
-# says so in the benchmark's own error.
+# Who runs the benchmark when the watch is root: never root. It is the user's framework: torchrun's store (which
+# the node script no longer uses on one node) listened on every interface with no authentication (torch 2.13
+# TCPStore binds the wildcard address whatever --master-addr says; /proc/net/tcp6 `::` here, 2026-11-27), and a job
+# user can plant modules in a torch.compile cache in the shared temp folder (torch/_inductor/runtime/
+# cache_dir_utils.py default_cache_dir: gettempdir()/torchinductor_<user>, no owner check). `nobody` has no
+# supplementary groups: the NVIDIA driver makes /dev/nvidia* 0666 by default (NVreg_DeviceFileMode, nvidia-modprobe),
+# so it reaches the GPUs; a node whose device nodes are not world-usable says so in the benchmark's own error.
 BENCH_USER = "nobody"
 # where the child keeps what it writes, all inside its private folder (torch 2.13 read 2026-11-27: inductor's
 # cache_dir_utils TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR; torch.hub and cpp_extension under XDG_CACHE_HOME;

@@ -128,7 +128,7 @@ def script_path() -> str:
 
 def run_here(the_plan: dict, python: str | None = None, timeout_s: float = TIMEOUT_S, launch: Launch | None = None
              ) -> dict:
-    """The node script's answer on this machine (``launch``: under torchrun), its progress lines passed through to
+    """The node script's answer on this machine (``launch``: on several processes), its progress lines passed through to
     stderr."""
     python = python or sys.executable
     try:
@@ -141,7 +141,7 @@ def run_here(the_plan: dict, python: str | None = None, timeout_s: float = TIMEO
         with tempfile.TemporaryDirectory(prefix="gpufleet-bench.") as folder:
             plan_file = f"{folder}/plan.json"
             with open(plan_file, "w", encoding="utf-8") as f:
-                json.dump(the_plan, f)
+                json.dump(launch.plan(the_plan) if launch else the_plan, f)
             done = subprocess.run([python, *(launch.args() if launch else []), script_path(), plan_file],
                                   stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, timeout=timeout_s)
     except FileNotFoundError:
@@ -313,7 +313,7 @@ def bench_cluster(stack, cat: Catalog, names: list[str], *, tiny: bool, python: 
     rec = recorded(reg, name)
     run = Run(stack, cat, name, reg, seams=Seams(wait_s=wait_s), trust_new_hosts=trust_new_hosts, progress=progress,
               record=rec, backend=rec.backend)
-    the_plan = plan(names, tiny)
+    the_plan = launch.plan(plan(names, tiny)) if launch else plan(names, tiny)
     pools = {p.name: p for p in stack.pools}
     out = ClusterBench(name, tiny)
     one_job = launch is not None and launch.nodes > 1

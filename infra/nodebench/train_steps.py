@@ -23,12 +23,21 @@ Llama-style decoder (RMSNorm, rotary positions, grouped-query attention, SwiGLU)
 scaled_dot_product_attention (flash kernels on the GPU) and fused AdamW; the decoder's blocks are compiled
 one by one with torch.compile where the GPU allows (torchtitan's per-block compile).
 
+On one node with ``"procs": N`` (or ``"gpu"``: one a visible GPU) in the plan, the script starts its N processes
+itself, each with torchrun's environment, and their process group meets through a file (``init_method`` file://,
+a FileStore) in a 0700 folder of its own; gloo's and NCCL's bootstrap sockets are on the loopback interface
+(GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME): nothing listens on the node's network. torchrun --standalone would open a
+TCPStore on every interface, unauthenticated, whose rendezvous state its agent unpickles (torch 2.13
+elastic/rendezvous/dynamic_rendezvous.py _BackendRendezvousStateHolder.sync: any host of the network ran code in
+the benchmark; hostile review rev51c #1). Across nodes torchrun starts them.
+
 Under torchrun (its environment: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK) every process
 trains its own batch on its own GPU (NCCL; gloo on the CPU) with the model sharded by FSDP2, as torchtitan
 does: ``fully_shard`` on each block, then on the whole model, with bf16 parameters and fp32 gradient reduction
 (``MixedPrecisionPolicy``) on a GPU (torch 2.13's torch.distributed.fsdp, read 2026-11). Each rank times its
 own steps; the ranks' rows are gathered and the first process of each node prints the whole job's answer,
-per benchmark the slowest rank's rate per GPU (the ranks step together) and every rank's.
+per benchmark the slowest rank's rate per GPU (the ranks step together) and every rank's; the rows travel as
+JSON, never pickled (``all_gather_object`` unpickles what its peers send: torch's own warning on it).
 Exit codes: 0 done (a benchmark that failed says so in its row), 3 no PyTorch here, 2 a bad plan; under
 torchrun a failing benchmark ends the job (its peers would wait for it in a collective).
 """
@@ -39,14 +48,20 @@ import json
 import os
 import platform
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 NO_TORCH = 3
 BAD_PLAN = 2
 # torchrun's environment for each process it starts (torch/distributed/run.py, torch 2.13)
 TORCHRUN_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+# a process this script started on one node (``spawn``): the file its process group meets through
+LOCAL_STORE = "GPUFLEET_BENCH_STORE"
+LAUNCHER = "GPUFLEET_BENCH_LAUNCHER"  # and the process id of the script that started it
 
 
 class Dist:
@@ -299,16 +314,30 @@ def run_one(torch, b: dict, plan: dict, dev, gpu: bool, dist: Dist | None = None
         if sharding == "fsdp2":
             row["params"] *= dist.world  # each rank holds its shard
         row["sharding"] = sharding
-        _gather(torch, row, dist)
+        _gather(torch, row, dist, dev)
     return row
 
 
-def _gather(torch, row: dict, dist: Dist) -> None:
+def gather_json(torch, mine: dict, world: int, dev) -> list:
+    """Every rank's ``mine``, as JSON in byte tensors (lengths first, then each rank's bytes padded to the longest):
+    torch.distributed.all_gather_object would unpickle what a peer sends ("known to be insecure ... will execute
+    arbitrary code during unpickling", its docstring in torch 2.13 distributed_c10d.py)."""
+    data = torch.tensor(list(json.dumps(mine).encode()), dtype=torch.uint8, device=dev)
+    sizes = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(world)]
+    torch.distributed.all_gather(sizes, torch.tensor([data.numel()], dtype=torch.int64, device=dev))
+    longest = max(int(n.item()) for n in sizes)
+    padded = torch.zeros(longest, dtype=torch.uint8, device=dev)
+    padded[:data.numel()] = data
+    got = [torch.zeros(longest, dtype=torch.uint8, device=dev) for _ in range(world)]
+    torch.distributed.all_gather(got, padded)
+    return [json.loads(bytes(g[:int(n.item())].tolist()).decode()) for g, n in zip(got, sizes)]
+
+
+def _gather(torch, row: dict, dist: Dist, dev) -> None:
     """Every rank's rate in ``row``; the job's rate per GPU is the slowest rank's (they step together)."""
     mine = {"rank": dist.rank, "node": dist.node, "host": platform.node(), "step_s": row["step_s"],
             "samples_per_s": row["samples_per_s"], "peak_mem_gb": row.get("peak_mem_gb")}
-    ranks = [None] * dist.world
-    torch.distributed.all_gather_object(ranks, mine)
+    ranks = gather_json(torch, mine, dist.world, dev)
     rates = [r["samples_per_s"] for r in ranks]
     slowest = min(ranks, key=lambda r: r["samples_per_s"])
     row.update({"ranks": ranks, "samples_per_s": slowest["samples_per_s"],
@@ -337,6 +366,8 @@ def versions(torch, gpu: bool) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    if LOCAL_STORE in os.environ:  # first: a launcher killed while this one still imports torch leaves it behind too
+        _with_parent(int(os.environ[LAUNCHER]))
     if len(argv) != 2:
         say("usage: train_steps.py PLAN.json (or - for stdin)")
         return BAD_PLAN
@@ -354,11 +385,20 @@ def main(argv: list[str]) -> int:
         return NO_TORCH
     dist = Dist(os.environ)
     gpu = plan.get("device", "auto") != "cpu" and torch.cuda.is_available()
+    if not dist.on and plan.get("procs") is not None:
+        try:
+            n = local_procs(torch, plan, gpu)
+        except ValueError as e:
+            say(f"train_steps: {e}")
+            return BAD_PLAN
+        return spawn(plan, n)
     dev = torch.device(f"cuda:{dist.local_rank}" if gpu else "cpu")
     if dist.on:
         if gpu:
             torch.cuda.set_device(dev)
-        torch.distributed.init_process_group("nccl" if gpu else "gloo", device_id=dev if gpu else None)
+        meet = {"init_method": f"file://{os.environ[LOCAL_STORE]}", "rank": dist.rank, "world_size": dist.world} \
+            if LOCAL_STORE in os.environ else {}  # else torchrun's env://
+        torch.distributed.init_process_group("nccl" if gpu else "gloo", device_id=dev if gpu else None, **meet)
     if gpu:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -380,6 +420,73 @@ def main(argv: list[str]) -> int:
         sys.stderr.flush()
         os._exit(done)
     return done
+
+
+def local_procs(torch, plan: dict, gpu: bool) -> int:
+    """How many processes the plan's ``procs`` asks for on this node: a count, or ``gpu`` (one a visible GPU, as
+    torchrun's --nproc-per-node gpu)."""
+    procs = str(plan["procs"])
+    if procs == "gpu":
+        if not gpu:
+            raise ValueError("procs 'gpu' (one process a GPU) on a machine where PyTorch sees no GPU")
+        return torch.cuda.device_count()
+    if not procs.isdigit() or int(procs) < 1:
+        raise ValueError(f"procs is a count of processes or 'gpu', not {procs!r}")
+    return int(procs)
+
+
+def loopback() -> str:
+    """The loopback interface's name (lo on Linux, lo0 on macOS)."""
+    names = [name for _, name in socket.if_nameindex()]
+    return next((n for n in names if n == "lo" or n.startswith("lo") and n[2:].isdigit()), "lo")
+
+
+def _with_parent(launcher: int) -> None:
+    """In a process ``spawn`` started: end with ``launcher``, the script that started it (Linux's PR_SET_PDEATHSIG), so
+    that a run killed at its time (bench's timeout, the watch's) leaves no process behind on the GPUs; at once where
+    it is gone already (killed before this process asked)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG (linux/prctl.h)
+    except (OSError, AttributeError):  # not Linux
+        pass
+    if os.getppid() != launcher:
+        os._exit(1)
+
+
+def spawn(plan: dict, n: int) -> int:
+    """Run the plan on ``n`` processes of this node, started here with torchrun's environment, whose process group
+    meets through a FileStore in a 0700 folder of this run (tempfile.mkdtemp) and whose gloo/NCCL bootstrap sockets
+    are on loopback (GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME: github.com/pytorch/pytorch ProcessGroupGloo.cpp,
+    docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html, read 2026-11-28). The first process's answer is
+    this run's; as under torchrun, one that fails ends the others and the run (its exit code)."""
+    folder = tempfile.mkdtemp(prefix="gpufleet-bench-job.")
+    try:
+        plan_file = os.path.join(folder, "plan.json")
+        with open(plan_file, "w", encoding="utf-8") as f:
+            json.dump({k: v for k, v in plan.items() if k != "procs"}, f)
+        lo = loopback()
+        env = {**os.environ, LOCAL_STORE: os.path.join(folder, "store"), "GLOO_SOCKET_IFNAME": lo,
+               "NCCL_SOCKET_IFNAME": lo, LAUNCHER: str(os.getpid()), "WORLD_SIZE": str(n),
+               "LOCAL_WORLD_SIZE": str(n), "GROUP_RANK": "0"}
+        procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), plan_file], stdin=subprocess.DEVNULL,
+                                  env={**env, "RANK": str(i), "LOCAL_RANK": str(i)})
+                 for i in range(n)]
+        try:
+            while True:
+                codes = [p.poll() for p in procs]
+                failed = next((c for c in codes if c), None)
+                if failed is not None or all(c == 0 for c in codes):
+                    return failed if failed is not None else 0
+                time.sleep(0.2)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _run_all(torch, plan: dict, benchmarks: list, dev, gpu: bool, dist: Dist, device: dict) -> int:

@@ -107,7 +107,7 @@ class NodeKind(Protocol):
 
     def bench(self, run: Run, plan: dict, python: str, launch=None) -> list[Benched]:
         """Run the training-step benchmark ``plan`` (``fleet.bench.plan``) with ``python`` on each of the kind's
-        nodes of the stack, alone or under torchrun (``launch``: ``nodebench.launch.Launch``; a job of
+        nodes of the stack, alone or on several GPUs (``launch``: ``nodebench.launch.Launch``; a job of
         ``launch.nodes`` nodes runs on the first that many): one answer per node, in order; a node that could not
         run it says why."""
 

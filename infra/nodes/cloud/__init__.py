@@ -446,7 +446,8 @@ def verify(run: Run, level: str, node: str | None = None) -> list[NodeVerdict]:
 
 def bench(run: Run, plan: dict, python: str, launch=None) -> list[Benched]:
     """The benchmark ``plan`` on every recorded node through its pool's bucket (``nodes.cloud.bench``), each node alone
-    or under its own torchrun (``launch.procs``); not one job over several nodes (``launch.nodes`` > 1: InputError)."""
+    or on ``launch.procs`` of its GPUs (processes the node script starts); not one job over several nodes
+    (``launch.nodes`` > 1: InputError)."""
     nodes = targets(run, None) if run.record is not None else []
     if not nodes:
         return []

@@ -48,8 +48,8 @@ COUNTS = ("batch", "steps", "params")
 def bench_pools(outputs: dict, nodes: list, plan: dict, python: str, launch: Launch | None, *, timeout_s: float,
                 poll_s: float = POLL_S, progress=None, stores: dict | None = None, clock=time.monotonic,
                 sleep=time.sleep) -> list[Benched]:
-    """Ask each pool's nodes (the registry's rows) to run ``plan`` with their ``python`` (under their torchrun with
-    ``launch``), and wait for every node's answer until ``timeout_s``; one Benched per node, in order. ``progress``
+    """Ask each pool's nodes (the registry's rows) to run ``plan`` with their ``python`` (on ``launch.procs``
+    of their GPUs), and wait for every node's answer until ``timeout_s``; one Benched per node, in order. ``progress``
     hears each node's word as it changes: answered, running, no answer yet."""
     request = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:8]}"
     body = json.dumps({"request": request, "plan": plan, "python": python, "args": launch.args() if launch else [],

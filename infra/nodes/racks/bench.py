@@ -30,8 +30,9 @@ PROBE = """{python} -c 'import {module}' >/dev/null 2>&1 || {{ rm -rf "$d"; exit
 
 def bench_hosts(targets: list[hosts.HostTarget], plan: dict, *, python: str, trust_new: bool = False,
                 workers: int = 32, progress=None, launch: Launch | None = None) -> list[Benched]:
-    """One answer per target, in order: the benchmarks ran on every host at once (each on its own GPUs), alone or
-    under torchrun (``launch``); a job of several nodes has its rendezvous at the first target's address."""
+    """One answer per target, in order: the benchmarks ran on every host at once (each on its own GPUs), alone, on
+    several of its GPUs or under torchrun (``launch``); a job of several nodes has its rendezvous at the first
+    target's address."""
     data = source()
     encoded = shlex.quote(base64.b64encode(json.dumps(plan).encode()).decode())
     probe = PROBE.format(python=shlex.quote(python), module=TORCHRUN, no_torch=NO_TORCH) if launch else ""

@@ -3,15 +3,11 @@
 credentials, stand-in tools and scontrol) runs the node script with this machine's PyTorch on toy shapes and puts its
 answer in its own status, and the CLI judges it as it judges a rack host's. No assertion here is about a speed."""
 
-import base64
-import datetime as dt
 import importlib.util
 import json
 import os
-import pickle
 import shutil
 import site
-import socket
 import stat
 import sys
 import tempfile
@@ -20,10 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
+from network_peer import beyond_loopback, listeners, own_address, plant, run_processes, tiny_plan
 from test_node_watch import node  # noqa: F401 (the fixture: a configured node, its bucket, its Slurm)
 
 from gpufleet.clouds import node_watch
 from gpufleet.engine import automation
+from gpufleet.nodebench import source
 from gpufleet.nodebench.launch import TORCHRUN, Launch
 from gpufleet.state.registry import Node, Registry
 
@@ -248,109 +246,48 @@ def test_a_node_whose_python_has_no_pytorch_says_so_and_where_the_frameworks_for
 # --- who runs the benchmark (hostile review rev51c findings 1 and 2) ---
 
 
-def _listening_ports(pid: int) -> set[int]:
-    """The TCP ports process ``pid`` listens on (its socket inodes matched in /proc/net/tcp and tcp6)."""
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            for line in f.readlines()[1:]:
-                parts = line.split()
-                if parts[3] == "0A" and parts[9] in inodes:  # LISTEN
-                    ports.add(int(parts[1].rsplit(":", 1)[1], 16))
-    return ports
-
-
-def _launchers(folder_prefix: str) -> list[int]:
-    out = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if TORCHRUN.encode() in argv and any(folder_prefix.encode() in a for a in argv):
-            out.append(int(pid))
-    return out
-
-
-def _own_address() -> str | None:
-    """This machine's address on its network (not loopback): where another machine of the cluster reaches it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        try:
-            s.connect(("10.255.255.255", 1))
-            address = s.getsockname()[0]
-        except OSError:
-            return None
-    return None if address.startswith("127.") else address
-
-
-class _Planted:
-    """What a peer puts in the store: unpickling it runs code (here: writes a marker)."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return (exec, (f"open({self.marker!r}, 'w').write('ran as uid %d' % __import__('os').getuid())",))
-
-
 @needs_torch
-@pytest.mark.xfail(strict=True, reason="rev51c #1, half fixed: the benchmark no longer runs as root, but one node's "
-                   "torchrun --standalone still unpickles its open store's state (a static rendezvous at a fixed port "
-                   "collides where two hosts share a machine or the port is taken)")
 def test_a_network_peer_cannot_run_code_in_the_benchmark_and_it_runs_as_no_root(node_py):
-    """node_watch.run_bench runs `python -m torch.distributed.run --standalone` (Launch.args for --gpus) as root.
-    torchrun --standalone (torch 2.13, torch/distributed/run.py: rdzv_endpoint localhost:0, c10d backend) starts a
-    TCPStore that listens on every interface (`ss -ltnp`: `*:<port>` for pt_elastic), with no authentication; its
-    agent reads the rendezvous state from the store every monitor interval while the workers run
-    (elastic/agent/server/api.py _invoke_run -> num_nodes_waiting -> dynamic_rendezvous.py sync: pickle.loads).
-    A job user on any other node of the cluster (jobs run there meanwhile) connects, lists the keys (TCPStore.list_keys)
-    and replaces `torch.rendezvous.<id>`: their code runs as root on the benched node. Run here for real with this
-    machine's torch; the peer connects through this machine's network address, not loopback."""
-    import torch.distributed as tdist
-
-    address = _own_address()
+    """node_watch.run_bench runs the node script on all (here 2) of the node's GPUs (Launch("2").args() and .plan(),
+    as `gpufleet bench CLUSTER --gpus 2` asks), as root dropped to nobody. It ran `python -m torch.distributed.run
+    --standalone`: torch 2.13's c10d rendezvous at localhost:0 (torch/distributed/run.py), whose TCPStore listens on
+    every interface (`ss -ltnp`: `*:<port>` for pt_elastic) with no authentication, while its agent reads the
+    rendezvous state from the store every monitor interval (elastic/agent/server/api.py _invoke_run ->
+    num_nodes_waiting -> dynamic_rendezvous.py sync: pickle.loads). A job user on any other node of the cluster (jobs
+    run there meanwhile) connected, listed the keys (TCPStore.list_keys) and replaced `torch.rendezvous.<id>`: their
+    code ran in the benchmark. Now the script starts its processes itself (train_steps.spawn): a FileStore in a
+    private folder, gloo's sockets on loopback. The run's processes (launcher and workers) are watched with `ss -ltnp`
+    while they train; the test fails where one listens beyond loopback, where a peer's pickle runs, and where none of
+    them was seen listening at all (then nothing was tried). The peer connects through this machine's network
+    address, as another host would."""
+    address = own_address()
     if address is None:
         pytest.skip("no network address besides loopback")
     os.chmod(node_py["folder"], 0o1777)  # the peer's code runs as the benchmark's user: where it can leave a mark
     marker = os.path.join(node_py["folder"], "peer-code-ran")
-    script = ("import json, os, time\n"
-              f"end = time.time() + 20\n"  # the agent reads its store every monitor interval
-              f"while time.time() < end and not os.path.exists({str(marker)!r}):\n"
-              "    time.sleep(0.5)\n"
-              "print(json.dumps({'results': []}))\n")
-    req = {"request": "r1", "python": node_py["python"], "args": Launch("1", 1, 29500, "rev51c").args(),
-           "probe": TORCHRUN, "script": script, "plan": {"benchmarks": []}, "timeout_s": 150}
+    launch = Launch("2", 1, 29500, "rev51c")
+    req = {"request": "r1", "python": node_py["python"], "args": launch.args(), "probe": TORCHRUN,
+           "script": source().decode(), "plan": launch.plan(tiny_plan(150)), "timeout_s": 400}
     got = {}
     runner = threading.Thread(target=lambda: got.update(node_watch.run_bench(req)), daemon=True)
     runner.start()
-    planted, seen = [], set()
-    deadline = time.time() + 120
-    while time.time() < deadline and runner.is_alive() and not planted:
-        for pid in _launchers("gpufleet-cloud-bench."):
-            seen.add(pid)
-            for port in _listening_ports(pid):
-                try:
-                    store = tdist.TCPStore(address, port, is_master=False, timeout=dt.timedelta(seconds=3))
-                    keys = store.list_keys()
-                except Exception:  # noqa: BLE001 (not the store, or not yet)
-                    continue
-                for key in keys:  # every key it holds: none may be unpickled
-                    store.set(key, base64.b64encode(pickle.dumps(_Planted(str(marker)))).decode())
-                    planted.append((port, key))
-        time.sleep(0.5)
-    runner.join(200)
-    assert seen, "the benchmark's launcher never ran: nothing was tried"
-    assert not os.path.exists(marker), f"a peer on the network ran code in the benchmark's launcher ({planted})"
-    assert planted, "the store was not reached: nothing was tried"
+    planted, seen, heard = set(), set(), set()
+    deadline = time.time() + 300
+    while time.time() < deadline and runner.is_alive():
+        pids = run_processes("gpufleet-cloud-bench.")
+        seen |= pids
+        found = listeners(pids)
+        heard |= found
+        plant(address, {p for _, p in beyond_loopback(found)}, marker, planted)
+        time.sleep(0.3)
+    runner.join(120)
+    assert seen, "the benchmark's processes never ran: nothing was tried"
+    assert not os.path.exists(marker), (
+        f"a peer on the network ran code in the benchmark ({open(marker).read()}; keys planted: {sorted(planted)})")
+    assert not beyond_loopback(heard), f"the benchmark listened beyond loopback: {sorted(beyond_loopback(heard))}"
+    assert heard, "none of the benchmark's processes was seen listening (its gloo sockets): nothing was looked at"
+    assert got.get("state") == "answered", got
+    assert got["answer"]["device"]["world_size"] == 2 and got["answer"]["results"][0]["samples_per_s"] > 0
 
 
 @needs_torch
