@@ -1,0 +1,248 @@
+"""Hostile review rev52 of issue 52 (`gpufleet bench`, the measured layer, llm:<size> shapes): each test fails on
+main b0a8ca4 and says what the real thing does. Sources: torch 2.13.0+cpu of the .venv (its
+torch/distributed/tensor/_api.py: a DTensor's numel is the global tensor's), run here; the model's own FLOP count
+(infra/perf/model.py `_llm_token_time`); Hugging Face config.json of the reference models (read 2026-11)."""
+
+import dataclasses
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+from test_bench import H200
+
+from gpufleet.errors import GpufleetError
+from gpufleet.fleet import bench
+from gpufleet.perf import calibration, llm_shapes, measured, workloads
+from gpufleet.perf.model import predict
+
+from conftest import cli, gpufleet_exe
+
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="torch is not installed (the test extra brings it)")
+
+
+def _row(cat, gpu: str, workload: str, batch: int, ratio: float, claimed: float = 1.0, **kw) -> measured.Measured:
+    """A recorded row of ``gpu`` running ``workload`` at ``ratio`` x today's model, carrying a prediction of
+    ``claimed`` x today's model (what the model said when it was recorded, or what its writer put there)."""
+    w = measured.bench_workload(workload)
+    now = predict(measured.scenario(w, cat.gpu(gpu), batch)).per_gpu
+    fields = dict(gpu=gpu, workload=workload, family=w.family, unit=f"{w.unit}/s", measured=now * ratio,
+                  predicted=now * claimed, batch=batch, when="2026-11-20T10:00:00Z", host="node-1")
+    return measured.Measured(**{**fields, **kw})
+
+
+def _offers(gpu: str, workload: str) -> dict:
+    doc = json.loads(cli("--json", "compare", workload, "--gpu", gpu, "--top", "0").stdout)
+    return {(o["provider"], o["region"], o["instance"]): o for o in doc["offers"]}
+
+
+# ---- 1. the measured layer trusts the ratio a row carries ----------------------------------------------------------
+
+def test_1a_a_row_is_held_to_todays_model_not_to_the_prediction_it_carries(cat, tmp_path, monkeypatch):
+    """compare multiplies the GPU's speed by measured / the row's own `predicted` (measured.speed), a number written
+    when the row was recorded (by the fit of that gpufleet release) or by whoever wrote the row to the team store.
+    A GPU that runs exactly as today's model predicts, recorded under a fit that predicted it 2x faster (or by a
+    writer who says so), is then predicted at half its measured speed by every user of the team."""
+    monkeypatch.setenv("GPUFLEET_MEASURED", str(tmp_path / "measured.json"))
+    before = _offers("H200", "bert-large")
+    measured.add([_row(cat, "H200", "bert-large", 128, ratio=1.0, claimed=2.0)])
+    after = _offers("H200", "bert-large")
+    one = min(after, key=lambda k: after[k]["nodes"])  # one node: BERT is compute-bound there (test_bench's reading)
+    assert after[one]["throughput"] == pytest.approx(before[one]["throughput"], rel=0.05), (
+        f"the GPU ran as today's model predicts, yet compare now predicts it at "
+        f"{after[one]['throughput'] / before[one]['throughput']:.2f}x: the row's stored prediction is trusted")
+
+
+def test_1b_a_row_claiming_more_than_the_gpus_peak_does_not_move_compare(cat, tmp_path, monkeypatch):
+    """RATIO_BOUNDS lets a row say 20x the model; for BERT-large on an H100 (the model: ~30% MFU) 19x is ~560% of
+    the GPU's dense BF16 peak, a speed no GPU has. Read from the team store (anyone of the team writes there) it
+    becomes every teammate's H100 prediction. A row is at most the GPU's peak (MFU <= 1) before it is used."""
+    monkeypatch.setenv("GPUFLEET_MEASURED", str(tmp_path / "measured.json"))
+    measured.add([_row(cat, "H100", "bert-large", 128, ratio=19.0)])
+    w = workloads.get("bert-large")
+    peak = cat.gpu("H100").tflops["bf16"] * 1e12
+    for o in _offers("H100", "bert-large").values():
+        per_gpu = o["throughput"] / (o["gpus_per_node"] * o["nodes"])
+        assert per_gpu * w.train_flops <= peak, (
+            f"{o['instance']}: compare predicts {per_gpu * w.train_flops / peak:.0%} of the H100's dense BF16 peak "
+            "from one recorded row")
+
+
+# ---- 2. a measurement judged against a GPU it was not taken on ------------------------------------------------------
+
+@needs_torch
+def test_2a_a_full_run_that_fell_back_to_the_cpu_is_no_gpu_measurement(cat):
+    """plan(tiny=False) sends device "auto": train_steps.py runs on the CPU when torch.cuda.is_available() is False
+    (a CPU wheel, a driver that no longer matches after a kernel update). judge() then holds the CPU's rate to the
+    pool's GPU (bench CLUSTER) or to --gpu, and `--record` keeps it as that GPU's speed."""
+    the_plan = bench.plan(["resnet50", "bert-large"], tiny=False)
+    assert the_plan["device"] == "auto"
+    # the real node script with the full plan's device and steps, on toy shapes so that the CPU ends in seconds
+    the_plan = {**the_plan, "warmup": 1, "steps": 2, "benchmarks": bench.plan(["resnet50", "bert-large"], True)["benchmarks"]}
+    answer = bench.run_here(the_plan)
+    assert answer["device"]["kind"] == "cpu"
+    report = bench.judge(answer, cat, "H100", tiny=False)
+    judged = [(r.name, r.predicted) for r in report.rows if r.predicted is not None]
+    assert not judged, f"a run on the CPU was judged as an H100's: {judged}"
+    with pytest.raises(GpufleetError):
+        bench.record(report)
+
+
+def test_2b_a_node_whose_gpu_is_not_its_pools_is_not_judged_as_the_pools(cat):
+    """bench CLUSTER judges each node against `pools[b.pool].gpu` (fleet/bench.py:322) whatever GPU the node's own
+    PyTorch names; a host listed in an H100 pool that has an A100 (a wrong inventory, a replaced board) gets an H100
+    prediction, a FLAG that suggests clocks or power, and is recorded as an H100 row."""
+    answer = {**H200, "device": {**H200["device"], "name": "NVIDIA A100-SXM4-80GB"}}
+    assert bench.catalog_gpu(cat, answer["device"]["name"]) == "A100-80GB"
+    report = bench.judge(answer, cat, "H100", tiny=False)
+    assert report.gpu in (None, "A100-80GB"), f"an A100's answer judged and kept as {report.gpu}"
+
+
+# ---- 3. --record after a long run ends in an internal error -----------------------------------------------------------
+
+def test_3_record_of_a_row_outside_the_ratio_bounds_is_no_internal_error_and_loses_no_result(cat, tmp_path, monkeypatch):
+    """bench.record -> measured.add -> Measured.from_dict raises ValueError for measured/predicted outside
+    RATIO_BOUNDS (a throttled GPU, a CPU fallback); cli/bench.py:84 records before it prints: the user gets
+    `internal error: ValueError` (exit 1) and never sees the measurements of the run (up to 30 minutes)."""
+    monkeypatch.setenv("GPUFLEET_MEASURED", str(tmp_path / "measured.json"))
+    slow = {**H200, "results": [{**H200["results"][0], "samples_per_s": 60.0}]}  # ~1/80 of the prediction
+    monkeypatch.setattr(bench, "run_here", lambda *a, **k: slow)
+    r = cli("--json", "bench", "--here", "--record", "--workload", "resnet50")
+    assert "internal error" not in r.output, r.output[-600:]
+    assert "60.0" in r.output or '"measured": 60.0' in r.output, f"the run's measurement was not shown: {r.output[-600:]}"
+
+
+# ---- 4. a recorded row that is in format but not usable breaks the team's calibrate --mine ---------------------------
+
+def test_4a_one_row_of_a_gpu_this_catalog_lacks_leaves_the_others_usable(cat, tmp_path, monkeypatch):
+    """Rows come from the team store, written by teammates whose catalogs may name other GPUs (config `gpus:`).
+    calibration.mine_rows calls cat.gpu(m.gpu) for every row: one such row is NotFound and `calibrate --mine` ends
+    (exit 2) for the whole team, naming no row and no store object."""
+    good = _row(cat, "H200", "bert-large", 128, ratio=0.9)
+    foreign = dataclasses.replace(good, gpu="MI355X-OAM")
+    assert not cat.has_gpu("MI355X-OAM")
+    rows = calibration.mine_rows([good, foreign], cat)
+    assert [r.scenario.gpu.name for r in rows] == ["H200"]
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"gpus": 0}, "a job of no GPUs (mine_rows then makes a row of measured 0: log(0) in the fit)"),
+    ({"batch": 0}, "a batch of no samples"),
+    ({"nodes": 4, "gpus": 1}, "more nodes than GPUs"),
+    ({"family": "cnn"}, "BERT-large's row filed under the CNNs: compare applies it to every CNN on this GPU"),
+    ({"family": "video"}, "a family the model has not (workloads.FAMILIES)"),
+    ({"workload": "not-a-workload"}, "a workload no catalog knows (mine_rows: NotFound for the whole team)"),
+])
+def test_4b_a_row_read_back_is_checked_for_what_it_means_not_only_its_characters(cat, change, why):
+    """Measured.from_dict (the check of every row read from the file or the team store) checks that words are
+    printable and numbers finite and >= 0; it lets through rows that break or bend what uses them."""
+    d = dataclasses.asdict(_row(cat, "H200", "bert-large", 128, ratio=0.9))
+    with pytest.raises(ValueError):
+        measured.Measured.from_dict({**d, **change})
+        pytest.fail(f"accepted: {why}")
+
+
+# ---- 5. MFU's FLOPs are not the model's ------------------------------------------------------------------------------
+
+def test_5_mfu_counts_the_flops_the_model_counts_for_the_same_step(cat):
+    """judge(): mfu = measured x Workload.train_flops / peak, and train_flops of a decoder is 3 x (2N + 4 L d s) =
+    6N + 12 L d s: attention as if it were not causal. The model's own count of the same step
+    (perf/model.py `_llm_token_time`) is 6N + 6 L d s, "FlashAttention skips the masked half". For llm:1b at its
+    8,192 tokens the MFU shown is 18% above the model's count (7.4 GFLOP of weights, 3.2 of attention)."""
+    w = measured.bench_workload("llm:1b")
+    answer = {"device": {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "gpus": 1, "gpus_used": 1},
+              "versions": {"torch": "2.11.0+cu130"},
+              "results": [{"name": "llm:1b", "kind": "decoder", "batch": 1, "step_s": 0.5, "samples_per_s": 20000.0}]}
+    (row,) = bench.judge(answer, cat, "H100", tiny=False).rows
+    model_flops = 6.0 * w.params + 6.0 * w.layers * w.d_model * w.seq_len
+    assert row.mfu == pytest.approx(20000.0 * model_flops / (cat.gpu("H100").tflops["bf16"] * 1e12), rel=0.01), (
+        f"MFU {row.mfu:.3f} from {w.train_flops / 1e9:.2f} GFLOP a token; the model counts {model_flops / 1e9:.2f}")
+
+
+# ---- 6. llm:<size>:2048 of a built-in size trains another model than it names ---------------------------------------
+
+@pytest.mark.parametrize("name", ["llm:1b:2048", "llm:7b:2048", "llm:70b:2048"])
+def test_6_the_decoder_the_node_trains_has_the_parameters_of_the_workload_it_is_named(name):
+    """workloads.get("llm:7b:2048") is the library's llm-7b (MPT-7B: a 4d GELU MLP, not gated, 6.66B). plan() sends
+    its ffn (16,384) to build_decoder, which makes a SwiGLU of it (three d x ffn matrices): a 9.0B model, recorded
+    and shown as llm-7b (llm-1b: 1.71B for 1.32B; llm-70b: +35%)."""
+    w = workloads.get(name)
+    (b,) = bench.plan([name], tiny=False)["benchmarks"]
+    trained = llm_shapes.parameters(b["layers"], b["d_model"], b["heads"], b["kv_heads"], b["ffn"], b["vocab"],
+                                    b["tied"])
+    assert trained == pytest.approx(w.params, rel=0.10), (
+        f"{name} is {w.name} ({w.params / 1e9:.2f}B, {w.source}); the node trains {trained / 1e9:.2f}B")
+
+
+# ---- 7. --tiny with --gpu predicts the full models for toy shapes ---------------------------------------------------
+
+@needs_torch
+def test_7_tiny_with_gpu_gives_no_prediction_mfu_or_flag_for_toy_shapes():
+    """cli/bench.py:82 takes --gpu even with --tiny; judge() then sets the H100's prediction of full BERT-large beside
+    a toy encoder's rate on the CPU: `+352%` FLAG and `MFU 30%` (full BERT's FLOPs x the toy's rate), run here."""
+    r = subprocess.run([gpufleet_exe(), "bench", "--here", "--tiny", "--gpu", "H100", "--json", "--workload",
+                        "bert-large"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (b,) = json.loads(r.stdout)["benchmarks"]
+    assert (b["predicted"], b["mfu"], b["flagged"]) == (None, None, False), b
+
+
+# ---- 8. a slow node among two is never flagged -----------------------------------------------------------------------
+
+def test_8_a_node_well_below_its_peer_is_flagged():
+    """spread(): `r.measured < median * (1 - SLOW_NODE)` with the median of ALL nodes, the slow one included; the
+    docstring (and the issue) say "below the median of its peers". Two nodes, one 15% below the other: the median is
+    their mean, the slow one is 7.9% below it, never flagged (and with two nodes only a gap above 22% is)."""
+    def node(name: str, rate: float) -> bench.NodeBench:
+        row = bench.Judged(name="resnet50", workload="resnet50", unit="img/s", measured=rate)
+        return bench.NodeBench(name, "rack", "10.0.0.1", bench.BenchReport({}, {}, "H100", False, [row]))
+
+    nodes = [node("a", 1000.0), node("b", 850.0)]
+    (s,) = bench.spread(nodes)
+    assert s["slow"] == ["b"], f"15% below its only peer, not flagged: {s}"
+
+
+# ---- 9. a multi-node job slower than predicted never hears of the network -------------------------------------------
+
+def test_9_a_multi_node_job_below_its_prediction_suggests_the_network():
+    """The issue: a difference beyond the model's error is flagged "with what it suggests (input pipeline, network,
+    clocks/power, a slow node)". _suggestion() has one text for every run; a 2-node job (synthetic data: no input
+    pipeline) at a third of its prediction is told clocks, another process, versions; never the network."""
+    from gpufleet import catalog
+
+    cat = catalog.load(use_config=False)
+    answer = {"device": {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "gpus": 8, "gpus_used": 16,
+                         "world_size": 16, "nodes": 2, "backend": "nccl"},
+              "versions": {"torch": "2.11.0+cu130"},
+              "results": [{"name": "llm:8b", "kind": "decoder", "batch": 1, "step_s": 1.0, "samples_per_s": 10.0,
+                           "sharding": "fsdp2"}]}
+    (row,) = bench.judge(answer, cat, "H100", tiny=False).rows
+    answer["results"][0]["samples_per_s"] = row.predicted / 3
+    (row,) = bench.judge(answer, cat, "H100", tiny=False).rows
+    assert row.flagged
+    assert "network" in row.suggests.lower(), row.suggests
+
+
+# ---- 10. FSDP2's parameter count is world x too large ----------------------------------------------------------------
+
+@needs_torch
+def test_10_the_params_of_a_sharded_model_are_the_models(tmp_path):
+    """run_one: `row["params"] *= dist.world` "each rank holds its shard"; but after fully_shard the parameters are
+    DTensors and numel() is the GLOBAL tensor's (torch 2.13 torch/distributed/tensor/_api.py). Run here: 251,200
+    alone, 502,400 on two gloo ranks for the same toy decoder."""
+    plan = {"device": "cpu", "warmup": 1, "steps": 1, "compile": False,
+            "benchmarks": [{"name": "llm:1b", "kind": "decoder", "layers": 2, "d_model": 64, "heads": 4,
+                            "kv_heads": 2, "ffn": 256, "vocab": 1000, "seq": 32, "batch": 2}]}
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps(plan))
+    script = bench.script_path()
+    alone = subprocess.run([sys.executable, script, str(f)], capture_output=True, text=True, timeout=300)
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
+                          script, str(f)], capture_output=True, text=True, timeout=300)
+    assert alone.returncode == 0 and two.returncode == 0, (alone.stderr[-1500:], two.stderr[-1500:])
+    one = json.loads(alone.stdout.strip().splitlines()[-1])["results"][0]
+    sharded = json.loads(two.stdout.strip().splitlines()[-1])["results"][0]
+    assert sharded["sharding"] == "fsdp2"
+    assert sharded["params"] == one["params"], f"FSDP2 on 2 ranks says {sharded['params']:,}, alone {one['params']:,}"
