@@ -355,3 +355,24 @@ def test_15_a_rack_hosts_answer_is_checked_as_a_cloud_nodes_is(change, why):
         m.setattr(hosts, "on_each_host", lambda targets, work, **kw: [ran])
         (got,) = rack_bench.bench_hosts([target], plan, python="python3")
     assert got.answer is None and got.error, f"accepted: {why}"
+
+
+# ---- 16. a multi-node row's shortfall becomes the GPU's compute speed everywhere ------------------------------------
+
+def test_16_a_two_node_jobs_shortfall_does_not_slow_one_gpus_compute(cat, tmp_path, monkeypatch):
+    """measured.speed ignores a row's gpus/nodes: the ratio of a 2-node FSDP2 job (16 H100, whose shortfall is as
+    likely the network: the issue's own list) divides the GPU's compute time (model.py `_framework_speed`) of every
+    H100 offer, one GPU on one node included. A row of several nodes says nothing of one GPU's compute unless the
+    fit places it (calibrate --mine refits with the row's own scenario; compare does not)."""
+    monkeypatch.setenv("GPUFLEET_MEASURED", str(tmp_path / "measured.json"))
+    before = _offers("H100", "llm:1b")
+    w = measured.bench_workload("llm:1b")
+    job = predict(measured.scenario(w, cat.gpu("H100"), 1, gpus_per_node=8, nodes=2)).per_gpu
+    measured.add([measured.Measured(gpu="H100", workload="llm:1b", family="llm", unit="tok/s", measured=job / 2,
+                                    predicted=job, batch=1, when="2026-11-20T10:00:00Z", host="node-1", gpus=16,
+                                    nodes=2)])
+    after = _offers("H100", "llm:1b")
+    one = min(after, key=lambda k: after[k]["gpus_per_node"] * after[k]["nodes"])
+    assert after[one]["gpus_per_node"] * after[one]["nodes"] == 1
+    assert after[one]["throughput"] == pytest.approx(before[one]["throughput"], rel=0.05), (
+        f"one H100 now predicted at {after[one]['throughput'] / before[one]['throughput']:.2f}x from a 2-node job")
