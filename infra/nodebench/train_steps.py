@@ -291,13 +291,13 @@ def run_one(torch, b: dict, plan: dict, dev, gpu: bool, dist: Dist | None = None
     row = {"name": b["name"], "kind": kind, "batch": int(b["batch"]), "steps": steps, "step_s": seconds,
            "samples_per_s": int(b["batch"]) * per_sample / seconds, "unit": "tok" if kind == "decoder" else
            ("seq" if kind == "encoder" else "img"), "warmup_s": warm, "compiled": compiled,
+           # after fully_shard a parameter is a DTensor whose numel() is the global tensor's (torch 2.13
+           # torch/distributed/tensor/_api.py): the whole model's count on every rank, as alone
            "params": sum(p.numel() for p in model.parameters()),
            "precision": ("bf16 params" if sharding == "fsdp2" else "bf16 autocast") if gpu else "fp32"}
     if gpu:
         row["peak_mem_gb"] = torch.cuda.max_memory_allocated() / 1e9
     if sharding:
-        if sharding == "fsdp2":
-            row["params"] *= dist.world  # each rank holds its shard
         row["sharding"] = sharding
         _gather(torch, row, dist)
     return row

@@ -200,3 +200,25 @@ def test_bench_on_several_processes_without_torchrun_says_so_and_exits_2(tmp_pat
 def test_gpus_is_a_count_or_all_and_tiny_wants_a_count(gpus):
     r = cli("bench", "--here", "--tiny", "--gpus", gpus)
     assert r.exit_code == 2 and "--gpus takes" in r.output, r.output
+
+
+# ---- review rev52 (findings 3, 5, 9, 10, 12): what a measurement is of, and what --record does with it ---------------
+
+def test_the_params_of_a_sharded_model_are_the_models(tmp_path):
+    """rev52 finding 12: run_one multiplied FSDP2's parameter count by the world ("each rank holds its shard"), but
+    after fully_shard the parameters are DTensors whose numel() is the global tensor's (torch 2.13
+    torch/distributed/tensor/_api.py): 502,400 on two gloo ranks for a toy decoder of 251,200."""
+    require(importlib.util.find_spec("torch") is not None, "torch is not installed (the test extra brings it)")
+    plan = {"device": "cpu", "warmup": 1, "steps": 1, "compile": False,
+            "benchmarks": [{"name": "llm:1b", "kind": "decoder", **bench.TINY["decoder"]}]}
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps(plan))
+    script = bench.script_path()
+    alone = subprocess.run([sys.executable, script, str(f)], capture_output=True, text=True, timeout=300)
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
+                          script, str(f)], capture_output=True, text=True, timeout=300)
+    assert alone.returncode == 0 and two.returncode == 0, (alone.stderr[-1500:], two.stderr[-1500:])
+    one = json.loads(alone.stdout.strip().splitlines()[-1])["results"][0]
+    sharded = json.loads(two.stdout.strip().splitlines()[-1])["results"][0]
+    assert sharded["sharding"] == "fsdp2"
+    assert sharded["params"] == one["params"], f"FSDP2 on 2 ranks says {sharded['params']:,}, alone {one['params']:,}"
