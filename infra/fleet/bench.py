@@ -233,18 +233,28 @@ def record(report: BenchReport, instance: str | None = None) -> dict:
 
 def _keep(rows: list[measured.Measured]) -> dict:
     """``rows`` kept in the team's store in team mode (every user's compare reads them there), else in the user's
-    measurements file."""
+    measurements file; a row that would not read back (measured.Measured.from_dict: a rate beyond its bounds against
+    its prediction, a throttled GPU's) is left out and named in ``left_out``, the others kept."""
     if not rows:
         raise GpufleetError("nothing to record: no benchmark has both a measurement and a prediction",
                             "record a GPU the catalog knows (--gpu names it)")
+    kept, left_out = [], []
+    for r in rows:
+        try:
+            measured.Measured.from_dict(asdict(r))  # what is written reads back
+            kept.append(r)
+        except ValueError as e:
+            left_out.append(f"{r.host}: {e}")  # the error names the GPU and the workload
+    if not kept:
+        raise GpufleetError(f"nothing recorded: no row can be kept ({'; '.join(left_out)})",
+                            "a rate this far from the model's is a fault to find first (the flag's suggestion), "
+                            "not a GPU's speed to keep")
     store = team.current()
     if store is None:
-        where = str(measured.add(rows))
+        where = str(measured.add(kept))
     else:
-        for r in rows:
-            measured.Measured.from_dict(asdict(r))  # what is written reads back, as measured.add checks
-        where = f"{store.url}/{measurements.share(store, rows)}"
-    return {"path": where, "rows": len(rows), "tiny": sum(1 for r in rows if r.tiny)}
+        where = f"{store.url}/{measurements.share(store, kept)}"
+    return {"path": where, "rows": len(kept), "tiny": sum(1 for r in kept if r.tiny), "left_out": left_out}
 
 
 def recorded_rows(skipped: dict[str, str] | None = None) -> list[measured.Measured]:

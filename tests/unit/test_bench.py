@@ -222,3 +222,26 @@ def test_the_params_of_a_sharded_model_are_the_models(tmp_path):
     sharded = json.loads(two.stdout.strip().splitlines()[-1])["results"][0]
     assert sharded["sharding"] == "fsdp2"
     assert sharded["params"] == one["params"], f"FSDP2 on 2 ranks says {sharded['params']:,}, alone {one['params']:,}"
+
+
+def test_a_record_that_cannot_be_kept_is_said_after_the_runs_results(cat, tmp_path, monkeypatch):
+    """rev52 finding 5: --record recorded before the results were shown, and a row whose rate is beyond the bounds
+    against its prediction (a throttled GPU: 1/80 of it here) made measured.add raise ValueError: "internal error",
+    and the run's measurements (up to 30 minutes of GPU time) never shown. Now the results come first; the row is
+    left out and named, and the command says nothing was recorded (exit 1)."""
+    monkeypatch.setenv("GPUFLEET_MEASURED", str(tmp_path / "measured.json"))
+    slow = {**H200, "results": [{**H200["results"][0], "samples_per_s": 60.0}]}
+    monkeypatch.setattr(bench, "run_here", lambda *a, **k: slow)
+    r = cli("--json", "bench", "--here", "--record", "--workload", "resnet50")
+    assert r.exit_code == 1 and "internal error" not in r.output, r.output[-600:]
+    doc = json.loads(r.stdout)
+    assert doc["benchmarks"][0]["measured"] == 60.0 and doc["recorded"] is None
+    assert "nothing recorded" in doc["record_error"]["message"] and "resnet50" in doc["record_error"]["message"]
+    assert not (tmp_path / "measured.json").exists()
+    r = cli("bench", "--here", "--record", "--workload", "resnet50")
+    assert r.exit_code == 1 and "60.0" in r.stdout and "nothing recorded" in r.output, r.output
+    # beside a row that can be kept, the other is left out and named, the good one kept
+    both = {**H200, "results": [slow["results"][0], H200["results"][1]]}
+    done = bench.record(bench.judge(both, cat, "H200", tiny=False))
+    assert done["rows"] == 1 and [m.workload for m in measured.read()] == ["bert-large"]
+    assert len(done["left_out"]) == 1 and "resnet50" in done["left_out"][0], done
