@@ -171,7 +171,8 @@ def _bench_cluster(target: str, cluster, cat, names, *, tiny: bool, python: str,
         result = run.bench_cluster(st, cat, names, tiny=tiny, python=python, cluster=cluster, registry=reg,
                                    trust_new_hosts=trust_new_hosts, launch=launch, wait_s=wait_s,
                                    progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
-    recorded_rows, refused = _record(run.record_cluster, result, instance) if record else (None, None)
+    types = {p.name: p.instance_type for p in st.pools if p.instance_type}  # a rack pool's: --instance
+    recorded_rows, refused = _record(run.record_cluster, result, instance, types) if record else (None, None)
     if STATE.json:
         output.emit_json({**result.to_dict(), "recorded": recorded_rows, "record_error": refused and refused.to_dict()})
     else:

@@ -24,6 +24,7 @@ from importlib import resources
 
 from gpufleet import nodes as kinds
 from gpufleet.catalog import Catalog
+from gpufleet.configure.pillar import gpu_of
 from gpufleet.errors import GpufleetError, InputError, ToolMissing
 from gpufleet.fleet import team
 from gpufleet.nodebench.launch import TORCHRUN, Launch
@@ -329,7 +330,7 @@ def bench_cluster(stack, cat: Catalog, names: list[str], *, tiny: bool, python: 
     one_job = launch is not None and launch.nodes > 1
     for kind in kinds.used(stack):
         for b in kind.bench(run, the_plan, python, launch):
-            gpu = None if tiny else pools[b.pool].gpu
+            gpu = None if tiny else gpu_of(pools[b.pool], cat)[0]  # a cloud pool names its instance type's
             if one_job:  # every node prints the job's whole answer: judged once
                 if b.answer and out.job is None:
                     out.job = judge(b.answer, cat, gpu, tiny)
@@ -366,9 +367,14 @@ def spread(nodes: list[NodeBench]) -> list[dict]:
     return out
 
 
-def record_cluster(result: ClusterBench, instance: str | None = None) -> dict:
-    """Every node's rows kept in the user's measurements, each with its cluster and node (a job over several nodes:
-    its rows once, from its first node)."""
+def record_cluster(result: ClusterBench, instance: str | None = None, instance_types: dict | None = None) -> dict:
+    """Every node's rows kept in the user's measurements, each with its cluster, node and instance type: its pool's
+    (``instance_types``, pool -> type), else ``instance`` (a rack host's, from the command line); a job over several
+    nodes: its rows once, from its first node."""
+    def of(n: NodeBench) -> str | None:
+        return (instance_types or {}).get(n.pool) or instance
+
     if result.job is not None:
-        return _keep(_rows(result.job, instance, result.nodes[0].node, result.cluster))
-    return _keep([m for n in result.nodes if n.report for m in _rows(n.report, instance, n.node, result.cluster)])
+        first = result.nodes[0]
+        return _keep(_rows(result.job, of(first), first.node, result.cluster))
+    return _keep([m for n in result.nodes if n.report for m in _rows(n.report, of(n), n.node, result.cluster)])

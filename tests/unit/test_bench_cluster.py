@@ -12,6 +12,7 @@ import pytest
 from test_bench import H200
 
 from gpufleet.fleet import bench
+from gpufleet.nodes.kind import Benched
 from gpufleet.perf import measured
 from gpufleet.state.registry import Node, Registry
 
@@ -194,3 +195,47 @@ def test_bench_of_a_rack_cluster_on_all_of_each_hosts_gpus_runs_torchrun_on_each
         (row,) = n["bench"]["benchmarks"]
         assert sorted(x["rank"] for x in row["ranks"]) == [0, 1] and row["sharding"] == "fsdp2"
     assert doc["spread"][0]["nodes"] == 2
+
+
+# ---- review rev52 (findings 1, 4, 10): a cluster's nodes judged, checked and recorded as what they are --------------
+
+MIXED = "stacks/examples/mixed.yaml"  # its cloud pools name an instance type only, as every cloud example does
+L4_ANSWER = {"device": {"kind": "cuda", "name": "NVIDIA L4", "gpus": 1, "gpus_used": 1, "world_size": 1, "nodes": 1},
+             "versions": {"torch": "2.11.0+cu130", "cuda": "13.0", "driver": "580.159.04"},
+             "when": "2026-11-20T10:00:00Z",
+             "results": [{"name": "resnet50", "kind": "cnn", "batch": 256, "step_s": 0.5, "samples_per_s": 512.0}]}
+
+
+def test_a_cloud_pool_of_an_instance_type_is_judged_against_that_types_gpu(cat, tmp_path, monkeypatch):
+    """rev52 finding 1: bench_cluster judged each node against `pools[b.pool].gpu`, None for a cloud pool (it names
+    its instance_type: every cloud example), so a cloud cluster's answers had no prediction, no MFU, no flag, and
+    --record said "nothing to record". The pool's GPU is now its instance type's (configure.pillar.gpu_of)."""
+    from gpufleet import nodes as kinds
+    from gpufleet import stacks
+
+    reg = Registry(tmp_path / "registry.db")
+    reg.record(name="mixed", stack="mixed-fleet", stack_file=MIXED, owner="o", expires_at="2099-01-01T00:00:00Z",
+               backend=None, nodes=[Node(pool="gcp-l4", idx=0, provider="gcp", location="us-central1-a",
+                                         machine="g2-standard-8", node_id="n-1", private_ip="10.0.0.5")])
+
+    class Cloud:
+        def bench(self, run, plan, python, launch=None):
+            return [Benched("gcp-l4-0", "gcp-l4", "10.0.0.5", L4_ANSWER)]
+
+    monkeypatch.setattr(kinds, "used", lambda stack: [Cloud()])
+    st = stacks.load(MIXED, cat)
+    result = bench.bench_cluster(st, cat, ["resnet50"], tiny=False, python="python3", cluster="mixed", registry=reg)
+    (row,) = result.nodes[0].report.rows
+    assert result.nodes[0].report.gpu == "L4" and row.predicted and row.mfu, row.note
+
+
+def test_bench_cluster_record_keeps_each_pools_instance_type(cat, tmp_path, monkeypatch):
+    """rev52 finding 1 (provenance): record_cluster filed every node's rows under the command line's one --instance
+    (None by default): a cloud cluster's rows kept no instance type although its pools name theirs."""
+    monkeypatch.setenv("GPUFLEET_MEASURED", str(tmp_path / "measured.json"))
+    report = bench.judge(L4_ANSWER, cat, "L4", tiny=False)
+    done = bench.ClusterBench("mixed", False, [bench.NodeBench("gcp-l4-0", "gcp-l4", "10.0.0.5", report)])
+    monkeypatch.setattr(bench, "bench_cluster", lambda *a, **k: done)
+    r = cli("--json", "bench", MIXED, "--record", "--workload", "resnet50", "--instance", "ignored-for-a-cloud-pool")
+    assert r.exit_code == 0, r.output[-800:]
+    assert [(m.cluster, m.instance) for m in measured.read()] == [("mixed", "g2-standard-8")]

@@ -221,55 +221,6 @@ def test_11_an_h200_nvl_is_not_taken_for_an_h200_sxm(cat):
     assert bench.catalog_gpu(cat, "NVIDIA H200 NVL") is None
 
 
-# ---- 12/13. bench of a cloud cluster: no GPU to judge against, no instance type in the record -----------------------
-
-MIXED = "stacks/examples/mixed.yaml"  # its cloud pools name an instance type only, as every cloud example does
-L4_ANSWER = {"device": {"kind": "cuda", "name": "NVIDIA L4", "gpus": 1, "gpus_used": 1, "world_size": 1, "nodes": 1},
-             "versions": {"torch": "2.11.0+cu130", "cuda": "13.0", "driver": "580.159.04"},
-             "when": "2026-11-20T10:00:00Z",
-             "results": [{"name": "resnet50", "kind": "cnn", "batch": 256, "step_s": 0.5, "samples_per_s": 512.0}]}
-
-
-def test_12_a_cloud_pool_of_an_instance_type_is_judged_against_that_types_gpu(cat, tmp_path, monkeypatch):
-    """bench_cluster: `gpu = pools[b.pool].gpu` (fleet/bench.py:322); a cloud pool names its instance_type and no
-    gpu (spec.Pool.gpu is None: every example), so every cloud node's answer is judged with gpu None: "the catalog
-    has no GPU 'NVIDIA L4': --gpu names it" -- and bench CLUSTER has no --gpu. No prediction, no MFU, and --record
-    says "nothing to record" for every cloud cluster. configure/pillar.py `gpu_of` already maps the type to its GPU."""
-    from gpufleet import nodes as kinds
-    from gpufleet import stacks
-    from gpufleet.nodes.kind import Benched
-    from gpufleet.state.registry import Node, Registry
-
-    reg = Registry(tmp_path / "registry.db")
-    reg.record(name="mixed", stack="mixed-fleet", stack_file=MIXED, owner="o", expires_at="2099-01-01T00:00:00Z",
-               backend=None, nodes=[Node(pool="gcp-l4", idx=0, provider="gcp", location="us-central1-a",
-                                         machine="g2-standard-8", node_id="n-1", private_ip="10.0.0.5")])
-
-    class Cloud:
-        def bench(self, run, plan, python, launch=None):
-            return [Benched("gcp-l4-0", "gcp-l4", "10.0.0.5", L4_ANSWER)]
-
-    monkeypatch.setattr(kinds, "used", lambda stack: [Cloud()])
-    st = stacks.load(MIXED, cat)
-    result = bench.bench_cluster(st, cat, ["resnet50"], tiny=False, python="python3", cluster="mixed", registry=reg)
-    (row,) = result.nodes[0].report.rows
-    assert result.nodes[0].report.gpu == "L4" and row.predicted, row.note
-
-
-def test_13_bench_cluster_record_keeps_each_pools_instance_type(cat, tmp_path, monkeypatch):
-    """The issue: --record stores "provenance: cluster, instance type, date, versions". record_cluster(result,
-    instance) files every node's rows under the one --instance of the command line (None by default): a cloud
-    cluster's rows say no instance type although its pools name theirs (g2-standard-8 here), and a cluster of two
-    pools of two types can only be given one."""
-    monkeypatch.setenv("GPUFLEET_MEASURED", str(tmp_path / "measured.json"))
-    report = bench.judge(L4_ANSWER, cat, "L4", tiny=False)
-    done = bench.ClusterBench("mixed", False, [bench.NodeBench("gcp-l4-0", "gcp-l4", "10.0.0.5", report)])
-    monkeypatch.setattr(bench, "bench_cluster", lambda *a, **k: done)
-    r = cli("--json", "bench", MIXED, "--record", "--workload", "resnet50")
-    assert r.exit_code == 0, r.output[-800:]
-    assert [(m.cluster, m.instance) for m in measured.read()] == [("mixed", "g2-standard-8")]
-
-
 # ---- 14. fitted parameters outside the ranges the model's own sources give them --------------------------------------
 
 def test_14_the_fitted_transformer_parameters_are_in_the_ranges_their_sources_give():
