@@ -119,7 +119,9 @@ def plan(names: list[str], tiny: bool) -> dict:
                      "vocab": w.vocab, "tied": llm_shapes.nearest(w.params).tied, "seq": w.seq_len}
         shape.setdefault("batch", GPU_BATCH[kind] if kind != "decoder" else max(1, DECODER_TOKENS // w.seq_len))
         benchmarks.append({"name": w.name, "kind": kind, **shape})
-    return {"device": "cpu" if tiny else "auto", "compile": not tiny, **(TINY_STEPS if tiny else GPU_STEPS),
+    # a full shape is a GPU's benchmark: "cuda" makes the node script refuse it (a row error) where its PyTorch sees
+    # no GPU (a CPU wheel, a driver that no longer matches the kernel) rather than time it on the CPU
+    return {"device": "cpu" if tiny else "cuda", "compile": not tiny, **(TINY_STEPS if tiny else GPU_STEPS),
             "benchmarks": benchmarks}
 
 
@@ -165,13 +167,23 @@ def run_here(the_plan: dict, python: str | None = None, timeout_s: float = TIMEO
     return answer
 
 
+# PyTorch's name of a GPU (torch.cuda.get_device_name: the CUDA driver's cudaDeviceProp.name, the name nvidia-smi
+# shows) where it is no name or alias of the catalog's, as NVIDIA's drivers report them (seen in nvidia-smi and
+# torch output of public reports and peers' GPU tables, read 2026-11). A name neither here nor in the catalog is
+# unknown: never the nearest shorter name ("NVIDIA H200 NVL", 835 TFLOPS dense BF16, is no H200 SXM, 989.5)
+TORCH_NAMES = {"NVIDIA H100 80GB HBM3": "H100", "NVIDIA A100-PCIE-40GB": "A100-40GB-PCIe",
+               "Tesla V100-SXM2-16GB": "V100", "Tesla V100-SXM2-32GB": "V100-32GB"}
+
+
 def catalog_gpu(cat: Catalog, device_name: str) -> str | None:
-    """The catalog's name for a GPU as PyTorch names it ("NVIDIA H100 80GB HBM3" -> H100), or None."""
-    words = device_name.removeprefix("NVIDIA").split()
-    for k in range(len(words), 0, -1):
-        for joined in ("-".join(words[:k]), " ".join(words[:k])):
-            if cat.has_gpu(joined):
-                return cat.gpu(joined).name
+    """The catalog's name for a GPU as PyTorch names it ("NVIDIA H100 80GB HBM3" -> H100), or None: the whole name,
+    as the table above or the catalog's names and aliases have it (its words joined by "-", "NVIDIA"/"Tesla" or not)."""
+    if device_name in TORCH_NAMES:
+        return TORCH_NAMES[device_name]
+    words = device_name.split()
+    for name in ("-".join(words), "-".join(words[1:]) if words[:1] in (["NVIDIA"], ["Tesla"]) else ""):
+        if name and cat.has_gpu(name):
+            return cat.gpu(name).name
     return None
 
 
@@ -182,10 +194,26 @@ def _suggestion(error: float) -> str:
     return "faster than predicted: --record it, and compare uses this GPU's measured speed"
 
 
+def _not_this_gpu(cat: Catalog, device: dict, gpu) -> str | None:
+    """Why the answer is no measurement of ``gpu`` (None where it is one): a run that was not on a GPU, or a GPU that
+    PyTorch names as another of the catalog's (a wrong inventory, a replaced board)."""
+    if gpu is None:
+        return None
+    if device.get("kind") != "cuda":
+        return f"ran on the {device.get('kind') or 'unknown device'}, not on a GPU: no measurement of a {gpu.name}"
+    theirs = catalog_gpu(cat, device.get("name") or "")
+    if theirs is not None and theirs != gpu.name:
+        return (f"PyTorch names this GPU {device.get('name')!r} ({theirs}), not a {gpu.name}: not judged as a "
+                f"{gpu.name} (check what the node has: nvidia-smi -L)")
+    return None
+
+
 def judge(answer: dict, cat: Catalog, gpu_name: str | None, tiny: bool) -> BenchReport:
     """The node's answer beside the model's prediction for one GPU of ``gpu_name`` at the same batch."""
     device = answer.get("device", {})
     gpu = cat.gpu(gpu_name) if gpu_name else None
+    refused = _not_this_gpu(cat, device, gpu)
+    gpu = None if refused else gpu
     report = BenchReport(device=device, versions=answer.get("versions", {}), gpu=gpu.name if gpu else None, tiny=tiny,
                          when=answer.get("when") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     for r in answer["results"]:
@@ -201,7 +229,7 @@ def judge(answer: dict, cat: Catalog, gpu_name: str | None, tiny: bool) -> Bench
         if r.get("compile_error"):
             row.note = f"without torch.compile, which failed: {r['compile_error']}"
         if gpu is None:
-            row.note = ("toy shapes on a CPU: nothing to predict" if tiny or device.get("kind") == "cpu" else
+            row.note = refused or ("toy shapes on a CPU: nothing to predict" if tiny or device.get("kind") == "cpu" else
                         f"the catalog has no GPU {device.get('name')!r}: --gpu names it")
             continue
         if "bf16" in gpu.tflops:

@@ -3,7 +3,7 @@
 Standalone: the standard library and torch only, run as ``python3 train_steps.py PLAN.json`` (``-`` reads
 the plan from stdin). The plan names the benchmarks with their shapes and batches:
 
-    {"device": "auto" | "cpu", "warmup": 3, "steps": 10, "compile": true,
+    {"device": "cuda" | "auto" | "cpu", "warmup": 3, "steps": 10, "compile": true,
      "benchmarks": [{"name": "resnet50", "kind": "cnn", "batch": 256, "image": 224, "width": 64,
                      "blocks": [3, 4, 6, 3], "classes": 1000},
                     {"name": "bert-large", "kind": "encoder", "layers": 24, "d_model": 1024, "heads": 16,
@@ -387,6 +387,12 @@ def _run_all(torch, plan: dict, benchmarks: list, dev, gpu: bool, dist: Dist, de
     for i, b in enumerate(benchmarks, 1):
         on = f"{dist.world} processes of " if dist.on else ""
         say(f"[{i}/{len(benchmarks)}] {b.get('name')}: batch {b.get('batch')} on {on}{device['name']} ...", dist)
+        if plan.get("device") == "cuda" and not gpu:  # a GPU's benchmark timed on the CPU is no GPU's measurement
+            results.append({"name": b.get("name"), "kind": b.get("kind"), "error": (
+                f"no CUDA GPU for this PyTorch ({torch.__version__}): not run on the CPU (a CPU-only build, or a "
+                "driver that does not match the kernel: nvidia-smi says which)")})
+            say(f"[{i}/{len(benchmarks)}] {b.get('name')}: failed: {results[-1]['error']}", dist)
+            continue
         if dist.on:  # a failure ends the job: its peers would wait for this rank in a collective
             results.append(run_one(torch, b, plan, dev, gpu, dist))
             _said(results[-1], i, len(benchmarks), dist)

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from gpufleet.errors import GpufleetError
 from gpufleet.fleet import bench
 from gpufleet.perf import measured
 from gpufleet.perf.model import PRIORS
@@ -72,7 +73,10 @@ def test_measured_beside_predicted_on_a_real_h200(cat):
 @pytest.mark.parametrize("torch_name,catalog_name", [
     ("NVIDIA H200", "H200"), ("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA A100-SXM4-80GB", "A100-80GB"),
     ("NVIDIA H100 PCIe", "H100-PCIe"), ("NVIDIA A100 80GB PCIe", "A100-80GB-PCIe"), ("NVIDIA L4", "L4"),
-    ("NVIDIA GeForce RTX 4090", None)])
+    ("NVIDIA GeForce RTX 4090", None),
+    # rev52 finding 3: the name whole, never the nearest shorter one the catalog knows: the H200 NVL (PCIe, 600 W,
+    # dense BF16 835 TFLOPS: NVIDIA H200 datasheet) is no H200 SXM (989.5), and the catalog has no H200 NVL
+    ("NVIDIA H200 NVL", None), ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", None)])
 def test_the_gpu_pytorch_names_is_found_in_the_catalog(cat, torch_name, catalog_name):
     assert bench.catalog_gpu(cat, torch_name) == catalog_name
 
@@ -222,6 +226,40 @@ def test_the_params_of_a_sharded_model_are_the_models(tmp_path):
     sharded = json.loads(two.stdout.strip().splitlines()[-1])["results"][0]
     assert sharded["sharding"] == "fsdp2"
     assert sharded["params"] == one["params"], f"FSDP2 on 2 ranks says {sharded['params']:,}, alone {one['params']:,}"
+
+
+def test_a_full_run_where_pytorch_sees_no_gpu_is_refused_not_timed_on_the_cpu(cat):
+    """rev52 finding 3: the full plan sent device "auto" and the node script then trained on the CPU where its
+    PyTorch saw no GPU (a CPU wheel, a driver that no longer matches the kernel: the broken node bench should find);
+    judge() held that rate to the H100's prediction and --record kept it as an H100 row. The full plan now asks for
+    "cuda" and the real node script refuses it in each row; an answer timed on the CPU all the same (another copy of
+    the script, "auto") is judged as no GPU's and nothing of it is recorded."""
+    require(importlib.util.find_spec("torch") is not None, "torch is not installed (the test extra brings it)")
+    import torch
+
+    require(not torch.cuda.is_available(), "this machine's PyTorch sees a GPU: the refusal is for one that sees none")
+    the_plan = bench.plan(["resnet50", "bert-large"], tiny=False)
+    assert the_plan["device"] == "cuda"
+    # the real node script with the full plan's device and steps, on toy shapes so that it ends in seconds
+    answer = bench.run_here({**the_plan, "warmup": 1, "steps": 2,
+                             "benchmarks": bench.plan(["resnet50", "bert-large"], True)["benchmarks"]})
+    assert [("no CUDA GPU" in r["error"], "samples_per_s" in r) for r in answer["results"]] == [(True, False)] * 2
+    on_cpu = {**H200, "device": {"kind": "cpu", "name": "x86_64", "gpus": 0, "gpus_used": 0}}
+    report = bench.judge(on_cpu, cat, "H100", tiny=False)
+    assert report.gpu is None and [r.predicted for r in report.rows] == [None, None]
+    assert all("not on a GPU" in r.note for r in report.rows), [r.note for r in report.rows]
+    with pytest.raises(GpufleetError):
+        bench.record(report)
+
+
+def test_a_gpu_pytorch_names_as_another_of_the_catalogs_is_not_judged_as_the_one_asked_for(cat):
+    """rev52 finding 3: a host of an H100 pool (or --gpu H100) whose PyTorch names an A100 (a wrong inventory, a
+    replaced board) got the H100's prediction, a FLAG that suggested clocks or power, and an H100 row in the record."""
+    answer = {**H200, "device": {**H200["device"], "name": "NVIDIA A100-SXM4-80GB"}}
+    report = bench.judge(answer, cat, "H100", tiny=False)
+    assert report.gpu is None and not any(r.predicted or r.flagged for r in report.rows)
+    assert all("A100-80GB" in r.note and "H100" in r.note for r in report.rows), [r.note for r in report.rows]
+    assert bench.judge(answer, cat, "A100-80GB", tiny=False).gpu == "A100-80GB"  # its own GPU: judged
 
 
 def test_a_record_that_cannot_be_kept_is_said_after_the_runs_results(cat, tmp_path, monkeypatch):
