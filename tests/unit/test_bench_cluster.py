@@ -3,10 +3,12 @@ tests/loopback_sshd.py) to each rack host, the host's Python trains the toy shap
 answers come back per node with the spread between nodes. No assertion here is about a speed."""
 
 import glob
+import importlib
 import importlib.util
 import json
 import sys
 from contextlib import ExitStack
+from types import SimpleNamespace
 
 import pytest
 from test_bench import H200
@@ -239,3 +241,33 @@ def test_bench_cluster_record_keeps_each_pools_instance_type(cat, tmp_path, monk
     r = cli("--json", "bench", MIXED, "--record", "--workload", "resnet50", "--instance", "ignored-for-a-cloud-pool")
     assert r.exit_code == 0, r.output[-800:]
     assert [(m.cluster, m.instance) for m in measured.read()] == [("mixed", "g2-standard-8")]
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"samples_per_s": "fast"}, "a measurement that is no number: judge() divides by it (TypeError: internal error)"),
+    ({"samples_per_s": float("nan")}, "NaN: never flagged, then --record's ValueError"),
+    ({"name": "vgg16"}, "a benchmark the plan did not ask for, judged and recorded as vgg16"),
+])
+def test_a_rack_hosts_answer_is_checked_as_a_cloud_nodes_is(change, why):
+    """rev52 finding 4: a cloud node's answer goes through nodes/cloud/bench.py `checked_answer` before it is judged
+    or recorded; a rack host's was taken as whatever its Python printed last (common.md: whatever comes from a node
+    is validated against its format). Now the same checker, and the host's answer refused with why."""
+    from gpufleet.clouds.baremetal import hosts
+
+    rack_bench = importlib.import_module("gpufleet.nodes.racks.bench")  # the package's `bench` is its function
+    plan = bench.plan(["resnet50", "bert-large"], tiny=False)
+    answer = json.loads(json.dumps(H200))
+    answer["when"] = "2026-11-20T10:00:00Z"
+    answer["results"][0].update(change)
+    ran = SimpleNamespace(ok=True, value=SimpleNamespace(rc=0, stdout=json.dumps(answer) + "\n", stderr=""))
+    target = SimpleNamespace(id="rack-0", pool="rack", address="192.0.2.10", port=22)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(hosts, "on_each_host", lambda targets, work, **kw: [ran])
+        (got,) = rack_bench.bench_hosts([target], plan, python="python3")
+    assert got.answer is None and "192.0.2.10's bench answer" in got.error and "refused" in got.error, why
+    answer["results"][0] = H200["results"][0]  # the same answer as the node script prints it: taken
+    ran.value.stdout = json.dumps(answer) + "\n"
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(hosts, "on_each_host", lambda targets, work, **kw: [ran])
+        (got,) = rack_bench.bench_hosts([target], plan, python="python3")
+    assert got.error is None and got.answer["results"][0]["samples_per_s"] == H200["results"][0]["samples_per_s"]
