@@ -194,11 +194,13 @@ def _suggestion(error: float) -> str:
     return "faster than predicted: --record it, and compare uses this GPU's measured speed"
 
 
-def _not_this_gpu(cat: Catalog, device: dict, gpu) -> str | None:
-    """Why the answer is no measurement of ``gpu`` (None where it is one): a run that was not on a GPU, or a GPU that
-    PyTorch names as another of the catalog's (a wrong inventory, a replaced board)."""
+def _not_this_gpu(cat: Catalog, device: dict, gpu, tiny: bool) -> str | None:
+    """Why the answer is no measurement of ``gpu`` (None where it is one): toy shapes, a run that was not on a GPU, or
+    a GPU that PyTorch names as another of the catalog's (a wrong inventory, a replaced board)."""
     if gpu is None:
         return None
+    if tiny:
+        return "toy shapes: nothing to predict"
     if device.get("kind") != "cuda":
         return f"ran on the {device.get('kind') or 'unknown device'}, not on a GPU: no measurement of a {gpu.name}"
     theirs = catalog_gpu(cat, device.get("name") or "")
@@ -212,7 +214,7 @@ def judge(answer: dict, cat: Catalog, gpu_name: str | None, tiny: bool) -> Bench
     """The node's answer beside the model's prediction for one GPU of ``gpu_name`` at the same batch."""
     device = answer.get("device", {})
     gpu = cat.gpu(gpu_name) if gpu_name else None
-    refused = _not_this_gpu(cat, device, gpu)
+    refused = _not_this_gpu(cat, device, gpu, tiny)
     gpu = None if refused else gpu
     report = BenchReport(device=device, versions=answer.get("versions", {}), gpu=gpu.name if gpu else None, tiny=tiny,
                          when=answer.get("when") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))

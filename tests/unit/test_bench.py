@@ -208,6 +208,18 @@ def test_gpus_is_a_count_or_all_and_tiny_wants_a_count(gpus):
 
 # ---- review rev52 (findings 3, 5, 9, 10, 12): what a measurement is of, and what --record does with it ---------------
 
+def test_tiny_with_gpu_gives_no_prediction_mfu_or_flag_for_toy_shapes():
+    """rev52 finding 9: `--tiny --gpu H100` set the H100's prediction of full BERT-large beside a toy encoder's rate
+    on the CPU (+352% FLAG, MFU 30%)."""
+    require(importlib.util.find_spec("torch") is not None, "torch is not installed (the test extra brings it)")
+    r = subprocess.run([gpufleet_exe(), "bench", "--here", "--tiny", "--gpu", "H100", "--json", "--workload",
+                        "bert-large"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (b,) = json.loads(r.stdout)["benchmarks"]
+    assert (b["predicted"], b["mfu"], b["flagged"]) == (None, None, False) and b["measured"] > 0, b
+    assert b["note"] == "toy shapes: nothing to predict", b
+
+
 def test_the_params_of_a_sharded_model_are_the_models(tmp_path):
     """rev52 finding 12: run_one multiplied FSDP2's parameter count by the world ("each rank holds its shard"), but
     after fully_shard the parameters are DTensors whose numel() is the global tensor's (torch 2.13
