@@ -220,6 +220,24 @@ def test_tiny_with_gpu_gives_no_prediction_mfu_or_flag_for_toy_shapes():
     assert b["note"] == "toy shapes: nothing to predict", b
 
 
+@pytest.mark.parametrize("gpus, nodes, first", [(16, 2, "network between the nodes"), (8, 1, "links between the GPUs"),
+                                                (1, 1, "clocks or power")])
+def test_a_job_slower_than_predicted_is_told_where_to_look_first_for_its_shape(cat, gpus, nodes, first):
+    """rev52 finding 10: the flag had one suggestion for every run; a 2-node FSDP2 job (synthetic data: no input
+    pipeline) at a third of its prediction was told clocks, another process, versions, never the network the issue
+    lists. Several nodes: the network first; several GPUs of a node: their links; one GPU: itself."""
+    answer = {"device": {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "gpus": gpus // nodes, "gpus_used": gpus,
+                         "world_size": gpus, "nodes": nodes, "backend": "nccl"},
+              "versions": {"torch": "2.11.0+cu130"},
+              "results": [{"name": "llm:8b", "kind": "decoder", "batch": 1, "step_s": 1.0, "samples_per_s": 10.0,
+                           "sharding": "fsdp2"}]}
+    (row,) = bench.judge(answer, cat, "H100", tiny=False).rows
+    answer["results"][0]["samples_per_s"] = row.predicted / 3
+    (row,) = bench.judge(answer, cat, "H100", tiny=False).rows
+    assert row.flagged and row.suggests.startswith(f"slower than predicted: the {first}" if gpus > 1 else
+                                                   f"slower than predicted: {first}"), row.suggests
+
+
 def test_the_params_of_a_sharded_model_are_the_models(tmp_path):
     """rev52 finding 12: run_one multiplied FSDP2's parameter count by the world ("each rank holds its shard"), but
     after fully_shard the parameters are DTensors whose numel() is the global tensor's (torch 2.13

@@ -116,7 +116,7 @@ def test_a_slow_node_is_flagged_against_its_peers_and_every_node_is_recorded(cat
     (rn50,) = [s for s in result.spread if s["benchmark"] == "resnet50"]
     assert rn50["slow"] == ["rack-2"] and rn50["nodes"] == 3 and rn50["spread"] == pytest.approx(1 / 0.7 - 1)
     slow = next(r for r in result.nodes[2].report.rows if r.name == "resnet50")
-    assert slow.flagged and "29% below the median of the 3 nodes" in slow.suggests  # 0.7 against 0.98
+    assert slow.flagged and "29% below the median of its 2 peer(s)" in slow.suggests  # 0.7 against 0.99
     assert not any("below the median" in r.suggests for n in result.nodes[:2] for r in n.report.rows)
     done = bench.record_cluster(result, instance="rack")
     assert done["rows"] == 6
@@ -200,6 +200,19 @@ def test_bench_of_a_rack_cluster_on_all_of_each_hosts_gpus_runs_torchrun_on_each
 
 
 # ---- review rev52 (findings 1, 4, 10): a cluster's nodes judged, checked and recorded as what they are --------------
+
+def test_a_node_well_below_its_only_peer_is_flagged():
+    """rev52 finding 10: spread() held each node to the median of ALL nodes, the slow one's own rate in it: of two
+    nodes 15% apart the slow one was 7.9% below their median, never flagged. Each node is now held to its peers'."""
+    def node(name: str, rate: float) -> bench.NodeBench:
+        row = bench.Judged(name="resnet50", workload="resnet50", unit="img/s", measured=rate)
+        return bench.NodeBench(name, "rack", "10.0.0.1", bench.BenchReport({}, {}, "H100", False, [row]))
+
+    nodes = [node("a", 1000.0), node("b", 850.0)]
+    (s,) = bench.spread(nodes)
+    assert s["slow"] == ["b"] and s["median"] == 925.0, s
+    assert "15% below the median of its 1 peer(s)" in nodes[1].report.rows[0].suggests
+
 
 MIXED = "stacks/examples/mixed.yaml"  # its cloud pools name an instance type only, as every cloud example does
 L4_ANSWER = {"device": {"kind": "cuda", "name": "NVIDIA L4", "gpus": 1, "gpus_used": 1, "world_size": 1, "nodes": 1},
