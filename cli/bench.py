@@ -10,7 +10,7 @@ import typer
 
 from gpufleet.cli import options, output
 from gpufleet.cli.output import STATE
-from gpufleet.errors import EXIT_FAILED, InputError
+from gpufleet.errors import EXIT_FAILED, GpufleetError, InputError
 from gpufleet.nodebench.launch import ALL, RDZV_PORT, Launch
 
 HELP = ("Time standard training steps on this machine (--here) or on every node of a cluster (rack hosts over SSH, "
@@ -86,12 +86,29 @@ def bench(
     answer = run.run_here(the_plan, python, launch=launch)
     name = gpu or (None if tiny else run.catalog_gpu(cat, answer.get("device", {}).get("name", "")))
     report = run.judge(answer, cat, name, tiny)
-    recorded = run.record(report, instance) if record else None
+    recorded, refused = _record(run.record, report, instance) if record else (None, None)
     if STATE.json:
-        output.emit_json({**report.to_dict(), "recorded": recorded})
+        output.emit_json({**report.to_dict(), "recorded": recorded, "record_error": refused and refused.to_dict()})
     else:
         _render(report, recorded)
-    if any(r.measured is None for r in report.rows):
+    _exit(refused, any(r.measured is None for r in report.rows))
+
+
+def _record(keep, *args) -> tuple[dict | None, GpufleetError | None]:
+    """(what ``keep`` recorded, why it recorded nothing): a refusal is said after the run's results, never instead
+    of them (a run is up to 30 minutes of GPU time)."""
+    try:
+        return keep(*args), None
+    except GpufleetError as e:
+        return None, e
+
+
+def _exit(refused: GpufleetError | None, failed: bool) -> None:
+    if refused is not None:
+        if not STATE.json:  # in the JSON document already
+            output.error(refused)
+        raise typer.Exit(refused.exit_code)
+    if failed:
         raise typer.Exit(EXIT_FAILED)
 
 
@@ -113,7 +130,9 @@ def _launch(gpus: str | None, nodes: int | None, port: int, tiny: bool) -> Launc
 def _recorded_words(recorded: dict | None) -> str:
     if not recorded:
         return ""
-    return f"; recorded in {recorded['path']}" + (" (tiny rows: kept, never used)" if recorded["tiny"] else "")
+    left_out = f"; left out: {'; '.join(recorded['left_out'])}" if recorded.get("left_out") else ""
+    return (f"; recorded in {recorded['path']}" + (" (tiny rows: kept, never used)" if recorded["tiny"] else "")
+            + left_out)
 
 
 def _render(report, recorded) -> None:
@@ -157,13 +176,13 @@ def _bench_cluster(target: str, cluster, cat, names, *, tiny: bool, python: str,
         result = run.bench_cluster(st, cat, names, tiny=tiny, python=python, cluster=cluster, registry=reg,
                                    trust_new_hosts=trust_new_hosts, launch=launch, wait_s=wait_s,
                                    progress=lambda phase, done, total, msg: update(done, total, f"{phase}: {msg}"))
-    recorded_rows = run.record_cluster(result, instance) if record else None
+    types = {p.name: p.instance_type for p in st.pools if p.instance_type}  # a rack pool's: --instance
+    recorded_rows, refused = _record(run.record_cluster, result, instance, types) if record else (None, None)
     if STATE.json:
-        output.emit_json({**result.to_dict(), "recorded": recorded_rows})
+        output.emit_json({**result.to_dict(), "recorded": recorded_rows, "record_error": refused and refused.to_dict()})
     else:
         _render_cluster(result, recorded_rows)
-    if result.failed:
-        raise typer.Exit(EXIT_FAILED)
+    _exit(refused, result.failed)
 
 
 def _render_cluster(result, recorded) -> None:

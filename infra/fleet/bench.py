@@ -24,6 +24,7 @@ from importlib import resources
 
 from gpufleet import nodes as kinds
 from gpufleet.catalog import Catalog
+from gpufleet.configure.pillar import gpu_of
 from gpufleet.errors import GpufleetError, InputError, ToolMissing
 from gpufleet.fleet import team
 from gpufleet.nodebench.launch import TORCHRUN, Launch
@@ -118,7 +119,9 @@ def plan(names: list[str], tiny: bool) -> dict:
                      "vocab": w.vocab, "tied": llm_shapes.nearest(w.params).tied, "seq": w.seq_len}
         shape.setdefault("batch", GPU_BATCH[kind] if kind != "decoder" else max(1, DECODER_TOKENS // w.seq_len))
         benchmarks.append({"name": w.name, "kind": kind, **shape})
-    return {"device": "cpu" if tiny else "auto", "compile": not tiny, **(TINY_STEPS if tiny else GPU_STEPS),
+    # a full shape is a GPU's benchmark: "cuda" makes the node script refuse it (a row error) where its PyTorch sees
+    # no GPU (a CPU wheel, a driver that no longer matches the kernel) rather than time it on the CPU
+    return {"device": "cpu" if tiny else "cuda", "compile": not tiny, **(TINY_STEPS if tiny else GPU_STEPS),
             "benchmarks": benchmarks}
 
 
@@ -164,27 +167,63 @@ def run_here(the_plan: dict, python: str | None = None, timeout_s: float = TIMEO
     return answer
 
 
+# PyTorch's name of a GPU (torch.cuda.get_device_name: the CUDA driver's cudaDeviceProp.name, the name nvidia-smi
+# shows) where it is no name or alias of the catalog's, as NVIDIA's drivers report them (seen in nvidia-smi and
+# torch output of public reports and peers' GPU tables, read 2026-11). A name neither here nor in the catalog is
+# unknown: never the nearest shorter name ("NVIDIA H200 NVL", 835 TFLOPS dense BF16, is no H200 SXM, 989.5)
+TORCH_NAMES = {"NVIDIA H100 80GB HBM3": "H100", "NVIDIA A100-PCIE-40GB": "A100-40GB-PCIe",
+               "Tesla V100-SXM2-16GB": "V100", "Tesla V100-SXM2-32GB": "V100-32GB"}
+
+
 def catalog_gpu(cat: Catalog, device_name: str) -> str | None:
-    """The catalog's name for a GPU as PyTorch names it ("NVIDIA H100 80GB HBM3" -> H100), or None."""
-    words = device_name.removeprefix("NVIDIA").split()
-    for k in range(len(words), 0, -1):
-        for joined in ("-".join(words[:k]), " ".join(words[:k])):
-            if cat.has_gpu(joined):
-                return cat.gpu(joined).name
+    """The catalog's name for a GPU as PyTorch names it ("NVIDIA H100 80GB HBM3" -> H100), or None: the whole name,
+    as the table above or the catalog's names and aliases have it (its words joined by "-", "NVIDIA"/"Tesla" or not)."""
+    if device_name in TORCH_NAMES:
+        return TORCH_NAMES[device_name]
+    words = device_name.split()
+    for name in ("-".join(words), "-".join(words[1:]) if words[:1] in (["NVIDIA"], ["Tesla"]) else ""):
+        if name and cat.has_gpu(name):
+            return cat.gpu(name).name
     return None
 
 
-def _suggestion(error: float) -> str:
-    if error > 0:  # the model expected more than the node gave
-        return ("slower than predicted: clocks or power (nvidia-smi -q -d PERFORMANCE), another process on the GPU, "
-                "the versions; or the model overrates this family (issue 52)")
-    return "faster than predicted: --record it, and compare uses this GPU's measured speed"
+def _suggestion(error: float, world: int, nodes: int) -> str:
+    if error <= 0:
+        return "faster than predicted: --record it, and compare uses this GPU's measured speed"
+    # the issue's list: a job over several nodes waits on the network first (synthetic data: no input pipeline), one
+    # over several GPUs of a node on their links, one GPU on itself
+    if nodes > 1:
+        first = ("the network between the nodes first: nccl-tests all_reduce_perf across them, the fabric (EFA, "
+                 "InfiniBand: NCCL_DEBUG=INFO names the transport it chose; a TCP socket is far slower)")
+    elif world > 1:
+        first = "the links between the GPUs first: nvidia-smi topo -m (NVLink, or PCIe through the CPU), nccl-tests"
+    else:
+        first = "clocks or power (nvidia-smi -q -d PERFORMANCE), another process on the GPU, the versions"
+    return f"slower than predicted: {first}; or the model overrates this family (issue 52)"
+
+
+def _not_this_gpu(cat: Catalog, device: dict, gpu, tiny: bool) -> str | None:
+    """Why the answer is no measurement of ``gpu`` (None where it is one): toy shapes, a run that was not on a GPU, or
+    a GPU that PyTorch names as another of the catalog's (a wrong inventory, a replaced board)."""
+    if gpu is None:
+        return None
+    if tiny:
+        return "toy shapes: nothing to predict"
+    if device.get("kind") != "cuda":
+        return f"ran on the {device.get('kind') or 'unknown device'}, not on a GPU: no measurement of a {gpu.name}"
+    theirs = catalog_gpu(cat, device.get("name") or "")
+    if theirs is not None and theirs != gpu.name:
+        return (f"PyTorch names this GPU {device.get('name')!r} ({theirs}), not a {gpu.name}: not judged as a "
+                f"{gpu.name} (check what the node has: nvidia-smi -L)")
+    return None
 
 
 def judge(answer: dict, cat: Catalog, gpu_name: str | None, tiny: bool) -> BenchReport:
     """The node's answer beside the model's prediction for one GPU of ``gpu_name`` at the same batch."""
     device = answer.get("device", {})
     gpu = cat.gpu(gpu_name) if gpu_name else None
+    refused = _not_this_gpu(cat, device, gpu, tiny)
+    gpu = None if refused else gpu
     report = BenchReport(device=device, versions=answer.get("versions", {}), gpu=gpu.name if gpu else None, tiny=tiny,
                          when=answer.get("when") or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     for r in answer["results"]:
@@ -200,7 +239,7 @@ def judge(answer: dict, cat: Catalog, gpu_name: str | None, tiny: bool) -> Bench
         if r.get("compile_error"):
             row.note = f"without torch.compile, which failed: {r['compile_error']}"
         if gpu is None:
-            row.note = ("toy shapes on a CPU: nothing to predict" if tiny or device.get("kind") == "cpu" else
+            row.note = refused or ("toy shapes on a CPU: nothing to predict" if tiny or device.get("kind") == "cpu" else
                         f"the catalog has no GPU {device.get('name')!r}: --gpu names it")
             continue
         if "bf16" in gpu.tflops:
@@ -211,7 +250,7 @@ def judge(answer: dict, cat: Catalog, gpu_name: str | None, tiny: bool) -> Bench
         row.error = row.predicted / row.measured - 1.0
         row.band = error_band(w.family, world > 1)
         if abs(row.error) > row.band:
-            row.flagged, row.suggests = True, _suggestion(row.error)
+            row.flagged, row.suggests = True, _suggestion(row.error, world, nodes)
     return report
 
 
@@ -233,18 +272,28 @@ def record(report: BenchReport, instance: str | None = None) -> dict:
 
 def _keep(rows: list[measured.Measured]) -> dict:
     """``rows`` kept in the team's store in team mode (every user's compare reads them there), else in the user's
-    measurements file."""
+    measurements file; a row that would not read back (measured.Measured.from_dict: a rate beyond its bounds against
+    its prediction, a throttled GPU's) is left out and named in ``left_out``, the others kept."""
     if not rows:
         raise GpufleetError("nothing to record: no benchmark has both a measurement and a prediction",
                             "record a GPU the catalog knows (--gpu names it)")
+    kept, left_out = [], []
+    for r in rows:
+        try:
+            measured.Measured.from_dict(asdict(r))  # what is written reads back
+            kept.append(r)
+        except ValueError as e:
+            left_out.append(f"{r.host}: {e}")  # the error names the GPU and the workload
+    if not kept:
+        raise GpufleetError(f"nothing recorded: no row can be kept ({'; '.join(left_out)})",
+                            "a rate this far from the model's is a fault to find first (the flag's suggestion), "
+                            "not a GPU's speed to keep")
     store = team.current()
     if store is None:
-        where = str(measured.add(rows))
+        where = str(measured.add(kept))
     else:
-        for r in rows:
-            measured.Measured.from_dict(asdict(r))  # what is written reads back, as measured.add checks
-        where = f"{store.url}/{measurements.share(store, rows)}"
-    return {"path": where, "rows": len(rows), "tiny": sum(1 for r in rows if r.tiny)}
+        where = f"{store.url}/{measurements.share(store, kept)}"
+    return {"path": where, "rows": len(kept), "tiny": sum(1 for r in kept if r.tiny), "left_out": left_out}
 
 
 def recorded_rows(skipped: dict[str, str] | None = None) -> list[measured.Measured]:
@@ -319,7 +368,7 @@ def bench_cluster(stack, cat: Catalog, names: list[str], *, tiny: bool, python: 
     one_job = launch is not None and launch.nodes > 1
     for kind in kinds.used(stack):
         for b in kind.bench(run, the_plan, python, launch):
-            gpu = None if tiny else pools[b.pool].gpu
+            gpu = None if tiny else gpu_of(pools[b.pool], cat)[0]  # a cloud pool names its instance type's
             if one_job:  # every node prints the job's whole answer: judged once
                 if b.answer and out.job is None:
                     out.job = judge(b.answer, cat, gpu, tiny)
@@ -342,23 +391,31 @@ def spread(nodes: list[NodeBench]) -> list[dict]:
     out = []
     for (name, gpu), got in groups.items():
         values = sorted(r.measured for _, r in got)
-        median = statistics.median(values)
         slow = []
         for n, r in got:
-            if len(got) > 1 and r.measured < median * (1 - SLOW_NODE):
+            # each node against its peers: the median of all would hold the slow one's own rate in it (two nodes
+            # 15% apart: 8% below their median, never flagged)
+            peers = statistics.median([p.measured for m, p in got if m is not n]) if len(got) > 1 else None
+            if peers and r.measured < peers * (1 - SLOW_NODE):
                 slow.append(n.node)
                 r.flagged = True
-                r.suggests = (f"{1 - r.measured / median:.0%} below the median of the {len(got)} nodes: a slow node "
-                              "(clocks or power, another process on its GPU, a PCIe link trained down; "
+                r.suggests = (f"{1 - r.measured / peers:.0%} below the median of its {len(got) - 1} peer(s): a slow "
+                              "node (clocks or power, another process on its GPU, a PCIe link trained down; "
                               f"gpufleet verify --node {n.node})")
-        out.append({"benchmark": name, "gpu": gpu, "nodes": len(got), "min": values[0], "median": median,
-                    "max": values[-1], "spread": values[-1] / values[0] - 1, "slow": slow})
+        out.append({"benchmark": name, "gpu": gpu, "nodes": len(got), "min": values[0],
+                    "median": statistics.median(values), "max": values[-1], "spread": values[-1] / values[0] - 1,
+                    "slow": slow})
     return out
 
 
-def record_cluster(result: ClusterBench, instance: str | None = None) -> dict:
-    """Every node's rows kept in the user's measurements, each with its cluster and node (a job over several nodes:
-    its rows once, from its first node)."""
+def record_cluster(result: ClusterBench, instance: str | None = None, instance_types: dict | None = None) -> dict:
+    """Every node's rows kept in the user's measurements, each with its cluster, node and instance type: its pool's
+    (``instance_types``, pool -> type), else ``instance`` (a rack host's, from the command line); a job over several
+    nodes: its rows once, from its first node."""
+    def of(n: NodeBench) -> str | None:
+        return (instance_types or {}).get(n.pool) or instance
+
     if result.job is not None:
-        return _keep(_rows(result.job, instance, result.nodes[0].node, result.cluster))
-    return _keep([m for n in result.nodes if n.report for m in _rows(n.report, instance, n.node, result.cluster)])
+        first = result.nodes[0]
+        return _keep(_rows(result.job, of(first), first.node, result.cluster))
+    return _keep([m for n in result.nodes if n.report for m in _rows(n.report, of(n), n.node, result.cluster)])

@@ -3,7 +3,7 @@
 Standalone: the standard library and torch only, run as ``python3 train_steps.py PLAN.json`` (``-`` reads
 the plan from stdin). The plan names the benchmarks with their shapes and batches:
 
-    {"device": "auto" | "cpu", "warmup": 3, "steps": 10, "compile": true,
+    {"device": "cuda" | "auto" | "cpu", "warmup": 3, "steps": 10, "compile": true,
      "benchmarks": [{"name": "resnet50", "kind": "cnn", "batch": 256, "image": 224, "width": 64,
                      "blocks": [3, 4, 6, 3], "classes": 1000},
                     {"name": "bert-large", "kind": "encoder", "layers": 24, "d_model": 1024, "heads": 16,
@@ -306,13 +306,13 @@ def run_one(torch, b: dict, plan: dict, dev, gpu: bool, dist: Dist | None = None
     row = {"name": b["name"], "kind": kind, "batch": int(b["batch"]), "steps": steps, "step_s": seconds,
            "samples_per_s": int(b["batch"]) * per_sample / seconds, "unit": "tok" if kind == "decoder" else
            ("seq" if kind == "encoder" else "img"), "warmup_s": warm, "compiled": compiled,
+           # after fully_shard a parameter is a DTensor whose numel() is the global tensor's (torch 2.13
+           # torch/distributed/tensor/_api.py): the whole model's count on every rank, as alone
            "params": sum(p.numel() for p in model.parameters()),
            "precision": ("bf16 params" if sharding == "fsdp2" else "bf16 autocast") if gpu else "fp32"}
     if gpu:
         row["peak_mem_gb"] = torch.cuda.max_memory_allocated() / 1e9
     if sharding:
-        if sharding == "fsdp2":
-            row["params"] *= dist.world  # each rank holds its shard
         row["sharding"] = sharding
         _gather(torch, row, dist, dev)
     return row
@@ -494,6 +494,12 @@ def _run_all(torch, plan: dict, benchmarks: list, dev, gpu: bool, dist: Dist, de
     for i, b in enumerate(benchmarks, 1):
         on = f"{dist.world} processes of " if dist.on else ""
         say(f"[{i}/{len(benchmarks)}] {b.get('name')}: batch {b.get('batch')} on {on}{device['name']} ...", dist)
+        if plan.get("device") == "cuda" and not gpu:  # a GPU's benchmark timed on the CPU is no GPU's measurement
+            results.append({"name": b.get("name"), "kind": b.get("kind"), "error": (
+                f"no CUDA GPU for this PyTorch ({torch.__version__}): not run on the CPU (a CPU-only build, or a "
+                "driver that does not match the kernel: nvidia-smi says which)")})
+            say(f"[{i}/{len(benchmarks)}] {b.get('name')}: failed: {results[-1]['error']}", dist)
+            continue
         if dist.on:  # a failure ends the job: its peers would wait for this rank in a collective
             results.append(run_one(torch, b, plan, dev, gpu, dist))
             _said(results[-1], i, len(benchmarks), dist)

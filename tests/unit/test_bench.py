@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from gpufleet.errors import GpufleetError
 from gpufleet.fleet import bench
 from gpufleet.perf import measured
 from gpufleet.perf.model import PRIORS
@@ -72,7 +73,10 @@ def test_measured_beside_predicted_on_a_real_h200(cat):
 @pytest.mark.parametrize("torch_name,catalog_name", [
     ("NVIDIA H200", "H200"), ("NVIDIA H100 80GB HBM3", "H100"), ("NVIDIA A100-SXM4-80GB", "A100-80GB"),
     ("NVIDIA H100 PCIe", "H100-PCIe"), ("NVIDIA A100 80GB PCIe", "A100-80GB-PCIe"), ("NVIDIA L4", "L4"),
-    ("NVIDIA GeForce RTX 4090", None)])
+    ("NVIDIA GeForce RTX 4090", None),
+    # rev52 finding 3: the name whole, never the nearest shorter one the catalog knows: the H200 NVL (PCIe, 600 W,
+    # dense BF16 835 TFLOPS: NVIDIA H200 datasheet) is no H200 SXM (989.5), and the catalog has no H200 NVL
+    ("NVIDIA H200 NVL", None), ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", None)])
 def test_the_gpu_pytorch_names_is_found_in_the_catalog(cat, torch_name, catalog_name):
     assert bench.catalog_gpu(cat, torch_name) == catalog_name
 
@@ -200,3 +204,112 @@ def test_bench_on_several_processes_without_torchrun_says_so_and_exits_2(tmp_pat
 def test_gpus_is_a_count_or_all_and_tiny_wants_a_count(gpus):
     r = cli("bench", "--here", "--tiny", "--gpus", gpus)
     assert r.exit_code == 2 and "--gpus takes" in r.output, r.output
+
+
+# ---- review rev52 (findings 3, 5, 9, 10, 12): what a measurement is of, and what --record does with it ---------------
+
+def test_tiny_with_gpu_gives_no_prediction_mfu_or_flag_for_toy_shapes():
+    """rev52 finding 9: `--tiny --gpu H100` set the H100's prediction of full BERT-large beside a toy encoder's rate
+    on the CPU (+352% FLAG, MFU 30%)."""
+    require(importlib.util.find_spec("torch") is not None, "torch is not installed (the test extra brings it)")
+    r = subprocess.run([gpufleet_exe(), "bench", "--here", "--tiny", "--gpu", "H100", "--json", "--workload",
+                        "bert-large"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (b,) = json.loads(r.stdout)["benchmarks"]
+    assert (b["predicted"], b["mfu"], b["flagged"]) == (None, None, False) and b["measured"] > 0, b
+    assert b["note"] == "toy shapes: nothing to predict", b
+
+
+@pytest.mark.parametrize("gpus, nodes, first", [(16, 2, "network between the nodes"), (8, 1, "links between the GPUs"),
+                                                (1, 1, "clocks or power")])
+def test_a_job_slower_than_predicted_is_told_where_to_look_first_for_its_shape(cat, gpus, nodes, first):
+    """rev52 finding 10: the flag had one suggestion for every run; a 2-node FSDP2 job (synthetic data: no input
+    pipeline) at a third of its prediction was told clocks, another process, versions, never the network the issue
+    lists. Several nodes: the network first; several GPUs of a node: their links; one GPU: itself."""
+    answer = {"device": {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "gpus": gpus // nodes, "gpus_used": gpus,
+                         "world_size": gpus, "nodes": nodes, "backend": "nccl"},
+              "versions": {"torch": "2.11.0+cu130"},
+              "results": [{"name": "llm:8b", "kind": "decoder", "batch": 1, "step_s": 1.0, "samples_per_s": 10.0,
+                           "sharding": "fsdp2"}]}
+    (row,) = bench.judge(answer, cat, "H100", tiny=False).rows
+    answer["results"][0]["samples_per_s"] = row.predicted / 3
+    (row,) = bench.judge(answer, cat, "H100", tiny=False).rows
+    assert row.flagged and row.suggests.startswith(f"slower than predicted: the {first}" if gpus > 1 else
+                                                   f"slower than predicted: {first}"), row.suggests
+
+
+def test_the_params_of_a_sharded_model_are_the_models(tmp_path):
+    """rev52 finding 12: run_one multiplied FSDP2's parameter count by the world ("each rank holds its shard"), but
+    after fully_shard the parameters are DTensors whose numel() is the global tensor's (torch 2.13
+    torch/distributed/tensor/_api.py): 502,400 on two gloo ranks for a toy decoder of 251,200."""
+    require(importlib.util.find_spec("torch") is not None, "torch is not installed (the test extra brings it)")
+    plan = {"device": "cpu", "warmup": 1, "steps": 1, "compile": False,
+            "benchmarks": [{"name": "llm:1b", "kind": "decoder", **bench.TINY["decoder"]}]}
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps(plan))
+    script = bench.script_path()
+    alone = subprocess.run([sys.executable, script, str(f)], capture_output=True, text=True, timeout=300)
+    two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
+                          script, str(f)], capture_output=True, text=True, timeout=300)
+    assert alone.returncode == 0 and two.returncode == 0, (alone.stderr[-1500:], two.stderr[-1500:])
+    one = json.loads(alone.stdout.strip().splitlines()[-1])["results"][0]
+    sharded = json.loads(two.stdout.strip().splitlines()[-1])["results"][0]
+    assert sharded["sharding"] == "fsdp2"
+    assert sharded["params"] == one["params"], f"FSDP2 on 2 ranks says {sharded['params']:,}, alone {one['params']:,}"
+
+
+def test_a_full_run_where_pytorch_sees_no_gpu_is_refused_not_timed_on_the_cpu(cat):
+    """rev52 finding 3: the full plan sent device "auto" and the node script then trained on the CPU where its
+    PyTorch saw no GPU (a CPU wheel, a driver that no longer matches the kernel: the broken node bench should find);
+    judge() held that rate to the H100's prediction and --record kept it as an H100 row. The full plan now asks for
+    "cuda" and the real node script refuses it in each row; an answer timed on the CPU all the same (another copy of
+    the script, "auto") is judged as no GPU's and nothing of it is recorded."""
+    require(importlib.util.find_spec("torch") is not None, "torch is not installed (the test extra brings it)")
+    import torch
+
+    require(not torch.cuda.is_available(), "this machine's PyTorch sees a GPU: the refusal is for one that sees none")
+    the_plan = bench.plan(["resnet50", "bert-large"], tiny=False)
+    assert the_plan["device"] == "cuda"
+    # the real node script with the full plan's device and steps, on toy shapes so that it ends in seconds
+    answer = bench.run_here({**the_plan, "warmup": 1, "steps": 2,
+                             "benchmarks": bench.plan(["resnet50", "bert-large"], True)["benchmarks"]})
+    assert [("no CUDA GPU" in r["error"], "samples_per_s" in r) for r in answer["results"]] == [(True, False)] * 2
+    on_cpu = {**H200, "device": {"kind": "cpu", "name": "x86_64", "gpus": 0, "gpus_used": 0}}
+    report = bench.judge(on_cpu, cat, "H100", tiny=False)
+    assert report.gpu is None and [r.predicted for r in report.rows] == [None, None]
+    assert all("not on a GPU" in r.note for r in report.rows), [r.note for r in report.rows]
+    with pytest.raises(GpufleetError):
+        bench.record(report)
+
+
+def test_a_gpu_pytorch_names_as_another_of_the_catalogs_is_not_judged_as_the_one_asked_for(cat):
+    """rev52 finding 3: a host of an H100 pool (or --gpu H100) whose PyTorch names an A100 (a wrong inventory, a
+    replaced board) got the H100's prediction, a FLAG that suggested clocks or power, and an H100 row in the record."""
+    answer = {**H200, "device": {**H200["device"], "name": "NVIDIA A100-SXM4-80GB"}}
+    report = bench.judge(answer, cat, "H100", tiny=False)
+    assert report.gpu is None and not any(r.predicted or r.flagged for r in report.rows)
+    assert all("A100-80GB" in r.note and "H100" in r.note for r in report.rows), [r.note for r in report.rows]
+    assert bench.judge(answer, cat, "A100-80GB", tiny=False).gpu == "A100-80GB"  # its own GPU: judged
+
+
+def test_a_record_that_cannot_be_kept_is_said_after_the_runs_results(cat, tmp_path, monkeypatch):
+    """rev52 finding 5: --record recorded before the results were shown, and a row whose rate is beyond the bounds
+    against its prediction (a throttled GPU: 1/80 of it here) made measured.add raise ValueError: "internal error",
+    and the run's measurements (up to 30 minutes of GPU time) never shown. Now the results come first; the row is
+    left out and named, and the command says nothing was recorded (exit 1)."""
+    monkeypatch.setenv("GPUFLEET_MEASURED", str(tmp_path / "measured.json"))
+    slow = {**H200, "results": [{**H200["results"][0], "samples_per_s": 60.0}]}
+    monkeypatch.setattr(bench, "run_here", lambda *a, **k: slow)
+    r = cli("--json", "bench", "--here", "--record", "--workload", "resnet50")
+    assert r.exit_code == 1 and "internal error" not in r.output, r.output[-600:]
+    doc = json.loads(r.stdout)
+    assert doc["benchmarks"][0]["measured"] == 60.0 and doc["recorded"] is None
+    assert "nothing recorded" in doc["record_error"]["message"] and "resnet50" in doc["record_error"]["message"]
+    assert not (tmp_path / "measured.json").exists()
+    r = cli("bench", "--here", "--record", "--workload", "resnet50")
+    assert r.exit_code == 1 and "60.0" in r.stdout and "nothing recorded" in r.output, r.output
+    # beside a row that can be kept, the other is left out and named, the good one kept
+    both = {**H200, "results": [slow["results"][0], H200["results"][1]]}
+    done = bench.record(bench.judge(both, cat, "H200", tiny=False))
+    assert done["rows"] == 1 and [m.workload for m in measured.read()] == ["bert-large"]
+    assert len(done["left_out"]) == 1 and "resnet50" in done["left_out"][0], done

@@ -3,15 +3,18 @@ tests/loopback_sshd.py) to each rack host, the host's Python trains the toy shap
 answers come back per node with the spread between nodes. No assertion here is about a speed."""
 
 import glob
+import importlib
 import importlib.util
 import json
 import sys
 from contextlib import ExitStack
+from types import SimpleNamespace
 
 import pytest
 from test_bench import H200
 
 from gpufleet.fleet import bench
+from gpufleet.nodes.kind import Benched
 from gpufleet.perf import measured
 from gpufleet.state.registry import Node, Registry
 
@@ -113,7 +116,7 @@ def test_a_slow_node_is_flagged_against_its_peers_and_every_node_is_recorded(cat
     (rn50,) = [s for s in result.spread if s["benchmark"] == "resnet50"]
     assert rn50["slow"] == ["rack-2"] and rn50["nodes"] == 3 and rn50["spread"] == pytest.approx(1 / 0.7 - 1)
     slow = next(r for r in result.nodes[2].report.rows if r.name == "resnet50")
-    assert slow.flagged and "29% below the median of the 3 nodes" in slow.suggests  # 0.7 against 0.98
+    assert slow.flagged and "29% below the median of its 2 peer(s)" in slow.suggests  # 0.7 against 0.99
     assert not any("below the median" in r.suggests for n in result.nodes[:2] for r in n.report.rows)
     done = bench.record_cluster(result, instance="rack")
     assert done["rows"] == 6
@@ -194,3 +197,90 @@ def test_bench_of_a_rack_cluster_on_all_of_each_hosts_gpus_runs_torchrun_on_each
         (row,) = n["bench"]["benchmarks"]
         assert sorted(x["rank"] for x in row["ranks"]) == [0, 1] and row["sharding"] == "fsdp2"
     assert doc["spread"][0]["nodes"] == 2
+
+
+# ---- review rev52 (findings 1, 4, 10): a cluster's nodes judged, checked and recorded as what they are --------------
+
+def test_a_node_well_below_its_only_peer_is_flagged():
+    """rev52 finding 10: spread() held each node to the median of ALL nodes, the slow one's own rate in it: of two
+    nodes 15% apart the slow one was 7.9% below their median, never flagged. Each node is now held to its peers'."""
+    def node(name: str, rate: float) -> bench.NodeBench:
+        row = bench.Judged(name="resnet50", workload="resnet50", unit="img/s", measured=rate)
+        return bench.NodeBench(name, "rack", "10.0.0.1", bench.BenchReport({}, {}, "H100", False, [row]))
+
+    nodes = [node("a", 1000.0), node("b", 850.0)]
+    (s,) = bench.spread(nodes)
+    assert s["slow"] == ["b"] and s["median"] == 925.0, s
+    assert "15% below the median of its 1 peer(s)" in nodes[1].report.rows[0].suggests
+
+
+MIXED = "stacks/examples/mixed.yaml"  # its cloud pools name an instance type only, as every cloud example does
+L4_ANSWER = {"device": {"kind": "cuda", "name": "NVIDIA L4", "gpus": 1, "gpus_used": 1, "world_size": 1, "nodes": 1},
+             "versions": {"torch": "2.11.0+cu130", "cuda": "13.0", "driver": "580.159.04"},
+             "when": "2026-11-20T10:00:00Z",
+             "results": [{"name": "resnet50", "kind": "cnn", "batch": 256, "step_s": 0.5, "samples_per_s": 512.0}]}
+
+
+def test_a_cloud_pool_of_an_instance_type_is_judged_against_that_types_gpu(cat, tmp_path, monkeypatch):
+    """rev52 finding 1: bench_cluster judged each node against `pools[b.pool].gpu`, None for a cloud pool (it names
+    its instance_type: every cloud example), so a cloud cluster's answers had no prediction, no MFU, no flag, and
+    --record said "nothing to record". The pool's GPU is now its instance type's (configure.pillar.gpu_of)."""
+    from gpufleet import nodes as kinds
+    from gpufleet import stacks
+
+    reg = Registry(tmp_path / "registry.db")
+    reg.record(name="mixed", stack="mixed-fleet", stack_file=MIXED, owner="o", expires_at="2099-01-01T00:00:00Z",
+               backend=None, nodes=[Node(pool="gcp-l4", idx=0, provider="gcp", location="us-central1-a",
+                                         machine="g2-standard-8", node_id="n-1", private_ip="10.0.0.5")])
+
+    class Cloud:
+        def bench(self, run, plan, python, launch=None):
+            return [Benched("gcp-l4-0", "gcp-l4", "10.0.0.5", L4_ANSWER)]
+
+    monkeypatch.setattr(kinds, "used", lambda stack: [Cloud()])
+    st = stacks.load(MIXED, cat)
+    result = bench.bench_cluster(st, cat, ["resnet50"], tiny=False, python="python3", cluster="mixed", registry=reg)
+    (row,) = result.nodes[0].report.rows
+    assert result.nodes[0].report.gpu == "L4" and row.predicted and row.mfu, row.note
+
+
+def test_bench_cluster_record_keeps_each_pools_instance_type(cat, tmp_path, monkeypatch):
+    """rev52 finding 1 (provenance): record_cluster filed every node's rows under the command line's one --instance
+    (None by default): a cloud cluster's rows kept no instance type although its pools name theirs."""
+    monkeypatch.setenv("GPUFLEET_MEASURED", str(tmp_path / "measured.json"))
+    report = bench.judge(L4_ANSWER, cat, "L4", tiny=False)
+    done = bench.ClusterBench("mixed", False, [bench.NodeBench("gcp-l4-0", "gcp-l4", "10.0.0.5", report)])
+    monkeypatch.setattr(bench, "bench_cluster", lambda *a, **k: done)
+    r = cli("--json", "bench", MIXED, "--record", "--workload", "resnet50", "--instance", "ignored-for-a-cloud-pool")
+    assert r.exit_code == 0, r.output[-800:]
+    assert [(m.cluster, m.instance) for m in measured.read()] == [("mixed", "g2-standard-8")]
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"samples_per_s": "fast"}, "a measurement that is no number: judge() divides by it (TypeError: internal error)"),
+    ({"samples_per_s": float("nan")}, "NaN: never flagged, then --record's ValueError"),
+    ({"name": "vgg16"}, "a benchmark the plan did not ask for, judged and recorded as vgg16"),
+])
+def test_a_rack_hosts_answer_is_checked_as_a_cloud_nodes_is(change, why):
+    """rev52 finding 4: a cloud node's answer goes through nodes/cloud/bench.py `checked_answer` before it is judged
+    or recorded; a rack host's was taken as whatever its Python printed last (common.md: whatever comes from a node
+    is validated against its format). Now the same checker, and the host's answer refused with why."""
+    from gpufleet.clouds.baremetal import hosts
+
+    rack_bench = importlib.import_module("gpufleet.nodes.racks.bench")  # the package's `bench` is its function
+    plan = bench.plan(["resnet50", "bert-large"], tiny=False)
+    answer = json.loads(json.dumps(H200))
+    answer["when"] = "2026-11-20T10:00:00Z"
+    answer["results"][0].update(change)
+    ran = SimpleNamespace(ok=True, value=SimpleNamespace(rc=0, stdout=json.dumps(answer) + "\n", stderr=""))
+    target = SimpleNamespace(id="rack-0", pool="rack", address="192.0.2.10", port=22)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(hosts, "on_each_host", lambda targets, work, **kw: [ran])
+        (got,) = rack_bench.bench_hosts([target], plan, python="python3")
+    assert got.answer is None and "192.0.2.10's bench answer" in got.error and "refused" in got.error, why
+    answer["results"][0] = H200["results"][0]  # the same answer as the node script prints it: taken
+    ran.value.stdout = json.dumps(answer) + "\n"
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(hosts, "on_each_host", lambda targets, work, **kw: [ran])
+        (got,) = rack_bench.bench_hosts([target], plan, python="python3")
+    assert got.error is None and got.answer["results"][0]["samples_per_s"] == H200["results"][0]["samples_per_s"]

@@ -10,9 +10,11 @@ import json
 import shlex
 
 from gpufleet.clouds.baremetal import hosts
+from gpufleet.errors import UntrustedValue
 from gpufleet.nodebench import source
 from gpufleet.nodebench.launch import TORCHRUN, Launch
 from gpufleet.nodebench.train_steps import NO_TORCH
+from gpufleet.nodes.cloud.bench import checked_answer
 from gpufleet.nodes.kind import Benched
 
 TIMEOUT_S = 1800  # compilation and three benchmarks take minutes on a GPU (fleet.bench.TIMEOUT_S on one machine)
@@ -44,10 +46,10 @@ def bench_hosts(targets: list[hosts.HostTarget], plan: dict, *, python: str, tru
     outcomes = hosts.on_each_host(
         targets, lambda s: s.run(scripts[(s.target.address, s.target.port)], timeout=TIMEOUT_S, stdin=data),
         phase="bench", trust_new=trust_new, workers=workers, progress=progress)
-    return [_answer(t, o, python, launch) for t, o in zip(targets, outcomes)]
+    return [_answer(t, o, python, launch, plan) for t, o in zip(targets, outcomes)]
 
 
-def _answer(t: hosts.HostTarget, o, python: str, launch: Launch | None) -> Benched:
+def _answer(t: hosts.HostTarget, o, python: str, launch: Launch | None, plan: dict) -> Benched:
     out = Benched(t.id, t.pool, t.address)
     if not o.ok:
         out.error, out.hint = o.error.message, o.error.hint
@@ -68,5 +70,10 @@ def _answer(t: hosts.HostTarget, o, python: str, launch: Launch | None) -> Bench
         out.error = f"the benchmark exited {r.rc} on {t.address} with no results: {tail}"
         out.hint = f"is {python} a Python 3 there? --python names the one that has PyTorch"
     else:
-        out.answer = answer
+        try:  # a host's output is the host's: checked as a cloud node's is before it is judged, shown or recorded
+            out.answer = checked_answer(answer, plan, f"{t.address}'s bench answer")
+        except UntrustedValue as e:
+            out.error = e.message
+            out.hint = (f"the host's Python did not answer as the node script does: see what {python} is on "
+                        f"{t.address} (--python names another)")
     return out
