@@ -38,38 +38,6 @@ def _offers(gpu: str, workload: str) -> dict:
     return {(o["provider"], o["region"], o["instance"]): o for o in doc["offers"]}
 
 
-# ---- 1. the measured layer trusts the ratio a row carries ----------------------------------------------------------
-
-def test_1a_a_row_is_held_to_todays_model_not_to_the_prediction_it_carries(cat, tmp_path, monkeypatch):
-    """compare multiplies the GPU's speed by measured / the row's own `predicted` (measured.speed), a number written
-    when the row was recorded (by the fit of that gpufleet release) or by whoever wrote the row to the team store.
-    A GPU that runs exactly as today's model predicts, recorded under a fit that predicted it 2x faster (or by a
-    writer who says so), is then predicted at half its measured speed by every user of the team."""
-    monkeypatch.setenv("GPUFLEET_MEASURED", str(tmp_path / "measured.json"))
-    before = _offers("H200", "bert-large")
-    measured.add([_row(cat, "H200", "bert-large", 128, ratio=1.0, claimed=2.0)])
-    after = _offers("H200", "bert-large")
-    one = min(after, key=lambda k: after[k]["nodes"])  # one node: BERT is compute-bound there (test_bench's reading)
-    assert after[one]["throughput"] == pytest.approx(before[one]["throughput"], rel=0.05), (
-        f"the GPU ran as today's model predicts, yet compare now predicts it at "
-        f"{after[one]['throughput'] / before[one]['throughput']:.2f}x: the row's stored prediction is trusted")
-
-
-def test_1b_a_row_claiming_more_than_the_gpus_peak_does_not_move_compare(cat, tmp_path, monkeypatch):
-    """RATIO_BOUNDS lets a row say 20x the model; for BERT-large on an H100 (the model: ~30% MFU) 19x is ~560% of
-    the GPU's dense BF16 peak, a speed no GPU has. Read from the team store (anyone of the team writes there) it
-    becomes every teammate's H100 prediction. A row is at most the GPU's peak (MFU <= 1) before it is used."""
-    monkeypatch.setenv("GPUFLEET_MEASURED", str(tmp_path / "measured.json"))
-    measured.add([_row(cat, "H100", "bert-large", 128, ratio=19.0)])
-    w = workloads.get("bert-large")
-    peak = cat.gpu("H100").tflops["bf16"] * 1e12
-    for o in _offers("H100", "bert-large").values():
-        per_gpu = o["throughput"] / (o["gpus_per_node"] * o["nodes"])
-        assert per_gpu * w.train_flops <= peak, (
-            f"{o['instance']}: compare predicts {per_gpu * w.train_flops / peak:.0%} of the H100's dense BF16 peak "
-            "from one recorded row")
-
-
 # ---- 2. a measurement judged against a GPU it was not taken on ------------------------------------------------------
 
 @needs_torch
@@ -355,24 +323,3 @@ def test_15_a_rack_hosts_answer_is_checked_as_a_cloud_nodes_is(change, why):
         m.setattr(hosts, "on_each_host", lambda targets, work, **kw: [ran])
         (got,) = rack_bench.bench_hosts([target], plan, python="python3")
     assert got.answer is None and got.error, f"accepted: {why}"
-
-
-# ---- 16. a multi-node row's shortfall becomes the GPU's compute speed everywhere ------------------------------------
-
-def test_16_a_two_node_jobs_shortfall_does_not_slow_one_gpus_compute(cat, tmp_path, monkeypatch):
-    """measured.speed ignores a row's gpus/nodes: the ratio of a 2-node FSDP2 job (16 H100, whose shortfall is as
-    likely the network: the issue's own list) divides the GPU's compute time (model.py `_framework_speed`) of every
-    H100 offer, one GPU on one node included. A row of several nodes says nothing of one GPU's compute unless the
-    fit places it (calibrate --mine refits with the row's own scenario; compare does not)."""
-    monkeypatch.setenv("GPUFLEET_MEASURED", str(tmp_path / "measured.json"))
-    before = _offers("H100", "llm:1b")
-    w = measured.bench_workload("llm:1b")
-    job = predict(measured.scenario(w, cat.gpu("H100"), 1, gpus_per_node=8, nodes=2)).per_gpu
-    measured.add([measured.Measured(gpu="H100", workload="llm:1b", family="llm", unit="tok/s", measured=job / 2,
-                                    predicted=job, batch=1, when="2026-11-20T10:00:00Z", host="node-1", gpus=16,
-                                    nodes=2)])
-    after = _offers("H100", "llm:1b")
-    one = min(after, key=lambda k: after[k]["gpus_per_node"] * after[k]["nodes"])
-    assert after[one]["gpus_per_node"] * after[one]["nodes"] == 1
-    assert after[one]["throughput"] == pytest.approx(before[one]["throughput"], rel=0.05), (
-        f"one H100 now predicted at {after[one]['throughput'] / before[one]['throughput']:.2f}x from a 2-node job")
