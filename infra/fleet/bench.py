@@ -93,11 +93,11 @@ class BenchReport:
 
 
 def _kind(w: Workload) -> str:
-    kinds = {"cnn": "cnn", "transformer": "encoder", "llm": "decoder"}
-    if w.family not in kinds or (w.family == "cnn" and w.name != "resnet50"):
+    kind = measured.bench_kind(w)
+    if kind is None:
         raise InputError(f"bench runs resnet50, bert-large and llm:<size>[:<seq>], not {w.name!r}",
                          "e.g. --workload resnet50,bert-large,llm:1b")
-    return kinds[w.family]
+    return kind
 
 
 def plan(names: list[str], tiny: bool) -> dict:

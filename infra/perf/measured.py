@@ -101,6 +101,20 @@ class Measured:
                 gpus=int(_number(d, "gpus", 1)), nodes=int(_number(d, "nodes", 1)))
         if m.unit not in UNITS:
             raise ValueError(f"unit: {m.unit!r} is not one of {', '.join(UNITS)}")
+        # what the row means, not only its characters: a store's row bends every prediction of its GPU and family
+        if not 1 <= m.nodes <= m.gpus:
+            raise ValueError(f"gpus {m.gpus}, nodes {m.nodes}: a job runs on one node or more, each with a GPU or more")
+        if m.batch < 1:
+            raise ValueError(f"batch: {m.batch}: a step trains one sample or more")
+        try:
+            w = bench_workload(m.workload)
+        except GpufleetError:
+            w = None
+        if w is None or bench_kind(w) is None:
+            raise ValueError(f"workload: {m.workload!r} is not one `gpufleet bench` runs (resnet50, bert-large, "
+                             "llm:<size>)")
+        if (m.family, m.unit) != (w.family, f"{w.unit}/s"):
+            raise ValueError(f"{m.workload}: family {m.family!r} in {m.unit!r}; it is {w.family!r} in {w.unit}/s")
         if m.tiny:
             if not m.measured > 0:
                 raise ValueError(f"{m.workload}: measured {m.measured:g}")
@@ -212,6 +226,17 @@ def layer(rows: list[Measured]) -> str | None:
     return "measured: " + "; ".join(
         f"{n} row{'s' if n > 1 else ''} from {where} on {day}" + (", tiny: not used" if tiny else "")
         for (where, day, tiny), n in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])))
+
+
+# the node script's model of each family (gpufleet/nodebench/train_steps.py BUILDERS); of the CNNs it trains ResNet-50
+BENCH_KINDS = {"cnn": "cnn", "transformer": "encoder", "llm": "decoder"}
+
+
+def bench_kind(w: Workload) -> str | None:
+    """The model the node script builds for ``w``, None for a workload `gpufleet bench` does not run."""
+    if w.family not in BENCH_KINDS or (w.family == "cnn" and w.name != "resnet50"):
+        return None
+    return BENCH_KINDS[w.family]
 
 
 def bench_workload(name: str) -> Workload:

@@ -3,11 +3,12 @@ back (the file or the team store: anyone's), and the speed compare and calibrate
 hostile review rev52 (findings 2 and 6): a row's own stored prediction, a row beyond its GPU's peak, a multi-node
 row's shortfall and rows that break the team's calibrate --mine. No assertion is about a speed of this machine."""
 
+import dataclasses
 import json
 
 import pytest
 
-from gpufleet.perf import measured, workloads
+from gpufleet.perf import calibration, measured, workloads
 from gpufleet.perf.model import predict
 
 from conftest import cli
@@ -83,3 +84,36 @@ def test_a_two_node_jobs_shortfall_does_not_slow_one_gpus_compute(cat, tmp_path,
     doc = json.loads(cli("--json", "compare", "llm:1b", "--gpu", "H100", "--top", "1").stdout)
     said = [a for a in doc["assumptions"] if a.startswith("measured: H100 rows not applied")]
     assert said and "2 nodes" in said[0], doc["assumptions"]
+
+
+# ---- a row read back is checked for what it means --------------------------------------------------------------------
+
+def test_one_row_of_a_gpu_this_catalog_lacks_leaves_the_others_usable(cat, tmp_path, monkeypatch):
+    """Rows come from the team store, written by teammates whose catalogs may name other GPUs (config `gpus:`).
+    calibration.mine_rows calls cat.gpu(m.gpu) for every row: one such row is NotFound and `calibrate --mine` ends
+    (exit 2) for the whole team, naming no row and no store object."""
+    good = _row(cat, "H200", "bert-large", 128, ratio=0.9)
+    foreign = dataclasses.replace(good, gpu="MI355X-OAM")
+    assert not cat.has_gpu("MI355X-OAM")
+    skipped: dict[str, str] = {}
+    rows = calibration.mine_rows([good, foreign], cat, skipped)
+    assert [r.scenario.gpu.name for r in rows] == ["H200"]
+    ((key, why),) = skipped.items()
+    assert "MI355X-OAM" in key and "no GPU" in why
+
+
+@pytest.mark.parametrize("change, why", [
+    ({"gpus": 0}, "a job of no GPUs (mine_rows then makes a row of measured 0: log(0) in the fit)"),
+    ({"batch": 0}, "a batch of no samples"),
+    ({"nodes": 4, "gpus": 1}, "more nodes than GPUs"),
+    ({"family": "cnn"}, "BERT-large's row filed under the CNNs: compare applies it to every CNN on this GPU"),
+    ({"family": "video"}, "a family the model has not (workloads.FAMILIES)"),
+    ({"workload": "not-a-workload"}, "a workload no catalog knows (mine_rows: NotFound for the whole team)"),
+])
+def test_a_row_read_back_is_checked_for_what_it_means_not_only_its_characters(cat, change, why):
+    """Measured.from_dict (the check of every row read from the file or the team store) checks that words are
+    printable and numbers finite and >= 0; it lets through rows that break or bend what uses them."""
+    d = dataclasses.asdict(_row(cat, "H200", "bert-large", 128, ratio=0.9))
+    with pytest.raises(ValueError):
+        measured.Measured.from_dict({**d, **change})
+        pytest.fail(f"accepted: {why}")

@@ -3,7 +3,6 @@ main b0a8ca4 and says what the real thing does. Sources: torch 2.13.0+cpu of the
 torch/distributed/tensor/_api.py: a DTensor's numel is the global tensor's), run here; the model's own FLOP count
 (infra/perf/model.py `_llm_token_time`); Hugging Face config.json of the reference models (read 2026-11)."""
 
-import dataclasses
 import importlib.util
 import json
 import subprocess
@@ -14,7 +13,7 @@ from test_bench import H200
 
 from gpufleet.errors import GpufleetError
 from gpufleet.fleet import bench
-from gpufleet.perf import calibration, llm_shapes, measured, workloads
+from gpufleet.perf import llm_shapes, measured, workloads
 from gpufleet.perf.model import predict
 
 from conftest import cli, gpufleet_exe
@@ -80,36 +79,6 @@ def test_3_record_of_a_row_outside_the_ratio_bounds_is_no_internal_error_and_los
     r = cli("--json", "bench", "--here", "--record", "--workload", "resnet50")
     assert "internal error" not in r.output, r.output[-600:]
     assert "60.0" in r.output or '"measured": 60.0' in r.output, f"the run's measurement was not shown: {r.output[-600:]}"
-
-
-# ---- 4. a recorded row that is in format but not usable breaks the team's calibrate --mine ---------------------------
-
-def test_4a_one_row_of_a_gpu_this_catalog_lacks_leaves_the_others_usable(cat, tmp_path, monkeypatch):
-    """Rows come from the team store, written by teammates whose catalogs may name other GPUs (config `gpus:`).
-    calibration.mine_rows calls cat.gpu(m.gpu) for every row: one such row is NotFound and `calibrate --mine` ends
-    (exit 2) for the whole team, naming no row and no store object."""
-    good = _row(cat, "H200", "bert-large", 128, ratio=0.9)
-    foreign = dataclasses.replace(good, gpu="MI355X-OAM")
-    assert not cat.has_gpu("MI355X-OAM")
-    rows = calibration.mine_rows([good, foreign], cat)
-    assert [r.scenario.gpu.name for r in rows] == ["H200"]
-
-
-@pytest.mark.parametrize("change, why", [
-    ({"gpus": 0}, "a job of no GPUs (mine_rows then makes a row of measured 0: log(0) in the fit)"),
-    ({"batch": 0}, "a batch of no samples"),
-    ({"nodes": 4, "gpus": 1}, "more nodes than GPUs"),
-    ({"family": "cnn"}, "BERT-large's row filed under the CNNs: compare applies it to every CNN on this GPU"),
-    ({"family": "video"}, "a family the model has not (workloads.FAMILIES)"),
-    ({"workload": "not-a-workload"}, "a workload no catalog knows (mine_rows: NotFound for the whole team)"),
-])
-def test_4b_a_row_read_back_is_checked_for_what_it_means_not_only_its_characters(cat, change, why):
-    """Measured.from_dict (the check of every row read from the file or the team store) checks that words are
-    printable and numbers finite and >= 0; it lets through rows that break or bend what uses them."""
-    d = dataclasses.asdict(_row(cat, "H200", "bert-large", 128, ratio=0.9))
-    with pytest.raises(ValueError):
-        measured.Measured.from_dict({**d, **change})
-        pytest.fail(f"accepted: {why}")
 
 
 # ---- 5. MFU's FLOPs are not the model's ------------------------------------------------------------------------------
