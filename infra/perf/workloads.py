@@ -56,7 +56,8 @@ class Workload:
 
     @property
     def train_flops(self) -> float:
-        """FLOPs per sample for forward + backward (3x forward; 6N + 12Lds per token for LLMs)."""
+        """FLOPs per sample for forward + backward (3x forward; 6N + 6Lds per token for decoder LLMs: causal
+        attention, as perf/model.py times the step and as bench's MFU counts)."""
         return 3.0 * self.fwd_flops
 
 
@@ -107,7 +108,11 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
                 sized = llm_shapes.shape(params)
                 L, dm = sized.layers, sized.d_model
                 d = {"heads": sized.heads, "kv_heads": sized.kv_heads, "ffn": sized.ffn, "vocab": sized.vocab, **d}
-            fwd = 2.0 * params + 4.0 * L * dm * s
+            # causal attention: a token attends to those before it, half the 4 L d s of a full one (FlashAttention
+            # skips the masked blocks); the count perf/model.py times the step with, so that MFU and the prediction
+            # speak of the same FLOPs. PaLM (Chowdhery et al. 2022, appendix B) and torchtitan count 12 L d s: their
+            # MFU of the same run is higher by 6 L d s / (6 N + 6 L d s)
+            fwd = 2.0 * params + 2.0 * L * dm * s
             acts = architecture.transformer_activations(L, dm, s, flash=True)
             llm_fields = llm_attention(d, dm, name, where)
     except KeyError as e:

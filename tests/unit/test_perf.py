@@ -6,7 +6,8 @@ from importlib import resources
 
 import pytest
 
-from gpufleet.perf import architecture, calibration, model, workloads
+from gpufleet.fleet import bench
+from gpufleet.perf import architecture, calibration, measured, model, workloads
 from gpufleet.perf.model import NAMES, PRIORS, Params, Scenario, error_band, fitted_params, predict, resolve_precision
 
 
@@ -118,11 +119,26 @@ def _s(cat, wl="resnet50", gpu="A100-80GB", **kw):
 
 
 def test_llm_flops_follow_6nd(cat):
-    w = workloads.get("llm-7b")
-    assert w.train_flops == pytest.approx(6 * w.params + 12 * w.layers * w.d_model * w.seq_len)
+    w = workloads.get("llm-7b")  # causal attention: 6 L d s, as perf/model.py times the step (rev52 finding 8)
+    assert w.train_flops == pytest.approx(6 * w.params + 6 * w.layers * w.d_model * w.seq_len)
     custom = workloads.get("llm:65b")  # a size the library has no model of (llm:70b:2048 is llm-70b: issue 16)
     assert custom.params == 65e9 and custom.train_flops > 6 * 65e9
     assert workloads.get("resnet50").train_flops == pytest.approx(3 * 2 * 4.09e9, rel=0.01)
+
+
+def test_bench_mfu_counts_the_flops_the_model_counts_for_the_same_step(cat):
+    """One FLOP count for a decoder (rev52 finding 8): bench's MFU is measured x Workload.train_flops / peak, and the
+    model times the same step with 6N + 6 L d s a token (perf/model.py `_llm_token_time`: causal attention,
+    FlashAttention skips the masked half). Before, train_flops counted full attention (12 L d s): llm:1b's MFU at
+    8,192 tokens was 18% above the model's own count."""
+    w = measured.bench_workload("llm:1b")
+    answer = {"device": {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "gpus": 1, "gpus_used": 1},
+              "versions": {"torch": "2.11.0+cu130"},
+              "results": [{"name": "llm:1b", "kind": "decoder", "batch": 1, "step_s": 0.5, "samples_per_s": 20000.0}]}
+    (row,) = bench.judge(answer, cat, "H100", tiny=False).rows
+    model_flops = 6.0 * w.params + 6.0 * w.layers * w.d_model * w.seq_len
+    assert row.mfu == pytest.approx(20000.0 * model_flops / (cat.gpu("H100").tflops["bf16"] * 1e12), rel=0.01), (
+        f"MFU {row.mfu:.3f} from {w.train_flops / 1e9:.2f} GFLOP a token; the model counts {model_flops / 1e9:.2f}")
 
 
 @pytest.mark.parametrize("name", architecture.NAMES)

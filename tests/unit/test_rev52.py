@@ -81,23 +81,6 @@ def test_3_record_of_a_row_outside_the_ratio_bounds_is_no_internal_error_and_los
     assert "60.0" in r.output or '"measured": 60.0' in r.output, f"the run's measurement was not shown: {r.output[-600:]}"
 
 
-# ---- 5. MFU's FLOPs are not the model's ------------------------------------------------------------------------------
-
-def test_5_mfu_counts_the_flops_the_model_counts_for_the_same_step(cat):
-    """judge(): mfu = measured x Workload.train_flops / peak, and train_flops of a decoder is 3 x (2N + 4 L d s) =
-    6N + 12 L d s: attention as if it were not causal. The model's own count of the same step
-    (perf/model.py `_llm_token_time`) is 6N + 6 L d s, "FlashAttention skips the masked half". For llm:1b at its
-    8,192 tokens the MFU shown is 18% above the model's count (7.4 GFLOP of weights, 3.2 of attention)."""
-    w = measured.bench_workload("llm:1b")
-    answer = {"device": {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "gpus": 1, "gpus_used": 1},
-              "versions": {"torch": "2.11.0+cu130"},
-              "results": [{"name": "llm:1b", "kind": "decoder", "batch": 1, "step_s": 0.5, "samples_per_s": 20000.0}]}
-    (row,) = bench.judge(answer, cat, "H100", tiny=False).rows
-    model_flops = 6.0 * w.params + 6.0 * w.layers * w.d_model * w.seq_len
-    assert row.mfu == pytest.approx(20000.0 * model_flops / (cat.gpu("H100").tflops["bf16"] * 1e12), rel=0.01), (
-        f"MFU {row.mfu:.3f} from {w.train_flops / 1e9:.2f} GFLOP a token; the model counts {model_flops / 1e9:.2f}")
-
-
 # ---- 6. llm:<size>:2048 of a built-in size trains another model than it names ---------------------------------------
 
 @pytest.mark.parametrize("name", ["llm:1b:2048", "llm:7b:2048", "llm:70b:2048"])
