@@ -29,7 +29,7 @@ from gpufleet.fleet import team
 from gpufleet.nodebench.launch import TORCHRUN, Launch
 from gpufleet.nodebench.train_steps import NO_TORCH
 from gpufleet.nodes.run import Run, Seams
-from gpufleet.perf import llm_shapes, measured, workloads
+from gpufleet.perf import measured, workloads
 from gpufleet.perf.model import error_band, predict
 from gpufleet.perf.workloads import Workload
 from gpufleet.state import measurements
@@ -115,7 +115,7 @@ def plan(names: list[str], tiny: bool) -> dict:
                      "vocab": 30522, "seq": w.seq_len}
         else:
             shape = {"layers": w.layers, "d_model": w.d_model, "heads": w.heads, "kv_heads": w.kv_heads, "ffn": w.ffn,
-                     "vocab": w.vocab, "tied": llm_shapes.nearest(w.params).tied, "seq": w.seq_len}
+                     "gated": w.gated, "vocab": w.vocab, "tied": w.tied, "seq": w.seq_len}
         shape.setdefault("batch", GPU_BATCH[kind] if kind != "decoder" else max(1, DECODER_TOKENS // w.seq_len))
         benchmarks.append({"name": w.name, "kind": kind, **shape})
     return {"device": "cpu" if tiny else "auto", "compile": not tiny, **(TINY_STEPS if tiny else GPU_STEPS),

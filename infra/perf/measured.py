@@ -245,11 +245,10 @@ def bench_workload(name: str) -> Workload:
     w = workloads.get(name)
     if w.family != "llm":
         return w
-    tied = llm_shapes.nearest(w.params).tied
-    held = llm_shapes.parameters(w.layers, w.d_model, w.heads, w.kv_heads, w.ffn, w.vocab, tied)
+    held = llm_shapes.parameters(w.layers, w.d_model, w.heads, w.kv_heads, w.ffn, w.vocab, w.tied, w.gated)
     return workloads.decoder(w.name, {"params": held, "layers": w.layers, "d_model": w.d_model, "heads": w.heads,
-                                      "kv_heads": w.kv_heads, "ffn": w.ffn, "gated": True, "vocab": w.vocab,
-                                      "seq_len": w.seq_len}, "<bench>")
+                                      "kv_heads": w.kv_heads, "ffn": w.ffn, "gated": w.gated, "vocab": w.vocab,
+                                      "tied": w.tied, "seq_len": w.seq_len}, "<bench>")
 
 
 def scenario(w: Workload, gpu, batch: int, gpus_per_node: int = 1, nodes: int = 1) -> Scenario:

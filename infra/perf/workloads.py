@@ -53,6 +53,7 @@ class Workload:
     ffn: int = 0
     gated: bool = False
     vocab: int = 0
+    tied: bool = False  # decoder LLMs: the output layer shares the input embedding's weights
 
     @property
     def train_flops(self) -> float:
@@ -115,6 +116,7 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
             fwd = 2.0 * params + 2.0 * L * dm * s
             acts = architecture.transformer_activations(L, dm, s, flash=True)
             llm_fields = llm_attention(d, dm, name, where)
+            llm_fields["tied"] = bool(d.get("tied", llm_shapes.nearest(params).tied))
     except KeyError as e:
         raise SpecError(where, None, f"{name}.{e.args[0]}", f"required for family {fam}") from None
     except (TypeError, ValueError) as e:
@@ -163,7 +165,8 @@ def llm(params: float, seq_len: int = LLM_SEQ, name: str | None = None) -> Workl
     sized = llm_shapes.shape(params)
     return _from_dict(name or f"llm:{params / 1e9:g}b", {
         "family": "llm", "params": params, "layers": sized.layers, "d_model": sized.d_model, "heads": sized.heads,
-        "kv_heads": sized.kv_heads, "ffn": sized.ffn, "gated": True, "vocab": sized.vocab, "seq_len": seq_len,
+        "kv_heads": sized.kv_heads, "ffn": sized.ffn, "gated": True, "vocab": sized.vocab,
+        "tied": llm_shapes.nearest(params).tied, "seq_len": seq_len,
         "source": f"decoder LLM shaped as {sized.reference}, 6N FLOPs per token + attention (Kaplan et al. 2020)"}, "<llm>")
 
 

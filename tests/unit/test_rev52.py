@@ -13,7 +13,7 @@ from test_bench import H200
 
 from gpufleet.errors import GpufleetError
 from gpufleet.fleet import bench
-from gpufleet.perf import llm_shapes, measured, workloads
+from gpufleet.perf import measured
 from gpufleet.perf.model import predict
 
 from conftest import cli, gpufleet_exe
@@ -79,21 +79,6 @@ def test_3_record_of_a_row_outside_the_ratio_bounds_is_no_internal_error_and_los
     r = cli("--json", "bench", "--here", "--record", "--workload", "resnet50")
     assert "internal error" not in r.output, r.output[-600:]
     assert "60.0" in r.output or '"measured": 60.0' in r.output, f"the run's measurement was not shown: {r.output[-600:]}"
-
-
-# ---- 6. llm:<size>:2048 of a built-in size trains another model than it names ---------------------------------------
-
-@pytest.mark.parametrize("name", ["llm:1b:2048", "llm:7b:2048", "llm:70b:2048"])
-def test_6_the_decoder_the_node_trains_has_the_parameters_of_the_workload_it_is_named(name):
-    """workloads.get("llm:7b:2048") is the library's llm-7b (MPT-7B: a 4d GELU MLP, not gated, 6.66B). plan() sends
-    its ffn (16,384) to build_decoder, which makes a SwiGLU of it (three d x ffn matrices): a 9.0B model, recorded
-    and shown as llm-7b (llm-1b: 1.71B for 1.32B; llm-70b: +35%)."""
-    w = workloads.get(name)
-    (b,) = bench.plan([name], tiny=False)["benchmarks"]
-    trained = llm_shapes.parameters(b["layers"], b["d_model"], b["heads"], b["kv_heads"], b["ffn"], b["vocab"],
-                                    b["tied"])
-    assert trained == pytest.approx(w.params, rel=0.10), (
-        f"{name} is {w.name} ({w.params / 1e9:.2f}B, {w.source}); the node trains {trained / 1e9:.2f}B")
 
 
 # ---- 7. --tiny with --gpu predicts the full models for toy shapes ---------------------------------------------------
