@@ -318,7 +318,12 @@ def _calibrate_mine(rs, base) -> None:
         raise GpufleetError(f"no measurements recorded in {paths.measured_path()}"
                             + (f" but {tiny} tiny row(s), not used (toy shapes say nothing of a GPU)" if tiny else ""),
                             "record some on a GPU: gpufleet bench --here --record")
-    mine = calibration.mine_rows(recorded, catalog.load(STATE.config))
+    left_out: dict[str, str] = {}
+    mine = calibration.mine_rows(recorded, catalog.load(STATE.config), left_out)
+    for row, why in left_out.items():
+        output.warn(f"your recorded row {row} is left out: {why}")
+    if not mine:
+        raise GpufleetError("none of your recorded rows is of a GPU this catalog has", "see the rows left out above")
     with output.progress(f"refitting the model with your {len(mine)} measurement(s) among the published rows"):
         cmp = calibration.with_mine(rs, mine, base)
     if STATE.json:

@@ -255,7 +255,7 @@ def compare(cat: Catalog, req: Request, today: dt.date | None = None) -> Report:
         "that above the cheapest",
         "$/PFLOP-hour: cluster price per hour of one delivered PFLOP/s of training math",
     ]
-    assumptions += _measured_words(req, rows)
+    assumptions += _measured_words(req, rows, cat, predictions)
     if req.deadline_h is not None:
         assumptions.append(f"deadline {req.deadline_h / 24:g} days: per instance type, the node count of "
                            f"{', '.join(map(str, DEADLINE_NODES))} that trains it in time for the least")
@@ -287,14 +287,14 @@ def _row(req: Request, offer: Offer, nodes: int, pool_storage: str | None, sampl
     price = offer.usd_per_hour * nodes
     mbps, shared, storage_label = _storage_for(req, offer, pool_storage)
     key = (offer.gpu.name, it.gpu_count, nodes, it.network_gbps, it.vcpus, mbps, shared, it.memory_gib)
-    mine = measured.speed(req.measured or [], offer.gpu.name, w.family)
+    mine = _speed(req, offer.gpu, predictions)
     pr = predictions.get(key)
     if pr is None:
         pr = predictions[key] = predict(Scenario(
             workload=w, gpu=offer.gpu, gpus_per_node=it.gpu_count, nodes=nodes, precision=req.precision,
             batch_per_gpu=req.batch_per_gpu, network_gbps=it.network_gbps, vcpus=it.vcpus, storage_mbps=mbps,
             storage_shared=shared, node_memory_gib=it.memory_gib, framework=req.framework, layout=req.layout,
-            global_batch_tokens=req.global_batch, measured_speed=mine[0] if mine else 1.0))
+            global_batch_tokens=req.global_batch, measured_speed=mine.factor if mine and mine.factor else 1.0))
     first_epoch = min(samples, w.dataset_samples or samples)
     hours = (first_epoch / pr.throughput_first_epoch + (samples - first_epoch) / pr.throughput) / 3600.0
     delivered_pflops = pr.throughput * w.train_flops / 1e15
@@ -309,25 +309,37 @@ def _row(req: Request, offer: Offer, nodes: int, pool_storage: str | None, sampl
                       "quote": p.quote} for p in offer.parts],
         discount=offer.discount, price_as_of=offer.as_of, storage=storage_label,
         error_band=error_band(w.family, total > 1), layout=pr.layout, runner_up=pr.runner_up,
-        tags=["measured"] if mine else [])
+        tags=["measured"] if mine and mine.factor else [])
 
 
-def _measured_words(req: Request, rows: list[Row]) -> list[str]:
+def _speed(req: Request, gpu, predictions: dict) -> measured.Speed | None:
+    """The speed ``gpu``'s recorded rows give it on the request's family, worked out once a comparison (each row is
+    re-predicted with today's fit); ``predictions`` is the comparison's memo."""
+    key = ("measured", gpu.name, req.workload.family)
+    if key not in predictions:
+        predictions[key] = measured.speed(req.measured or [], gpu, req.workload.family)
+    return predictions[key]
+
+
+def _measured_words(req: Request, rows: list[Row], cat: Catalog, predictions: dict) -> list[str]:
     """The measured layer (what it holds, where from), then what it changed: per GPU shown, the speed its rows give
-    it against the model."""
+    it against the model, and the rows left out of it with why."""
     held = measured.layer(req.measured or [])
     out = [held] if held else []
     for gpu in sorted({r.gpu for r in rows}):
-        mine = measured.speed(req.measured or [], gpu, req.workload.family)
+        mine = _speed(req, cat.gpu(gpu), predictions)
         if mine is None:
             continue
-        factor, used = mine
-        last = max(used, key=lambda m: m.when)
-        where = ", ".join(filter(None, [last.instance, last.host, last.when[:10],
-                                        f"PyTorch {last.versions['torch']}" if last.versions.get("torch") else ""]))
-        out.append(f"measured: {gpu} predicted at {factor:.2f}x the model's speed for {req.workload.family} workloads, "
-                   f"from {len(used)} row(s) of your `gpufleet bench --record` (latest {last.workload}: {where}); "
-                   "rows tagged measured")
+        if mine.factor:
+            last = max(mine.used, key=lambda m: m.when)
+            where = ", ".join(filter(None, [last.instance, last.host, last.when[:10],
+                                            f"PyTorch {last.versions['torch']}" if last.versions.get("torch") else ""]))
+            out.append(f"measured: {gpu} predicted at {mine.factor:.2f}x the model's speed for {req.workload.family} "
+                       f"workloads, from {len(mine.used)} row(s) of your `gpufleet bench --record` (single-node, each "
+                       f"held to today's model; latest {last.workload}: {where}); rows tagged measured")
+        if mine.left_out:
+            out.append(f"measured: {gpu} rows not applied: " + "; ".join(
+                f"{m.workload} of {m.cluster or m.host or 'unknown'} on {m.when[:10]}: {why}" for m, why in mine.left_out))
     return out
 
 

@@ -30,7 +30,7 @@ from gpufleet.fleet import team
 from gpufleet.nodebench.launch import TORCHRUN, Launch
 from gpufleet.nodebench.train_steps import NO_TORCH
 from gpufleet.nodes.run import Run, Seams
-from gpufleet.perf import llm_shapes, measured, workloads
+from gpufleet.perf import measured, workloads
 from gpufleet.perf.model import error_band, predict
 from gpufleet.perf.workloads import Workload
 from gpufleet.state import measurements
@@ -94,11 +94,11 @@ class BenchReport:
 
 
 def _kind(w: Workload) -> str:
-    kinds = {"cnn": "cnn", "transformer": "encoder", "llm": "decoder"}
-    if w.family not in kinds or (w.family == "cnn" and w.name != "resnet50"):
+    kind = measured.bench_kind(w)
+    if kind is None:
         raise InputError(f"bench runs resnet50, bert-large and llm:<size>[:<seq>], not {w.name!r}",
                          "e.g. --workload resnet50,bert-large,llm:1b")
-    return kinds[w.family]
+    return kind
 
 
 def plan(names: list[str], tiny: bool) -> dict:
@@ -116,7 +116,7 @@ def plan(names: list[str], tiny: bool) -> dict:
                      "vocab": 30522, "seq": w.seq_len}
         else:
             shape = {"layers": w.layers, "d_model": w.d_model, "heads": w.heads, "kv_heads": w.kv_heads, "ffn": w.ffn,
-                     "vocab": w.vocab, "tied": llm_shapes.nearest(w.params).tied, "seq": w.seq_len}
+                     "gated": w.gated, "vocab": w.vocab, "tied": w.tied, "seq": w.seq_len}
         shape.setdefault("batch", GPU_BATCH[kind] if kind != "decoder" else max(1, DECODER_TOKENS // w.seq_len))
         benchmarks.append({"name": w.name, "kind": kind, **shape})
     # a full shape is a GPU's benchmark: "cuda" makes the node script refuse it (a row error) where its PyTorch sees

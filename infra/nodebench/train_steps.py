@@ -152,10 +152,11 @@ def build_encoder(torch, nn, b: dict):
 
 
 def build_decoder(torch, nn, b: dict):
-    """A Llama-style decoder: RMSNorm, rotary positions, grouped-query attention, SwiGLU."""
+    """A Llama-style decoder: RMSNorm, rotary positions, grouped-query attention, SwiGLU (``gated`` false: the
+    4d GELU MLP of MPT, two matrices, so that a library MPT size trains the parameters it is named by)."""
     F = torch.nn.functional
     d, heads, kv, seq = int(b["d_model"]), int(b["heads"]), int(b["kv_heads"]), int(b["seq"])
-    hd, ffn, vocab = d // heads, int(b["ffn"]), int(b["vocab"])
+    hd, ffn, vocab, gated = d // heads, int(b["ffn"]), int(b["vocab"]), bool(b.get("gated", True))
     inv = 1.0 / (500000.0 ** (torch.arange(0, hd, 2).float() / hd))  # Llama 3's rope theta
     angles = torch.outer(torch.arange(seq).float(), inv)
 
@@ -170,7 +171,8 @@ def build_decoder(torch, nn, b: dict):
             self.n1, self.n2 = nn.RMSNorm(d), nn.RMSNorm(d)
             self.q, self.kv, self.o = nn.Linear(d, d, bias=False), nn.Linear(d, 2 * kv * hd, bias=False), \
                 nn.Linear(d, d, bias=False)
-            self.gate_up, self.down = nn.Linear(d, 2 * ffn, bias=False), nn.Linear(ffn, d, bias=False)
+            self.gate_up = nn.Linear(d, (2 if gated else 1) * ffn, bias=False)
+            self.down = nn.Linear(ffn, d, bias=False)
 
         def forward(self, x, cos, sin):
             n, s, _ = x.shape
@@ -182,6 +184,8 @@ def build_decoder(torch, nn, b: dict):
                 k, v = k.repeat_interleave(heads // kv, dim=1), v.repeat_interleave(heads // kv, dim=1)
             a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(n, s, d)
             x = x + self.o(a)
+            if not gated:
+                return x + self.down(F.gelu(self.gate_up(self.n2(x))))
             g, u = self.gate_up(self.n2(x)).chunk(2, dim=-1)
             return x + self.down(F.silu(g) * u)
 

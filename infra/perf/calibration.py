@@ -115,13 +115,21 @@ def llm_rows(cat) -> list[Row]:
 MINE = "mine"  # the source of the user's own rows: weighted together as one source, as every source is
 
 
-def mine_rows(recorded: list[measured.Measured], cat) -> list[Row]:
+def mine_rows(recorded: list[measured.Measured], cat, skipped: dict[str, str] | None = None) -> list[Row]:
     """The user's recorded measurements as calibration rows, trained as the benchmark did (on its GPUs and nodes);
-    tiny rows are none of them."""
-    return [Row(f"{MINE}{i + 1}", measured.scenario(measured.bench_workload(m.workload), cat.gpu(m.gpu), m.batch,
-                                                    gpus_per_node=max(1, m.gpus // m.nodes), nodes=m.nodes),
-                m.measured * m.gpus, m.unit, MINE, f"{m.host} {m.instance} {m.when}".strip())
-            for i, m in enumerate(r for r in recorded if r.used)]
+    tiny rows are none of them, and a row of a GPU this catalog lacks (a teammate's config names other GPUs) is left
+    out, named in ``skipped`` with why."""
+    out = []
+    for m in (r for r in recorded if r.used):
+        if not cat.has_gpu(m.gpu):
+            if skipped is not None:
+                skipped[f"{m.gpu} {m.workload} of {m.cluster or m.host or 'unknown'} on {m.when}"] = (
+                    f"this catalog has no GPU {m.gpu!r} (the config's `gpus:` adds it)")
+            continue
+        out.append(Row(f"{MINE}{len(out) + 1}", measured.scenario(
+            measured.bench_workload(m.workload), cat.gpu(m.gpu), m.batch, gpus_per_node=max(1, m.gpus // m.nodes),
+            nodes=m.nodes), m.measured * m.gpus, m.unit, MINE, f"{m.host} {m.instance} {m.when}".strip()))
+    return out
 
 
 def with_mine(rs: list[Row], mine: list[Row], base: Params) -> dict:

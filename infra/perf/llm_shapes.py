@@ -62,11 +62,13 @@ class Shape:
     reference: str
 
 
-def parameters(layers: int, d_model: int, heads: int, kv_heads: int, ffn: int, vocab: int, tied: bool) -> float:
+def parameters(layers: int, d_model: int, heads: int, kv_heads: int, ffn: int, vocab: int, tied: bool,
+               gated: bool = True) -> float:
     """Weights of a Llama-style decoder: attention (query and output d x d, key and value d x kv width),
-    a SwiGLU MLP (three d x ffn), the embeddings (twice when the output layer has its own); norms left out."""
+    the MLP (SwiGLU: three d x ffn; ``gated`` False, MPT's GELU: two), the embeddings (twice when the output
+    layer has its own); norms left out."""
     kv_width = d_model // heads * kv_heads
-    per_layer = 2 * d_model * d_model + 2 * d_model * kv_width + 3 * d_model * ffn
+    per_layer = 2 * d_model * d_model + 2 * d_model * kv_width + (3 if gated else 2) * d_model * ffn
     return layers * per_layer + (1 if tied else 2) * vocab * d_model
 
 

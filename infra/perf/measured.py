@@ -4,8 +4,11 @@ As the refreshed prices are a layer over the shipped ones (``catalog.store``), t
 measured on their own GPUs are kept in one JSON file of theirs (``paths.measured_path()``), each with its
 provenance (GPU, instance type, host, date, versions) and the prediction it was measured against.
 ``speed`` turns the rows of one GPU and workload family into the factor its GPU time is divided by
-(``Scenario.measured_speed``): the geometric mean of measured / predicted, so that ``compare`` predicts that
-GPU as it ran on the user's machines and the shipped fit everywhere else.
+(``Scenario.measured_speed``): the geometric mean of measured / today's prediction of the row's own run, so that
+``compare`` predicts that GPU as it ran on the user's machines and the shipped fit everywhere else. A row's stored
+prediction is only its provenance (the fit of the release that recorded it, or whatever a teammate's object says);
+a row beyond the GPU's dense peak, or of several nodes (whose shortfall may be the network as much as the GPU:
+``calibrate --mine`` refits with it), is left out of the GPU's speed and said.
 """
 
 from __future__ import annotations
@@ -19,13 +22,14 @@ from pathlib import Path
 from gpufleet.errors import EXIT_FAILED, GpufleetError
 from gpufleet.paths import measured_path, replace_atomically
 from gpufleet.perf import llm_shapes, workloads
-from gpufleet.perf.model import Scenario
+from gpufleet.perf.model import Scenario, predict, resolve_precision
 from gpufleet.perf.workloads import Workload
 from gpufleet.userfiles import TABLE_BYTES, read_text
 
 SCHEMA = 1
 # outside this, a row is a broken measurement (a GPU that was shared, a unit mix-up), not the GPU's speed
 RATIO_BOUNDS = (0.05, 20.0)
+BENCH_PRECISION = "bf16"  # the node script trains in bf16 (autocast, or FSDP2's bf16 parameters)
 
 
 class MeasuredDamaged(GpufleetError):
@@ -97,6 +101,20 @@ class Measured:
                 gpus=int(_number(d, "gpus", 1)), nodes=int(_number(d, "nodes", 1)))
         if m.unit not in UNITS:
             raise ValueError(f"unit: {m.unit!r} is not one of {', '.join(UNITS)}")
+        # what the row means, not only its characters: a store's row bends every prediction of its GPU and family
+        if not 1 <= m.nodes <= m.gpus:
+            raise ValueError(f"gpus {m.gpus}, nodes {m.nodes}: a job runs on one node or more, each with a GPU or more")
+        if m.batch < 1:
+            raise ValueError(f"batch: {m.batch}: a step trains one sample or more")
+        try:
+            w = bench_workload(m.workload)
+        except GpufleetError:
+            w = None
+        if w is None or bench_kind(w) is None:
+            raise ValueError(f"workload: {m.workload!r} is not one `gpufleet bench` runs (resnet50, bert-large, "
+                             "llm:<size>)")
+        if (m.family, m.unit) != (w.family, f"{w.unit}/s"):
+            raise ValueError(f"{m.workload}: family {m.family!r} in {m.unit!r}; it is {w.family!r} in {w.unit}/s")
         if m.tiny:
             if not m.measured > 0:
                 raise ValueError(f"{m.workload}: measured {m.measured:g}")
@@ -149,13 +167,50 @@ def add(rows: list[Measured], path: Path | None = None) -> Path:
     return path
 
 
-def speed(rows: list[Measured], gpu: str, family: str) -> tuple[float, list[Measured]] | None:
-    """(the factor a GPU's time is divided by, the rows it comes from) for ``gpu`` on ``family``, or None; tiny rows
-    never count."""
-    mine = [r for r in rows if r.used and r.gpu == gpu and r.family == family]
+@dataclass(frozen=True)
+class Speed:
+    """What a GPU's recorded rows of one workload family do to its prediction."""
+
+    factor: float | None  # its GPU time is divided by this; None when no row applies
+    used: list[Measured]
+    left_out: list[tuple[Measured, str]]  # rows of this GPU and family not applied, and why
+
+
+def speed(rows: list[Measured], gpu, family: str) -> Speed | None:
+    """The speed of ``gpu`` (the catalog's GPU) on ``family`` from the rows recorded on it, None without any; each
+    row is held to today's prediction of its own run (the one ``calibrate --mine`` refits with), tiny rows never
+    count."""
+    mine = [r for r in rows if r.used and r.gpu == gpu.name and r.family == family]
     if not mine:
         return None
-    return math.exp(sum(math.log(r.ratio) for r in mine) / len(mine)), mine
+    ratios: list[float] = []
+    used: list[Measured] = []
+    left_out: list[tuple[Measured, str]] = []
+    for r in mine:
+        w = bench_workload(r.workload)
+        mfu = r.measured * w.train_flops / peak_flops(gpu)
+        if mfu > 1.0:
+            left_out.append((r, f"{mfu:.0%} of the {gpu.name}'s dense {BENCH_PRECISION.upper()} peak: no GPU runs "
+                                "faster than its peak"))
+            continue
+        if r.nodes > 1:  # the network's share of its shortfall is not the GPU's: calibrate --mine places it
+            left_out.append((r, f"a job of {r.nodes} nodes: its speed is the network's as much as the GPU's "
+                                "(`gpufleet calibrate --mine` refits with it)"))
+            continue
+        ratio = r.measured / predict(scenario(w, gpu, r.batch, gpus_per_node=r.gpus)).per_gpu
+        lo, hi = RATIO_BOUNDS
+        if not lo <= ratio <= hi:
+            left_out.append((r, f"{ratio:.2g}x today's prediction: a broken measurement, not the GPU's speed"))
+            continue
+        ratios.append(ratio)
+        used.append(r)
+    factor = math.exp(sum(math.log(x) for x in ratios) / len(ratios)) if ratios else None
+    return Speed(factor, used, left_out)
+
+
+def peak_flops(gpu) -> float:
+    """The GPU's dense peak in the precision the benchmark trains in (FLOP/s)."""
+    return gpu.tflops[resolve_precision(gpu, BENCH_PRECISION)] * 1e12
 
 
 def layer(rows: list[Measured]) -> str | None:
@@ -173,25 +228,35 @@ def layer(rows: list[Measured]) -> str | None:
         for (where, day, tiny), n in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])))
 
 
+# the node script's model of each family (gpufleet/nodebench/train_steps.py BUILDERS); of the CNNs it trains ResNet-50
+BENCH_KINDS = {"cnn": "cnn", "transformer": "encoder", "llm": "decoder"}
+
+
+def bench_kind(w: Workload) -> str | None:
+    """The model the node script builds for ``w``, None for a workload `gpufleet bench` does not run."""
+    if w.family not in BENCH_KINDS or (w.family == "cnn" and w.name != "resnet50"):
+        return None
+    return BENCH_KINDS[w.family]
+
+
 def bench_workload(name: str) -> Workload:
     """The workload a benchmark trains, as the node runs it: a decoder with the parameters its shape holds
     (an ``llm:<size>`` is named by its nominal size; its MFU and prediction count the real weights)."""
     w = workloads.get(name)
     if w.family != "llm":
         return w
-    tied = llm_shapes.nearest(w.params).tied
-    held = llm_shapes.parameters(w.layers, w.d_model, w.heads, w.kv_heads, w.ffn, w.vocab, tied)
+    held = llm_shapes.parameters(w.layers, w.d_model, w.heads, w.kv_heads, w.ffn, w.vocab, w.tied, w.gated)
     return workloads.decoder(w.name, {"params": held, "layers": w.layers, "d_model": w.d_model, "heads": w.heads,
-                                      "kv_heads": w.kv_heads, "ffn": w.ffn, "gated": True, "vocab": w.vocab,
-                                      "seq_len": w.seq_len}, "<bench>")
+                                      "kv_heads": w.kv_heads, "ffn": w.ffn, "gated": w.gated, "vocab": w.vocab,
+                                      "tied": w.tied, "seq_len": w.seq_len}, "<bench>")
 
 
 def scenario(w: Workload, gpu, batch: int, gpus_per_node: int = 1, nodes: int = 1) -> Scenario:
     """``gpus_per_node`` GPUs on each of ``nodes`` training ``w`` as the node benchmark does: bf16, synthetic data,
     ``batch`` samples a step on each GPU (a decoder fully sharded over them all: its micro-batch is a GPU's step)."""
     if w.family == "llm":
-        return Scenario(workload=w, gpu=gpu, gpus_per_node=gpus_per_node, nodes=nodes, precision="bf16",
+        return Scenario(workload=w, gpu=gpu, gpus_per_node=gpus_per_node, nodes=nodes, precision=BENCH_PRECISION,
                         synthetic_data=True, layout="fsdp", micro_batch=batch,
                         global_batch_tokens=float(batch * w.seq_len * gpus_per_node * nodes))
-    return Scenario(workload=w, gpu=gpu, gpus_per_node=gpus_per_node, nodes=nodes, precision="bf16", batch_per_gpu=batch,
-                    synthetic_data=True)
+    return Scenario(workload=w, gpu=gpu, gpus_per_node=gpus_per_node, nodes=nodes, precision=BENCH_PRECISION,
+                    batch_per_gpu=batch, synthetic_data=True)

@@ -53,10 +53,12 @@ class Workload:
     ffn: int = 0
     gated: bool = False
     vocab: int = 0
+    tied: bool = False  # decoder LLMs: the output layer shares the input embedding's weights
 
     @property
     def train_flops(self) -> float:
-        """FLOPs per sample for forward + backward (3x forward; 6N + 12Lds per token for LLMs)."""
+        """FLOPs per sample for forward + backward (3x forward; 6N + 6Lds per token for decoder LLMs: causal
+        attention, as perf/model.py times the step and as bench's MFU counts)."""
         return 3.0 * self.fwd_flops
 
 
@@ -107,9 +109,14 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
                 sized = llm_shapes.shape(params)
                 L, dm = sized.layers, sized.d_model
                 d = {"heads": sized.heads, "kv_heads": sized.kv_heads, "ffn": sized.ffn, "vocab": sized.vocab, **d}
-            fwd = 2.0 * params + 4.0 * L * dm * s
+            # causal attention: a token attends to those before it, half the 4 L d s of a full one (FlashAttention
+            # skips the masked blocks); the count perf/model.py times the step with, so that MFU and the prediction
+            # speak of the same FLOPs. PaLM (Chowdhery et al. 2022, appendix B) and torchtitan count 12 L d s: their
+            # MFU of the same run is higher by 6 L d s / (6 N + 6 L d s)
+            fwd = 2.0 * params + 2.0 * L * dm * s
             acts = architecture.transformer_activations(L, dm, s, flash=True)
             llm_fields = llm_attention(d, dm, name, where)
+            llm_fields["tied"] = bool(d.get("tied", llm_shapes.nearest(params).tied))
     except KeyError as e:
         raise SpecError(where, None, f"{name}.{e.args[0]}", f"required for family {fam}") from None
     except (TypeError, ValueError) as e:
@@ -158,7 +165,8 @@ def llm(params: float, seq_len: int = LLM_SEQ, name: str | None = None) -> Workl
     sized = llm_shapes.shape(params)
     return _from_dict(name or f"llm:{params / 1e9:g}b", {
         "family": "llm", "params": params, "layers": sized.layers, "d_model": sized.d_model, "heads": sized.heads,
-        "kv_heads": sized.kv_heads, "ffn": sized.ffn, "gated": True, "vocab": sized.vocab, "seq_len": seq_len,
+        "kv_heads": sized.kv_heads, "ffn": sized.ffn, "gated": True, "vocab": sized.vocab,
+        "tied": llm_shapes.nearest(params).tied, "seq_len": seq_len,
         "source": f"decoder LLM shaped as {sized.reference}, 6N FLOPs per token + attention (Kaplan et al. 2020)"}, "<llm>")
 
 

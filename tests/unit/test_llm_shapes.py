@@ -2,11 +2,13 @@
 heads to be a multiple of the key/value heads, the width a whole number of heads, and the shape
 close to the published models of that size (gpufleet.perf.llm_shapes.REFERENCES)."""
 
+import importlib.util
 import math
 
 import pytest
 
-from gpufleet.perf import llm_shapes, workloads
+from gpufleet.fleet import bench
+from gpufleet.perf import llm_shapes, measured, workloads
 
 
 def _sizes(lo: float, hi: float, per_decade: int = 24) -> list[str]:
@@ -51,3 +53,30 @@ def test_a_user_shape_whose_heads_do_not_divide_is_refused(tmp_path):
     f.write_text("odd:\n  family: llm\n  params: 1e9\n  layers: 16\n  d_model: 2176\n  heads: 17\n  kv_heads: 8\n")
     with pytest.raises(workloads.SpecError, match="17 heads are not a multiple of 8 key/value heads"):
         workloads.load_user(f)
+
+
+@pytest.mark.parametrize("name", ["llm:1b:2048", "llm:7b:2048", "llm:70b:2048", "llm:8b"])
+def test_the_decoder_the_node_trains_has_the_parameters_of_the_workload_it_is_named(name):
+    """rev52 finding 7: llm:7b:2048 is the library's llm-7b (MPT-7B: a 4d GELU MLP, not gated, tied, 6.66B); the plan
+    sent its ffn alone and the node built a SwiGLU of it (three d x ffn matrices): a 9.0B model recorded as llm-7b
+    (llm-1b 1.71B for 1.32B, llm-70b +34%). The plan now sends `gated` (and MPT's tied embedding); the node's own
+    builder, run on PyTorch's meta device (no memory), holds the parameters of the workload it is named by, and
+    bench_workload (MFU, prediction) counts those."""
+    w = workloads.get(name)
+    (b,) = bench.plan([name], tiny=False)["benchmarks"]
+    sent = llm_shapes.parameters(b["layers"], b["d_model"], b["heads"], b["kv_heads"], b["ffn"], b["vocab"], b["tied"],
+                                 b["gated"])
+    assert sent == pytest.approx(w.params, rel=0.10), f"{name} is {w.name} ({w.params / 1e9:.2f}B, {w.source}); " \
+                                                      f"the plan holds {sent / 1e9:.2f}B"
+    assert measured.bench_workload(name).params == sent
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed (the test extra brings it): the node's own model not built")
+    import torch
+
+    from gpufleet.nodebench.train_steps import build_decoder
+
+    with torch.device("meta"):
+        model = build_decoder(torch, torch.nn, b)
+    built = sum(p.numel() for p in model.parameters())  # shared (tied) weights once
+    assert built == pytest.approx(sent, rel=0.001), f"the node builds {built / 1e9:.3f}B for {sent / 1e9:.3f}B"
+
