@@ -141,7 +141,8 @@ def run_here(the_plan: dict, python: str | None = None, timeout_s: float = TIMEO
                               "under torchrun, with the PyTorch you use (gpufleet does not bring one)",
                               "install PyTorch for this machine's GPU (https://pytorch.org/get-started), or name the "
                               "Python that has it with --python")
-        with tempfile.TemporaryDirectory(prefix="gpufleet-bench.") as folder:
+        # not the rack bench's gpufleet-bench.* (nodes/racks/bench.py), whose test counts those it leaves
+        with tempfile.TemporaryDirectory(prefix="gpufleet-bench-here.") as folder:
             plan_file = f"{folder}/plan.json"
             with open(plan_file, "w", encoding="utf-8") as f:
                 json.dump(launch.plan(the_plan) if launch else the_plan, f)

@@ -87,7 +87,7 @@ def test_bench_of_a_rack_cluster_runs_on_every_host_over_ssh_with_its_python(rac
         assert s["nodes"] == 2 and (s["min"], s["max"]) == (got[0], got[-1])
     # the hosts' keys were recorded in the stack's known_hosts; the node script left nothing behind
     assert len((rack.parent / "known_hosts").read_text().splitlines()) == 2
-    assert set(glob.glob("/tmp/gpufleet-bench.*")) == left_before
+    assert not set(glob.glob("/tmp/gpufleet-bench.*")) - left_before  # another run's may end meanwhile: not counted
     # the table, by a second run that now knows the hosts' keys
     r = cli("bench", str(rack), "--tiny", "--python", sys.executable, "--workload", "resnet50")
     assert r.exit_code == 0 and "Per-node spread" in r.stdout and "rack-1" in r.stdout, r.output
