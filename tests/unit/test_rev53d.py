@@ -234,3 +234,38 @@ def test_the_refusal_of_a_teams_webhook_does_not_print_its_token(tmp_path):
         stacks.load(path)
     said = f"{e.value.message} {getattr(e.value, 'hint', '')}"
     assert "Teams" in said and token not in said, said
+
+
+# --- 5. BREAKS later (time): the installed key is never refreshed, so Grafana extending its key's expiry ------------
+#        leaves the monitor on the expired copy (apt: EXPKEYSIG 963FA27710458545, as users saw in 2025-08/09)
+
+def test_a_key_whose_expiry_grafana_extended_is_fetched_again(states, tmp_path):
+    """Grafana's key 963FA27710458545 is used with an expiry that Grafana extends (it expired in 2025 and users got
+    `EXPKEYSIG 963FA27710458545 Grafana Labs <engineering@grafana.com>` from `apt update` until they fetched the key
+    again; its current self-signature expires 2027-08-22, per a peer pinning the same key). grafana.sls's `unless`
+    compares the fingerprint only, which an extension keeps, so the state never runs again: the monitor keeps the
+    copy with the old expiry, `apt-get update` refuses apt.grafana.com from that day and Grafana never gets another
+    update. Here: a key made with a short expiry is installed, the served file then carries the same key with a later
+    expiry; the `unless` must not call the installed copy current."""
+    require(shutil.which("gpg") is not None, "gpg is missing (Debian's gpg package)")
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    _gpg(home, "--passphrase", "", "--quick-gen-key", "grafana stand-in <g@example.com>", "ed25519", "sign", "2d")
+    (fpr,) = _fprs(home)
+    served = tmp_path / "served.key"
+    served.write_bytes(_gpg(home, "--armor", "--export", fpr))
+    keyring = tmp_path / "keyrings" / "grafana.asc"
+    key = states["monitoring-grafana-keyring-cmd-run"]
+
+    def here(text: str) -> str:
+        return (text.replace("https://apt.grafana.com/gpg.key", f"file://{served}")
+                .replace("/etc/apt/keyrings/grafana.asc", str(keyring)).replace("/etc/apt/keyrings", str(keyring.parent))
+                .replace(GRAFANA_KEY, fpr))
+
+    assert subprocess.run(["sh", "-c", here(_arg(key, "name"))], timeout=120).returncode == 0 and keyring.exists()
+    _gpg(home, "--passphrase", "", "--quick-set-expire", fpr, "2y")  # Grafana extends the expiry
+    served.write_bytes(_gpg(home, "--armor", "--export", fpr))
+    assert served.read_bytes() != keyring.read_bytes()  # the served key differs from the installed copy
+    unless = _arg(key, "unless")
+    skipped = unless is not None and subprocess.run(["sh", "-c", here(unless)], timeout=120).returncode == 0
+    assert not skipped, "the keyring state is skipped: the copy with the old expiry stays for good"
