@@ -1,0 +1,271 @@
+"""rev53d: hostile review of merge 97b076d (wt/fix53d): monitoring.grafana, the Slack receiver and its refusals,
+reload/--web.external-url. Each test fails on 97b076d; product code untouched (report: the review rev53d.md)."""
+
+import shutil
+import subprocess
+
+import pytest
+
+from gpufleet import stacks
+from gpufleet.configure import pillar
+from gpufleet.errors import GpufleetError
+from tests.conftest import require, salt_call
+from tests.saltrender import OSES, render
+
+pytest.importorskip("grafana_foundation_sdk")  # monitor_files builds the dashboards with it
+
+STACK = """name: lab
+owner: o
+monitoring: {prometheus: true, host: r, grafana: true}
+pools:
+  - {name: r, provider: baremetal, site: lab, gpu: L4, gpus_per_node: 1, hosts: [{address: 10.0.9.1}, {address: 10.0.9.2}]}
+"""
+GRAFANA_KEY = "B53AE77BADB630A683046005963FA27710458545"  # what grafana.sls pins
+
+
+@pytest.fixture(scope="module")
+def states(tmp_path_factory):
+    path = tmp_path_factory.mktemp("stack") / "lab.yaml"
+    path.write_text(STACK)
+    st = stacks.load(path)
+    pil = pillar.build(st, st.pools[0], cluster="lab", index=0)
+    return render(salt_call(), tmp_path_factory.mktemp("salt"), OSES["Debian-12"], pil, ["monitoring.server"])
+
+
+def _arg(state: dict, key: str):
+    mod = next(k for k in state if not k.startswith("__"))
+    return next((x[key] for x in state[mod] if isinstance(x, dict) and key in x), None)
+
+
+def _gpg(home, *args: str, data: bytes | None = None) -> bytes:
+    return subprocess.run(["gpg", "--homedir", str(home), "--batch", *args], capture_output=True, input=data,
+                          timeout=120, check=True).stdout
+
+
+def _fprs(home) -> list[str]:
+    return [line.split(":")[9] for line in _gpg(home, "--with-colons", "--list-keys").decode().splitlines()
+            if line.startswith("fpr:")]
+
+
+# --- 1. SECURITY: the fingerprint check reads the first key only; apt trusts every key of a Signed-By file -------
+
+def test_the_keyring_step_refuses_a_served_file_holding_a_second_key(states, tmp_path):
+    """sources.list(5) (apt 2.6, Debian 12): Signed-By names a keyring; apt runs gpgv with that file (dearmored when
+    .asc), and gpgv accepts a signature by ANY key in it. grafana.sls takes `awk ... print $10; exit` (the first
+    `fpr` line of `gpg --show-keys`) as "the key". A gpg.key that holds Grafana's key first and another key after it
+    (one armored block: `gpg --export --armor A B`) passes the check and lands in /etc/apt/keyrings/grafana.asc; a
+    repository signed by the second key is then trusted for `grafana` and for any package name it ships. The same
+    reading in `unless` keeps such a keyring on every later apply."""
+    require(shutil.which("gpg") is not None and shutil.which("gpgv") is not None, "gpg/gpgv missing (Debian's gpg)")
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    _gpg(home, "--passphrase", "", "--quick-gen-key", "trusted <t@example.com>", "ed25519", "sign", "never")
+    _gpg(home, "--passphrase", "", "--quick-gen-key", "intruder <i@example.com>", "ed25519", "sign", "never")
+    trusted, intruder = _fprs(home)
+    served = _gpg(home, "--armor", "--export", trusted, intruder)
+    (tmp_path / "served.key").write_bytes(served)
+    shown = subprocess.run(["gpg", "--homedir", str(home), "--show-keys", "--with-colons", str(tmp_path / "served.key")],
+                           capture_output=True, text=True, check=True).stdout
+    assert [ln.split(":")[9] for ln in shown.splitlines() if ln.startswith("fpr:")][0] == trusted  # the setup holds
+    keyring = tmp_path / "keyrings" / "grafana.asc"
+    script = (_arg(states["monitoring-grafana-keyring-cmd-run"], "name")
+              .replace("https://apt.grafana.com/gpg.key", f"file://{tmp_path}/served.key")
+              .replace("/etc/apt/keyrings/grafana.asc", str(keyring)).replace("/etc/apt/keyrings", str(keyring.parent))
+              .replace(GRAFANA_KEY, trusted))
+    ran = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=120)
+    if ran.returncode == 0:
+        # what apt would then accept: a Release file signed by the intruder's key, verified with the keyring landed
+        (tmp_path / "Release").write_text("Origin: not grafana\n")
+        _gpg(home, "--local-user", intruder, "--detach-sign", "--output", str(tmp_path / "Release.gpg"),
+             str(tmp_path / "Release"))
+        (tmp_path / "kr.gpg").write_bytes(_gpg(home, "--dearmor", data=keyring.read_bytes()))
+        gpgv = subprocess.run(["gpgv", "--keyring", str(tmp_path / "kr.gpg"), str(tmp_path / "Release.gpg"),
+                               str(tmp_path / "Release")], capture_output=True, text=True)
+        pytest.fail(f"a gpg.key holding a second key was installed as Grafana's (exit 0); gpgv with it accepts the "
+                    f"intruder's signature: exit {gpgv.returncode} {gpgv.stderr.strip()[-160:]!r}")
+    assert not keyring.exists()
+
+
+# --- 2. MISLEADS: the Slack receiver posts no alert's summary or description, and links to a port nobody reaches ----
+
+SLACK_STACK = """name: lab
+owner: o
+monitoring: {prometheus: true, host: r, alert_webhook: "https://hooks.slack.com/services/T000/B000/XXXXSECRET"}
+pools:
+  - {name: r, provider: baremetal, site: lab, gpu: L4, gpus_per_node: 1, hosts: [{address: 10.0.9.1}]}
+"""
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_slack_message_carries_the_alerts_description_and_no_dead_link(tmp_path):
+    """Run Debian 12's real Alertmanager 0.25 (prometheus-alertmanager 0.25.0-1+b4) with the alertmanager.yml gpufleet
+    renders for a Slack incoming webhook (api_url pointed at a local listener in place of hooks.slack.com, group_wait
+    shortened: nothing else changed), post one alert with the summary/description our rules carry, and read what
+    Slack would get. Alertmanager 0.25 template/default.tmpl: `slack.default.text` is empty and `slack.default.
+    titlelink` is `{{ .ExternalURL }}/#/alerts?receiver=...`; ExternalURL, with no --web.external-url, is
+    http://<the monitor's hostname>:9093 (cmd/alertmanager/main.go extURL), while server.sls makes Alertmanager
+    listen on 127.0.0.1 only: the message names the alert and links to a page no reader can open, and the rule's
+    description ("drain the node ...") is never sent."""
+    import http.server
+    import json
+    import threading
+    import time
+    import urllib.request
+
+    import yaml
+
+    exe = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+    require(exe is not None, "Alertmanager is not installed (Debian's prometheus-alertmanager: `make sysdeps`)")
+    from gpufleet.monitoring import scrape
+    path = tmp_path / "lab.yaml"
+    path.write_text(SLACK_STACK)
+    doc = yaml.safe_load(scrape.render_alertmanager(stacks.load(path)))
+    got: list[bytes] = []
+
+    class Slack(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            got.append(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    hook = http.server.HTTPServer(("127.0.0.1", 0), Slack)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    (cfg,) = doc["receivers"][0]["slack_configs"]
+    cfg["api_url"] = f"http://127.0.0.1:{hook.server_address[1]}/services/T000/B000/XXXXSECRET"
+    doc["route"]["group_wait"] = "1s"
+    (tmp_path / "am.yml").write_text(yaml.safe_dump(doc))
+    port = _free_port()
+    am = subprocess.Popen([exe, f"--config.file={tmp_path / 'am.yml'}", f"--storage.path={tmp_path / 'data'}",
+                           f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        alert = [{"labels": {"alertname": "GpuXidFatal", "cluster": "lab", "pool": "r", "node": "r-0", "xid": "79"},
+                  "annotations": {"summary": "r-0: XID 79 (GPU fell off the bus)",
+                                  "description": "drain r-0 and replace it"},
+                  "generatorURL": "http://127.0.0.1:9090/graph?g0.expr=x"}]
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/api/v2/alerts", json.dumps(alert).encode(),
+                                             {"Content-Type": "application/json"}, method="POST")
+                urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "Alertmanager did not start"
+                time.sleep(0.3)
+        while not got:
+            assert time.monotonic() < deadline, "Alertmanager sent nothing to the Slack listener"
+            time.sleep(0.3)
+    finally:
+        am.terminate()
+        am.wait(timeout=30)
+        hook.shutdown()
+    body = json.loads(got[0])
+    sent = json.dumps(body)
+    dead = [a.get("title_link") for a in body.get("attachments", []) if f":{port}/" in (a.get("title_link") or "")]
+    # (the title_link names Alertmanager's own listener, here {port}, on the monitor 127.0.0.1:9093 only)
+    assert "drain r-0 and replace it" in sent and not dead, f"Slack got: {sent}"
+
+
+# --- 3. BREAKS valid configurations: webhook URLs that take Alertmanager's JSON (or Slack's message) are refused ------
+
+WEBHOOKS_THAT_WORK = {
+    # an Azure Logic App's "When a HTTP request is received" trigger (learn.microsoft.com/azure/connectors/
+    # connectors-native-reqres, read 2026-11-28) takes any JSON body: the usual relay from Alertmanager to Teams/
+    # ServiceNow on Azure, i.e. what the refusal's own hint tells the user to put there. spec.CHAT_WEBHOOKS refuses
+    # every *.logic.azure.com host as "Microsoft Teams (a Workflows webhook)".
+    "logic-app": "https://prod-27.westeurope.logic.azure.com:443/workflows/0a1b2c3d/triggers/manual/paths/invoke"
+                 "?api-version=2016-10-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=AbCdEf123",
+    # a host that is not Discord's at all: CHAT_WEBHOOKS' "discord.com" has no leading dot, so
+    # host.endswith("discord.com") also matches mydiscord.com, notdiscord.com ...
+    "lookalike": "https://alerts.mydiscord.com/hooks/gpu",
+}
+
+
+@pytest.mark.parametrize("url", list(WEBHOOKS_THAT_WORK.values()), ids=list(WEBHOOKS_THAT_WORK))
+def test_a_webhook_that_takes_alertmanagers_json_is_accepted(tmp_path, url):
+    path = tmp_path / "lab.yaml"
+    path.write_text(SLACK_STACK.replace("https://hooks.slack.com/services/T000/B000/XXXXSECRET", url))
+    try:
+        st = stacks.load(path)
+    except GpufleetError as e:
+        pytest.fail(f"refused: {e}")
+    assert st.monitoring.alert_webhook == url
+
+
+def test_discords_slack_compatible_webhook_gets_the_slack_receiver(tmp_path):
+    """Discord's "Execute Slack-Compatible Webhook" (discord.com/developers/docs/resources/webhook, POST
+    /webhooks/{id}/{token}/slack, read 2026-11-28) takes exactly what Alertmanager's slack_configs posts; the spec
+    refuses every discord.com URL as taking "content or embeds" only."""
+    from gpufleet.monitoring import scrape
+    url = "https://discord.com/api/webhooks/1234567890/AbCdEfToken/slack"
+    path = tmp_path / "lab.yaml"
+    path.write_text(SLACK_STACK.replace("https://hooks.slack.com/services/T000/B000/XXXXSECRET", url))
+    try:
+        st = stacks.load(path)
+    except GpufleetError as e:
+        pytest.fail(f"refused: {e}")
+    assert "slack_configs" in scrape.render_alertmanager(st)
+
+
+# --- 4. SECURITY (a secret printed): the chat-webhook refusal echoes the whole URL, its token included -------------
+
+def test_the_refusal_of_a_teams_webhook_does_not_print_its_token(tmp_path):
+    """A Teams incoming webhook's URL is its only credential (…/IncomingWebhook/<secret>/<guid>: anyone holding it
+    posts to the channel; learn.microsoft.com/microsoftteams/platform/webhooks-and-connectors/how-to/
+    add-incoming-webhook). spec.chat_webhook_refusal puts `{url!r}` into the message, which the CLI prints and a CI
+    log keeps (REVIEW.md: "passwords in URLs that get ... printed")."""
+    token = "0123456789abcdef0123456789abcdefSECRET"
+    url = (f"https://contoso.webhook.office.com/webhookb2/11111111-2222-3333-4444-555555555555@66666666-7777-8888-"
+           f"9999-000000000000/IncomingWebhook/{token}/aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee")
+    path = tmp_path / "lab.yaml"
+    path.write_text(SLACK_STACK.replace("https://hooks.slack.com/services/T000/B000/XXXXSECRET", url))
+    with pytest.raises(GpufleetError) as e:
+        stacks.load(path)
+    said = f"{e.value.message} {getattr(e.value, 'hint', '')}"
+    assert "Teams" in said and token not in said, said
+
+
+# --- 5. BREAKS later (time): the installed key is never refreshed, so Grafana extending its key's expiry ------------
+#        leaves the monitor on the expired copy (apt: EXPKEYSIG 963FA27710458545, as users saw in 2025-08/09)
+
+def test_a_key_whose_expiry_grafana_extended_is_fetched_again(states, tmp_path):
+    """Grafana's key 963FA27710458545 is used with an expiry that Grafana extends (it expired in 2025 and users got
+    `EXPKEYSIG 963FA27710458545 Grafana Labs <engineering@grafana.com>` from `apt update` until they fetched the key
+    again; its current self-signature expires 2027-08-22, per a peer pinning the same key). grafana.sls's `unless`
+    compares the fingerprint only, which an extension keeps, so the state never runs again: the monitor keeps the
+    copy with the old expiry, `apt-get update` refuses apt.grafana.com from that day and Grafana never gets another
+    update. Here: a key made with a short expiry is installed, the served file then carries the same key with a later
+    expiry; the `unless` must not call the installed copy current."""
+    require(shutil.which("gpg") is not None, "gpg is missing (Debian's gpg package)")
+    home = tmp_path / "gnupg"
+    home.mkdir(mode=0o700)
+    _gpg(home, "--passphrase", "", "--quick-gen-key", "grafana stand-in <g@example.com>", "ed25519", "sign", "2d")
+    (fpr,) = _fprs(home)
+    served = tmp_path / "served.key"
+    served.write_bytes(_gpg(home, "--armor", "--export", fpr))
+    keyring = tmp_path / "keyrings" / "grafana.asc"
+    key = states["monitoring-grafana-keyring-cmd-run"]
+
+    def here(text: str) -> str:
+        return (text.replace("https://apt.grafana.com/gpg.key", f"file://{served}")
+                .replace("/etc/apt/keyrings/grafana.asc", str(keyring)).replace("/etc/apt/keyrings", str(keyring.parent))
+                .replace(GRAFANA_KEY, fpr))
+
+    assert subprocess.run(["sh", "-c", here(_arg(key, "name"))], timeout=120).returncode == 0 and keyring.exists()
+    _gpg(home, "--passphrase", "", "--quick-set-expire", fpr, "2y")  # Grafana extends the expiry
+    served.write_bytes(_gpg(home, "--armor", "--export", fpr))
+    assert served.read_bytes() != keyring.read_bytes()  # the served key differs from the installed copy
+    unless = _arg(key, "unless")
+    skipped = unless is not None and subprocess.run(["sh", "-c", here(unless)], timeout=120).returncode == 0
+    assert not skipped, "the keyring state is skipped: the copy with the old expiry stays for good"
