@@ -441,19 +441,27 @@ CHAT_WEBHOOKS = {
 }
 
 
+def webhook_where(url: str) -> str:
+    """``url`` as a message may name it: its scheme and host only. A webhook URL's path and query are its
+    credential (a Teams IncomingWebhook's secret, a Discord token, a Logic App's sig=), and an error is printed and
+    kept in CI logs (REVIEW.md: no secret printed; rev53d #4)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme or 'no scheme'}://{parts.hostname or 'no host'}/..."
+
+
 def chat_webhook_refusal(url: str) -> HintedValueError | None:
     """Why ``url`` cannot be Alertmanager's receiver (a chat service that rejects its webhook JSON), or None."""
     host = (urlsplit(url).hostname or "").lower()
     if host in SLACK_HOSTS and not SLACK_INCOMING_WEBHOOK.match(url):
-        return HintedValueError(f"alert_webhook {url!r} is not a Slack incoming webhook (Alertmanager's Slack "
-                                "notifier posts a message, which a Workflow Builder webhook does not take)",
+        return HintedValueError(f"alert_webhook ({webhook_where(url)}) is not a Slack incoming webhook (Alertmanager's "
+                                "Slack notifier posts a message, which a Workflow Builder webhook does not take)",
                                 "an incoming webhook URL, https://hooks.slack.com/services/...")
     for suffix, (service, takes) in CHAT_WEBHOOKS.items():
         if host == suffix.lstrip(".") or host.endswith(suffix):
             return HintedValueError(
-                f"alert_webhook {url!r} is a {service} webhook, which takes {takes} and rejects Alertmanager's "
-                "webhook JSON; the monitor's Alertmanager (0.25 on Debian 12, 0.23 on Ubuntu 22.04) has no receiver "
-                "for it, so no alert would arrive",
+                f"alert_webhook ({webhook_where(url)}) is a {service} webhook, which takes {takes} and rejects "
+                "Alertmanager's webhook JSON; the monitor's Alertmanager (0.25 on Debian 12, 0.23 on Ubuntu 22.04) has "
+                "no receiver for it, so no alert would arrive",
                 "point it at a relay that turns Alertmanager's webhook into the service's message (e.g. "
                 "prometheus-msteams for Teams), or use a Slack incoming webhook (https://hooks.slack.com/services/...)")
     return None
@@ -494,7 +502,8 @@ class Monitoring(_Strict):
     @classmethod
     def _webhook(cls, v: str | None) -> str | None:
         if v is not None and not re.match(r"^https?://[^\s'\"]+$", v):
-            raise HintedValueError(f"alert_webhook {v!r} is not an http(s) URL", "e.g. https://hooks.example.com/gpu")
+            raise HintedValueError("alert_webhook is not an http(s) URL without spaces or quotes (its value is not "
+                                   "shown: a webhook URL is a secret)", "e.g. https://hooks.example.com/gpu")
         if v is not None and (refused := chat_webhook_refusal(v)):
             raise refused
         return v

@@ -119,3 +119,24 @@ def test_a_gcp_monitor_reaches_another_regions_pool_of_its_global_network(write)
                                      "instance_type: g2-standard-4, nodes: 2}\n"
                                      f"  - {RACK_MON.replace('mon', 'rack')}\n"))
     assert st.monitor_pool().name == "mon"
+
+
+def test_the_refusal_of_a_teams_webhook_does_not_print_its_token(write):
+    """rev53d #4. A Teams incoming webhook's URL is its only credential (…/IncomingWebhook/<secret>/<guid>: anyone
+    holding it posts to the channel; learn.microsoft.com/microsoftteams/platform/webhooks-and-connectors/how-to/
+    add-incoming-webhook, read 2026-11-28); the refusal put the whole URL into the message the CLI prints and a CI log
+    keeps. It names the scheme and host only."""
+    token = "0123456789abcdef0123456789abcdefSECRET"
+    url = (f"https://contoso.webhook.office.com/webhookb2/11111111-2222-3333-4444-555555555555@66666666-7777-8888-"
+           f"9999-000000000000/IncomingWebhook/{token}/aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee")
+    (e,) = problems(write, f"name: s\nowner: o\nmonitoring: {{prometheus: true, host: gpu, alert_webhook: '{url}'}}\n"
+                           f"{POOLS}")
+    said = f"{e.problem} {e.hint}"
+    assert "Microsoft Teams" in said and "https://contoso.webhook.office.com/..." in said and token not in said, said
+
+
+def test_a_webhook_that_is_no_url_is_refused_without_echoing_it(write):
+    """rev53d #4: the older "not an http(s) URL" refusal echoed the value, a Slack URL without its scheme included."""
+    (e,) = problems(write, "name: s\nowner: o\nmonitoring: {prometheus: true, host: gpu, alert_webhook: "
+                           f"'hooks.slack.com/services/T0/B0/SECRETTOKEN'}}\n{POOLS}")
+    assert "is not an http(s) URL" in e.problem and "SECRETTOKEN" not in f"{e.problem} {e.hint}", e
