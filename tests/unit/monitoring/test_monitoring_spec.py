@@ -22,7 +22,8 @@ POOLS = ("pools:\n"
     ("{prometheus: true, host: gpu, alert_webhook: 'https://contoso.webhook.office.com/webhookb2/a@b/IncomingWebhook/c/d'}",
      "Microsoft Teams", "prometheus-msteams"),
     ("{prometheus: true, host: gpu, alert_webhook: "
-     "'https://prod-12.westus.logic.azure.com:443/workflows/abc/triggers/manual/paths/invoke?api-version=2016-06-01'}",
+     "'https://default0a1b.c2.environment.api.powerplatform.com:443/powerautomate/automations/direct/workflows/abc/"
+     "triggers/manual/paths/invoke?api-version=1'}",
      "Microsoft Teams", "prometheus-msteams"),
     ("{prometheus: true, host: gpu, alert_webhook: 'https://discord.com/api/webhooks/123/abc'}", "Discord",
      "relay"),
@@ -140,3 +141,33 @@ def test_a_webhook_that_is_no_url_is_refused_without_echoing_it(write):
     (e,) = problems(write, "name: s\nowner: o\nmonitoring: {prometheus: true, host: gpu, alert_webhook: "
                            f"'hooks.slack.com/services/T0/B0/SECRETTOKEN'}}\n{POOLS}")
     assert "is not an http(s) URL" in e.problem and "SECRETTOKEN" not in f"{e.problem} {e.hint}", e
+
+
+# rev53d #3: URLs that take Alertmanager's webhook JSON (or Slack's message) and were refused
+WEBHOOKS_THAT_WORK = {
+    # an Azure Logic App's "When a HTTP request is received" trigger (learn.microsoft.com/azure/connectors/
+    # connectors-native-reqres, read 2026-11-28) takes any JSON body: the usual relay from Alertmanager to Teams or
+    # ServiceNow on Azure, what the refusal's own hint asks for; every *.logic.azure.com host was refused as Teams
+    "logic-app": "https://prod-27.westeurope.logic.azure.com:443/workflows/0a1b2c3d/triggers/manual/paths/invoke"
+                 "?api-version=2016-10-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=AbCdEf123",
+    # not Discord's: the suffix "discord.com" had no leading dot, so host.endswith() matched mydiscord.com too
+    "lookalike": "https://alerts.mydiscord.com/hooks/gpu",
+}
+
+
+@pytest.mark.parametrize("url", list(WEBHOOKS_THAT_WORK.values()), ids=list(WEBHOOKS_THAT_WORK))
+def test_a_webhook_that_takes_alertmanagers_json_is_accepted(write, url):
+    st = stacks.load(write("stack.yaml", f"name: s\nowner: o\nmonitoring: {{prometheus: true, host: gpu, "
+                                         f"alert_webhook: '{url}'}}\n{POOLS}"))
+    assert st.monitoring.alert_webhook == url and not st.monitoring.alert_to_slack
+
+
+def test_discords_slack_compatible_webhook_gets_the_slack_receiver(write):
+    """Discord's "Execute Slack-Compatible Webhook" (discord.com/developers/docs/resources/webhook, POST
+    /webhooks/{id}/{token}/slack, read 2026-11-28) takes what Alertmanager's slack_configs posts; every discord.com
+    URL was refused as taking "content or embeds" only (its other URLs still are: the table above)."""
+    from gpufleet.monitoring import scrape
+    url = "https://discord.com/api/webhooks/1234567890/AbCdEfToken/slack"
+    st = stacks.load(write("stack.yaml", f"name: s\nowner: o\nmonitoring: {{prometheus: true, host: gpu, "
+                                         f"alert_webhook: '{url}'}}\n{POOLS}"))
+    assert st.monitoring.alert_to_slack and "slack_configs" in scrape.render_alertmanager(st)
