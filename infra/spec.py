@@ -425,35 +425,51 @@ def _nodes(v):
 # notifier sends (gpufleet.monitoring.scrape.render_alertmanager), not Alertmanager's webhook JSON
 SLACK_INCOMING_WEBHOOK = re.compile(r"^https://hooks\.slack(-gov)?\.com/services/[^\s'\"]+$")
 SLACK_HOSTS = ("hooks.slack.com", "hooks.slack-gov.com")
+# Discord's "Execute Slack-Compatible Webhook" (discord.com/developers/docs/resources/webhook, POST
+# /webhooks/{webhook.id}/{webhook.token}/slack under https://discord.com/api, optionally versioned /api/v10, read
+# 2026-11-28): it takes Slack's message, so it gets the Slack receiver like Slack's own incoming webhook (rev53d #3c)
+DISCORD_SLACK_WEBHOOK = re.compile(
+    r"^https://((canary|ptb)\.)?discord(app)?\.com/api/(v[0-9]+/)?webhooks/[0-9]+/[A-Za-z0-9_-]+/slack(\?[^\s'\"]*)?$")
 # chat services whose webhooks reject Alertmanager's webhook JSON and for which the monitor's Alertmanager has no
-# receiver: host suffix -> (service, what its webhook takes). Teams' incoming webhooks and Workflows take a card
-# (learn.microsoft.com/microsoftteams/platform/webhooks-and-connectors/how-to/add-incoming-webhook, read 2026-11-28);
-# msteams_configs came with Alertmanager 0.26, after Debian 12's 0.25 and Ubuntu 22.04's 0.23 (their amtool refuses
-# it). Discord's execute-webhook takes content, embeds or files (discord.com/developers/docs/resources/webhook);
-# discord_configs came with 0.25, after Ubuntu 22.04's 0.23.
+# receiver: domain (itself and its subdomains) -> (service, what its webhook takes). Teams' incoming webhooks and
+# Workflows take a card (learn.microsoft.com/microsoftteams/platform/webhooks-and-connectors/how-to/
+# add-incoming-webhook, read 2026-11-28); msteams_configs came with Alertmanager 0.26, after Debian 12's 0.25 and
+# Ubuntu 22.04's 0.23 (their amtool refuses it). Discord's execute-webhook takes content, embeds or files
+# (discord.com/developers/docs/resources/webhook); discord_configs came with 0.25, after Ubuntu 22.04's 0.23.
+# Not Azure Logic Apps (*.logic.azure.com): a "When a HTTP request is received" trigger takes any JSON, the usual
+# relay from Alertmanager on Azure (learn.microsoft.com/azure/connectors/connectors-native-reqres; rev53d #3a).
 CHAT_WEBHOOKS = {
-    ".webhook.office.com": ("Microsoft Teams", "a card"),
+    "webhook.office.com": ("Microsoft Teams", "a card"),
     "outlook.office.com": ("Microsoft Teams", "a card"),
-    ".logic.azure.com": ("Microsoft Teams (a Workflows webhook)", "a card"),
-    ".api.powerplatform.com": ("Microsoft Teams (a Workflows webhook)", "a card"),
-    "discord.com": ("Discord", "content or embeds"),
-    "discordapp.com": ("Discord", "content or embeds"),
+    "api.powerplatform.com": ("Microsoft Teams (a Workflows webhook)", "a card"),
+    "discord.com": ("Discord", "content or embeds (its Slack-compatible URL, .../slack, is taken)"),
+    "discordapp.com": ("Discord", "content or embeds (its Slack-compatible URL, .../slack, is taken)"),
 }
+
+
+def webhook_where(url: str) -> str:
+    """``url`` as a message may name it: its scheme and host only. A webhook URL's path and query are its
+    credential (a Teams IncomingWebhook's secret, a Discord token, a Logic App's sig=), and an error is printed and
+    kept in CI logs (REVIEW.md: no secret printed; rev53d #4)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme or 'no scheme'}://{parts.hostname or 'no host'}/..."
 
 
 def chat_webhook_refusal(url: str) -> HintedValueError | None:
     """Why ``url`` cannot be Alertmanager's receiver (a chat service that rejects its webhook JSON), or None."""
     host = (urlsplit(url).hostname or "").lower()
     if host in SLACK_HOSTS and not SLACK_INCOMING_WEBHOOK.match(url):
-        return HintedValueError(f"alert_webhook {url!r} is not a Slack incoming webhook (Alertmanager's Slack "
-                                "notifier posts a message, which a Workflow Builder webhook does not take)",
+        return HintedValueError(f"alert_webhook ({webhook_where(url)}) is not a Slack incoming webhook (Alertmanager's "
+                                "Slack notifier posts a message, which a Workflow Builder webhook does not take)",
                                 "an incoming webhook URL, https://hooks.slack.com/services/...")
-    for suffix, (service, takes) in CHAT_WEBHOOKS.items():
-        if host == suffix.lstrip(".") or host.endswith(suffix):
+    if DISCORD_SLACK_WEBHOOK.match(url):
+        return None
+    for domain, (service, takes) in CHAT_WEBHOOKS.items():
+        if host == domain or host.endswith("." + domain):  # on a dot: mydiscord.com is not Discord's (rev53d #3b)
             return HintedValueError(
-                f"alert_webhook {url!r} is a {service} webhook, which takes {takes} and rejects Alertmanager's "
-                "webhook JSON; the monitor's Alertmanager (0.25 on Debian 12, 0.23 on Ubuntu 22.04) has no receiver "
-                "for it, so no alert would arrive",
+                f"alert_webhook ({webhook_where(url)}) is a {service} webhook, which takes {takes} and rejects "
+                "Alertmanager's webhook JSON; the monitor's Alertmanager (0.25 on Debian 12, 0.23 on Ubuntu 22.04) has "
+                "no receiver for it, so no alert would arrive",
                 "point it at a relay that turns Alertmanager's webhook into the service's message (e.g. "
                 "prometheus-msteams for Teams), or use a Slack incoming webhook (https://hooks.slack.com/services/...)")
     return None
@@ -494,15 +510,18 @@ class Monitoring(_Strict):
     @classmethod
     def _webhook(cls, v: str | None) -> str | None:
         if v is not None and not re.match(r"^https?://[^\s'\"]+$", v):
-            raise HintedValueError(f"alert_webhook {v!r} is not an http(s) URL", "e.g. https://hooks.example.com/gpu")
+            raise HintedValueError("alert_webhook is not an http(s) URL without spaces or quotes (its value is not "
+                                   "shown: a webhook URL is a secret)", "e.g. https://hooks.example.com/gpu")
         if v is not None and (refused := chat_webhook_refusal(v)):
             raise refused
         return v
 
     @property
     def alert_to_slack(self) -> bool:
-        """Whether ``alert_webhook`` is a Slack incoming webhook (sent Slack's message, not the webhook JSON)."""
-        return bool(self.alert_webhook and SLACK_INCOMING_WEBHOOK.match(self.alert_webhook))
+        """Whether ``alert_webhook`` takes Slack's message (a Slack incoming webhook, Discord's Slack-compatible
+        one), sent by Alertmanager's Slack notifier in place of the webhook JSON."""
+        return bool(self.alert_webhook and (SLACK_INCOMING_WEBHOOK.match(self.alert_webhook)
+                                            or DISCORD_SLACK_WEBHOOK.match(self.alert_webhook)))
 
 
 class Failover(_Strict):

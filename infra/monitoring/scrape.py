@@ -117,6 +117,20 @@ def render_prometheus(stack, *, cluster: str, pools: list, monitor=None) -> str:
     return HEADER + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
 
 
+# the Slack message's text and link (rev53d #2). Alertmanager 0.25's template/default.tmpl leaves `slack.default.
+# text` empty, so a message named the alert and its labels only, never what the rules' summary says; and its title
+# link (and the fallback's) is {{ .ExternalURL }}/#/alerts..., http://<the monitor's hostname>:9093, while the
+# monitor's Alertmanager listens on its loopback only: a link no reader opens. So: each alert's summary (and its
+# description where one is set), no title link (notify/slack/slack.go 0.25: title_link is omitempty), a fallback of
+# the title alone. Checked by posting an alert to the real Alertmanager 0.25 (test_scrape).
+SLACK_MESSAGE = {
+    "title_link": "",
+    "text": '{{ range .Alerts }}{{ .Annotations.summary }}{{ if .Annotations.description }}\n'
+            '{{ .Annotations.description }}{{ end }}\n{{ end }}',
+    "fallback": '{{ template "slack.default.title" . }}',
+}
+
+
 def render_alertmanager(stack) -> str:
     """alertmanager.yml: one receiver, the stack's webhook (resolved alerts too), or none (alerts are
     shown in Alertmanager and Prometheus only). A Slack incoming webhook gets Alertmanager's Slack notifier, which
@@ -125,7 +139,7 @@ def render_alertmanager(stack) -> str:
     m = stack.monitoring
     receiver: dict = {"name": "gpufleet"}
     if m.alert_to_slack:
-        receiver["slack_configs"] = [{"api_url": m.alert_webhook, "send_resolved": True}]
+        receiver["slack_configs"] = [{"api_url": m.alert_webhook, "send_resolved": True, **SLACK_MESSAGE}]
     elif m.alert_webhook:
         receiver["webhook_configs"] = [{"url": m.alert_webhook, "send_resolved": True}]
     doc = {"route": {"receiver": "gpufleet", "group_by": ["alertname", "cluster", "pool", "node"],

@@ -12,9 +12,15 @@
 {%- set srv = mon.server %}
 {%- set prometheus = "http://" ~ listen_host ~ ":" ~ mon.ports.prometheus %}
 {%- set fpr = g.key_fingerprint %}
-{#- the first key's fingerprint of an OpenPGP file, read by gpg in a home of its own (none left behind) #}
-{%- macro fingerprint(file) -%}
-h=$(mktemp -d) && gpg --homedir "$h" --show-keys --with-colons {{ file }} 2>/dev/null | awk -F: '$1 == "fpr" {print $10; exit}'; rm -rf "$h"
+{#- Grafana's key as apt is to trust it, into "$t/key" (in a folder "$t" the caller made): the served file imported
+    into a gpg home of its own ("$t") and only the key whose primary fingerprint gpufleet pins exported from it,
+    armored, with its self-signatures only (export-minimal); "$got" is the primary fingerprints that export holds.
+    Apt checks a repository's InRelease against every key of its Signed-By file (sources.list(5), apt 2.6), so a
+    second key served beside Grafana's (one armored block can hold several) must never reach the keyring (rev53d #1);
+    fetched on every apply, so a key whose expiry Grafana extends (same fingerprint, a new self-signature, as in 2025:
+    apt's EXPKEYSIG 963FA27710458545) replaces the installed copy (rev53d #5). -#}
+{%- macro pinned_key() -%}
+python3 -c 'import sys, urllib.request as u; sys.stdout.buffer.write(u.urlopen(sys.argv[1], timeout=60).read())' {{ g.key_url }} > "$t/served" && { gpg --homedir "$t" --batch --quiet --import "$t/served" 2>/dev/null || true; } && gpg --homedir "$t" --batch --armor --export-options export-minimal --export {{ fpr }} > "$t/key" 2>/dev/null && got=$(gpg --homedir "$t" --batch --show-keys --with-colons "$t/key" 2>/dev/null | awk -F: '$1 == "pub" {p = 1; next} p && $1 == "fpr" {print $10; p = 0}')
 {%- endmacro %}
 
 monitoring-grafana-marker-file-managed:
@@ -33,20 +39,20 @@ monitoring-grafana-gpg-pkg-installed:
     Grafana's signing key since its rotation of 2023-08-24 (grafana.com/blog/2023/09/06, "post-incident review and
     timeline for GPG signing key rotation"), as Grafana's own Puppet modules pin it for https://apt.grafana.com/gpg.key
     (read 2026-11-28; the key itself could not be fetched here). Armored, so `.asc` (sources.list(5): Signed-By
-    takes a .asc or .gpg keyring). #}
+    takes a .asc or .gpg keyring). Skipped when the key fetched again is the installed copy. #}
 monitoring-grafana-keyring-cmd-run:
   cmd.run:
     - name: |
         set -e
         t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
-        python3 -c 'import sys, urllib.request as u; sys.stdout.buffer.write(u.urlopen(sys.argv[1], timeout=60).read())' {{ g.key_url }} > "$t/key"
-        got=$({{ fingerprint('"$t/key"') }})
+        got=; {{ pinned_key() }} || true
         if [ "$got" != "{{ fpr }}" ]; then
-          echo "{{ g.key_url }} holds the key $got, not Grafana's {{ fpr }}: not trusted" >&2; exit 1
+          served=$(gpg --homedir "$t" --batch --show-keys --with-colons "$t/served" 2>/dev/null | awk -F: '$1 == "fpr" {print $10}')
+          echo "{{ g.key_url }} does not hold Grafana's key {{ fpr }} (it holds: $(echo ${served:-no key})): not trusted" >&2; exit 1
         fi
         install -d -m 0755 {{ g.keyring.rsplit("/", 1)[0] }}
         install -m 0644 "$t/key" {{ g.keyring }}
-    - unless: {{ ('test "$(' ~ fingerprint(g.keyring) ~ ')" = "' ~ fpr ~ '"') | json }}
+    - unless: {{ ('t=$(mktemp -d); trap \'rm -rf "$t"\' EXIT; ' ~ pinned_key() ~ ' && [ "$got" = "' ~ fpr ~ '" ] && cmp -s "$t/key" ' ~ g.keyring) | json }}
     - require:
       - pkg: monitoring-grafana-gpg-pkg-installed
 

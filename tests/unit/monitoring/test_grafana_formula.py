@@ -82,18 +82,25 @@ def test_grafana_true_is_installed_from_its_repository_behind_the_keys_fingerpri
                                                                  "require")
 
 
+@pytest.fixture
+def home(tmp_path):
+    """A gpg home for the keys made here; the gpg-agent that signing starts in it is stopped at the end."""
+    path = tmp_path / "gnupg"
+    path.mkdir(mode=0o700)
+    yield path
+    subprocess.run(["gpgconf", "--homedir", str(path), "--kill", "gpg-agent"], capture_output=True, timeout=60)
+
+
 def _gpg(home, *args: str) -> str:
     return subprocess.run(["gpg", "--homedir", str(home), "--batch", *args], capture_output=True, text=True,
                           timeout=120, check=True).stdout
 
 
-def test_the_keyring_step_trusts_only_the_key_with_the_fingerprint_it_carries(states, tmp_path):
+def test_the_keyring_step_trusts_only_the_key_with_the_fingerprint_it_carries(states, tmp_path, home):
     """The rendered script, run by sh with the real gpg against a key made here (served as a file: URL in place of
     apt.grafana.com): another key stops it with a message and nothing written; the right one lands, and `unless`
     then holds."""
     require(shutil.which("gpg") is not None, "gpg is missing (Debian's gpg package)")
-    home = tmp_path / "gnupg"
-    home.mkdir(mode=0o700)
     _gpg(home, "--passphrase", "", "--quick-gen-key", "gpufleet test <t@example.com>", "ed25519", "sign", "never")
     (tmp_path / "served.key").write_text(_gpg(home, "--armor", "--export", "t@example.com"))
     fpr = next(line.split(":")[9] for line in _gpg(home, "--with-colons", "--list-keys").splitlines()
@@ -108,12 +115,77 @@ def test_the_keyring_step_trusts_only_the_key_with_the_fingerprint_it_carries(st
 
     other = subprocess.run(["sh", "-c", here(_arg(key, "name"), GRAFANA_KEY)], capture_output=True, text=True,
                            timeout=120)
-    assert other.returncode == 1 and f"holds the key {fpr}, not Grafana's {GRAFANA_KEY}" in other.stderr, other
+    assert other.returncode == 1 and f"does not hold Grafana's key {GRAFANA_KEY} (it holds: {fpr})" in other.stderr, other
     assert not keyring.exists()
     ok = subprocess.run(["sh", "-c", here(_arg(key, "name"), fpr)], capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0 and keyring.read_text().startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----"), ok
     assert subprocess.run(["sh", "-c", here(_arg(key, "unless"), fpr)], timeout=120).returncode == 0
 
+
+def _keyring_script(states: dict, tmp_path, served, trusted: str):
+    """The keyring state's (script, unless) as sh runs them here: the key served from ``served`` (a file: URL in
+    place of apt.grafana.com), the keyring under ``tmp_path``, ``trusted`` pinned in place of Grafana's key."""
+    keyring = tmp_path / "keyrings" / "grafana.asc"
+
+    def here(text: str) -> str:
+        return (text.replace("https://apt.grafana.com/gpg.key", f"file://{served}")
+                .replace("/etc/apt/keyrings/grafana.asc", str(keyring)).replace("/etc/apt/keyrings", str(keyring.parent))
+                .replace(GRAFANA_KEY, trusted))
+
+    key = states["monitoring-grafana-keyring-cmd-run"]
+    return here(_arg(key, "name")), here(_arg(key, "unless")), keyring
+
+
+def _fprs(home) -> list[str]:
+    return [line.split(":")[9] for line in _gpg(home, "--with-colons", "--list-keys").splitlines()
+            if line.startswith("fpr:")]
+
+
+def test_a_second_key_served_beside_grafanas_never_signs_for_the_repository(states, tmp_path, home):
+    """rev53d #1. sources.list(5) (apt 2.6, Debian 12): Signed-By names a keyring, and apt's gpgv accepts a signature
+    by ANY key in it. A gpg.key holding the pinned key first and another after it (one armored block: `gpg --export
+    --armor A B`) passed the first-fingerprint check and landed whole. Now only the pinned key is exported into the
+    keyring: real gpgv with it rejects a Release signed by the second key and accepts one signed by the pinned key."""
+    require(shutil.which("gpg") is not None and shutil.which("gpgv") is not None, "gpg/gpgv missing (Debian's gpg)")
+    _gpg(home, "--passphrase", "", "--quick-gen-key", "trusted <t@example.com>", "ed25519", "sign", "never")
+    _gpg(home, "--passphrase", "", "--quick-gen-key", "intruder <i@example.com>", "ed25519", "sign", "never")
+    trusted, intruder = _fprs(home)
+    served = tmp_path / "served.key"
+    served.write_text(_gpg(home, "--armor", "--export", trusted, intruder))
+    script, unless, keyring = _keyring_script(states, tmp_path, served, trusted)
+    ran = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0 and keyring.exists(), ran
+    _gpg(home, "--output", str(tmp_path / "kr.gpg"), "--dearmor", str(keyring))  # apt dearmors a .asc for gpgv
+    (tmp_path / "Release").write_text("Origin: Grafana\n")
+
+    def gpgv_accepts(signer: str) -> bool:
+        sig = tmp_path / f"Release.{signer}.gpg"
+        _gpg(home, "--local-user", signer, "--detach-sign", "--output", str(sig), str(tmp_path / "Release"))
+        return subprocess.run(["gpgv", "--keyring", str(tmp_path / "kr.gpg"), str(sig), str(tmp_path / "Release")],
+                              capture_output=True, timeout=120).returncode == 0
+
+    assert gpgv_accepts(trusted) and not gpgv_accepts(intruder)
+    assert subprocess.run(["sh", "-c", unless], timeout=120).returncode == 0  # the same file again: nothing to do
+
+
+def test_a_key_whose_expiry_grafana_extended_is_fetched_again(states, tmp_path, home):
+    """rev53d #5. Grafana extends its key's expiry under the same fingerprint (963FA27710458545 expired in 2025 and
+    `apt update` said `EXPKEYSIG 963FA27710458545 Grafana Labs` until the key was fetched again). An `unless` that
+    compared the fingerprint only kept the expired copy for good; the key is now fetched on every apply and the
+    installed copy replaced when it differs."""
+    require(shutil.which("gpg") is not None, "gpg is missing (Debian's gpg package)")
+    _gpg(home, "--passphrase", "", "--quick-gen-key", "grafana stand-in <g@example.com>", "ed25519", "sign", "2d")
+    (fpr,) = _fprs(home)
+    served = tmp_path / "served.key"
+    served.write_text(_gpg(home, "--armor", "--export", fpr))
+    script, unless, keyring = _keyring_script(states, tmp_path, served, fpr)
+    assert subprocess.run(["sh", "-c", script], timeout=120).returncode == 0 and keyring.exists()
+    old = keyring.read_text()
+    _gpg(home, "--passphrase", "", "--quick-set-expire", fpr, "2y")  # Grafana extends the expiry
+    served.write_text(_gpg(home, "--armor", "--export", fpr))
+    assert subprocess.run(["sh", "-c", unless], timeout=120).returncode != 0  # the installed copy is not current
+    assert subprocess.run(["sh", "-c", script], timeout=120).returncode == 0 and keyring.read_text() != old
+    assert subprocess.run(["sh", "-c", unless], timeout=120).returncode == 0
 
 def test_grafana_listens_on_loopback_with_anonymous_access_off_and_secrets_from_files(states):
     ini_state = states["monitoring-grafana-ini-file-managed"]

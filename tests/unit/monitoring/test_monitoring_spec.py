@@ -22,7 +22,8 @@ POOLS = ("pools:\n"
     ("{prometheus: true, host: gpu, alert_webhook: 'https://contoso.webhook.office.com/webhookb2/a@b/IncomingWebhook/c/d'}",
      "Microsoft Teams", "prometheus-msteams"),
     ("{prometheus: true, host: gpu, alert_webhook: "
-     "'https://prod-12.westus.logic.azure.com:443/workflows/abc/triggers/manual/paths/invoke?api-version=2016-06-01'}",
+     "'https://default0a1b.c2.environment.api.powerplatform.com:443/powerautomate/automations/direct/workflows/abc/"
+     "triggers/manual/paths/invoke?api-version=1'}",
      "Microsoft Teams", "prometheus-msteams"),
     ("{prometheus: true, host: gpu, alert_webhook: 'https://discord.com/api/webhooks/123/abc'}", "Discord",
      "relay"),
@@ -119,3 +120,54 @@ def test_a_gcp_monitor_reaches_another_regions_pool_of_its_global_network(write)
                                      "instance_type: g2-standard-4, nodes: 2}\n"
                                      f"  - {RACK_MON.replace('mon', 'rack')}\n"))
     assert st.monitor_pool().name == "mon"
+
+
+def test_the_refusal_of_a_teams_webhook_does_not_print_its_token(write):
+    """rev53d #4. A Teams incoming webhook's URL is its only credential (…/IncomingWebhook/<secret>/<guid>: anyone
+    holding it posts to the channel; learn.microsoft.com/microsoftteams/platform/webhooks-and-connectors/how-to/
+    add-incoming-webhook, read 2026-11-28); the refusal put the whole URL into the message the CLI prints and a CI log
+    keeps. It names the scheme and host only."""
+    token = "0123456789abcdef0123456789abcdefSECRET"
+    url = (f"https://contoso.webhook.office.com/webhookb2/11111111-2222-3333-4444-555555555555@66666666-7777-8888-"
+           f"9999-000000000000/IncomingWebhook/{token}/aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee")
+    (e,) = problems(write, f"name: s\nowner: o\nmonitoring: {{prometheus: true, host: gpu, alert_webhook: '{url}'}}\n"
+                           f"{POOLS}")
+    said = f"{e.problem} {e.hint}"
+    assert "Microsoft Teams" in said and "https://contoso.webhook.office.com/..." in said and token not in said, said
+
+
+def test_a_webhook_that_is_no_url_is_refused_without_echoing_it(write):
+    """rev53d #4: the older "not an http(s) URL" refusal echoed the value, a Slack URL without its scheme included."""
+    (e,) = problems(write, "name: s\nowner: o\nmonitoring: {prometheus: true, host: gpu, alert_webhook: "
+                           f"'hooks.slack.com/services/T0/B0/SECRETTOKEN'}}\n{POOLS}")
+    assert "is not an http(s) URL" in e.problem and "SECRETTOKEN" not in f"{e.problem} {e.hint}", e
+
+
+# rev53d #3: URLs that take Alertmanager's webhook JSON (or Slack's message) and were refused
+WEBHOOKS_THAT_WORK = {
+    # an Azure Logic App's "When a HTTP request is received" trigger (learn.microsoft.com/azure/connectors/
+    # connectors-native-reqres, read 2026-11-28) takes any JSON body: the usual relay from Alertmanager to Teams or
+    # ServiceNow on Azure, what the refusal's own hint asks for; every *.logic.azure.com host was refused as Teams
+    "logic-app": "https://prod-27.westeurope.logic.azure.com:443/workflows/0a1b2c3d/triggers/manual/paths/invoke"
+                 "?api-version=2016-10-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig=AbCdEf123",
+    # not Discord's: the suffix "discord.com" had no leading dot, so host.endswith() matched mydiscord.com too
+    "lookalike": "https://alerts.mydiscord.com/hooks/gpu",
+}
+
+
+@pytest.mark.parametrize("url", list(WEBHOOKS_THAT_WORK.values()), ids=list(WEBHOOKS_THAT_WORK))
+def test_a_webhook_that_takes_alertmanagers_json_is_accepted(write, url):
+    st = stacks.load(write("stack.yaml", f"name: s\nowner: o\nmonitoring: {{prometheus: true, host: gpu, "
+                                         f"alert_webhook: '{url}'}}\n{POOLS}"))
+    assert st.monitoring.alert_webhook == url and not st.monitoring.alert_to_slack
+
+
+def test_discords_slack_compatible_webhook_gets_the_slack_receiver(write):
+    """Discord's "Execute Slack-Compatible Webhook" (discord.com/developers/docs/resources/webhook, POST
+    /webhooks/{id}/{token}/slack, read 2026-11-28) takes what Alertmanager's slack_configs posts; every discord.com
+    URL was refused as taking "content or embeds" only (its other URLs still are: the table above)."""
+    from gpufleet.monitoring import scrape
+    url = "https://discord.com/api/webhooks/1234567890/AbCdEfToken/slack"
+    st = stacks.load(write("stack.yaml", f"name: s\nowner: o\nmonitoring: {{prometheus: true, host: gpu, "
+                                         f"alert_webhook: '{url}'}}\n{POOLS}"))
+    assert st.monitoring.alert_to_slack and "slack_configs" in scrape.render_alertmanager(st)

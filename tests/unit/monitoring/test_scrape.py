@@ -168,9 +168,83 @@ def test_a_slack_incoming_webhook_gets_alertmanagers_slack_receiver(write, cat, 
                                      "site: lab, gpu: L4, gpus_per_node: 1, hosts: [{address: 192.0.2.1}]}\n"), cat)
     text = scrape.render_alertmanager(st)
     assert yaml.safe_load(text)["receivers"] == [{"name": "gpufleet", "slack_configs": [
-        {"api_url": SLACK, "send_resolved": True}]}]
+        {"api_url": SLACK, "send_resolved": True, **scrape.SLACK_MESSAGE}]}]
     _checked(_amtool(), ["check-config"], text, tmp_path, "alertmanager.yml")
 
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_slack_message_carries_the_alerts_summary_and_description_and_no_dead_link(write, cat, tmp_path):
+    """rev53d #2. The real Alertmanager 0.25 (Debian 12's prometheus-alertmanager 0.25.0-1+b4) runs with the
+    alertmanager.yml gpufleet renders for a Slack incoming webhook (api_url pointed at a listener here in place of
+    hooks.slack.com, group_wait shortened: nothing else changed); one alert is posted, and what Slack would get is
+    read. Its default template (template/default.tmpl) sent an empty text and a title link to
+    http://<the monitor's hostname>:9093, where nobody reaches the loopback-only Alertmanager: the rule's summary
+    never reached the channel."""
+    import http.server
+    import threading
+    import time
+    import urllib.request
+
+    exe = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+    require(exe is not None, "Alertmanager is not installed (Debian's prometheus-alertmanager: `make sysdeps`)")
+    st = stacks.load(write("s.yaml", "name: s\nowner: o\nmonitoring: {prometheus: true, host: r, alert_webhook: "
+                                     f"'{SLACK}'}}\npools:\n  - {{name: r, provider: baremetal, "
+                                     "site: lab, gpu: L4, gpus_per_node: 1, hosts: [{address: 192.0.2.1}]}\n"), cat)
+    doc = yaml.safe_load(scrape.render_alertmanager(st))
+    got: list[bytes] = []
+
+    class Slack(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            got.append(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    hook = http.server.HTTPServer(("127.0.0.1", 0), Slack)
+    threading.Thread(target=hook.serve_forever, daemon=True).start()
+    (cfg,) = doc["receivers"][0]["slack_configs"]
+    cfg["api_url"] = f"http://127.0.0.1:{hook.server_address[1]}/services/T000/B000/XXXXSECRET"
+    doc["route"]["group_wait"] = "1s"
+    (tmp_path / "am.yml").write_text(yaml.safe_dump(doc))
+    port = _free_port()
+    am = subprocess.Popen([exe, f"--config.file={tmp_path / 'am.yml'}", f"--storage.path={tmp_path / 'data'}",
+                           f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        alert = [{"labels": {"alertname": "GpuXidFatal", "cluster": "lab", "pool": "r", "node": "r-0", "xid": "79"},
+                  "annotations": {"summary": "r-0: XID 79 (GPU fell off the bus)",
+                                  "description": "drain r-0 and replace it"},
+                  "generatorURL": "http://127.0.0.1:9090/graph?g0.expr=x"}]
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/api/v2/alerts", json.dumps(alert).encode(),
+                                             {"Content-Type": "application/json"}, method="POST")
+                urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "Alertmanager did not start"
+                time.sleep(0.3)
+        while not got:
+            assert time.monotonic() < deadline, "Alertmanager sent nothing to the Slack listener"
+            time.sleep(0.3)
+    finally:
+        am.terminate()
+        am.wait(timeout=30)
+        hook.shutdown()
+    (sent,) = json.loads(got[0])["attachments"]
+    assert sent["text"] == "r-0: XID 79 (GPU fell off the bus)\ndrain r-0 and replace it\n", sent
+    assert "title_link" not in sent and f":{port}" not in json.dumps(sent), sent  # Alertmanager's own listener
+    assert sent["title"].startswith("[FIRING:1] GpuXidFatal") and sent["fallback"] == sent["title"], sent
 
 def test_the_monitors_alertmanager_has_no_teams_receiver(tmp_path):
     """Why a Teams URL is refused rather than given a receiver: msteams_configs came with Alertmanager 0.26; Debian
