@@ -4,6 +4,8 @@ says what the real thing does, with its source (read 2026-11-28). No product cod
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import re
 import subprocess
 import time
@@ -105,3 +107,28 @@ def test_a_no_requeue_batch_job_given_a_slot_no_node_holds_waits_and_is_not_kill
             time.sleep(1)
     errors = (tmp_path / "slots.err").read_text() if (tmp_path / "slots.err").exists() else ""
     assert state == "PENDING", f"a --no-requeue job given {free[0]}, which no node holds, ended {state!r}: {errors}"
+
+
+def test_an_aws_instance_stop_soon_is_acted_on_behind_an_active_reboot_weeks_away(monkeypatch):
+    """fix51g: node_watch.aws_notice returns the FIRST active entry of events/maintenance/scheduled and takes() then
+    judges that one alone. IMDS gives a JSON list (EC2 User Guide, "Scheduled events for your instances", Instance
+    metadata; DescribeInstanceStatus's Events is a list per instance, API_InstanceStatusEvent): an instance can have a
+    system-reboot scheduled weeks ahead and an instance-stop (or instance-retirement) due sooner. With the reboot first
+    in the list the stop due in 20 minutes is read as "a reboot in 14 days": no drain, no 'interrupted', and the VM
+    stops under its jobs. The soonest active event decides (and a VM-gone one over a comes-back one at a tie)."""
+    from gpufleet.clouds import node_agent, node_watch
+
+    now = dt.datetime.now(dt.timezone.utc)
+    gmt = "%d %b %Y %H:%M:%S GMT"
+    events = [{"Code": "system-reboot", "Description": "scheduled reboot", "EventId": "instance-event-0d59937288b749b32",
+               "NotBefore": (now + dt.timedelta(days=14)).strftime(gmt),
+               "NotAfter": (now + dt.timedelta(days=14, hours=2)).strftime(gmt), "State": "active"},
+              {"Code": "instance-stop", "Description": "The instance is running on degraded hardware",
+               "EventId": "instance-event-0a1b2c3d4e5f60718", "NotBefore": (now + dt.timedelta(minutes=20)).strftime(gmt),
+               "State": "active"}]
+    said = {"/latest/meta-data/events/maintenance/scheduled": json.dumps(events)}
+    monkeypatch.setattr(node_agent, "aws_imds", lambda path, missing=False: said.get(path))
+    notice, unread = node_watch.read_notice("aws")
+    assert unread is None, unread
+    assert node_watch.takes(notice), f"an instance-stop due in 20 minutes is not acted on: the watch read {notice}"
+    assert node_watch.verdict(notice, {"passed": True, "level": "quick"}, [])[0] == "interrupted", notice
