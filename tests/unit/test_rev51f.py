@@ -30,8 +30,8 @@ def test_a_saturated_link_downed_counter_never_passes_as_no_flap(tmp_path):
     """The IB port counters the kernel shows are the PMA PortCounters, which are narrow and SATURATE (they stop at their
     maximum, they do not wrap): Linux drivers/infiniband/core/sysfs.c declares them with their width,
     ``PORT_PMA_ATTR(symbol_error, 0, 16, 32)``, ``PORT_PMA_ATTR(link_error_recovery, 1, 8, 48)``,
-    ``PORT_PMA_ATTR(link_downed, 2, 8, 56)`` (v6.1, Debian 12's kernel; the same since 2.6), and the IBA spec's
-    PortCounters attribute: LinkDownedCounter 8 bits, "stops at its maximum value". A port that flapped 255 times is at
+    ``PORT_PMA_ATTR(link_downed, 2, 8, 56)`` (the same widths in every kernel version the code search holds), the
+    IBA PortCounters' LinkDownedCounter being 8 bits wide and saturating. A port that flapped 255 times is at
     255 for good: nodecheck/checks.py _ib_counters sees no growth and passes it ("none") at every later check, and the
     watch resumes a node drained for GF-IB-FLAP. A counter at its maximum can say nothing: the worst port of a fleet is
     the one that looks cleanest."""
