@@ -1408,8 +1408,8 @@ def test_the_controllers_state_drains_every_slot_no_node_holds_after_a_restart_t
 
 def test_a_no_requeue_batch_job_given_a_slot_no_node_holds_waits_and_is_not_killed(tmp_path):
     """Review rev51f finding 1: gpufleet-slurm-slots exits 1 for a job given a slot no node holds, on the reading that
-    slurmctld then requeues it. slurmctld 22.05.8 (src/slurmctld/prep_slurmctld.c prep_prolog_slurmctld_callback, slurm-22-05-8-1 and
-    the same at slurm-23-11-4-1) calls job_requeue(0, ...); _job_requeue_op (src/slurmctld/job_mgr.c) refuses
+    slurmctld then requeues it. slurmctld 22.05.8 (src/slurmctld/prep_slurmctld.c prep_prolog_slurmctld_callback,
+    slurm-22-05-8-1 and the same at slurm-23-11-4-1) calls job_requeue(0, ...); _job_requeue_op (src/slurmctld/job_mgr.c) refuses
     ESLURM_DISABLED when ``!job_ptr->details->requeue`` (sbatch --no-requeue, or JobRequeue=0) and ESLURM_BATCH_ONLY for
     salloc/srun, and the callback then kills the job ("PrologSlurmctld failed, job killed"). So a user's job that only
     asked not to be RUN twice is killed before it ran once, because gpufleet's own slot was free. The program now sets
