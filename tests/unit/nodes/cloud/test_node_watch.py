@@ -1241,3 +1241,17 @@ def test_an_aws_instance_stop_soon_is_acted_on_behind_an_active_reboot_weeks_awa
     assert unread is None, unread
     assert node_watch.takes(notice), f"an instance-stop due in 20 minutes is not acted on: the watch read {notice}"
     assert node_watch.verdict(notice, {"passed": True, "level": "quick"}, [])[0] == "interrupted", notice
+
+
+def test_an_azure_terminate_under_way_is_acted_on_behind_a_reboot_scheduled_next_week(monkeypatch):
+    """rev51f 3, Azure's side: azure_notice took the first of the VM's events (a Preempt first), so a Reboot a week
+    ahead listed before a Terminate already started (NotBefore empty once started: Scheduled Events for Linux VMs)
+    was read as "a reboot next week": no drain. The soonest event decides, an empty NotBefore being now."""
+    week = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=7)).strftime("%a, %d %b %Y %H:%M:%S GMT")
+    said = {node_agent.AZURE_IMDS + AZURE_NAME.removeprefix("/metadata"): (200, {}, b"gpu_3"),
+            node_agent.AZURE_IMDS + AZURE_EVENTS.removeprefix("/metadata"): (200, {}, azure_events(
+                ("Reboot", ["gpu_3"], week), ("Terminate", ["gpu_3"], "")))}
+    monkeypatch.setattr(node_agent, "http", lambda method, url, headers=None, body=None, timeout=30: said[url])
+    notice, unread = node_watch.read_notice("azure")
+    assert unread is None and notice == {"cloud": "azure", "kind": "Terminate", "at": None}, (notice, unread)
+    assert node_watch.verdict(notice, {"passed": True, "level": "quick"}, [])[0] == "interrupted"
