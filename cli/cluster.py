@@ -34,16 +34,18 @@ CONFIGURE_HELP = ("Apply the stack's Salt states again on a cluster that is up, 
                   "nodes failed or did not answer in time.")
 WaitTimeout = Annotated[float, typer.Option("--wait-timeout", min=0, max=86400, help="Seconds to wait for the cloud "
                                             "nodes to report their configuration.")]
-NoWait = Annotated[bool, typer.Option("--no-wait", help="Team mode: fail at once (exit 4) when another command holds "
-                                      "the cluster, instead of waiting for it.")]
+NoWait = Annotated[bool, typer.Option("--no-wait", help="Fail at once (exit 4) when another command holds the cluster "
+                                      "(team mode: its lease; alone: a heal pass or command on this machine), "
+                                      "instead of waiting for it.")]
 
 
 def _held(cluster: str, command: str, no_wait: bool):
-    """The cluster's lease for the command's run (team mode; alone, nothing), the wait said as it starts."""
+    """The cluster's lease for the command's run (team mode; alone, this machine's lock of it), the wait said as it
+    starts."""
     from gpufleet.fleet import team
 
-    def waiting(lease) -> None:
-        output.warn(f"cluster {cluster} is held by {lease.words()}; " +
+    def waiting(lease) -> None:  # alone: the lock's holder, in words
+        output.warn(f"cluster {cluster} is held by {lease if isinstance(lease, str) else lease.words()}; " +
                     ("its last heartbeat looks old: watching whether it still beats (a clock here or there may be off)"
                      if no_wait else "waiting for it (--no-wait fails at once)"))
     return team.session(cluster, command, wait=not no_wait, on_wait=waiting, on_warning=output.warn)

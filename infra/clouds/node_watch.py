@@ -144,13 +144,16 @@ def aws_notice(memo):
             raise ValueError(f"spot/instance-action says {one_line(said, 80)!r}")
         return {"cloud": "aws", "kind": "instance-action", "at": iso_z(doc.get("time"))}
     said = agent.aws_imds("/latest/meta-data/events/maintenance/scheduled", missing=True)
+    events = []
     for ev in json.loads(said) if said is not None else ():
         if ev["State"] != "active":
             continue
         if ev["Code"] not in AWS_EVENT_CODES:
             raise ValueError(f"events/maintenance/scheduled: a Code {one_line(str(ev['Code']), 40)!r}")
         at = dt.datetime.strptime(ev["NotBefore"], AWS_EVENT_TIME).replace(tzinfo=dt.timezone.utc)
-        return {"cloud": "aws", "kind": ev["Code"], "at": utc_z(at)}
+        events.append({"cloud": "aws", "kind": ev["Code"], "at": utc_z(at)})
+    if events:
+        return soonest(events)
     said = agent.aws_imds("/latest/meta-data/events/recommendations/rebalance", missing=True)
     if said is not None:
         iso_z(json.loads(said).get("noticeTime"))
@@ -219,11 +222,16 @@ def azure_notice(memo):
         raise ValueError("scheduledevents: Events is not a list")
     mine = [ev for ev in events if ev["EventType"] in AZURE_TAKES and isinstance(ev["Resources"], list)
             and memo["name"] in ev["Resources"]]
-    for ev in sorted(mine, key=lambda ev: ev["EventType"] != "Preempt"):  # a spot eviction first: it is the sooner
-        when = ev.get("NotBefore")
-        return {"cloud": "azure", "kind": ev["EventType"],
-                "at": utc_z(email.utils.parsedate_to_datetime(when)) if when else None}
-    return None
+    return soonest([{"cloud": "azure", "kind": ev["EventType"], "at": utc_z(email.utils.parsedate_to_datetime(
+        ev["NotBefore"])) if ev.get("NotBefore") else None} for ev in mine])
+
+
+def soonest(notices):
+    """The notice among several of one VM that acts first (None: none): the soonest (no time: now), a VM-gone one
+    before a comes-back one at a tie. An instance may hold several events at once, a reboot weeks ahead listed before
+    a stop due in minutes (DescribeInstanceStatus's Events list, API_InstanceStatusEvent; Azure's Events list; review
+    rev51f finding 3); "at" is ISO 8601 UTC with a Z, which sorts as the time does."""
+    return min(notices, key=lambda n: (n["at"] or "", n["kind"] in COMES_BACK), default=None)
 
 
 NOTICES = {"aws": aws_notice, "gcp": gcp_notice, "azure": azure_notice}
@@ -527,6 +535,7 @@ class Run:
         self.checking = True  # the checks run: the writer says the last word again while they last
         self.lock = threading.Lock()  # held while the status is written
         self.mu = threading.Lock()  # held a moment, for the word itself: never across a write or a program
+        self.drain_mu = threading.Lock()  # held across one slurm_drain (its scontrol calls), never across a write
         self.pending = False  # the notice's word is not written yet
         self.wake = threading.Event()  # the writer has something to do (or the run ends)
         self.read = threading.Event()  # the notice was read once (or could not be)
@@ -544,7 +553,8 @@ class Run:
                 self.notice, self.unread, self.acting = notice, unread, acting
                 due = self.checking and time.monotonic() - self.said_at >= self.interval / 2
             if changed and acting:  # the VM is going: drained now, whatever the status's write is doing
-                slurm_drain(verdict(notice, self.gate, [])[1])
+                with self.drain_mu:
+                    slurm_drain(verdict(notice, self.gate, [])[1])
             if changed or due:
                 with self.mu:
                     self.pending = True
@@ -579,8 +589,20 @@ class Run:
     def say(self, fresh_s):
         with self.mu:
             notice, unread, faults = self.notice, self.unread, self.faults
-        self.rc = say(self.cfg, self.interval, self.gate, notice, unread, faults, fresh_s, self.node)
+        self.rc = say(self.cfg, self.interval, self.gate, notice, unread, faults, fresh_s, self.node, self.drain)
         self.said_at = time.monotonic()
+
+    def drain(self, reason, kept):
+        """slurm_drain for a word said from a snapshot, on the notice known when the drain is made: the notice's
+        thread drains at once, outside the status's lock, so a snapshot taken before its drain would resume the
+        node it had just drained for a maintenance notice (review rev51f finding 2). One drain at a time in the run;
+        a notice that acts now decides, and the status's word that follows (the writer's) says it."""
+        with self.drain_mu:
+            with self.mu:
+                notice = self.notice
+            if takes(notice):
+                reason = verdict(notice, self.gate, [])[1]
+            return slurm_drain(reason, kept)
 
 
 def _watch(cfg):
@@ -842,16 +864,16 @@ def run_bench(req):
     return {"state": "answered", "rc": 0, "answer": answer}
 
 
-def say(cfg, interval, gate, notice, unread, faults, fresh_s, node=None):
-    """The verdict acted on (the Slurm node drained or resumed), written into the node's metrics file (``node``: what
-    the node is and costs) and into the status, unless the status says it already, written less than ``fresh_s`` ago;
-    the run's exit status (0: ok)."""
+def say(cfg, interval, gate, notice, unread, faults, fresh_s, node=None, drain=slurm_drain):
+    """The verdict acted on (``drain``: the Slurm node drained or resumed), written into the node's metrics file
+    (``node``: what the node is and costs) and into the status, unless the status says it already, written less than
+    ``fresh_s`` ago; the run's exit status (0: ok)."""
     state, reason = verdict(notice, gate, faults)
     if reason is None and given_back():
         reason = SCALE_DOWN  # healthy, and given back by heal: drained (a job on it ends first) for its removal
     # a maintenance notice's drain ends once the notice was read and is gone, not when it could not be read; a
     # person's `gpufleet: release` is never ended here (heal removes the node)
-    drained, failed = slurm_drain(reason, (KEPT[:1] if unread is None else KEPT[::2]) + (RELEASE,))
+    drained, failed = drain(reason, (KEPT[:1] if unread is None else KEPT[::2]) + (RELEASE,))
     health = {"state": state, "faults": faults, "checked_at": utc_z(dt.datetime.now(dt.timezone.utc)),
               "interval": interval, "gate": gate, "notice": notice, "drained": drained, "notice_error": unread,
               "drain_error": one_line(f"the drain ({reason}) was not confirmed: {failed}") if failed else None}

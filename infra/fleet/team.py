@@ -143,11 +143,14 @@ def session(cluster: str, command: str, *, wait: bool = True, on_wait: Callable 
     price). A lease lost while the block runs stops its work (``leases.ensure_held``) and is the
     command's outcome (LeaseLost, whatever the stopped work raised); one found broken only as it is
     released fails a command that had succeeded. The release and the event never raise (``on_warning``
-    hears what could not be done). No team: nothing."""
+    hears what could not be done). No team: this machine's lock of the cluster (``leases.held_here``), the one
+    `heal` and `scale` take for a pass, waited for alike (``on_wait`` told its holder's words), so that no `down`
+    runs beside a heal pass that launches a replacement (review rev51f finding 6); no event."""
     store = current()
     extra: dict = {}
     if store is None:
-        yield extra
+        with leases.held_here(paths.make_dir(paths.local_lock_dir()), cluster, command, wait=wait, on_wait=on_wait):
+            yield extra
         return
     me = who()  # once: the lease and the event name the same caller
     held = leases.acquire(store, cluster, command, me, wait=wait, on_wait=on_wait)

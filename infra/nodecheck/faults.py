@@ -68,6 +68,9 @@ REMEDIES: dict[str, str] = {
                   "hardware ticket",
     "GF-IB-ERRORS": "an InfiniBand port counts symbol errors or link recoveries: watch them; a count that keeps "
                     "growing is a cable or transceiver to replace",
+    "GF-IB-SATURATED": "an InfiniBand port counter stopped at its maximum (link_downed and link_error_recovery are "
+                       "8 bits, symbol_error 16): it can show no growth; clear the port's counters (`perfquery -R`, "
+                       "infiniband-diags) and find why it counted so much",
     "GF-IB-MISSING": "fewer InfiniBand ports than the fabric promises: check the HCA driver (`ibstat`, `lspci`)",
     "GF-EFA-MISSING": "fewer EFA devices than the instance type has: check the EFA driver and the launch's "
                       "network interfaces (`fi_info -p efa`)",

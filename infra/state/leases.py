@@ -434,11 +434,14 @@ def acquire(store: SharedStore, cluster: str, command: str, holder: str, *, wait
 
 
 @contextlib.contextmanager
-def held_here(folder: Path, cluster: str, command: str):
-    """Alone (no team store, so no lease), this machine's hold of the cluster for one pass of ``command``: an
-    exclusive flock(2) of ``<folder>/<cluster>.lock``, taken without waiting, as the node agent's run takes its own
-    (clouds/node_agent.py run). Another process holding it: LeaseHeld (exit 4, as a lease held), nothing done. The
-    kernel lets it go when the process ends, killed or not: nothing is left to break by hand."""
+def held_here(folder: Path, cluster: str, command: str, *, wait: bool = False, timeout_s: float = 3600.0,
+              on_wait: Callable[[str], None] | None = None, sleep=time.sleep, clock=time.monotonic):
+    """Alone (no team store, so no lease), this machine's hold of the cluster for ``command`` (a pass of `heal` or
+    `scale`, a whole `up`, `down` or `configure`): an exclusive flock(2) of ``<folder>/<cluster>.lock``, as the node
+    agent's run takes its own (clouds/node_agent.py run). Another process holding it: LeaseHeld (exit 4, as a lease
+    held), nothing done; with ``wait``, tried again every WAIT_POLL_S until ``timeout_s`` (``on_wait`` told who holds
+    it, once per holder), as a lease is waited for. The kernel lets it go when the process ends, killed or not:
+    nothing is left to break by hand."""
     path = folder / f"{cluster}.lock"
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -446,16 +449,25 @@ def held_here(folder: Path, cluster: str, command: str):
         raise GpufleetError(f"cannot open {path} to hold cluster {cluster}: {e.strerror}",
                             "set XDG_DATA_HOME to a folder of yours") from None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = shown(os.pread(fd, 300, 0).decode(errors="replace").strip() or "another process")
-            raise LeaseHeld(f"cluster {cluster} is held on this machine by {holder} ({path})",
-                            "wait for it to finish: one pass at a time (cron's `--once` beside a `--watch` skips "
-                            "its turn)") from None
-        except OSError as e:  # a file system without flock(2) (NFS mounted nolock answers ENOLCK)
-            raise GpufleetError(f"cannot lock {path} to hold cluster {cluster}: {e.strerror}",
-                                "set XDG_DATA_HOME to a folder on a local disk") from None
+        deadline, told = clock() + timeout_s, None
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = shown(os.pread(fd, 300, 0).decode(errors="replace").strip() or "another process")
+                if not wait or clock() >= deadline:
+                    raise LeaseHeld(f"cluster {cluster} is held on this machine by {holder} ({path})",
+                                    "wait for it to finish: one command or pass at a time (cron's `--once` beside a "
+                                    "`--watch` skips its turn; `up`, `down` and `configure` wait unless --no-wait)"
+                                    ) from None
+                if on_wait and told != holder:
+                    on_wait(holder)
+                    told = holder
+                sleep(max(0.0, min(WAIT_POLL_S, deadline - clock())))
+            except OSError as e:  # a file system without flock(2) (NFS mounted nolock answers ENOLCK)
+                raise GpufleetError(f"cannot lock {path} to hold cluster {cluster}: {e.strerror}",
+                                    "set XDG_DATA_HOME to a folder on a local disk") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"`{command}` (pid {os.getpid()}, since {_stamp(_now())})".encode(), 0)
         yield

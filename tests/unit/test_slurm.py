@@ -1404,3 +1404,34 @@ def test_the_controllers_state_drains_every_slot_no_node_holds_after_a_restart_t
     assert {n: after[n] for n in free} == dict.fromkeys(free, ("IDLE+CLOUD+DRAIN", "gpufleet: GF-GATE not registered "
                                                                 "yet")), f"{before} -> {after}"
     assert "DRAIN" not in after["t4-0"][0], after
+
+
+def test_a_no_requeue_batch_job_given_a_slot_no_node_holds_waits_and_is_not_killed(tmp_path):
+    """Review rev51f finding 1: gpufleet-slurm-slots exits 1 for a job given a slot no node holds, on the reading that
+    slurmctld then requeues it. slurmctld 22.05.8 (src/slurmctld/prep_slurmctld.c prep_prolog_slurmctld_callback,
+    slurm-22-05-8-1 and the same at slurm-23-11-4-1) calls job_requeue(0, ...); _job_requeue_op (src/slurmctld/job_mgr.c) refuses
+    ESLURM_DISABLED when ``!job_ptr->details->requeue`` (sbatch --no-requeue, or JobRequeue=0) and ESLURM_BATCH_ONLY for
+    salloc/srun, and the callback then kills the job ("PrologSlurmctld failed, job killed"). So a user's job that only
+    asked not to be RUN twice is killed before it ran once, because gpufleet's own slot was free. The program now sets
+    Requeue=1 first (the job has not started). The real slurmctld 22.05.8 on the lines configure writes, the real
+    program."""
+    text, free = _elastic_conf(tmp_path)
+    text = re.sub(r"(?m)^PrologSlurmctld=.*$", f"PrologSlurmctld={_slots_program(tmp_path)}", text)
+    with _real_slurmctld(tmp_path, text, ("NodeName=t4-", "PartitionName=t4 ", "PrivateData=", "SlurmctldParameters=",
+                                          "PrologSlurmctld=")) as env:
+        sent = subprocess.run(["sbatch", "--parsable", "--no-requeue", "-p", "t4", "-N1", "-w", free[0], "-o",
+                               "/dev/null", f"--chdir={tmp_path}", "--wrap", "true"], env=env, capture_output=True,
+                              text=True)
+        assert sent.returncode == 0, sent
+        job, state = sent.stdout.strip(), ""
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            shown = subprocess.run(["scontrol", "show", "job", "-o", job], env=env, capture_output=True,
+                                   text=True).stdout
+            state = (re.search(r"JobState=(\S+)", shown) or [None, ""])[1]
+            slots = {n: _states(env)[n] for n in free}
+            if state not in ("CONFIGURING", "RUNNING", "") and all("DRAIN" in st for st, _ in slots.values()):
+                break
+            time.sleep(1)
+    errors = (tmp_path / "slots.err").read_text() if (tmp_path / "slots.err").exists() else ""
+    assert state == "PENDING", f"a --no-requeue job given {free[0]}, which no node holds, ended {state!r}: {errors}"

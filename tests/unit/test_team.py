@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import urllib.request
 import uuid
@@ -799,3 +800,40 @@ def test_host_outcomes_are_one_write_of_the_clusters_document_per_command(store_
     assert len([u for m, u in transport.sent if m == "POST"]) == 1
     theirs = Registry(tmp_path / "b.db", shared=store)
     assert {k: h["state"] for k, h in theirs.hosts("c5").items()} == {("gpu", i): "unhealthy" for i in range(20)}
+
+
+def test_alone_a_down_never_runs_beside_a_heal_pass_that_holds_the_cluster(tmp_path, monkeypatch):
+    """rev51f 6: alone (no team store), heal and scale take this machine's lock of the cluster (fleet/team.py held ->
+    leases.held_here), but `up`, `down`, `configure`, `destroy` take team.session, which alone takes nothing
+    (fleet/team.py session: "No team: nothing."). A `heal --watch` pass that launches a replacement through the pool's
+    own fleet request (nodes/cloud/heal.py _replace: a VM Pulumi does not own) runs beside `gpufleet down`: down's sweep
+    of tagged resources may finish before the launch lands, and the VM outlives its cluster (money), or heal writes a
+    registry record down has just removed. The lock heal takes is the lock every changing command must take."""
+    from gpufleet import paths
+
+    with leases.held_here(paths.make_dir(paths.local_lock_dir()), "c1", "heal"):
+        ran = []
+        try:
+            with team.session("c1", "down", wait=False):
+                ran.append("down")
+        except leases.LeaseHeld as e:
+            assert e.exit_code == 4 and "held on this machine by `heal`" in e.message, e.message  # as heal's
+    assert ran == [], "alone, `down` ran while a heal pass held cluster c1 on this machine"
+    # waiting (down's default, as for a lease): it runs once the pass let go, not before
+    held, told = threading.Event(), []
+    monkeypatch.setattr(leases, "WAIT_POLL_S", 0.05)
+
+    def heal_pass():
+        with leases.held_here(paths.make_dir(paths.local_lock_dir()), "c1", "heal"):
+            held.set()
+            while not told:
+                time.sleep(0.01)
+            ran.append("heal done")
+
+    pass_ = threading.Thread(target=heal_pass)
+    pass_.start()
+    held.wait(10)
+    with team.session("c1", "down", on_wait=told.append):
+        ran.append("down")
+    pass_.join(10)
+    assert ran == ["heal done", "down"] and told and told[0].startswith("`heal`"), (ran, told)

@@ -1162,3 +1162,96 @@ def test_a_spot_notice_drains_the_node_while_a_slow_status_write_is_under_way(no
     assert drained_while_held == [True], ("the preempted VM's drain waited for a status write to the bucket: "
                                           "Run.lock is held across put_status's retries")
     assert _health(n)["state"] == "interrupted"
+
+
+def test_a_maintenance_drain_the_notice_thread_made_is_never_undone_by_the_checks_older_word(tmp_path, monkeypatch):
+    """rev51f 2: the notice's thread drains a node the cloud takes "at once, outside any lock" (node_watch.Run.poll), while
+    the checks' thread says its own word (Run.checked -> Run.say -> say -> slurm_drain) from a snapshot of the notice it
+    took BEFORE that drain (Run.say copies notice/unread/faults under ``mu`` and releases it). For a maintenance notice
+    the checks' word is "ok, no notice": slurm_drain(None, KEPT[:1] + (RELEASE,)) keeps only GF-SPOT-NOTICE drains, so
+    it finds the node drained for GF-MAINTENANCE-NOTICE and sends State=RESUME. slurmctld may start a job on it before
+    the writer thread drains it again, an hour (MAINTENANCE_LEAD_S) or less before a reboot that kills it: the very
+    thing the drain is for. Here the interleaving is forced through scontrol: the notice's drain lands between the
+    checks' snapshot and their `scontrol show node`."""
+    from gpufleet.clouds import node_agent, node_watch
+
+    monkeypatch.setattr(node_agent, "STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(node_watch, "TEXTFILE_DIR", str(tmp_path / "no-node-exporter"))
+    monkeypatch.setattr(node_watch, "NOTICE_POLL_S", 0.05)
+    monkeypatch.setattr(node_watch, "slurm_name", lambda: "gpu-0")
+    monkeypatch.setattr(node_agent, "node_id", lambda cfg: "i-0watch1")
+    monkeypatch.setattr(node_agent, "put_status", lambda *a, **k: None)
+    monkeypatch.setattr(node_agent, "STORES", {"aws": lambda cfg: None})
+    at = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    notice = {"cloud": "aws", "kind": "system-reboot", "at": at}
+    go, drained = threading.Event(), threading.Event()
+    monkeypatch.setattr(node_watch, "read_notice", lambda cloud, memo=None: (notice if go.is_set() else None, None))
+    slurm = {"State": "IDLE", "Reason": ""}
+    updates = []
+    main = threading.current_thread()
+
+    def scontrol(*args):
+        if args[0] == "show":
+            if threading.current_thread() is main and not go.is_set():
+                go.set()  # the cloud's notice arrives now, after the checks took their snapshot
+                drained.wait(10)
+            line = f"NodeName=gpu-0 State={slurm['State']}"
+            return line + (f" Reason={slurm['Reason']} [slurm@2026-11-28T01:00:00]" if slurm["Reason"] else ""), None
+        words = dict(a.split("=", 1) for a in args[1:])
+        updates.append(words["State"] + (f" {words['Reason']}" if "Reason" in words else ""))
+        slurm.update({"State": "IDLE+DRAIN", "Reason": words.get("Reason", "")} if words["State"] == "DRAIN"
+                     else {"State": "IDLE", "Reason": ""})
+        if words["State"] == "DRAIN":
+            drained.set()
+        return "", None
+
+    monkeypatch.setattr(node_watch, "scontrol", scontrol)
+    run = node_watch.Run({"cloud": "aws", "cluster": "w", "pool": "gpu"}, 60, {"level": "quick", "passed": True})
+    poller = threading.Thread(target=run.poll, daemon=True)
+    poller.start()
+    try:
+        run.checked([], False)
+    finally:
+        run.done.set()
+        poller.join(5)
+    assert updates and updates[0].startswith("DRAIN gpufleet: GF-MAINTENANCE-NOTICE"), updates
+    assert "RESUME" not in updates, f"the checks' older word resumed the node the notice had drained: {updates}"
+
+
+def test_an_aws_instance_stop_soon_is_acted_on_behind_an_active_reboot_weeks_away(monkeypatch):
+    """rev51f 3: node_watch.aws_notice returns the FIRST active entry of events/maintenance/scheduled and takes() then
+    judges that one alone. IMDS gives a JSON list (EC2 User Guide, "Scheduled events for your instances", Instance
+    metadata; DescribeInstanceStatus's Events is a list per instance, API_InstanceStatusEvent): an instance can have a
+    system-reboot scheduled weeks ahead and an instance-stop (or instance-retirement) due sooner. With the reboot first
+    in the list the stop due in 20 minutes is read as "a reboot in 14 days": no drain, no 'interrupted', and the VM
+    stops under its jobs. The soonest active event decides (and a VM-gone one over a comes-back one at a tie)."""
+    from gpufleet.clouds import node_agent, node_watch
+
+    now = dt.datetime.now(dt.timezone.utc)
+    gmt = "%d %b %Y %H:%M:%S GMT"
+    events = [{"Code": "system-reboot", "Description": "scheduled reboot", "EventId": "instance-event-0d59937288b749b32",
+               "NotBefore": (now + dt.timedelta(days=14)).strftime(gmt),
+               "NotAfter": (now + dt.timedelta(days=14, hours=2)).strftime(gmt), "State": "active"},
+              {"Code": "instance-stop", "Description": "The instance is running on degraded hardware",
+               "EventId": "instance-event-0a1b2c3d4e5f60718", "NotBefore": (now + dt.timedelta(minutes=20)).strftime(gmt),
+               "State": "active"}]
+    said = {"/latest/meta-data/events/maintenance/scheduled": json.dumps(events)}
+    monkeypatch.setattr(node_agent, "aws_imds", lambda path, missing=False: said.get(path))
+    notice, unread = node_watch.read_notice("aws")
+    assert unread is None, unread
+    assert node_watch.takes(notice), f"an instance-stop due in 20 minutes is not acted on: the watch read {notice}"
+    assert node_watch.verdict(notice, {"passed": True, "level": "quick"}, [])[0] == "interrupted", notice
+
+
+def test_an_azure_terminate_under_way_is_acted_on_behind_a_reboot_scheduled_next_week(monkeypatch):
+    """rev51f 3, Azure's side: azure_notice took the first of the VM's events (a Preempt first), so a Reboot a week
+    ahead listed before a Terminate already started (NotBefore empty once started: Scheduled Events for Linux VMs)
+    was read as "a reboot next week": no drain. The soonest event decides, an empty NotBefore being now."""
+    week = (dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=7)).strftime("%a, %d %b %Y %H:%M:%S GMT")
+    said = {node_agent.AZURE_IMDS + AZURE_NAME.removeprefix("/metadata"): (200, {}, b"gpu_3"),
+            node_agent.AZURE_IMDS + AZURE_EVENTS.removeprefix("/metadata"): (200, {}, azure_events(
+                ("Reboot", ["gpu_3"], week), ("Terminate", ["gpu_3"], "")))}
+    monkeypatch.setattr(node_agent, "http", lambda method, url, headers=None, body=None, timeout=30: said[url])
+    notice, unread = node_watch.read_notice("azure")
+    assert unread is None and notice == {"cloud": "azure", "kind": "Terminate", "at": None}, (notice, unread)
+    assert node_watch.verdict(notice, {"passed": True, "level": "quick"}, [])[0] == "interrupted"
