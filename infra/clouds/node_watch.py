@@ -667,7 +667,7 @@ def active_checks(tree, settings, passive, noticed):
     if passive or noticed() or time.time() < last["at"] + (ACTIVE_RETRY_S if standing else every):
         return standing
     expect = {**(settings.get("expect") or {}), **(settings.get("active_expect") or {})}
-    if expect.get("dcgm_level"):
+    if expect.get("dcgm_required"):  # the pool installs DCGM (configure.slurm.active_expectations)
         expect = requiring_dcgm(expect, expect["dcgm_level"])
     with idle() as busy:
         if busy:

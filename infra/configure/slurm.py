@@ -291,9 +291,10 @@ ACTIVE_DCGM_LEVEL = 2
 
 
 def active_expectations(expect: dict) -> dict:
-    """What a node's active checks add to its health expectations: the load tests the health check leaves out; DCGM's
-    diagnostic where the pool installs DCGM (its expectations have a level), which the watch then requires."""
-    return {**({"dcgm_level": ACTIVE_DCGM_LEVEL} if expect.get("dcgm_level") else {}),
+    """What a node's active checks add to its health expectations: the load tests the health check leaves out. DCGM's
+    diagnostic wherever dcgmi is (a node with none skips it), and required where the pool installs DCGM (its
+    expectations have a level): the watch then never passes the checks without it."""
+    return {"dcgm_level": ACTIVE_DCGM_LEVEL, **({"dcgm_required": True} if expect.get("dcgm_level") else {}),
             **({"nccl": expect["nccl"]} if expect.get("nccl") else {})}
 
 

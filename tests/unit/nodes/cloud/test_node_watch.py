@@ -842,7 +842,7 @@ def _active(n, every=3600, due=True):
     """The pool's active checks every ``every`` s, last run a period ago (``due``) or just now."""
     settings = json.loads((n["state"] / "health.json").read_text())
     (n["state"] / "health.json").write_text(json.dumps({**settings, "active_every": every,
-                                                        "active_expect": {"dcgm_level": 2}}))
+                                                        "active_expect": {"dcgm_level": 2, "dcgm_required": True}}))
     (n["state"] / "active.json").write_text(json.dumps({"at": time.time() - (every + 1 if due else 0), "faults": []}))
 
 
@@ -889,11 +889,20 @@ def test_the_active_checks_dcgm_level_2_is_never_passed_without_dcgmi(node):
     assert _updates(n)[-1][3].startswith("Reason=gpufleet: GF-ACTIVE GF-TOOL-FAILED active.dcgm.diag")
 
 
-def test_the_active_checks_ask_dcgm_only_where_the_pool_installs_it():
+def test_the_active_checks_require_dcgm_only_where_the_pool_installs_it(node):
+    """A pool that installs DCGM (its expectations have a level) requires the active checks' diagnostic; one that does
+    not runs it where dcgmi is (a user's own DCGM) and passes without it: nothing promised it."""
     from gpufleet.configure.slurm import active_expectations
 
-    assert active_expectations({"dcgm_level": 1, "nccl": {"bytes": "8G"}}) == {"dcgm_level": 2, "nccl": {"bytes": "8G"}}
-    assert active_expectations({"nccl": {"bytes": "8G"}}) == {"nccl": {"bytes": "8G"}}  # no DCGM: the all-reduce alone
+    assert active_expectations({"dcgm_level": 1, "nccl": {"bytes": "8G"}}) == \
+        {"dcgm_level": 2, "dcgm_required": True, "nccl": {"bytes": "8G"}}
+    assert active_expectations({"nccl": {"bytes": "8G"}}) == {"dcgm_level": 2, "nccl": {"bytes": "8G"}}
+    n = node
+    _active(n)
+    settings = json.loads((n["state"] / "health.json").read_text())
+    (n["state"] / "health.json").write_text(json.dumps({**settings, "active_expect": {"dcgm_level": 2}}))
+    (n["bin"] / "dcgmi").unlink()
+    assert _watch(n) == 0 and _health(n)["state"] == "ok"
 
 
 def test_the_active_checks_run_on_an_idle_cloud_slot_and_drain_it_by_its_slot(node):
