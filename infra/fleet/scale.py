@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 
 from gpufleet import clouds
 from gpufleet import nodes as kinds
-from gpufleet.clouds import inventory
 from gpufleet.clouds.node_watch import RELEASE
 from gpufleet.errors import CapacityError, GpufleetError, InputError, QuotaError
 from gpufleet.fleet import team
 from gpufleet.nodes import cloud as cloud_nodes
 from gpufleet.nodes import health as hl
+from gpufleet.nodes.cloud import apis as cloud_apis
 from gpufleet.nodes.health import NodeHealth
 from gpufleet.nodes.run import Run, Seams
 from gpufleet.state import events, leases
@@ -144,9 +144,7 @@ def scale(stack, cat, *, pool: str, count: int, cluster: str | None = None, regi
 
 def pool_api(run: Run, provider: str, region: str):
     """The pool's cloud API (a test's stand-in in ``seams.cloud_api``), which must resize pools."""
-    opened = inventory.open_clouds([provider], required=True, regions={provider: [region]}) \
-        if run.seams.cloud_api is None else run.seams.cloud_api
-    api = opened[provider]
+    api = cloud_apis.pool_api(run, provider, region)
     if not hasattr(api, "add_nodes") or not hasattr(api, "remove_nodes"):
         raise GpufleetError(f"{provider}: gpufleet cannot add nodes to a pool or remove them there yet",
                             "change the pool's size in the stack file and `gpufleet up` (which makes the pool anew)")

@@ -18,6 +18,7 @@ from gpufleet.nodes.cloud import bench as cloudbench
 from gpufleet.nodes.cloud import channel as cloudnodes
 from gpufleet.nodes.cloud import failover
 from gpufleet.nodes.cloud import heal as healing
+from gpufleet.nodes.cloud.apis import open_apis
 from gpufleet.nodes.health import NodeHealth, Repaired
 from gpufleet.nodes.kind import Benched, Drained, Reached, leftover_error
 from gpufleet.nodes.outcome import NodeOutcome
@@ -46,13 +47,6 @@ def ready(providers_used: list[str], pulumi_command):
     for p in providers_used:
         cloud(p).credentials()
     return pulumi_command or automation.find_pulumi()
-
-
-def open_apis(providers_used: list[str], regions: dict[str, list[str]], given=None) -> inventory.Clouds:
-    """The clouds' APIs to ask (credentials required), limited to ``regions``; ``given``: already open."""
-    if given is not None:
-        return given
-    return inventory.open_clouds(providers_used, required=True, regions=regions)
 
 
 def reach(run: Run) -> Reached:

@@ -30,12 +30,13 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from gpufleet.clouds import cloud, inventory
+from gpufleet.clouds import cloud
 from gpufleet.clouds import scheduler as slurm_view
 from gpufleet.clouds.node_watch import MARK
 from gpufleet.errors import CapacityError, GpufleetError, QuotaError, ReplacementUnfinished, SuccessorGone, UntrustedValue
 from gpufleet.nodes import health as hl
 from gpufleet.nodes.cloud import channel
+from gpufleet.nodes.cloud.apis import pool_api
 from gpufleet.nodes.health import NodeHealth, Repaired
 from gpufleet.nodes.run import Run
 from gpufleet.state.registry import Node
@@ -237,7 +238,7 @@ def _gone(run: Run, unknown: list) -> None:
         asked.setdefault((n.provider, n.location, n.pool), []).append((n, nh))
     for (provider, region, pool), group in asked.items():
         try:
-            gone = _api(run, provider, region).gone_nodes(region, cluster=run.cluster, pool=pool,
+            gone = pool_api(run, provider, region).gone_nodes(region, cluster=run.cluster, pool=pool,
                                                           node_ids=[n.node_id for n, _ in group])
         except GpufleetError:
             continue
@@ -246,13 +247,6 @@ def _gone(run: Run, unknown: list) -> None:
                 why = f"{provider} says its VM {n.node_id} is terminated or deleted"
                 nh.state, nh.why, nh.drained, nh.jobs = hl.GONE, why, True, "none"
                 nh.faults = [{"code": "GF-VM-GONE", "check": "cloud", "evidence": why[:hl.EVIDENCE_MAX]}]
-
-
-def _api(run: Run, provider: str, region: str):
-    """The node's cloud's API (a test's stand-in in ``seams.cloud_api``)."""
-    opened = inventory.open_clouds([provider], required=True, regions={provider: [region]}) \
-        if run.seams.cloud_api is None else run.seams.cloud_api
-    return opened[provider]
 
 
 def repair(run: Run, node: NodeHealth, action: str, outputs=None) -> Repaired:
@@ -288,7 +282,7 @@ def _replace(run: Run, node: NodeHealth, outputs=None) -> Repaired:
     (rec,) = [n for n in run.record.nodes if f"{n.pool}-{n.idx}" == node.node]
     region = rec.location
     try:
-        api = _api(run, rec.provider, region)
+        api = pool_api(run, rec.provider, region)
     except GpufleetError as e:
         return Repaired(node.node, "replace", False, f"{rec.provider} could not be opened: {e.message}")
     launched = []  # what this call launched: said to heal's memory at once (``on_launch``), before anything else
