@@ -90,7 +90,7 @@ def rows(cat=None) -> list[Row]:
     return out + llm_rows(cat)
 
 
-SHAPE = ("params", "layers", "d_model", "heads", "kv_heads", "ffn", "gated", "vocab", "seq_len")
+SHAPE = ("params", "layers", "d_model", "heads", "kv_heads", "ffn", "gated", "tied", "vocab", "seq_len")
 
 
 def llm_rows(cat) -> list[Row]:

@@ -7,8 +7,8 @@ Per optimizer step of ``G`` tokens (the global batch) on ``n`` GPUs, each GPU:
   matrix products (``1 + tp_width * tp / d`` against ``1 + tp_width / d``: a GEMM ``tp_width``
   columns narrower loses about what it would at that width) and faster with FP8 by the measured
   end-to-end gain ``fp8_gain`` (Transformer Engine: about 1.2-1.4x, not the 2x of peak); full
-  recomputation adds a forward pass; a pipeline waits for its slowest stage, the last, which also
-  holds the output layer;
+  recomputation adds the blocks' forward pass (not the output layer's or the loss's); a pipeline waits
+  for its slowest stage, the last, which also holds the output layer;
 * waits for the **pipeline bubble**: ``(pp - 1) / (vp * m)`` of the compute with ``m``
   micro-batches per step (the interleaved 1F1B schedule, Narayanan et al. 2021);
 * moves **tensor- and context-parallel** traffic over NVLink (sequence parallelism: four
@@ -52,6 +52,17 @@ class Step:
 
 
 @dataclass(frozen=True)
+class TokenTime:
+    """Seconds a GPU spends on one token of the whole model, unsplit (perf.model's ``_llm_token_time``)."""
+
+    seconds: float
+    math: float  # of which the weights' matrix products: tensor parallelism narrows them, FP8 speeds them up
+    mem: float  # of which memory traffic
+    recompute_math: float  # what full recomputation adds: the blocks' weights' forward
+    recompute_other: float  # and their attention forward and activations' forward traffic
+
+
+@dataclass(frozen=True)
 class Links:
     nvlink: float  # bytes/s a GPU moves to another of its NVLink domain
     node: float  # bytes/s through a node's NICs, all of them
@@ -73,19 +84,20 @@ class Links:
         return max(inter, volume / self.nvlink) + collectives * hops * self.alpha_s
 
 
-def step(w, lay: Layout, *, tokens: float, t_token: float, t_math_token: float, links: Links, p, fp8: bool,
+def step(w, lay: Layout, *, tokens: float, token: TokenTime, links: Links, p, fp8: bool,
          micro_seqs: int, jitter: float) -> Step:
-    """One optimizer step of ``tokens`` under ``lay``; ``t_token`` the GPU's seconds per token of
-    the whole model unsplit (of which ``t_math_token`` the weights' matrix products, which tensor
-    parallelism narrows and FP8 speeds up), ``p`` the fitted parameters."""
+    """One optimizer step of ``tokens`` under ``lay``; ``token`` the GPU's seconds per token of the whole
+    model unsplit, ``p`` the fitted parameters."""
     n, L, d = lay.gpus, max(1, w.layers), max(1, w.d_model)
     seq = max(1, w.seq_len)
     replica_tokens = tokens / lay.dp
     m = max(1, round(replica_tokens / (micro_seqs * seq)))
     narrow = (1 + p.tp_width * lay.tp / d) / (1 + p.tp_width / d)
-    dense = t_math_token * narrow / (p.fp8_gain if fp8 else 1.0)
-    per_token = dense + (t_token - t_math_token)
-    compute = tokens / n * per_token * (4.0 / 3.0 if lay.recompute else 1.0)
+    matmul = narrow / (p.fp8_gain if fp8 else 1.0)
+    per_token = token.math * matmul + (token.seconds - token.math)
+    if lay.recompute:
+        per_token += token.recompute_math * matmul + token.recompute_other
+    compute = tokens / n * per_token
     if lay.pp > 1:  # the last stage also runs the output layer: the pipeline waits for it
         per_layer = max(1.0, (w.params - 2.0 * (w.vocab or 0) * d) / L)
         extra = (w.vocab or 0) * d / per_layer

@@ -13,7 +13,7 @@ A training step on ``n = gpus_per_node x nodes`` GPUs is:
   and ``t_mem`` the bytes a sample
   moves through GPU memory over its bandwidth: its activations (elements from the
   architecture, ``perf.architecture``, times ``act_passes``: the reads and writes of forward,
-  batch norm/activation and backward, one value for CNNs and one for transformers) plus its
+  batch norm/activation and backward, one value for CNNs, one for encoders and one for decoder LLMs) plus its
   share of the weights, gradients and optimizer state read and written once per step.
   Activation checkpointing adds one forward pass.
 * **Gradient exchange** (alpha-beta): per gradient bucket (25 MB, PyTorch DDP's default) a
@@ -42,8 +42,9 @@ A training step on ``n = gpus_per_node x nodes`` GPUs is:
 
 Decoder LLMs take their own path (``_predict_llm``): a step of the global batch under the layout
 practice would pick or the one pinned (``perf.parallel`` for layouts and memory, ``perf.llm`` for
-the step), with the weights' matrix products (6 N FLOPs a token, narrowed by tensor parallelism,
-sped up by FP8) apart from causal attention and the memory-bound kernels.
+the step), with the weights' matrix products (6 N FLOPs a token, N without an untied input embedding,
+narrowed by tensor parallelism, sped up by FP8) apart from causal attention (FlashAttention's backward
+recomputes its scores), the memory-bound kernels and the loss over the vocabulary's logits.
 
 The free parameters are fitted to the published measurements in ``data/measurements.csv`` and
 ``data/llm_runs.csv`` by :mod:`gpufleet.perf.calibration`, pulled toward the priors below, and stored in
@@ -69,6 +70,18 @@ GENERATION = {"volta": "volta", "turing": "volta", "ampere": "ampere", "ada": "a
               "blackwell": "blackwell"}
 STATE_BYTES_PER_PARAM = 16.0  # mixed-precision Adam: weights, grads, fp32 master, 2 moments
 OPTIMIZER_TRAFFIC = 16.0  # bytes per parameter the optimizer step reads and writes (fp32 master + moments)
+# FlashAttention's backward recomputes the scores: 2.5x the forward's FLOPs, 3.5x for both where the 3x rule
+# of the weights says 3 (flash-attention's benchmarks/benchmark_flash_attention.py, flops(); Dao 2023). MFU
+# still counts the model's 3x (Workload.train_flops), as PaLM's and torchtitan's do.
+FLASH_FWD_BWD = 3.5
+# bytes per vocabulary entry a token's loss moves through memory beside the output layer's GEMM, as PyTorch
+# computes cross_entropy on fp32 logits, eager (torchtitan's loss; bench's under autocast, which runs
+# log_softmax in fp32): the cast (read 2, write 4), log_softmax (4, 4), nll_loss's dense gradient (4),
+# log_softmax's backward (4, 4, 4), the cast back (4, 2); a floor: a 128k-entry row too long for one pass of
+# the softmax kernel is read again (~48). Megatron's unfused vocab-parallel loss moves ~52, Transformer
+# Engine's fused one (Megatron-Bridge) ~10-22. A 128k vocabulary moves 4.6 MB a token, more than llm:8b's
+# activations pass once (issue 52, review rev52 11)
+LOSS_BYTES_PER_LOGIT = 36.0
 
 # name -> (prior, spread of the prior in log space, (lower, upper)); the fit is pulled toward the
 # prior and a value that ends at a bound is reported (calibration.warnings)
@@ -105,10 +118,20 @@ PRIORS: dict[str, tuple[float, float, tuple[float, float]]] = {
     # where VGG's 64-512-channel ones do not (issue 52); the same loss as tp_width's for a narrowed LLM GEMM
     "conv_width": (32.0, 0.8, (4.0, 512.0)),
     # memory passes per activation element: a CNN's count is its conv/pool outputs only, each also
-    # read and written by batch norm and ReLU forward and backward (~15-25 passes); a transformer's
-    # (Korthikanti) already counts every stored intermediate, written once and read back (~2-4)
+    # read and written by batch norm and ReLU forward and backward (~15-25 passes). A decoder's count
+    # (Korthikanti) is what the backward keeps; the traffic beside the GEMMs' and FlashAttention's own
+    # operands (which run under their math), per Llama layer and token: ~110 bytes per d fused (Transformer
+    # Engine, torch.compile), ~3 passes of the kept activations; ~345 eager (an RMSNorm as Llama's reference
+    # and torchtitan's norms.py write it moves 36 bytes per element forward: the cast 2+4, pow 4+4, mean 4,
+    # the scaling 4+4, type_as 4+2, the weight 2+2), ~10; ~13-15 with torchtitan's selective recomputation.
+    # The rows mix both: 3-15 (the comment said ~2-4 before, the stores alone; review rev52 11). An encoder of
+    # DeepLearningExamples' era (BERT, no FlashAttention) keeps its seq x seq scores, softmax and dropout mask
+    # (Korthikanti's 5 a s bytes), which scale, mask, softmax, dropout, the product with V and their backward
+    # each read and write: ~10 passes on the scores, which outweigh the rest at 512 tokens (~5-12). One value
+    # for both had the encoders' pull the decoders' (and, through BERT's FP32 rows on V100, u_simt)
     "act_passes:cnn": (16.0, 0.5, (4.0, 40.0)),
-    "act_passes:transformer": (3.0, 0.5, (1.0, 10.0)),
+    "act_passes:transformer": (8.0, 0.5, (2.0, 24.0)),
+    "act_passes:llm": (5.0, 0.5, (1.5, 20.0)),
     "net_eff": (0.8, 0.2, (0.5, 0.95)),  # NCCL bus bandwidth reaches ~70-85% of line rate
     "nvl_eff": (0.85, 0.25, (0.5, 1.2)),  # above 1: NVSwitch in-network reduction (NVLS) on Hopper
     "alpha_us": (15.0, 0.8, (2.0, 200.0)),  # per hop between nodes, IB/RoCE to TCP
@@ -129,6 +152,8 @@ PRIORS: dict[str, tuple[float, float, tuple[float, float]]] = {
     "fw:megatron": (1.0, 0.3, (0.5, 2.0)),
 }
 NAMES = tuple(PRIORS)
+ACT_PASSES = {"cnn": "act_passes:cnn", "dense": "act_passes:cnn", "transformer": "act_passes:transformer",
+              "llm": "act_passes:llm"}  # a family's memory passes (PRIORS)
 FRAMEWORKS = ("pytorch",) + tuple(n.split(":", 1)[1] for n in NAMES if n.startswith("fw:"))
 
 
@@ -247,7 +272,7 @@ def _gpu_time_per_sample(s: Scenario, p: Params, prec: str, batch: int) -> tuple
         flops *= sum(share * (1.0 + p.conv_width / width) for share, width in w.gemm_widths)
     t_math = flops * extra / (g.tflops[prec] * 1e12 * p.u(g.arch, tensor))
     elem = 4.0 if prec in ("fp32", "tf32") else 2.0
-    passes = p.values["act_passes:cnn" if w.family in ("cnn", "dense") else "act_passes:transformer"]
+    passes = p.values[ACT_PASSES[w.family]]
     traffic = w.activations * elem * passes * extra + w.params * (3.0 * elem + OPTIMIZER_TRAFFIC) / batch
     t_mem = traffic / (g.memory_bw_gbs * 1e9)
     # the framework's speed relative to PyTorch; the share of a padded sequence a binning loader computes
@@ -378,12 +403,12 @@ def _predict_llm(s: Scenario, p: Params, prec: str) -> Prediction:
     n = s.gpus_per_node * s.nodes
     fp8 = prec == "fp8"
     tokens = s.global_batch_tokens or (s.batch_per_gpu * n if s.batch_per_gpu else llm.DEFAULT_GLOBAL_BATCH)
-    t_token, t_math, t_mem = _llm_token_time(s, p, resolve_precision(g, "mixed") if fp8 else prec, tokens)
+    token = _llm_token_time(s, p, resolve_precision(g, "mixed") if fp8 else prec, tokens)
     domain = _nvlink_domain(s)  # GPUs that reach each other over NVLink: a node, or a GB200 NVL72 rack's share
     links = llm.Links(_intra_node_bytes_s(s, p), s.network_gbps * domain / s.gpus_per_node / 8.0 * 1e9 * p.net_eff,
                       p.alpha_us * 1e-6, domain)
     usable = parallel.MEMORY_USABLE * g.memory_gb * 1e9
-    kw = {"t_token": t_token, "t_math_token": t_math, "links": links, "p": p, "jitter": p.jitter}
+    kw = {"token": token, "links": links, "p": p, "jitter": p.jitter}
     pinned = s.layout or ("fsdp" if s.comm == "fsdp" else None)
     feasible, reason, runner = True, "", ""
     lay = None
@@ -423,7 +448,7 @@ def _predict_llm(s: Scenario, p: Params, prec: str) -> Prediction:
     return Prediction(
         throughput=rate, throughput_first_epoch=rate, per_gpu=rate / n,
         bottleneck="memory-capacity" if not feasible else "network" if best.exposed_comm_s > 0.2 * best.seconds
-        else "compute", gpu_bound="math" if t_math >= t_mem else "memory-bw",
+        else "compute", gpu_bound="math" if token.math >= token.mem else "memory-bw",
         scaling_efficiency=min(1.0, best.compute_s / best.seconds), precision=prec, step_time_s=best.seconds,
         breakdown={"compute_s": best.compute_s, "comm_s": best.comm_s, "exposed_comm_s": best.exposed_comm_s,
                    "bubble_s": best.bubble_s, "global_batch_tokens": tokens, "micro_batch": best.micro_seqs},
@@ -431,22 +456,30 @@ def _predict_llm(s: Scenario, p: Params, prec: str) -> Prediction:
         runner_up=runner)
 
 
-def _llm_token_time(s: Scenario, p: Params, prec: str, tokens: float) -> tuple[float, float, float]:
-    """(seconds, of which matrix products FP8 speeds up, of which memory traffic) a GPU spends on one
-    token of a decoder LLM at ``prec``, unsplit. The weight matrices cost 6 N FLOPs a token; causal
-    attention 6 L d s (FlashAttention skips the masked half of the 12 L d s a full one would), at
-    ``attn_eff`` of the matrix products' efficiency and in BF16 whatever the weights run in (FP8
-    training casts the linear layers only); the memory traffic is the activations' passes and the
-    optimizer's pass over its weights, spread over the step's tokens."""
+def _llm_token_time(s: Scenario, p: Params, prec: str, tokens: float) -> llm.TokenTime:
+    """The seconds a GPU spends on one token of a decoder LLM at ``prec``, unsplit, and their parts. The
+    weight matrices cost 6 N FLOPs a token (N without an untied input embedding, a lookup); causal
+    attention's forward 2 L d s (FlashAttention skips the masked half of a full one's 4 L d s) and its
+    backward 2.5 times that (``FLASH_FWD_BWD``), at ``attn_eff`` of the matrix products' efficiency and in
+    BF16 whatever the weights run in (FP8 training casts the linear layers only); the memory traffic is the
+    activations' passes, the loss over the vocabulary's logits (``LOSS_BYTES_PER_LOGIT``) and the
+    optimizer's pass over its weights, spread over the step's tokens. Full recomputation runs the blocks'
+    forward again: their weights' 2 N (not the output layer's), attention's forward and the forward's third
+    of the activations' traffic (not the loss, outside the blocks; review rev52 11: x4/3 of all of it had
+    charged FlashAttention 4.67 forwards for its 4.5 and recomputed the loss)."""
     w, g = s.workload, s.gpu
     peak = g.tflops[prec] * 1e12 * p.u(g.arch, prec != "fp32" and g.arch in TENSOR_ARCHS)
-    dense = 6.0 * w.params / peak
-    attention = 6.0 * w.layers * w.d_model * w.seq_len / (peak * p.attn_eff)
+    dense = 6.0 * w.matmul_params / peak
+    attention_fwd = 2.0 * w.layers * w.d_model * w.seq_len / (peak * p.attn_eff)
     elem = 4.0 if prec in ("fp32", "tf32") else 2.0
-    traffic = w.activations * elem * p.values["act_passes:transformer"] + w.params * OPTIMIZER_TRAFFIC / tokens
-    t_mem = traffic / (g.memory_bw_gbs * 1e9)
+    bandwidth = g.memory_bw_gbs * 1e9
+    activations = w.activations * elem * p.values[ACT_PASSES["llm"]] / bandwidth
+    t_mem = activations + (w.vocab * LOSS_BYTES_PER_LOGIT + w.params * OPTIMIZER_TRAFFIC / tokens) / bandwidth
     speed = _framework_speed(s, p)
-    return (dense + attention + t_mem) / speed, dense / speed, t_mem / speed
+    blocks_fwd = 2.0 * (w.matmul_params - w.vocab * w.d_model) / peak
+    return llm.TokenTime(seconds=(dense + FLASH_FWD_BWD * attention_fwd + t_mem) / speed, math=dense / speed,
+                         mem=t_mem / speed, recompute_math=blocks_fwd / speed,
+                         recompute_other=(attention_fwd + activations / 3.0) / speed)
 
 
 def _nvlink_domain(s: Scenario) -> int:

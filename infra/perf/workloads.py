@@ -57,9 +57,20 @@ class Workload:
 
     @property
     def train_flops(self) -> float:
-        """FLOPs per sample for forward + backward (3x forward; 6N + 6Lds per token for decoder LLMs: causal
-        attention, as perf/model.py times the step and as bench's MFU counts)."""
+        """FLOPs per sample for forward + backward (3x forward; 6N + 6Lds per token for decoder LLMs, N their
+        matrices' parameters, attention causal: as perf/model.py times the step and as bench's MFU counts)."""
         return 3.0 * self.fwd_flops
+
+    @property
+    def matmul_params(self) -> float:
+        """A decoder's parameters that multiply a token: all but an untied input embedding, a table lookup
+        (torchtitan's and Megatron's FLOP counts leave it out; a tied one is also the output layer)."""
+        return self.params - input_lookup(self.vocab, self.d_model, self.tied)
+
+
+def input_lookup(vocab: int, d_model: int, tied: bool) -> float:
+    """Parameters of a decoder's input embedding that no token multiplies: an untied table is a lookup."""
+    return 0.0 if tied else float(vocab * d_model)
 
 
 def parse_size(text: str) -> float:
@@ -109,14 +120,14 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
                 sized = llm_shapes.shape(params)
                 L, dm = sized.layers, sized.d_model
                 d = {"heads": sized.heads, "kv_heads": sized.kv_heads, "ffn": sized.ffn, "vocab": sized.vocab, **d}
+            llm_fields = llm_attention(d, dm, name, where)
+            llm_fields["tied"] = bool(d.get("tied", llm_shapes.nearest(params).tied))
             # causal attention: a token attends to those before it, half the 4 L d s of a full one (FlashAttention
             # skips the masked blocks); the count perf/model.py times the step with, so that MFU and the prediction
             # speak of the same FLOPs. PaLM (Chowdhery et al. 2022, appendix B) and torchtitan count 12 L d s: their
             # MFU of the same run is higher by 6 L d s / (6 N + 6 L d s)
-            fwd = 2.0 * params + 2.0 * L * dm * s
+            fwd = 2.0 * (params - input_lookup(llm_fields["vocab"], dm, llm_fields["tied"])) + 2.0 * L * dm * s
             acts = architecture.transformer_activations(L, dm, s, flash=True)
-            llm_fields = llm_attention(d, dm, name, where)
-            llm_fields["tied"] = bool(d.get("tied", llm_shapes.nearest(params).tied))
     except KeyError as e:
         raise SpecError(where, None, f"{name}.{e.args[0]}", f"required for family {fam}") from None
     except (TypeError, ValueError) as e:
@@ -162,11 +173,15 @@ LLM_SEQ = 8192  # llm:<size> trains at Llama 3's pre-training sequence (8,192 to
 
 
 def llm(params: float, seq_len: int = LLM_SEQ, name: str | None = None) -> Workload:
+    """A decoder of a nominal size, shaped as the nearest published model, with the weights its shape holds (as
+    the published sizes name theirs: Llama 3.2 "1B" holds 1.24B), so that compare and bench count the same."""
     sized = llm_shapes.shape(params)
+    tied = llm_shapes.nearest(params).tied
+    held = llm_shapes.parameters(sized.layers, sized.d_model, sized.heads, sized.kv_heads, sized.ffn, sized.vocab, tied)
     return _from_dict(name or f"llm:{params / 1e9:g}b", {
-        "family": "llm", "params": params, "layers": sized.layers, "d_model": sized.d_model, "heads": sized.heads,
+        "family": "llm", "params": held, "layers": sized.layers, "d_model": sized.d_model, "heads": sized.heads,
         "kv_heads": sized.kv_heads, "ffn": sized.ffn, "gated": True, "vocab": sized.vocab,
-        "tied": llm_shapes.nearest(params).tied, "seq_len": seq_len,
+        "tied": tied, "seq_len": seq_len,
         "source": f"decoder LLM shaped as {sized.reference}, 6N FLOPs per token + attention (Kaplan et al. 2020)"}, "<llm>")
 
 

@@ -120,25 +120,53 @@ def _s(cat, wl="resnet50", gpu="A100-80GB", **kw):
 
 def test_llm_flops_follow_6nd(cat):
     w = workloads.get("llm-7b")  # causal attention: 6 L d s, as perf/model.py times the step (rev52 finding 8)
-    assert w.train_flops == pytest.approx(6 * w.params + 6 * w.layers * w.d_model * w.seq_len)
+    assert w.train_flops == pytest.approx(6 * w.matmul_params + 6 * w.layers * w.d_model * w.seq_len)
     custom = workloads.get("llm:65b")  # a size the library has no model of (llm:70b:2048 is llm-70b: issue 16)
-    assert custom.params == 65e9 and custom.train_flops > 6 * 65e9
+    assert custom.params == pytest.approx(65e9, rel=0.02) and custom.train_flops > 6 * custom.matmul_params
     assert workloads.get("resnet50").train_flops == pytest.approx(3 * 2 * 4.09e9, rel=0.01)
 
 
 def test_bench_mfu_counts_the_flops_the_model_counts_for_the_same_step(cat):
     """One FLOP count for a decoder (rev52 finding 8): bench's MFU is measured x Workload.train_flops / peak, and the
-    model times the same step with 6N + 6 L d s a token (perf/model.py `_llm_token_time`: causal attention,
-    FlashAttention skips the masked half). Before, train_flops counted full attention (12 L d s): llm:1b's MFU at
-    8,192 tokens was 18% above the model's own count."""
-    w = measured.bench_workload("llm:1b")
+    model's FLOPs of the same step are 6N + 6 L d s a token: N the weights a token multiplies (an untied input
+    embedding is a lookup, as torchtitan counts), causal attention (FlashAttention skips the masked half; the
+    model's time adds its backward's recomputation, which MFU does not count). Before, train_flops counted full
+    attention (12 L d s): llm:1b's MFU at 8,192 tokens was 18% above the model's own count; and then llm:8b's
+    counted its 525M-parameter input table."""
+    w = measured.bench_workload("llm:8b")
     answer = {"device": {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "gpus": 1, "gpus_used": 1},
               "versions": {"torch": "2.11.0+cu130"},
-              "results": [{"name": "llm:1b", "kind": "decoder", "batch": 1, "step_s": 0.5, "samples_per_s": 20000.0}]}
+              "results": [{"name": "llm:8b", "kind": "decoder", "batch": 1, "step_s": 1.0, "samples_per_s": 8192.0}]}
     (row,) = bench.judge(answer, cat, "H100", tiny=False).rows
-    model_flops = 6.0 * w.params + 6.0 * w.layers * w.d_model * w.seq_len
-    assert row.mfu == pytest.approx(20000.0 * model_flops / (cat.gpu("H100").tflops["bf16"] * 1e12), rel=0.01), (
+    assert not w.tied and w.matmul_params == pytest.approx(w.params - w.vocab * w.d_model)
+    model_flops = 6.0 * w.matmul_params + 6.0 * w.layers * w.d_model * w.seq_len
+    assert row.mfu == pytest.approx(8192.0 * model_flops / (cat.gpu("H100").tflops["bf16"] * 1e12), rel=0.01), (
         f"MFU {row.mfu:.3f} from {w.train_flops / 1e9:.2f} GFLOP a token; the model counts {model_flops / 1e9:.2f}")
+
+
+def test_compare_and_bench_predict_the_same_llm_size(cat):
+    """(review rev52 11, noted) `llm:1b` is Llama 3.2 1B's shape, which holds 1.24B weights: bench predicted and
+    rated the step with those (measured.bench_workload), compare with the nominal 1.0B, 24% fewer FLOPs and a
+    prediction ~10% faster for the same run."""
+    for name in ("llm:1b", "llm:8b", "llm:65b"):
+        named, trained = workloads.get(name), measured.bench_workload(name)
+        assert named.params == pytest.approx(trained.params), name
+        s = measured.scenario(named, cat.gpu("H100"), batch=1)
+        assert predict(s).throughput == pytest.approx(predict(measured.scenario(trained, cat.gpu("H100"), 1)).throughput)
+
+
+def test_an_untied_input_embedding_is_a_lookup_not_6n():
+    """An untied decoder's input embedding is a table lookup: no token multiplies it, so 6N leaves it out
+    (torchtitan's get_nparams_and_flops subtracts the nn.Embedding parameters; Megatron's count has the output
+    layer only). A tied one is also the output layer, a matrix every token multiplies. Before, llm:8b's 6N
+    counted its 525M-parameter table: its MFU and its predicted step were 6% too high."""
+    shape = {"params": 8.03e9, "layers": 32, "d_model": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336,
+             "gated": True, "vocab": 128256, "seq_len": 8192}
+    untied = workloads.decoder("untied", {**shape, "tied": False}, "<test>")
+    tied = workloads.decoder("tied", {**shape, "tied": True}, "<test>")
+    assert untied.matmul_params == pytest.approx(8.03e9 - 128256 * 4096) and tied.matmul_params == 8.03e9
+    assert tied.train_flops - untied.train_flops == pytest.approx(6 * 128256 * 4096)
+    assert workloads.get("llm:8b").matmul_params < workloads.get("llm:8b").params  # Llama 3.1 8B is untied
 
 
 @pytest.mark.parametrize("name", architecture.NAMES)
@@ -325,20 +353,36 @@ def test_many_narrow_convolutions_run_further_below_peak_than_a_few_wide_ones(ca
     assert PRIORS["conv_width"][2][0] <= p.conv_width <= PRIORS["conv_width"][2][1]
 
 
-@pytest.mark.xfail(strict=True, reason="review rev52 11, open: attn_eff and act_passes:transformer carry what the "
-                   "model does not place (context-parallel overheads, a 128k vocabulary's logits and loss, norms); "
-                   "a model change and a refit (over an hour) are needed")
-def test_the_fitted_transformer_parameters_are_in_the_ranges_their_sources_give():
+def test_the_fitted_memory_passes_of_transformers_are_in_the_ranges_their_counts_give():
     """(review rev52, 11) Issue 52: "Keep the fitted parameters physical (each within its prior; no parameter doing
-    another's job)".
-    model.py's own comments cite attn_eff from FlashAttention's share of peak (FA2 ~50-70%, Dao 2023; FA3 up to 75%)
-    relative to the weight GEMMs (prior 0.7), and act_passes:transformer "~2-4" (Korthikanti). The shipped fit has
-    attn_eff 0.37 (FlashAttention at 0.37 x u_tensor:hopper 0.51 = 19% of an H100's peak) and act_passes 6.95:
-    they carry something else (context-parallel overheads, the logits and loss of a 128k vocabulary, norms and
-    rotary kernels). What it changes: llm:8b on 8 H100 at 8k/32k/128k tokens is predicted 1.13x/1.37x/1.65x slower
-    than with attn_eff at its prior (run here)."""
+    another's job)". One act_passes:transformer served BERT and the decoder LLMs: 6.95 against a comment of "~2-4",
+    which counted each kept activation's store alone. Beside the GEMMs' and FlashAttention's operands, a Llama layer
+    moves ~3 passes of its kept activations where its kernels are fused, ~10 eager (an RMSNorm's fp32 steps), ~13-15
+    with torchtitan's selective recomputation: a decoder's 3-15 (review rev52's count). An encoder without
+    FlashAttention also writes and reads its seq x seq scores some ten times: 5-12 (model.py). The decoders' passes
+    also carried the loss over a 128k vocabulary, now counted in bytes (LOSS_BYTES_PER_LOGIT: 4.6 MB a token, more
+    than llm:8b's kept activations once). Split, the encoders' no longer pull the decoders'."""
+    from gpufleet.perf.model import ACT_PASSES, LOSS_BYTES_PER_LOGIT, fitted_params
+
+    p = fitted_params().values
+    assert ACT_PASSES["llm"] != ACT_PASSES["transformer"]
+    assert 3.0 <= p[ACT_PASSES["llm"]] <= 15.0, p[ACT_PASSES["llm"]]
+    assert 5.0 <= p[ACT_PASSES["transformer"]] <= 12.0, p[ACT_PASSES["transformer"]]
+    w = workloads.get("llm:8b")
+    assert w.vocab * LOSS_BYTES_PER_LOGIT > w.activations * 2  # bytes: the loss's against the activations' one pass
+
+
+@pytest.mark.xfail(strict=True, reason="review rev52 11, open: attn_eff is below what FlashAttention's sources give; "
+                   "the long-context rows (ring attention over 2-32 GPUs, FA2 in torchtitan, H100s at 500 W) carry "
+                   "what the model does not place")
+def test_the_fitted_attention_efficiency_is_in_the_range_its_sources_give():
+    """(review rev52, 11) attn_eff: FlashAttention's share of peak relative to the weight GEMMs (FA2 50-73% of an
+    A100's peak, Dao 2023; FA3 up to 75% of an H100's, Shah et al. 2024; prior 0.7). The attention time counts the
+    backward's recomputation (FLASH_FWD_BWD 3.5, flash-attention's own benchmark): the fit of 2026-11-28 has 0.41
+    (0.37 before), still FlashAttention at ~21% of an H100's peak where FA2 reaches 35% (Shah et al. 2024). llm:8b
+    on 8 H100 at 8k/32k/128k tokens was predicted 1.13x/1.37x/1.65x slower than with attn_eff at its prior (run here
+    before that change)."""
     from gpufleet.perf.model import fitted_params
 
     p = fitted_params().values
     assert p["attn_eff"] >= 0.5, f"attn_eff {p['attn_eff']:.3f}"
-    assert p["act_passes:transformer"] <= 4.0, f"act_passes:transformer {p['act_passes:transformer']:.2f}"
