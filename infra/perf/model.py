@@ -128,7 +128,7 @@ PRIORS: dict[str, tuple[float, float, tuple[float, float]]] = {
     # DeepLearningExamples' era (BERT, no FlashAttention) keeps its seq x seq scores, softmax and dropout mask
     # (Korthikanti's 5 a s bytes), which scale, mask, softmax, dropout, the product with V and their backward
     # each read and write: ~10 passes on the scores, which outweigh the rest at 512 tokens (~5-12). One value
-    # for both had the encoders' pull the decoders' (and, through BERT's FP32 rows on V100, u_simt)
+    # for both, fitted to both, took u_simt (through BERT's FP32 rows on V100) to its bound
     "act_passes:cnn": (16.0, 0.5, (4.0, 40.0)),
     "act_passes:transformer": (8.0, 0.5, (2.0, 24.0)),
     "act_passes:llm": (5.0, 0.5, (1.5, 20.0)),

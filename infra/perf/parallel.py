@@ -11,7 +11,8 @@ The layouts (the names ``compare`` shows and ``--layout`` takes):
   parallelism inside an NVLink domain, pipeline stages (``vp``: the interleaved schedule's virtual
   stages per GPU), context parallelism for long sequences, and data parallelism with the
   distributed optimizer (ZeRO-1: weights and gradients kept, Adam state sharded);
-* ``+recompute``: full activation recomputation (a fourth more compute). Without it, attention
+* ``+recompute``: full activation recomputation (the blocks' forward again: about a third more
+  compute). Without it, attention
   is recomputed anyway by FlashAttention, which never stores the score matrix.
 
 Memory per GPU (bytes), bf16 training with fp32 master weights and Adam:

@@ -58,7 +58,8 @@ class Workload:
     @property
     def train_flops(self) -> float:
         """FLOPs per sample for forward + backward (3x forward; 6N + 6Lds per token for decoder LLMs, N their
-        matrices' parameters, attention causal: as perf/model.py times the step and as bench's MFU counts)."""
+        matrices' parameters, attention causal: as bench's MFU counts; perf/model.py times attention with
+        FlashAttention's recomputation on top, 7 L d s)."""
         return 3.0 * self.fwd_flops
 
     @property
@@ -123,10 +124,14 @@ def _from_dict(name: str, d: dict, where: str) -> Workload:
             llm_fields = llm_attention(d, dm, name, where)
             llm_fields["tied"] = bool(d.get("tied", llm_shapes.nearest(params).tied))
             # causal attention: a token attends to those before it, half the 4 L d s of a full one (FlashAttention
-            # skips the masked blocks); the count perf/model.py times the step with, so that MFU and the prediction
-            # speak of the same FLOPs. PaLM (Chowdhery et al. 2022, appendix B) and torchtitan count 12 L d s: their
+            # skips the masked blocks); the model's FLOPs, which MFU counts (perf/model.py times FlashAttention's
+            # recomputation on top, FLASH_FWD_BWD). PaLM (Chowdhery et al. 2022, appendix B) and torchtitan count 12 L d s: their
             # MFU of the same run is higher by 6 L d s / (6 N + 6 L d s)
-            fwd = 2.0 * (params - input_lookup(llm_fields["vocab"], dm, llm_fields["tied"])) + 2.0 * L * dm * s
+            lookup = input_lookup(llm_fields["vocab"], dm, llm_fields["tied"])
+            if params <= lookup:
+                raise SpecError(where, None, f"{name}.params", f"{params:g} is not more than its input embedding's "
+                                f"{lookup:g} (vocab x d_model)", "give the whole model's parameters, or tied: true")
+            fwd = 2.0 * (params - lookup) + 2.0 * L * dm * s
             acts = architecture.transformer_activations(L, dm, s, flash=True)
     except KeyError as e:
         raise SpecError(where, None, f"{name}.{e.args[0]}", f"required for family {fam}") from None
@@ -173,15 +178,11 @@ LLM_SEQ = 8192  # llm:<size> trains at Llama 3's pre-training sequence (8,192 to
 
 
 def llm(params: float, seq_len: int = LLM_SEQ, name: str | None = None) -> Workload:
-    """A decoder of a nominal size, shaped as the nearest published model, with the weights its shape holds (as
-    the published sizes name theirs: Llama 3.2 "1B" holds 1.24B), so that compare and bench count the same."""
     sized = llm_shapes.shape(params)
-    tied = llm_shapes.nearest(params).tied
-    held = llm_shapes.parameters(sized.layers, sized.d_model, sized.heads, sized.kv_heads, sized.ffn, sized.vocab, tied)
     return _from_dict(name or f"llm:{params / 1e9:g}b", {
-        "family": "llm", "params": held, "layers": sized.layers, "d_model": sized.d_model, "heads": sized.heads,
+        "family": "llm", "params": params, "layers": sized.layers, "d_model": sized.d_model, "heads": sized.heads,
         "kv_heads": sized.kv_heads, "ffn": sized.ffn, "gated": True, "vocab": sized.vocab,
-        "tied": tied, "seq_len": seq_len,
+        "tied": llm_shapes.nearest(params).tied, "seq_len": seq_len,
         "source": f"decoder LLM shaped as {sized.reference}, 6N FLOPs per token + attention (Kaplan et al. 2020)"}, "<llm>")
 
 

@@ -26,8 +26,9 @@ def test_every_size_from_100m_to_1t_is_a_decoder_that_can_exist(size):
     assert head * w.heads == w.d_model and head in (64, 128), f"llm:{size}: width {w.d_model}, {w.heads} heads"
     assert w.ffn % 256 == 0 and w.layers >= 2
     # the parameters its shape holds are those of its size, as its reference's are of the reference's nominal size
-    held = llm_shapes.parameters(w.layers, w.d_model, w.heads, w.kv_heads, w.ffn, w.vocab, llm_shapes.nearest(w.params).tied)
-    assert 0.7 < held / w.params < 1.3, f"llm:{size}: its shape holds {held / 1e9:.3g}B parameters"
+    nominal = workloads.parse_size(size)
+    held = llm_shapes.parameters(w.layers, w.d_model, w.heads, w.kv_heads, w.ffn, w.vocab, llm_shapes.nearest(nominal).tied)
+    assert 0.7 < held / nominal < 1.3, f"llm:{size}: its shape holds {held / 1e9:.3g}B parameters"
 
 
 def test_every_size_the_parser_accepts_keeps_heads_divisible_by_kv_heads():
