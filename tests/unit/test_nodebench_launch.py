@@ -126,7 +126,7 @@ env = {{"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "
 try:
     ts._gather(torch, {{"step_s": 0.1, "samples_per_s": 10.0}}, ts.Dist(env), torch.device("cpu"))
 except Exception as e:  # refused: what it got is not a row
-    print(type(e).__name__)
+    print(type(e).__name__, flush=True)  # before gloo's teardown, which may abort the process once its peer left
 """
 
 
@@ -145,8 +145,10 @@ def test_the_ranks_rows_are_read_as_json_so_a_rank_that_is_not_ours_runs_no_code
                           HOSTILE_RANK.format(tests=tests, store=store, marker=marker))]
     outs = [r.communicate(timeout=120) for r in ranks]
     assert not os.path.exists(marker), f"a rank's pickle ran in the benchmark ({open(marker).read()})"
-    # the first rank got it and refused it (the other's exit is its own: gloo may abort it once its peer left)
-    assert ranks[0].returncode == 0 and outs[0][0].strip(), (outs[0], outs[1][1][-2000:])
+    # the first rank got it and refused it. Neither exit status is asserted: gloo may abort either process at exit
+    # once its peer has left ("terminate called without an active exception", SIGABRT; seen on the first rank in CI,
+    # 2026-11-28, after it had printed its refusal)
+    assert outs[0][0].strip() in ("UnicodeDecodeError", "ValueError", "JSONDecodeError"), (outs[0], outs[1][1][-2000:])
 
 
 @needs_torch
