@@ -476,7 +476,8 @@ def _llm_token_time(s: Scenario, p: Params, prec: str, tokens: float) -> llm.Tok
     activations = w.activations * elem * p.values[ACT_PASSES["llm"]] / bandwidth
     t_mem = activations + (w.vocab * LOSS_BYTES_PER_LOGIT + w.params * OPTIMIZER_TRAFFIC / tokens) / bandwidth
     speed = _framework_speed(s, p)
-    blocks_fwd = 2.0 * (w.matmul_params - w.vocab * w.d_model) / peak
+    # a nominal size below its own table (llm:1m's 128k x 64) leaves its blocks nothing, not less than nothing
+    blocks_fwd = 2.0 * max(0.0, w.matmul_params - w.vocab * w.d_model) / peak
     return llm.TokenTime(seconds=(dense + FLASH_FWD_BWD * attention_fwd + t_mem) / speed, math=dense / speed,
                          mem=t_mem / speed, recompute_math=blocks_fwd / speed,
                          recompute_other=(attention_fwd + activations / 3.0) / speed)

@@ -145,6 +145,16 @@ def test_bench_mfu_counts_the_flops_the_model_counts_for_the_same_step(cat):
         f"MFU {row.mfu:.3f} from {w.train_flops / 1e9:.2f} GFLOP a token; the model counts {model_flops / 1e9:.2f}")
 
 
+@pytest.mark.parametrize("name", ["llm:1m", "llm:100m", "llm:1b", "llm:8b", "llm:70b"])
+def test_full_recomputation_never_makes_a_step_faster(cat, name):
+    """Recomputation adds the blocks' forward (review rev52 11): a nominal size below its own embedding table
+    (llm:1m's 128k x 64, tied) must add nothing of its weights, not take their forward off the step."""
+    s = Scenario(workload=workloads.get(name), gpu=cat.gpu("H100"), gpus_per_node=8, layout="fsdp",
+                 global_batch_tokens=2.0**22)
+    again = dataclasses.replace(s, layout="fsdp +recompute")
+    assert predict(again).throughput < predict(s).throughput
+
+
 def test_an_untied_input_embedding_is_a_lookup_not_6n():
     """An untied decoder's input embedding is a table lookup: no token multiplies it, so 6N leaves it out
     (torchtitan's get_nparams_and_flops subtracts the nn.Embedding parameters; Megatron's count has the output
